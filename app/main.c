@@ -1,0 +1,65 @@
+/*
+ * main.c: the vidtrain command — dispatches to one subcommand per file (DESIGN.md §7).
+ * It must never do work itself: parsing and behaviour belong to the subcommands.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "app/app.h"
+#include "models/common.h"
+
+typedef struct vt_cmd {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *usage;
+    const char *what;
+} vt_cmd;
+
+static const vt_cmd cmds[] = {
+    {"devices", vt_cmd_devices, "devices", "list GPUs (name, memory, capability) or the CPU"},
+    {"synth", vt_cmd_synth, "synth DIR", "write a demo dataset of real encoded videos"},
+    {"scan", vt_cmd_scan, "scan DIR", "classes, counts, codecs, durations, unreadable files"},
+    {"plan", vt_cmd_plan, "plan --model M --clip TxHxW", "model summary, memory per clip, slice plan"},
+    {"train", vt_cmd_train, "train DIR --out RUN", "train, validate every epoch, checkpoint, report"},
+    {"eval", vt_cmd_eval, "eval RUN DIR", "clip/video top-1/top-5, per-class accuracy, confusion"},
+    {"predict", vt_cmd_predict, "predict RUN VIDEO...", "top-k labels per video"},
+    {"bench", vt_cmd_bench, "bench decode|step", "throughput figures"},
+};
+
+int vt_wants_help(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--"))
+            break;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+            return 1;
+    }
+    return 0;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "vidtrain %s: train 3D-CNN video classifiers on the GPUs you have (or the CPU)\n\n"
+               "usage: vidtrain COMMAND [options]   (vidtrain COMMAND --help for its options)\n\n",
+            VT_VERSION);
+    for (size_t i = 0; i < VT_ARRAY_LEN(cmds); i++)
+        fprintf(f, "  %-30s %s\n", cmds[i].usage, cmds[i].what);
+    fprintf(f, "\nA dataset is a folder with one subfolder per class (DIR/<class>/<video>),\n"
+               "or DIR/train + DIR/val (+ DIR/test) each laid out that way.\n"
+               "Quick start: vidtrain synth demo && vidtrain train demo --out runs/demo\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("vidtrain %s\n", VT_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < VT_ARRAY_LEN(cmds); i++)
+        if (!strcmp(argv[1], cmds[i].name))
+            return cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "vidtrain: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

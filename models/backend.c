@@ -1,0 +1,102 @@
+/*
+ * backend.c: the backend-independent part of vt_backend — construction by name and the
+ * budget-enforcing allocator wrapper that records every live allocation, so a tower's
+ * high-water mark is measured, not estimated (DESIGN.md invariant 3).
+ */
+#include "models/backend.h"
+
+#include <string.h>
+
+#include "models/common.h"
+
+/* Live allocations of all backends: pointer -> (backend, size). A small open table; the
+ * number of live allocations is in the hundreds (one per tensor family and activation). */
+#include <pthread.h>
+typedef struct vt_alloc_rec { void *ptr; vt_backend *be; size_t bytes; } vt_alloc_rec;
+static vt_alloc_rec *g_recs;
+static size_t g_nrecs, g_caprecs;
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int vt_pool_out(int in, int k, int s, int p, int ceil_mode) {
+    int num = in + 2 * p - k;
+    int out = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
+    /* PyTorch: the last window must start inside the input or left padding. */
+    if (ceil_mode && (out - 1) * s >= in + p)
+        out--;
+    return out;
+}
+
+void *vt_backend_alloc(vt_backend *be, size_t bytes) {
+    pthread_mutex_lock(&g_lock);
+    if (be->budget > 0 && be->in_use + (int64_t)bytes > be->budget) {
+        pthread_mutex_unlock(&g_lock);
+        return NULL;
+    }
+    pthread_mutex_unlock(&g_lock);
+    void *p = be->i->alloc(be, bytes ? bytes : 1);
+    if (!p)
+        return NULL;
+    pthread_mutex_lock(&g_lock);
+    if (g_nrecs == g_caprecs) {
+        g_caprecs = g_caprecs ? 2 * g_caprecs : 256;
+        g_recs = vt_realloc(g_recs, g_caprecs * sizeof(*g_recs));
+    }
+    g_recs[g_nrecs++] = (vt_alloc_rec){p, be, bytes};
+    be->in_use += (int64_t)bytes;
+    if (be->in_use > be->high_water)
+        be->high_water = be->in_use;
+    pthread_mutex_unlock(&g_lock);
+    return p;
+}
+
+void *vt_backend_alloc_x(vt_backend *be, size_t bytes, const char *what) {
+    void *p = vt_backend_alloc(be, bytes);
+    if (!p) {
+        char a[32], b[32], c[32];
+        VT_DIE("%s%d: cannot allocate %s for %s (holding %s of a %s budget)\n"
+               "  hint: lower --batch or --clip, or raise the budget (--mem / --gpu-mem)",
+               be->i->name, be->ordinal, vt_fmt_bytes(a, sizeof a, (int64_t)bytes), what,
+               vt_fmt_bytes(b, sizeof b, be->in_use),
+               be->budget ? vt_fmt_bytes(c, sizeof c, be->budget) : "unlimited");
+    }
+    return p;
+}
+
+void vt_backend_free_ptr(vt_backend *be, void *ptr) {
+    if (!ptr)
+        return;
+    pthread_mutex_lock(&g_lock);
+    size_t i = g_nrecs;
+    while (i > 0 && g_recs[i - 1].ptr != ptr)
+        i--;
+    VT_CHECK(i > 0, "%s: freeing a pointer it did not allocate", be->i->name);
+    be->in_use -= (int64_t)g_recs[i - 1].bytes;
+    g_recs[i - 1] = g_recs[--g_nrecs];
+    pthread_mutex_unlock(&g_lock);
+    be->i->free(be, ptr);
+}
+
+vt_backend *vt_backend_init(const char *name, int ordinal, int threads, int64_t budget) {
+    vt_backend *be = NULL;
+    if (!strcmp(name, "cpu-ref"))
+        be = vt_backend_cpu_ref_init(budget);
+    else if (!strcmp(name, "cpu"))
+        be = vt_backend_cpu_init(threads, budget);
+#ifdef VT_HAVE_CUDA
+    else if (!strcmp(name, "cuda"))
+        be = vt_backend_cuda_init(ordinal, budget);
+#endif
+    if (be)
+        be->ordinal = ordinal;
+    return be;
+}
+
+void vt_backend_free(vt_backend **pbe) {
+    if (!pbe || !*pbe)
+        return;
+    vt_backend *be = *pbe;
+    if (be->i->destroy)
+        be->i->destroy(be);
+    free(be);
+    *pbe = NULL;
+}

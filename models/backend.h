@@ -1,0 +1,202 @@
+/*
+ * backend.h: the op table every compute backend fills (DESIGN.md §5, STYLE.md "opaque
+ * handle plus an op table", after ggml-backend-impl.h).
+ *
+ * A backend is a handle (vt_backend) holding its table (vt_backend_i), a private
+ * context, and an allocator that enforces a memory budget. Three fill the table:
+ *   cpu-ref  plain loops, obviously correct: the truth the others are tested against;
+ *   cpu      vol2col + OpenBLAS sgemm, OpenMP elsewhere; deterministic;
+ *   cuda     cuDNN / cuBLAS / own kernels (models/cuda/), one handle per device.
+ *
+ * Conventions, the same for every op and every backend:
+ *   - all float pointers are backend memory (host memory for the CPU backends, device
+ *     memory for cuda); outputs come first in every signature;
+ *   - layouts are PyTorch's: activations (N, C, T, H, W) contiguous, conv weights
+ *     (Cout, Cin, kT, kH, kW), linear weights (Out, In);
+ *   - PARAMETER gradients (dw, db, dgamma, dbeta) ACCUMULATE (+=) so micro-batches and
+ *     several heads add up; INPUT gradients (din) are OVERWRITTEN; din == NULL skips it;
+ *   - n (the batch) may be 0: every op then does nothing (a tower with no clips still
+ *     walks the graph so that sync-BN collectives line up);
+ *   - ops are issued in order on the backend's one stream; results are visible to the
+ *     host after synchronize (a no-op on the CPU).
+ * This file must never know about videos, towers or devices lists.
+ */
+#ifndef VT_BACKEND_H
+#define VT_BACKEND_H
+
+#include <stdint.h>
+#include <stddef.h>
+
+typedef struct vt_backend vt_backend;
+
+/* conv3d geometry. Dims in (T, H, W) order. Output size per dim: (in + 2p - k)/s + 1. */
+typedef struct vt_conv3d_p {
+    int cin, cout;
+    int k[3], s[3], p[3];
+} vt_conv3d_p;
+
+/* Pooling window (max and avg). avg counts padding (PyTorch count_include_pad=True). */
+typedef struct vt_pool3d_p {
+    int k[3], s[3], p[3];
+    int ceil_mode; /* PyTorch ceil_mode; C3D's pool5 uses padding, not ceil */
+} vt_pool3d_p;
+
+static inline int vt_conv_out(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
+int vt_pool_out(int in, int k, int s, int p, int ceil_mode);
+
+typedef struct vt_backend_i {
+    const char *name; /* "cpu-ref", "cpu", "cuda" */
+    void (*destroy)(vt_backend *be); /* frees be->ctx (not be itself); optional */
+
+    /* ---- memory (called through vt_backend_alloc/free, which enforce the budget) ---- */
+    void *(*alloc)(vt_backend *be, size_t bytes); /* NULL if the device is out of memory */
+    void (*free)(vt_backend *be, void *ptr);
+    void (*to_device)(vt_backend *be, void *dst, const void *host_src, size_t bytes);
+    void (*to_host)(vt_backend *be, void *host_dst, const void *src, size_t bytes);
+    void (*copy)(vt_backend *be, void *dst, const void *src, size_t bytes);
+    void (*synchronize)(vt_backend *be); /* optional: NULL = nothing to wait for */
+    /* optional: page-locked host memory for input batches (the loader's hook). NULL =
+     * use malloc. */
+    void *(*host_alloc)(vt_backend *be, size_t bytes);
+    void (*host_free)(vt_backend *be, void *ptr);
+
+    /* ---- element-wise ---- */
+    void (*fill)(vt_backend *be, float *x, float v, int64_t n);
+    void (*scale)(vt_backend *be, float *x, float a, int64_t n);                  /* x *= a */
+    void (*axpy)(vt_backend *be, float *y, float a, const float *x, int64_t n);   /* y += a*x */
+    void (*add)(vt_backend *be, float *out, const float *a, const float *b, int64_t n);
+    double (*sumsq)(vt_backend *be, const float *x, int64_t n); /* sum x^2 in double; syncs */
+
+    /* ---- conv3d ---- */
+    /* out: (N, Cout, To, Ho, Wo); in: (N, Cin, T, H, W); w: (Cout, Cin, kT, kH, kW);
+     * b: (Cout) or NULL. in_thw = {T, H, W}. */
+    void (*conv3d_forward)(vt_backend *be, float *out, const float *in, const float *w,
+                           const float *b, int n, const int in_thw[3], const vt_conv3d_p *p);
+    /* din: (N, Cin, T, H, W) overwritten or NULL; dw, db accumulated (db may be NULL). */
+    void (*conv3d_backward)(vt_backend *be, float *din, float *dw, float *db, const float *dout,
+                            const float *in, const float *w, int n, const int in_thw[3],
+                            const vt_conv3d_p *p);
+
+    /* ---- batch norm, split the SyncBN way so towers can combine statistics ----
+     * x is (N, C, S) with S = T*H*W. Per channel c over N*S values:
+     *   bn_stats:    sum[c] = sum x, sumsq[c] = sum x^2 (accumulated in double)  (overwrite)
+     *   bn_finalize: from (sum, sumsq, count): mean, invstd = 1/sqrt(var_biased + eps);
+     *                if running_mean != NULL: running = (1-m)*running + m*stat, with the
+     *                UNBIASED variance count/(count-1) for running_var (PyTorch).
+     *   bn_apply:    out = gamma * (x - mean) * invstd + beta  (also used in eval, with
+     *                mean/invstd computed from the running statistics by bn_finalize with
+     *                count = 0 meaning "mean := running_mean, var := running_var").
+     *   bn_backward_reduce: sum_dy[c] = sum dy, sum_dy_xhat[c] = sum dy*(x-mean)*invstd (overwrite)
+     *   bn_backward_apply:  din = gamma*invstd*(dy - sum_dy/count - xhat*sum_dy_xhat/count)
+     *                with count and the sums over ALL towers under sync-BN.
+     * dgamma += sum_dy_xhat and dbeta += sum_dy are done by the network with the LOCAL
+     * sums (the gradient reducer sums across towers afterwards). */
+    void (*bn_stats)(vt_backend *be, float *sum, float *sumsq, const float *x, int n, int c,
+                     int64_t s);
+    void (*bn_finalize)(vt_backend *be, float *mean, float *invstd, float *running_mean,
+                        float *running_var, const float *sum, const float *sumsq, int64_t count,
+                        int c, float momentum, float eps);
+    void (*bn_apply)(vt_backend *be, float *out, const float *x, const float *mean,
+                     const float *invstd, const float *gamma, const float *beta, int n, int c,
+                     int64_t s);
+    void (*bn_backward_reduce)(vt_backend *be, float *sum_dy, float *sum_dy_xhat, const float *dy,
+                               const float *x, const float *mean, const float *invstd, int n,
+                               int c, int64_t s);
+    void (*bn_backward_apply)(vt_backend *be, float *din, const float *dy, const float *x,
+                              const float *mean, const float *invstd, const float *gamma,
+                              const float *sum_dy, const float *sum_dy_xhat, int64_t count, int n,
+                              int c, int64_t s);
+
+    /* ---- activations ---- */
+    void (*relu_forward)(vt_backend *be, float *out, const float *in, int64_t n);
+    /* din = dout * (out > 0); out is the forward OUTPUT (so in-place relu works). */
+    void (*relu_backward)(vt_backend *be, float *din, const float *dout, const float *out,
+                          int64_t n);
+
+    /* ---- pooling; in: (N, C, T, H, W) ---- */
+    void (*maxpool3d_forward)(vt_backend *be, float *out, const float *in, int n, int c,
+                              const int in_thw[3], const vt_pool3d_p *p);
+    /* Gradient goes to the FIRST maximum of each window (PyTorch's choice). */
+    void (*maxpool3d_backward)(vt_backend *be, float *din, const float *dout, const float *in,
+                               int n, int c, const int in_thw[3], const vt_pool3d_p *p);
+    void (*avgpool3d_forward)(vt_backend *be, float *out, const float *in, int n, int c,
+                              const int in_thw[3], const vt_pool3d_p *p);
+    void (*avgpool3d_backward)(vt_backend *be, float *din, const float *dout, int n, int c,
+                               const int in_thw[3], const vt_pool3d_p *p);
+    /* Adaptive global average pool: out (N, C) = mean over S of in (N, C, S). */
+    void (*gap_forward)(vt_backend *be, float *out, const float *in, int n, int c, int64_t s);
+    void (*gap_backward)(vt_backend *be, float *din, const float *dout, int n, int c, int64_t s);
+
+    /* ---- linear: out (N, O) = in (N, I) @ w^T (O, I) + b (O) ---- */
+    void (*linear_forward)(vt_backend *be, float *out, const float *in, const float *w,
+                           const float *b, int n, int in_f, int out_f);
+    void (*linear_backward)(vt_backend *be, float *din, float *dw, float *db, const float *dout,
+                            const float *in, const float *w, int n, int in_f, int out_f);
+
+    /* ---- dropout: counter-based so every backend draws the same mask ----
+     * keep[i] = (vt_hash64(seed ^ (i * golden)) >> 40) / 2^24 >= p; mask[i] = keep/(1-p). */
+    void (*dropout_forward)(vt_backend *be, float *out, float *mask, const float *in, int64_t n,
+                            float p, uint64_t seed);
+    void (*dropout_backward)(vt_backend *be, float *din, const float *dout, const float *mask,
+                             int64_t n);
+
+    /* ---- losses: per-clip loss and dlogits = grad_scale * dloss/dlogits ----
+     * softmax cross-entropy with label smoothing eps (PyTorch semantics: target =
+     * (1-eps)*onehot + eps/K). label: (N) int32 class ids. prob (N, K) optional output. */
+    void (*softmax_xent)(vt_backend *be, float *loss, float *dlogits, float *prob,
+                         const float *logits, const int32_t *label, int n, int k, float smoothing,
+                         float grad_scale);
+    /* BCE with logits, summed over the K outputs of a clip; target (N, K) in {0, 1}. */
+    void (*bce_logits)(vt_backend *be, float *loss, float *dlogits, const float *logits,
+                       const float *target, int n, int k, float grad_scale);
+
+    /* ---- optimizer updates over a whole arena, PyTorch torch.optim semantics ----
+     * step counts from 1. wd: SGD/RMSprop add wd*p to the gradient (L2); AdamW decays
+     * p *= 1 - lr*wd (decoupled). */
+    void (*sgd_update)(vt_backend *be, float *p, const float *g, float *buf, int64_t n, float lr,
+                       float momentum, float dampening, float wd, int nesterov, int64_t step);
+    void (*rmsprop_update)(vt_backend *be, float *p, const float *g, float *sq, float *buf,
+                           int64_t n, float lr, float alpha, float eps, float wd, float momentum);
+    void (*adamw_update)(vt_backend *be, float *p, const float *g, float *m, float *v, int64_t n,
+                         float lr, float beta1, float beta2, float eps, float wd, int64_t step);
+} vt_backend_i;
+
+typedef enum vt_backend_kind {
+    VT_BACKEND_CPU_REF,
+    VT_BACKEND_CPU,
+    VT_BACKEND_CUDA,
+} vt_backend_kind;
+
+struct vt_backend {
+    const vt_backend_i *i;
+    void *ctx;               /* the backend's own state */
+    vt_backend_kind kind;
+    int ordinal;             /* device id (cuda) or cpu index */
+    int threads;             /* CPU threads this backend may use (cpu, cpu-ref: 1) */
+    int64_t budget;          /* bytes this backend may hold at once; 0 = unlimited */
+    int64_t in_use;          /* bytes held now through vt_backend_alloc */
+    int64_t high_water;      /* most bytes ever held */
+};
+
+/* Constructors. budget 0 = unlimited; threads 0 = all cores. */
+vt_backend *vt_backend_cpu_ref_init(int64_t budget);
+vt_backend *vt_backend_cpu_init(int threads, int64_t budget);
+#ifdef VT_HAVE_CUDA
+vt_backend *vt_backend_cuda_init(int device, int64_t budget);
+#endif
+/* By name: "cpu-ref", "cpu", "cuda". NULL if that backend is not built in. */
+vt_backend *vt_backend_init(const char *name, int ordinal, int threads, int64_t budget);
+void vt_backend_free(vt_backend **be);
+
+/* Budget-enforcing allocation. Returns NULL (never aborts) when the request would pass
+ * the budget or the device is out of memory, so callers can report it; the _x variant
+ * aborts with a message naming the backend, budget and request. */
+void *vt_backend_alloc(vt_backend *be, size_t bytes);
+void *vt_backend_alloc_x(vt_backend *be, size_t bytes, const char *what);
+void vt_backend_free_ptr(vt_backend *be, void *ptr);
+static inline void vt_backend_sync(vt_backend *be) { if (be->i->synchronize) be->i->synchronize(be); }
+
+/* Shorthand for calling an op: VT_OP(be, relu_forward, out, in, n). */
+#define VT_OP(be, op, ...) ((be)->i->op((be), __VA_ARGS__))
+
+#endif

@@ -1,0 +1,148 @@
+/*
+ * net.h: a 3D-CNN as a graph of layers on one backend — the zoo (tiny, c3d, r3d18,
+ * mc3_18, r2plus1d18, torchvision-compatible), forward/backward, heads and losses,
+ * and the three arenas (parameters, gradients, buffers) carved into named views.
+ *
+ * One vt_net is one replica. It knows nothing about towers or devices lists: the
+ * towers own several nets and combine them through the arenas and the sync-BN hook.
+ */
+#ifndef VT_NET_H
+#define VT_NET_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "models/backend.h"
+
+#define VT_MAX_HEADS 8
+
+typedef enum vt_loss_kind {
+    VT_LOSS_SOFTMAX_CE, /* one class per clip, int32 label */
+    VT_LOSS_BCE,        /* multi-label, float {0,1} target per class */
+} vt_loss_kind;
+
+typedef struct vt_head_cfg {
+    char name[32];      /* for metrics and multi-head parameter names */
+    int classes;
+    vt_loss_kind loss;
+    float weight;       /* loss weight (default 1) */
+    float smoothing;    /* label smoothing, softmax heads only */
+} vt_head_cfg;
+
+typedef struct vt_net_cfg {
+    char model[32];     /* "tiny", "c3d", "r3d18", "mc3_18", "r2plus1d18" */
+    int clip_t, clip_h, clip_w; /* input clip shape (T, H, W); 3 channels */
+    int nheads;         /* >= 1 */
+    vt_head_cfg head[VT_MAX_HEADS];
+    float dropout;      /* dropout probability before the classifier(s); 0 = none */
+} vt_net_cfg;
+
+/* Fill cfg with a model name, clip shape and a single softmax head of `classes`. */
+void vt_net_cfg_default(vt_net_cfg *cfg, const char *model, int classes, int t, int h, int w);
+/* Names of the zoo, NULL-terminated. */
+extern const char *const vt_zoo_names[];
+
+/* A named tensor of the model, in PyTorch state_dict order and naming
+ * ("layer1.0.conv1.0.weight", "fc.weight", "layer1.0.bn1.running_mean", ...). */
+typedef struct vt_tensor_info {
+    const char *name;
+    int ndim;
+    int64_t shape[5];
+    int64_t numel;
+    int is_buffer;      /* 0: parameter (params/grads arenas), 1: buffer arena */
+    int is_int64;       /* num_batches_tracked: kept as float in the arena, int64 on disk */
+    int64_t offset;     /* in floats, into the params or the buffers arena */
+} vt_tensor_info;
+
+/* Targets of a (micro-)batch, backend memory, one array per head:
+ * label[h] (N) int32 for softmax heads, target[h] (N, classes) float for BCE heads. */
+typedef struct vt_targets {
+    const int32_t *label[VT_MAX_HEADS];
+    const float *target[VT_MAX_HEADS];
+} vt_targets;
+
+typedef struct vt_net vt_net;
+
+/* Build the model on `be`, with room for micro-batches of up to max_batch clips.
+ * Returns NULL with err set for an unknown model, a clip too small for it, or a budget
+ * too small (nothing is left allocated). Weights are zero until vt_net_init_weights. */
+vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *err,
+                    size_t errlen);
+void vt_net_free(vt_net **net);
+const vt_net_cfg *vt_net_config(const vt_net *net);
+vt_backend *vt_net_backend(const vt_net *net);
+int vt_net_max_batch(const vt_net *net);
+
+/* torchvision's initialisation (kaiming_normal_ fan_out for convs, BN weight 1 bias 0,
+ * linear N(0, 0.01) bias 0 for the video resnets; PyTorch defaults where torchvision
+ * leaves them), drawn from vt_rng seeded with `seed`: same seed, same weights. */
+void vt_net_init_weights(vt_net *net, uint64_t seed);
+
+/* Arenas: backend memory, one allocation each (STYLE.md "one allocation per family"). */
+int64_t vt_net_num_params(const vt_net *net);   /* trainable floats */
+float *vt_net_params(vt_net *net);              /* (num_params) */
+float *vt_net_grads(vt_net *net);               /* (num_params) */
+int64_t vt_net_num_buffers(const vt_net *net);
+float *vt_net_buffers(vt_net *net);             /* BN running stats, num_batches_tracked */
+int vt_net_num_tensors(const vt_net *net);
+const vt_tensor_info *vt_net_tensor(const vt_net *net, int i);
+const vt_tensor_info *vt_net_find_tensor(const vt_net *net, const char *name);
+
+void vt_net_zero_grad(vt_net *net);
+/* x: (n, 3, T, H, W) in backend memory, 0 <= n <= max_batch. train=1: batch statistics,
+ * dropout on, activations kept for backward; train=0: running statistics. */
+void vt_net_forward(vt_net *net, const float *x, int n, int train);
+/* Logits of a head after forward: (n, classes), backend memory. */
+const float *vt_net_logits(const vt_net *net, int head);
+/* Loss of the last forward. Writes (host) loss_clip[i] = sum_h weight_h * loss_h(clip i)
+ * and head_loss[h] = sum over clips of loss_h (either may be NULL), and seeds the
+ * heads' gradients with grad_scale * weight_h * dloss_h/dlogits. grad_scale is 1/B for
+ * the GLOBAL batch B (DESIGN.md invariant 2). */
+void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targets *t,
+                 float grad_scale);
+/* Backward of the last training forward: ACCUMULATES parameter gradients. */
+void vt_net_backward(vt_net *net);
+/* Dropout draws from a counter: call before each training forward with a value that is
+ * the same on every tower for the same global clip (e.g. step * 2^20 + first clip). */
+void vt_net_set_dropout_seed(vt_net *net, uint64_t seed);
+
+/* Sync-BN: when set, every BN layer in training forward calls fn(ctx, buf, 2C+1) with
+ * buf = [sum (C) | sumsq (C) | count (1)] and in backward fn(ctx, buf, 2C) with
+ * buf = [sum_dy (C) | sum_dy_xhat (C)]; fn must replace buf by its sum over all towers
+ * (backend memory). Every tower calls it the same number of times, in the same order,
+ * even with n == 0. NULL = per-tower statistics (the default). */
+typedef void (*vt_allreduce_fn)(void *ctx, float *buf, int64_t n);
+void vt_net_set_bn_sync(vt_net *net, vt_allreduce_fn fn, void *ctx);
+
+/* ---- memory plan (models/memplan.c) ----
+ * Contract: vt_net_init(cfg, be, mb) followed by vt_optim_init(kind) on the same
+ * backend allocate at most fixed_bytes + mb * bytes_per_clip through vt_backend_alloc,
+ * where bytes_per_clip counts the input clip and targets too. The splitter plans from
+ * these numbers, and tests check them against the allocator's high-water mark. */
+typedef struct vt_memplan_row {
+    char name[64];      /* "layer1.0.conv1.0" */
+    char kind[16];      /* "conv3d", "bn", "relu", "maxpool", ... */
+    int64_t out[4];     /* per-clip output shape (C, T, H, W); unused dims 1 */
+    int64_t params;
+    int64_t act_bytes;  /* bytes per clip this layer holds for forward+backward */
+} vt_memplan_row;
+
+typedef struct vt_memplan {
+    int nrows;
+    vt_memplan_row *rows;
+    int64_t params;             /* trainable floats */
+    int64_t param_bytes, grad_bytes, buffer_bytes, optim_bytes, workspace_bytes;
+    int64_t fixed_bytes;        /* sum of the above */
+    int64_t bytes_per_clip;     /* activations + their gradients + input + targets */
+} vt_memplan;
+
+/* optim_floats_per_param: 0 (none), 1 (SGD momentum), 2 (AdamW, RMSprop w/ momentum). */
+int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per_param,
+                     char *err, size_t errlen);
+/* Keras model.summary()-like table. */
+void vt_memplan_print(const vt_memplan *mp, const vt_net_cfg *cfg, FILE *f);
+void vt_memplan_free(vt_memplan *mp);
+/* How many clips fit in `budget` bytes in one pass (0 if not even one). */
+int vt_memplan_max_clips(const vt_memplan *mp, int64_t budget);
+
+#endif

@@ -1,0 +1,65 @@
+/*
+ * optim.h: optimizers (SGD with momentum/Nesterov, RMSprop, AdamW — torch.optim
+ * semantics), learning-rate schedules, and clipping by global gradient norm. An
+ * optimizer owns one state arena on the backend and updates a whole parameter arena
+ * with one op call, so every replica applies the identical update.
+ */
+#ifndef VT_OPTIM_H
+#define VT_OPTIM_H
+
+#include <stdint.h>
+
+#include "models/backend.h"
+
+typedef enum vt_opt_kind { VT_OPT_SGD, VT_OPT_RMSPROP, VT_OPT_ADAMW } vt_opt_kind;
+
+typedef struct vt_optim_cfg {
+    vt_opt_kind kind;
+    float momentum;     /* SGD, RMSprop */
+    float dampening;    /* SGD */
+    int nesterov;       /* SGD */
+    float wd;           /* weight decay: L2 for SGD/RMSprop, decoupled for AdamW */
+    float alpha;        /* RMSprop smoothing (0.99) */
+    float beta1, beta2; /* AdamW (0.9, 0.999) */
+    float eps;          /* RMSprop 1e-8, AdamW 1e-8 */
+    float clip_norm;    /* clip gradients to this global L2 norm; 0 = off */
+} vt_optim_cfg;
+
+/* torch.optim defaults for the kind (SGD momentum 0.9 here: the usual video recipe). */
+void vt_optim_cfg_default(vt_optim_cfg *cfg, vt_opt_kind kind);
+/* "sgd", "rmsprop", "adamw" -> kind; -1 if unknown. */
+int vt_optim_kind_parse(const char *name);
+const char *vt_optim_kind_name(vt_opt_kind kind);
+/* State floats per parameter: SGD 1 (0 without momentum), RMSprop 1 or 2, AdamW 2. */
+int vt_optim_state_per_param(const vt_optim_cfg *cfg);
+
+typedef struct vt_optim vt_optim;
+vt_optim *vt_optim_init(const vt_optim_cfg *cfg, vt_backend *be, int64_t nparams);
+void vt_optim_free(vt_optim **o);
+/* Clip (if cfg->clip_norm > 0) then update params in place; returns the gradient's
+ * global L2 norm before clipping. Increments the step count first (steps count from 1). */
+float vt_optim_step(vt_optim *o, float *params, float *grads, float lr);
+int64_t vt_optim_step_count(const vt_optim *o);
+void vt_optim_set_step_count(vt_optim *o, int64_t step);
+/* State arena (backend memory), for checkpoints: layout is the kind's buffers one after
+ * another ([momentum] / [square_avg | momentum] / [exp_avg | exp_avg_sq]). */
+float *vt_optim_state(vt_optim *o);
+int64_t vt_optim_state_len(const vt_optim *o);
+const vt_optim_cfg *vt_optim_config(const vt_optim *o);
+
+typedef enum vt_sched_kind { VT_SCHED_CONST, VT_SCHED_STEP, VT_SCHED_COSINE } vt_sched_kind;
+typedef struct vt_sched_cfg {
+    vt_sched_kind kind;
+    float base_lr;
+    int64_t warmup_steps;   /* linear warm-up from base_lr/warmup to base_lr; 0 = none */
+    int64_t total_steps;    /* cosine: decays to min_lr at total_steps */
+    int64_t step_size;      /* step: multiply by gamma every step_size steps */
+    float gamma;
+    float min_lr;
+} vt_sched_cfg;
+/* LR for a 0-based step. */
+float vt_sched_lr(const vt_sched_cfg *s, int64_t step);
+/* "const", "step", "cosine" -> kind; -1 if unknown. */
+int vt_sched_kind_parse(const char *name);
+
+#endif

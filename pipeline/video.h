@@ -1,0 +1,59 @@
+/*
+ * video.h: one video file through FFmpeg — probe, index the frames, and decode a clip of
+ * T frames at a stride, frame-accurately, scaled to RGB at a target short side with the
+ * aspect ratio kept and rotation metadata honoured.
+ *
+ * Frame n is the n-th frame in presentation order (what `ffmpeg -vf select=eq(n\,N)`
+ * calls n). The index (one pts per frame) is built by demuxing without decoding, so a
+ * variable-frame-rate file is addressed by timestamps, never by fps arithmetic.
+ * A bad file is a data error: functions return a negative code and set err with the
+ * reason; they never abort and never print.
+ */
+#ifndef VT_VIDEO_H
+#define VT_VIDEO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct vt_video_info {
+    int width, height;        /* coded size, before rotation */
+    int disp_width, disp_height; /* after rotation */
+    int rotation;             /* clockwise degrees to display upright: 0, 90, 180, 270 */
+    int64_t nframes;          /* frames in the index */
+    double fps;               /* average frame rate (nframes / duration if unknown) */
+    double duration;          /* seconds */
+    char codec[32];           /* "h264", "mpeg4", ... */
+    char container[32];       /* "mov,mp4,m4a,3gp,3g2,mj2" short name first part */
+    char pix_fmt[32];
+    int vfr;                  /* 1 when frame durations differ by more than 1% */
+} vt_video_info;
+
+/* What to do when a clip runs past the last frame. */
+typedef enum vt_pad_policy {
+    VT_PAD_LOOP,              /* wrap around to frame 0 (default for training) */
+    VT_PAD_REPEAT_LAST,       /* repeat the last frame */
+} vt_pad_policy;
+
+typedef struct vt_video vt_video;
+
+/* Open and index. threads: decoder threads (0 = FFmpeg's choice, 1 = none).
+ * Returns 0, or a negative code with err set ("no video stream", "truncated: moov atom
+ * not found", "0 decodable frames", "dimensions 40000x40000 exceed the 16384 limit"...). */
+int vt_video_open(vt_video **out, const char *path, int threads, char *err, size_t errlen);
+void vt_video_close(vt_video **v);
+const vt_video_info *vt_video_get_info(const vt_video *v);
+
+/* Output size for a short side: the displayed (rotated) frame scaled so that its shorter
+ * side is short_side, the other side rounded to the nearest integer (>= 1). short_side 0
+ * keeps the displayed size. */
+void vt_video_scaled_size(const vt_video *v, int short_side, int *out_w, int *out_h);
+
+/* Decode frames start, start+stride, ..., start+(t-1)*stride into out
+ * (t, out_h, out_w, 3) uint8 RGB, where (out_w, out_h) = vt_video_scaled_size(v,
+ * short_side). Frames past the end follow `pad`. Returns 0 or a negative code with err
+ * set (the file may be corrupt past the index). Seeks to the keyframe at or before the
+ * first frame and decodes forward. */
+int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stride,
+                       int short_side, vt_pad_policy pad, char *err, size_t errlen);
+
+#endif

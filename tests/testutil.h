@@ -1,0 +1,80 @@
+/*
+ * testutil.h: what every test file shares — check macros that count failures (a test
+ * returns non-zero on any failure; printing NOT OK and exiting 0 is the anti-pattern),
+ * NMSE, environment paths set by CMake, and the skip code ctest understands.
+ */
+#ifndef VT_TESTUTIL_H
+#define VT_TESTUTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define VT_TEST_SKIP 77 /* ctest SKIP_RETURN_CODE */
+
+static int vt_test_failures;
+static int vt_test_checks;
+
+#define TCHECK(cond, ...)                                                           \
+    do {                                                                            \
+        vt_test_checks++;                                                           \
+        if (!(cond)) {                                                              \
+            vt_test_failures++;                                                     \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);         \
+            fprintf(stderr, __VA_ARGS__);                                           \
+            fputc('\n', stderr);                                                    \
+        }                                                                           \
+    } while (0)
+
+/* Closing line; returns the exit code. */
+static inline int vt_test_done(const char *name) {
+    printf("%s: %d checks, %d passed, %d failed\n", name, vt_test_checks,
+           vt_test_checks - vt_test_failures, vt_test_failures);
+    return vt_test_failures ? 1 : 0;
+}
+
+/* Normalised mean squared error: sum (a-b)^2 / sum b^2 (ggml test-backend-ops). */
+static inline double vt_nmse(const float *a, const float *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * (double)b[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+static inline double vt_max_abs_diff(const float *a, const float *b, int64_t n) {
+    double m = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > m || d != d)
+            m = d;
+    }
+    return m;
+}
+
+static inline const char *vt_test_env(const char *name, const char *fallback) {
+    const char *v = getenv(name);
+    return v && *v ? v : fallback;
+}
+
+/* A fresh scratch folder under $VT_TMP (created). Returns a static buffer. */
+static inline const char *vt_test_dir(const char *name) {
+    static char buf[4096];
+    const char *base = vt_test_env("VT_TMP", "/tmp/vidtrain-tests");
+    mkdir(base, 0755);
+    snprintf(buf, sizeof buf, "%s/%s", base, name);
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", buf, buf);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "cannot create %s\n", buf);
+        exit(1);
+    }
+    return buf;
+}
+
+#endif

@@ -1,10 +1,27 @@
-/* cmd_bench.c: placeholder until its issue lands; replaced, never shipped as done. */
+/*
+ * cmd_bench.c: `vidtrain bench decode|step` — dispatches to the benchmark that measures
+ * the decode pipeline (bench_decode.c) or a training step across towers (bench_step.c).
+ */
 #include <stdio.h>
+#include <string.h>
 
 #include "app/app.h"
 
+int vt_bench_decode(int argc, char **argv);
+int vt_bench_step(int argc, char **argv);
+
 int vt_cmd_bench(int argc, char **argv) {
-    (void)argc;
-    fprintf(stderr, "vidtrain %s: not built yet\n", argv[0]);
-    return 1;
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        fprintf(argc < 2 ? stderr : stdout,
+                "usage: vidtrain bench decode DIR [options]   decode+scale throughput (clips/s, frames/s)\n"
+                "       vidtrain bench step [options]         training-step throughput per split policy\n"
+                "Run 'vidtrain bench decode --help' or 'vidtrain bench step --help' for options.\n");
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "decode"))
+        return vt_bench_decode(argc - 1, argv + 1);
+    if (!strcmp(argv[1], "step"))
+        return vt_bench_step(argc - 1, argv + 1);
+    fprintf(stderr, "vidtrain bench: unknown benchmark '%s' (decode or step)\n", argv[1]);
+    return 2;
 }

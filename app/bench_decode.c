@@ -1,9 +1,287 @@
-/* bench_decode.c: placeholder until its issue lands; replaced, never shipped as done. */
+/*
+ * bench_decode.c: `vidtrain bench decode` — decode throughput of pipeline/video.c on a
+ * folder of videos: (a) sequential decode + scale of every frame (frames/s, the figure
+ * scripts/bench-decode.sh sets against the ffmpeg command) and (b) random clip sampling
+ * the way the training loader reads (clips/s, set against PyAV). --probe instead reports,
+ * per file, whether it opens and decodes and why not (scripts/robustness.sh).
+ *
+ * It must never assert a speed: it prints figures; comparisons live in the scripts.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "app/app.h"
+#include "models/common.h"
+#include "pipeline/video.h"
 
 int vt_bench_decode(int argc, char **argv);
+
+typedef struct file_list {
+    char **path;
+    int n, cap;
+} file_list;
+
+static void list_add(file_list *l, const char *p) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->path = vt_realloc(l->path, (size_t)l->cap * sizeof(char *));
+    }
+    l->path[l->n++] = vt_strdup(p);
+}
+
+static int skip_name(const char *name) {
+    static const char *skip[] = {".txt", ".tsv", ".csv", ".json", ".md", ".log", ".html"};
+    if (name[0] == '.')
+        return 1;
+    size_t n = strlen(name);
+    for (size_t i = 0; i < VT_ARRAY_LEN(skip); i++) {
+        size_t k = strlen(skip[i]);
+        if (n >= k && !strcmp(name + n - k, skip[i]))
+            return 1;
+    }
+    return 0;
+}
+
+/* Every regular file under path (or path itself), recursively. */
+static void list_files(file_list *l, const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0)
+        return;
+    if (!S_ISDIR(sb.st_mode)) {
+        list_add(l, path);
+        return;
+    }
+    DIR *d = opendir(path);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (skip_name(e->d_name))
+            continue;
+        char sub[4096];
+        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+        list_files(l, sub);
+    }
+    closedir(d);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: vidtrain bench decode DIR|FILE... [options]\n"
+            "  Decode throughput of vidtrain's FFmpeg pipeline on every video under DIR.\n"
+            "  --threads N          decoder threads per video (default 1; 0 = FFmpeg's choice)\n"
+            "  --short-side S       scale frames so the short side is S, RGB24 (default 128; 0 = native)\n"
+            "  --clip T             frames per clip (default 16)\n"
+            "  --stride S           frame step inside a clip (default 2)\n"
+            "  --clips-per-video K  random clips read per video in clip mode (default 4)\n"
+            "  --mode M             sequential | clips | both (default both)\n"
+            "  --seed S             clip positions (default 1)\n"
+            "  --probe              per file: opens? frames, size, rotation, codec, one clip and a\n"
+            "                       full decode, or the reason it is refused (tab-separated)\n"
+            "Sequential: open + index + decode + scale of every frame, one video after another.\n"
+            "Clips: open + index, then K clips at random positions (seek, decode, pick, scale).\n"
+            "Prints 'RESULT mode=... ' lines for scripts/bench-decode.sh.\n");
+}
+
+static void probe(file_list *files, int threads, int short_side, int clip, int stride) {
+    char err[512];
+    for (int i = 0; i < files->n; i++) {
+        const char *p = files->path[i];
+        vt_video *v = NULL;
+        double t0 = vt_now();
+        if (vt_video_open(&v, p, threads, err, sizeof err) < 0) {
+            printf("error\t%s\t%s\n", p, err);
+            fflush(stdout);
+            continue;
+        }
+        const vt_video_info *in = vt_video_get_info(v);
+        int ow, oh;
+        vt_video_scaled_size(v, short_side, &ow, &oh);
+        uint8_t *buf = vt_malloc((size_t)clip * ow * oh * 3);
+        int64_t span = (int64_t)(clip - 1) * stride + 1;
+        int64_t start = in->nframes > span ? (in->nframes - span) / 2 : 0;
+        int rc = vt_video_read_clip(v, buf, start, clip, stride, short_side, VT_PAD_LOOP, err,
+                                    sizeof err);
+        int rc0 = rc < 0 ? rc
+                         : vt_video_read_clip(v, buf, 0, clip, stride, short_side, VT_PAD_LOOP,
+                                              err, sizeof err);
+        int64_t decoded = 0;
+        int rc2 = rc0 < 0 ? rc0
+                          : vt_video_decode_all(v, short_side, NULL, NULL, &decoded, err,
+                                                sizeof err);
+        const vt_video_stats *s = vt_video_get_stats(v);
+        printf("%s\t%s\tframes=%lld\tdecoded=%lld\t%dx%d\trot=%d\tout=%dx%d\t%s/%s/%s\t"
+               "fps=%.3f\tdur=%.3f\tvfr=%d\tdecode_errors=%lld\tmissing=%lld\t%.3fs\t%s\n",
+               rc2 < 0 ? "error" : "ok", p, (long long)in->nframes, (long long)decoded,
+               in->width, in->height, in->rotation, ow, oh, in->container, in->codec, in->pix_fmt,
+               in->fps, in->duration, in->vfr, (long long)s->decode_errors,
+               (long long)s->missing_frames, vt_now() - t0, rc2 < 0 ? err : "-");
+        fflush(stdout);
+        free(buf);
+        vt_video_close(&v);
+    }
+}
+
 int vt_bench_decode(int argc, char **argv) {
-    (void)argc;
-    fprintf(stderr, "vidtrain bench %s: not built yet\n", argv[0]);
-    return 1;
+    if (vt_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    int threads = 1, short_side = 128, clip = 16, stride = 2, per_video = 4, do_probe = 0;
+    unsigned long long seed = 1;
+    const char *mode = "both";
+    file_list files = {0};
+    int rc = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VAL()                                                             \
+    do {                                                                       \
+        if (!val) {                                                            \
+            fprintf(stderr, "vidtrain bench decode: %s needs a value\n", a);   \
+            goto done;                                                         \
+        }                                                                      \
+        i++;                                                                   \
+    } while (0)
+        if (!strcmp(a, "--threads")) {
+            NEED_VAL();
+            threads = atoi(val);
+        } else if (!strcmp(a, "--short-side")) {
+            NEED_VAL();
+            short_side = atoi(val);
+        } else if (!strcmp(a, "--clip")) {
+            NEED_VAL();
+            clip = atoi(val);
+        } else if (!strcmp(a, "--stride")) {
+            NEED_VAL();
+            stride = atoi(val);
+        } else if (!strcmp(a, "--clips-per-video")) {
+            NEED_VAL();
+            per_video = atoi(val);
+        } else if (!strcmp(a, "--mode")) {
+            NEED_VAL();
+            mode = val;
+        } else if (!strcmp(a, "--seed")) {
+            NEED_VAL();
+            seed = strtoull(val, NULL, 10);
+        } else if (!strcmp(a, "--probe")) {
+            do_probe = 1;
+        } else if (a[0] == '-' && a[1] == '-') {
+            fprintf(stderr, "vidtrain bench decode: unknown option %s (see --help)\n", a);
+            goto done;
+        } else {
+            struct stat sb;
+            if (stat(a, &sb) != 0) {
+                fprintf(stderr, "vidtrain bench decode: %s: no such file or folder\n", a);
+                goto done;
+            }
+            int before = files.n;
+            list_files(&files, a);
+            qsort(files.path + before, (size_t)(files.n - before), sizeof(char *), cmp_str);
+        }
+#undef NEED_VAL
+    }
+    int seq = !strcmp(mode, "sequential") || !strcmp(mode, "both");
+    int clips = !strcmp(mode, "clips") || !strcmp(mode, "both");
+    if ((!seq && !clips) || threads < 0 || short_side < 0 || clip < 1 || stride < 1 ||
+        per_video < 1) {
+        fprintf(stderr, "vidtrain bench decode: bad options (mode %s, clip %d, stride %d, "
+                        "clips-per-video %d)\n", mode, clip, stride, per_video);
+        goto done;
+    }
+    if (files.n == 0) {
+        fprintf(stderr, "vidtrain bench decode: no files given (see --help)\n");
+        goto done;
+    }
+    if (do_probe) {
+        probe(&files, threads, short_side, clip, stride);
+        rc = 0;
+        goto done;
+    }
+
+    printf("vidtrain bench decode: %d files, threads %d, short side %d\n", files.n, threads,
+           short_side);
+    char err[512];
+    if (seq) {
+        int64_t frames = 0;
+        int bad = 0, ok = 0;
+        double t0 = vt_now();
+        for (int i = 0; i < files.n; i++) {
+            vt_video *v = NULL;
+            if (vt_video_open(&v, files.path[i], threads, err, sizeof err) < 0) {
+                bad++;
+                continue;
+            }
+            int64_t got = 0;
+            if (vt_video_decode_all(v, short_side, NULL, NULL, &got, err, sizeof err) < 0)
+                bad++;
+            else
+                ok++;
+            frames += got;
+            vt_video_close(&v);
+        }
+        double dt = vt_now() - t0;
+        printf("sequential: %d videos (%d unreadable), %lld frames in %.3f s = %.1f frames/s\n",
+               ok, bad, (long long)frames, dt, dt > 0 ? frames / dt : 0.0);
+        printf("RESULT mode=sequential videos=%d frames=%lld seconds=%.4f\n", ok,
+               (long long)frames, dt);
+    }
+    if (clips) {
+        vt_rng rng;
+        vt_rng_seed(&rng, seed);
+        int64_t nclips = 0, frames = 0;
+        int bad = 0, ok = 0;
+        uint8_t *buf = NULL;
+        size_t cap = 0;
+        double t0 = vt_now();
+        for (int i = 0; i < files.n; i++) {
+            vt_video *v = NULL;
+            if (vt_video_open(&v, files.path[i], threads, err, sizeof err) < 0) {
+                bad++;
+                continue;
+            }
+            ok++;
+            int ow, oh;
+            vt_video_scaled_size(v, short_side, &ow, &oh);
+            size_t need = (size_t)clip * ow * oh * 3;
+            if (need > cap) {
+                free(buf);
+                buf = vt_malloc(need);
+                cap = need;
+            }
+            int64_t n = vt_video_get_info(v)->nframes;
+            int64_t span = (int64_t)(clip - 1) * stride + 1;
+            for (int k = 0; k < per_video; k++) {
+                int64_t start = n > span ? (int64_t)vt_rng_below(&rng, (uint32_t)(n - span + 1)) : 0;
+                if (vt_video_read_clip(v, buf, start, clip, stride, short_side, VT_PAD_LOOP, err,
+                                       sizeof err) < 0)
+                    continue;
+                nclips++;
+                frames += clip;
+            }
+            vt_video_close(&v);
+        }
+        double dt = vt_now() - t0;
+        free(buf);
+        printf("clips: %d videos (%d unreadable), %lld clips of %d frames (stride %d) in %.3f s "
+               "= %.1f clips/s, %.1f frames/s\n",
+               ok, bad, (long long)nclips, clip, stride, dt, dt > 0 ? nclips / dt : 0.0,
+               dt > 0 ? frames / dt : 0.0);
+        printf("RESULT mode=clips videos=%d clips=%lld frames=%lld seconds=%.4f\n", ok,
+               (long long)nclips, (long long)frames, dt);
+    }
+    rc = 0;
+done:
+    for (int i = 0; i < files.n; i++)
+        free(files.path[i]);
+    free(files.path);
+    return rc;
 }

@@ -1,10 +1,49 @@
-/* cmd_devices.c: placeholder until its issue lands; replaced, never shipped as done. */
+/*
+ * cmd_devices.c: `vidtrain devices` — what this machine offers (CPU model, cores, RAM;
+ * GPUs with memory, capability, and driver/runtime/cuDNN/NCCL versions when CUDA is
+ * built in), and, given device options, the towers they resolve to with their budgets.
+ * It must never create a backend: listing devices has to work where training cannot.
+ */
 #include <stdio.h>
+#include <string.h>
 
 #include "app/app.h"
+#include "models/common.h"
+#include "pipeline/device.h"
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: vidtrain devices [device options]\n\n"
+               "Lists the CPU and GPUs of this machine, then the towers that the device options\n"
+               "resolve to (the same options as train, plan and bench step).\n\n%s",
+            vt_device_args_help);
+}
 
 int vt_cmd_devices(int argc, char **argv) {
-    (void)argc;
-    fprintf(stderr, "vidtrain %s: not built yet\n", argv[0]);
-    return 1;
+    if (vt_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    vt_device_args da;
+    memset(&da, 0, sizeof da);
+    for (int i = 1; i < argc; i++) {
+        int took = vt_device_args_take(&da, argc, argv, &i);
+        if (took == 1)
+            continue;
+        if (took < 0)
+            fprintf(stderr, "vidtrain devices: %s needs a value\n", argv[i]);
+        else
+            fprintf(stderr, "vidtrain devices: unknown option '%s'\n", argv[i]);
+        usage(stderr);
+        return 2;
+    }
+    vt_devices_print_machine(stdout);
+    vt_device_list l;
+    char err[1024];
+    if (vt_devices_from_args(&l, &da, err, sizeof err)) {
+        fprintf(stderr, "vidtrain devices: %s\n", err);
+        return 1;
+    }
+    printf("\ntowers with these options:\n");
+    vt_device_list_print(&l, stdout);
+    return 0;
 }

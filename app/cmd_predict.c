@@ -1,10 +1,303 @@
-/* cmd_predict.c: placeholder until its issue lands; replaced, never shipped as done. */
+/*
+ * cmd_predict.c: `vidtrain predict RUN video...` — the top-k labels with probabilities
+ * for each video, from K uniformly spaced clips (x 1 or 3 crops) averaged, exactly the
+ * evaluation protocol's view of a video. A file that cannot be read gets a message with
+ * FFmpeg's reason and the others go on. It must never write into the run folder.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "app/app.h"
+#include "app/evalproto.h"
+#include "app/run.h"
+#include "models/common.h"
+#include "pipeline/sample.h"
+#include "pipeline/tower.h"
+#include "pipeline/video.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: vidtrain predict RUN VIDEO... [options]\n\n"
+        "Prints the top-k labels with their probabilities for each video, averaging K\n"
+        "uniformly spaced clips (x crops) per video, with RUN's best checkpoint (else last).\n\n"
+        "  --top K               labels per video (default 5, at most the class count)\n"
+        "  --json                one JSON document on stdout instead of text\n"
+        "  --clips-per-video K   (default 10)\n"
+        "  --crops 1|3           (default 1)\n"
+        "  --checkpoint PATH     another checkpoint\n"
+        "%s\n"
+        "Unreadable files are reported (on stderr, and as {\"error\"} entries with --json) and\n"
+        "skipped. Exit codes: 0 when at least one video was predicted, 1 when every video\n"
+        "failed (or RUN cannot be loaded), 2 usage.\n",
+        vt_device_args_help);
+}
+
+typedef struct pred_ctx {
+    vt_towers *t;
+    const vt_run_heads *heads;
+    vt_clip_cfg clip;
+    int K, crops;
+    vt_batch b;
+    float *probs[VT_MAX_HEADS];
+    double *avg[VT_MAX_HEADS];
+    uint8_t *raw;
+    size_t raw_cap;
+} pred_ctx;
+
+/* Fills c->avg[h] (classes) for one video. 0, or -1 with err. */
+static int predict_one(pred_ctx *c, const char *path, char *err, size_t errlen) {
+    vt_video *v = NULL;
+    int rc = -1;
+    if (vt_video_open(&v, path, 1, err, errlen) != 0)
+        return -1;
+    const vt_video_info *info = vt_video_get_info(v);
+    int w = 0, h = 0;
+    vt_video_scaled_size(v, c->clip.short_side, &w, &h);
+    if (w < c->clip.crop || h < c->clip.crop) {
+        vt_set_err(err, errlen, "frames scale to %dx%d, smaller than the %d crop", w, h, c->clip.crop);
+        goto end;
+    }
+    size_t need = (size_t)c->clip.t * h * w * 3;
+    if (need > c->raw_cap) {
+        free(c->raw);
+        c->raw = vt_malloc(need);
+        c->raw_cap = need;
+    }
+    int span = vt_clip_span(&c->clip);
+    int64_t cf = vt_batch_clip_floats(&c->b);
+    int n = 0;
+    for (int k = 0; k < c->K; k++) {
+        int64_t start = vt_sample_eval_start(info->nframes, span, k, c->K);
+        if (vt_video_read_clip(v, c->raw, start, c->clip.t, c->clip.stride, c->clip.short_side,
+                               c->clip.pad, err, errlen) != 0)
+            goto end;
+        for (int cr = 0; cr < c->crops; cr++) {
+            int x0, y0;
+            vt_sample_eval_crop(&x0, &y0, w, h, c->clip.crop, cr, c->crops);
+            vt_clip_transform(c->b.x + (size_t)n * cf, c->raw, c->clip.t, h, w, x0, y0,
+                              c->clip.crop, 0, c->clip.mean, c->clip.std);
+            c->b.video[n] = 0;
+            c->b.clip[n] = n;
+            n++;
+        }
+    }
+    c->b.n = n;
+    vt_towers_eval_step(c->t, &c->b, c->probs, NULL);
+    for (int hh = 0; hh < c->heads->n; hh++) {
+        int K = c->heads->cfg[hh].classes;
+        for (int j = 0; j < K; j++) {
+            double s = 0;
+            for (int i = 0; i < n; i++)
+                s += c->probs[hh][(size_t)i * K + j];
+            c->avg[hh][j] = s / n;
+        }
+    }
+    rc = 0;
+end:
+    vt_video_close(&v);
+    return rc;
+}
 
 int vt_cmd_predict(int argc, char **argv) {
-    (void)argc;
-    fprintf(stderr, "vidtrain %s: not built yet\n", argv[0]);
-    return 1;
+    if (vt_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    const char *run = NULL, *ckpt = NULL;
+    const char **videos = vt_calloc((size_t)argc, sizeof(char *));
+    int nvid = 0, top = 5, json = 0, K = 10, crops = 1;
+    vt_device_args da;
+    memset(&da, 0, sizeof da);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int r = vt_device_args_take(&da, argc, argv, &i);
+        if (r < 0) {
+            fprintf(stderr, "vidtrain predict: %s needs a value\n", a);
+            free(videos);
+            return 2;
+        }
+        if (r == 1)
+            continue;
+#define OPT(name) ((r = vt_opt_value(argc, argv, &i, name, &v)) != 0)
+#define BAD() do { fprintf(stderr, "vidtrain predict: bad value for %s\n", a); free(videos); return 2; } while (0)
+        if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (OPT("--top")) { if (r < 0 || vt_parse_int(v, 1, 1000, &top)) BAD(); continue; }
+        if (OPT("--clips-per-video")) { if (r < 0 || vt_parse_int(v, 1, 1000, &K)) BAD(); continue; }
+        if (OPT("--crops")) { if (r < 0 || vt_parse_int(v, 1, 3, &crops) || crops == 2) BAD(); continue; }
+        if (OPT("--checkpoint")) { if (r < 0) BAD(); ckpt = v; continue; }
+#undef OPT
+#undef BAD
+        if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "vidtrain predict: unknown option %s (see --help)\n", a);
+            free(videos);
+            return 2;
+        }
+        if (!run)
+            run = a;
+        else
+            videos[nvid++] = a;
+    }
+    if (!run || nvid == 0) {
+        usage(stderr);
+        free(videos);
+        return 2;
+    }
+    char err[1024], ckpath[2100], path[2100];
+    int rc = 1, ok = 0;
+    vt_run_heads heads;
+    memset(&heads, 0, sizeof heads);
+    vt_train_opts o;
+    vt_train_opts_default(&o);
+    pred_ctx c;
+    memset(&c, 0, sizeof c);
+    cJSON *out = json ? cJSON_CreateArray() : NULL;
+
+    if (ckpt)
+        snprintf(ckpath, sizeof ckpath, "%s", ckpt);
+    else {
+        snprintf(ckpath, sizeof ckpath, "%s/best.safetensors", run);
+        if (!vt_file_exists(ckpath))
+            snprintf(ckpath, sizeof ckpath, "%s/last.safetensors", run);
+    }
+    cJSON *cfg = vt_run_ckpt_config(ckpath, err, sizeof err);
+    if (!cfg) {
+        snprintf(path, sizeof path, "%s/config.json", run);
+        cfg = vt_read_json(path);
+    }
+    if (!cfg) {
+        fprintf(stderr, "vidtrain predict: %s: %s\n", ckpath, err);
+        goto end;
+    }
+    vt_train_opts_from_json(&o, cfg);
+    int hrc = vt_run_heads_from_json(&heads, cJSON_GetObjectItemCaseSensitive(cfg, "heads"), err, sizeof err);
+    cJSON_Delete(cfg);
+    if (hrc) {
+        fprintf(stderr, "vidtrain predict: %s: %s\n", ckpath, err);
+        goto end;
+    }
+
+    vt_clip_cfg_default(&c.clip);
+    c.clip.t = o.clip_t;
+    c.clip.stride = o.stride;
+    c.clip.crop = o.crop;
+    c.clip.short_side = o.short_side ? o.short_side : (o.crop * 8 + 6) / 7;
+    c.K = K;
+    c.crops = crops;
+    c.heads = &heads;
+    int B = K * crops;
+    vt_towers_cfg tc;
+    vt_towers_cfg_default(&tc);
+    if (vt_devices_from_args(&tc.devices, &da, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain predict: %s\n", err);
+        rc = 2;
+        goto end;
+    }
+    vt_split_policy_parse(&tc.policy, "memory", err, sizeof err);
+    tc.batch = B;
+    vt_net_cfg_default(&tc.net, o.model, heads.cfg[0].classes, o.clip_t, o.crop, o.crop);
+    tc.net.nheads = heads.n;
+    memcpy(tc.net.head, heads.cfg, sizeof heads.cfg);
+    tc.net.dropout = o.dropout;
+    vt_optim_cfg_default(&tc.optim, VT_OPT_SGD);
+    tc.optim.momentum = 0;
+    c.t = vt_towers_init(&tc, err, sizeof err);
+    if (!c.t) {
+        fprintf(stderr, "vidtrain predict: %s\n", err);
+        goto end;
+    }
+    if (vt_run_load(ckpath, c.t, 0, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain predict: %s\n", err);
+        goto end;
+    }
+    c.b.capacity = B;
+    c.b.t = o.clip_t;
+    c.b.h = c.b.w = o.crop;
+    c.b.nheads = heads.n;
+    for (int h = 0; h < heads.n; h++) {
+        c.b.head_classes[h] = heads.cfg[h].classes;
+        c.b.head_loss[h] = heads.cfg[h].loss;
+        c.probs[h] = vt_malloc(sizeof(float) * (size_t)B * heads.cfg[h].classes);
+        c.avg[h] = vt_malloc(sizeof(double) * (size_t)heads.cfg[h].classes);
+    }
+    c.b.x = vt_malloc(sizeof(float) * (size_t)B * vt_batch_clip_floats(&c.b));
+    c.b.video = vt_calloc((size_t)B, sizeof(int32_t));
+    c.b.clip = vt_calloc((size_t)B, sizeof(int32_t));
+
+    for (int i = 0; i < nvid; i++) {
+        if (predict_one(&c, videos[i], err, sizeof err) != 0) {
+            fprintf(stderr, "vidtrain predict: %s: %s (skipped)\n", videos[i], err);
+            if (out) {
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddStringToObject(e, "path", videos[i]);
+                cJSON_AddStringToObject(e, "error", err);
+                cJSON_AddItemToArray(out, e);
+            }
+            continue;
+        }
+        ok++;
+        cJSON *e = out ? cJSON_CreateObject() : NULL;
+        cJSON *hs = NULL;
+        if (e) {
+            cJSON_AddStringToObject(e, "path", videos[i]);
+            hs = cJSON_AddArrayToObject(e, "heads");
+        } else {
+            printf("%s\n", videos[i]);
+        }
+        for (int h = 0; h < heads.n; h++) {
+            int Kc = heads.cfg[h].classes, k = VT_MIN(top, Kc);
+            float *sc = vt_malloc(sizeof(float) * (size_t)Kc);
+            int *idx = vt_malloc(sizeof(int) * (size_t)k);
+            for (int j = 0; j < Kc; j++)
+                sc[j] = (float)c.avg[h][j];
+            vt_topk(idx, sc, Kc, k);
+            cJSON *ho = NULL, *tl = NULL;
+            if (e) {
+                ho = cJSON_CreateObject();
+                cJSON_AddStringToObject(ho, "name", heads.cfg[h].name);
+                tl = cJSON_AddArrayToObject(ho, "top");
+                cJSON_AddItemToArray(hs, ho);
+            } else if (heads.n > 1) {
+                printf("  head %s%s\n", heads.cfg[h].name,
+                       heads.cfg[h].loss == VT_LOSS_BCE ? " (independent tag probabilities)" : "");
+            }
+            for (int r = 0; r < k; r++) {
+                if (tl) {
+                    cJSON *p = cJSON_CreateObject();
+                    cJSON_AddStringToObject(p, "label", heads.classes[h][idx[r]]);
+                    cJSON_AddNumberToObject(p, "prob", sc[idx[r]]);
+                    cJSON_AddItemToArray(tl, p);
+                } else {
+                    printf("  %2d. %-24s %.4f\n", r + 1, heads.classes[h][idx[r]], sc[idx[r]]);
+                }
+            }
+            free(sc);
+            free(idx);
+        }
+        if (e)
+            cJSON_AddItemToArray(out, e);
+    }
+    if (out) {
+        char *s = cJSON_Print(out);
+        printf("%s\n", s);
+        cJSON_free(s);
+    }
+    if (ok == 0)
+        fprintf(stderr, "vidtrain predict: no video could be read\n");
+    rc = ok > 0 ? 0 : 1;
+end:
+    cJSON_Delete(out);
+    vt_towers_free(&c.t);
+    for (int h = 0; h < VT_MAX_HEADS; h++) {
+        free(c.probs[h]);
+        free(c.avg[h]);
+    }
+    free(c.b.x);
+    free(c.b.video);
+    free(c.b.clip);
+    free(c.raw);
+    vt_run_heads_free(&heads);
+    free(videos);
+    return rc;
 }

@@ -15,8 +15,9 @@
  *     (Cout, Cin, kT, kH, kW), linear weights (Out, In);
  *   - PARAMETER gradients (dw, db, dgamma, dbeta) ACCUMULATE (+=) so micro-batches and
  *     several heads add up; INPUT gradients (din) are OVERWRITTEN; din == NULL skips it;
- *   - n (the batch) may be 0: every op then does nothing (a tower with no clips still
- *     walks the graph so that sync-BN collectives line up);
+ *   - n (the batch) may be 0: every op then does nothing, except that reductions
+ *     (bn_stats, bn_backward_reduce) write zeros, the sum over nothing (a tower with no
+ *     clips still walks the graph so that sync-BN collectives line up);
  *   - ops are issued in order on the backend's one stream; results are visible to the
  *     host after synchronize (a no-op on the CPU).
  * This file must never know about videos, towers or devices lists.

@@ -52,8 +52,46 @@ void vt_video_scaled_size(const vt_video *v, int short_side, int *out_w, int *ou
  * (t, out_h, out_w, 3) uint8 RGB, where (out_w, out_h) = vt_video_scaled_size(v,
  * short_side). Frames past the end follow `pad`. Returns 0 or a negative code with err
  * set (the file may be corrupt past the index). Seeks to the keyframe at or before the
- * first frame and decodes forward. */
+ * first frame and decodes forward; a read that continues after the previous one without
+ * crossing a keyframe decodes on without seeking.
+ * Scaling is libswscale SWS_BILINEAR (what `ffmpeg -vf scale=W:H:flags=bilinear` does,
+ * a tent filter widened on downscale, so it does not alias) with the source colour matrix
+ * and range, straight to RGB24; rotation is applied after scaling, to the RGB pixels.
+ * Corruption: a frame the index lists but the decoder never delivers is filled with the
+ * nearest decoded frame of the same clip (earlier first, else later) and counted in
+ * vt_video_stats.missing_frames; when no frame of the clip decodes the call fails. */
 int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stride,
                        int short_side, vt_pad_policy pad, char *err, size_t errlen);
+
+/* Counters since open, for reports and tests: FFmpeg's own log is silenced (it would
+ * print from inside the library), so decode trouble is counted here instead. */
+typedef struct vt_video_stats {
+    int64_t decode_errors;   /* packets the decoder rejected or frames it flagged corrupt */
+    int64_t missing_frames;  /* indexed frames that never decoded and were filled (see read_clip) */
+    int64_t seeks;           /* demuxer seeks done by clip reads */
+    int64_t frames_decoded;  /* frames out of the decoder, wanted or not */
+} vt_video_stats;
+
+const vt_video_stats *vt_video_get_stats(const vt_video *v);
+
+/* One decoded, scaled, rotated frame: rgb is (h, w, 3) uint8, valid only during the call.
+ * n is the frame's index position. Return non-zero to stop early. */
+typedef int (*vt_video_frame_fn)(void *user, const uint8_t *rgb, int64_t n, int w, int h);
+
+/* Sequential decode of every frame from the start, scaled like read_clip (benchmarks,
+ * whole-video evaluation). fn may be NULL (decode and scale only). *out_frames gets the
+ * number of frames delivered. Returns 0 or a negative code with err set. */
+int vt_video_decode_all(vt_video *v, int short_side, vt_video_frame_fn fn, void *user,
+                        int64_t *out_frames, char *err, size_t errlen);
+
+/* Route FFmpeg's own log into vidtrain's capture (errors kept for reasons, nothing
+ * printed unless VT_FFMPEG_LOG=1). Idempotent; vt_video_open and the synth encoder call
+ * it, other FFmpeg users may too. */
+void vt_ffmpeg_log_init(void);
+
+/* Limits for vt_video_open: larger frames are refused as data errors, because one
+ * 40000x40000 frame would need gigabytes and is almost always a corrupt header. */
+#define VT_VIDEO_MAX_SIDE 16384
+#define VT_VIDEO_MAX_PIXELS (64ll * 1024 * 1024)
 
 #endif

@@ -68,7 +68,7 @@ static inline const char *vt_test_dir(const char *name) {
     const char *base = vt_test_env("VT_TMP", "/tmp/vidtrain-tests");
     mkdir(base, 0755);
     snprintf(buf, sizeof buf, "%s/%s", base, name);
-    char cmd[4200];
+    char cmd[8300]; /* two paths of up to 4096 bytes: -Wformat-truncation at -O2 */
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", buf, buf);
     if (system(cmd) != 0) {
         fprintf(stderr, "cannot create %s\n", buf);

@@ -1,0 +1,82 @@
+/*
+ * evalproto.h: the evaluation protocol's arithmetic — from per-clip class probabilities
+ * to clip top-1/top-5, video top-1/top-5 (probabilities averaged over a video's clips
+ * and crops), mean class accuracy, per-class accuracy and the confusion matrix; for
+ * multi-label heads, label-wise accuracy at 0.5 and mean average precision.
+ *
+ * It is pure maths on host arrays, so test_evalproto can check it on hand-made
+ * probabilities with exact expected values. It must never decode, run a network or know
+ * about towers: callers feed it each clip exactly once (DESIGN.md invariant 4) and it
+ * counts what it is fed, so a duplicated clip would show up in the counts.
+ *
+ * Conventions (documented for users in `vidtrain eval --help`):
+ *   - top-k: the true class counts as within the top k when fewer than k classes score
+ *     strictly higher and ties are broken toward the lower class index (the same rule
+ *     as argmax taking the first maximum). With k >= classes top-k is always 1.
+ *   - mean class accuracy: the mean over classes that have at least one video of each
+ *     class's video top-1 accuracy (classes absent from the split are left out).
+ *   - confusion[true][pred] counts VIDEOS (rows true class, columns predicted class).
+ */
+#ifndef VT_EVALPROTO_H
+#define VT_EVALPROTO_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "models/net.h"
+
+typedef struct vt_evalproto vt_evalproto;
+
+typedef struct vt_eval_result {
+    vt_loss_kind loss;
+    int classes;
+    int64_t clips;          /* clips fed */
+    int64_t videos;         /* videos with at least one clip */
+    double clip_top1, clip_top5;   /* softmax: fraction of clips; BCE: label-wise acc, 0 */
+    double video_top1, video_top5; /* softmax: fraction of videos; BCE: label-wise acc, 0 */
+    double mean_class_acc;  /* softmax only */
+    double map;             /* BCE only: mean average precision over classes with a positive */
+    double loss_sum;        /* sum of per-clip losses fed through vt_evalproto_add_loss */
+    double *per_class_acc;  /* (classes) video top-1 per class; NAN for classes with no video */
+    int64_t *per_class_videos; /* (classes) videos whose true class is c (softmax) */
+    int64_t *confusion;     /* (classes, classes) [true][pred] video counts (softmax) */
+} vt_eval_result;
+
+/* nvideos: the dataset's video count (video ids are 0..nvideos-1). */
+vt_evalproto *vt_evalproto_init(int nvideos, int classes, vt_loss_kind loss);
+void vt_evalproto_free(vt_evalproto **e);
+
+/* One clip (or one crop of a clip: crops are just more views of the video).
+ * prob: (classes) softmax probabilities (softmax heads) or sigmoid scores (BCE heads).
+ * label: the true class (softmax) — ignored for BCE; target: (classes) {0,1} (BCE) or
+ * NULL. Returns 0, or -1 for an out-of-range video or label (a caller bug, reported). */
+int vt_evalproto_add(vt_evalproto *e, int video, int label, const float *target,
+                     const float *prob);
+/* Adds a clip's loss to the running sum (for the validation loss curve). */
+void vt_evalproto_add_loss(vt_evalproto *e, double loss);
+
+/* Computes the metrics into r (allocates its arrays; free with vt_eval_result_free).
+ * May be called several times; it does not change what was fed. */
+void vt_evalproto_result(const vt_evalproto *e, vt_eval_result *r);
+void vt_eval_result_free(vt_eval_result *r);
+
+/* Clips fed for one video (0 if none). */
+int64_t vt_evalproto_video_clips(const vt_evalproto *e, int video);
+/* The averaged scores of one video: (classes), or NULL if it has no clip. */
+const double *vt_evalproto_video_scores(const vt_evalproto *e, int video);
+
+/* Row-wise numerically stable softmax: out (n, k) = softmax(logits (n, k)). out may
+ * alias logits. */
+void vt_softmax_rows(float *out, const float *logits, int n, int k);
+/* Element-wise logistic sigmoid. */
+void vt_sigmoid(float *out, const float *logits, int64_t n);
+/* Indices of the k largest scores (descending, ties to the lower index) into idx (k). */
+void vt_topk(int *idx, const float *score, int n, int k);
+
+/* Human-readable confusion matrix (class names may be NULL: numbers are used). */
+void vt_eval_confusion_print(const vt_eval_result *r, const char *const *names, FILE *f);
+/* CSV: header "true\pred,<names>..." then one row per true class. Returns 0 or -1. */
+int vt_eval_confusion_csv(const vt_eval_result *r, const char *const *names, const char *path,
+                          char *err, size_t errlen);
+
+#endif

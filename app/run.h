@@ -1,0 +1,210 @@
+/*
+ * run.h: the run folder and what train, eval and predict share — option parsing helpers,
+ * the resolved training configuration (RUN/config.json, cJSON), the metrics files
+ * (RUN/metrics.jsonl, RUN/metrics.csv), Ctrl-C handling, and small file helpers.
+ *
+ * It must never train or decode: it reads and writes the run folder's small text files,
+ * parses strings, and glues the run state to models/checkpoint.h (through the towers'
+ * replica 0). Every write that a reader may see half-done goes through a temporary file
+ * and a rename. The evaluation pass shared by train (validation) and eval is declared
+ * here and lives in app/cmd_eval.c.
+ *
+ * Run folder layout:
+ *   config.json        resolved configuration (vt_train_opts, plus dataset classes)
+ *   plan.txt           devices, slice plan and memory plan as printed before training
+ *   metrics.jsonl      one JSON object per line: {"kind":"step",...} every --log-every
+ *                      steps and {"kind":"epoch",...} per epoch; each has "step"
+ *   metrics.csv        the epoch lines as a table (regenerated from metrics.jsonl)
+ *   last.safetensors   checkpoint every epoch (and every --checkpoint-every steps, and
+ *                      on Ctrl-C); best.safetensors by validation video top-1
+ *   val.json           last validation (same shape as eval.json)
+ *   eval.json, confusion.csv   from `vidtrain eval`
+ *   report.html        app/report.c
+ */
+#ifndef VT_RUN_H
+#define VT_RUN_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "app/evalproto.h"
+#include "models/net.h"
+#include "pipeline/dataset.h"
+#include "pipeline/device.h"
+#include "pipeline/sample.h"
+#include "pipeline/tower.h"
+
+/* ---- option parsing ---- */
+
+/* If argv[*i] is `name` as "--name V" or "--name=V": *val = V, *i advanced past V,
+ * returns 1. Returns 0 if argv[*i] is another option, -1 if V is missing. */
+int vt_opt_value(int argc, char **argv, int *i, const char *name, const char **val);
+/* Strict parsers: the whole string, within [lo, hi]. Return 0 or -1. */
+int vt_parse_int(const char *s, long lo, long hi, int *out);
+int vt_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+int vt_parse_float(const char *s, double lo, double hi, float *out);
+int vt_parse_u64(const char *s, uint64_t *out);
+/* "16x112" (T x crop) or "16x112x112" (T x H x W, H must equal W: square crops). */
+int vt_parse_clip(const char *s, int *t, int *crop);
+/* "1,0.5" -> weights (up to max); returns the count or -1. */
+int vt_parse_floats(const char *s, float *out, int max);
+
+/* ---- training configuration ---- */
+typedef struct vt_train_opts {
+    char data[1024];       /* dataset folder */
+    char out[1024];        /* run folder */
+    char model[32];
+    int clip_t, crop, stride, short_side, jitter_min, jitter_max;
+    int flip;              /* random horizontal flip in training (default on) */
+    int epochs, batch;
+    char optim[16];        /* sgd, rmsprop, adamw */
+    float lr, momentum, wd, clip_norm;
+    char sched[16];        /* const, step, cosine */
+    float warmup_epochs;   /* linear warm-up length in epochs (may be fractional) */
+    int step_epochs;       /* step schedule: decay every this many epochs */
+    float gamma;           /* step schedule factor */
+    float smoothing;       /* label smoothing (softmax heads) */
+    float dropout;
+    int workers, queue;
+    /* devices, as given on the command line (empty = not given) */
+    char devices[256], gpus[64], mem[256], gpu_mem[256], backend[16], emulate[64], speeds[128];
+    int threads;
+    char split[64];        /* split policy */
+    int sync_bn;
+    uint64_t seed;
+    float val_split;       /* fraction of train videos for validation when the dataset
+                              has no val folder */
+    char val_dir[1024];    /* a separate validation dataset folder (optional) */
+    int eval_every;        /* validate every N epochs (and after the last) */
+    int val_clips;         /* K clips per video in validation */
+    int val_crops;
+    char labels[1024];     /* labels.csv (multi-head) or empty */
+    int nweights;
+    float loss_weights[VT_MAX_HEADS];
+    int clips_per_video;   /* training clips drawn per video per epoch */
+    int log_every;         /* steps between step lines (metrics.jsonl, non-tty log) */
+    int checkpoint_every;  /* steps between mid-epoch checkpoints (0 = epoch ends only) */
+    int64_t max_steps;     /* stop (with a checkpoint) after this global step; 0 = none */
+} vt_train_opts;
+
+void vt_train_opts_default(vt_train_opts *o);
+/* To/from JSON (the run's config.json). from_json leaves fields absent in j unchanged. */
+cJSON *vt_train_opts_to_json(const vt_train_opts *o);
+void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j);
+/* Device args view of the options (pointers into o). */
+void vt_train_opts_device_args(const vt_train_opts *o, vt_device_args *a);
+
+/* ---- the model's heads (config.json "heads", checkpoint metadata) ---- */
+typedef struct vt_run_heads {
+    int n;
+    vt_head_cfg cfg[VT_MAX_HEADS];
+    char **classes[VT_MAX_HEADS];  /* (cfg[h].classes) class names, owned */
+} vt_run_heads;
+
+/* [{"name":..,"loss":"softmax"|"bce","weight":..,"smoothing":..,"classes":[..]}] */
+cJSON *vt_run_heads_to_json(const vt_run_heads *h);
+int vt_run_heads_from_json(vt_run_heads *h, const cJSON *arr, char *err, size_t errlen);
+void vt_run_heads_free(vt_run_heads *h);
+
+/* ---- files ---- */
+
+/* mkdir -p. Returns 0 or -1 with err set. */
+int vt_mkdirs(const char *path, char *err, size_t errlen);
+int vt_file_exists(const char *path);
+int vt_dir_exists(const char *path);
+/* Whole file as a NUL-terminated string (free()), NULL if unreadable. */
+char *vt_read_file(const char *path);
+/* Atomic: write to a temp file in the same folder, fsync, rename. 0 or -1. */
+int vt_write_file_atomic(const char *path, const char *text, char *err, size_t errlen);
+/* JSON file read/write (write is atomic, formatted). */
+cJSON *vt_read_json(const char *path);
+int vt_write_json(const char *path, const cJSON *j, char *err, size_t errlen);
+
+/* ---- metrics ---- */
+
+/* Appends one line to RUN/metrics.jsonl; an {"kind":"epoch"} line also regenerates
+ * RUN/metrics.csv (columns = the numeric keys of the epoch lines, first-seen order). */
+int vt_metrics_append(const char *run_dir, const cJSON *line, char *err, size_t errlen);
+/* Resume: keep only lines whose "step" <= keep_step (what the checkpoint had seen), so
+ * a resumed run does not log the same steps twice; regenerates metrics.csv. */
+int vt_metrics_truncate(const char *run_dir, int64_t keep_step, char *err, size_t errlen);
+int vt_metrics_write_csv(const char *run_dir, char *err, size_t errlen);
+
+/* ---- run state in checkpoints ---- */
+
+/* Sums over the epoch in progress, kept in the checkpoint so that a resumed epoch
+ * reports the same training loss/accuracy as an uninterrupted one. */
+typedef struct vt_run_sums {
+    double loss;                        /* sum over clips of the weighted loss */
+    int64_t clips;
+    int64_t correct[VT_MAX_HEADS];
+    double head_loss[VT_MAX_HEADS];
+    double seconds, wait_s;             /* timing only (not part of exactness) */
+} vt_run_sums;
+
+typedef struct vt_run_state {
+    int64_t epoch;      /* epoch in progress, 0-based */
+    int64_t cursor;     /* next batch of that epoch (the loader's start_batch) */
+    int64_t step;       /* optimizer steps done (global) */
+    double best;        /* best validation video top-1 so far; -1 = none */
+    int best_epoch;     /* 1-based */
+    vt_run_sums sums;
+} vt_run_state;
+
+/* Save replica 0 (weights, buffers, optimizer) with metadata: the vidtrain keys of
+ * checkpoint.h plus "classes", "normalisation", "epoch", "step", "cursor", "seed",
+ * "vidtrain_state" (JSON of vt_run_state) and "vidtrain_config" (config_json).
+ * Atomic (checkpoint.c). 0, or -1 with err. */
+int vt_run_save(const char *path, vt_towers *t, const vt_run_state *st, const char *config_json,
+                char *err, size_t errlen);
+/* Load into replica 0 — full state (with_optim) or weights only — then copy it to every
+ * replica. st (may be NULL) gets the run state. 0, or -1 with err. */
+int vt_run_load(const char *path, vt_towers *t, int with_optim, vt_run_state *st, char *err,
+                size_t errlen);
+/* The "vidtrain_config" JSON stored in a checkpoint (cJSON_Delete it), NULL + err if
+ * absent or unreadable. Reads the header only. */
+cJSON *vt_run_ckpt_config(const char *path, char *err, size_t errlen);
+
+/* ---- the evaluation pass (app/cmd_eval.c) ---- */
+typedef struct vt_eval_opts {
+    vt_clip_cfg clip;       /* t, stride, crop, short_side, mean/std; ncrops = crops */
+    int clips_per_video;    /* K */
+    int crops;              /* 1 or 3 */
+    int batch, workers;
+    uint64_t seed;
+    int quiet;              /* no progress display */
+} vt_eval_opts;
+
+typedef struct vt_eval_counts {
+    int64_t clips;          /* clips evaluated (each once) */
+    int64_t videos;         /* videos with at least one clip */
+    int64_t expected;       /* videos x K x crops requested */
+    int64_t bad_clips;      /* left out because their decode failed */
+} vt_eval_counts;
+
+/* Runs every clip of the videos idx (n) of ds through the towers (forward only) and
+ * feeds head h's probabilities to ep[h] (created here: vt_evalproto_free them). Labels
+ * of ds are mapped to the model's classes by name (videos of a class the model does not
+ * know are left out with a warning). 0, or -1 with err. */
+int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_towers *t,
+                    vt_dataset *ds, const vt_run_heads *heads, const int32_t *idx, int n,
+                    const vt_eval_opts *eo, char *err, size_t errlen);
+/* eval.json / val.json: {"split","clips","videos","clips_per_video","crops","heads":[...]}
+ * with head 0's figures also at the top level. */
+cJSON *vt_eval_json(const vt_eval_result *r, const vt_run_heads *heads,
+                    const vt_eval_counts *counts, const char *split, const vt_eval_opts *eo);
+
+/* ---- signals ---- */
+
+/* SIGINT and SIGTERM set a flag the training loop polls between steps (it finishes the
+ * current step, writes a checkpoint and exits 128+signal: 130 for Ctrl-C, 143 for
+ * SIGTERM). A second signal exits at once with the same code (the checkpoint on disk is
+ * still whole: checkpoints are written to a temporary file and renamed). */
+void vt_signals_install(void);
+/* 0, or the first signal received. */
+int vt_signal_pending(void);
+/* Restores default handlers (for tests and at exit). */
+void vt_signals_reset(void);
+
+#endif

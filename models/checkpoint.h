@@ -1,0 +1,103 @@
+/*
+ * checkpoint.h: safetensors checkpoints (DESIGN.md §6). One file holds
+ *   - every tensor of the net under its PyTorch state_dict name (F32; BN
+ *     num_batches_tracked as I64 with shape []), so torchvision's load_state_dict
+ *     (strict=True) takes the file once the optim.* tensors are dropped;
+ *   - the optimizer state, when one is passed, as flat F32 tensors over the parameter
+ *     arena (parameters() order, the concatenation of the state_dict's parameters):
+ *       "optim.sgd.momentum_buffer"                          SGD with momentum
+ *       "optim.rmsprop.square_avg", "optim.rmsprop.momentum_buffer" (momentum > 0)
+ *       "optim.adamw.exp_avg", "optim.adamw.exp_avg_sq";
+ *   - string -> string metadata in "__metadata__". vidtrain writes these itself:
+ *       "vidtrain_version"  VT_VERSION
+ *       "model"             "r3d18"
+ *       "clip"              "16x112x112" (T x H x W, 3 channels)
+ *       "heads"             JSON list [{"name","classes","loss":"softmax"|"bce","weight",
+ *                           "smoothing"}]
+ *       "dropout"           "0.5"
+ *       "optimizer"         JSON {"kind","momentum","dampening","nesterov","wd","alpha",
+ *                           "beta1","beta2","eps","clip_norm","step"} (only with an optimizer)
+ *     and the caller adds its own through `extra` (any keys but those above), by
+ *     convention: "classes" (JSON list of class names), "normalisation" (JSON {"mean":
+ *     [..], "std": [..]}), "epoch", "step", "rng" (decimal u64 state), "cursor" (the data
+ *     cursor), "schedule".
+ * Files are written to a temporary file in the same folder, fsynced, renamed over the
+ * target, and the folder fsynced, so a crash leaves the old checkpoint or the new one.
+ *
+ * Reading validates the whole file before using any of it (size, header length, JSON,
+ * every tensor's dtype/shape/offsets, offsets within the data and neither overlapping nor
+ * leaving holes, names/dtypes/shapes against the net) and refuses a bad file with a
+ * message naming the path and the problem: a corrupt checkpoint is a data error and must
+ * never crash or abort the program.
+ */
+#ifndef VT_CHECKPOINT_H
+#define VT_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "models/net.h"
+#include "models/optim.h"
+
+/* String -> string metadata, in insertion order. */
+typedef struct vt_ckpt_kv { char *key, *val; } vt_ckpt_kv;
+typedef struct vt_ckpt_meta {
+    int n, cap;
+    vt_ckpt_kv *kv;
+} vt_ckpt_meta;
+
+/* Sets (or replaces) key. */
+void vt_ckpt_meta_set(vt_ckpt_meta *m, const char *key, const char *val);
+const char *vt_ckpt_meta_get(const vt_ckpt_meta *m, const char *key); /* NULL if absent */
+void vt_ckpt_meta_free(vt_ckpt_meta *m);
+
+/* One tensor of a file, as its header describes it. */
+typedef struct vt_ckpt_tensor {
+    char *name;
+    int is_int64;       /* dtype I64 (else F32) */
+    int ndim;
+    int64_t shape[8];
+    int64_t numel;
+    int64_t begin, end; /* byte offsets into the data section */
+} vt_ckpt_tensor;
+
+/* What vt_ckpt_read_info learns without a net: enough to build one. */
+typedef struct vt_ckpt_info {
+    char *path;
+    vt_ckpt_meta meta;
+    int ntensors;
+    vt_ckpt_tensor *tensors; /* header order */
+    int64_t data_start;      /* file offset of the data section */
+    int64_t file_size;
+} vt_ckpt_info;
+
+/* Writes net (+ opt if not NULL) and metadata to path atomically. 0, or -1 with err. */
+int vt_ckpt_save(const char *path, vt_net *net, vt_optim *opt, const vt_ckpt_meta *extra,
+                 char *err, size_t errlen);
+
+/* Reads and validates the header only (+ file layout). 0, or -1 with err. */
+int vt_ckpt_read_info(vt_ckpt_info *info, const char *path, char *err, size_t errlen);
+void vt_ckpt_info_free(vt_ckpt_info *info);
+const vt_ckpt_tensor *vt_ckpt_find(const vt_ckpt_info *info, const char *name);
+/* Reads one tensor's data into host memory as floats (I64 converted). 0 or -1 + err. */
+int vt_ckpt_read_tensor(const vt_ckpt_info *info, const vt_ckpt_tensor *t, float *host_out,
+                        char *err, size_t errlen);
+
+/* The net configuration ("model", "clip", "heads", "dropout") from the metadata. */
+int vt_ckpt_net_cfg(vt_net_cfg *cfg, const vt_ckpt_info *info, char *err, size_t errlen);
+/* The optimizer configuration and step count from the metadata; -1 + err if absent. */
+int vt_ckpt_optim_cfg(vt_optim_cfg *cfg, int64_t *step, const vt_ckpt_info *info, char *err,
+                      size_t errlen);
+
+/* Weights only (eval, predict, fine-tuning): parameters and buffers; optim.* ignored.
+ * Every tensor of the net must be present with its dtype and shape, and no other
+ * non-optim tensor may be (PyTorch strict=True). 0, or -1 with err; on error the net
+ * may hold a mix, so callers stop. */
+int vt_ckpt_load_weights(vt_net *net, const char *path, char *err, size_t errlen);
+/* Full state (resume): weights, the optimizer state and step count (opt's kind must
+ * match the file's), and the metadata into meta_out (may be NULL; its old contents are
+ * freed and replaced; the caller frees it with vt_ckpt_meta_free). */
+int vt_ckpt_load_state(vt_net *net, vt_optim *opt, const char *path, vt_ckpt_meta *meta_out,
+                       char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,620 @@
+/*
+ * cpu_ref.c: the cpu-ref backend — every op of vt_backend_i (backend.h) written as plain
+ * nested loops, single-threaded, with double accumulators wherever a sum is formed. It is
+ * the truth the fast CPU backend and the CUDA backend are tested against, and it is itself
+ * tested against finite differences (test_gradcheck) and PyTorch (test_ops_torch).
+ *
+ * It must never be clever: no BLAS, no threads, no reordering for speed, no shared state
+ * (so several instances may run concurrently). If a loop here is hard to read, it is wrong.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/backend.h"
+#include "models/common.h"
+
+/* ---------------------------------------------------------------- memory ---- */
+
+static void *ref_alloc(vt_backend *be, size_t bytes) {
+    (void)be;
+    /* 64-byte alignment: cache lines and AVX-512 loads; aligned_alloc needs a multiple. */
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    return aligned_alloc(64, rounded ? rounded : 64);
+}
+static void ref_free(vt_backend *be, void *ptr) { (void)be; free(ptr); }
+static void ref_copy(vt_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes)
+        memmove(dst, src, bytes);
+}
+
+/* ---------------------------------------------------------------- element-wise ---- */
+
+static void ref_fill(vt_backend *be, float *x, float v, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        x[i] = v;
+}
+static void ref_scale(vt_backend *be, float *x, float a, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        x[i] *= a;
+}
+static void ref_axpy(vt_backend *be, float *y, float a, const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        y[i] += a * x[i];
+}
+static void ref_add(vt_backend *be, float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        out[i] = a[i] + b[i];
+}
+static double ref_sumsq(vt_backend *be, const float *x, int64_t n) {
+    double s = 0;
+    for (int64_t i = 0; i < n; i++)
+        s += (double)x[i] * (double)x[i];
+    return s;
+}
+
+/* ---------------------------------------------------------------- conv3d ---- */
+
+/* Flat index of (n, c, t, h, w) in an (N, C, T, H, W) tensor. */
+static inline int64_t idx5(int c_, int t_, int h_, int w_, int n, int c, int t, int h, int w) {
+    return ((((int64_t)n * c_ + c) * t_ + t) * h_ + h) * w_ + w;
+}
+
+static void ref_conv3d_forward(vt_backend *be, float *out, const float *in, const float *w,
+                               const float *b, int n, const int in_thw[3],
+                               const vt_conv3d_p *p) {
+    const int T = in_thw[0], H = in_thw[1], W = in_thw[2];
+    const int To = vt_conv_out(T, p->k[0], p->s[0], p->p[0]);
+    const int Ho = vt_conv_out(H, p->k[1], p->s[1], p->p[1]);
+    const int Wo = vt_conv_out(W, p->k[2], p->s[2], p->p[2]);
+    for (int ni = 0; ni < n; ni++)
+        for (int co = 0; co < p->cout; co++)
+            for (int ot = 0; ot < To; ot++)
+                for (int oh = 0; oh < Ho; oh++)
+                    for (int ow = 0; ow < Wo; ow++) {
+                        double acc = b ? b[co] : 0.0;
+                        for (int ci = 0; ci < p->cin; ci++)
+                            for (int kt = 0; kt < p->k[0]; kt++)
+                                for (int kh = 0; kh < p->k[1]; kh++)
+                                    for (int kw = 0; kw < p->k[2]; kw++) {
+                                        int it = ot * p->s[0] - p->p[0] + kt;
+                                        int ih = oh * p->s[1] - p->p[1] + kh;
+                                        int iw = ow * p->s[2] - p->p[2] + kw;
+                                        if (it < 0 || it >= T || ih < 0 || ih >= H || iw < 0 ||
+                                            iw >= W)
+                                            continue;
+                                        double xv = in[idx5(p->cin, T, H, W, ni, ci, it, ih, iw)];
+                                        double wv = w[idx5(p->cin, p->k[0], p->k[1], p->k[2], co,
+                                                           ci, kt, kh, kw)];
+                                        acc += xv * wv;
+                                    }
+                        out[idx5(p->cout, To, Ho, Wo, ni, co, ot, oh, ow)] = (float)acc;
+                    }
+}
+
+static void ref_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,
+                                const float *dout, const float *in, const float *w, int n,
+                                const int in_thw[3], const vt_conv3d_p *p) {
+    if (n == 0)
+        return;
+    const int T = in_thw[0], H = in_thw[1], W = in_thw[2];
+    const int To = vt_conv_out(T, p->k[0], p->s[0], p->p[0]);
+    const int Ho = vt_conv_out(H, p->k[1], p->s[1], p->p[1]);
+    const int Wo = vt_conv_out(W, p->k[2], p->s[2], p->p[2]);
+    const int64_t kvol = (int64_t)p->k[0] * p->k[1] * p->k[2];
+    const int64_t nin = (int64_t)n * p->cin * T * H * W;
+    const int64_t nw = (int64_t)p->cout * p->cin * kvol;
+
+    /* Scatter every (output, tap) product into double accumulators, then store. */
+    double *gin = din ? vt_calloc((size_t)nin, sizeof(double)) : NULL;
+    double *gw = vt_calloc((size_t)nw, sizeof(double));
+    for (int ni = 0; ni < n; ni++)
+        for (int co = 0; co < p->cout; co++)
+            for (int ot = 0; ot < To; ot++)
+                for (int oh = 0; oh < Ho; oh++)
+                    for (int ow = 0; ow < Wo; ow++) {
+                        double g = dout[idx5(p->cout, To, Ho, Wo, ni, co, ot, oh, ow)];
+                        for (int ci = 0; ci < p->cin; ci++)
+                            for (int kt = 0; kt < p->k[0]; kt++)
+                                for (int kh = 0; kh < p->k[1]; kh++)
+                                    for (int kw = 0; kw < p->k[2]; kw++) {
+                                        int it = ot * p->s[0] - p->p[0] + kt;
+                                        int ih = oh * p->s[1] - p->p[1] + kh;
+                                        int iw = ow * p->s[2] - p->p[2] + kw;
+                                        if (it < 0 || it >= T || ih < 0 || ih >= H || iw < 0 ||
+                                            iw >= W)
+                                            continue;
+                                        int64_t xi = idx5(p->cin, T, H, W, ni, ci, it, ih, iw);
+                                        int64_t wi = idx5(p->cin, p->k[0], p->k[1], p->k[2], co,
+                                                          ci, kt, kh, kw);
+                                        gw[wi] += g * in[xi];
+                                        if (gin)
+                                            gin[xi] += g * w[wi];
+                                    }
+                    }
+    for (int64_t i = 0; i < nw; i++)
+        dw[i] += (float)gw[i];
+    if (gin)
+        for (int64_t i = 0; i < nin; i++)
+            din[i] = (float)gin[i];
+    if (db)
+        for (int co = 0; co < p->cout; co++) {
+            double s = 0;
+            for (int ni = 0; ni < n; ni++)
+                for (int64_t j = 0; j < (int64_t)To * Ho * Wo; j++)
+                    s += dout[((int64_t)ni * p->cout + co) * To * Ho * Wo + j];
+            db[co] += (float)s;
+        }
+    free(gin);
+    free(gw);
+}
+
+/* ---------------------------------------------------------------- batch norm ---- */
+
+/* n == 0: the sums over an empty set are 0, written so a tower without clips still
+ * contributes (zeros) to the sync-BN collective. */
+static void ref_bn_stats(vt_backend *be, float *sum, float *sumsq, const float *x, int n, int c,
+                         int64_t s) {
+    for (int ci = 0; ci < c; ci++) {
+        double a = 0, q = 0;
+        for (int ni = 0; ni < n; ni++)
+            for (int64_t j = 0; j < s; j++) {
+                double v = x[((int64_t)ni * c + ci) * s + j];
+                a += v;
+                q += v * v;
+            }
+        sum[ci] = (float)a;
+        sumsq[ci] = (float)q;
+    }
+}
+
+static void ref_bn_finalize(vt_backend *be, float *mean, float *invstd, float *running_mean,
+                            float *running_var, const float *sum, const float *sumsq,
+                            int64_t count, int c, float momentum, float eps) {
+    VT_CHECK(count > 0 || (running_mean && running_var),
+             "bn_finalize: count 0 (eval) needs the running statistics");
+    for (int ci = 0; ci < c; ci++) {
+        if (count == 0) { /* eval: normalise with the running statistics */
+            mean[ci] = running_mean[ci];
+            invstd[ci] = (float)(1.0 / sqrt((double)running_var[ci] + eps));
+            continue;
+        }
+        double m = (double)sum[ci] / (double)count;
+        double var = (double)sumsq[ci] / (double)count - m * m;
+        if (var < 0) /* rounding of E[x^2] - E[x]^2 */
+            var = 0;
+        mean[ci] = (float)m;
+        invstd[ci] = (float)(1.0 / sqrt(var + eps));
+        if (running_mean) {
+            double unbiased = count > 1 ? var * (double)count / (double)(count - 1) : var;
+            running_mean[ci] = (float)((1.0 - momentum) * running_mean[ci] + momentum * m);
+            running_var[ci] = (float)((1.0 - momentum) * running_var[ci] + momentum * unbiased);
+        }
+    }
+}
+
+static void ref_bn_apply(vt_backend *be, float *out, const float *x, const float *mean,
+                         const float *invstd, const float *gamma, const float *beta, int n,
+                         int c, int64_t s) {
+    for (int ni = 0; ni < n; ni++)
+        for (int ci = 0; ci < c; ci++) {
+            double g = gamma ? gamma[ci] : 1.0, b = beta ? beta[ci] : 0.0;
+            for (int64_t j = 0; j < s; j++) {
+                int64_t i = ((int64_t)ni * c + ci) * s + j;
+                out[i] = (float)(g * ((double)x[i] - mean[ci]) * invstd[ci] + b);
+            }
+        }
+}
+
+static void ref_bn_backward_reduce(vt_backend *be, float *sum_dy, float *sum_dy_xhat,
+                                   const float *dy, const float *x, const float *mean,
+                                   const float *invstd, int n, int c, int64_t s) {
+    for (int ci = 0; ci < c; ci++) {
+        double a = 0, q = 0;
+        for (int ni = 0; ni < n; ni++)
+            for (int64_t j = 0; j < s; j++) {
+                int64_t i = ((int64_t)ni * c + ci) * s + j;
+                a += dy[i];
+                q += (double)dy[i] * ((double)x[i] - mean[ci]) * invstd[ci];
+            }
+        sum_dy[ci] = (float)a;
+        sum_dy_xhat[ci] = (float)q;
+    }
+}
+
+static void ref_bn_backward_apply(vt_backend *be, float *din, const float *dy, const float *x,
+                                  const float *mean, const float *invstd, const float *gamma,
+                                  const float *sum_dy, const float *sum_dy_xhat, int64_t count,
+                                  int n, int c, int64_t s) {
+    if (n == 0)
+        return;
+    VT_CHECK(count > 0, "bn_backward_apply: count %lld", (long long)count);
+    for (int ni = 0; ni < n; ni++)
+        for (int ci = 0; ci < c; ci++) {
+            double g = gamma ? gamma[ci] : 1.0;
+            double mdy = (double)sum_dy[ci] / (double)count;
+            double mdyx = (double)sum_dy_xhat[ci] / (double)count;
+            for (int64_t j = 0; j < s; j++) {
+                int64_t i = ((int64_t)ni * c + ci) * s + j;
+                double xhat = ((double)x[i] - mean[ci]) * invstd[ci];
+                din[i] = (float)(g * invstd[ci] * ((double)dy[i] - mdy - xhat * mdyx));
+            }
+        }
+}
+
+/* ---------------------------------------------------------------- activations ---- */
+
+static void ref_relu_forward(vt_backend *be, float *out, const float *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        out[i] = in[i] > 0 ? in[i] : 0.0f;
+}
+static void ref_relu_backward(vt_backend *be, float *din, const float *dout, const float *out,
+                              int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        din[i] = out[i] > 0 ? dout[i] : 0.0f;
+}
+
+/* ---------------------------------------------------------------- pooling ---- */
+
+static void pool_outs(int o[3], const int in_thw[3], const vt_pool3d_p *p) {
+    for (int d = 0; d < 3; d++)
+        o[d] = vt_pool_out(in_thw[d], p->k[d], p->s[d], p->p[d], p->ceil_mode);
+}
+
+/* Index (relative to the plane) of the first maximum in output cell (ot, oh, ow): windows
+ * are visited in (t, h, w) order and only a strictly larger value replaces the best, so
+ * ties keep the first. Padding never wins (PyTorch pads max pooling with -inf). */
+static int64_t ref_max_arg(const float *plane, const int in_thw[3], const vt_pool3d_p *p, int ot,
+                           int oh, int ow) {
+    int64_t best = -1;
+    float bv = 0;
+    for (int kt = 0; kt < p->k[0]; kt++)
+        for (int kh = 0; kh < p->k[1]; kh++)
+            for (int kw = 0; kw < p->k[2]; kw++) {
+                int it = ot * p->s[0] - p->p[0] + kt;
+                int ih = oh * p->s[1] - p->p[1] + kh;
+                int iw = ow * p->s[2] - p->p[2] + kw;
+                if (it < 0 || it >= in_thw[0] || ih < 0 || ih >= in_thw[1] || iw < 0 ||
+                    iw >= in_thw[2])
+                    continue;
+                int64_t i = ((int64_t)it * in_thw[1] + ih) * in_thw[2] + iw;
+                if (best < 0 || plane[i] > bv) {
+                    best = i;
+                    bv = plane[i];
+                }
+            }
+    VT_CHECK(best >= 0, "maxpool window (%d,%d,%d) lies wholly in the padding", ot, oh, ow);
+    return best;
+}
+
+static void ref_maxpool3d_forward(vt_backend *be, float *out, const float *in, int n, int c,
+                                  const int in_thw[3], const vt_pool3d_p *p) {
+    int o[3];
+    pool_outs(o, in_thw, p);
+    const int64_t sin = (int64_t)in_thw[0] * in_thw[1] * in_thw[2];
+    const int64_t sout = (int64_t)o[0] * o[1] * o[2];
+    for (int64_t pl = 0; pl < (int64_t)n * c; pl++)
+        for (int ot = 0; ot < o[0]; ot++)
+            for (int oh = 0; oh < o[1]; oh++)
+                for (int ow = 0; ow < o[2]; ow++) {
+                    const float *plane = in + pl * sin;
+                    out[pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow] =
+                        plane[ref_max_arg(plane, in_thw, p, ot, oh, ow)];
+                }
+}
+
+static void ref_maxpool3d_backward(vt_backend *be, float *din, const float *dout, const float *in,
+                                   int n, int c, const int in_thw[3], const vt_pool3d_p *p) {
+    int o[3];
+    pool_outs(o, in_thw, p);
+    const int64_t sin = (int64_t)in_thw[0] * in_thw[1] * in_thw[2];
+    const int64_t sout = (int64_t)o[0] * o[1] * o[2];
+    for (int64_t i = 0; i < (int64_t)n * c * sin; i++)
+        din[i] = 0;
+    for (int64_t pl = 0; pl < (int64_t)n * c; pl++)
+        for (int ot = 0; ot < o[0]; ot++)
+            for (int oh = 0; oh < o[1]; oh++)
+                for (int ow = 0; ow < o[2]; ow++) {
+                    int64_t a = ref_max_arg(in + pl * sin, in_thw, p, ot, oh, ow);
+                    din[pl * sin + a] += dout[pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow];
+                }
+}
+
+/* PyTorch's avg_pool3d divisor with count_include_pad=True: the window clipped to the
+ * PADDED input (so ceil_mode windows running past it count fewer cells). */
+static int ref_avg_window(int lo[3], int hi[3], const int in_thw[3], const vt_pool3d_p *p,
+                          const int oc[3]) {
+    int div = 1;
+    for (int d = 0; d < 3; d++) {
+        int start = oc[d] * p->s[d] - p->p[d];
+        int end = VT_MIN(start + p->k[d], in_thw[d] + p->p[d]);
+        div *= end - start;
+        lo[d] = VT_MAX(start, 0);
+        hi[d] = VT_MIN(end, in_thw[d]);
+    }
+    return div;
+}
+
+static void ref_avgpool3d_forward(vt_backend *be, float *out, const float *in, int n, int c,
+                                  const int in_thw[3], const vt_pool3d_p *p) {
+    int o[3];
+    pool_outs(o, in_thw, p);
+    const int64_t sin = (int64_t)in_thw[0] * in_thw[1] * in_thw[2];
+    const int64_t sout = (int64_t)o[0] * o[1] * o[2];
+    for (int64_t pl = 0; pl < (int64_t)n * c; pl++)
+        for (int ot = 0; ot < o[0]; ot++)
+            for (int oh = 0; oh < o[1]; oh++)
+                for (int ow = 0; ow < o[2]; ow++) {
+                    int lo[3], hi[3], oc[3] = {ot, oh, ow};
+                    int div = ref_avg_window(lo, hi, in_thw, p, oc);
+                    double s = 0;
+                    for (int t = lo[0]; t < hi[0]; t++)
+                        for (int h = lo[1]; h < hi[1]; h++)
+                            for (int w = lo[2]; w < hi[2]; w++)
+                                s += in[pl * sin + ((int64_t)t * in_thw[1] + h) * in_thw[2] + w];
+                    out[pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow] = (float)(s / div);
+                }
+}
+
+static void ref_avgpool3d_backward(vt_backend *be, float *din, const float *dout, int n, int c,
+                                   const int in_thw[3], const vt_pool3d_p *p) {
+    int o[3];
+    pool_outs(o, in_thw, p);
+    const int64_t sin = (int64_t)in_thw[0] * in_thw[1] * in_thw[2];
+    const int64_t sout = (int64_t)o[0] * o[1] * o[2];
+    double *g = vt_calloc((size_t)VT_MAX(sin, 1), sizeof(double));
+    for (int64_t pl = 0; pl < (int64_t)n * c; pl++) {
+        memset(g, 0, (size_t)sin * sizeof(double));
+        for (int ot = 0; ot < o[0]; ot++)
+            for (int oh = 0; oh < o[1]; oh++)
+                for (int ow = 0; ow < o[2]; ow++) {
+                    int lo[3], hi[3], oc[3] = {ot, oh, ow};
+                    int div = ref_avg_window(lo, hi, in_thw, p, oc);
+                    double v = dout[pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow] /
+                               (double)div;
+                    for (int t = lo[0]; t < hi[0]; t++)
+                        for (int h = lo[1]; h < hi[1]; h++)
+                            for (int w = lo[2]; w < hi[2]; w++)
+                                g[((int64_t)t * in_thw[1] + h) * in_thw[2] + w] += v;
+                }
+        for (int64_t i = 0; i < sin; i++)
+            din[pl * sin + i] = (float)g[i];
+    }
+    free(g);
+}
+
+static void ref_gap_forward(vt_backend *be, float *out, const float *in, int n, int c,
+                            int64_t s) {
+    for (int64_t pl = 0; pl < (int64_t)n * c; pl++) {
+        double a = 0;
+        for (int64_t j = 0; j < s; j++)
+            a += in[pl * s + j];
+        out[pl] = (float)(a / (double)s);
+    }
+}
+static void ref_gap_backward(vt_backend *be, float *din, const float *dout, int n, int c,
+                             int64_t s) {
+    for (int64_t pl = 0; pl < (int64_t)n * c; pl++)
+        for (int64_t j = 0; j < s; j++)
+            din[pl * s + j] = (float)((double)dout[pl] / (double)s);
+}
+
+/* ---------------------------------------------------------------- linear ---- */
+
+static void ref_linear_forward(vt_backend *be, float *out, const float *in, const float *w,
+                               const float *b, int n, int in_f, int out_f) {
+    for (int ni = 0; ni < n; ni++)
+        for (int o = 0; o < out_f; o++) {
+            double a = b ? b[o] : 0.0;
+            for (int i = 0; i < in_f; i++)
+                a += (double)in[(int64_t)ni * in_f + i] * w[(int64_t)o * in_f + i];
+            out[(int64_t)ni * out_f + o] = (float)a;
+        }
+}
+
+static void ref_linear_backward(vt_backend *be, float *din, float *dw, float *db,
+                                const float *dout, const float *in, const float *w, int n,
+                                int in_f, int out_f) {
+    if (n == 0)
+        return;
+    if (din)
+        for (int ni = 0; ni < n; ni++)
+            for (int i = 0; i < in_f; i++) {
+                double a = 0;
+                for (int o = 0; o < out_f; o++)
+                    a += (double)dout[(int64_t)ni * out_f + o] * w[(int64_t)o * in_f + i];
+                din[(int64_t)ni * in_f + i] = (float)a;
+            }
+    for (int o = 0; o < out_f; o++)
+        for (int i = 0; i < in_f; i++) {
+            double a = 0;
+            for (int ni = 0; ni < n; ni++)
+                a += (double)dout[(int64_t)ni * out_f + o] * in[(int64_t)ni * in_f + i];
+            dw[(int64_t)o * in_f + i] += (float)a;
+        }
+    if (db)
+        for (int o = 0; o < out_f; o++) {
+            double a = 0;
+            for (int ni = 0; ni < n; ni++)
+                a += dout[(int64_t)ni * out_f + o];
+            db[o] += (float)a;
+        }
+}
+
+/* ---------------------------------------------------------------- dropout ---- */
+
+static void ref_dropout_forward(vt_backend *be, float *out, float *mask, const float *in,
+                                int64_t n, float p, uint64_t seed) {
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t h = vt_hash64(seed ^ ((uint64_t)i * 0x9E3779B97F4A7C15ull));
+        float u = (float)(h >> 40) / 16777216.0f; /* 24 bits: exact in float */
+        float m = (u >= p && p < 1.0f) ? 1.0f / (1.0f - p) : 0.0f;
+        mask[i] = m;
+        out[i] = in[i] * m;
+    }
+}
+static void ref_dropout_backward(vt_backend *be, float *din, const float *dout, const float *mask,
+                                 int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        din[i] = dout[i] * mask[i];
+}
+
+/* ---------------------------------------------------------------- losses ---- */
+
+static void ref_softmax_xent(vt_backend *be, float *loss, float *dlogits, float *prob,
+                             const float *logits, const int32_t *label, int n, int k,
+                             float smoothing, float grad_scale) {
+    for (int ni = 0; ni < n; ni++) {
+        const float *z = logits + (int64_t)ni * k;
+        int y = label[ni];
+        VT_CHECK(y >= 0 && y < k, "softmax_xent: label %d outside [0, %d)", y, k);
+        double mx = z[0];
+        for (int j = 1; j < k; j++)
+            mx = z[j] > mx ? z[j] : mx;
+        double se = 0;
+        for (int j = 0; j < k; j++)
+            se += exp((double)z[j] - mx);
+        double lse = mx + log(se);
+        double l = 0;
+        for (int j = 0; j < k; j++) {
+            double t = (j == y ? 1.0 - smoothing : 0.0) + (double)smoothing / k;
+            double pj = exp((double)z[j] - lse);
+            l -= t * ((double)z[j] - lse);
+            if (prob)
+                prob[(int64_t)ni * k + j] = (float)pj;
+            if (dlogits)
+                dlogits[(int64_t)ni * k + j] = (float)(grad_scale * (pj - t));
+        }
+        if (loss)
+            loss[ni] = (float)l;
+    }
+}
+
+static void ref_bce_logits(vt_backend *be, float *loss, float *dlogits, const float *logits,
+                           const float *target, int n, int k, float grad_scale) {
+    for (int ni = 0; ni < n; ni++) {
+        double l = 0;
+        for (int j = 0; j < k; j++) {
+            int64_t i = (int64_t)ni * k + j;
+            double x = logits[i], t = target[i];
+            /* max(x,0) - x t + log(1 + e^-|x|): PyTorch's overflow-free form. */
+            l += (x > 0 ? x : 0) - x * t + log1p(exp(-fabs(x)));
+            if (dlogits)
+                dlogits[i] = (float)(grad_scale * (1.0 / (1.0 + exp(-x)) - t));
+        }
+        if (loss)
+            loss[ni] = (float)l;
+    }
+}
+
+/* ---------------------------------------------------------------- optimizers ---- */
+
+/* torch.optim.SGD: d = g + wd p; buf = d on the first step, else m buf + (1-damp) d;
+ * nesterov: d += m buf, else d = buf; p -= lr d. */
+static void ref_sgd_update(vt_backend *be, float *p, const float *g, float *buf, int64_t n,
+                           float lr, float momentum, float dampening, float wd, int nesterov,
+                           int64_t step) {
+    for (int64_t i = 0; i < n; i++) {
+        float d = g[i];
+        if (wd != 0)
+            d += wd * p[i];
+        if (momentum != 0) {
+            buf[i] = step <= 1 ? d : momentum * buf[i] + (1 - dampening) * d;
+            d = nesterov ? d + momentum * buf[i] : buf[i];
+        }
+        p[i] -= lr * d;
+    }
+}
+
+/* torch.optim.RMSprop (centered=False): sq = a sq + (1-a) d^2; avg = sqrt(sq) + eps;
+ * momentum: buf = m buf + d/avg, p -= lr buf; else p -= lr d/avg. */
+static void ref_rmsprop_update(vt_backend *be, float *p, const float *g, float *sq, float *buf,
+                               int64_t n, float lr, float alpha, float eps, float wd,
+                               float momentum) {
+    for (int64_t i = 0; i < n; i++) {
+        float d = g[i];
+        if (wd != 0)
+            d += wd * p[i];
+        sq[i] = alpha * sq[i] + (1 - alpha) * d * d;
+        float avg = sqrtf(sq[i]) + eps;
+        if (momentum > 0) {
+            buf[i] = momentum * buf[i] + d / avg;
+            p[i] -= lr * buf[i];
+        } else {
+            p[i] -= lr * (d / avg);
+        }
+    }
+}
+
+/* torch.optim.AdamW: p *= 1 - lr wd; m, v moments; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps). */
+static void ref_adamw_update(vt_backend *be, float *p, const float *g, float *m, float *v,
+                             int64_t n, float lr, float beta1, float beta2, float eps, float wd,
+                             int64_t step) {
+    const double bc1 = 1.0 - pow(beta1, (double)step);
+    const double bc2 = 1.0 - pow(beta2, (double)step);
+    const float step_size = (float)(lr / bc1);
+    const float bc2_sqrt = (float)sqrt(bc2);
+    for (int64_t i = 0; i < n; i++) {
+        p[i] *= 1 - lr * wd;
+        m[i] = beta1 * m[i] + (1 - beta1) * g[i];
+        v[i] = beta2 * v[i] + (1 - beta2) * g[i] * g[i];
+        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
+        p[i] -= step_size * (m[i] / denom);
+    }
+}
+
+/* ---------------------------------------------------------------- the table ---- */
+
+static const vt_backend_i ref_i = {
+    /* .name = */ "cpu-ref",
+    /* .destroy = */ NULL,
+    /* .alloc = */ ref_alloc,
+    /* .free = */ ref_free,
+    /* .to_device = */ ref_copy,
+    /* .to_host = */ ref_copy,
+    /* .copy = */ ref_copy,
+    /* .synchronize = */ NULL,
+    /* .host_alloc = */ NULL,
+    /* .host_free = */ NULL,
+    /* .fill = */ ref_fill,
+    /* .scale = */ ref_scale,
+    /* .axpy = */ ref_axpy,
+    /* .add = */ ref_add,
+    /* .sumsq = */ ref_sumsq,
+    /* .conv3d_forward = */ ref_conv3d_forward,
+    /* .conv3d_backward = */ ref_conv3d_backward,
+    /* .bn_stats = */ ref_bn_stats,
+    /* .bn_finalize = */ ref_bn_finalize,
+    /* .bn_apply = */ ref_bn_apply,
+    /* .bn_backward_reduce = */ ref_bn_backward_reduce,
+    /* .bn_backward_apply = */ ref_bn_backward_apply,
+    /* .relu_forward = */ ref_relu_forward,
+    /* .relu_backward = */ ref_relu_backward,
+    /* .maxpool3d_forward = */ ref_maxpool3d_forward,
+    /* .maxpool3d_backward = */ ref_maxpool3d_backward,
+    /* .avgpool3d_forward = */ ref_avgpool3d_forward,
+    /* .avgpool3d_backward = */ ref_avgpool3d_backward,
+    /* .gap_forward = */ ref_gap_forward,
+    /* .gap_backward = */ ref_gap_backward,
+    /* .linear_forward = */ ref_linear_forward,
+    /* .linear_backward = */ ref_linear_backward,
+    /* .dropout_forward = */ ref_dropout_forward,
+    /* .dropout_backward = */ ref_dropout_backward,
+    /* .softmax_xent = */ ref_softmax_xent,
+    /* .bce_logits = */ ref_bce_logits,
+    /* .sgd_update = */ ref_sgd_update,
+    /* .rmsprop_update = */ ref_rmsprop_update,
+    /* .adamw_update = */ ref_adamw_update,
+};
+
+vt_backend *vt_backend_cpu_ref_init(int64_t budget) {
+    vt_backend *be = vt_calloc(1, sizeof(*be));
+    be->i = &ref_i;
+    be->ctx = NULL;
+    be->kind = VT_BACKEND_CPU_REF;
+    be->ordinal = 0;
+    be->threads = 1;
+    be->budget = budget;
+    return be;
+}

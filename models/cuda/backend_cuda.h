@@ -1,0 +1,56 @@
+/*
+ * backend_cuda.h: what the CUDA backend offers beyond the op table (models/backend.h):
+ * its stream (for the NCCL and device-local reducers), math and algorithm switches, and
+ * the allocator's statistics. Plain C and free of CUDA headers, so app/ and pipeline/
+ * may include it under #ifdef VT_HAVE_CUDA. Every function takes a backend made by
+ * vt_backend_cuda_init and aborts on any other.
+ *
+ * Environment switches read once by vt_backend_cuda_init (the setters override them):
+ *   VT_TF32=1                 TF32 tensor-core math for convolutions and GEMMs (off by
+ *                             default; never on in numerics tests)
+ *   VT_CUDA_DETERMINISTIC=1   require deterministic cuDNN algorithms (default: prefer
+ *                             them when they cost < 10% time); =0: fastest, whatever it is
+ *   VT_CUDA_CONV_ALGO=find|heuristic   benchmark the algorithms once per shape (default,
+ *                             like torch.backends.cudnn.benchmark) or take cuDNN's
+ *                             heuristic order without timing
+ *   VT_CUDA_WORKSPACE=512M    the most convolution workspace one algorithm may use
+ *                             (default 1 GiB, never past the budget)
+ */
+#ifndef VT_BACKEND_CUDA_H
+#define VT_BACKEND_CUDA_H
+
+#include <stdint.h>
+
+#include "models/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The backend's one stream, as a cudaStream_t (void * here to keep CUDA headers out). */
+void *vt_cuda_stream(vt_backend *be);
+int vt_cuda_device(const vt_backend *be);
+void vt_cuda_set_tf32(vt_backend *be, int on);
+int vt_cuda_tf32(const vt_backend *be);
+/* 0 = fastest algorithm, 1 = deterministic required, 2 = deterministic preferred. */
+void vt_cuda_set_deterministic(vt_backend *be, int mode);
+
+typedef struct vt_cuda_mem_stats {
+    int64_t budget;          /* be->budget (free memory at init when none was given) */
+    int64_t live_bytes;      /* device bytes held by live allocations (rounded blocks) */
+    int64_t cached_bytes;    /* freed blocks kept for reuse */
+    int64_t high_water;      /* most of live + cached ever held */
+    int64_t device_mallocs;  /* cudaMalloc calls so far */
+    int64_t cache_hits;      /* allocations served from the cache */
+    int64_t workspace_bytes; /* convolution workspace held now */
+    int conv_shapes;         /* convolution shapes with cached algorithms */
+} vt_cuda_mem_stats;
+void vt_cuda_mem_stats_get(vt_backend *be, vt_cuda_mem_stats *out);
+/* Give cached (freed) blocks back to the driver. */
+void vt_cuda_release_cache(vt_backend *be);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,113 @@
+/*
+ * kernels.h: the C-callable launchers of vidtrain's own CUDA kernels (models/cuda/
+ * kernels.cu). Each launcher enqueues its kernel(s) on the given stream, checks the
+ * launch, and returns without synchronising. All float pointers are device memory.
+ *
+ * The host-side logic (descriptors, caches, the op table) lives in backend_cuda.c; this
+ * header and kernels.cu hold arithmetic only. Every launcher defines the same
+ * arithmetic as the cpu-ref op it backs (models/backend.h); semantics are documented
+ * there, not repeated here. Launchers never allocate: scratch comes from the caller.
+ */
+#ifndef VT_CUDA_KERNELS_H
+#define VT_CUDA_KERNELS_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Pooling geometry as the kernels see it (dims in T, H, W order). */
+typedef struct vt_cuk_pool {
+    int in[3], out[3], k[3], s[3], p[3];
+} vt_cuk_pool;
+
+/* ---- element-wise ---- */
+void vt_cuk_fill(cudaStream_t st, float *x, float v, int64_t n);
+void vt_cuk_scale(cudaStream_t st, float *x, float a, int64_t n);
+void vt_cuk_axpy(cudaStream_t st, float *y, float a, const float *x, int64_t n);
+void vt_cuk_add(cudaStream_t st, float *out, const float *a, const float *b, int64_t n);
+/* Number of double partials vt_cuk_sumsq needs in `partials`. */
+int vt_cuk_sumsq_parts(void);
+/* *result (device double) = sum x^2, accumulated in double in a fixed order. */
+void vt_cuk_sumsq(cudaStream_t st, double *result, double *partials, const float *x, int64_t n);
+
+/* ---- activations, dropout ---- */
+void vt_cuk_relu_forward(cudaStream_t st, float *out, const float *in, int64_t n);
+void vt_cuk_relu_backward(cudaStream_t st, float *din, const float *dout, const float *out,
+                          int64_t n);
+/* scale = the kept value of the mask, computed by the caller exactly as cpu-ref does. */
+void vt_cuk_dropout_forward(cudaStream_t st, float *out, float *mask, const float *in, int64_t n,
+                            float p, float scale, uint64_t seed);
+void vt_cuk_mul(cudaStream_t st, float *out, const float *a, const float *b, int64_t n);
+
+/* ---- batch norm (x: (N, C, S)) ---- */
+/* Partials per channel the reductions use for this (n, s): scratch needs
+ * 2 * c * vt_cuk_bn_parts(n, s) doubles. */
+int vt_cuk_bn_parts(int n, int64_t s);
+void vt_cuk_bn_stats(cudaStream_t st, float *sum, float *sumsq, const float *x, int n, int c,
+                     int64_t s, double *partials);
+void vt_cuk_bn_finalize(cudaStream_t st, float *mean, float *invstd, float *running_mean,
+                        float *running_var, const float *sum, const float *sumsq, int64_t count,
+                        int c, float momentum, float eps);
+void vt_cuk_bn_apply(cudaStream_t st, float *out, const float *x, const float *mean,
+                     const float *invstd, const float *gamma, const float *beta, int n, int c,
+                     int64_t s);
+void vt_cuk_bn_backward_reduce(cudaStream_t st, float *sum_dy, float *sum_dy_xhat, const float *dy,
+                               const float *x, const float *mean, const float *invstd, int n,
+                               int c, int64_t s, double *partials);
+void vt_cuk_bn_backward_apply(cudaStream_t st, float *din, const float *dy, const float *x,
+                              const float *mean, const float *invstd, const float *gamma,
+                              const float *sum_dy, const float *sum_dy_xhat, int64_t count,
+                              int n, int c, int64_t s);
+
+/* ---- pooling; planes = N * C ---- */
+void vt_cuk_maxpool_forward(cudaStream_t st, float *out, const float *in, int64_t planes,
+                            vt_cuk_pool g);
+/* din overwritten; each covering window's first maximum is recomputed from `in`, so no
+ * argmax tensor has to be kept (it would be as large as the output, in no budget). */
+void vt_cuk_maxpool_backward(cudaStream_t st, float *din, const float *dout, const float *in,
+                             int64_t planes, vt_cuk_pool g);
+void vt_cuk_avgpool_forward(cudaStream_t st, float *out, const float *in, int64_t planes,
+                            vt_cuk_pool g);
+void vt_cuk_avgpool_backward(cudaStream_t st, float *din, const float *dout, int64_t planes,
+                             vt_cuk_pool g);
+void vt_cuk_gap_forward(cudaStream_t st, float *out, const float *in, int64_t rows, int64_t s);
+void vt_cuk_gap_backward(cudaStream_t st, float *din, const float *dout, int64_t rows, int64_t s);
+
+/* ---- linear helpers (the GEMMs are cuBLAS) ---- */
+/* out (n, f) += b (f) per row. */
+void vt_cuk_add_bias_rows(cudaStream_t st, float *out, const float *b, int n, int f);
+/* db (f) += sum over rows of dout (n, f), rows in order. */
+void vt_cuk_colsum_acc(cudaStream_t st, float *db, const float *dout, int n, int f);
+
+/* ---- losses ---- */
+void vt_cuk_softmax_xent(cudaStream_t st, float *loss, float *dlogits, float *prob,
+                         const float *logits, const int32_t *label, int n, int k, float smoothing,
+                         float grad_scale);
+void vt_cuk_bce_logits(cudaStream_t st, float *loss, float *dlogits, const float *logits,
+                       const float *target, int n, int k, float grad_scale);
+
+/* ---- optimizers (scalars that depend on the step are computed by the caller) ---- */
+void vt_cuk_sgd(cudaStream_t st, float *p, const float *g, float *buf, int64_t n, float lr,
+                float momentum, float dampening, float wd, int nesterov, int first_step);
+void vt_cuk_rmsprop(cudaStream_t st, float *p, const float *g, float *sq, float *buf, int64_t n,
+                    float lr, float alpha, float eps, float wd, float momentum);
+/* step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t), decay = 1 - lr * wd. */
+void vt_cuk_adamw(cudaStream_t st, float *p, const float *g, float *m, float *v, int64_t n,
+                  float decay, float beta1, float beta2, float eps, float step_size,
+                  float bc2_sqrt);
+
+/* ---- device-local reducer ---- */
+#define VT_CUK_MAX_RANKS 32
+/* For i in [lo, hi): s = bufs[0][i] + bufs[1][i] + ... (rank order, float), then every
+ * bufs[r][i] = s. Ranges of different callers must not overlap. */
+void vt_cuk_sum_ranks(cudaStream_t st, float *const *bufs, int nranks, int64_t lo, int64_t hi);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

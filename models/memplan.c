@@ -1,0 +1,131 @@
+/*
+ * memplan.c: the memory plan of a model for a clip shape — what vt_net_init and
+ * vt_optim_init will allocate, split into fixed bytes (parameters, gradients, buffers,
+ * optimizer state, workspace) and bytes per clip (activations, dropout masks, gradient
+ * slots, losses, plus the tower's input clip and targets) — and a Keras-like summary.
+ * The numbers come from the same graph and layout (net_graph.c) that vt_net_init
+ * allocates from, so the plan is the allocation, not an estimate of it.
+ *
+ * It must never allocate backend memory: the splitter plans devices that may not exist
+ * on this machine.
+ */
+#include <string.h>
+
+#include "models/common.h"
+#include "models/net.h"
+#include "models/net_graph.h"
+
+static const char *node_kind_name(vt_node_kind k) {
+    switch (k) {
+    case VT_NODE_CONV: return "conv3d";
+    case VT_NODE_BN: return "bn";
+    case VT_NODE_RELU: return "relu";
+    case VT_NODE_MAXPOOL: return "maxpool";
+    case VT_NODE_GAP: return "avgpool";
+    case VT_NODE_LINEAR: return "linear";
+    case VT_NODE_DROPOUT: return "dropout";
+    case VT_NODE_ADD: return "add";
+    }
+    return "?";
+}
+
+static vt_memplan_row *add_row(vt_memplan *mp, const char *name, const char *kind) {
+    mp->rows = vt_realloc(mp->rows, (size_t)(mp->nrows + 1) * sizeof(*mp->rows));
+    vt_memplan_row *r = &mp->rows[mp->nrows++];
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->kind, sizeof r->kind, "%s", kind);
+    r->out[0] = r->out[1] = r->out[2] = r->out[3] = 1;
+    return r;
+}
+
+int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per_param,
+                     char *err, size_t errlen) {
+    memset(mp, 0, sizeof *mp);
+    vt_graph g;
+    if (vt_graph_make(&g, cfg, err, errlen) < 0)
+        return -1;
+    const int64_t fb = (int64_t)sizeof(float);
+    vt_memplan_row *r = add_row(mp, "input", "input");
+    r->out[0] = 3;
+    r->out[1] = cfg->clip_t;
+    r->out[2] = cfg->clip_h;
+    r->out[3] = cfg->clip_w;
+    r->act_bytes = vt_graph_io_bytes_per_clip(cfg); /* clip + targets */
+    for (int i = 0; i < g.nnodes; i++) {
+        const vt_node *nd = &g.nodes[i];
+        r = add_row(mp, nd->name, node_kind_name(nd->kind));
+        r->out[0] = nd->c;
+        r->out[1] = nd->t;
+        r->out[2] = nd->h;
+        r->out[3] = nd->w;
+        r->params = nd->params;
+        r->act_bytes = nd->act_floats * fb;
+    }
+    r = add_row(mp, "(losses, dlogits)", "heads");
+    r->act_bytes = g.head_total * fb;
+    r = add_row(mp, "(gradient slots)", "grads");
+    r->act_bytes = g.grad_total * fb;
+    mp->params = g.nparams;
+    mp->param_bytes = g.nparams * fb;
+    mp->grad_bytes = g.nparams * fb;
+    mp->buffer_bytes = g.nbuffers * fb;
+    mp->optim_bytes = (int64_t)optim_floats_per_param * g.nparams * fb;
+    mp->workspace_bytes = g.ws_floats * fb;
+    mp->fixed_bytes = mp->param_bytes + mp->grad_bytes + mp->buffer_bytes + mp->optim_bytes +
+                      mp->workspace_bytes;
+    mp->bytes_per_clip = g.clip_floats * fb + vt_graph_io_bytes_per_clip(cfg);
+    vt_graph_free(&g);
+    return 0;
+}
+
+void vt_memplan_print(const vt_memplan *mp, const vt_net_cfg *cfg, FILE *f) {
+    char a[32], b[32];
+    fprintf(f, "Model: %s, clip 3x%dx%dx%d, %d head%s\n", cfg->model, cfg->clip_t, cfg->clip_h,
+            cfg->clip_w, cfg->nheads, cfg->nheads == 1 ? "" : "s");
+    fprintf(f, "%-28s %-9s %-22s %12s %14s\n", "Layer", "Kind", "Output (C,T,H,W)", "Params",
+            "Bytes/clip");
+    fprintf(f, "%.*s\n", 89, "==========================================================="
+                             "==============================");
+    for (int i = 0; i < mp->nrows; i++) {
+        const vt_memplan_row *r = &mp->rows[i];
+        char shape[48];
+        snprintf(shape, sizeof shape, "(%lld, %lld, %lld, %lld)", (long long)r->out[0],
+                 (long long)r->out[1], (long long)r->out[2], (long long)r->out[3]);
+        fprintf(f, "%-28s %-9s %-22s %12lld %14s\n", r->name, r->kind,
+                strcmp(r->kind, "heads") && strcmp(r->kind, "grads") ? shape : "",
+                (long long)r->params, r->act_bytes ? vt_fmt_bytes(a, sizeof a, r->act_bytes) : "-");
+    }
+    fprintf(f, "%.*s\n", 89, "==========================================================="
+                             "==============================");
+    fprintf(f, "Total params: %lld (%s)\n", (long long)mp->params,
+            vt_fmt_bytes(a, sizeof a, mp->param_bytes));
+    fprintf(f, "Fixed bytes: %s (params %s, grads %s, buffers %s, optimizer %s, workspace %s)\n",
+            vt_fmt_bytes(a, sizeof a, mp->fixed_bytes), vt_fmt_bytes(b, sizeof b, mp->param_bytes),
+            vt_fmt_bytes((char[32]){0}, 32, mp->grad_bytes),
+            vt_fmt_bytes((char[32]){0}, 32, mp->buffer_bytes),
+            vt_fmt_bytes((char[32]){0}, 32, mp->optim_bytes),
+            vt_fmt_bytes((char[32]){0}, 32, mp->workspace_bytes));
+    fprintf(f, "Bytes per clip: %s\n", vt_fmt_bytes(a, sizeof a, mp->bytes_per_clip));
+    static const int64_t budgets[] = {2LL << 30, 6LL << 30, 12LL << 30, 24LL << 30};
+    fprintf(f, "Clips per pass:");
+    for (size_t i = 0; i < VT_ARRAY_LEN(budgets); i++)
+        fprintf(f, "%s %d in %s", i ? "," : "", vt_memplan_max_clips(mp, budgets[i]),
+                vt_fmt_bytes(a, sizeof a, budgets[i]));
+    fprintf(f, " (vt_memplan_max_clips for other budgets)\n");
+}
+
+void vt_memplan_free(vt_memplan *mp) {
+    if (!mp)
+        return;
+    free(mp->rows);
+    mp->rows = NULL;
+    mp->nrows = 0;
+}
+
+int vt_memplan_max_clips(const vt_memplan *mp, int64_t budget) {
+    if (budget < mp->fixed_bytes || mp->bytes_per_clip <= 0)
+        return 0;
+    int64_t n = (budget - mp->fixed_bytes) / mp->bytes_per_clip;
+    return n > 1000000000 ? 1000000000 : (int)n;
+}

@@ -1,0 +1,485 @@
+/*
+ * net.c: one replica of a network on one backend — the arenas (parameters, gradients,
+ * buffers, workspace, and one per-clip arena for activations, masks, losses and
+ * gradient slots, each ONE vt_backend_alloc), forward in train and eval mode, the
+ * heads' losses, backward with gradient accumulation at branch points, sync-BN through
+ * the caller's allreduce hook, counter-based dropout, and torchvision's initialisation.
+ *
+ * It must never allocate after vt_net_init (a forward or backward that allocated would
+ * break the memory plan the splitter trusts), never talk to other towers except through
+ * the sync-BN hook, and never do arithmetic itself: every number is made by an op of the
+ * backend table, so the same code runs on cpu-ref, cpu and cuda.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "models/common.h"
+#include "models/net.h"
+#include "models/net_graph.h"
+
+#define VT_BN_MOMENTUM 0.1f /* PyTorch BatchNorm3d defaults */
+#define VT_BN_EPS 1e-5f
+
+struct vt_net {
+    vt_graph g;
+    vt_backend *be;
+    int mb;               /* max clips per pass */
+    float *params;        /* (nparams) */
+    float *grads;         /* (nparams) */
+    float *buffers;       /* (nbuffers) */
+    float *ws;            /* (ws_floats) BN mean/invstd, collective scratch, a constant 1 */
+    float *clip;          /* (mb * clip_floats) per-clip layout of vt_graph_plan */
+    const float *input;   /* the last forward's x: the first conv's backward reads it */
+    int last_n, last_train, have_loss;
+    uint64_t dropout_seed;
+    vt_allreduce_fn bn_sync;
+    void *bn_sync_ctx;
+    int64_t *bn_count;    /* (nnodes) host: the (global) count of each BN's last forward */
+    float *host_loss;     /* (nheads, mb) host copy of the per-clip losses */
+};
+
+void vt_net_cfg_default(vt_net_cfg *cfg, const char *model, int classes, int t, int h, int w) {
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->model, sizeof cfg->model, "%s", model);
+    cfg->clip_t = t;
+    cfg->clip_h = h;
+    cfg->clip_w = w;
+    cfg->nheads = 1;
+    snprintf(cfg->head[0].name, sizeof cfg->head[0].name, "class");
+    cfg->head[0].classes = classes;
+    cfg->head[0].loss = VT_LOSS_SOFTMAX_CE;
+    cfg->head[0].weight = 1.0f;
+    cfg->head[0].smoothing = 0.0f;
+    cfg->dropout = 0.0f;
+}
+
+/* Per-clip region at per-clip offset `off`: regions are laid out scaled by max_batch. */
+static float *clip_at(const vt_net *net, int64_t off) {
+    return net->clip + off * (int64_t)net->mb;
+}
+static float *act(const vt_net *net, int node) { return clip_at(net, net->g.nodes[node].act_off); }
+static float *grad_of(const vt_net *net, int node) {
+    int s = net->g.nodes[node].gslot;
+    if (s <= -2)
+        return clip_at(net, net->g.dlogit_off[-2 - s]);
+    VT_CHECK(s >= 0, "node %s has no gradient slot", net->g.nodes[node].name);
+    return clip_at(net, net->g.slot_off[s]);
+}
+static float *param(vt_net *net, int t) {
+    return t < 0 ? NULL : net->params + net->g.tensors[t].offset;
+}
+static float *pgrad(vt_net *net, int t) {
+    return t < 0 ? NULL : net->grads + net->g.tensors[t].offset;
+}
+static float *buffer(vt_net *net, int t) {
+    return t < 0 ? NULL : net->buffers + net->g.tensors[t].offset;
+}
+
+static void net_release(vt_net *net) {
+    vt_backend_free_ptr(net->be, net->params);
+    vt_backend_free_ptr(net->be, net->grads);
+    vt_backend_free_ptr(net->be, net->buffers);
+    vt_backend_free_ptr(net->be, net->ws);
+    vt_backend_free_ptr(net->be, net->clip);
+    net->params = net->grads = net->buffers = net->ws = net->clip = NULL;
+}
+
+vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *err,
+                    size_t errlen) {
+    VT_CHECK(be != NULL && max_batch >= 0, "vt_net_init: backend %p, max_batch %d", (void *)be,
+             max_batch);
+    vt_net *net = vt_calloc(1, sizeof *net);
+    if (vt_graph_make(&net->g, cfg, err, errlen) < 0) {
+        free(net);
+        return NULL;
+    }
+    net->be = be;
+    net->mb = max_batch;
+    const vt_graph *g = &net->g;
+    struct { float **p; int64_t floats; const char *what; } arenas[] = {
+        {&net->params, g->nparams, "parameters"},
+        {&net->grads, g->nparams, "gradients"},
+        {&net->buffers, g->nbuffers, "buffers"},
+        {&net->ws, g->ws_floats, "workspace"},
+        {&net->clip, g->clip_floats * max_batch, "activations"},
+    };
+    for (size_t i = 0; i < VT_ARRAY_LEN(arenas); i++) {
+        size_t bytes = (size_t)arenas[i].floats * sizeof(float);
+        *arenas[i].p = vt_backend_alloc(be, bytes);
+        if (!*arenas[i].p) {
+            char a[32], b[32], c[32];
+            vt_set_err(err, errlen, "%s on %s%d: cannot allocate %s of %s with %d clips per "
+                       "pass (holding %s, budget %s); lower the batch or the clip size",
+                       cfg->model, be->i->name, be->ordinal, vt_fmt_bytes(a, sizeof a,
+                       (int64_t)bytes), arenas[i].what, max_batch, vt_fmt_bytes(b, sizeof b,
+                       be->in_use), be->budget ? vt_fmt_bytes(c, sizeof c, be->budget)
+                       : "unlimited");
+            net_release(net);
+            vt_graph_free(&net->g);
+            free(net);
+            return NULL;
+        }
+        if (arenas[i].floats > 0)
+            VT_OP(be, fill, *arenas[i].p, 0.0f, arenas[i].floats);
+    }
+    VT_OP(be, fill, net->ws + g->one_off, 1.0f, 1);
+    net->bn_count = vt_calloc((size_t)g->nnodes, sizeof(int64_t));
+    net->host_loss = vt_calloc((size_t)cfg->nheads * (size_t)(max_batch ? max_batch : 1),
+                               sizeof(float));
+    return net;
+}
+
+void vt_net_free(vt_net **pnet) {
+    if (!pnet || !*pnet)
+        return;
+    vt_net *net = *pnet;
+    net_release(net);
+    vt_graph_free(&net->g);
+    free(net->bn_count);
+    free(net->host_loss);
+    free(net);
+    *pnet = NULL;
+}
+
+const vt_net_cfg *vt_net_config(const vt_net *net) { return &net->g.cfg; }
+vt_backend *vt_net_backend(const vt_net *net) { return net->be; }
+int vt_net_max_batch(const vt_net *net) { return net->mb; }
+int64_t vt_net_num_params(const vt_net *net) { return net->g.nparams; }
+float *vt_net_params(vt_net *net) { return net->params; }
+float *vt_net_grads(vt_net *net) { return net->grads; }
+int64_t vt_net_num_buffers(const vt_net *net) { return net->g.nbuffers; }
+float *vt_net_buffers(vt_net *net) { return net->buffers; }
+int vt_net_num_tensors(const vt_net *net) { return net->g.ntensors; }
+
+const vt_tensor_info *vt_net_tensor(const vt_net *net, int i) {
+    return i >= 0 && i < net->g.ntensors ? &net->g.tensors[i] : NULL;
+}
+
+const vt_tensor_info *vt_net_find_tensor(const vt_net *net, const char *name) {
+    for (int i = 0; i < net->g.ntensors; i++)
+        if (!strcmp(net->g.tensors[i].name, name))
+            return &net->g.tensors[i];
+    return NULL;
+}
+
+void vt_net_zero_grad(vt_net *net) {
+    if (net->g.nparams > 0)
+        VT_OP(net->be, fill, net->grads, 0.0f, net->g.nparams);
+}
+
+void vt_net_set_dropout_seed(vt_net *net, uint64_t seed) { net->dropout_seed = seed; }
+
+void vt_net_set_bn_sync(vt_net *net, vt_allreduce_fn fn, void *ctx) {
+    net->bn_sync = fn;
+    net->bn_sync_ctx = ctx;
+}
+
+const float *vt_net_logits(const vt_net *net, int head) {
+    VT_CHECK(head >= 0 && head < net->g.cfg.nheads, "head %d of %d", head, net->g.cfg.nheads);
+    return act(net, net->g.head_node[head]);
+}
+
+/* ---- initialisation ---- */
+
+/* n draws of N(0, std): Box-Muller using both of its outputs (vt_rng_normal keeps one),
+ * which halves the cost of initialising r3d18's 33M weights. */
+static void fill_normal(float *dst, int64_t n, double std, vt_rng *rng) {
+    for (int64_t i = 0; i < n; i += 2) {
+        double u1 = vt_rng_uniform(rng), u2 = vt_rng_uniform(rng);
+        if (u1 < 1e-300)
+            u1 = 1e-300;
+        double r = std * sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
+        dst[i] = (float)(r * cos(a));
+        if (i + 1 < n)
+            dst[i + 1] = (float)(r * sin(a));
+    }
+}
+
+void vt_net_init_weights(vt_net *net, uint64_t seed) {
+    const vt_graph *g = &net->g;
+    vt_rng rng;
+    vt_rng_seed(&rng, seed);
+    float *hp = vt_calloc((size_t)VT_MAX(g->nparams, 1), sizeof(float));
+    float *hb = vt_calloc((size_t)VT_MAX(g->nbuffers, 1), sizeof(float));
+    for (int ti = 0; ti < g->ntensors; ti++) {
+        const vt_tensor_info *t = &g->tensors[ti];
+        const vt_node *nd = &g->nodes[g->aux[ti].node];
+        float *dst = (t->is_buffer ? hb : hp) + t->offset;
+        /* fan_in / fan_out as torch.nn.init._calculate_fan_in_and_fan_out. */
+        int64_t kvol = nd->kind == VT_NODE_CONV
+                           ? (int64_t)nd->conv.k[0] * nd->conv.k[1] * nd->conv.k[2] : 1;
+        int64_t fan_in = (int64_t)nd->ic * kvol, fan_out = (int64_t)nd->c * kvol;
+        double std = 0, bound = 0;
+        switch (g->aux[ti].role) {
+        case VT_ROLE_WEIGHT:
+            if (nd->kind == VT_NODE_CONV) {
+                /* kaiming_normal_(relu): gain sqrt(2); torchvision fan_out, the C3D port
+                 * the default fan_in. */
+                std = sqrt(2.0 / (double)(g->init == VT_INIT_C3D ? fan_in : fan_out));
+                fill_normal(dst, t->numel, std, &rng);
+            } else if (g->init == VT_INIT_TORCHVISION) {
+                fill_normal(dst, t->numel, 0.01, &rng);
+            } else {
+                /* nn.Linear default: kaiming_uniform_(a=sqrt(5)) = U(-1/sqrt(fan_in), +). */
+                bound = 1.0 / sqrt((double)fan_in);
+                for (int64_t i = 0; i < t->numel; i++)
+                    dst[i] = (float)((2.0 * vt_rng_uniform(&rng) - 1.0) * bound);
+            }
+            break;
+        case VT_ROLE_BIAS:
+            if (g->init == VT_INIT_C3D) { /* PyTorch default bias: U(-1/sqrt(fan_in), +) */
+                bound = 1.0 / sqrt((double)fan_in);
+                for (int64_t i = 0; i < t->numel; i++)
+                    dst[i] = (float)((2.0 * vt_rng_uniform(&rng) - 1.0) * bound);
+            }
+            break;
+        case VT_ROLE_GAMMA:
+        case VT_ROLE_RUNNING_VAR:
+            for (int64_t i = 0; i < t->numel; i++)
+                dst[i] = 1.0f;
+            break;
+        case VT_ROLE_BETA:
+        case VT_ROLE_RUNNING_MEAN:
+        case VT_ROLE_NUM_BATCHES:
+            break;
+        }
+    }
+    if (g->nparams)
+        net->be->i->to_device(net->be, net->params, hp, (size_t)g->nparams * sizeof(float));
+    if (g->nbuffers)
+        net->be->i->to_device(net->be, net->buffers, hb, (size_t)g->nbuffers * sizeof(float));
+    free(hp);
+    free(hb);
+}
+
+/* ---- forward ---- */
+
+static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, int train) {
+    vt_backend *be = net->be;
+    const vt_node *nd = &net->g.nodes[i];
+    const int c = nd->c;
+    const int64_t s = (int64_t)nd->t * nd->h * nd->w;
+    float *mean = net->ws + nd->ws_off, *invstd = mean + c;
+    float *buf = net->ws + net->g.scratch_off;
+    if (!train) {
+        /* count 0: mean/invstd from the running statistics (backend.h). */
+        VT_OP(be, bn_finalize, mean, invstd, buffer(net, nd->rm), buffer(net, nd->rv), buf,
+              buf + c, 0, c, VT_BN_MOMENTUM, VT_BN_EPS);
+        VT_OP(be, bn_apply, out, x, mean, invstd, param(net, nd->wt), param(net, nd->bt), n, c, s);
+        return;
+    }
+    int64_t count = (int64_t)n * s;
+    if (n == 0) /* ops do nothing for n == 0; an empty tower contributes zeros */
+        VT_OP(be, fill, buf, 0.0f, 2 * (int64_t)c);
+    else
+        VT_OP(be, bn_stats, buf, buf + c, x, n, c, s);
+    if (net->bn_sync) {
+        /* The count travels as a float with the sums; it is a multiple of S and exact
+         * below 2^24 elements per channel, and within 6e-8 relative beyond. */
+        VT_OP(be, fill, buf + 2 * c, (float)count, 1);
+        net->bn_sync(net->bn_sync_ctx, buf, 2 * (int64_t)c + 1);
+        float fc = 0;
+        be->i->to_host(be, &fc, buf + 2 * c, sizeof fc);
+        count = llroundf(fc);
+    }
+    net->bn_count[i] = count;
+    VT_OP(be, axpy, buffer(net, nd->nbt), 1.0f, net->ws + net->g.one_off, 1);
+    if (count == 0)
+        return; /* every tower empty: nothing to normalise, running statistics kept */
+    VT_OP(be, bn_finalize, mean, invstd, buffer(net, nd->rm), buffer(net, nd->rv), buf, buf + c,
+          count, c, VT_BN_MOMENTUM, VT_BN_EPS);
+    VT_OP(be, bn_apply, out, x, mean, invstd, param(net, nd->wt), param(net, nd->bt), n, c, s);
+}
+
+void vt_net_forward(vt_net *net, const float *x, int n, int train) {
+    VT_CHECK(n >= 0 && n <= net->mb, "forward of %d clips on a net built for %d", n, net->mb);
+    vt_backend *be = net->be;
+    vt_graph *g = &net->g;
+    for (int i = 0; i < g->nnodes; i++) {
+        const vt_node *nd = &g->nodes[i];
+        const float *in = nd->in[0] < 0 ? x : act(net, nd->in[0]);
+        float *out = act(net, i);
+        const int in_thw[3] = {nd->it, nd->ih, nd->iw};
+        const int64_t nf = (int64_t)n * vt_node_floats(nd);
+        switch (nd->kind) {
+        case VT_NODE_CONV:
+            VT_OP(be, conv3d_forward, out, in, param(net, nd->wt), param(net, nd->bt), n, in_thw,
+                  &nd->conv);
+            break;
+        case VT_NODE_BN:
+            bn_forward(net, i, in, out, n, train);
+            break;
+        case VT_NODE_RELU:
+            VT_OP(be, relu_forward, out, in, nf);
+            break;
+        case VT_NODE_MAXPOOL:
+            VT_OP(be, maxpool3d_forward, out, in, n, nd->ic, in_thw, &nd->pool);
+            break;
+        case VT_NODE_GAP:
+            VT_OP(be, gap_forward, out, in, n, nd->ic, (int64_t)nd->it * nd->ih * nd->iw);
+            break;
+        case VT_NODE_LINEAR:
+            VT_OP(be, linear_forward, out, in, param(net, nd->wt), param(net, nd->bt), n, nd->ic,
+                  nd->c);
+            break;
+        case VT_NODE_DROPOUT: {
+            const int64_t f = vt_node_floats(nd);
+            if (!train) {
+                if (out != in)
+                    be->i->copy(be, out, in, (size_t)nf * sizeof(float));
+                break;
+            }
+            /* One draw per clip, seeded by the clip's global position: the caller's seed
+             * is the value for its FIRST clip, so local clip j draws with
+             * hash64(hash64(seed + j) + k) for the k-th dropout of the graph, element
+             * index within the clip. The mask of a clip is thus the same whichever tower,
+             * slice or micro-batch runs it (scripts/torch_golden.py replays it). */
+            float *mask = clip_at(net, nd->mask_off);
+            for (int j = 0; j < n; j++)
+                VT_OP(be, dropout_forward, out + j * f, mask + j * f, in + j * f, f, nd->drop_p,
+                      vt_hash64(vt_hash64(net->dropout_seed + (uint64_t)j) +
+                                (uint64_t)nd->drop_index));
+            break;
+        }
+        case VT_NODE_ADD:
+            VT_OP(be, add, out, in, act(net, nd->in[1]), nf);
+            break;
+        }
+    }
+    net->input = x;
+    net->last_n = n;
+    net->last_train = train;
+    net->have_loss = 0;
+}
+
+/* ---- loss ---- */
+
+void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targets *t,
+                 float grad_scale) {
+    vt_backend *be = net->be;
+    const vt_net_cfg *cfg = &net->g.cfg;
+    const int n = net->last_n;
+    for (int h = 0; h < cfg->nheads; h++) {
+        const vt_head_cfg *hc = &cfg->head[h];
+        float *loss = clip_at(net, net->g.loss_off[h]);
+        float *dlog = clip_at(net, net->g.dlogit_off[h]);
+        const float *logits = vt_net_logits(net, h);
+        float gs = grad_scale * hc->weight;
+        if (hc->loss == VT_LOSS_SOFTMAX_CE) {
+            VT_CHECK(n == 0 || t->label[h], "head %d (%s): softmax head without labels", h,
+                     hc->name);
+            VT_OP(be, softmax_xent, loss, dlog, NULL, logits, t->label[h], n, hc->classes,
+                  hc->smoothing, gs);
+        } else {
+            VT_CHECK(n == 0 || t->target[h], "head %d (%s): BCE head without targets", h,
+                     hc->name);
+            VT_OP(be, bce_logits, loss, dlog, logits, t->target[h], n, hc->classes, gs);
+        }
+        if (n > 0)
+            be->i->to_host(be, net->host_loss + (int64_t)h * net->mb, loss,
+                           (size_t)n * sizeof(float));
+    }
+    for (int h = 0; h < cfg->nheads && head_loss; h++) {
+        double s = 0;
+        for (int j = 0; j < n; j++)
+            s += net->host_loss[(int64_t)h * net->mb + j];
+        head_loss[h] = (float)s;
+    }
+    for (int j = 0; j < n && loss_clip; j++) {
+        double s = 0;
+        for (int h = 0; h < cfg->nheads; h++)
+            s += (double)cfg->head[h].weight * net->host_loss[(int64_t)h * net->mb + j];
+        loss_clip[j] = (float)s;
+    }
+    net->have_loss = 1;
+}
+
+/* ---- backward ---- */
+
+static void bn_backward(vt_net *net, int i, float *din, const float *dy, const float *x, int n) {
+    vt_backend *be = net->be;
+    const vt_node *nd = &net->g.nodes[i];
+    const int c = nd->c;
+    const int64_t s = (int64_t)nd->t * nd->h * nd->w;
+    const float *mean = net->ws + nd->ws_off, *invstd = mean + c;
+    float *buf = net->ws + net->g.scratch_off;
+    if (n == 0)
+        VT_OP(be, fill, buf, 0.0f, 2 * (int64_t)c);
+    else
+        VT_OP(be, bn_backward_reduce, buf, buf + c, dy, x, mean, invstd, n, c, s);
+    /* Parameter gradients from the LOCAL sums: the gradient reducer adds the towers. */
+    VT_OP(be, axpy, pgrad(net, nd->wt), 1.0f, buf + c, c);
+    VT_OP(be, axpy, pgrad(net, nd->bt), 1.0f, buf, c);
+    if (net->bn_sync)
+        net->bn_sync(net->bn_sync_ctx, buf, 2 * (int64_t)c);
+    if (din && n > 0 && net->bn_count[i] > 0)
+        VT_OP(be, bn_backward_apply, din, dy, x, mean, invstd, param(net, nd->wt), buf, buf + c,
+              net->bn_count[i], n, c, s);
+}
+
+void vt_net_backward(vt_net *net) {
+    VT_CHECK(net->last_train, "backward without a training forward");
+    VT_CHECK(net->have_loss, "backward before vt_net_loss seeded the heads' gradients");
+    vt_backend *be = net->be;
+    vt_graph *g = &net->g;
+    const int n = net->last_n;
+    for (int i = g->nnodes - 1; i >= 0; i--) {
+        const vt_node *nd = &g->nodes[i];
+        if (nd->gslot == -1)
+            continue;
+        const float *dout = grad_of(net, i);
+        const int in0 = nd->in[0];
+        const float *in = in0 < 0 ? NULL : act(net, in0);
+        const int in_thw[3] = {nd->it, nd->ih, nd->iw};
+        const int64_t nf_in = in0 < 0 ? 0 : (int64_t)n * vt_node_floats(&g->nodes[in0]);
+        if (nd->kind == VT_NODE_ADD) {
+            /* Skip input first (copy or accumulate dout), then the main input. */
+            float *gb = grad_of(net, nd->in[1]);
+            if (nd->din[1] == VT_DIN_COPY)
+                be->i->copy(be, gb, dout, (size_t)nf_in * sizeof(float));
+            else
+                VT_OP(be, axpy, gb, 1.0f, dout, nf_in);
+            if (nd->din[0] == VT_DIN_AXPY)
+                VT_OP(be, axpy, grad_of(net, in0), 1.0f, dout, nf_in);
+            /* VT_DIN_TRANSFER: the main input's gradient IS dout, nothing to do. */
+            continue;
+        }
+        float *din = NULL;
+        switch (nd->din[0]) {
+        case VT_DIN_NONE: din = NULL; break;
+        case VT_DIN_NEW: din = grad_of(net, in0); break;
+        case VT_DIN_TRANSFER: din = (float *)dout; break;
+        case VT_DIN_ACCUM: din = clip_at(net, g->slot_off[nd->tmp_slot]); break;
+        default: VT_DIE("node %s: din mode %d", nd->name, nd->din[0]);
+        }
+        switch (nd->kind) {
+        case VT_NODE_CONV:
+            VT_OP(be, conv3d_backward, din, pgrad(net, nd->wt), pgrad(net, nd->bt), dout,
+                  in0 < 0 ? net->input : in, param(net, nd->wt), n, in_thw, &nd->conv);
+            break;
+        case VT_NODE_BN:
+            bn_backward(net, i, din, dout, in, n);
+            break;
+        case VT_NODE_RELU:
+            VT_OP(be, relu_backward, din, dout, act(net, i), nf_in);
+            break;
+        case VT_NODE_MAXPOOL:
+            VT_OP(be, maxpool3d_backward, din, dout, in, n, nd->ic, in_thw, &nd->pool);
+            break;
+        case VT_NODE_GAP:
+            VT_OP(be, gap_backward, din, dout, n, nd->ic, (int64_t)nd->it * nd->ih * nd->iw);
+            break;
+        case VT_NODE_LINEAR:
+            VT_OP(be, linear_backward, din, pgrad(net, nd->wt), pgrad(net, nd->bt), dout, in,
+                  param(net, nd->wt), n, nd->ic, nd->c);
+            break;
+        case VT_NODE_DROPOUT:
+            VT_OP(be, dropout_backward, din, dout, clip_at(net, nd->mask_off), nf_in);
+            break;
+        case VT_NODE_ADD:
+            break;
+        }
+        if (nd->din[0] == VT_DIN_ACCUM)
+            VT_OP(be, axpy, grad_of(net, in0), 1.0f, din, nf_in);
+    }
+}

@@ -1,0 +1,397 @@
+/*
+ * net_graph.c: building a network graph node by node (shapes, state-dict tensors) and
+ * planning its memory: one per-clip layout holding every activation, dropout mask, loss
+ * and gradient slot, and one fixed workspace (BN statistics). Gradient slots are reused
+ * by simulating backward once: a slot is taken when the first consumer writes a
+ * gradient and given back when its producer has consumed it, so a resnet needs about
+ * three activation-sized slots however deep it is.
+ *
+ * This file must never allocate backend memory or run an op (net_graph.h).
+ */
+#include "models/net_graph.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "models/common.h"
+
+static int g_fail(vt_graph *g, const char *fmt, const char *a, int v0, int v1, int v2) {
+    if (!g->failed) {
+        g->failed = 1;
+        snprintf(g->err, sizeof g->err, fmt, a, v0, v1, v2);
+    }
+    return -1;
+}
+
+static int g_new_node(vt_graph *g, vt_node_kind kind, const char *name, int in) {
+    if (g->failed)
+        return -1;
+    if (g->nnodes == g->capnodes) {
+        g->capnodes = g->capnodes ? 2 * g->capnodes : 64;
+        g->nodes = vt_realloc(g->nodes, (size_t)g->capnodes * sizeof(*g->nodes));
+    }
+    vt_node *nd = &g->nodes[g->nnodes];
+    memset(nd, 0, sizeof *nd);
+    nd->kind = kind;
+    snprintf(nd->name, sizeof nd->name, "%s", name);
+    nd->in[0] = in;
+    nd->in[1] = -1;
+    nd->nin = 1;
+    nd->head = -1;
+    nd->wt = nd->bt = nd->rm = nd->rv = nd->nbt = -1;
+    nd->gslot = -1;
+    nd->tmp_slot = -1;
+    if (in < 0) {
+        nd->ic = 3;
+        nd->it = g->cfg.clip_t;
+        nd->ih = g->cfg.clip_h;
+        nd->iw = g->cfg.clip_w;
+    } else {
+        VT_CHECK(in < g->nnodes, "node %s: input %d not built yet", name, in);
+        const vt_node *p = &g->nodes[in];
+        nd->ic = p->c;
+        nd->it = p->t;
+        nd->ih = p->h;
+        nd->iw = p->w;
+    }
+    nd->c = nd->ic;
+    nd->t = nd->it;
+    nd->h = nd->ih;
+    nd->w = nd->iw;
+    return g->nnodes++;
+}
+
+static int g_tensor(vt_graph *g, int node, const char *suffix, vt_tensor_role role, int ndim,
+                    const int64_t *shape, int is_buffer, int is_int64) {
+    if (g->ntensors == g->captensors) {
+        g->captensors = g->captensors ? 2 * g->captensors : 128;
+        g->tensors = vt_realloc(g->tensors, (size_t)g->captensors * sizeof(*g->tensors));
+        g->aux = vt_realloc(g->aux, (size_t)g->captensors * sizeof(*g->aux));
+    }
+    vt_tensor_info *t = &g->tensors[g->ntensors];
+    memset(t, 0, sizeof *t);
+    char name[128];
+    snprintf(name, sizeof name, "%s.%s", g->nodes[node].name, suffix);
+    t->name = vt_strdup(name);
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int d = 0; d < ndim; d++) {
+        t->shape[d] = shape[d];
+        t->numel *= shape[d];
+    }
+    t->is_buffer = is_buffer;
+    t->is_int64 = is_int64;
+    if (is_buffer) {
+        t->offset = g->nbuffers;
+        g->nbuffers += t->numel;
+    } else {
+        t->offset = g->nparams;
+        g->nparams += t->numel;
+        g->nodes[node].params += t->numel;
+    }
+    g->aux[g->ntensors] = (vt_tensor_aux){node, role};
+    return g->ntensors++;
+}
+
+int vt_g_conv(vt_graph *g, const char *name, int in, int cout, const int k[3], const int s[3],
+              const int p[3], int bias) {
+    int i = g_new_node(g, VT_NODE_CONV, name, in);
+    if (i < 0)
+        return -1;
+    vt_node *nd = &g->nodes[i];
+    nd->conv.cin = nd->ic;
+    nd->conv.cout = cout;
+    for (int d = 0; d < 3; d++) {
+        nd->conv.k[d] = k[d];
+        nd->conv.s[d] = s[d];
+        nd->conv.p[d] = p[d];
+    }
+    int o[3], ins[3] = {nd->it, nd->ih, nd->iw};
+    for (int d = 0; d < 3; d++) {
+        o[d] = ins[d] + 2 * p[d] >= k[d] ? vt_conv_out(ins[d], k[d], s[d], p[d]) : 0;
+        if (o[d] < 1)
+            return g_fail(g, "%s: input %dx%dx%d is too small for this layer (clip too small "
+                             "for the model)", name, nd->it, nd->ih, nd->iw);
+    }
+    nd->c = cout;
+    nd->t = o[0];
+    nd->h = o[1];
+    nd->w = o[2];
+    int64_t ws[5] = {cout, nd->ic, k[0], k[1], k[2]};
+    nd->wt = g_tensor(g, i, "weight", VT_ROLE_WEIGHT, 5, ws, 0, 0);
+    if (bias) {
+        int64_t bs[1] = {cout};
+        nd->bt = g_tensor(g, i, "bias", VT_ROLE_BIAS, 1, bs, 0, 0);
+    }
+    return i;
+}
+
+int vt_g_bn(vt_graph *g, const char *name, int in) {
+    int i = g_new_node(g, VT_NODE_BN, name, in);
+    if (i < 0)
+        return -1;
+    vt_node *nd = &g->nodes[i];
+    int64_t cs[1] = {nd->c};
+    nd->wt = g_tensor(g, i, "weight", VT_ROLE_GAMMA, 1, cs, 0, 0);
+    nd->bt = g_tensor(g, i, "bias", VT_ROLE_BETA, 1, cs, 0, 0);
+    nd->rm = g_tensor(g, i, "running_mean", VT_ROLE_RUNNING_MEAN, 1, cs, 1, 0);
+    nd->rv = g_tensor(g, i, "running_var", VT_ROLE_RUNNING_VAR, 1, cs, 1, 0);
+    nd->nbt = g_tensor(g, i, "num_batches_tracked", VT_ROLE_NUM_BATCHES, 0, NULL, 1, 1);
+    return i;
+}
+
+int vt_g_relu(vt_graph *g, const char *name, int in) {
+    int i = g_new_node(g, VT_NODE_RELU, name, in);
+    if (i < 0)
+        return -1;
+    /* In place like nn.ReLU(inplace=True): safe because every producer we follow (conv,
+     * bn, add, linear) does not need its own output for backward. */
+    g->nodes[i].inplace = in >= 0;
+    return i;
+}
+
+int vt_g_maxpool(vt_graph *g, const char *name, int in, const int k[3], const int s[3],
+                 const int p[3]) {
+    int i = g_new_node(g, VT_NODE_MAXPOOL, name, in);
+    if (i < 0)
+        return -1;
+    vt_node *nd = &g->nodes[i];
+    for (int d = 0; d < 3; d++) {
+        nd->pool.k[d] = k[d];
+        nd->pool.s[d] = s[d];
+        nd->pool.p[d] = p[d];
+    }
+    nd->pool.ceil_mode = 0;
+    int o[3], ins[3] = {nd->it, nd->ih, nd->iw};
+    for (int d = 0; d < 3; d++) {
+        o[d] = ins[d] + 2 * p[d] >= k[d] ? vt_pool_out(ins[d], k[d], s[d], p[d], 0) : 0;
+        if (o[d] < 1)
+            return g_fail(g, "%s: input %dx%dx%d is too small for this pooling (clip too small "
+                             "for the model)", name, nd->it, nd->ih, nd->iw);
+    }
+    nd->t = o[0];
+    nd->h = o[1];
+    nd->w = o[2];
+    return i;
+}
+
+int vt_g_gap(vt_graph *g, const char *name, int in) {
+    int i = g_new_node(g, VT_NODE_GAP, name, in);
+    if (i < 0)
+        return -1;
+    g->nodes[i].t = g->nodes[i].h = g->nodes[i].w = 1;
+    return i;
+}
+
+int vt_g_linear(vt_graph *g, const char *name, int in, int out, int head) {
+    int i = g_new_node(g, VT_NODE_LINEAR, name, in);
+    if (i < 0)
+        return -1;
+    vt_node *nd = &g->nodes[i];
+    /* The input is flattened: (C, T, H, W) contiguous per clip is the same memory. */
+    int64_t in_f = (int64_t)nd->ic * nd->it * nd->ih * nd->iw;
+    nd->ic = (int)in_f;
+    nd->it = nd->ih = nd->iw = 1;
+    nd->c = out;
+    nd->t = nd->h = nd->w = 1;
+    nd->head = head;
+    int64_t ws[2] = {out, in_f}, bs[1] = {out};
+    nd->wt = g_tensor(g, i, "weight", VT_ROLE_WEIGHT, 2, ws, 0, 0);
+    nd->bt = g_tensor(g, i, "bias", VT_ROLE_BIAS, 1, bs, 0, 0);
+    if (head >= 0)
+        g->head_node[head] = i;
+    return i;
+}
+
+int vt_g_dropout(vt_graph *g, const char *name, int in, float p, int inplace) {
+    int i = g_new_node(g, VT_NODE_DROPOUT, name, in);
+    if (i < 0)
+        return -1;
+    g->nodes[i].drop_p = p;
+    for (int j = 0; j < i; j++)
+        g->nodes[i].drop_index += g->nodes[j].kind == VT_NODE_DROPOUT;
+    g->nodes[i].inplace = inplace && in >= 0;
+    return i;
+}
+
+int vt_g_add(vt_graph *g, const char *name, int a, int b) {
+    int i = g_new_node(g, VT_NODE_ADD, name, a);
+    if (i < 0)
+        return -1;
+    vt_node *nd = &g->nodes[i];
+    const vt_node *pb = &g->nodes[b];
+    if (pb->c != nd->c || pb->t != nd->t || pb->h != nd->h || pb->w != nd->w)
+        return g_fail(g, "%s: residual shapes differ (%d channels vs %d, t %d)", name, nd->c,
+                      pb->c, pb->t);
+    nd->in[1] = b;
+    nd->nin = 2;
+    /* out += residual, as torchvision's BasicBlock: the BN output is not needed again. */
+    nd->inplace = 1;
+    return i;
+}
+
+/* ---- gradient slots: best fit among free slots, else grow one, else a new one ---- */
+
+static int slot_take(vt_graph *g, int64_t size) {
+    int best = -1, largest = -1;
+    for (int s = 0; s < g->nslots; s++) {
+        if (g->slot_busy[s])
+            continue;
+        if (g->slot_size[s] >= size && (best < 0 || g->slot_size[s] < g->slot_size[best]))
+            best = s;
+        if (largest < 0 || g->slot_size[s] > g->slot_size[largest])
+            largest = s;
+    }
+    if (best < 0 && largest >= 0) {
+        best = largest;
+        g->slot_size[best] = size;
+    }
+    if (best < 0) {
+        if (g->nslots == g->capslots) {
+            g->capslots = g->capslots ? 2 * g->capslots : 8;
+            g->slot_size = vt_realloc(g->slot_size, (size_t)g->capslots * sizeof(int64_t));
+            g->slot_off = vt_realloc(g->slot_off, (size_t)g->capslots * sizeof(int64_t));
+            g->slot_busy = vt_realloc(g->slot_busy, (size_t)g->capslots * sizeof(int));
+        }
+        best = g->nslots++;
+        g->slot_size[best] = size;
+    }
+    g->slot_busy[best] = 1;
+    return best;
+}
+
+static void slot_give(vt_graph *g, int s) {
+    if (s >= 0)
+        g->slot_busy[s] = 0;
+}
+
+static int64_t in_floats(const vt_graph *g, int in) {
+    return vt_node_floats(&g->nodes[in]);
+}
+
+void vt_graph_plan(vt_graph *g) {
+    int64_t off = 0;
+    /* Activations and masks, in forward order. */
+    for (int i = 0; i < g->nnodes; i++) {
+        vt_node *nd = &g->nodes[i];
+        if (nd->inplace) {
+            nd->act_off = g->nodes[nd->in[0]].act_off;
+            nd->act_floats = 0;
+        } else {
+            nd->act_off = off;
+            nd->act_floats = vt_node_floats(nd);
+            off += nd->act_floats;
+        }
+        if (nd->kind == VT_NODE_DROPOUT) {
+            nd->mask_off = off;
+            nd->act_floats += vt_node_floats(nd);
+            off += vt_node_floats(nd);
+        }
+    }
+    g->act_total = off;
+    /* Per-head loss and dlogits. */
+    for (int h = 0; h < g->cfg.nheads; h++) {
+        g->loss_off[h] = off;
+        off += 1;
+        g->dlogit_off[h] = off;
+        off += g->cfg.head[h].classes;
+        g->nodes[g->head_node[h]].gslot = -2 - h;
+    }
+    g->head_total = off - g->act_total;
+    /* Gradient slots: simulate backward in reverse node order. */
+    for (int i = g->nnodes - 1; i >= 0; i--) {
+        vt_node *nd = &g->nodes[i];
+        nd->din[0] = nd->din[1] = VT_DIN_NONE;
+        if (nd->gslot == -1)
+            continue; /* nothing downstream needs it (cannot happen in the zoo) */
+        int transferred = 0;
+        /* add: the skip input first, so the main input can take dout's slot last. */
+        for (int kk = nd->nin - 1; kk >= 0; kk--) {
+            int in = nd->in[kk];
+            if (in < 0)
+                continue;
+            vt_node *p = &g->nodes[in];
+            int elementwise = nd->kind == VT_NODE_RELU || nd->kind == VT_NODE_DROPOUT ||
+                              nd->kind == VT_NODE_ADD;
+            if (nd->kind == VT_NODE_ADD && kk == 1) {
+                if (p->gslot == -1) {
+                    nd->din[kk] = VT_DIN_COPY;
+                    p->gslot = slot_take(g, in_floats(g, in));
+                } else {
+                    nd->din[kk] = VT_DIN_AXPY;
+                }
+            } else if (p->gslot == -1) {
+                if (elementwise && nd->gslot >= 0) {
+                    nd->din[kk] = VT_DIN_TRANSFER;
+                    p->gslot = nd->gslot;
+                    transferred = 1;
+                } else {
+                    nd->din[kk] = VT_DIN_NEW;
+                    p->gslot = slot_take(g, in_floats(g, in));
+                }
+            } else if (nd->kind == VT_NODE_ADD) {
+                nd->din[kk] = VT_DIN_AXPY;
+            } else {
+                nd->din[kk] = VT_DIN_ACCUM;
+                nd->tmp_slot = slot_take(g, in_floats(g, in));
+            }
+        }
+        slot_give(g, nd->tmp_slot);
+        if (!transferred && nd->gslot >= 0)
+            slot_give(g, nd->gslot);
+    }
+    int64_t goff = off;
+    for (int s = 0; s < g->nslots; s++) {
+        g->slot_off[s] = off;
+        off += g->slot_size[s];
+    }
+    g->grad_total = off - goff;
+    g->clip_floats = off;
+    /* Fixed workspace: per BN mean | invstd; one shared scratch for the collective
+     * buffers [sum | sumsq | count] and [sum_dy | sum_dy_xhat]; a constant 1. */
+    int64_t ws = 0, scratch = 1;
+    for (int i = 0; i < g->nnodes; i++) {
+        vt_node *nd = &g->nodes[i];
+        if (nd->kind != VT_NODE_BN)
+            continue;
+        nd->ws_off = ws;
+        ws += 2 * (int64_t)nd->c;
+        scratch = VT_MAX(scratch, 2 * (int64_t)nd->c + 1);
+    }
+    g->scratch_off = ws;
+    ws += scratch;
+    g->one_off = ws;
+    ws += 1;
+    g->ws_floats = ws;
+}
+
+int vt_graph_make(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen) {
+    if (vt_zoo_build(g, cfg, err, errlen) < 0) {
+        vt_graph_free(g);
+        return -1;
+    }
+    vt_graph_plan(g);
+    return 0;
+}
+
+void vt_graph_free(vt_graph *g) {
+    if (!g)
+        return;
+    for (int i = 0; i < g->ntensors; i++)
+        free((void *)g->tensors[i].name);
+    free(g->tensors);
+    free(g->aux);
+    free(g->nodes);
+    free(g->slot_size);
+    free(g->slot_off);
+    free(g->slot_busy);
+    memset(g, 0, sizeof *g);
+}
+
+int64_t vt_graph_io_bytes_per_clip(const vt_net_cfg *cfg) {
+    int64_t b = (int64_t)3 * cfg->clip_t * cfg->clip_h * cfg->clip_w * (int64_t)sizeof(float);
+    for (int h = 0; h < cfg->nheads; h++)
+        b += cfg->head[h].loss == VT_LOSS_BCE ? (int64_t)cfg->head[h].classes * 4 : 4;
+    return b;
+}

@@ -1,0 +1,131 @@
+/*
+ * net_graph.h: the network as data, private to models/ (net.c runs it, zoo.c builds it,
+ * memplan.c sizes it). A graph is a list of nodes in forward order; each node is one op
+ * with its inputs (earlier nodes, or -1 for the input clip), its per-clip output shape,
+ * and views into the parameter and buffer arenas. vt_graph_plan then lays out, per clip,
+ * every activation, dropout mask, loss and gradient buffer, and the fixed workspace, so
+ * the same numbers size the allocation (vt_net_init) and the plan (vt_memplan_build).
+ *
+ * Nothing here allocates backend memory or calls an op: it must stay pure bookkeeping so
+ * that planning a model that does not fit anywhere costs nothing.
+ */
+#ifndef VT_NET_GRAPH_H
+#define VT_NET_GRAPH_H
+
+#include <stdint.h>
+
+#include "models/backend.h"
+#include "models/net.h"
+
+typedef enum vt_node_kind {
+    VT_NODE_CONV,
+    VT_NODE_BN,
+    VT_NODE_RELU,
+    VT_NODE_MAXPOOL,
+    VT_NODE_GAP,
+    VT_NODE_LINEAR,
+    VT_NODE_DROPOUT,
+    VT_NODE_ADD,
+} vt_node_kind;
+
+/* How a node's backward delivers the gradient of one of its inputs. */
+typedef enum vt_din_mode {
+    VT_DIN_NONE,     /* the input clip: no gradient */
+    VT_DIN_NEW,      /* first contribution: the op writes the input's gradient slot */
+    VT_DIN_ACCUM,    /* later contribution: the op writes a temporary slot, then axpy */
+    VT_DIN_TRANSFER, /* element-wise op in place: the input's gradient takes over dout's slot */
+    VT_DIN_COPY,     /* add, skip input, first contribution: copy dout */
+    VT_DIN_AXPY,     /* add, later contribution: axpy dout */
+} vt_din_mode;
+
+/* Parameter initialisation families (see vt_net_init_weights). */
+typedef enum vt_init_style {
+    VT_INIT_TORCHVISION, /* video resnets, tiny: kaiming_normal_ fan_out, linear N(0, 0.01) */
+    VT_INIT_C3D,         /* the C3D port: kaiming_normal_ fan_in, PyTorch defaults elsewhere */
+} vt_init_style;
+
+/* What a tensor of the state dict is for. */
+typedef enum vt_tensor_role {
+    VT_ROLE_WEIGHT, VT_ROLE_BIAS, VT_ROLE_GAMMA, VT_ROLE_BETA,
+    VT_ROLE_RUNNING_MEAN, VT_ROLE_RUNNING_VAR, VT_ROLE_NUM_BATCHES,
+} vt_tensor_role;
+
+typedef struct vt_node {
+    vt_node_kind kind;
+    char name[64];        /* module path, e.g. "layer1.0.conv1.0" */
+    int in[2], nin;       /* producer nodes; -1 = the input clip */
+    int c, t, h, w;       /* output per clip */
+    int ic, it, ih, iw;   /* in[0] per clip */
+    vt_conv3d_p conv;
+    vt_pool3d_p pool;
+    int inplace;          /* output aliases in[0]'s activation (relu, add, dropout) */
+    int head;             /* linear: head index; -1 for hidden layers */
+    float drop_p;         /* dropout probability */
+    int drop_index;       /* dropout: its ordinal among the graph's dropouts (mask seeds) */
+    int wt, bt;           /* tensor indices: conv/linear weight, bias; BN gamma, beta */
+    int rm, rv, nbt;      /* BN buffers */
+    int64_t params;       /* trainable floats of this node */
+    /* ---- the plan (vt_graph_plan) ---- */
+    int64_t act_off;      /* per-clip float offset of the output activation */
+    int64_t mask_off;     /* dropout mask, per clip */
+    int64_t act_floats;   /* per-clip floats this node adds (0 if in place) */
+    int64_t ws_off;       /* BN: mean (C) | invstd (C) in the fixed workspace */
+    int gslot;            /* slot holding d(output) in backward; -2-h for head h's dlogits */
+    vt_din_mode din[2];
+    int tmp_slot;         /* VT_DIN_ACCUM: temporary slot */
+} vt_node;
+
+typedef struct vt_tensor_aux { int node; vt_tensor_role role; } vt_tensor_aux;
+
+typedef struct vt_graph {
+    vt_net_cfg cfg;
+    vt_init_style init;
+    vt_node *nodes;
+    int nnodes, capnodes;
+    vt_tensor_info *tensors;   /* state_dict order; names owned here */
+    vt_tensor_aux *aux;
+    int ntensors, captensors;
+    int64_t nparams, nbuffers; /* floats in each arena */
+    int feat;                  /* node whose output feeds the heads */
+    int head_node[VT_MAX_HEADS];
+    int failed;
+    char err[256];
+    /* ---- the plan: per-clip floats (multiply by max_batch) ---- */
+    int nslots, capslots;
+    int64_t *slot_size, *slot_off;
+    int *slot_busy;
+    int64_t loss_off[VT_MAX_HEADS], dlogit_off[VT_MAX_HEADS];
+    int64_t act_total, grad_total, head_total;
+    int64_t clip_floats;       /* everything per clip */
+    /* ---- the plan: fixed workspace floats ---- */
+    int64_t ws_floats, scratch_off, one_off;
+} vt_graph;
+
+/* Builders: each returns the new node's index, or -1 once the graph has failed (the
+ * first error is kept in g->err). k, s, p are (T, H, W). */
+int vt_g_conv(vt_graph *g, const char *name, int in, int cout, const int k[3], const int s[3],
+              const int p[3], int bias);
+int vt_g_bn(vt_graph *g, const char *name, int in);
+int vt_g_relu(vt_graph *g, const char *name, int in);
+int vt_g_maxpool(vt_graph *g, const char *name, int in, const int k[3], const int s[3],
+                 const int p[3]);
+int vt_g_gap(vt_graph *g, const char *name, int in);
+int vt_g_linear(vt_graph *g, const char *name, int in, int out, int head);
+int vt_g_dropout(vt_graph *g, const char *name, int in, float p, int inplace);
+int vt_g_add(vt_graph *g, const char *name, int a, int b);
+
+/* zoo.c: build cfg->model's graph (nodes and tensors), heads included. 0 or -1 + err. */
+int vt_zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen);
+/* net_graph.c: lay out activations, gradients and workspace. */
+void vt_graph_plan(vt_graph *g);
+/* Build + plan. 0 or -1 with err. */
+int vt_graph_make(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen);
+void vt_graph_free(vt_graph *g);
+/* Bytes per clip of the input clip and the targets (what the tower holds beside the net). */
+int64_t vt_graph_io_bytes_per_clip(const vt_net_cfg *cfg);
+/* Output floats per clip of a node. */
+static inline int64_t vt_node_floats(const vt_node *nd) {
+    return (int64_t)nd->c * nd->t * nd->h * nd->w;
+}
+
+#endif

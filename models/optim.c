@@ -1,0 +1,168 @@
+/*
+ * optim.c: optimizers with torch.optim semantics over a whole parameter arena (one op
+ * call per step, so every replica applies the identical update), clipping by the global
+ * gradient norm (torch.nn.utils.clip_grad_norm_), and learning-rate schedules.
+ *
+ * It must never hold per-layer state or allocate after vt_optim_init: the memory plan
+ * counts exactly state_per_param floats per parameter.
+ */
+#include "models/optim.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "models/common.h"
+
+struct vt_optim {
+    vt_optim_cfg cfg;
+    vt_backend *be;
+    int64_t n;      /* parameters */
+    int64_t step;   /* completed steps */
+    float *state;   /* (state_per_param * n) */
+};
+
+void vt_optim_cfg_default(vt_optim_cfg *cfg, vt_opt_kind kind) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->kind = kind;
+    switch (kind) {
+    case VT_OPT_SGD:
+        cfg->momentum = 0.9f;
+        break;
+    case VT_OPT_RMSPROP:
+        cfg->alpha = 0.99f;
+        cfg->eps = 1e-8f;
+        break;
+    case VT_OPT_ADAMW:
+        cfg->beta1 = 0.9f;
+        cfg->beta2 = 0.999f;
+        cfg->eps = 1e-8f;
+        cfg->wd = 0.01f; /* torch.optim.AdamW's default weight_decay */
+        break;
+    }
+}
+
+int vt_optim_kind_parse(const char *name) {
+    if (!strcmp(name, "sgd"))
+        return VT_OPT_SGD;
+    if (!strcmp(name, "rmsprop"))
+        return VT_OPT_RMSPROP;
+    if (!strcmp(name, "adamw"))
+        return VT_OPT_ADAMW;
+    return -1;
+}
+
+const char *vt_optim_kind_name(vt_opt_kind kind) {
+    switch (kind) {
+    case VT_OPT_SGD: return "sgd";
+    case VT_OPT_RMSPROP: return "rmsprop";
+    case VT_OPT_ADAMW: return "adamw";
+    }
+    return "?";
+}
+
+int vt_optim_state_per_param(const vt_optim_cfg *cfg) {
+    switch (cfg->kind) {
+    case VT_OPT_SGD: return cfg->momentum != 0 ? 1 : 0;
+    case VT_OPT_RMSPROP: return cfg->momentum > 0 ? 2 : 1;
+    case VT_OPT_ADAMW: return 2;
+    }
+    return 0;
+}
+
+vt_optim *vt_optim_init(const vt_optim_cfg *cfg, vt_backend *be, int64_t nparams) {
+    vt_optim *o = vt_calloc(1, sizeof *o);
+    o->cfg = *cfg;
+    o->be = be;
+    o->n = nparams;
+    int64_t len = vt_optim_state_len(o);
+    if (len > 0) {
+        o->state = vt_backend_alloc_x(be, (size_t)len * sizeof(float), "optimizer state");
+        VT_OP(be, fill, o->state, 0.0f, len);
+    }
+    return o;
+}
+
+void vt_optim_free(vt_optim **po) {
+    if (!po || !*po)
+        return;
+    vt_backend_free_ptr((*po)->be, (*po)->state);
+    free(*po);
+    *po = NULL;
+}
+
+float vt_optim_step(vt_optim *o, float *params, float *grads, float lr) {
+    vt_backend *be = o->be;
+    const vt_optim_cfg *c = &o->cfg;
+    const int64_t n = o->n;
+    o->step++;
+    double norm = sqrt(VT_OP(be, sumsq, grads, n));
+    if (c->clip_norm > 0) {
+        /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), only if < 1. */
+        double coef = (double)c->clip_norm / (norm + 1e-6);
+        if (coef < 1.0)
+            VT_OP(be, scale, grads, (float)coef, n);
+    }
+    switch (c->kind) {
+    case VT_OPT_SGD:
+        VT_OP(be, sgd_update, params, grads, c->momentum != 0 ? o->state : NULL, n, lr,
+              c->momentum, c->dampening, c->wd, c->nesterov, o->step);
+        break;
+    case VT_OPT_RMSPROP:
+        VT_OP(be, rmsprop_update, params, grads, o->state, c->momentum > 0 ? o->state + n : NULL,
+              n, lr, c->alpha, c->eps, c->wd, c->momentum);
+        break;
+    case VT_OPT_ADAMW:
+        VT_OP(be, adamw_update, params, grads, o->state, o->state + n, n, lr, c->beta1, c->beta2,
+              c->eps, c->wd, o->step);
+        break;
+    }
+    return (float)norm;
+}
+
+int64_t vt_optim_step_count(const vt_optim *o) { return o->step; }
+void vt_optim_set_step_count(vt_optim *o, int64_t step) { o->step = step; }
+float *vt_optim_state(vt_optim *o) { return o->state; }
+int64_t vt_optim_state_len(const vt_optim *o) {
+    return (int64_t)vt_optim_state_per_param(&o->cfg) * o->n;
+}
+const vt_optim_cfg *vt_optim_config(const vt_optim *o) { return &o->cfg; }
+
+/* ---- schedules ---- */
+
+float vt_sched_lr(const vt_sched_cfg *s, int64_t step) {
+    if (step < 0)
+        step = 0;
+    /* Linear warm-up: base * (step + 1) / warmup for step < warmup, as torch's LinearLR
+     * with start_factor 1/warmup and total_iters warmup - 1 (then the main schedule
+     * starts at step 0 of its own, as under SequentialLR). */
+    if (s->warmup_steps > 0 && step < s->warmup_steps)
+        return (float)((double)s->base_lr * (double)(step + 1) / (double)s->warmup_steps);
+    int64_t t = step - s->warmup_steps;
+    switch (s->kind) {
+    case VT_SCHED_CONST:
+        return s->base_lr;
+    case VT_SCHED_STEP: {
+        int64_t k = s->step_size > 0 ? t / s->step_size : 0;
+        return (float)((double)s->base_lr * pow((double)s->gamma, (double)k));
+    }
+    case VT_SCHED_COSINE: {
+        int64_t span = s->total_steps - s->warmup_steps;
+        if (span <= 0 || t >= span)
+            return s->min_lr;
+        const double pi = 3.14159265358979323846;
+        return (float)(s->min_lr + ((double)s->base_lr - s->min_lr) *
+                                       (1.0 + cos(pi * (double)t / (double)span)) / 2.0);
+    }
+    }
+    return s->base_lr;
+}
+
+int vt_sched_kind_parse(const char *name) {
+    if (!strcmp(name, "const"))
+        return VT_SCHED_CONST;
+    if (!strcmp(name, "step"))
+        return VT_SCHED_STEP;
+    if (!strcmp(name, "cosine"))
+        return VT_SCHED_COSINE;
+    return -1;
+}

@@ -1,0 +1,223 @@
+/*
+ * zoo.c: the model zoo as graphs — tiny, c3d, r3d18, mc3_18, r2plus1d18 — with the
+ * module names, shapes and order of their PyTorch twins, so that state dicts move both
+ * ways by name:
+ *   r3d18, mc3_18, r2plus1d18: torchvision.models.video.{r3d_18, mc3_18, r2plus1d_18}
+ *     (BasicStem / R2Plus1dStem, Conv3DSimple / Conv3DNoTemporal / Conv2Plus1D, BasicBlock
+ *     [2,2,2,2], AdaptiveAvgPool3d(1), fc); the (2+1)D midplanes are computed once per
+ *     block from (inplanes, planes) and used by both of its convs, as torchvision does;
+ *   c3d: the common PyTorch C3D port (conv1, pool1 (1,2,2), conv2, pool2, conv3a/b, pool3,
+ *     conv4a/b, pool4, conv5a/b, pool5 (2,2,2) padding (0,1,1), fc6, fc7, fc8; ReLU after
+ *     every conv and fc6/fc7, dropout after fc6 and fc7), fc6's input from the clip shape;
+ *   tiny: ours (scripts/torch_zoo.py holds its twin): conv1 3->16 k3 + bn1 + relu +
+ *     pool1 (1,2,2), conv2 16->32 + bn2 + relu + pool2 (2,2,2), conv3 32->64 + bn3 + relu,
+ *     avgpool (global), fc. About 71k parameters.
+ * Heads: head 0 is the twin's classifier ("fc", or "fc8" for c3d); head h >= 1 is
+ * "heads.<h>" (heads.1.weight, heads.1.bias, ...), a linear layer on the same features.
+ * cfg->dropout > 0 puts one dropout ("dropout") on the features before every head
+ * (resnets, tiny); for c3d it is the port's p of the dropouts after fc6 and fc7.
+ *
+ * This file only describes models: it must never allocate backend memory or run ops.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "models/common.h"
+#include "models/net_graph.h"
+
+const char *const vt_zoo_names[] = {"tiny", "c3d", "r3d18", "mc3_18", "r2plus1d18", NULL};
+
+#define K3(a, b, c) ((const int[3]){a, b, c})
+
+static int conv_bn_relu(vt_graph *g, const char *conv, const char *bn, const char *relu, int in,
+                        int cout, const int k[3], const int s[3], const int p[3]) {
+    int x = vt_g_conv(g, conv, in, cout, k, s, p, 0);
+    x = vt_g_bn(g, bn, x);
+    return vt_g_relu(g, relu, x);
+}
+
+static int build_tiny(vt_graph *g) {
+    int x = conv_bn_relu(g, "conv1", "bn1", "relu1", -1, 16, K3(3, 3, 3), K3(1, 1, 1),
+                         K3(1, 1, 1));
+    x = vt_g_maxpool(g, "pool1", x, K3(1, 2, 2), K3(1, 2, 2), K3(0, 0, 0));
+    x = conv_bn_relu(g, "conv2", "bn2", "relu2", x, 32, K3(3, 3, 3), K3(1, 1, 1), K3(1, 1, 1));
+    x = vt_g_maxpool(g, "pool2", x, K3(2, 2, 2), K3(2, 2, 2), K3(0, 0, 0));
+    x = conv_bn_relu(g, "conv3", "bn3", "relu3", x, 64, K3(3, 3, 3), K3(1, 1, 1), K3(1, 1, 1));
+    return vt_g_gap(g, "avgpool", x);
+}
+
+static int build_c3d(vt_graph *g, float dropout) {
+    static const struct { const char *name; int cout; int pool; } convs[] = {
+        {"conv1", 64, 1}, {"conv2", 128, 2}, {"conv3a", 256, 0}, {"conv3b", 256, 3},
+        {"conv4a", 512, 0}, {"conv4b", 512, 4}, {"conv5a", 512, 0}, {"conv5b", 512, 5},
+    };
+    int x = -1;
+    char name[64];
+    for (size_t i = 0; i < VT_ARRAY_LEN(convs); i++) {
+        x = vt_g_conv(g, convs[i].name, x, convs[i].cout, K3(3, 3, 3), K3(1, 1, 1), K3(1, 1, 1),
+                      1);
+        snprintf(name, sizeof name, "relu.%s", convs[i].name);
+        x = vt_g_relu(g, name, x);
+        if (convs[i].pool) {
+            snprintf(name, sizeof name, "pool%d", convs[i].pool);
+            if (convs[i].pool == 1)
+                x = vt_g_maxpool(g, name, x, K3(1, 2, 2), K3(1, 2, 2), K3(0, 0, 0));
+            else if (convs[i].pool == 5)
+                x = vt_g_maxpool(g, name, x, K3(2, 2, 2), K3(2, 2, 2), K3(0, 1, 1));
+            else
+                x = vt_g_maxpool(g, name, x, K3(2, 2, 2), K3(2, 2, 2), K3(0, 0, 0));
+        }
+    }
+    x = vt_g_linear(g, "fc6", x, 4096, -1);
+    x = vt_g_relu(g, "relu.fc6", x);
+    if (dropout > 0)
+        x = vt_g_dropout(g, "dropout.fc6", x, dropout, 0);
+    x = vt_g_linear(g, "fc7", x, 4096, -1);
+    x = vt_g_relu(g, "relu.fc7", x);
+    /* Not in place: relu's backward reads its output, which in-place dropout would scale. */
+    if (dropout > 0)
+        x = vt_g_dropout(g, "dropout.fc7", x, dropout, 0);
+    return x;
+}
+
+typedef enum { CONV_SIMPLE, CONV_NOTEMPORAL, CONV_2PLUS1D } conv_maker;
+
+/* conv_builder(inplanes, planes, midplanes, stride) under module path `base`; the
+ * Sequential index of what follows it is the caller's. */
+static int conv_builder(vt_graph *g, conv_maker m, const char *base, int in, int planes, int mid,
+                        int s) {
+    char n0[96], n1[96], n2[96], n3[96];
+    switch (m) {
+    case CONV_SIMPLE:
+        return vt_g_conv(g, base, in, planes, K3(3, 3, 3), K3(s, s, s), K3(1, 1, 1), 0);
+    case CONV_NOTEMPORAL:
+        return vt_g_conv(g, base, in, planes, K3(1, 3, 3), K3(1, s, s), K3(0, 1, 1), 0);
+    case CONV_2PLUS1D:
+        snprintf(n0, sizeof n0, "%s.0", base);
+        snprintf(n1, sizeof n1, "%s.1", base);
+        snprintf(n2, sizeof n2, "%s.2", base);
+        snprintf(n3, sizeof n3, "%s.3", base);
+        in = vt_g_conv(g, n0, in, mid, K3(1, 3, 3), K3(1, s, s), K3(0, 1, 1), 0);
+        in = vt_g_bn(g, n1, in);
+        in = vt_g_relu(g, n2, in);
+        return vt_g_conv(g, n3, in, planes, K3(3, 1, 1), K3(s, 1, 1), K3(1, 0, 0), 0);
+    }
+    return -1;
+}
+
+static int basic_block(vt_graph *g, conv_maker m, const char *pre, int x, int inplanes,
+                       int planes, int stride) {
+    int mid = (inplanes * planes * 3 * 3 * 3) / (inplanes * 3 * 3 + 3 * planes);
+    char a[96], b[96], c[96];
+    snprintf(a, sizeof a, "%s.conv1.0", pre);
+    snprintf(b, sizeof b, "%s.conv1.1", pre);
+    snprintf(c, sizeof c, "%s.conv1.2", pre);
+    int y = conv_builder(g, m, a, x, planes, mid, stride);
+    y = vt_g_bn(g, b, y);
+    y = vt_g_relu(g, c, y);
+    snprintf(a, sizeof a, "%s.conv2.0", pre);
+    snprintf(b, sizeof b, "%s.conv2.1", pre);
+    y = conv_builder(g, m, a, y, planes, mid, 1);
+    y = vt_g_bn(g, b, y);
+    int skip = x;
+    if (stride != 1 || inplanes != planes) {
+        int ds = m == CONV_NOTEMPORAL ? 1 : stride;
+        snprintf(a, sizeof a, "%s.downsample.0", pre);
+        snprintf(b, sizeof b, "%s.downsample.1", pre);
+        skip = vt_g_conv(g, a, x, planes, K3(1, 1, 1), K3(ds, stride, stride), K3(0, 0, 0), 0);
+        skip = vt_g_bn(g, b, skip);
+    }
+    snprintf(a, sizeof a, "%s.add", pre);
+    snprintf(b, sizeof b, "%s.relu", pre);
+    y = vt_g_add(g, a, y, skip);
+    return vt_g_relu(g, b, y);
+}
+
+static int build_resnet(vt_graph *g, const conv_maker makers[4], int r2plus1d) {
+    int x;
+    if (r2plus1d) {
+        x = conv_bn_relu(g, "stem.0", "stem.1", "stem.2", -1, 45, K3(1, 7, 7), K3(1, 2, 2),
+                         K3(0, 3, 3));
+        x = conv_bn_relu(g, "stem.3", "stem.4", "stem.5", x, 64, K3(3, 1, 1), K3(1, 1, 1),
+                         K3(1, 0, 0));
+    } else {
+        x = conv_bn_relu(g, "stem.0", "stem.1", "stem.2", -1, 64, K3(3, 7, 7), K3(1, 2, 2),
+                         K3(1, 3, 3));
+    }
+    int inplanes = 64;
+    static const int planes[4] = {64, 128, 256, 512};
+    for (int l = 0; l < 4; l++) {
+        int stride = l == 0 ? 1 : 2;
+        for (int b = 0; b < 2; b++) {
+            char pre[32];
+            snprintf(pre, sizeof pre, "layer%d.%d", l + 1, b);
+            x = basic_block(g, makers[l], pre, x, inplanes, planes[l], b == 0 ? stride : 1);
+            inplanes = planes[l];
+        }
+    }
+    return vt_g_gap(g, "avgpool", x);
+}
+
+int vt_zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen) {
+    memset(g, 0, sizeof *g);
+    g->cfg = *cfg;
+    if (cfg->clip_t < 1 || cfg->clip_h < 1 || cfg->clip_w < 1) {
+        vt_set_err(err, errlen, "clip %dx%dx%d: every dimension must be >= 1", cfg->clip_t,
+                   cfg->clip_h, cfg->clip_w);
+        return -1;
+    }
+    if (cfg->nheads < 1 || cfg->nheads > VT_MAX_HEADS) {
+        vt_set_err(err, errlen, "%d heads: need 1 to %d", cfg->nheads, VT_MAX_HEADS);
+        return -1;
+    }
+    for (int h = 0; h < cfg->nheads; h++)
+        if (cfg->head[h].classes < 1) {
+            vt_set_err(err, errlen, "head %d (%s): %d classes", h, cfg->head[h].name,
+                       cfg->head[h].classes);
+            return -1;
+        }
+    if (!(cfg->dropout >= 0 && cfg->dropout < 1)) {
+        vt_set_err(err, errlen, "dropout %g: must be in [0, 1)", (double)cfg->dropout);
+        return -1;
+    }
+    g->init = VT_INIT_TORCHVISION;
+    int feat;
+    const char *fc = "fc";
+    if (!strcmp(cfg->model, "tiny")) {
+        feat = build_tiny(g);
+    } else if (!strcmp(cfg->model, "c3d")) {
+        g->init = VT_INIT_C3D;
+        fc = "fc8";
+        feat = build_c3d(g, cfg->dropout);
+    } else if (!strcmp(cfg->model, "r3d18")) {
+        feat = build_resnet(g, (const conv_maker[4]){CONV_SIMPLE, CONV_SIMPLE, CONV_SIMPLE,
+                                                     CONV_SIMPLE}, 0);
+    } else if (!strcmp(cfg->model, "mc3_18")) {
+        feat = build_resnet(g, (const conv_maker[4]){CONV_SIMPLE, CONV_NOTEMPORAL,
+                                                     CONV_NOTEMPORAL, CONV_NOTEMPORAL}, 0);
+    } else if (!strcmp(cfg->model, "r2plus1d18")) {
+        feat = build_resnet(g, (const conv_maker[4]){CONV_2PLUS1D, CONV_2PLUS1D, CONV_2PLUS1D,
+                                                     CONV_2PLUS1D}, 1);
+    } else {
+        vt_set_err(err, errlen, "unknown model '%s' (the zoo has tiny, c3d, r3d18, mc3_18, "
+                   "r2plus1d18)", cfg->model);
+        return -1;
+    }
+    if (cfg->dropout > 0 && g->init != VT_INIT_C3D)
+        feat = vt_g_dropout(g, "dropout", feat, cfg->dropout, 1);
+    g->feat = feat;
+    for (int h = 0; h < cfg->nheads; h++) {
+        char name[32];
+        if (h == 0)
+            snprintf(name, sizeof name, "%s", fc);
+        else
+            snprintf(name, sizeof name, "heads.%d", h);
+        vt_g_linear(g, name, feat, cfg->head[h].classes, h);
+    }
+    if (g->failed) {
+        vt_set_err(err, errlen, "%s at clip %dx%dx%d: %s", cfg->model, cfg->clip_t, cfg->clip_h,
+                   cfg->clip_w, g->err);
+        return -1;
+    }
+    return 0;
+}

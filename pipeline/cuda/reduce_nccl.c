@@ -1,0 +1,160 @@
+/*
+ * reduce_nccl.c: the NCCL reducer of pipeline/reduce.h — one rank per GPU of this
+ * process. ncclCommInitAll makes one communicator per device; each tower thread calls
+ * the collective on its own communicator and on its backend's stream (the stream that
+ * computed the gradients, so no extra synchronisation is needed before the call), then
+ * waits for the stream while polling ncclCommGetAsyncError and a timeout, so a failed or
+ * missing peer ends the run with a message instead of hanging.
+ *
+ * Sums: NCCL's ring/tree allreduce gives every rank bitwise the same result (each chunk
+ * is reduced once and then broadcast), but not in rank order: it equals the host
+ * reducer's rank-order sum only where float addition is exact (test_nccl_gpu uses
+ * integer-valued data for that reason). It must never average, and never be used with
+ * two ranks on one device (NCCL forbids it; vt_reducer_local_init is for that case).
+ * Each rank has its own thread, so no ncclGroupStart/End is needed here: groups are for
+ * one thread issuing the calls of several ranks.
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include "models/backend.h"
+#include "models/common.h"
+#include "models/cuda/backend_cuda.h"
+#include "models/cuda/cuda_check.h"
+#include "models/cuda/cuda_info.h"
+#include "pipeline/reduce.h"
+
+typedef struct nccl_ctx {
+    int nranks;
+    int *dev;           /* (nranks) CUDA device of each rank */
+    ncclComm_t *comm;   /* (nranks) */
+    double timeout_s;
+    pthread_barrier_t bar;
+} nccl_ctx;
+
+static void rank_check(const nccl_ctx *c, int rank, vt_backend *be) {
+    VT_CHECK(rank >= 0 && rank < c->nranks, "nccl reducer: rank %d of %d", rank, c->nranks);
+    VT_CHECK(be && be->kind == VT_BACKEND_CUDA && vt_cuda_device(be) == c->dev[rank],
+             "nccl reducer: rank %d must pass its cuda:%d backend", rank, c->dev[rank]);
+}
+
+/* Wait for the collective (and whatever preceded it on the stream) without blocking in
+ * the driver, so NCCL's asynchronous errors and a dead peer are noticed. */
+static void wait_stream(nccl_ctx *c, int rank, cudaStream_t st, const char *what) {
+    const double t0 = vt_now();
+    const struct timespec nap = {0, 50 * 1000}; /* 50 us: small next to any real collective */
+    for (;;) {
+        cudaError_t e = cudaStreamQuery(st);
+        if (e == cudaSuccess)
+            return;
+        if (e != cudaErrorNotReady)
+            CUDA_CHECK(e);
+        ncclResult_t ae = ncclSuccess;
+        NCCL_CHECK(ncclCommGetAsyncError(c->comm[rank], &ae));
+        if (ae != ncclSuccess && ae != ncclInProgress) {
+            const char *msg = ncclGetLastError(c->comm[rank]);
+            /* Abort our communicator so peers waiting on it fail too instead of hanging;
+             * its status no longer matters, we are stopping. */
+            (void)ncclCommAbort(c->comm[rank]);
+            VT_DIE("NCCL %s failed on rank %d (cuda:%d): %s%s%s", what, rank, c->dev[rank],
+                   ncclGetErrorString(ae), msg && *msg ? ": " : "", msg ? msg : "");
+        }
+        if (vt_now() - t0 > c->timeout_s) {
+            (void)ncclCommAbort(c->comm[rank]);
+            VT_DIE("NCCL %s on rank %d (cuda:%d) did not finish in %.0f s: a peer rank never "
+                   "joined or a GPU hangs\n  hint: VT_NCCL_TIMEOUT=seconds raises the limit; "
+                   "NCCL_DEBUG=INFO shows what NCCL is doing",
+                   what, rank, c->dev[rank], c->timeout_s);
+        }
+        nanosleep(&nap, NULL);
+    }
+}
+
+static void nccl_allreduce(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n) {
+    nccl_ctx *c = r->ctx;
+    rank_check(c, rank, be);
+    if (n <= 0)
+        return;
+    CUDA_CHECK(cudaSetDevice(c->dev[rank]));
+    cudaStream_t st = (cudaStream_t)vt_cuda_stream(be);
+    NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum, c->comm[rank], st));
+    wait_stream(c, rank, st, "allreduce");
+}
+
+static void nccl_broadcast(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n,
+                           int root) {
+    nccl_ctx *c = r->ctx;
+    rank_check(c, rank, be);
+    VT_CHECK(root >= 0 && root < c->nranks, "nccl reducer: root %d of %d", root, c->nranks);
+    if (n <= 0)
+        return;
+    CUDA_CHECK(cudaSetDevice(c->dev[rank]));
+    cudaStream_t st = (cudaStream_t)vt_cuda_stream(be);
+    NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)n, ncclFloat, root, c->comm[rank], st));
+    wait_stream(c, rank, st, "broadcast");
+}
+
+/* All ranks are threads of this process: a host barrier is exact and costs no GPU work. */
+static void nccl_barrier(vt_reducer *r, int rank) {
+    nccl_ctx *c = r->ctx;
+    (void)rank;
+    if (c->nranks > 1)
+        pthread_barrier_wait(&c->bar);
+}
+
+static void nccl_destroy(vt_reducer *r) {
+    nccl_ctx *c = r->ctx;
+    if (!c)
+        return;
+    /* Sequential destroy from one thread, as NCCL's single-process example does. */
+    for (int i = 0; i < c->nranks; i++)
+        if (c->comm[i])
+            NCCL_CHECK(ncclCommDestroy(c->comm[i]));
+    pthread_barrier_destroy(&c->bar);
+    free(c->comm);
+    free(c->dev);
+    free(c);
+    r->ctx = NULL;
+}
+
+static const vt_reducer_i nccl_i = {
+    /* .name          = */ "nccl",
+    /* .allreduce_sum = */ nccl_allreduce,
+    /* .broadcast     = */ nccl_broadcast,
+    /* .barrier       = */ nccl_barrier,
+    /* .destroy       = */ nccl_destroy,
+};
+
+vt_reducer *vt_reducer_nccl_init(int nranks, const int *cuda_devices) {
+    const int ndev = vt_cuda_device_count();
+    VT_CHECK(nranks >= 1, "nccl reducer: %d ranks", nranks);
+    for (int i = 0; i < nranks; i++) {
+        VT_CHECK(cuda_devices[i] >= 0 && cuda_devices[i] < ndev,
+                 "nccl reducer: cuda:%d does not exist (%d devices)", cuda_devices[i], ndev);
+        for (int j = 0; j < i; j++)
+            VT_CHECK(cuda_devices[j] != cuda_devices[i],
+                     "nccl reducer: cuda:%d appears twice (use the local reducer for several "
+                     "towers on one GPU)", cuda_devices[i]);
+    }
+    nccl_ctx *c = vt_calloc(1, sizeof(*c));
+    c->nranks = nranks;
+    c->dev = vt_malloc((size_t)nranks * sizeof(int));
+    memcpy(c->dev, cuda_devices, (size_t)nranks * sizeof(int));
+    c->comm = vt_calloc((size_t)nranks, sizeof(ncclComm_t));
+    c->timeout_s = 600;
+    const char *t = getenv("VT_NCCL_TIMEOUT");
+    if (t && *t)
+        c->timeout_s = atof(t) > 0 ? atof(t) : c->timeout_s;
+    VT_CHECK(pthread_barrier_init(&c->bar, NULL, (unsigned)nranks) == 0, "pthread_barrier_init");
+    NCCL_CHECK(ncclCommInitAll(c->comm, nranks, c->dev));
+    vt_reducer *r = vt_calloc(1, sizeof(*r));
+    r->i = &nccl_i;
+    r->ctx = c;
+    r->nranks = nranks;
+    return r;
+}

@@ -1,0 +1,573 @@
+/*
+ * loader.c: worker threads decode whole batches into a fixed ring of batch buffers; the
+ * consumer takes them strictly in batch order.
+ *
+ * Scheme (PyTorch DataLoader's, with C's control over memory): batch numbers are handed
+ * out in increasing order to whichever worker is free and holds a free buffer; a worker
+ * fills its buffer with samples [b*B, (b+1)*B) of the epoch order, each clip's randomness
+ * coming from vt_sample_key(seed, epoch, sample index); the consumer waits for the buffer
+ * holding batch next_deliver. Because batches are claimed in order, the one the consumer
+ * waits for is always either ready or being filled, so the ring cannot deadlock. Workers
+ * look at a generation counter between clips, so start_epoch and free never wait longer
+ * than one clip's decode. It must never allocate per batch, never block a worker on a
+ * bad file, and never let thread timing change what a batch contains: within an epoch a
+ * clip is skipped without trying only when its video failed to OPEN (a property of the
+ * file); videos that failed a READ are attempted until the next epoch excludes them.
+ */
+#include "pipeline/loader.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "models/common.h"
+
+enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };
+
+typedef struct sample {
+    int32_t video; /* dataset index */
+    int32_t clip;  /* train: draw within the video; eval: k * ncrops + crop */
+} sample;
+
+typedef struct slot {
+    vt_batch b;
+    void *mem;        /* the one allocation behind every array of b */
+    int state;
+    int64_t nbad;     /* clips of this batch left out */
+} slot;
+
+typedef struct cached {
+    int video;        /* -1: empty */
+    vt_video *v;
+    uint64_t used;    /* LRU tick */
+} cached;
+
+typedef struct worker {
+    struct vt_loader *l;
+    pthread_t tid;
+    uint8_t *scratch; /* (t, h, w, 3) of the largest clip decoded so far */
+    size_t scratch_cap;
+    cached *cache;    /* (cfg.cache) */
+    uint64_t tick;
+    /* The last decode, reused when the next sample is the same clip at another crop
+     * (eval with 3 crops). */
+    int memo_video, memo_ss;
+    int64_t memo_start;
+} worker;
+
+struct vt_loader {
+    vt_dataset *ds;
+    vt_loader_cfg cfg;
+    int32_t *indices;           /* (nindices) */
+    int nindices;
+    int64_t clip_floats;        /* 3 * t * crop * crop */
+    int64_t batch_bytes;
+
+    sample *base;               /* (cap_samples) this epoch's samples before shuffling */
+    sample *order;              /* (cap_samples) the epoch order */
+    int32_t *perm;              /* (cap_samples) */
+    int64_t cap_samples, nsamples, nbatches;
+    int64_t epoch, next_assign, next_deliver;
+
+    slot *slots;                /* (nslots) = queue + workers */
+    int nslots;
+    int held;                   /* slot the consumer holds, -1 none */
+    worker *workers;
+    int nworkers, busy;
+    int pausing;                /* start_epoch is rebuilding the order: claim nothing */
+    atomic_int gen;             /* bumped by start_epoch/free: in-flight work is dropped */
+    atomic_int stop;
+
+    pthread_mutex_t lock;
+    pthread_cond_t cv_work;     /* workers: a batch and a buffer may be available */
+    pthread_cond_t cv_ready;    /* consumer: a batch was filled */
+    pthread_cond_t cv_idle;     /* start_epoch: a worker went idle */
+    vt_loader_stats stats;
+};
+
+void vt_loader_cfg_default(vt_loader_cfg *cfg) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->mode = VT_LOADER_TRAIN;
+    cfg->batch = 8;
+    cfg->queue = 2;
+    cfg->clips_per_video = 1;
+    cfg->decode_threads = 1;
+    cfg->cache = 4;
+    vt_clip_cfg_default(&cfg->clip);
+}
+
+static void *default_alloc(void *ctx, size_t bytes) {
+    (void)ctx;
+    return vt_malloc(bytes);
+}
+static void default_free(void *ctx, void *p) {
+    (void)ctx;
+    free(p);
+}
+
+static int64_t align64(int64_t n) { return (n + 63) & ~(int64_t)63; }
+
+int64_t vt_loader_batch_bytes(const vt_dataset *ds, const vt_loader_cfg *cfg) {
+    int64_t cap = cfg->batch, crop = cfg->clip.crop;
+    int64_t bytes = align64(cap * 3 * cfg->clip.t * crop * crop * (int64_t)sizeof(float));
+    for (int h = 0; h < ds->nheads; h++)
+        bytes += ds->heads[h].loss == VT_LOSS_BCE
+                     ? align64(cap * ds->heads[h].nclasses * (int64_t)sizeof(float))
+                     : align64(cap * (int64_t)sizeof(int32_t));
+    bytes += 2 * align64(cap * (int64_t)sizeof(int32_t)); /* video, clip */
+    return bytes;
+}
+
+/* Carve one buffer into the batch's arrays (same order as vt_loader_batch_bytes). */
+static void slot_init(vt_loader *l, slot *s) {
+    const vt_loader_cfg *c = &l->cfg;
+    s->mem = c->host_alloc(c->host_ctx, (size_t)l->batch_bytes);
+    VT_CHECK(s->mem != NULL, "host_alloc of %lld bytes failed", (long long)l->batch_bytes);
+    memset(s->mem, 0, (size_t)l->batch_bytes);
+    char *p = s->mem;
+    vt_batch *b = &s->b;
+    memset(b, 0, sizeof *b);
+    b->capacity = c->batch;
+    b->t = c->clip.t;
+    b->h = b->w = c->clip.crop;
+    b->nheads = l->ds->nheads;
+    b->x = (float *)p;
+    p += align64(c->batch * l->clip_floats * (int64_t)sizeof(float));
+    for (int h = 0; h < b->nheads; h++) {
+        const vt_dataset_head *hd = &l->ds->heads[h];
+        b->head_classes[h] = hd->nclasses;
+        b->head_loss[h] = hd->loss;
+        if (hd->loss == VT_LOSS_BCE) {
+            b->target[h] = (float *)p;
+            p += align64((int64_t)c->batch * hd->nclasses * (int64_t)sizeof(float));
+        } else {
+            b->label[h] = (int32_t *)p;
+            p += align64((int64_t)c->batch * (int64_t)sizeof(int32_t));
+        }
+    }
+    b->video = (int32_t *)p;
+    p += align64((int64_t)c->batch * (int64_t)sizeof(int32_t));
+    b->clip = (int32_t *)p;
+    p += align64((int64_t)c->batch * (int64_t)sizeof(int32_t));
+    VT_CHECK(p - (char *)s->mem == l->batch_bytes, "batch layout");
+    b->owner = l;
+    s->state = SLOT_FREE;
+}
+
+/* ---- per-worker open-video cache ---- */
+
+static vt_video *cache_get(worker *w, int video, char *err, size_t errlen) {
+    vt_loader *l = w->l;
+    int n = l->cfg.cache, victim = 0;
+    w->tick++;
+    for (int i = 0; i < n; i++) {
+        if (w->cache[i].video == video) {
+            w->cache[i].used = w->tick;
+            return w->cache[i].v;
+        }
+        if (w->cache[i].used < w->cache[victim].used)
+            victim = i;
+    }
+    vt_video *v = NULL;
+    if (vt_video_open(&v, l->ds->videos[video].path, l->cfg.decode_threads, err, errlen) < 0)
+        return NULL;
+    if (vt_video_get_info(v)->nframes <= 0) {
+        vt_set_err(err, errlen, "0 frames");
+        vt_video_close(&v);
+        return NULL;
+    }
+    vt_video_close(&w->cache[victim].v);
+    w->cache[victim].video = video;
+    w->cache[victim].v = v;
+    w->cache[victim].used = w->tick;
+    return v;
+}
+
+static void cache_drop(worker *w, int video) {
+    for (int i = 0; i < w->l->cfg.cache; i++)
+        if (w->cache[i].video == video) {
+            vt_video_close(&w->cache[i].v);
+            w->cache[i].video = -1;
+            w->cache[i].used = 0;
+        }
+    if (w->memo_video == video)
+        w->memo_video = -1;
+}
+
+static void report_bad(vt_loader *l, int video, vt_bad_kind kind, const char *reason) {
+    if (!vt_dataset_mark_bad(l->ds, video, kind, reason))
+        return;
+    vt_warn("%s: %s (excluded)\n", l->ds->videos[video].path, reason);
+    pthread_mutex_lock(&l->lock);
+    l->stats.bad_videos++;
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* Decode, transform and label sample i into row n of b. Returns 1, or 0 when the clip is
+ * left out (its video is bad). */
+static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
+    vt_loader *l = w->l;
+    const vt_loader_cfg *c = &l->cfg;
+    const vt_clip_cfg *cc = &c->clip;
+    sample s = l->order[i];
+    char err[512] = "";
+
+    if (vt_dataset_bad(l->ds, s.video) == VT_BAD_OPEN)
+        return 0;
+    vt_video *v = cache_get(w, s.video, err, sizeof err);
+    if (!v) {
+        report_bad(l, s.video, VT_BAD_OPEN, err[0] ? err : "cannot open");
+        return 0;
+    }
+    int64_t nframes = vt_video_get_info(v)->nframes;
+    vt_clip_params p = {0};
+    uint64_t key = 0;
+    int fw, fh;
+    if (c->mode == VT_LOADER_TRAIN) {
+        key = vt_sample_key(c->seed, l->epoch, i);
+        p.short_side = vt_sample_train_scale(cc, key);
+    } else {
+        p.short_side = cc->short_side;
+    }
+    vt_video_scaled_size(v, p.short_side, &fw, &fh);
+    if (fw < cc->crop || fh < cc->crop) {
+        snprintf(err, sizeof err, "scaled to %dx%d, smaller than the %d crop", fw, fh, cc->crop);
+        report_bad(l, s.video, VT_BAD_READ, err);
+        return 0;
+    }
+    if (c->mode == VT_LOADER_TRAIN) {
+        vt_sample_train_params(&p, cc, key, nframes, fw, fh);
+    } else {
+        int ncrops = VT_MAX(cc->ncrops, 1);
+        p.start = vt_sample_eval_start(nframes, vt_clip_span(cc), s.clip / ncrops,
+                                       VT_MAX(c->clips_per_video, 1));
+        vt_sample_eval_crop(&p.x0, &p.y0, fw, fh, cc->crop, s.clip % ncrops, ncrops);
+    }
+    size_t need = (size_t)cc->t * (size_t)fw * (size_t)fh * 3;
+    if (need > w->scratch_cap) {
+        /* Grows to the largest clip seen and stays: the footprint is bounded by the
+         * widest video, not by the number of batches. */
+        free(w->scratch);
+        w->scratch = vt_malloc(need);
+        pthread_mutex_lock(&l->lock);
+        l->stats.scratch_bytes += (int64_t)(need - w->scratch_cap);
+        pthread_mutex_unlock(&l->lock);
+        w->scratch_cap = need;
+        w->memo_video = -1;
+    }
+    if (!(w->memo_video == s.video && w->memo_start == p.start && w->memo_ss == p.short_side)) {
+        w->memo_video = -1;
+        if (vt_video_read_clip(v, w->scratch, p.start, cc->t, cc->stride, p.short_side, cc->pad,
+                               err, sizeof err) < 0) {
+            cache_drop(w, s.video); /* the decoder may be left in any state */
+            report_bad(l, s.video, VT_BAD_READ, err[0] ? err : "decode failed");
+            return 0;
+        }
+        w->memo_video = s.video;
+        w->memo_start = p.start;
+        w->memo_ss = p.short_side;
+    }
+    vt_clip_transform(b->x + (int64_t)n * l->clip_floats, w->scratch, cc->t, fh, fw, p.x0, p.y0,
+                      cc->crop, p.flip, cc->mean, cc->std);
+    const vt_dataset_video *dv = &l->ds->videos[s.video];
+    for (int h = 0; h < b->nheads; h++) {
+        if (b->head_loss[h] == VT_LOSS_BCE) {
+            float *t = b->target[h] + (int64_t)n * b->head_classes[h];
+            memset(t, 0, (size_t)b->head_classes[h] * sizeof *t);
+            for (int k = 0; k < dv->ntags[h]; k++)
+                t[dv->tags[h][k]] = 1.0f;
+        } else {
+            b->label[h][n] = dv->label[h];
+        }
+    }
+    b->video[n] = s.video;
+    b->clip[n] = s.clip;
+    return 1;
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    vt_loader *l = w->l;
+    pthread_mutex_lock(&l->lock);
+    for (;;) {
+        int si = -1;
+        while (!atomic_load(&l->stop)) {
+            if (!l->pausing && l->next_assign < l->nbatches)
+                for (int k = 0; k < l->nslots && si < 0; k++)
+                    if (l->slots[k].state == SLOT_FREE)
+                        si = k;
+            if (si >= 0)
+                break;
+            pthread_cond_wait(&l->cv_work, &l->lock);
+        }
+        if (atomic_load(&l->stop))
+            break;
+        slot *s = &l->slots[si];
+        int64_t b = l->next_assign++;
+        int gen = atomic_load(&l->gen);
+        s->state = SLOT_FILLING;
+        l->busy++;
+        pthread_mutex_unlock(&l->lock);
+
+        s->b.n = 0;
+        s->b.index = b;
+        s->nbad = 0;
+        int64_t i0 = b * l->cfg.batch, i1 = VT_MIN(i0 + l->cfg.batch, l->nsamples);
+        int aborted = 0;
+        for (int64_t i = i0; i < i1; i++) {
+            if (atomic_load(&l->gen) != gen || atomic_load(&l->stop)) {
+                aborted = 1;
+                break;
+            }
+            if (fill_clip(w, &s->b, s->b.n, i))
+                s->b.n++;
+            else
+                s->nbad++;
+        }
+
+        pthread_mutex_lock(&l->lock);
+        l->busy--;
+        aborted |= atomic_load(&l->gen) != gen;
+        s->state = aborted ? SLOT_FREE : SLOT_READY;
+        if (aborted)
+            pthread_cond_broadcast(&l->cv_work);
+        else
+            pthread_cond_broadcast(&l->cv_ready);
+        pthread_cond_broadcast(&l->cv_idle);
+    }
+    pthread_mutex_unlock(&l->lock);
+    return NULL;
+}
+
+/* The epoch's samples (videos not bad now) and their order. Called with no worker busy. */
+static void build_order(vt_loader *l) {
+    const vt_loader_cfg *c = &l->cfg;
+    int per = c->mode == VT_LOADER_TRAIN ? VT_MAX(c->clips_per_video, 1)
+                                         : VT_MAX(c->clips_per_video, 1) * VT_MAX(c->clip.ncrops, 1);
+    int64_t n = 0;
+    for (int i = 0; i < l->nindices; i++) {
+        int v = l->indices[i];
+        if (vt_dataset_bad(l->ds, v) != VT_BAD_NONE)
+            continue;
+        for (int k = 0; k < per; k++) {
+            l->base[n].video = v;
+            l->base[n].clip = k;
+            n++;
+        }
+    }
+    l->nsamples = n;
+    l->nbatches = (n + c->batch - 1) / c->batch;
+    if (c->mode == VT_LOADER_TRAIN) {
+        vt_sample_shuffle(l->perm, n, c->seed, l->epoch);
+        for (int64_t i = 0; i < n; i++)
+            l->order[i] = l->base[l->perm[i]];
+    } else {
+        memcpy(l->order, l->base, (size_t)n * sizeof *l->order);
+    }
+}
+
+vt_loader *vt_loader_init(vt_dataset *ds, const vt_loader_cfg *cfg, char *err, size_t errlen) {
+    vt_loader_cfg c = *cfg;
+    const vt_clip_cfg *cc = &c.clip;
+    if (c.workers <= 0)
+        c.workers = (int)VT_MAX(sysconf(_SC_NPROCESSORS_ONLN), 1);
+    if (c.queue <= 0)
+        c.queue = 2;
+    if (c.clips_per_video <= 0)
+        c.clips_per_video = 1;
+    if (c.decode_threads <= 0)
+        c.decode_threads = 1;
+    if (c.cache <= 0)
+        c.cache = 4;
+    if (!c.host_alloc || !c.host_free) {
+        c.host_alloc = default_alloc;
+        c.host_free = default_free;
+        c.host_ctx = NULL;
+    }
+    int min_side = c.mode == VT_LOADER_TRAIN ? cc->jitter_min : cc->short_side;
+    if (c.batch < 1 || cc->t < 1 || cc->stride < 1 || cc->crop < 1) {
+        vt_set_err(err, errlen, "batch %d, clip %dx%d stride %d: all must be >= 1", c.batch,
+                   cc->t, cc->crop, cc->stride);
+        return NULL;
+    }
+    if (min_side < cc->crop || (c.mode == VT_LOADER_TRAIN && cc->jitter_max < cc->jitter_min)) {
+        vt_set_err(err, errlen, "crop %d needs a short side >= %d (got %s %d..%d)", cc->crop,
+                   cc->crop, c.mode == VT_LOADER_TRAIN ? "jitter" : "short side", min_side,
+                   c.mode == VT_LOADER_TRAIN ? cc->jitter_max : cc->short_side);
+        return NULL;
+    }
+    if (c.mode == VT_LOADER_EVAL && cc->ncrops != 1 && cc->ncrops != 3 && cc->ncrops != 0) {
+        vt_set_err(err, errlen, "ncrops %d: 1 or 3", cc->ncrops);
+        return NULL;
+    }
+    if (ds->nheads < 1) {
+        vt_set_err(err, errlen, "the dataset has no label heads");
+        return NULL;
+    }
+
+    vt_loader *l = vt_calloc(1, sizeof *l);
+    l->ds = ds;
+    l->indices = vt_malloc((size_t)(ds->nvideos ? ds->nvideos : 1) * sizeof *l->indices);
+    if (c.indices) {
+        for (int i = 0; i < c.nindices; i++) {
+            int v = c.indices[i];
+            if (v < 0 || v >= ds->nvideos || !ds->videos[v].labeled) {
+                vt_set_err(err, errlen, "video index %d is %s", v,
+                           v < 0 || v >= ds->nvideos ? "out of range" : "unlabelled");
+                free(l->indices);
+                free(l);
+                return NULL;
+            }
+            if (l->nindices < ds->nvideos)
+                l->indices[l->nindices++] = v;
+        }
+    } else {
+        for (int i = 0; i < ds->nvideos; i++)
+            if (ds->videos[i].labeled)
+                l->indices[l->nindices++] = i;
+    }
+    c.indices = NULL; /* copied */
+    l->cfg = c;
+    l->clip_floats = (int64_t)3 * cc->t * cc->crop * cc->crop;
+    l->batch_bytes = vt_loader_batch_bytes(ds, &c);
+    int per = VT_MAX(c.clips_per_video, 1) * (c.mode == VT_LOADER_EVAL ? VT_MAX(cc->ncrops, 1) : 1);
+    l->cap_samples = (int64_t)l->nindices * per;
+    size_t ns = (size_t)VT_MAX(l->cap_samples, 1);
+    l->base = vt_malloc(ns * sizeof *l->base);
+    l->order = vt_malloc(ns * sizeof *l->order);
+    l->perm = vt_malloc(ns * sizeof *l->perm);
+
+    pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->cv_work, NULL);
+    pthread_cond_init(&l->cv_ready, NULL);
+    pthread_cond_init(&l->cv_idle, NULL);
+    atomic_init(&l->gen, 0);
+    atomic_init(&l->stop, 0);
+    l->held = -1;
+    l->nslots = c.queue + c.workers;
+    l->slots = vt_calloc((size_t)l->nslots, sizeof *l->slots);
+    for (int i = 0; i < l->nslots; i++)
+        slot_init(l, &l->slots[i]);
+    l->stats.batch_bytes = l->batch_bytes;
+    l->stats.buffer_bytes = l->batch_bytes * l->nslots;
+
+    l->epoch = c.epoch;
+    build_order(l);
+    l->next_assign = l->next_deliver = VT_MAX(c.start_batch, 0);
+
+    l->nworkers = c.workers;
+    l->workers = vt_calloc((size_t)l->nworkers, sizeof *l->workers);
+    for (int i = 0; i < l->nworkers; i++) {
+        worker *w = &l->workers[i];
+        w->l = l;
+        w->memo_video = -1;
+        w->cache = vt_calloc((size_t)c.cache, sizeof *w->cache);
+        for (int k = 0; k < c.cache; k++)
+            w->cache[k].video = -1;
+    }
+    for (int i = 0; i < l->nworkers; i++)
+        VT_CHECK(pthread_create(&l->workers[i].tid, NULL, worker_main, &l->workers[i]) == 0,
+                 "pthread_create");
+    return l;
+}
+
+void vt_loader_free(vt_loader **pl) {
+    if (!pl || !*pl)
+        return;
+    vt_loader *l = *pl;
+    pthread_mutex_lock(&l->lock);
+    atomic_store(&l->stop, 1);
+    atomic_fetch_add(&l->gen, 1);
+    pthread_cond_broadcast(&l->cv_work);
+    pthread_mutex_unlock(&l->lock);
+    for (int i = 0; i < l->nworkers; i++) {
+        worker *w = &l->workers[i];
+        pthread_join(w->tid, NULL);
+        for (int k = 0; k < l->cfg.cache; k++)
+            vt_video_close(&w->cache[k].v);
+        free(w->cache);
+        free(w->scratch);
+    }
+    free(l->workers);
+    for (int i = 0; i < l->nslots; i++)
+        l->cfg.host_free(l->cfg.host_ctx, l->slots[i].mem);
+    free(l->slots);
+    free(l->base);
+    free(l->order);
+    free(l->perm);
+    free(l->indices);
+    pthread_cond_destroy(&l->cv_work);
+    pthread_cond_destroy(&l->cv_ready);
+    pthread_cond_destroy(&l->cv_idle);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+    *pl = NULL;
+}
+
+const vt_batch *vt_loader_next(vt_loader *l) {
+    pthread_mutex_lock(&l->lock);
+    if (l->held >= 0) {
+        l->slots[l->held].state = SLOT_FREE;
+        l->held = -1;
+        pthread_cond_broadcast(&l->cv_work);
+    }
+    const vt_batch *out = NULL;
+    double t0 = 0;
+    while (l->next_deliver < l->nbatches) {
+        int si = -1;
+        for (int k = 0; k < l->nslots; k++)
+            if (l->slots[k].state == SLOT_READY && l->slots[k].b.index == l->next_deliver)
+                si = k;
+        if (si < 0) {
+            if (t0 == 0)
+                t0 = vt_now();
+            pthread_cond_wait(&l->cv_ready, &l->lock);
+            continue;
+        }
+        slot *s = &l->slots[si];
+        l->next_deliver++;
+        l->stats.bad_clips += s->nbad;
+        if (s->b.n == 0) { /* every clip bad: nothing to hand out */
+            s->state = SLOT_FREE;
+            pthread_cond_broadcast(&l->cv_work);
+            continue;
+        }
+        s->state = SLOT_HELD;
+        l->held = si;
+        l->stats.clips += s->b.n;
+        l->stats.batches++;
+        out = &s->b;
+        break;
+    }
+    if (t0 != 0)
+        l->stats.wait_s += vt_now() - t0;
+    pthread_mutex_unlock(&l->lock);
+    return out;
+}
+
+void vt_loader_start_epoch(vt_loader *l, int64_t epoch, int64_t start_batch) {
+    pthread_mutex_lock(&l->lock);
+    atomic_fetch_add(&l->gen, 1);
+    l->pausing = 1;
+    while (l->busy > 0)
+        pthread_cond_wait(&l->cv_idle, &l->lock);
+    l->pausing = 0;
+    for (int k = 0; k < l->nslots; k++)
+        l->slots[k].state = SLOT_FREE;
+    l->held = -1;
+    l->epoch = epoch;
+    build_order(l);
+    l->next_assign = l->next_deliver = VT_MAX(start_batch, 0);
+    pthread_cond_broadcast(&l->cv_work);
+    pthread_mutex_unlock(&l->lock);
+}
+
+int64_t vt_loader_num_samples(const vt_loader *l) { return l->nsamples; }
+int64_t vt_loader_num_batches(const vt_loader *l) { return l->nbatches; }
+
+void vt_loader_get_stats(vt_loader *l, vt_loader_stats *out) {
+    pthread_mutex_lock(&l->lock);
+    *out = l->stats;
+    pthread_mutex_unlock(&l->lock);
+}

@@ -1,0 +1,91 @@
+/*
+ * loader.h: the prefetching loader — decode worker threads fill batches of clips ahead
+ * of the training loop, through a bounded queue with a fixed memory footprint.
+ *
+ * Promises: (1) batch b of an epoch holds samples [b*B, (b+1)*B) of the epoch order, in
+ * that order, whatever the thread timing; every clip of a sample comes from (seed, epoch,
+ * sample index) alone, so two runs with the same seed give bitwise-identical batches.
+ * (2) memory is (queue + workers) batch buffers allocated once (through a host_alloc hook
+ * when given: pinned CUDA memory) plus per-worker decode scratch that only grows to the
+ * largest clip seen, plus a few open videos per worker. (3) it never hangs and never
+ * aborts on data: a clip that fails to decode is left out (the batch has fewer clips, no
+ * padding duplicates), its video is reported once via vt_warn with FFmpeg's reason,
+ * counted, and excluded from later epochs. (4) vt_loader_free returns promptly even
+ * while workers are mid-batch. This file must never know about networks or devices.
+ */
+#ifndef VT_LOADER_H
+#define VT_LOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pipeline/batch.h"
+#include "pipeline/dataset.h"
+#include "pipeline/sample.h"
+
+typedef enum vt_loader_mode {
+    VT_LOADER_TRAIN, /* shuffled; random start, scale jitter, crop, flip */
+    VT_LOADER_EVAL,  /* in order; K uniform clips x ncrops per video, fixed scale */
+} vt_loader_mode;
+
+typedef struct vt_loader_cfg {
+    vt_loader_mode mode;
+    int batch;             /* clips per batch (B) */
+    int workers;           /* decode threads; 0 = cores */
+    int queue;             /* prefetched batches (default 2 when 0) */
+    uint64_t seed;
+    int64_t epoch;         /* first epoch (later ones: vt_loader_start_epoch) */
+    int64_t start_batch;   /* resume inside the first epoch at this batch (data cursor) */
+    int clips_per_video;   /* train: clips drawn per video per epoch; eval: K temporal
+                              clips (default 1) */
+    vt_clip_cfg clip;
+    const int32_t *indices; /* (nindices) dataset videos to use (a split); NULL = every
+                              labelled video; copied */
+    int nindices;
+    int decode_threads;    /* FFmpeg threads per open video (default 1) */
+    int cache;             /* open videos kept per worker (LRU, default 4) */
+    /* Batch buffer allocation hook (e.g. cudaHostAlloc); NULL = malloc/free. */
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *p);
+    void *host_ctx;
+} vt_loader_cfg;
+
+/* A train config with the defaults of vt_clip_cfg_default, batch 8, queue 2. */
+void vt_loader_cfg_default(vt_loader_cfg *cfg);
+
+typedef struct vt_loader_stats {
+    int64_t clips;         /* clips delivered (all epochs) */
+    int64_t bad_clips;     /* sampled clips left out because their decode failed */
+    int64_t batches;       /* batches delivered */
+    int64_t bad_videos;    /* videos marked bad by this loader (each reported once) */
+    double wait_s;         /* time the consumer spent blocked in vt_loader_next */
+    int64_t buffer_bytes;  /* batch buffers: (queue + workers) * batch_bytes, fixed */
+    int64_t batch_bytes;   /* one batch buffer */
+    int64_t scratch_bytes; /* decode scratch over all workers (grows to the largest clip) */
+} vt_loader_stats;
+
+typedef struct vt_loader vt_loader;
+
+/* Starts the workers on cfg->epoch from cfg->start_batch. ds must outlive the loader
+ * (its bad-video marks are shared with other loaders). Returns NULL with err set for a
+ * bad config (crop larger than the short side, batch < 1, unknown head...). */
+vt_loader *vt_loader_init(vt_dataset *ds, const vt_loader_cfg *cfg, char *err, size_t errlen);
+/* Stops the workers (they drop what they were decoding) and frees everything. */
+void vt_loader_free(vt_loader **l);
+
+/* Next batch of the epoch, or NULL at its end. Valid until the next call (or
+ * start_epoch/free). Empty batches (every clip bad) are skipped, so batch->index may
+ * jump; a data cursor is batch->index + 1. */
+const vt_batch *vt_loader_next(vt_loader *l);
+/* Abandon the current epoch and start `epoch` at `start_batch` (cheap: no allocation).
+ * Videos found bad so far are left out of its order. */
+void vt_loader_start_epoch(vt_loader *l, int64_t epoch, int64_t start_batch);
+
+/* Samples and batches of the current epoch. */
+int64_t vt_loader_num_samples(const vt_loader *l);
+int64_t vt_loader_num_batches(const vt_loader *l);
+void vt_loader_get_stats(vt_loader *l, vt_loader_stats *out);
+/* Bytes of one batch buffer for this config and dataset (x, labels, targets, ids). */
+int64_t vt_loader_batch_bytes(const vt_dataset *ds, const vt_loader_cfg *cfg);
+
+#endif

@@ -1,0 +1,73 @@
+/*
+ * sample.h: where a clip comes from and how it is turned into network input — the
+ * epoch order, the clip start frame, the short-side scale, the crop, the flip, and the
+ * uint8 (T, H, W, 3) -> float (3, T, crop, crop) transform with mean/std.
+ *
+ * Every random choice is a pure function of (seed, epoch, sample index) through
+ * vt_hash64, never of a shared RNG consumed by threads in timing order: a sample gets
+ * the same clip whichever worker decodes it, and a resumed run the same clips as an
+ * uninterrupted one. This file must never decode or allocate per clip.
+ */
+#ifndef VT_SAMPLE_H
+#define VT_SAMPLE_H
+
+#include <stdint.h>
+
+#include "pipeline/video.h"
+
+typedef struct vt_clip_cfg {
+    int t;                 /* frames per clip (default 16) */
+    int stride;            /* temporal stride (default 1); span = (t-1)*stride+1 */
+    int crop;              /* output H = W = crop (default 112) */
+    int short_side;        /* eval: short side before the crop (default 128) */
+    int jitter_min, jitter_max; /* train: short side drawn in [min, max] (default 128, 160) */
+    int flip;              /* train: random horizontal flip (default 1; --no-flip for
+                              direction classes: flipping turns "left" into "right") */
+    int ncrops;            /* eval: 1 (centre) or 3 (start/centre/end of the long side) */
+    float mean[3], std[3]; /* per RGB channel on [0,1] pixels (Kinetics defaults) */
+    vt_pad_policy pad;     /* clips longer than the video (default VT_PAD_LOOP) */
+} vt_clip_cfg;
+
+/* Defaults above. */
+void vt_clip_cfg_default(vt_clip_cfg *c);
+static inline int vt_clip_span(const vt_clip_cfg *c) { return (c->t - 1) * c->stride + 1; }
+
+/* What one clip is: frames start + k*stride decoded at short_side, then crop at
+ * (x0, y0) of size crop, then (flip) mirrored. */
+typedef struct vt_clip_params {
+    int64_t start;
+    int short_side;
+    int x0, y0;
+    int flip;
+} vt_clip_params;
+
+/* The per-sample random word: vt_hash64 chain over seed, epoch, sample index. */
+uint64_t vt_sample_key(uint64_t seed, int64_t epoch, int64_t index);
+
+/* Training: start uniform in [0, nframes - span] (0 when the video is shorter than the
+ * span: the pad policy fills it), short side uniform in [jitter_min, jitter_max], crop
+ * position uniform, flip with probability 1/2 when cfg->flip. Needs the decoded size, so
+ * it is two steps: the scale first, then the crop for the (w, h) that scale gives. */
+int vt_sample_train_scale(const vt_clip_cfg *c, uint64_t key);
+void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t key,
+                            int64_t nframes, int w, int h);
+
+/*
+ * Evaluation, clip k of K temporal clips: start_k = round(k * (nframes - span) / (K-1))
+ * for K > 1 (first clip at frame 0, last one ending on the last frame, uniform between);
+ * the centre (nframes - span) / 2 for K = 1; 0 when the video is shorter than the span.
+ */
+int64_t vt_sample_eval_start(int64_t nframes, int span, int k, int K);
+/* Spatial crop c of ncrops for a (w, h) frame: 1 = centre; 3 = start, centre, end along
+ * the long side, centred on the short side. */
+void vt_sample_eval_crop(int *x0, int *y0, int w, int h, int crop, int c, int ncrops);
+
+/* out (3, t, crop, crop) = (in[t][y0+y][x0+x'][ch] / 255 - mean[ch]) / std[ch], with
+ * x' = flip ? crop-1-x : x.  in: (t, h, w, 3) uint8 RGB. */
+void vt_clip_transform(float *out, const uint8_t *in, int t, int h, int w, int x0, int y0,
+                       int crop, int flip, const float mean[3], const float std[3]);
+
+/* Fisher-Yates with a vt_rng seeded from (seed, epoch): the epoch order of n samples. */
+void vt_sample_shuffle(int32_t *perm /* (n) */, int64_t n, uint64_t seed, int64_t epoch);
+
+#endif

@@ -1,0 +1,114 @@
+/*
+ * split.h: the splitter (DESIGN.md §4) — how many clips of a global batch B each tower
+ * takes, in how many micro-batches, and how long the step should take. Pure logic: it
+ * sees numbers (clips that fit per pass, clips/s), never backends or nets, so every
+ * policy is tested on tables of made-up devices (tests/test_split.c).
+ *
+ * Policies:
+ *   equal      same share for every tower that can hold a clip
+ *   memory     shares proportional to the clips that fit in one pass (a tower without a
+ *              budget counts as fitting VT_SPLIT_UNLIMITED: it takes nearly everything)
+ *   speed      shares proportional to clips/s (micro-batches where memory is short),
+ *              then refined one clip at a time to lower the predicted step time
+ *   manual:W,… shares proportional to the given weights (one per tower)
+ *   auto       starts as memory; the towers measure each tower's clips/s (an
+ *              exponential moving average of clips / compute time) and re-plan with the
+ *              speed rule when the predicted step time improves by more than 3%
+ * Every plan: slices sum to B exactly (largest-remainder rounding; ties go to the lower
+ * tower index), a tower may get 0, a tower that cannot hold one clip gets 0, and a
+ * slice larger than what fits runs as ceil(slice / fits) micro-batches of at most
+ * `fits` clips with gradient accumulation.
+ * Predicted step time = max over towers of slice/speed + micro-batches * overhead.
+ */
+#ifndef VT_SPLIT_H
+#define VT_SPLIT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "pipeline/device.h"
+
+typedef enum vt_split_kind {
+    VT_SPLIT_EQUAL,
+    VT_SPLIT_MEMORY,
+    VT_SPLIT_SPEED,
+    VT_SPLIT_MANUAL,
+    VT_SPLIT_AUTO,
+} vt_split_kind;
+
+typedef struct vt_split_policy {
+    vt_split_kind kind;
+    int nweights;                   /* manual only */
+    double weight[VT_MAX_DEVICES];  /* manual only */
+} vt_split_policy;
+
+/* "equal", "memory", "speed", "auto", "manual:3,1" -> 0, or -1 with err set. */
+int vt_split_policy_parse(vt_split_policy *out, const char *s, char *err, size_t errlen);
+const char *vt_split_kind_name(vt_split_kind kind);
+
+/* What the splitter knows about one tower. */
+typedef struct vt_split_dev {
+    char name[32];      /* for the printed plan */
+    int64_t budget;     /* for the printed plan; 0 = unlimited */
+    int max_clips;      /* clips that fit in one pass (vt_memplan_max_clips); 0 = none fit;
+                           use VT_SPLIT_UNLIMITED when there is no budget */
+    double speed;       /* clips/s; 0 = unknown */
+    double overhead;    /* seconds per micro-batch (0 = not modelled) */
+} vt_split_dev;
+
+#define VT_SPLIT_UNLIMITED (1 << 30)
+
+typedef struct vt_plan {
+    vt_split_kind kind;
+    int n;                          /* towers */
+    int batch;                      /* B */
+    int slice[VT_MAX_DEVICES];      /* clips per tower; sums to B */
+    int mb[VT_MAX_DEVICES];         /* micro-batch size (clips per pass), 0 if slice 0 */
+    int nmb[VT_MAX_DEVICES];        /* micro-batches = ceil(slice / mb) */
+    int fits[VT_MAX_DEVICES];       /* copy of max_clips */
+    double speed[VT_MAX_DEVICES];   /* speeds used (0 = unknown) */
+    double time[VT_MAX_DEVICES];    /* predicted seconds per tower (0 if speed unknown) */
+    double predicted;               /* max of time[]; 0 if unknown */
+    double ideal;                   /* B / sum of speeds of towers that can hold a clip */
+    char note[160];                 /* e.g. "speeds unknown: used memory shares" */
+} vt_plan;
+
+/* Plan B clips over n towers. Returns 0, or -1 with err set (no tower holds a clip
+ * while B > 0, manual weights count wrong or all zero, manual weight on a tower that
+ * holds nothing). */
+int vt_split_plan(vt_plan *out, const vt_split_policy *pol, int batch, int n,
+                  const vt_split_dev *devs, char *err, size_t errlen);
+
+/* Predicted seconds for `clips` on a tower: clips/speed + micro-batches * overhead;
+ * 0 if the speed is unknown. */
+double vt_split_time(const vt_split_dev *d, int clips);
+
+/* Largest-remainder rounding: out[i] >= 0, sum out = total, proportional to w (w >= 0,
+ * sum > 0). Ties in the remainder go to the lower index. */
+void vt_split_round(int *out, int total, const double *w, int n);
+
+/* Table: tower, budget, fits/pass, speed, slice, micro-batches, predicted time. */
+void vt_plan_print(const vt_plan *p, const vt_split_dev *devs, FILE *f);
+/* One line for logs: "speed B=24: cpu0 16 (1x16) 0.41s | cpu1 8 (1x8) 0.40s". */
+void vt_plan_format(const vt_plan *p, const vt_split_dev *devs, char *buf, size_t n);
+
+/* ---- the auto policy's controller (pure, so test_auto can drive it with made-up times) ---- */
+typedef struct vt_auto {
+    int n;
+    double alpha;       /* EMA weight of the newest measurement (0.5) */
+    double min_gain;    /* re-plan when predicted time improves by more than this (0.03) */
+    int warmup;         /* steps ignored at the start (first-touch, caches): 1 */
+    int every;          /* re-check every this many steps (1) */
+    int steps;          /* steps observed */
+    int replans;
+    double rate[VT_MAX_DEVICES]; /* EMA of clips/s; 0 = not measured yet */
+} vt_auto;
+
+void vt_auto_init(vt_auto *a, int n);
+/* Feed one step: clips[i] and compute_s[i] (seconds of compute, emulated slowdown
+ * included) per tower. Writes the measured rates into devs[i].speed (where known) and,
+ * if a re-plan predicts a step more than min_gain faster, replaces *plan and returns 1. */
+int vt_auto_observe(vt_auto *a, vt_plan *plan, vt_split_dev *devs, const int *clips,
+                    const double *compute_s);
+
+#endif

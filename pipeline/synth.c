@@ -1,0 +1,512 @@
+/*
+ * synth.c: the motion-only demo dataset (synth.h), rendered in RGB and encoded with
+ * libavcodec/libavformat into real files, so that `vidtrain train` exercises the same
+ * decode path as on user videos.
+ *
+ * Appearance is drawn from the video seed with the same random calls in every class
+ * (the class only chooses how the shapes move), and the polar classes (rotate, zoom)
+ * move shapes in ways that keep them uniform over the frame area, so a single frame
+ * carries no class information. This file must never print (the command does) and never
+ * depend on wall-clock time or thread timing: same seed, same bytes (BITEXACT muxing,
+ * one encoder thread).
+ */
+#define _POSIX_C_SOURCE 200809L
+#include "pipeline/synth.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/opt.h>
+#include <libswscale/swscale.h>
+
+#include "models/common.h"
+#include "pipeline/video.h"
+
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
+static const char *class_names[VT_SYNTH_MAX_CLASSES] = {
+    "move_left", "move_right", "move_up",  "move_down",
+    "rotate_cw", "rotate_ccw", "zoom_in", "zoom_out",
+};
+
+typedef struct fmt_def {
+    const char *name, *encoder, *ext;
+} fmt_def;
+
+static const fmt_def all_formats[] = {
+    {"mpeg4/mp4", "mpeg4", "mp4"},
+    {"mpeg4/avi", "mpeg4", "avi"},
+    {"mjpeg/mkv", "mjpeg", "mkv"},
+    {"ffv1/mkv", "ffv1", "mkv"},
+    {"h264/mp4", "libx264", "mp4"},
+};
+
+void vt_synth_defaults(vt_synth_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->classes = 4;
+    o->train = 24;
+    o->val = 8;
+    o->test = 8;
+    o->frames = 40;
+    o->width = 96;
+    o->height = 72;
+    o->fps = 25;
+    o->seed = 1;
+}
+
+const char *vt_synth_class_name(int cls) {
+    return cls >= 0 && cls < VT_SYNTH_MAX_CLASSES ? class_names[cls] : "?";
+}
+
+static int format_ok(const vt_synth_opts *o, const fmt_def *f) {
+    if (o->no_h264 && !strcmp(f->encoder, "libx264"))
+        return 0;
+    char name[16];
+    snprintf(name, sizeof name, "x.%s", f->ext);
+    return avcodec_find_encoder_by_name(f->encoder) && av_guess_format(NULL, name, NULL);
+}
+
+int vt_synth_format_count(const vt_synth_opts *o) {
+    int n = 0;
+    for (size_t i = 0; i < VT_ARRAY_LEN(all_formats); i++)
+        n += format_ok(o, &all_formats[i]);
+    return n;
+}
+
+static const fmt_def *format_at(const vt_synth_opts *o, int k) {
+    for (size_t i = 0; i < VT_ARRAY_LEN(all_formats); i++)
+        if (format_ok(o, &all_formats[i]) && k-- == 0)
+            return &all_formats[i];
+    return NULL;
+}
+
+const char *vt_synth_format_name(const vt_synth_opts *o, int i) {
+    const fmt_def *f = format_at(o, i);
+    return f ? f->name : "?";
+}
+
+uint64_t vt_synth_video_seed(const vt_synth_opts *o, const char *split, int cls, int idx) {
+    uint64_t h = vt_fnv1a(split, strlen(split), VT_FNV_SEED);
+    return vt_hash64(o->seed ^ vt_hash64(h + 1000003ull * (uint64_t)cls + (uint64_t)idx));
+}
+
+/* ---- rendering ---- */
+
+#define MAX_SHAPES 12
+
+typedef struct shape {
+    int square;
+    float col[3];
+    float size, speed;
+    float x0, y0;       /* translation classes */
+    float s0, a0;       /* polar classes: squared radius and angle */
+} shape;
+
+typedef struct scene {
+    float base[3], tint[3], amp;
+    float fx[3], fy[3], ph[3];
+    uint64_t noise_seed;
+    int n;
+    shape s[MAX_SHAPES];
+} scene;
+
+static void hsv_to_rgb(float *rgb, float h, float s, float v) {
+    float c = v * s, hp = h * 6.0f, x = c * (1.0f - fabsf(fmodf(hp, 2.0f) - 1.0f)), m = v - c;
+    float r = 0, g = 0, b = 0;
+    if (hp < 1) { r = c; g = x; }
+    else if (hp < 2) { r = x; g = c; }
+    else if (hp < 3) { g = c; b = x; }
+    else if (hp < 4) { g = x; b = c; }
+    else if (hp < 5) { r = x; b = c; }
+    else { r = c; b = x; }
+    rgb[0] = 255.0f * (r + m);
+    rgb[1] = 255.0f * (g + m);
+    rgb[2] = 255.0f * (b + m);
+}
+
+/* Same random calls whatever the class: appearance cannot depend on the class. */
+static void make_scene(scene *sc, const vt_synth_opts *o, uint64_t seed) {
+    vt_rng r;
+    vt_rng_seed(&r, seed);
+    float scale = (float)VT_MIN(o->width, o->height) / 72.0f;
+    for (int c = 0; c < 3; c++) {
+        sc->base[c] = 55.0f + 50.0f * (float)vt_rng_uniform(&r);
+        sc->tint[c] = 0.6f + 0.8f * (float)vt_rng_uniform(&r);
+    }
+    sc->amp = 15.0f + 20.0f * (float)vt_rng_uniform(&r);
+    for (int k = 0; k < 3; k++) {
+        float a = 2.0f * (float)M_PI * (float)vt_rng_uniform(&r);
+        float f = (0.04f + 0.12f * (float)vt_rng_uniform(&r)) / scale;
+        sc->fx[k] = f * cosf(a);
+        sc->fy[k] = f * sinf(a);
+        sc->ph[k] = 2.0f * (float)M_PI * (float)vt_rng_uniform(&r);
+    }
+    sc->noise_seed = vt_rng_u64(&r);
+    sc->n = 3 + (int)vt_rng_below(&r, 3);
+    for (int i = 0; i < MAX_SHAPES; i++) {
+        shape *s = &sc->s[i];
+        s->square = (int)vt_rng_below(&r, 2);
+        hsv_to_rgb(s->col, (float)vt_rng_uniform(&r), 0.5f + 0.5f * (float)vt_rng_uniform(&r),
+                   0.85f + 0.15f * (float)vt_rng_uniform(&r));
+        s->size = scale * (3.5f + 4.0f * (float)vt_rng_uniform(&r));
+        s->speed = scale * (1.0f + 1.5f * (float)vt_rng_uniform(&r));
+        s->x0 = (float)o->width * (float)vt_rng_uniform(&r);
+        s->y0 = (float)o->height * (float)vt_rng_uniform(&r);
+        s->s0 = (float)vt_rng_uniform(&r); /* fraction of R^2: uniform over the disc area */
+        s->a0 = 2.0f * (float)M_PI * (float)vt_rng_uniform(&r);
+    }
+}
+
+static void draw_shape(float *img, int w, int h, const shape *s, float cx, float cy) {
+    int x0 = (int)floorf(cx - s->size), x1 = (int)ceilf(cx + s->size);
+    int y0 = (int)floorf(cy - s->size), y1 = (int)ceilf(cy + s->size);
+    float r2 = s->size * s->size;
+    for (int y = VT_MAX(y0, 0); y <= VT_MIN(y1, h - 1); y++)
+        for (int x = VT_MAX(x0, 0); x <= VT_MIN(x1, w - 1); x++) {
+            float dx = (float)x + 0.5f - cx, dy = (float)y + 0.5f - cy;
+            int in = s->square ? (fabsf(dx) <= s->size && fabsf(dy) <= s->size)
+                               : (dx * dx + dy * dy <= r2);
+            if (in)
+                for (int c = 0; c < 3; c++)
+                    img[((size_t)y * w + x) * 3 + c] = s->col[c];
+        }
+}
+
+void vt_synth_render(uint8_t *rgb, const vt_synth_opts *o, int cls, uint64_t video_seed,
+                     int frame) {
+    scene sc;
+    make_scene(&sc, o, video_seed);
+    int w = o->width, h = o->height;
+    float *img = vt_malloc((size_t)w * h * 3 * sizeof(float)); /* (h, w, 3) */
+    for (int y = 0; y < h; y++)
+        for (int x = 0; x < w; x++) {
+            float t = 0;
+            for (int k = 0; k < 3; k++)
+                t += sinf(sc.fx[k] * (float)x + sc.fy[k] * (float)y + sc.ph[k]);
+            uint64_t hv = vt_hash64(sc.noise_seed ^ ((uint64_t)y << 32 | (uint64_t)x));
+            float noise = (float)(hv & 0xff) / 255.0f * 24.0f - 12.0f; /* static grain */
+            for (int c = 0; c < 3; c++)
+                img[((size_t)y * w + x) * 3 + c] = sc.base[c] + sc.tint[c] * (sc.amp * t / 3.0f) + noise;
+        }
+    float cx = 0.5f * (float)w, cy = 0.5f * (float)h;
+    float R = 0.5f * sqrtf((float)(w * w + h * h)); /* disc covering the frame */
+    int polar = cls >= 4;
+    /* A disc of radius R shows only w*h/(pi R^2) of its shapes: draw more in the polar
+     * classes so that the expected number of visible shapes is the same as for the
+     * translation classes. */
+    int n = polar ? (int)lroundf((float)sc.n * (float)M_PI * R * R / (float)(w * h)) : sc.n;
+    n = VT_MIN(n, MAX_SHAPES);
+    float f = (float)frame;
+    for (int i = 0; i < n; i++) {
+        const shape *s = &sc.s[i];
+        float px, py;
+        if (!polar) {
+            float dx = cls == 0 ? -1.0f : cls == 1 ? 1.0f : 0.0f;
+            float dy = cls == 2 ? -1.0f : cls == 3 ? 1.0f : 0.0f;
+            px = fmodf(s->x0 + dx * s->speed * f, (float)w);
+            py = fmodf(s->y0 + dy * s->speed * f, (float)h);
+            if (px < 0)
+                px += (float)w;
+            if (py < 0)
+                py += (float)h;
+            /* Wrap around the edges: draw the copies that overlap the frame. */
+            for (int ky = -1; ky <= 1; ky++)
+                for (int kx = -1; kx <= 1; kx++)
+                    draw_shape(img, w, h, s, px + (float)(kx * w), py + (float)(ky * h));
+            continue;
+        }
+        float r0 = R * sqrtf(s->s0), a = s->a0, r = r0;
+        if (cls == 4 || cls == 5) {
+            /* Rotation keeps the area-uniform layout; linear speed ~ speed except near
+             * the centre, where the angular speed is capped. */
+            float omega = s->speed / VT_MAX(r0, 0.25f * R);
+            a += (cls == 4 ? 1.0f : -1.0f) * omega * f; /* y points down: + is clockwise */
+        } else {
+            /* Radial flow with d(r^2)/dt constant keeps the area-uniform layout too
+             * (speed = s->speed at r = R/2); wraps from the rim to the centre. */
+            float k = R * s->speed / (R * R);
+            float q = fmodf(s->s0 + (cls == 6 ? 1.0f : -1.0f) * k * f, 1.0f);
+            if (q < 0)
+                q += 1.0f;
+            r = R * sqrtf(q);
+        }
+        px = cx + r * cosf(a);
+        py = cy + r * sinf(a);
+        draw_shape(img, w, h, s, px, py);
+    }
+    for (size_t i = 0; i < (size_t)w * h * 3; i++) {
+        float v = img[i];
+        rgb[i] = (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : lrintf(v));
+    }
+    free(img);
+}
+
+/* ---- encoding ---- */
+
+static void set_av_err(char *err, size_t errlen, const char *what, int code) {
+    char buf[128];
+    av_strerror(code, buf, sizeof buf);
+    vt_set_err(err, errlen, "%s: %s", what, buf);
+}
+
+static enum AVPixelFormat pick_pix_fmt(const AVCodec *codec) {
+    const enum AVPixelFormat *fmts = NULL;
+#if LIBAVCODEC_VERSION_INT >= AV_VERSION_INT(61, 13, 100)
+    int n = 0;
+    avcodec_get_supported_config(NULL, codec, AV_CODEC_CONFIG_PIX_FORMAT, 0, (const void **)&fmts, &n);
+#else
+    fmts = codec->pix_fmts;
+#endif
+    /* MJPEG is full range: yuvj420p is its native 4:2:0 (FFmpeg 5.1 wants it). */
+    enum AVPixelFormat pref[2] = {AV_PIX_FMT_YUV420P, AV_PIX_FMT_YUVJ420P};
+    if (codec->id == AV_CODEC_ID_MJPEG) {
+        pref[0] = AV_PIX_FMT_YUVJ420P;
+        pref[1] = AV_PIX_FMT_YUV420P;
+    }
+    if (!fmts)
+        return pref[0];
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; fmts[i] != AV_PIX_FMT_NONE; i++)
+            if (fmts[i] == pref[k])
+                return pref[k];
+    return fmts[0];
+}
+
+static int encode_one(AVCodecContext *enc, AVFormatContext *oc, AVStream *st, AVFrame *frame,
+                      AVPacket *pkt, char *err, size_t errlen) {
+    int ret = avcodec_send_frame(enc, frame);
+    if (ret < 0) {
+        set_av_err(err, errlen, "encoder refused a frame", ret);
+        return ret;
+    }
+    for (;;) {
+        ret = avcodec_receive_packet(enc, pkt);
+        if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF)
+            return 0;
+        if (ret < 0) {
+            set_av_err(err, errlen, "encoding failed", ret);
+            return ret;
+        }
+        av_packet_rescale_ts(pkt, enc->time_base, st->time_base);
+        pkt->stream_index = st->index;
+        ret = av_interleaved_write_frame(oc, pkt); /* takes the reference */
+        if (ret < 0) {
+            set_av_err(err, errlen, "writing a packet failed", ret);
+            return ret;
+        }
+    }
+}
+
+int vt_synth_write_video(const char *path, const vt_synth_opts *o, int format, int cls,
+                         uint64_t video_seed, char *err, size_t errlen) {
+    vt_ffmpeg_log_init(); /* x264 and swscale talk at info/warning level */
+    const fmt_def *fd = format_at(o, format);
+    if (!fd) {
+        vt_set_err(err, errlen, "format %d not available in this FFmpeg build", format);
+        return AVERROR(EINVAL);
+    }
+    AVFormatContext *oc = NULL;
+    AVCodecContext *enc = NULL;
+    AVFrame *frame = NULL;
+    AVPacket *pkt = NULL;
+    struct SwsContext *sws = NULL;
+    uint8_t *rgb = NULL;
+    char tmp[4200];
+    int ret, header = 0;
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+
+    char guess[16];
+    snprintf(guess, sizeof guess, "x.%s", fd->ext);
+    const AVOutputFormat *ofmt = av_guess_format(NULL, guess, NULL);
+    ret = avformat_alloc_output_context2(&oc, ofmt, NULL, tmp);
+    if (ret < 0) {
+        set_av_err(err, errlen, "cannot create the container", ret);
+        goto end;
+    }
+    oc->flags |= AVFMT_FLAG_BITEXACT; /* no random UIDs or dates: same seed, same bytes */
+    const AVCodec *codec = avcodec_find_encoder_by_name(fd->encoder);
+    enc = avcodec_alloc_context3(codec);
+    VT_CHECK(enc != NULL, "out of memory");
+    enc->width = o->width;
+    enc->height = o->height;
+    enc->pix_fmt = pick_pix_fmt(codec);
+    enc->time_base = (AVRational){1, o->fps};
+    enc->framerate = (AVRational){o->fps, 1};
+    enc->gop_size = 12;
+    enc->thread_count = 1; /* determinism */
+    enc->flags |= AV_CODEC_FLAG_BITEXACT;
+    if (codec->id == AV_CODEC_ID_MJPEG)
+        enc->color_range = AVCOL_RANGE_JPEG;
+    if (codec->id == AV_CODEC_ID_MPEG4 || codec->id == AV_CODEC_ID_MJPEG) {
+        enc->flags |= AV_CODEC_FLAG_QSCALE;
+        enc->global_quality = FF_QP2LAMBDA * 3;
+    }
+    if (codec->id == AV_CODEC_ID_H264) {
+        av_opt_set(enc->priv_data, "preset", "veryfast", 0);
+        av_opt_set(enc->priv_data, "crf", "20", 0);
+    }
+    if (oc->oformat->flags & AVFMT_GLOBALHEADER)
+        enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+    ret = avcodec_open2(enc, codec, NULL);
+    if (ret < 0) {
+        set_av_err(err, errlen, "cannot open the encoder", ret);
+        goto end;
+    }
+    AVStream *st = avformat_new_stream(oc, NULL);
+    VT_CHECK(st != NULL, "out of memory");
+    st->time_base = enc->time_base;
+    st->avg_frame_rate = enc->framerate;
+    ret = avcodec_parameters_from_context(st->codecpar, enc);
+    if (ret < 0) {
+        set_av_err(err, errlen, "codec parameters", ret);
+        goto end;
+    }
+    ret = avio_open(&oc->pb, tmp, AVIO_FLAG_WRITE);
+    if (ret < 0) {
+        set_av_err(err, errlen, "cannot create the file", ret);
+        goto end;
+    }
+    ret = avformat_write_header(oc, NULL);
+    if (ret < 0) {
+        set_av_err(err, errlen, "cannot write the header", ret);
+        goto end;
+    }
+    header = 1;
+
+    frame = av_frame_alloc();
+    pkt = av_packet_alloc();
+    VT_CHECK(frame && pkt, "out of memory");
+    frame->format = enc->pix_fmt;
+    frame->width = enc->width;
+    frame->height = enc->height;
+    frame->color_range = enc->color_range;
+    ret = av_frame_get_buffer(frame, 0);
+    VT_CHECK(ret >= 0, "out of memory for a frame");
+    sws = sws_getContext(o->width, o->height, AV_PIX_FMT_RGB24, o->width, o->height, enc->pix_fmt,
+                         SWS_BILINEAR, NULL, NULL, NULL);
+    VT_CHECK(sws != NULL, "swscale cannot convert rgb24 to %d", (int)enc->pix_fmt);
+    rgb = vt_malloc((size_t)o->width * o->height * 3);
+    for (int f = 0; f < o->frames; f++) {
+        vt_synth_render(rgb, o, cls, video_seed, f);
+        ret = av_frame_make_writable(frame);
+        VT_CHECK(ret >= 0, "out of memory");
+        const uint8_t *src[1] = {rgb};
+        int src_stride[1] = {o->width * 3};
+        sws_scale(sws, src, src_stride, 0, o->height, frame->data, frame->linesize);
+        frame->pts = f;
+        frame->quality = enc->global_quality;
+        ret = encode_one(enc, oc, st, frame, pkt, err, errlen);
+        if (ret < 0)
+            goto end;
+    }
+    ret = encode_one(enc, oc, st, NULL, pkt, err, errlen); /* flush */
+    if (ret < 0)
+        goto end;
+    ret = av_write_trailer(oc);
+    header = 0;
+    if (ret < 0) {
+        set_av_err(err, errlen, "cannot finish the file", ret);
+        goto end;
+    }
+    ret = avio_closep(&oc->pb);
+    if (ret < 0) {
+        set_av_err(err, errlen, "closing the file", ret);
+        goto end;
+    }
+    if (rename(tmp, path) != 0) {
+        vt_set_err(err, errlen, "cannot rename %s: %s", tmp, strerror(errno));
+        ret = AVERROR(errno);
+        goto end;
+    }
+    ret = 0;
+end:
+    if (header)
+        av_write_trailer(oc);
+    if (oc && oc->pb)
+        avio_closep(&oc->pb);
+    if (ret < 0)
+        remove(tmp);
+    avformat_free_context(oc);
+    avcodec_free_context(&enc);
+    av_frame_free(&frame);
+    av_packet_free(&pkt);
+    sws_freeContext(sws);
+    free(rgb);
+    return ret;
+}
+
+static int mkdir_p(const char *path) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++)
+        if (*p == '/') {
+            *p = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return -1;
+            *p = '/';
+        }
+    return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
+int vt_synth_dataset(const char *dir, const vt_synth_opts *o, vt_synth_progress_fn progress,
+                     void *user, vt_synth_summary *summary, char *err, size_t errlen) {
+    vt_synth_summary sum = {0};
+    if (o->classes < 2 || o->classes > VT_SYNTH_MAX_CLASSES || o->frames < 1 || o->fps < 1 ||
+        o->width < 16 || o->height < 16 || (o->width & 1) || (o->height & 1) ||
+        o->width > 4096 || o->height > 4096 || o->train < 0 || o->val < 0 || o->test < 0) {
+        vt_set_err(err, errlen, "bad options: classes 2..%d, frames >= 1, even size 16..4096",
+                   VT_SYNTH_MAX_CLASSES);
+        return AVERROR(EINVAL);
+    }
+    sum.nformats = vt_synth_format_count(o);
+    if (sum.nformats == 0) {
+        vt_set_err(err, errlen, "this FFmpeg build has none of the encoders mpeg4, mjpeg, ffv1");
+        return AVERROR_ENCODER_NOT_FOUND;
+    }
+    const char *splits[3] = {"train", "val", "test"};
+    int counts[3] = {o->train, o->val, o->test};
+    int total = o->classes * (o->train + o->val + o->test), done = 0;
+    for (int sp = 0; sp < 3; sp++)
+        for (int c = 0; c < o->classes; c++)
+            for (int i = 0; i < counts[sp]; i++) {
+                char sub[4096], path[4400];
+                snprintf(sub, sizeof sub, "%s/%s/%s", dir, splits[sp], class_names[c]);
+                if (mkdir_p(sub) != 0) {
+                    vt_set_err(err, errlen, "cannot create %s: %s", sub, strerror(errno));
+                    return AVERROR(errno);
+                }
+                /* Number videos across the splits of a class and rotate formats on that:
+                 * every class gets the same mix (the codec says nothing about the class)
+                 * and even a tiny set uses every format. */
+                int k = i + (sp > 0 ? o->train : 0) + (sp > 1 ? o->val : 0);
+                int fmt = k % sum.nformats;
+                snprintf(path, sizeof path, "%s/%s_%04d.%s", sub, class_names[c], i,
+                         format_at(o, fmt)->ext);
+                uint64_t seed = vt_synth_video_seed(o, splits[sp], c, i);
+                char e2[256];
+                int ret = vt_synth_write_video(path, o, fmt, c, seed, e2, sizeof e2);
+                if (ret < 0) {
+                    vt_set_err(err, errlen, "%s: %s", path, e2);
+                    return ret;
+                }
+                struct stat sb;
+                if (stat(path, &sb) == 0)
+                    sum.bytes += sb.st_size;
+                sum.per_format[fmt]++;
+                sum.videos++;
+                done++;
+                if (progress)
+                    progress(user, done, total, path);
+            }
+    if (summary)
+        *summary = sum;
+    return 0;
+}

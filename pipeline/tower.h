@@ -1,0 +1,112 @@
+/*
+ * tower.h: towers — one replica (vt_net + vt_optim on its own backend) per device, one
+ * persistent thread each, woken per step (DESIGN.md §1, §3, §4). A training step scatters
+ * the slices of a host vt_batch, runs forward/backward in micro-batches with the loss
+ * gradient scaled by 1/B (B = the batch's clip count), SUMS gradients over towers with
+ * a reducer (one call over the whole gradient arena), and applies the same optimizer
+ * update on every replica, so replicas stay bitwise identical and the step equals one
+ * device with the whole batch (invariants 1 and 2).
+ *
+ * Batch-norm statistics. Without sync-BN each tower normalises with its own micro-batch
+ * statistics (as Keras/DDP do) and, after every training step, the running statistics
+ * of all replicas are replaced by their clip-weighted average (sum_i n_i/B * buffers_i,
+ * num_batches_tracked rounded to an integer), so every replica holds ONE identical set
+ * and evaluation is the same whichever tower runs a clip. The weighted average makes
+ * running_mean exactly what one device would hold; running_var misses the spread between
+ * the towers' means. With sync_bn every BN layer sums (sum, sumsq, count) and the
+ * backward sums over all towers through the reducer, so statistics are those of the whole
+ * pass: one tower with the whole batch and N towers give the same result PER PASS. Under
+ * sync-BN all towers run the same number of passes (the most any tower needs; short
+ * towers run empty passes), and pass p of every tower is normalised together; with
+ * micro-batches that is not the one-device batch statistic (PyTorch gradient
+ * accumulation computes statistics per micro-batch too).
+ *
+ * Every tower, even one with 0 clips, takes part in every collective. Evaluation is
+ * forward only, outputs written back in batch order, each clip exactly once.
+ *
+ * Thread rule: nets, optimizers and backends belong to their tower threads; the caller
+ * may touch them (vt_towers_net, ...) only between steps, and for device backends should
+ * prefer vt_towers_run_on, which runs a function on the tower's own thread.
+ */
+#ifndef VT_TOWER_H
+#define VT_TOWER_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "models/net.h"
+#include "models/optim.h"
+#include "pipeline/batch.h"
+#include "pipeline/device.h"
+#include "pipeline/split.h"
+
+typedef struct vt_towers_cfg {
+    vt_device_list devices;     /* one tower per entry (budget, threads, slowdown) */
+    vt_split_policy policy;
+    int batch;                  /* global batch B the plan is made for */
+    vt_net_cfg net;
+    vt_optim_cfg optim;
+    uint64_t seed;              /* weights (every replica the same) and dropout */
+    int sync_bn;
+    const char *reducer;        /* NULL or "auto", "host", "nccl", "local" */
+    int speed_warmup;           /* speed policy with unknown speeds: steps measured first (2) */
+    int verbose;                /* print plan changes to stderr */
+} vt_towers_cfg;
+
+void vt_towers_cfg_default(vt_towers_cfg *cfg);
+
+typedef struct vt_step_stats {
+    int n;                              /* clips in the batch */
+    double loss;                        /* sum over clips of sum_h weight_h * loss_h */
+    double head_loss[VT_MAX_HEADS];     /* sum over clips, per head (unweighted) */
+    int64_t head_correct[VT_MAX_HEADS]; /* softmax: top-1 right; BCE: every label right */
+    float grad_norm;                    /* global L2 norm before clipping (train) */
+    int ntowers;
+    int slice[VT_MAX_DEVICES];          /* clips per tower this step */
+    int passes[VT_MAX_DEVICES];         /* forward passes per tower */
+    double compute_s[VT_MAX_DEVICES];   /* forward+backward (+ emulated slowdown) */
+    double wait_s[VT_MAX_DEVICES];      /* in collectives: waiting for others + reducing */
+    double step_s;                      /* wall time of the whole step */
+    int replanned;                      /* the plan changed after this step (auto/speed) */
+} vt_step_stats;
+
+typedef struct vt_towers vt_towers;
+
+/* Builds the plan (memory plan per budget, then the split), one thread per tower, a
+ * backend with the tower's budget, a replica sized for its micro-batch and its
+ * optimizer; all replicas get the same weights (cfg->seed). Returns NULL with err set:
+ * a tower whose budget cannot hold one clip (naming it, its budget and what one clip
+ * needs), a bad model/clip, a manual split that does not match, a backend not built in. */
+vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen);
+void vt_towers_free(vt_towers **t);
+
+int vt_towers_count(const vt_towers *t);
+const vt_plan *vt_towers_plan(const vt_towers *t);
+const vt_memplan *vt_towers_memplan(const vt_towers *t);
+/* The printed plan (device list + split table) and a one-line form for logs. */
+void vt_towers_print_plan(const vt_towers *t, FILE *f);
+void vt_towers_plan_line(const vt_towers *t, char *buf, size_t n);
+
+/* One training step on b (b->n clips; B = b->n for the 1/B scale; b->n may differ from
+ * cfg->batch, e.g. an epoch's last batch: then the plan's slices are rescaled). */
+void vt_towers_train_step(vt_towers *t, const vt_batch *b, float lr, vt_step_stats *out);
+/* Forward only. probs_out[h] (b->n, classes) host, batch order: softmax probabilities
+ * for softmax heads, sigmoids for BCE heads (NULL or NULL entries: not wanted).
+ * out (may be NULL): loss and correct counts over the merged batch when b has targets. */
+void vt_towers_eval_step(vt_towers *t, const vt_batch *b, float *probs_out[VT_MAX_HEADS],
+                         vt_step_stats *out);
+/* Re-plan now with another policy (speeds measured so far are kept). */
+int vt_towers_replan(vt_towers *t, const vt_split_policy *pol, char *err, size_t errlen);
+
+/* Replica access (between steps only; see the thread rule above). */
+vt_net *vt_towers_net(vt_towers *t, int rank);
+vt_optim *vt_towers_optim(vt_towers *t, int rank);
+vt_backend *vt_towers_backend(vt_towers *t, int rank);
+/* Run fn on tower rank's thread and wait for it. */
+void vt_towers_run_on(vt_towers *t, int rank, void (*fn)(void *ctx, vt_net *net, vt_optim *opt),
+                      void *ctx);
+/* Copy parameters, buffers, optimizer state and step count of replica `root` into every
+ * replica (after loading a checkpoint into one). */
+void vt_towers_sync_from(vt_towers *t, int root);
+
+#endif

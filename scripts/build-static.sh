@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# build-static.sh: builds a vidtrain that needs no FFmpeg (nor OpenBLAS, cJSON, libgomp,
+# libstdc++) on the machine it runs on, plus the GPU tests, and copies them into carry/
+# (git-ignored, <= 64 MiB) so they can travel to a GPU machine that has the NVIDIA
+# libraries (driver, cuBLAS 13, cuDNN 9, NCCL 2) but no build tools for FFmpeg.
+#
+#   bash scripts/build-static.sh          (first run ~4 min: FFmpeg from Debian's source)
+#
+# Steps: static FFmpeg into .deps/ffmpeg (skipped when present), cmake -DVT_STATIC=ON
+# -DVT_CUDA=ON into build-static/, build vidtrain and the *_gpu tests, copy them to
+# carry/, and check with ldd that only libc, libm, libpthread, libdl, librt, the dynamic
+# loader, libgcc_s and the CUDA libraries remain. It must never install anything
+# system-wide except nasm (ffmpeg-static.sh does that through apt when missing).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+prefix=$root/.deps/ffmpeg
+archs=${VT_CUDA_ARCHS:-90}
+
+if [ -f "$prefix/lib/pkgconfig/libavformat.pc" ]; then
+  echo "✓ static FFmpeg already in $prefix"
+else
+  tool=${VT_FFMPEG_STATIC_SH:-$root/../shared/tools/ffmpeg-static.sh}
+  [ -f "$tool" ] || { echo "✗ $tool not found (set VT_FFMPEG_STATIC_SH)"; exit 1; }
+  echo "== static FFmpeg -> $prefix"
+  bash "$tool" "$prefix"
+fi
+
+export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
+echo "== configure build-static/ (VT_STATIC=ON, VT_CUDA=ON, CUDA architectures $archs)"
+cmake -S . -B build-static -G Ninja -DCMAKE_BUILD_TYPE=Release -DVT_WERROR=ON \
+  -DVT_STATIC=ON -DVT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" | grep -E '✓|✗|vidtrain ' || true
+targets=(vidtrain)
+for t in tests/test_*_gpu.c; do targets+=("$(basename "$t" .c)"); done
+echo "== build ${targets[*]}"
+cmake --build build-static --target "${targets[@]}"
+
+rm -rf carry && mkdir -p carry
+for t in "${targets[@]}"; do cp "build-static/$t" carry/; done
+strip carry/*
+# Debian ships cJSON only as a shared library: it travels beside the binaries (34 KB) and
+# gpu-check.sh puts carry/ on LD_LIBRARY_PATH.
+cjson=$(ldd carry/vidtrain | awk '/libcjson/ {print $3}')
+[ -n "$cjson" ] && cp -L "$cjson" carry/
+
+echo "== shared libraries the binaries still need (their own NEEDED entries; the NVIDIA"
+echo "   libraries bring libstdc++ and libgcc_s with them, which every GPU machine has)"
+allowed='^(linux-vdso|/lib64/ld-linux|ld-linux|libc\.|libm\.|libpthread|libdl|librt|libgcc_s|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libcjson)'
+bad=0
+for f in "${targets[@]/#/carry/}"; do
+  libs=$(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+  extra=$(echo "$libs" | grep -Ev "$allowed" || true)
+  echo "  $(basename "$f"): $(echo $libs | tr '\n' ' ')"
+  if [ -n "$extra" ]; then
+    echo "  ✗ $(basename "$f") also needs: $extra"
+    bad=1
+  fi
+done
+size=$(du -sb carry | cut -f1)
+echo "carry/: $(du -sh carry | cut -f1) in $(ls carry | wc -l) files"
+if [ "$size" -gt $((60 * 1024 * 1024)) ]; then
+  # Every binary holds its own static OpenBLAS and FFmpeg; they compress ~15x. The
+  # travelling tree is limited to 64 MiB, so they travel packed; gpu-check.sh unpacks.
+  (cd carry && tar -cJf vidtrain-gpu.tar.xz --remove-files -- *)
+  echo "carry/: packed into carry/vidtrain-gpu.tar.xz ($(du -sh carry/vidtrain-gpu.tar.xz | cut -f1))"
+  size=$(du -sb carry | cut -f1)
+fi
+[ "$size" -le $((64 * 1024 * 1024)) ] || { echo "✗ carry/ is over 64 MiB"; bad=1; }
+[ $bad = 0 ] && echo "✓ carry/ is ready: on the GPU machine run  bash scripts/gpu-check.sh"
+exit $bad

@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# make_media.sh DIR [hostile]: the small test media that the decode and loader tests share, made
+# with the ffmpeg command (the outside truth the tests compare against). Everything is
+# 160x120 and at most 48 frames so the whole set takes a few seconds.
+#
+#   DIR/h264.mp4      H.264 (libx264, -g 12 with B-frames: clips start mid-GOP)
+#   DIR/mpeg4.avi     MPEG-4 part 2 in AVI
+#   DIR/mjpeg.mkv     MJPEG (full-range yuvj420p) in Matroska
+#   DIR/vp9.webm      VP9 (libvpx-vp9), only when that encoder exists
+#   DIR/ffv1.mkv      FFV1 (lossless) in Matroska
+#   DIR/vfr.mp4       H.264 with frame durations alternating 30/60 ms (VFR)
+#   DIR/rot90.mp4     display matrix: rotate 90 degrees clockwise to show upright
+#   DIR/rot270.mp4    ... 270 degrees
+#   DIR/hostile/*     files that must be refused with a clear reason or read gracefully
+#
+# Files are only (re)made when missing, so several tests can call this on one DIR.
+# With a second argument "hostile" only DIR/hostile is made.
+# Needs: ffmpeg with libx264 (or falls back to mpeg4 in .mp4), head, dd, perl, openssl
+# (or /dev/urandom).
+set -euo pipefail
+dir=${1:?usage: make_media.sh DIR [hostile]}
+only=${2:-all}
+FFMPEG=${FFMPEG:-ffmpeg}
+mkdir -p "$dir/hostile"
+ff() { "$FFMPEG" -nostdin -hide_banner -loglevel error -y "$@"; }
+encoders=$("$FFMPEG" -hide_banner -encoders 2>/dev/null || true)
+have_enc() { grep -q " $1 " <<< "$encoders"; }
+
+src=(-f lavfi -i "testsrc2=size=160x120:rate=25:duration=1.92")   # 48 frames
+if have_enc libx264; then
+    h264=(-c:v libx264 -preset veryfast -pix_fmt yuv420p -g 12 -bf 2 -threads 1)
+else
+    h264=(-c:v mpeg4 -q:v 4 -g 12)
+fi
+
+# mk OUT ffmpeg-args...: write through a per-process temporary name and rename, so that
+# two tests making the same DIR at once never see a half-written file.
+mk() {
+    local out=$1; shift
+    [ -s "$out" ] && return 0
+    local tmp="$out.$$.tmp.${out##*.}"
+    ff "$@" "$tmp"
+    mv -f "$tmp" "$out"
+}
+
+if [ "$only" != hostile ]; then
+mk "$dir/h264.mp4" "${src[@]}" "${h264[@]}"
+mk "$dir/mpeg4.avi" "${src[@]}" -c:v mpeg4 -q:v 4 -g 12
+mk "$dir/mjpeg.mkv" "${src[@]}" -c:v mjpeg -q:v 3 -pix_fmt yuvj420p
+mk "$dir/ffv1.mkv" "${src[@]}" -c:v ffv1 -pix_fmt yuv420p
+if have_enc libvpx-vp9; then
+    mk "$dir/vp9.webm" "${src[@]}" -c:v libvpx-vp9 -b:v 0 -crf 32 -g 12 -deadline realtime -cpu-used 8 -threads 1
+fi
+# VFR: 1 ms timebase, durations 30, 60, 30, 60 ... ms.
+mk "$dir/vfr.mp4" "${src[@]}" -vf "settb=1/1000,setpts=(N*45-15*mod(N\,2))/(1000*TB)" \
+    -fps_mode passthrough -enc_time_base:v 1/1000 -video_track_timescale 1000 "${h264[@]}"
+# Rotation: a display matrix written on a stream copy. The names say what vidtrain's
+# vt_video_info.rotation reports: degrees CLOCKWISE to show the video upright, i.e.
+# minus ffprobe's counter-clockwise "rotation" (rot90.mp4 probes as rotation=-90).
+# FFmpeg >= 6 has -display_rotation (counter-clockwise); 5.1 maps the 'rotate' tag of a
+# stream copy to the same matrix (tag 270 -> rotation -90).
+if "$FFMPEG" -hide_banner -h full 2>/dev/null | grep -q -- '-display_rotation'; then
+    rot_args() { echo "-display_rotation:v:0 $((-$1))"; }
+    rot_out() { echo ""; }
+else
+    rot_args() { echo ""; }
+    rot_out() { echo "-metadata:s:v:0 rotate=$(( (360 - $1) % 360 ))"; }
+fi
+for r in 90 270; do
+    if [ ! -s "$dir/rot$r.mp4" ]; then
+        mk "$dir/rot$r.src.mp4" "${src[@]}" -frames:v 24 "${h264[@]}"
+        # shellcheck disable=SC2046
+        ff $(rot_args $r) -i "$dir/rot$r.src.mp4" -c copy $(rot_out $r) "$dir/rot$r.$$.tmp.mp4"
+        mv -f "$dir/rot$r.$$.tmp.mp4" "$dir/rot$r.mp4"
+        rm -f "$dir/rot$r.src.mp4"
+    fi
+done
+fi
+
+h=$dir/hostile
+[ -e "$h/empty.mp4" ] || : > "$h/empty.mp4"
+if [ ! -s "$h/truncated.mp4" ]; then
+    # A non-faststart MP4 keeps moov at the end: cut in the middle, moov is gone.
+    ff "${src[@]}" "${h264[@]}" "$h/full.$$.tmp.mp4"
+    size=$(stat -c %s "$h/full.$$.tmp.mp4")
+    head -c $((size / 2)) "$h/full.$$.tmp.mp4" > "$h/truncated.$$.tmp"
+    mv -f "$h/truncated.$$.tmp" "$h/truncated.mp4"
+    rm -f "$h/full.$$.tmp.mp4"
+fi
+if [ ! -s "$h/random.mp4" ]; then
+    # Deterministic "random" bytes: AES-CTR of zeros with a fixed key.
+    head -c 20000 /dev/zero | openssl enc -aes-128-ctr -K 000102030405060708090a0b0c0d0e0f \
+        -iv 0 -nosalt 2>/dev/null > "$h/random.mp4" || head -c 20000 /dev/urandom > "$h/random.mp4"
+fi
+[ -s "$h/text.avi" ] || printf 'This is not a video.\nJust some text in a file named .avi\n' > "$h/text.avi"
+mk "$h/audio_only.m4a" -f lavfi -i "sine=frequency=440:duration=1" -c:a aac
+mk "$h/one_frame.mp4" "${src[@]}" -frames:v 1 "${h264[@]}"
+mk "$h/short5.mp4" "${src[@]}" -frames:v 5 "${h264[@]}"
+if [ ! -s "$h/huge.y4m" ]; then
+    # A header claiming 40000x40000 followed by a few bytes of "frame".
+    { printf 'YUV4MPEG2 W40000 H40000 F25:1 Ip A1:1 C420jpeg\nFRAME\n'; head -c 4096 /dev/zero; } > "$h/huge.y4m"
+fi
+if [ ! -s "$h/huge_dims.avi" ]; then
+    # A real AVI whose BITMAPINFOHEADER is patched to 40000x40000: the demuxer accepts it,
+    # so vidtrain's own size limit has to refuse it before anything is allocated.
+    ff -f lavfi -i "testsrc2=size=160x120:rate=25:duration=0.08" -c:v mpeg4 "$h/huge_dims.$$.tmp.avi"
+    perl -0777 -pe 's/(strf.{4}\x28\x00\x00\x00)\xA0\x00\x00\x00\x78\x00\x00\x00/$1\x40\x9C\x00\x00\x40\x9C\x00\x00/s' \
+        "$h/huge_dims.$$.tmp.avi" > "$h/huge_dims.$$.tmp2.avi"
+    mv -f "$h/huge_dims.$$.tmp2.avi" "$h/huge_dims.avi"
+    rm -f "$h/huge_dims.$$.tmp.avi"
+fi
+if [ ! -s "$h/corrupt_mid.avi" ]; then
+    ff "${src[@]}" -c:v mpeg4 -q:v 4 -g 12 "$h/corrupt_mid.$$.tmp.avi"
+    size=$(stat -c %s "$h/corrupt_mid.$$.tmp.avi")
+    # Overwrite 3 KB in the middle with 0xff: the index survives, the frames do not.
+    head -c 3000 /dev/zero | tr '\0' '\377' | dd of="$h/corrupt_mid.$$.tmp.avi" bs=1 seek=$((size / 2)) conv=notrunc status=none
+    mv "$h/corrupt_mid.$$.tmp.avi" "$h/corrupt_mid.avi"
+fi
+if [ ! -s "$h/corrupt_mid.mp4" ]; then
+    ff "${src[@]}" "${h264[@]}" -movflags +faststart "$h/corrupt_mid.$$.tmp.mp4"
+    size=$(stat -c %s "$h/corrupt_mid.$$.tmp.mp4")
+    head -c 2000 /dev/zero | tr '\0' '\252' | dd of="$h/corrupt_mid.$$.tmp.mp4" bs=1 seek=$((size / 2)) conv=notrunc status=none
+    mv "$h/corrupt_mid.$$.tmp.mp4" "$h/corrupt_mid.mp4"
+fi
+exit 0

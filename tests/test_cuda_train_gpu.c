@@ -1,0 +1,374 @@
+/*
+ * test_cuda_train_gpu.c: whole training steps on the cuda backend against the CPU.
+ *   1. One vt_net on cuda vs one on the CPU, same weights, same batches, three SGD
+ *      steps (forward with dropout, loss, backward, optimizer): tiny against cpu-ref,
+ *      r3d18 on a small clip (8x32x32) against the fast cpu backend (cpu-ref would take
+ *      minutes; cpu is itself tested against cpu-ref by test_ops). Losses, gradients and
+ *      parameters are compared every step, eval logits at the end.
+ *   2. Two towers on ONE GPU with budgets 12G and 6G (pipeline/tower.h, the device-local
+ *      reducer, sync-BN): the memory policy plans about 2:1, neither tower's backend
+ *      passes its budget (allocator high-water mark), and three steps give the
+ *      parameters of one tower with the whole batch.
+ * Skips (77) without a GPU or in a build without CUDA. TF32 stays off.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/testutil.h"
+
+#ifndef VT_HAVE_CUDA
+int main(void) {
+    printf("test_cuda_train_gpu: built without CUDA: skipping\n");
+    return VT_TEST_SKIP;
+}
+#else
+
+#include "models/backend.h"
+#include "models/common.h"
+#include "models/cuda/backend_cuda.h"
+#include "models/cuda/cuda_info.h"
+#include "models/net.h"
+#include "models/optim.h"
+#include "pipeline/batch.h"
+#include "pipeline/tower.h"
+
+#define NCLASS 5
+
+/* ---- tolerances ----
+ * GRAD_NMSE: each op's FP32-vs-double difference is NMSE <= ~1e-12 (test_cuda_ops_gpu);
+ *   through ~20 layers, BN's division by small standard deviations and ReLU kinks where a
+ *   pre-activation within rounding of 0 flips its mask, it grows by a few orders; 1e-6
+ *   is far below the NMSE ~1 of any wrong gradient.
+ * PARAM_NMSE: after SGD (lr 0.05) the parameters differ by lr * gradient differences on
+ *   top of O(1) identical weights: 1e-9 leaves margin and catches a wrong update.
+ * LOSS_REL: the per-clip loss is a sum of logits ops in FP32 vs double: 1e-4 relative.
+ * TOWER_NMSE: two towers vs one on the SAME GPU differ only in summation order (the split
+ *   batch in cuDNN, the gradient sum of two halves): 1e-9 on the parameters. */
+#define GRAD_NMSE 1e-6
+#define PARAM_NMSE 1e-9
+#define LOSS_REL 1e-4
+#define TOWER_NMSE 1e-9
+
+static float *host_copy(vt_backend *be, const float *src, int64_t n) {
+    float *h = vt_malloc((size_t)VT_MAX(n, 1) * sizeof(float));
+    if (n)
+        be->i->to_host(be, h, src, (size_t)n * sizeof(float));
+    return h;
+}
+
+typedef struct side {
+    vt_backend *be;
+    vt_net *net;
+    vt_optim *opt;
+    float *x;
+    int32_t *label;
+} side;
+
+static int side_init(side *s, vt_backend *be, const vt_net_cfg *nc, int batch,
+                     const vt_optim_cfg *oc) {
+    char err[256];
+    memset(s, 0, sizeof *s);
+    s->be = be;
+    s->net = vt_net_init(nc, be, batch, err, sizeof err);
+    TCHECK(s->net != NULL, "vt_net_init on %s: %s", be->i->name, err);
+    if (!s->net)
+        return -1;
+    vt_net_init_weights(s->net, 77);
+    s->opt = vt_optim_init(oc, be, vt_net_num_params(s->net));
+    const int64_t cf = (int64_t)3 * nc->clip_t * nc->clip_h * nc->clip_w;
+    s->x = vt_backend_alloc_x(be, (size_t)(cf * batch) * sizeof(float), "test clips");
+    s->label = vt_backend_alloc_x(be, (size_t)batch * sizeof(int32_t), "test labels");
+    return 0;
+}
+
+static void side_free(side *s) {
+    vt_backend_free_ptr(s->be, s->x);
+    vt_backend_free_ptr(s->be, s->label);
+    vt_optim_free(&s->opt);
+    vt_net_free(&s->net);
+}
+
+static void cmp_arrays(const char *what, const float *got, const float *want, int64_t n,
+                       double tol) {
+    double e = vt_nmse(got, want, n);
+    int finite = 1;
+    for (int64_t i = 0; i < n; i++)
+        finite &= isfinite(got[i]) != 0;
+    printf("    %-28s n=%-9lld nmse %.2e\n", what, (long long)n, e);
+    TCHECK(finite, "%s: non-finite values", what);
+    TCHECK(e <= tol, "%s: nmse %.3e > %.1e", what, e, tol);
+}
+
+/* One net on cuda vs one on `ref_name`, three steps. */
+static void net_vs_cpu(const char *model, const char *ref_name, int t, int h, int w, int batch,
+                       float dropout) {
+    printf("%s %dx%dx%d batch %d: cuda vs %s\n", model, t, h, w, batch, ref_name);
+    vt_net_cfg nc;
+    vt_net_cfg_default(&nc, model, NCLASS, t, h, w);
+    nc.dropout = dropout;
+    vt_optim_cfg oc;
+    vt_optim_cfg_default(&oc, VT_OPT_SGD);
+    oc.momentum = 0.9f;
+    oc.wd = 1e-4f;
+    vt_backend *rbe = vt_backend_init(ref_name, 0, 0, 0);
+    vt_backend *gbe = vt_backend_cuda_init(0, 0);
+    side R = {0}, G = {0};
+    if (side_init(&R, rbe, &nc, batch, &oc) || side_init(&G, gbe, &nc, batch, &oc))
+        goto end;
+    const int64_t np = vt_net_num_params(R.net), nb = vt_net_num_buffers(R.net);
+    TCHECK(vt_net_num_params(G.net) == np, "same parameter count");
+    {
+        float *pg = host_copy(gbe, vt_net_params(G.net), np);
+        float *pr = host_copy(rbe, vt_net_params(R.net), np);
+        TCHECK(!memcmp(pg, pr, (size_t)np * 4), "initial weights are bitwise equal");
+        free(pg);
+        free(pr);
+    }
+    const int64_t cf = (int64_t)3 * t * h * w;
+    float *x = vt_malloc((size_t)(cf * batch) * sizeof(float));
+    int32_t *lab = vt_malloc((size_t)batch * sizeof(int32_t));
+    float *lr_ = vt_malloc((size_t)batch * sizeof(float)), *lg = vt_malloc((size_t)batch * sizeof(float));
+    vt_rng rng;
+    vt_rng_seed(&rng, 4242);
+    for (int step = 0; step < 3; step++) {
+        for (int64_t i = 0; i < cf * batch; i++)
+            x[i] = (float)vt_rng_normal(&rng);
+        for (int i = 0; i < batch; i++)
+            lab[i] = (int32_t)vt_rng_below(&rng, NCLASS);
+        side *sides[2] = {&R, &G};
+        for (int k = 0; k < 2; k++) {
+            side *s = sides[k];
+            s->be->i->to_device(s->be, s->x, x, (size_t)(cf * batch) * sizeof(float));
+            s->be->i->to_device(s->be, s->label, lab, (size_t)batch * sizeof(int32_t));
+            vt_targets tg;
+            memset(&tg, 0, sizeof tg);
+            tg.label[0] = s->label;
+            vt_net_zero_grad(s->net);
+            vt_net_set_dropout_seed(s->net, (uint64_t)step << 20);
+            vt_net_forward(s->net, s->x, batch, 1);
+            vt_net_loss(s->net, k ? lg : lr_, NULL, &tg, 1.0f / (float)batch);
+            vt_net_backward(s->net);
+        }
+        printf("  step %d\n", step + 1);
+        double worst = 0;
+        for (int i = 0; i < batch; i++)
+            worst = VT_MAX(worst, fabs((double)lg[i] - lr_[i]) / VT_MAX(fabs((double)lr_[i]), 1e-3));
+        printf("    %-28s max rel diff %.2e (cuda %.6f ref %.6f)\n", "loss per clip", worst,
+               (double)lg[0], (double)lr_[0]);
+        TCHECK(worst <= LOSS_REL, "%s step %d: loss differs by %.3e relative", model, step + 1, worst);
+        float *gg = host_copy(gbe, vt_net_grads(G.net), np);
+        float *gr = host_copy(rbe, vt_net_grads(R.net), np);
+        cmp_arrays("gradients", gg, gr, np, GRAD_NMSE);
+        free(gg);
+        free(gr);
+        vt_optim_step(R.opt, vt_net_params(R.net), vt_net_grads(R.net), 0.05f);
+        vt_optim_step(G.opt, vt_net_params(G.net), vt_net_grads(G.net), 0.05f);
+        float *pg = host_copy(gbe, vt_net_params(G.net), np);
+        float *pr = host_copy(rbe, vt_net_params(R.net), np);
+        cmp_arrays("parameters after the step", pg, pr, np, PARAM_NMSE);
+        free(pg);
+        free(pr);
+        if (nb) {
+            float *bg = host_copy(gbe, vt_net_buffers(G.net), nb);
+            float *br = host_copy(rbe, vt_net_buffers(R.net), nb);
+            cmp_arrays("BN running statistics", bg, br, nb, PARAM_NMSE);
+            free(bg);
+            free(br);
+        }
+    }
+    /* eval mode: running statistics, no dropout */
+    vt_net_forward(R.net, R.x, batch, 0);
+    vt_net_forward(G.net, G.x, batch, 0);
+    {
+        float *zg = host_copy(gbe, vt_net_logits(G.net, 0), (int64_t)batch * NCLASS);
+        float *zr = host_copy(rbe, vt_net_logits(R.net, 0), (int64_t)batch * NCLASS);
+        cmp_arrays("eval logits", zg, zr, (int64_t)batch * NCLASS, GRAD_NMSE);
+        free(zg);
+        free(zr);
+    }
+    {
+        vt_cuda_mem_stats ms;
+        vt_cuda_mem_stats_get(gbe, &ms);
+        char a[32], b[32];
+        printf("  cuda memory: high water %s, counted %s, %lld cudaMalloc, %lld cache hits, %d conv "
+               "shapes\n", vt_fmt_bytes(a, sizeof a, ms.high_water),
+               vt_fmt_bytes(b, sizeof b, gbe->high_water), (long long)ms.device_mallocs,
+               (long long)ms.cache_hits, ms.conv_shapes);
+    }
+    free(x);
+    free(lab);
+    free(lr_);
+    free(lg);
+end:
+    side_free(&R);
+    side_free(&G);
+    vt_backend_free(&gbe);
+    vt_backend_free(&rbe);
+}
+
+/* ------------------------------------------------------------------ towers */
+
+static void batch_make(vt_batch *b, int n, int t, int h, int w, uint64_t seed) {
+    memset(b, 0, sizeof *b);
+    b->n = b->capacity = n;
+    b->t = t;
+    b->h = h;
+    b->w = w;
+    b->nheads = 1;
+    b->head_classes[0] = NCLASS;
+    b->head_loss[0] = VT_LOSS_SOFTMAX_CE;
+    const int64_t cf = vt_batch_clip_floats(b);
+    b->x = vt_malloc((size_t)(cf * n) * sizeof(float));
+    b->label[0] = vt_malloc((size_t)n * sizeof(int32_t));
+    vt_rng r;
+    vt_rng_seed(&r, seed);
+    for (int64_t i = 0; i < cf * n; i++)
+        b->x[i] = (float)vt_rng_normal(&r);
+    for (int i = 0; i < n; i++)
+        b->label[0][i] = (int32_t)vt_rng_below(&r, NCLASS);
+}
+
+static void batch_free(vt_batch *b) {
+    free(b->x);
+    free(b->label[0]);
+}
+
+typedef struct tower_run {
+    float *params; /* after 3 steps */
+    int64_t np;
+    double loss[3];
+    int slice[2];
+} tower_run;
+
+static void get_params(void *ctx, vt_net *net, vt_optim *opt) {
+    tower_run *r = ctx;
+    (void)opt;
+    r->np = vt_net_num_params(net);
+    r->params = host_copy(vt_net_backend(net), vt_net_params(net), r->np);
+}
+
+static int towers_run(tower_run *res, int ntowers, const int64_t *budgets, const vt_net_cfg *nc,
+                      vt_batch *batches) {
+    memset(res, 0, sizeof *res);
+    vt_towers_cfg cfg;
+    vt_towers_cfg_default(&cfg);
+    cfg.net = *nc;
+    vt_optim_cfg_default(&cfg.optim, VT_OPT_SGD);
+    cfg.optim.momentum = 0.9f;
+    cfg.seed = 99;
+    cfg.sync_bn = 1;
+    cfg.batch = batches[0].n;
+    cfg.reducer = ntowers > 1 ? "local" : "host";
+    char err[512];
+    TCHECK(vt_split_policy_parse(&cfg.policy, "memory", err, sizeof err) == 0, "%s", err);
+    cfg.devices.n = ntowers;
+    for (int i = 0; i < ntowers; i++) {
+        vt_device *d = &cfg.devices.dev[i];
+        memset(d, 0, sizeof *d);
+        if (i == 0)
+            snprintf(d->name, sizeof d->name, "cuda0");
+        else
+            snprintf(d->name, sizeof d->name, "cuda0.%d", i);
+        snprintf(d->backend, sizeof d->backend, "cuda");
+        d->ordinal = 0;
+        d->budget = budgets[i];
+        d->slowdown = 1;
+    }
+    vt_towers *t = vt_towers_init(&cfg, err, sizeof err);
+    TCHECK(t != NULL, "towers init: %s", err);
+    if (!t)
+        return -1;
+    vt_towers_print_plan(t, stdout);
+    const vt_plan *p = vt_towers_plan(t);
+    for (int i = 0; i < ntowers && i < 2; i++)
+        res->slice[i] = p->slice[i];
+    for (int s = 0; s < 3; s++) {
+        vt_step_stats st;
+        vt_towers_train_step(t, &batches[s], 0.05f, &st);
+        res->loss[s] = st.loss;
+        printf("  step %d loss %.6f\n", s + 1, st.loss);
+    }
+    for (int i = 0; i < ntowers; i++) {
+        vt_backend *be = vt_towers_backend(t, i);
+        char a[32], b[32];
+        printf("  tower %d: high water %s of a %s budget\n", i,
+               vt_fmt_bytes(a, sizeof a, be->high_water), vt_fmt_bytes(b, sizeof b, budgets[i]));
+        TCHECK(budgets[i] == 0 || be->high_water <= budgets[i],
+               "tower %d held %lld bytes, budget %lld", i, (long long)be->high_water,
+               (long long)budgets[i]);
+        vt_cuda_mem_stats ms;
+        vt_cuda_mem_stats_get(be, &ms);
+        TCHECK(budgets[i] == 0 || ms.high_water <= budgets[i],
+               "tower %d: device high water %lld (with cached blocks) past budget %lld", i,
+               (long long)ms.high_water, (long long)budgets[i]);
+    }
+    vt_towers_run_on(t, 0, get_params, res);
+    vt_towers_free(&t);
+    return 0;
+}
+
+static void two_towers_one_gpu(void) {
+    const int64_t G12 = (int64_t)12 << 30, G6 = (int64_t)6 << 30;
+    vt_gpu_info gi;
+    if (vt_cuda_device_query(0, &gi) || gi.free_bytes < G12 + G6 + ((int64_t)4 << 30)) {
+        printf("two towers on one GPU: cuda:0 has %lld bytes free, needs 22 GiB: not run\n",
+               (long long)gi.free_bytes);
+        return;
+    }
+    printf("two towers on cuda:0, budgets 12G and 6G, memory policy, sync-BN, local reducer\n");
+    vt_net_cfg nc;
+    vt_net_cfg_default(&nc, "r3d18", NCLASS, 16, 112, 112);
+    /* The batch is what both towers hold in one pass, so the memory weights are the
+     * clips each budget fits and the plan shows their ratio directly. */
+    vt_memplan mp;
+    char err[256];
+    VT_CHECK(vt_memplan_build(&mp, &nc, 1, err, sizeof err) == 0, "%s", err);
+    const int f12 = vt_memplan_max_clips(&mp, G12), f6 = vt_memplan_max_clips(&mp, G6);
+    vt_memplan_free(&mp);
+    printf("  memplan: %d clips fit in 12G, %d in 6G\n", f12, f6);
+    TCHECK(f6 > 0 && f12 > 0, "the budgets hold a clip");
+    if (f6 <= 0)
+        return;
+    const int B = VT_MIN(f12 + f6, 64);
+    vt_batch batches[3];
+    for (int s = 0; s < 3; s++)
+        batch_make(&batches[s], B, 16, 112, 112, 500 + (uint64_t)s);
+    tower_run two, one;
+    const int64_t budgets2[2] = {G12, G6}, budgets1[1] = {0};
+    if (towers_run(&two, 2, budgets2, &nc, batches) == 0) {
+        const double ratio = two.slice[1] ? (double)two.slice[0] / two.slice[1] : 0;
+        printf("  plan %d : %d (ratio %.2f)\n", two.slice[0], two.slice[1], ratio);
+        /* 2:1 budgets, minus the same fixed bytes (weights, gradients, optimizer state)
+         * from each: a little above 2. */
+        TCHECK(ratio >= 1.8 && ratio <= 2.4, "memory plan ratio %.2f is not about 2:1", ratio);
+        printf("one tower with the whole batch of %d\n", B);
+        if (towers_run(&one, 1, budgets1, &nc, batches) == 0) {
+            for (int s = 0; s < 3; s++)
+                TCHECK(fabs(two.loss[s] - one.loss[s]) <= LOSS_REL * fabs(one.loss[s]),
+                       "step %d loss two towers %.7f, one tower %.7f", s + 1, two.loss[s],
+                       one.loss[s]);
+            TCHECK(two.np == one.np, "parameter counts");
+            cmp_arrays("two towers vs one: params", two.params, one.params, one.np, TOWER_NMSE);
+            free(one.params);
+        }
+        free(two.params);
+    }
+    for (int s = 0; s < 3; s++)
+        batch_free(&batches[s]);
+}
+
+int main(void) {
+    if (vt_cuda_device_count() == 0) {
+        printf("test_cuda_train_gpu: no CUDA device: skipping\n");
+        return VT_TEST_SKIP;
+    }
+    unsetenv("VT_TF32");
+    net_vs_cpu("tiny", "cpu-ref", 4, 16, 16, 4, 0.2f);
+    net_vs_cpu("r3d18", "cpu", 8, 32, 32, 2, 0.0f);
+    two_towers_one_gpu();
+    return vt_test_done("test_cuda_train_gpu");
+}
+#endif

@@ -1,0 +1,374 @@
+/*
+ * test_dataset.c: folder scanning, splits (folders, UCF101 lists, hashed --val-split that
+ * is stable when files are added and stratified per class) and labels.csv parsing with a
+ * multi-label column and bad lines reported with file:line.
+ *
+ * Files are empty: the scan looks at names only, never at contents (probing is covered
+ * by test_loader with real videos).
+ */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "models/common.h"
+#include "pipeline/dataset.h"
+#include "tests/testutil.h"
+
+static void touch(const char *root, const char *rel) {
+    char path[4096], cmd[8300];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\" && : > '%s'", path, path);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "cannot create %s\n", path);
+        exit(1);
+    }
+}
+
+static void write_file(const char *root, const char *rel, const char *text) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "cannot write %s\n", path);
+        exit(1);
+    }
+    fputs(text, f);
+    fclose(f);
+}
+
+static int find(const vt_dataset *ds, const char *rel) {
+    for (int i = 0; i < ds->nvideos; i++)
+        if (!strcmp(ds->videos[i].relpath, rel))
+            return i;
+    return -1;
+}
+
+/* stderr into a file while f runs, so that warnings can be checked. */
+static char captured[65536];
+static int saved_fd = -1;
+static char cap_path[4096];
+static void capture_begin(const char *dir) {
+    snprintf(cap_path, sizeof cap_path, "%s/stderr.txt", dir);
+    fflush(stderr);
+    saved_fd = dup(2);
+    int fd = open(cap_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    close(fd);
+}
+static void capture_end(void) {
+    fflush(stderr);
+    dup2(saved_fd, 2);
+    close(saved_fd);
+    FILE *f = fopen(cap_path, "r");
+    size_t n = f ? fread(captured, 1, sizeof captured - 1, f) : 0;
+    captured[n] = 0;
+    if (f)
+        fclose(f);
+    fputs(captured, stderr); /* still visible in the test log */
+}
+
+static void test_flat(void) {
+    const char *d = vt_test_dir("dataset_flat");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", d);
+    touch(dir, "walk/b.mp4");
+    touch(dir, "walk/a.AVI");
+    touch(dir, "jump/x.mkv");
+    touch(dir, "jump/sub/y.webm");
+    touch(dir, "jump/notes.txt");
+    touch(dir, "readme.md");
+    touch(dir, "jump/.hidden.mp4");
+    char err[512];
+    vt_dataset *ds = vt_dataset_open(dir, NULL, err, sizeof err);
+    TCHECK(ds != NULL, "open: %s", err);
+    if (!ds)
+        return;
+    TCHECK(ds->layout == VT_LAYOUT_FLAT, "layout %d", ds->layout);
+    TCHECK(ds->nheads == 1 && ds->heads[0].nclasses == 2, "classes %d", ds->heads[0].nclasses);
+    TCHECK(!strcmp(ds->heads[0].classes[0], "jump") && !strcmp(ds->heads[0].classes[1], "walk"),
+           "sorted class names");
+    TCHECK(ds->nvideos == 4, "videos %d", ds->nvideos);
+    /* sorted by relpath: jump/sub/y.webm, jump/x.mkv, walk/a.AVI, walk/b.mp4 */
+    const char *want[] = {"jump/sub/y.webm", "jump/x.mkv", "walk/a.AVI", "walk/b.mp4"};
+    const int lab[] = {0, 0, 1, 1};
+    for (int i = 0; i < 4 && i < ds->nvideos; i++) {
+        TCHECK(!strcmp(ds->videos[i].relpath, want[i]), "video %d %s", i, ds->videos[i].relpath);
+        TCHECK(ds->videos[i].label[0] == lab[i], "label %d", ds->videos[i].label[0]);
+        TCHECK(ds->videos[i].split == VT_SPLIT_TRAIN, "split");
+    }
+    TCHECK(ds->nignored == 2, "ignored %d", ds->nignored);
+    TCHECK(ds->nignored == 2 && !strcmp(ds->ignored[0], "jump/notes.txt") &&
+               !strcmp(ds->ignored[1], "readme.md"), "ignored names");
+    TCHECK(vt_dataset_split_count(ds, VT_SPLIT_TRAIN) == 4, "train count");
+    TCHECK(vt_dataset_split_count(ds, VT_SPLIT_VAL) == 0, "val count");
+    vt_dataset_free(&ds);
+    TCHECK(ds == NULL, "free sets NULL");
+    vt_dataset_free(&ds); /* takes NULL */
+
+    const char *e = vt_test_dir("dataset_empty");
+    touch(e, "a/readme.txt");
+    vt_dataset *none = vt_dataset_open(e, NULL, err, sizeof err);
+    TCHECK(none == NULL && strstr(err, "no videos"), "empty folder: %s", err);
+    none = vt_dataset_open("/nonexistent/vidtrain", NULL, err, sizeof err);
+    TCHECK(none == NULL && strstr(err, "not a readable folder"), "missing folder: %s", err);
+}
+
+static void test_folders(void) {
+    const char *dir = vt_test_dir("dataset_folders");
+    touch(dir, "train/b/1.mp4");
+    touch(dir, "train/a/2.mp4");
+    touch(dir, "train/a/3.mp4");
+    touch(dir, "val/a/4.mp4");
+    touch(dir, "val/c/5.mp4"); /* a class only in val still gets an id */
+    touch(dir, "test/b/6.mp4");
+    touch(dir, "train/loose.mp4"); /* above the class level: ignored */
+    char err[512];
+    vt_dataset_opts o = {.val_split = 0.5}; /* ignored: the layout has a val split */
+    vt_dataset *ds = vt_dataset_open(dir, &o, err, sizeof err);
+    TCHECK(ds != NULL, "open: %s", err);
+    if (!ds)
+        return;
+    TCHECK(ds->layout == VT_LAYOUT_FOLDERS, "layout");
+    TCHECK(ds->heads[0].nclasses == 3, "classes a b c: %d", ds->heads[0].nclasses);
+    TCHECK(ds->nvideos == 6, "videos %d", ds->nvideos);
+    int i;
+    TCHECK((i = find(ds, "train/a/2.mp4")) >= 0 && ds->videos[i].split == VT_SPLIT_TRAIN &&
+               ds->videos[i].label[0] == 0, "train/a/2");
+    TCHECK((i = find(ds, "train/b/1.mp4")) >= 0 && ds->videos[i].split == VT_SPLIT_TRAIN &&
+               ds->videos[i].label[0] == 1, "train/b/1");
+    TCHECK((i = find(ds, "val/c/5.mp4")) >= 0 && ds->videos[i].split == VT_SPLIT_VAL &&
+               ds->videos[i].label[0] == 2, "val/c/5");
+    TCHECK((i = find(ds, "test/b/6.mp4")) >= 0 && ds->videos[i].split == VT_SPLIT_TEST &&
+               ds->videos[i].label[0] == 1, "test/b/6");
+    TCHECK(vt_dataset_split_count(ds, VT_SPLIT_TRAIN) == 3, "train 3");
+    TCHECK(vt_dataset_split_count(ds, VT_SPLIT_VAL) == 2, "val 2 (val-split not applied)");
+    TCHECK(vt_dataset_split_count(ds, VT_SPLIT_TEST) == 1, "test 1");
+    TCHECK(vt_dataset_eval_split(ds) == VT_SPLIT_VAL, "eval on val");
+    TCHECK(ds->nignored == 1 && !strcmp(ds->ignored[0], "train/loose.mp4"), "loose file ignored");
+    vt_dataset_free(&ds);
+}
+
+static void test_lists(void) {
+    const char *d = vt_test_dir("dataset_lists");
+    char dir[4096], lists[4200];
+    snprintf(dir, sizeof dir, "%s/videos", d);
+    snprintf(lists, sizeof lists, "%s/lists", d);
+    touch(dir, "ApplyLipstick/v_ApplyLipstick_g01_c01.avi");
+    touch(dir, "ApplyLipstick/v_ApplyLipstick_g02_c01.avi");
+    touch(dir, "Archery/v_Archery_g01_c01.avi");
+    touch(dir, "Archery/v_Archery_g02_c01.avi");
+    touch(dir, "Archery/v_Archery_g03_c01.avi"); /* in no list */
+    touch(lists, "x");
+    /* classInd's order is the label order, even when it is not alphabetical. */
+    write_file(lists, "classInd.txt", "1 Archery\r\n2 ApplyLipstick\r\n");
+    write_file(lists, "trainlist01.txt",
+               "ApplyLipstick/v_ApplyLipstick_g01_c01.avi 2\r\n"
+               "Archery/v_Archery_g01_c01.avi 1\r\n"
+               "Archery/v_Archery_g09_c01.avi 1\r\n"); /* missing */
+    write_file(lists, "testlist01.txt",
+               "ApplyLipstick/v_ApplyLipstick_g02_c01.avi\r\n"
+               "Archery/v_Archery_g02_c01.avi\r\n");
+    char err[512];
+    vt_dataset_opts o = {.lists_dir = lists};
+    vt_dataset *ds = vt_dataset_open(dir, &o, err, sizeof err);
+    TCHECK(ds != NULL, "open: %s", err);
+    if (!ds)
+        return;
+    TCHECK(ds->layout == VT_LAYOUT_LISTS, "layout");
+    TCHECK(ds->heads[0].nclasses == 2 && !strcmp(ds->heads[0].classes[0], "Archery") &&
+               !strcmp(ds->heads[0].classes[1], "ApplyLipstick"), "classInd order");
+    int i;
+    TCHECK((i = find(ds, "ApplyLipstick/v_ApplyLipstick_g01_c01.avi")) >= 0 &&
+               ds->videos[i].split == VT_SPLIT_TRAIN && ds->videos[i].label[0] == 1, "train lip");
+    TCHECK((i = find(ds, "Archery/v_Archery_g02_c01.avi")) >= 0 &&
+               ds->videos[i].split == VT_SPLIT_TEST && ds->videos[i].label[0] == 0, "test arch");
+    TCHECK((i = find(ds, "Archery/v_Archery_g03_c01.avi")) >= 0 &&
+               ds->videos[i].split == VT_SPLIT_NONE, "unlisted");
+    TCHECK(ds->nmissing == 1, "missing %d", ds->nmissing);
+    TCHECK(vt_dataset_split_count(ds, VT_SPLIT_TRAIN) == 2, "train 2");
+    TCHECK(vt_dataset_split_count(ds, VT_SPLIT_TEST) == 2, "test 2");
+    TCHECK(vt_dataset_eval_split(ds) == VT_SPLIT_TEST, "no val: evaluate on test");
+    vt_dataset_free(&ds);
+
+    write_file(lists, "classInd.txt", "1 Archery\nApplyLipstick\n");
+    ds = vt_dataset_open(dir, &o, err, sizeof err);
+    TCHECK(ds == NULL && strstr(err, "classInd.txt:2"), "bad classInd: %s", err);
+    vt_dataset_free(&ds);
+}
+
+/* --val-split: stable when files are added, stratified, tiny classes get one val. */
+static void test_val_split(void) {
+    const char *d = vt_test_dir("dataset_valsplit");
+    char dir[4096], rel[256];
+    snprintf(dir, sizeof dir, "%s", d);
+    const char *cls[] = {"left", "right", "up"};
+    for (int c = 0; c < 3; c++)
+        for (int k = 0; k < 30; k++) {
+            snprintf(rel, sizeof rel, "%s/clip_%03d.mp4", cls[c], k);
+            touch(dir, rel);
+        }
+    touch(dir, "pair/a.mp4");
+    touch(dir, "pair/b.mp4");
+    touch(dir, "single/only.mp4");
+    char err[512];
+    vt_dataset_opts o = {.val_split = 0.2};
+    vt_dataset *ds = vt_dataset_open(dir, &o, err, sizeof err);
+    TCHECK(ds != NULL, "open: %s", err);
+    if (!ds)
+        return;
+    int n0 = ds->nvideos;
+    vt_split *before = vt_malloc((size_t)n0 * sizeof *before);
+    char **names = vt_malloc((size_t)n0 * sizeof *names);
+    int nval[8] = {0}, ntot[8] = {0};
+    for (int i = 0; i < n0; i++) {
+        before[i] = ds->videos[i].split;
+        names[i] = vt_strdup(ds->videos[i].relpath);
+        ntot[ds->videos[i].label[0]]++;
+        nval[ds->videos[i].label[0]] += before[i] == VT_SPLIT_VAL;
+    }
+    /* classes sorted: left pair right single up */
+    for (int c = 0; c < 5; c++) {
+        const char *name = ds->heads[0].classes[c];
+        if (ntot[c] >= 30) {
+            /* 30 draws at p = 0.2: mean 6, sd 2.2; [1, 15] is > 4 sd either side, and
+             * the names are fixed, so this is deterministic anyway. */
+            TCHECK(nval[c] >= 1 && nval[c] <= 15, "class %s: %d of %d val", name, nval[c], ntot[c]);
+        } else if (ntot[c] == 2) {
+            TCHECK(nval[c] == 1, "class %s with 2 videos: exactly one val, got %d", name, nval[c]);
+        } else {
+            TCHECK(nval[c] == 0, "class %s with 1 video stays train", name);
+        }
+    }
+    vt_dataset_free(&ds);
+
+    /* Add 30 more videos per class and a new class; old files keep their split. */
+    for (int c = 0; c < 3; c++)
+        for (int k = 30; k < 60; k++) {
+            snprintf(rel, sizeof rel, "%s/clip_%03d.mp4", cls[c], k);
+            touch(dir, rel);
+        }
+    touch(dir, "aaa_new/first.mp4");
+    touch(dir, "aaa_new/second.mp4");
+    ds = vt_dataset_open(dir, &o, err, sizeof err);
+    TCHECK(ds != NULL && ds->nvideos == n0 + 92, "rescan: %s", ds ? "" : err);
+    if (ds) {
+        int kept = 0;
+        for (int i = 0; i < n0; i++) {
+            int j = find(ds, names[i]);
+            kept += j >= 0 && ds->videos[j].split == before[i];
+        }
+        TCHECK(kept == n0, "%d of %d old videos kept their split", kept, n0);
+        /* the same dataset scanned twice is identical */
+        vt_dataset *again = vt_dataset_open(dir, &o, err, sizeof err);
+        int same = again && again->nvideos == ds->nvideos;
+        for (int i = 0; same && i < ds->nvideos; i++)
+            same = ds->videos[i].split == again->videos[i].split &&
+                   ds->videos[i].label[0] == again->videos[i].label[0] &&
+                   !strcmp(ds->videos[i].relpath, again->videos[i].relpath);
+        TCHECK(same, "rescan identical");
+        vt_dataset_free(&again);
+    }
+    for (int i = 0; i < n0; i++)
+        free(names[i]);
+    free(names);
+    free(before);
+    vt_dataset_free(&ds);
+}
+
+static void test_labels(void) {
+    const char *d = vt_test_dir("dataset_labels");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", d);
+    touch(dir, "A/1.mp4");
+    touch(dir, "A/2.mp4");
+    touch(dir, "B/3.mp4");
+    touch(dir, "B/4.mp4");
+    touch(dir, "B/5.mp4");
+    touch(dir, "flat/6.mp4"); /* scanned as class "flat"; labels.csv relabels it */
+    touch(dir, "extra.mp4");  /* not in a class folder: added by its CSV row */
+    write_file(dir, "labels.csv",
+               "path,action,objects\n"          /* 1 */
+               "A/1.mp4,run,person;ball\n"      /* 2 */
+               "\"A/2.mp4\",walk, person \n"    /* 3 quoted path, spaces */
+               "B/3.mp4,run,\n"                 /* 4 no tags */
+               "B/4.mp4,walk\n"                 /* 5 bad: 2 columns */
+               "C/none.mp4,run,car\n"           /* 6 bad: unknown path */
+               "A/1.mp4,walk,car\n"             /* 7 bad: duplicate */
+               "B/5.mp4,,dog\n"                 /* 8 bad: empty single-label cell */
+               "\n"                             /* 9 blank: skipped silently */
+               "./flat/6.mp4,jump,ball;;cat\n"  /* 10 */
+               "extra.mp4,run,person\n");       /* 11 */
+    char err[512], csv[4200];
+    snprintf(csv, sizeof csv, "%s/labels.csv", dir);
+    vt_dataset *ds = vt_dataset_open(dir, NULL, err, sizeof err);
+    TCHECK(ds != NULL, "open: %s", err);
+    if (!ds)
+        return;
+    int nbad = -1;
+    capture_begin(vt_test_env("VT_TMP", "/tmp/vidtrain-tests"));
+    int rc = vt_dataset_load_labels(ds, csv, &nbad, err, sizeof err);
+    capture_end();
+    TCHECK(rc == 0, "load_labels: %s", err);
+    TCHECK(nbad == 4, "bad lines %d", nbad);
+    char want[4300];
+    const int badlines[] = {5, 6, 7, 8};
+    for (int k = 0; k < 4; k++) {
+        snprintf(want, sizeof want, "labels.csv:%d:", badlines[k]);
+        TCHECK(strstr(captured, want) != NULL, "warning names %s", want);
+    }
+    TCHECK(strstr(captured, "labels.csv:2:") == NULL && strstr(captured, "labels.csv:10:") == NULL,
+           "no warning for good lines");
+    TCHECK(ds->nheads == 2, "heads %d", ds->nheads);
+    TCHECK(!strcmp(ds->heads[0].name, "action") && ds->heads[0].loss == VT_LOSS_SOFTMAX_CE,
+           "action is softmax");
+    TCHECK(ds->heads[0].nclasses == 3 && !strcmp(ds->heads[0].classes[0], "jump") &&
+               !strcmp(ds->heads[0].classes[1], "run") && !strcmp(ds->heads[0].classes[2], "walk"),
+           "action classes from valid rows only");
+    TCHECK(!strcmp(ds->heads[1].name, "objects") && ds->heads[1].loss == VT_LOSS_BCE,
+           "objects is multi-label");
+    /* union of tags of valid rows: ball cat person (car, dog only on bad lines) */
+    TCHECK(ds->heads[1].nclasses == 3 && !strcmp(ds->heads[1].classes[0], "ball") &&
+               !strcmp(ds->heads[1].classes[1], "cat") && !strcmp(ds->heads[1].classes[2], "person"),
+           "tag classes %d", ds->heads[1].nclasses);
+    TCHECK(ds->nvideos == 7, "extra.mp4 added: %d videos", ds->nvideos);
+    int i;
+    TCHECK((i = find(ds, "A/1.mp4")) >= 0 && ds->videos[i].labeled && ds->videos[i].label[0] == 1 &&
+               ds->videos[i].ntags[1] == 2 && ds->videos[i].tags[1][0] == 0 &&
+               ds->videos[i].tags[1][1] == 2, "A/1 run {ball, person}");
+    TCHECK((i = find(ds, "A/2.mp4")) >= 0 && ds->videos[i].labeled && ds->videos[i].label[0] == 2 &&
+               ds->videos[i].ntags[1] == 1 && ds->videos[i].tags[1][0] == 2, "A/2 walk {person}");
+    TCHECK((i = find(ds, "B/3.mp4")) >= 0 && ds->videos[i].labeled && ds->videos[i].label[0] == 1 &&
+               ds->videos[i].ntags[1] == 0, "B/3 run {}");
+    TCHECK((i = find(ds, "B/4.mp4")) >= 0 && !ds->videos[i].labeled, "B/4 unlabeled");
+    TCHECK((i = find(ds, "B/5.mp4")) >= 0 && !ds->videos[i].labeled, "B/5 unlabeled");
+    TCHECK((i = find(ds, "flat/6.mp4")) >= 0 && ds->videos[i].label[0] == 0 &&
+               ds->videos[i].ntags[1] == 2 && ds->videos[i].tags[1][0] == 0 &&
+               ds->videos[i].tags[1][1] == 1, "flat/6 jump {ball, cat}");
+    TCHECK((i = find(ds, "extra.mp4")) >= 0 && ds->videos[i].labeled && ds->videos[i].label[0] == 1,
+           "extra run");
+    TCHECK(vt_dataset_split_count(ds, VT_SPLIT_TRAIN) == 5, "labelled videos: %d",
+           vt_dataset_split_count(ds, VT_SPLIT_TRAIN));
+    vt_head_cfg hc[VT_MAX_HEADS];
+    vt_dataset_head_cfgs(ds, hc);
+    TCHECK(hc[1].classes == 3 && hc[1].loss == VT_LOSS_BCE && hc[0].weight == 1.0f, "head cfgs");
+
+    write_file(dir, "bad.csv", "justonecolumn\nA/1.mp4\n");
+    snprintf(csv, sizeof csv, "%s/bad.csv", dir);
+    rc = vt_dataset_load_labels(ds, csv, NULL, err, sizeof err);
+    TCHECK(rc < 0 && strstr(err, "header"), "no label column: %s", err);
+    snprintf(csv, sizeof csv, "%s/nope.csv", dir);
+    rc = vt_dataset_load_labels(ds, csv, NULL, err, sizeof err);
+    TCHECK(rc < 0 && strstr(err, "cannot read"), "missing csv: %s", err);
+    vt_dataset_free(&ds);
+}
+
+int main(void) {
+    TCHECK(vt_is_video_name("a.mp4") && vt_is_video_name("B.MKV") && vt_is_video_name("x.y4m") &&
+               vt_is_video_name("c.ts") && !vt_is_video_name("a.txt") && !vt_is_video_name("mp4") &&
+               !vt_is_video_name(".mp4"), "extensions");
+    test_flat();
+    test_folders();
+    test_lists();
+    test_val_split();
+    test_labels();
+    return vt_test_done("test_dataset");
+}

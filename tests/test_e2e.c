@@ -1,0 +1,181 @@
+/*
+ * test_e2e.c: the commands a user runs, end to end, on a small synthetic set
+ * (`vidtrain synth`: two classes, shapes moving left or right, real encoded videos):
+ * train (validating every epoch, writing metrics, checkpoints, config and report), eval
+ * on the held-out test split, predict on test videos plus an unreadable file.
+ * The outside truth is the labels synth wrote: the model must be clearly above chance
+ * (50%) on test videos it never saw, and predict must name the right class for most.
+ */
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <stdarg.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/testutil.h"
+
+/* Paths here are short scratch paths; GCC cannot know that and warns that 4 KiB of
+ * folder plus a file name may not fit in 4 KiB. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+static const char *bin;
+
+static int run(const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    return rc;
+}
+
+static char *slurp(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (fread(b, 1, (size_t)n, f) != (size_t)n)
+        n = 0;
+    b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The k-th file (sorted by name) of a folder, as a full path into out: synth names files
+ * by index but their extensions depend on which encoders this FFmpeg has. */
+static void nth_file(char *out, size_t n, const char *dir, int k) {
+    DIR *d = opendir(dir);
+    char *names[256];
+    int cnt = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL && cnt < 256)
+        if (e->d_name[0] != '.')
+            names[cnt++] = strdup(e->d_name);
+    if (d)
+        closedir(d);
+    qsort(names, (size_t)cnt, sizeof names[0], cmp_str);
+    snprintf(out, n, "%s/%s", dir, k < cnt ? names[k] : "missing");
+    for (int i = 0; i < cnt; i++)
+        free(names[i]);
+}
+
+static int exists(const char *dir, const char *name) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return access(p, F_OK) == 0;
+}
+
+int main(void) {
+    bin = getenv("VT_BIN");
+    if (!bin) {
+        fprintf(stderr, "test_e2e: VT_BIN not set (run through ctest)\n");
+        return VT_TEST_SKIP;
+    }
+    char dir[4096], rd[4200], p[4200];
+    snprintf(dir, sizeof dir, "%s", vt_test_dir("e2e"));
+    snprintf(rd, sizeof rd, "%s/run", dir);
+    TCHECK(run("'%s' synth '%s/data' --classes 2 --train 16 --val 2 --test 6 --frames 24 "
+               "> '%s/synth.log' 2>&1", bin, dir, dir) == 0, "synth");
+
+    /* Sizes picked for speed: 32 training videos, 8x32x32 clips two frames apart, batch
+     * 8, 8 epochs = 32 steps (256 clips); AdamW at 0.005 separates left from right
+     * motion in about 16 steps on this set (measured: validation at 100% by epoch 4). */
+    int rc = run("'%s' train '%s/data' --out '%s' --clip 8x32 --stride 2 --batch 8 --epochs 8 "
+                 "--optim adamw --lr 0.005 --no-flip --val-clips 1 --workers 2 --seed 3 "
+                 "> '%s/train.log' 2>&1", bin, dir, rd, dir);
+    TCHECK(rc == 0, "train exit %d (see %s/train.log)", rc, dir);
+    const char *files[] = {"config.json", "plan.txt", "metrics.csv", "metrics.jsonl",
+                           "last.safetensors", "best.safetensors", "val.json", "report.html"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
+        TCHECK(exists(rd, files[i]), "RUN/%s written", files[i]);
+    snprintf(p, sizeof p, "%s/metrics.csv", rd);
+    char *csv = slurp(p);
+    int lines = 0;
+    for (char *c = csv; c && *c; c++)
+        lines += *c == '\n';
+    TCHECK(lines == 9, "metrics.csv: header + 8 epochs, got %d lines", lines);
+    TCHECK(csv && strstr(csv, "val_acc") && strstr(csv, "train_loss"), "metrics.csv columns");
+    free(csv);
+    snprintf(p, sizeof p, "%s/train.log", dir);
+    char *log = slurp(p);
+    TCHECK(log && strstr(log, "dataset") && strstr(log, "cpu0") && strstr(log, "Bytes per clip"),
+           "the summary, device list and memory plan are printed before training");
+    free(log);
+
+    rc = run("'%s' eval '%s' '%s/data' --clips-per-video 4 -q > '%s/eval.log' 2>&1", bin, rd, dir, dir);
+    TCHECK(rc == 0, "eval exit %d", rc);
+    snprintf(p, sizeof p, "%s/eval.json", rd);
+    char *ej = slurp(p);
+    cJSON *j = ej ? cJSON_Parse(ej) : NULL;
+    free(ej);
+    TCHECK(j != NULL, "eval.json parses");
+    if (j) {
+        const cJSON *s = cJSON_GetObjectItem(j, "split");
+        double v1 = cJSON_GetObjectItem(j, "video_top1")->valuedouble;
+        double c1 = cJSON_GetObjectItem(j, "clip_top1")->valuedouble;
+        double nv = cJSON_GetObjectItem(j, "videos")->valuedouble;
+        printf("test split: video top-1 %.1f%%, clip top-1 %.1f%% over %g videos\n", 100 * v1,
+               100 * c1, nv);
+        TCHECK(cJSON_IsString(s) && !strcmp(s->valuestring, "test"), "default split is test");
+        TCHECK(nv == 12, "12 test videos, got %g", nv);
+        /* Chance is 50%: 10 or more of 12 right happens by chance with p = 79/4096 = 1.9%,
+         * so >= 10/12 is "clearly above chance" (the run is deterministic for a seed). */
+        TCHECK(v1 >= 10.0 / 12 - 1e-9, "video top-1 %.3f is not clearly above chance", v1);
+        cJSON_Delete(j);
+    }
+    TCHECK(exists(rd, "confusion.csv"), "confusion.csv");
+
+    /* predict: two real videos and one unreadable file; the rest go on; JSON output. */
+    snprintf(p, sizeof p, "%s/junk.mp4", dir);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fputs("not a video", f);
+        fclose(f);
+    }
+    char v[4][4200], cd[4200];
+    for (int i = 0; i < 4; i++) {
+        snprintf(cd, sizeof cd, "%s/data/test/%s", dir, i % 2 ? "move_right" : "move_left");
+        nth_file(v[i], sizeof v[i], cd, i);
+    }
+    rc = run("'%s' predict '%s' '%s' '%s/junk.mp4' '%s' '%s' '%s' --json --top 2 > '%s/pred.json' "
+             "2> '%s/pred.err'", bin, rd, v[0], dir, v[1], v[2], v[3], dir, dir);
+    TCHECK(rc == 0, "predict exit %d with one bad file of three", rc);
+    snprintf(p, sizeof p, "%s/pred.json", dir);
+    char *pj = slurp(p);
+    cJSON *pa = pj ? cJSON_Parse(pj) : NULL;
+    free(pj);
+    TCHECK(cJSON_GetArraySize(pa) == 5, "5 entries");
+    /* entries in argument order: v[0] left, junk, v[1] right, v[2] left, v[3] right */
+    const char *want[5] = {"move_left", NULL, "move_right", "move_left", "move_right"};
+    int right = 0;
+    for (int i = 0; i < 5 && pa; i++) {
+        const cJSON *e = cJSON_GetArrayItem(pa, i);
+        if (!want[i]) {
+            TCHECK(cJSON_GetObjectItem(e, "error") != NULL, "the junk file has an error entry");
+            continue;
+        }
+        const cJSON *top = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(e, "heads"), 0), "top");
+        TCHECK(cJSON_GetArraySize(top) == 2, "top 2");
+        const cJSON *t0 = cJSON_GetArrayItem(top, 0), *t1 = cJSON_GetArrayItem(top, 1);
+        double p0 = cJSON_GetObjectItem(t0, "prob")->valuedouble;
+        double p1 = cJSON_GetObjectItem(t1, "prob")->valuedouble;
+        /* two classes: the probabilities are a softmax, so they sum to 1 (float rounding) */
+        TCHECK(fabs(p0 + p1 - 1) < 1e-5 && p0 >= p1, "probabilities %g %g", p0, p1);
+        right += !strcmp(cJSON_GetObjectItem(t0, "label")->valuestring, want[i]);
+    }
+    /* the model is right on >= 10 of 12 test videos: at least 3 of these 4 */
+    TCHECK(right >= 3, "predict named %d of 4 test videos right", right);
+    cJSON_Delete(pa);
+    rc = run("'%s' predict '%s' '%s/junk.mp4' > /dev/null 2>&1", bin, rd, dir);
+    TCHECK(rc == 1, "predict exits 1 when every file fails, got %d", rc);
+    return vt_test_done("test_e2e");
+}

@@ -1,0 +1,133 @@
+/*
+ * test_memplan.c: the memory plan is what gets allocated. For tiny and r3d18 (small clip),
+ * on cpu-ref with a budget of exactly fixed_bytes + mb * bytes_per_clip, a tower's worth
+ * of allocations — vt_net_init(mb), vt_optim_init, the input clips and targets — and a
+ * full training step (forward, loss, backward, optimizer step) fit; the allocator's
+ * high-water mark (measured by vt_backend_alloc, backend.c) is at most the plan and within
+ * 1% of it; forward/backward allocate nothing; one clip more does not fit the budget and
+ * is refused cleanly; vt_memplan_max_clips agrees.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "models/common.h"
+#include "models/net.h"
+#include "models/optim.h"
+#include "tests/testutil.h"
+
+static void check(const char *model, int t, int h, int w, int mb, vt_opt_kind ok, int run_n) {
+    vt_net_cfg cfg;
+    vt_net_cfg_default(&cfg, model, 5, t, h, w);
+    cfg.nheads = 2;
+    cfg.head[1] = (vt_head_cfg){"tags", 3, VT_LOSS_BCE, 1.0f, 0.0f};
+    cfg.dropout = 0.2f;
+    vt_optim_cfg oc;
+    vt_optim_cfg_default(&oc, ok);
+    char err[512];
+    vt_memplan mp;
+    TCHECK(vt_memplan_build(&mp, &cfg, vt_optim_state_per_param(&oc), err, sizeof err) == 0,
+           "%s: %s", model, err);
+    if (!strcmp(model, "tiny"))
+        vt_memplan_print(&mp, &cfg, stdout);
+    const int64_t plan = mp.fixed_bytes + (int64_t)mb * mp.bytes_per_clip;
+    TCHECK(mp.fixed_bytes == mp.param_bytes + mp.grad_bytes + mp.buffer_bytes + mp.optim_bytes +
+                                 mp.workspace_bytes, "fixed bytes are not the sum of their parts");
+    int64_t rows = 0;
+    for (int i = 0; i < mp.nrows; i++)
+        rows += mp.rows[i].act_bytes;
+    TCHECK(rows == mp.bytes_per_clip, "%s: rows sum to %lld bytes/clip, plan says %lld", model,
+           (long long)rows, (long long)mp.bytes_per_clip);
+
+    vt_backend *be = vt_backend_init("cpu-ref", 0, 1, plan);
+    vt_net *net = vt_net_init(&cfg, be, mb, err, sizeof err);
+    TCHECK(net != NULL, "%s: %s", model, err);
+    if (!net) {
+        vt_backend_free(&be);
+        vt_memplan_free(&mp);
+        return;
+    }
+    TCHECK(vt_net_num_params(net) == mp.params, "params %lld vs plan %lld",
+           (long long)vt_net_num_params(net), (long long)mp.params);
+    if (!strcmp(model, "tiny")) /* r3d18's 33M draws cost seconds and change no byte count */
+        vt_net_init_weights(net, 1);
+    vt_optim *opt = vt_optim_init(&oc, be, vt_net_num_params(net));
+    /* What the tower holds beside the net: the input clips and each head's targets. */
+    const int64_t clip = (int64_t)3 * t * h * w;
+    float *x = vt_backend_alloc(be, (size_t)(mb * clip) * sizeof(float));
+    int32_t *lab = vt_backend_alloc(be, (size_t)mb * sizeof(int32_t));
+    float *tg = vt_backend_alloc(be, (size_t)mb * 3 * sizeof(float));
+    TCHECK(x && lab && tg, "%s: the tower's inputs do not fit the planned budget", model);
+    if (x && lab && tg) {
+        VT_OP(be, fill, x, 0.5f, mb * clip);
+        VT_OP(be, fill, tg, 1.0f, mb * 3);
+        int32_t hl[64] = {0};
+        be->i->to_device(be, lab, hl, (size_t)mb * sizeof(int32_t));
+        const int64_t before = be->high_water;
+        vt_targets tt = {.label = {lab}, .target = {NULL, tg}};
+        vt_net_zero_grad(net);
+        vt_net_forward(net, x, run_n, 1);
+        vt_net_loss(net, NULL, NULL, &tt, 1.0f / (float)run_n);
+        vt_net_backward(net);
+        vt_optim_step(opt, vt_net_params(net), vt_net_grads(net), 0.01f);
+        vt_net_forward(net, x, run_n, 0);
+        TCHECK(be->high_water == before, "%s: a training step allocated %lld bytes", model,
+               (long long)(be->high_water - before));
+    }
+    char a[32], b[32];
+    printf("%-6s clip %dx%dx%d, %d clips, %s: plan %s (fixed %s + %d x %s), high water %s "
+           "(%.3f%% of plan)\n", model, t, h, w, mb, vt_optim_kind_name(ok),
+           vt_fmt_bytes(a, sizeof a, plan), vt_fmt_bytes(b, sizeof b, mp.fixed_bytes), mb,
+           vt_fmt_bytes((char[32]){0}, 32, mp.bytes_per_clip),
+           vt_fmt_bytes((char[32]){0}, 32, be->high_water), 100.0 * (double)be->high_water / (double)plan);
+    TCHECK(be->high_water <= plan, "%s: allocated %lld bytes, plan %lld", model,
+           (long long)be->high_water, (long long)plan);
+    TCHECK(be->high_water >= plan - plan / 100, "%s: plan %lld overestimates %lld by > 1%%",
+           model, (long long)plan, (long long)be->high_water);
+    vt_backend_free_ptr(be, x);
+    vt_backend_free_ptr(be, lab);
+    vt_backend_free_ptr(be, tg);
+    vt_optim_free(&opt);
+    vt_net_free(&net);
+    TCHECK(be->in_use == 0, "%s: %lld bytes left", model, (long long)be->in_use);
+
+    /* One clip more than planned does not fit: refused with a message, nothing held. With
+     * the optimizer's share taken first, as the tower does. */
+    void *optshare = vt_backend_alloc(be, (size_t)mp.optim_bytes);
+    vt_net *big = vt_net_init(&cfg, be, mb + 1, err, sizeof err);
+    if (big) {
+        /* The net alone may fit (its share excludes the input); the input then cannot. */
+        void *xx = vt_backend_alloc(be, (size_t)((mb + 1) * clip) * sizeof(float));
+        TCHECK(xx == NULL, "%s: %d clips fit a budget planned for %d", model, mb + 1, mb);
+        vt_backend_free_ptr(be, xx);
+        vt_net_free(&big);
+    } else {
+        TCHECK(strstr(err, "cannot allocate") != NULL, "%s: refusal says '%s'", model, err);
+    }
+    vt_backend_free_ptr(be, optshare);
+    TCHECK(be->in_use == 0, "%s: refusal left %lld bytes", model, (long long)be->in_use);
+
+    TCHECK(vt_memplan_max_clips(&mp, plan) == mb, "max_clips(plan) = %d, not %d",
+           vt_memplan_max_clips(&mp, plan), mb);
+    TCHECK(vt_memplan_max_clips(&mp, plan - 1) == mb - 1, "max_clips(plan - 1)");
+    TCHECK(vt_memplan_max_clips(&mp, mp.fixed_bytes - 1) == 0, "max_clips below fixed");
+    vt_backend_free(&be);
+    vt_memplan_free(&mp);
+}
+
+int main(void) {
+    check("tiny", 4, 32, 32, 3, VT_OPT_SGD, 3);
+    check("r3d18", 2, 16, 16, 2, VT_OPT_ADAMW, 1);
+    /* A plan for a model that does not exist, or a clip too small, is an error, not a crash. */
+    vt_net_cfg cfg;
+    vt_memplan mp;
+    char err[256];
+    vt_net_cfg_default(&cfg, "c3d", 10, 2, 16, 16);
+    TCHECK(vt_memplan_build(&mp, &cfg, 1, err, sizeof err) < 0 && strstr(err, "too small"),
+           "c3d at 2x16x16: %s", err);
+    /* C3D at its usual clip: the classic numbers (78.4M parameters with 101 classes). */
+    vt_net_cfg_default(&cfg, "c3d", 101, 16, 112, 112);
+    TCHECK(vt_memplan_build(&mp, &cfg, 1, err, sizeof err) == 0 && mp.params == 78409573,
+           "c3d plan: %s", err);
+    vt_memplan_free(&mp);
+    return vt_test_done("test_memplan");
+}

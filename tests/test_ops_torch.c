@@ -1,0 +1,316 @@
+/*
+ * test_ops_torch.c: the cpu-ref backend against PyTorch, the outside truth. It runs
+ * scripts/torch_ops.py (torch.nn.functional conv3d, batch_norm with running statistics,
+ * max/avg/adaptive pooling, linear, cross_entropy with label smoothing, BCE with logits,
+ * torch.optim SGD/RMSprop/AdamW steps), reads the file it writes and replays every case on
+ * cpu-ref. It must never compare cpu-ref with another vidtrain backend (test_ops does), and
+ * it skips (77) only when $VT_PYTHON cannot import torch.
+ *
+ * Tolerances. cpu-ref accumulates in double and rounds once; PyTorch computes in float.
+ * The difference is PyTorch's float rounding: sums of K terms at ~6e-8 relative each, so
+ * NMSE ~ 1e-14 .. 1e-12 for conv/linear (K up to ~450) and less for the others. TOL = 1e-10
+ * leaves 100x margin; an off-by-one window, a wrong divisor or a missing smoothing term
+ * gives NMSE > 1e-4. BN running_var uses PyTorch's unbiased variance; a biased one would be
+ * off by count/(count-1) (4/3 in the bn1 case: NMSE ~1e-2).
+ * Optimizers: the parameter CHANGE over 3 steps is compared (the parameter itself would
+ * hide an error in lr * update): the change is ~1e-3..1e-1 and each stored parameter is
+ * rounded to ~6e-8, so its relative error can reach ~1e-4 for AdamW (NMSE ~1e-8 at worst);
+ * TOL_OPT = 1e-7. The ops take beta/alpha as float: 1 - 0.999f = 0.00099998713 where
+ * PyTorch uses 1 - 0.999 = 0.001 (double, then float), 1.3e-5 relative, so AdamW's
+ * exp_avg_sq differs by NMSE ~1.7e-10: TOL_BETA = 1e-9 for it (the effect on the step is
+ * half that relative, inside TOL_OPT).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/backend.h"
+#include "models/common.h"
+#include "tests/testutil.h"
+
+#define TOL 1e-10
+#define TOL_OPT 1e-7
+#define TOL_BETA 1e-9
+
+typedef struct rec { char name[64]; float *v; int64_t n; } rec;
+static rec *g_recs;
+static int g_nrecs;
+static vt_backend *g_be;
+
+static int load(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    char magic[4];
+    if (fread(magic, 1, 4, f) != 4 || memcmp(magic, "VTT1", 4)) {
+        fclose(f);
+        return -1;
+    }
+    uint32_t len, cnt;
+    while (fread(&len, 4, 1, f) == 1) {
+        VT_CHECK(len < 64, "record name too long");
+        g_recs = vt_realloc(g_recs, (size_t)(g_nrecs + 1) * sizeof(rec));
+        rec *r = &g_recs[g_nrecs++];
+        memset(r->name, 0, sizeof r->name);
+        VT_CHECK(fread(r->name, 1, len, f) == len && fread(&cnt, 4, 1, f) == 1, "truncated");
+        r->n = cnt;
+        r->v = vt_malloc((size_t)VT_MAX(cnt, 1) * 4);
+        VT_CHECK(fread(r->v, 4, cnt, f) == cnt, "truncated %s", r->name);
+    }
+    fclose(f);
+    return 0;
+}
+
+/* The record's floats copied into fresh backend memory (freed by put_all). */
+static float *g_live[256];
+static int g_nlive;
+static float *get(const char *fmt, int i, int64_t *n) {
+    char name[64];
+    snprintf(name, sizeof name, fmt, i);
+    for (int k = 0; k < g_nrecs; k++)
+        if (!strcmp(g_recs[k].name, name)) {
+            float *p = vt_backend_alloc_x(g_be, (size_t)VT_MAX(g_recs[k].n, 1) * 4, name);
+            memcpy(p, g_recs[k].v, (size_t)g_recs[k].n * 4);
+            VT_CHECK(g_nlive < 256, "too many live tensors");
+            g_live[g_nlive++] = p;
+            if (n)
+                *n = g_recs[k].n;
+            return p;
+        }
+    VT_DIE("record %s missing from the torch file", name);
+}
+static float *zeros(int64_t n) {
+    float *p = vt_backend_alloc_x(g_be, (size_t)VT_MAX(n, 1) * 4, "zeros");
+    memset(p, 0, (size_t)VT_MAX(n, 1) * 4);
+    g_live[g_nlive++] = p;
+    return p;
+}
+static void put_all(void) {
+    while (g_nlive > 0)
+        vt_backend_free_ptr(g_be, g_live[--g_nlive]);
+}
+static void cmp(const char *what, int i, const float *ours, const char *ref_fmt, double tol) {
+    int64_t n;
+    float *ref = get(ref_fmt, i, &n);
+    double e = vt_nmse(ours, ref, n);
+    char name[80];
+    snprintf(name, sizeof name, what, i);
+    printf("  %-28s n=%-6lld nmse %.2e\n", name, (long long)n, e);
+    TCHECK(e <= tol, "%s: nmse %.3g > %.3g (max |d| %.3g)", name, e, tol,
+           vt_max_abs_diff(ours, ref, n));
+}
+
+static void test_conv(void) {
+    int count = (int)get("conv.count", 0, NULL)[0];
+    for (int i = 0; i < count; i++) {
+        float *g = get("conv%d.geo", i, NULL);
+        int n = (int)g[0];
+        vt_conv3d_p p = {(int)g[1], (int)g[2], {(int)g[6], (int)g[7], (int)g[8]},
+                         {(int)g[9], (int)g[10], (int)g[11]}, {(int)g[12], (int)g[13], (int)g[14]}};
+        int thw[3] = {(int)g[3], (int)g[4], (int)g[5]}, bias = g[15] != 0;
+        int64_t nx, nw, ny;
+        float *x = get("conv%d.x", i, &nx), *w = get("conv%d.w", i, &nw);
+        float *dy = get("conv%d.dy", i, &ny);
+        float *b = bias ? get("conv%d.b", i, NULL) : NULL;
+        float *y = zeros(ny), *dx = zeros(nx), *dw = zeros(nw), *db = zeros(p.cout);
+        VT_OP(g_be, conv3d_forward, y, x, w, b, n, thw, &p);
+        VT_OP(g_be, conv3d_backward, dx, dw, bias ? db : NULL, dy, x, w, n, thw, &p);
+        cmp("conv%d y", i, y, "conv%d.y", TOL);
+        cmp("conv%d dx", i, dx, "conv%d.dx", TOL);
+        cmp("conv%d dw", i, dw, "conv%d.dw", TOL);
+        if (bias)
+            cmp("conv%d db", i, db, "conv%d.db", TOL);
+        put_all();
+    }
+}
+
+static void test_bn(void) {
+    int count = (int)get("bn.count", 0, NULL)[0];
+    for (int i = 0; i < count; i++) {
+        float *g = get("bn%d.geo", i, NULL);
+        int n = (int)g[0], c = (int)g[1];
+        int64_t s = (int64_t)g[2], nx;
+        float *x = get("bn%d.x", i, &nx), *gamma = get("bn%d.gamma", i, NULL);
+        float *beta = get("bn%d.beta", i, NULL), *rm = get("bn%d.rm0", i, NULL);
+        float *rv = get("bn%d.rv0", i, NULL), *dy = get("bn%d.dy", i, NULL);
+        float *sum = zeros(c), *sq = zeros(c), *mean = zeros(c), *inv = zeros(c);
+        float *y = zeros(nx), *sdy = zeros(c), *sdyx = zeros(c), *dx = zeros(nx);
+        VT_OP(g_be, bn_stats, sum, sq, x, n, c, s);
+        VT_OP(g_be, bn_finalize, mean, inv, rm, rv, sum, sq, (int64_t)n * s, c, 0.1f, 1e-5f);
+        VT_OP(g_be, bn_apply, y, x, mean, inv, gamma, beta, n, c, s);
+        VT_OP(g_be, bn_backward_reduce, sdy, sdyx, dy, x, mean, inv, n, c, s);
+        VT_OP(g_be, bn_backward_apply, dx, dy, x, mean, inv, gamma, sdy, sdyx, (int64_t)n * s, n,
+              c, s);
+        cmp("bn%d y", i, y, "bn%d.y", TOL);
+        cmp("bn%d running_mean", i, rm, "bn%d.rm", TOL);
+        cmp("bn%d running_var", i, rv, "bn%d.rv", TOL);
+        cmp("bn%d dx", i, dx, "bn%d.dx", TOL);
+        cmp("bn%d dgamma", i, sdyx, "bn%d.dgamma", TOL);
+        cmp("bn%d dbeta", i, sdy, "bn%d.dbeta", TOL);
+        /* eval with the updated running statistics */
+        VT_OP(g_be, bn_finalize, mean, inv, rm, rv, sum, sq, 0, c, 0.1f, 1e-5f);
+        VT_OP(g_be, bn_apply, y, x, mean, inv, gamma, beta, n, c, s);
+        cmp("bn%d y (eval)", i, y, "bn%d.y_eval", TOL);
+        put_all();
+    }
+}
+
+static void test_pool(void) {
+    int count = (int)get("pool.count", 0, NULL)[0];
+    for (int i = 0; i < count; i++) {
+        float *g = get("pool%d.geo", i, NULL);
+        int n = (int)g[0], c = (int)g[1], thw[3] = {(int)g[2], (int)g[3], (int)g[4]};
+        vt_pool3d_p p = {{(int)g[5], (int)g[6], (int)g[7]}, {(int)g[8], (int)g[9], (int)g[10]},
+                         {(int)g[11], (int)g[12], (int)g[13]}, (int)g[14]};
+        int64_t nx, ny;
+        float *x = get("pool%d.x", i, &nx), *dy = get("pool%d.dy", i, &ny);
+        float *y = zeros(ny), *dx = zeros(nx);
+        VT_OP(g_be, maxpool3d_forward, y, x, n, c, thw, &p);
+        VT_OP(g_be, maxpool3d_backward, dx, dy, x, n, c, thw, &p);
+        cmp(g[15] != 0 ? "pool%d max y (ties)" : "pool%d max y", i, y, "pool%d.max_y", TOL);
+        cmp(g[15] != 0 ? "pool%d max dx (ties)" : "pool%d max dx", i, dx, "pool%d.max_dx", TOL);
+        VT_OP(g_be, avgpool3d_forward, y, x, n, c, thw, &p);
+        VT_OP(g_be, avgpool3d_backward, dx, dy, n, c, thw, &p);
+        cmp("pool%d avg y", i, y, "pool%d.avg_y", TOL);
+        cmp("pool%d avg dx", i, dx, "pool%d.avg_dx", TOL);
+        put_all();
+    }
+    int64_t nx, ny;
+    float *x = get("gap.x", 0, &nx), *dy = get("gap.dy", 0, &ny);
+    float *y = zeros(ny), *dx = zeros(nx);
+    VT_OP(g_be, gap_forward, y, x, 3, 5, nx / 15);
+    VT_OP(g_be, gap_backward, dx, dy, 3, 5, nx / 15);
+    cmp("gap y", 0, y, "gap.y", TOL);
+    cmp("gap dx", 0, dx, "gap.dx", TOL);
+    put_all();
+}
+
+static void test_linear(void) {
+    int64_t nx, nw, ny;
+    float *x = get("lin.x", 0, &nx), *w = get("lin.w", 0, &nw), *b = get("lin.b", 0, NULL);
+    float *dy = get("lin.dy", 0, &ny);
+    int n = 4, in_f = (int)(nx / 4), out_f = (int)(ny / 4);
+    float *y = zeros(ny), *dx = zeros(nx), *dw = zeros(nw), *db = zeros(out_f);
+    VT_OP(g_be, linear_forward, y, x, w, b, n, in_f, out_f);
+    VT_OP(g_be, linear_backward, dx, dw, db, dy, x, w, n, in_f, out_f);
+    cmp("linear y", 0, y, "lin.y", TOL);
+    cmp("linear dx", 0, dx, "lin.dx", TOL);
+    cmp("linear dw", 0, dw, "lin.dw", TOL);
+    cmp("linear db", 0, db, "lin.db", TOL);
+    put_all();
+}
+
+static void test_losses(void) {
+    for (int i = 0; i < 2; i++) {
+        int64_t nz, nl;
+        float eps = get("xent%d.eps", i, NULL)[0];
+        float *z = get("xent%d.z", i, &nz), *labf = get("xent%d.label", i, &nl);
+        int n = (int)nl, k = (int)(nz / nl);
+        int32_t lab[64];
+        for (int j = 0; j < n; j++)
+            lab[j] = (int32_t)labf[j];
+        float *loss = zeros(n), *dz = zeros(nz), *prob = zeros(nz);
+        VT_OP(g_be, softmax_xent, loss, dz, prob, z, lab, n, k, eps, 1.0f);
+        cmp(eps > 0 ? "xent%d (smoothing) loss" : "xent%d loss", i, loss, "xent%d.loss", TOL);
+        cmp(eps > 0 ? "xent%d (smoothing) dz" : "xent%d dz", i, dz, "xent%d.dz", TOL);
+        put_all();
+    }
+    int64_t nz, nl;
+    float *z = get("bce.z", 0, &nz), *t = get("bce.t", 0, NULL);
+    nl = 5;
+    float *loss = zeros(nl), *dz = zeros(nz);
+    VT_OP(g_be, bce_logits, loss, dz, z, t, (int)nl, (int)(nz / nl), 1.0f);
+    cmp("bce loss", 0, loss, "bce.loss", TOL);
+    cmp("bce dz", 0, dz, "bce.dz", TOL);
+    put_all();
+}
+
+/* Compare the change of the parameters over the 3 steps (see the top of the file). */
+static void cmp_delta(const char *name, const float *p, const float *p0, const float *pt,
+                      int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double a = (double)p[i] - p0[i], b = (double)pt[i] - p0[i];
+        num += (a - b) * (a - b);
+        den += b * b;
+    }
+    double e = num / den;
+    printf("  %-28s n=%-6lld nmse %.2e (of the change)\n", name, (long long)n, e);
+    TCHECK(e <= TOL_OPT, "%s: parameter change nmse %.3g", name, e);
+}
+
+static void test_optim(void) {
+    int64_t n;
+    float *p0 = get("opt.p0", 0, &n);
+    float *g[3] = {get("opt.g%d", 0, NULL), get("opt.g%d", 1, NULL), get("opt.g%d", 2, NULL)};
+    float *p = zeros(n), *s1 = zeros(n), *s2 = zeros(n);
+    /* SGD nesterov, wd */
+    memcpy(p, p0, n * 4);
+    for (int s = 0; s < 3; s++)
+        VT_OP(g_be, sgd_update, p, g[s], s1, n, 0.1f, 0.9f, 0.0f, 0.01f, 1, s + 1);
+    cmp_delta("sgd nesterov wd", p, p0, get("opt.sgd_nesterov.p", 0, NULL), n);
+    cmp("sgd nesterov momentum_buffer", 0, s1, "opt.sgd_nesterov.momentum_buffer", TOL);
+    /* SGD dampening, wd */
+    memcpy(p, p0, n * 4);
+    for (int s = 0; s < 3; s++)
+        VT_OP(g_be, sgd_update, p, g[s], s1, n, 0.1f, 0.9f, 0.1f, 0.01f, 0, s + 1);
+    cmp_delta("sgd dampening wd", p, p0, get("opt.sgd_damp.p", 0, NULL), n);
+    cmp("sgd dampening momentum_buffer", 0, s1, "opt.sgd_damp.momentum_buffer", TOL);
+    /* RMSprop momentum, wd */
+    memcpy(p, p0, n * 4);
+    memset(s1, 0, n * 4), memset(s2, 0, n * 4);
+    for (int s = 0; s < 3; s++)
+        VT_OP(g_be, rmsprop_update, p, g[s], s1, s2, n, 0.01f, 0.99f, 1e-8f, 1e-3f, 0.9f);
+    cmp_delta("rmsprop momentum wd", p, p0, get("opt.rmsprop_mom.p", 0, NULL), n);
+    cmp("rmsprop square_avg", 0, s1, "opt.rmsprop_mom.square_avg", TOL);
+    cmp("rmsprop momentum_buffer", 0, s2, "opt.rmsprop_mom.momentum_buffer", TOL);
+    /* RMSprop plain */
+    memcpy(p, p0, n * 4);
+    memset(s1, 0, n * 4);
+    for (int s = 0; s < 3; s++)
+        VT_OP(g_be, rmsprop_update, p, g[s], s1, NULL, n, 0.01f, 0.99f, 1e-8f, 0.0f, 0.0f);
+    cmp_delta("rmsprop", p, p0, get("opt.rmsprop.p", 0, NULL), n);
+    /* AdamW */
+    memcpy(p, p0, n * 4);
+    memset(s1, 0, n * 4), memset(s2, 0, n * 4);
+    for (int s = 0; s < 3; s++)
+        VT_OP(g_be, adamw_update, p, g[s], s1, s2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, s + 1);
+    cmp_delta("adamw", p, p0, get("opt.adamw.p", 0, NULL), n);
+    cmp("adamw exp_avg", 0, s1, "opt.adamw.exp_avg", TOL);
+    cmp("adamw exp_avg_sq", 0, s2, "opt.adamw.exp_avg_sq", TOL_BETA);
+    put_all();
+}
+
+int main(void) {
+    const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
+    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import torch' >/dev/null 2>&1", py);
+    if (system(cmd) != 0) {
+        printf("test_ops_torch: SKIP: %s cannot import torch (install python3-torch)\n", py);
+        return VT_TEST_SKIP;
+    }
+    const char *dir = vt_test_dir("ops_torch");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/torch_ops.bin", dir);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/scripts/torch_ops.py' '%s'", py, src, path);
+    int rc = system(cmd);
+    TCHECK(rc == 0, "%s failed (%d)", cmd, rc);
+    if (rc != 0 || load(path) != 0) {
+        TCHECK(0, "cannot read %s", path);
+        return vt_test_done("test_ops_torch");
+    }
+    g_be = vt_backend_init("cpu-ref", 0, 1, 0);
+    test_conv();
+    test_bn();
+    test_pool();
+    test_linear();
+    test_losses();
+    test_optim();
+    TCHECK(g_be->in_use == 0, "leaked backend memory");
+    vt_backend_free(&g_be);
+    for (int k = 0; k < g_nrecs; k++)
+        free(g_recs[k].v);
+    free(g_recs);
+    return vt_test_done("test_ops_torch");
+}

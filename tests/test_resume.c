@@ -1,0 +1,159 @@
+/*
+ * test_resume.c: DESIGN.md invariant 5 through the command — train k steps, stop, resume
+ * to 2k steps, and the checkpoint equals that of 2k steps uninterrupted BYTE FOR BYTE
+ * (every tensor: weights, BN buffers, optimizer state; the CPU backend is deterministic),
+ * with 1 decode worker and with several. k is chosen so the stop lands in the middle of
+ * an epoch (the loader resumes at the next batch) and the resumed run crosses an epoch
+ * end. The uninterrupted run is the outside truth.
+ */
+#include <cjson/cJSON.h>
+#include <stdarg.h>
+#include <sys/wait.h>
+
+#include "models/checkpoint.h"
+#include "models/common.h"
+#include "tests/testutil.h"
+
+static const char *bin;
+
+static int run(const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (rc != 0)
+        fprintf(stderr, "command exited %d: %s\n", rc, cmd);
+    return rc;
+}
+
+static char *slurp(const char *path, long *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (fread(b, 1, (size_t)n, f) != (size_t)n)
+        n = 0;
+    b[n] = 0;
+    fclose(f);
+    if (len)
+        *len = n;
+    return b;
+}
+
+/* Same tensors (names, dtypes, shapes, offsets) and the same data bytes. */
+static void same_checkpoint(const char *a, const char *b, const char *what) {
+    vt_ckpt_info ia, ib;
+    char err[512];
+    int ra = vt_ckpt_read_info(&ia, a, err, sizeof err);
+    TCHECK(ra == 0, "%s: %s", a, err);
+    int rb = vt_ckpt_read_info(&ib, b, err, sizeof err);
+    TCHECK(rb == 0, "%s: %s", b, err);
+    if (ra || rb) {
+        if (!ra) vt_ckpt_info_free(&ia);
+        if (!rb) vt_ckpt_info_free(&ib);
+        return;
+    }
+    TCHECK(ia.ntensors == ib.ntensors && ia.ntensors > 0, "%s: tensor counts %d vs %d", what,
+           ia.ntensors, ib.ntensors);
+    int nopt = 0;
+    for (int i = 0; i < ia.ntensors && i < ib.ntensors; i++) {
+        const vt_ckpt_tensor *x = &ia.tensors[i], *y = vt_ckpt_find(&ib, ia.tensors[i].name);
+        TCHECK(y != NULL, "%s: %s missing", what, x->name);
+        if (!y)
+            continue;
+        nopt += !strncmp(x->name, "optim.", 6);
+        TCHECK(x->end - x->begin == y->end - y->begin && x->is_int64 == y->is_int64,
+               "%s: %s layout", what, x->name);
+    }
+    TCHECK(nopt > 0, "%s: the optimizer state is in the checkpoint", what);
+    long la, lb;
+    char *da = slurp(a, &la), *db = slurp(b, &lb);
+    /* The data sections hold every tensor back to back: equal bytes = equal state. The
+     * headers may differ only in metadata (timings), so they are not compared. */
+    long na = la - (long)ia.data_start, nb = lb - (long)ib.data_start;
+    TCHECK(da && db && na == nb && na > 0, "%s: data sizes %ld vs %ld", what, na, nb);
+    if (da && db && na == nb && na > 0) {
+        long diff = 0;
+        for (long i = 0; i < na; i++)
+            diff += da[ia.data_start + i] != db[ib.data_start + i];
+        TCHECK(diff == 0, "%s: %ld of %ld data bytes differ", what, diff, na);
+    }
+    const char *sa = vt_ckpt_meta_get(&ia.meta, "step"), *sb = vt_ckpt_meta_get(&ib.meta, "step");
+    const char *ca = vt_ckpt_meta_get(&ia.meta, "cursor"), *cb = vt_ckpt_meta_get(&ib.meta, "cursor");
+    TCHECK(sa && sb && !strcmp(sa, sb), "%s: step %s vs %s", what, sa ? sa : "-", sb ? sb : "-");
+    TCHECK(ca && cb && !strcmp(ca, cb), "%s: cursor %s vs %s", what, ca ? ca : "-", cb ? cb : "-");
+    free(da);
+    free(db);
+    vt_ckpt_info_free(&ia);
+    vt_ckpt_info_free(&ib);
+}
+
+/* The "train_loss" of epoch `epoch` in RUN/metrics.jsonl, as printed text (exactness). */
+static int epoch_loss(const char *run_dir, int epoch, char *out, size_t n) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", run_dir);
+    char *s = slurp(p, NULL);
+    int found = 0;
+    for (char *l = s ? strtok(s, "\n") : NULL; l; l = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(l);
+        const cJSON *k = cJSON_GetObjectItem(j, "kind"), *e = cJSON_GetObjectItem(j, "epoch");
+        if (cJSON_IsString(k) && !strcmp(k->valuestring, "epoch") && cJSON_IsNumber(e) &&
+            (int)e->valuedouble == epoch) {
+            snprintf(out, n, "%.17g", cJSON_GetObjectItem(j, "train_loss")->valuedouble);
+            found++;
+        }
+        cJSON_Delete(j);
+    }
+    free(s);
+    return found;
+}
+
+int main(void) {
+    bin = getenv("VT_BIN");
+    if (!bin) {
+        fprintf(stderr, "test_resume: VT_BIN not set (run through ctest)\n");
+        return VT_TEST_SKIP;
+    }
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", vt_test_dir("resume"));
+    /* 2 classes x 6 train videos = 12 samples, batch 4: 3 batches per epoch. k = 4 stops
+     * one batch into epoch 2; 2k = 8 ends two batches into epoch 3, so the resumed run
+     * crosses the end of epoch 2 (its metrics line must match too). */
+    TCHECK(run("'%s' synth '%s/data' --classes 2 --train 6 --val 1 --test 1 --frames 12 "
+               "--size 40x32 > '%s/synth.log' 2>&1", bin, dir, dir) == 0, "synth");
+    const char *common = "--clip 4x32 --batch 4 --epochs 5 --lr 0.05 --eval-every 100 "
+                         "--no-flip --seed 7 -q --log-every 1";
+
+    /* The truth: 8 steps in one go, 1 worker. */
+    TCHECK(run("'%s' train '%s/data' --out '%s/full' %s --workers 1 --max-steps 8 > '%s/full.log' 2>&1",
+               bin, dir, dir, common, dir) == 0, "uninterrupted run");
+
+    const int workers[2] = {1, 3};
+    for (int w = 0; w < 2; w++) {
+        char name[64], what[128];
+        snprintf(name, sizeof name, "split%d", workers[w]);
+        snprintf(what, sizeof what, "4+4 steps, %d worker(s)", workers[w]);
+        TCHECK(run("'%s' train '%s/data' --out '%s/%s' %s --workers %d --max-steps 4 > '%s/%s.log' 2>&1",
+                   bin, dir, dir, name, common, workers[w], dir, name) == 0, "first half");
+        TCHECK(run("'%s' train --resume '%s/%s' --max-steps 8 --workers %d >> '%s/%s.log' 2>&1",
+                   bin, dir, name, workers[w], dir, name) == 0, "resumed half");
+        char a[4200], b[4200];
+        snprintf(a, sizeof a, "%s/full/last.safetensors", dir);
+        snprintf(b, sizeof b, "%s/%s/last.safetensors", dir, name);
+        same_checkpoint(a, b, what);
+        char la[64] = "", lb[64] = "", rd[4200];
+        snprintf(rd, sizeof rd, "%s/full", dir);
+        int fa = epoch_loss(rd, 2, la, sizeof la);
+        snprintf(rd, sizeof rd, "%s/%s", dir, name);
+        int fb = epoch_loss(rd, 2, lb, sizeof lb);
+        TCHECK(fa == 1 && fb == 1, "%s: epoch 2 logged once (%d, %d)", what, fa, fb);
+        TCHECK(!strcmp(la, lb), "%s: epoch 2 train loss %s vs %s", what, la, lb);
+    }
+    return vt_test_done("test_resume");
+}

@@ -3,16 +3,23 @@
  * folder of videos: (a) sequential decode + scale of every frame (frames/s, the figure
  * scripts/bench-decode.sh sets against the ffmpeg command) and (b) random clip sampling
  * the way the training loader reads (clips/s, set against PyAV). --probe instead reports,
- * per file, whether it opens and decodes and why not (scripts/robustness.sh).
+ * per file, whether it opens and decodes and why not (scripts/robustness.sh); --list prints
+ * each file's output size and rotation so that scripts can give a peer the same work.
+ * Times are wall clock and process CPU (all threads), and split into open (probe + index)
+ * and decode, because the peers account differently (ffmpeg -benchmark leaves opening
+ * out). Clip mode can run W decode workers over different videos, as the loader does.
  *
  * It must never assert a speed: it prints figures; comparisons live in the scripts.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "app/app.h"
 #include "models/common.h"
@@ -82,13 +89,26 @@ static void usage(FILE *f) {
             "  --clip T             frames per clip (default 16)\n"
             "  --stride S           frame step inside a clip (default 2)\n"
             "  --clips-per-video K  random clips read per video in clip mode (default 4)\n"
+            "  --workers W          clip mode: W threads reading different videos (default 1)\n"
+            "  --starts-out FILE    clip mode: write 'path<TAB>W<TAB>H<TAB>start...' per video that\n"
+            "                       opens, W x H before rotation (the peer reads it)\n"
             "  --mode M             sequential | clips | both (default both)\n"
             "  --seed S             clip positions (default 1)\n"
             "  --probe              per file: opens? frames, size, rotation, codec, one clip and a\n"
             "                       full decode, or the reason it is refused (tab-separated)\n"
+            "  --list               per file that opens: 'path<TAB>W<TAB>H<TAB>rotation<TAB>frames',\n"
+            "                       W x H the output size before rotation (what swscale makes)\n"
             "Sequential: open + index + decode + scale of every frame, one video after another.\n"
-            "Clips: open + index, then K clips at random positions (seek, decode, pick, scale).\n"
+            "Clips: open + index, then K clips at random positions (seek, decode, pick, scale);\n"
+            "clip positions depend on (seed, file order) only, not on the workers.\n"
             "Prints 'RESULT mode=... ' lines for scripts/bench-decode.sh.\n");
+}
+
+/* Process CPU seconds, every thread (decoder threads included). */
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void probe(file_list *files, int threads, int short_side, int clip, int stride) {
@@ -130,14 +150,197 @@ static void probe(file_list *files, int threads, int short_side, int clip, int s
     }
 }
 
+static void list_sizes(file_list *files, int threads, int short_side) {
+    char err[512];
+    for (int i = 0; i < files->n; i++) {
+        vt_video *v = NULL;
+        if (vt_video_open(&v, files->path[i], threads, err, sizeof err) < 0)
+            continue;
+        const vt_video_info *in = vt_video_get_info(v);
+        int ow, oh;
+        vt_video_scaled_size(v, short_side, &ow, &oh);
+        int swap = in->rotation == 90 || in->rotation == 270;
+        printf("%s\t%d\t%d\t%d\t%lld\n", files->path[i], swap ? oh : ow, swap ? ow : oh,
+               in->rotation, (long long)in->nframes);
+        vt_video_close(&v);
+    }
+}
+
+/* Clip mode: what one video produced. starts is (per_video) clip starts. */
+typedef struct clip_job {
+    int ok;              /* opened */
+    int64_t clips;       /* clips read without error */
+    int64_t *starts;     /* (per_video) */
+    int sw, sh;          /* output size before rotation (what swscale makes) */
+    double open_s;       /* wall seconds in vt_video_open */
+    int64_t decoded;     /* frames out of the decoder (wanted or not), seeks done */
+    int64_t seeks;
+} clip_job;
+
+typedef struct clip_run {
+    const file_list *files;
+    clip_job *jobs;      /* (files->n) */
+    int threads, short_side, clip, stride, per_video;
+    uint64_t seed;
+    atomic_int next;     /* next file index to take */
+} clip_run;
+
+/* One worker: takes videos one at a time, reads its K clips, closes it. Clip positions
+ * come from (seed, file index) alone, so every worker count reads the same clips. */
+static void *clip_worker(void *arg) {
+    clip_run *r = arg;
+    char err[512];
+    uint8_t *buf = NULL;
+    size_t cap = 0;
+    for (;;) {
+        int i = atomic_fetch_add(&r->next, 1);
+        if (i >= r->files->n)
+            break;
+        clip_job *job = &r->jobs[i];
+        vt_video *v = NULL;
+        double t0 = vt_now();
+        int rc = vt_video_open(&v, r->files->path[i], r->threads, err, sizeof err);
+        job->open_s = vt_now() - t0;
+        if (rc < 0)
+            continue;
+        job->ok = 1;
+        int ow, oh;
+        vt_video_scaled_size(v, r->short_side, &ow, &oh);
+        int rot = vt_video_get_info(v)->rotation;
+        job->sw = rot == 90 || rot == 270 ? oh : ow;
+        job->sh = rot == 90 || rot == 270 ? ow : oh;
+        size_t need = (size_t)r->clip * ow * oh * 3;
+        if (need > cap) {
+            free(buf);
+            buf = vt_malloc(need);
+            cap = need;
+        }
+        int64_t n = vt_video_get_info(v)->nframes;
+        int64_t span = (int64_t)(r->clip - 1) * r->stride + 1;
+        vt_rng rng;
+        vt_rng_seed(&rng, vt_hash64(r->seed) ^ (uint64_t)i);
+        for (int k = 0; k < r->per_video; k++) {
+            int64_t start = n > span ? (int64_t)vt_rng_below(&rng, (uint32_t)(n - span + 1)) : 0;
+            job->starts[k] = start;
+            if (vt_video_read_clip(v, buf, start, r->clip, r->stride, r->short_side, VT_PAD_LOOP,
+                                   err, sizeof err) == 0)
+                job->clips++;
+        }
+        job->decoded = vt_video_get_stats(v)->frames_decoded;
+        job->seeks = vt_video_get_stats(v)->seeks;
+        vt_video_close(&v);
+    }
+    free(buf);
+    return NULL;
+}
+
+static void bench_clips(const file_list *files, int threads, int short_side, int clip,
+                        int stride, int per_video, int workers, uint64_t seed,
+                        const char *starts_out) {
+    clip_run r = {.files = files, .threads = threads, .short_side = short_side, .clip = clip,
+                  .stride = stride, .per_video = per_video, .seed = seed};
+    atomic_init(&r.next, 0);
+    r.jobs = vt_calloc((size_t)files->n, sizeof(clip_job));
+    for (int i = 0; i < files->n; i++)
+        r.jobs[i].starts = vt_calloc((size_t)per_video, sizeof(int64_t));
+    double t0 = vt_now(), c0 = cpu_now();
+    if (workers <= 1) {
+        clip_worker(&r);
+    } else {
+        pthread_t *th = vt_malloc((size_t)workers * sizeof(pthread_t));
+        for (int w = 0; w < workers; w++)
+            VT_CHECK(pthread_create(&th[w], NULL, clip_worker, &r) == 0, "pthread_create");
+        for (int w = 0; w < workers; w++)
+            pthread_join(th[w], NULL);
+        free(th);
+    }
+    double dt = vt_now() - t0, cpu = cpu_now() - c0;
+    int64_t nclips = 0, decoded = 0, seeks = 0;
+    int ok = 0;
+    double open_s = 0;
+    for (int i = 0; i < files->n; i++) {
+        ok += r.jobs[i].ok;
+        decoded += r.jobs[i].decoded;
+        seeks += r.jobs[i].seeks;
+        nclips += r.jobs[i].clips;
+        open_s += r.jobs[i].open_s;
+    }
+    if (starts_out) {
+        FILE *f = fopen(starts_out, "w");
+        if (!f) {
+            fprintf(stderr, "vidtrain bench decode: cannot write %s\n", starts_out);
+        } else {
+            for (int i = 0; i < files->n; i++) {
+                if (!r.jobs[i].ok)
+                    continue;
+                fprintf(f, "%s\t%d\t%d", files->path[i], r.jobs[i].sw, r.jobs[i].sh);
+                for (int k = 0; k < per_video; k++)
+                    fprintf(f, "\t%lld", (long long)r.jobs[i].starts[k]);
+                fprintf(f, "\n");
+            }
+            fclose(f);
+        }
+    }
+    printf("clips: %d videos (%d unreadable), %lld clips of %d frames (stride %d), %d worker%s "
+           "x %d decoder thread%s, in %.3f s (cpu %.3f s, opening %.3f s) = %.1f clips/s, "
+           "%.1f frames/s; %lld frames out of the decoder, %lld seeks\n",
+           ok, files->n - ok, (long long)nclips, clip, stride, workers, workers == 1 ? "" : "s",
+           threads, threads == 1 ? "" : "s", dt, cpu, open_s, dt > 0 ? nclips / dt : 0.0,
+           dt > 0 ? (double)nclips * clip / dt : 0.0, (long long)decoded, (long long)seeks);
+    printf("RESULT mode=clips videos=%d clips=%lld frames=%lld seconds=%.4f cpu_seconds=%.4f "
+           "open_seconds=%.4f workers=%d\n",
+           ok, (long long)nclips, (long long)nclips * clip, dt, cpu, open_s, workers);
+    for (int i = 0; i < files->n; i++)
+        free(r.jobs[i].starts);
+    free(r.jobs);
+}
+
+static void bench_sequential(const file_list *files, int threads, int short_side) {
+    char err[512];
+    int64_t frames = 0;
+    int bad = 0, ok = 0;
+    double open_s = 0, dec_s = 0, open_cpu = 0, dec_cpu = 0;
+    double t0 = vt_now(), c0 = cpu_now();
+    for (int i = 0; i < files->n; i++) {
+        vt_video *v = NULL;
+        double a = vt_now(), ac = cpu_now();
+        int rc = vt_video_open(&v, files->path[i], threads, err, sizeof err);
+        double b = vt_now(), bc = cpu_now();
+        open_s += b - a;
+        open_cpu += bc - ac;
+        if (rc < 0) {
+            bad++;
+            continue;
+        }
+        int64_t got = 0;
+        if (vt_video_decode_all(v, short_side, NULL, NULL, &got, err, sizeof err) < 0)
+            bad++;
+        else
+            ok++;
+        dec_s += vt_now() - b;
+        dec_cpu += cpu_now() - bc;
+        frames += got;
+        vt_video_close(&v);
+    }
+    double dt = vt_now() - t0, cpu = cpu_now() - c0;
+    printf("sequential: %d videos (%d unreadable), %lld frames in %.3f s = %.1f frames/s "
+           "(opening %.3f s, decoding %.3f s; cpu %.3f s of which decoding %.3f s)\n",
+           ok, bad, (long long)frames, dt, dt > 0 ? frames / dt : 0.0, open_s, dec_s, cpu,
+           dec_cpu);
+    printf("RESULT mode=sequential videos=%d frames=%lld seconds=%.4f open_seconds=%.4f "
+           "decode_seconds=%.4f cpu_seconds=%.4f decode_cpu_seconds=%.4f\n",
+           ok, (long long)frames, dt, open_s, dec_s, cpu, dec_cpu);
+}
+
 int vt_bench_decode(int argc, char **argv) {
     if (vt_wants_help(argc, argv)) {
         usage(stdout);
         return 0;
     }
     int threads = 1, short_side = 128, clip = 16, stride = 2, per_video = 4, do_probe = 0;
+    int workers = 1, do_list = 0;
     unsigned long long seed = 1;
-    const char *mode = "both";
+    const char *mode = "both", *starts_out = NULL;
     file_list files = {0};
     int rc = 2;
     for (int i = 1; i < argc; i++) {
@@ -166,6 +369,12 @@ int vt_bench_decode(int argc, char **argv) {
         } else if (!strcmp(a, "--clips-per-video")) {
             NEED_VAL();
             per_video = atoi(val);
+        } else if (!strcmp(a, "--workers")) {
+            NEED_VAL();
+            workers = atoi(val);
+        } else if (!strcmp(a, "--starts-out")) {
+            NEED_VAL();
+            starts_out = val;
         } else if (!strcmp(a, "--mode")) {
             NEED_VAL();
             mode = val;
@@ -174,6 +383,8 @@ int vt_bench_decode(int argc, char **argv) {
             seed = strtoull(val, NULL, 10);
         } else if (!strcmp(a, "--probe")) {
             do_probe = 1;
+        } else if (!strcmp(a, "--list")) {
+            do_list = 1;
         } else if (a[0] == '-' && a[1] == '-') {
             fprintf(stderr, "vidtrain bench decode: unknown option %s (see --help)\n", a);
             goto done;
@@ -192,93 +403,32 @@ int vt_bench_decode(int argc, char **argv) {
     int seq = !strcmp(mode, "sequential") || !strcmp(mode, "both");
     int clips = !strcmp(mode, "clips") || !strcmp(mode, "both");
     if ((!seq && !clips) || threads < 0 || short_side < 0 || clip < 1 || stride < 1 ||
-        per_video < 1) {
+        per_video < 1 || workers < 1 || workers > 256) {
         fprintf(stderr, "vidtrain bench decode: bad options (mode %s, clip %d, stride %d, "
-                        "clips-per-video %d)\n", mode, clip, stride, per_video);
+                        "clips-per-video %d, workers %d)\n", mode, clip, stride, per_video,
+                workers);
         goto done;
     }
     if (files.n == 0) {
         fprintf(stderr, "vidtrain bench decode: no files given (see --help)\n");
         goto done;
     }
+    rc = 0;
     if (do_probe) {
         probe(&files, threads, short_side, clip, stride);
-        rc = 0;
         goto done;
     }
-
+    if (do_list) {
+        list_sizes(&files, threads, short_side);
+        goto done;
+    }
     printf("vidtrain bench decode: %d files, threads %d, short side %d\n", files.n, threads,
            short_side);
-    char err[512];
-    if (seq) {
-        int64_t frames = 0;
-        int bad = 0, ok = 0;
-        double t0 = vt_now();
-        for (int i = 0; i < files.n; i++) {
-            vt_video *v = NULL;
-            if (vt_video_open(&v, files.path[i], threads, err, sizeof err) < 0) {
-                bad++;
-                continue;
-            }
-            int64_t got = 0;
-            if (vt_video_decode_all(v, short_side, NULL, NULL, &got, err, sizeof err) < 0)
-                bad++;
-            else
-                ok++;
-            frames += got;
-            vt_video_close(&v);
-        }
-        double dt = vt_now() - t0;
-        printf("sequential: %d videos (%d unreadable), %lld frames in %.3f s = %.1f frames/s\n",
-               ok, bad, (long long)frames, dt, dt > 0 ? frames / dt : 0.0);
-        printf("RESULT mode=sequential videos=%d frames=%lld seconds=%.4f\n", ok,
-               (long long)frames, dt);
-    }
-    if (clips) {
-        vt_rng rng;
-        vt_rng_seed(&rng, seed);
-        int64_t nclips = 0, frames = 0;
-        int bad = 0, ok = 0;
-        uint8_t *buf = NULL;
-        size_t cap = 0;
-        double t0 = vt_now();
-        for (int i = 0; i < files.n; i++) {
-            vt_video *v = NULL;
-            if (vt_video_open(&v, files.path[i], threads, err, sizeof err) < 0) {
-                bad++;
-                continue;
-            }
-            ok++;
-            int ow, oh;
-            vt_video_scaled_size(v, short_side, &ow, &oh);
-            size_t need = (size_t)clip * ow * oh * 3;
-            if (need > cap) {
-                free(buf);
-                buf = vt_malloc(need);
-                cap = need;
-            }
-            int64_t n = vt_video_get_info(v)->nframes;
-            int64_t span = (int64_t)(clip - 1) * stride + 1;
-            for (int k = 0; k < per_video; k++) {
-                int64_t start = n > span ? (int64_t)vt_rng_below(&rng, (uint32_t)(n - span + 1)) : 0;
-                if (vt_video_read_clip(v, buf, start, clip, stride, short_side, VT_PAD_LOOP, err,
-                                       sizeof err) < 0)
-                    continue;
-                nclips++;
-                frames += clip;
-            }
-            vt_video_close(&v);
-        }
-        double dt = vt_now() - t0;
-        free(buf);
-        printf("clips: %d videos (%d unreadable), %lld clips of %d frames (stride %d) in %.3f s "
-               "= %.1f clips/s, %.1f frames/s\n",
-               ok, bad, (long long)nclips, clip, stride, dt, dt > 0 ? nclips / dt : 0.0,
-               dt > 0 ? frames / dt : 0.0);
-        printf("RESULT mode=clips videos=%d clips=%lld frames=%lld seconds=%.4f\n", ok,
-               (long long)nclips, (long long)frames, dt);
-    }
-    rc = 0;
+    if (seq)
+        bench_sequential(&files, threads, short_side);
+    if (clips)
+        bench_clips(&files, threads, short_side, clip, stride, per_video, workers, seed,
+                    starts_out);
 done:
     for (int i = 0; i < files.n; i++)
         free(files.path[i]);

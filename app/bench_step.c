@@ -3,7 +3,8 @@
  * towers and prints clips/s (one line "clips/s: X" that scripts parse), per-tower compute
  * and waiting time, and the plan before and after (auto/speed re-plan while warming up).
  * Input is random normal clips with random labels: the figure is the towers' compute and
- * reduction throughput, without decoding. It must never assert anything about speed: it
+ * reduction throughput, without decoding. --tf32 turns on the CUDA backend's TF32 switch
+ * (models/cuda/backend_cuda.h) on every CUDA tower, before the warm-up steps. It must never assert anything about speed: it
  * reports (scripts/bench-*.sh compare figures).
  */
 #include <stdio.h>
@@ -16,20 +17,25 @@
 #include "pipeline/batch.h"
 #include "pipeline/device.h"
 #include "pipeline/tower.h"
+#ifdef VT_HAVE_CUDA
+#include "models/cuda/backend_cuda.h"
+#endif
 
 int vt_bench_step(int argc, char **argv);
 
+/* This command's defaults for the step options (plan has its own). */
+static const vt_step_args step_defaults = {
+    .model = "tiny", .clip = "8x32x32", .batch = "16", .classes = "10", .split = "equal", .optimizer = "sgd",
+};
+
 static void usage(FILE *f) {
+    fprintf(f, "usage: vidtrain bench step --model M --clip TxHxW --batch B [options]\n\n"
+               "Times training steps on synthetic clips and prints clips/s.\n\n");
+    vt_step_args_help(f, &step_defaults);
     fprintf(f,
-            "usage: vidtrain bench step --model M --clip TxHxW --batch B [options]\n\n"
-            "Times training steps on synthetic clips and prints clips/s.\n\n"
-            "  --model M           tiny, c3d, r3d18, mc3_18, r2plus1d18 (default tiny)\n"
-            "  --clip TxHxW        clip shape (default 8x32x32)\n"
-            "  --batch B           global batch (default 16)\n"
-            "  --classes K         classes (default 10)\n"
-            "  --split POLICY      equal | memory | speed | auto | manual:W,W... (default equal)\n"
-            "  --optimizer NAME    sgd | rmsprop | adamw (default sgd)\n"
             "  --sync-bn           batch-norm statistics across towers\n"
+            "  --tf32              TF32 tensor-core math on CUDA towers (convolutions, GEMMs);\n"
+            "                      off by default (FP32); no effect on CPU towers\n"
             "  --steps S           timed steps (default 5)\n"
             "  --warmup W          untimed steps first (default 2; auto/speed re-plan here)\n"
             "  --seed N            weights and data (default 1)\n"
@@ -38,9 +44,37 @@ static void usage(FILE *f) {
             vt_device_args_help);
 }
 
-static int parse_clip(const char *s, int *t, int *h, int *w) {
-    char tail;
-    return sscanf(s, "%dx%dx%d%c", t, h, w, &tail) == 3 && *t > 0 && *h > 0 && *w > 0 ? 0 : -1;
+#ifdef VT_HAVE_CUDA
+/* On the tower's own thread (thread rule, tower.h): the backend's TF32 switch. */
+static void set_tf32(void *ctx, vt_net *net, vt_optim *opt) {
+    (void)opt;
+    vt_cuda_set_tf32(vt_net_backend(net), *(const int *)ctx);
+}
+#endif
+
+/* --tf32: switch every CUDA tower to TF32; say so when there is none to switch. */
+static void apply_tf32(vt_towers *tw, const vt_device_list *devs) {
+    int ncuda = 0;
+    for (int i = 0; i < devs->n; i++) {
+        if (strcmp(devs->dev[i].backend, "cuda"))
+            continue;
+#ifdef VT_HAVE_CUDA
+        static const int on = 1;
+        vt_towers_run_on(tw, i, set_tf32, (void *)&on);
+        ncuda++;
+#endif
+    }
+    if (ncuda)
+        printf("TF32 math on %d CUDA tower%s (--tf32)\n", ncuda, ncuda == 1 ? "" : "s");
+    else
+        fprintf(stderr, "vidtrain bench step: --tf32 only applies to CUDA devices; %s: ignored\n",
+#ifdef VT_HAVE_CUDA
+                "no tower here is on a GPU"
+#else
+                "this vidtrain was built without CUDA"
+#endif
+        );
+    (void)tw;
 }
 
 int vt_bench_step(int argc, char **argv) {
@@ -49,18 +83,20 @@ int vt_bench_step(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
-    const char *model = "tiny", *clip = "8x32x32", *split = "equal", *optname = "sgd";
-    int batch = 16, classes = 10, steps = 5, warmup = 2, sync_bn = 0, verbose = 0;
+    int steps = 5, warmup = 2, sync_bn = 0, verbose = 0, tf32 = 0;
     uint64_t seed = 1;
-    vt_device_args da;
-    memset(&da, 0, sizeof da);
+    vt_step_args sa = step_defaults;
     for (int i = 1; i < argc; i++) {
-        int took = vt_device_args_take(&da, argc, argv, &i);
+        int took = vt_step_args_take(&sa, argc, argv, &i);
         if (took == 1)
             continue;
         const char *a = argv[i];
         if (!strcmp(a, "--sync-bn")) {
             sync_bn = 1;
+            continue;
+        }
+        if (!strcmp(a, "--tf32")) {
+            tf32 = 1;
             continue;
         }
         if (!strcmp(a, "--verbose")) {
@@ -72,19 +108,7 @@ int vt_bench_step(int argc, char **argv) {
             fprintf(stderr, "vidtrain bench step: %s needs a value\n", a);
             return 2;
         }
-        if (!strcmp(a, "--model"))
-            model = v;
-        else if (!strcmp(a, "--clip"))
-            clip = v;
-        else if (!strcmp(a, "--batch"))
-            batch = atoi(v);
-        else if (!strcmp(a, "--classes"))
-            classes = atoi(v);
-        else if (!strcmp(a, "--split"))
-            split = v;
-        else if (!strcmp(a, "--optimizer"))
-            optname = v;
-        else if (!strcmp(a, "--steps"))
+        if (!strcmp(a, "--steps"))
             steps = atoi(v);
         else if (!strcmp(a, "--warmup"))
             warmup = atoi(v);
@@ -97,30 +121,22 @@ int vt_bench_step(int argc, char **argv) {
         }
         i++;
     }
-    int t, h, w;
-    if (parse_clip(clip, &t, &h, &w) || batch < 1 || classes < 1 || steps < 1 || warmup < 0) {
-        fprintf(stderr, "vidtrain bench step: need --clip TxHxW, --batch >= 1, --classes >= 1, "
-                "--steps >= 1, --warmup >= 0\n");
-        return 2;
-    }
-    int ok = vt_optim_kind_parse(optname);
-    if (ok < 0) {
-        fprintf(stderr, "vidtrain bench step: unknown optimizer '%s'\n", optname);
+    if (steps < 1 || warmup < 0) {
+        fprintf(stderr, "vidtrain bench step: need --steps >= 1, --warmup >= 0\n");
         return 2;
     }
     char err[1024];
     vt_towers_cfg cfg;
     vt_towers_cfg_default(&cfg);
-    if (vt_split_policy_parse(&cfg.policy, split, err, sizeof err)) {
+    int batch;
+    int rc = vt_step_args_resolve(&sa, &cfg.net, &cfg.optim, &cfg.policy, &cfg.devices, &batch,
+                                  err, sizeof err);
+    if (rc) {
         fprintf(stderr, "vidtrain bench step: %s\n", err);
-        return 2;
+        return rc == VT_STEP_ARGS_USAGE ? 2 : 1;
     }
-    if (vt_devices_from_args(&cfg.devices, &da, err, sizeof err)) {
-        fprintf(stderr, "vidtrain bench step: %s\n", err);
-        return 1;
-    }
-    vt_net_cfg_default(&cfg.net, model, classes, t, h, w);
-    vt_optim_cfg_default(&cfg.optim, (vt_opt_kind)ok);
+    const int classes = cfg.net.head[0].classes, t = cfg.net.clip_t, h = cfg.net.clip_h,
+              w = cfg.net.clip_w;
     cfg.batch = batch;
     cfg.seed = seed;
     cfg.sync_bn = sync_bn;
@@ -132,6 +148,8 @@ int vt_bench_step(int argc, char **argv) {
         fprintf(stderr, "vidtrain bench step: %s\n", err);
         return 1;
     }
+    if (tf32)
+        apply_tf32(tw, &cfg.devices);
     vt_towers_print_plan(tw, stdout);
     fflush(stdout);
 

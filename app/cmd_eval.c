@@ -37,6 +37,46 @@ static int *class_map(const vt_dataset_head *dh, int nmodel, char *const *model_
     return m;
 }
 
+/* 1 when video dv of head h holds class (softmax) or tag (BCE) c of the dataset. */
+static int video_has_class(const vt_dataset_video *dv, const vt_dataset_head *dh, int h, int c) {
+    if (dh->loss == VT_LOSS_SOFTMAX_CE)
+        return dv->label[h] == c;
+    for (int k = 0; k < dv->ntags[h]; k++)
+        if (dv->tags[h][k] == c)
+            return 1;
+    return 0;
+}
+
+/* 1 when video dv has, in some head, a class or tag the model does not know. */
+static int video_unknown(const vt_dataset *ds, const vt_dataset_video *dv, int *const *map) {
+    for (int h = 0; h < ds->nheads; h++)
+        for (int c = 0; c < ds->heads[h].nclasses; c++)
+            if (map[h][c] < 0 && video_has_class(dv, &ds->heads[h], h, c))
+                return 1;
+    return 0;
+}
+
+/* One warning per class of the dataset that the model does not know and that some video
+ * of idx (n) holds: what it is called and how many videos are left out for it. */
+static void warn_unknown(const vt_dataset *ds, const vt_run_heads *heads, int *const *map,
+                         const int32_t *idx, int n) {
+    for (int h = 0; h < ds->nheads; h++) {
+        const vt_dataset_head *dh = &ds->heads[h];
+        for (int c = 0; c < dh->nclasses; c++) {
+            if (map[h][c] >= 0)
+                continue;
+            int64_t nv = 0;
+            for (int i = 0; i < n; i++)
+                nv += video_has_class(&ds->videos[idx[i]], dh, h, c);
+            if (nv)
+                vt_warn("%s: head '%s': %s '%s' is not one of the model's %d classes: its %lld "
+                        "video(s) are left out\n", ds->dir, dh->name,
+                        dh->loss == VT_LOSS_BCE ? "tag" : "class", dh->classes[c],
+                        heads->cfg[h].classes, (long long)nv);
+        }
+    }
+}
+
 int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_towers *t,
                     vt_dataset *ds, const vt_run_heads *heads, const int32_t *idx, int n,
                     const vt_eval_opts *eo, char *err, size_t errlen) {
@@ -49,20 +89,41 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
         return -1;
     }
     int *map[VT_MAX_HEADS] = {0};
+    int32_t *lab[VT_MAX_HEADS] = {0}; /* (batch) labels in the model's class ids */
+    float *tgt[VT_MAX_HEADS] = {0};   /* (batch, model classes) targets in the model's ids */
     float *probs[VT_MAX_HEADS] = {0};
-    float *tg = NULL;
-    int rc = -1, maxk = 1;
-    int64_t unknown = 0;
+    int32_t *keep = NULL;
+    int rc = -1, nkeep = 0;
     vt_loader *l = NULL;
+    vt_progress *pg = NULL;
     for (int h = 0; h < heads->n; h++) {
-        map[h] = class_map(&ds->heads[h], heads->cfg[h].classes, heads->classes[h]);
         if (ds->heads[h].loss != heads->cfg[h].loss) {
             vt_set_err(err, errlen, "head %s: the dataset's loss kind differs from the model's",
                        heads->cfg[h].name);
             goto end;
         }
+        map[h] = class_map(&ds->heads[h], heads->cfg[h].classes, heads->classes[h]);
+    }
+    /* Videos of a class the model does not know have no right answer among its outputs
+     * and no loss: they are left out before loading, so every count below is of the
+     * videos kept. */
+    keep = vt_malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) {
+        const vt_dataset_video *dv = &ds->videos[idx[i]];
+        VT_CHECK(dv->labeled, "video %d (%s) has no label", idx[i], dv->relpath);
+        if (video_unknown(ds, dv, map))
+            counts->unknown_videos++;
+        else
+            keep[nkeep++] = idx[i];
+    }
+    if (counts->unknown_videos)
+        warn_unknown(ds, heads, map, idx, n);
+    for (int h = 0; h < heads->n; h++)
         ep[h] = vt_evalproto_init(ds->nvideos, heads->cfg[h].classes, heads->cfg[h].loss);
-        maxk = VT_MAX(maxk, heads->cfg[h].classes);
+    counts->expected = (int64_t)nkeep * eo->clips_per_video * eo->crops;
+    if (nkeep == 0) {
+        rc = 0;
+        goto end;
     }
     vt_loader_cfg lc;
     vt_loader_cfg_default(&lc);
@@ -74,84 +135,91 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
     lc.clip = eo->clip;
     lc.clip.ncrops = eo->crops;
     lc.clip.flip = 0;
-    lc.indices = idx;
-    lc.nindices = n;
-    counts->expected = (int64_t)n * eo->clips_per_video * eo->crops;
-    if (n == 0) {
-        rc = 0;
-        goto end;
-    }
+    lc.indices = keep;
+    lc.nindices = nkeep;
     l = vt_loader_init(ds, &lc, err, errlen);
     if (!l)
         goto end;
-    for (int h = 0; h < heads->n; h++)
-        probs[h] = vt_malloc(sizeof(float) * (size_t)eo->batch * heads->cfg[h].classes);
-    tg = vt_malloc(sizeof(float) * (size_t)maxk);
+    for (int h = 0; h < heads->n; h++) {
+        size_t K = (size_t)heads->cfg[h].classes;
+        probs[h] = vt_malloc(sizeof(float) * (size_t)eo->batch * K);
+        if (heads->cfg[h].loss == VT_LOSS_SOFTMAX_CE)
+            lab[h] = vt_malloc(sizeof(int32_t) * (size_t)eo->batch);
+        else
+            tgt[h] = vt_malloc(sizeof(float) * (size_t)eo->batch * K);
+    }
     int64_t nb = vt_loader_num_batches(l);
-    vt_progress *pg = eo->quiet ? NULL : vt_progress_init(stderr, "eval", nb, 0, -1, 0);
+    pg = eo->quiet ? NULL : vt_progress_init(stderr, "eval", nb, 0, -1, 0);
     int64_t done = 0;
     const vt_batch *b;
     double lsum = 0;
-    int64_t right = 0; /* head 0 clip top-1 so far, for the progress line */
+    int64_t right = 0; /* head 0 clips right so far, for the progress line */
     while ((b = vt_loader_next(l)) != NULL) {
-        vt_step_stats ss;
-        vt_towers_eval_step(t, b, probs, &ss);
-        for (int i = 0; i < b->n; i++) {
-            int v = b->video[i], skip = 0;
-            for (int h = 0; h < heads->n && !skip; h++) {
-                const int K = heads->cfg[h].classes;
-                const float *p = probs[h] + (size_t)i * K;
-                if (heads->cfg[h].loss == VT_LOSS_SOFTMAX_CE) {
-                    int lab = map[h][b->label[h][i]];
-                    if (lab < 0) {
-                        skip = 1;
-                        break;
-                    }
-                    vt_evalproto_add(ep[h], v, lab, NULL, p);
-                    if (h == 0) {
-                        int top;
-                        vt_topk(&top, p, K, 1);
-                        right += top == lab;
-                    }
-                } else {
-                    for (int k = 0; k < K; k++)
-                        tg[k] = 0;
-                    const float *dt = b->target[h] + (size_t)i * ds->heads[h].nclasses;
-                    for (int c = 0; c < ds->heads[h].nclasses; c++)
-                        if (map[h][c] >= 0)
-                            tg[map[h][c]] = dt[c];
-                    vt_evalproto_add(ep[h], v, 0, tg, p);
+        VT_CHECK(b->n <= eo->batch, "a batch of %d clips from a loader of %d", b->n, eo->batch);
+        /* The same clips with labels in the model's class ids: the loss the towers
+         * compute and the metrics below both see the model's numbering. */
+        vt_batch mb = *b;
+        for (int h = 0; h < heads->n; h++) {
+            const int K = heads->cfg[h].classes;
+            mb.head_classes[h] = K;
+            if (heads->cfg[h].loss == VT_LOSS_SOFTMAX_CE) {
+                for (int i = 0; i < b->n; i++) {
+                    lab[h][i] = map[h][b->label[h][i]];
+                    VT_CHECK(lab[h][i] >= 0, "video %d: a class left out reached the loader",
+                             b->video[i]);
                 }
+                mb.label[h] = lab[h];
+            } else {
+                const int dk = b->head_classes[h];
+                for (int i = 0; i < b->n; i++) {
+                    float *y = tgt[h] + (size_t)i * K;
+                    const float *dy = b->target[h] + (size_t)i * dk;
+                    for (int k = 0; k < K; k++)
+                        y[k] = 0;
+                    for (int c = 0; c < dk; c++)
+                        if (map[h][c] >= 0)
+                            y[map[h][c]] = dy[c];
+                }
+                mb.target[h] = tgt[h];
             }
-            unknown += skip;
-            counts->clips += !skip;
         }
-        for (int h = 0; h < heads->n; h++)
+        vt_step_stats ss;
+        vt_towers_eval_step(t, &mb, probs, &ss);
+        for (int h = 0; h < heads->n; h++) {
+            const int K = heads->cfg[h].classes;
+            for (int i = 0; i < b->n; i++) {
+                int bad = vt_evalproto_add(ep[h], b->video[i], lab[h] ? lab[h][i] : 0,
+                                           tgt[h] ? tgt[h] + (size_t)i * K : NULL,
+                                           probs[h] + (size_t)i * K);
+                VT_CHECK(bad == 0, "video %d label %d out of range", b->video[i],
+                         lab[h] ? lab[h][i] : 0);
+            }
             vt_evalproto_add_loss(ep[h], ss.head_loss[h]);
+        }
+        counts->clips += b->n;
         lsum += ss.loss;
+        right += ss.head_correct[0];
         done++;
         vt_progress_update(pg, done, counts->clips, counts->clips ? lsum / counts->clips : 0,
                            counts->clips ? (double)right / counts->clips : 0, 0);
     }
-    if (pg) {
-        vt_progress_finish(pg, NULL);
-        vt_progress_free(&pg);
-    }
+    vt_progress_finish(pg, NULL);
     vt_loader_stats ls;
     vt_loader_get_stats(l, &ls);
     counts->bad_clips = ls.bad_clips;
     for (int v = 0; v < ds->nvideos; v++)
         counts->videos += vt_evalproto_video_clips(ep[0], v) > 0;
-    if (unknown)
-        vt_warn("%lld clips of classes the model does not know were left out\n", (long long)unknown);
     rc = 0;
 end:
+    vt_progress_free(&pg);
     vt_loader_free(&l);
     for (int h = 0; h < VT_MAX_HEADS; h++) {
         free(map[h]);
+        free(lab[h]);
+        free(tgt[h]);
         free(probs[h]);
     }
-    free(tg);
+    free(keep);
     if (rc != 0)
         for (int h = 0; h < VT_MAX_HEADS; h++)
             vt_evalproto_free(&ep[h]);
@@ -168,6 +236,7 @@ cJSON *vt_eval_json(const vt_eval_result *r, const vt_run_heads *heads, const vt
     cJSON_AddNumberToObject(j, "videos", (double)counts->videos);
     cJSON_AddNumberToObject(j, "expected_clips", (double)counts->expected);
     cJSON_AddNumberToObject(j, "bad_clips", (double)counts->bad_clips);
+    cJSON_AddNumberToObject(j, "unknown_videos", (double)counts->unknown_videos);
     cJSON_AddNumberToObject(j, "clips_per_video", eo->clips_per_video);
     cJSON_AddNumberToObject(j, "crops", eo->crops);
     cJSON_AddItemToObject(j, "clip_top1", num_or_null(r[0].clip_top1));
@@ -239,6 +308,8 @@ static void usage(FILE *f) {
         "top-k: the true class counts within the top k when fewer than k classes score higher\n"
         "(ties go to the lower class index). Mean class accuracy averages the per-class video\n"
         "top-1 over the classes present. Every clip is counted once across towers.\n"
+        "Classes are matched to the model's by name; videos of a class the model does not\n"
+        "know are left out, named in a warning and counted (eval.json \"unknown_videos\").\n"
         "Exit codes: 0 ok, 1 error, 2 usage.\n",
         vt_device_args_help);
 }
@@ -249,17 +320,15 @@ int vt_cmd_eval(int argc, char **argv) {
         return 0;
     }
     const char *pos[2] = {NULL, NULL};
-    int npos = 0, quiet = 0, batch = 0, workers = 2, K = 10, crops = 1;
-    const char *split = NULL, *policy = NULL, *ckpt = NULL;
-    vt_device_args da;
-    memset(&da, 0, sizeof da);
+    int npos = 0, quiet = 0, batch = 0, workers = 2;
+    const char *split = NULL, *policy = NULL;
+    vt_model_args ma;
+    vt_model_args_default(&ma);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
-        int r = vt_device_args_take(&da, argc, argv, &i);
-        if (r < 0) {
-            fprintf(stderr, "vidtrain eval: %s needs a value\n", a);
+        int r = vt_model_args_take(&ma, argc, argv, &i, "eval");
+        if (r < 0)
             return 2;
-        }
         if (r == 1)
             continue;
 #define OPT(name) ((r = vt_opt_value(argc, argv, &i, name, &v)) != 0)
@@ -274,9 +343,6 @@ int vt_cmd_eval(int argc, char **argv) {
             continue;
         }
         if (OPT("--tower-split")) { if (r < 0) BAD(); policy = v; continue; }
-        if (OPT("--clips-per-video")) { if (r < 0 || vt_parse_int(v, 1, 1000, &K)) BAD(); continue; }
-        if (OPT("--crops")) { if (r < 0 || vt_parse_int(v, 1, 3, &crops) || crops == 2) BAD(); continue; }
-        if (OPT("--checkpoint")) { if (r < 0) BAD(); ckpt = v; continue; }
         if (OPT("--batch")) { if (r < 0 || vt_parse_int(v, 1, 65536, &batch)) BAD(); continue; }
         if (OPT("--workers")) { if (r < 0 || vt_parse_int(v, 0, 256, &workers)) BAD(); continue; }
 #undef OPT
@@ -296,53 +362,31 @@ int vt_cmd_eval(int argc, char **argv) {
         return 2;
     }
     const char *run = pos[0], *dir = pos[1];
-    char err[1024], path[2100], ckpath[2100];
+    char err[1024], path[4200];
     int rc = 1;
     vt_dataset *ds = NULL;
-    vt_towers *t = NULL;
     int32_t *idx = NULL;
     vt_evalproto *ep[VT_MAX_HEADS] = {0};
-    vt_run_heads heads;
-    memset(&heads, 0, sizeof heads);
-    vt_train_opts o;
-    vt_train_opts_default(&o);
-
-    if (ckpt)
-        snprintf(ckpath, sizeof ckpath, "%s", ckpt);
-    else {
-        snprintf(ckpath, sizeof ckpath, "%s/best.safetensors", run);
-        if (!vt_file_exists(ckpath))
-            snprintf(ckpath, sizeof ckpath, "%s/last.safetensors", run);
+    vt_run_model m;
+    if (vt_run_model_open(&m, run, ma.ckpt, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain eval: %s\n", err);
+        goto end;
     }
-    /* The configuration: the checkpoint's own copy, else RUN/config.json. */
-    cJSON *cfg = vt_run_ckpt_config(ckpath, err, sizeof err);
-    if (!cfg) {
-        snprintf(path, sizeof path, "%s/config.json", run);
-        cfg = vt_read_json(path);
-    }
-    if (!cfg) {
-        fprintf(stderr, "vidtrain eval: %s: %s (and no readable %s/config.json)\n", ckpath, err, run);
-        return 1;
-    }
-    vt_train_opts_from_json(&o, cfg);
-    if (vt_run_heads_from_json(&heads, cJSON_GetObjectItemCaseSensitive(cfg, "heads"), err, sizeof err)) {
-        fprintf(stderr, "vidtrain eval: %s: %s\n", ckpath, err);
-        cJSON_Delete(cfg);
-        return 1;
-    }
-    cJSON_Delete(cfg);
+    const vt_train_opts *o = &m.opts;
+    const vt_run_heads *heads = &m.heads;
 
     /* The same val split as training when DIR is the training folder (flat layout). */
-    vt_dataset_opts dopt = {.val_split = o.val_dir[0] ? 0 : o.val_split};
+    vt_dataset_opts dopt = {.val_split = o->val_dir[0] ? 0 : o->val_split};
     ds = vt_dataset_open(dir, &dopt, err, sizeof err);
     if (!ds) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;
     }
-    if (o.labels[0] && vt_dataset_load_labels(ds, o.labels, NULL, err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain eval: %s: %s\n", o.labels, err);
+    if (o->labels[0] && vt_dataset_load_labels(ds, o->labels, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;
     }
+    /* Unreadable files are reported here and left out of every split (not an error). */
     vt_dataset_probe(ds, 0, 1, NULL, NULL);
     const char *sname;
     int n;
@@ -367,74 +411,57 @@ int vt_cmd_eval(int argc, char **argv) {
         goto end;
     }
 
-    vt_towers_cfg tc;
-    vt_towers_cfg_default(&tc);
-    if (vt_devices_from_args(&tc.devices, &da, err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain eval: %s\n", err);
-        rc = 2;
-        goto end;
-    }
-    if (vt_split_policy_parse(&tc.policy, policy ? policy : "memory", err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain eval: split policy: %s\n", err);
-        rc = 2;
-        goto end;
-    }
     if (!batch)
-        batch = o.batch;
-    tc.batch = batch;
-    vt_net_cfg_default(&tc.net, o.model, heads.cfg[0].classes, o.clip_t, o.crop, o.crop);
-    tc.net.nheads = heads.n;
-    memcpy(tc.net.head, heads.cfg, sizeof heads.cfg);
-    tc.net.dropout = o.dropout;
-    /* No optimizer state is needed to evaluate: plain SGD keeps none. */
-    vt_optim_cfg_default(&tc.optim, VT_OPT_SGD);
-    tc.optim.momentum = 0;
-    tc.seed = o.seed;
-    t = vt_towers_init(&tc, err, sizeof err);
-    if (!t) {
+        batch = o->batch;
+    int lrc = vt_run_model_load(&m, &ma.devices, policy, batch, err, sizeof err);
+    if (lrc != 0) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
-        goto end;
-    }
-    if (vt_run_load(ckpath, t, 0, NULL, err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain eval: %s\n", err);
+        rc = lrc == -2 ? 2 : 1;
         goto end;
     }
     if (!quiet) {
         char line[512];
-        vt_towers_plan_line(t, line, sizeof line);
+        vt_towers_plan_line(m.towers, line, sizeof line);
         fprintf(stderr, "towers: %s\n", line);
     }
-    printf("evaluating %s on %s: %s split, %d videos, %d clips x %d crop(s) per video\n", ckpath,
-           dir, sname, n, K, crops);
+    printf("evaluating %s on %s: %s split, %d videos, %d clips x %d crop(s) per video\n", m.ckpt,
+           dir, sname, n, ma.clips_per_video, ma.crops);
     fflush(stdout);
 
     vt_eval_opts eo;
     memset(&eo, 0, sizeof eo);
-    vt_clip_cfg_default(&eo.clip);
-    eo.clip.t = o.clip_t;
-    eo.clip.stride = o.stride;
-    eo.clip.crop = o.crop;
-    eo.clip.short_side = o.short_side ? o.short_side : (o.crop * 8 + 6) / 7;
-    eo.clips_per_video = K;
-    eo.crops = crops;
+    vt_run_model_clip(&eo.clip, &m);
+    eo.clips_per_video = ma.clips_per_video;
+    eo.crops = ma.crops;
     eo.batch = batch;
     eo.workers = workers;
-    eo.seed = o.seed;
+    eo.seed = o->seed;
     eo.quiet = quiet;
     vt_eval_counts cnt;
-    if (vt_run_evaluate(ep, &cnt, t, ds, &heads, idx, n, &eo, err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain eval: %s\n", err);
+    if (vt_run_evaluate(ep, &cnt, m.towers, ds, heads, idx, n, &eo, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain eval: %s: %s\n", dir, err);
+        goto end;
+    }
+    if (cnt.unknown_videos) {
+        printf("left out: %lld video(s) of classes the model does not know\n",
+               (long long)cnt.unknown_videos);
+        fflush(stdout);
+    }
+    if (cnt.clips == 0) {
+        fprintf(stderr, "vidtrain eval: no clip of the %s split of %s could be evaluated (%lld "
+                "video(s) of classes the model does not know, %lld decode failure(s))\n", sname,
+                dir, (long long)cnt.unknown_videos, (long long)cnt.bad_clips);
         goto end;
     }
     vt_eval_result r[VT_MAX_HEADS];
-    for (int h = 0; h < heads.n; h++)
+    for (int h = 0; h < heads->n; h++)
         vt_evalproto_result(ep[h], &r[h]);
     printf("clips evaluated: %lld of %lld (decode failures %lld); videos: %lld\n",
            (long long)cnt.clips, (long long)cnt.expected, (long long)cnt.bad_clips,
            (long long)cnt.videos);
-    for (int h = 0; h < heads.n; h++) {
-        if (heads.n > 1)
-            printf("head %s:\n", heads.cfg[h].name);
+    for (int h = 0; h < heads->n; h++) {
+        if (heads->n > 1)
+            printf("head %s:\n", heads->cfg[h].name);
         if (r[h].loss == VT_LOSS_BCE) {
             printf("  label-wise accuracy: clip %.2f%%, video %.2f%%; mAP %.2f%%\n",
                    100 * r[h].clip_top1, 100 * r[h].video_top1, 100 * r[h].map);
@@ -446,36 +473,45 @@ int vt_cmd_eval(int argc, char **argv) {
         for (int k = 0; k < r[h].classes; k++) {
             if (isnan(r[h].per_class_acc[k]))
                 continue;
-            printf(" %s %.1f%%", heads.classes[h][k], 100 * r[h].per_class_acc[k]);
+            printf(" %s %.1f%%", heads->classes[h][k], 100 * r[h].per_class_acc[k]);
         }
         printf("\n");
         if (r[h].classes <= 30)
-            vt_eval_confusion_print(&r[h], (const char *const *)heads.classes[h], stdout);
+            vt_eval_confusion_print(&r[h], (const char *const *)heads->classes[h], stdout);
     }
-    cJSON *j = vt_eval_json(r, &heads, &cnt, sname, &eo);
-    cJSON_AddStringToObject(j, "checkpoint", ckpath);
+    cJSON *j = vt_eval_json(r, heads, &cnt, sname, &eo);
+    cJSON_AddStringToObject(j, "checkpoint", m.ckpt);
     cJSON_AddStringToObject(j, "data", dir);
     snprintf(path, sizeof path, "%s/eval.json", run);
     int wrc = vt_write_json(path, j, err, sizeof err);
     cJSON_Delete(j);
     if (wrc != 0)
         fprintf(stderr, "vidtrain eval: %s\n", err);
-    snprintf(path, sizeof path, "%s/confusion.csv", run);
-    if (r[0].loss == VT_LOSS_SOFTMAX_CE &&
-        vt_eval_confusion_csv(&r[0], (const char *const *)heads.classes[0], path, err, sizeof err) != 0)
-        fprintf(stderr, "vidtrain eval: %s\n", err);
-    for (int h = 0; h < heads.n; h++)
+    else
+        printf("wrote %s\n", path);
+    if (r[0].loss == VT_LOSS_SOFTMAX_CE) {
+        snprintf(path, sizeof path, "%s/confusion.csv", run);
+        if (vt_eval_confusion_csv(&r[0], (const char *const *)heads->classes[0], path, err,
+                                  sizeof err) != 0) {
+            fprintf(stderr, "vidtrain eval: %s\n", err);
+            wrc = -1;
+        } else {
+            printf("wrote %s\n", path);
+        }
+    }
+    for (int h = 0; h < heads->n; h++)
         vt_eval_result_free(&r[h]);
+    /* The report is derived from the files above: a failure is reported, not fatal. */
     if (vt_report_write(run, err, sizeof err) != 0)
         fprintf(stderr, "vidtrain eval: report: %s\n", err);
-    printf("wrote %s/eval.json, %s/confusion.csv, %s/report.html\n", run, run, run);
+    else
+        printf("wrote %s/report.html\n", run);
     rc = wrc == 0 ? 0 : 1;
 end:
     for (int h = 0; h < VT_MAX_HEADS; h++)
         vt_evalproto_free(&ep[h]);
-    vt_towers_free(&t);
     free(idx);
     vt_dataset_free(&ds);
-    vt_run_heads_free(&heads);
+    vt_run_model_free(&m);
     return rc;
 }

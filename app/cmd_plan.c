@@ -16,24 +16,18 @@
 #include "pipeline/device.h"
 #include "pipeline/split.h"
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: vidtrain plan --model M --clip TxHxW [options]\n\n"
-            "Prints the model summary with memory per clip, then how a batch splits over the\n"
-            "devices (fits per pass, slice, micro-batches, predicted step time).\n\n"
-            "  --model M           tiny, c3d, r3d18, mc3_18, r2plus1d18 (default r3d18)\n"
-            "  --clip TxHxW        clip shape (default 16x112x112)\n"
-            "  --batch B           global batch (default 32)\n"
-            "  --classes K         classes of the head (default 400)\n"
-            "  --split POLICY      equal | memory | speed | auto | manual:W,W... (default memory)\n"
-            "  --optimizer NAME    sgd | rmsprop | adamw (default sgd): its state is in the plan\n"
-            "%s",
-            vt_device_args_help);
-}
+/* This command's defaults for the step options (bench step has its own). */
+static const vt_step_args step_defaults = {
+    .model = "r3d18", .clip = "16x112x112", .batch = "32", .classes = "400", .split = "memory", .optimizer = "sgd",
+};
 
-static int parse_clip(const char *s, int *t, int *h, int *w) {
-    char tail;
-    return sscanf(s, "%dx%dx%d%c", t, h, w, &tail) == 3 && *t > 0 && *h > 0 && *w > 0 ? 0 : -1;
+static void usage(FILE *f) {
+    fprintf(f, "usage: vidtrain plan --model M --clip TxHxW [options]\n\n"
+               "Prints the model summary with memory per clip, then how a batch splits over the\n"
+               "devices (fits per pass, slice, micro-batches, predicted step time). The\n"
+               "optimizer's state is part of the plan.\n\n");
+    vt_step_args_help(f, &step_defaults);
+    fprintf(f, "%s", vt_device_args_help);
 }
 
 int vt_cmd_plan(int argc, char **argv) {
@@ -41,64 +35,30 @@ int vt_cmd_plan(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    const char *model = "r3d18", *clip = "16x112x112", *split = "memory", *optname = "sgd";
-    int batch = 32, classes = 400;
-    vt_device_args da;
-    memset(&da, 0, sizeof da);
+    vt_step_args sa = step_defaults;
     for (int i = 1; i < argc; i++) {
-        int took = vt_device_args_take(&da, argc, argv, &i);
+        int took = vt_step_args_take(&sa, argc, argv, &i);
         if (took == 1)
             continue;
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (took < 0 || (a[0] == '-' && !v)) {
-            fprintf(stderr, "vidtrain plan: %s needs a value\n", a);
+        if (took < 0) {
+            fprintf(stderr, "vidtrain plan: %s needs a value\n", argv[i]);
             return 2;
         }
-        if (!strcmp(a, "--model"))
-            model = v;
-        else if (!strcmp(a, "--clip"))
-            clip = v;
-        else if (!strcmp(a, "--batch"))
-            batch = atoi(v);
-        else if (!strcmp(a, "--classes"))
-            classes = atoi(v);
-        else if (!strcmp(a, "--split"))
-            split = v;
-        else if (!strcmp(a, "--optimizer"))
-            optname = v;
-        else {
-            fprintf(stderr, "vidtrain plan: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        i++;
-    }
-    int t, h, w;
-    if (parse_clip(clip, &t, &h, &w) || batch < 1 || classes < 1) {
-        fprintf(stderr, "vidtrain plan: need --clip TxHxW, --batch >= 1, --classes >= 1\n");
-        return 2;
-    }
-    int ok = vt_optim_kind_parse(optname);
-    if (ok < 0) {
-        fprintf(stderr, "vidtrain plan: unknown optimizer '%s' (sgd, rmsprop, adamw)\n", optname);
+        fprintf(stderr, "vidtrain plan: unknown option '%s'\n", argv[i]);
+        usage(stderr);
         return 2;
     }
     char err[1024];
-    vt_split_policy pol;
-    if (vt_split_policy_parse(&pol, split, err, sizeof err)) {
-        fprintf(stderr, "vidtrain plan: %s\n", err);
-        return 2;
-    }
-    vt_device_list devs;
-    if (vt_devices_from_args(&devs, &da, err, sizeof err)) {
-        fprintf(stderr, "vidtrain plan: %s\n", err);
-        return 1;
-    }
     vt_net_cfg nc;
-    vt_net_cfg_default(&nc, model, classes, t, h, w);
     vt_optim_cfg oc;
-    vt_optim_cfg_default(&oc, (vt_opt_kind)ok);
+    vt_split_policy pol;
+    vt_device_list devs;
+    int batch;
+    int bad = vt_step_args_resolve(&sa, &nc, &oc, &pol, &devs, &batch, err, sizeof err);
+    if (bad) {
+        fprintf(stderr, "vidtrain plan: %s\n", err);
+        return bad == VT_STEP_ARGS_USAGE ? 2 : 1;
+    }
     vt_memplan mp;
     if (vt_memplan_build(&mp, &nc, vt_optim_state_per_param(&oc), err, sizeof err)) {
         fprintf(stderr, "vidtrain plan: %s\n", err);

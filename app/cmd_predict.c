@@ -105,16 +105,15 @@ int vt_cmd_predict(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
-    const char *run = NULL, *ckpt = NULL;
+    const char *run = NULL;
     const char **videos = vt_calloc((size_t)argc, sizeof(char *));
-    int nvid = 0, top = 5, json = 0, K = 10, crops = 1;
-    vt_device_args da;
-    memset(&da, 0, sizeof da);
+    int nvid = 0, top = 5, json = 0;
+    vt_model_args ma;
+    vt_model_args_default(&ma);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
-        int r = vt_device_args_take(&da, argc, argv, &i);
+        int r = vt_model_args_take(&ma, argc, argv, &i, "predict");
         if (r < 0) {
-            fprintf(stderr, "vidtrain predict: %s needs a value\n", a);
             free(videos);
             return 2;
         }
@@ -124,9 +123,6 @@ int vt_cmd_predict(int argc, char **argv) {
 #define BAD() do { fprintf(stderr, "vidtrain predict: bad value for %s\n", a); free(videos); return 2; } while (0)
         if (!strcmp(a, "--json")) { json = 1; continue; }
         if (OPT("--top")) { if (r < 0 || vt_parse_int(v, 1, 1000, &top)) BAD(); continue; }
-        if (OPT("--clips-per-video")) { if (r < 0 || vt_parse_int(v, 1, 1000, &K)) BAD(); continue; }
-        if (OPT("--crops")) { if (r < 0 || vt_parse_int(v, 1, 3, &crops) || crops == 2) BAD(); continue; }
-        if (OPT("--checkpoint")) { if (r < 0) BAD(); ckpt = v; continue; }
 #undef OPT
 #undef BAD
         if (a[0] == '-' && a[1]) {
@@ -144,82 +140,38 @@ int vt_cmd_predict(int argc, char **argv) {
         free(videos);
         return 2;
     }
-    char err[1024], ckpath[2100], path[2100];
+    char err[1024];
     int rc = 1, ok = 0;
-    vt_run_heads heads;
-    memset(&heads, 0, sizeof heads);
-    vt_train_opts o;
-    vt_train_opts_default(&o);
     pred_ctx c;
     memset(&c, 0, sizeof c);
     cJSON *out = json ? cJSON_CreateArray() : NULL;
-
-    if (ckpt)
-        snprintf(ckpath, sizeof ckpath, "%s", ckpt);
-    else {
-        snprintf(ckpath, sizeof ckpath, "%s/best.safetensors", run);
-        if (!vt_file_exists(ckpath))
-            snprintf(ckpath, sizeof ckpath, "%s/last.safetensors", run);
-    }
-    cJSON *cfg = vt_run_ckpt_config(ckpath, err, sizeof err);
-    if (!cfg) {
-        snprintf(path, sizeof path, "%s/config.json", run);
-        cfg = vt_read_json(path);
-    }
-    if (!cfg) {
-        fprintf(stderr, "vidtrain predict: %s: %s\n", ckpath, err);
-        goto end;
-    }
-    vt_train_opts_from_json(&o, cfg);
-    int hrc = vt_run_heads_from_json(&heads, cJSON_GetObjectItemCaseSensitive(cfg, "heads"), err, sizeof err);
-    cJSON_Delete(cfg);
-    if (hrc) {
-        fprintf(stderr, "vidtrain predict: %s: %s\n", ckpath, err);
-        goto end;
-    }
-
-    vt_clip_cfg_default(&c.clip);
-    c.clip.t = o.clip_t;
-    c.clip.stride = o.stride;
-    c.clip.crop = o.crop;
-    c.clip.short_side = o.short_side ? o.short_side : (o.crop * 8 + 6) / 7;
-    c.K = K;
-    c.crops = crops;
-    c.heads = &heads;
-    int B = K * crops;
-    vt_towers_cfg tc;
-    vt_towers_cfg_default(&tc);
-    if (vt_devices_from_args(&tc.devices, &da, err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain predict: %s\n", err);
-        rc = 2;
-        goto end;
-    }
-    vt_split_policy_parse(&tc.policy, "memory", err, sizeof err);
-    tc.batch = B;
-    vt_net_cfg_default(&tc.net, o.model, heads.cfg[0].classes, o.clip_t, o.crop, o.crop);
-    tc.net.nheads = heads.n;
-    memcpy(tc.net.head, heads.cfg, sizeof heads.cfg);
-    tc.net.dropout = o.dropout;
-    vt_optim_cfg_default(&tc.optim, VT_OPT_SGD);
-    tc.optim.momentum = 0;
-    c.t = vt_towers_init(&tc, err, sizeof err);
-    if (!c.t) {
+    vt_run_model m;
+    if (vt_run_model_open(&m, run, ma.ckpt, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain predict: %s\n", err);
         goto end;
     }
-    if (vt_run_load(ckpath, c.t, 0, NULL, err, sizeof err) != 0) {
+    const vt_run_heads *heads = &m.heads;
+    vt_run_model_clip(&c.clip, &m);
+    c.K = ma.clips_per_video;
+    c.crops = ma.crops;
+    c.heads = heads;
+    int B = c.K * c.crops;
+    int lrc = vt_run_model_load(&m, &ma.devices, NULL, B, err, sizeof err);
+    if (lrc != 0) {
         fprintf(stderr, "vidtrain predict: %s\n", err);
+        rc = lrc == -2 ? 2 : 1;
         goto end;
     }
+    c.t = m.towers;
     c.b.capacity = B;
-    c.b.t = o.clip_t;
-    c.b.h = c.b.w = o.crop;
-    c.b.nheads = heads.n;
-    for (int h = 0; h < heads.n; h++) {
-        c.b.head_classes[h] = heads.cfg[h].classes;
-        c.b.head_loss[h] = heads.cfg[h].loss;
-        c.probs[h] = vt_malloc(sizeof(float) * (size_t)B * heads.cfg[h].classes);
-        c.avg[h] = vt_malloc(sizeof(double) * (size_t)heads.cfg[h].classes);
+    c.b.t = c.clip.t;
+    c.b.h = c.b.w = c.clip.crop;
+    c.b.nheads = heads->n;
+    for (int h = 0; h < heads->n; h++) {
+        c.b.head_classes[h] = heads->cfg[h].classes;
+        c.b.head_loss[h] = heads->cfg[h].loss;
+        c.probs[h] = vt_malloc(sizeof(float) * (size_t)B * heads->cfg[h].classes);
+        c.avg[h] = vt_malloc(sizeof(double) * (size_t)heads->cfg[h].classes);
     }
     c.b.x = vt_malloc(sizeof(float) * (size_t)B * vt_batch_clip_floats(&c.b));
     c.b.video = vt_calloc((size_t)B, sizeof(int32_t));
@@ -245,8 +197,8 @@ int vt_cmd_predict(int argc, char **argv) {
         } else {
             printf("%s\n", videos[i]);
         }
-        for (int h = 0; h < heads.n; h++) {
-            int Kc = heads.cfg[h].classes, k = VT_MIN(top, Kc);
+        for (int h = 0; h < heads->n; h++) {
+            int Kc = heads->cfg[h].classes, k = VT_MIN(top, Kc);
             float *sc = vt_malloc(sizeof(float) * (size_t)Kc);
             int *idx = vt_malloc(sizeof(int) * (size_t)k);
             for (int j = 0; j < Kc; j++)
@@ -255,21 +207,21 @@ int vt_cmd_predict(int argc, char **argv) {
             cJSON *ho = NULL, *tl = NULL;
             if (e) {
                 ho = cJSON_CreateObject();
-                cJSON_AddStringToObject(ho, "name", heads.cfg[h].name);
+                cJSON_AddStringToObject(ho, "name", heads->cfg[h].name);
                 tl = cJSON_AddArrayToObject(ho, "top");
                 cJSON_AddItemToArray(hs, ho);
-            } else if (heads.n > 1) {
-                printf("  head %s%s\n", heads.cfg[h].name,
-                       heads.cfg[h].loss == VT_LOSS_BCE ? " (independent tag probabilities)" : "");
+            } else if (heads->n > 1) {
+                printf("  head %s%s\n", heads->cfg[h].name,
+                       heads->cfg[h].loss == VT_LOSS_BCE ? " (independent tag probabilities)" : "");
             }
             for (int r = 0; r < k; r++) {
                 if (tl) {
                     cJSON *p = cJSON_CreateObject();
-                    cJSON_AddStringToObject(p, "label", heads.classes[h][idx[r]]);
+                    cJSON_AddStringToObject(p, "label", heads->classes[h][idx[r]]);
                     cJSON_AddNumberToObject(p, "prob", sc[idx[r]]);
                     cJSON_AddItemToArray(tl, p);
                 } else {
-                    printf("  %2d. %-24s %.4f\n", r + 1, heads.classes[h][idx[r]], sc[idx[r]]);
+                    printf("  %2d. %-24s %.4f\n", r + 1, heads->classes[h][idx[r]], sc[idx[r]]);
                 }
             }
             free(sc);
@@ -280,6 +232,7 @@ int vt_cmd_predict(int argc, char **argv) {
     }
     if (out) {
         char *s = cJSON_Print(out);
+        VT_CHECK(s != NULL, "cJSON_Print failed (out of memory)");
         printf("%s\n", s);
         cJSON_free(s);
     }
@@ -288,7 +241,7 @@ int vt_cmd_predict(int argc, char **argv) {
     rc = ok > 0 ? 0 : 1;
 end:
     cJSON_Delete(out);
-    vt_towers_free(&c.t);
+    vt_run_model_free(&m);
     for (int h = 0; h < VT_MAX_HEADS; h++) {
         free(c.probs[h]);
         free(c.avg[h]);
@@ -297,7 +250,6 @@ end:
     free(c.b.video);
     free(c.b.clip);
     free(c.raw);
-    vt_run_heads_free(&heads);
     free(videos);
     return rc;
 }

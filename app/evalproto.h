@@ -62,7 +62,8 @@ void vt_eval_result_free(vt_eval_result *r);
 
 /* Clips fed for one video (0 if none). */
 int64_t vt_evalproto_video_clips(const vt_evalproto *e, int video);
-/* The averaged scores of one video: (classes), or NULL if it has no clip. */
+/* The scores of one video SUMMED over its clips: (classes), or NULL if it has no clip.
+ * Divide by vt_evalproto_video_clips for the average. */
 const double *vt_evalproto_video_scores(const vt_evalproto *e, int video);
 
 /* Row-wise numerically stable softmax: out (n, k) = softmax(logits (n, k)). out may

@@ -7,43 +7,21 @@
 #include "app/report.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "app/run.h"
 #include "models/common.h"
 
 /* ---- reading ---- */
 
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = vt_malloc(cap);
-    size_t r;
-    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += r;
-        if (n + 1 >= cap) {
-            cap *= 2;
-            buf = vt_realloc(buf, cap);
-        }
-    }
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
-
+/* One of the run folder's JSON files, NULL when absent or unreadable. */
 static cJSON *read_json(const char *dir, const char *name) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    char *s = slurp(path);
-    if (!s)
-        return NULL;
-    cJSON *j = cJSON_Parse(s);
-    free(s);
-    return j;
+    return vt_read_json(path);
 }
 
 static double jnum(const cJSON *o, const char *key) {
@@ -57,43 +35,27 @@ typedef struct epoch_row {
 
 /* Epoch rows in order; a repeated epoch (after a resume) keeps its last line. */
 static int read_epochs(const char *dir, epoch_row **out) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-    char *s = slurp(path);
-    *out = NULL;
-    if (!s)
-        return 0;
-    int n = 0, cap = 0;
-    epoch_row *rows = NULL;
-    for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
-        cJSON *j = cJSON_Parse(line);
-        if (!j)
-            continue;
-        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
-        if (cJSON_IsString(kind) && !strcmp(kind->valuestring, "epoch")) {
-            epoch_row r = {
-                .epoch = jnum(j, "epoch"), .train_loss = jnum(j, "train_loss"),
-                .train_acc = jnum(j, "train_acc"), .val_loss = jnum(j, "val_loss"),
-                .val_acc = jnum(j, "val_acc"), .val_clip_acc = jnum(j, "val_clip_acc"),
-                .cps = jnum(j, "clips_per_s"), .wait = jnum(j, "data_wait"),
-                .secs = jnum(j, "seconds"), .lr = jnum(j, "lr"),
-            };
-            int at = n;
-            for (int i = 0; i < n; i++)
-                if (rows[i].epoch == r.epoch)
-                    at = i;
-            if (at == n) {
-                if (n == cap) {
-                    cap = cap ? 2 * cap : 16;
-                    rows = vt_realloc(rows, (size_t)cap * sizeof *rows);
-                }
-                n++;
-            }
-            rows[at] = r;
-        }
-        cJSON_Delete(j);
+    cJSON **lines = NULL;
+    int nlines = vt_metrics_epochs(&lines, dir);
+    int n = 0;
+    epoch_row *rows = vt_malloc(sizeof *rows * (size_t)(nlines ? nlines : 1));
+    for (int i = 0; i < nlines; i++) {
+        const cJSON *j = lines[i];
+        epoch_row r = {
+            .epoch = jnum(j, "epoch"), .train_loss = jnum(j, "train_loss"),
+            .train_acc = jnum(j, "train_acc"), .val_loss = jnum(j, "val_loss"),
+            .val_acc = jnum(j, "val_acc"), .val_clip_acc = jnum(j, "val_clip_acc"),
+            .cps = jnum(j, "clips_per_s"), .wait = jnum(j, "data_wait"),
+            .secs = jnum(j, "seconds"), .lr = jnum(j, "lr"),
+        };
+        int at = n;
+        for (int k = 0; k < n; k++)
+            if (rows[k].epoch == r.epoch)
+                at = k;
+        n += at == n;
+        rows[at] = r;
     }
-    free(s);
+    vt_metrics_epochs_free(lines, nlines);
     *out = rows;
     return n;
 }
@@ -365,14 +327,13 @@ static const char *css =
     ".cnum{font-size:11px}table.grid td,table.grid th{stroke:none}";
 
 int vt_report_write(const char *run_dir, char *err, size_t errlen) {
-    char path[4096], tmp[4200];
-    snprintf(path, sizeof path, "%s/report.html", run_dir);
-    snprintf(tmp, sizeof tmp, "%s/.report.html.%d.tmp", run_dir, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        vt_set_err(err, errlen, "cannot write %s", tmp);
-        return -1;
-    }
+    char path[4096];
+    /* The page is built in memory and written by vt_write_file_atomic (temp file, fsync,
+     * rename), so a reader never sees half of it. */
+    char *page = NULL;
+    size_t page_len = 0;
+    FILE *f = open_memstream(&page, &page_len);
+    VT_CHECK(f != NULL, "open_memstream: %s", strerror(errno));
     cJSON *cfg = read_json(run_dir, "config.json");
     cJSON *ev = read_json(run_dir, "eval.json");
     cJSON *val = ev ? NULL : read_json(run_dir, "val.json");
@@ -421,7 +382,7 @@ int vt_report_write(const char *run_dir, char *err, size_t errlen) {
         eval_section(f, val, "Validation (last epoch)");
 
     snprintf(path, sizeof path, "%s/plan.txt", run_dir);
-    char *plan = slurp(path);
+    char *plan = vt_read_file(path);
     if (plan) {
         fprintf(f, "<h2>Devices and slice plan</h2>\n<pre>");
         html_esc(f, plan);
@@ -450,12 +411,10 @@ int vt_report_write(const char *run_dir, char *err, size_t errlen) {
     cJSON_Delete(cfg);
     cJSON_Delete(ev);
     cJSON_Delete(val);
-    snprintf(path, sizeof path, "%s/report.html", run_dir);
     int bad = ferror(f);
-    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        vt_set_err(err, errlen, "cannot write %s", path);
-        return -1;
-    }
-    return 0;
+    VT_CHECK(fclose(f) == 0 && !bad, "building the report in memory failed (out of memory)");
+    snprintf(path, sizeof path, "%s/report.html", run_dir);
+    int rc = vt_write_file_atomic(path, page, err, errlen);
+    free(page);
+    return rc;
 }

@@ -5,6 +5,7 @@
  */
 #include "app/run.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -57,7 +58,8 @@ int vt_parse_int(const char *s, long lo, long hi, int *out) {
 }
 
 int vt_parse_u64(const char *s, uint64_t *out) {
-    if (!s || !*s || *s == '-')
+    /* strtoull skips white space and then negates "-1" to 2^64-1: refuse both. */
+    if (!s || !*s || *s == '-' || isspace((unsigned char)*s))
         return -1;
     char *end = NULL;
     errno = 0;
@@ -462,17 +464,14 @@ int vt_write_json(const char *path, const cJSON *j, char *err, size_t errlen) {
 
 /* ---- metrics ---- */
 
-int vt_metrics_write_csv(const char *run_dir, char *err, size_t errlen) {
+int vt_metrics_epochs(cJSON ***out, const char *run_dir) {
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    *out = NULL;
     char *s = vt_read_file(path);
     if (!s)
         return 0;
-    /* Columns: numeric keys of epoch lines in first-seen order. */
-    int ncol = 0, cap = 0;
-    char **cols = NULL;
-    int nlines = 0;
-    cJSON **lines = NULL;
+    int n = 0;
     char *save = NULL;
     for (char *l = strtok_r(s, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         cJSON *j = cJSON_Parse(l);
@@ -481,6 +480,31 @@ int vt_metrics_write_csv(const char *run_dir, char *err, size_t errlen) {
             cJSON_Delete(j);
             continue;
         }
+        *out = vt_realloc(*out, (size_t)(n + 1) * sizeof **out);
+        (*out)[n++] = j;
+    }
+    free(s);
+    return n;
+}
+
+void vt_metrics_epochs_free(cJSON **lines, int n) {
+    for (int i = 0; i < n; i++)
+        cJSON_Delete(lines[i]);
+    free(lines);
+}
+
+int vt_metrics_write_csv(const char *run_dir, char *err, size_t errlen) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
+    if (!vt_file_exists(path))
+        return 0;
+    cJSON **lines = NULL;
+    int nlines = vt_metrics_epochs(&lines, run_dir);
+    /* Columns: numeric keys of epoch lines in first-seen order. */
+    int ncol = 0, cap = 0;
+    char **cols = NULL;
+    for (int i = 0; i < nlines; i++) {
+        const cJSON *j = lines[i];
         for (const cJSON *e = j->child; e; e = e->next) {
             if (!cJSON_IsNumber(e) || !e->string)
                 continue;
@@ -495,10 +519,7 @@ int vt_metrics_write_csv(const char *run_dir, char *err, size_t errlen) {
                 cols[ncol++] = vt_strdup(e->string);
             }
         }
-        lines = vt_realloc(lines, (size_t)(nlines + 1) * sizeof *lines);
-        lines[nlines++] = j;
     }
-    free(s);
     size_t tcap = 4096, tn = 0;
     char *text = vt_malloc(tcap);
     text[0] = 0;
@@ -531,9 +552,7 @@ int vt_metrics_write_csv(const char *run_dir, char *err, size_t errlen) {
     for (int c = 0; c < ncol; c++)
         free(cols[c]);
     free(cols);
-    for (int i = 0; i < nlines; i++)
-        cJSON_Delete(lines[i]);
-    free(lines);
+    vt_metrics_epochs_free(lines, nlines);
     return rc;
 }
 
@@ -736,6 +755,121 @@ cJSON *vt_run_ckpt_config(const char *path, char *err, size_t errlen) {
         vt_set_err(err, errlen, "%s: no vidtrain_config metadata", path);
     vt_ckpt_info_free(&info);
     return j;
+}
+
+/* ---- a trained model, as eval and predict load it ---- */
+
+void vt_model_args_default(vt_model_args *a) {
+    memset(a, 0, sizeof *a);
+    a->clips_per_video = 10;
+    a->crops = 1;
+}
+
+int vt_model_args_take(vt_model_args *a, int argc, char **argv, int *i, const char *cmd) {
+    const char *opt = argv[*i], *v = NULL;
+    int r = vt_device_args_take(&a->devices, argc, argv, i);
+    if (r < 0)
+        fprintf(stderr, "vidtrain %s: %s needs a value\n", cmd, opt);
+    if (r != 0)
+        return r;
+    int bad = 0;
+    if ((r = vt_opt_value(argc, argv, i, "--clips-per-video", &v)) != 0)
+        bad = r < 0 || vt_parse_int(v, 1, 1000, &a->clips_per_video);
+    else if ((r = vt_opt_value(argc, argv, i, "--crops", &v)) != 0)
+        bad = r < 0 || vt_parse_int(v, 1, 3, &a->crops) || a->crops == 2;
+    else if ((r = vt_opt_value(argc, argv, i, "--checkpoint", &v)) != 0) {
+        bad = r < 0;
+        if (!bad)
+            a->ckpt = v;
+    } else
+        return 0;
+    if (bad) {
+        fprintf(stderr, "vidtrain %s: bad value for %s\n", cmd, opt);
+        return -1;
+    }
+    return 1;
+}
+
+int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *err,
+                      size_t errlen) {
+    memset(m, 0, sizeof *m);
+    vt_train_opts_default(&m->opts);
+    if (ckpt)
+        snprintf(m->ckpt, sizeof m->ckpt, "%s", ckpt);
+    else {
+        snprintf(m->ckpt, sizeof m->ckpt, "%s/best.safetensors", run);
+        if (!vt_file_exists(m->ckpt))
+            snprintf(m->ckpt, sizeof m->ckpt, "%s/last.safetensors", run);
+    }
+    char cerr[1024], path[4200];
+    const char *src = m->ckpt; /* where the configuration came from, for messages */
+    cJSON *cfg = vt_run_ckpt_config(m->ckpt, cerr, sizeof cerr);
+    if (!cfg) {
+        snprintf(path, sizeof path, "%s/config.json", run);
+        cfg = vt_read_json(path);
+        src = path;
+    }
+    if (!cfg) {
+        vt_set_err(err, errlen, "%s (and no readable %s/config.json)", cerr, run);
+        return -1;
+    }
+    vt_train_opts_from_json(&m->opts, cfg);
+    char herr[1024];
+    int rc = vt_run_heads_from_json(&m->heads, cJSON_GetObjectItemCaseSensitive(cfg, "heads"),
+                                    herr, sizeof herr);
+    cJSON_Delete(cfg);
+    if (rc != 0) {
+        vt_set_err(err, errlen, "%s: %s", src, herr);
+        return -1;
+    }
+    return 0;
+}
+
+void vt_run_model_clip(vt_clip_cfg *clip, const vt_run_model *m) {
+    const vt_train_opts *o = &m->opts;
+    vt_clip_cfg_default(clip);
+    clip->t = o->clip_t;
+    clip->stride = o->stride;
+    clip->crop = o->crop;
+    /* Runs record the short side they resolved; the fallback is train's default. */
+    clip->short_side = o->short_side ? o->short_side : (o->crop * 8 + 6) / 7;
+    clip->ncrops = 1;
+    clip->flip = 0;
+}
+
+int vt_run_model_load(vt_run_model *m, const vt_device_args *da, const char *policy, int batch,
+                      char *err, size_t errlen) {
+    const vt_train_opts *o = &m->opts;
+    const vt_run_heads *h = &m->heads;
+    vt_towers_cfg tc;
+    vt_towers_cfg_default(&tc);
+    if (vt_devices_from_args(&tc.devices, da, err, errlen) != 0)
+        return -2;
+    char perr[1024];
+    if (vt_split_policy_parse(&tc.policy, policy ? policy : "memory", perr, sizeof perr) != 0) {
+        vt_set_err(err, errlen, "split policy: %s", perr);
+        return -2;
+    }
+    tc.batch = batch;
+    vt_net_cfg_default(&tc.net, o->model, h->cfg[0].classes, o->clip_t, o->crop, o->crop);
+    tc.net.nheads = h->n;
+    memcpy(tc.net.head, h->cfg, sizeof h->cfg);
+    tc.net.dropout = o->dropout;
+    /* No optimizer state is needed to run the model forward: plain SGD keeps none. */
+    vt_optim_cfg_default(&tc.optim, VT_OPT_SGD);
+    tc.optim.momentum = 0;
+    tc.seed = o->seed;
+    m->towers = vt_towers_init(&tc, err, errlen);
+    if (!m->towers)
+        return -1;
+    return vt_run_load(m->ckpt, m->towers, 0, NULL, err, errlen);
+}
+
+void vt_run_model_free(vt_run_model *m) {
+    if (!m)
+        return;
+    vt_towers_free(&m->towers);
+    vt_run_heads_free(&m->heads);
 }
 
 /* ---- signals ---- */

@@ -130,6 +130,11 @@ int vt_metrics_append(const char *run_dir, const cJSON *line, char *err, size_t 
  * a resumed run does not log the same steps twice; regenerates metrics.csv. */
 int vt_metrics_truncate(const char *run_dir, int64_t keep_step, char *err, size_t errlen);
 int vt_metrics_write_csv(const char *run_dir, char *err, size_t errlen);
+/* The {"kind":"epoch"} lines of RUN/metrics.jsonl in file order, as cJSON objects into
+ * *out (lines that are not JSON are skipped). Returns their count, 0 when the file is
+ * absent; free with vt_metrics_epochs_free. */
+int vt_metrics_epochs(cJSON ***out, const char *run_dir);
+void vt_metrics_epochs_free(cJSON **lines, int n);
 
 /* ---- run state in checkpoints ---- */
 
@@ -166,6 +171,47 @@ int vt_run_load(const char *path, vt_towers *t, int with_optim, vt_run_state *st
  * absent or unreadable. Reads the header only. */
 cJSON *vt_run_ckpt_config(const char *path, char *err, size_t errlen);
 
+/* ---- a trained model, as eval and predict load it ---- */
+
+/* The options of the commands that run a trained model (eval, predict). */
+typedef struct vt_model_args {
+    const char *ckpt;       /* --checkpoint PATH (NULL: RUN's best, else last) */
+    int clips_per_video;    /* --clips-per-video K, 1..1000 (default 10) */
+    int crops;              /* --crops 1|3 (default 1) */
+    vt_device_args devices; /* the device options (pipeline/device.h) */
+} vt_model_args;
+
+void vt_model_args_default(vt_model_args *a);
+/* If argv[*i] is one of these options: takes it and its value (advancing *i), returns 1.
+ * Returns 0 for another argument, and -1 after printing "vidtrain CMD: ..." to stderr
+ * when the value is missing or bad (a usage error). */
+int vt_model_args_take(vt_model_args *a, int argc, char **argv, int *i, const char *cmd);
+
+typedef struct vt_run_model {
+    char ckpt[4200];        /* the checkpoint: the one asked for, else RUN/best, else RUN/last */
+    vt_train_opts opts;     /* the configuration it was trained with */
+    vt_run_heads heads;
+    vt_towers *towers;      /* forward-only towers holding its weights (vt_run_model_load) */
+} vt_run_model;
+
+/* Picks the checkpoint (ckpt, or RUN/best.safetensors when it exists, else
+ * RUN/last.safetensors) and reads the configuration and heads it was trained with: the
+ * checkpoint's own copy, else RUN/config.json. 0, or -1 with err naming the file. m is
+ * always initialised: vt_run_model_free it either way. */
+int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *err,
+                      size_t errlen);
+/* The evaluation protocol's clip for this model: its clip length, stride and crop; the
+ * short side it was trained at (crop * 8/7 when the configuration has none); 1 crop, no
+ * flip. */
+void vt_run_model_clip(vt_clip_cfg *clip, const vt_run_model *m);
+/* Builds forward-only towers for `batch` clips a step on the devices of da, split by
+ * policy (NULL: "memory"), and loads the checkpoint's weights into them. 0; -2 with err
+ * when the device arguments or the policy are bad (a usage error); -1 with err
+ * otherwise. */
+int vt_run_model_load(vt_run_model *m, const vt_device_args *da, const char *policy, int batch,
+                      char *err, size_t errlen);
+void vt_run_model_free(vt_run_model *m);
+
 /* ---- the evaluation pass (app/cmd_eval.c) ---- */
 typedef struct vt_eval_opts {
     vt_clip_cfg clip;       /* t, stride, crop, short_side, mean/std; ncrops = crops */
@@ -181,12 +227,16 @@ typedef struct vt_eval_counts {
     int64_t videos;         /* videos with at least one clip */
     int64_t expected;       /* videos x K x crops requested */
     int64_t bad_clips;      /* left out because their decode failed */
+    int64_t unknown_videos; /* left out: labelled with a class the model does not know */
 } vt_eval_counts;
 
 /* Runs every clip of the videos idx (n) of ds through the towers (forward only) and
- * feeds head h's probabilities to ep[h] (created here: vt_evalproto_free them). Labels
- * of ds are mapped to the model's classes by name (videos of a class the model does not
- * know are left out with a warning). 0, or -1 with err. */
+ * feeds head h's probabilities and losses to ep[h] (created here: vt_evalproto_free
+ * them). Labels of ds are mapped to the model's classes by name before anything uses
+ * them, so metrics and loss are right whatever the dataset's class order. Videos with a
+ * class (softmax) or tag (BCE) the model does not know are left out before loading,
+ * named in a warning and counted in counts->unknown_videos; counts->expected covers the
+ * videos kept. 0, or -1 with err (heads or loss kinds that differ from the model's). */
 int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_towers *t,
                     vt_dataset *ds, const vt_run_heads *heads, const int32_t *idx, int n,
                     const vt_eval_opts *eo, char *err, size_t errlen);

@@ -1,7 +1,8 @@
 /*
  * memplan.c: the memory plan of a model for a clip shape — what vt_net_init and
  * vt_optim_init will allocate, split into fixed bytes (parameters, gradients, buffers,
- * optimizer state, workspace) and bytes per clip (activations, dropout masks, gradient
+ * optimizer state, workspace — the net's own and the largest scratch one backend op
+ * allocates while it runs) and bytes per clip (activations, dropout masks, gradient
  * slots, losses, plus the tower's input clip and targets) — and a Keras-like summary.
  * The numbers come from the same graph and layout (net_graph.c) that vt_net_init
  * allocates from, so the plan is the allocation, not an estimate of it.
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "models/common.h"
+#include "models/cpu_conv.h"
 #include "models/net.h"
 #include "models/net_graph.h"
 
@@ -71,7 +73,17 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
     mp->grad_bytes = g.nparams * fb;
     mp->buffer_bytes = g.nbuffers * fb;
     mp->optim_bytes = (int64_t)optim_floats_per_param * g.nparams * fb;
-    mp->workspace_bytes = g.ws_floats * fb;
+    /* Backend scratch an op allocates for its own duration (the cpu backend's conv tiles,
+     * cpu_conv.h): ops run one at a time on a backend, so the largest one counts. The
+     * cuda backend budgets its cuDNN workspace from what is left (backend_cuda.c). */
+    for (int i = 0; i < g.nnodes; i++) {
+        const vt_node *nd = &g.nodes[i];
+        if (nd->kind == VT_NODE_CONV) {
+            const int in_thw[3] = {nd->it, nd->ih, nd->iw};
+            mp->scratch_bytes = VT_MAX(mp->scratch_bytes, vt_cpu_conv_scratch_bound(in_thw, &nd->conv));
+        }
+    }
+    mp->workspace_bytes = g.ws_floats * fb + mp->scratch_bytes;
     mp->fixed_bytes = mp->param_bytes + mp->grad_bytes + mp->buffer_bytes + mp->optim_bytes +
                       mp->workspace_bytes;
     mp->bytes_per_clip = g.clip_floats * fb + vt_graph_io_bytes_per_clip(cfg);
@@ -100,12 +112,14 @@ void vt_memplan_print(const vt_memplan *mp, const vt_net_cfg *cfg, FILE *f) {
                              "==============================");
     fprintf(f, "Total params: %lld (%s)\n", (long long)mp->params,
             vt_fmt_bytes(a, sizeof a, mp->param_bytes));
-    fprintf(f, "Fixed bytes: %s (params %s, grads %s, buffers %s, optimizer %s, workspace %s)\n",
+    fprintf(f, "Fixed bytes: %s (params %s, grads %s, buffers %s, optimizer %s, workspace %s "
+               "incl. %s op scratch)\n",
             vt_fmt_bytes(a, sizeof a, mp->fixed_bytes), vt_fmt_bytes(b, sizeof b, mp->param_bytes),
             vt_fmt_bytes((char[32]){0}, 32, mp->grad_bytes),
             vt_fmt_bytes((char[32]){0}, 32, mp->buffer_bytes),
             vt_fmt_bytes((char[32]){0}, 32, mp->optim_bytes),
-            vt_fmt_bytes((char[32]){0}, 32, mp->workspace_bytes));
+            vt_fmt_bytes((char[32]){0}, 32, mp->workspace_bytes),
+            vt_fmt_bytes((char[32]){0}, 32, mp->scratch_bytes));
     fprintf(f, "Bytes per clip: %s\n", vt_fmt_bytes(a, sizeof a, mp->bytes_per_clip));
     static const int64_t budgets[] = {2LL << 30, 6LL << 30, 12LL << 30, 24LL << 30};
     fprintf(f, "Clips per pass:");

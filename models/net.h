@@ -118,7 +118,11 @@ void vt_net_set_bn_sync(vt_net *net, vt_allreduce_fn fn, void *ctx);
  * Contract: vt_net_init(cfg, be, mb) followed by vt_optim_init(kind) on the same
  * backend allocate at most fixed_bytes + mb * bytes_per_clip through vt_backend_alloc,
  * where bytes_per_clip counts the input clip and targets too. The splitter plans from
- * these numbers, and tests check them against the allocator's high-water mark. */
+ * these numbers, and tests check them against the allocator's high-water mark.
+ * That bound also holds while training runs: workspace_bytes includes scratch_bytes, the
+ * most that one op (forward, backward or update of any layer, at any n <= mb) allocates
+ * through vt_backend_alloc for its own duration and frees before it returns (the cpu
+ * backend's conv tiles, models/cpu_conv.h). */
 typedef struct vt_memplan_row {
     char name[64];      /* "layer1.0.conv1.0" */
     char kind[16];      /* "conv3d", "bn", "relu", "maxpool", ... */
@@ -134,6 +138,7 @@ typedef struct vt_memplan {
     int64_t param_bytes, grad_bytes, buffer_bytes, optim_bytes, workspace_bytes;
     int64_t fixed_bytes;        /* sum of the above */
     int64_t bytes_per_clip;     /* activations + their gradients + input + targets */
+    int64_t scratch_bytes;      /* part of workspace_bytes: the largest op scratch */
 } vt_memplan;
 
 /* optim_floats_per_param: 0 (none), 1 (SGD momentum), 2 (AdamW, RMSprop w/ momentum). */

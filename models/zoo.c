@@ -1,5 +1,5 @@
 /*
- * zoo.c: the model zoo as graphs — tiny, c3d, r3d18, mc3_18, r2plus1d18 — with the
+ * zoo.c: the model zoo as graphs — tiny, tiny_nobn, c3d, r3d18, mc3_18, r2plus1d18 — with the
  * module names, shapes and order of their PyTorch twins, so that state dicts move both
  * ways by name:
  *   r3d18, mc3_18, r2plus1d18: torchvision.models.video.{r3d_18, mc3_18, r2plus1d_18}
@@ -12,10 +12,16 @@
  *   tiny: ours (scripts/torch_zoo.py holds its twin): conv1 3->16 k3 + bn1 + relu +
  *     pool1 (1,2,2), conv2 16->32 + bn2 + relu + pool2 (2,2,2), conv3 32->64 + bn3 + relu,
  *     avgpool (global), fc. About 71k parameters.
+ *   tiny_nobn: a TEST AND TEACHING model, ours too (its twin: Tiny(bn=False)): tiny without
+ *     batch norm — conv1/conv2/conv3 carry a bias instead of a BN layer, same names
+ *     otherwise (conv1, relu1, pool1, ..., avgpool, fc; no bn*). Without BN a clip's
+ *     gradient depends on that clip alone, so any split and any micro-batch size give
+ *     the one-device result (DESIGN.md invariant 1 without sync-BN); tests/test_towers.c
+ *     relies on that. Not meant to train well: tiny is the small model to use.
  * Heads: head 0 is the twin's classifier ("fc", or "fc8" for c3d); head h >= 1 is
  * "heads.<h>" (heads.1.weight, heads.1.bias, ...), a linear layer on the same features.
  * cfg->dropout > 0 puts one dropout ("dropout") on the features before every head
- * (resnets, tiny); for c3d it is the port's p of the dropouts after fc6 and fc7.
+ * (resnets, tiny, tiny_nobn); for c3d it is the port's p of the dropouts after fc6 and fc7.
  *
  * This file only describes models: it must never allocate backend memory or run ops.
  */
@@ -25,7 +31,8 @@
 #include "models/common.h"
 #include "models/net_graph.h"
 
-const char *const vt_zoo_names[] = {"tiny", "c3d", "r3d18", "mc3_18", "r2plus1d18", NULL};
+const char *const vt_zoo_names[] = {"tiny", "tiny_nobn", "c3d", "r3d18", "mc3_18", "r2plus1d18",
+                                    NULL};
 
 #define K3(a, b, c) ((const int[3]){a, b, c})
 
@@ -36,13 +43,22 @@ static int conv_bn_relu(vt_graph *g, const char *conv, const char *bn, const cha
     return vt_g_relu(g, relu, x);
 }
 
-static int build_tiny(vt_graph *g) {
-    int x = conv_bn_relu(g, "conv1", "bn1", "relu1", -1, 16, K3(3, 3, 3), K3(1, 1, 1),
-                         K3(1, 1, 1));
+/* One 3x3x3 conv + relu of tiny: with batch norm (bn = "bn1", ...; the conv has no bias,
+ * as before any BN) or, bn == NULL, with a conv bias instead (tiny_nobn). */
+static int tiny_stage(vt_graph *g, const char *conv, const char *bn, const char *relu, int in,
+                      int cout) {
+    if (bn)
+        return conv_bn_relu(g, conv, bn, relu, in, cout, K3(3, 3, 3), K3(1, 1, 1), K3(1, 1, 1));
+    int x = vt_g_conv(g, conv, in, cout, K3(3, 3, 3), K3(1, 1, 1), K3(1, 1, 1), 1);
+    return vt_g_relu(g, relu, x);
+}
+
+static int build_tiny(vt_graph *g, int bn) {
+    int x = tiny_stage(g, "conv1", bn ? "bn1" : NULL, "relu1", -1, 16);
     x = vt_g_maxpool(g, "pool1", x, K3(1, 2, 2), K3(1, 2, 2), K3(0, 0, 0));
-    x = conv_bn_relu(g, "conv2", "bn2", "relu2", x, 32, K3(3, 3, 3), K3(1, 1, 1), K3(1, 1, 1));
+    x = tiny_stage(g, "conv2", bn ? "bn2" : NULL, "relu2", x, 32);
     x = vt_g_maxpool(g, "pool2", x, K3(2, 2, 2), K3(2, 2, 2), K3(0, 0, 0));
-    x = conv_bn_relu(g, "conv3", "bn3", "relu3", x, 64, K3(3, 3, 3), K3(1, 1, 1), K3(1, 1, 1));
+    x = tiny_stage(g, "conv3", bn ? "bn3" : NULL, "relu3", x, 64);
     return vt_g_gap(g, "avgpool", x);
 }
 
@@ -184,7 +200,9 @@ int vt_zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen) {
     int feat;
     const char *fc = "fc";
     if (!strcmp(cfg->model, "tiny")) {
-        feat = build_tiny(g);
+        feat = build_tiny(g, 1);
+    } else if (!strcmp(cfg->model, "tiny_nobn")) {
+        feat = build_tiny(g, 0);
     } else if (!strcmp(cfg->model, "c3d")) {
         g->init = VT_INIT_C3D;
         fc = "fc8";
@@ -199,8 +217,11 @@ int vt_zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen) {
         feat = build_resnet(g, (const conv_maker[4]){CONV_2PLUS1D, CONV_2PLUS1D, CONV_2PLUS1D,
                                                      CONV_2PLUS1D}, 1);
     } else {
-        vt_set_err(err, errlen, "unknown model '%s' (the zoo has tiny, c3d, r3d18, mc3_18, "
-                   "r2plus1d18)", cfg->model);
+        char names[128] = "";
+        for (int i = 0; vt_zoo_names[i]; i++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                     vt_zoo_names[i]);
+        vt_set_err(err, errlen, "unknown model '%s' (the zoo has %s)", cfg->model, names);
         return -1;
     }
     if (cfg->dropout > 0 && g->init != VT_INIT_C3D)

@@ -1,9 +1,11 @@
 /*
  * device.c: parses the device options into a vt_device_list and describes the machine
- * (CPU from /proc, GPUs through models/cuda/cuda_info.h when CUDA is built in).
+ * (CPU from /proc, GPUs through models/cuda/cuda_info.h when CUDA is built in); also the
+ * step options (model, clip, batch, classes, split, optimizer) that `plan` and `bench
+ * step` share, so that both read them the same way.
  *
  * It must never create a backend or touch device memory, and never abort on what a
- * user typed: every bad option comes back as -1 with a sentence in err.
+ * user typed: every bad option comes back as a negative code with a sentence in err.
  */
 #include "pipeline/device.h"
 
@@ -14,6 +16,9 @@
 #include <unistd.h>
 
 #include "models/common.h"
+#include "models/net.h"
+#include "models/optim.h"
+#include "pipeline/split.h"
 #ifdef VT_HAVE_CUDA
 #include "models/cuda/cuda_info.h"
 #endif
@@ -37,8 +42,41 @@ const char vt_device_args_help[] =
     "  --emulate-slowdown R:K[,R:K]  TEST/BENCHMARK KNOB: tower R runs K x slower (it sleeps\n"
     "                      (K-1) x its measured compute time after each micro-batch)\n";
 
+/* argv[*i] is `opt`: 1 with *val its value ("--opt V", advancing *i past V, or
+ * "--opt=V"), -1 when V is missing; 0 if argv[*i] is another option. */
+static int opt_take(const char *opt, int argc, char **argv, int *i, const char **val) {
+    const char *arg = argv[*i];
+    size_t len = strlen(opt);
+    if (!strcmp(arg, opt)) {
+        if (*i + 1 >= argc)
+            return -1;
+        *val = argv[++*i];
+        return 1;
+    }
+    if (!strncmp(arg, opt, len) && arg[len] == '=') {
+        *val = arg + len + 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Options whose value is kept as typed: the option and where the string goes. */
+typedef struct str_opt { const char *opt; size_t off; } str_opt;
+
+static int take_str_opt(void *a, const str_opt *opts, size_t n, int argc, char **argv, int *i) {
+    for (size_t k = 0; k < n; k++) {
+        const char *val = NULL;
+        int r = opt_take(opts[k].opt, argc, argv, i, &val);
+        if (r == 1)
+            *(const char **)((char *)a + opts[k].off) = val;
+        if (r)
+            return r;
+    }
+    return 0;
+}
+
 int vt_device_args_take(vt_device_args *a, int argc, char **argv, int *i) {
-    static const struct { const char *opt; size_t off; } opts[] = {
+    static const str_opt opts[] = {
         {"--devices", offsetof(vt_device_args, devices)},
         {"--gpus", offsetof(vt_device_args, gpus)},
         {"--mem", offsetof(vt_device_args, mem)},
@@ -46,28 +84,83 @@ int vt_device_args_take(vt_device_args *a, int argc, char **argv, int *i) {
         {"--emulate-slowdown", offsetof(vt_device_args, emulate)},
         {"--backend", offsetof(vt_device_args, backend)},
         {"--speeds", offsetof(vt_device_args, speeds)},
-        {"--threads", 0},
     };
-    const char *arg = argv[*i];
-    for (size_t k = 0; k < VT_ARRAY_LEN(opts); k++) {
-        size_t len = strlen(opts[k].opt);
-        const char *val = NULL;
-        if (!strcmp(arg, opts[k].opt)) {
-            if (*i + 1 >= argc)
-                return -1;
-            val = argv[++*i];
-        } else if (!strncmp(arg, opts[k].opt, len) && arg[len] == '=') {
-            val = arg + len + 1;
-        } else {
-            continue;
-        }
-        if (!strcmp(opts[k].opt, "--threads"))
-            a->threads = atoi(val) > 0 ? atoi(val) : -1;
-        else
-            *(const char **)((char *)a + opts[k].off) = val;
-        return 1;
+    const char *val = NULL;
+    int r = opt_take("--threads", argc, argv, i, &val);
+    if (r == 1)
+        a->threads = atoi(val) > 0 ? atoi(val) : -1;
+    return r ? r : take_str_opt(a, opts, VT_ARRAY_LEN(opts), argc, argv, i);
+}
+
+int vt_step_args_take(vt_step_args *a, int argc, char **argv, int *i) {
+    static const str_opt opts[] = {
+        {"--model", offsetof(vt_step_args, model)},
+        {"--clip", offsetof(vt_step_args, clip)},
+        {"--batch", offsetof(vt_step_args, batch)},
+        {"--classes", offsetof(vt_step_args, classes)},
+        {"--split", offsetof(vt_step_args, split)},
+        {"--optimizer", offsetof(vt_step_args, optimizer)},
+    };
+    int r = vt_device_args_take(&a->dev, argc, argv, i);
+    return r ? r : take_str_opt(a, opts, VT_ARRAY_LEN(opts), argc, argv, i);
+}
+
+/* A whole positive int (up to 2^20), or -1. */
+static int positive_int(const char *s) {
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    return s && !errno && end != s && !*end && v >= 1 && v <= 1 << 20 ? (int)v : -1;
+}
+
+int vt_step_args_resolve(const vt_step_args *a, struct vt_net_cfg *net, struct vt_optim_cfg *optim,
+                         struct vt_split_policy *policy, vt_device_list *devs, int *batch,
+                         char *err, size_t errlen) {
+    int t = 0, h = 0, w = 0, classes;
+    char tail;
+    if (!a->clip || sscanf(a->clip, "%dx%dx%d%c", &t, &h, &w, &tail) != 3 || t < 1 || h < 1 ||
+        w < 1) {
+        vt_set_err(err, errlen, "--clip '%s': expected TxHxW, each >= 1 (e.g. 8x32x32)",
+                   a->clip ? a->clip : "");
+        return VT_STEP_ARGS_USAGE;
     }
+    if ((*batch = positive_int(a->batch)) < 1) {
+        vt_set_err(err, errlen, "--batch '%s': expected a whole number >= 1", a->batch ? a->batch : "");
+        return VT_STEP_ARGS_USAGE;
+    }
+    if ((classes = positive_int(a->classes)) < 1) {
+        vt_set_err(err, errlen, "--classes '%s': expected a whole number >= 1",
+                   a->classes ? a->classes : "");
+        return VT_STEP_ARGS_USAGE;
+    }
+    const char *opt = a->optimizer ? a->optimizer : "sgd";
+    int ok = vt_optim_kind_parse(opt);
+    if (ok < 0) {
+        vt_set_err(err, errlen, "unknown optimizer '%s' (sgd, rmsprop, adamw)", opt);
+        return VT_STEP_ARGS_USAGE;
+    }
+    if (vt_split_policy_parse(policy, a->split ? a->split : "equal", err, errlen))
+        return VT_STEP_ARGS_USAGE;
+    if (vt_devices_from_args(devs, &a->dev, err, errlen))
+        return -1;
+    vt_net_cfg_default(net, a->model ? a->model : "tiny", classes, t, h, w);
+    vt_optim_cfg_default(optim, (vt_opt_kind)ok);
     return 0;
+}
+
+void vt_step_args_help(FILE *f, const vt_step_args *a) {
+    char models[160] = "";
+    for (int i = 0; vt_zoo_names[i]; i++)
+        snprintf(models + strlen(models), sizeof models - strlen(models), "%s%s", i ? ", " : "",
+                 vt_zoo_names[i]);
+    fprintf(f,
+            "  --model M           %s (default %s)\n"
+            "  --clip TxHxW        clip shape (default %s)\n"
+            "  --batch B           global batch (default %s)\n"
+            "  --classes K         classes of the head (default %s)\n"
+            "  --split POLICY      equal | memory | speed | auto | manual:W,W... (default %s)\n"
+            "  --optimizer NAME    sgd | rmsprop | adamw (default %s)\n",
+            models, a->model, a->clip, a->batch, a->classes, a->split, a->optimizer);
 }
 
 void vt_cpu_info_get(vt_cpu_info *out) {
@@ -118,13 +211,35 @@ static int parse_int(const char *s, int *out) {
     return 0;
 }
 
-/* Splits a comma list into a fresh buffer; tokens point into it (empty ones dropped). */
-static int split_list(char *buf, char **tok, int maxtok) {
-    int n = 0;
-    for (char *s = strtok(buf, ","); s; s = strtok(NULL, ","))
-        if (*s && n < maxtok)
-            tok[n++] = s;
-    return n;
+/* One entry of a comma list, k-th of the list; may cut `entry` up. 0, or -1 with err. */
+typedef int (*entry_fn)(vt_device_list *l, char *entry, int k, void *ctx, char *err,
+                        size_t errlen);
+
+/* Runs fn on every non-empty entry of the comma list `spec` (a private copy, so fn may
+ * cut entries up), stopping at the first failure. Returns how many entries there were
+ * (0 for an empty list), or -1 with err set by fn. */
+static int for_each_entry(vt_device_list *l, const char *spec, entry_fn fn, void *ctx,
+                          char *err, size_t errlen) {
+    char *buf = vt_strdup(spec);
+    int n = 0, rc = 0;
+    for (char *s = strtok(buf, ","); s && rc == 0; s = strtok(NULL, ","))
+        if (*s && n < 64)
+            rc = fn(l, s, n++, ctx, err, errlen);
+    free(buf);
+    return rc ? -1 : n;
+}
+
+/* Splits "KEY<sep>VALUE" at the first sep: *value is what follows it (or the whole
+ * entry, key NULL, when there is no sep). */
+static const char *entry_split(char *entry, int sep, const char **value) {
+    char *at = strchr(entry, sep);
+    if (!at) {
+        *value = entry;
+        return NULL;
+    }
+    *at = 0;
+    *value = at + 1;
+    return entry;
 }
 
 static int add_dev(vt_device_list *l, const char *backend, int ordinal, char *err, size_t errlen) {
@@ -174,109 +289,95 @@ static int check_gpu(int id, char *err, size_t errlen) {
 #endif
 }
 
-static int parse_devices(vt_device_list *l, const char *spec, const char *cpu_backend, char *err,
+/* --devices entry "cpu[:N]", "cpu-ref[:N]", "cuda[:I]"; ctx: the backend of "cpu". */
+static int devices_entry(vt_device_list *l, char *entry, int k, void *ctx, char *err,
                          size_t errlen) {
-    char *buf = vt_strdup(spec);
-    char *tok[64];
-    int nt = split_list(buf, tok, 64), rc = -1;
-    if (nt == 0) {
-        vt_set_err(err, errlen, "--devices: empty list");
-        goto end;
+    (void)k;
+    const char *num;
+    const char *kind = entry_split(entry, ':', &num);
+    int v = -1;
+    if (!kind) {
+        kind = entry;
+    } else if (parse_int(num, &v)) {
+        vt_set_err(err, errlen, "--devices: bad number in '%s:%s'", kind, num);
+        return -1;
     }
-    for (int k = 0; k < nt; k++) {
-        char *colon = strchr(tok[k], ':');
-        int v = -1;
-        if (colon) {
-            *colon = 0;
-            if (parse_int(colon + 1, &v)) {
-                vt_set_err(err, errlen, "--devices: bad number in '%s:%s'", tok[k], colon + 1);
-                goto end;
-            }
+    if (!strcmp(kind, "cpu") || !strcmp(kind, "cpu-ref")) {
+        int count = v < 0 ? 1 : v;
+        if (count == 0) {
+            vt_set_err(err, errlen, "--devices: %s:0 asks for no tower", kind);
+            return -1;
         }
-        if (!strcmp(tok[k], "cpu") || !strcmp(tok[k], "cpu-ref")) {
-            int count = v < 0 ? 1 : v;
-            if (count == 0) {
-                vt_set_err(err, errlen, "--devices: %s:0 asks for no tower", tok[k]);
-                goto end;
-            }
-            const char *be = !strcmp(tok[k], "cpu") ? cpu_backend : "cpu-ref";
-            for (int c = 0; c < count; c++)
-                if (add_dev(l, be, 0, err, errlen))
-                    goto end;
-        } else if (!strcmp(tok[k], "cuda") || !strcmp(tok[k], "gpu")) {
-            if (v < 0) {
+        const char *be = !strcmp(kind, "cpu") ? (const char *)ctx : "cpu-ref";
+        for (int c = 0; c < count; c++)
+            if (add_dev(l, be, 0, err, errlen))
+                return -1;
+        return 0;
+    }
+    if (!strcmp(kind, "cuda") || !strcmp(kind, "gpu")) {
+        if (v >= 0)
+            return check_gpu(v, err, errlen) || add_dev(l, "cuda", v, err, errlen) ? -1 : 0;
 #ifdef VT_HAVE_CUDA
-                int count = vt_cuda_device_count();
+        int count = vt_cuda_device_count();
 #else
-                int count = 0;
+        int count = 0;
 #endif
-                if (count == 0 && check_gpu(0, err, errlen))
-                    goto end;
-                for (int g = 0; g < count; g++)
-                    if (add_dev(l, "cuda", g, err, errlen))
-                        goto end;
-            } else {
-                if (check_gpu(v, err, errlen) || add_dev(l, "cuda", v, err, errlen))
-                    goto end;
-            }
-        } else {
-            vt_set_err(err, errlen, "--devices: unknown device '%s' (cpu[:N], cpu-ref[:N], cuda[:I])",
-                       tok[k]);
-            goto end;
-        }
+        if (count == 0 && check_gpu(0, err, errlen))
+            return -1;
+        for (int g = 0; g < count; g++)
+            if (add_dev(l, "cuda", g, err, errlen))
+                return -1;
+        return 0;
     }
-    rc = 0;
-end:
-    free(buf);
-    return rc;
+    vt_set_err(err, errlen, "--devices: unknown device '%s' (cpu[:N], cpu-ref[:N], cuda[:I])", kind);
+    return -1;
+}
+
+/* --gpus list entry: one GPU id, each at most once. */
+static int gpus_entry(vt_device_list *l, char *entry, int k, void *ctx, char *err, size_t errlen) {
+    (void)k;
+    (void)ctx;
+    int id;
+    if (parse_int(entry, &id)) {
+        vt_set_err(err, errlen, "--gpus: '%s' is not a GPU id", entry);
+        return -1;
+    }
+    for (int j = 0; j < l->n; j++)
+        if (!strcmp(l->dev[j].backend, "cuda") && l->dev[j].ordinal == id) {
+            vt_set_err(err, errlen, "--gpus: GPU %d listed twice (several towers on one GPU: "
+                       "--devices cuda:%d,cuda:%d)", id, id, id);
+            return -1;
+        }
+    return check_gpu(id, err, errlen) || add_dev(l, "cuda", id, err, errlen) ? -1 : 0;
 }
 
 static int parse_gpus(vt_device_list *l, const char *spec, char *err, size_t errlen) {
-    char *buf = vt_strdup(spec);
-    char *tok[64];
-    int rc = -1;
-    int is_list = strchr(spec, ',') != NULL;
-    int nt = split_list(buf, tok, 64);
-    if (nt == 0) {
+    if (strchr(spec, ',')) {
+        int n = for_each_entry(l, spec, gpus_entry, NULL, err, errlen);
+        if (n == 0)
+            vt_set_err(err, errlen, "--gpus: empty");
+        return n > 0 ? 0 : -1;
+    }
+    /* a count: GPUs 0..N-1 */
+    if (!*spec) {
         vt_set_err(err, errlen, "--gpus: empty");
-        goto end;
+        return -1;
     }
-    if (!is_list) {
-        int count;
-        if (parse_int(tok[0], &count) || count == 0) {
-            vt_set_err(err, errlen, "--gpus: '%s' is not a positive count", tok[0]);
-            goto end;
-        }
-        if (check_gpu(count - 1, err, errlen)) {
-            char why[512];
-            snprintf(why, sizeof why, "%s", err);
-            vt_set_err(err, errlen, "--gpus %d: %s", count, why);
-            goto end;
-        }
-        for (int g = 0; g < count; g++)
-            if (add_dev(l, "cuda", g, err, errlen))
-                goto end;
-    } else {
-        for (int k = 0; k < nt; k++) {
-            int id;
-            if (parse_int(tok[k], &id)) {
-                vt_set_err(err, errlen, "--gpus: '%s' is not a GPU id", tok[k]);
-                goto end;
-            }
-            for (int j = 0; j < l->n; j++)
-                if (!strcmp(l->dev[j].backend, "cuda") && l->dev[j].ordinal == id) {
-                    vt_set_err(err, errlen, "--gpus: GPU %d listed twice (several towers on one "
-                               "GPU: --devices cuda:%d,cuda:%d)", id, id, id);
-                    goto end;
-                }
-            if (check_gpu(id, err, errlen) || add_dev(l, "cuda", id, err, errlen))
-                goto end;
-        }
+    int count;
+    if (parse_int(spec, &count) || count == 0) {
+        vt_set_err(err, errlen, "--gpus: '%s' is not a positive count", spec);
+        return -1;
     }
-    rc = 0;
-end:
-    free(buf);
-    return rc;
+    if (check_gpu(count - 1, err, errlen)) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", err);
+        vt_set_err(err, errlen, "--gpus %d: %s", count, why);
+        return -1;
+    }
+    for (int g = 0; g < count; g++)
+        if (add_dev(l, "cuda", g, err, errlen))
+            return -1;
+    return 0;
 }
 
 static vt_device *find_dev(vt_device_list *l, const char *name) {
@@ -293,135 +394,109 @@ static void names_str(const vt_device_list *l, char *buf, size_t n) {
         o += (size_t)snprintf(buf + o, n - o, "%s%s", i ? ", " : "", l->dev[i].name);
 }
 
-static int parse_mem(vt_device_list *l, const char *spec, char *err, size_t errlen) {
-    char *buf = vt_strdup(spec);
-    char *tok[64];
-    int nt = split_list(buf, tok, 64), rc = -1;
-    for (int k = 0; k < nt; k++) {
-        char *eq = strchr(tok[k], '=');
-        const char *val = eq ? eq + 1 : tok[k];
-        int64_t b = vt_parse_bytes(val);
-        if (b <= 0) {
-            vt_set_err(err, errlen, "--mem: '%s' is not a size (e.g. 2G, 512M)", val);
-            goto end;
-        }
-        if (!eq) {
-            for (int i = 0; i < l->n; i++)
-                l->dev[i].budget = b;
-            continue;
-        }
-        *eq = 0;
-        vt_device *d = find_dev(l, tok[k]);
-        if (!d) {
-            char names[512];
-            names_str(l, names, sizeof names);
-            vt_set_err(err, errlen, "--mem: no tower named '%s' (towers: %s)", tok[k], names);
-            goto end;
-        }
-        d->budget = b;
+/* --mem entry "2G" (every tower) or "cpu0=2G". */
+static int mem_entry(vt_device_list *l, char *entry, int k, void *ctx, char *err, size_t errlen) {
+    (void)k;
+    (void)ctx;
+    const char *val;
+    const char *name = entry_split(entry, '=', &val);
+    int64_t b = vt_parse_bytes(val);
+    if (b <= 0) {
+        vt_set_err(err, errlen, "--mem: '%s' is not a size (e.g. 2G, 512M)", val);
+        return -1;
     }
-    rc = 0;
-end:
-    free(buf);
-    return rc;
+    if (!name) {
+        for (int i = 0; i < l->n; i++)
+            l->dev[i].budget = b;
+        return 0;
+    }
+    vt_device *d = find_dev(l, name);
+    if (!d) {
+        char names[512];
+        names_str(l, names, sizeof names);
+        vt_set_err(err, errlen, "--mem: no tower named '%s' (towers: %s)", name, names);
+        return -1;
+    }
+    d->budget = b;
+    return 0;
 }
 
-/* --gpu-mem "1:5G" or "0:12G,0:6G": the k-th entry for a GPU caps its k-th tower. */
-static int parse_gpu_mem(vt_device_list *l, const char *spec, int *capped, char *err,
+/* --gpu-mem entry "1:5G": the k-th entry for a GPU caps its k-th tower (ctx: capped[]). */
+static int gpu_mem_entry(vt_device_list *l, char *entry, int k, void *ctx, char *err,
                          size_t errlen) {
-    char *buf = vt_strdup(spec);
-    char *tok[64];
-    int nt = split_list(buf, tok, 64), rc = -1;
-    for (int k = 0; k < nt; k++) {
-        char *colon = strchr(tok[k], ':');
-        int id;
-        if (!colon) {
-            vt_set_err(err, errlen, "--gpu-mem: '%s' is not ID:SIZE (e.g. 1:5G)", tok[k]);
-            goto end;
-        }
-        *colon = 0;
-        int64_t b = vt_parse_bytes(colon + 1);
-        if (parse_int(tok[k], &id) || b <= 0) {
-            vt_set_err(err, errlen, "--gpu-mem: '%s:%s' is not ID:SIZE (e.g. 1:5G)", tok[k], colon + 1);
-            goto end;
-        }
-        int i = 0;
-        for (; i < l->n; i++)
-            if (!strcmp(l->dev[i].backend, "cuda") && l->dev[i].ordinal == id && !capped[i])
-                break;
-        if (i == l->n) {
-            vt_set_err(err, errlen, "--gpu-mem: no (more) tower on GPU %d to cap", id);
-            goto end;
-        }
-        l->dev[i].budget = b;
-        capped[i] = 1;
+    (void)k;
+    int *capped = ctx;
+    const char *size;
+    const char *gpu = entry_split(entry, ':', &size);
+    if (!gpu) {
+        vt_set_err(err, errlen, "--gpu-mem: '%s' is not ID:SIZE (e.g. 1:5G)", entry);
+        return -1;
     }
-    rc = 0;
-end:
-    free(buf);
-    return rc;
+    int id;
+    int64_t b = vt_parse_bytes(size);
+    if (parse_int(gpu, &id) || b <= 0) {
+        vt_set_err(err, errlen, "--gpu-mem: '%s:%s' is not ID:SIZE (e.g. 1:5G)", gpu, size);
+        return -1;
+    }
+    int i = 0;
+    for (; i < l->n; i++)
+        if (!strcmp(l->dev[i].backend, "cuda") && l->dev[i].ordinal == id && !capped[i])
+            break;
+    if (i == l->n) {
+        vt_set_err(err, errlen, "--gpu-mem: no (more) tower on GPU %d to cap", id);
+        return -1;
+    }
+    l->dev[i].budget = b;
+    capped[i] = 1;
+    return 0;
 }
 
-static int parse_speeds(vt_device_list *l, const char *spec, char *err, size_t errlen) {
-    char *buf = vt_strdup(spec);
-    char *tok[64];
-    int nt = split_list(buf, tok, 64), rc = -1;
-    for (int k = 0; k < nt; k++) {
-        char *eq = strchr(tok[k], '=');
-        const char *val = eq ? eq + 1 : tok[k];
-        char *end;
-        double s = strtod(val, &end);
-        if (end == val || *end || !(s > 0)) {
-            vt_set_err(err, errlen, "--speeds: '%s' is not a positive clips/s", val);
-            goto end;
-        }
-        vt_device *d = NULL;
-        if (eq) {
-            *eq = 0;
-            d = find_dev(l, tok[k]);
-        } else if (k < l->n) {
-            d = &l->dev[k];
-        }
-        if (!d) {
-            vt_set_err(err, errlen, "--speeds: entry '%s' names no tower", tok[k]);
-            goto end;
-        }
-        d->speed = s;
+/* --speeds entry "30" (the k-th tower) or "cpu0=30". */
+static int speeds_entry(vt_device_list *l, char *entry, int k, void *ctx, char *err,
+                        size_t errlen) {
+    (void)ctx;
+    const char *val;
+    const char *name = entry_split(entry, '=', &val);
+    char *end;
+    double s = strtod(val, &end);
+    if (end == val || *end || !(s > 0)) {
+        vt_set_err(err, errlen, "--speeds: '%s' is not a positive clips/s", val);
+        return -1;
     }
-    rc = 0;
-end:
-    free(buf);
-    return rc;
+    vt_device *d = name ? find_dev(l, name) : k < l->n ? &l->dev[k] : NULL;
+    if (!d) {
+        vt_set_err(err, errlen, "--speeds: entry '%s' names no tower", entry);
+        return -1;
+    }
+    d->speed = s;
+    return 0;
 }
 
-static int parse_emulate(vt_device_list *l, const char *spec, char *err, size_t errlen) {
-    char *buf = vt_strdup(spec);
-    char *tok[64];
-    int nt = split_list(buf, tok, 64), rc = -1;
-    for (int k = 0; k < nt; k++) {
-        int r;
-        char *colon = strchr(tok[k], ':'), *end;
-        if (!colon) {
-            vt_set_err(err, errlen, "--emulate-slowdown: '%s' is not TOWER:FACTOR (e.g. 1:2)", tok[k]);
-            goto end;
-        }
-        *colon = 0;
-        double f = strtod(colon + 1, &end);
-        if (parse_int(tok[k], &r) || end == colon + 1 || *end || !(f >= 1.0) || f > 1000) {
-            vt_set_err(err, errlen, "--emulate-slowdown: '%s:%s' is not TOWER:FACTOR with FACTOR >= 1",
-                       tok[k], colon + 1);
-            goto end;
-        }
-        if (r >= l->n) {
-            vt_set_err(err, errlen, "--emulate-slowdown: tower %d does not exist (%d towers)", r, l->n);
-            goto end;
-        }
-        l->dev[r].slowdown = f;
+/* --emulate-slowdown entry "R:K": tower R runs K x slower. */
+static int emulate_entry(vt_device_list *l, char *entry, int k, void *ctx, char *err,
+                         size_t errlen) {
+    (void)k;
+    (void)ctx;
+    const char *fac;
+    const char *tower = entry_split(entry, ':', &fac);
+    if (!tower) {
+        vt_set_err(err, errlen, "--emulate-slowdown: '%s' is not TOWER:FACTOR (e.g. 1:2)", entry);
+        return -1;
     }
-    rc = 0;
-end:
-    free(buf);
-    return rc;
+    int r;
+    char *end;
+    double f = strtod(fac, &end);
+    if (parse_int(tower, &r) || end == fac || *end || !(f >= 1.0) || f > 1000) {
+        vt_set_err(err, errlen, "--emulate-slowdown: '%s:%s' is not TOWER:FACTOR with FACTOR >= 1",
+                   tower, fac);
+        return -1;
+    }
+    if (r >= l->n) {
+        vt_set_err(err, errlen, "--emulate-slowdown: tower %d does not exist (%d towers)", r, l->n);
+        return -1;
+    }
+    l->dev[r].slowdown = f;
+    return 0;
 }
 
 int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err, size_t errlen) {
@@ -440,7 +515,10 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
         return -1;
     }
     if (a->devices) {
-        if (parse_devices(out, a->devices, cpu_backend, err, errlen))
+        int n = for_each_entry(out, a->devices, devices_entry, (void *)cpu_backend, err, errlen);
+        if (n == 0)
+            vt_set_err(err, errlen, "--devices: empty list");
+        if (n <= 0)
             return -1;
     } else if (a->gpus) {
         if (parse_gpus(out, a->gpus, err, errlen))
@@ -495,10 +573,10 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
 
     /* Budgets: explicit caps first, then defaults for the rest. */
     int capped[VT_MAX_DEVICES] = {0};
-    if (a->gpu_mem && parse_gpu_mem(out, a->gpu_mem, capped, err, errlen))
+    if (a->gpu_mem && for_each_entry(out, a->gpu_mem, gpu_mem_entry, capped, err, errlen) < 0)
         return -1;
     if (a->mem) {
-        if (parse_mem(out, a->mem, err, errlen))
+        if (for_each_entry(out, a->mem, mem_entry, NULL, err, errlen) < 0)
             return -1;
         for (int i = 0; i < out->n; i++)
             if (out->dev[i].budget > 0)
@@ -534,9 +612,9 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
 #endif
         }
     }
-    if (a->speeds && parse_speeds(out, a->speeds, err, errlen))
+    if (a->speeds && for_each_entry(out, a->speeds, speeds_entry, NULL, err, errlen) < 0)
         return -1;
-    if (a->emulate && parse_emulate(out, a->emulate, err, errlen))
+    if (a->emulate && for_each_entry(out, a->emulate, emulate_entry, NULL, err, errlen) < 0)
         return -1;
     return 0;
 }

@@ -11,15 +11,17 @@
  * statistics (as Keras/DDP do) and, after every training step, the running statistics
  * of all replicas are replaced by their clip-weighted average (sum_i n_i/B * buffers_i,
  * num_batches_tracked rounded to an integer), so every replica holds ONE identical set
- * and evaluation is the same whichever tower runs a clip. The weighted average makes
- * running_mean exactly what one device would hold; running_var misses the spread between
- * the towers' means. With sync_bn every BN layer sums (sum, sumsq, count) and the
- * backward sums over all towers through the reducer, so statistics are those of the whole
- * pass: one tower with the whole batch and N towers give the same result PER PASS. Under
- * sync-BN all towers run the same number of passes (the most any tower needs; short
- * towers run empty passes), and pass p of every tower is normalised together; with
- * micro-batches that is not the one-device batch statistic (PyTorch gradient
- * accumulation computes statistics per micro-batch too).
+ * and evaluation is the same whichever tower runs a clip. Those statistics approximate
+ * one device's: only a BN layer whose input does not depend on earlier normalisation
+ * (the first) gets one device's running_mean (from the same weights) exactly; deeper
+ * layers see inputs normalised per tower, and running_var also misses the spread between
+ * the towers' means (tests/test_towers.c measures both). With sync_bn every BN layer
+ * sums (sum, sumsq, count) and the backward sums over all towers through the reducer, so
+ * statistics are those of the whole pass: one tower with the whole batch and N towers
+ * give the same result PER PASS. Under sync-BN all towers run the same number of passes
+ * (the most any tower needs; short towers run empty passes), and pass p of every tower
+ * is normalised together; with micro-batches that is not the one-device batch statistic
+ * (PyTorch gradient accumulation computes statistics per micro-batch too).
  *
  * Every tower, even one with 0 clips, takes part in every collective. Evaluation is
  * forward only, outputs written back in batch order, each clip exactly once.

@@ -39,6 +39,7 @@
 #define VT_SWS_FLAGS SWS_BILINEAR
 #define VT_SWS_CACHE 4   /* sws contexts per video: a few sizes, a mid-stream format change */
 #define VT_MAX_SEEK_RETRY 2
+#define VT_SKIP_KEEP 64  /* skipped positions remembered exactly (reorder + thread delay is less) */
 
 typedef struct vt_sws_entry {
     struct SwsContext *ctx;
@@ -63,7 +64,14 @@ struct vt_video {
     int intra_only;         /* every packet is a keyframe (MJPEG, FFV1...): frames independent */
     const int64_t *want;    /* (nwant) sorted index positions the current read needs, or NULL */
     int nwant;
-    int64_t skip_hi;        /* highest position skipped since the last seek, -1 if none */
+    /* Positions whose packet was skipped (not decoded) since the last seek: a later read
+     * that wants one of them must seek. The most recent VT_SKIP_KEEP are kept exactly
+     * (a continuing read checks its wanted positions against them); older ones only
+     * by their highest position, skip_lost_hi (-1 if none). */
+    int64_t skipped[VT_SKIP_KEEP];
+    int nskipped;           /* entries filled, up to VT_SKIP_KEEP; then a ring at skip_at */
+    int skip_at;
+    int64_t skip_lost_hi;
     /* decoder position */
     int streaming;          /* 1 when the decoder continues from last_pos without a seek */
     int eof_sent;           /* NULL packet sent: drained, needs a seek before more reads */
@@ -318,7 +326,9 @@ static int seek_ts(vt_video *v, int64_t ts, char *err, size_t errlen) {
             return ret;
     }
     avcodec_flush_buffers(v->dec);
-    v->skip_hi = -1;
+    v->nskipped = 0;
+    v->skip_at = 0;
+    v->skip_lost_hi = -1;
     v->eof_sent = 0;
     v->streaming = 0;
     v->last_pos = -1;
@@ -339,8 +349,14 @@ static int packet_wanted(vt_video *v, const AVPacket *pkt) {
     int64_t j = lower_bound(v->want, v->nwant, i);
     if (j < v->nwant && v->want[j] == i)
         return 1;
-    if (i > v->skip_hi)
-        v->skip_hi = i;
+    if (v->nskipped < VT_SKIP_KEEP) {
+        v->skipped[v->nskipped++] = i;
+    } else {
+        if (v->skipped[v->skip_at] > v->skip_lost_hi)
+            v->skip_lost_hi = v->skipped[v->skip_at];
+        v->skipped[v->skip_at] = i;
+        v->skip_at = (v->skip_at + 1) % VT_SKIP_KEEP;
+    }
     return 0;
 }
 
@@ -563,7 +579,7 @@ int vt_video_open(vt_video **out, const char *path, int threads, char *err, size
     v->threads = threads;
     v->sidx = -1;
     v->last_pos = -1;
-    v->skip_hi = -1;
+    v->skip_lost_hi = -1;
     v->pkt = av_packet_alloc();
     v->frame = av_frame_alloc();
     VT_CHECK(v->pkt && v->frame, "out of memory");
@@ -741,15 +757,28 @@ static int seek_for(vt_video *v, int64_t q, int back, char *err, size_t errlen) 
 }
 
 /* Could the decoder reach q from where it is without a seek, and should it? Yes when q
- * is ahead and no keyframe lies between the current position and q (a seek would land at
- * or before where we already are). */
+ * is ahead and a seek would not save work: no keyframe lies between the current position
+ * and q (a seek would land at or before where we already are), or the keyframe before q
+ * is at most VT_CONTINUE_REFS frames ahead (a seek would skip decoding that few frames
+ * but costs a demuxer seek, a decoder flush and, with frame threads, refilling the
+ * pipeline). In an intra-only stream passing a frame costs one packet read (it is never
+ * sent), so up to VT_CONTINUE_INTRA frames are passed rather than seeking per frame.
+ * Pixels are the same either way: a keyframe decodes the same whether it was reached by
+ * seeking or by decoding on (decoding on is what the ffmpeg command does). */
+#define VT_CONTINUE_REFS 4
+#define VT_CONTINUE_INTRA 32
 static int can_continue(const vt_video *v, int64_t q) {
     if (!v->streaming || v->eof_sent || v->last_pos < 0 || q <= v->last_pos)
         return 0;
     if (v->no_ts)
         return 1;
+    if (v->intra_only)
+        return q - v->last_pos <= VT_CONTINUE_INTRA;
     int64_t k = lower_bound(v->kf, v->nkf, v->pts[q] + 1) - 1;
-    return k < 0 || v->kf[k] <= v->pts[v->last_pos];
+    if (k < 0 || v->kf[k] <= v->pts[v->last_pos])
+        return 1;
+    int64_t kpos = lower_bound(v->pts, v->info.nframes, v->kf[k]); /* index position */
+    return kpos - v->last_pos - 1 <= VT_CONTINUE_REFS;
 }
 
 int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stride,
@@ -778,10 +807,15 @@ int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stri
     for (int i = 0; i < t; i++)
         if (nu == 0 || uniq[nu - 1] != uniq[i])
             uniq[nu++] = uniq[i];
-    /* The decoder may hold packets past its last output that an earlier read skipped
-     * (not decoded); if this read could want one of them, start from a seek. */
-    if (v->skip_hi >= uniq[0])
+    /* The decoder may be past packets that an earlier read skipped (not decoded); if this
+     * read wants one of them, it starts from a seek. */
+    if (v->skip_lost_hi >= uniq[0])
         v->streaming = 0;
+    for (int i = 0; i < v->nskipped && v->streaming; i++) {
+        int64_t j = lower_bound(uniq, nu, v->skipped[i]);
+        if (j < nu && uniq[j] == v->skipped[i])
+            v->streaming = 0;
+    }
     v->want = uniq;
     v->nwant = nu;
 

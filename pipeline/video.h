@@ -52,8 +52,10 @@ void vt_video_scaled_size(const vt_video *v, int short_side, int *out_w, int *ou
  * (t, out_h, out_w, 3) uint8 RGB, where (out_w, out_h) = vt_video_scaled_size(v,
  * short_side). Frames past the end follow `pad`. Returns 0 or a negative code with err
  * set (the file may be corrupt past the index). Seeks to the keyframe at or before the
- * first frame and decodes forward; a read that continues after the previous one without
- * crossing a keyframe decodes on without seeking.
+ * first frame and decodes forward; a read ahead of the previous one decodes on without
+ * seeking when no keyframe lies in between, when the next keyframe is only a few frames
+ * ahead (a seek would save little decoding), or in an intra-only stream when the gap is
+ * small (passed packets are not decoded). Pixels are the same either way.
  * Scaling is libswscale SWS_BILINEAR (what `ffmpeg -vf scale=W:H:flags=bilinear` does,
  * a tent filter widened on downscale, so it does not alias) with the source colour matrix
  * and range, straight to RGB24; rotation is applied after scaling, to the RGB pixels.

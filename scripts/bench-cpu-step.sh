@@ -7,6 +7,11 @@
 # vidtrain's side is `vidtrain bench step` when that subcommand works; otherwise a small
 # driver (below, compiled into $BUILD) that runs the same loop on models/ directly.
 # Speed is a figure to read, never a test assertion.
+# Fairness (checked): both peers get the same thread count (vidtrain --threads, torch
+# set_num_threads, OMP_NUM_THREADS for both), batch, clip, classes, SGD momentum 0.9 with
+# the update and zero_grad inside the timed step, and the same warm-up. Both use libgomp:
+# on a shared machine whose other jobs take a core, busy-waiting threads distort both
+# figures (run it 2-3 times; OMP_WAIT_POLICY=passive in the environment reaches both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}

@@ -27,13 +27,10 @@ args=(bench step --model r3d18 --clip 16x112x112 --batch 32 --devices "cuda:$gpu
 parse() { sed -n 's/^clips\/s: *\([0-9.]*\).*/\1/p' | tail -1; }
 
 run_vt() { # $1 = FP32|TF32
-  local extra=() envs=()
-  if [ "$1" = TF32 ]; then
-    envs=(VT_TF32=1) # read by the cuda backend at init (models/cuda/backend_cuda.h)
-    "$bin" bench step --help 2>&1 | grep -q -- --tf32 && extra=(--tf32)
-  fi
+  local extra=()
+  [ "$1" = TF32 ] && extra=(--tf32) # bench step's switch (models/cuda/backend_cuda.h)
   echo "-- vidtrain $1: $bin ${args[*]} ${extra[*]}" >&2
-  env "${envs[@]}" "$bin" "${args[@]}" "${extra[@]}" 2>&1 | tee /dev/stderr | parse
+  env -u VT_TF32 "$bin" "${args[@]}" "${extra[@]}" 2>&1 | tee /dev/stderr | parse
 }
 run_torch() {
   local extra=()

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """torch_zoo.py: the PyTorch twins of vidtrain's zoo, and a state-dict lister.
 
-Tiny and C3D are defined here (vidtrain's models/zoo.c follows them); the video resnets
-are torchvision's own. Other scripts import build() from here.
+Tiny (with bn=False: the test and teaching model tiny_nobn) and C3D are defined here
+(vidtrain's models/zoo.c follows them); the video resnets are torchvision's own. Other
+scripts import build() from here.
 
   /usr/bin/python3 scripts/torch_zoo.py MODEL:CLASSES:T:H:W ...
 prints, per model, "model SPEC", one line per state_dict entry "name dtype d0,d1,..."
@@ -20,30 +21,46 @@ except ImportError as e:  # the C tests turn 77 into a ctest skip
     sys.exit(77)
 
 
-class Tiny(nn.Module):
-    """vidtrain's tiny: ~71k parameters, trains on a laptop CPU at 8x64x64."""
+def torchvision_init(model):
+    """torchvision's video-resnet initialisation (conv biases, where there are any, 0)."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv3d):
+            nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+            if m.bias is not None:
+                nn.init.constant_(m.bias, 0)
+        elif isinstance(m, nn.BatchNorm3d):
+            nn.init.constant_(m.weight, 1)
+            nn.init.constant_(m.bias, 0)
+        elif isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, 0, 0.01)
+            nn.init.constant_(m.bias, 0)
 
-    def __init__(self, num_classes, dropout=0.0):
+
+class Tiny(nn.Module):
+    """vidtrain's tiny: ~71k parameters, trains on a laptop CPU at 8x64x64.
+
+    bn=False is vidtrain's tiny_nobn, a test and teaching model: no batch norm (bn1..bn3
+    are identities, without state), a bias on each conv instead, so that a clip's gradient
+    depends on that clip alone; dropout (tiny_nobn's, as vidtrain's cfg.dropout) acts on
+    the features before fc."""
+
+    def __init__(self, num_classes, dropout=0.0, bn=True):
         super().__init__()
-        self.conv1 = nn.Conv3d(3, 16, 3, padding=1, bias=False)
-        self.bn1 = nn.BatchNorm3d(16)
+
+        def norm(c):
+            return nn.BatchNorm3d(c) if bn else nn.Identity()
+        self.conv1 = nn.Conv3d(3, 16, 3, padding=1, bias=not bn)
+        self.bn1 = norm(16)
         self.pool1 = nn.MaxPool3d((1, 2, 2), (1, 2, 2))
-        self.conv2 = nn.Conv3d(16, 32, 3, padding=1, bias=False)
-        self.bn2 = nn.BatchNorm3d(32)
+        self.conv2 = nn.Conv3d(16, 32, 3, padding=1, bias=not bn)
+        self.bn2 = norm(32)
         self.pool2 = nn.MaxPool3d(2, 2)
-        self.conv3 = nn.Conv3d(32, 64, 3, padding=1, bias=False)
-        self.bn3 = nn.BatchNorm3d(64)
+        self.conv3 = nn.Conv3d(32, 64, 3, padding=1, bias=not bn)
+        self.bn3 = norm(64)
         self.avgpool = nn.AdaptiveAvgPool3d(1)
+        self.dropout = nn.Dropout(dropout)
         self.fc = nn.Linear(64, num_classes)
-        for m in self.modules():  # torchvision's video-resnet initialisation
-            if isinstance(m, nn.Conv3d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
-            elif isinstance(m, nn.BatchNorm3d):
-                nn.init.constant_(m.weight, 1)
-                nn.init.constant_(m.bias, 0)
-            elif isinstance(m, nn.Linear):
-                nn.init.normal_(m.weight, 0, 0.01)
-                nn.init.constant_(m.bias, 0)
+        torchvision_init(self)
 
     def features(self, x):
         x = self.pool1(F.relu(self.bn1(self.conv1(x))))
@@ -52,7 +69,7 @@ class Tiny(nn.Module):
         return self.avgpool(x).flatten(1)
 
     def forward(self, x):
-        return self.fc(self.features(x))
+        return self.fc(self.dropout(self.features(x)))
 
 
 class C3D(nn.Module):
@@ -101,6 +118,8 @@ class C3D(nn.Module):
 def build(model, classes, t=16, h=112, w=112):
     if model == "tiny":
         return Tiny(classes)
+    if model == "tiny_nobn":
+        return Tiny(classes, bn=False)
     if model == "c3d":
         return C3D(classes, t, h, w)
     tv = torchvision.models.video

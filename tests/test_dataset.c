@@ -11,7 +11,7 @@
 
 #include "models/common.h"
 #include "pipeline/dataset.h"
-#include "tests/testutil.h"
+#include "tests/apputil.h"
 
 static void touch(const char *root, const char *rel) {
     char path[4096], cmd[8300];
@@ -21,18 +21,6 @@ static void touch(const char *root, const char *rel) {
         fprintf(stderr, "cannot create %s\n", path);
         exit(1);
     }
-}
-
-static void write_file(const char *root, const char *rel, const char *text) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        fprintf(stderr, "cannot write %s\n", path);
-        exit(1);
-    }
-    fputs(text, f);
-    fclose(f);
 }
 
 static int find(const vt_dataset *ds, const char *rel) {
@@ -159,12 +147,12 @@ static void test_lists(void) {
     touch(dir, "Archery/v_Archery_g03_c01.avi"); /* in no list */
     touch(lists, "x");
     /* classInd's order is the label order, even when it is not alphabetical. */
-    write_file(lists, "classInd.txt", "1 Archery\r\n2 ApplyLipstick\r\n");
-    write_file(lists, "trainlist01.txt",
+    vt_test_write_file(lists, "classInd.txt", "1 Archery\r\n2 ApplyLipstick\r\n");
+    vt_test_write_file(lists, "trainlist01.txt",
                "ApplyLipstick/v_ApplyLipstick_g01_c01.avi 2\r\n"
                "Archery/v_Archery_g01_c01.avi 1\r\n"
                "Archery/v_Archery_g09_c01.avi 1\r\n"); /* missing */
-    write_file(lists, "testlist01.txt",
+    vt_test_write_file(lists, "testlist01.txt",
                "ApplyLipstick/v_ApplyLipstick_g02_c01.avi\r\n"
                "Archery/v_Archery_g02_c01.avi\r\n");
     char err[512];
@@ -189,7 +177,7 @@ static void test_lists(void) {
     TCHECK(vt_dataset_eval_split(ds) == VT_SPLIT_TEST, "no val: evaluate on test");
     vt_dataset_free(&ds);
 
-    write_file(lists, "classInd.txt", "1 Archery\nApplyLipstick\n");
+    vt_test_write_file(lists, "classInd.txt", "1 Archery\nApplyLipstick\n");
     ds = vt_dataset_open(dir, &o, err, sizeof err);
     TCHECK(ds == NULL && strstr(err, "classInd.txt:2"), "bad classInd: %s", err);
     vt_dataset_free(&ds);
@@ -285,7 +273,7 @@ static void test_labels(void) {
     touch(dir, "B/5.mp4");
     touch(dir, "flat/6.mp4"); /* scanned as class "flat"; labels.csv relabels it */
     touch(dir, "extra.mp4");  /* not in a class folder: added by its CSV row */
-    write_file(dir, "labels.csv",
+    vt_test_write_file(dir, "labels.csv",
                "path,action,objects\n"          /* 1 */
                "A/1.mp4,run,person;ball\n"      /* 2 */
                "\"A/2.mp4\",walk, person \n"    /* 3 quoted path, spaces */
@@ -351,7 +339,7 @@ static void test_labels(void) {
     vt_dataset_head_cfgs(ds, hc);
     TCHECK(hc[1].classes == 3 && hc[1].loss == VT_LOSS_BCE && hc[0].weight == 1.0f, "head cfgs");
 
-    write_file(dir, "bad.csv", "justonecolumn\nA/1.mp4\n");
+    vt_test_write_file(dir, "bad.csv", "justonecolumn\nA/1.mp4\n");
     snprintf(csv, sizeof csv, "%s/bad.csv", dir);
     rc = vt_dataset_load_labels(ds, csv, NULL, err, sizeof err);
     TCHECK(rc < 0 && strstr(err, "header"), "no label column: %s", err);

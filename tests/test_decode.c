@@ -6,7 +6,8 @@
  *   ffmpeg -i F -vf "select=eq(n\,a)+...,scale=W:H:flags=bilinear,format=rgb24"
  *          -fps_mode passthrough -f rawvideo
  * for the same frames: clips starting mid-GOP, stride > 1, padding past the end, repeated
- * and backwards reads on one handle, sequential decode, native size and upscaling.
+ * and backwards reads on one handle, sequential decode, native size and upscaling, and
+ * reads that decode on across a keyframe instead of seeking (checked by the seek count).
  *
  * Tolerance: bit-exact (max abs diff 0). Both sides run the same libavcodec decoder and
  * one libswscale context with the same flags, colour matrix and range, into aligned
@@ -22,7 +23,7 @@
 /* Paths and commands are built with snprintf into fixed buffers; GCC -O2 warns that a
  * 4096-byte path could be truncated. snprintf truncates safely and test paths are short. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-#include "tests/testutil.h"
+#include "tests/apputil.h"
 
 static const char *dir;
 static char err[512];
@@ -102,22 +103,6 @@ static int max_diff(const uint8_t *a, const uint8_t *b, size_t n, double *mean) 
     if (mean)
         *mean = n ? s / (double)n : 0;
     return m;
-}
-
-/* Frame count by the ffprobe command (decoding every frame). */
-static int64_t ffprobe_frames(const char *file) {
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd,
-             "ffprobe -v error -select_streams v:0 -count_frames -show_entries "
-             "stream=nb_read_frames -of csv=p=0 '%s'", file);
-    FILE *p = popen(cmd, "r");
-    long long n = -1;
-    if (p) {
-        if (fscanf(p, "%lld", &n) != 1)
-            n = -1;
-        pclose(p);
-    }
-    return n;
 }
 
 /* All frames of the current file through ffmpeg at one scale, cached: one ffmpeg run per
@@ -218,7 +203,7 @@ static void test_file(const char *name, int expect_vfr) {
     if (rc != 0)
         return;
     const vt_video_info *in = vt_video_get_info(v);
-    int64_t truth = ffprobe_frames(path);
+    int64_t truth = vt_test_ffprobe_frames(path);
     TCHECK(in->nframes == truth, "%s: %lld frames indexed, ffprobe counts %lld", name,
            (long long)in->nframes, (long long)truth);
     TCHECK(in->width == 160 && in->height == 120, "%s: size %dx%d", name, in->width, in->height);
@@ -246,6 +231,64 @@ static void test_file(const char *name, int expect_vfr) {
     vt_video_close(&v);
     TCHECK(v == NULL, "close sets the handle to NULL");
     vt_video_close(&v); /* NULL is fine */
+    refs_clear();
+}
+
+/* Reads that decode on instead of seeking (video.c can_continue): a keyframe a few
+ * frames ahead, or a gap in an intra-only stream, is passed by decoding (or dropping
+ * packets) rather than by a seek, and the pixels stay ffmpeg's. GOP 12 (make_media.sh):
+ * keyframes at 0, 12, 24, 36. */
+static void test_continue(const char *name, int intra) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (!file_exists(path)) {
+        printf("  %s: not made (encoder missing), skipped\n", name);
+        return;
+    }
+    vt_video *v = NULL;
+    TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0, "%s open: %s", name, err);
+    if (!v)
+        return;
+    const vt_video_stats *st = vt_video_get_stats(v);
+    char what[128];
+    snprintf(what, sizeof what, "%s decode-on", name);
+    /* 20, 22, 24, 26 right after open (at frame 0): one seek to keyframe 12, then
+     * keyframe 24 is passed by decoding; an intra-only stream drops 19 packets instead. */
+    int64_t s0 = st->seeks;
+    check_clip(v, path, 20, 4, 2, 64, VT_PAD_LOOP, what);
+    TCHECK(st->seeks == s0 + (intra ? 0 : 1), "%s: %lld seeks for a clip over keyframe 24, "
+           "want %d", name, (long long)(st->seeks - s0), intra ? 0 : 1);
+    /* 28..34 after 26: ahead, no keyframe in between: no seek. */
+    s0 = st->seeks;
+    check_clip(v, path, 28, 4, 2, 64, VT_PAD_LOOP, what);
+    TCHECK(st->seeks == s0, "%s: %lld seeks for a clip right after the last, want 0", name,
+           (long long)(st->seeks - s0));
+    /* 40, 41 after 34: keyframe 36 is 1 frame ahead, a seek would save nothing (GOP
+     * stream); an intra-only stream drops 5 packets instead of seeking. (Not the last
+     * frames: reaching those drains the decoder, and a drained decoder takes a seek.) */
+    s0 = st->seeks;
+    check_clip(v, path, 40, 2, 1, 64, VT_PAD_LOOP, what);
+    TCHECK(st->seeks == s0, "%s: %lld seeks for a jump just over keyframe 36, want 0", name,
+           (long long)(st->seeks - s0));
+    /* Backwards: a seek. */
+    s0 = st->seeks;
+    check_clip(v, path, 2, 2, 1, 64, VT_PAD_LOOP, what);
+    TCHECK(st->seeks == s0 + 1, "%s: %lld seeks for a read backwards, want 1", name,
+           (long long)(st->seeks - s0));
+    /* 20 after 3: keyframe 12 is 8 frames ahead, a seek saves decoding them (GOP); an
+     * intra-only stream drops 16 packets. */
+    s0 = st->seeks;
+    check_clip(v, path, 20, 2, 1, 64, VT_PAD_LOOP, what);
+    TCHECK(st->seeks == s0 + (intra ? 0 : 1), "%s: %lld seeks for a jump far over keyframe "
+           "12, want %d", name, (long long)(st->seeks - s0), intra ? 0 : 1);
+    /* Every third frame of an intra-only stream: one seek, not one per frame. */
+    if (intra) {
+        s0 = st->seeks;
+        check_clip(v, path, 0, 16, 3, 64, VT_PAD_LOOP, what);
+        TCHECK(st->seeks == s0 + 1, "%s: %lld seeks for 16 frames at stride 3, want 1", name,
+               (long long)(st->seeks - s0));
+    }
+    vt_video_close(&v);
     refs_clear();
 }
 
@@ -354,6 +397,9 @@ int main(void) {
     test_file("vp9.webm", 0);
     test_file("ffv1.mkv", 0);
     test_file("vfr.mp4", 1);
+    test_continue("h264.mp4", 0);
+    test_continue("mpeg4.avi", 0);
+    test_continue("mjpeg.mkv", 1);
     test_sequential();
     test_rotation("rot90.mp4", 90);
     test_rotation("rot270.mp4", 270);

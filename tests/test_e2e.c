@@ -6,45 +6,14 @@
  * The outside truth is the labels synth wrote: the model must be clearly above chance
  * (50%) on test videos it never saw, and predict must name the right class for most.
  */
-#include <cjson/cJSON.h>
 #include <dirent.h>
-#include <stdarg.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "tests/testutil.h"
+#include "tests/apputil.h"
 
 /* Paths here are short scratch paths; GCC cannot know that and warns that 4 KiB of
  * folder plus a file name may not fit in 4 KiB. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-
-static const char *bin;
-
-static int run(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int st = system(cmd);
-    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    return rc;
-}
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (fread(b, 1, (size_t)n, f) != (size_t)n)
-        n = 0;
-    b[n] = 0;
-    fclose(f);
-    return b;
-}
 
 static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
@@ -75,21 +44,19 @@ static int exists(const char *dir, const char *name) {
 }
 
 int main(void) {
-    bin = getenv("VT_BIN");
-    if (!bin) {
-        fprintf(stderr, "test_e2e: VT_BIN not set (run through ctest)\n");
+    const char *bin = vt_test_bin("test_e2e");
+    if (!bin)
         return VT_TEST_SKIP;
-    }
     char dir[4096], rd[4200], p[4200];
     snprintf(dir, sizeof dir, "%s", vt_test_dir("e2e"));
     snprintf(rd, sizeof rd, "%s/run", dir);
-    TCHECK(run("'%s' synth '%s/data' --classes 2 --train 16 --val 2 --test 6 --frames 24 "
-               "> '%s/synth.log' 2>&1", bin, dir, dir) == 0, "synth");
+    TCHECK(vt_test_synth(bin, dir, "--classes 2 --train 16 --val 2 --test 6 --frames 24") == 0,
+           "synth");
 
     /* Sizes picked for speed: 32 training videos, 8x32x32 clips two frames apart, batch
      * 8, 8 epochs = 32 steps (256 clips); AdamW at 0.005 separates left from right
      * motion in about 16 steps on this set (measured: validation at 100% by epoch 4). */
-    int rc = run("'%s' train '%s/data' --out '%s' --clip 8x32 --stride 2 --batch 8 --epochs 8 "
+    int rc = vt_test_sh("'%s' train '%s/data' --out '%s' --clip 8x32 --stride 2 --batch 8 --epochs 8 "
                  "--optim adamw --lr 0.005 --no-flip --val-clips 1 --workers 2 --seed 3 "
                  "> '%s/train.log' 2>&1", bin, dir, rd, dir);
     TCHECK(rc == 0, "train exit %d (see %s/train.log)", rc, dir);
@@ -98,7 +65,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++)
         TCHECK(exists(rd, files[i]), "RUN/%s written", files[i]);
     snprintf(p, sizeof p, "%s/metrics.csv", rd);
-    char *csv = slurp(p);
+    char *csv = vt_test_slurp(p, NULL);
     int lines = 0;
     for (char *c = csv; c && *c; c++)
         lines += *c == '\n';
@@ -106,17 +73,15 @@ int main(void) {
     TCHECK(csv && strstr(csv, "val_acc") && strstr(csv, "train_loss"), "metrics.csv columns");
     free(csv);
     snprintf(p, sizeof p, "%s/train.log", dir);
-    char *log = slurp(p);
+    char *log = vt_test_slurp(p, NULL);
     TCHECK(log && strstr(log, "dataset") && strstr(log, "cpu0") && strstr(log, "Bytes per clip"),
            "the summary, device list and memory plan are printed before training");
     free(log);
 
-    rc = run("'%s' eval '%s' '%s/data' --clips-per-video 4 -q > '%s/eval.log' 2>&1", bin, rd, dir, dir);
+    rc = vt_test_sh("'%s' eval '%s' '%s/data' --clips-per-video 4 -q > '%s/eval.log' 2>&1", bin, rd, dir, dir);
     TCHECK(rc == 0, "eval exit %d", rc);
     snprintf(p, sizeof p, "%s/eval.json", rd);
-    char *ej = slurp(p);
-    cJSON *j = ej ? cJSON_Parse(ej) : NULL;
-    free(ej);
+    cJSON *j = vt_test_read_json(p);
     TCHECK(j != NULL, "eval.json parses");
     if (j) {
         const cJSON *s = cJSON_GetObjectItem(j, "split");
@@ -146,13 +111,11 @@ int main(void) {
         snprintf(cd, sizeof cd, "%s/data/test/%s", dir, i % 2 ? "move_right" : "move_left");
         nth_file(v[i], sizeof v[i], cd, i);
     }
-    rc = run("'%s' predict '%s' '%s' '%s/junk.mp4' '%s' '%s' '%s' --json --top 2 > '%s/pred.json' "
+    rc = vt_test_sh("'%s' predict '%s' '%s' '%s/junk.mp4' '%s' '%s' '%s' --json --top 2 > '%s/pred.json' "
              "2> '%s/pred.err'", bin, rd, v[0], dir, v[1], v[2], v[3], dir, dir);
     TCHECK(rc == 0, "predict exit %d with one bad file of three", rc);
     snprintf(p, sizeof p, "%s/pred.json", dir);
-    char *pj = slurp(p);
-    cJSON *pa = pj ? cJSON_Parse(pj) : NULL;
-    free(pj);
+    cJSON *pa = vt_test_read_json(p);
     TCHECK(cJSON_GetArraySize(pa) == 5, "5 entries");
     /* entries in argument order: v[0] left, junk, v[1] right, v[2] left, v[3] right */
     const char *want[5] = {"move_left", NULL, "move_right", "move_left", "move_right"};
@@ -175,7 +138,7 @@ int main(void) {
     /* the model is right on >= 10 of 12 test videos: at least 3 of these 4 */
     TCHECK(right >= 3, "predict named %d of 4 test videos right", right);
     cJSON_Delete(pa);
-    rc = run("'%s' predict '%s' '%s/junk.mp4' > /dev/null 2>&1", bin, rd, dir);
+    rc = vt_test_sh("'%s' predict '%s' '%s/junk.mp4' > /dev/null 2>&1", bin, rd, dir);
     TCHECK(rc == 1, "predict exits 1 when every file fails, got %d", rc);
     return vt_test_done("test_e2e");
 }

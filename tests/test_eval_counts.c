@@ -6,27 +6,9 @@
  * vidtrain's scanner), clips = videos x K x crops, every confusion-matrix row sums to
  * that class's videos, and one tower gives the same counts.
  */
-#include <cjson/cJSON.h>
 #include <dirent.h>
-#include <stdarg.h>
-#include <sys/wait.h>
 
-#include "tests/testutil.h"
-
-static const char *bin;
-
-static int run(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int st = system(cmd);
-    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (rc != 0)
-        fprintf(stderr, "command exited %d: %s\n", rc, cmd);
-    return rc;
-}
+#include "tests/apputil.h"
 
 /* Files in dir/<class>/ for every class folder; per-class counts in sorted class order
  * are not needed: the total and the number of classes are. */
@@ -55,17 +37,6 @@ static int count_files(const char *dir, int *nclasses) {
     return n;
 }
 
-static cJSON *read_json(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    return cJSON_Parse(buf);
-}
-
 static double num(const cJSON *j, const char *k) {
     const cJSON *v = cJSON_GetObjectItem(j, k);
     return cJSON_IsNumber(v) ? v->valuedouble : -1;
@@ -75,7 +46,7 @@ static void check_eval(const char *run_dir, int videos, int K, int crops, const 
                        double *acc_out) {
     char p[4200];
     snprintf(p, sizeof p, "%s/eval.json", run_dir);
-    cJSON *j = read_json(p);
+    cJSON *j = vt_test_read_json(p);
     TCHECK(j != NULL, "%s: eval.json", what);
     if (!j)
         return;
@@ -103,18 +74,68 @@ static void check_eval(const char *run_dir, int videos, int K, int crops, const 
     cJSON_Delete(j);
 }
 
-int main(void) {
-    bin = getenv("VT_BIN");
-    if (!bin) {
-        fprintf(stderr, "test_eval_counts: VT_BIN not set (run through ctest)\n");
-        return VT_TEST_SKIP;
+static const cJSON *head0(const cJSON *j, const char *k) {
+    return cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "heads"), 0), k);
+}
+
+/* Labels are matched to the model's classes by name, for the loss as for the metrics.
+ * DIR/renamed holds the test videos in a flat folder plus a class "aaa_unknown" (copies
+ * of two test videos) that sorts first, so every class the model knows has a dataset id
+ * one higher than the model's, and the last one is past the model's classes. The outside
+ * truth is the same videos in the original layout, where the ids agree: same clips in
+ * the same batches through the same weights, so the same loss, metrics and confusion;
+ * the unknown class's videos are left out, named and counted. */
+static void check_class_ids(const char *bin, const char *dir, int ntest) {
+    char p[4200];
+    const char *opts = "--devices cpu:1 --batch 5 --clips-per-video 2 --crops 1 -q --workers 1";
+    TCHECK(vt_test_sh("'%s' eval '%s/run' '%s/data' --split test %s > '%s/evalref.log' 2>&1", bin,
+                      dir, dir, opts, dir) == 0, "reference eval");
+    snprintf(p, sizeof p, "%s/run/eval.json", dir);
+    cJSON *ref = vt_test_read_json(p);
+    TCHECK(vt_test_sh("mkdir -p '%s/renamed/aaa_unknown' '%s/alien/aaa_unknown' && "
+                      "cp -r '%s/data/test/.' '%s/renamed/' && "
+                      "ls -d '%s/data/test/move_left/'* | head -2 | xargs -I{} cp {} '%s/renamed/aaa_unknown/' && "
+                      "cp '%s/renamed/aaa_unknown/'* '%s/alien/aaa_unknown/'", dir, dir, dir, dir,
+                      dir, dir, dir, dir) == 0, "copy the test videos");
+    TCHECK(vt_test_sh("'%s' eval '%s/run' '%s/renamed' --split all %s > '%s/evalrenamed.log' 2>&1",
+                      bin, dir, dir, opts, dir) == 0, "eval of the renamed set");
+    snprintf(p, sizeof p, "%s/run", dir);
+    check_eval(p, ntest, 2, 1, "class ids differ", NULL);
+    snprintf(p, sizeof p, "%s/run/eval.json", dir);
+    cJSON *j = vt_test_read_json(p);
+    TCHECK(ref && j, "eval.json of both runs");
+    if (ref && j) {
+        TCHECK(num(j, "unknown_videos") == 2, "unknown_videos %g, want 2", num(j, "unknown_videos"));
+        const char *keys[4] = {"loss_mean", "clip_top1", "video_top1", "confusion"};
+        for (int k = 0; k < 4; k++)
+            TCHECK(head0(ref, keys[k]) && cJSON_Compare(head0(ref, keys[k]), head0(j, keys[k]), 1),
+                   "head 0 %s differs from the same videos with the model's class ids", keys[k]);
+        printf("class ids shifted by one: loss_mean %.9g (reference %.9g)\n",
+               cJSON_GetNumberValue(head0(j, "loss_mean")), cJSON_GetNumberValue(head0(ref, "loss_mean")));
     }
+    TCHECK(vt_test_sh("grep -q \"class 'aaa_unknown' is not one of the model's 3 classes: its 2 "
+                      "video(s) are left out\" '%s/evalrenamed.log'", dir) == 0,
+           "the warning names the unknown class and its videos");
+    /* Nothing the model knows: an error that says why, not an empty evaluation. */
+    int rc = vt_test_sh("'%s' eval '%s/run' '%s/alien' --split all %s > '%s/evalalien.log' 2>&1",
+                        bin, dir, dir, opts, dir);
+    TCHECK(rc == 1, "eval of only unknown classes exits %d, want 1", rc);
+    TCHECK(vt_test_sh("grep -q \"2 video(s) of classes the model does not know\" '%s/evalalien.log'",
+                      dir) == 0, "the error says the videos are of unknown classes");
+    cJSON_Delete(ref);
+    cJSON_Delete(j);
+}
+
+int main(void) {
+    const char *bin = vt_test_bin("test_eval_counts");
+    if (!bin)
+        return VT_TEST_SKIP;
     char dir[4096], p[4200];
     snprintf(dir, sizeof dir, "%s", vt_test_dir("eval_counts"));
-    TCHECK(run("'%s' synth '%s/data' --classes 3 --train 3 --val 2 --test 3 --frames 12 "
-               "--size 40x32 > '%s/synth.log' 2>&1", bin, dir, dir) == 0, "synth");
+    TCHECK(vt_test_synth(bin, dir, "--classes 3 --train 3 --val 2 --test 3 --frames 12 "
+                                   "--size 40x32") == 0, "synth");
     /* A briefly trained model: the counts do not depend on how good it is. */
-    TCHECK(run("'%s' train '%s/data' --out '%s/run' --clip 4x32 --batch 4 --epochs 1 "
+    TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/run' --clip 4x32 --batch 4 --epochs 1 "
                "--max-steps 2 -q --workers 1 > '%s/train.log' 2>&1", bin, dir, dir, dir) == 0,
            "train");
     int nc = 0, ntest, nall = 0;
@@ -130,19 +151,20 @@ int main(void) {
     double acc2 = -1, acc1 = -2;
     snprintf(p, sizeof p, "%s/run", dir);
     /* two towers 3:1, batch 7 (63 test views of 9 videos: 9 batches, slices 5+2 / 6+1..) */
-    TCHECK(run("'%s' eval '%s/run' '%s/data' --devices cpu:2 --split manual:3,1 --batch 7 "
+    TCHECK(vt_test_sh("'%s' eval '%s/run' '%s/data' --devices cpu:2 --split manual:3,1 --batch 7 "
                "--clips-per-video 7 --crops 3 -q --workers 2 > '%s/eval2.log' 2>&1", bin, dir, dir,
                dir) == 0, "eval on 2 towers");
     check_eval(p, ntest, 7, 3, "2 towers 3:1, test", &acc2);
-    TCHECK(run("'%s' eval '%s/run' '%s/data' --devices cpu:1 --batch 7 --clips-per-video 7 "
+    TCHECK(vt_test_sh("'%s' eval '%s/run' '%s/data' --devices cpu:1 --batch 7 --clips-per-video 7 "
                "--crops 3 -q > '%s/eval1.log' 2>&1", bin, dir, dir, dir) == 0, "eval on 1 tower");
     check_eval(p, ntest, 7, 3, "1 tower, test", &acc1);
     /* The same clips through the same weights: the same video decisions (the towers'
      * equal-to-one-device promise; a float tie flipping is not plausible at 9 videos). */
     TCHECK(acc1 == acc2, "video top-1: 1 tower %g, 2 towers %g", acc1, acc2);
-    TCHECK(run("'%s' eval '%s/run' '%s/data' --devices cpu:2 --split all --tower-split manual:1,3 "
+    TCHECK(vt_test_sh("'%s' eval '%s/run' '%s/data' --devices cpu:2 --split all --tower-split manual:1,3 "
                "--batch 5 --clips-per-video 2 --crops 1 -q > '%s/evalall.log' 2>&1", bin, dir, dir,
                dir) == 0, "eval --split all");
     check_eval(p, nall, 2, 1, "2 towers 1:3, all", NULL);
+    check_class_ids(bin, dir, ntest);
     return vt_test_done("test_eval_counts");
 }

@@ -25,6 +25,7 @@
 
 #include "models/backend.h"
 #include "models/common.h"
+#include "models/cpu_conv.h"
 #include "tests/testutil.h"
 
 #define TOL_GEMM 1e-9
@@ -105,6 +106,83 @@ static void test_conv(int n, int cin, int cout, int T, int H, int W, int kt, int
     pair_check(line, &dw2, TOL_GEMM);
     pair_free(&x), pair_free(&w), pair_free(&b), pair_free(&y), pair_free(&dy);
     pair_free(&dx), pair_free(&dw), pair_free(&db), pair_free(&dw2);
+}
+
+/* The cpu backend's conv tiles (models/cpu_conv.h) under a budget that leaves it `margin`
+ * bytes of scratch: several clips per tile with a remainder, one clip, bands of rows, one
+ * row (the floor), and the direct 1x1x1 path batched over clips. Against cpu-ref, and
+ * bitwise the same with 1 and 2 threads (the tiling depends on shape and budget only). */
+static void test_conv_tiled(int n, int cin, int cout, int T, int H, int W, int kt, int kh,
+                            int kw, int st, int sh, int sw, int pt, int ph, int pw,
+                            int64_t margin) {
+    vt_conv3d_p p = {cin, cout, {kt, kh, kw}, {st, sh, sw}, {pt, ph, pw}};
+    int thw[3] = {T, H, W}, o[3];
+    for (int d = 0; d < 3; d++)
+        o[d] = vt_conv_out(thw[d], p.k[d], p.s[d], p.p[d]);
+    const int64_t nx = (int64_t)n * cin * vol(thw), ny = (int64_t)n * cout * vol(o);
+    const int64_t nw = (int64_t)cout * cin * kt * kh * kw;
+    vt_backend *bes[2] = {vt_backend_init("cpu", 0, 2, 0), vt_backend_init("cpu", 0, 1, 0)};
+    float *res[2][4]; /* y, dx, dw, db per backend */
+    pair x = pair_new(nx, -1, 1), w = pair_new(nw, -1, 1), b = pair_new(cout, -1, 1);
+    pair dy = pair_new(ny, -1, 1), y = pair_new(ny, 0, 0), dx = pair_new(nx, 0, 0);
+    pair dw = pair_new(nw, 0, 0), db = pair_new(cout, 0, 0);
+    VT_OP(g_ref, conv3d_forward, y.r, x.r, w.r, b.r, n, thw, &p);
+    VT_OP(g_ref, conv3d_backward, dx.r, dw.r, db.r, dy.r, x.r, w.r, n, thw, &p);
+    vt_cpu_conv_tiling tl = {0, 0, 0};
+    int64_t hw = 0;
+    for (int k = 0; k < 2; k++) {
+        vt_backend *be = bes[k];
+        const int64_t sz[8] = {nx, nw, cout, ny, ny, nx, nw, cout};
+        float *t[8];
+        for (int i = 0; i < 8; i++)
+            t[i] = vt_backend_alloc_x(be, (size_t)sz[i] * 4, "t");
+        memcpy(t[0], x.r, (size_t)nx * 4), memcpy(t[1], w.r, (size_t)nw * 4);
+        memcpy(t[2], b.r, (size_t)cout * 4), memcpy(t[3], dy.r, (size_t)ny * 4);
+        memset(t[6], 0, (size_t)nw * 4), memset(t[7], 0, (size_t)cout * 4);
+        be->budget = be->in_use + margin;
+        VT_OP(be, conv3d_forward, t[4], t[0], t[1], t[2], n, thw, &p);
+        VT_OP(be, conv3d_backward, t[5], t[6], t[7], t[3], t[0], t[1], n, thw, &p);
+        TCHECK(be->high_water <= be->budget, "tiled conv passed its budget");
+        hw = be->high_water - (be->budget - margin);
+        for (int i = 0; i < 4; i++) {
+            res[k][i] = vt_malloc((size_t)sz[4 + i] * 4);
+            memcpy(res[k][i], t[4 + i], (size_t)sz[4 + i] * 4);
+        }
+        for (int i = 0; i < 8; i++)
+            vt_backend_free_ptr(be, t[i]);
+        TCHECK(be->in_use == 0, "tiled conv leaks");
+    }
+    /* the tiling the op settled on: the largest whose scratch fits the margin */
+    int64_t cap = VT_CPU_CONV_SCRATCH_CAP / 4;
+    do {
+        vt_cpu_conv_tiling_make(&tl, n, thw, &p, cap);
+        cap = tl.scratch_floats / 2;
+    } while (tl.scratch_floats * 4 > margin && !(tl.clips == 1 && tl.rows == 1));
+    char what[160], line[220];
+    snprintf(what, sizeof what, "tiled n%d %d->%d %dx%dx%d k%d%d%d s%d%d%d (%d clips x %d rows)",
+             n, cin, cout, T, H, W, kt, kh, kw, st, sh, sw, tl.clips, tl.rows);
+    TCHECK(hw == tl.scratch_floats * 4, "%s: scratch held %lld, tiling says %lld", what,
+           (long long)hw, (long long)tl.scratch_floats * 4);
+    memcpy(y.f, res[0][0], (size_t)ny * 4), memcpy(dx.f, res[0][1], (size_t)nx * 4);
+    memcpy(dw.f, res[0][2], (size_t)nw * 4), memcpy(db.f, res[0][3], (size_t)cout * 4);
+    snprintf(line, sizeof line, "%s fwd", what);
+    pair_check(line, &y, TOL_GEMM);
+    snprintf(line, sizeof line, "%s din", what);
+    pair_check(line, &dx, TOL_GEMM);
+    snprintf(line, sizeof line, "%s dw", what);
+    pair_check(line, &dw, TOL_GEMM);
+    const int64_t len[4] = {ny, nx, nw, cout};
+    int same = 1;
+    for (int i = 0; i < 4; i++)
+        same &= memcmp(res[0][i], res[1][i], (size_t)len[i] * 4) == 0;
+    TCHECK(same, "%s: 1 and 2 threads differ", what);
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < 4; i++)
+            free(res[k][i]);
+        vt_backend_free(&bes[k]);
+    }
+    pair_free(&x), pair_free(&w), pair_free(&b), pair_free(&dy), pair_free(&y);
+    pair_free(&dx), pair_free(&dw), pair_free(&db);
 }
 
 /* dw and db accumulate: two backward calls from zero give twice one call; din overwrites. */
@@ -543,6 +621,19 @@ int main(void) {
     test_conv(2, 2, 3, 4, 4, 4, 2, 2, 2, 1, 1, 1, 0, 0, 0, 1);     /* even kernel */
     test_conv(2, 2, 3, 3, 3, 3, 3, 3, 3, 1, 1, 1, 2, 2, 2, 1);     /* padding > k/2 */
     test_conv(0, 3, 4, 4, 6, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1);     /* n = 0 */
+
+    printf("conv3d tiles (cpu scratch squeezed by the budget)\n");
+    /*              n cin cout T  H  W  k      s      p      scratch margin */
+    test_conv_tiled(5, 4, 6, 4, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1 << 30); /* 4 + 1 clips */
+    test_conv_tiled(5, 4, 6, 4, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 200 << 10); /* 1 clip */
+    test_conv_tiled(3, 4, 6, 4, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 40 << 10);  /* bands */
+    test_conv_tiled(2, 4, 6, 4, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 4 << 10);   /* one row */
+    test_conv_tiled(3, 3, 5, 5, 9, 9, 1, 3, 3, 1, 2, 2, 0, 1, 1, 12 << 10);  /* stride 2 */
+    test_conv_tiled(3, 3, 4, 4, 9, 10, 2, 3, 3, 1, 1, 1, 1, 2, 1, 10 << 10); /* p > k/2 */
+    test_conv_tiled(5, 8, 6, 4, 6, 6, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1 << 30);  /* 1x1x1 batched */
+    test_conv_tiled(5, 8, 6, 4, 6, 6, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);        /* 1x1x1 direct */
+    test_conv_tiled(3, 6, 8, 4, 6, 6, 1, 1, 1, 2, 2, 2, 0, 0, 0, 1 << 30);  /* 1x1x1 s2 */
+    test_conv_tiled(2, 5, 16, 3, 7, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1 << 30); /* Cout > tc */
 
     printf("accumulation, n = 0\n");
     test_accumulate(g_ref);

@@ -5,28 +5,17 @@
  * accuracy polylines with one point per logged epoch and the confusion heat map's
  * cells, and a screenshot is produced and is not blank.
  * Skips (77) when /usr/bin/chromium is absent (scripts/setup.sh installs it).
- * app/ sources are not in the core library, so the file under test is compiled in here.
+ * app/ sources are not in the core library, so the files under test are compiled in here.
  */
 #include "app/report.c"
+#include "app/run.c" /* the report reads and writes the run folder through run.c */
 
 #include <sys/stat.h>
 
 /* testutil.h's vt_test_dir formats a 4 KiB path into a 4.2 KiB command: GCC warns when
  * it is inlined with a known prefix. The paths here are short. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-#include "tests/testutil.h"
-
-static void put(const char *dir, const char *name, const char *text) {
-    char p[4200];
-    snprintf(p, sizeof p, "%s/%s", dir, name);
-    FILE *f = fopen(p, "w");
-    if (!f) {
-        fprintf(stderr, "cannot write %s\n", p);
-        exit(1);
-    }
-    fputs(text, f);
-    fclose(f);
-}
+#include "tests/apputil.h"
 
 static int count_str(const char *hay, const char *needle) {
     int n = 0;
@@ -65,7 +54,7 @@ int main(void) {
     /* 5 epochs logged; epoch 3 appears twice (a resumed run re-logs it: the last wins);
      * validation only on epochs 1, 3, 5 (--eval-every 2 style), so the val curves have
      * 3 points and the train curves 5. Step lines are not epochs. */
-    put(dir, "metrics.jsonl",
+    vt_test_write_file(dir, "metrics.jsonl",
         "{\"kind\":\"step\",\"step\":10,\"loss\":2.0}\n"
         "{\"kind\":\"epoch\",\"epoch\":1,\"train_loss\":1.9,\"train_acc\":0.30,\"val_loss\":1.7,\"val_acc\":0.40,\"val_clip_acc\":0.35,\"clips_per_s\":120,\"data_wait\":0.10,\"seconds\":12,\"lr\":0.1}\n"
         "{\"kind\":\"epoch\",\"epoch\":2,\"train_loss\":1.2,\"train_acc\":0.55,\"clips_per_s\":130,\"data_wait\":0.08,\"seconds\":11,\"lr\":0.1}\n"
@@ -74,9 +63,9 @@ int main(void) {
         "{\"kind\":\"epoch\",\"epoch\":4,\"train_loss\":0.5,\"train_acc\":0.85,\"clips_per_s\":131,\"data_wait\":0.07,\"seconds\":11,\"lr\":0.02}\n"
         "not json at all\n"
         "{\"kind\":\"epoch\",\"epoch\":5,\"train_loss\":0.3,\"train_acc\":0.92,\"val_loss\":0.4,\"val_acc\":0.95,\"val_clip_acc\":0.90,\"clips_per_s\":129,\"data_wait\":0.07,\"seconds\":11,\"lr\":0.01}\n");
-    put(dir, "config.json", "{\"model\":\"tiny\",\"data\":\"demo <set>\",\"epochs\":5,\"clip\":[8,64,64]}");
-    put(dir, "plan.txt", "devices: cpu:0 (budget 4.00 GiB), cpu:1\nslices: 24 + 8 = 32 clips\n");
-    put(dir, "eval.json",
+    vt_test_write_file(dir, "config.json", "{\"model\":\"tiny\",\"data\":\"demo <set>\",\"epochs\":5,\"clip\":[8,64,64]}");
+    vt_test_write_file(dir, "plan.txt", "devices: cpu:0 (budget 4.00 GiB), cpu:1\nslices: 24 + 8 = 32 clips\n");
+    vt_test_write_file(dir, "eval.json",
         "{\"split\":\"test\",\"clips\":60,\"videos\":6,\"clips_per_video\":10,\"crops\":1,\"heads\":[{"
         "\"name\":\"label\",\"loss\":\"softmax\",\"classes\":[\"left\",\"right\",\"up\"],"
         "\"clip_top1\":0.8,\"clip_top5\":1,\"video_top1\":0.8333,\"video_top5\":1,\"mean_class_acc\":0.8333,"
@@ -87,7 +76,7 @@ int main(void) {
     TCHECK(vt_report_write(dir, err, sizeof err) == 0, "report: %s", err);
     char path[4200];
     snprintf(path, sizeof path, "%s/report.html", dir);
-    char *html = slurp(path);
+    char *html = vt_test_slurp(path, NULL);
     TCHECK(html != NULL, "report.html written");
     if (!html)
         return vt_test_done("test_report");
@@ -124,7 +113,7 @@ int main(void) {
     TCHECK(rc == 0, "chromium --dump-dom exit %d (see %s/chromium1.log)", rc, dir);
     char dpath[4200];
     snprintf(dpath, sizeof dpath, "%s/dom.html", dir);
-    char *dom = slurp(dpath);
+    char *dom = vt_test_slurp(dpath, NULL);
     TCHECK(dom && strlen(dom) > 1000, "DOM dumped");
     if (dom) {
         /* What the browser parsed, not what we wrote: the curves are SVG polylines with one

@@ -6,45 +6,9 @@
  * an epoch (the loader resumes at the next batch) and the resumed run crosses an epoch
  * end. The uninterrupted run is the outside truth.
  */
-#include <cjson/cJSON.h>
-#include <stdarg.h>
-#include <sys/wait.h>
-
 #include "models/checkpoint.h"
 #include "models/common.h"
-#include "tests/testutil.h"
-
-static const char *bin;
-
-static int run(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int st = system(cmd);
-    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (rc != 0)
-        fprintf(stderr, "command exited %d: %s\n", rc, cmd);
-    return rc;
-}
-
-static char *slurp(const char *path, long *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (fread(b, 1, (size_t)n, f) != (size_t)n)
-        n = 0;
-    b[n] = 0;
-    fclose(f);
-    if (len)
-        *len = n;
-    return b;
-}
+#include "tests/apputil.h"
 
 /* Same tensors (names, dtypes, shapes, offsets) and the same data bytes. */
 static void same_checkpoint(const char *a, const char *b, const char *what) {
@@ -72,8 +36,8 @@ static void same_checkpoint(const char *a, const char *b, const char *what) {
                "%s: %s layout", what, x->name);
     }
     TCHECK(nopt > 0, "%s: the optimizer state is in the checkpoint", what);
-    long la, lb;
-    char *da = slurp(a, &la), *db = slurp(b, &lb);
+    long la = 0, lb = 0;
+    char *da = vt_test_slurp(a, &la), *db = vt_test_slurp(b, &lb);
     /* The data sections hold every tensor back to back: equal bytes = equal state. The
      * headers may differ only in metadata (timings), so they are not compared. */
     long na = la - (long)ia.data_start, nb = lb - (long)ib.data_start;
@@ -98,7 +62,7 @@ static void same_checkpoint(const char *a, const char *b, const char *what) {
 static int epoch_loss(const char *run_dir, int epoch, char *out, size_t n) {
     char p[4200];
     snprintf(p, sizeof p, "%s/metrics.jsonl", run_dir);
-    char *s = slurp(p, NULL);
+    char *s = vt_test_slurp(p, NULL);
     int found = 0;
     for (char *l = s ? strtok(s, "\n") : NULL; l; l = strtok(NULL, "\n")) {
         cJSON *j = cJSON_Parse(l);
@@ -115,23 +79,21 @@ static int epoch_loss(const char *run_dir, int epoch, char *out, size_t n) {
 }
 
 int main(void) {
-    bin = getenv("VT_BIN");
-    if (!bin) {
-        fprintf(stderr, "test_resume: VT_BIN not set (run through ctest)\n");
+    const char *bin = vt_test_bin("test_resume");
+    if (!bin)
         return VT_TEST_SKIP;
-    }
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", vt_test_dir("resume"));
     /* 2 classes x 6 train videos = 12 samples, batch 4: 3 batches per epoch. k = 4 stops
      * one batch into epoch 2; 2k = 8 ends two batches into epoch 3, so the resumed run
      * crosses the end of epoch 2 (its metrics line must match too). */
-    TCHECK(run("'%s' synth '%s/data' --classes 2 --train 6 --val 1 --test 1 --frames 12 "
-               "--size 40x32 > '%s/synth.log' 2>&1", bin, dir, dir) == 0, "synth");
+    TCHECK(vt_test_synth(bin, dir, "--classes 2 --train 6 --val 1 --test 1 --frames 12 "
+                                   "--size 40x32") == 0, "synth");
     const char *common = "--clip 4x32 --batch 4 --epochs 5 --lr 0.05 --eval-every 100 "
                          "--no-flip --seed 7 -q --log-every 1";
 
     /* The truth: 8 steps in one go, 1 worker. */
-    TCHECK(run("'%s' train '%s/data' --out '%s/full' %s --workers 1 --max-steps 8 > '%s/full.log' 2>&1",
+    TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/full' %s --workers 1 --max-steps 8 > '%s/full.log' 2>&1",
                bin, dir, dir, common, dir) == 0, "uninterrupted run");
 
     const int workers[2] = {1, 3};
@@ -139,9 +101,9 @@ int main(void) {
         char name[64], what[128];
         snprintf(name, sizeof name, "split%d", workers[w]);
         snprintf(what, sizeof what, "4+4 steps, %d worker(s)", workers[w]);
-        TCHECK(run("'%s' train '%s/data' --out '%s/%s' %s --workers %d --max-steps 4 > '%s/%s.log' 2>&1",
+        TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/%s' %s --workers %d --max-steps 4 > '%s/%s.log' 2>&1",
                    bin, dir, dir, name, common, workers[w], dir, name) == 0, "first half");
-        TCHECK(run("'%s' train --resume '%s/%s' --max-steps 8 --workers %d >> '%s/%s.log' 2>&1",
+        TCHECK(vt_test_sh("'%s' train --resume '%s/%s' --max-steps 8 --workers %d >> '%s/%s.log' 2>&1",
                    bin, dir, name, workers[w], dir, name) == 0, "resumed half");
         char a[4200], b[4200];
         snprintf(a, sizeof a, "%s/full/last.safetensors", dir);

@@ -10,8 +10,6 @@
  */
 #include <signal.h>
 #include <sys/stat.h>
-#include <stdarg.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,22 +17,7 @@
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
-#include "tests/testutil.h"
-
-static const char *bin;
-
-static int run(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int st = system(cmd);
-    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (rc != 0)
-        fprintf(stderr, "command exited %d: %s\n", rc, cmd);
-    return rc;
-}
+#include "tests/apputil.h"
 
 /* Start `sh -c cmd` in the background; returns its pid. exec replaces the shell, so the
  * pid is vidtrain's own and signals reach it directly. */
@@ -127,15 +110,13 @@ static long load_full(const char *path) {
 }
 
 int main(void) {
-    bin = getenv("VT_BIN");
-    if (!bin) {
-        fprintf(stderr, "test_signals: VT_BIN not set (run through ctest)\n");
+    const char *bin = vt_test_bin("test_signals");
+    if (!bin)
         return VT_TEST_SKIP;
-    }
     char dir[4096], cmd[16384], ck[4200];
     snprintf(dir, sizeof dir, "%s", vt_test_dir("signals"));
-    TCHECK(run("'%s' synth '%s/data' --classes 2 --train 4 --val 1 --test 1 --frames 10 "
-               "--size 40x32 > '%s/synth.log' 2>&1", bin, dir, dir) == 0, "synth");
+    TCHECK(vt_test_synth(bin, dir, "--classes 2 --train 4 --val 1 --test 1 --frames 10 "
+                                   "--size 40x32") == 0, "synth");
     /* Batch 2 of 4x32 clips: steps of a few ms, so a checkpoint write (about 1 MB, with
      * fsync) is a large share of the time and random kills often land inside one. */
     const char *common = "--clip 4x32 --batch 2 --epochs 1000 --lr 0.01 --eval-every 1000 -q "
@@ -172,7 +153,7 @@ int main(void) {
         last_step = step;
     }
     /* The killed run still resumes and finishes normally. */
-    TCHECK(run("'%s' train --resume '%s/kill' --max-steps %ld >> '%s/kill.log' 2>&1", bin, dir,
+    TCHECK(vt_test_sh("'%s' train --resume '%s/kill' --max-steps %ld >> '%s/kill.log' 2>&1", bin, dir,
                last_step + 2, dir) == 0, "resume after SIGKILL");
     TCHECK(load_full(ck) == last_step + 2, "resumed run reached its max step");
 
@@ -192,8 +173,8 @@ int main(void) {
     snprintf(ck, sizeof ck, "%s/int/last.safetensors", dir);
     long step = load_full(ck);
     TCHECK(step >= 1, "checkpoint after Ctrl-C at step %ld", step);
-    TCHECK(run("grep -q interrupted '%s/int.log'", dir) == 0, "the run said it was interrupted");
-    TCHECK(run("'%s' train --resume '%s/int' --max-steps %ld >> '%s/int.log' 2>&1", bin, dir,
+    TCHECK(vt_test_sh("grep -q interrupted '%s/int.log'", dir) == 0, "the run said it was interrupted");
+    TCHECK(vt_test_sh("'%s' train --resume '%s/int' --max-steps %ld >> '%s/int.log' 2>&1", bin, dir,
                step + 1, dir) == 0, "resume after Ctrl-C");
     return vt_test_done("test_signals");
 }

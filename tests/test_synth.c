@@ -13,7 +13,7 @@
 /* Paths and commands are built with snprintf into fixed buffers; GCC -O2 warns that a
  * 4096-byte path could be truncated. snprintf truncates safely and test paths are short. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-#include "tests/testutil.h"
+#include "tests/apputil.h"
 
 static const char *splits[3] = {"train", "val", "test"};
 static const int per_split[3] = {2, 1, 1};
@@ -21,11 +21,6 @@ static const int per_split[3] = {2, 1, 1};
 #define W 64
 #define H 48
 #define FRAMES 12
-
-static int run(const char *cmd) {
-    int rc = system(cmd);
-    return rc == -1 ? -1 : WEXITSTATUS(rc);
-}
 
 /* The one file DIR/split/class/class_idx.* (any extension), or "" */
 static void find_video(char *out, size_t n, const char *dir, int sp, int c, int i) {
@@ -39,21 +34,6 @@ static void find_video(char *out, size_t n, const char *dir, int sp, int c, int 
             out[strcspn(out, "\n")] = 0;
         pclose(p);
     }
-}
-
-static int64_t ffprobe_frames(const char *file) {
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd,
-             "ffprobe -v error -select_streams v:0 -count_frames -show_entries "
-             "stream=nb_read_frames -of csv=p=0 '%s'", file);
-    FILE *p = popen(cmd, "r");
-    long long n = -1;
-    if (p) {
-        if (fscanf(p, "%lld", &n) != 1)
-            n = -1;
-        pclose(p);
-    }
-    return n;
 }
 
 /* Frames 0 and 2 as gray through the ffmpeg command. */
@@ -102,7 +82,7 @@ static void test_files(const char *bin, const char *dir) {
              "'%s' synth '%s' --classes %d --train 2 --val 1 --test 1 --frames %d --size %dx%d "
              "--seed 7 > '%s.log' 2>&1",
              bin, dir, NCLS, FRAMES, W, H, dir);
-    TCHECK(run(cmd) == 0, "vidtrain synth failed: see %s.log", dir);
+    TCHECK(vt_test_sh("%s", cmd) == 0, "vidtrain synth failed: see %s.log", dir);
     int right = 0, total = 0;
     uint8_t gray[2 * W * H];
     for (int sp = 0; sp < 3; sp++)
@@ -113,7 +93,7 @@ static void test_files(const char *bin, const char *dir) {
                 TCHECK(f[0], "%s/%s: video %d missing", splits[sp], vt_synth_class_name(c), i);
                 if (!f[0])
                     continue;
-                int64_t n = ffprobe_frames(f);
+                int64_t n = vt_test_ffprobe_frames(f);
                 TCHECK(n == FRAMES, "%s: ffprobe counts %lld frames, want %d", f, (long long)n,
                        FRAMES);
                 if (ffmpeg_gray(gray, f) != 0) {
@@ -148,11 +128,11 @@ static void test_determinism(const char *bin, const char *d1) {
              "--frames %d --size %dx%d --seed 7 >/dev/null 2>&1 && '%s' synth '%s' --classes %d "
              "--train 2 --val 1 --test 1 --frames %d --size %dx%d --seed 8 >/dev/null 2>&1",
              d2, d3, bin, d2, NCLS, FRAMES, W, H, bin, d3, NCLS, FRAMES, W, H);
-    TCHECK(run(cmd) == 0, "second synth run failed");
+    TCHECK(vt_test_sh("%s", cmd) == 0, "second synth run failed");
     snprintf(cmd, sizeof cmd, "diff -r -q '%s' '%s' >/dev/null", d1, d2);
-    TCHECK(run(cmd) == 0, "same seed must give byte-identical files (%s vs %s)", d1, d2);
+    TCHECK(vt_test_sh("%s", cmd) == 0, "same seed must give byte-identical files (%s vs %s)", d1, d2);
     snprintf(cmd, sizeof cmd, "diff -r -q '%s' '%s' | grep -c differ > '%s.ndiff'", d1, d3, d3);
-    run(cmd);
+    (void)vt_test_sh("%s", cmd); /* grep -c exits 1 when it counts 0: the count is checked below */
     snprintf(cmd, sizeof cmd, "%s.ndiff", d3);
     FILE *f = fopen(cmd, "r");
     int ndiff = 0;
@@ -259,11 +239,9 @@ static void test_single_frame_stats(void) {
 }
 
 int main(void) {
-    const char *bin = vt_test_env("VT_BIN", NULL);
-    if (!bin) {
-        fprintf(stderr, "VT_BIN is not set (run through ctest)\n");
+    const char *bin = vt_test_bin("test_synth");
+    if (!bin)
         return VT_TEST_SKIP;
-    }
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/set", vt_test_dir("synth"));
     test_files(bin, dir);

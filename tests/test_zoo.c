@@ -1,9 +1,11 @@
 /*
  * test_zoo.c: every zoo model has exactly its PyTorch twin's state dict — names, order,
  * dtypes, shapes and parameter count — against scripts/torch_zoo.py (torchvision's own
- * r3d_18, mc3_18, r2plus1d_18; the script's tiny and C3D), r3d_18 with 400 classes has
- * torchvision's published 33,371,472 parameters, the initialisation follows torchvision's
- * formulas, and bad configurations are refused with a message.
+ * r3d_18, mc3_18, r2plus1d_18; the script's tiny, tiny_nobn and C3D), r3d_18 with 400
+ * classes has torchvision's published 33,371,472 parameters, the initialisation follows
+ * torchvision's formulas, and bad configurations are refused with a message. Every name in
+ * vt_zoo_names has a twin here (a new zoo entry without one fails), and the memory plan
+ * of each agrees with the built net; tiny_nobn (the BN-free test model) has no buffers.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 typedef struct { const char *model; int classes, t, h, w; } spec;
 static const spec specs[] = {
     {"tiny", 10, 8, 64, 64},
+    {"tiny_nobn", 10, 8, 64, 64},
     {"c3d", 101, 16, 112, 112},
     {"r3d18", 400, 16, 112, 112},
     {"mc3_18", 400, 16, 112, 112},
@@ -57,6 +60,27 @@ static void compare_listing(FILE *f, vt_net *net, const char *model) {
         i++;
     }
     TCHECK(i == n, "%s: torch lists %d tensors, vidtrain has %d", model, i, n);
+}
+
+/* The memory plan (pure arithmetic) sizes what vt_net_init built: same parameter count,
+ * buffers only where the model has batch norm. */
+static void check_plan(vt_net *net, const vt_net_cfg *cfg, const char *model) {
+    vt_memplan mp;
+    char err[256];
+    TCHECK(vt_memplan_build(&mp, cfg, 1, err, sizeof err) == 0, "%s: memplan: %s", model, err);
+    TCHECK(mp.params == vt_net_num_params(net), "%s: plan %lld params, net %lld", model,
+           (long long)mp.params, (long long)vt_net_num_params(net));
+    TCHECK(mp.buffer_bytes == vt_net_num_buffers(net) * (int64_t)sizeof(float),
+           "%s: plan %lld buffer bytes, net %lld floats", model, (long long)mp.buffer_bytes,
+           (long long)vt_net_num_buffers(net));
+    TCHECK(mp.bytes_per_clip > 0 && mp.nrows > 0, "%s: empty plan", model);
+    if (!strcmp(model, "tiny_nobn")) {
+        TCHECK(vt_net_num_buffers(net) == 0 && mp.buffer_bytes == 0, "tiny_nobn has buffers");
+        for (int i = 0; i < mp.nrows; i++)
+            TCHECK(strcmp(mp.rows[i].kind, "bn") != 0, "tiny_nobn plan has a bn row %s",
+                   mp.rows[i].name);
+    }
+    vt_memplan_free(&mp);
 }
 
 static void stats(const float *x, int64_t n, double *mean, double *std) {
@@ -116,6 +140,26 @@ static void check_init(vt_backend *be) {
                   (size_t)vt_net_num_params(net) * sizeof(float)), "seed ignored");
     vt_net_free(&net2);
     vt_net_free(&net);
+    /* tiny_nobn: conv biases start at 0 (torchvision's rule for conv biases), conv weights
+     * kaiming fan_out: conv2 std sqrt(2 / (32*27)) = 0.048 over 13,824 draws, within 3/
+     * sqrt(2n) = 1.8% (3 sigma): allow 4%. */
+    vt_net_cfg_default(&cfg, "tiny_nobn", 10, 4, 16, 16);
+    net = vt_net_init(&cfg, be, 0, err, sizeof err);
+    TCHECK(net != NULL, "tiny_nobn: %s", err);
+    if (!net)
+        return;
+    vt_net_init_weights(net, 7);
+    p = vt_net_params(net);
+    t = vt_net_find_tensor(net, "conv2.bias");
+    TCHECK(t && t->numel == 32, "tiny_nobn conv2.bias");
+    if (t) {
+        stats(p + t->offset, t->numel, &m, &s);
+        TCHECK(m == 0 && s == 0, "tiny_nobn conv bias not zero");
+    }
+    t = vt_net_find_tensor(net, "conv2.weight");
+    stats(p + t->offset, t->numel, &m, &s);
+    TCHECK(fabs(s / sqrt(2.0 / (32 * 27)) - 1) < 0.04, "tiny_nobn conv2 std %g", s);
+    vt_net_free(&net);
 }
 
 int main(void) {
@@ -166,6 +210,7 @@ int main(void) {
         if (!net)
             continue;
         compare_listing(f, net, model);
+        check_plan(net, &cfg, model);
         printf("%-11s %3d classes, clip %dx%dx%d: %lld params, %d tensors\n", model, classes, t,
                h, w, (long long)vt_net_num_params(net), vt_net_num_tensors(net));
         if (!strcmp(model, "r3d18"))
@@ -182,6 +227,17 @@ int main(void) {
     }
     TCHECK(st == 0 && seen == VT_ARRAY_LEN(specs), "torch_zoo.py: status %d, %zu of %zu models",
            st, seen, VT_ARRAY_LEN(specs));
+
+    /* Every zoo name was listed above (and nothing else). */
+    size_t nzoo = 0;
+    for (; vt_zoo_names[nzoo]; nzoo++) {
+        int found = 0;
+        for (size_t i = 0; i < VT_ARRAY_LEN(specs); i++)
+            found |= !strcmp(specs[i].model, vt_zoo_names[nzoo]);
+        TCHECK(found, "zoo model '%s' has no twin in this test", vt_zoo_names[nzoo]);
+    }
+    TCHECK(nzoo == VT_ARRAY_LEN(specs), "zoo lists %zu models, the test %zu", nzoo,
+           VT_ARRAY_LEN(specs));
 
     /* Extra heads and dropout: names and the parameter count they add. */
     vt_net_cfg_default(&cfg, "r3d18", 400, 16, 112, 112);

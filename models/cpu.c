@@ -29,6 +29,16 @@
  * maxpool and vol2col bookkeeping were most of the gain). With 2 threads on that machine
  * under load the two threads often share one core: spinning at barriers then costs
  * (OMP_WAIT_POLICY=passive helps). Step figures vs PyTorch: scripts/bench-cpu-step.sh.
+ *
+ * Round 2 (same machine, 2 threads, ratio to PyTorch in the same run): tiny 0.54x -> ~0.9x,
+ * r3d18 0.80x -> ~1.0x; tiny at 1 thread 0.53 s -> 0.26 s a step. What paid, biggest first:
+ * one parallel region per conv op for one-clip tiles (conv_fwd_flat, conv_bwd_flat: every
+ * barrier costs about a time slice when a team member is descheduled on a loaded machine),
+ * backward groups of >= 64 cols rows instead of one channel (27-row GEMMs were mostly
+ * packing), padding edges zeroed column-wise (gcc turned the row-wise loops into a memset
+ * call per row), a max-only maxpool forward, BN sums in 8 lanes. Loops over fixed blocks use
+ * dynamic schedules and element-wise loops guided ones: which thread runs a block never
+ * changes its bits, and a descheduled thread no longer holds back its static share.
  */
 #include <limits.h>
 #include <math.h>
@@ -60,22 +70,22 @@ static void cpu_copy(vt_backend *be, void *dst, const void *src, size_t bytes) {
 /* ---------------------------------------------------------------- element-wise ---- */
 
 static void cpu_fill(vt_backend *be, float *x, float v, int64_t n) {
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         x[i] = v;
 }
 static void cpu_scale(vt_backend *be, float *x, float a, int64_t n) {
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         x[i] *= a;
 }
 static void cpu_axpy(vt_backend *be, float *y, float a, const float *x, int64_t n) {
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         y[i] += a * x[i];
 }
 static void cpu_add(vt_backend *be, float *out, const float *a, const float *b, int64_t n) {
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         out[i] = a[i] + b[i];
 }
@@ -92,7 +102,7 @@ static double cpu_sumsq(vt_backend *be, const float *x, int64_t n) {
         return s;
     }
     double *part = vt_malloc((size_t)nch * sizeof(double));
-#pragma omp parallel for num_threads(be->threads) schedule(static)
+#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1)
     for (int64_t ch = 0; ch < nch; ch++) {
         int64_t lo = ch * CPU_SUM_CHUNK, hi = VT_MIN(n, lo + CPU_SUM_CHUNK);
         double s = 0;
@@ -152,7 +162,7 @@ static void par_sgemm(vt_backend *be, int ta, int tb, int64_t M, int64_t N, int6
     const int along_n = N >= M;
     const int64_t len = along_n ? N : M;
     const int nb = M * N * K < CPU_GEMM_PAR_MIN ? 1 : nblocks(len, 64);
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (nb > 1)
+#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) if (nb > 1)
     for (int b = 0; b < nb; b++) {
         int64_t lo, hi;
         block_range(len, nb, 16, b, &lo, &hi);
@@ -333,6 +343,18 @@ static inline int64_t tap_row(const unit_tab *ut, const conv_geo *g, int i, int 
     return ut->clip_off[i] + ci * g->in_plane + ((int64_t)ti * g->H + hi) * g->W;
 }
 
+/* Rows [0, rows) of Wo floats: columns [0, lo) and [hi, Wo) set to 0. Column by column
+ * down the rows: a row-wise loop of one or two floats becomes a memset call per row
+ * (gcc's loop distribution), which cost 10% of a tiny step. */
+static inline void zero_edges(float *d, int64_t rows, int64_t Wo, int lo, int hi) {
+    for (int ow = 0; ow < lo; ow++)
+        for (int64_t m = 0; m < rows; m++)
+            d[m * Wo + ow] = 0.0f;
+    for (int64_t ow = hi; ow < Wo; ow++)
+        for (int64_t m = 0; m < rows; m++)
+            d[m * Wo + ow] = 0.0f;
+}
+
 /* Decomposes a cols row r = (ci, kt, kh, kw) and steps it in order. */
 typedef struct tap_it { int ci, kt, kh, kw; } tap_it;
 static inline tap_it tap_at(const vt_conv3d_p *p, int64_t r) {
@@ -356,10 +378,12 @@ static inline void tap_next(tap_it *t, const vt_conv3d_p *p) {
     t->ci++;
 }
 
-/* cols rows [k0, k1), units [u0, u1) (at most CPU_MAX_CHUNK_UNITS) of tile t: cols (K, tc),
- * row r = (ci, kt, kh, kw); zero where the tap lands in the padding. */
-static void vol2col(float *cols, const float *in, const conv_geo *g, const vt_conv3d_p *p,
-                    const conv_tile *t, int64_t k0, int64_t k1, int64_t u0, int64_t u1) {
+/* cols rows [k0, k1), units [u0, u1) (at most CPU_MAX_CHUNK_UNITS) of tile t, row r =
+ * (ci, kt, kh, kw); zero where the tap lands in the padding. cols points at (k0, unit u0):
+ * cols ((k1-k0), ld), ld >= (u1-u0)*Wo (the tile's tc, or a thread's own chunk buffer). */
+static void vol2col(float *cols, int64_t ld, const float *in, const conv_geo *g,
+                    const vt_conv3d_p *p, const conv_tile *t, int64_t k0, int64_t k1, int64_t u0,
+                    int64_t u1) {
     const int Wo = g->Wo, sw = p->s[2];
     unit_tab ut;
     unit_tab_make(&ut, g, p, t, u0, u1);
@@ -368,7 +392,7 @@ static void vol2col(float *cols, const float *in, const conv_geo *g, const vt_co
         const int iw0 = tp.kw - p->p[2];
         int lo, hi;
         ow_range(&lo, &hi, iw0, sw, g->W, Wo);
-        float *dst = cols + r * t->tc + u0 * Wo;
+        float *dst = cols + (r - k0) * ld;
         if (ut.span) { /* Wo == W: rows m of a run are input[e + iw0], e = m*W + ow */
             for (int i = 0; i < ut.n; i += ut.run[i]) {
                 const int len = ut.run[i];
@@ -385,12 +409,7 @@ static void vol2col(float *cols, const float *in, const conv_geo *g, const vt_co
                 const float *s = in + off;
                 const int64_t L = (int64_t)(m1 - m0) * Wo, e0 = lo, e1 = L - (Wo - hi);
                 memcpy(d + e0, s + e0 + iw0, sizeof(float) * (size_t)(e1 - e0));
-                for (int64_t m = 0; m < m1 - m0; m++) { /* the taps in the padding */
-                    for (int ow = 0; ow < lo; ow++)
-                        d[m * Wo + ow] = 0.0f;
-                    for (int ow = hi; ow < Wo; ow++)
-                        d[m * Wo + ow] = 0.0f;
-                }
+                zero_edges(d, m1 - m0, Wo, lo, hi); /* the taps in the padding */
             }
             continue;
         }
@@ -417,11 +436,12 @@ static void vol2col(float *cols, const float *in, const conv_geo *g, const vt_co
     }
 }
 
-/* din planes of channels [c0, c1) of tile t's clips += the taps of dcols (K, tc) in units
- * [u0, u1); the first chunk of the tile that starts a clip zeroes the planes first. Per
+/* din planes of channels [c0, c1) of tile t's clips += the taps of dcols in units [u0, u1)
+ * (cols points at dcols' row c0*kvol, unit u0; rows ld apart); the first chunk of the tile that starts a clip zeroes the planes first. Per
  * din value the order of the additions is fixed: tiles, chunks, taps (ci, kt, kh, kw). */
-static void col2vol(float *din, float *cols, const conv_geo *g, const vt_conv3d_p *p,
-                    const conv_tile *t, int c0, int c1, int64_t u0, int64_t u1) {
+static void col2vol(float *din, float *cols, int64_t ld, const conv_geo *g,
+                    const vt_conv3d_p *p, const conv_tile *t, int c0, int c1, int64_t u0,
+                    int64_t u1) {
     const int Wo = g->Wo, sw = p->s[2];
     unit_tab ut;
     unit_tab_make(&ut, g, p, t, u0, u1);
@@ -440,7 +460,7 @@ static void col2vol(float *din, float *cols, const conv_geo *g, const vt_conv3d_
                     if (hi <= lo)
                         continue;
                     if (ut.span) {
-                        float *s0 = cols + r * t->tc + u0 * Wo;
+                        float *s0 = cols + (r - (int64_t)c0 * g->kvol) * ld;
                         for (int i = 0; i < ut.n; i += ut.run[i]) {
                             int m0, m1;
                             const int64_t off = run_rows(&ut, g, i, ut.run[i], ci, kt, kh, &m0, &m1);
@@ -449,12 +469,7 @@ static void col2vol(float *din, float *cols, const conv_geo *g, const vt_conv3d_
                             /* dcols' taps in the padding become 0, so the span's wrapped
                              * neighbours (row ends) get nothing added */
                             float *s = s0 + (int64_t)(i + m0) * Wo;
-                            for (int64_t m = 0; m < m1 - m0; m++) {
-                                for (int ow = 0; ow < lo; ow++)
-                                    s[m * Wo + ow] = 0.0f;
-                                for (int ow = hi; ow < Wo; ow++)
-                                    s[m * Wo + ow] = 0.0f;
-                            }
+                            zero_edges(s, m1 - m0, Wo, lo, hi);
                             float *d = din + off; /* d[e + iw0] >= d[0] for e >= lo */
                             const int64_t L = (int64_t)(m1 - m0) * Wo, e1 = L - (Wo - hi);
 #pragma omp simd
@@ -463,7 +478,7 @@ static void col2vol(float *din, float *cols, const conv_geo *g, const vt_conv3d_
                         }
                         continue;
                     }
-                    const float *src = cols + r * t->tc + u0 * Wo;
+                    const float *src = cols + (r - (int64_t)c0 * g->kvol) * ld;
                     for (int i = 0; i < ut.n; i++, src += Wo) {
                         const int64_t off = tap_row(&ut, g, i, ci, kt, kh);
                         if (off < 0)
@@ -525,14 +540,14 @@ static void conv_fwd_tile(vt_backend *be, float *out, const float *in, const flo
     if (tc >= Cout && tc >= 2 * CPU_COL_BLOCK) {
         const int nb = (int)VT_MIN(nblocks(tc, CPU_COL_BLOCK), t->units);
         const int64_t cu = chunk_units(K, Wo, 256);
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (par && nb > 1)
+#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) if (par && nb > 1)
         for (int b = 0; b < nb; b++) {
             int64_t b0, b1;
             block_range(t->units, nb, 1, b, &b0, &b1);
             for (int64_t u0 = b0; u0 < b1; u0 += cu) {
                 const int64_t u1 = VT_MIN(b1, u0 + cu);
                 if (!direct1)
-                    vol2col(cols, in, g, p, t, 0, K, u0, u1);
+                    vol2col(cols + u0 * Wo, tc, in, g, p, t, 0, K, u0, u1);
                 sgemm(0, 0, Cout, (u1 - u0) * Wo, K, 1.0f, w, K, B + u0 * Wo, ldb, 0.0f,
                       C + u0 * Wo, ldc);
             }
@@ -543,24 +558,39 @@ static void conv_fwd_tile(vt_backend *be, float *out, const float *in, const flo
     }
     if (!direct1) {
         const int nb = nblocks(K, 16);
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (par && nb > 1)
+#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) if (par && nb > 1)
         for (int b = 0; b < nb; b++) {
             int64_t k0, k1;
             block_range(K, nb, 1, b, &k0, &k1);
             for (int64_t u0 = 0; u0 < t->units; u0 += CPU_MAX_CHUNK_UNITS)
-                vol2col(cols, in, g, p, t, k0, k1, u0, VT_MIN(t->units, u0 + CPU_MAX_CHUNK_UNITS));
+                vol2col(cols + k0 * tc + u0 * Wo, tc, in, g, p, t, k0, k1, u0,
+                        VT_MIN(t->units, u0 + CPU_MAX_CHUNK_UNITS));
         }
     }
     par_sgemm(be, 0, 0, Cout, tc, K, 1.0f, w, K, B, ldb, 0.0f, C, ldc);
     if (t->nc > 1) {
         const int nb = nblocks(Cout, 8);
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (par && nb > 1)
+#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) if (par && nb > 1)
         for (int b = 0; b < nb; b++) {
             int64_t c0, c1;
             block_range(Cout, nb, 1, b, &c0, &c1);
             tile_scatter(out, tmp, 0, g, p->cout, t, c0, c1, 0, t->units);
         }
     }
+}
+
+/* The backward's groups of cols rows: whole input channels when din is wanted (a group's
+ * dcols rows then feed only its own channels' din planes), at least CPU_BWD_GROUP_ROWS
+ * rows each (one channel of a 3x3x3 conv is 27: skinny GEMMs spent more time packing than
+ * multiplying; a tiny step took 0.31 s instead of 0.255), at least 4 (or one per channel),
+ * at most CPU_MAX_BLOCKS groups. A function of the shape only. */
+#define CPU_BWD_GROUP_ROWS 64
+static int bwd_groups(const conv_geo *g, const vt_conv3d_p *p, int want_din) {
+    if (!want_din)
+        return nblocks(g->K, 32);
+    const int64_t per = (CPU_BWD_GROUP_ROWS + g->kvol - 1) / g->kvol; /* channels */
+    /* but at least 4 (or one per channel): work for a few threads whatever the shape */
+    return (int)VT_MIN(VT_MAX(VT_MIN(p->cin, 4), p->cin / per), CPU_MAX_BLOCKS);
 }
 
 static void conv_bwd_tile(vt_backend *be, float *din, float *dw, const float *dout,
@@ -573,7 +603,7 @@ static void conv_bwd_tile(vt_backend *be, float *din, float *dw, const float *do
     int64_t ldd = g->P;
     if (t->nc > 1) {
         const int nb = nblocks(Cout, 8);
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (par && nb > 1)
+#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) if (par && nb > 1)
         for (int b = 0; b < nb; b++) {
             int64_t c0, c1;
             block_range(Cout, nb, 1, b, &c0, &c1);
@@ -584,8 +614,8 @@ static void conv_bwd_tile(vt_backend *be, float *din, float *dw, const float *do
     }
     /* groups of cols rows: whole input channels when din is wanted */
     const int64_t unit = din ? g->kvol : 1, nunits = din ? p->cin : K;
-    const int ng = din ? (int)VT_MIN(p->cin, CPU_MAX_BLOCKS) : nblocks(K, 32);
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (par && ng > 1)
+    const int ng = bwd_groups(g, p, din != NULL);
+#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) if (par && ng > 1)
     for (int b = 0; b < ng; b++) {
         int64_t a0, a1;
         block_range(nunits, ng, 1, b, &a0, &a1);
@@ -601,7 +631,7 @@ static void conv_bwd_tile(vt_backend *be, float *din, float *dw, const float *do
                 X = in + ((int64_t)t->n0 * p->cin + k0) * g->in_plane + t->r0 * Wo + u0 * Wo;
                 ldx = g->P;
             } else {
-                vol2col(cols, in, g, p, t, k0, k1, u0, u1);
+                vol2col(cols + k0 * tc + u0 * Wo, tc, in, g, p, t, k0, k1, u0, u1);
             }
             /* dw[:, k0:k1] (Cout, k1-k0) += Dc (Cout, cc) x X^T (cc, k1-k0) */
             sgemm(0, 1, Cout, k1 - k0, cc, 1.0f, Dc, ldd, X, ldx, 1.0f, dw + k0, K);
@@ -615,7 +645,7 @@ static void conv_bwd_tile(vt_backend *be, float *din, float *dw, const float *do
             } else {
                 sgemm(1, 0, k1 - k0, cc, Cout, 1.0f, w + k0, K, Dc, ldd, 0.0f,
                       cols + k0 * tc + u0 * Wo, tc);
-                col2vol(din, cols, g, p, t, (int)a0, (int)a1, u0, u1);
+                col2vol(din, cols + k0 * tc + u0 * Wo, tc, g, p, t, (int)a0, (int)a1, u0, u1);
             }
         }
     }
@@ -627,6 +657,64 @@ static conv_tile tile_make(const conv_geo *g, int n0, int nc, int r0, int r1) {
     return t;
 }
 
+/* The forward of one-clip tiles that all split by columns, as ONE parallel region over
+ * every (tile, block) of the op instead of one region per tile: each region ends in a
+ * barrier, and on a loaded machine a barrier costs about a time slice whenever one of the
+ * team is descheduled (measured: a third of a tiny step at 2 threads). A block needs only
+ * its own chunk of vol2col columns, so each thread builds its chunks in its own part of
+ * the scratch; the blocks, chunks and sgemm shapes are those of conv_fwd_tile, so the bits
+ * are too. Returns 0 (nothing done) when some tile would not take the column path. */
+static int conv_fwd_flat(vt_backend *be, float *out, const float *in, const float *w, int n,
+                         const conv_geo *g, const vt_conv3d_p *p, const vt_cpu_conv_tiling *tl,
+                         float *scratch) {
+    const int64_t K = g->K, Cout = p->cout, Wo = g->Wo;
+    const int nbands = (g->rows + tl->rows - 1) / tl->rows;
+    const int last_rows = g->rows - (nbands - 1) * tl->rows;
+    const int64_t tc_min = (int64_t)last_rows * Wo;
+    if (tl->clips != 1 || tc_min < Cout || tc_min < 2 * CPU_COL_BLOCK)
+        return 0;
+    const int direct = g->direct;
+    const int nbmax = (int)VT_MIN(nblocks((int64_t)tl->rows * Wo, CPU_COL_BLOCK), tl->rows);
+    const int64_t cu = chunk_units(K, Wo, 256);
+    /* a thread's chunk buffer: K x (the widest chunk) */
+    const int64_t bu = (tl->rows + nbmax - 1) / nbmax;
+    const int64_t buf = direct ? 0 : K * VT_MIN(cu, bu) * Wo;
+    int nthr = be->threads;
+    if (buf > 0)
+        nthr = (int)VT_MAX(1, VT_MIN(nthr, tl->scratch_floats / buf));
+    const int64_t items = (int64_t)n * nbands * nbmax;
+    const int par = K * g->P * Cout * n >= CPU_GEMM_PAR_MIN && items > 1;
+#pragma omp parallel num_threads(nthr) if (par)
+    {
+        float *cols = direct ? NULL : scratch + (int64_t)omp_get_thread_num() * buf;
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t it = 0; it < items; it++) {
+            const int64_t ti = it / nbmax;
+            const int b = (int)(it % nbmax);
+            const int n0 = (int)(ti / nbands), r0 = (int)(ti % nbands) * tl->rows;
+            conv_tile t = tile_make(g, n0, 1, r0, VT_MIN(g->rows, r0 + tl->rows));
+            const int nb = (int)VT_MIN(nblocks(t.tc, CPU_COL_BLOCK), t.units);
+            if (b >= nb)
+                continue;
+            int64_t b0, b1;
+            block_range(t.units, nb, 1, b, &b0, &b1);
+            const float *B = in + (int64_t)n0 * p->cin * g->in_plane + (int64_t)r0 * Wo;
+            float *C = out + (int64_t)n0 * Cout * g->P + (int64_t)r0 * Wo;
+            for (int64_t u0 = b0; u0 < b1; u0 += cu) {
+                const int64_t u1 = VT_MIN(b1, u0 + cu), cc = (u1 - u0) * Wo;
+                if (direct) {
+                    sgemm(0, 0, Cout, cc, K, 1.0f, w, K, B + u0 * Wo, g->P, 0.0f, C + u0 * Wo,
+                          g->P);
+                } else {
+                    vol2col(cols, cc, in, g, p, &t, 0, K, u0, u1);
+                    sgemm(0, 0, Cout, cc, K, 1.0f, w, K, cols, cc, 0.0f, C + u0 * Wo, g->P);
+                }
+            }
+        }
+    }
+    return 1;
+}
+
 static void cpu_conv3d_forward(vt_backend *be, float *out, const float *in, const float *w,
                                const float *b, int n, const int in_thw[3],
                                const vt_conv3d_p *p) {
@@ -636,16 +724,17 @@ static void cpu_conv3d_forward(vt_backend *be, float *out, const float *in, cons
     vt_cpu_conv_tiling tl;
     float *scratch = conv_scratch(be, &tl, n, in_thw, p);
     float *tmp = scratch ? scratch + g.K * tl.clips * tl.rows * g.Wo : NULL;
-    for (int n0 = 0; n0 < n; n0 += tl.clips)
-        for (int r0 = 0; r0 < g.rows; r0 += tl.rows) {
-            conv_tile t = tile_make(&g, n0, VT_MIN(tl.clips, n - n0), r0,
-                                    VT_MIN(g.rows, r0 + tl.rows));
-            conv_fwd_tile(be, out, in, w, &g, p, &t, scratch, tmp);
-        }
+    if (!conv_fwd_flat(be, out, in, w, n, &g, p, &tl, scratch))
+        for (int n0 = 0; n0 < n; n0 += tl.clips)
+            for (int r0 = 0; r0 < g.rows; r0 += tl.rows) {
+                conv_tile t = tile_make(&g, n0, VT_MIN(tl.clips, n - n0), r0,
+                                        VT_MIN(g.rows, r0 + tl.rows));
+                conv_fwd_tile(be, out, in, w, &g, p, &t, scratch, tmp);
+            }
     vt_backend_free_ptr(be, scratch);
     if (b) {
         const int64_t planes = (int64_t)n * p->cout;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (planes * g.P > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided) if (planes * g.P > CPU_PAR_MIN)
         for (int64_t pl = 0; pl < planes; pl++) {
             float *o = out + pl * g.P;
             const float bv = b[pl % p->cout];
@@ -653,6 +742,76 @@ static void cpu_conv3d_forward(vt_backend *be, float *out, const float *in, cons
                 o[j] += bv;
         }
     }
+}
+
+/* The backward of one-clip tiles as ONE parallel region (why: conv_fwd_flat): each group
+ * of cols rows (conv_bwd_tile's groups) works through every tile in order, building and
+ * using its chunks in its thread's own part of the scratch. Per dw and din value the
+ * additions come in conv_bwd_tile's order (tiles, chunks, taps), so the bits are its.
+ * Returns 0 (nothing done) for tiles of several clips. */
+static int conv_bwd_flat(vt_backend *be, float *din, float *dw, const float *dout,
+                         const float *in, const float *w, int n, const conv_geo *g,
+                         const vt_conv3d_p *p, const vt_cpu_conv_tiling *tl, float *scratch) {
+    if (tl->clips != 1)
+        return 0;
+    const int64_t K = g->K, Cout = p->cout, Wo = g->Wo;
+    const int direct = g->direct;
+    const int64_t unit = din ? g->kvol : 1, nunits = din ? p->cin : K;
+    const int ng = bwd_groups(g, p, din != NULL);
+    int64_t buf = 0; /* a thread's chunk buffer: the largest group's rows x its widest chunk */
+    for (int b = 0; b < ng && !direct; b++) {
+        int64_t a0, a1;
+        block_range(nunits, ng, 1, b, &a0, &a1);
+        const int64_t rk = (a1 - a0) * unit, cu = chunk_units(rk, Wo, 128);
+        buf = VT_MAX(buf, rk * VT_MIN(cu, tl->rows) * Wo);
+    }
+    int nthr = be->threads;
+    if (buf > 0)
+        nthr = (int)VT_MAX(1, VT_MIN(nthr, tl->scratch_floats / buf));
+    const int par = K * g->P * Cout * n >= CPU_GEMM_PAR_MIN && ng > 1;
+#pragma omp parallel num_threads(nthr) if (par)
+    {
+        float *cols = direct ? NULL : scratch + (int64_t)omp_get_thread_num() * buf;
+#pragma omp for schedule(dynamic, 1)
+        for (int b = 0; b < ng; b++) {
+            int64_t a0, a1;
+            block_range(nunits, ng, 1, b, &a0, &a1);
+            if (a1 <= a0)
+                continue;
+            const int64_t k0 = a0 * unit, k1 = a1 * unit, cu = chunk_units(k1 - k0, Wo, 128);
+            for (int n0 = 0; n0 < n; n0++)
+                for (int r0 = 0; r0 < g->rows; r0 += tl->rows) {
+                    conv_tile t = tile_make(g, n0, 1, r0, VT_MIN(g->rows, r0 + tl->rows));
+                    const float *D = dout + (int64_t)n0 * Cout * g->P + (int64_t)r0 * Wo;
+                    const int64_t xoff = ((int64_t)n0 * p->cin + k0) * g->in_plane + (int64_t)r0 * Wo;
+                    for (int64_t u0 = 0; u0 < t.units; u0 += cu) {
+                        const int64_t u1 = VT_MIN(t.units, u0 + cu), cc = (u1 - u0) * Wo;
+                        const float *Dc = D + u0 * Wo;
+                        const float *X = cols;
+                        int64_t ldx = cc;
+                        if (direct) {
+                            X = in + xoff + u0 * Wo;
+                            ldx = g->P;
+                        } else {
+                            vol2col(cols, cc, in, g, p, &t, k0, k1, u0, u1);
+                        }
+                        /* dw[:, k0:k1] (Cout, k1-k0) += Dc (Cout, cc) x X^T (cc, k1-k0) */
+                        sgemm(0, 1, Cout, k1 - k0, cc, 1.0f, Dc, g->P, X, ldx, 1.0f, dw + k0, K);
+                        if (!din)
+                            continue;
+                        if (direct) { /* dcols rows are din's rows themselves */
+                            sgemm(1, 0, k1 - k0, cc, Cout, 1.0f, w + k0, K, Dc, g->P, 0.0f,
+                                  din + xoff + u0 * Wo, g->P);
+                        } else {
+                            sgemm(1, 0, k1 - k0, cc, Cout, 1.0f, w + k0, K, Dc, g->P, 0.0f, cols,
+                                  cc);
+                            col2vol(din, cols, cc, g, p, &t, (int)a0, (int)a1, u0, u1);
+                        }
+                    }
+                }
+        }
+    }
+    return 1;
 }
 
 static void cpu_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,
@@ -664,15 +823,16 @@ static void cpu_conv3d_backward(vt_backend *be, float *din, float *dw, float *db
     vt_cpu_conv_tiling tl;
     float *scratch = conv_scratch(be, &tl, n, in_thw, p);
     float *tmp = scratch ? scratch + g.K * tl.clips * tl.rows * g.Wo : NULL;
-    for (int n0 = 0; n0 < n; n0 += tl.clips)
-        for (int r0 = 0; r0 < g.rows; r0 += tl.rows) {
-            conv_tile t = tile_make(&g, n0, VT_MIN(tl.clips, n - n0), r0,
-                                    VT_MIN(g.rows, r0 + tl.rows));
-            conv_bwd_tile(be, din, dw, dout, in, w, &g, p, &t, scratch, tmp);
-        }
+    if (!conv_bwd_flat(be, din, dw, dout, in, w, n, &g, p, &tl, scratch))
+        for (int n0 = 0; n0 < n; n0 += tl.clips)
+            for (int r0 = 0; r0 < g.rows; r0 += tl.rows) {
+                conv_tile t = tile_make(&g, n0, VT_MIN(tl.clips, n - n0), r0,
+                                        VT_MIN(g.rows, r0 + tl.rows));
+                conv_bwd_tile(be, din, dw, dout, in, w, &g, p, &t, scratch, tmp);
+            }
     vt_backend_free_ptr(be, scratch);
     if (db) {
-#pragma omp parallel for num_threads(be->threads) schedule(static) \
+#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) \
     if ((int64_t)n * p->cout * g.P > CPU_PAR_MIN)
         for (int co = 0; co < p->cout; co++) {
             double s = 0;
@@ -688,20 +848,45 @@ static void cpu_conv3d_backward(vt_backend *be, float *din, float *dw, float *db
 
 /* ---------------------------------------------------------------- batch norm ---- */
 
+/* Per-plane sums in CPU_BN_LANES double accumulators, value j into lane j % lanes, the
+ * lanes added in a fixed tree at the end: the additions no longer wait on each other (one
+ * chain of double adds was 4 cycles a value: BN was 12% of a tiny step) and the order is
+ * still a function of the plane length only. a += u; q += u * u or, centred,
+ * q += u * (x - m). */
+#define CPU_BN_LANES 8
+static inline __attribute__((always_inline)) void
+plane_sums(double *a_out, double *q_out, const float *u, const float *x, double m, int64_t s,
+           const int centred) {
+    double a[CPU_BN_LANES] = {0}, q[CPU_BN_LANES] = {0};
+    int64_t j = 0;
+    for (; j + CPU_BN_LANES <= s; j += CPU_BN_LANES)
+        for (int l = 0; l < CPU_BN_LANES; l++) {
+            const double v = u[j + l];
+            a[l] += v;
+            q[l] += centred ? v * ((double)x[j + l] - m) : v * v;
+        }
+    for (int l = 0; j < s; j++, l++) {
+        const double v = u[j];
+        a[l] += v;
+        q[l] += centred ? v * ((double)x[j] - m) : v * v;
+    }
+    for (int w = CPU_BN_LANES / 2; w > 0; w /= 2)
+        for (int l = 0; l < w; l++) {
+            a[l] += a[l + w];
+            q[l] += q[l + w];
+        }
+    *a_out += a[0];
+    *q_out += q[0];
+}
+
 static void cpu_bn_stats(vt_backend *be, float *sum, float *sumsq, const float *x, int n, int c,
                          int64_t s) {
-#pragma omp parallel for num_threads(be->threads) schedule(static) \
+#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) \
     if ((int64_t)n * c * s > CPU_PAR_MIN)
     for (int ci = 0; ci < c; ci++) {
         double a = 0, q = 0;
-        for (int ni = 0; ni < n; ni++) {
-            const float *xp = x + ((int64_t)ni * c + ci) * s;
-            for (int64_t j = 0; j < s; j++) {
-                double v = xp[j];
-                a += v;
-                q += v * v;
-            }
-        }
+        for (int ni = 0; ni < n; ni++)
+            plane_sums(&a, &q, x + ((int64_t)ni * c + ci) * s, NULL, 0.0, s, 0);
         sum[ci] = (float)a;
         sumsq[ci] = (float)q;
     }
@@ -737,7 +922,7 @@ static void cpu_bn_apply(vt_backend *be, float *out, const float *x, const float
                          const float *invstd, const float *gamma, const float *beta, int n,
                          int c, int64_t s) {
     int64_t planes = (int64_t)n * c;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (planes * s > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided) if (planes * s > CPU_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         int ci = (int)(pl % c);
         /* (x - mean) * sc + beta, not x * sc + (beta - mean * sc): the folded form cancels
@@ -754,18 +939,13 @@ static void cpu_bn_apply(vt_backend *be, float *out, const float *x, const float
 static void cpu_bn_backward_reduce(vt_backend *be, float *sum_dy, float *sum_dy_xhat,
                                    const float *dy, const float *x, const float *mean,
                                    const float *invstd, int n, int c, int64_t s) {
-#pragma omp parallel for num_threads(be->threads) schedule(static) \
+#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) \
     if ((int64_t)n * c * s > CPU_PAR_MIN)
     for (int ci = 0; ci < c; ci++) {
         double a = 0, q = 0, m = mean[ci];
-        for (int ni = 0; ni < n; ni++) {
-            const float *d = dy + ((int64_t)ni * c + ci) * s;
-            const float *xp = x + ((int64_t)ni * c + ci) * s;
-            for (int64_t j = 0; j < s; j++) {
-                a += d[j];
-                q += (double)d[j] * ((double)xp[j] - m);
-            }
-        }
+        for (int ni = 0; ni < n; ni++)
+            plane_sums(&a, &q, dy + ((int64_t)ni * c + ci) * s, x + ((int64_t)ni * c + ci) * s,
+                       m, s, 1);
         sum_dy[ci] = (float)a;
         sum_dy_xhat[ci] = (float)(q * invstd[ci]);
     }
@@ -779,7 +959,7 @@ static void cpu_bn_backward_apply(vt_backend *be, float *din, const float *dy, c
         return;
     VT_CHECK(count > 0, "bn_backward_apply: count %lld", (long long)count);
     int64_t planes = (int64_t)n * c;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (planes * s > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided) if (planes * s > CPU_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         int ci = (int)(pl % c);
         float is = invstd[ci], m = mean[ci];
@@ -798,13 +978,13 @@ static void cpu_bn_backward_apply(vt_backend *be, float *din, const float *dy, c
 /* simd: a select per lane instead of a branch, which activations of random sign would
  * mispredict half the time (measured: 5.6 ns per value scalar). Same results bit for bit. */
 static void cpu_relu_forward(vt_backend *be, float *out, const float *in, int64_t n) {
-#pragma omp parallel for simd num_threads(be->threads) schedule(static) if (n > CPU_PAR_MIN)
+#pragma omp parallel for simd num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         out[i] = in[i] > 0 ? in[i] : 0.0f;
 }
 static void cpu_relu_backward(vt_backend *be, float *din, const float *dout, const float *out,
                               int64_t n) {
-#pragma omp parallel for simd num_threads(be->threads) schedule(static) if (n > CPU_PAR_MIN)
+#pragma omp parallel for simd num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         const float d = dout[i]; /* read always: a conditional read would not vectorise */
         din[i] = out[i] > 0 ? d : 0.0f;
@@ -867,11 +1047,14 @@ static int pool_inside(const int in_thw[3], const int o[3], const vt_pool3d_p *p
 
 /* Max and first-argmax of one row of windows (output row (ot, oh), Wo outputs, in chunks
  * of POOL_CHUNK): taps in (t, h, w) order, a later tap replaces only if strictly greater,
- * as pool_argmax; lanes are outputs, so the compiler vectorises the select. */
+ * as pool_argmax; lanes are outputs, so the compiler vectorises the select. arg NULL (the
+ * forward): the max only, `v > b ? v : b` is one maxps per lane group. */
 #define POOL_CHUNK 64
-static void pool_row_max(float *best, int32_t *arg, const float *plane, const int in_thw[3],
-                         const vt_pool3d_p *p, int ot, int oh, int ow0, int len) {
-    const int64_t H = in_thw[1], W = in_thw[2], sw = p->s[2];
+static inline __attribute__((always_inline)) void
+pool_row_max_s(float *restrict best, int32_t *restrict arg, const float *plane,
+               const int in_thw[3], const vt_pool3d_p *p, int ot, int oh, int ow0, int len,
+               const int64_t sw) {
+    const int64_t H = in_thw[1], W = in_thw[2];
     int first = 1;
     for (int kt = 0; kt < p->k[0]; kt++)
         for (int kh = 0; kh < p->k[1]; kh++) {
@@ -879,46 +1062,69 @@ static void pool_row_max(float *best, int32_t *arg, const float *plane, const in
                                (int64_t)ow0 * sw;
             for (int kw = 0; kw < p->k[2]; kw++) {
                 const int32_t tap = (int32_t)(((int64_t)kt * H + kh) * W + kw);
+                const float *r = row + kw;
                 if (first) {
 #pragma omp simd
-                    for (int i = 0; i < len; i++) {
-                        best[i] = row[i * sw + kw];
-                        arg[i] = tap;
-                    }
+                    for (int i = 0; i < len; i++)
+                        best[i] = r[i * sw];
+                    if (arg)
+                        for (int i = 0; i < len; i++)
+                            arg[i] = tap;
                     first = 0;
+                    continue;
+                }
+                if (!arg) {
+#pragma omp simd
+                    for (int i = 0; i < len; i++) {
+                        const float v = r[i * sw], b = best[i];
+                        best[i] = v > b ? v : b;
+                    }
                     continue;
                 }
 #pragma omp simd
                 for (int i = 0; i < len; i++) {
-                    const float v = row[i * sw + kw];
-                    const int gt = v > best[i];
-                    best[i] = gt ? v : best[i];
-                    arg[i] = gt ? tap : arg[i];
+                    const float v = r[i * sw], b = best[i];
+                    const int32_t m = -(int32_t)(v > b); /* all ones where v wins */
+                    best[i] = v > b ? v : b;
+                    arg[i] = (arg[i] & ~m) | (tap & m);
                 }
             }
         }
+}
+/* The stride a compile-time 2 (the usual pooling): strided loads the compiler can
+ * vectorise instead of a gather per lane; the forward wants no argmax (the pools were 12%
+ * of a tiny step). */
+static void pool_row_max(float *best, int32_t *arg, const float *plane, const int in_thw[3],
+                         const vt_pool3d_p *p, int ot, int oh, int ow0, int len) {
+    if (p->s[2] == 2 && !arg)
+        pool_row_max_s(best, NULL, plane, in_thw, p, ot, oh, ow0, len, 2);
+    else if (p->s[2] == 2)
+        pool_row_max_s(best, arg, plane, in_thw, p, ot, oh, ow0, len, 2);
+    else if (!arg)
+        pool_row_max_s(best, NULL, plane, in_thw, p, ot, oh, ow0, len, p->s[2]);
+    else
+        pool_row_max_s(best, arg, plane, in_thw, p, ot, oh, ow0, len, p->s[2]);
 }
 
 static void cpu_maxpool3d_forward(vt_backend *be, float *out, const float *in, int n, int c,
                                   const int in_thw[3], const vt_pool3d_p *p) {
     POOL_DIMS;
     if (pool_inside(in_thw, o, p)) {
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (planes * sin > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided) if (planes * sin > CPU_PAR_MIN)
         for (int64_t pl = 0; pl < planes; pl++) {
             float best[POOL_CHUNK];
-            int32_t arg[POOL_CHUNK];
             for (int ot = 0; ot < o[0]; ot++)
                 for (int oh = 0; oh < o[1]; oh++)
                     for (int ow0 = 0; ow0 < o[2]; ow0 += POOL_CHUNK) {
                         const int len = VT_MIN(POOL_CHUNK, o[2] - ow0);
-                        pool_row_max(best, arg, in + pl * sin, in_thw, p, ot, oh, ow0, len);
+                        pool_row_max(best, NULL, in + pl * sin, in_thw, p, ot, oh, ow0, len);
                         memcpy(out + pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow0, best,
                                sizeof(float) * (size_t)len);
                     }
         }
         return;
     }
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (planes * sin > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided) if (planes * sin > CPU_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         const float *plane = in + pl * sin;
         float *op = out + pl * sout;
@@ -937,7 +1143,7 @@ static void cpu_maxpool3d_backward(vt_backend *be, float *din, const float *dout
                                    int n, int c, const int in_thw[3], const vt_pool3d_p *p) {
     POOL_DIMS;
     if (pool_inside(in_thw, o, p)) {
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (planes * sin > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided) if (planes * sin > CPU_PAR_MIN)
         for (int64_t pl = 0; pl < planes; pl++) {
             float best[POOL_CHUNK];
             int32_t arg[POOL_CHUNK];
@@ -957,7 +1163,7 @@ static void cpu_maxpool3d_backward(vt_backend *be, float *din, const float *dout
         }
         return;
     }
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (planes * sin > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided) if (planes * sin > CPU_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         const float *plane = in + pl * sin;
         const float *dp = dout + pl * sout;
@@ -977,7 +1183,7 @@ static void cpu_maxpool3d_backward(vt_backend *be, float *din, const float *dout
 static void cpu_avgpool3d_forward(vt_backend *be, float *out, const float *in, int n, int c,
                                   const int in_thw[3], const vt_pool3d_p *p) {
     POOL_DIMS;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (planes * sin > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided) if (planes * sin > CPU_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         const float *plane = in + pl * sin;
         float *op = out + pl * sout;
@@ -1000,7 +1206,7 @@ static void cpu_avgpool3d_forward(vt_backend *be, float *out, const float *in, i
 static void cpu_avgpool3d_backward(vt_backend *be, float *din, const float *dout, int n, int c,
                                    const int in_thw[3], const vt_pool3d_p *p) {
     POOL_DIMS;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (planes * sin > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided) if (planes * sin > CPU_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         const float *dp = dout + pl * sout;
         float *gp = din + pl * sin;
@@ -1023,7 +1229,7 @@ static void cpu_avgpool3d_backward(vt_backend *be, float *din, const float *dout
 static void cpu_gap_forward(vt_backend *be, float *out, const float *in, int n, int c,
                             int64_t s) {
     int64_t planes = (int64_t)n * c;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (planes * s > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided) if (planes * s > CPU_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         double a = 0;
         for (int64_t j = 0; j < s; j++)
@@ -1034,7 +1240,7 @@ static void cpu_gap_forward(vt_backend *be, float *out, const float *in, int n, 
 static void cpu_gap_backward(vt_backend *be, float *din, const float *dout, int n, int c,
                              int64_t s) {
     int64_t planes = (int64_t)n * c;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (planes * s > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided) if (planes * s > CPU_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         float v = (float)((double)dout[pl] / (double)s);
         for (int64_t j = 0; j < s; j++)
@@ -1079,7 +1285,7 @@ static void cpu_linear_backward(vt_backend *be, float *din, float *dw, float *db
 static void cpu_dropout_forward(vt_backend *be, float *out, float *mask, const float *in,
                                 int64_t n, float p, uint64_t seed) {
     const float keep = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         uint64_t h = vt_hash64(seed ^ ((uint64_t)i * 0x9E3779B97F4A7C15ull));
         float u = (float)(h >> 40) / 16777216.0f; /* 24 bits: exact in float */
@@ -1090,7 +1296,7 @@ static void cpu_dropout_forward(vt_backend *be, float *out, float *mask, const f
 }
 static void cpu_dropout_backward(vt_backend *be, float *din, const float *dout, const float *mask,
                                  int64_t n) {
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         din[i] = dout[i] * mask[i];
 }
@@ -1156,7 +1362,7 @@ static void cpu_bce_logits(vt_backend *be, float *loss, float *dlogits, const fl
 static void cpu_sgd_update(vt_backend *be, float *p, const float *g, float *buf, int64_t n,
                            float lr, float momentum, float dampening, float wd, int nesterov,
                            int64_t step) {
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         float d = g[i];
         if (wd != 0)
@@ -1172,7 +1378,7 @@ static void cpu_sgd_update(vt_backend *be, float *p, const float *g, float *buf,
 static void cpu_rmsprop_update(vt_backend *be, float *p, const float *g, float *sq, float *buf,
                                int64_t n, float lr, float alpha, float eps, float wd,
                                float momentum) {
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         float d = g[i];
         if (wd != 0)
@@ -1195,7 +1401,7 @@ static void cpu_adamw_update(vt_backend *be, float *p, const float *g, float *m,
     const double bc2 = 1.0 - pow(beta2, (double)step);
     const float step_size = (float)(lr / bc1);
     const float bc2_sqrt = (float)sqrt(bc2);
-#pragma omp parallel for num_threads(be->threads) schedule(static) if (n > CPU_PAR_MIN)
+#pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         p[i] *= 1 - lr * wd;
         m[i] = beta1 * m[i] + (1 - beta1) * g[i];

@@ -121,8 +121,10 @@ static void test_conv_tiled(int n, int cin, int cout, int T, int H, int W, int k
         o[d] = vt_conv_out(thw[d], p.k[d], p.s[d], p.p[d]);
     const int64_t nx = (int64_t)n * cin * vol(thw), ny = (int64_t)n * cout * vol(o);
     const int64_t nw = (int64_t)cout * cin * kt * kh * kw;
-    vt_backend *bes[2] = {vt_backend_init("cpu", 0, 2, 0), vt_backend_init("cpu", 0, 1, 0)};
-    float *res[2][4]; /* y, dx, dw, db per backend */
+    /* 2, 1 and 3 threads: 3 does not divide the blocks evenly (dynamic schedules) */
+    vt_backend *bes[3] = {vt_backend_init("cpu", 0, 2, 0), vt_backend_init("cpu", 0, 1, 0),
+                          vt_backend_init("cpu", 0, 3, 0)};
+    float *res[3][4]; /* y, dx, dw, db per backend */
     pair x = pair_new(nx, -1, 1), w = pair_new(nw, -1, 1), b = pair_new(cout, -1, 1);
     pair dy = pair_new(ny, -1, 1), y = pair_new(ny, 0, 0), dx = pair_new(nx, 0, 0);
     pair dw = pair_new(nw, 0, 0), db = pair_new(cout, 0, 0);
@@ -130,7 +132,7 @@ static void test_conv_tiled(int n, int cin, int cout, int T, int H, int W, int k
     VT_OP(g_ref, conv3d_backward, dx.r, dw.r, db.r, dy.r, x.r, w.r, n, thw, &p);
     vt_cpu_conv_tiling tl = {0, 0, 0};
     int64_t hw = 0;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         vt_backend *be = bes[k];
         const int64_t sz[8] = {nx, nw, cout, ny, ny, nx, nw, cout};
         float *t[8];
@@ -174,9 +176,10 @@ static void test_conv_tiled(int n, int cin, int cout, int T, int H, int W, int k
     const int64_t len[4] = {ny, nx, nw, cout};
     int same = 1;
     for (int i = 0; i < 4; i++)
-        same &= memcmp(res[0][i], res[1][i], (size_t)len[i] * 4) == 0;
-    TCHECK(same, "%s: 1 and 2 threads differ", what);
-    for (int k = 0; k < 2; k++) {
+        same &= memcmp(res[0][i], res[1][i], (size_t)len[i] * 4) == 0 &&
+                memcmp(res[0][i], res[2][i], (size_t)len[i] * 4) == 0;
+    TCHECK(same, "%s: 1, 2 and 3 threads differ", what);
+    for (int k = 0; k < 3; k++) {
         for (int i = 0; i < 4; i++)
             free(res[k][i]);
         vt_backend_free(&bes[k]);
@@ -634,6 +637,10 @@ int main(void) {
     test_conv_tiled(5, 8, 6, 4, 6, 6, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);        /* 1x1x1 direct */
     test_conv_tiled(3, 6, 8, 4, 6, 6, 1, 1, 1, 2, 2, 2, 0, 0, 0, 1 << 30);  /* 1x1x1 s2 */
     test_conv_tiled(2, 5, 16, 3, 7, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1 << 30); /* Cout > tc */
+    /* one region over all tiles (cpu.c conv_fwd_flat): clips of >= 512 output columns */
+    test_conv_tiled(3, 3, 8, 4, 16, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1 << 30); /* whole clips */
+    test_conv_tiled(3, 3, 8, 4, 16, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 200 << 10); /* 2 bands */
+    test_conv_tiled(2, 8, 6, 4, 16, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);        /* direct */
 
     printf("accumulation, n = 0\n");
     test_accumulate(g_ref);

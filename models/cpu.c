@@ -30,10 +30,11 @@
  * under load the two threads often share one core: spinning at barriers then costs
  * (OMP_WAIT_POLICY=passive helps). Step figures vs PyTorch: scripts/bench-cpu-step.sh.
  *
- * Round 2 (same machine, 2 threads, ratio to PyTorch in the same run): tiny 0.54x -> ~0.9x,
- * r3d18 0.80x -> ~1.0x; tiny at 1 thread 0.53 s -> 0.26 s a step. What paid, biggest first:
- * one parallel region per conv op for one-clip tiles (conv_fwd_flat, conv_bwd_flat: every
- * barrier costs about a time slice when a team member is descheduled on a loaded machine),
+ * Round 2 (same machine, 2 threads, ratio to PyTorch in the same run, old and new builds
+ * side by side): tiny 0.49-0.59x -> 0.89-1.09x (0.225 s -> 0.13 s a step), r3d18
+ * 0.71-0.76x -> 0.89-0.95x (1.37 s -> 1.07 s); tiny at 1 thread 1.01x. What paid, biggest
+ * first: one parallel region per conv op (conv_bwd_flat; conv_fwd_flat for one-clip tiles:
+ * every barrier costs about a time slice when a team member is descheduled on a loaded machine),
  * backward groups of >= 64 cols rows instead of one channel (27-row GEMMs were mostly
  * packing), padding edges zeroed column-wise (gcc turned the row-wise loops into a memset
  * call per row), a max-only maxpool forward, BN sums in 8 lanes. Loops over fixed blocks use
@@ -185,15 +186,17 @@ static void par_sgemm(vt_backend *be, int ta, int tb, int64_t M, int64_t N, int6
  *   forward   cols (K, tc) = vol2col; out (Cout, tc) = w (Cout, K) x cols. With one clip the
  *             GEMM writes the output directly (ldc = To*Ho*Wo); with several it writes the
  *             scratch after cols and the columns are scattered to each clip's output.
- *   backward  D = dout's columns (gathered into the scratch when several clips);
- *             dw (Cout, K) += D x cols^T; dcols (K, tc) = w^T x D (into the cols buffer),
- *             then col2vol adds the taps into din.
+ *   backward  D = dout's columns (a chunk of them gathered into the thread's buffer when
+ *             several clips); dw (Cout, K) += D x cols^T; dcols (K, tc) = w^T x D (into
+ *             the cols buffer), then col2vol adds the taps into din.
  * Threads: the forward splits a tile by columns (each block builds its columns and
  * multiplies them while they are in its cache) or, for few wide columns (deep layers:
  * small To*Ho*Wo, large Cout), builds cols by rows then splits the GEMM by rows of w. The
  * backward splits by groups of cols rows: whole input channels when din is wanted, so a
  * group's dcols rows feed only its own channels' din planes (no two threads write the
- * same value, no barrier between the dw and din halves).
+ * same value, no barrier between the dw and din halves), and a group goes through all the
+ * tiles in one parallel region (conv_bwd_flat); so does the forward of one-clip tiles
+ * (conv_fwd_flat). Threads then build their chunks in their own slices of the scratch.
  */
 
 typedef struct conv_geo {
@@ -498,7 +501,7 @@ static void col2vol(float *din, float *cols, int64_t ld, const conv_geo *g,
 }
 
 /* Several-clip tiles: the GEMM's (Cout, tc) columns to each clip's output, rows
- * [co0, co1), units [u0, u1); or back (gather: dout columns into the scratch). */
+ * [co0, co1), units [u0, u1); or back (gather: the output's columns into buf). */
 static void tile_scatter(float *out, float *buf, int gather, const conv_geo *g, int cout,
                          const conv_tile *t, int64_t co0, int64_t co1, int64_t u0, int64_t u1) {
     const int64_t R = g->rows, Wo = g->Wo;
@@ -593,64 +596,6 @@ static int bwd_groups(const conv_geo *g, const vt_conv3d_p *p, int want_din) {
     return (int)VT_MIN(VT_MAX(VT_MIN(p->cin, 4), p->cin / per), CPU_MAX_BLOCKS);
 }
 
-static void conv_bwd_tile(vt_backend *be, float *din, float *dw, const float *dout,
-                          const float *in, const float *w, const conv_geo *g,
-                          const vt_conv3d_p *p, const conv_tile *t, float *cols, float *tmp) {
-    const int64_t K = g->K, Cout = p->cout, tc = t->tc, Wo = g->Wo;
-    const int direct1 = g->direct && t->nc == 1;
-    const int par = K * tc * Cout >= CPU_GEMM_PAR_MIN;
-    const float *D = dout + (int64_t)t->n0 * Cout * g->P + t->r0 * Wo;
-    int64_t ldd = g->P;
-    if (t->nc > 1) {
-        const int nb = nblocks(Cout, 8);
-#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) if (par && nb > 1)
-        for (int b = 0; b < nb; b++) {
-            int64_t c0, c1;
-            block_range(Cout, nb, 1, b, &c0, &c1);
-            tile_scatter((float *)dout, tmp, 1, g, p->cout, t, c0, c1, 0, t->units);
-        }
-        D = tmp;
-        ldd = tc;
-    }
-    /* groups of cols rows: whole input channels when din is wanted */
-    const int64_t unit = din ? g->kvol : 1, nunits = din ? p->cin : K;
-    const int ng = bwd_groups(g, p, din != NULL);
-#pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) if (par && ng > 1)
-    for (int b = 0; b < ng; b++) {
-        int64_t a0, a1;
-        block_range(nunits, ng, 1, b, &a0, &a1);
-        if (a1 <= a0)
-            continue;
-        const int64_t k0 = a0 * unit, k1 = a1 * unit, cu = chunk_units(k1 - k0, Wo, 128);
-        for (int64_t u0 = 0; u0 < t->units; u0 += cu) {
-            const int64_t u1 = VT_MIN(t->units, u0 + cu), cc = (u1 - u0) * Wo;
-            const float *Dc = D + u0 * Wo;
-            const float *X = cols + k0 * tc + u0 * Wo;
-            int64_t ldx = tc;
-            if (direct1) {
-                X = in + ((int64_t)t->n0 * p->cin + k0) * g->in_plane + t->r0 * Wo + u0 * Wo;
-                ldx = g->P;
-            } else {
-                vol2col(cols + k0 * tc + u0 * Wo, tc, in, g, p, t, k0, k1, u0, u1);
-            }
-            /* dw[:, k0:k1] (Cout, k1-k0) += Dc (Cout, cc) x X^T (cc, k1-k0) */
-            sgemm(0, 1, Cout, k1 - k0, cc, 1.0f, Dc, ldd, X, ldx, 1.0f, dw + k0, K);
-            if (!din)
-                continue;
-            /* dcols rows k0..k1 = w[:, k0:k1]^T x Dc; direct: they are din's rows themselves */
-            if (direct1) {
-                sgemm(1, 0, k1 - k0, cc, Cout, 1.0f, w + k0, K, Dc, ldd, 0.0f,
-                      din + ((int64_t)t->n0 * p->cin + k0) * g->in_plane + (t->r0 + u0) * Wo,
-                      g->P);
-            } else {
-                sgemm(1, 0, k1 - k0, cc, Cout, 1.0f, w + k0, K, Dc, ldd, 0.0f,
-                      cols + k0 * tc + u0 * Wo, tc);
-                col2vol(din, cols + k0 * tc + u0 * Wo, tc, g, p, t, (int)a0, (int)a1, u0, u1);
-            }
-        }
-    }
-}
-
 static conv_tile tile_make(const conv_geo *g, int n0, int nc, int r0, int r1) {
     conv_tile t = {n0, nc, r0, r1, (int64_t)nc * (r1 - r0), 0};
     t.tc = t.units * g->Wo;
@@ -676,9 +621,9 @@ static int conv_fwd_flat(vt_backend *be, float *out, const float *in, const floa
     const int direct = g->direct;
     const int nbmax = (int)VT_MIN(nblocks((int64_t)tl->rows * Wo, CPU_COL_BLOCK), tl->rows);
     const int64_t cu = chunk_units(K, Wo, 256);
-    /* a thread's chunk buffer: K x (the widest chunk) */
-    const int64_t bu = (tl->rows + nbmax - 1) / nbmax;
-    const int64_t buf = direct ? 0 : K * VT_MIN(cu, bu) * Wo;
+    /* a thread's chunk buffer: K x (the widest chunk; a shorter last band has fewer but
+     * wider blocks, so bound it by the band, not by a full band's block) */
+    const int64_t buf = direct ? 0 : K * VT_MIN(cu, tl->rows) * Wo;
     int nthr = be->threads;
     if (buf > 0)
         nthr = (int)VT_MAX(1, VT_MIN(nthr, tl->scratch_floats / buf));
@@ -744,34 +689,55 @@ static void cpu_conv3d_forward(vt_backend *be, float *out, const float *in, cons
     }
 }
 
-/* The backward of one-clip tiles as ONE parallel region (why: conv_fwd_flat): each group
- * of cols rows (conv_bwd_tile's groups) works through every tile in order, building and
- * using its chunks in its thread's own part of the scratch. Per dw and din value the
- * additions come in conv_bwd_tile's order (tiles, chunks, taps), so the bits are its.
- * Returns 0 (nothing done) for tiles of several clips. */
-static int conv_bwd_flat(vt_backend *be, float *din, float *dw, const float *dout,
-                         const float *in, const float *w, int n, const conv_geo *g,
-                         const vt_conv3d_p *p, const vt_cpu_conv_tiling *tl, float *scratch) {
-    if (tl->clips != 1)
-        return 0;
+/* dout's columns of tile t's units [u0, u1) into buf (Cout, ld): a group's own copy of
+ * its chunk when a tile spans several clips (their columns are not one strided matrix). */
+static void gather_chunk(float *buf, int64_t ld, const float *dout, const conv_geo *g,
+                         int64_t cout, const conv_tile *t, int64_t u0, int64_t u1) {
+    const int64_t R = t->r1 - t->r0, Wo = g->Wo;
+    for (int64_t co = 0; co < cout; co++)
+        for (int64_t u = u0; u < u1;) {
+            const int64_t j = u / R, end = VT_MIN(u1, (j + 1) * R);
+            memcpy(buf + co * ld + (u - u0) * Wo,
+                   dout + ((t->n0 + j) * cout + co) * g->P + (t->r0 + u - j * R) * Wo,
+                   sizeof(float) * (size_t)((end - u) * Wo));
+            u = end;
+        }
+}
+
+/* The backward as ONE parallel region (why: conv_fwd_flat): each group of cols rows
+ * (bwd_groups) works through every tile in order, building its chunks (and,
+ * for tiles of several clips, gathering its chunk of dout) in its thread's own part of
+ * the scratch. Per dw and din value the order of the additions is fixed: tiles, chunks,
+ * taps (chunks are a function of the group's rows, never of the thread count). */
+static void conv_bwd_flat(vt_backend *be, float *din, float *dw, const float *dout,
+                          const float *in, const float *w, int n, const conv_geo *g,
+                          const vt_conv3d_p *p, const vt_cpu_conv_tiling *tl, float *scratch) {
     const int64_t K = g->K, Cout = p->cout, Wo = g->Wo;
-    const int direct = g->direct;
+    const int nc = tl->clips, direct1 = g->direct && nc == 1, gather = nc > 1;
+    const int64_t tu = (int64_t)nc * tl->rows; /* units of the largest tile */
     const int64_t unit = din ? g->kvol : 1, nunits = din ? p->cin : K;
     const int ng = bwd_groups(g, p, din != NULL);
-    int64_t buf = 0; /* a thread's chunk buffer: the largest group's rows x its widest chunk */
-    for (int b = 0; b < ng && !direct; b++) {
+    /* a thread's buffer: cols (the largest group's rows x its widest chunk), then dout's
+     * chunk (Cout x the widest chunk) when gathering; at most the tile's scratch */
+    int64_t cols_max = 0, d_max = 0;
+    for (int b = 0; b < ng; b++) {
         int64_t a0, a1;
         block_range(nunits, ng, 1, b, &a0, &a1);
-        const int64_t rk = (a1 - a0) * unit, cu = chunk_units(rk, Wo, 128);
-        buf = VT_MAX(buf, rk * VT_MIN(cu, tl->rows) * Wo);
+        const int64_t rk = (a1 - a0) * unit, cw = VT_MIN(chunk_units(rk, Wo, 128), tu) * Wo;
+        if (!direct1)
+            cols_max = VT_MAX(cols_max, rk * cw);
+        if (gather)
+            d_max = VT_MAX(d_max, Cout * cw);
     }
+    const int64_t buf = cols_max + d_max;
     int nthr = be->threads;
     if (buf > 0)
         nthr = (int)VT_MAX(1, VT_MIN(nthr, tl->scratch_floats / buf));
     const int par = K * g->P * Cout * n >= CPU_GEMM_PAR_MIN && ng > 1;
 #pragma omp parallel num_threads(nthr) if (par)
     {
-        float *cols = direct ? NULL : scratch + (int64_t)omp_get_thread_num() * buf;
+        float *cols = buf ? scratch + (int64_t)omp_get_thread_num() * buf : NULL;
+        float *dbuf = gather ? cols + cols_max : NULL;
 #pragma omp for schedule(dynamic, 1)
         for (int b = 0; b < ng; b++) {
             int64_t a0, a1;
@@ -779,31 +745,38 @@ static int conv_bwd_flat(vt_backend *be, float *din, float *dw, const float *dou
             if (a1 <= a0)
                 continue;
             const int64_t k0 = a0 * unit, k1 = a1 * unit, cu = chunk_units(k1 - k0, Wo, 128);
-            for (int n0 = 0; n0 < n; n0++)
+            for (int n0 = 0; n0 < n; n0 += nc)
                 for (int r0 = 0; r0 < g->rows; r0 += tl->rows) {
-                    conv_tile t = tile_make(g, n0, 1, r0, VT_MIN(g->rows, r0 + tl->rows));
+                    conv_tile t = tile_make(g, n0, VT_MIN(nc, n - n0), r0,
+                                            VT_MIN(g->rows, r0 + tl->rows));
                     const float *D = dout + (int64_t)n0 * Cout * g->P + (int64_t)r0 * Wo;
                     const int64_t xoff = ((int64_t)n0 * p->cin + k0) * g->in_plane + (int64_t)r0 * Wo;
                     for (int64_t u0 = 0; u0 < t.units; u0 += cu) {
                         const int64_t u1 = VT_MIN(t.units, u0 + cu), cc = (u1 - u0) * Wo;
                         const float *Dc = D + u0 * Wo;
+                        int64_t ldd = g->P;
+                        if (gather) {
+                            gather_chunk(dbuf, cc, dout, g, Cout, &t, u0, u1);
+                            Dc = dbuf;
+                            ldd = cc;
+                        }
                         const float *X = cols;
                         int64_t ldx = cc;
-                        if (direct) {
+                        if (direct1) {
                             X = in + xoff + u0 * Wo;
                             ldx = g->P;
                         } else {
                             vol2col(cols, cc, in, g, p, &t, k0, k1, u0, u1);
                         }
                         /* dw[:, k0:k1] (Cout, k1-k0) += Dc (Cout, cc) x X^T (cc, k1-k0) */
-                        sgemm(0, 1, Cout, k1 - k0, cc, 1.0f, Dc, g->P, X, ldx, 1.0f, dw + k0, K);
+                        sgemm(0, 1, Cout, k1 - k0, cc, 1.0f, Dc, ldd, X, ldx, 1.0f, dw + k0, K);
                         if (!din)
                             continue;
-                        if (direct) { /* dcols rows are din's rows themselves */
-                            sgemm(1, 0, k1 - k0, cc, Cout, 1.0f, w + k0, K, Dc, g->P, 0.0f,
+                        if (direct1) { /* dcols rows are din's rows themselves */
+                            sgemm(1, 0, k1 - k0, cc, Cout, 1.0f, w + k0, K, Dc, ldd, 0.0f,
                                   din + xoff + u0 * Wo, g->P);
                         } else {
-                            sgemm(1, 0, k1 - k0, cc, Cout, 1.0f, w + k0, K, Dc, g->P, 0.0f, cols,
+                            sgemm(1, 0, k1 - k0, cc, Cout, 1.0f, w + k0, K, Dc, ldd, 0.0f, cols,
                                   cc);
                             col2vol(din, cols, cc, g, p, &t, (int)a0, (int)a1, u0, u1);
                         }
@@ -811,7 +784,6 @@ static int conv_bwd_flat(vt_backend *be, float *din, float *dw, const float *dou
                 }
         }
     }
-    return 1;
 }
 
 static void cpu_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,
@@ -822,14 +794,7 @@ static void cpu_conv3d_backward(vt_backend *be, float *din, float *dw, float *db
     conv_geo g = conv_geometry(in_thw, p);
     vt_cpu_conv_tiling tl;
     float *scratch = conv_scratch(be, &tl, n, in_thw, p);
-    float *tmp = scratch ? scratch + g.K * tl.clips * tl.rows * g.Wo : NULL;
-    if (!conv_bwd_flat(be, din, dw, dout, in, w, n, &g, p, &tl, scratch))
-        for (int n0 = 0; n0 < n; n0 += tl.clips)
-            for (int r0 = 0; r0 < g.rows; r0 += tl.rows) {
-                conv_tile t = tile_make(&g, n0, VT_MIN(tl.clips, n - n0), r0,
-                                        VT_MIN(g.rows, r0 + tl.rows));
-                conv_bwd_tile(be, din, dw, dout, in, w, &g, p, &t, scratch, tmp);
-            }
+    conv_bwd_flat(be, din, dw, dout, in, w, n, &g, p, &tl, scratch);
     vt_backend_free_ptr(be, scratch);
     if (db) {
 #pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) \

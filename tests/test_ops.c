@@ -641,6 +641,9 @@ int main(void) {
     test_conv_tiled(3, 3, 8, 4, 16, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1 << 30); /* whole clips */
     test_conv_tiled(3, 3, 8, 4, 16, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 200 << 10); /* 2 bands */
     test_conv_tiled(2, 8, 6, 4, 16, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);        /* direct */
+    /* 118 rows in bands of 24 + a last of 22: its blocks are fewer and wider (11 rows, not
+     * 8) than a full band's, and must still fit a thread's chunk buffer */
+    test_conv_tiled(2, 3, 8, 2, 59, 32, 3, 3, 3, 1, 1, 1, 1, 1, 1, 248 << 10);
 
     printf("accumulation, n = 0\n");
     test_accumulate(g_ref);

@@ -62,6 +62,9 @@ static void usage(FILE *f) {
         "  --val-split F         fraction of train videos used for validation when DIR has\n"
         "                        no val folder (default 0.1; 0 = no validation)\n"
         "  --val-dir DIR2        validate on another dataset folder (same classes)\n"
+        "  --lists DIR           UCF101-style split files: classInd.txt, trainlist0F.txt,\n"
+        "                        testlist0F.txt (testlist videos become the test split)\n"
+        "  --fold F              which trainlist/testlist pair (1..9, default 1)\n"
         "  --eval-every N        validate every N epochs and after the last (default 1)\n"
         "  --val-clips K         clips per video in validation, averaged (default 3)\n"
         "  --val-crops 1|3       spatial crops per clip in validation (default 1)\n"
@@ -186,6 +189,8 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--clips-per-video")) { if (r < 0 || vt_parse_int(v, 1, 1000, &o->clips_per_video)) BAD(); continue; }
         if (OPT("--val-split")) { if (r < 0 || vt_parse_float(v, 0, 0.9, &o->val_split)) BAD(); continue; }
         if (OPT("--val-dir")) { if (r < 0) BAD(); snprintf(o->val_dir, sizeof o->val_dir, "%s", v); continue; }
+        if (OPT("--lists")) { if (r < 0) BAD(); snprintf(o->lists, sizeof o->lists, "%s", v); continue; }
+        if (OPT("--fold")) { if (r < 0 || vt_parse_int(v, 1, 9, &o->fold)) BAD(); continue; }
         if (OPT("--eval-every")) { if (r < 0 || vt_parse_int(v, 1, 100000, &o->eval_every)) BAD(); continue; }
         if (OPT("--val-clips")) { if (r < 0 || vt_parse_int(v, 1, 1000, &o->val_clips)) BAD(); continue; }
         if (OPT("--val-crops")) { if (r < 0 || vt_parse_int(v, 1, 3, &o->val_crops) || o->val_crops == 2) BAD(); continue; }
@@ -301,7 +306,9 @@ int vt_cmd_train(int argc, char **argv) {
     }
 
     /* ---- dataset ---- */
-    vt_dataset_opts dopt = {.val_split = o->val_dir[0] ? 0 : o->val_split};
+    vt_dataset_opts dopt = {.val_split = o->val_dir[0] ? 0 : o->val_split,
+                            .lists_dir = o->lists[0] ? o->lists : NULL,
+                            .list_fold = o->fold};
     ds = vt_dataset_open(o->data, &dopt, err, sizeof err);
     if (!ds) {
         fprintf(stderr, "vidtrain train: %s\n", err);

@@ -134,6 +134,7 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->queue = 2;
     snprintf(o->split, sizeof o->split, "memory");
     o->val_split = 0.1f;
+    o->fold = 1;
     o->eval_every = 1;
     o->val_clips = 3;
     o->val_crops = 1;
@@ -187,6 +188,8 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     cJSON_AddStringToObject(j, "seed", seed);
     J_NUM(val_split);
     J_STR(val_dir);
+    J_STR(lists);
+    J_NUM(fold);
     J_NUM(eval_every);
     J_NUM(val_clips);
     J_NUM(val_crops);
@@ -263,6 +266,8 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
         vt_parse_u64(s->valuestring, &o->seed);
     G_FLT(val_split);
     G_STR(val_dir);
+    G_STR(lists);
+    G_INT(fold);
     G_INT(eval_every);
     G_INT(val_clips);
     G_INT(val_crops);

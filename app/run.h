@@ -76,6 +76,8 @@ typedef struct vt_train_opts {
     float val_split;       /* fraction of train videos for validation when the dataset
                               has no val folder */
     char val_dir[1024];    /* a separate validation dataset folder (optional) */
+    char lists[1024];      /* UCF101-style classInd/trainlist/testlist folder (optional) */
+    int fold;              /* which trainlist0F/testlist0F (1..9) */
     int eval_every;        /* validate every N epochs (and after the last) */
     int val_clips;         /* K clips per video in validation */
     int val_crops;

@@ -376,9 +376,7 @@ int vt_cmd_eval(int argc, char **argv) {
     const vt_run_heads *heads = &m.heads;
 
     /* The same val split as training when DIR is the training folder (flat layout). */
-    vt_dataset_opts dopt = {.val_split = o->val_dir[0] ? 0 : o->val_split,
-                            .lists_dir = o->lists[0] ? o->lists : NULL,
-                            .list_fold = o->fold};
+    vt_dataset_opts dopt = vt_run_dataset_opts(o);
     ds = vt_dataset_open(dir, &dopt, err, sizeof err);
     if (!ds) {
         fprintf(stderr, "vidtrain eval: %s\n", err);

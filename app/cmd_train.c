@@ -306,9 +306,7 @@ int vt_cmd_train(int argc, char **argv) {
     }
 
     /* ---- dataset ---- */
-    vt_dataset_opts dopt = {.val_split = o->val_dir[0] ? 0 : o->val_split,
-                            .lists_dir = o->lists[0] ? o->lists : NULL,
-                            .list_fold = o->fold};
+    vt_dataset_opts dopt = vt_run_dataset_opts(o);
     ds = vt_dataset_open(o->data, &dopt, err, sizeof err);
     if (!ds) {
         fprintf(stderr, "vidtrain train: %s\n", err);

@@ -830,6 +830,12 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *
     return 0;
 }
 
+vt_dataset_opts vt_run_dataset_opts(const vt_train_opts *o) {
+    return (vt_dataset_opts){.val_split = o->val_dir[0] ? 0 : o->val_split,
+                             .lists_dir = o->lists[0] ? o->lists : NULL,
+                             .list_fold = o->fold};
+}
+
 void vt_run_model_clip(vt_clip_cfg *clip, const vt_run_model *m) {
     const vt_train_opts *o = &m->opts;
     vt_clip_cfg_default(clip);

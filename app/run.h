@@ -206,6 +206,10 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *
  * short side it was trained at (crop * 8/7 when the configuration has none); 1 crop, no
  * flip. */
 void vt_run_model_clip(vt_clip_cfg *clip, const vt_run_model *m);
+/* How a run's dataset is split (val fraction, UCF101 lists): train and eval must open a
+ * folder the same way, or eval's "val" would not be the run's validation videos. The
+ * returned opts point into o. */
+vt_dataset_opts vt_run_dataset_opts(const vt_train_opts *o);
 /* Builds forward-only towers for `batch` clips a step on the devices of da, split by
  * policy (NULL: "memory"), and loads the checkpoint's weights into them. 0; -2 with err
  * when the device arguments or the policy are bad (a usage error); -1 with err

@@ -20,23 +20,6 @@
 
 /* ---- option parsing ---- */
 
-int vt_opt_value(int argc, char **argv, int *i, const char *name, const char **val) {
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) != 0)
-        return 0;
-    if (a[n] == '=') {
-        *val = a + n + 1;
-        return 1;
-    }
-    if (a[n] != 0)
-        return 0;
-    if (*i + 1 >= argc)
-        return -1;
-    *val = argv[++*i];
-    return 1;
-}
-
 int vt_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
     if (!s || !*s)
         return -1;

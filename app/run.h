@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "app/evalproto.h"
+#include "models/common.h"
 #include "models/net.h"
 #include "pipeline/dataset.h"
 #include "pipeline/device.h"
@@ -37,9 +38,7 @@
 
 /* ---- option parsing ---- */
 
-/* If argv[*i] is `name` as "--name V" or "--name=V": *val = V, *i advanced past V,
- * returns 1. Returns 0 if argv[*i] is another option, -1 if V is missing. */
-int vt_opt_value(int argc, char **argv, int *i, const char *name, const char **val);
+/* vt_opt_value (models/common.h) matches "--name V" / "--name=V". */
 /* Strict parsers: the whole string, within [lo, hi]. Return 0 or -1. */
 int vt_parse_int(const char *s, long lo, long hi, int *out);
 int vt_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);

@@ -135,6 +135,21 @@ uint64_t vt_fnv1a(const void *data, size_t n, uint64_t h) {
     return h;
 }
 
+int vt_opt_value(int argc, char **argv, int *i, const char *name, const char **val) {
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0 || (a[n] != 0 && a[n] != '='))
+        return 0;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (*i + 1 >= argc)
+        return -1;
+    *val = argv[++*i];
+    return 1;
+}
+
 int64_t vt_parse_bytes(const char *s) {
     if (!s || !*s)
         return -1;

@@ -75,6 +75,11 @@ static inline uint64_t vt_hash64(uint64_t x) {
 uint64_t vt_fnv1a(const void *data, size_t n, uint64_t h);
 #define VT_FNV_SEED 0xcbf29ce484222325ull
 
+/* Command-line option with a value: argv[*i] is `name` -> 1 with *val its value
+ * ("--name V", advancing *i past V, or "--name=V"); -1 when V is missing; 0 when
+ * argv[*i] is another option (a longer name that starts with `name` included). */
+int vt_opt_value(int argc, char **argv, int *i, const char *name, const char **val);
+
 /* "12G", "512M", "1.5G", "100K", "1234" -> bytes; -1 on a bad string. */
 int64_t vt_parse_bytes(const char *s);
 /* bytes -> "1.50 GiB" into buf. Returns buf. */

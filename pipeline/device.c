@@ -42,31 +42,13 @@ const char vt_device_args_help[] =
     "  --emulate-slowdown R:K[,R:K]  TEST/BENCHMARK KNOB: tower R runs K x slower (it sleeps\n"
     "                      (K-1) x its measured compute time after each micro-batch)\n";
 
-/* argv[*i] is `opt`: 1 with *val its value ("--opt V", advancing *i past V, or
- * "--opt=V"), -1 when V is missing; 0 if argv[*i] is another option. */
-static int opt_take(const char *opt, int argc, char **argv, int *i, const char **val) {
-    const char *arg = argv[*i];
-    size_t len = strlen(opt);
-    if (!strcmp(arg, opt)) {
-        if (*i + 1 >= argc)
-            return -1;
-        *val = argv[++*i];
-        return 1;
-    }
-    if (!strncmp(arg, opt, len) && arg[len] == '=') {
-        *val = arg + len + 1;
-        return 1;
-    }
-    return 0;
-}
-
 /* Options whose value is kept as typed: the option and where the string goes. */
 typedef struct str_opt { const char *opt; size_t off; } str_opt;
 
 static int take_str_opt(void *a, const str_opt *opts, size_t n, int argc, char **argv, int *i) {
     for (size_t k = 0; k < n; k++) {
         const char *val = NULL;
-        int r = opt_take(opts[k].opt, argc, argv, i, &val);
+        int r = vt_opt_value(argc, argv, i, opts[k].opt, &val);
         if (r == 1)
             *(const char **)((char *)a + opts[k].off) = val;
         if (r)
@@ -86,7 +68,7 @@ int vt_device_args_take(vt_device_args *a, int argc, char **argv, int *i) {
         {"--speeds", offsetof(vt_device_args, speeds)},
     };
     const char *val = NULL;
-    int r = opt_take("--threads", argc, argv, i, &val);
+    int r = vt_opt_value(argc, argv, i, "--threads", &val);
     if (r == 1)
         a->threads = atoi(val) > 0 ? atoi(val) : -1;
     return r ? r : take_str_opt(a, opts, VT_ARRAY_LEN(opts), argc, argv, i);

@@ -25,7 +25,7 @@ int vt_bench_step(int argc, char **argv);
 
 /* This command's defaults for the step options (plan has its own). */
 static const vt_step_args step_defaults = {
-    .model = "tiny", .clip = "8x32x32", .batch = "16", .classes = "10", .split = "equal", .optimizer = "sgd",
+    .model = "tiny", .clip = "8x32x32", .batch = "16", .classes = "10", .tower_split = "equal", .optimizer = "sgd",
 };
 
 static void usage(FILE *f) {

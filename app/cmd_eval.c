@@ -287,6 +287,28 @@ cJSON *vt_eval_json(const vt_eval_result *r, const vt_run_heads *heads, const vt
     return j;
 }
 
+/* Videos of split s, whatever their state (unlabelled and unreadable ones included): a
+ * split "exists" when it has any. */
+static int split_total(const vt_dataset *ds, vt_split s) {
+    int n = 0;
+    for (int i = 0; i < ds->nvideos; i++)
+        n += ds->videos[i].split == s;
+    return n;
+}
+
+/* "train 24, val 8, test 8": the splits DIR has, with their labelled, readable videos. */
+static void describe_splits(vt_dataset *ds, char *buf, size_t n) {
+    static const vt_split order[3] = {VT_SPLIT_TRAIN, VT_SPLIT_VAL, VT_SPLIT_TEST};
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < 3; i++)
+        if (split_total(ds, order[i]) > 0 && k < n)
+            k += (size_t)snprintf(buf + k, n - k, "%s%s %d", k ? ", " : "",
+                                  vt_split_name(order[i]), vt_dataset_split_count(ds, order[i]));
+    if (!buf[0])
+        snprintf(buf, n, "no split with videos");
+}
+
 static void usage(FILE *f) {
     fprintf(f,
         "usage: vidtrain eval RUN DIR [options]\n\n"
@@ -294,15 +316,20 @@ static void usage(FILE *f) {
         "clips per video x 1 or 3 crops, softmax averaged per video. Prints and writes\n"
         "RUN/eval.json (clip and video top-1/top-5, mean class accuracy, per-class accuracy,\n"
         "confusion matrix) and RUN/confusion.csv, and refreshes RUN/report.html.\n\n"
-        "  --split test|val|all   which videos (default: test if DIR has test videos, else val;\n"
-        "                         val of a flat folder is the run's own --val-split)\n"
+        "  --split NAME           the data split to evaluate: train, val, test, or all (every\n"
+        "                         labelled video). Default: test when DIR has test videos,\n"
+        "                         else val. DIR may hold any of train/, val/, test/ (e.g. only\n"
+        "                         test/), or be a flat DIR/<class>/ folder. When DIR has train\n"
+        "                         videos and no val/, val is the run's --val-split share of\n"
+        "                         train, drawn exactly as training drew it. A split DIR does\n"
+        "                         not have is an error that lists the ones it has.\n"
         "  --clips-per-video K    (default 10)\n"
         "  --crops 1|3            centre crop, or start/centre/end of the long side (default 1)\n"
         "  --checkpoint PATH      another checkpoint than RUN/best.safetensors\n"
         "  --batch N              clips per forward batch (default: the run's batch)\n"
         "  --workers N            decode threads (default 2)\n"
-        "  --tower-split POLICY   how batches split over towers (equal, memory, manual:3,1...);\n"
-        "                         --split also takes a policy when its value is not a data split\n"
+        "  --tower-split POLICY   how batches split over the towers: equal, memory (default),\n"
+        "                         speed, auto, manual:W,W,...\n"
         "  -q, --quiet            no progress display\n"
         "%s\n"
         "top-k: the true class counts within the top k when fewer than k classes score higher\n"
@@ -310,7 +337,7 @@ static void usage(FILE *f) {
         "top-1 over the classes present. Every clip is counted once across towers.\n"
         "Classes are matched to the model's by name; videos of a class the model does not\n"
         "know are left out, named in a warning and counted (eval.json \"unknown_videos\").\n"
-        "Exit codes: 0 ok, 1 error, 2 usage.\n",
+        "Exit codes: 0 ok, 1 error (also: a --split DIR does not have), 2 usage.\n",
         vt_device_args_help);
 }
 
@@ -321,7 +348,7 @@ int vt_cmd_eval(int argc, char **argv) {
     }
     const char *pos[2] = {NULL, NULL};
     int npos = 0, quiet = 0, batch = 0, workers = 2;
-    const char *split = NULL, *policy = NULL;
+    const char *split = NULL;
     vt_model_args ma;
     vt_model_args_default(&ma);
     for (int i = 1; i < argc; i++) {
@@ -336,13 +363,19 @@ int vt_cmd_eval(int argc, char **argv) {
         if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { quiet = 1; continue; }
         if (OPT("--split")) {
             if (r < 0) BAD();
-            if (!strcmp(v, "test") || !strcmp(v, "val") || !strcmp(v, "all"))
-                split = v;
-            else
-                policy = v;
+            if (strcmp(v, "all") && vt_split_parse(v) < 0) {
+                char herr[512];
+                if (vt_split_policy_like(v))
+                    vt_split_policy_moved(herr, sizeof herr, v);
+                else
+                    snprintf(herr, sizeof herr, "--split %s: expected a data split: train, val, "
+                             "test or all", v);
+                fprintf(stderr, "vidtrain eval: %s\n", herr);
+                return 2;
+            }
+            split = v;
             continue;
         }
-        if (OPT("--tower-split")) { if (r < 0) BAD(); policy = v; continue; }
         if (OPT("--batch")) { if (r < 0 || vt_parse_int(v, 1, 65536, &batch)) BAD(); continue; }
         if (OPT("--workers")) { if (r < 0 || vt_parse_int(v, 0, 256, &workers)) BAD(); continue; }
 #undef OPT
@@ -388,6 +421,9 @@ int vt_cmd_eval(int argc, char **argv) {
     }
     /* Unreadable files are reported here and left out of every split (not an error). */
     vt_dataset_probe(ds, 0, 1, NULL, NULL);
+    /* Which videos: the split asked for, else test, else val; said before anything runs. */
+    char have[256];
+    describe_splits(ds, have, sizeof have);
     const char *sname;
     int n;
     if (split && !strcmp(split, "all")) {
@@ -399,21 +435,42 @@ int vt_cmd_eval(int argc, char **argv) {
         sname = "all";
     } else {
         vt_split s;
-        if (split)
-            s = !strcmp(split, "test") ? VT_SPLIT_TEST : VT_SPLIT_VAL;
-        else
-            s = vt_dataset_split_count(ds, VT_SPLIT_TEST) > 0 ? VT_SPLIT_TEST : VT_SPLIT_VAL;
+        if (split) {
+            s = (vt_split)vt_split_parse(split);
+            if (split_total(ds, s) == 0) {
+                fprintf(stderr, "vidtrain eval: %s has no %s split (it has: %s)%s\n", dir, split,
+                        have, s == VT_SPLIT_VAL && o->val_split <= 0 && split_total(ds, VT_SPLIT_TRAIN)
+                            ? "; the run was trained with --val-split 0, so no val share of "
+                              "train is drawn either" : "");
+                goto end;
+            }
+        } else if (vt_dataset_split_count(ds, VT_SPLIT_TEST) > 0) {
+            s = VT_SPLIT_TEST;
+        } else if (vt_dataset_split_count(ds, VT_SPLIT_VAL) > 0) {
+            s = VT_SPLIT_VAL;
+        } else {
+            fprintf(stderr, "vidtrain eval: %s has no test or val videos to evaluate (it has: %s); "
+                    "pass --split train (or --split all) to evaluate on those\n", dir, have);
+            goto end;
+        }
         n = vt_dataset_split_indices(ds, s, &idx);
         sname = vt_split_name(s);
     }
     if (n == 0) {
-        fprintf(stderr, "vidtrain eval: no labelled, readable video in the %s split of %s\n", sname, dir);
+        fprintf(stderr, "vidtrain eval: no labelled, readable video in the %s split of %s (it has: "
+                "%s)\n", sname, dir, have);
         goto end;
     }
+    printf("split: %s, %d videos (%s); %s has: %s%s\n", sname, n,
+           split ? "chosen with --split" : "the default: test when there is one, else val", dir,
+           have,
+           !strcmp(sname, "val") && ds->val_split > 0
+               ? "; val is the run's --val-split share of train, as training drew it" : "");
+    fflush(stdout);
 
     if (!batch)
         batch = o->batch;
-    int lrc = vt_run_model_load(&m, &ma.devices, policy, batch, err, sizeof err);
+    int lrc = vt_run_model_load(&m, &ma.devices, ma.tower_split, batch, err, sizeof err);
     if (lrc != 0) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
         rc = lrc == -2 ? 2 : 1;

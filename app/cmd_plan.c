@@ -18,7 +18,7 @@
 
 /* This command's defaults for the step options (bench step has its own). */
 static const vt_step_args step_defaults = {
-    .model = "r3d18", .clip = "16x112x112", .batch = "32", .classes = "400", .split = "memory", .optimizer = "sgd",
+    .model = "r3d18", .clip = "16x112x112", .batch = "32", .classes = "400", .tower_split = "memory", .optimizer = "sgd",
 };
 
 static void usage(FILE *f) {

@@ -27,6 +27,8 @@ static void usage(FILE *f) {
         "  --clips-per-video K   (default 10)\n"
         "  --crops 1|3           (default 1)\n"
         "  --checkpoint PATH     another checkpoint\n"
+        "  --tower-split POLICY  how each batch of clips splits over the towers: equal,\n"
+        "                        memory (default), speed, auto, manual:W,W,...\n"
         "%s\n"
         "Unreadable files are reported (on stderr, and as {\"error\"} entries with --json) and\n"
         "skipped. Exit codes: 0 when at least one video was predicted, 1 when every video\n"
@@ -123,6 +125,18 @@ int vt_cmd_predict(int argc, char **argv) {
 #define BAD() do { fprintf(stderr, "vidtrain predict: bad value for %s\n", a); free(videos); return 2; } while (0)
         if (!strcmp(a, "--json")) { json = 1; continue; }
         if (OPT("--top")) { if (r < 0 || vt_parse_int(v, 1, 1000, &top)) BAD(); continue; }
+        if (OPT("--split")) {
+            /* predict has no data split; the tower policy was --split once. */
+            char herr[512];
+            if (r > 0 && vt_split_policy_like(v))
+                vt_split_policy_moved(herr, sizeof herr, v);
+            else
+                snprintf(herr, sizeof herr, "--split: predict takes video files, not a data "
+                         "split; the tower policy is --tower-split POLICY");
+            fprintf(stderr, "vidtrain predict: %s\n", herr);
+            free(videos);
+            return 2;
+        }
 #undef OPT
 #undef BAD
         if (a[0] == '-' && a[1]) {
@@ -156,7 +170,7 @@ int vt_cmd_predict(int argc, char **argv) {
     c.crops = ma.crops;
     c.heads = heads;
     int B = c.K * c.crops;
-    int lrc = vt_run_model_load(&m, &ma.devices, NULL, B, err, sizeof err);
+    int lrc = vt_run_model_load(&m, &ma.devices, ma.tower_split, B, err, sizeof err);
     if (lrc != 0) {
         fprintf(stderr, "vidtrain predict: %s\n", err);
         rc = lrc == -2 ? 2 : 1;

@@ -22,8 +22,11 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: vidtrain scan DIR [--val-split F] [--lists DIR] [--fold N] [--labels CSV]\n"
             "                         [--threads N] [--json]\n\n"
-            "Scan a dataset folder: DIR/<class>/<video>, or DIR/train|val|test/<class>/<video>.\n"
-            "Every video is opened once with FFmpeg; unreadable files are listed with the reason.\n\n"
+            "Scan a dataset folder: DIR/<class>/<video>, or DIR/<split>/<class>/<video> with any of\n"
+            "the split folders train, val, test (only test/ is fine). Symbolic links to folders and\n"
+            "files are followed; dangling links and links back to a folder above them (loops) are\n"
+            "listed and skipped. Every video is opened once with FFmpeg; unreadable files are\n"
+            "listed with the reason.\n\n"
             "  --val-split F   put a stable, per-class fraction F of train videos in val\n"
             "                  (by a hash of the path: a video keeps its split as files are added)\n"
             "  --lists DIR     UCF101-style classInd.txt, trainlist0N.txt, testlist0N.txt in DIR\n"
@@ -125,7 +128,7 @@ static cJSON *stat_json(stat3 s) {
 }
 
 static const char *layout_name(vt_dataset_layout l) {
-    return l == VT_LAYOUT_FOLDERS ? "train/val/test folders"
+    return l == VT_LAYOUT_FOLDERS ? "split folders"
            : l == VT_LAYOUT_LISTS ? "list files"
                                   : "class folders";
 }
@@ -291,6 +294,9 @@ int vt_cmd_scan(int argc, char **argv) {
         cJSON *ign = cJSON_AddArrayToObject(o, "ignored_files");
         for (int i = 0; i < ds->nignored; i++)
             cJSON_AddItemToArray(ign, cJSON_CreateString(ds->ignored[i]));
+        cJSON *nf = cJSON_AddArrayToObject(o, "not_followed");
+        for (int i = 0; i < ds->nbroken; i++)
+            cJSON_AddItemToArray(nf, cJSON_CreateString(ds->broken[i]));
         if (ds->nmissing)
             cJSON_AddNumberToObject(o, "list_entries_missing", ds->nmissing);
         if (labels)
@@ -363,6 +369,12 @@ int vt_cmd_scan(int argc, char **argv) {
                 if (ds->videos[i].bad != VT_BAD_NONE)
                     printf("  %s: %s\n", ds->videos[i].relpath,
                            ds->videos[i].reason ? ds->videos[i].reason : "");
+        }
+        if (ds->nbroken) {
+            printf("\nnot followed (%d: dangling links, link loops, unreadable folders):\n",
+                   ds->nbroken);
+            for (int i = 0; i < ds->nbroken; i++)
+                printf("  %s\n", ds->broken[i]);
         }
         if (ds->nignored) {
             printf("\nignored (%d, not a video name):\n", ds->nignored);

@@ -72,7 +72,8 @@ static void usage(FILE *f) {
         "                        cells with ';'-separated tags make a multi-label (BCE) head\n"
         "  --loss-weights W,...  one weight per head (default 1 each)\n"
         "devices:\n"
-        "  --split POLICY        equal, memory (default), speed, auto, manual:W,W,...\n"
+        "  --tower-split POLICY  how each batch splits over the towers: equal, memory\n"
+        "                        (default), speed, auto, manual:W,W,...\n"
         "  --sync-bn             batch-norm statistics over all towers\n"
         "%s"
         "run:\n"
@@ -196,14 +197,27 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--val-crops")) { if (r < 0 || vt_parse_int(v, 1, 3, &o->val_crops) || o->val_crops == 2) BAD(); continue; }
         if (OPT("--labels")) { if (r < 0) BAD(); snprintf(o->labels, sizeof o->labels, "%s", v); continue; }
         if (OPT("--loss-weights")) { if (r < 0 || (o->nweights = vt_parse_floats(v, o->loss_weights, VT_MAX_HEADS)) < 1) BAD(); continue; }
-        if (OPT("--split")) {
+        if (OPT("--tower-split")) {
             vt_split_policy pol;
             if (r < 0 || vt_split_policy_parse(&pol, v, err, sizeof err)) {
-                fprintf(stderr, "vidtrain train: --split: %s\n", r < 0 ? "needs a value" : err);
+                fprintf(stderr, "vidtrain train: %s\n", r < 0 ? "--tower-split needs a value" : err);
                 return 2;
             }
-            snprintf(o->split, sizeof o->split, "%s", v);
+            snprintf(o->tower_split, sizeof o->tower_split, "%s", v);
             continue;
+        }
+        if (OPT("--split")) {
+            /* Train has no data split option: it trains on the train split. The tower
+             * policy was --split before it became --tower-split. */
+            if (r > 0 && vt_split_policy_like(v)) {
+                vt_split_policy_moved(err, sizeof err, v);
+                fprintf(stderr, "vidtrain train: %s\n", err);
+            } else {
+                fprintf(stderr, "vidtrain train: train has no --split: it trains on DIR's train "
+                        "videos and validates on its val videos (or --val-split F of train, or "
+                        "--val-dir); the tower policy is --tower-split POLICY\n");
+            }
+            return 2;
         }
         if (OPT("--log-every")) { if (r < 0 || vt_parse_int(v, 1, 1000000000, &o->log_every)) BAD(); continue; }
         if (OPT("--checkpoint-every")) { if (r < 0 || vt_parse_int(v, 0, 1000000000, &o->checkpoint_every)) BAD(); continue; }
@@ -262,6 +276,9 @@ static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
     fprintf(f, "  splits: train %d, val %d, test %d; unreadable %d; non-video files %d\n",
             vt_dataset_split_count(mut, VT_SPLIT_TRAIN), vt_dataset_split_count(mut, VT_SPLIT_VAL),
             vt_dataset_split_count(mut, VT_SPLIT_TEST), vt_dataset_count_bad(mut), ds->nignored);
+    if (ds->nbroken)
+        fprintf(f, "  not followed: %d (dangling links, link loops, unreadable folders: see the "
+                "warnings)\n", ds->nbroken);
 }
 
 /* What a checkpoint's metadata carries besides tensors (see run.h vt_run_state). */
@@ -397,8 +414,8 @@ int vt_cmd_train(int argc, char **argv) {
         rc = 2;
         goto end;
     }
-    if (vt_split_policy_parse(&tc.policy, o->split, err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain train: --split: %s\n", err);
+    if (vt_split_policy_parse(&tc.policy, o->tower_split, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: %s\n", err);
         rc = 2;
         goto end;
     }

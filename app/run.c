@@ -115,7 +115,7 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->gamma = 0.1f;
     o->workers = 2;
     o->queue = 2;
-    snprintf(o->split, sizeof o->split, "memory");
+    snprintf(o->tower_split, sizeof o->tower_split, "memory");
     o->val_split = 0.1f;
     o->fold = 1;
     o->eval_every = 1;
@@ -163,7 +163,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_STR(emulate);
     J_STR(speeds);
     J_NUM(threads);
-    J_STR(split);
+    J_STR(tower_split);
     cJSON_AddBoolToObject(j, "sync_bn", o->sync_bn);
     /* A 64-bit seed does not fit a JSON number exactly: kept as a decimal string. */
     char seed[32];
@@ -242,7 +242,8 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_STR(emulate);
     G_STR(speeds);
     G_INT(threads);
-    G_STR(split);
+    get_str(j, "split", o->tower_split, sizeof o->tower_split); /* the old key */
+    G_STR(tower_split);
     G_INT(sync_bn);
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "seed");
     if (cJSON_IsString(s))
@@ -769,6 +770,16 @@ int vt_model_args_take(vt_model_args *a, int argc, char **argv, int *i, const ch
         bad = r < 0;
         if (!bad)
             a->ckpt = v;
+    } else if ((r = vt_opt_value(argc, argv, i, "--tower-split", &v)) != 0) {
+        vt_split_policy pol;
+        char perr[256];
+        if (r > 0 && vt_split_policy_parse(&pol, v, perr, sizeof perr) != 0) {
+            fprintf(stderr, "vidtrain %s: %s\n", cmd, perr);
+            return -1;
+        }
+        bad = r < 0;
+        if (!bad)
+            a->tower_split = v;
     } else
         return 0;
     if (bad) {
@@ -841,7 +852,7 @@ int vt_run_model_load(vt_run_model *m, const vt_device_args *da, const char *pol
         return -2;
     char perr[1024];
     if (vt_split_policy_parse(&tc.policy, policy ? policy : "memory", perr, sizeof perr) != 0) {
-        vt_set_err(err, errlen, "split policy: %s", perr);
+        vt_set_err(err, errlen, "%s", perr);
         return -2;
     }
     tc.batch = batch;

@@ -69,7 +69,8 @@ typedef struct vt_train_opts {
     /* devices, as given on the command line (empty = not given) */
     char devices[256], gpus[64], mem[256], gpu_mem[256], backend[16], emulate[64], speeds[128];
     int threads;
-    char split[64];        /* split policy */
+    char tower_split[64];  /* --tower-split: how a batch splits over the towers (config.json
+                              "tower_split"; runs before the rename wrote it as "split") */
     int sync_bn;
     uint64_t seed;
     float val_split;       /* fraction of train videos for validation when the dataset
@@ -177,6 +178,7 @@ cJSON *vt_run_ckpt_config(const char *path, char *err, size_t errlen);
 /* The options of the commands that run a trained model (eval, predict). */
 typedef struct vt_model_args {
     const char *ckpt;       /* --checkpoint PATH (NULL: RUN's best, else last) */
+    const char *tower_split; /* --tower-split POLICY (NULL: memory) */
     int clips_per_video;    /* --clips-per-video K, 1..1000 (default 10) */
     int crops;              /* --crops 1|3 (default 1) */
     vt_device_args devices; /* the device options (pipeline/device.h) */

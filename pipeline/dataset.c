@@ -44,6 +44,13 @@ const char *vt_split_name(vt_split s) {
     }
 }
 
+int vt_split_parse(const char *name) {
+    for (int s = VT_SPLIT_TRAIN; s <= VT_SPLIT_TEST; s++)
+        if (name && !strcmp(name, vt_split_name((vt_split)s)))
+            return s;
+    return -1;
+}
+
 /* A growable array of strings. */
 typedef struct strv {
     char **s;
@@ -91,7 +98,7 @@ static int is_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Sorted names in a directory, without hidden entries. -1 when unreadable. */
+/* Sorted names in a directory, without hidden entries. -1 (errno set) when unreadable. */
 static int list_dir(strv *out, const char *path) {
     DIR *d = opendir(path);
     if (!d)
@@ -108,29 +115,133 @@ static int list_dir(strv *out, const char *path) {
     return 0;
 }
 
-/* Files under root/rel (recursively, depth-limited against symlink loops), as relpaths
- * into videos or ignored. */
-static void walk(strv *videos, strv *ignored, const char *root, const char *rel, int depth) {
-    char *abs = join_path(root, rel);
+/* ---- the folder walk ---- */
+
+/* Folders deeper than this below DIR are not read. Loops through links are caught by the
+ * ancestor check below, not by this: it only bounds a tree of links that fans out. */
+#define SCAN_MAX_DEPTH 8
+
+typedef enum entry_kind { ENTRY_FILE, ENTRY_DIR, ENTRY_BROKEN } entry_kind;
+
+/* What abs is, following symbolic links (stat). A link that leads nowhere — dangling, a
+ * chain of links that loops, a target it may not see — is ENTRY_BROKEN, with why. */
+static entry_kind entry_kind_of(const char *abs, struct stat *st, char *why, size_t whylen) {
+    if (stat(abs, st) == 0)
+        return S_ISDIR(st->st_mode) ? ENTRY_DIR : ENTRY_FILE;
+    int e = errno;
+    struct stat lst;
+    char target[1024];
+    ssize_t k;
+    if (lstat(abs, &lst) == 0 && S_ISLNK(lst.st_mode) &&
+        (k = readlink(abs, target, sizeof target - 1)) >= 0) {
+        target[k] = 0;
+        snprintf(why, whylen, "symbolic link to '%s' %s", target,
+                 e == ENOENT  ? "leads nowhere (dangling link)"
+                 : e == ELOOP ? "is a loop of links"
+                              : strerror(e));
+    } else {
+        snprintf(why, whylen, "%s", strerror(e));
+    }
+    return ENTRY_BROKEN;
+}
+
+typedef struct scan_ctx {
+    const char *root;           /* DIR */
+    int class_depth;            /* folder depth of the class folders: 1, or 2 under splits */
+    int splits;                 /* top level: only the split folders train, val, test */
+    int root_errno;             /* DIR itself could not be listed */
+    strv videos, ignored, broken;
+    int depth;                  /* of the folder being read; DIR is 0 */
+    dev_t dev[SCAN_MAX_DEPTH + 1];
+    ino_t ino[SCAN_MAX_DEPTH + 1]; /* the folders from DIR down to it: a link to one of
+                                      them would be walked forever (a loop) */
+} scan_ctx;
+
+/* An entry the walk cannot follow: warned about with its path, listed, never fatal. */
+static void scan_broken(scan_ctx *c, const char *rel, const char *why) {
+    vt_warn("%s/%s: %s; skipped\n", c->root, rel, why);
+    size_t n = strlen(rel) + strlen(why) + 3;
+    char *s = vt_malloc(n);
+    snprintf(s, n, "%s: %s", rel, why);
+    strv_push(&c->broken, s);
+}
+
+/* Reads the folder root/rel ("" = DIR) at depth c->depth: videos at or below the class
+ * level into c->videos (relpaths), other files into c->ignored, and what cannot be
+ * followed into c->broken. Links are followed, to folders and to files alike. */
+static void walk(scan_ctx *c, const char *rel) {
+    char *abs = rel[0] ? join_path(c->root, rel) : vt_strdup(c->root);
+    char why[1200];
     strv names = {0};
-    if (list_dir(&names, abs) == 0) {
-        for (int i = 0; i < names.n; i++) {
-            char *r = join_path(rel, names.s[i]);
-            char *a = join_path(root, r);
-            if (is_dir(a)) {
-                if (depth < 8)
-                    walk(videos, ignored, root, r, depth + 1);
-                free(r);
-            } else if (vt_is_video_name(names.s[i])) {
-                strv_push(videos, r);
-            } else {
-                strv_push(ignored, r);
-            }
-            free(a);
+    if (list_dir(&names, abs) != 0) {
+        if (!rel[0])
+            c->root_errno = errno;
+        else {
+            snprintf(why, sizeof why, "cannot read this folder: %s", strerror(errno));
+            scan_broken(c, rel, why);
         }
+    }
+    for (int i = 0; i < names.n; i++) {
+        char *r = rel[0] ? join_path(rel, names.s[i]) : vt_strdup(names.s[i]);
+        char *a = join_path(c->root, r);
+        struct stat st;
+        switch (entry_kind_of(a, &st, why, sizeof why)) {
+        case ENTRY_BROKEN:
+            scan_broken(c, r, why);
+            break;
+        case ENTRY_FILE:
+            if (c->depth >= c->class_depth && vt_is_video_name(names.s[i])) {
+                strv_push(&c->videos, r);
+                r = NULL;
+            } else {
+                strv_push(&c->ignored, r); /* not a video, or above the class level */
+                r = NULL;
+            }
+            break;
+        case ENTRY_DIR: {
+            int loop = 0;
+            for (int k = 0; k <= c->depth; k++)
+                loop |= c->dev[k] == st.st_dev && c->ino[k] == st.st_ino;
+            if (c->depth == 0 && c->splits && vt_split_parse(names.s[i]) < 0) {
+                strv_push(&c->ignored, join_path(r, "")); /* "name/": not a split folder */
+            } else if (loop) {
+                scan_broken(c, r, "leads back to a folder above it (a loop)");
+            } else if (c->depth >= SCAN_MAX_DEPTH) {
+                snprintf(why, sizeof why, "more than %d folders below the dataset folder",
+                         SCAN_MAX_DEPTH);
+                scan_broken(c, r, why);
+            } else {
+                c->depth++;
+                c->dev[c->depth] = st.st_dev;
+                c->ino[c->depth] = st.st_ino;
+                walk(c, r);
+                c->depth--;
+            }
+            break;
+        }
+        }
+        free(r);
+        free(a);
     }
     strv_free(&names);
     free(abs);
+}
+
+/* DIR/name is a split folder: a folder (links followed) with at least one folder in it —
+ * its class folders. A folder of loose videos named "test" is a class of a flat dataset. */
+static int holds_class_folders(const char *dir, const char *name) {
+    char *a = join_path(dir, name);
+    strv names = {0};
+    int yes = 0;
+    if (is_dir(a) && list_dir(&names, a) == 0)
+        for (int i = 0; i < names.n && !yes; i++) {
+            char *sub = join_path(a, names.s[i]);
+            yes = is_dir(sub);
+            free(sub);
+        }
+    strv_free(&names);
+    free(a);
+    return yes;
 }
 
 /* Uniform in [0,1) from a relative path: stable across scans and machines. */
@@ -420,10 +531,12 @@ vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *
         o = *opts;
     if (o.list_fold <= 0)
         o.list_fold = 1;
-    strv videos = {0}, ignored = {0}, top = {0};
+    scan_ctx sc = {.root = dir};
+    strv videos = {0}, ignored = {0};
     vt_dataset *ds = NULL;
+    struct stat rst;
 
-    if (!is_dir(dir)) {
+    if (stat(dir, &rst) != 0 || !S_ISDIR(rst.st_mode)) {
         vt_set_err(err, errlen, "%s is not a readable folder", dir);
         goto fail;
     }
@@ -431,45 +544,34 @@ vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *
     pthread_mutex_init(&ds->lock, NULL);
     ds->dir = vt_strdup(dir);
 
-    char *tp = join_path(dir, "train");
-    int folders = !o.lists_dir && is_dir(tp);
-    free(tp);
+    /* Split folders: any of train/, val/, test/ holding class folders (only test/ is a
+     * test set to evaluate; train/ + test/ draws val from train with --val-split). */
+    int folders = 0;
+    for (int s = VT_SPLIT_TRAIN; s <= VT_SPLIT_TEST && !o.lists_dir; s++)
+        folders |= holds_class_folders(dir, vt_split_name((vt_split)s));
     ds->layout = o.lists_dir ? VT_LAYOUT_LISTS : folders ? VT_LAYOUT_FOLDERS : VT_LAYOUT_FLAT;
 
     /* Top level: class folders (flat, lists) or split folders; files here are ignored. */
-    list_dir(&top, dir);
-    for (int i = 0; i < top.n; i++) {
-        char *a = join_path(dir, top.s[i]);
-        if (!is_dir(a)) {
-            strv_push(&ignored, vt_strdup(top.s[i]));
-        } else if (folders && strcmp(top.s[i], "train") && strcmp(top.s[i], "val") &&
-                   strcmp(top.s[i], "test")) {
-            strv_push(&ignored, join_path(top.s[i], ""));
-        } else if (!folders) {
-            walk(&videos, &ignored, dir, top.s[i], 1); /* a class folder */
-        } else {
-            /* A split folder: its subfolders are classes, its files sit above them. */
-            strv names = {0};
-            list_dir(&names, a);
-            for (int k = 0; k < names.n; k++) {
-                char *r = join_path(top.s[i], names.s[k]);
-                char *ra = join_path(dir, r);
-                if (is_dir(ra))
-                    walk(&videos, &ignored, dir, r, 2);
-                else
-                    strv_push(&ignored, vt_strdup(r));
-                free(ra);
-                free(r);
-            }
-            strv_free(&names);
-        }
-        free(a);
+    sc.class_depth = folders ? 2 : 1;
+    sc.splits = folders;
+    sc.dev[0] = rst.st_dev;
+    sc.ino[0] = rst.st_ino;
+    walk(&sc, "");
+    videos = sc.videos;
+    ignored = sc.ignored;
+    ds->nbroken = sc.broken.n;
+    ds->broken = sc.broken.s;
+    if (sc.root_errno) {
+        vt_set_err(err, errlen, "cannot read %s: %s", dir, strerror(sc.root_errno));
+        goto fail;
     }
     if (videos.n == 0) {
         vt_set_err(err, errlen,
-                   "no videos under %s (expected %s/<class>/<video> or %s/train/<class>/<video>; "
-                   "extensions: mp4 avi mkv webm mov m4v mpg mpeg gif y4m ogv flv ts)",
-                   dir, dir, dir);
+                   "no videos under %s (expected %s/<class>/<video>, or %s/<split>/<class>/<video> "
+                   "with any of the split folders train, val, test; extensions: mp4 avi mkv webm "
+                   "mov m4v mpg mpeg gif y4m ogv flv ts)%s",
+                   dir, dir, dir, ds->nbroken ? "; some entries could not be followed (see the "
+                   "warnings)" : "");
         goto fail;
     }
     qsort(videos.s, (size_t)videos.n, sizeof *videos.s, cmp_str);
@@ -517,12 +619,10 @@ vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *
         apply_val_split(ds, o.val_split);
     }
     strv_free(&videos);
-    strv_free(&top);
     return ds;
 fail:
     strv_free(&videos);
-    strv_free(&ignored);
-    strv_free(&top);
+    strv_free(&ignored); /* sc.broken is ds->broken by now, freed with ds */
     vt_dataset_free(&ds);
     return NULL;
 }
@@ -544,6 +644,9 @@ void vt_dataset_free(vt_dataset **pds) {
     for (int i = 0; i < ds->nignored; i++)
         free(ds->ignored[i]);
     free(ds->ignored);
+    for (int i = 0; i < ds->nbroken; i++)
+        free(ds->broken[i]);
+    free(ds->broken);
     free(ds->dir);
     pthread_mutex_destroy(&ds->lock);
     free(ds);

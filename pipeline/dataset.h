@@ -1,7 +1,9 @@
 /*
  * dataset.h: a folder of videos as a list of labelled samples — scan DIR/<class>/<video>
- * (or DIR/train|val|test/<class>/<video>, or UCF101-style list files), assign splits,
- * read multi-head labels from a CSV, and probe every file once with FFmpeg.
+ * (or DIR/<split>/<class>/<video> with any of train, val, test, or UCF101-style list
+ * files), assign splits, read multi-head labels from a CSV, and probe every file once
+ * with FFmpeg. Symbolic links are followed, to folders and to files; a dangling link or
+ * a link back to a folder above it (a loop) is warned about, listed and skipped.
  *
  * Everything here is a pure function of the folder's contents: videos are sorted by
  * their path relative to DIR, class ids are the sorted class names (or classInd.txt's
@@ -30,7 +32,9 @@ typedef enum vt_split {
 
 typedef enum vt_dataset_layout {
     VT_LAYOUT_FLAT,    /* DIR/<class>/<video>; all train unless --val-split */
-    VT_LAYOUT_FOLDERS, /* DIR/train, DIR/val, DIR/test, each DIR/<split>/<class>/<video> */
+    VT_LAYOUT_FOLDERS, /* DIR/<split>/<class>/<video> for any non-empty subset of the split
+                          folders train, val, test: one that holds a folder (its classes);
+                          other top-level entries are ignored */
     VT_LAYOUT_LISTS,   /* DIR/<class>/<video> + classInd.txt, trainlistNN.txt, testlistNN.txt */
 } vt_dataset_layout;
 
@@ -83,6 +87,11 @@ typedef struct vt_dataset {
     int nignored;
     char **ignored;             /* (nignored) relpaths of non-video files */
     int nmissing;               /* list-file lines naming files that are not there */
+    int nbroken;
+    char **broken;              /* (nbroken) "relpath: reason" for what the scan could not
+                                   follow — dangling links, links back to a folder above
+                                   them (loops), unreadable folders — each also warned
+                                   about once; never fatal */
     double val_split;           /* the option, re-applied after vt_dataset_load_labels */
     pthread_mutex_t lock;       /* guards bad/reason */
 } vt_dataset;
@@ -91,9 +100,12 @@ typedef struct vt_dataset {
  * ogv flv ts. Other files are ignored and listed in ds->ignored. */
 int vt_is_video_name(const char *name);
 const char *vt_split_name(vt_split s);
+/* "train", "val", "test" -> the split; anything else -1. */
+int vt_split_parse(const char *name);
 
 /* Scan dir. opts may be NULL. Returns NULL with err set when dir is unreadable, a list
- * file is missing or malformed, or no video is found. */
+ * file is missing or malformed, or no video is found. Entries that cannot be followed
+ * (ds->broken) are never an error by themselves. */
 vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *err,
                             size_t errlen);
 void vt_dataset_free(vt_dataset **ds);

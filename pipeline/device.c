@@ -1,7 +1,7 @@
 /*
  * device.c: parses the device options into a vt_device_list and describes the machine
  * (CPU from /proc, GPUs through models/cuda/cuda_info.h when CUDA is built in); also the
- * step options (model, clip, batch, classes, split, optimizer) that `plan` and `bench
+ * step options (model, clip, batch, classes, tower split, optimizer) that `plan` and `bench
  * step` share, so that both read them the same way.
  *
  * It must never create a backend or touch device memory, and never abort on what a
@@ -80,7 +80,8 @@ int vt_step_args_take(vt_step_args *a, int argc, char **argv, int *i) {
         {"--clip", offsetof(vt_step_args, clip)},
         {"--batch", offsetof(vt_step_args, batch)},
         {"--classes", offsetof(vt_step_args, classes)},
-        {"--split", offsetof(vt_step_args, split)},
+        {"--tower-split", offsetof(vt_step_args, tower_split)},
+        {"--split", offsetof(vt_step_args, old_split)}, /* refused with a hint by resolve */
         {"--optimizer", offsetof(vt_step_args, optimizer)},
     };
     int r = vt_device_args_take(&a->dev, argc, argv, i);
@@ -121,7 +122,15 @@ int vt_step_args_resolve(const vt_step_args *a, struct vt_net_cfg *net, struct v
         vt_set_err(err, errlen, "unknown optimizer '%s' (sgd, rmsprop, adamw)", opt);
         return VT_STEP_ARGS_USAGE;
     }
-    if (vt_split_policy_parse(policy, a->split ? a->split : "equal", err, errlen))
+    if (a->old_split) {
+        if (vt_split_policy_like(a->old_split))
+            vt_split_policy_moved(err, errlen, a->old_split);
+        else
+            vt_set_err(err, errlen, "--split %s: this command has no data split; the tower "
+                       "policy option is --tower-split", a->old_split);
+        return VT_STEP_ARGS_USAGE;
+    }
+    if (vt_split_policy_parse(policy, a->tower_split ? a->tower_split : "equal", err, errlen))
         return VT_STEP_ARGS_USAGE;
     if (vt_devices_from_args(devs, &a->dev, err, errlen))
         return -1;
@@ -140,9 +149,11 @@ void vt_step_args_help(FILE *f, const vt_step_args *a) {
             "  --clip TxHxW        clip shape (default %s)\n"
             "  --batch B           global batch (default %s)\n"
             "  --classes K         classes of the head (default %s)\n"
-            "  --split POLICY      equal | memory | speed | auto | manual:W,W... (default %s)\n"
+            "  --tower-split POLICY\n"
+            "                      how a batch splits over the towers: equal | memory | speed |\n"
+            "                      auto | manual:W,W... (default %s)\n"
             "  --optimizer NAME    sgd | rmsprop | adamw (default %s)\n",
-            models, a->model, a->clip, a->batch, a->classes, a->split, a->optimizer);
+            models, a->model, a->clip, a->batch, a->classes, a->tower_split, a->optimizer);
 }
 
 void vt_cpu_info_get(vt_cpu_info *out) {

@@ -70,14 +70,16 @@ int vt_device_args_take(vt_device_args *a, int argc, char **argv, int *i);
 int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err, size_t errlen);
 
 /* ---- the options of a training step, shared by `vidtrain plan` and `bench step` ----
- *   --model M  --clip TxHxW  --batch B  --classes K  --split POLICY  --optimizer NAME
+ *   --model M  --clip TxHxW  --batch B  --classes K  --tower-split POLICY  --optimizer NAME
  * plus the device options above. The caller sets its defaults in the struct, takes
  * options with vt_step_args_take, then checks and converts them with
  * vt_step_args_resolve. (`train`, `eval` and `predict` parse their own richer sets.) */
 typedef struct vt_step_args {
     vt_device_args dev;
-    const char *model, *clip, *split, *optimizer;
+    const char *model, *clip, *tower_split, *optimizer;
     const char *batch, *classes;    /* as typed: resolve checks them */
+    const char *old_split;          /* --split as given: a usage error in resolve, with a
+                                       hint when it names a policy (now --tower-split) */
 } vt_step_args;
 
 struct vt_net_cfg;
@@ -89,7 +91,7 @@ struct vt_split_policy;
 /* As vt_device_args_take, for the device options and the six above. */
 int vt_step_args_take(vt_step_args *a, int argc, char **argv, int *i);
 /* Check and convert, in this order: clip (TxHxW, each >= 1), batch >= 1, classes >= 1,
- * the optimizer's name, the split policy — each a usage error, VT_STEP_ARGS_USAGE with
+ * the optimizer's name, --split (refused), the tower policy — each a usage error, VT_STEP_ARGS_USAGE with
  * err set — then the device list (-1 with err set, as vt_devices_from_args). 0 on
  * success: net = the model with one softmax head of `classes` (the model name is not
  * checked here: the memory plan or the towers refuse an unknown one), optim = the

@@ -43,12 +43,12 @@ int vt_split_policy_parse(vt_split_policy *out, const char *s, char *err, size_t
             char *end;
             double w = strtod(p, &end);
             if (end == p || !(w >= 0) || !isfinite(w) || (*end && *end != ',')) {
-                vt_set_err(err, errlen, "--split %s: weights must be non-negative numbers, "
+                vt_set_err(err, errlen, "--tower-split %s: weights must be non-negative numbers, "
                            "e.g. manual:3,1", s);
                 return -1;
             }
             if (out->nweights >= VT_MAX_DEVICES) {
-                vt_set_err(err, errlen, "--split %s: more than %d weights", s, VT_MAX_DEVICES);
+                vt_set_err(err, errlen, "--tower-split %s: more than %d weights", s, VT_MAX_DEVICES);
                 return -1;
             }
             out->weight[out->nweights++] = w;
@@ -56,15 +56,27 @@ int vt_split_policy_parse(vt_split_policy *out, const char *s, char *err, size_t
             p = *end ? end + 1 : end;
         }
         if (out->nweights == 0 || !(sum > 0)) {
-            vt_set_err(err, errlen, "--split %s: give at least one positive weight", s);
+            vt_set_err(err, errlen, "--tower-split %s: give at least one positive weight", s);
             return -1;
         }
     } else {
-        vt_set_err(err, errlen, "--split '%s': expected equal, memory, speed, auto or manual:W,W...",
-                   s);
+        vt_set_err(err, errlen, "--tower-split '%s': expected equal, memory, speed, auto or "
+                   "manual:W,W...", s);
         return -1;
     }
     return 0;
+}
+
+int vt_split_policy_like(const char *s) {
+    vt_split_policy p;
+    return s && (vt_split_policy_parse(&p, s, NULL, 0) == 0 || !strncmp(s, "manual", 6));
+}
+
+void vt_split_policy_moved(char *err, size_t errlen, const char *value) {
+    vt_set_err(err, errlen,
+               "--split %s: the tower policy option is --tower-split: use --tower-split %s "
+               "(--split, where a command has it, names a data split: train, val, test)",
+               value, value);
 }
 
 void vt_split_round(int *out, int total, const double *w, int n) {
@@ -172,13 +184,13 @@ int vt_split_plan(vt_plan *out, const vt_split_policy *pol, int batch, int n,
         case VT_SPLIT_AUTO: w[i] = ok ? speed[i] : 0; break;
         case VT_SPLIT_MANUAL:
             if (pol->nweights != n) {
-                vt_set_err(err, errlen, "--split manual: %d weight(s) for %d tower(s)",
+                vt_set_err(err, errlen, "--tower-split manual: %d weight(s) for %d tower(s)",
                            pol->nweights, n);
                 return -1;
             }
             w[i] = pol->weight[i];
             if (w[i] > 0 && !ok) {
-                vt_set_err(err, errlen, "--split manual: tower %s has weight %g but cannot hold "
+                vt_set_err(err, errlen, "--tower-split manual: tower %s has weight %g but cannot hold "
                            "one clip", devs[i].name[0] ? devs[i].name : "?", w[i]);
                 return -1;
             }

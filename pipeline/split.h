@@ -42,8 +42,15 @@ typedef struct vt_split_policy {
     double weight[VT_MAX_DEVICES];  /* manual only */
 } vt_split_policy;
 
-/* "equal", "memory", "speed", "auto", "manual:3,1" -> 0, or -1 with err set. */
+/* "equal", "memory", "speed", "auto", "manual:3,1" -> 0, or -1 with err set (err may be
+ * NULL). The commands take it as --tower-split POLICY. */
 int vt_split_policy_parse(vt_split_policy *out, const char *s, char *err, size_t errlen);
+/* 1 when s reads as a tower policy (parses, or starts with "manual"): the commands use it
+ * to answer a policy given to --split, which names a data split in every command, with
+ * vt_split_policy_moved's hint instead of "no such split". */
+int vt_split_policy_like(const char *s);
+/* err = "--split V: the tower policy option is --tower-split: use --tower-split V ..." */
+void vt_split_policy_moved(char *err, size_t errlen, const char *value);
 const char *vt_split_kind_name(vt_split_kind kind);
 
 /* What the splitter knows about one tower. */

@@ -28,7 +28,7 @@ echo "   ($(nproc) cores here; load average $(cut -d' ' -f1-3 /proc/loadavg))"
 declare -A CPS
 for policy in equal speed auto; do
     out=$("$BIN" bench step --model "$MODEL" --clip "$CLIP" --batch "$BATCH" --devices cpu:2 \
-        --threads 1 --split "$policy" --emulate-slowdown 1:2 --steps "$STEPS" --warmup "$WARMUP" 2>&1)
+        --threads 1 --tower-split "$policy" --emulate-slowdown 1:2 --steps "$STEPS" --warmup "$WARMUP" 2>&1)
     cps=$(echo "$out" | awk '/^clips\/s:/ {print $2}')
     slices=$(echo "$out" | awk '/^  cpu[0-9]+ +slice/ {printf "%s%s", sep, $3; sep=":"}')
     if [ -z "$cps" ]; then

@@ -1,7 +1,10 @@
 /*
  * test_dataset.c: folder scanning, splits (folders, UCF101 lists, hashed --val-split that
  * is stable when files are added and stratified per class) and labels.csv parsing with a
- * multi-label column and bad lines reported with file:line.
+ * multi-label column and bad lines reported with file:line. Symbolic links (class
+ * folders, split folders, files; absolute and relative) give the same videos, classes
+ * and splits as real folders, while loops and dangling links are warned about with their
+ * path, counted and skipped. Any non-empty subset of train/, val/, test/ is a split layout.
  *
  * Files are empty: the scan looks at names only, never at contents (probing is covered
  * by test_loader with real videos).
@@ -23,11 +26,26 @@ static void touch(const char *root, const char *rel) {
     }
 }
 
+/* root/rel -> target (a symbolic link; parent folders created). */
+static void lnk(const char *root, const char *rel, const char *target) {
+    char path[4096], cmd[8300];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", path);
+    if (system(cmd) != 0 || symlink(target, path) != 0) {
+        fprintf(stderr, "cannot create the link %s -> %s\n", path, target);
+        exit(1);
+    }
+}
+
 static int find(const vt_dataset *ds, const char *rel) {
     for (int i = 0; i < ds->nvideos; i++)
         if (!strcmp(ds->videos[i].relpath, rel))
             return i;
     return -1;
+}
+
+static int ds_class_is(const vt_dataset *ds, int i, const char *name) {
+    return ds->videos[i].labeled && !strcmp(ds->heads[0].classes[ds->videos[i].label[0]], name);
 }
 
 /* stderr into a file while f runs, so that warnings can be checked. */
@@ -132,6 +150,184 @@ static void test_folders(void) {
     TCHECK(vt_dataset_split_count(ds, VT_SPLIT_TEST) == 1, "test 1");
     TCHECK(vt_dataset_eval_split(ds) == VT_SPLIT_VAL, "eval on val");
     TCHECK(ds->nignored == 1 && !strcmp(ds->ignored[0], "train/loose.mp4"), "loose file ignored");
+    vt_dataset_free(&ds);
+}
+
+/* 1 when some entry of ds->broken starts with rel followed by ": " and holds `why`. */
+static int has_broken(const vt_dataset *ds, const char *rel, const char *why) {
+    size_t n = strlen(rel);
+    for (int i = 0; i < ds->nbroken; i++)
+        if (!strncmp(ds->broken[i], rel, n) && !strncmp(ds->broken[i] + n, ": ", 2) &&
+            strstr(ds->broken[i] + n, why))
+            return 1;
+    return 0;
+}
+
+/* Same relpaths, labels (by class name) and splits in both scans. */
+static int same_videos(const vt_dataset *a, const vt_dataset *b) {
+    if (a->nvideos != b->nvideos || a->heads[0].nclasses != b->heads[0].nclasses)
+        return 0;
+    for (int i = 0; i < a->nvideos; i++) {
+        const vt_dataset_video *x = &a->videos[i], *y = &b->videos[i];
+        if (strcmp(x->relpath, y->relpath) || x->split != y->split ||
+            strcmp(a->heads[0].classes[x->label[0]], b->heads[0].classes[y->label[0]]))
+            return 0;
+    }
+    return 1;
+}
+
+static void test_symlinks(void) {
+    const char *d = vt_test_dir("dataset_links");
+    char base[4096], real[4200], linked[4200], splits[4200], t[8400];
+    snprintf(base, sizeof base, "%s", d);
+    snprintf(real, sizeof real, "%s/real", base);
+    snprintf(linked, sizeof linked, "%s/linked", base);
+    snprintf(splits, sizeof splits, "%s/splits", base);
+    touch(real, "a/1.mp4");
+    touch(real, "a/2.mp4");
+    touch(real, "b/3.mp4");
+    touch(real, "b/4.mp4");
+    touch(real, "b/sub/5.mp4");
+    /* The same dataset assembled from links: a class folder (absolute), files (absolute
+     * and relative), a nested folder (relative); then what must be skipped: two links to
+     * folders above them, a dangling file link, a dangling class-folder link, and two file
+     * links pointing at each other. */
+    snprintf(t, sizeof t, "%s/a", real);
+    lnk(linked, "a", t);
+    snprintf(t, sizeof t, "%s/b/3.mp4", real);
+    lnk(linked, "b/3.mp4", t);
+    lnk(linked, "b/4.mp4", "../../real/b/4.mp4");
+    lnk(linked, "b/sub", "../../real/b/sub");
+    lnk(linked, "b/up", "..");
+    lnk(linked, "b/self", ".");
+    lnk(linked, "b/gone.mp4", "../../real/b/none.mp4");
+    lnk(linked, "ghost", "/nonexistent-vidtrain/ghost");
+    lnk(linked, "b/x.mp4", "y.mp4");
+    lnk(linked, "b/y.mp4", "x.mp4");
+
+    char err[512];
+    vt_dataset *r = vt_dataset_open(real, NULL, err, sizeof err);
+    TCHECK(r != NULL && r->nvideos == 5 && r->nbroken == 0, "real folders: %s", r ? "" : err);
+    capture_begin(base);
+    vt_dataset *l = vt_dataset_open(linked, NULL, err, sizeof err);
+    capture_end();
+    TCHECK(l != NULL, "linked folders: %s", err);
+    if (r && l) {
+        TCHECK(l->layout == VT_LAYOUT_FLAT, "layout %d", l->layout);
+        TCHECK(same_videos(r, l), "linked: %d videos, real: %d; same paths, classes, splits",
+               l->nvideos, r->nvideos);
+        TCHECK(l->nignored == 0, "ignored %d", l->nignored);
+        TCHECK(l->nbroken == 6, "broken %d, want 6 (up, self, gone, ghost, x, y)", l->nbroken);
+        TCHECK(has_broken(l, "b/up", "a loop") && has_broken(l, "b/self", "a loop"),
+               "links to a folder above are loops");
+        TCHECK(has_broken(l, "b/gone.mp4", "dangling") && has_broken(l, "ghost", "dangling"),
+               "dangling file and folder links");
+        TCHECK(has_broken(l, "b/x.mp4", "loop of links") && has_broken(l, "b/y.mp4", "loop of links"),
+               "links pointing at each other");
+        char want[4400];
+        snprintf(want, sizeof want, "%s/b/gone.mp4: symbolic link to '../../real/b/none.mp4' "
+                 "leads nowhere", linked);
+        TCHECK(strstr(captured, want) != NULL, "warning names the dangling link: %s", want);
+        snprintf(want, sizeof want, "%s/b/up: leads back to a folder above it", linked);
+        TCHECK(strstr(captured, want) != NULL, "warning names the loop: %s", want);
+    }
+    vt_dataset_free(&l);
+
+    /* Split folders as links: train -> the real dataset, test/ with a linked class, a loop
+     * under test/ and a dangling val/. */
+    lnk(splits, "train", real);
+    snprintf(t, sizeof t, "%s/a", real);
+    lnk(splits, "test/a", t);
+    lnk(splits, "test/loop", "..");
+    lnk(splits, "val", "/nonexistent-vidtrain/val");
+    capture_begin(base);
+    vt_dataset *s = vt_dataset_open(splits, NULL, err, sizeof err);
+    capture_end();
+    TCHECK(s != NULL, "linked split folders: %s", err);
+    if (s) {
+        TCHECK(s->layout == VT_LAYOUT_FOLDERS, "layout %d", s->layout);
+        TCHECK(vt_dataset_split_count(s, VT_SPLIT_TRAIN) == 5, "train %d",
+               vt_dataset_split_count(s, VT_SPLIT_TRAIN));
+        TCHECK(vt_dataset_split_count(s, VT_SPLIT_TEST) == 2, "test %d",
+               vt_dataset_split_count(s, VT_SPLIT_TEST));
+        TCHECK(s->nbroken == 2 && has_broken(s, "test/loop", "a loop") &&
+                   has_broken(s, "val", "dangling"), "broken %d", s->nbroken);
+        int i;
+        TCHECK((i = find(s, "train/b/sub/5.mp4")) >= 0 && ds_class_is(s, i, "b"), "train/b/sub/5");
+    }
+    vt_dataset_free(&s);
+    vt_dataset_free(&r);
+}
+
+/* Any non-empty subset of train/, val/, test/ holding class folders is a split layout. */
+static void test_split_subsets(void) {
+    const char *d = vt_test_dir("dataset_subsets");
+    char base[4096], dir[4200], err[512];
+    snprintf(base, sizeof base, "%s", d);
+    vt_dataset_opts vs = {.val_split = 0.5};
+
+    snprintf(dir, sizeof dir, "%s/onlytest", base);
+    touch(dir, "test/a/1.mp4");
+    touch(dir, "test/b/2.mp4");
+    touch(dir, "test/b/3.mp4");
+    vt_dataset *ds = vt_dataset_open(dir, &vs, err, sizeof err);
+    TCHECK(ds && ds->layout == VT_LAYOUT_FOLDERS, "only test/: %s", ds ? "flat" : err);
+    if (ds) {
+        TCHECK(vt_dataset_split_count(ds, VT_SPLIT_TEST) == 3 &&
+                   vt_dataset_split_count(ds, VT_SPLIT_TRAIN) == 0 &&
+                   vt_dataset_split_count(ds, VT_SPLIT_VAL) == 0, "only test/: all 3 in test");
+        TCHECK(ds->heads[0].nclasses == 2, "classes a b");
+        TCHECK(vt_dataset_eval_split(ds) == VT_SPLIT_TEST, "only test/: evaluate on test");
+    }
+    vt_dataset_free(&ds);
+
+    snprintf(dir, sizeof dir, "%s/onlyval", base);
+    touch(dir, "val/a/1.mp4");
+    touch(dir, "val/b/2.mp4");
+    ds = vt_dataset_open(dir, &vs, err, sizeof err);
+    TCHECK(ds && ds->layout == VT_LAYOUT_FOLDERS, "only val/: %s", ds ? "flat" : err);
+    if (ds)
+        TCHECK(vt_dataset_split_count(ds, VT_SPLIT_VAL) == 2 &&
+                   vt_dataset_split_count(ds, VT_SPLIT_TRAIN) == 0 &&
+                   vt_dataset_eval_split(ds) == VT_SPLIT_VAL, "only val/: 2 val");
+    vt_dataset_free(&ds);
+
+    /* train/ + test/, no val/: --val-split draws val from train, as for a flat folder. */
+    snprintf(dir, sizeof dir, "%s/traintest", base);
+    char rel[64];
+    for (int k = 0; k < 8; k++) {
+        snprintf(rel, sizeof rel, "train/%s/%d.mp4", k < 4 ? "a" : "b", k);
+        touch(dir, rel);
+    }
+    touch(dir, "test/a/8.mp4");
+    touch(dir, "test/b/9.mp4");
+    ds = vt_dataset_open(dir, &vs, err, sizeof err);
+    TCHECK(ds && ds->layout == VT_LAYOUT_FOLDERS, "train/ + test/: %s", ds ? "flat" : err);
+    if (ds) {
+        int ntr = vt_dataset_split_count(ds, VT_SPLIT_TRAIN), nv = vt_dataset_split_count(ds, VT_SPLIT_VAL);
+        TCHECK(nv >= 2 && ntr >= 2 && ntr + nv == 8, "train %d + val %d from 8 train videos", ntr, nv);
+        for (int i = 0; i < ds->nvideos; i++)
+            if (ds->videos[i].split == VT_SPLIT_VAL)
+                TCHECK(!strncmp(ds->videos[i].relpath, "train/", 6), "val %s drawn from train",
+                       ds->videos[i].relpath);
+        TCHECK(vt_dataset_split_count(ds, VT_SPLIT_TEST) == 2, "test 2");
+        TCHECK(vt_dataset_eval_split(ds) == VT_SPLIT_VAL, "validate on the drawn val");
+    }
+    vt_dataset_free(&ds);
+    ds = vt_dataset_open(dir, NULL, err, sizeof err);
+    if (ds)
+        TCHECK(vt_dataset_split_count(ds, VT_SPLIT_VAL) == 0 &&
+                   vt_dataset_split_count(ds, VT_SPLIT_TRAIN) == 8 &&
+                   vt_dataset_eval_split(ds) == VT_SPLIT_TEST, "no --val-split: validate on test");
+    vt_dataset_free(&ds);
+
+    /* A class folder named "test" that holds videos, not class folders: still flat. */
+    snprintf(dir, sizeof dir, "%s/flattest", base);
+    touch(dir, "test/1.mp4");
+    touch(dir, "walk/2.mp4");
+    ds = vt_dataset_open(dir, NULL, err, sizeof err);
+    TCHECK(ds && ds->layout == VT_LAYOUT_FLAT && ds->heads[0].nclasses == 2 && ds->nvideos == 2,
+           "class 'test' of a flat folder: %s", ds ? "" : err);
     vt_dataset_free(&ds);
 }
 
@@ -355,6 +551,8 @@ int main(void) {
                !vt_is_video_name(".mp4"), "extensions");
     test_flat();
     test_folders();
+    test_symlinks();
+    test_split_subsets();
     test_lists();
     test_val_split();
     test_labels();

@@ -151,7 +151,7 @@ int main(void) {
     double acc2 = -1, acc1 = -2;
     snprintf(p, sizeof p, "%s/run", dir);
     /* two towers 3:1, batch 7 (63 test views of 9 videos: 9 batches, slices 5+2 / 6+1..) */
-    TCHECK(vt_test_sh("'%s' eval '%s/run' '%s/data' --devices cpu:2 --split manual:3,1 --batch 7 "
+    TCHECK(vt_test_sh("'%s' eval '%s/run' '%s/data' --devices cpu:2 --tower-split manual:3,1 --batch 7 "
                "--clips-per-video 7 --crops 3 -q --workers 2 > '%s/eval2.log' 2>&1", bin, dir, dir,
                dir) == 0, "eval on 2 towers");
     check_eval(p, ntest, 7, 3, "2 towers 3:1, test", &acc2);

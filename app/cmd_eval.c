@@ -438,10 +438,10 @@ int vt_cmd_eval(int argc, char **argv) {
         if (split) {
             s = (vt_split)vt_split_parse(split);
             if (split_total(ds, s) == 0) {
+                int no_share = s == VT_SPLIT_VAL && split_total(ds, VT_SPLIT_TRAIN) > 0;
                 fprintf(stderr, "vidtrain eval: %s has no %s split (it has: %s)%s\n", dir, split,
-                        have, s == VT_SPLIT_VAL && o->val_split <= 0 && split_total(ds, VT_SPLIT_TRAIN)
-                            ? "; the run was trained with --val-split 0, so no val share of "
-                              "train is drawn either" : "");
+                        have, no_share ? "; the run has no --val-split share of train to use "
+                                         "as val either" : "");
                 goto end;
             }
         } else if (vt_dataset_split_count(ds, VT_SPLIT_TEST) > 0) {

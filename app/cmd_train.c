@@ -31,8 +31,9 @@ static void usage(FILE *f) {
     fprintf(f,
         "usage: vidtrain train DIR --out RUN [options]\n"
         "       vidtrain train --resume RUN [options to override]\n\n"
-        "Trains a 3D-CNN on the videos in DIR (DIR/<class>/<video>, or DIR/train, DIR/val\n"
-        "[, DIR/test] laid out that way), validating every epoch, checkpointing to\n"
+        "Trains a 3D-CNN on the videos in DIR (DIR/<class>/<video>, or DIR/train[, DIR/val]\n"
+        "[, DIR/test] laid out that way; symbolic links are followed), validating every\n"
+        "epoch, checkpointing to\n"
         "RUN/last.safetensors and RUN/best.safetensors, and writing RUN/metrics.csv,\n"
         "RUN/metrics.jsonl, RUN/config.json and RUN/report.html.\n\n"
         "model and clips:\n"
@@ -200,7 +201,8 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--tower-split")) {
             vt_split_policy pol;
             if (r < 0 || vt_split_policy_parse(&pol, v, err, sizeof err)) {
-                fprintf(stderr, "vidtrain train: %s\n", r < 0 ? "--tower-split needs a value" : err);
+                fprintf(stderr, "vidtrain train: %s\n",
+                        r < 0 ? "--tower-split needs a value" : err);
                 return 2;
             }
             snprintf(o->tower_split, sizeof o->tower_split, "%s", v);

@@ -88,11 +88,11 @@ struct vt_split_policy;
 
 #define VT_STEP_ARGS_USAGE (-2)
 
-/* As vt_device_args_take, for the device options and the six above. */
+/* As vt_device_args_take, for the device options and the six above (and --split). */
 int vt_step_args_take(vt_step_args *a, int argc, char **argv, int *i);
 /* Check and convert, in this order: clip (TxHxW, each >= 1), batch >= 1, classes >= 1,
- * the optimizer's name, --split (refused), the tower policy — each a usage error, VT_STEP_ARGS_USAGE with
- * err set — then the device list (-1 with err set, as vt_devices_from_args). 0 on
+ * the optimizer's name, --split (refused), the tower policy — each a usage error,
+ * VT_STEP_ARGS_USAGE with err set — then the device list (-1 with err set, as vt_devices_from_args). 0 on
  * success: net = the model with one softmax head of `classes` (the model name is not
  * checked here: the memory plan or the towers refuse an unknown one), optim = the
  * optimizer's defaults. */

@@ -48,7 +48,8 @@ int vt_split_policy_parse(vt_split_policy *out, const char *s, char *err, size_t
                 return -1;
             }
             if (out->nweights >= VT_MAX_DEVICES) {
-                vt_set_err(err, errlen, "--tower-split %s: more than %d weights", s, VT_MAX_DEVICES);
+                vt_set_err(err, errlen, "--tower-split %s: more than %d weights", s,
+                           VT_MAX_DEVICES);
                 return -1;
             }
             out->weight[out->nweights++] = w;
@@ -190,8 +191,8 @@ int vt_split_plan(vt_plan *out, const vt_split_policy *pol, int batch, int n,
             }
             w[i] = pol->weight[i];
             if (w[i] > 0 && !ok) {
-                vt_set_err(err, errlen, "--tower-split manual: tower %s has weight %g but cannot hold "
-                           "one clip", devs[i].name[0] ? devs[i].name : "?", w[i]);
+                vt_set_err(err, errlen, "--tower-split manual: tower %s has weight %g but "
+                           "cannot hold one clip", devs[i].name[0] ? devs[i].name : "?", w[i]);
                 return -1;
             }
             break;

@@ -371,8 +371,7 @@ int vt_cmd_scan(int argc, char **argv) {
                            ds->videos[i].reason ? ds->videos[i].reason : "");
         }
         if (ds->nbroken) {
-            printf("\nnot followed (%d: dangling links, link loops, unreadable folders):\n",
-                   ds->nbroken);
+            printf("\nnot followed (%d, skipped):\n", ds->nbroken);
             for (int i = 0; i < ds->nbroken; i++)
                 printf("  %s\n", ds->broken[i]);
         }

@@ -278,8 +278,8 @@ static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
             vt_dataset_split_count(mut, VT_SPLIT_TRAIN), vt_dataset_split_count(mut, VT_SPLIT_VAL),
             vt_dataset_split_count(mut, VT_SPLIT_TEST), vt_dataset_count_bad(mut), ds->nignored);
     if (ds->nbroken)
-        fprintf(f, "  not followed: %d (dangling links, link loops, unreadable folders: see the "
-                "warnings)\n", ds->nbroken);
+        fprintf(f, "  not followed: %d (dangling links, link loops...: see the warnings)\n",
+                ds->nbroken);
 }
 
 /* What a checkpoint's metadata carries besides tensors (see run.h vt_run_state). */

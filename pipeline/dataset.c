@@ -124,10 +124,16 @@ static int list_dir(strv *out, const char *path) {
 typedef enum entry_kind { ENTRY_FILE, ENTRY_DIR, ENTRY_BROKEN } entry_kind;
 
 /* What abs is, following symbolic links (stat). A link that leads nowhere — dangling, a
- * chain of links that loops, a target it may not see — is ENTRY_BROKEN, with why. */
+ * chain of links that loops, a target it may not see — is ENTRY_BROKEN, with why; so is
+ * anything that is neither a folder nor a regular file. */
 static entry_kind entry_kind_of(const char *abs, struct stat *st, char *why, size_t whylen) {
-    if (stat(abs, st) == 0)
-        return S_ISDIR(st->st_mode) ? ENTRY_DIR : ENTRY_FILE;
+    if (stat(abs, st) == 0) {
+        if (S_ISDIR(st->st_mode) || S_ISREG(st->st_mode))
+            return S_ISDIR(st->st_mode) ? ENTRY_DIR : ENTRY_FILE;
+        /* A FIFO named x.mp4 would block the prober forever; a device is no dataset. */
+        snprintf(why, whylen, "not a regular file (a FIFO, socket or device)");
+        return ENTRY_BROKEN;
+    }
     int e = errno;
     struct stat lst;
     char target[1024];

@@ -90,8 +90,8 @@ typedef struct vt_dataset {
     int nbroken;
     char **broken;              /* (nbroken) "relpath: reason" for what the scan could not
                                    follow — dangling links, links back to a folder above
-                                   them (loops), unreadable folders — each also warned
-                                   about once; never fatal */
+                                   them (loops), unreadable folders, FIFOs and devices —
+                                   each also warned about once; never fatal */
     double val_split;           /* the option, re-applied after vt_dataset_load_labels */
     pthread_mutex_t lock;       /* guards bad/reason */
 } vt_dataset;

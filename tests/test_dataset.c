@@ -10,6 +10,7 @@
  * by test_loader with real videos).
  */
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "models/common.h"
@@ -204,6 +205,8 @@ static void test_symlinks(void) {
     lnk(linked, "ghost", "/nonexistent-vidtrain/ghost");
     lnk(linked, "b/x.mp4", "y.mp4");
     lnk(linked, "b/y.mp4", "x.mp4");
+    snprintf(t, sizeof t, "%s/b/pipe.mp4", linked); /* opening it would block the prober */
+    TCHECK(mkfifo(t, 0644) == 0, "mkfifo %s", t);
 
     char err[512];
     vt_dataset *r = vt_dataset_open(real, NULL, err, sizeof err);
@@ -217,7 +220,9 @@ static void test_symlinks(void) {
         TCHECK(same_videos(r, l), "linked: %d videos, real: %d; same paths, classes, splits",
                l->nvideos, r->nvideos);
         TCHECK(l->nignored == 0, "ignored %d", l->nignored);
-        TCHECK(l->nbroken == 6, "broken %d, want 6 (up, self, gone, ghost, x, y)", l->nbroken);
+        TCHECK(l->nbroken == 7, "broken %d, want 7 (up, self, gone, ghost, x, y, pipe)",
+               l->nbroken);
+        TCHECK(has_broken(l, "b/pipe.mp4", "not a regular file"), "a FIFO is skipped");
         TCHECK(has_broken(l, "b/up", "a loop") && has_broken(l, "b/self", "a loop"),
                "links to a folder above are loops");
         TCHECK(has_broken(l, "b/gone.mp4", "dangling") && has_broken(l, "ghost", "dangling"),

@@ -13,7 +13,9 @@
  *   - --tower-split is taken by train, eval, predict, plan and bench step; --split given
  *     a policy is a usage error (2) pointing at --tower-split, in each of them;
  *   - a run folder whose config.json has the old key ("split") resumes with that policy,
- *     and the rewritten config.json uses the new key ("tower_split").
+ *     and the rewritten config.json uses the new key ("tower_split");
+ *   - only train/ with a run trained without --val-split has nothing held out: eval's
+ *     default is an error pointing at --split train.
  */
 #include <dirent.h>
 
@@ -262,5 +264,14 @@ int main(void) {
     TCHECK(cfg && !cJSON_GetObjectItem(cfg, "split"), "the old key is not written again");
     cJSON_Delete(cfg);
     TCHECK(log_has("resume", "split plan: policy manual"), "the resumed run splits by the old key");
+
+    /* Only train/ and a run without --val-split: nothing held out, so no default split. */
+    TCHECK(vt_test_sh("mkdir -p '%s/tronly' && ln -s '%s/data/train' '%s/tronly/train' && "
+                      "'%s' train '%s/tronly' --out '%s/run0' --val-split 0 --clip 4x32 --batch 4 "
+                      "--epochs 1 --max-steps 1 -q --workers 1 > '%s/train0.log' 2>&1", dir, dir,
+                      dir, bin, dir, dir, dir) == 0, "train on only train/, --val-split 0");
+    rc = vt_test_sh("'%s' eval '%s/run0' '%s/tronly' -q > '%s/tronly.log' 2>&1", bin, dir, dir, dir);
+    TCHECK(rc == 1 && log_has("tronly", "has no test or val videos to evaluate (it has: train 9); "
+                                        "pass --split train"), "only train: %d", rc);
     return vt_test_done("test_eval_splits");
 }

@@ -76,6 +76,41 @@ void vt_backend_free_ptr(vt_backend *be, void *ptr) {
     be->i->free(be, ptr);
 }
 
+const char *vt_precision_name(vt_precision p) {
+    switch (p) {
+    case VT_PREC_FP32: return "fp32";
+    case VT_PREC_TF32: return "tf32";
+    case VT_PREC_BF16: return "bf16";
+    }
+    return "?";
+}
+
+int vt_precision_parse(const char *name) {
+    if (!name)
+        return -1;
+    if (!strcmp(name, "fp32"))
+        return VT_PREC_FP32;
+    if (!strcmp(name, "tf32"))
+        return VT_PREC_TF32;
+    if (!strcmp(name, "bf16"))
+        return VT_PREC_BF16;
+    return -1;
+}
+
+int vt_backend_set_precision(vt_backend *be, vt_precision p, char *err, size_t errlen) {
+    if (p == be->precision)
+        return 0;
+    int ok = be->i->set_precision ? be->i->set_precision(be, p) == 0 : p != VT_PREC_BF16;
+    if (!ok) {
+        vt_set_err(err, errlen, "the %s backend has no %s mode (bf16 runs on cuda, and on the "
+                   "CPU with the reference backend: --backend cpu-ref, slow, for checking "
+                   "numerics)", be->i->name, vt_precision_name(p));
+        return -1;
+    }
+    be->precision = p;
+    return 0;
+}
+
 vt_backend *vt_backend_init(const char *name, int ordinal, int threads, int64_t budget) {
     vt_backend *be = NULL;
     if (!strcmp(name, "cpu-ref"))

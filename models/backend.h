@@ -20,6 +20,26 @@
  *     clips still walks the graph so that sync-BN collectives line up);
  *   - ops are issued in order on the backend's one stream; results are visible to the
  *     host after synchronize (a no-op on the CPU).
+ *
+ * Precision (vt_backend_set_precision; FP32 unless set):
+ *   FP32  every float is an IEEE float32 and computed as such.
+ *   TF32  as FP32, except that convolutions and linear GEMMs MAY round their inputs to
+ *         TF32 on tensor cores (cuda on compute capability >= 8.0; a permission, like
+ *         torch.backends.cudnn.allow_tf32: the CPU backends compute in FP32).
+ *   BF16  mixed precision, the storage form of PyTorch autocast(bfloat16) for 3-D CNNs:
+ *         ACTIVATIONS — the arguments marked [A] below: layer inputs and outputs, their
+ *         gradients, logits' gradients — are bf16 arrays (models/bf16.h: 2 bytes an
+ *         element, the float * type is then nominal: only the backend reads them, as
+ *         uint16). Every op that writes an [A] array rounds its float result to nearest
+ *         even bf16 once. conv3d and linear read w and b (float32 master copies) rounded
+ *         to bf16, multiply bf16 by bf16 and accumulate in float32 (or wider), and round
+ *         each call's weight and bias gradients to bf16 before ACCUMULATING them into the
+ *         float32 dw/db. Everything else is float32: batch-norm statistics, gamma/beta and
+ *         their gradients, running statistics, dropout masks, losses, logits as the loss
+ *         reads them, optimizer state and updates. Backends that cannot store bf16
+ *         refuse it (set_precision fails); cpu-ref implements it with plain loops and is
+ *         the truth for it (tests/test_bf16.c checks it against PyTorch).
+ * In FP32 and TF32 an [A] array is float32 like any other.
  * This file must never know about videos, towers or devices lists.
  */
 #ifndef VT_BACKEND_H
@@ -29,6 +49,19 @@
 #include <stddef.h>
 
 typedef struct vt_backend vt_backend;
+
+typedef enum vt_precision {
+    VT_PREC_FP32 = 0,
+    VT_PREC_TF32 = 1,
+    VT_PREC_BF16 = 2,
+} vt_precision;
+
+/* "fp32", "tf32", "bf16". */
+const char *vt_precision_name(vt_precision p);
+/* Name -> precision; -1 if unknown. */
+int vt_precision_parse(const char *name);
+/* Bytes one stored activation element takes at this precision: 2 for BF16, else 4. */
+static inline int vt_precision_act_size(vt_precision p) { return p == VT_PREC_BF16 ? 2 : 4; }
 
 /* conv3d geometry. Dims in (T, H, W) order. Output size per dim: (in + 2p - k)/s + 1. */
 typedef struct vt_conv3d_p {
@@ -60,20 +93,30 @@ typedef struct vt_backend_i {
      * use malloc. */
     void *(*host_alloc)(vt_backend *be, size_t bytes);
     void (*host_free)(vt_backend *be, void *ptr);
+    /* optional: accept a precision (called through vt_backend_set_precision). Returns 0,
+     * or -1 when this backend does not have it. NULL = FP32 and TF32 (computed as FP32). */
+    int (*set_precision)(vt_backend *be, vt_precision p);
 
     /* ---- element-wise ---- */
     void (*fill)(vt_backend *be, float *x, float v, int64_t n);
     void (*scale)(vt_backend *be, float *x, float a, int64_t n);                  /* x *= a */
     void (*axpy)(vt_backend *be, float *y, float a, const float *x, int64_t n);   /* y += a*x */
+    /* out = a + b, every array [A] (residual sums, gradients meeting at a branch); out may
+     * be a. fill, scale, axpy and sumsq work on F32 arrays only. */
     void (*add)(vt_backend *be, float *out, const float *a, const float *b, int64_t n);
     double (*sumsq)(vt_backend *be, const float *x, int64_t n); /* sum x^2 in double; syncs */
+    /* Conversions between float32 and activation storage (BF16: round / widen; FP32 and
+     * TF32: copies). optional: NULL in backends without BF16. */
+    void (*act_from_f32)(vt_backend *be, float *dst /* [A] */, const float *src, int64_t n);
+    void (*act_to_f32)(vt_backend *be, float *dst, const float *src /* [A] */, int64_t n);
 
     /* ---- conv3d ---- */
-    /* out: (N, Cout, To, Ho, Wo); in: (N, Cin, T, H, W); w: (Cout, Cin, kT, kH, kW);
+    /* out [A]: (N, Cout, To, Ho, Wo); in [A]: (N, Cin, T, H, W); w: (Cout, Cin, kT, kH, kW);
      * b: (Cout) or NULL. in_thw = {T, H, W}. */
     void (*conv3d_forward)(vt_backend *be, float *out, const float *in, const float *w,
                            const float *b, int n, const int in_thw[3], const vt_conv3d_p *p);
-    /* din: (N, Cin, T, H, W) overwritten or NULL; dw, db accumulated (db may be NULL). */
+    /* din [A]: (N, Cin, T, H, W) overwritten or NULL; dw, db accumulated (db may be NULL);
+     * dout [A], in [A]. */
     void (*conv3d_backward)(vt_backend *be, float *din, float *dw, float *db, const float *dout,
                             const float *in, const float *w, int n, const int in_thw[3],
                             const vt_conv3d_p *p);
@@ -91,7 +134,8 @@ typedef struct vt_backend_i {
      *   bn_backward_apply:  din = gamma*invstd*(dy - sum_dy/count - xhat*sum_dy_xhat/count)
      *                with count and the sums over ALL towers under sync-BN.
      * dgamma += sum_dy_xhat and dbeta += sum_dy are done by the network with the LOCAL
-     * sums (the gradient reducer sums across towers afterwards). */
+     * sums (the gradient reducer sums across towers afterwards).
+     * [A]: x, out, dy, din; the sums, mean, invstd, gamma, beta and running stats are F32. */
     void (*bn_stats)(vt_backend *be, float *sum, float *sumsq, const float *x, int n, int c,
                      int64_t s);
     void (*bn_finalize)(vt_backend *be, float *mean, float *invstd, float *running_mean,
@@ -108,13 +152,13 @@ typedef struct vt_backend_i {
                               const float *sum_dy, const float *sum_dy_xhat, int64_t count, int n,
                               int c, int64_t s);
 
-    /* ---- activations ---- */
+    /* ---- activations (every array [A]) ---- */
     void (*relu_forward)(vt_backend *be, float *out, const float *in, int64_t n);
     /* din = dout * (out > 0); out is the forward OUTPUT (so in-place relu works). */
     void (*relu_backward)(vt_backend *be, float *din, const float *dout, const float *out,
                           int64_t n);
 
-    /* ---- pooling; in: (N, C, T, H, W) ---- */
+    /* ---- pooling; in: (N, C, T, H, W); every array [A] ---- */
     void (*maxpool3d_forward)(vt_backend *be, float *out, const float *in, int n, int c,
                               const int in_thw[3], const vt_pool3d_p *p);
     /* Gradient goes to the FIRST maximum of each window (PyTorch's choice). */
@@ -128,14 +172,15 @@ typedef struct vt_backend_i {
     void (*gap_forward)(vt_backend *be, float *out, const float *in, int n, int c, int64_t s);
     void (*gap_backward)(vt_backend *be, float *din, const float *dout, int n, int c, int64_t s);
 
-    /* ---- linear: out (N, O) = in (N, I) @ w^T (O, I) + b (O) ---- */
+    /* ---- linear: out (N, O) = in (N, I) @ w^T (O, I) + b (O); out, in, din, dout [A] ---- */
     void (*linear_forward)(vt_backend *be, float *out, const float *in, const float *w,
                            const float *b, int n, int in_f, int out_f);
     void (*linear_backward)(vt_backend *be, float *din, float *dw, float *db, const float *dout,
                             const float *in, const float *w, int n, int in_f, int out_f);
 
     /* ---- dropout: counter-based so every backend draws the same mask ----
-     * keep[i] = (vt_hash64(seed ^ (i * golden)) >> 40) / 2^24 >= p; mask[i] = keep/(1-p). */
+     * keep[i] = (vt_hash64(seed ^ (i * golden)) >> 40) / 2^24 >= p; mask[i] = keep/(1-p).
+     * out, in, din, dout [A]; the mask is F32. */
     void (*dropout_forward)(vt_backend *be, float *out, float *mask, const float *in, int64_t n,
                             float p, uint64_t seed);
     void (*dropout_backward)(vt_backend *be, float *din, const float *dout, const float *mask,
@@ -143,7 +188,8 @@ typedef struct vt_backend_i {
 
     /* ---- losses: per-clip loss and dlogits = grad_scale * dloss/dlogits ----
      * softmax cross-entropy with label smoothing eps (PyTorch semantics: target =
-     * (1-eps)*onehot + eps/K). label: (N) int32 class ids. prob (N, K) optional output. */
+     * (1-eps)*onehot + eps/K). label: (N) int32 class ids. prob (N, K) optional output.
+     * dlogits [A] (it feeds the head's backward); logits, loss and prob are F32. */
     void (*softmax_xent)(vt_backend *be, float *loss, float *dlogits, float *prob,
                          const float *logits, const int32_t *label, int n, int k, float smoothing,
                          float grad_scale);
@@ -177,6 +223,7 @@ struct vt_backend {
     int64_t budget;          /* bytes this backend may hold at once; 0 = unlimited */
     int64_t in_use;          /* bytes held now through vt_backend_alloc */
     int64_t high_water;      /* most bytes ever held */
+    vt_precision precision;  /* what the ops follow (vt_backend_set_precision) */
 };
 
 /* Constructors. budget 0 = unlimited; threads 0 = all cores. */
@@ -188,6 +235,10 @@ vt_backend *vt_backend_cuda_init(int device, int64_t budget);
 /* By name: "cpu-ref", "cpu", "cuda". NULL if that backend is not built in. */
 vt_backend *vt_backend_init(const char *name, int ordinal, int threads, int64_t budget);
 void vt_backend_free(vt_backend **be);
+
+/* Set the precision the ops follow (see the top of this file). Returns 0, or -1 with err
+ * naming the backend when it does not have that precision. */
+int vt_backend_set_precision(vt_backend *be, vt_precision p, char *err, size_t errlen);
 
 /* Budget-enforcing allocation. Returns NULL (never aborts) when the request would pass
  * the budget or the device is out of memory, so callers can report it; the _x variant

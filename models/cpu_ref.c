@@ -4,6 +4,11 @@
  * the truth the fast CPU backend and the CUDA backend are tested against, and it is itself
  * tested against finite differences (test_gradcheck) and PyTorch (test_ops_torch).
  *
+ * Precision (backend.h): FP32 and TF32 compute in FP32 (double accumulators); BF16 stores
+ * every [A] array as bf16 and follows backend.h's rules through four helpers — ald/ast
+ * load and store an activation, wld reads a master weight rounded to bf16, pacc rounds a
+ * parameter-gradient contribution — so each op below reads as its FP32 form.
+ *
  * It must never be clever: no BLAS, no threads, no reordering for speed, no shared state
  * (so several instances may run concurrently). If a loop here is hard to read, it is wrong.
  */
@@ -12,7 +17,37 @@
 #include <string.h>
 
 #include "models/backend.h"
+#include "models/bf16.h"
 #include "models/common.h"
+
+/* ---------------------------------------------------------------- precision ---- */
+
+static inline int is_bf16(const vt_backend *be) { return be->precision == VT_PREC_BF16; }
+/* Element i of an activation array ([A] in backend.h). */
+static inline float ald(const vt_backend *be, const float *a, int64_t i) {
+    return is_bf16(be) ? vt_bf16_to_f32(((const vt_bf16 *)(const void *)a)[i]) : a[i];
+}
+/* Store v (rounded to float first, as a float32 kernel would hold it) into an activation. */
+static inline void ast(const vt_backend *be, float *a, int64_t i, double v) {
+    if (is_bf16(be))
+        ((vt_bf16 *)(void *)a)[i] = vt_bf16_from_f32((float)v);
+    else
+        a[i] = (float)v;
+}
+/* A float32 master weight or bias as conv3d and linear read it. */
+static inline double wld(const vt_backend *be, const float *w, int64_t i) {
+    return is_bf16(be) ? (double)vt_bf16_round(w[i]) : (double)w[i];
+}
+/* One call's parameter-gradient contribution, as it is added to the float32 gradient. */
+static inline float pacc(const vt_backend *be, double g) {
+    return is_bf16(be) ? vt_bf16_round((float)g) : (float)g;
+}
+
+static int ref_set_precision(vt_backend *be, vt_precision p) {
+    (void)be;
+    (void)p;
+    return 0; /* FP32, TF32 (computed as FP32) and BF16 */
+}
 
 /* ---------------------------------------------------------------- memory ---- */
 
@@ -45,13 +80,21 @@ static void ref_axpy(vt_backend *be, float *y, float a, const float *x, int64_t 
 }
 static void ref_add(vt_backend *be, float *out, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++)
-        out[i] = a[i] + b[i];
+        ast(be, out, i, ald(be, a, i) + ald(be, b, i));
 }
 static double ref_sumsq(vt_backend *be, const float *x, int64_t n) {
     double s = 0;
     for (int64_t i = 0; i < n; i++)
         s += (double)x[i] * (double)x[i];
     return s;
+}
+static void ref_act_from_f32(vt_backend *be, float *dst, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        ast(be, dst, i, src[i]);
+}
+static void ref_act_to_f32(vt_backend *be, float *dst, const float *src, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = ald(be, src, i);
 }
 
 /* ---------------------------------------------------------------- conv3d ---- */
@@ -73,7 +116,7 @@ static void ref_conv3d_forward(vt_backend *be, float *out, const float *in, cons
             for (int ot = 0; ot < To; ot++)
                 for (int oh = 0; oh < Ho; oh++)
                     for (int ow = 0; ow < Wo; ow++) {
-                        double acc = b ? b[co] : 0.0;
+                        double acc = b ? wld(be, b, co) : 0.0;
                         for (int ci = 0; ci < p->cin; ci++)
                             for (int kt = 0; kt < p->k[0]; kt++)
                                 for (int kh = 0; kh < p->k[1]; kh++)
@@ -84,12 +127,13 @@ static void ref_conv3d_forward(vt_backend *be, float *out, const float *in, cons
                                         if (it < 0 || it >= T || ih < 0 || ih >= H || iw < 0 ||
                                             iw >= W)
                                             continue;
-                                        double xv = in[idx5(p->cin, T, H, W, ni, ci, it, ih, iw)];
-                                        double wv = w[idx5(p->cin, p->k[0], p->k[1], p->k[2], co,
-                                                           ci, kt, kh, kw)];
+                                        double xv = ald(be, in, idx5(p->cin, T, H, W, ni, ci, it,
+                                                                     ih, iw));
+                                        double wv = wld(be, w, idx5(p->cin, p->k[0], p->k[1],
+                                                                    p->k[2], co, ci, kt, kh, kw));
                                         acc += xv * wv;
                                     }
-                        out[idx5(p->cout, To, Ho, Wo, ni, co, ot, oh, ow)] = (float)acc;
+                        ast(be, out, idx5(p->cout, To, Ho, Wo, ni, co, ot, oh, ow), acc);
                     }
 }
 
@@ -114,7 +158,7 @@ static void ref_conv3d_backward(vt_backend *be, float *din, float *dw, float *db
             for (int ot = 0; ot < To; ot++)
                 for (int oh = 0; oh < Ho; oh++)
                     for (int ow = 0; ow < Wo; ow++) {
-                        double g = dout[idx5(p->cout, To, Ho, Wo, ni, co, ot, oh, ow)];
+                        double g = ald(be, dout, idx5(p->cout, To, Ho, Wo, ni, co, ot, oh, ow));
                         for (int ci = 0; ci < p->cin; ci++)
                             for (int kt = 0; kt < p->k[0]; kt++)
                                 for (int kh = 0; kh < p->k[1]; kh++)
@@ -128,23 +172,23 @@ static void ref_conv3d_backward(vt_backend *be, float *din, float *dw, float *db
                                         int64_t xi = idx5(p->cin, T, H, W, ni, ci, it, ih, iw);
                                         int64_t wi = idx5(p->cin, p->k[0], p->k[1], p->k[2], co,
                                                           ci, kt, kh, kw);
-                                        gw[wi] += g * in[xi];
+                                        gw[wi] += g * ald(be, in, xi);
                                         if (gin)
-                                            gin[xi] += g * w[wi];
+                                            gin[xi] += g * wld(be, w, wi);
                                     }
                     }
     for (int64_t i = 0; i < nw; i++)
-        dw[i] += (float)gw[i];
+        dw[i] += pacc(be, gw[i]);
     if (gin)
         for (int64_t i = 0; i < nin; i++)
-            din[i] = (float)gin[i];
+            ast(be, din, i, gin[i]);
     if (db)
         for (int co = 0; co < p->cout; co++) {
             double s = 0;
             for (int ni = 0; ni < n; ni++)
                 for (int64_t j = 0; j < (int64_t)To * Ho * Wo; j++)
-                    s += dout[((int64_t)ni * p->cout + co) * To * Ho * Wo + j];
-            db[co] += (float)s;
+                    s += ald(be, dout, ((int64_t)ni * p->cout + co) * To * Ho * Wo + j);
+            db[co] += pacc(be, s);
         }
     free(gin);
     free(gw);
@@ -160,7 +204,7 @@ static void ref_bn_stats(vt_backend *be, float *sum, float *sumsq, const float *
         double a = 0, q = 0;
         for (int ni = 0; ni < n; ni++)
             for (int64_t j = 0; j < s; j++) {
-                double v = x[((int64_t)ni * c + ci) * s + j];
+                double v = ald(be, x, ((int64_t)ni * c + ci) * s + j);
                 a += v;
                 q += v * v;
             }
@@ -202,7 +246,7 @@ static void ref_bn_apply(vt_backend *be, float *out, const float *x, const float
             double g = gamma ? gamma[ci] : 1.0, b = beta ? beta[ci] : 0.0;
             for (int64_t j = 0; j < s; j++) {
                 int64_t i = ((int64_t)ni * c + ci) * s + j;
-                out[i] = (float)(g * ((double)x[i] - mean[ci]) * invstd[ci] + b);
+                ast(be, out, i, g * ((double)ald(be, x, i) - mean[ci]) * invstd[ci] + b);
             }
         }
 }
@@ -215,8 +259,9 @@ static void ref_bn_backward_reduce(vt_backend *be, float *sum_dy, float *sum_dy_
         for (int ni = 0; ni < n; ni++)
             for (int64_t j = 0; j < s; j++) {
                 int64_t i = ((int64_t)ni * c + ci) * s + j;
-                a += dy[i];
-                q += (double)dy[i] * ((double)x[i] - mean[ci]) * invstd[ci];
+                double d = ald(be, dy, i);
+                a += d;
+                q += d * ((double)ald(be, x, i) - mean[ci]) * invstd[ci];
             }
         sum_dy[ci] = (float)a;
         sum_dy_xhat[ci] = (float)q;
@@ -237,8 +282,8 @@ static void ref_bn_backward_apply(vt_backend *be, float *din, const float *dy, c
             double mdyx = (double)sum_dy_xhat[ci] / (double)count;
             for (int64_t j = 0; j < s; j++) {
                 int64_t i = ((int64_t)ni * c + ci) * s + j;
-                double xhat = ((double)x[i] - mean[ci]) * invstd[ci];
-                din[i] = (float)(g * invstd[ci] * ((double)dy[i] - mdy - xhat * mdyx));
+                double xhat = ((double)ald(be, x, i) - mean[ci]) * invstd[ci];
+                ast(be, din, i, g * invstd[ci] * ((double)ald(be, dy, i) - mdy - xhat * mdyx));
             }
         }
 }
@@ -246,13 +291,15 @@ static void ref_bn_backward_apply(vt_backend *be, float *din, const float *dy, c
 /* ---------------------------------------------------------------- activations ---- */
 
 static void ref_relu_forward(vt_backend *be, float *out, const float *in, int64_t n) {
-    for (int64_t i = 0; i < n; i++)
-        out[i] = in[i] > 0 ? in[i] : 0.0f;
+    for (int64_t i = 0; i < n; i++) {
+        float v = ald(be, in, i);
+        ast(be, out, i, v > 0 ? v : 0.0f);
+    }
 }
 static void ref_relu_backward(vt_backend *be, float *din, const float *dout, const float *out,
                               int64_t n) {
     for (int64_t i = 0; i < n; i++)
-        din[i] = out[i] > 0 ? dout[i] : 0.0f;
+        ast(be, din, i, ald(be, out, i) > 0 ? ald(be, dout, i) : 0.0f);
 }
 
 /* ---------------------------------------------------------------- pooling ---- */
@@ -265,8 +312,8 @@ static void pool_outs(int o[3], const int in_thw[3], const vt_pool3d_p *p) {
 /* Index (relative to the plane) of the first maximum in output cell (ot, oh, ow): windows
  * are visited in (t, h, w) order and only a strictly larger value replaces the best, so
  * ties keep the first. Padding never wins (PyTorch pads max pooling with -inf). */
-static int64_t ref_max_arg(const float *plane, const int in_thw[3], const vt_pool3d_p *p, int ot,
-                           int oh, int ow) {
+static int64_t ref_max_arg(const vt_backend *be, const float *in, int64_t base,
+                           const int in_thw[3], const vt_pool3d_p *p, int ot, int oh, int ow) {
     int64_t best = -1;
     float bv = 0;
     for (int kt = 0; kt < p->k[0]; kt++)
@@ -279,9 +326,10 @@ static int64_t ref_max_arg(const float *plane, const int in_thw[3], const vt_poo
                     iw >= in_thw[2])
                     continue;
                 int64_t i = ((int64_t)it * in_thw[1] + ih) * in_thw[2] + iw;
-                if (best < 0 || plane[i] > bv) {
+                float v = ald(be, in, base + i);
+                if (best < 0 || v > bv) {
                     best = i;
-                    bv = plane[i];
+                    bv = v;
                 }
             }
     VT_CHECK(best >= 0, "maxpool window (%d,%d,%d) lies wholly in the padding", ot, oh, ow);
@@ -298,9 +346,9 @@ static void ref_maxpool3d_forward(vt_backend *be, float *out, const float *in, i
         for (int ot = 0; ot < o[0]; ot++)
             for (int oh = 0; oh < o[1]; oh++)
                 for (int ow = 0; ow < o[2]; ow++) {
-                    const float *plane = in + pl * sin;
-                    out[pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow] =
-                        plane[ref_max_arg(plane, in_thw, p, ot, oh, ow)];
+                    int64_t a = ref_max_arg(be, in, pl * sin, in_thw, p, ot, oh, ow);
+                    ast(be, out, pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow,
+                        ald(be, in, pl * sin + a));
                 }
 }
 
@@ -310,15 +358,21 @@ static void ref_maxpool3d_backward(vt_backend *be, float *din, const float *dout
     pool_outs(o, in_thw, p);
     const int64_t sin = (int64_t)in_thw[0] * in_thw[1] * in_thw[2];
     const int64_t sout = (int64_t)o[0] * o[1] * o[2];
-    for (int64_t i = 0; i < (int64_t)n * c * sin; i++)
-        din[i] = 0;
-    for (int64_t pl = 0; pl < (int64_t)n * c; pl++)
+    /* Sums per input cell (overlapping windows add up) in float, in output order, then
+     * stored once. */
+    float *g = vt_calloc((size_t)VT_MAX(sin, 1), sizeof(float));
+    for (int64_t pl = 0; pl < (int64_t)n * c; pl++) {
+        memset(g, 0, (size_t)sin * sizeof(float));
         for (int ot = 0; ot < o[0]; ot++)
             for (int oh = 0; oh < o[1]; oh++)
                 for (int ow = 0; ow < o[2]; ow++) {
-                    int64_t a = ref_max_arg(in + pl * sin, in_thw, p, ot, oh, ow);
-                    din[pl * sin + a] += dout[pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow];
+                    int64_t a = ref_max_arg(be, in, pl * sin, in_thw, p, ot, oh, ow);
+                    g[a] += ald(be, dout, pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow);
                 }
+        for (int64_t i = 0; i < sin; i++)
+            ast(be, din, pl * sin + i, g[i]);
+    }
+    free(g);
 }
 
 /* PyTorch's avg_pool3d divisor with count_include_pad=True: the window clipped to the
@@ -352,8 +406,9 @@ static void ref_avgpool3d_forward(vt_backend *be, float *out, const float *in, i
                     for (int t = lo[0]; t < hi[0]; t++)
                         for (int h = lo[1]; h < hi[1]; h++)
                             for (int w = lo[2]; w < hi[2]; w++)
-                                s += in[pl * sin + ((int64_t)t * in_thw[1] + h) * in_thw[2] + w];
-                    out[pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow] = (float)(s / div);
+                                s += ald(be, in, pl * sin + ((int64_t)t * in_thw[1] + h) *
+                                                                 in_thw[2] + w);
+                    ast(be, out, pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow, s / div);
                 }
 }
 
@@ -371,7 +426,7 @@ static void ref_avgpool3d_backward(vt_backend *be, float *din, const float *dout
                 for (int ow = 0; ow < o[2]; ow++) {
                     int lo[3], hi[3], oc[3] = {ot, oh, ow};
                     int div = ref_avg_window(lo, hi, in_thw, p, oc);
-                    double v = dout[pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow] /
+                    double v = ald(be, dout, pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow) /
                                (double)div;
                     for (int t = lo[0]; t < hi[0]; t++)
                         for (int h = lo[1]; h < hi[1]; h++)
@@ -379,7 +434,7 @@ static void ref_avgpool3d_backward(vt_backend *be, float *din, const float *dout
                                 g[((int64_t)t * in_thw[1] + h) * in_thw[2] + w] += v;
                 }
         for (int64_t i = 0; i < sin; i++)
-            din[pl * sin + i] = (float)g[i];
+            ast(be, din, pl * sin + i, g[i]);
     }
     free(g);
 }
@@ -389,15 +444,15 @@ static void ref_gap_forward(vt_backend *be, float *out, const float *in, int n, 
     for (int64_t pl = 0; pl < (int64_t)n * c; pl++) {
         double a = 0;
         for (int64_t j = 0; j < s; j++)
-            a += in[pl * s + j];
-        out[pl] = (float)(a / (double)s);
+            a += ald(be, in, pl * s + j);
+        ast(be, out, pl, a / (double)s);
     }
 }
 static void ref_gap_backward(vt_backend *be, float *din, const float *dout, int n, int c,
                              int64_t s) {
     for (int64_t pl = 0; pl < (int64_t)n * c; pl++)
         for (int64_t j = 0; j < s; j++)
-            din[pl * s + j] = (float)((double)dout[pl] / (double)s);
+            ast(be, din, pl * s + j, (double)ald(be, dout, pl) / (double)s);
 }
 
 /* ---------------------------------------------------------------- linear ---- */
@@ -406,10 +461,10 @@ static void ref_linear_forward(vt_backend *be, float *out, const float *in, cons
                                const float *b, int n, int in_f, int out_f) {
     for (int ni = 0; ni < n; ni++)
         for (int o = 0; o < out_f; o++) {
-            double a = b ? b[o] : 0.0;
+            double a = b ? wld(be, b, o) : 0.0;
             for (int i = 0; i < in_f; i++)
-                a += (double)in[(int64_t)ni * in_f + i] * w[(int64_t)o * in_f + i];
-            out[(int64_t)ni * out_f + o] = (float)a;
+                a += (double)ald(be, in, (int64_t)ni * in_f + i) * wld(be, w, (int64_t)o * in_f + i);
+            ast(be, out, (int64_t)ni * out_f + o, a);
         }
 }
 
@@ -423,22 +478,24 @@ static void ref_linear_backward(vt_backend *be, float *din, float *dw, float *db
             for (int i = 0; i < in_f; i++) {
                 double a = 0;
                 for (int o = 0; o < out_f; o++)
-                    a += (double)dout[(int64_t)ni * out_f + o] * w[(int64_t)o * in_f + i];
-                din[(int64_t)ni * in_f + i] = (float)a;
+                    a += (double)ald(be, dout, (int64_t)ni * out_f + o) *
+                         wld(be, w, (int64_t)o * in_f + i);
+                ast(be, din, (int64_t)ni * in_f + i, a);
             }
     for (int o = 0; o < out_f; o++)
         for (int i = 0; i < in_f; i++) {
             double a = 0;
             for (int ni = 0; ni < n; ni++)
-                a += (double)dout[(int64_t)ni * out_f + o] * in[(int64_t)ni * in_f + i];
-            dw[(int64_t)o * in_f + i] += (float)a;
+                a += (double)ald(be, dout, (int64_t)ni * out_f + o) *
+                     ald(be, in, (int64_t)ni * in_f + i);
+            dw[(int64_t)o * in_f + i] += pacc(be, a);
         }
     if (db)
         for (int o = 0; o < out_f; o++) {
             double a = 0;
             for (int ni = 0; ni < n; ni++)
-                a += dout[(int64_t)ni * out_f + o];
-            db[o] += (float)a;
+                a += ald(be, dout, (int64_t)ni * out_f + o);
+            db[o] += pacc(be, a);
         }
 }
 
@@ -451,13 +508,13 @@ static void ref_dropout_forward(vt_backend *be, float *out, float *mask, const f
         float u = (float)(h >> 40) / 16777216.0f; /* 24 bits: exact in float */
         float m = (u >= p && p < 1.0f) ? 1.0f / (1.0f - p) : 0.0f;
         mask[i] = m;
-        out[i] = in[i] * m;
+        ast(be, out, i, ald(be, in, i) * m);
     }
 }
 static void ref_dropout_backward(vt_backend *be, float *din, const float *dout, const float *mask,
                                  int64_t n) {
     for (int64_t i = 0; i < n; i++)
-        din[i] = dout[i] * mask[i];
+        ast(be, din, i, ald(be, dout, i) * mask[i]);
 }
 
 /* ---------------------------------------------------------------- losses ---- */
@@ -484,7 +541,7 @@ static void ref_softmax_xent(vt_backend *be, float *loss, float *dlogits, float 
             if (prob)
                 prob[(int64_t)ni * k + j] = (float)pj;
             if (dlogits)
-                dlogits[(int64_t)ni * k + j] = (float)(grad_scale * (pj - t));
+                ast(be, dlogits, (int64_t)ni * k + j, (float)(grad_scale * (pj - t)));
         }
         if (loss)
             loss[ni] = (float)l;
@@ -501,7 +558,7 @@ static void ref_bce_logits(vt_backend *be, float *loss, float *dlogits, const fl
             /* max(x,0) - x t + log(1 + e^-|x|): PyTorch's overflow-free form. */
             l += (x > 0 ? x : 0) - x * t + log1p(exp(-fabs(x)));
             if (dlogits)
-                dlogits[i] = (float)(grad_scale * (1.0 / (1.0 + exp(-x)) - t));
+                ast(be, dlogits, i, (float)(grad_scale * (1.0 / (1.0 + exp(-x)) - t)));
         }
         if (loss)
             loss[ni] = (float)l;
@@ -577,11 +634,14 @@ static const vt_backend_i ref_i = {
     /* .synchronize = */ NULL,
     /* .host_alloc = */ NULL,
     /* .host_free = */ NULL,
+    /* .set_precision = */ ref_set_precision,
     /* .fill = */ ref_fill,
     /* .scale = */ ref_scale,
     /* .axpy = */ ref_axpy,
     /* .add = */ ref_add,
     /* .sumsq = */ ref_sumsq,
+    /* .act_from_f32 = */ ref_act_from_f32,
+    /* .act_to_f32 = */ ref_act_to_f32,
     /* .conv3d_forward = */ ref_conv3d_forward,
     /* .conv3d_backward = */ ref_conv3d_backward,
     /* .bn_stats = */ ref_bn_stats,

@@ -5,7 +5,10 @@
  * allocates while it runs) and bytes per clip (activations, dropout masks, gradient
  * slots, losses, plus the tower's input clip and targets) — and a Keras-like summary.
  * The numbers come from the same graph and layout (net_graph.c) that vt_net_init
- * allocates from, so the plan is the allocation, not an estimate of it.
+ * allocates from, so the plan is the allocation, not an estimate of it. Under BF16 the
+ * activation elements take 2 bytes (what the BF16 path stores in bf16 and what stays
+ * float32 is listed in net_graph.h); the input clip and targets the tower stages stay
+ * float32 (vt_graph_io_bytes_per_clip).
  *
  * It must never allocate backend memory: the splitter plans devices that may not exist
  * on this machine.
@@ -54,6 +57,14 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
     r->out[2] = cfg->clip_h;
     r->out[3] = cfg->clip_w;
     r->act_bytes = vt_graph_io_bytes_per_clip(cfg); /* clip + targets */
+    if (g.input_off >= 0) {
+        r = add_row(mp, "(input, bf16 copy)", "input");
+        r->out[0] = 3;
+        r->out[1] = cfg->clip_t;
+        r->out[2] = cfg->clip_h;
+        r->out[3] = cfg->clip_w;
+        r->act_bytes = (g.nodes[0].act_off - g.input_off) * g.act_size;
+    }
     for (int i = 0; i < g.nnodes; i++) {
         const vt_node *nd = &g.nodes[i];
         r = add_row(mp, nd->name, node_kind_name(nd->kind));
@@ -62,23 +73,31 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
         r->out[2] = nd->h;
         r->out[3] = nd->w;
         r->params = nd->params;
-        r->act_bytes = nd->act_floats * fb;
+        r->act_bytes = nd->act_elems * g.act_size + nd->mask_floats * fb;
     }
     r = add_row(mp, "(losses, dlogits)", "heads");
-    r->act_bytes = g.head_total * fb;
+    r->act_bytes = g.head_act * g.act_size + g.head_f32 * fb;
     r = add_row(mp, "(gradient slots)", "grads");
-    r->act_bytes = g.grad_total * fb;
+    r->act_bytes = g.grad_total * g.act_size;
     mp->params = g.nparams;
     mp->param_bytes = g.nparams * fb;
     mp->grad_bytes = g.nparams * fb;
     mp->buffer_bytes = g.nbuffers * fb;
     mp->optim_bytes = (int64_t)optim_floats_per_param * g.nparams * fb;
-    /* Backend scratch an op allocates for its own duration (the cpu backend's conv tiles,
-     * cpu_conv.h): ops run one at a time on a backend, so the largest one counts. The
-     * cuda backend budgets its cuDNN workspace from what is left (backend_cuda.c). */
+    /* Backend scratch an op allocates for its own duration: ops run one at a time on a
+     * backend, so the largest one counts. FP32/TF32: the cpu backend's conv tiles
+     * (cpu_conv.h). BF16 (cpu-ref and cuda; the cpu backend has no BF16): the cuda
+     * backend's bf16 staging of one layer's weights and of its weight gradient before
+     * it is added to the float32 one, 2 x 2 bytes per weight of the largest conv or
+     * linear layer (backend_cuda.c, bf16_stage). The cuda backend budgets its cuDNN
+     * workspace from what is left (backend_cuda.c). */
     for (int i = 0; i < g.nnodes; i++) {
         const vt_node *nd = &g.nodes[i];
-        if (nd->kind == VT_NODE_CONV) {
+        if (cfg->precision == VT_PREC_BF16) {
+            if (nd->kind == VT_NODE_CONV || nd->kind == VT_NODE_LINEAR)
+                mp->scratch_bytes = VT_MAX(mp->scratch_bytes, vt_memplan_bf16_stage_bytes(
+                                                                  g.tensors[nd->wt].numel));
+        } else if (nd->kind == VT_NODE_CONV) {
             const int in_thw[3] = {nd->it, nd->ih, nd->iw};
             mp->scratch_bytes = VT_MAX(mp->scratch_bytes, vt_cpu_conv_scratch_bound(in_thw, &nd->conv));
         }
@@ -86,15 +105,16 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
     mp->workspace_bytes = g.ws_floats * fb + mp->scratch_bytes;
     mp->fixed_bytes = mp->param_bytes + mp->grad_bytes + mp->buffer_bytes + mp->optim_bytes +
                       mp->workspace_bytes;
-    mp->bytes_per_clip = g.clip_floats * fb + vt_graph_io_bytes_per_clip(cfg);
+    mp->bytes_per_clip = vt_graph_clip_bytes(&g) + vt_graph_io_bytes_per_clip(cfg);
     vt_graph_free(&g);
     return 0;
 }
 
 void vt_memplan_print(const vt_memplan *mp, const vt_net_cfg *cfg, FILE *f) {
     char a[32], b[32];
-    fprintf(f, "Model: %s, clip 3x%dx%dx%d, %d head%s\n", cfg->model, cfg->clip_t, cfg->clip_h,
-            cfg->clip_w, cfg->nheads, cfg->nheads == 1 ? "" : "s");
+    fprintf(f, "Model: %s, clip 3x%dx%dx%d, %d head%s, precision %s\n", cfg->model, cfg->clip_t,
+            cfg->clip_h, cfg->clip_w, cfg->nheads, cfg->nheads == 1 ? "" : "s",
+            vt_precision_name(cfg->precision));
     fprintf(f, "%-28s %-9s %-22s %12s %14s\n", "Layer", "Kind", "Output (C,T,H,W)", "Params",
             "Bytes/clip");
     fprintf(f, "%.*s\n", 89, "==========================================================="

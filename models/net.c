@@ -5,6 +5,11 @@
  * heads' losses, backward with gradient accumulation at branch points, sync-BN through
  * the caller's allreduce hook, counter-based dropout, and torchvision's initialisation.
  *
+ * Precision: the per-clip arena is two allocations — activation elements (the [A] arrays
+ * of backend.h, bf16 under BF16) and float32 values (masks, losses, logit copies) — laid
+ * out by vt_graph_plan; pointers into the first are only ever formed by act_ptr/act_at
+ * (never float arithmetic, which would be wrong for bf16 elements) and only handed to ops.
+ *
  * It must never allocate after vt_net_init (a forward or backward that allocated would
  * break the memory plan the splitter trusts), never talk to other towers except through
  * the sync-BN hook, and never do arithmetic itself: every number is made by an op of the
@@ -28,8 +33,11 @@ struct vt_net {
     float *grads;         /* (nparams) */
     float *buffers;       /* (nbuffers) */
     float *ws;            /* (ws_floats) BN mean/invstd, collective scratch, a constant 1 */
-    float *clip;          /* (mb * clip_floats) per-clip layout of vt_graph_plan */
-    const float *input;   /* the last forward's x: the first conv's backward reads it */
+    void *clip;           /* (mb * clip_act) activation elements, per-clip layout of
+                             vt_graph_plan; g.act_size bytes each */
+    float *clipf;         /* (mb * clip_f32) float32 values of the same layout */
+    const float *input;   /* [A] the last forward's input as the first conv read it (x, or
+                             its bf16 copy): the first conv's backward reads it */
     int last_n, last_train, have_loss;
     uint64_t dropout_seed;
     vt_allreduce_fn bn_sync;
@@ -53,9 +61,16 @@ void vt_net_cfg_default(vt_net_cfg *cfg, const char *model, int classes, int t, 
     cfg->dropout = 0.0f;
 }
 
-/* Per-clip region at per-clip offset `off`: regions are laid out scaled by max_batch. */
+/* An [A] array `elems` activation elements past p (bf16 or float, per the precision). */
+static float *act_ptr(const vt_net *net, const float *p, int64_t elems) {
+    return (float *)(void *)((char *)(void *)p + elems * net->g.act_size);
+}
+/* Per-clip regions at per-clip offset `off`: regions are laid out scaled by max_batch. */
 static float *clip_at(const vt_net *net, int64_t off) {
-    return net->clip + off * (int64_t)net->mb;
+    return act_ptr(net, (float *)net->clip, off * (int64_t)net->mb);
+}
+static float *f32_at(const vt_net *net, int64_t off) {
+    return net->clipf + off * (int64_t)net->mb;
 }
 static float *act(const vt_net *net, int node) { return clip_at(net, net->g.nodes[node].act_off); }
 static float *grad_of(const vt_net *net, int node) {
@@ -81,7 +96,9 @@ static void net_release(vt_net *net) {
     vt_backend_free_ptr(net->be, net->buffers);
     vt_backend_free_ptr(net->be, net->ws);
     vt_backend_free_ptr(net->be, net->clip);
-    net->params = net->grads = net->buffers = net->ws = net->clip = NULL;
+    vt_backend_free_ptr(net->be, net->clipf);
+    net->params = net->grads = net->buffers = net->ws = net->clipf = NULL;
+    net->clip = NULL;
 }
 
 vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *err,
@@ -96,15 +113,23 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
     net->be = be;
     net->mb = max_batch;
     const vt_graph *g = &net->g;
-    struct { float **p; int64_t floats; const char *what; } arenas[] = {
-        {&net->params, g->nparams, "parameters"},
-        {&net->grads, g->nparams, "gradients"},
-        {&net->buffers, g->nbuffers, "buffers"},
-        {&net->ws, g->ws_floats, "workspace"},
-        {&net->clip, g->clip_floats * max_batch, "activations"},
+    if (vt_backend_set_precision(be, cfg->precision, err, errlen) < 0) {
+        vt_graph_free(&net->g);
+        free(net);
+        return NULL;
+    }
+    /* Sizes in bytes; every one a multiple of 4 (activation regions of BF16 are multiples
+     * of 8 elements), so each arena is zeroed as floats. */
+    struct { void **p; int64_t bytes; const char *what; } arenas[] = {
+        {(void **)&net->params, g->nparams * 4, "parameters"},
+        {(void **)&net->grads, g->nparams * 4, "gradients"},
+        {(void **)&net->buffers, g->nbuffers * 4, "buffers"},
+        {(void **)&net->ws, g->ws_floats * 4, "workspace"},
+        {&net->clip, g->clip_act * g->act_size * max_batch, "activations"},
+        {(void **)&net->clipf, g->clip_f32 * 4 * max_batch, "per-clip floats"},
     };
     for (size_t i = 0; i < VT_ARRAY_LEN(arenas); i++) {
-        size_t bytes = (size_t)arenas[i].floats * sizeof(float);
+        size_t bytes = (size_t)arenas[i].bytes;
         *arenas[i].p = vt_backend_alloc(be, bytes);
         if (!*arenas[i].p) {
             char a[32], b[32], c[32];
@@ -119,8 +144,8 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
             free(net);
             return NULL;
         }
-        if (arenas[i].floats > 0)
-            VT_OP(be, fill, *arenas[i].p, 0.0f, arenas[i].floats);
+        if (arenas[i].bytes > 0)
+            VT_OP(be, fill, (float *)*arenas[i].p, 0.0f, arenas[i].bytes / 4);
     }
     VT_OP(be, fill, net->ws + g->one_off, 1.0f, 1);
     net->bn_count = vt_calloc((size_t)g->nnodes, sizeof(int64_t));
@@ -176,6 +201,8 @@ void vt_net_set_bn_sync(vt_net *net, vt_allreduce_fn fn, void *ctx) {
 
 const float *vt_net_logits(const vt_net *net, int head) {
     VT_CHECK(head >= 0 && head < net->g.cfg.nheads, "head %d of %d", head, net->g.cfg.nheads);
+    if (net->g.logit_off[head] >= 0)
+        return f32_at(net, net->g.logit_off[head]);
     return act(net, net->g.head_node[head]);
 }
 
@@ -295,6 +322,14 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
     VT_CHECK(n >= 0 && n <= net->mb, "forward of %d clips on a net built for %d", n, net->mb);
     vt_backend *be = net->be;
     vt_graph *g = &net->g;
+    VT_CHECK(be->precision == g->cfg.precision, "net built for %s, backend set to %s",
+             vt_precision_name(g->cfg.precision), vt_precision_name(be->precision));
+    if (g->input_off >= 0) { /* BF16: the convs read a bf16 copy of the float32 clip */
+        float *xa = clip_at(net, g->input_off);
+        VT_OP(be, act_from_f32, xa, x,
+              (int64_t)n * 3 * g->cfg.clip_t * g->cfg.clip_h * g->cfg.clip_w);
+        x = xa;
+    }
     for (int i = 0; i < g->nnodes; i++) {
         const vt_node *nd = &g->nodes[i];
         const float *in = nd->in[0] < 0 ? x : act(net, nd->in[0]);
@@ -321,12 +356,14 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
         case VT_NODE_LINEAR:
             VT_OP(be, linear_forward, out, in, param(net, nd->wt), param(net, nd->bt), n, nd->ic,
                   nd->c);
+            if (nd->head >= 0 && g->logit_off[nd->head] >= 0) /* BF16: the loss reads F32 */
+                VT_OP(be, act_to_f32, f32_at(net, g->logit_off[nd->head]), out, nf);
             break;
         case VT_NODE_DROPOUT: {
             const int64_t f = vt_node_floats(nd);
             if (!train) {
                 if (out != in)
-                    be->i->copy(be, out, in, (size_t)nf * sizeof(float));
+                    be->i->copy(be, out, in, (size_t)nf * (size_t)g->act_size);
                 break;
             }
             /* One draw per clip, seeded by the clip's global position: the caller's seed
@@ -334,9 +371,10 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
              * hash64(hash64(seed + j) + k) for the k-th dropout of the graph, element
              * index within the clip. The mask of a clip is thus the same whichever tower,
              * slice or micro-batch runs it (scripts/torch_golden.py replays it). */
-            float *mask = clip_at(net, nd->mask_off);
+            float *mask = f32_at(net, nd->mask_off);
             for (int j = 0; j < n; j++)
-                VT_OP(be, dropout_forward, out + j * f, mask + j * f, in + j * f, f, nd->drop_p,
+                VT_OP(be, dropout_forward, act_ptr(net, out, j * f), mask + j * f,
+                      act_ptr(net, in, j * f), f, nd->drop_p,
                       vt_hash64(vt_hash64(net->dropout_seed + (uint64_t)j) +
                                 (uint64_t)nd->drop_index));
             break;
@@ -361,7 +399,7 @@ void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targe
     const int n = net->last_n;
     for (int h = 0; h < cfg->nheads; h++) {
         const vt_head_cfg *hc = &cfg->head[h];
-        float *loss = clip_at(net, net->g.loss_off[h]);
+        float *loss = f32_at(net, net->g.loss_off[h]);
         float *dlog = clip_at(net, net->g.dlogit_off[h]);
         const float *logits = vt_net_logits(net, h);
         float gs = grad_scale * hc->weight;
@@ -434,13 +472,15 @@ void vt_net_backward(vt_net *net) {
         const int64_t nf_in = in0 < 0 ? 0 : (int64_t)n * vt_node_floats(&g->nodes[in0]);
         if (nd->kind == VT_NODE_ADD) {
             /* Skip input first (copy or accumulate dout), then the main input. */
+            /* Gradients meeting at a branch add with `add`, an activation op (bf16 under
+             * BF16); in FP32 it is bitwise axpy with a = 1. */
             float *gb = grad_of(net, nd->in[1]);
             if (nd->din[1] == VT_DIN_COPY)
-                be->i->copy(be, gb, dout, (size_t)nf_in * sizeof(float));
+                be->i->copy(be, gb, dout, (size_t)nf_in * (size_t)g->act_size);
             else
-                VT_OP(be, axpy, gb, 1.0f, dout, nf_in);
+                VT_OP(be, add, gb, gb, dout, nf_in);
             if (nd->din[0] == VT_DIN_AXPY)
-                VT_OP(be, axpy, grad_of(net, in0), 1.0f, dout, nf_in);
+                VT_OP(be, add, grad_of(net, in0), grad_of(net, in0), dout, nf_in);
             /* VT_DIN_TRANSFER: the main input's gradient IS dout, nothing to do. */
             continue;
         }
@@ -474,12 +514,12 @@ void vt_net_backward(vt_net *net) {
                   param(net, nd->wt), n, nd->ic, nd->c);
             break;
         case VT_NODE_DROPOUT:
-            VT_OP(be, dropout_backward, din, dout, clip_at(net, nd->mask_off), nf_in);
+            VT_OP(be, dropout_backward, din, dout, f32_at(net, nd->mask_off), nf_in);
             break;
         case VT_NODE_ADD:
             break;
         }
         if (nd->din[0] == VT_DIN_ACCUM)
-            VT_OP(be, axpy, grad_of(net, in0), 1.0f, din, nf_in);
+            VT_OP(be, add, grad_of(net, in0), grad_of(net, in0), din, nf_in);
     }
 }

@@ -35,6 +35,8 @@ typedef struct vt_net_cfg {
     int nheads;         /* >= 1 */
     vt_head_cfg head[VT_MAX_HEADS];
     float dropout;      /* dropout probability before the classifier(s); 0 = none */
+    vt_precision precision; /* backend.h: FP32 (default), TF32, BF16 (activations stored
+                               as bf16: halves the bytes per clip of the memory plan) */
 } vt_net_cfg;
 
 /* Fill cfg with a model name, clip shape and a single softmax head of `classes`. */
@@ -63,9 +65,11 @@ typedef struct vt_targets {
 
 typedef struct vt_net vt_net;
 
-/* Build the model on `be`, with room for micro-batches of up to max_batch clips.
- * Returns NULL with err set for an unknown model, a clip too small for it, or a budget
- * too small (nothing is left allocated). Weights are zero until vt_net_init_weights. */
+/* Build the model on `be`, with room for micro-batches of up to max_batch clips, and set
+ * the backend's precision to cfg->precision (nets sharing a backend share a precision).
+ * Returns NULL with err set for an unknown model, a clip too small for it, a precision
+ * the backend does not have, or a budget too small (nothing is left allocated). Weights
+ * are zero until vt_net_init_weights. */
 vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *err,
                     size_t errlen);
 void vt_net_free(vt_net **net);
@@ -92,7 +96,8 @@ void vt_net_zero_grad(vt_net *net);
 /* x: (n, 3, T, H, W) in backend memory, 0 <= n <= max_batch. train=1: batch statistics,
  * dropout on, activations kept for backward; train=0: running statistics. */
 void vt_net_forward(vt_net *net, const float *x, int n, int train);
-/* Logits of a head after forward: (n, classes), backend memory. */
+/* Logits of a head after forward: (n, classes) float32, backend memory (under BF16 the
+ * float32 copy of the head's bf16 output that the loss reads). */
 const float *vt_net_logits(const vt_net *net, int head);
 /* Loss of the last forward. Writes (host) loss_clip[i] = sum_h weight_h * loss_h(clip i)
  * and head_loss[h] = sum over clips of loss_h (either may be NULL), and seeds the
@@ -147,6 +152,9 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
 /* Keras model.summary()-like table. */
 void vt_memplan_print(const vt_memplan *mp, const vt_net_cfg *cfg, FILE *f);
 void vt_memplan_free(vt_memplan *mp);
+/* BF16 staging the cuda backend holds while one conv or linear layer of `weights`
+ * weights runs: a bf16 copy of the weights and a bf16 weight gradient (2 x 2 bytes each). */
+static inline int64_t vt_memplan_bf16_stage_bytes(int64_t weights) { return 4 * weights; }
 /* How many clips fit in `budget` bytes in one pass (0 if not even one). */
 int vt_memplan_max_clips(const vt_memplan *mp, int64_t budget);
 

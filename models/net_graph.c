@@ -270,35 +270,57 @@ static int64_t in_floats(const vt_graph *g, int in) {
     return vt_node_floats(&g->nodes[in]);
 }
 
+/* BF16: every activation tensor starts on a multiple of 8 elements per clip, so its start
+ * (per-clip offset x max_batch x 2 bytes) is 16-byte aligned whatever max_batch is: the
+ * alignment tensor-core kernels load bf16 with. FP32 keeps the dense layout. */
+static int64_t act_round(const vt_graph *g, int64_t n) {
+    return g->cfg.precision == VT_PREC_BF16 ? (n + 7) & ~(int64_t)7 : n;
+}
+
 void vt_graph_plan(vt_graph *g) {
-    int64_t off = 0;
+    const int bf16 = g->cfg.precision == VT_PREC_BF16;
+    g->act_size = vt_precision_act_size(g->cfg.precision);
+    int64_t off = 0, f32 = 0; /* the two regions' per-clip cursors */
+    /* BF16: the first conv reads a bf16 copy of the float32 input clip. */
+    g->input_off = -1;
+    if (bf16) {
+        g->input_off = off;
+        off += act_round(g, (int64_t)3 * g->cfg.clip_t * g->cfg.clip_h * g->cfg.clip_w);
+    }
     /* Activations and masks, in forward order. */
     for (int i = 0; i < g->nnodes; i++) {
         vt_node *nd = &g->nodes[i];
         if (nd->inplace) {
             nd->act_off = g->nodes[nd->in[0]].act_off;
-            nd->act_floats = 0;
+            nd->act_elems = 0;
         } else {
             nd->act_off = off;
-            nd->act_floats = vt_node_floats(nd);
-            off += nd->act_floats;
+            nd->act_elems = act_round(g, vt_node_floats(nd));
+            off += nd->act_elems;
         }
         if (nd->kind == VT_NODE_DROPOUT) {
-            nd->mask_off = off;
-            nd->act_floats += vt_node_floats(nd);
-            off += vt_node_floats(nd);
+            nd->mask_off = f32;
+            nd->mask_floats = vt_node_floats(nd);
+            f32 += nd->mask_floats;
         }
     }
     g->act_total = off;
-    /* Per-head loss and dlogits. */
+    g->mask_total = f32;
+    /* Per-head loss, logits copy (BF16) and dlogits. */
     for (int h = 0; h < g->cfg.nheads; h++) {
-        g->loss_off[h] = off;
-        off += 1;
+        g->loss_off[h] = f32;
+        f32 += 1;
+        g->logit_off[h] = -1;
+        if (bf16) {
+            g->logit_off[h] = f32;
+            f32 += g->cfg.head[h].classes;
+        }
         g->dlogit_off[h] = off;
-        off += g->cfg.head[h].classes;
+        off += act_round(g, g->cfg.head[h].classes);
         g->nodes[g->head_node[h]].gslot = -2 - h;
     }
-    g->head_total = off - g->act_total;
+    g->head_act = off - g->act_total;
+    g->head_f32 = f32 - g->mask_total;
     /* Gradient slots: simulate backward in reverse node order. */
     for (int i = g->nnodes - 1; i >= 0; i--) {
         vt_node *nd = &g->nodes[i];
@@ -317,7 +339,7 @@ void vt_graph_plan(vt_graph *g) {
             if (nd->kind == VT_NODE_ADD && kk == 1) {
                 if (p->gslot == -1) {
                     nd->din[kk] = VT_DIN_COPY;
-                    p->gslot = slot_take(g, in_floats(g, in));
+                    p->gslot = slot_take(g, act_round(g, in_floats(g, in)));
                 } else {
                     nd->din[kk] = VT_DIN_AXPY;
                 }
@@ -328,13 +350,13 @@ void vt_graph_plan(vt_graph *g) {
                     transferred = 1;
                 } else {
                     nd->din[kk] = VT_DIN_NEW;
-                    p->gslot = slot_take(g, in_floats(g, in));
+                    p->gslot = slot_take(g, act_round(g, in_floats(g, in)));
                 }
             } else if (nd->kind == VT_NODE_ADD) {
                 nd->din[kk] = VT_DIN_AXPY;
             } else {
                 nd->din[kk] = VT_DIN_ACCUM;
-                nd->tmp_slot = slot_take(g, in_floats(g, in));
+                nd->tmp_slot = slot_take(g, act_round(g, in_floats(g, in)));
             }
         }
         slot_give(g, nd->tmp_slot);
@@ -347,7 +369,8 @@ void vt_graph_plan(vt_graph *g) {
         off += g->slot_size[s];
     }
     g->grad_total = off - goff;
-    g->clip_floats = off;
+    g->clip_act = off;
+    g->clip_f32 = f32;
     /* Fixed workspace: per BN mean | invstd; one shared scratch for the collective
      * buffers [sum | sumsq | count] and [sum_dy | sum_dy_xhat]; a constant 1. */
     int64_t ws = 0, scratch = 1;

@@ -5,6 +5,10 @@
  * and views into the parameter and buffer arenas. vt_graph_plan then lays out, per clip,
  * every activation, dropout mask, loss and gradient buffer, and the fixed workspace, so
  * the same numbers size the allocation (vt_net_init) and the plan (vt_memplan_build).
+ * Per clip there are two regions: ACTIVATION elements (the [A] arrays of backend.h:
+ * outputs, gradient slots, dlogits, and under BF16 a bf16 copy of the input clip), whose
+ * size is cfg.precision's (2 bytes in BF16, else 4), and FLOAT32 values (dropout masks,
+ * per-clip losses, and under BF16 a float32 copy of each head's logits).
  *
  * Nothing here allocates backend memory or calls an op: it must stay pure bookkeeping so
  * that planning a model that does not fit anywhere costs nothing.
@@ -66,9 +70,10 @@ typedef struct vt_node {
     int rm, rv, nbt;      /* BN buffers */
     int64_t params;       /* trainable floats of this node */
     /* ---- the plan (vt_graph_plan) ---- */
-    int64_t act_off;      /* per-clip float offset of the output activation */
-    int64_t mask_off;     /* dropout mask, per clip */
-    int64_t act_floats;   /* per-clip floats this node adds (0 if in place) */
+    int64_t act_off;      /* per-clip element offset of the output in the activation region */
+    int64_t mask_off;     /* dropout mask: per-clip float offset in the float32 region */
+    int64_t act_elems;    /* per-clip activation elements this node adds (0 if in place) */
+    int64_t mask_floats;  /* per-clip float32 values this node adds (its dropout mask) */
     int64_t ws_off;       /* BN: mean (C) | invstd (C) in the fixed workspace */
     int gslot;            /* slot holding d(output) in backward; -2-h for head h's dlogits */
     vt_din_mode din[2];
@@ -90,13 +95,22 @@ typedef struct vt_graph {
     int head_node[VT_MAX_HEADS];
     int failed;
     char err[256];
-    /* ---- the plan: per-clip floats (multiply by max_batch) ---- */
+    /* ---- the plan, per clip (multiply by max_batch): activation elements (act) and
+     *      float32 values (f32) ---- */
+    int act_size;              /* bytes per activation element: 2 (BF16) or 4 */
     int nslots, capslots;
-    int64_t *slot_size, *slot_off;
+    int64_t *slot_size, *slot_off; /* gradient slots (act) */
     int *slot_busy;
-    int64_t loss_off[VT_MAX_HEADS], dlogit_off[VT_MAX_HEADS];
-    int64_t act_total, grad_total, head_total;
-    int64_t clip_floats;       /* everything per clip */
+    int64_t input_off;         /* act: bf16 copy of the input clip; -1 unless BF16 */
+    int64_t dlogit_off[VT_MAX_HEADS]; /* act */
+    int64_t loss_off[VT_MAX_HEADS];   /* f32 */
+    int64_t logit_off[VT_MAX_HEADS];  /* f32: the logits as the loss reads them; -1 unless
+                                         BF16 (then the head's output is that copy) */
+    int64_t act_total;         /* act: outputs and the input copy */
+    int64_t grad_total;        /* act: gradient slots */
+    int64_t head_act, head_f32;/* dlogits (act); losses and logit copies (f32) */
+    int64_t mask_total;        /* f32: dropout masks */
+    int64_t clip_act, clip_f32;/* per-clip totals of the two regions */
     /* ---- the plan: fixed workspace floats ---- */
     int64_t ws_floats, scratch_off, one_off;
 } vt_graph;
@@ -123,7 +137,11 @@ int vt_graph_make(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen);
 void vt_graph_free(vt_graph *g);
 /* Bytes per clip of the input clip and the targets (what the tower holds beside the net). */
 int64_t vt_graph_io_bytes_per_clip(const vt_net_cfg *cfg);
-/* Output floats per clip of a node. */
+/* Per-clip bytes of the two regions (what vt_net_init allocates, per clip). */
+static inline int64_t vt_graph_clip_bytes(const vt_graph *g) {
+    return g->clip_act * g->act_size + g->clip_f32 * (int64_t)sizeof(float);
+}
+/* Output elements per clip of a node. */
 static inline int64_t vt_node_floats(const vt_node *nd) {
     return (int64_t)nd->c * nd->t * nd->h * nd->w;
 }

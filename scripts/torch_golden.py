@@ -4,6 +4,7 @@
 
   torch_golden.py net OUTDIR    tiny, r3d18, c3d .safetensors (test_golden)
   torch_golden.py optim OUTDIR  optim.safetensors (test_optim)
+  torch_golden.py bf16 OUTDIR   tiny_bf16.safetensors (test_bf16)
 
 net: each file holds the initial state dict under its PyTorch names, the input "x",
 targets "label.<h>" (I64) / "target.<h>" (F32), and after one train-mode forward
@@ -14,6 +15,28 @@ for every BN buffer, then "eval_logits.0" from an eval-mode forward. tiny has tw
 vidtrain's counter-based one, replayed here (models/net.c, backend.h); r3d18 is
 torchvision's r3d_18 with 3 classes on 2 clips of 2x24x24; c3d is the port's C3D (conv
 bias, padded pool5, both dropouts) on 2 clips of 16x16x16.
+
+bf16: tiny as in net mode, with the forward and loss under torch.autocast('cpu',
+dtype=torch.bfloat16) — PyTorch's bf16 mixed precision, the truth for vidtrain's BF16
+(models/backend.h) — then one SGD step (lr 0.1, momentum 0.9, weight decay 1e-3):
+"sgd.<param>" holds the parameters after it. Tensors are stored as float32 (bf16 values
+widen exactly). What torch 1.13's CPU autocast does, checked by running it: conv3d and
+linear cast input, weight and bias to bf16 and return bf16 (oneDNN accumulates in fp32);
+batch_norm is on neither autocast list, so it runs on the bf16 conv output with fp32
+weight/bias/running stats (stats in fp32, bf16 output); relu and add stay bf16;
+max_pool3d, avg_pool3d, adaptive_avg_pool3d, cross_entropy and
+binary_cross_entropy_with_logits are on the fp32 list (bf16 inputs widened, fp32 out).
+Gradients follow the casts back: every activation gradient is bf16, conv/linear weight
+and bias gradients are rounded to bf16 before they reach the fp32 .grad, BN's dgamma and
+dbeta are fp32. One exception, replaced here: on a CPU without AVX512-BF16 (this build
+machine, CI) torch 1.13's bf16 GEMMs may ACCUMULATE IN BF16. Measured: conv3d (through
+slow_conv3d) is bit-exact with out = bf16(out + bf16(w * x)) summed in (cin, kt, kh, kw)
+order, errors up to hundreds of bf16 ulps; linear's forward accumulates in fp32 but its
+weight gradient does not. oneDNN (AVX512-BF16), cuDNN and cuBLAS accumulate in fp32 and
+vidtrain follows them, so each Conv3d and Linear here computes, with autocast's casts
+around it, in float32 on the bf16-rounded input, weight and bias and rounds its output to
+bf16 once (fp32_accumulating); autograd then rounds their input and weight gradients to
+bf16 at those casts, as autocast does.
 
 optim: for each case (SGD momentum+dampening+wd with step schedule, SGD Nesterov with
 cosine, RMSprop with/without momentum, AdamW with clipping) the initial params, the
@@ -78,6 +101,28 @@ def dropout_mask(seed, n, f, p, k=0):
     return torch.from_numpy(m)
 
 
+def fp32_accumulating(*modules):
+    """Conv3d and Linear layers compute as cuDNN/cuBLAS do in bf16: bf16 operands, float32
+    accumulation, one rounding of the output (see the module docstring)."""
+    def bf(t):
+        return t.to(torch.bfloat16).float() if t is not None else None
+
+    def conv_forward(self, x):
+        with torch.autocast("cpu", enabled=False):
+            return F.conv3d(bf(x), bf(self.weight), bf(self.bias), self.stride,
+                            self.padding).to(torch.bfloat16)
+
+    def linear_forward(self, x):
+        with torch.autocast("cpu", enabled=False):
+            return F.linear(bf(x), bf(self.weight), bf(self.bias)).to(torch.bfloat16)
+    for mod in modules:
+        for m in mod.modules():
+            if isinstance(m, nn.Conv3d):
+                m.forward = conv_forward.__get__(m)
+            elif isinstance(m, nn.Linear):
+                m.forward = linear_forward.__get__(m)
+
+
 def randomise_bn(model, g):
     # Non-trivial gamma/beta/running stats so every BN path is exercised.
     for m in model.modules():
@@ -89,10 +134,13 @@ def randomise_bn(model, g):
                 m.running_var.uniform_(0.5, 1.5, generator=g)
 
 
-def golden_net(out, name, model, heads, x, targets, dropout, seed, feats_fn=None):
+def golden_net(out, name, model, heads, x, targets, dropout, seed, feats_fn=None, bf16=False):
     """heads: list of (module name, nn.Linear, kind, weight, smoothing); feats_fn(x): the
-    features the heads see, dropout included (default: tiny/torchvision trunks)."""
+    features the heads see, dropout included (default: tiny/torchvision trunks). bf16: the
+    forward and the losses under CPU autocast(bfloat16), then one SGD step."""
     n = x.shape[0]
+    ac = torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16)
+    ac.__enter__()
     sd0 = {}
     for k, v in model.state_dict().items():
         sd0[k] = v.clone()
@@ -119,6 +167,7 @@ def golden_net(out, name, model, heads, x, targets, dropout, seed, feats_fn=None
             l = F.binary_cross_entropy_with_logits(z, targets[hi], reduction="none").sum(1)
         losses.append(l)
     loss_clip = sum(w * l for (_, _, _, w, _), l in zip(heads, losses))
+    ac.__exit__(None, None, None)
     (loss_clip.sum() / n).backward()
     t = {}
     for k, v in sd0.items():
@@ -129,7 +178,7 @@ def golden_net(out, name, model, heads, x, targets, dropout, seed, feats_fn=None
             t[f"label.{hi}"] = targets[hi].numpy().astype(np.int64)
         else:
             t[f"target.{hi}"] = targets[hi].numpy()
-        t[f"logits.{hi}"] = logits[hi].detach().numpy()
+        t[f"logits.{hi}"] = logits[hi].detach().float().numpy()
     t["loss_clip"] = loss_clip.detach().numpy()
     t["head_loss"] = torch.stack([l.sum() for l in losses]).detach().numpy()
     named = dict(model.named_parameters())
@@ -142,30 +191,40 @@ def golden_net(out, name, model, heads, x, targets, dropout, seed, feats_fn=None
         if "running" in k or "num_batches" in k:
             t["after." + k] = v.numpy()
     model.eval()
-    with torch.no_grad():
-        t["eval_logits.0"] = model(x).numpy()
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        t["eval_logits.0"] = model(x).float().numpy()
+    if bf16:
+        opt = torch.optim.SGD(list(named.values()), lr=0.1, momentum=0.9, weight_decay=1e-3)
+        opt.step()
+        for k, p in named.items():
+            t["sgd." + k] = p.detach().numpy().copy()
     save_st(os.path.join(out, name + ".safetensors"), t,
             {"model": name, "n": n, "dropout": dropout, "seed": seed})
 
 
-def net_mode(out):
+def net_mode(out, bf16=False):
     g = torch.Generator().manual_seed(1)
     torch.manual_seed(1)
     # tiny: 3 clips of 4x16x16, heads: softmax 5 classes (smoothing 0.1), BCE 4 (weight 0.5).
     tiny = torch_zoo.Tiny(5)
     randomise_bn(tiny, g)
+
     with torch.no_grad():
         tiny.fc.weight.normal_(0, 0.3, generator=g)  # larger than 0.01: a sensitive test
     h1 = nn.Linear(64, 4)
     with torch.no_grad():
         h1.weight.normal_(0, 0.3, generator=g)
         h1.bias.uniform_(-0.1, 0.1, generator=g)
+    if bf16:
+        fp32_accumulating(tiny, h1)
     x = torch.randn(3, 3, 4, 16, 16, generator=g)
     label = torch.tensor([1, 4, 0])
     target = (torch.rand(3, 4, generator=g) > 0.5).float()
-    golden_net(out, "tiny", tiny, [("fc", tiny.fc, "softmax", 1.0, 0.1),
-                                    ("heads.1", h1, "bce", 0.5, 0.0)],
-               x, [label, target], 0.5, 1234)
+    golden_net(out, "tiny_bf16" if bf16 else "tiny", tiny, [("fc", tiny.fc, "softmax", 1.0, 0.1),
+                                                            ("heads.1", h1, "bce", 0.5, 0.0)],
+               x, [label, target], 0.5, 1234, bf16=bf16)
+    if bf16:
+        return
     # r3d18: torchvision's, 3 classes, 2 clips of 2x24x24 (layer4 sees 1x2x2 per clip, so
     # its BN normalises over 8 values: small but not degenerate).
     r3d = torch_zoo.build("r3d18", 3)
@@ -246,13 +305,15 @@ def optim_mode(out):
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("net", "optim"):
+    if len(sys.argv) != 3 or sys.argv[1] not in ("net", "optim", "bf16"):
         raise SystemExit(__doc__)
     os.makedirs(sys.argv[2], exist_ok=True)
     torch.set_num_threads(1)
     if sys.argv[1] == "net":
         net_mode(sys.argv[2])
         c3d_mode(sys.argv[2])
+    elif sys.argv[1] == "bf16":
+        net_mode(sys.argv[2], bf16=True)
     else:
         optim_mode(sys.argv[2])
 

@@ -3,9 +3,9 @@
  * towers and prints clips/s (one line "clips/s: X" that scripts parse), per-tower compute
  * and waiting time, and the plan before and after (auto/speed re-plan while warming up).
  * Input is random normal clips with random labels: the figure is the towers' compute and
- * reduction throughput, without decoding. --tf32 turns on the CUDA backend's TF32 switch
- * (models/cuda/backend_cuda.h) on every CUDA tower, before the warm-up steps. It must never assert anything about speed: it
- * reports (scripts/bench-*.sh compare figures).
+ * reduction throughput, without decoding. --precision (fp32, tf32, bf16; --tf32 is
+ * --precision tf32) is the towers' (models/backend.h). It must never assert anything
+ * about speed: it reports (scripts/bench-*.sh compare figures).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,9 +17,6 @@
 #include "pipeline/batch.h"
 #include "pipeline/device.h"
 #include "pipeline/tower.h"
-#ifdef VT_HAVE_CUDA
-#include "models/cuda/backend_cuda.h"
-#endif
 
 int vt_bench_step(int argc, char **argv);
 
@@ -34,8 +31,7 @@ static void usage(FILE *f) {
     vt_step_args_help(f, &step_defaults);
     fprintf(f,
             "  --sync-bn           batch-norm statistics across towers\n"
-            "  --tf32              TF32 tensor-core math on CUDA towers (convolutions, GEMMs);\n"
-            "                      off by default (FP32); no effect on CPU towers\n"
+            "  --tf32              the same as --precision tf32\n"
             "  --steps S           timed steps (default 5)\n"
             "  --warmup W          untimed steps first (default 2; auto/speed re-plan here)\n"
             "  --seed N            weights and data (default 1)\n"
@@ -44,38 +40,6 @@ static void usage(FILE *f) {
             vt_device_args_help);
 }
 
-#ifdef VT_HAVE_CUDA
-/* On the tower's own thread (thread rule, tower.h): the backend's TF32 switch. */
-static void set_tf32(void *ctx, vt_net *net, vt_optim *opt) {
-    (void)opt;
-    vt_cuda_set_tf32(vt_net_backend(net), *(const int *)ctx);
-}
-#endif
-
-/* --tf32: switch every CUDA tower to TF32; say so when there is none to switch. */
-static void apply_tf32(vt_towers *tw, const vt_device_list *devs) {
-    int ncuda = 0;
-    for (int i = 0; i < devs->n; i++) {
-        if (strcmp(devs->dev[i].backend, "cuda"))
-            continue;
-#ifdef VT_HAVE_CUDA
-        static const int on = 1;
-        vt_towers_run_on(tw, i, set_tf32, (void *)&on);
-        ncuda++;
-#endif
-    }
-    if (ncuda)
-        printf("TF32 math on %d CUDA tower%s (--tf32)\n", ncuda, ncuda == 1 ? "" : "s");
-    else
-        fprintf(stderr, "vidtrain bench step: --tf32 only applies to CUDA devices; %s: ignored\n",
-#ifdef VT_HAVE_CUDA
-                "no tower here is on a GPU"
-#else
-                "this vidtrain was built without CUDA"
-#endif
-        );
-    (void)tw;
-}
 
 int vt_bench_step(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
@@ -83,7 +47,7 @@ int vt_bench_step(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
-    int steps = 5, warmup = 2, sync_bn = 0, verbose = 0, tf32 = 0;
+    int steps = 5, warmup = 2, sync_bn = 0, verbose = 0;
     uint64_t seed = 1;
     vt_step_args sa = step_defaults;
     for (int i = 1; i < argc; i++) {
@@ -96,7 +60,7 @@ int vt_bench_step(int argc, char **argv) {
             continue;
         }
         if (!strcmp(a, "--tf32")) {
-            tf32 = 1;
+            sa.precision = "tf32";
             continue;
         }
         if (!strcmp(a, "--verbose")) {
@@ -148,8 +112,12 @@ int vt_bench_step(int argc, char **argv) {
         fprintf(stderr, "vidtrain bench step: %s\n", err);
         return 1;
     }
-    if (tf32)
-        apply_tf32(tw, &cfg.devices);
+    int ncuda = 0;
+    for (int i = 0; i < cfg.devices.n; i++)
+        ncuda += !strcmp(cfg.devices.dev[i].backend, "cuda");
+    if (cfg.net.precision == VT_PREC_TF32 && ncuda < cfg.devices.n)
+        fprintf(stderr, "vidtrain bench step: tf32 applies to CUDA towers; the CPU towers "
+                "compute in fp32\n");
     vt_towers_print_plan(tw, stdout);
     fflush(stdout);
 

@@ -326,6 +326,7 @@ static void usage(FILE *f) {
         "  --clips-per-video K    (default 10)\n"
         "  --crops 1|3            centre crop, or start/centre/end of the long side (default 1)\n"
         "  --checkpoint PATH      another checkpoint than RUN/best.safetensors\n"
+        "  --precision P          fp32 (default, whatever the run trained with), tf32, bf16\n"
         "  --batch N              clips per forward batch (default: the run's batch)\n"
         "  --workers N            decode threads (default 2)\n"
         "  --tower-split POLICY   how batches split over the towers: equal, memory (default),\n"
@@ -470,6 +471,7 @@ int vt_cmd_eval(int argc, char **argv) {
 
     if (!batch)
         batch = o->batch;
+    m.precision = ma.precision;
     int lrc = vt_run_model_load(&m, &ma.devices, ma.tower_split, batch, err, sizeof err);
     if (lrc != 0) {
         fprintf(stderr, "vidtrain eval: %s\n", err);

@@ -29,6 +29,7 @@ static void usage(FILE *f) {
         "  --checkpoint PATH     another checkpoint\n"
         "  --tower-split POLICY  how each batch of clips splits over the towers: equal,\n"
         "                        memory (default), speed, auto, manual:W,W,...\n"
+        "  --precision P         fp32 (default, whatever the run trained with), tf32, bf16\n"
         "%s\n"
         "Unreadable files are reported (on stderr, and as {\"error\"} entries with --json) and\n"
         "skipped. Exit codes: 0 when at least one video was predicted, 1 when every video\n"
@@ -170,6 +171,7 @@ int vt_cmd_predict(int argc, char **argv) {
     c.crops = ma.crops;
     c.heads = heads;
     int B = c.K * c.crops;
+    m.precision = ma.precision;
     int lrc = vt_run_model_load(&m, &ma.devices, ma.tower_split, B, err, sizeof err);
     if (lrc != 0) {
         fprintf(stderr, "vidtrain predict: %s\n", err);

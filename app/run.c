@@ -116,6 +116,7 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->workers = 2;
     o->queue = 2;
     snprintf(o->tower_split, sizeof o->tower_split, "memory");
+    snprintf(o->precision, sizeof o->precision, "fp32");
     o->val_split = 0.1f;
     o->fold = 1;
     o->eval_every = 1;
@@ -165,6 +166,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(threads);
     J_STR(tower_split);
     cJSON_AddBoolToObject(j, "sync_bn", o->sync_bn);
+    J_STR(precision);
     /* A 64-bit seed does not fit a JSON number exactly: kept as a decimal string. */
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
@@ -245,6 +247,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     get_str(j, "split", o->tower_split, sizeof o->tower_split); /* the old key */
     G_STR(tower_split);
     G_INT(sync_bn);
+    G_STR(precision);
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "seed");
     if (cJSON_IsString(s))
         vt_parse_u64(s->valuestring, &o->seed);
@@ -766,6 +769,12 @@ int vt_model_args_take(vt_model_args *a, int argc, char **argv, int *i, const ch
         bad = r < 0 || vt_parse_int(v, 1, 1000, &a->clips_per_video);
     else if ((r = vt_opt_value(argc, argv, i, "--crops", &v)) != 0)
         bad = r < 0 || vt_parse_int(v, 1, 3, &a->crops) || a->crops == 2;
+    else if ((r = vt_opt_value(argc, argv, i, "--precision", &v)) != 0) {
+        int p = r < 0 ? -1 : vt_precision_parse(v);
+        bad = p < 0;
+        if (!bad)
+            a->precision = (vt_precision)p;
+    }
     else if ((r = vt_opt_value(argc, argv, i, "--checkpoint", &v)) != 0) {
         bad = r < 0;
         if (!bad)
@@ -860,6 +869,7 @@ int vt_run_model_load(vt_run_model *m, const vt_device_args *da, const char *pol
     tc.net.nheads = h->n;
     memcpy(tc.net.head, h->cfg, sizeof h->cfg);
     tc.net.dropout = o->dropout;
+    tc.net.precision = m->precision;
     /* No optimizer state is needed to run the model forward: plain SGD keeps none. */
     vt_optim_cfg_default(&tc.optim, VT_OPT_SGD);
     tc.optim.momentum = 0;

@@ -72,6 +72,7 @@ typedef struct vt_train_opts {
     char tower_split[64];  /* --tower-split: how a batch splits over the towers (config.json
                               "tower_split"; runs before the rename wrote it as "split") */
     int sync_bn;
+    char precision[8];     /* fp32, tf32, bf16 (models/backend.h) */
     uint64_t seed;
     float val_split;       /* fraction of train videos for validation when the dataset
                               has no val folder */
@@ -179,6 +180,8 @@ cJSON *vt_run_ckpt_config(const char *path, char *err, size_t errlen);
 typedef struct vt_model_args {
     const char *ckpt;       /* --checkpoint PATH (NULL: RUN's best, else last) */
     const char *tower_split; /* --tower-split POLICY (NULL: memory) */
+    vt_precision precision; /* --precision (default fp32, whatever the run trained with:
+                               the checkpoint holds float32 weights) */
     int clips_per_video;    /* --clips-per-video K, 1..1000 (default 10) */
     int crops;              /* --crops 1|3 (default 1) */
     vt_device_args devices; /* the device options (pipeline/device.h) */
@@ -195,6 +198,7 @@ typedef struct vt_run_model {
     vt_train_opts opts;     /* the configuration it was trained with */
     vt_run_heads heads;
     vt_towers *towers;      /* forward-only towers holding its weights (vt_run_model_load) */
+    vt_precision precision; /* what vt_run_model_load runs it at (FP32 unless set) */
 } vt_run_model;
 
 /* Picks the checkpoint (ckpt, or RUN/best.safetensors when it exists, else

@@ -85,6 +85,14 @@ const char *vt_precision_name(vt_precision p) {
     return "?";
 }
 
+const char vt_precision_help[] =
+    "fp32 | tf32 | bf16 (default fp32). tf32: CUDA convs and\n"
+    "                      GEMMs on TF32 tensor cores. bf16: mixed precision,\n"
+    "                      activations stored as bf16 (about half the memory per\n"
+    "                      clip), float32 weights, batch norm, losses, optimizer;\n"
+    "                      on CUDA, and on the CPU with --backend cpu-ref (slow:\n"
+    "                      for checking numerics)";
+
 int vt_precision_parse(const char *name) {
     if (!name)
         return -1;

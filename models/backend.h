@@ -58,6 +58,8 @@ typedef enum vt_precision {
 
 /* "fp32", "tf32", "bf16". */
 const char *vt_precision_name(vt_precision p);
+/* The text of a --precision option in a command's help (after "--precision P  "). */
+extern const char vt_precision_help[];
 /* Name -> precision; -1 if unknown. */
 int vt_precision_parse(const char *name);
 /* Bytes one stored activation element takes at this precision: 2 for BF16, else 4. */

@@ -83,6 +83,7 @@ int vt_step_args_take(vt_step_args *a, int argc, char **argv, int *i) {
         {"--tower-split", offsetof(vt_step_args, tower_split)},
         {"--split", offsetof(vt_step_args, old_split)}, /* refused with a hint by resolve */
         {"--optimizer", offsetof(vt_step_args, optimizer)},
+        {"--precision", offsetof(vt_step_args, precision)},
     };
     int r = vt_device_args_take(&a->dev, argc, argv, i);
     return r ? r : take_str_opt(a, opts, VT_ARRAY_LEN(opts), argc, argv, i);
@@ -122,6 +123,11 @@ int vt_step_args_resolve(const vt_step_args *a, struct vt_net_cfg *net, struct v
         vt_set_err(err, errlen, "unknown optimizer '%s' (sgd, rmsprop, adamw)", opt);
         return VT_STEP_ARGS_USAGE;
     }
+    int prec = vt_precision_parse(a->precision ? a->precision : "fp32");
+    if (prec < 0) {
+        vt_set_err(err, errlen, "--precision '%s': fp32, tf32 or bf16", a->precision);
+        return VT_STEP_ARGS_USAGE;
+    }
     if (a->old_split) {
         if (vt_split_policy_like(a->old_split))
             vt_split_policy_moved(err, errlen, a->old_split);
@@ -135,6 +141,7 @@ int vt_step_args_resolve(const vt_step_args *a, struct vt_net_cfg *net, struct v
     if (vt_devices_from_args(devs, &a->dev, err, errlen))
         return -1;
     vt_net_cfg_default(net, a->model ? a->model : "tiny", classes, t, h, w);
+    net->precision = (vt_precision)prec;
     vt_optim_cfg_default(optim, (vt_opt_kind)ok);
     return 0;
 }
@@ -152,8 +159,10 @@ void vt_step_args_help(FILE *f, const vt_step_args *a) {
             "  --tower-split POLICY\n"
             "                      how a batch splits over the towers: equal | memory | speed |\n"
             "                      auto | manual:W,W... (default %s)\n"
-            "  --optimizer NAME    sgd | rmsprop | adamw (default %s)\n",
-            models, a->model, a->clip, a->batch, a->classes, a->tower_split, a->optimizer);
+            "  --optimizer NAME    sgd | rmsprop | adamw (default %s)\n"
+            "  --precision P       %s\n",
+            models, a->model, a->clip, a->batch, a->classes, a->tower_split, a->optimizer,
+            vt_precision_help);
 }
 
 void vt_cpu_info_get(vt_cpu_info *out) {

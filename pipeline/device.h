@@ -71,12 +71,13 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
 
 /* ---- the options of a training step, shared by `vidtrain plan` and `bench step` ----
  *   --model M  --clip TxHxW  --batch B  --classes K  --tower-split POLICY  --optimizer NAME
+ *   --precision fp32|tf32|bf16
  * plus the device options above. The caller sets its defaults in the struct, takes
  * options with vt_step_args_take, then checks and converts them with
  * vt_step_args_resolve. (`train`, `eval` and `predict` parse their own richer sets.) */
 typedef struct vt_step_args {
     vt_device_args dev;
-    const char *model, *clip, *tower_split, *optimizer;
+    const char *model, *clip, *tower_split, *optimizer, *precision;
     const char *batch, *classes;    /* as typed: resolve checks them */
     const char *old_split;          /* --split as given: a usage error in resolve, with a
                                        hint when it names a policy (now --tower-split) */
@@ -88,18 +89,19 @@ struct vt_split_policy;
 
 #define VT_STEP_ARGS_USAGE (-2)
 
-/* As vt_device_args_take, for the device options and the six above (and --split). */
+/* As vt_device_args_take, for the device options and the seven above (and --split). */
 int vt_step_args_take(vt_step_args *a, int argc, char **argv, int *i);
 /* Check and convert, in this order: clip (TxHxW, each >= 1), batch >= 1, classes >= 1,
- * the optimizer's name, --split (refused), the tower policy — each a usage error,
- * VT_STEP_ARGS_USAGE with err set — then the device list (-1 with err set, as vt_devices_from_args). 0 on
+ * the optimizer's name, the precision, --split (refused), the tower policy — each a
+ * usage error, VT_STEP_ARGS_USAGE with err set — then the device list (-1 with err set,
+ * as vt_devices_from_args). 0 on
  * success: net = the model with one softmax head of `classes` (the model name is not
  * checked here: the memory plan or the towers refuse an unknown one), optim = the
  * optimizer's defaults. */
 int vt_step_args_resolve(const vt_step_args *a, struct vt_net_cfg *net, struct vt_optim_cfg *optim,
                          struct vt_split_policy *policy, vt_device_list *devs, int *batch,
                          char *err, size_t errlen);
-/* Help lines for the six options, showing the defaults in `a`. */
+/* Help lines for the seven options, showing the defaults in `a`. */
 void vt_step_args_help(FILE *f, const vt_step_args *a);
 
 /* CPU facts: model name from /proc/cpuinfo, online cores, RAM total/available. */

@@ -707,9 +707,10 @@ vt_backend *vt_towers_backend(vt_towers *t, int rank) { return t->tw[rank].be; }
 
 void vt_towers_print_plan(const vt_towers *t, FILE *f) {
     char a[32], b[32];
-    fprintf(f, "model %s, clip %dx%dx%d: %s fixed per tower + %s per clip (memory plan)\n",
+    fprintf(f, "model %s, clip %dx%dx%d, %s: %s fixed per tower + %s per clip (memory plan)\n",
             t->cfg.net.model, t->cfg.net.clip_t, t->cfg.net.clip_h, t->cfg.net.clip_w,
-            vt_fmt_bytes(a, sizeof a, t->mp.fixed_bytes), vt_fmt_bytes(b, sizeof b, t->mp.bytes_per_clip));
+            vt_precision_name(t->cfg.net.precision), vt_fmt_bytes(a, sizeof a, t->mp.fixed_bytes),
+            vt_fmt_bytes(b, sizeof b, t->mp.bytes_per_clip));
     vt_device_list_print(&t->cfg.devices, f);
     vt_plan_print(&t->plan, t->sd, f);
     fprintf(f, "  towers: %d, reducer %s, batch norm %s\n", t->n, t->red->i->name,

@@ -10,6 +10,9 @@
  * through the allocator too (the high-water mark rises during the first step, by at most
  * scratch_bytes, and every op frees it before returning), including a clip large enough
  * that the scratch cap cuts convs into bands of rows.
+ * BF16 (activations stored as 2-byte bf16, models/net_graph.h): the same exactness on
+ * cpu-ref, which stores them as the cuda backend does; and the 12 GB + 6 GB plan of the
+ * README (r3d18, 16x112x112) holds about twice the clips per pass.
  */
 #include <stdio.h>
 #include <string.h>
@@ -20,10 +23,11 @@
 #include "tests/testutil.h"
 
 static void check(const char *bename, const char *model, int t, int h, int w, int mb,
-                  vt_opt_kind ok, int run_n) {
+                  vt_opt_kind ok, int run_n, vt_precision prec) {
     const int ref = !strcmp(bename, "cpu-ref");
     vt_net_cfg cfg;
     vt_net_cfg_default(&cfg, model, 5, t, h, w);
+    cfg.precision = prec;
     cfg.nheads = 2;
     cfg.head[1] = (vt_head_cfg){"tags", 3, VT_LOSS_BCE, 1.0f, 0.0f};
     cfg.dropout = 0.2f;
@@ -33,7 +37,7 @@ static void check(const char *bename, const char *model, int t, int h, int w, in
     vt_memplan mp;
     TCHECK(vt_memplan_build(&mp, &cfg, vt_optim_state_per_param(&oc), err, sizeof err) == 0,
            "%s: %s", model, err);
-    if (!strcmp(model, "tiny") && ref)
+    if (!strcmp(model, "tiny") && ref && prec == VT_PREC_FP32)
         vt_memplan_print(&mp, &cfg, stdout);
     const int64_t plan = mp.fixed_bytes + (int64_t)mb * mp.bytes_per_clip;
     TCHECK(mp.fixed_bytes == mp.param_bytes + mp.grad_bytes + mp.buffer_bytes + mp.optim_bytes +
@@ -100,8 +104,9 @@ static void check(const char *bename, const char *model, int t, int h, int w, in
         }
     }
     char a[32], b[32];
-    printf("%-7s %-6s clip %dx%dx%d, %d clips, %s: plan %s (fixed %s + %d x %s), high water %s "
-           "(%.3f%% of plan)\n", bename, model, t, h, w, mb, vt_optim_kind_name(ok),
+    printf("%-7s %-6s %s clip %dx%dx%d, %d clips, %s: plan %s (fixed %s + %d x %s), high water %s "
+           "(%.3f%% of plan)\n", bename, model, vt_precision_name(prec), t, h, w, mb,
+           vt_optim_kind_name(ok),
            vt_fmt_bytes(a, sizeof a, plan), vt_fmt_bytes(b, sizeof b, mp.fixed_bytes), mb,
            vt_fmt_bytes((char[32]){0}, 32, mp.bytes_per_clip),
            vt_fmt_bytes((char[32]){0}, 32, be->high_water), 100.0 * (double)be->high_water / (double)plan);
@@ -145,14 +150,50 @@ static void check(const char *bename, const char *model, int t, int h, int w, in
     vt_memplan_free(&mp);
 }
 
+/* The README's workstation: r3d18 at 16x112x112 on 12 GB + 6 GB, FP32 and BF16. BF16
+ * halves the activation bytes; the input clip, targets, masks, losses and every fixed
+ * byte stay float32, so a little under twice the clips fit. */
+static void workstation(void) {
+    int fits[2][2];
+    int64_t per[2];
+    const int64_t budgets[2] = {12LL << 30, 6LL << 30};
+    for (int b = 0; b < 2; b++) {
+        vt_net_cfg cfg;
+        vt_net_cfg_default(&cfg, "r3d18", 400, 16, 112, 112);
+        cfg.precision = b ? VT_PREC_BF16 : VT_PREC_FP32;
+        vt_memplan mp;
+        char err[256];
+        TCHECK(vt_memplan_build(&mp, &cfg, 1, err, sizeof err) == 0, "%s", err);
+        per[b] = mp.bytes_per_clip;
+        for (int d = 0; d < 2; d++)
+            fits[b][d] = vt_memplan_max_clips(&mp, budgets[d]);
+        vt_memplan_free(&mp);
+    }
+    printf("r3d18 16x112x112 on 12 GB + 6 GB: fp32 %d + %d clips per pass (%.1f MiB a clip), "
+           "bf16 %d + %d (%.1f MiB)\n", fits[0][0], fits[0][1], per[0] / 1048576.0, fits[1][0],
+           fits[1][1], per[1] / 1048576.0);
+    /* the README's figures (fp32: 58 + 28) */
+    TCHECK(fits[0][0] == 58 && fits[0][1] == 28, "fp32 plan moved: %d + %d", fits[0][0],
+           fits[0][1]);
+    for (int d = 0; d < 2; d++)
+        TCHECK(fits[1][d] >= 19 * fits[0][d] / 10 && fits[1][d] <= 2 * fits[0][d] + 1,
+               "bf16 fits %d clips where fp32 fits %d: not about twice", fits[1][d], fits[0][d]);
+    TCHECK(per[1] < per[0] * 52 / 100 && per[1] > per[0] * 48 / 100,
+           "bf16 bytes per clip %lld vs fp32 %lld", (long long)per[1], (long long)per[0]);
+}
+
 int main(void) {
-    check("cpu-ref", "tiny", 4, 32, 32, 3, VT_OPT_SGD, 3);
-    check("cpu-ref", "r3d18", 2, 16, 16, 2, VT_OPT_ADAMW, 1);
-    check("cpu", "tiny", 4, 32, 32, 3, VT_OPT_SGD, 3);
-    check("cpu", "r3d18", 2, 16, 16, 2, VT_OPT_ADAMW, 2);
+    check("cpu-ref", "tiny", 4, 32, 32, 3, VT_OPT_SGD, 3, VT_PREC_FP32);
+    check("cpu-ref", "r3d18", 2, 16, 16, 2, VT_OPT_ADAMW, 1, VT_PREC_FP32);
+    check("cpu", "tiny", 4, 32, 32, 3, VT_OPT_SGD, 3, VT_PREC_FP32);
+    check("cpu", "r3d18", 2, 16, 16, 2, VT_OPT_ADAMW, 2, VT_PREC_FP32);
     /* conv1's vol2col at 8x64x64 (81 x 32768 floats, 10.6 MB) passes the scratch cap:
      * the cpu backend cuts it into bands of rows and stays inside the plan */
-    check("cpu", "tiny", 8, 64, 64, 2, VT_OPT_SGD, 2);
+    check("cpu", "tiny", 8, 64, 64, 2, VT_OPT_SGD, 2, VT_PREC_FP32);
+    /* BF16 storage, on the backend that has it on the CPU; 3 clips of tiny: odd sizes */
+    check("cpu-ref", "tiny", 4, 32, 32, 3, VT_OPT_SGD, 3, VT_PREC_BF16);
+    check("cpu-ref", "r3d18", 2, 16, 16, 2, VT_OPT_ADAMW, 1, VT_PREC_BF16);
+    workstation();
     /* A plan for a model that does not exist, or a clip too small, is an error, not a crash. */
     vt_net_cfg cfg;
     vt_memplan mp;

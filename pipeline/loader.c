@@ -23,7 +23,9 @@
 
 #include "models/common.h"
 
-enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD };
+/* HELD: handed out by vt_loader_next, given back by the next call; KEPT: handed out and
+ * kept (vt_loader_keep), given back only by vt_loader_release. */
+enum { SLOT_FREE, SLOT_FILLING, SLOT_READY, SLOT_HELD, SLOT_KEPT };
 
 typedef struct sample {
     int32_t video; /* dataset index */
@@ -515,11 +517,19 @@ const vt_batch *vt_loader_next(vt_loader *l) {
     const vt_batch *out = NULL;
     double t0 = 0;
     while (l->next_deliver < l->nbatches) {
-        int si = -1;
-        for (int k = 0; k < l->nslots; k++)
+        int si = -1, nfree = 0;
+        for (int k = 0; k < l->nslots; k++) {
             if (l->slots[k].state == SLOT_READY && l->slots[k].b.index == l->next_deliver)
                 si = k;
+            nfree += l->slots[k].state == SLOT_FREE;
+        }
         if (si < 0) {
+            /* The batch we wait for is not claimed yet, and no worker can claim it: every
+             * buffer is kept by the consumer (or holds a later batch, impossible while
+             * batches are claimed in order). Waiting would never end. */
+            VT_CHECK(l->next_assign > l->next_deliver || nfree > 0,
+                     "vt_loader_next: all %d batch buffers are kept by the consumer; "
+                     "vt_loader_release one before asking for the next batch", l->nslots);
             if (t0 == 0)
                 t0 = vt_now();
             pthread_cond_wait(&l->cv_ready, &l->lock);
@@ -554,11 +564,41 @@ void vt_loader_start_epoch(vt_loader *l, int64_t epoch, int64_t start_batch) {
         pthread_cond_wait(&l->cv_idle, &l->lock);
     l->pausing = 0;
     for (int k = 0; k < l->nslots; k++)
-        l->slots[k].state = SLOT_FREE;
+        if (l->slots[k].state != SLOT_KEPT) /* the consumer's until it releases them */
+            l->slots[k].state = SLOT_FREE;
     l->held = -1;
     l->epoch = epoch;
     build_order(l);
     l->next_assign = l->next_deliver = VT_MAX(start_batch, 0);
+    pthread_cond_broadcast(&l->cv_work);
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* The slot behind a batch this loader handed out. */
+static int slot_of(const vt_loader *l, const vt_batch *b) {
+    for (int k = 0; k < l->nslots; k++)
+        if (&l->slots[k].b == b)
+            return k;
+    VT_DIE("batch %p was not handed out by this loader", (const void *)b);
+}
+
+void vt_loader_keep(vt_loader *l, const vt_batch *b) {
+    pthread_mutex_lock(&l->lock);
+    int k = slot_of(l, b);
+    VT_CHECK(k == l->held && l->slots[k].state == SLOT_HELD,
+             "vt_loader_keep: batch %lld is not the one the last vt_loader_next returned",
+             (long long)b->index);
+    l->slots[k].state = SLOT_KEPT;
+    l->held = -1;
+    pthread_mutex_unlock(&l->lock);
+}
+
+void vt_loader_release(vt_loader *l, const vt_batch *b) {
+    pthread_mutex_lock(&l->lock);
+    int k = slot_of(l, b);
+    VT_CHECK(l->slots[k].state == SLOT_KEPT, "vt_loader_release: batch %lld is not kept",
+             (long long)b->index);
+    l->slots[k].state = SLOT_FREE;
     pthread_cond_broadcast(&l->cv_work);
     pthread_mutex_unlock(&l->lock);
 }

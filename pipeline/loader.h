@@ -11,7 +11,10 @@
  * aborts on data: a clip that fails to decode is left out (the batch has fewer clips, no
  * padding duplicates), its video is reported once via vt_warn with FFmpeg's reason,
  * counted, and excluded from later epochs. (4) vt_loader_free returns promptly even
- * while workers are mid-batch. This file must never know about networks or devices.
+ * while workers are mid-batch. (5) a batch buffer is refilled only after the consumer
+ * gave it back: implicitly at the next vt_loader_next, or — for a batch it vt_loader_keep-s,
+ * e.g. while asynchronous device copies still read it — at vt_loader_release.
+ * This file must never know about networks or devices.
  */
 #ifndef VT_LOADER_H
 #define VT_LOADER_H
@@ -74,9 +77,18 @@ vt_loader *vt_loader_init(vt_dataset *ds, const vt_loader_cfg *cfg, char *err, s
 void vt_loader_free(vt_loader **l);
 
 /* Next batch of the epoch, or NULL at its end. Valid until the next call (or
- * start_epoch/free). Empty batches (every clip bad) are skipped, so batch->index may
- * jump; a data cursor is batch->index + 1. */
+ * start_epoch/free) unless kept. Empty batches (every clip bad) are skipped, so
+ * batch->index may jump; a data cursor is batch->index + 1. Aborts (a programmer error)
+ * when it would wait forever: every buffer kept by the consumer, none left to fill. */
 const vt_batch *vt_loader_next(vt_loader *l);
+/* Keep b — the batch the last vt_loader_next returned — valid and unchanged past later
+ * vt_loader_next and vt_loader_start_epoch calls, until vt_loader_release(l, b). The
+ * consumer may keep up to queue + workers - 1 batches at once (the rest must circulate).
+ * For consumers whose reads of b outlive the call that started them (a pinned batch
+ * copied to GPUs asynchronously: release once the copies are done). */
+void vt_loader_keep(vt_loader *l, const vt_batch *b);
+/* Give a kept batch back: its buffer may be refilled from now on. */
+void vt_loader_release(vt_loader *l, const vt_batch *b);
 /* Abandon the current epoch and start `epoch` at `start_batch` (cheap: no allocation).
  * Videos found bad so far are left out of its order. */
 void vt_loader_start_epoch(vt_loader *l, int64_t epoch, int64_t start_batch);

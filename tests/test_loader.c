@@ -10,10 +10,17 @@
  *     add up, each bad file is reported exactly once and left out of the next epoch;
  *   - memory: the buffers are allocated once through the hook ((queue + workers) *
  *     batch bytes) and RSS does not grow over many epochs;
- *   - clean shutdown while workers are mid-batch.
+ *   - clean shutdown while workers are mid-batch;
+ *   - the release protocol: a kept batch (vt_loader_keep) stays bitwise unchanged while
+ *     the consumer reads later batches, across an epoch start, until vt_loader_release;
+ *     with two buffers the one kept is the one the worker would otherwise refill next,
+ *     so a loader that ignored keep fails the hash check; keeping every buffer and
+ *     asking for more aborts instead of hanging.
  * Clips are 4 x 32 x 32 from 160x120 videos so the whole test takes seconds.
  */
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -565,6 +572,90 @@ static void test_shutdown(void) {
     vt_dataset_free(&ds);
 }
 
+static void test_keep(void) {
+    vt_dataset *ds = make_good("loader_keep");
+    enum { MAXB = 16 };
+    char err[512];
+    vt_loader_cfg c;
+    small_clip(&c);
+    c.batch = 2; /* 8 videos: 4 batches an epoch */
+    c.workers = 1;
+    c.queue = 1; /* 2 buffers: after b0 and b1, b2 must go where b1 was, never over b0 */
+    uint64_t plain[MAXB];
+    vt_loader *l = vt_loader_init(ds, &c, err, sizeof err);
+    TCHECK(l != NULL, "%s", err);
+    if (!l) {
+        vt_dataset_free(&ds);
+        return;
+    }
+    int nb = run_epoch(l, plain, MAXB, NULL, NULL, ds);
+    TCHECK(nb == 4, "%d batches, expected 4", nb);
+    vt_loader_start_epoch(l, 0, 0);
+    /* Keep batch 0 for the whole epoch, reading it after every later vt_loader_next. */
+    const vt_batch *b0 = vt_loader_next(l);
+    uint64_t h0 = batch_hash(b0);
+    TCHECK(h0 == plain[0], "batch 0 differs from the plain epoch's");
+    vt_loader_keep(l, b0);
+    int later = 0, intact = 1;
+    const vt_batch *b;
+    while ((b = vt_loader_next(l)) != NULL) {
+        later++;
+        TCHECK(later < MAXB && batch_hash(b) == plain[later], "batch %d differs while 0 is kept",
+               later);
+        intact &= batch_hash(b0) == h0 && b0->index == 0;
+    }
+    TCHECK(later == 3, "%d batches after the kept one, expected 3", later);
+    TCHECK(intact, "the kept batch 0 changed while later batches were delivered");
+    /* Across an epoch start too; then give it back and the ring keeps turning. */
+    vt_loader_start_epoch(l, 1, 0);
+    b = vt_loader_next(l);
+    TCHECK(b && b != b0 && batch_hash(b0) == h0, "epoch start touched the kept batch");
+    vt_loader_release(l, b0);
+    nb = 1;
+    while (vt_loader_next(l))
+        nb++;
+    TCHECK(nb == 4, "after the release: %d batches, expected 4", nb);
+    vt_loader_free(&l);
+
+    /* Two kept of three buffers: both intact while the third circulates. */
+    c.queue = 2;
+    l = vt_loader_init(ds, &c, err, sizeof err);
+    const vt_batch *k0 = vt_loader_next(l);
+    vt_loader_keep(l, k0);
+    const vt_batch *k1 = vt_loader_next(l);
+    vt_loader_keep(l, k1);
+    uint64_t hk0 = batch_hash(k0), hk1 = batch_hash(k1);
+    int n2 = 0;
+    while ((b = vt_loader_next(l)) != NULL)
+        n2++;
+    TCHECK(n2 == 2 && batch_hash(k0) == hk0 && batch_hash(k1) == hk1 && hk0 == plain[0] &&
+           hk1 == plain[1], "two kept batches: %d more delivered, kept ones %s", n2,
+           batch_hash(k0) == hk0 && batch_hash(k1) == hk1 ? "intact" : "CHANGED");
+    vt_loader_release(l, k1);
+    vt_loader_release(l, k0);
+    vt_loader_free(&l);
+
+    /* Every buffer kept, then one more asked for: a clear abort, not a hang. */
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(20); /* a hang would end as SIGALRM, which the parent reports */
+        c.queue = 1;
+        vt_loader *lc = vt_loader_init(ds, &c, err, sizeof err);
+        vt_loader_keep(lc, vt_loader_next(lc));
+        vt_loader_keep(lc, vt_loader_next(lc));
+        vt_loader_next(lc);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    TCHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+           "next with every buffer kept: %s %d (expected an abort)",
+           WIFSIGNALED(status) ? "signal" : "exit",
+           WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    vt_dataset_free(&ds);
+}
+
 int main(void) {
     const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
     const char *tmp = vt_test_env("VT_TMP", "/tmp/vidtrain-tests");
@@ -584,5 +675,6 @@ int main(void) {
     test_hostile();
     test_memory();
     test_shutdown();
+    test_keep();
     return vt_test_done("test_loader");
 }

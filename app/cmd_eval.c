@@ -137,6 +137,7 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
     lc.clip.flip = 0;
     lc.indices = keep;
     lc.nindices = nkeep;
+    vt_towers_host_hook(t, &lc.host_alloc, &lc.host_free, &lc.host_ctx); /* pinned on GPUs */
     l = vt_loader_init(ds, &lc, err, errlen);
     if (!l)
         goto end;

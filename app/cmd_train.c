@@ -518,6 +518,7 @@ int vt_cmd_train(int argc, char **argv) {
     clip_cfg_from_opts(&lc.clip, o);
     lc.indices = train_idx;
     lc.nindices = ntrain;
+    vt_towers_host_hook(c->towers, &lc.host_alloc, &lc.host_free, &lc.host_ctx); /* pinned */
     loader = vt_loader_init(ds, &lc, err, sizeof err);
     if (!loader) {
         fprintf(stderr, "vidtrain train: %s\n", err);

@@ -109,6 +109,12 @@ int vt_backend_set_precision(vt_backend *be, vt_precision p, char *err, size_t e
     if (p == be->precision)
         return 0;
     int ok = be->i->set_precision ? be->i->set_precision(be, p) == 0 : p != VT_PREC_BF16;
+    if (!ok && be->kind == VT_BACKEND_CUDA) {
+        vt_set_err(err, errlen, "cuda:%d: %s needs a GPU of compute capability 8.0 or newer "
+                   "(Ampere, Hopper); use --precision fp32 on this one", be->ordinal,
+                   vt_precision_name(p));
+        return -1;
+    }
     if (!ok) {
         vt_set_err(err, errlen, "the %s backend has no %s mode (bf16 runs on cuda, and on the "
                    "CPU with the reference backend: --backend cpu-ref, slow, for checking "

@@ -95,6 +95,15 @@ typedef struct vt_backend_i {
      * use malloc. */
     void *(*host_alloc)(vt_backend *be, size_t bytes);
     void (*host_free)(vt_backend *be, void *ptr);
+    /* optional: asynchronous host-to-device copies of input batches (NULL: callers use
+     * to_device). upload queues a copy on the backend's COPY stream, ordered after every
+     * op issued before it (so dst may be a buffer earlier work still reads) and before
+     * every op issued after upload_join(ticket); it returns that ticket. host_src (best
+     * pinned, from host_alloc) must stay unchanged until upload_wait returns, which blocks
+     * the host until every upload issued so far is done. */
+    uint64_t (*upload)(vt_backend *be, void *dst, const void *host_src, size_t bytes);
+    void (*upload_join)(vt_backend *be, uint64_t ticket);
+    void (*upload_wait)(vt_backend *be);
     /* optional: accept a precision (called through vt_backend_set_precision). Returns 0,
      * or -1 when this backend does not have it. NULL = FP32 and TF32 (computed as FP32). */
     int (*set_precision)(vt_backend *be, vt_precision p);

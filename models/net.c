@@ -455,6 +455,8 @@ static void bn_backward(vt_net *net, int i, float *din, const float *dy, const f
               net->bn_count[i], n, c, s);
 }
 
+int vt_net_reads_input_in_backward(const vt_net *net) { return net->g.input_off < 0; }
+
 void vt_net_backward(vt_net *net) {
     VT_CHECK(net->last_train, "backward without a training forward");
     VT_CHECK(net->have_loss, "backward before vt_net_loss seeded the heads' gradients");

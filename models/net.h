@@ -105,6 +105,11 @@ const float *vt_net_logits(const vt_net *net, int head);
  * the GLOBAL batch B (DESIGN.md invariant 2). */
 void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targets *t,
                  float grad_scale);
+/* 1 when backward reads the forward's input x (the first conv's weight gradient), so x
+ * must stay unchanged until vt_net_backward has been issued; 0 when forward copies x into
+ * the net's own storage (BF16: its bf16 copy) and x may be refilled once forward and
+ * loss are issued. */
+int vt_net_reads_input_in_backward(const vt_net *net);
 /* Backward of the last training forward: ACCUMULATES parameter gradients. */
 void vt_net_backward(vt_net *net);
 /* Dropout draws from a counter: call before each training forward with a value that is

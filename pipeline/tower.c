@@ -119,6 +119,9 @@ static void bn_sync_hook(void *ctx, float *buf, int64_t n) {
 }
 
 static void free_stage(tower *tw) {
+    /* an upload may still be writing into these buffers on the copy stream */
+    if (tw->be->i->upload_wait)
+        tw->be->i->upload_wait(tw->be);
     vt_backend_free_ptr(tw->be, tw->x_dev);
     tw->x_dev = NULL;
     for (int h = 0; h < VT_MAX_HEADS; h++) {
@@ -212,10 +215,44 @@ static void ensure_capacity(tower *tw, int chunk) {
     rebuild(tw, mb);
 }
 
-/* Pointers to the inputs of clips [first, first + k) of b on this tower's backend. */
-static const float *stage_input(tower *tw, const vt_batch *b, int first, int k, vt_targets *tg) {
+/* Host to device: an upload on the backend's copy stream when it has one (returns its
+ * ticket), else a copy on the compute stream (ticket 0). */
+static uint64_t copy_in(tower *tw, void *dst, const void *src, size_t bytes) {
+    vt_backend *be = tw->be;
+    if (be->i->upload)
+        return be->i->upload(be, dst, src, bytes);
+    be->i->to_device(be, dst, src, bytes);
+    return 0;
+}
+
+/* Start moving the inputs of clips [first, first + k) of b into this tower's staging
+ * buffers (device backends; host-memory backends read b in place). The copies are
+ * ordered after every op issued so far, so they may overwrite inputs that work issued
+ * earlier reads. Returns the ticket stage_take joins. */
+static uint64_t stage_issue(tower *tw, const vt_batch *b, int first, int k) {
     const vt_net_cfg *nc = &tw->T->cfg.net;
-    int64_t cf = vt_batch_clip_floats(b);
+    if (tw->host_mem || k == 0)
+        return 0;
+    if (k > tw->stage_clips)
+        alloc_stage(tw, k);
+    const int64_t cf = vt_batch_clip_floats(b);
+    uint64_t t = copy_in(tw, tw->x_dev, b->x + cf * first, (size_t)(cf * k) * sizeof(float));
+    for (int h = 0; h < nc->nheads; h++) {
+        if (b->label[h] && tw->label_dev[h])
+            t = copy_in(tw, tw->label_dev[h], b->label[h] + first, (size_t)k * sizeof(int32_t));
+        if (b->target[h] && tw->target_dev[h])
+            t = copy_in(tw, tw->target_dev[h],
+                        b->target[h] + (int64_t)first * nc->head[h].classes,
+                        (size_t)k * (size_t)nc->head[h].classes * sizeof(float));
+    }
+    return t;
+}
+
+/* Pointers to the inputs of clips [first, first + k) of b on this tower's backend, after
+ * stage_issue(b, first, k) returned `ticket`: ops issued from here on see them. */
+static const float *stage_take(tower *tw, const vt_batch *b, int first, int k, uint64_t ticket,
+                               vt_targets *tg) {
+    const vt_net_cfg *nc = &tw->T->cfg.net;
     memset(tg, 0, sizeof *tg);
     if (tw->host_mem) {
         for (int h = 0; h < nc->nheads; h++) {
@@ -224,27 +261,25 @@ static const float *stage_input(tower *tw, const vt_batch *b, int first, int k, 
             if (b->target[h])
                 tg->target[h] = b->target[h] + (int64_t)first * nc->head[h].classes;
         }
-        return b->x + cf * first;
+        return b->x + vt_batch_clip_floats(b) * first;
     }
-    if (k > tw->stage_clips)
-        alloc_stage(tw, k);
-    vt_backend *be = tw->be;
     if (k == 0)
         return tw->x_dev;
-    be->i->to_device(be, tw->x_dev, b->x + cf * first, (size_t)(cf * k) * sizeof(float));
+    if (ticket && tw->be->i->upload_join)
+        tw->be->i->upload_join(tw->be, ticket); /* uploads complete in issue order */
     for (int h = 0; h < nc->nheads; h++) {
-        if (b->label[h] && tw->label_dev[h]) {
-            be->i->to_device(be, tw->label_dev[h], b->label[h] + first, (size_t)k * sizeof(int32_t));
+        if (b->label[h] && tw->label_dev[h])
             tg->label[h] = tw->label_dev[h];
-        }
-        if (b->target[h] && tw->target_dev[h]) {
-            size_t kc = (size_t)k * (size_t)nc->head[h].classes;
-            be->i->to_device(be, tw->target_dev[h], b->target[h] + (int64_t)first * nc->head[h].classes,
-                             kc * sizeof(float));
+        if (b->target[h] && tw->target_dev[h])
             tg->target[h] = tw->target_dev[h];
-        }
     }
     return tw->x_dev;
+}
+
+/* Every upload from the host batch is done: the caller may hand it back to the loader. */
+static void stage_done(tower *tw) {
+    if (!tw->host_mem && tw->be->i->upload_wait)
+        tw->be->i->upload_wait(tw->be);
 }
 
 /* Correct predictions of head h for k clips whose logits are in tw->logits (host). */
@@ -323,18 +358,29 @@ static void do_train(tower *tw) {
     double t0 = vt_now();
     vt_net_zero_grad(tw->net);
     uint64_t drop_base = vt_hash64(T->cfg.seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(T->step + 1)));
+    /* Pass p's clips and size; pass p + 1's inputs are uploaded while pass p computes:
+     * after its forward and loss when the net keeps its own copy of the input (BF16),
+     * else after its backward (the first conv's backward reads the staged input). */
+#define PASS_FIRST(p) (tw->off + (p) * tw->chunk)
+#define PASS_K(p) (tw->chunk ? VT_MAX(0, VT_MIN(tw->chunk, tw->count - (p) * tw->chunk)) : 0)
+    const int early = !vt_net_reads_input_in_backward(tw->net);
+    uint64_t ticket = npass > 0 ? stage_issue(tw, b, PASS_FIRST(0), PASS_K(0)) : 0;
     for (int p = 0; p < npass; p++) {
         double tp = vt_now();
-        int first = tw->off + p * tw->chunk;
-        int k = tw->chunk ? VT_MAX(0, VT_MIN(tw->chunk, tw->count - p * tw->chunk)) : 0;
+        int first = PASS_FIRST(p);
+        int k = PASS_K(p);
         vt_targets tg;
-        const float *x = stage_input(tw, b, first, k, &tg);
+        const float *x = stage_take(tw, b, first, k, ticket, &tg);
         /* dropout masks by GLOBAL clip position: the same whichever tower runs a clip */
         vt_net_set_dropout_seed(tw->net, drop_base + (uint64_t)first);
         vt_net_forward(tw->net, x, k, 1);
         float hl[VT_MAX_HEADS] = {0};
         vt_net_loss(tw->net, tw->loss_clip, hl, &tg, scale);
+        if (early && p + 1 < npass)
+            ticket = stage_issue(tw, b, PASS_FIRST(p + 1), PASS_K(p + 1));
         vt_net_backward(tw->net);
+        if (!early && p + 1 < npass)
+            ticket = stage_issue(tw, b, PASS_FIRST(p + 1), PASS_K(p + 1));
         for (int j = 0; j < k; j++)
             tw->loss += tw->loss_clip[j];
         for (int h = 0; h < nh && k > 0; h++) {
@@ -348,6 +394,9 @@ static void do_train(tower *tw) {
         if (tw->dev.slowdown > 1.0 && k > 0)
             sleep_s((tw->dev.slowdown - 1.0) * (vt_now() - tp));
     }
+#undef PASS_FIRST
+#undef PASS_K
+    stage_done(tw);
     double t1 = vt_now();
     tw->compute = t1 - t0;
 
@@ -432,11 +481,16 @@ static void do_eval(tower *tw) {
     int chunk = VT_MIN(tw->count, vt_net_max_batch(tw->net));
     grow_scratch(tw, chunk);
     double t0 = vt_now();
-    for (int first = tw->off; first < tw->off + tw->count; first += chunk) {
-        int k = VT_MIN(chunk, tw->off + tw->count - first);
+    const int end = tw->off + tw->count;
+    uint64_t ticket = stage_issue(tw, b, tw->off, VT_MIN(chunk, tw->count));
+    for (int first = tw->off; first < end; first += chunk) {
+        int k = VT_MIN(chunk, end - first);
         vt_targets tg;
-        const float *x = stage_input(tw, b, first, k, &tg);
+        const float *x = stage_take(tw, b, first, k, ticket, &tg);
         vt_net_forward(tw->net, x, k, 0);
+        /* forward only: the next pass's inputs may replace these once it has run */
+        if (first + chunk < end)
+            ticket = stage_issue(tw, b, first + chunk, VT_MIN(chunk, end - first - chunk));
         tw->passes++;
         for (int h = 0; h < nc->nheads; h++) {
             const vt_head_cfg *hc = &nc->head[h];
@@ -469,6 +523,7 @@ static void do_eval(tower *tw) {
             }
         }
     }
+    stage_done(tw);
     tw->compute = vt_now() - t0;
 }
 
@@ -696,6 +751,32 @@ void vt_towers_free(vt_towers **pt) {
     pthread_cond_destroy(&T->cv_done);
     free(T);
     *pt = NULL;
+}
+
+static void *host_hook_alloc(void *ctx, size_t bytes) {
+    vt_backend *be = ctx;
+    return be->i->host_alloc(be, bytes);
+}
+static void host_hook_free(void *ctx, void *p) {
+    vt_backend *be = ctx;
+    be->i->host_free(be, p);
+}
+
+int vt_towers_host_hook(vt_towers *T, void *(**alloc)(void *ctx, size_t bytes),
+                        void (**free_fn)(void *ctx, void *p), void **ctx) {
+    *alloc = NULL;
+    *free_fn = NULL;
+    *ctx = NULL;
+    for (int i = 0; i < T->n; i++) {
+        vt_backend *be = T->tw[i].be;
+        if (be && be->i->host_alloc && be->i->host_free) {
+            *alloc = host_hook_alloc;
+            *free_fn = host_hook_free;
+            *ctx = be;
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int vt_towers_count(const vt_towers *t) { return t->n; }

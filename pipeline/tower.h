@@ -90,7 +90,10 @@ void vt_towers_print_plan(const vt_towers *t, FILE *f);
 void vt_towers_plan_line(const vt_towers *t, char *buf, size_t n);
 
 /* One training step on b (b->n clips; B = b->n for the 1/B scale; b->n may differ from
- * cfg->batch, e.g. an epoch's last batch: then the plan's slices are rescaled). */
+ * cfg->batch, e.g. an epoch's last batch: then the plan's slices are rescaled). Device
+ * towers upload their slice pass by pass on their backend's copy stream, the next pass
+ * while the current one computes; when this call (or eval_step) returns, no copy reads
+ * b any more: it may go back to the loader. */
 void vt_towers_train_step(vt_towers *t, const vt_batch *b, float lr, vt_step_stats *out);
 /* Forward only. probs_out[h] (b->n, classes) host, batch order: softmax probabilities
  * for softmax heads, sigmoids for BCE heads (NULL or NULL entries: not wanted).
@@ -100,6 +103,13 @@ void vt_towers_eval_step(vt_towers *t, const vt_batch *b, float *probs_out[VT_MA
 /* Re-plan now with another policy (speeds measured so far are kept). */
 int vt_towers_replan(vt_towers *t, const vt_split_policy *pol, char *err, size_t errlen);
 
+/* The loader's batch-buffer hook for these towers (loader.h host_alloc/host_free/
+ * host_ctx): page-locked memory from the first tower whose backend has it (CUDA:
+ * cudaHostAlloc, portable to every GPU), so uploads are true asynchronous DMA. Returns 0
+ * and leaves the hook NULL (malloc) when no tower has it. The towers must outlive the
+ * buffers (free the loader first). */
+int vt_towers_host_hook(vt_towers *t, void *(**alloc)(void *ctx, size_t bytes),
+                        void (**free_fn)(void *ctx, void *p), void **ctx);
 /* Replica access (between steps only; see the thread rule above). */
 vt_net *vt_towers_net(vt_towers *t, int rank);
 vt_optim *vt_towers_optim(vt_towers *t, int rank);

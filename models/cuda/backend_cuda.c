@@ -16,6 +16,24 @@
  * PyTorch and cpu-ref give the gradient to), ReLU (a one-line kernel; going through
  * cudnnActivation would add descriptors and no speed), dropout, losses, optimizers.
  *
+ * Precision (backend.h). TF32: the conv descriptors allow tensor-op math and cuBLAS uses
+ * TF32 tensor ops. BF16 (compute capability >= 8.0): activations are __nv_bfloat16 in
+ * device memory; convolutions run in cuDNN's PSEUDO_BFLOAT16 configuration (x, w, y
+ * bf16, compute type float: the only bf16 configuration of the legacy Nd API), the
+ * linear layer in cublasGemmEx (bf16 A/B/C, CUBLAS_COMPUTE_32F); the float32 master
+ * weights are converted into a bf16 staging copy for each call, weight gradients come
+ * out of cuDNN/cuBLAS as bf16 into a second staging buffer and are added to the float32
+ * ones (memplan.c counts both: vt_memplan_bf16_stage_bytes); a bias is written into the
+ * output first and accumulated onto with beta = 1, so output + bias is rounded once, as
+ * cpu-ref does. Our kernels are templates on the activation type (kernels.cu).
+ *
+ * Input uploads (upload/upload_join/upload_wait): a second, non-blocking COPY stream per
+ * backend. An upload first makes the copy stream wait for an event recorded on the compute
+ * stream (so it runs after work issued before it, which may still read dst), copies, and
+ * records a ticket event; upload_join makes the compute stream wait for a ticket. Freed
+ * blocks are reused in compute-stream order only, so whoever frees a buffer an upload
+ * writes must upload_wait first (the towers do, pipeline/tower.c free_stage).
+ *
  * Steady state: after the first step every descriptor, algorithm, workspace and scratch
  * buffer exists, and tensors freed and re-allocated in the same sizes come from the
  * allocator's cache, so a training step makes no cudaMalloc.
@@ -47,7 +65,7 @@ typedef struct cu_block { void *ptr; size_t bytes; } cu_block;
  * three directions get their own convolution descriptor because the math type cuDNN
  * reports for the chosen algorithm is set per descriptor and may differ by direction. */
 typedef struct cu_conv {
-    int n, thw[3], tf32, det;
+    int n, thw[3], tf32, bf16, det;
     vt_conv3d_p p;
     cudnnTensorDescriptor_t x, y, b;
     cudnnFilterDescriptor_t w;
@@ -64,7 +82,8 @@ typedef struct cu_ctx {
     cudaStream_t stream;
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
-    int tf32;
+    int tf32;       /* TF32 tensor ops allowed for float data */
+    int bf16;       /* activations are bf16 (precision BF16) */
     int cc_major;   /* compute capability: TF32 exists from 8.0 */
     int det;        /* 0 fastest, 1 required, 2 preferred */
     int find;       /* 1: cudnnFind*Ex timing, 0: cudnnGet*_v7 heuristics */
@@ -76,6 +95,16 @@ typedef struct cu_ctx {
     size_t blas_ws_bytes;
     void *scratch;  /* BN partials, sumsq partials and result (doubles) */
     size_t scratch_bytes;
+    void *w16, *dw16; /* BF16: one layer's weights / weight gradient in bf16 */
+    size_t w16_bytes, dw16_bytes;
+
+    /* uploads: the copy stream, "compute reached here" and one event per ticket (a ring:
+     * joining a ticket older than the ring waits for a later upload, never too little) */
+    cudaStream_t copy_stream;
+    cudaEvent_t order_ev;
+#define CU_UPLOAD_RING 64
+    cudaEvent_t up_ev[CU_UPLOAD_RING];
+    uint64_t next_ticket;
     double *host_result; /* pinned: sumsq's result */
 
     cu_conv **conv;
@@ -103,10 +132,6 @@ static cu_ctx *enter(vt_backend *be) {
     return c;
 }
 
-static int env_int(const char *name, int fallback) {
-    const char *v = getenv(name);
-    return v && *v ? atoi(v) : fallback;
-}
 
 /* ---------------------------------------------------------------- allocator ---- */
 
@@ -222,6 +247,28 @@ static void cu_copy(vt_backend *be, void *dst, const void *src, size_t bytes) {
     cu_ctx *c = enter(be);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
 }
+/* ---- uploads on the copy stream (see the file comment) ---- */
+static uint64_t cu_upload(vt_backend *be, void *dst, const void *src, size_t bytes) {
+    cu_ctx *c = enter(be);
+    if (!bytes)
+        return 0;
+    CUDA_CHECK(cudaEventRecord(c->order_ev, c->stream));
+    CUDA_CHECK(cudaStreamWaitEvent(c->copy_stream, c->order_ev, 0));
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->copy_stream));
+    const uint64_t t = ++c->next_ticket;
+    CUDA_CHECK(cudaEventRecord(c->up_ev[t % CU_UPLOAD_RING], c->copy_stream));
+    return t;
+}
+static void cu_upload_join(vt_backend *be, uint64_t ticket) {
+    cu_ctx *c = enter(be);
+    if (ticket)
+        CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->up_ev[ticket % CU_UPLOAD_RING], 0));
+}
+static void cu_upload_wait(vt_backend *be) {
+    cu_ctx *c = enter(be);
+    CUDA_CHECK(cudaStreamSynchronize(c->copy_stream));
+}
+
 static void cu_synchronize(vt_backend *be) {
     cu_ctx *c = enter(be);
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
@@ -265,8 +312,20 @@ static void cu_scale(vt_backend *be, float *x, float a, int64_t n) {
 static void cu_axpy(vt_backend *be, float *y, float a, const float *x, int64_t n) {
     vt_cuk_axpy(enter(be)->stream, y, a, x, n);
 }
+/* The activation type of the kernels: bf16 under BF16 (backend.h [A] arguments). */
+#define DT(c) ((c)->bf16 ? VT_CUK_BF16 : VT_CUK_F32)
+
 static void cu_add(vt_backend *be, float *out, const float *a, const float *b, int64_t n) {
-    vt_cuk_add(enter(be)->stream, out, a, b, n);
+    cu_ctx *c = enter(be);
+    vt_cuk_add(c->stream, DT(c), out, a, b, n);
+}
+static void cu_act_from_f32(vt_backend *be, float *dst, const float *src, int64_t n) {
+    cu_ctx *c = enter(be);
+    vt_cuk_to_act(c->stream, DT(c), dst, src, n);
+}
+static void cu_act_to_f32(vt_backend *be, float *dst, const float *src, int64_t n) {
+    cu_ctx *c = enter(be);
+    vt_cuk_from_act(c->stream, DT(c), dst, src, n);
 }
 static double cu_sumsq(vt_backend *be, const float *x, int64_t n) {
     cu_ctx *c = enter(be);
@@ -284,29 +343,33 @@ static double cu_sumsq(vt_backend *be, const float *x, int64_t n) {
 
 /* ---------------------------------------------------------------- conv3d ---- */
 
-static void set_tensor5(cudnnTensorDescriptor_t d, int n, int c, int t, int h, int w) {
+static void set_tensor5(cudnnTensorDescriptor_t d, cudnnDataType_t dt, int n, int c, int t, int h,
+                        int w) {
     const int dims[5] = {n, c, t, h, w};
     const int strides[5] = {c * t * h * w, t * h * w, h * w, w, 1};
-    CUDNN_CHECK(cudnnSetTensorNdDescriptor(d, CUDNN_DATA_FLOAT, 5, dims, strides));
+    CUDNN_CHECK(cudnnSetTensorNdDescriptor(d, dt, 5, dims, strides));
 }
 
-static cudnnConvolutionDescriptor_t make_conv_desc(const vt_conv3d_p *p, int tf32) {
+/* tensor_ok: TF32 (float data) or BF16 — tensor-op math allowed. The compute type is
+ * float in every case (BF16: cuDNN's PSEUDO_BFLOAT16 configuration). */
+static cudnnConvolutionDescriptor_t make_conv_desc(const vt_conv3d_p *p, int tensor_ok) {
     cudnnConvolutionDescriptor_t d;
     const int dil[3] = {1, 1, 1};
     CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
     /* CROSS_CORRELATION is what PyTorch (and cpu-ref) call convolution. */
     CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(d, 3, p->p, p->s, dil, CUDNN_CROSS_CORRELATION,
                                                 CUDNN_DATA_FLOAT));
-    /* FMA_MATH: plain FP32, no TF32 tensor cores; DEFAULT_MATH lets cuDNN use TF32. */
-    CUDNN_CHECK(cudnnSetConvolutionMathType(d, tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    /* FMA_MATH: plain FP32, no tensor cores; DEFAULT_MATH lets cuDNN use TF32 (float data)
+     * or bf16 tensor cores. */
+    CUDNN_CHECK(cudnnSetConvolutionMathType(d, tensor_ok ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
     return d;
 }
 
 static cu_conv *conv_get(cu_ctx *c, int n, const int thw[3], const vt_conv3d_p *p) {
     for (int i = 0; i < c->nconv; i++) {
         cu_conv *e = c->conv[i];
-        if (e->n == n && e->tf32 == c->tf32 && e->det == c->det && !memcmp(e->thw, thw, sizeof e->thw) &&
-            !memcmp(&e->p, p, sizeof *p))
+        if (e->n == n && e->tf32 == c->tf32 && e->bf16 == c->bf16 && e->det == c->det &&
+            !memcmp(e->thw, thw, sizeof e->thw) && !memcmp(&e->p, p, sizeof *p))
             return e;
     }
     VT_CHECK(p->cin > 0 && p->cout > 0, "conv3d: %d -> %d channels", p->cin, p->cout);
@@ -320,19 +383,21 @@ static cu_conv *conv_get(cu_ctx *c, int n, const int thw[3], const vt_conv3d_p *
     memcpy(e->thw, thw, sizeof e->thw);
     e->p = *p;
     e->tf32 = c->tf32;
+    e->bf16 = c->bf16;
     e->det = c->det;
+    const cudnnDataType_t dt = c->bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->x));
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->y));
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&e->b));
     CUDNN_CHECK(cudnnCreateFilterDescriptor(&e->w));
-    set_tensor5(e->x, n, p->cin, thw[0], thw[1], thw[2]);
-    set_tensor5(e->y, n, p->cout, To, Ho, Wo);
-    set_tensor5(e->b, 1, p->cout, 1, 1, 1);
+    set_tensor5(e->x, dt, n, p->cin, thw[0], thw[1], thw[2]);
+    set_tensor5(e->y, dt, n, p->cout, To, Ho, Wo);
+    set_tensor5(e->b, CUDNN_DATA_FLOAT, 1, p->cout, 1, 1, 1); /* FP32/TF32 bias only */
     const int wdims[5] = {p->cout, p->cin, p->k[0], p->k[1], p->k[2]};
-    CUDNN_CHECK(cudnnSetFilterNdDescriptor(e->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, 5, wdims));
-    e->cf = make_conv_desc(p, c->tf32);
-    e->cd = make_conv_desc(p, c->tf32);
-    e->cw = make_conv_desc(p, c->tf32);
+    CUDNN_CHECK(cudnnSetFilterNdDescriptor(e->w, dt, CUDNN_TENSOR_NCHW, 5, wdims));
+    e->cf = make_conv_desc(p, c->tf32 || c->bf16);
+    e->cd = make_conv_desc(p, c->tf32 || c->bf16);
+    e->cw = make_conv_desc(p, c->tf32 || c->bf16);
     int od[5];
     CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(e->cf, e->x, e->w, 5, od));
     VT_CHECK(od[0] == n && od[1] == p->cout && od[2] == To && od[3] == Ho && od[4] == Wo,
@@ -447,11 +512,12 @@ static void die_no_algo(const char *dir, const cu_conv *e, size_t ws_max, int de
            det == 1 ? " (deterministic required)" : "");
 }
 
-/* After choosing: with TF32 allowed the descriptor takes the algorithm's math type
- * (cuDNN's documented requirement for Find/Get results); without, it keeps FMA_MATH, which
- * choose() made sure the algorithm ran with. The persistent workspace grows to fit. */
+/* After choosing: with tensor ops allowed (TF32, BF16) the descriptor takes the
+ * algorithm's math type (cuDNN's documented requirement for Find/Get results); without,
+ * it keeps FMA_MATH, which choose() made sure the algorithm ran with. The persistent
+ * workspace grows to fit. */
 static void adopt(vt_backend *be, cu_ctx *c, cudnnConvolutionDescriptor_t d, const cu_perf *r) {
-    if (c->tf32)
+    if (c->tf32 || c->bf16)
         CUDNN_CHECK(cudnnSetConvolutionMathType(d, r->math));
     if (r->memory > c->ws_bytes)
         grow(be, &c->ws, &c->ws_bytes, r->memory, "cuDNN workspace");
@@ -459,8 +525,8 @@ static void adopt(vt_backend *be, cu_ctx *c, cudnnConvolutionDescriptor_t d, con
 
 #define CU_MAX_ALGOS 16
 
-static void pick_fwd(vt_backend *be, cu_ctx *c, cu_conv *e, const float *x, const float *w,
-                     float *y) {
+static void pick_fwd(vt_backend *be, cu_ctx *c, cu_conv *e, const void *x, const void *w,
+                     void *y) {
     cudnnConvolutionFwdAlgoPerf_t perf[CU_MAX_ALGOS];
     cu_perf r[CU_MAX_ALGOS];
     int got = 0;
@@ -478,7 +544,7 @@ static void pick_fwd(vt_backend *be, cu_ctx *c, cu_conv *e, const float *x, cons
     for (int i = 0; i < got; i++)
         r[i] = (cu_perf){perf[i].algo, perf[i].status, perf[i].time, perf[i].memory,
                          perf[i].determinism, perf[i].mathType};
-    int k = choose(r, got, ws_max, c->tf32, c->cc_major, c->det, c->find);
+    int k = choose(r, got, ws_max, c->tf32 || c->bf16, c->cc_major, c->det, c->find);
     if (k < 0)
         die_no_algo("forward", e, ws_max, c->det);
     e->af = (cudnnConvolutionFwdAlgo_t)r[k].algo;
@@ -489,8 +555,8 @@ static void pick_fwd(vt_backend *be, cu_ctx *c, cu_conv *e, const float *x, cons
              e->p.cin, e->p.cout, e->n, r[k].algo, r[k].memory, (double)r[k].time);
 }
 
-static void pick_bwd_data(vt_backend *be, cu_ctx *c, cu_conv *e, const float *w, const float *dy,
-                          float *dx) {
+static void pick_bwd_data(vt_backend *be, cu_ctx *c, cu_conv *e, const void *w, const void *dy,
+                          void *dx) {
     cudnnConvolutionBwdDataAlgoPerf_t perf[CU_MAX_ALGOS];
     cu_perf r[CU_MAX_ALGOS];
     int got = 0;
@@ -509,7 +575,7 @@ static void pick_bwd_data(vt_backend *be, cu_ctx *c, cu_conv *e, const float *w,
     for (int i = 0; i < got; i++)
         r[i] = (cu_perf){perf[i].algo, perf[i].status, perf[i].time, perf[i].memory,
                          perf[i].determinism, perf[i].mathType};
-    int k = choose(r, got, ws_max, c->tf32, c->cc_major, c->det, c->find);
+    int k = choose(r, got, ws_max, c->tf32 || c->bf16, c->cc_major, c->det, c->find);
     if (k < 0)
         die_no_algo("backward-data", e, ws_max, c->det);
     e->ad = (cudnnConvolutionBwdDataAlgo_t)r[k].algo;
@@ -520,16 +586,17 @@ static void pick_bwd_data(vt_backend *be, cu_ctx *c, cu_conv *e, const float *w,
              e->p.cin, e->p.cout, e->n, r[k].algo, r[k].memory, (double)r[k].time);
 }
 
-static void pick_bwd_filter(vt_backend *be, cu_ctx *c, cu_conv *e, const float *x,
-                            const float *dy) {
+static void pick_bwd_filter(vt_backend *be, cu_ctx *c, cu_conv *e, const void *x,
+                            const void *dy) {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CU_MAX_ALGOS];
     cu_perf r[CU_MAX_ALGOS];
     int got = 0;
     size_t ws_max = ws_available(be, c);
     if (c->find) {
         /* The real dw accumulates (beta = 1), so Find writes into a scratch filter. */
-        const size_t wbytes = sizeof(float) * (size_t)e->p.cout * (size_t)e->p.cin *
-                              (size_t)e->p.k[0] * (size_t)e->p.k[1] * (size_t)e->p.k[2];
+        const size_t wbytes = (c->bf16 ? 2 : sizeof(float)) * (size_t)e->p.cout *
+                              (size_t)e->p.cin * (size_t)e->p.k[0] * (size_t)e->p.k[1] *
+                              (size_t)e->p.k[2];
         void *dw = vt_backend_alloc_x(be, wbytes, "cuDNN algorithm search (filter)");
         ws_max = ws_available(be, c);
         void *tmp = find_ws(be, &ws_max);
@@ -545,7 +612,7 @@ static void pick_bwd_filter(vt_backend *be, cu_ctx *c, cu_conv *e, const float *
     for (int i = 0; i < got; i++)
         r[i] = (cu_perf){perf[i].algo, perf[i].status, perf[i].time, perf[i].memory,
                          perf[i].determinism, perf[i].mathType};
-    int k = choose(r, got, ws_max, c->tf32, c->cc_major, c->det, c->find);
+    int k = choose(r, got, ws_max, c->tf32 || c->bf16, c->cc_major, c->det, c->find);
     if (k < 0)
         die_no_algo("backward-filter", e, ws_max, c->det);
     e->aw = (cudnnConvolutionBwdFilterAlgo_t)r[k].algo;
@@ -556,15 +623,44 @@ static void pick_bwd_filter(vt_backend *be, cu_ctx *c, cu_conv *e, const float *
              c->device, e->p.cin, e->p.cout, e->n, r[k].algo, r[k].memory, (double)r[k].time);
 }
 
+/* BF16 staging (see the file comment): a bf16 copy of n master weights, and room for a
+ * bf16 weight gradient of n weights. */
+static void *stage_w16(vt_backend *be, cu_ctx *c, const float *w, int64_t n) {
+    void *w16 = grow(be, &c->w16, &c->w16_bytes, (size_t)n * 2, "bf16 weights");
+    vt_cuk_to_act(c->stream, VT_CUK_BF16, w16, w, n);
+    return w16;
+}
+static void *stage_dw16(vt_backend *be, cu_ctx *c, int64_t n) {
+    return grow(be, &c->dw16, &c->dw16_bytes, (size_t)n * 2, "bf16 weight gradient");
+}
+static int64_t conv_weights(const vt_conv3d_p *p) {
+    return (int64_t)p->cout * p->cin * p->k[0] * p->k[1] * p->k[2];
+}
+
 static void cu_conv3d_forward(vt_backend *be, float *out, const float *in, const float *w,
                               const float *b, int n, const int in_thw[3], const vt_conv3d_p *p) {
     if (n <= 0)
         return;
     cu_ctx *c = enter(be);
     cu_conv *e = conv_get(c, n, in_thw, p);
+    const float one = 1.0f, zero = 0.0f;
+    if (c->bf16) {
+        const void *w16 = stage_w16(be, c, w, conv_weights(p));
+        if (!e->have_f)
+            pick_fwd(be, c, e, in, w16, out);
+        const int To = vt_conv_out(in_thw[0], p->k[0], p->s[0], p->p[0]);
+        const int Ho = vt_conv_out(in_thw[1], p->k[1], p->s[1], p->p[1]);
+        const int Wo = vt_conv_out(in_thw[2], p->k[2], p->s[2], p->p[2]);
+        if (b) /* y = bias, then y = conv + 1 * y: one rounding of the sum */
+            vt_cuk_fill_bias(c->stream, VT_CUK_BF16, out, b, (int64_t)n * p->cout, p->cout,
+                             (int64_t)To * Ho * Wo);
+        CUDNN_CHECK(cudnnConvolutionForward(c->cudnn, &one, e->x, in, e->w, w16, e->cf, e->af,
+                                            e->wsf ? c->ws : NULL, e->wsf, b ? &one : &zero,
+                                            e->y, out));
+        return;
+    }
     if (!e->have_f)
         pick_fwd(be, c, e, in, w, out);
-    const float one = 1.0f, zero = 0.0f;
     CUDNN_CHECK(cudnnConvolutionForward(c->cudnn, &one, e->x, in, e->w, w, e->cf, e->af,
                                         e->wsf ? c->ws : NULL, e->wsf, &zero, e->y, out));
     if (b)
@@ -579,6 +675,32 @@ static void cu_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,
     cu_ctx *c = enter(be);
     cu_conv *e = conv_get(c, n, in_thw, p);
     const float one = 1.0f, zero = 0.0f;
+    if (c->bf16) {
+        const int64_t nw = conv_weights(p);
+        if (din) {
+            const void *w16 = stage_w16(be, c, w, nw);
+            if (!e->have_d)
+                pick_bwd_data(be, c, e, w16, dout, din);
+            CUDNN_CHECK(cudnnConvolutionBackwardData(c->cudnn, &one, e->w, w16, e->y, dout, e->cd,
+                                                     e->ad, e->wsd ? c->ws : NULL, e->wsd, &zero,
+                                                     e->x, din));
+        }
+        /* this call's weight gradient in bf16 (beta = 0), then added to the float one */
+        void *dw16 = stage_dw16(be, c, nw);
+        if (!e->have_w)
+            pick_bwd_filter(be, c, e, in, dout);
+        CUDNN_CHECK(cudnnConvolutionBackwardFilter(c->cudnn, &one, e->x, in, e->y, dout, e->cw,
+                                                   e->aw, e->wsw ? c->ws : NULL, e->wsw, &zero,
+                                                   e->w, dw16));
+        vt_cuk_acc_from_act(c->stream, VT_CUK_BF16, dw, dw16, nw);
+        if (db) {
+            const int64_t s = (int64_t)vt_conv_out(in_thw[0], p->k[0], p->s[0], p->p[0]) *
+                              vt_conv_out(in_thw[1], p->k[1], p->s[1], p->p[1]) *
+                              vt_conv_out(in_thw[2], p->k[2], p->s[2], p->p[2]);
+            vt_cuk_chansum_acc(c->stream, VT_CUK_BF16, db, dout, n, p->cout, s);
+        }
+        return;
+    }
     if (din) { /* input gradient: overwritten (beta = 0) */
         if (!e->have_d)
             pick_bwd_data(be, c, e, w, dout, din);
@@ -604,7 +726,7 @@ static void cu_bn_stats(vt_backend *be, float *sum, float *sumsq, const float *x
                         int64_t s) {
     cu_ctx *c = enter(be);
     double *part = n > 0 ? bn_partials(be, c, n, ch, s) : NULL;
-    vt_cuk_bn_stats(c->stream, sum, sumsq, x, n, ch, s, part);
+    vt_cuk_bn_stats(c->stream, DT(c), sum, sumsq, x, n, ch, s, part);
 }
 static void cu_bn_finalize(vt_backend *be, float *mean, float *invstd, float *running_mean,
                            float *running_var, const float *sum, const float *sumsq,
@@ -616,31 +738,36 @@ static void cu_bn_finalize(vt_backend *be, float *mean, float *invstd, float *ru
 static void cu_bn_apply(vt_backend *be, float *out, const float *x, const float *mean,
                         const float *invstd, const float *gamma, const float *beta, int n, int ch,
                         int64_t s) {
-    vt_cuk_bn_apply(enter(be)->stream, out, x, mean, invstd, gamma, beta, n, ch, s);
+    cu_ctx *c = enter(be);
+    vt_cuk_bn_apply(c->stream, DT(c), out, x, mean, invstd, gamma, beta, n, ch, s);
 }
 static void cu_bn_backward_reduce(vt_backend *be, float *sum_dy, float *sum_dy_xhat,
                                   const float *dy, const float *x, const float *mean,
                                   const float *invstd, int n, int ch, int64_t s) {
     cu_ctx *c = enter(be);
     double *part = n > 0 ? bn_partials(be, c, n, ch, s) : NULL;
-    vt_cuk_bn_backward_reduce(c->stream, sum_dy, sum_dy_xhat, dy, x, mean, invstd, n, ch, s, part);
+    vt_cuk_bn_backward_reduce(c->stream, DT(c), sum_dy, sum_dy_xhat, dy, x, mean, invstd, n, ch, s,
+                              part);
 }
 static void cu_bn_backward_apply(vt_backend *be, float *din, const float *dy, const float *x,
                                  const float *mean, const float *invstd, const float *gamma,
                                  const float *sum_dy, const float *sum_dy_xhat, int64_t count,
                                  int n, int ch, int64_t s) {
-    vt_cuk_bn_backward_apply(enter(be)->stream, din, dy, x, mean, invstd, gamma, sum_dy,
+    cu_ctx *c = enter(be);
+    vt_cuk_bn_backward_apply(c->stream, DT(c), din, dy, x, mean, invstd, gamma, sum_dy,
                              sum_dy_xhat, count, n, ch, s);
 }
 
 /* ---------------------------------------------------------------- activations ---- */
 
 static void cu_relu_forward(vt_backend *be, float *out, const float *in, int64_t n) {
-    vt_cuk_relu_forward(enter(be)->stream, out, in, n);
+    cu_ctx *c = enter(be);
+    vt_cuk_relu_forward(c->stream, DT(c), out, in, n);
 }
 static void cu_relu_backward(vt_backend *be, float *din, const float *dout, const float *out,
                              int64_t n) {
-    vt_cuk_relu_backward(enter(be)->stream, din, dout, out, n);
+    cu_ctx *c = enter(be);
+    vt_cuk_relu_backward(c->stream, DT(c), din, dout, out, n);
 }
 
 /* ---------------------------------------------------------------- pooling ---- */
@@ -662,33 +789,38 @@ static void cu_maxpool3d_forward(vt_backend *be, float *out, const float *in, in
                                  const int in_thw[3], const vt_pool3d_p *p) {
     if (n <= 0)
         return;
-    vt_cuk_maxpool_forward(enter(be)->stream, out, in, (int64_t)n * ch, pool_geom(in_thw, p));
+    cu_ctx *c = enter(be);
+    vt_cuk_maxpool_forward(c->stream, DT(c), out, in, (int64_t)n * ch, pool_geom(in_thw, p));
 }
 static void cu_maxpool3d_backward(vt_backend *be, float *din, const float *dout, const float *in,
                                   int n, int ch, const int in_thw[3], const vt_pool3d_p *p) {
     if (n <= 0)
         return;
-    vt_cuk_maxpool_backward(enter(be)->stream, din, dout, in, (int64_t)n * ch,
-                            pool_geom(in_thw, p));
+    cu_ctx *c = enter(be);
+    vt_cuk_maxpool_backward(c->stream, DT(c), din, dout, in, (int64_t)n * ch, pool_geom(in_thw, p));
 }
 static void cu_avgpool3d_forward(vt_backend *be, float *out, const float *in, int n, int ch,
                                  const int in_thw[3], const vt_pool3d_p *p) {
     if (n <= 0)
         return;
-    vt_cuk_avgpool_forward(enter(be)->stream, out, in, (int64_t)n * ch, pool_geom(in_thw, p));
+    cu_ctx *c = enter(be);
+    vt_cuk_avgpool_forward(c->stream, DT(c), out, in, (int64_t)n * ch, pool_geom(in_thw, p));
 }
 static void cu_avgpool3d_backward(vt_backend *be, float *din, const float *dout, int n, int ch,
                                   const int in_thw[3], const vt_pool3d_p *p) {
     if (n <= 0)
         return;
-    vt_cuk_avgpool_backward(enter(be)->stream, din, dout, (int64_t)n * ch, pool_geom(in_thw, p));
+    cu_ctx *c = enter(be);
+    vt_cuk_avgpool_backward(c->stream, DT(c), din, dout, (int64_t)n * ch, pool_geom(in_thw, p));
 }
 static void cu_gap_forward(vt_backend *be, float *out, const float *in, int n, int ch, int64_t s) {
-    vt_cuk_gap_forward(enter(be)->stream, out, in, (int64_t)n * ch, s);
+    cu_ctx *c = enter(be);
+    vt_cuk_gap_forward(c->stream, DT(c), out, in, (int64_t)n * ch, s);
 }
 static void cu_gap_backward(vt_backend *be, float *din, const float *dout, int n, int ch,
                             int64_t s) {
-    vt_cuk_gap_backward(enter(be)->stream, din, dout, (int64_t)n * ch, s);
+    cu_ctx *c = enter(be);
+    vt_cuk_gap_backward(c->stream, DT(c), din, dout, (int64_t)n * ch, s);
 }
 
 /* ---------------------------------------------------------------- linear ---- */
@@ -699,12 +831,30 @@ static void cu_gap_backward(vt_backend *be, float *din, const float *dout, int n
  *   din^T (I, N) = w^T (I, O) . dout^T (O, N)-> gemm(N, N, m=I, n=N, k=O, w ld I, dout ld O)
  *   dw^T (I, O) += in^T (I, N) . dout (N, O) -> gemm(N, T, m=I, n=O, k=N, in ld I, dout ld O)
  */
+/* BF16: the same three GEMMs with bf16 A, B, C and float compute (cublasGemmEx). */
+static void gemm_bf16(cu_ctx *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                      const void *a, int lda, const void *b, int ldb, float beta, void *out,
+                      int ldc) {
+    const float one = 1.0f;
+    CUBLAS_CHECK(cublasGemmEx(c->cublas, ta, tb, m, n, k, &one, a, CUDA_R_16BF, lda, b,
+                              CUDA_R_16BF, ldb, &beta, out, CUDA_R_16BF, ldc, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+}
+
 static void cu_linear_forward(vt_backend *be, float *out, const float *in, const float *w,
                               const float *b, int n, int in_f, int out_f) {
     if (n <= 0)
         return;
     cu_ctx *c = enter(be);
     const float one = 1.0f, zero = 0.0f;
+    if (c->bf16) {
+        const void *w16 = stage_w16(be, c, w, (int64_t)in_f * out_f);
+        if (b) /* out = bias, then out = w . in + 1 * out: one rounding of the sum */
+            vt_cuk_fill_bias(c->stream, VT_CUK_BF16, out, b, (int64_t)n * out_f, out_f, 1);
+        gemm_bf16(c, CUBLAS_OP_T, CUBLAS_OP_N, out_f, n, in_f, w16, in_f, in, in_f, b ? 1.0f : 0.0f,
+                  out, out_f);
+        return;
+    }
     CUBLAS_CHECK(cublasSgemm(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, out_f, n, in_f, &one, w, in_f,
                              in, in_f, &zero, out, out_f));
     if (b)
@@ -716,13 +866,28 @@ static void cu_linear_backward(vt_backend *be, float *din, float *dw, float *db,
         return;
     cu_ctx *c = enter(be);
     const float one = 1.0f, zero = 0.0f;
+    if (c->bf16) {
+        const int64_t nw = (int64_t)in_f * out_f;
+        if (din) {
+            const void *w16 = stage_w16(be, c, w, nw);
+            gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_N, in_f, n, out_f, w16, in_f, dout, out_f, 0.0f,
+                      din, in_f);
+        }
+        void *dw16 = stage_dw16(be, c, nw);
+        gemm_bf16(c, CUBLAS_OP_N, CUBLAS_OP_T, in_f, out_f, n, in, in_f, dout, out_f, 0.0f, dw16,
+                  in_f);
+        vt_cuk_acc_from_act(c->stream, VT_CUK_BF16, dw, dw16, nw);
+        if (db)
+            vt_cuk_colsum_acc(c->stream, VT_CUK_BF16, db, dout, n, out_f);
+        return;
+    }
     if (din)
         CUBLAS_CHECK(cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_N, in_f, n, out_f, &one, w,
                                  in_f, dout, out_f, &zero, din, in_f));
     CUBLAS_CHECK(cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_T, in_f, out_f, n, &one, in, in_f,
                              dout, out_f, &one, dw, in_f));
     if (db)
-        vt_cuk_colsum_acc(c->stream, db, dout, n, out_f);
+        vt_cuk_colsum_acc(c->stream, VT_CUK_F32, db, dout, n, out_f);
 }
 
 /* ---------------------------------------------------------------- dropout ---- */
@@ -732,11 +897,13 @@ static void cu_dropout_forward(vt_backend *be, float *out, float *mask, const fl
     /* The kept value is computed here exactly as cpu-ref computes it (one float division)
      * so the masks agree bit for bit. */
     const float scale = p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
-    vt_cuk_dropout_forward(enter(be)->stream, out, mask, in, n, p, scale, seed);
+    cu_ctx *c = enter(be);
+    vt_cuk_dropout_forward(c->stream, DT(c), out, mask, in, n, p, scale, seed);
 }
 static void cu_dropout_backward(vt_backend *be, float *din, const float *dout, const float *mask,
                                 int64_t n) {
-    vt_cuk_mul(enter(be)->stream, din, dout, mask, n);
+    cu_ctx *c = enter(be);
+    vt_cuk_dropout_backward(c->stream, DT(c), din, dout, mask, n);
 }
 
 /* ---------------------------------------------------------------- losses ---- */
@@ -744,12 +911,14 @@ static void cu_dropout_backward(vt_backend *be, float *din, const float *dout, c
 static void cu_softmax_xent(vt_backend *be, float *loss, float *dlogits, float *prob,
                             const float *logits, const int32_t *label, int n, int k,
                             float smoothing, float grad_scale) {
-    vt_cuk_softmax_xent(enter(be)->stream, loss, dlogits, prob, logits, label, n, k, smoothing,
+    cu_ctx *c = enter(be);
+    vt_cuk_softmax_xent(c->stream, DT(c), loss, dlogits, prob, logits, label, n, k, smoothing,
                         grad_scale);
 }
 static void cu_bce_logits(vt_backend *be, float *loss, float *dlogits, const float *logits,
                           const float *target, int n, int k, float grad_scale) {
-    vt_cuk_bce_logits(enter(be)->stream, loss, dlogits, logits, target, n, k, grad_scale);
+    cu_ctx *c = enter(be);
+    vt_cuk_bce_logits(c->stream, DT(c), loss, dlogits, logits, target, n, k, grad_scale);
 }
 
 /* ---------------------------------------------------------------- optimizers ---- */
@@ -792,6 +961,13 @@ static void cu_destroy(vt_backend *be) {
     vt_backend_free_ptr(be, c->ws);
     vt_backend_free_ptr(be, c->blas_ws);
     vt_backend_free_ptr(be, c->scratch);
+    vt_backend_free_ptr(be, c->w16);
+    vt_backend_free_ptr(be, c->dw16);
+    CUDA_CHECK(cudaStreamSynchronize(c->copy_stream));
+    for (int i = 0; i < CU_UPLOAD_RING; i++)
+        CUDA_CHECK(cudaEventDestroy(c->up_ev[i]));
+    CUDA_CHECK(cudaEventDestroy(c->order_ev));
+    CUDA_CHECK(cudaStreamDestroy(c->copy_stream));
     CUBLAS_CHECK(cublasDestroy(c->cublas));
     CUDNN_CHECK(cudnnDestroy(c->cudnn));
     pthread_mutex_lock(&c->lock);
@@ -811,6 +987,20 @@ static void cu_destroy(vt_backend *be) {
     be->ctx = NULL;
 }
 
+/* FP32, TF32 and — on compute capability >= 8.0, where cuDNN has bf16 convolutions and
+ * tensor cores have bf16 — BF16. */
+static int cu_set_precision(vt_backend *be, vt_precision p) {
+    cu_ctx *c = enter(be);
+    if (p == VT_PREC_BF16 && c->cc_major < 8)
+        return -1;
+    c->tf32 = p == VT_PREC_TF32;
+    c->bf16 = p == VT_PREC_BF16;
+    /* BF16's GEMMs are cublasGemmEx with CUBLAS_COMPUTE_32F: the math mode does not apply */
+    CUBLAS_CHECK(cublasSetMathMode(c->cublas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
+                                                      : CUBLAS_DEFAULT_MATH));
+    return 0;
+}
+
 static const vt_backend_i cuda_i = {
     /* .name = */ "cuda",
     /* .destroy = */ cu_destroy,
@@ -822,6 +1012,9 @@ static const vt_backend_i cuda_i = {
     /* .synchronize = */ cu_synchronize,
     /* .host_alloc = */ cu_host_alloc,
     /* .host_free = */ cu_host_free,
+    /* .upload = */ cu_upload,
+    /* .upload_join = */ cu_upload_join,
+    /* .upload_wait = */ cu_upload_wait,
     /* .set_precision = */ cu_set_precision,
     /* .fill = */ cu_fill,
     /* .scale = */ cu_scale,
@@ -869,6 +1062,11 @@ vt_backend *vt_backend_cuda_init(int device, int64_t budget) {
     /* Non-blocking: no implicit synchronisation with the legacy default stream, so towers
      * on one GPU overlap. */
     CUDA_CHECK(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
+    /* No timing: these events only order the two streams. */
+    CUDA_CHECK(cudaEventCreateWithFlags(&c->order_ev, cudaEventDisableTiming));
+    for (int i = 0; i < CU_UPLOAD_RING; i++)
+        CUDA_CHECK(cudaEventCreateWithFlags(&c->up_ev[i], cudaEventDisableTiming));
     CUDNN_CHECK(cudnnCreate(&c->cudnn));
     CUDNN_CHECK(cudnnSetStream(c->cudnn, c->stream));
     CUBLAS_CHECK(cublasCreate(&c->cublas));
@@ -876,7 +1074,7 @@ vt_backend *vt_backend_cuda_init(int device, int64_t budget) {
     CUDA_CHECK(cudaMallocHost((void **)&c->host_result, sizeof(double)));
 
     CUDA_CHECK(cudaDeviceGetAttribute(&c->cc_major, cudaDevAttrComputeCapabilityMajor, device));
-    c->tf32 = env_int("VT_TF32", 0) != 0;
+    c->tf32 = 0; /* FP32 until vt_backend_set_precision (vt_net_init sets the net's) */
     const char *det = getenv("VT_CUDA_DETERMINISTIC");
     c->det = det && *det ? (atoi(det) ? 1 : 0) : 2;
     const char *algo = getenv("VT_CUDA_CONV_ALGO");
@@ -928,10 +1126,9 @@ int vt_cuda_device(const vt_backend *be) { return ctx_of(be)->device; }
 int vt_cuda_tf32(const vt_backend *be) { return ctx_of(be)->tf32; }
 
 void vt_cuda_set_tf32(vt_backend *be, int on) {
-    cu_ctx *c = enter(be);
-    c->tf32 = on != 0;
-    CUBLAS_CHECK(cublasSetMathMode(c->cublas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                      : CUBLAS_DEFAULT_MATH));
+    char err[256];
+    VT_CHECK(vt_backend_set_precision(be, on ? VT_PREC_TF32 : VT_PREC_FP32, err, sizeof err) == 0,
+             "%s", err);
 }
 
 void vt_cuda_set_deterministic(vt_backend *be, int mode) {

@@ -5,9 +5,9 @@
  * may include it under #ifdef VT_HAVE_CUDA. Every function takes a backend made by
  * vt_backend_cuda_init and aborts on any other.
  *
+ * Precision is the op table's (vt_backend_set_precision, models/backend.h; vt_net_init sets
+ * the net's): FP32 by default, TF32, or BF16 on compute capability >= 8.0.
  * Environment switches read once by vt_backend_cuda_init (the setters override them):
- *   VT_TF32=1                 TF32 tensor-core math for convolutions and GEMMs (off by
- *                             default; never on in numerics tests)
  *   VT_CUDA_DETERMINISTIC=1   require deterministic cuDNN algorithms (default: prefer
  *                             them when they cost < 10% time); =0: fastest, whatever it is
  *   VT_CUDA_CONV_ALGO=find|heuristic   benchmark the algorithms once per shape (default,
@@ -30,6 +30,7 @@ extern "C" {
 /* The backend's one stream, as a cudaStream_t (void * here to keep CUDA headers out). */
 void *vt_cuda_stream(vt_backend *be);
 int vt_cuda_device(const vt_backend *be);
+/* vt_backend_set_precision(be, on ? TF32 : FP32); whether TF32 is on. */
 void vt_cuda_set_tf32(vt_backend *be, int on);
 int vt_cuda_tf32(const vt_backend *be);
 /* 0 = fastest algorithm, 1 = deterministic required, 2 = deterministic preferred. */

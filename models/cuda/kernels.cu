@@ -13,13 +13,18 @@
  *  - every reduction has a fixed order (per-thread strided partials, then a fixed
  *    shared-memory tree, then partials reduced in index order): no atomics on floats,
  *    so a run is bitwise repeatable on the same GPU;
- *  - launchers never allocate and never synchronise; every launch is checked.
+ *  - launchers never allocate and never synchronise; every launch is checked;
+ *  - activations ([A] in models/backend.h) are float or __nv_bfloat16 as the launcher's
+ *    vt_cuk_dt says: kernels are templates on that type, load through ld() (exact) and
+ *    store through st(), which rounds a float to nearest even bf16 once, as cpu-ref's
+ *    ast() does; everything else (statistics, masks, losses, optimizer) stays float.
  * It must never include FFmpeg or any vidtrain header other than kernels.h and
  * cuda_check.h (nvcc compiles this file as C++).
  */
 #include <math.h>
 #include <stdint.h>
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "models/cuda/cuda_check.h"
@@ -39,6 +44,29 @@ static unsigned vt_blocks(int64_t n) {
 #define VT_GRID_STRIDE(i, n)                                                                   \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                  \
          i += (int64_t)gridDim.x * blockDim.x)
+
+/* Activation element access: float, or bf16 widened exactly / rounded to nearest even. */
+__device__ static inline float ld(const float *p, int64_t i) { return p[i]; }
+__device__ static inline float ld(const __nv_bfloat16 *p, int64_t i) { return __bfloat162float(p[i]); }
+__device__ static inline void st(float *p, int64_t i, float v) { p[i] = v; }
+__device__ static inline void st(__nv_bfloat16 *p, int64_t i, float v) { p[i] = __float2bfloat16_rn(v); }
+/* A parameter-gradient contribution as it is added to a float gradient (cpu-ref pacc). */
+__device__ static inline float pacc(const float *, double g) { return (float)g; }
+__device__ static inline float pacc(const __nv_bfloat16 *, double g) {
+    return __bfloat162float(__float2bfloat16_rn((float)g));
+}
+
+/* Run the statement with A the activation type of dt. */
+#define VT_DT(dt, ...)                                                                         \
+    do {                                                                                       \
+        if ((dt) == VT_CUK_BF16) {                                                             \
+            typedef __nv_bfloat16 A;                                                           \
+            __VA_ARGS__;                                                                       \
+        } else {                                                                               \
+            typedef float A;                                                                   \
+            __VA_ARGS__;                                                                       \
+        }                                                                                      \
+    } while (0)
 
 /* Tree reduction of one double per thread in a VT_THREADS block; result in sh[0]. Fixed
  * order, so deterministic. */
@@ -64,11 +92,9 @@ __global__ static void k_scale(float *x, float a, int64_t n) {
 __global__ static void k_axpy(float *y, float a, const float *x, int64_t n) {
     VT_GRID_STRIDE(i, n) y[i] = __fadd_rn(y[i], __fmul_rn(a, x[i]));
 }
-__global__ static void k_add(float *out, const float *a, const float *b, int64_t n) {
-    VT_GRID_STRIDE(i, n) out[i] = __fadd_rn(a[i], b[i]);
-}
-__global__ static void k_mul(float *out, const float *a, const float *b, int64_t n) {
-    VT_GRID_STRIDE(i, n) out[i] = __fmul_rn(a[i], b[i]);
+template <typename A>
+__global__ static void k_add(A *out, const A *a, const A *b, int64_t n) {
+    VT_GRID_STRIDE(i, n) st(out, i, __fadd_rn(ld(a, i), ld(b, i)));
 }
 
 extern "C" void vt_cuk_fill(cudaStream_t st, float *x, float v, int64_t n) {
@@ -89,18 +115,44 @@ extern "C" void vt_cuk_axpy(cudaStream_t st, float *y, float a, const float *x, 
     k_axpy<<<vt_blocks(n), VT_THREADS, 0, st>>>(y, a, x, n);
     CUDA_LAUNCH_CHECK();
 }
-extern "C" void vt_cuk_add(cudaStream_t st, float *out, const float *a, const float *b,
-                           int64_t n) {
+extern "C" void vt_cuk_add(cudaStream_t st, vt_cuk_dt dt, void *out, const void *a,
+                           const void *b, int64_t n) {
     if (n <= 0)
         return;
-    k_add<<<vt_blocks(n), VT_THREADS, 0, st>>>(out, a, b, n);
+    VT_DT(dt, k_add<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)out, (const A *)a,
+                                                            (const A *)b, n));
     CUDA_LAUNCH_CHECK();
 }
-extern "C" void vt_cuk_mul(cudaStream_t st, float *out, const float *a, const float *b,
-                           int64_t n) {
+
+/* dst (dt) = src (float), rounded for bf16; dst (float) = src (dt), exact. */
+template <typename D, typename S>
+__global__ static void k_convert(D *dst, const S *src, int64_t n) {
+    VT_GRID_STRIDE(i, n) st(dst, i, ld(src, i));
+}
+extern "C" void vt_cuk_to_act(cudaStream_t st, vt_cuk_dt dt, void *dst, const float *src,
+                              int64_t n) {
     if (n <= 0)
         return;
-    k_mul<<<vt_blocks(n), VT_THREADS, 0, st>>>(out, a, b, n);
+    VT_DT(dt, k_convert<A, float><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)dst, src, n));
+    CUDA_LAUNCH_CHECK();
+}
+extern "C" void vt_cuk_from_act(cudaStream_t st, vt_cuk_dt dt, float *dst, const void *src,
+                                int64_t n) {
+    if (n <= 0)
+        return;
+    VT_DT(dt, k_convert<float, A><<<vt_blocks(n), VT_THREADS, 0, st>>>(dst, (const A *)src, n));
+    CUDA_LAUNCH_CHECK();
+}
+/* dst (float) += src (dt): a bf16 weight gradient into the float one. */
+template <typename A>
+__global__ static void k_acc_from(float *dst, const A *src, int64_t n) {
+    VT_GRID_STRIDE(i, n) dst[i] = __fadd_rn(dst[i], ld(src, i));
+}
+extern "C" void vt_cuk_acc_from_act(cudaStream_t st, vt_cuk_dt dt, float *dst, const void *src,
+                                    int64_t n) {
+    if (n <= 0)
+        return;
+    VT_DT(dt, k_acc_from<A><<<vt_blocks(n), VT_THREADS, 0, st>>>(dst, (const A *)src, n));
     CUDA_LAUNCH_CHECK();
 }
 
@@ -144,26 +196,30 @@ extern "C" void vt_cuk_sumsq(cudaStream_t st, double *result, double *partials, 
 
 /* ------------------------------------------------------------------ activations, dropout */
 
-__global__ static void k_relu_fwd(float *out, const float *in, int64_t n) {
+template <typename A>
+__global__ static void k_relu_fwd(A *out, const A *in, int64_t n) {
     VT_GRID_STRIDE(i, n) {
-        float v = in[i];
-        out[i] = v > 0 ? v : 0.0f;
+        float v = ld(in, i);
+        st(out, i, v > 0 ? v : 0.0f);
     }
 }
-__global__ static void k_relu_bwd(float *din, const float *dout, const float *out, int64_t n) {
-    VT_GRID_STRIDE(i, n) din[i] = out[i] > 0 ? dout[i] : 0.0f;
+template <typename A>
+__global__ static void k_relu_bwd(A *din, const A *dout, const A *out, int64_t n) {
+    VT_GRID_STRIDE(i, n) st(din, i, ld(out, i) > 0 ? ld(dout, i) : 0.0f);
 }
-extern "C" void vt_cuk_relu_forward(cudaStream_t st, float *out, const float *in, int64_t n) {
+extern "C" void vt_cuk_relu_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
+                                    int64_t n) {
     if (n <= 0)
         return;
-    k_relu_fwd<<<vt_blocks(n), VT_THREADS, 0, st>>>(out, in, n);
+    VT_DT(dt, k_relu_fwd<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)out, (const A *)in, n));
     CUDA_LAUNCH_CHECK();
 }
-extern "C" void vt_cuk_relu_backward(cudaStream_t st, float *din, const float *dout,
-                                     const float *out, int64_t n) {
+extern "C" void vt_cuk_relu_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
+                                     const void *out, int64_t n) {
     if (n <= 0)
         return;
-    k_relu_bwd<<<vt_blocks(n), VT_THREADS, 0, st>>>(din, dout, out, n);
+    VT_DT(dt, k_relu_bwd<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)din, (const A *)dout,
+                                                                 (const A *)out, n));
     CUDA_LAUNCH_CHECK();
 }
 
@@ -175,21 +231,36 @@ __device__ static uint64_t vt_hash64_dev(uint64_t x) {
     x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
     return x ^ (x >> 31);
 }
-__global__ static void k_dropout_fwd(float *out, float *mask, const float *in, int64_t n, float p,
+template <typename A>
+__global__ static void k_dropout_fwd(A *out, float *mask, const A *in, int64_t n, float p,
                                      float scale, uint64_t seed) {
     VT_GRID_STRIDE(i, n) {
         uint64_t h = vt_hash64_dev(seed ^ ((uint64_t)i * 0x9E3779B97F4A7C15ull));
         float u = (float)(h >> 40) / 16777216.0f; /* 24 bits: exact in float */
         float m = (u >= p && p < 1.0f) ? scale : 0.0f;
         mask[i] = m;
-        out[i] = __fmul_rn(in[i], m);
+        st(out, i, __fmul_rn(ld(in, i), m));
     }
 }
-extern "C" void vt_cuk_dropout_forward(cudaStream_t st, float *out, float *mask, const float *in,
-                                       int64_t n, float p, float scale, uint64_t seed) {
+extern "C" void vt_cuk_dropout_forward(cudaStream_t st, vt_cuk_dt dt, void *out, float *mask,
+                                       const void *in, int64_t n, float p, float scale,
+                                       uint64_t seed) {
     if (n <= 0)
         return;
-    k_dropout_fwd<<<vt_blocks(n), VT_THREADS, 0, st>>>(out, mask, in, n, p, scale, seed);
+    VT_DT(dt, k_dropout_fwd<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)out, mask, (const A *)in,
+                                                                    n, p, scale, seed));
+    CUDA_LAUNCH_CHECK();
+}
+template <typename A>
+__global__ static void k_dropout_bwd(A *din, const A *dout, const float *mask, int64_t n) {
+    VT_GRID_STRIDE(i, n) st(din, i, __fmul_rn(ld(dout, i), mask[i]));
+}
+extern "C" void vt_cuk_dropout_backward(cudaStream_t st, vt_cuk_dt dt, void *din,
+                                        const void *dout, const float *mask, int64_t n) {
+    if (n <= 0)
+        return;
+    VT_DT(dt, k_dropout_bwd<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)din, (const A *)dout,
+                                                                    mask, n));
     CUDA_LAUNCH_CHECK();
 }
 
@@ -209,8 +280,8 @@ static int bn_q(int64_t s) {
 extern "C" int vt_cuk_bn_parts(int n, int64_t s) { return n * bn_q(s); }
 
 /* mode 0: (sum x, sum x^2); mode 1: (sum dy, sum dy * (x - mean) * invstd) as cpu-ref. */
-template <int MODE>
-__global__ static void k_bn_part(double *pa, double *pb, const float *x, const float *dy,
+template <int MODE, typename A>
+__global__ static void k_bn_part(double *pa, double *pb, const A *x, const A *dy,
                                  const float *mean, const float *invstd, int c, int64_t s, int q) {
     __shared__ double sh[VT_THREADS];
     const int part = blockIdx.x, ch = blockIdx.y, nparts = gridDim.x;
@@ -222,16 +293,16 @@ __global__ static void k_bn_part(double *pa, double *pb, const float *x, const f
     double a = 0, b = 0;
     if (MODE == 0) {
         for (int64_t j = lo + threadIdx.x; j < hi; j += VT_THREADS) {
-            double v = x[base + j];
+            double v = ld(x, base + j);
             a += v;
             b += v * v;
         }
     } else {
         const double m = mean[ch], is = invstd[ch];
         for (int64_t j = lo + threadIdx.x; j < hi; j += VT_THREADS) {
-            double g = dy[base + j];
+            double g = ld(dy, base + j);
             a += g;
-            b += g * ((double)x[base + j] - m) * is;
+            b += g * ((double)ld(x, base + j) - m) * is;
         }
     }
     double ra = vt_block_sum(a, sh);
@@ -260,9 +331,9 @@ __global__ static void k_bn_final(float *oa, float *ob, const double *pa, const 
     }
 }
 template <int MODE>
-static void bn_reduce(cudaStream_t st, float *oa, float *ob, const float *x, const float *dy,
-                      const float *mean, const float *invstd, int n, int c, int64_t s,
-                      double *partials) {
+static void bn_reduce(cudaStream_t st, vt_cuk_dt dt, float *oa, float *ob, const void *x,
+                      const void *dy, const float *mean, const float *invstd, int n, int c,
+                      int64_t s, double *partials) {
     if (c <= 0)
         return;
     if (n <= 0 || s <= 0) { /* sums over an empty set: zeros (cpu-ref writes them too) */
@@ -274,20 +345,21 @@ static void bn_reduce(cudaStream_t st, float *oa, float *ob, const float *x, con
     const int q = bn_q(s), nparts = n * q;
     double *pa = partials, *pb = partials + (int64_t)c * nparts;
     dim3 grid((unsigned)nparts, (unsigned)c);
-    k_bn_part<MODE><<<grid, VT_THREADS, 0, st>>>(pa, pb, x, dy, mean, invstd, c, s, q);
+    VT_DT(dt, k_bn_part<MODE, A><<<grid, VT_THREADS, 0, st>>>(pa, pb, (const A *)x, (const A *)dy,
+                                                              mean, invstd, c, s, q));
     CUDA_LAUNCH_CHECK();
     k_bn_final<<<(unsigned)c, VT_THREADS, 0, st>>>(oa, ob, pa, pb, nparts);
     CUDA_LAUNCH_CHECK();
 }
-extern "C" void vt_cuk_bn_stats(cudaStream_t st, float *sum, float *sumsq, const float *x, int n,
-                                int c, int64_t s, double *partials) {
-    bn_reduce<0>(st, sum, sumsq, x, NULL, NULL, NULL, n, c, s, partials);
+extern "C" void vt_cuk_bn_stats(cudaStream_t st, vt_cuk_dt dt, float *sum, float *sumsq,
+                                const void *x, int n, int c, int64_t s, double *partials) {
+    bn_reduce<0>(st, dt, sum, sumsq, x, NULL, NULL, NULL, n, c, s, partials);
 }
-extern "C" void vt_cuk_bn_backward_reduce(cudaStream_t st, float *sum_dy, float *sum_dy_xhat,
-                                          const float *dy, const float *x, const float *mean,
-                                          const float *invstd, int n, int c, int64_t s,
-                                          double *partials) {
-    bn_reduce<1>(st, sum_dy, sum_dy_xhat, x, dy, mean, invstd, n, c, s, partials);
+extern "C" void vt_cuk_bn_backward_reduce(cudaStream_t st, vt_cuk_dt dt, float *sum_dy,
+                                          float *sum_dy_xhat, const void *dy, const void *x,
+                                          const float *mean, const float *invstd, int n, int c,
+                                          int64_t s, double *partials) {
+    bn_reduce<1>(st, dt, sum_dy, sum_dy_xhat, x, dy, mean, invstd, n, c, s, partials);
 }
 
 __global__ static void k_bn_finalize(float *mean, float *invstd, float *rm, float *rv,
@@ -344,29 +416,31 @@ static dim3 rows_grid(int64_t rows, int64_t s) {
              j += (int64_t)gridDim.x * blockDim.x)
 
 /* out = g*(x-mean)*invstd + b. cpu-ref forms it in double and rounds once; so do we. */
-__global__ static void k_bn_apply(float *out, const float *x, const float *mean,
-                                  const float *invstd, const float *gamma, const float *beta,
-                                  int64_t rows, int c, int64_t s) {
+template <typename A>
+__global__ static void k_bn_apply(A *out, const A *x, const float *mean, const float *invstd,
+                                  const float *gamma, const float *beta, int64_t rows, int c,
+                                  int64_t s) {
     VT_ROWS_LOOP(row, j, rows, s) {
         const int ci = (int)(row % c);
         const double g = gamma ? gamma[ci] : 1.0, b = beta ? beta[ci] : 0.0;
         const int64_t i = row * s + j;
-        out[i] = (float)(g * ((double)x[i] - mean[ci]) * invstd[ci] + b);
+        st(out, i, (float)(g * ((double)ld(x, i) - mean[ci]) * invstd[ci] + b));
     }
 }
-extern "C" void vt_cuk_bn_apply(cudaStream_t st, float *out, const float *x, const float *mean,
-                                const float *invstd, const float *gamma, const float *beta,
-                                int n, int c, int64_t s) {
+extern "C" void vt_cuk_bn_apply(cudaStream_t st, vt_cuk_dt dt, void *out, const void *x,
+                                const float *mean, const float *invstd, const float *gamma,
+                                const float *beta, int n, int c, int64_t s) {
     const int64_t rows = (int64_t)n * c;
     if (rows <= 0 || s <= 0)
         return;
-    k_bn_apply<<<rows_grid(rows, s), VT_THREADS, 0, st>>>(out, x, mean, invstd, gamma, beta,
-                                                           rows, c, s);
+    VT_DT(dt, k_bn_apply<A><<<rows_grid(rows, s), VT_THREADS, 0, st>>>(
+                  (A *)out, (const A *)x, mean, invstd, gamma, beta, rows, c, s));
     CUDA_LAUNCH_CHECK();
 }
 
-__global__ static void k_bn_bwd_apply(float *din, const float *dy, const float *x,
-                                      const float *mean, const float *invstd, const float *gamma,
+template <typename A>
+__global__ static void k_bn_bwd_apply(A *din, const A *dy, const A *x, const float *mean,
+                                      const float *invstd, const float *gamma,
                                       const float *sum_dy, const float *sum_dy_xhat, int64_t count,
                                       int64_t rows, int c, int64_t s) {
     VT_ROWS_LOOP(row, j, rows, s) {
@@ -375,21 +449,22 @@ __global__ static void k_bn_bwd_apply(float *din, const float *dy, const float *
         const double mdy = (double)sum_dy[ci] / (double)count;
         const double mdyx = (double)sum_dy_xhat[ci] / (double)count;
         const int64_t i = row * s + j;
-        const double xhat = ((double)x[i] - mean[ci]) * invstd[ci];
-        din[i] = (float)(g * invstd[ci] * ((double)dy[i] - mdy - xhat * mdyx));
+        const double xhat = ((double)ld(x, i) - mean[ci]) * invstd[ci];
+        st(din, i, (float)(g * invstd[ci] * ((double)ld(dy, i) - mdy - xhat * mdyx)));
     }
 }
-extern "C" void vt_cuk_bn_backward_apply(cudaStream_t st, float *din, const float *dy,
-                                         const float *x, const float *mean, const float *invstd,
-                                         const float *gamma, const float *sum_dy,
-                                         const float *sum_dy_xhat, int64_t count, int n, int c,
-                                         int64_t s) {
+extern "C" void vt_cuk_bn_backward_apply(cudaStream_t st, vt_cuk_dt dt, void *din,
+                                         const void *dy, const void *x, const float *mean,
+                                         const float *invstd, const float *gamma,
+                                         const float *sum_dy, const float *sum_dy_xhat,
+                                         int64_t count, int n, int c, int64_t s) {
     const int64_t rows = (int64_t)n * c;
     if (rows <= 0 || s <= 0)
         return;
     VT_CHECK(count > 0, "bn_backward_apply: count %lld", (long long)count);
-    k_bn_bwd_apply<<<rows_grid(rows, s), VT_THREADS, 0, st>>>(
-        din, dy, x, mean, invstd, gamma, sum_dy, sum_dy_xhat, count, rows, c, s);
+    VT_DT(dt, k_bn_bwd_apply<A><<<rows_grid(rows, s), VT_THREADS, 0, st>>>(
+                  (A *)din, (const A *)dy, (const A *)x, mean, invstd, gamma, sum_dy, sum_dy_xhat,
+                  count, rows, c, s));
     CUDA_LAUNCH_CHECK();
 }
 
@@ -408,7 +483,8 @@ __device__ static void covering(int *lo, int *hi, int i, int k, int s, int p, in
 /* First maximum of window (ot, oh, ow): (t, h, w) order, strictly larger replaces, padding
  * never wins — cpu-ref's ref_max_arg. Returns the offset within the plane, -1 if the
  * window holds no input (cannot happen with PyTorch-valid padding). */
-__device__ static int max_arg(const float *plane, const vt_cuk_pool &g, int ot, int oh, int ow,
+template <typename A>
+__device__ static int max_arg(const A *plane, const vt_cuk_pool &g, int ot, int oh, int ow,
                               float *val) {
     int best = -1;
     float bv = 0;
@@ -425,7 +501,7 @@ __device__ static int max_arg(const float *plane, const vt_cuk_pool &g, int ot, 
                 if (iw < 0 || iw >= g.in[2])
                     continue;
                 int i = (it * g.in[1] + ih) * g.in[2] + iw;
-                float v = plane[i];
+                float v = ld(plane, i);
                 if (best < 0 || v > bv) {
                     best = i;
                     bv = v;
@@ -437,7 +513,8 @@ __device__ static int max_arg(const float *plane, const vt_cuk_pool &g, int ot, 
     return best;
 }
 
-__global__ static void k_maxpool_fwd(float *out, const float *in, int64_t planes, vt_cuk_pool g) {
+template <typename A>
+__global__ static void k_maxpool_fwd(A *out, const A *in, int64_t planes, vt_cuk_pool g) {
     const int64_t sout = (int64_t)g.out[0] * g.out[1] * g.out[2];
     const int64_t sin = (int64_t)g.in[0] * g.in[1] * g.in[2];
     VT_GRID_STRIDE(o, planes * sout) {
@@ -446,15 +523,16 @@ __global__ static void k_maxpool_fwd(float *out, const float *in, int64_t planes
         const int ow = r % g.out[2], oh = (r / g.out[2]) % g.out[1], ot = r / (g.out[2] * g.out[1]);
         float v;
         int a = max_arg(in + pl * sin, g, ot, oh, ow, &v);
-        out[o] = a >= 0 ? v : -INFINITY;
+        st(out, o, a >= 0 ? v : -INFINITY);
     }
 }
-extern "C" void vt_cuk_maxpool_forward(cudaStream_t st, float *out, const float *in,
+extern "C" void vt_cuk_maxpool_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
                                        int64_t planes, vt_cuk_pool g) {
     const int64_t total = planes * g.out[0] * g.out[1] * g.out[2];
     if (total <= 0)
         return;
-    k_maxpool_fwd<<<vt_blocks(total), VT_THREADS, 0, st>>>(out, in, planes, g);
+    VT_DT(dt, k_maxpool_fwd<A><<<vt_blocks(total), VT_THREADS, 0, st>>>((A *)out, (const A *)in,
+                                                                        planes, g));
     CUDA_LAUNCH_CHECK();
 }
 
@@ -462,8 +540,9 @@ extern "C" void vt_cuk_maxpool_forward(cudaStream_t st, float *out, const float 
  * it is, in output order (the order cpu-ref's scatter adds them). The first maximum is
  * recomputed per covering window (at most ceil(k/s)^3 windows of k^3 cells): no atomics,
  * no argmax tensor. */
-__global__ static void k_maxpool_bwd(float *din, const float *dout, const float *in,
-                                     int64_t planes, vt_cuk_pool g) {
+template <typename A>
+__global__ static void k_maxpool_bwd(A *din, const A *dout, const A *in, int64_t planes,
+                                     vt_cuk_pool g) {
     const int64_t sout = (int64_t)g.out[0] * g.out[1] * g.out[2];
     const int64_t sin = (int64_t)g.in[0] * g.in[1] * g.in[2];
     VT_GRID_STRIDE(x, planes * sin) {
@@ -474,25 +553,27 @@ __global__ static void k_maxpool_bwd(float *din, const float *dout, const float 
         covering(&tlo, &thi, it, g.k[0], g.s[0], g.p[0], g.out[0]);
         covering(&hlo, &hhi, ih, g.k[1], g.s[1], g.p[1], g.out[1]);
         covering(&wlo, &whi, iw, g.k[2], g.s[2], g.p[2], g.out[2]);
-        const float *plane = in + pl * sin;
+        const A *plane = in + pl * sin;
         float facc = 0.0f; /* cpu-ref adds into a zeroed float din in output order: so do we */
         for (int ot = tlo; ot <= thi; ot++)
             for (int oh = hlo; oh <= hhi; oh++)
                 for (int ow = wlo; ow <= whi; ow++) {
                     float v;
                     if (max_arg(plane, g, ot, oh, ow, &v) == r)
-                        facc = __fadd_rn(facc,
-                                         dout[pl * sout + ((int64_t)ot * g.out[1] + oh) * g.out[2] + ow]);
+                        facc = __fadd_rn(facc, ld(dout, pl * sout +
+                                                            ((int64_t)ot * g.out[1] + oh) * g.out[2] + ow));
                 }
-        din[x] = facc;
+        st(din, x, facc);
     }
 }
-extern "C" void vt_cuk_maxpool_backward(cudaStream_t st, float *din, const float *dout,
-                                        const float *in, int64_t planes, vt_cuk_pool g) {
+extern "C" void vt_cuk_maxpool_backward(cudaStream_t st, vt_cuk_dt dt, void *din,
+                                        const void *dout, const void *in, int64_t planes,
+                                        vt_cuk_pool g) {
     const int64_t total = planes * g.in[0] * g.in[1] * g.in[2];
     if (total <= 0)
         return;
-    k_maxpool_bwd<<<vt_blocks(total), VT_THREADS, 0, st>>>(din, dout, in, planes, g);
+    VT_DT(dt, k_maxpool_bwd<A><<<vt_blocks(total), VT_THREADS, 0, st>>>(
+                  (A *)din, (const A *)dout, (const A *)in, planes, g));
     CUDA_LAUNCH_CHECK();
 }
 
@@ -509,7 +590,8 @@ __device__ static int avg_window(int lo[3], int hi[3], const vt_cuk_pool &g, con
     }
     return div;
 }
-__global__ static void k_avgpool_fwd(float *out, const float *in, int64_t planes, vt_cuk_pool g) {
+template <typename A>
+__global__ static void k_avgpool_fwd(A *out, const A *in, int64_t planes, vt_cuk_pool g) {
     const int64_t sout = (int64_t)g.out[0] * g.out[1] * g.out[2];
     const int64_t sin = (int64_t)g.in[0] * g.in[1] * g.in[2];
     VT_GRID_STRIDE(o, planes * sout) {
@@ -518,17 +600,17 @@ __global__ static void k_avgpool_fwd(float *out, const float *in, int64_t planes
         const int oc[3] = {r / (g.out[2] * g.out[1]), (r / g.out[2]) % g.out[1], r % g.out[2]};
         int lo[3], hi[3];
         const int div = avg_window(lo, hi, g, oc);
-        const float *plane = in + pl * sin;
+        const A *plane = in + pl * sin;
         double s = 0;
         for (int t = lo[0]; t < hi[0]; t++)
             for (int h = lo[1]; h < hi[1]; h++)
                 for (int w = lo[2]; w < hi[2]; w++)
-                    s += plane[(t * g.in[1] + h) * g.in[2] + w];
-        out[o] = (float)(s / div);
+                    s += ld(plane, (t * g.in[1] + h) * g.in[2] + w);
+        st(out, o, (float)(s / div));
     }
 }
-__global__ static void k_avgpool_bwd(float *din, const float *dout, int64_t planes,
-                                     vt_cuk_pool g) {
+template <typename A>
+__global__ static void k_avgpool_bwd(A *din, const A *dout, int64_t planes, vt_cuk_pool g) {
     const int64_t sout = (int64_t)g.out[0] * g.out[1] * g.out[2];
     const int64_t sin = (int64_t)g.in[0] * g.in[1] * g.in[2];
     VT_GRID_STRIDE(x, planes * sin) {
@@ -545,58 +627,63 @@ __global__ static void k_avgpool_bwd(float *din, const float *dout, int64_t plan
                     const int oc[3] = {ot, oh, ow};
                     int lo[3], hi[3];
                     const int div = avg_window(lo, hi, g, oc);
-                    acc += dout[pl * sout + ((int64_t)ot * g.out[1] + oh) * g.out[2] + ow] /
+                    acc += ld(dout, pl * sout + ((int64_t)ot * g.out[1] + oh) * g.out[2] + ow) /
                            (double)div;
                 }
-        din[x] = (float)acc;
+        st(din, x, (float)acc);
     }
 }
-extern "C" void vt_cuk_avgpool_forward(cudaStream_t st, float *out, const float *in,
+extern "C" void vt_cuk_avgpool_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
                                        int64_t planes, vt_cuk_pool g) {
     const int64_t total = planes * g.out[0] * g.out[1] * g.out[2];
     if (total <= 0)
         return;
-    k_avgpool_fwd<<<vt_blocks(total), VT_THREADS, 0, st>>>(out, in, planes, g);
+    VT_DT(dt, k_avgpool_fwd<A><<<vt_blocks(total), VT_THREADS, 0, st>>>((A *)out, (const A *)in,
+                                                                        planes, g));
     CUDA_LAUNCH_CHECK();
 }
-extern "C" void vt_cuk_avgpool_backward(cudaStream_t st, float *din, const float *dout,
-                                        int64_t planes, vt_cuk_pool g) {
+extern "C" void vt_cuk_avgpool_backward(cudaStream_t st, vt_cuk_dt dt, void *din,
+                                        const void *dout, int64_t planes, vt_cuk_pool g) {
     const int64_t total = planes * g.in[0] * g.in[1] * g.in[2];
     if (total <= 0)
         return;
-    k_avgpool_bwd<<<vt_blocks(total), VT_THREADS, 0, st>>>(din, dout, planes, g);
+    VT_DT(dt, k_avgpool_bwd<A><<<vt_blocks(total), VT_THREADS, 0, st>>>((A *)din,
+                                                                        (const A *)dout, planes, g));
     CUDA_LAUNCH_CHECK();
 }
 
 /* Global average pool: one block per (n, c) row, double sum, then / S as cpu-ref. */
-__global__ static void k_gap_fwd(float *out, const float *in, int64_t rows, int64_t s) {
+template <typename A>
+__global__ static void k_gap_fwd(A *out, const A *in, int64_t rows, int64_t s) {
     __shared__ double sh[VT_THREADS];
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         double a = 0;
         for (int64_t j = threadIdx.x; j < s; j += VT_THREADS)
-            a += in[row * s + j];
+            a += ld(in, row * s + j);
         double t = vt_block_sum(a, sh);
         if (threadIdx.x == 0)
-            out[row] = (float)(t / (double)s);
+            st(out, row, (float)(t / (double)s));
         __syncthreads(); /* sh is reused by the next row */
     }
 }
-__global__ static void k_gap_bwd(float *din, const float *dout, int64_t rows, int64_t s) {
-    VT_ROWS_LOOP(row, j, rows, s) din[row * s + j] = (float)((double)dout[row] / (double)s);
+template <typename A>
+__global__ static void k_gap_bwd(A *din, const A *dout, int64_t rows, int64_t s) {
+    VT_ROWS_LOOP(row, j, rows, s) st(din, row * s + j, (float)((double)ld(dout, row) / (double)s));
 }
-extern "C" void vt_cuk_gap_forward(cudaStream_t st, float *out, const float *in, int64_t rows,
-                                   int64_t s) {
+extern "C" void vt_cuk_gap_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
+                                   int64_t rows, int64_t s) {
     if (rows <= 0 || s <= 0)
         return;
-    k_gap_fwd<<<(unsigned)(rows < VT_MAX_BLOCKS ? rows : VT_MAX_BLOCKS), VT_THREADS, 0, st>>>(
-        out, in, rows, s);
+    const unsigned nb = (unsigned)(rows < VT_MAX_BLOCKS ? rows : VT_MAX_BLOCKS);
+    VT_DT(dt, k_gap_fwd<A><<<nb, VT_THREADS, 0, st>>>((A *)out, (const A *)in, rows, s));
     CUDA_LAUNCH_CHECK();
 }
-extern "C" void vt_cuk_gap_backward(cudaStream_t st, float *din, const float *dout, int64_t rows,
-                                    int64_t s) {
+extern "C" void vt_cuk_gap_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
+                                    int64_t rows, int64_t s) {
     if (rows <= 0 || s <= 0)
         return;
-    k_gap_bwd<<<rows_grid(rows, s), VT_THREADS, 0, st>>>(din, dout, rows, s);
+    VT_DT(dt, k_gap_bwd<A><<<rows_grid(rows, s), VT_THREADS, 0, st>>>((A *)din, (const A *)dout,
+                                                                      rows, s));
     CUDA_LAUNCH_CHECK();
 }
 
@@ -612,20 +699,58 @@ extern "C" void vt_cuk_add_bias_rows(cudaStream_t st, float *out, const float *b
     k_add_bias_rows<<<vt_blocks(total), VT_THREADS, 0, st>>>(out, b, total, f);
     CUDA_LAUNCH_CHECK();
 }
-/* db[o] += sum_n dout[n, o]: one thread per column, rows in order, double like cpu-ref. */
-__global__ static void k_colsum_acc(float *db, const float *dout, int n, int f) {
+/* db[o] += sum_n dout[n, o]: one thread per column, rows in order, double like cpu-ref;
+ * the contribution rounded to bf16 first when dout is bf16 (cpu-ref's pacc). */
+template <typename A>
+__global__ static void k_colsum_acc(float *db, const A *dout, int n, int f) {
     int o = blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= f)
         return;
     double a = 0;
     for (int i = 0; i < n; i++)
-        a += dout[(int64_t)i * f + o];
-    db[o] += (float)a;
+        a += ld(dout, (int64_t)i * f + o);
+    db[o] += pacc(dout, a);
 }
-extern "C" void vt_cuk_colsum_acc(cudaStream_t st, float *db, const float *dout, int n, int f) {
+extern "C" void vt_cuk_colsum_acc(cudaStream_t st, vt_cuk_dt dt, float *db, const void *dout,
+                                  int n, int f) {
     if (n <= 0 || f <= 0)
         return;
-    k_colsum_acc<<<(unsigned)((f + 127) / 128), 128, 0, st>>>(db, dout, n, f);
+    VT_DT(dt, k_colsum_acc<A><<<(unsigned)((f + 127) / 128), 128, 0, st>>>(db, (const A *)dout,
+                                                                           n, f));
+    CUDA_LAUNCH_CHECK();
+}
+/* db[c] += sum over (n, s) of dout[n, c, s]: one block per channel, a fixed-order double
+ * sum, the contribution rounded as pacc (the conv bias gradient under BF16). */
+template <typename A>
+__global__ static void k_chansum_acc(float *db, const A *dout, int n, int c, int64_t s) {
+    __shared__ double sh[VT_THREADS];
+    const int ch = blockIdx.x;
+    double a = 0;
+    for (int ni = 0; ni < n; ni++)
+        for (int64_t j = threadIdx.x; j < s; j += VT_THREADS)
+            a += ld(dout, ((int64_t)ni * c + ch) * s + j);
+    double t = vt_block_sum(a, sh);
+    if (threadIdx.x == 0)
+        db[ch] += pacc(dout, t);
+}
+extern "C" void vt_cuk_chansum_acc(cudaStream_t st, vt_cuk_dt dt, float *db, const void *dout,
+                                   int n, int c, int64_t s) {
+    if (n <= 0 || c <= 0 || s <= 0)
+        return;
+    VT_DT(dt, k_chansum_acc<A><<<(unsigned)c, VT_THREADS, 0, st>>>(db, (const A *)dout, n, c, s));
+    CUDA_LAUNCH_CHECK();
+}
+/* out[row, j] = b[row % c] (rounded to A) for rows = N*C of s elements: the bias a conv or
+ * GEMM then accumulates onto with beta = 1, so the sum is rounded once. */
+template <typename A>
+__global__ static void k_fill_bias(A *out, const float *b, int64_t rows, int c, int64_t s) {
+    VT_ROWS_LOOP(row, j, rows, s) st(out, row * s + j, b[row % c]);
+}
+extern "C" void vt_cuk_fill_bias(cudaStream_t st, vt_cuk_dt dt, void *out, const float *b,
+                                 int64_t rows, int c, int64_t s) {
+    if (rows <= 0 || s <= 0)
+        return;
+    VT_DT(dt, k_fill_bias<A><<<rows_grid(rows, s), VT_THREADS, 0, st>>>((A *)out, b, rows, c, s));
     CUDA_LAUNCH_CHECK();
 }
 
@@ -634,7 +759,8 @@ extern "C" void vt_cuk_colsum_acc(cudaStream_t st, float *db, const float *dout,
 /* One thread per clip, double throughout (cpu-ref's ref_softmax_xent). A label outside
  * [0, k) cannot abort from a kernel: that clip's loss and gradient become NaN, which the
  * training loop reports as a non-finite loss (cpu-ref aborts on it instead). */
-__global__ static void k_softmax_xent(float *loss, float *dlogits, float *prob,
+template <typename A>
+__global__ static void k_softmax_xent(float *loss, A *dlogits, float *prob,
                                       const float *logits, const int32_t *label, int n, int k,
                                       float smoothing, float grad_scale) {
     int ni = blockIdx.x * blockDim.x + threadIdx.x;
@@ -649,7 +775,7 @@ __global__ static void k_softmax_xent(float *loss, float *dlogits, float *prob,
             if (prob)
                 prob[(int64_t)ni * k + j] = NAN;
             if (dlogits)
-                dlogits[(int64_t)ni * k + j] = NAN;
+                st(dlogits, (int64_t)ni * k + j, NAN);
         }
         return;
     }
@@ -668,23 +794,23 @@ __global__ static void k_softmax_xent(float *loss, float *dlogits, float *prob,
         if (prob)
             prob[(int64_t)ni * k + j] = (float)pj;
         if (dlogits)
-            dlogits[(int64_t)ni * k + j] = (float)(grad_scale * (pj - t));
+            st(dlogits, (int64_t)ni * k + j, (float)(grad_scale * (pj - t)));
     }
     if (loss)
         loss[ni] = (float)l;
 }
-extern "C" void vt_cuk_softmax_xent(cudaStream_t st, float *loss, float *dlogits, float *prob,
-                                    const float *logits, const int32_t *label, int n, int k,
-                                    float smoothing, float grad_scale) {
+extern "C" void vt_cuk_softmax_xent(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits,
+                                    float *prob, const float *logits, const int32_t *label, int n,
+                                    int k, float smoothing, float grad_scale) {
     if (n <= 0 || k <= 0)
         return;
-    k_softmax_xent<<<(unsigned)((n + 127) / 128), 128, 0, st>>>(loss, dlogits, prob, logits,
-                                                                label, n, k, smoothing,
-                                                                grad_scale);
+    VT_DT(dt, k_softmax_xent<A><<<(unsigned)((n + 127) / 128), 128, 0, st>>>(
+                  loss, (A *)dlogits, prob, logits, label, n, k, smoothing, grad_scale));
     CUDA_LAUNCH_CHECK();
 }
 
-__global__ static void k_bce_logits(float *loss, float *dlogits, const float *logits,
+template <typename A>
+__global__ static void k_bce_logits(float *loss, A *dlogits, const float *logits,
                                     const float *target, int n, int k, float grad_scale) {
     int ni = blockIdx.x * blockDim.x + threadIdx.x;
     if (ni >= n)
@@ -696,18 +822,18 @@ __global__ static void k_bce_logits(float *loss, float *dlogits, const float *lo
         /* max(x,0) - x t + log(1 + e^-|x|): PyTorch's overflow-free form. */
         l += (x > 0 ? x : 0) - x * t + log1p(exp(-fabs(x)));
         if (dlogits)
-            dlogits[i] = (float)(grad_scale * (1.0 / (1.0 + exp(-x)) - t));
+            st(dlogits, i, (float)(grad_scale * (1.0 / (1.0 + exp(-x)) - t)));
     }
     if (loss)
         loss[ni] = (float)l;
 }
-extern "C" void vt_cuk_bce_logits(cudaStream_t st, float *loss, float *dlogits,
+extern "C" void vt_cuk_bce_logits(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits,
                                   const float *logits, const float *target, int n, int k,
                                   float grad_scale) {
     if (n <= 0 || k <= 0)
         return;
-    k_bce_logits<<<(unsigned)((n + 127) / 128), 128, 0, st>>>(loss, dlogits, logits, target, n,
-                                                              k, grad_scale);
+    VT_DT(dt, k_bce_logits<A><<<(unsigned)((n + 127) / 128), 128, 0, st>>>(
+                  loss, (A *)dlogits, logits, target, n, k, grad_scale));
     CUDA_LAUNCH_CHECK();
 }
 

@@ -7,6 +7,8 @@
  * header and kernels.cu hold arithmetic only. Every launcher defines the same
  * arithmetic as the cpu-ref op it backs (models/backend.h); semantics are documented
  * there, not repeated here. Launchers never allocate: scratch comes from the caller.
+ * Activation arrays ([A] in backend.h) are void *: float, or bf16 (2 bytes an element)
+ * under BF16, as the launcher's vt_cuk_dt says; every other float * is float.
  */
 #ifndef VT_CUDA_KERNELS_H
 #define VT_CUDA_KERNELS_H
@@ -19,6 +21,9 @@
 extern "C" {
 #endif
 
+/* What an activation array holds. */
+typedef enum vt_cuk_dt { VT_CUK_F32 = 0, VT_CUK_BF16 = 1 } vt_cuk_dt;
+
 /* Pooling geometry as the kernels see it (dims in T, H, W order). */
 typedef struct vt_cuk_pool {
     int in[3], out[3], k[3], s[3], p[3];
@@ -28,67 +33,82 @@ typedef struct vt_cuk_pool {
 void vt_cuk_fill(cudaStream_t st, float *x, float v, int64_t n);
 void vt_cuk_scale(cudaStream_t st, float *x, float a, int64_t n);
 void vt_cuk_axpy(cudaStream_t st, float *y, float a, const float *x, int64_t n);
-void vt_cuk_add(cudaStream_t st, float *out, const float *a, const float *b, int64_t n);
+void vt_cuk_add(cudaStream_t st, vt_cuk_dt dt, void *out, const void *a, const void *b,
+                int64_t n);
+/* dst (dt) = src rounded to dt; dst = src (dt) widened; dst += src (dt) widened. */
+void vt_cuk_to_act(cudaStream_t st, vt_cuk_dt dt, void *dst, const float *src, int64_t n);
+void vt_cuk_from_act(cudaStream_t st, vt_cuk_dt dt, float *dst, const void *src, int64_t n);
+void vt_cuk_acc_from_act(cudaStream_t st, vt_cuk_dt dt, float *dst, const void *src, int64_t n);
 /* Number of double partials vt_cuk_sumsq needs in `partials`. */
 int vt_cuk_sumsq_parts(void);
 /* *result (device double) = sum x^2, accumulated in double in a fixed order. */
 void vt_cuk_sumsq(cudaStream_t st, double *result, double *partials, const float *x, int64_t n);
 
 /* ---- activations, dropout ---- */
-void vt_cuk_relu_forward(cudaStream_t st, float *out, const float *in, int64_t n);
-void vt_cuk_relu_backward(cudaStream_t st, float *din, const float *dout, const float *out,
-                          int64_t n);
+void vt_cuk_relu_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in, int64_t n);
+void vt_cuk_relu_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
+                          const void *out, int64_t n);
 /* scale = the kept value of the mask, computed by the caller exactly as cpu-ref does. */
-void vt_cuk_dropout_forward(cudaStream_t st, float *out, float *mask, const float *in, int64_t n,
-                            float p, float scale, uint64_t seed);
-void vt_cuk_mul(cudaStream_t st, float *out, const float *a, const float *b, int64_t n);
+void vt_cuk_dropout_forward(cudaStream_t st, vt_cuk_dt dt, void *out, float *mask, const void *in,
+                            int64_t n, float p, float scale, uint64_t seed);
+void vt_cuk_dropout_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
+                             const float *mask, int64_t n);
 
 /* ---- batch norm (x: (N, C, S)) ---- */
 /* Partials per channel the reductions use for this (n, s): scratch needs
  * 2 * c * vt_cuk_bn_parts(n, s) doubles. */
 int vt_cuk_bn_parts(int n, int64_t s);
-void vt_cuk_bn_stats(cudaStream_t st, float *sum, float *sumsq, const float *x, int n, int c,
-                     int64_t s, double *partials);
+void vt_cuk_bn_stats(cudaStream_t st, vt_cuk_dt dt, float *sum, float *sumsq, const void *x,
+                     int n, int c, int64_t s, double *partials);
 void vt_cuk_bn_finalize(cudaStream_t st, float *mean, float *invstd, float *running_mean,
                         float *running_var, const float *sum, const float *sumsq, int64_t count,
                         int c, float momentum, float eps);
-void vt_cuk_bn_apply(cudaStream_t st, float *out, const float *x, const float *mean,
+void vt_cuk_bn_apply(cudaStream_t st, vt_cuk_dt dt, void *out, const void *x, const float *mean,
                      const float *invstd, const float *gamma, const float *beta, int n, int c,
                      int64_t s);
-void vt_cuk_bn_backward_reduce(cudaStream_t st, float *sum_dy, float *sum_dy_xhat, const float *dy,
-                               const float *x, const float *mean, const float *invstd, int n,
-                               int c, int64_t s, double *partials);
-void vt_cuk_bn_backward_apply(cudaStream_t st, float *din, const float *dy, const float *x,
-                              const float *mean, const float *invstd, const float *gamma,
-                              const float *sum_dy, const float *sum_dy_xhat, int64_t count,
-                              int n, int c, int64_t s);
+void vt_cuk_bn_backward_reduce(cudaStream_t st, vt_cuk_dt dt, float *sum_dy, float *sum_dy_xhat,
+                               const void *dy, const void *x, const float *mean,
+                               const float *invstd, int n, int c, int64_t s, double *partials);
+void vt_cuk_bn_backward_apply(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dy,
+                              const void *x, const float *mean, const float *invstd,
+                              const float *gamma, const float *sum_dy, const float *sum_dy_xhat,
+                              int64_t count, int n, int c, int64_t s);
 
 /* ---- pooling; planes = N * C ---- */
-void vt_cuk_maxpool_forward(cudaStream_t st, float *out, const float *in, int64_t planes,
-                            vt_cuk_pool g);
+void vt_cuk_maxpool_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
+                            int64_t planes, vt_cuk_pool g);
 /* din overwritten; each covering window's first maximum is recomputed from `in`, so no
  * argmax tensor has to be kept (it would be as large as the output, in no budget). */
-void vt_cuk_maxpool_backward(cudaStream_t st, float *din, const float *dout, const float *in,
+void vt_cuk_maxpool_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
+                             const void *in, int64_t planes, vt_cuk_pool g);
+void vt_cuk_avgpool_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
+                            int64_t planes, vt_cuk_pool g);
+void vt_cuk_avgpool_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
                              int64_t planes, vt_cuk_pool g);
-void vt_cuk_avgpool_forward(cudaStream_t st, float *out, const float *in, int64_t planes,
-                            vt_cuk_pool g);
-void vt_cuk_avgpool_backward(cudaStream_t st, float *din, const float *dout, int64_t planes,
-                             vt_cuk_pool g);
-void vt_cuk_gap_forward(cudaStream_t st, float *out, const float *in, int64_t rows, int64_t s);
-void vt_cuk_gap_backward(cudaStream_t st, float *din, const float *dout, int64_t rows, int64_t s);
+void vt_cuk_gap_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in, int64_t rows,
+                        int64_t s);
+void vt_cuk_gap_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout, int64_t rows,
+                         int64_t s);
 
-/* ---- linear helpers (the GEMMs are cuBLAS) ---- */
-/* out (n, f) += b (f) per row. */
+/* ---- linear and conv helpers (the GEMMs are cuBLAS, the convs cuDNN) ---- */
+/* out (n, f) += b (f) per row (float). */
 void vt_cuk_add_bias_rows(cudaStream_t st, float *out, const float *b, int n, int f);
-/* db (f) += sum over rows of dout (n, f), rows in order. */
-void vt_cuk_colsum_acc(cudaStream_t st, float *db, const float *dout, int n, int f);
+/* db (f) += sum over rows of dout (n, f), rows in order; under bf16 the sum is rounded to
+ * bf16 before it is added (backend.h). */
+void vt_cuk_colsum_acc(cudaStream_t st, vt_cuk_dt dt, float *db, const void *dout, int n, int f);
+/* db (c) += sum over (n, s) of dout (n, c, s), rounded as colsum_acc: the conv bias. */
+void vt_cuk_chansum_acc(cudaStream_t st, vt_cuk_dt dt, float *db, const void *dout, int n, int c,
+                        int64_t s);
+/* out (rows, s) = b[row % c] rounded to dt: the bias a GEMM or conv adds onto (beta = 1). */
+void vt_cuk_fill_bias(cudaStream_t st, vt_cuk_dt dt, void *out, const float *b, int64_t rows,
+                      int c, int64_t s);
 
 /* ---- losses ---- */
-void vt_cuk_softmax_xent(cudaStream_t st, float *loss, float *dlogits, float *prob,
+void vt_cuk_softmax_xent(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits, float *prob,
                          const float *logits, const int32_t *label, int n, int k, float smoothing,
                          float grad_scale);
-void vt_cuk_bce_logits(cudaStream_t st, float *loss, float *dlogits, const float *logits,
-                       const float *target, int n, int k, float grad_scale);
+void vt_cuk_bce_logits(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits,
+                       const float *logits, const float *target, int n, int k, float grad_scale);
 
 /* ---- optimizers (scalars that depend on the step are computed by the caller) ---- */
 void vt_cuk_sgd(cudaStream_t st, float *p, const float *g, float *buf, int64_t n, float lr,

@@ -646,7 +646,7 @@ static void cu_conv3d_forward(vt_backend *be, float *out, const float *in, const
     const float one = 1.0f, zero = 0.0f;
     if (c->bf16) {
         const void *w16 = stage_w16(be, c, w, conv_weights(p));
-        if (!e->have_f)
+        if (!e->have_f) /* before the bias goes in: Find overwrites out */
             pick_fwd(be, c, e, in, w16, out);
         const int To = vt_conv_out(in_thw[0], p->k[0], p->s[0], p->p[0]);
         const int Ho = vt_conv_out(in_thw[1], p->k[1], p->s[1], p->p[1]);

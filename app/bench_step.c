@@ -32,6 +32,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "  --sync-bn           batch-norm statistics across towers\n"
             "  --tf32              the same as --precision tf32\n"
+            "  --bucket-mb MB      gradient buckets reduced during backward (host reducer;\n"
+            "                      default 25; 0 = one reduction after backward)\n"
             "  --steps S           timed steps (default 5)\n"
             "  --warmup W          untimed steps first (default 2; auto/speed re-plan here)\n"
             "  --seed N            weights and data (default 1)\n"
@@ -48,6 +50,7 @@ int vt_bench_step(int argc, char **argv) {
             return 0;
         }
     int steps = 5, warmup = 2, sync_bn = 0, verbose = 0;
+    double bucket_mb = -1;
     uint64_t seed = 1;
     vt_step_args sa = step_defaults;
     for (int i = 1; i < argc; i++) {
@@ -78,6 +81,8 @@ int vt_bench_step(int argc, char **argv) {
             warmup = atoi(v);
         else if (!strcmp(a, "--seed"))
             seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--bucket-mb"))
+            bucket_mb = atof(v);
         else {
             fprintf(stderr, "vidtrain bench step: unknown option '%s'\n", a);
             usage(stderr);
@@ -106,6 +111,8 @@ int vt_bench_step(int argc, char **argv) {
     cfg.sync_bn = sync_bn;
     cfg.verbose = 1;
     cfg.speed_warmup = warmup > 1 ? warmup - 1 : 1;
+    if (bucket_mb >= 0)
+        cfg.bucket_mb = bucket_mb;
 
     vt_towers *tw = vt_towers_init(&cfg, err, sizeof err);
     if (!tw) {
@@ -141,11 +148,14 @@ int vt_bench_step(int argc, char **argv) {
 
     int n = vt_towers_count(tw);
     double comp[VT_MAX_DEVICES] = {0}, wait[VT_MAX_DEVICES] = {0}, t0 = 0;
+    int buckets = 0, overlapped = 0;
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup)
             t0 = vt_now();
         vt_step_stats st;
         vt_towers_train_step(tw, &b, 0.01f, &st);
+        buckets = st.buckets;
+        overlapped = st.buckets_overlapped;
         if (s >= warmup)
             for (int i = 0; i < n; i++) {
                 comp[i] += st.compute_s[i];
@@ -169,6 +179,14 @@ int vt_bench_step(int argc, char **argv) {
     for (int i = 0; i < n; i++)
         printf("  %-8s slice %3d  compute %.4f s  waiting %.4f s\n", cfg.devices.dev[i].name,
                vt_towers_plan(tw)->slice[i], comp[i] / steps, wait[i] / steps);
+    double exposed = 0;
+    for (int i = 0; i < n; i++)
+        exposed = VT_MAX(exposed, wait[i] / steps);
+    printf("gradient reduction: %s", buckets ? "" : "one call after backward");
+    if (buckets)
+        printf("%d buckets, %d started during backward (tower 0, last step)", buckets, overlapped);
+    printf("; exposed (most waiting of a tower) %.4f s a step, %.1f%% of the step\n", exposed,
+           el > 0 ? 100.0 * exposed / (el / steps) : 0.0);
     printf("step time: %.4f s\n", el / steps);
     printf("clips/s: %.2f\n", (double)steps * batch / el);
     vt_towers_free(&tw);

@@ -42,6 +42,9 @@ struct vt_net {
     uint64_t dropout_seed;
     vt_allreduce_fn bn_sync;
     void *bn_sync_ctx;
+    vt_grad_ready_fn grad_ready;
+    void *grad_ready_ctx;
+    int64_t ready_lo;     /* the last lo reported this backward (checks the order) */
     int64_t *bn_count;    /* (nnodes) host: the (global) count of each BN's last forward */
     float *host_loss;     /* (nheads, mb) host copy of the per-clip losses */
 };
@@ -457,12 +460,18 @@ static void bn_backward(vt_net *net, int i, float *din, const float *dy, const f
 
 int vt_net_reads_input_in_backward(const vt_net *net) { return net->g.input_off < 0; }
 
+void vt_net_set_grad_ready(vt_net *net, vt_grad_ready_fn fn, void *ctx) {
+    net->grad_ready = fn;
+    net->grad_ready_ctx = ctx;
+}
+
 void vt_net_backward(vt_net *net) {
     VT_CHECK(net->last_train, "backward without a training forward");
     VT_CHECK(net->have_loss, "backward before vt_net_loss seeded the heads' gradients");
     vt_backend *be = net->be;
     vt_graph *g = &net->g;
     const int n = net->last_n;
+    net->ready_lo = g->nparams;
     for (int i = g->nnodes - 1; i >= 0; i--) {
         const vt_node *nd = &g->nodes[i];
         if (nd->gslot == -1)
@@ -523,5 +532,16 @@ void vt_net_backward(vt_net *net) {
         }
         if (nd->din[0] == VT_DIN_ACCUM)
             VT_OP(be, add, grad_of(net, in0), grad_of(net, in0), din, nf_in);
+        if (net->grad_ready && (nd->wt >= 0 || nd->bt >= 0)) {
+            /* this layer's parameters are the lowest of those done so far (vt_graph:
+             * tensors are laid out in node order) */
+            int64_t lo = nd->wt >= 0 ? g->tensors[nd->wt].offset : g->tensors[nd->bt].offset;
+            if (nd->bt >= 0 && g->tensors[nd->bt].offset < lo)
+                lo = g->tensors[nd->bt].offset;
+            VT_CHECK(lo < net->ready_lo, "node %s: parameters at %lld after %lld (the arena "
+                     "must be in node order)", nd->name, (long long)lo, (long long)net->ready_lo);
+            net->ready_lo = lo;
+            net->grad_ready(net->grad_ready_ctx, lo);
+        }
     }
 }

@@ -110,6 +110,13 @@ void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targe
  * the net's own storage (BF16: its bf16 copy) and x may be refilled once forward and
  * loss are issued. */
 int vt_net_reads_input_in_backward(const vt_net *net);
+/* Gradient readiness, for reductions that overlap backward: during vt_net_backward,
+ * after each layer with parameters, fn(ctx, lo) says that every parameter gradient at
+ * arena offset >= lo is final for this backward (issued on the backend: device work may
+ * still be queued). Layers run in reverse arena order, so lo only decreases, and the
+ * first layer ends with lo = 0. NULL = no calls (the default). */
+typedef void (*vt_grad_ready_fn)(void *ctx, int64_t lo);
+void vt_net_set_grad_ready(vt_net *net, vt_grad_ready_fn fn, void *ctx);
 /* Backward of the last training forward: ACCUMULATES parameter gradients. */
 void vt_net_backward(vt_net *net);
 /* Dropout draws from a counter: call before each training forward with a value that is

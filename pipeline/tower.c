@@ -61,6 +61,16 @@ typedef struct tower {
     float grad_norm;
     char err[512];
     int failed;
+    /* gradient buckets (tower.h): the helper thread and what the tower tells it */
+    pthread_t helper;
+    int helper_started;
+    pthread_mutex_t hmu;
+    pthread_cond_t hcv;
+    uint64_t hgen;           /* bumped to start a reduction */
+    int hquit, hdone;
+    int64_t ready_lo;        /* gradients at offsets >= ready_lo are final */
+    int backward_done;       /* buckets_finish was reached */
+    int nbuckets, noverlap;  /* this step: buckets, and those started before backward_done */
 } tower;
 
 struct vt_towers {
@@ -68,6 +78,8 @@ struct vt_towers {
     int n;
     tower tw[VT_MAX_DEVICES];
     vt_reducer *red;
+    vt_reducer *red_grad;    /* gradient buckets' own reducer (the helpers call it) */
+    int64_t bucket_floats;   /* 0: one call after backward */
     vt_memplan mp;
     int have_mp;
     vt_split_dev sd[VT_MAX_DEVICES];
@@ -98,6 +110,7 @@ void vt_towers_cfg_default(vt_towers_cfg *cfg) {
     vt_optim_cfg_default(&cfg->optim, VT_OPT_SGD);
     cfg->seed = 1;
     cfg->speed_warmup = 2;
+    cfg->bucket_mb = 25; /* PyTorch DDP's default bucket */
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -110,6 +123,74 @@ static void sleep_s(double s) {
     ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
     while (nanosleep(&ts, &ts) != 0) {
     }
+}
+
+/* ---- gradient buckets (tower.h) ---- */
+
+static void grad_ready_hook(void *ctx, int64_t lo) {
+    tower *tw = ctx;
+    pthread_mutex_lock(&tw->hmu);
+    if (lo < tw->ready_lo) {
+        tw->ready_lo = lo;
+        pthread_cond_broadcast(&tw->hcv);
+    }
+    pthread_mutex_unlock(&tw->hmu);
+}
+
+/* The helper: per reduction, buckets from the arena's end to its start, each once the
+ * tower has made it final. Only this thread calls T->red_grad for this rank. */
+static void *helper_main(void *arg) {
+    tower *tw = arg;
+    vt_towers *T = tw->T;
+    uint64_t seen = 0;
+    pthread_mutex_lock(&tw->hmu);
+    for (;;) {
+        while (!tw->hquit && tw->hgen == seen)
+            pthread_cond_wait(&tw->hcv, &tw->hmu);
+        if (tw->hquit)
+            break;
+        seen = tw->hgen;
+        const int64_t np = vt_net_num_params(tw->net);
+        float *g = vt_net_grads(tw->net);
+        for (int64_t hi = np; hi > 0;) {
+            const int64_t lo = VT_MAX(hi - T->bucket_floats, 0);
+            while (tw->ready_lo > lo)
+                pthread_cond_wait(&tw->hcv, &tw->hmu);
+            tw->nbuckets++;
+            tw->noverlap += !tw->backward_done;
+            pthread_mutex_unlock(&tw->hmu);
+            T->red_grad->i->allreduce_sum(T->red_grad, tw->rank, tw->be, g + lo, hi - lo);
+            pthread_mutex_lock(&tw->hmu);
+            hi = lo;
+        }
+        tw->hdone = 1;
+        pthread_cond_broadcast(&tw->hcv);
+    }
+    pthread_mutex_unlock(&tw->hmu);
+    return NULL;
+}
+
+/* Start a reduction: nothing final yet (the last pass's backward reports it). */
+static void buckets_start(tower *tw) {
+    pthread_mutex_lock(&tw->hmu);
+    tw->ready_lo = vt_net_num_params(tw->net);
+    tw->hdone = 0;
+    tw->backward_done = 0;
+    tw->nbuckets = tw->noverlap = 0;
+    tw->hgen++;
+    pthread_cond_broadcast(&tw->hcv);
+    pthread_mutex_unlock(&tw->hmu);
+}
+
+/* Everything is final now (also for a tower that ran no pass); wait for the helper. */
+static void buckets_finish(tower *tw) {
+    pthread_mutex_lock(&tw->hmu);
+    tw->ready_lo = 0;
+    tw->backward_done = 1;
+    pthread_cond_broadcast(&tw->hcv);
+    while (!tw->hdone)
+        pthread_cond_wait(&tw->hcv, &tw->hmu);
+    pthread_mutex_unlock(&tw->hmu);
 }
 
 static void bn_sync_hook(void *ctx, float *buf, int64_t n) {
@@ -357,6 +438,9 @@ static void do_train(tower *tw) {
 
     double t0 = vt_now();
     vt_net_zero_grad(tw->net);
+    const int buckets = T->bucket_floats > 0;
+    if (buckets)
+        buckets_start(tw);
     uint64_t drop_base = vt_hash64(T->cfg.seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(T->step + 1)));
     /* Pass p's clips and size; pass p + 1's inputs are uploaded while pass p computes:
      * after its forward and loss when the net keeps its own copy of the input (BF16),
@@ -378,7 +462,12 @@ static void do_train(tower *tw) {
         vt_net_loss(tw->net, tw->loss_clip, hl, &tg, scale);
         if (early && p + 1 < npass)
             ticket = stage_issue(tw, b, PASS_FIRST(p + 1), PASS_K(p + 1));
+        /* the last pass makes the gradients final, layer by layer: the helper reduces
+         * each bucket as soon as it is */
+        if (buckets && p == npass - 1)
+            vt_net_set_grad_ready(tw->net, grad_ready_hook, tw);
         vt_net_backward(tw->net);
+        vt_net_set_grad_ready(tw->net, NULL, NULL);
         if (!early && p + 1 < npass)
             ticket = stage_issue(tw, b, PASS_FIRST(p + 1), PASS_K(p + 1));
         for (int j = 0; j < k; j++)
@@ -400,9 +489,13 @@ static void do_train(tower *tw) {
     double t1 = vt_now();
     tw->compute = t1 - t0;
 
-    /* One SUM over the whole gradient arena: towers scaled by 1/B, nobody averages. */
+    /* One SUM over the whole gradient arena (in buckets, mostly done by now, or in one
+     * call): towers scaled by 1/B, nobody averages. */
     int64_t np = vt_net_num_params(tw->net);
-    red->i->allreduce_sum(red, tw->rank, be, vt_net_grads(tw->net), np);
+    if (buckets)
+        buckets_finish(tw);
+    else
+        red->i->allreduce_sum(red, tw->rank, be, vt_net_grads(tw->net), np);
     tw->wait = vt_now() - t1;
     tw->grad_norm = vt_optim_step(tw->opt, vt_net_params(tw->net), vt_net_grads(tw->net), T->lr);
 
@@ -681,6 +774,10 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
     pthread_mutex_init(&T->mu, NULL);
     pthread_cond_init(&T->cv_go, NULL);
     pthread_cond_init(&T->cv_done, NULL);
+    for (int i = 0; i < T->n; i++) {
+        pthread_mutex_init(&T->tw[i].hmu, NULL);
+        pthread_cond_init(&T->tw[i].hcv, NULL);
+    }
     if (vt_memplan_build(&T->mp, &cfg->net, vt_optim_state_per_param(&cfg->optim), err, errlen))
         goto fail;
     T->have_mp = 1;
@@ -715,9 +812,18 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
     T->red = make_reducer(cfg, T->n, err, errlen);
     if (!T->red)
         goto fail;
+    if (T->n > 1 && cfg->bucket_mb > 0 && !strcmp(T->red->i->name, "host")) {
+        T->red_grad = vt_reducer_host_init(T->n);
+        T->bucket_floats = VT_MAX((int64_t)(cfg->bucket_mb * 1048576.0 / 4.0), 1);
+    }
     for (int i = 0; i < T->n; i++) {
         VT_CHECK(pthread_create(&T->tw[i].th, NULL, tower_main, &T->tw[i]) == 0, "pthread_create");
         T->tw[i].started = 1;
+        if (T->bucket_floats > 0) {
+            VT_CHECK(pthread_create(&T->tw[i].helper, NULL, helper_main, &T->tw[i]) == 0,
+                     "pthread_create");
+            T->tw[i].helper_started = 1;
+        }
     }
     run_cmd(T, CMD_INIT);
     for (int i = 0; i < T->n; i++)
@@ -735,6 +841,16 @@ void vt_towers_free(vt_towers **pt) {
     if (!pt || !*pt)
         return;
     vt_towers *T = *pt;
+    for (int i = 0; i < T->n; i++) { /* helpers first: they are idle between steps */
+        tower *tw = &T->tw[i];
+        if (!tw->helper_started)
+            continue;
+        pthread_mutex_lock(&tw->hmu);
+        tw->hquit = 1;
+        pthread_cond_broadcast(&tw->hcv);
+        pthread_mutex_unlock(&tw->hmu);
+        pthread_join(tw->helper, NULL);
+    }
     int started = 0;
     for (int i = 0; i < T->n; i++)
         started += T->tw[i].started;
@@ -744,6 +860,11 @@ void vt_towers_free(vt_towers **pt) {
             pthread_join(T->tw[i].th, NULL);
     }
     vt_reducer_free(&T->red);
+    vt_reducer_free(&T->red_grad);
+    for (int i = 0; i < T->n; i++) {
+        pthread_mutex_destroy(&T->tw[i].hmu);
+        pthread_cond_destroy(&T->tw[i].hcv);
+    }
     if (T->have_mp)
         vt_memplan_free(&T->mp);
     pthread_mutex_destroy(&T->mu);
@@ -849,6 +970,8 @@ static void fill_stats(vt_towers *T, const vt_batch *b, vt_step_stats *st, const
         st->wait_s[i] = tw->wait;
     }
     st->grad_norm = T->tw[0].grad_norm;
+    st->buckets = T->bucket_floats > 0 ? T->tw[0].nbuckets : 0;
+    st->buckets_overlapped = T->bucket_floats > 0 ? T->tw[0].noverlap : 0;
     st->step_s = vt_now() - t0;
 }
 

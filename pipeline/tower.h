@@ -23,6 +23,14 @@
  * is normalised together; with micro-batches that is not the one-device batch statistic
  * (PyTorch gradient accumulation computes statistics per micro-batch too).
  *
+ * Gradient buckets. With the host reducer and cfg.bucket_mb > 0, each tower has a helper
+ * thread that sums the gradient arena in buckets of that size, from its end (the last
+ * layers, whose backward finishes first) to its start, each as soon as the tower's last
+ * pass has made it final (vt_net_set_grad_ready) — so the reduction runs while backward
+ * goes on, and the tower waits only for what is left (step stats wait_s). Buckets are the
+ * same on every tower and summed in the same rank order as one call, so the result is
+ * bitwise the same. The GPU reducers (nccl, local) reduce in one call after backward.
+ *
  * Every tower, even one with 0 clips, takes part in every collective. Evaluation is
  * forward only, outputs written back in batch order, each clip exactly once.
  *
@@ -52,6 +60,9 @@ typedef struct vt_towers_cfg {
     int sync_bn;
     const char *reducer;        /* NULL or "auto", "host", "nccl", "local" */
     int speed_warmup;           /* speed policy with unknown speeds: steps measured first (2) */
+    double bucket_mb;           /* gradient reduction in buckets of this many MiB, each
+                                   started as soon as backward has made it final (host
+                                   reducer; 0 = one call after backward); default 25 */
     int verbose;                /* print plan changes to stderr */
 } vt_towers_cfg;
 
@@ -67,9 +78,13 @@ typedef struct vt_step_stats {
     int slice[VT_MAX_DEVICES];          /* clips per tower this step */
     int passes[VT_MAX_DEVICES];         /* forward passes per tower */
     double compute_s[VT_MAX_DEVICES];   /* forward+backward (+ emulated slowdown) */
-    double wait_s[VT_MAX_DEVICES];      /* in collectives: waiting for others + reducing */
+    double wait_s[VT_MAX_DEVICES];      /* in collectives after the passes: waiting for others
+                                           + reducing (the EXPOSED reduction with buckets) */
     double step_s;                      /* wall time of the whole step */
     int replanned;                      /* the plan changed after this step (auto/speed) */
+    int buckets;                        /* gradient buckets reduced (0: one call) */
+    int buckets_overlapped;             /* of them, started while backward still ran
+                                           (tower 0) */
 } vt_step_stats;
 
 typedef struct vt_towers vt_towers;

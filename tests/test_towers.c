@@ -31,6 +31,10 @@
  *    makes running_mean one device's running_mean to float rounding; running_var is not
  *    one device's (it misses the spread between the towers' means, and each tower's
  *    unbiased n/(n-1) factor uses its own n); the test prints by how much.
+ * 4. Gradient buckets (tower.h): every case above runs with the default buckets (25 MiB,
+ *    one bucket for these models); then the same runs with 4 KiB buckets (tiny has ~70
+ *    of them, reduced while backward goes on, with micro-batches, sync-BN, an empty tower)
+ *    give bitwise the parameters and buffers of the same runs reduced in one call.
  */
 #include <string.h>
 
@@ -95,6 +99,8 @@ static void batch_free(vt_batch *b) {
 }
 
 /* Budget that holds exactly `clips` per pass for the test model. */
+static double g_bucket_mb = 25; /* vt_towers_cfg.bucket_mb of every run() */
+
 static int64_t budget_for(const setup *su, int clips, const vt_optim_cfg *oc) {
     vt_memplan mp;
     char err[256];
@@ -113,6 +119,7 @@ typedef struct run_result {
                            'v' running_var, 'n' num_batches_tracked */
     int64_t np, nb;
     double loss[3], head_loss[3][2];
+    int buckets, buckets_overlapped; /* step 3, tower 0 */
     int64_t correct[3][2];
     float *probs[2];    /* eval after step 3: (B, classes) */
     double eval_loss;
@@ -146,6 +153,7 @@ static int run(run_result *res, const char *what, const setup *su, int ntowers,
     cfg.seed = 1234;
     cfg.sync_bn = su->sync_bn;
     cfg.batch = batches[0].n;
+    cfg.bucket_mb = g_bucket_mb;
     char err[512];
     if (vt_split_policy_parse(&cfg.policy, policy, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", what, err);
@@ -194,6 +202,8 @@ static int run(run_result *res, const char *what, const setup *su, int ntowers,
         vt_step_stats st;
         vt_towers_train_step(t, &batches[s], 0.05f, &st);
         res->loss[s] = st.loss;
+        res->buckets = st.buckets;
+        res->buckets_overlapped = st.buckets_overlapped;
         for (int h = 0; h < 2; h++) {
             res->head_loss[s][h] = st.head_loss[h];
             res->correct[s][h] = st.head_correct[h];
@@ -462,6 +472,54 @@ static void bn_family(vt_batch *b16, vt_batch *b32, const vt_optim_cfg *oc) {
     result_free(&ref16);
 }
 
+/* Family 4: small buckets vs one call, bitwise. */
+static void bucket_family(vt_batch *b16, vt_batch *b32, const vt_optim_cfg *oc) {
+    const setup sync = {"tiny", 0.0f, 1}, per = {"tiny", 0.0f, 0}, drop = {"tiny_nobn", 0.3f, 0};
+    int64_t two[2] = {budget_for(&sync, 8, oc), budget_for(&sync, 4, oc)};
+    const struct {
+        const char *what;
+        const setup *su;
+        int n;
+        const int64_t *budgets;
+        const char *policy;
+        vt_batch *b;
+    } cases[] = {
+        {"sync-BN 8:8, small tower 2x4", &sync, 2, two, "equal", b16},
+        {"per-tower BN 3 towers 1:0:1", &per, 3, NULL, "manual:1,0,1", b16},
+        {"dropout 2 towers 31:1", &drop, 2, NULL, "manual:31,1", b32},
+    };
+    for (size_t c = 0; c < VT_ARRAY_LEN(cases); c++) {
+        run_result one, many;
+        char w[96];
+        g_bucket_mb = 0;
+        snprintf(w, sizeof w, "%s, one reduction", cases[c].what);
+        int r1 = run(&one, w, cases[c].su, cases[c].n, cases[c].budgets, cases[c].policy, "cpu",
+                     cases[c].b);
+        g_bucket_mb = 4.0 / 1024; /* 4 KiB: 1024 floats a bucket */
+        snprintf(w, sizeof w, "%s, 4 KiB buckets", cases[c].what);
+        int r2 = run(&many, w, cases[c].su, cases[c].n, cases[c].budgets, cases[c].policy, "cpu",
+                     cases[c].b);
+        g_bucket_mb = 25;
+        if (r1 || r2)
+            continue;
+        for (int s = 0; s < 3; s++)
+            TCHECK(!memcmp(one.params[s], many.params[s], (size_t)one.np * sizeof(float)),
+                   "%s: step %d: bucketed parameters differ from one reduction's", cases[c].what,
+                   s + 1);
+        TCHECK(one.nb == 0 || !memcmp(one.buffers, many.buffers, (size_t)one.nb * sizeof(float)),
+               "%s: bucketed buffers differ", cases[c].what);
+        TCHECK(one.loss[2] == many.loss[2], "%s: step 3 loss differs", cases[c].what);
+        /* the buckets were many, and the reduction did start while backward ran */
+        printf("  %-38s %d buckets, %d started during backward (tower 0)\n", "", many.buckets,
+               many.buckets_overlapped);
+        TCHECK(one.buckets == 0 && many.buckets > 30 && many.buckets_overlapped > 0,
+               "%s: %d buckets, %d overlapped", cases[c].what, many.buckets,
+               many.buckets_overlapped);
+        result_free(&one);
+        result_free(&many);
+    }
+}
+
 int main(void) {
     double t0 = vt_now();
     vt_optim_cfg oc;
@@ -488,6 +546,7 @@ int main(void) {
     result_free(&plain);
     result_free(&dropped);
     bn_family(b16, b32, &oc);
+    bucket_family(b16, b32, &oc);
 
     for (int s = 0; s < 3; s++) {
         batch_free(&b16[s]);

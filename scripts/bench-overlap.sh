@@ -19,7 +19,7 @@ run() { # model clip batch bucket_mb
   echo "-- $1 $2 batch $3, --bucket-mb $4"
   nice -n 10 "$bin" bench step --model "$1" --clip "$2" --batch "$3" --devices cpu:2 --threads 1 \
     --tower-split equal --steps "$steps" --warmup 1 --bucket-mb "$4" 2>&1 |
-    grep -E '^(gradient reduction|step time|clips/s|  cpu)'
+    grep -E '^(gradient reduction|step time|clips/s|  cpu.* slice )'
 }
 for m in "r3d18 4x32x32 4" "tiny 8x32x32 16"; do
   set -- $m

@@ -110,7 +110,7 @@ void vt_towers_cfg_default(vt_towers_cfg *cfg) {
     vt_optim_cfg_default(&cfg->optim, VT_OPT_SGD);
     cfg->seed = 1;
     cfg->speed_warmup = 2;
-    cfg->bucket_mb = 25; /* PyTorch DDP's default bucket */
+    cfg->bucket_mb = -1; /* tower.h: 25 MiB (PyTorch DDP's bucket) with a GPU tower */
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -812,9 +812,16 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
     T->red = make_reducer(cfg, T->n, err, errlen);
     if (!T->red)
         goto fail;
-    if (T->n > 1 && cfg->bucket_mb > 0 && !strcmp(T->red->i->name, "host")) {
+    double bucket_mb = cfg->bucket_mb;
+    if (bucket_mb < 0) {
+        bucket_mb = 0;
+        for (int i = 0; i < T->n; i++)
+            if (!strcmp(cfg->devices.dev[i].backend, "cuda"))
+                bucket_mb = 25;
+    }
+    if (T->n > 1 && bucket_mb > 0 && !strcmp(T->red->i->name, "host")) {
         T->red_grad = vt_reducer_host_init(T->n);
-        T->bucket_floats = VT_MAX((int64_t)(cfg->bucket_mb * 1048576.0 / 4.0), 1);
+        T->bucket_floats = VT_MAX((int64_t)(bucket_mb * 1048576.0 / 4.0), 1);
     }
     for (int i = 0; i < T->n; i++) {
         VT_CHECK(pthread_create(&T->tw[i].th, NULL, tower_main, &T->tw[i]) == 0, "pthread_create");

@@ -29,7 +29,12 @@
  * pass has made it final (vt_net_set_grad_ready) — so the reduction runs while backward
  * goes on, and the tower waits only for what is left (step stats wait_s). Buckets are the
  * same on every tower and summed in the same rank order as one call, so the result is
- * bitwise the same. The GPU reducers (nccl, local) reduce in one call after backward.
+ * bitwise the same. By default they are used when a tower is on a GPU (its thread mostly
+ * waits on the device, so the host has time to sum); with CPU towers only, the helpers
+ * would take cores from the towers' compute — and skew the timing the auto and speed
+ * policies plan from — so one call is the default there (bench step --bucket-mb and
+ * scripts/bench-overlap.sh measure both). The GPU reducers (nccl, local) reduce in one
+ * call after backward.
  *
  * Every tower, even one with 0 clips, takes part in every collective. Evaluation is
  * forward only, outputs written back in batch order, each clip exactly once.
@@ -62,7 +67,8 @@ typedef struct vt_towers_cfg {
     int speed_warmup;           /* speed policy with unknown speeds: steps measured first (2) */
     double bucket_mb;           /* gradient reduction in buckets of this many MiB, each
                                    started as soon as backward has made it final (host
-                                   reducer; 0 = one call after backward); default 25 */
+                                   reducer); 0 = one call after backward; < 0 (default)
+                                   = 25 when a tower is on a GPU, else 0 (see below) */
     int verbose;                /* print plan changes to stderr */
 } vt_towers_cfg;
 

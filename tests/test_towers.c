@@ -31,10 +31,11 @@
  *    makes running_mean one device's running_mean to float rounding; running_var is not
  *    one device's (it misses the spread between the towers' means, and each tower's
  *    unbiased n/(n-1) factor uses its own n); the test prints by how much.
- * 4. Gradient buckets (tower.h): every case above runs with the default buckets (25 MiB,
- *    one bucket for these models); then the same runs with 4 KiB buckets (tiny has ~70
- *    of them, reduced while backward goes on, with micro-batches, sync-BN, an empty tower)
- *    give bitwise the parameters and buffers of the same runs reduced in one call.
+ * 4. Gradient buckets (tower.h): every case above runs with 25 MiB buckets (one bucket
+ *    for these models, through the helper threads); then the same runs with 4 KiB
+ *    buckets (tiny has ~70 of them, reduced while backward goes on, with micro-batches,
+ *    sync-BN, an empty tower) give bitwise the parameters and buffers of the same runs
+ *    reduced in one call.
  */
 #include <string.h>
 

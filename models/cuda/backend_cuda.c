@@ -586,25 +586,36 @@ static void pick_bwd_data(vt_backend *be, cu_ctx *c, cu_conv *e, const void *w, 
              e->p.cin, e->p.cout, e->n, r[k].algo, r[k].memory, (double)r[k].time);
 }
 
+/* scratch_dw: where Find may write a filter gradient (BF16: the bf16 staging buffer the
+ * real call overwrites next), or NULL: FP32's real dw accumulates (beta = 1), so Find
+ * writes into a scratch filter allocated here — and when the budget has no room for one
+ * (the plan does not count it: a budget filled by the memory policy may be that tight),
+ * this shape takes cuDNN's heuristic choice instead of aborting the run. */
 static void pick_bwd_filter(vt_backend *be, cu_ctx *c, cu_conv *e, const void *x,
-                            const void *dy) {
+                            const void *dy, void *scratch_dw) {
     cudnnConvolutionBwdFilterAlgoPerf_t perf[CU_MAX_ALGOS];
     cu_perf r[CU_MAX_ALGOS];
-    int got = 0;
+    int got = 0, timed = 0;
     size_t ws_max = ws_available(be, c);
-    if (c->find) {
-        /* The real dw accumulates (beta = 1), so Find writes into a scratch filter. */
-        const size_t wbytes = (c->bf16 ? 2 : sizeof(float)) * (size_t)e->p.cout *
-                              (size_t)e->p.cin * (size_t)e->p.k[0] * (size_t)e->p.k[1] *
-                              (size_t)e->p.k[2];
-        void *dw = vt_backend_alloc_x(be, wbytes, "cuDNN algorithm search (filter)");
+    void *own = NULL;
+    if (c->find && !scratch_dw) {
+        const size_t wbytes = sizeof(float) * (size_t)e->p.cout * (size_t)e->p.cin *
+                              (size_t)e->p.k[0] * (size_t)e->p.k[1] * (size_t)e->p.k[2];
+        scratch_dw = own = vt_backend_alloc(be, wbytes);
+        if (!own)
+            vt_debug("cuda%d: no room for a %zu B search filter: heuristic bwd-filter choice\n",
+                     c->device, wbytes);
+    }
+    if (c->find && scratch_dw) {
         ws_max = ws_available(be, c);
         void *tmp = find_ws(be, &ws_max);
         CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(c->cudnn, e->x, x, e->y, dy,
-                                                                  e->cw, e->w, dw, CU_MAX_ALGOS,
-                                                                  &got, perf, tmp, ws_max));
+                                                                  e->cw, e->w, scratch_dw,
+                                                                  CU_MAX_ALGOS, &got, perf, tmp,
+                                                                  ws_max));
         vt_backend_free_ptr(be, tmp);
-        vt_backend_free_ptr(be, dw);
+        vt_backend_free_ptr(be, own);
+        timed = 1;
     } else {
         CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(c->cudnn, e->x, e->y, e->cw,
                                                                   e->w, CU_MAX_ALGOS, &got, perf));
@@ -612,7 +623,7 @@ static void pick_bwd_filter(vt_backend *be, cu_ctx *c, cu_conv *e, const void *x
     for (int i = 0; i < got; i++)
         r[i] = (cu_perf){perf[i].algo, perf[i].status, perf[i].time, perf[i].memory,
                          perf[i].determinism, perf[i].mathType};
-    int k = choose(r, got, ws_max, c->tf32 || c->bf16, c->cc_major, c->det, c->find);
+    int k = choose(r, got, ws_max, c->tf32 || c->bf16, c->cc_major, c->det, timed);
     if (k < 0)
         die_no_algo("backward-filter", e, ws_max, c->det);
     e->aw = (cudnnConvolutionBwdFilterAlgo_t)r[k].algo;
@@ -688,7 +699,7 @@ static void cu_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,
         /* this call's weight gradient in bf16 (beta = 0), then added to the float one */
         void *dw16 = stage_dw16(be, c, nw);
         if (!e->have_w)
-            pick_bwd_filter(be, c, e, in, dout);
+            pick_bwd_filter(be, c, e, in, dout, dw16);
         CUDNN_CHECK(cudnnConvolutionBackwardFilter(c->cudnn, &one, e->x, in, e->y, dout, e->cw,
                                                    e->aw, e->wsw ? c->ws : NULL, e->wsw, &zero,
                                                    e->w, dw16));
@@ -709,7 +720,7 @@ static void cu_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,
     }
     /* parameter gradients: accumulated (beta = 1) */
     if (!e->have_w)
-        pick_bwd_filter(be, c, e, in, dout);
+        pick_bwd_filter(be, c, e, in, dout, NULL);
     CUDNN_CHECK(cudnnConvolutionBackwardFilter(c->cudnn, &one, e->x, in, e->y, dout, e->cw, e->aw,
                                                e->wsw ? c->ws : NULL, e->wsw, &one, e->w, dw));
     if (db)

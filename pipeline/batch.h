@@ -23,6 +23,12 @@ typedef struct vt_batch {
     int32_t *video;         /* (capacity) dataset video index */
     int32_t *clip;          /* (capacity) clip index within the video (eval) */
     int64_t index;          /* batch number within the epoch */
+    int64_t epoch;          /* the epoch it belongs to */
+    /* Several processes (loader.h part): the batch is samples [0, npos) of the epoch's
+     * batch, and this process decoded positions [part_lo, part_hi) of them — its towers'
+     * share — into rows 0..n-1 (a clip that failed to decode is left out). A whole batch
+     * has npos = its samples, part = [0, npos). Zeros from a hand-made batch. */
+    int npos, part_lo, part_hi;
     void *owner;            /* the loader's bookkeeping */
 } vt_batch;
 

@@ -31,7 +31,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define VT_MAX_DEVICES 16
+/* Towers in one run: every process of an MPI run together (pipeline/mpi.h). */
+#define VT_MAX_DEVICES 64
 
 typedef struct vt_device {
     char name[32];      /* "cpu0", "cuda1", "cuda0.1": what --mem and the plan use */

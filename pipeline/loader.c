@@ -306,7 +306,7 @@ static void *worker_main(void *arg) {
         if (atomic_load(&l->stop))
             break;
         slot *s = &l->slots[si];
-        int64_t b = l->next_assign++;
+        int64_t b = l->next_assign++, epoch = l->epoch;
         int gen = atomic_load(&l->gen);
         s->state = SLOT_FILLING;
         l->busy++;
@@ -314,10 +314,19 @@ static void *worker_main(void *arg) {
 
         s->b.n = 0;
         s->b.index = b;
+        s->b.epoch = epoch;
         s->nbad = 0;
         int64_t i0 = b * l->cfg.batch, i1 = VT_MIN(i0 + l->cfg.batch, l->nsamples);
+        int npos = (int)(i1 - i0), lo = 0, hi = npos;
+        if (l->cfg.part) {
+            l->cfg.part(l->cfg.part_ctx, epoch, b, npos, l->nslots, &lo, &hi);
+            VT_CHECK(0 <= lo && lo <= hi && hi <= npos, "part [%d, %d) of %d samples", lo, hi, npos);
+        }
+        s->b.npos = npos;
+        s->b.part_lo = lo;
+        s->b.part_hi = hi;
         int aborted = 0;
-        for (int64_t i = i0; i < i1; i++) {
+        for (int64_t i = i0 + lo; i < i0 + hi; i++) {
             if (atomic_load(&l->gen) != gen || atomic_load(&l->stop)) {
                 aborted = 1;
                 break;
@@ -538,7 +547,7 @@ const vt_batch *vt_loader_next(vt_loader *l) {
         slot *s = &l->slots[si];
         l->next_deliver++;
         l->stats.bad_clips += s->nbad;
-        if (s->b.n == 0) { /* every clip bad: nothing to hand out */
+        if (s->b.n == 0 && !l->cfg.part) { /* every clip bad: nothing to hand out */
             s->state = SLOT_FREE;
             pthread_cond_broadcast(&l->cv_work);
             continue;

@@ -13,8 +13,12 @@
  * counted, and excluded from later epochs. (4) vt_loader_free returns promptly even
  * while workers are mid-batch. (5) a batch buffer is refilled only after the consumer
  * gave it back: implicitly at the next vt_loader_next, or — for a batch it vt_loader_keep-s,
- * e.g. while asynchronous device copies still read it — at vt_loader_release.
- * This file must never know about networks or devices.
+ * e.g. while asynchronous device copies still read it — at vt_loader_release. (6) with a
+ * part function (several processes, each decoding only its towers' share of every batch)
+ * a worker decodes only the positions part gives for the batch it claims, and every
+ * batch is delivered, even one with no clip here, so that all processes step together.
+ * This file must never know about networks, devices or processes: the part function is
+ * the caller's.
  */
 #ifndef VT_LOADER_H
 #define VT_LOADER_H
@@ -47,6 +51,13 @@ typedef struct vt_loader_cfg {
     int nindices;
     int decode_threads;    /* FFmpeg threads per open video (default 1) */
     int cache;             /* open videos kept per worker (LRU, default 4) */
+    /* Several processes: part(part_ctx, epoch, batch, npos, depth, &lo, &hi) gives the
+     * positions [lo, hi) of batch `batch`'s npos samples that this process decodes (depth:
+     * how many batches this loader can hold ahead, queue + workers). The batch then holds
+     * those clips (bad ones left out) in rows 0..n-1 with npos/part_lo/part_hi set, and
+     * is delivered even with n = 0. NULL: whole batches. Called from worker threads. */
+    void (*part)(void *ctx, int64_t epoch, int64_t batch, int npos, int depth, int *lo, int *hi);
+    void *part_ctx;
     /* Batch buffer allocation hook (e.g. cudaHostAlloc); NULL = malloc/free. */
     void *(*host_alloc)(void *ctx, size_t bytes);
     void (*host_free)(void *ctx, void *p);
@@ -77,9 +88,10 @@ vt_loader *vt_loader_init(vt_dataset *ds, const vt_loader_cfg *cfg, char *err, s
 void vt_loader_free(vt_loader **l);
 
 /* Next batch of the epoch, or NULL at its end. Valid until the next call (or
- * start_epoch/free) unless kept. Empty batches (every clip bad) are skipped, so
- * batch->index may jump; a data cursor is batch->index + 1. Aborts (a programmer error)
- * when it would wait forever: every buffer kept by the consumer, none left to fill. */
+ * start_epoch/free) unless kept. Empty batches (every clip bad) are skipped (not with a
+ * part function), so batch->index may jump; a data cursor is batch->index + 1. Aborts (a
+ * programmer error) when it would wait forever: every buffer kept by the consumer, none
+ * left to fill. */
 const vt_batch *vt_loader_next(vt_loader *l);
 /* Keep b — the batch the last vt_loader_next returned — valid and unchanged past later
  * vt_loader_next and vt_loader_start_epoch calls, until vt_loader_release(l, b). The

@@ -6,17 +6,32 @@
  * result.
  *
  * Implementations: host (threads in one process, pipeline/reduce_host.c), nccl (GPUs,
- * pipeline/cuda/), device-local (several towers on one GPU, pipeline/cuda/), mpi later.
- * The towers never know which one they have.
+ * pipeline/cuda/; one process, or every GPU of every rank with its id sent through MPI),
+ * device-local (several towers on one GPU, pipeline/cuda/), mpi (the towers of several
+ * processes: host sums within each, fixed-order MPI sums across, pipeline/reduce_mpi.c).
+ * The towers never know which one they have. `rank` is always the tower's index in THIS
+ * process; reducers that span processes add the ranks of the other processes themselves.
  */
 #ifndef VT_REDUCE_H
 #define VT_REDUCE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "models/backend.h"
 
 typedef struct vt_reducer vt_reducer;
+
+/* What the reducer has cost so far, from the view of this process's tower 0 (summed over
+ * calls; a step's figures are differences). Reducers that do not measure leave zeros. */
+typedef struct vt_reduce_stats {
+    int64_t calls;
+    int64_t bytes;          /* bytes of the buffers summed or broadcast (n * 4 per call) */
+    int64_t wire_bytes;     /* bytes this process sent to other processes */
+    double wait_s;          /* waiting for the other towers (and processes) to arrive */
+    double reduce_s;        /* summing and copying once all were there: nothing overlaps
+                               it, so it is the exposed reduction time */
+} vt_reduce_stats;
 
 typedef struct vt_reducer_i {
     const char *name;
@@ -27,6 +42,8 @@ typedef struct vt_reducer_i {
     void (*broadcast)(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n, int root);
     void (*barrier)(vt_reducer *r, int rank);
     void (*destroy)(vt_reducer *r); /* frees r->ctx */
+    /* Optional (NULL: not measured): the figures so far. Between collectives only. */
+    void (*stats)(vt_reducer *r, vt_reduce_stats *out);
 } vt_reducer_i;
 
 struct vt_reducer {
@@ -38,9 +55,21 @@ struct vt_reducer {
 /* Host reducer for nranks threads of this process (any backend: device buffers are
  * staged through host memory with to_host/to_device). */
 vt_reducer *vt_reducer_host_init(int nranks);
+/* The towers of every process of the MPI world (pipeline/mpi.h): nranks threads here sum
+ * in rank order (as the host reducer), then one of them sums the processes' partial
+ * sums in process order with vt_mpi_sum_f32, so every replica everywhere gets the same
+ * bits. broadcast's root is a tower of process 0. Every process must create one. */
+vt_reducer *vt_reducer_mpi_init(int nranks);
 #ifdef VT_HAVE_CUDA
 /* NCCL over the given CUDA devices, one rank per entry (a device may not repeat). */
 vt_reducer *vt_reducer_nccl_init(int nranks, const int *cuda_devices);
+/* One NCCL communicator over the GPUs of every process: this process's nranks towers are
+ * NCCL ranks first..first+nranks-1 of nglobal. Process 0 makes the unique id and
+ * bcast(buf, bytes) (an MPI broadcast from process 0) hands it to every process;
+ * world_barrier() is a barrier of all processes. */
+vt_reducer *vt_reducer_nccl_world_init(int nranks, const int *cuda_devices, int nglobal, int first,
+                                       void (*bcast)(void *buf, size_t bytes),
+                                       void (*world_barrier)(void));
 /* Several ranks on ONE GPU: sums in device memory without NCCL. */
 vt_reducer *vt_reducer_local_init(int nranks, int cuda_device);
 #endif

@@ -25,6 +25,7 @@ typedef struct host_ctx {
     float *result;          /* (cap) the sum */
     int64_t cap;
     int64_t n;              /* this call's length, checked to agree */
+    vt_reduce_stats st;     /* rank 0's view */
 } host_ctx;
 
 static int is_host_memory(const vt_backend *be) {
@@ -68,11 +69,17 @@ static void take_back(host_ctx *c, vt_backend *be, float *buf, int64_t n) {
 static void host_allreduce(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n) {
     host_ctx *c = r->ctx;
     VT_CHECK(rank >= 0 && rank < c->nranks, "host reducer: rank %d of %d", rank, c->nranks);
+    double t0 = rank == 0 ? vt_now() : 0;
+    if (rank == 0) {
+        c->st.calls++;
+        c->st.bytes += n * (int64_t)sizeof(float);
+    }
     if (c->nranks == 1 || n == 0)
         return;
     grow_result(c, n);
     publish(c, rank, be, buf, n);
     pthread_barrier_wait(&c->bar);
+    double t1 = rank == 0 ? vt_now() : 0;
     VT_CHECK(c->n == n, "host reducer: ranks disagree on the length (%lld vs %lld)",
              (long long)c->n, (long long)n);
     /* This rank's chunk, summed in rank order. */
@@ -88,6 +95,10 @@ static void host_allreduce(vt_reducer *r, int rank, vt_backend *be, float *buf, 
     take_back(c, be, buf, n);
     /* Nobody may start the next call (grow the result, republish) before all copied. */
     pthread_barrier_wait(&c->bar);
+    if (rank == 0) {
+        c->st.wait_s += t1 - t0;
+        c->st.reduce_s += vt_now() - t1;
+    }
 }
 
 static void host_broadcast(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n,
@@ -118,6 +129,10 @@ static void host_barrier(vt_reducer *r, int rank) {
         pthread_barrier_wait(&c->bar);
 }
 
+static void host_stats(vt_reducer *r, vt_reduce_stats *out) {
+    *out = ((host_ctx *)r->ctx)->st;
+}
+
 static void host_destroy(vt_reducer *r) {
     host_ctx *c = r->ctx;
     if (!c)
@@ -140,6 +155,7 @@ static const vt_reducer_i host_i = {
     /* .broadcast     = */ host_broadcast,
     /* .barrier       = */ host_barrier,
     /* .destroy       = */ host_destroy,
+    /* .stats         = */ host_stats,
 };
 
 vt_reducer *vt_reducer_host_init(int nranks) {

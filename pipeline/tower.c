@@ -8,10 +8,16 @@
  * It also measures each tower (compute time, waiting time) for the auto/speed policies
  * and the progress display, and hosts the emulated-slowdown knob for tests/benchmarks.
  *
+ * Across processes (tower.h, "Several processes") the same step runs on every rank with
+ * a global plan: device lists are exchanged at init, clip counts before each step (holes
+ * from failed decodes), figures after it, and plan changes go through a schedule keyed
+ * by (epoch, batch) so that loaders decoding ahead keep using the plan they started with.
+ *
  * It must never average gradients, never skip a collective on a tower with no clips,
  * never let replicas diverge (same kind of backend: same bits; mixed kinds: rank 0's
- * parameters are broadcast after every update), and never allocate past a budget: nets
- * are sized for the micro-batch, which the memory plan guarantees fits.
+ * parameters are broadcast after every update), never let two ranks disagree on a plan
+ * or a batch, and never allocate past a budget: nets are sized for the micro-batch, which
+ * the memory plan guarantees fits.
  */
 #include "pipeline/tower.h"
 
@@ -21,6 +27,7 @@
 #include <time.h>
 
 #include "models/common.h"
+#include "pipeline/mpi.h"
 #include "pipeline/reduce.h"
 
 typedef enum tower_cmd {
@@ -35,7 +42,8 @@ typedef enum tower_cmd {
 
 typedef struct tower {
     struct vt_towers *T;
-    int rank;
+    int rank;                /* index in this process */
+    int g;                   /* index among the towers of every process (plan, sd) */
     pthread_t th;
     int started;
     vt_device dev;
@@ -52,8 +60,9 @@ typedef struct tower {
     float *logits;           /* (max_batch, classes) of one head */
     float *loss_clip;        /* (max_batch) */
     int scratch_clips;
-    /* this step's job */
-    int off, count, chunk, npass;
+    /* this step's job: clips [off, off + count) of the batch's rows, which sit at
+     * [goff, goff + count) of the whole step's clips (dropout draws by those) */
+    int off, goff, count, chunk, npass;
     /* this step's results */
     double compute, wait, loss, head_loss[VT_MAX_HEADS];
     int64_t correct[VT_MAX_HEADS];
@@ -73,17 +82,41 @@ typedef struct tower {
     int nbuckets, noverlap;  /* this step: buckets, and those started before backward_done */
 } tower;
 
+/* A plan change across processes: in force from training batch (epoch, batch) on. */
+#define SCHED_MAX 32
+typedef struct sched_entry {
+    int64_t epoch, batch;
+    vt_plan plan;
+} sched_entry;
+
 struct vt_towers {
     vt_towers_cfg cfg;
-    int n;
+    int n;                   /* towers of this process */
     tower tw[VT_MAX_DEVICES];
     vt_reducer *red;
     vt_reducer *red_grad;    /* gradient buckets' own reducer (the helpers call it) */
     int64_t bucket_floats;   /* 0: one call after backward */
     vt_memplan mp;
     int have_mp;
+    /* Every process's towers (one process: the same as cfg.devices), in rank order. */
+    int ng;
+    vt_device_list gdev;
     vt_split_dev sd[VT_MAX_DEVICES];
-    vt_plan plan;
+    vt_plan plan;            /* the newest plan (the one a re-plan was decided on) */
+    /* ---- several processes (pipeline/mpi.h) ---- */
+    int world, me;           /* processes, this one's rank */
+    int g0;                  /* global index of this process's first tower */
+    int rank_first[VT_MAX_DEVICES + 1]; /* global index of each rank's first tower */
+    pthread_mutex_t sched_mu;/* guards plan and the schedule (loader workers read them) */
+    vt_plan base;            /* plan in force before the first schedule entry */
+    sched_entry sched[SCHED_MAX];
+    int nsched;
+    int depth;               /* the deepest prefetch a loader of this process reported */
+    int lag;                 /* the deepest over every process (exchanged each step) */
+    int64_t at_epoch, at_batch; /* the last training batch stepped */
+    int check_replicas;      /* VT_CHECK_REPLICAS: compare replicas across ranks each step */
+    int64_t nclips;          /* this step's clips over every process: the B of 1/B */
+    int64_t sync_step;       /* optimizer step count that CMD_SYNC installs */
     vt_auto aut;
     int speed_planned;
     int mixed;               /* towers on different kinds of backend */
@@ -290,7 +323,7 @@ static void rebuild(tower *tw, int mb) {
 static void ensure_capacity(tower *tw, int chunk) {
     if (chunk <= vt_net_max_batch(tw->net))
         return;
-    int fits = tw->T->sd[tw->rank].max_clips;
+    int fits = tw->T->sd[tw->g].max_clips;
     int mb = VT_MIN(fits, chunk + chunk / 4);
     VT_CHECK(mb >= chunk, "tower %s: %d clips per pass but only %d fit", tw->dev.name, chunk, fits);
     rebuild(tw, mb);
@@ -403,7 +436,7 @@ static void do_init(tower *tw) {
         return;
     }
     tw->host_mem = tw->be->kind == VT_BACKEND_CPU || tw->be->kind == VT_BACKEND_CPU_REF;
-    int mb = T->plan.mb[tw->rank];
+    int mb = T->plan.mb[tw->g];
     char err[400];
     tw->net = vt_net_init(&T->cfg.net, tw->be, mb, err, sizeof err);
     if (!tw->net) {
@@ -425,7 +458,7 @@ static void do_train(tower *tw) {
     vt_reducer *red = T->red;
     vt_backend *be = tw->be;
     const int nh = nc->nheads;
-    const float scale = 1.0f / (float)b->n;
+    const float scale = 1.0f / (float)T->nclips; /* B: every clip of the step, all ranks */
 
     ensure_capacity(tw, tw->chunk);
     grow_scratch(tw, VT_MAX(tw->chunk, 1));
@@ -455,8 +488,9 @@ static void do_train(tower *tw) {
         int k = PASS_K(p);
         vt_targets tg;
         const float *x = stage_take(tw, b, first, k, ticket, &tg);
-        /* dropout masks by GLOBAL clip position: the same whichever tower runs a clip */
-        vt_net_set_dropout_seed(tw->net, drop_base + (uint64_t)first);
+        /* dropout masks by GLOBAL clip position: the same whichever tower (or process)
+         * runs a clip */
+        vt_net_set_dropout_seed(tw->net, drop_base + (uint64_t)(tw->goff + p * tw->chunk));
         vt_net_forward(tw->net, x, k, 1);
         float hl[VT_MAX_HEADS] = {0};
         vt_net_loss(tw->net, tw->loss_clip, hl, &tg, scale);
@@ -508,7 +542,7 @@ static void do_train(tower *tw) {
             red->i->broadcast(red, tw->rank, be, vt_net_buffers(tw->net), nb, 0);
     } else if (!T->cfg.sync_bn && nb > 0) {
         /* Running statistics: the clip-weighted average over towers (tower.h). */
-        float w = (float)tw->count / (float)b->n;
+        float w = (float)tw->count / (float)T->nclips;
         VT_OP(be, scale, vt_net_buffers(tw->net), w, nb);
         red->i->allreduce_sum(red, tw->rank, be, vt_net_buffers(tw->net), nb);
         float *buf = vt_net_buffers(tw->net);
@@ -570,7 +604,7 @@ static void do_eval(tower *tw) {
     if (tw->count == 0)
         return;
     if (vt_net_max_batch(tw->net) == 0)
-        ensure_capacity(tw, VT_MIN(tw->count, T->sd[tw->rank].max_clips));
+        ensure_capacity(tw, VT_MIN(tw->count, T->sd[tw->g].max_clips));
     int chunk = VT_MIN(tw->count, vt_net_max_batch(tw->net));
     grow_scratch(tw, chunk);
     double t0 = vt_now();
@@ -631,9 +665,10 @@ static void do_sync(tower *tw) {
     if (vt_optim_state_len(tw->opt))
         red->i->broadcast(red, tw->rank, tw->be, vt_optim_state(tw->opt), vt_optim_state_len(tw->opt),
                           root);
-    /* the step count travels on the host: a float would round it past 2^24 */
-    if (tw->rank != root)
-        vt_optim_set_step_count(tw->opt, vt_optim_step_count(T->tw[root].opt));
+    /* the step count travels on the host (vt_towers_sync_from): a float would round it
+     * past 2^24 */
+    if (!(T->me == 0 && tw->rank == root))
+        vt_optim_set_step_count(tw->opt, T->sync_step);
 }
 
 static void do_quit(tower *tw) {
@@ -693,7 +728,16 @@ static void run_cmd(vt_towers *T, tower_cmd cmd) {
 
 /* ---------------------------------------------------------------- public */
 
-static vt_reducer *make_reducer(const vt_towers_cfg *cfg, int n, char *err, size_t errlen) {
+#ifdef VT_HAVE_CUDA
+static void world_bcast(void *buf, size_t bytes) {
+    vt_mpi_bcast(buf, bytes, 0, "the NCCL unique id");
+}
+static void world_barrier(void) { vt_mpi_barrier("NCCL start-up"); }
+#endif
+
+static vt_reducer *make_reducer(vt_towers *T, char *err, size_t errlen) {
+    const vt_towers_cfg *cfg = &T->cfg;
+    const int n = T->n;
     const char *want = cfg->reducer && *cfg->reducer ? cfg->reducer : "auto";
     int ncuda = 0, distinct = 1;
     int ids[VT_MAX_DEVICES];
@@ -704,6 +748,44 @@ static vt_reducer *make_reducer(const vt_towers_cfg *cfg, int n, char *err, size
                     distinct = 0;
             ids[ncuda++] = cfg->devices.dev[i].ordinal;
         }
+    if (T->world > 1) {
+        /* One decision from the global device list, so every rank makes the same one. */
+        int all_cuda = 1, all_distinct = 1;
+        for (int q = 0; q < T->world; q++)
+            for (int g = T->rank_first[q]; g < T->rank_first[q + 1]; g++) {
+                all_cuda &= !strcmp(T->gdev.dev[g].backend, "cuda");
+                for (int h = T->rank_first[q]; h < g; h++)
+                    all_distinct &= T->gdev.dev[h].ordinal != T->gdev.dev[g].ordinal;
+            }
+        if (!strcmp(want, "auto") || !strcmp(want, "host"))
+            want = "mpi";
+#ifdef VT_HAVE_CUDA
+        if (!strcmp(cfg->reducer ? cfg->reducer : "auto", "auto") && all_cuda && all_distinct)
+            want = "nccl";
+#endif
+        if (!strcmp(want, "mpi"))
+            return vt_reducer_mpi_init(n);
+#ifdef VT_HAVE_CUDA
+        if (!strcmp(want, "nccl")) {
+            if (!all_cuda || !all_distinct) {
+                vt_set_err(err, errlen, "reducer nccl: needs every tower of every process on "
+                           "its own GPU");
+                return NULL;
+            }
+            return vt_reducer_nccl_world_init(n, ids, T->ng, T->g0, world_bcast, world_barrier);
+        }
+#endif
+        (void)all_cuda;
+        (void)all_distinct;
+        vt_set_err(err, errlen, "reducer '%s': not available across processes (mpi%s)", want,
+#ifdef VT_HAVE_CUDA
+                   ", nccl"
+#else
+                   "; nccl needs CUDA"
+#endif
+        );
+        return NULL;
+    }
     if (!strcmp(want, "auto")) {
         want = "host";
 #ifdef VT_HAVE_CUDA
@@ -716,7 +798,7 @@ static vt_reducer *make_reducer(const vt_towers_cfg *cfg, int n, char *err, size
         }
 #endif
     }
-    if (!strcmp(want, "host"))
+    if (!strcmp(want, "host") || !strcmp(want, "mpi"))
         return vt_reducer_host_init(n);
 #ifdef VT_HAVE_CUDA
     if (!strcmp(want, "nccl")) {
@@ -746,10 +828,11 @@ static vt_reducer *make_reducer(const vt_towers_cfg *cfg, int n, char *err, size
     return NULL;
 }
 
-static void fill_split_devs(vt_towers *T) {
+/* The splitter's view of this process's towers (budgets -> clips per pass). */
+static void fill_split_devs(vt_towers *T, vt_split_dev *sd) {
     for (int i = 0; i < T->n; i++) {
         const vt_device *d = &T->cfg.devices.dev[i];
-        vt_split_dev *s = &T->sd[i];
+        vt_split_dev *s = &sd[i];
         memset(s, 0, sizeof *s);
         snprintf(s->name, sizeof s->name, "%s", d->name);
         s->budget = d->budget;
@@ -763,53 +846,151 @@ static void fill_split_devs(vt_towers *T) {
     }
 }
 
+/* What one process tells the others at init: its towers, or why it has none. */
+typedef struct rank_devs {
+    int32_t ok, n;
+    char err[480];
+    vt_device dev[VT_MAX_DEVICES];
+    vt_split_dev sd[VT_MAX_DEVICES];
+} rank_devs;
+
+/* Every rank's ok and error after a phase of init: 0 when all are fine, else -1 with err
+ * naming the first rank that failed (the same message on every rank). */
+static int world_status(vt_towers *T, int ok, char *err, size_t errlen, const char *phase) {
+    typedef struct status { int32_t ok; char err[480]; } status;
+    status me, *all = vt_calloc((size_t)T->world, sizeof *all);
+    memset(&me, 0, sizeof me);
+    me.ok = ok;
+    if (!ok)
+        snprintf(me.err, sizeof me.err, "%s", err);
+    vt_mpi_allgather(&me, all, sizeof me, phase);
+    int rc = 0;
+    for (int q = 0; q < T->world && rc == 0; q++)
+        if (!all[q].ok) {
+            vt_set_err(err, errlen, "rank %d (host %s): %s", q, vt_mpi_host(q), all[q].err);
+            rc = -1;
+        }
+    free(all);
+    return rc;
+}
+
+/* Several processes: exchange device lists and split views; fill gdev, sd, rank_first. */
+static int world_devices(vt_towers *T, int ok, const vt_split_dev *sd_local, char *err,
+                         size_t errlen) {
+    rank_devs *me = vt_calloc(1, sizeof *me), *all = vt_calloc((size_t)T->world, sizeof *all);
+    me->ok = ok;
+    me->n = T->n;
+    if (!ok)
+        snprintf(me->err, sizeof me->err, "%s", err);
+    memcpy(me->dev, T->cfg.devices.dev, sizeof(vt_device) * (size_t)T->n);
+    memcpy(me->sd, sd_local, sizeof(vt_split_dev) * (size_t)T->n);
+    vt_mpi_allgather(me, all, sizeof *me, "start-up (every rank's devices)");
+    int rc = 0, ng = 0;
+    for (int q = 0; q < T->world && rc == 0; q++) {
+        if (!all[q].ok) {
+            vt_set_err(err, errlen, "rank %d (host %s): %s", q, vt_mpi_host(q), all[q].err);
+            rc = -1;
+        }
+        ng += all[q].n;
+    }
+    if (rc == 0 && ng > VT_MAX_DEVICES) {
+        vt_set_err(err, errlen, "%d towers over %d processes: at most %d in one run", ng,
+                   T->world, VT_MAX_DEVICES);
+        rc = -1;
+    }
+    if (rc == 0) {
+        int g = 0;
+        for (int q = 0; q < T->world; q++) {
+            T->rank_first[q] = g;
+            if (q == T->me)
+                T->g0 = g;
+            for (int i = 0; i < all[q].n; i++, g++) {
+                vt_device *d = &T->gdev.dev[g];
+                *d = all[q].dev[i];
+                snprintf(d->name, sizeof d->name, "r%d.%.24s", q, all[q].dev[i].name);
+                snprintf(d->desc, sizeof d->desc, "%.40s: %.80s", vt_mpi_host(q), all[q].dev[i].desc);
+                T->sd[g] = all[q].sd[i];
+                snprintf(T->sd[g].name, sizeof T->sd[g].name, "%s", d->name);
+            }
+        }
+        T->rank_first[T->world] = g;
+        T->ng = T->gdev.n = g;
+    }
+    free(me);
+    free(all);
+    return rc;
+}
+
 vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
     VT_CHECK(cfg->devices.n >= 1 && cfg->devices.n <= VT_MAX_DEVICES, "%d towers", cfg->devices.n);
     VT_CHECK(cfg->batch >= 1, "towers: batch %d", cfg->batch);
     vt_towers *T = vt_calloc(1, sizeof *T);
     T->cfg = *cfg;
     T->n = cfg->devices.n;
+    T->world = vt_mpi_size();
+    T->me = vt_mpi_rank();
+    T->at_epoch = T->at_batch = -1;
+    const char *cr = getenv("VT_CHECK_REPLICAS");
+    T->check_replicas = cr && *cr && strcmp(cr, "0");
     if (T->cfg.speed_warmup <= 0)
         T->cfg.speed_warmup = 2;
     pthread_mutex_init(&T->mu, NULL);
+    pthread_mutex_init(&T->sched_mu, NULL);
     pthread_cond_init(&T->cv_go, NULL);
     pthread_cond_init(&T->cv_done, NULL);
     for (int i = 0; i < T->n; i++) {
         pthread_mutex_init(&T->tw[i].hmu, NULL);
         pthread_cond_init(&T->tw[i].hcv, NULL);
     }
-    if (vt_memplan_build(&T->mp, &cfg->net, vt_optim_state_per_param(&cfg->optim), err, errlen))
-        goto fail;
-    T->have_mp = 1;
-    fill_split_devs(T);
-    for (int i = 0; i < T->n; i++) {
-        if (T->sd[i].max_clips > 0)
+    vt_split_dev sd_local[VT_MAX_DEVICES];
+    memset(sd_local, 0, sizeof sd_local);
+    int ok = vt_memplan_build(&T->mp, &cfg->net, vt_optim_state_per_param(&cfg->optim), err,
+                              errlen) == 0;
+    T->have_mp = ok;
+    if (ok)
+        fill_split_devs(T, sd_local);
+    for (int i = 0; ok && i < T->n; i++) {
+        if (sd_local[i].max_clips > 0)
             continue;
         char a[32], b[32], c[32];
         vt_set_err(err, errlen, "tower %s: its budget of %s cannot hold one clip of %s at %dx%dx%d "
                    "(needs %s fixed + %s per clip); raise --mem/--gpu-mem or use a smaller clip",
-                   T->sd[i].name, vt_fmt_bytes(a, sizeof a, T->sd[i].budget), cfg->net.model,
+                   sd_local[i].name, vt_fmt_bytes(a, sizeof a, sd_local[i].budget), cfg->net.model,
                    cfg->net.clip_t, cfg->net.clip_h, cfg->net.clip_w,
                    vt_fmt_bytes(b, sizeof b, T->mp.fixed_bytes),
                    vt_fmt_bytes(c, sizeof c, T->mp.bytes_per_clip));
-        goto fail;
+        ok = 0;
+    }
+    if (T->world > 1) {
+        /* Every rank learns every rank's towers, or every rank fails with one message. */
+        if (world_devices(T, ok, sd_local, err, errlen))
+            goto fail;
+    } else {
+        if (!ok)
+            goto fail;
+        T->ng = T->n;
+        T->gdev = cfg->devices;
+        memcpy(T->sd, sd_local, sizeof T->sd);
+        T->rank_first[1] = T->n;
     }
     vt_split_policy start = cfg->policy;
     if (start.kind == VT_SPLIT_AUTO)
         start.kind = VT_SPLIT_MEMORY; /* auto starts from memory and measures */
-    if (vt_split_plan(&T->plan, &start, cfg->batch, T->n, T->sd, err, errlen))
+    if (vt_split_plan(&T->plan, &start, cfg->batch, T->ng, T->sd, err, errlen))
         goto fail;
     T->plan.kind = cfg->policy.kind;
-    vt_auto_init(&T->aut, T->n);
-    for (int i = 0; i < T->n; i++) {
-        const vt_device *d = &cfg->devices.dev[i];
-        if (strcmp(d->backend, cfg->devices.dev[0].backend))
+    T->base = T->plan;
+    vt_auto_init(&T->aut, T->ng);
+    for (int g = 0; g < T->ng; g++)
+        if (strcmp(T->gdev.dev[g].backend, T->gdev.dev[0].backend))
             T->mixed = 1;
+    for (int i = 0; i < T->n; i++) {
         T->tw[i].T = T;
         T->tw[i].rank = i;
-        T->tw[i].dev = *d;
+        T->tw[i].g = T->g0 + i;
+        T->tw[i].dev = T->gdev.dev[T->g0 + i];
     }
-    T->red = make_reducer(cfg, T->n, err, errlen);
+    T->red = make_reducer(T, err, errlen);
     if (!T->red)
         goto fail;
     double bucket_mb = cfg->bucket_mb;
@@ -833,11 +1014,14 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
         }
     }
     run_cmd(T, CMD_INIT);
-    for (int i = 0; i < T->n; i++)
+    ok = 1;
+    for (int i = 0; i < T->n && ok; i++)
         if (T->tw[i].failed) {
             vt_set_err(err, errlen, "%s", T->tw[i].err);
-            goto fail;
+            ok = 0;
         }
+    if (T->world > 1 ? world_status(T, ok, err, errlen, "start-up (towers built)") : !ok)
+        goto fail;
     return T;
 fail:
     vt_towers_free(&T);
@@ -875,6 +1059,7 @@ void vt_towers_free(vt_towers **pt) {
     if (T->have_mp)
         vt_memplan_free(&T->mp);
     pthread_mutex_destroy(&T->mu);
+    pthread_mutex_destroy(&T->sched_mu);
     pthread_cond_destroy(&T->cv_go);
     pthread_cond_destroy(&T->cv_done);
     free(T);
@@ -908,6 +1093,8 @@ int vt_towers_host_hook(vt_towers *T, void *(**alloc)(void *ctx, size_t bytes),
 }
 
 int vt_towers_count(const vt_towers *t) { return t->n; }
+int vt_towers_count_all(const vt_towers *t) { return t->ng; }
+const vt_device_list *vt_towers_devices(const vt_towers *t) { return &t->gdev; }
 const vt_plan *vt_towers_plan(const vt_towers *t) { return &t->plan; }
 const vt_memplan *vt_towers_memplan(const vt_towers *t) { return &t->mp; }
 vt_net *vt_towers_net(vt_towers *t, int rank) { return t->tw[rank].net; }
@@ -920,9 +1107,16 @@ void vt_towers_print_plan(const vt_towers *t, FILE *f) {
             t->cfg.net.model, t->cfg.net.clip_t, t->cfg.net.clip_h, t->cfg.net.clip_w,
             vt_precision_name(t->cfg.net.precision), vt_fmt_bytes(a, sizeof a, t->mp.fixed_bytes),
             vt_fmt_bytes(b, sizeof b, t->mp.bytes_per_clip));
-    vt_device_list_print(&t->cfg.devices, f);
+    if (t->world > 1) {
+        fprintf(f, "processes: %d (mpirun), timeout %.0f s (VT_MPI_TIMEOUT)\n", t->world,
+                vt_mpi_timeout());
+        for (int q = 0; q < t->world; q++)
+            fprintf(f, "  rank %d: host %s, pid %d, towers %d..%d\n", q, vt_mpi_host(q),
+                    vt_mpi_pid(q), t->rank_first[q], t->rank_first[q + 1] - 1);
+    }
+    vt_device_list_print(&t->gdev, f);
     vt_plan_print(&t->plan, t->sd, f);
-    fprintf(f, "  towers: %d, reducer %s, batch norm %s\n", t->n, t->red->i->name,
+    fprintf(f, "  towers: %d, reducer %s, batch norm %s\n", t->ng, t->red->i->name,
             t->cfg.sync_bn ? "synced across towers per pass (--sync-bn)"
                            : "per tower; running stats averaged by clip count after each step");
 }
@@ -931,22 +1125,117 @@ void vt_towers_plan_line(const vt_towers *t, char *buf, size_t n) {
     vt_plan_format(&t->plan, t->sd, buf, n);
 }
 
-/* Slices of n clips: the plan's when n == B, else the plan's shares rescaled. */
-static void slices_for(const vt_towers *T, int n, int *slice) {
-    if (n == T->plan.batch) {
-        memcpy(slice, T->plan.slice, sizeof(int) * (size_t)T->n);
+/* Slices of n clips over every tower under plan p: p's own when n is its batch, else
+ * p's shares rescaled. */
+static void slices_for(const vt_towers *T, const vt_plan *p, int n, int *slice) {
+    if (n == p->batch) {
+        memcpy(slice, p->slice, sizeof(int) * (size_t)T->ng);
         return;
     }
     double w[VT_MAX_DEVICES];
     double sum = 0;
-    for (int i = 0; i < T->n; i++)
-        sum += w[i] = T->plan.slice[i];
+    for (int i = 0; i < T->ng; i++)
+        sum += w[i] = p->slice[i];
     if (!(sum > 0))
-        for (int i = 0; i < T->n; i++)
+        for (int i = 0; i < T->ng; i++)
             w[i] = T->sd[i].max_clips > 0;
-    memset(slice, 0, sizeof(int) * (size_t)T->n);
+    memset(slice, 0, sizeof(int) * (size_t)T->ng);
     if (n > 0)
-        vt_split_round(slice, n, w, T->n);
+        vt_split_round(slice, n, w, T->ng);
+}
+
+/* The plan in force for training batch (epoch, batch): the newest schedule entry at or
+ * before it, else the base plan. */
+static void plan_at(vt_towers *T, int64_t epoch, int64_t batch, vt_plan *out) {
+    pthread_mutex_lock(&T->sched_mu);
+    const vt_plan *p = &T->base;
+    for (int k = 0; k < T->nsched; k++) {
+        const sched_entry *e = &T->sched[k];
+        if (e->epoch < epoch || (e->epoch == epoch && e->batch <= batch))
+            p = &e->plan;
+    }
+    *out = *p;
+    pthread_mutex_unlock(&T->sched_mu);
+}
+
+/* Several processes: plan p takes effect `lag` + 1 batches after the one just stepped.
+ * Entries already in force fold into the base; a full schedule keeps its plans (the
+ * same on every rank: the schedule is). Called with sched_mu held. */
+static void schedule(vt_towers *T, const vt_plan *p) {
+    int64_t e = T->at_epoch, b = T->at_batch + 1 + T->lag;
+    while (T->nsched > 0) {
+        const sched_entry *s = &T->sched[0];
+        if (!(s->epoch < T->at_epoch || (s->epoch == T->at_epoch && s->batch <= T->at_batch)))
+            break;
+        T->base = s->plan;
+        memmove(&T->sched[0], &T->sched[1], sizeof T->sched[0] * (size_t)(T->nsched - 1));
+        T->nsched--;
+    }
+    if (T->nsched == SCHED_MAX)
+        return;
+    sched_entry *s = &T->sched[T->nsched++];
+    s->epoch = e;
+    s->batch = b;
+    s->plan = *p;
+}
+
+/* This process's positions [lo, hi) of npos under plan p; planned (ng) gets every tower's
+ * slice. */
+static void rank_part(const vt_towers *T, const vt_plan *p, int npos, int *planned, int *lo,
+                      int *hi) {
+    slices_for(T, p, npos, planned);
+    int a = 0, m = 0;
+    for (int g = 0; g < T->g0; g++)
+        a += planned[g];
+    for (int i = 0; i < T->n; i++)
+        m += planned[T->g0 + i];
+    *lo = a;
+    *hi = a + m;
+}
+
+void vt_towers_part_train(void *towers, int64_t epoch, int64_t batch, int npos, int depth,
+                          int *lo, int *hi) {
+    vt_towers *T = towers;
+    vt_plan p;
+    int planned[VT_MAX_DEVICES];
+    pthread_mutex_lock(&T->sched_mu);
+    T->depth = VT_MAX(T->depth, depth);
+    pthread_mutex_unlock(&T->sched_mu);
+    plan_at(T, epoch, batch, &p);
+    rank_part(T, &p, npos, planned, lo, hi);
+}
+
+void vt_towers_part_eval(void *towers, int64_t epoch, int64_t batch, int npos, int depth,
+                         int *lo, int *hi) {
+    vt_towers *T = towers;
+    (void)epoch;
+    (void)batch;
+    (void)depth;
+    vt_plan p;
+    int planned[VT_MAX_DEVICES];
+    pthread_mutex_lock(&T->sched_mu);
+    p = T->plan;
+    pthread_mutex_unlock(&T->sched_mu);
+    rank_part(T, &p, npos, planned, lo, hi);
+}
+
+/* Rank q's k clips over its towers, in proportion to their planned slices (exactly
+ * those when nothing is missing): count[g] for q's towers. */
+static void split_rank(const vt_towers *T, int q, const int *planned, int k, int *count) {
+    int a = T->rank_first[q], m = T->rank_first[q + 1] - a, sum = 0;
+    double w[VT_MAX_DEVICES];
+    for (int i = 0; i < m; i++)
+        sum += planned[a + i];
+    VT_CHECK(k <= sum, "rank %d has %d clips for a part of %d", q, k, sum);
+    if (k == sum) {
+        memcpy(count + a, planned + a, sizeof(int) * (size_t)m);
+        return;
+    }
+    for (int i = 0; i < m; i++)
+        w[i] = planned[a + i];
+    memset(count + a, 0, sizeof(int) * (size_t)m);
+    if (k > 0)
+        vt_split_round(count + a, k, w, m);
 }
 
 static void check_batch(const vt_towers *T, const vt_batch *b) {
@@ -957,107 +1246,297 @@ static void check_batch(const vt_towers *T, const vt_batch *b) {
     VT_CHECK(b->n >= 0 && b->x != NULL, "batch of %d clips without data", b->n);
 }
 
-static void fill_stats(vt_towers *T, const vt_batch *b, vt_step_stats *st, const int *slice,
-                       double t0) {
-    if (!st)
-        return;
-    memset(st, 0, sizeof *st);
-    st->n = b->n;
-    st->ntowers = T->n;
+/* Several processes: this rank's part of b under p must be the one its loader decoded. */
+static void check_part(const vt_towers *T, const vt_batch *b, const vt_plan *p, int *planned) {
+    int lo, hi;
+    rank_part(T, p, b->npos, planned, &lo, &hi);
+    VT_CHECK(b->part_lo == lo && b->part_hi == hi && b->n <= hi - lo,
+             "batch %lld of epoch %lld holds positions [%d, %d) (%d clips) of %d, but this rank's "
+             "towers own [%d, %d): give the loader vt_towers_part_train/_eval",
+             (long long)b->index, (long long)b->epoch, b->part_lo, b->part_hi, b->n, b->npos,
+             lo, hi);
+}
+
+/* Several processes, before a training step: every rank's clip count for this batch
+ * (checked to be the same batch everywhere) -> count[g] for every tower. Returns the
+ * step's clips over all ranks. */
+static int world_counts(vt_towers *T, const vt_batch *b, const vt_plan *p, int *count) {
+    typedef struct rank_count { int64_t epoch, index; int32_t n, npos; } rank_count;
+    int planned[VT_MAX_DEVICES];
+    check_part(T, b, p, planned);
+    rank_count me = {b->epoch, b->index, b->n, b->npos};
+    rank_count *all = vt_malloc(sizeof *all * (size_t)T->world);
+    vt_mpi_allgather(&me, all, sizeof me, "the clip counts before a training step");
+    int total = 0;
+    for (int q = 0; q < T->world; q++) {
+        const rank_count *r = &all[q];
+        if (r->epoch != me.epoch || r->index != me.index || r->npos != me.npos)
+            vt_mpi_abort(1, "rank %d is at batch %lld of epoch %lld (%d samples) while this rank is "
+                         "at batch %lld of epoch %lld (%d samples): the ranks are out of step "
+                         "(different data or options?)", q, (long long)r->index + 1,
+                         (long long)r->epoch + 1, r->npos, (long long)me.index + 1,
+                         (long long)me.epoch + 1, me.npos);
+        split_rank(T, q, planned, r->n, count);
+        total += r->n;
+    }
+    free(all);
+    return total;
+}
+
+/* What every rank tells the others after a training step. */
+typedef struct rank_fig {
+    double loss, head_loss[VT_MAX_HEADS];
+    int64_t correct[VT_MAX_HEADS];
+    double compute[VT_MAX_DEVICES], wait[VT_MAX_DEVICES];
+    int32_t passes[VT_MAX_DEVICES];
+    double red_wait, red_s;
+    int64_t red_bytes, wire_bytes;
+    int32_t signal, depth;
+} rank_fig;
+
+/* The reducers' figures so far. Gradient buckets (one process) are summed while backward
+ * runs: their bytes count, their time is not exposed (tw->wait says what is). */
+static void reducer_stats(const vt_towers *T, vt_reduce_stats *out) {
+    memset(out, 0, sizeof *out);
+    if (T->red->i->stats)
+        T->red->i->stats(T->red, out);
+    if (T->red_grad && T->red_grad->i->stats) {
+        vt_reduce_stats g;
+        T->red_grad->i->stats(T->red_grad, &g);
+        out->calls += g.calls;
+        out->bytes += g.bytes;
+    }
+}
+
+/* This rank's figures of the step just run. */
+static void local_fig(vt_towers *T, rank_fig *f, const vt_reduce_stats *r0, const vt_reduce_stats *r1) {
+    memset(f, 0, sizeof *f);
     for (int i = 0; i < T->n; i++) {
         tower *tw = &T->tw[i];
-        st->loss += tw->loss;
+        f->loss += tw->loss;
         for (int h = 0; h < T->cfg.net.nheads; h++) {
-            st->head_loss[h] += tw->head_loss[h];
-            st->head_correct[h] += tw->correct[h];
+            f->head_loss[h] += tw->head_loss[h];
+            f->correct[h] += tw->correct[h];
         }
-        st->slice[i] = slice[i];
-        st->passes[i] = tw->passes;
-        st->compute_s[i] = tw->compute;
-        st->wait_s[i] = tw->wait;
+        f->compute[i] = tw->compute;
+        f->wait[i] = tw->wait;
+        f->passes[i] = tw->passes;
     }
-    st->grad_norm = T->tw[0].grad_norm;
-    st->buckets = T->bucket_floats > 0 ? T->tw[0].nbuckets : 0;
-    st->buckets_overlapped = T->bucket_floats > 0 ? T->tw[0].noverlap : 0;
-    st->step_s = vt_now() - t0;
+    f->red_wait = r1->wait_s - r0->wait_s;
+    f->red_s = r1->reduce_s - r0->reduce_s;
+    f->red_bytes = r1->bytes - r0->bytes;
+    f->wire_bytes = r1->wire_bytes - r0->wire_bytes;
+    f->signal = T->world > 1 ? vt_mpi_signal_pending() : 0;
+    pthread_mutex_lock(&T->sched_mu);
+    f->depth = T->depth;
+    pthread_mutex_unlock(&T->sched_mu);
+}
+
+/* Several processes: every rank's figures into st (the same on every rank). */
+static void world_figs(vt_towers *T, const rank_fig *mine, vt_step_stats *st) {
+    rank_fig *all = vt_malloc(sizeof *all * (size_t)T->world);
+    vt_mpi_allgather(mine, all, sizeof *mine, "the figures after a training step");
+    int lag = 0;
+    for (int q = 0; q < T->world; q++) {
+        const rank_fig *f = &all[q];
+        st->loss += f->loss;
+        for (int h = 0; h < T->cfg.net.nheads; h++) {
+            st->head_loss[h] += f->head_loss[h];
+            st->head_correct[h] += f->correct[h];
+        }
+        for (int g = T->rank_first[q]; g < T->rank_first[q + 1]; g++) {
+            st->compute_s[g] = f->compute[g - T->rank_first[q]];
+            st->wait_s[g] = f->wait[g - T->rank_first[q]];
+            st->passes[g] = f->passes[g - T->rank_first[q]];
+        }
+        st->reduce_wait_s = VT_MAX(st->reduce_wait_s, f->red_wait);
+        st->reduce_s = VT_MAX(st->reduce_s, f->red_s);
+        if (!st->signal)
+            st->signal = f->signal;
+        lag = VT_MAX(lag, f->depth);
+    }
+    st->reduce_bytes = all[0].red_bytes;
+    st->wire_bytes = all[0].wire_bytes;
+    T->lag = lag;
+    free(all);
+}
+
+/* VT_CHECK_REPLICAS: a hash of replica 0's parameters and buffers on every rank. */
+typedef struct hash_job { uint64_t h; } hash_job;
+static void hash_replica(void *ctx, vt_net *net, vt_optim *opt) {
+    (void)opt;
+    hash_job *j = ctx;
+    vt_backend *be = vt_net_backend(net);
+    int64_t np = vt_net_num_params(net), nb = vt_net_num_buffers(net);
+    float *h = vt_malloc((size_t)VT_MAX(np + nb, 1) * sizeof(float));
+    vt_backend_sync(be);
+    be->i->to_host(be, h, vt_net_params(net), (size_t)np * sizeof(float));
+    if (nb)
+        be->i->to_host(be, h + np, vt_net_buffers(net), (size_t)nb * sizeof(float));
+    j->h = vt_fnv1a(h, (size_t)(np + nb) * sizeof(float), VT_FNV_SEED);
+    free(h);
+}
+
+static void check_replicas(vt_towers *T) {
+    hash_job j = {0};
+    vt_towers_run_on(T, 0, hash_replica, &j);
+    uint64_t *all = vt_malloc(sizeof *all * (size_t)T->world);
+    vt_mpi_allgather(&j.h, all, sizeof j.h, "the replica check (VT_CHECK_REPLICAS)");
+    for (int q = 1; q < T->world; q++)
+        if (all[q] != all[0])
+            vt_mpi_abort(1, "VT_CHECK_REPLICAS: after step %lld rank %d's replica differs from "
+                         "rank 0's (hash %016llx vs %016llx): the replicas diverged (a bug)",
+                         (long long)T->step, q, (unsigned long long)all[q],
+                         (unsigned long long)all[0]);
+    free(all);
 }
 
 void vt_towers_train_step(vt_towers *T, const vt_batch *b, float lr, vt_step_stats *out) {
     check_batch(T, b);
     double t0 = vt_now();
-    int slice[VT_MAX_DEVICES];
-    if (b->n == 0) {
-        if (out) {
-            memset(out, 0, sizeof *out);
-            out->ntowers = T->n;
-        }
+    int count[VT_MAX_DEVICES]; /* clips of every tower of every process this step */
+    vt_step_stats st;
+    memset(&st, 0, sizeof st);
+    st.ntowers = T->ng;
+    int nclips;
+    if (T->world > 1) {
+        vt_plan p;
+        plan_at(T, b->epoch, b->index, &p);
+        vt_mpi_set_context("training step %lld (epoch %lld, batch %lld)", (long long)T->step + 1,
+                           (long long)b->epoch + 1, (long long)b->index + 1);
+        nclips = world_counts(T, b, &p, count);
+        T->at_epoch = b->epoch;
+        T->at_batch = b->index;
+    } else {
+        nclips = b->n;
+        if (nclips > 0)
+            slices_for(T, &T->plan, nclips, count);
+    }
+    if (nclips == 0) { /* every rank has nothing: no step anywhere */
+        if (out)
+            *out = st;
         return;
     }
-    slices_for(T, b->n, slice);
-    int off = 0, npass = 0;
+    /* This process's towers: rows of b from 0, positions from the earlier ranks' clips. */
+    int base = 0, off = 0, npass = 0;
+    for (int g = 0; g < T->g0; g++)
+        base += count[g];
+    for (int g = 0; g < T->ng; g++) {
+        int chunk = count[g] > 0 ? VT_MIN(count[g], T->sd[g].max_clips) : 0;
+        if (chunk)
+            npass = VT_MAX(npass, (count[g] + chunk - 1) / chunk);
+    }
     for (int i = 0; i < T->n; i++) {
         tower *tw = &T->tw[i];
+        int c = count[tw->g];
         tw->off = off;
-        tw->count = slice[i];
-        tw->chunk = slice[i] > 0 ? VT_MIN(slice[i], T->sd[i].max_clips) : 0;
+        tw->goff = base + off;
+        tw->count = c;
+        tw->chunk = c > 0 ? VT_MIN(c, T->sd[tw->g].max_clips) : 0;
         tw->compute = tw->wait = 0;
-        off += slice[i];
-        if (tw->chunk)
-            npass = VT_MAX(npass, (slice[i] + tw->chunk - 1) / tw->chunk);
+        tw->npass = npass;
+        off += c;
     }
-    for (int i = 0; i < T->n; i++)
-        T->tw[i].npass = npass;
+    VT_CHECK(off == b->n, "this rank's towers take %d clips of a batch of %d", off, b->n);
+    vt_reduce_stats r0, r1;
+    reducer_stats(T, &r0);
+    T->nclips = nclips;
     T->batch = b;
     T->lr = lr;
     run_cmd(T, CMD_TRAIN);
     T->step++;
-    fill_stats(T, b, out, slice, t0);
+    reducer_stats(T, &r1);
+    rank_fig mine;
+    local_fig(T, &mine, &r0, &r1);
+    st.n = nclips;
+    st.grad_norm = T->tw[0].grad_norm;
+    st.buckets = T->bucket_floats > 0 ? T->tw[0].nbuckets : 0;
+    st.buckets_overlapped = T->bucket_floats > 0 ? T->tw[0].noverlap : 0;
+    memcpy(st.slice, count, sizeof(int) * (size_t)T->ng);
+    if (T->world > 1) {
+        world_figs(T, &mine, &st);
+    } else {
+        st.loss = mine.loss;
+        for (int h = 0; h < T->cfg.net.nheads; h++) {
+            st.head_loss[h] = mine.head_loss[h];
+            st.head_correct[h] = mine.correct[h];
+        }
+        for (int i = 0; i < T->n; i++) {
+            st.compute_s[i] = mine.compute[i];
+            st.wait_s[i] = mine.wait[i];
+            st.passes[i] = mine.passes[i];
+        }
+        st.reduce_wait_s = mine.red_wait;
+        st.reduce_s = mine.red_s;
+        st.reduce_bytes = mine.red_bytes;
+        st.wire_bytes = mine.wire_bytes;
+    }
+    if (T->check_replicas && T->world > 1)
+        check_replicas(T);
 
-    /* Measure and re-plan (auto: whenever worth > 3%; speed: once, after warm-up). */
+    /* Measure and re-plan (auto: whenever worth > 3%; speed: once, after warm-up). Every
+     * number here is the same on every rank, so every rank decides the same. */
     vt_split_kind k = T->cfg.policy.kind;
     int changed = 0;
+    vt_plan cur = T->plan;
     if (k == VT_SPLIT_AUTO || (k == VT_SPLIT_SPEED && !T->speed_planned)) {
         int clips[VT_MAX_DEVICES];
         double comp[VT_MAX_DEVICES];
-        for (int i = 0; i < T->n; i++) {
-            clips[i] = slice[i];
-            comp[i] = T->tw[i].compute;
+        for (int g = 0; g < T->ng; g++) {
+            clips[g] = count[g];
+            comp[g] = st.compute_s[g];
         }
-        if (k == VT_SPLIT_AUTO && b->n == T->plan.batch) {
-            changed = vt_auto_observe(&T->aut, &T->plan, T->sd, clips, comp);
+        if (k == VT_SPLIT_AUTO && nclips == cur.batch) {
+            changed = vt_auto_observe(&T->aut, &cur, T->sd, clips, comp);
         } else if (k == VT_SPLIT_SPEED) {
             int known = 1;
-            for (int i = 0; i < T->n; i++)
-                known &= T->cfg.devices.dev[i].speed > 0;
-            vt_plan scratch = T->plan;
+            for (int g = 0; g < T->ng; g++)
+                known &= T->gdev.dev[g].speed > 0;
+            vt_plan scratch = cur;
             vt_auto_observe(&T->aut, &scratch, T->sd, clips, comp);
             if (known) {
                 T->speed_planned = 1;
             } else if (T->aut.steps >= T->aut.warmup + T->cfg.speed_warmup) {
                 vt_split_policy pol = {.kind = VT_SPLIT_SPEED};
                 char err[256];
-                if (vt_split_plan(&scratch, &pol, T->plan.batch, T->n, T->sd, err, sizeof err) == 0) {
-                    changed = memcmp(scratch.slice, T->plan.slice, sizeof scratch.slice) != 0;
-                    T->plan = scratch;
+                if (vt_split_plan(&scratch, &pol, cur.batch, T->ng, T->sd, err, sizeof err) == 0) {
+                    changed = memcmp(scratch.slice, cur.slice, sizeof scratch.slice) != 0;
+                    cur = scratch;
                 }
                 T->speed_planned = 1;
             }
         }
     }
+    pthread_mutex_lock(&T->sched_mu);
+    T->plan = cur;
+    if (T->world == 1)
+        T->base = cur;
+    else if (changed)
+        schedule(T, &cur);
+    pthread_mutex_unlock(&T->sched_mu);
     if (changed && T->cfg.verbose) {
-        char line[512];
+        char line[1024];
         vt_towers_plan_line(T, line, sizeof line);
-        fprintf(stderr, "re-planned after step %lld: %s\n", (long long)T->step, line);
+        if (T->world > 1) {
+            if (T->me == 0)
+                fprintf(stderr, "re-planned after step %lld (from batch %lld of epoch %lld on): "
+                        "%s\n", (long long)T->step, (long long)T->at_batch + 2 + T->lag,
+                        (long long)T->at_epoch + 1, line);
+        } else {
+            fprintf(stderr, "re-planned after step %lld: %s\n", (long long)T->step, line);
+        }
     }
+    st.replanned = changed;
+    st.step_s = vt_now() - t0;
     if (out)
-        out->replanned = changed;
+        *out = st;
 }
 
 void vt_towers_eval_step(vt_towers *T, const vt_batch *b, float *probs_out[VT_MAX_HEADS],
                          vt_step_stats *out) {
     check_batch(T, b);
     double t0 = vt_now();
-    int slice[VT_MAX_DEVICES];
+    int count[VT_MAX_DEVICES];
     if (b->n == 0) {
         if (out) {
             memset(out, 0, sizeof *out);
@@ -1065,20 +1544,52 @@ void vt_towers_eval_step(vt_towers *T, const vt_batch *b, float *probs_out[VT_MA
         }
         return;
     }
-    slices_for(T, b->n, slice);
+    if (T->world > 1) {
+        /* This rank's clips over its own towers; no other rank is needed. */
+        vt_plan p;
+        int planned[VT_MAX_DEVICES];
+        pthread_mutex_lock(&T->sched_mu);
+        p = T->plan;
+        pthread_mutex_unlock(&T->sched_mu);
+        check_part(T, b, &p, planned);
+        split_rank(T, T->me, planned, b->n, count);
+    } else {
+        slices_for(T, &T->plan, b->n, count);
+    }
     int off = 0;
     for (int i = 0; i < T->n; i++) {
-        T->tw[i].off = off;
-        T->tw[i].count = slice[i];
-        T->tw[i].wait = 0;
-        T->tw[i].compute = 0;
-        off += slice[i];
+        tower *tw = &T->tw[i];
+        tw->off = off;
+        tw->goff = off;
+        tw->count = count[tw->g];
+        tw->wait = 0;
+        tw->compute = 0;
+        off += tw->count;
     }
     T->batch = b;
     T->probs_out = probs_out;
     run_cmd(T, CMD_EVAL);
     T->probs_out = NULL;
-    fill_stats(T, b, out, slice, t0);
+    if (!out)
+        return;
+    /* This rank's figures (the caller merges ranks). */
+    memset(out, 0, sizeof *out);
+    out->n = b->n;
+    out->ntowers = T->n;
+    for (int i = 0; i < T->n; i++) {
+        tower *tw = &T->tw[i];
+        out->loss += tw->loss;
+        for (int h = 0; h < T->cfg.net.nheads; h++) {
+            out->head_loss[h] += tw->head_loss[h];
+            out->head_correct[h] += tw->correct[h];
+        }
+        out->slice[i] = tw->count;
+        out->passes[i] = tw->passes;
+        out->compute_s[i] = tw->compute;
+        out->wait_s[i] = tw->wait;
+    }
+    out->grad_norm = T->tw[0].grad_norm;
+    out->step_s = vt_now() - t0;
 }
 
 int vt_towers_replan(vt_towers *T, const vt_split_policy *pol, char *err, size_t errlen) {
@@ -1086,15 +1597,19 @@ int vt_towers_replan(vt_towers *T, const vt_split_policy *pol, char *err, size_t
     vt_split_policy use = *pol;
     if (use.kind == VT_SPLIT_AUTO) {
         int known = 0;
-        for (int i = 0; i < T->n; i++)
+        for (int i = 0; i < T->ng; i++)
             known += T->sd[i].speed > 0;
         if (!known)
             use.kind = VT_SPLIT_MEMORY;
     }
-    if (vt_split_plan(&p, &use, T->plan.batch, T->n, T->sd, err, errlen))
+    if (vt_split_plan(&p, &use, T->plan.batch, T->ng, T->sd, err, errlen))
         return -1;
     p.kind = pol->kind;
+    pthread_mutex_lock(&T->sched_mu);
     T->plan = p;
+    T->base = p;
+    T->nsched = 0;
+    pthread_mutex_unlock(&T->sched_mu);
     T->cfg.policy = *pol;
     T->speed_planned = pol->kind != VT_SPLIT_SPEED;
     return 0;
@@ -1112,5 +1627,8 @@ void vt_towers_run_on(vt_towers *T, int rank, void (*fn)(void *ctx, vt_net *net,
 void vt_towers_sync_from(vt_towers *T, int root) {
     VT_CHECK(root >= 0 && root < T->n, "root %d of %d", root, T->n);
     T->root = root;
+    int64_t step = T->me == 0 ? vt_optim_step_count(T->tw[root].opt) : 0;
+    vt_mpi_bcast(&step, sizeof step, 0, "the optimizer step count of a checkpoint");
+    T->sync_step = step;
     run_cmd(T, CMD_SYNC);
 }

@@ -39,6 +39,25 @@
  * Every tower, even one with 0 clips, takes part in every collective. Evaluation is
  * forward only, outputs written back in batch order, each clip exactly once.
  *
+ * Several processes (mpirun; pipeline/mpi.h). When this process is one of several ranks
+ * the towers span them all: at init the ranks exchange their device lists and budgets,
+ * and every rank plans the GLOBAL batch over every tower of every rank (the same pure
+ * function of the same numbers, so the same plan everywhere). A rank's towers are a
+ * contiguous run of the global towers, so each rank owns a contiguous part of every
+ * batch: its loader decodes only that part (vt_towers_part_train/_eval give it), and
+ * vt_towers_train_step gets a batch holding just those clips (b->npos, part_lo/hi say
+ * where they sit). Each step the ranks first exchange how many clips they really have
+ * (a clip whose decode failed leaves a hole) so that B, the loss scale and the dropout
+ * positions are the global ones, then the reducer sums over every tower of every rank
+ * (reduce_mpi.c, or one NCCL communicator over every GPU), then they exchange the step's
+ * figures so that vt_step_stats, the auto policy's measurements and its decisions are the
+ * same on every rank. A re-plan decided after a step takes effect `depth` batches later
+ * (the loaders' prefetch depth), so batches already being decoded keep their parts.
+ * Evaluation needs no exchange per batch: each rank evaluates its part, and the caller
+ * merges the results (vt_step_stats of eval_step are this rank's). Checkpoints come from
+ * process 0: vt_towers_sync_from copies process 0's replica into every replica of every
+ * rank. In a one-process run none of this happens and nothing changes.
+ *
  * Thread rule: nets, optimizers and backends belong to their tower threads; the caller
  * may touch them (vt_towers_net, ...) only between steps, and for device backends should
  * prefer vt_towers_run_on, which runs a function on the tower's own thread.
@@ -63,7 +82,8 @@ typedef struct vt_towers_cfg {
     vt_optim_cfg optim;
     uint64_t seed;              /* weights (every replica the same) and dropout */
     int sync_bn;
-    const char *reducer;        /* NULL or "auto", "host", "nccl", "local" */
+    const char *reducer;        /* NULL or "auto", "host", "nccl", "local"; several
+                                   processes: "mpi" (= "host") or "nccl" */
     int speed_warmup;           /* speed policy with unknown speeds: steps measured first (2) */
     double bucket_mb;           /* gradient reduction in buckets of this many MiB, each
                                    started as soon as backward has made it final (host
@@ -91,6 +111,15 @@ typedef struct vt_step_stats {
     int buckets;                        /* gradient buckets reduced (0: one call) */
     int buckets_overlapped;             /* of them, started while backward still ran
                                            (tower 0) */
+    /* The reducer this step (train; reduce.h vt_reduce_stats; several processes: the
+     * largest time over the ranks, the bytes of rank 0). */
+    double reduce_wait_s;               /* waiting for the other towers / ranks to arrive */
+    double reduce_s;                    /* summing after all arrived: the exposed reduction */
+    int64_t reduce_bytes;               /* bytes of the buffers summed */
+    int64_t wire_bytes;                 /* bytes sent to other processes */
+    int signal;                         /* several processes: the first rank's pending
+                                           signal (vt_mpi_signal_pending), the same on every
+                                           rank, so all stop after the same step; else 0 */
 } vt_step_stats;
 
 typedef struct vt_towers vt_towers;
@@ -103,7 +132,12 @@ typedef struct vt_towers vt_towers;
 vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen);
 void vt_towers_free(vt_towers **t);
 
+/* Towers of this process (replica indices below). */
 int vt_towers_count(const vt_towers *t);
+/* Towers of every process (the plan's and vt_step_stats' indices) and their devices, named
+ * "r1.cpu0" (rank 1's cpu0) when there are several processes. */
+int vt_towers_count_all(const vt_towers *t);
+const vt_device_list *vt_towers_devices(const vt_towers *t);
 const vt_plan *vt_towers_plan(const vt_towers *t);
 const vt_memplan *vt_towers_memplan(const vt_towers *t);
 /* The printed plan (device list + split table) and a one-line form for logs. */
@@ -121,7 +155,17 @@ void vt_towers_train_step(vt_towers *t, const vt_batch *b, float lr, vt_step_sta
  * out (may be NULL): loss and correct counts over the merged batch when b has targets. */
 void vt_towers_eval_step(vt_towers *t, const vt_batch *b, float *probs_out[VT_MAX_HEADS],
                          vt_step_stats *out);
-/* Re-plan now with another policy (speeds measured so far are kept). */
+/* Which positions [lo, hi) of a batch of npos samples this process decodes (all of them in
+ * a one-process run), as vt_loader_cfg.part wants it (towers = the vt_towers). _train:
+ * training batch `batch` of `epoch` under the plan in force for it; depth = how many
+ * batches the caller's loader may have claimed ahead (re-plans wait that long). _eval:
+ * the current plan. Thread-safe. */
+void vt_towers_part_train(void *towers, int64_t epoch, int64_t batch, int npos, int depth,
+                          int *lo, int *hi);
+void vt_towers_part_eval(void *towers, int64_t epoch, int64_t batch, int npos, int depth,
+                         int *lo, int *hi);
+/* Re-plan now with another policy (speeds measured so far are kept). Several processes:
+ * every rank calls it at the same point, with no loader running. */
 int vt_towers_replan(vt_towers *t, const vt_split_policy *pol, char *err, size_t errlen);
 
 /* The loader's batch-buffer hook for these towers (loader.h host_alloc/host_free/
@@ -139,7 +183,8 @@ vt_backend *vt_towers_backend(vt_towers *t, int rank);
 void vt_towers_run_on(vt_towers *t, int rank, void (*fn)(void *ctx, vt_net *net, vt_optim *opt),
                       void *ctx);
 /* Copy parameters, buffers, optimizer state and step count of replica `root` into every
- * replica (after loading a checkpoint into one). */
+ * replica (after loading a checkpoint into one). Several processes: replica `root` of
+ * process 0, into every replica of every process (a collective). */
 void vt_towers_sync_from(vt_towers *t, int root);
 
 #endif

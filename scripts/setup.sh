@@ -11,11 +11,12 @@ demo=1
 [ "${1:-}" = "--no-demo" ] && demo=0
 
 # Runtime + build: FFmpeg libraries and the ffmpeg command (tests compare against it),
-# OpenBLAS, cJSON, CMake/Ninja. Tests: PyTorch/torchvision (layer and zoo goldens),
-# PyAV (decode benchmark peer), Chromium (report rendering test).
+# OpenBLAS, cJSON, Open MPI (training across processes/machines under mpirun; test_mpi),
+# CMake/Ninja. Tests: PyTorch/torchvision (layer and zoo goldens), PyAV (decode
+# benchmark peer), Chromium (report rendering test).
 pkgs=(build-essential cmake ninja-build pkg-config git
       ffmpeg libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
-      libopenblas-dev libcjson-dev
+      libopenblas-dev libcjson-dev libopenmpi-dev openmpi-bin
       python3 python3-numpy python3-torch python3-torchvision python3-av
       chromium)
 missing=()

@@ -127,6 +127,7 @@ static const vt_reducer_i local_i = {
     /* .broadcast     = */ local_broadcast,
     /* .barrier       = */ local_barrier,
     /* .destroy       = */ local_destroy,
+    /* .stats         = */ NULL,
 };
 
 vt_reducer *vt_reducer_local_init(int nranks, int cuda_device) {

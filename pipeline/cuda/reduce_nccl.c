@@ -13,6 +13,14 @@
  * two ranks on one device (NCCL forbids it; vt_reducer_local_init is for that case).
  * Each rank has its own thread, so no ncclGroupStart/End is needed here: groups are for
  * one thread issuing the calls of several ranks.
+ *
+ * Across processes (vt_reducer_nccl_world_init, mpirun): one communicator over every GPU
+ * of every process, NCCL rank = the tower's index in the whole run; process 0's unique id
+ * reaches the others through an MPI broadcast, and the communicators are created in one
+ * group (this process's GPUs from one thread) after an MPI barrier, so every process is
+ * there before NCCL's blocking bootstrap starts. A peer that dies later shows up as an
+ * asynchronous error or the timeout below; ncclCommAbort then lets the others fail too.
+ * UNVERIFIED on hardware: written and compiled without a multi-GPU, multi-process machine.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
@@ -35,6 +43,8 @@ typedef struct nccl_ctx {
     ncclComm_t *comm;   /* (nranks) */
     double timeout_s;
     pthread_barrier_t bar;
+    int first, nglobal; /* NCCL ranks of this process's towers: first.. of nglobal */
+    void (*world_barrier)(void); /* NULL: one process */
 } nccl_ctx;
 
 static void rank_check(const nccl_ctx *c, int rank, vt_backend *be) {
@@ -61,15 +71,16 @@ static void wait_stream(nccl_ctx *c, int rank, cudaStream_t st, const char *what
             /* Abort our communicator so peers waiting on it fail too instead of hanging;
              * its status no longer matters, we are stopping. */
             (void)ncclCommAbort(c->comm[rank]);
-            VT_DIE("NCCL %s failed on rank %d (cuda:%d): %s%s%s", what, rank, c->dev[rank],
-                   ncclGetErrorString(ae), msg && *msg ? ": " : "", msg ? msg : "");
+            VT_DIE("NCCL %s failed on NCCL rank %d of %d (cuda:%d): %s%s%s", what,
+                   c->first + rank, c->nglobal, c->dev[rank], ncclGetErrorString(ae),
+                   msg && *msg ? ": " : "", msg ? msg : "");
         }
         if (vt_now() - t0 > c->timeout_s) {
             (void)ncclCommAbort(c->comm[rank]);
-            VT_DIE("NCCL %s on rank %d (cuda:%d) did not finish in %.0f s: a peer rank never "
-                   "joined or a GPU hangs\n  hint: VT_NCCL_TIMEOUT=seconds raises the limit; "
-                   "NCCL_DEBUG=INFO shows what NCCL is doing",
-                   what, rank, c->dev[rank], c->timeout_s);
+            VT_DIE("NCCL %s on NCCL rank %d of %d (cuda:%d) did not finish in %.0f s: a peer "
+                   "rank (another GPU or process) never joined, died or a GPU hangs\n  hint: "
+                   "VT_NCCL_TIMEOUT=seconds raises the limit; NCCL_DEBUG=INFO shows what NCCL "
+                   "is doing", what, c->first + rank, c->nglobal, c->dev[rank], c->timeout_s);
         }
         nanosleep(&nap, NULL);
     }
@@ -99,10 +110,16 @@ static void nccl_broadcast(vt_reducer *r, int rank, vt_backend *be, float *buf, 
     wait_stream(c, rank, st, "broadcast");
 }
 
-/* All ranks are threads of this process: a host barrier is exact and costs no GPU work. */
+/* The ranks of this process meet on a host barrier (exact, no GPU work); across
+ * processes one of them also meets the other processes. */
 static void nccl_barrier(vt_reducer *r, int rank) {
     nccl_ctx *c = r->ctx;
-    (void)rank;
+    if (c->nranks > 1)
+        pthread_barrier_wait(&c->bar);
+    if (!c->world_barrier)
+        return;
+    if (rank == 0)
+        c->world_barrier();
     if (c->nranks > 1)
         pthread_barrier_wait(&c->bar);
 }
@@ -128,9 +145,10 @@ static const vt_reducer_i nccl_i = {
     /* .broadcast     = */ nccl_broadcast,
     /* .barrier       = */ nccl_barrier,
     /* .destroy       = */ nccl_destroy,
+    /* .stats         = */ NULL,
 };
 
-vt_reducer *vt_reducer_nccl_init(int nranks, const int *cuda_devices) {
+static void check_devices(int nranks, const int *cuda_devices) {
     const int ndev = vt_cuda_device_count();
     VT_CHECK(nranks >= 1, "nccl reducer: %d ranks", nranks);
     for (int i = 0; i < nranks; i++) {
@@ -141,8 +159,12 @@ vt_reducer *vt_reducer_nccl_init(int nranks, const int *cuda_devices) {
                      "nccl reducer: cuda:%d appears twice (use the local reducer for several "
                      "towers on one GPU)", cuda_devices[i]);
     }
+}
+
+static nccl_ctx *ctx_new(int nranks, const int *cuda_devices) {
     nccl_ctx *c = vt_calloc(1, sizeof(*c));
     c->nranks = nranks;
+    c->nglobal = nranks;
     c->dev = vt_malloc((size_t)nranks * sizeof(int));
     memcpy(c->dev, cuda_devices, (size_t)nranks * sizeof(int));
     c->comm = vt_calloc((size_t)nranks, sizeof(ncclComm_t));
@@ -151,10 +173,45 @@ vt_reducer *vt_reducer_nccl_init(int nranks, const int *cuda_devices) {
     if (t && *t)
         c->timeout_s = atof(t) > 0 ? atof(t) : c->timeout_s;
     VT_CHECK(pthread_barrier_init(&c->bar, NULL, (unsigned)nranks) == 0, "pthread_barrier_init");
-    NCCL_CHECK(ncclCommInitAll(c->comm, nranks, c->dev));
+    return c;
+}
+
+static vt_reducer *reducer_new(nccl_ctx *c, int nranks) {
     vt_reducer *r = vt_calloc(1, sizeof(*r));
     r->i = &nccl_i;
     r->ctx = c;
     r->nranks = nranks;
     return r;
+}
+
+vt_reducer *vt_reducer_nccl_init(int nranks, const int *cuda_devices) {
+    check_devices(nranks, cuda_devices);
+    nccl_ctx *c = ctx_new(nranks, cuda_devices);
+    NCCL_CHECK(ncclCommInitAll(c->comm, nranks, c->dev));
+    return reducer_new(c, nranks);
+}
+
+vt_reducer *vt_reducer_nccl_world_init(int nranks, const int *cuda_devices, int nglobal, int first,
+                                       void (*bcast)(void *buf, size_t bytes),
+                                       void (*world_barrier)(void)) {
+    check_devices(nranks, cuda_devices);
+    VT_CHECK(first >= 0 && first + nranks <= nglobal, "nccl reducer: ranks %d..%d of %d", first,
+             first + nranks - 1, nglobal);
+    nccl_ctx *c = ctx_new(nranks, cuda_devices);
+    c->first = first;
+    c->nglobal = nglobal;
+    c->world_barrier = world_barrier;
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    if (first == 0) /* process 0 holds NCCL rank 0 */
+        NCCL_CHECK(ncclGetUniqueId(&id));
+    bcast(&id, sizeof id);
+    world_barrier(); /* everyone is here before NCCL's bootstrap, which cannot time out */
+    NCCL_CHECK(ncclGroupStart());
+    for (int i = 0; i < nranks; i++) {
+        CUDA_CHECK(cudaSetDevice(c->dev[i]));
+        NCCL_CHECK(ncclCommInitRank(&c->comm[i], nglobal, id, first + i));
+    }
+    NCCL_CHECK(ncclGroupEnd());
+    return reducer_new(c, nranks);
 }

@@ -4,8 +4,11 @@
  * and waiting time, and the plan before and after (auto/speed re-plan while warming up).
  * Input is random normal clips with random labels: the figure is the towers' compute and
  * reduction throughput, without decoding. --precision (fp32, tf32, bf16; --tf32 is
- * --precision tf32) is the towers' (models/backend.h). It must never assert anything
- * about speed: it reports (scripts/bench-*.sh compare figures).
+ * --precision tf32) is the towers' (models/backend.h). Under mpirun the towers of every
+ * rank take part (each rank feeds its towers' part of the batch), and the step splits
+ * into compute, waiting and the exposed reduction, with the bytes reduced per step
+ * (scripts/bench-mpi.sh). It must never assert anything about speed: it reports
+ * (scripts/bench-*.sh compare figures).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,21 +150,46 @@ int vt_bench_step(int argc, char **argv) {
     for (int i = 0; i < batch; i++)
         b.label[0][i] = (int32_t)vt_rng_below(&r, (uint32_t)classes);
 
-    int n = vt_towers_count(tw);
+    /* Every tower of every process (under mpirun this rank feeds only its part). */
+    int n = vt_towers_count_all(tw);
+    const vt_device_list *gdev = vt_towers_devices(tw);
     double comp[VT_MAX_DEVICES] = {0}, wait[VT_MAX_DEVICES] = {0}, t0 = 0;
     int buckets = 0, overlapped = 0;
+    double crit = 0, red_wait = 0, red = 0;
+    int64_t red_bytes = 0, wire = 0, red_calls = 0;
+    float *x_all = b.x;
+    int32_t *l_all = b.label[0];
     for (int s = 0; s < warmup + steps; s++) {
         if (s == warmup)
             t0 = vt_now();
+        int lo = 0, hi = batch;
+        vt_towers_part_train(tw, 0, s, batch, 1, &lo, &hi);
+        b.epoch = 0;
+        b.index = s;
+        b.npos = batch;
+        b.part_lo = lo;
+        b.part_hi = hi;
+        b.n = hi - lo;
+        b.x = x_all + cf * lo;
+        b.label[0] = l_all + lo;
         vt_step_stats st;
         vt_towers_train_step(tw, &b, 0.01f, &st);
         buckets = st.buckets;
         overlapped = st.buckets_overlapped;
-        if (s >= warmup)
+        if (s >= warmup) {
+            double slowest = 0;
             for (int i = 0; i < n; i++) {
                 comp[i] += st.compute_s[i];
                 wait[i] += st.wait_s[i];
+                slowest = VT_MAX(slowest, st.compute_s[i]);
             }
+            crit += slowest;
+            red_wait += st.reduce_wait_s;
+            red += st.reduce_s;
+            red_bytes += st.reduce_bytes;
+            wire += st.wire_bytes;
+            red_calls++;
+        }
         if (verbose) {
             printf("step %d%s: %.3f s, loss %.4f, slices", s + 1, s < warmup ? " (warm-up)" : "",
                    st.step_s, st.loss / batch);
@@ -170,7 +198,8 @@ int vt_bench_step(int argc, char **argv) {
             printf(", compute");
             for (int i = 0; i < n; i++)
                 printf(" %.3f", st.compute_s[i]);
-            printf("\n");
+            printf(", waiting %.4f, reduction %.4f (%lld bytes)\n", st.reduce_wait_s, st.reduce_s,
+                   (long long)st.reduce_bytes);
         }
     }
     double el = vt_now() - t0;
@@ -178,7 +207,7 @@ int vt_bench_step(int argc, char **argv) {
     vt_towers_print_plan(tw, stdout);
     printf("per tower (mean per timed step):\n");
     for (int i = 0; i < n; i++)
-        printf("  %-8s slice %3d  compute %.4f s  waiting %.4f s\n", cfg.devices.dev[i].name,
+        printf("  %-9s slice %3d  compute %.4f s  waiting %.4f s\n", gdev->dev[i].name,
                vt_towers_plan(tw)->slice[i], comp[i] / steps, wait[i] / steps);
     double exposed = 0;
     for (int i = 0; i < n; i++)
@@ -188,10 +217,21 @@ int vt_bench_step(int argc, char **argv) {
         printf("%d buckets, %d started during backward (tower 0, last step)", buckets, overlapped);
     printf("; exposed (most waiting of a tower) %.4f s a step, %.1f%% of the step\n", exposed,
            el > 0 ? 100.0 * exposed / (el / steps) : 0.0);
+    /* The step's critical path: the slowest tower computes, the others wait for it (and
+     * for the slowest process), then the reduction runs with nothing to hide it (with
+     * buckets, what is left of it after backward: the line above). */
+    char mb[32], wb[32];
+    printf("per step: compute %.4f s (slowest tower), waiting %.4f s (the reducer, for the other "
+           "towers and processes), exposed reduction %.4f s\n", crit / steps, red_wait / steps,
+           buckets ? exposed : red / steps);
+    printf("reduced per step: %s in the reducer's sums (gradients%s); sent to other processes "
+           "by rank 0: %s\n", vt_fmt_bytes(mb, sizeof mb, red_bytes / VT_MAX(red_calls, 1)),
+           sync_bn ? ", batch-norm statistics" : ", batch-norm running statistics",
+           vt_fmt_bytes(wb, sizeof wb, wire / VT_MAX(red_calls, 1)));
     printf("step time: %.4f s\n", el / steps);
     printf("clips/s: %.2f\n", (double)steps * batch / el);
     vt_towers_free(&tw);
-    free(b.x);
-    free(b.label[0]);
+    free(x_all);
+    free(l_all);
     return 0;
 }

@@ -7,13 +7,17 @@
  *
  * Every clip is counted once whatever the tower split: the loader hands each clip once,
  * the towers return one output per clip in batch order, and the counts are checked
- * against what was asked for. This file must never train or change a checkpoint.
+ * against what was asked for. Under mpirun each rank decodes and evaluates its towers'
+ * part of every batch, and the per-video sums of all ranks are added before any metric
+ * is computed, so a video whose clips landed on several ranks counts once with all its
+ * clips. This file must never train or change a checkpoint.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "app/app.h"
+#include "app/dist.h"
 #include "app/evalproto.h"
 #include "app/progress.h"
 #include "app/report.h"
@@ -21,6 +25,7 @@
 #include "models/common.h"
 #include "pipeline/dataset.h"
 #include "pipeline/loader.h"
+#include "pipeline/mpi.h"
 #include "pipeline/tower.h"
 
 /* ds class id -> model class id by name (-1: the model does not know it). */
@@ -96,6 +101,8 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
     int rc = -1, nkeep = 0;
     vt_loader *l = NULL;
     vt_progress *pg = NULL;
+    /* Under mpirun: the same videos on every rank, unreadable ones left out everywhere. */
+    vt_mpi_dataset_sync(ds, "the evaluation data");
     for (int h = 0; h < heads->n; h++) {
         if (ds->heads[h].loss != heads->cfg[h].loss) {
             vt_set_err(err, errlen, "head %s: the dataset's loss kind differs from the model's",
@@ -138,6 +145,10 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
     lc.indices = keep;
     lc.nindices = nkeep;
     vt_towers_host_hook(t, &lc.host_alloc, &lc.host_free, &lc.host_ctx); /* pinned on GPUs */
+    if (vt_mpi_size() > 1) { /* each rank decodes only its towers' part of every batch */
+        lc.part = vt_towers_part_eval;
+        lc.part_ctx = t;
+    }
     l = vt_loader_init(ds, &lc, err, errlen);
     if (!l)
         goto end;
@@ -208,6 +219,22 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
     vt_loader_stats ls;
     vt_loader_get_stats(l, &ls);
     counts->bad_clips = ls.bad_clips;
+    if (vt_mpi_size() > 1) {
+        /* Every rank's clips into every rank's evaluators (sums in rank order: the same
+         * bits everywhere), before any metric: video scores add up across ranks. */
+        for (int h = 0; h < heads->n; h++) {
+            int64_t np = vt_evalproto_pack_len(ep[h]);
+            double *pk = vt_malloc(sizeof(double) * (size_t)np);
+            vt_evalproto_pack(ep[h], pk);
+            vt_mpi_sum_f64(pk, np, "merging the ranks' evaluation results");
+            vt_evalproto_unpack(ep[h], pk);
+            free(pk);
+        }
+        double cb[2] = {(double)counts->clips, (double)counts->bad_clips};
+        vt_mpi_sum_f64(cb, 2, "merging the ranks' clip counts");
+        counts->clips = (int64_t)cb[0];
+        counts->bad_clips = (int64_t)cb[1];
+    }
     for (int v = 0; v < ds->nvideos; v++)
         counts->videos += vt_evalproto_video_clips(ep[0], v) > 0;
     rc = 0;
@@ -423,6 +450,7 @@ int vt_cmd_eval(int argc, char **argv) {
     }
     /* Unreadable files are reported here and left out of every split (not an error). */
     vt_dataset_probe(ds, 0, 1, NULL, NULL);
+    vt_mpi_dataset_sync(ds, "the evaluation data");
     /* Which videos: the split asked for, else test, else val; said before anything runs. */
     char have[256];
     describe_splits(ds, have, sizeof have);
@@ -479,8 +507,8 @@ int vt_cmd_eval(int argc, char **argv) {
         rc = lrc == -2 ? 2 : 1;
         goto end;
     }
-    if (!quiet) {
-        char line[512];
+    if (!quiet && vt_dist_lead()) {
+        char line[1024];
         vt_towers_plan_line(m.towers, line, sizeof line);
         fprintf(stderr, "towers: %s\n", line);
     }
@@ -549,7 +577,7 @@ int vt_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
     else
         printf("wrote %s\n", path);
-    if (r[0].loss == VT_LOSS_SOFTMAX_CE) {
+    if (r[0].loss == VT_LOSS_SOFTMAX_CE && vt_dist_lead()) {
         snprintf(path, sizeof path, "%s/confusion.csv", run);
         if (vt_eval_confusion_csv(&r[0], (const char *const *)heads->classes[0], path, err,
                                   sizeof err) != 0) {

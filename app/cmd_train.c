@@ -8,7 +8,9 @@
  * Resume is exact: the checkpoint holds the weights, optimizer state and step count, and
  * the data cursor (epoch, next batch) plus the epoch's partial sums; every random
  * choice of the data comes from (seed, epoch, sample index) and dropout from the step,
- * so a resumed run feeds the same batches to the same state. This file must never
+ * so a resumed run feeds the same batches to the same state. Under mpirun every rank
+ * runs this loop in step (app/dist.h): each decodes its towers' part of every batch,
+ * rank 0 writes the run folder, and all stop after the same step. This file must never
  * decode, split batches or touch a backend directly: the loader and the towers do.
  */
 #include <math.h>
@@ -17,6 +19,7 @@
 #include <unistd.h>
 
 #include "app/app.h"
+#include "app/dist.h"
 #include "app/evalproto.h"
 #include "app/progress.h"
 #include "app/report.h"
@@ -25,6 +28,7 @@
 #include "models/optim.h"
 #include "pipeline/dataset.h"
 #include "pipeline/loader.h"
+#include "pipeline/mpi.h"
 #include "pipeline/tower.h"
 
 static void usage(FILE *f) {
@@ -108,12 +112,13 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             snprintf(resume, resume_n, "%s", v);
             char path[2048];
             snprintf(path, sizeof path, "%s/config.json", v);
-            cJSON *j = vt_read_json(path);
+            cJSON *j = vt_dist_read_json(path); /* rank 0's copy under mpirun */
             if (!j) {
                 fprintf(stderr, "vidtrain train: cannot read %s: nothing to resume\n", path);
                 return 1;
             }
             vt_train_opts_from_json(o, j);
+            vt_dist_resume_devices(o, j);
             cJSON_Delete(j);
             /* --max-steps is a stop for one invocation, never inherited: a plain --resume
              * continues to the end. */
@@ -322,6 +327,10 @@ int vt_cmd_train(int argc, char **argv) {
     FILE *out = stdout;
 
     int prc = parse_args(o, argc, argv, &quiet, resume, sizeof resume);
+    if (prc == 0 && vt_dist_check_opts(o, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: %s\n", err);
+        prc = 2;
+    }
     if (prc) {
         free(c);
         return prc;
@@ -342,6 +351,7 @@ int vt_cmd_train(int argc, char **argv) {
         }
     }
     vt_dataset_probe(ds, 0, 1, NULL, NULL);
+    vt_mpi_dataset_sync(ds, "the training data");
     print_dataset(ds, ds, out);
     if (o->nweights && o->nweights != ds->nheads) {
         fprintf(stderr, "vidtrain train: --loss-weights has %d values for %d heads\n", o->nweights,
@@ -453,6 +463,7 @@ int vt_cmd_train(int argc, char **argv) {
     {
         cJSON *j = vt_train_opts_to_json(o);
         cJSON_AddItemToObject(j, "heads", vt_run_heads_to_json(&heads));
+        vt_dist_add_rank_devices(j, o);
         char path[2100];
         snprintf(path, sizeof path, "%s/config.json", o->out);
         char *s = cJSON_PrintUnformatted(j);
@@ -493,7 +504,7 @@ int vt_cmd_train(int argc, char **argv) {
             fprintf(stderr, "vidtrain train: %s\n", err);
         fprintf(out, "resumed from %s: epoch %lld, batch %lld, step %lld\n", path,
                 (long long)st.epoch + 1, (long long)st.cursor, (long long)st.step);
-    } else {
+    } else if (vt_dist_lead()) {
         char path[2100];
         snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
         unlink(path);
@@ -519,6 +530,10 @@ int vt_cmd_train(int argc, char **argv) {
     lc.indices = train_idx;
     lc.nindices = ntrain;
     vt_towers_host_hook(c->towers, &lc.host_alloc, &lc.host_free, &lc.host_ctx); /* pinned */
+    if (vt_mpi_size() > 1) { /* each rank decodes only its towers' part of every batch */
+        lc.part = vt_towers_part_train;
+        lc.part_ctx = c->towers;
+    }
     loader = vt_loader_init(ds, &lc, err, sizeof err);
     if (!loader) {
         fprintf(stderr, "vidtrain train: %s\n", err);
@@ -544,8 +559,10 @@ int vt_cmd_train(int argc, char **argv) {
     for (int64_t epoch = first_epoch; epoch < o->epochs && !stopped; epoch++) {
         /* The loader starts on (st.epoch, st.cursor); later epochs from batch 0. st holds
          * (epoch, 0, zero sums) there already: the previous epoch's end set it. */
-        if (epoch != first_epoch)
+        if (epoch != first_epoch) {
+            vt_mpi_dataset_sync(ds, "the next epoch's order");
             vt_loader_start_epoch(loader, epoch, 0);
+        }
         char title[64];
         snprintf(title, sizeof title, "epoch %lld/%d", (long long)epoch + 1, o->epochs);
         vt_progress *pg = vt_progress_init(stderr, title, spe, st.cursor, quiet ? 0 : -1,
@@ -596,7 +613,8 @@ int vt_cmd_train(int argc, char **argv) {
                     fprintf(stderr, "vidtrain train: %s\n", err);
                 cJSON_Delete(j);
             }
-            int sig = vt_signal_pending();
+            /* Under mpirun every rank stops after the same step: the towers agreed on it. */
+            int sig = vt_mpi_size() > 1 ? ss.signal : vt_signal_pending();
             int at_max = o->max_steps && st.step >= o->max_steps;
             if (sig || at_max || (o->checkpoint_every && st.step % o->checkpoint_every == 0)) {
                 if (save_ckpt(c, "last.safetensors", &st) != 0)

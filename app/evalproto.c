@@ -108,6 +108,63 @@ const double *vt_evalproto_video_scores(const vt_evalproto *e, int video) {
     return e->vsum + (size_t)video * e->classes;
 }
 
+/* Pack layout: clips, top-1, top-5, label-wise hits, loss sum, then per video its clip
+ * count, whether it has clips (0/1), its label times that, then per video and class the
+ * score sums and (BCE) the targets times "has clips". Sums of packs stay exact for every
+ * count below 2^53, and a label or target is the summed value over the summed "has". */
+int64_t vt_evalproto_pack_len(const vt_evalproto *e) {
+    int64_t nk = (int64_t)e->nvideos * e->classes;
+    return 5 + 3 * (int64_t)e->nvideos + nk + (e->loss == VT_LOSS_BCE ? nk : 0);
+}
+
+void vt_evalproto_pack(const vt_evalproto *e, double *out) {
+    const int nv = e->nvideos, k = e->classes;
+    double *p = out;
+    *p++ = (double)e->clips;
+    *p++ = (double)e->clip_top1;
+    *p++ = (double)e->clip_top5;
+    *p++ = (double)e->clip_lab_ok;
+    *p++ = e->loss_sum;
+    for (int v = 0; v < nv; v++) {
+        int has = e->vclips[v] > 0;
+        p[v] = (double)e->vclips[v];
+        p[nv + v] = has;
+        p[2 * nv + v] = has ? (double)e->vlabel[v] : 0;
+    }
+    p += 3 * nv;
+    memcpy(p, e->vsum, sizeof(double) * (size_t)nv * k);
+    p += (size_t)nv * k;
+    if (e->loss == VT_LOSS_BCE)
+        for (int v = 0; v < nv; v++)
+            for (int j = 0; j < k; j++)
+                p[(size_t)v * k + j] = e->vclips[v] > 0 ? e->vtarget[(size_t)v * k + j] : 0;
+}
+
+void vt_evalproto_unpack(vt_evalproto *e, const double *in) {
+    const int nv = e->nvideos, k = e->classes;
+    const double *p = in;
+    e->clips = (int64_t)p[0];
+    e->clip_top1 = (int64_t)p[1];
+    e->clip_top5 = (int64_t)p[2];
+    e->clip_lab_ok = (int64_t)p[3];
+    e->loss_sum = p[4];
+    p += 5;
+    for (int v = 0; v < nv; v++) {
+        double has = p[nv + v];
+        e->vclips[v] = (int64_t)p[v];
+        e->vlabel[v] = has > 0 ? (int32_t)llround(p[2 * nv + v] / has) : 0;
+    }
+    const double *hasv = p + nv;
+    p += 3 * nv;
+    memcpy(e->vsum, p, sizeof(double) * (size_t)nv * k);
+    p += (size_t)nv * k;
+    if (e->loss == VT_LOSS_BCE)
+        for (int v = 0; v < nv; v++)
+            for (int j = 0; j < k; j++)
+                e->vtarget[(size_t)v * k + j] =
+                    hasv[v] > 0 ? (float)(p[(size_t)v * k + j] / hasv[v]) : 0.0f;
+}
+
 typedef struct score_idx { double s; int v; } score_idx;
 
 static int cmp_score_desc(const void *a, const void *b) {

@@ -66,6 +66,13 @@ int64_t vt_evalproto_video_clips(const vt_evalproto *e, int video);
  * Divide by vt_evalproto_video_clips for the average. */
 const double *vt_evalproto_video_scores(const vt_evalproto *e, int video);
 
+/* Several processes (app/dist.h): the evaluator's whole state as pack_len numbers. The
+ * element-wise SUM of the packs of evaluators fed disjoint clips, unpacked, is the
+ * evaluator fed all of them — also when one video's clips were split between them. */
+int64_t vt_evalproto_pack_len(const vt_evalproto *e);
+void vt_evalproto_pack(const vt_evalproto *e, double *out);
+void vt_evalproto_unpack(vt_evalproto *e, const double *in);
+
 /* Row-wise numerically stable softmax: out (n, k) = softmax(logits (n, k)). out may
  * alias logits. */
 void vt_softmax_rows(float *out, const float *logits, int n, int k);

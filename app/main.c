@@ -1,12 +1,16 @@
 /*
  * main.c: the vidtrain command — dispatches to one subcommand per file (DESIGN.md §7).
- * It must never do work itself: parsing and behaviour belong to the subcommands.
+ * Under mpirun/srun it also starts and ends the MPI world (pipeline/mpi.h): only rank 0
+ * prints to stdout, and only the commands that span processes may run there. It must
+ * never do work itself: parsing and behaviour belong to the subcommands.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "app/app.h"
+#include "app/run.h"
 #include "models/common.h"
+#include "pipeline/mpi.h"
 
 typedef struct vt_cmd {
     const char *name;
@@ -47,7 +51,13 @@ static void usage(FILE *f) {
                "Quick start: vidtrain synth demo && vidtrain train demo --out runs/demo\n");
 }
 
-int main(int argc, char **argv) {
+/* Commands that span several processes; the others run in one. */
+static int spans_processes(int argc, char **argv) {
+    return argc >= 2 && (!strcmp(argv[1], "train") || !strcmp(argv[1], "eval") ||
+                         (!strcmp(argv[1], "bench") && argc >= 3 && !strcmp(argv[2], "step")));
+}
+
+static int dispatch(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
@@ -62,4 +72,27 @@ int main(int argc, char **argv) {
     fprintf(stderr, "vidtrain: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;
+}
+
+int main(int argc, char **argv) {
+    char err[1024];
+    if (vt_mpi_init(&argc, &argv, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain: %s\n", err);
+        return vt_mpi_finalize(2);
+    }
+    if (vt_mpi_size() > 1) {
+        /* Every rank runs the same command; rank 0 speaks for them (errors go to stderr
+         * from every rank). */
+        if (vt_mpi_rank() != 0 && !freopen("/dev/null", "w", stdout))
+            fprintf(stderr, "vidtrain: rank %d: cannot silence stdout\n", vt_mpi_rank());
+        vt_mpi_set_signal_check(vt_signal_pending);
+        if (argc >= 2 && !spans_processes(argc, argv) && strcmp(argv[1], "--version") &&
+            !vt_wants_help(argc, argv)) {
+            if (vt_mpi_rank() == 0)
+                fprintf(stderr, "vidtrain %s: runs in one process; under mpirun/srun (%d "
+                        "processes) use train, eval or bench step\n", argv[1], vt_mpi_size());
+            return vt_mpi_finalize(2);
+        }
+    }
+    return vt_mpi_finalize(dispatch(argc, argv));
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app/dist.h"
 #include "models/common.h"
 
 struct vt_progress {
@@ -56,6 +57,8 @@ void vt_progress_format(char *buf, size_t n, const char *title, int64_t done, in
 
 vt_progress *vt_progress_init(FILE *f, const char *title, int64_t total, int64_t first, int tty,
                               int log_every) {
+    if (!vt_dist_lead()) /* under mpirun rank 0 shows the progress (its figures are global) */
+        return NULL;
     vt_progress *p = vt_calloc(1, sizeof *p);
     p->f = f;
     snprintf(p->title, sizeof p->title, "%s", title);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "app/dist.h"
 #include "app/run.h"
 #include "models/common.h"
 
@@ -327,6 +328,8 @@ static const char *css =
     ".cnum{font-size:11px}table.grid td,table.grid th{stroke:none}";
 
 int vt_report_write(const char *run_dir, char *err, size_t errlen) {
+    if (!vt_dist_lead()) /* under mpirun rank 0 owns the run folder */
+        return 0;
     char path[4096];
     /* The page is built in memory and written by vt_write_file_atomic (temp file, fsync,
      * rename), so a reader never sees half of it. */

@@ -1,7 +1,9 @@
 /*
  * run.c: the run folder's small files, option parsing and Ctrl-C handling shared by
  * train, eval and predict (see run.h). It must never train or decode, and never leave a
- * half-written file where a reader (the report, a resumed run) could see it.
+ * half-written file where a reader (the report, a resumed run) could see it. Under
+ * mpirun only rank 0 writes the run folder (the writers below return 0 elsewhere) and
+ * only rank 0 reads checkpoints: the others get what it read (app/dist.h).
  */
 #include "app/run.h"
 
@@ -15,8 +17,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "app/dist.h"
 #include "models/checkpoint.h"
 #include "models/common.h"
+#include "pipeline/mpi.h"
 
 /* ---- option parsing ---- */
 
@@ -401,6 +405,8 @@ char *vt_read_file(const char *path) {
 }
 
 int vt_write_file_atomic(const char *path, const char *text, char *err, size_t errlen) {
+    if (!vt_dist_lead()) /* several processes: rank 0 owns the run folder */
+        return 0;
     char tmp[4200];
     snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -549,6 +555,8 @@ int vt_metrics_write_csv(const char *run_dir, char *err, size_t errlen) {
 }
 
 int vt_metrics_append(const char *run_dir, const cJSON *line, char *err, size_t errlen) {
+    if (!vt_dist_lead())
+        return 0;
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
     char *s = cJSON_PrintUnformatted(line);
@@ -574,6 +582,8 @@ int vt_metrics_append(const char *run_dir, const cJSON *line, char *err, size_t 
 }
 
 int vt_metrics_truncate(const char *run_dir, int64_t keep_step, char *err, size_t errlen) {
+    if (!vt_dist_lead())
+        return 0;
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
     char *s = vt_read_file(path);
@@ -677,6 +687,8 @@ static void load_on_tower(void *ctx, vt_net *net, vt_optim *opt) {
 
 int vt_run_save(const char *path, vt_towers *t, const vt_run_state *st, const char *config_json,
                 char *err, size_t errlen) {
+    if (!vt_dist_lead()) /* every replica is the same: rank 0's is the checkpoint */
+        return 0;
     vt_ckpt_meta m = {0};
     char num[64];
     snprintf(num, sizeof num, "%lld", (long long)st->epoch);
@@ -721,16 +733,25 @@ int vt_run_load(const char *path, vt_towers *t, int with_optim, vt_run_state *st
     vt_ckpt_meta m = {0};
     ckpt_job j = {.path = path, .meta = &m, .with_optim = with_optim, .rc = -1, .err = err,
                   .errlen = errlen};
-    vt_towers_run_on(t, 0, load_on_tower, &j);
+    /* Several processes: rank 0 reads the file, every replica everywhere gets its state. */
+    if (vt_dist_lead())
+        vt_towers_run_on(t, 0, load_on_tower, &j);
+    j.rc = vt_dist_share_result(vt_dist_lead() ? j.rc : 0, err, errlen);
     if (j.rc == 0) {
         vt_towers_sync_from(t, 0);
         if (st && with_optim) {
-            const char *s = vt_ckpt_meta_get(&m, "vidtrain_state");
-            if (!s || state_parse(st, s) != 0) {
-                vt_set_err(err, errlen, "%s has no vidtrain_state metadata: not a vidtrain "
-                           "training checkpoint", path);
-                j.rc = -1;
+            int rc = 0;
+            if (vt_dist_lead()) {
+                const char *s = vt_ckpt_meta_get(&m, "vidtrain_state");
+                if (!s || state_parse(st, s) != 0) {
+                    vt_set_err(err, errlen, "%s has no vidtrain_state metadata: not a vidtrain "
+                               "training checkpoint", path);
+                    rc = -1;
+                }
             }
+            j.rc = vt_dist_share_result(rc, err, errlen);
+            if (j.rc == 0)
+                vt_mpi_bcast(st, sizeof *st, 0, "the run state of a checkpoint");
         }
     }
     vt_ckpt_meta_free(&m);
@@ -739,13 +760,34 @@ int vt_run_load(const char *path, vt_towers *t, int with_optim, vt_run_state *st
 
 cJSON *vt_run_ckpt_config(const char *path, char *err, size_t errlen) {
     vt_ckpt_info info;
-    if (vt_ckpt_read_info(&info, path, err, errlen) != 0)
-        return NULL;
-    const char *s = vt_ckpt_meta_get(&info.meta, "vidtrain_config");
-    cJSON *j = s ? cJSON_Parse(s) : NULL;
-    if (!j)
-        vt_set_err(err, errlen, "%s: no vidtrain_config metadata", path);
-    vt_ckpt_info_free(&info);
+    cJSON *j = NULL;
+    int rc = 0;
+    if (vt_dist_lead()) {
+        rc = vt_ckpt_read_info(&info, path, err, errlen);
+        if (rc == 0) {
+            const char *s = vt_ckpt_meta_get(&info.meta, "vidtrain_config");
+            j = s ? cJSON_Parse(s) : NULL;
+            if (!j)
+                vt_set_err(err, errlen, "%s: no vidtrain_config metadata", path);
+            vt_ckpt_info_free(&info);
+            rc = j ? 0 : -1;
+        }
+    }
+    /* Several processes: rank 0's answer on every rank. */
+    if (vt_dist_share_result(rc, err, errlen) != 0 || vt_mpi_size() == 1)
+        return j;
+    char *text = vt_dist_lead() ? cJSON_PrintUnformatted(j) : NULL;
+    int64_t len = text ? (int64_t)strlen(text) : 0;
+    vt_mpi_bcast(&len, sizeof len, 0, "a checkpoint's configuration");
+    char *s = vt_malloc((size_t)len + 1);
+    if (text)
+        memcpy(s, text, (size_t)len);
+    vt_mpi_bcast(s, (size_t)len, 0, "a checkpoint's configuration");
+    s[len] = 0;
+    if (!vt_dist_lead())
+        j = cJSON_Parse(s);
+    free(s);
+    cJSON_free(text);
     return j;
 }
 
@@ -814,7 +856,7 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *
     cJSON *cfg = vt_run_ckpt_config(m->ckpt, cerr, sizeof cerr);
     if (!cfg) {
         snprintf(path, sizeof path, "%s/config.json", run);
-        cfg = vt_read_json(path);
+        cfg = vt_dist_read_json(path); /* rank 0's copy, under mpirun */
         src = path;
     }
     if (!cfg) {

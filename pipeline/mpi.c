@@ -146,8 +146,9 @@ static void peers_str(char *buf, size_t n, const int *peer, const MPI_Request *r
  * to be under way (yield between polls, so big transfers progress); else sleep between
  * polls, growing to 1 ms (a peer still computing). */
 static void wait_all(MPI_Request *req, const int *peer, int n, const char *what, int spin) {
+    static int sig_said; /* a signal is reported once per process */
     double last = vt_now();
-    int left = n, nap_us = 0, sig_said = 0;
+    int left = n, nap_us = 0;
     char ctx[160], who[1024];
     while (left > 0) {
         int out = 0;

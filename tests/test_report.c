@@ -8,6 +8,7 @@
  * app/ sources are not in the core library, so the files under test are compiled in here.
  */
 #include "app/report.c"
+#include "app/dist.c"   /* run.c asks it who owns the run folder (rank 0 under mpirun) */
 #include "app/run.c" /* the report reads and writes the run folder through run.c */
 
 #include <sys/stat.h>

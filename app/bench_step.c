@@ -19,6 +19,7 @@
 #include "models/optim.h"
 #include "pipeline/batch.h"
 #include "pipeline/device.h"
+#include "pipeline/mpi.h"
 #include "pipeline/tower.h"
 
 int vt_bench_step(int argc, char **argv);
@@ -42,8 +43,8 @@ static void usage(FILE *f) {
             "  --warmup W          untimed steps first (default 2; auto/speed re-plan here)\n"
             "  --seed N            weights and data (default 1)\n"
             "  --verbose           one line per step\n"
-            "%s",
-            vt_device_args_help);
+            "%s%s",
+            vt_device_args_help, vt_mpi_help);
 }
 
 

@@ -366,8 +366,9 @@ static void usage(FILE *f) {
         "top-1 over the classes present. Every clip is counted once across towers.\n"
         "Classes are matched to the model's by name; videos of a class the model does not\n"
         "know are left out, named in a warning and counted (eval.json \"unknown_videos\").\n"
-        "Exit codes: 0 ok, 1 error (also: a --split DIR does not have), 2 usage.\n",
-        vt_device_args_help);
+        "Exit codes: 0 ok, 1 error (also: a --split DIR does not have), 2 usage.\n"
+        "%s",
+        vt_device_args_help, vt_mpi_help);
 }
 
 int vt_cmd_eval(int argc, char **argv) {

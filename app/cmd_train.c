@@ -95,8 +95,9 @@ static void usage(FILE *f) {
         "Ctrl-C (SIGINT) or SIGTERM: the current step finishes, RUN/last.safetensors is\n"
         "written (resumable with --resume) and vidtrain exits with 130 (SIGINT) or 143\n"
         "(SIGTERM). A second Ctrl-C exits at once; the last checkpoint on disk stays whole.\n"
-        "Exit codes: 0 done (or --max-steps reached), 1 error, 2 usage, 130/143 interrupted.\n",
-        vt_device_args_help);
+        "Exit codes: 0 done (or --max-steps reached), 1 error, 2 usage, 130/143 interrupted.\n"
+        "%s",
+        vt_device_args_help, vt_mpi_help);
 }
 
 /* ---- option parsing ---- */

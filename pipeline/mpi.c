@@ -30,6 +30,13 @@
 #include <mpi.h>
 #endif
 
+const char vt_mpi_help[] =
+    "\nseveral processes or machines (README \"Beyond one machine\"):\n"
+    "  mpirun -np N [--host a:1,b:1] vidtrain ...   (or srun): one rank per process, each with\n"
+    "                      its own devices; the batch is planned over every rank's towers;\n"
+    "                      rank 0 writes the run folder. Every rank needs the dataset.\n"
+    "  VT_MPI_TIMEOUT=S    seconds a rank waits for a silent peer before ending the job (600)\n";
+
 typedef struct peer_info {
     char host[64];
     int32_t pid;

@@ -43,6 +43,9 @@ typedef struct vt_mpi_sum_stats {
     int64_t wire_bytes;     /* bytes this rank sent to other ranks */
 } vt_mpi_sum_stats;
 
+/* Help text for the commands that span processes (train, eval, bench step). */
+extern const char vt_mpi_help[];
+
 /* Initialises MPI when a launcher started this process (MPI_Init_thread: MPI calls
  * come from tower threads too), learns every rank's host and pid, reads VT_MPI_TIMEOUT.
  * 0; -1 with err set when launched as one of several ranks by a vidtrain without MPI

@@ -906,11 +906,13 @@ static int world_devices(vt_towers *T, int ok, const vt_split_dev *sd_local, cha
                 T->g0 = g;
             for (int i = 0; i < all[q].n; i++, g++) {
                 vt_device *d = &T->gdev.dev[g];
+                char nm[64]; /* "r1.cuda0": rank 1's cuda0 */
+                snprintf(nm, sizeof nm, "r%d.%s", q, all[q].dev[i].name);
                 *d = all[q].dev[i];
-                snprintf(d->name, sizeof d->name, "r%d.%.24s", q, all[q].dev[i].name);
+                snprintf(d->name, sizeof d->name, "%.31s", nm);
                 snprintf(d->desc, sizeof d->desc, "%.40s: %.80s", vt_mpi_host(q), all[q].dev[i].desc);
                 T->sd[g] = all[q].sd[i];
-                snprintf(T->sd[g].name, sizeof T->sd[g].name, "%s", d->name);
+                snprintf(T->sd[g].name, sizeof T->sd[g].name, "%.31s", nm);
             }
         }
         T->rank_first[T->world] = g;

@@ -744,6 +744,9 @@ int vt_cmd_train(int argc, char **argv) {
         goto end;
     }
     vt_signals_reset();
+    /* Under mpirun a stop by signal exits non-zero, which ends every rank (MPI_Abort):
+     * not before rank 0 has written its checkpoint. */
+    vt_mpi_barrier("the end of training");
     if (stopped > 0) {
         rc = stopped;
     } else {

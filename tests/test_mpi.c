@@ -18,8 +18,10 @@
  *    equal the files on disk (opendir), and the metrics equal one process's.
  * 4. Failure: a rank killed (SIGKILL) mid-run, and a rank stopped (SIGSTOP: it neither
  *    dies nor answers), make the other exit non-zero within a bound, with a message
- *    naming rank 1; ranks started with different options, or one that cannot build its
- *    towers, make every rank exit non-zero with a message naming the rank.
+ *    naming rank 1; SIGTERM to rank 1 alone stops every rank after the same step with
+ *    rank 0's checkpoint written (exit 143); ranks started with different options, or
+ *    one that cannot build its towers, make every rank exit non-zero with a message
+ *    naming the rank.
  * Skips (77) when vidtrain was built without MPI.
  */
 #include <dirent.h>
@@ -105,6 +107,8 @@ static double ckpt_diff(const char *a, const char *b, int *bitwise) {
     vt_ckpt_info_free(&ib);
     return worst;
 }
+
+static int vt_file_readable(const char *p) { return access(p, R_OK) == 0; }
 
 static int log_has(const char *log, const char *needle) {
     char p[4200];
@@ -316,15 +320,18 @@ static void eval_counts(void) {
 
 /* ---- 4: failures ---- */
 
-/* Runs mpirun -np 2 training in the background; once step 2 is logged, sends sig to rank
- * 1 (its pid from the printed plan). Returns mpirun's exit code (-1: no exit within
- * `bound` seconds after the signal, after which it is killed) and the seconds it took. */
-static int run_and_signal(int sig, const char *timeout, const char *log, double bound, double *took) {
-    char cmd[8192];
+/* Runs mpirun -np 2 training into DIR/name (log DIR/name.log) in the background; once step
+ * 2 is logged, sends sig to rank 1 (its pid from the printed plan). Returns mpirun's exit
+ * code (-1: no exit within `bound` seconds after the signal, after which it is killed)
+ * and the seconds it took. */
+static int run_and_signal(int sig, const char *timeout, const char *name, double bound,
+                          double *took) {
+    char cmd[8192], log[256];
+    snprintf(log, sizeof log, "%s.log", name);
     snprintf(cmd, sizeof cmd, "VT_MPI_TIMEOUT=%s exec '%s' --oversubscribe --bind-to none -np 2 "
-             "'%s' train '%s/data' --out '%s/%s.run' --model tiny --clip 4x32 --batch 8 --epochs "
+             "'%s' train '%s/data' --out '%s/%s' --model tiny --clip 4x32 --batch 8 --epochs "
              "200 --lr 0.05 --no-flip --seed 3 --workers 1 --threads 1 --log-every 1 --eval-every "
-             "1000 --devices cpu:1 > '%s/%s' 2>&1", timeout, g_mpirun, g_bin, g_dir, g_dir, log,
+             "1000 --devices cpu:1 > '%s/%s' 2>&1", timeout, g_mpirun, g_bin, g_dir, g_dir, name,
              g_dir, log);
     pid_t pid = fork();
     if (pid == 0) {
@@ -380,19 +387,28 @@ static void failures(void) {
     double took;
     /* A killed rank: Open MPI ends the job; rank 0 says whom it was waiting for. Bound:
      * the 20 s timeout plus start-up and abort slack on a loaded 2-core machine. */
-    int rc = run_and_signal(SIGKILL, "20", "killed.log", 50, &took);
+    int rc = run_and_signal(SIGKILL, "20", "killed", 50, &took);
     TCHECK(rc > 0, "a killed rank: mpirun exit %d after %.1f s (want non-zero, no hang)", rc, took);
     TCHECK(log_has("killed.log", "rank 1"), "a killed rank: the output names rank 1");
     printf("rank 1 killed: mpirun exited %d after %.1f s\n", rc, took);
 
     /* A stopped rank never answers and never dies: rank 0's own timeout (5 s) must name
      * it and end the job. */
-    rc = run_and_signal(SIGSTOP, "5", "stopped.log", 45, &took);
+    rc = run_and_signal(SIGSTOP, "5", "stopped", 45, &took);
     TCHECK(rc > 0, "a stopped rank: mpirun exit %d after %.1f s (want non-zero, no hang)", rc, took);
     TCHECK(took >= 4.0, "a stopped rank: ended after %.1f s, before rank 0's 5 s timeout", took);
     TCHECK(log_has("stopped.log", "no word from rank 1 (host"),
            "a stopped rank: rank 0 names rank 1 when its timeout fires");
     printf("rank 1 stopped: mpirun exited %d after %.1f s (VT_MPI_TIMEOUT=5)\n", rc, took);
+
+    /* SIGTERM to rank 1 only: the ranks agree to stop after the same step, rank 0 writes
+     * a checkpoint, and every rank exits 143 (not a hang, not a half-written file). */
+    rc = run_and_signal(SIGTERM, "60", "termed", 60, &took);
+    TCHECK(rc == 143, "SIGTERM to rank 1: mpirun exit %d after %.1f s, want 143", rc, took);
+    TCHECK(log_has("termed.log", "interrupted at step"), "SIGTERM to rank 1: rank 0 stops too");
+    char p[4200];
+    snprintf(p, sizeof p, "%s/termed/last.safetensors", g_dir);
+    TCHECK(vt_file_readable(p), "SIGTERM to rank 1: rank 0 wrote %s", p);
 
     /* Different options: every rank refuses, naming the rank and the option. */
     char a[2048], b[2048];

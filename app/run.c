@@ -357,6 +357,8 @@ void vt_run_heads_free(vt_run_heads *h) {
 /* ---- files ---- */
 
 int vt_mkdirs(const char *path, char *err, size_t errlen) {
+    if (!vt_dist_lead()) /* several processes: rank 0 owns the run folder */
+        return 0;
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++) {

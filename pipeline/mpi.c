@@ -92,12 +92,6 @@ void vt_mpi_set_context(const char *fmt, ...) {
     pthread_mutex_unlock(&g_ctx_lock);
 }
 
-static void context(char *buf, size_t n) {
-    pthread_mutex_lock(&g_ctx_lock);
-    snprintf(buf, n, "%s", g_ctx[0] ? g_ctx : "start-up");
-    pthread_mutex_unlock(&g_ctx_lock);
-}
-
 void vt_mpi_abort(int code, const char *fmt, ...) {
     fflush(stdout);
     char msg[2048];
@@ -120,6 +114,13 @@ void vt_mpi_abort(int code, const char *fmt, ...) {
 #ifdef VT_HAVE_MPI
 
 static MPI_Comm g_comm = MPI_COMM_NULL;
+
+/* Where the run is, for the messages about a late peer. */
+static void context(char *buf, size_t n) {
+    pthread_mutex_lock(&g_ctx_lock);
+    snprintf(buf, n, "%s", g_ctx[0] ? g_ctx : "start-up");
+    pthread_mutex_unlock(&g_ctx_lock);
+}
 
 /* One tag per kind of message: collectives of one kind follow each other in the same
  * order on every rank, and MPI keeps messages between two ranks with one tag in order. */

@@ -136,9 +136,9 @@ static void train_equal(void) {
                       "--devices cpu:1 > '%s/one_nobn.log' 2>&1", g_bin, g_dir, g_dir, common,
                       g_dir) == 0, "one process, tiny_nobn");
     snprintf(a, sizeof a, "train '%s/data' --out '%s/mpi_nobn' %s --model tiny_nobn --dropout 0.3 "
-             "--split equal --devices cpu:2 --mem cpu0=%lld,cpu1=%lld", g_dir, g_dir, common, f3, f1);
+             "--tower-split equal --devices cpu:2 --mem cpu0=%lld,cpu1=%lld", g_dir, g_dir, common, f3, f1);
     snprintf(b, sizeof b, "train '%s/data' --out '%s/mpi_nobn' %s --model tiny_nobn --dropout 0.3 "
-             "--split equal --devices cpu:1 --mem %lld", g_dir, g_dir, common, f2);
+             "--tower-split equal --devices cpu:1 --mem %lld", g_dir, g_dir, common, f2);
     TCHECK(mpi2(env, a, b, "mpi_nobn.log") == 0, "mpirun -np 2, tiny_nobn");
     TCHECK(log_has("mpi_nobn.log", "r0.cpu1") && log_has("mpi_nobn.log", "3 x 1"),
            "the plan shows rank 1's towers and rank 0's tower in 3 micro-batches of 1");
@@ -157,9 +157,9 @@ static void train_equal(void) {
     TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/one_bn' %s --model tiny --sync-bn "
                       "--devices cpu:1 > '%s/one_bn.log' 2>&1", g_bin, g_dir, g_dir, common,
                       g_dir) == 0, "one process, tiny --sync-bn");
-    snprintf(a, sizeof a, "train '%s/data' --out '%s/mpi_bn' %s --model tiny --sync-bn --split "
+    snprintf(a, sizeof a, "train '%s/data' --out '%s/mpi_bn' %s --model tiny --sync-bn --tower-split "
              "memory --devices cpu:2 --mem cpu0=%lld,cpu1=%lld", g_dir, g_dir, common, g4, g2);
-    snprintf(b, sizeof b, "train '%s/data' --out '%s/mpi_bn' %s --model tiny --sync-bn --split "
+    snprintf(b, sizeof b, "train '%s/data' --out '%s/mpi_bn' %s --model tiny --sync-bn --tower-split "
              "memory --devices cpu:1 --mem %lld", g_dir, g_dir, common, g3);
     TCHECK(mpi2(env, a, b, "mpi_bn.log") == 0, "mpirun -np 2, tiny --sync-bn");
     snprintf(p1, sizeof p1, "%s/one_bn/last.safetensors", g_dir);
@@ -173,7 +173,7 @@ static void train_equal(void) {
 
 static void train_bitwise_resume(void) {
     const char *common = "--model tiny --clip 4x32 --batch 8 --epochs 3 --lr 0.05 --no-flip "
-                         "--seed 3 --workers 1 --threads 1 -q --split memory --eval-every 100";
+                         "--seed 3 --workers 1 --threads 1 -q --tower-split memory --eval-every 100";
     long long g4 = budget_for("tiny", 4), g2 = budget_for("tiny", 2), g3 = budget_for("tiny", 3);
     char a[2048], b[2048], p1[4200], p2[4200];
     TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/one3' %s --devices cpu:3 --mem "

@@ -1,7 +1,7 @@
 /*
- * cmd_synth.c: `vidtrain synth DIR` — writes the motion-only demo dataset
- * (pipeline/synth.h) and prints progress and a summary. Parsing and printing only: the
- * rendering and encoding live in pipeline/synth.c.
+ * cmd_synth.c: `vidtrain synth DIR` — writes a synthetic dataset of one of the presets
+ * (pipeline/synth.h: demo, motion) and prints progress and a summary. Parsing and
+ * printing only: the rendering and encoding live in pipeline/synth.c and synth_motion.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,28 +14,48 @@
 #include "pipeline/synth.h"
 
 static void usage(FILE *f) {
-    vt_synth_opts d;
+    vt_synth_opts d, m;
     vt_synth_defaults(&d);
+    vt_synth_preset_defaults(&m, "motion");
     fprintf(f,
-            "usage: vidtrain synth DIR [options]\n"
-            "  Write a demo dataset of real encoded videos: DIR/{train,val,test}/<class>/*.\n"
-            "  Classes differ by motion only (shapes moving left/right/up/down, rotating\n"
-            "  cw/ccw, zooming in/out over a textured background); one frame cannot tell them\n"
-            "  apart. Codecs rotate over mpeg4/.mp4, mpeg4/.avi, mjpeg/.mkv, ffv1/.mkv\n"
-            "  (+ h264/.mp4 when libx264 is there). Deterministic given --seed.\n"
-            "  --classes N   2..%d (default %d: move_left, move_right, move_up, move_down;\n"
-            "                5-8 add rotate_cw, rotate_ccw, zoom_in, zoom_out)\n"
-            "  --train N     videos per class in train (default %d)\n"
-            "  --val N       videos per class in val (default %d)\n"
-            "  --test N      videos per class in test (default %d)\n"
-            "  --frames N    frames per video (default %d)\n"
-            "  --size WxH    even frame size (default %dx%d)\n"
-            "  --fps N       frame rate (default %d)\n"
+            "usage: vidtrain synth DIR [--preset demo|motion] [options]\n"
+            "  Write a dataset of real encoded videos: DIR/{train,val,test}/<class>/*, whose\n"
+            "  classes differ by motion only: one frame cannot tell them apart. Deterministic\n"
+            "  given --seed: the same options write the same bytes.\n"
+            "\n"
+            "  --preset demo (default): easy. Bright shapes moving over a static textured\n"
+            "    background. Classes: move_left, move_right, move_up, move_down, rotate_cw,\n"
+            "    rotate_ccw, zoom_in, zoom_out (the first --classes). Defaults: %d classes,\n"
+            "    %d/%d/%d videos per class, %d frames of %dx%d at %d fps. Codecs rotate over\n"
+            "    mpeg4/.mp4, mpeg4/.avi, mjpeg/.mkv, ffv1/.mkv (+ h264/.mp4 with libx264).\n"
+            "  --preset motion: hard, real-looking. The CAMERA moves over an animated\n"
+            "    procedural world (noise, cells, ramps, stripes; evolving texture, drifting\n"
+            "    light, flicker, grain) with objects moving at random in every class and\n"
+            "    random shake. Classes: pan_left, pan_right, pan_up, pan_down (the picture\n"
+            "    content moves that way on screen), zoom_in (content grows), zoom_out,\n"
+            "    rotate_cw, rotate_ccw (content turns clockwise / counter-clockwise).\n"
+            "    Camera speed is random per video, slow ones included. Per video, never by\n"
+            "    class: size from 160x120, 192x144, 240x180, 256x192, 320x240 (1 in 8 portrait),\n"
+            "    15/25/30 fps, 2-5 s, quality, and codec/container rotating over mpeg4/.mp4,\n"
+            "    mpeg4/.avi, mjpeg/.mkv, mjpeg/.avi (+ h264/.mp4 with libx264). Defaults:\n"
+            "    %d classes, %d/%d/%d videos per class (no val: train with --val-split, or\n"
+            "    evaluate on test). --size, --fps and --frames override the draws.\n"
+            "\n"
+            "  --classes N   2..%d: the preset's first N classes\n"
+            "  --train N     videos per class in train\n"
+            "  --val N       videos per class in val\n"
+            "  --test N      videos per class in test\n"
+            "  --frames N    frames per video (demo default %d; motion: drawn, 2-5 s)\n"
+            "  --size WxH    even frame size (demo default %dx%d; motion: drawn, at most 640)\n"
+            "  --fps N       frame rate (demo default %d; motion: drawn)\n"
             "  --seed S      (default %llu)\n"
+            "  --threads N   videos encoded at once (default: one per core); the files do\n"
+            "                not depend on it\n"
             "  --no-h264     only the codecs every FFmpeg build has (same files everywhere)\n"
             "  --force       write into a DIR that already holds a dataset\n",
-            VT_SYNTH_MAX_CLASSES, d.classes, d.train, d.val, d.test, d.frames, d.width, d.height,
-            d.fps, (unsigned long long)d.seed);
+            d.classes, d.train, d.val, d.test, d.frames, d.width, d.height, d.fps, m.classes,
+            m.train, m.val, m.test, VT_SYNTH_MAX_CLASSES, d.frames, d.width, d.height, d.fps,
+            (unsigned long long)d.seed);
 }
 
 typedef struct progress_state {
@@ -54,6 +74,13 @@ static void on_progress(void *user, int done, int total, const char *path) {
     }
 }
 
+static int has_opt(int argc, char **argv, const char *name) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], name))
+            return 1;
+    return 0;
+}
+
 static int parse_int(const char *s, int *out) {
     char *end;
     long v = strtol(s, &end, 10);
@@ -68,10 +95,25 @@ int vt_cmd_synth(int argc, char **argv) {
         usage(stdout);
         return 0;
     }
+    /* The preset first: its defaults are what the other options change. */
+    const char *preset = "demo";
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        int r = vt_opt_value(argc, argv, &i, "--preset", &v);
+        if (r < 0) {
+            fprintf(stderr, "vidtrain synth: --preset needs a name: demo or motion\n");
+            return 2;
+        }
+        if (r > 0)
+            preset = v;
+    }
     vt_synth_opts o;
-    vt_synth_defaults(&o);
+    if (vt_synth_preset_defaults(&o, preset) != 0) {
+        fprintf(stderr, "vidtrain synth: unknown preset '%s' (demo or motion)\n", preset);
+        return 2;
+    }
     const char *dir = NULL;
-    int force = 0;
+    int force = 0, size_set = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         int *target = !strcmp(a, "--classes") ? &o.classes
@@ -80,6 +122,7 @@ int vt_cmd_synth(int argc, char **argv) {
                     : !strcmp(a, "--test")    ? &o.test
                     : !strcmp(a, "--frames")  ? &o.frames
                     : !strcmp(a, "--fps")     ? &o.fps
+                    : !strcmp(a, "--threads") ? &o.threads
                                               : NULL;
         if (target) {
             if (!val || parse_int(val, target) != 0) {
@@ -92,6 +135,7 @@ int vt_cmd_synth(int argc, char **argv) {
                 fprintf(stderr, "vidtrain synth: --size needs WxH, e.g. 128x96\n");
                 return 2;
             }
+            size_set = 1;
             i++;
         } else if (!strcmp(a, "--seed")) {
             if (!val) {
@@ -100,6 +144,8 @@ int vt_cmd_synth(int argc, char **argv) {
             }
             o.seed = strtoull(val, NULL, 10);
             i++;
+        } else if (!strcmp(a, "--preset") || !strncmp(a, "--preset=", 9)) {
+            i += !strcmp(a, "--preset"); /* read above */
         } else if (!strcmp(a, "--no-h264")) {
             o.no_h264 = 1;
         } else if (!strcmp(a, "--force")) {
@@ -118,16 +164,31 @@ int vt_cmd_synth(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    int motion = o.preset == VT_SYNTH_MOTION;
     if (o.classes < 2 || o.classes > VT_SYNTH_MAX_CLASSES) {
         fprintf(stderr, "vidtrain synth: --classes must be 2..%d\n", VT_SYNTH_MAX_CLASSES);
         return 2;
     }
-    if (o.width < 16 || o.height < 16 || (o.width & 1) || (o.height & 1)) {
+    if ((!motion || size_set) && (o.width < 16 || o.height < 16 || (o.width & 1) || (o.height & 1))) {
         fprintf(stderr, "vidtrain synth: --size must be even and at least 16x16 (4:2:0 video)\n");
         return 2;
     }
-    if (o.frames < 1 || o.fps < 1 || o.train + o.val + o.test < 1) {
+    if (motion && (o.width > 640 || o.height > 640)) {
+        fprintf(stderr, "vidtrain synth: --size is at most 640x640 for the motion preset (the "
+                        "world the camera roams is several times the frame)\n");
+        return 2;
+    }
+    if (o.fps > 240) {
+        fprintf(stderr, "vidtrain synth: --fps must be at most 240\n");
+        return 2;
+    }
+    if ((!motion && (o.frames < 1 || o.fps < 1)) || o.train + o.val + o.test < 1) {
         fprintf(stderr, "vidtrain synth: --frames, --fps and the video counts must be positive\n");
+        return 2;
+    }
+    if (motion && ((o.frames == 0 && has_opt(argc, argv, "--frames")) ||
+                   (o.fps == 0 && has_opt(argc, argv, "--fps")))) {
+        fprintf(stderr, "vidtrain synth: --frames and --fps must be positive\n");
         return 2;
     }
     char probe[4200];
@@ -139,11 +200,24 @@ int vt_cmd_synth(int argc, char **argv) {
         return 1;
     }
     int nf = vt_synth_format_count(&o);
-    printf("vidtrain synth: %d classes x (%d train + %d val + %d test) videos, %d frames of %dx%d "
-           "at %d fps, seed %llu\n  classes:", o.classes, o.train, o.val, o.test, o.frames,
-           o.width, o.height, o.fps, (unsigned long long)o.seed);
+    printf("vidtrain synth: preset %s, %d classes x (%d train + %d val + %d test) videos, ",
+           vt_synth_preset_name(o.preset), o.classes, o.train, o.val, o.test);
+    if (motion) {
+        char fr[32] = "2-5 s", sz[32] = "160x120..320x240", fp[32] = "15/25/30";
+        if (o.frames > 0)
+            snprintf(fr, sizeof fr, "%d frames", o.frames);
+        if (o.width > 0)
+            snprintf(sz, sizeof sz, "%dx%d", o.width, o.height);
+        if (o.fps > 0)
+            snprintf(fp, sizeof fp, "%d", o.fps);
+        printf("%s of %s at %s fps (drawn per video unless set), seed %llu\n  classes:", fr, sz,
+               fp, (unsigned long long)o.seed);
+    } else {
+        printf("%d frames of %dx%d at %d fps, seed %llu\n  classes:", o.frames, o.width, o.height,
+               o.fps, (unsigned long long)o.seed);
+    }
     for (int c = 0; c < o.classes; c++)
-        printf(" %s", vt_synth_class_name(c));
+        printf(" %s", vt_synth_preset_class_name(&o, c));
     printf("\n  formats:");
     for (int i = 0; i < nf; i++)
         printf(" %s", vt_synth_format_name(&o, i));
@@ -162,6 +236,9 @@ int vt_cmd_synth(int argc, char **argv) {
     for (int i = 0; i < sum.nformats; i++)
         printf(" %s %d%s", vt_synth_format_name(&o, i), sum.per_format[i],
                i + 1 < sum.nformats ? "," : "\n");
-    printf("next: vidtrain train %s --out runs/demo\n", dir);
+    if (motion && o.val == 0)
+        printf("next: vidtrain train %s --out runs/motion --val-split 0.2 --no-flip\n", dir);
+    else
+        printf("next: vidtrain train %s --out runs/demo\n", dir);
     return 0;
 }

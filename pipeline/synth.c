@@ -1,24 +1,28 @@
 /*
- * synth.c: the motion-only demo dataset (synth.h), rendered in RGB and encoded with
+ * synth.c: the synthetic datasets (synth.h), rendered in RGB and encoded with
  * libavcodec/libavformat into real files, so that `vidtrain train` exercises the same
- * decode path as on user videos.
+ * decode path as on user videos. The demo preset's renderer lives here; the motion
+ * preset's in synth_motion.c; formats, layouts, encoding and the dataset loop are shared.
  *
  * Appearance is drawn from the video seed with the same random calls in every class
- * (the class only chooses how the shapes move), and the polar classes (rotate, zoom)
- * move shapes in ways that keep them uniform over the frame area, so a single frame
- * carries no class information. This file must never print (the command does) and never
- * depend on wall-clock time or thread timing: same seed, same bytes (BITEXACT muxing,
- * one encoder thread).
+ * (the class only chooses how the shapes or the camera move), and the demo's polar
+ * classes (rotate, zoom) move shapes in ways that keep them uniform over the frame area,
+ * so a single frame carries no class information. Formats are a function of the split
+ * and index only. This file must never print (the command does) and never depend on
+ * wall-clock time or thread timing: same seed, same bytes (BITEXACT muxing, one encoder
+ * thread per video; videos are written in parallel but each file is one thread's work).
  */
 #define _POSIX_C_SOURCE 200809L
 #include "pipeline/synth.h"
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
@@ -26,6 +30,7 @@
 #include <libswscale/swscale.h>
 
 #include "models/common.h"
+#include "pipeline/synth_motion.h"
 #include "pipeline/video.h"
 
 #ifndef M_PI
@@ -37,16 +42,22 @@ static const char *class_names[VT_SYNTH_MAX_CLASSES] = {
     "rotate_cw", "rotate_ccw", "zoom_in", "zoom_out",
 };
 
+#define FOR_DEMO (1 << VT_SYNTH_DEMO)
+#define FOR_MOTION (1 << VT_SYNTH_MOTION)
+
 typedef struct fmt_def {
     const char *name, *encoder, *ext;
+    int presets; /* FOR_* mask */
 } fmt_def;
 
+/* In rotation order per preset: the demo's order must never change (its files would). */
 static const fmt_def all_formats[] = {
-    {"mpeg4/mp4", "mpeg4", "mp4"},
-    {"mpeg4/avi", "mpeg4", "avi"},
-    {"mjpeg/mkv", "mjpeg", "mkv"},
-    {"ffv1/mkv", "ffv1", "mkv"},
-    {"h264/mp4", "libx264", "mp4"},
+    {"mpeg4/mp4", "mpeg4", "mp4", FOR_DEMO | FOR_MOTION},
+    {"mpeg4/avi", "mpeg4", "avi", FOR_DEMO | FOR_MOTION},
+    {"mjpeg/mkv", "mjpeg", "mkv", FOR_DEMO | FOR_MOTION},
+    {"ffv1/mkv", "ffv1", "mkv", FOR_DEMO},
+    {"h264/mp4", "libx264", "mp4", FOR_DEMO | FOR_MOTION},
+    {"mjpeg/avi", "mjpeg", "avi", FOR_MOTION},
 };
 
 void vt_synth_defaults(vt_synth_opts *o) {
@@ -62,11 +73,41 @@ void vt_synth_defaults(vt_synth_opts *o) {
     o->seed = 1;
 }
 
+int vt_synth_preset_defaults(vt_synth_opts *o, const char *name) {
+    if (!strcmp(name, "demo")) {
+        vt_synth_defaults(o);
+        return 0;
+    }
+    if (!strcmp(name, "motion")) {
+        memset(o, 0, sizeof *o);
+        o->preset = VT_SYNTH_MOTION;
+        o->classes = VT_MOTION_CLASSES;
+        o->train = 16;
+        o->val = 0;
+        o->test = 6;
+        o->seed = 1; /* frames, size, fps 0: drawn per video */
+        return 0;
+    }
+    return -1;
+}
+
+const char *vt_synth_preset_name(int preset) {
+    return preset == VT_SYNTH_DEMO ? "demo" : preset == VT_SYNTH_MOTION ? "motion" : "?";
+}
+
 const char *vt_synth_class_name(int cls) {
     return cls >= 0 && cls < VT_SYNTH_MAX_CLASSES ? class_names[cls] : "?";
 }
 
+const char *vt_synth_preset_class_name(const vt_synth_opts *o, int cls) {
+    if (o->preset == VT_SYNTH_MOTION)
+        return cls >= 0 && cls < VT_MOTION_CLASSES ? vt_motion_class_names[cls] : "?";
+    return vt_synth_class_name(cls);
+}
+
 static int format_ok(const vt_synth_opts *o, const fmt_def *f) {
+    if (!(f->presets & (1 << o->preset)))
+        return 0;
     if (o->no_h264 && !strcmp(f->encoder, "libx264"))
         return 0;
     char name[16];
@@ -91,6 +132,67 @@ static const fmt_def *format_at(const vt_synth_opts *o, int k) {
 const char *vt_synth_format_name(const vt_synth_opts *o, int i) {
     const fmt_def *f = format_at(o, i);
     return f ? f->name : "?";
+}
+
+/* The frame rate an encoder can store: codecs that list their rates (MPEG-1/2 do, the
+ * ones used here do not) get the nearest listed one; MPEG-4 part 2 stores the time base
+ * in 16 bits (FFmpeg refuses a denominator above 65535), so its rate is capped there. */
+static int valid_fps(const fmt_def *fd, int fps) {
+    const AVCodec *codec = fd ? avcodec_find_encoder_by_name(fd->encoder) : NULL;
+    if (!codec)
+        return fps;
+    const AVRational *rates = NULL;
+#if LIBAVCODEC_VERSION_INT >= AV_VERSION_INT(61, 13, 100)
+    int n = 0;
+    avcodec_get_supported_config(NULL, codec, AV_CODEC_CONFIG_FRAME_RATE, 0, (const void **)&rates, &n);
+#else
+    rates = codec->supported_framerates;
+#endif
+    if (rates) {
+        int k = av_find_nearest_q_idx((AVRational){fps, 1}, rates);
+        fps = VT_MAX(1, (int)lrint(av_q2d(rates[k])));
+    }
+    if (codec->id == AV_CODEC_ID_MPEG4 && fps > 65535)
+        fps = 65535;
+    return fps;
+}
+
+void vt_synth_video_layout(vt_synth_layout *l, const vt_synth_opts *o, const char *split,
+                           int idx) {
+    memset(l, 0, sizeof *l);
+    /* Number videos across the splits of a class and rotate formats on that: every class
+     * gets the same mix (the codec says nothing about the class) and even a tiny set uses
+     * every format. */
+    int k = idx + (!strcmp(split, "val") ? o->train : !strcmp(split, "test") ? o->train + o->val : 0);
+    int nf = vt_synth_format_count(o);
+    l->format = nf > 0 ? k % nf : 0;
+    l->width = o->width;
+    l->height = o->height;
+    l->fps = o->fps;
+    l->frames = o->frames;
+    l->gop = 12;
+    if (o->preset != VT_SYNTH_MOTION)
+        return;
+    /* Drawn from (seed, split, idx), never the class; overrides replace a draw after it is
+     * made, so they change nothing else. */
+    static const int sizes[5][2] = {{160, 120}, {192, 144}, {240, 180}, {256, 192}, {320, 240}};
+    static const int rates[3] = {15, 25, 30};
+    uint64_t h = vt_fnv1a(split, strlen(split), VT_FNV_SEED);
+    vt_rng r;
+    vt_rng_seed(&r, vt_hash64(o->seed ^ vt_hash64(h ^ 0x6c61796f7574ull) ^ (uint64_t)idx * 0x9E3779B97F4A7C15ull));
+    int si = (int)vt_rng_below(&r, 5), portrait = vt_rng_below(&r, 8) == 0;
+    int fps = rates[vt_rng_below(&r, 3)];
+    double seconds = 2.0 + 3.0 * vt_rng_uniform(&r);
+    l->quality = (int)vt_rng_below(&r, 100);
+    l->width = sizes[si][portrait];
+    l->height = sizes[si][!portrait];
+    if (o->width > 0) {
+        l->width = o->width;
+        l->height = o->height;
+    }
+    l->fps = valid_fps(format_at(o, l->format), o->fps > 0 ? o->fps : fps);
+    l->frames = o->frames > 0 ? o->frames : (int)lround(seconds * l->fps);
+    l->gop = 2 * l->fps; /* a keyframe every 2 s, as cameras and phones do */
 }
 
 uint64_t vt_synth_video_seed(const vt_synth_opts *o, const char *split, int cls, int idx) {
@@ -249,6 +351,45 @@ void vt_synth_render(uint8_t *rgb, const vt_synth_opts *o, int cls, uint64_t vid
     free(img);
 }
 
+/* ---- one video, any preset ---- */
+
+struct vt_synth_scene {
+    vt_synth_opts o;           /* demo: the options, at the layout's size */
+    int cls;
+    uint64_t seed;
+    vt_motion_scene *motion;   /* motion preset */
+};
+
+vt_synth_scene *vt_synth_scene_init(const vt_synth_opts *o, const vt_synth_layout *l, int cls,
+                                    uint64_t video_seed) {
+    vt_synth_scene *s = vt_calloc(1, sizeof *s);
+    s->o = *o;
+    s->o.width = l->width;
+    s->o.height = l->height;
+    s->o.fps = l->fps;
+    s->o.frames = l->frames;
+    s->cls = cls;
+    s->seed = video_seed;
+    if (o->preset == VT_SYNTH_MOTION)
+        s->motion = vt_motion_scene_init(l, cls, video_seed);
+    return s;
+}
+
+void vt_synth_scene_render(vt_synth_scene *s, uint8_t *rgb, int frame) {
+    if (s->motion)
+        vt_motion_scene_render(s->motion, rgb, frame);
+    else
+        vt_synth_render(rgb, &s->o, s->cls, s->seed, frame);
+}
+
+void vt_synth_scene_free(vt_synth_scene **sp) {
+    if (!*sp)
+        return;
+    vt_motion_scene_free(&(*sp)->motion);
+    free(*sp);
+    *sp = NULL;
+}
+
 /* ---- encoding ---- */
 
 static void set_av_err(char *err, size_t errlen, const char *what, int code) {
@@ -305,14 +446,19 @@ static int encode_one(AVCodecContext *enc, AVFormatContext *oc, AVStream *st, AV
     }
 }
 
-int vt_synth_write_video(const char *path, const vt_synth_opts *o, int format, int cls,
-                         uint64_t video_seed, char *err, size_t errlen) {
+int vt_synth_write_video(const char *path, const vt_synth_opts *o, const vt_synth_layout *l,
+                         int cls, uint64_t video_seed, char *err, size_t errlen) {
     vt_ffmpeg_log_init(); /* x264 and swscale talk at info/warning level */
-    const fmt_def *fd = format_at(o, format);
+    const fmt_def *fd = format_at(o, l->format);
     if (!fd) {
-        vt_set_err(err, errlen, "format %d not available in this FFmpeg build", format);
+        vt_set_err(err, errlen, "format %d not available in this FFmpeg build", l->format);
         return AVERROR(EINVAL);
     }
+    if (valid_fps(fd, l->fps) != l->fps) {
+        vt_set_err(err, errlen, "%s cannot store %d fps", fd->name, l->fps);
+        return AVERROR(EINVAL);
+    }
+    vt_synth_scene *scene = NULL;
     AVFormatContext *oc = NULL;
     AVCodecContext *enc = NULL;
     AVFrame *frame = NULL;
@@ -335,23 +481,28 @@ int vt_synth_write_video(const char *path, const vt_synth_opts *o, int format, i
     const AVCodec *codec = avcodec_find_encoder_by_name(fd->encoder);
     enc = avcodec_alloc_context3(codec);
     VT_CHECK(enc != NULL, "out of memory");
-    enc->width = o->width;
-    enc->height = o->height;
+    enc->width = l->width;
+    enc->height = l->height;
     enc->pix_fmt = pick_pix_fmt(codec);
-    enc->time_base = (AVRational){1, o->fps};
-    enc->framerate = (AVRational){o->fps, 1};
-    enc->gop_size = 12;
+    enc->time_base = (AVRational){1, l->fps};
+    enc->framerate = (AVRational){l->fps, 1};
+    enc->gop_size = l->gop;
     enc->thread_count = 1; /* determinism */
     enc->flags |= AV_CODEC_FLAG_BITEXACT;
     if (codec->id == AV_CODEC_ID_MJPEG)
         enc->color_range = AVCOL_RANGE_JPEG;
+    /* demo: fixed quality. motion: drawn per video (l->quality), from near-transparent to
+     * visibly blocky, as user footage is: qscale 2..6, CRF 18..27. */
+    int motion = o->preset == VT_SYNTH_MOTION;
     if (codec->id == AV_CODEC_ID_MPEG4 || codec->id == AV_CODEC_ID_MJPEG) {
         enc->flags |= AV_CODEC_FLAG_QSCALE;
-        enc->global_quality = FF_QP2LAMBDA * 3;
+        enc->global_quality = FF_QP2LAMBDA * (motion ? 2 + l->quality * 5 / 100 : 3);
     }
     if (codec->id == AV_CODEC_ID_H264) {
+        char crf[16];
+        snprintf(crf, sizeof crf, "%d", motion ? 18 + l->quality / 10 : 20);
         av_opt_set(enc->priv_data, "preset", "veryfast", 0);
-        av_opt_set(enc->priv_data, "crf", "20", 0);
+        av_opt_set(enc->priv_data, "crf", crf, 0);
     }
     if (oc->oformat->flags & AVFMT_GLOBALHEADER)
         enc->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
@@ -390,17 +541,18 @@ int vt_synth_write_video(const char *path, const vt_synth_opts *o, int format, i
     frame->color_range = enc->color_range;
     ret = av_frame_get_buffer(frame, 0);
     VT_CHECK(ret >= 0, "out of memory for a frame");
-    sws = sws_getContext(o->width, o->height, AV_PIX_FMT_RGB24, o->width, o->height, enc->pix_fmt,
+    sws = sws_getContext(l->width, l->height, AV_PIX_FMT_RGB24, l->width, l->height, enc->pix_fmt,
                          SWS_BILINEAR, NULL, NULL, NULL);
     VT_CHECK(sws != NULL, "swscale cannot convert rgb24 to %d", (int)enc->pix_fmt);
-    rgb = vt_malloc((size_t)o->width * o->height * 3);
-    for (int f = 0; f < o->frames; f++) {
-        vt_synth_render(rgb, o, cls, video_seed, f);
+    rgb = vt_malloc((size_t)l->width * l->height * 3);
+    scene = vt_synth_scene_init(o, l, cls, video_seed);
+    for (int f = 0; f < l->frames; f++) {
+        vt_synth_scene_render(scene, rgb, f);
         ret = av_frame_make_writable(frame);
         VT_CHECK(ret >= 0, "out of memory");
         const uint8_t *src[1] = {rgb};
-        int src_stride[1] = {o->width * 3};
-        sws_scale(sws, src, src_stride, 0, o->height, frame->data, frame->linesize);
+        int src_stride[1] = {l->width * 3};
+        sws_scale(sws, src, src_stride, 0, l->height, frame->data, frame->linesize);
         frame->pts = f;
         frame->quality = enc->global_quality;
         ret = encode_one(enc, oc, st, frame, pkt, err, errlen);
@@ -440,6 +592,7 @@ end:
     av_packet_free(&pkt);
     sws_freeContext(sws);
     free(rgb);
+    vt_synth_scene_free(&scene);
     return ret;
 }
 
@@ -456,57 +609,131 @@ static int mkdir_p(const char *path) {
     return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
+/* The dataset's videos as jobs, handed out in order to worker threads. Each file is one
+ * thread's work from start to end, so the bytes never depend on the thread count; the
+ * error reported is the failing job that comes first in order. */
+typedef struct synth_job {
+    int sp, cls, idx;
+} synth_job;
+
+typedef struct synth_pool {
+    const char *dir;
+    const vt_synth_opts *o;
+    const synth_job *jobs;
+    int njobs, next, done, failed_job;
+    vt_synth_progress_fn progress;
+    void *user;
+    vt_synth_summary sum;
+    int fail_ret;
+    char fail_err[512];
+    pthread_mutex_t lock;
+} synth_pool;
+
+static const char *split_names[3] = {"train", "val", "test"};
+
+static void *synth_worker(void *arg) {
+    synth_pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        int j = p->failed_job < p->njobs ? p->njobs : p->next++;
+        pthread_mutex_unlock(&p->lock);
+        if (j >= p->njobs)
+            return NULL;
+        const synth_job *jb = &p->jobs[j];
+        const char *cname = vt_synth_preset_class_name(p->o, jb->cls);
+        vt_synth_layout l;
+        vt_synth_video_layout(&l, p->o, split_names[jb->sp], jb->idx);
+        char path[4400], e2[256];
+        snprintf(path, sizeof path, "%s/%s/%s/%s_%04d.%s", p->dir, split_names[jb->sp], cname,
+                 cname, jb->idx, format_at(p->o, l.format)->ext);
+        uint64_t seed = vt_synth_video_seed(p->o, split_names[jb->sp], jb->cls, jb->idx);
+        int ret = vt_synth_write_video(path, p->o, &l, jb->cls, seed, e2, sizeof e2);
+        struct stat sb;
+        int64_t bytes = ret == 0 && stat(path, &sb) == 0 ? (int64_t)sb.st_size : 0;
+        pthread_mutex_lock(&p->lock);
+        if (ret < 0) {
+            if (j < p->failed_job) {
+                p->failed_job = j;
+                p->fail_ret = ret;
+                vt_set_err(p->fail_err, sizeof p->fail_err, "%s: %s", path, e2);
+            }
+        } else {
+            p->sum.bytes += bytes;
+            p->sum.per_format[l.format]++;
+            p->sum.videos++;
+            p->done++;
+            if (p->progress)
+                p->progress(p->user, p->done, p->njobs, path);
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
+}
+
 int vt_synth_dataset(const char *dir, const vt_synth_opts *o, vt_synth_progress_fn progress,
                      void *user, vt_synth_summary *summary, char *err, size_t errlen) {
-    vt_synth_summary sum = {0};
-    if (o->classes < 2 || o->classes > VT_SYNTH_MAX_CLASSES || o->frames < 1 || o->fps < 1 ||
-        o->width < 16 || o->height < 16 || (o->width & 1) || (o->height & 1) ||
-        o->width > 4096 || o->height > 4096 || o->train < 0 || o->val < 0 || o->test < 0) {
-        vt_set_err(err, errlen, "bad options: classes 2..%d, frames >= 1, even size 16..4096",
-                   VT_SYNTH_MAX_CLASSES);
+    int motion = o->preset == VT_SYNTH_MOTION;
+    int maxcls = motion ? VT_MOTION_CLASSES : VT_SYNTH_MAX_CLASSES;
+    /* motion: 0 means drawn per video; a size override is capped because the world the
+     * camera roams is several times the frame. */
+    int minv = motion ? 0 : 1, maxside = motion ? 640 : 4096;
+    if (o->preset < VT_SYNTH_DEMO || o->preset > VT_SYNTH_MOTION || o->classes < 2 ||
+        o->classes > maxcls || o->frames < minv || o->fps < minv || o->fps > 65535 ||
+        (motion && (o->width == 0) != (o->height == 0)) ||
+        (!(motion && o->width == 0) && (o->width < 16 || o->height < 16)) || (o->width & 1) ||
+        (o->height & 1) || o->width > maxside || o->height > maxside || o->train < 0 ||
+        o->val < 0 || o->test < 0) {
+        vt_set_err(err, errlen, "bad options for the %s preset: classes 2..%d, frames >= 1, "
+                   "fps 1..65535, even size 16..%d", vt_synth_preset_name(o->preset), maxcls,
+                   maxside);
         return AVERROR(EINVAL);
     }
-    sum.nformats = vt_synth_format_count(o);
-    if (sum.nformats == 0) {
-        vt_set_err(err, errlen, "this FFmpeg build has none of the encoders mpeg4, mjpeg, ffv1");
+    int nformats = vt_synth_format_count(o);
+    if (nformats == 0) {
+        vt_set_err(err, errlen, "this FFmpeg build has none of the encoders mpeg4, mjpeg%s",
+                   motion ? "" : ", ffv1");
         return AVERROR_ENCODER_NOT_FOUND;
     }
-    const char *splits[3] = {"train", "val", "test"};
     int counts[3] = {o->train, o->val, o->test};
-    int total = o->classes * (o->train + o->val + o->test), done = 0;
+    int total = o->classes * (o->train + o->val + o->test);
+    synth_job *jobs = vt_calloc((size_t)VT_MAX(total, 1), sizeof *jobs);
+    int n = 0;
     for (int sp = 0; sp < 3; sp++)
-        for (int c = 0; c < o->classes; c++)
-            for (int i = 0; i < counts[sp]; i++) {
-                char sub[4096], path[4400];
-                snprintf(sub, sizeof sub, "%s/%s/%s", dir, splits[sp], class_names[c]);
-                if (mkdir_p(sub) != 0) {
-                    vt_set_err(err, errlen, "cannot create %s: %s", sub, strerror(errno));
-                    return AVERROR(errno);
-                }
-                /* Number videos across the splits of a class and rotate formats on that:
-                 * every class gets the same mix (the codec says nothing about the class)
-                 * and even a tiny set uses every format. */
-                int k = i + (sp > 0 ? o->train : 0) + (sp > 1 ? o->val : 0);
-                int fmt = k % sum.nformats;
-                snprintf(path, sizeof path, "%s/%s_%04d.%s", sub, class_names[c], i,
-                         format_at(o, fmt)->ext);
-                uint64_t seed = vt_synth_video_seed(o, splits[sp], c, i);
-                char e2[256];
-                int ret = vt_synth_write_video(path, o, fmt, c, seed, e2, sizeof e2);
-                if (ret < 0) {
-                    vt_set_err(err, errlen, "%s: %s", path, e2);
-                    return ret;
-                }
-                struct stat sb;
-                if (stat(path, &sb) == 0)
-                    sum.bytes += sb.st_size;
-                sum.per_format[fmt]++;
-                sum.videos++;
-                done++;
-                if (progress)
-                    progress(user, done, total, path);
+        for (int c = 0; c < o->classes; c++) {
+            if (counts[sp] == 0)
+                continue;
+            char sub[4096];
+            snprintf(sub, sizeof sub, "%s/%s/%s", dir, split_names[sp],
+                     vt_synth_preset_class_name(o, c));
+            if (mkdir_p(sub) != 0) {
+                vt_set_err(err, errlen, "cannot create %s: %s", sub, strerror(errno));
+                free(jobs);
+                return AVERROR(errno);
             }
+            for (int i = 0; i < counts[sp]; i++)
+                jobs[n++] = (synth_job){sp, c, i};
+        }
+    synth_pool p = {.dir = dir, .o = o, .jobs = jobs, .njobs = n, .failed_job = n,
+                    .progress = progress, .user = user};
+    p.sum.nformats = nformats;
+    pthread_mutex_init(&p.lock, NULL);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nthreads = o->threads > 0 ? o->threads : (int)VT_MIN(VT_MAX(ncpu, 1), 8);
+    nthreads = VT_MAX(1, VT_MIN(nthreads, n));
+    pthread_t *tid = vt_calloc((size_t)nthreads, sizeof *tid);
+    int started = 0;
+    for (int t = 1; t < nthreads; t++)
+        started += pthread_create(&tid[started], NULL, synth_worker, &p) == 0;
+    synth_worker(&p); /* this thread works too: one thread means no thread at all */
+    for (int t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+    pthread_mutex_destroy(&p.lock);
+    free(tid);
+    free(jobs);
+    if (p.failed_job < n) {
+        vt_set_err(err, errlen, "%s", p.fail_err);
+        return p.fail_ret;
+    }
     if (summary)
-        *summary = sum;
+        *summary = p.sum;
     return 0;
 }

@@ -47,7 +47,7 @@ static void usage(FILE *f) {
             "  --test N      videos per class in test\n"
             "  --frames N    frames per video (demo default %d; motion: drawn, 2-5 s)\n"
             "  --size WxH    even frame size (demo default %dx%d; motion: drawn, at most 640)\n"
-            "  --fps N       frame rate (demo default %d; motion: drawn)\n"
+            "  --fps N       frame rate, at most 240 (demo default %d; motion: drawn)\n"
             "  --seed S      (default %llu)\n"
             "  --threads N   videos encoded at once (default: one per core); the files do\n"
             "                not depend on it\n"

@@ -174,14 +174,25 @@ void vt_synth_video_layout(vt_synth_layout *l, const vt_synth_opts *o, const cha
     if (o->preset != VT_SYNTH_MOTION)
         return;
     /* Drawn from (seed, split, idx), never the class; overrides replace a draw after it is
-     * made, so they change nothing else. */
+     * made, so they change nothing else. Size and rate are stratified: each run of 15
+     * indices (15k .. 15k+14) holds every (size, rate) pair once, in a shuffled order, so
+     * that even the 6 test videos of a class spread over the sizes and rates. */
     static const int sizes[5][2] = {{160, 120}, {192, 144}, {240, 180}, {256, 192}, {320, 240}};
     static const int rates[3] = {15, 25, 30};
-    uint64_t h = vt_fnv1a(split, strlen(split), VT_FNV_SEED);
+    uint64_t h = vt_hash64(vt_fnv1a(split, strlen(split), VT_FNV_SEED) ^ 0x6c61796f7574ull);
     vt_rng r;
-    vt_rng_seed(&r, vt_hash64(o->seed ^ vt_hash64(h ^ 0x6c61796f7574ull) ^ (uint64_t)idx * 0x9E3779B97F4A7C15ull));
-    int si = (int)vt_rng_below(&r, 5), portrait = vt_rng_below(&r, 8) == 0;
-    int fps = rates[vt_rng_below(&r, 3)];
+    vt_rng_seed(&r, vt_hash64(o->seed ^ h ^ (uint64_t)(idx / 15) * 0x9E3779B97F4A7C15ull));
+    int perm[15];
+    for (int i = 0; i < 15; i++)
+        perm[i] = i;
+    for (int i = 14; i > 0; i--) { /* Fisher-Yates */
+        int j = (int)vt_rng_below(&r, (uint32_t)i + 1), t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    int si = perm[idx % 15] % 5, fps = rates[perm[idx % 15] / 5];
+    vt_rng_seed(&r, vt_hash64(o->seed ^ vt_hash64(h + 1 + (uint64_t)idx)));
+    int portrait = vt_rng_below(&r, 8) == 0;
     double seconds = 2.0 + 3.0 * vt_rng_uniform(&r);
     l->quality = (int)vt_rng_below(&r, 100);
     l->width = sizes[si][portrait];

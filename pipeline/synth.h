@@ -79,10 +79,11 @@ typedef struct vt_synth_layout {
 } vt_synth_layout;
 
 /* Layout of video idx (of any class) in split ("train", "val", "test"). Motion: size from
- * {160x120, 192x144, 240x180, 256x192, 320x240} (one in 8 portrait), fps from {15, 25, 30},
- * 2-5 s, each drawn from (seed, split, idx); --size/--fps/--frames in o override. The
- * format rotates over vt_synth_format_name by the video's number within its class
- * across the splits. */
+ * {160x120, 192x144, 240x180, 256x192, 320x240} (one in 8 portrait) and fps from
+ * {15, 25, 30}, stratified (indices 15k .. 15k+14 hold each of the 15 pairs once, order
+ * drawn), 2-5 s and encoder quality drawn, all from (seed, split, idx);
+ * --size/--fps/--frames in o override. The format rotates over vt_synth_format_name by
+ * the video's number within its class across the splits. */
 void vt_synth_video_layout(vt_synth_layout *l, const vt_synth_opts *o, const char *split,
                            int idx);
 

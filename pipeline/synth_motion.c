@@ -59,7 +59,7 @@ enum {
 #define MAX_OBJ 4
 #define NSTOPS 5  /* palette colour stops */
 #define LIGHT_GRID 16 /* screen pixels between lighting nodes */
-#define EVO_GRID 3    /* screen pixels between evolving-pattern nodes */
+#define EVO_GRID 4    /* screen pixels between evolving-pattern nodes */
 #define SHADE_GRID 8  /* world texels between shading nodes */
 
 /* ---- noise: counter-based, so a texel's value depends on its position only ---- */

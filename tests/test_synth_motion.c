@@ -80,12 +80,27 @@ static void test_layouts(void) {
     }
     sizes_seen = nseen;
     TCHECK(bad == 0, "%d layouts outside the documented sets", bad);
-    /* 200 draws from 5 sizes x 2 orientations (portrait 1 in 8): every landscape size is
-     * all but certain (P(miss one) < 5 * (1 - 7/40)^200 ~ 1e-16), and at least 3 of the 5
-     * portrait ones (expected 25 portrait videos over 5 sizes). */
+    /* Stratified: every run of 15 indices holds each (size, rate) pair exactly once. */
+    int strata_ok = 1;
+    for (int b0 = 0; b0 + 15 <= 200; b0 += 15) {
+        int seen[5][3] = {{0}};
+        for (int i = b0; i < b0 + 15; i++) {
+            vt_synth_layout l;
+            vt_synth_video_layout(&l, &o, "train", i);
+            int lo = VT_MIN(l.width, l.height), si = lo == 120 ? 0 : lo == 144 ? 1 : lo == 180 ? 2
+                                                                : lo == 192 ? 3 : 4;
+            seen[si][l.fps == 15 ? 0 : l.fps == 25 ? 1 : 2]++;
+        }
+        for (int a = 0; a < 5; a++)
+            for (int r = 0; r < 3; r++)
+                strata_ok &= seen[a][r] == 1;
+    }
+    TCHECK(strata_ok, "a run of 15 layouts misses a (size, fps) pair");
+    /* 200 layouts: every landscape size (stratified) and, with portrait 1 in 8 (25
+     * expected, 5 per size), at least 3 of the 5 portrait ones. */
     TCHECK(sizes_seen >= 8, "only %d distinct sizes in 200 layouts", sizes_seen);
     TCHECK(portrait >= 10 && portrait <= 45, "%d portrait of 200 (expected 25)", portrait);
-    TCHECK(fps_seen[15] > 40 && fps_seen[25] > 40 && fps_seen[30] > 40,
+    TCHECK(fps_seen[15] >= 60 && fps_seen[25] >= 60 && fps_seen[30] >= 60,
            "frame rates 15/25/30: %d/%d/%d of 200", fps_seen[15], fps_seen[25], fps_seen[30]);
     /* Length uniform in 2..5 s: a sixth below 2.5 s and a sixth above 4.5 s (33 +- 5.3). */
     TCHECK(short_v > 15 && long_v > 15, "lengths: %d under 2.5 s, %d over 4.5 s", short_v, long_v);
@@ -318,13 +333,13 @@ static void frame_features(double *f, const uint8_t *rgb, int w, int h) {
 static void test_single_frame(void) {
     vt_synth_opts o;
     motion_opts(&o);
-    /* 96x72 frames (the size draw overridden): the property does not depend on the size,
+    /* 64x48 frames (the size draw overridden): the property does not depend on the size,
      * and small worlds keep the test fast. */
-    o.width = 96;
-    o.height = 72;
+    o.width = 64;
+    o.height = 48;
     enum { PER = 40 };
     static double feat[NCLS][PER][NFEAT];
-    uint8_t *rgb = malloc(96 * 72 * 3);
+    uint8_t *rgb = malloc(64 * 48 * 3);
     for (int i = 0; i < PER; i++) {
         vt_synth_layout l;
         vt_synth_video_layout(&l, &o, "train", i);

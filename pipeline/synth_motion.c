@@ -239,8 +239,8 @@ typedef struct motion_params {
     float mix;                 /* weight of the second layer (0: not rendered) */
     fbm_def shade;
     float shade_amp;
-    uint32_t detail_seed;
-    float detail_period, detail_amp;
+    fbm_def detail;            /* fine texture on top of everything (grain of the surface) */
+    float detail_amp;
     uint32_t evo_seed;
     float evo_period, evo_amp, evo_rate, evo_col[3];
     /* camera */
@@ -304,10 +304,10 @@ static void draw_layer(tex_layer *L, vt_rng *r) {
     L->f.gradient = L->kind == TEX_GRADIENT;
     L->f.ridged = vt_rng_below(r, 4) == 0;
     L->f.octaves = 3 + (int)vt_rng_below(r, 3);
-    L->f.period = LU(r, 24, 200);
+    L->f.period = LU(r, 24, 128);
     /* No octave finer than 2 texels: it would only alias (and cost time). */
     L->f.octaves = VT_MIN(L->f.octaves, 1 + (int)floorf(log2f(L->f.period / 2.0f)));
-    L->f.gain = U(r, 0.4f, 0.65f);
+    L->f.gain = U(r, 0.5f, 0.7f); /* lower, and a frame shows one smooth blob */
     L->f.seed = (uint32_t)vt_rng_u64(r);
     L->contrast = U(r, 0.8f, 1.8f);
     L->bias = U(r, -0.15f, 0.15f);
@@ -337,9 +337,9 @@ static void draw_params(motion_params *p, const vt_synth_layout *l, uint64_t see
     p->shade = (fbm_def){.octaves = 3, .period = LU(&r, 60, 300), .gain = 0.5f,
                          .seed = (uint32_t)vt_rng_u64(&r)};
     p->shade_amp = U(&r, 0.08f, 0.4f);
-    p->detail_seed = (uint32_t)vt_rng_u64(&r);
-    p->detail_period = U(&r, 1.5f, 4.0f);
-    p->detail_amp = U(&r, 2, 12);
+    p->detail = (fbm_def){.octaves = 2, .period = U(&r, 3.0f, 8.0f), .gain = 0.6f,
+                          .seed = (uint32_t)vt_rng_u64(&r)};
+    p->detail_amp = U(&r, 4, 16);
     p->evo_seed = (uint32_t)vt_rng_u64(&r);
     p->evo_period = LU(&r, 24, 100);
     p->evo_amp = U(&r, 8, 36);
@@ -469,8 +469,7 @@ static void world_texel(float *out /* (3) */, const motion_params *p, float X, f
         for (int c = 0; c < 3; c++)
             a[c] = lerpf(a[c], b[c], p->mix);
     }
-    float det = p->detail_amp * tvalue_noise(&p->tab, X / p->detail_period, Y / p->detail_period,
-                                             p->detail_seed);
+    float det = p->detail_amp * fbm(&p->tab, &p->detail, X, Y);
     for (int c = 0; c < 3; c++)
         out[c] = a[c] * shade + det;
 }

@@ -6,14 +6,13 @@
  * gradient noise through a colour palette ("photo-like"), cellular (Worley) patterns,
  * colour ramps, stripes and checkers, with large-scale shading and fine detail. It is
  * rendered once into a mip pyramid just large enough for the whole camera path (zoom and
- * rotation included), stored in 8x8-texel tiles so that a rotated camera still reads
- * memory locally, and sampled bilinearly per frame (trilinear across two levels when the
- * camera sees more than one world texel per pixel), so no noise is evaluated per pixel
- * per frame. On top, common to every class: an evolving pattern tied to the world (3-D
- * noise at the world position of a coarse screen grid, its third axis time), screen-space
- * lighting that drifts and evolves, colour and brightness drift, flicker, vignetting,
- * sensor grain, camera shake, and up to three objects that move and spin on their own in
- * random directions (bouncing off the frame edges).
+ * rotation included) and sampled bilinearly per frame in fixed point (trilinear across
+ * two levels when the camera sees more than one world texel per pixel), so no noise is
+ * evaluated per pixel per frame. On top, common to every class: an evolving pattern tied
+ * to the world (3-D noise at the world position of a coarse screen grid, its third axis
+ * time), screen-space lighting that drifts and evolves, colour and brightness drift,
+ * flicker, vignetting, sensor grain, camera shake, and up to three objects that move and
+ * spin on their own in random directions (bouncing off the frame edges).
  *
  * Conventions (on screen, y pointing down): pan_left means the picture content moves LEFT
  * across the frame (the camera turns right), pan_right right, pan_up up, pan_down down;
@@ -62,7 +61,7 @@ enum {
 #define EVO_GRID 4    /* screen pixels between evolving-pattern nodes */
 #define SHADE_GRID 8  /* world texels between shading nodes */
 
-/* ---- noise: counter-based, so a texel's value depends on its position only ---- */
+/* ---- noise: a texel's value depends on its world position only, never on the extent ---- */
 
 static inline uint32_t hash3(int32_t x, int32_t y, int32_t z, uint32_t seed) {
     uint32_t h = seed ^ ((uint32_t)x * 0x8da6b343u) ^ ((uint32_t)y * 0xd8163841u) ^
@@ -333,7 +332,8 @@ static void draw_params(motion_params *p, const vt_synth_layout *l, uint64_t see
     float hd = 0.5f * sqrtf(w * w + h * h), mn = VT_MIN(w, h);
     for (int k = 0; k < 2; k++)
         draw_layer(&p->tex[k], &r);
-    p->mix = U(&r, 0, 1) < 0.35f ? 0.0f : U(&r, 0.15f, 0.6f);
+    float second = U(&r, 0, 1), mix = U(&r, 0.15f, 0.6f); /* both drawn: a fixed sequence */
+    p->mix = second < 0.35f ? 0.0f : mix;
     p->shade = (fbm_def){.octaves = 3, .period = LU(&r, 60, 300), .gain = 0.5f,
                          .seed = (uint32_t)vt_rng_u64(&r)};
     p->shade_amp = U(&r, 0.08f, 0.4f);

@@ -18,6 +18,7 @@
 
 #include "app/app.h"
 #include "app/dist.h"
+#include "app/dump.h"
 #include "app/evalproto.h"
 #include "app/progress.h"
 #include "app/report.h"
@@ -197,6 +198,9 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
         }
         vt_step_stats ss;
         vt_towers_eval_step(t, &mb, probs, &ss);
+        if (eo->dump && heads->cfg[0].loss == VT_LOSS_SOFTMAX_CE &&
+            vt_dump_eval(eo->dump, &mb, probs[0], heads->cfg[0].classes, err, errlen) != 0)
+            goto end;
         for (int h = 0; h < heads->n; h++) {
             const int K = heads->cfg[h].classes;
             for (int i = 0; i < b->n; i++) {

@@ -20,6 +20,7 @@
 
 #include "app/app.h"
 #include "app/dist.h"
+#include "app/dump.h"
 #include "app/evalproto.h"
 #include "app/progress.h"
 #include "app/report.h"
@@ -54,7 +55,10 @@ static void usage(FILE *f) {
         "  --optim NAME          sgd (momentum 0.9, default), rmsprop, adamw\n"
         "  --lr X                base learning rate (default 0.01)\n"
         "  --momentum X          (default 0.9)     --wd X     weight decay (default 1e-4)\n"
-        "  --sched NAME          cosine (default), step, const\n"
+        "  --nesterov            SGD with Nesterov momentum\n"
+        "  --sched NAME          cosine (default), step, const, onecycle (torch's OneCycleLR:\n"
+        "                        30%% rise from lr/25 to lr, then down to lr/25e4; momentum\n"
+        "                        (AdamW: beta1) cycled 0.95-0.85-0.95; --warmup unused)\n"
         "  --warmup E            linear warm-up over E epochs (may be fractional; default 0)\n"
         "  --step-epochs N --gamma G   step schedule: x G every N epochs (10, 0.1)\n"
         "  --label-smoothing X   softmax heads (default 0)\n"
@@ -91,6 +95,10 @@ static void usage(FILE *f) {
         "  --log-every N         steps between log lines / metrics.jsonl step lines (50)\n"
         "  --checkpoint-every N  also checkpoint RUN/last.safetensors every N steps\n"
         "  --max-steps N         stop (with a checkpoint) after global step N (this run only)\n"
+        "  --dump DIR            write what a PyTorch twin needs to replay the run step by\n"
+        "                        step: initial and final state, every batch with its LR,\n"
+        "                        the last validation's inputs and outputs (small runs only;\n"
+        "                        scripts/torch_twin.py parity DIR checks them)\n"
         "  -q, --quiet           no progress display\n\n"
         "Ctrl-C (SIGINT) or SIGTERM: the current step finishes, RUN/last.safetensors is\n"
         "written (resumable with --resume) and vidtrain exits with 130 (SIGINT) or 143\n"
@@ -163,6 +171,10 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             o->flip = 1;
             continue;
         }
+        if (!strcmp(a, "--nesterov")) {
+            o->nesterov = 1;
+            continue;
+        }
         if (!strcmp(a, "--sync-bn")) {
             o->sync_bn = 1;
             continue;
@@ -232,6 +244,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         }
         if (OPT("--log-every")) { if (r < 0 || vt_parse_int(v, 1, 1000000000, &o->log_every)) BAD(); continue; }
         if (OPT("--checkpoint-every")) { if (r < 0 || vt_parse_int(v, 0, 1000000000, &o->checkpoint_every)) BAD(); continue; }
+        if (OPT("--dump")) { if (r < 0) BAD(); snprintf(o->dump, sizeof o->dump, "%s", v); continue; }
         if (OPT("--max-steps")) { if (r < 0 || vt_parse_i64(v, 0, INT64_MAX, &o->max_steps)) BAD(); continue; }
 #undef OPT
 #undef BAD
@@ -244,6 +257,11 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             return 2;
         }
         pos = a;
+    }
+    if (resume[0] && o->dump[0]) {
+        fprintf(stderr, "vidtrain train: --dump replays a run from its first step: not with "
+                        "--resume\n");
+        return 2;
     }
     if (pos)
         snprintf(o->data, sizeof o->data, "%s", pos);
@@ -299,14 +317,84 @@ typedef struct train_ctx {
     vt_towers *towers;
 } train_ctx;
 
-static int save_ckpt(train_ctx *c, const char *name, const vt_run_state *st) {
+static int save_ckpt_in(train_ctx *c, const char *dir, const char *name, const vt_run_state *st) {
     char path[2100], err[512];
-    snprintf(path, sizeof path, "%s/%s", c->o.out, name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     if (vt_run_save(path, c->towers, st, c->config_json, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain train: checkpoint %s: %s\n", path, err);
         return -1;
     }
     return 0;
+}
+
+static int save_ckpt(train_ctx *c, const char *name, const vt_run_state *st) {
+    return save_ckpt_in(c, c->o.out, name, st);
+}
+
+/* The momentum a step uses when no schedule cycles it: SGD/RMSprop's, AdamW's beta1. */
+static float step_momentum(const vt_optim_cfg *oc) {
+    return oc->kind == VT_OPT_ADAMW ? oc->beta1 : oc->momentum;
+}
+
+/* --dump: DIR/dump.json (what the twin must rebuild: model, optimizer, schedule in
+ * steps) and DIR/state_000000.safetensors, the state before the first step. */
+static vt_dump *open_dump(train_ctx *c, const vt_towers_cfg *tc, const vt_sched_cfg *sc,
+                          char *err, size_t errlen) {
+    const vt_train_opts *o = &c->o;
+    const vt_optim_cfg *oc = &tc->optim;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "model", o->model);
+    cJSON_AddNumberToObject(j, "classes", tc->net.head[0].classes);
+    cJSON_AddNumberToObject(j, "heads", tc->net.nheads);
+    cJSON_AddNumberToObject(j, "smoothing", tc->net.head[0].smoothing);
+    cJSON_AddNumberToObject(j, "dropout", tc->net.dropout);
+    cJSON_AddNumberToObject(j, "clip_t", o->clip_t);
+    cJSON_AddNumberToObject(j, "crop", o->crop);
+    cJSON_AddNumberToObject(j, "batch", o->batch);
+    cJSON_AddNumberToObject(j, "towers", vt_towers_count_all(c->towers));
+    cJSON_AddBoolToObject(j, "sync_bn", o->sync_bn);
+    cJSON_AddStringToObject(j, "precision", o->precision);
+    cJSON_AddStringToObject(j, "optim", vt_optim_kind_name(oc->kind));
+    cJSON_AddNumberToObject(j, "momentum", oc->momentum);
+    cJSON_AddNumberToObject(j, "dampening", oc->dampening);
+    cJSON_AddBoolToObject(j, "nesterov", oc->nesterov);
+    cJSON_AddNumberToObject(j, "wd", oc->wd);
+    cJSON_AddNumberToObject(j, "alpha", oc->alpha);
+    cJSON_AddNumberToObject(j, "beta1", oc->beta1);
+    cJSON_AddNumberToObject(j, "beta2", oc->beta2);
+    cJSON_AddNumberToObject(j, "eps", oc->eps);
+    cJSON_AddNumberToObject(j, "clip_norm", oc->clip_norm);
+    cJSON_AddStringToObject(j, "sched", o->sched);
+    cJSON_AddNumberToObject(j, "base_lr", sc->base_lr);
+    cJSON_AddNumberToObject(j, "warmup_steps", (double)sc->warmup_steps);
+    cJSON_AddNumberToObject(j, "total_steps", (double)sc->total_steps);
+    cJSON_AddNumberToObject(j, "step_size", (double)sc->step_size);
+    cJSON_AddNumberToObject(j, "gamma", sc->gamma);
+    cJSON_AddNumberToObject(j, "min_lr", sc->min_lr);
+    char *s = cJSON_Print(j);
+    cJSON_Delete(j);
+    vt_dump *d = vt_dump_open(o->dump, s, err, errlen);
+    cJSON_free(s);
+    vt_run_state st0;
+    memset(&st0, 0, sizeof st0);
+    st0.best = -1;
+    if (d && save_ckpt_in(c, o->dump, "state_000000.safetensors", &st0) != 0) {
+        vt_set_err(err, errlen, "cannot write state_000000.safetensors");
+        vt_dump_close(&d);
+    }
+    return d;
+}
+
+/* --dump after step st->step: the batch it took and the state it left. */
+static int dump_step(train_ctx *c, vt_dump *d, const vt_batch *b, const vt_run_state *st,
+                     float lr, float momentum, double loss) {
+    char err[512], name[64];
+    if (vt_dump_train(d, b, (long long)st->step, lr, momentum, loss, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: --dump: %s\n", err);
+        return -1;
+    }
+    snprintf(name, sizeof name, "state_%06lld.safetensors", (long long)st->step);
+    return save_ckpt_in(c, vt_dump_dir(d), name, st);
 }
 
 int vt_cmd_train(int argc, char **argv) {
@@ -321,6 +409,7 @@ int vt_cmd_train(int argc, char **argv) {
     char resume[1024] = "", err[1024] = "";
     vt_dataset *ds = NULL, *vds = NULL;
     vt_loader *loader = NULL;
+    vt_dump *dump = NULL;
     vt_evalproto *ep[VT_MAX_HEADS] = {0};
     int32_t *train_idx = NULL, *val_idx = NULL;
     vt_run_heads heads;
@@ -449,6 +538,12 @@ int vt_cmd_train(int argc, char **argv) {
     vt_optim_cfg_default(&tc.optim, (vt_opt_kind)vt_optim_kind_parse(o->optim));
     if (tc.optim.kind != VT_OPT_ADAMW)
         tc.optim.momentum = o->momentum;
+    if (o->nesterov && (tc.optim.kind != VT_OPT_SGD || o->momentum <= 0)) {
+        fprintf(stderr, "vidtrain train: --nesterov needs --optim sgd with a momentum > 0\n");
+        rc = 2;
+        goto end;
+    }
+    tc.optim.nesterov = o->nesterov;
     tc.optim.wd = o->wd;
     tc.optim.clip_norm = o->clip_norm;
     tc.seed = o->seed;
@@ -553,6 +648,14 @@ int vt_cmd_train(int argc, char **argv) {
             ntrain, (long long)spe, o->batch, o->epochs, o->optim, o->lr, o->sched);
     fflush(out);
 
+    if (o->dump[0] && vt_dist_lead()) {
+        dump = open_dump(c, &tc, &sc, err, sizeof err);
+        if (!dump) {
+            fprintf(stderr, "vidtrain train: --dump %s: %s\n", o->dump, err);
+            goto end;
+        }
+    }
+
     vt_signals_install();
     int stopped = 0;
     int nh = heads.n;
@@ -579,9 +682,15 @@ int vt_cmd_train(int argc, char **argv) {
             double w = ls.wait_s - wait0;
             wait0 = ls.wait_s;
             float lr = vt_sched_lr(&sc, st.step);
+            if (sc.kind == VT_SCHED_ONECYCLE)
+                vt_towers_set_momentum(c->towers, vt_sched_momentum(&sc, st.step, 0));
             vt_step_stats ss;
             vt_towers_train_step(c->towers, b, lr, &ss);
             st.step++;
+            if (dump && dump_step(c, dump, b, &st, lr,
+                                  vt_sched_momentum(&sc, st.step - 1, step_momentum(&tc.optim)),
+                                  ss.n ? ss.loss / ss.n : 0) != 0)
+                goto end_epoch_fail;
             st.cursor = b->index + 1;
             st.sums.loss += ss.loss;
             st.sums.clips += ss.n;
@@ -646,7 +755,7 @@ int vt_cmd_train(int argc, char **argv) {
         cJSON_AddNumberToObject(line, "train_acc", tr_acc);
         char extra[1024] = "";
         int do_val = nval > 0 && ((epoch + 1) % o->eval_every == 0 || epoch + 1 == o->epochs);
-        double vacc = NAN;
+        double vacc = NAN, vloss = NAN;
         if (do_val) {
             vt_progress_finish(pg, NULL);
             vt_progress_free(&pg);
@@ -659,6 +768,7 @@ int vt_cmd_train(int argc, char **argv) {
             eo.workers = o->workers;
             eo.seed = o->seed;
             eo.quiet = 1;
+            eo.dump = epoch + 1 == o->epochs ? dump : NULL; /* the twin checks the last */
             vt_eval_counts cnt;
             if (vt_run_evaluate(ep, &cnt, c->towers, val_ds, &heads, val_idx, nval, &eo, err,
                                 sizeof err) != 0) {
@@ -670,6 +780,7 @@ int vt_cmd_train(int argc, char **argv) {
             for (int h = 0; h < nh; h++)
                 vt_evalproto_result(ep[h], &r[h]);
             vacc = r[0].video_top1;
+            vloss = r[0].clips ? r[0].loss_sum / (double)r[0].clips : INFINITY;
             cJSON_AddNumberToObject(line, "val_loss", r[0].clips ? r[0].loss_sum / (double)r[0].clips : NAN);
             cJSON_AddNumberToObject(line, "val_acc", r[0].video_top1);
             cJSON_AddNumberToObject(line, "val_top5", r[0].video_top5);
@@ -726,9 +837,13 @@ int vt_cmd_train(int argc, char **argv) {
         next.epoch = epoch + 1;
         next.cursor = 0;
         memset(&next.sums, 0, sizeof next.sums);
-        int better = do_val && vacc > st.best;
+        /* A small validation set ties often (every video right, or the same count): the
+         * later epoch with the lower loss is the better model then, not the first one to
+         * get there. */
+        int better = do_val && (vacc > st.best || (vacc == st.best && vloss < st.best_loss));
         if (better) {
             next.best = vacc;
+            next.best_loss = vloss;
             next.best_epoch = (int)epoch + 1;
         }
         if (save_ckpt(c, "last.safetensors", &next) != 0)
@@ -762,6 +877,7 @@ int vt_cmd_train(int argc, char **argv) {
         rc = 0;
     }
 end:
+    vt_dump_close(&dump);
     for (int h = 0; h < VT_MAX_HEADS; h++)
         vt_evalproto_free(&ep[h]);
     vt_loader_free(&loader);

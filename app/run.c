@@ -150,6 +150,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_STR(optim);
     J_NUM(lr);
     J_NUM(momentum);
+    cJSON_AddBoolToObject(j, "nesterov", o->nesterov);
     J_NUM(wd);
     J_NUM(clip_norm);
     J_STR(sched);
@@ -230,6 +231,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_STR(optim);
     G_FLT(lr);
     G_FLT(momentum);
+    G_INT(nesterov);
     G_FLT(wd);
     G_FLT(clip_norm);
     G_STR(sched);
@@ -622,10 +624,10 @@ static char *state_json(const vt_run_state *st) {
     char buf[4096];
     int n = snprintf(buf, sizeof buf,
                      "{\"epoch\":%lld,\"cursor\":%lld,\"step\":%lld,\"best\":%.17g,"
-                     "\"best_epoch\":%d,\"loss\":%.17g,\"clips\":%lld,\"seconds\":%.17g,"
-                     "\"wait_s\":%.17g,\"correct\":[",
+                     "\"best_loss\":%.17g,\"best_epoch\":%d,\"loss\":%.17g,\"clips\":%lld,"
+                     "\"seconds\":%.17g,\"wait_s\":%.17g,\"correct\":[",
                      (long long)st->epoch, (long long)st->cursor, (long long)st->step, st->best,
-                     st->best_epoch, st->sums.loss, (long long)st->sums.clips, st->sums.seconds,
+                     st->best_loss, st->best_epoch, st->sums.loss, (long long)st->sums.clips, st->sums.seconds,
                      st->sums.wait_s);
     for (int h = 0; h < VT_MAX_HEADS; h++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%lld", h ? "," : "",
@@ -649,6 +651,7 @@ static int state_parse(vt_run_state *st, const char *s) {
     st->cursor = (int64_t)NUM("cursor");
     st->step = (int64_t)NUM("step");
     st->best = NUM("best");
+    st->best_loss = NUM("best_loss");
     st->best_epoch = (int)NUM("best_epoch");
     st->sums.loss = NUM("loss");
     st->sums.clips = (int64_t)NUM("clips");

@@ -16,7 +16,8 @@
  *                      steps and {"kind":"epoch",...} per epoch; each has "step"
  *   metrics.csv        the epoch lines as a table (regenerated from metrics.jsonl)
  *   last.safetensors   checkpoint every epoch (and every --checkpoint-every steps, and
- *                      on Ctrl-C); best.safetensors by validation video top-1
+ *                      on Ctrl-C); best.safetensors by validation video top-1 (ties:
+ *                      the lower validation loss)
  *   val.json           last validation (same shape as eval.json)
  *   eval.json, confusion.csv   from `vidtrain eval`
  *   report.html        app/report.c
@@ -59,7 +60,8 @@ typedef struct vt_train_opts {
     int epochs, batch;
     char optim[16];        /* sgd, rmsprop, adamw */
     float lr, momentum, wd, clip_norm;
-    char sched[16];        /* const, step, cosine */
+    int nesterov;          /* SGD: Nesterov momentum */
+    char sched[16];        /* const, step, cosine, onecycle */
     float warmup_epochs;   /* linear warm-up length in epochs (may be fractional) */
     int step_epochs;       /* step schedule: decay every this many epochs */
     float gamma;           /* step schedule factor */
@@ -89,6 +91,7 @@ typedef struct vt_train_opts {
     int log_every;         /* steps between step lines (metrics.jsonl, non-tty log) */
     int checkpoint_every;  /* steps between mid-epoch checkpoints (0 = epoch ends only) */
     int64_t max_steps;     /* stop (with a checkpoint) after this global step; 0 = none */
+    char dump[1024];       /* --dump DIR (app/dump.h); this invocation only, not saved */
 } vt_train_opts;
 
 void vt_train_opts_default(vt_train_opts *o);
@@ -156,6 +159,7 @@ typedef struct vt_run_state {
     int64_t cursor;     /* next batch of that epoch (the loader's start_batch) */
     int64_t step;       /* optimizer steps done (global) */
     double best;        /* best validation video top-1 so far; -1 = none */
+    double best_loss;   /* its validation loss: a tie in top-1 goes to the lower loss */
     int best_epoch;     /* 1-based */
     vt_run_sums sums;
 } vt_run_state;
@@ -231,6 +235,7 @@ typedef struct vt_eval_opts {
     int batch, workers;
     uint64_t seed;
     int quiet;              /* no progress display */
+    struct vt_dump *dump;   /* write the inputs and head 0's probabilities (NULL: no) */
 } vt_eval_opts;
 
 typedef struct vt_eval_counts {

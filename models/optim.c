@@ -119,6 +119,19 @@ float vt_optim_step(vt_optim *o, float *params, float *grads, float lr) {
     return (float)norm;
 }
 
+void vt_optim_set_momentum(vt_optim *o, float momentum) {
+    switch (o->cfg.kind) {
+    case VT_OPT_SGD:
+    case VT_OPT_RMSPROP:
+        if (o->cfg.momentum != 0) /* else there is no buffer: stays plain */
+            o->cfg.momentum = momentum;
+        break;
+    case VT_OPT_ADAMW:
+        o->cfg.beta1 = momentum;
+        break;
+    }
+}
+
 int64_t vt_optim_step_count(const vt_optim *o) { return o->step; }
 void vt_optim_set_step_count(vt_optim *o, int64_t step) { o->step = step; }
 float *vt_optim_state(vt_optim *o) { return o->state; }
@@ -129,9 +142,43 @@ const vt_optim_cfg *vt_optim_config(const vt_optim *o) { return &o->cfg; }
 
 /* ---- schedules ---- */
 
+/* OneCycleLR (torch 1.13, defaults: pct_start 0.3, div_factor 25, final_div_factor 1e4,
+ * cosine annealing, momentum 0.95 -> 0.85 -> 0.95). Phase one ends at step
+ * 0.3 * total - 1 (a float, as in torch), phase two at total - 1; within a phase the value
+ * goes from its start to its end by (1 + cos(pi * pct)) / 2. Steps past the end keep the
+ * last value (torch refuses them). */
+static double onecycle_pct(const vt_sched_cfg *s, int64_t step, int *second) {
+    double end1 = 0.3 * (double)s->total_steps - 1.0, end2 = (double)s->total_steps - 1.0;
+    double t = (double)step;
+    *second = t > end1;
+    double a = *second ? end1 : 0.0, b = *second ? end2 : end1;
+    if (b <= a)
+        return 1.0;
+    return VT_MIN((t - a) / (b - a), 1.0);
+}
+
+static double anneal_cos(double from, double to, double pct) {
+    const double pi = 3.14159265358979323846;
+    return to + (from - to) / 2.0 * (cos(pi * pct) + 1.0);
+}
+
+float vt_sched_momentum(const vt_sched_cfg *s, int64_t step, float fixed) {
+    if (s->kind != VT_SCHED_ONECYCLE)
+        return fixed;
+    int second;
+    double pct = onecycle_pct(s, step < 0 ? 0 : step, &second);
+    return (float)(second ? anneal_cos(0.85, 0.95, pct) : anneal_cos(0.95, 0.85, pct));
+}
+
 float vt_sched_lr(const vt_sched_cfg *s, int64_t step) {
     if (step < 0)
         step = 0;
+    if (s->kind == VT_SCHED_ONECYCLE) {
+        double peak = s->base_lr, initial = peak / 25.0, final = initial / 1e4;
+        int second;
+        double pct = onecycle_pct(s, step, &second);
+        return (float)(second ? anneal_cos(peak, final, pct) : anneal_cos(initial, peak, pct));
+    }
     /* Linear warm-up: base * (step + 1) / warmup for step < warmup, as torch's LinearLR
      * with start_factor 1/warmup and total_iters warmup - 1 (then the main schedule
      * starts at step 0 of its own, as under SequentialLR). */
@@ -145,6 +192,8 @@ float vt_sched_lr(const vt_sched_cfg *s, int64_t step) {
         int64_t k = s->step_size > 0 ? t / s->step_size : 0;
         return (float)((double)s->base_lr * pow((double)s->gamma, (double)k));
     }
+    case VT_SCHED_ONECYCLE: /* above */
+        break;
     case VT_SCHED_COSINE: {
         int64_t span = s->total_steps - s->warmup_steps;
         if (span <= 0 || t >= span)
@@ -164,5 +213,7 @@ int vt_sched_kind_parse(const char *name) {
         return VT_SCHED_STEP;
     if (!strcmp(name, "cosine"))
         return VT_SCHED_COSINE;
+    if (!strcmp(name, "onecycle"))
+        return VT_SCHED_ONECYCLE;
     return -1;
 }

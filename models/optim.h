@@ -41,25 +41,40 @@ void vt_optim_free(vt_optim **o);
 float vt_optim_step(vt_optim *o, float *params, float *grads, float lr);
 int64_t vt_optim_step_count(const vt_optim *o);
 void vt_optim_set_step_count(vt_optim *o, int64_t step);
+/* The momentum of the following steps (a schedule's cycled momentum): SGD and RMSprop
+ * momentum, AdamW beta1 (as torch's OneCycleLR sets them). A no-op for an SGD/RMSprop
+ * made without momentum (it has no buffer to carry one). */
+void vt_optim_set_momentum(vt_optim *o, float momentum);
 /* State arena (backend memory), for checkpoints: layout is the kind's buffers one after
  * another ([momentum] / [square_avg | momentum] / [exp_avg | exp_avg_sq]). */
 float *vt_optim_state(vt_optim *o);
 int64_t vt_optim_state_len(const vt_optim *o);
 const vt_optim_cfg *vt_optim_config(const vt_optim *o);
 
-typedef enum vt_sched_kind { VT_SCHED_CONST, VT_SCHED_STEP, VT_SCHED_COSINE } vt_sched_kind;
+typedef enum vt_sched_kind {
+    VT_SCHED_CONST,
+    VT_SCHED_STEP,
+    VT_SCHED_COSINE,
+    /* torch.optim.lr_scheduler.OneCycleLR with its defaults: over the first 30% of
+     * total_steps the LR rises from base_lr/25 to base_lr and the momentum falls from
+     * 0.95 to 0.85, both along half cosines; then the LR falls to base_lr/25/1e4 and the
+     * momentum rises back to 0.95. warmup_steps and min_lr are not used. */
+    VT_SCHED_ONECYCLE,
+} vt_sched_kind;
 typedef struct vt_sched_cfg {
     vt_sched_kind kind;
-    float base_lr;
+    float base_lr;          /* onecycle: the peak (torch's max_lr) */
     int64_t warmup_steps;   /* linear warm-up from base_lr/warmup to base_lr; 0 = none */
-    int64_t total_steps;    /* cosine: decays to min_lr at total_steps */
+    int64_t total_steps;    /* cosine: decays to min_lr at total_steps; onecycle: its length */
     int64_t step_size;      /* step: multiply by gamma every step_size steps */
     float gamma;
     float min_lr;
 } vt_sched_cfg;
 /* LR for a 0-based step. */
 float vt_sched_lr(const vt_sched_cfg *s, int64_t step);
-/* "const", "step", "cosine" -> kind; -1 if unknown. */
+/* The momentum for a 0-based step: onecycle's cycled one, else `fixed`. */
+float vt_sched_momentum(const vt_sched_cfg *s, int64_t step, float fixed);
+/* "const", "step", "cosine", "onecycle" -> kind; -1 if unknown. */
 int vt_sched_kind_parse(const char *name);
 
 #endif

@@ -10,11 +10,12 @@
  *     conv4a/b, pool4, conv5a/b, pool5 (2,2,2) padding (0,1,1), fc6, fc7, fc8; ReLU after
  *     every conv and fc6/fc7, dropout after fc6 and fc7), fc6's input from the clip shape;
  *   tiny: ours (scripts/torch_zoo.py holds its twin): conv1 3->16 k3 + bn1 + relu +
- *     pool1 (1,2,2), conv2 16->32 + bn2 + relu + pool2 (2,2,2), conv3 32->64 + bn3 + relu,
- *     avgpool (global), fc. About 71k parameters.
+ *     pool1 (1,2,2), conv2 16->32 + bn2 + relu + pool2 (2,2,2), conv3 32->64 + bn3 + relu +
+ *     pool3 (2,2,2), conv4 64->128 + bn4 + relu, avgpool (global), fc. About 293k
+ *     parameters; clips need T >= 4 and H, W >= 8 (three halvings of H and W, two of T).
  *   tiny_nobn: a TEST AND TEACHING model, ours too (its twin: Tiny(bn=False)): tiny without
  *     batch norm — conv1/conv2/conv3 carry a bias instead of a BN layer, same names
- *     otherwise (conv1, relu1, pool1, ..., avgpool, fc; no bn*). Without BN a clip's
+ *     otherwise (conv1, relu1, pool1, ..., conv4, relu4, avgpool, fc; no bn*). Without BN a clip's
  *     gradient depends on that clip alone, so any split and any micro-batch size give
  *     the one-device result (DESIGN.md invariant 1 without sync-BN); tests/test_towers.c
  *     relies on that. Not meant to train well: tiny is the small model to use.
@@ -59,6 +60,8 @@ static int build_tiny(vt_graph *g, int bn) {
     x = tiny_stage(g, "conv2", bn ? "bn2" : NULL, "relu2", x, 32);
     x = vt_g_maxpool(g, "pool2", x, K3(2, 2, 2), K3(2, 2, 2), K3(0, 0, 0));
     x = tiny_stage(g, "conv3", bn ? "bn3" : NULL, "relu3", x, 64);
+    x = vt_g_maxpool(g, "pool3", x, K3(2, 2, 2), K3(2, 2, 2), K3(0, 0, 0));
+    x = tiny_stage(g, "conv4", bn ? "bn4" : NULL, "relu4", x, 128);
     return vt_g_gap(g, "avgpool", x);
 }
 

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "models/net.h"
+#include "pipeline/sample.h"
 
 typedef struct vt_batch {
     int n;                  /* clips in this batch (<= capacity) */
@@ -22,6 +23,8 @@ typedef struct vt_batch {
     float *target[VT_MAX_HEADS];   /* (capacity, classes) {0,1}, BCE heads */
     int32_t *video;         /* (capacity) dataset video index */
     int32_t *clip;          /* (capacity) clip index within the video (eval) */
+    vt_clip_params *where;  /* (capacity) the frames and crop each clip was cut from: start
+                               frame, short side, crop origin, flip (tests, --dump) */
     int64_t index;          /* batch number within the epoch */
     int64_t epoch;          /* the epoch it belongs to */
     /* Several processes (loader.h part): the batch is samples [0, npos) of the epoch's

@@ -118,6 +118,7 @@ int64_t vt_loader_batch_bytes(const vt_dataset *ds, const vt_loader_cfg *cfg) {
                      ? align64(cap * ds->heads[h].nclasses * (int64_t)sizeof(float))
                      : align64(cap * (int64_t)sizeof(int32_t));
     bytes += 2 * align64(cap * (int64_t)sizeof(int32_t)); /* video, clip */
+    bytes += align64(cap * (int64_t)sizeof(vt_clip_params)); /* where */
     return bytes;
 }
 
@@ -152,6 +153,8 @@ static void slot_init(vt_loader *l, slot *s) {
     p += align64((int64_t)c->batch * (int64_t)sizeof(int32_t));
     b->clip = (int32_t *)p;
     p += align64((int64_t)c->batch * (int64_t)sizeof(int32_t));
+    b->where = (vt_clip_params *)p;
+    p += align64((int64_t)c->batch * (int64_t)sizeof(vt_clip_params));
     VT_CHECK(p - (char *)s->mem == l->batch_bytes, "batch layout");
     b->owner = l;
     s->state = SLOT_FREE;
@@ -285,6 +288,7 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
     }
     b->video[n] = s.video;
     b->clip[n] = s.clip;
+    b->where[n] = p;
     return 1;
 }
 

@@ -1393,6 +1393,12 @@ static void check_replicas(vt_towers *T) {
     free(all);
 }
 
+void vt_towers_set_momentum(vt_towers *T, float momentum) {
+    /* between steps the tower threads are parked: their optimizers are ours to set */
+    for (int i = 0; i < T->n; i++)
+        vt_optim_set_momentum(T->tw[i].opt, momentum);
+}
+
 void vt_towers_train_step(vt_towers *T, const vt_batch *b, float lr, vt_step_stats *out) {
     check_batch(T, b);
     double t0 = vt_now();

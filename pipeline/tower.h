@@ -150,6 +150,9 @@ void vt_towers_plan_line(const vt_towers *t, char *buf, size_t n);
  * while the current one computes; when this call (or eval_step) returns, no copy reads
  * b any more: it may go back to the loader. */
 void vt_towers_train_step(vt_towers *t, const vt_batch *b, float lr, vt_step_stats *out);
+/* The optimizer momentum (AdamW: beta1) of the following steps on every replica, for
+ * schedules that cycle it (vt_sched_momentum). Call between steps. */
+void vt_towers_set_momentum(vt_towers *t, float momentum);
 /* Forward only. probs_out[h] (b->n, classes) host, batch order: softmax probabilities
  * for softmax heads, sigmoids for BCE heads (NULL or NULL entries: not wanted).
  * out (may be NULL): loss and correct counts over the merged batch when b has targets. */

@@ -211,7 +211,7 @@ def net_mode(out, bf16=False):
 
     with torch.no_grad():
         tiny.fc.weight.normal_(0, 0.3, generator=g)  # larger than 0.01: a sensitive test
-    h1 = nn.Linear(64, 4)
+    h1 = nn.Linear(tiny.fc.in_features, 4)
     with torch.no_grad():
         h1.weight.normal_(0, 0.3, generator=g)
         h1.bias.uniform_(-0.1, 0.1, generator=g)

@@ -236,7 +236,7 @@ int main(void) {
     TCHECK(vt_test_sh("'%s' plan --model tiny --clip 4x32x32 --batch 4 --classes 3 --devices cpu:2 "
                       "--tower-split manual:3,1 > '%s/plan.log' 2>&1", bin, dir) == 0, "plan --tower-split");
     TCHECK(log_has("plan", "policy manual"), "plan uses the policy");
-    TCHECK(vt_test_sh("'%s' bench step --model tiny --clip 2x16x16 --batch 4 --devices cpu:2 "
+    TCHECK(vt_test_sh("'%s' bench step --model tiny --clip 4x16x16 --batch 4 --devices cpu:2 "
                       "--tower-split manual:1,1 --steps 1 --warmup 0 > '%s/bench.log' 2>&1", bin,
                       dir) == 0, "bench step --tower-split");
     TCHECK(log_has("bench", "clips/s"), "bench step ran");

@@ -7,9 +7,8 @@
  * The probabilities are dyadic fractions (0.5, 0.25, 0.125, ...) so their sums are exact
  * in float and double and ties are real ties; expected fractions are compared exactly
  * where both sides are one IEEE division of the same integers.
- * app/ sources are not in the core library, so the file under test is compiled in here.
  */
-#include "app/evalproto.c"
+#include "app/evalproto.h"
 
 /* testutil.h's vt_test_dir formats a 4 KiB path into a 4.2 KiB command: GCC warns when
  * it is inlined with a known prefix. The paths here are short. */

@@ -5,11 +5,9 @@
  * accuracy polylines with one point per logged epoch and the confusion heat map's
  * cells, and a screenshot is produced and is not blank.
  * Skips (77) when /usr/bin/chromium is absent (scripts/setup.sh installs it).
- * app/ sources are not in the core library, so the files under test are compiled in here.
  */
-#include "app/report.c"
-#include "app/dist.c"   /* run.c asks it who owns the run folder (rank 0 under mpirun) */
-#include "app/run.c" /* the report reads and writes the run folder through run.c */
+#include "app/report.h"
+#include "app/run.h"
 
 #include <sys/stat.h>
 

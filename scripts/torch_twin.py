@@ -1,0 +1,487 @@
+#!/usr/bin/python3
+"""torch_twin.py: the PyTorch script a user would otherwise write, and vidtrain's step-by-step twin.
+
+  torch_twin.py train DIR [--epochs N | --budget S] [options]   the plain PyTorch + PyAV script
+  torch_twin.py parity DUMP_DIR                                  replay vidtrain's training dump
+
+train: what a user writes in 80 lines to train a video classifier on DIR/train/<class>/*
+and report on DIR/test/<class>/*. PyAV decodes (a DataLoader with --workers processes;
+each clip decodes its video from the start up to the clip's last frame and scales each
+kept frame with swscale), clips of T frames at a stride, short side scaled to crop*8/7
+(jittered up to crop*10/7 in training, as vidtrain), a random crop, no flip (the
+benchmark's classes are directions); the net is vidtrain's tiny, 4 conv3d-BN-ReLU blocks
+(16/32/64/128; max-pools (1,2,2), 2, 2), global average pool, linear; SGD Nesterov with
+OneCycleLR (torch's defaults: 30% warm-up, cosine, momentum cycled 0.85-0.95); the final
+weights are evaluated on 10 uniformly spaced centre-cropped clips per test video, softmax
+averaged (vidtrain eval's protocol). --budget S: the number of epochs is fitted to S
+seconds of training (decode included) from the first epoch's time; the first epoch runs
+at OneCycle's starting rate, the cycle spans the rest. Prints one line 'RESULT {json}'.
+
+parity: DUMP_DIR is written by `vidtrain train ... --dump DUMP_DIR` (init.safetensors, the
+decoded batches batch_*.bin, the learning rate and momentum of every step, the final
+state final.safetensors and the evaluation logits). The same architecture is trained here
+from vidtrain's initial weights on vidtrain's own batches with torch.optim, step by step,
+BN in train mode, then run in eval mode on the evaluation batch. Parameters, BN buffers
+and eval logits must agree with vidtrain's (tolerance in main_parity). Exit 0 when they do.
+
+Run with /usr/bin/python3 (Debian's: torch, av, numpy).
+"""
+import argparse
+import json
+import math
+import os
+import struct
+import sys
+import time
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:  # the C tests turn 77 into a ctest skip
+    print(f"SKIP: {e}", file=sys.stderr)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_zoo import build  # noqa: E402  (vidtrain's zoo twins)
+
+MEAN = torch.tensor([0.43216, 0.394666, 0.37645]).view(3, 1, 1, 1)
+STD = torch.tensor([0.22803, 0.22145, 0.216989]).view(3, 1, 1, 1)
+VIDEO_EXT = ('.mp4', '.avi', '.mkv', '.webm', '.mov', '.gif', '.m4v', '.mpg', '.mpeg')
+
+
+# ---------------------------------------------------------------- train: the user script
+
+def scan(root):
+    classes = sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))
+    items = []
+    for k, c in enumerate(classes):
+        for f in sorted(os.listdir(os.path.join(root, c))):
+            if f.lower().endswith(VIDEO_EXT):
+                items.append((os.path.join(root, c, f), k))
+    return classes, items
+
+
+def av_quiet():
+    """PyAV routes FFmpeg's log lines to Python; a decoder thread that logs while the
+    main thread holds the GIL waiting for that decoder deadlocks (seen here with 2
+    decoder threads on MPEG-4). FFmpeg's own stderr logger has no such lock."""
+    import av
+    import av.logging
+    av.logging.restore_default_callback()
+    return av
+
+
+def count_frames(path):
+    av = av_quiet()
+    with av.open(path) as c:
+        s = c.streams.video[0]
+        return sum(1 for p in c.demux(s) if p.pts is not None and p.size > 0)
+
+
+def scaled(w, h, short):
+    if w <= h:
+        return short, max(1, int(h * short / w + 0.5))
+    return max(1, int(w * short / h + 0.5)), short
+
+
+def decode(path, last, short):
+    """Frames 0..last (inclusive) as uint8 (n, H, W, 3) at the given short side."""
+    av = av_quiet()
+    out = []
+    with av.open(path) as c:
+        s = c.streams.video[0]
+        s.thread_type = 'AUTO'
+        for i, fr in enumerate(c.decode(s)):
+            w, h = scaled(fr.width, fr.height, short)
+            out.append(fr.to_ndarray(width=w, height=h, format='rgb24'))
+            if i >= last:
+                break
+    return np.stack(out)
+
+
+def to_tensor(frames, x0, y0, crop):
+    x = torch.from_numpy(frames[:, y0:y0 + crop, x0:x0 + crop]).permute(3, 0, 1, 2).float()
+    return (x / 255 - MEAN) / STD
+
+
+class Clips(torch.utils.data.Dataset):
+    def __init__(self, items, nframes, a, train):
+        self.items, self.nframes, self.a, self.train = items, nframes, a, train
+        self.span = (a.t - 1) * a.stride + 1
+        self.epoch = 0
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        a, (path, label), n = self.a, self.items[i], self.nframes[i]
+        g = np.random.default_rng([a.seed, self.epoch, i])
+        short = int(g.integers(a.short, a.short_max + 1))
+        start = int(g.integers(0, n - self.span + 1)) if n > self.span else 0
+        frames = decode(path, min(start + self.span, n) - 1, short)
+        idx = [(start + k * a.stride) % len(frames) for k in range(a.t)]  # loop when short
+        clip = frames[idx]
+        h, w = clip.shape[1:3]
+        x0 = int(g.integers(0, w - a.crop + 1))
+        y0 = int(g.integers(0, h - a.crop + 1))
+        return to_tensor(clip, x0, y0, a.crop), label
+
+
+def evaluate(model, items, nframes, a, K=10):
+    """vidtrain eval's protocol: K uniform clips, centre crop, softmax averaged per video."""
+    model.eval()
+    span = (a.t - 1) * a.stride + 1
+    correct = 0
+    with torch.no_grad():
+        for (path, label), n in zip(items, nframes):
+            frames = decode(path, n - 1, a.short)
+            room = max(len(frames) - span, 0)
+            xs = []
+            for k in range(K):
+                s = (2 * k * room + (K - 1)) // (2 * (K - 1))
+                clip = frames[[(s + j * a.stride) % len(frames) for j in range(a.t)]]
+                h, w = clip.shape[1:3]
+                xs.append(to_tensor(clip, (w - a.crop) // 2, (h - a.crop) // 2, a.crop))
+            p = F.softmax(model(torch.stack(xs)), 1).mean(0)
+            correct += int(p.argmax()) == label
+    return correct / max(len(items), 1)
+
+
+def main_train(argv):
+    ap = argparse.ArgumentParser(prog='torch_twin.py train')
+    ap.add_argument('dir')
+    ap.add_argument('--epochs', type=int, default=60)
+    ap.add_argument('--budget', type=float, default=0, help='seconds of training (fits epochs)')
+    ap.add_argument('--clip', default='8x64')
+    ap.add_argument('--stride', type=int, default=2)
+    ap.add_argument('--batch', type=int, default=16)
+    ap.add_argument('--lr', type=float, default=0.05)
+    ap.add_argument('--wd', type=float, default=1e-4)
+    ap.add_argument('--workers', type=int, default=2)
+    ap.add_argument('--seed', type=int, default=0)
+    ap.add_argument('--model', default='tiny')
+    a = ap.parse_args(argv)
+    t0 = time.time()
+    a.t, a.crop = map(int, a.clip.split('x')[:2])
+    a.short, a.short_max = (a.crop * 8 + 6) // 7, (a.crop * 10 + 6) // 7
+    torch.manual_seed(a.seed)
+    classes, train = scan(os.path.join(a.dir, 'train'))
+    _, test = scan(os.path.join(a.dir, 'test'))
+    ntr = [count_frames(p) for p, _ in train]
+    model = build(a.model, len(classes), a.t, a.crop, a.crop)
+    ds = Clips(train, ntr, a, True)
+    dl = torch.utils.data.DataLoader(ds, batch_size=a.batch, shuffle=True, num_workers=a.workers,
+                                     persistent_workers=False, drop_last=False)
+    opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, nesterov=True,
+                          weight_decay=a.wd)
+    spe = len(dl)
+
+    def run_epoch(sched):
+        model.train()
+        seen = correct = 0
+        for x, y in dl:
+            out = model(x)
+            loss = F.cross_entropy(out, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if sched:
+                sched.step()
+            seen += len(y)
+            correct += int((out.argmax(1) == y).sum())
+        return seen, correct
+
+    epochs, sched, clips, acc = a.epochs, None, 0, 0.0
+    t_train = time.time()
+    if a.budget > 0:
+        for g in opt.param_groups:  # OneCycle's starting point while the epoch is timed
+            g['lr'], g['momentum'] = a.lr / 25, 0.95
+        ds.epoch = 0
+        n, c = run_epoch(None)
+        clips += n
+        per_epoch = time.time() - t_train
+        epochs = max(2, int((a.budget - (t_train - t0)) / per_epoch))
+        first = 1
+    else:
+        first = 0
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=a.lr,
+                                                total_steps=(epochs - first) * spe)
+    for e in range(first, epochs):
+        ds.epoch = e
+        n, c = run_epoch(sched)
+        clips += n
+        acc = c / max(n, 1)
+        print(f'epoch {e + 1}/{epochs}: train acc {100 * acc:.1f}% '
+              f'({time.time() - t0:.0f} s)', file=sys.stderr, flush=True)
+    train_s = time.time() - t_train
+    job_s = time.time() - t0
+    nte = [count_frames(p) for p, _ in test]
+    top1 = evaluate(model, test, nte, a)
+    r = dict(side='torch', epochs=epochs, clips=clips, train_s=round(train_s, 1),
+             job_s=round(job_s, 1), clips_per_s=round(clips / job_s, 2),
+             train_acc_last=round(acc, 4), test_video_top1=round(top1, 4),
+             eval_s=round(time.time() - t0 - job_s, 1))
+    print('RESULT ' + json.dumps(r), flush=True)
+
+
+# ---------------------------------------------------------------- parity: vidtrain's dump
+
+def read_safetensors(path):
+    """A safetensors file with json + numpy (Debian has no python3-safetensors)."""
+    with open(path, 'rb') as f:
+        blob = f.read()
+    (n,) = struct.unpack('<Q', blob[:8])
+    header = json.loads(blob[8:8 + n])
+    data = blob[8 + n:]
+    meta = header.pop('__metadata__', {})
+    dt = {'F32': np.float32, 'I64': np.int64}
+    out = {}
+    for name, e in header.items():
+        b, end = e['data_offsets']
+        out[name] = torch.from_numpy(np.frombuffer(data[b:end], dtype=dt[e['dtype']])
+                                     .reshape(e['shape']).copy())
+    return meta, out
+
+
+def torch_schedule(opt, info):
+    """The LR schedule with torch's own schedulers (never vidtrain's numbers)."""
+    S = torch.optim.lr_scheduler
+    kind, total, warm = info['sched'], int(info['total_steps']), int(info['warmup_steps'])
+    if kind == 'onecycle':
+        return S.OneCycleLR(opt, max_lr=info['base_lr'], total_steps=total)
+    if kind == 'cosine':
+        main = S.CosineAnnealingLR(opt, T_max=max(total - warm, 1), eta_min=info['min_lr'])
+    elif kind == 'step':
+        main = S.StepLR(opt, step_size=int(info['step_size']), gamma=info['gamma'])
+    else:
+        main = S.ConstantLR(opt, factor=1.0, total_iters=0)
+    if warm <= 0:
+        return main
+    # vidtrain: base * (step + 1) / warm for the first warm steps, then the main schedule
+    # from its own step 0 (torch: LinearLR then SequentialLR's switch).
+    lin = S.LinearLR(opt, start_factor=1.0 / warm, end_factor=1.0, total_iters=max(warm - 1, 1))
+    return S.SequentialLR(opt, [lin, main], milestones=[warm])
+
+
+def nmse(a, b):
+    """sum (a - b)^2 / sum b^2: b is the reference."""
+    a, b = a.double(), b.double()
+    return float(((a - b) ** 2).sum() / max(float((b ** 2).sum()), 1e-300))
+
+
+class Replay:
+    """The twin of a dumped run: vidtrain's model, torch.optim.SGD and torch's scheduler."""
+
+    def __init__(self, d, info, dtype):
+        self.d, self.info, self.dtype = d, info, dtype
+        self.model = build(info['model'], int(info['classes']), int(info['clip_t']),
+                           int(info['crop']), int(info['crop'])).to(dtype)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=info['base_lr'],
+                                   momentum=info['momentum'], dampening=info['dampening'],
+                                   nesterov=bool(info['nesterov']), weight_decay=info['wd'])
+        self.sched = torch_schedule(self.opt, info)
+
+    def state(self, k):
+        return read_safetensors(os.path.join(self.d, f'state_{k:06d}.safetensors'))[1]
+
+    def load(self, st, with_momentum):
+        """vidtrain's state: weights and BN buffers by name; the momentum buffer is one flat
+        tensor over parameters() order (checkpoint.h)."""
+        sd = {k: v.to(self.dtype) if v.dtype.is_floating_point else v
+              for k, v in st.items() if not k.startswith('optim.')}
+        self.model.load_state_dict(sd, strict=True)
+        self.opt.state.clear()
+        if with_momentum:
+            flat, at = st['optim.sgd.momentum_buffer'].to(self.dtype), 0
+            for p in self.model.parameters():
+                self.opt.state[p]['momentum_buffer'] = flat[at:at + p.numel()].view_as(p).clone()
+                at += p.numel()
+
+    def batch(self, s):
+        x = np.fromfile(os.path.join(self.d, s['file']), dtype=np.float32).reshape(s['shape'])
+        return torch.from_numpy(x).to(self.dtype), torch.tensor(s['labels'])
+
+    def step(self, s):
+        """One training step on dumped step s; returns the loss. The schedule has been
+        stepped to s's step by the caller."""
+        x, y = self.batch(s)
+        self.model.train()
+        loss = F.cross_entropy(self.model(x), y, label_smoothing=self.info['smoothing'])
+        self.opt.zero_grad()
+        loss.backward()
+        if self.info['clip_norm'] > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.info['clip_norm'])
+        self.opt.step()
+        return float(loss)
+
+    def momentum_flat(self):
+        return torch.cat([self.opt.state[p]['momentum_buffer'].flatten()
+                          for p in self.model.parameters()])
+
+
+def compare_step(rp, prev, want):
+    """Worst NMSE of one step against vidtrain's: the parameter updates (after - before),
+    the momentum buffer and the BN buffers; and whether num_batches_tracked agree. The
+    exact (float64) result is rounded to float32 first: a float32 program can do no better
+    than store the nearest float, and for a parameter near 1 with an update near 1e-5
+    that rounding alone is a relative error of 1e-2 in the update."""
+    params = dict(rp.model.named_parameters())
+    worst = ('', 0.0)
+    for k, v in rp.model.state_dict().items():
+        if not v.dtype.is_floating_point:
+            e = float(int(v) != int(want[k]))
+        elif k in params:
+            # the update vidtrain made vs the exact one rounded to float32; a difference
+            # of one ulp of the parameter is how a float32 program stores the same update
+            # (fused multiply-add or not), no error: an update of a few ulps (the last
+            # steps of a decayed schedule) is otherwise all rounding
+            p0, ref = prev[k].double(), v.float()
+            ulp = torch.from_numpy(np.spacing(np.abs(ref.numpy()))).double()
+            d = ((want[k].double() - ref.double()).abs() - ulp).clamp(min=0)
+            e = float((d ** 2).sum() / max(float(((ref.double() - p0) ** 2).sum()), 1e-300))
+        else:
+            e = nmse(want[k], v.float())
+        if e > worst[1]:
+            worst = (k, e)
+    if 'optim.sgd.momentum_buffer' in want:
+        e = nmse(want['optim.sgd.momentum_buffer'], rp.momentum_flat().float())
+        if e > worst[1]:
+            worst = ('momentum_buffer', e)
+    return worst
+
+
+def eval_worst(rp):
+    """vidtrain's eval-mode softmax outputs of the last validation vs the twin's, from the
+    same (the model's current) weights."""
+    worst, n = 0.0, 0
+    path = os.path.join(rp.d, 'eval.jsonl')
+    if not os.path.exists(path):
+        return worst, n
+    rp.model.eval()
+    with torch.no_grad():
+        for line in open(path):
+            e = json.loads(line)
+            x, _ = rp.batch(e)
+            p = np.fromfile(os.path.join(rp.d, e['probs']), dtype=np.float32)
+            p = torch.from_numpy(p).reshape(e['shape'][0], -1)
+            worst = max(worst, nmse(F.softmax(rp.model(x), 1), p))
+            n += e['shape'][0]
+    return worst, n
+
+
+def free_run(d, info, steps, dtype):
+    """The whole run replayed from vidtrain's first state without looking back: the final
+    state (weights and buffers)."""
+    rp = Replay(d, info, dtype)
+    rp.load(rp.state(0), False)
+    for s in steps:
+        rp.step(s)
+        rp.sched.step()
+    return rp.model.state_dict()
+
+
+def main_parity(argv):
+    ap = argparse.ArgumentParser(prog='torch_twin.py parity')
+    ap.add_argument('dump')
+    ap.add_argument('-v', '--verbose', action='store_true')
+    a = ap.parse_args(argv)
+    d = a.dump
+    info = json.load(open(os.path.join(d, 'dump.json')))
+    assert info['heads'] == 1 and info['precision'] == 'fp32', 'one softmax head, fp32'
+    assert info['towers'] == 1 or info['sync_bn'], 'several towers need --sync-bn to be one device'
+    assert info['optim'] == 'sgd', 'the twin replays SGD runs'
+    assert info['dropout'] == 0, 'no dropout (its masks are vidtrain\'s own counter-based ones)'
+    steps = [json.loads(line) for line in open(os.path.join(d, 'train.jsonl'))]
+    # Step by step, in float64 (the exact result), each step from vidtrain's own state
+    # before it: one step's float32 rounding is all that may differ. Chained over a run,
+    # float32 rounding grows with every step wherever the dynamics are chaotic (batches of
+    # a few clips, batch norm, a high learning rate): PyTorch's own float32 run drifts from
+    # the exact one as fast as vidtrain's does (printed below), so the whole-run states of
+    # two float32 programs are no proof either way; step by step they are.
+    rp = Replay(d, info, torch.float64)
+    r32 = Replay(d, info, torch.float32)  # PyTorch's own float32 step: the yardstick
+    worst_lr = worst_loss = 0.0
+    worst = ('', 0.0, 0)
+    per_step, per_step32 = [], []
+    prev = rp.state(0)
+    for s in steps:
+        g = rp.opt.param_groups[0]
+        lr = g['lr']
+        worst_lr = max(worst_lr, abs(lr - s['lr']) / max(abs(s['lr']), 1e-30))
+        if info['sched'] == 'onecycle':
+            worst_lr = max(worst_lr, abs(g['momentum'] - s['momentum']))
+        rp.load(prev, s['step'] > 1)
+        r32.load(prev, s['step'] > 1)
+        loss = rp.step(s)
+        r32.step(s)
+        rp.sched.step()
+        r32.sched.step()
+        rel = abs(loss - s['loss']) / max(abs(s['loss']), 1e-30)
+        worst_loss = max(worst_loss, rel)
+        want = rp.state(s['step'])
+        k, e = compare_step(rp, prev, want)
+        # the same yardstick for PyTorch float32: its state after the step vs float64's
+        mine = {n: v.detach().clone() for n, v in r32.model.state_dict().items()}
+        if 'optim.sgd.momentum_buffer' in want:
+            mine['optim.sgd.momentum_buffer'] = r32.momentum_flat()
+        k32, e32 = compare_step(rp, prev, mine)
+        per_step.append(e)
+        per_step32.append(e32)
+        if e > worst[1]:
+            worst = (k, e, s['step'])
+        if a.verbose:
+            print(f'  step {s["step"]}: lr {lr:.6g} (vidtrain {s["lr"]:.6g}), loss '
+                  f'{loss:.9f} (vidtrain {s["loss"]:.9f}), worst NMSE vs float64: vidtrain '
+                  f'{e:.2g} ({k}), PyTorch float32 {e32:.2g} ({k32})')
+        prev = want
+    wp, nev = eval_worst(rp)
+    # Free-running float32 runs vs the free-running float64 one: reported, not judged.
+    exact = free_run(d, info, steps, torch.float64)
+    mine = free_run(d, info, steps, torch.float32)
+    last = rp.state(len(steps))
+    drift_vt = max(nmse(last[k].double(), v) for k, v in exact.items() if v.dtype.is_floating_point)
+    drift_pt = max(nmse(mine[k].double(), v) for k, v in exact.items() if v.dtype.is_floating_point)
+    print(f'parity: {len(steps)} steps ({info["model"]}, batch {info["batch"]} on '
+          f'{info["towers"]} tower(s), sgd{" nesterov" if info["nesterov"] else ""} wd '
+          f'{info["wd"]:g}, {info["sched"]} with {int(info["warmup_steps"])} warm-up steps of '
+          f'{int(info["total_steps"])}, label smoothing {info["smoothing"]:g}), {nev} eval clips')
+    print(f'  learning rate / momentum (torch scheduler vs vidtrain), worst relative difference: '
+          f'{worst_lr:.3g}')
+    print(f'  training loss, worst relative difference: {worst_loss:.3g}')
+    med, med32 = float(np.median(per_step)), float(np.median(per_step32))
+    print(f'  each step vs float64 from the same state, NMSE of the parameter update, momentum '
+          f'or BN buffers (worst tensor): median over steps {med:.3g} (PyTorch float32 '
+          f'{med32:.3g}), worst {worst[1]:.3g} ({worst[0]}, step {worst[2]}; PyTorch float32 '
+          f'{max(per_step32):.3g})')
+    print(f'  eval-mode softmax outputs from the final weights, worst NMSE: {wp:.3g}')
+    print(f'  whole run without looking back, worst NMSE vs float64: vidtrain {drift_vt:.3g}, '
+          f'PyTorch float32 {drift_pt:.3g}')
+    # Tolerances. A float32 step differs from the float64 one by rounding: relative errors
+    # of about 1e-6 in sums of thousands of terms, NMSE ~1e-11 in a typical step (PyTorch's
+    # float32 step the same). A wrong or missing term (weight decay, momentum, a BN detail)
+    # is systematic and shows in every step, so the median step must stay under 1e-9: a
+    # missing weight decay alone is ~1e-3 relative, NMSE ~1e-6. Now and then float32 and
+    # float64 disagree on a ReLU sign or the larger of two pooled values, which moves one
+    # gradient term wholesale: single steps reach 1e-6 in both programs (measured: vidtrain
+    # 6e-7, PyTorch float32 1.4e-8 in a 16-step run), hence 1e-5 for the worst step. The LR
+    # comes from torch's own schedulers in double, vidtrain's is a float (relative 6e-8);
+    # the loss is a float32 sum over the batch (relative 1e-6).
+    ok = (worst_lr < 1e-6 and worst_loss < 1e-6 and med < 1e-9 and worst[1] < 1e-5 and
+          wp < 1e-9)
+    print('parity: OK' if ok else 'parity: FAILED')
+    return 0 if ok else 1
+
+
+def main():
+    if len(sys.argv) < 2 or sys.argv[1] not in ('train', 'parity'):
+        raise SystemExit(__doc__)
+    if sys.argv[1] == 'train':
+        main_train(sys.argv[2:])
+    else:
+        sys.exit(main_parity(sys.argv[2:]))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,272 @@
+/*
+ * test_sampling.c: training clips are drawn as intended — through the real loader, on
+ * real encoded videos (`vidtrain synth`), over many epochs. Each batch says where every
+ * clip came from (vt_batch.where); the test checks, over 200 epochs x 8 videos x 2 clips:
+ *   - the start frame is uniform over [0, frames - span] (chi-square), the short side
+ *     uniform over the jitter range, the crop origin uniform over the room the scaled
+ *     frame leaves, flip a fair coin (and never with --no-flip);
+ *   - the draws are fresh each epoch (a video's start in epoch e and e+1 agree no more
+ *     often than chance) and per clip (a video's two clips of one epoch likewise), and
+ *     start, scale, crop and flip are uncorrelated;
+ *   - every clip's pixels are those draws: decoding the video at that start and short
+ *     side, cropping and flipping there, reproduces the batch row bit for bit.
+ * The bounds are 5 standard deviations (or the chi-square mean + 5 sd): a fair sampler
+ * fails one with probability ~1e-6, a sampler that reuses draws, drops a range or leaks
+ * the epoch is off by tens of deviations.
+ */
+#include <math.h>
+
+#include "models/common.h"
+#include "pipeline/loader.h"
+#include "tests/apputil.h"
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#define EPOCHS 200
+#define PER 2     /* clips per video per epoch */
+#define MAXV 16
+
+typedef struct draw {
+    int start, ss, x0, y0, flip;
+    int wroom, hroom; /* scaled size - crop: the crop origin's range is 0..room */
+    double xr;        /* x0 / wroom, in [0, 1] (correlations) */
+} draw;
+
+/* chi-square of counts against the uniform over k bins */
+static double chi2(const int *cnt, int k, int n) {
+    double e = (double)n / k, c = 0;
+    for (int i = 0; i < k; i++)
+        c += (cnt[i] - e) * (cnt[i] - e) / e;
+    return c;
+}
+
+/* chi-square with df degrees of freedom under its mean + 5 sd */
+static void check_chi2(const char *what, double c, int df) {
+    double bound = df + 5 * sqrt(2.0 * df);
+    printf("  %-12s chi-square %.1f, %d degrees of freedom (bound %.1f)\n", what, c, df, bound);
+    TCHECK(c < bound, "%s: chi-square %.1f with %d degrees of freedom, bound %.1f", what, c, df,
+           bound);
+}
+
+static void check_uniform(const char *what, const int *cnt, int k, int n) {
+    check_chi2(what, chi2(cnt, k, n), k - 1);
+}
+
+/* The crop origin is uniform over 0..room, where room = scaled size - crop depends on the
+ * short side drawn: one chi-square per short side, summed (degrees of freedom add up). */
+static void check_crop(const char *what, const draw *d, int m, int horizontal) {
+    double c = 0;
+    int df = 0;
+    for (int ss = 37; ss <= 46; ss++) {
+        int cnt[64] = {0}, n = 0, room = -1;
+        for (int i = 0; i < m; i++) {
+            if (d[i].ss != ss)
+                continue;
+            int o = horizontal ? d[i].x0 : d[i].y0;
+            room = horizontal ? d[i].wroom : d[i].hroom;
+            if (o >= 0 && o < 64)
+                cnt[o]++;
+            n++;
+        }
+        if (n == 0 || room < 1 || room >= 64)
+            continue;
+        c += chi2(cnt, room + 1, n);
+        df += room;
+    }
+    check_chi2(what, c, df);
+}
+
+static double corr(const double *a, const double *b, int n) {
+    double ma = 0, mb = 0, sab = 0, saa = 0, sbb = 0;
+    for (int i = 0; i < n; i++) {
+        ma += a[i];
+        mb += b[i];
+    }
+    ma /= n;
+    mb /= n;
+    for (int i = 0; i < n; i++) {
+        sab += (a[i] - ma) * (b[i] - mb);
+        saa += (a[i] - ma) * (a[i] - ma);
+        sbb += (b[i] - mb) * (b[i] - mb);
+    }
+    return saa > 0 && sbb > 0 ? sab / sqrt(saa * sbb) : 0;
+}
+
+int main(void) {
+    const char *bin = vt_test_bin("test_sampling");
+    if (!bin)
+        return VT_TEST_SKIP;
+    char dir[4096], data[4200], err[512];
+    snprintf(dir, sizeof dir, "%s", vt_test_dir("sampling"));
+    /* 8 videos of 40 frames, 96x72 */
+    TCHECK(vt_test_synth(bin, dir, "--classes 2 --train 4 --val 0 --test 0 --frames 40 "
+                         "--no-h264") == 0, "synth");
+    snprintf(data, sizeof data, "%s/data", dir);
+    vt_dataset *ds = vt_dataset_open(data, NULL, err, sizeof err);
+    VT_CHECK(ds, "%s", err);
+    VT_CHECK(ds->nvideos == 8 && ds->nvideos <= MAXV, "%d videos", ds->nvideos);
+
+    vt_loader_cfg c;
+    vt_loader_cfg_default(&c);
+    c.clip.t = 4;
+    c.clip.stride = 2;        /* span 7: starts 0..33 */
+    c.clip.crop = 32;
+    c.clip.short_side = 37;
+    c.clip.jitter_min = 37;
+    c.clip.jitter_max = 46;   /* 10 sizes */
+    c.batch = 6;
+    c.workers = 2;
+    c.clips_per_video = PER;
+    const int span = vt_clip_span(&c.clip), nstart = 40 - span + 1, nss = 10;
+    vt_loader *l = vt_loader_init(ds, &c, err, sizeof err);
+    VT_CHECK(l, "%s", err);
+
+    const int n = EPOCHS * 8 * PER;
+    draw *d = vt_calloc((size_t)n, sizeof *d);
+    static draw by[EPOCHS][MAXV][PER]; /* by epoch, video, its k-th clip that epoch */
+    static int seen[EPOCHS][MAXV];
+    int m = 0, checked = 0, mismatched = 0;
+    int64_t maxpix = 0;
+    uint8_t *raw = NULL;
+    float *row = vt_malloc(sizeof(float) * 3 * 4 * 32 * 32);
+    vt_video *vids[MAXV] = {0};
+    for (int e = 0; e < EPOCHS; e++) {
+        if (e)
+            vt_loader_start_epoch(l, e, 0);
+        const vt_batch *b;
+        while ((b = vt_loader_next(l)) != NULL) {
+            for (int i = 0; i < b->n && m < n; i++, m++) {
+                const vt_clip_params *p = &b->where[i];
+                int v = b->video[i];
+                if (!vids[v])
+                    VT_CHECK(vt_video_open(&vids[v], ds->videos[v].path, 1, err, sizeof err) == 0,
+                             "%s", err);
+                int w, h;
+                vt_video_scaled_size(vids[v], p->short_side, &w, &h);
+                draw *q = &d[m];
+                *q = (draw){(int)p->start, p->short_side, p->x0, p->y0, p->flip, w - 32, h - 32,
+                            w > 32 ? (double)p->x0 / (w - 32) : 0};
+                TCHECK(p->x0 >= 0 && p->x0 + 32 <= w && p->y0 >= 0 && p->y0 + 32 <= h,
+                       "crop (%d,%d) outside %dx%d", p->x0, p->y0, w, h);
+                if (seen[e][v] < PER)
+                    by[e][v][seen[e][v]] = *q;
+                seen[e][v]++;
+                /* The pixels are the draws: decode, crop and flip independently. Every
+                 * 7th clip: each is a seek and a decode. */
+                if (m % 7 == 0) {
+                    int64_t need = (int64_t)4 * w * h * 3;
+                    if (need > maxpix) {
+                        free(raw);
+                        raw = vt_malloc((size_t)need);
+                        maxpix = need;
+                    }
+                    VT_CHECK(vt_video_read_clip(vids[v], raw, p->start, 4, 2, p->short_side,
+                                                c.clip.pad, err, sizeof err) == 0, "%s", err);
+                    vt_clip_transform(row, raw, 4, h, w, p->x0, p->y0, 32, p->flip, c.clip.mean,
+                                      c.clip.std);
+                    checked++;
+                    mismatched += memcmp(row, b->x + (int64_t)i * vt_batch_clip_floats(b),
+                                         sizeof(float) * 3 * 4 * 32 * 32) != 0;
+                }
+            }
+        }
+    }
+    vt_loader_free(&l);
+    TCHECK(m == n, "%d clips delivered, want %d", m, n);
+    TCHECK(checked > 400 && mismatched == 0, "%d of %d clips differ from their draws", mismatched,
+           checked);
+    printf("sampling: %d clips over %d epochs; %d re-decoded, identical\n", m, EPOCHS, checked);
+
+    /* Marginals. */
+    int cs[64] = {0}, css[16] = {0}, flips = 0;
+    for (int i = 0; i < m; i++) {
+        TCHECK(d[i].start >= 0 && d[i].start < nstart, "start %d", d[i].start);
+        TCHECK(d[i].ss >= 37 && d[i].ss <= 46, "short side %d", d[i].ss);
+        if (d[i].start >= 0 && d[i].start < nstart)
+            cs[d[i].start]++;
+        if (d[i].ss >= 37 && d[i].ss <= 46)
+            css[d[i].ss - 37]++;
+        flips += d[i].flip;
+    }
+    check_uniform("start", cs, nstart, m);
+    check_uniform("short side", css, nss, m);
+    check_crop("crop x", d, m, 1);
+    check_crop("crop y", d, m, 0);
+    double sd = sqrt(0.25 / m);
+    printf("  flip         %.4f (0.5 +- %.4f)\n", (double)flips / m, 5 * sd);
+    TCHECK(fabs((double)flips / m - 0.5) < 5 * sd, "flip rate %.4f", (double)flips / m);
+
+    /* Fresh per epoch and per clip: same start as chance, 1/nstart. */
+    int same_epoch = 0, pairs_epoch = 0, same_clip = 0, pairs_clip = 0;
+    for (int e = 0; e < EPOCHS; e++)
+        for (int v = 0; v < 8; v++) {
+            TCHECK(seen[e][v] == PER, "epoch %d video %d: %d clips", e, v, seen[e][v]);
+            same_clip += by[e][v][0].start == by[e][v][1].start;
+            pairs_clip++;
+            if (e + 1 < EPOCHS) {
+                same_epoch += by[e][v][0].start == by[e + 1][v][0].start;
+                pairs_epoch++;
+            }
+        }
+    double pe = 1.0 / nstart;
+    double lim_e = pairs_epoch * pe + 5 * sqrt(pairs_epoch * pe * (1 - pe));
+    double lim_c = pairs_clip * pe + 5 * sqrt(pairs_clip * pe * (1 - pe));
+    printf("  same start, next epoch: %d of %d (chance %.1f); same epoch, other clip: %d of %d\n",
+           same_epoch, pairs_epoch, pairs_epoch * pe, same_clip, pairs_clip);
+    TCHECK(same_epoch < lim_e, "a video's start repeats across epochs %d times (chance %.1f)",
+           same_epoch, pairs_epoch * pe);
+    TCHECK(same_clip < lim_c, "a video's two clips share a start %d times (chance %.1f)",
+           same_clip, pairs_clip * pe);
+
+    /* Independent fields: |r| < 5 / sqrt(n) for independent draws. */
+    double *a = vt_malloc(sizeof(double) * (size_t)m), *bb = vt_malloc(sizeof(double) * (size_t)m);
+    double *cc = vt_malloc(sizeof(double) * (size_t)m), *dd = vt_malloc(sizeof(double) * (size_t)m);
+    double *nx = vt_malloc(sizeof(double) * (size_t)m);
+    for (int i = 0; i < m; i++) {
+        a[i] = d[i].start;
+        bb[i] = d[i].ss;
+        cc[i] = d[i].xr;
+        dd[i] = d[i].flip;
+        nx[i] = i + 1 < m ? d[i + 1].start : d[0].start;
+    }
+    const double lim = 5 / sqrt((double)m);
+    const struct { const char *what; const double *u, *v; } pairs[] = {
+        {"start/scale", a, bb}, {"start/crop x", a, cc}, {"start/flip", a, dd},
+        {"scale/crop x", bb, cc}, {"crop x/flip", cc, dd}, {"start/next clip's start", a, nx},
+    };
+    for (size_t i = 0; i < VT_ARRAY_LEN(pairs); i++) {
+        double r = corr(pairs[i].u, pairs[i].v, m);
+        TCHECK(fabs(r) < lim, "%s correlate: r = %.4f (bound %.4f)", pairs[i].what, r, lim);
+    }
+    printf("  correlations between fields all under %.4f\n", lim);
+    free(a);
+    free(bb);
+    free(cc);
+    free(dd);
+    free(nx);
+
+    /* --no-flip: never flipped. */
+    c.clip.flip = 0;
+    c.clips_per_video = 1;
+    l = vt_loader_init(ds, &c, err, sizeof err);
+    VT_CHECK(l, "%s", err);
+    int nf = 0, tot = 0;
+    for (int e = 0; e < 20; e++) {
+        if (e)
+            vt_loader_start_epoch(l, e, 0);
+        const vt_batch *b;
+        while ((b = vt_loader_next(l)) != NULL)
+            for (int i = 0; i < b->n; i++, tot++)
+                nf += b->where[i].flip;
+    }
+    vt_loader_free(&l);
+    TCHECK(tot == 160 && nf == 0, "no flip: %d of %d clips flipped", nf, tot);
+
+    for (int v = 0; v < MAXV; v++)
+        vt_video_close(&vids[v]);
+    free(raw);
+    free(row);
+    free(d);
+    vt_dataset_free(&ds);
+    return vt_test_done("test_sampling");
+}

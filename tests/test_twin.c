@@ -1,0 +1,106 @@
+/*
+ * test_twin.c: whole training runs are PyTorch-equal, step by step. vidtrain trains tiny
+ * on real encoded videos (the hard `--preset motion` set, small) with --dump; the PyTorch
+ * twin (scripts/torch_twin.py parity) rebuilds the model, torch.optim.SGD and torch's own
+ * LR schedulers, and replays every step in float64 from vidtrain's state before it on
+ * vidtrain's batch: the parameter updates, momentum buffers, BN running statistics,
+ * losses, learning rates and momenta, and the eval-mode outputs of the last validation
+ * must agree (tolerances, and why, in the script). Two runs:
+ *   - the default recipe (SGD Nesterov, warm-up then cosine) on one tower;
+ *   - two towers split 3:2 with sync-BN, OneCycle (momentum cycled) and label smoothing:
+ *     the multi-tower loop against PyTorch on one device.
+ * It also checks that the dump says where every clip came from, within its video.
+ */
+#include <string.h>
+
+#include "tests/apputil.h"
+
+#define VT_MIN(a, b) ((a) < (b) ? (a) : (b))
+
+static int twin(const char *py, const char *src, const char *dump, const char *log) {
+    return vt_test_sh("'%s' '%s/scripts/torch_twin.py' parity '%s' > '%s' 2>&1", py, src, dump,
+                      log);
+}
+
+static void check_where(const char *dump, int crop) {
+    char p[4300];
+    snprintf(p, sizeof p, "%s/train.jsonl", dump);
+    char *s = vt_test_slurp(p, NULL);
+    TCHECK(s != NULL, "%s written", p);
+    int lines = 0, bad = 0, flips = 0;
+    for (char *save = NULL, *l = s ? strtok_r(s, "\n", &save) : NULL; l;
+         l = strtok_r(NULL, "\n", &save)) {
+        cJSON *j = cJSON_Parse(l);
+        const cJSON *w = cJSON_GetObjectItem(j, "where");
+        lines++;
+        for (int i = 0; i < cJSON_GetArraySize(w); i++) {
+            const cJSON *e = cJSON_GetArrayItem(w, i);
+            int start = cJSON_GetArrayItem(e, 0)->valueint;
+            int ss = cJSON_GetArrayItem(e, 1)->valueint;
+            int x0 = cJSON_GetArrayItem(e, 2)->valueint, y0 = cJSON_GetArrayItem(e, 3)->valueint;
+            /* short side jittered in [crop*8/7, crop*10/7]; a crop origin inside it */
+            bad += start < 0 || ss < (crop * 8 + 6) / 7 || ss > (crop * 10 + 6) / 7 || x0 < 0 ||
+                   y0 < 0 || VT_MIN(x0, y0) > ss - crop;
+            flips += cJSON_GetArrayItem(e, 4)->valueint;
+        }
+        cJSON_Delete(j);
+    }
+    free(s);
+    TCHECK(lines > 0, "%s: %d steps", p, lines);
+    TCHECK(bad == 0, "%d clips with a start, short side or crop outside their ranges", bad);
+    TCHECK(flips == 0, "--no-flip: %d flipped clips", flips);
+}
+
+int main(void) {
+    const char *bin = vt_test_bin("test_twin");
+    if (!bin)
+        return VT_TEST_SKIP;
+    const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
+    const char *src = vt_test_env("VT_SRC", ".");
+    if (vt_test_sh("'%s' -c 'import torch, numpy' 2>/dev/null", py) != 0) {
+        fprintf(stderr, "test_twin: %s cannot import torch: skipped\n", py);
+        return VT_TEST_SKIP;
+    }
+    char dir[4096], dump[4200], log[4400];
+    snprintf(dir, sizeof dir, "%s", vt_test_dir("twin"));
+    /* 4 classes x 6 training videos of the hard preset: textured, moving camera, mixed
+     * sizes, rates and codecs. A quarter of train validates (6 videos, 3 clips each). */
+    TCHECK(vt_test_synth(bin, dir, "--preset motion --classes 4 --train 6 --test 1 --seed 5 "
+                         "--no-h264") == 0, "synth");
+
+    /* 1. The default optimiser and schedule; 8x32 clips, batch 5 (an uneven last batch:
+     * 18 videos), 3 epochs = 12 steps, warm-up 1 epoch. */
+    snprintf(dump, sizeof dump, "%s/dump1", dir);
+    int rc = vt_test_sh("'%s' train '%s/data' --out '%s/run1' --clip 8x32 --stride 2 --batch 5 "
+                        "--epochs 3 --warmup 1 --val-split 0.25 --no-flip --workers 2 -q "
+                        "--dump '%s' > '%s/train1.log' 2>&1", bin, dir, dir, dump, dir);
+    TCHECK(rc == 0, "train --dump (see %s/train1.log)", dir);
+    check_where(dump, 32);
+    snprintf(log, sizeof log, "%s/twin1.log", dir);
+    rc = twin(py, src, dump, log);
+    char *t = vt_test_slurp(log, NULL);
+    printf("%s", t ? t : "");
+    TCHECK(rc == 0 && t && strstr(t, "parity: OK"), "default recipe: PyTorch-equal (%s)", log);
+    free(t);
+
+    /* 2. Two towers 3:2 with sync-BN, OneCycle, label smoothing 0.1 vs PyTorch on one
+     * device. */
+    snprintf(dump, sizeof dump, "%s/dump2", dir);
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/run2' --clip 8x32 --stride 2 --batch 5 "
+                    "--epochs 3 --optim sgd --nesterov --lr 0.05 --sched onecycle "
+                    "--label-smoothing 0.1 --devices cpu:2 --tower-split manual:3,2 --sync-bn "
+                    "--val-split 0.25 --no-flip --workers 2 -q --dump '%s' > '%s/train2.log' 2>&1",
+                    bin, dir, dir, dump, dir);
+    TCHECK(rc == 0, "train --dump on two towers (see %s/train2.log)", dir);
+    snprintf(log, sizeof log, "%s/twin2.log", dir);
+    rc = twin(py, src, dump, log);
+    t = vt_test_slurp(log, NULL);
+    printf("%s", t ? t : "");
+    TCHECK(rc == 0 && t && strstr(t, "parity: OK"), "two towers, sync-BN, OneCycle (%s)", log);
+    free(t);
+
+    /* --dump replays from the first step: refused with --resume. */
+    rc = vt_test_sh("'%s' train --resume '%s/run1' --dump '%s/x' > /dev/null 2>&1", bin, dir, dir);
+    TCHECK(rc == 2, "--dump with --resume is a usage error, got %d", rc);
+    return vt_test_done("test_twin");
+}

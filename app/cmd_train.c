@@ -37,13 +37,19 @@ static void usage(FILE *f) {
         "usage: vidtrain train DIR --out RUN [options]\n"
         "       vidtrain train --resume RUN [options to override]\n\n"
         "Trains a 3D-CNN on the videos in DIR (DIR/<class>/<video>, or DIR/train[, DIR/val]\n"
-        "[, DIR/test] laid out that way; symbolic links are followed), validating every\n"
-        "epoch, checkpointing to RUN/last.safetensors and RUN/best.safetensors, and writing\n"
-        "RUN/metrics.csv, RUN/metrics.jsonl, RUN/config.json and RUN/report.html.\n\n"
+        "[, DIR/test] laid out that way; symbolic links are followed), validating about ten\n"
+        "times a run, checkpointing to RUN/last.safetensors and RUN/best.safetensors, and\n"
+        "writing RUN/metrics.csv, RUN/metrics.jsonl, RUN/config.json and RUN/report.html.\n"
+        "The defaults are a recipe that learns without tuning: SGD with Nesterov momentum,\n"
+        "a learning rate scaled with the batch, a linear warm-up over the first fifth of the\n"
+        "epochs then a cosine decay, a clip sized for the device. config.json records every\n"
+        "value resolved.\n\n"
         "model and clips:\n"
         "  --model NAME          tiny (default), c3d, r3d18, mc3_18, r2plus1d18\n"
-        "  --clip TxS            frames x crop size, e.g. 16x112 or 8x64x64 (default 16x112)\n"
-        "  --stride N            temporal stride between frames (default 1)\n"
+        "  --clip TxS            frames x crop size, e.g. 16x112 or 8x64x64 (default: 16x112\n"
+        "                        when a GPU trains, 8x64 on the CPU)\n"
+        "  --stride N            temporal stride between frames (default 1; 2 for the CPU's\n"
+        "                        8-frame default clip: the same 15-frame span)\n"
         "  --short-side N        short side before cropping (default crop*8/7); training\n"
         "                        jitters it in [short, crop*10/7]\n"
         "  --no-flip             no random horizontal flip. Flip is ON by default, which suits\n"
@@ -51,15 +57,21 @@ static void usage(FILE *f) {
         "                        classes are motion directions, so the demo passes --no-flip)\n"
         "  --dropout P           dropout before the classifier (default 0)\n"
         "optimisation:\n"
-        "  --epochs N            (default 10)      --batch B   global batch (default 8)\n"
+        "  --epochs N            (default: enough to see 8000 clips, at least 30)\n"
+        "  --time-budget T       instead of --epochs: the epochs that fit T (300, 300s, 5m,\n"
+        "                        1h) for the whole job, from a timing of the first steps\n"
+        "                        (decode included; the run is the same as with those epochs)\n"
+        "  --batch B             global batch (default 16)\n"
         "  --optim NAME          sgd (momentum 0.9, default), rmsprop, adamw\n"
-        "  --lr X                base learning rate (default 0.01)\n"
+        "  --lr X                base learning rate (default scaled with the batch: SGD\n"
+        "                        0.1*B/32, RMSprop 0.001*B/32, AdamW 0.001*sqrt(B/32))\n"
         "  --momentum X          (default 0.9)     --wd X     weight decay (default 1e-4)\n"
-        "  --nesterov            SGD with Nesterov momentum\n"
+        "  --no-nesterov         plain SGD momentum (Nesterov is the default)\n"
         "  --sched NAME          cosine (default), step, const, onecycle (torch's OneCycleLR:\n"
         "                        30%% rise from lr/25 to lr, then down to lr/25e4; momentum\n"
         "                        (AdamW: beta1) cycled 0.95-0.85-0.95; --warmup unused)\n"
-        "  --warmup E            linear warm-up over E epochs (may be fractional; default 0)\n"
+        "  --warmup E            linear warm-up over E epochs (may be fractional; default a\n"
+        "                        fifth of the epochs)\n"
         "  --step-epochs N --gamma G   step schedule: x G every N epochs (10, 0.1)\n"
         "  --label-smoothing X   softmax heads (default 0)\n"
         "  --clip-norm X         clip gradients to this global L2 norm (default off)\n"
@@ -73,7 +85,8 @@ static void usage(FILE *f) {
         "  --lists DIR           UCF101-style split files: classInd.txt, trainlist0F.txt,\n"
         "                        testlist0F.txt (testlist videos become the test split)\n"
         "  --fold F              which trainlist/testlist pair (1..9, default 1)\n"
-        "  --eval-every N        validate every N epochs and after the last (default 1)\n"
+        "  --eval-every N        validate every N epochs and after the last (default\n"
+        "                        epochs/10, at least 1)\n"
         "  --val-clips K         clips per video in validation, averaged (default 3)\n"
         "  --val-crops 1|3       spatial crops per clip in validation (default 1)\n"
         "  --labels FILE.csv     several outputs: a path column, then one column per head;\n"
@@ -114,6 +127,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
                       size_t resume_n) {
     const char *pos = NULL;
     char err[256];
+    int epochs_given = 0;
     /* Pass 1: --resume loads the saved configuration, which the rest then overrides. */
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -175,6 +189,10 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             o->nesterov = 1;
             continue;
         }
+        if (!strcmp(a, "--no-nesterov")) {
+            o->nesterov = 0;
+            continue;
+        }
         if (!strcmp(a, "--sync-bn")) {
             o->sync_bn = 1;
             continue;
@@ -194,7 +212,8 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--short-side")) { if (r < 0 || vt_parse_int(v, 1, 8192, &o->short_side)) BAD(); o->jitter_min = o->jitter_max = 0; continue; }
         if (OPT("--precision")) { if (r < 0 || vt_precision_parse(v) < 0) BAD(); snprintf(o->precision, sizeof o->precision, "%s", v); continue; }
         if (OPT("--dropout")) { if (r < 0 || vt_parse_float(v, 0, 0.99, &o->dropout)) BAD(); continue; }
-        if (OPT("--epochs")) { if (r < 0 || vt_parse_int(v, 1, 100000, &o->epochs)) BAD(); continue; }
+        if (OPT("--epochs")) { if (r < 0 || vt_parse_int(v, 1, 100000, &o->epochs)) BAD(); epochs_given = 1; continue; }
+        if (OPT("--time-budget")) { if (r < 0 || (o->time_budget = (float)vt_parse_duration(v)) <= 0) BAD(); continue; }
         if (OPT("--batch")) { if (r < 0 || vt_parse_int(v, 1, 65536, &o->batch)) BAD(); continue; }
         if (OPT("--optim")) { if (r < 0 || vt_optim_kind_parse(v) < 0) BAD(); snprintf(o->optim, sizeof o->optim, "%s", v); continue; }
         if (OPT("--lr")) { if (r < 0 || vt_parse_float(v, 0, 100, &o->lr)) BAD(); continue; }
@@ -269,12 +288,11 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         fprintf(stderr, "vidtrain train: need DIR and --out RUN (or --resume RUN)\n");
         return 2;
     }
-    if (!o->short_side)
-        o->short_side = (o->crop * 8 + 6) / 7;
-    if (!o->jitter_min)
-        o->jitter_min = o->short_side;
-    if (!o->jitter_max)
-        o->jitter_max = VT_MAX(o->jitter_min, (o->crop * 10 + 6) / 7);
+    if (o->time_budget > 0 && epochs_given && !resume[0]) {
+        fprintf(stderr, "vidtrain train: --time-budget picks the number of epochs: not with "
+                        "--epochs\n");
+        return 2;
+    }
     return 0;
 }
 
@@ -313,9 +331,41 @@ static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
 /* What a checkpoint's metadata carries besides tensors (see run.h vt_run_state). */
 typedef struct train_ctx {
     vt_train_opts o;
+    vt_train_opts given;   /* the options before vt_train_opts_resolve (--time-budget
+                              resolves them again for the epochs it picks) */
     char config_json[1 << 16];
     vt_towers *towers;
+    double t_start;        /* when the command started: --time-budget counts from here */
 } train_ctx;
+
+/* config.json: the resolved options plus the heads (eval and predict read it); its text
+ * also goes into every checkpoint. */
+static void write_config(train_ctx *c, const vt_run_heads *heads) {
+    char err[512];
+    cJSON *j = vt_train_opts_to_json(&c->o);
+    cJSON_AddItemToObject(j, "heads", vt_run_heads_to_json(heads));
+    vt_dist_add_rank_devices(j, &c->o);
+    char path[2100];
+    snprintf(path, sizeof path, "%s/config.json", c->o.out);
+    char *s = cJSON_PrintUnformatted(j);
+    snprintf(c->config_json, sizeof c->config_json, "%s", s);
+    cJSON_free(s);
+    if (vt_write_json(path, j, err, sizeof err) != 0)
+        fprintf(stderr, "vidtrain train: %s\n", err);
+    cJSON_Delete(j);
+}
+
+/* The validation pass's options. */
+static void val_opts(vt_eval_opts *eo, const vt_train_opts *o) {
+    memset(eo, 0, sizeof *eo);
+    clip_cfg_from_opts(&eo->clip, o);
+    eo->clips_per_video = o->val_clips;
+    eo->crops = o->val_crops;
+    eo->batch = o->batch;
+    eo->workers = o->workers;
+    eo->seed = o->seed;
+    eo->quiet = 1;
+}
 
 static int save_ckpt_in(train_ctx *c, const char *dir, const char *name, const vt_run_state *st) {
     char path[2100], err[512];
@@ -334,6 +384,106 @@ static int save_ckpt(train_ctx *c, const char *name, const vt_run_state *st) {
 /* The momentum a step uses when no schedule cycles it: SGD/RMSprop's, AdamW's beta1. */
 static float step_momentum(const vt_optim_cfg *oc) {
     return oc->kind == VT_OPT_ADAMW ? oc->beta1 : oc->momentum;
+}
+
+/* --time-budget: the number of epochs that fits the budget. The first steps of epoch 0
+ * are timed on real batches (decode included; learning rate 0) and the validation on a
+ * few videos, then the state before them is loaded back and the loader restarts at
+ * epoch 0, batch 0: the run that follows is bit for bit the one `--epochs E` gives.
+ * Sets c->o (epochs, and whatever the defaults derive from them). 0, or -1. */
+static int fit_budget(train_ctx *c, vt_loader *loader, int ntrain, int gpu,
+                      const vt_run_heads *heads, vt_dataset *val_ds, const int32_t *val_idx,
+                      int nval, FILE *out) {
+    vt_train_opts *o = &c->o;
+    char path[2100], err[1024];
+    snprintf(path, sizeof path, "%s/.budget.safetensors", o->out);
+    vt_run_state st0;
+    memset(&st0, 0, sizeof st0);
+    st0.best = -1;
+    double t0 = vt_now();
+    if (vt_run_save(path, c->towers, &st0, c->config_json, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: --time-budget: %s: %s\n", path, err);
+        return -1;
+    }
+    double t_save = vt_now() - t0;
+    /* Steps: the first one pays for start-up (threads, allocation, algorithm choice) and
+     * is not counted; then up to 8 more or 3 seconds. */
+    int64_t spe = vt_loader_num_batches(loader), steps = 0, clips = 0, clips_first = 0;
+    double t_steps = 0, t_first = 0, tb = vt_now();
+    const vt_batch *b;
+    while (steps < VT_MIN(spe, 9) && (b = vt_loader_next(loader)) != NULL) {
+        vt_step_stats ss;
+        vt_towers_train_step(c->towers, b, 0.0f, &ss);
+        double now = vt_now();
+        if (steps++ == 0) {
+            t_first = now - tb;
+            clips_first = b->n;
+        } else {
+            t_steps += now - tb;
+            clips += b->n;
+        }
+        tb = now;
+        if (t_steps > 3)
+            break;
+    }
+    /* per clip: an epoch's last batch may be short */
+    double per_clip = clips > 0 ? t_steps / (double)clips : t_first / (double)VT_MAX(clips_first, 1);
+    int64_t nclips = vt_loader_num_samples(loader);
+    /* Validation: a few videos, scaled to all of them. */
+    double t_val = 0;
+    if (nval > 0) {
+        int sub = VT_MIN(nval, 4);
+        vt_eval_opts eo;
+        val_opts(&eo, o);
+        vt_evalproto *ep[VT_MAX_HEADS] = {0};
+        vt_eval_counts cnt;
+        double tv = vt_now();
+        int rc = vt_run_evaluate(ep, &cnt, c->towers, val_ds, heads, val_idx, sub, &eo, err,
+                                 sizeof err);
+        t_val = (vt_now() - tv) * nval / sub;
+        for (int h = 0; h < VT_MAX_HEADS; h++)
+            vt_evalproto_free(&ep[h]);
+        if (rc != 0) {
+            fprintf(stderr, "vidtrain train: validation: %s\n", err);
+            return -1;
+        }
+    }
+    vt_run_state back;
+    if (vt_run_load(path, c->towers, 1, &back, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: --time-budget: %s: %s\n", path, err);
+        return -1;
+    }
+    unlink(path);
+    vt_loader_start_epoch(loader, 0, 0);
+
+    /* The largest E whose epochs (steps, a checkpoint each), validations and best
+     * checkpoints fit what is left, with the defaults E implies (eval_every...). */
+    double left = o->time_budget - (vt_now() - c->t_start);
+    double epoch_s = (double)nclips * per_clip + t_save;
+    int best = 1;
+    vt_train_opts r = c->given;
+    for (int e = 1; e <= 100000; e++) {
+        r = c->given;
+        r.epochs = e;
+        vt_train_opts_resolve(&r, ntrain, gpu);
+        int nv = nval > 0 ? (e + r.eval_every - 1) / r.eval_every : 0;
+        if (e * epoch_s + nv * (t_val + t_save) > left)
+            break;
+        best = e;
+    }
+    r = c->given;
+    r.epochs = best;
+    vt_train_opts_resolve(&r, ntrain, gpu);
+    snprintf(r.dump, sizeof r.dump, "%s", o->dump);
+    *o = r;
+    fprintf(out, "time budget %.0f s: %.0f s used so far; training %.1f clips/s (decode "
+                 "included, %lld steps timed): an epoch %.1f s, validation %.1f s, a checkpoint "
+                 "%.2f s: %d epochs\n",
+            (double)o->time_budget, vt_now() - c->t_start, 1.0 / per_clip,
+            (long long)VT_MAX(steps - 1, 1), epoch_s, t_val, t_save, o->epochs);
+    if (left < epoch_s)
+        fprintf(out, "  (one epoch does not fit the budget: it trains one anyway)\n");
+    return 0;
 }
 
 /* --dump: DIR/dump.json (what the twin must rebuild: model, optimizer, schedule in
@@ -405,6 +555,7 @@ int vt_cmd_train(int argc, char **argv) {
     train_ctx *c = vt_calloc(1, sizeof *c);
     vt_train_opts *o = &c->o;
     vt_train_opts_default(o);
+    c->t_start = vt_now();
     int quiet = 0, rc = 1;
     char resume[1024] = "", err[1024] = "";
     vt_dataset *ds = NULL, *vds = NULL;
@@ -417,6 +568,11 @@ int vt_cmd_train(int argc, char **argv) {
     FILE *out = stdout;
 
     int prc = parse_args(o, argc, argv, &quiet, resume, sizeof resume);
+    if (prc == 0 && o->time_budget > 0 && vt_mpi_size() > 1) {
+        fprintf(stderr, "vidtrain train: --time-budget times one process: under mpirun give "
+                        "--epochs\n");
+        prc = 2;
+    }
     if (prc == 0 && vt_dist_check_opts(o, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain train: %s\n", err);
         prc = 2;
@@ -524,6 +680,14 @@ int vt_cmd_train(int argc, char **argv) {
         rc = 2;
         goto end;
     }
+    /* Defaults that depend on the machine: a GPU tower on any rank means GPU clips. */
+    double gpus = 0;
+    for (int i = 0; i < tc.devices.n; i++)
+        gpus += !strcmp(tc.devices.dev[i].backend, "cuda");
+    if (vt_mpi_size() > 1)
+        vt_mpi_sum_f64(&gpus, 1, "the default clip (does any rank have a GPU)");
+    c->given = *o;
+    vt_train_opts_resolve(o, ntrain, gpus > 0);
     tc.batch = o->batch;
     vt_net_cfg_default(&tc.net, o->model, heads.cfg[0].classes, o->clip_t, o->crop, o->crop);
     tc.net.nheads = heads.n;
@@ -538,12 +702,8 @@ int vt_cmd_train(int argc, char **argv) {
     vt_optim_cfg_default(&tc.optim, (vt_opt_kind)vt_optim_kind_parse(o->optim));
     if (tc.optim.kind != VT_OPT_ADAMW)
         tc.optim.momentum = o->momentum;
-    if (o->nesterov && (tc.optim.kind != VT_OPT_SGD || o->momentum <= 0)) {
-        fprintf(stderr, "vidtrain train: --nesterov needs --optim sgd with a momentum > 0\n");
-        rc = 2;
-        goto end;
-    }
-    tc.optim.nesterov = o->nesterov;
+    /* Nesterov is SGD's (torch refuses it without momentum): other optimizers ignore it. */
+    tc.optim.nesterov = o->nesterov && tc.optim.kind == VT_OPT_SGD && o->momentum > 0;
     tc.optim.wd = o->wd;
     tc.optim.clip_norm = o->clip_norm;
     tc.seed = o->seed;
@@ -555,20 +715,7 @@ int vt_cmd_train(int argc, char **argv) {
         goto end;
     }
 
-    /* config.json: the resolved options plus the heads (eval and predict read it) */
-    {
-        cJSON *j = vt_train_opts_to_json(o);
-        cJSON_AddItemToObject(j, "heads", vt_run_heads_to_json(&heads));
-        vt_dist_add_rank_devices(j, o);
-        char path[2100];
-        snprintf(path, sizeof path, "%s/config.json", o->out);
-        char *s = cJSON_PrintUnformatted(j);
-        snprintf(c->config_json, sizeof c->config_json, "%s", s);
-        cJSON_free(s);
-        if (vt_write_json(path, j, err, sizeof err) != 0)
-            fprintf(stderr, "vidtrain train: %s\n", err);
-        cJSON_Delete(j);
-    }
+    write_config(c, &heads);
     /* plan.txt: devices, slice plan, memory plan — printed and kept for the report */
     {
         char *buf = NULL;
@@ -634,6 +781,11 @@ int vt_cmd_train(int argc, char **argv) {
     if (!loader) {
         fprintf(stderr, "vidtrain train: %s\n", err);
         goto end;
+    }
+    if (o->time_budget > 0 && !resume[0]) {
+        if (fit_budget(c, loader, ntrain, gpus > 0, &heads, val_ds, val_idx, nval, out) != 0)
+            goto end;
+        write_config(c, &heads);
     }
     int64_t spe = vt_loader_num_batches(loader);
     vt_sched_cfg sc;
@@ -760,14 +912,7 @@ int vt_cmd_train(int argc, char **argv) {
             vt_progress_finish(pg, NULL);
             vt_progress_free(&pg);
             vt_eval_opts eo;
-            memset(&eo, 0, sizeof eo);
-            clip_cfg_from_opts(&eo.clip, o);
-            eo.clips_per_video = o->val_clips;
-            eo.crops = o->val_crops;
-            eo.batch = o->batch;
-            eo.workers = o->workers;
-            eo.seed = o->seed;
-            eo.quiet = 1;
+            val_opts(&eo, o);
             eo.dump = epoch + 1 == o->epochs ? dump : NULL; /* the twin checks the last */
             vt_eval_counts cnt;
             if (vt_run_evaluate(ep, &cnt, c->towers, val_ds, &heads, val_idx, nval, &eo, err,
@@ -837,10 +982,14 @@ int vt_cmd_train(int argc, char **argv) {
         next.epoch = epoch + 1;
         next.cursor = 0;
         memset(&next.sums, 0, sizeof next.sums);
-        /* A small validation set ties often (every video right, or the same count): the
-         * later epoch with the lower loss is the better model then, not the first one to
-         * get there. */
-        int better = do_val && (vacc > st.best || (vacc == st.best && vloss < st.best_loss));
+        /* best.safetensors: chosen once the warm-up is over (a model still on its way up
+         * the learning rate is no candidate, and a small validation set can rank one
+         * first by luck); a small validation set ties often (every video right, or the
+         * same count): the later epoch with the lower loss is the better model then, not
+         * the first one to get there. */
+        int candidate = epoch + 1 >= o->warmup_epochs || epoch + 1 == o->epochs;
+        int better = do_val && candidate &&
+                     (vacc > st.best || (vacc == st.best && vloss < st.best_loss));
         if (better) {
             next.best = vacc;
             next.best_loss = vloss;

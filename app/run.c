@@ -104,17 +104,14 @@ int vt_parse_floats(const char *s, float *out, int max) {
 void vt_train_opts_default(vt_train_opts *o) {
     memset(o, 0, sizeof *o);
     snprintf(o->model, sizeof o->model, "tiny");
-    o->clip_t = 16;
-    o->crop = 112;
-    o->stride = 1;
     o->flip = 1;
-    o->epochs = 10;
-    o->batch = 8;
+    o->batch = 16;
     snprintf(o->optim, sizeof o->optim, "sgd");
-    o->lr = 0.01f;
     o->momentum = 0.9f;
+    o->nesterov = 1;
     o->wd = 1e-4f;
     snprintf(o->sched, sizeof o->sched, "cosine");
+    o->warmup_epochs = -1;
     o->step_epochs = 10;
     o->gamma = 0.1f;
     o->workers = 2;
@@ -123,11 +120,57 @@ void vt_train_opts_default(vt_train_opts *o) {
     snprintf(o->precision, sizeof o->precision, "fp32");
     o->val_split = 0.1f;
     o->fold = 1;
-    o->eval_every = 1;
     o->val_clips = 3;
     o->val_crops = 1;
     o->clips_per_video = 1;
     o->log_every = 50;
+}
+
+void vt_train_opts_resolve(vt_train_opts *o, int ntrain, int gpu) {
+    if (!o->clip_t) {
+        o->clip_t = gpu ? 16 : 8;
+        if (!o->stride)
+            o->stride = gpu ? 1 : 2;
+    }
+    if (!o->crop)
+        o->crop = gpu ? 112 : 64;
+    if (!o->stride)
+        o->stride = 1;
+    if (!o->short_side)
+        o->short_side = (o->crop * 8 + 6) / 7;
+    if (!o->jitter_min)
+        o->jitter_min = o->short_side;
+    if (!o->jitter_max)
+        o->jitter_max = VT_MAX(o->jitter_min, (o->crop * 10 + 6) / 7);
+    if (!(o->lr > 0)) {
+        double b = o->batch / 32.0;
+        o->lr = (float)(!strcmp(o->optim, "adamw")     ? 0.001 * sqrt(b)
+                        : !strcmp(o->optim, "rmsprop") ? 0.001 * b
+                                                       : 0.1 * b);
+    }
+    if (!o->epochs) {
+        int per = VT_MAX(ntrain, 1) * VT_MAX(o->clips_per_video, 1);
+        o->epochs = VT_MAX(30, (8000 + per - 1) / per);
+    }
+    if (o->warmup_epochs < 0)
+        o->warmup_epochs = strcmp(o->sched, "cosine") && strcmp(o->sched, "step")
+                               ? 0 : (float)o->epochs / 5;
+    if (!o->eval_every)
+        o->eval_every = VT_MAX(1, o->epochs / 10);
+}
+
+double vt_parse_duration(const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v > 0) || !isfinite(v))
+        return -1;
+    if (!strcmp(end, "") || !strcmp(end, "s"))
+        return v;
+    if (!strcmp(end, "m") || !strcmp(end, "min"))
+        return 60 * v;
+    if (!strcmp(end, "h"))
+        return 3600 * v;
+    return -1;
 }
 
 #define J_STR(f) cJSON_AddStringToObject(j, #f, o->f)
@@ -155,6 +198,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(clip_norm);
     J_STR(sched);
     J_NUM(warmup_epochs);
+    J_NUM(time_budget);
     J_NUM(step_epochs);
     J_NUM(gamma);
     J_NUM(smoothing);
@@ -231,11 +275,17 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_STR(optim);
     G_FLT(lr);
     G_FLT(momentum);
+    /* Configurations written before these options existed trained without them. */
+    if (!cJSON_GetObjectItemCaseSensitive(j, "nesterov"))
+        o->nesterov = 0;
+    if (!cJSON_GetObjectItemCaseSensitive(j, "warmup_epochs"))
+        o->warmup_epochs = 0;
     G_INT(nesterov);
     G_FLT(wd);
     G_FLT(clip_norm);
     G_STR(sched);
     G_FLT(warmup_epochs);
+    G_FLT(time_budget);
     G_INT(step_epochs);
     G_FLT(gamma);
     G_FLT(smoothing);

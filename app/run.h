@@ -55,14 +55,17 @@ typedef struct vt_train_opts {
     char data[1024];       /* dataset folder */
     char out[1024];        /* run folder */
     char model[32];
+    /* 0 = resolved by vt_train_opts_resolve (config.json holds the resolved values) */
     int clip_t, crop, stride, short_side, jitter_min, jitter_max;
     int flip;              /* random horizontal flip in training (default on) */
     int epochs, batch;
     char optim[16];        /* sgd, rmsprop, adamw */
-    float lr, momentum, wd, clip_norm;
-    int nesterov;          /* SGD: Nesterov momentum */
+    float lr, momentum, wd, clip_norm;  /* lr 0: scaled with the batch (resolve) */
+    int nesterov;          /* SGD: Nesterov momentum (default on) */
     char sched[16];        /* const, step, cosine, onecycle */
-    float warmup_epochs;   /* linear warm-up length in epochs (may be fractional) */
+    float warmup_epochs;   /* linear warm-up length in epochs (may be fractional);
+                              < 0: a fifth of the epochs (resolve) */
+    float time_budget;     /* seconds for the whole job: the epochs that fit (0 = none) */
     int step_epochs;       /* step schedule: decay every this many epochs */
     float gamma;           /* step schedule factor */
     float smoothing;       /* label smoothing (softmax heads) */
@@ -95,6 +98,20 @@ typedef struct vt_train_opts {
 } vt_train_opts;
 
 void vt_train_opts_default(vt_train_opts *o);
+/* The defaults that depend on the machine and the data, for options left at 0 (or < 0):
+ *   clip      GPUs: 16x112, stride 1 (the video models' usual input); CPU: 8x64, stride 2
+ *             (the same 15-frame span at a cost a laptop trains in minutes); a clip given
+ *             without a stride: stride 1
+ *   short side crop * 8/7, jittered in training up to crop * 10/7
+ *   lr        scaled with the batch: SGD 0.1 * B / 32 (torchvision's video recipe is
+ *             0.64 for 192 clips), RMSprop 0.001 * B / 32, AdamW 0.001 * sqrt(B / 32)
+ *   epochs    enough to see 8000 clips (at least 30): small sets need more passes
+ *   warm-up   a fifth of the epochs (sched cosine or step)
+ *   eval_every  about ten validations a run: max(1, epochs / 10)
+ * `ntrain`: training videos; `gpu`: a GPU tower trains (on any rank). */
+void vt_train_opts_resolve(vt_train_opts *o, int ntrain, int gpu);
+/* "300", "300s", "5m", "1.5h" -> seconds; -1 if not a duration. */
+double vt_parse_duration(const char *s);
 /* To/from JSON (the run's config.json). from_json leaves fields absent in j unchanged. */
 cJSON *vt_train_opts_to_json(const vt_train_opts *o);
 void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j);

@@ -1638,5 +1638,6 @@ void vt_towers_sync_from(vt_towers *T, int root) {
     int64_t step = T->me == 0 ? vt_optim_step_count(T->tw[root].opt) : 0;
     vt_mpi_bcast(&step, sizeof step, 0, "the optimizer step count of a checkpoint");
     T->sync_step = step;
+    T->step = step; /* dropout masks follow the step: a resumed run draws the same ones */
     run_cmd(T, CMD_SYNC);
 }

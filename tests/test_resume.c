@@ -89,8 +89,9 @@ int main(void) {
      * crosses the end of epoch 2 (its metrics line must match too). */
     TCHECK(vt_test_synth(bin, dir, "--classes 2 --train 6 --val 1 --test 1 --frames 12 "
                                    "--size 40x32") == 0, "synth");
+    /* dropout: its masks follow the step count, which a resumed run must pick up */
     const char *common = "--clip 4x32 --batch 4 --epochs 5 --lr 0.05 --eval-every 100 "
-                         "--no-flip --seed 7 -q --log-every 1";
+                         "--dropout 0.3 --no-flip --seed 7 -q --log-every 1";
 
     /* The truth: 8 steps in one go, 1 worker. */
     TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/full' %s --workers 1 --max-steps 8 > '%s/full.log' 2>&1",

@@ -1,5 +1,5 @@
 /*
- * bench_decode.c: `vidtrain bench decode` — decode throughput of pipeline/video.c on a
+ * bench_decode.c: `vidtrain bench decode` — decode throughput of pipeline/data/video.c on a
  * folder of videos: (a) sequential decode + scale of every frame (frames/s, the figure
  * scripts/bench-decode.sh sets against the ffmpeg command) and (b) random clip sampling
  * the way the training loader reads (clips/s, set against PyAV). --probe instead reports,
@@ -23,7 +23,7 @@
 
 #include "app/app.h"
 #include "models/common.h"
-#include "pipeline/video.h"
+#include "pipeline/data/video.h"
 
 int vt_bench_decode(int argc, char **argv);
 

@@ -17,10 +17,10 @@
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
-#include "pipeline/batch.h"
-#include "pipeline/device.h"
-#include "pipeline/mpi.h"
-#include "pipeline/tower.h"
+#include "pipeline/data/batch.h"
+#include "pipeline/parallel/device.h"
+#include "pipeline/parallel/mpi.h"
+#include "pipeline/parallel/tower.h"
 
 int vt_bench_step(int argc, char **argv);
 

@@ -9,7 +9,7 @@
 
 #include "app/app.h"
 #include "models/common.h"
-#include "pipeline/device.h"
+#include "pipeline/parallel/device.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: vidtrain devices [device options]\n\n"

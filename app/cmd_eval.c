@@ -24,10 +24,10 @@
 #include "app/report.h"
 #include "app/run.h"
 #include "models/common.h"
-#include "pipeline/dataset.h"
-#include "pipeline/loader.h"
-#include "pipeline/mpi.h"
-#include "pipeline/tower.h"
+#include "pipeline/data/dataset.h"
+#include "pipeline/data/loader.h"
+#include "pipeline/parallel/mpi.h"
+#include "pipeline/parallel/tower.h"
 
 /* ds class id -> model class id by name (-1: the model does not know it). */
 static int *class_map(const vt_dataset_head *dh, int nmodel, char *const *model_names) {
@@ -399,8 +399,8 @@ int vt_cmd_eval(int argc, char **argv) {
             if (r < 0) BAD();
             if (strcmp(v, "all") && vt_split_parse(v) < 0) {
                 char herr[512];
-                if (vt_split_policy_like(v))
-                    vt_split_policy_moved(herr, sizeof herr, v);
+                if (vt_slice_policy_like(v))
+                    vt_slice_policy_moved(herr, sizeof herr, v);
                 else
                     snprintf(herr, sizeof herr, "--split %s: expected a data split: train, val, "
                              "test or all", v);

@@ -13,8 +13,8 @@
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
-#include "pipeline/device.h"
-#include "pipeline/split.h"
+#include "pipeline/parallel/device.h"
+#include "pipeline/parallel/slices.h"
 
 /* This command's defaults for the step options (bench step has its own). */
 static const vt_step_args step_defaults = {
@@ -51,7 +51,7 @@ int vt_cmd_plan(int argc, char **argv) {
     char err[1024];
     vt_net_cfg nc;
     vt_optim_cfg oc;
-    vt_split_policy pol;
+    vt_slice_policy pol;
     vt_device_list devs;
     int batch;
     int bad = vt_step_args_resolve(&sa, &nc, &oc, &pol, &devs, &batch, err, sizeof err);
@@ -66,7 +66,7 @@ int vt_cmd_plan(int argc, char **argv) {
     }
     vt_memplan_print(&mp, &nc, stdout);
     printf("\n");
-    vt_split_dev sd[VT_MAX_DEVICES];
+    vt_slice_dev sd[VT_MAX_DEVICES];
     int rc = 0;
     for (int i = 0; i < devs.n; i++) {
         memset(&sd[i], 0, sizeof sd[i]);
@@ -74,8 +74,8 @@ int vt_cmd_plan(int argc, char **argv) {
         sd[i].budget = devs.dev[i].budget;
         sd[i].speed = devs.dev[i].speed;
         sd[i].max_clips = devs.dev[i].budget > 0
-                              ? VT_MIN(vt_memplan_max_clips(&mp, devs.dev[i].budget), VT_SPLIT_UNLIMITED)
-                              : VT_SPLIT_UNLIMITED;
+                              ? VT_MIN(vt_memplan_max_clips(&mp, devs.dev[i].budget), VT_SLICE_UNLIMITED)
+                              : VT_SLICE_UNLIMITED;
         if (sd[i].max_clips == 0) {
             char a[32], b[32], c[32];
             fprintf(stderr, "warning: tower %s: its budget of %s cannot hold one clip (needs %s "
@@ -88,14 +88,14 @@ int vt_cmd_plan(int argc, char **argv) {
     vt_device_list_print(&devs, stdout);
     printf("\n");
     vt_plan plan;
-    vt_split_policy start = pol;
-    if (vt_split_plan(&plan, &start, batch, devs.n, sd, err, sizeof err)) {
+    vt_slice_policy start = pol;
+    if (vt_slice_plan(&plan, &start, batch, devs.n, sd, err, sizeof err)) {
         fprintf(stderr, "vidtrain plan: %s\n", err);
         vt_memplan_free(&mp);
         return 1;
     }
     vt_plan_print(&plan, sd, stdout);
-    if (pol.kind == VT_SPLIT_AUTO || (pol.kind == VT_SPLIT_SPEED && plan.predicted == 0))
+    if (pol.kind == VT_SLICE_AUTO || (pol.kind == VT_SLICE_SPEED && plan.predicted == 0))
         printf("  (training measures each tower's clips/s over the first steps and re-plans; "
                "give --speeds to plan with known speeds)\n");
     vt_memplan_free(&mp);

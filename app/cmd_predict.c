@@ -13,9 +13,9 @@
 #include "app/evalproto.h"
 #include "app/run.h"
 #include "models/common.h"
-#include "pipeline/sample.h"
-#include "pipeline/tower.h"
-#include "pipeline/video.h"
+#include "pipeline/data/sample.h"
+#include "pipeline/parallel/tower.h"
+#include "pipeline/data/video.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -129,8 +129,8 @@ int vt_cmd_predict(int argc, char **argv) {
         if (OPT("--split")) {
             /* predict has no data split; the tower policy was --split once. */
             char herr[512];
-            if (r > 0 && vt_split_policy_like(v))
-                vt_split_policy_moved(herr, sizeof herr, v);
+            if (r > 0 && vt_slice_policy_like(v))
+                vt_slice_policy_moved(herr, sizeof herr, v);
             else
                 snprintf(herr, sizeof herr, "--split: predict takes video files, not a data "
                          "split; the tower policy is --tower-split POLICY");

@@ -16,7 +16,7 @@
 
 #include "app/app.h"
 #include "models/common.h"
-#include "pipeline/dataset.h"
+#include "pipeline/data/dataset.h"
 
 static void usage(FILE *f) {
     fprintf(f,

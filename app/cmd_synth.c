@@ -1,7 +1,7 @@
 /*
  * cmd_synth.c: `vidtrain synth DIR` — writes a synthetic dataset of one of the presets
- * (pipeline/synth.h: demo, motion) and prints progress and a summary. Parsing and
- * printing only: the rendering and encoding live in pipeline/synth.c and synth_motion.c.
+ * (pipeline/data/synth.h: demo, motion) and prints progress and a summary. Parsing and
+ * printing only: the rendering and encoding live in pipeline/data/synth.c and synth_motion.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 
 #include "app/app.h"
 #include "models/common.h"
-#include "pipeline/synth.h"
+#include "pipeline/data/synth.h"
 
 static void usage(FILE *f) {
     vt_synth_opts d, m;

@@ -27,10 +27,10 @@
 #include "app/run.h"
 #include "models/common.h"
 #include "models/optim.h"
-#include "pipeline/dataset.h"
-#include "pipeline/loader.h"
-#include "pipeline/mpi.h"
-#include "pipeline/tower.h"
+#include "pipeline/data/dataset.h"
+#include "pipeline/data/loader.h"
+#include "pipeline/parallel/mpi.h"
+#include "pipeline/parallel/tower.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -239,8 +239,8 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--labels")) { if (r < 0) BAD(); snprintf(o->labels, sizeof o->labels, "%s", v); continue; }
         if (OPT("--loss-weights")) { if (r < 0 || (o->nweights = vt_parse_floats(v, o->loss_weights, VT_MAX_HEADS)) < 1) BAD(); continue; }
         if (OPT("--tower-split")) {
-            vt_split_policy pol;
-            if (r < 0 || vt_split_policy_parse(&pol, v, err, sizeof err)) {
+            vt_slice_policy pol;
+            if (r < 0 || vt_slice_policy_parse(&pol, v, err, sizeof err)) {
                 fprintf(stderr, "vidtrain train: %s\n",
                         r < 0 ? "--tower-split needs a value" : err);
                 return 2;
@@ -251,8 +251,8 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--split")) {
             /* Train has no data split option: it trains on the train split. The tower
              * policy was --split before it became --tower-split. */
-            if (r > 0 && vt_split_policy_like(v)) {
-                vt_split_policy_moved(err, sizeof err, v);
+            if (r > 0 && vt_slice_policy_like(v)) {
+                vt_slice_policy_moved(err, sizeof err, v);
                 fprintf(stderr, "vidtrain train: %s\n", err);
             } else {
                 fprintf(stderr, "vidtrain train: train has no --split: it trains on DIR's train "
@@ -675,7 +675,7 @@ int vt_cmd_train(int argc, char **argv) {
         rc = 2;
         goto end;
     }
-    if (vt_split_policy_parse(&tc.policy, o->tower_split, err, sizeof err) != 0) {
+    if (vt_slice_policy_parse(&tc.policy, o->tower_split, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain train: %s\n", err);
         rc = 2;
         goto end;

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "models/common.h"
-#include "pipeline/mpi.h"
+#include "pipeline/parallel/mpi.h"
 
 int vt_dist_lead(void) { return vt_mpi_rank() == 0; }
 

@@ -1,6 +1,6 @@
 /*
  * dist.h: what train and eval do differently when several processes run them (mpirun,
- * srun; pipeline/mpi.h). Every rank runs the same command; rank 0 alone reads and writes
+ * srun; pipeline/parallel/mpi.h). Every rank runs the same command; rank 0 alone reads and writes
  * the run folder (the others may have no copy of it), so what a command reads from the
  * run folder reaches the other ranks from rank 0, and the options that define the run
  * must agree (device options may differ: each machine has its own devices).

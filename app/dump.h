@@ -26,7 +26,7 @@
 
 #include <stddef.h>
 
-#include "pipeline/batch.h"
+#include "pipeline/data/batch.h"
 
 typedef struct vt_dump vt_dump;
 

@@ -1,6 +1,6 @@
 /*
  * main.c: the vidtrain command — dispatches to one subcommand per file (DESIGN.md §7).
- * Under mpirun/srun it also starts and ends the MPI world (pipeline/mpi.h): only rank 0
+ * Under mpirun/srun it also starts and ends the MPI world (pipeline/parallel/mpi.h): only rank 0
  * prints to stdout, and only the commands that span processes may run there. It must
  * never do work itself: parsing and behaviour belong to the subcommands.
  */
@@ -10,7 +10,7 @@
 #include "app/app.h"
 #include "app/run.h"
 #include "models/common.h"
-#include "pipeline/mpi.h"
+#include "pipeline/parallel/mpi.h"
 
 typedef struct vt_cmd {
     const char *name;

@@ -20,7 +20,7 @@
 #include "app/dist.h"
 #include "models/checkpoint.h"
 #include "models/common.h"
-#include "pipeline/mpi.h"
+#include "pipeline/parallel/mpi.h"
 
 /* ---- option parsing ---- */
 
@@ -877,9 +877,9 @@ int vt_model_args_take(vt_model_args *a, int argc, char **argv, int *i, const ch
         if (!bad)
             a->ckpt = v;
     } else if ((r = vt_opt_value(argc, argv, i, "--tower-split", &v)) != 0) {
-        vt_split_policy pol;
+        vt_slice_policy pol;
         char perr[256];
-        if (r > 0 && vt_split_policy_parse(&pol, v, perr, sizeof perr) != 0) {
+        if (r > 0 && vt_slice_policy_parse(&pol, v, perr, sizeof perr) != 0) {
             fprintf(stderr, "vidtrain %s: %s\n", cmd, perr);
             return -1;
         }
@@ -957,7 +957,7 @@ int vt_run_model_load(vt_run_model *m, const vt_device_args *da, const char *pol
     if (vt_devices_from_args(&tc.devices, da, err, errlen) != 0)
         return -2;
     char perr[1024];
-    if (vt_split_policy_parse(&tc.policy, policy ? policy : "memory", perr, sizeof perr) != 0) {
+    if (vt_slice_policy_parse(&tc.policy, policy ? policy : "memory", perr, sizeof perr) != 0) {
         vt_set_err(err, errlen, "%s", perr);
         return -2;
     }

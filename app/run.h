@@ -32,10 +32,10 @@
 #include "app/evalproto.h"
 #include "models/common.h"
 #include "models/net.h"
-#include "pipeline/dataset.h"
-#include "pipeline/device.h"
-#include "pipeline/sample.h"
-#include "pipeline/tower.h"
+#include "pipeline/data/dataset.h"
+#include "pipeline/parallel/device.h"
+#include "pipeline/data/sample.h"
+#include "pipeline/parallel/tower.h"
 
 /* ---- option parsing ---- */
 
@@ -205,7 +205,7 @@ typedef struct vt_model_args {
                                the checkpoint holds float32 weights) */
     int clips_per_video;    /* --clips-per-video K, 1..1000 (default 10) */
     int crops;              /* --crops 1|3 (default 1) */
-    vt_device_args devices; /* the device options (pipeline/device.h) */
+    vt_device_args devices; /* the device options (pipeline/parallel/device.h) */
 } vt_model_args;
 
 void vt_model_args_default(vt_model_args *a);

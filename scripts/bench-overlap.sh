@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-overlap.sh: how much of the gradient reduction is exposed (towers waiting after
 # their last backward) with one reduction after backward vs buckets reduced during it,
-# on CPU towers with the host reducer (pipeline/tower.h "Gradient buckets"). Prints
+# on CPU towers with the host reducer (pipeline/parallel/tower.h "Gradient buckets"). Prints
 # `vidtrain bench step`'s figures for each; nothing is asserted.
 #
 #   bash scripts/bench-overlap.sh            VT_BIN, BENCH_STEPS override

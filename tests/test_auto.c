@@ -12,7 +12,7 @@
 
 #include "models/common.h"
 #include "models/net.h"
-#include "pipeline/tower.h"
+#include "pipeline/parallel/tower.h"
 #include "tests/testutil.h"
 
 #define B 24
@@ -26,7 +26,7 @@ int main(void) {
     cfg.seed = 9;
     cfg.verbose = 1;
     char err[512];
-    vt_split_policy_parse(&cfg.policy, "auto", err, sizeof err);
+    vt_slice_policy_parse(&cfg.policy, "auto", err, sizeof err);
     cfg.devices.n = 2;
     for (int i = 0; i < 2; i++) {
         vt_device *d = &cfg.devices.dev[i];

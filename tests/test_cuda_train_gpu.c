@@ -5,7 +5,7 @@
  *      r3d18 on a small clip (8x32x32) against the fast cpu backend (cpu-ref would take
  *      minutes; cpu is itself tested against cpu-ref by test_ops). Losses, gradients and
  *      parameters are compared every step, eval logits at the end.
- *   2. Two towers on ONE GPU with budgets 12G and 6G (pipeline/tower.h, the device-local
+ *   2. Two towers on ONE GPU with budgets 12G and 6G (pipeline/parallel/tower.h, the device-local
  *      reducer, sync-BN): the memory policy plans about 2:1, neither tower's backend
  *      passes its budget (allocator high-water mark), and three steps give the
  *      parameters of one tower with the whole batch.
@@ -32,8 +32,8 @@ int main(void) {
 #include "models/cuda/cuda_info.h"
 #include "models/net.h"
 #include "models/optim.h"
-#include "pipeline/batch.h"
-#include "pipeline/tower.h"
+#include "pipeline/data/batch.h"
+#include "pipeline/parallel/tower.h"
 
 #define NCLASS 5
 
@@ -263,7 +263,7 @@ static int towers_run(tower_run *res, int ntowers, const int64_t *budgets, const
     cfg.batch = batches[0].n;
     cfg.reducer = ntowers > 1 ? "local" : "host";
     char err[512];
-    TCHECK(vt_split_policy_parse(&cfg.policy, "memory", err, sizeof err) == 0, "%s", err);
+    TCHECK(vt_slice_policy_parse(&cfg.policy, "memory", err, sizeof err) == 0, "%s", err);
     cfg.devices.n = ntowers;
     for (int i = 0; i < ntowers; i++) {
         vt_device *d = &cfg.devices.dev[i];

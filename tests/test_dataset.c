@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "models/common.h"
-#include "pipeline/dataset.h"
+#include "pipeline/data/dataset.h"
 #include "tests/apputil.h"
 
 static void touch(const char *root, const char *rel) {

@@ -26,7 +26,7 @@
 #include <cjson/cJSON.h>
 
 #include "models/common.h"
-#include "pipeline/loader.h"
+#include "pipeline/data/loader.h"
 #include "tests/testutil.h"
 
 static char media[4096];

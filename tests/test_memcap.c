@@ -10,7 +10,7 @@
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
-#include "pipeline/tower.h"
+#include "pipeline/parallel/tower.h"
 #include "tests/testutil.h"
 
 static vt_net_cfg net_cfg(void) {
@@ -110,13 +110,13 @@ int main(void) {
 
     int64_t budgets[2] = {b3, b5};
     set_devices(&cfg, 2, budgets, NULL);
-    vt_split_policy_parse(&cfg.policy, "equal", err, sizeof err);
+    vt_slice_policy_parse(&cfg.policy, "equal", err, sizeof err);
     run_checked("equal 8:8 on 3|5 clips/pass", &cfg, &b, 1);
 
     /* speed with known speeds 3:1 puts 12 clips on the 3-clip tower: 4 passes */
     double speeds[2] = {30, 10};
     set_devices(&cfg, 2, budgets, speeds);
-    vt_split_policy_parse(&cfg.policy, "speed", err, sizeof err);
+    vt_slice_policy_parse(&cfg.policy, "speed", err, sizeof err);
     cfg.sync_bn = 1;
     run_checked("speed 12:4 sync-bn", &cfg, &b, 1);
     cfg.sync_bn = 0;
@@ -124,7 +124,7 @@ int main(void) {
     /* a budget that fits everything: one pass, still within the budget */
     int64_t big[1] = {mp.fixed_bytes + 20 * mp.bytes_per_clip};
     set_devices(&cfg, 1, big, NULL);
-    vt_split_policy_parse(&cfg.policy, "equal", err, sizeof err);
+    vt_slice_policy_parse(&cfg.policy, "equal", err, sizeof err);
     run_checked("one tower, room for 20", &cfg, &b, 0);
 
     /* too small for one clip: a clear error naming the tower and the sizes */

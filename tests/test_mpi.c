@@ -34,7 +34,7 @@
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
-#include "pipeline/split.h"
+#include "pipeline/parallel/slices.h"
 #include "tests/apputil.h"
 
 static const char *g_bin, *g_mpirun, *g_dir;
@@ -234,15 +234,15 @@ static double jnum(const cJSON *j, const char *k) {
 /* Videos whose clips fall on both ranks: positions of a batch of 7 split 3:1:2 over
  * (r0.cpu0, r0.cpu1 | r1.cpu0) as the towers split it, 6 samples per video in order. */
 static int straddling_videos(int videos, int per_video, int batch) {
-    vt_split_policy pol;
+    vt_slice_policy pol;
     char err[256];
-    VT_CHECK(vt_split_policy_parse(&pol, "manual:3,1,2", err, sizeof err) == 0, "%s", err);
-    vt_split_dev sd[3];
+    VT_CHECK(vt_slice_policy_parse(&pol, "manual:3,1,2", err, sizeof err) == 0, "%s", err);
+    vt_slice_dev sd[3];
     memset(sd, 0, sizeof sd);
     for (int i = 0; i < 3; i++)
-        sd[i].max_clips = VT_SPLIT_UNLIMITED;
+        sd[i].max_clips = VT_SLICE_UNLIMITED;
     vt_plan plan;
-    VT_CHECK(vt_split_plan(&plan, &pol, batch, 3, sd, err, sizeof err) == 0, "%s", err);
+    VT_CHECK(vt_slice_plan(&plan, &pol, batch, 3, sd, err, sizeof err) == 0, "%s", err);
     int total = videos * per_video, n = 0;
     int *rank_of = calloc((size_t)total, sizeof(int));
     for (int b0 = 0; b0 < total; b0 += batch) {
@@ -251,7 +251,7 @@ static int straddling_videos(int videos, int per_video, int batch) {
             memcpy(s, plan.slice, sizeof s);
         } else {
             double w[3] = {plan.slice[0], plan.slice[1], plan.slice[2]};
-            vt_split_round(s, npos, w, 3);
+            vt_slice_round(s, npos, w, 3);
         }
         for (int p = 0; p < npos; p++)
             rank_of[b0 + p] = p >= s[0] + s[1];

@@ -1,6 +1,6 @@
 /*
- * test_nccl_gpu.c: the GPU reducers (pipeline/cuda/) against the host reducer
- * (pipeline/reduce_host.c), each rank on its own thread as the towers call them.
+ * test_nccl_gpu.c: the GPU reducers (pipeline/parallel/cuda/) against the host reducer
+ * (pipeline/parallel/reduce_host.c), each rank on its own thread as the towers call them.
  *   - NCCL, one GPU, and NCCL over every GPU when there are several: allreduce_sum and
  *     broadcast equal the host reducer's result bit for bit. The data are small integers,
  *     so every partial sum is exact and NCCL's (non rank-order) summation cannot differ
@@ -30,7 +30,7 @@ int main(void) {
 #include "models/common.h"
 #include "models/cuda/backend_cuda.h"
 #include "models/cuda/cuda_info.h"
-#include "pipeline/reduce.h"
+#include "pipeline/parallel/reduce.h"
 
 #define MAXR 8
 

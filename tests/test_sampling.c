@@ -17,7 +17,7 @@
 #include <math.h>
 
 #include "models/common.h"
-#include "pipeline/loader.h"
+#include "pipeline/data/loader.h"
 #include "tests/apputil.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"

@@ -20,8 +20,8 @@
 #include <string.h>
 
 #include "models/common.h"
-#include "pipeline/synth.h"
-#include "pipeline/video.h"
+#include "pipeline/data/synth.h"
+#include "pipeline/data/video.h"
 /* Paths and commands are built with snprintf into fixed buffers; GCC -O2 warns that a
  * 4096-byte path could be truncated. snprintf truncates safely and test paths are short. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"

@@ -42,7 +42,7 @@
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
-#include "pipeline/tower.h"
+#include "pipeline/parallel/tower.h"
 #include "tests/testutil.h"
 
 #define NCLASS 5
@@ -156,7 +156,7 @@ static int run(run_result *res, const char *what, const setup *su, int ntowers,
     cfg.batch = batches[0].n;
     cfg.bucket_mb = g_bucket_mb;
     char err[512];
-    if (vt_split_policy_parse(&cfg.policy, policy, err, sizeof err)) {
+    if (vt_slice_policy_parse(&cfg.policy, policy, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", what, err);
         return -1;
     }

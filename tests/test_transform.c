@@ -7,7 +7,7 @@
  * definition out[c][t][y][x] = (in[t][y0+y][x0+x'][c] / 255 - mean[c]) / std[c].
  */
 #include "models/common.h"
-#include "pipeline/sample.h"
+#include "pipeline/data/sample.h"
 #include "tests/testutil.h"
 
 static uint8_t pixel(int f, int y, int x, int c) { return (uint8_t)((f * 71 + y * 13 + x * 7 + c * 101) % 256); }

@@ -32,7 +32,7 @@
  * stream (so it runs after work issued before it, which may still read dst), copies, and
  * records a ticket event; upload_join makes the compute stream wait for a ticket. Freed
  * blocks are reused in compute-stream order only, so whoever frees a buffer an upload
- * writes must upload_wait first (the towers do, pipeline/tower.c free_stage).
+ * writes must upload_wait first (the towers do, pipeline/parallel/tower.c free_stage).
  *
  * Steady state: after the first step every descriptor, algorithm, workspace and scratch
  * buffer exists, and tensors freed and re-allocated in the same sizes come from the

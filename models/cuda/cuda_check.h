@@ -5,7 +5,7 @@
  * library's own error string, then aborts through vt_die_at.
  *
  * Usable from C (.c) and from C++ (.cu, which nvcc compiles as C++). It must never be
- * included by code outside models/cuda/, pipeline/cuda/ and the gpu tests: the rest of
+ * included by code outside models/cuda/, pipeline/parallel/cuda/ and the gpu tests: the rest of
  * vidtrain sees no CUDA headers. No status code is ever dropped: a library call either
  * goes through one of these macros or its status is examined explicitly with a comment
  * saying why.

@@ -1,6 +1,6 @@
 /*
  * reduce_mpi.c: the MPI reducer of reduce.h — the towers of several processes
- * (pipeline/mpi.h). Within a process it is the host reducer: every tower publishes its
+ * (pipeline/parallel/mpi.h). Within a process it is the host reducer: every tower publishes its
  * buffer (CPU backends: the buffer itself; others: a host copy), the towers meet, and
  * each sums one chunk of the elements in tower order into one host result. Then this
  * process's tower 0 alone sums the processes' results with vt_mpi_sum_f32 — in process
@@ -17,8 +17,8 @@
 #include <string.h>
 
 #include "models/common.h"
-#include "pipeline/mpi.h"
-#include "pipeline/reduce.h"
+#include "pipeline/parallel/mpi.h"
+#include "pipeline/parallel/reduce.h"
 
 typedef struct mpi_ctx {
     int nranks;             /* towers of this process */

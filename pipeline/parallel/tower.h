@@ -39,7 +39,7 @@
  * Every tower, even one with 0 clips, takes part in every collective. Evaluation is
  * forward only, outputs written back in batch order, each clip exactly once.
  *
- * Several processes (mpirun; pipeline/mpi.h). When this process is one of several ranks
+ * Several processes (mpirun; pipeline/parallel/mpi.h). When this process is one of several ranks
  * the towers span them all: at init the ranks exchange their device lists and budgets,
  * and every rank plans the GLOBAL batch over every tower of every rank (the same pure
  * function of the same numbers, so the same plan everywhere). A rank's towers are a
@@ -70,13 +70,13 @@
 
 #include "models/net.h"
 #include "models/optim.h"
-#include "pipeline/batch.h"
-#include "pipeline/device.h"
-#include "pipeline/split.h"
+#include "pipeline/data/batch.h"
+#include "pipeline/parallel/device.h"
+#include "pipeline/parallel/slices.h"
 
 typedef struct vt_towers_cfg {
     vt_device_list devices;     /* one tower per entry (budget, threads, slowdown) */
-    vt_split_policy policy;
+    vt_slice_policy policy;
     int batch;                  /* global batch B the plan is made for */
     vt_net_cfg net;
     vt_optim_cfg optim;
@@ -169,7 +169,7 @@ void vt_towers_part_eval(void *towers, int64_t epoch, int64_t batch, int npos, i
                          int *lo, int *hi);
 /* Re-plan now with another policy (speeds measured so far are kept). Several processes:
  * every rank calls it at the same point, with no loader running. */
-int vt_towers_replan(vt_towers *t, const vt_split_policy *pol, char *err, size_t errlen);
+int vt_towers_replan(vt_towers *t, const vt_slice_policy *pol, char *err, size_t errlen);
 
 /* The loader's batch-buffer hook for these towers (loader.h host_alloc/host_free/
  * host_ctx): page-locked memory from the first tower whose backend has it (CUDA:

@@ -1,5 +1,5 @@
 /*
- * reduce_local.c: the device-local reducer of pipeline/reduce.h — several ranks (towers)
+ * reduce_local.c: the device-local reducer of pipeline/parallel/reduce.h — several ranks (towers)
  * on ONE GPU, each with its own backend and stream, summing in device memory without
  * NCCL (which refuses two ranks on one device) and without a trip through the host.
  *
@@ -11,7 +11,7 @@
  * no shared device buffer is needed (the sum lands directly in place). A "done" event and
  * a second barrier make every stream wait for all chunks before it goes on. Because the
  * sum is formed in rank order with float adds, the result is bitwise the host reducer's
- * (pipeline/reduce_host.c) and identical on every rank.
+ * (pipeline/parallel/reduce_host.c) and identical on every rank.
  *
  * It must never be used across devices, never average, and never let a rank's stream run
  * past the collective before every chunk is written. The host thread does not wait for
@@ -28,7 +28,7 @@
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/cuda_info.h"
 #include "models/cuda/kernels.h"
-#include "pipeline/reduce.h"
+#include "pipeline/parallel/reduce.h"
 
 typedef struct local_ctx {
     int nranks, device;

@@ -1,12 +1,12 @@
 /*
- * split.c: the splitter's policies, largest-remainder rounding, the predicted step
- * time, the printed plan, and the auto policy's measuring controller (split.h).
+ * slices.c: the splitter's policies, largest-remainder rounding, the predicted step
+ * time, the printed plan, and the auto policy's measuring controller (slices.h).
  *
  * Pure logic on numbers: it must never touch a backend, a net or a clock, so that the
  * same inputs always give the same plan (DESIGN.md invariant 5) and tests can feed it
  * any mix of devices.
  */
-#include "pipeline/split.h"
+#include "pipeline/parallel/slices.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,29 +14,29 @@
 
 #include "models/common.h"
 
-const char *vt_split_kind_name(vt_split_kind kind) {
+const char *vt_slice_kind_name(vt_slice_kind kind) {
     switch (kind) {
-    case VT_SPLIT_EQUAL: return "equal";
-    case VT_SPLIT_MEMORY: return "memory";
-    case VT_SPLIT_SPEED: return "speed";
-    case VT_SPLIT_MANUAL: return "manual";
-    case VT_SPLIT_AUTO: return "auto";
+    case VT_SLICE_EQUAL: return "equal";
+    case VT_SLICE_MEMORY: return "memory";
+    case VT_SLICE_SPEED: return "speed";
+    case VT_SLICE_MANUAL: return "manual";
+    case VT_SLICE_AUTO: return "auto";
     }
     return "?";
 }
 
-int vt_split_policy_parse(vt_split_policy *out, const char *s, char *err, size_t errlen) {
+int vt_slice_policy_parse(vt_slice_policy *out, const char *s, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
     if (!s || !strcmp(s, "equal")) {
-        out->kind = VT_SPLIT_EQUAL;
+        out->kind = VT_SLICE_EQUAL;
     } else if (!strcmp(s, "memory")) {
-        out->kind = VT_SPLIT_MEMORY;
+        out->kind = VT_SLICE_MEMORY;
     } else if (!strcmp(s, "speed")) {
-        out->kind = VT_SPLIT_SPEED;
+        out->kind = VT_SLICE_SPEED;
     } else if (!strcmp(s, "auto")) {
-        out->kind = VT_SPLIT_AUTO;
+        out->kind = VT_SLICE_AUTO;
     } else if (!strncmp(s, "manual:", 7)) {
-        out->kind = VT_SPLIT_MANUAL;
+        out->kind = VT_SLICE_MANUAL;
         const char *p = s + 7;
         double sum = 0;
         while (*p) {
@@ -68,23 +68,23 @@ int vt_split_policy_parse(vt_split_policy *out, const char *s, char *err, size_t
     return 0;
 }
 
-int vt_split_policy_like(const char *s) {
-    vt_split_policy p;
-    return s && (vt_split_policy_parse(&p, s, NULL, 0) == 0 || !strncmp(s, "manual", 6));
+int vt_slice_policy_like(const char *s) {
+    vt_slice_policy p;
+    return s && (vt_slice_policy_parse(&p, s, NULL, 0) == 0 || !strncmp(s, "manual", 6));
 }
 
-void vt_split_policy_moved(char *err, size_t errlen, const char *value) {
+void vt_slice_policy_moved(char *err, size_t errlen, const char *value) {
     vt_set_err(err, errlen,
                "--split %s: the tower policy option is --tower-split: use --tower-split %s "
                "(--split, where a command has it, names a data split: train, val, test)",
                value, value);
 }
 
-void vt_split_round(int *out, int total, const double *w, int n) {
+void vt_slice_round(int *out, int total, const double *w, int n) {
     double sum = 0;
     for (int i = 0; i < n; i++)
         sum += w[i] > 0 ? w[i] : 0;
-    VT_CHECK(sum > 0 || total == 0, "vt_split_round: no positive weight for %d clips", total);
+    VT_CHECK(sum > 0 || total == 0, "vt_slice_round: no positive weight for %d clips", total);
     double frac[VT_MAX_DEVICES];
     int given = 0;
     for (int i = 0; i < n; i++) {
@@ -126,7 +126,7 @@ static int passes(int clips, int fits) {
     return mb > 0 ? (clips + mb - 1) / mb : 0;
 }
 
-double vt_split_time(const vt_split_dev *d, int clips) {
+double vt_slice_time(const vt_slice_dev *d, int clips) {
     if (!(d->speed > 0))
         return 0;
     if (clips > 0 && d->max_clips <= 0)
@@ -134,11 +134,11 @@ double vt_split_time(const vt_split_dev *d, int clips) {
     return clips / d->speed + passes(clips, d->max_clips) * d->overhead;
 }
 
-int vt_split_plan(vt_plan *out, const vt_split_policy *pol, int batch, int n,
-                  const vt_split_dev *devs, char *err, size_t errlen) {
+int vt_slice_plan(vt_plan *out, const vt_slice_policy *pol, int batch, int n,
+                  const vt_slice_dev *devs, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
-    VT_CHECK(n >= 1 && n <= VT_MAX_DEVICES, "vt_split_plan: %d towers", n);
-    VT_CHECK(batch >= 0, "vt_split_plan: batch %d", batch);
+    VT_CHECK(n >= 1 && n <= VT_MAX_DEVICES, "vt_slice_plan: %d towers", n);
+    VT_CHECK(batch >= 0, "vt_slice_plan: batch %d", batch);
     out->kind = pol->kind;
     out->n = n;
     out->batch = batch;
@@ -171,19 +171,19 @@ int vt_split_plan(vt_plan *out, const vt_split_policy *pol, int batch, int n,
                  usable - known);
 
     double w[VT_MAX_DEVICES];
-    vt_split_kind k = pol->kind;
-    if ((k == VT_SPLIT_SPEED || k == VT_SPLIT_AUTO) && known == 0) {
-        k = VT_SPLIT_MEMORY;
+    vt_slice_kind k = pol->kind;
+    if ((k == VT_SLICE_SPEED || k == VT_SLICE_AUTO) && known == 0) {
+        k = VT_SLICE_MEMORY;
         snprintf(out->note, sizeof out->note, "speeds unknown: memory shares until measured");
     }
     for (int i = 0; i < n; i++) {
         int ok = devs[i].max_clips > 0;
         switch (k) {
-        case VT_SPLIT_EQUAL: w[i] = ok; break;
-        case VT_SPLIT_MEMORY: w[i] = ok ? (double)devs[i].max_clips : 0; break;
-        case VT_SPLIT_SPEED:
-        case VT_SPLIT_AUTO: w[i] = ok ? speed[i] : 0; break;
-        case VT_SPLIT_MANUAL:
+        case VT_SLICE_EQUAL: w[i] = ok; break;
+        case VT_SLICE_MEMORY: w[i] = ok ? (double)devs[i].max_clips : 0; break;
+        case VT_SLICE_SPEED:
+        case VT_SLICE_AUTO: w[i] = ok ? speed[i] : 0; break;
+        case VT_SLICE_MANUAL:
             if (pol->nweights != n) {
                 vt_set_err(err, errlen, "--tower-split manual: %d weight(s) for %d tower(s)",
                            pol->nweights, n);
@@ -199,12 +199,12 @@ int vt_split_plan(vt_plan *out, const vt_split_policy *pol, int batch, int n,
         }
     }
     if (batch > 0)
-        vt_split_round(out->slice, batch, w, n);
+        vt_slice_round(out->slice, batch, w, n);
 
     /* Speed-based: move single clips off the slowest tower while that lowers the
      * predicted step (this is what makes micro-batch overheads and rounding count). */
-    if ((k == VT_SPLIT_SPEED || k == VT_SPLIT_AUTO) && batch > 0) {
-        vt_split_dev d[VT_MAX_DEVICES];
+    if ((k == VT_SLICE_SPEED || k == VT_SLICE_AUTO) && batch > 0) {
+        vt_slice_dev d[VT_MAX_DEVICES];
         for (int i = 0; i < n; i++) {
             d[i] = devs[i];
             d[i].speed = speed[i];
@@ -213,21 +213,21 @@ int vt_split_plan(vt_plan *out, const vt_split_policy *pol, int batch, int n,
             int hi = -1;
             for (int i = 0; i < n; i++)
                 if (out->slice[i] > 0 &&
-                    (hi < 0 || vt_split_time(&d[i], out->slice[i]) > vt_split_time(&d[hi], out->slice[hi])))
+                    (hi < 0 || vt_slice_time(&d[i], out->slice[i]) > vt_slice_time(&d[hi], out->slice[hi])))
                     hi = i;
             int lo = -1;
             double lo_t = 0;
             for (int j = 0; j < n; j++) {
                 if (j == hi || devs[j].max_clips <= 0)
                     continue;
-                double t = vt_split_time(&d[j], out->slice[j] + 1);
+                double t = vt_slice_time(&d[j], out->slice[j] + 1);
                 if (lo < 0 || t < lo_t) {
                     lo = j;
                     lo_t = t;
                 }
             }
             /* relative margin: moving must help by more than float noise */
-            if (hi < 0 || lo < 0 || !(lo_t < vt_split_time(&d[hi], out->slice[hi]) * (1 - 1e-9)))
+            if (hi < 0 || lo < 0 || !(lo_t < vt_slice_time(&d[hi], out->slice[hi]) * (1 - 1e-9)))
                 break;
             out->slice[hi]--;
             out->slice[lo]++;
@@ -241,9 +241,9 @@ int vt_split_plan(vt_plan *out, const vt_split_policy *pol, int batch, int n,
         out->mb[i] = s > 0 ? VT_MIN(s, devs[i].max_clips) : 0;
         out->nmb[i] = passes(s, devs[i].max_clips);
         out->speed[i] = speed[i];
-        vt_split_dev di = devs[i];
+        vt_slice_dev di = devs[i];
         di.speed = speed[i];
-        out->time[i] = vt_split_time(&di, s);
+        out->time[i] = vt_slice_time(&di, s);
         if (s > 0 && !(speed[i] > 0))
             all_known = 0;
         if (out->time[i] > out->predicted)
@@ -257,8 +257,8 @@ int vt_split_plan(vt_plan *out, const vt_split_policy *pol, int batch, int n,
     return 0;
 }
 
-void vt_plan_print(const vt_plan *p, const vt_split_dev *devs, FILE *f) {
-    fprintf(f, "split plan: policy %s, batch %d", vt_split_kind_name(p->kind), p->batch);
+void vt_plan_print(const vt_plan *p, const vt_slice_dev *devs, FILE *f) {
+    fprintf(f, "split plan: policy %s, batch %d", vt_slice_kind_name(p->kind), p->batch);
     if (p->predicted > 0)
         fprintf(f, ", predicted step %.4f s (ideal %.4f s, %+.1f%%)", p->predicted, p->ideal,
                 p->ideal > 0 ? 100.0 * (p->predicted / p->ideal - 1) : 0.0);
@@ -269,7 +269,7 @@ void vt_plan_print(const vt_plan *p, const vt_split_dev *devs, FILE *f) {
             "speed clips/s", "slice", "micro-batches", "predicted");
     for (int i = 0; i < p->n; i++) {
         char b[32], fits[16], sp[32], mb[32], t[32];
-        if (p->fits[i] >= VT_SPLIT_UNLIMITED)
+        if (p->fits[i] >= VT_SLICE_UNLIMITED)
             snprintf(fits, sizeof fits, "any");
         else
             snprintf(fits, sizeof fits, "%d", p->fits[i]);
@@ -291,8 +291,8 @@ void vt_plan_print(const vt_plan *p, const vt_split_dev *devs, FILE *f) {
     }
 }
 
-void vt_plan_format(const vt_plan *p, const vt_split_dev *devs, char *buf, size_t n) {
-    size_t o = (size_t)snprintf(buf, n, "%s B=%d:", vt_split_kind_name(p->kind), p->batch);
+void vt_plan_format(const vt_plan *p, const vt_slice_dev *devs, char *buf, size_t n) {
+    size_t o = (size_t)snprintf(buf, n, "%s B=%d:", vt_slice_kind_name(p->kind), p->batch);
     for (int i = 0; i < p->n && o < n; i++) {
         o += (size_t)snprintf(buf + o, n - o, "%s %s %d (%dx%d)", i ? " |" : "",
                               devs[i].name[0] ? devs[i].name : "?", p->slice[i], p->nmb[i], p->mb[i]);
@@ -314,7 +314,7 @@ void vt_auto_init(vt_auto *a, int n) {
     a->every = 1;
 }
 
-int vt_auto_observe(vt_auto *a, vt_plan *plan, vt_split_dev *devs, const int *clips,
+int vt_auto_observe(vt_auto *a, vt_plan *plan, vt_slice_dev *devs, const int *clips,
                     const double *compute_s) {
     a->steps++;
     if (a->steps <= a->warmup)
@@ -329,10 +329,10 @@ int vt_auto_observe(vt_auto *a, vt_plan *plan, vt_split_dev *devs, const int *cl
     }
     if ((a->steps - a->warmup) % VT_MAX(a->every, 1) != 0)
         return 0;
-    vt_split_policy pol = {.kind = VT_SPLIT_AUTO};
+    vt_slice_policy pol = {.kind = VT_SLICE_AUTO};
     vt_plan cand;
     char err[256];
-    if (vt_split_plan(&cand, &pol, plan->batch, a->n, devs, err, sizeof err))
+    if (vt_slice_plan(&cand, &pol, plan->batch, a->n, devs, err, sizeof err))
         return 0;
     if (!(cand.predicted > 0))
         return 0;
@@ -340,9 +340,9 @@ int vt_auto_observe(vt_auto *a, vt_plan *plan, vt_split_dev *devs, const int *cl
      * exactly as in the candidate. */
     double cur = 0;
     for (int i = 0; i < a->n; i++) {
-        vt_split_dev d = devs[i];
+        vt_slice_dev d = devs[i];
         d.speed = cand.speed[i];
-        double t = vt_split_time(&d, plan->slice[i]);
+        double t = vt_slice_time(&d, plan->slice[i]);
         if (t > cur)
             cur = t;
     }
@@ -355,10 +355,10 @@ int vt_auto_observe(vt_auto *a, vt_plan *plan, vt_split_dev *devs, const int *cl
     plan->predicted = cur;
     plan->ideal = cand.ideal;
     for (int i = 0; i < a->n; i++) {
-        vt_split_dev d = devs[i];
+        vt_slice_dev d = devs[i];
         d.speed = cand.speed[i];
         plan->speed[i] = cand.speed[i];
-        plan->time[i] = vt_split_time(&d, plan->slice[i]);
+        plan->time[i] = vt_slice_time(&d, plan->slice[i]);
     }
     return 0;
 }

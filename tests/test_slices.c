@@ -1,20 +1,20 @@
 /*
- * test_split.c: the splitter (pipeline/split.c) over tables of device mixes — slices
+ * test_slices.c: the splitter (pipeline/parallel/slices.c) over tables of device mixes — slices
  * sum to B, memory respected (micro-batch <= fits, passes cover the slice), predicted
  * step within 5% of the ideal B / sum(speeds) wherever memory and rounding allow;
  * equal/manual/memory policies; the auto controller on made-up timings; and the
- * device-option parser (pipeline/device.c). The outside truth here is arithmetic: the
+ * device-option parser (pipeline/parallel/device.c). The outside truth here is arithmetic: the
  * ideal time and exact proportional shares computed independently in the test.
  */
 #include <string.h>
 
 #include "models/common.h"
-#include "pipeline/device.h"
-#include "pipeline/split.h"
+#include "pipeline/parallel/device.h"
+#include "pipeline/parallel/slices.h"
 #include "tests/testutil.h"
 
-static vt_split_dev dev(const char *name, int fits, double speed) {
-    vt_split_dev d;
+static vt_slice_dev dev(const char *name, int fits, double speed) {
+    vt_slice_dev d;
     memset(&d, 0, sizeof d);
     snprintf(d.name, sizeof d.name, "%s", name);
     d.max_clips = fits;
@@ -23,7 +23,7 @@ static vt_split_dev dev(const char *name, int fits, double speed) {
 }
 
 /* Invariants every plan must hold. */
-static void check_plan(const vt_plan *p, const vt_split_dev *d, int n, int B, const char *what) {
+static void check_plan(const vt_plan *p, const vt_slice_dev *d, int n, int B, const char *what) {
     int sum = 0;
     for (int i = 0; i < n; i++) {
         sum += p->slice[i];
@@ -44,16 +44,16 @@ static void check_plan(const vt_plan *p, const vt_split_dev *d, int n, int B, co
     TCHECK(sum == B, "%s: slices sum to %d, not B=%d", what, sum, B);
 }
 
-static void plan_ok(vt_plan *p, const char *policy, int B, int n, const vt_split_dev *d) {
-    vt_split_policy pol;
+static void plan_ok(vt_plan *p, const char *policy, int B, int n, const vt_slice_dev *d) {
+    vt_slice_policy pol;
     char err[256] = "";
-    TCHECK(vt_split_policy_parse(&pol, policy, err, sizeof err) == 0, "parse %s: %s", policy, err);
-    int rc = vt_split_plan(p, &pol, B, n, d, err, sizeof err);
+    TCHECK(vt_slice_policy_parse(&pol, policy, err, sizeof err) == 0, "parse %s: %s", policy, err);
+    int rc = vt_slice_plan(p, &pol, B, n, d, err, sizeof err);
     TCHECK(rc == 0, "plan %s B=%d: %s", policy, B, err);
     check_plan(p, d, n, B, policy);
 }
 
-static double ideal_time(const vt_split_dev *d, int n, int B) {
+static double ideal_time(const vt_slice_dev *d, int n, int B) {
     double s = 0;
     for (int i = 0; i < n; i++)
         if (d[i].max_clips > 0)
@@ -68,7 +68,7 @@ int main(void) {
     /* 12 GB + 6 GB cards, same speed: memory gives 2:1; speed gives 1:1 with micro-
      * batches on the small card (which holds 12 of its 16 at once). */
     {
-        vt_split_dev d[2] = {dev("g12", 24, 100), dev("g6", 12, 100)};
+        vt_slice_dev d[2] = {dev("g12", 24, 100), dev("g6", 12, 100)};
         plan_ok(&p, "memory", 24, 2, d);
         TCHECK(p.slice[0] == 16 && p.slice[1] == 8, "memory 12G+6G: %d,%d", p.slice[0], p.slice[1]);
         /* B beyond what fits: still 2:1, with micro-batches on both */
@@ -85,7 +85,7 @@ int main(void) {
     }
     /* speeds 3:2:1 */
     {
-        vt_split_dev d[3] = {dev("a", 1000, 30), dev("b", 1000, 20), dev("c", 1000, 10)};
+        vt_slice_dev d[3] = {dev("a", 1000, 30), dev("b", 1000, 20), dev("c", 1000, 10)};
         plan_ok(&p, "speed", 60, 3, d);
         TCHECK(p.slice[0] == 30 && p.slice[1] == 20 && p.slice[2] == 10, "3:2:1 -> %d,%d,%d",
                p.slice[0], p.slice[1], p.slice[2]);
@@ -101,7 +101,7 @@ int main(void) {
     }
     /* one device with tiny memory but fast: it still gets its speed share, in passes */
     {
-        vt_split_dev d[2] = {dev("fast_small", 2, 40), dev("slow_big", 100, 10)};
+        vt_slice_dev d[2] = {dev("fast_small", 2, 40), dev("slow_big", 100, 10)};
         plan_ok(&p, "speed", 50, 2, d);
         TCHECK(p.slice[0] == 40 && p.slice[1] == 10, "tiny-fast %d,%d", p.slice[0], p.slice[1]);
         TCHECK(p.mb[0] == 2 && p.nmb[0] == 20, "tiny-fast passes %dx%d", p.nmb[0], p.mb[0]);
@@ -121,13 +121,13 @@ int main(void) {
             int b = 1 - a;
             if (p.slice[a] == 0)
                 continue;
-            double ta = vt_split_time(&d[a], p.slice[a] - 1), tb = vt_split_time(&d[b], p.slice[b] + 1);
+            double ta = vt_slice_time(&d[a], p.slice[a] - 1), tb = vt_slice_time(&d[b], p.slice[b] + 1);
             TCHECK(VT_MAX(ta, tb) >= p.predicted - 1e-12, "move %d->%d improves", a, b);
         }
     }
     /* B smaller than the number of devices */
     {
-        vt_split_dev d[4] = {dev("a", 8, 1), dev("b", 8, 1), dev("c", 8, 1), dev("d", 8, 1)};
+        vt_slice_dev d[4] = {dev("a", 8, 1), dev("b", 8, 1), dev("c", 8, 1), dev("d", 8, 1)};
         plan_ok(&p, "equal", 2, 4, d);
         TCHECK(p.slice[0] == 1 && p.slice[1] == 1 && p.slice[2] == 0 && p.slice[3] == 0,
                "B<n: %d %d %d %d (ties to the lower index)", p.slice[0], p.slice[1], p.slice[2],
@@ -139,7 +139,7 @@ int main(void) {
     }
     /* zero-memory and unknown-speed devices */
     {
-        vt_split_dev d[3] = {dev("none", 0, 50), dev("a", 10, 20), dev("b", 10, 0)};
+        vt_slice_dev d[3] = {dev("none", 0, 50), dev("a", 10, 20), dev("b", 10, 0)};
         plan_ok(&p, "equal", 9, 3, d);
         TCHECK(p.slice[0] == 0, "zero-memory gets nothing");
         plan_ok(&p, "speed", 40, 3, d);
@@ -147,47 +147,47 @@ int main(void) {
         TCHECK(p.slice[1] == 20 && p.slice[2] == 20, "unknown speed at mean: %d %d", p.slice[1],
                p.slice[2]);
         TCHECK(p.note[0] != 0, "note says speeds were assumed");
-        vt_split_dev u[2] = {dev("a", 30, 0), dev("b", 10, 0)};
+        vt_slice_dev u[2] = {dev("a", 30, 0), dev("b", 10, 0)};
         plan_ok(&p, "speed", 20, 2, u);
         /* memory shares weigh fits: 30 and 10 -> 15 and 5 */
         TCHECK(p.slice[0] == 15 && p.slice[1] == 5, "all unknown -> memory shares: %d %d",
                p.slice[0], p.slice[1]);
         TCHECK(p.predicted == 0, "unknown speeds: no prediction");
-        vt_split_dev z[2] = {dev("a", 0, 1), dev("b", 0, 1)};
-        vt_split_policy pol = {.kind = VT_SPLIT_EQUAL};
+        vt_slice_dev z[2] = {dev("a", 0, 1), dev("b", 0, 1)};
+        vt_slice_policy pol = {.kind = VT_SLICE_EQUAL};
         err[0] = 0;
-        TCHECK(vt_split_plan(&p, &pol, 4, 2, z, err, sizeof err) == -1 && err[0],
+        TCHECK(vt_slice_plan(&p, &pol, 4, 2, z, err, sizeof err) == -1 && err[0],
                "no tower holds a clip -> error");
-        TCHECK(vt_split_plan(&p, &pol, 0, 2, z, err, sizeof err) == 0, "B=0 on nothing is fine");
+        TCHECK(vt_slice_plan(&p, &pol, 0, 2, z, err, sizeof err) == 0, "B=0 on nothing is fine");
     }
     /* manual */
     {
-        vt_split_dev d[2] = {dev("a", 64, 0), dev("b", 64, 0)};
+        vt_slice_dev d[2] = {dev("a", 64, 0), dev("b", 64, 0)};
         plan_ok(&p, "manual:5,3", 32, 2, d);
         TCHECK(p.slice[0] == 20 && p.slice[1] == 12, "5:3 -> %d,%d", p.slice[0], p.slice[1]);
         plan_ok(&p, "manual:31,1", 32, 2, d);
         TCHECK(p.slice[0] == 31 && p.slice[1] == 1, "31:1 -> %d,%d", p.slice[0], p.slice[1]);
         plan_ok(&p, "manual:1,0", 7, 2, d);
         TCHECK(p.slice[0] == 7 && p.slice[1] == 0, "1:0 -> %d,%d", p.slice[0], p.slice[1]);
-        vt_split_policy pol;
-        TCHECK(vt_split_policy_parse(&pol, "manual:3,1,1", err, sizeof err) == 0, "parse 3 weights");
-        TCHECK(vt_split_plan(&p, &pol, 8, 2, d, err, sizeof err) == -1, "3 weights for 2 towers");
-        TCHECK(vt_split_policy_parse(&pol, "manual:0,0", err, sizeof err) == -1, "all-zero weights");
-        TCHECK(vt_split_policy_parse(&pol, "manual:", err, sizeof err) == -1, "no weights");
-        TCHECK(vt_split_policy_parse(&pol, "manual:2,x", err, sizeof err) == -1, "bad weight");
-        TCHECK(vt_split_policy_parse(&pol, "fastest", err, sizeof err) == -1, "unknown policy");
-        vt_split_dev z[2] = {dev("a", 64, 0), dev("b", 0, 0)};
-        TCHECK(vt_split_policy_parse(&pol, "manual:1,1", err, sizeof err) == 0, "parse 1,1");
-        TCHECK(vt_split_plan(&p, &pol, 8, 2, z, err, sizeof err) == -1, "weight on a full tower");
+        vt_slice_policy pol;
+        TCHECK(vt_slice_policy_parse(&pol, "manual:3,1,1", err, sizeof err) == 0, "parse 3 weights");
+        TCHECK(vt_slice_plan(&p, &pol, 8, 2, d, err, sizeof err) == -1, "3 weights for 2 towers");
+        TCHECK(vt_slice_policy_parse(&pol, "manual:0,0", err, sizeof err) == -1, "all-zero weights");
+        TCHECK(vt_slice_policy_parse(&pol, "manual:", err, sizeof err) == -1, "no weights");
+        TCHECK(vt_slice_policy_parse(&pol, "manual:2,x", err, sizeof err) == -1, "bad weight");
+        TCHECK(vt_slice_policy_parse(&pol, "fastest", err, sizeof err) == -1, "unknown policy");
+        vt_slice_dev z[2] = {dev("a", 64, 0), dev("b", 0, 0)};
+        TCHECK(vt_slice_policy_parse(&pol, "manual:1,1", err, sizeof err) == 0, "parse 1,1");
+        TCHECK(vt_slice_plan(&p, &pol, 8, 2, z, err, sizeof err) == -1, "weight on a full tower");
     }
     /* largest remainder: exact shares computed independently, ties to the lower index */
     {
         double w[3] = {1, 1, 1};
         int out[3];
-        vt_split_round(out, 10, w, 3);
+        vt_slice_round(out, 10, w, 3);
         TCHECK(out[0] == 4 && out[1] == 3 && out[2] == 3, "10/3 -> %d %d %d", out[0], out[1], out[2]);
         double w2[3] = {0.1, 0.2, 0.7};
-        vt_split_round(out, 10, w2, 3);
+        vt_slice_round(out, 10, w2, 3);
         TCHECK(out[0] == 1 && out[1] == 2 && out[2] == 7, "0.1/0.2/0.7 of 10 -> %d %d %d", out[0],
                out[1], out[2]);
     }
@@ -201,11 +201,11 @@ int main(void) {
         int within = 0, tried = 0;
         for (int trial = 0; trial < 400; trial++) {
             int n = 1 + (int)vt_rng_below(&rng, 8);
-            vt_split_dev d[VT_MAX_DEVICES];
+            vt_slice_dev d[VT_MAX_DEVICES];
             int any = 0;
             for (int i = 0; i < n; i++) {
                 int kind = (int)vt_rng_below(&rng, 10);
-                int fits = kind == 0 ? 0 : kind == 1 ? VT_SPLIT_UNLIMITED : 1 + (int)vt_rng_below(&rng, 64);
+                int fits = kind == 0 ? 0 : kind == 1 ? VT_SLICE_UNLIMITED : 1 + (int)vt_rng_below(&rng, 64);
                 d[i] = dev("r", fits, 1 + vt_rng_uniform(&rng) * 99);
                 any |= fits > 0;
             }
@@ -215,9 +215,9 @@ int main(void) {
             for (size_t k = 0; k < VT_ARRAY_LEN(pols); k++) {
                 plan_ok(&p, pols[k], B, n, d);
                 vt_plan q;
-                vt_split_policy pol;
-                vt_split_policy_parse(&pol, pols[k], err, sizeof err);
-                vt_split_plan(&q, &pol, B, n, d, err, sizeof err);
+                vt_slice_policy pol;
+                vt_slice_policy_parse(&pol, pols[k], err, sizeof err);
+                vt_slice_plan(&q, &pol, B, n, d, err, sizeof err);
                 TCHECK(!memcmp(p.slice, q.slice, sizeof p.slice), "deterministic %s", pols[k]);
             }
             plan_ok(&p, "speed", B, n, d);
@@ -238,11 +238,11 @@ int main(void) {
     /* the auto controller on made-up timings: true rates 20 and 10 clips/s, per-pass
      * noise of +-8% from a fixed stream; start from the memory plan (12:12) */
     {
-        vt_split_dev d[2] = {dev("fast", 100, 0), dev("slow", 100, 0)};
+        vt_slice_dev d[2] = {dev("fast", 100, 0), dev("slow", 100, 0)};
         vt_plan plan;
-        vt_split_policy pol = {.kind = VT_SPLIT_MEMORY};
-        vt_split_plan(&plan, &pol, 24, 2, d, err, sizeof err);
-        plan.kind = VT_SPLIT_AUTO;
+        vt_slice_policy pol = {.kind = VT_SLICE_MEMORY};
+        vt_slice_plan(&plan, &pol, 24, 2, d, err, sizeof err);
+        plan.kind = VT_SLICE_AUTO;
         TCHECK(plan.slice[0] == 12, "auto starts from memory shares");
         vt_auto a;
         vt_auto_init(&a, 2);
@@ -339,5 +339,5 @@ int main(void) {
         TCHECK(took == 3 && a.threads == 3 && !strcmp(a.devices, "cpu:2") && !strcmp(a.gpu_mem, "0:1G"),
                "vt_device_args_take");
     }
-    return vt_test_done("test_split");
+    return vt_test_done("test_slices");
 }

@@ -13,7 +13,7 @@
  * thread per video; videos are written in parallel but each file is one thread's work).
  */
 #define _POSIX_C_SOURCE 200809L
-#include "pipeline/synth.h"
+#include "pipeline/data/synth.h"
 
 #include <errno.h>
 #include <math.h>
@@ -30,8 +30,8 @@
 #include <libswscale/swscale.h>
 
 #include "models/common.h"
-#include "pipeline/synth_motion.h"
-#include "pipeline/video.h"
+#include "pipeline/data/synth_motion.h"
+#include "pipeline/data/video.h"
 
 #ifndef M_PI
 #define M_PI 3.14159265358979323846

@@ -14,7 +14,7 @@
  * clip is skipped without trying only when its video failed to OPEN (a property of the
  * file); videos that failed a READ are attempted until the next epoch excludes them.
  */
-#include "pipeline/loader.h"
+#include "pipeline/data/loader.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -26,9 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pipeline/batch.h"
-#include "pipeline/dataset.h"
-#include "pipeline/sample.h"
+#include "pipeline/data/batch.h"
+#include "pipeline/data/dataset.h"
+#include "pipeline/data/sample.h"
 
 typedef enum vt_loader_mode {
     VT_LOADER_TRAIN, /* shuffled; random start, scale jitter, crop, flip */

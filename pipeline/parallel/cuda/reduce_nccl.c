@@ -1,5 +1,5 @@
 /*
- * reduce_nccl.c: the NCCL reducer of pipeline/reduce.h — one rank per GPU of this
+ * reduce_nccl.c: the NCCL reducer of pipeline/parallel/reduce.h — one rank per GPU of this
  * process. ncclCommInitAll makes one communicator per device; each tower thread calls
  * the collective on its own communicator and on its backend's stream (the stream that
  * computed the gradients, so no extra synchronisation is needed before the call), then
@@ -35,7 +35,7 @@
 #include "models/cuda/backend_cuda.h"
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/cuda_info.h"
-#include "pipeline/reduce.h"
+#include "pipeline/parallel/reduce.h"
 
 typedef struct nccl_ctx {
     int nranks;

@@ -1,13 +1,13 @@
 /*
- * split.h: the splitter (DESIGN.md §4) — how many clips of a global batch B each tower
+ * slices.h: the splitter (DESIGN.md §4) — how many clips of a global batch B each tower
  * takes, in how many micro-batches, and how long the step should take. Pure logic: it
  * sees numbers (clips that fit per pass, clips/s), never backends or nets, so every
- * policy is tested on tables of made-up devices (tests/test_split.c).
+ * policy is tested on tables of made-up devices (tests/test_slices.c).
  *
  * Policies:
  *   equal      same share for every tower that can hold a clip
  *   memory     shares proportional to the clips that fit in one pass (a tower without a
- *              budget counts as fitting VT_SPLIT_UNLIMITED: it takes nearly everything)
+ *              budget counts as fitting VT_SLICE_UNLIMITED: it takes nearly everything)
  *   speed      shares proportional to clips/s (micro-batches where memory is short),
  *              then refined one clip at a time to lower the predicted step time
  *   manual:W,… shares proportional to the given weights (one per tower)
@@ -20,53 +20,53 @@
  * `fits` clips with gradient accumulation.
  * Predicted step time = max over towers of slice/speed + micro-batches * overhead.
  */
-#ifndef VT_SPLIT_H
-#define VT_SPLIT_H
+#ifndef VT_SLICES_H
+#define VT_SLICES_H
 
 #include <stdint.h>
 #include <stdio.h>
 
-#include "pipeline/device.h"
+#include "pipeline/parallel/device.h"
 
-typedef enum vt_split_kind {
-    VT_SPLIT_EQUAL,
-    VT_SPLIT_MEMORY,
-    VT_SPLIT_SPEED,
-    VT_SPLIT_MANUAL,
-    VT_SPLIT_AUTO,
-} vt_split_kind;
+typedef enum vt_slice_kind {
+    VT_SLICE_EQUAL,
+    VT_SLICE_MEMORY,
+    VT_SLICE_SPEED,
+    VT_SLICE_MANUAL,
+    VT_SLICE_AUTO,
+} vt_slice_kind;
 
-typedef struct vt_split_policy {
-    vt_split_kind kind;
+typedef struct vt_slice_policy {
+    vt_slice_kind kind;
     int nweights;                   /* manual only */
     double weight[VT_MAX_DEVICES];  /* manual only */
-} vt_split_policy;
+} vt_slice_policy;
 
 /* "equal", "memory", "speed", "auto", "manual:3,1" -> 0, or -1 with err set (err may be
  * NULL). The commands take it as --tower-split POLICY. */
-int vt_split_policy_parse(vt_split_policy *out, const char *s, char *err, size_t errlen);
+int vt_slice_policy_parse(vt_slice_policy *out, const char *s, char *err, size_t errlen);
 /* 1 when s reads as a tower policy (parses, or starts with "manual"): the commands use it
  * to answer a policy given to --split, which names a data split in every command, with
- * vt_split_policy_moved's hint instead of "no such split". */
-int vt_split_policy_like(const char *s);
+ * vt_slice_policy_moved's hint instead of "no such split". */
+int vt_slice_policy_like(const char *s);
 /* err = "--split V: the tower policy option is --tower-split: use --tower-split V ..." */
-void vt_split_policy_moved(char *err, size_t errlen, const char *value);
-const char *vt_split_kind_name(vt_split_kind kind);
+void vt_slice_policy_moved(char *err, size_t errlen, const char *value);
+const char *vt_slice_kind_name(vt_slice_kind kind);
 
 /* What the splitter knows about one tower. */
-typedef struct vt_split_dev {
+typedef struct vt_slice_dev {
     char name[32];      /* for the printed plan */
     int64_t budget;     /* for the printed plan; 0 = unlimited */
     int max_clips;      /* clips that fit in one pass (vt_memplan_max_clips); 0 = none fit;
-                           use VT_SPLIT_UNLIMITED when there is no budget */
+                           use VT_SLICE_UNLIMITED when there is no budget */
     double speed;       /* clips/s; 0 = unknown */
     double overhead;    /* seconds per micro-batch (0 = not modelled) */
-} vt_split_dev;
+} vt_slice_dev;
 
-#define VT_SPLIT_UNLIMITED (1 << 30)
+#define VT_SLICE_UNLIMITED (1 << 30)
 
 typedef struct vt_plan {
-    vt_split_kind kind;
+    vt_slice_kind kind;
     int n;                          /* towers */
     int batch;                      /* B */
     int slice[VT_MAX_DEVICES];      /* clips per tower; sums to B */
@@ -83,21 +83,21 @@ typedef struct vt_plan {
 /* Plan B clips over n towers. Returns 0, or -1 with err set (no tower holds a clip
  * while B > 0, manual weights count wrong or all zero, manual weight on a tower that
  * holds nothing). */
-int vt_split_plan(vt_plan *out, const vt_split_policy *pol, int batch, int n,
-                  const vt_split_dev *devs, char *err, size_t errlen);
+int vt_slice_plan(vt_plan *out, const vt_slice_policy *pol, int batch, int n,
+                  const vt_slice_dev *devs, char *err, size_t errlen);
 
 /* Predicted seconds for `clips` on a tower: clips/speed + micro-batches * overhead;
  * 0 if the speed is unknown. */
-double vt_split_time(const vt_split_dev *d, int clips);
+double vt_slice_time(const vt_slice_dev *d, int clips);
 
 /* Largest-remainder rounding: out[i] >= 0, sum out = total, proportional to w (w >= 0,
  * sum > 0). Ties in the remainder go to the lower index. */
-void vt_split_round(int *out, int total, const double *w, int n);
+void vt_slice_round(int *out, int total, const double *w, int n);
 
 /* Table: tower, budget, fits/pass, speed, slice, micro-batches, predicted time. */
-void vt_plan_print(const vt_plan *p, const vt_split_dev *devs, FILE *f);
+void vt_plan_print(const vt_plan *p, const vt_slice_dev *devs, FILE *f);
 /* One line for logs: "speed B=24: cpu0 16 (1x16) 0.41s | cpu1 8 (1x8) 0.40s". */
-void vt_plan_format(const vt_plan *p, const vt_split_dev *devs, char *buf, size_t n);
+void vt_plan_format(const vt_plan *p, const vt_slice_dev *devs, char *buf, size_t n);
 
 /* ---- the auto policy's controller (pure, so test_auto can drive it with made-up times) ---- */
 typedef struct vt_auto {
@@ -115,7 +115,7 @@ void vt_auto_init(vt_auto *a, int n);
 /* Feed one step: clips[i] and compute_s[i] (seconds of compute, emulated slowdown
  * included) per tower. Writes the measured rates into devs[i].speed (where known) and,
  * if a re-plan predicts a step more than min_gain faster, replaces *plan and returns 1. */
-int vt_auto_observe(vt_auto *a, vt_plan *plan, vt_split_dev *devs, const int *clips,
+int vt_auto_observe(vt_auto *a, vt_plan *plan, vt_slice_dev *devs, const int *clips,
                     const double *compute_s);
 
 #endif

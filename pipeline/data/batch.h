@@ -9,7 +9,7 @@
 #include <stdint.h>
 
 #include "models/net.h"
-#include "pipeline/sample.h"
+#include "pipeline/data/sample.h"
 
 typedef struct vt_batch {
     int n;                  /* clips in this batch (<= capacity) */

@@ -20,7 +20,7 @@
 #include <stdio.h>
 
 #include "models/net.h"
-#include "pipeline/video.h"
+#include "pipeline/data/video.h"
 
 typedef enum vt_split {
     VT_SPLIT_TRAIN = 0,

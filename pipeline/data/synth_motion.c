@@ -32,7 +32,7 @@
  * This file must never print and never depend on wall-clock time or threads: the same
  * seed gives the same pixels.
  */
-#include "pipeline/synth_motion.h"
+#include "pipeline/data/synth_motion.h"
 
 #include <math.h>
 #include <stdlib.h>

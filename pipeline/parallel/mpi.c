@@ -13,7 +13,7 @@
  * It must never use an MPI reduction (implementation-chosen order), never block in an
  * MPI call that cannot time out, and never be called by two threads at once.
  */
-#include "pipeline/mpi.h"
+#include "pipeline/parallel/mpi.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pipeline/dataset.h"
+#include "pipeline/data/dataset.h"
 
 #ifdef VT_HAVE_MPI
 #include <mpi.h>

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "models/common.h"
-#include "pipeline/reduce.h"
+#include "pipeline/parallel/reduce.h"
 
 typedef struct host_ctx {
     int nranks;

@@ -7,7 +7,7 @@
  * reproducible. It must never decode frames, and never abort on bad data — a bad file
  * or a bad list/CSV line is recorded (or reported with file:line) and skipped.
  */
-#include "pipeline/dataset.h"
+#include "pipeline/data/dataset.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -1,5 +1,5 @@
 /*
- * synth_motion.h: the `motion` preset's renderer, private to pipeline/synth.c (which
+ * synth_motion.h: the `motion` preset's renderer, private to pipeline/data/synth.c (which
  * wraps it in vt_synth_scene). See synth_motion.c for what a video looks like.
  */
 #ifndef VT_SYNTH_MOTION_H
@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "pipeline/synth.h"
+#include "pipeline/data/synth.h"
 
 #define VT_MOTION_CLASSES 8
 

@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "pipeline/video.h"
+#include "pipeline/data/video.h"
 
 typedef struct vt_clip_cfg {
     int t;                 /* frames per clip (default 16) */

@@ -6,7 +6,7 @@
  * a device list and describes the machine (`vidtrain devices`).
  *
  * It must never create backends or allocate device memory: it only describes. The
- * towers (pipeline/tower.c) build backends from these entries.
+ * towers (pipeline/parallel/tower.c) build backends from these entries.
  *
  * Syntax (also in vt_device_args_help):
  *   --devices LIST   comma list of  cpu[:N]      N CPU towers (default backend, N=1)
@@ -31,7 +31,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Towers in one run: every process of an MPI run together (pipeline/mpi.h). */
+/* Towers in one run: every process of an MPI run together (pipeline/parallel/mpi.h). */
 #define VT_MAX_DEVICES 64
 
 typedef struct vt_device {
@@ -86,7 +86,7 @@ typedef struct vt_step_args {
 
 struct vt_net_cfg;
 struct vt_optim_cfg;
-struct vt_split_policy;
+struct vt_slice_policy;
 
 #define VT_STEP_ARGS_USAGE (-2)
 
@@ -100,7 +100,7 @@ int vt_step_args_take(vt_step_args *a, int argc, char **argv, int *i);
  * checked here: the memory plan or the towers refuse an unknown one), optim = the
  * optimizer's defaults. */
 int vt_step_args_resolve(const vt_step_args *a, struct vt_net_cfg *net, struct vt_optim_cfg *optim,
-                         struct vt_split_policy *policy, vt_device_list *devs, int *batch,
+                         struct vt_slice_policy *policy, vt_device_list *devs, int *batch,
                          char *err, size_t errlen);
 /* Help lines for the seven options, showing the defaults in `a`. */
 void vt_step_args_help(FILE *f, const vt_step_args *a);

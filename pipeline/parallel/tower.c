@@ -19,7 +19,7 @@
  * or a batch, and never allocate past a budget: nets are sized for the micro-batch, which
  * the memory plan guarantees fits.
  */
-#include "pipeline/tower.h"
+#include "pipeline/parallel/tower.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -27,8 +27,8 @@
 #include <time.h>
 
 #include "models/common.h"
-#include "pipeline/mpi.h"
-#include "pipeline/reduce.h"
+#include "pipeline/parallel/mpi.h"
+#include "pipeline/parallel/reduce.h"
 
 typedef enum tower_cmd {
     CMD_NONE,
@@ -101,9 +101,9 @@ struct vt_towers {
     /* Every process's towers (one process: the same as cfg.devices), in rank order. */
     int ng;
     vt_device_list gdev;
-    vt_split_dev sd[VT_MAX_DEVICES];
+    vt_slice_dev sd[VT_MAX_DEVICES];
     vt_plan plan;            /* the newest plan (the one a re-plan was decided on) */
-    /* ---- several processes (pipeline/mpi.h) ---- */
+    /* ---- several processes (pipeline/parallel/mpi.h) ---- */
     int world, me;           /* processes, this one's rank */
     int g0;                  /* global index of this process's first tower */
     int rank_first[VT_MAX_DEVICES + 1]; /* global index of each rank's first tower */
@@ -138,7 +138,7 @@ struct vt_towers {
 
 void vt_towers_cfg_default(vt_towers_cfg *cfg) {
     memset(cfg, 0, sizeof *cfg);
-    cfg->policy.kind = VT_SPLIT_EQUAL;
+    cfg->policy.kind = VT_SLICE_EQUAL;
     cfg->batch = 8;
     vt_optim_cfg_default(&cfg->optim, VT_OPT_SGD);
     cfg->seed = 1;
@@ -829,18 +829,18 @@ static vt_reducer *make_reducer(vt_towers *T, char *err, size_t errlen) {
 }
 
 /* The splitter's view of this process's towers (budgets -> clips per pass). */
-static void fill_split_devs(vt_towers *T, vt_split_dev *sd) {
+static void fill_split_devs(vt_towers *T, vt_slice_dev *sd) {
     for (int i = 0; i < T->n; i++) {
         const vt_device *d = &T->cfg.devices.dev[i];
-        vt_split_dev *s = &sd[i];
+        vt_slice_dev *s = &sd[i];
         memset(s, 0, sizeof *s);
         snprintf(s->name, sizeof s->name, "%s", d->name);
         s->budget = d->budget;
         if (d->budget <= 0) {
-            s->max_clips = VT_SPLIT_UNLIMITED;
+            s->max_clips = VT_SLICE_UNLIMITED;
         } else {
             int m = vt_memplan_max_clips(&T->mp, d->budget);
-            s->max_clips = VT_MIN(m, VT_SPLIT_UNLIMITED);
+            s->max_clips = VT_MIN(m, VT_SLICE_UNLIMITED);
         }
         s->speed = d->speed;
     }
@@ -851,7 +851,7 @@ typedef struct rank_devs {
     int32_t ok, n;
     char err[480];
     vt_device dev[VT_MAX_DEVICES];
-    vt_split_dev sd[VT_MAX_DEVICES];
+    vt_slice_dev sd[VT_MAX_DEVICES];
 } rank_devs;
 
 /* Every rank's ok and error after a phase of init: 0 when all are fine, else -1 with err
@@ -875,7 +875,7 @@ static int world_status(vt_towers *T, int ok, char *err, size_t errlen, const ch
 }
 
 /* Several processes: exchange device lists and split views; fill gdev, sd, rank_first. */
-static int world_devices(vt_towers *T, int ok, const vt_split_dev *sd_local, char *err,
+static int world_devices(vt_towers *T, int ok, const vt_slice_dev *sd_local, char *err,
                          size_t errlen) {
     rank_devs *me = vt_calloc(1, sizeof *me), *all = vt_calloc((size_t)T->world, sizeof *all);
     me->ok = ok;
@@ -883,7 +883,7 @@ static int world_devices(vt_towers *T, int ok, const vt_split_dev *sd_local, cha
     if (!ok)
         snprintf(me->err, sizeof me->err, "%s", err);
     memcpy(me->dev, T->cfg.devices.dev, sizeof(vt_device) * (size_t)T->n);
-    memcpy(me->sd, sd_local, sizeof(vt_split_dev) * (size_t)T->n);
+    memcpy(me->sd, sd_local, sizeof(vt_slice_dev) * (size_t)T->n);
     vt_mpi_allgather(me, all, sizeof *me, "start-up (every rank's devices)");
     int rc = 0, ng = 0;
     for (int q = 0; q < T->world && rc == 0; q++) {
@@ -944,7 +944,7 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
         pthread_mutex_init(&T->tw[i].hmu, NULL);
         pthread_cond_init(&T->tw[i].hcv, NULL);
     }
-    vt_split_dev sd_local[VT_MAX_DEVICES];
+    vt_slice_dev sd_local[VT_MAX_DEVICES];
     memset(sd_local, 0, sizeof sd_local);
     int ok = vt_memplan_build(&T->mp, &cfg->net, vt_optim_state_per_param(&cfg->optim), err,
                               errlen) == 0;
@@ -975,10 +975,10 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
         memcpy(T->sd, sd_local, sizeof T->sd);
         T->rank_first[1] = T->n;
     }
-    vt_split_policy start = cfg->policy;
-    if (start.kind == VT_SPLIT_AUTO)
-        start.kind = VT_SPLIT_MEMORY; /* auto starts from memory and measures */
-    if (vt_split_plan(&T->plan, &start, cfg->batch, T->ng, T->sd, err, errlen))
+    vt_slice_policy start = cfg->policy;
+    if (start.kind == VT_SLICE_AUTO)
+        start.kind = VT_SLICE_MEMORY; /* auto starts from memory and measures */
+    if (vt_slice_plan(&T->plan, &start, cfg->batch, T->ng, T->sd, err, errlen))
         goto fail;
     T->plan.kind = cfg->policy.kind;
     T->base = T->plan;
@@ -1143,7 +1143,7 @@ static void slices_for(const vt_towers *T, const vt_plan *p, int n, int *slice) 
             w[i] = T->sd[i].max_clips > 0;
     memset(slice, 0, sizeof(int) * (size_t)T->ng);
     if (n > 0)
-        vt_split_round(slice, n, w, T->ng);
+        vt_slice_round(slice, n, w, T->ng);
 }
 
 /* The plan in force for training batch (epoch, batch): the newest schedule entry at or
@@ -1237,7 +1237,7 @@ static void split_rank(const vt_towers *T, int q, const int *planned, int k, int
         w[i] = planned[a + i];
     memset(count + a, 0, sizeof(int) * (size_t)m);
     if (k > 0)
-        vt_split_round(count + a, k, w, m);
+        vt_slice_round(count + a, k, w, m);
 }
 
 static void check_batch(const vt_towers *T, const vt_batch *b) {
@@ -1484,19 +1484,19 @@ void vt_towers_train_step(vt_towers *T, const vt_batch *b, float lr, vt_step_sta
 
     /* Measure and re-plan (auto: whenever worth > 3%; speed: once, after warm-up). Every
      * number here is the same on every rank, so every rank decides the same. */
-    vt_split_kind k = T->cfg.policy.kind;
+    vt_slice_kind k = T->cfg.policy.kind;
     int changed = 0;
     vt_plan cur = T->plan;
-    if (k == VT_SPLIT_AUTO || (k == VT_SPLIT_SPEED && !T->speed_planned)) {
+    if (k == VT_SLICE_AUTO || (k == VT_SLICE_SPEED && !T->speed_planned)) {
         int clips[VT_MAX_DEVICES];
         double comp[VT_MAX_DEVICES];
         for (int g = 0; g < T->ng; g++) {
             clips[g] = count[g];
             comp[g] = st.compute_s[g];
         }
-        if (k == VT_SPLIT_AUTO && nclips == cur.batch) {
+        if (k == VT_SLICE_AUTO && nclips == cur.batch) {
             changed = vt_auto_observe(&T->aut, &cur, T->sd, clips, comp);
-        } else if (k == VT_SPLIT_SPEED) {
+        } else if (k == VT_SLICE_SPEED) {
             int known = 1;
             for (int g = 0; g < T->ng; g++)
                 known &= T->gdev.dev[g].speed > 0;
@@ -1505,9 +1505,9 @@ void vt_towers_train_step(vt_towers *T, const vt_batch *b, float lr, vt_step_sta
             if (known) {
                 T->speed_planned = 1;
             } else if (T->aut.steps >= T->aut.warmup + T->cfg.speed_warmup) {
-                vt_split_policy pol = {.kind = VT_SPLIT_SPEED};
+                vt_slice_policy pol = {.kind = VT_SLICE_SPEED};
                 char err[256];
-                if (vt_split_plan(&scratch, &pol, cur.batch, T->ng, T->sd, err, sizeof err) == 0) {
+                if (vt_slice_plan(&scratch, &pol, cur.batch, T->ng, T->sd, err, sizeof err) == 0) {
                     changed = memcmp(scratch.slice, cur.slice, sizeof scratch.slice) != 0;
                     cur = scratch;
                 }
@@ -1600,17 +1600,17 @@ void vt_towers_eval_step(vt_towers *T, const vt_batch *b, float *probs_out[VT_MA
     out->step_s = vt_now() - t0;
 }
 
-int vt_towers_replan(vt_towers *T, const vt_split_policy *pol, char *err, size_t errlen) {
+int vt_towers_replan(vt_towers *T, const vt_slice_policy *pol, char *err, size_t errlen) {
     vt_plan p;
-    vt_split_policy use = *pol;
-    if (use.kind == VT_SPLIT_AUTO) {
+    vt_slice_policy use = *pol;
+    if (use.kind == VT_SLICE_AUTO) {
         int known = 0;
         for (int i = 0; i < T->ng; i++)
             known += T->sd[i].speed > 0;
         if (!known)
-            use.kind = VT_SPLIT_MEMORY;
+            use.kind = VT_SLICE_MEMORY;
     }
-    if (vt_split_plan(&p, &use, T->plan.batch, T->ng, T->sd, err, errlen))
+    if (vt_slice_plan(&p, &use, T->plan.batch, T->ng, T->sd, err, errlen))
         return -1;
     p.kind = pol->kind;
     pthread_mutex_lock(&T->sched_mu);
@@ -1619,7 +1619,7 @@ int vt_towers_replan(vt_towers *T, const vt_split_policy *pol, char *err, size_t
     T->nsched = 0;
     pthread_mutex_unlock(&T->sched_mu);
     T->cfg.policy = *pol;
-    T->speed_planned = pol->kind != VT_SPLIT_SPEED;
+    T->speed_planned = pol->kind != VT_SLICE_SPEED;
     return 0;
 }
 

@@ -7,7 +7,7 @@
  * It must never create a backend or touch device memory, and never abort on what a
  * user typed: every bad option comes back as a negative code with a sentence in err.
  */
-#include "pipeline/device.h"
+#include "pipeline/parallel/device.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -18,7 +18,7 @@
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
-#include "pipeline/split.h"
+#include "pipeline/parallel/slices.h"
 #ifdef VT_HAVE_CUDA
 #include "models/cuda/cuda_info.h"
 #endif
@@ -98,7 +98,7 @@ static int positive_int(const char *s) {
 }
 
 int vt_step_args_resolve(const vt_step_args *a, struct vt_net_cfg *net, struct vt_optim_cfg *optim,
-                         struct vt_split_policy *policy, vt_device_list *devs, int *batch,
+                         struct vt_slice_policy *policy, vt_device_list *devs, int *batch,
                          char *err, size_t errlen) {
     int t = 0, h = 0, w = 0, classes;
     char tail;
@@ -129,14 +129,14 @@ int vt_step_args_resolve(const vt_step_args *a, struct vt_net_cfg *net, struct v
         return VT_STEP_ARGS_USAGE;
     }
     if (a->old_split) {
-        if (vt_split_policy_like(a->old_split))
-            vt_split_policy_moved(err, errlen, a->old_split);
+        if (vt_slice_policy_like(a->old_split))
+            vt_slice_policy_moved(err, errlen, a->old_split);
         else
             vt_set_err(err, errlen, "--split %s: this command has no data split; the tower "
                        "policy option is --tower-split", a->old_split);
         return VT_STEP_ARGS_USAGE;
     }
-    if (vt_split_policy_parse(policy, a->tower_split ? a->tower_split : "equal", err, errlen))
+    if (vt_slice_policy_parse(policy, a->tower_split ? a->tower_split : "equal", err, errlen))
         return VT_STEP_ARGS_USAGE;
     if (vt_devices_from_args(devs, &a->dev, err, errlen))
         return -1;

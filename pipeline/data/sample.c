@@ -5,7 +5,7 @@
  * built from seed, epoch and sample index), so that tests can pin exact values and a
  * sample is the same whichever thread handles it. It must never decode or allocate.
  */
-#include "pipeline/sample.h"
+#include "pipeline/data/sample.h"
 
 #include <math.h>
 #include <string.h>

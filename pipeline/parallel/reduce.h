@@ -5,10 +5,10 @@
  * nobody averages). Sums are taken in rank order so every replica gets bitwise the same
  * result.
  *
- * Implementations: host (threads in one process, pipeline/reduce_host.c), nccl (GPUs,
- * pipeline/cuda/; one process, or every GPU of every rank with its id sent through MPI),
- * device-local (several towers on one GPU, pipeline/cuda/), mpi (the towers of several
- * processes: host sums within each, fixed-order MPI sums across, pipeline/reduce_mpi.c).
+ * Implementations: host (threads in one process, pipeline/parallel/reduce_host.c), nccl (GPUs,
+ * pipeline/parallel/cuda/; one process, or every GPU of every rank with its id sent through MPI),
+ * device-local (several towers on one GPU, pipeline/parallel/cuda/), mpi (the towers of several
+ * processes: host sums within each, fixed-order MPI sums across, pipeline/parallel/reduce_mpi.c).
  * The towers never know which one they have. `rank` is always the tower's index in THIS
  * process; reducers that span processes add the ranks of the other processes themselves.
  */
@@ -55,7 +55,7 @@ struct vt_reducer {
 /* Host reducer for nranks threads of this process (any backend: device buffers are
  * staged through host memory with to_host/to_device). */
 vt_reducer *vt_reducer_host_init(int nranks);
-/* The towers of every process of the MPI world (pipeline/mpi.h): nranks threads here sum
+/* The towers of every process of the MPI world (pipeline/parallel/mpi.h): nranks threads here sum
  * in rank order (as the host reducer), then one of them sums the processes' partial
  * sums in process order with vt_mpi_sum_f32, so every replica everywhere gets the same
  * bits. broadcast's root is a tower of process 0. Every process must create one. */

@@ -12,7 +12,7 @@
  * a callback (the last error line goes into reasons, nothing reaches stderr unless
  * VT_FFMPEG_LOG=1 is set for debugging).
  */
-#include "pipeline/video.h"
+#include "pipeline/data/video.h"
 
 #include <errno.h>
 #include <limits.h>

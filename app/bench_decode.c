@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "app/app.h"
+#include "app/opts.h"
 #include "models/common.h"
 #include "pipeline/data/video.h"
 
@@ -266,20 +267,24 @@ static void bench_clips(const file_list *files, int threads, int short_side, int
         open_s += r.jobs[i].open_s;
     }
     if (starts_out) {
-        FILE *f = fopen(starts_out, "w");
-        if (!f) {
-            fprintf(stderr, "vidtrain bench decode: cannot write %s\n", starts_out);
-        } else {
-            for (int i = 0; i < files->n; i++) {
-                if (!r.jobs[i].ok)
-                    continue;
-                fprintf(f, "%s\t%d\t%d", files->path[i], r.jobs[i].sw, r.jobs[i].sh);
-                for (int k = 0; k < per_video; k++)
-                    fprintf(f, "\t%lld", (long long)r.jobs[i].starts[k]);
-                fprintf(f, "\n");
-            }
-            fclose(f);
+        /* Built in memory and written atomically: the peer never reads half a list. */
+        char *text = NULL, err[1024];
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        VT_CHECK(f != NULL, "open_memstream: out of memory");
+        for (int i = 0; i < files->n; i++) {
+            if (!r.jobs[i].ok)
+                continue;
+            fprintf(f, "%s\t%d\t%d", files->path[i], r.jobs[i].sw, r.jobs[i].sh);
+            for (int k = 0; k < per_video; k++)
+                fprintf(f, "\t%lld", (long long)r.jobs[i].starts[k]);
+            fprintf(f, "\n");
         }
+        int bad = ferror(f);
+        VT_CHECK(fclose(f) == 0 && !bad, "building %s in memory failed", starts_out);
+        if (vt_file_write_atomic(starts_out, text, len, err, sizeof err) != 0)
+            fprintf(stderr, "vidtrain bench decode: %s\n", err);
+        free(text);
     }
     printf("clips: %d videos (%d unreadable), %lld clips of %d frames (stride %d), %d worker%s "
            "x %d decoder thread%s, in %.3f s (cpu %.3f s, opening %.3f s) = %.1f clips/s, "
@@ -339,48 +344,44 @@ int vt_bench_decode(int argc, char **argv) {
     }
     int threads = 1, short_side = 128, clip = 16, stride = 2, per_video = 4, do_probe = 0;
     int workers = 1, do_list = 0;
-    unsigned long long seed = 1;
+    uint64_t seed = 1;
     const char *mode = "both", *starts_out = NULL;
     file_list files = {0};
     int rc = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VAL()                                                             \
-    do {                                                                       \
-        if (!val) {                                                            \
-            fprintf(stderr, "vidtrain bench decode: %s needs a value\n", a);   \
-            goto done;                                                         \
-        }                                                                      \
-        i++;                                                                   \
-    } while (0)
-        if (!strcmp(a, "--threads")) {
-            NEED_VAL();
-            threads = atoi(val);
-        } else if (!strcmp(a, "--short-side")) {
-            NEED_VAL();
-            short_side = atoi(val);
-        } else if (!strcmp(a, "--clip")) {
-            NEED_VAL();
-            clip = atoi(val);
-        } else if (!strcmp(a, "--stride")) {
-            NEED_VAL();
-            stride = atoi(val);
-        } else if (!strcmp(a, "--clips-per-video")) {
-            NEED_VAL();
-            per_video = atoi(val);
-        } else if (!strcmp(a, "--workers")) {
-            NEED_VAL();
-            workers = atoi(val);
-        } else if (!strcmp(a, "--starts-out")) {
-            NEED_VAL();
-            starts_out = val;
-        } else if (!strcmp(a, "--mode")) {
-            NEED_VAL();
-            mode = val;
+        /* Number options, each checked against its range (strict: "4x" is no 4).
+         * threads 0: FFmpeg's choice; short side 0: the native size. */
+        const struct { const char *opt; int *v; long lo, hi; } nums[] = {
+            {"--threads", &threads, 0, 256},
+            {"--short-side", &short_side, 0, VT_CLIP_MAX_SIDE},
+            {"--clip", &clip, 1, VT_CLIP_MAX_T},
+            {"--stride", &stride, 1, 1024},
+            {"--clips-per-video", &per_video, 1, 100000},
+            {"--workers", &workers, 1, 256},
+        };
+        size_t k = 0;
+        while (k < VT_ARRAY_LEN(nums) && strcmp(a, nums[k].opt))
+            k++;
+        if (k < VT_ARRAY_LEN(nums)) {
+            if (vt_opt_int("bench decode", a, val, nums[k].lo, nums[k].hi, nums[k].v) != 0)
+                goto done;
+            i++;
         } else if (!strcmp(a, "--seed")) {
-            NEED_VAL();
-            seed = strtoull(val, NULL, 10);
+            if (vt_opt_u64("bench decode", a, val, &seed) != 0)
+                goto done;
+            i++;
+        } else if (!strcmp(a, "--starts-out") || !strcmp(a, "--mode")) {
+            if (!val) {
+                fprintf(stderr, "vidtrain bench decode: %s needs a value\n", a);
+                goto done;
+            }
+            if (!strcmp(a, "--mode"))
+                mode = val;
+            else
+                starts_out = val;
+            i++;
         } else if (!strcmp(a, "--probe")) {
             do_probe = 1;
         } else if (!strcmp(a, "--list")) {
@@ -396,14 +397,13 @@ int vt_bench_decode(int argc, char **argv) {
             }
             int before = files.n;
             list_files(&files, a);
-            qsort(files.path + before, (size_t)(files.n - before), sizeof(char *), cmp_str);
+            if (files.n > before) /* a folder of no video leaves files.path NULL */
+                qsort(files.path + before, (size_t)(files.n - before), sizeof(char *), cmp_str);
         }
-#undef NEED_VAL
     }
     int seq = !strcmp(mode, "sequential") || !strcmp(mode, "both");
     int clips = !strcmp(mode, "clips") || !strcmp(mode, "both");
-    if ((!seq && !clips) || threads < 0 || short_side < 0 || clip < 1 || stride < 1 ||
-        per_video < 1 || workers < 1 || workers > 256) {
+    if (!seq && !clips) {
         fprintf(stderr, "vidtrain bench decode: bad options (mode %s, clip %d, stride %d, "
                         "clips-per-video %d, workers %d)\n", mode, clip, stride, per_video,
                 workers);

@@ -14,11 +14,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/opts.h"
+#include "app/step_opts.h"
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
 #include "pipeline/data/batch.h"
-#include "pipeline/parallel/device.h"
 #include "pipeline/parallel/mpi.h"
 #include "pipeline/parallel/tower.h"
 
@@ -80,24 +81,23 @@ int vt_bench_step(int argc, char **argv) {
             fprintf(stderr, "vidtrain bench step: %s needs a value\n", a);
             return 2;
         }
+        int bad;
         if (!strcmp(a, "--steps"))
-            steps = atoi(v);
+            bad = vt_opt_int("bench step", a, v, 1, 1000000, &steps);
         else if (!strcmp(a, "--warmup"))
-            warmup = atoi(v);
+            bad = vt_opt_int("bench step", a, v, 0, 1000000, &warmup);
         else if (!strcmp(a, "--seed"))
-            seed = strtoull(v, NULL, 10);
+            bad = vt_opt_u64("bench step", a, v, &seed);
         else if (!strcmp(a, "--bucket-mb"))
-            bucket_mb = atof(v);
+            bad = vt_opt_f64("bench step", a, v, 0, 1e6, &bucket_mb);
         else {
             fprintf(stderr, "vidtrain bench step: unknown option '%s'\n", a);
             usage(stderr);
             return 2;
         }
+        if (bad)
+            return 2;
         i++;
-    }
-    if (steps < 1 || warmup < 0) {
-        fprintf(stderr, "vidtrain bench step: need --steps >= 1, --warmup >= 0\n");
-        return 2;
     }
     char err[1024];
     vt_towers_cfg cfg;

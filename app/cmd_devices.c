@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "app/app.h"
+#include "app/device_opts.h"
 #include "models/common.h"
-#include "pipeline/parallel/device.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: vidtrain devices [device options]\n\n"

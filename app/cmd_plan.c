@@ -10,10 +10,10 @@
 #include <string.h>
 
 #include "app/app.h"
+#include "app/step_opts.h"
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
-#include "pipeline/parallel/device.h"
 #include "pipeline/parallel/slices.h"
 
 /* This command's defaults for the step options (bench step has its own). */

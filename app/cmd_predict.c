@@ -11,7 +11,7 @@
 
 #include "app/app.h"
 #include "app/evalproto.h"
-#include "app/run.h"
+#include "app/run_model.h"
 #include "models/common.h"
 #include "pipeline/data/sample.h"
 #include "pipeline/parallel/tower.h"

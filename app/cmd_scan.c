@@ -147,27 +147,25 @@ int vt_cmd_scan(int argc, char **argv) {
         if (!strcmp(a, "--json")) {
             json = 1;
         } else if (!strcmp(a, "--val-split") && more) {
-            char *end;
-            opts.val_split = strtod(argv[++i], &end);
-            if (*end || opts.val_split < 0 || opts.val_split >= 1) {
+            double f;
+            if (vt_parse_f64(argv[++i], 0, 1, &f) != 0 || f >= 1) {
                 fprintf(stderr, "vidtrain scan: --val-split takes a fraction in [0, 1), got '%s'\n",
                         argv[i]);
                 return 2;
             }
+            opts.val_split = f;
         } else if (!strcmp(a, "--lists") && more) {
             opts.lists_dir = argv[++i];
         } else if (!strcmp(a, "--fold") && more) {
-            opts.list_fold = atoi(argv[++i]);
-            if (opts.list_fold < 1 || opts.list_fold > 99) {
+            if (vt_parse_int(argv[++i], 1, 99, &opts.list_fold) != 0) {
                 fprintf(stderr, "vidtrain scan: --fold takes 1..99\n");
                 return 2;
             }
         } else if (!strcmp(a, "--labels") && more) {
             labels = argv[++i];
         } else if (!strcmp(a, "--threads") && more) {
-            threads = atoi(argv[++i]);
-            if (threads < 1) {
-                fprintf(stderr, "vidtrain scan: --threads takes a count >= 1\n");
+            if (vt_parse_int(argv[++i], 1, 4096, &threads) != 0) {
+                fprintf(stderr, "vidtrain scan: --threads takes a count from 1 to 4096\n");
                 return 2;
             }
         } else if (a[0] == '-' && a[1]) {

@@ -81,12 +81,20 @@ static int has_opt(int argc, char **argv, const char *name) {
     return 0;
 }
 
-static int parse_int(const char *s, int *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < 0 || v > 1000000)
+/* --size "WxH": two whole numbers (the range checks come after the preset is known). */
+static int parse_size(const char *s, int *w, int *h) {
+    char buf[32];
+    if (!s || snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf)
         return -1;
-    *out = (int)v;
+    char *x = strchr(buf, 'x');
+    if (!x)
+        return -1;
+    *x = 0;
+    int a, b;
+    if (vt_parse_int(buf, 0, 1 << 16, &a) != 0 || vt_parse_int(x + 1, 0, 1 << 16, &b) != 0)
+        return -1;
+    *w = a;
+    *h = b;
     return 0;
 }
 
@@ -125,24 +133,23 @@ int vt_cmd_synth(int argc, char **argv) {
                     : !strcmp(a, "--threads") ? &o.threads
                                               : NULL;
         if (target) {
-            if (!val || parse_int(val, target) != 0) {
+            if (!val || vt_parse_int(val, 0, 1000000, target) != 0) {
                 fprintf(stderr, "vidtrain synth: %s needs a non-negative number\n", a);
                 return 2;
             }
             i++;
         } else if (!strcmp(a, "--size")) {
-            if (!val || sscanf(val, "%dx%d", &o.width, &o.height) != 2) {
+            if (parse_size(val, &o.width, &o.height) != 0) {
                 fprintf(stderr, "vidtrain synth: --size needs WxH, e.g. 128x96\n");
                 return 2;
             }
             size_set = 1;
             i++;
         } else if (!strcmp(a, "--seed")) {
-            if (!val) {
+            if (!val || vt_parse_u64(val, &o.seed) != 0) {
                 fprintf(stderr, "vidtrain synth: --seed needs a number\n");
                 return 2;
             }
-            o.seed = strtoull(val, NULL, 10);
             i++;
         } else if (!strcmp(a, "--preset") || !strncmp(a, "--preset=", 9)) {
             i += !strcmp(a, "--preset"); /* read above */

@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "app/run_files.h"
 #include "models/common.h"
 #include "pipeline/parallel/mpi.h"
 
@@ -29,8 +30,8 @@ static char *share_string(const char *mine, const char *what) {
 
 cJSON *vt_dist_read_json(const char *path) {
     if (vt_mpi_size() == 1)
-        return vt_read_json(path);
-    char *text = vt_dist_lead() ? vt_read_file(path) : NULL;
+        return vt_file_read_json(path);
+    char *text = vt_dist_lead() ? vt_file_read(path) : NULL;
     char *s = share_string(text, "reading a run file on rank 0");
     cJSON *j = s ? cJSON_Parse(s) : NULL;
     free(text);

@@ -15,7 +15,7 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-#include "app/run.h"
+#include "app/train_opts.h"
 
 /* 1 on the rank that owns the run folder (rank 0, or the only process). */
 int vt_dist_lead(void);

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/run.h"
+#include "app/run_files.h"
 #include "models/common.h"
 
 struct vt_dump {
@@ -19,6 +19,8 @@ struct vt_dump {
     int ntrain, neval;
 };
 
+/* Plain writes, not vt_file_write_atomic: a dump is read after the run, and a sync per
+ * batch would slow down the very run it records. */
 static int write_f32(const char *path, const float *x, size_t n, char *err, size_t errlen) {
     FILE *f = fopen(path, "wb");
     if (!f) {
@@ -63,7 +65,7 @@ static cJSON *labels_json(const vt_batch *b) {
 }
 
 vt_dump *vt_dump_open(const char *dir, const char *info_json, char *err, size_t errlen) {
-    if (vt_mkdirs(dir, err, errlen) != 0)
+    if (vt_run_mkdirs(dir, err, errlen) != 0)
         return NULL;
     vt_dump *d = vt_calloc(1, sizeof *d);
     snprintf(d->dir, sizeof d->dir, "%s", dir);
@@ -74,7 +76,7 @@ vt_dump *vt_dump_open(const char *dir, const char *info_json, char *err, size_t 
         remove(path);
     }
     snprintf(path, sizeof path, "%s/dump.json", dir);
-    if (vt_write_file_atomic(path, info_json, err, errlen) != 0) {
+    if (vt_run_write_file(path, info_json, err, errlen) != 0) {
         free(d);
         return NULL;
     }

@@ -364,11 +364,11 @@ static void csv_field(FILE *f, const char *s) {
 
 int vt_eval_confusion_csv(const vt_eval_result *r, const char *const *names, const char *path,
                           char *err, size_t errlen) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        vt_set_err(err, errlen, "cannot write %s", path);
-        return -1;
-    }
+    /* Built in memory and written atomically: a reader never sees half a table. */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    VT_CHECK(f != NULL, "open_memstream: out of memory");
     int k = r->classes;
     char b[32];
     fputs("true\\pred", f);
@@ -383,9 +383,9 @@ int vt_eval_confusion_csv(const vt_eval_result *r, const char *const *names, con
             fprintf(f, ",%lld", (long long)r->confusion[(size_t)t * k + p]);
         fputc('\n', f);
     }
-    if (fclose(f) != 0) {
-        vt_set_err(err, errlen, "error writing %s", path);
-        return -1;
-    }
-    return 0;
+    int bad = ferror(f);
+    VT_CHECK(fclose(f) == 0 && !bad, "building %s in memory failed (out of memory)", path);
+    int rc = vt_file_write_atomic(path, text, len, err, errlen);
+    free(text);
+    return rc;
 }

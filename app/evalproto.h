@@ -83,7 +83,8 @@ void vt_topk(int *idx, const float *score, int n, int k);
 
 /* Human-readable confusion matrix (class names may be NULL: numbers are used). */
 void vt_eval_confusion_print(const vt_eval_result *r, const char *const *names, FILE *f);
-/* CSV: header "true\pred,<names>..." then one row per true class. Returns 0 or -1. */
+/* CSV: header "true\pred,<names>..." then one row per true class, written atomically
+ * (vt_file_write_atomic). Returns 0, or -1 with err naming the file. */
 int vt_eval_confusion_csv(const vt_eval_result *r, const char *const *names, const char *path,
                           char *err, size_t errlen);
 

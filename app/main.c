@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "app/app.h"
-#include "app/run.h"
+#include "app/signals.h"
 #include "models/common.h"
 #include "pipeline/parallel/mpi.h"
 

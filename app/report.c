@@ -13,7 +13,8 @@
 #include <string.h>
 
 #include "app/dist.h"
-#include "app/run.h"
+#include "app/metrics.h"
+#include "app/run_files.h"
 #include "models/common.h"
 
 /* ---- reading ---- */
@@ -22,7 +23,7 @@
 static cJSON *read_json(const char *dir, const char *name) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    return vt_read_json(path);
+    return vt_file_read_json(path);
 }
 
 static double jnum(const cJSON *o, const char *key) {
@@ -331,7 +332,7 @@ int vt_report_write(const char *run_dir, char *err, size_t errlen) {
     if (!vt_dist_lead()) /* under mpirun rank 0 owns the run folder */
         return 0;
     char path[4096];
-    /* The page is built in memory and written by vt_write_file_atomic (temp file, fsync,
+    /* The page is built in memory and written by vt_run_write_file (temp file, fsync,
      * rename), so a reader never sees half of it. */
     char *page = NULL;
     size_t page_len = 0;
@@ -385,7 +386,7 @@ int vt_report_write(const char *run_dir, char *err, size_t errlen) {
         eval_section(f, val, "Validation (last epoch)");
 
     snprintf(path, sizeof path, "%s/plan.txt", run_dir);
-    char *plan = vt_read_file(path);
+    char *plan = vt_file_read(path);
     if (plan) {
         fprintf(f, "<h2>Devices and slice plan</h2>\n<pre>");
         html_esc(f, plan);
@@ -417,7 +418,7 @@ int vt_report_write(const char *run_dir, char *err, size_t errlen) {
     int bad = ferror(f);
     VT_CHECK(fclose(f) == 0 && !bad, "building the report in memory failed (out of memory)");
     snprintf(path, sizeof path, "%s/report.html", run_dir);
-    int rc = vt_write_file_atomic(path, page, err, errlen);
+    int rc = vt_run_write_file(path, page, err, errlen);
     free(page);
     return rc;
 }

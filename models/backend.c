@@ -1,7 +1,11 @@
 /*
- * backend.c: the backend-independent part of vt_backend — construction by name and the
- * budget-enforcing allocator wrapper that records every live allocation, so a tower's
- * high-water mark is measured, not estimated (DESIGN.md invariant 3).
+ * backend.c: the backend-independent part of vt_backend — the budget-enforcing allocator
+ * wrapper that records every live allocation, so a tower's high-water mark is measured,
+ * not estimated (DESIGN.md invariant 3), precision names and switching, and freeing a
+ * backend. Construction by name is the registry's (registry.c).
+ *
+ * It must never call a particular backend: every backend calls this file, so a call
+ * back would make a circle (the reason the registry is a file of its own).
  */
 #include "models/backend.h"
 
@@ -123,21 +127,6 @@ int vt_backend_set_precision(vt_backend *be, vt_precision p, char *err, size_t e
     }
     be->precision = p;
     return 0;
-}
-
-vt_backend *vt_backend_init(const char *name, int ordinal, int threads, int64_t budget) {
-    vt_backend *be = NULL;
-    if (!strcmp(name, "cpu-ref"))
-        be = vt_backend_cpu_ref_init(budget);
-    else if (!strcmp(name, "cpu"))
-        be = vt_backend_cpu_init(threads, budget);
-#ifdef VT_HAVE_CUDA
-    else if (!strcmp(name, "cuda"))
-        be = vt_backend_cuda_init(ordinal, budget);
-#endif
-    if (be)
-        be->ordinal = ordinal;
-    return be;
 }
 
 void vt_backend_free(vt_backend **pbe) {

@@ -3,7 +3,9 @@
  * handle plus an op table", after ggml-backend-impl.h).
  *
  * A backend is a handle (vt_backend) holding its table (vt_backend_i), a private
- * context, and an allocator that enforces a memory budget. Three fill the table:
+ * context, and an allocator that enforces a memory budget. Three fill the table, each
+ * with designated initializers (`.to_host = cpu_copy,`) so that a slot can never shift
+ * onto its neighbour's function; registry.h builds them by name:
  *   cpu-ref  plain loops, obviously correct: the truth the others are tested against;
  *   cpu      vol2col + OpenBLAS sgemm, OpenMP elsewhere; deterministic;
  *   cuda     cuDNN / cuBLAS / own kernels (models/cuda/), one handle per device.
@@ -112,8 +114,11 @@ typedef struct vt_backend_i {
     void (*fill)(vt_backend *be, float *x, float v, int64_t n);
     void (*scale)(vt_backend *be, float *x, float a, int64_t n);                  /* x *= a */
     void (*axpy)(vt_backend *be, float *y, float a, const float *x, int64_t n);   /* y += a*x */
+    /* x = the nearest integer, ties to even (rintf): counters kept as floats, such as
+     * num_batches_tracked after the towers' weighted average (vt_net_merge_buffers). */
+    void (*round_even)(vt_backend *be, float *x, int64_t n);
     /* out = a + b, every array [A] (residual sums, gradients meeting at a branch); out may
-     * be a. fill, scale, axpy and sumsq work on F32 arrays only. */
+     * be a. fill, scale, axpy, round_even and sumsq work on F32 arrays only. */
     void (*add)(vt_backend *be, float *out, const float *a, const float *b, int64_t n);
     double (*sumsq)(vt_backend *be, const float *x, int64_t n); /* sum x^2 in double; syncs */
     /* Conversions between float32 and activation storage (BF16: round / widen; FP32 and
@@ -198,15 +203,20 @@ typedef struct vt_backend_i {
                              int64_t n);
 
     /* ---- losses: per-clip loss and dlogits = grad_scale * dloss/dlogits ----
+     * and, for evaluation, prob (N, K): what the head predicts (softmax probabilities,
+     * sigmoids). Every output is optional (NULL: not computed); without loss and dlogits
+     * the targets may be NULL too (probabilities of clips that have no labels). prob may
+     * be logits itself: each logit is read before its probability is written.
+     * dlogits [A] (it feeds the head's backward); logits, loss and prob are F32.
      * softmax cross-entropy with label smoothing eps (PyTorch semantics: target =
-     * (1-eps)*onehot + eps/K). label: (N) int32 class ids. prob (N, K) optional output.
-     * dlogits [A] (it feeds the head's backward); logits, loss and prob are F32. */
+     * (1-eps)*onehot + eps/K). label: (N) int32 class ids. */
     void (*softmax_xent)(vt_backend *be, float *loss, float *dlogits, float *prob,
                          const float *logits, const int32_t *label, int n, int k, float smoothing,
                          float grad_scale);
-    /* BCE with logits, summed over the K outputs of a clip; target (N, K) in {0, 1}. */
-    void (*bce_logits)(vt_backend *be, float *loss, float *dlogits, const float *logits,
-                       const float *target, int n, int k, float grad_scale);
+    /* BCE with logits, summed over the K outputs of a clip; target (N, K) in {0, 1};
+     * prob = sigmoid(logits). */
+    void (*bce_logits)(vt_backend *be, float *loss, float *dlogits, float *prob,
+                       const float *logits, const float *target, int n, int k, float grad_scale);
 
     /* ---- optimizer updates over a whole arena, PyTorch torch.optim semantics ----
      * step counts from 1. wd: SGD/RMSprop add wd*p to the gradient (L2); AdamW decays
@@ -237,14 +247,8 @@ struct vt_backend {
     vt_precision precision;  /* what the ops follow (vt_backend_set_precision) */
 };
 
-/* Constructors. budget 0 = unlimited; threads 0 = all cores. */
-vt_backend *vt_backend_cpu_ref_init(int64_t budget);
-vt_backend *vt_backend_cpu_init(int threads, int64_t budget);
-#ifdef VT_HAVE_CUDA
-vt_backend *vt_backend_cuda_init(int device, int64_t budget);
-#endif
-/* By name: "cpu-ref", "cpu", "cuda". NULL if that backend is not built in. */
-vt_backend *vt_backend_init(const char *name, int ordinal, int threads, int64_t budget);
+/* Constructors, by name or by backend: models/registry.h (the CUDA one:
+ * models/cuda/backend_cuda.h). Frees be->ctx through the table's destroy, then be. */
 void vt_backend_free(vt_backend **be);
 
 /* Set the precision the ops follow (see the top of this file). Returns 0, or -1 with err

@@ -21,14 +21,11 @@
  *     convention: "classes" (JSON list of class names), "normalisation" (JSON {"mean":
  *     [..], "std": [..]}), "epoch", "step", "rng" (decimal u64 state), "cursor" (the data
  *     cursor), "schedule".
- * Files are written to a temporary file in the same folder, fsynced, renamed over the
- * target, and the folder fsynced, so a crash leaves the old checkpoint or the new one.
- *
- * Reading validates the whole file before using any of it (size, header length, JSON,
- * every tensor's dtype/shape/offsets, offsets within the data and neither overlapping nor
- * leaving holes, names/dtypes/shapes against the net) and refuses a bad file with a
- * message naming the path and the problem: a corrupt checkpoint is a data error and must
- * never crash or abort the program.
+ * The file layer — metadata, reading and validating a header, reading a tensor, the
+ * atomic write — is models/safetensors.h; this header adds the mapping of a net (and an
+ * optimizer) onto it. Loading checks every name, dtype and shape against the net before
+ * touching it and refuses a bad file with a message naming the path and the problem: a
+ * corrupt checkpoint is a data error and must never crash or abort the program.
  */
 #ifndef VT_CHECKPOINT_H
 #define VT_CHECKPOINT_H
@@ -38,50 +35,11 @@
 
 #include "models/net.h"
 #include "models/optim.h"
-
-/* String -> string metadata, in insertion order. */
-typedef struct vt_ckpt_kv { char *key, *val; } vt_ckpt_kv;
-typedef struct vt_ckpt_meta {
-    int n, cap;
-    vt_ckpt_kv *kv;
-} vt_ckpt_meta;
-
-/* Sets (or replaces) key. */
-void vt_ckpt_meta_set(vt_ckpt_meta *m, const char *key, const char *val);
-const char *vt_ckpt_meta_get(const vt_ckpt_meta *m, const char *key); /* NULL if absent */
-void vt_ckpt_meta_free(vt_ckpt_meta *m);
-
-/* One tensor of a file, as its header describes it. */
-typedef struct vt_ckpt_tensor {
-    char *name;
-    int is_int64;       /* dtype I64 (else F32) */
-    int ndim;
-    int64_t shape[8];
-    int64_t numel;
-    int64_t begin, end; /* byte offsets into the data section */
-} vt_ckpt_tensor;
-
-/* What vt_ckpt_read_info learns without a net: enough to build one. */
-typedef struct vt_ckpt_info {
-    char *path;
-    vt_ckpt_meta meta;
-    int ntensors;
-    vt_ckpt_tensor *tensors; /* header order */
-    int64_t data_start;      /* file offset of the data section */
-    int64_t file_size;
-} vt_ckpt_info;
+#include "models/safetensors.h"
 
 /* Writes net (+ opt if not NULL) and metadata to path atomically. 0, or -1 with err. */
 int vt_ckpt_save(const char *path, vt_net *net, vt_optim *opt, const vt_ckpt_meta *extra,
                  char *err, size_t errlen);
-
-/* Reads and validates the header only (+ file layout). 0, or -1 with err. */
-int vt_ckpt_read_info(vt_ckpt_info *info, const char *path, char *err, size_t errlen);
-void vt_ckpt_info_free(vt_ckpt_info *info);
-const vt_ckpt_tensor *vt_ckpt_find(const vt_ckpt_info *info, const char *name);
-/* Reads one tensor's data into host memory as floats (I64 converted). 0 or -1 + err. */
-int vt_ckpt_read_tensor(const vt_ckpt_info *info, const vt_ckpt_tensor *t, float *host_out,
-                        char *err, size_t errlen);
 
 /* The net configuration ("model", "clip", "heads", "dropout") from the metadata. */
 int vt_ckpt_net_cfg(vt_net_cfg *cfg, const vt_ckpt_info *info, char *err, size_t errlen);

@@ -1,15 +1,20 @@
 /*
- * common.c: check/abort, allocation, logging, RNG and small parsers shared by every
- * folder. Nothing here may depend on FFmpeg, BLAS or CUDA.
+ * common.c: check/abort, allocation, logging, RNG, the strict parsers and the atomic
+ * file writer shared by every folder. Nothing here may depend on FFmpeg, BLAS or CUDA,
+ * and nothing here may print: errors go back to the caller as codes and sentences.
  */
 #define _POSIX_C_SOURCE 200809L
 #include "models/common.h"
 
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 int vt_log_level = 1;
 
@@ -150,6 +155,58 @@ int vt_opt_value(int argc, char **argv, int *i, const char *name, const char **v
     return 1;
 }
 
+int vt_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (!s || !*s)
+        return -1;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int vt_parse_int(const char *s, long lo, long hi, int *out) {
+    int64_t v;
+    if (vt_parse_i64(s, lo, hi, &v) != 0)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int vt_parse_u64(const char *s, uint64_t *out) {
+    /* strtoull skips white space and then negates "-1" to 2^64-1: refuse both. */
+    if (!s || !*s || *s == '-' || isspace((unsigned char)*s))
+        return -1;
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int vt_parse_f64(const char *s, double lo, double hi, double *out) {
+    if (!s || !*s)
+        return -1;
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (*end || !isfinite(v) || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int vt_parse_float(const char *s, double lo, double hi, float *out) {
+    double v;
+    if (vt_parse_f64(s, lo, hi, &v) != 0)
+        return -1;
+    *out = (float)v;
+    return 0;
+}
+
 int64_t vt_parse_bytes(const char *s) {
     if (!s || !*s)
         return -1;
@@ -172,7 +229,11 @@ int64_t vt_parse_bytes(const char *s) {
         end++;
     if (*end)
         return -1;
-    return (int64_t)(v * mul);
+    /* "nan", "inf" and sizes past int64_t are not sizes: converting them is UB. */
+    double b = v * mul;
+    if (!(b < 9223372036854775807.0))
+        return -1;
+    return (int64_t)b;
 }
 
 const char *vt_fmt_bytes(char *buf, size_t n, int64_t bytes) {
@@ -186,4 +247,131 @@ const char *vt_fmt_bytes(char *buf, size_t n, int64_t bytes) {
     else
         snprintf(buf, n, "%lld B", (long long)bytes);
     return buf;
+}
+
+int vt_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+int vt_dir_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+char *vt_file_read(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0, r;
+    char *buf = vt_malloc(cap);
+    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += r;
+        if (n + 1 >= cap) {
+            cap *= 2;
+            buf = vt_realloc(buf, cap);
+        }
+    }
+    fclose(f);
+    buf[n] = 0;
+    return buf;
+}
+
+int vt_fd_write_all(int fd, const void *buf, size_t len) {
+    const char *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Makes the rename of a file in dir(path) durable. 0, or -1 with errno set. File systems
+ * that cannot sync a folder (EINVAL) have nothing more to make durable. */
+static int sync_parent(const char *path) {
+    char *dir = vt_strdup(path);
+    char *slash = strrchr(dir, '/');
+    const char *d = ".";
+    if (slash) {
+        slash[slash == dir ? 1 : 0] = 0; /* "/x" -> "/", "a/b/x" -> "a/b" */
+        d = dir;
+    }
+    int rc = 0;
+    int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
+        rc = -1;
+    int saved = errno;
+    if (fd >= 0)
+        close(fd);
+    free(dir);
+    errno = saved;
+    return rc;
+}
+
+int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
+                              size_t errlen) {
+    /* The process id keeps two processes writing the same path (ranks sharing a run
+     * folder by mistake) off each other's temporary file. */
+    size_t tn = strlen(path) + 32;
+    char *tmp = vt_malloc(tn);
+    snprintf(tmp, tn, "%s.tmp.%ld", path, (long)getpid());
+    int rc = -1;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        vt_set_err(err, errlen, "cannot write %s: cannot create %s: %s", path, tmp,
+                   strerror(errno));
+        goto end;
+    }
+    /* fsync before the rename: after a crash the name points at the old or the new
+     * whole file, never at an empty one. */
+    if (fill(ctx, fd) != 0 || fsync(fd) != 0) {
+        vt_set_err(err, errlen, "cannot write %s: writing %s: %s", path, tmp, strerror(errno));
+        goto end;
+    }
+    int cr = close(fd);
+    fd = -1;
+    if (cr != 0) {
+        vt_set_err(err, errlen, "cannot write %s: closing %s: %s", path, tmp, strerror(errno));
+        goto end;
+    }
+    if (rename(tmp, path) != 0) {
+        vt_set_err(err, errlen, "cannot write %s: renaming %s over it: %s", path, tmp,
+                   strerror(errno));
+        goto end;
+    }
+    vt_freep(&tmp); /* renamed: nothing left to remove */
+    if (sync_parent(path) != 0) {
+        vt_set_err(err, errlen, "%s was written but its folder could not be synced: %s", path,
+                   strerror(errno));
+        goto end;
+    }
+    rc = 0;
+end:
+    if (fd >= 0)
+        close(fd);
+    if (tmp)
+        unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+typedef struct buf_fill { const void *data; size_t len; } buf_fill;
+
+static int fill_buf(void *ctx, int fd) {
+    const buf_fill *b = ctx;
+    return vt_fd_write_all(fd, b->data, b->len);
+}
+
+int vt_file_write_atomic(const char *path, const void *data, size_t len, char *err,
+                         size_t errlen) {
+    buf_fill b = {data, len};
+    return vt_file_write_atomic_fill(path, fill_buf, &b, err, errlen);
 }

@@ -1,6 +1,8 @@
 /*
  * common.h: what every vidtrain file shares — check macros, allocation that never
- * returns NULL, logging, a small serialisable RNG, and clock helpers.
+ * returns NULL, logging, a small serialisable RNG, clock helpers, the strict number
+ * parsers every command-line value goes through, whole-file reading and the one atomic
+ * file writer.
  *
  * This file must never grow policy: no knowledge of videos, devices or layers lives
  * here. Device and programmer errors abort through VT_CHECK; data errors are returned
@@ -80,10 +82,45 @@ uint64_t vt_fnv1a(const void *data, size_t n, uint64_t h);
  * argv[*i] is another option (a longer name that starts with `name` included). */
 int vt_opt_value(int argc, char **argv, int *i, const char *name, const char **val);
 
+/* Strict number parsers: the whole string is one number (no trailing text, nothing
+ * empty), base 10, inside [lo, hi]. 0 with *out set, or -1 with *out untouched. Every
+ * command-line number goes through these, so "3x" or "1e9" is never read as 3 or 1. */
+int vt_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+int vt_parse_int(const char *s, long lo, long hi, int *out);
+/* Any uint64_t (seeds): base 10, or 0x hex / 0 octal as C writes them; no sign. */
+int vt_parse_u64(const char *s, uint64_t *out);
+/* A finite number in [lo, hi] (strtod's syntax). */
+int vt_parse_f64(const char *s, double lo, double hi, double *out);
+int vt_parse_float(const char *s, double lo, double hi, float *out);
+
 /* "12G", "512M", "1.5G", "100K", "1234" -> bytes; -1 on a bad string. */
 int64_t vt_parse_bytes(const char *s);
 /* bytes -> "1.50 GiB" into buf. Returns buf. */
 const char *vt_fmt_bytes(char *buf, size_t n, int64_t bytes);
+
+/* 1 when path is a regular file / a folder (links followed). */
+int vt_file_exists(const char *path);
+int vt_dir_exists(const char *path);
+/* Whole file as a NUL-terminated string (free()), NULL if unreadable. */
+char *vt_file_read(const char *path);
+
+/*
+ * The atomic file writer: the content goes to a temporary file beside `path` (same
+ * folder, so the rename cannot cross file systems), which is fsynced, closed and renamed
+ * over `path`, then the folder is fsynced so that the rename itself survives a crash. A
+ * reader (or a crash) sees the old whole file or the new whole file, never a part.
+ * 0, or -1 with err naming the path and the system's reason; the temporary file is
+ * removed and no descriptor is left open on any failure.
+ */
+int vt_file_write_atomic(const char *path, const void *data, size_t len, char *err,
+                         size_t errlen);
+/* The same for content written in pieces (large files that are not held in memory):
+ * fill(ctx, fd) writes everything to fd and returns 0, or -1 with errno set. */
+typedef int (*vt_file_fill_fn)(void *ctx, int fd);
+int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
+                              size_t errlen);
+/* write(2) until all of buf is written (EINTR retried). 0, or -1 with errno set. */
+int vt_fd_write_all(int fd, const void *buf, size_t len);
 
 #define VT_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define VT_MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -1,6 +1,7 @@
 /*
- * cpu_conv.h: how the fast CPU backend (cpu.c) tiles a conv3d, shared with the memory
- * planner (memplan.c), which must count the scratch those tiles need (DESIGN.md invariant 3).
+ * cpu_conv.h: the fast CPU backend's conv3d engine (cpu_conv.c) — its two ops, which cpu.c
+ * puts in its table, and how it tiles a conv3d, which the memory planner (memplan.c)
+ * shares because it must count the scratch those tiles need (DESIGN.md invariant 3).
  *
  * A conv runs as vol2col + sgemm over TILES of output columns: either several whole clips
  * (small outputs: one bigger GEMM instead of one small GEMM per clip) or a band of output
@@ -11,7 +12,8 @@
  * The tiling depends only on the shape, n and the scratch cap, never on the thread count,
  * so results do not depend on it either.
  *
- * This header must never grow backend state: it is arithmetic on shapes.
+ * This header must never grow backend state: the ops take everything from their
+ * arguments, and the tiling is arithmetic on shapes.
  */
 #ifndef VT_CPU_CONV_H
 #define VT_CPU_CONV_H
@@ -38,5 +40,12 @@ void vt_cpu_conv_tiling_make(vt_cpu_conv_tiling *t, int n, const int in_thw[3],
                              const vt_conv3d_p *p, int64_t cap_floats);
 /* Bytes of scratch a cpu conv op with this geometry allocates at most, for any n. */
 int64_t vt_cpu_conv_scratch_bound(const int in_thw[3], const vt_conv3d_p *p);
+
+/* The cpu backend's conv3d_forward and conv3d_backward (backend.h semantics). */
+void vt_cpu_conv3d_forward(vt_backend *be, float *out, const float *in, const float *w,
+                           const float *b, int n, const int in_thw[3], const vt_conv3d_p *p);
+void vt_cpu_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,
+                            const float *dout, const float *in, const float *w, int n,
+                            const int in_thw[3], const vt_conv3d_p *p);
 
 #endif

@@ -78,6 +78,10 @@ static void ref_axpy(vt_backend *be, float *y, float a, const float *x, int64_t 
     for (int64_t i = 0; i < n; i++)
         y[i] += a * x[i];
 }
+static void ref_round_even(vt_backend *be, float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        x[i] = rintf(x[i]);
+}
 static void ref_add(vt_backend *be, float *out, const float *a, const float *b, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         ast(be, out, i, ald(be, a, i) + ald(be, b, i));
@@ -522,10 +526,11 @@ static void ref_dropout_backward(vt_backend *be, float *din, const float *dout, 
 static void ref_softmax_xent(vt_backend *be, float *loss, float *dlogits, float *prob,
                              const float *logits, const int32_t *label, int n, int k,
                              float smoothing, float grad_scale) {
+    VT_CHECK(label || (!loss && !dlogits), "softmax_xent: a loss without labels");
     for (int ni = 0; ni < n; ni++) {
         const float *z = logits + (int64_t)ni * k;
-        int y = label[ni];
-        VT_CHECK(y >= 0 && y < k, "softmax_xent: label %d outside [0, %d)", y, k);
+        int y = label ? label[ni] : -1; /* no labels: probabilities only */
+        VT_CHECK(!label || (y >= 0 && y < k), "softmax_xent: label %d outside [0, %d)", y, k);
         double mx = z[0];
         for (int j = 1; j < k; j++)
             mx = z[j] > mx ? z[j] : mx;
@@ -548,13 +553,20 @@ static void ref_softmax_xent(vt_backend *be, float *loss, float *dlogits, float 
     }
 }
 
-static void ref_bce_logits(vt_backend *be, float *loss, float *dlogits, const float *logits,
-                           const float *target, int n, int k, float grad_scale) {
+static void ref_bce_logits(vt_backend *be, float *loss, float *dlogits, float *prob,
+                           const float *logits, const float *target, int n, int k,
+                           float grad_scale) {
+    VT_CHECK(target || (!loss && !dlogits), "bce_logits: a loss without targets");
     for (int ni = 0; ni < n; ni++) {
         double l = 0;
         for (int j = 0; j < k; j++) {
             int64_t i = (int64_t)ni * k + j;
-            double x = logits[i], t = target[i];
+            double x = logits[i];
+            if (prob)
+                prob[i] = (float)(1.0 / (1.0 + exp(-x)));
+            if (!target) /* no targets: probabilities only */
+                continue;
+            double t = target[i];
             /* max(x,0) - x t + log(1 + e^-|x|): PyTorch's overflow-free form. */
             l += (x > 0 ? x : 0) - x * t + log1p(exp(-fabs(x)));
             if (dlogits)
@@ -624,51 +636,52 @@ static void ref_adamw_update(vt_backend *be, float *p, const float *g, float *m,
 /* ---------------------------------------------------------------- the table ---- */
 
 static const vt_backend_i ref_i = {
-    /* .name = */ "cpu-ref",
-    /* .destroy = */ NULL,
-    /* .alloc = */ ref_alloc,
-    /* .free = */ ref_free,
-    /* .to_device = */ ref_copy,
-    /* .to_host = */ ref_copy,
-    /* .copy = */ ref_copy,
-    /* .synchronize = */ NULL,
-    /* .host_alloc = */ NULL,
-    /* .host_free = */ NULL,
-    /* .upload = */ NULL,
-    /* .upload_join = */ NULL,
-    /* .upload_wait = */ NULL,
-    /* .set_precision = */ ref_set_precision,
-    /* .fill = */ ref_fill,
-    /* .scale = */ ref_scale,
-    /* .axpy = */ ref_axpy,
-    /* .add = */ ref_add,
-    /* .sumsq = */ ref_sumsq,
-    /* .act_from_f32 = */ ref_act_from_f32,
-    /* .act_to_f32 = */ ref_act_to_f32,
-    /* .conv3d_forward = */ ref_conv3d_forward,
-    /* .conv3d_backward = */ ref_conv3d_backward,
-    /* .bn_stats = */ ref_bn_stats,
-    /* .bn_finalize = */ ref_bn_finalize,
-    /* .bn_apply = */ ref_bn_apply,
-    /* .bn_backward_reduce = */ ref_bn_backward_reduce,
-    /* .bn_backward_apply = */ ref_bn_backward_apply,
-    /* .relu_forward = */ ref_relu_forward,
-    /* .relu_backward = */ ref_relu_backward,
-    /* .maxpool3d_forward = */ ref_maxpool3d_forward,
-    /* .maxpool3d_backward = */ ref_maxpool3d_backward,
-    /* .avgpool3d_forward = */ ref_avgpool3d_forward,
-    /* .avgpool3d_backward = */ ref_avgpool3d_backward,
-    /* .gap_forward = */ ref_gap_forward,
-    /* .gap_backward = */ ref_gap_backward,
-    /* .linear_forward = */ ref_linear_forward,
-    /* .linear_backward = */ ref_linear_backward,
-    /* .dropout_forward = */ ref_dropout_forward,
-    /* .dropout_backward = */ ref_dropout_backward,
-    /* .softmax_xent = */ ref_softmax_xent,
-    /* .bce_logits = */ ref_bce_logits,
-    /* .sgd_update = */ ref_sgd_update,
-    /* .rmsprop_update = */ ref_rmsprop_update,
-    /* .adamw_update = */ ref_adamw_update,
+    .name = "cpu-ref",
+    .destroy = NULL,
+    .alloc = ref_alloc,
+    .free = ref_free,
+    .to_device = ref_copy,
+    .to_host = ref_copy,
+    .copy = ref_copy,
+    .synchronize = NULL,
+    .host_alloc = NULL,
+    .host_free = NULL,
+    .upload = NULL,
+    .upload_join = NULL,
+    .upload_wait = NULL,
+    .set_precision = ref_set_precision,
+    .fill = ref_fill,
+    .scale = ref_scale,
+    .axpy = ref_axpy,
+    .round_even = ref_round_even,
+    .add = ref_add,
+    .sumsq = ref_sumsq,
+    .act_from_f32 = ref_act_from_f32,
+    .act_to_f32 = ref_act_to_f32,
+    .conv3d_forward = ref_conv3d_forward,
+    .conv3d_backward = ref_conv3d_backward,
+    .bn_stats = ref_bn_stats,
+    .bn_finalize = ref_bn_finalize,
+    .bn_apply = ref_bn_apply,
+    .bn_backward_reduce = ref_bn_backward_reduce,
+    .bn_backward_apply = ref_bn_backward_apply,
+    .relu_forward = ref_relu_forward,
+    .relu_backward = ref_relu_backward,
+    .maxpool3d_forward = ref_maxpool3d_forward,
+    .maxpool3d_backward = ref_maxpool3d_backward,
+    .avgpool3d_forward = ref_avgpool3d_forward,
+    .avgpool3d_backward = ref_avgpool3d_backward,
+    .gap_forward = ref_gap_forward,
+    .gap_backward = ref_gap_backward,
+    .linear_forward = ref_linear_forward,
+    .linear_backward = ref_linear_backward,
+    .dropout_forward = ref_dropout_forward,
+    .dropout_backward = ref_dropout_backward,
+    .softmax_xent = ref_softmax_xent,
+    .bce_logits = ref_bce_logits,
+    .sgd_update = ref_sgd_update,
+    .rmsprop_update = ref_rmsprop_update,
+    .adamw_update = ref_adamw_update,
 };
 
 vt_backend *vt_backend_cpu_ref_init(int64_t budget) {

@@ -19,6 +19,7 @@
 #include "models/cpu_conv.h"
 #include "models/net.h"
 #include "models/net_graph.h"
+#include "models/zoo.h"
 
 static const char *node_kind_name(vt_node_kind k) {
     switch (k) {
@@ -89,8 +90,8 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
      * (cpu_conv.h). BF16 (cpu-ref and cuda; the cpu backend has no BF16): the cuda
      * backend's bf16 staging of one layer's weights and of its weight gradient before
      * it is added to the float32 one, 2 x 2 bytes per weight of the largest conv or
-     * linear layer (backend_cuda.c, bf16_stage). The cuda backend budgets its cuDNN
-     * workspace from what is left (backend_cuda.c). */
+     * linear layer (cuda_ctx.c, vt_cuda_stage_w16/dw16). The cuda backend budgets its
+     * cuDNN workspace from what is left (cuda_conv.c, ws_available). */
     for (int i = 0; i < g.nnodes; i++) {
         const vt_node *nd = &g.nodes[i];
         if (cfg->precision == VT_PREC_BF16) {

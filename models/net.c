@@ -2,8 +2,10 @@
  * net.c: one replica of a network on one backend — the arenas (parameters, gradients,
  * buffers, workspace, and one per-clip arena for activations, masks, losses and
  * gradient slots, each ONE vt_backend_alloc), forward in train and eval mode, the
- * heads' losses, backward with gradient accumulation at branch points, sync-BN through
- * the caller's allreduce hook, counter-based dropout, and torchvision's initialisation.
+ * heads' losses and, for evaluation, their outputs (probabilities, sigmoids), backward
+ * with gradient accumulation at branch points, sync-BN and the merge of replicas' BN
+ * buffers through the caller's allreduce hook, counter-based dropout, and torchvision's
+ * initialisation.
  *
  * Precision: the per-clip arena is two allocations — activation elements (the [A] arrays
  * of backend.h, bf16 under BF16) and float32 values (masks, losses, logit copies) — laid
@@ -12,8 +14,9 @@
  *
  * It must never allocate after vt_net_init (a forward or backward that allocated would
  * break the memory plan the splitter trusts), never talk to other towers except through
- * the sync-BN hook, and never do arithmetic itself: every number is made by an op of the
- * backend table, so the same code runs on cpu-ref, cpu and cuda.
+ * its allreduce hook, and never do arithmetic on tensors itself: every number is made by
+ * an op of the backend table, so the same code runs on cpu-ref, cpu and cuda (the host
+ * only adds up per-clip losses it has copied back).
  */
 #include <math.h>
 #include <string.h>
@@ -21,6 +24,7 @@
 #include "models/common.h"
 #include "models/net.h"
 #include "models/net_graph.h"
+#include "models/zoo.h"
 
 #define VT_BN_MOMENTUM 0.1f /* PyTorch BatchNorm3d defaults */
 #define VT_BN_EPS 1e-5f
@@ -393,7 +397,25 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
     net->have_loss = 0;
 }
 
-/* ---- loss ---- */
+/* ---- loss, outputs ---- */
+
+/* From the heads' per-clip losses (host_loss, n clips each): head_loss[h] = the sum over
+ * clips, loss_clip[j] = sum_h weight_h * loss_h(clip j); either may be NULL. */
+static void loss_sums(const vt_net *net, int n, float *loss_clip, float *head_loss) {
+    const vt_net_cfg *cfg = &net->g.cfg;
+    for (int h = 0; h < cfg->nheads && head_loss; h++) {
+        double s = 0;
+        for (int j = 0; j < n; j++)
+            s += net->host_loss[(int64_t)h * net->mb + j];
+        head_loss[h] = (float)s;
+    }
+    for (int j = 0; j < n && loss_clip; j++) {
+        double s = 0;
+        for (int h = 0; h < cfg->nheads; h++)
+            s += (double)cfg->head[h].weight * net->host_loss[(int64_t)h * net->mb + j];
+        loss_clip[j] = (float)s;
+    }
+}
 
 void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targets *t,
                  float grad_scale) {
@@ -414,25 +436,62 @@ void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targe
         } else {
             VT_CHECK(n == 0 || t->target[h], "head %d (%s): BCE head without targets", h,
                      hc->name);
-            VT_OP(be, bce_logits, loss, dlog, logits, t->target[h], n, hc->classes, gs);
+            VT_OP(be, bce_logits, loss, dlog, NULL, logits, t->target[h], n, hc->classes, gs);
         }
         if (n > 0)
             be->i->to_host(be, net->host_loss + (int64_t)h * net->mb, loss,
                            (size_t)n * sizeof(float));
     }
-    for (int h = 0; h < cfg->nheads && head_loss; h++) {
-        double s = 0;
-        for (int j = 0; j < n; j++)
-            s += net->host_loss[(int64_t)h * net->mb + j];
-        head_loss[h] = (float)s;
-    }
-    for (int j = 0; j < n && loss_clip; j++) {
-        double s = 0;
-        for (int h = 0; h < cfg->nheads; h++)
-            s += (double)cfg->head[h].weight * net->host_loss[(int64_t)h * net->mb + j];
-        loss_clip[j] = (float)s;
-    }
+    loss_sums(net, n, loss_clip, head_loss);
     net->have_loss = 1;
+}
+
+/* Backend room for head h's probabilities of a pass, (n, classes) floats, inside the
+ * memory plan: in FP32 and TF32 the head's dlogits (the same size; nothing reads it
+ * before vt_net_loss writes it again), under BF16 (dlogits are half that) the float32
+ * copy of the logits itself: the loss ops may work in place, and vt_net_outputs makes the
+ * copy again from the head's bf16 output afterwards. */
+static float *prob_room(const vt_net *net, int h) {
+    if (net->g.logit_off[h] >= 0)
+        return f32_at(net, net->g.logit_off[h]);
+    VT_CHECK(net->g.act_size == (int)sizeof(float), "head %d: no float32 room for outputs", h);
+    return clip_at(net, net->g.dlogit_off[h]);
+}
+
+void vt_net_outputs(vt_net *net, float *const prob[VT_MAX_HEADS], float *loss_clip,
+                    float *head_loss, const vt_targets *t) {
+    vt_backend *be = net->be;
+    const vt_graph *g = &net->g;
+    const int n = net->last_n;
+    for (int h = 0; h < g->cfg.nheads; h++) {
+        const vt_head_cfg *hc = &g->cfg.head[h];
+        const int softmax = hc->loss == VT_LOSS_SOFTMAX_CE;
+        const int32_t *label = t && softmax ? t->label[h] : NULL;
+        const float *target = t && !softmax ? t->target[h] : NULL;
+        float *loss = label || target ? f32_at(net, g->loss_off[h]) : NULL;
+        float *p = prob && prob[h] ? prob_room(net, h) : NULL;
+        const float *logits = vt_net_logits(net, h);
+        const int64_t nk = (int64_t)n * hc->classes;
+        float *hl = net->host_loss + (int64_t)h * net->mb;
+        if (n > 0 && (loss || p)) {
+            if (softmax)
+                VT_OP(be, softmax_xent, loss, NULL, p, logits, label, n, hc->classes,
+                      hc->smoothing, 0.0f);
+            else
+                VT_OP(be, bce_logits, loss, NULL, p, logits, target, n, hc->classes, 0.0f);
+        }
+        if (loss && n > 0)
+            be->i->to_host(be, hl, loss, (size_t)n * sizeof(float));
+        else if (n > 0) /* no targets for this head: it counts 0 */
+            memset(hl, 0, (size_t)n * sizeof(float));
+        if (p && n > 0) {
+            be->i->to_host(be, prob[h], p, (size_t)nk * sizeof(float));
+            if (g->logit_off[h] >= 0) /* BF16: the copy the probabilities went over */
+                VT_OP(be, act_to_f32, (float *)logits, act(net, g->head_node[h]), nk);
+        }
+    }
+    loss_sums(net, n, loss_clip, head_loss);
+    net->have_loss = 0; /* dlogits may hold probabilities now: no backward from here */
 }
 
 /* ---- backward ---- */
@@ -456,6 +515,21 @@ static void bn_backward(vt_net *net, int i, float *din, const float *dy, const f
     if (din && n > 0 && net->bn_count[i] > 0)
         VT_OP(be, bn_backward_apply, din, dy, x, mean, invstd, param(net, nd->wt), buf, buf + c,
               net->bn_count[i], n, c, s);
+}
+
+/* ---- buffers across replicas ---- */
+
+void vt_net_merge_buffers(vt_net *net, float weight, vt_allreduce_fn sum, void *ctx) {
+    const vt_graph *g = &net->g;
+    if (g->nbuffers == 0)
+        return;
+    VT_OP(net->be, scale, net->buffers, weight, g->nbuffers);
+    sum(ctx, net->buffers, g->nbuffers);
+    /* the counters: a weighted average of integers is not one (the towers ran different
+     * numbers of passes) */
+    for (int i = 0; i < g->ntensors; i++)
+        if (g->tensors[i].is_buffer && g->tensors[i].is_int64)
+            VT_OP(net->be, round_even, net->buffers + g->tensors[i].offset, g->tensors[i].numel);
 }
 
 int vt_net_reads_input_in_backward(const vt_net *net) { return net->g.input_off < 0; }

@@ -1,10 +1,12 @@
 /*
  * net.h: a 3D-CNN as a graph of layers on one backend — the zoo (tiny, c3d, r3d18,
- * mc3_18, r2plus1d18, torchvision-compatible), forward/backward, heads and losses,
- * and the three arenas (parameters, gradients, buffers) carved into named views.
+ * mc3_18, r2plus1d18, torchvision-compatible), forward/backward, heads with their losses
+ * and outputs, and the three arenas (parameters, gradients, buffers) carved into named
+ * views.
  *
  * One vt_net is one replica. It knows nothing about towers or devices lists: the
- * towers own several nets and combine them through the arenas and the sync-BN hook.
+ * towers own several nets and combine them through the arenas and the allreduce hooks
+ * (sync-BN, the merge of BN buffers); every number about the model itself is made here.
  */
 #ifndef VT_NET_H
 #define VT_NET_H
@@ -105,6 +107,14 @@ const float *vt_net_logits(const vt_net *net, int head);
  * the GLOBAL batch B (DESIGN.md invariant 2). */
 void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targets *t,
                  float grad_scale);
+/* Outputs of the last forward for evaluation, made by the loss ops without gradients:
+ * prob[h] (host, (n, classes)): head h's softmax probabilities (softmax heads) or sigmoids
+ * (BCE heads); prob NULL or a NULL entry: not wanted. loss_clip and head_loss (host, may
+ * be NULL) as vt_net_loss writes them, over the heads whose targets t holds (t NULL or a
+ * NULL entry: that head counts 0). The heads' gradient storage holds the probabilities
+ * on the backend meanwhile, so vt_net_backward may not follow (call vt_net_loss first). */
+void vt_net_outputs(vt_net *net, float *const prob[VT_MAX_HEADS], float *loss_clip,
+                    float *head_loss, const vt_targets *t);
 /* 1 when backward reads the forward's input x (the first conv's weight gradient), so x
  * must stay unchanged until vt_net_backward has been issued; 0 when forward copies x into
  * the net's own storage (BF16: its bf16 copy) and x may be refilled once forward and
@@ -130,6 +140,11 @@ void vt_net_set_dropout_seed(vt_net *net, uint64_t seed);
  * even with n == 0. NULL = per-tower statistics (the default). */
 typedef void (*vt_allreduce_fn)(void *ctx, float *buf, int64_t n);
 void vt_net_set_bn_sync(vt_net *net, vt_allreduce_fn fn, void *ctx);
+/* Replicas' buffers (BN running statistics) made one, for towers without sync-BN: every
+ * replica calls it after a step, with weight = its share of the step's clips and `sum` a
+ * hook as above (buffers are backend memory). Afterwards every replica holds
+ * sum_i weight_i * buffers_i, num_batches_tracked rounded to an integer. */
+void vt_net_merge_buffers(vt_net *net, float weight, vt_allreduce_fn sum, void *ctx);
 
 /* ---- memory plan (models/memplan.c) ----
  * Contract: vt_net_init(cfg, be, mb) followed by vt_optim_init(kind) on the same

@@ -389,15 +389,6 @@ void vt_graph_plan(vt_graph *g) {
     g->ws_floats = ws;
 }
 
-int vt_graph_make(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen) {
-    if (vt_zoo_build(g, cfg, err, errlen) < 0) {
-        vt_graph_free(g);
-        return -1;
-    }
-    vt_graph_plan(g);
-    return 0;
-}
-
 void vt_graph_free(vt_graph *g) {
     if (!g)
         return;

@@ -1,6 +1,6 @@
 /*
- * net_graph.h: the network as data, private to models/ (net.c runs it, zoo.c builds it,
- * memplan.c sizes it). A graph is a list of nodes in forward order; each node is one op
+ * net_graph.h: the network as data, private to models/ (net.c runs it, zoo.c builds it —
+ * models/zoo.h —, memplan.c sizes it). A graph is a list of nodes in forward order; each node is one op
  * with its inputs (earlier nodes, or -1 for the input clip), its per-clip output shape,
  * and views into the parameter and buffer arenas. vt_graph_plan then lays out, per clip,
  * every activation, dropout mask, loss and gradient buffer, and the fixed workspace, so
@@ -128,12 +128,9 @@ int vt_g_linear(vt_graph *g, const char *name, int in, int out, int head);
 int vt_g_dropout(vt_graph *g, const char *name, int in, float p, int inplace);
 int vt_g_add(vt_graph *g, const char *name, int a, int b);
 
-/* zoo.c: build cfg->model's graph (nodes and tensors), heads included. 0 or -1 + err. */
-int vt_zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen);
-/* net_graph.c: lay out activations, gradients and workspace. */
+/* Lay out activations, gradients and workspace of a built graph (zoo.h's vt_graph_make
+ * builds and plans in one call). */
 void vt_graph_plan(vt_graph *g);
-/* Build + plan. 0 or -1 with err. */
-int vt_graph_make(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen);
 void vt_graph_free(vt_graph *g);
 /* Bytes per clip of the input clip and the targets (what the tower holds beside the net). */
 int64_t vt_graph_io_bytes_per_clip(const vt_net_cfg *cfg);

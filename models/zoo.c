@@ -24,13 +24,17 @@
  * cfg->dropout > 0 puts one dropout ("dropout") on the features before every head
  * (resnets, tiny, tiny_nobn); for c3d it is the port's p of the dropouts after fc6 and fc7.
  *
+ * vt_graph_make (zoo.h) is the entry: build here, then plan (net_graph.c), so net.c and
+ * memplan.c get a graph from one call and net_graph.c never calls back into the zoo.
+ *
  * This file only describes models: it must never allocate backend memory or run ops.
  */
+#include "models/zoo.h"
+
 #include <stdio.h>
 #include <string.h>
 
 #include "models/common.h"
-#include "models/net_graph.h"
 
 const char *const vt_zoo_names[] = {"tiny", "tiny_nobn", "c3d", "r3d18", "mc3_18", "r2plus1d18",
                                     NULL};
@@ -177,7 +181,7 @@ static int build_resnet(vt_graph *g, const conv_maker makers[4], int r2plus1d) {
     return vt_g_gap(g, "avgpool", x);
 }
 
-int vt_zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen) {
+static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen) {
     memset(g, 0, sizeof *g);
     g->cfg = *cfg;
     if (cfg->clip_t < 1 || cfg->clip_h < 1 || cfg->clip_w < 1) {
@@ -243,5 +247,14 @@ int vt_zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen) {
                    cfg->clip_w, g->err);
         return -1;
     }
+    return 0;
+}
+
+int vt_graph_make(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen) {
+    if (zoo_build(g, cfg, err, errlen) < 0) {
+        vt_graph_free(g);
+        return -1;
+    }
+    vt_graph_plan(g);
     return 0;
 }

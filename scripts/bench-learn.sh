@@ -40,12 +40,12 @@ vt_run() {
     local wall clips epochs ckpt=()
     wall=$(cat "$run.time")
     # clips trained: the epoch lines' clip counts are not logged; epochs x training clips
-    epochs=$(grep -o '"epochs":[0-9]*' "$run/config.json" | cut -d: -f2)
+    epochs=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["epochs"])' "$run/config.json")
     clips=$(( epochs * $(grep -o 'training: [0-9]* videos' "$run.log" | grep -o '[0-9]*') ))
     [ "$ck" = last ] && ckpt=(--checkpoint "$run/last.safetensors")
     "$bin" eval "$run" "$data" --split test --clips-per-video 10 "${ckpt[@]}" -q > "$run.eval" 2>&1
     local top1
-    top1=$(grep -o '"video_top1":[0-9.e-]*' "$run/eval.json" | head -1 | cut -d: -f2)
+    top1=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["video_top1"])' "$run/eval.json")
     printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$seed" "$epochs" "$wall" \
         "$(awk -v c="$clips" -v w="$wall" 'BEGIN{printf "%.1f", c/w}')" \
         "$(awk -v t="$top1" 'BEGIN{printf "%.1f", 100*t}')" | tee -a "$res"

@@ -13,8 +13,9 @@ demo=1
 # Runtime + build: FFmpeg libraries and the ffmpeg command (tests compare against it),
 # OpenBLAS, cJSON, Open MPI (training across processes/machines under mpirun; test_mpi),
 # CMake/Ninja. Tests: PyTorch/torchvision (layer and zoo goldens), PyAV (decode
-# benchmark peer), Chromium (report rendering test).
-pkgs=(build-essential cmake ninja-build pkg-config git
+# benchmark peer), Chromium (report rendering test), clang with libFuzzer and its OpenMP
+# (libomp-dev) for the fuzz targets (scripts/fuzz.sh, the smoke run in scripts/test.sh).
+pkgs=(build-essential cmake ninja-build pkg-config git clang libomp-dev
       ffmpeg libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
       libopenblas-dev libcjson-dev libopenmpi-dev openmpi-bin
       python3 python3-numpy python3-torch python3-torchvision python3-av

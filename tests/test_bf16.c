@@ -41,6 +41,7 @@
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
+#include "models/registry.h"
 #include "tests/testutil.h"
 
 #define TOL 1e-8        /* see the file comment */

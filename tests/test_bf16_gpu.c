@@ -1,5 +1,5 @@
 /*
- * test_bf16_gpu.c: the cuda backend's BF16 path (models/cuda/backend_cuda.c: cuDNN
+ * test_bf16_gpu.c: the cuda backend's BF16 path (models/cuda/cuda_conv.c: cuDNN
  * PSEUDO_BFLOAT16 convolutions, cublasGemmEx, bf16 kernels) against cpu-ref in BF16, the
  * truth that tests/test_bf16.c checks against PyTorch. One training step (forward with
  * dropout, losses, backward) and one SGD step of tiny (batch norm, two heads), tiny_nobn
@@ -43,6 +43,7 @@ int main(void) {
 #include "models/cuda/cuda_info.h"
 #include "models/net.h"
 #include "models/optim.h"
+#include "models/registry.h"
 
 #define TOL 1e-7 /* see the file comment: an estimate until the first GPU run */
 #define NCLASS 5

@@ -21,6 +21,7 @@
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
+#include "models/registry.h"
 #include "tests/testutil.h"
 
 static char g_dir[4096];

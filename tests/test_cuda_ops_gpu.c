@@ -32,6 +32,7 @@ int main(void) {
 #include "models/common.h"
 #include "models/cuda/backend_cuda.h"
 #include "models/cuda/cuda_info.h"
+#include "models/registry.h"
 
 /* ---- tolerances (NMSE = sum (a-b)^2 / sum b^2) ----
  * TOL_F32SUM: an FP32 sum of K products against cpu-ref's double sum has a relative error
@@ -146,6 +147,11 @@ static void test_memory_elementwise(void) {
     VT_OP(G, axpy, c.g, 0.71f, b.g, n);
     VT_OP(R, axpy, c.r, 0.71f, b.r, n);
     cmp_exact("axpy", &c);
+    VT_OP(G, scale, c.g, 4.0f, n); /* a few units either side of 0 */
+    VT_OP(R, scale, c.r, 4.0f, n);
+    VT_OP(G, round_even, c.g, n);
+    VT_OP(R, round_even, c.r, n);
+    cmp_exact("round_even", &c);
     VT_OP(G, add, o.g, a.g, b.g, n);
     VT_OP(R, add, o.r, a.r, b.r, n);
     cmp_exact("add", &o);
@@ -162,6 +168,7 @@ static void test_memory_elementwise(void) {
     VT_OP(G, fill, z.g, 1.0f, 0);
     VT_OP(G, scale, z.g, 2.0f, 0);
     VT_OP(G, axpy, z.g, 2.0f, b.g, 0);
+    VT_OP(G, round_even, z.g, 0);
     VT_OP(G, add, z.g, a.g, b.g, 0);
     VT_OP(G, relu_forward, z.g, b.g, 0);
     VT_OP(G, relu_backward, z.g, b.g, b.g, 0);
@@ -567,13 +574,27 @@ static void test_losses(void) {
         t[i] = (float)vt_rng_below(&rng, 2);
     pair tgt = pmake((int64_t)n * k, t);
     free(t);
-    VT_OP(G, bce_logits, loss.g, dl.g, z.g, tgt.g, n, k, 0.25f);
-    VT_OP(R, bce_logits, loss.r, dl.r, z.r, tgt.r, n, k, 0.25f);
+    VT_OP(G, bce_logits, loss.g, dl.g, prob.g, z.g, tgt.g, n, k, 0.25f);
+    VT_OP(R, bce_logits, loss.r, dl.r, prob.r, z.r, tgt.r, n, k, 0.25f);
     cmp("bce_logits loss", &loss, TOL_DOUBLE);
     cmp("bce_logits dlogits", &dl, TOL_DOUBLE);
+    cmp("bce_logits prob", &prob, TOL_DOUBLE);
+    /* evaluation's form: probabilities alone (no labels), in place over the logits */
+    pair q = prand((int64_t)n * k, 3);
+    G->i->copy(G, q.g, z.g, (size_t)n * k * 4);
+    memcpy(q.r, z.r, (size_t)n * k * 4);
+    VT_OP(G, softmax_xent, NULL, NULL, q.g, q.g, NULL, n, k, 0.0f, 0.0f);
+    VT_OP(R, softmax_xent, NULL, NULL, q.r, q.r, NULL, n, k, 0.0f, 0.0f);
+    cmp("softmax_xent prob alone, in place", &q, TOL_DOUBLE);
+    G->i->copy(G, q.g, z.g, (size_t)n * k * 4);
+    memcpy(q.r, z.r, (size_t)n * k * 4);
+    VT_OP(G, bce_logits, NULL, NULL, q.g, q.g, NULL, n, k, 0.0f);
+    VT_OP(R, bce_logits, NULL, NULL, q.r, q.r, NULL, n, k, 0.0f);
+    cmp("bce_logits prob alone, in place", &q, TOL_DOUBLE);
+    pfree(&q);
     pair c7 = pconst((int64_t)n * k, 7.0f);
     VT_OP(G, softmax_xent, c7.g, c7.g, c7.g, z.g, lg, 0, k, 0.1f, 1.0f);
-    VT_OP(G, bce_logits, c7.g, c7.g, z.g, tgt.g, 0, k, 1.0f);
+    VT_OP(G, bce_logits, c7.g, c7.g, c7.g, z.g, tgt.g, 0, k, 1.0f);
     cmp_const("losses n == 0", &c7, 7.0f);
     vt_backend_free_ptr(R, lr);
     vt_backend_free_ptr(G, lg);

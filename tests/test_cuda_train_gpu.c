@@ -32,6 +32,7 @@ int main(void) {
 #include "models/cuda/cuda_info.h"
 #include "models/net.h"
 #include "models/optim.h"
+#include "models/registry.h"
 #include "pipeline/data/batch.h"
 #include "pipeline/parallel/tower.h"
 

@@ -22,6 +22,7 @@
 #include "models/checkpoint.h"
 #include "models/common.h"
 #include "models/net.h"
+#include "models/registry.h"
 #include "tests/testutil.h"
 
 #define NMSE_TOL 1e-8       /* see the file comment */

@@ -23,6 +23,7 @@
 
 #include "models/backend.h"
 #include "models/common.h"
+#include "models/registry.h"
 #include "tests/testutil.h"
 
 static vt_rng g_rng;
@@ -289,7 +290,7 @@ typedef struct loss_ctx {
 static double loss_loss(void *c_) {
     loss_ctx *l = c_;
     if (l->bce)
-        VT_OP(l->be, bce_logits, l->loss, NULL, l->z, l->target, l->n, l->k, 1.0f);
+        VT_OP(l->be, bce_logits, l->loss, NULL, NULL, l->z, l->target, l->n, l->k, 1.0f);
     else
         VT_OP(l->be, softmax_xent, l->loss, NULL, NULL, l->z, l->label, l->n, l->k, l->smoothing,
               1.0f);
@@ -310,7 +311,7 @@ static void check_loss(vt_backend *be, int bce, int n, int k, float smoothing) {
         l.label[i] = (int32_t)vt_rng_below(&g_rng, (uint32_t)k);
     /* grad_scale 0.5: dlogits must be exactly half the FD gradient of sum(loss) */
     if (bce)
-        VT_OP(be, bce_logits, l.loss, l.dz, l.z, l.target, n, k, 0.5f);
+        VT_OP(be, bce_logits, l.loss, l.dz, NULL, l.z, l.target, n, k, 0.5f);
     else
         VT_OP(be, softmax_xent, l.loss, l.dz, NULL, l.z, l.label, n, k, smoothing, 0.5f);
     for (int64_t i = 0; i < (int64_t)n * k; i++)

@@ -20,6 +20,7 @@
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
+#include "models/registry.h"
 #include "tests/testutil.h"
 
 static void check(const char *bename, const char *model, int t, int h, int w, int mb,

@@ -30,6 +30,7 @@ int main(void) {
 #include "models/common.h"
 #include "models/cuda/backend_cuda.h"
 #include "models/cuda/cuda_info.h"
+#include "models/registry.h"
 #include "pipeline/parallel/reduce.h"
 
 #define MAXR 8

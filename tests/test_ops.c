@@ -26,6 +26,7 @@
 #include "models/backend.h"
 #include "models/common.h"
 #include "models/cpu_conv.h"
+#include "models/registry.h"
 #include "tests/testutil.h"
 
 #define TOL_GEMM 1e-9
@@ -269,7 +270,8 @@ static void test_n0(vt_backend *be) {
     VT_OP(be, bn_backward_apply, out, in, in, in, in, in, in, in, 0, 0, 1, 8);
     int32_t lab[1] = {0};
     VT_OP(be, softmax_xent, out, out, out, in, lab, 0, 2, 0.1f, 1.0f);
-    VT_OP(be, bce_logits, out, out, in, in, 0, 2, 1.0f);
+    VT_OP(be, bce_logits, out, out, out, in, in, 0, 2, 1.0f);
+    VT_OP(be, round_even, out, 0);
     int ok = 1;
     for (int i = 0; i < 64; i++)
         ok &= out[i] == 5.0f && dw[i] == 5.0f;
@@ -446,6 +448,13 @@ static void test_elementwise(int64_t n) {
     pair_bitwise("dropout bwd", &a);
     VT_OP(g_ref, fill, o.r, 2.5f, n), VT_OP(g_cpu, fill, o.f, 2.5f, n);
     pair_bitwise("fill", &o);
+    /* a few units either side of 0, every 7th an exact half: ties go to the even integer */
+    for (int64_t i = 0; i < n; i++)
+        o.r[i] = o.f[i] = i % 7 == 0 ? (float)(i % 11) - 4.5f : 8.0f * b.r[i];
+    VT_OP(g_ref, round_even, o.r, n), VT_OP(g_cpu, round_even, o.f, n);
+    pair_bitwise("round_even", &o);
+    TCHECK(o.r[0] == -4.0f && o.r[7] == 2.0f, "round_even: -4.5 -> %g, 2.5 -> %g (ties to even)",
+           (double)o.r[0], (double)o.r[7]);
     pair_free(&a), pair_free(&b), pair_free(&o), pair_free(&m);
 }
 
@@ -469,14 +478,32 @@ static void test_losses(int n, int k, float smoothing) {
     pair_check(line, &dz, TOL_EW);
     snprintf(line, sizeof line, "softmax_xent n%d k%d eps%.2f prob", n, k, smoothing);
     pair_check(line, &pr, TOL_EW);
-    VT_OP(g_ref, bce_logits, l.r, dz.r, z.r, t.r, n, k, 0.5f);
-    VT_OP(g_cpu, bce_logits, l.f, dz.f, z.f, t.f, n, k, 0.5f);
+    /* evaluation's form: probabilities alone (no labels), in place over the logits */
+    pair q = pair_new((int64_t)n * k, 0, 0);
+    memcpy(q.r, z.r, (size_t)n * k * 4), memcpy(q.f, z.f, (size_t)n * k * 4);
+    VT_OP(g_ref, softmax_xent, NULL, NULL, q.r, q.r, NULL, n, k, smoothing, 0.0f);
+    VT_OP(g_cpu, softmax_xent, NULL, NULL, q.f, q.f, NULL, n, k, smoothing, 0.0f);
+    snprintf(line, sizeof line, "softmax_xent n%d k%d prob alone, in place", n, k);
+    TCHECK(!memcmp(q.r, pr.r, (size_t)n * k * 4) && !memcmp(q.f, pr.f, (size_t)n * k * 4),
+           "%s: not the bits of the prob beside the loss", line);
+    printf("  %-44s n=%-7lld %s\n", line, (long long)q.n, "bitwise the prob above");
+    VT_OP(g_ref, bce_logits, l.r, dz.r, pr.r, z.r, t.r, n, k, 0.5f);
+    VT_OP(g_cpu, bce_logits, l.f, dz.f, pr.f, z.f, t.f, n, k, 0.5f);
     snprintf(line, sizeof line, "bce n%d k%d loss", n, k);
     pair_check(line, &l, TOL_EW);
     snprintf(line, sizeof line, "bce n%d k%d dlogits", n, k);
     pair_check(line, &dz, TOL_EW);
+    snprintf(line, sizeof line, "bce n%d k%d prob (sigmoid)", n, k);
+    pair_check(line, &pr, TOL_EW);
+    memcpy(q.r, z.r, (size_t)n * k * 4), memcpy(q.f, z.f, (size_t)n * k * 4);
+    VT_OP(g_ref, bce_logits, NULL, NULL, q.r, q.r, NULL, n, k, 0.0f);
+    VT_OP(g_cpu, bce_logits, NULL, NULL, q.f, q.f, NULL, n, k, 0.0f);
+    snprintf(line, sizeof line, "bce n%d k%d prob alone, in place", n, k);
+    TCHECK(!memcmp(q.r, pr.r, (size_t)n * k * 4) && !memcmp(q.f, pr.f, (size_t)n * k * 4),
+           "%s: not the bits of the prob beside the loss", line);
+    printf("  %-44s n=%-7lld %s\n", line, (long long)q.n, "bitwise the prob above");
     free(lab);
-    pair_free(&z), pair_free(&l), pair_free(&dz), pair_free(&pr), pair_free(&t);
+    pair_free(&z), pair_free(&l), pair_free(&dz), pair_free(&pr), pair_free(&t), pair_free(&q);
 }
 
 /* ------------------------------------------------------------------ optimizers ---- */
@@ -637,7 +664,7 @@ int main(void) {
     test_conv_tiled(5, 8, 6, 4, 6, 6, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);        /* 1x1x1 direct */
     test_conv_tiled(3, 6, 8, 4, 6, 6, 1, 1, 1, 2, 2, 2, 0, 0, 0, 1 << 30);  /* 1x1x1 s2 */
     test_conv_tiled(2, 5, 16, 3, 7, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1 << 30); /* Cout > tc */
-    /* one region over all tiles (cpu.c conv_fwd_flat): clips of >= 512 output columns */
+    /* one region over all tiles (cpu_conv.c conv_fwd_flat): clips of >= 512 output columns */
     test_conv_tiled(3, 3, 8, 4, 16, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1 << 30); /* whole clips */
     test_conv_tiled(3, 3, 8, 4, 16, 16, 3, 3, 3, 1, 1, 1, 1, 1, 1, 200 << 10); /* 2 bands */
     test_conv_tiled(2, 8, 6, 4, 16, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0);        /* direct */

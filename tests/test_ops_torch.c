@@ -26,6 +26,7 @@
 
 #include "models/backend.h"
 #include "models/common.h"
+#include "models/registry.h"
 #include "tests/testutil.h"
 
 #define TOL 1e-10
@@ -219,7 +220,7 @@ static void test_losses(void) {
     float *z = get("bce.z", 0, &nz), *t = get("bce.t", 0, NULL);
     nl = 5;
     float *loss = zeros(nl), *dz = zeros(nz);
-    VT_OP(g_be, bce_logits, loss, dz, z, t, (int)nl, (int)(nz / nl), 1.0f);
+    VT_OP(g_be, bce_logits, loss, dz, NULL, z, t, (int)nl, (int)(nz / nl), 1.0f);
     cmp("bce loss", 0, loss, "bce.loss", TOL);
     cmp("bce dz", 0, dz, "bce.dz", TOL);
     put_all();

@@ -21,6 +21,7 @@
 #include "models/checkpoint.h"
 #include "models/common.h"
 #include "models/optim.h"
+#include "models/registry.h"
 #include "tests/testutil.h"
 
 #define PARAM_TOL 1e-5 /* see the file comment */

@@ -17,6 +17,7 @@
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
+#include "models/registry.h"
 #include "tests/apputil.h"
 
 /* Start `sh -c cmd` in the background; returns its pid. exec replaces the shell, so the

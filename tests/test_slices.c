@@ -3,11 +3,13 @@
  * sum to B, memory respected (micro-batch <= fits, passes cover the slice), predicted
  * step within 5% of the ideal B / sum(speeds) wherever memory and rounding allow;
  * equal/manual/memory policies; the auto controller on made-up timings; and the
- * device-option parser (pipeline/parallel/device.c). The outside truth here is arithmetic: the
- * ideal time and exact proportional shares computed independently in the test.
+ * device options (app/device_opts.c, which builds the list through
+ * pipeline/parallel/device.c). The outside truth here is arithmetic: the ideal time and
+ * exact proportional shares computed independently in the test.
  */
 #include <string.h>
 
+#include "app/device_opts.h"
 #include "models/common.h"
 #include "pipeline/parallel/device.h"
 #include "pipeline/parallel/slices.h"

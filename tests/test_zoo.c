@@ -14,6 +14,7 @@
 
 #include "models/common.h"
 #include "models/net.h"
+#include "models/registry.h"
 #include "tests/testutil.h"
 
 typedef struct { const char *model; int classes, t, h, w; } spec;

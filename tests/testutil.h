@@ -1,7 +1,8 @@
 /*
  * testutil.h: what every test file shares — check macros that count failures (a test
  * returns non-zero on any failure; printing NOT OK and exiting 0 is the anti-pattern),
- * NMSE, environment paths set by CMake, and the skip code ctest understands.
+ * NMSE, environment paths set by CMake, and the skip code ctest understands. A test that
+ * ran zero checks fails too: it must never pass by checking nothing.
  */
 #ifndef VT_TESTUTIL_H
 #define VT_TESTUTIL_H
@@ -29,10 +30,17 @@ static int vt_test_checks;
         }                                                                           \
     } while (0)
 
-/* Closing line; returns the exit code. */
+/* Closing line; returns the exit code: 1 on any failed check, and 1 when no check ran
+ * at all (a test that checked nothing has not passed: an early return, a loop over an
+ * empty list, a data folder that was not there). A test that cannot run returns
+ * VT_TEST_SKIP itself instead of calling this. */
 static inline int vt_test_done(const char *name) {
     printf("%s: %d checks, %d passed, %d failed\n", name, vt_test_checks,
            vt_test_checks - vt_test_failures, vt_test_failures);
+    if (vt_test_checks == 0) {
+        fprintf(stderr, "FAIL %s: no check ran\n", name);
+        return 1;
+    }
     return vt_test_failures ? 1 : 0;
 }
 

@@ -27,6 +27,11 @@
 extern "C" {
 #endif
 
+/* The CUDA backend of GPU `device` (registry.h builds it by name too), holding at most
+ * `budget` bytes; 0 = the free memory now, less a reserve for what the libraries allocate
+ * on their own. Aborts when the device does not exist. */
+vt_backend *vt_backend_cuda_init(int device, int64_t budget);
+
 /* The backend's one stream, as a cudaStream_t (void * here to keep CUDA headers out). */
 void *vt_cuda_stream(vt_backend *be);
 int vt_cuda_device(const vt_backend *be);

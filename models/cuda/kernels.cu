@@ -3,7 +3,8 @@
  * (kernels.h) — element-wise ops, batch-norm statistics and application, pooling,
  * global average pooling, dropout, losses, optimizer updates and the device-local
  * reducer's rank-order sum. cuDNN does the convolutions and cuBLAS the GEMMs
- * (backend_cuda.c); everything whose semantics must match cpu-ref exactly lives here.
+ * (cuda_conv.c, backend_cuda.c); everything whose semantics must match cpu-ref exactly
+ * lives here.
  *
  * Rules this file keeps:
  *  - the arithmetic is cpu-ref's (models/cpu_ref.c): sums that cpu-ref forms in double
@@ -92,6 +93,9 @@ __global__ static void k_scale(float *x, float a, int64_t n) {
 __global__ static void k_axpy(float *y, float a, const float *x, int64_t n) {
     VT_GRID_STRIDE(i, n) y[i] = __fadd_rn(y[i], __fmul_rn(a, x[i]));
 }
+__global__ static void k_round_even(float *x, int64_t n) {
+    VT_GRID_STRIDE(i, n) x[i] = rintf(x[i]);
+}
 template <typename A>
 __global__ static void k_add(A *out, const A *a, const A *b, int64_t n) {
     VT_GRID_STRIDE(i, n) st(out, i, __fadd_rn(ld(a, i), ld(b, i)));
@@ -113,6 +117,12 @@ extern "C" void vt_cuk_axpy(cudaStream_t st, float *y, float a, const float *x, 
     if (n <= 0)
         return;
     k_axpy<<<vt_blocks(n), VT_THREADS, 0, st>>>(y, a, x, n);
+    CUDA_LAUNCH_CHECK();
+}
+extern "C" void vt_cuk_round_even(cudaStream_t st, float *x, int64_t n) {
+    if (n <= 0)
+        return;
+    k_round_even<<<vt_blocks(n), VT_THREADS, 0, st>>>(x, n);
     CUDA_LAUNCH_CHECK();
 }
 extern "C" void vt_cuk_add(cudaStream_t st, vt_cuk_dt dt, void *out, const void *a,
@@ -758,7 +768,8 @@ extern "C" void vt_cuk_fill_bias(cudaStream_t st, vt_cuk_dt dt, void *out, const
 
 /* One thread per clip, double throughout (cpu-ref's ref_softmax_xent). A label outside
  * [0, k) cannot abort from a kernel: that clip's loss and gradient become NaN, which the
- * training loop reports as a non-finite loss (cpu-ref aborts on it instead). */
+ * training loop reports as a non-finite loss (cpu-ref aborts on it instead). No labels
+ * (label NULL, loss and dlogits NULL): probabilities only. */
 template <typename A>
 __global__ static void k_softmax_xent(float *loss, A *dlogits, float *prob,
                                       const float *logits, const int32_t *label, int n, int k,
@@ -767,8 +778,8 @@ __global__ static void k_softmax_xent(float *loss, A *dlogits, float *prob,
     if (ni >= n)
         return;
     const float *z = logits + (int64_t)ni * k;
-    const int y = label[ni];
-    if (y < 0 || y >= k) {
+    const int y = label ? label[ni] : -1;
+    if (label && (y < 0 || y >= k)) {
         if (loss)
             loss[ni] = NAN;
         for (int j = 0; j < k; j++) {
@@ -810,7 +821,7 @@ extern "C" void vt_cuk_softmax_xent(cudaStream_t st, vt_cuk_dt dt, float *loss, 
 }
 
 template <typename A>
-__global__ static void k_bce_logits(float *loss, A *dlogits, const float *logits,
+__global__ static void k_bce_logits(float *loss, A *dlogits, float *prob, const float *logits,
                                     const float *target, int n, int k, float grad_scale) {
     int ni = blockIdx.x * blockDim.x + threadIdx.x;
     if (ni >= n)
@@ -818,7 +829,12 @@ __global__ static void k_bce_logits(float *loss, A *dlogits, const float *logits
     double l = 0;
     for (int j = 0; j < k; j++) {
         int64_t i = (int64_t)ni * k + j;
-        double x = logits[i], t = target[i];
+        double x = logits[i];
+        if (prob)
+            prob[i] = (float)(1.0 / (1.0 + exp(-x)));
+        if (!target) /* no targets: probabilities only */
+            continue;
+        double t = target[i];
         /* max(x,0) - x t + log(1 + e^-|x|): PyTorch's overflow-free form. */
         l += (x > 0 ? x : 0) - x * t + log1p(exp(-fabs(x)));
         if (dlogits)
@@ -828,12 +844,12 @@ __global__ static void k_bce_logits(float *loss, A *dlogits, const float *logits
         loss[ni] = (float)l;
 }
 extern "C" void vt_cuk_bce_logits(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits,
-                                  const float *logits, const float *target, int n, int k,
-                                  float grad_scale) {
+                                  float *prob, const float *logits, const float *target, int n,
+                                  int k, float grad_scale) {
     if (n <= 0 || k <= 0)
         return;
     VT_DT(dt, k_bce_logits<A><<<(unsigned)((n + 127) / 128), 128, 0, st>>>(
-                  loss, (A *)dlogits, logits, target, n, k, grad_scale));
+                  loss, (A *)dlogits, prob, logits, target, n, k, grad_scale));
     CUDA_LAUNCH_CHECK();
 }
 

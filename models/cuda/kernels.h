@@ -3,7 +3,8 @@
  * kernels.cu). Each launcher enqueues its kernel(s) on the given stream, checks the
  * launch, and returns without synchronising. All float pointers are device memory.
  *
- * The host-side logic (descriptors, caches, the op table) lives in backend_cuda.c; this
+ * The host-side logic (the op table in backend_cuda.c, descriptors and algorithm caches
+ * in cuda_conv.c, the allocator in cuda_alloc.c) lives elsewhere; this
  * header and kernels.cu hold arithmetic only. Every launcher defines the same
  * arithmetic as the cpu-ref op it backs (models/backend.h); semantics are documented
  * there, not repeated here. Launchers never allocate: scratch comes from the caller.
@@ -33,6 +34,7 @@ typedef struct vt_cuk_pool {
 void vt_cuk_fill(cudaStream_t st, float *x, float v, int64_t n);
 void vt_cuk_scale(cudaStream_t st, float *x, float a, int64_t n);
 void vt_cuk_axpy(cudaStream_t st, float *y, float a, const float *x, int64_t n);
+void vt_cuk_round_even(cudaStream_t st, float *x, int64_t n);
 void vt_cuk_add(cudaStream_t st, vt_cuk_dt dt, void *out, const void *a, const void *b,
                 int64_t n);
 /* dst (dt) = src rounded to dt; dst = src (dt) widened; dst += src (dt) widened. */
@@ -107,7 +109,7 @@ void vt_cuk_fill_bias(cudaStream_t st, vt_cuk_dt dt, void *out, const float *b, 
 void vt_cuk_softmax_xent(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits, float *prob,
                          const float *logits, const int32_t *label, int n, int k, float smoothing,
                          float grad_scale);
-void vt_cuk_bce_logits(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits,
+void vt_cuk_bce_logits(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits, float *prob,
                        const float *logits, const float *target, int n, int k, float grad_scale);
 
 /* ---- optimizers (scalars that depend on the step are computed by the caller) ---- */

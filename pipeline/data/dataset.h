@@ -10,6 +10,10 @@
  * numbering), and --val-split puts a video in val from a hash of its relative path, so
  * a file keeps its split when others are added. This file must never decode frames or
  * abort on a bad file: bad files are data errors, recorded with their reason.
+ *
+ * One concern a file: dataset.c (open, splits, queries), dataset_scan.c (the folder
+ * walk), dataset_lists.c (UCF101 lists), dataset_labels.c (labels.csv), dataset_probe.c
+ * (probing, bad files); what they share is dataset_impl.h, private to pipeline/data/.
  */
 #ifndef VT_DATASET_H
 #define VT_DATASET_H
@@ -115,14 +119,16 @@ void vt_dataset_free(vt_dataset **ds);
  * relative to the dataset folder, then one column per head (the header names it). A
  * column where any cell holds several ';'-separated tags is multi-label (BCE) with
  * classes = sorted union of its tags (an empty cell = no tags); otherwise it is a
- * softmax head with classes = sorted cell values (an empty cell is a bad line). Bad
- * lines (wrong column count, unknown or duplicate path) are reported with file:line
+ * softmax head with classes = sorted cell values (an empty cell is a bad line). Paths
+ * are normalised ("./A//x.mp4" is "A/x.mp4": one file, one video). Bad lines (wrong
+ * column count, unknown or duplicate path, a path with "..") are reported with file:line
  * through vt_warn, counted in *nbad (may be NULL) and skipped. Rows naming a file that
  * exists under the folder but was not scanned add it. Videos without a row become
  * unlabeled. The heads replace the folder's "class" head. With --val-split and a layout
  * without its own val split, the split is redone, stratified by the first head when it
  * is a softmax head (by nothing otherwise).
- * Returns 0, or -1 with err set (unreadable file, no header, no valid row, > 8 heads).
+ * Returns 0, or -1 with err set (unreadable file, no header, no valid row, > 8 heads, a
+ * multi-label column where no valid row has a tag: a head needs a class).
  */
 int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char *err,
                            size_t errlen);

@@ -61,7 +61,7 @@ const char *vt_mpi_host(int rank);
 int vt_mpi_pid(int rank);
 double vt_mpi_timeout(void);    /* seconds a collective waits for a silent peer */
 
-/* The signal check of the command (app/run.c vt_signal_pending): polled while waiting. */
+/* The signal check of the command (app/signals.c vt_signal_pending): polled while waiting. */
 void vt_mpi_set_signal_check(int (*pending)(void));
 int vt_mpi_signal_pending(void);
 /* Where the run is ("training step 12"), for the messages of a late peer. */

@@ -9,7 +9,8 @@
  * pipeline/parallel/cuda/; one process, or every GPU of every rank with its id sent through MPI),
  * device-local (several towers on one GPU, pipeline/parallel/cuda/), mpi (the towers of several
  * processes: host sums within each, fixed-order MPI sums across, pipeline/parallel/reduce_mpi.c).
- * The towers never know which one they have. `rank` is always the tower's index in THIS
+ * vt_reducer_choose (pipeline/parallel/reduce.c) picks one for a run's devices; the towers
+ * never know which one they have. `rank` is always the tower's index in THIS
  * process; reducers that span processes add the ranks of the other processes themselves.
  */
 #ifndef VT_REDUCE_H
@@ -19,6 +20,7 @@
 #include <stdint.h>
 
 #include "models/backend.h"
+#include "pipeline/parallel/device.h"
 
 typedef struct vt_reducer vt_reducer;
 
@@ -74,5 +76,17 @@ vt_reducer *vt_reducer_nccl_world_init(int nranks, const int *cuda_devices, int 
 vt_reducer *vt_reducer_local_init(int nranks, int cuda_device);
 #endif
 void vt_reducer_free(vt_reducer **r);
+
+/* Which reducer a run's towers need, and that reducer made (reduce.c). towers: every
+ * process's towers in process order, process q's at [first[q], first[q + 1]) (one
+ * process: nproc = 1, first = {0, towers->n}); this process is `me` and the reducer
+ * serves its towers. want: NULL, "" or "auto" chooses — one process: nccl when every
+ * tower has a GPU of its own, local when all share one GPU, else host; several: nccl
+ * when every tower of every process has a GPU of its own, else mpi —; "host", "nccl",
+ * "local" and, across processes, "mpi" (= "host") ask for one. Every process decides
+ * from the same global list, so all decide the same. NULL with err when the one asked
+ * for cannot serve these towers or is not built in. */
+vt_reducer *vt_reducer_choose(const char *want, const vt_device_list *towers, int nproc,
+                              const int *first, int me, char *err, size_t errlen);
 
 #endif

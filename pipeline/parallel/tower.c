@@ -13,20 +13,24 @@
  * from failed decodes), figures after it, and plan changes go through a schedule keyed
  * by (epoch, batch) so that loaders decoding ahead keep using the plan they started with.
  *
+ * The numbers of the model — losses, probabilities, the merge of BN buffers — are the
+ * net's (models/net.h), made by the backend's ops; a tower only moves them and counts.
+ *
  * It must never average gradients, never skip a collective on a tower with no clips,
  * never let replicas diverge (same kind of backend: same bits; mixed kinds: rank 0's
  * parameters are broadcast after every update), never let two ranks disagree on a plan
- * or a batch, and never allocate past a budget: nets are sized for the micro-batch, which
- * the memory plan guarantees fits.
+ * or a batch, never allocate past a budget (nets are sized for the micro-batch, which
+ * the memory plan guarantees fits), and never do the model's math or read a net's layout
+ * itself.
  */
 #include "pipeline/parallel/tower.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
 
 #include "models/common.h"
+#include "models/registry.h"
 #include "pipeline/parallel/mpi.h"
 #include "pipeline/parallel/reduce.h"
 
@@ -226,7 +230,9 @@ static void buckets_finish(tower *tw) {
     pthread_mutex_unlock(&tw->hmu);
 }
 
-static void bn_sync_hook(void *ctx, float *buf, int64_t n) {
+/* The towers' sum of one buffer (sync-BN's statistics, the running statistics after a
+ * step): the net's allreduce hook. */
+static void allreduce_hook(void *ctx, float *buf, int64_t n) {
     tower *tw = ctx;
     vt_reducer *r = tw->T->red;
     r->i->allreduce_sum(r, tw->rank, tw->be, buf, n);
@@ -311,7 +317,7 @@ static void rebuild(tower *tw, int mb) {
         be->i->to_device(be, vt_optim_state(tw->opt), hs, (size_t)ns * sizeof(float));
     vt_optim_set_step_count(tw->opt, step);
     if (T->cfg.sync_bn)
-        vt_net_set_bn_sync(tw->net, bn_sync_hook, tw);
+        vt_net_set_bn_sync(tw->net, allreduce_hook, tw);
     alloc_stage(tw, mb);
     free(hp);
     free(hb);
@@ -447,7 +453,7 @@ static void do_init(tower *tw) {
     vt_net_init_weights(tw->net, T->cfg.seed);
     tw->opt = vt_optim_init(&T->cfg.optim, tw->be, vt_net_num_params(tw->net));
     if (T->cfg.sync_bn)
-        vt_net_set_bn_sync(tw->net, bn_sync_hook, tw);
+        vt_net_set_bn_sync(tw->net, allreduce_hook, tw);
     alloc_stage(tw, mb);
 }
 
@@ -542,54 +548,9 @@ static void do_train(tower *tw) {
             red->i->broadcast(red, tw->rank, be, vt_net_buffers(tw->net), nb, 0);
     } else if (!T->cfg.sync_bn && nb > 0) {
         /* Running statistics: the clip-weighted average over towers (tower.h). */
-        float w = (float)tw->count / (float)T->nclips;
-        VT_OP(be, scale, vt_net_buffers(tw->net), w, nb);
-        red->i->allreduce_sum(red, tw->rank, be, vt_net_buffers(tw->net), nb);
-        float *buf = vt_net_buffers(tw->net);
-        for (int i = 0; i < vt_net_num_tensors(tw->net); i++) {
-            const vt_tensor_info *ti = vt_net_tensor(tw->net, i);
-            if (!ti->is_buffer || !ti->is_int64)
-                continue;
-            for (int64_t e = 0; e < ti->numel; e++) {
-                float v;
-                be->i->to_host(be, &v, buf + ti->offset + e, sizeof v);
-                v = rintf(v);
-                be->i->to_device(be, buf + ti->offset + e, &v, sizeof v);
-            }
-        }
+        vt_net_merge_buffers(tw->net, (float)tw->count / (float)T->nclips, allreduce_hook, tw);
     }
     tw->wait += vt_now() - t2;
-}
-
-/* Host loss of one head for clips with logits z (k, K): what vt_net_loss computes. */
-static double host_loss(const vt_head_cfg *hc, const float *z, const vt_batch *b, int h, int first,
-                        int j) {
-    const int K = hc->classes;
-    const float *r = z + (int64_t)j * K;
-    if (hc->loss == VT_LOSS_SOFTMAX_CE) {
-        if (!b->label[h])
-            return 0;
-        double m = r[0];
-        for (int c = 1; c < K; c++)
-            m = r[c] > m ? r[c] : m;
-        double s = 0, sumlog = 0;
-        for (int c = 0; c < K; c++)
-            s += exp((double)r[c] - m);
-        double lse = m + log(s);
-        for (int c = 0; c < K; c++)
-            sumlog += (double)r[c] - lse;
-        double eps = hc->smoothing;
-        return -((1 - eps) * ((double)r[b->label[h][first + j]] - lse) + eps / K * sumlog);
-    }
-    if (!b->target[h])
-        return 0;
-    const float *y = b->target[h] + (int64_t)(first + j) * K;
-    double l = 0;
-    for (int c = 0; c < K; c++) {
-        double x = r[c];
-        l += (x > 0 ? x : 0) - x * y[c] + log1p(exp(-fabs(x)));
-    }
-    return l;
 }
 
 static void do_eval(tower *tw) {
@@ -615,39 +576,25 @@ static void do_eval(tower *tw) {
         vt_targets tg;
         const float *x = stage_take(tw, b, first, k, ticket, &tg);
         vt_net_forward(tw->net, x, k, 0);
-        /* forward only: the next pass's inputs may replace these once it has run */
+        /* probabilities and losses by the net, before the next pass's inputs (its labels
+         * too) may replace these */
+        float *prob[VT_MAX_HEADS] = {0};
+        float hl[VT_MAX_HEADS] = {0};
+        for (int h = 0; h < nc->nheads && T->probs_out; h++)
+            if (T->probs_out[h])
+                prob[h] = T->probs_out[h] + (int64_t)first * nc->head[h].classes;
+        vt_net_outputs(tw->net, prob, tw->loss_clip, hl, &tg);
         if (first + chunk < end)
             ticket = stage_issue(tw, b, first + chunk, VT_MIN(chunk, end - first - chunk));
         tw->passes++;
+        for (int j = 0; j < k; j++)
+            tw->loss += tw->loss_clip[j];
         for (int h = 0; h < nc->nheads; h++) {
             const vt_head_cfg *hc = &nc->head[h];
-            const int K = hc->classes;
-            be->i->to_host(be, tw->logits, vt_net_logits(tw->net, h), (size_t)k * K * sizeof(float));
+            tw->head_loss[h] += hl[h];
+            be->i->to_host(be, tw->logits, vt_net_logits(tw->net, h),
+                           (size_t)k * hc->classes * sizeof(float));
             tw->correct[h] += count_correct(hc, tw->logits, b, h, first, k);
-            for (int j = 0; j < k; j++) {
-                double l = host_loss(hc, tw->logits, b, h, first, j);
-                tw->head_loss[h] += l;
-                tw->loss += hc->weight * l;
-            }
-            float *out = T->probs_out ? T->probs_out[h] : NULL;
-            if (!out)
-                continue;
-            for (int j = 0; j < k; j++) {
-                const float *z = tw->logits + (int64_t)j * K;
-                float *o = out + (int64_t)(first + j) * K;
-                if (hc->loss == VT_LOSS_SOFTMAX_CE) {
-                    double m = z[0], s = 0;
-                    for (int c = 1; c < K; c++)
-                        m = z[c] > m ? z[c] : m;
-                    for (int c = 0; c < K; c++)
-                        s += exp((double)z[c] - m);
-                    for (int c = 0; c < K; c++)
-                        o[c] = (float)(exp((double)z[c] - m) / s);
-                } else {
-                    for (int c = 0; c < K; c++)
-                        o[c] = (float)(1.0 / (1.0 + exp(-(double)z[c])));
-                }
-            }
         }
     }
     stage_done(tw);
@@ -727,106 +674,6 @@ static void run_cmd(vt_towers *T, tower_cmd cmd) {
 }
 
 /* ---------------------------------------------------------------- public */
-
-#ifdef VT_HAVE_CUDA
-static void world_bcast(void *buf, size_t bytes) {
-    vt_mpi_bcast(buf, bytes, 0, "the NCCL unique id");
-}
-static void world_barrier(void) { vt_mpi_barrier("NCCL start-up"); }
-#endif
-
-static vt_reducer *make_reducer(vt_towers *T, char *err, size_t errlen) {
-    const vt_towers_cfg *cfg = &T->cfg;
-    const int n = T->n;
-    const char *want = cfg->reducer && *cfg->reducer ? cfg->reducer : "auto";
-    int ncuda = 0, distinct = 1;
-    int ids[VT_MAX_DEVICES];
-    for (int i = 0; i < n; i++)
-        if (!strcmp(cfg->devices.dev[i].backend, "cuda")) {
-            for (int j = 0; j < ncuda; j++)
-                if (ids[j] == cfg->devices.dev[i].ordinal)
-                    distinct = 0;
-            ids[ncuda++] = cfg->devices.dev[i].ordinal;
-        }
-    if (T->world > 1) {
-        /* One decision from the global device list, so every rank makes the same one. */
-        int all_cuda = 1, all_distinct = 1;
-        for (int q = 0; q < T->world; q++)
-            for (int g = T->rank_first[q]; g < T->rank_first[q + 1]; g++) {
-                all_cuda &= !strcmp(T->gdev.dev[g].backend, "cuda");
-                for (int h = T->rank_first[q]; h < g; h++)
-                    all_distinct &= T->gdev.dev[h].ordinal != T->gdev.dev[g].ordinal;
-            }
-        if (!strcmp(want, "auto") || !strcmp(want, "host"))
-            want = "mpi";
-#ifdef VT_HAVE_CUDA
-        if (!strcmp(cfg->reducer ? cfg->reducer : "auto", "auto") && all_cuda && all_distinct)
-            want = "nccl";
-#endif
-        if (!strcmp(want, "mpi"))
-            return vt_reducer_mpi_init(n);
-#ifdef VT_HAVE_CUDA
-        if (!strcmp(want, "nccl")) {
-            if (!all_cuda || !all_distinct) {
-                vt_set_err(err, errlen, "reducer nccl: needs every tower of every process on "
-                           "its own GPU");
-                return NULL;
-            }
-            return vt_reducer_nccl_world_init(n, ids, T->ng, T->g0, world_bcast, world_barrier);
-        }
-#endif
-        (void)all_cuda;
-        (void)all_distinct;
-        vt_set_err(err, errlen, "reducer '%s': not available across processes (mpi%s)", want,
-#ifdef VT_HAVE_CUDA
-                   ", nccl"
-#else
-                   "; nccl needs CUDA"
-#endif
-        );
-        return NULL;
-    }
-    if (!strcmp(want, "auto")) {
-        want = "host";
-#ifdef VT_HAVE_CUDA
-        if (ncuda == n && n > 1) {
-            int same = 1;
-            for (int j = 1; j < ncuda; j++)
-                same &= ids[j] == ids[0];
-            /* one tower per GPU: NCCL; all on one GPU: device-local sums; else host */
-            want = distinct ? "nccl" : same ? "local" : "host";
-        }
-#endif
-    }
-    if (!strcmp(want, "host") || !strcmp(want, "mpi"))
-        return vt_reducer_host_init(n);
-#ifdef VT_HAVE_CUDA
-    if (!strcmp(want, "nccl")) {
-        if (ncuda != n || !distinct) {
-            vt_set_err(err, errlen, "reducer nccl: needs one tower per GPU, all towers on GPUs");
-            return NULL;
-        }
-        return vt_reducer_nccl_init(n, ids);
-    }
-    if (!strcmp(want, "local")) {
-        for (int j = 1; j < ncuda; j++)
-            if (ids[j] != ids[0] || ncuda != n) {
-                vt_set_err(err, errlen, "reducer local: needs every tower on the same GPU");
-                return NULL;
-            }
-        return vt_reducer_local_init(n, ids[0]);
-    }
-#endif
-    (void)distinct;
-    vt_set_err(err, errlen, "reducer '%s': not available (host%s)", want,
-#ifdef VT_HAVE_CUDA
-               ", nccl, local"
-#else
-               "; nccl and local need CUDA"
-#endif
-    );
-    return NULL;
-}
 
 /* The splitter's view of this process's towers (budgets -> clips per pass). */
 static void fill_split_devs(vt_towers *T, vt_slice_dev *sd) {
@@ -992,7 +839,8 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
         T->tw[i].g = T->g0 + i;
         T->tw[i].dev = T->gdev.dev[T->g0 + i];
     }
-    T->red = make_reducer(T, err, errlen);
+    T->red = vt_reducer_choose(cfg->reducer, &T->gdev, T->world, T->rank_first, T->me, err,
+                               errlen);
     if (!T->red)
         goto fail;
     double bucket_mb = cfg->bucket_mb;

@@ -122,12 +122,12 @@ static void local_destroy(vt_reducer *r) {
 }
 
 static const vt_reducer_i local_i = {
-    /* .name          = */ "local",
-    /* .allreduce_sum = */ local_allreduce,
-    /* .broadcast     = */ local_broadcast,
-    /* .barrier       = */ local_barrier,
-    /* .destroy       = */ local_destroy,
-    /* .stats         = */ NULL,
+    .name = "local",
+    .allreduce_sum = local_allreduce,
+    .broadcast = local_broadcast,
+    .barrier = local_barrier,
+    .destroy = local_destroy,
+    .stats = NULL,
 };
 
 vt_reducer *vt_reducer_local_init(int nranks, int cuda_device) {

@@ -140,12 +140,12 @@ static void nccl_destroy(vt_reducer *r) {
 }
 
 static const vt_reducer_i nccl_i = {
-    /* .name          = */ "nccl",
-    /* .allreduce_sum = */ nccl_allreduce,
-    /* .broadcast     = */ nccl_broadcast,
-    /* .barrier       = */ nccl_barrier,
-    /* .destroy       = */ nccl_destroy,
-    /* .stats         = */ NULL,
+    .name = "nccl",
+    .allreduce_sum = nccl_allreduce,
+    .broadcast = nccl_broadcast,
+    .barrier = nccl_barrier,
+    .destroy = nccl_destroy,
+    .stats = NULL,
 };
 
 static void check_devices(int nranks, const int *cuda_devices) {

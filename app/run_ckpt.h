@@ -1,0 +1,55 @@
+/*
+ * run_ckpt.h: a training run in a checkpoint — the glue between the towers (replica 0
+ * holds the weights, buffers and optimizer state) and models/checkpoint.h, with the run
+ * state that makes a resume exact: the data cursor (epoch, next batch), the step count,
+ * the best validation so far and the partial sums of the epoch in progress.
+ *
+ * It must never write a checkpoint in place (models/safetensors.c writes a temporary
+ * file and renames it) nor on a rank other than 0; under mpirun rank 0 reads checkpoints and
+ * every rank gets what it read (app/dist.h).
+ */
+#ifndef VT_RUN_CKPT_H
+#define VT_RUN_CKPT_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "models/net.h"
+#include "pipeline/parallel/tower.h"
+
+/* Sums over the epoch in progress, kept in the checkpoint so that a resumed epoch
+ * reports the same training loss/accuracy as an uninterrupted one. */
+typedef struct vt_run_sums {
+    double loss;                        /* sum over clips of the weighted loss */
+    int64_t clips;
+    int64_t correct[VT_MAX_HEADS];
+    double head_loss[VT_MAX_HEADS];
+    double seconds, wait_s;             /* timing only (not part of exactness) */
+} vt_run_sums;
+
+typedef struct vt_run_state {
+    int64_t epoch;      /* epoch in progress, 0-based */
+    int64_t cursor;     /* next batch of that epoch (the loader's start_batch) */
+    int64_t step;       /* optimizer steps done (global) */
+    double best;        /* best validation video top-1 so far; -1 = none */
+    double best_loss;   /* its validation loss: a tie in top-1 goes to the lower loss */
+    int best_epoch;     /* 1-based */
+    vt_run_sums sums;
+} vt_run_state;
+
+/* Save replica 0 (weights, buffers, optimizer) with metadata: the vidtrain keys of
+ * checkpoint.h plus "classes", "normalisation", "epoch", "step", "cursor", "seed",
+ * "vidtrain_state" (JSON of vt_run_state) and "vidtrain_config" (config_json).
+ * Atomic (models/safetensors.c). 0, or -1 with err. */
+int vt_run_save(const char *path, vt_towers *t, const vt_run_state *st, const char *config_json,
+                char *err, size_t errlen);
+/* Load into replica 0 — full state (with_optim) or weights only — then copy it to every
+ * replica. st (may be NULL) gets the run state. 0, or -1 with err. */
+int vt_run_load(const char *path, vt_towers *t, int with_optim, vt_run_state *st, char *err,
+                size_t errlen);
+/* The "vidtrain_config" JSON stored in a checkpoint (cJSON_Delete it), NULL + err if
+ * absent or unreadable. Reads the header only. */
+cJSON *vt_run_ckpt_config(const char *path, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,43 @@
+/*
+ * signals.c: the SIGINT/SIGTERM flag of signals.h. The handler only sets the flag and
+ * writes a fixed line; it must never call anything that is not async-signal-safe.
+ */
+#include "app/signals.h"
+
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig) {
+    if (g_signal) {
+        /* Second signal: the user insists. The checkpoint on disk is whole (written by
+         * rename), so leaving now is safe. */
+        _exit(128 + sig);
+    }
+    g_signal = sig;
+    static const char msg[] =
+        "\nvidtrain: stopping after this step and writing a checkpoint (again to quit now)\n";
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)w;
+}
+
+void vt_signals_install(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    g_signal = 0;
+}
+
+int vt_signal_pending(void) { return g_signal; }
+
+void vt_signals_reset(void) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    g_signal = 0;
+}

@@ -1,0 +1,106 @@
+/*
+ * train.h: one `vidtrain train` run, in the steps cmd_train.c calls in order — set up
+ * (dataset, towers, run folder, resumed state, loader, schedule), run one epoch of
+ * steps, end the epoch (validation, metrics, checkpoints, report), finish — around one
+ * context that owns everything the run holds.
+ *
+ * Resume is exact: the checkpoint holds the weights, optimizer state and step count, and
+ * the data cursor (epoch, next batch) plus the epoch's partial sums; every random
+ * choice of the data comes from (seed, epoch, sample index) and dropout from the step,
+ * so a resumed run feeds the same batches to the same state. Under mpirun every rank
+ * runs these steps in step (app/dist.h): each decodes its towers' part of every batch,
+ * rank 0 writes the run folder, and all stop after the same step. None of this may
+ * decode, split batches or touch a backend directly: the loader and the towers do.
+ */
+#ifndef VT_TRAIN_H
+#define VT_TRAIN_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "app/dump.h"
+#include "app/evalproto.h"
+#include "app/evaluate.h"
+#include "app/progress.h"
+#include "app/run_ckpt.h"
+#include "app/run_heads.h"
+#include "app/train_opts.h"
+#include "models/optim.h"
+#include "pipeline/data/dataset.h"
+#include "pipeline/data/loader.h"
+#include "pipeline/parallel/tower.h"
+
+typedef struct vt_train {
+    /* ---- set by the command line (cmd_train.c) ---- */
+    vt_train_opts o;
+    vt_train_opts given;   /* the options before vt_train_opts_resolve (--time-budget
+                              resolves them again for the epochs it picks) */
+    char resume[1024];     /* --resume RUN, or "" */
+    int quiet;             /* no progress display */
+    double t_start;        /* when the command started: --time-budget counts from here */
+    FILE *out;             /* where the run's lines go (stdout) */
+
+    /* ---- set up by vt_train_setup, freed by vt_train_free ---- */
+    vt_dataset *ds, *vds;  /* the training folder; the --val-dir folder (or NULL) */
+    vt_dataset *val_ds;    /* the one validation reads: vds, else ds */
+    int32_t *train_idx, *val_idx;
+    int ntrain, nval;
+    vt_run_heads heads;
+    vt_towers_cfg tc;      /* what the towers were built from */
+    double gpus;           /* GPU towers over every rank (the machine's defaults) */
+    vt_towers *towers;
+    char config_json[1 << 16]; /* config.json's text: also in every checkpoint */
+    vt_loader *loader;
+    vt_sched_cfg sc;
+    int64_t spe;           /* steps (batches) per epoch */
+    vt_dump *dump;         /* --dump (rank 0 only), or NULL */
+    vt_evalproto *ep[VT_MAX_HEADS];
+
+    /* ---- the run's progress ---- */
+    vt_run_state st;       /* what last.safetensors holds once an epoch ends */
+    int64_t first_epoch;   /* the epoch this invocation starts in (st.epoch at setup) */
+    int stopped;           /* 128+signal when a signal stopped it, -1 at --max-steps */
+} vt_train;
+
+/* One epoch's timings, from vt_train_epoch to vt_train_epoch_end. */
+typedef struct vt_train_epoch_stats {
+    double t0;             /* when the epoch started */
+    double compute, waited;/* seconds in steps, and waiting for the loader */
+    int64_t clips;         /* clips trained in this invocation */
+} vt_train_epoch_stats;
+
+/* Fills everything vt_train_setup sets up, from t->o (parsed) and t->resume; prints the
+ * dataset, the validation set, the plan and the "training:" line, and writes
+ * config.json and plan.txt. 0, or the exit code after printing why (1 error, 2 usage). */
+int vt_train_setup(vt_train *t);
+/* Runs the batches of `epoch` from t->st's cursor, with checkpoints every
+ * --checkpoint-every steps and at a signal or --max-steps (which set t->stopped). 0
+ * when the epoch's batches are done or it stopped, -1 on a failure (printed). *pg is
+ * the epoch's progress display, left open for vt_train_epoch_end; *es its timings. */
+int vt_train_epoch(vt_train *t, int64_t epoch, vt_progress **pg, vt_train_epoch_stats *es);
+/* The end of an epoch: validation when due, the epoch line (printed and in the metrics
+ * files), last.safetensors (and best.safetensors when the validation is the best after
+ * the warm-up) for the next epoch's start, and the report. Closes *pg. 0, or -1 on a
+ * failure (printed). */
+int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
+                       const vt_train_epoch_stats *es);
+/* After the last epoch or a stop: waits for every rank, prints the outcome and writes
+ * the report. Returns the exit code (0, or 128+signal). */
+int vt_train_finish(vt_train *t);
+/* Frees what vt_train_setup set up, and t; takes NULL and a pointer to NULL. */
+void vt_train_free(vt_train **t);
+
+/* Writes DIR/NAME: the towers' state with st as its run state and config.json's text
+ * (vt_run_save). 0, or -1 after printing why. */
+int vt_train_save(vt_train *t, const char *dir, const char *name, const vt_run_state *st);
+/* --time-budget (train_budget.c): sets t->o's epochs (and what the defaults derive from
+ * them) to what fits the budget, from timed first steps; leaves the towers and the
+ * loader as they were. 0, or -1 (printed). */
+int vt_train_fit_budget(vt_train *t);
+/* The state the timing above puts back, in RUN while it times (training removes one a
+ * killed run left). */
+#define VT_TRAIN_BUDGET_STATE ".budget.safetensors"
+/* The validation pass's options. */
+void vt_train_val_opts(vt_eval_opts *eo, const vt_train_opts *o);
+
+#endif

@@ -1,0 +1,112 @@
+/*
+ * train_budget.c: --time-budget T, the number of epochs that fits T. The first steps of
+ * epoch 0 are timed on real batches (decode included; learning rate 0) and the
+ * validation on a few videos, then the state before them is loaded back and the loader
+ * restarts at epoch 0, batch 0: the run that follows is bit for bit the one
+ * `--epochs E` gives. It must never leave a trace of the timing in the run: the towers,
+ * the loader and the run folder are as they were (its scratch checkpoint is removed).
+ */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app/train.h"
+#include "models/common.h"
+
+int vt_train_fit_budget(vt_train *t) {
+    vt_loader *loader = t->loader;
+    const int ntrain = t->ntrain, gpu = t->gpus > 0, nval = t->nval;
+    FILE *out = t->out;
+    vt_train_opts *o = &t->o;
+    char path[2100], err[1024];
+    snprintf(path, sizeof path, "%s/" VT_TRAIN_BUDGET_STATE, o->out);
+    vt_run_state st0;
+    memset(&st0, 0, sizeof st0);
+    st0.best = -1;
+    double t0 = vt_now();
+    if (vt_run_save(path, t->towers, &st0, t->config_json, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: --time-budget: %s: %s\n", path, err);
+        return -1;
+    }
+    double t_save = vt_now() - t0;
+    /* Steps: the first one pays for start-up (threads, allocation, algorithm choice) and
+     * is not counted; then the rest of the epoch, or until 2% of the budget (at least 3 s)
+     * is timed: a few steps alone misjudge a machine whose load comes and goes. */
+    const double window = VT_MAX(3.0, 0.02 * (double)o->time_budget);
+    int64_t spe = vt_loader_num_batches(loader), steps = 0, clips = 0, clips_first = 0;
+    double t_steps = 0, t_first = 0, tb = vt_now();
+    const vt_batch *b;
+    while (steps < spe && (b = vt_loader_next(loader)) != NULL) {
+        vt_step_stats ss;
+        vt_towers_train_step(t->towers, b, 0.0f, &ss);
+        double now = vt_now();
+        if (steps++ == 0) {
+            t_first = now - tb;
+            clips_first = b->n;
+        } else {
+            t_steps += now - tb;
+            clips += b->n;
+        }
+        tb = now;
+        if (t_steps > window)
+            break;
+    }
+    /* per clip: an epoch's last batch may be short */
+    double per_clip = clips > 0 ? t_steps / (double)clips : t_first / (double)VT_MAX(clips_first, 1);
+    int64_t nclips = vt_loader_num_samples(loader);
+    /* Validation: a few videos, scaled to all of them. */
+    double t_val = 0;
+    if (nval > 0) {
+        int sub = VT_MIN(nval, 4);
+        vt_eval_opts eo;
+        vt_train_val_opts(&eo, o);
+        vt_evalproto *ep[VT_MAX_HEADS] = {0};
+        vt_eval_counts cnt;
+        double tv = vt_now();
+        int rc = vt_run_evaluate(ep, &cnt, t->towers, t->val_ds, &t->heads, t->val_idx, sub,
+                                 &eo, err, sizeof err);
+        t_val = (vt_now() - tv) * nval / sub;
+        for (int h = 0; h < VT_MAX_HEADS; h++)
+            vt_evalproto_free(&ep[h]);
+        if (rc != 0) {
+            fprintf(stderr, "vidtrain train: validation: %s\n", err);
+            return -1;
+        }
+    }
+    vt_run_state back;
+    if (vt_run_load(path, t->towers, 1, &back, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: --time-budget: %s: %s\n", path, err);
+        return -1;
+    }
+    unlink(path);
+    vt_loader_start_epoch(loader, 0, 0);
+
+    /* The largest E whose epochs (steps, a checkpoint each), validations and best
+     * checkpoints fit what is left, with the defaults E implies (eval_every...). */
+    double left = o->time_budget - (vt_now() - t->t_start);
+    double epoch_s = (double)nclips * per_clip + t_save;
+    int best = 1;
+    vt_train_opts r = t->given;
+    for (int e = 1; e <= 100000; e++) {
+        r = t->given;
+        r.epochs = e;
+        vt_train_opts_resolve(&r, ntrain, gpu);
+        int nv = nval > 0 ? (e + r.eval_every - 1) / r.eval_every : 0;
+        if (e * epoch_s + nv * (t_val + t_save) > left)
+            break;
+        best = e;
+    }
+    r = t->given;
+    r.epochs = best;
+    vt_train_opts_resolve(&r, ntrain, gpu);
+    snprintf(r.dump, sizeof r.dump, "%s", o->dump);
+    *o = r;
+    fprintf(out, "time budget %.0f s: %.0f s used so far; training %.1f clips/s (decode "
+                 "included, %lld steps timed): an epoch %.1f s, validation %.1f s, a checkpoint "
+                 "%.2f s: %d epochs\n",
+            (double)o->time_budget, vt_now() - t->t_start, 1.0 / per_clip,
+            (long long)VT_MAX(steps - 1, 1), epoch_s, t_val, t_save, o->epochs);
+    if (left < epoch_s)
+        fprintf(out, "  (one epoch does not fit the budget: it trains one anyway)\n");
+    return 0;
+}

@@ -1,0 +1,93 @@
+/*
+ * train_opts.h: the training configuration — every option of `vidtrain train`, its
+ * defaults, the defaults that depend on the machine and the data (resolve), and its
+ * JSON form (RUN/config.json, and the copy inside every checkpoint).
+ *
+ * It must never read the command line (cmd_train.c does) or touch a file: it holds,
+ * resolves and converts values. config.json holds the resolved values, so a run can be
+ * resumed, evaluated and reported with exactly what it trained with.
+ */
+#ifndef VT_TRAIN_OPTS_H
+#define VT_TRAIN_OPTS_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "app/device_opts.h"
+#include "models/net.h"
+#include "pipeline/data/dataset.h"
+
+typedef struct vt_train_opts {
+    char data[1024];       /* dataset folder */
+    char out[1024];        /* run folder */
+    char model[32];
+    /* 0 = resolved by vt_train_opts_resolve (config.json holds the resolved values) */
+    int clip_t, crop, stride, short_side, jitter_min, jitter_max;
+    int flip;              /* random horizontal flip in training (default on) */
+    int epochs, batch;
+    char optim[16];        /* sgd, rmsprop, adamw */
+    float lr, momentum, wd, clip_norm;  /* lr 0: scaled with the batch (resolve) */
+    int nesterov;          /* SGD: Nesterov momentum (default on) */
+    char sched[16];        /* const, step, cosine, onecycle */
+    float warmup_epochs;   /* linear warm-up length in epochs (may be fractional);
+                              < 0: a fifth of the epochs (resolve) */
+    float time_budget;     /* seconds for the whole job: the epochs that fit (0 = none) */
+    int step_epochs;       /* step schedule: decay every this many epochs */
+    float gamma;           /* step schedule factor */
+    float smoothing;       /* label smoothing (softmax heads) */
+    float dropout;
+    int workers, queue;
+    /* devices, as given on the command line (empty = not given) */
+    char devices[256], gpus[64], mem[256], gpu_mem[256], backend[16], emulate[64], speeds[128];
+    int threads;
+    char tower_split[64];  /* --tower-split: how a batch splits over the towers (config.json
+                              "tower_split"; runs before the rename wrote it as "split") */
+    int sync_bn;
+    char precision[8];     /* fp32, tf32, bf16 (models/backend.h) */
+    uint64_t seed;
+    float val_split;       /* fraction of train videos for validation when the dataset
+                              has no val folder */
+    char val_dir[1024];    /* a separate validation dataset folder (optional) */
+    char lists[1024];      /* UCF101-style classInd/trainlist/testlist folder (optional) */
+    int fold;              /* which trainlist0F/testlist0F (1..9) */
+    int eval_every;        /* validate every N epochs (and after the last) */
+    int val_clips;         /* K clips per video in validation */
+    int val_crops;
+    char labels[1024];     /* labels.csv (multi-head) or empty */
+    int nweights;
+    float loss_weights[VT_MAX_HEADS];
+    int clips_per_video;   /* training clips drawn per video per epoch */
+    int log_every;         /* steps between step lines (metrics.jsonl, non-tty log) */
+    int checkpoint_every;  /* steps between mid-epoch checkpoints (0 = epoch ends only) */
+    int64_t max_steps;     /* stop (with a checkpoint) after this global step; 0 = none */
+    char dump[1024];       /* --dump DIR (app/dump.h); this invocation only, not saved */
+} vt_train_opts;
+
+void vt_train_opts_default(vt_train_opts *o);
+/* The defaults that depend on the machine and the data, for options left at 0 (or < 0):
+ *   clip      GPUs: 16x112, stride 1 (the video models' usual input); CPU: 8x64, stride 3
+ *             (a 22-frame span at a cost a laptop trains in minutes; on the hard motion
+ *             set stride 3 beat 1 and 2 by 9 to 40 points of top-1); a clip given without
+ *             a stride: stride 1
+ *   batch     GPUs 32, CPU 8 (more steps per epoch: on the motion set 8 beat 16 by ~10)
+ *   short side crop * 8/7, jittered in training up to crop * 10/7
+ *   lr        scaled with the batch: SGD 0.1 * B / 32 for the resnets and c3d
+ *             (torchvision's video recipe is 0.64 for 192 clips), 0.2 * B / 32 for tiny
+ *             (0.05 at 8: measured best of 0.025-0.1), RMSprop 0.001 * B / 32, AdamW
+ *             0.001 * sqrt(B / 32)
+ *   epochs    enough to see 8000 clips (at least 30): small sets need more passes
+ *   warm-up   a fifth of the epochs (sched cosine or step)
+ *   eval_every  about ten validations a run: max(1, epochs / 10)
+ * `ntrain`: training videos; `gpu`: a GPU tower trains (on any rank). */
+void vt_train_opts_resolve(vt_train_opts *o, int ntrain, int gpu);
+/* To/from JSON (the run's config.json). from_json leaves fields absent in j unchanged. */
+cJSON *vt_train_opts_to_json(const vt_train_opts *o);
+void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j);
+/* Device args view of the options (pointers into o). */
+void vt_train_opts_device_args(const vt_train_opts *o, vt_device_args *a);
+/* How a run's dataset is split (val fraction, UCF101 lists): train and eval must open a
+ * folder the same way, or eval's "val" would not be the run's validation videos. The
+ * returned opts point into o. */
+vt_dataset_opts vt_run_dataset_opts(const vt_train_opts *o);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * backend_cuda_impl.h: the CUDA backend's insides, shared by its files and private to
+ * models/cuda/ (ggml-backend-impl.h's role): the context one vt_backend holds per GPU,
+ * the helpers both op files use on it (cuda_ctx.c), and what the op table's file
+ * (backend_cuda.c) takes from the convolution file (cuda_conv.c). Everything else sees
+ * models/cuda/backend_cuda.h.
+ *
+ * It must never be included outside models/cuda/: it pulls in the CUDA, cuDNN and cuBLAS
+ * headers, which the rest of vidtrain never sees.
+ */
+#ifndef VT_BACKEND_CUDA_IMPL_H
+#define VT_BACKEND_CUDA_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "models/backend.h"
+#include "models/cuda/cuda_alloc.h"
+
+/* One convolution shape with its descriptors and chosen algorithms (cuda_conv.c). */
+typedef struct cu_conv cu_conv;
+
+typedef struct cu_ctx {
+    int device;
+    cudaStream_t stream;
+    cudnnHandle_t cudnn;
+    cublasHandle_t cublas;
+    int tf32;       /* TF32 tensor ops allowed for float data */
+    int bf16;       /* activations are bf16 (precision BF16) */
+    int cc_major;   /* compute capability: TF32 exists from 8.0 */
+    int det;        /* 0 fastest, 1 required, 2 preferred */
+    int find;       /* 1: cudnnFind*Ex timing, 0: cudnnGet*_v7 heuristics */
+    size_t ws_limit;
+
+    void *ws;       /* convolution workspace (through vt_backend_alloc: in the budget) */
+    size_t ws_bytes;
+    void *blas_ws;  /* cuBLAS workspace, ours so it is in the budget */
+    size_t blas_ws_bytes;
+    void *scratch;  /* BN partials, sumsq partials and result (doubles) */
+    size_t scratch_bytes;
+    void *w16, *dw16; /* BF16: one layer's weights / weight gradient in bf16 */
+    size_t w16_bytes, dw16_bytes;
+
+    /* uploads: the copy stream, "compute reached here" and one event per ticket (a ring:
+     * joining a ticket older than the ring waits for a later upload, never too little) */
+    cudaStream_t copy_stream;
+    cudaEvent_t order_ev;
+#define CU_UPLOAD_RING 64
+    cudaEvent_t up_ev[CU_UPLOAD_RING];
+    uint64_t next_ticket;
+    double *host_result; /* pinned: sumsq's result */
+
+    cu_conv **conv;  /* the shapes seen so far (cuda_conv.c) */
+    int nconv, capconv;
+
+    vt_cuda_cache cache; /* the caching allocator (cuda_alloc.h) */
+} cu_ctx;
+
+/* ---- cuda_ctx.c ---- */
+/* The context of a cuda backend (aborts on any other backend). */
+cu_ctx *vt_cuda_ctx(const vt_backend *be);
+/* The same with its device made current for this thread: every op starts here (ops may
+ * be called from any thread; the current device is per thread). */
+cu_ctx *vt_cuda_enter(vt_backend *be);
+/* *buf grown to at least `need` bytes through vt_backend_alloc (so internal buffers count
+ * against the budget like any tensor); grows only, the old buffer back to the cache. */
+void *vt_cuda_grow(vt_backend *be, void **buf, size_t *have, size_t need, const char *what);
+/* BF16: a bf16 copy of n master weights in the staging buffer; room for a bf16 weight
+ * gradient of n weights. */
+void *vt_cuda_stage_w16(vt_backend *be, cu_ctx *c, const float *w, int64_t n);
+void *vt_cuda_stage_dw16(vt_backend *be, cu_ctx *c, int64_t n);
+
+/* ---- cuda_conv.c ---- */
+/* The op table's conv3d_forward and conv3d_backward (backend.h semantics). */
+void vt_cuda_conv3d_forward(vt_backend *be, float *out, const float *in, const float *w,
+                            const float *b, int n, const int in_thw[3], const vt_conv3d_p *p);
+void vt_cuda_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,
+                             const float *dout, const float *in, const float *w, int n,
+                             const int in_thw[3], const vt_conv3d_p *p);
+/* Every cached shape's descriptors destroyed (the backend's destroy). */
+void vt_cuda_conv_free_all(cu_ctx *c);
+
+#endif

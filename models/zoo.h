@@ -1,0 +1,21 @@
+/*
+ * zoo.h: a model of the zoo (zoo.c: tiny, tiny_nobn, c3d, r3d18, mc3_18, r2plus1d18) as a
+ * planned graph, private to models/: what net.c builds a replica from and memplan.c sizes.
+ * The names of the zoo are public (vt_zoo_names in net.h).
+ *
+ * It must never be included by net_graph.c: the zoo builds graphs with net_graph.c's
+ * builders, so a call back from there would make a circle.
+ */
+#ifndef VT_ZOO_H
+#define VT_ZOO_H
+
+#include <stddef.h>
+
+#include "models/net.h"
+#include "models/net_graph.h"
+
+/* Build cfg->model's graph (nodes and state-dict tensors, heads included) and plan its
+ * memory (vt_graph_plan). 0, or -1 with err and nothing left to free. */
+int vt_graph_make(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen);
+
+#endif

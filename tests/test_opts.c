@@ -1,0 +1,178 @@
+/*
+ * test_opts.c: the command line's one integer parser, one clip-shape parser and the one
+ * atomic file writer (models/common.h, app/opts.h), and that every command reads them
+ * the same way:
+ *   1. numbers: the whole string or nothing ("3x", "", "1e9" are refused), inside range;
+ *   2. clips: TxS and TxHxW both parse, with the same ranges, and `plan` and
+ *      `bench step` plan the same step for 8x16 as for 8x16x16 (they took only TxHxW);
+ *      train refuses a non-square crop;
+ *   3. the writer: contents replaced whole, nothing left beside it, and on every failure
+ *      an error naming the path, no temporary file left and no descriptor leaked;
+ *   4. strict values where atoi read "4x" as 4: bench decode, bench step, devices exit 2.
+ * It must never depend on the machine beyond the scratch folder and the CPU.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "app/opts.h"
+#include "models/common.h"
+#include "tests/apputil.h"
+
+/* Entries of a folder (without . and ..), -1 when it cannot be read. */
+static int count_entries(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    closedir(d);
+    return n;
+}
+
+static void numbers(void) {
+    int i = 7;
+    TCHECK(vt_parse_int("42", 0, 100, &i) == 0 && i == 42, "42");
+    TCHECK(vt_parse_int("-5", -5, 5, &i) == 0 && i == -5, "-5 in [-5, 5]");
+    i = 7;
+    TCHECK(vt_parse_int("3x", 0, 100, &i) == -1 && i == 7, "3x refused, out untouched");
+    TCHECK(vt_parse_int("", 0, 100, &i) == -1, "empty refused");
+    TCHECK(vt_parse_int(NULL, 0, 100, &i) == -1, "NULL refused");
+    TCHECK(vt_parse_int("1e9", 0, 1 << 30, &i) == -1, "1e9 is no integer");
+    TCHECK(vt_parse_int("101", 0, 100, &i) == -1, "past hi");
+    TCHECK(vt_parse_int("99999999999999999999", 0, 100, &i) == -1, "overflow refused");
+    int64_t l = 0;
+    TCHECK(vt_parse_i64("9223372036854775807", 0, INT64_MAX, &l) == 0 && l == INT64_MAX,
+           "INT64_MAX");
+    uint64_t u = 0;
+    TCHECK(vt_parse_u64("18446744073709551615", &u) == 0 && u == UINT64_MAX, "UINT64_MAX");
+    TCHECK(vt_parse_u64("-1", &u) == -1, "-1 is no u64");
+    double d = 0;
+    TCHECK(vt_parse_f64("0.25", 0, 1, &d) == 0 && d == 0.25, "0.25");
+    TCHECK(vt_parse_f64("nan", -1e9, 1e9, &d) == -1, "nan refused");
+    TCHECK(vt_parse_f64("inf", -1e9, INFINITY, &d) == -1, "inf refused");
+}
+
+static void clips(void) {
+    vt_clip_shape c = {0, 0, 0};
+    TCHECK(vt_parse_clip("8x32", &c) == 0 && c.t == 8 && c.h == 32 && c.w == 32, "8x32");
+    TCHECK(vt_parse_clip("16x112x96", &c) == 0 && c.t == 16 && c.h == 112 && c.w == 96,
+           "16x112x96");
+    c = (vt_clip_shape){1, 2, 3};
+    const char *bad[] = {"8", "8x", "8x32x", "x32", "0x32", "8x0", "8x32x0", "1025x32",
+                         "8x4097", "8x32x32x3", "8x32junk", "8X32", ""};
+    for (size_t k = 0; k < VT_ARRAY_LEN(bad); k++)
+        TCHECK(vt_parse_clip(bad[k], &c) == -1, "'%s' is no clip", bad[k]);
+    TCHECK(c.t == 1 && c.h == 2 && c.w == 3, "a refused clip leaves the shape");
+    TCHECK(vt_parse_clip("1024x4096x1", &c) == 0, "the largest T and H");
+}
+
+static int fd_count(void) { return count_entries("/proc/self/fd"); }
+
+static int fill_fails(void *ctx, int fd) {
+    (void)ctx;
+    (void)!write(fd, "part", 4);
+    errno = ENOSPC;
+    return -1;
+}
+
+static void writer(const char *dir) {
+    char path[4200], err[8400];
+    snprintf(path, sizeof path, "%s/w/file.txt", dir);
+    char sub[4200];
+    snprintf(sub, sizeof sub, "%s/w", dir);
+    TCHECK(mkdir(sub, 0755) == 0, "mkdir %s", sub);
+    int fds = fd_count();
+    TCHECK(vt_file_write_atomic(path, "first", 5, err, sizeof err) == 0, "write: %s", err);
+    TCHECK(vt_file_write_atomic(path, "second!", 7, err, sizeof err) == 0, "replace: %s", err);
+    char *s = vt_file_read(path);
+    TCHECK(s && !strcmp(s, "second!"), "replaced whole: '%s'", s ? s : "(null)");
+    free(s);
+    TCHECK(count_entries(sub) == 1, "only the file in its folder (%d entries)",
+           count_entries(sub));
+
+    /* Folder missing: the temporary file cannot be made. */
+    char missing[4300];
+    snprintf(missing, sizeof missing, "%s/none/file.txt", dir);
+    err[0] = 0;
+    TCHECK(vt_file_write_atomic(missing, "x", 1, err, sizeof err) == -1 &&
+               strstr(err, missing),
+           "missing folder: error names the path: %s", err);
+
+    /* Rename fails (the path is a folder): the temporary file goes, no descriptor stays. */
+    char asdir[4300];
+    snprintf(asdir, sizeof asdir, "%s/w/adir", dir);
+    TCHECK(mkdir(asdir, 0755) == 0, "mkdir %s", asdir);
+    err[0] = 0;
+    TCHECK(vt_file_write_atomic(asdir, "x", 1, err, sizeof err) == -1 && strstr(err, asdir),
+           "rename over a folder: error names the path: %s", err);
+    TCHECK(count_entries(sub) == 2, "no temporary file left after a failed rename (%d)",
+           count_entries(sub));
+
+    /* The content cannot be written: the old file stays whole. */
+    err[0] = 0;
+    TCHECK(vt_file_write_atomic_fill(path, fill_fails, NULL, err, sizeof err) == -1 &&
+               strstr(err, path),
+           "failed fill: error names the path: %s", err);
+    s = vt_file_read(path);
+    TCHECK(s && !strcmp(s, "second!"), "a failed write leaves the old file: '%s'",
+           s ? s : "(null)");
+    free(s);
+    TCHECK(count_entries(sub) == 2, "no temporary file left after a failed fill (%d)",
+           count_entries(sub));
+    TCHECK(fd_count() == fds, "descriptors: %d before, %d after", fds, fd_count());
+}
+
+/* The plan printed for one --clip spelling, NULL when plan failed. */
+static char *plan_for(const char *bin, const char *dir, const char *clip) {
+    if (vt_test_sh("'%s' plan --model tiny --clip %s --batch 4 --classes 3 --devices cpu "
+                   "--mem 1G > '%s/plan.txt' 2>&1", bin, clip, dir) != 0)
+        return NULL;
+    char path[4200];
+    snprintf(path, sizeof path, "%s/plan.txt", dir);
+    return vt_test_slurp(path, NULL);
+}
+
+static void commands(const char *bin, const char *dir) {
+    char *a = plan_for(bin, dir, "8x16"), *b = plan_for(bin, dir, "8x16x16");
+    TCHECK(a && b && !strcmp(a, b), "plan: 8x16 and 8x16x16 plan the same step");
+    free(a);
+    free(b);
+    TCHECK(vt_test_sh("'%s' bench step --model tiny --clip 4x16 --batch 2 --devices cpu "
+                      "--steps 1 --warmup 0 > /dev/null 2>&1", bin) == 0,
+           "bench step takes TxS");
+    /* usage errors: 2, with the option named */
+    TCHECK(vt_test_sh("'%s' plan --clip 8x16x16x2 2> '%s/err.txt'", bin, dir) == 2,
+           "plan refuses a bad clip");
+    TCHECK(vt_test_sh("'%s' train '%s' --out '%s/run' --clip 8x32x24 2> '%s/err.txt'", bin,
+                      dir, dir, dir) == 2,
+           "train refuses a non-square crop");
+    TCHECK(vt_test_sh("'%s' bench decode '%s' --workers 4x 2> '%s/err.txt'", bin, dir, dir) == 2,
+           "bench decode --workers 4x");
+    char path[4200];
+    snprintf(path, sizeof path, "%s/err.txt", dir);
+    char *e = vt_test_slurp(path, NULL);
+    TCHECK(e && strstr(e, "--workers") && strstr(e, "4x"), "the error names option and value: %s",
+           e ? e : "(none)");
+    free(e);
+    TCHECK(vt_test_sh("'%s' bench step --steps 2x 2> /dev/null", bin) == 2, "bench step --steps 2x");
+    TCHECK(vt_test_sh("'%s' devices --threads 2x > /dev/null 2>&1", bin) == 1,
+           "devices --threads 2x is refused");
+    TCHECK(vt_test_sh("'%s' devices --devices cpu:2x > /dev/null 2>&1", bin) == 1,
+           "devices --devices cpu:2x is refused");
+}
+
+int main(void) {
+    const char *dir = vt_test_dir("test_opts");
+    numbers();
+    clips();
+    writer(dir);
+    const char *bin = vt_test_bin("test_opts");
+    if (bin)
+        commands(bin, dir);
+    return vt_test_done("test_opts");
+}

@@ -7,7 +7,7 @@
 # on a 2-core machine. Exits 1 if the accuracy target is missed.
 #
 # Flags and why: none but these, the rest is vidtrain's defaults (on the CPU: 8x64 clips
-# two frames apart, SGD Nesterov with warm-up and cosine, the learning rate for the batch)
+# three frames apart, batch 8, SGD Nesterov with warm-up and cosine, lr for the batch)
 #   --no-flip               flipping would turn move_left into move_right (the default
 #                           is flip ON, right for most datasets, wrong for this one)
 #   --time-budget 90        the epochs that fit 90 s of training on this machine

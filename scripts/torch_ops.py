@@ -127,6 +127,7 @@ for i, eps in enumerate([0.0, 0.1]):
     loss.sum().backward()
     put(f"xent{i}.eps", [eps]), put(f"xent{i}.z", z), put(f"xent{i}.label", lab)
     put(f"xent{i}.loss", loss), put(f"xent{i}.dz", z.grad)
+    put(f"xent{i}.prob", torch.softmax(z.detach(), dim=1))
 
 # ---- BCE with logits, summed over K per clip ----
 z = rand(5, 7, lo=-5.0, hi=5.0)
@@ -134,6 +135,7 @@ t = (torch.rand(5, 7) < 0.4).float()
 loss = F.binary_cross_entropy_with_logits(z, t, reduction="none").sum(1)
 loss.sum().backward()
 put("bce.z", z), put("bce.t", t), put("bce.loss", loss), put("bce.dz", z.grad)
+put("bce.prob", torch.sigmoid(z.detach()))
 
 # ---- optimizers: 3 steps on 1000 parameters with stored gradients ----
 NP = 1000

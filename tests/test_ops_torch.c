@@ -214,15 +214,17 @@ static void test_losses(void) {
         VT_OP(g_be, softmax_xent, loss, dz, prob, z, lab, n, k, eps, 1.0f);
         cmp(eps > 0 ? "xent%d (smoothing) loss" : "xent%d loss", i, loss, "xent%d.loss", TOL);
         cmp(eps > 0 ? "xent%d (smoothing) dz" : "xent%d dz", i, dz, "xent%d.dz", TOL);
+        cmp("xent%d softmax", i, prob, "xent%d.prob", TOL); /* the outputs eval averages */
         put_all();
     }
     int64_t nz, nl;
     float *z = get("bce.z", 0, &nz), *t = get("bce.t", 0, NULL);
     nl = 5;
-    float *loss = zeros(nl), *dz = zeros(nz);
-    VT_OP(g_be, bce_logits, loss, dz, NULL, z, t, (int)nl, (int)(nz / nl), 1.0f);
+    float *loss = zeros(nl), *dz = zeros(nz), *prob = zeros(nz);
+    VT_OP(g_be, bce_logits, loss, dz, prob, z, t, (int)nl, (int)(nz / nl), 1.0f);
     cmp("bce loss", 0, loss, "bce.loss", TOL);
     cmp("bce dz", 0, dz, "bce.dz", TOL);
+    cmp("bce sigmoid", 0, prob, "bce.prob", TOL); /* multi-label outputs: one sigmoid copy */
     put_all();
 }
 

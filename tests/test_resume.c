@@ -5,6 +5,10 @@
  * with 1 decode worker and with several. k is chosen so the stop lands in the middle of
  * an epoch (the loader resumes at the next batch) and the resumed run crosses an epoch
  * end. The uninterrupted run is the outside truth.
+ *
+ * The same promise for --time-budget T: its timing steps (several epochs of them, at
+ * learning rate 0, with 2 decode workers) leave no trace, so the run equals `--epochs E`
+ * with the E it chose (config.json), byte for byte.
  */
 #include "models/checkpoint.h"
 #include "models/common.h"
@@ -117,6 +121,29 @@ int main(void) {
         int fb = epoch_loss(rd, 2, lb, sizeof lb);
         TCHECK(fa == 1 && fb == 1, "%s: epoch 2 logged once (%d, %d)", what, fa, fb);
         TCHECK(!strcmp(la, lb), "%s: epoch 2 train loss %s vs %s", what, la, lb);
+    }
+
+    /* --time-budget 5: 3 s of timing steps (the shortest window), then the epochs that fit
+     * what is left (at least one). */
+    const char *tb = "--clip 4x32 --batch 4 --lr 0.05 --eval-every 100 --dropout 0.3 "
+                     "--no-flip --seed 7 -q --workers 2";
+    TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/budget' %s --time-budget 5 > '%s/budget.log' 2>&1",
+               bin, dir, dir, tb, dir) == 0, "--time-budget run");
+    char cfgp[4200];
+    snprintf(cfgp, sizeof cfgp, "%s/budget/config.json", dir);
+    cJSON *cfg = vt_test_read_json(cfgp);
+    const cJSON *ep = cJSON_GetObjectItem(cfg, "epochs");
+    int epochs = cJSON_IsNumber(ep) ? (int)ep->valuedouble : 0;
+    TCHECK(epochs >= 1, "%s: epochs %d", cfgp, epochs);
+    cJSON_Delete(cfg);
+    if (epochs >= 1) {
+        TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/epochs' %s --epochs %d > '%s/epochs.log' 2>&1",
+                   bin, dir, dir, tb, epochs, dir) == 0, "--epochs run");
+        char a[4200], b[4200], what[128];
+        snprintf(a, sizeof a, "%s/epochs/last.safetensors", dir);
+        snprintf(b, sizeof b, "%s/budget/last.safetensors", dir);
+        snprintf(what, sizeof what, "--time-budget 5 vs --epochs %d", epochs);
+        same_checkpoint(a, b, what);
     }
     return vt_test_done("test_resume");
 }

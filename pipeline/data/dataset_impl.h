@@ -1,8 +1,10 @@
 /*
  * dataset_impl.h: what the files of the dataset (dataset.c, dataset_scan.c,
  * dataset_lists.c, dataset_labels.c, dataset_probe.c) share and nothing outside
- * pipeline/data/ may use — a growable string list, path and text-file helpers, sorted
- * lookups, the label bookkeeping of a video, the folder walk and the list-file reader.
+ * pipeline/data/ may use — a growable string list, path and line helpers, sorted
+ * lookups, the label bookkeeping of a video and the --val-split (dataset_util.c), the
+ * folder walk (dataset_scan.c) and the list-file reader (dataset_lists.c). Whole files
+ * and existence checks are models/common.h's vt_file_read / vt_file_exists.
  *
  * Like dataset.h it must never decode frames or abort on bad data, and every helper
  * here depends only on names and contents, never on readdir order or timing. Other
@@ -28,11 +30,7 @@ int vt_ds_cmp_str(const void *a, const void *b); /* qsort on char * */
 
 /* a/b with one '/' between them (vt_malloc'ed). */
 char *vt_ds_join_path(const char *a, const char *b);
-int vt_ds_is_dir(const char *path);  /* links followed */
-int vt_ds_is_file(const char *path); /* a regular file, links followed */
 
-/* A whole text file, NUL-terminated (free()); NULL (errno set) when unreadable. */
-char *vt_ds_read_text(const char *path);
 /* Next line of a text buffer, trimmed (handles \r\n); NULL at the end. Modifies it. */
 char *vt_ds_next_line(char **cursor);
 
@@ -54,7 +52,7 @@ void vt_ds_video_free_labels(vt_dataset_video *v);
 /* v gets class c of head 0 (c < 0: unlabeled). */
 void vt_ds_set_video_class(vt_dataset_video *v, int c);
 
-/* --val-split on the current head 0 (dataset.c). */
+/* --val-split on the current head 0. */
 void vt_ds_apply_val_split(vt_dataset *ds, double fraction);
 
 /* ---- the folder walk (dataset_scan.c) ---- */

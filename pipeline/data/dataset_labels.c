@@ -127,7 +127,7 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
     int rc = -1, bad = 0, nrows = 0, ncols = 0;
     csv_row *rows = NULL;
     vt_ds_strv header = {0};
-    char *text = vt_ds_read_text(csv_path);
+    char *text = vt_file_read(csv_path);
     if (!text) {
         vt_set_err(err, errlen, "cannot read %s: %s", csv_path, strerror(errno));
         goto end;
@@ -192,7 +192,7 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
         if (!rows[i].ok || vt_ds_find_video_in(ds->videos, nscanned, rows[i].cells.s[0]) >= 0)
             continue;
         char *abs = vt_ds_join_path(ds->dir, rows[i].cells.s[0]);
-        int exists = vt_is_video_name(rows[i].cells.s[0]) && vt_ds_is_file(abs);
+        int exists = vt_is_video_name(rows[i].cells.s[0]) && vt_file_exists(abs);
         int dup = 0;
         for (int k = ds->nvideos - added; k < ds->nvideos; k++)
             dup |= !strcmp(ds->videos[k].relpath, rows[i].cells.s[0]);

@@ -27,7 +27,7 @@ int vt_ds_apply_lists(vt_dataset *ds, const char *lists_dir, int fold, char *err
     vt_ds_strv classes = {0};
 
     path = vt_ds_join_path(lists_dir, "classInd.txt");
-    text = vt_ds_read_text(path);
+    text = vt_file_read(path);
     if (!text) {
         vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
         goto end;
@@ -69,7 +69,7 @@ int vt_ds_apply_lists(vt_dataset *ds, const char *lists_dir, int fold, char *err
     for (int which = 0; which < 2; which++) {
         snprintf(name, sizeof name, "%s%02d.txt", which == 0 ? "trainlist" : "testlist", fold);
         path = vt_ds_join_path(lists_dir, name);
-        text = vt_ds_read_text(path);
+        text = vt_file_read(path);
         if (!text) {
             vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
             goto end;

@@ -159,10 +159,10 @@ static int holds_class_folders(const char *dir, const char *name) {
     char *a = vt_ds_join_path(dir, name);
     vt_ds_strv names = {0};
     int yes = 0;
-    if (vt_ds_is_dir(a) && list_dir(&names, a) == 0)
+    if (vt_dir_exists(a) && list_dir(&names, a) == 0)
         for (int i = 0; i < names.n && !yes; i++) {
             char *sub = vt_ds_join_path(a, names.s[i]);
-            yes = vt_ds_is_dir(sub);
+            yes = vt_dir_exists(sub);
             free(sub);
         }
     vt_ds_strv_free(&names);

@@ -1,0 +1,205 @@
+/*
+ * dataset_util.c: what the files of the dataset share (dataset_impl.h) — the growable
+ * string list, path joining, line splitting, sorted lookups, class names of relative
+ * paths, the label bookkeeping of a video — and the hashed --val-split, which both the
+ * folder/list assembly (dataset.c) and labels.csv (dataset_labels.c) apply. It calls
+ * nothing of the other dataset files, so they depend on it and not on each other.
+ *
+ * Like the rest of the dataset: names and contents only, never readdir order, timing or
+ * a shared RNG; never decodes, never aborts on bad data.
+ */
+#include <ctype.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/common.h"
+#include "pipeline/data/dataset_impl.h"
+
+/* ---- shared helpers (dataset_impl.h) ---- */
+
+void vt_ds_strv_push(vt_ds_strv *v, char *s /* owned */) {
+    if (v->n == v->cap) {
+        v->cap = v->cap ? 2 * v->cap : 16;
+        v->s = vt_realloc(v->s, (size_t)v->cap * sizeof *v->s);
+    }
+    v->s[v->n++] = s;
+}
+
+void vt_ds_strv_free(vt_ds_strv *v) {
+    for (int i = 0; i < v->n; i++)
+        free(v->s[i]);
+    free(v->s);
+    v->s = NULL;
+    v->n = v->cap = 0;
+}
+
+int vt_ds_cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char *vt_ds_join_path(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    char *s = vt_malloc(na + nb + 2);
+    memcpy(s, a, na);
+    size_t k = na;
+    if (na && a[na - 1] != '/')
+        s[k++] = '/';
+    memcpy(s + k, b, nb + 1);
+    return s;
+}
+
+char *vt_ds_next_line(char **cursor) {
+    char *p = *cursor;
+    if (!p || !*p)
+        return NULL;
+    char *e = strchr(p, '\n');
+    if (e) {
+        *e = 0;
+        *cursor = e + 1;
+    } else {
+        *cursor = p + strlen(p);
+    }
+    size_t n = strlen(p);
+    while (n && (p[n - 1] == '\r' || isspace((unsigned char)p[n - 1])))
+        p[--n] = 0;
+    while (*p && isspace((unsigned char)*p))
+        p++;
+    return p;
+}
+
+int vt_ds_find_sorted(char **names, int n, const char *name) {
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        int c = strcmp(names[mid], name);
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+int vt_ds_find_video(const vt_dataset *ds, const char *relpath) {
+    return vt_ds_find_video_in(ds->videos, ds->nvideos, relpath);
+}
+
+int vt_ds_find_video_in(const vt_dataset_video *videos, int n, const char *relpath) {
+    int lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        int c = strcmp(videos[mid].relpath, relpath);
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+char **vt_ds_unique_sorted(char **names, int n, int *out_n) {
+    char **c = vt_malloc((size_t)(n ? n : 1) * sizeof *c);
+    if (n > 0) { /* names is NULL for an empty list: memcpy and qsort must not see it */
+        memcpy(c, names, (size_t)n * sizeof *c);
+        qsort(c, (size_t)n, sizeof *c, vt_ds_cmp_str);
+    }
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (k == 0 || strcmp(c[k - 1], c[i]))
+            c[k++] = c[i];
+    for (int i = 0; i < k; i++)
+        c[i] = vt_strdup(c[i]);
+    *out_n = k;
+    return c;
+}
+
+char *vt_ds_class_of(const char *relpath, int skip) {
+    const char *p = relpath;
+    for (int i = 0; i < skip; i++) {
+        p = strchr(p, '/');
+        if (!p)
+            return NULL;
+        p++;
+    }
+    const char *e = strchr(p, '/');
+    if (!e)
+        return NULL;
+    size_t n = (size_t)(e - p);
+    char *s = vt_malloc(n + 1);
+    memcpy(s, p, n);
+    s[n] = 0;
+    return s;
+}
+
+void vt_ds_head_free(vt_dataset_head *h) {
+    for (int i = 0; i < h->nclasses; i++)
+        free(h->classes[i]);
+    free(h->classes);
+    memset(h, 0, sizeof *h);
+}
+
+void vt_ds_video_free_labels(vt_dataset_video *v) {
+    for (int h = 0; h < VT_MAX_HEADS; h++) {
+        vt_freep(&v->tags[h]);
+        v->ntags[h] = 0;
+        v->label[h] = -1;
+    }
+    v->labeled = 0;
+}
+
+void vt_ds_set_video_class(vt_dataset_video *v, int c) {
+    vt_ds_video_free_labels(v);
+    if (c >= 0) {
+        v->labeled = 1;
+        v->label[0] = c;
+    }
+}
+
+/* ---- --val-split ---- */
+
+/* Uniform in [0,1) from a relative path: stable across scans and machines. */
+static double path_unit(const char *relpath) {
+    uint64_t h = vt_hash64(vt_fnv1a(relpath, strlen(relpath), VT_FNV_SEED));
+    return (double)(h >> 32) * (1.0 / 4294967296.0);
+}
+
+/*
+ * --val-split: per class, a train video moves to val iff its path hash < fraction. The
+ * documented approximation for small classes: a class with >= 2 train videos and none
+ * hashed to val sends its lowest-hash video to val, and one with all of them hashed to
+ * val (a single video included) keeps its highest-hash video in train. Adding files can
+ * only move a video of such a tiny class; every other video's split depends on its own
+ * path alone.
+ */
+void vt_ds_apply_val_split(vt_dataset *ds, double fraction) {
+    if (fraction <= 0)
+        return;
+    int by_class = ds->heads[0].loss == VT_LOSS_SOFTMAX_CE;
+    int nc = by_class ? ds->heads[0].nclasses : 1;
+    for (int c = 0; c < nc; c++) {
+        int ntrain = 0, nval = 0, lo = -1, hi = -1;
+        double ulo = 2, uhi = -1;
+        for (int i = 0; i < ds->nvideos; i++) {
+            vt_dataset_video *v = &ds->videos[i];
+            if (v->split != VT_SPLIT_TRAIN || !v->labeled || (by_class && v->label[0] != c))
+                continue;
+            double u = path_unit(v->relpath);
+            ntrain++;
+            if (u < fraction) {
+                v->split = VT_SPLIT_VAL;
+                nval++;
+            }
+            if (u < ulo) { ulo = u; lo = i; }
+            if (u > uhi) { uhi = u; hi = i; }
+        }
+        if (ntrain >= 2 && nval == 0)
+            ds->videos[lo].split = VT_SPLIT_VAL;
+        if (ntrain >= 1 && nval == ntrain)
+            ds->videos[hi].split = VT_SPLIT_TRAIN;
+    }
+}

@@ -35,6 +35,7 @@
 
 #include "models/backend.h"
 #include "models/common.h"
+#include "models/optim_elem.h"
 #include "models/cpu_blocks.h"
 #include "models/cpu_conv.h"
 
@@ -626,58 +627,32 @@ static void cpu_bce_logits(vt_backend *be, float *loss, float *dlogits, float *p
 }
 
 /* ---------------------------------------------------------------- optimizers ---- */
-/* Element-wise, the same float formulas as cpu-ref (so the two agree bitwise). */
+/* cpu-ref's element updates (models/optim_elem.h) under OpenMP: bitwise the same. */
 
 static void cpu_sgd_update(vt_backend *be, float *p, const float *g, float *buf, int64_t n,
                            float lr, float momentum, float dampening, float wd, int nesterov,
                            int64_t step) {
 #pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float d = g[i];
-        if (wd != 0)
-            d += wd * p[i];
-        if (momentum != 0) {
-            buf[i] = step <= 1 ? d : momentum * buf[i] + (1 - dampening) * d;
-            d = nesterov ? d + momentum * buf[i] : buf[i];
-        }
-        p[i] -= lr * d;
-    }
+    for (int64_t i = 0; i < n; i++)
+        vt_sgd_elem(p, g, buf, i, lr, momentum, dampening, wd, nesterov, step);
 }
 
 static void cpu_rmsprop_update(vt_backend *be, float *p, const float *g, float *sq, float *buf,
                                int64_t n, float lr, float alpha, float eps, float wd,
                                float momentum) {
 #pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float d = g[i];
-        if (wd != 0)
-            d += wd * p[i];
-        sq[i] = alpha * sq[i] + (1 - alpha) * d * d;
-        float avg = sqrtf(sq[i]) + eps;
-        if (momentum > 0) {
-            buf[i] = momentum * buf[i] + d / avg;
-            p[i] -= lr * buf[i];
-        } else {
-            p[i] -= lr * (d / avg);
-        }
-    }
+    for (int64_t i = 0; i < n; i++)
+        vt_rmsprop_elem(p, g, sq, buf, i, lr, alpha, eps, wd, momentum);
 }
 
 static void cpu_adamw_update(vt_backend *be, float *p, const float *g, float *m, float *v,
                              int64_t n, float lr, float beta1, float beta2, float eps, float wd,
                              int64_t step) {
-    const double bc1 = 1.0 - pow(beta1, (double)step);
-    const double bc2 = 1.0 - pow(beta2, (double)step);
-    const float step_size = (float)(lr / bc1);
-    const float bc2_sqrt = (float)sqrt(bc2);
+    float step_size, bc2_sqrt;
+    vt_adamw_step_consts(lr, beta1, beta2, step, &step_size, &bc2_sqrt);
 #pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        p[i] *= 1 - lr * wd;
-        m[i] = beta1 * m[i] + (1 - beta1) * g[i];
-        v[i] = beta2 * v[i] + (1 - beta2) * g[i] * g[i];
-        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-        p[i] -= step_size * (m[i] / denom);
-    }
+    for (int64_t i = 0; i < n; i++)
+        vt_adamw_elem(p, g, m, v, i, lr, beta1, beta2, eps, wd, step_size, bc2_sqrt);
 }
 
 /* ---------------------------------------------------------------- the table ---- */

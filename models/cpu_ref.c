@@ -19,6 +19,7 @@
 #include "models/backend.h"
 #include "models/bf16.h"
 #include "models/common.h"
+#include "models/optim_elem.h"
 
 /* ---------------------------------------------------------------- precision ---- */
 
@@ -579,58 +580,30 @@ static void ref_bce_logits(vt_backend *be, float *loss, float *dlogits, float *p
 
 /* ---------------------------------------------------------------- optimizers ---- */
 
-/* torch.optim.SGD: d = g + wd p; buf = d on the first step, else m buf + (1-damp) d;
- * nesterov: d += m buf, else d = buf; p -= lr d. */
+/* torch.optim's SGD, RMSprop and AdamW, one element at a time: models/optim_elem.h (the
+ * formulas are there, shared with cpu.c). */
+
 static void ref_sgd_update(vt_backend *be, float *p, const float *g, float *buf, int64_t n,
                            float lr, float momentum, float dampening, float wd, int nesterov,
                            int64_t step) {
-    for (int64_t i = 0; i < n; i++) {
-        float d = g[i];
-        if (wd != 0)
-            d += wd * p[i];
-        if (momentum != 0) {
-            buf[i] = step <= 1 ? d : momentum * buf[i] + (1 - dampening) * d;
-            d = nesterov ? d + momentum * buf[i] : buf[i];
-        }
-        p[i] -= lr * d;
-    }
+    for (int64_t i = 0; i < n; i++)
+        vt_sgd_elem(p, g, buf, i, lr, momentum, dampening, wd, nesterov, step);
 }
 
-/* torch.optim.RMSprop (centered=False): sq = a sq + (1-a) d^2; avg = sqrt(sq) + eps;
- * momentum: buf = m buf + d/avg, p -= lr buf; else p -= lr d/avg. */
 static void ref_rmsprop_update(vt_backend *be, float *p, const float *g, float *sq, float *buf,
                                int64_t n, float lr, float alpha, float eps, float wd,
                                float momentum) {
-    for (int64_t i = 0; i < n; i++) {
-        float d = g[i];
-        if (wd != 0)
-            d += wd * p[i];
-        sq[i] = alpha * sq[i] + (1 - alpha) * d * d;
-        float avg = sqrtf(sq[i]) + eps;
-        if (momentum > 0) {
-            buf[i] = momentum * buf[i] + d / avg;
-            p[i] -= lr * buf[i];
-        } else {
-            p[i] -= lr * (d / avg);
-        }
-    }
+    for (int64_t i = 0; i < n; i++)
+        vt_rmsprop_elem(p, g, sq, buf, i, lr, alpha, eps, wd, momentum);
 }
 
-/* torch.optim.AdamW: p *= 1 - lr wd; m, v moments; p -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps). */
 static void ref_adamw_update(vt_backend *be, float *p, const float *g, float *m, float *v,
                              int64_t n, float lr, float beta1, float beta2, float eps, float wd,
                              int64_t step) {
-    const double bc1 = 1.0 - pow(beta1, (double)step);
-    const double bc2 = 1.0 - pow(beta2, (double)step);
-    const float step_size = (float)(lr / bc1);
-    const float bc2_sqrt = (float)sqrt(bc2);
-    for (int64_t i = 0; i < n; i++) {
-        p[i] *= 1 - lr * wd;
-        m[i] = beta1 * m[i] + (1 - beta1) * g[i];
-        v[i] = beta2 * v[i] + (1 - beta2) * g[i] * g[i];
-        float denom = sqrtf(v[i]) / bc2_sqrt + eps;
-        p[i] -= step_size * (m[i] / denom);
-    }
+    float step_size, bc2_sqrt;
+    vt_adamw_step_consts(lr, beta1, beta2, step, &step_size, &bc2_sqrt);
+    for (int64_t i = 0; i < n; i++)
+        vt_adamw_elem(p, g, m, v, i, lr, beta1, beta2, eps, wd, step_size, bc2_sqrt);
 }
 
 /* ---------------------------------------------------------------- the table ---- */

@@ -11,7 +11,8 @@
 #   --no-flip               flipping would turn move_left into move_right (the default
 #                           is flip ON, right for most datasets, wrong for this one)
 #   --time-budget 90        the epochs that fit 90 s of training on this machine
-#                           (measured: 13 epochs, 100% on the test videos, on 2 cores)
+#                           (measured 2026-11-24: 73 epochs, 100% on the test videos,
+#                           87 s for the whole demo on 2 cores)
 # Environment: VT_BIN (default build/vidtrain), VT_DEMO_DIR (default demo),
 # VT_DEMO_RUN (default runs/demo), VT_DEMO_BUDGET (default 90, seconds).
 set -euo pipefail

@@ -510,12 +510,14 @@ static void bucket_family(vt_batch *b16, vt_batch *b32, const vt_optim_cfg *oc) 
         TCHECK(one.nb == 0 || !memcmp(one.buffers, many.buffers, (size_t)one.nb * sizeof(float)),
                "%s: bucketed buffers differ", cases[c].what);
         TCHECK(one.loss[2] == many.loss[2], "%s: step 3 loss differs", cases[c].what);
-        /* the buckets were many, and the reduction did start while backward ran */
+        /* The buckets were many. How many started while tower 0's backward still ran is
+         * printed, not checked: it depends on thread scheduling (on a loaded machine the
+         * other towers may deliver each bucket only after tower 0 has finished; 0 of 287
+         * was seen), and overlap is a speed figure: scripts/bench-overlap.sh. */
         printf("  %-38s %d buckets, %d started during backward (tower 0)\n", "", many.buckets,
                many.buckets_overlapped);
-        TCHECK(one.buckets == 0 && many.buckets > 30 && many.buckets_overlapped > 0,
-               "%s: %d buckets, %d overlapped", cases[c].what, many.buckets,
-               many.buckets_overlapped);
+        TCHECK(one.buckets == 0 && many.buckets > 30, "%s: %d buckets", cases[c].what,
+               many.buckets);
         result_free(&one);
         result_free(&many);
     }

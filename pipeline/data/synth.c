@@ -231,20 +231,6 @@ typedef struct scene {
     shape s[MAX_SHAPES];
 } scene;
 
-static void hsv_to_rgb(float *rgb, float h, float s, float v) {
-    float c = v * s, hp = h * 6.0f, x = c * (1.0f - fabsf(fmodf(hp, 2.0f) - 1.0f)), m = v - c;
-    float r = 0, g = 0, b = 0;
-    if (hp < 1) { r = c; g = x; }
-    else if (hp < 2) { r = x; g = c; }
-    else if (hp < 3) { g = c; b = x; }
-    else if (hp < 4) { g = x; b = c; }
-    else if (hp < 5) { r = x; b = c; }
-    else { r = c; b = x; }
-    rgb[0] = 255.0f * (r + m);
-    rgb[1] = 255.0f * (g + m);
-    rgb[2] = 255.0f * (b + m);
-}
-
 /* Same random calls whatever the class: appearance cannot depend on the class. */
 static void make_scene(scene *sc, const vt_synth_opts *o, uint64_t seed) {
     vt_rng r;
@@ -267,8 +253,9 @@ static void make_scene(scene *sc, const vt_synth_opts *o, uint64_t seed) {
     for (int i = 0; i < MAX_SHAPES; i++) {
         shape *s = &sc->s[i];
         s->square = (int)vt_rng_below(&r, 2);
-        hsv_to_rgb(s->col, (float)vt_rng_uniform(&r), 0.5f + 0.5f * (float)vt_rng_uniform(&r),
-                   0.85f + 0.15f * (float)vt_rng_uniform(&r));
+        vt_synth_hsv_to_rgb(s->col, (float)vt_rng_uniform(&r),
+                            0.5f + 0.5f * (float)vt_rng_uniform(&r),
+                            0.85f + 0.15f * (float)vt_rng_uniform(&r));
         s->size = scale * (3.5f + 4.0f * (float)vt_rng_uniform(&r));
         s->speed = scale * (1.0f + 1.5f * (float)vt_rng_uniform(&r));
         s->x0 = (float)o->width * (float)vt_rng_uniform(&r);

@@ -265,7 +265,7 @@ typedef struct motion_params {
 static float U(vt_rng *r, float a, float b) { return a + (b - a) * (float)vt_rng_uniform(r); }
 static float LU(vt_rng *r, float a, float b) { return a * expf(logf(b / a) * (float)vt_rng_uniform(r)); }
 
-static void hsv_to_rgb(float *rgb, float h, float s, float v) {
+void vt_synth_hsv_to_rgb(float *rgb, float h, float s, float v) {
     h -= floorf(h);
     float c = v * s, hp = h * 6.0f, x = c * (1.0f - fabsf(fmodf(hp, 2.0f) - 1.0f)), m = v - c;
     float r = 0, g = 0, b = 0;
@@ -290,7 +290,7 @@ static void draw_palette(palette *p, vt_rng *r) {
         float h = h0 + spread * U(r, -1, 1) + (scheme == 1 && (k & 1) ? 0.5f : 0.0f);
         float s = U(r, 0.1f, 0.85f);
         float v = 0.1f + 0.85f * ((float)k + U(r, 0, 1)) / (float)NSTOPS;
-        hsv_to_rgb(p->c[k], h, s, v);
+        vt_synth_hsv_to_rgb(p->c[k], h, s, v);
     }
 }
 
@@ -404,7 +404,7 @@ static void draw_params(motion_params *p, const vt_synth_layout *l, uint64_t see
         o->angle0 = U(&r, 0, 2.0f * (float)M_PI);
         o->spin = U(&r, -1.2f, 1.2f);
         for (int j = 0; j < 2; j++)
-            hsv_to_rgb(o->col[j], U(&r, 0, 1), U(&r, 0.2f, 0.9f), U(&r, 0.3f, 1.0f));
+            vt_synth_hsv_to_rgb(o->col[j], U(&r, 0, 1), U(&r, 0.2f, 0.9f), U(&r, 0.3f, 1.0f));
         o->pfreq = U(&r, 0.15f, 0.6f);
         o->x0 = U(&r, 0, w);
         o->y0 = U(&r, 0, h);

@@ -23,4 +23,8 @@ vt_motion_scene *vt_motion_scene_init(const vt_synth_layout *l, int cls, uint64_
 void vt_motion_scene_render(vt_motion_scene *s, uint8_t *rgb, int frame);
 void vt_motion_scene_free(vt_motion_scene **s);
 
+/* HSV (h wraps: any real; s, v in [0,1]) to RGB in [0,255], the one copy both presets
+ * colour with. */
+void vt_synth_hsv_to_rgb(float *rgb, float h, float s, float v);
+
 #endif

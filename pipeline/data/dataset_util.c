@@ -68,19 +68,17 @@ char *vt_ds_next_line(char **cursor) {
     return p;
 }
 
+static int cmp_name_key(const void *key, const void *elem) {
+    return strcmp(key, *(char *const *)elem);
+}
+
+static int cmp_video_key(const void *key, const void *elem) {
+    return strcmp(key, ((const vt_dataset_video *)elem)->relpath);
+}
+
 int vt_ds_find_sorted(char **names, int n, const char *name) {
-    int lo = 0, hi = n - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        int c = strcmp(names[mid], name);
-        if (c == 0)
-            return mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return -1;
+    char **p = n > 0 ? bsearch(name, names, (size_t)n, sizeof *names, cmp_name_key) : NULL;
+    return p ? (int)(p - names) : -1;
 }
 
 int vt_ds_find_video(const vt_dataset *ds, const char *relpath) {
@@ -88,18 +86,9 @@ int vt_ds_find_video(const vt_dataset *ds, const char *relpath) {
 }
 
 int vt_ds_find_video_in(const vt_dataset_video *videos, int n, const char *relpath) {
-    int lo = 0, hi = n - 1;
-    while (lo <= hi) {
-        int mid = (lo + hi) / 2;
-        int c = strcmp(videos[mid].relpath, relpath);
-        if (c == 0)
-            return mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid - 1;
-    }
-    return -1;
+    const vt_dataset_video *v =
+        n > 0 ? bsearch(relpath, videos, (size_t)n, sizeof *videos, cmp_video_key) : NULL;
+    return v ? (int)(v - videos) : -1;
 }
 
 char **vt_ds_unique_sorted(char **names, int n, int *out_n) {

@@ -70,6 +70,12 @@ static void usage(FILE *f) {
         "  --seed N              (default 0): same seed, same data, same devices -> same run\n"
         "data:\n"
         "  --workers N           decode threads (default 2)\n"
+        "  --frame-cache SIZE    keep decoded frames in RAM across epochs (\"2G\", \"512M\"; 0 =\n"
+        "                        off; default auto: a quarter of the free RAM, at most 4G).\n"
+        "                        The training videos are decoded once, front to back, before\n"
+        "                        the first batch; clips whose frames are kept skip decoding\n"
+        "                        (same pixels). Pays off when the set fits: a small set's\n"
+        "                        later epochs then cost only the network\n"
         "  --clips-per-video N   training clips drawn per video per epoch (default 1)\n"
         "  --val-split F         fraction of train videos used for validation when DIR has\n"
         "                        no val folder (default 0.1; 0 = no validation)\n"
@@ -225,6 +231,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--clip-norm")) { if (r < 0 || vt_parse_float(v, 0, 1e9, &o->clip_norm)) BAD(); continue; }
         if (OPT("--seed")) { if (r < 0 || vt_parse_u64(v, &o->seed)) BAD(); continue; }
         if (OPT("--workers")) { if (r < 0 || vt_parse_int(v, 0, 256, &o->workers)) BAD(); continue; }
+        if (OPT("--frame-cache")) { if (r < 0 || (strcmp(v, "auto") && vt_parse_bytes(v) < 0)) BAD(); snprintf(o->frame_cache, sizeof o->frame_cache, "%s", v); continue; }
         if (OPT("--queue")) { if (r < 0 || vt_parse_int(v, 1, 64, &o->queue)) BAD(); continue; }
         if (OPT("--clips-per-video")) { if (r < 0 || vt_parse_int(v, 1, 1000, &o->clips_per_video)) BAD(); continue; }
         if (OPT("--val-split")) { if (r < 0 || vt_parse_float(v, 0, 0.9, &o->val_split)) BAD(); continue; }

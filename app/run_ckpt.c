@@ -6,6 +6,7 @@
  */
 #include "app/run_ckpt.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -190,4 +191,13 @@ cJSON *vt_run_ckpt_config(const char *path, char *err, size_t errlen) {
     free(s);
     cJSON_free(text);
     return j;
+}
+
+int vt_ckpt_keep_earlier_best(double best_acc, double last_acc, int64_t nval) {
+    if (!(best_acc >= 0) || nval <= 0)
+        return 0;
+    double n = (double)nval;
+    double p = (best_acc * n + 1.0) / (n + 2.0);
+    double noise = 2.0 * sqrt(2.0 * p * (1.0 - p) / n);
+    return best_acc - last_acc > noise;
 }

@@ -52,4 +52,14 @@ int vt_run_load(const char *path, vt_towers *t, int with_optim, vt_run_state *st
  * absent or unreadable. Reads the header only. */
 cJSON *vt_run_ckpt_config(const char *path, char *err, size_t errlen);
 
+/* best.safetensors at the end of training: the last epoch (the end of the schedule) is
+ * the model to beat, and an earlier epoch stays best only when its validation video
+ * top-1 (best_acc) beats the last's (last_acc) by more than the noise of nval videos —
+ * two standard errors of a difference of two accuracies, with the accuracy smoothed as
+ * (k + 1) / (n + 2) so that 100% has noise too. On 15 videos that is 24 points (4
+ * videos): with so few, the earlier "best" is luck (in 6 runs of bench-learn.sh the last
+ * weights scored 0 to +4.2 points above the one picked, +1.0 on average); on 1000 videos
+ * at 90% it is 2.7 points. Returns 1 to keep the earlier one. */
+int vt_ckpt_keep_earlier_best(double best_acc, double last_acc, int64_t nval);
+
 #endif

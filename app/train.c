@@ -17,6 +17,7 @@
 #include "app/run_files.h"
 #include "app/runclean.h"
 #include "models/common.h"
+#include "pipeline/parallel/device.h"
 #include "pipeline/parallel/mpi.h"
 #include "pipeline/parallel/slices.h"
 
@@ -262,6 +263,16 @@ static int start_state(vt_train *t) {
     return 0;
 }
 
+/* --frame-cache in bytes: auto is a quarter of the RAM free now, at most 4 GiB (the
+ * towers' memory plan does not count it: it leaves them three quarters). */
+static int64_t frame_cache_bytes(const vt_train_opts *o) {
+    if (o->frame_cache[0] && strcmp(o->frame_cache, "auto"))
+        return VT_MAX(vt_parse_bytes(o->frame_cache), 0);
+    vt_cpu_info ci;
+    vt_cpu_info_get(&ci);
+    return VT_MIN(VT_MAX(ci.ram_available, 0) / 4, (int64_t)4 << 30);
+}
+
 /* The training loader, starting where t->st says (each rank decodes only its towers'
  * part of every batch under mpirun). 0, or 1. */
 static int open_loader(vt_train *t) {
@@ -277,6 +288,7 @@ static int open_loader(vt_train *t) {
     lc.epoch = t->st.epoch;
     lc.start_batch = t->st.cursor;
     lc.clips_per_video = o->clips_per_video;
+    lc.frame_cache = frame_cache_bytes(o);
     clip_cfg_from_opts(&lc.clip, o);
     lc.indices = t->train_idx;
     lc.nindices = t->ntrain;

@@ -241,6 +241,15 @@ int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
     int candidate = epoch + 1 >= o->warmup_epochs || epoch + 1 == o->epochs;
     int better = do_val && candidate &&
                  (vacc > st->best || (vacc == st->best && vloss < st->best_loss));
+    /* At the end, the last epoch is best unless an earlier one beat it by more than the
+     * validation set's noise (run_ckpt.h). */
+    if (do_val && epoch + 1 == o->epochs) {
+        better = !vt_ckpt_keep_earlier_best(st->best, vacc, t->nval);
+        if (better && st->best > vacc)
+            fprintf(t->out, "best: the last epoch (%.1f%%), not epoch %d (%.1f%%): on %d "
+                            "validation videos that lead is within the noise\n",
+                    100 * vacc, st->best_epoch, 100 * st->best, t->nval);
+    }
     if (better) {
         next.best = vacc;
         next.best_loss = vloss;
@@ -264,6 +273,16 @@ int vt_train_finish(vt_train *t) {
     vt_mpi_barrier("the end of training");
     if (t->stopped > 0)
         return t->stopped;
+    vt_loader_stats ls;
+    vt_loader_get_stats(t->loader, &ls);
+    if (ls.frames.cap > 0 && ls.frames.hits + ls.frames.misses > 0) {
+        char held[32], cap[32];
+        fprintf(t->out, "frame cache: %s of %s held (%lld frames%s); %.1f%% of clips served "
+                        "from it\n", vt_fmt_bytes(held, sizeof held, ls.frames.bytes),
+                vt_fmt_bytes(cap, sizeof cap, ls.frames.cap), (long long)ls.frames.frames,
+                ls.frames.full ? ", full: raise --frame-cache to keep every frame" : "",
+                100.0 * (double)ls.frames.hits / (double)(ls.frames.hits + ls.frames.misses));
+    }
     if (!t->stopped) {
         if (t->st.best >= 0)
             fprintf(t->out, "done: best validation video top-1 %.1f%% (epoch %d); %s/best.safetensors\n",

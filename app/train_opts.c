@@ -105,6 +105,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(dropout);
     J_NUM(workers);
     J_NUM(queue);
+    J_STR(frame_cache);
     J_STR(devices);
     J_STR(gpus);
     J_STR(mem);
@@ -192,6 +193,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_FLT(dropout);
     G_INT(workers);
     G_INT(queue);
+    G_STR(frame_cache);
     G_STR(devices);
     G_STR(gpus);
     G_STR(mem);

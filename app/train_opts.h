@@ -37,6 +37,7 @@ typedef struct vt_train_opts {
     float smoothing;       /* label smoothing (softmax heads) */
     float dropout;
     int workers, queue;
+    char frame_cache[32];  /* --frame-cache: "" or "auto", "0", or a size ("2G") */
     /* devices, as given on the command line (empty = not given) */
     char devices[256], gpus[64], mem[256], gpu_mem[256], backend[16], emulate[64], speeds[128];
     int threads;

@@ -30,7 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
 #include <omp.h>
 
 #include "models/backend.h"
@@ -38,6 +37,7 @@
 #include "models/optim_elem.h"
 #include "models/cpu_blocks.h"
 #include "models/cpu_conv.h"
+#include "models/cpu_blas.h"
 
 /* ---------------------------------------------------------------- memory ---- */
 
@@ -715,7 +715,8 @@ vt_backend *vt_backend_cpu_init(int threads, int64_t budget) {
     be->ordinal = 0;
     be->threads = threads;
     be->budget = budget;
-    /* Process-wide (see the top of the file): single-threaded sgemm inside our teams. */
-    openblas_set_num_threads(1);
+    /* Process-wide (see the top of the file): single-threaded sgemm inside our teams,
+     * once per process (cpu_blas.c). */
+    vt_cpu_blas_init();
     return be;
 }

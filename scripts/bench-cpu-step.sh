@@ -11,8 +11,16 @@
 # the update and zero_grad inside the timed step, and the same warm-up. Both use libgomp:
 # on a shared machine whose other jobs take a core, busy-waiting threads distort both
 # figures (run it 2-3 times; OMP_WAIT_POLICY=passive in the environment reaches both).
+# OpenBLAS: OPENBLAS_CORETYPE is unset, so OpenBLAS picks its kernels for this CPU itself
+# (an environment that pins an older core — this machine's had OPENBLAS_CORETYPE=Haswell
+# on an AVX-512 Zen 5 — slows vidtrain's sgemm-based convolutions by about a quarter, and
+# not PyTorch's oneDNN ones). The device line of vidtrain's output names the kernels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+  echo "bench-cpu-step: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE in the environment: unset for both peers"
+  unset OPENBLAS_CORETYPE
+fi
 BUILD=${BUILD:-build}
 THREADS=${THREADS:-2}
 STEPS=${STEPS:-5}

@@ -16,12 +16,24 @@
 # training job's wall time. Prints one line per run and a table; asserts nothing.
 #   SEEDS="1 2 3"  BUDGET=300  BENCH_DIR=scratch  VT_BIN=path/to/vidtrain
 #   SYNTH_ARGS="--train 16 --test 6" (passed to synth)
+#   SIDES="defaults recipe twin" (a subset runs only those; the table compares what ran)
+#   DEFAULTS_ARGS="..." (appended to the defaults side's options, for experiments)
+# OpenBLAS: OPENBLAS_CORETYPE is unset for every side, so OpenBLAS picks its kernels for
+# this CPU itself (a machine whose environment pins an older core — this one had
+# OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU — would slow vidtrain's convolutions, which
+# are OpenBLAS sgemm, and not PyTorch's, which are oneDNN: checked, 111-114 clips/s for
+# torch's step either way). Results record what was unset.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${VT_BIN:-$root/build/vidtrain}
 work=${BENCH_DIR:-$root/build/bench-learn}
 seeds=${SEEDS:-1 2 3}
 budget=${BUDGET:-300}
+sides=" ${SIDES:-defaults recipe twin} "
+if [ -n "${OPENBLAS_CORETYPE:-}" ]; then
+    echo "bench-learn: OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE in the environment: unset for every side"
+    unset OPENBLAS_CORETYPE
+fi
 py=/usr/bin/python3
 [ -x "$bin" ] || { echo "bench-learn: $bin not built (cmake --build build)" >&2; exit 1; }
 mkdir -p "$work"
@@ -58,10 +70,16 @@ for s in $seeds; do
         "$bin" synth "$data" --preset motion --seed "$s" ${SYNTH_ARGS:-} > "$work/synth.s$s.log" 2>&1
         touch "$data/.done"
     fi
-    vt_run defaults "$data" "$s" best --no-flip --time-budget "$budget"
-    vt_run recipe "$data" "$s" last --model tiny --clip 8x64 --stride 2 --batch 16 --optim sgd \
-        --nesterov --lr 0.05 --wd 1e-4 --sched onecycle --val-split 0 --eval-every 100000 \
-        --no-flip --time-budget "$budget"
+    case $sides in *" defaults "*)
+        # shellcheck disable=SC2086
+        vt_run defaults "$data" "$s" best --no-flip --time-budget "$budget" ${DEFAULTS_ARGS:-} ;;
+    esac
+    case $sides in *" recipe "*)
+        vt_run recipe "$data" "$s" last --model tiny --clip 8x64 --stride 2 --batch 16 --optim sgd \
+            --nesterov --lr 0.05 --wd 1e-4 --sched onecycle --val-split 0 --eval-every 100000 \
+            --no-flip --time-budget "$budget" ;;
+    esac
+    case $sides in *" twin "*) ;; *) continue ;; esac
     /usr/bin/time -f "%e" -o "$work/twin.s$s.time" "$py" "$root/scripts/torch_twin.py" train \
         "$data" --budget "$budget" --seed "$s" > "$work/twin.s$s.log" 2>&1
     line=$(grep '^RESULT ' "$work/twin.s$s.log" | cut -d' ' -f2-)

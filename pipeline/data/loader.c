@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "models/common.h"
+#include "pipeline/data/frame_cache.h"
 
 /* HELD: handed out by vt_loader_next, given back by the next call; KEPT: handed out and
  * kept (vt_loader_keep), given back only by vt_loader_release. */
@@ -49,6 +50,7 @@ typedef struct worker {
     struct vt_loader *l;
     pthread_t tid;
     uint8_t *scratch; /* (t, h, w, 3) of the largest clip decoded so far */
+    vt_scaler *scaler; /* for clips served from the frame cache */
     size_t scratch_cap;
     cached *cache;    /* (cfg.cache) */
     uint64_t tick;
@@ -86,6 +88,8 @@ struct vt_loader {
     pthread_cond_t cv_ready;    /* consumer: a batch was filled */
     pthread_cond_t cv_idle;     /* start_epoch: a worker went idle */
     vt_loader_stats stats;
+    vt_frame_cache *frames;     /* decoded frames kept across epochs, or NULL */
+    atomic_int warm_next;       /* next of indices to decode into it before the first batch */
 };
 
 void vt_loader_cfg_default(vt_loader_cfg *cfg) {
@@ -182,6 +186,8 @@ static vt_video *cache_get(worker *w, int video, char *err, size_t errlen) {
         vt_video_close(&v);
         return NULL;
     }
+    if (l->frames)
+        vt_frame_cache_attach(l->frames, video, v);
     vt_video_close(&w->cache[victim].v);
     w->cache[victim].video = video;
     w->cache[victim].v = v;
@@ -220,12 +226,19 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
 
     if (vt_dataset_bad(l->ds, s.video) == VT_BAD_OPEN)
         return 0;
-    vt_video *v = cache_get(w, s.video, err, sizeof err);
-    if (!v) {
-        report_bad(l, s.video, VT_BAD_OPEN, err[0] ? err : "cannot open");
-        return 0;
+    /* A video whose frames are kept is not opened (its info is kept with them) unless a
+     * frame of the clip is missing. */
+    vt_video *v = NULL;
+    vt_video_info info;
+    if (!l->frames || !vt_frame_cache_info(l->frames, s.video, &info)) {
+        v = cache_get(w, s.video, err, sizeof err);
+        if (!v) {
+            report_bad(l, s.video, VT_BAD_OPEN, err[0] ? err : "cannot open");
+            return 0;
+        }
+        info = *vt_video_get_info(v);
     }
-    int64_t nframes = vt_video_get_info(v)->nframes;
+    int64_t nframes = info.nframes;
     vt_clip_params p = {0};
     uint64_t key = 0;
     int fw, fh;
@@ -235,7 +248,7 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
     } else {
         p.short_side = cc->short_side;
     }
-    vt_video_scaled_size(v, p.short_side, &fw, &fh);
+    vt_video_info_scaled_size(&info, p.short_side, &fw, &fh);
     if (fw < cc->crop || fh < cc->crop) {
         snprintf(err, sizeof err, "scaled to %dx%d, smaller than the %d crop", fw, fh, cc->crop);
         report_bad(l, s.video, VT_BAD_READ, err);
@@ -263,8 +276,20 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
     }
     if (!(w->memo_video == s.video && w->memo_start == p.start && w->memo_ss == p.short_side)) {
         w->memo_video = -1;
-        if (vt_video_read_clip(v, w->scratch, p.start, cc->t, cc->stride, p.short_side, cc->pad,
-                               err, sizeof err) < 0) {
+        int kept = l->frames ? vt_frame_cache_read_clip(l->frames, s.video, w->scaler,
+                                                         w->scratch, p.start, cc->t, cc->stride,
+                                                         p.short_side, cc->pad, err, sizeof err)
+                             : 0;
+        if (kept < 0) {
+            report_bad(l, s.video, VT_BAD_READ, err[0] ? err : "conversion failed");
+            return 0;
+        }
+        if (!kept && !v && !(v = cache_get(w, s.video, err, sizeof err))) {
+            report_bad(l, s.video, VT_BAD_OPEN, err[0] ? err : "cannot open");
+            return 0;
+        }
+        if (!kept && vt_video_read_clip(v, w->scratch, p.start, cc->t, cc->stride, p.short_side,
+                                        cc->pad, err, sizeof err) < 0) {
             cache_drop(w, s.video); /* the decoder may be left in any state */
             report_bad(l, s.video, VT_BAD_READ, err[0] ? err : "decode failed");
             return 0;
@@ -292,9 +317,35 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
     return 1;
 }
 
+/* Training with a frame cache: before their first batch the workers decode the split's
+ * videos front to back into it, each frame once and without seeks (random clips would
+ * decode each keyframe-to-clip run again, and partly cached clips would still decode),
+ * until every video is in or the cache is full. A video that fails here is only
+ * skipped: the batch that wants it reports it. */
+static void warm_cache(worker *w) {
+    vt_loader *l = w->l;
+    char err[512];
+    for (;;) {
+        vt_frame_cache_stats st;
+        vt_frame_cache_get_stats(l->frames, &st);
+        int i = atomic_fetch_add(&l->warm_next, 1);
+        if (atomic_load(&l->stop) || st.full || i >= l->nindices)
+            return;
+        int video = l->indices[i];
+        if (vt_dataset_bad(l->ds, video))
+            continue;
+        vt_video *v = cache_get(w, video, err, sizeof err);
+        int64_t got;
+        if (v && vt_video_decode_all(v, -1, NULL, NULL, &got, err, sizeof err) < 0)
+            cache_drop(w, video);
+    }
+}
+
 static void *worker_main(void *arg) {
     worker *w = arg;
     vt_loader *l = w->l;
+    if (l->frames && l->cfg.mode == VT_LOADER_TRAIN && !l->cfg.part)
+        warm_cache(w);
     pthread_mutex_lock(&l->lock);
     for (;;) {
         int si = -1;
@@ -423,6 +474,8 @@ vt_loader *vt_loader_init(vt_dataset *ds, const vt_loader_cfg *cfg, char *err, s
 
     vt_loader *l = vt_calloc(1, sizeof *l);
     l->ds = ds;
+    if (c.frame_cache > 0)
+        l->frames = vt_frame_cache_new(ds->nvideos, c.frame_cache);
     l->indices = vt_malloc((size_t)(ds->nvideos ? ds->nvideos : 1) * sizeof *l->indices);
     if (c.indices) {
         for (int i = 0; i < c.nindices; i++) {
@@ -477,6 +530,7 @@ vt_loader *vt_loader_init(vt_dataset *ds, const vt_loader_cfg *cfg, char *err, s
         worker *w = &l->workers[i];
         w->l = l;
         w->memo_video = -1;
+        w->scaler = vt_scaler_new();
         w->cache = vt_calloc((size_t)c.cache, sizeof *w->cache);
         for (int k = 0; k < c.cache; k++)
             w->cache[k].video = -1;
@@ -503,7 +557,9 @@ void vt_loader_free(vt_loader **pl) {
             vt_video_close(&w->cache[k].v);
         free(w->cache);
         free(w->scratch);
+        vt_scaler_free(&w->scaler);
     }
+    vt_frame_cache_free(&l->frames);
     free(l->workers);
     for (int i = 0; i < l->nslots; i++)
         l->cfg.host_free(l->cfg.host_ctx, l->slots[i].mem);
@@ -623,4 +679,6 @@ void vt_loader_get_stats(vt_loader *l, vt_loader_stats *out) {
     pthread_mutex_lock(&l->lock);
     *out = l->stats;
     pthread_mutex_unlock(&l->lock);
+    if (l->frames)
+        vt_frame_cache_get_stats(l->frames, &out->frames);
 }

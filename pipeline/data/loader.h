@@ -7,7 +7,8 @@
  * sample index) alone, so two runs with the same seed give bitwise-identical batches.
  * (2) memory is (queue + workers) batch buffers allocated once (through a host_alloc hook
  * when given: pinned CUDA memory) plus per-worker decode scratch that only grows to the
- * largest clip seen, plus a few open videos per worker. (3) it never hangs and never
+ * largest clip seen, plus a few open videos per worker, plus the frame cache when asked
+ * for (bounded by its cap). (3) it never hangs and never
  * aborts on data: a clip that fails to decode is left out (the batch has fewer clips, no
  * padding duplicates), its video is reported once via vt_warn with FFmpeg's reason,
  * counted, and excluded from later epochs. (4) vt_loader_free returns promptly even
@@ -28,6 +29,7 @@
 
 #include "pipeline/data/batch.h"
 #include "pipeline/data/dataset.h"
+#include "pipeline/data/frame_cache.h"
 #include "pipeline/data/sample.h"
 
 typedef enum vt_loader_mode {
@@ -51,6 +53,8 @@ typedef struct vt_loader_cfg {
     int nindices;
     int decode_threads;    /* FFmpeg threads per open video (default 1) */
     int cache;             /* open videos kept per worker (LRU, default 4) */
+    int64_t frame_cache;   /* bytes of decoded frames kept across epochs, shared by the
+                              workers (frame_cache.h); 0: none (the default) */
     /* Several processes: part(part_ctx, epoch, batch, npos, depth, &lo, &hi) gives the
      * positions [lo, hi) of batch `batch`'s npos samples that this process decodes (depth:
      * how many batches this loader can hold ahead, queue + workers). The batch then holds
@@ -76,6 +80,7 @@ typedef struct vt_loader_stats {
     int64_t buffer_bytes;  /* batch buffers: (queue + workers) * batch_bytes, fixed */
     int64_t batch_bytes;   /* one batch buffer */
     int64_t scratch_bytes; /* decode scratch over all workers (grows to the largest clip) */
+    vt_frame_cache_stats frames; /* zero without a frame cache */
 } vt_loader_stats;
 
 typedef struct vt_loader vt_loader;

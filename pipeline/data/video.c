@@ -47,6 +47,13 @@ typedef struct vt_sws_entry {
     uint64_t used;
 } vt_sws_entry;
 
+struct vt_scaler {
+    vt_sws_entry sws[VT_SWS_CACHE];
+    uint64_t sws_tick;
+    uint8_t *tmp;           /* RGB24 before rotation, rows 64-byte aligned */
+    size_t tmp_size;
+};
+
 struct vt_video {
     char *path;
     int threads;
@@ -76,12 +83,9 @@ struct vt_video {
     int streaming;          /* 1 when the decoder continues from last_pos without a seek */
     int eof_sent;           /* NULL packet sent: drained, needs a seek before more reads */
     int64_t last_pos;       /* index position of the last frame received, -1 after a seek */
-    /* scaling */
-    vt_sws_entry sws[VT_SWS_CACHE];
-    uint64_t sws_tick;
-    uint8_t *tmp;           /* (tmp_h, tmp_stride) RGB24 before rotation, 64-byte aligned */
-    size_t tmp_size;
-    int tmp_stride;
+    vt_scaler sc;           /* scaling */
+    vt_video_frame_sink sink; /* clean decoded frames also go here (vt_video_set_sink) */
+    void *sink_ctx;
     uint8_t *seq;           /* (h, w, 3) frame handed to decode_all callbacks */
     size_t seq_size;
     vt_video_stats stats;
@@ -443,7 +447,7 @@ static int64_t frame_pos(vt_video *v) {
 
 /* ---- scaling and rotation ---- */
 
-static struct SwsContext *get_sws(vt_video *v, const AVFrame *f, int dw, int dh,
+static struct SwsContext *get_sws(vt_scaler *v, const AVFrame *f, int dw, int dh,
                                   char *err, size_t errlen) {
     int range = f->color_range;
     int cs = f->colorspace;
@@ -498,12 +502,27 @@ static struct SwsContext *get_sws(vt_video *v, const AVFrame *f, int dw, int dh,
     return ctx;
 }
 
-/* v->frame scaled and rotated into out (oh, ow, 3). */
-static int convert_frame(vt_video *v, uint8_t *out, int ow, int oh, char *err, size_t errlen) {
-    int rot = v->info.rotation;
+vt_scaler *vt_scaler_new(void) { return vt_calloc(1, sizeof(vt_scaler)); }
+
+static void scaler_clear(vt_scaler *s) {
+    for (int i = 0; i < VT_SWS_CACHE; i++)
+        sws_freeContext(s->sws[i].ctx);
+    av_freep(&s->tmp);
+    memset(s, 0, sizeof *s);
+}
+
+void vt_scaler_free(vt_scaler **ps) {
+    if (!ps || !*ps)
+        return;
+    scaler_clear(*ps);
+    free(*ps);
+    *ps = NULL;
+}
+
+int vt_scaler_convert(vt_scaler *v, const AVFrame *f, int rot, uint8_t *out, int ow, int oh,
+                      char *err, size_t errlen) {
     int sw = (rot == 90 || rot == 270) ? oh : ow; /* scaled size in coded orientation */
     int sh = (rot == 90 || rot == 270) ? ow : oh;
-    const AVFrame *f = v->frame;
     if (f->width <= 0 || f->height <= 0) {
         vt_set_err(err, errlen, "decoder returned an empty frame");
         return AVERROR_INVALIDDATA;
@@ -711,9 +730,7 @@ void vt_video_close(vt_video **pv) {
     if (!pv || !*pv)
         return;
     vt_video *v = *pv;
-    for (int i = 0; i < VT_SWS_CACHE; i++)
-        sws_freeContext(v->sws[i].ctx);
-    av_freep(&v->tmp);
+    scaler_clear(&v->sc);
     free(v->seq);
     avcodec_free_context(&v->dec);
     avformat_close_input(&v->fmt);
@@ -731,7 +748,12 @@ const vt_video_info *vt_video_get_info(const vt_video *v) { return &v->info; }
 const vt_video_stats *vt_video_get_stats(const vt_video *v) { return &v->stats; }
 
 void vt_video_scaled_size(const vt_video *v, int short_side, int *out_w, int *out_h) {
-    int w = v->info.disp_width, h = v->info.disp_height;
+    vt_video_info_scaled_size(&v->info, short_side, out_w, out_h);
+}
+
+void vt_video_info_scaled_size(const vt_video_info *in, int short_side, int *out_w,
+                               int *out_h) {
+    int w = in->disp_width, h = in->disp_height;
     if (short_side > 0 && w > 0 && h > 0) {
         if (w <= h) {
             h = (int)lround((double)h * short_side / w);
@@ -781,6 +803,35 @@ static int can_continue(const vt_video *v, int64_t q) {
     return kpos - v->last_pos - 1 <= VT_CONTINUE_REFS;
 }
 
+void vt_clip_positions(int64_t nframes, int64_t start, int t, int stride, vt_pad_policy pad,
+                       int64_t *pos) {
+    for (int i = 0; i < t; i++) {
+        int64_t p = start + (int64_t)i * stride;
+        if (p >= nframes)
+            p = pad == VT_PAD_REPEAT_LAST ? nframes - 1 : p % nframes;
+        pos[i] = p;
+    }
+}
+
+void vt_video_set_sink(vt_video *v, vt_video_frame_sink sink, void *ctx) {
+    v->sink = sink;
+    v->sink_ctx = ctx;
+}
+
+/* May the frame in v->frame, at index position m, go to the sink? Only when its pixels
+ * cannot depend on how the decoder got there: no decode error on this handle so far, the
+ * frame not flagged corrupt, and its position read off a timestamp that only it has (a
+ * counted or duplicate-timestamp position could depend on the seek). */
+static int frame_is_clean(const vt_video *v, int64_t m) {
+    const AVFrame *f = v->frame;
+    if (v->no_ts || v->stats.decode_errors || (f->flags & AV_FRAME_FLAG_CORRUPT) ||
+        f->decode_error_flags || m < 0 || m >= v->info.nframes)
+        return 0;
+    int64_t ts = f->pts != AV_NOPTS_VALUE ? f->pts : f->best_effort_timestamp;
+    return ts == v->pts[m] && (m + 1 >= v->info.nframes || v->pts[m + 1] != ts) &&
+           (m == 0 || v->pts[m - 1] != ts);
+}
+
 int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stride,
                        int short_side, vt_pad_policy pad, char *err, size_t errlen) {
     int64_t n = v->info.nframes;
@@ -796,13 +847,8 @@ int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stri
     int64_t *uniq = vt_malloc((size_t)t * sizeof(int64_t));   /* (nu) sorted distinct positions */
     char *filled = vt_calloc((size_t)t, 1);
     int ret = 0, nu = 0;
-    for (int i = 0; i < t; i++) {
-        int64_t p = start + (int64_t)i * stride;
-        if (p >= n)
-            p = pad == VT_PAD_REPEAT_LAST ? n - 1 : p % n;
-        want[i] = p;
-        uniq[i] = p;
-    }
+    vt_clip_positions(n, start, t, stride, pad, want);
+    memcpy(uniq, want, (size_t)t * sizeof(int64_t));
     qsort(uniq, (size_t)t, sizeof(int64_t), cmp_i64);
     for (int i = 0; i < t; i++)
         if (nu == 0 || uniq[nu - 1] != uniq[i])
@@ -865,13 +911,16 @@ int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stri
             fresh = 0;
             v->last_pos = m;
             v->streaming = 1;
+            if (v->sink && frame_is_clean(v, m))
+                v->sink(v->sink_ctx, m, v->frame);
             int first = -1;
             for (int i = 0; i < t; i++) {
                 if (want[i] != m || filled[i])
                     continue;
                 uint8_t *dst = out + (size_t)i * fbytes;
                 if (first < 0) {
-                    ret = convert_frame(v, dst, ow, oh, err, errlen);
+                    ret = vt_scaler_convert(&v->sc, v->frame, v->info.rotation, dst, ow, oh,
+                                            err, errlen);
                     if (ret < 0) {
                         av_frame_unref(v->frame);
                         goto done;
@@ -926,10 +975,10 @@ done:
 
 int vt_video_decode_all(vt_video *v, int short_side, vt_video_frame_fn fn, void *user,
                         int64_t *out_frames, char *err, size_t errlen) {
-    int ow, oh;
-    vt_video_scaled_size(v, short_side, &ow, &oh);
+    int ow, oh, scale = short_side >= 0;
+    vt_video_scaled_size(v, VT_MAX(short_side, 0), &ow, &oh);
     size_t fbytes = (size_t)ow * oh * 3;
-    if (fbytes > v->seq_size) {
+    if (scale && fbytes > v->seq_size) {
         free(v->seq);
         v->seq = vt_malloc(fbytes);
         v->seq_size = fbytes;
@@ -944,12 +993,16 @@ int vt_video_decode_all(vt_video *v, int short_side, vt_video_frame_fn fn, void 
             break;
         int64_t m = frame_pos(v);
         v->last_pos = m;
-        ret = convert_frame(v, v->seq, ow, oh, err, errlen);
+        if (v->sink && frame_is_clean(v, m))
+            v->sink(v->sink_ctx, m, v->frame);
+        if (scale)
+            ret = vt_scaler_convert(&v->sc, v->frame, v->info.rotation, v->seq, ow, oh, err,
+                                    errlen);
         av_frame_unref(v->frame);
         if (ret < 0)
             break;
         count++;
-        if (fn && fn(user, v->seq, m, ow, oh))
+        if (scale && fn && fn(user, v->seq, m, ow, oh))
             break;
     }
     v->streaming = 0; /* the decoder is drained or stopped mid-way: next read seeks */

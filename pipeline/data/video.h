@@ -65,6 +65,35 @@ void vt_video_scaled_size(const vt_video *v, int short_side, int *out_w, int *ou
 int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stride,
                        int short_side, vt_pad_policy pad, char *err, size_t errlen);
 
+/* The index positions of frames start, start+stride, ..., start+(t-1)*stride of a video
+ * of nframes frames, past the end as `pad` says: what read_clip decodes into slots 0..t-1. */
+void vt_clip_positions(int64_t nframes, int64_t start, int t, int stride, vt_pad_policy pad,
+                       int64_t *pos);
+
+/* vt_video_scaled_size from the info alone. */
+void vt_video_info_scaled_size(const vt_video_info *info, int short_side, int *out_w,
+                               int *out_h);
+
+/* Decoded frames to share (a frame cache): read_clip hands sink every frame that comes
+ * out of the decoder on its way — wanted or passed — whose pixels cannot depend on the
+ * path the decoder took (none after a decode error on this handle, none flagged corrupt,
+ * none whose position is not read off a timestamp of its own), as (index position, the
+ * frame in the decoder's pixel format). The frame is valid during the call only
+ * (av_frame_ref it to keep it). NULL: none (the default). */
+struct AVFrame;
+typedef void (*vt_video_frame_sink)(void *ctx, int64_t pos, const struct AVFrame *frame);
+void vt_video_set_sink(vt_video *v, vt_video_frame_sink sink, void *ctx);
+
+/* Scaling without a video: the swscale contexts and scratch that read_clip uses, for
+ * frames kept elsewhere (a frame cache). Not thread-safe: one per thread. */
+typedef struct vt_scaler vt_scaler;
+vt_scaler *vt_scaler_new(void);
+void vt_scaler_free(vt_scaler **s);
+/* frame (decoder format) scaled to RGB24 and rotated (rotation: vt_video_info's) into out
+ * (oh, ow, 3): the very bytes read_clip writes for that frame at that size. */
+int vt_scaler_convert(vt_scaler *s, const struct AVFrame *frame, int rotation, uint8_t *out,
+                      int ow, int oh, char *err, size_t errlen);
+
 /* Counters since open, for reports and tests: FFmpeg's own log is silenced (it would
  * print from inside the library), so decode trouble is counted here instead. */
 typedef struct vt_video_stats {
@@ -81,8 +110,9 @@ const vt_video_stats *vt_video_get_stats(const vt_video *v);
 typedef int (*vt_video_frame_fn)(void *user, const uint8_t *rgb, int64_t n, int w, int h);
 
 /* Sequential decode of every frame from the start, scaled like read_clip (benchmarks,
- * whole-video evaluation). fn may be NULL (decode and scale only). *out_frames gets the
- * number of frames delivered. Returns 0 or a negative code with err set. */
+ * whole-video evaluation). fn may be NULL (decode and scale only); short_side < 0: no
+ * scaling and no fn, frames only go to the sink (filling a frame cache). *out_frames
+ * gets the number of frames delivered. Returns 0 or a negative code with err set. */
 int vt_video_decode_all(vt_video *v, int short_side, vt_video_frame_fn fn, void *user,
                         int64_t *out_frames, char *err, size_t errlen);
 

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "models/common.h"
+#include "models/cpu_blas.h"
 #ifdef VT_HAVE_CUDA
 #include "models/cuda/cuda_info.h"
 #endif
@@ -149,8 +150,13 @@ void vt_device_list_describe(vt_device_list *l, int threads) {
             d->threads = !strcmp(d->backend, "cpu-ref") ? 1 : cpu_threads;
             d->total_bytes = ci.ram_total;
             snprintf(d->name, sizeof d->name, "cpu%d", d->ordinal);
-            snprintf(d->desc, sizeof d->desc, "%.90s, %d thread%s", ci.model, d->threads,
-                     d->threads == 1 ? "" : "s");
+            if (!strcmp(d->backend, "cpu"))
+                snprintf(d->desc, sizeof d->desc, "%.60s, %d thread%s, OpenBLAS %.40s",
+                         ci.model, d->threads, d->threads == 1 ? "" : "s",
+                         vt_cpu_blas_kernels());
+            else
+                snprintf(d->desc, sizeof d->desc, "%.90s, %d thread%s", ci.model, d->threads,
+                         d->threads == 1 ? "" : "s");
         } else {
             int before = 0;
             for (int j = 0; j < i; j++)

@@ -90,6 +90,8 @@ struct vt_loader {
     vt_loader_stats stats;
     vt_frame_cache *frames;     /* decoded frames kept across epochs, or NULL */
     atomic_int warm_next;       /* next of indices to decode into it before the first batch */
+    int warming;                /* workers still filling it (under lock): none claims a
+                                   batch before all are done, so no clip decodes twice */
 };
 
 void vt_loader_cfg_default(vt_loader_cfg *cfg) {
@@ -344,8 +346,15 @@ static void warm_cache(worker *w) {
 static void *worker_main(void *arg) {
     worker *w = arg;
     vt_loader *l = w->l;
-    if (l->frames && l->cfg.mode == VT_LOADER_TRAIN && !l->cfg.part)
+    if (l->frames && l->cfg.mode == VT_LOADER_TRAIN && !l->cfg.part) {
         warm_cache(w);
+        pthread_mutex_lock(&l->lock);
+        if (--l->warming == 0)
+            pthread_cond_broadcast(&l->cv_work);
+        while (l->warming > 0 && !atomic_load(&l->stop))
+            pthread_cond_wait(&l->cv_work, &l->lock);
+        pthread_mutex_unlock(&l->lock);
+    }
     pthread_mutex_lock(&l->lock);
     for (;;) {
         int si = -1;
@@ -525,6 +534,7 @@ vt_loader *vt_loader_init(vt_dataset *ds, const vt_loader_cfg *cfg, char *err, s
     l->next_assign = l->next_deliver = VT_MAX(c.start_batch, 0);
 
     l->nworkers = c.workers;
+    l->warming = l->frames && c.mode == VT_LOADER_TRAIN && !c.part ? c.workers : 0;
     l->workers = vt_calloc((size_t)l->nworkers, sizeof *l->workers);
     for (int i = 0; i < l->nworkers; i++) {
         worker *w = &l->workers[i];

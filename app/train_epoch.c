@@ -283,6 +283,14 @@ int vt_train_finish(vt_train *t) {
                 ls.frames.full ? ", full: raise --frame-cache to keep every frame" : "",
                 100.0 * (double)ls.frames.hits / (double)(ls.frames.hits + ls.frames.misses));
     }
+    if (!t->stopped && o->time_budget > 0 && !t->resume[0]) {
+        /* The epochs were fitted to the machine's speed in the first seconds; say how
+         * far the whole run drifted from the budget (a shared machine's speed moves). */
+        double took = vt_now() - t->t_start, off = took / o->time_budget - 1;
+        fprintf(t->out, "time budget %.0f s: took %.1f s (%+.1f%%)%s\n",
+                (double)o->time_budget, took, 100 * off,
+                off > 0.03 ? ": the machine ran slower than when it was timed" : "");
+    }
     if (!t->stopped) {
         if (t->st.best >= 0)
             fprintf(t->out, "done: best validation video top-1 %.1f%% (epoch %d); %s/best.safetensors\n",

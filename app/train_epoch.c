@@ -238,7 +238,7 @@ int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
      * first by luck); a small validation set ties often (every video right, or the
      * same count): the later epoch with the lower loss is the better model then, not
      * the first one to get there. */
-    int candidate = epoch + 1 >= o->warmup_epochs || epoch + 1 == o->epochs;
+    int candidate = epoch + 1 >= o->warmup_epochs;
     int better = do_val && candidate &&
                  (vacc > st->best || (vacc == st->best && vloss < st->best_loss));
     /* At the end, the last epoch is best unless an earlier one beat it by more than the

@@ -22,16 +22,8 @@
 #include "pipeline/data/frame_cache.h"
 #include "pipeline/data/loader.h"
 #include "pipeline/data/video.h"
+#include "tests/mediautil.h"
 #include "tests/testutil.h"
-
-static char media[4096];
-
-static void sh(const char *cmd) {
-    if (system(cmd) != 0) {
-        fprintf(stderr, "command failed: %s\n", cmd);
-        exit(1);
-    }
-}
 
 typedef struct req {
     int64_t start;
@@ -147,15 +139,15 @@ static void test_files(void) {
                                   "hostile/truncated.mp4"};
     char p[8300];
     for (size_t i = 0; i < sizeof clean / sizeof *clean; i++) {
-        snprintf(p, sizeof p, "%s/%s", media, clean[i]);
+        snprintf(p, sizeof p, "%s/%s", vt_media, clean[i]);
         TCHECK(check_file(p, 1, (int64_t)4 << 30), "%s opens", clean[i]);
     }
     for (size_t i = 0; i < sizeof dirty / sizeof *dirty; i++) {
-        snprintf(p, sizeof p, "%s/%s", media, dirty[i]);
+        snprintf(p, sizeof p, "%s/%s", vt_media, dirty[i]);
         (void)check_file(p, 0, (int64_t)4 << 30);
     }
     /* A cap of about two frames of the 160x120 file. */
-    snprintf(p, sizeof p, "%s/h264.mp4", media);
+    snprintf(p, sizeof p, "%s/h264.mp4", vt_media);
     check_file(p, 1, 70000);
 }
 
@@ -191,26 +183,9 @@ static uint64_t batch_hash(const vt_batch *b) {
     return h;
 }
 
-static void put(const char *dir, const char *rel, const char *name) {
-    char cmd[12800];
-    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s/%s')\" && cp '%s/%s' '%s/%s'", dir, rel,
-             media, name, dir, rel);
-    sh(cmd);
-}
-
 static void test_loader(void) {
-    const char *dir = vt_test_dir("frame_cache_loader");
-    put(dir, "left/a.mp4", "h264.mp4");
-    put(dir, "left/b.avi", "mpeg4.avi");
-    put(dir, "left/c.mkv", "ffv1.mkv");
-    put(dir, "right/d.mkv", "mjpeg.mkv");
-    put(dir, "right/e.mp4", "vfr.mp4");
-    put(dir, "right/f.mp4", "rot90.mp4");
+    vt_dataset *ds = vt_test_media_good_set("frame_cache_loader");
     char err[512];
-    vt_dataset *ds = vt_dataset_open(dir, NULL, err, sizeof err);
-    TCHECK(ds != NULL, "dataset: %s", err);
-    if (!ds)
-        return;
     enum { EPOCHS = 3, MAXB = 64 };
     uint64_t ref[EPOCHS][MAXB];
     int nref[EPOCHS] = {0};
@@ -272,15 +247,8 @@ static void test_loader(void) {
 
 int main(void) {
     const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
-    const char *tmp = vt_test_env("VT_TMP", "/tmp/vidtrain-tests");
-    snprintf(media, sizeof media, "%s/loader_media", tmp);
-    char cmd[8400];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && bash '%s/tests/make_media.sh' '%s'", media, src,
-             media);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "tests/make_media.sh failed (needs the ffmpeg command)\n");
+    if (vt_test_media_make() != 0)
         return 1;
-    }
     test_files();
     test_loader();
     char rob[4200];

@@ -27,30 +27,14 @@
 
 #include "models/common.h"
 #include "pipeline/data/loader.h"
+#include "tests/mediautil.h"
 #include "tests/testutil.h"
-
-static char media[4096];
 
 static void sh(const char *cmd) {
     if (system(cmd) != 0) {
         fprintf(stderr, "command failed: %s\n", cmd);
         exit(1);
     }
-}
-
-/* Copy media/name to dir/rel (creating folders). */
-static void put(const char *dir, const char *rel, const char *name) {
-    char cmd[12800];
-    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s/%s')\" && cp '%s/%s' '%s/%s'", dir, rel,
-             media, name, dir, rel);
-    sh(cmd);
-}
-
-static int exists(const char *name) {
-    char p[8300];
-    snprintf(p, sizeof p, "%s/%s", media, name);
-    struct stat st;
-    return stat(p, &st) == 0;
 }
 
 static void small_clip(vt_loader_cfg *c) {
@@ -99,27 +83,8 @@ static int run_epoch(vt_loader *l, uint64_t *hs, int max, int *seen, int *labels
     return nb;
 }
 
-static vt_dataset *make_good(const char *name) {
-    const char *dir = vt_test_dir(name);
-    put(dir, "left/a.mp4", "h264.mp4");
-    put(dir, "left/b.avi", "mpeg4.avi");
-    put(dir, "left/c.mkv", "ffv1.mkv");
-    put(dir, "right/d.mkv", "mjpeg.mkv");
-    put(dir, "right/e.mp4", "vfr.mp4");
-    put(dir, "right/f.mp4", "rot90.mp4");
-    put(dir, "up/g.mp4", "rot270.mp4");
-    put(dir, "up/h.mp4", "h264.mp4");
-    char err[512];
-    vt_dataset *ds = vt_dataset_open(dir, NULL, err, sizeof err);
-    if (!ds) {
-        fprintf(stderr, "dataset: %s\n", err);
-        exit(1);
-    }
-    return ds;
-}
-
 static void test_determinism(void) {
-    vt_dataset *ds = make_good("loader_det");
+    vt_dataset *ds = vt_test_media_good_set("loader_det");
     enum { MAXB = 64 };
     uint64_t h1[MAXB], h2[MAXB], h3[MAXB], h4[MAXB], h5[MAXB];
     char err[512];
@@ -218,7 +183,7 @@ static void test_determinism(void) {
 /* The eval clip against the ffmpeg command: select frames, scale bilinear, crop here. */
 static void test_vs_ffmpeg(void) {
     const char *dir = vt_test_dir("loader_ffmpeg");
-    put(dir, "only/a.mp4", "h264.mp4");
+    vt_test_media_put(dir, "only/a.mp4", "h264.mp4");
     char err[512];
     vt_dataset *ds = vt_dataset_open(dir, NULL, err, sizeof err);
     TCHECK(ds != NULL, "open: %s", err);
@@ -307,10 +272,10 @@ static void test_hostile(void) {
     const char *d = vt_test_dir("loader_hostile");
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", d);
-    put(dir, "good/a.mp4", "h264.mp4");
-    put(dir, "good/b.avi", "mpeg4.avi");
-    put(dir, "good/c.mkv", "mjpeg.mkv");
-    put(dir, "good/d.mp4", "vfr.mp4");
+    vt_test_media_put(dir, "good/a.mp4", "h264.mp4");
+    vt_test_media_put(dir, "good/b.avi", "mpeg4.avi");
+    vt_test_media_put(dir, "good/c.mkv", "mjpeg.mkv");
+    vt_test_media_put(dir, "good/d.mp4", "vfr.mp4");
     /* Must be refused: nothing decodable in them. */
     const char *bad[][2] = {
         {"bad/empty.mp4", "hostile/empty.mp4"},   {"bad/truncated.mp4", "hostile/truncated.mp4"},
@@ -319,14 +284,14 @@ static void test_hostile(void) {
     };
     const int nbad = (int)VT_ARRAY_LEN(bad);
     for (int i = 0; i < nbad; i++)
-        put(dir, bad[i][0], bad[i][1]);
+        vt_test_media_put(dir, bad[i][0], bad[i][1]);
     /* Short files are padded (clip span 7 > 1 or 5 frames) and must be delivered. */
-    put(dir, "short/one_frame.mp4", "hostile/one_frame.mp4");
-    put(dir, "short/short5.mp4", "hostile/short5.mp4");
+    vt_test_media_put(dir, "short/one_frame.mp4", "hostile/one_frame.mp4");
+    vt_test_media_put(dir, "short/short5.mp4", "hostile/short5.mp4");
     /* Corrupt in the middle: delivered (missing frames filled) or reported once. */
-    put(dir, "corrupt/mid.avi", "hostile/corrupt_mid.avi");
-    put(dir, "corrupt/mid.mp4", "hostile/corrupt_mid.mp4");
-    put(dir, "good/notes.txt", "hostile/text.avi"); /* not a video name: ignored */
+    vt_test_media_put(dir, "corrupt/mid.avi", "hostile/corrupt_mid.avi");
+    vt_test_media_put(dir, "corrupt/mid.mp4", "hostile/corrupt_mid.mp4");
+    vt_test_media_put(dir, "good/notes.txt", "hostile/text.avi"); /* not a video name: ignored */
     char err[512];
     vt_dataset *ds = vt_dataset_open(dir, NULL, err, sizeof err);
     TCHECK(ds != NULL, "open: %s", err);
@@ -471,7 +436,7 @@ static long rss_pages(void) {
 }
 
 static void test_memory(void) {
-    vt_dataset *ds = make_good("loader_mem");
+    vt_dataset *ds = vt_test_media_good_set("loader_mem");
     counting cnt = {0};
     vt_loader_cfg c;
     small_clip(&c);
@@ -541,7 +506,7 @@ static void test_memory(void) {
 }
 
 static void test_shutdown(void) {
-    vt_dataset *ds = make_good("loader_stop");
+    vt_dataset *ds = vt_test_media_good_set("loader_stop");
     vt_loader_cfg c;
     small_clip(&c);
     c.workers = 2;
@@ -573,7 +538,7 @@ static void test_shutdown(void) {
 }
 
 static void test_keep(void) {
-    vt_dataset *ds = make_good("loader_keep");
+    vt_dataset *ds = vt_test_media_good_set("loader_keep");
     enum { MAXB = 16 };
     char err[512];
     vt_loader_cfg c;
@@ -657,19 +622,8 @@ static void test_keep(void) {
 }
 
 int main(void) {
-    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
-    const char *tmp = vt_test_env("VT_TMP", "/tmp/vidtrain-tests");
-    snprintf(media, sizeof media, "%s/loader_media", tmp);
-    char cmd[8400];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && bash '%s/tests/make_media.sh' '%s'", media, src, media);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "tests/make_media.sh failed (needs the ffmpeg command)\n");
+    if (vt_test_media_make() != 0)
         return 1;
-    }
-    if (!exists("h264.mp4") || !exists("hostile/corrupt_mid.mp4")) {
-        fprintf(stderr, "make_media.sh did not make the expected files\n");
-        return 1;
-    }
     test_determinism();
     test_vs_ffmpeg();
     test_hostile();

@@ -76,8 +76,8 @@ static int64_t frame_bytes(const AVFrame *f) {
 static void sink(void *ctx, int64_t pos, const AVFrame *f) {
     sink_ctx *s = ctx;
     vt_frame_cache *c = s->c;
-    /* Sized and the ref taken outside the lock; most calls after the first epoch find
-     * the frame kept already, so look first. */
+    /* Sized and the ref taken outside the lock. A frame decoded again (by a clip that
+     * missed, or a video that two handles decode) is often kept already: look first. */
     pthread_mutex_lock(&c->lock);
     entry *e = &c->e[s->id];
     int want = e->f && pos < e->info.nframes && !e->f[pos] && !c->st.full;

@@ -286,15 +286,17 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
             report_bad(l, s.video, VT_BAD_READ, err[0] ? err : "conversion failed");
             return 0;
         }
-        if (!kept && !v && !(v = cache_get(w, s.video, err, sizeof err))) {
-            report_bad(l, s.video, VT_BAD_OPEN, err[0] ? err : "cannot open");
-            return 0;
-        }
-        if (!kept && vt_video_read_clip(v, w->scratch, p.start, cc->t, cc->stride, p.short_side,
-                                        cc->pad, err, sizeof err) < 0) {
-            cache_drop(w, s.video); /* the decoder may be left in any state */
-            report_bad(l, s.video, VT_BAD_READ, err[0] ? err : "decode failed");
-            return 0;
+        if (!kept) {
+            if (!v && !(v = cache_get(w, s.video, err, sizeof err))) {
+                report_bad(l, s.video, VT_BAD_OPEN, err[0] ? err : "cannot open");
+                return 0;
+            }
+            if (vt_video_read_clip(v, w->scratch, p.start, cc->t, cc->stride, p.short_side,
+                                   cc->pad, err, sizeof err) < 0) {
+                cache_drop(w, s.video); /* the decoder may be left in any state */
+                report_bad(l, s.video, VT_BAD_READ, err[0] ? err : "decode failed");
+                return 0;
+            }
         }
         w->memo_video = s.video;
         w->memo_start = p.start;

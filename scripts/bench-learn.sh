@@ -8,7 +8,8 @@
 #             (the classes are directions: --no-flip; everything else vidtrain's defaults,
 #             evaluated with best.safetensors as `vidtrain eval` picks it)
 #   recipe    vidtrain with the twin's recipe: tiny, 8x64 clips two frames apart, batch 16,
-#             SGD Nesterov lr 0.05 wd 1e-4, OneCycle, every training video, final weights
+#             SGD Nesterov lr 0.05 wd 1e-4, no label smoothing, OneCycle, every training
+#             video, final weights
 #   twin      scripts/torch_twin.py train DIR --budget BUDGET --seed S (PyTorch + PyAV:
 #             the same net and recipe; final weights)
 # Every side is evaluated the same way on the test videos: 10 uniformly spaced centre
@@ -76,8 +77,8 @@ for s in $seeds; do
     esac
     case $sides in *" recipe "*)
         vt_run recipe "$data" "$s" last --model tiny --clip 8x64 --stride 2 --batch 16 --optim sgd \
-            --nesterov --lr 0.05 --wd 1e-4 --sched onecycle --val-split 0 --eval-every 100000 \
-            --no-flip --time-budget "$budget" ;;
+            --nesterov --lr 0.05 --wd 1e-4 --label-smoothing 0 --sched onecycle --val-split 0 \
+            --eval-every 100000 --no-flip --time-budget "$budget" ;;
     esac
     case $sides in *" twin "*) ;; *) continue ;; esac
     /usr/bin/time -f "%e" -o "$work/twin.s$s.time" "$py" "$root/scripts/torch_twin.py" train \

@@ -8,7 +8,9 @@
  *      train refuses a non-square crop;
  *   3. the writer: contents replaced whole, nothing left beside it, and on every failure
  *      an error naming the path, no temporary file left and no descriptor leaked;
- *   4. strict values where atoi read "4x" as 4: bench decode, bench step, devices exit 2.
+ *   4. strict values where atoi read "4x" as 4: bench decode, bench step, devices exit 2;
+ *   5. a run's config.json written before Nesterov and warm-up were defaults reads as
+ *      what that run did (neither), and today's defaults round-trip through config.json.
  * It must never depend on the machine beyond the scratch folder and the CPU.
  */
 #include <dirent.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "app/opts.h"
+#include "app/train_opts.h"
 #include "models/common.h"
 #include "tests/apputil.h"
 
@@ -166,8 +169,30 @@ static void commands(const char *bin, const char *dir) {
            "devices --devices cpu:2x is refused");
 }
 
+static void old_configs(void) {
+    vt_train_opts o;
+    vt_train_opts_default(&o);
+    cJSON *j = cJSON_Parse("{\"model\":\"tiny\",\"epochs\":12}");
+    vt_train_opts_from_json(&o, j);
+    cJSON_Delete(j);
+    TCHECK(!o.nesterov && o.warmup_epochs == 0 && o.epochs == 12,
+           "an old config: nesterov %d, warm-up %g", o.nesterov, (double)o.warmup_epochs);
+    vt_train_opts d, back;
+    vt_train_opts_default(&d);
+    vt_train_opts_default(&back);
+    back.nesterov = 0, back.wd = 0, back.smoothing = 1, back.warmup_epochs = 7;
+    j = vt_train_opts_to_json(&d);
+    vt_train_opts_from_json(&back, j);
+    cJSON_Delete(j);
+    TCHECK(back.nesterov == d.nesterov && back.wd == d.wd && back.smoothing == d.smoothing &&
+               back.warmup_epochs == d.warmup_epochs,
+           "today's defaults read back: nesterov %d, wd %g, smoothing %g, warm-up %g",
+           back.nesterov, (double)back.wd, (double)back.smoothing, (double)back.warmup_epochs);
+}
+
 int main(void) {
     const char *dir = vt_test_dir("test_opts");
+    old_configs();
     numbers();
     clips();
     writer(dir);

@@ -1,8 +1,8 @@
 /*
  * mediautil.h: the real encoded test files the loader-level tests share — made once per
  * build folder by tests/make_media.sh (the ffmpeg command) under $VT_TMP/loader_media —
- * and the small class folders those tests assemble from them. Header-only, like
- * testutil.h.
+ * and the small class folders those tests assemble from them, and the hash that says
+ * two loaders gave the same batch. Header-only, like testutil.h.
  *
  * It must never hide a failure: a file that cannot be copied ends the test (it could not
  * go on meaningfully), and a media set that was not made is an error, not a skip.
@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "pipeline/data/batch.h"
 #include "pipeline/data/dataset.h"
 #include "tests/testutil.h"
 
@@ -74,6 +75,21 @@ static inline vt_dataset *vt_test_media_good_set(const char *name) {
         exit(1);
     }
     return ds;
+}
+
+/* Everything a batch holds (count, index, pixels, labels, videos, clips), hashed: two
+ * loaders that must agree give equal hashes batch by batch. */
+static inline uint64_t vt_test_batch_hash(const vt_batch *b) {
+    uint64_t h = VT_FNV_SEED;
+    h = vt_fnv1a(&b->n, sizeof b->n, h);
+    h = vt_fnv1a(&b->index, sizeof b->index, h);
+    h = vt_fnv1a(b->x, (size_t)(b->n * vt_batch_clip_floats(b)) * sizeof(float), h);
+    for (int k = 0; k < b->nheads; k++)
+        if (b->label[k])
+            h = vt_fnv1a(b->label[k], (size_t)b->n * sizeof(int32_t), h);
+    h = vt_fnv1a(b->video, (size_t)b->n * sizeof(int32_t), h);
+    h = vt_fnv1a(b->clip, (size_t)b->n * sizeof(int32_t), h);
+    return h;
 }
 
 #endif

@@ -175,14 +175,6 @@ static void test_robustness(const char *root) {
     TCHECK(n >= 15, "robustness: %d files opened and checked", n);
 }
 
-static uint64_t batch_hash(const vt_batch *b) {
-    uint64_t h = VT_FNV_SEED;
-    h = vt_fnv1a(&b->n, sizeof b->n, h);
-    h = vt_fnv1a(b->x, (size_t)(b->n * vt_batch_clip_floats(b)) * sizeof(float), h);
-    h = vt_fnv1a(b->video, (size_t)b->n * sizeof(int32_t), h);
-    return h;
-}
-
 static void test_loader(void) {
     vt_dataset *ds = vt_test_media_good_set("frame_cache_loader");
     char err[512];
@@ -215,7 +207,7 @@ static void test_loader(void) {
             const vt_batch *b;
             int nb = 0;
             while ((b = vt_loader_next(l)) != NULL && nb < MAXB) {
-                uint64_t h = batch_hash(b);
+                uint64_t h = vt_test_batch_hash(b);
                 if (pass == 0)
                     ref[e][nb] = h;
                 else

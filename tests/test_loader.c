@@ -50,19 +50,6 @@ static void small_clip(vt_loader_cfg *c) {
     c->cache = 3; /* fewer than the videos: the LRU evicts and reopens */
 }
 
-static uint64_t batch_hash(const vt_batch *b) {
-    uint64_t h = VT_FNV_SEED;
-    h = vt_fnv1a(&b->n, sizeof b->n, h);
-    h = vt_fnv1a(&b->index, sizeof b->index, h);
-    h = vt_fnv1a(b->x, (size_t)(b->n * vt_batch_clip_floats(b)) * sizeof(float), h);
-    for (int k = 0; k < b->nheads; k++)
-        if (b->label[k])
-            h = vt_fnv1a(b->label[k], (size_t)b->n * sizeof(int32_t), h);
-    h = vt_fnv1a(b->video, (size_t)b->n * sizeof(int32_t), h);
-    h = vt_fnv1a(b->clip, (size_t)b->n * sizeof(int32_t), h);
-    return h;
-}
-
 /* One epoch: per-batch hashes into hs (up to max), returns the number of batches. Also
  * counts each (video, clip) pair into seen (nvideos * 16). */
 static int run_epoch(vt_loader *l, uint64_t *hs, int max, int *seen, int *labels_ok,
@@ -71,7 +58,7 @@ static int run_epoch(vt_loader *l, uint64_t *hs, int max, int *seen, int *labels
     int nb = 0;
     while ((b = vt_loader_next(l)) != NULL) {
         if (nb < max)
-            hs[nb] = batch_hash(b);
+            hs[nb] = vt_test_batch_hash(b);
         nb++;
         for (int i = 0; i < b->n; i++) {
             if (seen && b->clip[i] < 16)
@@ -558,23 +545,23 @@ static void test_keep(void) {
     vt_loader_start_epoch(l, 0, 0);
     /* Keep batch 0 for the whole epoch, reading it after every later vt_loader_next. */
     const vt_batch *b0 = vt_loader_next(l);
-    uint64_t h0 = batch_hash(b0);
+    uint64_t h0 = vt_test_batch_hash(b0);
     TCHECK(h0 == plain[0], "batch 0 differs from the plain epoch's");
     vt_loader_keep(l, b0);
     int later = 0, intact = 1;
     const vt_batch *b;
     while ((b = vt_loader_next(l)) != NULL) {
         later++;
-        TCHECK(later < MAXB && batch_hash(b) == plain[later], "batch %d differs while 0 is kept",
-               later);
-        intact &= batch_hash(b0) == h0 && b0->index == 0;
+        TCHECK(later < MAXB && vt_test_batch_hash(b) == plain[later],
+               "batch %d differs while 0 is kept", later);
+        intact &= vt_test_batch_hash(b0) == h0 && b0->index == 0;
     }
     TCHECK(later == 3, "%d batches after the kept one, expected 3", later);
     TCHECK(intact, "the kept batch 0 changed while later batches were delivered");
     /* Across an epoch start too; then give it back and the ring keeps turning. */
     vt_loader_start_epoch(l, 1, 0);
     b = vt_loader_next(l);
-    TCHECK(b && b != b0 && batch_hash(b0) == h0, "epoch start touched the kept batch");
+    TCHECK(b && b != b0 && vt_test_batch_hash(b0) == h0, "epoch start touched the kept batch");
     vt_loader_release(l, b0);
     nb = 1;
     while (vt_loader_next(l))
@@ -589,13 +576,14 @@ static void test_keep(void) {
     vt_loader_keep(l, k0);
     const vt_batch *k1 = vt_loader_next(l);
     vt_loader_keep(l, k1);
-    uint64_t hk0 = batch_hash(k0), hk1 = batch_hash(k1);
+    uint64_t hk0 = vt_test_batch_hash(k0), hk1 = vt_test_batch_hash(k1);
     int n2 = 0;
     while ((b = vt_loader_next(l)) != NULL)
         n2++;
-    TCHECK(n2 == 2 && batch_hash(k0) == hk0 && batch_hash(k1) == hk1 && hk0 == plain[0] &&
-           hk1 == plain[1], "two kept batches: %d more delivered, kept ones %s", n2,
-           batch_hash(k0) == hk0 && batch_hash(k1) == hk1 ? "intact" : "CHANGED");
+    TCHECK(n2 == 2 && vt_test_batch_hash(k0) == hk0 && vt_test_batch_hash(k1) == hk1 &&
+               hk0 == plain[0] && hk1 == plain[1],
+           "two kept batches: %d more delivered, kept ones %s", n2,
+           vt_test_batch_hash(k0) == hk0 && vt_test_batch_hash(k1) == hk1 ? "intact" : "CHANGED");
     vt_loader_release(l, k1);
     vt_loader_release(l, k0);
     vt_loader_free(&l);

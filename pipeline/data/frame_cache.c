@@ -15,9 +15,8 @@
 #include "models/common.h"
 
 typedef struct entry {
-    int has_info;
-    vt_video_info info;
-    AVFrame **f;   /* (info.nframes) kept frames, NULL where none */
+    vt_video_info info; /* valid when f is set */
+    AVFrame **f;   /* (info.nframes) kept frames, NULL where none; NULL: no handle attached */
 } entry;
 
 typedef struct sink_ctx {
@@ -106,12 +105,11 @@ void vt_frame_cache_attach(vt_frame_cache *c, int64_t id, vt_video *v) {
     const vt_video_info *in = vt_video_get_info(v);
     pthread_mutex_lock(&c->lock);
     entry *e = &c->e[id];
-    if (!e->has_info && in->nframes > 0) {
+    if (!e->f && in->nframes > 0) {
         e->info = *in;
         e->f = vt_calloc((size_t)in->nframes, sizeof *e->f);
-        e->has_info = 1;
     }
-    int same = e->has_info && e->info.nframes == in->nframes;
+    int same = e->f && e->info.nframes == in->nframes;
     pthread_mutex_unlock(&c->lock);
     /* A file that changed between two opens (its frame count) keeps its first frames
      * and adds none. */
@@ -123,7 +121,7 @@ int vt_frame_cache_info(vt_frame_cache *c, int64_t id, vt_video_info *info) {
     if (id < 0 || id >= c->n)
         return 0;
     pthread_mutex_lock(&c->lock);
-    int has = c->e[id].has_info;
+    int has = c->e[id].f != NULL;
     if (has)
         *info = c->e[id].info;
     pthread_mutex_unlock(&c->lock);
@@ -141,7 +139,7 @@ int vt_frame_cache_read_clip(vt_frame_cache *c, int64_t id, vt_scaler *sc, uint8
     AVFrame *f[VT_CACHE_CLIP_MAX];
     pthread_mutex_lock(&c->lock);
     entry *e = &c->e[id];
-    int all = e->has_info;
+    int all = e->f != NULL;
     vt_video_info in = e->info;
     if (all) {
         vt_clip_positions(in.nframes, start, t, stride, pad, pos);

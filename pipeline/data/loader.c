@@ -345,10 +345,16 @@ static void warm_cache(worker *w) {
     }
 }
 
+/* Whether the workers fill the frame cache before their first batch: training in one
+ * process (under mpirun each decodes only its part of every batch). */
+static int warms_first(const vt_loader *l) {
+    return l->frames && l->cfg.mode == VT_LOADER_TRAIN && !l->cfg.part;
+}
+
 static void *worker_main(void *arg) {
     worker *w = arg;
     vt_loader *l = w->l;
-    if (l->frames && l->cfg.mode == VT_LOADER_TRAIN && !l->cfg.part) {
+    if (warms_first(l)) {
         warm_cache(w);
         pthread_mutex_lock(&l->lock);
         if (--l->warming == 0)
@@ -536,7 +542,7 @@ vt_loader *vt_loader_init(vt_dataset *ds, const vt_loader_cfg *cfg, char *err, s
     l->next_assign = l->next_deliver = VT_MAX(c.start_batch, 0);
 
     l->nworkers = c.workers;
-    l->warming = l->frames && c.mode == VT_LOADER_TRAIN && !c.part ? c.workers : 0;
+    l->warming = warms_first(l) ? c.workers : 0;
     l->workers = vt_calloc((size_t)l->nworkers, sizeof *l->workers);
     for (int i = 0; i < l->nworkers; i++) {
         worker *w = &l->workers[i];

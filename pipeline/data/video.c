@@ -447,16 +447,16 @@ static int64_t frame_pos(vt_video *v) {
 
 /* ---- scaling and rotation ---- */
 
-static struct SwsContext *get_sws(vt_scaler *v, const AVFrame *f, int dw, int dh,
+static struct SwsContext *get_sws(vt_scaler *sc, const AVFrame *f, int dw, int dh,
                                   char *err, size_t errlen) {
     int range = f->color_range;
     int cs = f->colorspace;
     vt_sws_entry *slot = NULL;
     for (int i = 0; i < VT_SWS_CACHE; i++) {
-        vt_sws_entry *e = &v->sws[i];
+        vt_sws_entry *e = &sc->sws[i];
         if (e->ctx && e->src_w == f->width && e->src_h == f->height && e->src_fmt == f->format &&
             e->dst_w == dw && e->dst_h == dh && e->colorspace == cs && e->range == range) {
-            e->used = ++v->sws_tick;
+            e->used = ++sc->sws_tick;
             return e->ctx;
         }
         if (!slot || !e->ctx || (slot->ctx && e->used < slot->used))
@@ -498,7 +498,7 @@ static struct SwsContext *get_sws(vt_scaler *v, const AVFrame *f, int dw, int dh
     slot->dst_h = dh;
     slot->colorspace = cs;
     slot->range = range;
-    slot->used = ++v->sws_tick;
+    slot->used = ++sc->sws_tick;
     return ctx;
 }
 
@@ -519,7 +519,7 @@ void vt_scaler_free(vt_scaler **ps) {
     *ps = NULL;
 }
 
-int vt_scaler_convert(vt_scaler *v, const AVFrame *f, int rot, uint8_t *out, int ow, int oh,
+int vt_scaler_convert(vt_scaler *sc, const AVFrame *f, int rot, uint8_t *out, int ow, int oh,
                       char *err, size_t errlen) {
     int sw = (rot == 90 || rot == 270) ? oh : ow; /* scaled size in coded orientation */
     int sh = (rot == 90 || rot == 270) ? ow : oh;
@@ -527,20 +527,20 @@ int vt_scaler_convert(vt_scaler *v, const AVFrame *f, int rot, uint8_t *out, int
         vt_set_err(err, errlen, "decoder returned an empty frame");
         return AVERROR_INVALIDDATA;
     }
-    struct SwsContext *ctx = get_sws(v, f, sw, sh, err, errlen);
+    struct SwsContext *ctx = get_sws(sc, f, sw, sh, err, errlen);
     if (!ctx)
         return AVERROR(EINVAL);
     /* Aligned scratch rows: swscale's SIMD paths want them, and the ffmpeg command's
      * filter frames are aligned too, so both take the same code path. */
     int stride = FFALIGN(sw * 3, 64);
     size_t need = (size_t)stride * (size_t)sh + 64;
-    if (need > v->tmp_size) {
-        av_freep(&v->tmp);
-        v->tmp = av_malloc(need);
-        VT_CHECK(v->tmp != NULL, "out of memory for a %dx%d frame", sw, sh);
-        v->tmp_size = need;
+    if (need > sc->tmp_size) {
+        av_freep(&sc->tmp);
+        sc->tmp = av_malloc(need);
+        VT_CHECK(sc->tmp != NULL, "out of memory for a %dx%d frame", sw, sh);
+        sc->tmp_size = need;
     }
-    uint8_t *dst[4] = {v->tmp, NULL, NULL, NULL};
+    uint8_t *dst[4] = {sc->tmp, NULL, NULL, NULL};
     int dst_stride[4] = {stride, 0, 0, 0};
     int ret = sws_scale(ctx, (const uint8_t *const *)f->data, f->linesize, 0, f->height, dst,
                         dst_stride);
@@ -548,7 +548,7 @@ int vt_scaler_convert(vt_scaler *v, const AVFrame *f, int rot, uint8_t *out, int
         vt_set_err(err, errlen, "swscale failed on a %dx%d frame", f->width, f->height);
         return AVERROR(EINVAL);
     }
-    const uint8_t *s = v->tmp;
+    const uint8_t *s = sc->tmp;
     if (rot == 0) {
         for (int y = 0; y < oh; y++)
             memcpy(out + (size_t)y * ow * 3, s + (size_t)y * stride, (size_t)ow * 3);

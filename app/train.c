@@ -139,7 +139,11 @@ static int open_data(vt_train *t) {
         fprintf(t->out, "validation: %s, %d videos\n", o->val_dir, t->nval);
     } else {
         t->nval = vt_dataset_split_indices(ds, vt_dataset_eval_split(ds), &t->val_idx);
-        if (t->nval)
+        if (t->nval && vt_dataset_eval_split(ds) == VT_SPLIT_TEST)
+            fprintf(t->out, "validation: test split, %d videos (no val split: best.safetensors is "
+                            "chosen on the test videos; --val-split F holds some training "
+                            "videos out instead)\n", t->nval);
+        else if (t->nval)
             fprintf(t->out, "validation: %s split, %d videos\n",
                     vt_split_name(vt_dataset_eval_split(ds)), t->nval);
         else

@@ -138,14 +138,13 @@ static int open_data(vt_train *t) {
         t->val_ds = vds;
         fprintf(t->out, "validation: %s, %d videos\n", o->val_dir, t->nval);
     } else {
-        t->nval = vt_dataset_split_indices(ds, vt_dataset_eval_split(ds), &t->val_idx);
-        if (t->nval && vt_dataset_eval_split(ds) == VT_SPLIT_TEST)
-            fprintf(t->out, "validation: test split, %d videos (no val split: best.safetensors is "
-                            "chosen on the test videos; --val-split F holds some training "
-                            "videos out instead)\n", t->nval);
-        else if (t->nval)
-            fprintf(t->out, "validation: %s split, %d videos\n",
-                    vt_split_name(vt_dataset_eval_split(ds)), t->nval);
+        const vt_split vs = vt_dataset_eval_split(ds);
+        t->nval = vt_dataset_split_indices(ds, vs, &t->val_idx);
+        if (t->nval)
+            fprintf(t->out, "validation: %s split, %d videos%s\n", vt_split_name(vs), t->nval,
+                    vs == VT_SPLIT_TEST ? " (no val split: best.safetensors is chosen on the "
+                                          "test videos; --val-split F holds some training "
+                                          "videos out instead)" : "");
         else
             fprintf(t->out, "validation: none (no val folder and --val-split 0)\n");
     }

@@ -46,6 +46,12 @@ static void usage(FILE *f) {
         "  --no-flip             no random horizontal flip. Flip is ON by default, which suits\n"
         "                        most datasets; turn it off when left/right matters (the demo's\n"
         "                        classes are motion directions, so the demo passes --no-flip)\n"
+        "  --contrast LO         per training clip, each colour channel's contrast about the\n"
+        "                        clip's mean scaled by a factor log-uniform in [LO, 1]\n"
+        "                        (default 0.4; 1 = off): faint, low-contrast footage\n"
+        "  --brightness B        per training clip, brightness shifted by up to +-B of the\n"
+        "                        pixel range (default 0.1; 0 = off). The same for every frame\n"
+        "                        of a clip, so motion is untouched; evaluation never jitters\n"
         "  --dropout P           dropout before the classifier (default 0)\n"
         "optimisation:\n"
         "  --epochs N            (default: enough to see 8000 clips, at least 30)\n"
@@ -217,6 +223,8 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--stride")) { if (r < 0 || vt_parse_int(v, 1, 64, &o->stride)) BAD(); continue; }
         if (OPT("--short-side")) { if (r < 0 || vt_parse_int(v, 1, 8192, &o->short_side)) BAD(); o->jitter_min = o->jitter_max = 0; continue; }
         if (OPT("--precision")) { if (r < 0 || vt_precision_parse(v) < 0) BAD(); snprintf(o->precision, sizeof o->precision, "%s", v); continue; }
+        if (OPT("--contrast")) { if (r < 0 || vt_parse_float(v, 0.01, 1, &o->contrast_min)) BAD(); continue; }
+        if (OPT("--brightness")) { if (r < 0 || vt_parse_float(v, 0, 1, &o->brightness)) BAD(); continue; }
         if (OPT("--dropout")) { if (r < 0 || vt_parse_float(v, 0, 0.99, &o->dropout)) BAD(); continue; }
         if (OPT("--epochs")) { if (r < 0 || vt_parse_int(v, 1, 100000, &o->epochs)) BAD(); epochs_given = 1; continue; }
         if (OPT("--time-budget")) { if (r < 0 || (o->time_budget = (float)vt_parse_duration(v)) <= 0) BAD(); continue; }

@@ -114,6 +114,11 @@ int vt_dump_train(vt_dump *d, const vt_batch *b, long long step, double lr, doub
         int v[5] = {(int)p->start, p->short_side, p->x0, p->y0, p->flip};
         cJSON_AddItemToArray(w, cJSON_CreateIntArray(v, 5));
     }
+    cJSON *col = cJSON_AddArrayToObject(j, "color"); /* [contrast, brightness] per clip */
+    for (int i = 0; i < b->n; i++) {
+        float cb[2] = {b->where[i].contrast, b->where[i].brightness};
+        cJSON_AddItemToArray(col, cJSON_CreateFloatArray(cb, 2));
+    }
     int rc = append_line(d, "train.jsonl", j, err, errlen);
     cJSON_Delete(j);
     return rc;

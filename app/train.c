@@ -48,6 +48,8 @@ static void clip_cfg_from_opts(vt_clip_cfg *c, const vt_train_opts *o) {
     c->jitter_min = o->jitter_min;
     c->jitter_max = o->jitter_max;
     c->flip = o->flip;
+    c->contrast_min = o->contrast_min;
+    c->brightness = o->brightness;
     c->ncrops = o->val_crops;
 }
 

@@ -16,6 +16,8 @@ void vt_train_opts_default(vt_train_opts *o) {
     memset(o, 0, sizeof *o);
     snprintf(o->model, sizeof o->model, "tiny");
     o->flip = 1;
+    o->contrast_min = 0.4f;
+    o->brightness = 0.1f;
     snprintf(o->optim, sizeof o->optim, "sgd");
     o->momentum = 0.9f;
     o->nesterov = 1;
@@ -88,6 +90,8 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(jitter_min);
     J_NUM(jitter_max);
     cJSON_AddBoolToObject(j, "flip", o->flip);
+    J_NUM(contrast_min);
+    J_NUM(brightness);
     J_NUM(epochs);
     J_NUM(batch);
     J_STR(optim);
@@ -171,6 +175,13 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_INT(jitter_min);
     G_INT(jitter_max);
     G_INT(flip);
+    /* Runs written before the colour jitter existed trained without it. */
+    if (!cJSON_GetObjectItemCaseSensitive(j, "contrast_min"))
+        o->contrast_min = 1.0f;
+    if (!cJSON_GetObjectItemCaseSensitive(j, "brightness"))
+        o->brightness = 0.0f;
+    G_FLT(contrast_min);
+    G_FLT(brightness);
     G_INT(epochs);
     G_INT(batch);
     G_STR(optim);

@@ -24,6 +24,10 @@ typedef struct vt_train_opts {
     /* 0 = resolved by vt_train_opts_resolve (config.json holds the resolved values) */
     int clip_t, crop, stride, short_side, jitter_min, jitter_max;
     int flip;              /* random horizontal flip in training (default on) */
+    float contrast_min;    /* training: contrast log-uniform in [contrast_min, 1] per clip
+                              (default 0.4; 1 = off) */
+    float brightness;      /* training: brightness shift in [-b, b] of the pixel range per
+                              clip (default 0.1; 0 = off) */
     int epochs, batch;
     char optim[16];        /* sgd, rmsprop, adamw */
     float lr, momentum, wd, clip_norm;  /* lr 0: scaled with the batch (resolve) */

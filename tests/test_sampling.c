@@ -4,12 +4,17 @@
  * clip came from (vt_batch.where); the test checks, over 200 epochs x 8 videos x 2 clips:
  *   - the start frame is uniform over [0, frames - span] (chi-square), the short side
  *     uniform over the jitter range, the crop origin uniform over the room the scaled
- *     frame leaves, flip a fair coin (and never with --no-flip);
+ *     frame leaves, flip a fair coin (and never with --no-flip), the contrast factor
+ *     log-uniform in [contrast_min, 1] and the brightness uniform in [-b, b];
  *   - the draws are fresh each epoch (a video's start in epoch e and e+1 agree no more
  *     often than chance) and per clip (a video's two clips of one epoch likewise), and
  *     start, scale, crop and flip are uncorrelated;
  *   - every clip's pixels are those draws: decoding the video at that start and short
- *     side, cropping and flipping there, reproduces the batch row bit for bit.
+ *     side, cropping and flipping there, reproduces the batch row bit for bit, and each
+ *     channel of it is the plain transform moved toward its clip mean by the contrast and
+ *     shifted by the brightness (computed here in double);
+ *   - evaluation never jitters: an evaluation loader with the same settings delivers the
+ *     plain transform and says contrast 1, brightness 0.
  * The bounds are 5 standard deviations (or the chi-square mean + 5 sd): a fair sampler
  * fails one with probability ~1e-6, a sampler that reuses draws, drops a range or leaks
  * the epoch is off by tens of deviations.
@@ -28,9 +33,29 @@
 
 typedef struct draw {
     int start, ss, x0, y0, flip;
+    double lc, br;    /* log(contrast) / log(contrast_min) in [0, 1]; brightness / b */
     int wroom, hroom; /* scaled size - crop: the crop origin's range is 0..room */
     double xr;        /* x0 / wroom, in [0, 1] (correlations) */
 } draw;
+
+/* Largest difference between the batch row got and the plain transform row moved per
+ * channel as vt_clip_color says, computed in double. */
+static double color_check(const float *row, const float *got, const vt_clip_params *p,
+                          const float std[3]) {
+    const int64_t plane = 4 * 32 * 32;
+    double worst = 0;
+    for (int ch = 0; ch < 3; ch++) {
+        double mean = 0;
+        for (int64_t i = 0; i < plane; i++)
+            mean += row[ch * plane + i];
+        mean /= plane;
+        for (int64_t i = 0; i < plane; i++) {
+            double want = mean + (row[ch * plane + i] - mean) * p->contrast + p->brightness / std[ch];
+            worst = fmax(worst, fabs(want - got[ch * plane + i]));
+        }
+    }
+    return worst;
+}
 
 /* chi-square of counts against the uniform over k bins */
 static double chi2(const int *cnt, int k, int n) {
@@ -114,6 +139,8 @@ int main(void) {
     c.clip.short_side = 37;
     c.clip.jitter_min = 37;
     c.clip.jitter_max = 46;   /* 10 sizes */
+    c.clip.contrast_min = 0.4f; /* `vidtrain train`'s defaults */
+    c.clip.brightness = 0.1f;
     c.batch = 6;
     c.workers = 2;
     c.clips_per_video = PER;
@@ -126,6 +153,7 @@ int main(void) {
     static draw by[EPOCHS][MAXV][PER]; /* by epoch, video, its k-th clip that epoch */
     static int seen[EPOCHS][MAXV];
     int m = 0, checked = 0, mismatched = 0;
+    double color_err = 0;
     int64_t maxpix = 0;
     uint8_t *raw = NULL;
     float *row = vt_malloc(sizeof(float) * 3 * 4 * 32 * 32);
@@ -144,7 +172,8 @@ int main(void) {
                 int w, h;
                 vt_video_scaled_size(vids[v], p->short_side, &w, &h);
                 draw *q = &d[m];
-                *q = (draw){(int)p->start, p->short_side, p->x0, p->y0, p->flip, w - 32, h - 32,
+                *q = (draw){(int)p->start, p->short_side, p->x0, p->y0, p->flip,
+                            log(p->contrast) / log(0.4), p->brightness / 0.1, w - 32, h - 32,
                             w > 32 ? (double)p->x0 / (w - 32) : 0};
                 TCHECK(p->x0 >= 0 && p->x0 + 32 <= w && p->y0 >= 0 && p->y0 + 32 <= h,
                        "crop (%d,%d) outside %dx%d", p->x0, p->y0, w, h);
@@ -164,9 +193,11 @@ int main(void) {
                                                 c.clip.pad, err, sizeof err) == 0, "%s", err);
                     vt_clip_transform(row, raw, 4, h, w, p->x0, p->y0, 32, p->flip, c.clip.mean,
                                       c.clip.std);
+                    const float *got = b->x + (int64_t)i * vt_batch_clip_floats(b);
+                    color_err = fmax(color_err, color_check(row, got, p, c.clip.std));
+                    vt_clip_color(row, 4, 32, p->contrast, p->brightness, c.clip.std);
                     checked++;
-                    mismatched += memcmp(row, b->x + (int64_t)i * vt_batch_clip_floats(b),
-                                         sizeof(float) * 3 * 4 * 32 * 32) != 0;
+                    mismatched += memcmp(row, got, sizeof(float) * 3 * 4 * 32 * 32) != 0;
                 }
             }
         }
@@ -176,9 +207,13 @@ int main(void) {
     TCHECK(checked > 400 && mismatched == 0, "%d of %d clips differ from their draws", mismatched,
            checked);
     printf("sampling: %d clips over %d epochs; %d re-decoded, identical\n", m, EPOCHS, checked);
+    /* vt_clip_color works in float with the channel mean summed in double: values of a few
+     * units carry float rounding of ~1e-6; a wrong factor, mean or shift is off by 1e-2+ */
+    printf("  colour jitter against double: max error %.2e (bound 1e-5)\n", color_err);
+    TCHECK(color_err < 1e-5, "colour jitter off by %.2e from m + (x - m) c + b / std", color_err);
 
     /* Marginals. */
-    int cs[64] = {0}, css[16] = {0}, flips = 0;
+    int cs[64] = {0}, css[16] = {0}, clc[10] = {0}, cbr[10] = {0}, flips = 0;
     for (int i = 0; i < m; i++) {
         TCHECK(d[i].start >= 0 && d[i].start < nstart, "start %d", d[i].start);
         TCHECK(d[i].ss >= 37 && d[i].ss <= 46, "short side %d", d[i].ss);
@@ -187,7 +222,13 @@ int main(void) {
         if (d[i].ss >= 37 && d[i].ss <= 46)
             css[d[i].ss - 37]++;
         flips += d[i].flip;
+        TCHECK(d[i].lc >= 0 && d[i].lc <= 1 && fabs(d[i].br) <= 1, "contrast %g, brightness %g",
+               exp(d[i].lc * log(0.4)), 0.1 * d[i].br);
+        clc[VT_MIN((int)(d[i].lc * 10), 9)]++;
+        cbr[VT_MIN((int)((d[i].br + 1) * 5), 9)]++;
     }
+    check_uniform("contrast", clc, 10, m);    /* log-uniform: log c uniform */
+    check_uniform("brightness", cbr, 10, m);
     check_uniform("start", cs, nstart, m);
     check_uniform("short side", css, nss, m);
     check_crop("crop x", d, m, 1);
@@ -222,17 +263,22 @@ int main(void) {
     double *a = vt_malloc(sizeof(double) * (size_t)m), *bb = vt_malloc(sizeof(double) * (size_t)m);
     double *cc = vt_malloc(sizeof(double) * (size_t)m), *dd = vt_malloc(sizeof(double) * (size_t)m);
     double *nx = vt_malloc(sizeof(double) * (size_t)m);
+    double *lc = vt_malloc(sizeof(double) * (size_t)m), *br = vt_malloc(sizeof(double) * (size_t)m);
     for (int i = 0; i < m; i++) {
         a[i] = d[i].start;
         bb[i] = d[i].ss;
         cc[i] = d[i].xr;
         dd[i] = d[i].flip;
         nx[i] = i + 1 < m ? d[i + 1].start : d[0].start;
+        lc[i] = d[i].lc;
+        br[i] = d[i].br;
     }
     const double lim = 5 / sqrt((double)m);
     const struct { const char *what; const double *u, *v; } pairs[] = {
         {"start/scale", a, bb}, {"start/crop x", a, cc}, {"start/flip", a, dd},
         {"scale/crop x", bb, cc}, {"crop x/flip", cc, dd}, {"start/next clip's start", a, nx},
+        {"start/contrast", a, lc}, {"contrast/brightness", lc, br}, {"flip/contrast", dd, lc},
+        {"scale/brightness", bb, br},
     };
     for (size_t i = 0; i < VT_ARRAY_LEN(pairs); i++) {
         double r = corr(pairs[i].u, pairs[i].v, m);
@@ -244,6 +290,8 @@ int main(void) {
     free(cc);
     free(dd);
     free(nx);
+    free(lc);
+    free(br);
 
     /* --no-flip: never flipped. */
     c.clip.flip = 0;
@@ -261,6 +309,30 @@ int main(void) {
     }
     vt_loader_free(&l);
     TCHECK(tot == 160 && nf == 0, "no flip: %d of %d clips flipped", nf, tot);
+
+    /* Evaluation never jitters, whatever the clip settings say. */
+    c.mode = VT_LOADER_EVAL;
+    c.clips_per_video = 2;
+    l = vt_loader_init(ds, &c, err, sizeof err);
+    VT_CHECK(l, "%s", err);
+    int ne = 0, eval_bad = 0;
+    const vt_batch *eb;
+    while ((eb = vt_loader_next(l)) != NULL)
+        for (int i = 0; i < eb->n; i++, ne++) {
+            const vt_clip_params *p = &eb->where[i];
+            int v = eb->video[i], w, h;
+            eval_bad += p->contrast != 1.0f || p->brightness != 0.0f;
+            vt_video_scaled_size(vids[v], p->short_side, &w, &h);
+            VT_CHECK(vt_video_read_clip(vids[v], raw, p->start, 4, 2, p->short_side, c.clip.pad,
+                                        err, sizeof err) == 0, "%s", err);
+            vt_clip_transform(row, raw, 4, h, w, p->x0, p->y0, 32, p->flip, c.clip.mean,
+                              c.clip.std);
+            eval_bad += memcmp(row, eb->x + (int64_t)i * vt_batch_clip_floats(eb),
+                               sizeof(float) * 3 * 4 * 32 * 32) != 0;
+        }
+    vt_loader_free(&l);
+    TCHECK(ne == 16 && eval_bad == 0, "evaluation: %d of %d clips jittered", eval_bad, ne);
+    printf("  evaluation: %d clips, none jittered\n", ne);
 
     for (int v = 0; v < MAXV; v++)
         vt_video_close(&vids[v]);

@@ -11,6 +11,7 @@
  *     the multi-tower loop against PyTorch on one device.
  * It also checks that the dump says where every clip came from, within its video.
  */
+#include <math.h>
 #include <string.h>
 
 #include "tests/apputil.h"
@@ -27,7 +28,7 @@ static void check_where(const char *dump, int crop) {
     snprintf(p, sizeof p, "%s/train.jsonl", dump);
     char *s = vt_test_slurp(p, NULL);
     TCHECK(s != NULL, "%s written", p);
-    int lines = 0, bad = 0, flips = 0;
+    int lines = 0, bad = 0, flips = 0, clips = 0, jittered = 0;
     for (char *save = NULL, *l = s ? strtok_r(s, "\n", &save) : NULL; l;
          l = strtok_r(NULL, "\n", &save)) {
         cJSON *j = cJSON_Parse(l);
@@ -43,12 +44,23 @@ static void check_where(const char *dump, int crop) {
                    y0 < 0 || VT_MIN(x0, y0) > ss - crop;
             flips += cJSON_GetArrayItem(e, 4)->valueint;
         }
+        /* `vidtrain train`'s colour jitter defaults: contrast in [0.4, 1], brightness
+         * within +-0.1 (float32 values printed: a hair of slack) */
+        const cJSON *col = cJSON_GetObjectItem(j, "color");
+        for (int i = 0; i < cJSON_GetArraySize(col); i++, clips++) {
+            double ct = cJSON_GetArrayItem(cJSON_GetArrayItem(col, i), 0)->valuedouble;
+            double br = cJSON_GetArrayItem(cJSON_GetArrayItem(col, i), 1)->valuedouble;
+            bad += ct < 0.4 - 1e-6 || ct > 1 + 1e-6 || fabs(br) > 0.1 + 1e-6;
+            jittered += ct != 1.0 || br != 0.0;
+        }
         cJSON_Delete(j);
     }
     free(s);
     TCHECK(lines > 0, "%s: %d steps", p, lines);
     TCHECK(bad == 0, "%d clips with a start, short side or crop outside their ranges", bad);
     TCHECK(flips == 0, "--no-flip: %d flipped clips", flips);
+    TCHECK(clips > 0 && jittered == clips, "colour jitter on %d of %d clips (the defaults jitter "
+           "every clip)", jittered, clips);
 }
 
 int main(void) {

@@ -1,5 +1,6 @@
 /*
- * sample.c: clip positions, crops, flips and the uint8 -> normalised float transform.
+ * sample.c: clip positions, crops, flips, colour jitter and the uint8 -> normalised float
+ * transform.
  *
  * Each function is a pure function of its arguments (randomness comes in as a key
  * built from seed, epoch and sample index), so that tests can pin exact values and a
@@ -21,6 +22,8 @@ void vt_clip_cfg_default(vt_clip_cfg *c) {
     c->jitter_min = 128;
     c->jitter_max = 160;
     c->flip = 1;
+    c->contrast_min = 1.0f;
+    c->brightness = 0.0f;
     c->ncrops = 1;
     /* Kinetics-400 statistics, as torchvision's video models were trained with. */
     const float mean[3] = {0.43216f, 0.394666f, 0.37645f};
@@ -38,8 +41,12 @@ uint64_t vt_sample_key(uint64_t seed, int64_t epoch, int64_t index) {
     return vt_hash64(k ^ vt_hash64((uint64_t)index));
 }
 
-/* Sub-draw j of a key: independent words for start, scale, x, y, flip. */
+/* Sub-draw j of a key: independent words for start, scale, x, y, flip, contrast,
+ * brightness. */
 static uint64_t draw(uint64_t key, uint64_t j) { return vt_hash64(key + j * 0xD1B54A32D192ED03ull); }
+
+/* Uniform double in [0, 1) from the top 53 bits of a word. */
+static double unit(uint64_t word) { return (double)(word >> 11) * 0x1p-53; }
 
 /* Uniform integer in [0, n) from a 64-bit word (multiply-shift; bias < n / 2^64). */
 static int64_t below(uint64_t word, int64_t n) {
@@ -61,6 +68,12 @@ void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t 
     out->x0 = (int)below(draw(key, 2), (int64_t)VT_MAX(w - c->crop + 1, 1));
     out->y0 = (int)below(draw(key, 3), (int64_t)VT_MAX(h - c->crop + 1, 1));
     out->flip = c->flip ? (int)(draw(key, 4) >> 63) : 0;
+    /* The draws are taken whether or not the jitter is on, so that turning it off leaves
+     * every other choice of the clip as it was. */
+    double uc = unit(draw(key, 5)), ub = unit(draw(key, 6));
+    double lo = c->contrast_min > 0 && c->contrast_min < 1 ? c->contrast_min : 1.0;
+    out->contrast = (float)exp(log(lo) * (1.0 - uc)); /* log-uniform in [lo, 1] */
+    out->brightness = (float)((2.0 * ub - 1.0) * c->brightness);
 }
 
 int64_t vt_sample_eval_start(int64_t nframes, int span, int k, int K) {
@@ -108,6 +121,24 @@ void vt_clip_transform(float *out, const uint8_t *in, int t, int h, int w, int x
                 o2[x] = (float)px[2] * scale[2] + shift[2];
             }
         }
+    }
+}
+
+void vt_clip_color(float *x, int t, int crop, float contrast, float brightness,
+                   const float std[3]) {
+    if (contrast == 1.0f && brightness == 0.0f)
+        return;
+    int64_t plane = (int64_t)t * crop * crop;
+    for (int ch = 0; ch < 3; ch++) {
+        float *o = x + ch * plane;
+        double sum = 0;
+        for (int64_t i = 0; i < plane; i++)
+            sum += o[i];
+        /* x' = x * contrast + (m * (1 - contrast) + brightness / std): one multiply-add */
+        float a = contrast;
+        float b = (float)(sum / (double)plane * (1.0 - contrast) + brightness / std[ch]);
+        for (int64_t i = 0; i < plane; i++)
+            o[i] = o[i] * a + b;
     }
 }
 

@@ -1,7 +1,8 @@
 /*
  * sample.h: where a clip comes from and how it is turned into network input — the
- * epoch order, the clip start frame, the short-side scale, the crop, the flip, and the
- * uint8 (T, H, W, 3) -> float (3, T, crop, crop) transform with mean/std.
+ * epoch order, the clip start frame, the short-side scale, the crop, the flip, the
+ * contrast and brightness jitter, and the uint8 (T, H, W, 3) -> float (3, T, crop, crop)
+ * transform with mean/std.
  *
  * Every random choice is a pure function of (seed, epoch, sample index) through
  * vt_hash64, never of a shared RNG consumed by threads in timing order: a sample gets
@@ -23,6 +24,10 @@ typedef struct vt_clip_cfg {
     int jitter_min, jitter_max; /* train: short side drawn in [min, max] (default 128, 160) */
     int flip;              /* train: random horizontal flip (default 1; --no-flip for
                               direction classes: flipping turns "left" into "right") */
+    float contrast_min;    /* train: contrast factor drawn log-uniform in [contrast_min, 1]
+                              per clip (default 1: off; `vidtrain train` defaults 0.4) */
+    float brightness;      /* train: brightness shift uniform in [-b, b] per clip, in units
+                              of the [0,1] pixel range (default 0: off; train 0.1) */
     int ncrops;            /* eval: 1 (centre) or 3 (start/centre/end of the long side) */
     float mean[3], std[3]; /* per RGB channel on [0,1] pixels (Kinetics defaults) */
     vt_pad_policy pad;     /* clips longer than the video (default VT_PAD_LOOP) */
@@ -33,12 +38,15 @@ void vt_clip_cfg_default(vt_clip_cfg *c);
 static inline int vt_clip_span(const vt_clip_cfg *c) { return (c->t - 1) * c->stride + 1; }
 
 /* What one clip is: frames start + k*stride decoded at short_side, then crop at
- * (x0, y0) of size crop, then (flip) mirrored. */
+ * (x0, y0) of size crop, then (flip) mirrored, then (training) each channel's values
+ * moved toward the clip's mean of that channel by the factor contrast and shifted by
+ * brightness (vt_clip_color). contrast 1, brightness 0: unchanged (evaluation). */
 typedef struct vt_clip_params {
     int64_t start;
     int short_side;
     int x0, y0;
     int flip;
+    float contrast, brightness;
 } vt_clip_params;
 
 /* The per-sample random word: vt_hash64 chain over seed, epoch, sample index. */
@@ -46,7 +54,8 @@ uint64_t vt_sample_key(uint64_t seed, int64_t epoch, int64_t index);
 
 /* Training: start uniform in [0, nframes - span] (0 when the video is shorter than the
  * span: the pad policy fills it), short side uniform in [jitter_min, jitter_max], crop
- * position uniform, flip with probability 1/2 when cfg->flip. Needs the decoded size, so
+ * position uniform, flip with probability 1/2 when cfg->flip, contrast log-uniform in
+ * [contrast_min, 1], brightness uniform in [-brightness, brightness]. Needs the decoded size, so
  * it is two steps: the scale first, then the crop for the (w, h) that scale gives. */
 int vt_sample_train_scale(const vt_clip_cfg *c, uint64_t key);
 void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t key,
@@ -66,6 +75,14 @@ void vt_sample_eval_crop(int *x0, int *y0, int w, int h, int crop, int c, int nc
  * x' = flip ? crop-1-x : x.  in: (t, h, w, 3) uint8 RGB. */
 void vt_clip_transform(float *out, const uint8_t *in, int t, int h, int w, int x0, int y0,
                        int crop, int flip, const float mean[3], const float std[3]);
+
+/* Contrast and brightness of one transformed clip x (3, t, crop, crop), per channel ch:
+ * x = m + (x - m) * contrast + brightness / std[ch], m the clip's mean of channel ch — in
+ * pixel terms v' = m' + (v - m') * contrast + 255 * brightness, the same for every frame,
+ * so the motion is untouched. Not clamped to the pixel range. Nothing when contrast is 1
+ * and brightness 0. */
+void vt_clip_color(float *x, int t, int crop, float contrast, float brightness,
+                   const float std[3]);
 
 /* Fisher-Yates with a vt_rng seeded from (seed, epoch): the epoch order of n samples. */
 void vt_sample_shuffle(int32_t *perm /* (n) */, int64_t n, uint64_t seed, int64_t epoch);

@@ -163,6 +163,12 @@ static void get_float(const cJSON *j, const char *k, float *dst) {
 #define G_STR(f) get_str(j, #f, o->f, sizeof o->f)
 #define G_INT(f) get_int(j, #f, &o->f)
 #define G_FLT(f) get_float(j, #f, &o->f)
+/* An option that configurations written before it existed lack: those runs trained
+ * without it, so their value is `before`, not today's default. */
+#define G_INT_SINCE(f, before) \
+    do { if (!cJSON_GetObjectItemCaseSensitive(j, #f)) o->f = (before); else G_INT(f); } while (0)
+#define G_FLT_SINCE(f, before) \
+    do { if (!cJSON_GetObjectItemCaseSensitive(j, #f)) o->f = (before); else G_FLT(f); } while (0)
 
 void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_STR(data);
@@ -175,28 +181,18 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_INT(jitter_min);
     G_INT(jitter_max);
     G_INT(flip);
-    /* Runs written before the colour jitter existed trained without it. */
-    if (!cJSON_GetObjectItemCaseSensitive(j, "contrast_min"))
-        o->contrast_min = 1.0f;
-    if (!cJSON_GetObjectItemCaseSensitive(j, "brightness"))
-        o->brightness = 0.0f;
-    G_FLT(contrast_min);
-    G_FLT(brightness);
+    G_FLT_SINCE(contrast_min, 1.0f); /* 1 and 0: no colour jitter */
+    G_FLT_SINCE(brightness, 0.0f);
     G_INT(epochs);
     G_INT(batch);
     G_STR(optim);
     G_FLT(lr);
     G_FLT(momentum);
-    /* Configurations written before these options existed trained without them. */
-    if (!cJSON_GetObjectItemCaseSensitive(j, "nesterov"))
-        o->nesterov = 0;
-    if (!cJSON_GetObjectItemCaseSensitive(j, "warmup_epochs"))
-        o->warmup_epochs = 0;
-    G_INT(nesterov);
+    G_INT_SINCE(nesterov, 0);
     G_FLT(wd);
     G_FLT(clip_norm);
     G_STR(sched);
-    G_FLT(warmup_epochs);
+    G_FLT_SINCE(warmup_epochs, 0);
     G_FLT(time_budget);
     G_INT(step_epochs);
     G_FLT(gamma);

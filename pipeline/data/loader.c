@@ -241,7 +241,7 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
         info = *vt_video_get_info(v);
     }
     int64_t nframes = info.nframes;
-    vt_clip_params p = {0};
+    vt_clip_params p = {.contrast = 1.0f}; /* evaluation: no colour jitter */
     uint64_t key = 0;
     int fw, fh;
     if (c->mode == VT_LOADER_TRAIN) {
@@ -304,11 +304,8 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
     }
     vt_clip_transform(b->x + (int64_t)n * l->clip_floats, w->scratch, cc->t, fh, fw, p.x0, p.y0,
                       cc->crop, p.flip, cc->mean, cc->std);
-    if (c->mode == VT_LOADER_TRAIN)
-        vt_clip_color(b->x + (int64_t)n * l->clip_floats, cc->t, cc->crop, p.contrast,
-                      p.brightness, cc->std);
-    else
-        p.contrast = 1.0f; /* evaluation: no jitter (brightness is 0 from the init) */
+    vt_clip_color(b->x + (int64_t)n * l->clip_floats, cc->t, cc->crop, p.contrast,
+                  p.brightness, cc->std);
     const vt_dataset_video *dv = &l->ds->videos[s.video];
     for (int h = 0; h < b->nheads; h++) {
         if (b->head_loss[h] == VT_LOSS_BCE) {

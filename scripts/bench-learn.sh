@@ -18,7 +18,7 @@
 #   SEEDS="1 2 3"  BUDGET=300  BENCH_DIR=scratch  VT_BIN=path/to/vidtrain
 #   SYNTH_ARGS="--train 16 --test 6" (passed to synth)
 #   SIDES="defaults recipe twin" (a subset runs only those; the table compares what ran)
-#   DEFAULTS_ARGS="..." (appended to the defaults side's options, for experiments)
+#   DEFAULTS_ARGS="...", RECIPE_ARGS="..." (appended to that side's options, for experiments)
 # OpenBLAS: OPENBLAS_CORETYPE is unset for every side, so OpenBLAS picks its kernels for
 # this CPU itself (a machine whose environment pins an older core — this one had
 # OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU — would slow vidtrain's convolutions, which
@@ -76,9 +76,10 @@ for s in $seeds; do
         vt_run defaults "$data" "$s" best --no-flip --time-budget "$budget" ${DEFAULTS_ARGS:-} ;;
     esac
     case $sides in *" recipe "*)
+        # shellcheck disable=SC2086
         vt_run recipe "$data" "$s" last --model tiny --clip 8x64 --stride 2 --batch 16 --optim sgd \
             --nesterov --lr 0.05 --wd 1e-4 --label-smoothing 0 --sched onecycle --val-split 0 \
-            --eval-every 100000 --no-flip --time-budget "$budget" ;;
+            --eval-every 100000 --no-flip --time-budget "$budget" ${RECIPE_ARGS:-} ;;
     esac
     case $sides in *" twin "*) ;; *) continue ;; esac
     /usr/bin/time -f "%e" -o "$work/twin.s$s.time" "$py" "$root/scripts/torch_twin.py" train \

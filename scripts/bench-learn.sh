@@ -18,7 +18,8 @@
 #   SEEDS="1 2 3"  BUDGET=300  BENCH_DIR=scratch  VT_BIN=path/to/vidtrain
 #   SYNTH_ARGS="--train 16 --test 6" (passed to synth)
 #   SIDES="defaults recipe twin" (a subset runs only those; the table compares what ran)
-#   DEFAULTS_ARGS="...", RECIPE_ARGS="..." (appended to that side's options, for experiments)
+#   DEFAULTS_ARGS="...", RECIPE_ARGS="...", TWIN_ARGS="..." (appended to that side's
+#   options, for experiments; e.g. RECIPE_ARGS="--stride 3" TWIN_ARGS="--stride 3")
 # OpenBLAS: OPENBLAS_CORETYPE is unset for every side, so OpenBLAS picks its kernels for
 # this CPU itself (a machine whose environment pins an older core — this one had
 # OPENBLAS_CORETYPE=Haswell on an AVX-512 CPU — would slow vidtrain's convolutions, which
@@ -82,8 +83,9 @@ for s in $seeds; do
             --eval-every 100000 --no-flip --time-budget "$budget" ${RECIPE_ARGS:-} ;;
     esac
     case $sides in *" twin "*) ;; *) continue ;; esac
+    # shellcheck disable=SC2086
     /usr/bin/time -f "%e" -o "$work/twin.s$s.time" "$py" "$root/scripts/torch_twin.py" train \
-        "$data" --budget "$budget" --seed "$s" > "$work/twin.s$s.log" 2>&1
+        "$data" --budget "$budget" --seed "$s" ${TWIN_ARGS:-} > "$work/twin.s$s.log" 2>&1
     line=$(grep '^RESULT ' "$work/twin.s$s.log" | cut -d' ' -f2-)
     "$py" -c 'import json,sys; r=json.loads(sys.argv[1]); print("twin\t%s\t%d\t%.1f\t%.1f\t%.1f" % (sys.argv[2], r["epochs"], r["job_s"], r["clips"]/r["job_s"], 100*r["test_video_top1"]))' \
         "$line" "$s" | tee -a "$res"

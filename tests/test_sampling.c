@@ -57,6 +57,25 @@ static double color_check(const float *row, const float *got, const vt_clip_para
     return worst;
 }
 
+/* The clip p names, decoded and transformed independently of the loader (no colour):
+ * a seek and a decode of its frames at its short side, then the crop and flip. raw grows
+ * to the largest frame stack seen. */
+static void plain_clip(float *row, vt_video *v, const vt_clip_params *p, const vt_clip_cfg *cc,
+                       uint8_t **raw, int64_t *maxpix) {
+    char err[1024];
+    int w, h;
+    vt_video_scaled_size(v, p->short_side, &w, &h);
+    int64_t need = (int64_t)4 * w * h * 3;
+    if (need > *maxpix) {
+        free(*raw);
+        *raw = vt_malloc((size_t)need);
+        *maxpix = need;
+    }
+    VT_CHECK(vt_video_read_clip(v, *raw, p->start, 4, 2, p->short_side, cc->pad, err,
+                                sizeof err) == 0, "%s", err);
+    vt_clip_transform(row, *raw, 4, h, w, p->x0, p->y0, 32, p->flip, cc->mean, cc->std);
+}
+
 /* chi-square of counts against the uniform over k bins */
 static double chi2(const int *cnt, int k, int n) {
     double e = (double)n / k, c = 0;
@@ -183,16 +202,7 @@ int main(void) {
                 /* The pixels are the draws: decode, crop and flip independently. Every
                  * 7th clip: each is a seek and a decode. */
                 if (m % 7 == 0) {
-                    int64_t need = (int64_t)4 * w * h * 3;
-                    if (need > maxpix) {
-                        free(raw);
-                        raw = vt_malloc((size_t)need);
-                        maxpix = need;
-                    }
-                    VT_CHECK(vt_video_read_clip(vids[v], raw, p->start, 4, 2, p->short_side,
-                                                c.clip.pad, err, sizeof err) == 0, "%s", err);
-                    vt_clip_transform(row, raw, 4, h, w, p->x0, p->y0, 32, p->flip, c.clip.mean,
-                                      c.clip.std);
+                    plain_clip(row, vids[v], p, &c.clip, &raw, &maxpix);
                     const float *got = b->x + (int64_t)i * vt_batch_clip_floats(b);
                     color_err = fmax(color_err, color_check(row, got, p, c.clip.std));
                     vt_clip_color(row, 4, 32, p->contrast, p->brightness, c.clip.std);
@@ -320,13 +330,8 @@ int main(void) {
     while ((eb = vt_loader_next(l)) != NULL)
         for (int i = 0; i < eb->n; i++, ne++) {
             const vt_clip_params *p = &eb->where[i];
-            int v = eb->video[i], w, h;
             eval_bad += p->contrast != 1.0f || p->brightness != 0.0f;
-            vt_video_scaled_size(vids[v], p->short_side, &w, &h);
-            VT_CHECK(vt_video_read_clip(vids[v], raw, p->start, 4, 2, p->short_side, c.clip.pad,
-                                        err, sizeof err) == 0, "%s", err);
-            vt_clip_transform(row, raw, 4, h, w, p->x0, p->y0, 32, p->flip, c.clip.mean,
-                              c.clip.std);
+            plain_clip(row, vids[eb->video[i]], p, &c.clip, &raw, &maxpix);
             eval_bad += memcmp(row, eb->x + (int64_t)i * vt_batch_clip_floats(eb),
                                sizeof(float) * 3 * 4 * 32 * 32) != 0;
         }

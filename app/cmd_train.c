@@ -53,6 +53,11 @@ static void usage(FILE *f) {
         "                        pixel range (default 0.1; 0 = off). The same for every frame\n"
         "                        of a clip, so motion is untouched; evaluation never jitters\n"
         "  --dropout P           dropout before the classifier (default 0)\n"
+        "  --precise-bn K        before each validation and after the last epoch, batch-norm\n"
+        "                        statistics recomputed from K clean clips (centre crop, no\n"
+        "                        jitter) per training video, at most 2048 clips (default 4\n"
+        "                        with the colour jitter on, else 0 = off): the jittered\n"
+        "                        training clips' statistics misjudge clean ones\n"
         "optimisation:\n"
         "  --epochs N            (default: enough to see 8000 clips, at least 30)\n"
         "  --time-budget T       instead of --epochs: the epochs that fit T (300, 300s, 5m,\n"
@@ -117,7 +122,8 @@ static void usage(FILE *f) {
         "  --dump DIR            write what a PyTorch twin needs to replay the run step by\n"
         "                        step: initial and final state, every batch with its LR,\n"
         "                        the last validation's inputs and outputs (small runs only;\n"
-        "                        scripts/torch_twin.py parity DIR checks them)\n"
+        "                        scripts/torch_twin.py parity DIR checks them). Precise BN\n"
+        "                        is not part of the replay: --dump turns it off\n"
         "  -q, --quiet           no progress display\n\n"
         "Ctrl-C (SIGINT) or SIGTERM: the current step finishes, RUN/last.safetensors is\n"
         "written (resumable with --resume) and vidtrain exits with 130 (SIGINT) or 143\n"
@@ -225,6 +231,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--precision")) { if (r < 0 || vt_precision_parse(v) < 0) BAD(); snprintf(o->precision, sizeof o->precision, "%s", v); continue; }
         if (OPT("--contrast")) { if (r < 0 || vt_parse_float(v, 0.01, 1, &o->contrast_min)) BAD(); continue; }
         if (OPT("--brightness")) { if (r < 0 || vt_parse_float(v, 0, 1, &o->brightness)) BAD(); continue; }
+        if (OPT("--precise-bn")) { if (r < 0 || vt_parse_int(v, 0, 64, &o->precise_bn)) BAD(); continue; }
         if (OPT("--dropout")) { if (r < 0 || vt_parse_float(v, 0, 0.99, &o->dropout)) BAD(); continue; }
         if (OPT("--epochs")) { if (r < 0 || vt_parse_int(v, 1, 100000, &o->epochs)) BAD(); epochs_given = 1; continue; }
         if (OPT("--time-budget")) { if (r < 0 || (o->time_budget = (float)vt_parse_duration(v)) <= 0) BAD(); continue; }
@@ -297,6 +304,16 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
                         "--resume\n");
         return 2;
     }
+    /* The twin replays training steps; a precise-BN pass between them would change the
+     * running statistics it checks step by step. */
+    if (o->dump[0] && o->precise_bn > 0) {
+        fprintf(stderr, "vidtrain train: --dump replays training steps, which precise BN is "
+                        "not part of: not with --precise-bn %d (0, or leave it out)\n",
+                o->precise_bn);
+        return 2;
+    }
+    if (o->dump[0])
+        o->precise_bn = 0;
     if (pos)
         snprintf(o->data, sizeof o->data, "%s", pos);
     if (!o->data[0] || !o->out[0]) {

@@ -100,6 +100,11 @@ int vt_train_fit_budget(vt_train *t);
 /* The state the timing above puts back, in RUN while it times (training removes one a
  * killed run left). */
 #define VT_TRAIN_BUDGET_STATE ".budget.safetensors"
+/* Precise BN (train_bn.c): the towers' BN running statistics recomputed from
+ * --precise-bn K clean, evaluation-style clips of each training video (at most 2048
+ * clips: a large set takes every j-th video) with the current weights; parameters
+ * untouched. Nothing when K is 0. 0, or -1 (printed). */
+int vt_train_precise_bn(vt_train *t);
 /* The validation pass's options. */
 void vt_train_val_opts(vt_eval_opts *eo, const vt_train_opts *o);
 

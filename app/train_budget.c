@@ -1,7 +1,7 @@
 /*
  * train_budget.c: --time-budget T, the number of epochs that fits T. Steps from epoch 0
  * on are timed on real batches (decode included; learning rate 0) and the
- * validation on a few videos, then the state before them is loaded back and the loader
+ * validation on a few videos and a precise-BN pass, then the state before them is loaded back and the loader
  * restarts at epoch 0, batch 0: the run that follows is bit for bit the one
  * `--epochs E` gives. It must never leave a trace of the timing in the run: the towers,
  * the loader and the run folder are as they were (its scratch checkpoint is removed).
@@ -84,6 +84,11 @@ int vt_train_fit_budget(vt_train *t) {
             return -1;
         }
     }
+    /* Precise BN (train_bn.c): with every validation and after the last epoch. */
+    double t_bn = vt_now();
+    if (vt_train_precise_bn(t) != 0)
+        return -1;
+    t_bn = vt_now() - t_bn;
     vt_run_state back;
     if (vt_run_load(path, t->towers, 1, &back, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain train: --time-budget: %s: %s\n", path, err);
@@ -105,7 +110,7 @@ int vt_train_fit_budget(vt_train *t) {
         r.epochs = e;
         vt_train_opts_resolve(&r, ntrain, gpu);
         int nv = nval > 0 ? (e + r.eval_every - 1) / r.eval_every : 0;
-        if (e * epoch_s + nv * (t_val + t_save) > left)
+        if (e * epoch_s + nv * (t_val + t_save) + VT_MAX(nv, 1) * t_bn > left)
             break;
         best = e;
     }
@@ -115,10 +120,11 @@ int vt_train_fit_budget(vt_train *t) {
     snprintf(r.dump, sizeof r.dump, "%s", o->dump);
     *o = r;
     fprintf(out, "time budget %.0f s: %.0f s used so far; training %.1f clips/s (decode "
-                 "included, %lld steps timed): an epoch %.1f s, validation %.1f s, a checkpoint "
-                 "%.2f s: %d epochs\n",
+                 "included, %lld steps timed): an epoch %.1f s, validation %.1f s, precise BN "
+                 "%.1f s, a checkpoint %.2f s: %d epochs\n",
             (double)o->time_budget, vt_now() - t->t_start, 1.0 / per_clip,
-            (long long)(clips > 0 ? steps - untimed : steps), epoch_s, t_val, t_save, o->epochs);
+            (long long)(clips > 0 ? steps - untimed : steps), epoch_s, t_val, t_bn, t_save,
+            o->epochs);
     if (left < epoch_s)
         fprintf(out, "  (one epoch does not fit the budget: it trains one anyway)\n");
     return 0;

@@ -204,6 +204,12 @@ int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
     vt_progress_free(pg);
     int do_val = t->nval > 0 && ((epoch + 1) % o->eval_every == 0 || epoch + 1 == o->epochs);
     double vacc = NAN, vloss = NAN;
+    /* The running statistics that validation and the checkpoints carry: from clean clips
+     * (train_bn.c), at every validation and at the end. */
+    if ((do_val || epoch + 1 == o->epochs) && vt_train_precise_bn(t) != 0) {
+        cJSON_Delete(line);
+        return -1;
+    }
     if (do_val) {
         char extra[1024] = "";
         if (validate(t, epoch, line, extra, sizeof extra, &vacc, &vloss) != 0) {

@@ -18,6 +18,7 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->flip = 1;
     o->contrast_min = 0.4f;
     o->brightness = 0.1f;
+    o->precise_bn = -1;
     snprintf(o->optim, sizeof o->optim, "sgd");
     o->momentum = 0.9f;
     o->nesterov = 1;
@@ -73,6 +74,8 @@ void vt_train_opts_resolve(vt_train_opts *o, int ntrain, int gpu) {
                                ? 0 : (float)o->epochs / 5;
     if (!o->eval_every)
         o->eval_every = VT_MAX(1, o->epochs / 10);
+    if (o->precise_bn < 0)
+        o->precise_bn = o->contrast_min < 1 || o->brightness > 0 ? 4 : 0;
 }
 
 #define J_STR(f) cJSON_AddStringToObject(j, #f, o->f)
@@ -107,6 +110,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(gamma);
     J_NUM(smoothing);
     J_NUM(dropout);
+    J_NUM(precise_bn);
     J_NUM(workers);
     J_NUM(queue);
     J_STR(frame_cache);
@@ -198,6 +202,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_FLT(gamma);
     G_FLT(smoothing);
     G_FLT(dropout);
+    G_INT_SINCE(precise_bn, 0);
     G_INT(workers);
     G_INT(queue);
     G_STR(frame_cache);

@@ -50,6 +50,9 @@ struct vt_net {
     void *grad_ready_ctx;
     int64_t ready_lo;     /* the last lo reported this backward (checks the order) */
     int64_t *bn_count;    /* (nnodes) host: the (global) count of each BN's last forward */
+    float bn_momentum;    /* running statistics' update weight in training forwards */
+    int bn_pass;          /* a statistics pass (vt_net_set_bn_momentum m > 0): forwards
+                             are not counted in num_batches_tracked */
     float *host_loss;     /* (nheads, mb) host copy of the per-clip losses */
 };
 
@@ -119,6 +122,7 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
     }
     net->be = be;
     net->mb = max_batch;
+    net->bn_momentum = VT_BN_MOMENTUM;
     const vt_graph *g = &net->g;
     if (vt_backend_set_precision(be, cfg->precision, err, errlen) < 0) {
         vt_graph_free(&net->g);
@@ -200,6 +204,12 @@ void vt_net_zero_grad(vt_net *net) {
 }
 
 void vt_net_set_dropout_seed(vt_net *net, uint64_t seed) { net->dropout_seed = seed; }
+
+void vt_net_set_bn_momentum(vt_net *net, float m) {
+    VT_CHECK(m >= 0 && m <= 1, "BN momentum %g outside [0, 1]", (double)m);
+    net->bn_momentum = m > 0 ? m : VT_BN_MOMENTUM;
+    net->bn_pass = m > 0;
+}
 
 void vt_net_set_bn_sync(vt_net *net, vt_allreduce_fn fn, void *ctx) {
     net->bn_sync = fn;
@@ -317,11 +327,12 @@ static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, in
         count = llroundf(fc);
     }
     net->bn_count[i] = count;
-    VT_OP(be, axpy, buffer(net, nd->nbt), 1.0f, net->ws + net->g.one_off, 1);
+    if (!net->bn_pass)
+        VT_OP(be, axpy, buffer(net, nd->nbt), 1.0f, net->ws + net->g.one_off, 1);
     if (count == 0)
         return; /* every tower empty: nothing to normalise, running statistics kept */
     VT_OP(be, bn_finalize, mean, invstd, buffer(net, nd->rm), buffer(net, nd->rv), buf, buf + c,
-          count, c, VT_BN_MOMENTUM, VT_BN_EPS);
+          count, c, net->bn_momentum, VT_BN_EPS);
     VT_OP(be, bn_apply, out, x, mean, invstd, param(net, nd->wt), param(net, nd->bt), n, c, s);
 }
 

@@ -140,6 +140,12 @@ void vt_net_set_dropout_seed(vt_net *net, uint64_t seed);
  * even with n == 0. NULL = per-tower statistics (the default). */
 typedef void (*vt_allreduce_fn)(void *ctx, float *buf, int64_t n);
 void vt_net_set_bn_sync(vt_net *net, vt_allreduce_fn fn, void *ctx);
+/* The weight m of a training forward's batch statistics in the running ones:
+ * running = (1 - m) * running + m * batch (PyTorch's BN momentum). 0: the default, 0.1.
+ * A precise-statistics pass sets m = n / (clips so far + n) for each forward of n clips,
+ * which leaves the clip-weighted average of the passes' statistics; while m > 0 is set,
+ * training forwards are not counted in num_batches_tracked (they train nothing). */
+void vt_net_set_bn_momentum(vt_net *net, float m);
 /* Replicas' buffers (BN running statistics) made one, for towers without sync-BN: every
  * replica calls it after a step, with weight = its share of the step's clips and `sum` a
  * hook as above (buffers are backend memory). Afterwards every replica holds

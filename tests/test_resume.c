@@ -4,7 +4,9 @@
  * (every tensor: weights, BN buffers, optimizer state; the CPU backend is deterministic),
  * with 1 decode worker and with several. k is chosen so the stop lands in the middle of
  * an epoch (the loader resumes at the next batch) and the resumed run crosses an epoch
- * end. The uninterrupted run is the outside truth.
+ * end, with its validation and precise-BN pass. The uninterrupted run is the outside
+ * truth. Precise BN itself changes no step: without it, the weights and optimizer state
+ * are the same bytes and only the running statistics differ.
  *
  * The same promise for --time-budget T: its timing steps (several epochs of them, at
  * learning rate 0, with 2 decode workers) leave no trace, so the run equals `--epochs E`
@@ -62,6 +64,43 @@ static void same_checkpoint(const char *a, const char *b, const char *what) {
     vt_ckpt_info_free(&ib);
 }
 
+/* Precise BN changes no training step: b (the same run with --precise-bn 0) holds every
+ * weight and optimizer byte of a, and running statistics that differ from a's. */
+static void same_steps_other_stats(const char *a, const char *b, const char *what) {
+    vt_ckpt_info ia, ib;
+    char err[512];
+    if (vt_ckpt_read_info(&ia, a, err, sizeof err) != 0) {
+        TCHECK(0, "%s: %s", a, err);
+        return;
+    }
+    if (vt_ckpt_read_info(&ib, b, err, sizeof err) != 0) {
+        TCHECK(0, "%s: %s", b, err);
+        vt_ckpt_info_free(&ia);
+        return;
+    }
+    char *da = vt_test_slurp(a, NULL), *db = vt_test_slurp(b, NULL);
+    long stats = 0, other = 0;
+    for (int i = 0; da && db && i < ia.ntensors; i++) {
+        const vt_ckpt_tensor *x = &ia.tensors[i], *y = vt_ckpt_find(&ib, x->name);
+        TCHECK(y && y->end - y->begin == x->end - x->begin, "%s: %s layout", what, x->name);
+        if (!y || y->end - y->begin != x->end - x->begin)
+            continue;
+        long d = 0;
+        for (int64_t k = 0; k < x->end - x->begin; k++)
+            d += da[ia.data_start + x->begin + k] != db[ib.data_start + y->begin + k];
+        if (strstr(x->name, "running_"))
+            stats += d;
+        else
+            other += d;
+    }
+    TCHECK(da && db && other == 0, "%s: %ld weight/optimizer bytes differ", what, other);
+    TCHECK(stats > 0, "%s: the running statistics are the same with and without it", what);
+    free(da);
+    free(db);
+    vt_ckpt_info_free(&ia);
+    vt_ckpt_info_free(&ib);
+}
+
 /* The "train_loss" of epoch `epoch` in RUN/metrics.jsonl, as printed text (exactness). */
 static int epoch_loss(const char *run_dir, int epoch, char *out, size_t n) {
     char p[4200];
@@ -93,8 +132,10 @@ int main(void) {
      * crosses the end of epoch 2 (its metrics line must match too). */
     TCHECK(vt_test_synth(bin, dir, "--classes 2 --train 6 --val 1 --test 1 --frames 12 "
                                    "--size 40x32") == 0, "synth");
-    /* dropout: its masks follow the step count, which a resumed run must pick up */
-    const char *common = "--clip 4x32 --batch 4 --epochs 5 --lr 0.05 --eval-every 100 "
+    /* dropout: its masks follow the step count, which a resumed run must pick up; a
+     * validation at every epoch end, and with it a precise-BN pass (the colour jitter is
+     * on), which the resumed run must repeat exactly at the end of epoch 2 */
+    const char *common = "--clip 4x32 --batch 4 --epochs 5 --lr 0.05 --eval-every 1 "
                          "--dropout 0.3 --no-flip --seed 7 -q --log-every 1";
 
     /* The truth: 8 steps in one go, 1 worker. */
@@ -121,6 +162,17 @@ int main(void) {
         int fb = epoch_loss(rd, 2, lb, sizeof lb);
         TCHECK(fa == 1 && fb == 1, "%s: epoch 2 logged once (%d, %d)", what, fa, fb);
         TCHECK(!strcmp(la, lb), "%s: epoch 2 train loss %s vs %s", what, la, lb);
+    }
+
+    /* Precise BN only replaces running statistics: without it, the same steps. */
+    TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/nopbn' %s --workers 1 --max-steps 8 "
+                      "--precise-bn 0 > '%s/nopbn.log' 2>&1", bin, dir, dir, common, dir) == 0,
+           "run without precise BN");
+    {
+        char a[4200], b[4200];
+        snprintf(a, sizeof a, "%s/full/last.safetensors", dir);
+        snprintf(b, sizeof b, "%s/nopbn/last.safetensors", dir);
+        same_steps_other_stats(a, b, "--precise-bn 0 against the default 4");
     }
 
     /* --time-budget 5: 3 s of timing steps (the shortest window), then the epochs that fit

@@ -36,12 +36,15 @@
  *    buckets (tiny has ~70 of them, reduced while backward goes on, with micro-batches,
  *    sync-BN, an empty tower) give bitwise the parameters and buffers of the same runs
  *    reduced in one call.
+ * 5. Precise BN (vt_towers_bn_stats): the running statistics a pass leaves are the
+ *    clip-weighted average of its forwards' batch statistics (precise_bn_family).
  */
 #include <string.h>
 
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
+#include "models/registry.h"
 #include "pipeline/parallel/tower.h"
 #include "tests/testutil.h"
 
@@ -138,13 +141,11 @@ static void result_free(run_result *r) {
     free(r->probs[1]);
 }
 
-/* ntowers cpu towers (1 thread each) with budgets (0 = unlimited) and a split policy;
- * 3 steps on `batches` (three batches of B), then an eval of the first batch. */
-static int run(run_result *res, const char *what, const setup *su, int ntowers,
-               const int64_t *budgets, const char *policy, const char *backend,
-               vt_batch *batches) {
-    memset(res, 0, sizeof *res);
-    double t_start = vt_now();
+/* ntowers cpu towers (1 thread each) with budgets (0 = unlimited), a split policy and
+ * backends (one name, or a comma list with one entry per tower) for batches of B. */
+static vt_towers *towers_new(const char *what, const setup *su, int ntowers,
+                             const int64_t *budgets, const char *policy, const char *backend,
+                             int B) {
     vt_towers_cfg cfg;
     vt_towers_cfg_default(&cfg);
     cfg.net = net_cfg(su);
@@ -153,19 +154,18 @@ static int run(run_result *res, const char *what, const setup *su, int ntowers,
     cfg.optim.wd = 1e-4f;
     cfg.seed = 1234;
     cfg.sync_bn = su->sync_bn;
-    cfg.batch = batches[0].n;
+    cfg.batch = B;
     cfg.bucket_mb = g_bucket_mb;
     char err[512];
     if (vt_slice_policy_parse(&cfg.policy, policy, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", what, err);
-        return -1;
+        return NULL;
     }
     cfg.devices.n = ntowers;
     for (int i = 0; i < ntowers; i++) {
         vt_device *d = &cfg.devices.dev[i];
         memset(d, 0, sizeof *d);
         snprintf(d->name, sizeof d->name, "cpu%d", i);
-        /* backend: one name, or a comma list with one entry per tower */
         const char *bk = backend;
         for (int k = 0; k < i && strchr(bk, ','); k++)
             bk = strchr(bk, ',') + 1;
@@ -177,6 +177,17 @@ static int run(run_result *res, const char *what, const setup *su, int ntowers,
     }
     vt_towers *t = vt_towers_init(&cfg, err, sizeof err);
     TCHECK(t != NULL, "%s: init: %s", what, err);
+    return t;
+}
+
+/* towers_new's towers: 3 steps on `batches` (three batches of B), then an eval of the
+ * first batch. */
+static int run(run_result *res, const char *what, const setup *su, int ntowers,
+               const int64_t *budgets, const char *policy, const char *backend,
+               vt_batch *batches) {
+    memset(res, 0, sizeof *res);
+    double t_start = vt_now();
+    vt_towers *t = towers_new(what, su, ntowers, budgets, policy, backend, batches[0].n);
     if (!t)
         return -1;
     const vt_plan *p = vt_towers_plan(t);
@@ -523,6 +534,104 @@ static void bucket_family(vt_batch *b16, vt_batch *b32, const vt_optim_cfg *oc) 
     }
 }
 
+/* Family 5, precise BN (vt_towers_bn_stats): after a training step (so the running
+ * statistics are the training forward's and the weights are not the initial ones), batch
+ * A (5 clips) then batch B (11 clips) through the pass must leave every replica with
+ *   buffers = sum over the pass's forwards f of n_f * stats(f) / 16,
+ * where stats(f) are the running statistics that a lone net with BN momentum 1 holds
+ * after one training forward of f's clips (its batch statistics: PyTorch's definition,
+ * checked against torch in test_ops_torch) and the forwards are replica 0's micro-batches
+ * of A and of B. Parameters stay bitwise what the step left. Cases: one tower; two towers
+ * with replica 0's budget holding 4 clips a pass (A in 4 + 1, B in 4 + 4 + 3); two towers
+ * under sync-BN (the pass lifts the hook: it runs on replica 0 alone). */
+static void precise_bn_family(vt_batch *b16, const vt_optim_cfg *oc) {
+    const setup bn = {"tiny", 0.0f, 0}, bn_sync = {"tiny", 0.0f, 1};
+    const int64_t small[2] = {budget_for(&bn, 4, oc), 0};
+    struct {
+        const char *what;
+        const setup *su;
+        int ntowers;
+        const int64_t *budgets;
+    } cases[] = {
+        {"precise BN, 1 tower", &bn, 1, NULL},
+        {"precise BN, 2 towers, passes of 4", &bn, 2, small},
+        {"precise BN, 2 towers, sync-BN", &bn_sync, 2, NULL},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *what = cases[c].what;
+        vt_towers *t = towers_new(what, cases[c].su, cases[c].ntowers, cases[c].budgets, "equal",
+                                  "cpu", 16);
+        if (!t)
+            continue;
+        vt_step_stats st;
+        vt_towers_train_step(t, &b16[0], 0.05f, &st);
+        vt_net *n0 = vt_towers_net(t, 0);
+        const int64_t np = vt_net_num_params(n0), nb = vt_net_num_buffers(n0);
+        const int mb = vt_net_max_batch(n0);
+        float *p_before = vt_malloc((size_t)np * sizeof(float));
+        memcpy(p_before, vt_net_params(n0), (size_t)np * sizeof(float));
+        /* the lone net: replica 0's weights and buffers, momentum 1 */
+        char err[256];
+        vt_backend *be = vt_backend_cpu_init(1, 0);
+        vt_net *lone = vt_net_init(vt_net_config(n0), be, 16, err, sizeof err);
+        TCHECK(lone != NULL, "%s: %s", what, err);
+        if (!lone) {
+            vt_backend_free(&be);
+            vt_towers_free(&t);
+            free(p_before);
+            continue;
+        }
+        memcpy(vt_net_params(lone), p_before, (size_t)np * sizeof(float));
+        memcpy(vt_net_buffers(lone), vt_net_buffers(n0), (size_t)nb * sizeof(float));
+        vt_net_set_bn_momentum(lone, 1.0f);
+        double *want = vt_calloc((size_t)nb, sizeof(double));
+        const int64_t cf = vt_batch_clip_floats(&b16[1]);
+        const int first[2] = {0, 5}, count[2] = {5, 11};
+        for (int part = 0; part < 2; part++) {
+            vt_batch v = b16[1]; /* a view of clips [first, first + count) */
+            v.n = count[part];
+            v.x += cf * first[part];
+            v.label[0] += first[part];
+            v.target[1] += (int64_t)first[part] * NBCE;
+            vt_towers_bn_stats(t, &v, part == 0);
+            for (int k = 0; k < v.n; k += mb) {
+                int n = VT_MIN(mb, v.n - k);
+                vt_net_forward(lone, v.x + cf * k, n, 1);
+                const float *lb = vt_net_buffers(lone);
+                for (int64_t i = 0; i < nb; i++)
+                    want[i] += (double)n / 16.0 * lb[i];
+            }
+        }
+        vt_towers_sync_from(t, 0);
+        TCHECK(!memcmp(p_before, vt_net_params(n0), (size_t)np * sizeof(float)),
+               "%s: the pass changed parameters", what);
+        /* running means and variances: two to five float terms averaged with weights
+         * n/16 in the pass (each an update (1-m) r + m s in float): 1e-5 relative. The
+         * batch statistics themselves are the same backend's same forward. */
+        double worst = 0;
+        for (int r = 0; r < cases[c].ntowers; r++) {
+            const float *got = vt_net_buffers(vt_towers_net(t, r));
+            for (int i = 0; i < vt_net_num_tensors(n0); i++) {
+                const vt_tensor_info *ti = vt_net_tensor(n0, i);
+                if (!ti->is_buffer || strstr(ti->name, "num_batches_tracked"))
+                    continue;
+                for (int64_t k = ti->offset; k < ti->offset + ti->numel; k++) {
+                    double d = fabs((double)got[k] - want[k]) / (1 + fabs(want[k]));
+                    worst = VT_MAX(worst, d);
+                }
+            }
+        }
+        TCHECK(worst <= 1e-5, "%s: running statistics off the clip-weighted batch statistics "
+               "by %g relative", what, worst);
+        printf("%-40s passes of %d: max rel. diff %.1e\n", what, mb, worst);
+        free(want);
+        free(p_before);
+        vt_net_free(&lone);
+        vt_backend_free(&be);
+        vt_towers_free(&t);
+    }
+}
+
 int main(void) {
     double t0 = vt_now();
     vt_optim_cfg oc;
@@ -550,6 +659,7 @@ int main(void) {
     result_free(&dropped);
     bn_family(b16, b32, &oc);
     bucket_family(b16, b32, &oc);
+    precise_bn_family(b16, &oc);
 
     for (int s = 0; s < 3; s++) {
         batch_free(&b16[s]);

@@ -89,6 +89,7 @@ struct vt_loader {
     pthread_cond_t cv_idle;     /* start_epoch: a worker went idle */
     vt_loader_stats stats;
     vt_frame_cache *frames;     /* decoded frames kept across epochs, or NULL */
+    int frames_borrowed;        /* frames is cfg.frames, another loader's */
     atomic_int warm_next;       /* next of indices to decode into it before the first batch */
     int warming;                /* workers still filling it (under lock): none claims a
                                    batch before all are done, so no clip decodes twice */
@@ -493,8 +494,12 @@ vt_loader *vt_loader_init(vt_dataset *ds, const vt_loader_cfg *cfg, char *err, s
 
     vt_loader *l = vt_calloc(1, sizeof *l);
     l->ds = ds;
-    if (c.frame_cache > 0)
+    if (c.frames) {
+        l->frames = c.frames;
+        l->frames_borrowed = 1;
+    } else if (c.frame_cache > 0) {
         l->frames = vt_frame_cache_new(ds->nvideos, c.frame_cache);
+    }
     l->indices = vt_malloc((size_t)(ds->nvideos ? ds->nvideos : 1) * sizeof *l->indices);
     if (c.indices) {
         for (int i = 0; i < c.nindices; i++) {
@@ -579,7 +584,8 @@ void vt_loader_free(vt_loader **pl) {
         free(w->scratch);
         vt_scaler_free(&w->scaler);
     }
-    vt_frame_cache_free(&l->frames);
+    if (!l->frames_borrowed)
+        vt_frame_cache_free(&l->frames);
     free(l->workers);
     for (int i = 0; i < l->nslots; i++)
         l->cfg.host_free(l->cfg.host_ctx, l->slots[i].mem);
@@ -692,6 +698,7 @@ void vt_loader_release(vt_loader *l, const vt_batch *b) {
     pthread_mutex_unlock(&l->lock);
 }
 
+vt_frame_cache *vt_loader_frame_cache(vt_loader *l) { return l->frames; }
 int64_t vt_loader_num_samples(const vt_loader *l) { return l->nsamples; }
 int64_t vt_loader_num_batches(const vt_loader *l) { return l->nbatches; }
 

@@ -55,6 +55,9 @@ typedef struct vt_loader_cfg {
     int cache;             /* open videos kept per worker (LRU, default 4) */
     int64_t frame_cache;   /* bytes of decoded frames kept across epochs, shared by the
                               workers (frame_cache.h); 0: none (the default) */
+    vt_frame_cache *frames; /* instead: another loader's frame cache over the SAME dataset
+                              (vt_loader_frame_cache), borrowed: it must outlive this
+                              loader; NULL: none */
     /* Several processes: part(part_ctx, epoch, batch, npos, depth, &lo, &hi) gives the
      * positions [lo, hi) of batch `batch`'s npos samples that this process decodes (depth:
      * how many batches this loader can hold ahead, queue + workers). The batch then holds
@@ -84,6 +87,8 @@ typedef struct vt_loader_stats {
 } vt_loader_stats;
 
 typedef struct vt_loader vt_loader;
+/* The loader's frame cache (NULL: none), for another loader over the same dataset. */
+vt_frame_cache *vt_loader_frame_cache(vt_loader *l);
 
 /* Starts the workers on cfg->epoch from cfg->start_batch. ds must outlive the loader
  * (its bad-video marks are shared with other loaders). Returns NULL with err set for a

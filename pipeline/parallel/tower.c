@@ -40,6 +40,7 @@ typedef enum tower_cmd {
     CMD_TRAIN,
     CMD_EVAL,
     CMD_SYNC,
+    CMD_BNSTAT,
     CMD_RUN,
     CMD_QUIT,
 } tower_cmd;
@@ -121,6 +122,7 @@ struct vt_towers {
     int check_replicas;      /* VT_CHECK_REPLICAS: compare replicas across ranks each step */
     int64_t nclips;          /* this step's clips over every process: the B of 1/B */
     int64_t sync_step;       /* optimizer step count that CMD_SYNC installs */
+    int64_t bn_seen;         /* clips in the running statistics of a precise-BN pass */
     vt_auto aut;
     int speed_planned;
     int mixed;               /* towers on different kinds of backend */
@@ -601,6 +603,39 @@ static void do_eval(tower *tw) {
     tw->compute = vt_now() - t0;
 }
 
+/* A precise-statistics pass over one batch (vt_towers_bn_stats): replica T->root alone
+ * forwards every clip in training mode, micro-batch by micro-batch, each forward of k
+ * clips weighted k / (clips so far) in the running statistics, so that they end as the
+ * clip-weighted average of the passes' batch statistics. No loss, no gradient, no
+ * collective (sync-BN's hook is lifted for it); the other replicas idle. */
+static void do_bnstat(tower *tw) {
+    vt_towers *T = tw->T;
+    const vt_batch *b = T->batch;
+    if (tw->rank != T->root || b->n == 0)
+        return;
+    if (vt_net_max_batch(tw->net) == 0) /* a replica planned no clips: room for some */
+        ensure_capacity(tw, VT_MIN(b->n, T->sd[tw->g].max_clips));
+    const int chunk = VT_MIN(b->n, vt_net_max_batch(tw->net));
+    grow_scratch(tw, chunk);
+    vt_net_set_bn_sync(tw->net, NULL, NULL);
+    uint64_t ticket = stage_issue(tw, b, 0, chunk);
+    for (int first = 0; first < b->n; first += chunk) {
+        int k = VT_MIN(chunk, b->n - first);
+        vt_targets tg;
+        const float *x = stage_take(tw, b, first, k, ticket, &tg);
+        T->bn_seen += k;
+        vt_net_set_bn_momentum(tw->net, (float)k / (float)T->bn_seen);
+        vt_net_forward(tw->net, x, k, 1);
+        if (first + chunk < b->n)
+            ticket = stage_issue(tw, b, first + chunk, VT_MIN(chunk, b->n - first - chunk));
+    }
+    stage_done(tw);
+    vt_backend_sync(tw->be);
+    vt_net_set_bn_momentum(tw->net, 0);
+    if (T->cfg.sync_bn)
+        vt_net_set_bn_sync(tw->net, allreduce_hook, tw);
+}
+
 static void do_sync(tower *tw) {
     vt_towers *T = tw->T;
     vt_reducer *red = T->red;
@@ -645,6 +680,7 @@ static void *tower_main(void *arg) {
         case CMD_TRAIN: do_train(tw); break;
         case CMD_EVAL: do_eval(tw); break;
         case CMD_SYNC: do_sync(tw); break;
+        case CMD_BNSTAT: do_bnstat(tw); break;
         case CMD_RUN:
             if (tw->rank == T->root)
                 T->run_fn(T->run_ctx, tw->net, tw->opt);
@@ -1478,6 +1514,15 @@ void vt_towers_run_on(vt_towers *T, int rank, void (*fn)(void *ctx, vt_net *net,
     T->run_fn = fn;
     T->run_ctx = ctx;
     run_cmd(T, CMD_RUN);
+}
+
+void vt_towers_bn_stats(vt_towers *T, const vt_batch *b, int fresh) {
+    check_batch(T, b);
+    if (fresh)
+        T->bn_seen = 0;
+    T->root = 0;
+    T->batch = b;
+    run_cmd(T, CMD_BNSTAT);
 }
 
 void vt_towers_sync_from(vt_towers *T, int root) {

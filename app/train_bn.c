@@ -1,0 +1,74 @@
+/*
+ * train_bn.c: precise BN statistics for a run (train.h vt_train_precise_bn). Training
+ * normalises with each batch's statistics, and the running averages that evaluation
+ * uses are those of the TRAINING clips: colour-jittered (contrast scaled down, brightness
+ * shifted), at jittered scales. Evaluation sees clean clips, whose activations then sit
+ * off the statistics they are normalised with. This pass recomputes the running
+ * statistics from clean evaluation-style clips of the training videos (centre crop, the
+ * evaluation short side, K uniformly spaced clips per video, no jitter) with the weights
+ * as they are — PySlowFast's "precise BN", on the inputs evaluation will see. It changes
+ * no parameter and no training step: the next training forwards go on updating the
+ * running statistics as before. It must never decode or touch a backend itself: the
+ * loader (borrowing the training loader's frame cache) and the towers do.
+ */
+#include "app/train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "models/common.h"
+
+/* At most this many clips a pass (a large set takes every j-th video): fvcore's
+ * precise BN uses 200 batches; 2048 clips settle the running statistics of a 3D-CNN to
+ * well under a percent and cost one forward each, no backward. */
+#define PRECISE_BN_MAX_CLIPS 2048
+
+int vt_train_precise_bn(vt_train *t) {
+    const vt_train_opts *o = &t->o;
+    const int K = o->precise_bn;
+    if (K <= 0 || t->ntrain == 0)
+        return 0;
+    char err[1024];
+    const int every = (int)VT_MAX(1, ((int64_t)t->ntrain * K + PRECISE_BN_MAX_CLIPS - 1) /
+                                         PRECISE_BN_MAX_CLIPS);
+    int n = 0;
+    int32_t *idx = vt_malloc(sizeof(int32_t) * (size_t)t->ntrain);
+    for (int i = 0; i < t->ntrain; i += every)
+        idx[n++] = t->train_idx[i];
+    vt_eval_opts eo;
+    vt_train_val_opts(&eo, o);
+    vt_loader_cfg lc;
+    vt_loader_cfg_default(&lc);
+    lc.mode = VT_LOADER_EVAL;
+    lc.batch = o->batch;
+    lc.workers = o->workers;
+    lc.seed = o->seed;
+    lc.clips_per_video = K;
+    lc.clip = eo.clip;
+    lc.clip.ncrops = 1;
+    lc.clip.flip = 0;
+    lc.indices = idx;
+    lc.nindices = n;
+    lc.frames = vt_loader_frame_cache(t->loader); /* the training clips' frames, decoded */
+    vt_towers_host_hook(t->towers, &lc.host_alloc, &lc.host_free, &lc.host_ctx);
+    /* Under mpirun every rank decodes the whole batches (no part function) and its
+     * replica 0 averages the same clips; rank 0's statistics then go everywhere. */
+    vt_loader *l = vt_loader_init(t->ds, &lc, err, sizeof err);
+    free(idx);
+    if (!l) {
+        fprintf(stderr, "vidtrain train: precise BN: %s\n", err);
+        return -1;
+    }
+    const vt_batch *b;
+    int fresh = 1;
+    while ((b = vt_loader_next(l)) != NULL) {
+        if (b->n == 0)
+            continue;
+        vt_towers_bn_stats(t->towers, b, fresh);
+        fresh = 0;
+    }
+    vt_loader_free(&l);
+    if (!fresh)
+        vt_towers_sync_from(t->towers, 0);
+    return 0;
+}

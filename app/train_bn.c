@@ -8,7 +8,9 @@
  * evaluation short side, K uniformly spaced clips per video, no jitter) with the weights
  * as they are — PySlowFast's "precise BN", on the inputs evaluation will see. It changes
  * no parameter and no training step: the next training forwards go on updating the
- * running statistics as before. It must never decode or touch a backend itself: the
+ * running statistics as before, and a clip that fails to decode here is left out without
+ * marking its video bad (the training epochs stay as they were). Its clips are served
+ * from (and counted in) the training loader's frame cache. It must never decode or touch a backend itself: the
  * loader (borrowing the training loader's frame cache) and the towers do.
  */
 #include "app/train.h"
@@ -29,8 +31,8 @@ int vt_train_precise_bn(vt_train *t) {
     if (K <= 0 || t->ntrain == 0)
         return 0;
     char err[1024];
-    const int every = (int)VT_MAX(1, ((int64_t)t->ntrain * K + PRECISE_BN_MAX_CLIPS - 1) /
-                                         PRECISE_BN_MAX_CLIPS);
+    const int per = VT_MAX(1, PRECISE_BN_MAX_CLIPS / K); /* videos that fit the cap */
+    const int every = (t->ntrain + per - 1) / per;
     int n = 0;
     int32_t *idx = vt_malloc(sizeof(int32_t) * (size_t)t->ntrain);
     for (int i = 0; i < t->ntrain; i += every)
@@ -50,9 +52,10 @@ int vt_train_precise_bn(vt_train *t) {
     lc.indices = idx;
     lc.nindices = n;
     lc.frames = vt_loader_frame_cache(t->loader); /* the training clips' frames, decoded */
+    lc.no_marks = 1; /* a clip that fails here must not drop its video from training */
     vt_towers_host_hook(t->towers, &lc.host_alloc, &lc.host_free, &lc.host_ctx);
-    /* Under mpirun every rank decodes the whole batches (no part function) and its
-     * replica 0 averages the same clips; rank 0's statistics then go everywhere. */
+    /* Under mpirun every rank decodes the whole batches (no part function; duplicated
+     * work) and rank 0's replica 0 averages them; its statistics then go everywhere. */
     vt_loader *l = vt_loader_init(t->ds, &lc, err, sizeof err);
     free(idx);
     if (!l) {
@@ -68,7 +71,7 @@ int vt_train_precise_bn(vt_train *t) {
         fresh = 0;
     }
     vt_loader_free(&l);
-    if (!fresh)
-        vt_towers_sync_from(t->towers, 0);
+    /* a collective: every rank calls it, whatever its batches held */
+    vt_towers_sync_from(t->towers, 0);
     return 0;
 }

@@ -541,9 +541,11 @@ static void bucket_family(vt_batch *b16, vt_batch *b32, const vt_optim_cfg *oc) 
  * where stats(f) are the running statistics that a lone net with BN momentum 1 holds
  * after one training forward of f's clips (its batch statistics: PyTorch's definition,
  * checked against torch in test_ops_torch) and the forwards are replica 0's micro-batches
- * of A and of B. Parameters stay bitwise what the step left. Cases: one tower; two towers
- * with replica 0's budget holding 4 clips a pass (A in 4 + 1, B in 4 + 4 + 3); two towers
- * under sync-BN (the pass lifts the hook: it runs on replica 0 alone). */
+ * of A and of B (what its device fits, whatever its training micro-batch). Parameters stay
+ * bitwise what the step left. Cases: one tower; two towers with replica 0's budget
+ * holding 4 clips a pass (A in 4 + 1, B in 4 + 4 + 3); two towers under sync-BN, whose
+ * training passes are 8 clips and the pass's 5 and 11 (it lifts the hook: it runs on
+ * replica 0 alone). */
 static void precise_bn_family(vt_batch *b16, const vt_optim_cfg *oc) {
     const setup bn = {"tiny", 0.0f, 0}, bn_sync = {"tiny", 0.0f, 1};
     const int64_t small[2] = {budget_for(&bn, 4, oc), 0};
@@ -567,7 +569,8 @@ static void precise_bn_family(vt_batch *b16, const vt_optim_cfg *oc) {
         vt_towers_train_step(t, &b16[0], 0.05f, &st);
         vt_net *n0 = vt_towers_net(t, 0);
         const int64_t np = vt_net_num_params(n0), nb = vt_net_num_buffers(n0);
-        const int mb = vt_net_max_batch(n0);
+        /* the pass's micro-batches: what replica 0's device fits (its budget) */
+        const int mb = VT_MIN(16, vt_towers_plan(t)->fits[0]);
         float *p_before = vt_malloc((size_t)np * sizeof(float));
         memcpy(p_before, vt_net_params(n0), (size_t)np * sizeof(float));
         /* the lone net: replica 0's weights and buffers, momentum 1 */
@@ -603,6 +606,7 @@ static void precise_bn_family(vt_batch *b16, const vt_optim_cfg *oc) {
             }
         }
         vt_towers_sync_from(t, 0);
+        n0 = vt_towers_net(t, 0); /* the pass may have rebuilt replica 0 for its chunks */
         TCHECK(!memcmp(p_before, vt_net_params(n0), (size_t)np * sizeof(float)),
                "%s: the pass changed parameters", what);
         /* running means and variances: two to five float terms averaged with weights

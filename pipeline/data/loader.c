@@ -210,6 +210,8 @@ static void cache_drop(worker *w, int video) {
 }
 
 static void report_bad(vt_loader *l, int video, vt_bad_kind kind, const char *reason) {
+    if (l->cfg.no_marks) /* a side pass: the clip is left out, the dataset untouched */
+        return;
     if (!vt_dataset_mark_bad(l->ds, video, kind, reason))
         return;
     vt_warn("%s: %s (excluded)\n", l->ds->videos[video].path, reason);

@@ -58,6 +58,9 @@ typedef struct vt_loader_cfg {
     vt_frame_cache *frames; /* instead: another loader's frame cache over the SAME dataset
                               (vt_loader_frame_cache), borrowed: it must outlive this
                               loader; NULL: none */
+    int no_marks;          /* a side pass over another loader's dataset: a clip that fails
+                              is left out WITHOUT marking its video bad in the dataset, so
+                              the other loader's epochs stay as they were (0: mark) */
     /* Several processes: part(part_ctx, epoch, batch, npos, depth, &lo, &hi) gives the
      * positions [lo, hi) of batch `batch`'s npos samples that this process decodes (depth:
      * how many batches this loader can hold ahead, queue + workers). The batch then holds

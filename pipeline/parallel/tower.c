@@ -603,19 +603,22 @@ static void do_eval(tower *tw) {
     tw->compute = vt_now() - t0;
 }
 
-/* A precise-statistics pass over one batch (vt_towers_bn_stats): replica T->root alone
- * forwards every clip in training mode, micro-batch by micro-batch, each forward of k
+/* A precise-statistics pass over one batch (vt_towers_bn_stats): replica T->root of
+ * process 0 alone forwards every clip in training mode, in micro-batches of what its
+ * device fits, each forward of k
  * clips weighted k / (clips so far) in the running statistics, so that they end as the
  * clip-weighted average of the passes' batch statistics. No loss, no gradient, no
  * collective (sync-BN's hook is lifted for it); the other replicas idle. */
 static void do_bnstat(tower *tw) {
     vt_towers *T = tw->T;
     const vt_batch *b = T->batch;
-    if (tw->rank != T->root || b->n == 0)
-        return;
-    if (vt_net_max_batch(tw->net) == 0) /* a replica planned no clips: room for some */
-        ensure_capacity(tw, VT_MIN(b->n, T->sd[tw->g].max_clips));
-    const int chunk = VT_MIN(b->n, vt_net_max_batch(tw->net));
+    if (tw->rank != T->root || T->me != 0 || b->n == 0)
+        return; /* other processes: rank 0's statistics reach them by the sync after */
+    /* Micro-batches of what the device fits, not of the replica's present capacity (which
+     * re-plans and evaluation grow): the same chunks, the same statistics, in a run and
+     * in its resumed or budget-timed twin. */
+    const int chunk = VT_MAX(1, VT_MIN(b->n, T->sd[tw->g].max_clips));
+    ensure_capacity(tw, chunk);
     grow_scratch(tw, chunk);
     vt_net_set_bn_sync(tw->net, NULL, NULL);
     uint64_t ticket = stage_issue(tw, b, 0, chunk);

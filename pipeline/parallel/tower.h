@@ -168,13 +168,14 @@ void vt_towers_part_train(void *towers, int64_t epoch, int64_t batch, int npos, 
 void vt_towers_part_eval(void *towers, int64_t epoch, int64_t batch, int npos, int depth,
                          int *lo, int *hi);
 /* Precise BN statistics (PySlowFast's "precise BN"), one batch at a time: replica 0
- * forwards every clip of b in training mode (micro-batches as it fits them) and its BN
+ * (of process 0) forwards every clip of b in training mode (micro-batches of what its
+ * device fits) and its BN
  * running statistics become the clip-weighted average of those forwards' batch
  * statistics over every batch since the last call with fresh = 1; parameters and the
  * other replicas are untouched. After the last batch, vt_towers_sync_from(t, 0) gives
  * every replica (of every process) replica 0's statistics. Several processes: every
- * rank calls it with the same whole batch (no part function), so each replica 0 holds
- * the same statistics. */
+ * rank may call it with its batches (other ranks' calls do nothing); the sync is the
+ * collective every rank must reach. */
 void vt_towers_bn_stats(vt_towers *t, const vt_batch *b, int fresh);
 /* Re-plan now with another policy (speeds measured so far are kept). Several processes:
  * every rank calls it at the same point, with no loader running. */

@@ -71,6 +71,18 @@ static void warn_unknown(const vt_dataset *ds, const vt_run_heads *heads, int *c
     }
 }
 
+void vt_eval_loader_cfg(vt_loader_cfg *lc, const vt_eval_opts *eo) {
+    vt_loader_cfg_default(lc);
+    lc->mode = VT_LOADER_EVAL;
+    lc->batch = eo->batch;
+    lc->workers = eo->workers;
+    lc->seed = eo->seed;
+    lc->clips_per_video = eo->clips_per_video;
+    lc->clip = eo->clip;
+    lc->clip.ncrops = eo->crops;
+    lc->clip.flip = 0;
+}
+
 int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_towers *t,
                     vt_dataset *ds, const vt_run_heads *heads, const int32_t *idx, int n,
                     const vt_eval_opts *eo, char *err, size_t errlen) {
@@ -122,15 +134,7 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
         goto end;
     }
     vt_loader_cfg lc;
-    vt_loader_cfg_default(&lc);
-    lc.mode = VT_LOADER_EVAL;
-    lc.batch = eo->batch;
-    lc.workers = eo->workers;
-    lc.seed = eo->seed;
-    lc.clips_per_video = eo->clips_per_video;
-    lc.clip = eo->clip;
-    lc.clip.ncrops = eo->crops;
-    lc.clip.flip = 0;
+    vt_eval_loader_cfg(&lc, eo);
     lc.indices = keep;
     lc.nindices = nkeep;
     vt_towers_host_hook(t, &lc.host_alloc, &lc.host_free, &lc.host_ctx); /* pinned on GPUs */

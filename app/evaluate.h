@@ -20,6 +20,7 @@
 #include "app/evalproto.h"
 #include "app/run_heads.h"
 #include "pipeline/data/dataset.h"
+#include "pipeline/data/loader.h"
 #include "pipeline/data/sample.h"
 #include "pipeline/parallel/tower.h"
 
@@ -41,6 +42,9 @@ typedef struct vt_eval_counts {
     int64_t unknown_videos; /* left out: labelled with a class the model does not know */
 } vt_eval_counts;
 
+/* An evaluation loader's configuration from eo (mode, batch, workers, seed, K clips per
+ * video, clip with eo->crops crops, no flip); the caller sets the videos. */
+void vt_eval_loader_cfg(vt_loader_cfg *lc, const vt_eval_opts *eo);
 /* Runs every clip of the videos idx (n) of ds through the towers (forward only) and
  * feeds head h's probabilities and losses to ep[h] (created here: vt_evalproto_free
  * them). Labels of ds are mapped to the model's classes by name before anything uses

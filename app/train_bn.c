@@ -37,18 +37,12 @@ int vt_train_precise_bn(vt_train *t) {
     int32_t *idx = vt_malloc(sizeof(int32_t) * (size_t)t->ntrain);
     for (int i = 0; i < t->ntrain; i += every)
         idx[n++] = t->train_idx[i];
-    vt_eval_opts eo;
+    vt_eval_opts eo; /* validation's clips, K per video, one centre crop */
     vt_train_val_opts(&eo, o);
+    eo.clips_per_video = K;
+    eo.crops = 1;
     vt_loader_cfg lc;
-    vt_loader_cfg_default(&lc);
-    lc.mode = VT_LOADER_EVAL;
-    lc.batch = o->batch;
-    lc.workers = o->workers;
-    lc.seed = o->seed;
-    lc.clips_per_video = K;
-    lc.clip = eo.clip;
-    lc.clip.ncrops = 1;
-    lc.clip.flip = 0;
+    vt_eval_loader_cfg(&lc, &eo);
     lc.indices = idx;
     lc.nindices = n;
     lc.frames = vt_loader_frame_cache(t->loader); /* the training clips' frames, decoded */

@@ -41,6 +41,10 @@ static void usage(FILE *f) {
         "                        when a GPU trains, 8x64 on the CPU)\n"
         "  --stride N            temporal stride between frames (default 1; 3 for the CPU's\n"
         "                        8-frame default clip: a 22-frame span)\n"
+        "  --stride-jitter J     per training clip, the stride drawn from [stride-J, stride+J]\n"
+        "                        (at least 1): the motion's speed jittered, as the scale is;\n"
+        "                        evaluation keeps --stride (default 0 = off: on the hard\n"
+        "                        motion set J = 1 scored the same as 0, README)\n"
         "  --short-side N        short side before cropping (default crop*8/7); training\n"
         "                        jitters it in [short, crop*10/7]\n"
         "  --no-flip             no random horizontal flip. Flip is ON by default, which suits\n"
@@ -227,6 +231,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             continue;
         }
         if (OPT("--stride")) { if (r < 0 || vt_parse_int(v, 1, 64, &o->stride)) BAD(); continue; }
+        if (OPT("--stride-jitter")) { if (r < 0 || vt_parse_int(v, 0, 63, &o->stride_jitter)) BAD(); continue; }
         if (OPT("--short-side")) { if (r < 0 || vt_parse_int(v, 1, 8192, &o->short_side)) BAD(); o->jitter_min = o->jitter_max = 0; continue; }
         if (OPT("--precision")) { if (r < 0 || vt_precision_parse(v) < 0) BAD(); snprintf(o->precision, sizeof o->precision, "%s", v); continue; }
         if (OPT("--contrast")) { if (r < 0 || vt_parse_float(v, 0.01, 1, &o->contrast_min)) BAD(); continue; }

@@ -111,8 +111,8 @@ int vt_dump_train(vt_dump *d, const vt_batch *b, long long step, double lr, doub
     cJSON *w = cJSON_AddArrayToObject(j, "where");
     for (int i = 0; i < b->n; i++) {
         const vt_clip_params *p = &b->where[i];
-        int v[5] = {(int)p->start, p->short_side, p->x0, p->y0, p->flip};
-        cJSON_AddItemToArray(w, cJSON_CreateIntArray(v, 5));
+        int v[6] = {(int)p->start, p->short_side, p->x0, p->y0, p->flip, p->stride};
+        cJSON_AddItemToArray(w, cJSON_CreateIntArray(v, 6));
     }
     cJSON *col = cJSON_AddArrayToObject(j, "color"); /* [contrast, brightness] per clip */
     for (int i = 0; i < b->n; i++) {

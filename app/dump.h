@@ -10,8 +10,8 @@
  *                            many steps (000000: before the first), a vidtrain checkpoint
  *   DIR/train.jsonl          per step: "step" (1-based), "file", "shape" (N,3,T,H,W),
  *                            "labels" (head 0), "lr", "momentum", "loss" (mean over the
- *                            batch), "videos", "where" ([start, short side, x0, y0, flip]
- *                            per clip)
+ *                            batch), "videos", "where" ([start, short side, x0, y0, flip,
+ *                            stride] per clip), "color" ([contrast, brightness])
  *   DIR/train_%06d.f32       the batch's normalised input, float32, (N, 3, T, H, W)
  *   DIR/eval.jsonl           per batch of the last validation: "file", "shape", "labels",
  *                            "probs" (the file of vidtrain's softmax outputs, (N, classes))

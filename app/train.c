@@ -43,6 +43,7 @@ static void clip_cfg_from_opts(vt_clip_cfg *c, const vt_train_opts *o) {
     vt_clip_cfg_default(c);
     c->t = o->clip_t;
     c->stride = o->stride;
+    c->stride_jitter = o->stride_jitter;
     c->crop = o->crop;
     c->short_side = o->short_side;
     c->jitter_min = o->jitter_min;

@@ -89,6 +89,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(clip_t);
     J_NUM(crop);
     J_NUM(stride);
+    J_NUM(stride_jitter);
     J_NUM(short_side);
     J_NUM(jitter_min);
     J_NUM(jitter_max);
@@ -181,6 +182,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_INT(clip_t);
     G_INT(crop);
     G_INT(stride);
+    G_INT_SINCE(stride_jitter, 0);
     G_INT(short_side);
     G_INT(jitter_min);
     G_INT(jitter_max);

@@ -23,6 +23,8 @@ typedef struct vt_train_opts {
     char model[32];
     /* 0 = resolved by vt_train_opts_resolve (config.json holds the resolved values) */
     int clip_t, crop, stride, short_side, jitter_min, jitter_max;
+    int stride_jitter;     /* training: each clip's stride in [max(1, stride - j),
+                              stride + j] (default 0: off) */
     int flip;              /* random horizontal flip in training (default on) */
     float contrast_min;    /* training: contrast log-uniform in [contrast_min, 1] per clip
                               (default 0.4; 1 = off) */

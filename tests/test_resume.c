@@ -134,9 +134,11 @@ int main(void) {
                                    "--size 40x32") == 0, "synth");
     /* dropout: its masks follow the step count, which a resumed run must pick up; a
      * validation at every epoch end, and with it a precise-BN pass (the colour jitter is
-     * on), which the resumed run must repeat exactly at the end of epoch 2 */
-    const char *common = "--clip 4x32 --batch 4 --epochs 5 --lr 0.05 --eval-every 1 "
-                         "--dropout 0.3 --no-flip --seed 7 -q --log-every 1";
+     * on), which the resumed run must repeat exactly at the end of epoch 2; each clip's
+     * stride jittered (1..3), which the resumed run must draw again the same */
+    const char *common = "--clip 4x32 --stride 2 --stride-jitter 1 --batch 4 --epochs 5 "
+                         "--lr 0.05 --eval-every 1 --dropout 0.3 --no-flip --seed 7 -q "
+                         "--log-every 1";
 
     /* The truth: 8 steps in one go, 1 worker. */
     TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/full' %s --workers 1 --max-steps 8 > '%s/full.log' 2>&1",

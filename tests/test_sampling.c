@@ -14,7 +14,11 @@
  *     channel of it is the plain transform moved toward its clip mean by the contrast and
  *     shifted by the brightness (computed here in double);
  *   - evaluation never jitters: an evaluation loader with the same settings delivers the
- *     plain transform and says contrast 1, brightness 0.
+ *     plain transform and says contrast 1, brightness 0;
+ *   - the stride jitter (stride 2 +- 1): the stride uniform over {1, 2, 3}, the start
+ *     uniform over [0, frames - span] for the span of the stride drawn, fresh each epoch,
+ *     the pixels those frames; off (jitter 0), every clip is the one drawn without it;
+ *     evaluation keeps the stride.
  * The bounds are 5 standard deviations (or the chi-square mean + 5 sd): a fair sampler
  * fails one with probability ~1e-6, a sampler that reuses draws, drops a range or leaks
  * the epoch is off by tens of deviations.
@@ -71,7 +75,7 @@ static void plain_clip(float *row, vt_video *v, const vt_clip_params *p, const v
         *raw = vt_malloc((size_t)need);
         *maxpix = need;
     }
-    VT_CHECK(vt_video_read_clip(v, *raw, p->start, 4, 2, p->short_side, cc->pad, err,
+    VT_CHECK(vt_video_read_clip(v, *raw, p->start, 4, p->stride, p->short_side, cc->pad, err,
                                 sizeof err) == 0, "%s", err);
     vt_clip_transform(row, *raw, 4, h, w, p->x0, p->y0, 32, p->flip, cc->mean, cc->std);
 }
@@ -185,6 +189,7 @@ int main(void) {
             for (int i = 0; i < b->n && m < n; i++, m++) {
                 const vt_clip_params *p = &b->where[i];
                 int v = b->video[i];
+                TCHECK(p->stride == 2, "no stride jitter asked, stride %d drawn", p->stride);
                 if (!vids[v])
                     VT_CHECK(vt_video_open(&vids[v], ds->videos[v].path, 1, err, sizeof err) == 0,
                              "%s", err);
@@ -338,6 +343,78 @@ int main(void) {
     vt_loader_free(&l);
     TCHECK(ne == 16 && eval_bad == 0, "evaluation: %d of %d clips jittered", eval_bad, ne);
     printf("  evaluation: %d clips, none jittered\n", ne);
+
+    /* The stride jitter. Jitter 0 (above) gave every clip stride 2; with jitter 1 the
+     * stride is uniform over {1, 2, 3} and the start uniform over what that stride's span
+     * leaves: one chi-square per stride, summed. */
+    c.mode = VT_LOADER_TRAIN;
+    c.clips_per_video = 1;
+    c.clip.stride_jitter = 1;
+    enum { SJ_EPOCHS = 150 };
+    l = vt_loader_init(ds, &c, err, sizeof err);
+    VT_CHECK(l, "%s", err);
+    int cstr[3] = {0}, cst[3][40] = {{0}}, sj = 0, sj_checked = 0, sj_bad = 0, same_stride = 0;
+    static int last_stride[MAXV];
+    for (int e = 0; e < SJ_EPOCHS; e++) {
+        if (e)
+            vt_loader_start_epoch(l, e, 0);
+        const vt_batch *b;
+        while ((b = vt_loader_next(l)) != NULL)
+            for (int i = 0; i < b->n; i++, sj++) {
+                const vt_clip_params *p = &b->where[i];
+                int v = b->video[i], k = p->stride - 1;
+                TCHECK(k >= 0 && k < 3, "stride %d drawn, want 1..3", p->stride);
+                if (k < 0 || k >= 3)
+                    continue;
+                int room = 40 - (3 * p->stride + 1); /* 4 frames: span 3 * stride + 1 */
+                TCHECK(p->start >= 0 && p->start <= room, "stride %d: start %lld past %d",
+                       p->stride, (long long)p->start, room);
+                cstr[k]++;
+                if (p->start >= 0 && p->start <= room)
+                    cst[k][p->start]++;
+                if (e)
+                    same_stride += last_stride[v] == p->stride;
+                last_stride[v] = p->stride;
+                if (sj % 5 == 0) { /* the pixels: those frames, decoded apart */
+                    plain_clip(row, vids[v], p, &c.clip, &raw, &maxpix);
+                    vt_clip_color(row, 4, 32, p->contrast, p->brightness, c.clip.std);
+                    sj_checked++;
+                    sj_bad += memcmp(row, b->x + (int64_t)i * vt_batch_clip_floats(b),
+                                     sizeof(float) * 3 * 4 * 32 * 32) != 0;
+                }
+            }
+    }
+    vt_loader_free(&l);
+    TCHECK(sj == SJ_EPOCHS * 8 && sj_bad == 0, "stride jitter: %d of %d clips differ from "
+           "their draws (%d clips)", sj_bad, sj_checked, sj);
+    check_uniform("stride", cstr, 3, sj);
+    double cstart = 0;
+    int dfstart = 0;
+    for (int k = 0; k < 3; k++) {
+        int nroom = 40 - (3 * (k + 1) + 1) + 1;
+        cstart += chi2(cst[k], nroom, cstr[k]);
+        dfstart += nroom - 1;
+    }
+    check_chi2("start|stride", cstart, dfstart);
+    /* Fresh each epoch: a video keeps its stride with chance 1/3. */
+    int spairs = (SJ_EPOCHS - 1) * 8;
+    double slim = spairs / 3.0 + 5 * sqrt(spairs * (1 / 3.0) * (2 / 3.0));
+    printf("  stride jitter: %d clips, %d re-decoded, identical; same stride next epoch %d of "
+           "%d (chance %.0f)\n", sj, sj_checked, same_stride, spairs, spairs / 3.0);
+    TCHECK(same_stride < slim, "a video's stride repeats across epochs %d of %d times",
+           same_stride, spairs);
+
+    /* Evaluation keeps the configured stride. */
+    c.mode = VT_LOADER_EVAL;
+    c.clips_per_video = 2;
+    l = vt_loader_init(ds, &c, err, sizeof err);
+    VT_CHECK(l, "%s", err);
+    int ev_stride_bad = 0;
+    while ((eb = vt_loader_next(l)) != NULL)
+        for (int i = 0; i < eb->n; i++)
+            ev_stride_bad += eb->where[i].stride != 2;
+    vt_loader_free(&l);
+    TCHECK(ev_stride_bad == 0, "evaluation: %d clips at another stride than 2", ev_stride_bad);
 
     for (int v = 0; v < MAXV; v++)
         vt_video_close(&vids[v]);

@@ -108,10 +108,12 @@ static void test_train_params(void) {
         int ss = vt_sample_train_scale(&c, key);
         int w = ss * 4 / 3, h = ss;
         vt_clip_params p, q;
+        memset(&p, 0, sizeof p); /* the padding too: compared with memcmp */
+        memset(&q, 0, sizeof q);
         vt_sample_train_params(&p, &c, key, nframes, w, h);
         vt_sample_train_params(&q, &c, key, nframes, w, h);
         same &= !memcmp(&p, &q, sizeof p);
-        ok &= p.short_side == ss && ss >= 128 && ss <= 160 && p.start >= 0 && p.start <= 40 - 15 &&
+        ok &= p.stride == 2 && p.short_side == ss && ss >= 128 && ss <= 160 && p.start >= 0 && p.start <= 40 - 15 &&
               p.x0 >= 0 && p.x0 + 112 <= w && p.y0 >= 0 && p.y0 + 112 <= h;
         seen_lo |= ss == 128;
         seen_hi |= ss == 160;
@@ -136,6 +138,33 @@ static void test_train_params(void) {
         noflip += p.flip;
     }
     TCHECK(noflip == 0, "--no-flip never flips");
+    /* The stride jitter changes the stride and the start only, and a clip whose jittered
+     * stride is the configured one is the clip drawn without the jitter. */
+    int sj_ok = 1, kept = 0, seen[4] = {0};
+    for (int64_t i = 0; i < 600; i++) {
+        uint64_t key = vt_sample_key(7, 3, i);
+        vt_clip_params p0, p1;
+        memset(&p0, 0, sizeof p0); /* the padding too: compared with memcmp */
+        memset(&p1, 0, sizeof p1);
+        c.stride_jitter = 0;
+        vt_sample_train_params(&p0, &c, key, nframes, 150, 128);
+        c.stride_jitter = 1;
+        vt_sample_train_params(&p1, &c, key, nframes, 150, 128);
+        sj_ok &= p1.stride >= 1 && p1.stride <= 3 && p1.start >= 0 &&
+                 p1.start <= nframes - (7 * p1.stride + 1) && p1.short_side == p0.short_side &&
+                 p1.x0 == p0.x0 && p1.y0 == p0.y0 && p1.flip == p0.flip &&
+                 p1.contrast == p0.contrast && p1.brightness == p0.brightness;
+        if (p1.stride == 2) {
+            sj_ok &= !memcmp(&p0, &p1, sizeof p0);
+            kept++;
+        }
+        seen[VT_MIN(VT_MAX(p1.stride, 0), 3)]++;
+    }
+    c.stride_jitter = 0;
+    /* 600 draws over 3 strides: each about 200, sd 12 */
+    TCHECK(sj_ok && seen[0] == 0 && seen[1] > 120 && seen[2] > 120 && seen[3] > 120 && kept,
+           "stride jitter: strides 1/2/3 drawn %d/%d/%d times; only stride and start move",
+           seen[1], seen[2], seen[3]);
     /* A video shorter than the span starts at 0 (padding policy fills the rest). */
     vt_clip_params p;
     vt_sample_train_params(&p, &c, vt_sample_key(1, 1, 1), 5, 150, 128);

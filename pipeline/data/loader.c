@@ -56,7 +56,7 @@ typedef struct worker {
     uint64_t tick;
     /* The last decode, reused when the next sample is the same clip at another crop
      * (eval with 3 crops). */
-    int memo_video, memo_ss;
+    int memo_video, memo_ss, memo_stride;
     int64_t memo_start;
 } worker;
 
@@ -244,7 +244,7 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
         info = *vt_video_get_info(v);
     }
     int64_t nframes = info.nframes;
-    vt_clip_params p = {.contrast = 1.0f}; /* evaluation: no colour jitter */
+    vt_clip_params p = {.stride = cc->stride, .contrast = 1.0f}; /* evaluation: no jitter */
     uint64_t key = 0;
     int fw, fh;
     if (c->mode == VT_LOADER_TRAIN) {
@@ -279,10 +279,11 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
         w->scratch_cap = need;
         w->memo_video = -1;
     }
-    if (!(w->memo_video == s.video && w->memo_start == p.start && w->memo_ss == p.short_side)) {
+    if (!(w->memo_video == s.video && w->memo_start == p.start && w->memo_ss == p.short_side &&
+          w->memo_stride == p.stride)) {
         w->memo_video = -1;
         int kept = l->frames ? vt_frame_cache_read_clip(l->frames, s.video, w->scaler,
-                                                         w->scratch, p.start, cc->t, cc->stride,
+                                                         w->scratch, p.start, cc->t, p.stride,
                                                          p.short_side, cc->pad, err, sizeof err)
                              : 0;
         if (kept < 0) {
@@ -294,7 +295,7 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
                 report_bad(l, s.video, VT_BAD_OPEN, err[0] ? err : "cannot open");
                 return 0;
             }
-            if (vt_video_read_clip(v, w->scratch, p.start, cc->t, cc->stride, p.short_side,
+            if (vt_video_read_clip(v, w->scratch, p.start, cc->t, p.stride, p.short_side,
                                    cc->pad, err, sizeof err) < 0) {
                 cache_drop(w, s.video); /* the decoder may be left in any state */
                 report_bad(l, s.video, VT_BAD_READ, err[0] ? err : "decode failed");
@@ -304,6 +305,7 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
         w->memo_video = s.video;
         w->memo_start = p.start;
         w->memo_ss = p.short_side;
+        w->memo_stride = p.stride;
     }
     vt_clip_transform(b->x + (int64_t)n * l->clip_floats, w->scratch, cc->t, fh, fw, p.x0, p.y0,
                       cc->crop, p.flip, cc->mean, cc->std);

@@ -42,7 +42,7 @@ uint64_t vt_sample_key(uint64_t seed, int64_t epoch, int64_t index) {
 }
 
 /* Sub-draw j of a key: independent words for start, scale, x, y, flip, contrast,
- * brightness. */
+ * brightness, stride. */
 static uint64_t draw(uint64_t key, uint64_t j) { return vt_hash64(key + j * 0xD1B54A32D192ED03ull); }
 
 /* Uniform double in [0, 1) from the top 53 bits of a word. */
@@ -62,7 +62,12 @@ int vt_sample_train_scale(const vt_clip_cfg *c, uint64_t key) {
 
 void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t key,
                             int64_t nframes, int w, int h) {
-    int64_t span = vt_clip_span(c);
+    /* Jitter 0: the cfg's stride, and every other draw as it was before the stride
+     * jitter existed. */
+    int slo = VT_MAX(1, c->stride - VT_MAX(c->stride_jitter, 0));
+    int shi = c->stride + VT_MAX(c->stride_jitter, 0);
+    out->stride = slo + (int)below(draw(key, 7), (int64_t)shi - slo + 1);
+    int64_t span = (int64_t)(c->t - 1) * out->stride + 1;
     out->start = nframes > span ? below(draw(key, 0), nframes - span + 1) : 0;
     out->short_side = vt_sample_train_scale(c, key);
     out->x0 = (int)below(draw(key, 2), (int64_t)VT_MAX(w - c->crop + 1, 1));

@@ -19,6 +19,9 @@
 typedef struct vt_clip_cfg {
     int t;                 /* frames per clip (default 16) */
     int stride;            /* temporal stride (default 1); span = (t-1)*stride+1 */
+    int stride_jitter;     /* train: each clip's stride uniform over the integers in
+                              [max(1, stride - j), stride + j] (default 0: off): the
+                              motion's speed jittered, as spatial scale is */
     int crop;              /* output H = W = crop (default 112) */
     int short_side;        /* eval: short side before the crop (default 128) */
     int jitter_min, jitter_max; /* train: short side drawn in [min, max] (default 128, 160) */
@@ -43,6 +46,7 @@ static inline int vt_clip_span(const vt_clip_cfg *c) { return (c->t - 1) * c->st
  * brightness (vt_clip_color). contrast 1, brightness 0: unchanged (evaluation). */
 typedef struct vt_clip_params {
     int64_t start;
+    int stride;            /* the cfg's stride, or (training) the jittered one */
     int short_side;
     int x0, y0;
     int flip;
@@ -52,9 +56,10 @@ typedef struct vt_clip_params {
 /* The per-sample random word: vt_hash64 chain over seed, epoch, sample index. */
 uint64_t vt_sample_key(uint64_t seed, int64_t epoch, int64_t index);
 
-/* Training: start uniform in [0, nframes - span] (0 when the video is shorter than the
- * span: the pad policy fills it), short side uniform in [jitter_min, jitter_max], crop
- * position uniform, flip with probability 1/2 when cfg->flip, contrast log-uniform in
+/* Training: stride uniform over the integers in [max(1, stride - stride_jitter), stride +
+ * stride_jitter], then start uniform in [0, nframes - span] for that stride's span (0
+ * when the video is shorter than the span: the pad policy fills it), short side uniform
+ * in [jitter_min, jitter_max], crop position uniform, flip with probability 1/2 when cfg->flip, contrast log-uniform in
  * [contrast_min, 1], brightness uniform in [-brightness, brightness]. Needs the decoded size, so
  * it is two steps: the scale first, then the crop for the (w, h) that scale gives. */
 int vt_sample_train_scale(const vt_clip_cfg *c, uint64_t key);

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "app/dist.h"
 #include "models/common.h"
 
 /* At most this many clips a pass (a large set takes every j-th video): fvcore's
@@ -30,6 +31,13 @@ int vt_train_precise_bn(vt_train *t) {
     const int K = o->precise_bn;
     if (K <= 0 || t->ntrain == 0)
         return 0;
+    if (!vt_dist_lead()) {
+        /* Under mpirun rank 0's replica 0 alone forwards (vt_towers_bn_stats): the other
+         * ranks decode nothing and take its statistics from the sync, a collective that
+         * every rank reaches. */
+        vt_towers_sync_from(t->towers, 0);
+        return 0;
+    }
     char err[1024];
     const int per = VT_MAX(1, PRECISE_BN_MAX_CLIPS / K); /* videos that fit the cap */
     const int every = (t->ntrain + per - 1) / per;
@@ -48,8 +56,6 @@ int vt_train_precise_bn(vt_train *t) {
     lc.frames = vt_loader_frame_cache(t->loader); /* the training clips' frames, decoded */
     lc.no_marks = 1; /* a clip that fails here must not drop its video from training */
     vt_towers_host_hook(t->towers, &lc.host_alloc, &lc.host_free, &lc.host_ctx);
-    /* Under mpirun every rank decodes the whole batches (no part function; duplicated
-     * work) and rank 0's replica 0 averages them; its statistics then go everywhere. */
     vt_loader *l = vt_loader_init(t->ds, &lc, err, sizeof err);
     free(idx);
     if (!l) {

@@ -12,7 +12,8 @@
  *    and budgets (the MPI reducer sums in the host reducer's order when every rank after
  *    the first has one tower) — trained 2 steps, then resumed with --resume (each rank
  *    gets its own devices back from config.json) to 5, against 5 uninterrupted steps.
- *    VT_CHECK_REPLICAS=1 makes every step compare the ranks' replicas by hash.
+ *    VT_CHECK_REPLICAS=1 makes every step compare the ranks' replicas by hash. Each epoch
+ *    end validates and runs the precise-BN pass (rank 0 computes, the sync sends).
  * 3. Every clip counted once (invariant 4): eval with batch 7, 2 clips x 3 crops per
  *    video and a 3:1:2 split, so most videos have clips on both ranks; clips and videos
  *    equal the files on disk (opendir), and the metrics equal one process's.
@@ -172,8 +173,12 @@ static void train_equal(void) {
 }
 
 static void train_bitwise_resume(void) {
+    /* A validation at every epoch end, and with it a precise-BN pass (the colour jitter is
+     * on): under mpirun rank 0's replica 0 alone computes the statistics, the other rank
+     * decodes nothing and receives them; they must be those of one process, and every
+     * replica's (VT_CHECK_REPLICAS) the same at the next step. */
     const char *common = "--model tiny --clip 4x32 --batch 8 --epochs 3 --lr 0.05 --no-flip "
-                         "--seed 3 --workers 1 --threads 1 -q --tower-split memory --eval-every 100";
+                         "--seed 3 --workers 1 --threads 1 -q --tower-split memory --eval-every 1";
     long long g4 = budget_for("tiny", 4), g2 = budget_for("tiny", 2), g3 = budget_for("tiny", 3);
     char a[2048], b[2048], p1[4200], p2[4200];
     TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/one3' %s --devices cpu:3 --mem "

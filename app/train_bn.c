@@ -10,8 +10,9 @@
  * no parameter and no training step: the next training forwards go on updating the
  * running statistics as before, and a clip that fails to decode here is left out without
  * marking its video bad (the training epochs stay as they were). Its clips are served
- * from (and counted in) the training loader's frame cache. It must never decode or touch a backend itself: the
- * loader (borrowing the training loader's frame cache) and the towers do.
+ * from (and counted in) the training loader's frame cache. It must never decode or touch
+ * a backend itself: the loader (borrowing the training loader's frame cache) and the
+ * towers do.
  */
 #include "app/train.h"
 
@@ -26,18 +27,10 @@
  * well under a percent and cost one forward each, no backward. */
 #define PRECISE_BN_MAX_CLIPS 2048
 
-int vt_train_precise_bn(vt_train *t) {
+/* Rank 0's part: its replica 0's running statistics from the pass's clips. 0, or -1. */
+static int lead_pass(vt_train *t) {
     const vt_train_opts *o = &t->o;
     const int K = o->precise_bn;
-    if (K <= 0 || t->ntrain == 0)
-        return 0;
-    if (!vt_dist_lead()) {
-        /* Under mpirun rank 0's replica 0 alone forwards (vt_towers_bn_stats): the other
-         * ranks decode nothing and take its statistics from the sync, a collective that
-         * every rank reaches. */
-        vt_towers_sync_from(t->towers, 0);
-        return 0;
-    }
     char err[1024];
     const int per = VT_MAX(1, PRECISE_BN_MAX_CLIPS / K); /* videos that fit the cap */
     const int every = (t->ntrain + per - 1) / per;
@@ -71,7 +64,17 @@ int vt_train_precise_bn(vt_train *t) {
         fresh = 0;
     }
     vt_loader_free(&l);
-    /* a collective: every rank calls it, whatever its batches held */
+    return 0;
+}
+
+int vt_train_precise_bn(vt_train *t) {
+    if (t->o.precise_bn <= 0 || t->ntrain == 0)
+        return 0;
+    /* Under mpirun rank 0's replica 0 alone forwards (vt_towers_bn_stats): the other
+     * ranks decode nothing and take its statistics from the sync, a collective that
+     * every rank reaches. */
+    if (vt_dist_lead() && lead_pass(t) != 0)
+        return -1;
     vt_towers_sync_from(t->towers, 0);
     return 0;
 }

@@ -1,8 +1,8 @@
 /*
  * train_budget.c: --time-budget T, the number of epochs that fits T. Steps from epoch 0
- * on are timed on real batches (decode included; learning rate 0) and the
- * validation on a few videos and a precise-BN pass, then the state before them is loaded back and the loader
- * restarts at epoch 0, batch 0: the run that follows is bit for bit the one
+ * on are timed on real batches (decode included; learning rate 0), the validation on a
+ * few videos and a precise-BN pass, then the state before them is loaded back and the
+ * loader restarts at epoch 0, batch 0: the run that follows is bit for bit the one
  * `--epochs E` gives. It must never leave a trace of the timing in the run: the towers,
  * the loader and the run folder are as they were (its scratch checkpoint is removed).
  */

@@ -64,10 +64,9 @@ void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t 
                             int64_t nframes, int w, int h) {
     /* Jitter 0: the cfg's stride, and every other draw as it was before the stride
      * jitter existed. */
-    int slo = VT_MAX(1, c->stride - VT_MAX(c->stride_jitter, 0));
-    int shi = c->stride + VT_MAX(c->stride_jitter, 0);
-    out->stride = slo + (int)below(draw(key, 7), (int64_t)shi - slo + 1);
-    int64_t span = (int64_t)(c->t - 1) * out->stride + 1;
+    int j = VT_MAX(c->stride_jitter, 0), slo = VT_MAX(1, c->stride - j);
+    out->stride = slo + (int)below(draw(key, 7), (int64_t)c->stride + j - slo + 1);
+    int64_t span = vt_clip_span_at(c, out->stride);
     out->start = nframes > span ? below(draw(key, 0), nframes - span + 1) : 0;
     out->short_side = vt_sample_train_scale(c, key);
     out->x0 = (int)below(draw(key, 2), (int64_t)VT_MAX(w - c->crop + 1, 1));

@@ -38,7 +38,11 @@ typedef struct vt_clip_cfg {
 
 /* Defaults above. */
 void vt_clip_cfg_default(vt_clip_cfg *c);
-static inline int vt_clip_span(const vt_clip_cfg *c) { return (c->t - 1) * c->stride + 1; }
+/* Frames a clip spans at a stride: (t-1)*stride+1; vt_clip_span at the cfg's stride. */
+static inline int vt_clip_span_at(const vt_clip_cfg *c, int stride) {
+    return (c->t - 1) * stride + 1;
+}
+static inline int vt_clip_span(const vt_clip_cfg *c) { return vt_clip_span_at(c, c->stride); }
 
 /* What one clip is: frames start + k*stride decoded at short_side, then crop at
  * (x0, y0) of size crop, then (flip) mirrored, then (training) each channel's values
@@ -59,9 +63,10 @@ uint64_t vt_sample_key(uint64_t seed, int64_t epoch, int64_t index);
 /* Training: stride uniform over the integers in [max(1, stride - stride_jitter), stride +
  * stride_jitter], then start uniform in [0, nframes - span] for that stride's span (0
  * when the video is shorter than the span: the pad policy fills it), short side uniform
- * in [jitter_min, jitter_max], crop position uniform, flip with probability 1/2 when cfg->flip, contrast log-uniform in
- * [contrast_min, 1], brightness uniform in [-brightness, brightness]. Needs the decoded size, so
- * it is two steps: the scale first, then the crop for the (w, h) that scale gives. */
+ * in [jitter_min, jitter_max], crop position uniform, flip with probability 1/2 when
+ * cfg->flip, contrast log-uniform in [contrast_min, 1], brightness uniform in
+ * [-brightness, brightness]. Needs the decoded size, so it is two steps: the scale first,
+ * then the crop for the (w, h) that scale gives. */
 int vt_sample_train_scale(const vt_clip_cfg *c, uint64_t key);
 void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t key,
                             int64_t nframes, int w, int h);

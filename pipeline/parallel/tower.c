@@ -605,9 +605,9 @@ static void do_eval(tower *tw) {
 
 /* A precise-statistics pass over one batch (vt_towers_bn_stats): replica T->root of
  * process 0 alone forwards every clip in training mode, in micro-batches of what its
- * device fits, each forward of k
- * clips weighted k / (clips so far) in the running statistics, so that they end as the
- * clip-weighted average of the passes' batch statistics. No loss, no gradient, no
+ * device fits, each forward of k clips weighted k / (clips so far) in the running
+ * statistics, so that they end as the clip-weighted average of the passes' batch
+ * statistics. No loss, no gradient, no
  * collective (sync-BN's hook is lifted for it); the other replicas idle. */
 static void do_bnstat(tower *tw) {
     vt_towers *T = tw->T;

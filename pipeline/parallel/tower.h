@@ -169,12 +169,12 @@ void vt_towers_part_eval(void *towers, int64_t epoch, int64_t batch, int npos, i
                          int *lo, int *hi);
 /* Precise BN statistics (PySlowFast's "precise BN"), one batch at a time: replica 0
  * (of process 0) forwards every clip of b in training mode (micro-batches of what its
- * device fits) and its BN
- * running statistics become the clip-weighted average of those forwards' batch
- * statistics over every batch since the last call with fresh = 1; parameters and the
- * other replicas are untouched. After the last batch, vt_towers_sync_from(t, 0) gives
- * every replica (of every process) replica 0's statistics. Several processes: every
- * rank may call it with its batches (other ranks' calls do nothing); the sync is the
+ * device fits) and its BN running statistics become the clip-weighted average of those
+ * forwards' batch statistics over every batch since the last call with fresh = 1;
+ * parameters and the other replicas are untouched. After the last batch,
+ * vt_towers_sync_from(t, 0) gives every replica (of every process) replica 0's
+ * statistics. Several processes: other ranks need not call it (their calls do nothing;
+ * vidtrain train's pass calls it on rank 0 alone); the sync is the
  * collective every rank must reach. */
 void vt_towers_bn_stats(vt_towers *t, const vt_batch *b, int fresh);
 /* Re-plan now with another policy (speeds measured so far are kept). Several processes:

@@ -13,7 +13,9 @@ int vt_cmd_plan(int argc, char **argv);
 int vt_cmd_train(int argc, char **argv);
 int vt_cmd_eval(int argc, char **argv);
 int vt_cmd_predict(int argc, char **argv);
+int vt_cmd_export(int argc, char **argv);
 int vt_cmd_bench(int argc, char **argv);
+int vt_cmd_prep(int argc, char **argv);
 
 /* 1 if argv holds -h or --help. */
 int vt_wants_help(int argc, char **argv);

@@ -2,10 +2,13 @@
  * cmd_predict.c: `vidtrain predict RUN video...` — the top-k labels with probabilities
  * for each video, from K uniformly spaced clips (x 1 or 3 crops) averaged, exactly the
  * evaluation protocol's view of a video. A file that cannot be read gets a message with
- * FFmpeg's reason and the others go on. It must never write into the run folder.
+ * FFmpeg's reason and the others go on. --dump-input FILE also writes the normalised
+ * clips the model got and their probabilities, the truth an exported model is tested
+ * against (tests/test_onnx.c). It must never write into the run folder.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,6 +33,10 @@ static void usage(FILE *f) {
         "  --tower-split POLICY  how each batch of clips splits over the towers: equal,\n"
         "                        memory (default), speed, auto, manual:W,W,...\n"
         "  --precision P         fp32 (default, whatever the run trained with), tf32, bf16\n"
+        "  --dump-input FILE     also write, as JSON, each video's input exactly as the model\n"
+        "                        got it — the normalised clips, float32 (N, 3, T, H, W), N =\n"
+        "                        clips x crops — and each clip's probabilities per head: what\n"
+        "                        a model from `vidtrain export` must reproduce (docs/export.md)\n"
         "%s\n"
         "Unreadable files are reported (on stderr, and as {\"error\"} entries with --json) and\n"
         "skipped. Exit codes: 0 when at least one video was predicted, 1 when every video\n"
@@ -47,7 +54,31 @@ typedef struct pred_ctx {
     double *avg[VT_MAX_HEADS];
     uint8_t *raw;
     size_t raw_cap;
+    cJSON *dump;        /* --dump-input: one entry per video predicted; NULL: off */
 } pred_ctx;
+
+/* The --dump-input entry of one video: its n clips' input and per-clip probabilities.
+ * cJSON prints each float (held as a double) with enough digits to read back exactly. */
+static void dump_video(pred_ctx *c, const char *path, int n) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "path", path);
+    const int shape[5] = {n, 3, c->clip.t, c->clip.crop, c->clip.crop};
+    cJSON_AddItemToObject(e, "shape", cJSON_CreateIntArray(shape, 5));
+    int64_t cf = vt_batch_clip_floats(&c->b);
+    VT_CHECK((int64_t)n * cf <= INT32_MAX, "--dump-input: %d clips too large", n);
+    cJSON_AddItemToObject(e, "input", cJSON_CreateFloatArray(c->b.x, (int)(n * cf)));
+    cJSON *hs = cJSON_AddArrayToObject(e, "heads");
+    for (int h = 0; h < c->heads->n; h++) {
+        cJSON *ho = cJSON_CreateObject();
+        cJSON_AddStringToObject(ho, "name", c->heads->cfg[h].name);
+        cJSON *pr = cJSON_AddArrayToObject(ho, "probs");
+        int K = c->heads->cfg[h].classes;
+        for (int i = 0; i < n; i++)
+            cJSON_AddItemToArray(pr, cJSON_CreateFloatArray(c->probs[h] + (size_t)i * K, K));
+        cJSON_AddItemToArray(hs, ho);
+    }
+    cJSON_AddItemToArray(c->dump, e);
+}
 
 /* Fills c->avg[h] (classes) for one video. 0, or -1 with err. */
 static int predict_one(pred_ctx *c, const char *path, char *err, size_t errlen) {
@@ -97,6 +128,8 @@ static int predict_one(pred_ctx *c, const char *path, char *err, size_t errlen) 
             c->avg[hh][j] = s / n;
         }
     }
+    if (c->dump)
+        dump_video(c, path, n);
     rc = 0;
 end:
     vt_video_close(&v);
@@ -111,6 +144,7 @@ int vt_cmd_predict(int argc, char **argv) {
     const char *run = NULL;
     const char **videos = vt_calloc((size_t)argc, sizeof(char *));
     int nvid = 0, top = 5, json = 0;
+    const char *dump_path = NULL;
     vt_model_args ma;
     vt_model_args_default(&ma);
     for (int i = 1; i < argc; i++) {
@@ -125,6 +159,7 @@ int vt_cmd_predict(int argc, char **argv) {
 #define OPT(name) ((r = vt_opt_value(argc, argv, &i, name, &v)) != 0)
 #define BAD() do { fprintf(stderr, "vidtrain predict: bad value for %s\n", a); free(videos); return 2; } while (0)
         if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (OPT("--dump-input")) { if (r < 0) BAD(); dump_path = v; continue; }
         if (OPT("--top")) { if (r < 0 || vt_parse_int(v, 1, 1000, &top)) BAD(); continue; }
         if (OPT("--split")) {
             /* predict has no data split; the tower policy was --split once. */
@@ -160,6 +195,7 @@ int vt_cmd_predict(int argc, char **argv) {
     pred_ctx c;
     memset(&c, 0, sizeof c);
     cJSON *out = json ? cJSON_CreateArray() : NULL;
+    c.dump = dump_path ? cJSON_CreateArray() : NULL;
     vt_run_model m;
     if (vt_run_model_open(&m, run, ma.ckpt, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain predict: %s\n", err);
@@ -255,8 +291,18 @@ int vt_cmd_predict(int argc, char **argv) {
     if (ok == 0)
         fprintf(stderr, "vidtrain predict: no video could be read\n");
     rc = ok > 0 ? 0 : 1;
+    if (c.dump) {
+        char *s = cJSON_PrintUnformatted(c.dump);
+        VT_CHECK(s != NULL, "cJSON_PrintUnformatted failed (out of memory)");
+        if (vt_file_write_atomic(dump_path, s, strlen(s), err, sizeof err) != 0) {
+            fprintf(stderr, "vidtrain predict: --dump-input: %s\n", err);
+            rc = 1;
+        }
+        cJSON_free(s);
+    }
 end:
     cJSON_Delete(out);
+    cJSON_Delete(c.dump);
     vt_run_model_free(&m);
     for (int h = 0; h < VT_MAX_HEADS; h++) {
         free(c.probs[h]);

@@ -14,11 +14,13 @@
 #include "app/device_opts.h"
 #include "app/dist.h"
 #include "app/opts.h"
+#include "app/pretrained.h"
 #include "app/signals.h"
 #include "app/train.h"
 #include "app/train_opts.h"
 #include "models/backend.h"
 #include "models/common.h"
+#include "models/finetune.h"
 #include "models/optim.h"
 #include "pipeline/parallel/mpi.h"
 #include "pipeline/parallel/slices.h"
@@ -36,7 +38,8 @@ static void usage(FILE *f) {
         "epochs then a cosine decay, a clip sized for the device. config.json records every\n"
         "value resolved.\n\n"
         "model and clips:\n"
-        "  --model NAME          tiny (default), c3d, r3d18, mc3_18, r2plus1d18\n"
+        "  --model NAME          tiny (default), c3d, r3d18, mc3_18, r2plus1d18, s3d (its\n"
+        "                        clip: 16x224 by default, at least 13x209)\n"
         "  --clip TxS            frames x crop size, e.g. 16x112 or 8x64x64 (default: 16x112\n"
         "                        when a GPU trains, 8x64 on the CPU)\n"
         "  --stride N            temporal stride between frames (default 1; 3 for the CPU's\n"
@@ -62,6 +65,28 @@ static void usage(FILE *f) {
         "                        jitter) per training video, at most 2048 clips (default 4\n"
         "                        with the colour jitter on, else 0 = off): the jittered\n"
         "                        training clips' statistics misjudge clean ones\n"
+        "fine-tuning (start from trained weights instead of random ones):\n"
+        "  --pretrained NAME     torchvision's Kinetics-400 weights: r3d18, mc3_18, r2plus1d18,\n"
+        "                        s3d; downloaded once into $XDG_CACHE_HOME/vidtrain (or\n"
+        "                        $VIDTRAIN_CACHE; $VIDTRAIN_WEIGHTS_URL names a mirror or a\n"
+        "                        file:// folder), SHA-256 checked. Sets --model and the clip\n"
+        "                        to the weights' own (16x112; s3d 16x224) unless given\n"
+        "  --init FILE           start from FILE: a vidtrain checkpoint, a safetensors file\n"
+        "                        with torchvision's names, or a PyTorch .pth state_dict\n"
+        "                        (torch.save; read without running any of its pickle code;\n"
+        "                        nested under 'state_dict'/'model' and 'module.' prefixes\n"
+        "                        are fine). Tensors match by name; a classifier of another\n"
+        "                        class count is re-initialised; the rest is listed\n"
+        "  --init-strict         any missing, unexpected or mismatched tensor is an error\n"
+        "  --freeze N            the stem and stages 1..N learn nothing (0: the stem only;\n"
+        "                        resnets have 4 stages; default: none)\n"
+        "  --freeze-bn, --no-freeze-bn   batch norm in eval mode while training: the\n"
+        "                        pretrained statistics, whatever the per-tower batch\n"
+        "                        (default: on when fine-tuning)\n"
+        "  --head-lr-mult M      the classifier's lr is M x --lr (default 10 when\n"
+        "                        fine-tuning, else 1)\n"
+        "  Fine-tuning's defaults: lr a tenth of the rule below, epochs enough to see 2000\n"
+        "  clips (at least 10), no precise BN (the statistics are frozen)\n"
         "optimisation:\n"
         "  --epochs N            (default: enough to see 8000 clips, at least 30)\n"
         "  --time-budget T       instead of --epochs: the epochs that fit T (300, 300s, 5m,\n"
@@ -143,7 +168,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
                       size_t resume_n) {
     const char *pos = NULL;
     char err[256];
-    int epochs_given = 0;
+    int epochs_given = 0, model_given = 0;
     /* Pass 1: --resume loads the saved configuration, which the rest then overrides. */
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -209,6 +234,14 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             o->nesterov = 0;
             continue;
         }
+        if (!strcmp(a, "--init-strict")) {
+            o->init_strict = 1;
+            continue;
+        }
+        if (!strcmp(a, "--freeze-bn") || !strcmp(a, "--no-freeze-bn")) {
+            o->freeze_bn = a[2] == 'f';
+            continue;
+        }
         if (!strcmp(a, "--sync-bn")) {
             o->sync_bn = 1;
             continue;
@@ -222,7 +255,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             continue;
         }
         if (OPT("--out")) { if (r < 0) BAD(); snprintf(o->out, sizeof o->out, "%s", v); continue; }
-        if (OPT("--model")) { if (r < 0) BAD(); snprintf(o->model, sizeof o->model, "%s", v); continue; }
+        if (OPT("--model")) { if (r < 0) BAD(); snprintf(o->model, sizeof o->model, "%s", v); model_given = 1; continue; }
         if (OPT("--clip")) {
             vt_clip_shape cs; /* training crops are square: TxS, or TxHxW with H = W */
             if (r < 0 || vt_parse_clip(v, &cs) || cs.h != cs.w) BAD();
@@ -237,6 +270,22 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--contrast")) { if (r < 0 || vt_parse_float(v, 0.01, 1, &o->contrast_min)) BAD(); continue; }
         if (OPT("--brightness")) { if (r < 0 || vt_parse_float(v, 0, 1, &o->brightness)) BAD(); continue; }
         if (OPT("--precise-bn")) { if (r < 0 || vt_parse_int(v, 0, 64, &o->precise_bn)) BAD(); continue; }
+        if (OPT("--init")) { if (r < 0 || !v[0]) BAD(); snprintf(o->init, sizeof o->init, "%s", v); continue; }
+        if (OPT("--pretrained")) {
+            if (r < 0 || !vt_pretrained_find(v)) {
+                fprintf(stderr, "vidtrain train: --pretrained '%s': one of %s\n", v ? v : "",
+                        vt_pretrained_names());
+                return 2;
+            }
+            snprintf(o->pretrained, sizeof o->pretrained, "%s", vt_pretrained_find(v)->name);
+            continue;
+        }
+        if (OPT("--freeze")) {
+            if (r > 0 && !strcmp(v, "none")) { o->freeze = -1; continue; }
+            if (r < 0 || vt_parse_int(v, 0, 16, &o->freeze)) BAD();
+            continue;
+        }
+        if (OPT("--head-lr-mult")) { if (r < 0 || vt_parse_float(v, 1e-6, 1e6, &o->head_lr_mult)) BAD(); continue; }
         if (OPT("--dropout")) { if (r < 0 || vt_parse_float(v, 0, 0.99, &o->dropout)) BAD(); continue; }
         if (OPT("--epochs")) { if (r < 0 || vt_parse_int(v, 1, 100000, &o->epochs)) BAD(); epochs_given = 1; continue; }
         if (OPT("--time-budget")) { if (r < 0 || (o->time_budget = (float)vt_parse_duration(v)) <= 0) BAD(); continue; }
@@ -319,6 +368,30 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
     }
     if (o->dump[0])
         o->precise_bn = 0;
+    if (o->pretrained[0] && !resume[0]) {
+        const vt_pretrained *p = vt_pretrained_find(o->pretrained);
+        if (model_given && strcmp(o->model, p->model)) {
+            fprintf(stderr, "vidtrain train: --pretrained %s is a %s: not with --model %s\n",
+                    p->name, p->model, o->model);
+            return 2;
+        }
+        if (o->init[0]) {
+            fprintf(stderr, "vidtrain train: --pretrained and --init both name the starting "
+                            "weights: give one\n");
+            return 2;
+        }
+        snprintf(o->model, sizeof o->model, "%s", p->model);
+        if (!o->clip_t) { /* the input the weights were trained on */
+            o->clip_t = p->clip_t;
+            if (!o->crop)
+                o->crop = p->crop;
+        }
+    }
+    if (o->freeze >= 0 && o->freeze > vt_finetune_nstages(o->model)) {
+        fprintf(stderr, "vidtrain train: --freeze %d: %s has the stem and %d stages (0..%d)\n",
+                o->freeze, o->model, vt_finetune_nstages(o->model), vt_finetune_nstages(o->model));
+        return 2;
+    }
     if (pos)
         snprintf(o->data, sizeof o->data, "%s", pos);
     if (!o->data[0] || !o->out[0]) {

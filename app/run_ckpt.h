@@ -4,7 +4,7 @@
  * state that makes a resume exact: the data cursor (epoch, next batch), the step count,
  * the best validation so far and the partial sums of the epoch in progress.
  *
- * It must never write a checkpoint in place (models/safetensors.c writes a temporary
+ * It must never write a checkpoint in place (models/formats/safetensors.c writes a temporary
  * file and renames it) nor on a rank other than 0; under mpirun rank 0 reads checkpoints and
  * every rank gets what it read (app/dist.h).
  */
@@ -41,7 +41,7 @@ typedef struct vt_run_state {
 /* Save replica 0 (weights, buffers, optimizer) with metadata: the vidtrain keys of
  * checkpoint.h plus "classes", "normalisation", "epoch", "step", "cursor", "seed",
  * "vidtrain_state" (JSON of vt_run_state) and "vidtrain_config" (config_json).
- * Atomic (models/safetensors.c). 0, or -1 with err. */
+ * Atomic (models/formats/safetensors.c). 0, or -1 with err. */
 int vt_run_save(const char *path, vt_towers *t, const vt_run_state *st, const char *config_json,
                 char *err, size_t errlen);
 /* Load into replica 0 — full state (with_optim) or weights only — then copy it to every

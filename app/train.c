@@ -14,9 +14,12 @@
 
 #include "app/dist.h"
 #include "app/metrics.h"
+#include "app/pretrained.h"
 #include "app/run_files.h"
 #include "app/runclean.h"
 #include "models/common.h"
+#include "models/finetune.h"
+#include "models/transfer.h"
 #include "pipeline/parallel/device.h"
 #include "pipeline/parallel/mpi.h"
 #include "pipeline/parallel/slices.h"
@@ -158,6 +161,82 @@ static int open_data(vt_train *t) {
     return 0;
 }
 
+/* Fine-tuning's optimizer groups (frozen stages at lr 0, the classifiers at
+ * --head-lr-mult) and frozen BN layers on every replica: the same on every tower and
+ * rank, so the towers still take identical steps. A no-op for a plain run. 0, or 1. */
+static int apply_finetune(vt_train *t) {
+    const vt_train_opts *o = &t->o;
+    if (o->freeze < 0 && !o->freeze_bn && o->head_lr_mult == 1.0f)
+        return 0;
+    int nbn = 0, ng = 0;
+    for (int r = 0; r < vt_towers_count(t->towers); r++) {
+        vt_net *net = vt_towers_net(t->towers, r);
+        vt_optim_group g[VT_OPTIM_MAX_GROUPS];
+        ng = vt_finetune_groups(g, VT_OPTIM_MAX_GROUPS, net, o->freeze, o->head_lr_mult);
+        if (ng < 0) {
+            fprintf(stderr, "vidtrain train: more than %d optimizer groups\n", VT_OPTIM_MAX_GROUPS);
+            return 1;
+        }
+        vt_optim_set_groups(vt_towers_optim(t->towers, r), g, ng);
+        nbn = vt_finetune_freeze_bn(net, o->freeze, o->freeze_bn > 0);
+    }
+    fprintf(t->out, "fine-tuning: %s frozen, classifier lr x%g, %d BN layer(s) in eval mode\n",
+            o->freeze < 0 ? "nothing" : o->freeze == 0 ? "the stem" : "the stem and stages 1..N",
+            (double)o->head_lr_mult, nbn);
+    if (o->freeze > 0)
+        fprintf(t->out, "  (N = %d)\n", o->freeze);
+    return 0;
+}
+
+/* --pretrained: the cached file (downloaded the first time) becomes --init. 0, or 1. */
+static int fetch_pretrained(vt_train *t) {
+    vt_train_opts *o = &t->o;
+    if (!o->pretrained[0] || t->resume[0])
+        return 0;
+    const vt_pretrained *p = vt_pretrained_find(o->pretrained);
+    char err[2048], path[1024];
+    int rc = 0;
+    if (vt_dist_lead())
+        rc = vt_pretrained_fetch(p, path, sizeof path, t->quiet, err, sizeof err);
+    if (vt_dist_share_result(rc, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: --pretrained %s: %s\n", p->name, err);
+        return 1;
+    }
+    /* rank 0 reads the file: the path is only its own */
+    if (vt_dist_lead())
+        snprintf(o->init, sizeof o->init, "%s", path);
+    fprintf(t->out, "pretrained: %s on Kinetics-400 (torchvision, top-1 %s%%), %s\n", p->name,
+            p->top1, vt_dist_lead() ? path : "read by rank 0");
+    return 0;
+}
+
+/* --init: the file into replica 0 (rank 0 reads it), then every replica a copy. */
+typedef struct init_job {
+    const vt_train_opts *o;
+    FILE *log;
+    int rc;
+    char err[1024];
+} init_job;
+
+static void init_on_tower(void *ctx, vt_net *net, vt_optim *opt) {
+    (void)opt;
+    init_job *j = ctx;
+    j->rc = vt_net_load_init(net, j->o->init, j->o->init_strict, j->log, NULL, j->err,
+                             sizeof j->err);
+}
+
+static int load_init(vt_train *t) {
+    init_job j = {.o = &t->o, .log = t->out, .rc = 0};
+    if (vt_dist_lead())
+        vt_towers_run_on(t->towers, 0, init_on_tower, &j);
+    if (vt_dist_share_result(j.rc, j.err, sizeof j.err) != 0) {
+        fprintf(stderr, "vidtrain train: --init: %s\n", j.err);
+        return 1;
+    }
+    vt_towers_sync_from(t->towers, 0);
+    return 0;
+}
+
 /* The heads from the dataset, the devices and the towers, with the options resolved for
  * the machine (t->given keeps them as given). 0, or the exit code. */
 static int build_towers(vt_train *t) {
@@ -218,7 +297,7 @@ static int build_towers(vt_train *t) {
         fprintf(stderr, "vidtrain train: %s\n", err);
         return 1;
     }
-    return 0;
+    return apply_finetune(t);
 }
 
 /* plan.txt: devices, slice plan, memory plan — printed and kept for the report. */
@@ -264,6 +343,8 @@ static int start_state(vt_train *t) {
         snprintf(path, sizeof path, "%s/eval.json", o->out);
         unlink(path);
     }
+    if (!t->resume[0] && (o->init[0] || o->pretrained[0]) && load_init(t) != 0)
+        return 1;
     fflush(t->out);
     t->first_epoch = t->st.epoch;
     return 0;
@@ -403,6 +484,8 @@ int vt_train_setup(vt_train *t) {
         snprintf(path, sizeof path, "%s/" VT_TRAIN_BUDGET_STATE, o->out);
         unlink(path);
     }
+    if (fetch_pretrained(t) != 0)
+        return 1;
     if ((rc = build_towers(t)) != 0)
         return rc;
     write_config(t);

@@ -19,6 +19,8 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->contrast_min = 0.4f;
     o->brightness = 0.1f;
     o->precise_bn = -1;
+    o->freeze = -2;
+    o->freeze_bn = -1;
     snprintf(o->optim, sizeof o->optim, "sgd");
     o->momentum = 0.9f;
     o->nesterov = 1;
@@ -40,6 +42,13 @@ void vt_train_opts_default(vt_train_opts *o) {
 }
 
 void vt_train_opts_resolve(vt_train_opts *o, int ntrain, int gpu) {
+    /* S3D's average pool needs features of 2x7x7: clips of at least 13x209x209; its own
+     * input is 16x224 (torchvision's Kinetics weights), on any device */
+    if (!o->clip_t && !strcmp(o->model, "s3d")) {
+        o->clip_t = 16;
+        if (!o->crop)
+            o->crop = 224;
+    }
     if (!o->clip_t) {
         o->clip_t = gpu ? 16 : 8;
         if (!o->stride)
@@ -57,6 +66,7 @@ void vt_train_opts_resolve(vt_train_opts *o, int ntrain, int gpu) {
         o->jitter_min = o->short_side;
     if (!o->jitter_max)
         o->jitter_max = VT_MAX(o->jitter_min, (o->crop * 10 + 6) / 7);
+    const int ft = vt_train_opts_finetune(o);
     if (!(o->lr > 0)) {
         double b = o->batch / 32.0;
         /* tiny, from scratch on small sets, wants twice the resnets' rate (measured) */
@@ -64,10 +74,18 @@ void vt_train_opts_resolve(vt_train_opts *o, int ntrain, int gpu) {
         o->lr = (float)(!strcmp(o->optim, "adamw")     ? 0.001 * sqrt(b)
                         : !strcmp(o->optim, "rmsprop") ? 0.001 * b
                                                        : sgd * b);
+        if (ft) /* pretrained features are not to be thrown about: a tenth */
+            o->lr *= 0.1f;
     }
+    if (!(o->head_lr_mult > 0))
+        o->head_lr_mult = ft ? 10.0f : 1.0f;
+    if (o->freeze < -1)
+        o->freeze = -1;
+    if (o->freeze_bn < 0)
+        o->freeze_bn = ft;
     if (!o->epochs) {
         int per = VT_MAX(ntrain, 1) * VT_MAX(o->clips_per_video, 1);
-        o->epochs = VT_MAX(30, (8000 + per - 1) / per);
+        o->epochs = ft ? VT_MAX(10, (2000 + per - 1) / per) : VT_MAX(30, (8000 + per - 1) / per);
     }
     if (o->warmup_epochs < 0)
         o->warmup_epochs = strcmp(o->sched, "cosine") && strcmp(o->sched, "step")
@@ -75,7 +93,7 @@ void vt_train_opts_resolve(vt_train_opts *o, int ntrain, int gpu) {
     if (!o->eval_every)
         o->eval_every = VT_MAX(1, o->epochs / 10);
     if (o->precise_bn < 0)
-        o->precise_bn = o->contrast_min < 1 || o->brightness > 0 ? 4 : 0;
+        o->precise_bn = !o->freeze_bn && (o->contrast_min < 1 || o->brightness > 0) ? 4 : 0;
 }
 
 #define J_STR(f) cJSON_AddStringToObject(j, #f, o->f)
@@ -112,6 +130,12 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(smoothing);
     J_NUM(dropout);
     J_NUM(precise_bn);
+    J_STR(init);
+    cJSON_AddBoolToObject(j, "init_strict", o->init_strict);
+    J_STR(pretrained);
+    J_NUM(head_lr_mult);
+    J_NUM(freeze);
+    cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn > 0);
     J_NUM(workers);
     J_NUM(queue);
     J_STR(frame_cache);
@@ -205,6 +229,12 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_FLT(smoothing);
     G_FLT(dropout);
     G_INT_SINCE(precise_bn, 0);
+    G_STR(init);
+    G_INT(init_strict);
+    G_STR(pretrained);
+    G_FLT_SINCE(head_lr_mult, 1.0f); /* runs before fine-tuning: plain training */
+    G_INT_SINCE(freeze, -1);
+    G_INT_SINCE(freeze_bn, 0);
     G_INT(workers);
     G_INT(queue);
     G_STR(frame_cache);

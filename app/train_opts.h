@@ -42,6 +42,16 @@ typedef struct vt_train_opts {
     float gamma;           /* step schedule factor */
     float smoothing;       /* label smoothing (softmax heads) */
     float dropout;
+    /* fine-tuning (models/transfer.h, models/finetune.h) */
+    char init[1024];       /* --init FILE: start from these weights ("" = random) */
+    int init_strict;       /* --init-strict: any tensor not matched is an error */
+    char pretrained[32];   /* --pretrained NAME: torchvision's Kinetics-400 weights (sets
+                              init to the cached file, model and clip to its own) */
+    float head_lr_mult;    /* the classifiers' lr multiplier (0: resolve: 10 when
+                              fine-tuning, else 1) */
+    int freeze;            /* the stem and stages 1..N frozen (-1: none; -2: resolve) */
+    int freeze_bn;         /* every BN in eval mode while training (-1: resolve: on when
+                              fine-tuning) */
     int precise_bn;        /* clean clips per training video that BN's running statistics
                               are recomputed from before validation and at the end (0 =
                               off; < 0: resolve) */
@@ -74,8 +84,13 @@ typedef struct vt_train_opts {
 } vt_train_opts;
 
 void vt_train_opts_default(vt_train_opts *o);
+/* A run that starts from other weights (--init or --pretrained). */
+static inline int vt_train_opts_finetune(const vt_train_opts *o) {
+    return o->init[0] || o->pretrained[0];
+}
 /* The defaults that depend on the machine and the data, for options left at 0 (or < 0):
- *   clip      GPUs: 16x112, stride 1 (the video models' usual input); CPU: 8x64, stride 3
+ *   clip      s3d: 16x224 (the least it takes is 13x209); else
+ *             GPUs: 16x112, stride 1 (the video models' usual input); CPU: 8x64, stride 3
  *             (a 22-frame span at a cost a laptop trains in minutes; on the hard motion
  *             set stride 3 beat 1 and 2 by 9 to 40 points of top-1); a clip given without
  *             a stride: stride 1
@@ -91,7 +106,12 @@ void vt_train_opts_default(vt_train_opts *o);
  *   precise_bn  4 clips per video when the colour jitter is on (the running statistics
  *             of jittered clips misjudge clean ones: on the motion set, recomputing them
  *             from clean clips was worth +1.0 point of test top-1 over 12 runs of the
- *             twin's recipe, nothing without the jitter); else 0
+ *             twin's recipe, nothing without the jitter); else 0; 0 with every BN frozen
+ * Fine-tuning (--init, --pretrained) changes these defaults (README "Fine-tuning", with
+ * the transfer benchmark's figures): lr a tenth of the rule above, the classifiers at 10x
+ * (head_lr_mult), every BN frozen (freeze_bn: the pretrained statistics, and no batch
+ * statistics from small per-tower batches), no stage frozen, and epochs enough to see
+ * 2000 clips (at least 10).
  * `ntrain`: training videos; `gpu`: a GPU tower trains (on any rank). */
 void vt_train_opts_resolve(vt_train_opts *o, int ntrain, int gpu);
 /* To/from JSON (the run's config.json). from_json leaves fields absent in j unchanged. */

@@ -22,7 +22,7 @@
  *     [..], "std": [..]}), "epoch", "step", "rng" (decimal u64 state), "cursor" (the data
  *     cursor), "schedule".
  * The file layer — metadata, reading and validating a header, reading a tensor, the
- * atomic write — is models/safetensors.h; this header adds the mapping of a net (and an
+ * atomic write — is models/formats/safetensors.h; this header adds the mapping of a net (and an
  * optimizer) onto it. Loading checks every name, dtype and shape against the net before
  * touching it and refuses a bad file with a message naming the path and the problem: a
  * corrupt checkpoint is a data error and must never crash or abort the program.
@@ -35,7 +35,7 @@
 
 #include "models/net.h"
 #include "models/optim.h"
-#include "models/safetensors.h"
+#include "models/formats/safetensors.h"
 
 /* Writes net (+ opt if not NULL) and metadata to path atomically. 0, or -1 with err. */
 int vt_ckpt_save(const char *path, vt_net *net, vt_optim *opt, const vt_ckpt_meta *extra,

@@ -31,6 +31,8 @@ static const char *node_kind_name(vt_node_kind k) {
     case VT_NODE_LINEAR: return "linear";
     case VT_NODE_DROPOUT: return "dropout";
     case VT_NODE_ADD: return "add";
+    case VT_NODE_AVGPOOL: return "avgpool3d";
+    case VT_NODE_CONCAT: return "concat";
     }
     return "?";
 }

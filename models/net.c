@@ -26,8 +26,10 @@
 #include "models/net_graph.h"
 #include "models/zoo.h"
 
-#define VT_BN_MOMENTUM 0.1f /* PyTorch BatchNorm3d defaults */
-#define VT_BN_EPS 1e-5f
+/* What net->bn_momentum holds outside a statistics pass; it is then unused: each BN node
+ * carries its model's eps and momentum (net_graph.h: PyTorch's 1e-5 and 0.1, S3D's 1e-3
+ * and 1e-3). */
+#define VT_BN_MOMENTUM 0.1f
 
 struct vt_net {
     vt_graph g;
@@ -50,9 +52,11 @@ struct vt_net {
     void *grad_ready_ctx;
     int64_t ready_lo;     /* the last lo reported this backward (checks the order) */
     int64_t *bn_count;    /* (nnodes) host: the (global) count of each BN's last forward */
-    float bn_momentum;    /* running statistics' update weight in training forwards */
+    float bn_momentum;    /* a statistics pass's update weight (else each node's own) */
     int bn_pass;          /* a statistics pass (vt_net_set_bn_momentum m > 0): forwards
                              are not counted in num_batches_tracked */
+    unsigned char *bn_frozen; /* (nnodes) BN in eval mode even in training forwards
+                             (vt_net_set_bn_frozen: fine-tuning's --freeze-bn) */
     float *host_loss;     /* (nheads, mb) host copy of the per-clip losses */
 };
 
@@ -160,6 +164,7 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
     }
     VT_OP(be, fill, net->ws + g->one_off, 1.0f, 1);
     net->bn_count = vt_calloc((size_t)g->nnodes, sizeof(int64_t));
+    net->bn_frozen = vt_calloc((size_t)g->nnodes, 1);
     net->host_loss = vt_calloc((size_t)cfg->nheads * (size_t)(max_batch ? max_batch : 1),
                                sizeof(float));
     return net;
@@ -172,6 +177,7 @@ void vt_net_free(vt_net **pnet) {
     net_release(net);
     vt_graph_free(&net->g);
     free(net->bn_count);
+    free(net->bn_frozen);
     free(net->host_loss);
     free(net);
     *pnet = NULL;
@@ -196,6 +202,22 @@ const vt_tensor_info *vt_net_find_tensor(const vt_net *net, const char *name) {
         if (!strcmp(net->g.tensors[i].name, name))
             return &net->g.tensors[i];
     return NULL;
+}
+
+int vt_net_tensor_head(const vt_net *net, int i) {
+    if (i < 0 || i >= net->g.ntensors)
+        return -1;
+    const vt_node *nd = &net->g.nodes[net->g.aux[i].node];
+    return nd->kind == VT_NODE_LINEAR ? nd->head : -1;
+}
+
+int vt_net_set_bn_frozen(vt_net *net, const char *name, int on) {
+    for (int i = 0; i < net->g.nnodes; i++)
+        if (net->g.nodes[i].kind == VT_NODE_BN && !strcmp(net->g.nodes[i].name, name)) {
+            net->bn_frozen[i] = on != 0;
+            return 1;
+        }
+    return 0;
 }
 
 void vt_net_zero_grad(vt_net *net) {
@@ -256,7 +278,7 @@ void vt_net_init_weights(vt_net *net, uint64_t seed) {
         double std = 0, bound = 0;
         switch (g->aux[ti].role) {
         case VT_ROLE_WEIGHT:
-            if (nd->kind == VT_NODE_CONV) {
+            if (nd->kind == VT_NODE_CONV && g->init != VT_INIT_PYTORCH) {
                 /* kaiming_normal_(relu): gain sqrt(2); torchvision fan_out, the C3D port
                  * the default fan_in. */
                 std = sqrt(2.0 / (double)(g->init == VT_INIT_C3D ? fan_in : fan_out));
@@ -264,14 +286,15 @@ void vt_net_init_weights(vt_net *net, uint64_t seed) {
             } else if (g->init == VT_INIT_TORCHVISION) {
                 fill_normal(dst, t->numel, 0.01, &rng);
             } else {
-                /* nn.Linear default: kaiming_uniform_(a=sqrt(5)) = U(-1/sqrt(fan_in), +). */
+                /* nn.Linear's and nn.Conv3d's default: kaiming_uniform_(a=sqrt(5)) =
+                 * U(-1/sqrt(fan_in), +) (the C3D port's linears, every S3D weight). */
                 bound = 1.0 / sqrt((double)fan_in);
                 for (int64_t i = 0; i < t->numel; i++)
                     dst[i] = (float)((2.0 * vt_rng_uniform(&rng) - 1.0) * bound);
             }
             break;
         case VT_ROLE_BIAS:
-            if (g->init == VT_INIT_C3D) { /* PyTorch default bias: U(-1/sqrt(fan_in), +) */
+            if (g->init != VT_INIT_TORCHVISION) { /* PyTorch's default: U(+-1/sqrt(fan_in)) */
                 bound = 1.0 / sqrt((double)fan_in);
                 for (int64_t i = 0; i < t->numel; i++)
                     dst[i] = (float)((2.0 * vt_rng_uniform(&rng) - 1.0) * bound);
@@ -305,10 +328,13 @@ static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, in
     const int64_t s = (int64_t)nd->t * nd->h * nd->w;
     float *mean = net->ws + nd->ws_off, *invstd = mean + c;
     float *buf = net->ws + net->g.scratch_off;
-    if (!train) {
-        /* count 0: mean/invstd from the running statistics (backend.h). */
+    if (!train || net->bn_frozen[i]) {
+        /* count 0: mean/invstd from the running statistics (backend.h). A frozen BN
+         * (fine-tuning) is a fixed per-channel affine map: no statistics, no sync-BN
+         * collective (every tower freezes the same layers, so the collectives still
+         * line up), running statistics and num_batches_tracked kept. */
         VT_OP(be, bn_finalize, mean, invstd, buffer(net, nd->rm), buffer(net, nd->rv), buf,
-              buf + c, 0, c, VT_BN_MOMENTUM, VT_BN_EPS);
+              buf + c, 0, c, nd->bn_momentum, nd->bn_eps);
         VT_OP(be, bn_apply, out, x, mean, invstd, param(net, nd->wt), param(net, nd->bt), n, c, s);
         return;
     }
@@ -332,8 +358,37 @@ static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, in
     if (count == 0)
         return; /* every tower empty: nothing to normalise, running statistics kept */
     VT_OP(be, bn_finalize, mean, invstd, buffer(net, nd->rm), buffer(net, nd->rv), buf, buf + c,
-          count, c, net->bn_momentum, VT_BN_EPS);
+          count, c, net->bn_pass ? net->bn_momentum : nd->bn_momentum, nd->bn_eps);
     VT_OP(be, bn_apply, out, x, mean, invstd, param(net, nd->wt), param(net, nd->bt), n, c, s);
+}
+
+/* Concat node i moves its inputs' activations into its output's channel slices
+ * (backward = 0), or its output's gradient out of them into its inputs' gradients
+ * (backward = 1: copied into a first contribution, added to a later one). Clip by clip
+ * with the plain copy and add ops, so every backend has it without a kernel of its own:
+ * in (N, C, T, H, W) a branch's channels are one block per clip, C * THW elements
+ * apart. */
+static void concat_slices(vt_net *net, int i, int n, int backward) {
+    vt_backend *be = net->be;
+    const vt_graph *g = &net->g;
+    const vt_node *nd = &g->nodes[i];
+    const int64_t thw = (int64_t)nd->t * nd->h * nd->w, whole = (int64_t)nd->c * thw;
+    float *cat = backward ? grad_of(net, i) : act(net, i);
+    int64_t at = 0; /* the branch's first element within a clip of the output */
+    for (int k = 0; k < nd->nin; k++) {
+        const int64_t part = (int64_t)g->nodes[nd->in[k]].c * thw;
+        float *mine = backward ? grad_of(net, nd->in[k]) : act(net, nd->in[k]);
+        for (int j = 0; j < n; j++) {
+            float *slice = act_ptr(net, cat, j * whole + at), *own = act_ptr(net, mine, j * part);
+            if (!backward)
+                be->i->copy(be, slice, own, (size_t)part * (size_t)g->act_size);
+            else if (nd->din[k] == VT_DIN_COPY)
+                be->i->copy(be, own, slice, (size_t)part * (size_t)g->act_size);
+            else
+                VT_OP(be, add, own, own, slice, part);
+        }
+        at += part;
+    }
 }
 
 void vt_net_forward(vt_net *net, const float *x, int n, int train) {
@@ -399,6 +454,12 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
         }
         case VT_NODE_ADD:
             VT_OP(be, add, out, in, act(net, nd->in[1]), nf);
+            break;
+        case VT_NODE_AVGPOOL:
+            VT_OP(be, avgpool3d_forward, out, in, n, nd->ic, in_thw, &nd->pool);
+            break;
+        case VT_NODE_CONCAT:
+            concat_slices(net, i, n, 0);
             break;
         }
     }
@@ -521,6 +582,16 @@ static void bn_backward(vt_net *net, int i, float *din, const float *dy, const f
     /* Parameter gradients from the LOCAL sums: the gradient reducer adds the towers. */
     VT_OP(be, axpy, pgrad(net, nd->wt), 1.0f, buf + c, c);
     VT_OP(be, axpy, pgrad(net, nd->bt), 1.0f, buf, c);
+    if (net->bn_frozen[i]) {
+        /* Eval-mode BN: mean and invstd are constants, so din = gamma * invstd * dy —
+         * bn_backward_apply with both sums zero (any count). */
+        if (din && n > 0) {
+            VT_OP(be, fill, buf, 0.0f, 2 * (int64_t)c);
+            VT_OP(be, bn_backward_apply, din, dy, x, mean, invstd, param(net, nd->wt), buf,
+                  buf + c, 1, n, c, s);
+        }
+        return;
+    }
     if (net->bn_sync)
         net->bn_sync(net->bn_sync_ctx, buf, 2 * (int64_t)c);
     if (din && n > 0 && net->bn_count[i] > 0)
@@ -530,10 +601,39 @@ static void bn_backward(vt_net *net, int i, float *din, const float *dy, const f
 
 /* ---- buffers across replicas ---- */
 
+/* The running statistics and counter of every frozen BN layer, out to host memory
+ * (out = 1) or back from it; returns the floats moved (keep NULL: only counts them). */
+static int64_t frozen_bn_stats(vt_net *net, float *keep, int out) {
+    const vt_graph *g = &net->g;
+    vt_backend *be = net->be;
+    int64_t at = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        if (!net->bn_frozen[i])
+            continue;
+        const int tensors[3] = {g->nodes[i].rm, g->nodes[i].rv, g->nodes[i].nbt};
+        for (int k = 0; k < 3; k++) {
+            const vt_tensor_info *t = &g->tensors[tensors[k]];
+            float *p = net->buffers + t->offset;
+            if (keep && out)
+                be->i->to_host(be, keep + at, p, (size_t)t->numel * sizeof(float));
+            else if (keep)
+                be->i->to_device(be, p, keep + at, (size_t)t->numel * sizeof(float));
+            at += t->numel;
+        }
+    }
+    return at;
+}
+
 void vt_net_merge_buffers(vt_net *net, float weight, vt_allreduce_fn sum, void *ctx) {
     const vt_graph *g = &net->g;
     if (g->nbuffers == 0)
         return;
+    /* Frozen BN layers hold the same statistics on every replica: kept aside and put
+     * back, since a weighted sum of equal values need not round to that value. */
+    int64_t nkeep = frozen_bn_stats(net, NULL, 0);
+    float *keep = nkeep ? vt_malloc((size_t)nkeep * sizeof(float)) : NULL;
+    if (keep)
+        frozen_bn_stats(net, keep, 1);
     VT_OP(net->be, scale, net->buffers, weight, g->nbuffers);
     sum(ctx, net->buffers, g->nbuffers);
     /* the counters: a weighted average of integers is not one (the towers ran different
@@ -541,6 +641,11 @@ void vt_net_merge_buffers(vt_net *net, float weight, vt_allreduce_fn sum, void *
     for (int i = 0; i < g->ntensors; i++)
         if (g->tensors[i].is_buffer && g->tensors[i].is_int64)
             VT_OP(net->be, round_even, net->buffers + g->tensors[i].offset, g->tensors[i].numel);
+    if (keep) {
+        frozen_bn_stats(net, keep, 0);
+        vt_backend_sync(net->be);
+        free(keep);
+    }
 }
 
 int vt_net_reads_input_in_backward(const vt_net *net) { return net->g.input_off < 0; }
@@ -566,6 +671,10 @@ void vt_net_backward(vt_net *net) {
         const float *in = in0 < 0 ? NULL : act(net, in0);
         const int in_thw[3] = {nd->it, nd->ih, nd->iw};
         const int64_t nf_in = in0 < 0 ? 0 : (int64_t)n * vt_node_floats(&g->nodes[in0]);
+        if (nd->kind == VT_NODE_CONCAT) {
+            concat_slices(net, i, n, 1);
+            continue;
+        }
         if (nd->kind == VT_NODE_ADD) {
             /* Skip input first (copy or accumulate dout), then the main input. */
             /* Gradients meeting at a branch add with `add`, an activation op (bf16 under
@@ -612,7 +721,11 @@ void vt_net_backward(vt_net *net) {
         case VT_NODE_DROPOUT:
             VT_OP(be, dropout_backward, din, dout, f32_at(net, nd->mask_off), nf_in);
             break;
+        case VT_NODE_AVGPOOL:
+            VT_OP(be, avgpool3d_backward, din, dout, n, nd->ic, in_thw, &nd->pool);
+            break;
         case VT_NODE_ADD:
+        case VT_NODE_CONCAT:
             break;
         }
         if (nd->din[0] == VT_DIN_ACCUM)

@@ -93,6 +93,8 @@ float *vt_net_buffers(vt_net *net);             /* BN running stats, num_batches
 int vt_net_num_tensors(const vt_net *net);
 const vt_tensor_info *vt_net_tensor(const vt_net *net, int i);
 const vt_tensor_info *vt_net_find_tensor(const vt_net *net, const char *name);
+/* The head whose classifier tensor i is (its weight or bias), or -1 for every other. */
+int vt_net_tensor_head(const vt_net *net, int i);
 
 void vt_net_zero_grad(vt_net *net);
 /* x: (n, 3, T, H, W) in backend memory, 0 <= n <= max_batch. train=1: batch statistics,
@@ -146,6 +148,13 @@ void vt_net_set_bn_sync(vt_net *net, vt_allreduce_fn fn, void *ctx);
  * which leaves the clip-weighted average of the passes' statistics; while m > 0 is set,
  * training forwards are not counted in num_batches_tracked (they train nothing). */
 void vt_net_set_bn_momentum(vt_net *net, float m);
+/* Fine-tuning's frozen BN: the BN layer whose module name is `name` ("layer1.0.conv1.1")
+ * normalises with its running statistics in training forwards too and never updates
+ * them (PyTorch's bn.eval() inside a model in train mode); gamma and beta still learn
+ * unless their stage is frozen. A frozen BN's output depends on its clip alone, so any
+ * tower split equals one device without sync-BN. Returns 1, or 0 when no BN has that
+ * name. */
+int vt_net_set_bn_frozen(vt_net *net, const char *name, int on);
 /* Replicas' buffers (BN running statistics) made one, for towers without sync-BN: every
  * replica calls it after a step, with weight = its share of the step's clips and `sum` a
  * hook as above (buffers are backend memory). Afterwards every replica holds

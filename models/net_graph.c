@@ -35,8 +35,9 @@ static int g_new_node(vt_graph *g, vt_node_kind kind, const char *name, int in) 
     memset(nd, 0, sizeof *nd);
     nd->kind = kind;
     snprintf(nd->name, sizeof nd->name, "%s", name);
+    for (int k = 0; k < VT_NODE_MAX_IN; k++)
+        nd->in[k] = -1;
     nd->in[0] = in;
-    nd->in[1] = -1;
     nd->nin = 1;
     nd->head = -1;
     nd->wt = nd->bt = nd->rm = nd->rv = nd->nbt = -1;
@@ -128,10 +129,16 @@ int vt_g_conv(vt_graph *g, const char *name, int in, int cout, const int k[3], c
 }
 
 int vt_g_bn(vt_graph *g, const char *name, int in) {
+    return vt_g_bn_ex(g, name, in, 1e-5f, 0.1f); /* PyTorch BatchNorm3d defaults */
+}
+
+int vt_g_bn_ex(vt_graph *g, const char *name, int in, float eps, float momentum) {
     int i = g_new_node(g, VT_NODE_BN, name, in);
     if (i < 0)
         return -1;
     vt_node *nd = &g->nodes[i];
+    nd->bn_eps = eps;
+    nd->bn_momentum = momentum;
     int64_t cs[1] = {nd->c};
     nd->wt = g_tensor(g, i, "weight", VT_ROLE_GAMMA, 1, cs, 0, 0);
     nd->bt = g_tensor(g, i, "bias", VT_ROLE_BETA, 1, cs, 0, 0);
@@ -151,9 +158,10 @@ int vt_g_relu(vt_graph *g, const char *name, int in) {
     return i;
 }
 
-int vt_g_maxpool(vt_graph *g, const char *name, int in, const int k[3], const int s[3],
-                 const int p[3]) {
-    int i = g_new_node(g, VT_NODE_MAXPOOL, name, in);
+/* A pooling window over in: max or average. */
+static int g_pool(vt_graph *g, vt_node_kind kind, const char *name, int in, const int k[3],
+                  const int s[3], const int p[3]) {
+    int i = g_new_node(g, kind, name, in);
     if (i < 0)
         return -1;
     vt_node *nd = &g->nodes[i];
@@ -174,6 +182,16 @@ int vt_g_maxpool(vt_graph *g, const char *name, int in, const int k[3], const in
     nd->h = o[1];
     nd->w = o[2];
     return i;
+}
+
+int vt_g_maxpool(vt_graph *g, const char *name, int in, const int k[3], const int s[3],
+                 const int p[3]) {
+    return g_pool(g, VT_NODE_MAXPOOL, name, in, k, s, p);
+}
+
+int vt_g_avgpool(vt_graph *g, const char *name, int in, const int k[3], const int s[3],
+                 const int p[3]) {
+    return g_pool(g, VT_NODE_AVGPOOL, name, in, k, s, p);
 }
 
 int vt_g_gap(vt_graph *g, const char *name, int in) {
@@ -228,6 +246,38 @@ int vt_g_add(vt_graph *g, const char *name, int a, int b) {
     nd->nin = 2;
     /* out += residual, as torchvision's BasicBlock: the BN output is not needed again. */
     nd->inplace = 1;
+    return i;
+}
+
+void vt_g_linear_as_conv1(vt_graph *g, int node) {
+    if (node < 0 || g->failed)
+        return;
+    vt_tensor_info *t = &g->tensors[g->nodes[node].wt];
+    VT_CHECK(g->nodes[node].kind == VT_NODE_LINEAR && t->ndim == 2, "%s: not a linear layer",
+             g->nodes[node].name);
+    t->ndim = 5;
+    t->shape[2] = t->shape[3] = t->shape[4] = 1;
+}
+
+int vt_g_concat(vt_graph *g, const char *name, const int *in, int nin) {
+    VT_CHECK(nin >= 2 && nin <= VT_NODE_MAX_IN, "%s: concat of %d inputs", name, nin);
+    if (g->failed) /* a branch failed: its index is -1, not the input clip */
+        return -1;
+    for (int k = 0; k < nin; k++) /* the clip itself is no branch (backward gives it none) */
+        VT_CHECK(in[k] >= 0, "%s: input %d is the clip", name, k);
+    int i = g_new_node(g, VT_NODE_CONCAT, name, in[0]);
+    if (i < 0)
+        return -1;
+    vt_node *nd = &g->nodes[i];
+    for (int k = 1; k < nin; k++) {
+        const vt_node *p = &g->nodes[in[k]];
+        if (p->t != nd->t || p->h != nd->h || p->w != nd->w)
+            return g_fail(g, "%s: branch shapes differ (t %d vs %d, h %d)", name, nd->t, p->t,
+                          p->h);
+        nd->in[k] = in[k];
+        nd->c += p->c;
+    }
+    nd->nin = nin;
     return i;
 }
 
@@ -324,11 +374,13 @@ void vt_graph_plan(vt_graph *g) {
     /* Gradient slots: simulate backward in reverse node order. */
     for (int i = g->nnodes - 1; i >= 0; i--) {
         vt_node *nd = &g->nodes[i];
-        nd->din[0] = nd->din[1] = VT_DIN_NONE;
+        for (int kk = 0; kk < VT_NODE_MAX_IN; kk++)
+            nd->din[kk] = VT_DIN_NONE;
         if (nd->gslot == -1)
             continue; /* nothing downstream needs it (cannot happen in the zoo) */
         int transferred = 0;
-        /* add: the skip input first, so the main input can take dout's slot last. */
+        /* add: the skip input first, so the main input can take dout's slot last; concat:
+         * the last branch first. */
         for (int kk = nd->nin - 1; kk >= 0; kk--) {
             int in = nd->in[kk];
             if (in < 0)
@@ -336,7 +388,9 @@ void vt_graph_plan(vt_graph *g) {
             vt_node *p = &g->nodes[in];
             int elementwise = nd->kind == VT_NODE_RELU || nd->kind == VT_NODE_DROPOUT ||
                               nd->kind == VT_NODE_ADD;
-            if (nd->kind == VT_NODE_ADD && kk == 1) {
+            /* add's skip input and every concat input get dout (a slice of it for
+             * concat) by copy or addition: never dout's slot itself. */
+            if ((nd->kind == VT_NODE_ADD && kk == 1) || nd->kind == VT_NODE_CONCAT) {
                 if (p->gslot == -1) {
                     nd->din[kk] = VT_DIN_COPY;
                     p->gslot = slot_take(g, act_round(g, in_floats(g, in)));

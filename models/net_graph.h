@@ -30,7 +30,12 @@ typedef enum vt_node_kind {
     VT_NODE_LINEAR,
     VT_NODE_DROPOUT,
     VT_NODE_ADD,
+    VT_NODE_AVGPOOL, /* a windowed average (count_include_pad), not the global one (GAP) */
+    VT_NODE_CONCAT,  /* inputs side by side along channels, in[0] first (torch.cat dim 1) */
 } vt_node_kind;
+
+/* Most inputs a node takes: add has 2, concat up to 4 (an Inception block's branches). */
+#define VT_NODE_MAX_IN 4
 
 /* How a node's backward delivers the gradient of one of its inputs. */
 typedef enum vt_din_mode {
@@ -38,14 +43,17 @@ typedef enum vt_din_mode {
     VT_DIN_NEW,      /* first contribution: the op writes the input's gradient slot */
     VT_DIN_ACCUM,    /* later contribution: the op writes a temporary slot, then axpy */
     VT_DIN_TRANSFER, /* element-wise op in place: the input's gradient takes over dout's slot */
-    VT_DIN_COPY,     /* add, skip input, first contribution: copy dout */
-    VT_DIN_AXPY,     /* add, later contribution: axpy dout */
+    VT_DIN_COPY,     /* add's skip input or a concat input, first contribution: copy dout
+                        (concat: its channel slice of dout) */
+    VT_DIN_AXPY,     /* the same, later contribution: add dout (or its slice) */
 } vt_din_mode;
 
 /* Parameter initialisation families (see vt_net_init_weights). */
 typedef enum vt_init_style {
     VT_INIT_TORCHVISION, /* video resnets, tiny: kaiming_normal_ fan_out, linear N(0, 0.01) */
     VT_INIT_C3D,         /* the C3D port: kaiming_normal_ fan_in, PyTorch defaults elsewhere */
+    VT_INIT_PYTORCH,     /* PyTorch module defaults everywhere (S3D has no init code): conv
+                            and linear kaiming_uniform_(a=sqrt(5)), biases U(+-1/sqrt(fan_in)) */
 } vt_init_style;
 
 /* What a tensor of the state dict is for. */
@@ -57,11 +65,12 @@ typedef enum vt_tensor_role {
 typedef struct vt_node {
     vt_node_kind kind;
     char name[64];        /* module path, e.g. "layer1.0.conv1.0" */
-    int in[2], nin;       /* producer nodes; -1 = the input clip */
+    int in[VT_NODE_MAX_IN], nin; /* producer nodes; -1 = the input clip */
     int c, t, h, w;       /* output per clip */
     int ic, it, ih, iw;   /* in[0] per clip */
     vt_conv3d_p conv;
-    vt_pool3d_p pool;
+    vt_pool3d_p pool;     /* maxpool, avgpool */
+    float bn_eps, bn_momentum; /* BN: PyTorch's eps and momentum (1e-5, 0.1 unless set) */
     int inplace;          /* output aliases in[0]'s activation (relu, add, dropout) */
     int head;             /* linear: head index; -1 for hidden layers */
     float drop_p;         /* dropout probability */
@@ -76,7 +85,7 @@ typedef struct vt_node {
     int64_t mask_floats;  /* per-clip float32 values this node adds (its dropout mask) */
     int64_t ws_off;       /* BN: mean (C) | invstd (C) in the fixed workspace */
     int gslot;            /* slot holding d(output) in backward; -2-h for head h's dlogits */
-    vt_din_mode din[2];
+    vt_din_mode din[VT_NODE_MAX_IN];
     int tmp_slot;         /* VT_DIN_ACCUM: temporary slot */
 } vt_node;
 
@@ -119,14 +128,22 @@ typedef struct vt_graph {
  * first error is kept in g->err). k, s, p are (T, H, W). */
 int vt_g_conv(vt_graph *g, const char *name, int in, int cout, const int k[3], const int s[3],
               const int p[3], int bias);
-int vt_g_bn(vt_graph *g, const char *name, int in);
+int vt_g_bn(vt_graph *g, const char *name, int in); /* eps 1e-5, momentum 0.1 */
+int vt_g_bn_ex(vt_graph *g, const char *name, int in, float eps, float momentum);
 int vt_g_relu(vt_graph *g, const char *name, int in);
 int vt_g_maxpool(vt_graph *g, const char *name, int in, const int k[3], const int s[3],
+                 const int p[3]);
+int vt_g_avgpool(vt_graph *g, const char *name, int in, const int k[3], const int s[3],
                  const int p[3]);
 int vt_g_gap(vt_graph *g, const char *name, int in);
 int vt_g_linear(vt_graph *g, const char *name, int in, int out, int head);
 int vt_g_dropout(vt_graph *g, const char *name, int in, float p, int inplace);
 int vt_g_add(vt_graph *g, const char *name, int a, int b);
+/* Channels of in[0..nin-1] side by side (2 <= nin <= VT_NODE_MAX_IN; equal T, H, W). */
+int vt_g_concat(vt_graph *g, const char *name, const int *in, int nin);
+/* A linear node whose state-dict weight is a 1x1x1 conv's, (out, in, 1, 1, 1): the same
+ * floats as (out, in), which is how the linear op reads it (S3D's classifier.1). */
+void vt_g_linear_as_conv1(vt_graph *g, int node);
 
 /* Lay out activations, gradients and workspace of a built graph (zoo.h's vt_graph_make
  * builds and plans in one call). */

@@ -19,6 +19,8 @@ struct vt_optim {
     int64_t n;      /* parameters */
     int64_t step;   /* completed steps */
     float *state;   /* (state_per_param * n) */
+    int ngroups;    /* 0: one group, the whole arena at lr */
+    vt_optim_group group[VT_OPTIM_MAX_GROUPS];
 };
 
 void vt_optim_cfg_default(vt_optim_cfg *cfg, vt_opt_kind kind) {
@@ -90,31 +92,84 @@ void vt_optim_free(vt_optim **po) {
     *po = NULL;
 }
 
+void vt_optim_set_groups(vt_optim *o, const vt_optim_group *g, int n) {
+    o->ngroups = 0;
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        VT_CHECK(g[i].lo == at && g[i].hi >= g[i].lo && g[i].lr_mult >= 0,
+                 "optimizer group %d [%lld, %lld) x%g: groups must tile the arena in order", i,
+                 (long long)g[i].lo, (long long)g[i].hi, (double)g[i].lr_mult);
+        at = g[i].hi;
+        if (g[i].hi == g[i].lo)
+            continue;
+        if (o->ngroups && o->group[o->ngroups - 1].lr_mult == g[i].lr_mult) {
+            o->group[o->ngroups - 1].hi = g[i].hi;
+            continue;
+        }
+        VT_CHECK(o->ngroups < VT_OPTIM_MAX_GROUPS, "more than %d optimizer groups",
+                 VT_OPTIM_MAX_GROUPS);
+        o->group[o->ngroups++] = g[i];
+    }
+    VT_CHECK(n == 0 || at == o->n, "optimizer groups cover %lld of %lld parameters",
+             (long long)at, (long long)o->n);
+    if (o->ngroups == 1 && o->group[0].lr_mult == 1.0f)
+        o->ngroups = 0; /* the plain case: one op call over the arena, as before */
+}
+
+/* One update op over [lo, lo + n) of the arena and the matching slice of every state
+ * buffer (the state is the kind's buffers of o->n floats one after another). */
+static void update_range(vt_optim *o, float *params, float *grads, int64_t lo, int64_t n,
+                         float lr) {
+    vt_backend *be = o->be;
+    const vt_optim_cfg *c = &o->cfg;
+    const int64_t N = o->n;
+    float *s0 = o->state ? o->state + lo : NULL, *s1 = o->state ? o->state + N + lo : NULL;
+    switch (c->kind) {
+    case VT_OPT_SGD:
+        VT_OP(be, sgd_update, params + lo, grads + lo, c->momentum != 0 ? s0 : NULL, n, lr,
+              c->momentum, c->dampening, c->wd, c->nesterov, o->step);
+        break;
+    case VT_OPT_RMSPROP:
+        VT_OP(be, rmsprop_update, params + lo, grads + lo, s0, c->momentum > 0 ? s1 : NULL, n,
+              lr, c->alpha, c->eps, c->wd, c->momentum);
+        break;
+    case VT_OPT_ADAMW:
+        VT_OP(be, adamw_update, params + lo, grads + lo, s0, s1, n, lr, c->beta1, c->beta2,
+              c->eps, c->wd, o->step);
+        break;
+    }
+}
+
 float vt_optim_step(vt_optim *o, float *params, float *grads, float lr) {
     vt_backend *be = o->be;
     const vt_optim_cfg *c = &o->cfg;
     const int64_t n = o->n;
     o->step++;
-    double norm = sqrt(VT_OP(be, sumsq, grads, n));
-    if (c->clip_norm > 0) {
-        /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), only if < 1. */
-        double coef = (double)c->clip_norm / (norm + 1e-6);
-        if (coef < 1.0)
-            VT_OP(be, scale, grads, (float)coef, n);
+    if (o->ngroups == 0) {
+        double norm = sqrt(VT_OP(be, sumsq, grads, n));
+        if (c->clip_norm > 0) {
+            /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), only if < 1. */
+            double coef = (double)c->clip_norm / (norm + 1e-6);
+            if (coef < 1.0)
+                VT_OP(be, scale, grads, (float)coef, n);
+        }
+        update_range(o, params, grads, 0, n, lr);
+        return (float)norm;
     }
-    switch (c->kind) {
-    case VT_OPT_SGD:
-        VT_OP(be, sgd_update, params, grads, c->momentum != 0 ? o->state : NULL, n, lr,
-              c->momentum, c->dampening, c->wd, c->nesterov, o->step);
-        break;
-    case VT_OPT_RMSPROP:
-        VT_OP(be, rmsprop_update, params, grads, o->state, c->momentum > 0 ? o->state + n : NULL,
-              n, lr, c->alpha, c->eps, c->wd, c->momentum);
-        break;
-    case VT_OPT_ADAMW:
-        VT_OP(be, adamw_update, params, grads, o->state, o->state + n, n, lr, c->beta1, c->beta2,
-              c->eps, c->wd, o->step);
-        break;
+    /* Groups: frozen ranges take no part (torch never sees a gradient for them). */
+    double ss = 0;
+    for (int i = 0; i < o->ngroups; i++)
+        if (o->group[i].lr_mult > 0)
+            ss += VT_OP(be, sumsq, grads + o->group[i].lo, o->group[i].hi - o->group[i].lo);
+    double norm = sqrt(ss);
+    double coef = c->clip_norm > 0 ? (double)c->clip_norm / (norm + 1e-6) : 1.0;
+    for (int i = 0; i < o->ngroups; i++) {
+        const vt_optim_group *g = &o->group[i];
+        if (g->lr_mult == 0)
+            continue;
+        if (coef < 1.0)
+            VT_OP(be, scale, grads + g->lo, (float)coef, g->hi - g->lo);
+        update_range(o, params, grads, g->lo, g->hi - g->lo, lr * g->lr_mult);
     }
     return (float)norm;
 }

@@ -36,8 +36,22 @@ int vt_optim_state_per_param(const vt_optim_cfg *cfg);
 typedef struct vt_optim vt_optim;
 vt_optim *vt_optim_init(const vt_optim_cfg *cfg, vt_backend *be, int64_t nparams);
 void vt_optim_free(vt_optim **o);
+/* Parameter groups (torch.optim's param_groups over one arena): [lo, hi) of the
+ * parameter arena trains at lr * lr_mult; a range with lr_mult 0 is FROZEN — skipped
+ * by the update, the clipping norm and weight decay, as torch skips a parameter with
+ * requires_grad=False (its state stays as it was). Ranges are sorted, disjoint and
+ * cover [0, nparams). Without groups (the default) the whole arena trains at lr. */
+typedef struct vt_optim_group {
+    int64_t lo, hi;     /* parameter arena offsets, in floats */
+    float lr_mult;
+} vt_optim_group;
+/* Copies the groups (at most VT_OPTIM_MAX_GROUPS; adjacent ranges of one multiplier are
+ * merged). n == 0: back to one group. */
+#define VT_OPTIM_MAX_GROUPS 64
+void vt_optim_set_groups(vt_optim *o, const vt_optim_group *g, int n);
 /* Clip (if cfg->clip_norm > 0) then update params in place; returns the gradient's
- * global L2 norm before clipping. Increments the step count first (steps count from 1). */
+ * global L2 norm before clipping (over the groups that train). Increments the step count
+ * first (steps count from 1). */
 float vt_optim_step(vt_optim *o, float *params, float *grads, float lr);
 int64_t vt_optim_step_count(const vt_optim *o);
 void vt_optim_set_step_count(vt_optim *o, int64_t step);

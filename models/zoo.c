@@ -1,7 +1,7 @@
 /*
- * zoo.c: the model zoo as graphs — tiny, tiny_nobn, c3d, r3d18, mc3_18, r2plus1d18 — with the
- * module names, shapes and order of their PyTorch twins, so that state dicts move both
- * ways by name:
+ * zoo.c: the model zoo as graphs — tiny, tiny_nobn, c3d, r3d18, mc3_18, r2plus1d18, s3d —
+ * with the module names, shapes and order of their PyTorch twins, so that state dicts
+ * move both ways by name:
  *   r3d18, mc3_18, r2plus1d18: torchvision.models.video.{r3d_18, mc3_18, r2plus1d_18}
  *     (BasicStem / R2Plus1dStem, Conv3DSimple / Conv3DNoTemporal / Conv2Plus1D, BasicBlock
  *     [2,2,2,2], AdaptiveAvgPool3d(1), fc); the (2+1)D midplanes are computed once per
@@ -9,6 +9,25 @@
  *   c3d: the common PyTorch C3D port (conv1, pool1 (1,2,2), conv2, pool2, conv3a/b, pool3,
  *     conv4a/b, pool4, conv5a/b, pool5 (2,2,2) padding (0,1,1), fc6, fc7, fc8; ReLU after
  *     every conv and fc6/fc7, dropout after fc6 and fc7), fc6's input from the clip shape;
+ *   s3d: torchvision.models.video.s3d (features: TemporalSeparableConv = Conv3dNormActivation
+ *     (1,k,k) then (k,1,1); SepInceptionBlock3D = four branches concatenated along
+ *     channels, branch3 a 3x3x3 max pool (stride 1, padding 1) then a 1x1x1 conv; max
+ *     pools; BatchNorm3d eps 0.001 and momentum 0.001; avgpool (2,7,7) stride 1;
+ *     classifier Dropout + Conv3d(1024, classes, 1) then the mean over (T, H, W)). No init
+ *     code of its own, so PyTorch's module defaults (VT_INIT_PYTORCH). The classifier's
+ *     1x1x1 conv followed by the mean is a linear layer on the mean of the avgpool's
+ *     output, so here it is avgpool, "mean" (global average), dropout ("classifier.0"),
+ *     linear "classifier.1" whose weight keeps the conv's state-dict shape (classes, 1024,
+ *     1, 1, 1). The dropout therefore acts AFTER the mean, on 1024 features, where
+ *     torchvision's acts element-wise before the conv: the same eval output (and the same
+ *     expectation in training), different training masks. Its p is cfg->dropout as for
+ *     the other models (torchvision's default is 0.2). Clips need T >= 13 and H, W >= 209
+ *     (s3d_min_clip); torchvision's Kinetics weights take 16 frames resized to 256, 224
+ *     crops. About 8.3M parameters (8,320,048 with 400 classes);
+ *   s3d_block: a TEST model, not in vt_zoo_names (tests/test_zoo_s3d.c): a 1x1x1 stem and
+ *     two small SepInceptionBlock3D (s3d's builders and names, channels of a few), an
+ *     avgpool (2,3,3) stride 1, the mean and "fc": the concat node's gradients against
+ *     PyTorch on cpu-ref in a fraction of a second, independent of S3D's size;
  *   tiny: ours (scripts/torch_zoo.py holds its twin): conv1 3->16 k3 + bn1 + relu +
  *     pool1 (1,2,2), conv2 16->32 + bn2 + relu + pool2 (2,2,2), conv3 32->64 + bn3 + relu +
  *     pool3 (2,2,2), conv4 64->128 + bn4 + relu, avgpool (global), fc. About 293k
@@ -37,7 +56,7 @@
 #include "models/common.h"
 
 const char *const vt_zoo_names[] = {"tiny", "tiny_nobn", "c3d", "r3d18", "mc3_18", "r2plus1d18",
-                                    NULL};
+                                    "s3d", NULL};
 
 #define K3(a, b, c) ((const int[3]){a, b, c})
 
@@ -181,6 +200,116 @@ static int build_resnet(vt_graph *g, const conv_maker makers[4], int r2plus1d) {
     return vt_g_gap(g, "avgpool", x);
 }
 
+/* ---- s3d ---- */
+
+/* torchvision's Conv3dNormActivation under module path `pre`: conv (pre.0, no bias), S3D's
+ * BatchNorm3d(eps=0.001, momentum=0.001) (pre.1), ReLU (pre.2). */
+static int s3d_cna(vt_graph *g, const char *pre, int in, int cout, const int k[3],
+                   const int s[3], const int p[3]) {
+    char a[96], b[96], c[96];
+    snprintf(a, sizeof a, "%s.0", pre);
+    snprintf(b, sizeof b, "%s.1", pre);
+    snprintf(c, sizeof c, "%s.2", pre);
+    int x = vt_g_conv(g, a, in, cout, k, s, p, 0);
+    x = vt_g_bn_ex(g, b, x, 1e-3f, 1e-3f);
+    return vt_g_relu(g, c, x);
+}
+
+static int s3d_pointwise(vt_graph *g, const char *pre, int in, int cout) {
+    return s3d_cna(g, pre, in, cout, K3(1, 1, 1), K3(1, 1, 1), K3(0, 0, 0));
+}
+
+/* TemporalSeparableConv(k, s, p): (1,k,k) stride (1,s,s) at pre.0, then (k,1,1) stride
+ * (s,1,1) at pre.1. */
+static int s3d_sep(vt_graph *g, const char *pre, int in, int cout, int k, int s, int p) {
+    char a[96];
+    snprintf(a, sizeof a, "%s.0", pre);
+    int x = s3d_cna(g, a, in, cout, K3(1, k, k), K3(1, s, s), K3(0, p, p));
+    snprintf(a, sizeof a, "%s.1", pre);
+    return s3d_cna(g, a, x, cout, K3(k, 1, 1), K3(s, 1, 1), K3(p, 0, 0));
+}
+
+/* SepInceptionBlock3D(in, b0_out, b1_mid, b1_out, b2_mid, b2_out, b3_out) = w[0..5]: the
+ * concat node carries the block's own name. */
+static int s3d_block(vt_graph *g, const char *pre, int x, const int w[6]) {
+    char a[96];
+    int br[4];
+    snprintf(a, sizeof a, "%s.branch0", pre);
+    br[0] = s3d_pointwise(g, a, x, w[0]);
+    for (int b = 1; b <= 2; b++) {
+        snprintf(a, sizeof a, "%s.branch%d.0", pre, b);
+        br[b] = s3d_pointwise(g, a, x, w[2 * b - 1]);
+        snprintf(a, sizeof a, "%s.branch%d.1", pre, b);
+        br[b] = s3d_sep(g, a, br[b], w[2 * b], 3, 1, 1);
+    }
+    snprintf(a, sizeof a, "%s.branch3.0", pre);
+    br[3] = vt_g_maxpool(g, a, x, K3(3, 3, 3), K3(1, 1, 1), K3(1, 1, 1));
+    snprintf(a, sizeof a, "%s.branch3.1", pre);
+    br[3] = s3d_pointwise(g, a, br[3], w[5]);
+    return vt_g_concat(g, pre, br, 4);
+}
+
+/* The smallest clip S3D takes: the avgpool's (2,7,7) window needs features of 2x7x7. T
+ * halves twice (the stem's stride-2 (7,1,1) conv, features.7) and then floors to half
+ * (features.13); H and W halve four times ((n-1)/2+1: the stem, features.1, .4, .7) and
+ * floor to half once (.13). Smallest T: 13 (13 -> 7 -> 4 -> 2); H, W: 209 (209 -> 105
+ * -> 53 -> 27 -> 14 -> 7), the sizes torchvision accepts (12 and 208 fail there too). */
+static int s3d_min_clip(vt_graph *g, const vt_net_cfg *cfg) {
+    int t = cfg->clip_t, hw[2] = {cfg->clip_h, cfg->clip_w};
+    for (int i = 0; i < 2; i++)
+        t = (t - 1) / 2 + 1;
+    t /= 2;
+    for (int d = 0; d < 2; d++) {
+        for (int i = 0; i < 4; i++)
+            hw[d] = (hw[d] - 1) / 2 + 1;
+        hw[d] /= 2;
+    }
+    if (t >= 2 && hw[0] >= 7 && hw[1] >= 7)
+        return 0;
+    g->failed = 1;
+    snprintf(g->err, sizeof g->err, "s3d needs clips of at least 13x209x209 (T x H x W: its "
+             "avgpool takes 2x7x7 features, this clip gives %dx%dx%d); torchvision's Kinetics "
+             "weights use 16x224x224", t, hw[0], hw[1]);
+    return -1;
+}
+
+static int build_s3d(vt_graph *g) {
+    static const int blocks[][7] = { /* features index, then SepInceptionBlock3D's widths */
+        {5, 64, 96, 128, 16, 32, 32},     {6, 128, 128, 192, 32, 96, 64},
+        {8, 192, 96, 208, 16, 48, 64},    {9, 160, 112, 224, 24, 64, 64},
+        {10, 128, 128, 256, 24, 64, 64},  {11, 112, 144, 288, 32, 64, 64},
+        {12, 256, 160, 320, 32, 128, 128}, {14, 256, 160, 320, 32, 128, 128},
+        {15, 384, 192, 384, 48, 128, 128},
+    };
+    if (s3d_min_clip(g, &g->cfg) < 0)
+        return -1;
+    int x = s3d_sep(g, "features.0", -1, 64, 7, 2, 3);
+    x = vt_g_maxpool(g, "features.1", x, K3(1, 3, 3), K3(1, 2, 2), K3(0, 1, 1));
+    x = s3d_pointwise(g, "features.2", x, 64);
+    x = s3d_sep(g, "features.3", x, 192, 3, 1, 1);
+    x = vt_g_maxpool(g, "features.4", x, K3(1, 3, 3), K3(1, 2, 2), K3(0, 1, 1));
+    for (size_t b = 0; b < VT_ARRAY_LEN(blocks); b++) {
+        char pre[32];
+        if (blocks[b][0] == 8)
+            x = vt_g_maxpool(g, "features.7", x, K3(3, 3, 3), K3(2, 2, 2), K3(1, 1, 1));
+        if (blocks[b][0] == 14)
+            x = vt_g_maxpool(g, "features.13", x, K3(2, 2, 2), K3(2, 2, 2), K3(0, 0, 0));
+        snprintf(pre, sizeof pre, "features.%d", blocks[b][0]);
+        x = s3d_block(g, pre, x, blocks[b] + 1);
+    }
+    x = vt_g_avgpool(g, "avgpool", x, K3(2, 7, 7), K3(1, 1, 1), K3(0, 0, 0));
+    return vt_g_gap(g, "mean", x);
+}
+
+/* The test model s3d_block (file comment). */
+static int build_s3d_block(vt_graph *g) {
+    int x = s3d_pointwise(g, "stem", -1, 6);
+    x = s3d_block(g, "block1", x, (const int[6]){2, 3, 4, 2, 3, 2});
+    x = s3d_block(g, "block2", x, (const int[6]){3, 2, 3, 2, 2, 3});
+    x = vt_g_avgpool(g, "avgpool", x, K3(2, 3, 3), K3(1, 1, 1), K3(0, 0, 0));
+    return vt_g_gap(g, "mean", x);
+}
+
 static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen) {
     memset(g, 0, sizeof *g);
     g->cfg = *cfg;
@@ -205,7 +334,7 @@ static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errle
     }
     g->init = VT_INIT_TORCHVISION;
     int feat;
-    const char *fc = "fc";
+    const char *fc = "fc", *drop = "dropout";
     if (!strcmp(cfg->model, "tiny")) {
         feat = build_tiny(g, 1);
     } else if (!strcmp(cfg->model, "tiny_nobn")) {
@@ -223,6 +352,14 @@ static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errle
     } else if (!strcmp(cfg->model, "r2plus1d18")) {
         feat = build_resnet(g, (const conv_maker[4]){CONV_2PLUS1D, CONV_2PLUS1D, CONV_2PLUS1D,
                                                      CONV_2PLUS1D}, 1);
+    } else if (!strcmp(cfg->model, "s3d")) {
+        g->init = VT_INIT_PYTORCH;
+        fc = "classifier.1";
+        drop = "classifier.0";
+        feat = build_s3d(g);
+    } else if (!strcmp(cfg->model, "s3d_block")) {
+        g->init = VT_INIT_PYTORCH;
+        feat = build_s3d_block(g);
     } else {
         char names[128] = "";
         for (int i = 0; vt_zoo_names[i]; i++)
@@ -232,7 +369,7 @@ static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errle
         return -1;
     }
     if (cfg->dropout > 0 && g->init != VT_INIT_C3D)
-        feat = vt_g_dropout(g, "dropout", feat, cfg->dropout, 1);
+        feat = vt_g_dropout(g, drop, feat, cfg->dropout, 1);
     g->feat = feat;
     for (int h = 0; h < cfg->nheads; h++) {
         char name[32];
@@ -240,7 +377,9 @@ static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errle
             snprintf(name, sizeof name, "%s", fc);
         else
             snprintf(name, sizeof name, "heads.%d", h);
-        vt_g_linear(g, name, feat, cfg->head[h].classes, h);
+        int head = vt_g_linear(g, name, feat, cfg->head[h].classes, h);
+        if (h == 0 && !strcmp(cfg->model, "s3d"))
+            vt_g_linear_as_conv1(g, head);
     }
     if (g->failed) {
         vt_set_err(err, errlen, "%s at clip %dx%dx%d: %s", cfg->model, cfg->clip_t, cfg->clip_h,

@@ -1,5 +1,5 @@
 /*
- * zoo.h: a model of the zoo (zoo.c: tiny, tiny_nobn, c3d, r3d18, mc3_18, r2plus1d18) as a
+ * zoo.h: a model of the zoo (zoo.c: tiny, tiny_nobn, c3d, r3d18, mc3_18, r2plus1d18, s3d) as a
  * planned graph, private to models/: what net.c builds a replica from and memplan.c sizes.
  * The names of the zoo are public (vt_zoo_names in net.h).
  *

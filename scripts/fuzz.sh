@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fuzz.sh TARGET SECONDS: a libFuzzer campaign on one parser of vidtrain under ASan + UBSan.
-#   TARGET: safetensors | labels | lists | options | devspec | video | all (each in turn,
-#           SECONDS each)
+#   TARGET: safetensors | labels | lists | options | devspec | video | pth | all (each
+#           in turn, SECONDS each)
 # Builds build-fuzz/ (CC=clang, -DVT_FUZZ=ON, CPU-only) when needed, makes the seed corpus
 # (tests/fuzz/make_seeds.sh, into build-fuzz/seeds/), and runs the target on the corpus
 # build-fuzz/corpus/TARGET (kept between runs, so campaigns add up) plus the seeds and the
@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 target=${1:?usage: fuzz.sh TARGET|all SECONDS}
 secs=${2:?usage: fuzz.sh TARGET|all SECONDS}
-all=(safetensors labels lists options devspec video)
+all=(safetensors labels lists options devspec video pth)
 build=${VT_FUZZ_BUILD:-build-fuzz}
 case $build in /*) ;; *) build=$root/$build ;; esac
 

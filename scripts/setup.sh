@@ -11,14 +11,16 @@ demo=1
 [ "${1:-}" = "--no-demo" ] && demo=0
 
 # Runtime + build: FFmpeg libraries and the ffmpeg command (tests compare against it),
-# OpenBLAS, cJSON, Open MPI (training across processes/machines under mpirun; test_mpi),
-# CMake/Ninja. Tests: PyTorch/torchvision (layer and zoo goldens), PyAV (decode
-# benchmark peer), Chromium (report rendering test), clang with libFuzzer and its OpenMP
-# (libomp-dev) for the fuzz targets (scripts/fuzz.sh, the smoke run in scripts/test.sh).
+# OpenBLAS, cJSON, libzip (PyTorch .pth checkpoints), Open MPI (training across
+# processes/machines under mpirun; test_mpi), CMake/Ninja. Tests: PyTorch/torchvision
+# (layer and zoo goldens), PyAV (decode benchmark peer), Chromium (report rendering
+# test), clang with libFuzzer and its OpenMP (libomp-dev) for the fuzz targets
+# (scripts/fuzz.sh, the smoke run in scripts/test.sh), python3-onnx (the ONNX checker
+# for exported models; ONNX Runtime comes from npm, below).
 pkgs=(build-essential cmake ninja-build pkg-config git clang libomp-dev
       ffmpeg libavformat-dev libavcodec-dev libswscale-dev libavutil-dev
-      libopenblas-dev libcjson-dev libopenmpi-dev openmpi-bin
-      python3 python3-numpy python3-torch python3-torchvision python3-av
+      libopenblas-dev libcjson-dev libzip-dev libcurl4-openssl-dev libopenmpi-dev openmpi-bin
+      python3 python3-numpy python3-torch python3-torchvision python3-av python3-onnx
       chromium)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -29,6 +31,24 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# ONNX export tests (tests/test_onnx.c): python3-onnx above checks the models, ONNX
+# Runtime runs them — npm's onnxruntime-node in tools/onnxrt/ (git-ignored), used by
+# scripts/onnx_run.js. --ignore-scripts: its install script only fetches GPU providers;
+# the CPU runtime ships inside the package. Node and npm from Debian unless a node with
+# its own npm (nodesource's, which conflicts with Debian's npm) is there already.
+if ! command -v npm >/dev/null; then
+  echo "== installing: nodejs npm"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends nodejs npm
+fi
+if [ ! -f tools/onnxrt/node_modules/onnxruntime-node/package.json ]; then
+  echo "== installing onnxruntime-node (tools/onnxrt/)"
+  mkdir -p tools/onnxrt
+  [ -f tools/onnxrt/package.json ] || echo '{"name": "vidtrain-onnxrt", "private": true}' > tools/onnxrt/package.json
+  (cd tools/onnxrt && npm install --ignore-scripts --no-audit --no-fund --loglevel=error onnxruntime-node@1.30.0)
 fi
 
 echo "== building (build/)"

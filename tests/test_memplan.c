@@ -12,7 +12,8 @@
  * that the scratch cap cuts convs into bands of rows.
  * BF16 (activations stored as 2-byte bf16, models/net_graph.h): the same exactness on
  * cpu-ref, which stores them as the cuda backend does; and the 12 GB + 6 GB plan of the
- * README (r3d18, 16x112x112) holds about twice the clips per pass.
+ * README (r3d18, 16x112x112) holds about twice the clips per pass. s3d (concat nodes) at
+ * 13x209x209 and its small test model s3d_block hold the same contract.
  */
 #include <stdio.h>
 #include <string.h>
@@ -194,6 +195,11 @@ int main(void) {
     /* BF16 storage, on the backend that has it on the CPU; 3 clips of tiny: odd sizes */
     check("cpu-ref", "tiny", 4, 32, 32, 3, VT_OPT_SGD, 3, VT_PREC_BF16);
     check("cpu-ref", "r3d18", 2, 16, 16, 2, VT_OPT_ADAMW, 1, VT_PREC_BF16);
+    /* Concat nodes (their gradient slots, the BF16 byte offsets of the slices): s3d's test
+     * model on cpu-ref in both precisions, s3d itself at its smallest clip on cpu. */
+    check("cpu-ref", "s3d_block", 4, 8, 8, 3, VT_OPT_SGD, 3, VT_PREC_FP32);
+    check("cpu-ref", "s3d_block", 4, 8, 8, 3, VT_OPT_SGD, 3, VT_PREC_BF16);
+    check("cpu", "s3d", 13, 209, 209, 1, VT_OPT_SGD, 1, VT_PREC_FP32);
     workstation();
     /* A plan for a model that does not exist, or a clip too small, is an error, not a crash. */
     vt_net_cfg cfg;

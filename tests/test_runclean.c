@@ -5,7 +5,7 @@
  * files, look-alikes (wrong suffix length, empty base, a folder, a link), and the
  * temporary file of a live process. Then a real one: `vidtrain train` killed with SIGKILL
  * while it writes is not needed here (scripts/soak-kill.sh does that); the names below
- * are the writers' own (models/checkpoint.c or models/safetensors.c, models/common.c).
+ * are the writers' own (models/checkpoint.c or models/formats/safetensors.c, models/common.c).
  *
  * It must never depend on timing: the dead PID is one this test forked and reaped.
  */

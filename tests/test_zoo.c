@@ -1,8 +1,9 @@
 /*
  * test_zoo.c: every zoo model has exactly its PyTorch twin's state dict — names, order,
  * dtypes, shapes and parameter count — against scripts/torch_zoo.py (torchvision's own
- * r3d_18, mc3_18, r2plus1d_18; the script's tiny, tiny_nobn and C3D), r3d_18 with 400
- * classes has torchvision's published 33,371,472 parameters, the initialisation follows
+ * r3d_18, mc3_18, r2plus1d_18, s3d; the script's tiny, tiny_nobn and C3D), r3d_18 and s3d
+ * with 400 classes have torchvision's published 33,371,472 and 8,320,048 parameters
+ * (s3d's forward and gradients: test_zoo_s3d.c), the initialisation follows
  * torchvision's formulas, and bad configurations are refused with a message. Every name in
  * vt_zoo_names has a twin here (a new zoo entry without one fails), and the memory plan
  * of each agrees with the built net; tiny_nobn (the BN-free test model) has no buffers.
@@ -25,6 +26,7 @@ static const spec specs[] = {
     {"r3d18", 400, 16, 112, 112},
     {"mc3_18", 400, 16, 112, 112},
     {"r2plus1d18", 400, 16, 112, 112},
+    {"s3d", 400, 16, 224, 224},
 };
 
 /* Reads the script's listing for spec s from f (already positioned past "model ..."),
@@ -216,6 +218,9 @@ int main(void) {
                h, w, (long long)vt_net_num_params(net), vt_net_num_tensors(net));
         if (!strcmp(model, "r3d18"))
             TCHECK(vt_net_num_params(net) == 33371472LL, "r3d18/400 has %lld params",
+                   (long long)vt_net_num_params(net));
+        if (!strcmp(model, "s3d"))
+            TCHECK(vt_net_num_params(net) == 8320048LL, "s3d/400 has %lld params",
                    (long long)vt_net_num_params(net));
         vt_net_free(&net);
         seen++;

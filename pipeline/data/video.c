@@ -747,6 +747,19 @@ const vt_video_info *vt_video_get_info(const vt_video *v) { return &v->info; }
 
 const vt_video_stats *vt_video_get_stats(const vt_video *v) { return &v->stats; }
 
+int64_t vt_video_frame_ts(const vt_video *v, int64_t n, int *tb_num, int *tb_den) {
+    AVRational tb = v->fmt->streams[v->sidx]->time_base;
+    if (v->no_ts || tb.num <= 0 || tb.den <= 0) {
+        AVRational fr = av_d2q(v->info.fps > 0 ? v->info.fps : 25.0, 1 << 16);
+        *tb_num = fr.den;
+        *tb_den = fr.num;
+        return n;
+    }
+    *tb_num = tb.num;
+    *tb_den = tb.den;
+    return v->pts[n] - v->pts[0];
+}
+
 void vt_video_scaled_size(const vt_video *v, int short_side, int *out_w, int *out_h) {
     vt_video_info_scaled_size(&v->info, short_side, out_w, out_h);
 }

@@ -105,6 +105,12 @@ typedef struct vt_video_stats {
 
 const vt_video_stats *vt_video_get_stats(const vt_video *v);
 
+/* The presentation timestamp of index position n (0 <= n < nframes) counted from the
+ * first frame's, in the stream's time base (*tb_num / *tb_den): what a re-encoder (prep)
+ * needs to keep a variable frame rate as it is. A file without timestamps gives n in
+ * 1/fps. */
+int64_t vt_video_frame_ts(const vt_video *v, int64_t n, int *tb_num, int *tb_den);
+
 /* One decoded, scaled, rotated frame: rgb is (h, w, 3) uint8, valid only during the call.
  * n is the frame's index position. Return non-zero to stop early. */
 typedef int (*vt_video_frame_fn)(void *user, const uint8_t *rgb, int64_t n, int w, int h);

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # make_seeds.sh OUT [TARGET...]: the seed corpora of the fuzz targets (tests/fuzz/), one
-# folder OUT/TARGET per target: safetensors, labels, lists, options, devspec, video.
+# folder OUT/TARGET per target: safetensors, labels, lists, options, devspec, video, pth.
 # Everything is generated here (nothing binary is checked in): text seeds with printf,
 # safetensors files byte by byte (8-byte little-endian header length, JSON header,
-# tensor data), and small real videos of several codecs and containers with the ffmpeg
-# command. It only ever writes under OUT, and (re)makes a target's folder only when it is
-# missing, through a temporary folder and a rename, so a fuzz run and a ctest replay can
-# share OUT.
+# tensor data), small real videos of several codecs and containers with the ffmpeg
+# command, and PyTorch checkpoints with python3 (torch.save when Debian's torch is there,
+# hand-made pickles in zip archives always). It only ever writes under OUT, and (re)makes
+# a target's folder only when it is missing, through a temporary folder and a rename, so
+# a fuzz run and a ctest replay can share OUT.
 set -euo pipefail
 out=${1:?usage: make_seeds.sh OUT [TARGET...]}
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors labels lists options devspec video)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors labels lists options devspec video pth)
 mkdir -p "$out"
 
 # seed NAME: stdin into the folder being made.
@@ -123,6 +124,54 @@ make_video() {
     return 0
 }
 
+# Small state_dicts (each under 4 KB: libFuzzer's -max_len follows the seeds): torch.save
+# in both formats and pickle protocols 2 and 4 when /usr/bin/python3 has torch, and
+# hand-made one-tensor pickles in zip archives (python3's zipfile) in any case.
+make_pth() {
+    local py=/usr/bin/python3
+    [ -x "$py" ] || py=$(command -v python3 || true)
+    [ -n "$py" ] || { echo "make_seeds.sh: no python3: pth seeds skipped" >&2; return 0; }
+    "$py" - "$tmp" <<'PY'
+import io, os, struct, sys, zipfile
+out = sys.argv[1]
+def zip_of(name, pkl, entries):
+    with zipfile.ZipFile(os.path.join(out, name), "w", zipfile.ZIP_STORED) as z:
+        z.writestr("archive/data.pkl", pkl)
+        z.writestr("archive/byteorder", "little")
+        for k, v in entries.items():
+            z.writestr("archive/" + k, v)
+def tensor_pkl(storage=b"FloatStorage", numel=b"K\x04", size=b"K\x04\x85", stride=b"K\x01\x85"):
+    return (b"\x80\x02}q\x00X\x01\x00\x00\x00wq\x01ctorch._utils\n_rebuild_tensor_v2\nq\x02"
+            b"((X\x07\x00\x00\x00storageq\x03ctorch\n" + storage + b"\nq\x04X\x01\x00\x00\x00"
+            b"0q\x05X\x03\x00\x00\x00cpuq\x06" + numel + b"tq\x07QK\x00" + size + stride +
+            b"\x89ccollections\nOrderedDict\n)Rq\x08tq\tRq\ns.")
+four = struct.pack("<4f", 1, 2, 3, 4)
+zip_of("hand.pth", tensor_pkl(), {"data/0": four})
+zip_of("hand_half.pth", tensor_pkl(b"HalfStorage", size=b"K\x02K\x02\x86", stride=b"K\x01K\x02\x86"),
+       {"data/0": four * 2})
+zip_of("hand_long.pth", tensor_pkl(b"LongStorage", numel=b"K\x01", size=b")", stride=b")"),
+       {"data/0": struct.pack("<q", 7)})
+zip_of("hand_evil.pth", b"\x80\x02cos\nsystem\nX\x04\x00\x00\x00true\x85R.", {})
+try:
+    import torch
+except ImportError:
+    sys.exit(0)
+torch.manual_seed(0)
+sd = {"conv.weight": torch.randn(2, 1, 1, 2, 2), "bn.running_var": torch.rand(2),
+      "bn.num_batches_tracked": torch.tensor(3), "h": torch.randn(2, 3).half().t(),
+      "bf": torch.randn(3).bfloat16(), "d": torch.randn(2).double()}
+a = torch.randn(6)
+P = lambda n: os.path.join(out, n)
+torch.save(sd, P("sd.pth"))
+torch.save(sd, P("sd_legacy.pth"), _use_new_zipfile_serialization=False)
+torch.save(sd, P("sd_proto4.pth"), pickle_protocol=4)
+torch.save({"epoch": 1, "state_dict": {"module.a": a, "module.b": a[1:4]}, "lr": [0.1, None]},
+           P("nested.pth"))
+torch.save({"a": a, "b": a.view(2, 3).t()}, P("shared_legacy.pth"),
+           _use_new_zipfile_serialization=False)
+PY
+}
+
 for t in "${targets[@]}"; do
     [ -d "$out/$t" ] && continue
     tmp=$(mktemp -d "$out/.$t.XXXXXX")
@@ -133,6 +182,7 @@ for t in "${targets[@]}"; do
         options) make_options ;;
         devspec) make_devspec ;;
         video) make_video ;;
+        pth) make_pth ;;
         *) echo "make_seeds.sh: unknown target '$t'" >&2; rm -rf "$tmp"; exit 2 ;;
     esac
     mv "$tmp" "$out/$t" 2>/dev/null || rm -rf "$tmp" # another run made it meanwhile

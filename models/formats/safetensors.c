@@ -9,7 +9,7 @@
  * a file is checked before it is used as a size or an offset. Only programmer errors and
  * out-of-memory abort.
  */
-#include "models/safetensors.h"
+#include "models/formats/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

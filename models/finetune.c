@@ -1,0 +1,119 @@
+/*
+ * finetune.c: stages, optimizer groups and frozen BN for fine-tuning (finetune.h). The
+ * stages follow each model's own module names, so they are the ones a user reads in
+ * `vidtrain plan` and in torchvision's source.
+ *
+ * It must never touch weights: freezing is an optimizer multiplier of 0 and BN in eval
+ * mode, both undone by not asking for them.
+ */
+#include "models/finetune.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/common.h"
+
+static int starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
+
+/* The number after `prefix` in "prefixN." (N >= 0), or -1. */
+static int index_after(const char *s, const char *prefix) {
+    if (!starts(s, prefix))
+        return -1;
+    s += strlen(prefix);
+    if (*s < '0' || *s > '9')
+        return -1;
+    return atoi(s);
+}
+
+static int is_resnet(const char *m) {
+    return !strcmp(m, "r3d18") || !strcmp(m, "mc3_18") || !strcmp(m, "r2plus1d18");
+}
+
+int vt_finetune_stage(const char *model, const char *name) {
+    if (is_resnet(model)) {
+        if (starts(name, "stem."))
+            return 0;
+        int k = index_after(name, "layer");
+        return k >= 1 && k <= 4 ? k : -1;
+    }
+    if (!strcmp(model, "tiny") || !strcmp(model, "tiny_nobn")) {
+        int k = index_after(name, "conv");
+        if (k < 0)
+            k = index_after(name, "bn");
+        return k >= 1 && k <= 4 ? k - 1 : -1;
+    }
+    if (!strcmp(model, "c3d")) {
+        if (starts(name, "fc6.") || starts(name, "fc7."))
+            return 5;
+        int k = index_after(name, "conv");
+        return k >= 1 && k <= 5 ? k - 1 : -1;
+    }
+    if (!strcmp(model, "s3d")) {
+        /* features.N: 0 the stem (separable 7x7x7), 2-3 the second conv block, 5-6
+         * Mixed_3b/3c, 8-12 Mixed_4b..4f, 14-15 Mixed_5b/5c (the max pools between). */
+        int k = index_after(name, "features.");
+        if (k < 0)
+            return -1;
+        return k <= 1 ? 0 : k <= 4 ? 1 : k <= 7 ? 2 : k <= 13 ? 3 : 4;
+    }
+    return -1;
+}
+
+int vt_finetune_nstages(const char *model) {
+    if (is_resnet(model) || !strcmp(model, "s3d"))
+        return 4;
+    if (!strcmp(model, "tiny") || !strcmp(model, "tiny_nobn"))
+        return 3;
+    if (!strcmp(model, "c3d"))
+        return 5;
+    return 0;
+}
+
+int vt_finetune_groups(vt_optim_group *g, int maxg, const vt_net *net, int freeze,
+                       float head_mult) {
+    const char *model = vt_net_config(net)->model;
+    int n = 0;
+    int64_t at = 0;
+    /* Parameters sit in the arena in state_dict order, back to back. */
+    for (int i = 0; i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *t = vt_net_tensor(net, i);
+        if (t->is_buffer || t->numel == 0)
+            continue;
+        VT_CHECK(t->offset == at, "parameter %s at %lld, expected %lld", t->name,
+                 (long long)t->offset, (long long)at);
+        float mult = 1.0f;
+        int st = vt_finetune_stage(model, t->name);
+        if (vt_net_tensor_head(net, i) >= 0)
+            mult = head_mult;
+        else if (freeze >= 0 && st >= 0 && st <= freeze)
+            mult = 0.0f;
+        if (n && g[n - 1].lr_mult == mult) {
+            g[n - 1].hi += t->numel;
+        } else {
+            if (n == maxg)
+                return -1;
+            g[n++] = (vt_optim_group){.lo = at, .hi = at + t->numel, .lr_mult = mult};
+        }
+        at += t->numel;
+    }
+    return n;
+}
+
+int vt_finetune_freeze_bn(vt_net *net, int freeze, int all_bn) {
+    const char *model = vt_net_config(net)->model;
+    int n = 0;
+    for (int i = 0; i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *t = vt_net_tensor(net, i);
+        const char *dot = strrchr(t->name, '.');
+        if (!dot || strcmp(dot, ".running_mean"))
+            continue;
+        int st = vt_finetune_stage(model, t->name);
+        if (!all_bn && !(freeze >= 0 && st >= 0 && st <= freeze))
+            continue;
+        char mod[128];
+        snprintf(mod, sizeof mod, "%.*s", (int)(dot - t->name), t->name);
+        n += vt_net_set_bn_frozen(net, mod, 1);
+    }
+    return n;
+}

@@ -1,0 +1,34 @@
+/*
+ * finetune.h: what fine-tuning changes about a net and its optimizer — which stage each
+ * tensor belongs to (for --freeze: the stem and the first N stages stop learning, as
+ * mmaction's frozen_stages), the optimizer groups that follow from it (frozen stages at
+ * lr 0, the classifiers at --head-lr-mult), and the BN layers that go to eval mode
+ * (--freeze-bn, and the frozen stages' own).
+ *
+ * It must never change the numbers of a run that does not fine-tune: every function here
+ * is a no-op for freeze < 0, head multiplier 1 and no frozen BN.
+ */
+#ifndef VT_FINETUNE_H
+#define VT_FINETUNE_H
+
+#include "models/net.h"
+#include "models/optim.h"
+
+/* The stage of a state_dict tensor of `model`: 0 the stem, k >= 1 the k-th stage after it
+ * (resnets: layerK; tiny: conv/bn K+1; c3d: conv2..conv5, then fc6/fc7 as stage 5; s3d:
+ * the blocks between its max pools), -1 for the classifiers and what has no stage. */
+int vt_finetune_stage(const char *model, const char *tensor_name);
+/* The highest stage number of `model` (what --freeze may name). */
+int vt_finetune_nstages(const char *model);
+
+/* Optimizer groups over net's parameter arena (at most maxg, adjacent equal multipliers
+ * merged): tensors of stages <= freeze at 0 (freeze < 0: none), the classifiers' at
+ * head_mult, the rest at 1. Returns the count, or -1 when maxg is too small. */
+int vt_finetune_groups(vt_optim_group *g, int maxg, const vt_net *net, int freeze,
+                       float head_mult);
+/* BN layers of net put in eval mode for training (running statistics used and kept,
+ * vt_net_set_bn_frozen): every one with all_bn, else those of stages <= freeze. Returns
+ * how many. */
+int vt_finetune_freeze_bn(vt_net *net, int freeze, int all_bn);
+
+#endif

@@ -1,0 +1,272 @@
+/*
+ * transfer.c: weights from elsewhere into a net (transfer.h). The file is read whole
+ * into host memory as named float tensors (a state dict: safetensors through
+ * safetensors.h, PyTorch through pth.h), matched against the net's tensors by name, every
+ * difference sorted and reported, and only then copied onto the backend.
+ *
+ * It must never copy before every check has passed, and never run anything a file
+ * holds: pth.h's unpickler only builds tensors from an allow-list.
+ */
+#include "models/transfer.h"
+
+#include <string.h>
+
+#include "models/common.h"
+#include "models/formats/pth.h"
+#include "models/formats/safetensors.h"
+
+/* One tensor of the file, name without wrapper prefixes. */
+typedef struct sd_tensor {
+    const char *name;   /* into the owner's name (after the prefixes) */
+    int ndim;
+    int64_t shape[8];
+    int64_t numel;
+    float *data;        /* numel floats, host */
+    int used;           /* matched by a tensor of the net */
+} sd_tensor;
+
+typedef struct sd_file {
+    int n;
+    sd_tensor *t;
+    vt_pth pth;             /* PyTorch: owns names and data */
+    char **st_names;        /* safetensors: the names, owned here */
+    int n_optim;            /* "optim.*" tensors of a vidtrain checkpoint, ignored */
+} sd_file;
+
+static void sd_free(sd_file *f) {
+    if (f->st_names) {
+        for (int i = 0; i < f->n; i++) {
+            free(f->st_names[i]);
+            free(f->t[i].data);
+        }
+        free(f->st_names);
+    }
+    vt_pth_free(&f->pth);
+    free(f->t);
+    memset(f, 0, sizeof *f);
+}
+
+/* "module.module.layer1.0..." -> "layer1.0...": DataParallel and DDP wrap the model as
+ * .module, and a wrapped wrapper twice. */
+static const char *strip_prefixes(const char *name) {
+    while (!strncmp(name, "module.", 7))
+        name += 7;
+    return name;
+}
+
+static int read_safetensors(sd_file *f, const char *path, char *err, size_t errlen) {
+    vt_ckpt_info info;
+    if (vt_ckpt_read_info(&info, path, err, errlen) < 0)
+        return -1;
+    int rc = -1;
+    f->t = vt_calloc((size_t)(info.ntensors ? info.ntensors : 1), sizeof *f->t);
+    f->st_names = vt_calloc((size_t)(info.ntensors ? info.ntensors : 1), sizeof(char *));
+    for (int i = 0; i < info.ntensors; i++) {
+        const vt_ckpt_tensor *c = &info.tensors[i];
+        if (!strncmp(c->name, "optim.", 6)) {
+            f->n_optim++;
+            continue;
+        }
+        sd_tensor *t = &f->t[f->n];
+        f->st_names[f->n] = vt_strdup(c->name);
+        f->n++;
+        t->name = strip_prefixes(f->st_names[f->n - 1]);
+        t->ndim = c->ndim;
+        memcpy(t->shape, c->shape, sizeof t->shape);
+        t->numel = c->numel;
+        t->data = vt_malloc((size_t)(c->numel ? c->numel : 1) * sizeof(float));
+        if (vt_ckpt_read_tensor(&info, c, t->data, err, errlen) < 0)
+            goto end;
+    }
+    rc = 0;
+end:
+    vt_ckpt_info_free(&info);
+    return rc;
+}
+
+static int read_pth(sd_file *f, const char *path, char *err, size_t errlen) {
+    if (vt_pth_read(&f->pth, path, err, errlen) < 0)
+        return -1;
+    f->t = vt_calloc((size_t)(f->pth.n ? f->pth.n : 1), sizeof *f->t);
+    for (int i = 0; i < f->pth.n; i++) {
+        const vt_pth_tensor *p = &f->pth.t[i];
+        sd_tensor *t = &f->t[f->n++];
+        t->name = strip_prefixes(p->name);
+        t->ndim = p->ndim;
+        memcpy(t->shape, p->shape, sizeof t->shape);
+        t->numel = p->numel;
+        t->data = p->data;
+    }
+    return 0;
+}
+
+static sd_tensor *sd_find(sd_file *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (!f->t[i].used && !strcmp(f->t[i].name, name))
+            return &f->t[i];
+    return NULL;
+}
+
+static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
+    snprintf(buf, n, "[");
+    for (int d = 0; d < ndim; d++)
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%lld", d ? ", " : "", (long long)shape[d]);
+    snprintf(buf + strlen(buf), n - strlen(buf), "]");
+}
+
+static int same_shape(const sd_tensor *s, const vt_tensor_info *t) {
+    if (s->ndim != t->ndim)
+        return 0;
+    for (int d = 0; d < t->ndim; d++)
+        if (s->shape[d] != t->shape[d])
+            return 0;
+    return 1;
+}
+
+/* A head's classifier of another class count: same rank, same shape past dim 0. */
+static int other_classes(const sd_tensor *s, const vt_tensor_info *t) {
+    if (s->ndim != t->ndim || t->ndim < 1 || s->shape[0] == t->shape[0])
+        return 0;
+    for (int d = 1; d < t->ndim; d++)
+        if (s->shape[d] != t->shape[d])
+            return 0;
+    return 1;
+}
+
+/* At most this many names per kind of difference in the log; the counts say the rest. */
+#define LIST_MAX 8
+
+int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_init_report *rep,
+                     char *err, size_t errlen) {
+    vt_init_report r;
+    memset(&r, 0, sizeof r);
+    sd_file f;
+    memset(&f, 0, sizeof f);
+    const char *model = vt_net_config(net)->model;
+    int rc = -1;
+    if (!vt_file_exists(path)) {
+        vt_set_err(err, errlen, "%s: no such file (give a vidtrain checkpoint, a safetensors "
+                   "file or a PyTorch .pth state_dict)", path);
+        return -1;
+    }
+    if (vt_pth_sniff(path)) {
+        if (read_pth(&f, path, err, errlen) < 0)
+            goto end;
+        snprintf(r.format, sizeof r.format, "PyTorch checkpoint");
+    } else {
+        char e2[512];
+        if (read_safetensors(&f, path, e2, sizeof e2) < 0) {
+            vt_set_err(err, errlen, "%s: neither a PyTorch checkpoint (zip or legacy pickle) nor "
+                       "a readable safetensors file (%s)", path, e2);
+            goto end;
+        }
+        snprintf(r.format, sizeof r.format, "safetensors");
+    }
+    const int nt = vt_net_num_tensors(net);
+    r.tensors = nt;
+    /* Sort every tensor of the net: loaded, head of another class count, mismatched,
+     * missing. src[i] is what tensor i loads from (NULL: keeps its initialisation). */
+    sd_tensor **src = vt_calloc((size_t)(nt ? nt : 1), sizeof *src);
+    char lines[4][LIST_MAX][320];
+    int nlines[4] = {0, 0, 0, 0}; /* missing, mismatched, unexpected, heads */
+    int head_said[VT_MAX_HEADS] = {0};
+    for (int i = 0; i < nt; i++) {
+        const vt_tensor_info *t = vt_net_tensor(net, i);
+        sd_tensor *s = sd_find(&f, t->name);
+        if (!s) {
+            if (nlines[0] < LIST_MAX)
+                snprintf(lines[0][nlines[0]++], sizeof lines[0][0], "%s", t->name);
+            r.missing++;
+            continue;
+        }
+        s->used = 1;
+        if (same_shape(s, t)) {
+            src[i] = s;
+            r.loaded++;
+            r.values += t->numel;
+            continue;
+        }
+        int h = vt_net_tensor_head(net, i);
+        if (h >= 0 && other_classes(s, t)) {
+            if (!head_said[h]) {
+                /* "fc: 400 -> 12 classes" from the weight's (or bias') first dim */
+                char mod[128];
+                snprintf(mod, sizeof mod, "%s", t->name);
+                char *dot = strrchr(mod, '.');
+                if (dot)
+                    *dot = 0;
+                if (nlines[3] < LIST_MAX)
+                    snprintf(lines[3][nlines[3]++], sizeof lines[0][0], "%s: %lld -> %lld classes, re-initialised",
+                             mod, (long long)s->shape[0], (long long)t->shape[0]);
+                head_said[h] = 1;
+                r.heads_reinit++;
+            }
+            continue;
+        }
+        char a[96], b[96];
+        shape_str(a, sizeof a, s->ndim, s->shape);
+        shape_str(b, sizeof b, t->ndim, t->shape);
+        if (nlines[1] < LIST_MAX)
+            snprintf(lines[1][nlines[1]++], sizeof lines[0][0], "%s: file %s, %s %s", t->name, a, model, b);
+        r.mismatched++;
+    }
+    for (int i = 0; i < f.n; i++)
+        if (!f.t[i].used) {
+            if (nlines[2] < LIST_MAX)
+                snprintf(lines[2][nlines[2]++], sizeof lines[0][0], "%s", f.t[i].name);
+            r.unexpected++;
+        }
+    if (log) {
+        fprintf(log, "init: %s (%s): %d of %s's %d tensors loaded (%lld values); missing %d, "
+                "unexpected %d, shape-mismatched %d%s\n", path, r.format, r.loaded, model, nt,
+                (long long)r.values, r.missing, r.unexpected, r.mismatched,
+                f.n_optim ? "; optimizer state ignored" : "");
+        static const char *const what[4] = {"missing (kept as initialised)",
+                                            "shape-mismatched (kept as initialised)",
+                                            "unexpected (ignored)", NULL};
+        const int count[4] = {r.missing, r.mismatched, r.unexpected, r.heads_reinit};
+        for (int k = 0; k < 4; k++) {
+            for (int j = 0; j < nlines[k]; j++) {
+                if (what[k])
+                    fprintf(log, "  %s: %s\n", what[k], lines[k][j]);
+                else
+                    fprintf(log, "init: %s\n", lines[k][j]);
+            }
+            if (count[k] > nlines[k])
+                fprintf(log, "  ... and %d more\n", count[k] - nlines[k]);
+        }
+    }
+    if (r.loaded == 0) {
+        vt_set_err(err, errlen, "%s: none of its %d tensors matches %s (first: '%s'): is it a %s "
+                   "checkpoint? (--model picks the architecture)", path, f.n, model,
+                   f.n ? f.t[0].name : "none", model);
+        free(src);
+        goto end;
+    }
+    if (strict && (r.missing || r.unexpected || r.mismatched || r.heads_reinit)) {
+        vt_set_err(err, errlen, "%s: --init-strict: %d missing, %d unexpected, %d shape-mismatched "
+                   "tensors, %d classifier(s) of another class count%s%s", path, r.missing,
+                   r.unexpected, r.mismatched, r.heads_reinit,
+                   nlines[0] ? " (first missing: " : "", nlines[0] ? lines[0][0] : "");
+        if (nlines[0])
+            snprintf(err + strlen(err), errlen - strlen(err), ")");
+        free(src);
+        goto end;
+    }
+    vt_backend *be = vt_net_backend(net);
+    for (int i = 0; i < nt; i++) {
+        const vt_tensor_info *t = vt_net_tensor(net, i);
+        if (!src[i] || t->numel == 0)
+            continue;
+        float *dst = (t->is_buffer ? vt_net_buffers(net) : vt_net_params(net)) + t->offset;
+        be->i->to_device(be, dst, src[i]->data, (size_t)t->numel * sizeof(float));
+    }
+    vt_backend_sync(be);
+    free(src);
+    rc = 0;
+end:
+    if (rep)
+        *rep = r;
+    sd_free(&f);
+    return rc;
+}

@@ -1,0 +1,47 @@
+/*
+ * transfer.h: weights from elsewhere into a net — `vidtrain train --init FILE` and
+ * `--pretrained NAME` (DESIGN.md §6 "weights move both ways"). The file is a vidtrain
+ * checkpoint, any safetensors file with torchvision's state_dict names, or a PyTorch
+ * checkpoint written by torch.save (models/formats/pth.h reads it without running any of it).
+ *
+ * Tensors are matched by name, after the prefixes that wrappers add ("module." of
+ * DataParallel / DistributedDataParallel) are taken off; a vidtrain checkpoint's
+ * optimizer state ("optim.*") is ignored. A classifier whose class count differs (a
+ * Kinetics-400 head on a 12-class set) keeps the net's fresh initialisation with a
+ * one-line message; any other difference — a missing tensor, one the net does not have,
+ * one of another shape — is listed and, with strict, refused. BN running statistics and
+ * num_batches_tracked come along like any other tensor.
+ *
+ * It must never leave a half-loaded net behind an error it returns: every check runs
+ * before the first tensor is copied.
+ */
+#ifndef VT_TRANSFER_H
+#define VT_TRANSFER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "models/net.h"
+
+typedef struct vt_init_report {
+    int tensors;        /* the net's tensors */
+    int loaded;         /* copied from the file */
+    int missing;        /* the net's, not in the file (kept as initialised) */
+    int unexpected;     /* the file's, not the net's ("optim.*" not counted) */
+    int mismatched;     /* same name, other shape, not a head (kept as initialised) */
+    int heads_reinit;   /* classifiers of another class count (kept as initialised) */
+    int64_t values;     /* floats copied */
+    char format[32];    /* "safetensors", "PyTorch zip", "PyTorch legacy" */
+} vt_init_report;
+
+/* Load what of `path` matches the net (which holds its fresh initialisation), printing
+ * what was loaded, missing, unexpected, shape-mismatched and re-initialised to `log`
+ * (NULL: silent). strict: any missing, unexpected, mismatched or re-initialised tensor
+ * is an error; without it, only a file of which nothing matches is (surely the wrong
+ * file or model). 0, or -1 with err naming the path and the problem (the net untouched).
+ * rep may be NULL. */
+int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_init_report *rep,
+                     char *err, size_t errlen);
+
+#endif

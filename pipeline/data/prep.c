@@ -1,0 +1,387 @@
+/*
+ * prep.c: one video re-encoded to training size (prep.h). The source is decoded by
+ * video.c's sequential decoder (vt_video_decode_all), which already scales to RGB at the
+ * short side and rotates the pixels as the display matrix says; each frame then goes
+ * RGB -> YUV 4:2:0 at even sides (the odd last column or row, if any, is dropped: one
+ * pixel, not a second resampling), gets its source timestamp (or, with --fps, the
+ * nearest-in-time frame for each output tick), and is encoded and muxed with the
+ * send/receive idiom. Only the video stream is written, with no display matrix: the
+ * pixels are upright now.
+ *
+ * It must never print, abort on a bad file or leave FFmpeg objects behind: every exit
+ * goes through one cleanup label, and a data error is a negative code with the reason.
+ */
+#include "pipeline/data/prep.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/opt.h>
+#include <libavutil/pixdesc.h>
+#include <libswscale/swscale.h>
+
+#include "models/common.h"
+#include "pipeline/data/video.h"
+
+void vt_prep_opts_default(vt_prep_opts *o) {
+    *o = (vt_prep_opts){.short_side = VT_PREP_SHORT_SIDE, .fps = 0, .gop = VT_PREP_GOP,
+                        .codec = VT_PREP_CODEC, .quality = -1, .threads = 1};
+}
+
+/* The encoder for a codec name: libx264 for h264 (FFmpeg has no native H.264 encoder
+ * worth using), the native ones for mpeg4 and mjpeg. */
+static const AVCodec *find_encoder(const char *codec) {
+    if (!strcmp(codec, "h264"))
+        return avcodec_find_encoder_by_name("libx264");
+    if (!strcmp(codec, "mpeg4") || !strcmp(codec, "mjpeg"))
+        return avcodec_find_encoder_by_name(codec);
+    return NULL;
+}
+
+int vt_prep_codec_available(const char *codec) { return find_encoder(codec) != NULL; }
+
+void vt_prep_out_ext(char *ext, size_t n, const char *name, const char *codec) {
+    const char *dot = strrchr(name, '.');
+    const AVCodec *enc = find_encoder(codec);
+    if (dot && dot[1] && enc) {
+        /* av_guess_format wants a file name; query_codec is 1 only when the muxer lists
+         * the codec (0 or "unknown" both fall back to mp4). */
+        const AVOutputFormat *of = av_guess_format(NULL, name, NULL);
+        if (of && avformat_query_codec(of, enc->id, FF_COMPLIANCE_NORMAL) == 1) {
+            snprintf(ext, n, "%s", dot + 1);
+            return;
+        }
+    }
+    snprintf(ext, n, "mp4");
+}
+
+/* The state of one re-encode, shared with the per-frame callback. */
+typedef struct prep_job {
+    const vt_prep_opts *o;
+    vt_video *v;
+    AVFormatContext *oc;
+    AVCodecContext *enc;
+    AVStream *st;
+    AVPacket *pkt;
+    struct SwsContext *sws;   /* RGB24 (w, h) -> yuv420p (ow, oh) */
+    AVFrame *held;            /* --fps: the last source frame, waiting for its ticks */
+    int64_t held_tick;        /* --fps: its first output tick */
+    int64_t next_tick;        /* --fps: next output frame number */
+    int64_t last_pts;         /* last pts sent (encoder time base), for monotonicity */
+    int tb_num, tb_den;       /* source stream time base */
+    int ow, oh;
+    int64_t decoded, written;
+    int ret;                  /* first error inside the callback */
+    char *err;
+    size_t errlen;
+} prep_job;
+
+static void set_av_err(char *err, size_t errlen, const char *what, int code) {
+    char buf[128];
+    av_strerror(code, buf, sizeof buf);
+    vt_set_err(err, errlen, "%s: %s", what, buf);
+}
+
+/* Everything the encoder has ready, into the muxer. frame NULL flushes. */
+static int encode(prep_job *j, AVFrame *frame) {
+    int ret = avcodec_send_frame(j->enc, frame);
+    if (ret < 0) {
+        set_av_err(j->err, j->errlen, "encoding", ret);
+        return ret;
+    }
+    for (;;) {
+        ret = avcodec_receive_packet(j->enc, j->pkt);
+        if (ret == AVERROR(EAGAIN) || ret == AVERROR_EOF)
+            return 0;
+        if (ret < 0) {
+            set_av_err(j->err, j->errlen, "encoding", ret);
+            return ret;
+        }
+        av_packet_rescale_ts(j->pkt, j->enc->time_base, j->st->time_base);
+        j->pkt->stream_index = j->st->index;
+        ret = av_interleaved_write_frame(j->oc, j->pkt); /* takes the packet's reference */
+        if (ret < 0) {
+            set_av_err(j->err, j->errlen, "writing the output", ret);
+            return ret;
+        }
+    }
+}
+
+/* frame (a reference is taken, the caller keeps its own) encoded at pts. */
+static int send_at(prep_job *j, const AVFrame *frame, int64_t pts) {
+    if (pts <= j->last_pts)
+        return 0; /* two source frames on one output tick: the first wins */
+    AVFrame *f = av_frame_clone(frame);
+    VT_CHECK(f != NULL, "out of memory");
+    f->pts = pts;
+    /* x264 places keyframes itself from gop_size; asking for an I-frame on every G-th
+     * frame keeps the interval exact for the encoders that only honour pict_type. */
+    f->pict_type = j->o->gop > 0 && j->written % j->o->gop == 0 ? AV_PICTURE_TYPE_I
+                                                                : AV_PICTURE_TYPE_NONE;
+    int ret = encode(j, f);
+    av_frame_free(&f);
+    if (ret < 0)
+        return ret;
+    j->last_pts = pts;
+    j->written++;
+    return 0;
+}
+
+/* --fps: the held frame fills the output ticks from its own up to `until` (the tick the
+ * next source frame, or the end, owns). A frame whose range is empty is dropped (a
+ * faster source than --fps); a slower one is repeated. */
+static int flush_held(prep_job *j, int64_t until) {
+    for (int64_t k = j->held_tick; j->held && k < until; k++) {
+        int ret = send_at(j, j->held, k);
+        if (ret < 0)
+            return ret;
+        j->next_tick = k + 1;
+    }
+    av_frame_free(&j->held);
+    return 0;
+}
+
+/* One decoded, scaled, rotated frame from vt_video_decode_all. */
+static int on_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
+    prep_job *j = user;
+    AVFrame *f = av_frame_alloc();
+    VT_CHECK(f != NULL, "out of memory");
+    f->format = j->enc->pix_fmt;
+    f->width = j->ow;
+    f->height = j->oh;
+    f->color_range = j->enc->color_range;
+    f->colorspace = j->enc->colorspace;
+    int ret = av_frame_get_buffer(f, 0);
+    VT_CHECK(ret >= 0, "av_frame_get_buffer: out of memory");
+    if (!j->sws) {
+        /* Same size in, same size out: a colour conversion only. ow <= w and oh <= h
+         * (even sides rounded down), so swscale reads a top-left window of the frame. */
+        j->sws = sws_getContext(j->ow, j->oh, AV_PIX_FMT_RGB24, j->ow, j->oh, j->enc->pix_fmt,
+                                SWS_BILINEAR, NULL, NULL, NULL);
+        if (!j->sws) {
+            vt_set_err(j->err, j->errlen, "cannot convert rgb24 to %s",
+                       av_get_pix_fmt_name(j->enc->pix_fmt));
+            j->ret = AVERROR(EINVAL);
+            av_frame_free(&f);
+            return 1;
+        }
+        int *inv, *tab, sfull, dfull, bri, con, sat;
+        if (sws_getColorspaceDetails(j->sws, &inv, &sfull, &tab, &dfull, &bri, &con, &sat) >= 0)
+            sws_setColorspaceDetails(j->sws, inv, 1, sws_getCoefficients(SWS_CS_ITU601),
+                                     j->enc->color_range == AVCOL_RANGE_JPEG, bri, con, sat);
+    }
+    const uint8_t *src[4] = {rgb, NULL, NULL, NULL};
+    int stride[4] = {w * 3, 0, 0, 0};
+    (void)h;
+    sws_scale(j->sws, src, stride, 0, j->oh, f->data, f->linesize);
+    j->decoded++;
+
+    int tbn, tbd;
+    int64_t ts = vt_video_frame_ts(j->v, n, &tbn, &tbd);
+    if (j->o->fps > 0) {
+        /* The frame owns the ticks from round(t * fps) until the next frame's: FFmpeg's
+         * fps filter with its default rounding (near). */
+        int64_t tick = (int64_t)llround((double)ts * tbn / tbd * j->o->fps);
+        ret = flush_held(j, tick);
+        j->held = f;
+        j->held_tick = VT_MAX(tick, j->next_tick);
+        f = NULL;
+    } else {
+        ret = send_at(j, f, av_rescale_q(ts, (AVRational){tbn, tbd}, j->enc->time_base));
+    }
+    av_frame_free(&f);
+    if (ret < 0) {
+        j->ret = ret;
+        return 1;
+    }
+    return 0;
+}
+
+/* The encoder for the options: size, pixel format, time base, keyframe interval,
+ * quality. */
+static int open_encoder(prep_job *j, const AVCodec *codec, const vt_video_info *in,
+                        char *err, size_t errlen) {
+    const vt_prep_opts *o = j->o;
+    AVCodecContext *c = avcodec_alloc_context3(codec);
+    VT_CHECK(c != NULL, "out of memory");
+    j->enc = c;
+    int mjpeg = codec->id == AV_CODEC_ID_MJPEG;
+    c->width = j->ow;
+    c->height = j->oh;
+    /* MJPEG is full-range JPEG; the others the usual limited-range BT.601 4:2:0, tagged so
+     * that every reader (our loader, ffmpeg, PyAV) converts back with the same matrix. */
+    c->pix_fmt = mjpeg ? AV_PIX_FMT_YUVJ420P : AV_PIX_FMT_YUV420P;
+    c->color_range = mjpeg ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG;
+    c->colorspace = AVCOL_SPC_SMPTE170M;
+    c->sample_aspect_ratio = (AVRational){1, 1};
+    double fps = o->fps > 0 ? o->fps : in->fps > 0 ? in->fps : 25.0;
+    c->framerate = av_d2q(fps, 1 << 16);
+    if (o->fps > 0) {
+        c->time_base = av_inv_q(c->framerate);
+    } else {
+        c->time_base = (AVRational){j->tb_num, j->tb_den};
+        /* MPEG-4 part 2 stores the time base in 16 bits: a 1/90000 source goes to
+         * 1/60000 (exact for 24, 25, 30, 50 and 60 fps, within 17 us otherwise). */
+        if (codec->id == AV_CODEC_ID_MPEG4 && c->time_base.den > 65535)
+            c->time_base = (AVRational){1, 60000};
+        /* AVI counts frames, not time: a fine time base would become empty chunks. */
+        if (!strcmp(j->oc->oformat->name, "avi"))
+            c->time_base = av_inv_q(c->framerate);
+    }
+    c->gop_size = VT_MAX(o->gop, 1);
+    c->max_b_frames = 0; /* pts = dts: no reorder delay after a seek, any container */
+    c->thread_count = VT_MAX(o->threads, 1);
+    if (j->oc->oformat->flags & AVFMT_GLOBALHEADER)
+        c->flags |= AV_CODEC_FLAG_GLOBAL_HEADER;
+    AVDictionary *d = NULL;
+    if (codec->id == AV_CODEC_ID_H264) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%d", o->quality >= 0 ? o->quality : 23);
+        av_dict_set(&d, "crf", buf, 0);
+        /* veryfast: most of medium's compression at a quarter of its time, and prep is
+         * bound by decoding the HD source anyway. fastdecode (CAVLC, no deblocking, no
+         * weighted prediction): the loader reads it 1.7x faster per core for 6% more
+         * bytes (scripts/bench-prep-codecs.sh). keyint_min = gop with no scenecut: the
+         * keyframes fall every gop frames exactly, so a seek never decodes more. */
+        av_dict_set(&d, "preset", "veryfast", 0);
+        av_dict_set(&d, "tune", "fastdecode", 0);
+        snprintf(buf, sizeof buf, "scenecut=0:keyint_min=%d", c->gop_size);
+        av_dict_set(&d, "x264-params", buf, 0);
+    } else {
+        int q = o->quality >= 1 ? o->quality : mjpeg ? 3 : 4;
+        c->flags |= AV_CODEC_FLAG_QSCALE;
+        c->global_quality = FF_QP2LAMBDA * q;
+    }
+    int ret = avcodec_open2(c, codec, &d);
+    av_dict_free(&d);
+    if (ret < 0) {
+        set_av_err(err, errlen, "cannot open the encoder", ret);
+        return ret;
+    }
+    return 0;
+}
+
+int vt_prep_file(vt_prep_result *res, const char *src, const char *dst, const char *ext,
+                 const vt_prep_opts *o, char *err, size_t errlen) {
+    prep_job j = {.o = o, .last_pts = INT64_MIN, .err = err, .errlen = errlen};
+    memset(res, 0, sizeof *res);
+    int ret = 0, header = 0;
+    char name[64];
+    const AVCodec *codec = find_encoder(o->codec);
+    if (!codec) {
+        vt_set_err(err, errlen, "no encoder for codec '%s' in this FFmpeg", o->codec);
+        ret = AVERROR_ENCODER_NOT_FOUND;
+        goto end;
+    }
+    ret = vt_video_open(&j.v, src, VT_MAX(o->threads, 1), err, errlen);
+    if (ret < 0)
+        goto end;
+    const vt_video_info *in = vt_video_get_info(j.v);
+    res->src_duration = in->duration;
+    res->src_frames = in->nframes;
+    res->src_width = in->width;
+    res->src_height = in->height;
+    res->rotation = in->rotation;
+    res->vfr = in->vfr;
+    snprintf(res->src_codec, sizeof res->src_codec, "%s", in->codec);
+
+    /* The size read_clip would give, then even sides (4:2:0 needs them), at least 2. */
+    int s = o->short_side + (o->short_side & 1);
+    int w, h;
+    vt_video_scaled_size(j.v, s, &w, &h);
+    j.ow = w & ~1; /* both sides >= s >= 2: never 0 */
+    j.oh = h & ~1;
+    res->out_width = j.ow;
+    res->out_height = j.oh;
+    vt_video_frame_ts(j.v, 0, &j.tb_num, &j.tb_den);
+
+    snprintf(name, sizeof name, "x.%s", ext);
+    const AVOutputFormat *of = av_guess_format(NULL, name, NULL);
+    if (!of) {
+        vt_set_err(err, errlen, "no muxer for .%s in this FFmpeg", ext);
+        ret = AVERROR_MUXER_NOT_FOUND;
+        goto end;
+    }
+    ret = avformat_alloc_output_context2(&j.oc, of, NULL, dst);
+    if (ret < 0) {
+        set_av_err(err, errlen, "cannot set up the output", ret);
+        goto end;
+    }
+    ret = open_encoder(&j, codec, in, err, errlen);
+    if (ret < 0)
+        goto end;
+    j.st = avformat_new_stream(j.oc, NULL);
+    VT_CHECK(j.st != NULL, "out of memory");
+    j.st->time_base = j.enc->time_base;
+    j.st->avg_frame_rate = j.enc->framerate;
+    ret = avcodec_parameters_from_context(j.st->codecpar, j.enc);
+    VT_CHECK(ret >= 0, "avcodec_parameters_from_context: out of memory");
+    ret = avio_open(&j.oc->pb, dst, AVIO_FLAG_WRITE);
+    if (ret < 0) {
+        set_av_err(err, errlen, "cannot create the output file", ret);
+        goto end;
+    }
+    ret = avformat_write_header(j.oc, NULL);
+    if (ret < 0) {
+        set_av_err(err, errlen, "cannot write the output header", ret);
+        goto end;
+    }
+    header = 1;
+    j.pkt = av_packet_alloc();
+    VT_CHECK(j.pkt != NULL, "out of memory");
+
+    int64_t got = 0;
+    ret = vt_video_decode_all(j.v, s, on_frame, &j, &got, err, errlen);
+    if (j.ret < 0) {
+        ret = j.ret;
+        goto end;
+    }
+    if (ret < 0 && j.decoded == 0)
+        goto end;
+    /* A decode error after frames came out is a damaged tail: what decoded is kept, as
+     * the loader would read it; the counts say what was lost. */
+    if (o->fps > 0) {
+        int64_t end_tick = (int64_t)llround(in->duration * o->fps);
+        if (j.written == 0) /* a video shorter than half a tick still gives one frame */
+            end_tick = VT_MAX(end_tick, j.held_tick + 1);
+        ret = flush_held(&j, end_tick);
+        if (ret < 0)
+            goto end;
+    }
+    ret = encode(&j, NULL);
+    if (ret < 0)
+        goto end;
+    ret = av_write_trailer(j.oc);
+    if (ret < 0) {
+        set_av_err(err, errlen, "cannot finish the output", ret);
+        goto end;
+    }
+    header = 0;
+    if (j.written == 0) {
+        vt_set_err(err, errlen, "no frame written");
+        ret = AVERROR_INVALIDDATA;
+        goto end;
+    }
+    res->frames_decoded = j.decoded;
+    res->frames_written = j.written;
+    ret = 0;
+
+end:
+    if (header)
+        av_write_trailer(j.oc); /* frees the muxer's private state; the file is abandoned */
+    if (j.oc && j.oc->pb)
+        avio_closep(&j.oc->pb);
+    avformat_free_context(j.oc);
+    avcodec_free_context(&j.enc);
+    av_packet_free(&j.pkt);
+    av_frame_free(&j.held);
+    sws_freeContext(j.sws);
+    vt_video_close(&j.v);
+    return ret;
+}

@@ -1,0 +1,63 @@
+/*
+ * prep.h: the re-encoder behind `vidtrain prep` — one video file in, one training-ready
+ * file out: decoded by video.c (so rotation, VFR and corruption are handled exactly as
+ * the loader handles them), scaled so the displayed short side is S with even sides,
+ * rotation applied to the pixels, audio and every other stream dropped, a short
+ * keyframe interval so that any clip seeks cheaply, the source timestamps kept (or a
+ * constant --fps resampled to), written by libavformat/libavcodec.
+ *
+ * It knows one file and its options, never a dataset: walking folders, jobs, resume
+ * and the manifest belong to app/cmd_prep.c. A bad source is a data error: functions
+ * return a negative code with the reason in err, never print and never abort.
+ */
+#ifndef VT_PREP_H
+#define VT_PREP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* What prep writes by default (docs/prep.md has the measurements behind them). */
+#define VT_PREP_SHORT_SIDE 128  /* a 112 crop (the default 16x112 clip) is 7/8 of it */
+#define VT_PREP_CODEC "h264"
+#define VT_PREP_GOP 8
+
+typedef struct vt_prep_opts {
+    int short_side;      /* displayed short side in pixels (even: rounded up to one) */
+    double fps;          /* > 0: constant frame rate, resampled; 0: keep the timestamps */
+    int gop;             /* keyframe interval in frames (1: every frame a keyframe) */
+    const char *codec;   /* "h264" (libx264), "mpeg4" (MPEG-4 part 2), "mjpeg" */
+    int quality;         /* h264: CRF 0-51; mpeg4, mjpeg: qscale 1-31; < 0: the codec's default */
+    int threads;         /* decoder and encoder threads (1 when files run in parallel) */
+} vt_prep_opts;
+
+/* The defaults above; quality < 0, fps 0, threads 1. */
+void vt_prep_opts_default(vt_prep_opts *o);
+
+typedef struct vt_prep_result {
+    double src_duration;    /* seconds, from the source's frame index */
+    int64_t src_frames;     /* frames in the source's index */
+    int64_t frames_decoded; /* source frames that decoded */
+    int64_t frames_written; /* frames in the output */
+    int src_width, src_height, rotation; /* coded size and the rotation that was applied */
+    int out_width, out_height;
+    int vfr;                /* the source has a variable frame rate */
+    char src_codec[32];
+} vt_prep_result;
+
+/* Is the codec name known and its encoder in this FFmpeg? 1 yes, 0 no. */
+int vt_prep_codec_available(const char *codec);
+
+/* The extension (no dot) for the output of a source named `name`: the source's own when
+ * its container can hold `codec` (so list files and labels CSVs keep matching), "mp4"
+ * otherwise (a .webm, .gif, .y4m, .ts or .mpg source). Written into ext (n bytes). */
+void vt_prep_out_ext(char *ext, size_t n, const char *name, const char *codec);
+
+/* Re-encode src into dst with the muxer for extension `ext` (vt_prep_out_ext's; dst
+ * itself may be named anything, such as a temporary name). dst is created or truncated;
+ * on failure it may hold a partial file, which the caller removes. Returns 0, or a
+ * negative code with err set: the source cannot be read ("no video stream", "0 decodable
+ * frames", FFmpeg's reason) or the output cannot be written. */
+int vt_prep_file(vt_prep_result *res, const char *src, const char *dst, const char *ext,
+                 const vt_prep_opts *o, char *err, size_t errlen);
+
+#endif

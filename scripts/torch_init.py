@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""torch_init.py OUT [MODEL...]: the outside truth for `vidtrain train --init` (tests/test_transfer.c).
+
+For each torchvision video model (r3d_18, mc3_18, r2plus1d_18; s3d when asked) it writes
+  OUT/<model>.pth            torch.save(state_dict) of a seeded model with 400 classes and
+                             non-trivial BN running statistics (the zip format)
+  OUT/<model>_wrapped.pth    the same nested as {'epoch': 3, 'state_dict': {'module.' + k: v}}
+                             (DataParallel's prefix, a training script's dict)
+  OUT/<model>.eval.bin       float32 logits (N, 400) of model.eval() on OUT/clip_<model>.bin
+  OUT/<model>.frozen.bin     fine-tuning with every BN in eval mode (model.train(), each
+                             BatchNorm3d .eval()), computed in float64: logits, then the
+                             gradients of stem.0.weight, layer1.0.conv1.1.weight (a BN
+                             gamma) and fc.weight for the loss sum(cross_entropy) / N;
+                             index.json's torch32_nmse is float32 PyTorch's NMSE from them
+  OUT/clip_<model>.bin       float32 input (N, 3, T, H, W), labels in the JSON
+  OUT/index.json             shapes, labels, what each file holds
+Run with Debian's python (/usr/bin/python3: torch, torchvision).
+"""
+import json
+import os
+import sys
+
+import torch
+import torch.nn.functional as F
+import torchvision.models.video as tvv
+
+MODELS = {
+    "r3d_18": ("r3d18", (2, 3, 8, 48, 48)),
+    "mc3_18": ("mc3_18", (2, 3, 8, 48, 48)),
+    "r2plus1d_18": ("r2plus1d18", (2, 3, 8, 48, 48)),
+    "s3d": ("s3d", (1, 3, 13, 209, 209)),  # the smallest clip S3D takes
+}
+
+
+def seeded(name, seed):
+    torch.manual_seed(seed)
+    m = getattr(tvv, name)(num_classes=400)
+    # BN running statistics as a trained model has them: not 0/1, so eval mode and frozen
+    # BN really read them.
+    g = torch.Generator().manual_seed(seed + 1)
+    for mod in m.modules():
+        if isinstance(mod, torch.nn.BatchNorm3d):
+            c = mod.num_features
+            mod.running_mean.copy_(torch.randn(c, generator=g) * 0.1)
+            mod.running_var.copy_(torch.rand(c, generator=g) * 0.5 + 0.75)
+            mod.weight.data.copy_(torch.rand(c, generator=g) * 0.5 + 0.75)
+            mod.bias.data.copy_(torch.randn(c, generator=g) * 0.1)
+            mod.num_batches_tracked.fill_(int(torch.randint(1, 1000, (1,), generator=g)))
+    return m
+
+
+def main():
+    out = sys.argv[1]
+    names = sys.argv[2:] or ["r3d_18", "mc3_18", "r2plus1d_18"]
+    os.makedirs(out, exist_ok=True)
+    torch.set_num_threads(2)
+    index = {}
+    for k, name in enumerate(names):
+        vt_name, shape = MODELS[name]
+        m = seeded(name, 100 + k)
+        sd = m.state_dict()
+        torch.save(sd, f"{out}/{name}.pth")
+        wrapped = {"epoch": 3, "state_dict": {"module." + key: v for key, v in sd.items()},
+                   "best_acc": 0.5, "arch": name}
+        if k == 0:  # one wrapped file is enough (they are large)
+            torch.save(wrapped, f"{out}/{name}_wrapped.pth")
+        g = torch.Generator().manual_seed(7 + k)
+        x = torch.randn(*shape, generator=g)
+        labels = [int(v) for v in torch.randint(0, 400, (shape[0],), generator=g)]
+        x.numpy().astype("<f4").tofile(f"{out}/clip_{name}.bin")
+        m.eval()
+        with torch.no_grad():
+            m(x).numpy().astype("<f4").tofile(f"{out}/{name}.eval.bin")
+        # frozen BN: train mode, BN layers in eval mode (fine-tuning's --freeze-bn), in
+        # float32 and float64: the float64 gradients are the truth, and float32 PyTorch's
+        # own distance from them says how well conditioned this network's gradient is
+        # (mc3_18's and r2plus1d_18's stems: NMSE ~1e-5 in float32, whoever computes it)
+        first = "features.0.0.0.weight" if name == "s3d" else "stem.0.weight"
+        head = "classifier.1.weight" if name == "s3d" else "fc.weight"
+        bn = "features.0.0.1.weight" if name == "s3d" else "layer1.0.conv1.1.weight"
+        grads = [first, bn, head]
+        got = {}
+        for dt in (torch.float64, torch.float32):
+            md = m.to(dt)
+            md.train()
+            for mod in md.modules():  # s3d's dropout off too: vidtrain's net has none here
+                if isinstance(mod, (torch.nn.BatchNorm3d, torch.nn.Dropout)):
+                    mod.eval()
+            md.zero_grad()
+            logits = md(x.to(dt))
+            loss = F.cross_entropy(logits, torch.tensor(labels), reduction="sum") / shape[0]
+            loss.backward()
+            params = dict(md.named_parameters())
+            got[dt] = (logits.detach().double(), [params[n].grad.double().clone() for n in grads])
+        ref_logits, ref_grads = got[torch.float64]
+        t32 = [float(((a - b) ** 2).sum() / (b ** 2).sum()) for a, b in zip(got[torch.float32][1], ref_grads)]
+        with open(f"{out}/{name}.frozen.bin", "wb") as f:
+            f.write(ref_logits.numpy().astype("<f4").tobytes())
+            for gr in ref_grads:
+                f.write(gr.numpy().astype("<f4").tobytes())
+        index[name] = {"vidtrain": vt_name, "head": head, "shape": list(shape), "labels": labels,
+                       "classes": 400, "grads": grads,
+                       "grad_numel": [params[n].numel() for n in grads], "torch32_nmse": t32}
+    with open(f"{out}/index.json", "w") as f:
+        json.dump(index, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

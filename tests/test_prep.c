@@ -1,0 +1,365 @@
+/*
+ * test_prep.c: `vidtrain prep SRC DST` end to end, against the ffprobe command as the
+ * outside truth. Sources made with the ffmpeg command, in class folders with UCF101-style
+ * list files: a 640x360 video with an audio track, one with a 90-degree display matrix,
+ * a portrait AVI, a variable-frame-rate MKV, a WebM (renamed to .mp4: the list files
+ * must follow), a truncated MP4, an audio-only file and a non-video file. Checked: every
+ * output's short side, even sides, rotation applied (sides swapped, no display matrix),
+ * video only, keyframe interval <= G, frame counts (kept without --fps; duration x fps
+ * within one frame with it), the bad files reported and counted, the manifest's rows,
+ * sizes and SHA-256 (sha256sum), that scan and a one-epoch train read the mirror, that a
+ * second run skips everything, and that a run killed mid-way leaves no partial file
+ * under a final name and completes on rerun.
+ */
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/apputil.h"
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+#define S 64   /* short side: small, so the test is quick; any even S is the same code */
+#define G 8    /* keyframe interval */
+#define FPS 12 /* the --fps run */
+
+static char src[4096], bin_path[4096];
+
+/* The first line of a command's output into out (trailing newline removed). */
+static int sh_line(char *out, size_t n, const char *cmd) {
+    FILE *p = popen(cmd, "r");
+    out[0] = 0;
+    if (!p)
+        return -1;
+    if (!fgets(out, (int)n, p))
+        out[0] = 0;
+    int st = pclose(p);
+    out[strcspn(out, "\n")] = 0;
+    return st;
+}
+
+static int has_libx264(void) {
+    return system("ffmpeg -hide_banner -encoders 2>/dev/null | grep -q libx264") == 0;
+}
+
+/* Width, height, stream count, audio streams and display-matrix side data of a file. */
+typedef struct probe {
+    int w, h, streams, audio, matrix;
+    int64_t frames;
+    double duration;
+    int max_key_gap;   /* most frames from one keyframe to the next (or to the end) */
+} probe;
+
+static int probe_file(probe *pr, const char *file) {
+    char cmd[8400], line[512];
+    memset(pr, 0, sizeof *pr);
+    snprintf(cmd, sizeof cmd, "ffprobe -v error -select_streams v:0 -show_entries "
+             "stream=width,height -of csv=p=0:s=x '%s'", file);
+    if (sh_line(line, sizeof line, cmd) != 0 || sscanf(line, "%dx%d", &pr->w, &pr->h) != 2)
+        return -1;
+    snprintf(cmd, sizeof cmd, "ffprobe -v error -show_entries stream=codec_type -of csv=p=0 "
+             "'%s' | wc -l", file);
+    sh_line(line, sizeof line, cmd);
+    pr->streams = atoi(line);
+    snprintf(cmd, sizeof cmd, "ffprobe -v error -show_entries stream=codec_type -of csv=p=0 "
+             "'%s' | grep -c audio", file);
+    sh_line(line, sizeof line, cmd);
+    pr->audio = atoi(line);
+    snprintf(cmd, sizeof cmd, "ffprobe -v error -show_streams '%s' | grep -c -i "
+             "'display matrix\\|rotation'", file);
+    sh_line(line, sizeof line, cmd);
+    pr->matrix = atoi(line);
+    snprintf(cmd, sizeof cmd, "ffprobe -v error -show_entries format=duration -of csv=p=0 '%s'",
+             file);
+    sh_line(line, sizeof line, cmd);
+    pr->duration = atof(line);
+    /* Key frames by decoding every frame: the gap is counted in frames, as a seek that
+     * lands on the keyframe before a clip decodes forward. */
+    snprintf(cmd, sizeof cmd, "ffprobe -v error -select_streams v:0 -show_entries "
+             "frame=key_frame -of csv=p=0 '%s'", file);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    int gap = 0;
+    while (fgets(line, sizeof line, p)) {
+        /* One "0" or "1" per frame; a frame with side data (x264's SEI) adds a line of
+         * its own, which is not a frame. */
+        if ((line[0] != '0' && line[0] != '1') || (line[1] && !strchr(",\n", line[1])))
+            continue;
+        if (line[0] == '1') {
+            if (gap > pr->max_key_gap)
+                pr->max_key_gap = gap;
+            gap = 0;
+        }
+        gap++;
+        pr->frames++;
+    }
+    if (gap > pr->max_key_gap)
+        pr->max_key_gap = gap;
+    pclose(p);
+    return 0;
+}
+
+/* The manifest row of path (its line, or NULL). */
+static char *manifest_row(const char *manifest, const char *path) {
+    size_t n = strlen(path);
+    for (const char *l = manifest; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (!strncmp(l, path, n) && l[n] == ',') {
+            size_t len = strcspn(l, "\n");
+            char *r = malloc(len + 1);
+            memcpy(r, l, len);
+            r[len] = 0;
+            return r;
+        }
+    return NULL;
+}
+
+static void make_sources(int x264) {
+    const char *venc = x264 ? "-c:v libx264 -preset ultrafast" : "-c:v mpeg4 -q:v 4";
+    TCHECK(vt_test_sh("mkdir -p '%s/a' '%s/b' && cd '%s' && "
+        /* 640x360 with AAC audio, 30 fps, 2 s */
+        "ffmpeg -v error -y -f lavfi -i testsrc2=s=640x360:r=30:d=2 -f lavfi -i sine=d=2 "
+        "%s -g 60 -c:a aac -shortest a/tone.mp4 && "
+        /* 320x240 coded, display matrix: 90 degrees (the rotate tag of a stream copy on
+         * FFmpeg 5; -display_rotation on 6 and later) */
+        "ffmpeg -v error -y -f lavfi -i testsrc2=s=320x240:r=25:d=2 %s a/rot.src.mp4 && "
+        "if ffmpeg -hide_banner -h full 2>/dev/null | grep -q -- -display_rotation; then "
+        "ffmpeg -v error -y -display_rotation:v:0 -90 -i a/rot.src.mp4 -c copy a/rot90.mp4; "
+        "else ffmpeg -v error -y -i a/rot.src.mp4 -c copy -metadata:s:v:0 rotate=270 "
+        "a/rot90.mp4; fi && rm a/rot.src.mp4 && "
+        /* portrait MPEG-4 in AVI */
+        "ffmpeg -v error -y -f lavfi -i testsrc2=s=240x320:r=25:d=2 -c:v mpeg4 -q:v 4 "
+        "b/portrait.avi && "
+        /* VFR: 30 fps for one second, then 15 fps: 45 frames over 2 s */
+        "ffmpeg -v error -y -f lavfi -i testsrc2=s=320x240:r=30:d=2 "
+        "-vf \"select='lt(n\\,30)+not(mod(n\\,2))'\" -vsync vfr %s b/vfr.mkv && "
+        /* WebM: its container cannot hold H.264, so the output is b/small.mp4 */
+        "ffmpeg -v error -y -f lavfi -i testsrc2=s=160x120:r=25:d=1 -c:v libvpx-vp9 "
+        "-deadline realtime b/small.webm && "
+        /* truncated (the index, at the end of the file, is cut off) and audio-only */
+        "head -c 20000 a/tone.mp4 > b/trunc.mp4 && "
+        "ffmpeg -v error -y -f lavfi -i sine=d=1 -c:a aac b/audio_only.mp4 && "
+        "echo 'not a video' > b/readme.md",
+        src, src, src, venc, venc, venc) == 0, "making the sources with ffmpeg");
+    /* UCF101-style lists at the top level (files there are not class folders). */
+    vt_test_write_file(src, "classInd.txt", "1 a\n2 b\n");
+    vt_test_write_file(src, "trainlist01.txt", "a/tone.mp4 1\nb/portrait.avi 2\nb/small.webm 2\n");
+    vt_test_write_file(src, "testlist01.txt", "a/rot90.mp4\nb/vfr.mkv\n");
+}
+
+/* The outputs of a good run: name, source, expected width x height at short side S. */
+typedef struct expect {
+    const char *out, *source;
+    int w, h;
+} expect;
+
+static const expect good[] = {
+    {"a/tone.mp4", "a/tone.mp4", 114, S},      /* 640x360: 113.8 -> 114 */
+    {"a/rot90.mp4", "a/rot90.mp4", S, 84},     /* shown 240x320: 85.3 -> 85 -> even 84 */
+    {"b/portrait.avi", "b/portrait.avi", S, 84},
+    {"b/vfr.mkv", "b/vfr.mkv", 84, S},
+    {"b/small.mp4", "b/small.webm", 84, S},    /* 160x120: 85.3 -> 85 -> even 84 */
+};
+#define NGOOD ((int)(sizeof good / sizeof good[0]))
+
+static void check_outputs(const char *dst, double fps) {
+    char file[8400], srcfile[8400];
+    for (int i = 0; i < NGOOD; i++) {
+        snprintf(file, sizeof file, "%s/%s", dst, good[i].out);
+        snprintf(srcfile, sizeof srcfile, "%s/%s", src, good[i].source);
+        probe pr, ps;
+        TCHECK(probe_file(&pr, file) == 0, "%s probes", file);
+        TCHECK(probe_file(&ps, srcfile) == 0, "%s probes", srcfile);
+        TCHECK(pr.w == good[i].w && pr.h == good[i].h, "%s: %dx%d, expected %dx%d", file,
+               pr.w, pr.h, good[i].w, good[i].h);
+        TCHECK((pr.w < pr.h ? pr.w : pr.h) == S && pr.w % 2 == 0 && pr.h % 2 == 0,
+               "%s: short side %d and even sides (%dx%d)", file, S, pr.w, pr.h);
+        TCHECK(pr.matrix == 0, "%s: no rotation side data left", file);
+        TCHECK(pr.streams == 1 && pr.audio == 0, "%s: one video stream, no audio (%d streams)",
+               file, pr.streams);
+        TCHECK(pr.max_key_gap <= G, "%s: keyframe every <= %d frames, found a gap of %d",
+               file, G, pr.max_key_gap);
+        if (fps > 0) {
+            /* Duration x fps within one frame: the source's duration, by its last frame's
+             * end, and the ticks a frame owns are rounded to the nearest (one frame). */
+            double want = ps.duration * fps;
+            TCHECK(fabs((double)pr.frames - want) <= 1.0, "%s: %lld frames at %g fps, want "
+                   "%.1f (%.3f s)", file, (long long)pr.frames, fps, want, ps.duration);
+        } else {
+            TCHECK(pr.frames == ps.frames, "%s: %lld frames, the source has %lld", file,
+                   (long long)pr.frames, (long long)ps.frames);
+            /* Timestamps kept: the same duration within one frame of the source's slowest
+             * rate (VFR: 1/15 s). */
+            TCHECK(fabs(pr.duration - ps.duration) < 1.0 / 15 + 1e-3, "%s: %.3f s, source %.3f s",
+                   file, pr.duration, ps.duration);
+        }
+    }
+}
+
+static void check_manifest(const char *dst) {
+    char path[8400], cmd[8400], line[256];
+    snprintf(path, sizeof path, "%s/prep-manifest.csv", dst);
+    char *m = vt_test_slurp(path, NULL);
+    TCHECK(m && !strncmp(m, "path,source,duration_s,frames,bytes,sha256,status\n", 50),
+           "manifest header");
+    int rows = 0;
+    for (char *c = m; c && *c; c++)
+        rows += *c == '\n';
+    TCHECK(rows == 1 + NGOOD + 2, "manifest: header + %d good + 2 bad rows, got %d lines",
+           NGOOD, rows);
+    for (int i = 0; i < NGOOD && m; i++) {
+        char *r = manifest_row(m, good[i].out);
+        TCHECK(r != NULL, "manifest row for %s", good[i].out);
+        if (!r)
+            continue;
+        char fpath[200] = "", fsrc[8400] = "", fsha[80] = "", fstat[64] = "";
+        double dur = 0;
+        long long frames = 0, bytes = 0;
+        int got = sscanf(r, "%199[^,],%8399[^,],%lf,%lld,%lld,%79[^,],%63s", fpath, fsrc, &dur,
+                         &frames, &bytes, fsha, fstat);
+        TCHECK(got == 7 && !strcmp(fstat, "ok"), "%s row parses and says ok: %s", good[i].out, r);
+        snprintf(cmd, sizeof cmd, "sha256sum '%s/%s' | cut -d' ' -f1", dst, good[i].out);
+        sh_line(line, sizeof line, cmd);
+        TCHECK(!strcmp(line, fsha), "%s: sha256 %s, sha256sum says %s", good[i].out, fsha, line);
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dst, good[i].out);
+        TCHECK(stat(path, &st) == 0 && st.st_size == bytes, "%s: %lld bytes in the manifest",
+               good[i].out, bytes);
+        snprintf(path, sizeof path, "%s/%s", dst, good[i].out);
+        TCHECK(frames == vt_test_ffprobe_frames(path), "%s: manifest frames %lld", good[i].out,
+               frames);
+        TCHECK(dur > 0.9 && dur < 2.1, "%s: source duration %.3f s", good[i].out, dur);
+        TCHECK(strstr(fsrc, good[i].source) != NULL, "%s: source %s", good[i].out, fsrc);
+        free(r);
+    }
+    const char *bad[] = {"b/trunc.mp4", "b/audio_only.mp4"};
+    for (int i = 0; i < 2 && m; i++) {
+        char *r = manifest_row(m, bad[i]);
+        TCHECK(r && strstr(r, ",bad: "), "%s is bad in the manifest: %s", bad[i], r ? r : "none");
+        free(r);
+        snprintf(path, sizeof path, "%s/%s", dst, bad[i]);
+        TCHECK(access(path, F_OK) != 0, "no output for the bad %s", bad[i]);
+    }
+    free(m);
+}
+
+int main(void) {
+    const char *bin = vt_test_bin("test_prep");
+    if (!bin)
+        return VT_TEST_SKIP;
+    snprintf(bin_path, sizeof bin_path, "%s", bin);
+    if (system("command -v ffmpeg > /dev/null && command -v ffprobe > /dev/null && "
+               "command -v sha256sum > /dev/null") != 0) {
+        fprintf(stderr, "test_prep: needs the ffmpeg, ffprobe and sha256sum commands\n");
+        return VT_TEST_SKIP;
+    }
+    char dir[4096], dst[4200], p[8400], out[8400];
+    snprintf(dir, sizeof dir, "%s", vt_test_dir("prep"));
+    snprintf(src, sizeof src, "%s/src", dir);
+    int x264 = has_libx264();
+    make_sources(x264);
+    const char *codec = x264 ? "h264" : "mpeg4";
+
+    /* 1. A full run: 5 written, 2 bad, exit 0. */
+    snprintf(dst, sizeof dst, "%s/dst", dir);
+    int rc = vt_test_sh("'%s' prep '%s' '%s' --short-side %d --gop %d --codec %s --jobs 2 "
+                        "> '%s/prep1.out' 2> '%s/prep1.err'", bin, src, dst, S, G, codec, dir,
+                        dir);
+    TCHECK(rc == 0, "prep exit %d (see %s/prep1.err)", rc, dir);
+    snprintf(p, sizeof p, "%s/prep1.out", dir);
+    char *o1 = vt_test_slurp(p, NULL);
+    TCHECK(o1 && strstr(o1, "prep: 5 written, 0 done before, 2 bad"), "summary: %s", o1 ? o1 : "(none)");
+    TCHECK(o1 && strstr(o1, "b/trunc.mp4: ") && strstr(o1, "b/audio_only.mp4: ") &&
+           strstr(o1, "no video stream"), "bad files listed with their reasons: %s", o1 ? o1 : "(none)");
+    free(o1);
+    check_outputs(dst, 0);
+    check_manifest(dst);
+    /* Lists: copied, and the renamed WebM followed; prep-paths.csv says old -> new. */
+    snprintf(p, sizeof p, "%s/trainlist01.txt", dst);
+    char *l = vt_test_slurp(p, NULL);
+    TCHECK(l && !strcmp(l, "a/tone.mp4 1\nb/portrait.avi 2\nb/small.mp4 2\n"),
+           "trainlist01.txt rewritten: %s", l ? l : "(missing)");
+    free(l);
+    snprintf(p, sizeof p, "%s/prep-paths.csv", dst);
+    l = vt_test_slurp(p, NULL);
+    TCHECK(l && !strcmp(l, "old,new\nb/small.webm,b/small.mp4\n"), "prep-paths.csv: %s",
+           l ? l : "(missing)");
+    free(l);
+    snprintf(p, sizeof p, "%s/b/readme.md", dst);
+    TCHECK(access(p, F_OK) == 0, "the non-video file is copied");
+
+    /* 2. vidtrain reads the mirror: scan with the lists, and one tiny epoch of training. */
+    rc = vt_test_sh("'%s' scan '%s' --lists '%s' > '%s/scan.out' 2>&1", bin, dst, dst, dir);
+    TCHECK(rc == 0, "scan DST exit %d", rc);
+    snprintf(p, sizeof p, "%s/scan.out", dir);
+    l = vt_test_slurp(p, NULL);
+    TCHECK(l && strstr(l, "5 videos (5 readable"), "scan: %s", l ? l : "(none)");
+    free(l);
+    rc = vt_test_sh("'%s' train '%s' --out '%s/run' --clip 8x32 --batch 2 --epochs 1 "
+                    "--val-split 0.4 --workers 1 --seed 1 > '%s/train.log' 2>&1", bin, dst, dir,
+                    dir);
+    TCHECK(rc == 0, "a one-epoch train on DST exits %d (see %s/train.log)", rc, dir);
+
+    /* 3. Resume: nothing to do the second time, outputs untouched. */
+    struct stat before, after;
+    snprintf(p, sizeof p, "%s/a/tone.mp4", dst);
+    stat(p, &before);
+    rc = vt_test_sh("'%s' prep '%s' '%s' --short-side %d --gop %d --codec %s > '%s/prep2.out' "
+                    "2>&1", bin, src, dst, S, G, codec, dir);
+    TCHECK(rc == 0, "second prep exit %d", rc);
+    snprintf(p, sizeof p, "%s/prep2.out", dir);
+    l = vt_test_slurp(p, NULL);
+    /* The bad files are retried (they fail fast); the good ones are skipped. */
+    TCHECK(l && strstr(l, "prep: 0 written, 5 done before, 2 bad"), "resume: %s", l ? l : "(none)");
+    free(l);
+    snprintf(p, sizeof p, "%s/a/tone.mp4", dst);
+    TCHECK(stat(p, &after) == 0 && after.st_mtime == before.st_mtime &&
+           after.st_ino == before.st_ino, "a done file is not rewritten");
+    check_manifest(dst);
+    rc = vt_test_sh("'%s' prep '%s' '%s' --short-side %d --gop 4 > /dev/null 2>&1", bin, src,
+                    dst, S);
+    TCHECK(rc == 2, "a rerun with other options is refused (exit %d)", rc);
+
+    /* 4. --fps: constant rate, duration x fps frames. */
+    snprintf(dst, sizeof dst, "%s/dst_fps", dir);
+    rc = vt_test_sh("'%s' prep '%s' '%s' --short-side %d --gop %d --codec %s --fps %d "
+                    "> /dev/null 2> '%s/prep_fps.err'", bin, src, dst, S, G, codec, FPS, dir);
+    TCHECK(rc == 0, "prep --fps exit %d", rc);
+    check_outputs(dst, FPS);
+
+    /* 5. Killed after the first file: no partial file under a final name; a rerun
+     * completes. One job, so the files finish one by one; kill -9 leaves no chance to
+     * clean up. */
+    snprintf(dst, sizeof dst, "%s/dst_kill", dir);
+    rc = vt_test_sh("'%s' prep '%s' '%s' --short-side %d --gop %d --codec %s --jobs 1 "
+                    "> /dev/null 2>&1 & pid=$!; "
+                    "while [ \"$(cat '%s/prep-manifest.csv' 2>/dev/null | wc -l)\" -lt 2 ]; do "
+                    "kill -0 $pid 2>/dev/null || break; sleep 0.01; done; kill -9 $pid; "
+                    "wait $pid; exit 0", bin, src, dst, S, G, codec, dst);
+    int complete = 0, listed = 0;
+    for (int i = 0; i < NGOOD; i++) {
+        snprintf(out, sizeof out, "%s/%s", dst, good[i].out);
+        if (access(out, F_OK) != 0)
+            continue;
+        listed++;
+        snprintf(p, sizeof p, "%s/%s", src, good[i].source);
+        complete += vt_test_ffprobe_frames(out) == vt_test_ffprobe_frames(p);
+    }
+    printf("killed run: %d of %d outputs under their final name\n", listed, NGOOD);
+    TCHECK(listed < NGOOD, "the kill landed before the end (%d of %d written)", listed, NGOOD);
+    TCHECK(complete == listed, "every file under a final name is whole (%d of %d)", complete,
+           listed);
+    rc = vt_test_sh("'%s' prep '%s' '%s' --short-side %d --gop %d --codec %s > '%s/prep3.out' "
+                    "2>&1", bin, src, dst, S, G, codec, dir);
+    TCHECK(rc == 0, "prep after the kill exit %d", rc);
+    check_outputs(dst, 0);
+    check_manifest(dst);
+    rc = vt_test_sh("find '%s' -name '.*prep-part' | grep -q .", dst);
+    TCHECK(rc != 0, "no temporary file left after the rerun");
+
+    /* 6. Nothing readable: exit 1. */
+    snprintf(p, sizeof p, "%s/onlybad", dir);
+    rc = vt_test_sh("mkdir -p '%s/c' && cp '%s/b/trunc.mp4' '%s/c/' && '%s' prep '%s' '%s/out' "
+                    "> /dev/null 2>&1", p, src, p, bin, p, p);
+    TCHECK(rc == 1, "prep of only bad videos exits 1, got %d", rc);
+    return vt_test_done("test_prep");
+}

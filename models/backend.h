@@ -138,33 +138,51 @@ typedef struct vt_backend_i {
                             const vt_conv3d_p *p);
 
     /* ---- batch norm, split the SyncBN way so towers can combine statistics ----
-     * x is (N, C, S) with S = T*H*W. Per channel c over N*S values:
-     *   bn_stats:    sum[c] = sum x, sumsq[c] = sum x^2 (accumulated in double)  (overwrite)
-     *   bn_finalize: from (sum, sumsq, count): mean, invstd = 1/sqrt(var_biased + eps);
-     *                if running_mean != NULL: running = (1-m)*running + m*stat, with the
-     *                UNBIASED variance count/(count-1) for running_var (PyTorch).
-     *   bn_apply:    out = gamma * (x - mean) * invstd + beta  (also used in eval, with
+     * x is (N, C, S) with S = T*H*W. Per channel c over N*S values, around a shift k[c]
+     * (NULL: 0) that every tower and micro-batch of one forward shares; `mean` is always
+     * RELATIVE to k (the batch mean is k + mean), so that it keeps its digits when the
+     * mean is large against the spread:
+     *   bn_stats:    sum[c] = sum (x-k), sumsq[c] = sum (x-k)^2 (accumulated in double,
+     *                rounded to float once)  (overwrite)
+     *   bn_finalize: from (sum, sumsq, k, count): mean = sum/count,
+     *                var_biased = sumsq/count - mean^2 (clamped at 0),
+     *                invstd = 1/sqrt(var_biased + eps);
+     *                if running_mean != NULL: running = (1-m)*running + m*stat, with stat
+     *                k + mean and the UNBIASED variance count/(count-1) for running_var
+     *                (PyTorch).
+     *   bn_apply:    out = gamma * (x - k - mean) * invstd + beta  (also used in eval, with
      *                mean/invstd computed from the running statistics by bn_finalize with
-     *                count = 0 meaning "mean := running_mean, var := running_var").
-     *   bn_backward_reduce: sum_dy[c] = sum dy, sum_dy_xhat[c] = sum dy*(x-mean)*invstd (overwrite)
+     *                count = 0 meaning "mean := running_mean, var := running_var", and k
+     *                NULL or zeros).
+     *   bn_backward_reduce: sum_dy[c] = sum dy, sum_dy_xhat[c] = sum dy*xhat (overwrite),
+     *                xhat = (x - k - mean)*invstd
      *   bn_backward_apply:  din = gamma*invstd*(dy - sum_dy/count - xhat*sum_dy_xhat/count)
      *                with count and the sums over ALL towers under sync-BN.
+     * x - k - mean is formed as (x - k) - mean, or in double from k + mean: never from a
+     * mean rounded to one float (half an ulp of a mean of 1e3 std is 3e-5 std).
      * dgamma += sum_dy_xhat and dbeta += sum_dy are done by the network with the LOCAL
      * sums (the gradient reducer sums across towers afterwards).
-     * [A]: x, out, dy, din; the sums, mean, invstd, gamma, beta and running stats are F32. */
-    void (*bn_stats)(vt_backend *be, float *sum, float *sumsq, const float *x, int n, int c,
-                     int64_t s);
+     * Why the shift (DESIGN.md invariant 1): with k = 0 the float sumsq carries a relative
+     * error of 6e-8, which sumsq/count - mean^2 turns into 6e-8 * mean^2/var of the
+     * variance (6e-2 at mean = 1e3 std). Around a k near the mean that factor becomes
+     * (mean-k)^2/var; the network takes k = the global batch mean from a first pass
+     * (net.c bn_forward), so towers' sums still merge by a plain SUM.
+     * [A]: x, out, dy, din; the sums, k, mean, invstd, gamma, beta and running stats are
+     * F32. */
+    void (*bn_stats)(vt_backend *be, float *sum, float *sumsq, const float *x, const float *k,
+                     int n, int c, int64_t s);
     void (*bn_finalize)(vt_backend *be, float *mean, float *invstd, float *running_mean,
-                        float *running_var, const float *sum, const float *sumsq, int64_t count,
-                        int c, float momentum, float eps);
-    void (*bn_apply)(vt_backend *be, float *out, const float *x, const float *mean,
-                     const float *invstd, const float *gamma, const float *beta, int n, int c,
-                     int64_t s);
+                        float *running_var, const float *sum, const float *sumsq, const float *k,
+                        int64_t count, int c, float momentum, float eps);
+    void (*bn_apply)(vt_backend *be, float *out, const float *x, const float *k,
+                     const float *mean, const float *invstd, const float *gamma,
+                     const float *beta, int n, int c, int64_t s);
     void (*bn_backward_reduce)(vt_backend *be, float *sum_dy, float *sum_dy_xhat, const float *dy,
-                               const float *x, const float *mean, const float *invstd, int n,
-                               int c, int64_t s);
+                               const float *x, const float *k, const float *mean,
+                               const float *invstd, int n, int c, int64_t s);
     void (*bn_backward_apply)(vt_backend *be, float *din, const float *dy, const float *x,
-                              const float *mean, const float *invstd, const float *gamma,
+                              const float *k, const float *mean, const float *invstd,
+                              const float *gamma,
                               const float *sum_dy, const float *sum_dy_xhat, int64_t count, int n,
                               int c, int64_t s);
 

@@ -111,22 +111,23 @@ static double cpu_sumsq(vt_backend *be, const float *x, int64_t n) {
 /* Per-plane sums in CPU_BN_LANES double accumulators, value j into lane j % lanes, the
  * lanes added in a fixed tree at the end: the additions no longer wait on each other (one
  * chain of double adds was 4 cycles a value: BN was 12% of a tiny step) and the order is
- * still a function of the plane length only. a += u; q += u * u or, centred,
- * q += u * (x - m). */
+ * still a function of the plane length only. With v = u - k (k: bn_stats's shift, 0 for
+ * the backward sums, where subtracting it is exact): a += v; q += v * v or, centred,
+ * q += v * (x - m). */
 #define CPU_BN_LANES 8
 static inline __attribute__((always_inline)) void
-plane_sums(double *a_out, double *q_out, const float *u, const float *x, double m, int64_t s,
-           const int centred) {
+plane_sums(double *a_out, double *q_out, const float *u, double k, const float *x, double m,
+           int64_t s, const int centred) {
     double a[CPU_BN_LANES] = {0}, q[CPU_BN_LANES] = {0};
     int64_t j = 0;
     for (; j + CPU_BN_LANES <= s; j += CPU_BN_LANES)
         for (int l = 0; l < CPU_BN_LANES; l++) {
-            const double v = u[j + l];
+            const double v = (double)u[j + l] - k;
             a[l] += v;
             q[l] += centred ? v * ((double)x[j + l] - m) : v * v;
         }
     for (int l = 0; j < s; j++, l++) {
-        const double v = u[j];
+        const double v = (double)u[j] - k;
         a[l] += v;
         q[l] += centred ? v * ((double)x[j] - m) : v * v;
     }
@@ -139,14 +140,15 @@ plane_sums(double *a_out, double *q_out, const float *u, const float *x, double 
     *q_out += q[0];
 }
 
-static void cpu_bn_stats(vt_backend *be, float *sum, float *sumsq, const float *x, int n, int c,
-                         int64_t s) {
+static void cpu_bn_stats(vt_backend *be, float *sum, float *sumsq, const float *x,
+                         const float *k, int n, int c, int64_t s) {
 #pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) \
     if ((int64_t)n * c * s > CPU_PAR_MIN)
     for (int ci = 0; ci < c; ci++) {
+        const double kc = k ? k[ci] : 0.0;
         double a = 0, q = 0;
         for (int ni = 0; ni < n; ni++)
-            plane_sums(&a, &q, x + ((int64_t)ni * c + ci) * s, NULL, 0.0, s, 0);
+            plane_sums(&a, &q, x + ((int64_t)ni * c + ci) * s, kc, NULL, 0.0, s, 0);
         sum[ci] = (float)a;
         sumsq[ci] = (float)q;
     }
@@ -155,7 +157,7 @@ static void cpu_bn_stats(vt_backend *be, float *sum, float *sumsq, const float *
 /* Per-channel scalars: the same arithmetic as cpu-ref, so the two agree bitwise. */
 static void cpu_bn_finalize(vt_backend *be, float *mean, float *invstd, float *running_mean,
                             float *running_var, const float *sum, const float *sumsq,
-                            int64_t count, int c, float momentum, float eps) {
+                            const float *k, int64_t count, int c, float momentum, float eps) {
     VT_CHECK(count > 0 || (running_mean && running_var),
              "bn_finalize: count 0 (eval) needs the running statistics");
     for (int ci = 0; ci < c; ci++) {
@@ -164,11 +166,12 @@ static void cpu_bn_finalize(vt_backend *be, float *mean, float *invstd, float *r
             invstd[ci] = (float)(1.0 / sqrt((double)running_var[ci] + eps));
             continue;
         }
-        double m = (double)sum[ci] / (double)count;
-        double var = (double)sumsq[ci] / (double)count - m * m;
+        double d = (double)sum[ci] / (double)count;
+        double var = (double)sumsq[ci] / (double)count - d * d;
         if (var < 0)
             var = 0;
-        mean[ci] = (float)m;
+        double m = (k ? (double)k[ci] : 0.0) + d;
+        mean[ci] = (float)d;
         invstd[ci] = (float)(1.0 / sqrt(var + eps));
         if (running_mean) {
             double unbiased = count > 1 ? var * (double)count / (double)(count - 1) : var;
@@ -178,41 +181,45 @@ static void cpu_bn_finalize(vt_backend *be, float *mean, float *invstd, float *r
     }
 }
 
-static void cpu_bn_apply(vt_backend *be, float *out, const float *x, const float *mean,
-                         const float *invstd, const float *gamma, const float *beta, int n,
-                         int c, int64_t s) {
+static void cpu_bn_apply(vt_backend *be, float *out, const float *x, const float *k,
+                         const float *mean, const float *invstd, const float *gamma,
+                         const float *beta, int n, int c, int64_t s) {
     int64_t planes = (int64_t)n * c;
 #pragma omp parallel for num_threads(be->threads) schedule(guided) if (planes * s > CPU_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         int ci = (int)(pl % c);
         /* (x - mean) * sc + beta, not x * sc + (beta - mean * sc): the folded form cancels
-         * catastrophically when invstd is large (var ~ 0, e.g. one value per channel). */
+         * catastrophically when invstd is large (var ~ 0, e.g. one value per channel).
+         * x - k first: exact when x is within 2x of k (Sterbenz), so a mean of 1e3 std
+         * costs no digits of x - mean (backend.h). */
         float sc = (gamma ? gamma[ci] : 1.0f) * invstd[ci];
-        float m = mean[ci], sh = beta ? beta[ci] : 0.0f;
+        float kc = k ? k[ci] : 0.0f, m = mean[ci], sh = beta ? beta[ci] : 0.0f;
         const float *xp = x + pl * s;
         float *op = out + pl * s;
         for (int64_t j = 0; j < s; j++)
-            op[j] = (xp[j] - m) * sc + sh;
+            op[j] = ((xp[j] - kc) - m) * sc + sh;
     }
 }
 
 static void cpu_bn_backward_reduce(vt_backend *be, float *sum_dy, float *sum_dy_xhat,
-                                   const float *dy, const float *x, const float *mean,
-                                   const float *invstd, int n, int c, int64_t s) {
+                                   const float *dy, const float *x, const float *k,
+                                   const float *mean, const float *invstd, int n, int c,
+                                   int64_t s) {
 #pragma omp parallel for num_threads(be->threads) schedule(dynamic, 1) \
     if ((int64_t)n * c * s > CPU_PAR_MIN)
     for (int ci = 0; ci < c; ci++) {
-        double a = 0, q = 0, m = mean[ci];
+        double a = 0, q = 0, m = (k ? (double)k[ci] : 0.0) + (double)mean[ci];
         for (int ni = 0; ni < n; ni++)
-            plane_sums(&a, &q, dy + ((int64_t)ni * c + ci) * s, x + ((int64_t)ni * c + ci) * s,
-                       m, s, 1);
+            plane_sums(&a, &q, dy + ((int64_t)ni * c + ci) * s, 0.0,
+                       x + ((int64_t)ni * c + ci) * s, m, s, 1);
         sum_dy[ci] = (float)a;
         sum_dy_xhat[ci] = (float)(q * invstd[ci]);
     }
 }
 
 static void cpu_bn_backward_apply(vt_backend *be, float *din, const float *dy, const float *x,
-                                  const float *mean, const float *invstd, const float *gamma,
+                                  const float *k, const float *mean, const float *invstd,
+                                  const float *gamma,
                                   const float *sum_dy, const float *sum_dy_xhat, int64_t count,
                                   int n, int c, int64_t s) {
     if (n == 0)
@@ -222,14 +229,14 @@ static void cpu_bn_backward_apply(vt_backend *be, float *din, const float *dy, c
 #pragma omp parallel for num_threads(be->threads) schedule(guided) if (planes * s > CPU_PAR_MIN)
     for (int64_t pl = 0; pl < planes; pl++) {
         int ci = (int)(pl % c);
-        float is = invstd[ci], m = mean[ci];
-        float k = (gamma ? gamma[ci] : 1.0f) * is;
+        float is = invstd[ci], kc = k ? k[ci] : 0.0f, m = mean[ci];
+        float gs = (gamma ? gamma[ci] : 1.0f) * is;
         float mdy = (float)((double)sum_dy[ci] / (double)count);
         float mdyx = (float)((double)sum_dy_xhat[ci] / (double)count);
         const float *d = dy + pl * s, *xp = x + pl * s;
         float *o = din + pl * s;
         for (int64_t j = 0; j < s; j++)
-            o[j] = k * (d[j] - mdy - (xp[j] - m) * is * mdyx);
+            o[j] = gs * (d[j] - mdy - ((xp[j] - kc) - m) * is * mdyx);
     }
 }
 

@@ -202,14 +202,15 @@ static void ref_conv3d_backward(vt_backend *be, float *din, float *dw, float *db
 /* ---------------------------------------------------------------- batch norm ---- */
 
 /* n == 0: the sums over an empty set are 0, written so a tower without clips still
- * contributes (zeros) to the sync-BN collective. */
-static void ref_bn_stats(vt_backend *be, float *sum, float *sumsq, const float *x, int n, int c,
-                         int64_t s) {
+ * contributes (zeros) to the sync-BN collective. Sums around the shift k (backend.h). */
+static void ref_bn_stats(vt_backend *be, float *sum, float *sumsq, const float *x,
+                         const float *k, int n, int c, int64_t s) {
     for (int ci = 0; ci < c; ci++) {
+        const double kc = k ? k[ci] : 0.0;
         double a = 0, q = 0;
         for (int ni = 0; ni < n; ni++)
             for (int64_t j = 0; j < s; j++) {
-                double v = ald(be, x, ((int64_t)ni * c + ci) * s + j);
+                double v = ald(be, x, ((int64_t)ni * c + ci) * s + j) - kc;
                 a += v;
                 q += v * v;
             }
@@ -220,7 +221,7 @@ static void ref_bn_stats(vt_backend *be, float *sum, float *sumsq, const float *
 
 static void ref_bn_finalize(vt_backend *be, float *mean, float *invstd, float *running_mean,
                             float *running_var, const float *sum, const float *sumsq,
-                            int64_t count, int c, float momentum, float eps) {
+                            const float *k, int64_t count, int c, float momentum, float eps) {
     VT_CHECK(count > 0 || (running_mean && running_var),
              "bn_finalize: count 0 (eval) needs the running statistics");
     for (int ci = 0; ci < c; ci++) {
@@ -229,11 +230,12 @@ static void ref_bn_finalize(vt_backend *be, float *mean, float *invstd, float *r
             invstd[ci] = (float)(1.0 / sqrt((double)running_var[ci] + eps));
             continue;
         }
-        double m = (double)sum[ci] / (double)count;
-        double var = (double)sumsq[ci] / (double)count - m * m;
-        if (var < 0) /* rounding of E[x^2] - E[x]^2 */
+        double d = (double)sum[ci] / (double)count; /* mean - k */
+        double var = (double)sumsq[ci] / (double)count - d * d;
+        if (var < 0) /* rounding of E[(x-k)^2] - E[x-k]^2 */
             var = 0;
-        mean[ci] = (float)m;
+        double m = (k ? (double)k[ci] : 0.0) + d;
+        mean[ci] = (float)d; /* relative to k: bn_apply and backward add k back */
         invstd[ci] = (float)(1.0 / sqrt(var + eps));
         if (running_mean) {
             double unbiased = count > 1 ? var * (double)count / (double)(count - 1) : var;
@@ -243,30 +245,38 @@ static void ref_bn_finalize(vt_backend *be, float *mean, float *invstd, float *r
     }
 }
 
-static void ref_bn_apply(vt_backend *be, float *out, const float *x, const float *mean,
-                         const float *invstd, const float *gamma, const float *beta, int n,
-                         int c, int64_t s) {
+/* The mean is k + mean, formed in double (k NULL: 0). */
+static double ref_bn_mean(const float *k, const float *mean, int ci) {
+    return (k ? (double)k[ci] : 0.0) + (double)mean[ci];
+}
+
+static void ref_bn_apply(vt_backend *be, float *out, const float *x, const float *k,
+                         const float *mean, const float *invstd, const float *gamma,
+                         const float *beta, int n, int c, int64_t s) {
     for (int ni = 0; ni < n; ni++)
         for (int ci = 0; ci < c; ci++) {
             double g = gamma ? gamma[ci] : 1.0, b = beta ? beta[ci] : 0.0;
+            const double m = ref_bn_mean(k, mean, ci);
             for (int64_t j = 0; j < s; j++) {
                 int64_t i = ((int64_t)ni * c + ci) * s + j;
-                ast(be, out, i, g * ((double)ald(be, x, i) - mean[ci]) * invstd[ci] + b);
+                ast(be, out, i, g * ((double)ald(be, x, i) - m) * invstd[ci] + b);
             }
         }
 }
 
 static void ref_bn_backward_reduce(vt_backend *be, float *sum_dy, float *sum_dy_xhat,
-                                   const float *dy, const float *x, const float *mean,
-                                   const float *invstd, int n, int c, int64_t s) {
+                                   const float *dy, const float *x, const float *k,
+                                   const float *mean, const float *invstd, int n, int c,
+                                   int64_t s) {
     for (int ci = 0; ci < c; ci++) {
+        const double m = ref_bn_mean(k, mean, ci);
         double a = 0, q = 0;
         for (int ni = 0; ni < n; ni++)
             for (int64_t j = 0; j < s; j++) {
                 int64_t i = ((int64_t)ni * c + ci) * s + j;
                 double d = ald(be, dy, i);
                 a += d;
-                q += d * ((double)ald(be, x, i) - mean[ci]) * invstd[ci];
+                q += d * ((double)ald(be, x, i) - m) * invstd[ci];
             }
         sum_dy[ci] = (float)a;
         sum_dy_xhat[ci] = (float)q;
@@ -274,7 +284,8 @@ static void ref_bn_backward_reduce(vt_backend *be, float *sum_dy, float *sum_dy_
 }
 
 static void ref_bn_backward_apply(vt_backend *be, float *din, const float *dy, const float *x,
-                                  const float *mean, const float *invstd, const float *gamma,
+                                  const float *k, const float *mean, const float *invstd,
+                                  const float *gamma,
                                   const float *sum_dy, const float *sum_dy_xhat, int64_t count,
                                   int n, int c, int64_t s) {
     if (n == 0)
@@ -285,9 +296,10 @@ static void ref_bn_backward_apply(vt_backend *be, float *din, const float *dy, c
             double g = gamma ? gamma[ci] : 1.0;
             double mdy = (double)sum_dy[ci] / (double)count;
             double mdyx = (double)sum_dy_xhat[ci] / (double)count;
+            const double m = ref_bn_mean(k, mean, ci);
             for (int64_t j = 0; j < s; j++) {
                 int64_t i = ((int64_t)ni * c + ci) * s + j;
-                double xhat = ((double)ald(be, x, i) - mean[ci]) * invstd[ci];
+                double xhat = ((double)ald(be, x, i) - m) * invstd[ci];
                 ast(be, din, i, g * invstd[ci] * ((double)ald(be, dy, i) - mdy - xhat * mdyx));
             }
         }

@@ -326,30 +326,39 @@ static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, in
     const vt_node *nd = &net->g.nodes[i];
     const int c = nd->c;
     const int64_t s = (int64_t)nd->t * nd->h * nd->w;
-    float *mean = net->ws + nd->ws_off, *invstd = mean + c;
+    /* mean is relative to the shift k (backend.h); backward reads all three */
+    float *mean = net->ws + nd->ws_off, *invstd = mean + c, *k = mean + 2 * c;
     float *buf = net->ws + net->g.scratch_off;
     if (!train || net->bn_frozen[i]) {
-        /* count 0: mean/invstd from the running statistics (backend.h). A frozen BN
+        /* count 0: mean/invstd from the running statistics (backend.h), k = 0. A frozen BN
          * (fine-tuning) is a fixed per-channel affine map: no statistics, no sync-BN
          * collective (every tower freezes the same layers, so the collectives still
          * line up), running statistics and num_batches_tracked kept. */
+        VT_OP(be, fill, k, 0.0f, c);
         VT_OP(be, bn_finalize, mean, invstd, buffer(net, nd->rm), buffer(net, nd->rv), buf,
-              buf + c, 0, c, nd->bn_momentum, nd->bn_eps);
-        VT_OP(be, bn_apply, out, x, mean, invstd, param(net, nd->wt), param(net, nd->bt), n, c, s);
+              buf + c, NULL, 0, c, nd->bn_momentum, nd->bn_eps);
+        VT_OP(be, bn_apply, out, x, k, mean, invstd, param(net, nd->wt), param(net, nd->bt), n, c,
+              s);
         return;
     }
+    /* Two passes over x, each a plain SUM across towers (DESIGN.md invariant 1: no float
+     * sum x^2 cancelling against mean^2). First [sum x | count] gives the global batch
+     * mean k, the same bits on every tower (one allreduced buffer, one float multiply);
+     * then [sum (x-k) | sum (x-k)^2] around it, whose float rounding is relative to the
+     * variance itself, and the mean is kept as k + (sum (x-k))/count. The scratch holds
+     * the first pass's [sum | count | unused sumsq] (2c+1), then the second's sums. */
     int64_t count = (int64_t)n * s;
     if (n == 0) /* ops do nothing for n == 0; an empty tower contributes zeros */
-        VT_OP(be, fill, buf, 0.0f, 2 * (int64_t)c);
+        VT_OP(be, fill, buf, 0.0f, c);
     else
-        VT_OP(be, bn_stats, buf, buf + c, x, n, c, s);
+        VT_OP(be, bn_stats, buf, buf + c + 1, x, NULL, n, c, s);
     if (net->bn_sync) {
         /* The count travels as a float with the sums; it is a multiple of S and exact
          * below 2^24 elements per channel, and within 6e-8 relative beyond. */
-        VT_OP(be, fill, buf + 2 * c, (float)count, 1);
-        net->bn_sync(net->bn_sync_ctx, buf, 2 * (int64_t)c + 1);
+        VT_OP(be, fill, buf + c, (float)count, 1);
+        net->bn_sync(net->bn_sync_ctx, buf, (int64_t)c + 1);
         float fc = 0;
-        be->i->to_host(be, &fc, buf + 2 * c, sizeof fc);
+        be->i->to_host(be, &fc, buf + c, sizeof fc);
         count = llroundf(fc);
     }
     net->bn_count[i] = count;
@@ -357,9 +366,17 @@ static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, in
         VT_OP(be, axpy, buffer(net, nd->nbt), 1.0f, net->ws + net->g.one_off, 1);
     if (count == 0)
         return; /* every tower empty: nothing to normalise, running statistics kept */
+    be->i->copy(be, k, buf, (size_t)c * sizeof(float));
+    VT_OP(be, scale, k, (float)(1.0 / (double)count), c);
+    if (n == 0)
+        VT_OP(be, fill, buf, 0.0f, 2 * (int64_t)c);
+    else
+        VT_OP(be, bn_stats, buf, buf + c, x, k, n, c, s);
+    if (net->bn_sync)
+        net->bn_sync(net->bn_sync_ctx, buf, 2 * (int64_t)c);
     VT_OP(be, bn_finalize, mean, invstd, buffer(net, nd->rm), buffer(net, nd->rv), buf, buf + c,
-          count, c, net->bn_pass ? net->bn_momentum : nd->bn_momentum, nd->bn_eps);
-    VT_OP(be, bn_apply, out, x, mean, invstd, param(net, nd->wt), param(net, nd->bt), n, c, s);
+          k, count, c, net->bn_pass ? net->bn_momentum : nd->bn_momentum, nd->bn_eps);
+    VT_OP(be, bn_apply, out, x, k, mean, invstd, param(net, nd->wt), param(net, nd->bt), n, c, s);
 }
 
 /* Concat node i moves its inputs' activations into its output's channel slices
@@ -573,12 +590,12 @@ static void bn_backward(vt_net *net, int i, float *din, const float *dy, const f
     const vt_node *nd = &net->g.nodes[i];
     const int c = nd->c;
     const int64_t s = (int64_t)nd->t * nd->h * nd->w;
-    const float *mean = net->ws + nd->ws_off, *invstd = mean + c;
+    const float *mean = net->ws + nd->ws_off, *invstd = mean + c, *k = mean + 2 * c;
     float *buf = net->ws + net->g.scratch_off;
     if (n == 0)
         VT_OP(be, fill, buf, 0.0f, 2 * (int64_t)c);
     else
-        VT_OP(be, bn_backward_reduce, buf, buf + c, dy, x, mean, invstd, n, c, s);
+        VT_OP(be, bn_backward_reduce, buf, buf + c, dy, x, k, mean, invstd, n, c, s);
     /* Parameter gradients from the LOCAL sums: the gradient reducer adds the towers. */
     VT_OP(be, axpy, pgrad(net, nd->wt), 1.0f, buf + c, c);
     VT_OP(be, axpy, pgrad(net, nd->bt), 1.0f, buf, c);
@@ -587,7 +604,7 @@ static void bn_backward(vt_net *net, int i, float *din, const float *dy, const f
          * bn_backward_apply with both sums zero (any count). */
         if (din && n > 0) {
             VT_OP(be, fill, buf, 0.0f, 2 * (int64_t)c);
-            VT_OP(be, bn_backward_apply, din, dy, x, mean, invstd, param(net, nd->wt), buf,
+            VT_OP(be, bn_backward_apply, din, dy, x, k, mean, invstd, param(net, nd->wt), buf,
                   buf + c, 1, n, c, s);
         }
         return;
@@ -595,8 +612,8 @@ static void bn_backward(vt_net *net, int i, float *din, const float *dy, const f
     if (net->bn_sync)
         net->bn_sync(net->bn_sync_ctx, buf, 2 * (int64_t)c);
     if (din && n > 0 && net->bn_count[i] > 0)
-        VT_OP(be, bn_backward_apply, din, dy, x, mean, invstd, param(net, nd->wt), buf, buf + c,
-              net->bn_count[i], n, c, s);
+        VT_OP(be, bn_backward_apply, din, dy, x, k, mean, invstd, param(net, nd->wt), buf,
+              buf + c, net->bn_count[i], n, c, s);
 }
 
 /* ---- buffers across replicas ---- */

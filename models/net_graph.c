@@ -425,15 +425,16 @@ void vt_graph_plan(vt_graph *g) {
     g->grad_total = off - goff;
     g->clip_act = off;
     g->clip_f32 = f32;
-    /* Fixed workspace: per BN mean | invstd; one shared scratch for the collective
-     * buffers [sum | sumsq | count] and [sum_dy | sum_dy_xhat]; a constant 1. */
+    /* Fixed workspace: per BN mean | invstd | shift k (backend.h: the mean is k + mean);
+     * one shared scratch for the collective buffers [sum | count | sumsq] (2c+1),
+     * [sum | sumsq] and [sum_dy | sum_dy_xhat]; a constant 1. */
     int64_t ws = 0, scratch = 1;
     for (int i = 0; i < g->nnodes; i++) {
         vt_node *nd = &g->nodes[i];
         if (nd->kind != VT_NODE_BN)
             continue;
         nd->ws_off = ws;
-        ws += 2 * (int64_t)nd->c;
+        ws += 3 * (int64_t)nd->c;
         scratch = VT_MAX(scratch, 2 * (int64_t)nd->c + 1);
     }
     g->scratch_off = ws;

@@ -83,7 +83,7 @@ typedef struct vt_node {
     int64_t mask_off;     /* dropout mask: per-clip float offset in the float32 region */
     int64_t act_elems;    /* per-clip activation elements this node adds (0 if in place) */
     int64_t mask_floats;  /* per-clip float32 values this node adds (its dropout mask) */
-    int64_t ws_off;       /* BN: mean (C) | invstd (C) in the fixed workspace */
+    int64_t ws_off;       /* BN: mean (C) | invstd (C) | shift k (C) in the fixed workspace */
     int gslot;            /* slot holding d(output) in backward; -2-h for head h's dlogits */
     vt_din_mode din[VT_NODE_MAX_IN];
     int tmp_slot;         /* VT_DIN_ACCUM: temporary slot */

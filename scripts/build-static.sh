@@ -42,10 +42,16 @@ strip carry/*
 # gpu-check.sh puts carry/ on LD_LIBRARY_PATH.
 cjson=$(ldd carry/vidtrain | awk '/libcjson/ {print $3}')
 [ -n "$cjson" ] && cp -L "$cjson" carry/
+# libzip (PyTorch .pth files for --init): Debian ships no libzip.a, so the shared one
+# travels with its own dependencies (bzip2, zlib, OpenSSL's libcrypto: about 5 MiB).
+for lib in libzip libbz2 libz.so libcrypto; do
+  f=$(ldd carry/vidtrain | awk -v l="$lib" 'index($1, l) == 1 {print $3}')
+  [ -n "$f" ] && cp -L "$f" carry/
+done
 
 echo "== shared libraries the binaries still need (their own NEEDED entries; the NVIDIA"
 echo "   libraries bring libstdc++ and libgcc_s with them, which every GPU machine has)"
-allowed='^(linux-vdso|/lib64/ld-linux|ld-linux|libc\.|libm\.|libpthread|libdl|librt|libgcc_s|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libcjson)'
+allowed='^(linux-vdso|/lib64/ld-linux|ld-linux|libc\.|libm\.|libpthread|libdl|librt|libgcc_s|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libcjson|libzip|libbz2|libz\.|libcrypto)'
 bad=0
 for f in "${targets[@]/#/carry/}"; do
   libs=$(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')

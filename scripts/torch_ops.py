@@ -77,6 +77,24 @@ for i, (n, c, T, H, W) in enumerate(bn_geos):
         ye = F.batch_norm(x, rm, rv, gamma, beta, training=False, eps=1e-5)
     put(f"bn{i}.y_eval", ye)
 
+# ---- batch_norm of channels whose mean is 1e3 x their spread (low-contrast clips): the
+# truth in float64 from the float32 inputs, since float32 BN (PyTorch's included) loses
+# digits to the offset; a float sum x^2 - mean^2 loses the variance to ~6e-2 here ----
+n, c, T, H, W = 4, 3, 4, 6, 6
+std = torch.rand(c) * 1.5 + 0.5
+sign = torch.where(torch.arange(c) % 2 == 0, 1.0, -1.0)
+mu = 1e3 * std * sign
+x = (mu.view(1, c, 1, 1, 1) + std.view(1, c, 1, 1, 1) * torch.randn(n, c, T, H, W)).float()
+gamma, beta = rand(c, lo=0.5, hi=1.5).detach(), rand(c).detach()
+rm, rv = torch.rand(c) - 0.5, torch.rand(c) + 0.5
+put("bnoff.geo", [n, c, T * H * W])
+put("bnoff.x", x), put("bnoff.gamma", gamma), put("bnoff.beta", beta)
+put("bnoff.rm0", rm), put("bnoff.rv0", rv)
+rm64, rv64 = rm.double(), rv.double()
+y = F.batch_norm(x.double(), rm64, rv64, gamma.double(), beta.double(), training=True,
+                 momentum=0.1, eps=1e-5)
+put("bnoff.y", y), put("bnoff.rm", rm64), put("bnoff.rv", rv64)
+
 # ---- pooling: [n, c, T, H, W, k0, k1, k2, s0, s1, s2, p0, p1, p2, ceil, ties] ----
 pool_geos = [
     (2, 3, 5, 9, 9, 1, 3, 3, 1, 2, 2, 0, 1, 1, 0, 0),

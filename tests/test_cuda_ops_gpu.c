@@ -359,8 +359,9 @@ static void bn_case(int n, int c, int64_t s) {
     pair sum = pconst(c, 5), sq = pconst(c, 5), mean = pconst(c, 0), inv = pconst(c, 0);
     pair rm = prand(c, 0.1f), rv = pconst(c, 1.5f), gam = prand(c, 1), bet = prand(c, 1);
     pair y = pconst(nx, 0), sdy = pconst(c, 5), sdyx = pconst(c, 5), dx = pconst(nx, 9);
-    VT_OP(G, bn_stats, sum.g, sq.g, x.g, n, c, s);
-    VT_OP(R, bn_stats, sum.r, sq.r, x.r, n, c, s);
+    pair sh = prand(c, 1); /* bn_stats's shift (net.c passes the batch mean) */
+    VT_OP(G, bn_stats, sum.g, sq.g, x.g, sh.g, n, c, s);
+    VT_OP(R, bn_stats, sum.r, sq.r, x.r, sh.r, n, c, s);
     snprintf(what, sizeof what, "bn_stats sum n=%d c=%d s=%lld", n, c, (long long)s);
     cmp(what, &sum, TOL_DOUBLE);
     cmp("bn_stats sumsq", &sq, TOL_DOUBLE);
@@ -369,30 +370,32 @@ static void bn_case(int n, int c, int64_t s) {
     if (count > 0) {
         G->i->to_device(G, sum.g, sum.r, (size_t)c * 4);
         G->i->to_device(G, sq.g, sq.r, (size_t)c * 4);
-        VT_OP(G, bn_finalize, mean.g, inv.g, rm.g, rv.g, sum.g, sq.g, count, c, 0.1f, 1e-5f);
-        VT_OP(R, bn_finalize, mean.r, inv.r, rm.r, rv.r, sum.r, sq.r, count, c, 0.1f, 1e-5f);
+        VT_OP(G, bn_finalize, mean.g, inv.g, rm.g, rv.g, sum.g, sq.g, sh.g, count, c, 0.1f,
+              1e-5f);
+        VT_OP(R, bn_finalize, mean.r, inv.r, rm.r, rv.r, sum.r, sq.r, sh.r, count, c, 0.1f,
+              1e-5f);
         cmp("bn_finalize mean", &mean, TOL_DOUBLE);
         cmp("bn_finalize invstd", &inv, TOL_DOUBLE);
         cmp("bn_finalize running_mean", &rm, TOL_DOUBLE);
         cmp("bn_finalize running_var (unbiased)", &rv, TOL_DOUBLE);
         G->i->to_device(G, mean.g, mean.r, (size_t)c * 4);
         G->i->to_device(G, inv.g, inv.r, (size_t)c * 4);
-        VT_OP(G, bn_apply, y.g, x.g, mean.g, inv.g, gam.g, bet.g, n, c, s);
-        VT_OP(R, bn_apply, y.r, x.r, mean.r, inv.r, gam.r, bet.r, n, c, s);
+        VT_OP(G, bn_apply, y.g, x.g, sh.g, mean.g, inv.g, gam.g, bet.g, n, c, s);
+        VT_OP(R, bn_apply, y.r, x.r, sh.r, mean.r, inv.r, gam.r, bet.r, n, c, s);
         cmp("bn_apply", &y, TOL_DOUBLE);
-        VT_OP(G, bn_apply, y.g, x.g, mean.g, inv.g, NULL, NULL, n, c, s);
-        VT_OP(R, bn_apply, y.r, x.r, mean.r, inv.r, NULL, NULL, n, c, s);
+        VT_OP(G, bn_apply, y.g, x.g, NULL, mean.g, inv.g, NULL, NULL, n, c, s);
+        VT_OP(R, bn_apply, y.r, x.r, NULL, mean.r, inv.r, NULL, NULL, n, c, s);
         cmp("bn_apply gamma/beta NULL", &y, TOL_DOUBLE);
-        VT_OP(G, bn_backward_reduce, sdy.g, sdyx.g, dy.g, x.g, mean.g, inv.g, n, c, s);
-        VT_OP(R, bn_backward_reduce, sdy.r, sdyx.r, dy.r, x.r, mean.r, inv.r, n, c, s);
+        VT_OP(G, bn_backward_reduce, sdy.g, sdyx.g, dy.g, x.g, sh.g, mean.g, inv.g, n, c, s);
+        VT_OP(R, bn_backward_reduce, sdy.r, sdyx.r, dy.r, x.r, sh.r, mean.r, inv.r, n, c, s);
         cmp("bn_backward_reduce sum_dy", &sdy, TOL_DOUBLE);
         cmp("bn_backward_reduce sum_dy_xhat", &sdyx, TOL_DOUBLE);
         G->i->to_device(G, sdy.g, sdy.r, (size_t)c * 4);
         G->i->to_device(G, sdyx.g, sdyx.r, (size_t)c * 4);
         /* a larger count, as under sync-BN with other towers */
-        VT_OP(G, bn_backward_apply, dx.g, dy.g, x.g, mean.g, inv.g, gam.g, sdy.g, sdyx.g,
+        VT_OP(G, bn_backward_apply, dx.g, dy.g, x.g, sh.g, mean.g, inv.g, gam.g, sdy.g, sdyx.g,
               count * 3, n, c, s);
-        VT_OP(R, bn_backward_apply, dx.r, dy.r, x.r, mean.r, inv.r, gam.r, sdy.r, sdyx.r,
+        VT_OP(R, bn_backward_apply, dx.r, dy.r, x.r, sh.r, mean.r, inv.r, gam.r, sdy.r, sdyx.r,
               count * 3, n, c, s);
         cmp("bn_backward_apply", &dx, TOL_DOUBLE);
     } else {
@@ -400,23 +403,24 @@ static void bn_case(int n, int c, int64_t s) {
          * nothing to the sync-BN collective); apply/backward_apply write nothing. */
         cmp_exact("bn_stats n == 0 sum", &sum);
         cmp_exact("bn_stats n == 0 sumsq", &sq);
-        VT_OP(G, bn_backward_reduce, sdy.g, sdyx.g, dy.g, x.g, mean.g, inv.g, 0, c, s);
-        VT_OP(R, bn_backward_reduce, sdy.r, sdyx.r, dy.r, x.r, mean.r, inv.r, 0, c, s);
+        VT_OP(G, bn_backward_reduce, sdy.g, sdyx.g, dy.g, x.g, NULL, mean.g, inv.g, 0, c, s);
+        VT_OP(R, bn_backward_reduce, sdy.r, sdyx.r, dy.r, x.r, NULL, mean.r, inv.r, 0, c, s);
         cmp_exact("bn_backward_reduce n == 0", &sdy);
         pair z = pconst(64, 7.0f);
-        VT_OP(G, bn_apply, z.g, x.g, mean.g, inv.g, gam.g, bet.g, 0, c, s);
-        VT_OP(G, bn_backward_apply, z.g, dy.g, x.g, mean.g, inv.g, gam.g, sdy.g, sdyx.g, 10, 0, c,
+        VT_OP(G, bn_apply, z.g, x.g, NULL, mean.g, inv.g, gam.g, bet.g, 0, c, s);
+        VT_OP(G, bn_backward_apply, z.g, dy.g, x.g, NULL, mean.g, inv.g, gam.g, sdy.g, sdyx.g, 10, 0, c,
               s);
         cmp_const("bn apply/backward_apply n == 0", &z, 7.0f);
         pfree(&z);
     }
     /* eval: count = 0 takes the running statistics */
-    VT_OP(G, bn_finalize, mean.g, inv.g, rm.g, rv.g, sum.g, sq.g, 0, c, 0.1f, 1e-5f);
-    VT_OP(R, bn_finalize, mean.r, inv.r, rm.r, rv.r, sum.r, sq.r, 0, c, 0.1f, 1e-5f);
+    VT_OP(G, bn_finalize, mean.g, inv.g, rm.g, rv.g, sum.g, sq.g, NULL, 0, c, 0.1f, 1e-5f);
+    VT_OP(R, bn_finalize, mean.r, inv.r, rm.r, rv.r, sum.r, sq.r, NULL, 0, c, 0.1f, 1e-5f);
     cmp("bn_finalize eval mean", &mean, TOL_DOUBLE);
     cmp("bn_finalize eval invstd", &inv, TOL_DOUBLE);
     pfree(&x); pfree(&dy); pfree(&sum); pfree(&sq); pfree(&mean); pfree(&inv); pfree(&rm);
     pfree(&rv); pfree(&gam); pfree(&bet); pfree(&y); pfree(&sdy); pfree(&sdyx); pfree(&dx);
+    pfree(&sh);
 }
 
 static void test_bn(void) {
@@ -722,7 +726,7 @@ static void test_steady_state(void) {
         float *tmp = vt_backend_alloc_x(G, 4096 * 4, "activation");
         VT_OP(G, conv3d_forward, y.g, x.g, w.g, NULL, cc->n, cc->thw, &cc->p);
         VT_OP(G, conv3d_backward, dx.g, dw.g, NULL, y.g, x.g, w.g, cc->n, cc->thw, &cc->p);
-        VT_OP(G, bn_stats, tmp, tmp + 8, y.g, 2, 4, 4 * 6 * 6);
+        VT_OP(G, bn_stats, tmp, tmp + 8, y.g, NULL, 2, 4, 4 * 6 * 6);
         (void)VT_OP(G, sumsq, dw.g, dw.n);
         vt_backend_free_ptr(G, tmp);
     }

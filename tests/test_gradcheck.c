@@ -137,10 +137,11 @@ typedef struct bn_ctx {
 } bn_ctx;
 
 static void bn_fwd(bn_ctx *b) {
-    VT_OP(b->be, bn_stats, b->sum, b->sumsq, b->x, b->n, b->c, b->s);
-    VT_OP(b->be, bn_finalize, b->mean, b->invstd, NULL, NULL, b->sum, b->sumsq,
+    VT_OP(b->be, bn_stats, b->sum, b->sumsq, b->x, NULL, b->n, b->c, b->s);
+    VT_OP(b->be, bn_finalize, b->mean, b->invstd, NULL, NULL, b->sum, b->sumsq, NULL,
           (int64_t)b->n * b->s, b->c, 0.1f, 1e-5f);
-    VT_OP(b->be, bn_apply, b->y, b->x, b->mean, b->invstd, b->gamma, b->beta, b->n, b->c, b->s);
+    VT_OP(b->be, bn_apply, b->y, b->x, NULL, b->mean, b->invstd, b->gamma, b->beta, b->n, b->c,
+          b->s);
 }
 static double bn_loss(void *c_) {
     bn_ctx *b = c_;
@@ -159,8 +160,8 @@ static void check_bn(vt_backend *be, int n, int c, int64_t s) {
     urand(b.gamma, c, 0.5f, 1.5f), urand(b.beta, c, -0.5f, 0.5f);
     bn_fwd(&b);
     float *sdy = talloc(be, c), *sdyx = talloc(be, c), *dx = talloc(be, nx);
-    VT_OP(be, bn_backward_reduce, sdy, sdyx, b.r, b.x, b.mean, b.invstd, n, c, s);
-    VT_OP(be, bn_backward_apply, dx, b.r, b.x, b.mean, b.invstd, b.gamma, sdy, sdyx,
+    VT_OP(be, bn_backward_reduce, sdy, sdyx, b.r, b.x, NULL, b.mean, b.invstd, n, c, s);
+    VT_OP(be, bn_backward_apply, dx, b.r, b.x, NULL, b.mean, b.invstd, b.gamma, sdy, sdyx,
           (int64_t)n * s, n, c, s);
     /* dgamma = sum_dy_xhat, dbeta = sum_dy (what the network adds) */
     fd_check(be->i->name, "bn din", b.x, nx, dx, bn_loss, &b, 1e-2f);

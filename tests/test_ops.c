@@ -266,8 +266,8 @@ static void test_n0(vt_backend *be) {
     VT_OP(be, gap_backward, out, in, 0, 1, 8);
     VT_OP(be, linear_forward, out, in, w, NULL, 0, 2, 2);
     VT_OP(be, linear_backward, out, dw, db, in, in, w, 0, 2, 2);
-    VT_OP(be, bn_apply, out, in, in, in, NULL, NULL, 0, 1, 8);
-    VT_OP(be, bn_backward_apply, out, in, in, in, in, in, in, in, 0, 0, 1, 8);
+    VT_OP(be, bn_apply, out, in, in, in, in, NULL, NULL, 0, 1, 8);
+    VT_OP(be, bn_backward_apply, out, in, in, in, in, in, in, in, in, 0, 0, 1, 8);
     int32_t lab[1] = {0};
     VT_OP(be, softmax_xent, out, out, out, in, lab, 0, 2, 0.1f, 1.0f);
     VT_OP(be, bce_logits, out, out, out, in, in, 0, 2, 1.0f);
@@ -278,9 +278,9 @@ static void test_n0(vt_backend *be) {
     for (int i = 0; i < 4; i++)
         ok &= db[i] == 5.0f;
     float sum[2] = {5, 5}, sq[2] = {5, 5};
-    VT_OP(be, bn_stats, sum, sq, in, 0, 2, 8);
+    VT_OP(be, bn_stats, sum, sq, in, NULL, 0, 2, 8);
     ok &= sum[0] == 0 && sum[1] == 0 && sq[0] == 0 && sq[1] == 0;
-    VT_OP(be, bn_backward_reduce, sum, sq, in, in, in, in, 0, 2, 8);
+    VT_OP(be, bn_backward_reduce, sum, sq, in, in, in, in, in, 0, 2, 8);
     ok &= sum[0] == 0 && sum[1] == 0 && sq[0] == 0 && sq[1] == 0;
     TCHECK(ok, "%s: n = 0 must leave outputs alone", be->i->name);
     printf("  %-44s %s\n", be->i->name, "n = 0 leaves outputs alone");
@@ -296,16 +296,21 @@ static void test_bn(int n, int c, int64_t s) {
     pair inv = pair_new(c, 0, 0), rm = pair_new(c, -1, 1), rv = pair_new(c, 0.5f, 2);
     pair y = pair_new(nx, 0, 0), dy = pair_new(nx, -1, 1), sdy = pair_new(c, 0, 0);
     pair sdyx = pair_new(c, 0, 0), dx = pair_new(nx, 0, 0);
+    pair sh = pair_new(c, 0, 0); /* the shift k: the batch mean, as net.c bn_forward makes it */
     vt_backend *bes[2] = {g_ref, g_cpu};
     for (int k = 0; k < 2; k++) {
         vt_backend *be = bes[k];
 #define P(v) (k ? v.f : v.r)
-        VT_OP(be, bn_stats, P(sum), P(sq), P(x), n, c, s);
-        VT_OP(be, bn_finalize, P(mean), P(inv), P(rm), P(rv), P(sum), P(sq), (int64_t)n * s, c,
-              0.1f, 1e-5f);
-        VT_OP(be, bn_apply, P(y), P(x), P(mean), P(inv), P(g), P(b), n, c, s);
-        VT_OP(be, bn_backward_reduce, P(sdy), P(sdyx), P(dy), P(x), P(mean), P(inv), n, c, s);
-        VT_OP(be, bn_backward_apply, P(dx), P(dy), P(x), P(mean), P(inv), P(g), P(sdy), P(sdyx),
+        VT_OP(be, bn_stats, P(sh), P(sq), P(x), NULL, n, c, s);
+        VT_OP(be, scale, P(sh), (float)(1.0 / (double)((int64_t)n * s)), c);
+        VT_OP(be, bn_stats, P(sum), P(sq), P(x), P(sh), n, c, s);
+        VT_OP(be, bn_finalize, P(mean), P(inv), P(rm), P(rv), P(sum), P(sq), P(sh),
+              (int64_t)n * s, c, 0.1f, 1e-5f);
+        VT_OP(be, bn_apply, P(y), P(x), P(sh), P(mean), P(inv), P(g), P(b), n, c, s);
+        VT_OP(be, bn_backward_reduce, P(sdy), P(sdyx), P(dy), P(x), P(sh), P(mean), P(inv), n, c,
+              s);
+        VT_OP(be, bn_backward_apply, P(dx), P(dy), P(x), P(sh), P(mean), P(inv), P(g), P(sdy),
+              P(sdyx),
               (int64_t)n * s, n, c, s);
 #undef P
     }
@@ -313,6 +318,7 @@ static void test_bn(int n, int c, int64_t s) {
     char line[160];
 #define CHK(v, tol)                                                                \
     snprintf(line, sizeof line, "%s %s", what, #v), pair_check(line, &v, tol)
+    CHK(sh, TOL_EW);
     CHK(sum, TOL_EW);
     CHK(sq, TOL_EW);
     CHK(mean, TOL_EW);
@@ -324,8 +330,8 @@ static void test_bn(int n, int c, int64_t s) {
     CHK(sdyx, TOL_EW);
     CHK(dx, TOL_EW);
     /* eval: count 0 -> the running statistics */
-    VT_OP(g_ref, bn_finalize, mean.r, inv.r, rm.r, rv.r, sum.r, sq.r, 0, c, 0.1f, 1e-5f);
-    VT_OP(g_cpu, bn_finalize, mean.f, inv.f, rm.f, rv.f, sum.f, sq.f, 0, c, 0.1f, 1e-5f);
+    VT_OP(g_ref, bn_finalize, mean.r, inv.r, rm.r, rv.r, sum.r, sq.r, NULL, 0, c, 0.1f, 1e-5f);
+    VT_OP(g_cpu, bn_finalize, mean.f, inv.f, rm.f, rv.f, sum.f, sq.f, NULL, 0, c, 0.1f, 1e-5f);
     int ok = 1;
     for (int i = 0; i < c; i++)
         ok &= mean.r[i] == rm.r[i] &&
@@ -334,7 +340,7 @@ static void test_bn(int n, int c, int64_t s) {
     CHK(mean, TOL_EW);
     CHK(inv, TOL_EW);
 #undef CHK
-    pair *all[] = {&x, &g, &b, &sum, &sq, &mean, &inv, &rm, &rv, &y, &dy, &sdy, &sdyx, &dx};
+    pair *all[] = {&x, &g, &b, &sum, &sq, &mean, &inv, &rm, &rv, &y, &dy, &sdy, &sdyx, &dx, &sh};
     for (size_t i = 0; i < VT_ARRAY_LEN(all); i++)
         pair_free(all[i]);
 }
@@ -582,9 +588,10 @@ static void *run_chain(void *arg) {
     float *ry = c->res, *rb = ry + ny, *rdx = rb + ny, *rdw = rdx + nx;
     VT_OP(be, conv3d_forward, ry, x, w, NULL, CH_N, ch_thw, &p);
     float sum[CH_COUT], sq[CH_COUT], mean[CH_COUT], inv[CH_COUT];
-    VT_OP(be, bn_stats, sum, sq, ry, CH_N, CH_COUT, vol(o));
-    VT_OP(be, bn_finalize, mean, inv, NULL, NULL, sum, sq, CH_N * vol(o), CH_COUT, 0.1f, 1e-5f);
-    VT_OP(be, bn_apply, rb, ry, mean, inv, NULL, NULL, CH_N, CH_COUT, vol(o));
+    VT_OP(be, bn_stats, sum, sq, ry, NULL, CH_N, CH_COUT, vol(o));
+    VT_OP(be, bn_finalize, mean, inv, NULL, NULL, sum, sq, NULL, CH_N * vol(o), CH_COUT, 0.1f,
+          1e-5f);
+    VT_OP(be, bn_apply, rb, ry, NULL, mean, inv, NULL, NULL, CH_N, CH_COUT, vol(o));
     VT_OP(be, relu_forward, y, rb, ny);
     VT_OP(be, relu_backward, y, dy, y, ny);
     VT_OP(be, conv3d_backward, rdx, rdw, NULL, y, x, w, CH_N, ch_thw, &p);

@@ -183,39 +183,41 @@ static double *bn_partials(vt_backend *be, cu_ctx *c, int n, int ch, int64_t s) 
     const size_t need = 2 * (size_t)ch * (size_t)VT_MAX(vt_cuk_bn_parts(n, s), 1) * sizeof(double);
     return vt_cuda_grow(be, &c->scratch, &c->scratch_bytes, need, "cuda scratch");
 }
-static void cu_bn_stats(vt_backend *be, float *sum, float *sumsq, const float *x, int n, int ch,
-                        int64_t s) {
+static void cu_bn_stats(vt_backend *be, float *sum, float *sumsq, const float *x,
+                        const float *k, int n, int ch, int64_t s) {
     cu_ctx *c = vt_cuda_enter(be);
     double *part = n > 0 ? bn_partials(be, c, n, ch, s) : NULL;
-    vt_cuk_bn_stats(c->stream, DT(c), sum, sumsq, x, n, ch, s, part);
+    vt_cuk_bn_stats(c->stream, DT(c), sum, sumsq, x, k, n, ch, s, part);
 }
 static void cu_bn_finalize(vt_backend *be, float *mean, float *invstd, float *running_mean,
                            float *running_var, const float *sum, const float *sumsq,
-                           int64_t count, int ch, float momentum, float eps) {
+                           const float *k, int64_t count, int ch, float momentum, float eps) {
     cu_ctx *c = vt_cuda_enter(be);
-    vt_cuk_bn_finalize(c->stream, mean, invstd, running_mean, running_var, sum, sumsq, count, ch,
-                       momentum, eps);
+    vt_cuk_bn_finalize(c->stream, mean, invstd, running_mean, running_var, sum, sumsq, k, count,
+                       ch, momentum, eps);
 }
-static void cu_bn_apply(vt_backend *be, float *out, const float *x, const float *mean,
-                        const float *invstd, const float *gamma, const float *beta, int n, int ch,
-                        int64_t s) {
+static void cu_bn_apply(vt_backend *be, float *out, const float *x, const float *k,
+                        const float *mean, const float *invstd, const float *gamma,
+                        const float *beta, int n, int ch, int64_t s) {
     cu_ctx *c = vt_cuda_enter(be);
-    vt_cuk_bn_apply(c->stream, DT(c), out, x, mean, invstd, gamma, beta, n, ch, s);
+    vt_cuk_bn_apply(c->stream, DT(c), out, x, k, mean, invstd, gamma, beta, n, ch, s);
 }
 static void cu_bn_backward_reduce(vt_backend *be, float *sum_dy, float *sum_dy_xhat,
-                                  const float *dy, const float *x, const float *mean,
-                                  const float *invstd, int n, int ch, int64_t s) {
+                                  const float *dy, const float *x, const float *k,
+                                  const float *mean, const float *invstd, int n, int ch,
+                                  int64_t s) {
     cu_ctx *c = vt_cuda_enter(be);
     double *part = n > 0 ? bn_partials(be, c, n, ch, s) : NULL;
-    vt_cuk_bn_backward_reduce(c->stream, DT(c), sum_dy, sum_dy_xhat, dy, x, mean, invstd, n, ch, s,
-                              part);
+    vt_cuk_bn_backward_reduce(c->stream, DT(c), sum_dy, sum_dy_xhat, dy, x, k, mean, invstd, n,
+                              ch, s, part);
 }
 static void cu_bn_backward_apply(vt_backend *be, float *din, const float *dy, const float *x,
-                                 const float *mean, const float *invstd, const float *gamma,
-                                 const float *sum_dy, const float *sum_dy_xhat, int64_t count,
-                                 int n, int ch, int64_t s) {
+                                 const float *k, const float *mean, const float *invstd,
+                                 const float *gamma, const float *sum_dy,
+                                 const float *sum_dy_xhat, int64_t count, int n, int ch,
+                                 int64_t s) {
     cu_ctx *c = vt_cuda_enter(be);
-    vt_cuk_bn_backward_apply(c->stream, DT(c), din, dy, x, mean, invstd, gamma, sum_dy,
+    vt_cuk_bn_backward_apply(c->stream, DT(c), din, dy, x, k, mean, invstd, gamma, sum_dy,
                              sum_dy_xhat, count, n, ch, s);
 }
 

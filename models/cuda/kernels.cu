@@ -289,9 +289,10 @@ static int bn_q(int64_t s) {
 }
 extern "C" int vt_cuk_bn_parts(int n, int64_t s) { return n * bn_q(s); }
 
-/* mode 0: (sum x, sum x^2); mode 1: (sum dy, sum dy * (x - mean) * invstd) as cpu-ref. */
+/* mode 0: (sum (x - k), sum (x - k)^2) around the shift k (NULL: 0, backend.h);
+ * mode 1: (sum dy, sum dy * (x - (k + mean)) * invstd) as cpu-ref. */
 template <int MODE, typename A>
-__global__ static void k_bn_part(double *pa, double *pb, const A *x, const A *dy,
+__global__ static void k_bn_part(double *pa, double *pb, const A *x, const A *dy, const float *k,
                                  const float *mean, const float *invstd, int c, int64_t s, int q) {
     __shared__ double sh[VT_THREADS];
     const int part = blockIdx.x, ch = blockIdx.y, nparts = gridDim.x;
@@ -302,13 +303,14 @@ __global__ static void k_bn_part(double *pa, double *pb, const A *x, const A *dy
     const int64_t base = ((int64_t)ni * c + ch) * s;
     double a = 0, b = 0;
     if (MODE == 0) {
+        const double kc = k ? (double)k[ch] : 0.0;
         for (int64_t j = lo + threadIdx.x; j < hi; j += VT_THREADS) {
-            double v = ld(x, base + j);
+            double v = (double)ld(x, base + j) - kc;
             a += v;
             b += v * v;
         }
     } else {
-        const double m = mean[ch], is = invstd[ch];
+        const double m = (k ? (double)k[ch] : 0.0) + (double)mean[ch], is = invstd[ch];
         for (int64_t j = lo + threadIdx.x; j < hi; j += VT_THREADS) {
             double g = ld(dy, base + j);
             a += g;
@@ -342,8 +344,8 @@ __global__ static void k_bn_final(float *oa, float *ob, const double *pa, const 
 }
 template <int MODE>
 static void bn_reduce(cudaStream_t st, vt_cuk_dt dt, float *oa, float *ob, const void *x,
-                      const void *dy, const float *mean, const float *invstd, int n, int c,
-                      int64_t s, double *partials) {
+                      const void *dy, const float *k, const float *mean, const float *invstd,
+                      int n, int c, int64_t s, double *partials) {
     if (c <= 0)
         return;
     if (n <= 0 || s <= 0) { /* sums over an empty set: zeros (cpu-ref writes them too) */
@@ -356,25 +358,26 @@ static void bn_reduce(cudaStream_t st, vt_cuk_dt dt, float *oa, float *ob, const
     double *pa = partials, *pb = partials + (int64_t)c * nparts;
     dim3 grid((unsigned)nparts, (unsigned)c);
     VT_DT(dt, k_bn_part<MODE, A><<<grid, VT_THREADS, 0, st>>>(pa, pb, (const A *)x, (const A *)dy,
-                                                              mean, invstd, c, s, q));
+                                                              k, mean, invstd, c, s, q));
     CUDA_LAUNCH_CHECK();
     k_bn_final<<<(unsigned)c, VT_THREADS, 0, st>>>(oa, ob, pa, pb, nparts);
     CUDA_LAUNCH_CHECK();
 }
 extern "C" void vt_cuk_bn_stats(cudaStream_t st, vt_cuk_dt dt, float *sum, float *sumsq,
-                                const void *x, int n, int c, int64_t s, double *partials) {
-    bn_reduce<0>(st, dt, sum, sumsq, x, NULL, NULL, NULL, n, c, s, partials);
+                                const void *x, const float *k, int n, int c, int64_t s,
+                                double *partials) {
+    bn_reduce<0>(st, dt, sum, sumsq, x, NULL, k, NULL, NULL, n, c, s, partials);
 }
 extern "C" void vt_cuk_bn_backward_reduce(cudaStream_t st, vt_cuk_dt dt, float *sum_dy,
                                           float *sum_dy_xhat, const void *dy, const void *x,
-                                          const float *mean, const float *invstd, int n, int c,
-                                          int64_t s, double *partials) {
-    bn_reduce<1>(st, dt, sum_dy, sum_dy_xhat, x, dy, mean, invstd, n, c, s, partials);
+                                          const float *k, const float *mean, const float *invstd,
+                                          int n, int c, int64_t s, double *partials) {
+    bn_reduce<1>(st, dt, sum_dy, sum_dy_xhat, x, dy, k, mean, invstd, n, c, s, partials);
 }
 
 __global__ static void k_bn_finalize(float *mean, float *invstd, float *rm, float *rv,
-                                     const float *sum, const float *sumsq, int64_t count, int c,
-                                     float momentum, float eps) {
+                                     const float *sum, const float *sumsq, const float *k,
+                                     int64_t count, int c, float momentum, float eps) {
     int ci = blockIdx.x * blockDim.x + threadIdx.x;
     if (ci >= c)
         return;
@@ -383,11 +386,12 @@ __global__ static void k_bn_finalize(float *mean, float *invstd, float *rm, floa
         invstd[ci] = (float)(1.0 / sqrt((double)rv[ci] + eps));
         return;
     }
-    double m = (double)sum[ci] / (double)count;
-    double var = (double)sumsq[ci] / (double)count - m * m;
+    double d = (double)sum[ci] / (double)count; /* mean - k */
+    double var = (double)sumsq[ci] / (double)count - d * d;
     if (var < 0)
         var = 0;
-    mean[ci] = (float)m;
+    double m = (k ? (double)k[ci] : 0.0) + d;
+    mean[ci] = (float)d; /* relative to k: apply and backward add k back */
     invstd[ci] = (float)(1.0 / sqrt(var + eps));
     if (rm) {
         double unbiased = count > 1 ? var * (double)count / (double)(count - 1) : var;
@@ -397,14 +401,14 @@ __global__ static void k_bn_finalize(float *mean, float *invstd, float *rm, floa
 }
 extern "C" void vt_cuk_bn_finalize(cudaStream_t st, float *mean, float *invstd,
                                    float *running_mean, float *running_var, const float *sum,
-                                   const float *sumsq, int64_t count, int c, float momentum,
-                                   float eps) {
+                                   const float *sumsq, const float *k, int64_t count, int c,
+                                   float momentum, float eps) {
     if (c <= 0)
         return;
     VT_CHECK(count > 0 || (running_mean && running_var),
              "bn_finalize: count 0 (eval) needs the running statistics");
     k_bn_finalize<<<(unsigned)((c + 127) / 128), 128, 0, st>>>(
-        mean, invstd, running_mean, running_var, sum, sumsq, count, c, momentum, eps);
+        mean, invstd, running_mean, running_var, sum, sumsq, k, count, c, momentum, eps);
     CUDA_LAUNCH_CHECK();
 }
 
@@ -425,32 +429,33 @@ static dim3 rows_grid(int64_t rows, int64_t s) {
         for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < (s);             \
              j += (int64_t)gridDim.x * blockDim.x)
 
-/* out = g*(x-mean)*invstd + b. cpu-ref forms it in double and rounds once; so do we. */
+/* out = g*(x-(k+mean))*invstd + b. cpu-ref forms it in double and rounds once; so do we. */
 template <typename A>
-__global__ static void k_bn_apply(A *out, const A *x, const float *mean, const float *invstd,
-                                  const float *gamma, const float *beta, int64_t rows, int c,
-                                  int64_t s) {
+__global__ static void k_bn_apply(A *out, const A *x, const float *k, const float *mean,
+                                  const float *invstd, const float *gamma, const float *beta,
+                                  int64_t rows, int c, int64_t s) {
     VT_ROWS_LOOP(row, j, rows, s) {
         const int ci = (int)(row % c);
         const double g = gamma ? gamma[ci] : 1.0, b = beta ? beta[ci] : 0.0;
+        const double m = (k ? (double)k[ci] : 0.0) + (double)mean[ci];
         const int64_t i = row * s + j;
-        st(out, i, (float)(g * ((double)ld(x, i) - mean[ci]) * invstd[ci] + b));
+        st(out, i, (float)(g * ((double)ld(x, i) - m) * invstd[ci] + b));
     }
 }
 extern "C" void vt_cuk_bn_apply(cudaStream_t st, vt_cuk_dt dt, void *out, const void *x,
-                                const float *mean, const float *invstd, const float *gamma,
-                                const float *beta, int n, int c, int64_t s) {
+                                const float *k, const float *mean, const float *invstd,
+                                const float *gamma, const float *beta, int n, int c, int64_t s) {
     const int64_t rows = (int64_t)n * c;
     if (rows <= 0 || s <= 0)
         return;
     VT_DT(dt, k_bn_apply<A><<<rows_grid(rows, s), VT_THREADS, 0, st>>>(
-                  (A *)out, (const A *)x, mean, invstd, gamma, beta, rows, c, s));
+                  (A *)out, (const A *)x, k, mean, invstd, gamma, beta, rows, c, s));
     CUDA_LAUNCH_CHECK();
 }
 
 template <typename A>
-__global__ static void k_bn_bwd_apply(A *din, const A *dy, const A *x, const float *mean,
-                                      const float *invstd, const float *gamma,
+__global__ static void k_bn_bwd_apply(A *din, const A *dy, const A *x, const float *k,
+                                      const float *mean, const float *invstd, const float *gamma,
                                       const float *sum_dy, const float *sum_dy_xhat, int64_t count,
                                       int64_t rows, int c, int64_t s) {
     VT_ROWS_LOOP(row, j, rows, s) {
@@ -458,14 +463,16 @@ __global__ static void k_bn_bwd_apply(A *din, const A *dy, const A *x, const flo
         const double g = gamma ? gamma[ci] : 1.0;
         const double mdy = (double)sum_dy[ci] / (double)count;
         const double mdyx = (double)sum_dy_xhat[ci] / (double)count;
+        const double m = (k ? (double)k[ci] : 0.0) + (double)mean[ci];
         const int64_t i = row * s + j;
-        const double xhat = ((double)ld(x, i) - mean[ci]) * invstd[ci];
+        const double xhat = ((double)ld(x, i) - m) * invstd[ci];
         st(din, i, (float)(g * invstd[ci] * ((double)ld(dy, i) - mdy - xhat * mdyx)));
     }
 }
 extern "C" void vt_cuk_bn_backward_apply(cudaStream_t st, vt_cuk_dt dt, void *din,
-                                         const void *dy, const void *x, const float *mean,
-                                         const float *invstd, const float *gamma,
+                                         const void *dy, const void *x, const float *k,
+                                         const float *mean, const float *invstd,
+                                         const float *gamma,
                                          const float *sum_dy, const float *sum_dy_xhat,
                                          int64_t count, int n, int c, int64_t s) {
     const int64_t rows = (int64_t)n * c;
@@ -473,7 +480,7 @@ extern "C" void vt_cuk_bn_backward_apply(cudaStream_t st, vt_cuk_dt dt, void *di
         return;
     VT_CHECK(count > 0, "bn_backward_apply: count %lld", (long long)count);
     VT_DT(dt, k_bn_bwd_apply<A><<<rows_grid(rows, s), VT_THREADS, 0, st>>>(
-                  (A *)din, (const A *)dy, (const A *)x, mean, invstd, gamma, sum_dy, sum_dy_xhat,
+                  (A *)din, (const A *)dy, (const A *)x, k, mean, invstd, gamma, sum_dy, sum_dy_xhat,
                   count, rows, c, s));
     CUDA_LAUNCH_CHECK();
 }

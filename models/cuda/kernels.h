@@ -61,18 +61,19 @@ void vt_cuk_dropout_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const voi
  * 2 * c * vt_cuk_bn_parts(n, s) doubles. */
 int vt_cuk_bn_parts(int n, int64_t s);
 void vt_cuk_bn_stats(cudaStream_t st, vt_cuk_dt dt, float *sum, float *sumsq, const void *x,
-                     int n, int c, int64_t s, double *partials);
+                     const float *k, int n, int c, int64_t s, double *partials);
 void vt_cuk_bn_finalize(cudaStream_t st, float *mean, float *invstd, float *running_mean,
-                        float *running_var, const float *sum, const float *sumsq, int64_t count,
-                        int c, float momentum, float eps);
-void vt_cuk_bn_apply(cudaStream_t st, vt_cuk_dt dt, void *out, const void *x, const float *mean,
-                     const float *invstd, const float *gamma, const float *beta, int n, int c,
-                     int64_t s);
+                        float *running_var, const float *sum, const float *sumsq, const float *k,
+                        int64_t count, int c, float momentum, float eps);
+void vt_cuk_bn_apply(cudaStream_t st, vt_cuk_dt dt, void *out, const void *x, const float *k,
+                     const float *mean, const float *invstd, const float *gamma,
+                     const float *beta, int n, int c, int64_t s);
 void vt_cuk_bn_backward_reduce(cudaStream_t st, vt_cuk_dt dt, float *sum_dy, float *sum_dy_xhat,
-                               const void *dy, const void *x, const float *mean,
+                               const void *dy, const void *x, const float *k, const float *mean,
                                const float *invstd, int n, int c, int64_t s, double *partials);
 void vt_cuk_bn_backward_apply(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dy,
-                              const void *x, const float *mean, const float *invstd,
+                              const void *x, const float *k, const float *mean,
+                              const float *invstd,
                               const float *gamma, const float *sum_dy, const float *sum_dy_xhat,
                               int64_t count, int n, int c, int64_t s);
 

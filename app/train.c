@@ -180,11 +180,15 @@ static int apply_finetune(vt_train *t) {
         vt_optim_set_groups(vt_towers_optim(t->towers, r), g, ng);
         nbn = vt_finetune_freeze_bn(net, o->freeze, o->freeze_bn > 0);
     }
+    char what[64];
+    if (o->freeze < 0)
+        snprintf(what, sizeof what, "nothing");
+    else if (o->freeze == 0)
+        snprintf(what, sizeof what, "the stem");
+    else
+        snprintf(what, sizeof what, "the stem and stages 1..%d", o->freeze);
     fprintf(t->out, "fine-tuning: %s frozen, classifier lr x%g, %d BN layer(s) in eval mode\n",
-            o->freeze < 0 ? "nothing" : o->freeze == 0 ? "the stem" : "the stem and stages 1..N",
-            (double)o->head_lr_mult, nbn);
-    if (o->freeze > 0)
-        fprintf(t->out, "  (N = %d)\n", o->freeze);
+            what, (double)o->head_lr_mult, nbn);
     return 0;
 }
 

@@ -107,7 +107,7 @@ static inline int vt_train_opts_finetune(const vt_train_opts *o) {
  *             of jittered clips misjudge clean ones: on the motion set, recomputing them
  *             from clean clips was worth +1.0 point of test top-1 over 12 runs of the
  *             twin's recipe, nothing without the jitter); else 0; 0 with every BN frozen
- * Fine-tuning (--init, --pretrained) changes these defaults (README "Fine-tuning", with
+ * Fine-tuning (--init, --pretrained) changes these defaults (docs/finetune.md, with
  * the transfer benchmark's figures): lr a tenth of the rule above, the classifiers at 10x
  * (head_lr_mult), every BN frozen (freeze_bn: the pretrained statistics, and no batch
  * statistics from small per-tower batches), no stage frozen, and epochs enough to see

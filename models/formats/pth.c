@@ -564,11 +564,16 @@ static int is_zip(const uint8_t *b, size_t n) {
 }
 
 /* The legacy magic sits in the first pickle, right after PROTO (and a FRAME from
- * protocol 4 on). */
+ * protocol 4 on). Only the first SNIFF_BYTES count, whatever the caller holds: a file is
+ * sniffed from that many bytes, a buffer must be judged the same (the fuzz target found
+ * a magic ending at byte 33 that the buffer saw and the file did not). */
+#define SNIFF_BYTES 32
 static int is_legacy(const uint8_t *b, size_t n) {
+    if (n > SNIFF_BYTES)
+        n = SNIFF_BYTES;
     if (n < 2 || b[0] != 0x80)
         return 0;
-    for (size_t i = 2; i + sizeof legacy_magic <= n && i < 24; i++)
+    for (size_t i = 2; i + sizeof legacy_magic <= n; i++)
         if (!memcmp(b + i, legacy_magic, sizeof legacy_magic))
             return 1;
     return 0;
@@ -632,7 +637,7 @@ int vt_pth_read_mem(vt_pth *out, const void *buf, size_t len, const char *name, 
  * index to seek by); only the first bytes when it is a zip, which libzip reads itself. */
 int vt_pth_read(vt_pth *out, const char *path, char *err, size_t errlen) {
     reader r = {.name = path};
-    uint8_t head[32], *all = NULL;
+    uint8_t head[SNIFF_BYTES], *all = NULL;
     struct stat sb;
     ssize_t k = 0;
     int rc = -1, fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -679,7 +684,7 @@ end:
 }
 
 int vt_pth_sniff(const char *path) {
-    uint8_t head[32];
+    uint8_t head[SNIFF_BYTES];
     ssize_t k = -1;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)

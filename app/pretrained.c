@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "app/run_files.h"
 #include "models/common.h"
 #include "models/sha256.h"
 
@@ -62,21 +63,6 @@ void vt_pretrained_cache_dir(char *dir, size_t n) {
     }
     v = getenv("HOME");
     snprintf(dir, n, "%s/.cache/vidtrain", v && v[0] ? v : ".");
-}
-
-/* mkdir -p */
-static int make_dirs(const char *dir) {
-    char p[2048];
-    snprintf(p, sizeof p, "%s", dir);
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/')
-            continue;
-        *s = 0;
-        if (mkdir(p, 0755) != 0 && errno != EEXIST)
-            return -1;
-        *s = '/';
-    }
-    return mkdir(p, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
 static int check_sum(const vt_pretrained *p, const char *path, char *err, size_t errlen) {
@@ -190,9 +176,9 @@ int vt_pretrained_fetch(const vt_pretrained *p, char *path, size_t n, int quiet,
     if (vt_file_exists(path))
         return check_sum(p, path, err, errlen);
 #ifdef VT_HAVE_CURL
-    if (make_dirs(dir) != 0) {
-        vt_set_err(err, errlen, "cannot make the cache folder %s: %s (VIDTRAIN_CACHE=DIR puts "
-                   "it elsewhere)", dir, strerror(errno));
+    char e1[1024];
+    if (vt_run_mkdirs(dir, e1, sizeof e1) != 0) {
+        vt_set_err(err, errlen, "%s (VIDTRAIN_CACHE=DIR puts the cache elsewhere)", e1);
         return -1;
     }
     char part[2100];
@@ -220,7 +206,6 @@ int vt_pretrained_fetch(const vt_pretrained *p, char *path, size_t n, int quiet,
     return 0;
 #else
     (void)quiet;
-    (void)make_dirs;
     vt_set_err(err, errlen, "%s is not in the cache and this vidtrain was built without libcurl: "
                "fetch %s and put it at %s (or pass the file with --init FILE)", p->file, url,
                path);

@@ -1,24 +1,35 @@
 #!/usr/bin/env bash
-# check-bn-towers.sh: DESIGN.md invariant 1 over a whole epoch of the default recipe
-# (issue 26's outside check). The same training, batch for batch, on one CPU tower and on
-# two CPU towers split 3:1 under sync-BN:
-#   vidtrain train DEMO --model tiny --epochs 1 --batch 8 --seed 5 --workers 1 --sync-bn
+# check-bn-towers.sh: DESIGN.md invariant 1 under the default recipe (issue 26's outside
+# check): one CPU tower against two CPU towers split 3:1 under sync-BN,
+#   vidtrain train DEMO --model tiny --epochs 1 --batch 8 --seed S --workers 1 --sync-bn
 #       --devices cpu:1                                  (one device)
 #       --devices cpu:2 --tower-split manual:3,1         (two towers, 6:2 clips a step)
-# then prints, per tensor of RUN/last.safetensors, max |a - b| / max |a|, the largest over
-# parameters (optimizer state included) and over running statistics, and the same over
-# the parameters taken as one arena (test_towers' measure). The defaults include the colour jitter
-# (contrast down to 0.4) that makes batch-norm channels' means large against their
-# spread, where a float sum x^2 - mean^2 cancels. Issue 26 asks <= 1e-5 for parameters.
-# Figures only (slow for a ctest: two epochs of tiny on the CPU, a few minutes).
-#   bash scripts/check-bn-towers.sh             (uses build/vidtrain, or $VT_BIN)
+# The defaults include the colour jitter (contrast down to 0.4) that makes batch-norm
+# channels' means large against their spread. Three parts:
+#  1. the epoch: per tensor of RUN/last.safetensors, max |a - b| / max |a|
+#     (scripts/compare_states.py).
+#  2. every step: from the one-device state before step k (a run stopped with
+#     --max-steps k-1), step k once on one tower and once on two towers (--resume with
+#     the other --devices); the largest difference over the steps. This is the invariant:
+#     the same state and batch give the same step on any split. Issue 26 asks <= 1e-5.
+#  3. why part 1 can end far above part 2 (needs PyTorch): per step, PyTorch's own float32
+#     gradient against float64 and the max-pool windows whose argmax float32 rounding
+#     flips (scripts/check_step_conditioning.py). On the demo's flat shapes a window often
+#     holds values equal in exact arithmetic; any change of summation order may route its
+#     gradient elsewhere — a 1e-4..1e-3 change of that step, in PyTorch as in vidtrain —
+#     and later steps carry it on. Figures: docs/results.md (2026-11-25).
+# Figures only (slow for a ctest: a few minutes).
+#   bash scripts/check-bn-towers.sh             (uses build/vidtrain, or $VT_BIN; SEED=5)
+#   SEED=0 bash scripts/check-bn-towers.sh      (a seed whose epoch ends 5e-3 apart)
 #   EXTRA="--contrast 1 --brightness 0" bash scripts/check-bn-towers.sh   (jitter off)
+#   SKIP_WHY=1 ...                              (parts 1 and 2 only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${VT_BIN:-build/vidtrain}
 PY=${VT_PYTHON:-/usr/bin/python3}
 WORK=${WORK:-$(mktemp -d /tmp/vt-bn-towers.XXXXXX)}
 EXTRA=${EXTRA:-}
+SEED=${SEED:-5}
 if [ ! -x "$BIN" ]; then
     echo "check-bn-towers: $BIN not found (build first, or set VT_BIN)" >&2
     exit 1
@@ -27,55 +38,48 @@ mkdir -p "$WORK"
 if [ ! -d "$WORK/demo/train" ]; then
     "$BIN" synth "$WORK/demo" >"$WORK/synth.log" 2>&1
 fi
-common=(--model tiny --epochs 1 --batch 8 --seed 5 --workers 1 --sync-bn -q)
-# shellcheck disable=SC2086 # EXTRA is a list of options
-"$BIN" train "$WORK/demo" --out "$WORK/one" "${common[@]}" --devices cpu:1 $EXTRA \
-    >"$WORK/one.log" 2>&1
-# shellcheck disable=SC2086
-"$BIN" train "$WORK/demo" --out "$WORK/two" "${common[@]}" --devices cpu:2 \
-    --tower-split manual:3,1 $EXTRA >"$WORK/two.log" 2>&1
-echo "== check-bn-towers: $BIN, 1 tower vs 2 towers 3:1, sync-BN, 1 epoch ${EXTRA:+($EXTRA)}"
-"$PY" - "$WORK/one/last.safetensors" "$WORK/two/last.safetensors" <<'EOF'
-import json
-import struct
-import sys
+common=(--model tiny --epochs 1 --batch 8 --seed "$SEED" --workers 1 --sync-bn -q)
+one=(--devices cpu:1)
+two=(--devices cpu:2 --tower-split manual:3,1)
+# train OUT [options]: one run of the common recipe (EXTRA appended)
+train() {
+    local out=$1
+    shift
+    # shellcheck disable=SC2086 # EXTRA is a list of options
+    "$BIN" train "$WORK/demo" --out "$WORK/$out" "${common[@]}" "$@" $EXTRA \
+        >"$WORK/$out.log" 2>&1
+}
+train one "${one[@]}"
+train two "${two[@]}"
+echo "== 1. the epoch: $BIN, 1 tower vs 2 towers 3:1, sync-BN, seed $SEED ${EXTRA:+($EXTRA)}"
+"$PY" scripts/compare_states.py "$WORK/one/last.safetensors" "$WORK/two/last.safetensors"
 
-import numpy as np
+# an epoch's steps: the training videos over the batch (the demo's 96 / 8)
+steps=$(($(find "$WORK/demo/train" -type f | wc -l) / 8))
+echo "== 2. every step from the one-device state: 1 tower vs 2 towers 3:1 ($steps steps)"
+worst=0
+for k in $(seq 1 "$steps"); do
+    rm -rf "$WORK/s1" "$WORK/s2"
+    if [ "$k" -eq 1 ]; then
+        train s1 "${one[@]}" --max-steps 1
+        train s2 "${two[@]}" --max-steps 1
+    else
+        train s1 "${one[@]}" --max-steps $((k - 1))
+        cp -r "$WORK/s1" "$WORK/s2"
+        "$BIN" train --resume "$WORK/s1" --max-steps "$k" -q >/dev/null 2>&1
+        "$BIN" train --resume "$WORK/s2" "${two[@]}" --max-steps "$k" -q >/dev/null 2>&1
+    fi
+    line=$("$PY" scripts/compare_states.py "$WORK/s1/last.safetensors" \
+        "$WORK/s2/last.safetensors" --worst)
+    echo "  step $k: $line"
+    worst=$("$PY" -c "print('%.2e' % max($worst, ${line%% *}))")
+done
+echo "largest single-step difference: $worst (issue 26 asks <= 1e-5)"
 
-DT = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "F16": np.float16}
-
-
-def load(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        head = json.loads(f.read(n))
-        data = f.read()
-    out = {}
-    for k, v in head.items():
-        if k == "__metadata__":
-            continue
-        a, b = v["data_offsets"]
-        out[k] = np.frombuffer(data[a:b], dtype=DT[v["dtype"]]).astype(np.float64)
-    return out
-
-
-one, two = load(sys.argv[1]), load(sys.argv[2])
-worst = {"param": (0.0, ""), "stat": (0.0, "")}
-for k in one:
-    a, b = one[k], two[k]
-    scale = max(np.abs(a).max(), 1e-30)
-    r = float(np.abs(a - b).max() / scale)
-    kind = "stat" if ("running" in k or "num_batches" in k) else "param"
-    print(f"  {k:40s} {kind:5s} max|d|/max|a| {r:.2e}")
-    if r >= worst[kind][0]:
-        worst[kind] = (r, k)
-for kind in ("param", "stat"):
-    r, k = worst[kind]
-    print(f"largest over {kind}s: {r:.2e} ({k})")
-# test_towers' measure: the parameter arena's max |a - b| over its max |a|
-ks = [k for k in one if not ("running" in k or "num_batches" in k or k.startswith("optim."))]
-a = np.concatenate([one[k] for k in ks])
-b = np.concatenate([two[k] for k in ks])
-print(f"parameters as one arena: max|d|/max|a| {np.abs(a - b).max() / np.abs(a).max():.2e}")
-EOF
+if [ "${SKIP_WHY:-0}" != 1 ]; then
+    echo "== 3. the one-device run's float32 gradients against float64, per step"
+    rm -rf "$WORK/dumprun" "$WORK/dump"
+    train dumprun "${one[@]}" --dump "$WORK/dump"
+    "$PY" scripts/check_step_conditioning.py "$WORK/dump" 2>&1 | grep -v -i warn || true
+fi
 echo "(runs in $WORK)"

@@ -1,6 +1,6 @@
 /*
- * bench_decode.c: `vidtrain bench decode` — decode throughput of pipeline/data/video.c on a
- * folder of videos: (a) sequential decode + scale of every frame (frames/s, the figure
+ * bench_decode.c: `vidtrain bench decode` — decode throughput of pipeline/data/video_*.c
+ * on a folder of videos: (a) sequential decode + scale of every frame (frames/s, the figure
  * scripts/bench-decode.sh sets against the ffmpeg command) and (b) random clip sampling
  * the way the training loader reads (clips/s, set against PyAV). --probe instead reports,
  * per file, whether it opens and decodes and why not (scripts/robustness.sh); --list prints
@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "app/app.h"
+#include "app/decode_opt.h"
 #include "app/opts.h"
 #include "models/common.h"
 #include "pipeline/data/video.h"
@@ -91,6 +92,8 @@ static void usage(FILE *f) {
             "  --stride S           frame step inside a clip (default 2)\n"
             "  --clips-per-video K  random clips read per video in clip mode (default 4)\n"
             "  --workers W          clip mode: W threads reading different videos (default 1)\n"
+            "  --decode D           cpu | nvdec | auto: where frames decode (default auto,\n"
+            "                       docs/decode.md)\n"
             "  --starts-out FILE    clip mode: write 'path<TAB>W<TAB>H<TAB>start...' per video that\n"
             "                       opens, W x H before rotation (the peer reads it)\n"
             "  --mode M             sequential | clips | both (default both)\n"
@@ -364,6 +367,11 @@ int vt_bench_decode(int argc, char **argv) {
         size_t k = 0;
         while (k < VT_ARRAY_LEN(nums) && strcmp(a, nums[k].opt))
             k++;
+        int dr = vt_decode_opt_take("bench decode", argc, argv, &i);
+        if (dr < 0)
+            goto done;
+        if (dr > 0)
+            continue;
         if (k < VT_ARRAY_LEN(nums)) {
             if (vt_opt_int("bench decode", a, val, nums[k].lo, nums[k].hi, nums[k].v) != 0)
                 goto done;
@@ -422,8 +430,8 @@ int vt_bench_decode(int argc, char **argv) {
         list_sizes(&files, threads, short_side);
         goto done;
     }
-    printf("vidtrain bench decode: %d files, threads %d, short side %d\n", files.n, threads,
-           short_side);
+    printf("vidtrain bench decode: %d files, threads %d, short side %d, decode %s\n", files.n,
+           threads, short_side, vt_decode_mode_name(vt_video_get_decode()));
     if (seq)
         bench_sequential(&files, threads, short_side);
     if (clips)

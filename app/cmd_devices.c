@@ -10,12 +10,39 @@
 #include "app/app.h"
 #include "app/device_opts.h"
 #include "models/common.h"
+#ifdef VT_HAVE_CUDA
+#include "models/cuda/cuda_info.h"
+#endif
 
 static void usage(FILE *f) {
     fprintf(f, "usage: vidtrain devices [device options]\n\n"
                "Lists the CPU and GPUs of this machine, then the towers that the device options\n"
                "resolve to (the same options as train, plan and bench step).\n\n%s",
             vt_device_args_help);
+}
+
+/* The CUDA libraries' own builds against the runtime's, and the GPU code this binary
+ * carries. 1 when cuDNN or NCCL was built for another CUDA major (a CUDA 12 wheel found
+ * before CUDA 13's library): that pairing fails at the first kernel, so say it here. */
+static int check_cuda_libs(void) {
+#ifdef VT_HAVE_CUDA
+    vt_cuda_versions v;
+    vt_cuda_versions_get(&v);
+    printf("      cuDNN built for CUDA %d.%d, NCCL for ", v.cudnn_cudart / 1000,
+           v.cudnn_cudart % 1000 / 10);
+    if (v.nccl_cuda)
+        printf("CUDA %d.%d", v.nccl_cuda / 1000, v.nccl_cuda % 1000 / 10);
+    else
+        printf("an unknown CUDA (no version banner in the library)");
+    printf("\n      GPU code for architectures %s (N-real: that card's code; N alone: also "
+           "PTX, compiled by the driver for newer cards)\n", vt_cuda_archs());
+    char err[512];
+    if (vt_cuda_versions_check(&v, err, sizeof err)) {
+        fprintf(stderr, "vidtrain devices: %s\n", err);
+        return 1;
+    }
+#endif
+    return 0;
 }
 
 int vt_cmd_devices(int argc, char **argv) {
@@ -37,6 +64,8 @@ int vt_cmd_devices(int argc, char **argv) {
         return 2;
     }
     vt_devices_print_machine(stdout);
+    if (check_cuda_libs())
+        return 1;
     vt_device_list l;
     char err[1024];
     if (vt_devices_from_args(&l, &da, err, sizeof err)) {

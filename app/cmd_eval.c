@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "app/app.h"
+#include "app/decode_opt.h"
 #include "app/dist.h"
 #include "app/evalproto.h"
 #include "app/evaluate.h"
@@ -66,6 +67,7 @@ static void usage(FILE *f) {
         "  --precision P          fp32 (default, whatever the run trained with), tf32, bf16\n"
         "  --batch N              clips per forward batch (default: the run's batch)\n"
         "  --workers N            decode threads (default 2)\n"
+        VT_DECODE_OPT_HELP
         "  --tower-split POLICY   how batches split over the towers: equal, memory (default),\n"
         "                         speed, auto, manual:W,W,...\n"
         "  -q, --quiet            no progress display\n"
@@ -117,6 +119,7 @@ int vt_cmd_eval(int argc, char **argv) {
         }
         if (OPT("--batch")) { if (r < 0 || vt_parse_int(v, 1, 65536, &batch)) BAD(); continue; }
         if (OPT("--workers")) { if (r < 0 || vt_parse_int(v, 0, 256, &workers)) BAD(); continue; }
+        if ((r = vt_decode_opt_take("eval", argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
 #undef OPT
 #undef BAD
         if (a[0] == '-') {
@@ -206,6 +209,9 @@ int vt_cmd_eval(int argc, char **argv) {
            have,
            !strcmp(sname, "val") && ds->val_split > 0
                ? "; val is the run's --val-split share of train, as training drew it" : "");
+    if (ds->nsegments) /* docs/segments.md: a segment is a sample like a video */
+        printf("segments: %d samples are segments of longer videos; each is its own sample, so "
+               "the \"video\" figures below are per segment\n", ds->nsegments);
     fflush(stdout);
 
     if (!batch)

@@ -73,14 +73,16 @@ int vt_cmd_plan(int argc, char **argv) {
         snprintf(sd[i].name, sizeof sd[i].name, "%s", devs.dev[i].name);
         sd[i].budget = devs.dev[i].budget;
         sd[i].speed = devs.dev[i].speed;
-        sd[i].max_clips = devs.dev[i].budget > 0
-                              ? VT_MIN(vt_memplan_max_clips(&mp, devs.dev[i].budget), VT_SLICE_UNLIMITED)
-                              : VT_SLICE_UNLIMITED;
+        sd[i].max_clips = vt_slice_fits(&mp, &devs.dev[i]);
         if (sd[i].max_clips == 0) {
             char a[32], b[32], c[32];
+            const int cuda = !strcmp(devs.dev[i].backend, "cuda");
+            const int64_t fixed = mp.fixed_bytes + (cuda ? vt_memplan_cuda_reserve(&mp) : 0);
             fprintf(stderr, "warning: tower %s: its budget of %s cannot hold one clip (needs %s "
-                    "fixed + %s per clip); training would refuse it\n", sd[i].name,
-                    vt_fmt_bytes(a, sizeof a, sd[i].budget), vt_fmt_bytes(b, sizeof b, mp.fixed_bytes),
+                    "fixed%s + %s per clip); training would refuse it\n", sd[i].name,
+                    vt_fmt_bytes(a, sizeof a, sd[i].budget),
+                    vt_fmt_bytes(b, sizeof b, fixed),
+                    cuda ? " with the CUDA reserve" : "",
                     vt_fmt_bytes(c, sizeof c, mp.bytes_per_clip));
             rc = 1;
         }

@@ -13,8 +13,10 @@
 #include <string.h>
 
 #include "app/app.h"
+#include "app/decode_opt.h"
 #include "app/evalproto.h"
 #include "app/run_model.h"
+#include "app/timeline_cmd.h"
 #include "models/common.h"
 #include "pipeline/data/sample.h"
 #include "pipeline/parallel/tower.h"
@@ -37,6 +39,18 @@ static void usage(FILE *f) {
         "                        got it — the normalised clips, float32 (N, 3, T, H, W), N =\n"
         "                        clips x crops — and each clip's probabilities per head: what\n"
         "                        a model from `vidtrain export` must reproduce (docs/export.md)\n"
+        VT_DECODE_OPT_HELP
+        "\ntimeline (docs/timeline.md): --timeline prints the top-k of every window of each\n"
+        "video instead, streaming through it once in bounded memory (VIDEO may be - for\n"
+        "standard input); each window is classified as predict classifies a video cut to it:\n"
+        "  --timeline            windows of the video, each as soon as it is known\n"
+        "  --window D            window length (default 2s; 2, 2s, 0.5s, 1m)\n"
+        "  --hop D               start of one window to the next (default 1s)\n"
+        "  --clips-per-video K   clips a window (default: enough to cover it, at most 16)\n"
+        "  --batch N             clips a model call, several windows at once (default 8)\n"
+        "  --decode-threads N    FFmpeg decoder threads (default 0: FFmpeg's choice)\n"
+        "  --json                one JSON object a window, a line: path, window, start, end,\n"
+        "                        frames, partial, heads[{name, top[{label, prob}]}]\n"
         "%s\n"
         "Unreadable files are reported (on stderr, and as {\"error\"} entries with --json) and\n"
         "skipped. Exit codes: 0 when at least one video was predicted, 1 when every video\n"
@@ -147,6 +161,10 @@ int vt_cmd_predict(int argc, char **argv) {
     const char *dump_path = NULL;
     vt_model_args ma;
     vt_model_args_default(&ma);
+    ma.clips_per_video = 0; /* given or not: the timeline picks its own default */
+    vt_timeline_args ta;
+    vt_timeline_args_default(&ta);
+    int timeline = 0, targs = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int r = vt_model_args_take(&ma, argc, argv, &i, "predict");
@@ -156,11 +174,27 @@ int vt_cmd_predict(int argc, char **argv) {
         }
         if (r == 1)
             continue;
+        if ((r = vt_timeline_args_take(&ta, argc, argv, &i)) != 0) {
+            if (r < 0) {
+                free(videos);
+                return 2;
+            }
+            targs++;
+            continue;
+        }
+        if (!strcmp(a, "--timeline")) { timeline = 1; continue; }
 #define OPT(name) ((r = vt_opt_value(argc, argv, &i, name, &v)) != 0)
 #define BAD() do { fprintf(stderr, "vidtrain predict: bad value for %s\n", a); free(videos); return 2; } while (0)
         if (!strcmp(a, "--json")) { json = 1; continue; }
         if (OPT("--dump-input")) { if (r < 0) BAD(); dump_path = v; continue; }
         if (OPT("--top")) { if (r < 0 || vt_parse_int(v, 1, 1000, &top)) BAD(); continue; }
+        if ((r = vt_decode_opt_take("predict", argc, argv, &i)) != 0) {
+            if (r < 0) {
+                free(videos);
+                return 2;
+            }
+            continue;
+        }
         if (OPT("--split")) {
             /* predict has no data split; the tower policy was --split once. */
             char herr[512];
@@ -175,7 +209,7 @@ int vt_cmd_predict(int argc, char **argv) {
         }
 #undef OPT
 #undef BAD
-        if (a[0] == '-' && a[1]) {
+        if (a[0] == '-' && a[1]) { /* a lone "-" is standard input (--timeline) */
             fprintf(stderr, "vidtrain predict: unknown option %s (see --help)\n", a);
             free(videos);
             return 2;
@@ -190,6 +224,23 @@ int vt_cmd_predict(int argc, char **argv) {
         free(videos);
         return 2;
     }
+    if (targs && !timeline) {
+        fprintf(stderr, "vidtrain predict: --window, --hop, --batch and --decode-threads are "
+                        "--timeline's options\n");
+        free(videos);
+        return 2;
+    }
+    if (timeline) {
+        ta.top = top;
+        ta.json = json;
+        int trc = dump_path ? 2 : vt_predict_timeline(run, videos, nvid, &ma, ma.clips_per_video, &ta);
+        if (dump_path)
+            fprintf(stderr, "vidtrain predict: --dump-input is not for --timeline\n");
+        free(videos);
+        return trc;
+    }
+    if (ma.clips_per_video == 0)
+        ma.clips_per_video = 10;
     char err[1024];
     int rc = 1, ok = 0;
     pred_ctx c;

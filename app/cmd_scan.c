@@ -16,12 +16,13 @@
 
 #include "app/app.h"
 #include "models/common.h"
+#include "pipeline/data/balance.h"
 #include "pipeline/data/dataset.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: vidtrain scan DIR [--val-split F] [--lists DIR] [--fold N] [--labels CSV]\n"
-            "                         [--threads N] [--json]\n\n"
+            "usage: vidtrain scan DIR [--val-split F] [--lists PATH] [--list-format F] [--fold N]\n"
+            "                         [--labels CSV] [--threads N] [--json]\n\n"
             "Scan a dataset folder: DIR/<class>/<video>, or DIR/<split>/<class>/<video> with any of\n"
             "the split folders train, val, test (only test/ is fine). Symbolic links to folders and\n"
             "files are followed; dangling links and links back to a folder above them (loops) are\n"
@@ -29,9 +30,14 @@ static void usage(FILE *f) {
             "listed with the reason.\n\n"
             "  --val-split F   put a stable, per-class fraction F of train videos in val\n"
             "                  (by a hash of the path: a video keeps its split as files are added)\n"
-            "  --lists DIR     UCF101-style classInd.txt, trainlist0N.txt, testlist0N.txt in DIR\n"
-            "  --fold N        which trainlist/testlist (default 1)\n"
-            "  --labels CSV    multi-head labels: path,head1,head2... (';' separates tags)\n"
+            "  --lists PATH    list files, format detected: UCF101 (classInd.txt, trainlist0N.txt,\n"
+            "                  testlist0N.txt in PATH), HMDB51 (<class>_test_splitN.txt in PATH),\n"
+            "                  Kinetics (PATH a CSV label,youtube_id,time_start,time_end,split, or\n"
+            "                  a folder of them; see docs/segments.md)\n"
+            "  --list-format F ucf101, hmdb51 or kinetics instead of detecting it\n"
+            "  --fold N        which trainlist/testlist, or HMDB51 split (default 1)\n"
+            "  --labels CSV    multi-head labels: path,head1,head2... (';' separates tags);\n"
+            "                  optional start,end columns (seconds): each row a segment sample\n"
             "  --threads N     probing threads (default: cores)\n"
             "  --json          one JSON object on stdout instead of the summary\n");
 }
@@ -127,6 +133,54 @@ static cJSON *stat_json(stat3 s) {
     return o;
 }
 
+/* Split s's largest/smallest class ratio (pipeline/data/balance.h) from scan's counts
+ * (nc classes x VT_NSPLITS); *lo, *hi: those classes (-1 when the split is empty). */
+static double split_ratio(const int *counts, int nc, int s, int *lo, int *hi) {
+    int64_t *c = vt_calloc((size_t)VT_MAX(nc, 1), sizeof *c);
+    *lo = *hi = -1;
+    for (int k = 0; k < nc; k++) {
+        c[k] = counts[k * VT_NSPLITS + s];
+        if (c[k] > 0 && (*lo < 0 || c[k] < c[*lo]))
+            *lo = k;
+        if (c[k] > 0 && (*hi < 0 || c[k] > c[*hi]))
+            *hi = k;
+    }
+    double r = vt_balance_ratio(c, nc);
+    free(c);
+    return r;
+}
+
+/* "  imbalance: train x8.0 (walk 40 / pan_left 5), val x1.0" and a warning for a split
+ * above VT_BALANCE_RATIO: training balances such a set by default (docs/balance.md). */
+static void print_imbalance(const int *counts, const vt_dataset_head *h0, const int *has_split) {
+    char warn[512] = "";
+    printf("  imbalance (largest / smallest class):");
+    const char *sep = " ";
+    for (int s = 0; s < VT_NSPLITS; s++) {
+        int lo, hi;
+        if (!has_split[s] || s == VT_SPLIT_NONE)
+            continue;
+        double r = split_ratio(counts, h0->nclasses, s, &lo, &hi);
+        if (lo < 0)
+            continue;
+        if (counts[hi * VT_NSPLITS + s] == counts[lo * VT_NSPLITS + s])
+            printf("%s%s x1.0 (%d each)", sep, vt_split_name((vt_split)s),
+                   counts[lo * VT_NSPLITS + s]);
+        else
+            printf("%s%s x%.1f (%s %d / %s %d)", sep, vt_split_name((vt_split)s), r,
+                   h0->classes[hi], counts[hi * VT_NSPLITS + s], h0->classes[lo],
+                   counts[lo * VT_NSPLITS + s]);
+        sep = ", ";
+        if (r > VT_BALANCE_RATIO && !warn[0])
+            snprintf(warn, sizeof warn, "warning: the %s split's classes are imbalanced (x%.1f, "
+                     "above x%.1f): see `vidtrain train --balance sampler|loss` "
+                     "(docs/balance.md); training picks best.safetensors by mean class "
+                     "accuracy when validation is imbalanced too\n", vt_split_name((vt_split)s), r,
+                     VT_BALANCE_RATIO);
+    }
+    printf("\n%s%s", warn[0] ? "  " : "", warn);
+}
+
 static const char *layout_name(vt_dataset_layout l) {
     return l == VT_LAYOUT_FOLDERS ? "split folders"
            : l == VT_LAYOUT_LISTS ? "list files"
@@ -156,6 +210,13 @@ int vt_cmd_scan(int argc, char **argv) {
             opts.val_split = f;
         } else if (!strcmp(a, "--lists") && more) {
             opts.lists_dir = argv[++i];
+        } else if (!strcmp(a, "--list-format") && more) {
+            int f = vt_lists_format_parse(argv[++i]);
+            if (f < 0) {
+                fprintf(stderr, "vidtrain scan: --list-format takes ucf101, hmdb51 or kinetics\n");
+                return 2;
+            }
+            opts.lists_format = (vt_lists_format)f;
         } else if (!strcmp(a, "--fold") && more) {
             if (vt_parse_int(argv[++i], 1, 99, &opts.list_fold) != 0) {
                 fprintf(stderr, "vidtrain scan: --fold takes 1..99\n");
@@ -244,6 +305,7 @@ int vt_cmd_scan(int argc, char **argv) {
         cJSON_AddStringToObject(o, "dir", ds->dir);
         cJSON_AddStringToObject(o, "layout", layout_name(ds->layout));
         cJSON_AddNumberToObject(o, "videos", ds->nvideos);
+        cJSON_AddNumberToObject(o, "segments", ds->nsegments);
         cJSON_AddNumberToObject(o, "readable", nok);
         cJSON_AddNumberToObject(o, "unreadable", nbad);
         cJSON_AddNumberToObject(o, "unlabeled", nunlabeled);
@@ -271,6 +333,13 @@ int vt_cmd_scan(int argc, char **argv) {
                                                 counts[c * VT_NSPLITS + s]);
                 if (badc[c])
                     cJSON_AddNumberToObject(co, "unreadable", badc[c]);
+            }
+            cJSON *ir = cJSON_AddObjectToObject(o, "imbalance"); /* largest / smallest */
+            for (int s = 0; s < VT_NSPLITS; s++) {
+                int lo, hi;
+                double r = has_split[s] ? split_ratio(counts, nc, s, &lo, &hi) : 0;
+                if (has_split[s] && lo >= 0)
+                    cJSON_AddNumberToObject(ir, vt_split_name((vt_split)s), r);
             }
         }
         cJSON_AddItemToObject(o, "codecs", tally_json(&codecs));
@@ -306,6 +375,9 @@ int vt_cmd_scan(int argc, char **argv) {
     } else {
         printf("%s: %s, %d videos (%d readable, %d unreadable), probed in %.1f s\n", ds->dir,
                layout_name(ds->layout), ds->nvideos, nok, nbad, probe_s);
+        if (ds->nsegments) /* counts below are samples: a segment counts as one */
+            printf("%d of these samples are segments of longer videos (start-end in seconds)\n",
+                   ds->nsegments);
         for (int h = 0; h < ds->nheads; h++)
             printf("head %-8s %s, %d classes\n", ds->heads[h].name,
                    ds->heads[h].loss == VT_LOSS_BCE ? "multi-label (BCE)" : "softmax",
@@ -343,7 +415,9 @@ int vt_cmd_scan(int argc, char **argv) {
                     printf(" %7d", split_total[s]);
             if (nbad)
                 printf(" %10d", nbad);
-            printf("\n\n");
+            printf("\n");
+            print_imbalance(counts, h0, has_split);
+            printf("\n");
         }
         tally_print("codecs", &codecs);
         tally_print("containers", &containers);

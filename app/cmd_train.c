@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "app/app.h"
+#include "app/decode_opt.h"
 #include "app/device_opts.h"
 #include "app/dist.h"
 #include "app/opts.h"
@@ -22,6 +23,7 @@
 #include "models/common.h"
 #include "models/finetune.h"
 #include "models/optim.h"
+#include "pipeline/data/balance.h"
 #include "pipeline/parallel/mpi.h"
 #include "pipeline/parallel/slices.h"
 
@@ -88,7 +90,12 @@ static void usage(FILE *f) {
         "  Fine-tuning's defaults: lr a tenth of the rule below, epochs enough to see 2000\n"
         "  clips (at least 10), no precise BN (the statistics are frozen)\n"
         "optimisation:\n"
-        "  --epochs N            (default: enough to see 8000 clips, at least 30)\n"
+        "  (no length given: warm-up, then a constant lr while validation improves, then a\n"
+        "  cosine decay over a quarter as many epochs; at most 4 x the fixed rule below;\n"
+        "  docs/training-defaults.md)\n"
+        "  --patience N          validations without improvement before that decay (default\n"
+        "                        3; 0: the fixed rule: enough to see 8000 clips, at least 30)\n"
+        "  --epochs N            exactly N epochs, cosine over them\n"
         "  --time-budget T       instead of --epochs: the epochs that fit T (300, 300s, 5m,\n"
         "                        1h) for the whole job, from a timing of the first steps\n"
         "                        (decode included; the run is the same as with those epochs)\n"
@@ -106,31 +113,49 @@ static void usage(FILE *f) {
         "                        fifth of the epochs)\n"
         "  --step-epochs N --gamma G   step schedule: x G every N epochs (10, 0.1)\n"
         "  --label-smoothing X   softmax heads (default 0)\n"
+        "  --balance MODE        class imbalance (docs/balance.md; the log warns above x2\n"
+        "                        between the largest and smallest training class): none,\n"
+        "                        sampler (every class drawn about equally often each epoch),\n"
+        "                        loss (cross-entropy weighted by inverse class frequency), or\n"
+        "                        auto (default): none on a balanced set; on an imbalanced one\n"
+        "                        also none for now (no mode has yet beaten it in a measurement)\n"
+        "  --class-weights W,... head 0's loss weights by hand, one per class in class\n"
+        "                        order (implies --balance loss)\n"
         "  --clip-norm X         clip gradients to this global L2 norm (default off)\n"
         "  --seed N              (default 0): same seed, same data, same devices -> same run\n"
         "data:\n"
         "  --workers N           decode threads (default 2)\n"
+        VT_DECODE_OPT_HELP
         "  --frame-cache SIZE    keep decoded frames in RAM across epochs (\"2G\", \"512M\"; 0 =\n"
         "                        off; default auto: a quarter of the free RAM, at most 4G).\n"
         "                        The training videos are decoded once, front to back, before\n"
         "                        the first batch; clips whose frames are kept skip decoding\n"
         "                        (same pixels). Pays off when the set fits: a small set's\n"
         "                        later epochs then cost only the network\n"
-        "  --clips-per-video N   training clips drawn per video per epoch (default 1)\n"
+        "  --clips-per-video N|auto  training clips drawn per video per epoch (default 1);\n"
+        "                        auto: one per --seconds-per-clip of the video (or segment),\n"
+        "                        at least 1, each from its own stretch (docs/timeline.md)\n"
+        "  --seconds-per-clip S  auto's spacing in seconds (default 10; implies auto)\n"
         "  --val-split F         fraction of train videos used for validation when DIR has\n"
         "                        no val folder (default 0.1). 0: none drawn; validation then\n"
         "                        reads DIR's test split if it has one (UCF101 lists do), and\n"
         "                        best.safetensors is chosen on those test videos; else none\n"
         "  --val-dir DIR2        validate on another dataset folder (same classes)\n"
-        "  --lists DIR           UCF101-style split files: classInd.txt, trainlist0F.txt,\n"
-        "                        testlist0F.txt (testlist videos become the test split)\n"
-        "  --fold F              which trainlist/testlist pair (1..9, default 1)\n"
+        "  --lists PATH          list files, format detected (docs/segments.md): UCF101\n"
+        "                        (classInd.txt, trainlist0F.txt, testlist0F.txt: testlist\n"
+        "                        videos become the test split), HMDB51 (a folder of\n"
+        "                        <class>_test_splitF.txt), Kinetics (a CSV label,youtube_id,\n"
+        "                        time_start,time_end,split, or a folder of them; untrimmed\n"
+        "                        videos are cut to the row's segment)\n"
+        "  --list-format F       ucf101, hmdb51 or kinetics instead of detecting it\n"
+        "  --fold F              which trainlist/testlist pair, or HMDB51 split (default 1)\n"
         "  --eval-every N        validate every N epochs and after the last (default\n"
         "                        epochs/10, at least 1)\n"
         "  --val-clips K         clips per video in validation, averaged (default 3)\n"
         "  --val-crops 1|3       spatial crops per clip in validation (default 1)\n"
         "  --labels FILE.csv     several outputs: a path column, then one column per head;\n"
-        "                        cells with ';'-separated tags make a multi-label (BCE) head\n"
+        "                        cells with ';'-separated tags make a multi-label (BCE) head;\n"
+        "                        columns start,end (seconds) make each row a segment sample\n"
         "  --loss-weights W,...  one weight per head (default 1 each)\n"
         "devices:\n"
         "  --tower-split POLICY  how each batch splits over the towers: equal, memory\n"
@@ -168,7 +193,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
                       size_t resume_n) {
     const char *pos = NULL;
     char err[256];
-    int epochs_given = 0, model_given = 0;
+    int epochs_given = 0, model_given = 0, patience_given = 0;
     /* Pass 1: --resume loads the saved configuration, which the rest then overrides. */
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -287,6 +312,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         }
         if (OPT("--head-lr-mult")) { if (r < 0 || vt_parse_float(v, 1e-6, 1e6, &o->head_lr_mult)) BAD(); continue; }
         if (OPT("--dropout")) { if (r < 0 || vt_parse_float(v, 0, 0.99, &o->dropout)) BAD(); continue; }
+        if (OPT("--patience")) { if (r < 0 || vt_parse_int(v, 0, 1000000, &o->patience)) BAD(); patience_given = 1; continue; }
         if (OPT("--epochs")) { if (r < 0 || vt_parse_int(v, 1, 100000, &o->epochs)) BAD(); epochs_given = 1; continue; }
         if (OPT("--time-budget")) { if (r < 0 || (o->time_budget = (float)vt_parse_duration(v)) <= 0) BAD(); continue; }
         if (OPT("--batch")) { if (r < 0 || vt_parse_int(v, 1, 65536, &o->batch)) BAD(); continue; }
@@ -298,16 +324,29 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--warmup")) { if (r < 0 || vt_parse_float(v, 0, 1e6, &o->warmup_epochs)) BAD(); continue; }
         if (OPT("--step-epochs")) { if (r < 0 || vt_parse_int(v, 1, 1000000, &o->step_epochs)) BAD(); continue; }
         if (OPT("--gamma")) { if (r < 0 || vt_parse_float(v, 0, 1, &o->gamma)) BAD(); continue; }
+        if (OPT("--balance")) { if (r < 0 || vt_balance_parse(v) < 0) BAD(); snprintf(o->balance, sizeof o->balance, "%s", v); continue; }
+        if (OPT("--class-weights")) { if (r < 0 || strlen(v) >= sizeof o->class_weights) BAD(); snprintf(o->class_weights, sizeof o->class_weights, "%s", v); continue; }
         if (OPT("--label-smoothing")) { if (r < 0 || vt_parse_float(v, 0, 0.99, &o->smoothing)) BAD(); continue; }
         if (OPT("--clip-norm")) { if (r < 0 || vt_parse_float(v, 0, 1e9, &o->clip_norm)) BAD(); continue; }
         if (OPT("--seed")) { if (r < 0 || vt_parse_u64(v, &o->seed)) BAD(); continue; }
         if (OPT("--workers")) { if (r < 0 || vt_parse_int(v, 0, 256, &o->workers)) BAD(); continue; }
+        if ((r = vt_decode_opt_take("train", argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
         if (OPT("--frame-cache")) { if (r < 0 || (strcmp(v, "auto") && vt_parse_bytes(v) < 0)) BAD(); snprintf(o->frame_cache, sizeof o->frame_cache, "%s", v); continue; }
         if (OPT("--queue")) { if (r < 0 || vt_parse_int(v, 1, 64, &o->queue)) BAD(); continue; }
-        if (OPT("--clips-per-video")) { if (r < 0 || vt_parse_int(v, 1, 1000, &o->clips_per_video)) BAD(); continue; }
+        if (OPT("--clips-per-video")) {
+            if (r > 0 && !strcmp(v, "auto")) { /* one per N seconds (train_opts.h) */
+                o->seconds_per_clip = o->seconds_per_clip > 0 ? o->seconds_per_clip : VT_AUTO_CLIP_SECONDS;
+                continue;
+            }
+            if (r < 0 || vt_parse_int(v, 1, 1000, &o->clips_per_video)) BAD();
+            o->seconds_per_clip = 0;
+            continue;
+        }
+        if (OPT("--seconds-per-clip")) { if (r < 0 || vt_parse_float(v, 0.01f, 1e6f, &o->seconds_per_clip)) BAD(); continue; }
         if (OPT("--val-split")) { if (r < 0 || vt_parse_float(v, 0, 0.9, &o->val_split)) BAD(); continue; }
         if (OPT("--val-dir")) { if (r < 0) BAD(); snprintf(o->val_dir, sizeof o->val_dir, "%s", v); continue; }
         if (OPT("--lists")) { if (r < 0) BAD(); snprintf(o->lists, sizeof o->lists, "%s", v); continue; }
+        if (OPT("--list-format")) { if (r < 0 || vt_lists_format_parse(v) < 0) BAD(); snprintf(o->list_format, sizeof o->list_format, "%s", v); continue; }
         if (OPT("--fold")) { if (r < 0 || vt_parse_int(v, 1, 9, &o->fold)) BAD(); continue; }
         if (OPT("--eval-every")) { if (r < 0 || vt_parse_int(v, 1, 100000, &o->eval_every)) BAD(); continue; }
         if (OPT("--val-clips")) { if (r < 0 || vt_parse_int(v, 1, 1000, &o->val_clips)) BAD(); continue; }
@@ -403,6 +442,18 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
                         "--epochs\n");
         return 2;
     }
+    /* --patience sets when the default length decays (app/train_length.c): a length
+     * given, or a schedule other than its own, leaves it nothing to decide. */
+    if (patience_given && o->patience > 0 &&
+        (epochs_given || o->time_budget > 0 || strcmp(o->sched, "cosine") || o->dump[0])) {
+        fprintf(stderr, "vidtrain train: --patience decides the default length: not with %s\n",
+                epochs_given ? "--epochs" : o->time_budget > 0 ? "--time-budget"
+                : o->dump[0] ? "--dump (the twin replays a schedule fixed in advance)"
+                             : "--sched other than cosine");
+        return 2;
+    }
+    if (!patience_given && (epochs_given || o->dump[0]))
+        o->patience = 0; /* --epochs means exactly that many; the twin replays a fixed one */
     return 0;
 }
 

@@ -12,7 +12,7 @@
 #include "models/common.h"
 #include "pipeline/parallel/mpi.h"
 
-int vt_dist_lead(void) { return vt_mpi_rank() == 0; }
+int vt_dist_lead(void) { return vt_run_lead(); }
 
 /* Rank 0's string (NULL allowed) on every rank; free() the result. */
 static char *share_string(const char *mine, const char *what) {

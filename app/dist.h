@@ -17,7 +17,8 @@
 
 #include "app/train_opts.h"
 
-/* 1 on the rank that owns the run folder (rank 0, or the only process). */
+/* 1 on the rank that owns the run folder (rank 0, or the only process): run_files.h's
+ * vt_run_lead, which this file builds on (the run folder's files never depend on it). */
 int vt_dist_lead(void);
 
 /* The options that define the run (all but device, path and decode-thread options) are

@@ -22,10 +22,11 @@ static char *state_json(const vt_run_state *st) {
     int n = snprintf(buf, sizeof buf,
                      "{\"epoch\":%lld,\"cursor\":%lld,\"step\":%lld,\"best\":%.17g,"
                      "\"best_loss\":%.17g,\"best_epoch\":%d,\"loss\":%.17g,\"clips\":%lld,"
-                     "\"seconds\":%.17g,\"wait_s\":%.17g,\"correct\":[",
+                     "\"seconds\":%.17g,\"wait_s\":%.17g,\"decay_epoch\":%d,\"stall\":%d,"
+                     "\"len_acc\":%.17g,\"len_loss\":%.17g,\"correct\":[",
                      (long long)st->epoch, (long long)st->cursor, (long long)st->step, st->best,
                      st->best_loss, st->best_epoch, st->sums.loss, (long long)st->sums.clips, st->sums.seconds,
-                     st->sums.wait_s);
+                     st->sums.wait_s, st->decay_epoch, st->stall, st->len_acc, st->len_loss);
     for (int h = 0; h < VT_MAX_HEADS; h++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%lld", h ? "," : "",
                       (long long)st->sums.correct[h]);
@@ -54,6 +55,10 @@ static int state_parse(vt_run_state *st, const char *s) {
     st->sums.clips = (int64_t)NUM("clips");
     st->sums.seconds = NUM("seconds");
     st->sums.wait_s = NUM("wait_s");
+    st->decay_epoch = (int)NUM("decay_epoch");
+    st->stall = (int)NUM("stall");
+    st->len_acc = NUM("len_acc");
+    st->len_loss = NUM("len_loss");
 #undef NUM
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "correct");
     const cJSON *hl = cJSON_GetObjectItemCaseSensitive(j, "head_loss");

@@ -35,6 +35,10 @@ typedef struct vt_run_state {
     double best;        /* best validation video top-1 so far; -1 = none */
     double best_loss;   /* its validation loss: a tie in top-1 goes to the lower loss */
     int best_epoch;     /* 1-based */
+    /* the length that follows validation (app/train_length.c) */
+    int decay_epoch;    /* epochs done when the decay began; 0 = not yet */
+    int stall;          /* validations since the last improvement */
+    double len_acc, len_loss; /* the best validation top-1 and loss so far (loss 0: none) */
     vt_run_sums sums;
 } vt_run_state;
 

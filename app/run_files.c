@@ -9,11 +9,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "app/dist.h"
 #include "models/common.h"
+#include "pipeline/parallel/mpi.h"
+
+/* The rank is mpi.h's, asked directly: app/dist.c builds on this file, not the reverse. */
+int vt_run_lead(void) { return vt_mpi_rank() == 0; }
 
 int vt_run_mkdirs(const char *path, char *err, size_t errlen) {
-    if (!vt_dist_lead()) /* several processes: rank 0 owns the run folder */
+    if (!vt_run_lead()) /* several processes: rank 0 owns the run folder */
         return 0;
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);
@@ -44,7 +47,7 @@ cJSON *vt_file_read_json(const char *path) {
 }
 
 int vt_run_write_file(const char *path, const char *text, char *err, size_t errlen) {
-    if (!vt_dist_lead()) /* several processes: rank 0 owns the run folder */
+    if (!vt_run_lead()) /* several processes: rank 0 owns the run folder */
         return 0;
     return vt_file_write_atomic(path, text, strlen(text), err, errlen);
 }

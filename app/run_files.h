@@ -15,6 +15,9 @@
 
 #include "models/common.h"
 
+/* 1 on the process that owns the run folder and alone writes it: rank 0 under mpirun,
+ * or the only process (app/dist.h's vt_dist_lead is this). */
+int vt_run_lead(void);
 /* mkdir -p (rank 0 only). 0, or -1 with err naming the folder that cannot be made. */
 int vt_run_mkdirs(const char *path, char *err, size_t errlen);
 /* A JSON file (cJSON_Delete it), NULL when absent, unreadable or not JSON. */

@@ -17,6 +17,7 @@
 #include "app/pretrained.h"
 #include "app/run_files.h"
 #include "app/runclean.h"
+#include "app/train_val.h"
 #include "models/common.h"
 #include "models/finetune.h"
 #include "models/transfer.h"
@@ -40,32 +41,9 @@ static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
     if (ds->nbroken)
         fprintf(f, "  not followed: %d (dangling links, link loops...: see the warnings)\n",
                 ds->nbroken);
-}
-
-static void clip_cfg_from_opts(vt_clip_cfg *c, const vt_train_opts *o) {
-    vt_clip_cfg_default(c);
-    c->t = o->clip_t;
-    c->stride = o->stride;
-    c->stride_jitter = o->stride_jitter;
-    c->crop = o->crop;
-    c->short_side = o->short_side;
-    c->jitter_min = o->jitter_min;
-    c->jitter_max = o->jitter_max;
-    c->flip = o->flip;
-    c->contrast_min = o->contrast_min;
-    c->brightness = o->brightness;
-    c->ncrops = o->val_crops;
-}
-
-void vt_train_val_opts(vt_eval_opts *eo, const vt_train_opts *o) {
-    memset(eo, 0, sizeof *eo);
-    clip_cfg_from_opts(&eo->clip, o);
-    eo->clips_per_video = o->val_clips;
-    eo->crops = o->val_crops;
-    eo->batch = o->batch;
-    eo->workers = o->workers;
-    eo->seed = o->seed;
-    eo->quiet = 1;
+    if (ds->nsegments) /* docs/segments.md */
+        fprintf(f, "  segments: %d samples are segments of longer videos (clips drawn inside "
+                "them; \"video\" metrics are per segment)\n", ds->nsegments);
 }
 
 /* config.json: the resolved options plus the heads (eval and predict read it); its text
@@ -258,6 +236,7 @@ static int build_towers(vt_train *t) {
             heads->classes[h][k] = vt_strdup(t->ds->heads[h].classes[k]);
     }
     vt_towers_cfg_default(tc);
+    tc->class_weight[0] = t->class_weight; /* --balance loss (train_balance.c) */
     vt_device_args da;
     vt_train_opts_device_args(o, &da);
     if (vt_devices_from_args(&tc->devices, &da, err, sizeof err) != 0) {
@@ -275,7 +254,7 @@ static int build_towers(vt_train *t) {
     if (vt_mpi_size() > 1)
         vt_mpi_sum_f64(&t->gpus, 1, "the default clip (does any rank have a GPU)");
     t->given = *o;
-    vt_train_opts_resolve(o, t->ntrain, t->gpus > 0);
+    vt_train_opts_resolve(o, t->epoch_clips, t->gpus > 0);
     tc->batch = o->batch;
     vt_net_cfg_default(&tc->net, o->model, heads->cfg[0].classes, o->clip_t, o->crop, o->crop);
     tc->net.nheads = heads->n;
@@ -379,8 +358,10 @@ static int open_loader(vt_train *t) {
     lc.epoch = t->st.epoch;
     lc.start_batch = t->st.cursor;
     lc.clips_per_video = o->clips_per_video;
+    lc.video_clips = t->video_clips; /* auto: per-video counts */
+    lc.balance = !strcmp(o->balance, "sampler"); /* train_balance.c resolved it */
     lc.frame_cache = frame_cache_bytes(o);
-    clip_cfg_from_opts(&lc.clip, o);
+    vt_train_clip_cfg(&lc.clip, o);
     lc.indices = t->train_idx;
     lc.nindices = t->ntrain;
     vt_towers_host_hook(t->towers, &lc.host_alloc, &lc.host_free, &lc.host_ctx); /* pinned */
@@ -407,6 +388,8 @@ static void start_schedule(vt_train *t) {
     t->sc.total_steps = t->spe * o->epochs;
     t->sc.step_size = t->spe * o->step_epochs;
     t->sc.gamma = o->gamma;
+    if (o->patience > 0) /* the length follows validation: train_length.c decays it */
+        t->sc.kind = VT_SCHED_CONST;
 }
 
 /* --dump: DIR/dump.json (what the twin must rebuild: model, optimizer, schedule in
@@ -473,7 +456,7 @@ int vt_train_setup(vt_train *t) {
     vt_train_opts *o = &t->o;
     char err[1024];
     int rc = open_data(t);
-    if (rc)
+    if (rc || (rc = vt_train_count_clips(t)) != 0 || (rc = vt_train_balance(t)) != 0)
         return rc;
     /* the run folder only once there is something to train */
     if (vt_run_mkdirs(o->out, err, sizeof err) != 0) {
@@ -501,9 +484,12 @@ int vt_train_setup(vt_train *t) {
             return 1;
         write_config(t);
     }
+    if (vt_train_length_start(t))
+        write_config(t);
     start_schedule(t);
-    fprintf(t->out, "training: %d videos, %lld batches of %d per epoch, %d epochs, %s lr %g (%s)\n",
-            t->ntrain, (long long)t->spe, o->batch, o->epochs, o->optim, o->lr, o->sched);
+    fprintf(t->out, "training: %d videos, %lld batches of %d per epoch, %s%d epochs, %s lr %g (%s)\n",
+            t->ntrain, (long long)t->spe, o->batch, o->patience > 0 ? "at most " : "", o->epochs,
+            o->optim, o->lr, o->patience > 0 ? "warm-up, constant, cosine decay" : o->sched);
     fflush(t->out);
     if (o->dump[0] && vt_dist_lead()) {
         t->dump = open_dump(t, err, sizeof err);
@@ -526,6 +512,8 @@ void vt_train_free(vt_train **tp) {
     vt_towers_free(&t->towers);
     vt_run_heads_free(&t->heads);
     free(t->train_idx);
+    free(t->video_clips);
+    free(t->class_weight);
     free(t->val_idx);
     vt_dataset_free(&t->vds);
     vt_dataset_free(&t->ds);

@@ -25,6 +25,7 @@
 #include "app/run_ckpt.h"
 #include "app/run_heads.h"
 #include "app/train_opts.h"
+#include "app/train_val.h"
 #include "models/optim.h"
 #include "pipeline/data/dataset.h"
 #include "pipeline/data/loader.h"
@@ -45,6 +46,12 @@ typedef struct vt_train {
     vt_dataset *val_ds;    /* the one validation reads: vds, else ds */
     int32_t *train_idx, *val_idx;
     int ntrain, nval;
+    int32_t *video_clips;  /* (ds->nvideos) --clips-per-video auto's counts, or NULL */
+    int64_t epoch_clips;   /* training clips an epoch draws (vt_train_count_clips) */
+    float *class_weight;   /* (head 0's classes) --balance loss's weights, or NULL */
+    int val_by_class;      /* best.safetensors on mean class accuracy: the validation
+                              classes are imbalanced (vt_train_balance) */
+    int balance_auto;      /* --balance auto met an imbalanced training split */
     vt_run_heads heads;
     vt_towers_cfg tc;      /* what the towers were built from */
     double gpus;           /* GPU towers over every rank (the machine's defaults) */
@@ -69,6 +76,12 @@ typedef struct vt_train_epoch_stats {
     int64_t clips;         /* clips trained in this invocation */
 } vt_train_epoch_stats;
 
+/* t->epoch_clips and (--clips-per-video auto) t->video_clips, from the probed dataset;
+ * under mpirun rank 0's counts on every rank (app/train_clips.c). 0. */
+int vt_train_count_clips(vt_train *t);
+/* --balance (app/train_balance.c): prints the training class counts, resolves auto into
+ * t->o.balance, sets t->class_weight (loss) and t->val_by_class. 0, or 2 (printed). */
+int vt_train_balance(vt_train *t);
 /* Fills everything vt_train_setup sets up, from t->o (parsed) and t->resume; prints the
  * dataset, the validation set, the plan and the "training:" line, and writes
  * config.json and plan.txt. 0, or the exit code after printing why (1 error, 2 usage). */
@@ -105,7 +118,21 @@ int vt_train_fit_budget(vt_train *t);
  * clips: a large set takes every j-th video) with the current weights; parameters
  * untouched. Nothing when K is 0. 0, or -1 (printed). */
 int vt_train_precise_bn(vt_train *t);
-/* The validation pass's options. */
-void vt_train_val_opts(vt_eval_opts *eo, const vt_train_opts *o);
+/* The validation pass's options: vt_train_val_opts (app/train_val.h). */
+
+/* The default length that follows validation (train_length.c has the rule and why). */
+/* At set-up, once the state is loaded and before the schedule: a resumed run's epochs
+ * from its decay, and the line that says what the length follows. Without a
+ * validation set the fixed rule instead (t->o changed: returns 1, config.json is to be
+ * written again); 0 otherwise. */
+int vt_train_length_start(vt_train *t);
+/* The learning rate of 0-based step `step`: t->sc's, or in the decay phase the cosine
+ * that starts at the decay's first step. */
+float vt_train_lr(const vt_train *t, int64_t step);
+/* At the end of 0-based `epoch`, with its validation figures when do_val: next's length
+ * fields brought up to date, and when the decay begins, next->decay_epoch and t->o.epochs
+ * set (printed). Nothing for a run of fixed length. */
+void vt_train_length_epoch_end(vt_train *t, int64_t epoch, int do_val, double vacc,
+                               double vloss, vt_run_state *next);
 
 #endif

@@ -15,7 +15,7 @@
 
 int vt_train_fit_budget(vt_train *t) {
     vt_loader *loader = t->loader;
-    const int ntrain = t->ntrain, gpu = t->gpus > 0, nval = t->nval;
+    const int gpu = t->gpus > 0, nval = t->nval;
     FILE *out = t->out;
     vt_train_opts *o = &t->o;
     char path[2100], err[1024];
@@ -108,7 +108,7 @@ int vt_train_fit_budget(vt_train *t) {
     for (int e = 1; e <= 100000; e++) {
         r = t->given;
         r.epochs = e;
-        vt_train_opts_resolve(&r, ntrain, gpu);
+        vt_train_opts_resolve(&r, t->epoch_clips, gpu);
         int nv = nval > 0 ? (e + r.eval_every - 1) / r.eval_every : 0;
         if (e * epoch_s + nv * (t_val + t_save) + VT_MAX(nv, 1) * t_bn > left)
             break;
@@ -116,7 +116,7 @@ int vt_train_fit_budget(vt_train *t) {
     }
     r = t->given;
     r.epochs = best;
-    vt_train_opts_resolve(&r, ntrain, gpu);
+    vt_train_opts_resolve(&r, t->epoch_clips, gpu);
     snprintf(r.dump, sizeof r.dump, "%s", o->dump);
     *o = r;
     fprintf(out, "time budget %.0f s: %.0f s used so far; training %.1f clips/s (decode "

@@ -78,7 +78,7 @@ int vt_train_epoch(vt_train *t, int64_t epoch, vt_progress **pg, vt_train_epoch_
         vt_loader_get_stats(t->loader, &ls);
         double w = ls.wait_s - wait0;
         wait0 = ls.wait_s;
-        float lr = vt_sched_lr(&t->sc, st->step);
+        float lr = vt_train_lr(t, st->step);
         if (t->sc.kind == VT_SCHED_ONECYCLE)
             vt_towers_set_momentum(t->towers, vt_sched_momentum(&t->sc, st->step, 0));
         vt_step_stats ss;
@@ -150,7 +150,7 @@ static int validate(vt_train *t, int64_t epoch, cJSON *line, char *extra, size_t
     for (int h = 0; h < nh; h++)
         vt_evalproto_result(t->ep[h], &r[h]);
     const vt_run_sums *sums = &t->st.sums;
-    *vacc = r[0].video_top1;
+    *vacc = t->val_by_class ? r[0].mean_class_acc : r[0].video_top1; /* train_balance.c */
     *vloss = r[0].clips ? r[0].loss_sum / (double)r[0].clips : INFINITY;
     cJSON_AddNumberToObject(line, "val_loss", r[0].clips ? r[0].loss_sum / (double)r[0].clips : NAN);
     cJSON_AddNumberToObject(line, "val_acc", r[0].video_top1);
@@ -174,6 +174,9 @@ static int validate(vt_train *t, int64_t epoch, cJSON *line, char *extra, size_t
     snprintf(extra, extra_n, "val: video top-1 %.1f%%, clip top-1 %.1f%%, loss %.4f (%lld videos)",
              100 * r[0].video_top1, 100 * r[0].clip_top1,
              r[0].clips ? r[0].loss_sum / (double)r[0].clips : 0, (long long)r[0].videos);
+    if (t->val_by_class) /* what best.safetensors is chosen on */
+        snprintf(extra + strlen(extra), extra_n - strlen(extra), ", mean class %.1f%%",
+                 100 * r[0].mean_class_acc);
     for (int h = 1; h < nh; h++) {
         size_t el = strlen(extra);
         snprintf(extra + el, extra_n - el, "; head %s: video %s %.1f%%", heads->cfg[h].name,
@@ -197,7 +200,7 @@ int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
     cJSON_AddStringToObject(line, "kind", "epoch");
     cJSON_AddNumberToObject(line, "epoch", (double)epoch + 1);
     cJSON_AddNumberToObject(line, "step", (double)st->step);
-    cJSON_AddNumberToObject(line, "lr", vt_sched_lr(&t->sc, st->step > 0 ? st->step - 1 : 0));
+    cJSON_AddNumberToObject(line, "lr", vt_train_lr(t, st->step > 0 ? st->step - 1 : 0));
     cJSON_AddNumberToObject(line, "train_loss", tr_loss);
     cJSON_AddNumberToObject(line, "train_acc", tr_acc);
     vt_progress_finish(*pg, NULL);
@@ -256,6 +259,7 @@ int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
                             "validation videos that lead is within the noise\n",
                     100 * vacc, st->best_epoch, 100 * st->best, t->nval);
     }
+    vt_train_length_epoch_end(t, epoch, do_val, vacc, vloss, &next);
     if (better) {
         next.best = vacc;
         next.best_loss = vloss;
@@ -299,8 +303,9 @@ int vt_train_finish(vt_train *t) {
     }
     if (!t->stopped) {
         if (t->st.best >= 0)
-            fprintf(t->out, "done: best validation video top-1 %.1f%% (epoch %d); %s/best.safetensors\n",
-                    100 * t->st.best, t->st.best_epoch, o->out);
+            fprintf(t->out, "done: best validation %s %.1f%% (epoch %d); %s/best.safetensors\n",
+                    t->val_by_class ? "mean class accuracy" : "video top-1", 100 * t->st.best,
+                    t->st.best_epoch, o->out);
         else
             fprintf(t->out, "done: %s/last.safetensors\n", o->out);
     }

@@ -27,6 +27,7 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->wd = 1e-4f;
     snprintf(o->sched, sizeof o->sched, "cosine");
     o->warmup_epochs = -1;
+    o->patience = -1;
     o->step_epochs = 10;
     o->gamma = 0.1f;
     o->workers = 2;
@@ -38,10 +39,11 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->val_clips = 3;
     o->val_crops = 1;
     o->clips_per_video = 1;
+    snprintf(o->balance, sizeof o->balance, "auto");
     o->log_every = 50;
 }
 
-void vt_train_opts_resolve(vt_train_opts *o, int ntrain, int gpu) {
+void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
     /* S3D's average pool needs features of 2x7x7: clips of at least 13x209x209; its own
      * input is 16x224 (torchvision's Kinetics weights), on any device */
     if (!o->clip_t && !strcmp(o->model, "s3d")) {
@@ -83,15 +85,21 @@ void vt_train_opts_resolve(vt_train_opts *o, int ntrain, int gpu) {
         o->freeze = -1;
     if (o->freeze_bn < 0)
         o->freeze_bn = ft;
-    if (!o->epochs) {
-        int per = VT_MAX(ntrain, 1) * VT_MAX(o->clips_per_video, 1);
-        o->epochs = ft ? VT_MAX(10, (2000 + per - 1) / per) : VT_MAX(30, (8000 + per - 1) / per);
-    }
+    /* The length follows validation only when nothing else fixes it (train_length.c);
+     * fine-tuning keeps its measured fixed rule. */
+    if (o->patience < 0)
+        o->patience = !o->epochs && !(o->time_budget > 0) && !ft && !strcmp(o->sched, "cosine")
+                          ? VT_TRAIN_PATIENCE : 0;
+    int64_t per = VT_MAX(epoch_clips, 1);
+    const int fixed = o->epochs ? o->epochs
+                      : (int)(ft ? VT_MAX(10, (2000 + per - 1) / per) : VT_MAX(30, (8000 + per - 1) / per));
+    if (!o->epochs)
+        o->epochs = o->patience > 0 ? VT_TRAIN_CAP * fixed : fixed;
     if (o->warmup_epochs < 0)
         o->warmup_epochs = strcmp(o->sched, "cosine") && strcmp(o->sched, "step")
-                               ? 0 : (float)o->epochs / 5;
+                               ? 0 : (float)fixed / 5;
     if (!o->eval_every)
-        o->eval_every = VT_MAX(1, o->epochs / 10);
+        o->eval_every = VT_MAX(1, fixed / 10);
     if (o->precise_bn < 0)
         o->precise_bn = !o->freeze_bn && (o->contrast_min < 1 || o->brightness > 0) ? 4 : 0;
 }
@@ -125,6 +133,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_STR(sched);
     J_NUM(warmup_epochs);
     J_NUM(time_budget);
+    J_NUM(patience);
     J_NUM(step_epochs);
     J_NUM(gamma);
     J_NUM(smoothing);
@@ -158,6 +167,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_STR(val_dir);
     J_STR(lists);
     J_NUM(fold);
+    J_STR(list_format);
     J_NUM(eval_every);
     J_NUM(val_clips);
     J_NUM(val_crops);
@@ -166,6 +176,9 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     for (int i = 0; i < o->nweights; i++)
         cJSON_AddItemToArray(w, cJSON_CreateNumber(o->loss_weights[i]));
     J_NUM(clips_per_video);
+    J_NUM(seconds_per_clip);
+    J_STR(balance);
+    J_STR(class_weights);
     J_NUM(log_every);
     J_NUM(checkpoint_every);
     J_NUM(max_steps);
@@ -224,6 +237,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_STR(sched);
     G_FLT_SINCE(warmup_epochs, 0);
     G_FLT(time_budget);
+    G_INT_SINCE(patience, 0); /* runs before it: the fixed rule */
     G_INT(step_epochs);
     G_FLT(gamma);
     G_FLT(smoothing);
@@ -257,6 +271,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_STR(val_dir);
     G_STR(lists);
     G_INT(fold);
+    G_STR(list_format);
     G_INT(eval_every);
     G_INT(val_clips);
     G_INT(val_crops);
@@ -269,6 +284,11 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
                 o->loss_weights[o->nweights++] = (float)e->valuedouble;
     }
     G_INT(clips_per_video);
+    G_FLT_SINCE(seconds_per_clip, 0.0f); /* before auto: a fixed count */
+    if (!cJSON_GetObjectItemCaseSensitive(j, "balance")) /* before --balance: none */
+        snprintf(o->balance, sizeof o->balance, "none");
+    G_STR(balance);
+    G_STR(class_weights);
     G_INT(log_every);
     G_INT(checkpoint_every);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "max_steps");
@@ -294,5 +314,7 @@ void vt_train_opts_device_args(const vt_train_opts *o, vt_device_args *a) {
 vt_dataset_opts vt_run_dataset_opts(const vt_train_opts *o) {
     return (vt_dataset_opts){.val_split = o->val_dir[0] ? 0 : o->val_split,
                              .lists_dir = o->lists[0] ? o->lists : NULL,
-                             .list_fold = o->fold};
+                             .list_fold = o->fold,
+                             .lists_format = (vt_lists_format)VT_MAX(
+                                 vt_lists_format_parse(o->list_format), 0)};
 }

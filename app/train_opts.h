@@ -38,6 +38,10 @@ typedef struct vt_train_opts {
     float warmup_epochs;   /* linear warm-up length in epochs (may be fractional);
                               < 0: a fifth of the epochs (resolve) */
     float time_budget;     /* seconds for the whole job: the epochs that fit (0 = none) */
+    int patience;          /* the default length (app/train_length.c): the learning rate
+                              decays, then training ends, once validation has not improved
+                              for this many evaluations (0 = off: the fixed rule; < 0:
+                              resolve: 3 when no length is given) */
     int step_epochs;       /* step schedule: decay every this many epochs */
     float gamma;           /* step schedule factor */
     float smoothing;       /* label smoothing (softmax heads) */
@@ -69,7 +73,8 @@ typedef struct vt_train_opts {
                               has no val folder */
     char val_dir[1024];    /* a separate validation dataset folder (optional) */
     char lists[1024];      /* UCF101-style classInd/trainlist/testlist folder (optional) */
-    int fold;              /* which trainlist0F/testlist0F (1..9) */
+    int fold;              /* which trainlist0F/testlist0F, or HMDB51 split (1..9) */
+    char list_format[16];  /* --list-format: "" or auto (detected), ucf101, hmdb51, kinetics */
     int eval_every;        /* validate every N epochs (and after the last) */
     int val_clips;         /* K clips per video in validation */
     int val_crops;
@@ -77,11 +82,23 @@ typedef struct vt_train_opts {
     int nweights;
     float loss_weights[VT_MAX_HEADS];
     int clips_per_video;   /* training clips drawn per video per epoch */
+    float seconds_per_clip;/* > 0: --clips-per-video auto, one clip per this many seconds
+                              of each video (or segment), at least 1; clips_per_video is
+                              then unused. 0: off (configs before it: off) */
+    char balance[12];      /* --balance: auto (the default: none on a balanced training
+                              split, else pipeline/data/balance.h VT_BALANCE_DEFAULT),
+                              none, sampler, loss; config.json holds the resolved mode */
+    char class_weights[512]; /* --class-weights W,...: head 0's loss weights by hand, one
+                              per class in class order ("" = inverse frequency) */
     int log_every;         /* steps between step lines (metrics.jsonl, non-tty log) */
     int checkpoint_every;  /* steps between mid-epoch checkpoints (0 = epoch ends only) */
     int64_t max_steps;     /* stop (with a checkpoint) after this global step; 0 = none */
     char dump[1024];       /* --dump DIR (app/dump.h); this invocation only, not saved */
 } vt_train_opts;
+
+/* --clips-per-video auto's spacing when --seconds-per-clip is not given: a Kinetics
+ * clip's length, so a set of 10-second clips draws what it drew at 1 per video. */
+#define VT_AUTO_CLIP_SECONDS 10.0f
 
 void vt_train_opts_default(vt_train_opts *o);
 /* A run that starts from other weights (--init or --pretrained). */
@@ -100,9 +117,14 @@ static inline int vt_train_opts_finetune(const vt_train_opts *o) {
  *             (torchvision's video recipe is 0.64 for 192 clips), 0.2 * B / 32 for tiny
  *             (0.05 at 8: measured best of 0.025-0.1), RMSprop 0.001 * B / 32, AdamW
  *             0.001 * sqrt(B / 32)
- *   epochs    enough to see 8000 clips (at least 30): small sets need more passes
- *   warm-up   a fifth of the epochs (sched cosine or step)
- *   eval_every  about ten validations a run: max(1, epochs / 10)
+ *   epochs    the FIXED RULE: enough to see 8000 clips (at least 30): small sets need
+ *             more passes. With no --epochs, --time-budget or --patience 0, the cosine
+ *             schedule (the default) and no fine-tuning, patience is 3 and the length
+ *             follows validation instead (app/train_length.c): epochs is then the cap,
+ *             4 x the fixed rule, and the run decays and ends before it when validation
+ *             stops improving
+ *   warm-up   a fifth of the fixed rule's epochs (sched cosine or step)
+ *   eval_every  about ten validations over the fixed rule's epochs: max(1, fixed / 10)
  *   precise_bn  4 clips per video when the colour jitter is on (the running statistics
  *             of jittered clips misjudge clean ones: on the motion set, recomputing them
  *             from clean clips was worth +1.0 point of test top-1 over 12 runs of the
@@ -112,8 +134,13 @@ static inline int vt_train_opts_finetune(const vt_train_opts *o) {
  * (head_lr_mult), every BN frozen (freeze_bn: the pretrained statistics, and no batch
  * statistics from small per-tower batches), no stage frozen, and epochs enough to see
  * 2000 clips (at least 10).
- * `ntrain`: training videos; `gpu`: a GPU tower trains (on any rank). */
-void vt_train_opts_resolve(vt_train_opts *o, int ntrain, int gpu);
+ * `epoch_clips`: the training clips an epoch draws (videos x --clips-per-video, or the
+ * auto counts' sum: vt_train_count_clips); `gpu`: a GPU tower trains (on any rank). */
+/* The default length's patience (evaluations), and its cap: VT_TRAIN_CAP x the fixed
+ * rule's epochs (app/train_length.c has the figures behind both). */
+#define VT_TRAIN_PATIENCE 3
+#define VT_TRAIN_CAP 4
+void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu);
 /* To/from JSON (the run's config.json). from_json leaves fields absent in j unchanged. */
 cJSON *vt_train_opts_to_json(const vt_train_opts *o);
 void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j);

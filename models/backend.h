@@ -231,6 +231,14 @@ typedef struct vt_backend_i {
     void (*softmax_xent)(vt_backend *be, float *loss, float *dlogits, float *prob,
                          const float *logits, const int32_t *label, int n, int k, float smoothing,
                          float grad_scale);
+    /* The same with class weights cw (K, F32, backend memory; NULL: softmax_xent itself,
+     * bit for bit): PyTorch's F.cross_entropy(weight=cw, label_smoothing=eps,
+     * reduction='none') per clip, loss = -sum_j t_j cw_j log p_j, and dlogits = grad_scale
+     * * (p (sum_j t_j cw_j) - t cw). The weighted MEAN is the caller's: grad_scale = 1 /
+     * (sum over the global batch of cw[label]), as docs/balance.md says. */
+    void (*softmax_xent_w)(vt_backend *be, float *loss, float *dlogits, float *prob,
+                           const float *logits, const int32_t *label, const float *cw, int n,
+                           int k, float smoothing, float grad_scale);
     /* BCE with logits, summed over the K outputs of a clip; target (N, K) in {0, 1};
      * prob = sigmoid(logits). */
     void (*bce_logits)(vt_backend *be, float *loss, float *dlogits, float *prob,

@@ -570,9 +570,10 @@ static void cpu_dropout_backward(vt_backend *be, float *din, const float *dout, 
 
 /* ---------------------------------------------------------------- losses ---- */
 
-static void cpu_softmax_xent(vt_backend *be, float *loss, float *dlogits, float *prob,
-                             const float *logits, const int32_t *label, int n, int k,
-                             float smoothing, float grad_scale) {
+/* cw NULL: the unweighted formulas exactly as they were (no x 1.0 reordering). */
+static void cpu_softmax_xent_w(vt_backend *be, float *loss, float *dlogits, float *prob,
+                               const float *logits, const int32_t *label, const float *cw, int n,
+                               int k, float smoothing, float grad_scale) {
     VT_CHECK(label || (!loss && !dlogits), "softmax_xent: a loss without labels");
 #pragma omp parallel for num_threads(be->threads) schedule(static) if (n * (int64_t)k > 4096)
     for (int ni = 0; ni < n; ni++) {
@@ -582,28 +583,44 @@ static void cpu_softmax_xent(vt_backend *be, float *loss, float *dlogits, float 
         float mx = z[0];
         for (int j = 1; j < k; j++)
             mx = z[j] > mx ? z[j] : mx;
-        double se = 0, sz = 0;
+        double se = 0, sz = 0, sw = 0, swz = 0;
         for (int j = 0; j < k; j++) {
             se += exp((double)z[j] - mx);
             sz += (double)z[j] - mx;
+            if (cw) {
+                sw += cw[j];
+                swz += cw[j] * ((double)z[j] - mx);
+            }
         }
         double lse = log(se); /* relative to mx */
-        /* loss = -sum t_j (z_j - mx - lse) with t = (1-eps) onehot + eps/K; formed before
-         * the loop below, which may overwrite z (prob == logits) */
-        double l = label ? (1.0 - smoothing) * (lse - ((double)z[y] - mx)) +
-                               (double)smoothing * (lse - sz / k)
-                         : 0.0;
+        /* loss = -sum t_j w_j (z_j - mx - lse) with t = (1-eps) onehot + eps/K; formed
+         * before the loop below, which may overwrite z (prob == logits) */
+        double l = 0, tw = 1.0; /* tw = sum_j t_j w_j */
+        if (label && !cw)
+            l = (1.0 - smoothing) * (lse - ((double)z[y] - mx)) + (double)smoothing * (lse - sz / k);
+        else if (label) {
+            l = (1.0 - smoothing) * cw[y] * (lse - ((double)z[y] - mx)) +
+                (double)smoothing / k * (sw * lse - swz);
+            tw = (1.0 - smoothing) * cw[y] + (double)smoothing / k * sw;
+        }
         for (int j = 0; j < k; j++) {
             double t = (j == y ? 1.0 - smoothing : 0.0) + (double)smoothing / k;
             double pj = exp((double)z[j] - mx - lse);
             if (prob)
                 prob[(int64_t)ni * k + j] = (float)pj;
             if (dlogits)
-                dlogits[(int64_t)ni * k + j] = (float)(grad_scale * (pj - t));
+                dlogits[(int64_t)ni * k + j] =
+                    (float)(grad_scale * (cw ? pj * tw - t * cw[j] : pj - t));
         }
         if (loss)
             loss[ni] = (float)l;
     }
+}
+
+static void cpu_softmax_xent(vt_backend *be, float *loss, float *dlogits, float *prob,
+                             const float *logits, const int32_t *label, int n, int k,
+                             float smoothing, float grad_scale) {
+    cpu_softmax_xent_w(be, loss, dlogits, prob, logits, label, NULL, n, k, smoothing, grad_scale);
 }
 
 static void cpu_bce_logits(vt_backend *be, float *loss, float *dlogits, float *prob,
@@ -707,6 +724,7 @@ static const vt_backend_i cpu_i = {
     .dropout_forward = cpu_dropout_forward,
     .dropout_backward = cpu_dropout_backward,
     .softmax_xent = cpu_softmax_xent,
+    .softmax_xent_w = cpu_softmax_xent_w,
     .bce_logits = cpu_bce_logits,
     .sgd_update = cpu_sgd_update,
     .rmsprop_update = cpu_rmsprop_update,

@@ -536,9 +536,10 @@ static void ref_dropout_backward(vt_backend *be, float *din, const float *dout, 
 
 /* ---------------------------------------------------------------- losses ---- */
 
-static void ref_softmax_xent(vt_backend *be, float *loss, float *dlogits, float *prob,
-                             const float *logits, const int32_t *label, int n, int k,
-                             float smoothing, float grad_scale) {
+/* cw NULL: every weight 1, and the arithmetic is the unweighted op's (x 1.0 is exact). */
+static void ref_softmax_xent_w(vt_backend *be, float *loss, float *dlogits, float *prob,
+                               const float *logits, const int32_t *label, const float *cw, int n,
+                               int k, float smoothing, float grad_scale) {
     VT_CHECK(label || (!loss && !dlogits), "softmax_xent: a loss without labels");
     for (int ni = 0; ni < n; ni++) {
         const float *z = logits + (int64_t)ni * k;
@@ -551,19 +552,32 @@ static void ref_softmax_xent(vt_backend *be, float *loss, float *dlogits, float 
         for (int j = 0; j < k; j++)
             se += exp((double)z[j] - mx);
         double lse = mx + log(se);
+        double tw = 1.0; /* sum_j t_j cw_j */
+        if (cw) {
+            tw = 0;
+            for (int j = 0; j < k; j++)
+                tw += ((j == y ? 1.0 - smoothing : 0.0) + (double)smoothing / k) * cw[j];
+        }
         double l = 0;
         for (int j = 0; j < k; j++) {
             double t = (j == y ? 1.0 - smoothing : 0.0) + (double)smoothing / k;
+            double w = cw ? cw[j] : 1.0;
             double pj = exp((double)z[j] - lse);
-            l -= t * ((double)z[j] - lse);
+            l -= t * w * ((double)z[j] - lse);
             if (prob)
                 prob[(int64_t)ni * k + j] = (float)pj;
             if (dlogits)
-                ast(be, dlogits, (int64_t)ni * k + j, (float)(grad_scale * (pj - t)));
+                ast(be, dlogits, (int64_t)ni * k + j, (float)(grad_scale * (pj * tw - t * w)));
         }
         if (loss)
             loss[ni] = (float)l;
     }
+}
+
+static void ref_softmax_xent(vt_backend *be, float *loss, float *dlogits, float *prob,
+                             const float *logits, const int32_t *label, int n, int k,
+                             float smoothing, float grad_scale) {
+    ref_softmax_xent_w(be, loss, dlogits, prob, logits, label, NULL, n, k, smoothing, grad_scale);
 }
 
 static void ref_bce_logits(vt_backend *be, float *loss, float *dlogits, float *prob,
@@ -663,6 +677,7 @@ static const vt_backend_i ref_i = {
     .dropout_forward = ref_dropout_forward,
     .dropout_backward = ref_dropout_backward,
     .softmax_xent = ref_softmax_xent,
+    .softmax_xent_w = ref_softmax_xent_w,
     .bce_logits = ref_bce_logits,
     .sgd_update = ref_sgd_update,
     .rmsprop_update = ref_rmsprop_update,

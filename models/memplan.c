@@ -13,6 +13,8 @@
  * It must never allocate backend memory: the splitter plans devices that may not exist
  * on this machine.
  */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/common.h"
@@ -105,6 +107,23 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
             mp->scratch_bytes = VT_MAX(mp->scratch_bytes, vt_cpu_conv_scratch_bound(in_thw, &nd->conv));
         }
     }
+    /* What the cuda backend needs beyond the arenas (vt_memplan_cuda_reserve, and the
+     * tensor cap): the largest per-clip tensor an op sees — the input clip, every node's
+     * output, a conv's input — and, under FP32/TF32, the float weights of the largest conv
+     * (cuda_conv.c's scratch filter for a timed backward-filter search; BF16 searches into
+     * its bf16 staging, counted above). */
+    mp->max_tensor_elems = 3LL * cfg->clip_t * cfg->clip_h * cfg->clip_w;
+    for (int i = 0; i < g.nnodes; i++) {
+        const vt_node *nd = &g.nodes[i];
+        mp->max_tensor_elems = VT_MAX(mp->max_tensor_elems, (int64_t)nd->c * nd->t * nd->h * nd->w);
+        if (nd->kind == VT_NODE_CONV) {
+            mp->max_tensor_elems = VT_MAX(mp->max_tensor_elems,
+                                          (int64_t)nd->ic * nd->it * nd->ih * nd->iw);
+            if (cfg->precision != VT_PREC_BF16)
+                mp->search_filter_bytes = VT_MAX(mp->search_filter_bytes,
+                                                 g.tensors[nd->wt].numel * fb);
+        }
+    }
     mp->workspace_bytes = g.ws_floats * fb + mp->scratch_bytes;
     mp->fixed_bytes = mp->param_bytes + mp->grad_bytes + mp->buffer_bytes + mp->optim_bytes +
                       mp->workspace_bytes;
@@ -150,6 +169,12 @@ void vt_memplan_print(const vt_memplan *mp, const vt_net_cfg *cfg, FILE *f) {
         fprintf(f, "%s %d in %s", i ? "," : "", vt_memplan_max_clips(mp, budgets[i]),
                 vt_fmt_bytes(a, sizeof a, budgets[i]));
     fprintf(f, " (vt_memplan_max_clips for other budgets)\n");
+    fprintf(f, "CUDA towers: %s reserved besides (cuBLAS workspace, cuDNN workspace of up to "
+               "%s, search scratch), at most %d clips per pass (cuDNN's 2^31-element tensor "
+               "limit; largest tensor %lld elements a clip)\n",
+            vt_fmt_bytes(a, sizeof a, vt_memplan_cuda_reserve(mp)),
+            vt_fmt_bytes(b, sizeof b, vt_memplan_cuda_ws_cap()), vt_memplan_cudnn_clip_cap(mp),
+            (long long)mp->max_tensor_elems);
 }
 
 void vt_memplan_free(vt_memplan *mp) {
@@ -165,4 +190,44 @@ int vt_memplan_max_clips(const vt_memplan *mp, int64_t budget) {
         return 0;
     int64_t n = (budget - mp->fixed_bytes) / mp->bytes_per_clip;
     return n > 1000000000 ? 1000000000 : (int)n;
+}
+
+/* ---- CUDA towers ---- */
+
+/* cuDNN's legacy API refuses a tensor descriptor of more than 2 Giga-elements
+ * (cudnnSetTensorNdDescriptor: CUDNN_STATUS_NOT_SUPPORTED); element counts are int. */
+#define VT_CUDNN_MAX_ELEMS ((int64_t)INT32_MAX)
+
+int64_t vt_memplan_cuda_ws_cap(void) {
+    const char *s = getenv("VT_CUDA_WORKSPACE");
+    int64_t v = s && *s ? vt_parse_bytes(s) : -1;
+    return v >= 0 ? v : (int64_t)1 << 30; /* backend_cuda.h: the default limit */
+}
+
+/* The cuda backend allocates, through its budget but outside the arenas the plan sizes:
+ * the cuBLAS workspace (32 MiB, cuBLAS's figure for Hopper and newer; 4 MiB before:
+ * backend_cuda.c), the persistent cuDNN workspace — an algorithm may take up to the cap,
+ * and ws_available (cuda_conv.c) offers only 15/16 of what is left, so 16/15 of the cap
+ * leaves the whole cap usable — which a timed search also runs in (its temporary
+ * workspace is the same room: the persistent one is grown only after the search frees
+ * it), and, under FP32/TF32, the search's scratch filter. Reserved, a tower filled to
+ * its budget still gets the fast, large-workspace algorithms. */
+int64_t vt_memplan_cuda_reserve(const vt_memplan *mp) {
+    return ((int64_t)32 << 20) + vt_memplan_cuda_ws_cap() / 15 * 16 + mp->search_filter_bytes;
+}
+
+int vt_memplan_cudnn_clip_cap(const vt_memplan *mp) {
+    if (mp->max_tensor_elems <= 0)
+        return 1000000000;
+    int64_t n = VT_CUDNN_MAX_ELEMS / mp->max_tensor_elems;
+    return n > 1000000000 ? 1000000000 : (int)n;
+}
+
+int vt_memplan_max_clips_cuda(const vt_memplan *mp, int64_t budget) {
+    int fits = 1000000000;
+    if (budget > 0) {
+        int64_t left = budget - vt_memplan_cuda_reserve(mp);
+        fits = left > 0 ? vt_memplan_max_clips(mp, left) : 0;
+    }
+    return VT_MIN(fits, vt_memplan_cudnn_clip_cap(mp));
 }

@@ -516,12 +516,17 @@ void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targe
         float *loss = f32_at(net, net->g.loss_off[h]);
         float *dlog = clip_at(net, net->g.dlogit_off[h]);
         const float *logits = vt_net_logits(net, h);
-        float gs = grad_scale * hc->weight;
+        const float *cw = hc->loss == VT_LOSS_SOFTMAX_CE ? t->class_weight[h] : NULL;
+        float gs = (cw ? t->weight_scale[h] : grad_scale) * hc->weight;
         if (hc->loss == VT_LOSS_SOFTMAX_CE) {
             VT_CHECK(n == 0 || t->label[h], "head %d (%s): softmax head without labels", h,
                      hc->name);
-            VT_OP(be, softmax_xent, loss, dlog, NULL, logits, t->label[h], n, hc->classes,
-                  hc->smoothing, gs);
+            if (cw)
+                VT_OP(be, softmax_xent_w, loss, dlog, NULL, logits, t->label[h], cw, n,
+                      hc->classes, hc->smoothing, gs);
+            else
+                VT_OP(be, softmax_xent, loss, dlog, NULL, logits, t->label[h], n, hc->classes,
+                      hc->smoothing, gs);
         } else {
             VT_CHECK(n == 0 || t->target[h], "head %d (%s): BCE head without targets", h,
                      hc->name);

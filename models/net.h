@@ -15,54 +15,23 @@
 #include <stdio.h>
 
 #include "models/backend.h"
-
-#define VT_MAX_HEADS 8
-
-typedef enum vt_loss_kind {
-    VT_LOSS_SOFTMAX_CE, /* one class per clip, int32 label */
-    VT_LOSS_BCE,        /* multi-label, float {0,1} target per class */
-} vt_loss_kind;
-
-typedef struct vt_head_cfg {
-    char name[32];      /* for metrics and multi-head parameter names */
-    int classes;
-    vt_loss_kind loss;
-    float weight;       /* loss weight (default 1) */
-    float smoothing;    /* label smoothing, softmax heads only */
-} vt_head_cfg;
-
-typedef struct vt_net_cfg {
-    char model[32];     /* "tiny", "c3d", "r3d18", "mc3_18", "r2plus1d18" */
-    int clip_t, clip_h, clip_w; /* input clip shape (T, H, W); 3 channels */
-    int nheads;         /* >= 1 */
-    vt_head_cfg head[VT_MAX_HEADS];
-    float dropout;      /* dropout probability before the classifier(s); 0 = none */
-    vt_precision precision; /* backend.h: FP32 (default), TF32, BF16 (activations stored
-                               as bf16: halves the bytes per clip of the memory plan) */
-} vt_net_cfg;
+#include "models/net_types.h" /* vt_net_cfg, vt_tensor_info, vt_zoo_names */
 
 /* Fill cfg with a model name, clip shape and a single softmax head of `classes`. */
 void vt_net_cfg_default(vt_net_cfg *cfg, const char *model, int classes, int t, int h, int w);
-/* Names of the zoo, NULL-terminated. */
-extern const char *const vt_zoo_names[];
-
-/* A named tensor of the model, in PyTorch state_dict order and naming
- * ("layer1.0.conv1.0.weight", "fc.weight", "layer1.0.bn1.running_mean", ...). */
-typedef struct vt_tensor_info {
-    const char *name;
-    int ndim;
-    int64_t shape[5];
-    int64_t numel;
-    int is_buffer;      /* 0: parameter (params/grads arenas), 1: buffer arena */
-    int is_int64;       /* num_batches_tracked: kept as float in the arena, int64 on disk */
-    int64_t offset;     /* in floats, into the params or the buffers arena */
-} vt_tensor_info;
 
 /* Targets of a (micro-)batch, backend memory, one array per head:
  * label[h] (N) int32 for softmax heads, target[h] (N, classes) float for BCE heads. */
 typedef struct vt_targets {
     const int32_t *label[VT_MAX_HEADS];
     const float *target[VT_MAX_HEADS];
+    /* Class-weighted softmax heads (--balance loss, docs/balance.md): class_weight[h]
+     * (classes) float in backend memory, NULL: unweighted; a weighted head's gradient is
+     * then scaled by weight_scale[h] * weight_h instead of grad_scale * weight_h, with
+     * weight_scale[h] = 1 / (sum over the GLOBAL batch of class_weight[h][label]): PyTorch's
+     * weighted mean, the same whatever the towers. loss_clip holds the weighted losses. */
+    const float *class_weight[VT_MAX_HEADS];
+    float weight_scale[VT_MAX_HEADS];
 } vt_targets;
 
 typedef struct vt_net vt_net;
@@ -186,6 +155,9 @@ typedef struct vt_memplan {
     int64_t fixed_bytes;        /* sum of the above */
     int64_t bytes_per_clip;     /* activations + their gradients + input + targets */
     int64_t scratch_bytes;      /* part of workspace_bytes: the largest op scratch */
+    int64_t max_tensor_elems;   /* per clip: the largest tensor one op sees (cuDNN cap) */
+    int64_t search_filter_bytes;/* FP32/TF32: the largest conv's float weights (the cuda
+                                   backend's scratch filter for a timed bwd-filter search) */
 } vt_memplan;
 
 /* optim_floats_per_param: 0 (none), 1 (SGD momentum), 2 (AdamW, RMSprop w/ momentum). */
@@ -199,5 +171,14 @@ void vt_memplan_free(vt_memplan *mp);
 static inline int64_t vt_memplan_bf16_stage_bytes(int64_t weights) { return 4 * weights; }
 /* How many clips fit in `budget` bytes in one pass (0 if not even one). */
 int vt_memplan_max_clips(const vt_memplan *mp, int64_t budget);
+/* CUDA towers (models/memplan.c explains each figure): the most convolution workspace
+ * one cuDNN algorithm may use (VT_CUDA_WORKSPACE, default 1 GiB); the bytes a cuda
+ * backend holds outside the arenas (cuBLAS workspace, cuDNN workspace, timed-search
+ * scratch); the clips per pass cuDNN's 2^31-element tensor limit allows; and the clips
+ * per pass of a cuda tower with `budget` bytes (0 = unlimited): all three applied. */
+int64_t vt_memplan_cuda_ws_cap(void);
+int64_t vt_memplan_cuda_reserve(const vt_memplan *mp);
+int vt_memplan_cudnn_clip_cap(const vt_memplan *mp);
+int vt_memplan_max_clips_cuda(const vt_memplan *mp, int64_t budget);
 
 #endif

@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "models/backend.h"
-#include "models/net.h"
+#include "models/net_types.h" /* not net.h: net.c runs this graph (no circle) */
 
 typedef enum vt_node_kind {
     VT_NODE_CONV,

@@ -4,7 +4,7 @@
  * the same loop under OpenMP), so the two agree bit for bit by construction. Element i
  * of p, g and the state arrays; a state array is touched only when the option uses it
  * (buf is NULL for SGD without momentum and RMSprop without it). The CUDA kernels
- * (cuda/kernels.cu) spell the same formulas with unfused operations, which nvcc would
+ * (cuda/kernels_optim.cu) spell the same formulas with unfused operations, which nvcc would
  * otherwise contract into FMAs; test_cuda_ops_gpu compares them with cpu-ref.
  */
 #ifndef VT_OPTIM_ELEM_H

@@ -11,7 +11,7 @@
 
 #include <stddef.h>
 
-#include "models/net.h"
+#include "models/net_types.h" /* not net.h: net.c builds from here (no circle) */
 #include "models/net_graph.h"
 
 /* Build cfg->model's graph (nodes and state-dict tensors, heads included) and plan its

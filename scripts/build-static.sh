@@ -15,7 +15,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 prefix=$root/.deps/ffmpeg
-archs=${VT_CUDA_ARCHS:-90}
+# SASS for the A100 (sm_80), RTX 30 (sm_86), RTX 40 / L40S (sm_89) and H100 (sm_90), and
+# sm_90 PTX that the driver compiles for newer cards: the binary runs on any card a
+# workstation holds from Ampere on. `vidtrain devices` prints the list it was built with.
+archs=${VT_CUDA_ARCHS:-"80-real;86-real;89-real;90"}
 
 if [ -f "$prefix/lib/pkgconfig/libavformat.pc" ]; then
   echo "✓ static FFmpeg already in $prefix"

@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 target=${1:?usage: fuzz.sh TARGET|all SECONDS}
 secs=${2:?usage: fuzz.sh TARGET|all SECONDS}
-all=(safetensors labels lists options devspec video pth)
+all=(safetensors labels lists kinetics hmdb options devspec video pth)
 build=${VT_FUZZ_BUILD:-build-fuzz}
 case $build in /*) ;; *) build=$root/$build ;; esac
 

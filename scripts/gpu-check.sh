@@ -8,9 +8,13 @@
 #   VT_GPU_CHECK_SANITIZE=1 ...          also run test_cuda_ops_gpu under compute-sanitizer
 #
 # 1. finds the CUDA libraries the binaries need (libcudnn.so.9, libcublas(Lt).so.13,
-#    libnccl.so.2, libcudart.so.13) — under the Python nvidia-* packages (PyTorch's
-#    wheels) or a CUDA install — and puts their folders on LD_LIBRARY_PATH;
-# 2. nvidia-smi, `vidtrain devices`;
+#    libnccl.so.2, libcudart.so.13, and libnvrtc.so.13, which cuDNN 9 loads to compile
+#    its runtime-fused kernels) — in a CUDA 13 install first, then the system folders,
+#    then the Python nvidia-* packages last: PyTorch's wheels may hold cuDNN and NCCL
+#    built for CUDA 12 under the same file names, which must not pair with CUDA 13's
+#    cudart and cuBLAS — and puts their folders on LD_LIBRARY_PATH;
+# 2. nvidia-smi, `vidtrain devices` (which refuses a cuDNN or NCCL built for another
+#    CUDA major than the runtime, naming both);
 # 3. the GPU tests: a SKIP (77) counts as a FAILURE here, because this machine has a GPU
 #    (it means the binary could not use it: driver too old for CUDA 13, missing libs);
 # 4. scripts/bench-gpu.sh (vidtrain vs PyTorch, R3D-18).
@@ -32,18 +36,21 @@ note() { summary+=("$1"); echo "$1"; }
 
 echo "== 1. CUDA libraries"
 dirs=()
-while IFS= read -r sp; do [ -d "$sp/nvidia" ] && dirs+=("$sp/nvidia"); done < <("$py" -c \
-  'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null)
-for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
+# find walks its folders in the order given: CUDA 13 first, Python wheels last.
+for d in /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib \
+         /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
   [ -d "$d" ] && dirs+=("$d")
 done
+while IFS= read -r sp; do [ -d "$sp/nvidia" ] && dirs+=("$sp/nvidia"); done < <("$py" -c \
+  'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null)
 ldp=""
-for lib in libcudnn.so.9 libcublas.so.13 libcublasLt.so.13 libnccl.so.2 libcudart.so.13; do
+for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnvrtc.so.13 libcudnn.so.9 libnccl.so.2; do
   f=$(find "${dirs[@]}" -name "$lib" 2>/dev/null | head -1)
   if [ -n "$f" ]; then
     d=$(dirname "$f")
     case ":$ldp:" in *":$d:"*) ;; *) ldp=${ldp:+$ldp:}$d ;; esac
     echo "  $lib: $f"
+    case $f in */cu12/*|*cu12*/*) echo "  ⚠ $lib looks built for CUDA 12 ($f)";; esac
   else
     echo "  $lib: not found under ${dirs[*]}"
   fi

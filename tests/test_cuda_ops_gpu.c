@@ -573,6 +573,12 @@ static void test_losses(void) {
     VT_OP(G, softmax_xent, loss.g, NULL, NULL, z.g, lg, n, k, 0.0f, 1.0f);
     VT_OP(R, softmax_xent, loss.r, NULL, NULL, z.r, lr, n, k, 0.0f, 1.0f);
     cmp("softmax_xent loss only", &loss, TOL_DOUBLE);
+    pair cw = prand(k, 1); /* class weights (--balance loss), some negative: still exact */
+    VT_OP(G, softmax_xent_w, loss.g, dl.g, NULL, z.g, lg, cw.g, n, k, 0.1f, 1.0f / 32);
+    VT_OP(R, softmax_xent_w, loss.r, dl.r, NULL, z.r, lr, cw.r, n, k, 0.1f, 1.0f / 32);
+    cmp("softmax_xent_w loss (class weights, smoothing 0.1)", &loss, TOL_DOUBLE);
+    cmp("softmax_xent_w dlogits", &dl, TOL_DOUBLE);
+    pfree(&cw);
     float *t = vt_malloc((size_t)n * k * 4);
     for (int i = 0; i < n * k; i++)
         t[i] = (float)vt_rng_below(&rng, 2);

@@ -34,6 +34,7 @@ int main(void) {
 #include "models/optim.h"
 #include "models/registry.h"
 #include "pipeline/data/batch.h"
+#include "pipeline/parallel/slices.h"
 #include "pipeline/parallel/tower.h"
 
 #define NCLASS 5
@@ -327,9 +328,16 @@ static void two_towers_one_gpu(void) {
     vt_memplan mp;
     char err[256];
     VT_CHECK(vt_memplan_build(&mp, &nc, 1, err, sizeof err) == 0, "%s", err);
-    const int f12 = vt_memplan_max_clips(&mp, G12), f6 = vt_memplan_max_clips(&mp, G6);
+    /* what the towers plan from: the budget less the CUDA backend's reserve */
+    vt_device dv;
+    memset(&dv, 0, sizeof dv);
+    snprintf(dv.backend, sizeof dv.backend, "cuda");
+    dv.budget = G12;
+    const int f12 = vt_slice_fits(&mp, &dv);
+    dv.budget = G6;
+    const int f6 = vt_slice_fits(&mp, &dv);
     vt_memplan_free(&mp);
-    printf("  memplan: %d clips fit in 12G, %d in 6G\n", f12, f6);
+    printf("  memplan: %d clips fit in 12G, %d in 6G (CUDA reserve taken out)\n", f12, f6);
     TCHECK(f6 > 0 && f12 > 0, "the budgets hold a clip");
     if (f6 <= 0)
         return;
@@ -342,9 +350,12 @@ static void two_towers_one_gpu(void) {
     if (towers_run(&two, 2, budgets2, &nc, batches) == 0) {
         const double ratio = two.slice[1] ? (double)two.slice[0] / two.slice[1] : 0;
         printf("  plan %d : %d (ratio %.2f)\n", two.slice[0], two.slice[1], ratio);
-        /* 2:1 budgets, minus the same fixed bytes (weights, gradients, optimizer state)
-         * from each: a little above 2. */
-        TCHECK(ratio >= 1.8 && ratio <= 2.4, "memory plan ratio %.2f is not about 2:1", ratio);
+        /* 2:1 budgets, minus the same fixed bytes (weights, gradients, optimizer state,
+         * the CUDA reserve) from each: the fits' ratio (53:22 = 2.41 for r3d18), within
+         * the rounding of a batch of B clips (one clip of 19 is 5%: 10% allowed). */
+        const double want = (double)f12 / f6;
+        TCHECK(ratio >= 0.9 * want && ratio <= 1.1 * want,
+               "memory plan ratio %.2f is not the fits' %d:%d", ratio, f12, f6);
         printf("one tower with the whole batch of %d\n", B);
         if (towers_run(&one, 1, budgets1, &nc, batches) == 0) {
             for (int s = 0; s < 3; s++)

@@ -1,5 +1,5 @@
 /*
- * test_decode.c: pipeline/data/video.c against the ffmpeg command, the outside truth. For
+ * test_decode.c: pipeline/data/video_*.c against the ffmpeg command, the outside truth. For
  * each test file (tests/make_media.sh: H.264/MP4 with B-frames and -g 12, MPEG-4/AVI,
  * MJPEG/MKV, VP9/WebM, FFV1/MKV, a VFR file, two rotated files) it reads clips through
  * vt_video_read_clip and compares them with
@@ -234,7 +234,7 @@ static void test_file(const char *name, int expect_vfr) {
     refs_clear();
 }
 
-/* Reads that decode on instead of seeking (video.c can_continue): a keyframe a few
+/* Reads that decode on instead of seeking (video_seek.c can_continue): a keyframe a few
  * frames ahead, or a gap in an intra-only stream, is passed by decoding (or dropping
  * packets) rather than by a seek, and the pixels stay ffmpeg's. GOP 12 (make_media.sh):
  * keyframes at 0, 12, 24, 36. */

@@ -14,14 +14,19 @@
  * cpu-ref, which stores them as the cuda backend does; and the 12 GB + 6 GB plan of the
  * README (r3d18, 16x112x112) holds about twice the clips per pass. s3d (concat nodes) at
  * 13x209x209 and its small test model s3d_block hold the same contract.
+ * CUDA towers (vt_slice_fits): the backend's reserve comes off the budget, and no pass
+ * passes cuDNN's 2^31-element tensor limit (C3D BF16 on 80 GB: 167 clips, not ~800).
  */
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/common.h"
 #include "models/net.h"
 #include "models/optim.h"
 #include "models/registry.h"
+#include "pipeline/parallel/slices.h"
 #include "tests/testutil.h"
 
 static void check(const char *bename, const char *model, int t, int h, int w, int mb,
@@ -184,6 +189,76 @@ static void workstation(void) {
            "bf16 bytes per clip %lld vs fp32 %lld", (long long)per[1], (long long)per[0]);
 }
 
+/* CUDA towers (vt_slice_fits): the 12 GB + 6 GB workstation still holds its clips with the
+ * backend's reserve (cuBLAS + cuDNN workspace + search scratch) taken out — the reserve
+ * costs whole clips, never the plan; and C3D in BF16 on an 80 GB card, where memory
+ * alone would pass about 800 clips, passes at most 167: conv1's output is 64x16x112x112
+ * = 12,845,056 elements a clip, and 168 of them pass cuDNN's 2^31 - 1 elements. */
+static void cuda_towers(void) {
+    vt_net_cfg cfg;
+    vt_memplan mp;
+    char err[256];
+    unsetenv("VT_CUDA_WORKSPACE"); /* the default cap, 1 GiB */
+    vt_device d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.backend, sizeof d.backend, "cuda");
+    vt_net_cfg_default(&cfg, "r3d18", 400, 16, 112, 112);
+    TCHECK(vt_memplan_build(&mp, &cfg, 1, err, sizeof err) == 0, "%s", err);
+    const int64_t reserve = vt_memplan_cuda_reserve(&mp);
+    /* 32 MiB cuBLAS + 16/15 GiB cuDNN + the largest conv's float weights (layer4's 3x3x3
+     * 512->512: 7,077,888 floats) */
+    const int64_t want = (32LL << 20) + (1LL << 30) / 15 * 16 + 7077888LL * 4;
+    TCHECK(reserve == want, "cuda reserve %lld, expected %lld", (long long)reserve,
+           (long long)want);
+    d.budget = 12LL << 30;
+    const int f12 = vt_slice_fits(&mp, &d);
+    d.budget = 6LL << 30;
+    const int f6 = vt_slice_fits(&mp, &d);
+    printf("r3d18 16x112x112 fp32 on cuda 12 GB + 6 GB with the %.0f MiB reserve: %d + %d "
+           "clips per pass\n", reserve / 1048576.0, f12, f6);
+    /* each tower loses about reserve / bytes_per_clip clips (+1 for the rounding), no more */
+    const int lost = (int)(reserve / mp.bytes_per_clip) + 1;
+    TCHECK(f12 >= 58 - lost && f12 < 58 && f6 >= 28 - lost && f6 < 28 && f6 >= 20,
+           "cuda fits %d + %d (cpu 58 + 28, reserve %d clips)", f12, f6, lost);
+    TCHECK(vt_memplan_cudnn_clip_cap(&mp) > 58, "r3d18 cap %d", vt_memplan_cudnn_clip_cap(&mp));
+    vt_memplan_free(&mp);
+
+    vt_net_cfg_default(&cfg, "c3d", 101, 16, 112, 112);
+    cfg.precision = VT_PREC_BF16;
+    TCHECK(vt_memplan_build(&mp, &cfg, 1, err, sizeof err) == 0, "%s", err);
+    TCHECK(mp.max_tensor_elems == 64LL * 16 * 112 * 112, "c3d largest tensor %lld",
+           (long long)mp.max_tensor_elems);
+    const int64_t g80 = 80LL * 1000 * 1000 * 1000;
+    const int by_memory = vt_memplan_max_clips(&mp, g80);
+    d.budget = g80;
+    const int fits = vt_slice_fits(&mp, &d);
+    printf("c3d bf16 on 80 GB: memory holds %d clips a pass, cuDNN's limit allows %d\n",
+           by_memory, fits);
+    TCHECK(by_memory >= 600, "c3d bf16 80 GB by memory: %d (the cap would not show)", by_memory);
+    TCHECK(fits == 167, "c3d bf16 cuda fits %d, not 167", fits);
+    TCHECK(168LL * mp.max_tensor_elems > INT32_MAX && 167LL * mp.max_tensor_elems <= INT32_MAX,
+           "cap arithmetic");
+    /* the same device as a cpu tower is not capped: the limit is cuDNN's */
+    snprintf(d.backend, sizeof d.backend, "cpu");
+    TCHECK(vt_slice_fits(&mp, &d) == by_memory, "cpu tower capped: %d", vt_slice_fits(&mp, &d));
+    /* the splitter with a batch of 800 on that card: 5 passes, none of 168 or more */
+    snprintf(d.backend, sizeof d.backend, "cuda");
+    vt_slice_dev sd;
+    memset(&sd, 0, sizeof sd);
+    snprintf(sd.name, sizeof sd.name, "cuda0");
+    sd.budget = g80;
+    sd.max_clips = vt_slice_fits(&mp, &d);
+    vt_slice_policy pol = {.kind = VT_SLICE_MEMORY};
+    vt_plan plan;
+    TCHECK(vt_slice_plan(&plan, &pol, 800, 1, &sd, err, sizeof err) == 0, "%s", err);
+    TCHECK(plan.mb[0] <= 167 && plan.nmb[0] == 5 && plan.slice[0] == 800,
+           "c3d 800 clips: %d passes of %d", plan.nmb[0], plan.mb[0]);
+    /* unlimited budget: still capped */
+    d.budget = 0;
+    TCHECK(vt_slice_fits(&mp, &d) == 167, "unlimited cuda tower: %d", vt_slice_fits(&mp, &d));
+    vt_memplan_free(&mp);
+}
+
 int main(void) {
     check("cpu-ref", "tiny", 4, 32, 32, 3, VT_OPT_SGD, 3, VT_PREC_FP32);
     check("cpu-ref", "r3d18", 2, 16, 16, 2, VT_OPT_ADAMW, 1, VT_PREC_FP32);
@@ -201,6 +276,7 @@ int main(void) {
     check("cpu-ref", "s3d_block", 4, 8, 8, 3, VT_OPT_SGD, 3, VT_PREC_BF16);
     check("cpu", "s3d", 13, 209, 209, 1, VT_OPT_SGD, 1, VT_PREC_FP32);
     workstation();
+    cuda_towers();
     /* A plan for a model that does not exist, or a clip too small, is an error, not a crash. */
     vt_net_cfg cfg;
     vt_memplan mp;

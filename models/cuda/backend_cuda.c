@@ -9,12 +9,12 @@
  * Files: this one holds the op table, the context's life cycle and every op but the
  * convolutions; cuda_conv.c the convolutions and cuDNN's algorithm choice; cuda_alloc.c
  * the caching allocator; backend_cuda_impl.h the context they share and cuda_ctx.c its
- * helpers (so the two op files need each other only one way); kernels.cu our own
+ * helpers (so the two op files need each other only one way); kernels_*.cu our own
  * kernels.
  *
  * Who does what: cuDNN does the Nd convolutions (forward, backward data, backward filter
  * with beta = 1 accumulation, backward bias); cuBLAS the linear layer's GEMMs; our own
- * kernels (kernels.cu) everything whose semantics must follow cpu-ref: batch norm (the
+ * kernels (kernels_*.cu) everything whose semantics must follow cpu-ref: batch norm (the
  * op table splits BN into stats / finalize / apply / backward_reduce / backward_apply so
  * towers can combine statistics the SyncBN way — cuDNN's fused BN training calls compute
  * the statistics and normalise in one call, which does not fit that split), pooling
@@ -31,7 +31,7 @@
  * out of cuDNN/cuBLAS as bf16 into a second staging buffer and are added to the float32
  * ones (memplan.c counts both: vt_memplan_bf16_stage_bytes); a bias is written into the
  * output first and accumulated onto with beta = 1, so output + bias is rounded once, as
- * cpu-ref does. Our kernels are templates on the activation type (kernels.cu).
+ * cpu-ref does. Our kernels are templates on the activation type (kernels_*.cu).
  *
  * Input uploads (upload/upload_join/upload_wait): a second, non-blocking COPY stream per
  * backend. An upload first makes the copy stream wait for an event recorded on the compute
@@ -375,8 +375,15 @@ static void cu_softmax_xent(vt_backend *be, float *loss, float *dlogits, float *
                             const float *logits, const int32_t *label, int n, int k,
                             float smoothing, float grad_scale) {
     cu_ctx *c = vt_cuda_enter(be);
-    vt_cuk_softmax_xent(c->stream, DT(c), loss, dlogits, prob, logits, label, n, k, smoothing,
-                        grad_scale);
+    vt_cuk_softmax_xent(c->stream, DT(c), loss, dlogits, prob, logits, label, NULL, n, k,
+                        smoothing, grad_scale);
+}
+static void cu_softmax_xent_w(vt_backend *be, float *loss, float *dlogits, float *prob,
+                              const float *logits, const int32_t *label, const float *cw, int n,
+                              int k, float smoothing, float grad_scale) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_softmax_xent(c->stream, DT(c), loss, dlogits, prob, logits, label, cw, n, k,
+                        smoothing, grad_scale);
 }
 static void cu_bce_logits(vt_backend *be, float *loss, float *dlogits, float *prob,
                           const float *logits, const float *target, int n, int k,
@@ -498,6 +505,7 @@ static const vt_backend_i cuda_i = {
     .dropout_forward = cu_dropout_forward,
     .dropout_backward = cu_dropout_backward,
     .softmax_xent = cu_softmax_xent,
+    .softmax_xent_w = cu_softmax_xent_w,
     .bce_logits = cu_bce_logits,
     .sgd_update = cu_sgd_update,
     .rmsprop_update = cu_rmsprop_update,

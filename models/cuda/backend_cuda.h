@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "models/backend.h"
+#include "models/cuda/cuda_mem_stats.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -41,16 +42,7 @@ int vt_cuda_tf32(const vt_backend *be);
 /* 0 = fastest algorithm, 1 = deterministic required, 2 = deterministic preferred. */
 void vt_cuda_set_deterministic(vt_backend *be, int mode);
 
-typedef struct vt_cuda_mem_stats {
-    int64_t budget;          /* be->budget (free memory at init when none was given) */
-    int64_t live_bytes;      /* device bytes held by live allocations (rounded blocks) */
-    int64_t cached_bytes;    /* freed blocks kept for reuse */
-    int64_t high_water;      /* most of live + cached ever held */
-    int64_t device_mallocs;  /* cudaMalloc calls so far */
-    int64_t cache_hits;      /* allocations served from the cache */
-    int64_t workspace_bytes; /* convolution workspace held now */
-    int conv_shapes;         /* convolution shapes with cached algorithms */
-} vt_cuda_mem_stats;
+/* vt_cuda_mem_stats: models/cuda/cuda_mem_stats.h */
 void vt_cuda_mem_stats_get(vt_backend *be, vt_cuda_mem_stats *out);
 /* Give cached (freed) blocks back to the driver. */
 void vt_cuda_release_cache(vt_backend *be);

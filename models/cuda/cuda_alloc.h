@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "models/cuda/backend_cuda.h"
+#include "models/cuda/cuda_mem_stats.h" /* not backend_cuda.h: it calls us (no circle) */
 
 typedef struct vt_cuda_block { void *ptr; size_t bytes; } vt_cuda_block;
 

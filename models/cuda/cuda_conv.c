@@ -5,8 +5,9 @@
  * and direction: timed once (cudnnFind*Ex, like torch.backends.cudnn.benchmark) or taken
  * from cuDNN's heuristic order (VT_CUDA_CONV_ALGO=heuristic), within the workspace the
  * budget leaves, preferring deterministic algorithms (VT_CUDA_DETERMINISTIC), and FP32
- * math unless TF32 or BF16 allows tensor ops. The three directions differ only in how
- * cuDNN is asked (query()); one choice (pick()) serves all three.
+ * math unless TF32 or BF16 allows tensor ops (conv_math: the math type per precision).
+ * The three directions differ only in how cuDNN is asked (query()); one choice (pick())
+ * serves all three.
  *
  * BF16 (backend.h): x, w, y bf16 in cuDNN's PSEUDO_BFLOAT16 configuration (compute type
  * float); the float32 master weights go through the bf16 staging copy, the weight
@@ -55,18 +56,27 @@ static void set_tensor5(cudnnTensorDescriptor_t d, cudnnDataType_t dt, int n, in
     CUDNN_CHECK(cudnnSetTensorNdDescriptor(d, dt, 5, dims, strides));
 }
 
-/* tensor_ok: TF32 (float data) or BF16 — tensor-op math allowed. The compute type is
- * float in every case (BF16: cuDNN's PSEUDO_BFLOAT16 configuration). */
-static cudnnConvolutionDescriptor_t make_conv_desc(const vt_conv3d_p *p, int tensor_ok) {
+/* The math type a precision asks cuDNN for before Find/Get (cudnnMathType_t, cuDNN 9):
+ * FP32 FMA_MATH — FMA kernels only, so FP32 stays FP32 on Ampere and newer, where
+ * DEFAULT_MATH would permit TF32; TF32 DEFAULT_MATH — the documented way to permit TF32
+ * tensor cores for float data (PyTorch's choice under allow_tf32); BF16 TENSOR_OP_MATH —
+ * DEFAULT_MATH documents only TF32 as permitted, and the legacy API takes bf16 tensor-core
+ * kernels when tensor ops are asked for (PyTorch asks TENSOR_OP_MATH for half and bf16).
+ * adopt() then sets what the chosen algorithm reports. */
+static cudnnMathType_t conv_math(int tf32, int bf16) {
+    return bf16 ? CUDNN_TENSOR_OP_MATH : tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+
+/* The compute type is float in every precision (BF16: cuDNN's PSEUDO_BFLOAT16
+ * configuration). */
+static cudnnConvolutionDescriptor_t make_conv_desc(const vt_conv3d_p *p, cudnnMathType_t math) {
     cudnnConvolutionDescriptor_t d;
     const int dil[3] = {1, 1, 1};
     CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&d));
     /* CROSS_CORRELATION is what PyTorch (and cpu-ref) call convolution. */
     CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(d, 3, p->p, p->s, dil, CUDNN_CROSS_CORRELATION,
                                                 CUDNN_DATA_FLOAT));
-    /* FMA_MATH: plain FP32, no tensor cores; DEFAULT_MATH lets cuDNN use TF32 (float data)
-     * or bf16 tensor cores. */
-    CUDNN_CHECK(cudnnSetConvolutionMathType(d, tensor_ok ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    CUDNN_CHECK(cudnnSetConvolutionMathType(d, math));
     return d;
 }
 
@@ -101,7 +111,7 @@ static cu_conv *conv_get(cu_ctx *c, int n, const int thw[3], const vt_conv3d_p *
     const int wdims[5] = {p->cout, p->cin, p->k[0], p->k[1], p->k[2]};
     CUDNN_CHECK(cudnnSetFilterNdDescriptor(e->w, dt, CUDNN_TENSOR_NCHW, 5, wdims));
     for (int d = 0; d < 3; d++)
-        e->dir[d].desc = make_conv_desc(p, c->tf32 || c->bf16);
+        e->dir[d].desc = make_conv_desc(p, conv_math(c->tf32, c->bf16));
     int od[5];
     CUDNN_CHECK(cudnnGetConvolutionNdForwardOutputDim(e->dir[CU_FWD].desc, e->x, e->w, 5, od));
     VT_CHECK(od[0] == n && od[1] == p->cout && od[2] == To && od[3] == Ho && od[4] == Wo,
@@ -317,8 +327,18 @@ static void pick(vt_backend *be, cu_ctx *c, cu_conv *e, cu_dir d, const void *a,
                      c->device, wbytes, dir_short[d]);
     }
     cu_perf r[CU_MAX_ALGOS];
-    size_t ws_max = ws_available(be, c);
     const int timed = c->find && out;
+    /* A timed search runs in the room of the persistent workspace: it is released first
+     * (stream-ordered, like vt_cuda_grow) and grown back afterwards to at least its old
+     * size, which the algorithms already chosen for other shapes run with. The memory
+     * plan reserves that room once (vt_memplan_cuda_reserve). */
+    const size_t keep = c->ws_bytes;
+    if (timed && c->ws) {
+        vt_backend_free_ptr(be, c->ws);
+        c->ws = NULL;
+        c->ws_bytes = 0;
+    }
+    size_t ws_max = ws_available(be, c);
     int got;
     if (timed) {
         void *tmp = find_ws(be, &ws_max);
@@ -335,6 +355,8 @@ static void pick(vt_backend *be, cu_ctx *c, cu_conv *e, cu_dir d, const void *a,
     al->algo = r[k].algo;
     al->ws = r[k].memory;
     adopt(be, c, al->desc, &r[k]);
+    if (keep > c->ws_bytes)
+        vt_cuda_grow(be, &c->ws, &c->ws_bytes, keep, "cuDNN workspace");
     al->have = 1;
     vt_debug("cuda%d: conv %d->%d n=%d %s algo %d (%zu B workspace, %.3f ms)\n", c->device,
              e->p.cin, e->p.cout, e->n, dir_short[d], r[k].algo, r[k].memory, (double)r[k].time);

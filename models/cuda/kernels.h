@@ -1,11 +1,12 @@
 /*
  * kernels.h: the C-callable launchers of vidtrain's own CUDA kernels (models/cuda/
- * kernels.cu). Each launcher enqueues its kernel(s) on the given stream, checks the
- * launch, and returns without synchronising. All float pointers are device memory.
+ * kernels_*.cu, one file per op family, sharing kernels_impl.cuh). Each launcher
+ * enqueues its kernel(s) on the given stream, checks the launch, and returns without
+ * synchronising. All float pointers are device memory.
  *
  * The host-side logic (the op table in backend_cuda.c, descriptors and algorithm caches
  * in cuda_conv.c, the allocator in cuda_alloc.c) lives elsewhere; this
- * header and kernels.cu hold arithmetic only. Every launcher defines the same
+ * header and kernels_*.cu hold arithmetic only. Every launcher defines the same
  * arithmetic as the cpu-ref op it backs (models/backend.h); semantics are documented
  * there, not repeated here. Launchers never allocate: scratch comes from the caller.
  * Activation arrays ([A] in backend.h) are void *: float, or bf16 (2 bytes an element)
@@ -107,9 +108,10 @@ void vt_cuk_fill_bias(cudaStream_t st, vt_cuk_dt dt, void *out, const float *b, 
                       int c, int64_t s);
 
 /* ---- losses ---- */
+/* cw: (k) class weights or NULL (backend.h softmax_xent_w). */
 void vt_cuk_softmax_xent(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits, float *prob,
-                         const float *logits, const int32_t *label, int n, int k, float smoothing,
-                         float grad_scale);
+                         const float *logits, const int32_t *label, const float *cw, int n, int k,
+                         float smoothing, float grad_scale);
 void vt_cuk_bce_logits(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits, float *prob,
                        const float *logits, const float *target, int n, int k, float grad_scale);
 

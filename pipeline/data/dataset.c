@@ -1,8 +1,9 @@
 /*
- * dataset.c: a video folder as sorted, labelled, split samples — names and splits, the
- * assembly of vt_dataset_open (folder walk in dataset_scan.c, UCF101 lists in
- * dataset_lists.c, labels.csv in dataset_labels.c) and the split queries. The helpers
- * those files share and the hashed --val-split are dataset_util.c; probing and bad files
+ * dataset.c: a video folder as sorted, labelled, split samples — the assembly of
+ * vt_dataset_open (folder walk in dataset_scan.c, list files through dataset_lists.c,
+ * labels.csv in dataset_labels.c) and the split queries. Names, the helpers those files
+ * share and the hashed --val-split are dataset_util.c, which calls none of them (so no
+ * file here calls back into the one that calls it); probing and bad files
  * dataset_probe.c.
  *
  * Every decision here depends only on file names and file contents, never on readdir
@@ -20,37 +21,6 @@
 
 #include "models/common.h"
 #include "pipeline/data/dataset_impl.h"
-
-/* ---- names ---- */
-
-static const char *const video_exts[] = {"mp4", "avi", "mkv", "webm", "mov", "m4v", "mpg",
-                                         "mpeg", "gif", "y4m", "ogv", "flv", "ts"};
-
-int vt_is_video_name(const char *name) {
-    const char *dot = strrchr(name, '.');
-    if (!dot || dot == name)
-        return 0;
-    for (size_t i = 0; i < VT_ARRAY_LEN(video_exts); i++)
-        if (!strcasecmp(dot + 1, video_exts[i]))
-            return 1;
-    return 0;
-}
-
-const char *vt_split_name(vt_split s) {
-    switch (s) {
-    case VT_SPLIT_TRAIN: return "train";
-    case VT_SPLIT_VAL: return "val";
-    case VT_SPLIT_TEST: return "test";
-    default: return "none";
-    }
-}
-
-int vt_split_parse(const char *name) {
-    for (int s = VT_SPLIT_TRAIN; s <= VT_SPLIT_TEST; s++)
-        if (name && !strcmp(name, vt_split_name((vt_split)s)))
-            return s;
-    return -1;
-}
 
 static int has_val(const vt_dataset *ds) {
     for (int i = 0; i < ds->nvideos; i++)
@@ -143,8 +113,9 @@ vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *
 
     if (o.lists_dir) {
         vt_ds_head_free(&ds->heads[0]);
-        if (vt_ds_apply_lists(ds, o.lists_dir, o.list_fold, err, errlen) < 0)
+        if (vt_ds_apply_lists(ds, &o, err, errlen) < 0)
             goto fail;
+        vt_ds_sort_videos(ds); /* list rows may have added entries (segments, files) */
     }
     if (o.val_split > 0 && !has_val(ds)) {
         ds->val_split = o.val_split;

@@ -11,9 +11,16 @@
  * a file keeps its split when others are added. This file must never decode frames or
  * abort on a bad file: bad files are data errors, recorded with their reason.
  *
+ * A sample may be a segment of a file (a labels row with start/end, a Kinetics CSV row
+ * over an untrimmed video): then several samples share one path, each its own entry of
+ * ds->videos with its own labels and split (docs/segments.md).
+ *
  * One concern a file: dataset.c (open, splits, queries), dataset_scan.c (the folder
- * walk), dataset_lists.c (UCF101 lists), dataset_labels.c (labels.csv), dataset_probe.c
- * (probing, bad files); what they share is dataset_impl.h, private to pipeline/data/.
+ * walk), dataset_lists.c (UCF101 lists and the list-format detection), dataset_hmdb.c
+ * (HMDB51 split files), dataset_kinetics.c (Kinetics CSVs), dataset_labels.c
+ * (labels.csv), dataset_segments.c (entries that share a file), dataset_probe.c
+ * (probing, bad files), dataset_util.c (names, shared helpers, --val-split); what they
+ * share is dataset_impl.h, private to pipeline/data/.
  */
 #ifndef VT_DATASET_H
 #define VT_DATASET_H
@@ -24,6 +31,7 @@
 #include <stdio.h>
 
 #include "models/net.h"
+#include "pipeline/data/sample.h"
 #include "pipeline/data/video.h"
 
 typedef enum vt_split {
@@ -50,12 +58,22 @@ typedef enum vt_bad_kind {
     VT_BAD_READ = 2,
 } vt_bad_kind;
 
+/* What --lists names (VT_LISTS_AUTO: told apart by vt_dataset_lists_detect). */
+typedef enum vt_lists_format {
+    VT_LISTS_AUTO = 0,
+    VT_LISTS_UCF101,   /* a folder: classInd.txt, trainlist0F.txt, testlist0F.txt */
+    VT_LISTS_HMDB51,   /* a folder: <class>_test_split<F>.txt, lines "video.avi 1|2|0" */
+    VT_LISTS_KINETICS, /* a CSV file (or a folder of them) with the header
+                          label,youtube_id,time_start,time_end,split */
+} vt_lists_format;
+
 typedef struct vt_dataset_opts {
     double val_split;      /* 0: none. (0,1): per class, a video is val iff
                               hash(relpath) / 2^32 < val_split; applies to train
                               videos only, and only when the layout has no val split */
-    const char *lists_dir; /* folder with classInd.txt, trainlist0F.txt, testlist0F.txt */
-    int list_fold;         /* F above, 1..9; 0 = 1 */
+    const char *lists_dir; /* --lists: a list folder or a Kinetics CSV (format below) */
+    int list_fold;         /* UCF101 fold F / HMDB51 split F (1..9); 0 = 1 */
+    vt_lists_format lists_format; /* VT_LISTS_AUTO: detected from what lists_dir holds */
 } vt_dataset_opts;
 
 typedef struct vt_dataset_head {
@@ -73,9 +91,15 @@ typedef struct vt_dataset_video {
     int32_t label[VT_MAX_HEADS];  /* softmax heads: class id */
     int32_t *tags[VT_MAX_HEADS];  /* BCE heads: sorted tag ids (ntags[h]) */
     int ntags[VT_MAX_HEADS];
+    /* A segment: the sample is the frames whose timestamps (seconds from the file's
+     * first frame) lie in [seg_start, seg_end). seg_end <= 0: the whole file. */
+    double seg_start, seg_end;
     /* Filled by vt_dataset_probe. */
     int probed;
-    vt_video_info info;    /* valid when probed and not bad */
+    vt_video_info info;    /* valid when probed and not bad (the whole file's) */
+    int64_t seg_first, seg_frames; /* the sample's frames [seg_first, +seg_frames): the
+                              segment's, or (0, info.nframes); 0 frames: the segment
+                              lies past the end of the file (marked bad) */
     /* Guarded by the dataset's lock once loaders run: use vt_dataset_bad(). */
     vt_bad_kind bad;
     char *reason;          /* FFmpeg's reason when bad */
@@ -85,12 +109,13 @@ typedef struct vt_dataset {
     char *dir;
     vt_dataset_layout layout;
     int nvideos;
-    vt_dataset_video *videos;   /* (nvideos) sorted by relpath */
+    vt_dataset_video *videos;   /* (nvideos) sorted by relpath, then segment start, end */
     int nheads;
     vt_dataset_head heads[VT_MAX_HEADS];
     int nignored;
     char **ignored;             /* (nignored) relpaths of non-video files */
     int nmissing;               /* list-file lines naming files that are not there */
+    int nsegments;              /* entries that are segments (seg_end > 0) */
     int nbroken;
     char **broken;              /* (nbroken) "relpath: reason" for what the scan could not
                                    follow — dangling links, links back to a folder above
@@ -99,6 +124,23 @@ typedef struct vt_dataset {
     double val_split;           /* the option, re-applied after vt_dataset_load_labels */
     pthread_mutex_t lock;       /* guards bad/reason */
 } vt_dataset;
+
+/* 1 when v is a segment of its file (seg_end > 0), 0 for a whole file. */
+static inline int vt_dataset_is_segment(const vt_dataset_video *v) { return v->seg_end > 0; }
+
+/* Seconds of the sample: a segment's length (cut at the end of the file once probed),
+ * else the file's duration (0 before probing). What clips are spread over. */
+double vt_dataset_sample_duration(const vt_dataset_video *v);
+
+/* The frames v's clips are drawn from (sample.h): a segment's (probed, else worked out
+ * now: from the timestamps of vid when open, from the frame rate when only info is at
+ * hand, as for a frame cache), or the whole file (0, info->nframes). */
+vt_frame_range vt_dataset_sample_frames(const vt_dataset_video *v, const vt_video *vid,
+                                        const vt_video_info *info);
+
+/* "a/x.mp4" or, for a segment, "a/x.mp4 [12.000-22.000]": how messages name a sample
+ * (into buf, n bytes; returns buf). */
+const char *vt_dataset_sample_name(const vt_dataset_video *v, char *buf, size_t n);
 
 /* Recognised by extension (case-insensitive): mp4 avi mkv webm mov m4v mpg mpeg gif y4m
  * ogv flv ts. Other files are ignored and listed in ds->ignored. */
@@ -114,14 +156,26 @@ vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *
                             size_t errlen);
 void vt_dataset_free(vt_dataset **ds);
 
+/* What lists_dir holds: UCF101 (classInd.txt), HMDB51 (*_test_split<N>.txt), Kinetics
+ * (a .csv with youtube_id, time_start, time_end columns, or a folder of them), or
+ * VT_LISTS_AUTO with err set when none. */
+vt_lists_format vt_dataset_lists_detect(const char *lists_dir, char *err, size_t errlen);
+const char *vt_lists_format_name(vt_lists_format f);
+/* "ucf101", "hmdb51", "kinetics", "auto" -> the format; anything else -1. */
+int vt_lists_format_parse(const char *name);
+
 /*
  * Multi-head labels: a CSV with a header row; the first column is the video path
- * relative to the dataset folder, then one column per head (the header names it). A
+ * relative to the dataset folder, then one column per head (the header names it).
+ * Columns named "start" and "end" (both, any position after the path) are not heads:
+ * they give a segment in seconds, and then a path may have several rows, each its own
+ * sample (an empty start and end: the whole file). A
  * column where any cell holds several ';'-separated tags is multi-label (BCE) with
  * classes = sorted union of its tags (an empty cell = no tags); otherwise it is a
  * softmax head with classes = sorted cell values (an empty cell is a bad line). Paths
  * are normalised ("./A//x.mp4" is "A/x.mp4": one file, one video). Bad lines (wrong
- * column count, unknown or duplicate path, a path with "..") are reported with file:line
+ * column count, unknown or duplicate path and segment, a path with "..", a start or end
+ * that is not a number or end <= start) are reported with file:line
  * through vt_warn, counted in *nbad (may be NULL) and skipped. Rows naming a file that
  * exists under the folder but was not scanned add it. Videos without a row become
  * unlabeled. The heads replace the folder's "class" head. With --val-split and a layout

@@ -1,10 +1,12 @@
 /*
  * dataset_impl.h: what the files of the dataset (dataset.c, dataset_scan.c,
- * dataset_lists.c, dataset_labels.c, dataset_probe.c) share and nothing outside
- * pipeline/data/ may use — a growable string list, path and line helpers, sorted
- * lookups, the label bookkeeping of a video and the --val-split (dataset_util.c), the
- * folder walk (dataset_scan.c) and the list-file reader (dataset_lists.c). Whole files
- * and existence checks are models/common.h's vt_file_read / vt_file_exists.
+ * dataset_lists.c, dataset_hmdb.c, dataset_kinetics.c, dataset_labels.c,
+ * dataset_segments.c, dataset_probe.c) share and nothing outside pipeline/data/ may use
+ * — a growable string list, path, line and CSV helpers, sorted lookups, the label
+ * bookkeeping of a video and the --val-split (dataset_util.c), entries that share a file
+ * (dataset_segments.c), the folder walk (dataset_scan.c) and the list-file readers
+ * (dataset_lists.c and the format files). Whole files and existence checks are
+ * models/common.h's vt_file_read / vt_file_exists.
  *
  * Like dataset.h it must never decode frames or abort on bad data, and every helper
  * here depends only on names and contents, never on readdir order or timing. Other
@@ -34,6 +36,10 @@ char *vt_ds_join_path(const char *a, const char *b);
 /* Next line of a text buffer, trimmed (handles \r\n); NULL at the end. Modifies it. */
 char *vt_ds_next_line(char **cursor);
 
+/* One CSV line split into fields (RFC 4180 quotes, "" inside quotes), each trimmed,
+ * appended to out. Returns out->n. */
+int vt_ds_csv_fields(vt_ds_strv *out, const char *line);
+
 /* Index of name in sorted names (n), or -1. */
 int vt_ds_find_sorted(char **names, int n, const char *name);
 /* Index of the video with this relpath (ds->videos is sorted by relpath), or -1. */
@@ -55,6 +61,21 @@ void vt_ds_set_video_class(vt_dataset_video *v, int c);
 /* --val-split on the current head 0. */
 void vt_ds_apply_val_split(vt_dataset *ds, double fraction);
 
+/* ---- samples that share a file: segments (dataset_segments.c) ---- */
+
+/* A new entry at the end of ds->videos for relpath (path = dir/relpath), split TRAIN,
+ * unlabeled, whole file; ds->videos may move. Its index. Sort with vt_ds_sort_videos. */
+int vt_ds_add_video(vt_dataset *ds, const char *relpath);
+/* ds->videos sorted by (relpath, seg_start, seg_end); ds->nsegments recounted. */
+void vt_ds_sort_videos(vt_dataset *ds);
+/* Index of the first entry with this relpath (several when segments share it), or -1. */
+int vt_ds_find_video_first(const vt_dataset *ds, const char *relpath);
+/* A number of seconds: "12", "12.5", " 3e1 " (finite, >= 0). 0, or -1 when s is not. */
+int vt_ds_parse_seconds(const char *s, double *out);
+/* "path [a-b]" warnings: at most `shown` of a kind are printed one by one; the count of
+ * the rest is the caller's summary line. */
+#define VT_DS_WARN_SHOWN 10
+
 /* ---- the folder walk (dataset_scan.c) ---- */
 
 typedef struct vt_ds_scan {
@@ -71,13 +92,20 @@ int vt_ds_has_split_folders(const char *dir);
  * out->broken (or out->root_errno for dir itself). */
 void vt_ds_scan_folder(vt_ds_scan *out, const char *dir, const struct stat *root, int splits);
 
-/* ---- UCF101 list files (dataset_lists.c) ---- */
+/* ---- list files (dataset_lists.c, dataset_hmdb.c, dataset_kinetics.c) ---- */
 
-/* classInd.txt, trainlistFF.txt and testlistFF.txt of lists_dir: head 0 becomes
- * classInd's classes, listed videos get their split (train/test) and class, others
- * VT_SPLIT_NONE and unlabeled. Returns 0, or -1 with err set (a list file unreadable,
- * a bad classInd line, no classes); bad list lines are warned about and skipped. */
-int vt_ds_apply_lists(vt_dataset *ds, const char *lists_dir, int fold, char *err,
-                      size_t errlen);
+/* --lists in the format given or detected: head 0 becomes the lists' classes, listed
+ * videos (or segments) get their split and class, every other scanned video
+ * VT_SPLIT_NONE and unlabeled; lines naming files that are not there are warned about
+ * (the first few with file:line, then a count) and counted in ds->nmissing. Returns 0,
+ * or -1 with err set (a list file unreadable or malformed, no classes). */
+int vt_ds_apply_lists(vt_dataset *ds, const vt_dataset_opts *o, char *err, size_t errlen);
+/* The formats (the same contract; fold: UCF101 fold / HMDB51 split number). */
+int vt_ds_apply_hmdb(vt_dataset *ds, const char *dir, int split, char *err, size_t errlen);
+int vt_ds_apply_kinetics(vt_dataset *ds, const char *path, char *err, size_t errlen);
+/* A list line naming a file that is not there: warned (the first VT_DS_WARN_SHOWN),
+ * counted in ds->nmissing; vt_ds_missing_summary prints the count of the rest. */
+void vt_ds_missing(vt_dataset *ds, const char *file, int line, const char *name);
+void vt_ds_missing_summary(const vt_dataset *ds, const char *lists);
 
 #endif

@@ -14,47 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "models/common.h"
 #include "pipeline/data/dataset_impl.h"
-
-/* Split one CSV line into fields (RFC 4180 quotes, "" inside quotes), trimmed. */
-static int csv_fields(vt_ds_strv *out, const char *line) {
-    const char *p = line;
-    for (;;) {
-        size_t cap = strlen(p) + 1, n = 0;
-        char *f = vt_malloc(cap);
-        while (*p == ' ' || *p == '\t')
-            p++;
-        if (*p == '"') {
-            p++;
-            while (*p) {
-                if (*p == '"' && p[1] == '"') {
-                    f[n++] = '"';
-                    p += 2;
-                } else if (*p == '"') {
-                    p++;
-                    break;
-                } else {
-                    f[n++] = *p++;
-                }
-            }
-            while (*p && *p != ',')
-                p++;
-        } else {
-            while (*p && *p != ',')
-                f[n++] = *p++;
-        }
-        while (n && isspace((unsigned char)f[n - 1]))
-            n--;
-        f[n] = 0;
-        vt_ds_strv_push(out, f);
-        if (*p != ',')
-            break;
-        p++;
-    }
-    return out->n;
-}
 
 /* ';'-separated tags of a cell, trimmed, empties dropped. */
 static void split_tags(vt_ds_strv *out, const char *cell) {
@@ -110,8 +73,66 @@ typedef struct csv_row {
     int line;
     int video;  /* dataset index */
     int ok;
-    vt_ds_strv cells; /* [0] = path */
+    vt_ds_strv cells; /* [0] = path, then the heads (start and end taken out) */
+    double start, end; /* the segment; 0, 0: the whole file */
 } csv_row;
+
+static void strv_remove(vt_ds_strv *v, int i) {
+    free(v->s[i]);
+    memmove(v->s + i, v->s + i + 1, (size_t)(v->n - i - 1) * sizeof *v->s);
+    v->n--;
+}
+
+/* The segment columns "start" and "end" of a header (after the path), taken out of it:
+ * *cs, *ce their positions in the file (0: none). -1 when only one of them is there. */
+static int take_segment_cols(vt_ds_strv *header, int *cs, int *ce) {
+    *cs = *ce = 0;
+    for (int c = 1; c < header->n; c++) {
+        if (!strcasecmp(header->s[c], "start"))
+            *cs = c;
+        if (!strcasecmp(header->s[c], "end"))
+            *ce = c;
+    }
+    if (!*cs != !*ce)
+        return -1;
+    if (*cs) {
+        strv_remove(header, VT_MAX(*cs, *ce));
+        strv_remove(header, VT_MIN(*cs, *ce));
+    }
+    return 0;
+}
+
+/* A row's segment cells into r->start/end, taken out of its cells: both empty = the
+ * whole file. 0, or -1 (not numbers, end <= start, only one given). */
+static int take_segment(csv_row *r, int cs, int ce) {
+    const char *a = r->cells.s[cs], *b = r->cells.s[ce];
+    int rc = 0;
+    if (a[0] || b[0])
+        rc = vt_ds_parse_seconds(a, &r->start) || vt_ds_parse_seconds(b, &r->end) ||
+                     r->end <= r->start ? -1 : 0;
+    strv_remove(&r->cells, VT_MAX(cs, ce));
+    strv_remove(&r->cells, VT_MIN(cs, ce));
+    return rc;
+}
+
+/* Each valid row its own entry: the first row of a path takes the scanned entry, every
+ * further one (another segment of the file) a new entry. */
+static void rows_to_entries(vt_dataset *ds, csv_row *rows, int nrows) {
+    uint8_t *taken = vt_calloc((size_t)ds->nvideos + 1, 1);
+    const int n0 = ds->nvideos;
+    for (int i = 0; i < nrows; i++) {
+        csv_row *r = &rows[i];
+        if (!r->ok)
+            continue;
+        if (taken[r->video])
+            r->video = vt_ds_add_video(ds, r->cells.s[0]);
+        else if (r->video < n0)
+            taken[r->video] = 1;
+        ds->videos[r->video].seg_start = r->start;
+        ds->videos[r->video].seg_end = r->end;
+    }
+    free(taken);
+}
 
 static int cmp_i32(const void *a, const void *b) {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
@@ -139,11 +160,22 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
         if (*line)
             break;
     }
-    if (!line || csv_fields(&header, line) < 2) {
+    if (!line || vt_ds_csv_fields(&header, line) < 2) {
         vt_set_err(err, errlen, "%s: expected a header row \"path,head1[,head2...]\"", csv_path);
         goto end;
     }
+    const int ncols_file = header.n;
+    int cs, ce;
+    if (take_segment_cols(&header, &cs, &ce) != 0) {
+        vt_set_err(err, errlen, "%s: a 'start' column needs an 'end' column and the other way "
+                   "round (a segment in seconds)", csv_path);
+        goto end;
+    }
     ncols = header.n;
+    if (ncols < 2) {
+        vt_set_err(err, errlen, "%s: no label column besides path, start and end", csv_path);
+        goto end;
+    }
     if (ncols - 1 > VT_MAX_HEADS) {
         vt_set_err(err, errlen, "%s: %d label columns, at most %d heads", csv_path, ncols - 1,
                    VT_MAX_HEADS);
@@ -164,9 +196,15 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
         memset(r, 0, sizeof *r);
         r->line = lineno;
         r->video = -1;
-        if (csv_fields(&r->cells, line) != ncols) {
+        if (vt_ds_csv_fields(&r->cells, line) != ncols_file) {
             vt_warn("%s:%d: %d columns, the header has %d; line skipped\n", csv_path, lineno,
-                    r->cells.n, ncols);
+                    r->cells.n, ncols_file);
+            bad++;
+            continue;
+        }
+        if (cs && take_segment(r, cs, ce) != 0) {
+            vt_warn("%s:%d: start and end must be seconds with start < end (or both empty: "
+                    "the whole file); line skipped\n", csv_path, lineno);
             bad++;
             continue;
         }
@@ -214,7 +252,7 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
         csv_row *r = &rows[i];
         if (!r->ok)
             continue;
-        r->video = vt_ds_find_video(ds, r->cells.s[0]);
+        r->video = vt_ds_find_video_first(ds, r->cells.s[0]);
         if (r->video < 0) {
             vt_warn("%s:%d: %s is not a video under %s; line skipped\n", csv_path, r->line,
                     r->cells.s[0], ds->dir);
@@ -223,9 +261,11 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
             continue;
         }
         for (int k = 0; k < i; k++)
-            if (rows[k].ok && rows[k].video == r->video) {
-                vt_warn("%s:%d: second row for %s (first at line %d); line skipped\n", csv_path,
-                        r->line, r->cells.s[0], rows[k].line);
+            if (rows[k].ok && rows[k].video == r->video && rows[k].start == r->start &&
+                rows[k].end == r->end) {
+                vt_warn("%s:%d: second row for %s%s (first at line %d); line skipped\n",
+                        csv_path, r->line, r->cells.s[0], r->end > 0 ? " and this segment" : "",
+                        rows[k].line);
                 r->ok = 0;
                 bad++;
                 break;
@@ -285,6 +325,7 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
         vt_ds_head_free(&ds->heads[h]);
     for (int i = 0; i < ds->nvideos; i++)
         vt_ds_video_free_labels(&ds->videos[i]);
+    rows_to_entries(ds, rows, nrows);
     ds->nheads = ncols - 1;
     for (int c = 1; c < ncols; c++) {
         vt_dataset_head *hd = &ds->heads[c - 1];
@@ -329,7 +370,9 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
             vt_ds_strv_free(&tags);
         }
     }
-    /* Redo --val-split on the new labels: val videos go back to train first. */
+    vt_ds_sort_videos(ds);
+    /* Redo --val-split on the new labels: val videos go back to train first. The split
+     * hashes the path, so every segment of a file lands on the same side. */
     if (ds->val_split > 0) {
         for (int i = 0; i < ds->nvideos; i++)
             if (ds->videos[i].split == VT_SPLIT_VAL)

@@ -1,8 +1,11 @@
 /*
- * dataset_lists.c: UCF101-style list files (--lists DIR) — classInd.txt ("1 Name" per
- * line: the classes and their ids, in its order), trainlistFF.txt and testlistFF.txt
- * ("Class/video.avi [label]" per line: which scanned videos are train and test for fold
- * FF). Videos in no list are kept on record as VT_SPLIT_NONE and unlabeled.
+ * dataset_lists.c: --lists — which format it names (UCF101 folder, HMDB51 split folder,
+ * Kinetics CSV: vt_dataset_lists_detect), the dispatch to the reader of that format
+ * (HMDB51 in dataset_hmdb.c, Kinetics in dataset_kinetics.c), and the UCF101 reader:
+ * classInd.txt ("1 Name" per line: the classes and their ids, in its order),
+ * trainlistFF.txt and testlistFF.txt ("Class/video.avi [label]" per line: which scanned
+ * videos are train and test for fold FF). Videos in no list are kept on record as
+ * VT_SPLIT_NONE and unlabeled.
  *
  * A missing list file, a classInd line that is not "N Name" with N counting up from 1,
  * a class name listed twice, or a classInd without classes fails the open with
@@ -11,16 +14,18 @@
  * buffers on any file contents.
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "models/common.h"
 #include "pipeline/data/dataset_impl.h"
 
-int vt_ds_apply_lists(vt_dataset *ds, const char *lists_dir, int fold, char *err,
-                      size_t errlen) {
+static int apply_ucf101(vt_dataset *ds, const char *lists_dir, int fold, char *err,
+                        size_t errlen) {
     int rc = -1;
     char name[64];
     char *path = NULL, *text = NULL;
@@ -104,8 +109,7 @@ int vt_ds_apply_lists(vt_dataset *ds, const char *lists_dir, int fold, char *err
                         "using the folder\n", path, lineno, given, c + 1);
             int vi = vt_ds_find_video(ds, line);
             if (vi < 0) {
-                vt_warn("%s:%d: %s not found under %s\n", path, lineno, line, ds->dir);
-                ds->nmissing++;
+                vt_ds_missing(ds, path, lineno, line);
                 continue;
             }
             ds->videos[vi].split = which == 0 ? VT_SPLIT_TRAIN : VT_SPLIT_TEST;
@@ -126,5 +130,97 @@ end:
     vt_ds_strv_free(&classes);
     free(text);
     free(path);
+    return rc;
+}
+
+/* ---- the format ---- */
+
+static const char *const format_names[] = {"auto", "ucf101", "hmdb51", "kinetics"};
+
+const char *vt_lists_format_name(vt_lists_format f) {
+    return f >= 0 && (size_t)f < VT_ARRAY_LEN(format_names) ? format_names[f] : "?";
+}
+
+int vt_lists_format_parse(const char *name) {
+    for (size_t i = 0; name && i < VT_ARRAY_LEN(format_names); i++)
+        if (!strcasecmp(name, format_names[i]))
+            return (int)i;
+    return -1;
+}
+
+/* 1 when the file's first non-empty line is a CSV header naming youtube_id, time_start
+ * and time_end (Kinetics' own files, with or without label and split columns). */
+static int is_kinetics_csv(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    char line[1024] = "";
+    while (fgets(line, sizeof line, f) && strspn(line, " \t\r\n") == strlen(line))
+        ;
+    fclose(f);
+    return strstr(line, "youtube_id") && strstr(line, "time_start") && strstr(line, "time_end");
+}
+
+/* What a folder holds: classInd.txt (UCF101), a *_test_split<N>.txt (HMDB51), a Kinetics
+ * .csv; in that order of precedence. */
+static vt_lists_format detect_folder(const char *dir) {
+    char *p = vt_ds_join_path(dir, "classInd.txt");
+    int ucf = vt_file_exists(p);
+    free(p);
+    if (ucf)
+        return VT_LISTS_UCF101;
+    DIR *d = opendir(dir);
+    if (!d)
+        return VT_LISTS_AUTO;
+    vt_lists_format found = VT_LISTS_AUTO;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && found != VT_LISTS_HMDB51) {
+        const char *dot = strrchr(e->d_name, '.');
+        if (strstr(e->d_name, "_test_split") && dot && !strcasecmp(dot, ".txt")) {
+            found = VT_LISTS_HMDB51;
+        } else if (dot && !strcasecmp(dot, ".csv") && e->d_name[0] != '.') {
+            char *f = vt_ds_join_path(dir, e->d_name);
+            if (is_kinetics_csv(f))
+                found = VT_LISTS_KINETICS;
+            free(f);
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+vt_lists_format vt_dataset_lists_detect(const char *lists_dir, char *err, size_t errlen) {
+    vt_lists_format f = VT_LISTS_AUTO;
+    if (vt_dir_exists(lists_dir))
+        f = detect_folder(lists_dir);
+    else if (vt_file_exists(lists_dir))
+        f = is_kinetics_csv(lists_dir) ? VT_LISTS_KINETICS : VT_LISTS_AUTO;
+    else {
+        vt_set_err(err, errlen, "--lists %s: no such file or folder", lists_dir);
+        return VT_LISTS_AUTO;
+    }
+    if (f == VT_LISTS_AUTO)
+        vt_set_err(err, errlen,
+                   "--lists %s: not a list format vidtrain knows: expected a folder with "
+                   "classInd.txt + trainlist01.txt + testlist01.txt (UCF101), a folder of "
+                   "<class>_test_split1.txt files (HMDB51), or a CSV with the header "
+                   "label,youtube_id,time_start,time_end,split (Kinetics); --list-format "
+                   "names one", lists_dir);
+    return f;
+}
+
+int vt_ds_apply_lists(vt_dataset *ds, const vt_dataset_opts *o, char *err, size_t errlen) {
+    vt_lists_format f = o->lists_format;
+    if (f == VT_LISTS_AUTO && (f = vt_dataset_lists_detect(o->lists_dir, err, errlen)) ==
+                                  VT_LISTS_AUTO)
+        return -1;
+    int fold = o->list_fold > 0 ? o->list_fold : 1, rc;
+    switch (f) {
+    case VT_LISTS_HMDB51: rc = vt_ds_apply_hmdb(ds, o->lists_dir, fold, err, errlen); break;
+    case VT_LISTS_KINETICS: rc = vt_ds_apply_kinetics(ds, o->lists_dir, err, errlen); break;
+    default: rc = apply_ucf101(ds, o->lists_dir, fold, err, errlen); break;
+    }
+    if (rc == 0)
+        vt_ds_missing_summary(ds, o->lists_dir);
     return rc;
 }

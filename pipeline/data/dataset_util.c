@@ -1,20 +1,54 @@
 /*
- * dataset_util.c: what the files of the dataset share (dataset_impl.h) — the growable
- * string list, path joining, line splitting, sorted lookups, class names of relative
- * paths, the label bookkeeping of a video — and the hashed --val-split, which both the
- * folder/list assembly (dataset.c) and labels.csv (dataset_labels.c) apply. It calls
- * nothing of the other dataset files, so they depend on it and not on each other.
+ * dataset_util.c: what the files of the dataset share — names of videos and splits
+ * (dataset.h), the growable string list, path joining, line splitting, sorted lookups,
+ * class names of relative paths, the label bookkeeping of a video — and the hashed
+ * --val-split, which both the folder/list assembly (dataset.c) and labels.csv
+ * (dataset_labels.c) apply. It calls nothing of the other dataset files, so they depend
+ * on it and not on each other (dataset.c calls dataset_scan.c, which calls only this).
  *
  * Like the rest of the dataset: names and contents only, never readdir order, timing or
  * a shared RNG; never decodes, never aborts on bad data.
  */
 #include <ctype.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "models/common.h"
 #include "pipeline/data/dataset_impl.h"
+
+/* ---- names (dataset.h) ---- */
+
+static const char *const video_exts[] = {"mp4", "avi", "mkv", "webm", "mov", "m4v", "mpg",
+                                         "mpeg", "gif", "y4m", "ogv", "flv", "ts"};
+
+int vt_is_video_name(const char *name) {
+    const char *dot = strrchr(name, '.');
+    if (!dot || dot == name)
+        return 0;
+    for (size_t i = 0; i < VT_ARRAY_LEN(video_exts); i++)
+        if (!strcasecmp(dot + 1, video_exts[i]))
+            return 1;
+    return 0;
+}
+
+const char *vt_split_name(vt_split s) {
+    switch (s) {
+    case VT_SPLIT_TRAIN: return "train";
+    case VT_SPLIT_VAL: return "val";
+    case VT_SPLIT_TEST: return "test";
+    default: return "none";
+    }
+}
+
+int vt_split_parse(const char *name) {
+    for (int s = VT_SPLIT_TRAIN; s <= VT_SPLIT_TEST; s++)
+        if (name && !strcmp(name, vt_split_name((vt_split)s)))
+            return s;
+    return -1;
+}
 
 /* ---- shared helpers (dataset_impl.h) ---- */
 
@@ -66,6 +100,44 @@ char *vt_ds_next_line(char **cursor) {
     while (*p && isspace((unsigned char)*p))
         p++;
     return p;
+}
+
+/* Split one CSV line into fields (RFC 4180 quotes, "" inside quotes), trimmed. */
+int vt_ds_csv_fields(vt_ds_strv *out, const char *line) {
+    const char *p = line;
+    for (;;) {
+        size_t cap = strlen(p) + 1, n = 0;
+        char *f = vt_malloc(cap);
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '"') {
+            p++;
+            while (*p) {
+                if (*p == '"' && p[1] == '"') {
+                    f[n++] = '"';
+                    p += 2;
+                } else if (*p == '"') {
+                    p++;
+                    break;
+                } else {
+                    f[n++] = *p++;
+                }
+            }
+            while (*p && *p != ',')
+                p++;
+        } else {
+            while (*p && *p != ',')
+                f[n++] = *p++;
+        }
+        while (n && isspace((unsigned char)f[n - 1]))
+            n--;
+        f[n] = 0;
+        vt_ds_strv_push(out, f);
+        if (*p != ',')
+            break;
+        p++;
+    }
+    return out->n;
 }
 
 static int cmp_name_key(const void *key, const void *elem) {

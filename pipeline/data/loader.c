@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "models/common.h"
+#include "pipeline/data/balance.h"
 #include "pipeline/data/frame_cache.h"
 
 /* HELD: handed out by vt_loader_next, given back by the next call; KEPT: handed out and
@@ -64,6 +65,7 @@ struct vt_loader {
     vt_dataset *ds;
     vt_loader_cfg cfg;
     int32_t *indices;           /* (nindices) */
+    int32_t *per_video;         /* (ds->nvideos) samples each video gives an epoch */
     int nindices;
     int64_t clip_floats;        /* 3 * t * crop * crop */
     int64_t batch_bytes;
@@ -71,6 +73,7 @@ struct vt_loader {
     sample *base;               /* (cap_samples) this epoch's samples before shuffling */
     sample *order;              /* (cap_samples) the epoch order */
     int32_t *perm;              /* (cap_samples) */
+    vt_balancer *bal;           /* cfg.balance: the balanced order's classes and scratch */
     int64_t cap_samples, nsamples, nbatches;
     int64_t epoch, next_assign, next_deliver;
 
@@ -220,6 +223,69 @@ static void report_bad(vt_loader *l, int video, vt_bad_kind kind, const char *re
     pthread_mutex_unlock(&l->lock);
 }
 
+/* ---- the sample's frames: a segment bounds its clips (docs/segments.md) ---- */
+
+/* t frames start, start + stride, ... of `video` into out (t, fh, fw, 3): from the frame
+ * cache when it holds them, else decoded (opening the video into *v when needed).
+ * VT_BAD_NONE, or the kind of failure with err set. */
+static vt_bad_kind read_run(worker *w, int video, vt_video **v, uint8_t *out, int64_t start,
+                            int t, int stride, int short_side, char *err, size_t errlen) {
+    vt_loader *l = w->l;
+    vt_pad_policy pad = l->cfg.clip.pad;
+    int kept = l->frames ? vt_frame_cache_read_clip(l->frames, video, w->scaler, out, start, t,
+                                                     stride, short_side, pad, err, errlen)
+                         : 0;
+    if (kept < 0) {
+        if (!err[0])
+            snprintf(err, errlen, "conversion failed");
+        return VT_BAD_READ;
+    }
+    if (kept)
+        return VT_BAD_NONE;
+    if (!*v && !(*v = cache_get(w, video, err, errlen))) {
+        if (!err[0])
+            snprintf(err, errlen, "cannot open");
+        return VT_BAD_OPEN;
+    }
+    if (vt_video_read_clip(*v, out, start, t, stride, short_side, pad, err, errlen) < 0) {
+        cache_drop(w, video); /* the decoder may be left in any state */
+        *v = NULL;
+        if (!err[0])
+            snprintf(err, errlen, "decode failed");
+        return VT_BAD_READ;
+    }
+    return VT_BAD_NONE;
+}
+
+/* The clip at p into w->scratch. One run of frames, unless it would pass the end of a
+ * segment (one shorter than the clip span): then frame by frame at the positions the pad
+ * policy gives inside the segment, so that no frame outside it is read. */
+static vt_bad_kind read_clip_in_range(worker *w, int video, vt_video **v,
+                                      const vt_clip_params *p, vt_frame_range r, int fw, int fh,
+                                      char *err, size_t errlen) {
+    const vt_clip_cfg *cc = &w->l->cfg.clip;
+    int64_t last = p->start + (int64_t)(cc->t - 1) * p->stride;
+    if (!vt_dataset_is_segment(&w->l->ds->videos[video]) || last < r.first + r.count)
+        return read_run(w, video, v, w->scratch, p->start, cc->t, p->stride, p->short_side,
+                        err, errlen);
+    size_t frame = (size_t)fw * (size_t)fh * 3;
+    int64_t prev = -1;
+    for (int k = 0; k < cc->t; k++) {
+        int64_t pos; /* slot k alone: its position depends on nothing else */
+        vt_sample_range_positions(r, p->start + (int64_t)k * p->stride, 1, 1, cc->pad, &pos);
+        uint8_t *out = w->scratch + (size_t)k * frame;
+        if (pos == prev) { /* REPEAT_LAST's tail: a copy, not another decode */
+            memcpy(out, out - frame, frame);
+            continue;
+        }
+        vt_bad_kind bad = read_run(w, video, v, out, pos, 1, 1, p->short_side, err, errlen);
+        if (bad != VT_BAD_NONE)
+            return bad;
+        prev = pos;
+    }
+    return VT_BAD_NONE;
+}
+
 /* Decode, transform and label sample i into row n of b. Returns 1, or 0 when the clip is
  * left out (its video is bad). */
 static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
@@ -243,7 +309,6 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
         }
         info = *vt_video_get_info(v);
     }
-    int64_t nframes = info.nframes;
     vt_clip_params p = {.stride = cc->stride, .contrast = 1.0f}; /* evaluation: no jitter */
     uint64_t key = 0;
     int fw, fh;
@@ -259,14 +324,27 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
         report_bad(l, s.video, VT_BAD_READ, err);
         return 0;
     }
+    /* Clips are drawn inside the sample's frames (a segment's, or the whole file's). */
+    vt_frame_range range = vt_dataset_sample_frames(&l->ds->videos[s.video], v, &info);
+    if (range.count <= 0) {
+        snprintf(err, sizeof err, "the segment lies past the end of the file (%.3f s)",
+                 info.duration);
+        report_bad(l, s.video, VT_BAD_READ, err);
+        return 0;
+    }
     if (c->mode == VT_LOADER_TRAIN) {
-        vt_sample_train_params(&p, cc, key, nframes, fw, fh);
+        vt_frame_range draw = c->video_clips ? vt_sample_stratum(range, vt_clip_span(cc), s.clip,
+                                                                 l->per_video[s.video])
+                                             : range; /* auto: n draws spread over it */
+        vt_sample_train_params(&p, cc, key, draw.count, fw, fh);
+        p.start += draw.first - range.first;
     } else {
         int ncrops = VT_MAX(cc->ncrops, 1);
-        p.start = vt_sample_eval_start(nframes, vt_clip_span(cc), s.clip / ncrops,
+        p.start = vt_sample_eval_start(range.count, vt_clip_span(cc), s.clip / ncrops,
                                        VT_MAX(c->clips_per_video, 1));
         vt_sample_eval_crop(&p.x0, &p.y0, fw, fh, cc->crop, s.clip % ncrops, ncrops);
     }
+    p.start += range.first;
     size_t need = (size_t)cc->t * (size_t)fw * (size_t)fh * 3;
     if (need > w->scratch_cap) {
         /* Grows to the largest clip seen and stays: the footprint is bounded by the
@@ -282,25 +360,10 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
     if (!(w->memo_video == s.video && w->memo_start == p.start && w->memo_ss == p.short_side &&
           w->memo_stride == p.stride)) {
         w->memo_video = -1;
-        int kept = l->frames ? vt_frame_cache_read_clip(l->frames, s.video, w->scaler,
-                                                         w->scratch, p.start, cc->t, p.stride,
-                                                         p.short_side, cc->pad, err, sizeof err)
-                             : 0;
-        if (kept < 0) {
-            report_bad(l, s.video, VT_BAD_READ, err[0] ? err : "conversion failed");
+        vt_bad_kind bad = read_clip_in_range(w, s.video, &v, &p, range, fw, fh, err, sizeof err);
+        if (bad != VT_BAD_NONE) {
+            report_bad(l, s.video, bad, err);
             return 0;
-        }
-        if (!kept) {
-            if (!v && !(v = cache_get(w, s.video, err, sizeof err))) {
-                report_bad(l, s.video, VT_BAD_OPEN, err[0] ? err : "cannot open");
-                return 0;
-            }
-            if (vt_video_read_clip(v, w->scratch, p.start, cc->t, p.stride, p.short_side,
-                                   cc->pad, err, sizeof err) < 0) {
-                cache_drop(w, s.video); /* the decoder may be left in any state */
-                report_bad(l, s.video, VT_BAD_READ, err[0] ? err : "decode failed");
-                return 0;
-            }
         }
         w->memo_video = s.video;
         w->memo_start = p.start;
@@ -433,14 +496,12 @@ static void *worker_main(void *arg) {
 /* The epoch's samples (videos not bad now) and their order. Called with no worker busy. */
 static void build_order(vt_loader *l) {
     const vt_loader_cfg *c = &l->cfg;
-    int per = c->mode == VT_LOADER_TRAIN ? VT_MAX(c->clips_per_video, 1)
-                                         : VT_MAX(c->clips_per_video, 1) * VT_MAX(c->clip.ncrops, 1);
     int64_t n = 0;
     for (int i = 0; i < l->nindices; i++) {
         int v = l->indices[i];
         if (vt_dataset_bad(l->ds, v) != VT_BAD_NONE)
             continue;
-        for (int k = 0; k < per; k++) {
+        for (int k = 0; k < l->per_video[v]; k++) {
             l->base[n].video = v;
             l->base[n].clip = k;
             n++;
@@ -449,7 +510,10 @@ static void build_order(vt_loader *l) {
     l->nsamples = n;
     l->nbatches = (n + c->batch - 1) / c->batch;
     if (c->mode == VT_LOADER_TRAIN) {
-        vt_sample_shuffle(l->perm, n, c->seed, l->epoch);
+        if (l->bal) /* base's video field, a sample being two int32s */
+            vt_balancer_order(l->bal, l->perm, &l->base->video, 2, n, c->seed, l->epoch);
+        else
+            vt_sample_shuffle(l->perm, n, c->seed, l->epoch);
         for (int64_t i = 0; i < n; i++)
             l->order[i] = l->base[l->perm[i]];
     } else {
@@ -527,12 +591,17 @@ vt_loader *vt_loader_init(vt_dataset *ds, const vt_loader_cfg *cfg, char *err, s
     l->cfg = c;
     l->clip_floats = (int64_t)3 * cc->t * cc->crop * cc->crop;
     l->batch_bytes = vt_loader_batch_bytes(ds, &c);
-    int per = VT_MAX(c.clips_per_video, 1) * (c.mode == VT_LOADER_EVAL ? VT_MAX(cc->ncrops, 1) : 1);
-    l->cap_samples = (int64_t)l->nindices * per;
+    l->per_video = vt_loader_clip_counts(ds, &c);
+    l->cfg.video_clips = c.video_clips && c.mode == VT_LOADER_TRAIN ? l->per_video : NULL;
+    l->cap_samples = 0;
+    for (int i = 0; i < l->nindices; i++)
+        l->cap_samples += l->per_video[l->indices[i]];
     size_t ns = (size_t)VT_MAX(l->cap_samples, 1);
     l->base = vt_malloc(ns * sizeof *l->base);
     l->order = vt_malloc(ns * sizeof *l->order);
     l->perm = vt_malloc(ns * sizeof *l->perm);
+    if (c.balance && c.mode == VT_LOADER_TRAIN) /* head 0 is softmax: the caller checks */
+        l->bal = vt_balancer_new(ds, 0, l->cap_samples);
 
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->cv_work, NULL);
@@ -597,7 +666,9 @@ void vt_loader_free(vt_loader **pl) {
     free(l->base);
     free(l->order);
     free(l->perm);
+    vt_balancer_free(&l->bal);
     free(l->indices);
+    free(l->per_video);
     pthread_cond_destroy(&l->cv_work);
     pthread_cond_destroy(&l->cv_ready);
     pthread_cond_destroy(&l->cv_idle);

@@ -47,10 +47,17 @@ typedef struct vt_loader_cfg {
     int64_t start_batch;   /* resume inside the first epoch at this batch (data cursor) */
     int clips_per_video;   /* train: clips drawn per video per epoch; eval: K temporal
                               clips (default 1) */
+    const int32_t *video_clips; /* train: (ds->nvideos) clips drawn per epoch from each
+                              dataset video instead of clips_per_video for all
+                              (--clips-per-video auto: vt_loader_auto_clips); draw k of
+                              n comes from stratum k of the video (vt_sample_stratum).
+                              NULL: clips_per_video each. Copied */
     vt_clip_cfg clip;
     const int32_t *indices; /* (nindices) dataset videos to use (a split); NULL = every
                               labelled video; copied */
     int nindices;
+    int balance;           /* train: the epoch order class-balanced over head 0 (--balance
+                              sampler; balance.h vt_balance_order) instead of shuffled */
     int decode_threads;    /* FFmpeg threads per open video (default 1) */
     int cache;             /* open videos kept per worker (LRU, default 4) */
     int64_t frame_cache;   /* bytes of decoded frames kept across epochs, shared by the
@@ -122,6 +129,15 @@ void vt_loader_start_epoch(vt_loader *l, int64_t epoch, int64_t start_batch);
 int64_t vt_loader_num_samples(const vt_loader *l);
 int64_t vt_loader_num_batches(const vt_loader *l);
 void vt_loader_get_stats(vt_loader *l, vt_loader_stats *out);
+/* The samples each dataset video gives an epoch under cfg (malloc'd, ds->nvideos):
+ * training, its video_clips entry or clips_per_video; evaluation, K clips x crops. */
+int32_t *vt_loader_clip_counts(const vt_dataset *ds, const vt_loader_cfg *cfg);
+/* --clips-per-video auto: out[v] = vt_sample_auto_clips(the sample's duration, every)
+ * for every dataset video v (a segment's duration for a segment), for
+ * vt_loader_cfg.video_clips; returns the sum over indices[0..n) (n < 0: every video). */
+int64_t vt_loader_auto_clips(int32_t *out /* (ds->nvideos) */, const vt_dataset *ds,
+                             double every, const int32_t *indices, int n);
+
 /* Bytes of one batch buffer for this config and dataset (x, labels, targets, ids). */
 int64_t vt_loader_batch_bytes(const vt_dataset *ds, const vt_loader_cfg *cfg);
 

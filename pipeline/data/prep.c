@@ -1,7 +1,7 @@
 /*
  * prep.c: one video re-encoded to training size (prep.h). The source is decoded by
- * video.c's sequential decoder (vt_video_decode_all), which already scales to RGB at the
- * short side and rotates the pixels as the display matrix says; each frame then goes
+ * video_read.c's sequential decoder (vt_video_decode_all), which already scales to RGB at
+ * the short side and rotates the pixels as the display matrix says; each frame then goes
  * RGB -> YUV 4:2:0 at even sides (the odd last column or row, if any, is dropped: one
  * pixel, not a second resampling), gets its source timestamp (or, with --fps, the
  * nearest-in-time frame for each output tick), and is encoded and muxed with the
@@ -27,6 +27,7 @@
 #include <libswscale/swscale.h>
 
 #include "models/common.h"
+#include "pipeline/data/sample.h"
 #include "pipeline/data/video.h"
 
 void vt_prep_opts_default(vt_prep_opts *o) {
@@ -77,6 +78,7 @@ typedef struct prep_job {
     int tb_num, tb_den;       /* source stream time base */
     int ow, oh;
     int64_t decoded, written;
+    int64_t ts0;              /* source timestamp of the first frame written (a segment's) */
     int ret;                  /* first error inside the callback */
     char *err;
     size_t errlen;
@@ -183,7 +185,7 @@ static int on_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
     j->decoded++;
 
     int tbn, tbd;
-    int64_t ts = vt_video_frame_ts(j->v, n, &tbn, &tbd);
+    int64_t ts = vt_video_frame_ts(j->v, n, &tbn, &tbd) - j->ts0;
     if (j->o->fps > 0) {
         /* The frame owns the ticks from round(t * fps) until the next frame's: FFmpeg's
          * fps filter with its default rounding (near). */
@@ -267,8 +269,49 @@ static int open_encoder(prep_job *j, const AVCodec *codec, const vt_video_info *
     return 0;
 }
 
+/* A segment's frames [r.first, r.first + r.count) to on_frame, read in runs through
+ * read_clip (which seeks to the first and then decodes on): the pixels decode_all gives. */
+#define TRIM_RUN 32
+static int decode_range(prep_job *j, vt_frame_range r, int s, char *err, size_t errlen) {
+    int w, h, ret = 0;
+    vt_video_scaled_size(j->v, s, &w, &h);
+    size_t frame = (size_t)w * (size_t)h * 3;
+    uint8_t *buf = vt_malloc(frame * TRIM_RUN);
+    for (int64_t f = r.first; f < r.first + r.count && ret == 0; f += TRIM_RUN) {
+        int t = (int)VT_MIN((int64_t)TRIM_RUN, r.first + r.count - f);
+        ret = vt_video_read_clip(j->v, buf, f, t, 1, s, VT_PAD_REPEAT_LAST, err, errlen);
+        for (int k = 0; k < t && ret == 0; k++)
+            if (on_frame(j, buf + (size_t)k * frame, f + k, w, h))
+                ret = j->ret < 0 ? j->ret : 0;
+    }
+    free(buf);
+    return ret;
+}
+
+static int prep_range(vt_prep_result *res, const char *src, const char *dst, const char *ext,
+                      const vt_prep_opts *o, double start, double end, char *err,
+                      size_t errlen);
+
 int vt_prep_file(vt_prep_result *res, const char *src, const char *dst, const char *ext,
                  const vt_prep_opts *o, char *err, size_t errlen) {
+    return prep_range(res, src, dst, ext, o, 0, 0, err, errlen);
+}
+
+int vt_prep_segment(vt_prep_result *res, const char *src, const char *dst, const char *ext,
+                    const vt_prep_opts *o, double start, double end, char *err,
+                    size_t errlen) {
+    if (!(end > start)) {
+        vt_set_err(err, errlen, "segment %.3f-%.3f s: the end must come after the start",
+                   start, end);
+        return AVERROR(EINVAL);
+    }
+    return prep_range(res, src, dst, ext, o, start, end, err, errlen);
+}
+
+/* end <= 0: the whole file. */
+static int prep_range(vt_prep_result *res, const char *src, const char *dst, const char *ext,
+                      const vt_prep_opts *o, double start, double end, char *err,
+                      size_t errlen) {
     prep_job j = {.o = o, .last_pts = INT64_MIN, .err = err, .errlen = errlen};
     memset(res, 0, sizeof *res);
     int ret = 0, header = 0;
@@ -283,7 +326,21 @@ int vt_prep_file(vt_prep_result *res, const char *src, const char *dst, const ch
     if (ret < 0)
         goto end;
     const vt_video_info *in = vt_video_get_info(j.v);
-    res->src_duration = in->duration;
+    vt_frame_range range = {0, in->nframes};
+    double duration = in->duration;
+    if (end > 0) {
+        range = vt_sample_segment_frames(j.v, start, end);
+        if (range.count <= 0) {
+            vt_set_err(err, errlen, "segment %.3f-%.3f s has no frame: the file is %.3f s long",
+                       start, end, in->duration);
+            ret = AVERROR_INVALIDDATA;
+            goto end;
+        }
+        duration = VT_MIN(end, in->duration) - start;
+        int tn, td;
+        j.ts0 = vt_video_frame_ts(j.v, range.first, &tn, &td);
+    }
+    res->src_duration = duration;
     res->src_frames = in->nframes;
     res->src_width = in->width;
     res->src_height = in->height;
@@ -337,7 +394,8 @@ int vt_prep_file(vt_prep_result *res, const char *src, const char *dst, const ch
     VT_CHECK(j.pkt != NULL, "out of memory");
 
     int64_t got = 0;
-    ret = vt_video_decode_all(j.v, s, on_frame, &j, &got, err, errlen);
+    ret = end > 0 ? decode_range(&j, range, s, err, errlen)
+                  : vt_video_decode_all(j.v, s, on_frame, &j, &got, err, errlen);
     if (j.ret < 0) {
         ret = j.ret;
         goto end;
@@ -347,7 +405,7 @@ int vt_prep_file(vt_prep_result *res, const char *src, const char *dst, const ch
     /* A decode error after frames came out is a damaged tail: what decoded is kept, as
      * the loader would read it; the counts say what was lost. */
     if (o->fps > 0) {
-        int64_t end_tick = (int64_t)llround(in->duration * o->fps);
+        int64_t end_tick = (int64_t)llround(duration * o->fps);
         if (j.written == 0) /* a video shorter than half a tick still gives one frame */
             end_tick = VT_MAX(end_tick, j.held_tick + 1);
         ret = flush_held(&j, end_tick);

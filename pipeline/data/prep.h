@@ -1,6 +1,6 @@
 /*
  * prep.h: the re-encoder behind `vidtrain prep` — one video file in, one training-ready
- * file out: decoded by video.c (so rotation, VFR and corruption are handled exactly as
+ * file out: decoded by video_*.c (so rotation, VFR and corruption are handled exactly as
  * the loader handles them), scaled so the displayed short side is S with even sides,
  * rotation applied to the pixels, audio and every other stream dropped, a short
  * keyframe interval so that any clip seeks cheaply, the source timestamps kept (or a
@@ -59,5 +59,14 @@ void vt_prep_out_ext(char *ext, size_t n, const char *name, const char *codec);
  * frames", FFmpeg's reason) or the output cannot be written. */
 int vt_prep_file(vt_prep_result *res, const char *src, const char *dst, const char *ext,
                  const vt_prep_opts *o, char *err, size_t errlen);
+
+/* The same for a segment of src (prep --trim): only the frames whose timestamps lie in
+ * [start, end) seconds from the first frame (the frames a loader draws that segment's
+ * clips from, sample.h), timestamps moved so the output starts at 0. The decoder seeks
+ * to the segment: a segment near the end of a long video does not decode all before it.
+ * res->src_duration is the segment's length; a segment with no frame is an error. */
+int vt_prep_segment(vt_prep_result *res, const char *src, const char *dst, const char *ext,
+                    const vt_prep_opts *o, double start, double end, char *err,
+                    size_t errlen);
 
 #endif

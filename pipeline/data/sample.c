@@ -80,6 +80,52 @@ void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t 
     out->brightness = (float)((2.0 * ub - 1.0) * c->brightness);
 }
 
+/* ---- segments ---- */
+
+/* First index position in [0, n) whose timestamp in seconds is >= t (n when none): the
+ * index is in presentation order, so a binary search. */
+static int64_t first_at_or_after(const vt_video *v, int64_t n, double t) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        int num, den;
+        int64_t ts = vt_video_frame_ts(v, mid, &num, &den);
+        if ((double)ts * num / den < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+vt_frame_range vt_sample_segment_frames(const vt_video *v, double start, double end) {
+    int64_t n = vt_video_get_info(v)->nframes;
+    int64_t a = first_at_or_after(v, n, start), b = first_at_or_after(v, n, end);
+    return (vt_frame_range){.first = VT_MIN(a, n), .count = VT_MAX(b - a, 0)};
+}
+
+vt_frame_range vt_sample_segment_frames_fps(const vt_video_info *info, double start,
+                                            double end) {
+    double fps = info->fps > 0 ? info->fps : 25.0;
+    /* Frame n is at n / fps: the first at or after t is ceil(t * fps), with a margin of a
+     * thousandth of a frame for times written with few decimals (10.0 s at 29.97 fps). */
+    int64_t a = (int64_t)ceil(start * fps - 1e-3), b = (int64_t)ceil(end * fps - 1e-3);
+    a = VT_MIN(VT_MAX(a, 0), info->nframes);
+    b = VT_MIN(VT_MAX(b, 0), info->nframes);
+    return (vt_frame_range){.first = a, .count = VT_MAX(b - a, 0)};
+}
+
+void vt_sample_range_positions(vt_frame_range r, int64_t start, int t, int stride,
+                               vt_pad_policy pad, int64_t *pos) {
+    int64_t n = VT_MAX(r.count, 1);
+    for (int i = 0; i < t; i++) {
+        int64_t p = start - r.first + (int64_t)i * stride;
+        if (p >= n)
+            p = pad == VT_PAD_REPEAT_LAST ? n - 1 : p % n;
+        pos[i] = r.first + p;
+    }
+}
+
 int64_t vt_sample_eval_start(int64_t nframes, int span, int k, int K) {
     if (nframes <= span)
         return 0;
@@ -144,6 +190,26 @@ void vt_clip_color(float *x, int t, int crop, float contrast, float brightness,
         for (int64_t i = 0; i < plane; i++)
             o[i] = o[i] * a + b;
     }
+}
+
+int vt_sample_auto_clips(double seconds, double every) {
+    if (!(seconds > 0) || !(every > 0))
+        return 1; /* unknown duration (NaN too): the integer meaning's default */
+    double n = floor(seconds / every + 0.5);
+    return n < 1 ? 1 : n > VT_SAMPLE_MAX_AUTO_CLIPS ? VT_SAMPLE_MAX_AUTO_CLIPS : (int)n;
+}
+
+vt_frame_range vt_sample_stratum(vt_frame_range r, int span, int k, int n) {
+    int64_t room = r.count - span; /* starts 0..room keep the clip inside r */
+    if (n <= 1 || room <= 0)
+        return r;
+    /* starts [lo, hi) of stratum k: floor(k * (room + 1) / n), exact in 128 bits */
+    int64_t lo = (int64_t)((__int128)k * (room + 1) / n);
+    int64_t hi = (int64_t)((__int128)(k + 1) * (room + 1) / n);
+    if (hi <= lo) /* more strata than starts: share one */
+        hi = lo + 1;
+    return (vt_frame_range){.first = r.first + lo,
+                            .count = VT_MIN(hi - lo - 1 + span, r.count - lo)};
 }
 
 void vt_sample_shuffle(int32_t *perm, int64_t n, uint64_t seed, int64_t epoch) {

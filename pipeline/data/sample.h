@@ -57,6 +57,26 @@ typedef struct vt_clip_params {
     float contrast, brightness;
 } vt_clip_params;
 
+/* The frames a sample's clips are drawn from: [first, first + count) of its file — a
+ * segment's frames, or the whole file (0, nframes). Clip starts are drawn as if the
+ * sample were a video of `count` frames, then shifted by `first`. */
+typedef struct vt_frame_range {
+    int64_t first, count;
+} vt_frame_range;
+
+/* The frames of v whose timestamps (seconds from the first frame, vt_video_frame_ts)
+ * lie in [start, end): exact for a variable frame rate. count 0 when none do. */
+vt_frame_range vt_sample_segment_frames(const vt_video *v, double start, double end);
+/* The same from the frame rate alone (no open video: a frame cache's info), frame n at
+ * n / fps. */
+vt_frame_range vt_sample_segment_frames_fps(const vt_video_info *info, double start,
+                                            double end);
+/* The index positions (absolute) of a clip at start (absolute) inside range r, with the
+ * pad policy applied at the end of the RANGE rather than of the file: what a segment
+ * shorter than the clip span reads, so that no frame outside the segment is used. */
+void vt_sample_range_positions(vt_frame_range r, int64_t start, int t, int stride,
+                               vt_pad_policy pad, int64_t *pos /* (t) */);
+
 /* The per-sample random word: vt_hash64 chain over seed, epoch, sample index. */
 uint64_t vt_sample_key(uint64_t seed, int64_t epoch, int64_t index);
 
@@ -70,6 +90,18 @@ uint64_t vt_sample_key(uint64_t seed, int64_t epoch, int64_t index);
 int vt_sample_train_scale(const vt_clip_cfg *c, uint64_t key);
 void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t key,
                             int64_t nframes, int w, int h);
+
+/* --clips-per-video auto: the clips a sample of `seconds` draws per epoch, one per `every`
+ * seconds rounded to the nearest, at least 1 (and at most VT_SAMPLE_MAX_AUTO_CLIPS, so
+ * that a corrupt duration cannot ask for billions). Pure: every rank gets the same count
+ * from the same duration. */
+#define VT_SAMPLE_MAX_AUTO_CLIPS 100000
+int vt_sample_auto_clips(double seconds, double every);
+/* Draw k of n of one sample (auto clips): the part of r its clip is drawn in, stratum k
+ * of n equal parts of the possible starts [0, count - span], so that n draws of an epoch
+ * cover the whole video rather than n independent spots (a clip of the jittered stride
+ * may reach past the stratum, never past r). n <= 1: r itself. */
+vt_frame_range vt_sample_stratum(vt_frame_range r, int span, int k, int n);
 
 /*
  * Evaluation, clip k of K temporal clips: start_k = round(k * (nframes - span) / (K-1))

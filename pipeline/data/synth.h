@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pipeline/data/synth_layout.h" /* vt_synth_layout */
+
 #define VT_SYNTH_MAX_CLASSES 8
 #define VT_SYNTH_MAX_FORMATS 8
 
@@ -68,15 +70,6 @@ const char *vt_synth_preset_class_name(const vt_synth_opts *o, int cls);
  * them. */
 int vt_synth_format_count(const vt_synth_opts *o);
 const char *vt_synth_format_name(const vt_synth_opts *o, int i); /* "mpeg4/mp4" ... */
-
-/* What one video looks like on disk. A function of the options, the split and the index
- * within the class ONLY (never of the class), so every class gets the same formats. */
-typedef struct vt_synth_layout {
-    int width, height, fps, frames;
-    int format;              /* index for vt_synth_format_name */
-    int quality;             /* 0 (best) .. 99: encoder quality drawn per video (motion) */
-    int gop;                 /* frames between keyframes */
-} vt_synth_layout;
 
 /* Layout of video idx (of any class) in split ("train", "val", "test"). Motion: size from
  * {160x120, 192x144, 240x180, 256x192, 320x240} (one in 8 portrait) and fps from

@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "pipeline/data/synth.h"
+#include "pipeline/data/synth_layout.h" /* not synth.h: synth.c wraps this (no circle) */
 
 #define VT_MOTION_CLASSES 8
 

@@ -7,7 +7,12 @@
  * calls n). The index (one pts per frame) is built by demuxing without decoding, so a
  * variable-frame-rate file is addressed by timestamps, never by fps arithmetic.
  * A bad file is a data error: functions return a negative code and set err with the
- * reason; they never abort and never print.
+ * reason; they never abort and never print (one exception: the warning of --decode
+ * nvdec falling back to the CPU, once per process, vt_decode_mode).
+ *
+ * Files: video_open.c (open, probe, index), video_seek.c (moving the decoder),
+ * video_read.c (clips, whole decodes), video_scale.c (to RGB, rotation), video_hw.c
+ * (NVDEC), video_log.c (FFmpeg's log); video_impl.h holds what they share.
  */
 #ifndef VT_VIDEO_H
 #define VT_VIDEO_H
@@ -26,6 +31,7 @@ typedef struct vt_video_info {
     char container[32];       /* "mov,mp4,m4a,3gp,3g2,mj2" short name first part */
     char pix_fmt[32];
     int vfr;                  /* 1 when frame durations differ by more than 1% */
+    char decoder[8];          /* where frames decode: "cpu", or "nvdec" (the GPU) */
 } vt_video_info;
 
 /* What to do when a clip runs past the last frame. */
@@ -35,6 +41,27 @@ typedef enum vt_pad_policy {
 } vt_pad_policy;
 
 typedef struct vt_video vt_video;
+
+/* Where vt_video_open decodes (`--decode`, docs/decode.md). AUTO: on the GPU through
+ * FFmpeg's NVDEC hwaccel when a CUDA device is there and the codec has an NVDEC decoder,
+ * else on the CPU, silently. NVDEC: the same, but when the GPU cannot decode a file the
+ * CPU does, and one warning (the first such path and the reason) is printed per process
+ * — the only thing the video reader ever prints. CPU: libavcodec's software decoders.
+ * Pixels: H.264 and HEVC decode bit-exactly either way (the standards fix the output);
+ * the GPU hands over NV12 instead of yuv420p, which swscale reads by another routine. */
+typedef enum vt_decode_mode {
+    VT_DECODE_AUTO = 0,
+    VT_DECODE_CPU,
+    VT_DECODE_NVDEC,
+} vt_decode_mode;
+
+/* "auto", "cpu", "nvdec" -> the mode; -1 for anything else. */
+int vt_decode_mode_parse(const char *s);
+const char *vt_decode_mode_name(vt_decode_mode m);
+/* Process-wide: every vt_video_open from now on decodes as m says (default AUTO). Set it
+ * once, before the first open (the command line does). */
+void vt_video_set_decode(vt_decode_mode m);
+vt_decode_mode vt_video_get_decode(void);
 
 /* Open and index. threads: decoder threads (0 = FFmpeg's choice, 1 = none).
  * Returns 0, or a negative code with err set ("no video stream", "truncated: moov atom

@@ -88,5 +88,11 @@ void vt_reducer_free(vt_reducer **r);
  * for cannot serve these towers or is not built in. */
 vt_reducer *vt_reducer_choose(const char *want, const vt_device_list *towers, int nproc,
                               const int *first, int me, char *err, size_t errlen);
+/* Two cuda towers of the global list (as above) on one GPU of one host — the same
+ * ordinal where host(q) names the same machine for both processes — as global tower
+ * indices *a < *b: 1, else 0. NCCL does not support one device as two ranks of a
+ * communicator (it may hang), so nccl refuses such towers and auto takes mpi. */
+int vt_reducer_gpu_clash(const vt_device_list *towers, int nproc, const int *first,
+                         const char *(*host)(int rank), int *a, int *b);
 
 #endif

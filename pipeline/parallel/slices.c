@@ -119,6 +119,14 @@ void vt_slice_round(int *out, int total, const double *w, int n) {
     }
 }
 
+int vt_slice_fits(const vt_memplan *mp, const vt_device *d) {
+    if (!strcmp(d->backend, "cuda"))
+        return VT_MIN(vt_memplan_max_clips_cuda(mp, d->budget), VT_SLICE_UNLIMITED);
+    if (d->budget <= 0)
+        return VT_SLICE_UNLIMITED;
+    return VT_MIN(vt_memplan_max_clips(mp, d->budget), VT_SLICE_UNLIMITED);
+}
+
 static int passes(int clips, int fits) {
     if (clips <= 0)
         return 0;

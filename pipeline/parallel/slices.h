@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "models/net.h"
 #include "pipeline/parallel/device.h"
 
 typedef enum vt_slice_kind {
@@ -85,6 +86,12 @@ typedef struct vt_plan {
  * holds nothing). */
 int vt_slice_plan(vt_plan *out, const vt_slice_policy *pol, int batch, int n,
                   const vt_slice_dev *devs, char *err, size_t errlen);
+
+/* Clips one pass of device d holds under memory plan mp: what its budget holds
+ * (VT_SLICE_UNLIMITED without a budget); a cuda tower keeps the backend's own reserve out
+ * of the budget and passes no more clips than cuDNN's 2^31-element tensor limit allows
+ * (vt_memplan_max_clips_cuda). What every plan of towers starts from. */
+int vt_slice_fits(const vt_memplan *mp, const vt_device *d);
 
 /* Predicted seconds for `clips` on a tower: clips/speed + micro-batches * overhead;
  * 0 if the speed is unknown. */

@@ -90,6 +90,11 @@ typedef struct vt_towers_cfg {
                                    reducer); 0 = one call after backward; < 0 (default)
                                    = 25 when a tower is on a GPU, else 0 (see below) */
     int verbose;                /* print plan changes to stderr */
+    const float *class_weight[VT_MAX_HEADS]; /* softmax heads' class weights (host,
+                                   (classes), copied; NULL: unweighted): --balance loss.
+                                   A step's weighted mean divides by the weight sum of
+                                   the WHOLE step's clips, every rank's (models/net.h
+                                   vt_targets), so any split equals one device */
 } vt_towers_cfg;
 
 void vt_towers_cfg_default(vt_towers_cfg *cfg);

@@ -65,7 +65,11 @@ static inline void vt_fuzz_check_dataset(const vt_dataset *ds) {
     }
     for (int i = 0; i < ds->nvideos; i++) {
         const vt_dataset_video *v = &ds->videos[i];
-        FUZZ_ASSERT(i == 0 || strcmp(ds->videos[i - 1].relpath, v->relpath) < 0,
+        /* Sorted and unique by (path, segment): segments of one file share its path. */
+        const vt_dataset_video *u = i ? &ds->videos[i - 1] : NULL;
+        int c = u ? strcmp(u->relpath, v->relpath) : -1;
+        FUZZ_ASSERT(c < 0 || (c == 0 && (u->seg_start < v->seg_start ||
+                                         (u->seg_start == v->seg_start && u->seg_end < v->seg_end))),
                     "videos not sorted and unique at %s", v->relpath);
         FUZZ_ASSERT(v->split >= VT_SPLIT_TRAIN && v->split <= VT_SPLIT_NONE, "split %d",
                     (int)v->split);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # make_seeds.sh OUT [TARGET...]: the seed corpora of the fuzz targets (tests/fuzz/), one
-# folder OUT/TARGET per target: safetensors, labels, lists, options, devspec, video, pth.
+# folder OUT/TARGET per target: safetensors, labels, lists, kinetics, hmdb, options,
+# devspec, video, pth.
 # Everything is generated here (nothing binary is checked in): text seeds with printf,
 # safetensors files byte by byte (8-byte little-endian header length, JSON header,
 # tensor data), small real videos of several codecs and containers with the ffmpeg
@@ -12,7 +13,7 @@ set -euo pipefail
 out=${1:?usage: make_seeds.sh OUT [TARGET...]}
 shift
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(safetensors labels lists options devspec video pth)
+[ ${#targets[@]} -gt 0 ] || targets=(safetensors labels lists kinetics hmdb options devspec video pth)
 mkdir -p "$out"
 
 # seed NAME: stdin into the folder being made.
@@ -64,6 +65,25 @@ make_labels() {
         "$a" "$a" "$b" "$a" | seed badlines.csv
     printf 'path,h1,h2,h3,h4,h5,h6,h7,h8,h9\n' | seed toomany.csv
     printf 'path,only;tags\n%s_g01_c01.avi,;\n%s_g01_c01.avi, a ; b ;;\n' "$a" "$b" | seed tags.csv
+    printf 'path,start,class,end\nloose.mp4,1,x,3\nloose.mp4,0.5,y,2.25\nloose.mp4,1,x,3\nloose.mp4,4,z,\nloose.mp4,,w,\n%s_g01_c01.avi,5,x,2\n' \
+        "$a" | seed segments.csv
+    printf 'path,class,start\nloose.mp4,x,1\n' | seed halfsegment.csv
+}
+
+make_kinetics() {
+    printf 'label,youtube_id,time_start,time_end,split\nabseiling,loose,0,10,train\n"air drumming",loose,12.5,20,val\nabseiling,v_Basketball_g01_c01,0,0,train\nx,missing,1,2,test\n,loose,3,4,test\n' \
+        | seed untrimmed.csv
+    printf 'youtube_id,time_start,time_end\nloose,1,2\nloose,1,2\nloose,2,1\nloose,a,b\n' | seed nolabel.csv
+    printf 'label,time_start\nx,1\n' | seed badheader.csv
+    printf 'label,youtube_id,time_start,time_end,split\r\n"a ""q""",loose,1e3,1e9,validate\r\n' \
+        | seed quoted.csv
+}
+
+make_hmdb() {
+    printf 'v_ApplyEyeMakeup_g01_c01.avi 1 \nv_ApplyEyeMakeup_g01_c02.avi 2 \nmissing.avi 0\n\0v_Basketball_g01_c01.avi 2\nv_Basketball_g01_c01.avi 1\nbad line here\nv_Basketball_g03_c01.mp4 7\n' \
+        | seed split1.txt
+    printf '\0' | seed empty.txt
+    printf 'v_ApplyEyeMakeup_g01_c01.avi 1\r\n' | seed onlyone.txt
 }
 
 make_lists() {
@@ -179,6 +199,8 @@ for t in "${targets[@]}"; do
         safetensors) make_safetensors ;;
         labels) make_labels ;;
         lists) make_lists ;;
+        kinetics) make_kinetics ;;
+        hmdb) make_hmdb ;;
         options) make_options ;;
         devspec) make_devspec ;;
         video) make_video ;;

@@ -18,8 +18,10 @@
  * of every process, NCCL rank = the tower's index in the whole run; process 0's unique id
  * reaches the others through an MPI broadcast, and the communicators are created in one
  * group (this process's GPUs from one thread) after an MPI barrier, so every process is
- * there before NCCL's blocking bootstrap starts. A peer that dies later shows up as an
- * asynchronous error or the timeout below; ncclCommAbort then lets the others fail too.
+ * there before NCCL's bootstrap starts; the communicators are non-blocking (blocking = 0),
+ * so start-up is polled with the same timeout as the collectives. A peer that dies, at
+ * start-up or later, shows up as an asynchronous error or the timeout below;
+ * ncclCommAbort then lets the others fail too.
  * UNVERIFIED on hardware: written and compiled without a multi-GPU, multi-process machine.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -59,13 +61,17 @@ static void wait_stream(nccl_ctx *c, int rank, cudaStream_t st, const char *what
     const double t0 = vt_now();
     const struct timespec nap = {0, 50 * 1000}; /* 50 us: small next to any real collective */
     for (;;) {
-        cudaError_t e = cudaStreamQuery(st);
-        if (e == cudaSuccess)
-            return;
-        if (e != cudaErrorNotReady)
-            CUDA_CHECK(e);
         ncclResult_t ae = ncclSuccess;
         NCCL_CHECK(ncclCommGetAsyncError(c->comm[rank], &ae));
+        /* A non-blocking communicator (the world's) may still be enqueueing the call:
+         * until NCCL says ncclSuccess, the stream may look idle without the collective. */
+        if (ae == ncclSuccess) {
+            cudaError_t e = cudaStreamQuery(st);
+            if (e == cudaSuccess)
+                return;
+            if (e != cudaErrorNotReady)
+                CUDA_CHECK(e);
+        }
         if (ae != ncclSuccess && ae != ncclInProgress) {
             const char *msg = ncclGetLastError(c->comm[rank]);
             /* Abort our communicator so peers waiting on it fail too instead of hanging;
@@ -86,6 +92,16 @@ static void wait_stream(nccl_ctx *c, int rank, cudaStream_t st, const char *what
     }
 }
 
+/* A call on a communicator: a non-blocking one (config.blocking = 0, NCCL's
+ * communicator docs) may answer ncclInProgress, which the caller then polls to
+ * completion with ncclCommGetAsyncError (wait_stream, poll_ready). */
+#define NCCL_CALL(expr)                                                                        \
+    do {                                                                                       \
+        ncclResult_t r_ = (expr);                                                              \
+        if (r_ != ncclInProgress)                                                              \
+            NCCL_CHECK(r_);                                                                    \
+    } while (0)
+
 static void nccl_allreduce(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n) {
     nccl_ctx *c = r->ctx;
     rank_check(c, rank, be);
@@ -93,7 +109,7 @@ static void nccl_allreduce(vt_reducer *r, int rank, vt_backend *be, float *buf, 
         return;
     CUDA_CHECK(cudaSetDevice(c->dev[rank]));
     cudaStream_t st = (cudaStream_t)vt_cuda_stream(be);
-    NCCL_CHECK(ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum, c->comm[rank], st));
+    NCCL_CALL(ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum, c->comm[rank], st));
     wait_stream(c, rank, st, "allreduce");
 }
 
@@ -106,7 +122,7 @@ static void nccl_broadcast(vt_reducer *r, int rank, vt_backend *be, float *buf, 
         return;
     CUDA_CHECK(cudaSetDevice(c->dev[rank]));
     cudaStream_t st = (cudaStream_t)vt_cuda_stream(be);
-    NCCL_CHECK(ncclBroadcast(buf, buf, (size_t)n, ncclFloat, root, c->comm[rank], st));
+    NCCL_CALL(ncclBroadcast(buf, buf, (size_t)n, ncclFloat, root, c->comm[rank], st));
     wait_stream(c, rank, st, "broadcast");
 }
 
@@ -124,19 +140,56 @@ static void nccl_barrier(vt_reducer *r, int rank) {
         pthread_barrier_wait(&c->bar);
 }
 
+static void poll_ready(nccl_ctx *c, int rank, const char *what);
+
 static void nccl_destroy(vt_reducer *r) {
     nccl_ctx *c = r->ctx;
     if (!c)
         return;
-    /* Sequential destroy from one thread, as NCCL's single-process example does. */
+    /* Sequential destroy from one thread, as NCCL's single-process example does; a
+     * non-blocking communicator is finalized first and polled until done (NCCL docs:
+     * ncclCommFinalize, then ncclCommDestroy). */
     for (int i = 0; i < c->nranks; i++)
-        if (c->comm[i])
+        if (c->comm[i]) {
+            if (c->world_barrier) {
+                NCCL_CALL(ncclCommFinalize(c->comm[i]));
+                poll_ready(c, i, "finalize");
+            }
             NCCL_CHECK(ncclCommDestroy(c->comm[i]));
+        }
     pthread_barrier_destroy(&c->bar);
     free(c->comm);
     free(c->dev);
     free(c);
     r->ctx = NULL;
+}
+
+/* Wait until NCCL rank `rank`'s communicator leaves ncclInProgress (a non-blocking
+ * start-up or finalize), with the collectives' timeout; on an error or the timeout every
+ * communicator of this process is aborted, so peers blocked on them fail too. */
+static void poll_ready(nccl_ctx *c, int rank, const char *what) {
+    const double t0 = vt_now();
+    const struct timespec nap = {0, 1000 * 1000}; /* 1 ms: start-up takes 100s of ms */
+    for (;;) {
+        ncclResult_t ae = ncclSuccess;
+        NCCL_CHECK(ncclCommGetAsyncError(c->comm[rank], &ae));
+        if (ae == ncclSuccess)
+            return;
+        const int late = vt_now() - t0 > c->timeout_s;
+        if (ae != ncclInProgress || late) {
+            const char *msg = ae != ncclInProgress ? ncclGetLastError(c->comm[rank]) : "";
+            for (int i = 0; i < c->nranks; i++)
+                if (c->comm[i])
+                    (void)ncclCommAbort(c->comm[i]); /* stopping: its status no longer matters */
+            VT_DIE("NCCL %s of NCCL rank %d of %d (cuda:%d) %s%s%s\n  hint: every process of "
+                   "the run must reach start-up (a peer that died or never started stops "
+                   "it); VT_NCCL_TIMEOUT=seconds changes the limit, NCCL_DEBUG=INFO shows "
+                   "what NCCL is doing", what, c->first + rank, c->nglobal, c->dev[rank],
+                   late ? "did not finish within the timeout" : "failed: ",
+                   late ? "" : ncclGetErrorString(ae), msg && *msg ? msg : "");
+        }
+        nanosleep(&nap, NULL);
+    }
 }
 
 static const vt_reducer_i nccl_i = {
@@ -206,12 +259,21 @@ vt_reducer *vt_reducer_nccl_world_init(int nranks, const int *cuda_devices, int 
     if (first == 0) /* process 0 holds NCCL rank 0 */
         NCCL_CHECK(ncclGetUniqueId(&id));
     bcast(&id, sizeof id);
-    world_barrier(); /* everyone is here before NCCL's bootstrap, which cannot time out */
+    world_barrier(); /* everyone is here before NCCL's bootstrap starts */
+    /* Non-blocking start-up (blocking = 0), polled with the collectives' timeout: a peer
+     * that dies during the bootstrap would otherwise hang every rank in
+     * ncclCommInitRank. In a group, the calls and ncclGroupEnd may answer ncclInProgress;
+     * each communicator is then polled until ncclSuccess, as NCCL documents for
+     * non-blocking communicators. */
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
     NCCL_CHECK(ncclGroupStart());
     for (int i = 0; i < nranks; i++) {
         CUDA_CHECK(cudaSetDevice(c->dev[i]));
-        NCCL_CHECK(ncclCommInitRank(&c->comm[i], nglobal, id, first + i));
+        NCCL_CALL(ncclCommInitRankConfig(&c->comm[i], nglobal, id, first + i, &cfg));
     }
-    NCCL_CHECK(ncclGroupEnd());
+    NCCL_CALL(ncclGroupEnd());
+    for (int i = 0; i < nranks; i++)
+        poll_ready(c, i, "start-up");
     return reducer_new(c, nranks);
 }

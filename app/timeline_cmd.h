@@ -1,0 +1,30 @@
+/*
+ * timeline_cmd.h: `vidtrain predict RUN VIDEO... --timeline` — each video streamed once,
+ * front to back, through the window engine (app/timeline.h), each window's top-k printed
+ * (text, or one JSON object a line) as soon as the model has run it.
+ */
+#ifndef VT_TIMELINE_CMD_H
+#define VT_TIMELINE_CMD_H
+
+#include "app/run_model.h"
+
+typedef struct vt_timeline_args {
+    double window, hop;     /* --window, --hop seconds (default 2, 1) */
+    int batch;              /* --batch: clips a model call (default 8) */
+    int threads;            /* --decode-threads: FFmpeg decoder threads (default 0: its choice) */
+    int top, json;
+} vt_timeline_args;
+
+void vt_timeline_args_default(vt_timeline_args *a);
+/* Takes argv[*i] when it is a timeline option: 1; 0 for another argument; -1 after
+ * printing a bad value (a usage error). */
+int vt_timeline_args_take(vt_timeline_args *a, int argc, char **argv, int *i);
+
+/* Runs the timeline of each video ("-": standard input) with RUN's model; K clips a
+ * window (0: enough to cover a window at the video's frame rate, at most 16). Exit code:
+ * 0 when at least one video was read through, 1 otherwise or when RUN cannot be loaded,
+ * 2 for bad device arguments. */
+int vt_predict_timeline(const char *run, const char *const *videos, int nvid,
+                        const vt_model_args *ma, int K, const vt_timeline_args *a);
+
+#endif

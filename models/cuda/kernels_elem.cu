@@ -1,0 +1,206 @@
+/*
+ * kernels_elem.cu: element-wise CUDA kernels (kernels.h): fill, scale, axpy,
+ * rounding, add, dtype conversions, the double sum of squares; activations and dropout.
+ * The rules all kernel files keep are in kernels_impl.cuh.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "models/cuda/cuda_check.h"
+#include "models/cuda/kernels.h"
+#include "models/cuda/kernels_impl.cuh"
+
+/* ------------------------------------------------------------------ element-wise */
+
+__global__ static void k_fill(float *x, float v, int64_t n) {
+    VT_GRID_STRIDE(i, n) x[i] = v;
+}
+__global__ static void k_scale(float *x, float a, int64_t n) {
+    VT_GRID_STRIDE(i, n) x[i] = __fmul_rn(x[i], a);
+}
+__global__ static void k_axpy(float *y, float a, const float *x, int64_t n) {
+    VT_GRID_STRIDE(i, n) y[i] = __fadd_rn(y[i], __fmul_rn(a, x[i]));
+}
+__global__ static void k_round_even(float *x, int64_t n) {
+    VT_GRID_STRIDE(i, n) x[i] = rintf(x[i]);
+}
+template <typename A>
+__global__ static void k_add(A *out, const A *a, const A *b, int64_t n) {
+    VT_GRID_STRIDE(i, n) st(out, i, __fadd_rn(ld(a, i), ld(b, i)));
+}
+
+extern "C" void vt_cuk_fill(cudaStream_t st, float *x, float v, int64_t n) {
+    if (n <= 0)
+        return;
+    k_fill<<<vt_blocks(n), VT_THREADS, 0, st>>>(x, v, n);
+    CUDA_LAUNCH_CHECK();
+}
+extern "C" void vt_cuk_scale(cudaStream_t st, float *x, float a, int64_t n) {
+    if (n <= 0)
+        return;
+    k_scale<<<vt_blocks(n), VT_THREADS, 0, st>>>(x, a, n);
+    CUDA_LAUNCH_CHECK();
+}
+extern "C" void vt_cuk_axpy(cudaStream_t st, float *y, float a, const float *x, int64_t n) {
+    if (n <= 0)
+        return;
+    k_axpy<<<vt_blocks(n), VT_THREADS, 0, st>>>(y, a, x, n);
+    CUDA_LAUNCH_CHECK();
+}
+extern "C" void vt_cuk_round_even(cudaStream_t st, float *x, int64_t n) {
+    if (n <= 0)
+        return;
+    k_round_even<<<vt_blocks(n), VT_THREADS, 0, st>>>(x, n);
+    CUDA_LAUNCH_CHECK();
+}
+extern "C" void vt_cuk_add(cudaStream_t st, vt_cuk_dt dt, void *out, const void *a,
+                           const void *b, int64_t n) {
+    if (n <= 0)
+        return;
+    VT_DT(dt, k_add<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)out, (const A *)a,
+                                                            (const A *)b, n));
+    CUDA_LAUNCH_CHECK();
+}
+
+/* dst (dt) = src (float), rounded for bf16; dst (float) = src (dt), exact. */
+template <typename D, typename S>
+__global__ static void k_convert(D *dst, const S *src, int64_t n) {
+    VT_GRID_STRIDE(i, n) st(dst, i, ld(src, i));
+}
+extern "C" void vt_cuk_to_act(cudaStream_t st, vt_cuk_dt dt, void *dst, const float *src,
+                              int64_t n) {
+    if (n <= 0)
+        return;
+    VT_DT(dt, k_convert<A, float><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)dst, src, n));
+    CUDA_LAUNCH_CHECK();
+}
+extern "C" void vt_cuk_from_act(cudaStream_t st, vt_cuk_dt dt, float *dst, const void *src,
+                                int64_t n) {
+    if (n <= 0)
+        return;
+    VT_DT(dt, k_convert<float, A><<<vt_blocks(n), VT_THREADS, 0, st>>>(dst, (const A *)src, n));
+    CUDA_LAUNCH_CHECK();
+}
+/* dst (float) += src (dt): a bf16 weight gradient into the float one. */
+template <typename A>
+__global__ static void k_acc_from(float *dst, const A *src, int64_t n) {
+    VT_GRID_STRIDE(i, n) dst[i] = __fadd_rn(dst[i], ld(src, i));
+}
+extern "C" void vt_cuk_acc_from_act(cudaStream_t st, vt_cuk_dt dt, float *dst, const void *src,
+                                    int64_t n) {
+    if (n <= 0)
+        return;
+    VT_DT(dt, k_acc_from<A><<<vt_blocks(n), VT_THREADS, 0, st>>>(dst, (const A *)src, n));
+    CUDA_LAUNCH_CHECK();
+}
+
+/* sumsq: VT_SUMSQ_PARTS blocks each write one double partial, one block sums them. */
+#define VT_SUMSQ_PARTS 1024
+__global__ static void k_sumsq_part(double *part, const float *x, int64_t n) {
+    __shared__ double sh[VT_THREADS];
+    double a = 0;
+    VT_GRID_STRIDE(i, n) {
+        double v = x[i];
+        a += v * v;
+    }
+    double s = vt_block_sum(a, sh);
+    if (threadIdx.x == 0)
+        part[blockIdx.x] = s;
+}
+__global__ static void k_sum_parts(double *result, const double *part, int nparts) {
+    __shared__ double sh[VT_THREADS];
+    double a = 0;
+    for (int i = threadIdx.x; i < nparts; i += VT_THREADS)
+        a += part[i];
+    double s = vt_block_sum(a, sh);
+    if (threadIdx.x == 0)
+        *result = s;
+}
+extern "C" int vt_cuk_sumsq_parts(void) { return VT_SUMSQ_PARTS; }
+extern "C" void vt_cuk_sumsq(cudaStream_t st, double *result, double *partials, const float *x,
+                             int64_t n) {
+    if (n <= 0) {
+        CUDA_CHECK(cudaMemsetAsync(result, 0, sizeof(double), st));
+        return;
+    }
+    unsigned nb = vt_blocks(n);
+    if (nb > VT_SUMSQ_PARTS)
+        nb = VT_SUMSQ_PARTS;
+    k_sumsq_part<<<nb, VT_THREADS, 0, st>>>(partials, x, n);
+    CUDA_LAUNCH_CHECK();
+    k_sum_parts<<<1, VT_THREADS, 0, st>>>(result, partials, (int)nb);
+    CUDA_LAUNCH_CHECK();
+}
+
+/* ------------------------------------------------------------------ activations, dropout */
+
+template <typename A>
+__global__ static void k_relu_fwd(A *out, const A *in, int64_t n) {
+    VT_GRID_STRIDE(i, n) {
+        float v = ld(in, i);
+        st(out, i, v > 0 ? v : 0.0f);
+    }
+}
+template <typename A>
+__global__ static void k_relu_bwd(A *din, const A *dout, const A *out, int64_t n) {
+    VT_GRID_STRIDE(i, n) st(din, i, ld(out, i) > 0 ? ld(dout, i) : 0.0f);
+}
+extern "C" void vt_cuk_relu_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
+                                    int64_t n) {
+    if (n <= 0)
+        return;
+    VT_DT(dt, k_relu_fwd<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)out, (const A *)in, n));
+    CUDA_LAUNCH_CHECK();
+}
+extern "C" void vt_cuk_relu_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
+                                     const void *out, int64_t n) {
+    if (n <= 0)
+        return;
+    VT_DT(dt, k_relu_bwd<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)din, (const A *)dout,
+                                                                 (const A *)out, n));
+    CUDA_LAUNCH_CHECK();
+}
+
+/* Must stay equal to vt_hash64 in models/common.h (test_cuda_ops_gpu compares the dropout
+ * masks of both bit for bit). */
+__device__ static uint64_t vt_hash64_dev(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+template <typename A>
+__global__ static void k_dropout_fwd(A *out, float *mask, const A *in, int64_t n, float p,
+                                     float scale, uint64_t seed) {
+    VT_GRID_STRIDE(i, n) {
+        uint64_t h = vt_hash64_dev(seed ^ ((uint64_t)i * 0x9E3779B97F4A7C15ull));
+        float u = (float)(h >> 40) / 16777216.0f; /* 24 bits: exact in float */
+        float m = (u >= p && p < 1.0f) ? scale : 0.0f;
+        mask[i] = m;
+        st(out, i, __fmul_rn(ld(in, i), m));
+    }
+}
+extern "C" void vt_cuk_dropout_forward(cudaStream_t st, vt_cuk_dt dt, void *out, float *mask,
+                                       const void *in, int64_t n, float p, float scale,
+                                       uint64_t seed) {
+    if (n <= 0)
+        return;
+    VT_DT(dt, k_dropout_fwd<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)out, mask, (const A *)in,
+                                                                    n, p, scale, seed));
+    CUDA_LAUNCH_CHECK();
+}
+template <typename A>
+__global__ static void k_dropout_bwd(A *din, const A *dout, const float *mask, int64_t n) {
+    VT_GRID_STRIDE(i, n) st(din, i, __fmul_rn(ld(dout, i), mask[i]));
+}
+extern "C" void vt_cuk_dropout_backward(cudaStream_t st, vt_cuk_dt dt, void *din,
+                                        const void *dout, const float *mask, int64_t n) {
+    if (n <= 0)
+        return;
+    VT_DT(dt, k_dropout_bwd<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)din, (const A *)dout,
+                                                                    mask, n));
+    CUDA_LAUNCH_CHECK();
+}

@@ -1,0 +1,172 @@
+/*
+ * video_hw.c: decoding on the GPU (NVDEC) through FFmpeg's hwaccel API, for the video
+ * reader (video.h, `--decode`). One CUDA device context per process, made on first use
+ * (device 0 of what CUDA_VISIBLE_DEVICES shows) and shared by every decoder; a decoder
+ * gets it when its codec lists a CUDA hw config; get_format then picks AV_PIX_FMT_CUDA.
+ * Decoded frames stay on the GPU until a read needs their pixels: then they are copied
+ * to system memory (NV12, or P010/P016 for deeper streams) and go through the very swscale
+ * path CPU frames take, so GPU scaling is not needed for correctness.
+ *
+ * It needs no CUDA SDK and no GPU to build: the hwcontext API is libavutil's, which loads
+ * libcuda at run time; without one, the device cannot be made and everything decodes on
+ * the CPU. It must never abort, and it prints one thing only: under `--decode nvdec`,
+ * the first fallback to the CPU (path and reason), once per process — the user asked for
+ * the GPU and must learn it is not used; `auto` falls back silently.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <libavcodec/avcodec.h>
+#include <libavutil/buffer.h>
+#include <libavutil/dict.h>
+#include <libavutil/error.h>
+#include <libavutil/hwcontext.h>
+#include <libavutil/pixdesc.h>
+
+#include "models/common.h"
+#include "pipeline/data/video.h"
+#include "pipeline/data/video_impl.h"
+
+/* The CPU by default until a GPU run has measured NVDEC here: its decoders hold GPU memory
+ * outside the towers' budgets (DESIGN.md invariant 3) and its pixels for MPEG-4/MJPEG
+ * are unchecked; auto and nvdec are asked for by name. */
+static atomic_int decode_mode = VT_DECODE_CPU;
+
+static const char *const mode_names[] = {
+    [VT_DECODE_AUTO] = "auto",
+    [VT_DECODE_CPU] = "cpu",
+    [VT_DECODE_NVDEC] = "nvdec",
+};
+
+int vt_decode_mode_parse(const char *s) {
+    for (int m = 0; s && m < (int)(sizeof mode_names / sizeof mode_names[0]); m++)
+        if (!strcmp(s, mode_names[m]))
+            return m;
+    return -1;
+}
+
+const char *vt_decode_mode_name(vt_decode_mode m) {
+    return (int)m >= 0 && (int)m < (int)(sizeof mode_names / sizeof mode_names[0])
+               ? mode_names[m]
+               : "?";
+}
+
+void vt_video_set_decode(vt_decode_mode m) { atomic_store(&decode_mode, (int)m); }
+
+vt_decode_mode vt_video_get_decode(void) { return (vt_decode_mode)atomic_load(&decode_mode); }
+
+/* ---- the process's CUDA device: made once, on first use, shared by every decoder ---- */
+
+static pthread_once_t device_once = PTHREAD_ONCE_INIT;
+static AVBufferRef *device;        /* NULL when there is none; kept until exit */
+static char device_why[256];       /* why there is none */
+
+static void device_make(void) {
+    if (av_hwdevice_find_type_by_name("cuda") != AV_HWDEVICE_TYPE_CUDA) {
+        snprintf(device_why, sizeof device_why, "this FFmpeg was built without CUDA");
+        return;
+    }
+    /* The device's primary context, the one the CUDA runtime (our backend) uses: a
+     * context of its own would cost a few hundred MB of the GPU and context switches. */
+    AVDictionary *opts = NULL;
+    av_dict_set(&opts, "primary_ctx", "1", 0);
+    vt_vid_last_msg[0] = 0;
+    int ret = av_hwdevice_ctx_create(&device, AV_HWDEVICE_TYPE_CUDA, NULL, opts, 0);
+    av_dict_free(&opts);
+    if (ret < 0) {
+        device = NULL;
+        vt_vid_set_av_err(device_why, sizeof device_why, "no CUDA device", ret);
+    }
+}
+
+/* ---- the one message ---- */
+
+static atomic_int warned;
+
+void vt_vid_hw_fallback(const char *path, const char *reason) {
+    if (vt_video_get_decode() != VT_DECODE_NVDEC || atomic_exchange(&warned, 1))
+        return;
+    vt_warn("--decode nvdec: %s: %s; decoding on the CPU instead (said once for all files; "
+            "--decode cpu or auto is silent, docs/decode.md)\n",
+            path, reason);
+}
+
+/* ---- one decoder ---- */
+
+/* FFmpeg lists the hardware formats first, then the software ones. A decoder that gave
+ * up on the GPU (v->hw cleared) gets the first software format, never CUDA again: with
+ * a device attached, avcodec_default_get_format would pick the GPU itself. When the
+ * hwaccel cannot start (a profile or size NVDEC lacks), FFmpeg calls this again without
+ * CUDA in the list and the software format decodes. */
+static enum AVPixelFormat get_format(AVCodecContext *ctx, const enum AVPixelFormat *fmts) {
+    const vt_video *v = ctx->opaque;
+    for (const enum AVPixelFormat *p = fmts; *p != AV_PIX_FMT_NONE; p++)
+        if (*p == AV_PIX_FMT_CUDA && v->hw)
+            return *p;
+    for (const enum AVPixelFormat *p = fmts; *p != AV_PIX_FMT_NONE; p++) {
+        const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(*p);
+        if (d && !(d->flags & AV_PIX_FMT_FLAG_HWACCEL))
+            return *p;
+    }
+    return AV_PIX_FMT_NONE;
+}
+
+static int codec_has_nvdec(const AVCodec *codec) {
+    for (int i = 0;; i++) {
+        const AVCodecHWConfig *c = avcodec_get_hw_config(codec, i);
+        if (!c)
+            return 0;
+        if ((c->methods & AV_CODEC_HW_CONFIG_METHOD_HW_DEVICE_CTX) &&
+            c->device_type == AV_HWDEVICE_TYPE_CUDA && c->pix_fmt == AV_PIX_FMT_CUDA)
+            return 1;
+    }
+}
+
+void vt_vid_hw_attach(vt_video *v, const AVCodec *codec) {
+    v->hw = 0;
+    if (vt_video_get_decode() == VT_DECODE_CPU)
+        return;
+    pthread_once(&device_once, device_make);
+    if (!device) {
+        vt_vid_hw_fallback(v->path, device_why);
+        return;
+    }
+    if (!codec_has_nvdec(codec)) {
+        char why[128];
+        snprintf(why, sizeof why, "FFmpeg has no NVDEC decoder for the codec '%s'",
+                 codec->name);
+        vt_vid_hw_fallback(v->path, why);
+        return;
+    }
+    v->dec->hw_device_ctx = av_buffer_ref(device);
+    VT_CHECK(v->dec->hw_device_ctx != NULL, "out of memory");
+    v->dec->opaque = v;
+    v->dec->get_format = get_format;
+    /* The GPU decodes; CPU frame threads would only add delay and copies of state. */
+    v->dec->thread_count = 1;
+    v->hw = 1;
+}
+
+int vt_vid_hw_download(vt_video *v, char *err, size_t errlen) {
+    AVFrame *f = v->frame;
+    if (f->format != AV_PIX_FMT_CUDA)
+        return 0;
+    if (!v->hw_tmp) {
+        v->hw_tmp = av_frame_alloc();
+        VT_CHECK(v->hw_tmp != NULL, "out of memory");
+    }
+    vt_vid_last_msg[0] = 0;
+    int ret = av_hwframe_transfer_data(v->hw_tmp, f, 0);
+    if (ret >= 0)
+        ret = av_frame_copy_props(v->hw_tmp, f); /* pts, flags, colour matrix and range */
+    if (ret < 0) {
+        av_frame_unref(v->hw_tmp);
+        vt_vid_set_av_err(err, errlen, "copying a decoded frame from the GPU failed", ret);
+        return ret;
+    }
+    av_frame_unref(f);
+    av_frame_move_ref(f, v->hw_tmp);
+    return 0;
+}

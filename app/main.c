@@ -24,7 +24,7 @@ static const vt_cmd cmds[] = {
     {"synth", vt_cmd_synth, "synth DIR", "write a demo dataset of real encoded videos"},
     {"scan", vt_cmd_scan, "scan DIR", "classes, counts, codecs, durations, unreadable files"},
     {"plan", vt_cmd_plan, "plan --model M --clip TxHxW", "model summary, memory per clip, slice plan"},
-    {"train", vt_cmd_train, "train DIR --out RUN", "train, validate every epoch, checkpoint, report"},
+    {"train", vt_cmd_train, "train DIR --out RUN", "train, validate, checkpoint, report"},
     {"eval", vt_cmd_eval, "eval RUN DIR", "clip/video top-1/top-5, per-class accuracy, confusion"},
     {"predict", vt_cmd_predict, "predict RUN VIDEO...", "top-k labels per video"},
     {"export", vt_cmd_export, "export RUN --onnx FILE", "the trained network as an ONNX model"},

@@ -14,9 +14,9 @@
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
-#include <libavutil/display.h>
 
 #include "models/common.h"
+#include "pipeline/data/video_impl.h"
 
 struct vt_stream {
     AVFormatContext *fmt;
@@ -39,34 +39,6 @@ static void av_err(char *err, size_t errlen, const char *what, int ret) {
     char buf[AV_ERROR_MAX_STRING_SIZE] = "";
     av_strerror(ret, buf, sizeof buf);
     vt_set_err(err, errlen, "%s: %s", what, buf);
-}
-
-/* Clockwise degrees to display upright: the convention of video_open.c's rotation_of
- * (the ffmpeg command's get_rotation), kept in step with it. */
-static int rotation_of(const AVStream *st) {
-    const int32_t *m = NULL;
-#if LIBAVCODEC_VERSION_INT >= AV_VERSION_INT(60, 29, 100)
-    const AVPacketSideData *sd = av_packet_side_data_get(st->codecpar->coded_side_data,
-                                                         st->codecpar->nb_coded_side_data,
-                                                         AV_PKT_DATA_DISPLAYMATRIX);
-    if (sd && sd->size >= 9 * sizeof(int32_t))
-        m = (const int32_t *)sd->data;
-#else
-    size_t size = 0;
-    const uint8_t *sd = av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, &size);
-    if (sd && size >= 9 * sizeof(int32_t))
-        m = (const int32_t *)sd;
-#endif
-    if (!m)
-        return 0;
-    double theta = -round(av_display_rotation_get(m));
-    if (isnan(theta))
-        return 0;
-    theta -= 360 * floor(theta / 360 + 0.9 / 360);
-    for (int r = 0; r < 360; r += 90)
-        if (fabs(theta - r) < 1.0)
-            return r;
-    return 0;
 }
 
 static int open_decoder(vt_stream *s, int threads, char *err, size_t errlen) {
@@ -103,7 +75,7 @@ static int open_decoder(vt_stream *s, int threads, char *err, size_t errlen) {
     vt_video_info *in = &s->info;
     in->width = p->width;
     in->height = p->height;
-    in->rotation = rotation_of(st);
+    in->rotation = vt_vid_rotation_of(st);
     int swap = in->rotation == 90 || in->rotation == 270;
     in->disp_width = swap ? p->height : p->width;
     in->disp_height = swap ? p->width : p->height;

@@ -135,4 +135,9 @@ static inline int64_t vt_vid_lower_bound(const int64_t *a, int64_t n, int64_t x)
     return lo;
 }
 
+/* Clockwise degrees (0, 90, 180, 270) that display st upright, from its display matrix
+ * (the ffmpeg command's convention, fftools get_rotation); 0 when it has none or it is
+ * not a multiple of 90 degrees. video_open.c; the streaming reader (stream.c) too. */
+int vt_vid_rotation_of(const AVStream *st);
+
 #endif

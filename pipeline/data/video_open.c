@@ -24,7 +24,7 @@
 #include "pipeline/data/video.h"
 #include "pipeline/data/video_impl.h"
 
-static int rotation_of(const AVStream *st) {
+int vt_vid_rotation_of(const AVStream *st) {
     const int32_t *m = NULL;
 #if LIBAVCODEC_VERSION_INT >= AV_VERSION_INT(60, 29, 100)
     const AVPacketSideData *sd = av_packet_side_data_get(st->codecpar->coded_side_data,
@@ -280,7 +280,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     vt_video_info *in = &v->info;
     in->width = par->width;
     in->height = par->height;
-    in->rotation = rotation_of(st);
+    in->rotation = vt_vid_rotation_of(st);
     snprintf(in->codec, sizeof in->codec, "%s", avcodec_get_name(par->codec_id));
     snprintf(in->container, sizeof in->container, "%s", v->fmt->iformat->name);
     char *comma = strchr(in->container, ',');

@@ -34,7 +34,7 @@ run_vt() { # $1 = FP32|TF32|BF16
 }
 run_torch() {
   echo "-- PyTorch $1" >&2
-  "$py" scripts/bench_torch_gpu.py --batch 32 --clip 16x112x112 --classes 10 --steps "$steps" \
+  env -u LD_LIBRARY_PATH "$py" scripts/bench_torch_gpu.py --batch 32 --clip 16x112x112 --classes 10 --steps "$steps" \
     --warmup 3 --device "cuda:$gpu" --precision "${1,,}" 2>&1 | tee /dev/stderr | parse
 }
 

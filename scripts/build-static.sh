@@ -25,8 +25,20 @@ if [ -f "$prefix/lib/pkgconfig/libavformat.pc" ]; then
 else
   tool=${VT_FFMPEG_STATIC_SH:-$root/../shared/tools/ffmpeg-static.sh}
   [ -f "$tool" ] || { echo "✗ $tool not found (set VT_FFMPEG_STATIC_SH)"; exit 1; }
-  echo "== static FFmpeg -> $prefix"
-  bash "$tool" "$prefix"
+  # NVDEC (--decode nvdec) needs FFmpeg's CUDA hwaccels, which the shared tool leaves
+  # out; with nv-codec-headers (Debian: libffmpeg-nvenc-dev, headers only: FFmpeg loads
+  # libcuda and libnvcuvid at run time) a copy of the tool adds them to its configure line.
+  if [ "${VT_STATIC_NVDEC:-1}" = 1 ] && { pkg-config --exists ffnvcodec ||
+       apt-get install -y -q libffmpeg-nvenc-dev >/dev/null 2>&1; }; then
+    nv=$(mktemp)
+    sed 's|--enable-decoder=|--enable-ffnvcodec --enable-cuda --enable-nvdec --enable-hwaccel=h264_nvdec,hevc_nvdec,mpeg4_nvdec,vp9_nvdec,vp8_nvdec,mjpeg_nvdec,mpeg2_nvdec,mpeg1_nvdec --enable-decoder=|' \
+      "$tool" >"$nv"
+    echo "== static FFmpeg with NVDEC hwaccels -> $prefix"
+    bash "$nv" "$prefix"; rm -f "$nv"
+  else
+    echo "== static FFmpeg -> $prefix (no NVDEC: nv-codec-headers missing)"
+    bash "$tool" "$prefix"
+  fi
 fi
 
 export PKG_CONFIG_PATH=$prefix/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
@@ -35,6 +47,7 @@ cmake -S . -B build-static -G Ninja -DCMAKE_BUILD_TYPE=Release -DVT_WERROR=ON \
   -DVT_STATIC=ON -DVT_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs" | grep -E '✓|✗|vidtrain ' || true
 targets=(vidtrain)
 for t in tests/test_*_gpu.c; do targets+=("$(basename "$t" .c)"); done
+targets+=(test_decode_hw) # NVDEC against the CPU decode; gpu-check.sh runs it with carried media
 echo "== build ${targets[*]}"
 cmake --build build-static --target "${targets[@]}"
 

@@ -65,24 +65,104 @@ echo "== 2. devices"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>&1 || true
 "$bindir/vidtrain" devices 2>&1 && note "✓ vidtrain devices" || note "✗ vidtrain devices failed"
 
-echo "== 3. GPU tests"
+echo "== 3. GPU tests (in parallel, ${VT_GPU_TEST_TIMEOUT:-300} s each at most)"
 export VT_TMP=${VT_TMP:-/tmp/vidtrain-gpu-check} VT_SRC=$PWD VT_BIN=$bindir/vidtrain VT_PYTHON=$py
 mkdir -p "$VT_TMP"
-logs=${VT_TMP}/logs; mkdir -p "$logs"
-for t in "$bindir"/test_*_gpu; do
+logs=${VT_GPU_LOGS:-$VT_TMP/logs}; mkdir -p "$logs"
+# Each test has its own scratch folder; test_decode_hw runs where its media exist (made
+# here by tests/make_media.sh into carry/media/loader_media: this machine may have no ffmpeg).
+tests=("$bindir"/test_*_gpu)
+if [ -x "$bindir/test_decode_hw" ] && { [ -d carry/media/loader_media ] || command -v ffmpeg >/dev/null; }; then
+  tests+=("$bindir/test_decode_hw")
+fi
+for t in "${tests[@]}"; do
   [ -x "$t" ] || continue
   name=$(basename "$t")
-  start=$(date +%s)
-  "$t" >"$logs/$name.log" 2>&1
-  rc=$?
-  secs=$(( $(date +%s) - start ))
+  ( tmp=$VT_TMP/$name; mkdir -p "$tmp"
+    [ -d carry/media/loader_media ] && cp -r carry/media/loader_media "$tmp/"
+    start=$(date +%s)
+    VT_TMP=$tmp timeout "${VT_GPU_TEST_TIMEOUT:-300}" "$t" >"$logs/$name.log" 2>&1
+    echo "$? $(( $(date +%s) - start ))" >"$logs/$name.rc" ) &
+done
+wait
+for t in "${tests[@]}"; do
+  [ -x "$t" ] || continue
+  name=$(basename "$t")
+  read -r rc secs <"$logs/$name.rc"
   tail -3 "$logs/$name.log" | sed 's/^/    /'
   case $rc in
     0) note "✓ $name passed (${secs}s)" ;;
     77) note "✗ $name SKIPPED on a GPU machine: $(head -1 "$logs/$name.log")" ;;
-    *) note "✗ $name FAILED rc=$rc (${secs}s): $(grep -m3 -E 'FAIL|fatal' "$logs/$name.log" | tr '\n' ' ')" ;;
+    124) note "✗ $name TIMED OUT (${secs}s): $(tail -1 "$logs/$name.log")" ;;
+    *) note "✗ $name FAILED rc=$rc (${secs}s): $(grep -m3 -E 'FAIL|fatal|rror' "$logs/$name.log" | tr '\n' ' ')" ;;
   esac
 done
+
+if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
+  echo "== 3b. end to end on cuda:0: the demo set, train, eval; 1 tower vs 2 towers 3:1"
+  vt=$bindir/vidtrain; w=$VT_TMP/e2e; rm -rf "$w"; mkdir -p "$w"
+  if timeout 60 "$vt" synth "$w/demo" >"$logs/e2e-synth.log" 2>&1; then
+    s=$(date +%s)
+    timeout 120 "$vt" train "$w/demo" --out "$w/run" --devices cuda:0 --no-flip --epochs 20 --seed 1 \
+      >"$logs/e2e-train.log" 2>&1 && timeout 60 "$vt" eval "$w/run" "$w/demo" --split test \
+      --clips-per-video 5 >"$logs/e2e-eval.log" 2>&1
+    rc=$?; secs=$(( $(date +%s) - s ))
+    grep -E "device|tower|epoch +(1|20)[ /]|clips/s" "$logs/e2e-train.log" | head -12 | sed 's/^/    /'
+    grep -E "top-1|top1" "$logs/e2e-eval.log" | head -4 | sed 's/^/    /'
+    [ $rc = 0 ] && note "✓ demo trained and evaluated on cuda:0 in ${secs}s: $(grep -m1 -E 'video top-1' "$logs/e2e-eval.log")" \
+      || note "✗ demo on cuda:0 rc=$rc: $(grep -m2 -iE 'error|fatal|abort' "$logs"/e2e-*.log | tr '\n' ' ')"
+    # one epoch of the defaults (sync-BN, colour jitter), one tower vs two towers 3:1 on
+    # the same GPU: the states after it, as check-bn-towers.sh measures on the CPU
+    common=(--model tiny --epochs 1 --batch 8 --seed 5 --workers 1 --sync-bn)
+    timeout 60 "$vt" train "$w/demo" --out "$w/one" "${common[@]}" --devices cuda:0 >"$logs/e2e-one.log" 2>&1 &&
+    timeout 60 "$vt" train "$w/demo" --out "$w/two" "${common[@]}" --devices cuda:0,cuda:0 \
+      --tower-split manual:3,1 >"$logs/e2e-two.log" 2>&1 &&
+    "$py" scripts/compare_states.py "$w/one/last.safetensors" "$w/two/last.safetensors" >"$logs/e2e-towers.txt" 2>&1
+    rc=$?
+    tail -4 "$logs/e2e-towers.txt" | sed 's/^/    /'
+    [ $rc = 0 ] && note "✓ 1 vs 2 towers on cuda:0, one epoch: $(tail -1 "$logs/e2e-towers.txt")" \
+      || note "✗ towers on cuda:0 rc=$rc: $(grep -m2 -iE 'error|fatal|abort' "$logs"/e2e-one.log "$logs"/e2e-two.log | tr '\n' ' ')"
+    # the same, one step only (the per-step invariant; an epoch also carries float32's
+    # max-pool near-ties, docs/distributed.md), and a CPU tower beside the GPU one
+    for side in one two mixed; do
+      case $side in
+        one) dv=(--devices cuda:0) ;;
+        two) dv=(--devices cuda:0,cuda:0 --tower-split manual:3,1) ;;
+        mixed) dv=(--devices cuda:0,cpu --tower-split manual:3,1) ;;
+      esac
+      timeout 60 "$vt" train "$w/demo" --out "$w/s1-$side" "${common[@]}" "${dv[@]}" --max-steps 1 \
+        >"$logs/e2e-s1-$side.log" 2>&1 || echo "  step run $side failed: $(tail -2 "$logs/e2e-s1-$side.log")"
+    done
+    for side in two mixed; do
+      "$py" scripts/compare_states.py "$w/s1-one/last.safetensors" "$w/s1-$side/last.safetensors" \
+        >"$logs/e2e-s1-$side.txt" 2>&1 && note "· one step, cuda:0 vs $side: $(tail -1 "$logs/e2e-s1-$side.txt")" \
+        || note "✗ one step $side: $(tail -2 "$logs/e2e-s1-$side.txt" | tr '\n' ' ')"
+    done
+    # bf16 end to end: a few epochs of the demo, then eval
+    timeout 90 "$vt" train "$w/demo" --out "$w/bf16" --devices cuda:0 --precision bf16 --no-flip \
+      --epochs 8 --seed 1 >"$logs/e2e-bf16.log" 2>&1 && timeout 60 "$vt" eval "$w/bf16" "$w/demo" \
+      --split test >"$logs/e2e-bf16-eval.log" 2>&1 \
+      && note "✓ bf16 demo, 8 epochs: $(grep -m1 -E 'video top-1' "$logs/e2e-bf16-eval.log")" \
+      || note "✗ bf16 demo: $(grep -m2 -iE 'error|fatal|abort' "$logs"/e2e-bf16*.log | tr '\n' ' ')"
+  else
+    note "✗ vidtrain synth failed: $(tail -2 "$logs/e2e-synth.log" | tr '\n' ' ')"
+  fi
+fi
+
+if [ -d carry/media/hd ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
+  echo "== 3c. NVDEC: 1080p H.264 (13 Mbit/s, a keyframe every 60 frames), 16x128 clips, stride 1"
+  for wk in 1 4; do
+    for d in cpu nvdec; do
+      TIMEFORMAT="cpu-seconds %U+%S wall %R"
+      { time timeout 45 "$bindir/vidtrain" bench decode carry/media/hd \
+        --mode clips --clip 16 --stride 1 --short-side 128 --clips-per-video 16 --workers "$wk" \
+        --decode "$d" >"$logs/nvdec-$d-$wk.log" 2>&1; } 2>>"$logs/nvdec-$d-$wk.log"
+      echo "  --decode $d, $wk worker(s): $(grep -E 'warning|clips/s|clips:|cpu-seconds' "$logs/nvdec-$d-$wk.log" | tr '\n' ' ')"
+    done
+  done | tee "$logs/nvdec.txt"
+  note "· NVDEC figures: $logs/nvdec.txt"
+fi
+
 if [ "${VT_GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
   compute-sanitizer --tool memcheck --error-exitcode 9 "$bindir/test_cuda_ops_gpu" >"$logs/sanitize.log" 2>&1 \
     && note "✓ compute-sanitizer memcheck clean on test_cuda_ops_gpu" \
@@ -91,7 +171,7 @@ fi
 
 if [ "${VT_GPU_CHECK_BENCH:-1}" = 1 ]; then
   echo "== 4. benchmark"
-  VT_BIN=$bindir/vidtrain PYTHON=$py bash scripts/bench-gpu.sh 2>"$logs/bench.err" | tee "$logs/bench.out"
+  VT_BIN=$bindir/vidtrain PYTHON=$py timeout "${VT_GPU_BENCH_TIMEOUT:-300}" bash scripts/bench-gpu.sh 2>"$logs/bench.err" | tee "$logs/bench.out"
   tail -4 "$logs/bench.out" | grep -q failed && note "✗ benchmark: a run failed (see $logs/bench.err)" \
     || note "✓ benchmark ran (figures above)"
 fi

@@ -142,7 +142,8 @@ static double nmse_dev(vt_backend *ga, const float *a, vt_backend *gb, const flo
     return e;
 }
 
-static void compare_model(const char *model, int t, int hw, int n) {
+/* deep: r3d18, whose bf16 gradients are not comparable element for element (main). */
+static void compare_model(const char *model, int t, int hw, int n, int deep) {
     vt_net_cfg nc;
     vt_net_cfg_default(&nc, model, NCLASS, t, hw, hw);
     nc.nheads = 2;
@@ -196,11 +197,11 @@ static void compare_model(const char *model, int t, int hw, int n) {
         printf("  %-10s logits.%d   cuda bf16 vs cpu-ref bf16 NMSE %.2e, vs cpu-ref fp32 %.2e\n",
                model, h, e, f);
         TCHECK(e <= TOL, "%s logits.%d: NMSE %.3g > %.2e", model, h, e, TOL);
-        TCHECK(e * 10 <= f, "%s logits.%d: cuda bf16 is not closer to bf16 (%.3g) than to fp32 "
-               "(%.3g)", model, h, e, f);
+        TCHECK(e * (deep ? 1 : 10) <= f, "%s logits.%d: cuda bf16 is not closer to bf16 (%.3g) "
+               "than to fp32 (%.3g)", model, h, e, f);
         worst = fmax(worst, e);
     }
-    double le = vt_nmse(loss[0], loss[1], n);
+    double le = vt_nmse(loss[0], loss[1], n), worst_ratio = 0;
     TCHECK(le <= TOL, "%s loss: NMSE %.3g", model, le);
     for (int i = 0; i < vt_net_num_tensors(s[0].net); i++) {
         const vt_tensor_info *ti = vt_net_tensor(s[0].net, i);
@@ -208,9 +209,26 @@ static void compare_model(const char *model, int t, int hw, int n) {
             continue;
         double e = nmse_dev(s[0].be, vt_net_grads(s[0].net) + ti->offset, s[1].be,
                             vt_net_grads(s[1].net) + ti->offset, ti->numel);
+        if (deep) {
+            /* the GPU's bf16 gradient no further from the float32 one than the reference's
+             * bf16 gradient is (3x: the two bf16 steps scatter around it independently at
+             * most, NMSE adding up to 4x; measured (H200) cuda vs cpu-ref bf16 0.003-0.11
+             * per tensor against cpu-ref bf16 vs fp32 0.095 over all) */
+            double gc = nmse_dev(s[0].be, vt_net_grads(s[0].net) + ti->offset, s[2].be,
+                                 vt_net_grads(s[2].net) + ti->offset, ti->numel);
+            double gr = nmse_dev(s[1].be, vt_net_grads(s[1].net) + ti->offset, s[2].be,
+                                 vt_net_grads(s[2].net) + ti->offset, ti->numel);
+            worst_ratio = fmax(worst_ratio, gc / fmax(gr, 1e-30));
+            TCHECK(gc <= 3 * gr + TOL_BWD, "%s grad.%s: cuda bf16 vs fp32 NMSE %.3g, cpu-ref bf16 "
+                   "vs fp32 %.3g", model, ti->name, gc, gr);
+            continue;
+        }
         worst = fmax(worst, e);
         TCHECK(e <= TOL_BWD, "%s grad.%s: NMSE %.3g > %.2e", model, ti->name, e, TOL_BWD);
     }
+    if (deep)
+        printf("  %-10s gradients: cuda bf16 at most %.2fx as far from fp32 as cpu-ref bf16\n",
+               model, worst_ratio);
     for (int k = 0; k < 2; k++)
         vt_optim_step(s[k].opt, vt_net_params(s[k].net), vt_net_grads(s[k].net), 0.05f);
     double pe = nmse_dev(s[0].be, vt_net_params(s[0].net), s[1].be, vt_net_params(s[1].net), np);
@@ -278,9 +296,21 @@ int main(void) {
         return vt_test_done("test_bf16_gpu");
     }
     TCHECK(rc == 0, "bf16 refused: %s", err);
-    compare_model("tiny", 4, 16, 3);
-    compare_model("tiny_nobn", 4, 16, 3);
-    compare_model("r3d18", 2, 16, 2);
+    compare_model("tiny", 4, 16, 3, 0);
+    compare_model("tiny_nobn", 4, 16, 3, 0);
+    /* r3d18 at 4x32x32 batch 8: layer4's batch norms see 32 values a channel. At 2x16x16
+     * batch 2 they saw 2, where the gradient through a norm is zero in exact arithmetic
+     * and only rounding noise otherwise: the first GPU run (H200) measured NMSE 30 on
+     * every gradient before layer4 and 0.16 on the logits, while tiny matched exactly.
+     * Even here its bf16 gradients are not comparable element for element: on the CPU,
+     * cpu-ref's own bf16 step is NMSE 0.095 from its fp32 step over all gradients (tiny:
+     * 2e-3) — through 17 norms at initialisation the gradient is a small difference of
+     * large terms, so one bf16 rounding landing elsewhere (another summation order)
+     * moves it as much as bf16 itself does — and the H200's bf16 step was 0.003 (layer4)
+     * to 0.11 (layer2) from cpu-ref's per tensor. So r3d18 checks the forward within the
+     * rounding bound, logits closer to bf16 than to fp32 (measured 3.1e-4 against 4.4e-4),
+     * and each gradient no further from fp32 than the reference's bf16 gradient. */
+    compare_model("r3d18", 4, 32, 8, 1);
     return vt_test_done("test_bf16_gpu");
 }
 #endif

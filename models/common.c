@@ -65,7 +65,18 @@ void vt_freep(void *pp) {
     }
 }
 
+/* VT_LOG=N raises (or lowers) the level from the environment, read on the first message:
+ * VT_LOG=2 prints the debug lines (each convolution's cuDNN algorithm and workspace, the
+ * allocator's growth) of any command. Every thread reads the same value, so the race on
+ * the first call is harmless. */
 void vt_log(int level, const char *fmt, ...) {
+    static int env_read;
+    if (!env_read) {
+        const char *e = getenv("VT_LOG");
+        if (e && *e >= '0' && *e <= '9')
+            vt_log_level = atoi(e);
+        env_read = 1;
+    }
     if (level > vt_log_level)
         return;
     va_list ap;

@@ -6,6 +6,10 @@
 #   bash scripts/gpu-check.sh            all steps
 #   VT_GPU_CHECK_BENCH=0 ...             skip the benchmark
 #   VT_GPU_CHECK_SANITIZE=1 ...          also run test_cuda_ops_gpu under compute-sanitizer
+#                                        (memcheck, racecheck, synccheck)
+#   VT_GPU_CHECK_E2E=0 / _MORE=0 / _NVDEC=0   skip sections 3b / 3d / 3c
+#   VT_GPU_TEST_TIMEOUT=S, VT_GPU_BENCH_TIMEOUT=S, VT_GPU_LOGS=DIR
+# The first run (H200, 2026-11-26) and what each section found: docs/cuda.md.
 #
 # 1. finds the CUDA libraries the binaries need (libcudnn.so.9, libcublas(Lt).so.13,
 #    libnccl.so.2, libcudart.so.13, and libnvrtc.so.13, which cuDNN 9 loads to compile
@@ -17,6 +21,13 @@
 #    CUDA major than the runtime, naming both);
 # 3. the GPU tests: a SKIP (77) counts as a FAILURE here, because this machine has a GPU
 #    (it means the binary could not use it: driver too old for CUDA 13, missing libs);
+#    run in parallel, test_decode_hw with them when carry/media/loader_media (made by
+#    tests/make_media.sh) or an ffmpeg command is there;
+# 3b. end to end on cuda:0: the demo trained and evaluated, one vs two GPU towers over an
+#    epoch and over one step, a GPU + CPU tower pair, bf16;
+# 3c. NVDEC: bench decode cpu vs nvdec on carry/media/hd (1080p H.264, made here);
+# 3d. micro-batches (r3d18 in a 3G budget, fp32 and bf16) against one pass, c3d, precise
+#    BN with VT_CHECK_REPLICAS and --resume on two towers, each conv's cuDNN choice;
 # 4. scripts/bench-gpu.sh (vidtrain vs PyTorch, R3D-18).
 # It must never install anything or change the machine beyond its own temp files.
 set -uo pipefail
@@ -149,6 +160,37 @@ if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
   fi
 fi
 
+if [ "${VT_GPU_CHECK_MORE:-1}" = 1 ] && [ -d "${w:-}/demo" ]; then
+  echo "== 3d. more CUDA paths (issue 27): micro-batches, c3d, precise BN + resume + replicas"
+  vt=$bindir/vidtrain
+  # r3d18 batch 16 in a 3G budget: several passes a step (fp32 ~7 clips, bf16 ~14); its
+  # first step against the same step without a budget. VT_LOG=2 lists each convolution's
+  # algorithm, math type and workspace (the debug lines of models/cuda/cuda_conv.c).
+  for prec in fp32 bf16; do
+    mb=(--model r3d18 --batch 16 --epochs 1 --max-steps 1 --seed 3 --workers 4 --precision "$prec")
+    VT_LOG=2 timeout 120 "$vt" train "$w/demo" --out "$w/mb-$prec-free" "${mb[@]}" --devices cuda:0 \
+      >"$logs/mb-$prec-free.log" 2>&1
+    timeout 120 "$vt" train "$w/demo" --out "$w/mb-$prec-tight" "${mb[@]}" --devices cuda:0 \
+      --gpu-mem 0:3G >"$logs/mb-$prec-tight.log" 2>&1
+    grep -E "micro-batches|^ *cuda0 " "$logs/mb-$prec-tight.log" | head -3 | sed 's/^/    /'
+    "$py" scripts/compare_states.py "$w/mb-$prec-free/last.safetensors" "$w/mb-$prec-tight/last.safetensors" \
+      >"$logs/mb-$prec.txt" 2>&1 && note "· r3d18 $prec one step, micro-batches in 3G vs one pass: $(tail -1 "$logs/mb-$prec.txt")" \
+      || note "✗ r3d18 $prec micro-batches: $(grep -m2 -iE 'error|fatal|abort' "$logs"/mb-$prec-*.log | tr '\n' ' ')"
+  done
+  grep -E "conv .* algo" "$logs/mb-fp32-free.log" "$logs/mb-bf16-free.log" >"$logs/conv-algos.txt" 2>/dev/null
+  note "· cuDNN choices logged: $(wc -l <"$logs/conv-algos.txt") lines in $logs/conv-algos.txt"
+  timeout 120 "$vt" train "$w/demo" --out "$w/c3d" --model c3d --batch 8 --epochs 1 --max-steps 2 \
+    --devices cuda:0 >"$logs/c3d.log" 2>&1 && note "✓ c3d trains on cuda:0 (2 steps)" \
+    || note "✗ c3d on cuda:0: $(grep -m2 -iE 'error|fatal|abort' "$logs/c3d.log" | tr '\n' ' ')"
+  # precise BN, the replica check and --resume on two towers of one GPU
+  pb=(--devices cuda:0,cuda:0 --tower-split manual:3,1 --sync-bn --precise-bn 4 --no-flip --seed 2)
+  VT_CHECK_REPLICAS=1 timeout 120 "$vt" train "$w/demo" --out "$w/pb" "${pb[@]}" --epochs 4 --max-steps 20 \
+    >"$logs/pb.log" 2>&1 && VT_CHECK_REPLICAS=1 timeout 120 "$vt" train --resume "$w/pb" \
+    >>"$logs/pb.log" 2>&1 && timeout 60 "$vt" eval "$w/pb" "$w/demo" --split test >"$logs/pb-eval.log" 2>&1 \
+    && note "✓ precise BN + replica check + resume on 2 GPU towers: $(grep -m1 -E 'video top-1' "$logs/pb-eval.log")" \
+    || note "✗ precise BN / resume on GPU towers: $(grep -m2 -iE 'error|fatal|abort|differ' "$logs"/pb*.log | tr '\n' ' ')"
+fi
+
 if [ -d carry/media/hd ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
   echo "== 3c. NVDEC: 1080p H.264 (13 Mbit/s, a keyframe every 60 frames), 16x128 clips, stride 1"
   for wk in 1 4; do
@@ -164,9 +206,12 @@ if [ -d carry/media/hd ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
 fi
 
 if [ "${VT_GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  compute-sanitizer --tool memcheck --error-exitcode 9 "$bindir/test_cuda_ops_gpu" >"$logs/sanitize.log" 2>&1 \
-    && note "✓ compute-sanitizer memcheck clean on test_cuda_ops_gpu" \
-    || note "✗ compute-sanitizer memcheck: see $logs/sanitize.log"
+  for tool in memcheck racecheck synccheck; do
+    timeout 600 compute-sanitizer --tool "$tool" --error-exitcode 9 "$bindir/test_cuda_ops_gpu" \
+      >"$logs/sanitize-$tool.log" 2>&1 \
+      && note "✓ compute-sanitizer $tool clean on test_cuda_ops_gpu" \
+      || note "✗ compute-sanitizer $tool: see $logs/sanitize-$tool.log"
+  done
 fi
 
 if [ "${VT_GPU_CHECK_BENCH:-1}" = 1 ]; then

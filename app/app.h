@@ -14,6 +14,7 @@ int vt_cmd_train(int argc, char **argv);
 int vt_cmd_eval(int argc, char **argv);
 int vt_cmd_predict(int argc, char **argv);
 int vt_cmd_export(int argc, char **argv);
+int vt_cmd_embed(int argc, char **argv);
 int vt_cmd_bench(int argc, char **argv);
 int vt_cmd_prep(int argc, char **argv);
 

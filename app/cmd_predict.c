@@ -14,6 +14,7 @@
 
 #include "app/app.h"
 #include "app/decode_opt.h"
+#include "app/eval_clips.h"
 #include "app/evalproto.h"
 #include "app/run_model.h"
 #include "app/timeline_cmd.h"
@@ -42,13 +43,24 @@ static void usage(FILE *f) {
         VT_DECODE_OPT_HELP
         "\ntimeline (docs/timeline.md): --timeline prints the top-k of every window of each\n"
         "video instead, streaming through it once in bounded memory (VIDEO may be - for\n"
-        "standard input); each window is classified as predict classifies a video cut to it:\n"
+        "standard input, a URL FFmpeg opens or a camera: docs/streams.md); each window is\n"
+        "classified as predict classifies a video cut to it:\n"
         "  --timeline            windows of the video, each as soon as it is known\n"
         "  --window D            window length (default 2s; 2, 2s, 0.5s, 1m)\n"
         "  --hop D               start of one window to the next (default 1s)\n"
         "  --clips-per-video K   clips a window (default: enough to cover it, at most 16)\n"
         "  --batch N             clips a model call, several windows at once (default 8)\n"
         "  --decode-threads N    FFmpeg decoder threads (default 0: FFmpeg's choice)\n"
+        "  --flush               each window through the model and out as soon as it is\n"
+        "                        complete (always so for a stream, a pipe or a camera)\n"
+        "  --stats               each window's latency (JSON \"latency\", seconds from its\n"
+        "                        last frame's arrival), median and max at the end\n"
+        "  --timeout D           a stream or camera without data for D is broken (default 10s)\n"
+        "  --reconnect N         tries after a network source breaks (default 5; 0: exit)\n"
+        "  --input-format F      FFmpeg's input format (default: guessed; v4l2 for /dev/video*)\n"
+        "  --max-behind D        a live source read more than D behind its pace (the model\n"
+        "                        slower than it): skip windows to catch up (default 10s for\n"
+        "                        network streams and cameras, 0: never)\n"
         "  --json                one JSON object a window, a line: path, window, start, end,\n"
         "                        frames, partial, heads[{name, top[{label, prob}]}]\n"
         "%s\n"
@@ -66,8 +78,7 @@ typedef struct pred_ctx {
     vt_batch b;
     float *probs[VT_MAX_HEADS];
     double *avg[VT_MAX_HEADS];
-    uint8_t *raw;
-    size_t raw_cap;
+    vt_eval_clips ec;   /* the clips of a video (shared with embed) */
     cJSON *dump;        /* --dump-input: one entry per video predicted; NULL: off */
 } pred_ctx;
 
@@ -100,38 +111,10 @@ static int predict_one(pred_ctx *c, const char *path, char *err, size_t errlen) 
     int rc = -1;
     if (vt_video_open(&v, path, 1, err, errlen) != 0)
         return -1;
-    const vt_video_info *info = vt_video_get_info(v);
-    int w = 0, h = 0;
-    vt_video_scaled_size(v, c->clip.short_side, &w, &h);
-    if (w < c->clip.crop || h < c->clip.crop) {
-        vt_set_err(err, errlen, "frames scale to %dx%d, smaller than the %d crop", w, h, c->clip.crop);
+    vt_frame_range all = {0, vt_video_get_info(v)->nframes};
+    int n = vt_eval_clips_fill(&c->ec, v, all, &c->b, err, errlen);
+    if (n < 0)
         goto end;
-    }
-    size_t need = (size_t)c->clip.t * h * w * 3;
-    if (need > c->raw_cap) {
-        free(c->raw);
-        c->raw = vt_malloc(need);
-        c->raw_cap = need;
-    }
-    int span = vt_clip_span(&c->clip);
-    int64_t cf = vt_batch_clip_floats(&c->b);
-    int n = 0;
-    for (int k = 0; k < c->K; k++) {
-        int64_t start = vt_sample_eval_start(info->nframes, span, k, c->K);
-        if (vt_video_read_clip(v, c->raw, start, c->clip.t, c->clip.stride, c->clip.short_side,
-                               c->clip.pad, err, errlen) != 0)
-            goto end;
-        for (int cr = 0; cr < c->crops; cr++) {
-            int x0, y0;
-            vt_sample_eval_crop(&x0, &y0, w, h, c->clip.crop, cr, c->crops);
-            vt_clip_transform(c->b.x + (size_t)n * cf, c->raw, c->clip.t, h, w, x0, y0,
-                              c->clip.crop, 0, c->clip.mean, c->clip.std);
-            c->b.video[n] = 0;
-            c->b.clip[n] = n;
-            n++;
-        }
-    }
-    c->b.n = n;
     vt_towers_eval_step(c->t, &c->b, c->probs, NULL);
     for (int hh = 0; hh < c->heads->n; hh++) {
         int K = c->heads->cfg[hh].classes;
@@ -225,7 +208,8 @@ int vt_cmd_predict(int argc, char **argv) {
         return 2;
     }
     if (targs && !timeline) {
-        fprintf(stderr, "vidtrain predict: --window, --hop, --batch and --decode-threads are "
+        fprintf(stderr, "vidtrain predict: --window, --hop, --batch, --decode-threads, --flush, "
+                        "--stats, --timeout, --reconnect, --input-format and --max-behind are "
                         "--timeline's options\n");
         free(videos);
         return 2;
@@ -256,6 +240,9 @@ int vt_cmd_predict(int argc, char **argv) {
     vt_run_model_clip(&c.clip, &m);
     c.K = ma.clips_per_video;
     c.crops = ma.crops;
+    c.ec.clip = c.clip;
+    c.ec.K = c.K;
+    c.ec.crops = c.crops;
     c.heads = heads;
     int B = c.K * c.crops;
     m.precision = ma.precision;
@@ -362,7 +349,7 @@ end:
     free(c.b.x);
     free(c.b.video);
     free(c.b.clip);
-    free(c.raw);
+    vt_eval_clips_free(&c.ec);
     free(videos);
     return rc;
 }

@@ -27,6 +27,15 @@
 #include "pipeline/parallel/mpi.h"
 #include "pipeline/parallel/slices.h"
 
+/* What --balance auto picks on an imbalanced set (VT_BALANCE_DEFAULT), for the help. */
+static const char *auto_help(void) {
+    switch (VT_BALANCE_DEFAULT) {
+    case VT_BALANCE_SAMPLER: return "sampler (it beat none and loss in docs/balance.md)";
+    case VT_BALANCE_LOSS: return "loss (it beat none and sampler in docs/balance.md)";
+    default: return "also none for now (no mode has yet beaten it in a measurement)";
+    }
+}
+
 static void usage(FILE *f) {
     fprintf(f,
         "usage: vidtrain train DIR --out RUN [options]\n"
@@ -119,7 +128,7 @@ static void usage(FILE *f) {
         "                        sampler (every class drawn about equally often each epoch),\n"
         "                        loss (cross-entropy weighted by inverse class frequency), or\n"
         "                        auto (default): none on a balanced set; on an imbalanced one\n"
-        "                        also none for now (no mode has yet beaten it in a measurement)\n"
+        "                        %s\n"
         "  --class-weights W,... head 0's loss weights by hand, one per class in class\n"
         "                        order (implies --balance loss)\n"
         "  --clip-norm X         clip gradients to this global L2 norm (default off)\n"
@@ -185,7 +194,7 @@ static void usage(FILE *f) {
         "(SIGTERM). A second Ctrl-C exits at once; the last checkpoint on disk stays whole.\n"
         "Exit codes: 0 done (or --max-steps reached), 1 error, 2 usage, 130/143 interrupted.\n"
         "%s",
-        vt_device_args_help, vt_mpi_help);
+        auto_help(), vt_device_args_help, vt_mpi_help);
 }
 
 /* ---- option parsing ---- */

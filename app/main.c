@@ -27,6 +27,7 @@ static const vt_cmd cmds[] = {
     {"train", vt_cmd_train, "train DIR --out RUN", "train, validate, checkpoint, report"},
     {"eval", vt_cmd_eval, "eval RUN DIR", "clip/video top-1/top-5, per-class accuracy, confusion"},
     {"predict", vt_cmd_predict, "predict RUN VIDEO...", "top-k labels per video"},
+    {"embed", vt_cmd_embed, "embed RUN VIDEO...|DIR --out F", "feature vectors per video (.safetensors/.npy)"},
     {"export", vt_cmd_export, "export RUN --onnx FILE", "the trained network as an ONNX model"},
     {"prep", vt_cmd_prep, "prep SRC DST", "re-encode a dataset to training size (HD, long videos)"},
     {"bench", vt_cmd_bench, "bench decode|step", "throughput figures"},

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t g_signal;
+static const char *g_msg; /* another command's line (vt_signals_install_msg), or NULL */
+static size_t g_msg_len;
 
 static void on_signal(int sig) {
     if (g_signal) {
@@ -19,7 +21,8 @@ static void on_signal(int sig) {
     g_signal = sig;
     static const char msg[] =
         "\nvidtrain: stopping after this step and writing a checkpoint (again to quit now)\n";
-    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    ssize_t w = g_msg ? write(STDERR_FILENO, g_msg, g_msg_len)
+                      : write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)w;
 }
 
@@ -32,6 +35,13 @@ void vt_signals_install(void) {
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     g_signal = 0;
+    g_msg = NULL;
+}
+
+void vt_signals_install_msg(const char *line) {
+    vt_signals_install();
+    g_msg_len = strlen(line);
+    g_msg = line;
 }
 
 int vt_signal_pending(void) { return g_signal; }

@@ -13,6 +13,9 @@
 
 /* Installs the handlers and clears the flag. */
 void vt_signals_install(void);
+/* The same, for a command that stops otherwise (predict --timeline): `line` (static, with
+ * its newlines) is what the first signal prints. */
+void vt_signals_install_msg(const char *line);
 /* 0, or the first signal received. */
 int vt_signal_pending(void);
 /* Restores the default handlers and clears the flag (after training, and for tests). */

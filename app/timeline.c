@@ -22,7 +22,7 @@
 
 typedef struct held { /* a frame of the ring */
     uint8_t *rgb;     /* (h, w, 3) */
-    double t;
+    double t, arrived;
 } held;
 
 typedef struct pending { /* a window whose clips are (partly) in the batch */
@@ -183,6 +183,7 @@ static void add_window(vt_timeline *tl, int64_t k, int64_t i0, int64_t n, int pa
     p->w.end = end;
     p->w.nframes = n;
     p->w.partial = partial;
+    p->w.arrived = tl->ring[(tl->head + i0 + n - 1) % tl->cap].arrived;
     p->clips = c->K * c->crops;
     for (int h = 0; h < c->nheads; h++)
         p->sum[h] = vt_calloc((size_t)c->classes[h], sizeof(double));
@@ -212,7 +213,7 @@ static void add_window(vt_timeline *tl, int64_t k, int64_t i0, int64_t n, int pa
     }
     free(pos);
     tl->covered = end;
-    if (tl->b.n == tl->b.capacity)
+    if (tl->b.n == tl->b.capacity || c->eager)
         run_batch(tl);
 }
 
@@ -249,7 +250,7 @@ static void drop_old(vt_timeline *tl) {
     }
 }
 
-static void hold(vt_timeline *tl, const uint8_t *rgb, double t) {
+static void hold(vt_timeline *tl, const uint8_t *rgb, double t, double arrived) {
     if (tl->n == tl->cap) { /* grow, unrolling the ring */
         int64_t cap = 2 * tl->cap;
         held *r = vt_calloc((size_t)cap, sizeof *r);
@@ -264,11 +265,17 @@ static void hold(vt_timeline *tl, const uint8_t *rgb, double t) {
     held *f = &tl->ring[(tl->head + tl->n++) % tl->cap];
     f->rgb = tl->nspare ? tl->spare[--tl->nspare] : vt_malloc(tl->frame_bytes);
     f->t = t;
+    f->arrived = arrived;
     memcpy(f->rgb, rgb, tl->frame_bytes);
     tl->st.peak_frames = VT_MAX(tl->st.peak_frames, tl->n);
 }
 
 void vt_timeline_push(vt_timeline *tl, const uint8_t *rgb, double t, double dur) {
+    vt_timeline_push_at(tl, rgb, t, dur, 0);
+}
+
+void vt_timeline_push_at(vt_timeline *tl, const uint8_t *rgb, double t, double dur,
+                         double arrived) {
     if (tl->any && t < tl->last_t)
         return; /* out of order: a broken timestamp, not a frame of the timeline */
     tl->st.frames++;
@@ -277,7 +284,7 @@ void vt_timeline_push(vt_timeline *tl, const uint8_t *rgb, double t, double dur)
         drop_old(tl);
     }
     if (t >= win_start(tl, tl->next) - TL_EPS) /* else in a gap between windows */
-        hold(tl, rgb, t);
+        hold(tl, rgb, t, arrived);
     tl->last_t = t;
     tl->last_dur = dur > 0 ? dur : tl->last_dur;
     tl->any = 1;
@@ -297,6 +304,17 @@ void vt_timeline_finish(vt_timeline *tl) {
             close_window(tl, tl->next, 1);
     }
     run_batch(tl);
+}
+
+void vt_timeline_drain(vt_timeline *tl) { run_batch(tl); }
+
+int64_t vt_timeline_skip(vt_timeline *tl, double t) {
+    int64_t k = (int64_t)ceil((t - TL_EPS) / tl->cfg.hop), was = tl->next;
+    if (k <= tl->next)
+        return 0;
+    tl->next = k;
+    drop_old(tl);
+    return k - was;
 }
 
 void vt_timeline_get_stats(const vt_timeline *tl, vt_timeline_stats *out) { *out = tl->st; }

@@ -31,6 +31,9 @@ typedef struct vt_timeline_cfg {
     int K;                  /* clips per window (>= 1) */
     int crops;              /* 1 or 3 */
     int batch;              /* clips a model call (>= 1) */
+    int eager;              /* run the batch as soon as a window's clips are in it (live
+                             * sources, --flush): each window out at once, not when a
+                             * batch fills; the numbers are the same up to float rounding */
     vt_clip_cfg clip;       /* the model's: t, stride, crop, short_side, mean/std, pad */
     int nheads;
     int classes[VT_MAX_HEADS];
@@ -44,6 +47,7 @@ typedef struct vt_timeline_window {
     double start, end;
     int64_t nframes;
     int partial;
+    double arrived;         /* when its last frame arrived (vt_timeline_push_at; 0: unknown) */
     const double *probs[VT_MAX_HEADS];
 } vt_timeline_window;
 
@@ -62,6 +66,17 @@ void vt_timeline_free(vt_timeline **tl);
  * before is dropped), lasting dur seconds (0: unknown). Completes, runs and emits the
  * windows it closes. */
 void vt_timeline_push(vt_timeline *tl, const uint8_t *rgb, double t, double dur);
+/* The same, with the wall time the frame arrived (its window's `arrived` when it is the
+ * window's last frame). */
+void vt_timeline_push_at(vt_timeline *tl, const uint8_t *rgb, double t, double dur,
+                         double arrived);
+/* Gives up the windows that start before t and are not complete yet, and their frames:
+ * the next window is the first that starts at or after t (a live source too far behind
+ * real time goes on from frame t). Returns how many windows it gave up. */
+int64_t vt_timeline_skip(vt_timeline *tl, double t);
+/* Runs the clips waiting in the batch now and emits their windows (a stream that stops
+ * early: Ctrl-C, a break): the windows still open stay open, nothing partial is made. */
+void vt_timeline_drain(vt_timeline *tl);
 /* End of the stream: the windows that fit (an end at most half a frame past the last
  * frame's end), then the first that does not when it holds frames no emitted window
  * had (partial). */

@@ -81,7 +81,7 @@ static int resolve_mode(vt_train *t, const int64_t *count, int k) {
         return 2;
     }
     if (mode == VT_BALANCE_AUTO) {
-        mode = ratio > VT_BALANCE_RATIO ? VT_BALANCE_DEFAULT : VT_BALANCE_NONE;
+        mode = vt_balance_auto(count, k);
         t->balance_auto = ratio > VT_BALANCE_RATIO; /* say what auto chose and why */
     }
     snprintf(o->balance, sizeof o->balance, "%s", vt_balance_name((vt_balance_mode)mode));
@@ -130,6 +130,10 @@ int vt_train_balance(vt_train *t) {
         if (t->balance_auto && !strcmp(o->balance, "none"))
             fprintf(t->out, " (auto: no mode has beaten none in a measurement yet; "
                             "--balance sampler or loss evens the classes out)");
+        else if (t->balance_auto) /* VT_BALANCE_DEFAULT, measured in docs/balance.md */
+            fprintf(t->out, " (auto: the training classes span x%.1f, above x%.1f; "
+                            "--balance none trains on them as they come)",
+                    vt_balance_ratio(count, k), VT_BALANCE_RATIO);
         fprintf(t->out, "\n");
     }
     /* validation's classes: best.safetensors on mean class accuracy when they are uneven */

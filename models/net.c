@@ -21,6 +21,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "models/bf16.h"
 #include "models/common.h"
 #include "models/net.h"
 #include "models/net_graph.h"
@@ -243,6 +244,25 @@ const float *vt_net_logits(const vt_net *net, int head) {
     if (net->g.logit_off[head] >= 0)
         return f32_at(net, net->g.logit_off[head]);
     return act(net, net->g.head_node[head]);
+}
+
+/* The features the heads read (their input), copied to the host as float32: the bytes
+ * of the activation as they are, widened on the host under BF16 (a bf16 value is the top
+ * half of its float, so that is exact and makes no number). */
+int vt_net_feature_dim(const vt_net *net) {
+    return (int)vt_node_floats(&net->g.nodes[net->g.feat]);
+}
+
+void vt_net_features(const vt_net *net, float *host, int n) {
+    VT_CHECK(n >= 0 && n <= net->last_n, "features of %d clips after a forward of %d", n,
+             net->last_n);
+    const int64_t cnt = (int64_t)n * vt_net_feature_dim(net);
+    net->be->i->to_host(net->be, host, act(net, net->g.feat), (size_t)cnt * net->g.act_size);
+    for (int64_t i = cnt - 1; i >= 0 && net->g.act_size == (int)sizeof(vt_bf16); i--) {
+        vt_bf16 h; /* backwards, so the in-place widening reads each value before it is hit */
+        memcpy(&h, (const char *)host + i * (int64_t)sizeof h, sizeof h);
+        host[i] = vt_bf16_to_f32(h);
+    }
 }
 
 /* ---- initialisation ---- */

@@ -72,6 +72,12 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train);
 /* Logits of a head after forward: (n, classes) float32, backend memory (under BF16 the
  * float32 copy of the head's bf16 output that the loss reads). */
 const float *vt_net_logits(const vt_net *net, int head);
+/* The pooled features the heads are applied to (the input of every classifier: after
+ * the global pool, and after the dropout when the model has one, which eval forwards
+ * leave as it is): feature_dim floats per clip. vt_net_features copies those of the
+ * first n clips of the last forward to host (n, feature_dim) float32 (embeddings). */
+int vt_net_feature_dim(const vt_net *net);
+void vt_net_features(const vt_net *net, float *host, int n);
 /* Loss of the last forward. Writes (host) loss_clip[i] = sum_h weight_h * loss_h(clip i)
  * and head_loss[h] = sum over clips of loss_h (either may be NULL), and seeds the
  * heads' gradients with grad_scale * weight_h * dloss_h/dlogits. grad_scale is 1/B for

@@ -12,6 +12,12 @@
 #   SETS="m128 m64 m256 h128 d8" (default: all; see synth_set below)
 #   SEED=1  BENCH_DIR=scratch  VT_BIN=path/to/vidtrain
 #   ARGS="--clip 4x32 --stride 6" (appended to both sides: a smaller clip for a busy CPU)
+#   SIDES="fixed default" (one side only: run the sides of a set as parallel jobs)
+#   REUSE=1: a run whose RUN.time says it finished is evaluated again, not retrained (to
+#   pick up runs a killed job left going)
+#   RESUME=1: as REUSE, and a run stopped part way (`kill -TERM` the vidtrain process: it
+#   checkpoints and exits 143) continues with `vidtrain train --resume RUN` (the run it
+#   would have been: test_resume, test_length); its wall time adds the parts (RUN.parts)
 # The sets: tuned on = m128 (motion preset, seed 11, 16/0/6 videos per class: 113
 # training + 15 validation videos, the size of the issue's set); other sizes m64 (8 per
 # class) and m256 (32 per class, seed 12); held out, never looked at while tuning: h128
@@ -22,6 +28,7 @@ bin=${VT_BIN:-$root/build/vidtrain}
 work=${BENCH_DIR:-$root/build/bench-length}
 sets=${SETS:-m128 m64 m256 h128 d8}
 seed=${SEED:-1}
+sides=${SIDES:-fixed default}
 py=/usr/bin/python3
 [ -x "$bin" ] || { echo "bench-length: $bin not built" >&2; exit 1; }
 mkdir -p "$work"
@@ -37,24 +44,45 @@ synth_set() {
     esac
 }
 
+# A run finished when /usr/bin/time wrote its seconds alone: a crash or an error adds a line.
+finished() {
+    [ -f "$1" ] && [ "$(wc -l < "$1")" -eq 1 ] && grep -qxE '[0-9]+(\.[0-9]+)?' "$1"
+}
+
 for s in $sets; do
     data="$work/$s"
     if [ ! -f "$data/.done" ]; then
+        # another job making the same set: wait for it rather than unmake it
+        while [ -f "$data.making" ]; do sleep 10; done
+    fi
+    if [ ! -f "$data/.done" ]; then
+        touch "$data.making"
         rm -rf "$data"
         # shellcheck disable=SC2046
-        "$bin" synth "$data" $(synth_set "$s") > "$work/$s.synth.log" 2>&1
+        "$bin" synth "$data" $(synth_set "$s") > "$work/$s.synth.log" 2>&1 ||
+            { rm -f "$data.making"; echo "bench-length: synth $s failed: $work/$s.synth.log" >&2; exit 1; }
         touch "$data/.done"
+        rm -f "$data.making"
     fi
-    for side in fixed default; do
+    for side in $sides; do
         run="$work/$s.$side"
-        rm -rf "$run"
         extra=()
         [ "$side" = fixed ] && extra=(--patience 0)
-        # shellcheck disable=SC2086
-        /usr/bin/time -f "%e" -o "$run.time" "$bin" train "$data" --out "$run" --no-flip \
-            --seed "$seed" -q "${extra[@]}" ${ARGS:-} > "$run.log" 2>&1
+        if [ -n "${REUSE:-}${RESUME:-}" ] && finished "$run.time"; then
+            : # finished before: evaluated again
+        elif [ -n "${RESUME:-}" ] && [ -f "$run/last.safetensors" ] && [ -s "$run.time" ]; then
+            tail -n 1 "$run.time" >> "$run.parts" # the seconds the stopped part ran
+            /usr/bin/time -f "%e" -o "$run.time" "$bin" train --resume "$run" -q >> "$run.log" 2>&1
+        else
+            rm -rf "$run" "$run.time" "$run.parts"
+            # shellcheck disable=SC2086
+            /usr/bin/time -f "%e" -o "$run.time" "$bin" train "$data" --out "$run" --no-flip \
+                --seed "$seed" -q "${extra[@]}" ${ARGS:-} > "$run.log" 2>&1
+        fi
         "$bin" eval "$run" "$data" --split test --clips-per-video 10 -q > "$run.eval" 2>&1
-        "$py" - "$run" "$s" "$side" "$(cat "$run.time")" <<'PY'
+        : >> "$run.parts"
+        wall=$(awk '{ t += $1 } END { print t }' "$run.time" "$run.parts")
+        "$py" - "$run" "$s" "$side" "$wall" <<'PY'
 import json, sys
 run, s, side, wall = sys.argv[1:]
 top1 = json.load(open(run + "/eval.json"))["video_top1"]

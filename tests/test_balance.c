@@ -318,6 +318,19 @@ static void test_order(void) {
            "weights %g %g %g", (double)w[0], (double)w[3], (double)w[4]);
     TCHECK(fabs(vt_balance_ratio(want, K) - 80.0 / 3) < 1e-12, "ratio ignores empty classes");
     TCHECK(vt_balance_parse("sampler") == VT_BALANCE_SAMPLER && vt_balance_parse("x") < 0, "parse");
+
+    /* --balance auto from counts: the bench's x8 set gets the default, UCF-101's spread
+     * (100-167, x1.67), exactly x2 (not above) and a missing class (not counted) none */
+    const int64_t bench[6] = {24, 24, 24, 3, 3, 3}, ucf[2] = {100, 167}, two[3] = {10, 10, 5},
+                  over[3] = {11, 10, 5}, gap[3] = {12, 0, 12}, one[1] = {7};
+    TCHECK(vt_balance_auto(bench, 6) == VT_BALANCE_DEFAULT && vt_balance_auto(over, 3) ==
+               VT_BALANCE_DEFAULT, "auto on x8 and x2.2: %s %s, not %s",
+           vt_balance_name(vt_balance_auto(bench, 6)), vt_balance_name(vt_balance_auto(over, 3)),
+           vt_balance_name(VT_BALANCE_DEFAULT));
+    TCHECK(vt_balance_auto(ucf, 2) == VT_BALANCE_NONE && vt_balance_auto(two, 3) == VT_BALANCE_NONE &&
+               vt_balance_auto(gap, 3) == VT_BALANCE_NONE && vt_balance_auto(one, 1) == VT_BALANCE_NONE,
+           "auto on a balanced split is not none");
+    TCHECK(VT_BALANCE_DEFAULT != VT_BALANCE_AUTO, "VT_BALANCE_DEFAULT must be a mode");
 }
 
 /* ---------------------------------------------------------------- 4. the loader ---- */
@@ -564,7 +577,7 @@ int main(void) {
     join(run, sizeof run, ddir, "run_even");
     join(log, sizeof log, ddir, "train_even.txt");
     TCHECK(vt_test_sh("'%s' train '%s' --out '%s' --epochs 1 --batch 4 --clip 4x32 --stride 2 "
-                      "--workers 1 --max-steps 1 --quiet > '%s' 2>&1", bin, data, run, log) == 0,
+                      "--workers 1 --max-steps 3 --quiet > '%s' 2>&1", bin, data, run, log) == 0,
            "train on the balanced set");
     char *t = vt_test_slurp(log, NULL);
     TCHECK(has(t, "balance: none") && !has(t, "warning: imbalanced"), "balanced set:\n%s",
@@ -572,6 +585,16 @@ int main(void) {
     free(t);
     config_balance(run, mode, sizeof mode);
     TCHECK(!strcmp(mode, "none"), "config.json balance %s on a balanced set", mode);
+    /* and trains bit for bit as --balance none: the same epoch order, no weights */
+    char even[4300], a[4400], b[4400];
+    join(even, sizeof even, ddir, "run_even_none");
+    TCHECK(vt_test_sh("'%s' train '%s' --out '%s' --epochs 1 --batch 4 --clip 4x32 --stride 2 "
+                      "--workers 1 --max-steps 3 --quiet --balance none > '%s.log' 2>&1", bin,
+                      data, even, even) == 0, "train --balance none on the balanced set");
+    snprintf(a, sizeof a, "%s/last.safetensors", run);
+    snprintf(b, sizeof b, "%s/last.safetensors", even);
+    double d = ckpt_diff(a, b);
+    TCHECK(d == 0, "auto and none on a balanced set: parameters differ by %g (want 0)", d);
     /* cut move_up to a quarter: 3 of its 12 training videos, 1 of its 4 validation ones */
     TCHECK(vt_test_sh("cd '%s/train/move_up' && ls | sort | tail -n +4 | xargs rm -f && "
                       "cd '%s/val/move_up' && ls | sort | tail -n +2 | xargs rm -f", data, data) == 0,

@@ -39,6 +39,10 @@ double vt_balance_ratio(const int64_t *count, int k) {
     return lo > 0 ? (double)hi / (double)lo : 1.0;
 }
 
+vt_balance_mode vt_balance_auto(const int64_t *count, int k) {
+    return vt_balance_ratio(count, k) > VT_BALANCE_RATIO ? VT_BALANCE_DEFAULT : VT_BALANCE_NONE;
+}
+
 void vt_balance_weights(float *w, const int64_t *count, int k) {
     int64_t total = 0;
     int present = 0;

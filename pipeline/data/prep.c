@@ -70,7 +70,9 @@ typedef struct prep_job {
     AVCodecContext *enc;
     AVStream *st;
     AVPacket *pkt;
-    struct SwsContext *sws;   /* RGB24 (w, h) -> yuv420p (ow, oh) */
+    struct SwsContext *sws;   /* RGB24 (ow, oh) -> yuv420p (ow, oh): colour only */
+    struct SwsContext *fit;   /* RGB24 (w, h) -> RGB24 (ow, oh), when a side was odd */
+    uint8_t *fitted;          /* (oh, ow, 3) its output */
     AVFrame *held;            /* --fps: the last source frame, waiting for its ticks */
     int64_t held_tick;        /* --fps: its first output tick */
     int64_t next_tick;        /* --fps: next output frame number */
@@ -162,8 +164,7 @@ static int on_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
     int ret = av_frame_get_buffer(f, 0);
     VT_CHECK(ret >= 0, "av_frame_get_buffer: out of memory");
     if (!j->sws) {
-        /* Same size in, same size out: a colour conversion only. ow <= w and oh <= h
-         * (even sides rounded down), so swscale reads a top-left window of the frame. */
+        /* Same size in, same size out: a colour conversion only. */
         j->sws = sws_getContext(j->ow, j->oh, AV_PIX_FMT_RGB24, j->ow, j->oh, j->enc->pix_fmt,
                                 SWS_BILINEAR, NULL, NULL, NULL);
         if (!j->sws) {
@@ -180,7 +181,30 @@ static int on_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
     }
     const uint8_t *src[4] = {rgb, NULL, NULL, NULL};
     int stride[4] = {w * 3, 0, 0, 0};
-    (void)h;
+    if (w != j->ow || h != j->oh) {
+        /* An odd side (171 at 128 from 4:3): the whole picture resampled to the even size,
+         * in RGB, before the colour conversion. Cutting the last column instead made the
+         * copy's aspect differ from the source's, and the loader, which scales each file
+         * by its own aspect, then saw the copy stretched against the source by up to half
+         * a pixel at the training scale (issue 25, docs/prep.md). Resampling inside the
+         * RGB -> 4:2:0 conversion misplaced the chroma toward the right edge. */
+        if (!j->fit) {
+            j->fit = sws_getContext(w, h, AV_PIX_FMT_RGB24, j->ow, j->oh, AV_PIX_FMT_RGB24,
+                                    SWS_BILINEAR, NULL, NULL, NULL);
+            j->fitted = vt_malloc((size_t)j->ow * j->oh * 3);
+        }
+        if (!j->fit) {
+            vt_set_err(j->err, j->errlen, "cannot scale %dx%d to %dx%d", w, h, j->ow, j->oh);
+            j->ret = AVERROR(EINVAL);
+            av_frame_free(&f);
+            return 1;
+        }
+        uint8_t *dst[4] = {j->fitted, NULL, NULL, NULL};
+        int dst_stride[4] = {j->ow * 3, 0, 0, 0};
+        sws_scale(j->fit, src, stride, 0, h, dst, dst_stride);
+        src[0] = j->fitted;
+        stride[0] = j->ow * 3;
+    }
     sws_scale(j->sws, src, stride, 0, j->oh, f->data, f->linesize);
     j->decoded++;
 
@@ -348,12 +372,18 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
     res->vfr = in->vfr;
     snprintf(res->src_codec, sizeof res->src_codec, "%s", in->codec);
 
-    /* The size read_clip would give, then even sides (4:2:0 needs them), at least 2. */
+    /* Decoded at the size read_clip gives, written at the nearest even sides (4:2:0 needs
+     * them) to the source's exact aspect: the short side is s, even already; the long one
+     * rounds to the nearest even number, so the copy's aspect is the source's within one
+     * pixel and the loader scales both to the same picture. */
     int s = o->short_side + (o->short_side & 1);
     int w, h;
     vt_video_scaled_size(j.v, s, &w, &h);
-    j.ow = w & ~1; /* both sides >= s >= 2: never 0 */
-    j.oh = h & ~1;
+    double aspect = (double)in->disp_width / VT_MAX(in->disp_height, 1);
+    double along = w >= h ? s * aspect : s / aspect; /* the long side, unrounded */
+    int even = VT_MAX(2 * (int)lround(along / 2), s);
+    j.ow = w >= h ? even : s;
+    j.oh = w >= h ? s : even;
     res->out_width = j.ow;
     res->out_height = j.oh;
     vt_video_frame_ts(j.v, 0, &j.tb_num, &j.tb_den);
@@ -440,6 +470,8 @@ end:
     av_packet_free(&j.pkt);
     av_frame_free(&j.held);
     sws_freeContext(j.sws);
+    sws_freeContext(j.fit);
+    free(j.fitted);
     vt_video_close(&j.v);
     return ret;
 }

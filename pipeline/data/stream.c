@@ -4,16 +4,25 @@
  * each frame scaled through vt_scaler_convert so its pixels are read_clip's.
  *
  * It must never seek, never ask for the duration and never keep more than the one frame
- * it hands out: the input may be a pipe or a live source that never ends.
+ * it hands out: the input may be a pipe or a live source that never ends. A live source
+ * can also stall: FFmpeg's interrupt callback (polled by every network protocol while it
+ * waits) is the one watchdog, so a timeout means the same for tcp, http, rtsp and udp.
  */
 #include "pipeline/data/stream.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <libavcodec/avcodec.h>
 #include <libavformat/avformat.h>
+#ifdef VT_HAVE_AVDEVICE
+#include <libavdevice/avdevice.h>
+#endif
 
 #include "models/common.h"
 #include "pipeline/data/video_impl.h"
@@ -29,6 +38,17 @@ struct vt_stream {
     int64_t nframes;         /* frames handed out */
     int64_t decode_errors;
     int demux_done, flushed; /* no more packets; the decoder was flushed */
+    vt_stream_opts o;
+    int strict;              /* network or device: a read error is an error, not the end */
+    double last_data;        /* vt_now() of the last progress (bytes or packets) */
+    int64_t last_bytes;
+    int stopped;             /* 1 timed out, 2 interrupted */
+    double timeout;          /* the watchdog's limit now (longer while opening) */
+    struct { int64_t pts; double at; } arr[64]; /* packets' read times, by pts */
+    int narr;
+    double arrival;          /* the handed-out frame's */
+    int fail;                /* a read error, returned once the decoder is drained */
+    char fail_msg[512];
     vt_video_info info;
     vt_scaler *scaler;
     uint8_t *rgb;
@@ -39,6 +59,54 @@ static void av_err(char *err, size_t errlen, const char *what, int ret) {
     char buf[AV_ERROR_MAX_STRING_SIZE] = "";
     av_strerror(ret, buf, sizeof buf);
     vt_set_err(err, errlen, "%s: %s", what, buf);
+}
+
+vt_source_kind vt_stream_source_kind(const char *url) {
+    if (!strcmp(url, "-") || !strncmp(url, "pipe:", 5))
+        return VT_SOURCE_PIPE;
+    if (!strncmp(url, "/dev/video", 10))
+        return VT_SOURCE_DEVICE;
+    const char *p = strstr(url, "://");
+    if (p && strncmp(url, "file:", 5)) {
+        for (const char *q = url; q < p; q++) /* a scheme: letters, digits, + - . */
+            if (!(isalnum((unsigned char)*q) || *q == '+' || *q == '-' || *q == '.'))
+                return VT_SOURCE_FILE;
+        return p > url ? VT_SOURCE_NETWORK : VT_SOURCE_FILE;
+    }
+    struct stat st;
+    if (stat(url, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+        return VT_SOURCE_PIPE;
+    if (stat(url, &st) == 0 && S_ISCHR(st.st_mode))
+        return VT_SOURCE_DEVICE;
+    return VT_SOURCE_FILE;
+}
+
+int vt_stream_have_devices(void) {
+#ifdef VT_HAVE_AVDEVICE
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* FFmpeg's interrupt callback: polled while a protocol waits. Progress is bytes read (a
+ * file-backed demuxer) or packets (vt_stream_next), whichever moves. */
+static int on_interrupt(void *ctx) {
+    vt_stream *s = ctx;
+    if (s->o.interrupt && s->o.interrupt(s->o.interrupt_ctx)) {
+        s->stopped = 2;
+        return 1;
+    }
+    double now = vt_now();
+    if (s->fmt && s->fmt->pb && s->fmt->pb->bytes_read != s->last_bytes) {
+        s->last_bytes = s->fmt->pb->bytes_read;
+        s->last_data = now;
+    }
+    if (s->timeout > 0 && now - s->last_data > s->timeout) {
+        s->stopped = 1;
+        return 1;
+    }
+    return 0;
 }
 
 static int open_decoder(vt_stream *s, int threads, char *err, size_t errlen) {
@@ -66,6 +134,8 @@ static int open_decoder(vt_stream *s, int threads, char *err, size_t errlen) {
         return ret;
     }
     s->dec->thread_count = threads;
+    if (s->o.live) /* frame threads hold threads - 1 decoded frames back: latency */
+        s->dec->thread_type = FF_THREAD_SLICE;
     s->dec->pkt_timebase = st->time_base;
     if ((ret = avcodec_open2(s->dec, codec, NULL)) < 0) {
         av_err(err, errlen, "cannot open the decoder", ret);
@@ -87,24 +157,102 @@ static int open_decoder(vt_stream *s, int threads, char *err, size_t errlen) {
     return 0;
 }
 
-int vt_stream_open(vt_stream **out, const char *url, int threads, char *err, size_t errlen) {
+/* The input format o asks for (or a device's default), NULL for FFmpeg's guess. 0, or
+ * a negative code with err naming what is missing. */
+static int input_format(const char *url, const vt_stream_opts *o, const AVInputFormat **fmt,
+                        char *err, size_t errlen) {
+    const char *name = o->format;
+    if (!name && vt_stream_source_kind(url) == VT_SOURCE_DEVICE && !strncmp(url, "/dev/video", 10))
+        name = "v4l2";
+    *fmt = NULL;
+    if (!name)
+        return 0;
+#ifdef VT_HAVE_AVDEVICE
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, avdevice_register_all);
+#endif
+    if ((*fmt = av_find_input_format(name)) != NULL)
+        return 0;
+    if (!vt_stream_have_devices()) {
+        vt_set_err(err, errlen, "input format '%s' is not in this build: cameras and other "
+                   "devices (v4l2, x11grab, alsa...) are FFmpeg's libavdevice, which vidtrain was "
+                   "built without. Install it (Debian/Ubuntu: apt install libavdevice-dev) and "
+                   "re-run cmake, or let ffmpeg read the device and pipe it in: ffmpeg -f %s -i "
+                   "%s -c:v libx264 -preset ultrafast -tune zerolatency -f mpegts - | vidtrain "
+                   "predict RUN - --timeline", name, name, url);
+    } else {
+        vt_set_err(err, errlen, "FFmpeg has no input format '%s' (ffmpeg -formats lists them)",
+                   name);
+    }
+    return AVERROR_DEMUXER_NOT_FOUND;
+}
+
+/* Why an open or a read stopped, when the watchdog stopped it. */
+static void stop_err(const vt_stream *s, char *err, size_t errlen, const char *what) {
+    if (s->stopped == 1)
+        vt_set_err(err, errlen, "%s: no data for %g s (the timeout)", what, s->o.timeout);
+    else
+        vt_set_err(err, errlen, "%s: interrupted", what);
+}
+
+int vt_stream_open_opts(vt_stream **out, const char *url, const vt_stream_opts *o, char *err,
+                        size_t errlen) {
     *out = NULL;
     vt_ffmpeg_log_init();
+    const AVInputFormat *ifmt;
+    int ret = input_format(url, o, &ifmt, err, errlen);
+    if (ret < 0)
+        return ret;
     vt_stream *s = vt_calloc(1, sizeof *s);
     s->first_ts = AV_NOPTS_VALUE;
+    s->o = *o;
+    vt_source_kind kind = vt_stream_source_kind(url);
+    s->strict = kind == VT_SOURCE_NETWORK || kind == VT_SOURCE_DEVICE;
+    s->last_data = vt_now();
+    /* opening probes up to 5 s of the stream (FFmpeg's analyzeduration) before it hands
+     * out a packet: the watchdog allows that on top of the timeout */
+    s->timeout = o->timeout > 0 ? o->timeout + 10 : 0;
+    s->fmt = avformat_alloc_context();
+    VT_CHECK(s->fmt != NULL, "avformat_alloc_context (out of memory)");
+    s->fmt->interrupt_callback.callback = on_interrupt;
+    s->fmt->interrupt_callback.opaque = s;
+    AVDictionary *d = NULL;
+    if (s->strict && o->timeout > 0) {
+        /* the protocols' own I/O limits (microseconds), a backstop for one that does not
+         * poll the callback: later than the watchdog, whose message is the clearer */
+        char us[32];
+        snprintf(us, sizeof us, "%lld", (long long)((o->timeout + 5) * 1e6));
+        av_dict_set(&d, "rw_timeout", us, 0);
+        if (!strncmp(url, "rtsp", 4))
+            av_dict_set(&d, "timeout", us, 0);
+    }
     const char *name = strcmp(url, "-") ? url : "pipe:0";
-    int ret = avformat_open_input(&s->fmt, name, NULL, NULL);
+    ret = avformat_open_input(&s->fmt, name, ifmt, &d);
+    av_dict_free(&d);
     if (ret < 0) {
-        av_err(err, errlen, "cannot open", ret);
+        if (s->stopped)
+            stop_err(s, err, errlen, "cannot open");
+        else if (vt_stream_source_kind(url) == VT_SOURCE_DEVICE &&
+                 (ret == AVERROR(ENOENT) || ret == AVERROR(EACCES)))
+            vt_set_err(err, errlen, "cannot open the camera: %s (v4l2-ctl --list-devices lists "
+                       "them; a user needs the video group to read one)",
+                       ret == AVERROR(ENOENT) ? "no such device" : "permission denied");
+        else
+            av_err(err, errlen, "cannot open", ret);
         vt_stream_close(&s);
         return ret;
     }
-    if ((ret = avformat_find_stream_info(s->fmt, NULL)) < 0) {
-        av_err(err, errlen, "cannot find stream parameters", ret);
+    if ((ret = avformat_find_stream_info(s->fmt, NULL)) < 0 || s->stopped) {
+        if (s->stopped)
+            stop_err(s, err, errlen, "cannot find stream parameters");
+        else
+            av_err(err, errlen, "cannot find stream parameters", ret);
         vt_stream_close(&s);
-        return ret;
+        return ret < 0 ? ret : AVERROR_EXIT;
     }
-    if ((ret = open_decoder(s, threads, err, errlen)) < 0) {
+    s->timeout = o->timeout;
+    s->last_data = vt_now();
+    if ((ret = open_decoder(s, o->threads, err, errlen)) < 0) {
         vt_stream_close(&s);
         return ret;
     }
@@ -114,6 +262,37 @@ int vt_stream_open(vt_stream **out, const char *url, int threads, char *err, siz
     VT_CHECK(s->pkt && s->frame, "av_packet_alloc/av_frame_alloc (out of memory)");
     *out = s;
     return 0;
+}
+
+int vt_stream_open(vt_stream **out, const char *url, int threads, char *err, size_t errlen) {
+    vt_stream_opts o;
+    memset(&o, 0, sizeof o);
+    o.threads = threads;
+    return vt_stream_open_opts(out, url, &o, err, errlen);
+}
+
+int vt_stream_stopped(const vt_stream *s) { return s->stopped; }
+double vt_stream_arrival(const vt_stream *s) { return s->arrival; }
+
+/* Remembers when the packet with this pts was read, for the frame it decodes to. */
+static void note_arrival(vt_stream *s, int64_t pts, double at) {
+    int n = (int)(sizeof s->arr / sizeof s->arr[0]);
+    s->arr[s->narr % n].pts = pts;
+    s->arr[s->narr % n].at = at;
+    s->narr++;
+}
+
+/* The read time of the packet of pts (the latest when the frame's pts is unknown or not
+ * among the last 64 packets: never earlier than it was). */
+static double arrival_of(const vt_stream *s, int64_t pts) {
+    int n = (int)(sizeof s->arr / sizeof s->arr[0]), m = VT_MIN(s->narr, n);
+    double latest = m ? s->arr[(s->narr - 1) % n].at : 0;
+    if (pts == AV_NOPTS_VALUE)
+        return latest;
+    for (int i = 0; i < m; i++)
+        if (s->arr[i].pts == pts)
+            return s->arr[i].at;
+    return latest;
 }
 
 void vt_stream_close(vt_stream **ps) {
@@ -145,6 +324,17 @@ static int feed(vt_stream *s, char *err, size_t errlen) {
     }
     for (;;) {
         int ret = av_read_frame(s->fmt, s->pkt);
+        if (ret < 0 && (s->stopped || (s->strict && s->fmt->pb && s->fmt->pb->error < 0 &&
+                                       s->fmt->pb->error != AVERROR_EOF))) {
+            /* the frames the decoder holds are whole: they go out first, then the error */
+            if (s->stopped)
+                stop_err(s, s->fail_msg, sizeof s->fail_msg, "read failed");
+            else
+                av_err(s->fail_msg, sizeof s->fail_msg, "read failed", s->fmt->pb->error);
+            s->fail = s->stopped ? AVERROR_EXIT : s->fmt->pb->error;
+            s->demux_done = 1;
+            return feed(s, err, errlen);
+        }
         if (ret == AVERROR_EOF || ret == AVERROR(EIO) || (ret < 0 && avio_feof(s->fmt->pb))) {
             s->demux_done = 1; /* a truncated tail ends the stream like EOF */
             return feed(s, err, errlen);
@@ -153,10 +343,12 @@ static int feed(vt_stream *s, char *err, size_t errlen) {
             av_err(err, errlen, "read failed", ret);
             return ret;
         }
+        s->last_data = vt_now();
         if (s->pkt->stream_index != s->sidx) {
             av_packet_unref(s->pkt);
             continue;
         }
+        note_arrival(s, s->pkt->pts, s->last_data);
         ret = avcodec_send_packet(s->dec, s->pkt);
         av_packet_unref(s->pkt);
         if (ret < 0 && ret != AVERROR(EAGAIN))
@@ -184,14 +376,17 @@ static void frame_time(vt_stream *s, double *t, double *dur) {
 
 int vt_stream_next(vt_stream *s, int short_side, const uint8_t **rgb, int *w, int *h, double *t,
                    double *dur, char *err, size_t errlen) {
+    /* the timeout counts time spent waiting for data, not the caller's time between calls
+     * (a slow model, a first GPU call) */
+    s->last_data = vt_now();
     for (;;) {
         int ret = avcodec_receive_frame(s->dec, s->frame);
-        if (ret == AVERROR_EOF)
-            return 0;
-        if (ret < 0 && ret != AVERROR(EAGAIN)) { /* a frame that failed: skipped, counted */
+        if (ret < 0 && ret != AVERROR(EAGAIN) && ret != AVERROR_EOF) /* skipped, counted */
             s->decode_errors++;
-            if (s->flushed)
-                return 0; /* nothing more will come */
+        if (ret == AVERROR_EOF || (ret < 0 && ret != AVERROR(EAGAIN) && s->flushed)) {
+            if (s->fail) /* nothing more will come: the read error that ended it */
+                vt_set_err(err, errlen, "%s", s->fail_msg);
+            return s->fail;
         }
         if (ret < 0) { /* the decoder wants input: it takes a packet without EAGAIN */
             if ((ret = feed(s, err, errlen)) < 0)
@@ -206,6 +401,7 @@ int vt_stream_next(vt_stream *s, int short_side, const uint8_t **rgb, int *w, in
             s->rgb_cap = need;
         }
         frame_time(s, t, dur);
+        s->arrival = arrival_of(s, s->frame->pts);
         ret = vt_scaler_convert(s->scaler, s->frame, s->info.rotation, s->rgb, *w, *h, err, errlen);
         av_frame_unref(s->frame);
         if (ret < 0)

@@ -5,9 +5,10 @@
  * rotation) with its time from the first frame.
  *
  * For work that must never hold a whole video (predict --timeline over an hour of
- * footage) and for live sources (issue 28: rtsp://, pipes, cameras): nothing here needs
- * the duration, the frame count or a seekable input, and memory is one decoder plus one
- * RGB frame. Data errors return a negative code with the reason; it never prints.
+ * footage) and for live sources (rtsp://, tcp://, pipes, V4L2 cameras): nothing here
+ * needs the duration, the frame count or a seekable input, and memory is one decoder plus
+ * one RGB frame. Data errors return a negative code with the reason; it never prints.
+ * Reconnecting is the caller's (app/timeline_source.c): a stream here is one connection.
  */
 #ifndef VT_STREAM_H
 #define VT_STREAM_H
@@ -18,6 +19,40 @@
 #include "pipeline/data/video.h"
 
 typedef struct vt_stream vt_stream;
+
+/* What kind of source a url names: a regular file (or a path that is none of the others),
+ * standard input or a named pipe, a network URL (a "scheme://" other than file:), or a
+ * device (/dev/video*). Only a file has an end the reader can wait for at its own pace. */
+typedef enum vt_source_kind {
+    VT_SOURCE_FILE,
+    VT_SOURCE_PIPE,
+    VT_SOURCE_NETWORK,
+    VT_SOURCE_DEVICE
+} vt_source_kind;
+vt_source_kind vt_stream_source_kind(const char *url);
+/* 1 when this build can open cameras and other devices (FFmpeg's libavdevice linked). */
+int vt_stream_have_devices(void);
+
+typedef struct vt_stream_opts {
+    int threads;            /* decoder threads (0: FFmpeg's choice) */
+    const char *format;     /* FFmpeg input format (NULL: guessed; "v4l2" for /dev/video*) */
+    double timeout;         /* seconds an open or a read may go without data (0: no limit) */
+    int live;               /* decode for latency: slice threads only (frame threads hold
+                             * threads - 1 frames back); pixels are the same */
+    int (*interrupt)(void *ctx); /* non-zero: give up a blocking open or read now */
+    void *interrupt_ctx;
+} vt_stream_opts;
+
+/* vt_stream_open with options. A timeout or an interrupt makes the open or vt_stream_next
+ * fail (vt_stream_stopped says which); so does any read error of a network or device
+ * source (a file's truncated tail is its end, as before). */
+int vt_stream_open_opts(vt_stream **out, const char *url, const vt_stream_opts *o, char *err,
+                        size_t errlen);
+/* Why the last failure happened: 1 timeout, 2 interrupt, 0 another error. */
+int vt_stream_stopped(const vt_stream *s);
+/* The wall time (vt_now) at which the packet of the frame vt_stream_next last handed out
+ * was read: when that frame arrived (0 when not known). */
+double vt_stream_arrival(const vt_stream *s);
 
 /* Opens url ("-": standard input) and its best video stream. threads: decoder threads
  * (0: FFmpeg's choice; decoding is bit-exact whatever the count). The info's nframes is 0

@@ -163,6 +163,10 @@ void vt_towers_set_momentum(vt_towers *t, float momentum);
  * out (may be NULL): loss and correct counts over the merged batch when b has targets. */
 void vt_towers_eval_step(vt_towers *t, const vt_batch *b, float *probs_out[VT_MAX_HEADS],
                          vt_step_stats *out);
+/* eval_step that also writes feat_out (b->n, vt_net_feature_dim) host, batch order: the
+ * pooled features each clip's heads were applied to (vidtrain embed). */
+void vt_towers_eval_features(vt_towers *t, const vt_batch *b, float *probs_out[VT_MAX_HEADS],
+                             float *feat_out);
 /* Which positions [lo, hi) of a batch of npos samples this process decodes (all of them in
  * a one-process run), as vt_loader_cfg.part wants it (towers = the vt_towers). _train:
  * training batch `batch` of `epoch` under the plan in force for it; depth = how many

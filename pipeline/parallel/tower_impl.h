@@ -126,6 +126,7 @@ struct vt_towers {
     const vt_batch *batch;
     float lr;
     float **probs_out;
+    float *feat_out;        /* eval: (b->n, feature dim) host, or NULL (embeddings) */
     int root;
     void (*run_fn)(void *ctx, vt_net *net, vt_optim *opt);
     void *run_ctx;

@@ -264,6 +264,13 @@ void vt_towers_eval_step(vt_towers *T, const vt_batch *b, float *probs_out[VT_MA
     out->step_s = vt_now() - t0;
 }
 
+void vt_towers_eval_features(vt_towers *T, const vt_batch *b, float *probs_out[VT_MAX_HEADS],
+                             float *feat_out) {
+    T->feat_out = feat_out;
+    vt_towers_eval_step(T, b, probs_out, NULL);
+    T->feat_out = NULL;
+}
+
 void vt_towers_bn_stats(vt_towers *T, const vt_batch *b, int fresh) {
     check_batch(T, b);
     if (fresh)

@@ -270,6 +270,8 @@ static void do_eval(tower *tw) {
         vt_targets tg;
         const float *x = vt_tw_stage_take(tw, b, first, k, ticket, &tg);
         vt_net_forward(tw->net, x, k, 0);
+        if (T->feat_out) /* vt_towers_eval_features: the heads' input, batch order */
+            vt_net_features(tw->net, T->feat_out + (int64_t)first * vt_net_feature_dim(tw->net), k);
         /* probabilities and losses by the net, before the next pass's inputs (its labels
          * too) may replace these */
         float *prob[VT_MAX_HEADS] = {0};

@@ -135,19 +135,22 @@ static int same_file(const char *a, const char *b) {
            sa.st_ino == sb.st_ino;
 }
 
-/* An output over an input (FILE.csv over a labels file FILE.csv, --out over a video). */
-static const char *clobbers(const embed_args *a) {
+/* An output over an input (FILE.csv over a labels file FILE.csv, --out over a video):
+ * 1 with its path in over (which outlives this call), else 0. */
+static int clobbers(const embed_args *a, char *over, size_t overlen) {
     char csv[4200];
     vt_embed_csv_path(a->out, csv, sizeof csv);
     const char *outs[2] = {a->out, csv};
     for (int k = 0; k < 2; k++) {
-        if (same_file(outs[k], a->labels) || same_file(outs[k], a->lists))
-            return outs[k];
-        for (int i = 0; i < a->ninputs; i++)
-            if (same_file(outs[k], a->inputs[i]))
-                return outs[k];
+        int hit = same_file(outs[k], a->labels) || same_file(outs[k], a->lists);
+        for (int i = 0; i < a->ninputs && !hit; i++)
+            hit = same_file(outs[k], a->inputs[i]);
+        if (hit) {
+            snprintf(over, overlen, "%s", outs[k]);
+            return 1;
+        }
     }
-    return NULL;
+    return 0;
 }
 
 /* The combinations parse cannot see. 0, or 2 after saying why. */
@@ -175,8 +178,8 @@ static int check_args(const embed_args *a, int *is_dir) {
         why = "--labels, --lists and --split are for a dataset folder DIR";
     else if (a->split && strcmp(a->split, "all") && vt_split_parse(a->split) < 0)
         why = "--split: train, val, test or all";
-    const char *over = why ? NULL : clobbers(a);
-    if (over) {
+    char over[4200];
+    if (!why && clobbers(a, over, sizeof over)) {
         fprintf(stderr, "vidtrain embed: %s is one of the inputs; the output would overwrite "
                         "it (the CSV goes beside --out, its extension .csv): pick another "
                         "--out\n", over);

@@ -37,6 +37,7 @@
 #include "app/timeline.h"
 #include "pipeline/data/stream.h"
 #include "tests/apputil.h"
+#include "tests/jsonlines.h"
 #include "tests/testutil.h"
 
 static const char *g_bin, *g_dir;
@@ -152,38 +153,9 @@ static pid_t predict(const char *url, const char *out, const char *err, const ch
 
 /* ---- windows ---- */
 
-static cJSON **read_lines(const char *path, int *n) {
-    char *s = vt_test_slurp(path, NULL);
-    cJSON **out = calloc(10000, sizeof *out);
-    *n = 0;
-    for (char *line = s ? strtok(s, "\n") : NULL; line && *n < 9999; line = strtok(NULL, "\n")) {
-        cJSON *j = cJSON_Parse(line);
-        TCHECK(j != NULL, "not a JSON line: %.200s", line);
-        if (j)
-            out[(*n)++] = j;
-    }
-    free(s);
-    return out;
-}
-
-static void free_lines(cJSON **l, int n) {
-    for (int i = 0; i < n; i++)
-        cJSON_Delete(l[i]);
-    free(l);
-}
-
 static double num(const cJSON *e, const char *key) {
     const cJSON *v = cJSON_GetObjectItem(e, key);
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
-static double prob_of(const cJSON *e, const char *label) {
-    const cJSON *heads = cJSON_GetObjectItem(e, "heads");
-    const cJSON *top = cJSON_GetObjectItem(cJSON_GetArrayItem(heads, 0), "top");
-    for (const cJSON *p = top ? top->child : NULL; p; p = p->next)
-        if (!strcmp(cJSON_GetObjectItem(p, "label")->valuestring, label))
-            return cJSON_GetObjectItem(p, "prob")->valuedouble;
-    return -1;
 }
 
 /* Window i of a live run against window i of the file's: the same stretch, frames and
@@ -197,7 +169,7 @@ static double same_window(const char *what, int i, const cJSON *a, const cJSON *
     double worst = 0;
     const char *labels[] = {"move_left", "move_right"};
     for (int k = 0; k < 2; k++) {
-        double pa = prob_of(a, labels[k]), pb = prob_of(b, labels[k]);
+        double pa = vt_prob_of(a, labels[k]), pb = vt_prob_of(b, labels[k]);
         worst = fmax(worst, fabs(pa - pb));
         /* The same clips of the same pixels (MPEG-TS copy keeps the packets, the decoder
          * is bit-exact) through the same model; only the model calls differ — one window
@@ -231,7 +203,7 @@ static int g_nref;
 /* A live run's windows against the file's: all of them (n == the file's) or the first n. */
 static void check_windows(const char *what, const char *out, int all) {
     int n;
-    cJSON **l = read_lines(out, &n);
+    cJSON **l = vt_read_lines(out, &n);
     if (all)
         TCHECK(n == g_nref, "%s: %d windows, the file gives %d", what, n, g_nref);
     double worst = 0;
@@ -244,7 +216,7 @@ static void check_windows(const char *what, const char *out, int all) {
     }
     printf("  %s: %d windows, largest probability difference from the file's %.3g\n", what, n,
            worst);
-    free_lines(l, n);
+    vt_free_lines(l, n);
 }
 
 /* 1. TCP and a pipe: every window, the file's numbers, each out while the stream runs. */
@@ -275,10 +247,10 @@ static void live_tests(void) {
      * 2 s is 8 times that and half the 4 s of a window held back. (Window 2, not 0: the
      * frames FFmpeg reads while it probes the stream count as arriving after the probe) */
     int n;
-    cJSON **l = read_lines(out, &n);
+    cJSON **l = vt_read_lines(out, &n);
     TCHECK(n > 2 && num(l[2], "latency") < 2.0, "tcp: window 2 came %.3f s after its last "
            "frame: windows held back?", n > 2 ? num(l[2], "latency") : -1);
-    free_lines(l, n);
+    vt_free_lines(l, n);
 
     /* the pipe: ffmpeg -re into vidtrain's standard input */
     snprintf(out, sizeof out, "%s/pipe.jsonl", g_dir);
@@ -362,7 +334,7 @@ static void behind_test(void) {
     int rc = vt_test_sh("'%s' predict '%s' '%s' --timeline --window 1s --hop 0.01s --json "
                         "--clips-per-video 1 > '%s' 2> '%s.err'", g_bin, g_run, g_src, ref, ref);
     int nref;
-    cJSON **r = read_lines(ref, &nref);
+    cJSON **r = vt_read_lines(ref, &nref);
     /* about 500: the count rule's half-frame slack at the end (0.02 s) passes a few more
      * windows than vt_timeline_expected_windows when the hop is under half a frame */
     TCHECK(rc == 0 && nref >= vt_timeline_expected_windows(SECONDS, 1, 0.01),
@@ -386,7 +358,7 @@ static void behind_test(void) {
            "behind: exit %d, no catch-up in %s", rc, err);
     free(e);
     int n;
-    cJSON **l = read_lines(out, &n);
+    cJSON **l = vt_read_lines(out, &n);
     TCHECK(n > 0 && n < nref, "behind: %d windows of %d", n, nref);
     for (int i = 0; i < n; i++) {
         int k = (int)num(l[i], "window");
@@ -399,8 +371,8 @@ static void behind_test(void) {
                k < nref ? num(r[k], "end") : -1);
     }
     printf("  behind: %d windows of %d printed, the others skipped\n", n, nref);
-    free_lines(l, n);
-    free_lines(r, nref);
+    vt_free_lines(l, n);
+    vt_free_lines(r, nref);
 }
 
 /* 4. A camera: opened through libavdevice, or an error that says how to get it. */
@@ -463,7 +435,7 @@ int main(void) {
     rc = vt_test_sh("'%s' predict '%s' '%s' --timeline --window %s --hop %s --json --top 2 "
                     "--clips-per-video %d > '%s' 2> '%s.err'", g_bin, g_run, g_src, WINDOW, HOP,
                     K, ref, ref);
-    g_ref = read_lines(ref, &g_nref);
+    g_ref = vt_read_lines(ref, &g_nref);
     TCHECK(rc == 0 && g_nref == vt_timeline_expected_windows(SECONDS, 1, 0.5),
            "file: exit %d, %d windows (%lld expected)", rc, g_nref,
            (long long)vt_timeline_expected_windows(SECONDS, 1, 0.5));
@@ -472,6 +444,6 @@ int main(void) {
     behind_test();
     sigint_test();
     camera_test();
-    free_lines(g_ref, g_nref);
+    vt_free_lines(g_ref, g_nref);
     return vt_test_done("test_live");
 }

@@ -20,6 +20,7 @@
 
 #include "app/timeline.h"
 #include "tests/apputil.h"
+#include "tests/jsonlines.h"
 #include "tests/testutil.h"
 
 /* ---- 1. the engine, with a stand-in model ---- */
@@ -153,37 +154,6 @@ static void engine_tests(void) {
 
 static const char *g_bin, *g_dir;
 
-/* The timeline's JSON lines (NULL-terminated array of parsed objects; free with
- * free_lines). */
-static cJSON **read_lines(const char *path, int *n) {
-    char *s = vt_test_slurp(path, NULL);
-    cJSON **out = calloc(100000, sizeof *out);
-    *n = 0;
-    for (char *line = s ? strtok(s, "\n") : NULL; line && *n < 99999; line = strtok(NULL, "\n")) {
-        cJSON *j = cJSON_Parse(line);
-        TCHECK(j != NULL, "not a JSON line: %.200s", line);
-        if (j)
-            out[(*n)++] = j;
-    }
-    free(s);
-    return out;
-}
-static void free_lines(cJSON **l, int n) {
-    for (int i = 0; i < n; i++)
-        cJSON_Delete(l[i]);
-    free(l);
-}
-
-/* prob of `label` in head 0's top list of a timeline line or a predict entry, -1 absent */
-static double prob_of(const cJSON *e, const char *label) {
-    const cJSON *heads = cJSON_GetObjectItem(e, "heads");
-    const cJSON *top = cJSON_GetObjectItem(cJSON_GetArrayItem(heads, 0), "top");
-    for (const cJSON *p = top ? top->child : NULL; p; p = p->next)
-        if (!strcmp(cJSON_GetObjectItem(p, "label")->valuestring, label))
-            return cJSON_GetObjectItem(p, "prob")->valuedouble;
-    return -1;
-}
-
 /* Cuts [start, end) out of src losslessly and checks predict's probabilities on it
  * against the window's. */
 static void check_cut(const char *src, const cJSON *win, int K) {
@@ -207,7 +177,7 @@ static void check_cut(const char *src, const cJSON *win, int K) {
     TCHECK(rc == 0 && entry, "predict on the cut [%g, %g)", s, e);
     const char *labels[] = {"move_left", "move_right"};
     for (int i = 0; i < 2 && entry; i++) {
-        double a = prob_of(win, labels[i]), b = prob_of(entry, labels[i]);
+        double a = vt_prob_of(win, labels[i]), b = vt_prob_of(entry, labels[i]);
         /* The same clips of the same pixels through the same model: only the batch they
          * ran in differs (GEMM blocking), and predict's mean is rounded to float for
          * printing (1 ulp of a probability < 1 is 6e-8): measured 1.5e-8 */
@@ -241,7 +211,7 @@ static void e2e_tests(void) {
                         g_dir, src, hops[h], K, out, out);
         TCHECK(rc == 0, "timeline hop %g", hops[h]);
         int n;
-        cJSON **l = read_lines(out, &n);
+        cJSON **l = vt_read_lines(out, &n);
         int64_t want = vt_timeline_expected_windows(10.0, 2, hops[h]);
         TCHECK(n == want, "hop %g: %d windows, %lld expected from 10 s / 2 s / %g s", hops[h], n,
                (long long)want, hops[h]);
@@ -253,7 +223,7 @@ static void e2e_tests(void) {
         }
         if (h == 1 && n > 0)
             TCHECK(cJSON_IsTrue(cJSON_GetObjectItem(l[n - 1], "partial")), "the tail is partial");
-        free_lines(l, n);
+        vt_free_lines(l, n);
     }
     /* 3. from a pipe: no seek, no index, no duration; the same windows */
     snprintf(out, sizeof out, "%s/pipe.jsonl", g_dir);
@@ -261,18 +231,18 @@ static void e2e_tests(void) {
                     "--timeline --json --top 2 --clips-per-video %d > '%s' 2> '%s.err'",
                     src, g_bin, g_dir, K, out, out);
     int n;
-    cJSON **l = read_lines(out, &n);
+    cJSON **l = vt_read_lines(out, &n);
     TCHECK(rc == 0 && n == 9, "stdin: exit %d, %d windows (9 expected)", rc, n);
     char ref[4300];
     snprintf(ref, sizeof ref, "%s/tl_0.jsonl", g_dir);
     int nr;
-    cJSON **r = read_lines(ref, &nr);
+    cJSON **r = vt_read_lines(ref, &nr);
     for (int i = 0; i < n && i < nr; i++) {
-        double a = prob_of(l[i], "move_left"), b = prob_of(r[i], "move_left");
+        double a = vt_prob_of(l[i], "move_left"), b = vt_prob_of(r[i], "move_left");
         TCHECK(fabs(a - b) <= 1e-6, "stdin window %d: %.9f vs the file's %.9f", i, a, b);
     }
-    free_lines(l, n);
-    free_lines(r, nr);
+    vt_free_lines(l, n);
+    vt_free_lines(r, nr);
     /* usage: timeline options without --timeline */
     rc = vt_test_sh("'%s' predict '%s/run' '%s' --hop 1 2> /dev/null", g_bin, g_dir, src);
     TCHECK(rc == 2, "--hop without --timeline: exit %d", rc);

@@ -178,11 +178,7 @@ int vt_embed_timeline_video(vt_embedder *e, const char *path, const vt_embed_tim
     c.hop = tc->hop;
     c.crops = e->ec.crops;
     c.batch = tc->batch;
-    /* predict --timeline's K (app/timeline_cmd.c): enough clips to cover a window at the
-     * nominal rate (30 fps when the stream does not say), 1 to 16 */
-    double frames = tc->window * (info->fps > 0 ? info->fps : 30.0);
-    c.K = tc->K > 0 ? tc->K
-                    : (int)VT_MAX(1.0, VT_MIN(16.0, ceil(frames / vt_clip_span(&c.clip))));
+    c.K = vt_timeline_clips_for(tc->K, tc->window, info->fps, &c.clip); /* predict's K */
     c.nheads = heads->n + 1;
     for (int h = 0; h < heads->n; h++)
         c.classes[h] = heads->cfg[h].classes;

@@ -327,3 +327,10 @@ int64_t vt_timeline_expected_windows(double seconds, double window, double hop) 
     double start = (double)full * hop;
     return full + (start < seconds - TL_EPS && seconds > covered + TL_EPS);
 }
+
+int vt_timeline_clips_for(int K, double window, double fps, const vt_clip_cfg *clip) {
+    if (K > 0)
+        return K;
+    double frames = window * (fps > 0 ? fps : 30.0);
+    return (int)VT_MAX(1.0, VT_MIN(16.0, ceil(frames / vt_clip_span(clip))));
+}

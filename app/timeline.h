@@ -96,4 +96,9 @@ void vt_timeline_get_stats(const vt_timeline *tl, vt_timeline_stats *out);
  * tests and docs. */
 int64_t vt_timeline_expected_windows(double seconds, double window, double hop);
 
+/* Clips a window (its K): K when K > 0, else enough clips to cover a window's frames at
+ * the nominal rate fps (30 when the stream does not say), 1 to 16. predict --timeline
+ * and embed --timeline both use it. */
+int vt_timeline_clips_for(int K, double window, double fps, const vt_clip_cfg *clip);
+
 #endif

@@ -146,15 +146,6 @@ static void emit_window(void *ctx, const vt_timeline_window *w) {
     fflush(stdout); /* a window is out as soon as it is known */
 }
 
-/* K for a video: the one asked for, else enough clips to cover a window's frames at the
- * nominal rate (30 fps when the stream does not say), 1 to 16. */
-static int clips_for(int K, double window, double fps, const vt_clip_cfg *clip) {
-    if (K > 0)
-        return K;
-    double frames = window * (fps > 0 ? fps : 30.0);
-    return (int)VT_MAX(1.0, VT_MIN(16.0, ceil(frames / vt_clip_span(clip))));
-}
-
 /* Bounded latency: a frame that came more than maxb seconds behind the stream's pace
  * (the model slower than the stream) starts a catch-up — frames are read and dropped,
  * which is much quicker than classifying them, until one comes within maxb / 2 — then the
@@ -216,7 +207,7 @@ static int timeline_one(tl_out *o, const vt_timeline_cfg *base, const vt_timelin
         return -1;
     const vt_video_info *info = vt_tl_source_info(src);
     vt_timeline_cfg c = *base;
-    c.K = clips_for(K, a->window, info->fps, &c.clip);
+    c.K = vt_timeline_clips_for(K, a->window, info->fps, &c.clip);
     c.eager = a->flush || vt_tl_source_live(src);
     int w, h;
     vt_video_info_scaled_size(info, c.clip.short_side, &w, &h);

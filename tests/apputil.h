@@ -126,4 +126,19 @@ static inline int64_t vt_test_ffprobe_frames(const char *file) {
     return n;
 }
 
+/* Container duration in seconds by the ffprobe command, -1 when it fails. */
+static inline double vt_test_ffprobe_duration(const char *file) {
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "ffprobe -v error -show_entries format=duration -of csv=p=0 '%s'",
+             file);
+    FILE *p = popen(cmd, "r");
+    double d = -1;
+    if (p) {
+        if (fscanf(p, "%lf", &d) != 1)
+            d = -1;
+        pclose(p);
+    }
+    return d;
+}
+
 #endif

@@ -31,20 +31,6 @@ static const struct { const char *rel; int seconds; } k_videos[] = {
 };
 #define NV 4
 
-static double ffprobe_duration(const char *path) {
-    char cmd[8300];
-    snprintf(cmd, sizeof cmd, "ffprobe -v error -show_entries format=duration -of csv=p=0 '%s'",
-             path);
-    FILE *p = popen(cmd, "r");
-    double d = -1;
-    if (p) {
-        if (fscanf(p, "%lf", &d) != 1)
-            d = -1;
-        pclose(p);
-    }
-    return d;
-}
-
 static void small_clip(vt_clip_cfg *c) {
     vt_clip_cfg_default(c);
     c->t = 4;
@@ -59,7 +45,7 @@ static void auto_counts(vt_dataset *ds) {
     int64_t sum = vt_loader_auto_clips(counts, ds, EVERY, NULL, -1);
     int64_t want_sum = 0;
     for (int v = 0; v < ds->nvideos; v++) {
-        double d = ffprobe_duration(ds->videos[v].path);
+        double d = vt_test_ffprobe_duration(ds->videos[v].path);
         /* the rule on ffprobe's duration: nearest integer of d / 5, at least 1 */
         int want = (int)fmax(1, floor(d / EVERY + 0.5));
         TCHECK(counts[v] == want, "%s (%.2f s): %d clips, %d by the rule", ds->videos[v].relpath,

@@ -314,20 +314,6 @@ static void test_hmdb(void) {
 
 /* ---- prep --trim ---- */
 
-static double ffprobe_duration(const char *file) {
-    char cmd[8400];
-    snprintf(cmd, sizeof cmd, "ffprobe -v error -show_entries format=duration -of csv=p=0 '%s'",
-             file);
-    FILE *p = popen(cmd, "r");
-    double d = -1;
-    if (p) {
-        if (fscanf(p, "%lf", &d) != 1)
-            d = -1;
-        pclose(p);
-    }
-    return d;
-}
-
 /* Mean luma of the first frame (ffmpeg's signalstats), -1 when it fails. */
 static double first_yavg(const char *file) {
     char cmd[8400];
@@ -369,7 +355,7 @@ static void test_prep_trim(const char *bin) {
                (long long)frames, (long long)count, segs[i].a, segs[i].b);
         /* Duration: the container's, frames x 1/fps; within one frame (the last frame's
          * duration is the muxer's guess). */
-        double d = ffprobe_duration(out);
+        double d = vt_test_ffprobe_duration(out);
         TCHECK(fabs(d - (segs[i].b - segs[i].a)) <= 1.0 / FPS + 1e-3, "%s: %.3f s, want %.3f",
                segs[i].name, d, segs[i].b - segs[i].a);
         /* Content: the first frame is the segment's first (luma 16 + n). A flat grey through

@@ -32,6 +32,7 @@ static const char *auto_help(void) {
     switch (VT_BALANCE_DEFAULT) {
     case VT_BALANCE_SAMPLER: return "sampler (it beat none and loss in docs/balance.md)";
     case VT_BALANCE_LOSS: return "loss (it beat none and sampler in docs/balance.md)";
+    case VT_BALANCE_LOGIT: return "logit (it beat none, sampler and loss in docs/balance.md)";
     default: return "also none for now (no mode has yet beaten it in a measurement)";
     }
 }
@@ -126,7 +127,9 @@ static void usage(FILE *f) {
         "  --balance MODE        class imbalance (docs/balance.md; the log warns above x2\n"
         "                        between the largest and smallest training class): none,\n"
         "                        sampler (every class drawn about equally often each epoch),\n"
-        "                        loss (cross-entropy weighted by inverse class frequency), or\n"
+        "                        loss (cross-entropy weighted by inverse class frequency),\n"
+        "                        logit (the loss on logits + log class shares, so the model\n"
+        "                        predicts as if the classes were balanced), or\n"
         "                        auto (default): none on a balanced set; on an imbalanced one\n"
         "                        %s\n"
         "  --class-weights W,... head 0's loss weights by hand, one per class in class\n"
@@ -170,7 +173,9 @@ static void usage(FILE *f) {
         "devices:\n"
         "  --tower-split POLICY  how each batch splits over the towers: equal, memory\n"
         "                        (default), speed, auto, manual:W,W,...\n"
-        "  --sync-bn             batch-norm statistics over all towers\n"
+        "  --no-sync-bn          batch-norm statistics per tower (Keras, DDP) instead of\n"
+        "                        over all towers (the default: several towers then train\n"
+        "                        exactly as one device, at a small collective per BN layer)\n"
         "  --precision P         fp32 (default); tf32: CUDA TF32 tensor cores; bf16: mixed\n"
         "                        precision, bf16 activations (about half the memory per clip)\n"
         "                        with float32 weights, BN, losses, optimizer (CUDA; cpu-ref)\n"
@@ -277,8 +282,8 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             o->freeze_bn = a[2] == 'f';
             continue;
         }
-        if (!strcmp(a, "--sync-bn")) {
-            o->sync_bn = 1;
+        if (!strcmp(a, "--sync-bn") || !strcmp(a, "--no-sync-bn")) {
+            o->sync_bn = a[2] == 's';
             continue;
         }
         if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {

@@ -237,6 +237,7 @@ static int build_towers(vt_train *t) {
     }
     vt_towers_cfg_default(tc);
     tc->class_weight[0] = t->class_weight; /* --balance loss (train_balance.c) */
+    tc->logit_adjust[0] = t->logit_adjust; /* --balance logit */
     vt_device_args da;
     vt_train_opts_device_args(o, &da);
     if (vt_devices_from_args(&tc->devices, &da, err, sizeof err) != 0) {
@@ -514,6 +515,7 @@ void vt_train_free(vt_train **tp) {
     free(t->train_idx);
     free(t->video_clips);
     free(t->class_weight);
+    free(t->logit_adjust);
     free(t->val_idx);
     vt_dataset_free(&t->vds);
     vt_dataset_free(&t->ds);

@@ -49,6 +49,7 @@ typedef struct vt_train {
     int32_t *video_clips;  /* (ds->nvideos) --clips-per-video auto's counts, or NULL */
     int64_t epoch_clips;   /* training clips an epoch draws (vt_train_count_clips) */
     float *class_weight;   /* (head 0's classes) --balance loss's weights, or NULL */
+    float *logit_adjust;   /* (head 0's classes) --balance logit's log priors, or NULL */
     int val_by_class;      /* best.safetensors on mean class accuracy: the validation
                               classes are imbalanced (vt_train_balance) */
     int balance_auto;      /* --balance auto met an imbalanced training split */

@@ -69,7 +69,7 @@ static int resolve_mode(vt_train *t, const int64_t *count, int k) {
                                            (const char *const *)ds->heads[0].classes, k);
     int mode = vt_balance_parse(o->balance);
     if (mode < 0) { /* a hand-edited config.json */
-        fprintf(stderr, "vidtrain train: --balance '%s': none, sampler, loss or auto\n",
+        fprintf(stderr, "vidtrain train: --balance '%s': none, sampler, loss, logit or auto\n",
                 o->balance);
         return 2;
     }
@@ -92,7 +92,8 @@ int vt_train_balance(vt_train *t) {
     vt_train_opts *o = &t->o;
     const vt_dataset *ds = t->ds;
     free(t->class_weight);
-    t->class_weight = NULL;
+    free(t->logit_adjust);
+    t->class_weight = t->logit_adjust = NULL;
     t->val_by_class = 0;
     t->balance_auto = 0;
     if (ds->heads[0].loss != VT_LOSS_SOFTMAX_CE) { /* per-class figures need one class */
@@ -119,8 +120,18 @@ int vt_train_balance(vt_train *t) {
             vt_balance_weights(t->class_weight, count, k);
         }
     }
+    if (rc == 0 && !strcmp(o->balance, "logit")) {
+        t->logit_adjust = vt_malloc(sizeof(float) * (size_t)k);
+        vt_balance_log_priors(t->logit_adjust, count, k);
+    }
     if (rc == 0) {
         fprintf(t->out, "  balance: %s", o->balance);
+        if (t->logit_adjust) {
+            fprintf(t->out, ", logit adjustments (log class shares):");
+            for (int c = 0; c < k && c < 16; c++)
+                fprintf(t->out, " %.3g", (double)t->logit_adjust[c]);
+            fprintf(t->out, "%s", k > 16 ? " ..." : "");
+        }
         if (t->class_weight) {
             fprintf(t->out, ", class weights%s:", o->class_weights[0] ? " (given)" : "");
             for (int c = 0; c < k && c < 16; c++)

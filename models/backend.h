@@ -253,6 +253,16 @@ typedef struct vt_backend_i {
                            int64_t n, float lr, float alpha, float eps, float wd, float momentum);
     void (*adamw_update)(vt_backend *be, float *p, const float *g, float *m, float *v, int64_t n,
                          float lr, float beta1, float beta2, float eps, float wd, int64_t step);
+
+    /* ---- exact sums (models/xsum.h) ----
+     * acc: 2n int64 of the backend's memory (hi, lo of element i at acc[2i], acc[2i+1]),
+     * zeroed with fill (4n floats of 0);
+     * xsum_fold: acc += x in units of 2^e0 (each term rounded to a unit: the result does
+     * not depend on the order of folds); xsum_round: out = acc rounded to float once.
+     * Optional: NULL where a backend has none (cuda), and a network then cannot sum
+     * exactly (vt_net_cfg.exact). */
+    void (*xsum_fold)(vt_backend *be, int64_t *acc, const float *x, int64_t n, int e0);
+    void (*xsum_round)(vt_backend *be, float *out, const int64_t *acc, int64_t n, int e0);
 } vt_backend_i;
 
 typedef enum vt_backend_kind {

@@ -34,6 +34,7 @@
 
 #include "models/backend.h"
 #include "models/common.h"
+#include "models/xsum.h"
 #include "models/optim_elem.h"
 #include "models/cpu_blocks.h"
 #include "models/cpu_conv.h"
@@ -681,6 +682,15 @@ static void cpu_adamw_update(vt_backend *be, float *p, const float *g, float *m,
 
 /* ---------------------------------------------------------------- the table ---- */
 
+/* ---------------------------------------------------------------- exact sums ---- */
+
+static void cpu_xsum_fold(vt_backend *be, int64_t *acc, const float *x, int64_t n, int e0) {
+    vt_xsum_fold(acc, x, n, e0, be->threads);
+}
+static void cpu_xsum_round(vt_backend *be, float *out, const int64_t *acc, int64_t n, int e0) {
+    vt_xsum_round(out, acc, n, e0, be->threads);
+}
+
 static const vt_backend_i cpu_i = {
     .name = "cpu",
     .destroy = NULL, /* no context: every op's scratch lives for that op only */
@@ -729,6 +739,8 @@ static const vt_backend_i cpu_i = {
     .sgd_update = cpu_sgd_update,
     .rmsprop_update = cpu_rmsprop_update,
     .adamw_update = cpu_adamw_update,
+    .xsum_fold = cpu_xsum_fold,
+    .xsum_round = cpu_xsum_round,
 };
 
 vt_backend *vt_backend_cpu_init(int threads, int64_t budget) {

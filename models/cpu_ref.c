@@ -19,6 +19,7 @@
 #include "models/backend.h"
 #include "models/bf16.h"
 #include "models/common.h"
+#include "models/xsum.h"
 #include "models/optim_elem.h"
 
 /* ---------------------------------------------------------------- precision ---- */
@@ -634,6 +635,15 @@ static void ref_adamw_update(vt_backend *be, float *p, const float *g, float *m,
 
 /* ---------------------------------------------------------------- the table ---- */
 
+/* ---------------------------------------------------------------- exact sums ---- */
+
+static void ref_xsum_fold(vt_backend *be, int64_t *acc, const float *x, int64_t n, int e0) {
+    vt_xsum_fold(acc, x, n, e0, be->threads);
+}
+static void ref_xsum_round(vt_backend *be, float *out, const int64_t *acc, int64_t n, int e0) {
+    vt_xsum_round(out, acc, n, e0, be->threads);
+}
+
 static const vt_backend_i ref_i = {
     .name = "cpu-ref",
     .destroy = NULL,
@@ -682,6 +692,8 @@ static const vt_backend_i ref_i = {
     .sgd_update = ref_sgd_update,
     .rmsprop_update = ref_rmsprop_update,
     .adamw_update = ref_adamw_update,
+    .xsum_fold = ref_xsum_fold,
+    .xsum_round = ref_xsum_round,
 };
 
 vt_backend *vt_backend_cpu_ref_init(int64_t budget) {

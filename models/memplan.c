@@ -125,6 +125,10 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
         }
     }
     mp->workspace_bytes = g.ws_floats * fb + mp->scratch_bytes;
+    if (cfg->exact) { /* net_exact.c: the gradients' accumulators, a clip's gradients */
+        mp->grad_bytes += g.nparams * 16;
+        mp->workspace_bytes += vt_netx_xtmp_floats(&g) * fb + vt_netx_xbn_i64(&g) * 8;
+    }
     mp->fixed_bytes = mp->param_bytes + mp->grad_bytes + mp->buffer_bytes + mp->optim_bytes +
                       mp->workspace_bytes;
     mp->bytes_per_clip = vt_graph_clip_bytes(&g) + vt_graph_io_bytes_per_clip(cfg);

@@ -5,7 +5,8 @@
  * heads' losses and, for evaluation, their outputs (probabilities, sigmoids), backward
  * with gradient accumulation at branch points, sync-BN and the merge of replicas' BN
  * buffers through the caller's allreduce hook, counter-based dropout, and torchvision's
- * initialisation.
+ * initialisation. Networks built with cfg.exact run the layers that sum over clips one
+ * clip at a time with exact sums instead (net_exact.c, through net_impl.h).
  *
  * Precision: the per-clip arena is two allocations — activation elements (the [A] arrays
  * of backend.h, bf16 under BF16) and float32 values (masks, losses, logit copies) — laid
@@ -25,41 +26,14 @@
 #include "models/common.h"
 #include "models/net.h"
 #include "models/net_graph.h"
+#include "models/net_impl.h"
+#include "models/xsum.h"
 #include "models/zoo.h"
 
 /* What net->bn_momentum holds outside a statistics pass; it is then unused: each BN node
  * carries its model's eps and momentum (net_graph.h: PyTorch's 1e-5 and 0.1, S3D's 1e-3
  * and 1e-3). */
 #define VT_BN_MOMENTUM 0.1f
-
-struct vt_net {
-    vt_graph g;
-    vt_backend *be;
-    int mb;               /* max clips per pass */
-    float *params;        /* (nparams) */
-    float *grads;         /* (nparams) */
-    float *buffers;       /* (nbuffers) */
-    float *ws;            /* (ws_floats) BN mean/invstd, collective scratch, a constant 1 */
-    void *clip;           /* (mb * clip_act) activation elements, per-clip layout of
-                             vt_graph_plan; g.act_size bytes each */
-    float *clipf;         /* (mb * clip_f32) float32 values of the same layout */
-    const float *input;   /* [A] the last forward's input as the first conv read it (x, or
-                             its bf16 copy): the first conv's backward reads it */
-    int last_n, last_train, have_loss;
-    uint64_t dropout_seed;
-    vt_allreduce_fn bn_sync;
-    void *bn_sync_ctx;
-    vt_grad_ready_fn grad_ready;
-    void *grad_ready_ctx;
-    int64_t ready_lo;     /* the last lo reported this backward (checks the order) */
-    int64_t *bn_count;    /* (nnodes) host: the (global) count of each BN's last forward */
-    float bn_momentum;    /* a statistics pass's update weight (else each node's own) */
-    int bn_pass;          /* a statistics pass (vt_net_set_bn_momentum m > 0): forwards
-                             are not counted in num_batches_tracked */
-    unsigned char *bn_frozen; /* (nnodes) BN in eval mode even in training forwards
-                             (vt_net_set_bn_frozen: fine-tuning's --freeze-bn) */
-    float *host_loss;     /* (nheads, mb) host copy of the per-clip losses */
-};
 
 void vt_net_cfg_default(vt_net_cfg *cfg, const char *model, int classes, int t, int h, int w) {
     memset(cfg, 0, sizeof *cfg);
@@ -76,35 +50,6 @@ void vt_net_cfg_default(vt_net_cfg *cfg, const char *model, int classes, int t, 
     cfg->dropout = 0.0f;
 }
 
-/* An [A] array `elems` activation elements past p (bf16 or float, per the precision). */
-static float *act_ptr(const vt_net *net, const float *p, int64_t elems) {
-    return (float *)(void *)((char *)(void *)p + elems * net->g.act_size);
-}
-/* Per-clip regions at per-clip offset `off`: regions are laid out scaled by max_batch. */
-static float *clip_at(const vt_net *net, int64_t off) {
-    return act_ptr(net, (float *)net->clip, off * (int64_t)net->mb);
-}
-static float *f32_at(const vt_net *net, int64_t off) {
-    return net->clipf + off * (int64_t)net->mb;
-}
-static float *act(const vt_net *net, int node) { return clip_at(net, net->g.nodes[node].act_off); }
-static float *grad_of(const vt_net *net, int node) {
-    int s = net->g.nodes[node].gslot;
-    if (s <= -2)
-        return clip_at(net, net->g.dlogit_off[-2 - s]);
-    VT_CHECK(s >= 0, "node %s has no gradient slot", net->g.nodes[node].name);
-    return clip_at(net, net->g.slot_off[s]);
-}
-static float *param(vt_net *net, int t) {
-    return t < 0 ? NULL : net->params + net->g.tensors[t].offset;
-}
-static float *pgrad(vt_net *net, int t) {
-    return t < 0 ? NULL : net->grads + net->g.tensors[t].offset;
-}
-static float *buffer(vt_net *net, int t) {
-    return t < 0 ? NULL : net->buffers + net->g.tensors[t].offset;
-}
-
 static void net_release(vt_net *net) {
     vt_backend_free_ptr(net->be, net->params);
     vt_backend_free_ptr(net->be, net->grads);
@@ -112,7 +57,11 @@ static void net_release(vt_net *net) {
     vt_backend_free_ptr(net->be, net->ws);
     vt_backend_free_ptr(net->be, net->clip);
     vt_backend_free_ptr(net->be, net->clipf);
-    net->params = net->grads = net->buffers = net->ws = net->clipf = NULL;
+    vt_backend_free_ptr(net->be, net->xgrads);
+    vt_backend_free_ptr(net->be, net->xtmp);
+    vt_backend_free_ptr(net->be, net->xbn);
+    net->xgrads = net->xbn = NULL;
+    net->params = net->grads = net->buffers = net->ws = net->clipf = net->xtmp = NULL;
     net->clip = NULL;
 }
 
@@ -136,16 +85,29 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
     }
     /* Sizes in bytes; every one a multiple of 4 (activation regions of BF16 are multiples
      * of 8 elements), so each arena is zeroed as floats. */
-    struct { void **p; int64_t bytes; const char *what; } arenas[] = {
-        {(void **)&net->params, g->nparams * 4, "parameters"},
-        {(void **)&net->grads, g->nparams * 4, "gradients"},
-        {(void **)&net->buffers, g->nbuffers * 4, "buffers"},
-        {(void **)&net->ws, g->ws_floats * 4, "workspace"},
-        {&net->clip, g->clip_act * g->act_size * max_batch, "activations"},
-        {(void **)&net->clipf, g->clip_f32 * 4 * max_batch, "per-clip floats"},
+    struct { void **p; int64_t bytes; const char *what; int opt; } arenas[] = {
+        {(void **)&net->params, g->nparams * 4, "parameters", 0},
+        {(void **)&net->grads, g->nparams * 4, "gradients", 0},
+        {(void **)&net->buffers, g->nbuffers * 4, "buffers", 0},
+        {(void **)&net->ws, g->ws_floats * 4, "workspace", 0},
+        {&net->clip, g->clip_act * g->act_size * max_batch, "activations", 0},
+        {(void **)&net->clipf, g->clip_f32 * 4 * max_batch, "per-clip floats", 0},
+        /* cfg.exact only (net_exact.c): opt, not allocated without it */
+        {(void **)&net->xgrads, cfg->exact ? g->nparams * 16 : 0, "gradient accumulators", 1},
+        {(void **)&net->xtmp, cfg->exact ? vt_netx_xtmp_floats(g) * 4 : 0, "a clip's gradients", 1},
+        {(void **)&net->xbn, cfg->exact ? vt_netx_xbn_i64(g) * 8 : 0, "batch-norm accumulators", 1},
     };
+    if (cfg->exact && (!be->i->xsum_fold || !be->i->xsum_round)) {
+        vt_set_err(err, errlen, "%s on %s%d: this backend has no exact sums (xsum ops); "
+                   "build the network without cfg.exact", cfg->model, be->i->name, be->ordinal);
+        vt_graph_free(&net->g);
+        free(net);
+        return NULL;
+    }
     for (size_t i = 0; i < VT_ARRAY_LEN(arenas); i++) {
         size_t bytes = (size_t)arenas[i].bytes;
+        if (bytes == 0 && arenas[i].opt)
+            continue; /* an exact-sums arena of a network without them */
         *arenas[i].p = vt_backend_alloc(be, bytes);
         if (!*arenas[i].p) {
             char a[32], b[32], c[32];
@@ -224,6 +186,20 @@ int vt_net_set_bn_frozen(vt_net *net, const char *name, int on) {
 void vt_net_zero_grad(vt_net *net) {
     if (net->g.nparams > 0)
         VT_OP(net->be, fill, net->grads, 0.0f, net->g.nparams);
+    if (net->xgrads && net->g.nparams > 0) /* int64 zeros are float zeros' bits */
+        VT_OP(net->be, fill, (float *)(void *)net->xgrads, 0.0f, 4 * net->g.nparams);
+}
+
+int64_t *vt_net_xgrads(vt_net *net) { return net->xgrads; }
+
+void vt_net_round_grads(vt_net *net) {
+    if (net->xgrads && net->g.nparams > 0)
+        VT_OP(net->be, xsum_round, net->grads, net->xgrads, net->g.nparams, VT_XSUM_GRAD_E0);
+}
+
+void vt_net_set_bn_sync_exact(vt_net *net, vt_allreduce_i64_fn fn, void *ctx) {
+    net->bn_sync_x = fn;
+    net->bn_sync_ctx = ctx;
 }
 
 void vt_net_set_dropout_seed(vt_net *net, uint64_t seed) { net->dropout_seed = seed; }
@@ -265,80 +241,6 @@ void vt_net_features(const vt_net *net, float *host, int n) {
     }
 }
 
-/* ---- initialisation ---- */
-
-/* n draws of N(0, std): Box-Muller using both of its outputs (vt_rng_normal keeps one),
- * which halves the cost of initialising r3d18's 33M weights. */
-static void fill_normal(float *dst, int64_t n, double std, vt_rng *rng) {
-    for (int64_t i = 0; i < n; i += 2) {
-        double u1 = vt_rng_uniform(rng), u2 = vt_rng_uniform(rng);
-        if (u1 < 1e-300)
-            u1 = 1e-300;
-        double r = std * sqrt(-2.0 * log(u1)), a = 6.283185307179586 * u2;
-        dst[i] = (float)(r * cos(a));
-        if (i + 1 < n)
-            dst[i + 1] = (float)(r * sin(a));
-    }
-}
-
-void vt_net_init_weights(vt_net *net, uint64_t seed) {
-    const vt_graph *g = &net->g;
-    vt_rng rng;
-    vt_rng_seed(&rng, seed);
-    float *hp = vt_calloc((size_t)VT_MAX(g->nparams, 1), sizeof(float));
-    float *hb = vt_calloc((size_t)VT_MAX(g->nbuffers, 1), sizeof(float));
-    for (int ti = 0; ti < g->ntensors; ti++) {
-        const vt_tensor_info *t = &g->tensors[ti];
-        const vt_node *nd = &g->nodes[g->aux[ti].node];
-        float *dst = (t->is_buffer ? hb : hp) + t->offset;
-        /* fan_in / fan_out as torch.nn.init._calculate_fan_in_and_fan_out. */
-        int64_t kvol = nd->kind == VT_NODE_CONV
-                           ? (int64_t)nd->conv.k[0] * nd->conv.k[1] * nd->conv.k[2] : 1;
-        int64_t fan_in = (int64_t)nd->ic * kvol, fan_out = (int64_t)nd->c * kvol;
-        double std = 0, bound = 0;
-        switch (g->aux[ti].role) {
-        case VT_ROLE_WEIGHT:
-            if (nd->kind == VT_NODE_CONV && g->init != VT_INIT_PYTORCH) {
-                /* kaiming_normal_(relu): gain sqrt(2); torchvision fan_out, the C3D port
-                 * the default fan_in. */
-                std = sqrt(2.0 / (double)(g->init == VT_INIT_C3D ? fan_in : fan_out));
-                fill_normal(dst, t->numel, std, &rng);
-            } else if (g->init == VT_INIT_TORCHVISION) {
-                fill_normal(dst, t->numel, 0.01, &rng);
-            } else {
-                /* nn.Linear's and nn.Conv3d's default: kaiming_uniform_(a=sqrt(5)) =
-                 * U(-1/sqrt(fan_in), +) (the C3D port's linears, every S3D weight). */
-                bound = 1.0 / sqrt((double)fan_in);
-                for (int64_t i = 0; i < t->numel; i++)
-                    dst[i] = (float)((2.0 * vt_rng_uniform(&rng) - 1.0) * bound);
-            }
-            break;
-        case VT_ROLE_BIAS:
-            if (g->init != VT_INIT_TORCHVISION) { /* PyTorch's default: U(+-1/sqrt(fan_in)) */
-                bound = 1.0 / sqrt((double)fan_in);
-                for (int64_t i = 0; i < t->numel; i++)
-                    dst[i] = (float)((2.0 * vt_rng_uniform(&rng) - 1.0) * bound);
-            }
-            break;
-        case VT_ROLE_GAMMA:
-        case VT_ROLE_RUNNING_VAR:
-            for (int64_t i = 0; i < t->numel; i++)
-                dst[i] = 1.0f;
-            break;
-        case VT_ROLE_BETA:
-        case VT_ROLE_RUNNING_MEAN:
-        case VT_ROLE_NUM_BATCHES:
-            break;
-        }
-    }
-    if (g->nparams)
-        net->be->i->to_device(net->be, net->params, hp, (size_t)g->nparams * sizeof(float));
-    if (g->nbuffers)
-        net->be->i->to_device(net->be, net->buffers, hb, (size_t)g->nbuffers * sizeof(float));
-    free(hp);
-    free(hb);
-}
-
 /* ---- forward ---- */
 
 static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, int train) {
@@ -368,11 +270,14 @@ static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, in
      * variance itself, and the mean is kept as k + (sum (x-k))/count. The scratch holds
      * the first pass's [sum | count | unused sumsq] (2c+1), then the second's sums. */
     int64_t count = (int64_t)n * s;
-    if (n == 0) /* ops do nothing for n == 0; an empty tower contributes zeros */
+    const int exact = net->g.cfg.exact;
+    if (exact) /* clip by clip, exactly: [sum | sumsq] (sumsq unused) */
+        vt_netx_bn_sums(net, i, buf, x, NULL, NULL, NULL, NULL, n, &count, 0);
+    else if (n == 0) /* ops do nothing for n == 0; an empty tower contributes zeros */
         VT_OP(be, fill, buf, 0.0f, c);
     else
         VT_OP(be, bn_stats, buf, buf + c + 1, x, NULL, n, c, s);
-    if (net->bn_sync) {
+    if (net->bn_sync && !exact) {
         /* The count travels as a float with the sums; it is a multiple of S and exact
          * below 2^24 elements per channel, and within 6e-8 relative beyond. */
         VT_OP(be, fill, buf + c, (float)count, 1);
@@ -388,11 +293,13 @@ static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, in
         return; /* every tower empty: nothing to normalise, running statistics kept */
     be->i->copy(be, k, buf, (size_t)c * sizeof(float));
     VT_OP(be, scale, k, (float)(1.0 / (double)count), c);
-    if (n == 0)
+    if (exact)
+        vt_netx_bn_sums(net, i, buf, x, k, NULL, NULL, NULL, n, NULL, 0);
+    else if (n == 0)
         VT_OP(be, fill, buf, 0.0f, 2 * (int64_t)c);
     else
         VT_OP(be, bn_stats, buf, buf + c, x, k, n, c, s);
-    if (net->bn_sync)
+    if (net->bn_sync && !exact)
         net->bn_sync(net->bn_sync_ctx, buf, 2 * (int64_t)c);
     VT_OP(be, bn_finalize, mean, invstd, buffer(net, nd->rm), buffer(net, nd->rv), buf, buf + c,
           k, count, c, net->bn_pass ? net->bn_momentum : nd->bn_momentum, nd->bn_eps);
@@ -448,8 +355,11 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
         const int64_t nf = (int64_t)n * vt_node_floats(nd);
         switch (nd->kind) {
         case VT_NODE_CONV:
-            VT_OP(be, conv3d_forward, out, in, param(net, nd->wt), param(net, nd->bt), n, in_thw,
-                  &nd->conv);
+            if (g->cfg.exact)
+                vt_netx_conv_forward(net, i, out, in, n);
+            else
+                VT_OP(be, conv3d_forward, out, in, param(net, nd->wt), param(net, nd->bt), n,
+                      in_thw, &nd->conv);
             break;
         case VT_NODE_BN:
             bn_forward(net, i, in, out, n, train);
@@ -464,8 +374,11 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
             VT_OP(be, gap_forward, out, in, n, nd->ic, (int64_t)nd->it * nd->ih * nd->iw);
             break;
         case VT_NODE_LINEAR:
-            VT_OP(be, linear_forward, out, in, param(net, nd->wt), param(net, nd->bt), n, nd->ic,
-                  nd->c);
+            if (g->cfg.exact)
+                vt_netx_linear_forward(net, i, out, in, n);
+            else
+                VT_OP(be, linear_forward, out, in, param(net, nd->wt), param(net, nd->bt), n,
+                      nd->ic, nd->c);
             if (nd->head >= 0 && g->logit_off[nd->head] >= 0) /* BF16: the loss reads F32 */
                 VT_OP(be, act_to_f32, f32_at(net, g->logit_off[nd->head]), out, nf);
             break;
@@ -538,6 +451,9 @@ void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targe
         const float *logits = vt_net_logits(net, h);
         const float *cw = hc->loss == VT_LOSS_SOFTMAX_CE ? t->class_weight[h] : NULL;
         float gs = (cw ? t->weight_scale[h] : grad_scale) * hc->weight;
+        const float *adj = hc->loss == VT_LOSS_SOFTMAX_CE ? t->logit_adjust[h] : NULL;
+        for (int j = 0; j < n && adj; j++) /* the loss sees logits + adj, clip by clip */
+            VT_OP(be, axpy, (float *)logits + (int64_t)j * hc->classes, 1.0f, adj, hc->classes);
         if (hc->loss == VT_LOSS_SOFTMAX_CE) {
             VT_CHECK(n == 0 || t->label[h], "head %d (%s): softmax head without labels", h,
                      hc->name);
@@ -552,6 +468,8 @@ void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targe
                      hc->name);
             VT_OP(be, bce_logits, loss, dlog, NULL, logits, t->target[h], n, hc->classes, gs);
         }
+        for (int j = 0; j < n && adj; j++) /* and the logits are the model's again */
+            VT_OP(be, axpy, (float *)logits + (int64_t)j * hc->classes, -1.0f, adj, hc->classes);
         if (n > 0)
             be->i->to_host(be, net->host_loss + (int64_t)h * net->mb, loss,
                            (size_t)n * sizeof(float));
@@ -617,13 +535,20 @@ static void bn_backward(vt_net *net, int i, float *din, const float *dy, const f
     const int64_t s = (int64_t)nd->t * nd->h * nd->w;
     const float *mean = net->ws + nd->ws_off, *invstd = mean + c, *k = mean + 2 * c;
     float *buf = net->ws + net->g.scratch_off;
-    if (n == 0)
-        VT_OP(be, fill, buf, 0.0f, 2 * (int64_t)c);
-    else
-        VT_OP(be, bn_backward_reduce, buf, buf + c, dy, x, k, mean, invstd, n, c, s);
-    /* Parameter gradients from the LOCAL sums: the gradient reducer adds the towers. */
-    VT_OP(be, axpy, pgrad(net, nd->wt), 1.0f, buf + c, c);
-    VT_OP(be, axpy, pgrad(net, nd->bt), 1.0f, buf, c);
+    const int exact = net->g.cfg.exact;
+    if (exact) {
+        /* clip by clip: each clip's sums into gamma's and beta's accumulators, and the
+         * exact [sum_dy | sum_dy_xhat] over every tower (sync-BN) into buf */
+        vt_netx_bn_sums(net, i, buf, x, k, dy, mean, invstd, n, NULL, 1);
+    } else {
+        if (n == 0)
+            VT_OP(be, fill, buf, 0.0f, 2 * (int64_t)c);
+        else
+            VT_OP(be, bn_backward_reduce, buf, buf + c, dy, x, k, mean, invstd, n, c, s);
+        /* Parameter gradients from the LOCAL sums: the gradient reducer adds the towers. */
+        VT_OP(be, axpy, pgrad(net, nd->wt), 1.0f, buf + c, c);
+        VT_OP(be, axpy, pgrad(net, nd->bt), 1.0f, buf, c);
+    }
     if (net->bn_frozen[i]) {
         /* Eval-mode BN: mean and invstd are constants, so din = gamma * invstd * dy —
          * bn_backward_apply with both sums zero (any count). */
@@ -634,7 +559,7 @@ static void bn_backward(vt_net *net, int i, float *din, const float *dy, const f
         }
         return;
     }
-    if (net->bn_sync)
+    if (net->bn_sync && !exact)
         net->bn_sync(net->bn_sync_ctx, buf, 2 * (int64_t)c);
     if (din && n > 0 && net->bn_count[i] > 0)
         VT_OP(be, bn_backward_apply, din, dy, x, k, mean, invstd, param(net, nd->wt), buf,
@@ -703,6 +628,8 @@ void vt_net_backward(vt_net *net) {
     vt_backend *be = net->be;
     vt_graph *g = &net->g;
     const int n = net->last_n;
+    VT_CHECK(!(g->cfg.exact && net->grad_ready), "exact sums: gradients are ready only after "
+             "the towers' sum of their accumulators (no grad_ready hook)");
     net->ready_lo = g->nparams;
     for (int i = g->nnodes - 1; i >= 0; i--) {
         const vt_node *nd = &g->nodes[i];
@@ -741,8 +668,11 @@ void vt_net_backward(vt_net *net) {
         }
         switch (nd->kind) {
         case VT_NODE_CONV:
-            VT_OP(be, conv3d_backward, din, pgrad(net, nd->wt), pgrad(net, nd->bt), dout,
-                  in0 < 0 ? net->input : in, param(net, nd->wt), n, in_thw, &nd->conv);
+            if (g->cfg.exact)
+                vt_netx_conv_backward(net, i, din, dout, in0 < 0 ? net->input : in, n);
+            else
+                VT_OP(be, conv3d_backward, din, pgrad(net, nd->wt), pgrad(net, nd->bt), dout,
+                      in0 < 0 ? net->input : in, param(net, nd->wt), n, in_thw, &nd->conv);
             break;
         case VT_NODE_BN:
             bn_backward(net, i, din, dout, in, n);
@@ -757,8 +687,11 @@ void vt_net_backward(vt_net *net) {
             VT_OP(be, gap_backward, din, dout, n, nd->ic, (int64_t)nd->it * nd->ih * nd->iw);
             break;
         case VT_NODE_LINEAR:
-            VT_OP(be, linear_backward, din, pgrad(net, nd->wt), pgrad(net, nd->bt), dout, in,
-                  param(net, nd->wt), n, nd->ic, nd->c);
+            if (g->cfg.exact)
+                vt_netx_linear_backward(net, i, din, dout, in, n);
+            else
+                VT_OP(be, linear_backward, din, pgrad(net, nd->wt), pgrad(net, nd->bt), dout, in,
+                      param(net, nd->wt), n, nd->ic, nd->c);
             break;
         case VT_NODE_DROPOUT:
             VT_OP(be, dropout_backward, din, dout, f32_at(net, nd->mask_off), nf_in);
@@ -784,4 +717,5 @@ void vt_net_backward(vt_net *net) {
             net->grad_ready(net->grad_ready_ctx, lo);
         }
     }
+    vt_net_round_grads(net); /* cfg.exact: this net's sum so far, into the float grads */
 }

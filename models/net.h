@@ -32,6 +32,12 @@ typedef struct vt_targets {
      * weighted mean, the same whatever the towers. loss_clip holds the weighted losses. */
     const float *class_weight[VT_MAX_HEADS];
     float weight_scale[VT_MAX_HEADS];
+    /* Logit-adjusted softmax heads (--balance logit, docs/balance.md): logit_adjust[h]
+     * (classes) float in backend memory, NULL: none. The loss and its gradient are taken
+     * on logits + logit_adjust[h] (log class priors: the logit-adjusted loss of Menon et
+     * al., 2021), so the logits themselves learn to predict as if the classes were
+     * balanced; vt_net_logits still gives the unadjusted logits (to float rounding). */
+    const float *logit_adjust[VT_MAX_HEADS];
 } vt_targets;
 
 typedef struct vt_net vt_net;
@@ -117,6 +123,18 @@ void vt_net_set_dropout_seed(vt_net *net, uint64_t seed);
  * even with n == 0. NULL = per-tower statistics (the default). */
 typedef void (*vt_allreduce_fn)(void *ctx, float *buf, int64_t n);
 void vt_net_set_bn_sync(vt_net *net, vt_allreduce_fn fn, void *ctx);
+/* Sync-BN of a network built with cfg.exact: fn(ctx, buf, n) must replace the n int64
+ * of buf (xsum.h accumulators and a count: backend memory) by their sum over all towers,
+ * an integer sum, exact in any order. Called where the float hook would be; set both
+ * (vt_net_set_bn_sync's fn is then unused). NULL = per-tower statistics. */
+typedef void (*vt_allreduce_i64_fn)(void *ctx, int64_t *buf, int64_t n);
+void vt_net_set_bn_sync_exact(vt_net *net, vt_allreduce_i64_fn fn, void *ctx);
+/* cfg.exact: the gradients' accumulators, 2 * num_params int64 of backend memory
+ * (xsum.h), which backward folds every clip's gradients into (NULL without cfg.exact);
+ * vt_net_backward ends by rounding them into vt_net_grads, and a caller that has summed
+ * them over towers rounds again with vt_net_round_grads. */
+int64_t *vt_net_xgrads(vt_net *net);
+void vt_net_round_grads(vt_net *net);
 /* The weight m of a training forward's batch statistics in the running ones:
  * running = (1 - m) * running + m * batch (PyTorch's BN momentum). 0: the default, 0.1.
  * A precise-statistics pass sets m = n / (clips so far + n) for each forward of n clips,

@@ -37,6 +37,11 @@ typedef struct vt_net_cfg {
     float dropout;      /* dropout probability before the classifier(s); 0 = none */
     vt_precision precision; /* backend.h: FP32 (default), TF32, BF16 (activations stored
                                as bf16: halves the bytes per clip of the memory plan) */
+    int exact;          /* sums over clips exact (models/xsum.h): weight gradients and BN
+                           statistics clip by clip into fixed-point accumulators, so any
+                           split into towers and micro-batches gives the same bits as one
+                           device (DESIGN.md invariant 1). Needs a backend with the xsum
+                           ops (cpu, cpu-ref); costs 16 bytes a parameter (memplan.c) */
 } vt_net_cfg;
 
 /* Names of the zoo, NULL-terminated (defined in zoo.c, public through net.h). */

@@ -175,17 +175,27 @@ static void batch_make(vt_batch *b, uint64_t seed) {
         b->label[0][i] = i < 12 ? i % 3 : 3 + i % 2;
 }
 
-/* Parameters after 3 SGD steps on `batches`, `split` a slice policy; cw NULL: unweighted. */
-static float *train3(const char *split, int ntowers, int64_t budget1, const float *cw,
-                     vt_batch *batches, int64_t *np) {
+/* What train3x varies beyond the split: the loss's class weights or logit adjustment,
+ * and a shift of fc.bias right after initialisation (all NULL: the plain run). */
+typedef struct loss_opts {
+    const float *cw, *adj, *bias_shift;
+} loss_opts;
+
+static int64_t g_fc_bias; /* fc.bias's offset in the parameter arena (train3x) */
+
+/* Parameters after 3 SGD steps on `batches`, `split` a slice policy (no weight decay). */
+static float *train3x(const char *split, int ntowers, int64_t budget1, const loss_opts *lo,
+                      vt_batch *batches, int64_t *np) {
     vt_towers_cfg cfg;
     vt_towers_cfg_default(&cfg);
     vt_net_cfg_default(&cfg.net, "tiny_nobn", NCLASS, 4, 16, 16);
     vt_optim_cfg_default(&cfg.optim, VT_OPT_SGD);
     cfg.optim.momentum = 0.9f;
+    cfg.optim.wd = 0; /* a shifted bias would decay differently */
     cfg.seed = 28;
     cfg.batch = B;
-    cfg.class_weight[0] = cw;
+    cfg.class_weight[0] = lo->cw;
+    cfg.logit_adjust[0] = lo->adj;
     char err[512];
     VT_CHECK(vt_slice_policy_parse(&cfg.policy, split, err, sizeof err) == 0, "%s", err);
     cfg.devices.n = ntowers;
@@ -201,6 +211,13 @@ static float *train3(const char *split, int ntowers, int64_t budget1, const floa
     }
     vt_towers *t = vt_towers_init(&cfg, err, sizeof err);
     VT_CHECK(t, "towers: %s", err);
+    g_fc_bias = vt_net_find_tensor(vt_towers_net(t, 0), "fc.bias")->offset;
+    if (lo->bias_shift) { /* fc.bias += shift on replica 0, then every replica */
+        float *b = vt_net_params(vt_towers_net(t, 0)) + g_fc_bias;
+        for (int c = 0; c < NCLASS; c++)
+            b[c] += lo->bias_shift[c];
+        vt_towers_sync_from(t, 0);
+    }
     for (int s = 0; s < 3; s++) {
         vt_step_stats st;
         vt_towers_train_step(t, &batches[s], 0.05f, &st);
@@ -210,6 +227,12 @@ static float *train3(const char *split, int ntowers, int64_t budget1, const floa
     memcpy(p, vt_net_params(vt_towers_net(t, 0)), sizeof(float) * (size_t)*np);
     vt_towers_free(&t);
     return p;
+}
+
+static float *train3(const char *split, int ntowers, int64_t budget1, const float *cw,
+                     vt_batch *batches, int64_t *np) {
+    const loss_opts lo = {cw, NULL, NULL};
+    return train3x(split, ntowers, budget1, &lo, batches, np);
 }
 
 static double rel_diff(const float *a, const float *b, int64_t n) {
@@ -235,6 +258,7 @@ static void test_towers(void) {
     char err[256];
     vt_net_cfg nc;
     vt_net_cfg_default(&nc, "tiny_nobn", NCLASS, 4, 16, 16);
+    nc.exact = 1; /* CPU towers sum exactly (tower.h) */
     VT_CHECK(vt_memplan_build(&mp, &nc, 1, err, sizeof err) == 0, "%s", err);
     int64_t budget = mp.fixed_bytes + 2 * mp.bytes_per_clip + mp.bytes_per_clip / 2;
     vt_memplan_free(&mp);
@@ -257,6 +281,52 @@ static void test_towers(void) {
     for (int s = 0; s < 3; s++) {
         free(batches[s].x);
         free(batches[s].label[0]);
+    }
+}
+
+/* --balance logit: the loss on logits + adj. Its outside truth is an identity: softmax(Wx
+ * + b + adj) is the plain loss of a classifier whose bias is b + adj, so 3 steps with the
+ * adjustment must equal 3 plain steps from fc.bias + adj (then minus adj), every other
+ * parameter too: the same gradients, to float rounding (z + adj is rounded once in the
+ * first, b + adj in the second: 1e-6 of the largest parameter covers it; fc.bias itself,
+ * shifted and shifted back, within 2e-6 absolute). On towers 3:1
+ * (cpu + cpu-ref) it equals one tower as every loss does (1e-5, test_towers.c's). */
+static void test_logit(void) {
+    vt_batch batches[3];
+    for (int s = 0; s < 3; s++)
+        batch_make(&batches[s], 300 + (uint64_t)s);
+    const int64_t count[NCLASS] = {40, 40, 40, 5, 5}; /* x8: the adjustment is 2.08 */
+    float adj[NCLASS];
+    vt_balance_log_priors(adj, count, NCLASS);
+    TCHECK(fabsf(adj[0] - logf(40.0f / 130)) < 1e-6f && fabsf(adj[3] - logf(5.0f / 130)) < 1e-6f,
+           "log priors %g %g", (double)adj[0], (double)adj[3]);
+    int64_t np;
+    const loss_opts la = {NULL, adj, NULL}, shifted = {NULL, NULL, adj}, plain = {0};
+    float *a = train3x("equal", 1, 0, &la, batches, &np);
+    float *b = train3x("equal", 1, 0, &shifted, batches, &np);
+    float *p = train3x("equal", 1, 0, &plain, batches, &np);
+    float *s = train3x("manual:3,1", 2, 0, &la, batches, &np);
+    for (int c = 0; c < NCLASS; c++)
+        b[g_fc_bias + c] -= adj[c];
+    /* fc.bias apart: b + adj - adj rounds twice near |adj| ~ 2 (2.4e-7 an ulp) */
+    double d_bias = vt_max_abs_diff(a + g_fc_bias, b + g_fc_bias, NCLASS);
+    for (int c = 0; c < NCLASS; c++)
+        b[g_fc_bias + c] = a[g_fc_bias + c];
+    double d_id = rel_diff(a, b, np), d_plain = rel_diff(a, p, np), d_split = rel_diff(s, a, np);
+    printf("  logit-adjusted vs shifted bias %.2e (fc.bias %.2e), vs plain %.2e; 3:1 vs one "
+           "%.2e\n", d_id, d_bias, d_plain, d_split);
+    TCHECK(d_id <= 1e-6, "logit adjustment != a shifted bias (%g)", d_id);
+    TCHECK(d_bias <= 2e-6, "logit adjustment != a shifted bias: fc.bias by %g", d_bias);
+    TCHECK(d_plain > 1e-4, "the adjustment changed nothing (%g): the test could not fail",
+           d_plain);
+    TCHECK(d_split <= 1e-5, "logit-adjusted 3:1 split differs from one tower by %g", d_split);
+    free(a);
+    free(b);
+    free(p);
+    free(s);
+    for (int k = 0; k < 3; k++) {
+        free(batches[k].x);
+        free(batches[k].label[0]);
     }
 }
 
@@ -558,6 +628,8 @@ int main(void) {
     test_op();
     printf("2. weighted towers\n");
     test_towers();
+    printf("2b. logit-adjusted loss\n");
+    test_logit();
     printf("3. balanced order and weights\n");
     test_order();
     const char *bin = vt_test_bin("test_balance");

@@ -245,7 +245,7 @@ static void towers(const golden *g, const vt_net_cfg *cfg, int total, int split,
         }
         vt_net_set_bn_sync(net, allreduce_fn, &tc[t]);
         /* cpu-ref memory is host memory: slices of the host arrays serve directly. */
-        job[t] = (tower_job){net, hx + first * clip, {{0}, {0}, {0}, {0}}, n, first, total, seed};
+        job[t] = (tower_job){net, hx + first * clip, {{0}, {0}, {0}, {0}, {0}}, n, first, total, seed};
         job[t].tg.label[0] = lab + first;
         job[t].tg.target[1] = tf + first * cfg->head[1].classes;
     }

@@ -50,6 +50,7 @@ static long long budget_for(const char *model, int clips) {
     vt_optim_cfg_default(&oc, VT_OPT_SGD);
     vt_memplan mp;
     char err[256];
+    nc.exact = 1; /* CPU towers sum exactly (tower.h) */
     VT_CHECK(vt_memplan_build(&mp, &nc, vt_optim_state_per_param(&oc), err, sizeof err) == 0, "%s",
              err);
     long long b = mp.fixed_bytes + clips * mp.bytes_per_clip + mp.bytes_per_clip / 2;

@@ -107,11 +107,13 @@ static void batch_free(vt_batch *b) {
 
 /* Budget that holds exactly `clips` per pass for the test model. */
 static double g_bucket_mb = 25; /* vt_towers_cfg.bucket_mb of every run() */
+static int g_exact_off = 0;     /* vt_towers_cfg.exact_off of every run() */
 
 static int64_t budget_for(const setup *su, int clips, const vt_optim_cfg *oc) {
     vt_memplan mp;
     char err[256];
     vt_net_cfg nc = net_cfg(su);
+    nc.exact = !g_exact_off; /* CPU towers sum exactly unless told not to (tower.h) */
     VT_CHECK(vt_memplan_build(&mp, &nc, vt_optim_state_per_param(oc), err, sizeof err) == 0, "%s", err);
     int64_t b = mp.fixed_bytes + clips * mp.bytes_per_clip + mp.bytes_per_clip / 2;
     vt_memplan_free(&mp);
@@ -132,6 +134,8 @@ typedef struct run_result {
     double eval_loss;
     int64_t eval_correct;
     char plan[128];     /* "slice(passes x clips per pass) ..." per tower */
+    int exact;          /* the towers summed exactly (vt_towers_exact) */
+    int mixed;          /* towers of different backends */
 } run_result;
 
 static void result_free(run_result *r) {
@@ -177,6 +181,7 @@ static vt_towers *towers_new(const char *what, const setup *su, int ntowers,
     cfg.sync_bn = su->sync_bn;
     cfg.batch = B;
     cfg.bucket_mb = g_bucket_mb;
+    cfg.exact_off = g_exact_off;
     char err[512];
     if (vt_slice_policy_parse(&cfg.policy, policy, err, sizeof err)) {
         fprintf(stderr, "%s: %s\n", what, err);
@@ -220,6 +225,9 @@ static int run(run_result *res, const char *what, const setup *su, int ntowers,
     printf("%-40s slices %s\n", what, res->plan);
     const vt_net *n0 = vt_towers_net(t, 0);
     res->np = vt_net_num_params(n0);
+    res->exact = vt_towers_exact(t);
+    res->mixed = strchr(backend, ',') != NULL;
+    TCHECK(res->exact == !g_exact_off, "%s: exact sums %s", what, res->exact ? "on" : "off");
     res->nb = vt_net_num_buffers(n0);
     res->buf_role = vt_calloc((size_t)VT_MAX(res->nb, 1), 1);
     for (int i = 0; i < vt_net_num_tensors(n0); i++) {
@@ -311,17 +319,24 @@ static double max_abs(const float *a, int64_t n) {
     return m;
 }
 
-/* Parameters within 1e-5 of the arena's largest magnitude: the towers sum the same
- * per-clip gradients in a different order (per tower, then across towers), which in
- * float32 moves results by a few ulps (~1e-7 relative) per accumulation; three momentum
- * steps at lr 0.05 keep that below 1e-6. A real bug (a missed clip, averaging instead
- * of summing, a 1/b_i scale) moves parameters by > 1e-3 relative. */
+/* With exact sums (CPU towers of one backend, the default) parameters and buffers equal
+ * one device's BIT FOR BIT: every clip's arithmetic is the same whatever the split, and
+ * the sums over clips are integers (models/xsum.h). With float sums (exact_off, or cpu +
+ * cpu-ref towers whose per-clip arithmetic differs) within 1e-5 of the arena's largest
+ * magnitude: the towers sum the same per-clip gradients in a different order (per
+ * tower, then across towers), which in float32 moves results by a few ulps (~1e-7
+ * relative) per accumulation; three momentum steps at lr 0.05 keep that below 1e-6. A
+ * real bug (a missed clip, averaging instead of summing, a 1/b_i scale) moves parameters
+ * by > 1e-3 relative. */
 static void compare(const run_result *ref, const run_result *got, const char *what) {
+    const int bits = ref->exact && got->exact && !got->mixed && !ref->mixed;
     for (int s = 0; s < 3; s += 2) {
         double scale = max_abs(ref->params[s], ref->np);
         double d = vt_max_abs_diff(got->params[s], ref->params[s], ref->np);
         TCHECK(d <= 1e-5 * scale, "%s: after step %d params differ by %g (scale %g)", what, s + 1, d,
                scale);
+        TCHECK(!bits || !memcmp(got->params[s], ref->params[s], (size_t)ref->np * sizeof(float)),
+               "%s: exact sums, yet after step %d params differ (by %g)", what, s + 1, d);
         if (s == 2)
             printf("  %-38s step 3 max |dp| / max |p| = %.2e\n", what, d / scale);
     }
@@ -329,6 +344,8 @@ static void compare(const run_result *ref, const run_result *got, const char *wh
     double bs = max_abs(ref->buffers, ref->nb);
     double bd = vt_max_abs_diff(got->buffers, ref->buffers, ref->nb);
     TCHECK(bd <= 1e-5 * VT_MAX(bs, 1.0), "%s: buffers differ by %g", what, bd);
+    TCHECK(!bits || !memcmp(got->buffers, ref->buffers, (size_t)ref->nb * sizeof(float)),
+           "%s: exact sums, yet buffers differ (by %g)", what, bd);
     for (int s = 0; s < 3; s++) {
         /* summed per-clip losses: 16-32 terms of O(1) in float: 1e-5 relative */
         TCHECK(fabs(got->loss[s] - ref->loss[s]) <= 1e-5 * fabs(ref->loss[s]) + 1e-6,
@@ -432,6 +449,11 @@ static void bn_family(vt_batch *b16, vt_batch *b32, const vt_optim_cfg *oc) {
     check_case(&ref16, "sync-BN 2 towers equal 8:8", &su, 2, NULL, "equal", "cpu", b16, NULL);
     check_case(&ref16, "sync-BN 2 towers 5:3", &su, 2, NULL, "manual:5,3", "cpu", b16, NULL);
     check_case(&ref16, "sync-BN 3 towers 1:0:1", &su, 3, NULL, "manual:1,0,1", "cpu", b16, NULL);
+    /* float sums (what GPU towers do): equal to float rounding, not bitwise */
+    g_exact_off = 1;
+    check_case(&ref16, "sync-BN 2 towers 5:3, float sums", &su, 2, NULL, "manual:5,3", "cpu", b16,
+               NULL);
+    g_exact_off = 0;
     /* micro-batches: see the file comment for why the passes line up */
     {
         int64_t one[1] = {budget_for(&su, 12, oc)};
@@ -577,6 +599,7 @@ static void bucket_family(vt_batch *b16, vt_batch *b32, const vt_optim_cfg *oc) 
         {"per-tower BN 3 towers 1:0:1", &per, 3, NULL, "manual:1,0,1", b16},
         {"dropout 2 towers 31:1", &drop, 2, NULL, "manual:31,1", b32},
     };
+    g_exact_off = 1; /* buckets reduce float gradients (exact sums: one call after backward) */
     for (size_t c = 0; c < VT_ARRAY_LEN(cases); c++) {
         run_result one, many;
         char w[96];
@@ -609,6 +632,7 @@ static void bucket_family(vt_batch *b16, vt_batch *b32, const vt_optim_cfg *oc) 
         result_free(&one);
         result_free(&many);
     }
+    g_exact_off = 0;
 }
 
 /* Family 5, precise BN (vt_towers_bn_stats): after a training step (so the running

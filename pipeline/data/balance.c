@@ -5,6 +5,7 @@
  */
 #include "pipeline/data/balance.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "models/common.h"
@@ -12,7 +13,7 @@
 #include "pipeline/data/sample.h"
 
 int vt_balance_parse(const char *s) {
-    static const char *const names[] = {"auto", "none", "sampler", "loss"};
+    static const char *const names[] = {"auto", "none", "sampler", "loss", "logit"};
     for (int i = 0; i < (int)VT_ARRAY_LEN(names); i++)
         if (s && !strcmp(s, names[i]))
             return i;
@@ -24,6 +25,7 @@ const char *vt_balance_name(vt_balance_mode m) {
     case VT_BALANCE_NONE: return "none";
     case VT_BALANCE_SAMPLER: return "sampler";
     case VT_BALANCE_LOSS: return "loss";
+    case VT_BALANCE_LOGIT: return "logit";
     default: return "auto";
     }
 }
@@ -52,6 +54,14 @@ void vt_balance_weights(float *w, const int64_t *count, int k) {
     }
     for (int c = 0; c < k; c++)
         w[c] = count[c] > 0 ? (float)((double)total / ((double)present * (double)count[c])) : 1.0f;
+}
+
+void vt_balance_log_priors(float *adj, const int64_t *count, int k) {
+    int64_t total = 0;
+    for (int c = 0; c < k; c++)
+        total += count[c] > 0 ? count[c] : 0;
+    for (int c = 0; c < k; c++)
+        adj[c] = (float)log((count[c] > 0 ? (double)count[c] : 0.5) / (double)VT_MAX(total, 1));
 }
 
 int64_t vt_balance_scratch(int64_t n, int k) { return 2 * n + 2 * (int64_t)k + 2; }

@@ -19,6 +19,7 @@ typedef enum vt_balance_mode {
     VT_BALANCE_NONE,
     VT_BALANCE_SAMPLER, /* class-balanced epoch order (vt_balance_order) */
     VT_BALANCE_LOSS,    /* class-weighted softmax cross-entropy (vt_balance_weights) */
+    VT_BALANCE_LOGIT,   /* logit-adjusted softmax cross-entropy (vt_balance_log_priors) */
 } vt_balance_mode;
 
 /* Above this largest/smallest class ratio a split is called imbalanced: scan and the plan
@@ -41,7 +42,7 @@ typedef enum vt_balance_mode {
  * VT_BALANCE_DEFAULT above it. */
 vt_balance_mode vt_balance_auto(const int64_t *count, int k);
 
-/* "none", "sampler", "loss", "auto" -> mode; -1 for anything else. */
+/* "none", "sampler", "loss", "logit", "auto" -> mode; -1 for anything else. */
 int vt_balance_parse(const char *s);
 const char *vt_balance_name(vt_balance_mode m);
 
@@ -53,6 +54,13 @@ double vt_balance_ratio(const int64_t *count /* (k) */, int k);
  * w_c = N / (C * n_c), N the samples, C the classes that have any; a class with none
  * gets 1 (no sample carries it; it only meets label smoothing). */
 void vt_balance_weights(float *w /* (k) */, const int64_t *count /* (k) */, int k);
+
+/* The logit adjustment of --balance logit: the log of each class's share of the samples,
+ * adj_c = log(n_c / N), added to the logits inside the loss only (the logit-adjusted loss
+ * of Menon et al., "Long-tail learning via logit adjustment", 2021, tau = 1): the loss is
+ * then the balanced error's surrogate, and the raw logits predict as if the classes had
+ * been seen equally often. A class with no sample gets log(0.5 / N), below every other. */
+void vt_balance_log_priors(float *adj /* (k) */, const int64_t *count /* (k) */, int k);
 
 /* Scratch vt_balance_order needs for n samples of k classes, in int32s. */
 int64_t vt_balance_scratch(int64_t n, int k);

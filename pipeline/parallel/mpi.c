@@ -356,11 +356,15 @@ void vt_mpi_barrier(const char *what) {
     free(all);
 }
 
-/* The fixed-order sum of n elements of size es (4: float, 8: double). */
+/* The fixed-order sum of n elements of size es (4: float, 8: double; 16: int64, whose
+ * elements are 8 bytes: es below is set back to 8). */
 static void sum_fixed(void *buf, int64_t n, int es, const char *what, vt_mpi_sum_stats *st) {
-    static void *scratch[2];
-    static size_t scratch_cap[2];
-    const int P = g_size, me = g_rank, d = es == 8;
+    static void *scratch[3];
+    static size_t scratch_cap[3];
+    const int i64 = es == 16;
+    if (i64)
+        es = 8;
+    const int P = g_size, me = g_rank, d = i64 ? 2 : es == 8;
     double t0 = vt_now();
     /* Arrival: every rank says how many elements it sums (disagreeing is a bug, and a
      * clear message beats a garbled sum). The wait here is the ranks' load imbalance. */
@@ -376,7 +380,7 @@ static void sum_fixed(void *buf, int64_t n, int es, const char *what, vt_mpi_sum
         st->wait_s += t1 - t0;
     if (n == 0)
         return;
-    const MPI_Datatype type = d ? MPI_DOUBLE : MPI_FLOAT;
+    const MPI_Datatype type = i64 ? MPI_INT64_T : d ? MPI_DOUBLE : MPI_FLOAT;
 #define LO(k) (n * (int64_t)(k) / P)
     const int64_t cmax = n / P + 1, mlo = LO(me), m = LO(me + 1) - mlo;
     size_t need = (size_t)P * (size_t)cmax * (size_t)es;
@@ -397,7 +401,20 @@ static void sum_fixed(void *buf, int64_t n, int es, const char *what, vt_mpi_sum
     }
     wait_all(g_req, g_reqpeer, k, what, 1);
     /* Sum in rank order into my own (unused) row, then back into buf. */
-    if (d) {
+    if (i64) {
+        int64_t *acc = (int64_t *)(void *)(rows + (size_t)me * cmax * es);
+        const int64_t *mine = (const int64_t *)(const void *)(b + (size_t)mlo * es);
+        for (int q = 0; q < P; q++) {
+            const int64_t *part =
+                q == me ? mine : (const int64_t *)(const void *)(rows + (size_t)q * cmax * es);
+            if (q == 0)
+                memcpy(acc, part, (size_t)m * sizeof *acc);
+            else
+                for (int64_t e = 0; e < m; e++)
+                    acc[e] += part[e];
+        }
+        memcpy((void *)mine, acc, (size_t)m * sizeof *acc);
+    } else if (d) {
         double *acc = (double *)(rows + (size_t)me * cmax * es);
         const double *mine = (const double *)(b + (size_t)mlo * es);
         for (int q = 0; q < P; q++) {
@@ -449,6 +466,11 @@ void vt_mpi_sum_f64(double *buf, int64_t n, const char *what) {
         sum_fixed(buf, n, 8, what, NULL);
 }
 
+void vt_mpi_sum_i64(int64_t *buf, int64_t n, const char *what, vt_mpi_sum_stats *st) {
+    if (g_size > 1)
+        sum_fixed(buf, n, 16, what, st);
+}
+
 #else /* !VT_HAVE_MPI: one process; a launcher asking for several is refused */
 
 int vt_mpi_init(int *argc, char ***argv, char *err, size_t errlen) {
@@ -496,6 +518,13 @@ void vt_mpi_sum_f64(double *buf, int64_t n, const char *what) {
     (void)buf;
     (void)n;
     (void)what;
+}
+
+void vt_mpi_sum_i64(int64_t *buf, int64_t n, const char *what, vt_mpi_sum_stats *st) {
+    (void)buf;
+    (void)n;
+    (void)what;
+    (void)st;
 }
 
 #endif

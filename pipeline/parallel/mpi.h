@@ -83,6 +83,8 @@ void vt_mpi_barrier(const char *what);
  * cost. Every rank must pass the same n. */
 void vt_mpi_sum_f32(float *buf, int64_t n, const char *what, vt_mpi_sum_stats *st);
 void vt_mpi_sum_f64(double *buf, int64_t n, const char *what);
+/* The same for int64 (an integer sum: exact, the exact sums of models/xsum.h). */
+void vt_mpi_sum_i64(int64_t *buf, int64_t n, const char *what, vt_mpi_sum_stats *st);
 
 /* The dataset is the same on every rank (videos, labels, splits; ends the job naming the
  * rank that differs, since training on different data is meaningless) and a video any

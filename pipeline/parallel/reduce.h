@@ -42,6 +42,11 @@ typedef struct vt_reducer_i {
     void (*allreduce_sum)(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n);
     /* Collective: copy root's buf into every rank's buf. */
     void (*broadcast)(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n, int root);
+    /* Collective, optional (NULL: none; host and mpi have it): buf (n int64 of be's memory)
+     * replaced by the integer sum over ranks — exact, so the same in any order (the exact
+     * sums of models/xsum.h: gradients and sync-BN statistics of networks built with
+     * vt_net_cfg.exact). */
+    void (*allreduce_sum_i64)(vt_reducer *r, int rank, vt_backend *be, int64_t *buf, int64_t n);
     void (*barrier)(vt_reducer *r, int rank);
     void (*destroy)(vt_reducer *r); /* frees r->ctx */
     /* Optional (NULL: not measured): the figures so far. Between collectives only. */

@@ -22,25 +22,41 @@ typedef struct host_ctx {
     vt_reduce_stats st;     /* rank 0's view */
 } host_ctx;
 
+/* n elements of buf: floats (i64 = 0) or int64 (i64 = 1, moved as 2n floats' bytes). */
+static void host_sum(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n, int i64);
+
 static void host_allreduce(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n) {
+    host_sum(r, rank, be, buf, n, 0);
+}
+
+static void host_allreduce_i64(vt_reducer *r, int rank, vt_backend *be, int64_t *buf,
+                               int64_t n) {
+    host_sum(r, rank, be, (float *)(void *)buf, n, 1);
+}
+
+static void host_sum(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n, int i64) {
     host_ctx *c = r->ctx;
     VT_CHECK(rank >= 0 && rank < c->s.nranks, "host reducer: rank %d of %d", rank, c->s.nranks);
     double t0 = rank == 0 ? vt_now() : 0;
     if (rank == 0) {
         c->st.calls++;
-        c->st.bytes += n * (int64_t)sizeof(float);
+        c->st.bytes += n * (int64_t)(i64 ? sizeof(int64_t) : sizeof(float));
     }
     if (c->s.nranks == 1 || n == 0)
         return;
-    vt_reduce_stage_grow(&c->s, n);
-    vt_reduce_stage_publish(&c->s, rank, be, buf, n);
+    const int64_t nf = i64 ? 2 * n : n; /* floats' worth of bytes */
+    vt_reduce_stage_grow(&c->s, nf);
+    vt_reduce_stage_publish(&c->s, rank, be, buf, nf);
     vt_reduce_stage_wait(&c->s);
     double t1 = rank == 0 ? vt_now() : 0;
-    VT_CHECK(c->s.n == n, "host reducer: ranks disagree on the length (%lld vs %lld)",
-             (long long)c->s.n, (long long)n);
-    vt_reduce_stage_sum_chunk(&c->s, rank, n);
+    VT_CHECK(c->s.n == nf, "host reducer: ranks disagree on the length (%lld vs %lld)",
+             (long long)c->s.n, (long long)nf);
+    if (i64)
+        vt_reduce_stage_sum_chunk_i64(&c->s, rank, n);
+    else
+        vt_reduce_stage_sum_chunk(&c->s, rank, n);
     vt_reduce_stage_wait(&c->s);
-    vt_reduce_stage_take(&c->s, be, buf, n);
+    vt_reduce_stage_take(&c->s, be, buf, nf);
     /* Nobody may start the next call (grow the result, republish) before all copied. */
     vt_reduce_stage_wait(&c->s);
     if (rank == 0) {
@@ -87,6 +103,7 @@ static const vt_reducer_i host_i = {
     .name = "host",
     .allreduce_sum = host_allreduce,
     .broadcast = host_broadcast,
+    .allreduce_sum_i64 = host_allreduce_i64,
     .barrier = host_barrier,
     .destroy = host_destroy,
     .stats = host_stats,

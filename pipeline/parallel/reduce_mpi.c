@@ -28,41 +28,61 @@ typedef struct mpi_ctx {
 
 /* Tower 0, with every tower of this process waiting: the processes' sum. Its wait for
  * the other processes counts as waiting, everything else as reducing. */
-static void world_sum(mpi_ctx *c, float *buf, int64_t n, double *waited) {
+static void world_sum(mpi_ctx *c, float *buf, int64_t n, int i64, double *waited) {
     vt_mpi_sum_stats ms = {0};
-    vt_mpi_sum_f32(buf, n, "the sum over processes (gradients or batch-norm statistics)", &ms);
+    if (i64)
+        vt_mpi_sum_i64((int64_t *)(void *)buf, n,
+                       "the exact sum over processes (gradients or batch-norm statistics)", &ms);
+    else
+        vt_mpi_sum_f32(buf, n, "the sum over processes (gradients or batch-norm statistics)",
+                       &ms);
     c->st.wire_bytes += ms.wire_bytes;
     *waited += ms.wait_s;
 }
 
+/* n elements of buf: floats (i64 = 0) or int64 (i64 = 1, moved as 2n floats' bytes). */
+static void mpi_sum(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n, int i64);
+
 static void mpi_allreduce(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n) {
+    mpi_sum(r, rank, be, buf, n, 0);
+}
+
+static void mpi_allreduce_i64(vt_reducer *r, int rank, vt_backend *be, int64_t *buf, int64_t n) {
+    mpi_sum(r, rank, be, (float *)(void *)buf, n, 1);
+}
+
+static void mpi_sum(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n, int i64) {
     mpi_ctx *c = r->ctx;
     VT_CHECK(rank >= 0 && rank < c->s.nranks, "mpi reducer: rank %d of %d", rank, c->s.nranks);
     double t0 = vt_now(), waited = 0;
     if (rank == 0) {
         c->st.calls++;
-        c->st.bytes += n * (int64_t)sizeof(float);
+        c->st.bytes += n * (int64_t)(i64 ? sizeof(int64_t) : sizeof(float));
     }
     if (c->s.nranks == 1 && vt_reduce_stage_in_place(be)) {
         /* One tower here: sum its buffer in place, no copies. */
-        world_sum(c, buf, n, &waited);
+        world_sum(c, buf, n, i64, &waited);
         c->st.wait_s += waited;
         c->st.reduce_s += vt_now() - t0 - waited;
         return;
     }
-    vt_reduce_stage_grow(&c->s, n);
-    vt_reduce_stage_publish(&c->s, rank, be, buf, n);
+    const int64_t nf = i64 ? 2 * n : n; /* floats' worth of bytes */
+    vt_reduce_stage_grow(&c->s, nf);
+    vt_reduce_stage_publish(&c->s, rank, be, buf, nf);
     vt_reduce_stage_wait(&c->s);
     if (rank == 0)
         waited += vt_now() - t0;
-    VT_CHECK(c->s.n == n, "mpi reducer: towers disagree on the length (%lld vs %lld)",
-             (long long)c->s.n, (long long)n);
-    vt_reduce_stage_sum_chunk(&c->s, rank, n);
+    VT_CHECK(c->s.n == nf, "mpi reducer: towers disagree on the length (%lld vs %lld)",
+             (long long)c->s.n, (long long)nf);
+    if (i64)
+        vt_reduce_stage_sum_chunk_i64(&c->s, rank, n);
+    else
+        vt_reduce_stage_sum_chunk(&c->s, rank, n);
     vt_reduce_stage_wait(&c->s);
     if (rank == 0)
-        world_sum(c, c->s.result, n, &waited);
+        world_sum(c, c->s.result, n, i64, &waited);
     vt_reduce_stage_wait(&c->s);
-    vt_reduce_stage_take(&c->s, be, buf, n);
+    vt_reduce_stage_take(&c->s, be, buf, nf);
     vt_reduce_stage_wait(&c->s); /* nobody republishes before everyone has copied */
     if (rank == 0) {
         c->st.wait_s += waited;
@@ -118,6 +138,7 @@ static const vt_reducer_i mpi_i = {
     .name = "mpi",
     .allreduce_sum = mpi_allreduce,
     .broadcast = mpi_broadcast,
+    .allreduce_sum_i64 = mpi_allreduce_i64,
     .barrier = mpi_barrier,
     .destroy = mpi_destroy,
     .stats = mpi_stats,

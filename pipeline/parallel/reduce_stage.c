@@ -81,6 +81,18 @@ void vt_reduce_stage_sum_chunk(vt_reduce_stage *s, int rank, int64_t n) {
     }
 }
 
+void vt_reduce_stage_sum_chunk_i64(vt_reduce_stage *s, int rank, int64_t n) {
+    int64_t lo = n * rank / s->nranks, hi = n * (rank + 1) / s->nranks;
+    int64_t *out = (int64_t *)(void *)s->result;
+    memcpy(out + lo, (const int64_t *)(const void *)s->src[0] + lo,
+           (size_t)(hi - lo) * sizeof(int64_t));
+    for (int k = 1; k < s->nranks; k++) {
+        const int64_t *src = (const int64_t *)(const void *)s->src[k];
+        for (int64_t e = lo; e < hi; e++)
+            out[e] += src[e];
+    }
+}
+
 void vt_reduce_stage_take(vt_reduce_stage *s, vt_backend *be, float *buf, int64_t n) {
     if (vt_reduce_stage_in_place(be))
         memcpy(buf, s->result, (size_t)n * sizeof(float));

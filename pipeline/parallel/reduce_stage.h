@@ -44,6 +44,9 @@ void vt_reduce_stage_publish(vt_reduce_stage *s, int rank, vt_backend *be, const
 /* After every rank published: rank's chunk of the result = the published buffers summed
  * in rank order. */
 void vt_reduce_stage_sum_chunk(vt_reduce_stage *s, int rank, int64_t n);
+/* The same for int64 buffers of n elements (published, grown and taken as 2n floats'
+ * bytes): an integer sum, exact in any order (the exact sums of models/xsum.h). */
+void vt_reduce_stage_sum_chunk_i64(vt_reduce_stage *s, int rank, int64_t n);
 /* The result into buf (n floats of be's memory), or buf into the result (a broadcast's
  * root). */
 void vt_reduce_stage_take(vt_reduce_stage *s, vt_backend *be, float *buf, int64_t n);

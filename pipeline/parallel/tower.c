@@ -51,6 +51,21 @@ void vt_towers_cfg_default(vt_towers_cfg *cfg) {
     cfg->bucket_mb = -1; /* tower.h: 25 MiB (PyTorch DDP's bucket) with a GPU tower */
 }
 
+int vt_towers_exact(const vt_towers *t) { return t->cfg.net.exact; }
+
+/* 1 when every device of the list is a CPU backend (host memory, the xsum ops). */
+static int all_host(const vt_device_list *d) {
+    for (int i = 0; i < d->n; i++)
+        if (!strcmp(d->dev[i].backend, "cuda"))
+            return 0;
+    return 1;
+}
+
+int vt_towers_exact_for(const vt_device_list *devices, int exact_off) {
+    const char *xe = getenv("VT_EXACT_SUMS");
+    return !exact_off && !(xe && !strcmp(xe, "0")) && all_host(devices);
+}
+
 vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
     VT_CHECK(cfg->devices.n >= 1 && cfg->devices.n <= VT_MAX_DEVICES, "%d towers", cfg->devices.n);
     VT_CHECK(cfg->batch >= 1, "towers: batch %d", cfg->batch);
@@ -75,7 +90,10 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
     }
     vt_slice_dev sd_local[VT_MAX_DEVICES];
     memset(sd_local, 0, sizeof sd_local);
-    int ok = vt_memplan_build(&T->mp, &cfg->net, vt_optim_state_per_param(&cfg->optim), err,
+    /* Exact sums where this process's towers can have them (tower.h exact_off); the
+     * plan counts their bytes, and the world's towers may still turn them off below. */
+    T->cfg.net.exact = vt_towers_exact_for(&cfg->devices, cfg->exact_off);
+    int ok = vt_memplan_build(&T->mp, &T->cfg.net, vt_optim_state_per_param(&cfg->optim), err,
                               errlen) == 0;
     T->have_mp = ok;
     if (ok)
@@ -125,7 +143,10 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
                                errlen);
     if (!T->red)
         goto fail;
-    double bucket_mb = cfg->bucket_mb;
+    /* Every process decides from the same global list and the same kind of reducer. */
+    if (!all_host(&T->gdev) || !T->red->i->allreduce_sum_i64)
+        T->cfg.net.exact = 0;
+    double bucket_mb = T->cfg.net.exact ? 0 : cfg->bucket_mb; /* exact: one sum after backward */
     if (bucket_mb < 0) {
         bucket_mb = 0;
         for (int i = 0; i < T->n; i++)

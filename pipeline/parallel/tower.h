@@ -90,6 +90,15 @@ typedef struct vt_towers_cfg {
                                    reducer); 0 = one call after backward; < 0 (default)
                                    = 25 when a tower is on a GPU, else 0 (see below) */
     int verbose;                /* print plan changes to stderr */
+    int exact_off;              /* 1: float sums over clips even where exact ones are
+                                   possible. 0 (default): exact sums (models/xsum.h,
+                                   vt_net_cfg.exact) whenever every tower of every process
+                                   is a CPU backend, so a step is the same bits on any
+                                   split; GPU towers sum in float (equal to rounding).
+                                   VT_EXACT_SUMS=0 in the environment sets it too */
+    const float *logit_adjust[VT_MAX_HEADS]; /* softmax heads' logit adjustments (host,
+                                   (classes), copied; NULL: none): --balance logit, the
+                                   loss on logits + these (models/net.h vt_targets) */
     const float *class_weight[VT_MAX_HEADS]; /* softmax heads' class weights (host,
                                    (classes), copied; NULL: unweighted): --balance loss.
                                    A step's weighted mean divides by the weight sum of
@@ -128,6 +137,12 @@ typedef struct vt_step_stats {
 } vt_step_stats;
 
 typedef struct vt_towers vt_towers;
+/* 1 when the towers sum over clips exactly (vt_towers_cfg.exact_off, models/xsum.h). */
+int vt_towers_exact(const vt_towers *t);
+/* Whether towers on these devices would sum exactly (the rule of vt_towers_cfg.exact_off:
+ * every device a CPU backend, not turned off, VT_EXACT_SUMS not 0): for memory plans made
+ * outside the towers (vidtrain plan, tests' budgets), whose vt_net_cfg.exact it sets. */
+int vt_towers_exact_for(const vt_device_list *devices, int exact_off);
 
 /* Builds the plan (memory plan per budget, then the split), one thread per tower, a
  * backend with the tower's budget, a replica sized for its micro-batch and its

@@ -48,6 +48,7 @@ typedef struct tower {
     float *target_dev[VT_MAX_HEADS];    /* (stage_clips, classes) */
     int stage_clips;
     float *cw_dev[VT_MAX_HEADS];        /* (classes) class weights (tower_weights.c) */
+    float *la_dev[VT_MAX_HEADS];        /* (classes) logit adjustments (tower_weights.c) */
     /* host scratch */
     float *logits;           /* (max_batch, classes) of one head */
     float *loss_clip;        /* (max_batch) */
@@ -109,6 +110,7 @@ struct vt_towers {
     int check_replicas;      /* VT_CHECK_REPLICAS: compare replicas across ranks each step */
     int64_t nclips;          /* this step's clips over every process: the B of 1/B */
     float *cw[VT_MAX_HEADS]; /* class weights, host copies of cfg.class_weight (or NULL) */
+    float *la[VT_MAX_HEADS]; /* logit adjustments, host copies of cfg.logit_adjust (or NULL) */
     float wscale[VT_MAX_HEADS]; /* this step: 1 / its clips' weight sum (tower_weights.c) */
     int64_t sync_step;       /* optimizer step count that CMD_SYNC installs */
     int64_t bn_seen;         /* clips in the running statistics of a precise-BN pass */

@@ -1,6 +1,7 @@
 /*
- * tower_weights.c: class-weighted softmax losses on the towers (--balance loss,
- * docs/balance.md) — each tower's copy of the class weights, and each step's normaliser,
+ * tower_weights.c: class-weighted and logit-adjusted softmax losses on the towers
+ * (--balance loss and logit, docs/balance.md) — each tower's copy of the class weights
+ * and logit adjustments, and each step's normaliser of the weighted loss,
  * 1 / (the weight sum of the step's clips over every tower of every rank): PyTorch's
  * F.cross_entropy(weight=...) mean over the whole batch, never a tower's own mean
  * (DESIGN.md invariants 1 and 2). It must never let the normaliser depend on the split:
@@ -12,42 +13,58 @@
 #include "pipeline/parallel/mpi.h"
 #include "pipeline/parallel/tower_impl.h"
 
+/* A host copy of a softmax head's per-class array (class weights, logit adjustments),
+ * or NULL; *cfg_ptr then points at the copy (the caller's array may go). */
+static float *copy_classes(const vt_towers *T, int h, const float **cfg_ptr) {
+    const vt_head_cfg *hc = &T->cfg.net.head[h];
+    if (!*cfg_ptr || hc->loss != VT_LOSS_SOFTMAX_CE) {
+        *cfg_ptr = NULL;
+        return NULL;
+    }
+    float *c = vt_malloc(sizeof(float) * (size_t)hc->classes);
+    memcpy(c, *cfg_ptr, sizeof(float) * (size_t)hc->classes);
+    *cfg_ptr = c;
+    return c;
+}
+
 void vt_tw_weights_init(vt_towers *T) {
-    const vt_net_cfg *nc = &T->cfg.net;
-    for (int h = 0; h < nc->nheads; h++) {
-        const float *w = T->cfg.class_weight[h];
-        if (!w || nc->head[h].loss != VT_LOSS_SOFTMAX_CE) {
-            T->cfg.class_weight[h] = NULL;
-            continue;
-        }
-        T->cw[h] = vt_malloc(sizeof(float) * (size_t)nc->head[h].classes);
-        memcpy(T->cw[h], w, sizeof(float) * (size_t)nc->head[h].classes);
-        T->cfg.class_weight[h] = T->cw[h]; /* the caller's array may go */
+    for (int h = 0; h < T->cfg.net.nheads; h++) {
+        T->cw[h] = copy_classes(T, h, &T->cfg.class_weight[h]);
+        T->la[h] = copy_classes(T, h, &T->cfg.logit_adjust[h]);
     }
 }
 
 void vt_tw_weights_free(vt_towers *T) {
     for (int h = 0; h < VT_MAX_HEADS; h++) {
         free(T->cw[h]);
-        T->cw[h] = NULL;
+        free(T->la[h]);
+        T->cw[h] = T->la[h] = NULL;
     }
+}
+
+/* A device copy of a host per-class array, or NULL. */
+static float *upload_classes(tower *tw, int h, const float *host, const char *what) {
+    if (!host)
+        return NULL;
+    size_t bytes = sizeof(float) * (size_t)tw->T->cfg.net.head[h].classes;
+    float *d = vt_backend_alloc_x(tw->be, bytes, what);
+    tw->be->i->to_device(tw->be, d, host, bytes);
+    return d;
 }
 
 void vt_tw_weights_upload(tower *tw) {
     const vt_towers *T = tw->T;
     for (int h = 0; h < T->cfg.net.nheads && !tw->host_mem; h++) {
-        if (!T->cw[h])
-            continue;
-        size_t bytes = sizeof(float) * (size_t)T->cfg.net.head[h].classes;
-        tw->cw_dev[h] = vt_backend_alloc_x(tw->be, bytes, "class weights");
-        tw->be->i->to_device(tw->be, tw->cw_dev[h], T->cw[h], bytes);
+        tw->cw_dev[h] = upload_classes(tw, h, T->cw[h], "class weights");
+        tw->la_dev[h] = upload_classes(tw, h, T->la[h], "logit adjustments");
     }
 }
 
 void vt_tw_weights_free_dev(tower *tw) {
     for (int h = 0; h < VT_MAX_HEADS; h++) {
         vt_backend_free_ptr(tw->be, tw->cw_dev[h]);
-        tw->cw_dev[h] = NULL;
+        vt_backend_free_ptr(tw->be, tw->la_dev[h]);
+        tw->cw_dev[h] = tw->la_dev[h] = NULL;
     }
 }
 
@@ -79,6 +96,8 @@ void vt_tw_weight_scale(vt_towers *T, const vt_batch *b) {
 void vt_tw_weigh(const tower *tw, vt_targets *tg) {
     const vt_towers *T = tw->T;
     for (int h = 0; h < T->cfg.net.nheads; h++) {
+        if (T->la[h])
+            tg->logit_adjust[h] = tw->host_mem ? T->la[h] : tw->la_dev[h];
         if (!T->cw[h])
             continue;
         tg->class_weight[h] = tw->host_mem ? T->cw[h] : tw->cw_dev[h];

@@ -34,6 +34,21 @@ static void allreduce_hook(void *ctx, float *buf, int64_t n) {
     r->i->allreduce_sum(r, tw->rank, tw->be, buf, n);
 }
 
+/* The same for the exact sums of networks built with cfg.exact (int64, xsum.h). */
+static void allreduce_i64_hook(void *ctx, int64_t *buf, int64_t n) {
+    tower *tw = ctx;
+    vt_reducer *r = tw->T->red;
+    r->i->allreduce_sum_i64(r, tw->rank, tw->be, buf, n);
+}
+
+/* Sync-BN's hooks on (when the run has sync-BN) or off. */
+static void set_bn_sync(tower *tw, int on) {
+    on = on && tw->T->cfg.sync_bn;
+    vt_net_set_bn_sync(tw->net, on ? allreduce_hook : NULL, on ? tw : NULL);
+    if (tw->T->cfg.net.exact)
+        vt_net_set_bn_sync_exact(tw->net, on ? allreduce_i64_hook : NULL, on ? tw : NULL);
+}
+
 static void grow_scratch(tower *tw, int clips) {
     const vt_net_cfg *nc = &tw->T->cfg.net;
     if (clips <= tw->scratch_clips)
@@ -78,8 +93,7 @@ static void rebuild(tower *tw, int mb) {
     if (ns)
         be->i->to_device(be, vt_optim_state(tw->opt), hs, (size_t)ns * sizeof(float));
     vt_optim_set_step_count(tw->opt, step);
-    if (T->cfg.sync_bn)
-        vt_net_set_bn_sync(tw->net, allreduce_hook, tw);
+    set_bn_sync(tw, 1);
     vt_tw_alloc_stage(tw, mb);
     free(hp);
     free(hb);
@@ -145,8 +159,7 @@ static void do_init(tower *tw) {
     }
     vt_net_init_weights(tw->net, T->cfg.seed);
     tw->opt = vt_optim_init(&T->cfg.optim, tw->be, vt_net_num_params(tw->net));
-    if (T->cfg.sync_bn)
-        vt_net_set_bn_sync(tw->net, allreduce_hook, tw);
+    set_bn_sync(tw, 1);
     vt_tw_alloc_stage(tw, mb);
 }
 
@@ -226,10 +239,18 @@ static void do_train(tower *tw) {
     /* One SUM over the whole gradient arena (in buckets, mostly done by now, or in one
      * call): towers scaled by 1/B, nobody averages. */
     int64_t np = vt_net_num_params(tw->net);
-    if (buckets)
+    if (T->cfg.net.exact) {
+        /* the towers' accumulators summed as integers (exact: the same in any order),
+         * then rounded once; one tower's backward has rounded its own already */
+        if (T->ng > 1) {
+            red->i->allreduce_sum_i64(red, tw->rank, be, vt_net_xgrads(tw->net), 2 * np);
+            vt_net_round_grads(tw->net);
+        }
+    } else if (buckets) {
         vt_tw_buckets_finish(tw);
-    else
+    } else {
         red->i->allreduce_sum(red, tw->rank, be, vt_net_grads(tw->net), np);
+    }
     tw->wait = vt_now() - t1;
     tw->grad_norm = vt_optim_step(tw->opt, vt_net_params(tw->net), vt_net_grads(tw->net), T->lr);
 
@@ -314,7 +335,7 @@ static void do_bnstat(tower *tw) {
     const int chunk = VT_MAX(1, VT_MIN(b->n, T->sd[tw->g].max_clips));
     ensure_capacity(tw, chunk);
     grow_scratch(tw, chunk);
-    vt_net_set_bn_sync(tw->net, NULL, NULL);
+    set_bn_sync(tw, 0);
     uint64_t ticket = vt_tw_stage_issue(tw, b, 0, chunk);
     for (int first = 0; first < b->n; first += chunk) {
         int k = VT_MIN(chunk, b->n - first);
@@ -329,8 +350,7 @@ static void do_bnstat(tower *tw) {
     vt_tw_stage_done(tw);
     vt_backend_sync(tw->be);
     vt_net_set_bn_momentum(tw->net, 0);
-    if (T->cfg.sync_bn)
-        vt_net_set_bn_sync(tw->net, allreduce_hook, tw);
+    set_bn_sync(tw, 1);
 }
 
 static void do_sync(tower *tw) {

@@ -1,0 +1,94 @@
+/*
+ * net_impl.h: the inside of a vt_net — its arenas and the accessors that form pointers
+ * into them — shared by net.c (forward, backward, arenas), net_exact.c (the same
+ * layers clip by clip with exact sums) and net_init.c (initialisation). Private to those
+ * files.
+ */
+#ifndef VT_NET_IMPL_H
+#define VT_NET_IMPL_H
+
+#include "models/net.h"
+#include "models/net_graph.h"
+
+struct vt_net {
+    vt_graph g;
+    vt_backend *be;
+    int mb;               /* max clips per pass */
+    float *params;        /* (nparams) */
+    float *grads;         /* (nparams) */
+    float *buffers;       /* (nbuffers) */
+    float *ws;            /* (ws_floats) BN mean/invstd, collective scratch, a constant 1 */
+    void *clip;           /* (mb * clip_act) activation elements, per-clip layout of
+                             vt_graph_plan; g.act_size bytes each */
+    float *clipf;         /* (mb * clip_f32) float32 values of the same layout */
+    const float *input;   /* [A] the last forward's input as the first conv read it (x, or
+                             its bf16 copy): the first conv's backward reads it */
+    int last_n, last_train, have_loss;
+    uint64_t dropout_seed;
+    vt_allreduce_fn bn_sync;
+    void *bn_sync_ctx;
+    vt_grad_ready_fn grad_ready;
+    void *grad_ready_ctx;
+    int64_t ready_lo;     /* the last lo reported this backward (checks the order) */
+    int64_t *bn_count;    /* (nnodes) host: the (global) count of each BN's last forward */
+    float bn_momentum;    /* a statistics pass's update weight (else each node's own) */
+    int bn_pass;          /* a statistics pass (vt_net_set_bn_momentum m > 0): forwards
+                             are not counted in num_batches_tracked */
+    unsigned char *bn_frozen; /* (nnodes) BN in eval mode even in training forwards
+                             (vt_net_set_bn_frozen: fine-tuning's --freeze-bn) */
+    float *host_loss;     /* (nheads, mb) host copy of the per-clip losses */
+    /* exact sums (cfg.exact, net_exact.c): backend memory */
+    int64_t *xgrads;      /* (2 * nparams) the gradients' accumulators (xsum.h) */
+    float *xtmp;          /* one clip's weight and bias gradient of a layer, or a BN layer's
+                             sums (vt_netx_xtmp_floats) */
+    int64_t *xbn;         /* (4 * max BN channels + 2) a BN layer's sums and count */
+    vt_allreduce_i64_fn bn_sync_x; /* sync-BN's exact sum over towers (ctx: bn_sync_ctx) */
+};
+
+/* An [A] array `elems` activation elements past p (bf16 or float, per the precision). */
+static inline float *act_ptr(const vt_net *net, const float *p, int64_t elems) {
+    return (float *)(void *)((char *)(void *)p + elems * net->g.act_size);
+}
+/* Per-clip regions at per-clip offset `off`: regions are laid out scaled by max_batch. */
+static inline float *clip_at(const vt_net *net, int64_t off) {
+    return act_ptr(net, (float *)net->clip, off * (int64_t)net->mb);
+}
+static inline float *f32_at(const vt_net *net, int64_t off) {
+    return net->clipf + off * (int64_t)net->mb;
+}
+static inline float *act(const vt_net *net, int node) { return clip_at(net, net->g.nodes[node].act_off); }
+static inline float *grad_of(const vt_net *net, int node) {
+    int s = net->g.nodes[node].gslot;
+    if (s <= -2)
+        return clip_at(net, net->g.dlogit_off[-2 - s]);
+    VT_CHECK(s >= 0, "node %s has no gradient slot", net->g.nodes[node].name);
+    return clip_at(net, net->g.slot_off[s]);
+}
+static inline float *param(vt_net *net, int t) {
+    return t < 0 ? NULL : net->params + net->g.tensors[t].offset;
+}
+static inline float *pgrad(vt_net *net, int t) {
+    return t < 0 ? NULL : net->grads + net->g.tensors[t].offset;
+}
+static inline float *buffer(vt_net *net, int t) {
+    return t < 0 ? NULL : net->buffers + net->g.tensors[t].offset;
+}
+
+
+/* net_exact.c: the layers whose outputs sum over clips, one clip at a time with the sums
+ * exact (xsum.h), for networks built with cfg.exact. */
+void vt_netx_conv_forward(vt_net *net, int i, float *out, const float *in, int n);
+void vt_netx_linear_forward(vt_net *net, int i, float *out, const float *in, int n);
+void vt_netx_conv_backward(vt_net *net, int i, float *din, const float *dout, const float *in,
+                           int n);
+void vt_netx_linear_backward(vt_net *net, int i, float *din, const float *dout,
+                             const float *in, int n);
+/* A BN layer's [sum | sumsq] (backward = 0, x and the shift k) or [sum_dy | sum_dy_xhat]
+ * (backward = 1, with dy, mean, invstd), 2c floats into buf: summed exactly over the n
+ * clips and, under sync-BN, over every tower; *count (forward) becomes the global count.
+ * The backward also folds each clip's sums into gamma's and beta's gradients. */
+void vt_netx_bn_sums(vt_net *net, int i, float *buf, const float *x, const float *k,
+                     const float *dy, const float *mean, const float *invstd, int n,
+                     int64_t *count, int backward);
+
+#endif

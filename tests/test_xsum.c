@@ -1,0 +1,187 @@
+/*
+ * test_xsum.c: the exact sums of models/xsum.h, against two outside truths.
+ *  1. Order: the same terms folded in another order, split into several accumulators
+ *     (towers, micro-batches) whose limbs are then added (vt_xsum_add, what the reducers
+ *     do), with 1 thread or 2, reach the same integer and the same float: bit for bit.
+ *  2. Value: for terms a unit grid holds exactly (|x| in [2^-56, 2^14) for the gradient
+ *     unit 2^-80), the accumulated value equals the sum taken in __float128 (113-bit
+ *     mantissa: every partial sum of these terms, which span at most 2^-80..2^24, is
+ *     exact there), and the float it rounds to is within 1 ulp of that exact sum rounded
+ *     once (xsum_round goes through double: 53 bits, then 24 — a double rounding that may
+ *     land one ulp off at a tie; counted, and required rare).
+ *  3. Edges: terms below the unit round to the nearest unit; subnormals, signed zeros,
+ *     cancellation to exactly zero, huge terms saturating the same way in every order,
+ *     the carry between the limbs in both directions.
+ */
+#include <string.h>
+
+#include "models/common.h"
+#include "models/xsum.h"
+#include "tests/testutil.h"
+
+#define E0 VT_XSUM_GRAD_E0
+
+/* The value of element i, canonical (hi * 2^52 + lo, lo in [0, 2^52)). */
+static __int128 value_of(const int64_t *acc, int64_t i) {
+    int64_t lo = acc[2 * i + 1], hi = acc[2 * i] + (lo >> VT_XSUM_LO_BITS);
+    return ((__int128)hi << VT_XSUM_LO_BITS) + (lo & (((int64_t)1 << VT_XSUM_LO_BITS) - 1));
+}
+
+/* A float of random sign, |x| = 2^e * (1 + u) with e uniform in [emin, emax). */
+static float rand_term(vt_rng *r, int emin, int emax) {
+    float m = 1.0f + (float)vt_rng_uniform(r);
+    int e = emin + (int)vt_rng_below(r, (uint32_t)(emax - emin));
+    float x = ldexpf(m, e);
+    return vt_rng_below(r, 2) ? -x : x;
+}
+
+/* n elements x k terms: terms[t * n + i] is term t of element i. */
+static void fold_terms(int64_t *acc, const float *terms, int n, int k, const int *order,
+                       int threads) {
+    memset(acc, 0, sizeof(int64_t) * 2 * (size_t)n);
+    for (int t = 0; t < k; t++)
+        vt_xsum_fold(acc, terms + (int64_t)order[t] * n, n, E0, threads);
+}
+
+static void shuffle(int *a, int k, vt_rng *r) {
+    for (int i = k - 1; i > 0; i--) {
+        int j = (int)vt_rng_below(r, (uint32_t)i + 1);
+        int t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+static void order_and_value(void) {
+    enum { N = 50000, K = 24 }; /* N > the fold's parallel threshold: 2 threads split it */
+    vt_rng r;
+    vt_rng_seed(&r, 7);
+    float *terms = vt_malloc(sizeof(float) * N * K);
+    for (int64_t i = 0; i < (int64_t)N * K; i++)
+        terms[i] = rand_term(&r, -56, 14);
+    /* cancellation: element 0's terms sum to exactly 0, element 1's to one tiny value */
+    for (int t = 0; t < K; t += 2) {
+        terms[(int64_t)t * N] = 1000.0f + (float)t;
+        terms[(int64_t)(t + 1) * N] = -(1000.0f + (float)t);
+        terms[(int64_t)t * N + 1] = ldexpf(1.0f, 13);
+        terms[(int64_t)(t + 1) * N + 1] = -ldexpf(1.0f, 13);
+    }
+    terms[(int64_t)(K - 2) * N + 1] = ldexpf(1.0f, -55);
+    terms[(int64_t)(K - 1) * N + 1] = 0.0f;
+    int order[K];
+    for (int t = 0; t < K; t++)
+        order[t] = t;
+    int64_t *a = vt_malloc(sizeof(int64_t) * 2 * N), *b = vt_malloc(sizeof(int64_t) * 2 * N);
+    int64_t *part = vt_malloc(sizeof(int64_t) * 2 * N);
+    float *fa = vt_malloc(sizeof(float) * N), *fb = vt_malloc(sizeof(float) * N);
+    fold_terms(a, terms, N, K, order, 1);
+    vt_xsum_round(fa, a, N, E0, 1);
+
+    /* 1. other orders, threads, and splits into accumulators added limb by limb */
+    for (int trial = 0; trial < 4; trial++) {
+        shuffle(order, K, &r);
+        fold_terms(b, terms, N, K, order, 1 + trial % 2);
+        int same = 1;
+        for (int i = 0; i < N; i++)
+            same &= value_of(a, i) == value_of(b, i);
+        TCHECK(same, "order %d: another integer sum", trial);
+        /* split: terms [0, cut) in b, [cut, K) in part, then b += part (unnormalised lo) */
+        const int cut = 1 + (int)vt_rng_below(&r, K - 1);
+        fold_terms(b, terms, N, cut, order, 2);
+        fold_terms(part, terms, N, K - cut, order + cut, 1);
+        vt_xsum_add(b, part, N);
+        vt_xsum_round(fb, b, N, E0, 2);
+        TCHECK(!memcmp(fa, fb, sizeof(float) * N), "split at %d of %d: other floats", cut, K);
+    }
+    TCHECK(value_of(a, 0) == 0 && fa[0] == 0.0f, "exact cancellation: %g", (double)fa[0]);
+    TCHECK(fa[1] == ldexpf(1.0f, -55), "cancellation to 2^-55: %g", (double)fa[1]);
+
+    /* 2. the value: __float128 holds every partial sum of these terms exactly */
+    int64_t off_ulp = 0, bad = 0;
+    for (int i = 0; i < N; i++) {
+        __float128 s = 0;
+        for (int t = 0; t < K; t++)
+            s += (__float128)terms[(int64_t)t * N + i];
+        __float128 v = (__float128)value_of(a, i) * (__float128)ldexp(1.0, E0);
+        if (v != s)
+            bad++;
+        float once = (float)s;
+        if (fa[i] != once) {
+            off_ulp++;
+            if (fabsf(fa[i] - once) > fabsf(nextafterf(once, INFINITY) - once))
+                bad++;
+        }
+    }
+    printf("value: %d elements of %d terms: %lld not the exact sum, %lld one ulp off the "
+           "correctly rounded float (double rounding)\n", N, K, (long long)bad, (long long)off_ulp);
+    TCHECK(bad == 0, "%lld accumulators differ from the exact sum, or round > 1 ulp off",
+           (long long)bad);
+    /* a double rounding lands off only at near-ties: a few in a million */
+    TCHECK(off_ulp <= N / 1000, "%lld of %d floats one ulp off", (long long)off_ulp, N);
+    free(terms);
+    free(a);
+    free(b);
+    free(part);
+    free(fa);
+    free(fb);
+}
+
+static void edges(void) {
+    int64_t acc[2 * 8];
+    float out[8];
+    /* below the unit: 2^-81 is half a unit (rounds away from zero to 1 unit), 2^-82 is 0 */
+    const float x[8] = {ldexpf(1.0f, -81), ldexpf(1.0f, -82), 1e-45f /* subnormal */, -0.0f,
+                        ldexpf(1.0f, 30), INFINITY, NAN, -INFINITY};
+    memset(acc, 0, sizeof acc);
+    vt_xsum_fold(acc, x, 8, E0, 1);
+    vt_xsum_round(out, acc, 8, E0, 1);
+    TCHECK(out[0] == ldexpf(1.0f, -80), "half a unit: %g", (double)out[0]);
+    TCHECK(out[1] == 0.0f && out[2] == 0.0f && out[3] == 0.0f, "below half a unit: %g %g %g",
+           (double)out[1], (double)out[2], (double)out[3]);
+    TCHECK(out[4] == ldexpf(1.0f, 30), "2^30 (the slow path): %g", (double)out[4]);
+    TCHECK(out[5] > 1e10f && out[6] > 1e10f && out[7] < -1e10f,
+           "inf, NaN, -inf saturate: %g %g %g", (double)out[5], (double)out[6], (double)out[7]);
+    /* saturation is the same in any order: huge, then -1 */
+    int64_t a1[2] = {0, 0}, a2[2] = {0, 0};
+    const float big = ldexpf(1.0f, 40), one = -1.0f;
+    for (int k = 0; k < 3; k++)
+        vt_xsum_fold(a1, &big, 1, E0, 1);
+    vt_xsum_fold(a1, &one, 1, E0, 1);
+    vt_xsum_fold(a2, &one, 1, E0, 1);
+    for (int k = 0; k < 3; k++)
+        vt_xsum_fold(a2, &big, 1, E0, 1);
+    float o1, o2;
+    vt_xsum_round(&o1, a1, 1, E0, 1);
+    vt_xsum_round(&o2, a2, 1, E0, 1);
+    printf("saturated: %g and %g\n", (double)o1, (double)o2);
+    TCHECK(o1 == o2 && o1 > 1.7e10f, "2^40 x 3 saturates at 2^34 in either order: %g %g",
+           (double)o1, (double)o2);
+    /* the carry between the limbs: 2^-29 (lo's top bit region) + 2^-29, minus back */
+    int64_t c[2] = {0, 0};
+    const float h = ldexpf(1.0f, -29), mh = -ldexpf(1.0f, -29), tiny = ldexpf(3.0f, -80);
+    vt_xsum_fold(c, &h, 1, E0, 1);
+    vt_xsum_fold(c, &h, 1, E0, 1);
+    vt_xsum_fold(c, &tiny, 1, E0, 1);
+    vt_xsum_fold(c, &mh, 1, E0, 1);
+    vt_xsum_fold(c, &mh, 1, E0, 1);
+    float oc;
+    vt_xsum_round(&oc, c, 1, E0, 1);
+    TCHECK(oc == tiny && c[0] == 0 && c[1] == 3, "carry up and borrow down: %g (hi %lld lo %lld)",
+           (double)oc, (long long)c[0], (long long)c[1]);
+    /* the stats unit, 2^-60: a sum of squares of 1e5 values of 1e3 (1e11) keeps 1e-7 */
+    int64_t q[2] = {0, 0};
+    const float sq = 1e6f, small = 1e-7f;
+    for (int k = 0; k < 100000; k++)
+        vt_xsum_fold(q, &sq, 1, VT_XSUM_STAT_E0, 1);
+    vt_xsum_fold(q, &small, 1, VT_XSUM_STAT_E0, 1);
+    __int128 v = value_of(q, 0), want = (__int128)100000000000LL << 60;
+    double rest = (double)(v - want) * ldexp(1.0, VT_XSUM_STAT_E0);
+    TCHECK(fabs(rest - (double)small) <= ldexp(1.0, VT_XSUM_STAT_E0),
+           "1e11 + 1e-7 in stats units: rest %.9g", rest);
+}
+
+int main(void) {
+    order_and_value();
+    edges();
+    return vt_test_done("test_xsum");
+}

@@ -173,8 +173,8 @@ static void print_imbalance(const int *counts, const vt_dataset_head *h0, const 
         sep = ", ";
         if (r > VT_BALANCE_RATIO && !warn[0])
             snprintf(warn, sizeof warn, "warning: the %s split's classes are imbalanced (x%.1f, "
-                     "above x%.1f): see `vidtrain train --balance sampler|loss` "
-                     "(docs/balance.md); training picks best.safetensors by mean class "
+                     "above x%.1f): `vidtrain train` evens them out by default (--balance "
+                     "auto: logit; docs/balance.md) and picks best.safetensors by mean class "
                      "accuracy when validation is imbalanced too\n", vt_split_name((vt_split)s), r,
                      VT_BALANCE_RATIO);
     }

@@ -46,7 +46,7 @@ static inline __int128 clamp_x(__int128 v) { return v > XMAX ? XMAX : v < -XMAX 
 static __attribute__((noinline)) void fold_slow(int64_t *a, float x, int e0) {
     if (x == 0.0f)
         return;
-    __int128 v = ((__int128)a[0] << VT_XSUM_LO_BITS) + a[1];
+    __int128 v = (__int128)a[0] * ((__int128)1 << VT_XSUM_LO_BITS) + a[1]; /* hi may be < 0 */
     v = clamp_x(v + to_units(x, e0));
     a[0] = (int64_t)(v >> VT_XSUM_LO_BITS); /* floor: lo stays in [0, 2^52) */
     a[1] = (int64_t)(v & LO_MASK);

@@ -24,7 +24,8 @@
 /* The value of element i, canonical (hi * 2^52 + lo, lo in [0, 2^52)). */
 static __int128 value_of(const int64_t *acc, int64_t i) {
     int64_t lo = acc[2 * i + 1], hi = acc[2 * i] + (lo >> VT_XSUM_LO_BITS);
-    return ((__int128)hi << VT_XSUM_LO_BITS) + (lo & (((int64_t)1 << VT_XSUM_LO_BITS) - 1));
+    return (__int128)hi * ((__int128)1 << VT_XSUM_LO_BITS) +
+           (lo & (((int64_t)1 << VT_XSUM_LO_BITS) - 1));
 }
 
 /* A float of random sign, |x| = 2^e * (1 + u) with e uniform in [emin, emax). */

@@ -45,9 +45,13 @@ void vt_towers_print_plan(const vt_towers *t, FILE *f) {
     }
     vt_device_list_print(&t->gdev, f);
     vt_plan_print(&t->plan, t->sd, f);
-    fprintf(f, "  towers: %d, reducer %s, batch norm %s\n", t->ng, t->red->i->name,
-            t->cfg.sync_bn ? "synced across towers per pass (--sync-bn)"
-                           : "per tower; running stats averaged by clip count after each step");
+    fprintf(f, "  towers: %d, reducer %s, batch norm %s; sums over clips %s\n", t->ng,
+            t->red->i->name,
+            t->cfg.sync_bn ? "synced across towers per pass"
+                           : "per tower (--no-sync-bn); running stats averaged by clip count "
+                             "after each step",
+            t->cfg.net.exact ? "exact (the same bits on any split)"
+                             : "in float (equal to one device to rounding)");
 }
 
 void vt_towers_plan_line(const vt_towers *t, char *buf, size_t n) {

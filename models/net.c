@@ -717,5 +717,4 @@ void vt_net_backward(vt_net *net) {
             net->grad_ready(net->grad_ready_ctx, lo);
         }
     }
-    vt_net_round_grads(net); /* cfg.exact: this net's sum so far, into the float grads */
 }

@@ -131,8 +131,8 @@ typedef void (*vt_allreduce_i64_fn)(void *ctx, int64_t *buf, int64_t n);
 void vt_net_set_bn_sync_exact(vt_net *net, vt_allreduce_i64_fn fn, void *ctx);
 /* cfg.exact: the gradients' accumulators, 2 * num_params int64 of backend memory
  * (xsum.h), which backward folds every clip's gradients into (NULL without cfg.exact);
- * vt_net_backward ends by rounding them into vt_net_grads, and a caller that has summed
- * them over towers rounds again with vt_net_round_grads. */
+ * vt_net_grads is not written by backward then: the caller rounds the accumulators into
+ * it with vt_net_round_grads once they are final (every pass done, summed over towers). */
 int64_t *vt_net_xgrads(vt_net *net);
 void vt_net_round_grads(vt_net *net);
 /* The weight m of a training forward's batch statistics in the running ones:

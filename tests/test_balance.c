@@ -229,6 +229,13 @@ static float *train3x(const char *split, int ntowers, int64_t budget1, const los
     return p;
 }
 
+static void batches_free(vt_batch *batches) {
+    for (int s = 0; s < 3; s++) {
+        free(batches[s].x);
+        free(batches[s].label[0]);
+    }
+}
+
 static float *train3(const char *split, int ntowers, int64_t budget1, const float *cw,
                      vt_batch *batches, int64_t *np) {
     const loss_opts lo = {cw, NULL, NULL};
@@ -278,10 +285,7 @@ static void test_towers(void) {
     free(split);
     free(micro);
     free(plain);
-    for (int s = 0; s < 3; s++) {
-        free(batches[s].x);
-        free(batches[s].label[0]);
-    }
+    batches_free(batches);
 }
 
 /* --balance logit: the loss on logits + adj. Its outside truth is an identity: softmax(Wx
@@ -324,10 +328,7 @@ static void test_logit(void) {
     free(b);
     free(p);
     free(s);
-    for (int k = 0; k < 3; k++) {
-        free(batches[k].x);
-        free(batches[k].label[0]);
-    }
+    batches_free(batches);
 }
 
 /* ---------------------------------------------------------------- 3. order, weights ---- */

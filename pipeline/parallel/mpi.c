@@ -401,44 +401,28 @@ static void sum_fixed(void *buf, int64_t n, int es, const char *what, vt_mpi_sum
     }
     wait_all(g_req, g_reqpeer, k, what, 1);
     /* Sum in rank order into my own (unused) row, then back into buf. */
-    if (i64) {
-        int64_t *acc = (int64_t *)(void *)(rows + (size_t)me * cmax * es);
-        const int64_t *mine = (const int64_t *)(const void *)(b + (size_t)mlo * es);
-        for (int q = 0; q < P; q++) {
-            const int64_t *part =
-                q == me ? mine : (const int64_t *)(const void *)(rows + (size_t)q * cmax * es);
-            if (q == 0)
-                memcpy(acc, part, (size_t)m * sizeof *acc);
-            else
-                for (int64_t e = 0; e < m; e++)
-                    acc[e] += part[e];
-        }
-        memcpy((void *)mine, acc, (size_t)m * sizeof *acc);
-    } else if (d) {
-        double *acc = (double *)(rows + (size_t)me * cmax * es);
-        const double *mine = (const double *)(b + (size_t)mlo * es);
-        for (int q = 0; q < P; q++) {
-            const double *part = q == me ? mine : (const double *)(rows + (size_t)q * cmax * es);
-            if (q == 0)
-                memcpy(acc, part, (size_t)m * sizeof *acc);
-            else
-                for (int64_t e = 0; e < m; e++)
-                    acc[e] += part[e];
-        }
-        memcpy((void *)mine, acc, (size_t)m * sizeof *acc);
-    } else {
-        float *acc = (float *)(rows + (size_t)me * cmax * es);
-        const float *mine = (const float *)(b + (size_t)mlo * es);
-        for (int q = 0; q < P; q++) {
-            const float *part = q == me ? mine : (const float *)(rows + (size_t)q * cmax * es);
-            if (q == 0)
-                memcpy(acc, part, (size_t)m * sizeof *acc);
-            else
-                for (int64_t e = 0; e < m; e++)
-                    acc[e] += part[e];
-        }
-        memcpy((void *)mine, acc, (size_t)m * sizeof *acc);
-    }
+#define RANK_ORDER_SUM(T)                                                                   \
+    do {                                                                                    \
+        T *acc = (T *)(void *)(rows + (size_t)me * cmax * es);                              \
+        const T *mine = (const T *)(const void *)(b + (size_t)mlo * es);                    \
+        for (int q = 0; q < P; q++) {                                                       \
+            const T *part =                                                                 \
+                q == me ? mine : (const T *)(const void *)(rows + (size_t)q * cmax * es);   \
+            if (q == 0)                                                                     \
+                memcpy(acc, part, (size_t)m * sizeof *acc);                                 \
+            else                                                                            \
+                for (int64_t e = 0; e < m; e++)                                             \
+                    acc[e] += part[e];                                                      \
+        }                                                                                   \
+        memcpy((void *)mine, acc, (size_t)m * sizeof *acc);                                 \
+    } while (0)
+    if (i64)
+        RANK_ORDER_SUM(int64_t);
+    else if (d)
+        RANK_ORDER_SUM(double);
+    else
+        RANK_ORDER_SUM(float);
+#undef RANK_ORDER_SUM
     /* All-gather: every owner's summed chunk to every rank. */
     k = 0;
     for (int q = 0; q < P; q++) {

@@ -241,11 +241,10 @@ static void do_train(tower *tw) {
     int64_t np = vt_net_num_params(tw->net);
     if (T->cfg.net.exact) {
         /* the towers' accumulators summed as integers (exact: the same in any order),
-         * then rounded once; one tower's backward has rounded its own already */
-        if (T->ng > 1) {
+         * then rounded once */
+        if (T->ng > 1)
             red->i->allreduce_sum_i64(red, tw->rank, be, vt_net_xgrads(tw->net), 2 * np);
-            vt_net_round_grads(tw->net);
-        }
+        vt_net_round_grads(tw->net);
     } else if (buckets) {
         vt_tw_buckets_finish(tw);
     } else {

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "app/app.h"
+#include "app/decode_opt.h"
 #include "app/opts.h"
 #include "app/prep_cmd.h"
 #include "app/run_files.h"
@@ -49,7 +50,8 @@ static void usage(FILE *f) {
         "  reads works: class folders, train/val/test folders, UCF101 list files, labels\n"
         "  CSVs. HD footage decodes 10-40x slower than a training-size copy, so do this\n"
         "  once before training on 720p/1080p/4K video. Each output is scaled so that its\n"
-        "  short side is S (aspect kept, even sides), turned upright (rotation metadata\n"
+        "  short side is S (aspect kept, even sides; a source already that small keeps its\n"
+        "  size: nothing is upscaled), turned upright (rotation metadata\n"
         "  applied to the pixels), video only (audio and other streams dropped), with a\n"
         "  keyframe every G frames so that any clip seeks cheaply.\n"
         "\n"
@@ -70,6 +72,9 @@ static void usage(FILE *f) {
         "  --crf Q         quality: h264 CRF 0-51 (default 23; lower = better, larger);\n"
         "                  mpeg4/mjpeg qscale 1-31 (default 4 / 3)\n"
         "  --jobs N        files at once, one core each (default: the cores, %ld here)\n"
+        "  --decode MODE   cpu (default), nvdec or auto: where the sources decode. HD\n"
+        "                  prep is bound by decoding; NVDEC takes most of it off the CPU\n"
+        "                  (H.264/HEVC pixels identical; docs/decode.md)\n"
         "  --force         redo every file, and accept other options than DST was made with\n"
         "\n"
         "  Output names keep the file name and extension when that container holds the\n"
@@ -146,7 +151,7 @@ int vt_cmd_prep(int argc, char **argv) {
     char *opt_text = NULL, *recorded = NULL;
     char err[1024], path[4200];
     pthread_t *th = NULL;
-    int trim = 0;
+    int trim = 0, dr;
     vt_dataset_opts dopt = {0};
     const char *labels = NULL;
     vt_dataset *dset = NULL;
@@ -179,6 +184,9 @@ int vt_cmd_prep(int argc, char **argv) {
             }
             o.codec = v;
             i++;
+        } else if ((dr = vt_decode_opt_take("prep", argc, argv, &i)) != 0) {
+            if (dr < 0)
+                goto end;
         } else if (!strcmp(a, "--force")) {
             force = 1;
         } else if (!strcmp(a, "--trim")) {

@@ -64,9 +64,10 @@ static void report(run *r, const entry *e, const vt_prep_result *res, int64_t by
         fprintf(stderr, "%s | bad video %s/%s: %s\n", line, r->src, e->rel, why);
     } else {
         char b[32];
-        fprintf(stderr, "%s | %s: %.1f s, %lld frames, %dx%d, %s, %.1f s/s\n", line, e->out,
+        fprintf(stderr, "%s | %s: %.1f s, %lld frames, %dx%d%s, %s, %.1f s/s\n", line, e->out,
                 res->src_duration, (long long)res->frames_written, res->out_width,
-                res->out_height, vt_fmt_bytes(b, sizeof b, bytes),
+                res->out_height, res->size_kept ? " (source size, not upscaled)" : "",
+                vt_fmt_bytes(b, sizeof b, bytes),
                 secs > 0 ? res->src_duration / secs : 0.0);
     }
     fflush(stderr);

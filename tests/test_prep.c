@@ -358,7 +358,58 @@ int main(void) {
     rc = vt_test_sh("find '%s' -name '.*prep-part' | grep -q .", dst);
     TCHECK(rc != 0, "no temporary file left after the rerun");
 
-    /* 6. Nothing readable: exit 1. */
+    /* 6. Never upscaled: at S = 200 the 160x120 source keeps its size (re-encoded only);
+     * the 640x360 one is scaled to 356x200. */
+    snprintf(p, sizeof p, "%s/big", dir);
+    rc = vt_test_sh("mkdir -p '%s/in/c' && cp '%s/b/small.webm' '%s/a/tone.mp4' '%s/in/c/' && "
+                    "'%s' prep '%s/in' '%s/out' --short-side 200 --gop %d --codec %s "
+                    "> '%s/prep.err' 2>&1", p, src, src, p, bin, p, p, G, codec, p);
+    TCHECK(rc == 0, "prep --short-side 200 exit %d (see %s/prep.err)", rc, p);
+    static const struct { const char *name; int w, h; } big[] = {
+        {"small.mp4", 160, 120}, {"tone.mp4", 356, 200}};
+    for (int i = 0; i < 2; i++) {
+        probe pr;
+        snprintf(out, sizeof out, "%s/out/c/%s", p, big[i].name);
+        TCHECK(probe_file(&pr, out) == 0, "%s probes", out);
+        TCHECK(pr.w == big[i].w && pr.h == big[i].h, "%s at S=200: %dx%d, expected %dx%d",
+               big[i].name, pr.w, pr.h, big[i].w, big[i].h);
+    }
+    snprintf(out, sizeof out, "%s/prep.err", p);
+    char *e = vt_test_slurp(out, NULL);
+    TCHECK(e && strstr(e, "160x120 (source size, not upscaled)"), "prep says the size was kept: %s",
+           e ? e : "(none)");
+    free(e);
+
+    /* --decode nvdec: the same files. Without a GPU it falls back to the CPU with one
+     * warning; on a GPU, VP9 and H.264 decode bit-exactly (their standards fix the
+     * output), so the VP9 source's copy is the same bytes either way. */
+    rc = vt_test_sh("'%s' prep '%s/in' '%s/nv' --short-side 200 --gop %d --codec %s "
+                    "--decode nvdec > '%s/nv.err' 2>&1", bin, p, p, G, codec, p);
+    TCHECK(rc == 0, "prep --decode nvdec exit %d (see %s/nv.err)", rc, p);
+    snprintf(out, sizeof out, "%s/nv.err", p);
+    e = vt_test_slurp(out, NULL);
+    int fell_back = e && strstr(e, "decoding on the CPU instead");
+    free(e);
+    for (int i = 0; i < 2; i++) {
+        if (!fell_back && strcmp(big[i].name, "small.mp4") != 0)
+            continue;
+        char a[8600], b[8600], *ra, *rb;
+        snprintf(a, sizeof a, "%s/out/prep-manifest.csv", p);
+        snprintf(b, sizeof b, "%s/nv/prep-manifest.csv", p);
+        snprintf(out, sizeof out, "c/%s", big[i].name);
+        char *ma = vt_test_slurp(a, NULL), *mb = vt_test_slurp(b, NULL);
+        ra = manifest_row(ma, out);
+        rb = manifest_row(mb, out);
+        free(ma);
+        free(mb);
+        TCHECK(ra && rb && !strcmp(ra, rb), "%s: the same manifest row with --decode nvdec"
+               " (%s): %s vs %s", big[i].name, fell_back ? "CPU fallback" : "GPU",
+               ra ? ra : "(none)", rb ? rb : "(none)");
+        free(ra);
+        free(rb);
+    }
+
+    /* 7. Nothing readable: exit 1. */
     snprintf(p, sizeof p, "%s/onlybad", dir);
     rc = vt_test_sh("mkdir -p '%s/c' && cp '%s/b/trunc.mp4' '%s/c/' && '%s' prep '%s' '%s/out' "
                     "> /dev/null 2>&1", p, src, p, bin, p, p);

@@ -377,6 +377,14 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
      * rounds to the nearest even number, so the copy's aspect is the source's within one
      * pixel and the loader scales both to the same picture. */
     int s = o->short_side + (o->short_side & 1);
+    /* Never upscaled: a source whose displayed short side is S or less keeps its size
+     * (even sides); the loader scales it as it scales the source, and a copy holds no
+     * pixels the source did not have. */
+    int src_short = VT_MIN(in->disp_width, in->disp_height);
+    if (src_short > 0 && src_short <= s) {
+        s = VT_MAX(src_short & ~1, 2);
+        res->size_kept = 1;
+    }
     int w, h;
     vt_video_scaled_size(j.v, s, &w, &h);
     double aspect = (double)in->disp_width / VT_MAX(in->disp_height, 1);

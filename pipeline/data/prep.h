@@ -40,6 +40,7 @@ typedef struct vt_prep_result {
     int64_t frames_written; /* frames in the output */
     int src_width, src_height, rotation; /* coded size and the rotation that was applied */
     int out_width, out_height;
+    int size_kept;          /* the source's short side was S or less: kept, not upscaled */
     int vfr;                /* the source has a variable frame rate */
     char src_codec[32];
 } vt_prep_result;

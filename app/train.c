@@ -429,6 +429,13 @@ static vt_dump *open_dump(vt_train *t, char *err, size_t errlen) {
     cJSON_AddNumberToObject(j, "step_size", (double)sc->step_size);
     cJSON_AddNumberToObject(j, "gamma", sc->gamma);
     cJSON_AddNumberToObject(j, "min_lr", sc->min_lr);
+    /* --balance loss / logit (head 0): the twin's cross-entropy takes the same weights and
+     * adds the same log priors to the logits (null: none) */
+    const int k = tc->net.head[0].classes;
+    cJSON_AddItemToObject(j, "class_weight", t->class_weight
+                          ? cJSON_CreateFloatArray(t->class_weight, k) : cJSON_CreateNull());
+    cJSON_AddItemToObject(j, "logit_adjust", t->logit_adjust
+                          ? cJSON_CreateFloatArray(t->logit_adjust, k) : cJSON_CreateNull());
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
     vt_dump *d = vt_dump_open(o->dump, s, err, errlen);

@@ -423,18 +423,21 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
 
 /* From the heads' per-clip losses (host_loss, n clips each): head_loss[h] = the sum over
  * clips, loss_clip[j] = sum_h weight_h * loss_h(clip j); either may be NULL. */
-static void loss_sums(const vt_net *net, int n, float *loss_clip, float *head_loss) {
+/* Per clip and per head sums of the losses, each head's scaled by f[h] (NULL: 1). */
+static void loss_sums(const vt_net *net, int n, float *loss_clip, float *head_loss,
+                      const double *f) {
     const vt_net_cfg *cfg = &net->g.cfg;
     for (int h = 0; h < cfg->nheads && head_loss; h++) {
         double s = 0;
         for (int j = 0; j < n; j++)
             s += net->host_loss[(int64_t)h * net->mb + j];
-        head_loss[h] = (float)s;
+        head_loss[h] = (float)(s * (f ? f[h] : 1));
     }
     for (int j = 0; j < n && loss_clip; j++) {
         double s = 0;
         for (int h = 0; h < cfg->nheads; h++)
-            s += (double)cfg->head[h].weight * net->host_loss[(int64_t)h * net->mb + j];
+            s += (double)cfg->head[h].weight * (f ? f[h] : 1) *
+                 net->host_loss[(int64_t)h * net->mb + j];
         loss_clip[j] = (float)s;
     }
 }
@@ -474,7 +477,15 @@ void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targe
             be->i->to_host(be, net->host_loss + (int64_t)h * net->mb, loss,
                            (size_t)n * sizeof(float));
     }
-    loss_sums(net, n, loss_clip, head_loss);
+    /* A class-weighted head's reported loss is PyTorch's weighted mean, the one its
+     * gradient follows: sum w_y l / sum w_y over the global batch. Its clips' losses are
+     * scaled by weight_scale / grad_scale (= batch / sum w_y), so that the batch mean the
+     * callers take (sum / batch) is that mean. */
+    double f[VT_MAX_HEADS];
+    for (int h = 0; h < cfg->nheads; h++)
+        f[h] = cfg->head[h].loss == VT_LOSS_SOFTMAX_CE && t->class_weight[h] && grad_scale > 0
+               ? (double)t->weight_scale[h] / grad_scale : 1.0;
+    loss_sums(net, n, loss_clip, head_loss, f);
     net->have_loss = 1;
 }
 
@@ -522,7 +533,7 @@ void vt_net_outputs(vt_net *net, float *const prob[VT_MAX_HEADS], float *loss_cl
                 VT_OP(be, act_to_f32, (float *)logits, act(net, g->head_node[h]), nk);
         }
     }
-    loss_sums(net, n, loss_clip, head_loss);
+    loss_sums(net, n, loss_clip, head_loss, NULL);
     net->have_loss = 0; /* dlogits may hold probabilities now: no backward from here */
 }
 

@@ -29,7 +29,9 @@ typedef struct vt_targets {
      * (classes) float in backend memory, NULL: unweighted; a weighted head's gradient is
      * then scaled by weight_scale[h] * weight_h instead of grad_scale * weight_h, with
      * weight_scale[h] = 1 / (sum over the GLOBAL batch of class_weight[h][label]): PyTorch's
-     * weighted mean, the same whatever the towers. loss_clip holds the weighted losses. */
+     * weighted mean, the same whatever the towers. loss_clip and head_loss hold the weighted
+     * losses x weight_scale / grad_scale: their batch mean (sum / batch, as the callers
+     * take it) is PyTorch's weighted mean, the loss the gradient follows. */
     const float *class_weight[VT_MAX_HEADS];
     float weight_scale[VT_MAX_HEADS];
     /* Logit-adjusted softmax heads (--balance logit, docs/balance.md): logit_adjust[h]

@@ -47,7 +47,7 @@ for ss in $synth_seeds; do
         /usr/bin/time -f "%e" -o "$copy.time" "$bin" prep "$orig" "$copy" --short-side "$s" \
             --jobs "$(nproc)" > "$copy.log" 2>&1
         touch "$copy/.done"
-        echo "prep s$ss S=$s: $(du -sh "$orig" | cut -f1) -> $(du -sh "$copy" | cut -f1)," \
+        echo "prep s$ss S=$s: $(du -shL "$orig" | cut -f1) -> $(du -sh "$copy" | cut -f1)," \
              "$(cat "$copy.time") s, $(grep -c 'not upscaled' "$copy.log" || true) files kept at their size"
     done
 done

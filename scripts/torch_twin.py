@@ -308,7 +308,12 @@ class Replay:
         stepped to s's step by the caller."""
         x, y = self.batch(s)
         self.model.train()
-        loss = F.cross_entropy(self.model(x), y, label_smoothing=self.info['smoothing'])
+        out = self.model(x)
+        if self.info.get('logit_adjust') is not None:  # --balance logit: the loss sees
+            out = out + torch.tensor(self.info['logit_adjust'], dtype=self.dtype)  # logits + log priors
+        cw = self.info.get('class_weight')  # --balance loss: PyTorch's weighted mean
+        loss = F.cross_entropy(out, y, label_smoothing=self.info['smoothing'],
+                               weight=None if cw is None else torch.tensor(cw, dtype=self.dtype))
         self.opt.zero_grad()
         loss.backward()
         if self.info['clip_norm'] > 0:

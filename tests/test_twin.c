@@ -8,7 +8,8 @@
  * must agree (tolerances, and why, in the script). Two runs:
  *   - the default recipe (SGD Nesterov, warm-up then cosine) on one tower;
  *   - two towers split 3:2 with sync-BN, OneCycle (momentum cycled) and label smoothing:
- *     the multi-tower loop against PyTorch on one device.
+ *     the multi-tower loop against PyTorch on one device;
+ *   - on an imbalanced copy, --balance logit (two towers) and --balance loss (one).
  * It also checks that the dump says where every clip came from, within its video.
  */
 #include <math.h>
@@ -110,6 +111,38 @@ int main(void) {
     printf("%s", t ? t : "");
     TCHECK(rc == 0 && t && strstr(t, "parity: OK"), "two towers, sync-BN, OneCycle (%s)", log);
     free(t);
+
+    /* 3, 4. The imbalance modes on an imbalanced copy (the first class keeps 2 of its 6
+     * training videos): --balance logit (log priors added to the logits the loss sees) on
+     * two towers 3:2, and --balance loss (class-weighted mean, with label smoothing) on
+     * one: the twin's F.cross_entropy gets the same priors and weights from dump.json. */
+    rc = vt_test_sh("cp -r '%s/data' '%s/imb' && cd '%s/imb/train' && c=$(ls | head -1) && "
+                    "ls \"$c\" | tail -n +3 | while read f; do rm \"$c/$f\"; done", dir, dir, dir);
+    TCHECK(rc == 0, "imbalanced copy");
+    static const char *const bal[2][2] = {
+        {"logit", "--balance logit --devices cpu:2 --tower-split manual:3,2"},
+        {"loss", "--balance loss --label-smoothing 0.1"}};
+    for (int b = 0; b < 2; b++) {
+        snprintf(dump, sizeof dump, "%s/dump_%s", dir, bal[b][0]);
+        rc = vt_test_sh("'%s' train '%s/imb' --out '%s/run_%s' --clip 8x32 --stride 2 --batch 5 "
+                        "--epochs 3 --warmup 1 --val-split 0.25 --no-flip --workers 2 -q %s "
+                        "--dump '%s' > '%s/train_%s.log' 2>&1", bin, dir, dir, bal[b][0],
+                        bal[b][1], dump, dir, bal[b][0]);
+        TCHECK(rc == 0, "train --dump --balance %s (see %s/train_%s.log)", bal[b][0], dir,
+               bal[b][0]);
+        snprintf(log, sizeof log, "%s/dump_%s/dump.json", dir, bal[b][0]);
+        t = vt_test_slurp(log, NULL);
+        TCHECK(t && !strstr(t, b == 0 ? "\"logit_adjust\":\tnull" : "\"class_weight\":\tnull"),
+               "dump.json carries the --balance %s terms", bal[b][0]);
+        free(t);
+        snprintf(log, sizeof log, "%s/twin_%s.log", dir, bal[b][0]);
+        rc = twin(py, src, dump, log);
+        t = vt_test_slurp(log, NULL);
+        printf("%s", t ? t : "");
+        TCHECK(rc == 0 && t && strstr(t, "parity: OK"), "--balance %s: PyTorch-equal (%s)",
+               bal[b][0], log);
+        free(t);
+    }
 
     /* --dump replays from the first step: refused with --resume. */
     rc = vt_test_sh("'%s' train --resume '%s/run1' --dump '%s/x' > /dev/null 2>&1", bin, dir, dir);

@@ -259,8 +259,9 @@ typedef struct vt_backend_i {
      * zeroed with fill (4n floats of 0);
      * xsum_fold: acc += x in units of 2^e0 (each term rounded to a unit: the result does
      * not depend on the order of folds); xsum_round: out = acc rounded to float once.
-     * Optional: NULL where a backend has none (cuda), and a network then cannot sum
-     * exactly (vt_net_cfg.exact). */
+     * Every backend has them (the arithmetic of models/xsum_arith.h on the host and in
+     * the CUDA kernels); NULL would mean a network on it cannot sum exactly
+     * (vt_net_cfg.exact). */
     void (*xsum_fold)(vt_backend *be, int64_t *acc, const float *x, int64_t n, int e0);
     void (*xsum_round)(vt_backend *be, float *out, const int64_t *acc, int64_t n, int e0);
 } vt_backend_i;

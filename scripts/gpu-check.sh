@@ -23,7 +23,8 @@
 #    (it means the binary could not use it: driver too old for CUDA 13, missing libs);
 #    run in parallel, test_decode_hw with them when carry/media/loader_media (made by
 #    tests/make_media.sh) or an ffmpeg command is there;
-# 3b. end to end on cuda:0: the demo trained and evaluated, one vs two GPU towers over an
+# 3b. end to end on cuda:0 (with exact sums on request: VT_EXACT_SUMS=1, one epoch 1 vs
+#     2 towers and their cost in bench step): the demo trained and evaluated, one vs two GPU towers over an
 #    epoch and over one step, a GPU + CPU tower pair, bf16;
 # 3c. NVDEC: bench decode cpu vs nvdec on carry/media/hd (1080p H.264, made here);
 # 3d. micro-batches (r3d18 in a 3G budget, fp32 and bf16) against one pass, c3d, precise
@@ -148,6 +149,21 @@ if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
       "$py" scripts/compare_states.py "$w/s1-one/last.safetensors" "$w/s1-$side/last.safetensors" \
         >"$logs/e2e-s1-$side.txt" 2>&1 && note "· one step, cuda:0 vs $side: $(tail -1 "$logs/e2e-s1-$side.txt")" \
         || note "✗ one step $side: $(tail -2 "$logs/e2e-s1-$side.txt" | tr '\n' ' ')"
+    done
+    # exact sums on GPU towers (VT_EXACT_SUMS=1, not the default yet): the same epoch, one
+    # vs two towers, which should then be 0 apart (the same GPU, the heuristic's algorithms);
+    # and what they cost: r3d18 16x112 steps with and without them
+    xs=(env VT_EXACT_SUMS=1 VT_CUDA_CONV_ALGO=heuristic timeout 120 "$vt" train "$w/demo")
+    "${xs[@]}" --out "$w/x-one" "${common[@]}" --devices cuda:0 >"$logs/e2e-x-one.log" 2>&1 &&
+    "${xs[@]}" --out "$w/x-two" "${common[@]}" --devices cuda:0,cuda:0 --tower-split manual:3,1 \
+      >"$logs/e2e-x-two.log" 2>&1 &&
+    "$py" scripts/compare_states.py "$w/x-one/last.safetensors" "$w/x-two/last.safetensors" >"$logs/e2e-x.txt" 2>&1 \
+      && note "· exact sums (VT_EXACT_SUMS=1), 1 vs 2 towers on cuda:0, one epoch: $(tail -1 "$logs/e2e-x.txt") ($(grep -m1 -o 'sums over clips [a-z]*' "$logs/e2e-x-two.log"))" \
+      || note "✗ exact sums on GPU towers: $(grep -m2 -iE 'error|fatal|abort' "$logs"/e2e-x-*.log | tr '\n' ' ')"
+    for xe in 0 1; do
+      VT_EXACT_SUMS=$xe timeout 120 "$vt" bench step --model r3d18 --clip 16x112 --batch 32 \
+        --devices cuda:0 --sync-bn >"$logs/bench-x$xe.log" 2>&1
+      note "· bench step r3d18 16x112 b32, VT_EXACT_SUMS=$xe: $(grep -m1 -E 'clips/s' "$logs/bench-x$xe.log")"
     done
     # bf16 end to end: a few epochs of the demo, then eval
     timeout 90 "$vt" train "$w/demo" --out "$w/bf16" --devices cuda:0 --precision bf16 --no-flip \

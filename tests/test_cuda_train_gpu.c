@@ -10,6 +10,8 @@
  *      reducer, sync-BN): the memory policy plans about 2:1, neither tower's backend
  *      passes its budget (allocator high-water mark), and three steps give the
  *      parameters of one tower with the whole batch.
+ *   3. Exact sums on GPU towers (VT_EXACT_SUMS=1): two towers (3:1, micro-batches) are
+ *      one tower bit for bit over three steps.
  * Skips (77) without a GPU or in a build without CUDA. TF32 stays off.
  */
 #include <math.h>
@@ -267,8 +269,10 @@ static void get_params(void *ctx, vt_net *net, vt_optim *opt) {
     r->params = host_copy(vt_net_backend(net), vt_net_params(net), r->np);
 }
 
+/* Three steps of `batches` on ntowers towers of cuda:0 (budgets, 0: no limit) under the
+ * split policy; res->params after step snap + 1 (0: the first). */
 static int towers_run(tower_run *res, int ntowers, const int64_t *budgets, const vt_net_cfg *nc,
-                      vt_batch *batches) {
+                      vt_batch *batches, const char *policy, int snap, int *exact) {
     memset(res, 0, sizeof *res);
     vt_towers_cfg cfg;
     vt_towers_cfg_default(&cfg);
@@ -280,7 +284,7 @@ static int towers_run(tower_run *res, int ntowers, const int64_t *budgets, const
     cfg.batch = batches[0].n;
     cfg.reducer = ntowers > 1 ? "local" : "host";
     char err[512];
-    TCHECK(vt_slice_policy_parse(&cfg.policy, "memory", err, sizeof err) == 0, "%s", err);
+    TCHECK(vt_slice_policy_parse(&cfg.policy, policy, err, sizeof err) == 0, "%s", err);
     cfg.devices.n = ntowers;
     for (int i = 0; i < ntowers; i++) {
         vt_device *d = &cfg.devices.dev[i];
@@ -299,6 +303,8 @@ static int towers_run(tower_run *res, int ntowers, const int64_t *budgets, const
     if (!t)
         return -1;
     vt_towers_print_plan(t, stdout);
+    if (exact)
+        *exact = vt_towers_exact(t);
     const vt_plan *p = vt_towers_plan(t);
     for (int i = 0; i < ntowers && i < 2; i++)
         res->slice[i] = p->slice[i];
@@ -307,7 +313,7 @@ static int towers_run(tower_run *res, int ntowers, const int64_t *budgets, const
         vt_towers_train_step(t, &batches[s], 0.05f, &st);
         res->loss[s] = st.loss;
         printf("  step %d loss %.6f\n", s + 1, st.loss);
-        if (s == 0) /* compared after the first step: see "conditioning" above */
+        if (s == snap)
             vt_towers_run_on(t, 0, get_params, res);
     }
     for (int i = 0; i < ntowers; i++) {
@@ -363,7 +369,8 @@ static void two_towers_one_gpu(void) {
         batch_make(&batches[s], B, 16, 112, 112, 500 + (uint64_t)s);
     tower_run two, one;
     const int64_t budgets2[2] = {G12, G6}, budgets1[1] = {0};
-    if (towers_run(&two, 2, budgets2, &nc, batches) == 0) {
+    /* compared after the first step: see "conditioning" above */
+    if (towers_run(&two, 2, budgets2, &nc, batches, "memory", 0, NULL) == 0) {
         const double ratio = two.slice[1] ? (double)two.slice[0] / two.slice[1] : 0;
         printf("  plan %d : %d (ratio %.2f)\n", two.slice[0], two.slice[1], ratio);
         /* 2:1 budgets, minus the same fixed bytes (weights, gradients, optimizer state,
@@ -373,7 +380,7 @@ static void two_towers_one_gpu(void) {
         TCHECK(ratio >= 0.9 * want && ratio <= 1.1 * want,
                "memory plan ratio %.2f is not the fits' %d:%d", ratio, f12, f6);
         printf("one tower with the whole batch of %d\n", B);
-        if (towers_run(&one, 1, budgets1, &nc, batches) == 0) {
+        if (towers_run(&one, 1, budgets1, &nc, batches, "memory", 0, NULL) == 0) {
             for (int s = 0; s < 3; s++)
                 TCHECK(fabs(two.loss[s] - one.loss[s]) <= LOSS_REL * fabs(one.loss[s]),
                        "step %d loss two towers %.7f, one tower %.7f", s + 1, two.loss[s],
@@ -388,6 +395,59 @@ static void two_towers_one_gpu(void) {
         batch_free(&batches[s]);
 }
 
+/* 3. Exact sums on GPU towers (VT_EXACT_SUMS=1, models/xsum_arith.h in kernels_xsum.cu,
+ * the local reducer's int64 sum): two towers of cuda:0 split 3:1, the small one in
+ * micro-batches of 2, give the same bits as one tower after three steps of tiny with
+ * sync-BN — no tolerance. Convolutions by cuDNN's heuristic (VT_CUDA_CONV_ALGO), so both
+ * runs use the same algorithm for the same one-clip shapes (a timed search may pick
+ * another on a close call). */
+static void exact_towers_one_gpu(void) {
+    setenv("VT_EXACT_SUMS", "1", 1);
+    setenv("VT_CUDA_CONV_ALGO", "heuristic", 1);
+    printf("exact sums: two towers on cuda:0 (3:1, micro-batches of 2) vs one, tiny 8x64x64\n");
+    vt_net_cfg nc;
+    vt_net_cfg_default(&nc, "tiny", NCLASS, 8, 64, 64);
+    nc.exact = 1; /* what the towers build with VT_EXACT_SUMS=1: the plan below counts it */
+    vt_memplan mp;
+    char err[256];
+    VT_CHECK(vt_memplan_build(&mp, &nc, 1, err, sizeof err) == 0, "%s", err);
+    vt_device dv;
+    memset(&dv, 0, sizeof dv);
+    snprintf(dv.backend, sizeof dv.backend, "cuda");
+    dv.budget = mp.fixed_bytes;
+    while (vt_slice_fits(&mp, &dv) < 2) /* the smallest budget that holds 2 clips */
+        dv.budget += mp.bytes_per_clip / 4 + 1;
+    vt_memplan_free(&mp);
+    const int B = 16;
+    vt_batch batches[3];
+    for (int s = 0; s < 3; s++)
+        batch_make(&batches[s], B, 8, 64, 64, 700 + (uint64_t)s);
+    tower_run two, one;
+    int ex2 = 0, ex1 = 0;
+    const int64_t budgets2[2] = {0, dv.budget}, budgets1[1] = {0};
+    if (towers_run(&two, 2, budgets2, &nc, batches, "manual:3,1", 2, &ex2) == 0 &&
+        towers_run(&one, 1, budgets1, &nc, batches, "memory", 2, &ex1) == 0) {
+        TCHECK(ex2 && ex1, "VT_EXACT_SUMS=1: the GPU towers sum exactly (%d, %d)", ex2, ex1);
+        double worst = 0;
+        for (int64_t i = 0; i < one.np && two.np == one.np; i++)
+            worst = fmax(worst, fabs((double)two.params[i] - one.params[i]));
+        printf("  after 3 steps: worst parameter difference %.3g (loss %.9f vs %.9f)\n", worst,
+               two.loss[2], one.loss[2]);
+        TCHECK(two.np == one.np && worst == 0.0,
+               "exact sums: two GPU towers equal one bit for bit (worst %.3g)", worst);
+        for (int s = 0; s < 3; s++)
+            TCHECK(two.loss[s] == one.loss[s] || fabs(two.loss[s] - one.loss[s]) <=
+                   1e-6 * fabs(one.loss[s]), /* the reported loss is a float sum of clips */
+                   "step %d loss %.9f vs %.9f", s + 1, two.loss[s], one.loss[s]);
+        free(two.params);
+        free(one.params);
+    }
+    for (int s = 0; s < 3; s++)
+        batch_free(&batches[s]);
+    unsetenv("VT_EXACT_SUMS");
+    unsetenv("VT_CUDA_CONV_ALGO");
+}
+
 int main(void) {
     if (vt_cuda_device_count() == 0) {
         printf("test_cuda_train_gpu: no CUDA device: skipping\n");
@@ -397,6 +457,7 @@ int main(void) {
     net_vs_cpu("tiny", "cpu-ref", 4, 16, 16, 4, 0.2f, 3);
     net_vs_cpu("r3d18", "cpu", 4, 32, 32, 8, 0.0f, 1);
     two_towers_one_gpu();
+    exact_towers_one_gpu();
     return vt_test_done("test_cuda_train_gpu");
 }
 #endif

@@ -139,6 +139,12 @@ static void cu_host_free(vt_backend *be, void *ptr) {
 static void cu_fill(vt_backend *be, float *x, float v, int64_t n) {
     vt_cuk_fill(vt_cuda_enter(be)->stream, x, v, n);
 }
+static void cu_xsum_fold(vt_backend *be, int64_t *acc, const float *x, int64_t n, int e0) {
+    vt_cuk_xsum_fold(vt_cuda_enter(be)->stream, acc, x, n, e0);
+}
+static void cu_xsum_round(vt_backend *be, float *out, const int64_t *acc, int64_t n, int e0) {
+    vt_cuk_xsum_round(vt_cuda_enter(be)->stream, out, acc, n, e0);
+}
 static void cu_scale(vt_backend *be, float *x, float a, int64_t n) {
     vt_cuk_scale(vt_cuda_enter(be)->stream, x, a, n);
 }
@@ -506,6 +512,8 @@ static const vt_backend_i cuda_i = {
     .dropout_backward = cu_dropout_backward,
     .softmax_xent = cu_softmax_xent,
     .softmax_xent_w = cu_softmax_xent_w,
+    .xsum_fold = cu_xsum_fold,
+    .xsum_round = cu_xsum_round,
     .bce_logits = cu_bce_logits,
     .sgd_update = cu_sgd_update,
     .rmsprop_update = cu_rmsprop_update,

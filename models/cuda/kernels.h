@@ -130,6 +130,15 @@ void vt_cuk_adamw(cudaStream_t st, float *p, const float *g, float *m, float *v,
 /* For i in [lo, hi): s = bufs[0][i] + bufs[1][i] + ... (rank order, float), then every
  * bufs[r][i] = s. Ranges of different callers must not overlap. */
 void vt_cuk_sum_ranks(cudaStream_t st, float *const *bufs, int nranks, int64_t lo, int64_t hi);
+/* The same for int64 (xsum.h accumulators: an integer sum, exact in any order). */
+void vt_cuk_sum_ranks_i64(cudaStream_t st, int64_t *const *bufs, int nranks, int64_t lo,
+                          int64_t hi);
+
+/* ---- exact sums (models/xsum.h, the arithmetic of models/xsum_arith.h) ---- */
+/* acc (2n int64) += x (n) in units of 2^e0. */
+void vt_cuk_xsum_fold(cudaStream_t st, int64_t *acc, const float *x, int64_t n, int e0);
+/* out (n) = acc (2n int64) rounded to float. */
+void vt_cuk_xsum_round(cudaStream_t st, float *out, const int64_t *acc, int64_t n, int e0);
 
 #ifdef __cplusplus
 }

@@ -17,8 +17,9 @@
  *    vt_cuk_dt says: kernels are templates on that type, load through ld() (exact) and
  *    store through st(), which rounds a float to nearest even bf16 once, as cpu-ref's
  *    ast() does; everything else (statistics, masks, losses, optimizer) stays float.
- * They must never include FFmpeg or any vidtrain header other than kernels.h, this file
- * and cuda_check.h (nvcc compiles them as C++).
+ * They must never include FFmpeg or any vidtrain header other than kernels.h, this file,
+ * cuda_check.h and models/xsum_arith.h (pure arithmetic shared with the host; nvcc
+ * compiles them as C++).
  */
 #ifndef VT_CUDA_KERNELS_IMPL_CUH
 #define VT_CUDA_KERNELS_IMPL_CUH

@@ -53,7 +53,7 @@ void vt_towers_cfg_default(vt_towers_cfg *cfg) {
 
 int vt_towers_exact(const vt_towers *t) { return t->cfg.net.exact; }
 
-/* 1 when every device of the list is a CPU backend (host memory, the xsum ops). */
+/* 1 when every device of the list is a CPU backend. */
 static int all_host(const vt_device_list *d) {
     for (int i = 0; i < d->n; i++)
         if (!strcmp(d->dev[i].backend, "cuda"))
@@ -63,7 +63,11 @@ static int all_host(const vt_device_list *d) {
 
 int vt_towers_exact_for(const vt_device_list *devices, int exact_off) {
     const char *xe = getenv("VT_EXACT_SUMS");
-    return !exact_off && !(xe && !strcmp(xe, "0")) && all_host(devices);
+    if (exact_off || (xe && !strcmp(xe, "0")))
+        return 0;
+    /* GPU towers: only when asked (VT_EXACT_SUMS=1), until a GPU run has measured the
+     * cost of their per-clip convolutions (docs/distributed.md) */
+    return all_host(devices) || (xe && !strcmp(xe, "1"));
 }
 
 vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
@@ -144,7 +148,7 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
     if (!T->red)
         goto fail;
     /* Every process decides from the same global list and the same kind of reducer. */
-    if (!all_host(&T->gdev) || !T->red->i->allreduce_sum_i64)
+    if (!vt_towers_exact_for(&T->gdev, cfg->exact_off) || !T->red->i->allreduce_sum_i64)
         T->cfg.net.exact = 0;
     double bucket_mb = T->cfg.net.exact ? 0 : cfg->bucket_mb; /* exact: one sum after backward */
     if (bucket_mb < 0) {

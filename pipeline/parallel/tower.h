@@ -94,7 +94,9 @@ typedef struct vt_towers_cfg {
                                    possible. 0 (default): exact sums (models/xsum.h,
                                    vt_net_cfg.exact) whenever every tower of every process
                                    is a CPU backend, so a step is the same bits on any
-                                   split; GPU towers sum in float (equal to rounding).
+                                   split; GPU towers sum in float (equal to rounding)
+                                   unless VT_EXACT_SUMS=1 asks for exact sums there too
+                                   (their cost on a GPU is not measured yet).
                                    VT_EXACT_SUMS=0 in the environment sets it too */
     const float *logit_adjust[VT_MAX_HEADS]; /* softmax heads' logit adjustments (host,
                                    (classes), copied; NULL: none): --balance logit, the
@@ -140,8 +142,9 @@ typedef struct vt_towers vt_towers;
 /* 1 when the towers sum over clips exactly (vt_towers_cfg.exact_off, models/xsum.h). */
 int vt_towers_exact(const vt_towers *t);
 /* Whether towers on these devices would sum exactly (the rule of vt_towers_cfg.exact_off:
- * every device a CPU backend, not turned off, VT_EXACT_SUMS not 0): for memory plans made
- * outside the towers (vidtrain plan, tests' budgets), whose vt_net_cfg.exact it sets. */
+ * not turned off, VT_EXACT_SUMS not 0, and every device a CPU backend or VT_EXACT_SUMS=1):
+ * for memory plans made outside the towers (vidtrain plan, tests' budgets), whose
+ * vt_net_cfg.exact it sets. */
 int vt_towers_exact_for(const vt_device_list *devices, int exact_off);
 
 /* Builds the plan (memory plan per budget, then the split), one thread per tower, a

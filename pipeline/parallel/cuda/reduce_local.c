@@ -3,7 +3,8 @@
  * on ONE GPU, each with its own backend and stream, summing in device memory without
  * NCCL (which refuses two ranks on one device) and without a trip through the host.
  *
- * allreduce_sum: every rank publishes its buffer pointer and records a "ready" event on
+ * allreduce_sum (and allreduce_sum_i64, the same for the exact sums' int64 accumulators):
+ * every rank publishes its buffer pointer and records a "ready" event on
  * its stream; at a host barrier all pointers are known; then rank r makes its stream wait
  * for every rank's ready event and runs one kernel over ITS chunk of the elements that
  * sums all ranks' values IN RANK ORDER ((b0 + b1) + b2 ...) and writes the sum back into
@@ -33,7 +34,7 @@
 typedef struct local_ctx {
     int nranks, device;
     pthread_barrier_t bar;
-    float *bufs[VT_CUK_MAX_RANKS];    /* this call's buffer of each rank */
+    void *bufs[VT_CUK_MAX_RANKS];     /* this call's buffer of each rank */
     int64_t lens[VT_CUK_MAX_RANKS];   /* and its length, checked to agree */
     cudaEvent_t ready[VT_CUK_MAX_RANKS], done[VT_CUK_MAX_RANKS];
 } local_ctx;
@@ -47,7 +48,7 @@ static cudaStream_t rank_stream(local_ctx *c, int rank, vt_backend *be) {
 }
 
 /* Publish, record "ready", meet: afterwards every rank's pointer and length are known. */
-static void publish(local_ctx *c, int rank, cudaStream_t st, float *buf, int64_t n) {
+static void publish(local_ctx *c, int rank, cudaStream_t st, void *buf, int64_t n) {
     c->bufs[rank] = buf;
     c->lens[rank] = n;
     CUDA_CHECK(cudaEventRecord(c->ready[rank], st));
@@ -57,7 +58,9 @@ static void publish(local_ctx *c, int rank, cudaStream_t st, float *buf, int64_t
                  (long long)c->lens[q], (long long)n);
 }
 
-static void local_allreduce(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n) {
+/* float (i64 = 0) or int64 (i64 = 1: the exact sums' accumulators) elements. */
+static void allreduce_any(vt_reducer *r, int rank, vt_backend *be, void *buf, int64_t n,
+                          int i64) {
     local_ctx *c = r->ctx;
     cudaStream_t st = rank_stream(c, rank, be);
     if (c->nranks == 1 || n <= 0)
@@ -67,7 +70,10 @@ static void local_allreduce(vt_reducer *r, int rank, vt_backend *be, float *buf,
         if (q != rank)
             CUDA_CHECK(cudaStreamWaitEvent(st, c->ready[q], 0));
     const int64_t lo = n * rank / c->nranks, hi = n * (rank + 1) / c->nranks;
-    vt_cuk_sum_ranks(st, c->bufs, c->nranks, lo, hi);
+    if (i64)
+        vt_cuk_sum_ranks_i64(st, (int64_t *const *)c->bufs, c->nranks, lo, hi);
+    else
+        vt_cuk_sum_ranks(st, (float *const *)c->bufs, c->nranks, lo, hi);
     CUDA_CHECK(cudaEventRecord(c->done[rank], st));
     /* After this barrier every done event is recorded, and nobody republishes before all
      * have passed it, so bufs[] and the events are not overwritten while still needed. */
@@ -75,6 +81,15 @@ static void local_allreduce(vt_reducer *r, int rank, vt_backend *be, float *buf,
     for (int q = 0; q < c->nranks; q++)
         if (q != rank)
             CUDA_CHECK(cudaStreamWaitEvent(st, c->done[q], 0));
+}
+
+static void local_allreduce(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n) {
+    allreduce_any(r, rank, be, buf, n, 0);
+}
+
+static void local_allreduce_i64(vt_reducer *r, int rank, vt_backend *be, int64_t *buf,
+                                int64_t n) {
+    allreduce_any(r, rank, be, buf, n, 1);
 }
 
 static void local_broadcast(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n,
@@ -125,6 +140,7 @@ static const vt_reducer_i local_i = {
     .name = "local",
     .allreduce_sum = local_allreduce,
     .broadcast = local_broadcast,
+    .allreduce_sum_i64 = local_allreduce_i64,
     .barrier = local_barrier,
     .destroy = local_destroy,
     .stats = NULL,

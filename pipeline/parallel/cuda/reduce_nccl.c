@@ -113,6 +113,20 @@ static void nccl_allreduce(vt_reducer *r, int rank, vt_backend *be, float *buf, 
     wait_stream(c, rank, st, "allreduce");
 }
 
+/* The exact sums' int64 accumulators (reduce.h): an integer sum, so NCCL's order does
+ * not matter and every rank gets the same integers as the host reducer's rank-order sum. */
+static void nccl_allreduce_i64(vt_reducer *r, int rank, vt_backend *be, int64_t *buf,
+                               int64_t n) {
+    nccl_ctx *c = r->ctx;
+    rank_check(c, rank, be);
+    if (n <= 0)
+        return;
+    CUDA_CHECK(cudaSetDevice(c->dev[rank]));
+    cudaStream_t st = (cudaStream_t)vt_cuda_stream(be);
+    NCCL_CALL(ncclAllReduce(buf, buf, (size_t)n, ncclInt64, ncclSum, c->comm[rank], st));
+    wait_stream(c, rank, st, "allreduce (int64)");
+}
+
 static void nccl_broadcast(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n,
                            int root) {
     nccl_ctx *c = r->ctx;
@@ -196,6 +210,7 @@ static const vt_reducer_i nccl_i = {
     .name = "nccl",
     .allreduce_sum = nccl_allreduce,
     .broadcast = nccl_broadcast,
+    .allreduce_sum_i64 = nccl_allreduce_i64,
     .barrier = nccl_barrier,
     .destroy = nccl_destroy,
     .stats = NULL,

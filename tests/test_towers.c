@@ -737,36 +737,8 @@ static void precise_bn_family(vt_batch *b16, const vt_optim_cfg *oc) {
     }
 }
 
-/* Who sums exactly (tower.h vt_towers_exact_for): CPU towers by default, GPU towers only
- * when VT_EXACT_SUMS=1 asks, nobody with VT_EXACT_SUMS=0 or exact_off. A rule on names:
- * no GPU needed. */
-static void exact_rule(void) {
-    vt_device_list cpu = {0}, mixed = {0};
-    cpu.n = 2;
-    snprintf(cpu.dev[0].backend, sizeof cpu.dev[0].backend, "cpu");
-    snprintf(cpu.dev[1].backend, sizeof cpu.dev[1].backend, "cpu-ref");
-    mixed = cpu;
-    snprintf(mixed.dev[1].backend, sizeof mixed.dev[1].backend, "cuda");
-    static const struct { const char *env; int off, cpu, mixed; } want[] = {
-        {NULL, 0, 1, 0}, {"1", 0, 1, 1}, {"0", 0, 0, 0}, {NULL, 1, 0, 0}, {"1", 1, 0, 0}};
-    for (int i = 0; i < (int)(sizeof want / sizeof want[0]); i++) {
-        if (want[i].env)
-            setenv("VT_EXACT_SUMS", want[i].env, 1);
-        else
-            unsetenv("VT_EXACT_SUMS");
-        TCHECK(vt_towers_exact_for(&cpu, want[i].off) == want[i].cpu &&
-                   vt_towers_exact_for(&mixed, want[i].off) == want[i].mixed,
-               "VT_EXACT_SUMS=%s exact_off %d: cpu towers %d (want %d), with a GPU %d (want %d)",
-               want[i].env ? want[i].env : "(unset)", want[i].off,
-               vt_towers_exact_for(&cpu, want[i].off), want[i].cpu,
-               vt_towers_exact_for(&mixed, want[i].off), want[i].mixed);
-    }
-    unsetenv("VT_EXACT_SUMS");
-}
-
 int main(void) {
     double t0 = vt_now();
-    exact_rule();
     vt_optim_cfg oc;
     vt_optim_cfg_default(&oc, VT_OPT_SGD);
 

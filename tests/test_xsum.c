@@ -12,11 +12,15 @@
  *  3. Edges: terms below the unit round to the nearest unit; subnormals, signed zeros,
  *     cancellation to exactly zero, huge terms saturating the same way in every order,
  *     the carry between the limbs in both directions.
+ *  4. Who sums exactly (vt_towers_exact_for): CPU towers by default, GPU towers on request.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "models/common.h"
 #include "models/xsum.h"
+#include "pipeline/parallel/tower.h"
 #include "tests/testutil.h"
 
 #define E0 VT_XSUM_GRAD_E0
@@ -181,7 +185,35 @@ static void edges(void) {
            "1e11 + 1e-7 in stats units: rest %.9g", rest);
 }
 
+/* Who sums exactly (tower.h vt_towers_exact_for): CPU towers by default, GPU towers only
+ * when VT_EXACT_SUMS=1 asks, nobody with VT_EXACT_SUMS=0 or exact_off. A rule on names:
+ * no GPU needed. */
+static void exact_rule(void) {
+    vt_device_list cpu = {0}, mixed = {0};
+    cpu.n = 2;
+    snprintf(cpu.dev[0].backend, sizeof cpu.dev[0].backend, "cpu");
+    snprintf(cpu.dev[1].backend, sizeof cpu.dev[1].backend, "cpu-ref");
+    mixed = cpu;
+    snprintf(mixed.dev[1].backend, sizeof mixed.dev[1].backend, "cuda");
+    static const struct { const char *env; int off, cpu, mixed; } want[] = {
+        {NULL, 0, 1, 0}, {"1", 0, 1, 1}, {"0", 0, 0, 0}, {NULL, 1, 0, 0}, {"1", 1, 0, 0}};
+    for (int i = 0; i < (int)(sizeof want / sizeof want[0]); i++) {
+        if (want[i].env)
+            setenv("VT_EXACT_SUMS", want[i].env, 1);
+        else
+            unsetenv("VT_EXACT_SUMS");
+        TCHECK(vt_towers_exact_for(&cpu, want[i].off) == want[i].cpu &&
+                   vt_towers_exact_for(&mixed, want[i].off) == want[i].mixed,
+               "VT_EXACT_SUMS=%s exact_off %d: cpu towers %d (want %d), with a GPU %d (want %d)",
+               want[i].env ? want[i].env : "(unset)", want[i].off,
+               vt_towers_exact_for(&cpu, want[i].off), want[i].cpu,
+               vt_towers_exact_for(&mixed, want[i].off), want[i].mixed);
+    }
+    unsetenv("VT_EXACT_SUMS");
+}
+
 int main(void) {
+    exact_rule();
     order_and_value();
     edges();
     return vt_test_done("test_xsum");

@@ -60,7 +60,7 @@ int vt_cmd_plan(int argc, char **argv) {
         fprintf(stderr, "vidtrain plan: %s\n", err);
         return bad == VT_STEP_ARGS_USAGE ? 2 : 1;
     }
-    nc.exact = vt_towers_exact_for(&devs, 0); /* CPU towers: the exact sums' bytes too */
+    nc.exact = vt_towers_exact_for(&devs, 0); /* exact sums: their bytes too */
     vt_memplan mp;
     if (vt_memplan_build(&mp, &nc, vt_optim_state_per_param(&oc), err, sizeof err)) {
         fprintf(stderr, "vidtrain plan: %s\n", err);

@@ -105,8 +105,10 @@ static void usage(FILE *f) {
 /* ---- options recorded in DST ---- */
 
 static char *options_text(const vt_prep_opts *o) {
-    return prep_fmt("short_side=%d\nfps=%g\ngop=%d\ncodec=%s\nquality=%d\n", o->short_side, o->fps,
-               o->gop, o->codec, o->quality);
+    /* small=kept: sources at most S keep their size (2026-11-26; a DST made before that
+     * has them upscaled to S, and is refused without --force rather than mixed) */
+    return prep_fmt("short_side=%d\nsmall=kept\nfps=%g\ngop=%d\ncodec=%s\nquality=%d\n",
+                    o->short_side, o->fps, o->gop, o->codec, o->quality);
 }
 
 /* --trim: the dataset as train reads it (lists, labels), its segments as new entries.

@@ -421,9 +421,9 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
 
 /* ---- loss, outputs ---- */
 
-/* From the heads' per-clip losses (host_loss, n clips each): head_loss[h] = the sum over
- * clips, loss_clip[j] = sum_h weight_h * loss_h(clip j); either may be NULL. */
-/* Per clip and per head sums of the losses, each head's scaled by f[h] (NULL: 1). */
+/* From the heads' per-clip losses (host_loss, n clips each), each head's scaled by f[h]
+ * (f NULL: 1): head_loss[h] = the sum over clips, loss_clip[j] = sum_h weight_h * f[h] *
+ * loss_h(clip j); either may be NULL. */
 static void loss_sums(const vt_net *net, int n, float *loss_clip, float *head_loss,
                       const double *f) {
     const vt_net_cfg *cfg = &net->g.cfg;

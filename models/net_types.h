@@ -41,7 +41,7 @@ typedef struct vt_net_cfg {
                            statistics clip by clip into fixed-point accumulators, so any
                            split into towers and micro-batches gives the same bits as one
                            device (DESIGN.md invariant 1). Needs a backend with the xsum
-                           ops (cpu, cpu-ref); costs 16 bytes a parameter (memplan.c) */
+                           ops (cpu, cpu-ref, cuda); costs 16 bytes a parameter (memplan.c) */
 } vt_net_cfg;
 
 /* Names of the zoo, NULL-terminated (defined in zoo.c, public through net.h). */

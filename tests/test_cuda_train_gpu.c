@@ -256,7 +256,7 @@ static void batch_free(vt_batch *b) {
 }
 
 typedef struct tower_run {
-    float *params; /* after the first of 3 steps */
+    float *params; /* after step snap + 1 of 3 (towers_run) */
     int64_t np;
     double loss[3];
     int slice[2];
@@ -414,9 +414,19 @@ static void exact_towers_one_gpu(void) {
     vt_device dv;
     memset(&dv, 0, sizeof dv);
     snprintf(dv.backend, sizeof dv.backend, "cuda");
-    dv.budget = mp.fixed_bytes;
-    while (vt_slice_fits(&mp, &dv) < 2) /* the smallest budget that holds 2 clips */
-        dv.budget += mp.bytes_per_clip / 4 + 1;
+    /* Sync-BN normalises each pass over the clips every tower has in it (tower.h), so the
+     * one-tower reference runs the same passes: the 3:1 split of 16 runs [0,14) (12 + 2)
+     * and [14,16) (0 + 2), and the reference's budget fits 14 clips. Each budget is the
+     * smallest that fits its clips (steps of a quarter clip: none is skipped). */
+    VT_CHECK(mp.bytes_per_clip > 0, "tiny: %lld bytes a clip", (long long)mp.bytes_per_clip);
+    int64_t fit[2];
+    const int want_fit[2] = {2, 14};
+    for (int k = 0; k < 2; k++) {
+        dv.budget = mp.fixed_bytes;
+        while (vt_slice_fits(&mp, &dv) < want_fit[k])
+            dv.budget += mp.bytes_per_clip / 4 + 1;
+        fit[k] = dv.budget;
+    }
     vt_memplan_free(&mp);
     const int B = 16;
     vt_batch batches[3];
@@ -424,7 +434,7 @@ static void exact_towers_one_gpu(void) {
         batch_make(&batches[s], B, 8, 64, 64, 700 + (uint64_t)s);
     tower_run two, one;
     int ex2 = 0, ex1 = 0;
-    const int64_t budgets2[2] = {0, dv.budget}, budgets1[1] = {0};
+    const int64_t budgets2[2] = {0, fit[0]}, budgets1[1] = {fit[1]};
     if (towers_run(&two, 2, budgets2, &nc, batches, "manual:3,1", 2, &ex2) == 0 &&
         towers_run(&one, 1, budgets1, &nc, batches, "memory", 2, &ex1) == 0) {
         TCHECK(ex2 && ex1, "VT_EXACT_SUMS=1: the GPU towers sum exactly (%d, %d)", ex2, ex1);

@@ -392,6 +392,10 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
     int even = VT_MAX(2 * (int)lround(along / 2), s);
     j.ow = w >= h ? even : s;
     j.oh = w >= h ? s : even;
+    if (res->size_kept) { /* the source's own sides, rounded down to even: never past it */
+        j.ow = VT_MAX(in->disp_width & ~1, 2);
+        j.oh = VT_MAX(in->disp_height & ~1, 2);
+    }
     res->out_width = j.ow;
     res->out_height = j.oh;
     vt_video_frame_ts(j.v, 0, &j.tb_num, &j.tb_den);

@@ -637,9 +637,8 @@ static void ref_adamw_update(vt_backend *be, float *p, const float *g, float *m,
 
 /* ---------------------------------------------------------------- exact sums ---- */
 
-static void ref_xsum_fold(vt_backend *be, int64_t *acc, const float *x, int k, int64_t ldx,
-                          int64_t n, int e0) {
-    vt_xsum_fold_k(acc, x, k, ldx, n, e0, be->threads);
+static void ref_xsum_fold(vt_backend *be, int64_t *acc, const float *x, int64_t n, int e0) {
+    vt_xsum_fold(acc, x, n, e0, be->threads);
 }
 static void ref_xsum_round(vt_backend *be, float *out, const int64_t *acc, int64_t n, int e0) {
     vt_xsum_round(out, acc, n, e0, be->threads);

@@ -125,7 +125,7 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
         }
     }
     mp->workspace_bytes = g.ws_floats * fb + mp->scratch_bytes;
-    if (cfg->exact) { /* net_exact.c: the gradients' accumulators, a few clips' gradients */
+    if (cfg->exact) { /* net_exact.c: the gradients' accumulators, a clip's gradients */
         mp->grad_bytes += g.nparams * 16;
         mp->workspace_bytes += vt_netx_xtmp_floats(&g) * fb + vt_netx_xbn_i64(&g) * 8;
     }

@@ -94,7 +94,7 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
         {(void **)&net->clipf, g->clip_f32 * 4 * max_batch, "per-clip floats", 0},
         /* cfg.exact only (net_exact.c): opt, not allocated without it */
         {(void **)&net->xgrads, cfg->exact ? g->nparams * 16 : 0, "gradient accumulators", 1},
-        {(void **)&net->xtmp, cfg->exact ? vt_netx_xtmp_floats(g) * 4 : 0, "clips' gradients", 1},
+        {(void **)&net->xtmp, cfg->exact ? vt_netx_xtmp_floats(g) * 4 : 0, "a clip's gradients", 1},
         {(void **)&net->xbn, cfg->exact ? vt_netx_xbn_i64(g) * 8 : 0, "batch-norm accumulators", 1},
     };
     if (cfg->exact && (!be->i->xsum_fold || !be->i->xsum_round)) {

@@ -19,23 +19,7 @@
 #include "models/net_impl.h"
 #include "models/xsum.h"
 
-/* A layer's weight gradients are folded FOLD_CLIPS clips at a time where a scratch of
- * FOLD_SCRATCH floats holds them (at least one clip): one pass over the accumulators (16
- * bytes an element, read and written) then serves several clips. r3d18's largest layer
- * (7.1M parameters) folds 2 at a time, its others and tiny's 4. */
-#define FOLD_CLIPS 4
-#define FOLD_SCRATCH ((int64_t)16 << 20)
-
-/* Clips folded at once for a layer of p gradient floats (weight and bias). */
-static int fold_clips(int64_t p) {
-    return (int)VT_MAX(1, VT_MIN(FOLD_CLIPS, FOLD_SCRATCH / VT_MAX(p, 1)));
-}
-
-static int64_t node_param_floats(const vt_graph *g, const vt_node *nd) {
-    return g->tensors[nd->wt].numel + (nd->bt >= 0 ? g->tensors[nd->bt].numel : 0);
-}
-
-/* Floats of fold_clips clips' gradients of a layer (weight and bias), and of a BN layer's
+/* Floats of one clip's gradient of a layer (weight and bias), and of a BN layer's
  * per-clip sums (2c). */
 int64_t vt_netx_xtmp_floats(const vt_graph *g) {
     int64_t m = 1;
@@ -44,10 +28,8 @@ int64_t vt_netx_xtmp_floats(const vt_graph *g) {
         int64_t f = 0;
         if (nd->kind == VT_NODE_BN)
             f = 2 * (int64_t)nd->c;
-        if (nd->wt >= 0) {
-            const int64_t p = node_param_floats(g, nd);
-            f = VT_MAX(f, fold_clips(p) * p);
-        }
+        if (nd->wt >= 0)
+            f = VT_MAX(f, g->tensors[nd->wt].numel + (nd->bt >= 0 ? g->tensors[nd->bt].numel : 0));
         m = VT_MAX(m, f);
     }
     return m;
@@ -85,19 +67,23 @@ void vt_netx_linear_forward(vt_net *net, int i, float *out, const float *in, int
               nd->ic, nd->c);
 }
 
-/* ---- backward: clips' weight and bias gradients into xtmp, then folded ---- */
+/* ---- backward: a clip's weight and bias gradient into xtmp, then folded ---- */
 
-/* xtmp holds k clips' [dw | db] of node nd, p floats apart: into the gradients'
- * accumulators, in one pass. */
-static void fold_params(vt_net *net, const vt_node *nd, int k, int64_t p) {
+/* xtmp holds one clip's [dw | db] of node nd: into the gradients' accumulators. */
+static void fold_params(vt_net *net, const vt_node *nd) {
     vt_backend *be = net->be;
     const vt_graph *g = &net->g;
     const int64_t nw = g->tensors[nd->wt].numel;
-    VT_OP(be, xsum_fold, net->xgrads + 2 * g->tensors[nd->wt].offset, net->xtmp, k, p, nw,
+    VT_OP(be, xsum_fold, net->xgrads + 2 * g->tensors[nd->wt].offset, net->xtmp, nw,
           VT_XSUM_GRAD_E0);
     if (nd->bt >= 0)
-        VT_OP(be, xsum_fold, net->xgrads + 2 * g->tensors[nd->bt].offset, net->xtmp + nw, k,
-              p, g->tensors[nd->bt].numel, VT_XSUM_GRAD_E0);
+        VT_OP(be, xsum_fold, net->xgrads + 2 * g->tensors[nd->bt].offset, net->xtmp + nw,
+              g->tensors[nd->bt].numel, VT_XSUM_GRAD_E0);
+}
+
+static int64_t param_floats(const vt_net *net, const vt_node *nd) {
+    const vt_graph *g = &net->g;
+    return g->tensors[nd->wt].numel + (nd->bt >= 0 ? g->tensors[nd->bt].numel : 0);
 }
 
 void vt_netx_conv_backward(vt_net *net, int i, float *din, const float *dout, const float *in,
@@ -106,16 +92,12 @@ void vt_netx_conv_backward(vt_net *net, int i, float *din, const float *dout, co
     const vt_node *nd = &net->g.nodes[i];
     const int in_thw[3] = {nd->it, nd->ih, nd->iw};
     const int64_t fi = in_elems(nd), fo = vt_node_floats(nd), nw = net->g.tensors[nd->wt].numel;
-    const int64_t p = node_param_floats(&net->g, nd);
-    const int K = fold_clips(p);
-    for (int j0 = 0; j0 < n; j0 += K) {
-        const int k = VT_MIN(K, n - j0);
-        VT_OP(be, fill, net->xtmp, 0.0f, k * p);
-        for (int q = 0, j = j0; q < k; q++, j++)
-            VT_OP(be, conv3d_backward, din ? act_ptr(net, din, j * fi) : NULL, net->xtmp + q * p,
-                  nd->bt >= 0 ? net->xtmp + q * p + nw : NULL, act_ptr(net, dout, j * fo),
-                  act_ptr(net, in, j * fi), param(net, nd->wt), 1, in_thw, &nd->conv);
-        fold_params(net, nd, k, p);
+    for (int j = 0; j < n; j++) {
+        VT_OP(be, fill, net->xtmp, 0.0f, param_floats(net, nd));
+        VT_OP(be, conv3d_backward, din ? act_ptr(net, din, j * fi) : NULL, net->xtmp,
+              nd->bt >= 0 ? net->xtmp + nw : NULL, act_ptr(net, dout, j * fo),
+              act_ptr(net, in, j * fi), param(net, nd->wt), 1, in_thw, &nd->conv);
+        fold_params(net, nd);
     }
 }
 
@@ -124,17 +106,13 @@ void vt_netx_linear_backward(vt_net *net, int i, float *din, const float *dout,
     vt_backend *be = net->be;
     const vt_node *nd = &net->g.nodes[i];
     const int64_t nw = net->g.tensors[nd->wt].numel;
-    const int64_t p = node_param_floats(&net->g, nd);
-    const int K = fold_clips(p);
-    for (int j0 = 0; j0 < n; j0 += K) {
-        const int k = VT_MIN(K, n - j0);
-        VT_OP(be, fill, net->xtmp, 0.0f, k * p);
-        for (int q = 0, j = j0; q < k; q++, j++)
-            VT_OP(be, linear_backward, din ? act_ptr(net, din, (int64_t)j * nd->ic) : NULL,
-                  net->xtmp + q * p, nd->bt >= 0 ? net->xtmp + q * p + nw : NULL,
-                  act_ptr(net, dout, (int64_t)j * nd->c), act_ptr(net, in, (int64_t)j * nd->ic),
-                  param(net, nd->wt), 1, nd->ic, nd->c);
-        fold_params(net, nd, k, p);
+    for (int j = 0; j < n; j++) {
+        VT_OP(be, fill, net->xtmp, 0.0f, param_floats(net, nd));
+        VT_OP(be, linear_backward, din ? act_ptr(net, din, (int64_t)j * nd->ic) : NULL,
+              net->xtmp, nd->bt >= 0 ? net->xtmp + nw : NULL,
+              act_ptr(net, dout, (int64_t)j * nd->c), act_ptr(net, in, (int64_t)j * nd->ic),
+              param(net, nd->wt), 1, nd->ic, nd->c);
+        fold_params(net, nd);
     }
 }
 
@@ -157,14 +135,14 @@ void vt_netx_bn_sums(vt_net *net, int i, float *buf, const float *x, const float
             VT_OP(be, bn_backward_reduce, net->xtmp, net->xtmp + c, act_ptr(net, dy, j * f), xj,
                   k, mean, invstd, 1, c, s);
             /* gamma += sum_dy_xhat, beta += sum_dy: this clip's, exactly */
-            VT_OP(be, xsum_fold, net->xgrads + 2 * g->tensors[nd->wt].offset, net->xtmp + c, 1,
-                  c, c, VT_XSUM_GRAD_E0);
-            VT_OP(be, xsum_fold, net->xgrads + 2 * g->tensors[nd->bt].offset, net->xtmp, 1, c,
-                  c, VT_XSUM_GRAD_E0);
+            VT_OP(be, xsum_fold, net->xgrads + 2 * g->tensors[nd->wt].offset, net->xtmp + c, c,
+                  VT_XSUM_GRAD_E0);
+            VT_OP(be, xsum_fold, net->xgrads + 2 * g->tensors[nd->bt].offset, net->xtmp, c,
+                  VT_XSUM_GRAD_E0);
         } else {
             VT_OP(be, bn_stats, net->xtmp, net->xtmp + c, xj, k, 1, c, s);
         }
-        VT_OP(be, xsum_fold, acc, net->xtmp, 1, 2 * (int64_t)c, 2 * (int64_t)c, VT_XSUM_STAT_E0);
+        VT_OP(be, xsum_fold, acc, net->xtmp, 2 * (int64_t)c, VT_XSUM_STAT_E0);
     }
     if (count) { /* the count travels as one raw int64 beside the accumulators */
         int64_t here = (int64_t)n * s;

@@ -39,7 +39,7 @@ struct vt_net {
     float *host_loss;     /* (nheads, mb) host copy of the per-clip losses */
     /* exact sums (cfg.exact, net_exact.c): backend memory */
     int64_t *xgrads;      /* (2 * nparams) the gradients' accumulators (xsum.h) */
-    float *xtmp;          /* a few clips' weight and bias gradients of a layer, or a BN layer's
+    float *xtmp;          /* one clip's weight and bias gradient of a layer, or a BN layer's
                              sums (vt_netx_xtmp_floats) */
     int64_t *xbn;         /* (4 * max BN channels + 2) a BN layer's sums and count */
     vt_allreduce_i64_fn bn_sync_x; /* sync-BN's exact sum over towers (ctx: bn_sync_ctx) */

@@ -13,15 +13,9 @@
 #define XSUM_PAR_MIN 32768
 
 void vt_xsum_fold(int64_t *acc, const float *x, int64_t n, int e0, int threads) {
-    vt_xsum_fold_k(acc, x, 1, n, n, e0, threads);
-}
-
-void vt_xsum_fold_k(int64_t *acc, const float *x, int k, int64_t ldx, int64_t n, int e0,
-                    int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > XSUM_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
-        for (int q = 0; q < k; q++)
-            vt_xs_fold1(acc + 2 * i, x[(int64_t)q * ldx + i], e0);
+        vt_xs_fold1(acc + 2 * i, x[i], e0);
 }
 
 void vt_xsum_round(float *out, const int64_t *acc, int64_t n, int e0, int threads) {

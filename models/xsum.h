@@ -33,11 +33,6 @@
 
 /* acc (2n int64, element i at acc[2i], acc[2i+1]) += x[0..n) in units of 2^e0. */
 void vt_xsum_fold(int64_t *acc, const float *x, int64_t n, int e0, int threads);
-/* The same for k arrays of terms at once, x[q * ldx + i] for q < k: one pass over the
- * accumulators for k terms an element (the same integers as k folds: integers add
- * exactly in any grouping), so the accumulators' memory traffic is paid once per k. */
-void vt_xsum_fold_k(int64_t *acc, const float *x, int k, int64_t ldx, int64_t n, int e0,
-                    int threads);
 /* out[0..n) = the accumulated values rounded to float (round to nearest). */
 void vt_xsum_round(float *out, const int64_t *acc, int64_t n, int e0, int threads);
 /* dst (2n) += src (2n), limb by limb: the sum of two accumulators (reduce.h). */

@@ -12,7 +12,6 @@
  *  3. Edges: terms below the unit round to the nearest unit; subnormals, signed zeros,
  *     cancellation to exactly zero, huge terms saturating the same way in every order,
  *     the carry between the limbs in both directions.
- *  1b. Folding k terms an element at once (vt_xsum_fold_k) gives the same limbs.
  *  4. Who sums exactly (vt_towers_exact_for): CPU towers by default, GPU towers on request.
  */
 #include <stdio.h>
@@ -98,14 +97,6 @@ static void order_and_value(void) {
         vt_xsum_add(b, part, N);
         vt_xsum_round(fb, b, N, E0, 2);
         TCHECK(!memcmp(fa, fb, sizeof(float) * N), "split at %d of %d: other floats", cut, K);
-    }
-    /* k terms an element in one pass (vt_xsum_fold_k: several clips folded at once), in
-     * groups of 1..5 with 1 or 2 threads: the same accumulators, limb for limb */
-    for (int g = 1; g <= 5; g++) {
-        memset(b, 0, sizeof(int64_t) * 2 * N);
-        for (int t = 0; t < K; t += g)
-            vt_xsum_fold_k(b, terms + (int64_t)t * N, VT_MIN(g, K - t), N, N, E0, 1 + g % 2);
-        TCHECK(!memcmp(a, b, sizeof(int64_t) * 2 * N), "fold_k in groups of %d: other limbs", g);
     }
     TCHECK(value_of(a, 0) == 0 && fa[0] == 0.0f, "exact cancellation: %g", (double)fa[0]);
     TCHECK(fa[1] == ldexpf(1.0f, -55), "cancellation to 2^-55: %g", (double)fa[1]);

@@ -135,9 +135,8 @@ void vt_cuk_sum_ranks_i64(cudaStream_t st, int64_t *const *bufs, int nranks, int
                           int64_t hi);
 
 /* ---- exact sums (models/xsum.h, the arithmetic of models/xsum_arith.h) ---- */
-/* acc (2n int64) += x[q * ldx + 0..n) for q < k, in units of 2^e0. */
-void vt_cuk_xsum_fold(cudaStream_t st, int64_t *acc, const float *x, int k, int64_t ldx,
-                      int64_t n, int e0);
+/* acc (2n int64) += x (n) in units of 2^e0. */
+void vt_cuk_xsum_fold(cudaStream_t st, int64_t *acc, const float *x, int64_t n, int e0);
 /* out (n) = acc (2n int64) rounded to float. */
 void vt_cuk_xsum_round(cudaStream_t st, float *out, const int64_t *acc, int64_t n, int e0);
 

@@ -17,18 +17,14 @@
 #include "models/cuda/kernels_impl.cuh"
 #include "models/xsum_arith.h"
 
-__global__ static void k_xsum_fold(int64_t *acc, const float *x, int k, int64_t ldx, int64_t n,
-                                   int e0) {
-    VT_GRID_STRIDE(i, n) {
-        for (int q = 0; q < k; q++)
-            vt_xs_fold1(acc + 2 * i, x[(int64_t)q * ldx + i], e0);
-    }
+__global__ static void k_xsum_fold(int64_t *acc, const float *x, int64_t n, int e0) {
+    VT_GRID_STRIDE(i, n) { vt_xs_fold1(acc + 2 * i, x[i], e0); }
 }
-extern "C" void vt_cuk_xsum_fold(cudaStream_t st, int64_t *acc, const float *x, int k,
-                                 int64_t ldx, int64_t n, int e0) {
-    if (n <= 0 || k <= 0)
+extern "C" void vt_cuk_xsum_fold(cudaStream_t st, int64_t *acc, const float *x, int64_t n,
+                                 int e0) {
+    if (n <= 0)
         return;
-    k_xsum_fold<<<vt_blocks(n), VT_THREADS, 0, st>>>(acc, x, k, ldx, n, e0);
+    k_xsum_fold<<<vt_blocks(n), VT_THREADS, 0, st>>>(acc, x, n, e0);
     CUDA_LAUNCH_CHECK();
 }
 

@@ -334,6 +334,16 @@ static int towers_run(tower_run *res, int ntowers, const int64_t *budgets, const
     return 0;
 }
 
+/* Clips a CUDA tower with this budget plans to hold in one pass (the budget less the
+ * CUDA backend's reserve, slices.h). */
+static int cuda_fits(const vt_memplan *mp, int64_t budget) {
+    vt_device dv;
+    memset(&dv, 0, sizeof dv);
+    snprintf(dv.backend, sizeof dv.backend, "cuda");
+    dv.budget = budget;
+    return vt_slice_fits(mp, &dv);
+}
+
 static void two_towers_one_gpu(void) {
     const int64_t G12 = (int64_t)12 << 30, G6 = (int64_t)6 << 30;
     vt_gpu_info gi;
@@ -351,13 +361,7 @@ static void two_towers_one_gpu(void) {
     char err[256];
     VT_CHECK(vt_memplan_build(&mp, &nc, 1, err, sizeof err) == 0, "%s", err);
     /* what the towers plan from: the budget less the CUDA backend's reserve */
-    vt_device dv;
-    memset(&dv, 0, sizeof dv);
-    snprintf(dv.backend, sizeof dv.backend, "cuda");
-    dv.budget = G12;
-    const int f12 = vt_slice_fits(&mp, &dv);
-    dv.budget = G6;
-    const int f6 = vt_slice_fits(&mp, &dv);
+    const int f12 = cuda_fits(&mp, G12), f6 = cuda_fits(&mp, G6);
     vt_memplan_free(&mp);
     printf("  memplan: %d clips fit in 12G, %d in 6G (CUDA reserve taken out)\n", f12, f6);
     TCHECK(f6 > 0 && f12 > 0, "the budgets hold a clip");
@@ -411,9 +415,6 @@ static void exact_towers_one_gpu(void) {
     vt_memplan mp;
     char err[256];
     VT_CHECK(vt_memplan_build(&mp, &nc, 1, err, sizeof err) == 0, "%s", err);
-    vt_device dv;
-    memset(&dv, 0, sizeof dv);
-    snprintf(dv.backend, sizeof dv.backend, "cuda");
     /* Sync-BN normalises each pass over the clips every tower has in it (tower.h), so the
      * one-tower reference runs the same passes: the 3:1 split of 16 runs [0,14) (12 + 2)
      * and [14,16) (0 + 2), and the reference's budget fits 14 clips. Each budget is the
@@ -422,10 +423,9 @@ static void exact_towers_one_gpu(void) {
     int64_t fit[2];
     const int want_fit[2] = {2, 14};
     for (int k = 0; k < 2; k++) {
-        dv.budget = mp.fixed_bytes;
-        while (vt_slice_fits(&mp, &dv) < want_fit[k])
-            dv.budget += mp.bytes_per_clip / 4 + 1;
-        fit[k] = dv.budget;
+        fit[k] = mp.fixed_bytes;
+        while (cuda_fits(&mp, fit[k]) < want_fit[k])
+            fit[k] += mp.bytes_per_clip / 4 + 1;
     }
     vt_memplan_free(&mp);
     const int B = 16;

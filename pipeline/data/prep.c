@@ -381,20 +381,19 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
      * (even sides); the loader scales it as it scales the source, and a copy holds no
      * pixels the source did not have. */
     int src_short = VT_MIN(in->disp_width, in->disp_height);
-    if (src_short > 0 && src_short <= s) {
+    if (src_short > 0 && src_short <= s) { /* the source's own sides, rounded down to even */
         s = VT_MAX(src_short & ~1, 2);
         res->size_kept = 1;
-    }
-    int w, h;
-    vt_video_scaled_size(j.v, s, &w, &h);
-    double aspect = (double)in->disp_width / VT_MAX(in->disp_height, 1);
-    double along = w >= h ? s * aspect : s / aspect; /* the long side, unrounded */
-    int even = VT_MAX(2 * (int)lround(along / 2), s);
-    j.ow = w >= h ? even : s;
-    j.oh = w >= h ? s : even;
-    if (res->size_kept) { /* the source's own sides, rounded down to even: never past it */
         j.ow = VT_MAX(in->disp_width & ~1, 2);
         j.oh = VT_MAX(in->disp_height & ~1, 2);
+    } else {
+        int w, h;
+        vt_video_scaled_size(j.v, s, &w, &h);
+        double aspect = (double)in->disp_width / VT_MAX(in->disp_height, 1);
+        double along = w >= h ? s * aspect : s / aspect; /* the long side, unrounded */
+        int even = VT_MAX(2 * (int)lround(along / 2), s);
+        j.ow = w >= h ? even : s;
+        j.oh = w >= h ? s : even;
     }
     res->out_width = j.ow;
     res->out_height = j.oh;

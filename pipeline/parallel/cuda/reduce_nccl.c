@@ -102,29 +102,28 @@ static void wait_stream(nccl_ctx *c, int rank, cudaStream_t st, const char *what
             NCCL_CHECK(r_);                                                                    \
     } while (0)
 
-static void nccl_allreduce(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n) {
+/* In-place sum of n elements of type dt on rank's stream, then waited for. */
+static void allreduce_any(vt_reducer *r, int rank, vt_backend *be, void *buf, int64_t n,
+                          ncclDataType_t dt, const char *what) {
     nccl_ctx *c = r->ctx;
     rank_check(c, rank, be);
     if (n <= 0)
         return;
     CUDA_CHECK(cudaSetDevice(c->dev[rank]));
     cudaStream_t st = (cudaStream_t)vt_cuda_stream(be);
-    NCCL_CALL(ncclAllReduce(buf, buf, (size_t)n, ncclFloat, ncclSum, c->comm[rank], st));
-    wait_stream(c, rank, st, "allreduce");
+    NCCL_CALL(ncclAllReduce(buf, buf, (size_t)n, dt, ncclSum, c->comm[rank], st));
+    wait_stream(c, rank, st, what);
+}
+
+static void nccl_allreduce(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n) {
+    allreduce_any(r, rank, be, buf, n, ncclFloat, "allreduce");
 }
 
 /* The exact sums' int64 accumulators (reduce.h): an integer sum, so NCCL's order does
  * not matter and every rank gets the same integers as the host reducer's rank-order sum. */
 static void nccl_allreduce_i64(vt_reducer *r, int rank, vt_backend *be, int64_t *buf,
                                int64_t n) {
-    nccl_ctx *c = r->ctx;
-    rank_check(c, rank, be);
-    if (n <= 0)
-        return;
-    CUDA_CHECK(cudaSetDevice(c->dev[rank]));
-    cudaStream_t st = (cudaStream_t)vt_cuda_stream(be);
-    NCCL_CALL(ncclAllReduce(buf, buf, (size_t)n, ncclInt64, ncclSum, c->comm[rank], st));
-    wait_stream(c, rank, st, "allreduce (int64)");
+    allreduce_any(r, rank, be, buf, n, ncclInt64, "allreduce (int64)");
 }
 
 static void nccl_broadcast(vt_reducer *r, int rank, vt_backend *be, float *buf, int64_t n,

@@ -12,7 +12,8 @@
 # and a table of means with the difference to the original; asserts nothing.
 #   SYNTH_SEEDS="7 13"  (7: the draw the defaults were tuned on; 13: held out, never
 #                        looked at while tuning)
-#   SEEDS="1 2 3"  EPOCHS=300  SIDES="128"  (short sides to prep at; "original" is always run)
+#   SEEDS="1 2 3"  EPOCHS=300  SIDES="128"  (copies to prep: S, or ScQ for --crf Q, e.g.
+#                  "128 128c18 128c0"; "original" is always run)
 #   JOBS=2  (runs at once; each gets THREADS threads, default nproc / JOBS)
 #   BENCH_DIR=scratch  VT_BIN=path/to/vidtrain  TRAIN_ARGS="..." (appended to every run)
 # A run whose eval files exist is not run again (delete BENCH_DIR/runs to redo them).
@@ -44,10 +45,12 @@ for ss in $synth_seeds; do
     for s in $sides; do
         copy="$orig.p$s"
         [ -f "$copy/.done" ] && continue
-        /usr/bin/time -f "%e" -o "$copy.time" "$bin" prep "$orig" "$copy" --short-side "$s" \
+        args=(--short-side "${s%%c*}")
+        [ "$s" != "${s%%c*}" ] && args+=(--crf "${s#*c}")
+        /usr/bin/time -f "%e" -o "$copy.time" "$bin" prep "$orig" "$copy" "${args[@]}" \
             --jobs "$(nproc)" > "$copy.log" 2>&1
         touch "$copy/.done"
-        echo "prep s$ss S=$s: $(du -shL "$orig" | cut -f1) -> $(du -sh "$copy" | cut -f1)," \
+        echo "prep s$ss ${args[*]}: $(du -shL "$orig" | cut -f1) -> $(du -sh "$copy" | cut -f1)," \
              "$(cat "$copy.time") s, $(grep -c 'not upscaled' "$copy.log" || true) files kept at their size"
     done
 done

@@ -121,6 +121,19 @@ void vt_scaler_free(vt_scaler **s);
 int vt_scaler_convert(vt_scaler *s, const struct AVFrame *frame, int rotation, uint8_t *out,
                       int ow, int oh, char *err, size_t errlen);
 
+/* How this video's frames are scaled, for a re-encoder (prep) rather than training:
+ * filter: bilinear is the loader's, always (the tests compare it with `ffmpeg -vf
+ * scale=...:flags=bilinear`); bicubic is for a copy that is scaled again when training
+ * reads it: a training read of a bilinear copy is a tent of a tent, with 10-14% less fine
+ * detail at the training scale than a read of the source, of a bicubic copy 2-6% less
+ * (docs/prep.md).
+ * even_sides: the scaled size (vt_video_scaled_size, read_clip, decode_all) has even
+ * sides, as 4:2:0 encoders want: the short side rounded up to even, the long one to the
+ * nearest even number to the exact aspect (at least the short side), so one resampling
+ * gives the copy's size. */
+typedef enum vt_scale_filter { VT_SCALE_BILINEAR = 0, VT_SCALE_BICUBIC = 1 } vt_scale_filter;
+void vt_video_set_scaling(vt_video *v, vt_scale_filter filter, int even_sides);
+
 /* Counters since open, for reports and tests: FFmpeg's own log is silenced (it would
  * print from inside the library), so decode trouble is counted here instead. */
 typedef struct vt_video_stats {

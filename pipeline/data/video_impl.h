@@ -32,11 +32,13 @@ struct vt_scaler {
     uint8_t *tmp;           /* RGB24 before rotation, rows 64-byte aligned */
     size_t tmp_size;
     AVFrame *planar;        /* a GPU frame (NV12, P010) rearranged as a CPU decoder's */
+    int filter;             /* vt_scale_filter (0: bilinear, the loader's) */
 };
 
 struct vt_video {
     char *path;
     int threads;
+    int even_sides;         /* vt_video_set_scaling: scaled sizes with even sides */
     AVFormatContext *fmt;
     AVCodecContext *dec;
     AVPacket *pkt;

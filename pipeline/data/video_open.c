@@ -406,7 +406,16 @@ int64_t vt_video_frame_ts(const vt_video *v, int64_t n, int *tb_num, int *tb_den
 }
 
 void vt_video_scaled_size(const vt_video *v, int short_side, int *out_w, int *out_h) {
-    vt_video_info_scaled_size(&v->info, short_side, out_w, out_h);
+    int w = v->info.disp_width, h = v->info.disp_height;
+    if (!v->even_sides || short_side <= 0 || w <= 0 || h <= 0) {
+        vt_video_info_scaled_size(&v->info, short_side, out_w, out_h);
+        return;
+    }
+    int s = short_side + (short_side & 1);
+    double along = w <= h ? (double)h * s / w : (double)w * s / h; /* unrounded */
+    int even = VT_MAX(2 * (int)lround(along / 2), s);
+    *out_w = w <= h ? s : even;
+    *out_h = w <= h ? even : s;
 }
 
 void vt_video_info_scaled_size(const vt_video_info *in, int short_side, int *out_w,

@@ -20,8 +20,12 @@
 
 /* SWS_BILINEAR: swscale widens the bilinear tent with the downscale factor, so it
  * averages like an area filter when shrinking and interpolates when enlarging, and it is
- * what `ffmpeg -vf scale=...:flags=bilinear` uses, which the tests compare against. */
-#define VT_SWS_FLAGS SWS_BILINEAR
+ * what `ffmpeg -vf scale=...:flags=bilinear` uses, which the tests compare against.
+ * SWS_BICUBIC (prep's, vt_video_set_scale_filter) keeps the detail below the new
+ * Nyquist limit that a tent softens. */
+static int sws_flags(const vt_scaler *sc) {
+    return sc->filter == VT_SCALE_BICUBIC ? SWS_BICUBIC : SWS_BILINEAR;
+}
 
 static struct SwsContext *get_sws(vt_scaler *sc, const AVFrame *f, int dw, int dh,
                                   char *err, size_t errlen) {
@@ -41,7 +45,7 @@ static struct SwsContext *get_sws(vt_scaler *sc, const AVFrame *f, int dw, int d
     sws_freeContext(slot->ctx);
     memset(slot, 0, sizeof *slot);
     struct SwsContext *ctx = sws_getContext(f->width, f->height, f->format, dw, dh,
-                                            AV_PIX_FMT_RGB24, VT_SWS_FLAGS, NULL, NULL, NULL);
+                                            AV_PIX_FMT_RGB24, sws_flags(sc), NULL, NULL, NULL);
     if (!ctx) {
         const char *name = av_get_pix_fmt_name(f->format);
         vt_set_err(err, errlen, "cannot convert %dx%d %s to %dx%d rgb24", f->width, f->height,
@@ -86,6 +90,17 @@ void vt_vid_scaler_clear(vt_scaler *s) {
     av_freep(&s->tmp);
     av_frame_free(&s->planar);
     memset(s, 0, sizeof *s);
+}
+
+void vt_video_set_scaling(vt_video *v, vt_scale_filter f, int even_sides) {
+    vt_scaler *s = &v->sc;
+    v->even_sides = even_sides != 0;
+    if (s->filter == (int)f)
+        return;
+    for (int i = 0; i < VT_SWS_CACHE; i++) /* contexts made with the other filter */
+        sws_freeContext(s->sws[i].ctx);
+    memset(s->sws, 0, sizeof s->sws);
+    s->filter = (int)f;
 }
 
 void vt_scaler_free(vt_scaler **ps) {

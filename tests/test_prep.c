@@ -359,17 +359,26 @@ int main(void) {
     TCHECK(rc != 0, "no temporary file left after the rerun");
 
     /* 6. Never upscaled: at S = 200 the 160x120 source keeps its size (re-encoded only),
-     * an odd 161x121 one too, its sides rounded down to even (never past the source);
-     * the 640x360 one is scaled to 356x200. */
+     * odd 161x121 and 161x120 ones too, their sides rounded down to even (never past the
+     * source: 161x120 once became 162x120); the 640x360 one is scaled to 356x200. The odd
+     * sources are scaled to their size in 4:4:4 (testsrc2 and 4:2:0 round odd sizes to
+     * even ones, which would test nothing). */
     snprintf(p, sizeof p, "%s/big", dir);
     rc = vt_test_sh("mkdir -p '%s/in/c' && cp '%s/b/small.webm' '%s/a/tone.mp4' '%s/in/c/' && "
-                    "ffmpeg -v error -y -f lavfi -i testsrc2=s=161x121:r=25:d=1 -c:v ffv1 "
-                    "'%s/in/c/odd.mkv' && '%s' prep '%s/in' '%s/out' --short-side 200 --gop %d "
-                    "--codec %s > '%s/prep.err' 2>&1", p, src, src, p, p, bin, p, p, G, codec, p);
+                    "for s in 161:121:odd 161:120:odd2; do ffmpeg -v error -y -f lavfi -i "
+                    "testsrc2=s=160x120:r=25:d=1 -vf scale=${s%%:*} -pix_fmt yuv444p -c:v ffv1 "
+                    "'%s/in/c/'${s##*:}.mkv || exit 1; done && '%s' prep '%s/in' '%s/out' "
+                    "--short-side 200 --gop %d --codec %s > '%s/prep.err' 2>&1",
+                    p, src, src, p, p, bin, p, p, G, codec, p);
     TCHECK(rc == 0, "prep --short-side 200 exit %d (see %s/prep.err)", rc, p);
+    probe odd;
+    snprintf(out, sizeof out, "%s/in/c/odd2.mkv", p);
+    TCHECK(probe_file(&odd, out) == 0 && odd.w == 161 && odd.h == 120,
+           "the odd source is %dx%d, not 161x120", odd.w, odd.h);
     static const struct { const char *name; int w, h; } big[] = {
-        {"small.mp4", 160, 120}, {"tone.mp4", 356, 200}, {"odd.mkv", 160, 120}};
-    for (int i = 0; i < 3; i++) {
+        {"small.mp4", 160, 120}, {"tone.mp4", 356, 200}, {"odd.mkv", 160, 120},
+        {"odd2.mkv", 160, 120}};
+    for (int i = 0; i < (int)(sizeof big / sizeof *big); i++) {
         probe pr;
         snprintf(out, sizeof out, "%s/out/c/%s", p, big[i].name);
         TCHECK(probe_file(&pr, out) == 0, "%s probes", out);

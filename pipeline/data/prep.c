@@ -1,9 +1,9 @@
 /*
  * prep.c: one video re-encoded to training size (prep.h). The source is decoded by
  * video_read.c's sequential decoder (vt_video_decode_all), which already scales to RGB at
- * the short side (bicubic: the copy is scaled again when training reads it) and rotates
- * the pixels as the display matrix says; each frame then goes RGB -> YUV 4:2:0 at even
- * sides (an odd side resampled to the even size first), gets its source timestamp (or,
+ * the copy's even-sided size (one bicubic resampling: the copy is scaled again when
+ * training reads it; vt_video_set_scaling) and rotates the pixels as the display matrix
+ * says; each frame then goes RGB -> YUV 4:2:0, gets its source timestamp (or,
  * with --fps, the nearest-in-time frame for each output tick), and is encoded and muxed
  * with the send/receive idiom. Only the video stream is written, with no display matrix:
  * the pixels are upright now.
@@ -179,12 +179,11 @@ static int on_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
     }
     const uint8_t *src[4] = {rgb, NULL, NULL, NULL};
     int stride[4] = {w * 3, 0, 0, 0};
-    /* An odd side (171 at 128 from 4:3) does not come here: the video scales straight to
-     * the even size (vt_video_set_scaling). Cutting the last column instead made the
-     * copy's aspect differ from the source's, and the loader, which scales each file by
-     * its own aspect, then saw the copy stretched against the source by up to half a
-     * pixel at the training scale (issue 25, docs/prep.md); resampling inside the RGB ->
-     * 4:2:0 conversion misplaced the chroma toward the right edge. */
+    /* The decoder's frames come at the copy's size (vt_video_set_scaling): an odd side
+     * (171 at 128 from 4:3) is resampled to the even one there, in RGB. Cutting the last
+     * column instead stretched the copy against its source by up to half a pixel at the
+     * training scale; resampling inside the RGB -> 4:2:0 conversion misplaced the chroma
+     * toward the right edge (issue 25, docs/prep.md). */
     if (w != j->ow || h != j->oh) {
         vt_set_err(j->err, j->errlen, "frame of %dx%d, the copy is %dx%d", w, h, j->ow, j->oh);
         j->ret = AVERROR_BUG;

@@ -129,8 +129,8 @@ int vt_scaler_convert(vt_scaler *s, const struct AVFrame *frame, int rotation, u
  * (docs/prep.md).
  * even_sides: the scaled size (vt_video_scaled_size, read_clip, decode_all) has even
  * sides, as 4:2:0 encoders want: the short side rounded up to even, the long one to the
- * nearest even number to the exact aspect (at least the short side), so one resampling
- * gives the copy's size. */
+ * nearest even number to the exact aspect (at least the short side, at most the source's
+ * own long side rounded down to even), so one resampling gives the copy's size. */
 typedef enum vt_scale_filter { VT_SCALE_BILINEAR = 0, VT_SCALE_BICUBIC = 1 } vt_scale_filter;
 void vt_video_set_scaling(vt_video *v, vt_scale_filter filter, int even_sides);
 

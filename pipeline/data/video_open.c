@@ -412,8 +412,11 @@ void vt_video_scaled_size(const vt_video *v, int short_side, int *out_w, int *ou
         return;
     }
     int s = short_side + (short_side & 1);
-    double along = w <= h ? (double)h * s / w : (double)w * s / h; /* unrounded */
+    const int lng = w <= h ? h : w;
+    double along = (double)lng * s / (w <= h ? w : h); /* unrounded */
     int even = VT_MAX(2 * (int)lround(along / 2), s);
+    if (even > lng) /* never past the source's own long side (161x120 at 120: 160, not 162) */
+        even = VT_MAX(lng & ~1, s);
     *out_w = w <= h ? s : even;
     *out_h = w <= h ? even : s;
 }

@@ -21,7 +21,7 @@
 /* SWS_BILINEAR: swscale widens the bilinear tent with the downscale factor, so it
  * averages like an area filter when shrinking and interpolates when enlarging, and it is
  * what `ffmpeg -vf scale=...:flags=bilinear` uses, which the tests compare against.
- * SWS_BICUBIC (prep's, vt_video_set_scale_filter) keeps the detail below the new
+ * SWS_BICUBIC (prep's, vt_video_set_scaling) keeps the detail below the new
  * Nyquist limit that a tent softens. */
 static int sws_flags(const vt_scaler *sc) {
     return sc->filter == VT_SCALE_BICUBIC ? SWS_BICUBIC : SWS_BILINEAR;

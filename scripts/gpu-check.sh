@@ -7,9 +7,11 @@
 #   VT_GPU_CHECK_BENCH=0 ...             skip the benchmark
 #   VT_GPU_CHECK_SANITIZE=1 ...          also run test_cuda_ops_gpu under compute-sanitizer
 #                                        (memcheck, racecheck, synccheck)
-#   VT_GPU_CHECK_E2E=0 / _MORE=0 / _NVDEC=0   skip sections 3b / 3d / 3c
-#   VT_GPU_TEST_TIMEOUT=S, VT_GPU_BENCH_TIMEOUT=S, VT_GPU_LOGS=DIR
-# The first run (H200, 2026-11-26) and what each section found: docs/cuda.md.
+#   VT_GPU_SANITIZE_TOOLS="memcheck"     which of them (default all three)
+#   VT_GPU_CHECK_E2E=0 / _MORE=0 / _NVDEC=0   skip sections 3b / 3d / 3c (3c runs first:
+#                                        NVDEC decode and prep, cpu vs nvdec)
+#   VT_GPU_TEST_TIMEOUT=S, VT_GPU_BENCH_TIMEOUT=S, VT_GPU_LOGS=DIR, VT_GPU_LOGS_TAR=FILE.tgz
+# The runs so far (H200 and H100, 2026-11-26) and what each section found: docs/cuda.md.
 #
 # 1. finds the CUDA libraries the binaries need (libcudnn.so.9, libcublas(Lt).so.13,
 #    libnccl.so.2, libcudart.so.13, and libnvrtc.so.13, which cuDNN 9 loads to compile
@@ -110,6 +112,40 @@ for t in "${tests[@]}"; do
   esac
 done
 
+if [ -d carry/media/hd ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
+  echo "== 3c. NVDEC: 1080p H.264 (13 Mbit/s, a keyframe every 60 frames), 16x128 clips, stride 1"
+  # nvidia-smi samples the decoder's load and this GPU's memory while the runs go on
+  nvidia-smi --query-gpu=timestamp,utilization.decoder,utilization.gpu,memory.used \
+    --format=csv,noheader -lms 250 >"$logs/nvdec-smi.csv" 2>&1 &
+  smi=$!
+  TIMEFORMAT="cpu-seconds %U+%S wall %R"
+  for wk in 1 4; do
+    for d in cpu nvdec; do
+      echo "-- $(date +%T)" >"$logs/nvdec-$d-$wk.log"
+      { time timeout 45 "$bindir/vidtrain" bench decode carry/media/hd \
+        --mode clips --clip 16 --stride 1 --short-side 128 --clips-per-video 16 --workers "$wk" \
+        --decode "$d" >>"$logs/nvdec-$d-$wk.log" 2>&1; } 2>>"$logs/nvdec-$d-$wk.log"
+      echo "  --decode $d, $wk worker(s): $(grep -E 'warning|clips/s|clips:|cpu-seconds' "$logs/nvdec-$d-$wk.log" | tr '\n' ' ')"
+    done
+  done | tee "$logs/nvdec.txt"
+  # prep (issue 25): the HD files re-encoded at S = 128, sources decoded on the CPU or on
+  # NVDEC; H.264 decodes to the same pixels either way, so the copies should be identical
+  for d in cpu nvdec; do
+    rm -rf "$VT_TMP/prep-$d"
+    echo "-- $(date +%T)" >"$logs/prep-$d.log"
+    { time timeout 120 "$bindir/vidtrain" prep carry/media/hd "$VT_TMP/prep-$d" --jobs 2 \
+      --decode "$d" >>"$logs/prep-$d.log" 2>&1; } 2>>"$logs/prep-$d.log"
+    echo "  prep --decode $d --jobs 2: $(tail -4 "$logs/prep-$d.log" | tr '\n' ' ')"
+  done | tee -a "$logs/nvdec.txt"
+  kill "$smi" 2>/dev/null
+  same=0; n=0
+  for f in "$VT_TMP"/prep-cpu/*/*.mp4; do
+    n=$((n + 1)); cmp -s "$f" "$VT_TMP/prep-nvdec/${f#"$VT_TMP"/prep-cpu/}" && same=$((same + 1))
+  done
+  note "· NVDEC figures: $logs/nvdec.txt; prep copies identical cpu vs nvdec: $same of $n"
+  note "· GPU memory during the NVDEC runs (MiB, max): $(awk -F', ' '{gsub(/ MiB/,"",$4); if ($4 > m) m = $4} END {print m}' "$logs/nvdec-smi.csv")"
+fi
+
 if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
   echo "== 3b. end to end on cuda:0: the demo set, train, eval; 1 tower vs 2 towers 3:1"
   vt=$bindir/vidtrain; w=$VT_TMP/e2e; rm -rf "$w"; mkdir -p "$w"
@@ -207,22 +243,8 @@ if [ "${VT_GPU_CHECK_MORE:-1}" = 1 ] && [ -d "${w:-}/demo" ]; then
     || note "✗ precise BN / resume on GPU towers: $(grep -m2 -iE 'error|fatal|abort|differ' "$logs"/pb*.log | tr '\n' ' ')"
 fi
 
-if [ -d carry/media/hd ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
-  echo "== 3c. NVDEC: 1080p H.264 (13 Mbit/s, a keyframe every 60 frames), 16x128 clips, stride 1"
-  for wk in 1 4; do
-    for d in cpu nvdec; do
-      TIMEFORMAT="cpu-seconds %U+%S wall %R"
-      { time timeout 45 "$bindir/vidtrain" bench decode carry/media/hd \
-        --mode clips --clip 16 --stride 1 --short-side 128 --clips-per-video 16 --workers "$wk" \
-        --decode "$d" >"$logs/nvdec-$d-$wk.log" 2>&1; } 2>>"$logs/nvdec-$d-$wk.log"
-      echo "  --decode $d, $wk worker(s): $(grep -E 'warning|clips/s|clips:|cpu-seconds' "$logs/nvdec-$d-$wk.log" | tr '\n' ' ')"
-    done
-  done | tee "$logs/nvdec.txt"
-  note "· NVDEC figures: $logs/nvdec.txt"
-fi
-
 if [ "${VT_GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/null; then
-  for tool in memcheck racecheck synccheck; do
+  for tool in ${VT_GPU_SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
     timeout 600 compute-sanitizer --tool "$tool" --error-exitcode 9 "$bindir/test_cuda_ops_gpu" \
       >"$logs/sanitize-$tool.log" 2>&1 \
       && note "✓ compute-sanitizer $tool clean on test_cuda_ops_gpu" \
@@ -236,6 +258,9 @@ if [ "${VT_GPU_CHECK_BENCH:-1}" = 1 ]; then
   tail -4 "$logs/bench.out" | grep -q failed && note "✗ benchmark: a run failed (see $logs/bench.err)" \
     || note "✓ benchmark ran (figures above)"
 fi
+
+# one file for the logs when only a few files travel back (the device tool's $OUT)
+[ -n "${VT_GPU_LOGS_TAR:-}" ] && tar -czf "$VT_GPU_LOGS_TAR" -C "$logs" . 2>/dev/null
 
 echo
 echo "== summary ($bindir, logs in $logs)"

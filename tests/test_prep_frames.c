@@ -7,18 +7,20 @@
  *
  * Outside truth: the ffmpeg command's decode of the SOURCE, scaled to the size the loader
  * gives the prepped file. Sources made with the ffmpeg command from testsrc2 (its picture
- * moves every frame): a 4:3 MPEG-4 (an odd side at 128: 170.67), H.264 with B-frames and
- * a 1/12800 time base (what an outside encoder writes: decode order is not presentation
- * order), a portrait full-range MJPEG AVI, and a 160x120 file smaller than the short
- * side. Prepped losslessly (--crf 0) so that what is measured is the pipeline, not the
- * encoder. Checked per file: frame counts and every frame's time (ffprobe), each loader
- * frame of the copy nearest to ffmpeg's frame n of the source rather than n-1 or n+1, the
- * mean level difference, and the far end of the long side no worse than the near end (a
- * copy whose last column was cut, as prep did, is stretched against its source by the
- * loader: this failed before the fix), and the fine detail at the training scale (a
- * softer copy trained later); then the training loader over the source folder
- * and over the copy with one seed: the same clip (video, start, stride, scale) in every
- * slot, the crop at the same place within a pixel, and the clip pixels close.
+ * moves every frame): a 4:3 MPEG-4 (an odd side at 128: 170.67), H.264 with B-frames and a
+ * 1/12800 time base (what an outside encoder writes: decode order is not presentation
+ * order), a portrait full-range MJPEG AVI, a 160x120 file smaller than the short side, and
+ * camera-like H.264 (muted colours, limited and full range). Prepped losslessly (--crf 0)
+ * so that what is measured is the pipeline, not the encoder. Checked per file: frame
+ * counts and every frame's time (ffprobe), each loader frame of the copy nearest to
+ * ffmpeg's frame n of the source rather than n-1 or n+1, the mean level difference, the
+ * brightness read the exact way (a copy must not shift it, as swscale's default colour
+ * path did by 1-2 levels), the range kept, the far end of the long side no worse than the
+ * near end (a copy whose last column was cut, as prep did, is stretched against its source
+ * by the loader: this failed before the fix), and the fine detail at the training scale (a
+ * softer copy trained later); then the training loader over the source folder and over the
+ * copy with one seed: the same clip (video, start, stride, scale) in every slot, the crop
+ * at the same place within a pixel, and the clip pixels close.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -34,6 +36,7 @@
 
 #define PREP_S 128 /* prep's default short side */
 #define READ_S 64  /* what the comparison reads at: a CPU training scale */
+#define EXACT "bicubic+accurate_rnd+full_chroma_int" /* swscale's exact colour path */
 
 typedef struct src_file {
     const char *rel;
@@ -47,6 +50,12 @@ static const src_file files[] = {
      "testsrc2=s=256x144:r=25:d=3"},
     {"b/portrait.avi", "-c:v mjpeg -q:v 3 -pix_fmt yuvj420p", "testsrc2=s=180x240:r=15:d=3"},
     {"b/small.mkv", "-c:v mpeg4 -q:v 3", "testsrc2=s=160x120:r=25:d=3"},
+    /* camera-like colours, inside what RGB holds (testsrc2's saturated edges are not:
+     * the RGB round trip clips them), limited and full range (phones write both) */
+    {"c/camera.mp4", "-vf hue=s=0.4,eq=contrast=0.8 -c:v libx264 -crf 18 -pix_fmt yuv420p",
+     "testsrc2=s=320x240:r=30:d=2"},
+    {"c/camera_full.mp4", "-vf hue=s=0.4,eq=contrast=0.8,scale=out_range=pc -c:v libx264 "
+     "-crf 18 -pix_fmt yuvj420p", "testsrc2=s=320x240:r=30:d=2"},
 };
 #define NFILES (int)(sizeof files / sizeof *files)
 
@@ -67,12 +76,26 @@ static double *ffprobe_times(const char *path, int *n) {
     return t;
 }
 
-/* ffmpeg's decode of path scaled to w x h (bilinear, as the loader scales), RGB24,
- * malloc'd; *n frames. */
-static uint8_t *ffmpeg_frames(const char *path, int w, int h, int *n) {
+/* 1 when ffprobe says the video stream is full range (color_range pc, or a yuvj format). */
+static int ffprobe_full(const char *path) {
+    char cmd[8400], out[256] = "";
+    snprintf(cmd, sizeof cmd, "ffprobe -v error -select_streams v:0 -show_entries "
+             "stream=color_range,pix_fmt -of csv=p=0 '%s'", path);
+    FILE *p = popen(cmd, "r");
+    if (p) {
+        if (!fgets(out, sizeof out, p))
+            out[0] = 0;
+        pclose(p);
+    }
+    return strstr(out, "pc") != NULL || strstr(out, "yuvj") != NULL;
+}
+
+/* ffmpeg's decode of path scaled to w x h with swscale flags (bilinear: as the loader
+ * scales), RGB24, malloc'd; *n frames. */
+static uint8_t *ffmpeg_frames(const char *path, int w, int h, const char *flags, int *n) {
     char cmd[8400];
-    snprintf(cmd, sizeof cmd, "ffmpeg -v error -nostdin -i '%s' -vf scale=%d:%d:flags=bilinear "
-             "-f rawvideo -pix_fmt rgb24 -", path, w, h);
+    snprintf(cmd, sizeof cmd, "ffmpeg -v error -nostdin -i '%s' -vf scale=%d:%d:flags=%s "
+             "-f rawvideo -pix_fmt rgb24 -", path, w, h, flags);
     FILE *p = popen(cmd, "r");
     size_t fb = (size_t)w * h * 3, cap = 1024;
     uint8_t *b = malloc(fb * cap);
@@ -149,7 +172,7 @@ static void check_file(const char *src, const char *dst, const char *rel) {
         TCHECK(0, "%s: %s", pd, err);
         return;
     }
-    int w, h;
+    int w, h, cw = vt_video_get_info(v)->disp_width, ch = vt_video_get_info(v)->disp_height;
     vt_video_scaled_size(v, READ_S, &w, &h);
     int64_t n = vt_video_get_info(v)->nframes;
     size_t fb = (size_t)w * h * 3;
@@ -158,7 +181,7 @@ static void check_file(const char *src, const char *dst, const char *rel) {
     TCHECK(rc == 0, "%s: %s", pd, err);
     vt_video_close(&v);
     int nt;
-    uint8_t *truth = ffmpeg_frames(ps, w, h, &nt);
+    uint8_t *truth = ffmpeg_frames(ps, w, h, "bilinear", &nt);
     TCHECK(nt == n, "%s: ffmpeg decodes %d source frames, the loader indexes %lld in the copy",
            rel, nt, (long long)n);
     int misplaced = 0;
@@ -187,6 +210,31 @@ static void check_file(const char *src, const char *dst, const char *rel) {
      * content's own spread: 0.7-1.1x measured; a stretched copy measured 1.9x and 3.5x). */
     TCHECK(last <= 1.5 * first + 1.0, "%s: %.2f levels at the end of the long side against "
            "%.2f at its start: the copy is stretched", rel, last, first);
+    /* Brightness, read the exact way (swscale's exact rounding and chroma interpolation,
+     * which the loader's fast path lacks: its own truncation depends on the content):
+     * the copy at its size against the source scaled to it, signed, over every byte. */
+    int cn, tn;
+    uint8_t *ce = ffmpeg_frames(pd, cw, ch, EXACT, &cn);
+    uint8_t *te = ffmpeg_frames(ps, cw, ch, EXACT, &tn);
+    double bias = 0;
+    size_t cb = (size_t)cw * ch * 3 * (size_t)VT_MIN(cn, tn);
+    for (size_t k = 0; k < cb; k++)
+        bias += (double)ce[k] - (double)te[k];
+    bias /= (double)VT_MAX(cb, 1);
+    printf("%s: mean level of the copy minus the source's %+.3f\n", rel, bias);
+    /* 0.3 levels: prep reading its sources the exact way measured -0.01 and -0.00 on
+     * the camera-like files, +0.19 to +0.25 on testsrc2's (its saturated edges leave
+     * what RGB holds and are clipped on the way through RGB); with swscale's default
+     * 4:2:0 -> RGB24 path, which truncates, the copies were darker: -1.67 on camera.mp4,
+     * -0.41 to -0.56 on testsrc2's limited-range files. */
+    TCHECK(cn == tn && fabs(bias) < 0.3, "%s: the copy is %+.2f levels brighter than its source",
+           rel, bias);
+    /* A full-range source stays full range (its copy squeezed to limited range measured
+     * +0.22 and +0.29 here and -0.5 on the motion preset's MJPEG files). */
+    TCHECK(ffprobe_full(pd) == ffprobe_full(ps), "%s: the copy is %s range, its source %s", rel,
+           ffprobe_full(pd) ? "full" : "limited", ffprobe_full(ps) ? "full" : "limited");
+    free(ce);
+    free(te);
     double kept = detail(got, m, w, h) / VT_MAX(detail(truth, m, w, h), 1e-9);
     printf("%s: fine detail %.3f of the source's\n", rel, kept);
     /* Detail: the copy is scaled twice (prep to 128, the loader to 64), the truth once.

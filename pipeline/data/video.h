@@ -30,6 +30,7 @@ typedef struct vt_video_info {
     char codec[32];           /* "h264", "mpeg4", ... */
     char container[32];       /* "mov,mp4,m4a,3gp,3g2,mj2" short name first part */
     char pix_fmt[32];
+    int full_range;           /* 1: full-range (JPEG) levels 0-255, as MJPEG and some phones */
     int vfr;                  /* 1 when frame durations differ by more than 1% */
     char decoder[8];          /* where frames decode: "cpu", or "nvdec" (the GPU) */
 } vt_video_info;

@@ -339,6 +339,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     pf = av_get_pix_fmt_name(v->hw ? v->dec->sw_pix_fmt : v->frame->format);
     if (pf)
         snprintf(in->pix_fmt, sizeof in->pix_fmt, "%s", pf);
+    in->full_range = v->frame->color_range == AVCOL_RANGE_JPEG || (pf && !strncmp(pf, "yuvj", 4));
     v->last_pos = vt_vid_frame_pos(v);
     v->streaming = 1;
     av_frame_unref(v->frame);

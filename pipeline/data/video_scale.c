@@ -22,9 +22,15 @@
  * averages like an area filter when shrinking and interpolates when enlarging, and it is
  * what `ffmpeg -vf scale=...:flags=bilinear` uses, which the tests compare against.
  * SWS_BICUBIC (prep's, vt_video_set_scaling) keeps the detail below the new
- * Nyquist limit that a tent softens. */
+ * Nyquist limit that a tent softens. A copy also gets swscale's exact colour path
+ * (SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT): its default 4:2:0 -> RGB24 path truncates,
+ * about 1 level darker than the exact BT.601 conversion on average (-0.9 to -1.5 per
+ * channel on the motion preset), which a copy would carry into its pixels on top of the
+ * loader's own reading (docs/prep.md). The copy's frames are small, so it costs little;
+ * the loader keeps the fast path that `ffmpeg` itself uses by default. */
 static int sws_flags(const vt_scaler *sc) {
-    return sc->filter == VT_SCALE_BICUBIC ? SWS_BICUBIC : SWS_BILINEAR;
+    return sc->filter == VT_SCALE_BICUBIC ? SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT
+                                          : SWS_BILINEAR;
 }
 
 static struct SwsContext *get_sws(vt_scaler *sc, const AVFrame *f, int dw, int dh,

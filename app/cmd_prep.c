@@ -107,12 +107,14 @@ static void usage(FILE *f) {
 
 static char *options_text(const vt_prep_opts *o) {
     /* small=kept: sources at most S keep their size (2026-11-26; a DST made before that
-     * has them upscaled to S, and is refused without --force rather than mixed). The
-     * scaling filter (bicubic since 2026-11-26, bilinear before) is not recorded: files of
-     * both in one DST are the same size and differ by a few % of fine detail, which is
-     * not worth redoing hours of HD work that a resume across an upgrade would keep. */
-    return prep_fmt("short_side=%d\nsmall=kept\nfps=%g\ngop=%d\ncodec=%s\nquality=%d\n",
-                    o->short_side, o->fps, o->gop, o->codec, o->quality);
+     * has them upscaled to S, and is refused without --force rather than mixed).
+     * colour=exact: the source's brightness and range kept (later on 2026-11-26; copies
+     * made before are about a level darker): a resume mixing both would shift the
+     * brightness with the file order, which is the class order — refused too. The
+     * scaling filter (bicubic since 2026-11-26, bilinear before) is not recorded on its
+     * own: it changed a few hours before the colours, and the colour line covers both. */
+    return prep_fmt("short_side=%d\nsmall=kept\ncolour=exact\nfps=%g\ngop=%d\ncodec=%s\n"
+                    "quality=%d\n", o->short_side, o->fps, o->gop, o->codec, o->quality);
 }
 
 /* --trim: the dataset as train reads it (lists, labels), its segments as new entries.

@@ -114,10 +114,15 @@ done
 
 if [ -d carry/media/hd ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
   echo "== 3c. NVDEC: 1080p H.264 (13 Mbit/s, a keyframe every 60 frames), 16x128 clips, stride 1"
-  # nvidia-smi samples the decoder's load and this GPU's memory while the runs go on
+  # nvidia-smi samples the decoder's load and the GPU's memory, and each process's own
+  # memory (the CUDA context and the decoders), while the runs go on
   nvidia-smi --query-gpu=timestamp,utilization.decoder,utilization.gpu,memory.used \
     --format=csv,noheader -lms 250 >"$logs/nvdec-smi.csv" 2>&1 &
   smi=$!
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader -lms 200 \
+    >"$logs/nvdec-apps.csv" 2>&1 &
+  apps=$!
+  trap 'kill "$smi" "$apps" 2>/dev/null' EXIT
   TIMEFORMAT="cpu-seconds %U+%S wall %R"
   for wk in 1 4; do
     for d in cpu nvdec; do
@@ -125,25 +130,39 @@ if [ -d carry/media/hd ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
       { time timeout 45 "$bindir/vidtrain" bench decode carry/media/hd \
         --mode clips --clip 16 --stride 1 --short-side 128 --clips-per-video 16 --workers "$wk" \
         --decode "$d" >>"$logs/nvdec-$d-$wk.log" 2>&1; } 2>>"$logs/nvdec-$d-$wk.log"
-      echo "  --decode $d, $wk worker(s): $(grep -E 'warning|clips/s|clips:|cpu-seconds' "$logs/nvdec-$d-$wk.log" | tr '\n' ' ')"
+      echo "  --decode $d, $wk worker(s): $(grep -E 'warning|clips/s|clips:|cpu-seconds' \
+        "$logs/nvdec-$d-$wk.log" | tr '\n' ' ')"
     done
   done | tee "$logs/nvdec.txt"
   # prep (issue 25): the HD files re-encoded at S = 128, sources decoded on the CPU or on
   # NVDEC; H.264 decodes to the same pixels either way, so the copies should be identical
+  prep_rc=0
   for d in cpu nvdec; do
     rm -rf "$VT_TMP/prep-$d"
     echo "-- $(date +%T)" >"$logs/prep-$d.log"
     { time timeout 120 "$bindir/vidtrain" prep carry/media/hd "$VT_TMP/prep-$d" --jobs 2 \
       --decode "$d" >>"$logs/prep-$d.log" 2>&1; } 2>>"$logs/prep-$d.log"
-    echo "  prep --decode $d --jobs 2: $(tail -4 "$logs/prep-$d.log" | tr '\n' ' ')"
+    echo "exit $?" >>"$logs/prep-$d.log"
+    echo "  prep --decode $d --jobs 2: $(tail -5 "$logs/prep-$d.log" | tr '\n' ' ')"
   done | tee -a "$logs/nvdec.txt"
-  kill "$smi" 2>/dev/null
+  for d in cpu nvdec; do grep -q '^exit 0$' "$logs/prep-$d.log" || prep_rc=1; done
+  kill "$smi" "$apps" 2>/dev/null
+  wait "$smi" "$apps" 2>/dev/null
+  trap - EXIT
   same=0; n=0
-  for f in "$VT_TMP"/prep-cpu/*/*.mp4; do
+  while IFS= read -r f; do
     n=$((n + 1)); cmp -s "$f" "$VT_TMP/prep-nvdec/${f#"$VT_TMP"/prep-cpu/}" && same=$((same + 1))
-  done
-  note "· NVDEC figures: $logs/nvdec.txt; prep copies identical cpu vs nvdec: $same of $n"
-  note "· GPU memory during the NVDEC runs (MiB, max): $(awk -F', ' '{gsub(/ MiB/,"",$4); if ($4 > m) m = $4} END {print m}' "$logs/nvdec-smi.csv")"
+  done < <(find "$VT_TMP/prep-cpu" -type f -name '*.mp4' 2>/dev/null)
+  if [ "$prep_rc" = 0 ] && [ "$n" -gt 0 ] && [ "$same" = "$n" ]; then
+    note "✓ prep copies identical, --decode cpu vs nvdec: $same of $n (figures: $logs/nvdec.txt)"
+  else
+    note "✗ prep --decode cpu vs nvdec: exit status $prep_rc, $same of $n copies identical" \
+      "(see $logs/prep-*.log)"
+  fi
+  # MiB columns: "+ 0" reads the number in front of " MiB" (awk compares strings otherwise)
+  note "· GPU memory during the NVDEC runs, max: GPU $(awk -F', ' '{v = $4 + 0; if (v > m) m = v}
+    END {print m + 0}' "$logs/nvdec-smi.csv") MiB; one process $(awk -F', ' '{v = $2 + 0;
+    if (v > m) m = v} END {print m + 0}' "$logs/nvdec-apps.csv") MiB"
 fi
 
 if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
@@ -260,7 +279,10 @@ if [ "${VT_GPU_CHECK_BENCH:-1}" = 1 ]; then
 fi
 
 # one file for the logs when only a few files travel back (the device tool's $OUT)
-[ -n "${VT_GPU_LOGS_TAR:-}" ] && tar -czf "$VT_GPU_LOGS_TAR" -C "$logs" . 2>/dev/null
+printf '%s\n' "${summary[@]}" >"$logs/summary.txt"
+if [ -n "${VT_GPU_LOGS_TAR:-}" ]; then
+  tar -czf "$VT_GPU_LOGS_TAR" -C "$logs" . || note "✗ could not pack the logs into $VT_GPU_LOGS_TAR"
+fi
 
 echo
 echo "== summary ($bindir, logs in $logs)"

@@ -228,8 +228,9 @@ static int open_encoder(prep_job *j, const AVCodec *codec, const vt_video_info *
     c->height = j->oh;
     /* MJPEG is full-range JPEG; the others BT.601 4:2:0, tagged so that every reader (our
      * loader, ffmpeg, PyAV) converts back with the same matrix. H.264 keeps a full-range
-     * source full range (MJPEG cameras, some phones): squeezing 256 levels into 220 lost
-     * half a level on average (docs/prep.md). MPEG-4 part 2 cannot say so: limited. */
+     * source full range (MJPEG cameras, some phones): squeezing 256 levels into 220 cost
+     * the motion preset's MJPEG files half a level on average (docs/prep.md, Colours).
+     * FFmpeg's MPEG-4 encoder does not write the range (nor can AVI): limited. */
     int full = mjpeg || (codec->id == AV_CODEC_ID_H264 && in->full_range);
     c->pix_fmt = mjpeg ? AV_PIX_FMT_YUVJ420P : AV_PIX_FMT_YUV420P;
     c->color_range = full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG;

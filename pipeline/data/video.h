@@ -30,7 +30,8 @@ typedef struct vt_video_info {
     char codec[32];           /* "h264", "mpeg4", ... */
     char container[32];       /* "mov,mp4,m4a,3gp,3g2,mj2" short name first part */
     char pix_fmt[32];
-    int full_range;           /* 1: full-range (JPEG) levels 0-255, as MJPEG and some phones */
+    int full_range;           /* 1: full-range (JPEG) levels 0-255, as MJPEG and some phones
+                                 write; from the first decoded frame (vt_video_open only) */
     int vfr;                  /* 1 when frame durations differ by more than 1% */
     char decoder[8];          /* where frames decode: "cpu", or "nvdec" (the GPU) */
 } vt_video_info;
@@ -127,7 +128,8 @@ int vt_scaler_convert(vt_scaler *s, const struct AVFrame *frame, int rotation, u
  * scale=...:flags=bilinear`); bicubic is for a copy that is scaled again when training
  * reads it: a training read of a bilinear copy is a tent of a tent, with 10-14% less fine
  * detail at the training scale than a read of the source, of a bicubic copy 2-6% less
- * (docs/prep.md).
+ * (docs/prep.md). Bicubic also takes swscale's exact colour path (accurate rounding,
+ * full chroma interpolation): the fast one is a level dark, which a copy would keep.
  * even_sides: the scaled size (vt_video_scaled_size, read_clip, decode_all) has even
  * sides, as 4:2:0 encoders want: the short side rounded up to even, the long one to the
  * nearest even number to the exact aspect (at least the short side, at most the source's

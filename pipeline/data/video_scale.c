@@ -26,8 +26,9 @@
  * (SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT): its default 4:2:0 -> RGB24 path truncates,
  * about 1 level darker than the exact BT.601 conversion on average (-0.9 to -1.5 per
  * channel on the motion preset), which a copy would carry into its pixels on top of the
- * loader's own reading (docs/prep.md). The copy's frames are small, so it costs little;
- * the loader keeps the fast path that `ffmpeg` itself uses by default. */
+ * loader's own reading (docs/prep.md, Colours). The copy's frames are small, so it costs
+ * little; the loader keeps the fast path that `ffmpeg` (and PyAV) use by default, so
+ * training, eval and predict all read the same way. */
 static int sws_flags(const vt_scaler *sc) {
     return sc->filter == VT_SCALE_BICUBIC ? SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT
                                           : SWS_BILINEAR;

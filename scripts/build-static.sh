@@ -51,7 +51,9 @@ targets+=(test_decode_hw) # NVDEC against the CPU decode; gpu-check.sh runs it w
 echo "== build ${targets[*]}"
 cmake --build build-static --target "${targets[@]}"
 
-rm -rf carry && mkdir -p carry
+# carry/media (the media gpu-check.sh and bench-feed-gpu.sh read, made with ffmpeg here)
+# stays; everything else is this script's and is made again.
+mkdir -p carry && find carry -mindepth 1 -maxdepth 1 ! -name media -exec rm -rf {} +
 for t in "${targets[@]}"; do cp "build-static/$t" carry/; done
 strip carry/*
 # Debian ships cJSON only as a shared library: it travels beside the binaries (34 KB) and

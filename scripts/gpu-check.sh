@@ -13,12 +13,8 @@
 #   VT_GPU_TEST_TIMEOUT=S, VT_GPU_BENCH_TIMEOUT=S, VT_GPU_LOGS=DIR, VT_GPU_LOGS_TAR=FILE.tgz
 # The runs so far (H200 and H100, 2026-11-26) and what each section found: docs/cuda.md.
 #
-# 1. finds the CUDA libraries the binaries need (libcudnn.so.9, libcublas(Lt).so.13,
-#    libnccl.so.2, libcudart.so.13, and libnvrtc.so.13, which cuDNN 9 loads to compile
-#    its runtime-fused kernels) — in a CUDA 13 install first, then the system folders,
-#    then the Python nvidia-* packages last: PyTorch's wheels may hold cuDNN and NCCL
-#    built for CUDA 12 under the same file names, which must not pair with CUDA 13's
-#    cudart and cuBLAS — and puts their folders on LD_LIBRARY_PATH;
+# 1. finds the CUDA libraries the binaries need (scripts/gpu-libs.sh: a CUDA 13 install
+#    first, PyTorch's nvidia-* wheels last) and puts their folders on LD_LIBRARY_PATH;
 # 2. nvidia-smi, `vidtrain devices` (which refuses a cuDNN or NCCL built for another
 #    CUDA major than the runtime, naming both);
 # 3. the GPU tests: a SKIP (77) counts as a FAILURE here, because this machine has a GPU
@@ -28,7 +24,8 @@
 # 3b. end to end on cuda:0 (with exact sums on request: VT_EXACT_SUMS=1, one epoch 1 vs
 #     2 towers and their cost in bench step): the demo trained and evaluated, one vs two GPU towers over an
 #    epoch and over one step, a GPU + CPU tower pair, bf16;
-# 3c. NVDEC: bench decode cpu vs nvdec on carry/media/hd (1080p H.264, made here);
+# 3c. NVDEC: bench decode cpu vs nvdec and prep cpu vs nvdec on carry/media/hd or
+#     carry/media/feed/src (1080p H.264, made here), train --decode nvdec beside cuDNN;
 # 3d. micro-batches (r3d18 in a 3G budget, fp32 and bf16) against one pass, c3d, precise
 #    BN with VT_CHECK_REPLICAS and --resume on two towers, each conv's cuDNN choice;
 # 4. scripts/bench-gpu.sh (vidtrain vs PyTorch, R3D-18).
@@ -49,31 +46,9 @@ declare -a summary
 note() { summary+=("$1"); echo "$1"; }
 
 echo "== 1. CUDA libraries"
-dirs=()
-# find walks its folders in the order given: CUDA 13 first, Python wheels last.
-for d in /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib \
-         /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu; do
-  [ -d "$d" ] && dirs+=("$d")
-done
-while IFS= read -r sp; do [ -d "$sp/nvidia" ] && dirs+=("$sp/nvidia"); done < <("$py" -c \
-  'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null)
-ldp=""
-for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnvrtc.so.13 libcudnn.so.9 libnccl.so.2; do
-  f=$(find "${dirs[@]}" -name "$lib" 2>/dev/null | head -1)
-  if [ -n "$f" ]; then
-    d=$(dirname "$f")
-    case ":$ldp:" in *":$d:"*) ;; *) ldp=${ldp:+$ldp:}$d ;; esac
-    echo "  $lib: $f"
-    case $f in */cu12/*|*cu12*/*) echo "  ⚠ $lib looks built for CUDA 12 ($f)";; esac
-  else
-    echo "  $lib: not found under ${dirs[*]}"
-  fi
-done
-# carry/ holds libcjson.so.1 (Debian has no static cJSON)
-ldp=$(cd "$bindir" && pwd)${ldp:+:$ldp}
-export LD_LIBRARY_PATH=$ldp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-missing=$(for f in "$bindir"/vidtrain "$bindir"/test_*_gpu; do [ -x "$f" ] && ldd "$f" | grep "not found"; done | sort -u)
-if [ -n "$missing" ]; then note "✗ libraries not found: $(echo $missing | tr '\n' ' ')"; else note "✓ every library resolves"; fi
+. scripts/gpu-libs.sh
+if vt_gpu_libs "$bindir" "$py"; then note "✓ every library resolves"
+else note "✗ libraries not found: $VT_GPU_LIBS_MISSING"; fi
 
 echo "== 2. devices"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>&1 || true
@@ -112,7 +87,10 @@ for t in "${tests[@]}"; do
   esac
 done
 
-if [ -d carry/media/hd ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
+# HD files: carry/media/hd when someone put them there, else the two 1080p30 files that
+# `bash scripts/bench-feed-gpu.sh --make` writes
+hd=carry/media/hd; [ -d "$hd" ] || hd=carry/media/feed/src
+if [ -d "$hd" ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
   echo "== 3c. NVDEC: 1080p H.264 (13 Mbit/s, a keyframe every 60 frames), 16x128 clips, stride 1"
   # nvidia-smi samples the decoder's load and the GPU's memory, and each process's own
   # memory (the CUDA context and the decoders), while the runs go on
@@ -127,7 +105,7 @@ if [ -d carry/media/hd ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
   for wk in 1 4; do
     for d in cpu nvdec; do
       echo "-- $(date +%T)" >"$logs/nvdec-$d-$wk.log"
-      { time timeout 45 "$bindir/vidtrain" bench decode carry/media/hd \
+      { time timeout 45 "$bindir/vidtrain" bench decode "$hd" \
         --mode clips --clip 16 --stride 1 --short-side 128 --clips-per-video 16 --workers "$wk" \
         --decode "$d" >>"$logs/nvdec-$d-$wk.log" 2>&1; } 2>>"$logs/nvdec-$d-$wk.log"
       echo "  --decode $d, $wk worker(s): $(grep -E 'warning|clips/s|clips:|cpu-seconds' \
@@ -140,7 +118,7 @@ if [ -d carry/media/hd ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
   for d in cpu nvdec; do
     rm -rf "$VT_TMP/prep-$d"
     echo "-- $(date +%T)" >"$logs/prep-$d.log"
-    { time timeout 120 "$bindir/vidtrain" prep carry/media/hd "$VT_TMP/prep-$d" --jobs 2 \
+    { time timeout 120 "$bindir/vidtrain" prep "$hd" "$VT_TMP/prep-$d" --jobs 2 \
       --decode "$d" >>"$logs/prep-$d.log" 2>&1; } 2>>"$logs/prep-$d.log"
     echo "exit $?" >>"$logs/prep-$d.log"
     echo "  prep --decode $d --jobs 2: $(tail -5 "$logs/prep-$d.log" | tr '\n' ' ')"
@@ -159,6 +137,19 @@ if [ -d carry/media/hd ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
     note "✗ prep --decode cpu vs nvdec: exit status $prep_rc, $same of $n copies identical" \
       "(see $logs/prep-*.log)"
   fi
+  # Training with NVDEC beside cuDNN on the same GPU: with the decoders in the towers'
+  # (primary) context, libnvcuvid's context syncs broke cuDNN's graph captures, and r3d18
+  # with one loader worker died in 3 runs of 3 (video_hw.c). Twice, 3 steps each.
+  ok=0
+  for r in 1 2; do
+    timeout 150 "$bindir/vidtrain" train "$hd" --out "$VT_TMP/nvdec-train-$r" --model r3d18 \
+      --devices cuda:0 --batch 32 --epochs 1 --clips-per-video 48 --max-steps 3 --val-split 0 \
+      --frame-cache 0 --workers 1 --decode nvdec --seed "$r" >"$logs/nvdec-train-$r.log" 2>&1 &&
+      grep -q 'max steps' "$logs/nvdec-train-$r.log" && ok=$((ok + 1))
+  done
+  if [ "$ok" = 2 ]; then note "✓ train --decode nvdec on cuda:0 (r3d18, 3 steps): 2 runs of 2"
+  else note "✗ train --decode nvdec on cuda:0: $ok runs of 2 passed: $(grep -h -m1 -E 'fatal' \
+    "$logs"/nvdec-train-*.log | tr '\n' ' ')"; fi
   # MiB columns: "+ 0" reads the number in front of " MiB" (awk compares strings otherwise)
   note "· GPU memory during the NVDEC runs, max: GPU $(awk -F', ' '{v = $4 + 0; if (v > m) m = v}
     END {print m + 0}' "$logs/nvdec-smi.csv") MiB; one process $(awk -F', ' '{v = $2 + 0;

@@ -9,10 +9,27 @@
  *
  * It needs no CUDA SDK and no GPU to build: the hwcontext API is libavutil's, which loads
  * libcuda at run time; without one, the device cannot be made and everything decodes on
- * the CPU. It must never abort, and it prints one thing only: under `--decode nvdec`,
+ * the CPU.
+ *
+ * The device is a CUDA context of its own, not the primary context the towers use
+ * through the CUDA runtime. cuDNN 9 captures some of its work into CUDA graphs (inside
+ * cudnnFind*, and in some engines' execution), and libnvcuvid synchronises its context
+ * (cuCtxSynchronize, seen under compute-sanitizer): in a shared context that sync meets
+ * the capturing stream, the capture is invalidated, and the tower dies with
+ * CUDNN_STATUS_EXECUTION_FAILED or "cuDNN offers no ... algorithm" (an H100 and an H200,
+ * 2026-11-27, `train --decode nvdec`: r3d18 with one loader worker in 3 runs of 3, with
+ * 15 in 1 of 3; tiny with two under compute-sanitizer in 2 of 2). Its own context costs a few hundred MB of the GPU and context switches with
+ * the towers' kernels. Each thread that touches a decoder also sets its stream-capture
+ * mode to relaxed (vt_vid_hw_thread): in the default, global mode its "potentially
+ * unsafe" calls (cuMemAlloc, synchronisations) fail while any other thread captures.
+ * (The primary context with relaxed threads alone still failed; the own context has not
+ * run on a GPU yet: scripts/gpu-check.sh section 3c checks it.)
+ *
+ * It must never abort, and it prints one thing only: under `--decode nvdec`,
  * the first fallback to the CPU (path and reason), once per process — the user asked for
  * the GPU and must learn it is not used; `auto` falls back silently.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -20,7 +37,6 @@
 
 #include <libavcodec/avcodec.h>
 #include <libavutil/buffer.h>
-#include <libavutil/dict.h>
 #include <libavutil/error.h>
 #include <libavutil/hwcontext.h>
 #include <libavutil/pixdesc.h>
@@ -68,17 +84,39 @@ static void device_make(void) {
         snprintf(device_why, sizeof device_why, "this FFmpeg was built without CUDA");
         return;
     }
-    /* The device's primary context, the one the CUDA runtime (our backend) uses: a
-     * context of its own would cost a few hundred MB of the GPU and context switches. */
-    AVDictionary *opts = NULL;
-    av_dict_set(&opts, "primary_ctx", "1", 0);
+    /* A context of its own (FFmpeg's default), never the primary one: see the top. */
     vt_vid_last_msg[0] = 0;
-    int ret = av_hwdevice_ctx_create(&device, AV_HWDEVICE_TYPE_CUDA, NULL, opts, 0);
-    av_dict_free(&opts);
+    int ret = av_hwdevice_ctx_create(&device, AV_HWDEVICE_TYPE_CUDA, NULL, NULL, 0);
     if (ret < 0) {
         device = NULL;
         vt_vid_set_av_err(device_why, sizeof device_why, "no CUDA device", ret);
     }
+}
+
+/* ---- the calling thread's stream-capture mode (see the top of this file) ---- */
+
+/* libcuda's cuThreadExchangeStreamCaptureMode (CUDA >= 10.1), found at run time as FFmpeg
+ * finds the rest of libcuda: no CUDA SDK at build time. CU_STREAM_CAPTURE_MODE_RELAXED. */
+typedef int (*exchange_fn)(int *mode);
+enum { CAPTURE_MODE_RELAXED = 2 };
+static pthread_once_t exchange_once = PTHREAD_ONCE_INIT;
+static exchange_fn exchange;
+
+static void exchange_find(void) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL); /* kept until exit */
+    if (lib)
+        *(void **)&exchange = dlsym(lib, "cuThreadExchangeStreamCaptureMode");
+}
+
+void vt_vid_hw_thread(void) {
+    static _Thread_local int relaxed;
+    if (relaxed)
+        return;
+    relaxed = 1;
+    pthread_once(&exchange_once, exchange_find);
+    int mode = CAPTURE_MODE_RELAXED;
+    if (exchange)
+        (void)exchange(&mode); /* a driver without it has no capture to spoil */
 }
 
 /* ---- the one message ---- */
@@ -147,12 +185,14 @@ void vt_vid_hw_attach(vt_video *v, const AVCodec *codec) {
     /* The GPU decodes; CPU frame threads would only add delay and copies of state. */
     v->dec->thread_count = 1;
     v->hw = 1;
+    vt_vid_hw_thread();
 }
 
 int vt_vid_hw_download(vt_video *v, char *err, size_t errlen) {
     AVFrame *f = v->frame;
     if (f->format != AV_PIX_FMT_CUDA)
         return 0;
+    vt_vid_hw_thread();
     if (!v->hw_tmp) {
         v->hw_tmp = av_frame_alloc();
         VT_CHECK(v->hw_tmp != NULL, "out of memory");

@@ -108,6 +108,10 @@ int vt_vid_can_continue(const vt_video *v, int64_t q);
 void vt_vid_hw_attach(vt_video *v, const AVCodec *codec);
 /* v->frame into system memory if it is a GPU frame (props kept): 0, or < 0 with err. */
 int vt_vid_hw_download(vt_video *v, char *err, size_t errlen);
+/* Before a thread's first call into a GPU decoder (open, decode, copy, close): its CUDA
+ * stream-capture mode becomes relaxed, so cuDNN's graph captures in the towers' threads
+ * and NVDEC's calls leave each other alone. Once per thread; cheap after. */
+void vt_vid_hw_thread(void);
 /* The GPU does not decode `path`, because of `reason`: under --decode nvdec the first
  * such call in the process prints one warning; otherwise silent. */
 void vt_vid_hw_fallback(const char *path, const char *reason);

@@ -377,6 +377,8 @@ void vt_video_close(vt_video **pv) {
     vt_video *v = *pv;
     vt_vid_scaler_clear(&v->sc);
     free(v->seq);
+    if (v->hw)
+        vt_vid_hw_thread();
     avcodec_free_context(&v->dec);
     avformat_close_input(&v->fmt);
     av_packet_free(&v->pkt);

@@ -15,6 +15,7 @@
 
 #include "models/common.h"
 #include "models/cpu_blas.h"
+#include "pipeline/data/video.h"
 #ifdef VT_HAVE_CUDA
 #include "models/cuda/cuda_info.h"
 #endif
@@ -23,6 +24,11 @@
  * grows (cuDNN/cuBLAS handles, kernels loaded lazily) after the query, and the caching
  * allocator fragments. 5% is what leaves room on 6-80 GB cards in practice. */
 #define VT_GPU_RESERVE_FRACTION 0.05
+/* And this much more of GPU 0 when videos may decode there (--decode nvdec or auto): the
+ * decoders' CUDA context of their own and each open decoder's picture buffers, none of
+ * it in a tower's plan (docs/decode.md: the process held 0.6-0.7 GiB with the decoders in
+ * the shared context; their own context adds some hundred MB, not yet measured). */
+#define VT_NVDEC_RESERVE ((int64_t)1 << 30)
 
 void vt_cpu_info_get(vt_cpu_info *out) {
     memset(out, 0, sizeof *out);
@@ -209,6 +215,8 @@ int vt_device_list_budget_defaults(vt_device_list *l, const int *capped, char *e
             vt_gpu_info gi;
             if (vt_cuda_device_query(d->ordinal, &gi) == 0) {
                 int64_t avail = (int64_t)((double)gi.free_bytes * (1.0 - VT_GPU_RESERVE_FRACTION));
+                if (d->ordinal == 0 && vt_video_get_decode() != VT_DECODE_CPU)
+                    avail -= VT_NVDEC_RESERVE; /* NVDEC decodes on GPU 0 (video_hw.c) */
                 int share = 0;
                 for (int j = 0; j < l->n; j++)
                     if (!strcmp(l->dev[j].backend, "cuda") && l->dev[j].ordinal == d->ordinal) {

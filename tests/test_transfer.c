@@ -128,17 +128,24 @@ static void check_torchvision(vt_backend *be, const char *dir, const cJSON *inde
             int64_t m = cJSON_GetArrayItem(gn, k)->valueint;
             TCHECK(t && t->numel == m, "%s: %s", tv, name);
             if (t && t->numel == m) {
-                /* The truth is PyTorch in float64. How close float32 can get depends on
-                 * the network: r3d_18's gradients are well conditioned (float32 PyTorch
-                 * within NMSE ~1e-13 of float64), mc3_18's and r2plus1d_18's stems are not
-                 * (~1e-5, whoever computes them in float32). So vidtrain must be within
-                 * 10x float32 PyTorch's own distance, and within 1e-10 where that is
-                 * tiny; a BN that still used batch statistics is off by O(1). */
+                /* The truth is PyTorch in float64. How close a correct float32 result gets
+                 * is a matter of luck as much as of arithmetic: a ReLU input within
+                 * rounding of 0 flips, and the gradients below it move by NMSE ~1e-6 to
+                 * 1e-5 (the stems; the head's not at all). One float32 run may flip none
+                 * (float32 PyTorch here: ~1e-12) or some (on another CPU: ~1e-5, and
+                 * vidtrain on an EPYC, 2026-11-27: mc3_18's stem 1.4e-6, r2plus1d_18's
+                 * 7.6e-6, where float32 PyTorch flipped none). So the bound is the
+                 * largest of 1e-10, 10x float32 PyTorch's distance, and sens_nmse:
+                 * torch_init.py's float64 runs with every input moved by a relative
+                 * 2^-20 (3.3e-5 and 7e-5 for those stems, 5e-12 for fc.weight, which
+                 * keeps 1e-10). A BN that still used batch statistics is off by O(1). */
                 double t32 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(e, "torch32_nmse"), k)->valuedouble;
-                double tol = fmax(1e-10, 10 * t32);
+                const cJSON *sn = cJSON_GetObjectItemCaseSensitive(e, "sens_nmse");
+                double sens = sn ? cJSON_GetArrayItem(sn, k)->valuedouble : 0;
+                double tol = fmax(fmax(1e-10, 10 * t32), sens);
                 double eg = vt_nmse(vt_net_grads(net) + t->offset, g, m);
-                printf("%s: frozen-BN grad %s NMSE %.3g vs float64 PyTorch (float32 PyTorch: %.3g)\n",
-                       tv, name, eg, t32);
+                printf("%s: frozen-BN grad %s NMSE %.3g vs float64 PyTorch (float32 PyTorch: %.3g;"
+                       " float64 with inputs moved 2^-20: %.3g)\n", tv, name, eg, t32, sens);
                 TCHECK(eg <= tol, "%s grad %s NMSE %g (tolerance %g)", tv, name, eg, tol);
             }
             g += m;

@@ -140,9 +140,9 @@ if [ -d "$hd" ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
   # Training with NVDEC beside cuDNN on the same GPU: with the decoders in the towers'
   # (primary) context, libnvcuvid's context syncs broke cuDNN's graph captures, and r3d18
   # with one loader worker died in 3 runs of 3 (video_hw.c). Twice, 3 steps each.
-  ok=0
+  ok=0; cls=$hd; [ -d carry/media/feed/src ] && cls=carry/media/feed/src # class folders
   for r in 1 2; do
-    timeout 150 "$bindir/vidtrain" train "$hd" --out "$VT_TMP/nvdec-train-$r" --model r3d18 \
+    timeout 150 "$bindir/vidtrain" train "$cls" --out "$VT_TMP/nvdec-train-$r" --model r3d18 \
       --devices cuda:0 --batch 32 --epochs 1 --clips-per-video 48 --max-steps 3 --val-split 0 \
       --frame-cache 0 --workers 1 --decode nvdec --seed "$r" >"$logs/nvdec-train-$r.log" 2>&1 &&
       grep -q 'max steps' "$logs/nvdec-train-$r.log" && ok=$((ok + 1))

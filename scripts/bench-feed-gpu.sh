@@ -39,13 +39,14 @@ if [ "${1:-}" = --make ]; then
   vt=${VIDTRAIN:-build/vidtrain}
   [ -x "$vt" ] || { echo "no vidtrain at $vt (set VIDTRAIN=)" >&2; exit 1; }
   command -v ffmpeg >/dev/null || { echo "needs the ffmpeg command" >&2; exit 1; }
-  rm -rf "$media"; mkdir -p "$media/src/a" "$media/src/b" "$media/hevc/a"
+  rm -rf "$media"; mkdir -p "$media/src/a" "$media/src/b"
   pic="mandelbrot=s=480x270:r=30,scale=1920x1080:flags=bicubic[m];testsrc2=s=1920x1080:r=30[t];[t][m]blend=all_mode=average,noise=alls=6:allf=t"
   x264=(-c:v libx264 -preset superfast -b:v 13M -maxrate 13M -bufsize 13M -g 60 -pix_fmt yuv420p)
   ffmpeg -v error -y -f lavfi -i "$pic" -t 8 "${x264[@]}" "$media/src/a/hd1080p30.mp4"
   ffmpeg -v error -y -f lavfi -i "$pic,hflip" -t 8 "${x264[@]}" "$media/src/b/hd1080p30.mp4"
   # (grep -q would stop reading early, and pipefail would call ffmpeg's SIGPIPE a failure)
   if ffmpeg -hide_banner -encoders 2>/dev/null | grep libx265 >/dev/null; then
+    mkdir -p "$media/hevc/a"
     ffmpeg -v error -y -f lavfi -i "$pic" -t 4 -c:v libx265 -preset ultrafast \
       -x265-params log-level=error -b:v 10M -g 60 -pix_fmt yuv420p -tag:v hvc1 "$media/hevc/a/hevc1080p30.mp4"
   fi
@@ -76,6 +77,7 @@ echo "$cores cores"
 for set in src prep hevc; do
   [ -d "$media/$set" ] || continue
   for f in "$media/$set"/*/*.mp4; do
+    [ -e "$f" ] || continue # an empty folder: the pattern itself
     cls=$(basename "$(dirname "$f")"); mkdir -p "$work/sets/$set/$cls"
     for i in $(seq -w 0 15); do ln -s "$PWD/$f" "$work/sets/$set/$cls/v$i.mp4"; done
   done

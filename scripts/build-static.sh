@@ -55,7 +55,7 @@ cmake --build build-static --target "${targets[@]}"
 # stays; everything else is this script's and is made again.
 mkdir -p carry && find carry -mindepth 1 -maxdepth 1 ! -name media -exec rm -rf {} +
 for t in "${targets[@]}"; do cp "build-static/$t" carry/; done
-strip carry/*
+strip "${targets[@]/#/carry/}"
 # Debian ships cJSON only as a shared library: it travels beside the binaries (34 KB) and
 # gpu-check.sh puts carry/ on LD_LIBRARY_PATH.
 cjson=$(ldd carry/vidtrain | awk '/libcjson/ {print $3}')
@@ -85,7 +85,9 @@ echo "carry/: $(du -sh carry | cut -f1) in $(ls carry | wc -l) files"
 if [ "$size" -gt $((60 * 1024 * 1024)) ]; then
   # Every binary holds its own static OpenBLAS and FFmpeg; they compress ~15x. The
   # travelling tree is limited to 64 MiB, so they travel packed; gpu-check.sh unpacks.
-  (cd carry && tar -cJf vidtrain-gpu.tar.xz --remove-files -- *)
+  # (carry/media stays as it is: it is read in place)
+  (cd carry && find . -mindepth 1 -maxdepth 1 ! -name media ! -name vidtrain-gpu.tar.xz -printf '%P\n' |
+    tar -cJf vidtrain-gpu.tar.xz --remove-files -T -)
   echo "carry/: packed into carry/vidtrain-gpu.tar.xz ($(du -sh carry/vidtrain-gpu.tar.xz | cut -f1))"
   size=$(du -sb carry | cut -f1)
 fi

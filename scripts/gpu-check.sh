@@ -144,12 +144,13 @@ if [ -d "$hd" ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
   for r in 1 2; do
     timeout 150 "$bindir/vidtrain" train "$cls" --out "$VT_TMP/nvdec-train-$r" --model r3d18 \
       --devices cuda:0 --batch 32 --epochs 1 --clips-per-video 48 --max-steps 3 --val-split 0 \
-      --frame-cache 0 --workers 1 --decode nvdec --seed "$r" >"$logs/nvdec-train-$r.log" 2>&1 &&
-      grep -q 'max steps' "$logs/nvdec-train-$r.log" && ok=$((ok + 1))
+      --frame-cache 0 --workers 1 --decode nvdec --seed "$r" >"$logs/nvdec-train-$r.log" 2>&1
+    echo "exit $?" >>"$logs/nvdec-train-$r.log" # 124: the timeout
+    grep -q 'max steps' "$logs/nvdec-train-$r.log" && ok=$((ok + 1))
   done
   if [ "$ok" = 2 ]; then note "✓ train --decode nvdec on cuda:0 (r3d18, 3 steps): 2 runs of 2"
-  else note "✗ train --decode nvdec on cuda:0: $ok runs of 2 passed: $(grep -h -m1 -E 'fatal' \
-    "$logs"/nvdec-train-*.log | tr '\n' ' ')"; fi
+  else note "✗ train --decode nvdec on cuda:0: $ok runs of 2 passed: $(grep -h -E 'fatal|rror|^exit' \
+    "$logs"/nvdec-train-*.log | head -4 | tr '\n' ' ')"; fi
   # MiB columns: "+ 0" reads the number in front of " MiB" (awk compares strings otherwise)
   note "· GPU memory during the NVDEC runs, max: GPU $(awk -F', ' '{v = $4 + 0; if (v > m) m = v}
     END {print m + 0}' "$logs/nvdec-smi.csv") MiB; one process $(awk -F', ' '{v = $2 + 0;

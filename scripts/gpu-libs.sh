@@ -18,6 +18,7 @@ vt_gpu_libs() {
   done
   while IFS= read -r sp; do [ -d "$sp/nvidia" ] && dirs+=("$sp/nvidia"); done < <("$py" -c \
     'import site; print("\n".join(site.getsitepackages()))' 2>/dev/null)
+  [ ${#dirs[@]} -gt 0 ] || dirs=(/nonexistent) # find would search . otherwise
   for lib in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnvrtc.so.13 libcudnn.so.9 libnccl.so.2; do
     f=$(find "${dirs[@]}" -name "$lib" 2>/dev/null | head -1)
     if [ -n "$f" ]; then

@@ -140,8 +140,8 @@ static void check_torchvision(vt_backend *be, const char *dir, const cJSON *inde
                  * 2^-20 (3.3e-5 and 7e-5 for those stems, 5e-12 for fc.weight, which
                  * keeps 1e-10). A BN that still used batch statistics is off by O(1). */
                 double t32 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(e, "torch32_nmse"), k)->valuedouble;
-                const cJSON *sn = cJSON_GetObjectItemCaseSensitive(e, "sens_nmse");
-                double sens = sn ? cJSON_GetArrayItem(sn, k)->valuedouble : 0;
+                const cJSON *sn = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(e, "sens_nmse"), k);
+                double sens = cJSON_IsNumber(sn) ? sn->valuedouble : 0;
                 double tol = fmax(fmax(1e-10, 10 * t32), sens);
                 double eg = vt_nmse(vt_net_grads(net) + t->offset, g, m);
                 printf("%s: frozen-BN grad %s NMSE %.3g vs float64 PyTorch (float32 PyTorch: %.3g;"

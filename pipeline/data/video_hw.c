@@ -112,11 +112,12 @@ void vt_vid_hw_thread(void) {
     static _Thread_local int relaxed;
     if (relaxed)
         return;
-    relaxed = 1;
     pthread_once(&exchange_once, exchange_find);
     int mode = CAPTURE_MODE_RELAXED;
-    if (exchange)
-        (void)exchange(&mode); /* a driver without it has no capture to spoil */
+    /* a driver without the call has no capture to spoil; a failed call (no cuInit yet)
+     * is tried again on this thread's next decoder call */
+    if (!exchange || exchange(&mode) == 0)
+        relaxed = 1;
 }
 
 /* ---- the one message ---- */
@@ -166,6 +167,7 @@ void vt_vid_hw_attach(vt_video *v, const AVCodec *codec) {
     v->hw = 0;
     if (vt_video_get_decode() == VT_DECODE_CPU)
         return;
+    vt_vid_hw_thread(); /* before cuCtxCreate too, when the towers' runtime has run cuInit */
     pthread_once(&device_once, device_make);
     if (!device) {
         vt_vid_hw_fallback(v->path, device_why);

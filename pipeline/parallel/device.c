@@ -227,8 +227,12 @@ int vt_device_list_budget_defaults(vt_device_list *l, const int *capped, char *e
                     }
                 d->budget = avail > 0 ? avail / VT_MAX(share, 1) : 0;
                 if (d->budget <= 0) {
-                    vt_set_err(err, errlen, "GPU %d: the --gpu-mem caps leave nothing for %s",
-                               d->ordinal, d->name);
+                    vt_set_err(err, errlen, "GPU %d: the --gpu-mem caps%s leave nothing for %s",
+                               d->ordinal,
+                               d->ordinal == 0 && vt_video_get_decode() != VT_DECODE_CPU
+                                   ? " and the 1 GiB kept for NVDEC (--decode cpu keeps none)"
+                                   : "",
+                               d->name);
                     return -1;
                 }
             }

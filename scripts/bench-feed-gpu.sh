@@ -55,16 +55,13 @@ if [ "${1:-}" = --make ]; then
   exit 0
 fi
 
+. scripts/gpu-libs.sh
 bindir=${VT_BINDIR:-carry}
 vt=$bindir/vidtrain
-# build-static.sh packs the binaries when they would not fit the 64 MiB that travels.
-if [ ! -x "$vt" ] && [ -f "$bindir/vidtrain-gpu.tar.xz" ]; then
-  tar -C "$bindir" -xJf "$bindir/vidtrain-gpu.tar.xz"
-fi
+vt_gpu_unpack "$bindir"
 [ -x "$vt" ] || { echo "✗ no $vt (scripts/build-static.sh makes it)"; exit 1; }
 [ -d "$media/src" ] && [ -d "$media/prep" ] || { echo "✗ no $media (run --make where ffmpeg is)"; exit 1; }
 py=${PYTHON:-python3}
-. scripts/gpu-libs.sh
 vt_gpu_libs "$bindir" "$py" >/dev/null || { echo "✗ libraries not found: $VT_GPU_LIBS_MISSING"; exit 1; }
 work=${VT_FEED_TMP:-/tmp/vidtrain-feed}
 logs=${VT_FEED_LOGS:-$work/logs}
@@ -111,9 +108,11 @@ steps = [j for j in map(json.loads, open(sys.argv[1])) if j.get("kind") == "step
 util = [float(l.split(",")[0]) for l in open(sys.argv[2]) if l.strip() and l.split(",")[0].strip().isdigit()]
 if not steps:
     print("no steps"); sys.exit(0)
-secs = sum(32 / s["clips_per_s"] for s in steps if s["clips_per_s"] > 0)
-wait = sum(s["data_wait"] * 32 / s["clips_per_s"] for s in steps if s["clips_per_s"] > 0)
-print(f"{32 * len(steps) / secs:7.1f} clips/s over {len(steps)} steps, data wait {100 * wait / secs:4.1f}%,"
+# each step's seconds per clip (its batch is the same for every step, so it cancels)
+per = [(1 / s["clips_per_s"], s["data_wait"]) for s in steps if s["clips_per_s"] > 0]
+secs = sum(t for t, _ in per)
+wait = sum(t * w for t, w in per)
+print(f"{len(per) / secs:7.1f} clips/s over {len(per)} steps, data wait {100 * wait / secs:4.1f}%,"
       f" GPU utilisation {sum(util) / max(len(util), 1):5.1f}% (mean of {len(util)} samples)")
 PY
 }

@@ -33,10 +33,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bindir=${VT_BINDIR:-}
-# build-static.sh packs the binaries when they would not fit the 64 MiB that travels.
-if [ -z "$bindir" ] && [ -f carry/vidtrain-gpu.tar.xz ] && [ ! -x carry/vidtrain ]; then
-  tar -C carry -xJf carry/vidtrain-gpu.tar.xz && echo "unpacked carry/vidtrain-gpu.tar.xz"
-fi
+. scripts/gpu-libs.sh
+[ -z "$bindir" ] && vt_gpu_unpack carry
 if [ -z "$bindir" ]; then
   for d in carry build-cuda build; do [ -x "$d/vidtrain" ] && { bindir=$d; break; }; done
 fi
@@ -46,7 +44,6 @@ declare -a summary
 note() { summary+=("$1"); echo "$1"; }
 
 echo "== 1. CUDA libraries"
-. scripts/gpu-libs.sh
 if vt_gpu_libs "$bindir" "$py"; then note "✓ every library resolves"
 else note "✗ libraries not found: $VT_GPU_LIBS_MISSING"; fi
 

@@ -9,6 +9,14 @@
 #
 #   vt_gpu_libs BINDIR PYTHON     prints what it found; returns 1 when a binary in
 #                                 BINDIR still has a library "not found"
+#   vt_gpu_unpack BINDIR          unpacks BINDIR/vidtrain-gpu.tar.xz when BINDIR has no
+#                                 vidtrain yet (build-static.sh packs the binaries when
+#                                 they would not fit the 64 MiB that travels)
+vt_gpu_unpack() {
+  if [ ! -x "$1/vidtrain" ] && [ -f "$1/vidtrain-gpu.tar.xz" ]; then
+    tar -C "$1" -xJf "$1/vidtrain-gpu.tar.xz" && echo "unpacked $1/vidtrain-gpu.tar.xz"
+  fi
+}
 vt_gpu_libs() {
   local bindir=$1 py=$2 dirs=() d sp lib f ldp="" missing
   # find walks its folders in the order given: CUDA 13 first, Python wheels last.

@@ -54,6 +54,21 @@ def seeded(name, seed):
     return m
 
 
+def frozen_pass(md, x, labels, grads):
+    """Fine-tuning with every BN frozen: md.train() with each BatchNorm3d in eval mode
+    (s3d's Dropout too: vidtrain's net has none here), the loss sum(cross_entropy) / N;
+    returns the logits and the gradients named in grads, in float64."""
+    md.train()
+    for mod in md.modules():
+        if isinstance(mod, (torch.nn.BatchNorm3d, torch.nn.Dropout)):
+            mod.eval()
+    md.zero_grad()
+    logits = md(x)
+    (F.cross_entropy(logits, torch.tensor(labels), reduction="sum") / x.shape[0]).backward()
+    params = dict(md.named_parameters())
+    return logits.detach().double(), [params[n].grad.double().clone() for n in grads]
+
+
 def main():
     out = sys.argv[1]
     names = sys.argv[2:] or ["r3d_18", "mc3_18", "r2plus1d_18"]
@@ -84,19 +99,7 @@ def main():
         head = "classifier.1.weight" if name == "s3d" else "fc.weight"
         bn = "features.0.0.1.weight" if name == "s3d" else "layer1.0.conv1.1.weight"
         grads = [first, bn, head]
-        got = {}
-        for dt in (torch.float64, torch.float32):
-            md = m.to(dt)
-            md.train()
-            for mod in md.modules():  # s3d's dropout off too: vidtrain's net has none here
-                if isinstance(mod, (torch.nn.BatchNorm3d, torch.nn.Dropout)):
-                    mod.eval()
-            md.zero_grad()
-            logits = md(x.to(dt))
-            loss = F.cross_entropy(logits, torch.tensor(labels), reduction="sum") / shape[0]
-            loss.backward()
-            params = dict(md.named_parameters())
-            got[dt] = (logits.detach().double(), [params[n].grad.double().clone() for n in grads])
+        got = {dt: frozen_pass(m.to(dt), x.to(dt), labels, grads) for dt in (torch.float64, torch.float32)}
         ref_logits, ref_grads = got[torch.float64]
         nmse = lambda gs: [float(((a - b) ** 2).sum() / (b ** 2).sum()) for a, b in zip(gs, ref_grads)]
         t32 = nmse(got[torch.float32][1])
@@ -111,21 +114,15 @@ def main():
             with torch.no_grad():
                 for t in list(mp.parameters()) + [b for b in mp.buffers() if b.is_floating_point()]:
                     t.mul_(1 + 2.0 ** -20 * torch.randn(t.shape, generator=gp, dtype=torch.float64))
-            mp.train()
-            for mod in mp.modules():
-                if isinstance(mod, (torch.nn.BatchNorm3d, torch.nn.Dropout)):
-                    mod.eval()
             xp = x.double() * (1 + 2.0 ** -20 * torch.randn(x.shape, generator=gp, dtype=torch.float64))
-            F.cross_entropy(mp(xp), torch.tensor(labels), reduction="sum").div(shape[0]).backward()
-            pp = dict(mp.named_parameters())
-            sens = [max(a, b) for a, b in zip(sens, nmse([pp[n].grad for n in grads]))]
+            sens = [max(a, b) for a, b in zip(sens, nmse(frozen_pass(mp, xp, labels, grads)[1]))]
         with open(f"{out}/{name}.frozen.bin", "wb") as f:
             f.write(ref_logits.numpy().astype("<f4").tobytes())
             for gr in ref_grads:
                 f.write(gr.numpy().astype("<f4").tobytes())
         index[name] = {"vidtrain": vt_name, "head": head, "shape": list(shape), "labels": labels,
                        "classes": 400, "grads": grads,
-                       "grad_numel": [params[n].numel() for n in grads], "torch32_nmse": t32,
+                       "grad_numel": [dict(m.named_parameters())[n].numel() for n in grads], "torch32_nmse": t32,
                        "sens_nmse": sens}
     with open(f"{out}/index.json", "w") as f:
         json.dump(index, f, indent=1)

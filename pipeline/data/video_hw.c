@@ -18,8 +18,8 @@
  * the capturing stream, the capture is invalidated, and the tower dies with
  * CUDNN_STATUS_EXECUTION_FAILED or "cuDNN offers no ... algorithm" (an H100 and an H200,
  * 2026-11-27, `train --decode nvdec`: r3d18 with one loader worker in 3 runs of 3, with
- * 15 in 1 of 3; tiny with two under compute-sanitizer in 2 of 2). Its own context costs a few hundred MB of the GPU and context switches with
- * the towers' kernels. Each thread that touches a decoder also sets its stream-capture
+ * 15 in 1 of 3; tiny with two under compute-sanitizer in 2 of 2). Its own context costs
+ * a few hundred MB of the GPU and context switches with the towers' kernels. Each thread that touches a decoder also sets its stream-capture
  * mode to relaxed (vt_vid_hw_thread): in the default, global mode its "potentially
  * unsafe" calls (cuMemAlloc, synchronisations) fail while any other thread captures.
  * (The primary context with relaxed threads alone still failed; the own context has not
@@ -187,7 +187,7 @@ void vt_vid_hw_attach(vt_video *v, const AVCodec *codec) {
     /* The GPU decodes; CPU frame threads would only add delay and copies of state. */
     v->dec->thread_count = 1;
     v->hw = 1;
-    vt_vid_hw_thread();
+    vt_vid_hw_thread(); /* again: the call above fails before anyone has run cuInit */
 }
 
 int vt_vid_hw_download(vt_video *v, char *err, size_t errlen) {

@@ -215,8 +215,10 @@ int vt_device_list_budget_defaults(vt_device_list *l, const int *capped, char *e
             vt_gpu_info gi;
             if (vt_cuda_device_query(d->ordinal, &gi) == 0) {
                 int64_t avail = (int64_t)((double)gi.free_bytes * (1.0 - VT_GPU_RESERVE_FRACTION));
-                if (d->ordinal == 0 && vt_video_get_decode() != VT_DECODE_CPU)
-                    avail -= VT_NVDEC_RESERVE; /* NVDEC decodes on GPU 0 (video_hw.c) */
+                /* NVDEC decodes on GPU 0 (video_hw.c) */
+                int nvdec = d->ordinal == 0 && vt_video_get_decode() != VT_DECODE_CPU;
+                if (nvdec)
+                    avail -= VT_NVDEC_RESERVE;
                 int share = 0;
                 for (int j = 0; j < l->n; j++)
                     if (!strcmp(l->dev[j].backend, "cuda") && l->dev[j].ordinal == d->ordinal) {
@@ -229,9 +231,8 @@ int vt_device_list_budget_defaults(vt_device_list *l, const int *capped, char *e
                 if (d->budget <= 0) {
                     vt_set_err(err, errlen, "GPU %d: the --gpu-mem caps%s leave nothing for %s",
                                d->ordinal,
-                               d->ordinal == 0 && vt_video_get_decode() != VT_DECODE_CPU
-                                   ? " and the 1 GiB kept for NVDEC (--decode cpu keeps none)"
-                                   : "",
+                               nvdec ? " and the 1 GiB kept for NVDEC (--decode cpu keeps none)"
+                                     : "",
                                d->name);
                     return -1;
                 }

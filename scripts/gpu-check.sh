@@ -25,7 +25,8 @@
 #     2 towers and their cost in bench step): the demo trained and evaluated, one vs two GPU towers over an
 #    epoch and over one step, a GPU + CPU tower pair, bf16;
 # 3c. NVDEC: bench decode cpu vs nvdec and prep cpu vs nvdec on carry/media/hd or
-#     carry/media/feed/src (1080p H.264, made here), train --decode nvdec beside cuDNN;
+#     carry/media/feed/src (1080p H.264, made here), train --decode nvdec beside cuDNN,
+#     predict --timeline --decode nvdec (the streaming reader) against --decode cpu;
 # 3d. micro-batches (r3d18 in a 3G budget, fp32 and bf16) against one pass, c3d, precise
 #    BN with VT_CHECK_REPLICAS and --resume on two towers, each conv's cuDNN choice;
 # 4. scripts/bench-gpu.sh (vidtrain vs PyTorch, R3D-18).
@@ -148,6 +149,30 @@ if [ -d "$hd" ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
   if [ "$ok" = 2 ]; then note "✓ train --decode nvdec on cuda:0 (r3d18, 3 steps): 2 runs of 2"
   else note "✗ train --decode nvdec on cuda:0: $ok runs of 2 passed: $(grep -h -E 'fatal|rror|^exit' \
     "$logs"/nvdec-train-*.log | head -4 | tr '\n' ' ')"; fi
+  # predict --timeline through the streaming reader (stream.c) with NVDEC beside the model
+  # on the GPU: the windows must be those of --decode cpu (H.264 decodes bit-exactly; the
+  # model's GPU sums may differ in the last bits between runs: 1e-4 on a probability).
+  tlv=$(find "$cls" -type f -name '*.mp4' | sort | head -1); tl_ok=0
+  if [ -f "$VT_TMP/nvdec-train-1/best.safetensors" ] && [ -n "$tlv" ]; then
+    for d in cpu nvdec; do
+      timeout 120 "$bindir/vidtrain" predict "$VT_TMP/nvdec-train-1" "$tlv" --timeline --json \
+        --devices cuda:0 --decode "$d" >"$logs/timeline-$d.jsonl" 2>"$logs/timeline-$d.err"
+      echo "exit $?" >>"$logs/timeline-$d.err"
+    done
+    "$py" - "$logs/timeline-cpu.jsonl" "$logs/timeline-nvdec.jsonl" <<'PY' && tl_ok=1
+import json, sys
+a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
+def probs(w): return {t["label"]: t["prob"] for h in w["heads"] for t in h["top"]}
+assert a and len(a) == len(b), (len(a), len(b))
+d = max(abs(probs(x)[k] - probs(y).get(k, -1)) for x, y in zip(a, b) for k in probs(x))
+print("timeline windows", len(a), "max |prob diff|", d)
+assert d <= 1e-4
+PY
+  fi
+  if [ "$tl_ok" = 1 ] && grep -q 'decoded on the GPU (NVDEC)' "$logs/timeline-nvdec.err"; then
+    note "✓ predict --timeline --decode nvdec on cuda:0: decoded on the GPU, windows = cpu's"
+  else note "✗ predict --timeline --decode nvdec: $(grep -h -E 'rror|warning|^exit|^timeline' \
+    "$logs"/timeline-*.err | head -4 | tr '\n' ' ')"; fi
   # MiB columns: "+ 0" reads the number in front of " MiB" (awk compares strings otherwise)
   note "· GPU memory during the NVDEC runs, max: GPU $(awk -F', ' '{v = $4 + 0; if (v > m) m = v}
     END {print m + 0}' "$logs/nvdec-smi.csv") MiB; one process $(awk -F', ' '{v = $2 + 0;

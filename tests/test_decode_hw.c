@@ -12,6 +12,9 @@
  *     into NV12 (the same samples, chroma interleaved), and a 10-bit frame into P010,
  *     scale through the reader's scaler to the very bytes of the planar frame, at every
  *     size (swscale's native-size converter included) and rotation;
+ *  3b. the streaming reader (stream.h, predict --timeline) under each mode: under cpu its
+ *     frames are the bytes of the reader's whole decode; under nvdec and auto the same
+ *     rules as (2) against its cpu reading;
  *  4. the command: under --decode nvdec exactly ONE warning (a path and a reason) for a
  *     set where some file cannot decode on the GPU — here all of them, on a GPU machine
  *     the FFV1 file — and none under auto or cpu; --decode bogus refused with the hint
@@ -22,6 +25,7 @@
 #include <libavutil/pixfmt.h>
 
 #include "models/common.h"
+#include "pipeline/data/stream.h"
 #include "pipeline/data/video.h"
 #include "tests/apputil.h"
 #include "tests/mediautil.h"
@@ -33,7 +37,8 @@ static const char *const media[] = {"h264.mp4", "mpeg4.avi", "mjpeg.mkv",
                                     "ffv1.mkv", "vfr.mp4",   "rot90.mp4"};
 #define NMEDIA ((int)(sizeof media / sizeof *media))
 
-static int gpu_files; /* files that decoded on the GPU in (2) */
+static int gpu_files;   /* files that decoded on the GPU in (2) */
+static int gpu_streams; /* ... and in (3b) */
 
 static void test_parse(void) {
     TCHECK(vt_decode_mode_parse("cpu") == VT_DECODE_CPU, "cpu");
@@ -149,6 +154,80 @@ static void test_modes_agree(void) {
             free(alt.buf);
         }
         free(cpu.buf);
+    }
+    vt_video_set_decode(VT_DECODE_CPU);
+}
+
+/* ---- (3b) the streaming reader ---- */
+
+/* Every frame of path through vt_stream at SS under mode. 0, or -1 (counted). */
+static int read_stream(reading *r, const char *path, vt_decode_mode mode) {
+    vt_video_set_decode(mode);
+    memset(r, 0, sizeof *r);
+    char err[512];
+    vt_stream *st = NULL;
+    if (vt_stream_open(&st, path, 1, err, sizeof err) < 0) {
+        TCHECK(0, "%s (%s): stream open: %s", path, vt_decode_mode_name(mode), err);
+        return -1;
+    }
+    snprintf(r->decoder, sizeof r->decoder, "%s", vt_stream_info(st)->decoder);
+    const uint8_t *rgb;
+    int w, h, rc;
+    double t, dur;
+    while ((rc = vt_stream_next(st, SS, &rgb, &w, &h, &t, &dur, err, sizeof err)) == 1)
+        frame_sum(r, rgb, 0, w, h);
+    TCHECK(rc == 0, "%s (%s): stream read: %s", path, vt_decode_mode_name(mode), err);
+    vt_stream_close(&st);
+    return rc == 0 ? 0 : -1;
+}
+
+static void test_stream_modes(void) {
+    for (int f = 0; f < NMEDIA; f++) {
+        char path[4200], err[512];
+        snprintf(path, sizeof path, "%s/%s", vt_media, media[f]);
+        reading whole = {0}, cpu, alt;
+        vt_video_set_decode(VT_DECODE_CPU);
+        vt_video *v = NULL;
+        int64_t got = 0;
+        TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0 &&
+               vt_video_decode_all(v, SS, frame_sum, &whole, &got, err, sizeof err) == 0,
+               "%s: whole decode: %s", media[f], err);
+        vt_video_close(&v);
+        if (read_stream(&cpu, path, VT_DECODE_CPU) == 0) {
+            TCHECK(!strcmp(cpu.decoder, "cpu"), "%s: stream under cpu decoded on '%s'",
+                   media[f], cpu.decoder);
+            /* stream.h's promise: the reader's bytes for every frame */
+            TCHECK(cpu.n == whole.n && !memcmp(cpu.buf, whole.buf, cpu.n),
+                   "%s: the stream's frames (%zu bytes) differ from the reader's (%zu)",
+                   media[f], cpu.n, whole.n);
+            for (vt_decode_mode m = VT_DECODE_AUTO; m <= VT_DECODE_NVDEC; m++) {
+                if (m == VT_DECODE_CPU || read_stream(&alt, path, m) < 0)
+                    continue;
+                TCHECK(alt.n == cpu.n, "%s (%s): stream %zu bytes, cpu %zu", media[f],
+                       vt_decode_mode_name(m), alt.n, cpu.n);
+                if (!strcmp(alt.decoder, "cpu")) {
+                    TCHECK(alt.n == cpu.n && !memcmp(alt.buf, cpu.buf, cpu.n),
+                           "%s (%s, stream on the CPU): pixels differ from --decode cpu",
+                           media[f], vt_decode_mode_name(m));
+                } else {
+                    TCHECK(!strcmp(alt.decoder, "nvdec"), "%s: stream decoder '%s'", media[f],
+                           alt.decoder);
+                    gpu_streams += m == VT_DECODE_NVDEC;
+                    double mean;
+                    int max;
+                    diff_stats(alt.buf, cpu.buf, VT_MIN(alt.n, cpu.n), &mean, &max);
+                    /* as in (2): H.264 exact, MPEG-4 and MJPEG within their IDCT's drift */
+                    double tol = strstr(media[f], "mp4") ? 0.0 : 2.0;
+                    printf("  %-10s stream on the GPU (%s): mean |diff| %.4f, max %d levels\n",
+                           media[f], vt_decode_mode_name(m), mean, max);
+                    TCHECK(mean <= tol, "%s (%s, stream on the GPU): mean |diff| %.3f > %.1f",
+                           media[f], vt_decode_mode_name(m), mean, tol);
+                }
+                free(alt.buf);
+            }
+            free(cpu.buf);
+        }
+        free(whole.buf);
     }
     vt_video_set_decode(VT_DECODE_CPU);
 }
@@ -359,6 +438,8 @@ int main(void) {
     test_parse();
     test_modes_agree();
     printf("files decoded on the GPU under --decode nvdec: %d of %d\n", gpu_files, NMEDIA);
+    test_stream_modes();
+    printf("streams decoded on the GPU under --decode nvdec: %d of %d\n", gpu_streams, NMEDIA);
     test_nv12_path();
     test_command(bin);
     return vt_test_done("test_decode_hw");

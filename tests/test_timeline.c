@@ -243,6 +243,41 @@ static void e2e_tests(void) {
     }
     vt_free_lines(l, n);
     vt_free_lines(r, nr);
+    /* --decode nvdec (docs/decode.md), from the file and from a pipe: the same windows.
+     * Without a GPU it decodes on the CPU after one warning; on a GPU, H.264 decodes
+     * bit-exactly (test_decode_hw), so the probabilities match to the same 1e-6. */
+    for (int p = 0; p < 2; p++) {
+        snprintf(out, sizeof out, "%s/nvdec_%d.jsonl", g_dir, p);
+        if (p == 0)
+            rc = vt_test_sh("'%s' predict '%s/run' '%s' --timeline --json --top 2 "
+                            "--clips-per-video %d --decode nvdec > '%s' 2> '%s.err'", g_bin,
+                            g_dir, src, K, out, out);
+        else
+            rc = vt_test_sh("ffmpeg -v error -i '%s' -c copy -f mpegts - | '%s' predict "
+                            "'%s/run' - --timeline --json --top 2 --clips-per-video %d "
+                            "--decode nvdec > '%s' 2> '%s.err'", src, g_bin, g_dir, K, out, out);
+        l = vt_read_lines(out, &n);
+        r = vt_read_lines(ref, &nr);
+        TCHECK(rc == 0 && n == nr && n == 9, "--decode nvdec (%s): exit %d, %d windows, %d "
+               "with cpu", p ? "pipe" : "file", rc, n, nr);
+        for (int i = 0; i < n && i < nr; i++) {
+            double a = vt_prob_of(l[i], "move_left"), b = vt_prob_of(r[i], "move_left");
+            TCHECK(fabs(a - b) <= 1e-6, "--decode nvdec window %d: %.9f vs cpu %.9f", i, a, b);
+        }
+        vt_free_lines(l, n);
+        vt_free_lines(r, nr);
+        char err_path[4400];
+        snprintf(err_path, sizeof err_path, "%s.err", out);
+        char *text = vt_test_slurp(err_path, NULL);
+        int warned = 0;
+        for (const char *q = text; q && (q = strstr(q, "--decode nvdec:")) != NULL; q++)
+            warned++;
+        int gpu = text && strstr(text, "decoded on the GPU (NVDEC)");
+        /* either the GPU decoded it (no warning) or one warning said the CPU did */
+        TCHECK(gpu ? warned == 0 : warned == 1, "--decode nvdec (%s): %d warnings, GPU %d: %s",
+               p ? "pipe" : "file", warned, gpu, text ? text : "(no stderr)");
+        free(text);
+    }
     /* usage: timeline options without --timeline */
     rc = vt_test_sh("'%s' predict '%s/run' '%s' --hop 1 2> /dev/null", g_bin, g_dir, src);
     TCHECK(rc == 2, "--hop without --timeline: exit %d", rc);

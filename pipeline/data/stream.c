@@ -53,6 +53,9 @@ struct vt_stream {
     vt_scaler *scaler;
     uint8_t *rgb;
     size_t rgb_cap;
+    char *url;               /* for the one NVDEC fallback message */
+    vt_hw_dec hw;            /* --decode nvdec|auto: the decoder on the GPU (video_hw.c) */
+    int pending;             /* s->frame holds the first frame, decoded at the open */
 };
 
 static void av_err(char *err, size_t errlen, const char *what, int ret) {
@@ -109,7 +112,7 @@ static int on_interrupt(void *ctx) {
     return 0;
 }
 
-static int open_decoder(vt_stream *s, int threads, char *err, size_t errlen) {
+static int open_decoder(vt_stream *s, int threads, int allow_hw, char *err, size_t errlen) {
     const AVCodec *codec = NULL;
     int ret = av_find_best_stream(s->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
     if (ret < 0 || !codec) {
@@ -137,6 +140,8 @@ static int open_decoder(vt_stream *s, int threads, char *err, size_t errlen) {
     if (s->o.live) /* frame threads hold threads - 1 decoded frames back: latency */
         s->dec->thread_type = FF_THREAD_SLICE;
     s->dec->pkt_timebase = st->time_base;
+    if (allow_hw)
+        vt_vid_hw_attach(&s->hw, s->dec, codec, s->url);
     if ((ret = avcodec_open2(s->dec, codec, NULL)) < 0) {
         av_err(err, errlen, "cannot open the decoder", ret);
         return ret;
@@ -154,6 +159,7 @@ static int open_decoder(vt_stream *s, int threads, char *err, size_t errlen) {
     in->duration = s->fmt->duration > 0 ? (double)s->fmt->duration / AV_TIME_BASE : 0;
     snprintf(in->codec, sizeof in->codec, "%s", codec->name);
     snprintf(in->container, sizeof in->container, "%s", s->fmt->iformat->name);
+    snprintf(in->decoder, sizeof in->decoder, "%s", s->hw.on ? "nvdec" : "cpu");
     return 0;
 }
 
@@ -195,8 +201,12 @@ static void stop_err(const vt_stream *s, char *err, size_t errlen, const char *w
         vt_set_err(err, errlen, "%s: interrupted", what);
 }
 
-int vt_stream_open_opts(vt_stream **out, const char *url, const vt_stream_opts *o, char *err,
-                        size_t errlen) {
+static int receive(vt_stream *s, char *err, size_t errlen);
+
+/* vt_stream_open_opts, the decoder on the GPU when allow_hw and the decode mode say so.
+ * *hw_failed: set to 1 when the first frame could not be decoded with the GPU attached. */
+static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o, int allow_hw,
+                       int *hw_failed, char *err, size_t errlen) {
     *out = NULL;
     vt_ffmpeg_log_init();
     const AVInputFormat *ifmt;
@@ -204,6 +214,7 @@ int vt_stream_open_opts(vt_stream **out, const char *url, const vt_stream_opts *
     if (ret < 0)
         return ret;
     vt_stream *s = vt_calloc(1, sizeof *s);
+    s->url = vt_strdup(url);
     s->first_ts = AV_NOPTS_VALUE;
     s->o = *o;
     vt_source_kind kind = vt_stream_source_kind(url);
@@ -252,16 +263,50 @@ int vt_stream_open_opts(vt_stream **out, const char *url, const vt_stream_opts *
     }
     s->timeout = o->timeout;
     s->last_data = vt_now();
-    if ((ret = open_decoder(s, o->threads, err, errlen)) < 0) {
-        vt_stream_close(&s);
-        return ret;
-    }
     s->pkt = av_packet_alloc();
     s->frame = av_frame_alloc();
     s->scaler = vt_scaler_new();
     VT_CHECK(s->pkt && s->frame, "av_packet_alloc/av_frame_alloc (out of memory)");
+    if ((ret = open_decoder(s, o->threads, allow_hw, err, errlen)) < 0) {
+        vt_stream_close(&s);
+        return ret;
+    }
+    if (s->hw.on) {
+        /* Prove that the GPU decodes this stream: its first frame, kept for the first
+         * vt_stream_next (nothing is read twice, so a pipe or a live source loses nothing). */
+        vt_vid_last_msg[0] = 0;
+        ret = receive(s, err, errlen);
+        if (ret <= 0) {
+            if (ret == 0)
+                vt_set_err(err, errlen, "0 decodable frames%s%s", vt_vid_last_msg[0] ? ": " : "",
+                           vt_vid_last_msg);
+            *hw_failed = 1;
+            vt_stream_close(&s);
+            return ret < 0 ? ret : AVERROR_INVALIDDATA;
+        }
+        vt_vid_hw_first_frame(&s->hw, s->frame, url);
+        snprintf(s->info.decoder, sizeof s->info.decoder, "%s", s->hw.on ? "nvdec" : "cpu");
+        s->pending = 1;
+    }
     *out = s;
     return 0;
+}
+
+int vt_stream_open_opts(vt_stream **out, const char *url, const vt_stream_opts *o, char *err,
+                        size_t errlen) {
+    int hw_failed = 0;
+    int ret = open_stream(out, url, o, 1, &hw_failed, err, errlen);
+    /* The GPU could not decode the first frame: a file is opened again on the CPU, which
+     * decides whether it is bad; a pipe or a live source cannot be read again. */
+    if (ret < 0 && hw_failed && vt_stream_source_kind(url) != VT_SOURCE_PIPE &&
+        strcmp(url, "-") != 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", err && errlen ? err : "the GPU decoder failed");
+        ret = open_stream(out, url, o, 0, &hw_failed, err, errlen);
+        if (ret == 0)
+            vt_vid_hw_fallback(url, why);
+    }
+    return ret;
 }
 
 int vt_stream_open(vt_stream **out, const char *url, int threads, char *err, size_t errlen) {
@@ -299,12 +344,16 @@ void vt_stream_close(vt_stream **ps) {
     if (!ps || !*ps)
         return;
     vt_stream *s = *ps;
+    if (s->hw.on)
+        vt_vid_hw_thread();
     avcodec_free_context(&s->dec);
     avformat_close_input(&s->fmt);
     av_packet_free(&s->pkt);
     av_frame_free(&s->frame);
     vt_scaler_free(&s->scaler);
+    vt_vid_hw_free(&s->hw);
     free(s->rgb);
+    free(s->url);
     free(s);
     *ps = NULL;
 }
@@ -374,40 +423,58 @@ static void frame_time(vt_stream *s, double *t, double *dur) {
     *dur = d > 0 ? (double)d * av_q2d(s->tb) : s->info.fps > 0 ? 1.0 / s->info.fps : 0;
 }
 
+/* The next decoded frame into s->frame: 1, 0 at the end (or s->fail), < 0 an error. */
+static int receive(vt_stream *s, char *err, size_t errlen) {
+    if (s->hw.on)
+        vt_vid_hw_thread();
+    for (;;) {
+        int ret = avcodec_receive_frame(s->dec, s->frame);
+        if (ret >= 0)
+            return 1;
+        if (ret != AVERROR(EAGAIN) && ret != AVERROR_EOF) /* skipped, counted */
+            s->decode_errors++;
+        if (ret == AVERROR_EOF || (ret != AVERROR(EAGAIN) && s->flushed)) {
+            if (s->fail) /* nothing more will come: the read error that ended it */
+                vt_set_err(err, errlen, "%s", s->fail_msg);
+            return s->fail;
+        }
+        /* the decoder wants input: it takes a packet without EAGAIN */
+        if ((ret = feed(s, err, errlen)) < 0)
+            return ret;
+    }
+}
+
 int vt_stream_next(vt_stream *s, int short_side, const uint8_t **rgb, int *w, int *h, double *t,
                    double *dur, char *err, size_t errlen) {
     /* the timeout counts time spent waiting for data, not the caller's time between calls
      * (a slow model, a first GPU call) */
     s->last_data = vt_now();
-    for (;;) {
-        int ret = avcodec_receive_frame(s->dec, s->frame);
-        if (ret < 0 && ret != AVERROR(EAGAIN) && ret != AVERROR_EOF) /* skipped, counted */
-            s->decode_errors++;
-        if (ret == AVERROR_EOF || (ret < 0 && ret != AVERROR(EAGAIN) && s->flushed)) {
-            if (s->fail) /* nothing more will come: the read error that ended it */
-                vt_set_err(err, errlen, "%s", s->fail_msg);
-            return s->fail;
-        }
-        if (ret < 0) { /* the decoder wants input: it takes a packet without EAGAIN */
-            if ((ret = feed(s, err, errlen)) < 0)
-                return ret;
-            continue;
-        }
-        vt_video_info_scaled_size(&s->info, short_side, w, h);
-        size_t need = (size_t)*w * (size_t)*h * 3;
-        if (need > s->rgb_cap) {
-            free(s->rgb);
-            s->rgb = vt_malloc(need);
-            s->rgb_cap = need;
-        }
-        frame_time(s, t, dur);
-        s->arrival = arrival_of(s, s->frame->pts);
-        ret = vt_scaler_convert(s->scaler, s->frame, s->info.rotation, s->rgb, *w, *h, err, errlen);
+    int ret = 1;
+    if (s->pending)
+        s->pending = 0;
+    else
+        ret = receive(s, err, errlen);
+    if (ret <= 0)
+        return ret;
+    /* a GPU frame comes to system memory here: NV12, which the scaler rearranges */
+    if ((ret = vt_vid_hw_download(&s->hw, s->frame, err, errlen)) < 0) {
         av_frame_unref(s->frame);
-        if (ret < 0)
-            return ret;
-        s->nframes++;
-        *rgb = s->rgb;
-        return 1;
+        return ret;
     }
+    vt_video_info_scaled_size(&s->info, short_side, w, h);
+    size_t need = (size_t)*w * (size_t)*h * 3;
+    if (need > s->rgb_cap) {
+        free(s->rgb);
+        s->rgb = vt_malloc(need);
+        s->rgb_cap = need;
+    }
+    frame_time(s, t, dur);
+    s->arrival = arrival_of(s, s->frame->pts);
+    ret = vt_scaler_convert(s->scaler, s->frame, s->info.rotation, s->rgb, *w, *h, err, errlen);
+    av_frame_unref(s->frame);
+    if (ret < 0)
+        return ret;
+    s->nframes++;
+    *rgb = s->rgb;
+    return 1;
 }

@@ -1,6 +1,6 @@
 /*
  * video_hw.c: decoding on the GPU (NVDEC) through FFmpeg's hwaccel API, for the video
- * reader (video.h, `--decode`). One CUDA device context per process, made on first use
+ * reader (video.h, `--decode`) and the streaming reader (stream.h: predict --timeline). One CUDA device context per process, made on first use
  * (device 0 of what CUDA_VISIBLE_DEVICES shows) and shared by every decoder; a decoder
  * gets it when its codec lists a CUDA hw config; get_format then picks AV_PIX_FMT_CUDA.
  * Decoded frames stay on the GPU until a read needs their pixels: then they are copied
@@ -135,14 +135,14 @@ void vt_vid_hw_fallback(const char *path, const char *reason) {
 /* ---- one decoder ---- */
 
 /* FFmpeg lists the hardware formats first, then the software ones. A decoder that gave
- * up on the GPU (v->hw cleared) gets the first software format, never CUDA again: with
+ * up on the GPU (h->on cleared) gets the first software format, never CUDA again: with
  * a device attached, avcodec_default_get_format would pick the GPU itself. When the
  * hwaccel cannot start (a profile or size NVDEC lacks), FFmpeg calls this again without
  * CUDA in the list and the software format decodes. */
 static enum AVPixelFormat get_format(AVCodecContext *ctx, const enum AVPixelFormat *fmts) {
-    const vt_video *v = ctx->opaque;
+    const vt_hw_dec *h = ctx->opaque;
     for (const enum AVPixelFormat *p = fmts; *p != AV_PIX_FMT_NONE; p++)
-        if (*p == AV_PIX_FMT_CUDA && v->hw)
+        if (*p == AV_PIX_FMT_CUDA && h->on)
             return *p;
     for (const enum AVPixelFormat *p = fmts; *p != AV_PIX_FMT_NONE; p++) {
         const AVPixFmtDescriptor *d = av_pix_fmt_desc_get(*p);
@@ -163,52 +163,68 @@ static int codec_has_nvdec(const AVCodec *codec) {
     }
 }
 
-void vt_vid_hw_attach(vt_video *v, const AVCodec *codec) {
-    v->hw = 0;
+void vt_vid_hw_attach(vt_hw_dec *h, AVCodecContext *dec, const AVCodec *codec,
+                      const char *path) {
+    h->on = 0;
     if (vt_video_get_decode() == VT_DECODE_CPU)
         return;
     vt_vid_hw_thread(); /* before cuCtxCreate too, when the towers' runtime has run cuInit */
     pthread_once(&device_once, device_make);
     if (!device) {
-        vt_vid_hw_fallback(v->path, device_why);
+        vt_vid_hw_fallback(path, device_why);
         return;
     }
     if (!codec_has_nvdec(codec)) {
         char why[128];
         snprintf(why, sizeof why, "FFmpeg has no NVDEC decoder for the codec '%s'",
                  codec->name);
-        vt_vid_hw_fallback(v->path, why);
+        vt_vid_hw_fallback(path, why);
         return;
     }
-    v->dec->hw_device_ctx = av_buffer_ref(device);
-    VT_CHECK(v->dec->hw_device_ctx != NULL, "out of memory");
-    v->dec->opaque = v;
-    v->dec->get_format = get_format;
+    dec->hw_device_ctx = av_buffer_ref(device);
+    VT_CHECK(dec->hw_device_ctx != NULL, "out of memory");
+    dec->opaque = h;
+    dec->get_format = get_format;
     /* The GPU decodes; CPU frame threads would only add delay and copies of state. */
-    v->dec->thread_count = 1;
-    v->hw = 1;
+    dec->thread_count = 1;
+    h->on = 1;
     vt_vid_hw_thread(); /* again: the call above fails before anyone has run cuInit */
 }
 
-int vt_vid_hw_download(vt_video *v, char *err, size_t errlen) {
-    AVFrame *f = v->frame;
+void vt_vid_hw_first_frame(vt_hw_dec *h, const AVFrame *f, const char *path) {
+    if (!h->on || f->format == AV_PIX_FMT_CUDA)
+        return;
+    char why[320];
+    snprintf(why, sizeof why, "NVDEC declined the stream%s%s%s",
+             vt_vid_last_msg[0] ? " (FFmpeg: " : "", vt_vid_last_msg,
+             vt_vid_last_msg[0] ? ")" : "");
+    h->on = 0;
+    vt_vid_hw_fallback(path, why);
+}
+
+int vt_vid_hw_download(vt_hw_dec *h, AVFrame *f, char *err, size_t errlen) {
     if (f->format != AV_PIX_FMT_CUDA)
         return 0;
     vt_vid_hw_thread();
-    if (!v->hw_tmp) {
-        v->hw_tmp = av_frame_alloc();
-        VT_CHECK(v->hw_tmp != NULL, "out of memory");
+    if (!h->tmp) {
+        h->tmp = av_frame_alloc();
+        VT_CHECK(h->tmp != NULL, "out of memory");
     }
     vt_vid_last_msg[0] = 0;
-    int ret = av_hwframe_transfer_data(v->hw_tmp, f, 0);
+    int ret = av_hwframe_transfer_data(h->tmp, f, 0);
     if (ret >= 0)
-        ret = av_frame_copy_props(v->hw_tmp, f); /* pts, flags, colour matrix and range */
+        ret = av_frame_copy_props(h->tmp, f); /* pts, flags, colour matrix and range */
     if (ret < 0) {
-        av_frame_unref(v->hw_tmp);
+        av_frame_unref(h->tmp);
         vt_vid_set_av_err(err, errlen, "copying a decoded frame from the GPU failed", ret);
         return ret;
     }
     av_frame_unref(f);
-    av_frame_move_ref(f, v->hw_tmp);
+    av_frame_move_ref(f, h->tmp);
     return 0;
+}
+
+void vt_vid_hw_free(vt_hw_dec *h) {
+    av_frame_free(&h->tmp);
+    h->on = 0;
 }

@@ -1,7 +1,8 @@
 /*
  * video_impl.h: the inside of a vt_video, shared by the files of the video reader
- * (video_open.c, video_seek.c, video_read.c, video_scale.c, video_log.c). Nothing outside
- * pipeline/data/video_*.c includes it; everyone else sees video.h.
+ * (video_open.c, video_seek.c, video_read.c, video_scale.c, video_log.c, video_hw.c) and
+ * the streaming reader (stream.c: its scaler and GPU decoder are the reader's). Nothing else
+ * includes it; everyone else sees video.h.
  */
 #ifndef VT_VIDEO_IMPL_H
 #define VT_VIDEO_IMPL_H
@@ -34,6 +35,12 @@ struct vt_scaler {
     AVFrame *planar;        /* a GPU frame (NV12, P010) rearranged as a CPU decoder's */
     int filter;             /* vt_scale_filter (0: bilinear, the loader's) */
 };
+
+/* One decoder's GPU state (video_hw.c): a vt_video's, and a vt_stream's (stream.c). */
+typedef struct vt_hw_dec {
+    int on;                 /* 1 while the decoder runs on the GPU */
+    AVFrame *tmp;           /* a GPU frame's pixels on their way to system memory */
+} vt_hw_dec;
 
 struct vt_video {
     char *path;
@@ -71,8 +78,7 @@ struct vt_video {
     uint8_t *seq;           /* (h, w, 3) frame handed to decode_all callbacks */
     size_t seq_size;
     vt_video_stats stats;
-    int hw;                 /* 1 while the decoder runs on the GPU (video_hw.c) */
-    AVFrame *hw_tmp;        /* a GPU frame's pixels on their way to system memory */
+    vt_hw_dec hw;           /* the GPU decoder's state (video_hw.c) */
 };
 
 /* ---- FFmpeg log capture (video_log.c) ---- */
@@ -103,11 +109,15 @@ int vt_vid_can_continue(const vt_video *v, int64_t q);
 
 /* ---- the GPU (video_hw.c) ---- */
 
-/* Before avcodec_open2: give v->dec the process's CUDA device when the decode mode, the
- * device and the codec allow it, and set v->hw; otherwise note why (hw_fallback). */
-void vt_vid_hw_attach(vt_video *v, const AVCodec *codec);
-/* v->frame into system memory if it is a GPU frame (props kept): 0, or < 0 with err. */
-int vt_vid_hw_download(vt_video *v, char *err, size_t errlen);
+/* Before avcodec_open2: give dec the process's CUDA device when the decode mode, the
+ * device and the codec allow it, and set h->on (dec->opaque becomes h); otherwise note why
+ * (vt_vid_hw_fallback, naming path). */
+void vt_vid_hw_attach(vt_hw_dec *h, AVCodecContext *dec, const AVCodec *codec,
+                      const char *path);
+/* f into system memory if it is a GPU frame (props kept): 0, or < 0 with err. */
+int vt_vid_hw_download(vt_hw_dec *h, AVFrame *f, char *err, size_t errlen);
+/* Frees what h holds (after the decoder is freed). */
+void vt_vid_hw_free(vt_hw_dec *h);
 /* Before a thread's first call into a GPU decoder (open, decode, copy, close): its CUDA
  * stream-capture mode becomes relaxed, so cuDNN's graph captures in the towers' threads
  * and NVDEC's calls leave each other alone. Once per thread; cheap after. */
@@ -115,6 +125,10 @@ void vt_vid_hw_thread(void);
 /* The GPU does not decode `path`, because of `reason`: under --decode nvdec the first
  * such call in the process prints one warning; otherwise silent. */
 void vt_vid_hw_fallback(const char *path, const char *reason);
+/* A decoder opened with the GPU attached (h->on) gave its first frame, f: when it is not
+ * a GPU frame, FFmpeg could not start NVDEC on the stream (a profile, size or depth it
+ * lacks) and decodes in software: h->on is cleared and the fallback noted. */
+void vt_vid_hw_first_frame(vt_hw_dec *h, const AVFrame *f, const char *path);
 
 /* ---- scaling (video_scale.c) ---- */
 

@@ -269,7 +269,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     /* Decoders refuse larger frames themselves, even when a later header changes size. */
     v->dec->max_pixels = VT_VIDEO_MAX_PIXELS;
     if (allow_hw)
-        vt_vid_hw_attach(v, codec);
+        vt_vid_hw_attach(&v->hw, v->dec, codec, v->path);
     vt_vid_last_msg[0] = 0;
     ret = avcodec_open2(v->dec, codec, NULL);
     if (ret < 0) {
@@ -319,24 +319,15 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         ret = AVERROR(ERANGE);
         goto fail;
     }
-    if (v->hw && v->frame->format != AV_PIX_FMT_CUDA) {
-        /* FFmpeg could not start NVDEC on this stream (a profile, size or depth it lacks)
-         * and decoded in software: stay there. */
-        char why[320];
-        snprintf(why, sizeof why, "NVDEC declined the stream%s%s%s",
-                 vt_vid_last_msg[0] ? " (FFmpeg: " : "", vt_vid_last_msg,
-                 vt_vid_last_msg[0] ? ")" : "");
-        v->hw = 0;
-        vt_vid_hw_fallback(v->path, why);
-    }
-    ret = vt_vid_hw_download(v, err, errlen); /* proves the copy from the GPU works */
+    vt_vid_hw_first_frame(&v->hw, v->frame, v->path);
+    ret = vt_vid_hw_download(&v->hw, v->frame, err, errlen); /* proves the copy from the GPU works */
     if (ret < 0)
         goto fail;
-    snprintf(in->decoder, sizeof in->decoder, "%s", v->hw ? "nvdec" : "cpu");
+    snprintf(in->decoder, sizeof in->decoder, "%s", v->hw.on ? "nvdec" : "cpu");
     in->width = v->frame->width;
     in->height = v->frame->height;
     /* The stream's own format: a GPU frame arrives as NV12 whatever the file holds. */
-    pf = av_get_pix_fmt_name(v->hw ? v->dec->sw_pix_fmt : v->frame->format);
+    pf = av_get_pix_fmt_name(v->hw.on ? v->dec->sw_pix_fmt : v->frame->format);
     if (pf)
         snprintf(in->pix_fmt, sizeof in->pix_fmt, "%s", pf);
     in->full_range = v->frame->color_range == AVCOL_RANGE_JPEG || (pf && !strncmp(pf, "yuvj", 4));
@@ -351,7 +342,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
 
 fail:
     if (hw_failed)
-        *hw_failed = v->hw;
+        *hw_failed = v->hw.on;
     vt_video_close(&v);
     return ret < 0 ? ret : AVERROR_INVALIDDATA;
 }
@@ -377,13 +368,13 @@ void vt_video_close(vt_video **pv) {
     vt_video *v = *pv;
     vt_vid_scaler_clear(&v->sc);
     free(v->seq);
-    if (v->hw)
+    if (v->hw.on)
         vt_vid_hw_thread();
     avcodec_free_context(&v->dec);
     avformat_close_input(&v->fmt);
     av_packet_free(&v->pkt);
     av_frame_free(&v->frame);
-    av_frame_free(&v->hw_tmp);
+    vt_vid_hw_free(&v->hw);
     free(v->pts);
     free(v->kf);
     free(v->path);

@@ -137,7 +137,7 @@ int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stri
             int to_sink = v->sink && frame_is_clean(v, m);
             /* A GPU frame's pixels come to system memory only when someone takes them. */
             if ((to_sink || wanted_unfilled(want, filled, t, m)) &&
-                (ret = vt_vid_hw_download(v, err, errlen)) < 0) {
+                (ret = vt_vid_hw_download(&v->hw, v->frame, err, errlen)) < 0) {
                 av_frame_unref(v->frame);
                 goto done;
             }
@@ -223,7 +223,7 @@ int vt_video_decode_all(vt_video *v, int short_side, vt_video_frame_fn fn, void 
             break;
         int64_t m = vt_vid_frame_pos(v);
         v->last_pos = m;
-        ret = vt_vid_hw_download(v, err, errlen);
+        ret = vt_vid_hw_download(&v->hw, v->frame, err, errlen);
         if (ret < 0) {
             av_frame_unref(v->frame);
             break;

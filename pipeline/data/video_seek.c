@@ -17,7 +17,7 @@
 #include "pipeline/data/video_impl.h"
 
 int vt_vid_seek_ts(vt_video *v, int64_t ts, char *err, size_t errlen) {
-    if (v->hw)
+    if (v->hw.on)
         vt_vid_hw_thread(); /* the flush below reaches NVDEC */
     v->stats.seeks++;
     int ret = av_seek_frame(v->fmt, v->sidx, ts, AVSEEK_FLAG_BACKWARD);
@@ -68,7 +68,7 @@ static int packet_wanted(vt_video *v, const AVPacket *pkt) {
  * Decode errors (a corrupt packet) are counted and skipped, never fatal. */
 int vt_vid_next_frame(vt_video *v, char *err, size_t errlen) {
     int bad_in_a_row = 0;
-    if (v->hw)
+    if (v->hw.on)
         vt_vid_hw_thread();
     for (;;) {
         int ret = avcodec_receive_frame(v->dec, v->frame);

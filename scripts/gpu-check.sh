@@ -153,13 +153,16 @@ if [ -d "$hd" ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
   # on the GPU: the windows must be those of --decode cpu (H.264 decodes bit-exactly; the
   # model's GPU sums may differ in the last bits between runs: 1e-4 on a probability).
   tlv=$(find "$cls" -type f -name '*.mp4' | sort | head -1); tl_ok=0
-  if [ -f "$VT_TMP/nvdec-train-1/best.safetensors" ] && [ -n "$tlv" ]; then
+  # (3 steps stop mid-epoch: the run has last.safetensors only, which predict takes)
+  if [ -f "$VT_TMP/nvdec-train-1/last.safetensors" ] && [ -n "$tlv" ]; then
     for d in cpu nvdec; do
       timeout 120 "$bindir/vidtrain" predict "$VT_TMP/nvdec-train-1" "$tlv" --timeline --json \
-        --devices cuda:0 --decode "$d" >"$logs/timeline-$d.jsonl" 2>"$logs/timeline-$d.err"
+        --top 1000 --devices cuda:0 --decode "$d" >"$logs/timeline-$d.jsonl" 2>"$logs/timeline-$d.err"
       echo "exit $?" >>"$logs/timeline-$d.err"
     done
-    "$py" - "$logs/timeline-cpu.jsonl" "$logs/timeline-nvdec.jsonl" <<'PY' && tl_ok=1
+    # --top 1000: every class in every window, so the comparison never meets a swap
+    "$py" - "$logs/timeline-cpu.jsonl" "$logs/timeline-nvdec.jsonl" >"$logs/timeline-cmp.txt" \
+      2>&1 <<'PY' && tl_ok=1
 import json, sys
 a, b = ([json.loads(l) for l in open(p)] for p in sys.argv[1:3])
 def probs(w): return {t["label"]: t["prob"] for h in w["heads"] for t in h["top"]}
@@ -172,7 +175,7 @@ PY
   if [ "$tl_ok" = 1 ] && grep -q 'decoded on the GPU (NVDEC)' "$logs/timeline-nvdec.err"; then
     note "✓ predict --timeline --decode nvdec on cuda:0: decoded on the GPU, windows = cpu's"
   else note "✗ predict --timeline --decode nvdec: $(grep -h -E 'rror|warning|^exit|^timeline' \
-    "$logs"/timeline-*.err | head -4 | tr '\n' ' ')"; fi
+    "$logs"/timeline-*.err "$logs/timeline-cmp.txt" 2>/dev/null | head -5 | tr '\n' ' ')"; fi
   # MiB columns: "+ 0" reads the number in front of " MiB" (awk compares strings otherwise)
   note "· GPU memory during the NVDEC runs, max: GPU $(awk -F', ' '{v = $4 + 0; if (v > m) m = v}
     END {print m + 0}' "$logs/nvdec-smi.csv") MiB; one process $(awk -F', ' '{v = $2 + 0;

@@ -58,6 +58,8 @@ typedef struct reading {
     uint8_t *buf;
     size_t n;
     char decoder[8];
+    double t[2], dur[2]; /* (3b) the first frame's time and duration, and the last's */
+    int64_t frames;
 } reading;
 
 static int frame_sum(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
@@ -174,11 +176,25 @@ static int read_stream(reading *r, const char *path, vt_decode_mode mode) {
     const uint8_t *rgb;
     int w, h, rc;
     double t, dur;
-    while ((rc = vt_stream_next(st, SS, &rgb, &w, &h, &t, &dur, err, sizeof err)) == 1)
+    while ((rc = vt_stream_next(st, SS, &rgb, &w, &h, &t, &dur, err, sizeof err)) == 1) {
         frame_sum(r, rgb, 0, w, h);
-    TCHECK(rc == 0, "%s (%s): stream read: %s", path, vt_decode_mode_name(mode), err);
+        /* the first frame is the one a GPU open decodes early and keeps: its timing too */
+        if (r->frames++ == 0) {
+            r->t[0] = t;
+            r->dur[0] = dur;
+        }
+        r->t[1] = t;
+        r->dur[1] = dur;
+    }
+    TCHECK(rc == 0 && r->frames > 0, "%s (%s): stream read: %lld frames, %s", path,
+           vt_decode_mode_name(mode), (long long)r->frames, rc ? err : "");
     vt_stream_close(&st);
-    return rc == 0 ? 0 : -1;
+    if (rc != 0 || r->frames == 0) {
+        free(r->buf);
+        r->buf = NULL;
+        return -1;
+    }
+    return 0;
 }
 
 static void test_stream_modes(void) {
@@ -190,8 +206,9 @@ static void test_stream_modes(void) {
         vt_video *v = NULL;
         int64_t got = 0;
         TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0 &&
-               vt_video_decode_all(v, SS, frame_sum, &whole, &got, err, sizeof err) == 0,
-               "%s: whole decode: %s", media[f], err);
+               vt_video_decode_all(v, SS, frame_sum, &whole, &got, err, sizeof err) == 0 &&
+               got > 0 && whole.n > 0,
+               "%s: whole decode: %lld frames, %s", media[f], (long long)got, err);
         vt_video_close(&v);
         if (read_stream(&cpu, path, VT_DECODE_CPU) == 0) {
             TCHECK(!strcmp(cpu.decoder, "cpu"), "%s: stream under cpu decoded on '%s'",
@@ -205,6 +222,14 @@ static void test_stream_modes(void) {
                     continue;
                 TCHECK(alt.n == cpu.n, "%s (%s): stream %zu bytes, cpu %zu", media[f],
                        vt_decode_mode_name(m), alt.n, cpu.n);
+                /* timing comes from the packets whoever decodes: equal, exactly */
+                TCHECK(alt.frames == cpu.frames && alt.t[0] == cpu.t[0] &&
+                       alt.dur[0] == cpu.dur[0] && alt.t[1] == cpu.t[1] &&
+                       alt.dur[1] == cpu.dur[1],
+                       "%s (%s): stream timing: %lld frames, first %g+%g, last %g+%g; cpu %lld, "
+                       "%g+%g, %g+%g", media[f], vt_decode_mode_name(m), (long long)alt.frames,
+                       alt.t[0], alt.dur[0], alt.t[1], alt.dur[1], (long long)cpu.frames,
+                       cpu.t[0], cpu.dur[0], cpu.t[1], cpu.dur[1]);
                 if (!strcmp(alt.decoder, "cpu")) {
                     TCHECK(alt.n == cpu.n && !memcmp(alt.buf, cpu.buf, cpu.n),
                            "%s (%s, stream on the CPU): pixels differ from --decode cpu",
@@ -440,6 +465,9 @@ int main(void) {
     printf("files decoded on the GPU under --decode nvdec: %d of %d\n", gpu_files, NMEDIA);
     test_stream_modes();
     printf("streams decoded on the GPU under --decode nvdec: %d of %d\n", gpu_streams, NMEDIA);
+    /* a file the reader decodes on the GPU, the stream must too (the same attach) */
+    TCHECK(gpu_streams == gpu_files, "the GPU decoded %d files as clips but %d as streams",
+           gpu_files, gpu_streams);
     test_nv12_path();
     test_command(bin);
     return vt_test_done("test_decode_hw");

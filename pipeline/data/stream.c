@@ -204,7 +204,8 @@ static void stop_err(const vt_stream *s, char *err, size_t errlen, const char *w
 static int receive(vt_stream *s, char *err, size_t errlen);
 
 /* vt_stream_open_opts, the decoder on the GPU when allow_hw and the decode mode say so.
- * *hw_failed: set to 1 when the first frame could not be decoded with the GPU attached. */
+ * *hw_failed: set to 1 when the decoder could not open, or its first frame not be decoded
+ * or copied, with the GPU attached (not for a timeout, an interrupt or a read error). */
 static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o, int allow_hw,
                        int *hw_failed, char *err, size_t errlen) {
     *out = NULL;
@@ -268,23 +269,32 @@ static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o
     s->scaler = vt_scaler_new();
     VT_CHECK(s->pkt && s->frame, "av_packet_alloc/av_frame_alloc (out of memory)");
     if ((ret = open_decoder(s, o->threads, allow_hw, err, errlen)) < 0) {
+        *hw_failed = s->hw.on;
         vt_stream_close(&s);
         return ret;
     }
     if (s->hw.on) {
-        /* Prove that the GPU decodes this stream: its first frame, kept for the first
-         * vt_stream_next (nothing is read twice, so a pipe or a live source loses nothing). */
+        /* Prove that the GPU decodes this stream and that its frames come to system memory:
+         * the first frame, kept for the first vt_stream_next (nothing is read twice, so a
+         * pipe or a live source loses nothing). */
         vt_vid_last_msg[0] = 0;
         ret = receive(s, err, errlen);
-        if (ret <= 0) {
+        if (ret == 0 && !s->fail)
+            vt_set_err(err, errlen, "0 decodable frames%s%s", vt_vid_last_msg[0] ? ": " : "",
+                       vt_vid_last_msg);
+        if (ret > 0) {
+            vt_vid_hw_first_frame(&s->hw, s->frame, url);
+            ret = vt_vid_hw_download(&s->hw, s->frame, err, errlen);
             if (ret == 0)
-                vt_set_err(err, errlen, "0 decodable frames%s%s", vt_vid_last_msg[0] ? ": " : "",
-                           vt_vid_last_msg);
-            *hw_failed = 1;
+                ret = 1;
+        }
+        if (ret <= 0) {
+            /* the GPU is blamed only for what the input did not do: not a timeout, an
+             * interrupt or a read error */
+            *hw_failed = !s->stopped && !s->fail;
             vt_stream_close(&s);
             return ret < 0 ? ret : AVERROR_INVALIDDATA;
         }
-        vt_vid_hw_first_frame(&s->hw, s->frame, url);
         snprintf(s->info.decoder, sizeof s->info.decoder, "%s", s->hw.on ? "nvdec" : "cpu");
         s->pending = 1;
     }
@@ -296,9 +306,10 @@ int vt_stream_open_opts(vt_stream **out, const char *url, const vt_stream_opts *
                         size_t errlen) {
     int hw_failed = 0;
     int ret = open_stream(out, url, o, 1, &hw_failed, err, errlen);
-    /* The GPU could not decode the first frame: a file is opened again on the CPU, which
-     * decides whether it is bad; a pipe or a live source cannot be read again. */
-    if (ret < 0 && hw_failed && vt_stream_source_kind(url) != VT_SOURCE_PIPE &&
+    /* The GPU could not open or decode the first frame: a file is opened again on the CPU,
+     * which decides whether it is bad; a pipe, a network or a device source is not read a
+     * second time here (a reconnect is the caller's), and fails with the GPU's reason. */
+    if (ret < 0 && hw_failed && vt_stream_source_kind(url) == VT_SOURCE_FILE &&
         strcmp(url, "-") != 0) {
         char why[256];
         snprintf(why, sizeof why, "%s", err && errlen ? err : "the GPU decoder failed");

@@ -67,10 +67,12 @@ static void usage(FILE *f) {
         "  --codec C       h264 (libx264, tuned for fast decoding: the default), mpeg4,\n"
         "                  mjpeg (all-intra; --gop ignored). Measured on 1080p footage at\n"
         "                  S=128 (scripts/bench-prep-codecs.sh, docs/prep.md): h264 G=%d\n"
-        "                  reads at ~450 clips/s per core in 1.3 MiB per minute of video;\n"
-        "                  mpeg4 G=16 as fast but 3x larger, mjpeg 9x larger; the HD\n"
+        "                  reads at ~300 clips/s per core in 2.4 MiB per minute of video;\n"
+        "                  mpeg4 G=16 ~480 in 1.6x the bytes, mjpeg 4.7x the bytes; the HD\n"
         "                  source itself: 2.3 clips/s per core\n"
-        "  --crf Q         quality: h264 CRF 0-51 (default 23; lower = better, larger);\n"
+        "  --crf Q         quality: h264 CRF 0-51 (default %d; lower = better, larger:\n"
+        "                  23, x264's own default, is 1.6x faster to read in half the\n"
+        "                  bytes, but cost ~2 points of accuracy in docs/prep.md);\n"
         "                  mpeg4/mjpeg qscale 1-31 (default 4 / 3)\n"
         "  --jobs N        files at once, one core each (default: the cores, %ld here)\n"
         "  --decode MODE   cpu (default), nvdec or auto: where the sources decode. HD\n"
@@ -100,7 +102,8 @@ static void usage(FILE *f) {
         "                  train with --labels DST/" SEGMENTS " (docs/segments.md). The\n"
         "                  segments come from --lists (a Kinetics CSV over untrimmed videos)\n"
         "                  or --labels (a CSV with start,end columns), read as train does\n",
-        VT_PREP_SHORT_SIDE, VT_PREP_GOP, VT_PREP_GOP, sysconf(_SC_NPROCESSORS_ONLN));
+        VT_PREP_SHORT_SIDE, VT_PREP_GOP, VT_PREP_GOP, VT_PREP_CRF,
+        sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 /* ---- options recorded in DST ---- */
@@ -112,9 +115,12 @@ static char *options_text(const vt_prep_opts *o) {
      * made before are about a level darker): a resume mixing both would shift the
      * brightness with the file order, which is the class order — refused too. The
      * scaling filter (bicubic since 2026-11-26, bilinear before) is not recorded on its
-     * own: it changed a few hours before the colours, and the colour line covers both. */
+     * own: it changed a few hours before the colours, and the colour line covers both.
+     * quality: H.264's default CRF is written as its number (18 since 2026-11-27; a DST
+     * made before says quality=-1, which meant 23, and is refused rather than mixed). */
+    int q = o->quality < 0 && !strcmp(o->codec, "h264") ? VT_PREP_CRF : o->quality;
     return prep_fmt("short_side=%d\nsmall=kept\ncolour=exact\nfps=%g\ngop=%d\ncodec=%s\n"
-                    "quality=%d\n", o->short_side, o->fps, o->gop, o->codec, o->quality);
+                    "quality=%d\n", o->short_side, o->fps, o->gop, o->codec, q);
 }
 
 /* --trim: the dataset as train reads it (lists, labels), its segments as new entries.

@@ -48,6 +48,12 @@ void prep_walk(walk_ctx *c, const char *rel, int depth) {
     while ((de = readdir(d)) != NULL) {
         if (de->d_name[0] == '.')
             continue; /* hidden: ours (temporary files) or the user's, never data */
+        /* SRC is itself a prep's DST (a copy prepped again, smaller): its records describe
+         * it, not the new DST, and copied they would overwrite the new DST's own (its
+         * options, then refused on resume). prep-segments.csv is a labels file: copied. */
+        if (!*rel && (!strcmp(de->d_name, OPTIONS) || !strcmp(de->d_name, MANIFEST) ||
+                      !strcmp(de->d_name, PATHS)))
+            continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
             names = vt_realloc(names, (size_t)cap * sizeof *names);

@@ -3,8 +3,8 @@
 # Makes a few HD source clips (1080p H.264, 30 fps, ~13 Mbit/s, a keyframe every 60
 # frames: what phones and cameras give), preps them at short side 128 with each
 # candidate — H.264 (libx264) at GOP 8, 16, 32 and all-intra, MPEG-4 part 2 at GOP 16,
-# MJPEG (all-intra), and H.264 GOP 8 at other qualities (CRFS, default "18 12"; the rest
-# use prep's default CRF 23) — and prints, per candidate, vidtrain's own loader speed on the
+# MJPEG (all-intra), and H.264 GOP 8 at other qualities (CRFS, default "23 12"; the rest
+# use prep's default CRF 18) — and prints, per candidate, vidtrain's own loader speed on the
 # result (`vidtrain bench decode --mode clips --clip 16 --stride 1 --short-side 128`, one
 # worker, one decoder thread: clips per CPU second = clips/s per core), the size per
 # minute of video and prep's own speed. The source row is the same loader on the HD files.
@@ -14,7 +14,7 @@
 #
 # usage: scripts/bench-prep-codecs.sh [WORKDIR]
 #   VIDTRAIN=path/to/vidtrain (default build/vidtrain), CLIPS=3 source clips,
-#   SECONDS_EACH=5, PER_VIDEO=64 clips read per video, JOBS=2, CRFS="18 12"
+#   SECONDS_EACH=5, PER_VIDEO=64 clips read per video, JOBS=2, CRFS="23 12"
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 vt=${VIDTRAIN:-$root/build/vidtrain}
@@ -67,7 +67,7 @@ for g in 8 16 32 1; do
     n=h264-g$g; [ "$g" = 1 ] && n=h264-intra
     run "$n" --codec h264 --gop "$g"
 done
-for q in ${CRFS-18 12}; do
+for q in ${CRFS-23 12}; do
     run "h264-g8-crf$q" --codec h264 --gop 8 --crf "$q"
 done
 run mpeg4-g16 --codec mpeg4 --gop 16

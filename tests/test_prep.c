@@ -321,6 +321,40 @@ int main(void) {
                     dst, S);
     TCHECK(rc == 2, "a rerun with other options is refused (exit %d)", rc);
 
+    /* The default quality is written as its number: H.264's CRF 18 (a DST from before,
+     * quality=-1 for CRF 23, is refused rather than mixed), the other codecs' -1. */
+    snprintf(p, sizeof p, "%s/prep-options.txt", dst);
+    l = vt_test_slurp(p, NULL);
+    TCHECK(l && strstr(l, x264 ? "\nquality=18\n" : "\nquality=-1\n"), "prep-options.txt: %s",
+           l ? l : "(missing)");
+    free(l);
+
+    /* 3b. A prep of a prep (DST as SRC, smaller): the new DST's records are its own, not
+     * copies of the old one's, so its rerun resumes rather than being refused. */
+    char dst2[4300];
+    snprintf(dst2, sizeof dst2, "%s/dst2", dir);
+    for (int k = 0; k < 2; k++) {
+        rc = vt_test_sh("'%s' prep '%s' '%s' --short-side %d --gop %d --codec %s > "
+                        "'%s/prep_again%d.out' 2>&1", bin, dst, dst2, S / 2, G, codec, dir, k);
+        TCHECK(rc == 0, "prep of a prep, run %d: exit %d (see %s/prep_again%d.out)", k, rc, dir,
+               k);
+    }
+    snprintf(p, sizeof p, "%s/prep-options.txt", dst2);
+    l = vt_test_slurp(p, NULL);
+    char want_side[64];
+    snprintf(want_side, sizeof want_side, "short_side=%d\n", S / 2);
+    TCHECK(l && strstr(l, want_side), "prep of a prep: its own options: %s", l ? l : "(none)");
+    free(l);
+    snprintf(p, sizeof p, "%s/prep_again1.out", dir);
+    l = vt_test_slurp(p, NULL);
+    TCHECK(l && strstr(l, "prep: 0 written, 5 done before, 0 bad"), "prep of a prep resumes: %s",
+           l ? l : "(none)");
+    free(l);
+    snprintf(p, sizeof p, "%s/prep-manifest.csv", dst2);
+    l = vt_test_slurp(p, NULL);
+    TCHECK(l && !strstr(l, ",bad: "), "prep of a prep: its own manifest: %s", l ? l : "(none)");
+    free(l);
+
     /* 4. --fps: constant rate, duration x fps frames. */
     snprintf(dst, sizeof dst, "%s/dst_fps", dir);
     rc = vt_test_sh("'%s' prep '%s' '%s' --short-side %d --gop %d --codec %s --fps %d "

@@ -359,7 +359,7 @@ static void test_prep_trim(const char *bin) {
         TCHECK(fabs(d - (segs[i].b - segs[i].a)) <= 1.0 / FPS + 1e-3, "%s: %.3f s, want %.3f",
                segs[i].name, d, segs[i].b - segs[i].a);
         /* Content: the first frame is the segment's first (luma 16 + n). A flat grey through
-         * libx264 at CRF 23 and a rescale stays within 1.5 levels of the source's. */
+         * libx264 at prep's CRF and a rescale stays within 1.5 levels of the source's. */
         double y = first_yavg(out);
         TCHECK(fabs(y - (16.0 + (double)first)) <= 1.5, "%s: first frame luma %.2f, want %lld",
                segs[i].name, y, (long long)(16 + first));

@@ -258,7 +258,7 @@ static int open_encoder(prep_job *j, const AVCodec *codec, const vt_video_info *
     AVDictionary *d = NULL;
     if (codec->id == AV_CODEC_ID_H264) {
         char buf[32];
-        snprintf(buf, sizeof buf, "%d", o->quality >= 0 ? o->quality : 23);
+        snprintf(buf, sizeof buf, "%d", o->quality >= 0 ? o->quality : VT_PREP_CRF);
         av_dict_set(&d, "crf", buf, 0);
         /* veryfast: most of medium's compression at a quarter of its time, and prep is
          * bound by decoding the HD source anyway. fastdecode (CAVLC, no deblocking, no

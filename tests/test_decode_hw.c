@@ -116,6 +116,36 @@ static void diff_stats(const uint8_t *a, const uint8_t *b, size_t n, double *mea
     *mean = n ? s / (double)n : 0;
 }
 
+/* A reading under mode m against the --decode cpu one: where it decoded on the CPU the
+ * bytes are equal; on the GPU, the decoder is named "nvdec" and the pixels are within
+ * the codec's tolerance. `what`: "" (the clip reader) or "stream " (3b). 1 when it
+ * decoded on the GPU. */
+static int agree(const char *name, const char *what, vt_decode_mode m, const reading *alt,
+                 const reading *cpu) {
+    if (!strcmp(alt->decoder, "cpu")) {
+        TCHECK(alt->n == cpu->n && !memcmp(alt->buf, cpu->buf, cpu->n),
+               "%s (%s, %son the CPU): pixels differ from --decode cpu", name,
+               vt_decode_mode_name(m), what);
+        return 0;
+    }
+    TCHECK(!strcmp(alt->decoder, "nvdec"), "%s: %sdecoder '%s'", name, what, alt->decoder);
+    double mean;
+    int max;
+    diff_stats(alt->buf, cpu->buf, VT_MIN(alt->n, cpu->n), &mean, &max);
+    /* H.264 decodes bit-exactly on any conforming decoder (the standard fixes every
+     * integer transform and filter) and (3) shows the NV12 layout scales to the same
+     * bytes: 0. MPEG-4 part 2 and MJPEG fix their IDCT only to IEEE 1180 accuracy (+-1 per
+     * coefficient block), and P-frames carry it along a GOP of 12: a mean of 2 levels
+     * still catches a wrong plane, a chroma swap or a shifted frame (tens of levels). */
+    int exact = strstr(name, "mp4") != NULL; /* H.264 files */
+    double tol = exact ? 0.0 : 2.0;
+    printf("  %-10s %son the GPU (%s): mean |diff| %.4f, max %d levels\n", name, what,
+           vt_decode_mode_name(m), mean, max);
+    TCHECK(mean <= tol, "%s (%s, %son the GPU): mean |diff| %.3f > %.1f", name,
+           vt_decode_mode_name(m), what, mean, tol);
+    return 1;
+}
+
 static void test_modes_agree(void) {
     for (int f = 0; f < NMEDIA; f++) {
         char path[4200];
@@ -130,29 +160,7 @@ static void test_modes_agree(void) {
                 continue;
             TCHECK(alt.n == cpu.n, "%s (%s): %zu bytes read, cpu %zu", media[f],
                    vt_decode_mode_name(m), alt.n, cpu.n);
-            if (!strcmp(alt.decoder, "cpu")) {
-                TCHECK(alt.n == cpu.n && !memcmp(alt.buf, cpu.buf, cpu.n),
-                       "%s (%s, decoded on the CPU): pixels differ from --decode cpu", media[f],
-                       vt_decode_mode_name(m));
-            } else {
-                TCHECK(!strcmp(alt.decoder, "nvdec"), "%s: decoder '%s'", media[f], alt.decoder);
-                gpu_files += m == VT_DECODE_NVDEC;
-                double mean;
-                int max;
-                diff_stats(alt.buf, cpu.buf, VT_MIN(alt.n, cpu.n), &mean, &max);
-                /* H.264 decodes bit-exactly on any conforming decoder (the standard fixes
-                 * every integer transform and filter) and (3) shows the NV12 layout scales
-                 * to the same bytes: 0. MPEG-4 part 2 and MJPEG fix their IDCT only to
-                 * IEEE 1180 accuracy (+-1 per coefficient block), and P-frames carry it
-                 * along a GOP of 12: a mean of 2 levels still catches a wrong plane, a
-                 * chroma swap or a shifted frame (tens of levels). */
-                int exact = strstr(media[f], "mp4") != NULL; /* H.264 files */
-                double tol = exact ? 0.0 : 2.0;
-                printf("  %-10s on the GPU (%s): mean |diff| %.4f, max %d levels\n", media[f],
-                       vt_decode_mode_name(m), mean, max);
-                TCHECK(mean <= tol, "%s (%s on the GPU): mean |diff| %.3f > %.1f", media[f],
-                       vt_decode_mode_name(m), mean, tol);
-            }
+            gpu_files += agree(media[f], "", m, &alt, &cpu) && m == VT_DECODE_NVDEC;
             free(alt.buf);
         }
         free(cpu.buf);
@@ -230,24 +238,8 @@ static void test_stream_modes(void) {
                        "%g+%g, %g+%g", media[f], vt_decode_mode_name(m), (long long)alt.frames,
                        alt.t[0], alt.dur[0], alt.t[1], alt.dur[1], (long long)cpu.frames,
                        cpu.t[0], cpu.dur[0], cpu.t[1], cpu.dur[1]);
-                if (!strcmp(alt.decoder, "cpu")) {
-                    TCHECK(alt.n == cpu.n && !memcmp(alt.buf, cpu.buf, cpu.n),
-                           "%s (%s, stream on the CPU): pixels differ from --decode cpu",
-                           media[f], vt_decode_mode_name(m));
-                } else {
-                    TCHECK(!strcmp(alt.decoder, "nvdec"), "%s: stream decoder '%s'", media[f],
-                           alt.decoder);
-                    gpu_streams += m == VT_DECODE_NVDEC;
-                    double mean;
-                    int max;
-                    diff_stats(alt.buf, cpu.buf, VT_MIN(alt.n, cpu.n), &mean, &max);
-                    /* as in (2): H.264 exact, MPEG-4 and MJPEG within their IDCT's drift */
-                    double tol = strstr(media[f], "mp4") ? 0.0 : 2.0;
-                    printf("  %-10s stream on the GPU (%s): mean |diff| %.4f, max %d levels\n",
-                           media[f], vt_decode_mode_name(m), mean, max);
-                    TCHECK(mean <= tol, "%s (%s, stream on the GPU): mean |diff| %.3f > %.1f",
-                           media[f], vt_decode_mode_name(m), mean, tol);
-                }
+                gpu_streams +=
+                    agree(media[f], "stream ", m, &alt, &cpu) && m == VT_DECODE_NVDEC;
                 free(alt.buf);
             }
             free(cpu.buf);

@@ -184,8 +184,12 @@ static void report(tl_out *o, vt_timeline *tl, const vt_tl_source *src, double t
             (long long)vt_tl_source_decode_errors(src));
     if (o->skipped)
         fprintf(stderr, "; %lld windows skipped to keep up", (long long)o->skipped);
-    if (!strcmp(vt_tl_source_info(src)->decoder, "nvdec"))
+    int conns, gpu = vt_tl_source_gpu_connections(src, &conns);
+    if (gpu && gpu == conns)
         fprintf(stderr, "; decoded on the GPU (NVDEC)");
+    else if (gpu)
+        fprintf(stderr, "; decoded on the GPU (NVDEC) in %d of %d connections, the rest on "
+                        "the CPU", gpu, conns);
     if (vt_tl_source_reconnects(src))
         fprintf(stderr, "; reconnected %d time%s", vt_tl_source_reconnects(src),
                 vt_tl_source_reconnects(src) > 1 ? "s" : "");

@@ -28,6 +28,7 @@ struct vt_tl_source {
     int any, fresh;         /* a frame was handed out; the connection is new */
     int tries;              /* failed tries in a row */
     int reconnects;
+    int conns, gpu_conns;   /* connections opened; those decoded on the GPU */
     double pace0, behind;   /* least arrival - t so far; the last frame's excess over it */
     int64_t decode_errors;  /* of the connections closed */
 };
@@ -73,6 +74,8 @@ static int connect_once(vt_tl_source *s, char *err, size_t errlen) {
     if (!s->have_info)
         s->info = *in;
     s->have_info = 1;
+    s->conns++;
+    s->gpu_conns += !strcmp(in->decoder, "nvdec");
     s->fresh = 1;
     return 0;
 }
@@ -129,6 +132,10 @@ void vt_tl_source_close(vt_tl_source **ps) {
 const vt_video_info *vt_tl_source_info(const vt_tl_source *s) { return &s->info; }
 int vt_tl_source_live(const vt_tl_source *s) { return s->kind != VT_SOURCE_FILE; }
 int vt_tl_source_reconnects(const vt_tl_source *s) { return s->reconnects; }
+int vt_tl_source_gpu_connections(const vt_tl_source *s, int *of) {
+    *of = s->conns;
+    return s->gpu_conns;
+}
 double vt_tl_source_behind(const vt_tl_source *s) { return s->behind; }
 int vt_tl_source_realtime(const vt_tl_source *s) {
     return s->kind == VT_SOURCE_DEVICE || (s->kind == VT_SOURCE_NETWORK && !(s->info.duration > 0));

@@ -50,5 +50,8 @@ int vt_tl_source_next(vt_tl_source *s, int short_side, const uint8_t **rgb, int 
 /* Packets the decoders rejected, and the reconnects that worked. */
 int64_t vt_tl_source_decode_errors(const vt_tl_source *s);
 int vt_tl_source_reconnects(const vt_tl_source *s);
+/* The connections decoded on the GPU (NVDEC), of *of opened: a reconnect opens the
+ * decoder again, and may land on the CPU when the GPU fails it. */
+int vt_tl_source_gpu_connections(const vt_tl_source *s, int *of);
 
 #endif

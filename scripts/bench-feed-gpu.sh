@@ -12,6 +12,8 @@
 #                     (bench-footage.sh's phone-like picture; b is a mirrored a)
 #   prep/             the same after `vidtrain prep` with its defaults (S = 128, H.264)
 #   hevc/a/*.mp4      one 4 s 1080p30 HEVC file at 10 Mbit/s (when ffmpeg has libx265)
+#   declined/*.mp4    a 4 s 640x360 H.264 High 4:4:4 file, which NVDEC is expected to
+#                     decline before Blackwell (gpu-check.sh 3c: the fallback's windows)
 # On the GPU machine each set is seen through 16 links per file (32 videos), so that
 # every core has a video of its own: a worker takes whole videos, clip positions come
 # from (seed, file index), and the page cache holds the bytes once.
@@ -50,6 +52,9 @@ if [ "${1:-}" = --make ]; then
     ffmpeg -v error -y -f lavfi -i "$pic" -t 4 -c:v libx265 -preset ultrafast \
       -x265-params log-level=error -b:v 10M -g 60 -pix_fmt yuv420p -tag:v hvc1 "$media/hevc/a/hevc1080p30.mp4"
   fi
+  mkdir -p "$media/declined"
+  ffmpeg -v error -y -f lavfi -i "$pic,scale=640x360" -t 4 -c:v libx264 -preset superfast \
+    -b:v 2M -g 60 -pix_fmt yuv444p "$media/declined/h264_444.mp4"
   "$vt" prep "$media/src" "$media/prep" --jobs 2 >/dev/null
   du -sh "$media"
   exit 0

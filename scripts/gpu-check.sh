@@ -176,6 +176,27 @@ PY
     note "✓ predict --timeline --decode nvdec on cuda:0: decoded on the GPU, windows = cpu's"
   else note "✗ predict --timeline --decode nvdec: $(grep -h -E 'rror|warning|^exit|^timeline' \
     "$logs"/timeline-*.err "$logs/timeline-cmp.txt" 2>/dev/null | head -5 | tr '\n' ' ')"; fi
+  # A stream NVDEC declines (H.264 4:4:4 before Blackwell): a file is opened again on the
+  # CPU with its threads (stream.c), one warning, the windows those of --decode cpu
+  # exactly (both decode on the CPU). When the GPU takes it after all, its windows must
+  # still match within the GPU sums' 1e-4.
+  dec=carry/media/feed/declined/h264_444.mp4
+  if [ -f "$VT_TMP/nvdec-train-1/last.safetensors" ] && [ -f "$dec" ]; then
+    for d in cpu nvdec; do
+      timeout 60 "$bindir/vidtrain" predict "$VT_TMP/nvdec-train-1" "$dec" --timeline --json \
+        --top 1000 --devices cuda:0 --decode-threads 4 --decode "$d" >"$logs/declined-$d.jsonl" \
+        2>"$logs/declined-$d.err"
+      echo "exit $?" >>"$logs/declined-$d.err"
+    done
+    same=differ; cmp -s "$logs/declined-cpu.jsonl" "$logs/declined-nvdec.jsonl" &&
+      [ -s "$logs/declined-cpu.jsonl" ] && same=same
+    why=$(grep -h -E 'warning|rror|^exit|^timeline' "$logs/declined-nvdec.err" | head -3 | tr '\n' ' ')
+    if grep -q 'decoded on the GPU' "$logs/declined-nvdec.err"; then
+      note "· H.264 4:4:4: this GPU decoded it (not declined), windows $same as cpu's (bits may differ)"
+    elif [ "$same" = same ] && grep -q 'declined' "$logs/declined-nvdec.err"; then
+      note "✓ a stream NVDEC declines (H.264 4:4:4): warned, reopened on the CPU, windows = cpu's"
+    else note "✗ H.264 4:4:4 under --decode nvdec: windows $same; $why"; fi
+  fi
   # MiB columns: "+ 0" reads the number in front of " MiB" (awk compares strings otherwise)
   note "· GPU memory during the NVDEC runs, max: GPU $(awk -F', ' '{v = $4 + 0; if (v > m) m = v}
     END {print m + 0}' "$logs/nvdec-smi.csv") MiB; one process $(awk -F', ' '{v = $2 + 0;

@@ -283,7 +283,18 @@ static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o
             vt_set_err(err, errlen, "0 decodable frames%s%s", vt_vid_last_msg[0] ? ": " : "",
                        vt_vid_last_msg);
         if (ret > 0) {
-            vt_vid_hw_first_frame(&s->hw, s->frame, url);
+            vt_vid_hw_first_frame(&s->hw, s->frame, url); /* clears hw.on if declined */
+            if (!s->hw.on && o->threads != 1 && vt_stream_source_kind(url) == VT_SOURCE_FILE &&
+                strcmp(url, "-") != 0) {
+                /* NVDEC declined the stream and FFmpeg decodes it in software, but with
+                 * the one thread the GPU decoder was opened with: a file is opened again
+                 * on the CPU with all its threads (the warning is said already). A pipe
+                 * or a live source cannot be read again and goes on with one thread. */
+                vt_set_err(err, errlen, "NVDEC declined the stream");
+                *hw_failed = 1;
+                vt_stream_close(&s);
+                return AVERROR(EAGAIN);
+            }
             ret = vt_vid_hw_download(&s->hw, s->frame, err, errlen);
             if (ret == 0)
                 ret = 1;

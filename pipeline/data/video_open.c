@@ -319,7 +319,18 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         ret = AVERROR(ERANGE);
         goto fail;
     }
+    int hw_was_on = v->hw.on;
     vt_vid_hw_first_frame(&v->hw, v->frame, v->path);
+    if (hw_was_on && !v->hw.on && threads != 1) {
+        /* NVDEC declined the stream: FFmpeg decodes it in software, but with the one
+         * thread the GPU decoder was opened with. Opened again on the CPU with `threads`
+         * (the warning is said already). */
+        vt_set_err(err, errlen, "NVDEC declined the stream");
+        if (hw_failed)
+            *hw_failed = 1;
+        vt_video_close(&v);
+        return AVERROR(EAGAIN);
+    }
     ret = vt_vid_hw_download(&v->hw, v->frame, err, errlen); /* proves the copy from the GPU works */
     if (ret < 0)
         goto fail;

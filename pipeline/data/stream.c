@@ -203,6 +203,11 @@ static void stop_err(const vt_stream *s, char *err, size_t errlen, const char *w
 
 static int receive(vt_stream *s, char *err, size_t errlen);
 
+/* A source that can be opened a second time: a file, not a pipe, a URL or a device. */
+static int reopenable(const char *url) {
+    return vt_stream_source_kind(url) == VT_SOURCE_FILE && strcmp(url, "-") != 0;
+}
+
 /* vt_stream_open_opts, the decoder on the GPU when allow_hw and the decode mode say so.
  * *hw_failed: set to 1 when the decoder could not open, or its first frame not be decoded
  * or copied, with the GPU attached (not for a timeout, an interrupt or a read error). */
@@ -283,9 +288,8 @@ static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o
             vt_set_err(err, errlen, "0 decodable frames%s%s", vt_vid_last_msg[0] ? ": " : "",
                        vt_vid_last_msg);
         if (ret > 0) {
-            vt_vid_hw_first_frame(&s->hw, s->frame, url); /* clears hw.on if declined */
-            if (!s->hw.on && o->threads != 1 && vt_stream_source_kind(url) == VT_SOURCE_FILE &&
-                strcmp(url, "-") != 0) {
+            if (vt_vid_hw_first_frame(&s->hw, s->frame, url) && o->threads != 1 &&
+                reopenable(url)) {
                 /* NVDEC declined the stream and FFmpeg decodes it in software, but with
                  * the one thread the GPU decoder was opened with: a file is opened again
                  * on the CPU with all its threads (the warning is said already). A pipe
@@ -320,8 +324,7 @@ int vt_stream_open_opts(vt_stream **out, const char *url, const vt_stream_opts *
     /* The GPU could not open or decode the first frame: a file is opened again on the CPU,
      * which decides whether it is bad; a pipe, a network or a device source is not read a
      * second time here (a reconnect is the caller's), and fails with the GPU's reason. */
-    if (ret < 0 && hw_failed && vt_stream_source_kind(url) == VT_SOURCE_FILE &&
-        strcmp(url, "-") != 0) {
+    if (ret < 0 && hw_failed && reopenable(url)) {
         char why[256];
         snprintf(why, sizeof why, "%s", err && errlen ? err : "the GPU decoder failed");
         ret = open_stream(out, url, o, 0, &hw_failed, err, errlen);

@@ -191,15 +191,16 @@ void vt_vid_hw_attach(vt_hw_dec *h, AVCodecContext *dec, const AVCodec *codec,
     vt_vid_hw_thread(); /* again: the call above fails before anyone has run cuInit */
 }
 
-void vt_vid_hw_first_frame(vt_hw_dec *h, const AVFrame *f, const char *path) {
+int vt_vid_hw_first_frame(vt_hw_dec *h, const AVFrame *f, const char *path) {
     if (!h->on || f->format == AV_PIX_FMT_CUDA)
-        return;
+        return 0;
     char why[320];
     snprintf(why, sizeof why, "NVDEC declined the stream%s%s%s",
              vt_vid_last_msg[0] ? " (FFmpeg: " : "", vt_vid_last_msg,
              vt_vid_last_msg[0] ? ")" : "");
     h->on = 0;
     vt_vid_hw_fallback(path, why);
+    return 1;
 }
 
 int vt_vid_hw_download(vt_hw_dec *h, AVFrame *f, char *err, size_t errlen) {

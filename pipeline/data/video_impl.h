@@ -127,8 +127,9 @@ void vt_vid_hw_thread(void);
 void vt_vid_hw_fallback(const char *path, const char *reason);
 /* A decoder opened with the GPU attached (h->on) gave its first frame, f: when it is not
  * a GPU frame, FFmpeg could not start NVDEC on the stream (a profile, size or depth it
- * lacks) and decodes in software: h->on is cleared and the fallback noted. */
-void vt_vid_hw_first_frame(vt_hw_dec *h, const AVFrame *f, const char *path);
+ * lacks) and decodes in software: h->on is cleared, the fallback noted, and 1 returned
+ * (the decoder then runs with the one thread the GPU path gave it). 0 otherwise. */
+int vt_vid_hw_first_frame(vt_hw_dec *h, const AVFrame *f, const char *path);
 
 /* ---- scaling (video_scale.c) ---- */
 

@@ -319,9 +319,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         ret = AVERROR(ERANGE);
         goto fail;
     }
-    int hw_was_on = v->hw.on;
-    vt_vid_hw_first_frame(&v->hw, v->frame, v->path);
-    if (hw_was_on && !v->hw.on && threads != 1) {
+    if (vt_vid_hw_first_frame(&v->hw, v->frame, v->path) && threads != 1) {
         /* NVDEC declined the stream: FFmpeg decodes it in software, but with the one
          * thread the GPU decoder was opened with. Opened again on the CPU with `threads`
          * (the warning is said already). */

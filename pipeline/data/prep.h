@@ -20,9 +20,10 @@
 #define VT_PREP_SHORT_SIDE 128  /* a 112 crop (the default 16x112 clip) is 7/8 of it */
 #define VT_PREP_CODEC "h264"
 #define VT_PREP_GOP 8
-/* libx264's CRF. 18, not x264's 23: on the held-out synth draw a model trained on copies
- * at CRF 23 scored ~2 points below the original (8 seeds), at 18 (and lossless) within
- * noise of it; it costs 1.8x the bytes and ~1.6x the loader's CPU a clip (docs/prep.md). */
+/* libx264's CRF. 18, not x264's 23: the copy nearer the source. On one held-out synth
+ * draw copies at CRF 23 trained to ~2 points below the original (8 seeds) and CRF 18 within
+ * noise of it; on a second draw neither lost accuracy beyond the recipe's late starts
+ * (docs/prep.md). It costs 1.85x the bytes and 1.4-1.6x the loader's CPU a clip. */
 #define VT_PREP_CRF 18
 
 typedef struct vt_prep_opts {

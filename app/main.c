@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "app/app.h"
+#include "app/proc_env.h"
 #include "app/signals.h"
 #include "models/common.h"
 #include "pipeline/parallel/mpi.h"
@@ -78,6 +79,7 @@ static int dispatch(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    vt_proc_env_apply(argv); /* may start the program again, before anything else runs */
     char err[1024];
     if (vt_mpi_init(&argc, &argv, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain: %s\n", err);

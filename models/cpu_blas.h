@@ -11,4 +11,14 @@ void vt_cpu_blas_init(void);
  * whether the environment chose them. Sets OpenBLAS up first. */
 const char *vt_cpu_blas_kernels(void);
 
+/* The OPENBLAS_CORETYPE this CPU should run, or NULL: non-NULL only when OpenBLAS fell
+ * back on its oldest x86-64 kernels ("Prescott") for a CPU it did not recognise while the
+ * CPU and the OS support AVX-512 ("SkylakeX"), AVX2 + FMA ("Haswell") or AVX
+ * ("Sandybridge"). OpenBLAS reads OPENBLAS_CORETYPE only when it loads (cpu_blas.c). */
+const char *vt_cpu_blas_better_core(void);
+
+/* Set (to the core's name) beside OPENBLAS_CORETYPE when vidtrain chose the core itself,
+ * so that the device line says so. */
+#define VT_CPU_BLAS_AUTO_ENV "VT_OPENBLAS_CORETYPE_AUTO"
+
 #endif

@@ -109,7 +109,12 @@ static void usage(FILE *f) {
         "  --epochs N            exactly N epochs, cosine over them\n"
         "  --time-budget T       instead of --epochs: the epochs that fit T (300, 300s, 5m,\n"
         "                        1h) for the whole job, from a timing of the first steps\n"
-        "                        (decode included; the run is the same as with those epochs)\n"
+        "                        (decode included), planned again at every epoch's end from\n"
+        "                        the speed measured so far (a machine that slows down or\n"
+        "                        speeds up still ends on time; the cosine bends to fit)\n"
+        "  --budget-once         plan --time-budget's epochs once, from the first steps: the\n"
+        "                        run is then the one --epochs E gives, bit for bit, and may\n"
+        "                        miss the budget if the machine's speed changes\n"
         "  --batch B             global batch (default 32 when a GPU trains, 8 on the CPU)\n"
         "  --optim NAME          sgd (momentum 0.9, default), rmsprop, adamw\n"
         "  --lr X                base learning rate (default scaled with the batch: SGD\n"
@@ -260,6 +265,10 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
 #define BAD() do { fprintf(stderr, "vidtrain train: bad value for %s: '%s'\n", a, v ? v : ""); return 2; } while (0)
         if (!strcmp(a, "--no-flip")) {
             o->flip = 0;
+            continue;
+        }
+        if (!strcmp(a, "--budget-once")) {
+            o->budget_once = 1;
             continue;
         }
         if (!strcmp(a, "--flip")) {
@@ -450,6 +459,11 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         snprintf(o->data, sizeof o->data, "%s", pos);
     if (!o->data[0] || !o->out[0]) {
         fprintf(stderr, "vidtrain train: need DIR and --out RUN (or --resume RUN)\n");
+        return 2;
+    }
+    if (o->budget_once && !(o->time_budget > 0) && !resume[0]) {
+        fprintf(stderr, "vidtrain train: --budget-once plans --time-budget's epochs once: give "
+                        "--time-budget T too\n");
         return 2;
     }
     if (o->time_budget > 0 && epochs_given && !resume[0]) {

@@ -23,10 +23,12 @@ static char *state_json(const vt_run_state *st) {
                      "{\"epoch\":%lld,\"cursor\":%lld,\"step\":%lld,\"best\":%.17g,"
                      "\"best_loss\":%.17g,\"best_epoch\":%d,\"loss\":%.17g,\"clips\":%lld,"
                      "\"seconds\":%.17g,\"wait_s\":%.17g,\"decay_epoch\":%d,\"stall\":%d,"
-                     "\"len_acc\":%.17g,\"len_loss\":%.17g,\"correct\":[",
+                     "\"len_acc\":%.17g,\"len_loss\":%.17g,\"plan_epochs\":%d,"
+                     "\"plan_step\":%lld,\"plan_frac\":%.17g,\"correct\":[",
                      (long long)st->epoch, (long long)st->cursor, (long long)st->step, st->best,
                      st->best_loss, st->best_epoch, st->sums.loss, (long long)st->sums.clips, st->sums.seconds,
-                     st->sums.wait_s, st->decay_epoch, st->stall, st->len_acc, st->len_loss);
+                     st->sums.wait_s, st->decay_epoch, st->stall, st->len_acc, st->len_loss,
+                     st->plan_epochs, (long long)st->plan_step, st->plan_frac);
     for (int h = 0; h < VT_MAX_HEADS; h++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%lld", h ? "," : "",
                       (long long)st->sums.correct[h]);
@@ -59,6 +61,9 @@ static int state_parse(vt_run_state *st, const char *s) {
     st->stall = (int)NUM("stall");
     st->len_acc = NUM("len_acc");
     st->len_loss = NUM("len_loss");
+    st->plan_epochs = (int)NUM("plan_epochs");
+    st->plan_step = (int64_t)NUM("plan_step");
+    st->plan_frac = NUM("plan_frac");
 #undef NUM
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "correct");
     const cJSON *hl = cJSON_GetObjectItemCaseSensitive(j, "head_loss");

@@ -39,6 +39,11 @@ typedef struct vt_run_state {
     int decay_epoch;    /* epochs done when the decay began; 0 = not yet */
     int stall;          /* validations since the last improvement */
     double len_acc, len_loss; /* the best validation top-1 and loss so far (loss 0: none) */
+    /* --time-budget's last re-plan (app/train_budget.c): the epochs in force and the
+     * learning rate's cosine anchor (models/optim.h); plan_epochs 0 = never re-planned */
+    int plan_epochs;
+    int64_t plan_step;
+    double plan_frac;
     vt_run_sums sums;
 } vt_run_state;
 

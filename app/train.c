@@ -389,6 +389,8 @@ static void start_schedule(vt_train *t) {
     t->sc.total_steps = t->spe * o->epochs;
     t->sc.step_size = t->spe * o->step_epochs;
     t->sc.gamma = o->gamma;
+    t->sc.anchor_step = t->st.plan_step; /* a resumed --time-budget run's last re-plan */
+    t->sc.anchor_frac = t->st.plan_frac;
     if (o->patience > 0) /* the length follows validation: train_length.c decays it */
         t->sc.kind = VT_SCHED_CONST;
 }
@@ -491,6 +493,8 @@ int vt_train_setup(vt_train *t) {
         if (vt_train_fit_budget(t) != 0)
             return 1;
         write_config(t);
+    } else if (o->time_budget > 0 && t->st.plan_epochs > 0) {
+        o->epochs = t->st.plan_epochs; /* the epochs its budget last planned */
     }
     if (vt_train_length_start(t))
         write_config(t);

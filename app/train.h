@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "app/budget.h"
 #include "app/dump.h"
 #include "app/evalproto.h"
 #include "app/evaluate.h"
@@ -61,6 +62,7 @@ typedef struct vt_train {
     vt_loader *loader;
     vt_sched_cfg sc;
     int64_t spe;           /* steps (batches) per epoch */
+    vt_budget bud;         /* --time-budget's measurements (budget 0: no budget to keep) */
     vt_dump *dump;         /* --dump (rank 0 only), or NULL */
     vt_evalproto *ep[VT_MAX_HEADS];
 
@@ -111,6 +113,12 @@ int vt_train_save(vt_train *t, const char *dir, const char *name, const vt_run_s
  * them) to what fits the budget, from timed first steps; leaves the towers and the
  * loader as they were. 0, or -1 (printed). */
 int vt_train_fit_budget(vt_train *t);
+/* --time-budget, at the start of an epoch's end (before it decides on validation): the
+ * epochs that fit what is left of the budget from what the run has measured so far
+ * (app/budget.h), into t->o.epochs and the schedule's cosine anchor, printed when they
+ * change. Nothing without a budget, with --budget-once, on a resumed run (its budget's
+ * clock is gone) or for a run stopped by a signal. */
+void vt_train_budget_epoch_end(vt_train *t, int64_t epoch, const vt_train_epoch_stats *es);
 /* The state the timing above puts back, in RUN while it times (training removes one a
  * killed run left). */
 #define VT_TRAIN_BUDGET_STATE ".budget.safetensors"

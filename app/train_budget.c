@@ -5,7 +5,15 @@
  * loader restarts at epoch 0, batch 0: the run that follows is bit for bit the one
  * `--epochs E` gives. It must never leave a trace of the timing in the run: the towers,
  * the loader and the run folder are as they were (its scratch checkpoint is removed).
+ *
+ * Then the run keeps the budget while it runs: at each epoch's end the epochs are planned
+ * again from what the steps, validations, precise BN and checkpoints took so far
+ * (app/budget.h), so a machine that slows down or speeds up part-way (another job starts
+ * or ends) still finishes on time. The cosine is bent at the re-plan to end at the new
+ * last epoch (models/optim.h's anchor): the rate never jumps. Such a run is the one
+ * `--epochs E` gives only as long as no re-plan changed E.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -119,6 +127,9 @@ int vt_train_fit_budget(vt_train *t) {
     vt_train_opts_resolve(&r, t->epoch_clips, gpu);
     snprintf(r.dump, sizeof r.dump, "%s", o->dump);
     *o = r;
+    t->bud = (vt_budget){.budget = o->time_budget, .eval_every = o->eval_every,
+                         .has_val = nval > 0, .epoch_s = (double)nclips * per_clip,
+                         .val_s = t_val, .bn_s = t_bn, .save_s = t_save};
     fprintf(out, "time budget %.0f s: %.0f s used so far; training %.1f clips/s (decode "
                  "included, %lld steps timed): an epoch %.1f s, validation %.1f s, precise BN "
                  "%.1f s, a checkpoint %.2f s: %d epochs\n",
@@ -128,4 +139,32 @@ int vt_train_fit_budget(vt_train *t) {
     if (left < epoch_s)
         fprintf(out, "  (one epoch does not fit the budget: it trains one anyway)\n");
     return 0;
+}
+
+void vt_train_budget_epoch_end(vt_train *t, int64_t epoch, const vt_train_epoch_stats *es) {
+    vt_budget *b = &t->bud;
+    if (!(b->budget > 0) || t->o.budget_once || t->resume[0] || t->stopped)
+        return;
+    /* This epoch's steps; a first epoch that began part-way (never here: no resume) would
+     * misjudge a whole one. */
+    b->epoch_s = vt_budget_epoch_estimate(b->epoch_s, vt_now() - es->t0);
+    const int done = (int)epoch + 1, was = t->o.epochs;
+    const double elapsed = vt_now() - t->t_start;
+    int e = vt_budget_epochs(b, done, elapsed);
+    t->st.plan_epochs = e;
+    if (e == was)
+        return;
+    /* Bend the cosine where the next step starts: it covers the epochs left from the
+     * share of its decay it has reached (a step schedule or a constant rate has nothing
+     * to bend; one-cycle is stretched as it is). */
+    if (t->sc.kind == VT_SCHED_COSINE && t->st.step > t->sc.warmup_steps) {
+        t->sc.anchor_frac = vt_sched_cosine_frac(&t->sc, t->st.step);
+        t->sc.anchor_step = t->st.step;
+    }
+    t->o.epochs = e;
+    t->sc.total_steps = t->spe * e;
+    t->st.plan_step = t->sc.anchor_step;
+    t->st.plan_frac = t->sc.anchor_frac;
+    fprintf(t->out, "time budget: %d epochs instead of %d (%.0f s used of %.0f; an epoch now "
+                    "%.1f s)\n", e, was, elapsed, (double)b->budget, b->epoch_s);
 }

@@ -201,6 +201,7 @@ int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
     cJSON_AddNumberToObject(line, "epoch", (double)epoch + 1);
     cJSON_AddNumberToObject(line, "step", (double)st->step);
     cJSON_AddNumberToObject(line, "lr", vt_train_lr(t, st->step > 0 ? st->step - 1 : 0));
+    vt_train_budget_epoch_end(t, epoch, es); /* may change o->epochs: before do_val */
     cJSON_AddNumberToObject(line, "train_loss", tr_loss);
     cJSON_AddNumberToObject(line, "train_acc", tr_acc);
     vt_progress_finish(*pg, NULL);
@@ -209,16 +210,21 @@ int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
     double vacc = NAN, vloss = NAN;
     /* The running statistics that validation and the checkpoints carry: from clean clips
      * (train_bn.c), at every validation and at the end. */
+    double tp = vt_now();
     if ((do_val || epoch + 1 == o->epochs) && vt_train_precise_bn(t) != 0) {
         cJSON_Delete(line);
         return -1;
     }
+    if (do_val || epoch + 1 == o->epochs) /* --time-budget's measurements (budget.h) */
+        t->bud.bn_s = vt_now() - tp;
     if (do_val) {
         char extra[1024] = "";
+        tp = vt_now();
         if (validate(t, epoch, line, extra, sizeof extra, &vacc, &vloss) != 0) {
             cJSON_Delete(line);
             return -1;
         }
+        t->bud.val_s = vt_now() - tp;
         fprintf(t->out, "epoch %lld/%d: train loss %.4f acc %.1f%%; %s\n", (long long)epoch + 1,
                 o->epochs, tr_loss, 100 * tr_acc, extra);
     } else {
@@ -265,8 +271,10 @@ int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
         next.best_loss = vloss;
         next.best_epoch = (int)epoch + 1;
     }
+    tp = vt_now();
     if (vt_train_save(t, o->out, "last.safetensors", &next) != 0)
         return -1;
+    t->bud.save_s = vt_now() - tp;
     if (better && vt_train_save(t, o->out, "best.safetensors", &next) != 0)
         return -1;
     t->st = next;

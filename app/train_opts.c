@@ -134,6 +134,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_STR(sched);
     J_NUM(warmup_epochs);
     J_NUM(time_budget);
+    J_NUM(budget_once);
     J_NUM(patience);
     J_NUM(step_epochs);
     J_NUM(gamma);
@@ -238,6 +239,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_STR(sched);
     G_FLT_SINCE(warmup_epochs, 0);
     G_FLT(time_budget);
+    G_INT_SINCE(budget_once, 0);
     G_INT_SINCE(patience, 0); /* runs before it: the fixed rule */
     G_INT(step_epochs);
     G_FLT(gamma);

@@ -225,6 +225,25 @@ float vt_sched_momentum(const vt_sched_cfg *s, int64_t step, float fixed) {
     return (float)(second ? anneal_cos(0.85, 0.95, pct) : anneal_cos(0.95, 0.85, pct));
 }
 
+double vt_sched_cosine_frac(const vt_sched_cfg *s, int64_t step) {
+    int64_t t = step - s->warmup_steps, span = s->total_steps - s->warmup_steps;
+    if (t <= 0)
+        return 0;
+    if (span <= 0 || t >= span)
+        return 1;
+    if (s->anchor_step > s->warmup_steps) {
+        if (step >= s->anchor_step) {
+            int64_t rest = s->total_steps - s->anchor_step; /* > 0: step < total_steps */
+            return s->anchor_frac +
+                   (1.0 - s->anchor_frac) * (double)(step - s->anchor_step) / (double)rest;
+        }
+        /* before the anchor: the straight line to it (what the run ran, up to rounding,
+         * when it had not been re-planned before) */
+        return s->anchor_frac * (double)t / (double)(s->anchor_step - s->warmup_steps);
+    }
+    return (double)t / (double)span;
+}
+
 float vt_sched_lr(const vt_sched_cfg *s, int64_t step) {
     if (step < 0)
         step = 0;
@@ -250,12 +269,11 @@ float vt_sched_lr(const vt_sched_cfg *s, int64_t step) {
     case VT_SCHED_ONECYCLE: /* above */
         break;
     case VT_SCHED_COSINE: {
-        int64_t span = s->total_steps - s->warmup_steps;
-        if (span <= 0 || t >= span)
+        double f = vt_sched_cosine_frac(s, step);
+        if (f >= 1.0)
             return s->min_lr;
         const double pi = 3.14159265358979323846;
-        return (float)(s->min_lr + ((double)s->base_lr - s->min_lr) *
-                                       (1.0 + cos(pi * (double)t / (double)span)) / 2.0);
+        return (float)(s->min_lr + ((double)s->base_lr - s->min_lr) * (1.0 + cos(pi * f)) / 2.0);
     }
     }
     return s->base_lr;

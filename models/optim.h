@@ -83,9 +83,18 @@ typedef struct vt_sched_cfg {
     int64_t step_size;      /* step: multiply by gamma every step_size steps */
     float gamma;
     float min_lr;
+    /* cosine, re-planned (--time-budget, app/budget.h): from anchor_step on, the cosine
+     * goes on from the share anchor_frac of its decay it had covered there to the end at
+     * total_steps, so a change of length bends the curve and never makes the rate jump;
+     * before it, a straight line from the warm-up to the anchor. 0: none. */
+    int64_t anchor_step;
+    double anchor_frac;
 } vt_sched_cfg;
 /* LR for a 0-based step. */
 float vt_sched_lr(const vt_sched_cfg *s, int64_t step);
+/* The share of the cosine's decay covered at `step` (0 before and during the warm-up, 1 at
+ * total_steps and after), anchor included. */
+double vt_sched_cosine_frac(const vt_sched_cfg *s, int64_t step);
 /* The momentum for a 0-based step: onecycle's cycled one, else `fixed`. */
 float vt_sched_momentum(const vt_sched_cfg *s, int64_t step, float fixed);
 /* "const", "step", "cosine", "onecycle" -> kind; -1 if unknown. */

@@ -139,7 +139,7 @@ int main(void) {
     vt_optim_cfg_default(&cases[0].o, VT_OPT_SGD);
     cases[0].o.dampening = 0.1f;
     cases[0].o.wd = 1e-3f;
-    cases[0].s = (vt_sched_cfg){VT_SCHED_STEP, 0.1f, 2, 0, 2, 0.5f, 0};
+    cases[0].s = (vt_sched_cfg){VT_SCHED_STEP, 0.1f, 2, 0, 2, 0.5f, 0, 0, 0};
     cases[0].state[0] = "momentum_buffer";
 
     cases[1].name = "nesterov";
@@ -147,27 +147,27 @@ int main(void) {
     cases[1].o.nesterov = 1;
     cases[1].o.wd = 5e-4f;
     cases[1].o.clip_norm = 3.0f;
-    cases[1].s = (vt_sched_cfg){VT_SCHED_COSINE, 0.05f, 3, 7, 0, 0, 0.001f};
+    cases[1].s = (vt_sched_cfg){VT_SCHED_COSINE, 0.05f, 3, 7, 0, 0, 0.001f, 0, 0};
     cases[1].state[0] = "momentum_buffer";
 
     cases[2].name = "rmsprop";
     vt_optim_cfg_default(&cases[2].o, VT_OPT_RMSPROP);
     cases[2].o.momentum = 0.9f;
     cases[2].o.wd = 1e-4f;
-    cases[2].s = (vt_sched_cfg){VT_SCHED_CONST, 0.01f, 0, 0, 0, 0, 0};
+    cases[2].s = (vt_sched_cfg){VT_SCHED_CONST, 0.01f, 0, 0, 0, 0, 0, 0, 0};
     cases[2].state[0] = "square_avg";
     cases[2].state[1] = "momentum_buffer";
 
     cases[3].name = "rmsprop0";
     vt_optim_cfg_default(&cases[3].o, VT_OPT_RMSPROP);
     cases[3].o.alpha = 0.9f;
-    cases[3].s = (vt_sched_cfg){VT_SCHED_CONST, 0.01f, 0, 0, 0, 0, 0};
+    cases[3].s = (vt_sched_cfg){VT_SCHED_CONST, 0.01f, 0, 0, 0, 0, 0, 0, 0};
     cases[3].state[0] = "square_avg";
 
     cases[4].name = "adamw";
     vt_optim_cfg_default(&cases[4].o, VT_OPT_ADAMW);
     cases[4].o.clip_norm = 0.5f;
-    cases[4].s = (vt_sched_cfg){VT_SCHED_COSINE, 0.01f, 0, 6, 0, 0, 0};
+    cases[4].s = (vt_sched_cfg){VT_SCHED_COSINE, 0.01f, 0, 6, 0, 0, 0, 0, 0};
     cases[4].state[0] = "exp_avg";
     cases[4].state[1] = "exp_avg_sq";
 
@@ -181,7 +181,7 @@ int main(void) {
            "kind parse");
     TCHECK(vt_sched_kind_parse("cosine") == VT_SCHED_COSINE && vt_sched_kind_parse("x") == -1,
            "sched parse");
-    vt_sched_cfg cs = {VT_SCHED_COSINE, 1.0f, 0, 10, 0, 0, 0.1f};
+    vt_sched_cfg cs = {VT_SCHED_COSINE, 1.0f, 0, 10, 0, 0, 0.1f, 0, 0};
     TCHECK(vt_sched_lr(&cs, 10) == 0.1f && vt_sched_lr(&cs, 100) == 0.1f, "cosine past end");
     vt_optim_cfg oc;
     vt_optim_cfg_default(&oc, VT_OPT_SGD);

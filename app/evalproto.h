@@ -6,7 +6,7 @@
  *
  * It is pure maths on host arrays, so test_evalproto can check it on hand-made
  * probabilities with exact expected values. It must never decode, run a network or know
- * about towers: callers feed it each clip exactly once (DESIGN.md invariant 4) and it
+ * about towers: callers feed it each clip exactly once (docs/design.md §3.4) and it
  * counts what it is fed, so a duplicated clip would show up in the counts.
  *
  * Conventions (documented for users in `vidtrain eval --help`):

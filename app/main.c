@@ -1,5 +1,5 @@
 /*
- * main.c: the vidtrain command — dispatches to one subcommand per file (DESIGN.md §7).
+ * main.c: the vidtrain command — dispatches to one subcommand per file (docs/design.md §7).
  * Under mpirun/srun it also starts and ends the MPI world (pipeline/parallel/mpi.h): only rank 0
  * prints to stdout, and only the commands that span processes may run there. It must
  * never do work itself: parsing and behaviour belong to the subcommands.

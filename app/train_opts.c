@@ -21,7 +21,7 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->precise_bn = -1;
     o->freeze = -2;
     o->freeze_bn = -1;
-    o->sync_bn = 1; /* several towers equal one device with batch norm too (DESIGN.md) */
+    o->sync_bn = 1; /* several towers equal one device with batch norm too (docs/design.md §3.1) */
     snprintf(o->optim, sizeof o->optim, "sgd");
     o->momentum = 0.9f;
     o->nesterov = 1;

@@ -1,7 +1,7 @@
 /*
  * backend.c: the backend-independent part of vt_backend — the budget-enforcing allocator
  * wrapper that records every live allocation, so a tower's high-water mark is measured,
- * not estimated (DESIGN.md invariant 3), precision names and switching, and freeing a
+ * not estimated (docs/design.md §3.3), precision names and switching, and freeing a
  * backend. Construction by name is the registry's (registry.c).
  *
  * It must never call a particular backend: every backend calls this file, so a call

@@ -1,6 +1,6 @@
 /*
- * backend.h: the op table every compute backend fills (DESIGN.md §5, STYLE.md "opaque
- * handle plus an op table", after ggml-backend-impl.h).
+ * backend.h: the op table every compute backend fills (docs/design.md §5.1;
+ * docs/style.md §4, "opaque handle plus an op table", after ggml-backend-impl.h).
  *
  * A backend is a handle (vt_backend) holding its table (vt_backend_i), a private
  * context, and an allocator that enforces a memory budget. Three fill the table, each
@@ -162,7 +162,7 @@ typedef struct vt_backend_i {
      * mean rounded to one float (half an ulp of a mean of 1e3 std is 3e-5 std).
      * dgamma += sum_dy_xhat and dbeta += sum_dy are done by the network with the LOCAL
      * sums (the gradient reducer sums across towers afterwards).
-     * Why the shift (DESIGN.md invariant 1): with k = 0 the float sumsq carries a relative
+     * Why the shift (docs/design.md §3.1, §9): with k = 0 the float sumsq carries a relative
      * error of 6e-8, which sumsq/count - mean^2 turns into 6e-8 * mean^2/var of the
      * variance (6e-2 at mean = 1e3 std). Around a k near the mean that factor becomes
      * (mean-k)^2/var; the network takes k = the global batch mean from a first pass

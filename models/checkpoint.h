@@ -1,5 +1,5 @@
 /*
- * checkpoint.h: safetensors checkpoints (DESIGN.md §6). One file holds
+ * checkpoint.h: safetensors checkpoints (docs/design.md §6). One file holds
  *   - every tensor of the net under its PyTorch state_dict name (F32; BN
  *     num_batches_tracked as I64 with shape []), so torchvision's load_state_dict
  *     (strict=True) takes the file once the optim.* tensors are dropped;

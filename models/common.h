@@ -6,7 +6,7 @@
  *
  * This file must never grow policy: no knowledge of videos, devices or layers lives
  * here. Device and programmer errors abort through VT_CHECK; data errors are returned
- * as negative codes by the callers (STYLE.md, "Two kinds of failure").
+ * as negative codes by the callers (docs/style.md §8, "Two kinds of failure").
  */
 #ifndef VT_COMMON_H
 #define VT_COMMON_H
@@ -58,7 +58,7 @@ double vt_now(void);
 
 /*
  * RNG: splitmix64. One 64-bit word of state, so it goes into a checkpoint as one
- * number and a resumed run continues exactly (DESIGN.md invariant 5).
+ * number and a resumed run continues exactly (docs/design.md §3.5).
  */
 typedef struct vt_rng { uint64_t s; } vt_rng;
 void vt_rng_seed(vt_rng *r, uint64_t seed);

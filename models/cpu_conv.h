@@ -1,7 +1,7 @@
 /*
  * cpu_conv.h: the fast CPU backend's conv3d engine (cpu_conv.c) — its two ops, which cpu.c
  * puts in its table, and how it tiles a conv3d, which the memory planner (memplan.c)
- * shares because it must count the scratch those tiles need (DESIGN.md invariant 3).
+ * shares because it must count the scratch those tiles need (docs/design.md §3.3).
  *
  * A conv runs as vol2col + sgemm over TILES of output columns: either several whole clips
  * (small outputs: one bigger GEMM instead of one small GEMM per clip) or a band of output

@@ -263,7 +263,7 @@ static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, in
               s);
         return;
     }
-    /* Two passes over x, each a plain SUM across towers (DESIGN.md invariant 1: no float
+    /* Two passes over x, each a plain SUM across towers (docs/design.md §3.1: no float
      * sum x^2 cancelling against mean^2). First [sum x | count] gives the global batch
      * mean k, the same bits on every tower (one allreduced buffer, one float multiply);
      * then [sum (x-k) | sum (x-k)^2] around it, whose float rounding is relative to the

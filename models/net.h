@@ -61,7 +61,7 @@ int vt_net_max_batch(const vt_net *net);
  * leaves them), drawn from vt_rng seeded with `seed`: same seed, same weights. */
 void vt_net_init_weights(vt_net *net, uint64_t seed);
 
-/* Arenas: backend memory, one allocation each (STYLE.md "one allocation per family"). */
+/* Arenas: backend memory, one allocation each (docs/style.md §10). */
 int64_t vt_net_num_params(const vt_net *net);   /* trainable floats */
 float *vt_net_params(vt_net *net);              /* (num_params) */
 float *vt_net_grads(vt_net *net);               /* (num_params) */
@@ -89,7 +89,7 @@ void vt_net_features(const vt_net *net, float *host, int n);
 /* Loss of the last forward. Writes (host) loss_clip[i] = sum_h weight_h * loss_h(clip i)
  * and head_loss[h] = sum over clips of loss_h (either may be NULL), and seeds the
  * heads' gradients with grad_scale * weight_h * dloss_h/dlogits. grad_scale is 1/B for
- * the GLOBAL batch B (DESIGN.md invariant 2). */
+ * the GLOBAL batch B (docs/design.md §3.2). */
 void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targets *t,
                  float grad_scale);
 /* Outputs of the last forward for evaluation, made by the loss ops without gradients:

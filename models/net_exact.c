@@ -5,8 +5,8 @@
  * fixed-point accumulators (xsum.h) that add exactly. A clip's own arithmetic is then
  * the same whichever tower, slice or micro-batch holds it (every op sees one clip: the
  * same shapes, so the same kernels, blocks and summation orders), and its terms reach
- * the same integer sums: a step on N towers is bitwise a step on one device (DESIGN.md
- * invariant 1). The forwards of conv and linear run per clip for the same reason (a
+ * the same integer sums: a step on N towers is bitwise a step on one device (docs/design.md
+ * §3.1). The forwards of conv and linear run per clip for the same reason (a
  * multi-clip tile may pick another GEMM kernel than a one-clip one).
  *
  * It must never round a sum over clips to float before the towers' exact sum (the

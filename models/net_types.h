@@ -40,7 +40,7 @@ typedef struct vt_net_cfg {
     int exact;          /* sums over clips exact (models/xsum.h): weight gradients and BN
                            statistics clip by clip into fixed-point accumulators, so any
                            split into towers and micro-batches gives the same bits as one
-                           device (DESIGN.md invariant 1). Needs a backend with the xsum
+                           device (docs/design.md §3.1). Needs a backend with the xsum
                            ops (cpu, cpu-ref, cuda); costs 16 bytes a parameter (memplan.c) */
 } vt_net_cfg;
 

@@ -1,6 +1,6 @@
 /*
  * transfer.h: weights from elsewhere into a net — `vidtrain train --init FILE` and
- * `--pretrained NAME` (DESIGN.md §6 "weights move both ways"). The file is a vidtrain
+ * `--pretrained NAME` (docs/design.md §6, "weights move both ways"). The file is a vidtrain
  * checkpoint, any safetensors file with torchvision's state_dict names, or a PyTorch
  * checkpoint written by torch.save (models/formats/pth.h reads it without running any of it).
  *

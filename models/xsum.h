@@ -1,6 +1,6 @@
 /*
  * xsum.h: exact sums of floats — the fixed-point accumulators that make a step on N
- * towers the same bits as on one (DESIGN.md invariant 1). A sum of floats rounded as it
+ * towers the same bits as on one (docs/design.md §3.1). A sum of floats rounded as it
  * goes depends on the order of its terms, and towers add the clips of a batch in another
  * order than one device does; in float32 the difference (1e-7 of a step) then grows
  * through max-pool windows whose two largest values float32 cannot tell apart, up to 1e-2

@@ -36,7 +36,7 @@
  *     batch norm — conv1/conv2/conv3 carry a bias instead of a BN layer, same names
  *     otherwise (conv1, relu1, pool1, ..., conv4, relu4, avgpool, fc; no bn*). Without BN a clip's
  *     gradient depends on that clip alone, so any split and any micro-batch size give
- *     the one-device result (DESIGN.md invariant 1 without sync-BN); tests/test_towers.c
+ *     the one-device result (docs/design.md §3.1, without sync-BN); tests/test_towers.c
  *     relies on that. Not meant to train well: tiny is the small model to use.
  * Heads: head 0 is the twin's classifier ("fc", or "fc8" for c3d); head h >= 1 is
  * "heads.<h>" (heads.1.weight, heads.1.bias, ...), a linear layer on the same features.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check-bn-towers.sh: DESIGN.md invariant 1 under the default recipe (issue 26's outside
+# check-bn-towers.sh: docs/design.md §3.1 under the default recipe (issue 26's outside
 # check): one CPU tower against two CPU towers split 3:1,
 #   vidtrain train DEMO --model tiny --epochs 1 --batch 8 --seed S --workers 1
 #       --devices cpu:1                                  (one device)

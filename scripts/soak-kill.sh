@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# soak-kill.sh [KILLS]: kill -9 soak of `vidtrain train` (DESIGN.md §6: checkpoints are
+# soak-kill.sh [KILLS]: kill -9 soak of `vidtrain train` (docs/design.md §3.8: checkpoints are
 # written to a temporary file and renamed, so a crash leaves the old one or the new one).
 # On a small `vidtrain synth` set it trains with a checkpoint after every step and a
 # validation every epoch, and kills the trainer with SIGKILL KILLS times (default 50) at
@@ -13,7 +13,7 @@
 #     finishes with exit 0, never fails on its own;
 # and when a run finishes: it did every step (epochs x batches), its last.safetensors
 # loads, its weights and optimizer state are bitwise those of an uninterrupted run with
-# the same options (DESIGN.md §3.5: a resume continues exactly as if never stopped), and
+# the same options (docs/design.md §3.5: a resume continues exactly as if never stopped), and
 # no temporary file is left in RUN (training removes the leftovers of killed writes when
 # it starts: app/runclean.h). Then a new run starts, until KILLS kills.
 # Prints the kills per phase (as observed just before each kill) and the checks; exits 1

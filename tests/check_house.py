@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""check_house.py: the house rules of issue 26 that a compiler cannot see, as a ctest.
+"""check_house.py: the house rules of issue 26 and 42 that a compiler cannot see, as a ctest
+(docs/design.md §10).
 
   usage: check_house.py [SOURCE_ROOT]   (default: the folder above this script)
 
@@ -10,10 +11,19 @@
     #include lines that close it, so the fix (move the shared type to a header of its
     own, or forward-declare it) is plain from the message.
 (b) No source file (.c .h .cu .cuh) under app/, models/, pipeline/ or tests/ over 800 lines
-    (counted as `wc -l` counts them: newlines). Split the file by concern (STYLE.md).
+    (counted as `wc -l` counts them: newlines). Split the file by concern (docs/design.md §2).
+(c) Every document a source file, script, CMakeLists.txt or doc cites is in the repository:
+    docs/NAME.md must exist, and so must an upper-case NAME.md at the top (README.md); a
+    section cited as "docs/design.md §N" or "docs/style.md §N.M" (also in lists: "§3.1,
+    §3.2", and as "design.md §N" inside docs/) must be a numbered heading ("## N. Title",
+    "### N.M Title") of that file; a bare "§N" inside docs/design.md or docs/style.md
+    cites that file's own sections.
+(d) Every relative markdown link in README.md and docs/*.md leads to a file that exists,
+    and its #anchor, when the target is markdown, to a heading of that file (GitHub's
+    anchors: lower case, punctuation dropped, spaces to hyphens, -1, -2 for repeats).
 
-Exit status 0 when both hold, 1 with one line per offence otherwise. Standard library
-only: it runs with /usr/bin/python3 and no numpy.
+Exit status 0 when all hold, 1 with one line per offence (file:line and a hint) otherwise.
+Standard library only: it runs with /usr/bin/python3 and no numpy.
 """
 import os
 import re
@@ -143,6 +153,163 @@ def check_lengths(root):
     return errors
 
 
+# ---- (c) and (d): documents and the references to them ----
+
+REF_EXT = (".c", ".h", ".cu", ".cuh", ".py", ".sh", ".js", ".md", ".txt", ".cmake")
+SECTIONED = ("docs/design.md", "docs/style.md")
+SEC_LIST = r"§\d+(?:\.\d+)*(?:(?:[ \t]*,[ \t]*|[ \t]+and[ \t]+|[ \t]*;[ \t]*)§\d+(?:\.\d+)*)*"
+# a citation may wrap onto the next comment line: "(docs/design.md\n * §3.1)"
+WRAP = r"(?:[ \t]*\n[ \t]*(?:\*|#|//)?)?[ \t]*"
+SEC_RE = re.compile(r"(?<![\w.-])((?:docs/)?(?:design|style)\.md)" + WRAP + "(" + SEC_LIST + ")")
+SEC_NUM_RE = re.compile(r"§(\d+(?:\.\d+)*)")
+DOCS_PATH_RE = re.compile(r"(?<![\w.-])((?:\.\./)*docs/[\w.-]+\.md)\b")
+TOP_DOC_RE = re.compile(r"(?<![\w./-])([A-Z][A-Z0-9_-]*\.md)\b")
+LINK_RE = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(<?([^()\s<>]+)>?(?:\s+\"[^\"]*\")?\)")
+HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+FENCE_RE = re.compile(r"^\s*(```|~~~)")
+
+
+def ref_files(root):
+    """Repository-relative paths of the files whose references are checked: sources,
+    scripts, CMake files and docs, outside build folders and hidden folders."""
+    out = []
+    for dp, dns, fns in os.walk(root):
+        rel_dp = os.path.relpath(dp, root)
+        dns[:] = sorted(d for d in dns if not d.startswith((".", "build"))
+                        and not (rel_dp == "tests" and d == "data"))
+        for f in sorted(fns):
+            if f.endswith(REF_EXT) or f == "CMakeLists.txt":
+                out.append(os.path.normpath(os.path.relpath(os.path.join(dp, f), root)))
+    return out
+
+
+def md_lines(text):
+    """(line number, line) of a markdown text outside fenced code blocks."""
+    fenced = False
+    for i, line in enumerate(text.split("\n"), 1):
+        if FENCE_RE.match(line):
+            fenced = not fenced
+            continue
+        if not fenced:
+            yield i, line
+
+
+def slug(title):
+    """GitHub's anchor of a heading: the rendered text (code marks and link targets
+    dropped), lower case, anything but letters, digits, '_', '-' and spaces removed,
+    spaces to hyphens."""
+    t = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", title)
+    t = t.replace("`", "").lower()
+    t = re.sub(r"[^\w\- ]", "", t)
+    return t.replace(" ", "-")
+
+
+def headings(root, rel, cache={}):
+    """(section numbers, anchors) of the markdown file rel: "3.1" for "### 3.1 Title" or
+    "## 3. Title", and every heading's GitHub anchor."""
+    if rel not in cache:
+        nums, anchors, seen = set(), set(), {}
+        for _, line in md_lines(read(root, rel)):
+            m = HEADING_RE.match(line)
+            if not m:
+                continue
+            title = m.group(2)
+            n = re.match(r"(\d+(?:\.\d+)*)\.?\s", title + " ")
+            if n:
+                nums.add(n.group(1))
+            a = slug(title)
+            k = seen.get(a, 0)
+            seen[a] = k + 1
+            anchors.add(a if k == 0 else "%s-%d" % (a, k))
+        cache[rel] = (nums, anchors)
+    return cache[rel]
+
+
+def line_of(text, pos):
+    return text.count("\n", 0, pos) + 1
+
+
+def check_doc_refs(root):
+    errors = []
+    for rel in ref_files(root):
+        if rel == os.path.join("tests", "check_house.py"):
+            continue  # its own docstring names the patterns it looks for
+        text = read(root, rel)
+        is_doc = rel.endswith(".md")
+        # docs/NAME.md must exist; an upper-case NAME.md must exist at the top
+        for m in DOCS_PATH_RE.finditer(text):
+            target = m.group(1)
+            base = root if not target.startswith("..") else os.path.dirname(
+                os.path.join(root, rel))
+            if not os.path.isfile(os.path.normpath(os.path.join(base, target))):
+                errors.append("%s:%d: cites %s, which is not in the repository (hint: the "
+                              "docs are docs/*.md; the design is docs/design.md, the style "
+                              "docs/style.md)" % (rel, line_of(text, m.start()), target))
+        for m in TOP_DOC_RE.finditer(text):
+            name = m.group(1)
+            here = os.path.join(os.path.dirname(os.path.join(root, rel)), name)
+            if not (os.path.isfile(os.path.join(root, name)) or os.path.isfile(here)):
+                errors.append("%s:%d: cites %s, which is not in the repository (hint: the "
+                              "design is docs/design.md, how the code reads docs/style.md)"
+                              % (rel, line_of(text, m.start()), name))
+        # sections: "docs/design.md §3.1", "design.md §3.1, §3.2" in docs
+        for m in SEC_RE.finditer(text):
+            doc = m.group(1)
+            if not doc.startswith("docs/"):
+                if not (is_doc and os.path.dirname(rel) == "docs"):
+                    continue  # "design.md" outside docs/ names no file of ours
+                doc = "docs/" + doc
+            if not os.path.isfile(os.path.join(root, doc)):
+                continue  # reported above as a missing document
+            nums, _ = headings(root, doc)
+            for n in SEC_NUM_RE.findall(m.group(2)):
+                if n not in nums:
+                    errors.append("%s:%d: cites %s §%s, which has no such section (hint: "
+                                  "its numbered headings are %s)"
+                                  % (rel, line_of(text, m.start()), doc, n,
+                                     ", ".join(sorted(nums, key=lambda v: [int(x) for x in
+                                                                           v.split(".")]))))
+        # a bare "§N" inside a sectioned doc cites that doc
+        if rel in SECTIONED:
+            nums, _ = headings(root, rel)
+            for i, line in md_lines(text):
+                line = SEC_RE.sub("", line)
+                for n in SEC_NUM_RE.findall(line):
+                    if n not in nums:
+                        errors.append("%s:%d: §%s: no such section in this file" % (rel, i, n))
+    return errors
+
+
+def check_md_links(root):
+    errors = []
+    docs = [f for f in ref_files(root) if f.endswith(".md") and
+            (f == "README.md" or os.path.dirname(f) == "docs")]
+    for rel in docs:
+        text = read(root, rel)
+        for i, line in md_lines(text):
+            for m in LINK_RE.finditer(re.sub(r"`[^`]*`", "", line)):
+                target = m.group(1)
+                if re.match(r"^[a-z][a-z0-9+.-]*:", target):
+                    continue  # https:, mailto: ...
+                path, _, anchor = target.partition("#")
+                dest = os.path.normpath(os.path.join(os.path.dirname(rel), path)) if path else rel
+                if dest.startswith(".."):
+                    errors.append("%s:%d: link %s leaves the repository" % (rel, i, target))
+                    continue
+                full = os.path.join(root, dest)
+                if not os.path.exists(full):
+                    errors.append("%s:%d: link %s: %s does not exist (hint: links are relative "
+                                  "to the page's own folder)" % (rel, i, target, dest))
+                    continue
+                if anchor and dest.endswith(".md") and os.path.isfile(full):
+                    if anchor not in headings(root, dest)[1]:
+                        errors.append("%s:%d: link %s: no heading of %s makes the anchor #%s "
+                                      "(hint: GitHub's anchor is the heading in lower case, "
+                                      "punctuation dropped, spaces as hyphens)"
+                                      % (rel, i, target, dest, anchor))
+    return errors
+
+
 def main(argv):
     root = os.path.abspath(argv[1] if len(argv) > 1 else
                            os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -152,13 +319,15 @@ def main(argv):
         print("check_house: %s has no %s: pass the source root (CMAKE_SOURCE_DIR)"
               % (root, ", ".join(missing)))
         return 2
-    errors = check_circles(root) + check_lengths(root)
+    errors = (check_circles(root) + check_lengths(root) + check_doc_refs(root) +
+              check_md_links(root))
     for e in errors:
         print(e)
     nfiles = len(source_files(root, LENGTH_DIRS))
-    print("check_house: %d files checked, %s" % (nfiles, "%d problem line(s)" % len(errors)
-                                                  if errors else "no circle, none over %d lines"
-                                                  % MAX_LINES))
+    print("check_house: %d source files, %d files' references checked, %s"
+          % (nfiles, len(ref_files(root)), "%d problem line(s)" % len(errors) if errors else
+             "no circle, none over %d lines, every cited doc, section and link there"
+             % MAX_LINES))
     return 1 if errors else 0
 
 

@@ -88,7 +88,7 @@ int main(void) {
             c1 += st.compute_s[1] / 2.0;
         }
         plan0[s] = p->slice[0];
-        /* Every clip counted once (DESIGN.md §3.4): whatever the plan, the slices run and the
+        /* Every clip counted once (docs/design.md §3.4): whatever the plan, the slices run and the
          * next plan's slices cover the batch exactly. */
         TCHECK(st.slice[0] + st.slice[1] == B, "step %d ran %d:%d, not %d clips", s + 1,
                st.slice[0], st.slice[1], B);

@@ -1,5 +1,5 @@
 /*
- * test_eval_counts.c: DESIGN.md invariant 4 through `vidtrain eval` — with two towers and
+ * test_eval_counts.c: docs/design.md §3.4 through `vidtrain eval` — with two towers and
  * an uneven split (manual 3:1), a batch size that divides nothing (7, so the last batch
  * is partial and slices round unevenly) and 3 crops, the clips and videos evaluated are
  * exactly the dataset's: videos = the files on disk (counted here with opendir, not with

@@ -4,7 +4,7 @@
  *   - a source run, then a fine-tuning run from its checkpoint with fine-tuning's
  *     defaults: the log says what was loaded, config.json records the resolved recipe
  *     (lr a tenth of the scratch rule, head x10, BN frozen, no precise BN);
- *   - DESIGN.md invariant 1 with that default recipe: the same fine-tuning run on two
+ *   - docs/design.md §3.1 with that default recipe: the same fine-tuning run on two
  *     towers split 3:1 ends with one tower's weights (BN frozen: every clip's gradient
  *     is its own, no sync-BN needed), with the colour jitter and every default on;
  *   - --freeze 1 leaves the stem and stage 1 bit for bit as loaded, and trains the rest;
@@ -109,7 +109,7 @@ int main(void) {
     TCHECK(cfg && (v = cJSON_GetObjectItem(cfg, "init")) && strstr(v->valuestring, "src/last"),
            "init recorded");
     cJSON_Delete(cfg);
-    /* Invariant 1: two towers end where one does. Gradients are summed over the towers
+    /* docs/design.md §3.1: two towers end where one does. Gradients are summed over the towers
      * in another order than over one tower's batch: ~1e-7 relative per step, and six
      * steps of SGD with momentum carry that to ~1e-6; 1e-4 fails any clip counted twice
      * or missing, or a BN that still used batch statistics (~1e-2). */

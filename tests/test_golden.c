@@ -254,7 +254,7 @@ static void towers(const golden *g, const vt_net_cfg *cfg, int total, int split,
         pthread_create(&th[t], NULL, tower_run, &job[t]);
     for (int t = 0; t < 2; t++)
         pthread_join(th[t], NULL);
-    /* Gradients: the reducer SUMS (DESIGN.md invariant 2). */
+    /* Gradients: the reducer SUMS (docs/design.md §3.2). */
     const int64_t np = vt_net_num_params(job[0].net);
     float *sum = vt_malloc((size_t)np * sizeof(float));
     for (int64_t i = 0; i < np; i++)

@@ -1,5 +1,5 @@
 /*
- * test_hostile.c: files that must never crash vidtrain (DESIGN.md invariant 6). Each
+ * test_hostile.c: files that must never crash vidtrain (docs/design.md §3.6). Each
  * hostile file from tests/make_media.sh either opens and reads gracefully or is refused
  * with a reason that names the problem; under the ASan+UBSan build this also proves no
  * out-of-bounds access, no undefined behaviour and no leak on any of these paths.

@@ -5,7 +5,7 @@
  *     --patience evaluations a cosine decay over a quarter as many epochs, after which
  *     the run ends. The outside truth is the formulas of torch's LinearLR warm-up and
  *     CosineAnnealingLR (eta_min 0), checked on every step's lr in metrics.jsonl;
- *   - DESIGN.md invariant 1 with the new default: the same run on one tower and on two
+ *   - docs/design.md §3.1 with the new default: the same run on one tower and on two
  *     split 3:1 (sync-BN, the colour jitter and every other default on) takes the same
  *     decision at the same epoch, ends after the same steps and with one tower's weights;
  *   - --resume across the decision: a run stopped by --max-steps inside the decay and
@@ -170,7 +170,7 @@ int main(void) {
     TCHECK(bad == 0, "%d steps off the schedule", bad);
     TCHECK(config_int(p, "patience") == 1, "patience in config.json");
 
-    /* Invariant 1: two towers end where one does. With sync-BN every pass normalises over
+    /* docs/design.md §3.1: two towers end where one does. With sync-BN every pass normalises over
      * the whole batch as one tower does; gradients are summed in another order (~1e-7 per
      * step), which the few steps here carry to ~1e-6: 1e-4 fails a clip counted twice or
      * missing, or a tower left out of the statistics (~1e-2). */

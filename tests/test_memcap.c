@@ -1,5 +1,5 @@
 /*
- * test_memcap.c: DESIGN.md invariant 3 — a tower never allocates past its budget. The
+ * test_memcap.c: docs/design.md §3.3 — a tower never allocates past its budget. The
  * outside truth is the allocator's own high-water mark (models/backend.c records every
  * vt_backend_alloc), not the plan's estimate. Budgets are made small enough that the
  * plan must use micro-batches; a budget that cannot hold one clip is a clear error, both

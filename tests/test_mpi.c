@@ -3,18 +3,18 @@
  * towers per rank (MPMD: each rank its own --devices and --mem, so budgets are uneven),
  * on real encoded videos through the real command. The outside truth is one process:
  *
- * 1. Equal to one device (DESIGN.md invariant 1) across ranks: parameters after 3 steps
+ * 1. Equal to one device (docs/design.md §3.1) across ranks: parameters after 3 steps
  *    equal one process with one tower to 1e-5 relative — without batch norm (tiny_nobn,
  *    with dropout, whose masks follow the GLOBAL clip position, and a rank-0 tower so
  *    small that its slice runs as 3 micro-batches) and with batch norm under --sync-bn.
- * 2. Determinism across ranks (invariant 5): tiny with per-tower batch norm on ranks
+ * 2. Determinism across ranks (docs/design.md §3.5): tiny with per-tower batch norm on ranks
  *    (2 towers | 1 tower) is bitwise the same run as one process with those 3 towers
  *    and budgets (the MPI reducer sums in the host reducer's order when every rank after
  *    the first has one tower) — trained 2 steps, then resumed with --resume (each rank
  *    gets its own devices back from config.json) to 5, against 5 uninterrupted steps.
  *    VT_CHECK_REPLICAS=1 makes every step compare the ranks' replicas by hash. Each epoch
  *    end validates and runs the precise-BN pass (rank 0 computes, the sync sends).
- * 3. Every clip counted once (invariant 4): eval with batch 7, 2 clips x 3 crops per
+ * 3. Every clip counted once (docs/design.md §3.4): eval with batch 7, 2 clips x 3 crops per
  *    video and a 3:1:2 split, so most videos have clips on both ranks; clips and videos
  *    equal the files on disk (opendir), and the metrics equal one process's.
  * 4. Failure: a rank killed (SIGKILL) mid-run, and a rank stopped (SIGSTOP: it neither

@@ -1,5 +1,5 @@
 /*
- * test_resume.c: DESIGN.md invariant 5 through the command — train k steps, stop, resume
+ * test_resume.c: docs/design.md §3.5 through the command — train k steps, stop, resume
  * to 2k steps, and the checkpoint equals that of 2k steps uninterrupted BYTE FOR BYTE
  * (every tensor: weights, BN buffers, optimizer state; the CPU backend is deterministic),
  * with 1 decode worker and with several. k is chosen so the stop lands in the middle of

@@ -215,7 +215,7 @@ static void test_clips_inside(vt_dataset *ds) {
     for (int i = 0; i < 4; i++)
         TCHECK(counts[i] == 4 * 6, "train: entry %d gave %lld clips, want 24", i,
                (long long)counts[i]);
-    /* Evaluation: K = 3 clips per segment, each segment its own sample (Invariant 4:
+    /* Evaluation: K = 3 clips per segment, each segment its own sample (docs/design.md §3.4:
      * every clip counted once, no padding duplicates). */
     check_clips(ds, VT_LOADER_EVAL, 1, counts);
     for (int i = 0; i < 4; i++)

@@ -81,7 +81,7 @@ int main(void) {
         plan_ok(&p, "speed", 32, 2, d);
         TCHECK(p.slice[0] == 16 && p.slice[1] == 16, "speed: %d,%d", p.slice[0], p.slice[1]);
         TCHECK(p.nmb[1] == 2 && p.mb[1] == 12, "small card micro-batches %dx%d", p.nmb[1], p.mb[1]);
-        /* within 5% of ideal: DESIGN.md §4 goal figure */
+        /* within 5% of ideal: docs/design.md §4 goal figure */
         TCHECK(p.predicted <= 1.05 * ideal_time(d, 2, 32), "speed predicted %f ideal %f",
                p.predicted, ideal_time(d, 2, 32));
     }

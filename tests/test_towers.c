@@ -1,5 +1,5 @@
 /*
- * test_towers.c: DESIGN.md invariant 1 — a step on N towers with any split equals a step
+ * test_towers.c: docs/design.md §3.1 — a step on N towers with any split equals a step
  * on one tower with the whole batch. The outside truth is one-device training: the same
  * model, seed and batch on a single tower. Checked after 1 and 3 SGD-momentum steps,
  * parameters within 1e-5 relative, plus: replicas bitwise identical after every step, the
@@ -530,7 +530,7 @@ static void bn_family(vt_batch *b16, vt_batch *b32, const vt_optim_cfg *oc) {
 }
 
 /* Family 6: batch norm of channels whose mean is ~1e3 x their spread (low-contrast clips;
- * DESIGN.md invariant 1, issue 26). bn1's sums around 0 in float (sum x^2 rounded to
+ * docs/design.md §3.1, issue 26). bn1's sums around 0 in float (sum x^2 rounded to
  * ~6e-8 relative) gave a variance off by ~6e-8 * (mean/std)^2 ~ 1e-1 relative, differently
  * per split: 1e-1 of the parameters apart after one step. Sums around the global batch
  * mean k (net.c bn_forward), and x - k - mean never through a mean rounded to one float,

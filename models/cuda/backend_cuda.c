@@ -2,7 +2,7 @@
  * backend_cuda.c: the cuda backend — one vt_backend per GPU holding its stream, its
  * cuDNN and cuBLAS handles bound to that stream, the convolution workspace, a cache of
  * convolution algorithms per shape, and a caching allocator that enforces the device
- * budget (DESIGN.md §5, invariant 3). It fills every op of models/backend.h with the
+ * budget (docs/design.md §5.1, §3.3). It fills every op of models/backend.h with the
  * semantics documented there and implemented by cpu-ref (models/cpu_ref.c), against
  * which test_cuda_ops_gpu checks each one.
  *

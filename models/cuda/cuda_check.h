@@ -1,5 +1,5 @@
 /*
- * cuda_check.h: the check macros of the CUDA side (STYLE.md "one check macro makes the
+ * cuda_check.h: the check macros of the CUDA side (docs/style.md §8: "one check macro makes the
  * rest", after ggml's CUDA_CHECK_GEN). VT_CUDA_CHECK_GEN makes CUDA_CHECK, CUDNN_CHECK,
  * CUBLAS_CHECK and NCCL_CHECK; each prints the expression, function, file:line and the
  * library's own error string, then aborts through vt_die_at.

@@ -1,5 +1,5 @@
 /*
- * onnx.h: a network written as an ONNX model for deployment (DESIGN.md §6: weights move
+ * onnx.h: a network written as an ONNX model for deployment (docs/design.md §6: weights move
  * out as safetensors and ONNX) — fp32, one input "clip" of shape (N, 3, T, H, W) with N
  * dynamic ("batch"), one output per head: logits, or probabilities (softmax heads:
  * Softmax; multi-label heads: Sigmoid). The model is the eval-mode network: batch norm

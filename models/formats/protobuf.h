@@ -12,7 +12,7 @@
  * onnx.c needs are written there as constants.
  *
  * It only writes: it must never parse outside bytes (a reader would need a fuzz target,
- * DESIGN.md invariant 7) and never know about ONNX itself.
+ * docs/design.md §3.7) and never know about ONNX itself.
  */
 #ifndef VT_PROTOBUF_H
 #define VT_PROTOBUF_H

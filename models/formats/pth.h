@@ -1,7 +1,7 @@
 /*
  * pth.h: PyTorch checkpoints (torch.save(model.state_dict(), path), torchvision's
  * Kinetics-400 downloads such as r3d_18-b3b3357e.pth) read without Python and without
- * ever running anything from the file (DESIGN.md invariant 7). Both formats of torch.save
+ * ever running anything from the file (docs/design.md §3.7). Both formats of torch.save
  * are read: the zip archive of torch >= 1.6 (<prefix>/data.pkl, <prefix>/data/<key>
  * storages, <prefix>/byteorder) and the legacy stream (_use_new_zipfile_serialization=
  * False: five pickles, then the storages' bytes). The pickle goes through the restricted

@@ -11,7 +11,7 @@
  * validates the whole header before using any of it (size, header length, JSON, every
  * tensor's dtype/shape/offsets, offsets within the data and neither overlapping nor
  * leaving holes) and refuses a bad file with a message naming the path and the problem.
- * It must never crash or abort on a bad file: that is a data error (DESIGN.md §8).
+ * It must never crash or abort on a bad file: that is a data error (docs/design.md §8).
  */
 #ifndef VT_SAFETENSORS_H
 #define VT_SAFETENSORS_H

@@ -46,7 +46,7 @@
 #include "pipeline/data/video_impl.h"
 
 /* The CPU by default until a GPU run has measured NVDEC here: its decoders hold GPU memory
- * outside the towers' budgets (DESIGN.md invariant 3) and its pixels for MPEG-4/MJPEG
+ * outside the towers' budgets (docs/design.md §3.3) and its pixels for MPEG-4/MJPEG
  * are unchecked; auto and nvdec are asked for by name. */
 static atomic_int decode_mode = VT_DECODE_CPU;
 

@@ -1,5 +1,5 @@
 /*
- * device.h: the devices a run trains on (DESIGN.md §4). A device is a backend name and
+ * device.h: the devices a run trains on (docs/design.md §4). A device is a backend name and
  * ordinal, a memory budget, a thread count (CPU), a measured speed, and — for tests and
  * benchmarks only — an emulated slowdown. This file builds a device list from values
  * that app/ has already read off the command line (app/device_opts.h holds the options'

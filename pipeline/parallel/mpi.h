@@ -1,5 +1,5 @@
 /*
- * mpi.h: the processes of a run (DESIGN.md §5: several processes or machines under
+ * mpi.h: the processes of a run (docs/design.md §5.3: several processes or machines under
  * `mpirun` or `srun`; nothing home-made). Each process is one rank and holds its own
  * towers; the towers (tower.c), the MPI reducer (reduce_mpi.c) and the commands meet
  * through the few collectives below.
@@ -19,7 +19,7 @@
  * Sums are taken in rank order by one owner per element (a reduce-scatter then an
  * all-gather, each plain data movement), so every rank gets bitwise the same result and
  * that result does not depend on the MPI library's choices: never MPI_Allreduce, whose
- * order the implementation picks (DESIGN.md §3, invariants 1 and 5).
+ * order the implementation picks (docs/design.md §3.1, §3.5).
  *
  * Threads: MPI is called by one thread at a time — the main thread between steps, one
  * tower thread per process inside a step — and every rank calls the collectives in the

@@ -1,7 +1,7 @@
 /*
- * reduce.h: gradient reducers — an op table like the backends' (DESIGN.md §5). Every
+ * reduce.h: gradient reducers — an op table like the backends' (docs/design.md §5.3). Every
  * tower (rank) calls the same collective with its own buffer; afterwards every buffer
- * holds the SUM over ranks (DESIGN.md invariant 2: towers scale by 1/B, reducers sum,
+ * holds the SUM over ranks (docs/design.md §3.2: towers scale by 1/B, reducers sum,
  * nobody averages). Sums are taken in rank order so every replica gets bitwise the same
  * result.
  *

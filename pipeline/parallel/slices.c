@@ -3,7 +3,7 @@
  * time, the printed plan, and the auto policy's measuring controller (slices.h).
  *
  * Pure logic on numbers: it must never touch a backend, a net or a clock, so that the
- * same inputs always give the same plan (DESIGN.md invariant 5) and tests can feed it
+ * same inputs always give the same plan (docs/design.md §3.5) and tests can feed it
  * any mix of devices.
  */
 #include "pipeline/parallel/slices.h"

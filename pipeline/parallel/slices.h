@@ -1,5 +1,5 @@
 /*
- * slices.h: the splitter (DESIGN.md §4) — how many clips of a global batch B each tower
+ * slices.h: the splitter (docs/design.md §4) — how many clips of a global batch B each tower
  * takes, in how many micro-batches, and how long the step should take. Pure logic: it
  * sees numbers (clips that fit per pass, clips/s), never backends or nets, so every
  * policy is tested on tables of made-up devices (tests/test_slices.c).

@@ -1,11 +1,11 @@
 /*
  * tower.h: towers — one replica (vt_net + vt_optim on its own backend) per device, one
- * persistent thread each, woken per step (DESIGN.md §1, §3, §4). A training step scatters
+ * persistent thread each, woken per step (docs/design.md §1, §3, §4). A training step scatters
  * the slices of a host vt_batch, runs forward/backward in micro-batches with the loss
  * gradient scaled by 1/B (B = the batch's clip count), SUMS gradients over towers with
  * a reducer (one call over the whole gradient arena), and applies the same optimizer
  * update on every replica, so replicas stay bitwise identical and the step equals one
- * device with the whole batch (invariants 1 and 2).
+ * device with the whole batch (docs/design.md §3.1, §3.2).
  *
  * Batch-norm statistics. Without sync-BN each tower normalises with its own micro-batch
  * statistics (as Keras/DDP do) and, after every training step, the running statistics

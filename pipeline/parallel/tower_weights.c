@@ -4,7 +4,7 @@
  * and logit adjustments, and each step's normaliser of the weighted loss,
  * 1 / (the weight sum of the step's clips over every tower of every rank): PyTorch's
  * F.cross_entropy(weight=...) mean over the whole batch, never a tower's own mean
- * (DESIGN.md invariants 1 and 2). It must never let the normaliser depend on the split:
+ * (docs/design.md §3.1, §3.2). It must never let the normaliser depend on the split:
  * the sum is formed from integer class counts, in class order.
  */
 #include <string.h>

@@ -573,6 +573,12 @@ int vt_cmd_prep(int argc, char **argv) {
     } else {
         rc = r.ok + skipped > 0 && !wfail ? 0 : 1;
     }
+    /* the summary is a writer too: standard output on a full disk fails the run */
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+        fprintf(stderr, "vidtrain prep: cannot write the summary to standard output: %s\n",
+                strerror(errno));
+        rc = 1;
+    }
 
 end:
     for (int i = 0; i < list.n; i++) {

@@ -9,7 +9,8 @@
  *     completes with no video recorded bad (before, both exited 0 and the renames of one
  *     failed under the other: "bad: cannot rename").
  *  3. Ctrl-C: prep's own line (not training's "writing a checkpoint"), exit 130, the
- *     files not reached counted; a rerun resumes to exit 0.
+ *     files not reached counted; a rerun resumes to exit 0. A summary that cannot be
+ *     written (standard output on /dev/full) is an error too.
  *  4. --trim: DST/prep-segments.csv names exactly the segments that are on disk (a
  *     segment past its video's end is never written, and was listed).
  */
@@ -219,6 +220,10 @@ static void test_sigint(int nvid) {
     manifest_counts(dst, &ok, &bad);
     TCHECK(rc == 0 && ok == nvid && bad == 0, "rerun after Ctrl-C: exit %d, %d of %d ok, %d bad",
            rc, ok, nvid, bad);
+    /* the summary is a writer too: standard output on a full device fails the run */
+    rc = vt_test_sh("'%s' prep '%s' '%s' --short-side 32 > /dev/full 2> '%s.3'", g_bin, g_data,
+                    dst, out);
+    TCHECK(rc == 1, "prep with its summary going to /dev/full: exit %d, 1 expected", rc);
 }
 
 /* 4. --trim: the labels file names what is on disk. */

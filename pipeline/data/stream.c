@@ -366,6 +366,11 @@ int vt_stream_open(vt_stream **out, const char *url, int threads, char *err, siz
     vt_stream_opts o;
     memset(&o, 0, sizeof o);
     o.threads = threads;
+    /* every blocking read has a deadline: a network source or a device that gives no
+     * frame (embed --timeline on a URL) ends instead of waiting forever */
+    vt_source_kind kind = vt_stream_source_kind(url);
+    if (kind == VT_SOURCE_NETWORK || kind == VT_SOURCE_DEVICE)
+        o.timeout = VT_STREAM_TIMEOUT;
     return vt_stream_open_opts(out, url, &o, err, errlen);
 }
 

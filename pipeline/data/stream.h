@@ -59,10 +59,15 @@ int vt_stream_stopped(const vt_stream *s);
  * was read: when that frame arrived (0 when not known). */
 double vt_stream_arrival(const vt_stream *s);
 
+/* The deadline vt_stream_open gives a network source or a device (predict --timeline's
+ * default --timeout): seconds without a decoded frame. */
+#define VT_STREAM_TIMEOUT 10.0
+
 /* Opens url ("-": standard input) and its best video stream. threads: decoder threads
  * (0: FFmpeg's choice; decoding is bit-exact whatever the count). The info's nframes is 0
- * and its duration the container's guess (0 when unknown: a pipe, a live source). 0, or
- * a negative code with err set. */
+ * and its duration the container's guess (0 when unknown: a pipe, a live source). A
+ * network source or a device gets the timeout VT_STREAM_TIMEOUT; a file or a pipe none.
+ * 0, or a negative code with err set. */
 int vt_stream_open(vt_stream **out, const char *url, int threads, char *err, size_t errlen);
 void vt_stream_close(vt_stream **s);
 const vt_video_info *vt_stream_info(const vt_stream *s);

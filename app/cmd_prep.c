@@ -334,7 +334,7 @@ int vt_cmd_prep(int argc, char **argv) {
         goto end;
     }
     if (vt_file_write_atomic(path, opt_text, strlen(opt_text), err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain prep: %s\n", err);
+        dst_stop(r.dst, err);
         rc = 1;
         goto end;
     }
@@ -436,7 +436,7 @@ int vt_cmd_prep(int argc, char **argv) {
     }
     /* The manifest is rewritten with the rows kept, then appended to as files finish. */
     if (prep_manifest_write(path, &old, r.jobs, r.njobs, err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain prep: %s\n", err);
+        dst_stop(r.dst, err);
         rc = 1;
         goto end;
     }

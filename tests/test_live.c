@@ -301,10 +301,11 @@ static void stall_test(void) {
     check_windows("stall", out, 0);
 }
 
-/* A server on 127.0.0.1 that is no video: it listens on a port the kernel gives (*port),
- * and for each client in turn sends one byte every 0.3 s (junk 0) or 4 KiB of random
- * bytes every 0.1 s (junk 1) until the client goes; it ends by itself after 20 s. */
-static pid_t junk_server(int junk, int *port) {
+/* A server on 127.0.0.1 that is no video (or stops being one): it listens on a port the
+ * kernel gives (*port), and for each client in turn sends `prefix` bytes of `file` at once
+ * (0: none), then one byte every 0.3 s (junk 0) or 4 KiB of random bytes every 0.1 s
+ * (junk 1) until the client goes; it ends by itself after 20 s. */
+static pid_t junk_server(int junk, const char *file, long prefix, int *port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a;
     memset(&a, 0, sizeof a);
@@ -328,11 +329,17 @@ static pid_t junk_server(int junk, int *port) {
     }
     alarm(20); /* the bound, whatever happens to the test */
     unsigned seed = 41;
+    long have = 0;
+    char *head = prefix > 0 ? vt_test_slurp(file, &have) : NULL;
     for (;;) {
         int c = accept(fd, NULL, NULL);
         if (c < 0)
             _exit(0);
         char buf[4096];
+        if (head && send(c, head, (size_t)(have < prefix ? have : prefix), MSG_NOSIGNAL) < 0) {
+            close(c);
+            continue;
+        }
         for (;;) {
             size_t n = junk ? sizeof buf : 1;
             for (size_t i = 0; i < n; i++)
@@ -351,7 +358,7 @@ static void junk_test(int junk) {
     const char *what = junk ? "random bytes" : "a byte every 0.3 s";
     char out[4400], err[4400], url[128];
     int port;
-    pid_t srv = junk_server(junk, &port);
+    pid_t srv = junk_server(junk, NULL, 0, &port);
     TCHECK(srv > 0, "%s: cannot start the server", what);
     if (srv <= 0)
         return;
@@ -373,6 +380,40 @@ static void junk_test(int junk) {
            err);
     TCHECK(e && strstr(e, "stalled: no frame decoded for 1 s") && strstr(e, "gave up after 1 try"),
            "%s: no stall message in %s", what, err);
+    free(e);
+}
+
+/* 2d. Frames, then a trickle: the read stalls after --timeout from the last frame (the
+ * bytes that keep coming do not reset it). The stream's first 48 KiB at once (a second or
+ * so of video: frames), then a byte every 0.3 s; --reconnect 0, as every connection would
+ * give frames again and a frame starts the tries again. */
+static void trickle_after_frames_test(void) {
+    char ts[4400], out[4400], err[4400], url[128];
+    snprintf(ts, sizeof ts, "%s/src.ts", g_dir);
+    int rc = vt_test_sh("ffmpeg -v error -y -i '%s' -c copy -f mpegts '%s'", g_src, ts);
+    TCHECK(rc == 0, "frames then a trickle: ffmpeg");
+    int port;
+    pid_t srv = rc ? -1 : junk_server(0, ts, 48 * 1024, &port);
+    if (srv <= 0)
+        return;
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+    snprintf(out, sizeof out, "%s/trickle.jsonl", g_dir);
+    snprintf(err, sizeof err, "%s/trickle.err", g_dir);
+    const char *extra[] = {"--timeout", "1s", "--reconnect", "0", NULL};
+    double t0 = now();
+    pid_t p = predict(url, out, err, extra);
+    rc = reap(p, 10);
+    double dt = now() - t0;
+    kill(srv, SIGKILL);
+    reap(srv, 30);
+    char *e = vt_test_slurp(err, NULL);
+    printf("  frames then a trickle: exit %d after %.1f s\n", rc, dt);
+    TCHECK(rc == 1, "frames then a trickle: exit %d after %.1f s, 1 within 10 s expected (see "
+           "%s)", rc, dt, err);
+    TCHECK(e && strstr(e, "read failed: stalled: no frame decoded for 1 s"),
+           "frames then a trickle: no read stall in %s", err);
+    TCHECK(e && strstr(e, "\ntimeline "), "frames then a trickle: frames came first (the "
+           "end-of-run line): see %s", err);
     free(e);
 }
 
@@ -522,6 +563,7 @@ int main(void) {
     stall_test();
     junk_test(0);
     junk_test(1);
+    trickle_after_frames_test();
     behind_test();
     sigint_test();
     camera_test();

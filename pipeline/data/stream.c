@@ -51,6 +51,7 @@ struct vt_stream {
     int64_t bytes_at_frame;  /* bytes read by the last frame handed out (or the open) */
     int64_t bytes_seen;      /* the input's byte count when last looked at (the context
                               * is gone after a failed open, the count is not) */
+    int64_t stall_bytes;     /* bytes read between the last frame and the timeout */
     int stopped;             /* 1 timed out, 2 interrupted */
     struct { int64_t pts; double at; } arr[64]; /* packets' read times, by pts */
     int narr;
@@ -116,13 +117,15 @@ static int64_t bytes_read(vt_stream *s) {
  * the decoding all fall under the one deadline. */
 static int on_interrupt(void *ctx) {
     vt_stream *s = ctx;
+    if (s->stopped) /* for good: the frames a demuxer flushes after the stop change nothing */
+        return 1;
     if (s->o.interrupt && s->o.interrupt(s->o.interrupt_ctx)) {
         s->stopped = 2;
         return 1;
     }
-    bytes_read(s);
     if (s->o.timeout > 0 && waited(s) > s->o.timeout) {
         s->stopped = 1;
+        s->stall_bytes = bytes_read(s) - s->bytes_at_frame;
         return 1;
     }
     return 0;
@@ -211,8 +214,8 @@ static int input_format(const char *url, const vt_stream_opts *o, const AVInputF
 
 /* Why an open or a read stopped, when the watchdog stopped it: no data at all, or data
  * that brought no frame (a trickle, bytes that do not decode). */
-static void stop_err(vt_stream *s, char *err, size_t errlen, const char *what) {
-    int64_t got = bytes_read(s) - s->bytes_at_frame;
+static void stop_err(const vt_stream *s, char *err, size_t errlen, const char *what) {
+    int64_t got = s->stall_bytes;
     if (s->stopped != 1)
         vt_set_err(err, errlen, "%s: interrupted", what);
     else if (got > 0)
@@ -431,8 +434,11 @@ static int feed(vt_stream *s, char *err, size_t errlen) {
     }
     for (;;) {
         /* the deadline, checked here too: a demuxer or a decoder that churns through
-         * bytes already read (random bytes, packets that never decode) polls no protocol */
-        int ret = on_interrupt(s) ? AVERROR_EXIT : av_read_frame(s->fmt, s->pkt);
+         * bytes already read (random bytes, packets that never decode) polls no protocol.
+         * Past it, the read still runs: the protocol fails at once (the stop is for good),
+         * and the demuxer hands out the whole packets it holds before the error */
+        on_interrupt(s);
+        int ret = av_read_frame(s->fmt, s->pkt);
         if (ret < 0 && (s->stopped || (s->strict && s->fmt->pb && s->fmt->pb->error < 0 &&
                                        s->fmt->pb->error != AVERROR_EOF))) {
             /* the frames the decoder holds are whole: they go out first, then the error */

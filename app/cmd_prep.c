@@ -14,9 +14,13 @@
  * It must never leave a partial file under a final name (outputs are written under a
  * hidden temporary name in the same folder — the dataset scan skips hidden names — and
  * renamed when whole), never write into SRC, and never stop for one bad video: that is
- * reported with its path and FFmpeg's reason, counted and written to the manifest.
+ * reported with its path and FFmpeg's reason, counted and written to the manifest. A DST
+ * that cannot be written (a full disk) is no bad video: the run stops at once with DST's
+ * reason, its manifest whole, and resumes when rerun. One prep at a time writes a DST
+ * (a lock, DST/.prep-lock).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -92,14 +96,18 @@ static void usage(FILE *f) {
         "  says ok is skipped; an interrupted one is redone (outputs are written under a\n"
         "  hidden temporary name and renamed when whole). DST/" OPTIONS " records the\n"
         "  options; a rerun with others is refused unless --force.\n"
+        "  One prep at a time writes a DST: a second one is refused (DST/.prep-lock).\n"
+        "  A DST that cannot be written (a full disk) stops the run with its reason; no\n"
+        "  video is blamed for it, and a rerun after freeing space resumes.\n"
         "  Exit: 0 when every readable video is in DST (bad ones are listed), 1 when no\n"
-        "  video could be written, 2 on a usage error.\n"
+        "  video could be written or DST failed, 2 on a usage error, 130 after Ctrl-C.\n"
         "\n"
         "  --trim          write each segment the dataset names as a file of its own (cut\n"
         "                  from its source, re-encoded as above) instead of the whole source:\n"
         "                  <folder>/<stem>_<start>_<end>.<ext> (times %%06d when whole seconds,\n"
         "                  as Kinetics' download scripts name clips), and DST/" SEGMENTS "\n"
-        "                  a labels file naming every sample's output without start/end:\n"
+        "                  a labels file naming every sample's output without start/end\n"
+        "                  (written at the end: only the outputs that are on disk):\n"
         "                  train with --labels DST/" SEGMENTS " (docs/segments.md). The\n"
         "                  segments come from --lists (a Kinetics CSV over untrimmed videos)\n"
         "                  or --labels (a CSV with start,end columns), read as train does\n",
@@ -126,24 +134,34 @@ static char *options_text(const vt_prep_opts *o) {
 
 /* --trim: the dataset as train reads it (lists, labels), its segments as new entries.
  * The number of segments, or -1 after a message. */
-static int trim_segments(entry_list *list, vt_dataset **ds, const char *src, const char *dst,
-                         const vt_dataset_opts *dopt, const char *labels, const char *codec) {
+static int trim_segments(entry_list *list, trim_csv *csv, vt_dataset **ds, const char *src,
+                         const char *dst, const vt_dataset_opts *dopt, const char *labels,
+                         const char *codec) {
     char err[1024];
     *ds = vt_dataset_open(src, dopt, err, sizeof err);
     if (!*ds || (labels && vt_dataset_load_labels(*ds, labels, NULL, err, sizeof err) != 0)) {
         fprintf(stderr, "vidtrain prep: --trim: %s\n", err);
         return -1;
     }
-    int n = prep_trim_entries(list, *ds, dst, codec, err, sizeof err);
-    if (n < 0)
-        fprintf(stderr, "vidtrain prep: %s\n", err);
-    else if (n == 0)
+    int n = prep_trim_entries(list, csv, *ds, codec);
+    if (n == 0)
         fprintf(stderr, "vidtrain prep: --trim: the dataset names no segment (rows without "
                 "start/end): every video is written whole\n");
     else
         fprintf(stderr, "vidtrain prep: --trim: %d segments, written as files of their own; "
-                "labels in %s/" SEGMENTS "\n", n, dst);
+                "labels in %s/" SEGMENTS " at the end\n", n, dst);
     return n;
+}
+
+/* DST failed (why names the file): the run stops, no source is blamed. */
+static void dst_stop(const char *dst, const char *why) {
+    fprintf(stderr, "vidtrain prep: stopped: cannot write into %s: %s. %s. No video is "
+            "recorded as bad for it, and no partial file is left: run the same command "
+            "again to resume.\n", dst, why,
+            strstr(why, strerror(ENOSPC)) || strstr(why, strerror(EDQUOT))
+                ? "The disk is full (no space left on device): free space there, or choose "
+                  "another DST"
+                : "Check that DST is writable");
 }
 
 /* ---- the command ---- */
@@ -170,6 +188,9 @@ int vt_cmd_prep(int argc, char **argv) {
     vt_dataset_opts dopt = {0};
     const char *labels = NULL;
     vt_dataset *dset = NULL;
+    trim_csv tcsv = {0};
+    int lock = -1, nseg = 0;
+    r.manifest = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--short-side")) {
@@ -290,6 +311,12 @@ int vt_cmd_prep(int argc, char **argv) {
         fprintf(stderr, "vidtrain prep: SRC and DST are the same folder\n");
         goto end;
     }
+    /* Before anything in DST is read or written: a second prep would rename over the
+     * first one's files and record them bad. */
+    if ((lock = prep_lock_dst(r.dst)) < 0) {
+        rc = 1;
+        goto end;
+    }
 
     /* Options: a DST made with others would mix two sizes; refuse unless --force. */
     opt_text = options_text(&o);
@@ -307,7 +334,7 @@ int vt_cmd_prep(int argc, char **argv) {
         goto end;
     }
     if (vt_file_write_atomic(path, opt_text, strlen(opt_text), err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain prep: %s\n", err);
+        dst_stop(r.dst, err);
         rc = 1;
         goto end;
     }
@@ -377,7 +404,7 @@ int vt_cmd_prep(int argc, char **argv) {
 
     /* --trim: a source with segments is written as its segments (new entries). */
     if (trim) {
-        int nseg = trim_segments(&list, &dset, r.src, r.dst, &dopt, labels, o.codec);
+        nseg = trim_segments(&list, &tcsv, &dset, r.src, r.dst, &dopt, labels, o.codec);
         if (nseg < 0) {
             rc = 1;
             goto end;
@@ -409,12 +436,12 @@ int vt_cmd_prep(int argc, char **argv) {
     }
     /* The manifest is rewritten with the rows kept, then appended to as files finish. */
     if (prep_manifest_write(path, &old, r.jobs, r.njobs, err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain prep: %s\n", err);
+        dst_stop(r.dst, err);
         rc = 1;
         goto end;
     }
-    r.manifest = fopen(path, "a");
-    if (!r.manifest) {
+    r.manifest = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (r.manifest < 0) {
         fprintf(stderr, "vidtrain prep: cannot append to %s: %s\n", path, strerror(errno));
         rc = 1;
         goto end;
@@ -426,8 +453,13 @@ int vt_cmd_prep(int argc, char **argv) {
         if (list.e[i].video)
             continue;
         nother++;
-        int rw = 0;
-        if (prep_copy_file(&r, &list.e[i], &m, &rw, err, sizeof err) != 0)
+        int rw = 0, cr = prep_copy_file(&r, &list.e[i], &m, &rw, err, sizeof err);
+        if (cr == -2) { /* DST, not the file: the videos would meet the same disk */
+            dst_stop(r.dst, err);
+            rc = 1;
+            goto end;
+        }
+        if (cr != 0)
             fprintf(stderr, "vidtrain prep: %s (not copied)\n", err);
         else
             copied++;
@@ -447,8 +479,11 @@ int vt_cmd_prep(int argc, char **argv) {
         snprintf(path, sizeof path, "%s/" PATHS, r.dst);
         int wrc = vt_file_write_atomic(path, text, len, err, sizeof err);
         free(text);
-        if (wrc != 0)
-            fprintf(stderr, "vidtrain prep: %s\n", err);
+        if (wrc != 0) {
+            dst_stop(r.dst, err);
+            rc = 1;
+            goto end;
+        }
     }
 
     fprintf(stderr, "vidtrain prep: %s -> %s: %d videos (%d to do, %d done before), %d other "
@@ -459,7 +494,11 @@ int vt_cmd_prep(int argc, char **argv) {
     r.t0 = vt_now();
     atomic_init(&r.next, 0);
     pthread_mutex_init(&r.lock, NULL);
-    vt_signals_install();
+    /* Ctrl-C: the workers take no new file; the ones being encoded finish (their rows in
+     * the manifest), and the manifest is rewritten whole. */
+    vt_signals_install_msg("\nvidtrain prep: stopping after the files being written now "
+                           "(the manifest keeps every finished one); run the same command "
+                           "again to resume (Ctrl-C again to quit now)\n");
     int nth = VT_MIN(jobs, VT_MAX(r.njobs, 1));
     th = vt_malloc((size_t)nth * sizeof *th);
     for (int t = 0; t < nth; t++)
@@ -469,18 +508,35 @@ int vt_cmd_prep(int argc, char **argv) {
     int sig = vt_signal_pending();
     vt_signals_reset();
     pthread_mutex_destroy(&r.lock);
-    fclose(r.manifest);
-    r.manifest = NULL;
+    close(r.manifest);
+    r.manifest = -1;
     if (r.tty && r.njobs)
         fputc('\n', stderr);
 
-    /* The manifest once more, whole and sorted: the kept rows and this run's. */
+    /* The manifest once more, whole and sorted: the kept rows and this run's. On a full
+     * disk this fails, and the appended manifest stays: whole rows only, the last per
+     * path winning, which is what the next run reads. */
+    int wfail = 0;
     {
         row_list all = {0};
         snprintf(path, sizeof path, "%s/" MANIFEST, r.dst);
         prep_manifest_read(&all, path);
-        if (prep_manifest_write(path, &all, NULL, 0, err, sizeof err) != 0)
+        if (prep_manifest_write(path, &all, NULL, 0, err, sizeof err) != 0 && !r.dst_failed) {
             fprintf(stderr, "vidtrain prep: %s\n", err);
+            wfail = 1;
+        }
+        /* --trim: the labels file names only the outputs that are on disk now */
+        int left = 0;
+        if (nseg > 0 && !r.dst_failed) {
+            if (prep_trim_write(&tcsv, r.dst, &all, &left, err, sizeof err) != 0) {
+                fprintf(stderr, "vidtrain prep: %s\n", err);
+                wfail = 1;
+            } else if (left) {
+                fprintf(stderr, "vidtrain prep: %d labelled samples are not in %s/" SEGMENTS
+                        ": their outputs are bad or not written yet (see below)\n", left,
+                        r.dst);
+            }
+        }
         for (int i = 0; i < all.n; i++)
             prep_row_free(&all.r[i]);
         free(all.r);
@@ -507,11 +563,21 @@ int vt_cmd_prep(int argc, char **argv) {
             if (strcmp(r.rows.r[i].f[6], "ok"))
                 printf("  %s: %s\n", r.rows.r[i].f[1], r.rows.r[i].f[6] + 5);
     }
-    if (sig) {
+    if (r.dst_failed) {
+        fflush(stdout);
+        dst_stop(r.dst, r.dst_err);
+        rc = 1;
+    } else if (sig) {
         printf("prep: interrupted; run the same command again to resume\n");
         rc = 128 + sig;
     } else {
-        rc = r.ok + skipped > 0 ? 0 : 1;
+        rc = r.ok + skipped > 0 && !wfail ? 0 : 1;
+    }
+    /* the summary is a writer too: standard output on a full disk fails the run */
+    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
+        fprintf(stderr, "vidtrain prep: cannot write the summary to standard output: %s\n",
+                strerror(errno));
+        rc = 1;
     }
 
 end:
@@ -533,6 +599,11 @@ end:
     free(opt_text);
     free(recorded);
     vt_dataset_free(&dset);
+    prep_trim_csv_free(&tcsv);
+    if (r.manifest >= 0)
+        close(r.manifest);
+    if (lock >= 0)
+        close(lock); /* releases DST */
     return rc;
 }
 

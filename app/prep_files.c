@@ -2,14 +2,17 @@
  * prep_files.c: the names `vidtrain prep` writes — outputs whose container cannot hold
  * the codec become .mp4 (DST/prep-paths.csv maps old to new), and the copies of .txt,
  * .csv, .tsv and .lst files are rewritten to name the new files — and the atomic copy of
- * every non-video file. It must never write in place or into SRC.
+ * every non-video file — and DST's lock. It must never write in place or into SRC.
  */
 #include <stdarg.h>
 #include <strings.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "app/prep_cmd.h"
 #include "models/common.h"
@@ -101,7 +104,8 @@ static int is_text_list(const char *name) {
                    !strcasecmp(dot, ".tsv") || !strcasecmp(dot, ".lst"));
 }
 
-/* Copies (or rewrites) one non-video file into DST atomically. 0 or -1 with err. */
+/* Copies (or rewrites) one non-video file into DST atomically: 0, -1 (SRC unreadable) or
+ * -2 (DST unwritable) with err. */
 int prep_copy_file(const run *r, const entry *e, const rename_map *m, int *rewritten,
                      char *err, size_t errlen) {
     char src[4096], out[4096];
@@ -109,7 +113,7 @@ int prep_copy_file(const run *r, const entry *e, const rename_map *m, int *rewri
     snprintf(out, sizeof out, "%s/%s", r->dst, e->rel);
     *rewritten = 0;
     if (prep_mkdirs_for(r->dst, e->rel, err, errlen) != 0)
-        return -1;
+        return -2;
     FILE *f = fopen(src, "rb");
     if (!f) {
         vt_set_err(err, errlen, "cannot read %s: %s", src, strerror(errno));
@@ -137,9 +141,45 @@ int prep_copy_file(const run *r, const entry *e, const rename_map *m, int *rewri
         data = rewrite_text(buf, m, rewritten);
         n = strlen(data);
     }
-    int rc = vt_file_write_atomic(out, data, n, err, errlen);
+    int rc = vt_file_write_atomic(out, data, n, err, errlen) != 0 ? -2 : 0;
     if (data != buf)
         free(data);
     free(buf);
     return rc;
+}
+
+int prep_lock_dst(const char *dst) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" LOCK, dst);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "vidtrain prep: cannot create the lock %s: %s (is %s writable?)\n",
+                path, strerror(errno), dst);
+        return -1;
+    }
+    /* flock, not a file that exists: the kernel drops the lock when the holder dies, so a
+     * killed prep never leaves DST locked. */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int en = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        if (en == EWOULDBLOCK)
+            fprintf(stderr, "vidtrain prep: %s is being written by another prep (pid %s): two "
+                    "preps into one DST would replace each other's files. Wait for it to end "
+                    "(run the same command again then to resume), or choose another DST\n",
+                    dst, pid[0] ? pid : "unknown");
+        else
+            fprintf(stderr, "vidtrain prep: cannot lock %s: %s\n", path, strerror(en));
+        return -1;
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    /* the pid is for the other prep's message only: a full disk that refuses it is found
+     * by the next write, with its own message */
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+    }
+    return fd;
 }

@@ -3,12 +3,15 @@
  * status, one row per output, appended to as files finish and rewritten whole and
  * sorted at the start and end of a run. Reading keeps the last row of a path (a file
  * redone after a kill has a later row) and ignores a malformed line (the torn last line
- * of a killed run). It must never write the manifest in place.
+ * of a killed run). It must never write the manifest in place, and never leave a torn
+ * row that the next append would be glued to (a full disk cuts a row short).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "app/prep_cmd.h"
 #include "models/common.h"
@@ -163,6 +166,28 @@ int prep_manifest_write(const char *path, const row_list *rows, const entry *ski
     }
     VT_CHECK(fclose(f) == 0, "building the manifest in memory failed");
     int rc = vt_file_write_atomic(path, text, len, err, errlen);
+    free(text);
+    return rc;
+}
+
+int prep_manifest_append(int fd, const row *r) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    VT_CHECK(f != NULL, "open_memstream: out of memory");
+    prep_row_put(f, r);
+    VT_CHECK(fclose(f) == 0, "building a manifest row in memory failed");
+    struct stat st;
+    int rc = fstat(fd, &st);
+    ssize_t w = rc == 0 ? write(fd, text, len) : -1;
+    if (rc == 0 && w != (ssize_t)len) {
+        int e = w < 0 ? errno : ENOSPC; /* a short write: the disk filled mid-row */
+        if (w > 0 && ftruncate(fd, st.st_size) != 0) {
+            /* cannot cut it: the row ends here, torn, and is ignored when read */
+        }
+        errno = e;
+        rc = -1;
+    }
     free(text);
     return rc;
 }

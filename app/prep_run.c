@@ -5,7 +5,9 @@
  * and the progress line (files, seconds of video per second, ETA by bytes).
  *
  * It must never leave a partial file under a final name and never stop for one bad
- * video: that is a manifest row with FFmpeg's reason.
+ * video: that is a manifest row with FFmpeg's reason. A write into DST that fails is no
+ * bad video: the source is not recorded, the partial output is removed, and the run
+ * stops (the next file would meet the same full disk).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -83,10 +85,22 @@ static void tmp_name(char *buf, size_t n, const char *dst, const char *rel) {
         snprintf(buf, n, "%s/.%s.prep-part", dst, rel);
 }
 
+/* DST failed on entry e: the first failure is kept for the command's message, every
+ * worker stops taking jobs. Called without the lock. */
+static void dst_failed(run *r, const entry *e, const char *why) {
+    pthread_mutex_lock(&r->lock);
+    if (!r->dst_failed) {
+        r->dst_failed = 1;
+        snprintf(r->dst_err, sizeof r->dst_err, "%s (writing %s)", why, e->out);
+    }
+    atomic_store(&r->stop, 1);
+    pthread_mutex_unlock(&r->lock);
+}
+
 void *prep_worker(void *arg) {
     run *r = arg;
     for (;;) {
-        if (vt_signal_pending())
+        if (vt_signal_pending() || atomic_load(&r->stop))
             break;
         int i = atomic_fetch_add(&r->next, 1);
         if (i >= r->njobs)
@@ -100,21 +114,31 @@ void *prep_worker(void *arg) {
         vt_prep_result res;
         memset(&res, 0, sizeof res);
         double t0 = vt_now();
+        int dst_bad = 0; /* the failure is DST's, not the source's */
         int rc = prep_mkdirs_for(r->dst, e->out, err, sizeof err);
-        if (rc == 0)
+        dst_bad = rc != 0;
+        if (rc == 0) {
             rc = e->end > 0 ? vt_prep_segment(&res, src, tmp, dot + 1, &r->o, e->start, e->end,
                                               err, sizeof err)
                             : vt_prep_file(&res, src, tmp, dot + 1, &r->o, err, sizeof err);
+            dst_bad = rc != 0 && res.dst_failed;
+        }
         struct stat st;
         if (rc == 0 && rename(tmp, out) != 0) {
             vt_set_err(err, sizeof err, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
             rc = -1;
+            dst_bad = 1;
         }
         if (rc != 0)
             unlink(tmp);
         if (rc == 0 && (stat(out, &st) != 0 || vt_sha256_file(out, hex) != 0)) {
             vt_set_err(err, sizeof err, "cannot read back %s: %s", out, strerror(errno));
             rc = -1;
+            dst_bad = 1;
+        }
+        if (dst_bad) {
+            dst_failed(r, e, err);
+            break;
         }
         double secs = vt_now() - t0;
         row w = {.f = {vt_strdup(e->out), vt_strdup(src), prep_fmt("%.3f", res.src_duration),
@@ -122,9 +146,20 @@ void *prep_worker(void *arg) {
                   prep_fmt("%lld", rc == 0 ? (long long)st.st_size : 0LL), vt_strdup(hex),
                   rc == 0 ? vt_strdup("ok") : prep_fmt("bad: %s", err)}};
         pthread_mutex_lock(&r->lock);
-        /* The row goes out after the rename: a kill between them redoes the file. */
-        prep_row_put(r->manifest, &w);
-        fflush(r->manifest);
+        /* The row goes out after the rename: a kill between them redoes the file, and so
+         * does a row the full disk refused (the run stops there). */
+        if (prep_manifest_append(r->manifest, &w) != 0) {
+            int en = errno;
+            if (!r->dst_failed) {
+                r->dst_failed = 1;
+                snprintf(r->dst_err, sizeof r->dst_err, "cannot append to %s/" MANIFEST ": %s",
+                         r->dst, strerror(en));
+            }
+            atomic_store(&r->stop, 1);
+            prep_row_free(&w);
+            pthread_mutex_unlock(&r->lock);
+            break;
+        }
         prep_rows_push(&r->rows, w);
         r->done++;
         r->ok += rc == 0;

@@ -8,12 +8,15 @@
  * labelled sample's output (path, then the heads; no start or end: each file is its
  * segment), so `--labels DST/prep-segments.csv` trains on the trimmed copy.
  *
- * It must never write the labels file in place, and never drop a sample silently: a
- * segment whose source file is not under SRC is reported.
+ * It must never write the labels file in place, never name an output that is not on
+ * disk (the file is written at the end of the run, from the manifest: a segment that
+ * failed or was not reached is left out and counted), and never drop a sample silently:
+ * a segment whose source file is not under SRC is reported.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/prep_cmd.h"
 #include "models/common.h"
@@ -58,7 +61,8 @@ static entry *find_entry(entry **idx, int n, const char *rel) {
 }
 
 /* One row of the labels file: out, then each head's class (tags joined by ';'). */
-static void put_row(FILE *f, const vt_dataset *ds, const vt_dataset_video *v, const char *out) {
+static void put_row_to(FILE *f, const vt_dataset *ds, const vt_dataset_video *v,
+                       const char *out) {
     prep_csv_put(f, out, 0);
     for (int h = 0; h < ds->nheads; h++) {
         const vt_dataset_head *hd = &ds->heads[h];
@@ -75,8 +79,26 @@ static void put_row(FILE *f, const vt_dataset *ds, const vt_dataset_video *v, co
     }
 }
 
-int prep_trim_entries(entry_list *list, const vt_dataset *ds, const char *dst,
-                      const char *codec, char *err, size_t errlen) {
+/* The row of v (output out) kept in csv. */
+static void put_row(trim_csv *csv, const vt_dataset *ds, const vt_dataset_video *v,
+                    const char *out) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    VT_CHECK(f != NULL, "open_memstream: out of memory");
+    put_row_to(f, ds, v, out);
+    VT_CHECK(fclose(f) == 0, "building %s in memory failed", SEGMENTS);
+    if (csv->n == csv->cap) {
+        csv->cap = csv->cap ? 2 * csv->cap : 64;
+        csv->out = vt_realloc(csv->out, (size_t)csv->cap * sizeof *csv->out);
+        csv->line = vt_realloc(csv->line, (size_t)csv->cap * sizeof *csv->line);
+    }
+    csv->out[csv->n] = vt_strdup(out);
+    csv->line[csv->n++] = text;
+}
+
+int prep_trim_entries(entry_list *list, trim_csv *csv, const vt_dataset *ds,
+                      const char *codec) {
     const int n0 = list->n;
     entry **idx = vt_malloc((size_t)(n0 ? n0 : 1) * sizeof *idx);
     int *nper = vt_calloc((size_t)(n0 ? n0 : 1), sizeof *nper); /* segments per source */
@@ -111,6 +133,8 @@ int prep_trim_entries(entry_list *list, const vt_dataset *ds, const char *dst,
         fputc(',', f);
         prep_csv_put(f, ds->heads[h].name, h == ds->nheads - 1);
     }
+    VT_CHECK(fclose(f) == 0, "building %s in memory failed", SEGMENTS);
+    csv->header = text;
     for (int i = 0; i < ds->nvideos; i++) {
         const vt_dataset_video *v = &ds->videos[i];
         entry *src = find_entry(idx, n0, v->relpath);
@@ -120,7 +144,7 @@ int prep_trim_entries(entry_list *list, const vt_dataset *ds, const char *dst,
         }
         if (!vt_dataset_is_segment(v)) {
             if (v->labeled)
-                put_row(f, ds, v, src->out);
+                put_row(csv, ds, v, src->out);
             continue;
         }
         src->trimmed = 1; /* written as its segments, not whole */
@@ -128,19 +152,50 @@ int prep_trim_entries(entry_list *list, const vt_dataset *ds, const char *dst,
                    .bytes = src->bytes / VT_MAX(nper[src - list->e], 1),
                    .start = v->seg_start, .end = v->seg_end};
         if (v->labeled)
-            put_row(f, ds, v, e.out);
+            put_row(csv, ds, v, e.out);
         prep_entry_push(list, e); /* within the room made above: nothing moves */
         nseg++;
     }
     free(nper);
-    VT_CHECK(fclose(f) == 0, "building %s in memory failed", SEGMENTS);
     free(idx);
     if (nlost)
         fprintf(stderr, "vidtrain prep: %d segments name files that are not videos under SRC "
                 "(not written)\n", nlost);
-    char path[4200];
+    return nseg;
+}
+
+int prep_trim_write(const trim_csv *csv, const char *dst, row_list *rows, int *left,
+                    char *err, size_t errlen) {
+    char *text = NULL, path[4200];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    VT_CHECK(f != NULL, "open_memstream: out of memory");
+    fputs(csv->header ? csv->header : "path\n", f);
+    *left = 0;
+    for (int i = 0; i < csv->n; i++) {
+        /* on disk: the manifest's last row for it says ok and the file is there (a failed
+         * redo keeps an older copy, whose row then says bad: left out too) */
+        const row *w = prep_manifest_find(rows, csv->out[i]);
+        snprintf(path, sizeof path, "%s/%s", dst, csv->out[i]);
+        if (w && !strcmp(w->f[6], "ok") && access(path, F_OK) == 0)
+            fputs(csv->line[i], f);
+        else
+            (*left)++;
+    }
+    VT_CHECK(fclose(f) == 0, "building %s in memory failed", SEGMENTS);
     snprintf(path, sizeof path, "%s/" SEGMENTS, dst);
-    int rc = nseg ? vt_file_write_atomic(path, text, len, err, errlen) : 0;
+    int rc = vt_file_write_atomic(path, text, len, err, errlen);
     free(text);
-    return rc < 0 ? -1 : nseg;
+    return rc < 0 ? -1 : 0;
+}
+
+void prep_trim_csv_free(trim_csv *csv) {
+    for (int i = 0; i < csv->n; i++) {
+        free(csv->out[i]);
+        free(csv->line[i]);
+    }
+    free(csv->out);
+    free(csv->line);
+    free(csv->header);
+    memset(csv, 0, sizeof *csv);
 }

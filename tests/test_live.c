@@ -11,6 +11,10 @@
  *    would otherwise hold every window to the end).
  * 2. A stream that stalls (the server stopped with SIGSTOP): after --timeout, the
  *    reconnect tries with a line each, then exit 1, the windows before the stall out.
+ *    A server that sends bytes but never a frame (one byte every 0.3 s; random bytes)
+ *    stalls too: --timeout 1s --reconnect 1 ends with exit 1 and a "stalled" line well
+ *    within 10 s (the bound is 2 x 1 s + the 1 s pause; before, each byte reset the
+ *    clock and it never ended).
  *    A model slower than the stream: windows skipped to catch up (--max-behind), and
  *    every window printed whole (the file's frame count).
  * 3. Ctrl-C (SIGINT) during a stream: exit 130, the windows completed by then out, the
@@ -297,6 +301,122 @@ static void stall_test(void) {
     check_windows("stall", out, 0);
 }
 
+/* A server on 127.0.0.1 that is no video (or stops being one): it listens on a port the
+ * kernel gives (*port), and for each client in turn sends `prefix` bytes of `file` at once
+ * (0: none), then one byte every 0.3 s (junk 0) or 4 KiB of random bytes every 0.1 s
+ * (junk 1) until the client goes; it ends by itself after 20 s. */
+static pid_t junk_server(int junk, const char *file, long prefix, int *port) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    *port = -1;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 4) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    *port = ntohs(a.sin_port);
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid != 0) {
+        close(fd); /* listening already: the client cannot come too early */
+        return pid;
+    }
+    alarm(20); /* the bound, whatever happens to the test */
+    unsigned seed = 41;
+    long have = 0;
+    char *head = prefix > 0 ? vt_test_slurp(file, &have) : NULL;
+    for (;;) {
+        int c = accept(fd, NULL, NULL);
+        if (c < 0)
+            _exit(0);
+        char buf[4096];
+        if (head && send(c, head, (size_t)(have < prefix ? have : prefix), MSG_NOSIGNAL) < 0) {
+            close(c);
+            continue;
+        }
+        for (;;) {
+            size_t n = junk ? sizeof buf : 1;
+            for (size_t i = 0; i < n; i++)
+                buf[i] = junk ? (char)rand_r(&seed) : 'x';
+            if (send(c, buf, n, MSG_NOSIGNAL) < 0)
+                break;
+            struct timespec ts = {0, (junk ? 100 : 300) * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        close(c);
+    }
+}
+
+/* 2c. Bytes but never a frame: stalled after --timeout, counted from the open. */
+static void junk_test(int junk) {
+    const char *what = junk ? "random bytes" : "a byte every 0.3 s";
+    char out[4400], err[4400], url[128];
+    int port;
+    pid_t srv = junk_server(junk, NULL, 0, &port);
+    TCHECK(srv > 0, "%s: cannot start the server", what);
+    if (srv <= 0)
+        return;
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+    snprintf(out, sizeof out, "%s/junk%d.jsonl", g_dir, junk);
+    snprintf(err, sizeof err, "%s/junk%d.err", g_dir, junk);
+    const char *extra[] = {"--timeout", "1s", "--reconnect", "1", NULL};
+    double t0 = now();
+    pid_t p = predict(url, out, err, extra);
+    /* 2 connections x 1 s + the 1 s pause, and the model's load: about 3.5 s; 10 s is the
+     * margin a loaded machine needs, far below "never" */
+    int rc = reap(p, 10);
+    double dt = now() - t0;
+    kill(srv, SIGKILL);
+    reap(srv, 30);
+    char *e = vt_test_slurp(err, NULL);
+    printf("  %s: exit %d after %.1f s\n", what, rc, dt);
+    TCHECK(rc == 1, "%s: exit %d after %.1f s, 1 within 10 s expected (see %s)", what, rc, dt,
+           err);
+    TCHECK(e && strstr(e, "stalled: no frame decoded for 1 s") && strstr(e, "gave up after 1 try"),
+           "%s: no stall message in %s", what, err);
+    free(e);
+}
+
+/* 2d. Frames, then a trickle: the read stalls after --timeout from the last frame (the
+ * bytes that keep coming do not reset it). The stream's first 48 KiB at once (a second or
+ * so of video: frames), then a byte every 0.3 s; --reconnect 0, as every connection would
+ * give frames again and a frame starts the tries again. */
+static void trickle_after_frames_test(void) {
+    char ts[4400], out[4400], err[4400], url[128];
+    snprintf(ts, sizeof ts, "%s/src.ts", g_dir);
+    int rc = vt_test_sh("ffmpeg -v error -y -i '%s' -c copy -f mpegts '%s'", g_src, ts);
+    TCHECK(rc == 0, "frames then a trickle: ffmpeg");
+    int port;
+    pid_t srv = rc ? -1 : junk_server(0, ts, 48 * 1024, &port);
+    if (srv <= 0)
+        return;
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+    snprintf(out, sizeof out, "%s/trickle.jsonl", g_dir);
+    snprintf(err, sizeof err, "%s/trickle.err", g_dir);
+    const char *extra[] = {"--timeout", "1s", "--reconnect", "0", NULL};
+    double t0 = now();
+    pid_t p = predict(url, out, err, extra);
+    rc = reap(p, 10);
+    double dt = now() - t0;
+    kill(srv, SIGKILL);
+    reap(srv, 30);
+    char *e = vt_test_slurp(err, NULL);
+    printf("  frames then a trickle: exit %d after %.1f s\n", rc, dt);
+    TCHECK(rc == 1, "frames then a trickle: exit %d after %.1f s, 1 within 10 s expected (see "
+           "%s)", rc, dt, err);
+    TCHECK(e && strstr(e, "read failed: stalled: no frame decoded for 1 s"),
+           "frames then a trickle: no read stall in %s", err);
+    TCHECK(e && strstr(e, "\ntimeline "), "frames then a trickle: frames came first (the "
+           "end-of-run line): see %s", err);
+    free(e);
+}
+
 /* 3. Ctrl-C: the completed windows out, exit 130. */
 static void sigint_test(void) {
     char out[4400], err[4400], url[128];
@@ -441,6 +561,9 @@ int main(void) {
            (long long)vt_timeline_expected_windows(SECONDS, 1, 0.5));
     live_tests();
     stall_test();
+    junk_test(0);
+    junk_test(1);
+    trickle_after_frames_test();
     behind_test();
     sigint_test();
     camera_test();

@@ -80,6 +80,7 @@ typedef struct prep_job {
     int64_t decoded, written;
     int64_t ts0;              /* source timestamp of the first frame written (a segment's) */
     int ret;                  /* first error inside the callback */
+    int dst_failed;           /* that error was writing the output, not reading the source */
     char *err;
     size_t errlen;
 } prep_job;
@@ -110,6 +111,7 @@ static int encode(prep_job *j, AVFrame *frame) {
         ret = av_interleaved_write_frame(j->oc, j->pkt); /* takes the packet's reference */
         if (ret < 0) {
             set_av_err(j->err, j->errlen, "writing the output", ret);
+            j->dst_failed = 1;
             return ret;
         }
     }
@@ -410,11 +412,13 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
     ret = avio_open(&j.oc->pb, dst, AVIO_FLAG_WRITE);
     if (ret < 0) {
         set_av_err(err, errlen, "cannot create the output file", ret);
+        j.dst_failed = 1;
         goto end;
     }
     ret = avformat_write_header(j.oc, NULL);
     if (ret < 0) {
         set_av_err(err, errlen, "cannot write the output header", ret);
+        j.dst_failed = 1;
         goto end;
     }
     header = 1;
@@ -443,12 +447,26 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
     ret = encode(&j, NULL);
     if (ret < 0)
         goto end;
+    /* The trailer is written once, whatever it returns: it frees the muxer's state, and a
+     * second call after a failed one (a full disk) used a freed muxer and crashed. */
+    header = 0;
     ret = av_write_trailer(j.oc);
     if (ret < 0) {
         set_av_err(err, errlen, "cannot finish the output", ret);
+        j.dst_failed = 1;
         goto end;
     }
-    header = 0;
+    /* avio_close flushes but drops the flush's error: a full disk found by the last
+     * buffer is seen only here. */
+    avio_flush(j.oc->pb);
+    ret = j.oc->pb->error;
+    if (ret >= 0)
+        ret = avio_closep(&j.oc->pb);
+    if (ret < 0) {
+        set_av_err(err, errlen, "cannot finish the output", ret);
+        j.dst_failed = 1;
+        goto end;
+    }
     if (j.written == 0) {
         vt_set_err(err, errlen, "no frame written");
         ret = AVERROR_INVALIDDATA;
@@ -463,6 +481,8 @@ end:
         av_write_trailer(j.oc); /* frees the muxer's private state; the file is abandoned */
     if (j.oc && j.oc->pb)
         avio_closep(&j.oc->pb);
+    if (ret < 0 && j.dst_failed)
+        res->dst_failed = 1;
     avformat_free_context(j.oc);
     avcodec_free_context(&j.enc);
     av_packet_free(&j.pkt);

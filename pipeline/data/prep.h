@@ -49,6 +49,8 @@ typedef struct vt_prep_result {
     int size_kept;          /* the source's short side was S or less: kept, not upscaled */
     int vfr;                /* the source has a variable frame rate */
     char src_codec[32];
+    int dst_failed;         /* the failure was writing dst (a full disk, a write error),
+                             * not reading the source: the source is not to blame */
 } vt_prep_result;
 
 /* Is the codec name known and its encoder in this FFmpeg? 1 yes, 0 no. */
@@ -63,7 +65,8 @@ void vt_prep_out_ext(char *ext, size_t n, const char *name, const char *codec);
  * itself may be named anything, such as a temporary name). dst is created or truncated;
  * on failure it may hold a partial file, which the caller removes. Returns 0, or a
  * negative code with err set: the source cannot be read ("no video stream", "0 decodable
- * frames", FFmpeg's reason) or the output cannot be written. */
+ * frames", FFmpeg's reason) or the output cannot be written (then res->dst_failed is 1:
+ * every write, the trailer and the final flush are checked). */
 int vt_prep_file(vt_prep_result *res, const char *src, const char *dst, const char *ext,
                  const vt_prep_opts *o, char *err, size_t errlen);
 

@@ -7,6 +7,9 @@
  * it hands out: the input may be a pipe or a live source that never ends. A live source
  * can also stall: FFmpeg's interrupt callback (polled by every network protocol while it
  * waits) is the one watchdog, so a timeout means the same for tcp, http, rtsp and udp.
+ * Its clock runs from the last frame handed out (or from the open), never from the last
+ * byte: a source that trickles bytes, or sends bytes that never decode, has stalled all
+ * the same (issue 41: such a server kept a 1 s timeout waiting forever).
  */
 #include "pipeline/data/stream.h"
 
@@ -40,10 +43,16 @@ struct vt_stream {
     int demux_done, flushed; /* no more packets; the decoder was flushed */
     vt_stream_opts o;
     int strict;              /* network or device: a read error is an error, not the end */
-    double last_data;        /* vt_now() of the last progress (bytes or packets) */
-    int64_t last_bytes;
+    /* The watchdog's clock: seconds spent inside this stream's calls (the open, then
+     * vt_stream_next) since the last frame handed out, or since the open before the first;
+     * the caller's own time between calls (a slow model) does not count. */
+    double waited;           /* in the calls before this one */
+    double since;            /* vt_now() when this call began */
+    int64_t bytes_at_frame;  /* bytes read by the last frame handed out (or the open) */
+    int64_t bytes_seen;      /* the input's byte count when last looked at (the context
+                              * is gone after a failed open, the count is not) */
+    int64_t stall_bytes;     /* bytes read between the last frame and the timeout */
     int stopped;             /* 1 timed out, 2 interrupted */
-    double timeout;          /* the watchdog's limit now (longer while opening) */
     struct { int64_t pts; double at; } arr[64]; /* packets' read times, by pts */
     int narr;
     double arrival;          /* the handed-out frame's */
@@ -92,21 +101,31 @@ int vt_stream_have_devices(void) {
 #endif
 }
 
-/* FFmpeg's interrupt callback: polled while a protocol waits. Progress is bytes read (a
- * file-backed demuxer) or packets (vt_stream_next), whichever moves. */
+/* Seconds waited for the next frame (the watchdog's clock, above). */
+static double waited(const vt_stream *s) { return s->waited + (vt_now() - s->since); }
+
+/* Bytes read from the input so far (0 for a demuxer without one, such as rtsp). */
+static int64_t bytes_read(vt_stream *s) {
+    if (s->fmt && s->fmt->pb)
+        s->bytes_seen = s->fmt->pb->bytes_read;
+    return s->bytes_seen;
+}
+
+/* FFmpeg's interrupt callback: polled while a protocol waits, and by feed() before each
+ * read. Progress is a decoded frame only: bytes and packets that bring none do not count,
+ * so the open, the probe (avformat_find_stream_info, which can read a lot), the reads and
+ * the decoding all fall under the one deadline. */
 static int on_interrupt(void *ctx) {
     vt_stream *s = ctx;
+    if (s->stopped) /* for good: the frames a demuxer flushes after the stop change nothing */
+        return 1;
     if (s->o.interrupt && s->o.interrupt(s->o.interrupt_ctx)) {
         s->stopped = 2;
         return 1;
     }
-    double now = vt_now();
-    if (s->fmt && s->fmt->pb && s->fmt->pb->bytes_read != s->last_bytes) {
-        s->last_bytes = s->fmt->pb->bytes_read;
-        s->last_data = now;
-    }
-    if (s->timeout > 0 && now - s->last_data > s->timeout) {
+    if (s->o.timeout > 0 && waited(s) > s->o.timeout) {
         s->stopped = 1;
+        s->stall_bytes = bytes_read(s) - s->bytes_at_frame;
         return 1;
     }
     return 0;
@@ -193,12 +212,19 @@ static int input_format(const char *url, const vt_stream_opts *o, const AVInputF
     return AVERROR_DEMUXER_NOT_FOUND;
 }
 
-/* Why an open or a read stopped, when the watchdog stopped it. */
+/* Why an open or a read stopped, when the watchdog stopped it: no data at all, or data
+ * that brought no frame (a trickle, bytes that do not decode). */
 static void stop_err(const vt_stream *s, char *err, size_t errlen, const char *what) {
-    if (s->stopped == 1)
-        vt_set_err(err, errlen, "%s: no data for %g s (the timeout)", what, s->o.timeout);
-    else
+    int64_t got = s->stall_bytes;
+    if (s->stopped != 1)
         vt_set_err(err, errlen, "%s: interrupted", what);
+    else if (got > 0)
+        vt_set_err(err, errlen, "%s: stalled: no frame decoded for %g s (the timeout), though "
+                   "%lld bytes came: a stream this cannot decode, or too slow a link", what,
+                   s->o.timeout, (long long)got);
+    else
+        vt_set_err(err, errlen, "%s: stalled: no data for %g s (the timeout)", what,
+                   s->o.timeout);
 }
 
 static int receive(vt_stream *s, char *err, size_t errlen);
@@ -225,10 +251,8 @@ static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o
     s->o = *o;
     vt_source_kind kind = vt_stream_source_kind(url);
     s->strict = kind == VT_SOURCE_NETWORK || kind == VT_SOURCE_DEVICE;
-    s->last_data = vt_now();
-    /* opening probes up to 5 s of the stream (FFmpeg's analyzeduration) before it hands
-     * out a packet: the watchdog allows that on top of the timeout */
-    s->timeout = o->timeout > 0 ? o->timeout + 10 : 0;
+    /* the deadline runs from here: opening, probing and the first frame together */
+    s->since = vt_now();
     s->fmt = avformat_alloc_context();
     VT_CHECK(s->fmt != NULL, "avformat_alloc_context (out of memory)");
     s->fmt->interrupt_callback.callback = on_interrupt;
@@ -242,6 +266,11 @@ static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o
         av_dict_set(&d, "rw_timeout", us, 0);
         if (!strncmp(url, "rtsp", 4))
             av_dict_set(&d, "timeout", us, 0);
+        /* The probe reads up to 5 s of the stream (FFmpeg's analyzeduration), live: at
+         * most half the timeout, so a stream that works opens within it (the default 10 s
+         * keeps FFmpeg's 5 s). */
+        snprintf(us, sizeof us, "%lld", (long long)(VT_MIN(5.0, o->timeout / 2) * 1e6));
+        av_dict_set(&d, "analyzeduration", us, 0);
     }
     const char *name = strcmp(url, "-") ? url : "pipe:0";
     ret = avformat_open_input(&s->fmt, name, ifmt, &d);
@@ -267,8 +296,6 @@ static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o
         vt_stream_close(&s);
         return ret < 0 ? ret : AVERROR_EXIT;
     }
-    s->timeout = o->timeout;
-    s->last_data = vt_now();
     s->pkt = av_packet_alloc();
     s->frame = av_frame_alloc();
     s->scaler = vt_scaler_new();
@@ -313,6 +340,10 @@ static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o
         snprintf(s->info.decoder, sizeof s->info.decoder, "%s", s->hw.on ? "nvdec" : "cpu");
         s->pending = 1;
     }
+    /* the open's time counts toward the first frame (none was handed out yet) */
+    s->waited = s->pending ? 0 : vt_now() - s->since;
+    if (s->pending)
+        s->bytes_at_frame = bytes_read(s);
     *out = s;
     return 0;
 }
@@ -338,6 +369,11 @@ int vt_stream_open(vt_stream **out, const char *url, int threads, char *err, siz
     vt_stream_opts o;
     memset(&o, 0, sizeof o);
     o.threads = threads;
+    /* every blocking read has a deadline: a network source or a device that gives no
+     * frame (embed --timeline on a URL) ends instead of waiting forever */
+    vt_source_kind kind = vt_stream_source_kind(url);
+    if (kind == VT_SOURCE_NETWORK || kind == VT_SOURCE_DEVICE)
+        o.timeout = VT_STREAM_TIMEOUT;
     return vt_stream_open_opts(out, url, &o, err, errlen);
 }
 
@@ -397,6 +433,11 @@ static int feed(vt_stream *s, char *err, size_t errlen) {
         return 0;
     }
     for (;;) {
+        /* the deadline, checked here too: a demuxer or a decoder that churns through
+         * bytes already read (random bytes, packets that never decode) polls no protocol.
+         * Past it, the read still runs: the protocol fails at once (the stop is for good),
+         * and the demuxer hands out the whole packets it holds before the error */
+        on_interrupt(s);
         int ret = av_read_frame(s->fmt, s->pkt);
         if (ret < 0 && (s->stopped || (s->strict && s->fmt->pb && s->fmt->pb->error < 0 &&
                                        s->fmt->pb->error != AVERROR_EOF))) {
@@ -417,12 +458,11 @@ static int feed(vt_stream *s, char *err, size_t errlen) {
             av_err(err, errlen, "read failed", ret);
             return ret;
         }
-        s->last_data = vt_now();
         if (s->pkt->stream_index != s->sidx) {
             av_packet_unref(s->pkt);
             continue;
         }
-        note_arrival(s, s->pkt->pts, s->last_data);
+        note_arrival(s, s->pkt->pts, vt_now());
         ret = avcodec_send_packet(s->dec, s->pkt);
         av_packet_unref(s->pkt);
         if (ret < 0 && ret != AVERROR(EAGAIN))
@@ -471,9 +511,9 @@ static int receive(vt_stream *s, char *err, size_t errlen) {
 
 int vt_stream_next(vt_stream *s, int short_side, const uint8_t **rgb, int *w, int *h, double *t,
                    double *dur, char *err, size_t errlen) {
-    /* the timeout counts time spent waiting for data, not the caller's time between calls
-     * (a slow model, a first GPU call) */
-    s->last_data = vt_now();
+    /* the timeout counts time spent here waiting for a frame, not the caller's time
+     * between calls (a slow model, a first GPU call) */
+    s->since = vt_now();
     int ret = 1;
     if (s->pending)
         s->pending = 0;
@@ -481,6 +521,8 @@ int vt_stream_next(vt_stream *s, int short_side, const uint8_t **rgb, int *w, in
         ret = receive(s, err, errlen);
     if (ret <= 0)
         return ret;
+    s->waited = 0; /* a frame: the clock starts again */
+    s->bytes_at_frame = bytes_read(s);
     /* a GPU frame comes to system memory here: NV12, which the scaler rearranges */
     if ((ret = vt_vid_hw_download(&s->hw, s->frame, err, errlen)) < 0) {
         av_frame_unref(s->frame);

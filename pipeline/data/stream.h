@@ -36,7 +36,9 @@ int vt_stream_have_devices(void);
 typedef struct vt_stream_opts {
     int threads;            /* decoder threads (0: FFmpeg's choice) */
     const char *format;     /* FFmpeg input format (NULL: guessed; "v4l2" for /dev/video*) */
-    double timeout;         /* seconds an open or a read may go without data (0: no limit) */
+    double timeout;         /* seconds the open (with its probe) or vt_stream_next may wait
+                             * for a decoded frame (0: no limit). Bytes that bring no frame
+                             * do not count as progress: a trickle stalls too */
     int live;               /* decode for latency: slice threads only (frame threads hold
                              * threads - 1 frames back); pixels are the same */
     int (*interrupt)(void *ctx); /* non-zero: give up a blocking open or read now */
@@ -45,7 +47,10 @@ typedef struct vt_stream_opts {
 
 /* vt_stream_open with options. A timeout or an interrupt makes the open or vt_stream_next
  * fail (vt_stream_stopped says which); so does any read error of a network or device
- * source (a file's truncated tail is its end, as before). */
+ * source (a file's truncated tail is its end, as before). The timeout holds: the open
+ * plus the first vt_stream_next, and each later vt_stream_next, end within timeout (plus
+ * the protocol's polling interval, 0.1 s for tcp) when no frame decodes, whatever bytes
+ * come. */
 int vt_stream_open_opts(vt_stream **out, const char *url, const vt_stream_opts *o, char *err,
                         size_t errlen);
 /* Why the last failure happened: 1 timeout, 2 interrupt, 0 another error. */
@@ -54,10 +59,15 @@ int vt_stream_stopped(const vt_stream *s);
  * was read: when that frame arrived (0 when not known). */
 double vt_stream_arrival(const vt_stream *s);
 
+/* The deadline vt_stream_open gives a network source or a device (predict --timeline's
+ * default --timeout): seconds without a decoded frame. */
+#define VT_STREAM_TIMEOUT 10.0
+
 /* Opens url ("-": standard input) and its best video stream. threads: decoder threads
  * (0: FFmpeg's choice; decoding is bit-exact whatever the count). The info's nframes is 0
- * and its duration the container's guess (0 when unknown: a pipe, a live source). 0, or
- * a negative code with err set. */
+ * and its duration the container's guess (0 when unknown: a pipe, a live source). A
+ * network source or a device gets the timeout VT_STREAM_TIMEOUT; a file or a pipe none.
+ * 0, or a negative code with err set. */
 int vt_stream_open(vt_stream **out, const char *url, int threads, char *err, size_t errlen);
 void vt_stream_close(vt_stream **s);
 const vt_video_info *vt_stream_info(const vt_stream *s);

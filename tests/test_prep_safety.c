@@ -1,0 +1,285 @@
+/*
+ * test_prep_safety.c: `vidtrain prep` when DST, not a video, is the problem (issue 41).
+ *  1. A full disk (a 40 KiB tmpfs; root only, skipped with a message otherwise): exit 1,
+ *     not a crash (a failed trailer was written twice: exit 139), a message naming DST and
+ *     "No space left on device", no video recorded bad, no partial or temporary file
+ *     left; after the tmpfs grows, the same command resumes and completes.
+ *  2. Two preps into one DST: the second is refused at once, naming DST and the first's
+ *     pid (the first held stopped by SIGSTOP, so the two surely overlap); the first then
+ *     completes with no video recorded bad (before, both exited 0 and the renames of one
+ *     failed under the other: "bad: cannot rename").
+ *  3. Ctrl-C: prep's own line (not training's "writing a checkpoint"), exit 130, the
+ *     files not reached counted; a rerun resumes to exit 0. A summary that cannot be
+ *     written (standard output on /dev/full) is an error too.
+ *  4. --trim: DST/prep-segments.csv names exactly the segments that are on disk (a
+ *     segment past its video's end is never written, and was listed).
+ */
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/apputil.h"
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+static const char *g_bin;
+static char g_dir[4096], g_data[4300];
+
+/* `sh -c "exec CMD"` in the background: the pid is vidtrain's own, signals reach it. */
+static pid_t spawn(const char *cmd) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t p = fork();
+    if (p == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return p;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void nap(void) {
+    struct timespec ts = {0, 10 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+/* Exit code of pid as a shell reports it, waiting at most `seconds` (then killed: -1). */
+static int reap(pid_t pid, double seconds) {
+    int st;
+    for (double end = now_s() + seconds; now_s() < end; nap())
+        if (waitpid(pid, &st, WNOHANG) == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+static int count_lines(const char *path) {
+    char *t = vt_test_slurp(path, NULL);
+    int n = 0;
+    for (const char *p = t; p && *p; p++)
+        n += *p == '\n';
+    free(t);
+    return n;
+}
+
+/* Waits until path has n lines while pid runs (at most 120 s): 1 when it has. */
+static int wait_lines(const char *path, int n, pid_t pid) {
+    for (double end = now_s() + 120; now_s() < end; nap()) {
+        if (count_lines(path) >= n)
+            return 1;
+        siginfo_t si = {0}; /* WNOWAIT: an early end stays for reap() */
+        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
+            return count_lines(path) >= n;
+    }
+    return 0;
+}
+
+/* Lines of the manifest of dst whose status is ok, and those that say bad. */
+static void manifest_counts(const char *dst, int *ok, int *bad) {
+    char p[4400];
+    snprintf(p, sizeof p, "%s/prep-manifest.csv", dst);
+    char *m = vt_test_slurp(p, NULL);
+    *ok = *bad = 0;
+    for (char *l = m; l && *l;) {
+        char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        *ok += len > 3 && !strncmp(l + len - 3, ",ok", 3);
+        for (size_t i = 0; i + 6 <= len; i++)
+            if (!strncmp(l + i, ",bad: ", 6)) {
+                (*bad)++;
+                break;
+            }
+        l = e ? e + 1 : l + len;
+    }
+    free(m);
+}
+
+static int nvideos(void) {
+    char cmd[4500], line[64] = "";
+    snprintf(cmd, sizeof cmd, "find '%s' -type f | wc -l", g_data);
+    FILE *p = popen(cmd, "r");
+    if (p && !fgets(line, sizeof line, p))
+        line[0] = 0;
+    if (p)
+        pclose(p);
+    return atoi(line);
+}
+
+static int file_has(const char *path, const char *what) {
+    char *t = vt_test_slurp(path, NULL);
+    int r = t && strstr(t, what);
+    free(t);
+    return r;
+}
+
+/* 1. A full disk. */
+static void test_disk_full(int nvid) {
+    if (geteuid() != 0) {
+        printf("test_prep_safety: not root: the full-disk test (a tmpfs) is skipped\n");
+        return;
+    }
+    char m[4400], dst[4500], err[4500];
+    snprintf(m, sizeof m, "%s/full", g_dir);
+    snprintf(dst, sizeof dst, "%s/out", m);
+    snprintf(err, sizeof err, "%s/full.err", g_dir);
+    if (vt_test_sh("mkdir -p '%s' && mount -t tmpfs -o size=40k tmpfs '%s' 2>/dev/null", m, m)
+        != 0) {
+        printf("test_prep_safety: cannot mount a tmpfs here: the full-disk test is skipped\n");
+        return;
+    }
+    int rc = vt_test_sh("'%s' prep '%s' '%s' --short-side 32 --jobs 1 > '%s.out' 2> '%s'", g_bin,
+                        g_data, dst, err, err);
+    TCHECK(rc == 1, "full disk: exit %d, 1 expected (139 was the crash; see %s)", rc, err);
+    TCHECK(file_has(err, "No space left on device") && file_has(err, dst),
+           "full disk: no message naming %s and 'No space left on device' in %s", dst, err);
+    int ok, bad, ok1;
+    manifest_counts(dst, &ok1, &bad);
+    TCHECK(bad == 0, "full disk: %d videos recorded bad for DST's failure", bad);
+    TCHECK(ok1 < nvid, "full disk: the disk did not fill (%d of %d written)", ok1, nvid);
+    rc = vt_test_sh("find '%s' -name '*.prep-part' -o -name '*.tmp.*' | grep -q .", dst);
+    TCHECK(rc != 0, "full disk: a partial or temporary file is left in %s", dst);
+    /* Space freed: the same command resumes. */
+    rc = vt_test_sh("mount -o remount,size=16m '%s'", m);
+    TCHECK(rc == 0, "remount the tmpfs larger");
+    rc = vt_test_sh("'%s' prep '%s' '%s' --short-side 32 --jobs 1 > '%s.out2' 2> '%s.2'", g_bin,
+                    g_data, dst, err, err);
+    TCHECK(rc == 0, "full disk, then space: the rerun exits %d (see %s.2)", rc, err);
+    manifest_counts(dst, &ok, &bad);
+    TCHECK(ok == nvid && bad == 0, "after the rerun: %d of %d ok, %d bad", ok, nvid, bad);
+    char p[4600], want[64];
+    snprintf(p, sizeof p, "%s.out2", err);
+    snprintf(want, sizeof want, "%d done before, 0 bad", ok1);
+    TCHECK(file_has(p, want), "the rerun resumes: '%s' expected in %s", want, p);
+    vt_test_sh("umount '%s' || umount -l '%s'", m, m);
+}
+
+/* 2. Two preps into one DST. */
+static void test_two_preps(int nvid) {
+    char dst[4400], cmd[9000], errb[4400];
+    snprintf(dst, sizeof dst, "%s/two", g_dir);
+    snprintf(errb, sizeof errb, "%s/two_b.err", g_dir);
+    snprintf(cmd, sizeof cmd, "exec '%s' prep '%s' '%s' --short-side 32 --jobs 1 > '%s/two_a.out' "
+             "2> '%s/two_a.err'", g_bin, g_data, dst, g_dir, g_dir);
+    pid_t a = spawn(cmd);
+    char manifest[4500];
+    snprintf(manifest, sizeof manifest, "%s/prep-manifest.csv", dst);
+    int started = wait_lines(manifest, 2, a); /* its lock is taken before the manifest */
+    TCHECK(started, "the first prep wrote no video (see %s/two_a.err)", g_dir);
+    kill(a, SIGSTOP); /* it holds DST while the second one tries */
+    double t0 = now_s();
+    int rc = vt_test_sh("'%s' prep '%s' '%s' --short-side 32 --jobs 1 > /dev/null 2> '%s'", g_bin,
+                        g_data, dst, errb);
+    double dt = now_s() - t0;
+    kill(a, SIGCONT);
+    char pid[32];
+    snprintf(pid, sizeof pid, "pid %d", (int)a);
+    TCHECK(rc == 1, "the second prep into one DST: exit %d, 1 expected (see %s)", rc, errb);
+    TCHECK(file_has(errb, dst) && file_has(errb, pid) && file_has(errb, "another prep"),
+           "the refusal names DST, 'another prep' and %s: see %s", pid, errb);
+    TCHECK(dt < 10, "the refusal took %.1f s: not at once", dt);
+    rc = reap(a, 300);
+    TCHECK(rc == 0, "the first prep: exit %d (see %s/two_a.err)", rc, g_dir);
+    int ok, bad;
+    manifest_counts(dst, &ok, &bad);
+    TCHECK(ok == nvid && bad == 0, "the first prep: %d of %d ok, %d bad", ok, nvid, bad);
+}
+
+/* 3. Ctrl-C. */
+static void test_sigint(int nvid) {
+    char dst[4400], cmd[9000], err[4400], out[4400];
+    snprintf(dst, sizeof dst, "%s/int", g_dir);
+    snprintf(err, sizeof err, "%s/int.err", g_dir);
+    snprintf(out, sizeof out, "%s/int.out", g_dir);
+    snprintf(cmd, sizeof cmd, "exec '%s' prep '%s' '%s' --short-side 32 --jobs 1 > '%s' 2> '%s'",
+             g_bin, g_data, dst, out, err);
+    pid_t a = spawn(cmd);
+    char manifest[4500];
+    snprintf(manifest, sizeof manifest, "%s/prep-manifest.csv", dst);
+    TCHECK(wait_lines(manifest, 2, a), "no video written before Ctrl-C (see %s)", err);
+    /* stopped first, so the signal lands with files still to do however fast this is */
+    kill(a, SIGSTOP);
+    kill(a, SIGINT);
+    kill(a, SIGCONT);
+    int rc = reap(a, 300);
+    TCHECK(rc == 130, "prep after Ctrl-C: exit %d, 130 expected (see %s)", rc, err);
+    TCHECK(file_has(err, "vidtrain prep: stopping") && file_has(err, "run the same command") &&
+               !file_has(err, "checkpoint"),
+           "Ctrl-C: prep's own line expected (no checkpoint): see %s", err);
+    TCHECK(file_has(out, "not reached") && !file_has(out, " 0 not reached"),
+           "Ctrl-C: the files not reached are counted: see %s", out);
+    rc = vt_test_sh("'%s' prep '%s' '%s' --short-side 32 --jobs 1 > '%s.2' 2>&1", g_bin, g_data,
+                    dst, out);
+    int ok, bad;
+    manifest_counts(dst, &ok, &bad);
+    TCHECK(rc == 0 && ok == nvid && bad == 0, "rerun after Ctrl-C: exit %d, %d of %d ok, %d bad",
+           rc, ok, nvid, bad);
+    /* the summary is a writer too: standard output on a full device fails the run */
+    rc = vt_test_sh("'%s' prep '%s' '%s' --short-side 32 > /dev/full 2> '%s.3'", g_bin, g_data,
+                    dst, out);
+    TCHECK(rc == 1, "prep with its summary going to /dev/full: exit %d, 1 expected", rc);
+}
+
+/* 4. --trim: the labels file names what is on disk. */
+static void test_trim_csv(void) {
+    char data[4400], dst[4400], csv[4500], p[4600];
+    snprintf(data, sizeof data, "%s/trim", g_dir);
+    snprintf(dst, sizeof dst, "%s/trim_out", g_dir);
+    int rc = vt_test_sh("'%s' synth '%s' --classes 2 --train 2 --val 0 --test 0 --frames 24 "
+                        "> /dev/null 2>&1", g_bin, data);
+    TCHECK(rc == 0, "synth for --trim");
+    /* two segments inside their 1 s videos, one far past its video's end */
+    rc = vt_test_sh("cd '%s' && a=$(ls train/move_left/* | sed -n 1p) && "
+                    "b=$(ls train/move_left/* | sed -n 2p) && c=$(ls train/move_right/* | sed -n 1p) "
+                    "&& printf 'path,class,start,end\\n%%s,move_left,0,0.5\\n%%s,move_left,30,40\\n"
+                    "%%s,move_right,0.2,0.8\\n' \"$a\" \"$b\" \"$c\" > ../trim_labels.csv", data);
+    TCHECK(rc == 0, "labels for --trim");
+    rc = vt_test_sh("'%s' prep '%s' '%s' --trim --labels '%s/trim_labels.csv' --short-side 32 "
+                    "--jobs 1 > '%s/trim.out' 2>&1", g_bin, data, dst, g_dir, g_dir);
+    TCHECK(rc == 0, "prep --trim: exit %d (see %s/trim.out)", rc, g_dir);
+    snprintf(csv, sizeof csv, "%s/prep-segments.csv", dst);
+    char *t = vt_test_slurp(csv, NULL);
+    TCHECK(t != NULL, "no %s", csv);
+    int rows = 0, missing = 0;
+    char *save = NULL;
+    for (char *l = t ? strtok_r(t, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
+        if (!strncmp(l, "path,", 5))
+            continue;
+        *strchr(l, ',') = 0;
+        rows++;
+        snprintf(p, sizeof p, "%s/%s", dst, l);
+        if (access(p, F_OK) != 0) {
+            fprintf(stderr, "prep-segments.csv names %s, which is not on disk\n", l);
+            missing++;
+        }
+    }
+    free(t);
+    TCHECK(missing == 0 && rows == 2, "prep-segments.csv: %d rows, %d not on disk (want 2, 0)",
+           rows, missing);
+}
+
+int main(void) {
+    g_bin = vt_test_bin("test_prep_safety");
+    if (!g_bin)
+        return VT_TEST_SKIP;
+    snprintf(g_dir, sizeof g_dir, "%s", vt_test_dir("prep_safety"));
+    snprintf(g_data, sizeof g_data, "%s/data", g_dir);
+    /* 32 small videos: enough that a stopped prep has files left to do */
+    int rc = vt_test_synth(g_bin, g_dir, "--classes 2 --train 12 --val 2 --test 2 --frames 24");
+    TCHECK(rc == 0, "synth (see %s/synth.log)", g_dir);
+    if (rc)
+        return vt_test_done("test_prep_safety");
+    int n = nvideos();
+    TCHECK(n == 32, "%d videos synthesised, 32 expected", n);
+    test_disk_full(n);
+    test_two_preps(n);
+    test_sigint(n);
+    test_trim_csv();
+    return vt_test_done("test_prep_safety");
+}

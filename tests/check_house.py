@@ -26,6 +26,7 @@ Exit status 0 when all hold, 1 with one line per offence (file:line and a hint) 
 Standard library only: it runs with /usr/bin/python3 and no numpy.
 """
 import os
+import subprocess
 import re
 import sys
 
@@ -172,6 +173,16 @@ FENCE_RE = re.compile(r"^\s*(```|~~~)")
 def ref_files(root):
     """Repository-relative paths of the files whose references are checked: sources,
     scripts, CMake files and docs, outside build folders and hidden folders."""
+    # In a git checkout: the files git tracks or would (not what .gitignore keeps out,
+    # such as tools/onnxrt/node_modules that setup.sh installs).
+    try:
+        listed = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others",
+                                 "--exclude-standard"], capture_output=True, check=True).stdout
+        names = sorted(set(os.path.normpath(n) for n in listed.decode().split("\0") if n))
+        return [n for n in names if (n.endswith(REF_EXT) or os.path.basename(n) == "CMakeLists.txt")
+                and os.path.isfile(os.path.join(root, n))]
+    except (OSError, subprocess.CalledProcessError):
+        pass
     out = []
     for dp, dns, fns in os.walk(root):
         rel_dp = os.path.relpath(dp, root)

@@ -23,10 +23,12 @@ static char *state_json(const vt_run_state *st) {
                      "{\"epoch\":%lld,\"cursor\":%lld,\"step\":%lld,\"best\":%.17g,"
                      "\"best_loss\":%.17g,\"best_epoch\":%d,\"loss\":%.17g,\"clips\":%lld,"
                      "\"seconds\":%.17g,\"wait_s\":%.17g,\"decay_epoch\":%d,\"stall\":%d,"
-                     "\"len_acc\":%.17g,\"len_loss\":%.17g,\"correct\":[",
+                     "\"len_acc\":%.17g,\"len_loss\":%.17g,\"skipped\":%lld,"
+                     "\"skipped_total\":%lld,\"correct\":[",
                      (long long)st->epoch, (long long)st->cursor, (long long)st->step, st->best,
                      st->best_loss, st->best_epoch, st->sums.loss, (long long)st->sums.clips, st->sums.seconds,
-                     st->sums.wait_s, st->decay_epoch, st->stall, st->len_acc, st->len_loss);
+                     st->sums.wait_s, st->decay_epoch, st->stall, st->len_acc, st->len_loss,
+                     (long long)st->sums.skipped, (long long)st->skipped_total);
     for (int h = 0; h < VT_MAX_HEADS; h++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%lld", h ? "," : "",
                       (long long)st->sums.correct[h]);
@@ -59,6 +61,8 @@ static int state_parse(vt_run_state *st, const char *s) {
     st->stall = (int)NUM("stall");
     st->len_acc = NUM("len_acc");
     st->len_loss = NUM("len_loss");
+    st->sums.skipped = (int64_t)NUM("skipped");
+    st->skipped_total = (int64_t)NUM("skipped_total");
 #undef NUM
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "correct");
     const cJSON *hl = cJSON_GetObjectItemCaseSensitive(j, "head_loss");

@@ -26,6 +26,7 @@ typedef struct vt_run_sums {
     int64_t correct[VT_MAX_HEADS];
     double head_loss[VT_MAX_HEADS];
     double seconds, wait_s;             /* timing only (not part of exactness) */
+    int64_t skipped;                    /* steps skipped as non-finite (--skip-nonfinite) */
 } vt_run_sums;
 
 typedef struct vt_run_state {
@@ -39,6 +40,7 @@ typedef struct vt_run_state {
     int decay_epoch;    /* epochs done when the decay began; 0 = not yet */
     int stall;          /* validations since the last improvement */
     double len_acc, len_loss; /* the best validation top-1 and loss so far (loss 0: none) */
+    int64_t skipped_total;  /* non-finite steps skipped over the whole run */
     vt_run_sums sums;
 } vt_run_state;
 

@@ -14,6 +14,7 @@
 
 #include "models/common.h"
 #include "models/registry.h"
+#include "models/xsum.h"
 #include "pipeline/parallel/reduce.h"
 #include "pipeline/parallel/tower_impl.h"
 
@@ -296,11 +297,13 @@ static void do_train(tower *tw) {
     /* A non-finite step (issue 41) is skipped on every tower alike: the reduced norm is
      * the same bits everywhere, the loss flag is reduced. No update, the optimizer state
      * and step count untouched, the buffers back as they were; the caller stops the run
-     * or counts the step (vidtrain train --skip-nonfinite). With exact sums a NaN gradient
-     * saturates (xsum.h), so the loss is what shows it. */
+     * or counts the step (vidtrain train --skip-nonfinite). With exact sums a NaN or inf
+     * gradient saturates to a finite total (xsum.h): a norm at the sums' range is how it
+     * shows (a relu or max-pool can swallow the NaN on the way to the loss). */
     double norm = vt_optim_grad_norm(tw->opt, vt_net_grads(tw->net));
     tw->grad_norm = (float)norm;
-    tw->skipped = !isfinite(norm) || loss_nonfinite_anywhere(tw);
+    int loss_bad = loss_nonfinite_anywhere(tw); /* a collective: every tower calls it */
+    tw->skipped = loss_bad || !isfinite(norm) || (T->cfg.net.exact && norm >= VT_XSUM_GRAD_MAX);
     int64_t nb = vt_net_num_buffers(tw->net);
     if (tw->skipped) {
         if (nb)

@@ -72,13 +72,19 @@ static int nonfinite_step(vt_train *t, int64_t epoch, const vt_batch *b, float l
         st->skipped_total++;
         return 0;
     }
-    char path[2100];
+    char path[2100], why[160];
     snprintf(path, sizeof path, "%s/last.safetensors", o->out);
-    fprintf(stderr, "vidtrain train: step %lld (epoch %lld, batch %lld): the loss is %g and the "
-            "gradient norm %g: training diverged at lr %g. Stopped without saving this state: "
-            "%s%s. Lower --lr (or set --clip-norm), or pass --skip-nonfinite to skip such "
-            "steps and go on\n", (long long)st->step, (long long)epoch + 1,
-            (long long)b->index + 1, loss, (double)ss->grad_norm, (double)lr,
+    if (!isfinite(loss))
+        snprintf(why, sizeof why, "the loss is %s", isnan(loss) ? "NaN" : "inf");
+    else if (!isfinite(ss->grad_norm))
+        snprintf(why, sizeof why, "the gradient norm is %s", isnan(ss->grad_norm) ? "NaN" : "inf");
+    else /* exact sums: the norm reached their range (tower_worker.c) */
+        snprintf(why, sizeof why, "the gradient norm %.3g is past the range of exact sums "
+                 "(NaN and inf saturate there)", (double)ss->grad_norm);
+    fprintf(stderr, "vidtrain train: step %lld (epoch %lld, batch %lld): %s: training diverged "
+            "at lr %g. Stopped without saving this state: %s%s. Lower --lr (or set "
+            "--clip-norm), or pass --skip-nonfinite to skip such steps and go on\n",
+            (long long)st->step, (long long)epoch + 1, (long long)b->index + 1, why, (double)lr,
             vt_file_exists(path) ? "the last finite checkpoint is kept, " : "no checkpoint "
             "was written before it", vt_file_exists(path) ? path : "");
     return -1;

@@ -14,8 +14,10 @@
  *   - --skip-nonfinite: the run ends, the skipped steps are counted in the epoch line,
  *     metrics.jsonl and the summary, and no checkpoint holds a NaN (skip_nonfinite);
  *   - eval, predict, export and embed refuse a run whose best.safetensors was given a
- *     NaN, naming the tensor; train --init refuses it too, and a directory and a FIFO
- *     as --init say what they are (refusals).
+ *     NaN, naming the tensor; a model with finite weights whose scores overflow is
+ *     scored 0% by eval (which counts the non-finite clips) and gets no answer from
+ *     predict; train --init refuses the NaN file too, and a directory and a FIFO as
+ *     --init say what they are (refusals).
  */
 #include <cjson/cJSON.h>
 #include <signal.h>
@@ -102,6 +104,26 @@ static int st_poison(const char *path, const char *name) {
                      fwrite(&nan, 4, 1, f) == 1
                  ? 0
                  : -1;
+        rc |= fclose(f) != 0 ? -1 : 0;
+    }
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* Sets every value of tensor `name` in path to v. 0, or -1. */
+static int st_fill(const char *path, const char *name, float v) {
+    long at = 0;
+    cJSON *j = st_header(path, &at);
+    const cJSON *t = j ? cJSON_GetObjectItem(j, name) : NULL;
+    const cJSON *off = t ? cJSON_GetObjectItem(t, "data_offsets") : NULL;
+    int rc = -1;
+    FILE *f = off ? fopen(path, "r+b") : NULL;
+    if (f) {
+        long a = (long)cJSON_GetArrayItem(off, 0)->valuedouble;
+        long b = (long)cJSON_GetArrayItem(off, 1)->valuedouble;
+        rc = fseek(f, at + a, SEEK_SET);
+        for (long p = a; rc == 0 && p < b; p += 4)
+            rc = fwrite(&v, 4, 1, f) == 1 ? 0 : -1;
         rc |= fclose(f) != 0 ? -1 : 0;
     }
     cJSON_Delete(j);
@@ -343,6 +365,27 @@ static void refusals(void) {
     rc = vt_test_sh("cd '%s' && '%s' embed n '%s' --out emb.npy > cmd.out 2> cmd.err", g_dir,
                     g_bin, video);
     refused("embed", rc, "conv2.weight");
+    /* finite weights whose scores overflow (fc 3e38 everywhere: logits inf, softmax NaN):
+     * the checkpoint check passes them, so eval must count every clip wrong, and say so,
+     * where NaN's "no class scores higher" printed 100% before; predict names no class */
+    TCHECK(vt_test_sh("cd '%s' && rm -rf o && cp -a s o", g_dir) == 0, "copy the run");
+    snprintf(p, sizeof p, "%s/o/best.safetensors", g_dir);
+    TCHECK(st_fill(p, "fc.weight", 3e38f) == 0 && st_nonfinite_tensors(p) == 0, "overflow %s", p);
+    rc = vt_test_sh("cd '%s' && '%s' eval o '%s' > cmd.out 2> cmd.err", g_dir, g_bin, g_data);
+    snprintf(p, sizeof p, "%s/cmd.out", g_dir);
+    TCHECK(rc == 0 && grep_file(p, "non-finite scores: 60 of 60 clips") &&
+               grep_file(p, "video top-1   0.00%   top-5   0.00%") &&
+               grep_file(p, "mean class accuracy 0.00%"),
+           "eval of an overflowing model: rc %d (see %s)", rc, p);
+    snprintf(p, sizeof p, "%s/o/eval.json", g_dir);
+    cJSON *ej = vt_test_read_json(p);
+    const cJSON *nf = cJSON_GetObjectItem(ej, "nonfinite_clips");
+    TCHECK(cJSON_IsNumber(nf) && nf->valuedouble == 60, "no nonfinite_clips 60 in %s", p);
+    cJSON_Delete(ej);
+    rc = vt_test_sh("cd '%s' && '%s' predict o '%s' > cmd.out 2> cmd.err", g_dir, g_bin, video);
+    snprintf(p, sizeof p, "%s/cmd.err", g_dir);
+    TCHECK(rc != 0 && grep_file(p, "scores are not finite"), "predict of an overflowing model: "
+           "rc %d (see %s)", rc, p);
     /* --init from it: refused before any training */
     rc = vt_test_sh("cd '%s' && '%s' train '%s' --out i %s --init nan.safetensors > cmd.out 2> "
                     "cmd.err", g_dir, g_bin, g_data, TRAIN_ARGS);

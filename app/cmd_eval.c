@@ -266,6 +266,9 @@ int vt_cmd_eval(int argc, char **argv) {
     for (int h = 0; h < heads->n; h++) {
         if (heads->n > 1)
             printf("head %s:\n", heads->cfg[h].name);
+        if (r[h].nonfinite) /* a diverged model: its NaN scores never pass as right */
+            printf("  non-finite scores: %lld of %lld clips (NaN or inf; counted wrong)\n",
+                   (long long)r[h].nonfinite, (long long)r[h].clips);
         if (r[h].loss == VT_LOSS_BCE) {
             printf("  label-wise accuracy: clip %.2f%%, video %.2f%%; mAP %.2f%%\n",
                    100 * r[h].clip_top1, 100 * r[h].video_top1, 100 * r[h].map);

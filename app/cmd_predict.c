@@ -106,6 +106,22 @@ static void dump_video(pred_ctx *c, const char *path, int n) {
     cJSON_AddItemToArray(c->dump, e);
 }
 
+/* 1 with err when a head's scores of the video are NaN or inf: a model that overflows
+ * (its weights finite, a checkpoint's check passed) has no answer, and a ranking of NaN
+ * would name whichever class comes first (issue 41). Else 0. */
+static int scores_nonfinite(const pred_ctx *c, const vt_run_heads *heads, char *err,
+                            size_t errlen) {
+    for (int h = 0; h < heads->n; h++)
+        for (int j = 0; j < heads->cfg[h].classes; j++)
+            if (!isfinite(c->avg[h][j])) {
+                vt_set_err(err, errlen, "the model's scores are not finite (%s for class %s): "
+                           "the run diverged; train it again with a lower --lr",
+                           isnan(c->avg[h][j]) ? "NaN" : "inf", heads->classes[h][j]);
+                return 1;
+            }
+    return 0;
+}
+
 /* Fills c->avg[h] (classes) for one video. 0, or -1 with err. */
 static int predict_one(pred_ctx *c, const char *path, char *err, size_t errlen) {
     vt_video *v = NULL;
@@ -269,7 +285,8 @@ int vt_cmd_predict(int argc, char **argv) {
     c.b.clip = vt_calloc((size_t)B, sizeof(int32_t));
 
     for (int i = 0; i < nvid; i++) {
-        if (predict_one(&c, videos[i], err, sizeof err) != 0) {
+        if (predict_one(&c, videos[i], err, sizeof err) != 0 || scores_nonfinite(&c, heads, err,
+                                                                                  sizeof err)) {
             fprintf(stderr, "vidtrain predict: %s: %s (skipped)\n", videos[i], err);
             if (out) {
                 cJSON *e = cJSON_CreateObject();

@@ -140,6 +140,9 @@ static void usage(FILE *f) {
         "  --class-weights W,... head 0's loss weights by hand, one per class in class\n"
         "                        order (implies --balance loss)\n"
         "  --clip-norm X         clip gradients to this global L2 norm (default off)\n"
+        "  --skip-nonfinite      a step whose loss or gradient norm is NaN or inf is skipped\n"
+        "                        (no update) and counted, as AMP does; without it training\n"
+        "                        stops there with an error, keeping the last checkpoint\n"
         "  --seed N              (default 0): same seed, same data, same devices -> same run\n"
         "data:\n"
         "  --workers N           decode threads (default 2)\n"
@@ -281,6 +284,10 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         }
         if (!strcmp(a, "--no-nesterov")) {
             o->nesterov = 0;
+            continue;
+        }
+        if (!strcmp(a, "--skip-nonfinite")) {
+            o->skip_nonfinite = 1;
             continue;
         }
         if (!strcmp(a, "--init-strict")) {

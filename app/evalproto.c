@@ -6,6 +6,7 @@
  */
 #include "app/evalproto.h"
 
+#include <limits.h>
 #include <math.h>
 #include <string.h>
 
@@ -21,6 +22,7 @@ struct vt_evalproto {
     int64_t clips;
     int64_t clip_top1, clip_top5;  /* softmax hits */
     int64_t clip_lab_ok;           /* BCE label-wise hits */
+    int64_t nonfinite;             /* clips with a non-finite score (counted wrong) */
     double loss_sum;
 };
 
@@ -51,21 +53,36 @@ void vt_evalproto_free(vt_evalproto **pe) {
 }
 
 /* Rank of class y: how many classes beat it (strictly higher, or equal with a lower
- * index — the argmax-first rule). */
+ * index — the argmax-first rule). A row with a non-finite score ranks y last: NaN
+ * compares false with everything, so "no class scores higher" would make a diverged
+ * model's every answer right (issue 41). INT_MAX: past any top-k. */
 static int rank_of(const float *p, int k, int y) {
     int r = 0;
-    for (int j = 0; j < k; j++)
+    for (int j = 0; j < k; j++) {
+        if (!isfinite(p[j]))
+            return INT_MAX;
         if (p[j] > p[y] || (p[j] == p[y] && j < y))
             r++;
+    }
     return r;
 }
 
 static int rank_of_d(const double *p, int k, int y) {
     int r = 0;
-    for (int j = 0; j < k; j++)
+    for (int j = 0; j < k; j++) {
+        if (!isfinite(p[j]))
+            return INT_MAX;
         if (p[j] > p[y] || (p[j] == p[y] && j < y))
             r++;
+    }
     return r;
+}
+
+static int row_finite(const float *p, int k) {
+    for (int j = 0; j < k; j++)
+        if (!isfinite(p[j]))
+            return 0;
+    return 1;
 }
 
 int vt_evalproto_add(vt_evalproto *e, int video, int label, const float *target,
@@ -73,6 +90,8 @@ int vt_evalproto_add(vt_evalproto *e, int video, int label, const float *target,
     if (video < 0 || video >= e->nvideos)
         return -1;
     int k = e->classes;
+    int finite = row_finite(prob, k);
+    e->nonfinite += !finite;
     if (e->loss == VT_LOSS_SOFTMAX_CE) {
         if (label < 0 || label >= k)
             return -1;
@@ -84,7 +103,7 @@ int vt_evalproto_add(vt_evalproto *e, int video, int label, const float *target,
         if (!target)
             return -1;
         for (int j = 0; j < k; j++) {
-            e->clip_lab_ok += (prob[j] >= 0.5f) == (target[j] >= 0.5f);
+            e->clip_lab_ok += finite && (prob[j] >= 0.5f) == (target[j] >= 0.5f);
             e->vtarget[(size_t)video * k + j] = target[j];
         }
     }
@@ -108,13 +127,13 @@ const double *vt_evalproto_video_scores(const vt_evalproto *e, int video) {
     return e->vsum + (size_t)video * e->classes;
 }
 
-/* Pack layout: clips, top-1, top-5, label-wise hits, loss sum, then per video its clip
+/* Pack layout: clips, top-1, top-5, label-wise hits, non-finite clips, loss sum, then per video its clip
  * count, whether it has clips (0/1), its label times that, then per video and class the
  * score sums and (BCE) the targets times "has clips". Sums of packs stay exact for every
  * count below 2^53, and a label or target is the summed value over the summed "has". */
 int64_t vt_evalproto_pack_len(const vt_evalproto *e) {
     int64_t nk = (int64_t)e->nvideos * e->classes;
-    return 5 + 3 * (int64_t)e->nvideos + nk + (e->loss == VT_LOSS_BCE ? nk : 0);
+    return 6 + 3 * (int64_t)e->nvideos + nk + (e->loss == VT_LOSS_BCE ? nk : 0);
 }
 
 void vt_evalproto_pack(const vt_evalproto *e, double *out) {
@@ -124,6 +143,7 @@ void vt_evalproto_pack(const vt_evalproto *e, double *out) {
     *p++ = (double)e->clip_top1;
     *p++ = (double)e->clip_top5;
     *p++ = (double)e->clip_lab_ok;
+    *p++ = (double)e->nonfinite;
     *p++ = e->loss_sum;
     for (int v = 0; v < nv; v++) {
         int has = e->vclips[v] > 0;
@@ -147,8 +167,9 @@ void vt_evalproto_unpack(vt_evalproto *e, const double *in) {
     e->clip_top1 = (int64_t)p[1];
     e->clip_top5 = (int64_t)p[2];
     e->clip_lab_ok = (int64_t)p[3];
-    e->loss_sum = p[4];
-    p += 5;
+    e->nonfinite = (int64_t)p[4];
+    e->loss_sum = p[5];
+    p += 6;
     for (int v = 0; v < nv; v++) {
         double has = p[nv + v];
         e->vclips[v] = (int64_t)p[v];
@@ -180,6 +201,7 @@ void vt_evalproto_result(const vt_evalproto *e, vt_eval_result *r) {
     r->loss = e->loss;
     r->classes = k;
     r->clips = e->clips;
+    r->nonfinite = e->nonfinite;
     r->loss_sum = e->loss_sum;
     r->per_class_acc = vt_calloc((size_t)k, sizeof(double));
     r->per_class_videos = vt_calloc((size_t)k, sizeof(int64_t));
@@ -202,6 +224,8 @@ void vt_evalproto_result(const vt_evalproto *e, vt_eval_result *r) {
             for (int j = 1; j < k; j++)
                 if (s[j] > s[pred])
                     pred = j;
+            if (rk == INT_MAX) /* non-finite scores: wrong, and not confused with class 0 */
+                pred = y == 0 ? VT_MIN(1, k - 1) : 0;
             v1 += rk < 1;
             v5 += rk < 5;
             r->per_class_videos[y]++;
@@ -242,7 +266,7 @@ void vt_evalproto_result(const vt_evalproto *e, vt_eval_result *r) {
                 continue;
             double mean = e->vsum[(size_t)v * k + c] / (double)e->vclips[v];
             int t = e->vtarget[(size_t)v * k + c] >= 0.5f;
-            okc += (mean >= 0.5) == t;
+            okc += isfinite(mean) && (mean >= 0.5) == t;
             pos += t;
             si[n].s = mean;
             si[n].v = v;

@@ -32,6 +32,8 @@ typedef struct vt_eval_result {
     int classes;
     int64_t clips;          /* clips fed */
     int64_t videos;         /* videos with at least one clip */
+    int64_t nonfinite;      /* clips with a non-finite score (NaN/inf: a diverged model);
+                               every such clip, and every video holding one, counts wrong */
     double clip_top1, clip_top5;   /* softmax: fraction of clips; BCE: label-wise acc, 0 */
     double video_top1, video_top5; /* softmax: fraction of videos; BCE: label-wise acc, 0 */
     double mean_class_acc;  /* softmax only */

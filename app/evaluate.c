@@ -263,6 +263,7 @@ cJSON *vt_eval_json(const vt_eval_result *r, const vt_run_heads *heads, const vt
     cJSON_AddNumberToObject(j, "unknown_videos", (double)counts->unknown_videos);
     cJSON_AddNumberToObject(j, "clips_per_video", eo->clips_per_video);
     cJSON_AddNumberToObject(j, "crops", eo->crops);
+    cJSON_AddNumberToObject(j, "nonfinite_clips", (double)r[0].nonfinite);
     cJSON_AddItemToObject(j, "clip_top1", num_or_null(r[0].clip_top1));
     cJSON_AddItemToObject(j, "clip_top5", num_or_null(r[0].clip_top5));
     cJSON_AddItemToObject(j, "video_top1", num_or_null(r[0].video_top1));
@@ -280,6 +281,7 @@ cJSON *vt_eval_json(const vt_eval_result *r, const vt_run_heads *heads, const vt
             cJSON_AddItemToArray(cl, cJSON_CreateString(heads->classes[h][k]));
         cJSON_AddNumberToObject(o, "clips", (double)x->clips);
         cJSON_AddNumberToObject(o, "videos", (double)x->videos);
+        cJSON_AddNumberToObject(o, "nonfinite_clips", (double)x->nonfinite);
         cJSON_AddItemToObject(o, "loss_mean", num_or_null(x->clips ? x->loss_sum / (double)x->clips : NAN));
         cJSON_AddItemToObject(o, "clip_top1", num_or_null(x->clip_top1));
         if (x->loss == VT_LOSS_BCE) {

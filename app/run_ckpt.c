@@ -24,11 +24,13 @@ static char *state_json(const vt_run_state *st) {
                      "\"best_loss\":%.17g,\"best_epoch\":%d,\"loss\":%.17g,\"clips\":%lld,"
                      "\"seconds\":%.17g,\"wait_s\":%.17g,\"decay_epoch\":%d,\"stall\":%d,"
                      "\"len_acc\":%.17g,\"len_loss\":%.17g,\"plan_epochs\":%d,"
-                     "\"plan_step\":%lld,\"plan_frac\":%.17g,\"correct\":[",
+                     "\"plan_step\":%lld,\"plan_frac\":%.17g,\"skipped\":%lld,"
+                     "\"skipped_total\":%lld,\"correct\":[",
                      (long long)st->epoch, (long long)st->cursor, (long long)st->step, st->best,
                      st->best_loss, st->best_epoch, st->sums.loss, (long long)st->sums.clips, st->sums.seconds,
                      st->sums.wait_s, st->decay_epoch, st->stall, st->len_acc, st->len_loss,
-                     st->plan_epochs, (long long)st->plan_step, st->plan_frac);
+                     st->plan_epochs, (long long)st->plan_step, st->plan_frac,
+                     (long long)st->sums.skipped, (long long)st->skipped_total);
     for (int h = 0; h < VT_MAX_HEADS; h++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%lld", h ? "," : "",
                       (long long)st->sums.correct[h]);
@@ -64,6 +66,8 @@ static int state_parse(vt_run_state *st, const char *s) {
     st->plan_epochs = (int)NUM("plan_epochs");
     st->plan_step = (int64_t)NUM("plan_step");
     st->plan_frac = NUM("plan_frac");
+    st->sums.skipped = (int64_t)NUM("skipped");
+    st->skipped_total = (int64_t)NUM("skipped_total");
 #undef NUM
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "correct");
     const cJSON *hl = cJSON_GetObjectItemCaseSensitive(j, "head_loss");

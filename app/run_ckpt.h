@@ -26,6 +26,7 @@ typedef struct vt_run_sums {
     int64_t correct[VT_MAX_HEADS];
     double head_loss[VT_MAX_HEADS];
     double seconds, wait_s;             /* timing only (not part of exactness) */
+    int64_t skipped;                    /* steps skipped as non-finite (--skip-nonfinite) */
 } vt_run_sums;
 
 typedef struct vt_run_state {
@@ -44,6 +45,7 @@ typedef struct vt_run_state {
     int plan_epochs;
     int64_t plan_step;
     double plan_frac;
+    int64_t skipped_total;  /* non-finite steps skipped over the whole run */
     vt_run_sums sums;
 } vt_run_state;
 

@@ -48,11 +48,46 @@ static void log_step(vt_train *t, int64_t epoch, float lr, const vt_step_stats *
     cJSON_AddNumberToObject(j, "loss", ss->n ? ss->loss / ss->n : 0);
     cJSON_AddNumberToObject(j, "acc", ss->n ? (double)ss->head_correct[0] / ss->n : 0);
     cJSON_AddNumberToObject(j, "grad_norm", ss->grad_norm);
+    if (ss->skipped) /* --skip-nonfinite: this step took no update */
+        cJSON_AddTrueToObject(j, "skipped");
     cJSON_AddNumberToObject(j, "clips_per_s", ss->step_s + w > 0 ? ss->n / (ss->step_s + w) : 0);
     cJSON_AddNumberToObject(j, "data_wait", ss->step_s + w > 0 ? w / (ss->step_s + w) : 0);
     if (vt_metrics_append(t->o.out, j, err, sizeof err) != 0)
         fprintf(stderr, "vidtrain train: %s\n", err);
     cJSON_Delete(j);
+}
+
+/* A step the towers skipped as non-finite (tower.h vt_step_stats.skipped: no replica
+ * took its update). Without --skip-nonfinite the run stops here, with an error naming the
+ * step, and writes nothing: the last checkpoint on disk is the last finite state. With
+ * it the step is counted and left out of the epoch's sums, as AMP's GradScaler skips.
+ * 0 (counted), or -1 (printed: the run must stop). */
+static int nonfinite_step(vt_train *t, int64_t epoch, const vt_batch *b, float lr,
+                          const vt_step_stats *ss) {
+    vt_run_state *st = &t->st;
+    const vt_train_opts *o = &t->o;
+    double loss = ss->n ? ss->loss / ss->n : NAN;
+    if (o->skip_nonfinite) {
+        st->sums.skipped++;
+        st->skipped_total++;
+        return 0;
+    }
+    char path[2100], why[160];
+    snprintf(path, sizeof path, "%s/last.safetensors", o->out);
+    if (!isfinite(loss))
+        snprintf(why, sizeof why, "the loss is %s", isnan(loss) ? "NaN" : "inf");
+    else if (!isfinite(ss->grad_norm))
+        snprintf(why, sizeof why, "the gradient norm is %s", isnan(ss->grad_norm) ? "NaN" : "inf");
+    else /* exact sums: the norm reached their range (tower_worker.c) */
+        snprintf(why, sizeof why, "the gradient norm %.3g is past the range of exact sums "
+                 "(NaN and inf saturate there)", (double)ss->grad_norm);
+    fprintf(stderr, "vidtrain train: step %lld (epoch %lld, batch %lld): %s: training diverged "
+            "at lr %g. Stopped without saving this state: %s%s. Lower --lr (or set "
+            "--clip-norm), or pass --skip-nonfinite to skip such steps and go on\n",
+            (long long)st->step, (long long)epoch + 1, (long long)b->index + 1, why, (double)lr,
+            vt_file_exists(path) ? "the last finite checkpoint is kept, " : "no checkpoint "
+            "was written before it", vt_file_exists(path) ? path : "");
+    return -1;
 }
 
 int vt_train_epoch(vt_train *t, int64_t epoch, vt_progress **pg, vt_train_epoch_stats *es) {
@@ -84,16 +119,20 @@ int vt_train_epoch(vt_train *t, int64_t epoch, vt_progress **pg, vt_train_epoch_
         vt_step_stats ss;
         vt_towers_train_step(t->towers, b, lr, &ss);
         st->step++;
+        if (ss.skipped && nonfinite_step(t, epoch, b, lr, &ss) != 0)
+            goto fail;
         if (t->dump &&
             dump_step(t, b, lr, vt_sched_momentum(&t->sc, st->step - 1, step_momentum(&t->tc.optim)),
                       ss.n ? ss.loss / ss.n : 0) != 0)
             goto fail;
         st->cursor = b->index + 1;
-        st->sums.loss += ss.loss;
-        st->sums.clips += ss.n;
-        for (int h = 0; h < t->heads.n; h++) {
-            st->sums.head_loss[h] += ss.head_loss[h];
-            st->sums.correct[h] += ss.head_correct[h];
+        if (!ss.skipped) { /* a skipped step's loss is NaN or inf: not in the sums */
+            st->sums.loss += ss.loss;
+            st->sums.clips += ss.n;
+            for (int h = 0; h < t->heads.n; h++) {
+                st->sums.head_loss[h] += ss.head_loss[h];
+                st->sums.correct[h] += ss.head_correct[h];
+            }
         }
         es->clips += ss.n;
         es->compute += ss.step_s;
@@ -132,7 +171,7 @@ fail:
 /* Validation at the end of `epoch`: its figures into the epoch line, RUN/val.json, the
  * line's text into extra; *vacc and *vloss for the best checkpoint. 0, or -1 (printed). */
 static int validate(vt_train *t, int64_t epoch, cJSON *line, char *extra, size_t extra_n,
-                    double *vacc, double *vloss) {
+                    double *vacc, double *vloss, int64_t *vnonfinite) {
     const vt_train_opts *o = &t->o;
     const vt_run_heads *heads = &t->heads;
     const int nh = heads->n;
@@ -152,6 +191,9 @@ static int validate(vt_train *t, int64_t epoch, cJSON *line, char *extra, size_t
     const vt_run_sums *sums = &t->st.sums;
     *vacc = t->val_by_class ? r[0].mean_class_acc : r[0].video_top1; /* train_balance.c */
     *vloss = r[0].clips ? r[0].loss_sum / (double)r[0].clips : INFINITY;
+    *vnonfinite = 0;
+    for (int h = 0; h < nh; h++)
+        *vnonfinite += r[h].nonfinite;
     cJSON_AddNumberToObject(line, "val_loss", r[0].clips ? r[0].loss_sum / (double)r[0].clips : NAN);
     cJSON_AddNumberToObject(line, "val_acc", r[0].video_top1);
     cJSON_AddNumberToObject(line, "val_top5", r[0].video_top5);
@@ -174,6 +216,9 @@ static int validate(vt_train *t, int64_t epoch, cJSON *line, char *extra, size_t
     snprintf(extra, extra_n, "val: video top-1 %.1f%%, clip top-1 %.1f%%, loss %.4f (%lld videos)",
              100 * r[0].video_top1, 100 * r[0].clip_top1,
              r[0].clips ? r[0].loss_sum / (double)r[0].clips : 0, (long long)r[0].videos);
+    if (r[0].nonfinite) /* counted wrong (evalproto.c) */
+        snprintf(extra + strlen(extra), extra_n - strlen(extra), ", %lld clips with non-finite "
+                 "scores", (long long)r[0].nonfinite);
     if (t->val_by_class) /* what best.safetensors is chosen on */
         snprintf(extra + strlen(extra), extra_n - strlen(extra), ", mean class %.1f%%",
                  100 * r[0].mean_class_acc);
@@ -204,10 +249,17 @@ int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
     vt_train_budget_epoch_end(t, epoch, es); /* may change o->epochs: before do_val */
     cJSON_AddNumberToObject(line, "train_loss", tr_loss);
     cJSON_AddNumberToObject(line, "train_acc", tr_acc);
+    if (o->skip_nonfinite)
+        cJSON_AddNumberToObject(line, "skipped_steps", (double)st->sums.skipped);
+    char skipped[96] = "";
+    if (st->sums.skipped)
+        snprintf(skipped, sizeof skipped, "; %lld non-finite step(s) skipped",
+                 (long long)st->sums.skipped);
     vt_progress_finish(*pg, NULL);
     vt_progress_free(pg);
     int do_val = t->nval > 0 && ((epoch + 1) % o->eval_every == 0 || epoch + 1 == o->epochs);
     double vacc = NAN, vloss = NAN;
+    int64_t vnonfinite = 0;
     /* The running statistics that validation and the checkpoints carry: from clean clips
      * (train_bn.c), at every validation and at the end. */
     double tp = vt_now();
@@ -220,16 +272,16 @@ int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
     if (do_val) {
         char extra[1024] = "";
         tp = vt_now();
-        if (validate(t, epoch, line, extra, sizeof extra, &vacc, &vloss) != 0) {
+        if (validate(t, epoch, line, extra, sizeof extra, &vacc, &vloss, &vnonfinite) != 0) {
             cJSON_Delete(line);
             return -1;
         }
         t->bud.val_s = vt_now() - tp;
-        fprintf(t->out, "epoch %lld/%d: train loss %.4f acc %.1f%%; %s\n", (long long)epoch + 1,
-                o->epochs, tr_loss, 100 * tr_acc, extra);
+        fprintf(t->out, "epoch %lld/%d: train loss %.4f acc %.1f%%%s; %s\n", (long long)epoch + 1,
+                o->epochs, tr_loss, 100 * tr_acc, skipped, extra);
     } else {
-        fprintf(t->out, "epoch %lld/%d: train loss %.4f acc %.1f%%\n", (long long)epoch + 1,
-                o->epochs, tr_loss, 100 * tr_acc);
+        fprintf(t->out, "epoch %lld/%d: train loss %.4f acc %.1f%%%s\n", (long long)epoch + 1,
+                o->epochs, tr_loss, 100 * tr_acc, skipped);
     }
     double busy = es->compute + es->waited;
     cJSON_AddNumberToObject(line, "clips_per_s", busy > 0 ? (double)es->clips / busy : 0);
@@ -260,10 +312,18 @@ int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
      * validation set's noise (run_ckpt.h). */
     if (do_val && epoch + 1 == o->epochs) {
         better = !vt_ckpt_keep_earlier_best(st->best, vacc, t->nval);
-        if (better && st->best > vacc)
+        if (better && st->best > vacc && vnonfinite == 0)
             fprintf(t->out, "best: the last epoch (%.1f%%), not epoch %d (%.1f%%): on %d "
                             "validation videos that lead is within the noise\n",
                     100 * vacc, st->best_epoch, 100 * st->best, t->nval);
+    }
+    /* A model whose validation scores went NaN or inf has diverged, however finite its
+     * weights: never best.safetensors (issue 41), whatever the noise rule says. */
+    if (do_val && vnonfinite > 0 && better) {
+        fprintf(t->out, "best: not epoch %lld, whose validation gave %lld non-finite score(s) "
+                "(the model diverged)%s\n", (long long)epoch + 1, (long long)vnonfinite,
+                st->best >= 0 ? "" : "; no best.safetensors yet");
+        better = 0;
     }
     vt_train_length_epoch_end(t, epoch, do_val, vacc, vloss, &next);
     if (better) {
@@ -309,6 +369,10 @@ int vt_train_finish(vt_train *t) {
                 (double)o->time_budget, took, 100 * off,
                 off > 0.03 ? ": the machine ran slower than when it was timed" : "");
     }
+    if (t->st.skipped_total)
+        fprintf(t->out, "skipped: %lld non-finite step(s) in all (--skip-nonfinite): their loss "
+                "or gradient was NaN or inf; many mean the run diverges (lower --lr)\n",
+                (long long)t->st.skipped_total);
     if (!t->stopped) {
         if (t->st.best >= 0)
             fprintf(t->out, "done: best validation %s %.1f%% (epoch %d); %s/best.safetensors\n",

@@ -143,6 +143,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(precise_bn);
     J_STR(init);
     cJSON_AddBoolToObject(j, "init_strict", o->init_strict);
+    cJSON_AddBoolToObject(j, "skip_nonfinite", o->skip_nonfinite);
     J_STR(pretrained);
     J_NUM(head_lr_mult);
     J_NUM(freeze);
@@ -248,6 +249,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_INT_SINCE(precise_bn, 0);
     G_STR(init);
     G_INT(init_strict);
+    G_INT(skip_nonfinite);
     G_STR(pretrained);
     G_FLT_SINCE(head_lr_mult, 1.0f); /* runs before fine-tuning: plain training */
     G_INT_SINCE(freeze, -1);

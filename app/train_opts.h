@@ -50,6 +50,8 @@ typedef struct vt_train_opts {
     /* fine-tuning (models/transfer.h, models/finetune.h) */
     char init[1024];       /* --init FILE: start from these weights ("" = random) */
     int init_strict;       /* --init-strict: any tensor not matched is an error */
+    int skip_nonfinite;    /* --skip-nonfinite: a step with a non-finite loss or gradient
+                              norm is skipped and counted (0: training stops there) */
     char pretrained[32];   /* --pretrained NAME: torchvision's Kinetics-400 weights (sets
                               init to the cached file, model and clip to its own) */
     float head_lr_mult;    /* the classifiers' lr multiplier (0: resolve: 10 when

@@ -13,6 +13,7 @@
 #include "models/checkpoint.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -83,6 +84,29 @@ static char *optim_json(const vt_optim *opt) {
 
 /* ---- writing ---- */
 
+/* The index of the first non-finite value of x (n), or -1. */
+static int64_t first_nonfinite(const float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return i;
+    return -1;
+}
+
+/* A NaN or inf anywhere is a diverged model: refused both ways (issue 41), naming the
+ * tensor, so that no non-finite model is ever written as a result or read as one. */
+static int refuse_nonfinite(const char *path, const char *name, const float *x, int64_t n,
+                            int saving, char *err, size_t errlen) {
+    int64_t at = first_nonfinite(x, n);
+    if (at < 0)
+        return 0;
+    vt_set_err(err, errlen, "%s: tensor '%s' holds a non-finite value (%s at element %lld): %s; "
+               "train again with a lower --lr (or --clip-norm)", path, name,
+               isnan(x[at]) ? "NaN" : "inf", (long long)at,
+               saving ? "the model diverged, so the file is not written (what it holds stays)"
+                      : "the run that wrote it diverged");
+    return -1;
+}
+
 int vt_ckpt_save(const char *path, vt_net *net, vt_optim *opt, const vt_ckpt_meta *extra,
                  char *err, size_t errlen) {
     VT_CHECK(path && net, "vt_ckpt_save: path %p net %p", (const void *)path, (void *)net);
@@ -133,6 +157,14 @@ int vt_ckpt_save(const char *path, vt_net *net, vt_optim *opt, const vt_ckpt_met
     int64_t flat_shape[1] = {np};
     for (int k = 0; k < nopt; k++)
         outs[no++] = (vt_ckpt_out){onames[k], ho + (int64_t)k * np, np, 0, 1, flat_shape};
+    for (int i = 0; i < no; i++)
+        if (refuse_nonfinite(path, outs[i].name, outs[i].data, outs[i].numel, 1, err, errlen) != 0) {
+            free(outs);
+            free(hp);
+            free(hb);
+            free(ho);
+            return -1;
+        }
 
     /* Metadata: vidtrain's keys, then the caller's. */
     char buf[64], *js;
@@ -337,14 +369,16 @@ static int load_into(vt_net *net, vt_optim *opt, const vt_ckpt_info *info, char 
     int rc = -1;
     for (int i = 0; i < nt; i++) {
         const vt_tensor_info *t = vt_net_tensor(net, i);
-        if (vt_ckpt_read_tensor(info, vt_ckpt_find(info, t->name), host, err, errlen) < 0)
+        if (vt_ckpt_read_tensor(info, vt_ckpt_find(info, t->name), host, err, errlen) < 0 ||
+            refuse_nonfinite(info->path, t->name, host, t->numel, 0, err, errlen) != 0)
             goto end;
         float *dst = (t->is_buffer ? vt_net_buffers(net) : vt_net_params(net)) + t->offset;
         if (t->numel)
             be->i->to_device(be, dst, host, (size_t)t->numel * sizeof(float));
     }
     for (int k = 0; k < nopt; k++) {
-        if (vt_ckpt_read_tensor(info, vt_ckpt_find(info, onames[k]), host, err, errlen) < 0)
+        if (vt_ckpt_read_tensor(info, vt_ckpt_find(info, onames[k]), host, err, errlen) < 0 ||
+            refuse_nonfinite(info->path, onames[k], host, np, 0, err, errlen) != 0)
             goto end;
         if (np)
             be->i->to_device(be, vt_optim_state(opt) + (int64_t)k * np, host,

@@ -37,7 +37,9 @@
 #include "models/optim.h"
 #include "models/formats/safetensors.h"
 
-/* Writes net (+ opt if not NULL) and metadata to path atomically. 0, or -1 with err. */
+/* Writes net (+ opt if not NULL) and metadata to path atomically. 0, or -1 with err; a
+ * tensor holding a NaN or inf (a diverged model) is refused, naming it, and the file
+ * at path is left as it was. Every load below refuses such a tensor the same way. */
 int vt_ckpt_save(const char *path, vt_net *net, vt_optim *opt, const vt_ckpt_meta *extra,
                  char *err, size_t errlen);
 

@@ -140,29 +140,30 @@ static void update_range(vt_optim *o, float *params, float *grads, int64_t lo, i
     }
 }
 
-float vt_optim_step(vt_optim *o, float *params, float *grads, float lr) {
+double vt_optim_grad_norm(vt_optim *o, const float *grads) {
     vt_backend *be = o->be;
-    const vt_optim_cfg *c = &o->cfg;
-    const int64_t n = o->n;
-    o->step++;
-    if (o->ngroups == 0) {
-        double norm = sqrt(VT_OP(be, sumsq, grads, n));
-        if (c->clip_norm > 0) {
-            /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), only if < 1. */
-            double coef = (double)c->clip_norm / (norm + 1e-6);
-            if (coef < 1.0)
-                VT_OP(be, scale, grads, (float)coef, n);
-        }
-        update_range(o, params, grads, 0, n, lr);
-        return (float)norm;
-    }
+    if (o->ngroups == 0)
+        return sqrt(VT_OP(be, sumsq, grads, o->n));
     /* Groups: frozen ranges take no part (torch never sees a gradient for them). */
     double ss = 0;
     for (int i = 0; i < o->ngroups; i++)
         if (o->group[i].lr_mult > 0)
             ss += VT_OP(be, sumsq, grads + o->group[i].lo, o->group[i].hi - o->group[i].lo);
-    double norm = sqrt(ss);
+    return sqrt(ss);
+}
+
+void vt_optim_apply(vt_optim *o, float *params, float *grads, float lr, double norm) {
+    vt_backend *be = o->be;
+    const vt_optim_cfg *c = &o->cfg;
+    o->step++;
+    /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), only if < 1. */
     double coef = c->clip_norm > 0 ? (double)c->clip_norm / (norm + 1e-6) : 1.0;
+    if (o->ngroups == 0) {
+        if (coef < 1.0)
+            VT_OP(be, scale, grads, (float)coef, o->n);
+        update_range(o, params, grads, 0, o->n, lr);
+        return;
+    }
     for (int i = 0; i < o->ngroups; i++) {
         const vt_optim_group *g = &o->group[i];
         if (g->lr_mult == 0)
@@ -171,6 +172,11 @@ float vt_optim_step(vt_optim *o, float *params, float *grads, float lr) {
             VT_OP(be, scale, grads + g->lo, (float)coef, g->hi - g->lo);
         update_range(o, params, grads, g->lo, g->hi - g->lo, lr * g->lr_mult);
     }
+}
+
+float vt_optim_step(vt_optim *o, float *params, float *grads, float lr) {
+    double norm = vt_optim_grad_norm(o, grads);
+    vt_optim_apply(o, params, grads, lr, norm);
     return (float)norm;
 }
 

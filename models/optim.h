@@ -53,6 +53,12 @@ void vt_optim_set_groups(vt_optim *o, const vt_optim_group *g, int n);
  * global L2 norm before clipping (over the groups that train). Increments the step count
  * first (steps count from 1). */
 float vt_optim_step(vt_optim *o, float *params, float *grads, float lr);
+/* vt_optim_step in two halves, so that a caller can look at the norm before anything
+ * changes (the towers skip a step whose norm is not finite: vidtrain train
+ * --skip-nonfinite): the global L2 norm over the groups that train, then the update
+ * (step count, clipping by `norm`, parameters and state). Same bits as vt_optim_step. */
+double vt_optim_grad_norm(vt_optim *o, const float *grads);
+void vt_optim_apply(vt_optim *o, float *params, float *grads, float lr, double norm);
 int64_t vt_optim_step_count(const vt_optim *o);
 void vt_optim_set_step_count(vt_optim *o, int64_t step);
 /* The momentum of the following steps (a schedule's cycled momentum): SGD and RMSprop

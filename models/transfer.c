@@ -9,7 +9,10 @@
  */
 #include "models/transfer.h"
 
+#include <errno.h>
+#include <math.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "models/common.h"
 #include "models/formats/pth.h"
@@ -136,6 +139,49 @@ static int other_classes(const sd_tensor *s, const vt_tensor_info *t) {
 /* At most this many names per kind of difference in the log; the counts say the rest. */
 #define LIST_MAX 8
 
+/* The path is a regular file (stat only: a FIFO is never opened, so never waited on).
+ * 0, or -1 with err saying what it is instead. */
+static int check_regular(const char *path, char *err, size_t errlen) {
+    static const char hint[] = "give a vidtrain checkpoint, a safetensors file or a PyTorch "
+                               ".pth state_dict";
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        vt_set_err(err, errlen, "%s: %s (%s)", path, strerror(errno), hint);
+        return -1;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        vt_set_err(err, errlen, "%s: is a directory, not a weights file (%s; a run folder's "
+                   "weights are RUN/best.safetensors)", path, hint);
+        return -1;
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        vt_set_err(err, errlen, "%s: is not a regular file but a %s (%s)", path,
+                   S_ISFIFO(sb.st_mode) ? "FIFO" : S_ISSOCK(sb.st_mode) ? "socket"
+                   : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "device" : "special file",
+                   hint);
+        return -1;
+    }
+    return 0;
+}
+
+/* A NaN or inf in a tensor that would be loaded: the file comes from a run that diverged
+ * (issue 41). 0, or -1 with err naming the first such tensor. */
+static int check_finite(sd_tensor **src, const vt_net *net, const char *path, char *err,
+                        size_t errlen) {
+    for (int i = 0; i < vt_net_num_tensors(net); i++) {
+        const sd_tensor *s = src[i];
+        for (int64_t k = 0; s && k < s->numel; k++)
+            if (!isfinite(s->data[k])) {
+                vt_set_err(err, errlen, "%s: tensor '%s' holds a non-finite value (%s at element "
+                           "%lld): the run that wrote it diverged; start from another file (or "
+                           "train that run again with a lower --lr)", path, s->name,
+                           isnan(s->data[k]) ? "NaN" : "inf", (long long)k);
+                return -1;
+            }
+    }
+    return 0;
+}
+
 int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_init_report *rep,
                      char *err, size_t errlen) {
     vt_init_report r;
@@ -144,14 +190,18 @@ int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_in
     memset(&f, 0, sizeof f);
     const char *model = vt_net_config(net)->model;
     int rc = -1;
-    if (!vt_file_exists(path)) {
-        vt_set_err(err, errlen, "%s: no such file (give a vidtrain checkpoint, a safetensors "
-                   "file or a PyTorch .pth state_dict)", path);
+    if (check_regular(path, err, errlen) != 0)
         return -1;
-    }
+    /* The format from the file's first bytes: a zip ("PK") or the legacy pickle is
+     * PyTorch's, and its errors are a damaged .pth's (a truncated zip is not a bad
+     * safetensors header); anything else is read as safetensors. */
     if (vt_pth_sniff(path)) {
-        if (read_pth(&f, path, err, errlen) < 0)
+        char e2[768];
+        if (read_pth(&f, path, e2, sizeof e2) < 0) {
+            vt_set_err(err, errlen, "%s (a PyTorch .pth file by its first bytes; a truncated or "
+                       "damaged copy? copy or save it again)", e2);
             goto end;
+        }
         snprintf(r.format, sizeof r.format, "PyTorch checkpoint");
     } else {
         char e2[512];
@@ -170,6 +220,7 @@ int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_in
     char lines[4][LIST_MAX][320];
     int nlines[4] = {0, 0, 0, 0}; /* missing, mismatched, unexpected, heads */
     int head_said[VT_MAX_HEADS] = {0};
+    int loaded_params = 0; /* of r.loaded: weights, not buffers (BN statistics, counters) */
     for (int i = 0; i < nt; i++) {
         const vt_tensor_info *t = vt_net_tensor(net, i);
         sd_tensor *s = sd_find(&f, t->name);
@@ -183,6 +234,7 @@ int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_in
         if (same_shape(s, t)) {
             src[i] = s;
             r.loaded++;
+            loaded_params += !t->is_buffer;
             r.values += t->numel;
             continue;
         }
@@ -236,10 +288,26 @@ int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_in
                 fprintf(log, "  ... and %d more\n", count[k] - nlines[k]);
         }
     }
-    if (r.loaded == 0) {
-        vt_set_err(err, errlen, "%s: none of its %d tensors matches %s (first: '%s'): is it a %s "
-                   "checkpoint? (--model picks the architecture)", path, f.n, model,
-                   f.n ? f.t[0].name : "none", model);
+    /* Buffers alone are no match: every BN layer of a like-named net has a
+     * num_batches_tracked of shape [], so a file of another architecture (or of another
+     * width) matches those and nothing that was learned. */
+    if (loaded_params == 0) {
+        char first[400] = "";
+        if (nlines[1])
+            snprintf(first, sizeof first, " (first: %s)", lines[1][0]);
+        if (r.loaded)
+            vt_set_err(err, errlen, "%s: none of its weights matches %s: only %d buffer(s) "
+                       "(BN statistics or counters such as num_batches_tracked) do, and %d "
+                       "tensor(s) have another shape%s: is it a %s checkpoint? (--model picks "
+                       "the architecture)", path, model, r.loaded, r.mismatched, first, model);
+        else
+            vt_set_err(err, errlen, "%s: none of its %d tensors matches %s (first: '%s'): is "
+                       "it a %s checkpoint? (--model picks the architecture)", path, f.n, model,
+                       f.n ? f.t[0].name : "none", model);
+        free(src);
+        goto end;
+    }
+    if (check_finite(src, net, path, err, errlen) != 0) {
         free(src);
         goto end;
     }

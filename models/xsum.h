@@ -30,6 +30,10 @@
 #define VT_XSUM_GRAD_E0 (-80)
 #define VT_XSUM_STAT_E0 (-60)
 #define VT_XSUM_LO_BITS 52
+/* The gradients' range, 2^(62 + LO_BITS + GRAD_E0) = 2^34: a total (or a term) past it
+ * saturated, NaN and inf included, so a reduced gradient whose norm reaches it is no
+ * longer the exact sum: the towers treat such a step as non-finite (tower_worker.c). */
+#define VT_XSUM_GRAD_MAX 17179869184.0
 
 /* acc (2n int64, element i at acc[2i], acc[2i+1]) += x[0..n) in units of 2^e0. */
 void vt_xsum_fold(int64_t *acc, const float *x, int64_t n, int e0, int threads);

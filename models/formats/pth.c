@@ -686,30 +686,19 @@ end:
 int vt_pth_sniff(const char *path) {
     uint8_t head[SNIFF_BYTES];
     ssize_t k = -1;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    /* O_NONBLOCK: a FIFO must not hold the caller (a regular file ignores the flag) */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return 0;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return 0;
+    }
     while ((k = pread(fd, head, sizeof head, 0)) < 0 && errno == EINTR) {
     }
     close(fd);
-    if (k <= 0)
-        return 0;
-    if (is_legacy(head, (size_t)k))
-        return 1;
-    if (!is_zip(head, (size_t)k))
-        return 0;
-    int code = 0, found = 0;
-    zip_t *za = zip_open(path, ZIP_RDONLY, &code);
-    if (!za)
-        return 0;
-    zip_int64_t n = zip_get_num_entries(za, 0);
-    for (zip_int64_t i = 0; i < n && !found; i++) {
-        const char *nm = zip_get_name(za, (zip_uint64_t)i, 0);
-        size_t len = nm ? strlen(nm) : 0;
-        found = len >= 8 && !strcmp(nm + len - 8, "data.pkl");
-    }
-    zip_discard(za);
-    return found;
+    return k > 0 && (is_legacy(head, (size_t)k) || is_zip(head, (size_t)k));
 }
 
 void vt_pth_free(vt_pth *p) {

@@ -32,8 +32,10 @@ typedef struct vt_pth {
     char *container;     /* "" or the key the state_dict was nested under, e.g. "state_dict" */
 } vt_pth;
 
-/* 1 if the file looks like a PyTorch checkpoint (zip with data.pkl, or the legacy pickle
- * magic), else 0. */
+/* 1 if the file is a PyTorch checkpoint by its first bytes (a zip archive's magic, as
+ * torch.save writes, or the legacy pickle magic), else 0 (also for anything that is not a
+ * regular file). The magic alone decides, so that a truncated or damaged .pth is read as
+ * one and reported as one (vt_pth_read says what is wrong with it). */
 int vt_pth_sniff(const char *path);
 
 /* Reads every tensor of the state_dict in `path`. 0, or -1 with err naming the path, the

@@ -116,6 +116,11 @@ typedef struct vt_step_stats {
     double head_loss[VT_MAX_HEADS];     /* sum over clips, per head (unweighted) */
     int64_t head_correct[VT_MAX_HEADS]; /* softmax: top-1 right; BCE: every label right */
     float grad_norm;                    /* global L2 norm before clipping (train) */
+    int skipped;                        /* train: the loss (any tower's) or the reduced
+                                           gradient norm was not finite, so no replica
+                                           took the update (weights, optimizer state and
+                                           step count, BN buffers all as before); the
+                                           same on every tower and rank */
     int ntowers;
     int slice[VT_MAX_DEVICES];          /* clips per tower this step */
     int passes[VT_MAX_DEVICES];         /* forward passes per tower */

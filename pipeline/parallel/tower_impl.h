@@ -61,6 +61,12 @@ typedef struct tower {
     int64_t correct[VT_MAX_HEADS];
     int passes;
     float grad_norm;
+    int skipped;             /* the step's loss or reduced gradient norm was not finite:
+                                no update, buffers as before it (every tower the same) */
+    float *buf_saved;        /* (buf_saved_n) host: the buffers before this step's forward */
+    int64_t buf_saved_n;
+    float flag_host;         /* the non-finite flag's reduction buffer (host memory) */
+    float *flag_dev;         /* ... on a device backend (one float), made when first used */
     char err[512];
     int failed;
     /* gradient buckets (tower.h): the helper thread and what the tower tells it */

@@ -122,6 +122,7 @@ void vt_towers_train_step(vt_towers *T, const vt_batch *b, float lr, vt_step_sta
     local_fig(T, &mine, &r0, &r1);
     st.n = nclips;
     st.grad_norm = T->tw[0].grad_norm;
+    st.skipped = T->tw[0].skipped;
     st.buckets = T->bucket_floats > 0 ? T->tw[0].nbuckets : 0;
     st.buckets_overlapped = T->bucket_floats > 0 ? T->tw[0].noverlap : 0;
     memcpy(st.slice, count, sizeof(int) * (size_t)T->ng);

@@ -7,12 +7,14 @@
  * plan asks for bigger passes. It must never average gradients, never skip a collective
  * on a tower with no clips, and never touch another tower's replica.
  */
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
 
 #include "models/common.h"
 #include "models/registry.h"
+#include "models/xsum.h"
 #include "pipeline/parallel/reduce.h"
 #include "pipeline/parallel/tower_impl.h"
 
@@ -111,13 +113,20 @@ static void ensure_capacity(tower *tw, int chunk) {
     rebuild(tw, mb);
 }
 
-/* Correct predictions of head h for k clips whose logits are in tw->logits (host). */
+/* Correct predictions of head h for k clips whose logits are in tw->logits (host). A
+ * clip with a non-finite logit is never right: NaN compares false, so "no class scores
+ * higher" would pass a diverged model's every clip (issue 41). */
 static int64_t count_correct(const vt_head_cfg *hc, const float *logits, const vt_batch *b, int h,
                              int first, int k) {
     int64_t right = 0;
     const int K = hc->classes;
     for (int j = 0; j < k; j++) {
         const float *z = logits + (int64_t)j * K;
+        int finite = 1;
+        for (int c = 0; c < K; c++)
+            finite &= isfinite(z[c]) != 0;
+        if (!finite)
+            continue;
         if (hc->loss == VT_LOSS_SOFTMAX_CE) {
             if (!b->label[h])
                 continue;
@@ -163,6 +172,40 @@ static void do_init(tower *tw) {
     vt_tw_alloc_stage(tw, mb);
 }
 
+/* The buffers (BN running statistics, num_batches_tracked) before this step's forward
+ * moves them: a skipped step puts them back, so it leaves no trace but its count. */
+static void save_buffers(tower *tw) {
+    int64_t nb = vt_net_num_buffers(tw->net);
+    if (nb > tw->buf_saved_n) {
+        free(tw->buf_saved);
+        tw->buf_saved = vt_malloc((size_t)nb * sizeof(float));
+        tw->buf_saved_n = nb;
+    }
+    if (nb)
+        tw->be->i->to_host(tw->be, tw->buf_saved, vt_net_buffers(tw->net), (size_t)nb * sizeof(float));
+}
+
+/* 1 when this step's loss was not finite on any tower of any process: a 0/1 flag per
+ * tower summed by the reducer, so that every tower decides the same (the losses are each
+ * tower's own until the step's figures are gathered, after the update). */
+static int loss_nonfinite_anywhere(tower *tw) {
+    vt_towers *T = tw->T;
+    float flag = isfinite(tw->loss) ? 0.0f : 1.0f;
+    if (T->ng == 1)
+        return flag > 0;
+    vt_backend *be = tw->be;
+    float *buf = &tw->flag_host;
+    if (!tw->host_mem) {
+        if (!tw->flag_dev)
+            tw->flag_dev = vt_backend_alloc_x(be, sizeof(float), "the non-finite flag");
+        buf = tw->flag_dev;
+    }
+    be->i->to_device(be, buf, &flag, sizeof flag);
+    T->red->i->allreduce_sum(T->red, tw->rank, be, buf, 1);
+    be->i->to_host(be, &flag, buf, sizeof flag);
+    return flag > 0;
+}
+
 static void do_train(tower *tw) {
     vt_towers *T = tw->T;
     const vt_batch *b = T->batch;
@@ -182,6 +225,7 @@ static void do_train(tower *tw) {
     tw->passes = npass;
 
     double t0 = vt_now();
+    save_buffers(tw);
     vt_net_zero_grad(tw->net);
     const int buckets = T->bucket_floats > 0;
     if (buckets)
@@ -250,11 +294,28 @@ static void do_train(tower *tw) {
     } else {
         red->i->allreduce_sum(red, tw->rank, be, vt_net_grads(tw->net), np);
     }
+    /* A non-finite step (issue 41) is skipped on every tower alike: the reduced norm is
+     * the same bits everywhere, the loss flag is reduced. No update, the optimizer state
+     * and step count untouched, the buffers back as they were; the caller stops the run
+     * or counts the step (vidtrain train --skip-nonfinite). With exact sums a NaN or inf
+     * gradient saturates to a finite total (xsum.h): a norm at the sums' range is how it
+     * shows (a relu or max-pool can swallow the NaN on the way to the loss). */
+    double norm = vt_optim_grad_norm(tw->opt, vt_net_grads(tw->net));
+    tw->grad_norm = (float)norm;
+    int loss_bad = loss_nonfinite_anywhere(tw); /* a collective: every tower calls it */
+    tw->skipped = loss_bad || !isfinite(norm) || (T->cfg.net.exact && norm >= VT_XSUM_GRAD_MAX);
+    int64_t nb = vt_net_num_buffers(tw->net);
+    if (tw->skipped) {
+        if (nb)
+            be->i->to_device(be, vt_net_buffers(tw->net), tw->buf_saved, (size_t)nb * sizeof(float));
+        vt_backend_sync(be);
+        tw->wait = vt_now() - t1;
+        return;
+    }
     tw->wait = vt_now() - t1;
-    tw->grad_norm = vt_optim_step(tw->opt, vt_net_params(tw->net), vt_net_grads(tw->net), T->lr);
+    vt_optim_apply(tw->opt, vt_net_params(tw->net), vt_net_grads(tw->net), T->lr, norm);
 
     double t2 = vt_now();
-    int64_t nb = vt_net_num_buffers(tw->net);
     if (T->mixed) {
         /* different backend kinds may round an update differently: rank 0's bits win */
         red->i->broadcast(red, tw->rank, be, vt_net_params(tw->net), np, 0);
@@ -370,8 +431,14 @@ static void do_sync(tower *tw) {
 }
 
 static void do_quit(tower *tw) {
-    if (tw->be)
+    if (tw->be) {
         vt_tw_free_stage(tw);
+        vt_backend_free_ptr(tw->be, tw->flag_dev);
+        tw->flag_dev = NULL;
+    }
+    free(tw->buf_saved);
+    tw->buf_saved = NULL;
+    tw->buf_saved_n = 0;
     vt_optim_free(&tw->opt);
     vt_net_free(&tw->net);
     vt_backend_free(&tw->be);

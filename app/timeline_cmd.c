@@ -109,18 +109,29 @@ static void emit_window(void *ctx, const vt_timeline_window *w) {
         int C = o->heads->cfg[h].classes, k = VT_MIN(o->top, C);
         float *sc = vt_malloc(sizeof(float) * (size_t)C);
         int idx[1000];
-        for (int c = 0; c < C; c++)
+        int finite = 1;
+        for (int c = 0; c < C; c++) {
             sc[c] = (float)w->probs[h][c];
+            finite &= isfinite(w->probs[h][c]) != 0;
+        }
+        /* A window whose scores are not finite has no answer (never a ranking of NaN):
+         * an empty top list, and the reason. */
+        if (!finite)
+            k = 0;
         vt_topk(idx, sc, C, k);
         cJSON *top = NULL;
         if (e) {
             cJSON *ho = cJSON_CreateObject();
             cJSON_AddStringToObject(ho, "name", o->heads->cfg[h].name);
+            if (!finite)
+                cJSON_AddBoolToObject(ho, "nonfinite", 1);
             top = cJSON_AddArrayToObject(ho, "top");
             cJSON_AddItemToArray(hs, ho);
         } else if (o->heads->n > 1) {
             printf(" | %s:", o->heads->cfg[h].name);
         }
+        if (!finite && !e)
+            printf("  (no answer: non-finite scores)");
         for (int r = 0; r < k; r++) {
             if (top) {
                 cJSON *p = cJSON_CreateObject();

@@ -386,6 +386,12 @@ static void refusals(void) {
     snprintf(p, sizeof p, "%s/cmd.err", g_dir);
     TCHECK(rc != 0 && grep_file(p, "scores are not finite"), "predict of an overflowing model: "
            "rc %d (see %s)", rc, p);
+    /* predict --timeline: each window says it has no answer, none ranks NaN */
+    rc = vt_test_sh("cd '%s' && '%s' predict o '%s' --timeline --json > cmd.out 2> cmd.err", g_dir,
+                    g_bin, video);
+    snprintf(p, sizeof p, "%s/cmd.out", g_dir);
+    TCHECK(grep_file(p, "\"nonfinite\":true") && !grep_file(p, "\"label\""),
+           "predict --timeline of an overflowing model: rc %d (see %s)", rc, p);
     /* --init from it: refused before any training */
     rc = vt_test_sh("cd '%s' && '%s' train '%s' --out i %s --init nan.safetensors > cmd.out 2> "
                     "cmd.err", g_dir, g_bin, g_data, TRAIN_ARGS);

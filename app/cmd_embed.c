@@ -331,7 +331,15 @@ int vt_cmd_embed(int argc, char **argv) {
     vt_embedder e;
     memset(&e, 0, sizeof e);
     vt_ckpt_meta meta = {0};
+    for (int i = 0; i < a.ninputs; i++) /* the output rule (models/common.h) */
+        vt_inputs_add(a.inputs[i]);
     if (vt_run_model_open(&m, a.run, a.ma.ckpt, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain embed: %s\n", err);
+        goto end;
+    }
+    char csv[4200];
+    vt_embed_csv_path(a.out, csv, sizeof csv);
+    if (vt_output_check(a.out, err, sizeof err) != 0 || vt_output_check(csv, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain embed: %s\n", err);
         goto end;
     }
@@ -356,7 +364,6 @@ int vt_cmd_embed(int argc, char **argv) {
         fprintf(stderr, "vidtrain embed: %s\n", err);
         goto end;
     }
-    char csv[4200];
     fprintf(stderr, "embed: %lld rows of %d features -> %s (rows named in %s)%s\n",
             (long long)set.n, set.dim, a.out, vt_embed_csv_path(a.out, csv, sizeof csv),
             failed ? "; some inputs were skipped (see above)" : "");

@@ -149,6 +149,11 @@ int vt_cmd_export(int argc, char **argv) {
             fprintf(stderr, "vidtrain export: %s\n", err);
         goto end;
     }
+    /* before any work: FILE is neither the run's checkpoint nor a special file */
+    if (vt_output_check(onnx, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain export: %s\n", err);
+        goto end;
+    }
     const vt_train_opts *o = &m.opts;
     vt_net_cfg cfg;
     vt_net_cfg_default(&cfg, o->model, m.heads.cfg[0].classes, o->clip_t, o->crop, o->crop);

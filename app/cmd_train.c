@@ -189,7 +189,11 @@ static void usage(FILE *f) {
         "                        with float32 weights, BN, losses, optimizer (CUDA; cpu-ref)\n"
         "%s"
         "run:\n"
-        "  --out RUN             run folder (required unless --resume)\n"
+        "  --out RUN             run folder (required unless --resume): one run's alone;\n"
+        "                        a folder that holds a run is refused (--resume continues\n"
+        "                        it), and so is one inside the dataset or in use by another\n"
+        "                        train\n"
+        "  --force               replace the run in --out: its files are removed first\n"
         "  --resume RUN          continue RUN exactly where it stopped (options given with it\n"
         "                        override the saved ones; change data, model, batch or seed\n"
         "                        and the continuation is no longer exact)\n"
@@ -268,6 +272,10 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
 #define BAD() do { fprintf(stderr, "vidtrain train: bad value for %s: '%s'\n", a, v ? v : ""); return 2; } while (0)
         if (!strcmp(a, "--no-flip")) {
             o->flip = 0;
+            continue;
+        }
+        if (!strcmp(a, "--force")) {
+            o->force = 1;
             continue;
         }
         if (!strcmp(a, "--budget-once")) {
@@ -529,8 +537,12 @@ int vt_cmd_train(int argc, char **argv) {
         fprintf(stderr, "vidtrain train: %s\n", err);
         rc = 2;
     }
+    t->claim.fd = -1;
     if (rc == 0)
-        rc = vt_train_setup(t);
+        rc = vt_run_claim_take(&t->claim, t->o.out, t->o.data, t->o.val_dir, t->resume[0] != 0,
+                               t->o.force);
+    if (rc == 0 && (rc = vt_train_setup(t)) != 0)
+        vt_run_claim_release(&t->claim, 1); /* a failed start gives back what it made */
     if (rc == 0) {
         vt_signals_install();
         rc = run_epochs(t);
@@ -538,6 +550,7 @@ int vt_cmd_train(int argc, char **argv) {
         if (rc == 0)
             rc = vt_train_finish(t);
     }
+    vt_run_claim_release(&t->claim, 0);
     vt_train_free(&t);
     return rc;
 }

@@ -75,6 +75,13 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *
             snprintf(m->ckpt, sizeof m->ckpt, "%s/last.safetensors", run);
     }
     char cerr[1024], path[4200];
+    /* what no output of this command may replace (models/common.h's output rule) */
+    vt_inputs_add(m->ckpt);
+    const char *own[] = {"best.safetensors", "last.safetensors", "config.json"};
+    for (size_t i = 0; i < VT_ARRAY_LEN(own); i++) {
+        snprintf(path, sizeof path, "%s/%s", run, own[i]);
+        vt_inputs_add(path);
+    }
     const char *src = m->ckpt; /* where the configuration came from, for messages */
     cJSON *cfg = vt_run_ckpt_config(m->ckpt, cerr, sizeof cerr);
     if (!cfg) {

@@ -24,6 +24,7 @@
 #include "app/evaluate.h"
 #include "app/progress.h"
 #include "app/run_ckpt.h"
+#include "app/run_claim.h"
 #include "app/run_heads.h"
 #include "app/train_opts.h"
 #include "app/train_val.h"
@@ -41,6 +42,7 @@ typedef struct vt_train {
     int quiet;             /* no progress display */
     double t_start;        /* when the command started: --time-budget counts from here */
     FILE *out;             /* where the run's lines go (stdout) */
+    vt_run_claim claim;    /* --out, this run's alone (app/run_claim.h) */
 
     /* ---- set up by vt_train_setup, freed by vt_train_free ---- */
     vt_dataset *ds, *vds;  /* the training folder; the --val-dir folder (or NULL) */

@@ -39,6 +39,8 @@ typedef struct vt_train_opts {
                               < 0: a fifth of the epochs (resolve) */
     float time_budget;     /* seconds for the whole job: the epochs that fit (0 = none) */
     int budget_once;       /* plan the budget's epochs once, never again (app/budget.h) */
+    int force;             /* --force: replace a run in --out (this invocation only; not in
+                              config.json) */
     int patience;          /* the default length (app/train_length.c): the learning rate
                               decays, then training ends, once validation has not improved
                               for this many evaluations (0 = off: the fixed rule; < 0:

@@ -327,8 +327,107 @@ static int sync_parent(const char *path) {
     return rc;
 }
 
+/* ---------------------------------------------------------------- the output rule ---- */
+
+typedef struct input_ent {
+    dev_t dev;
+    ino_t ino;
+    int dir;
+    char *path;
+} input_ent;
+static input_ent *g_inputs;
+static int g_ninputs;
+
+void vt_inputs_add(const char *path) {
+    struct stat st;
+    if (!path || !*path || stat(path, &st) != 0)
+        return;
+    for (int i = 0; i < g_ninputs; i++)
+        if (g_inputs[i].dev == st.st_dev && g_inputs[i].ino == st.st_ino)
+            return;
+    g_inputs = vt_realloc(g_inputs, sizeof *g_inputs * (size_t)(g_ninputs + 1));
+    g_inputs[g_ninputs++] = (input_ent){st.st_dev, st.st_ino, S_ISDIR(st.st_mode) != 0,
+                                        vt_strdup(path)};
+}
+
+void vt_inputs_clear(void) {
+    for (int i = 0; i < g_ninputs; i++)
+        free(g_inputs[i].path);
+    vt_freep(&g_inputs);
+    g_ninputs = 0;
+}
+
+static const input_ent *input_of(const struct stat *st, int dir) {
+    for (int i = 0; i < g_ninputs; i++)
+        if (g_inputs[i].dir == dir && g_inputs[i].dev == st->st_dev && g_inputs[i].ino == st->st_ino)
+            return &g_inputs[i];
+    return NULL;
+}
+
+static const char *kind_of(mode_t m) {
+    return S_ISDIR(m)                 ? "a directory"
+           : S_ISCHR(m) || S_ISBLK(m) ? "a device node"
+           : S_ISFIFO(m)              ? "a FIFO"
+           : S_ISSOCK(m)              ? "a socket"
+                                      : "not a regular file";
+}
+
+int vt_output_check(const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (!S_ISREG(st.st_mode)) {
+            vt_set_err(err, errlen, "refusing to write %s: it is %s, which the output would "
+                       "replace (give the path of a regular file or a new name)", path,
+                       kind_of(st.st_mode));
+            return -1;
+        }
+        const input_ent *in = input_of(&st, 0);
+        if (in) {
+            vt_set_err(err, errlen, "refusing to write %s: it is %s, an input of this command, "
+                       "which the output would destroy (give another output path)", path,
+                       in->path);
+            return -1;
+        }
+    }
+    /* the folders it would land in, up to the root: none may be an input folder */
+    size_t n = strlen(path);
+    char *dir = vt_malloc(n + 2);
+    memcpy(dir, path, n + 1);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, n + 2, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    char *real = realpath(dir, NULL);
+    free(dir);
+    int rc = 0;
+    for (char *p = real; p && *p && rc == 0;) {
+        if (stat(p, &st) == 0) {
+            const input_ent *in = input_of(&st, 1);
+            if (in) {
+                vt_set_err(err, errlen, "refusing to write %s: it is inside %s, an input folder "
+                           "of this command (write outputs outside it)", path, in->path);
+                rc = -1;
+            }
+        }
+        char *s = strrchr(p, '/');
+        if (!s || (s == p && p[1] == 0))
+            break;
+        if (s == p)
+            s[1] = 0; /* "/" itself last */
+        else
+            *s = 0;
+    }
+    free(real);
+    return rc;
+}
+
 int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
                               size_t errlen) {
+    if (vt_output_check(path, err, errlen) != 0)
+        return -1;
     /* The process id keeps two processes writing the same path (ranks sharing a run
      * folder by mistake) off each other's temporary file. */
     size_t tn = strlen(path) + 32;

@@ -119,6 +119,24 @@ int vt_file_write_atomic(const char *path, const void *data, size_t len, char *e
 typedef int (*vt_file_fill_fn)(void *ctx, int fd);
 int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
                               size_t errlen);
+/*
+ * The output rule (docs/design.md §3.8: outputs never replace inputs). A command declares
+ * what it reads that must survive it (vt_inputs_add: a checkpoint, a run's config, a
+ * video, a dataset folder) before it writes anything; vt_output_check then refuses an
+ * output path that resolves (links followed, hard links included: the same device and
+ * inode) to one of those files or lies inside one of those folders, and any existing
+ * path that is not a regular file (a directory, device node, FIFO or socket), which a
+ * rename would replace. The atomic writers above check every path they write. The list
+ * is process-wide and filled before the command's threads start.
+ */
+/* Adds path (a file or a folder; links followed) to the command's inputs. A path that
+ * does not exist adds nothing. */
+void vt_inputs_add(const char *path);
+/* Forgets every input (tests, and a process that runs several commands). */
+void vt_inputs_clear(void);
+/* 0 when path may be written, or -1 with err naming path, the reason and a hint. */
+int vt_output_check(const char *path, char *err, size_t errlen);
+
 /* write(2) until all of buf is written (EINTR retried). 0, or -1 with errno set. */
 int vt_fd_write_all(int fd, const void *buf, size_t len);
 

@@ -36,6 +36,7 @@ vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *
     vt_dataset_opts o = {0};
     if (opts)
         o = *opts;
+    vt_inputs_add(dir); /* no output of the command may land inside it (models/common.h) */
     if (o.list_fold <= 0)
         o.list_fold = 1;
     vt_ds_scan sc = {0};

@@ -1,0 +1,169 @@
+/*
+ * run_claim.c: the run folder's claim (run_claim.h).
+ */
+#include "app/run_claim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "app/run_files.h"
+#include "models/common.h"
+
+/* The files a run writes into its folder (app/run.h), removed together by --force. */
+static const char *const run_files[] = {
+    "config.json", "plan.txt", "metrics.jsonl", "metrics.csv", "last.safetensors",
+    "best.safetensors", "val.json", "eval.json", "confusion.csv", "report.html",
+};
+
+static int holds_run(const char *out, const char **which) {
+    char p[2200];
+    for (size_t i = 0; i < VT_ARRAY_LEN(run_files); i++) {
+        snprintf(p, sizeof p, "%s/%s", out, run_files[i]);
+        struct stat st;
+        if (lstat(p, &st) == 0) {
+            *which = run_files[i];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* 1 when `out` (made or not) would lie in `dir`: realpath prefixes. */
+static int inside(const char *out, const char *dir) {
+    if (!dir || !*dir)
+        return 0;
+    char *rd = realpath(dir, NULL);
+    if (!rd)
+        return 0;
+    /* out may not exist yet: its deepest existing ancestor, plus the rest */
+    char buf[PATH_MAX + 1];
+    snprintf(buf, sizeof buf, "%s", out);
+    char *ro = NULL;
+    for (;;) {
+        ro = realpath(buf, NULL);
+        if (ro)
+            break;
+        char *s = strrchr(buf, '/');
+        if (!s) {
+            ro = realpath(".", NULL);
+            break;
+        }
+        if (s == buf) {
+            ro = realpath("/", NULL);
+            break;
+        }
+        *s = 0;
+    }
+    size_t n = strlen(rd);
+    int in = ro && !strncmp(ro, rd, n) && (ro[n] == '/' || ro[n] == 0 || !strcmp(rd, "/"));
+    free(rd);
+    free(ro);
+    return in;
+}
+
+int vt_run_claim_take(vt_run_claim *c, const char *out, const char *data, const char *val_dir,
+                      int resume, int force) {
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+    snprintf(c->out, sizeof c->out, "%s", out);
+    if (!vt_run_lead())
+        return 0;
+    const char *dir = inside(out, data) ? data : inside(out, val_dir) ? val_dir : NULL;
+    if (dir) {
+        fprintf(stderr, "vidtrain train: --out %s is inside the dataset %s: its files would be "
+                        "read as data; give a run folder outside it\n", out, dir);
+        return 1;
+    }
+    struct stat st;
+    int exists = stat(out, &st) == 0;
+    if (exists && !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "vidtrain train: --out %s is not a folder: give a folder for the run's "
+                        "files (it is made when missing)\n", out);
+        return 1;
+    }
+    char err[1024], lock[2200];
+    if (vt_run_mkdirs(out, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: --out: %s\n", err);
+        return 1;
+    }
+    c->created = !exists;
+    snprintf(lock, sizeof lock, "%s/.lock", out);
+    c->fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (c->fd < 0) {
+        fprintf(stderr, "vidtrain train: --out %s cannot be written: %s (check its permissions "
+                        "and free space)\n", out, strerror(errno));
+        vt_run_claim_release(c, 1);
+        return 1;
+    }
+    if (flock(c->fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(c->fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        fprintf(stderr, "vidtrain train: %s is in use by another vidtrain train%s%s%s: one run "
+                        "folder holds one run (give another --out, or wait for it to end)\n",
+                out, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+        close(c->fd);
+        c->fd = -1;
+        return 1;
+    }
+    char me[32];
+    int len = snprintf(me, sizeof me, "%ld\n", (long)getpid());
+    if (ftruncate(c->fd, 0) != 0 || pwrite(c->fd, me, (size_t)len, 0) != len) {
+        fprintf(stderr, "vidtrain train: --out %s cannot be written: %s (check its free space)\n",
+                out, strerror(errno));
+        vt_run_claim_release(c, 1);
+        return 1;
+    }
+    const char *which = NULL;
+    if (!resume && holds_run(out, &which)) {
+        if (!force) {
+            fprintf(stderr, "vidtrain train: %s holds a run already (%s): --resume %s continues "
+                            "it, --force replaces it (its files are removed), or give another "
+                            "--out\n", out, which, out);
+            vt_run_claim_release(c, 0);
+            return 1;
+        }
+        for (size_t i = 0; i < VT_ARRAY_LEN(run_files); i++) {
+            char p[2200];
+            snprintf(p, sizeof p, "%s/%s", out, run_files[i]);
+            if (unlink(p) != 0 && errno != ENOENT) {
+                fprintf(stderr, "vidtrain train: --force: cannot remove %s: %s\n", p,
+                        strerror(errno));
+                vt_run_claim_release(c, 0);
+                return 1;
+            }
+        }
+        fprintf(stderr, "vidtrain train: --force: the run in %s was removed\n", out);
+    }
+    c->wrote = !resume;
+    return 0;
+}
+
+void vt_run_claim_release(vt_run_claim *c, int failed) {
+    if (failed && c->wrote) {
+        const char *made[] = {"config.json", "plan.txt"};
+        for (size_t i = 0; i < VT_ARRAY_LEN(made); i++) {
+            char p[2200];
+            snprintf(p, sizeof p, "%s/%s", c->out, made[i]);
+            unlink(p);
+        }
+    }
+    if (failed && c->created) {
+        char p[2200];
+        snprintf(p, sizeof p, "%s/.lock", c->out);
+        unlink(p);
+        rmdir(c->out); /* only when empty */
+    }
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->wrote = c->created = 0;
+}

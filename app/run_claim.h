@@ -1,0 +1,31 @@
+/*
+ * run_claim.h: a run folder belongs to one run (docs/design.md §3.8). Before any work,
+ * `train` claims --out: a folder (never a file), writable, not inside the dataset, that
+ * holds no other run unless --resume continues it or --force replaces it, and that no
+ * other train is using (an flock on RUN/.lock, held until the process ends). A start that
+ * fails gives back what it made. It must never leave half of an old run beside a new one:
+ * --force removes the old run's files together, before anything new is written.
+ */
+#ifndef VT_RUN_CLAIM_H
+#define VT_RUN_CLAIM_H
+
+#include <stddef.h>
+
+typedef struct vt_run_claim {
+    int fd;          /* RUN/.lock, flocked; -1 when none is held */
+    int created;     /* the folder did not exist before the claim */
+    int wrote;       /* this start may have written config.json / plan.txt */
+    char out[2048];
+} vt_run_claim;
+
+/* Claims `out` for a run (rank 0 only: the others return 0). data and val_dir (may be
+ * NULL or "") are the dataset folders it must not lie in. resume: out holds the run to
+ * continue; force: an old run there is removed. 0, or 1 after printing why. */
+int vt_run_claim_take(vt_run_claim *c, const char *out, const char *data, const char *val_dir,
+                      int resume, int force);
+/* After a failed start (failed = 1): removes config.json and plan.txt when this start
+ * wrote them, and the folder when the claim made it and it is empty. Then releases the
+ * lock. Takes a claim that holds nothing. */
+void vt_run_claim_release(vt_run_claim *c, int failed);
+
+#endif

@@ -1,0 +1,241 @@
+/*
+ * test_outputs.c: outputs never replace inputs, and a run folder belongs to one run
+ * (docs/design.md §3.8; issue 41).
+ *   The rule itself (models/common.h vt_output_check), as a property: 3,000 random paths
+ *     built from inputs, an input folder, links to them (symbolic and hard), `..`, `.`,
+ *     trailing slashes, a FIFO, a socket and (as root) a device node are refused exactly
+ *     when an independent oracle says so: the path exists and is not a regular file or
+ *     is an input by inode, or its folder's real path lies under an input folder's.
+ *   The commands: export --onnx and embed --out onto the run's own checkpoint, onto a FIFO
+ *     and (as root) onto a device node are refused with nothing changed; train into a
+ *     folder that holds a run is refused unless --resume or --force (which leaves none of
+ *     the old files), into a folder another train holds, inside the dataset, onto a file;
+ *     a start that fails leaves no folder behind.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "models/common.h"
+#include "tests/apputil.h"
+
+static char g_dir[4096];
+
+static void touch(const char *rel) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", g_dir, rel);
+    FILE *f = fopen(p, "w");
+    if (!f) {
+        fprintf(stderr, "cannot write %s\n", p);
+        exit(1);
+    }
+    fputs("x", f);
+    fclose(f);
+}
+
+/* The oracle: string prefixes of real paths, not the rule's inode walk. */
+static int oracle(const char *path, char in_files[][4200], int nf, char in_dirs[][4200],
+                  int nd) {
+    struct stat st, si;
+    if (stat(path, &st) == 0) {
+        if (!S_ISREG(st.st_mode))
+            return 1;
+        for (int i = 0; i < nf; i++)
+            if (stat(in_files[i], &si) == 0 && si.st_ino == st.st_ino && si.st_dev == st.st_dev)
+                return 1;
+    }
+    char parent[4200];
+    snprintf(parent, sizeof parent, "%s", path);
+    char *s = strrchr(parent, '/');
+    if (!s)
+        snprintf(parent, sizeof parent, ".");
+    else if (s == parent)
+        parent[1] = 0;
+    else
+        *s = 0;
+    char real[PATH_MAX];
+    if (!realpath(parent, real))
+        return 0;
+    for (int i = 0; i < nd; i++) {
+        size_t n = strlen(in_dirs[i]);
+        if (!strncmp(real, in_dirs[i], n) && (real[n] == '/' || real[n] == 0))
+            return 1;
+    }
+    return 0;
+}
+
+static void property(void) {
+    snprintf(g_dir, sizeof g_dir, "%s", vt_test_dir("outputs_rule"));
+    char p[4200], q[4200];
+    touch("in1");
+    touch("in2");
+    touch("other");
+    snprintf(p, sizeof p, "%s/ind/sub", g_dir);
+    vt_test_sh("mkdir -p '%s' '%s/free/deep'", p, g_dir);
+    touch("ind/x");
+    touch("ind/sub/y");
+    touch("free/z");
+    snprintf(p, sizeof p, "%s/in1", g_dir);
+    snprintf(q, sizeof q, "%s/hard_in1", g_dir);
+    link(p, q);
+    snprintf(q, sizeof q, "%s/lnk_in1", g_dir);
+    symlink("in1", q);
+    snprintf(q, sizeof q, "%s/lnk_ind", g_dir);
+    symlink("ind", q);
+    snprintf(q, sizeof q, "%s/free/up", g_dir);
+    symlink("../ind/sub", q);
+    snprintf(q, sizeof q, "%s/fifo", g_dir);
+    mkfifo(q, 0644);
+    snprintf(q, sizeof q, "%s/sock", g_dir);
+    int sfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    int have_sock = strlen(q) < sizeof sa.sun_path;
+    if (have_sock) {
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", q);
+        have_sock = bind(sfd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    }
+    snprintf(q, sizeof q, "%s/dev", g_dir);
+    int have_dev = geteuid() == 0 && mknod(q, S_IFCHR | 0666, makedev(1, 7)) == 0;
+    if (!have_dev)
+        printf("test_outputs: not root (or mknod refused): the device-node case is skipped\n");
+    vt_inputs_clear();
+    static char in_files[2][4200], in_dirs[1][4200];
+    const char *ins[] = {"in1", "in2"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(p, sizeof p, "%s/%s", g_dir, ins[i]);
+        vt_inputs_add(p);
+        snprintf(in_files[i], sizeof in_files[i], "%s", p);
+    }
+    snprintf(p, sizeof p, "%s/ind", g_dir);
+    vt_inputs_add(p);
+    if (!realpath(p, in_dirs[0]))
+        exit(1);
+    const char *parts[] = {"in1", "in2", "other", "ind", "sub", "x", "y", "free", "deep", "z",
+                           "hard_in1", "lnk_in1", "lnk_ind", "up", "fifo", "sock", "dev", "..",
+                           ".", "new", "new.onnx", ""};
+    const int np = (int)VT_ARRAY_LEN(parts);
+    vt_rng rng;
+    vt_rng_seed(&rng, 41);
+    int refused = 0, agreed = 0, n = 3000;
+    for (int k = 0; k < n; k++) {
+        int len = snprintf(p, sizeof p, "%s", g_dir);
+        int depth = 1 + (int)vt_rng_below(&rng, 4);
+        for (int d = 0; d < depth; d++)
+            len += snprintf(p + len, sizeof p - (size_t)len, "/%s",
+                            parts[vt_rng_below(&rng, (uint32_t)np)]);
+        if (!have_sock && strstr(p, "sock"))
+            continue;
+        char err[1024];
+        int got = vt_output_check(p, err, sizeof err) != 0;
+        int want = oracle(p, in_files, 2, in_dirs, 1);
+        refused += got;
+        agreed += got == want;
+        if (got != want)
+            TCHECK(0, "%s: the rule %s it, the oracle would %s (%s)", p, got ? "refuses" : "allows",
+                   want ? "refuse" : "allow", got ? err : "");
+    }
+    TCHECK(refused > n / 10 && refused < n - n / 10, "a property that tests both sides: %d of "
+           "%d refused", refused, n);
+    printf("output rule: %d random paths, %d refused, %d agree with the oracle\n", n, refused, agreed);
+    /* the named cases, each once */
+    char err[1024];
+    snprintf(p, sizeof p, "%s/hard_in1", g_dir);
+    TCHECK(vt_output_check(p, err, sizeof err) != 0, "a hard link to an input");
+    snprintf(p, sizeof p, "%s/free/up/new", g_dir);
+    TCHECK(vt_output_check(p, err, sizeof err) != 0, "a new file in an input folder via a link");
+    snprintf(p, sizeof p, "%s/fifo", g_dir);
+    TCHECK(vt_output_check(p, err, sizeof err) != 0 && strstr(err, "FIFO"), "a FIFO: %s", err);
+    snprintf(p, sizeof p, "%s/other", g_dir);
+    TCHECK(vt_output_check(p, err, sizeof err) == 0, "a regular non-input file: %s", err);
+    /* the writer itself refuses and leaves the FIFO a FIFO */
+    snprintf(p, sizeof p, "%s/fifo", g_dir);
+    struct stat st;
+    TCHECK(vt_file_write_atomic(p, "x", 1, err, sizeof err) != 0 && stat(p, &st) == 0 &&
+           S_ISFIFO(st.st_mode), "vt_file_write_atomic onto a FIFO");
+    close(sfd);
+    vt_inputs_clear();
+}
+
+static int sh_err(const char *log, const char *needle) {
+    char *s = vt_test_slurp(log, NULL);
+    int hit = s && strstr(s, needle);
+    free(s);
+    return hit;
+}
+
+static void commands(const char *bin) {
+    const char *dir = vt_test_dir("outputs_cmd");
+    TCHECK(vt_test_synth(bin, dir, "--classes 2 --train 3 --val 1 --test 1 --frames 12") == 0,
+           "synth");
+    const char *targs = "--model tiny --epochs 1 --clip 4x32 --batch 2 --workers 1 -q";
+    TCHECK(vt_test_sh("cd '%s' && '%s' train data --out r %s > t.log 2>&1", dir, bin, targs) == 0,
+           "train");
+    char p[4200];
+    snprintf(p, sizeof p, "%s/r/best.safetensors", dir);
+    long before = 0;
+    char *orig = vt_test_slurp(p, &before);
+    TCHECK(orig != NULL, "no %s", p);
+    /* export and embed onto the checkpoint they read: refused, the checkpoint untouched */
+    int rc = vt_test_sh("cd '%s' && '%s' export r --onnx r/best.safetensors 2> e.err", dir, bin);
+    snprintf(p, sizeof p, "%s/e.err", dir);
+    TCHECK(rc == 1 && sh_err(p, "an input of this command"), "export onto best: rc %d", rc);
+    rc = vt_test_sh("cd '%s' && '%s' embed r data/test --out r/last.safetensors 2> e.err", dir, bin);
+    TCHECK(rc != 0 && sh_err(p, "an input of this command"), "embed onto last: rc %d", rc);
+    long after = 0;
+    snprintf(p, sizeof p, "%s/r/best.safetensors", dir);
+    char *now = vt_test_slurp(p, &after);
+    TCHECK(orig && now && before == after && !memcmp(orig, now, (size_t)before),
+           "best.safetensors changed");
+    free(orig);
+    free(now);
+    /* special files */
+    vt_test_sh("cd '%s' && mkfifo ff", dir);
+    rc = vt_test_sh("cd '%s' && timeout 20 '%s' export r --onnx ff 2> e.err; test -p ff", dir, bin);
+    TCHECK(rc == 0, "export onto a FIFO: refused, the FIFO kept");
+    if (geteuid() == 0 && vt_test_sh("cd '%s' && mknod -m 666 dv c 1 7", dir) == 0) {
+        rc = vt_test_sh("cd '%s' && timeout 20 '%s' export r --onnx dv 2> e.err; test -c dv", dir, bin);
+        TCHECK(rc == 0, "export onto a device node: refused, the node kept");
+    } else {
+        printf("test_outputs: not root: export onto a device node not tried\n");
+    }
+    /* a folder that holds a run */
+    rc = vt_test_sh("cd '%s' && '%s' train data --out r %s 2> t.err", dir, bin, targs);
+    snprintf(p, sizeof p, "%s/t.err", dir);
+    TCHECK(rc == 1 && sh_err(p, "holds a run already") && sh_err(p, "--force"),
+           "train into a run: rc %d", rc);
+    vt_test_sh("cd '%s' && touch r/eval.json r/confusion.csv", dir);
+    rc = vt_test_sh("cd '%s' && '%s' train data --out r %s --force --max-steps 1 > t.log 2>&1 && "
+                    "test ! -e r/eval.json && test ! -e r/confusion.csv && test ! -e r/best.safetensors",
+                    dir, bin, targs);
+    TCHECK(rc == 0, "--force: the old run's files gone together");
+    /* another train holds the folder: refused at once, naming its pid */
+    rc = vt_test_sh("cd '%s' && exec 9>r/.lock && flock -n 9 && echo 4242 >&9 && "
+                    "'%s' train data --out r --force %s 2> t.err", dir, bin, targs);
+    TCHECK(rc == 1 && sh_err(p, "in use by another vidtrain train") && sh_err(p, "4242"),
+           "a held folder: rc %d", rc);
+    /* inside the dataset, onto a file */
+    rc = vt_test_sh("cd '%s' && '%s' train data --out data/train/run %s 2> t.err", dir, bin, targs);
+    TCHECK(rc == 1 && sh_err(p, "inside the dataset") &&
+           vt_test_sh("test ! -e '%s/data/train/run'", dir) == 0, "--out inside the dataset: rc %d", rc);
+    rc = vt_test_sh("cd '%s' && touch afile && '%s' train data --out afile %s 2> t.err", dir, bin, targs);
+    TCHECK(rc == 1 && sh_err(p, "not a folder"), "--out a file: rc %d", rc);
+    /* a start that fails gives back the folder it made */
+    rc = vt_test_sh("cd '%s' && '%s' train data --out r9 %s --init missing.pth > /dev/null 2> t.err; "
+                    "test ! -e r9", dir, bin, targs);
+    TCHECK(rc == 0, "a failed start left r9 behind");
+}
+
+int main(void) {
+    signal(SIGPIPE, SIG_IGN);
+    property();
+    const char *bin = vt_test_bin("test_outputs");
+    if (bin)
+        commands(bin);
+    return vt_test_done("test_outputs");
+}

@@ -34,6 +34,11 @@ int vt_ds_cmp_str(const void *a, const void *b); /* qsort on char * */
 char *vt_ds_join_path(const char *a, const char *b);
 
 /* Next line of a text buffer, trimmed (handles \r\n); NULL at the end. Modifies it. */
+/* Reads a whole text file the dataset lists or labels are in: NULL with err set
+ * ("PATH: reason") when it cannot be read, or when it holds a NUL byte or bytes that are
+ * not UTF-8 ("PATH:LINE: ..."), so that no reader ever stops early at a NUL or takes
+ * half a character into a class name. The text is NUL-terminated and the caller's. */
+char *vt_ds_read_text(const char *path, char *err, size_t errlen);
 char *vt_ds_next_line(char **cursor);
 
 /* One CSV line split into fields (RFC 4180 quotes, "" inside quotes), each trimmed,

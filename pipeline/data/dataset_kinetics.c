@@ -187,9 +187,8 @@ static void read_row(kin_ctx *k, const kin_cols *c, const vt_ds_strv *cells,
 
 /* Reads one CSV. 0, or -1 with err set (unreadable, a header without the columns). */
 static int read_csv(kin_ctx *k, const char *path, int csv, char *err, size_t errlen) {
-    char *text = vt_file_read(path);
+    char *text = vt_ds_read_text(path, err, errlen);
     if (!text) {
-        vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return -1;
     }
     /* A UTF-8 byte-order mark (spreadsheet exports) would glue itself to "label". */

@@ -148,9 +148,8 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
     int rc = -1, bad = 0, nrows = 0, ncols = 0;
     csv_row *rows = NULL;
     vt_ds_strv header = {0};
-    char *text = vt_file_read(csv_path);
+    char *text = vt_ds_read_text(csv_path, err, errlen);
     if (!text) {
-        vt_set_err(err, errlen, "cannot read %s: %s", csv_path, strerror(errno));
         goto end;
     }
     char *cur = text, *line;

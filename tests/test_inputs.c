@@ -4,9 +4,16 @@
  * not UTF-8 are an error naming the file and the line (they used to end the text at the
  * NUL, silently dropping every row after it, and a class could vanish).
  *
+ * CSVs are RFC 4180: a quoted field may hold commas, "" and newlines (a quoted newline in
+ * a Kinetics label used to make a class named 'line"'), an unclosed quote is refused with
+ * file:line, and warnings cite the line a row starts on; a third copy of a row cites the
+ * first, not the skipped second.
+ *
  * Files are empty videos: only names and the list texts matter here.
  */
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "models/common.h"
 #include "pipeline/data/dataset.h"
@@ -102,7 +109,116 @@ static void test_ucf_lists(void) {
     vt_dataset_free(&ds);
 }
 
+/* stderr into a file while a call runs, so that warnings can be checked. */
+static char captured[65536];
+static int saved_fd = -1;
+static char cap_path[4096];
+static void capture_begin(void) {
+    snprintf(cap_path, sizeof cap_path, "%s/inputs_stderr.txt",
+             vt_test_env("VT_TMP", "/tmp/vidtrain-tests"));
+    fflush(stderr);
+    saved_fd = dup(2);
+    int fd = open(cap_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    close(fd);
+}
+static void capture_end(void) {
+    fflush(stderr);
+    dup2(saved_fd, 2);
+    close(saved_fd);
+    FILE *f = fopen(cap_path, "r");
+    size_t n = f ? fread(captured, 1, sizeof captured - 1, f) : 0;
+    captured[n] = 0;
+    if (f)
+        fclose(f);
+    fputs(captured, stderr); /* still visible in the test log */
+}
+
+static void test_kinetics_csv(void) {
+    const char *d = vt_test_dir("inputs_kinetics");
+    char dir[4096], csv[4200], err[512];
+    snprintf(dir, sizeof dir, "%s/k", d);
+    mkdir(dir, 0755);
+    mk(dir, "abseiling");
+    write_bytes(dir, "abseiling/AAA_000002_000006.mp4", "", 0);
+    write_bytes(dir, "BBB.mp4", "", 0); /* untrimmed: rows name segments of it */
+    snprintf(csv, sizeof csv, "%s/k.csv", d);
+    static const char quoted[] = "label,youtube_id,time_start,time_end,split\n" /* 1 */
+                                 "abseiling,AAA,2,6,train\n"                   /* 2 */
+                                 "\"two\nline, \"\"quoted\"\"\",CCC,0,5,train\n" /* 3-4 */
+                                 "abseiling,BBB,4,9,train\n"                   /* 5 */
+                                 "abseiling,BBB,4,9,train\n"                   /* 6 */
+                                 "abseiling,BBB,4,9,train\n";                  /* 7 */
+    write_bytes(d, "k.csv", quoted, sizeof quoted - 1);
+    vt_dataset_opts o = {.lists_dir = csv};
+    capture_begin();
+    vt_dataset *ds = vt_dataset_open(dir, &o, err, sizeof err);
+    capture_end();
+    TCHECK(ds != NULL, "open: %s", err);
+    if (ds) {
+        int two = 0;
+        for (int c = 0; c < ds->heads[0].nclasses; c++) {
+            two += !strcmp(ds->heads[0].classes[c], "two\nline, \"quoted\"");
+            TCHECK(!strstr(ds->heads[0].classes[c], "line\""), "class '%s'",
+                   ds->heads[0].classes[c]);
+        }
+        TCHECK(ds->heads[0].nclasses == 2 && two == 1, "%d classes, the quoted one %d times",
+               ds->heads[0].nclasses, two);
+        TCHECK(strstr(captured, "k.csv:6: ") && strstr(captured, "k.csv:7: ") &&
+                   !strstr(captured, "k.csv:6)"),
+               "duplicate rows cite lines 6 and 7, both against line 5: %s", captured);
+        char want[4300];
+        snprintf(want, sizeof want, "first at %s:5)", csv);
+        const char *w = strstr(captured, want);
+        TCHECK(w && strstr(w + 1, want), "both duplicates cite line 5: %s", captured);
+    }
+    vt_dataset_free(&ds);
+
+    static const char unclosed[] = "label,youtube_id,time_start,time_end,split\n"
+                                   "abseiling,AAA,2,6,train\n"
+                                   "\"open,CCC,0,5,train\n"
+                                   "abseiling,BBB,4,9,train\n";
+    write_bytes(d, "k.csv", unclosed, sizeof unclosed - 1);
+    ds = vt_dataset_open(dir, &o, err, sizeof err);
+    TCHECK(ds == NULL && strstr(err, "k.csv:3:") && strstr(err, "not closed"), "unclosed: %s",
+           err);
+    vt_dataset_free(&ds);
+
+    static const char nul[] = "label,youtube_id,time_start,time_end,split\n"
+                              "abseiling,AAA,2,6,train\n"
+                              "zumba,CCC,0,5,tr\0ain\n";
+    write_bytes(d, "k.csv", nul, sizeof nul - 1);
+    ds = vt_dataset_open(dir, &o, err, sizeof err);
+    TCHECK(ds == NULL && strstr(err, "k.csv:3:") && strstr(err, "NUL"), "NUL: %s", err);
+    vt_dataset_free(&ds);
+}
+
+/* HMDB51: a split file with bytes that are not UTF-8 is refused with its line. */
+static void test_hmdb_split(void) {
+    const char *d = vt_test_dir("inputs_hmdb");
+    char dir[4096], splits[4200], err[512];
+    snprintf(dir, sizeof dir, "%s/videos", d);
+    snprintf(splits, sizeof splits, "%s/splits", d);
+    mkdir(dir, 0755);
+    mkdir(splits, 0755);
+    mk(dir, "run");
+    mk(dir, "walk");
+    write_bytes(dir, "run/r1.avi", "", 0);
+    write_bytes(dir, "walk/w1.avi", "", 0);
+    static const char run[] = "r1.avi 1 \n";
+    write_bytes(splits, "run_test_split1.txt", run, sizeof run - 1);
+    static const char walk[] = "w0.avi 1 \n\0w1.avi 2 \n";
+    write_bytes(splits, "walk_test_split1.txt", walk, sizeof walk - 1);
+    vt_dataset_opts o = {.lists_dir = splits};
+    vt_dataset *ds = vt_dataset_open(dir, &o, err, sizeof err);
+    TCHECK(ds == NULL && strstr(err, "walk_test_split1.txt:2:") && strstr(err, "NUL"),
+           "NUL in an HMDB split: %s", err);
+    vt_dataset_free(&ds);
+}
+
 int main(void) {
+    test_kinetics_csv();
+    test_hmdb_split();
     test_labels_csv();
     test_ucf_lists();
     return vt_test_done("test_inputs");

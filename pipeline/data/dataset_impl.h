@@ -41,6 +41,12 @@ char *vt_ds_join_path(const char *a, const char *b);
 char *vt_ds_read_text(const char *path, char *err, size_t errlen);
 char *vt_ds_next_line(char **cursor);
 
+/* Next CSV record of a text buffer, trimmed like vt_ds_next_line, but a newline inside
+ * a quoted field (RFC 4180) is part of the record: *lines says how many lines it took
+ * (the caller's line count advances by it), *open_quote is 1 when a quoted field is
+ * still open at the end of the text (the caller refuses the file). NULL at the end. */
+char *vt_ds_next_record(char **cursor, int *lines, int *open_quote);
+
 /* One CSV line split into fields (RFC 4180 quotes, "" inside quotes), each trimmed,
  * appended to out. Returns out->n. */
 int vt_ds_csv_fields(vt_ds_strv *out, const char *line);

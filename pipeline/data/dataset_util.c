@@ -165,6 +165,50 @@ char *vt_ds_next_line(char **cursor) {
     return p;
 }
 
+char *vt_ds_next_record(char **cursor, int *lines, int *open_quote) {
+    char *p = *cursor, *q = p;
+    *lines = 0;
+    *open_quote = 0;
+    if (!p || !*p)
+        return NULL;
+    /* RFC 4180: a '"' opens a quoted field only where the field starts; inside one,
+     * "" is a quote and a newline is data. A stray quote in an unquoted field is data. */
+    int quoted = 0, field_start = 1;
+    *lines = 1;
+    for (; *q; q++) {
+        if (quoted) {
+            if (*q == '"' && q[1] == '"')
+                q++;
+            else if (*q == '"')
+                quoted = 0;
+            else if (*q == '\n')
+                ++*lines;
+            continue;
+        }
+        if (*q == '\n')
+            break;
+        if (*q == '"' && field_start)
+            quoted = 1;
+        if (*q == ',')
+            field_start = 1;
+        else if (*q != ' ' && *q != '\t')
+            field_start = 0;
+    }
+    *open_quote = quoted;
+    if (*q) {
+        *q = 0;
+        *cursor = q + 1;
+    } else {
+        *cursor = q;
+    }
+    size_t n = strlen(p);
+    while (n && isspace((unsigned char)p[n - 1]))
+        p[--n] = 0;
+    while (*p && isspace((unsigned char)*p))
+        p++;
+    return p;
+}
+
 /* Split one CSV line into fields (RFC 4180 quotes, "" inside quotes), trimmed. */
 int vt_ds_csv_fields(vt_ds_strv *out, const char *line) {
     const char *p = line;

@@ -9,6 +9,11 @@
  * file:line, and warnings cite the line a row starts on; a third copy of a row cites the
  * first, not the skipped second.
  *
+ * A class folder that cannot be listed is an error naming it (it used to be dropped with
+ * exit 0, shifting every later class id); as root, where chmod 000 stops nothing, the scan
+ * runs as nobody (setpriv), or the case is skipped with a message. A one-class dataset is
+ * refused by train with a hint (it used to train to "100%").
+ *
  * Files are empty videos: only names and the list texts matter here.
  */
 #include <fcntl.h>
@@ -216,7 +221,63 @@ static void test_hmdb_split(void) {
     vt_dataset_free(&ds);
 }
 
+static const char *bin(void) { return vt_test_env("VT_BIN", "build/vidtrain"); }
+
+static void test_unreadable_class(void) {
+    const char *d = vt_test_dir("inputs_unreadable");
+    char dir[4096], log[4200];
+    snprintf(dir, sizeof dir, "%s/data", d);
+    snprintf(log, sizeof log, "%s/scan.log", d);
+    mkdir(dir, 0755);
+    mk(dir, "a");
+    mk(dir, "b");
+    mk(dir, "c");
+    write_bytes(dir, "a/1.mp4", "", 0);
+    write_bytes(dir, "b/2.mp4", "", 0);
+    write_bytes(dir, "c/3.mp4", "", 0);
+    char b[4200];
+    snprintf(b, sizeof b, "%s/b", dir);
+    chmod(b, 0);
+    const char *as = "";
+    if (geteuid() == 0) {
+        if (vt_test_sh("setpriv --reuid=65534 --regid=65534 --clear-groups true") != 0) {
+            printf("SKIP unreadable class folder: running as root, where chmod 000 does not "
+                   "stop reads, and setpriv cannot switch to nobody\n");
+            chmod(b, 0755);
+            return;
+        }
+        as = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+    }
+    int rc = vt_test_sh("%s'%s' scan '%s' > '%s' 2>&1", as, bin(), dir, log);
+    chmod(b, 0755);
+    char *out = vt_test_slurp(log, NULL);
+    TCHECK(rc == 1 && out && strstr(out, "/data/b: cannot list this class folder") &&
+               strstr(out, "Permission denied") && strstr(out, "chmod"),
+           "an unreadable class folder: exit %d, %s", rc, out ? out : "(no log)");
+    free(out);
+}
+
+static void test_one_class(void) {
+    const char *d = vt_test_dir("inputs_one_class");
+    char log[4200];
+    snprintf(log, sizeof log, "%s/train.log", d);
+    char data[4200];
+    snprintf(data, sizeof data, "%s/data", d);
+    mkdir(data, 0755);
+    mk(data, "walk"); /* the check comes before any video is decoded: empty files do */
+    write_bytes(data, "walk/1.mp4", "", 0);
+    write_bytes(data, "walk/2.mp4", "", 0);
+    int rc = vt_test_sh("'%s' train '%s/data' --out '%s/run' --model tiny --epochs 1 "
+                        "--clip 4x32 --batch 2 -q > '%s' 2>&1", bin(), d, d, log);
+    char *out = vt_test_slurp(log, NULL);
+    TCHECK(rc == 1 && out && strstr(out, "has 1 class") && strstr(out, "at least 2"),
+           "one class: exit %d, %s", rc, out ? out : "(no log)");
+    free(out);
+}
+
 int main(void) {
+    test_unreadable_class();
+    test_one_class();
     test_kinetics_csv();
     test_hmdb_split();
     test_labels_csv();

@@ -94,13 +94,17 @@ typedef struct vt_ds_scan {
     vt_ds_strv ignored; /* relpaths of other entries ("name/" for a skipped folder) */
     vt_ds_strv broken;  /* "relpath: reason" for what could not be followed (warned) */
     int root_errno;     /* DIR itself could not be listed (0: it could) */
+    char unreadable[1400]; /* "": every folder walked could be listed; else the first that
+                              could not, "DIR/rel: reason" (the caller refuses the dataset:
+                              its videos, maybe a whole class, would be missing) */
 } vt_ds_scan;
 
 /* 1 when DIR holds a split folder (train, val or test) with class folders in it. */
 int vt_ds_has_split_folders(const char *dir);
 /* Walks dir (a folder, stat'ed as root) with class folders at depth 1, or at depth 2
- * under the split folders when `splits`. Never fails: what cannot be read is in
- * out->broken (or out->root_errno for dir itself). */
+ * under the split folders when `splits`. Never fails: an entry that cannot be followed
+ * is in out->broken (warned), a folder that cannot be listed in out->unreadable (or
+ * out->root_errno for dir itself). */
 void vt_ds_scan_folder(vt_ds_scan *out, const char *dir, const struct stat *root, int splits);
 
 /* ---- list files (dataset_lists.c, dataset_hmdb.c, dataset_kinetics.c) ---- */

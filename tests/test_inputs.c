@@ -14,6 +14,8 @@
  * runs as nobody (setpriv), or the case is skipped with a message. A one-class dataset is
  * refused by train with a hint (it used to train to "100%").
  *
+ * `--` ends the options of every command (main.c): a folder named -d is scanned.
+ *
  * Files are empty videos: only names and the list texts matter here.
  */
 #include <fcntl.h>
@@ -275,7 +277,33 @@ static void test_one_class(void) {
     free(out);
 }
 
+static void test_double_dash(void) {
+    const char *d = vt_test_dir("inputs_dashdash");
+    char data[4200], log[4200];
+    snprintf(data, sizeof data, "%s/-d", d);
+    snprintf(log, sizeof log, "%s/scan.log", d);
+    mkdir(data, 0755);
+    mk(data, "a");
+    mk(data, "b");
+    write_bytes(data, "a/1.mp4", "", 0);
+    write_bytes(data, "b/2.mp4", "", 0);
+    char b[4200];
+    snprintf(b, sizeof b, "%s", bin());
+    if (b[0] != '/') { /* relative to the test's folder, which the command leaves */
+        char cwd[2048];
+        snprintf(b, sizeof b, "%s/%s", getcwd(cwd, sizeof cwd) ? cwd : ".", bin());
+    }
+    int rc = vt_test_sh("cd '%s' && '%s' scan -- -d > '%s' 2>&1", d, b, log);
+    char *out = vt_test_slurp(log, NULL);
+    TCHECK(rc == 0 && out && strstr(out, "-d: class folders, 2 videos"), "scan -- -d: exit %d, %s",
+           rc, out ? out : "(no log)");
+    free(out);
+    rc = vt_test_sh("cd '%s' && '%s' scan -d > '%s' 2>&1", d, b, log);
+    TCHECK(rc == 2, "scan -d is still an unknown option: exit %d", rc);
+}
+
 int main(void) {
+    test_double_dash();
     test_unreadable_class();
     test_one_class();
     test_kinetics_csv();

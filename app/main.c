@@ -5,6 +5,7 @@
  * never do work itself: parsing and behaviour belong to the subcommands.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "app/app.h"
@@ -52,6 +53,7 @@ static void usage(FILE *f) {
         fprintf(f, "  %-30s %s\n", cmds[i].usage, cmds[i].what);
     fprintf(f, "\nA dataset is a folder with one subfolder per class (DIR/<class>/<video>),\n"
                "or DIR/train + DIR/val (+ DIR/test) each laid out that way.\n"
+               "`--` ends the options of any command: vidtrain predict RUN -- -clip.mp4\n"
                "Quick start: vidtrain synth demo && vidtrain train demo --out runs/demo\n");
 }
 
@@ -59,6 +61,39 @@ static void usage(FILE *f) {
 static int spans_processes(int argc, char **argv) {
     return argc >= 2 && (!strcmp(argv[1], "train") || !strcmp(argv[1], "eval") ||
                          (!strcmp(argv[1], "bench") && argc >= 3 && !strcmp(argv[2], "step")));
+}
+
+/* `--` ends the options, for every command at once: it is removed, and each later
+ * argument that starts with '-' (a file named -x.mp4) becomes ./-x.mp4, the same file,
+ * which no command's loop takes for an option. A lone "-" stays standard input.
+ * Returns the strings it made (free them with free_operands), NULL when none. */
+static char **end_options(int *argc, char **argv) {
+    int k = 2;
+    while (k < *argc && strcmp(argv[k], "--"))
+        k++;
+    if (k >= *argc)
+        return NULL;
+    char **made = calloc((size_t)*argc, sizeof *made);
+    int n = 0;
+    for (int i = k + 1; i < *argc; i++) {
+        const char *a = argv[i];
+        if (a[0] == '-' && a[1] && made) {
+            size_t len = strlen(a) + 3;
+            if ((made[n] = malloc(len)) != NULL) {
+                snprintf(made[n], len, "./%s", a);
+                a = made[n++];
+            }
+        }
+        argv[i - 1] = (char *)a;
+    }
+    argv[--*argc] = NULL;
+    return made;
+}
+
+static void free_operands(char **made) {
+    for (int i = 0; made && made[i]; i++)
+        free(made[i]);
+    free(made);
 }
 
 static int dispatch(int argc, char **argv) {
@@ -71,8 +106,12 @@ static int dispatch(int argc, char **argv) {
         return 0;
     }
     for (size_t i = 0; i < VT_ARRAY_LEN(cmds); i++)
-        if (!strcmp(argv[1], cmds[i].name))
-            return cmds[i].fn(argc - 1, argv + 1);
+        if (!strcmp(argv[1], cmds[i].name)) {
+            char **made = end_options(&argc, argv);
+            int rc = cmds[i].fn(argc - 1, argv + 1);
+            free_operands(made);
+            return rc;
+        }
     fprintf(stderr, "vidtrain: unknown command '%s'\n\n", argv[1]);
     usage(stderr);
     return 2;

@@ -39,7 +39,7 @@ static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
             vt_dataset_split_count(mut, VT_SPLIT_TRAIN), vt_dataset_split_count(mut, VT_SPLIT_VAL),
             vt_dataset_split_count(mut, VT_SPLIT_TEST), vt_dataset_count_bad(mut), ds->nignored);
     if (ds->nbroken)
-        fprintf(f, "  not followed: %d (dangling links, link loops...: see the warnings)\n",
+        fprintf(f, "  not followed: %d (dangling links, link loops, FIFOs, devices: see the warnings)\n",
                 ds->nbroken);
     if (ds->nsegments) /* docs/segments.md */
         fprintf(f, "  segments: %d samples are segments of longer videos (clips drawn inside "
@@ -90,6 +90,17 @@ static int open_data(vt_train *t) {
                 ds->nheads);
         return 2;
     }
+    /* One class: every answer is right, so training "reaches 100%" and learns nothing. */
+    for (int h = 0; h < ds->nheads; h++)
+        if (ds->heads[h].loss == VT_LOSS_SOFTMAX_CE && ds->heads[h].nclasses < 2) {
+            fprintf(stderr, "vidtrain train: %s has %d class%s for head '%s'%s%s%s: a classifier "
+                    "needs at least 2 (one folder per class: %s/<class>/<video>)\n", o->data,
+                    ds->heads[h].nclasses, ds->heads[h].nclasses == 1 ? "" : "es",
+                    ds->heads[h].name, ds->heads[h].nclasses ? " ('" : "",
+                    ds->heads[h].nclasses ? ds->heads[h].classes[0] : "",
+                    ds->heads[h].nclasses ? "')" : "", o->data);
+            return 1;
+        }
     t->ntrain = vt_dataset_split_indices(ds, VT_SPLIT_TRAIN, &t->train_idx);
     t->val_ds = ds;
     if (o->val_dir[0]) {

@@ -67,6 +67,12 @@ vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *
         vt_set_err(err, errlen, "cannot read %s: %s", dir, strerror(sc.root_errno));
         goto fail;
     }
+    if (sc.unreadable[0]) {
+        vt_set_err(err, errlen, "%s; its videos would be left out (a class left out shifts "
+                   "every later class id). Make it readable (chmod a+rX), or move it out of %s",
+                   sc.unreadable, dir);
+        goto fail;
+    }
     if (videos.n == 0) {
         vt_set_err(err, errlen,
                    "no videos under %s (expected %s/<class>/<video>, or %s/<split>/<class>/<video> "

@@ -37,9 +37,8 @@ static char *class_of_split_file(const char *name, int split) {
 /* Reads one class's split file: its listed videos get class c and their split. */
 static int read_split_file(vt_dataset *ds, const char *path, const char *cls, int c,
                            uint8_t *seen, char *err, size_t errlen) {
-    char *text = vt_file_read(path);
+    char *text = vt_ds_read_text(path, err, errlen);
     if (!text) {
-        vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return -1;
     }
     char *cur = text, *line;

@@ -34,7 +34,18 @@ int vt_ds_cmp_str(const void *a, const void *b); /* qsort on char * */
 char *vt_ds_join_path(const char *a, const char *b);
 
 /* Next line of a text buffer, trimmed (handles \r\n); NULL at the end. Modifies it. */
+/* Reads a whole text file the dataset lists or labels are in: NULL with err set
+ * ("PATH: reason") when it cannot be read, or when it holds a NUL byte or bytes that are
+ * not UTF-8 ("PATH:LINE: ..."), so that no reader ever stops early at a NUL or takes
+ * half a character into a class name. The text is NUL-terminated and the caller's. */
+char *vt_ds_read_text(const char *path, char *err, size_t errlen);
 char *vt_ds_next_line(char **cursor);
+
+/* Next CSV record of a text buffer, trimmed like vt_ds_next_line, but a newline inside
+ * a quoted field (RFC 4180) is part of the record: *lines says how many lines it took
+ * (the caller's line count advances by it), *open_quote is 1 when a quoted field is
+ * still open at the end of the text (the caller refuses the file). NULL at the end. */
+char *vt_ds_next_record(char **cursor, int *lines, int *open_quote);
 
 /* One CSV line split into fields (RFC 4180 quotes, "" inside quotes), each trimmed,
  * appended to out. Returns out->n. */
@@ -83,13 +94,17 @@ typedef struct vt_ds_scan {
     vt_ds_strv ignored; /* relpaths of other entries ("name/" for a skipped folder) */
     vt_ds_strv broken;  /* "relpath: reason" for what could not be followed (warned) */
     int root_errno;     /* DIR itself could not be listed (0: it could) */
+    char unreadable[1400]; /* "": every folder walked could be listed; else the first that
+                              could not, "DIR/rel: reason" (the caller refuses the dataset:
+                              its videos, maybe a whole class, would be missing) */
 } vt_ds_scan;
 
 /* 1 when DIR holds a split folder (train, val or test) with class folders in it. */
 int vt_ds_has_split_folders(const char *dir);
 /* Walks dir (a folder, stat'ed as root) with class folders at depth 1, or at depth 2
- * under the split folders when `splits`. Never fails: what cannot be read is in
- * out->broken (or out->root_errno for dir itself). */
+ * under the split folders when `splits`. Never fails: an entry that cannot be followed
+ * is in out->broken (warned), a folder that cannot be listed in out->unreadable (or
+ * out->root_errno for dir itself). */
 void vt_ds_scan_folder(vt_ds_scan *out, const char *dir, const struct stat *root, int splits);
 
 /* ---- list files (dataset_lists.c, dataset_hmdb.c, dataset_kinetics.c) ---- */

@@ -187,18 +187,23 @@ static void read_row(kin_ctx *k, const kin_cols *c, const vt_ds_strv *cells,
 
 /* Reads one CSV. 0, or -1 with err set (unreadable, a header without the columns). */
 static int read_csv(kin_ctx *k, const char *path, int csv, char *err, size_t errlen) {
-    char *text = vt_file_read(path);
+    char *text = vt_ds_read_text(path, err, errlen);
     if (!text) {
-        vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
         return -1;
     }
     /* A UTF-8 byte-order mark (spreadsheet exports) would glue itself to "label". */
     char *cur = strncmp(text, "\xef\xbb\xbf", 3) ? text : text + 3, *line;
-    int lineno = 0, rc = -1;
+    int lineno = 0, rc = -1, nl, open_quote, at = 0;
     vt_ds_strv header = {0};
-    while ((line = vt_ds_next_line(&cur)) != NULL && !*line)
-        lineno++;
-    lineno++;
+    /* at: the line a record starts on (a quoted field may hold newlines), for messages. */
+    while ((line = vt_ds_next_record(&cur, &nl, &open_quote)) != NULL) {
+        at = lineno + 1;
+        lineno += nl;
+        if (open_quote)
+            goto unclosed;
+        if (*line)
+            break;
+    }
     if (line)
         vt_ds_csv_fields(&header, line);
     kin_cols c = {col_of(&header, "label"), col_of(&header, "youtube_id"),
@@ -209,19 +214,26 @@ static int read_csv(kin_ctx *k, const char *path, int csv, char *err, size_t err
                    "(Kinetics: label,youtube_id,time_start,time_end,split)", path);
         goto end;
     }
-    while ((line = vt_ds_next_line(&cur)) != NULL) {
-        lineno++;
+    while ((line = vt_ds_next_record(&cur, &nl, &open_quote)) != NULL) {
+        at = lineno + 1;
+        lineno += nl;
+        if (open_quote)
+            goto unclosed;
         if (!*line)
             continue;
         vt_ds_strv cells = {0};
         if (vt_ds_csv_fields(&cells, line) != header.n)
-            vt_warn("%s:%d: %d columns, the header has %d; line skipped\n", path, lineno,
+            vt_warn("%s:%d: %d columns, the header has %d; line skipped\n", path, at,
                     cells.n, header.n);
         else
-            read_row(k, &c, &cells, path, csv, lineno);
+            read_row(k, &c, &cells, path, csv, at);
         vt_ds_strv_free(&cells);
     }
     rc = 0;
+    goto end;
+unclosed:
+    vt_set_err(err, errlen, "%s:%d: a quoted field is not closed before the end of the file "
+               "(close it with '\"'; a quote inside one is written \"\")", path, at);
 end:
     vt_ds_strv_free(&header);
     free(text);
@@ -271,14 +283,16 @@ static void make_entries(kin_ctx *k, const vt_ds_strv *csvs) {
     int nscanned = ds->nvideos;
     uint8_t *taken = vt_calloc((size_t)(nscanned ? nscanned : 1), 1);
     const vt_dataset_head *h = &ds->heads[0];
-    for (int i = 0; i < k->nrows; i++) {
+    /* first: the row that took the sample; a third copy cites it, not the skipped second. */
+    for (int i = 0, first = 0; i < k->nrows; i++) {
         const kin_row *r = &k->rows[i];
-        if (i > 0 && !cmp_row_key(&k->rows[i - 1], r)) {
-            vt_warn("%s:%d: a second row for %s [%g-%g] (first at %s:%d); line skipped\n",
+        if (i > 0 && !cmp_row_key(&k->rows[first], r)) {
+            vt_warn("%s:%d: another row for %s [%g-%g] (first at %s:%d); line skipped\n",
                     csvs->s[r->csv], r->line, r->file->rel, r->start, r->end,
-                    csvs->s[k->rows[i - 1].csv], k->rows[i - 1].line);
+                    csvs->s[k->rows[first].csv], k->rows[first].line);
             continue;
         }
+        first = i;
         int e = r->file->video; /* < 0: a loose file, no entry yet */
         if (e < 0 || taken[e])
             e = vt_ds_add_video(ds, r->file->rel);

@@ -148,15 +148,18 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
     int rc = -1, bad = 0, nrows = 0, ncols = 0;
     csv_row *rows = NULL;
     vt_ds_strv header = {0};
-    char *text = vt_file_read(csv_path);
+    char *text = vt_ds_read_text(csv_path, err, errlen);
     if (!text) {
-        vt_set_err(err, errlen, "cannot read %s: %s", csv_path, strerror(errno));
         goto end;
     }
     char *cur = text, *line;
-    int lineno = 0;
-    while ((line = vt_ds_next_line(&cur)) != NULL) {
-        lineno++;
+    /* at: the line a record starts on (a quoted field may hold newlines), for messages. */
+    int lineno = 0, at = 0, nl, open_quote;
+    while ((line = vt_ds_next_record(&cur, &nl, &open_quote)) != NULL) {
+        at = lineno + 1;
+        lineno += nl;
+        if (open_quote)
+            goto unclosed;
         if (*line)
             break;
     }
@@ -184,8 +187,11 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
 
     /* Pass 1: structure. Rows naming an unscanned file that exists are added. */
     int cap = 0;
-    while ((line = vt_ds_next_line(&cur)) != NULL) {
-        lineno++;
+    while ((line = vt_ds_next_record(&cur, &nl, &open_quote)) != NULL) {
+        at = lineno + 1;
+        lineno += nl;
+        if (open_quote)
+            goto unclosed;
         if (!*line)
             continue;
         if (nrows == cap) {
@@ -194,28 +200,28 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
         }
         csv_row *r = &rows[nrows++];
         memset(r, 0, sizeof *r);
-        r->line = lineno;
+        r->line = at;
         r->video = -1;
         if (vt_ds_csv_fields(&r->cells, line) != ncols_file) {
-            vt_warn("%s:%d: %d columns, the header has %d; line skipped\n", csv_path, lineno,
+            vt_warn("%s:%d: %d columns, the header has %d; line skipped\n", csv_path, at,
                     r->cells.n, ncols_file);
             bad++;
             continue;
         }
         if (cs && take_segment(r, cs, ce) != 0) {
             vt_warn("%s:%d: start and end must be seconds with start < end (or both empty: "
-                    "the whole file); line skipped\n", csv_path, lineno);
+                    "the whole file); line skipped\n", csv_path, at);
             bad++;
             continue;
         }
         if (normalize_relpath(r->cells.s[0]) != 0) {
             vt_warn("%s:%d: path '%s' leaves the dataset folder (..); line skipped\n",
-                    csv_path, lineno, r->cells.s[0]);
+                    csv_path, at, r->cells.s[0]);
             bad++;
             continue;
         }
         if (!r->cells.s[0][0]) {
-            vt_warn("%s:%d: empty path; line skipped\n", csv_path, lineno);
+            vt_warn("%s:%d: empty path; line skipped\n", csv_path, at);
             bad++;
             continue;
         }
@@ -380,6 +386,10 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
         vt_ds_apply_val_split(ds, ds->val_split);
     }
     rc = 0;
+    goto end;
+unclosed:
+    vt_set_err(err, errlen, "%s:%d: a quoted field is not closed before the end of the file "
+               "(close it with '\"'; a quote inside one is written \"\")", csv_path, at);
 end:
     if (nbad)
         *nbad = bad;

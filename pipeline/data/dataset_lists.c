@@ -32,9 +32,8 @@ static int apply_ucf101(vt_dataset *ds, const char *lists_dir, int fold, char *e
     vt_ds_strv classes = {0};
 
     path = vt_ds_join_path(lists_dir, "classInd.txt");
-    text = vt_file_read(path);
+    text = vt_ds_read_text(path, err, errlen);
     if (!text) {
-        vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
         goto end;
     }
     char *cur = text, *line;
@@ -74,9 +73,8 @@ static int apply_ucf101(vt_dataset *ds, const char *lists_dir, int fold, char *e
     for (int which = 0; which < 2; which++) {
         snprintf(name, sizeof name, "%s%02d.txt", which == 0 ? "trainlist" : "testlist", fold);
         path = vt_ds_join_path(lists_dir, name);
-        text = vt_file_read(path);
+        text = vt_ds_read_text(path, err, errlen);
         if (!text) {
-            vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
             goto end;
         }
         cur = text;

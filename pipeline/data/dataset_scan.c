@@ -2,12 +2,13 @@
  * dataset_scan.c: the folder walk under a dataset folder — which entries are videos
  * (relative paths at or below the class level), which are ignored (other files, files
  * above the class level, top-level folders that are not split folders), and which cannot
- * be followed (dangling links, loops of links, links back to a folder above them,
- * unreadable folders, FIFOs and devices), each of those warned about once with its path.
+ * be followed (dangling links, loops of links, links back to a folder above them, FIFOs
+ * and devices), each of those warned about once with its path. A folder that cannot be
+ * listed is not one of those: it is reported for the caller to refuse the dataset.
  *
  * It must never open a file's contents (a FIFO named x.mp4 would block forever), never
  * follow a link into a loop, and never fail the scan for one bad entry: only DIR itself
- * being unreadable is reported as an error (by dataset.c). Names are read sorted, so the
+ * or a folder in it being unreadable is reported as an error (by dataset.c). Names are read sorted, so the
  * result never depends on readdir order.
  */
 #include <dirent.h>
@@ -101,10 +102,12 @@ static void walk(scan_ctx *c, const char *rel) {
     if (list_dir(&names, abs) != 0) {
         if (!rel[0])
             c->out->root_errno = errno;
-        else {
-            snprintf(why, sizeof why, "cannot read this folder: %s", strerror(errno));
-            scan_broken(c, rel, why);
-        }
+        else if (!c->out->unreadable[0])
+            /* Not a warning: a class folder dropped would shift every later class id, and
+             * a folder inside one would drop some of its videos (maybe all). */
+            snprintf(c->out->unreadable, sizeof c->out->unreadable, "%s/%s: cannot list this "
+                     "%s: %s", c->root, rel, c->depth == c->class_depth ? "class folder"
+                     : c->depth < c->class_depth ? "split folder" : "folder", strerror(errno));
     }
     for (int i = 0; i < names.n; i++) {
         char *r = rel[0] ? vt_ds_join_path(rel, names.s[i]) : vt_strdup(names.s[i]);

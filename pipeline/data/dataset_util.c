@@ -10,6 +10,7 @@
  * a shared RNG; never decodes, never aborts on bad data.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -83,6 +84,68 @@ char *vt_ds_join_path(const char *a, const char *b) {
     return s;
 }
 
+/* Length of the UTF-8 sequence at p (n bytes left), 0 when it is not one: no overlong
+ * forms, no surrogates, nothing past U+10FFFF (RFC 3629). */
+static size_t utf8_len(const unsigned char *p, size_t n) {
+    if (p[0] < 0x80)
+        return 1;
+    size_t k = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+             : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+    if (!k || k > n)
+        return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return k;
+}
+
+char *vt_ds_read_text(const char *path, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 4096, n = 0, r;
+    char *buf = vt_malloc(cap);
+    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += r;
+        if (n + 1 >= cap) {
+            cap *= 2;
+            buf = vt_realloc(buf, cap);
+        }
+    }
+    /* A directory opens for reading on Linux and reads as an error, not as empty. */
+    int bad = ferror(f), e = errno;
+    fclose(f);
+    if (bad) {
+        vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(e ? e : EIO));
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    const unsigned char *u = (const unsigned char *)buf;
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < n; col++) {
+        size_t k = u[i] ? utf8_len(u + i, n - i) : 0;
+        if (!k) {
+            vt_set_err(err, errlen, "%s:%zu: %s at column %zu; a text file in UTF-8 was "
+                       "expected (re-save it as UTF-8 text)", path, line,
+                       u[i] ? "a byte that is not UTF-8" : "a NUL byte", col);
+            free(buf);
+            return NULL;
+        }
+        if (u[i] == '\n') {
+            line++;
+            col = 0;
+        }
+        i += k;
+    }
+    return buf;
+}
+
 char *vt_ds_next_line(char **cursor) {
     char *p = *cursor;
     if (!p || !*p)
@@ -96,6 +159,50 @@ char *vt_ds_next_line(char **cursor) {
     }
     size_t n = strlen(p);
     while (n && (p[n - 1] == '\r' || isspace((unsigned char)p[n - 1])))
+        p[--n] = 0;
+    while (*p && isspace((unsigned char)*p))
+        p++;
+    return p;
+}
+
+char *vt_ds_next_record(char **cursor, int *lines, int *open_quote) {
+    char *p = *cursor, *q = p;
+    *lines = 0;
+    *open_quote = 0;
+    if (!p || !*p)
+        return NULL;
+    /* RFC 4180: a '"' opens a quoted field only where the field starts; inside one,
+     * "" is a quote and a newline is data. A stray quote in an unquoted field is data. */
+    int quoted = 0, field_start = 1;
+    *lines = 1;
+    for (; *q; q++) {
+        if (quoted) {
+            if (*q == '"' && q[1] == '"')
+                q++;
+            else if (*q == '"')
+                quoted = 0;
+            else if (*q == '\n')
+                ++*lines;
+            continue;
+        }
+        if (*q == '\n')
+            break;
+        if (*q == '"' && field_start)
+            quoted = 1;
+        if (*q == ',')
+            field_start = 1;
+        else if (*q != ' ' && *q != '\t')
+            field_start = 0;
+    }
+    *open_quote = quoted;
+    if (*q) {
+        *q = 0;
+        *cursor = q + 1;
+    } else {
+        *cursor = q;
+    }
+    size_t n = strlen(p);
+    while (n && isspace((unsigned char)p[n - 1]))
         p[--n] = 0;
     while (*p && isspace((unsigned char)*p))
         p++;

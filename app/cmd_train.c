@@ -16,6 +16,7 @@
 #include "app/dist.h"
 #include "app/opts.h"
 #include "app/pretrained.h"
+#include "app/run_ckpt.h"
 #include "app/signals.h"
 #include "app/train.h"
 #include "app/train_opts.h"
@@ -229,9 +230,17 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             char path[2048];
             snprintf(path, sizeof path, "%s/config.json", v);
             cJSON *j = vt_dist_read_json(path); /* rank 0's copy under mpirun */
-            if (!j) {
-                fprintf(stderr, "vidtrain train: cannot read %s: nothing to resume\n", path);
-                return 1;
+            if (!j) { /* every checkpoint holds the configuration too */
+                char ck[2100], cerr[1024];
+                snprintf(ck, sizeof ck, "%s/last.safetensors", v);
+                j = vt_run_ckpt_config(ck, cerr, sizeof cerr);
+                if (!j) {
+                    fprintf(stderr, "vidtrain train: --resume %s: %s is missing or not JSON, and "
+                                    "%s: nothing to resume\n", v, path, cerr);
+                    return 1;
+                }
+                fprintf(stderr, "vidtrain train: --resume: %s is missing or not JSON: the "
+                                "configuration comes from %s (its own copy)\n", path, ck);
             }
             vt_train_opts_from_json(o, j);
             vt_dist_resume_devices(o, j);

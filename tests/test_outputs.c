@@ -10,7 +10,8 @@
  *     and (as root) onto a device node are refused with nothing changed; train into a
  *     folder that holds a run is refused unless --resume or --force (which leaves none of
  *     the old files), into a folder another train holds, inside the dataset, onto a file;
- *     a start that fails leaves no folder behind.
+ *     a start that fails leaves no folder behind; --resume over a garbage config.json takes
+ *     the configuration from the checkpoint's own copy.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -219,6 +220,10 @@ static void commands(const char *bin) {
                     "'%s' train data --out r --force %s 2> t.err", dir, bin, targs);
     TCHECK(rc == 1 && sh_err(p, "in use by another vidtrain train") && sh_err(p, "4242"),
            "a held folder: rc %d", rc);
+    /* a garbage config.json: --resume takes the configuration from the checkpoint */
+    rc = vt_test_sh("cd '%s' && echo 'not json{' > r/config.json && '%s' train --resume r -q "
+                    "> t.log 2> t.err", dir, bin);
+    TCHECK(rc == 0 && sh_err(p, "its own copy"), "--resume with a garbage config.json: rc %d", rc);
     /* inside the dataset, onto a file */
     rc = vt_test_sh("cd '%s' && '%s' train data --out data/train/run %s 2> t.err", dir, bin, targs);
     TCHECK(rc == 1 && sh_err(p, "inside the dataset") &&

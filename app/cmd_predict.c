@@ -240,6 +240,14 @@ int vt_cmd_predict(int argc, char **argv) {
         free(videos);
         return trc;
     }
+    for (int i = 0; i < nvid; i++)
+        if (!strcmp(videos[i], "-")) { /* standard input is a live stream: windows only */
+            fprintf(stderr, "vidtrain predict: '-' (standard input) is read as a stream, with "
+                            "--timeline only (a whole-video prediction needs a file it can "
+                            "seek); a file named '-' is ./-\n");
+            free(videos);
+            return 2;
+        }
     if (ma.clips_per_video == 0)
         ma.clips_per_video = 10;
     char err[1024];

@@ -140,7 +140,8 @@ int vt_cmd_synth(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "--size")) {
             if (parse_size(val, &o.width, &o.height) != 0) {
-                fprintf(stderr, "vidtrain synth: --size needs WxH, e.g. 128x96\n");
+                fprintf(stderr, "vidtrain synth: --size '%s': expected WxH, two whole numbers up "
+                                "to %d, e.g. 128x96\n", val ? val : "", 1 << 16);
                 return 2;
             }
             size_set = 1;

@@ -284,7 +284,8 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
         return -1;
     }
     if (a->threads < 0) {
-        vt_set_err(err, errlen, "--threads: expects a positive number");
+        vt_set_err(err, errlen, "--threads: expects a whole number from 1 to %d (threads per CPU "
+                   "tower)", VT_MAX_THREADS);
         return -1;
     }
     if (a->devices && a->gpus) {

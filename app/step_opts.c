@@ -38,12 +38,13 @@ int vt_step_args_resolve(const vt_step_args *a, vt_net_cfg *net, vt_optim_cfg *o
         return VT_STEP_ARGS_USAGE;
     }
     if (vt_parse_int(a->batch, 1, 1 << 20, batch) != 0) {
-        vt_set_err(err, errlen, "--batch '%s': expected a whole number >= 1", a->batch ? a->batch : "");
+        vt_set_err(err, errlen, "--batch '%s': expected a whole number from 1 to %d",
+                   a->batch ? a->batch : "", 1 << 20);
         return VT_STEP_ARGS_USAGE;
     }
     if (vt_parse_int(a->classes, 1, 1 << 20, &classes) != 0) {
-        vt_set_err(err, errlen, "--classes '%s': expected a whole number >= 1",
-                   a->classes ? a->classes : "");
+        vt_set_err(err, errlen, "--classes '%s': expected a whole number from 1 to %d",
+                   a->classes ? a->classes : "", 1 << 20);
         return VT_STEP_ARGS_USAGE;
     }
     const char *opt = a->optimizer ? a->optimizer : "sgd";

@@ -60,9 +60,15 @@ int vt_timeline_args_take(vt_timeline_args *a, int argc, char **argv, int *i) {
         bad = 0, a->stats = 1;
     else
         return 0;
-    if (bad) {
-        fprintf(stderr, "vidtrain predict: bad value for %s (seconds: 2, 2s, 0.5s, 1m; a "
-                        "count: 0, 1, 2...)\n", opt);
+    if (bad) { /* what each option takes, not one line for all of them */
+        const char *want = !strcmp(opt, "--batch")            ? "a whole number from 1 to 4096"
+                           : !strcmp(opt, "--decode-threads") ? "a whole number from 0 to 64"
+                           : !strcmp(opt, "--reconnect")      ? "a whole number from 0 to 1000"
+                           : !strcmp(opt, "--input-format")   ? "an FFmpeg input format name"
+                           : !strcmp(opt, "--max-behind")
+                               ? "a duration (2, 2s, 0.5s, 1m) or 0"
+                               : "a duration above 0 (2, 2s, 0.5s, 1m)";
+        fprintf(stderr, "vidtrain predict: bad value for %s: expected %s\n", opt, want);
         return -1;
     }
     return 1;

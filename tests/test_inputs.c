@@ -302,8 +302,34 @@ static void test_double_dash(void) {
     TCHECK(rc == 2, "scan -d is still an unknown option: exit %d", rc);
 }
 
+/* Option errors say what the option takes (issue 41's wording defects): the range, not a
+ * rule the value met ("positive", ">= 1"), and not another option's unit. */
+static void test_wording(void) {
+    const char *d = vt_test_dir("inputs_wording");
+    char log[4200];
+    snprintf(log, sizeof log, "%s/err.log", d);
+    struct {
+        const char *args, *want;
+    } cases[] = {
+        {"bench step --threads 100000 --steps 1", "from 1 to 4096"},
+        {"plan --model tiny --classes 1e8", "from 1 to"},
+        {"synth x --size 99999x99999", "up to 65536"},
+        {"predict nowhere v.mp4 --timeline --batch 0", "--batch: expected a whole number from 1"},
+        {"predict nowhere -", "with --timeline only"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int rc = vt_test_sh("cd '%s' && '%s' %s > '%s' 2>&1", d, bin(), cases[k].args, log);
+        char *out = vt_test_slurp(log, NULL);
+        TCHECK((rc == 1 || rc == 2) && out && strstr(out, cases[k].want), "%s: exit %d, wanted '%s' in: %s",
+               cases[k].args, rc, cases[k].want, out ? out : "(no log)");
+        TCHECK(!out || !strstr(out, "seconds: 2, 2s"), "%s: another option's unit", cases[k].args);
+        free(out);
+    }
+}
+
 int main(void) {
     test_double_dash();
+    test_wording();
     test_unreadable_class();
     test_one_class();
     test_kinetics_csv();

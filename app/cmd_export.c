@@ -21,6 +21,7 @@
 #include "models/formats/onnx.h"
 #include "models/registry.h"
 #include "pipeline/data/sample.h"
+#include "models/json_str.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -68,7 +69,7 @@ static cJSON *float_array(const float *v, int n) {
 
 /* JSON text of an item (free()); the item is deleted. */
 static char *json_take(cJSON *item) {
-    char *s = cJSON_PrintUnformatted(item);
+    char *s = vt_json_print(item, 0);
     VT_CHECK(s != NULL, "cJSON_PrintUnformatted failed (out of memory)");
     cJSON_Delete(item);
     char *out = vt_strdup(s);

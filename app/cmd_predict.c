@@ -22,6 +22,7 @@
 #include "pipeline/data/sample.h"
 #include "pipeline/parallel/tower.h"
 #include "pipeline/data/video.h"
+#include "models/json_str.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -347,7 +348,7 @@ int vt_cmd_predict(int argc, char **argv) {
             cJSON_AddItemToArray(out, e);
     }
     if (out) {
-        char *s = cJSON_Print(out);
+        char *s = vt_json_print(out, 1);
         VT_CHECK(s != NULL, "cJSON_Print failed (out of memory)");
         printf("%s\n", s);
         cJSON_free(s);
@@ -356,7 +357,7 @@ int vt_cmd_predict(int argc, char **argv) {
         fprintf(stderr, "vidtrain predict: no video could be read\n");
     rc = ok > 0 ? 0 : 1;
     if (c.dump) {
-        char *s = cJSON_PrintUnformatted(c.dump);
+        char *s = vt_json_print(c.dump, 0);
         VT_CHECK(s != NULL, "cJSON_PrintUnformatted failed (out of memory)");
         if (vt_file_write_atomic(dump_path, s, strlen(s), err, sizeof err) != 0) {
             fprintf(stderr, "vidtrain predict: --dump-input: %s\n", err);

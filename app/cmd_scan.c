@@ -18,6 +18,7 @@
 #include "models/common.h"
 #include "pipeline/data/balance.h"
 #include "pipeline/data/dataset.h"
+#include "models/json_str.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -368,7 +369,7 @@ int vt_cmd_scan(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "list_entries_missing", ds->nmissing);
         if (labels)
             cJSON_AddNumberToObject(o, "label_lines_skipped", nbadlines);
-        char *s = cJSON_Print(o);
+        char *s = vt_json_print(o, 1);
         puts(s);
         free(s);
         cJSON_Delete(o);

@@ -11,6 +11,7 @@
 #include "app/run_files.h"
 #include "models/common.h"
 #include "pipeline/parallel/mpi.h"
+#include "models/json_str.h"
 
 int vt_dist_lead(void) { return vt_run_lead(); }
 
@@ -67,7 +68,7 @@ int vt_dist_check_opts(const vt_train_opts *o, char *err, size_t errlen) {
     cJSON *mine = vt_train_opts_to_json(o);
     for (size_t k = 0; k < VT_ARRAY_LEN(local_keys); k++)
         cJSON_DeleteItemFromObjectCaseSensitive(mine, local_keys[k]);
-    char *text = cJSON_PrintUnformatted(mine);
+    char *text = vt_json_print(mine, 0);
     char *s0 = share_string(text, "comparing the ranks' options");
     cJSON *ref = cJSON_Parse(s0);
     /* The first key (in rank 0's order) whose value differs here, or "". */
@@ -76,7 +77,7 @@ int vt_dist_check_opts(const vt_train_opts *o, char *err, size_t errlen) {
         const cJSON *m = cJSON_GetObjectItemCaseSensitive(mine, e->string);
         if (m && cJSON_Compare(e, m, 1))
             continue;
-        char *a = cJSON_PrintUnformatted(e), *b = m ? cJSON_PrintUnformatted(m) : NULL;
+        char *a = vt_json_print(e, 0), *b = m ? vt_json_print(m, 0) : NULL;
         snprintf(diff, sizeof diff, "%s is %.120s here, %.120s on rank 0", e->string,
                  b ? b : "absent", a);
         cJSON_free(a);

@@ -13,6 +13,7 @@
 
 #include "app/run_files.h"
 #include "models/common.h"
+#include "models/json_str.h"
 
 struct vt_dump {
     char dir[2048];
@@ -39,7 +40,7 @@ static int write_f32(const char *path, const float *x, size_t n, char *err, size
 static int append_line(const vt_dump *d, const char *name, cJSON *j, char *err, size_t errlen) {
     char path[2200];
     snprintf(path, sizeof path, "%s/%s", d->dir, name);
-    char *s = cJSON_PrintUnformatted(j);
+    char *s = vt_json_print(j, 0);
     FILE *f = fopen(path, "a");
     int ok = f && fprintf(f, "%s\n", s) > 0;
     if (f && fclose(f) != 0)

@@ -13,6 +13,7 @@
 #include "app/dist.h"
 #include "app/run_files.h"
 #include "models/common.h"
+#include "models/json_str.h"
 
 int vt_metrics_epochs(cJSON ***out, const char *run_dir) {
     char path[4200];
@@ -111,7 +112,7 @@ int vt_metrics_append(const char *run_dir, const cJSON *line, char *err, size_t 
         return 0;
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
-    char *s = cJSON_PrintUnformatted(line);
+    char *s = vt_json_print(line, 0);
     VT_CHECK(s != NULL, "cJSON_PrintUnformatted failed (out of memory)");
     FILE *f = fopen(path, "a");
     if (!f) {

@@ -16,6 +16,7 @@
 #include "app/metrics.h"
 #include "app/run_files.h"
 #include "models/common.h"
+#include "models/json_str.h"
 
 /* ---- reading ---- */
 
@@ -306,7 +307,7 @@ static void config_table(FILE *f, const cJSON *cfg) {
         if (cJSON_IsString(c)) {
             html_esc(f, c->valuestring);
         } else {
-            char *s = cJSON_PrintUnformatted(c);
+            char *s = vt_json_print(c, 0);
             if (s && strlen(s) > 300)
                 strcpy(s + 290, " …");
             html_esc(f, s ? s : "");

@@ -15,6 +15,7 @@
 #include "models/common.h"
 #include "pipeline/data/sample.h"
 #include "pipeline/parallel/mpi.h"
+#include "models/json_str.h"
 
 static char *state_json(const vt_run_state *st) {
     /* %.17g round-trips a double exactly: the resumed epoch's sums continue bit for bit. */
@@ -122,7 +123,7 @@ int vt_run_save(const char *path, vt_towers *t, const vt_run_state *st, const ch
         const cJSON *h0 = cJSON_GetArrayItem(heads, 0);
         const cJSON *cl = h0 ? cJSON_GetObjectItemCaseSensitive(h0, "classes") : NULL;
         if (cl) {
-            char *s = cJSON_PrintUnformatted(cl);
+            char *s = vt_json_print(cl, 0);
             vt_ckpt_meta_set(&m, "classes", s);
             cJSON_free(s);
         }
@@ -192,7 +193,7 @@ cJSON *vt_run_ckpt_config(const char *path, char *err, size_t errlen) {
     /* Several processes: rank 0's answer on every rank. */
     if (vt_dist_share_result(rc, err, errlen) != 0 || vt_mpi_size() == 1)
         return j;
-    char *text = vt_dist_lead() ? cJSON_PrintUnformatted(j) : NULL;
+    char *text = vt_dist_lead() ? vt_json_print(j, 0) : NULL;
     int64_t len = text ? (int64_t)strlen(text) : 0;
     vt_mpi_bcast(&len, sizeof len, 0, "a checkpoint's configuration");
     char *s = vt_malloc((size_t)len + 1);

@@ -11,6 +11,7 @@
 
 #include "models/common.h"
 #include "pipeline/parallel/mpi.h"
+#include "models/json_str.h"
 
 /* The rank is mpi.h's, asked directly: app/dist.c builds on this file, not the reverse. */
 int vt_run_lead(void) { return vt_mpi_rank() == 0; }
@@ -53,7 +54,7 @@ int vt_run_write_file(const char *path, const char *text, char *err, size_t errl
 }
 
 int vt_run_write_json(const char *path, const cJSON *j, char *err, size_t errlen) {
-    char *s = cJSON_Print(j);
+    char *s = vt_json_print(j, 1);
     VT_CHECK(s != NULL, "cJSON_Print failed (out of memory)");
     size_t n = strlen(s);
     char *t = vt_malloc(n + 2);

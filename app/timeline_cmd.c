@@ -23,6 +23,7 @@
 #include "app/timeline_lat.h"
 #include "app/timeline_source.h"
 #include "models/common.h"
+#include "models/json_str.h"
 
 void vt_timeline_args_default(vt_timeline_args *a) {
     memset(a, 0, sizeof *a);
@@ -152,7 +153,7 @@ static void emit_window(void *ctx, const vt_timeline_window *w) {
         free(sc);
     }
     if (e) {
-        char *s = cJSON_PrintUnformatted(e);
+        char *s = vt_json_print(e, 0);
         VT_CHECK(s != NULL, "cJSON_PrintUnformatted (out of memory)");
         printf("%s\n", s);
         cJSON_free(s);
@@ -331,7 +332,7 @@ int vt_predict_timeline(const char *run, const char *const *videos, int nvid,
                 cJSON *e = cJSON_CreateObject();
                 cJSON_AddStringToObject(e, "path", videos[i]);
                 cJSON_AddStringToObject(e, "error", err);
-                char *s = cJSON_PrintUnformatted(e);
+                char *s = vt_json_print(e, 0);
                 printf("%s\n", s);
                 cJSON_free(s);
                 cJSON_Delete(e);

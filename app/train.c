@@ -24,6 +24,7 @@
 #include "pipeline/parallel/device.h"
 #include "pipeline/parallel/mpi.h"
 #include "pipeline/parallel/slices.h"
+#include "models/json_str.h"
 
 static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
     fprintf(f, "dataset %s: %d videos, %d head(s)\n", ds->dir, ds->nvideos, ds->nheads);
@@ -55,7 +56,7 @@ static void write_config(vt_train *t) {
     vt_dist_add_rank_devices(j, &t->o);
     char path[2100];
     snprintf(path, sizeof path, "%s/config.json", t->o.out);
-    char *s = cJSON_PrintUnformatted(j);
+    char *s = vt_json_print(j, 0);
     snprintf(t->config_json, sizeof t->config_json, "%s", s);
     cJSON_free(s);
     if (vt_run_write_json(path, j, err, sizeof err) != 0)
@@ -449,7 +450,7 @@ static vt_dump *open_dump(vt_train *t, char *err, size_t errlen) {
                           ? cJSON_CreateFloatArray(t->class_weight, k) : cJSON_CreateNull());
     cJSON_AddItemToObject(j, "logit_adjust", t->logit_adjust
                           ? cJSON_CreateFloatArray(t->logit_adjust, k) : cJSON_CreateNull());
-    char *s = cJSON_Print(j);
+    char *s = vt_json_print(j, 1);
     cJSON_Delete(j);
     vt_dump *d = vt_dump_open(o->dump, s, err, errlen);
     cJSON_free(s);

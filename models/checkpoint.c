@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "models/common.h"
+#include "models/json_str.h"
 
 /* ---- vidtrain's metadata keys (the caller's may not take them) ---- */
 
@@ -44,7 +45,7 @@ static int optim_names(const vt_optim_cfg *c, const char *names[2]) {
 }
 
 static char *json_print_free(cJSON *j) {
-    char *s = cJSON_PrintUnformatted(j);
+    char *s = vt_json_print(j, 0);
     VT_CHECK(s != NULL, "cJSON_PrintUnformatted failed (out of memory)");
     cJSON_Delete(j);
     return s;

@@ -485,3 +485,41 @@ int vt_file_write_atomic(const char *path, const void *data, size_t len, char *e
     buf_fill b = {data, len};
     return vt_file_write_atomic_fill(path, fill_buf, &b, err, errlen);
 }
+
+size_t vt_utf8_len(const unsigned char *p, size_t n) {
+    if (p[0] < 0x80)
+        return 1;
+    size_t k = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
+             : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
+    if (!k || k > n)
+        return 0;
+    for (size_t i = 1; i < k; i++)
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
+        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
+        return 0;
+    return k;
+}
+
+char *vt_utf8_clean(const char *s) {
+    if (!s)
+        return NULL;
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s);
+    char *out = vt_malloc(2 * n + 1), *o = out; /* each bad byte becomes two */
+    for (size_t i = 0; i < n;) {
+        size_t k = vt_utf8_len(u + i, n - i);
+        if (k) {
+            memcpy(o, u + i, k);
+            o += k;
+            i += k;
+        } else {
+            *o++ = (char)(0xc0 | (u[i] >> 6));
+            *o++ = (char)(0x80 | (u[i] & 0x3f));
+            i++;
+        }
+    }
+    *o = 0;
+    return out;
+}

@@ -137,6 +137,14 @@ void vt_inputs_clear(void);
 /* 0 when path may be written, or -1 with err naming path, the reason and a hint. */
 int vt_output_check(const char *path, char *err, size_t errlen);
 
+/* Length of the UTF-8 sequence at p (n >= 1 bytes left), 0 when it is not one: no
+ * overlong forms, no surrogates, nothing past U+10FFFF (RFC 3629). */
+size_t vt_utf8_len(const unsigned char *p, size_t n);
+/* s as valid UTF-8 (free()): every byte that is not part of a UTF-8 sequence becomes the
+ * character of the same number (U+0080-U+00FF, its Latin-1 reading), so a file name in
+ * another encoding stays identifiable and every JSON text we write is valid. NULL: NULL. */
+char *vt_utf8_clean(const char *s);
+
 /* write(2) until all of buf is written (EINTR retried). 0, or -1 with errno set. */
 int vt_fd_write_all(int fd, const void *buf, size_t len);
 

@@ -327,9 +327,32 @@ static void test_wording(void) {
     }
 }
 
+/* JSON output is valid whatever the bytes of a file name (models/json_str.h): a class
+ * folder and a video named in Latin-1 (0xe9, not UTF-8) give scan --json that Python's
+ * json module reads, with the name as its Latin-1 reading. */
+static void test_json_bytes(void) {
+    const char *d = vt_test_dir("inputs_json");
+    char data[4200];
+    snprintf(data, sizeof data, "%s/data", d);
+    mkdir(data, 0755);
+    mk(data, "caf\xe9");
+    mk(data, "plain");
+    write_bytes(data, "caf\xe9/v\xe9.mp4", "not a video", 11);
+    write_bytes(data, "plain/v.mp4", "not a video", 11);
+    const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
+    int rc = vt_test_sh("cd '%s' && '%s' scan data --json > scan.json 2> scan.err; %s -c '"
+                        "import json; j = json.load(open(\"scan.json\", encoding=\"utf-8\")); "
+                        "assert \"caf\\u00e9\" in j[\"heads\"][0][\"classes\"], j'", d, bin(), py);
+    TCHECK(rc == 0, "scan --json with a Latin-1 class name is valid JSON naming it (exit %d)", rc);
+    char *c = vt_utf8_clean("a\xe9\xff\xc3\xa9z");
+    TCHECK(c && !strcmp(c, "a\xc3\xa9\xc3\xbf\xc3\xa9z"), "vt_utf8_clean: %s", c ? c : "NULL");
+    free(c);
+}
+
 int main(void) {
     test_double_dash();
     test_wording();
+    test_json_bytes();
     test_unreadable_class();
     test_one_class();
     test_kinetics_csv();

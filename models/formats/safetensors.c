@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "models/common.h"
+#include "models/json_str.h"
 
 #define CK_MAX_HEADER (100LL << 20) /* 100 MiB: far above any real header */
 #define CK_MAX_DIM (1LL << 40)
@@ -117,7 +118,7 @@ int vt_ckpt_write_file(const char *path, const vt_ckpt_meta *meta, const vt_ckpt
         cJSON_AddItemToArray(of, cJSON_CreateNumber((double)(off + bytes)));
         off += bytes;
     }
-    char *hdr = cJSON_PrintUnformatted(root);
+    char *hdr = vt_json_print(root, 0);
     VT_CHECK(hdr != NULL, "cJSON_PrintUnformatted failed (out of memory)");
     fill_job j = {.hdr = hdr, .hlen = strlen(hdr), .outs = outs, .nouts = nouts};
     j.padded = (j.hlen + 7) & ~(size_t)7; /* data 8-byte aligned, as safetensors pads */

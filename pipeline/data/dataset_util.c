@@ -84,24 +84,6 @@ char *vt_ds_join_path(const char *a, const char *b) {
     return s;
 }
 
-/* Length of the UTF-8 sequence at p (n bytes left), 0 when it is not one: no overlong
- * forms, no surrogates, nothing past U+10FFFF (RFC 3629). */
-static size_t utf8_len(const unsigned char *p, size_t n) {
-    if (p[0] < 0x80)
-        return 1;
-    size_t k = p[0] >= 0xc2 && p[0] <= 0xdf ? 2 : p[0] >= 0xe0 && p[0] <= 0xef ? 3
-             : p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : 0;
-    if (!k || k > n)
-        return 0;
-    for (size_t i = 1; i < k; i++)
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-    if ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] > 0x9f) ||
-        (p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] > 0x8f))
-        return 0;
-    return k;
-}
-
 char *vt_ds_read_text(const char *path, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -129,7 +111,7 @@ char *vt_ds_read_text(const char *path, char *err, size_t errlen) {
     const unsigned char *u = (const unsigned char *)buf;
     size_t line = 1, col = 1;
     for (size_t i = 0; i < n; col++) {
-        size_t k = u[i] ? utf8_len(u + i, n - i) : 0;
+        size_t k = u[i] ? vt_utf8_len(u + i, n - i) : 0;
         if (!k) {
             vt_set_err(err, errlen, "%s:%zu: %s at column %zu; a text file in UTF-8 was "
                        "expected (re-save it as UTF-8 text)", path, line,

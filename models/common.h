@@ -137,6 +137,12 @@ void vt_inputs_clear(void);
 /* 0 when path may be written, or -1 with err naming path, the reason and a hint. */
 int vt_output_check(const char *path, char *err, size_t errlen);
 
+/* Appends data to path (made when missing) with one write, after vt_output_check: for
+ * logs that grow by whole lines (metrics.jsonl). A write cut short (a full disk) is cut
+ * back, so the file keeps what it held before. 0, or -1 with err naming path and errno's
+ * reason. */
+int vt_file_append(const char *path, const void *data, size_t len, char *err, size_t errlen);
+
 /* write(2) until all of buf is written (EINTR retried). 0, or -1 with errno set. */
 int vt_fd_write_all(int fd, const void *buf, size_t len);
 

@@ -557,6 +557,11 @@ int vt_cmd_train(int argc, char **argv) {
         rc = 2;
     }
     t->claim.fd = -1;
+    if (rc == 0 && !t->resume[0]) { /* what the start reads: the output rule keeps it */
+        vt_inputs_add(t->o.init);
+        vt_inputs_add(t->o.labels);
+        vt_inputs_add(t->o.lists);
+    }
     if (rc == 0)
         rc = vt_run_claim_take(&t->claim, t->o.out, t->o.data, t->o.val_dir, t->resume[0] != 0,
                                t->o.force);

@@ -35,13 +35,29 @@ static int holds_run(const char *out, const char **which) {
     return 0;
 }
 
+/* Puts back into out the first n run files that moved[] says went into bak. */
+static void put_back(const char *out, const char *bak, const int *moved, size_t n) {
+    char p[2300], q[2300];
+    for (size_t k = 0; k < n; k++) {
+        if (!moved[k])
+            continue;
+        snprintf(p, sizeof p, "%s/%s", out, run_files[k]);
+        snprintf(q, sizeof q, "%s/%s", bak, run_files[k]);
+        if (rename(q, p) != 0)
+            fprintf(stderr, "vidtrain train: --force: cannot put back %s from %s: %s\n", p, q,
+                    strerror(errno));
+    }
+    rmdir(bak);
+}
+
 /* --force: the old run's files leave together. Each is renamed into one folder beside
- * them (RUN/.replaced.PID, the same file system), then that folder is removed; a rename
- * that fails puts back the ones already moved, so the old run stays whole or goes whole
- * (never a new run beside half of the old one, such as its best.safetensors). 0, or 1
- * after printing why. */
+ * them (RUN/.replaced.PID, the same file system), then that folder is removed; a file
+ * that cannot move, or that this start reads (--init RUN/best.safetensors: the output
+ * rule, models/common.h), puts back the ones already moved, so the old run stays whole
+ * or goes whole (never a new run beside half of the old one, such as its
+ * best.safetensors). 0, or 1 after printing why. */
 static int remove_old(const char *out) {
-    char bak[2200], p[2300], q[2300];
+    char bak[2200], p[2300], q[2300], why[1024]; /* the rule's reason; --force says its own */
     snprintf(bak, sizeof bak, "%s/.replaced.%ld", out, (long)getpid());
     if (mkdir(bak, 0700) != 0) {
         fprintf(stderr, "vidtrain train: --force: cannot make %s to move the old run aside: "
@@ -55,20 +71,18 @@ static int remove_old(const char *out) {
         struct stat st;
         if (lstat(p, &st) != 0)
             continue;
+        if (S_ISREG(st.st_mode) && vt_output_check(p, why, sizeof why) != 0) {
+            fprintf(stderr, "vidtrain train: --force would remove %s, which this start reads "
+                            "(--init, --labels, --lists); the old run is left whole (copy the "
+                            "file out of the run first, or give another --out)\n", p);
+            put_back(out, bak, moved, i);
+            return 1;
+        }
         if (rename(p, q) != 0) {
             fprintf(stderr, "vidtrain train: --force: cannot move %s aside: %s; the old run is "
                             "left whole (remove it by hand, or give another --out)\n", p,
                     strerror(errno));
-            for (size_t k = 0; k < i; k++) {
-                if (!moved[k])
-                    continue;
-                snprintf(p, sizeof p, "%s/%s", out, run_files[k]);
-                snprintf(q, sizeof q, "%s/%s", bak, run_files[k]);
-                if (rename(q, p) != 0)
-                    fprintf(stderr, "vidtrain train: --force: cannot put back %s from %s: %s\n",
-                            p, q, strerror(errno));
-            }
-            rmdir(bak);
+            put_back(out, bak, moved, i);
             return 1;
         }
         moved[i] = 1;

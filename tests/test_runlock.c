@@ -6,6 +6,7 @@
  *     old file is still there, unchanged (the old code removed the files before it and
  *     left the rest: half a run); without it, nothing of the old run nor of the move
  *     aside (RUN/.replaced.PID) is left.
+ *     --force never removes a file the new run reads (--init RUN/best.safetensors).
  *   Two real trains into one folder at once: the second is refused at once, naming the
  *     first's pid; the first finishes.
  *   An --out that cannot be written (root: a read-only tmpfs) is refused before any work.
@@ -61,6 +62,18 @@ static void force_clean(void) {
     TCHECK(vt_test_sh("cd '%s' && test ! -e rg/eval.json && test ! -e rg/best.safetensors && "
                       "! ls -a rg | grep -q replaced", g_dir) == 0,
            "--force: an old file or the move-aside folder is left");
+}
+
+/* --force with --init RUN/best.safetensors: removing the file the new run starts from
+ * would lose it (the old code removed it, then failed to load it: nothing left). */
+static void force_init(void) {
+    vt_test_sh("cd '%s' && rm -rf ri && cp -a r ri && sha256sum ri/*.* > sums_i", g_dir);
+    int rc = vt_test_sh("cd '%s' && '%s' train data --out ri --force --init ri/best.safetensors "
+                        "--epochs 1 %s > /dev/null 2> i.err", g_dir, g_bin, g_targs);
+    TCHECK(rc == 1 && has("i.err", "ri/best.safetensors") && has("i.err", "left whole"),
+           "--force over its own --init: exit %d, 1 expected (see i.err)", rc);
+    TCHECK(vt_test_sh("cd '%s' && sha256sum --quiet -c sums_i && ! ls -a ri | grep -q replaced",
+                      g_dir) == 0, "--force over its own --init: the old run is not whole");
 }
 
 static void two_trains(void) {
@@ -131,6 +144,7 @@ int main(void) {
                       g_bin, g_targs) == 0, "train");
     force_whole();
     force_clean();
+    force_init();
     two_trains();
     readonly_out();
     return vt_test_done("test_runlock");

@@ -224,6 +224,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
     const char *pos = NULL;
     char err[256];
     int epochs_given = 0, model_given = 0, patience_given = 0;
+    char cfg_src[2200] = ""; /* where the resumed configuration came from, for messages */
     /* Pass 1: --resume loads the saved configuration, which the rest then overrides. */
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -232,6 +233,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             char path[2048];
             snprintf(path, sizeof path, "%s/config.json", v);
             cJSON *j = vt_dist_read_json(path); /* rank 0's copy under mpirun */
+            snprintf(cfg_src, sizeof cfg_src, "%s", path);
             if (!j) { /* every checkpoint holds the configuration too */
                 char ck[2100], cerr[1024];
                 snprintf(ck, sizeof ck, "%s/last.safetensors", v);
@@ -243,6 +245,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
                 }
                 fprintf(stderr, "vidtrain train: --resume: %s is missing or not JSON: the "
                                 "configuration comes from %s (its own copy)\n", path, ck);
+                snprintf(cfg_src, sizeof cfg_src, "%s's configuration", ck);
             }
             vt_train_opts_from_json(o, j);
             vt_dist_resume_devices(o, j);
@@ -443,9 +446,8 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         pos = a;
     }
     if (resume[0]) { /* config.json passes the command line's checks too (train_ranges.h) */
-        char cfg[2100], cerr[1024];
-        snprintf(cfg, sizeof cfg, "%s/config.json", resume);
-        if (vt_train_opts_check(o, cfg, cerr, sizeof cerr) != 0) {
+        char cerr[1024];
+        if (vt_train_opts_check(o, cfg_src, cerr, sizeof cerr) != 0) {
             fprintf(stderr, "vidtrain train: --resume %s: %s\n", resume, cerr);
             return 1;
         }

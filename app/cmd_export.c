@@ -218,7 +218,7 @@ int vt_cmd_export(int argc, char **argv) {
              clip.crop, clip.crop);
     oo.doc = doc;
     if (vt_onnx_export(onnx, net, &oo, err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain export: %s (is FILE's folder there and writable?)\n", err);
+        fprintf(stderr, "vidtrain export: %s (is FILE's folder there, writable, with room for the model?)\n", err);
         goto end;
     }
     printf("wrote %s: %s, input clip (N, 3, %d, %d, %d), %d output%s (%s), opset %d\n", onnx,

@@ -20,6 +20,7 @@
 #include "app/signals.h"
 #include "app/train.h"
 #include "app/train_opts.h"
+#include "app/train_ranges.h"
 #include "models/backend.h"
 #include "models/common.h"
 #include "models/finetune.h"
@@ -197,7 +198,8 @@ static void usage(FILE *f) {
         "  --force               replace the run in --out: its files are removed first\n"
         "  --resume RUN          continue RUN exactly where it stopped (options given with it\n"
         "                        override the saved ones; change data, model, batch or seed\n"
-        "                        and the continuation is no longer exact)\n"
+        "                        and the continuation is no longer exact); config.json's\n"
+        "                        values pass the command line's checks, or it is refused\n"
         "  --log-every N         steps between log lines / metrics.jsonl step lines (50)\n"
         "  --checkpoint-every N  also checkpoint RUN/last.safetensors every N steps\n"
         "  --max-steps N         stop (with a checkpoint) after global step N (this run only)\n"
@@ -222,6 +224,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
     const char *pos = NULL;
     char err[256];
     int epochs_given = 0, model_given = 0, patience_given = 0;
+    char cfg_src[2200] = ""; /* where the resumed configuration came from, for messages */
     /* Pass 1: --resume loads the saved configuration, which the rest then overrides. */
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
@@ -230,6 +233,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             char path[2048];
             snprintf(path, sizeof path, "%s/config.json", v);
             cJSON *j = vt_dist_read_json(path); /* rank 0's copy under mpirun */
+            snprintf(cfg_src, sizeof cfg_src, "%s", path);
             if (!j) { /* every checkpoint holds the configuration too */
                 char ck[2100], cerr[1024];
                 snprintf(ck, sizeof ck, "%s/last.safetensors", v);
@@ -241,6 +245,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
                 }
                 fprintf(stderr, "vidtrain train: --resume: %s is missing or not JSON: the "
                                 "configuration comes from %s (its own copy)\n", path, ck);
+                snprintf(cfg_src, sizeof cfg_src, "%s's configuration", ck);
             }
             vt_train_opts_from_json(o, j);
             vt_dist_resume_devices(o, j);
@@ -336,13 +341,13 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             o->crop = cs.h;
             continue;
         }
-        if (OPT("--stride")) { if (r < 0 || vt_parse_int(v, 1, 64, &o->stride)) BAD(); continue; }
-        if (OPT("--stride-jitter")) { if (r < 0 || vt_parse_int(v, 0, 63, &o->stride_jitter)) BAD(); continue; }
-        if (OPT("--short-side")) { if (r < 0 || vt_parse_int(v, 1, 8192, &o->short_side)) BAD(); o->jitter_min = o->jitter_max = 0; continue; }
+        if (OPT("--stride")) { if (r < 0 || vt_train_range_parse(o, "--stride", v)) BAD(); continue; }
+        if (OPT("--stride-jitter")) { if (r < 0 || vt_train_range_parse(o, "--stride-jitter", v)) BAD(); continue; }
+        if (OPT("--short-side")) { if (r < 0 || vt_train_range_parse(o, "--short-side", v)) BAD(); o->jitter_min = o->jitter_max = 0; continue; }
         if (OPT("--precision")) { if (r < 0 || vt_precision_parse(v) < 0) BAD(); snprintf(o->precision, sizeof o->precision, "%s", v); continue; }
-        if (OPT("--contrast")) { if (r < 0 || vt_parse_float(v, 0.01, 1, &o->contrast_min)) BAD(); continue; }
-        if (OPT("--brightness")) { if (r < 0 || vt_parse_float(v, 0, 1, &o->brightness)) BAD(); continue; }
-        if (OPT("--precise-bn")) { if (r < 0 || vt_parse_int(v, 0, 64, &o->precise_bn)) BAD(); continue; }
+        if (OPT("--contrast")) { if (r < 0 || vt_train_range_parse(o, "--contrast", v)) BAD(); continue; }
+        if (OPT("--brightness")) { if (r < 0 || vt_train_range_parse(o, "--brightness", v)) BAD(); continue; }
+        if (OPT("--precise-bn")) { if (r < 0 || vt_train_range_parse(o, "--precise-bn", v)) BAD(); continue; }
         if (OPT("--init")) { if (r < 0 || !v[0]) BAD(); snprintf(o->init, sizeof o->init, "%s", v); continue; }
         if (OPT("--pretrained")) {
             if (r < 0 || !vt_pretrained_find(v)) {
@@ -358,29 +363,29 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             if (r < 0 || vt_parse_int(v, 0, 16, &o->freeze)) BAD();
             continue;
         }
-        if (OPT("--head-lr-mult")) { if (r < 0 || vt_parse_float(v, 1e-6, 1e6, &o->head_lr_mult)) BAD(); continue; }
-        if (OPT("--dropout")) { if (r < 0 || vt_parse_float(v, 0, 0.99, &o->dropout)) BAD(); continue; }
-        if (OPT("--patience")) { if (r < 0 || vt_parse_int(v, 0, 1000000, &o->patience)) BAD(); patience_given = 1; continue; }
-        if (OPT("--epochs")) { if (r < 0 || vt_parse_int(v, 1, 100000, &o->epochs)) BAD(); epochs_given = 1; continue; }
+        if (OPT("--head-lr-mult")) { if (r < 0 || vt_train_range_parse(o, "--head-lr-mult", v)) BAD(); continue; }
+        if (OPT("--dropout")) { if (r < 0 || vt_train_range_parse(o, "--dropout", v)) BAD(); continue; }
+        if (OPT("--patience")) { if (r < 0 || vt_train_range_parse(o, "--patience", v)) BAD(); patience_given = 1; continue; }
+        if (OPT("--epochs")) { if (r < 0 || vt_train_range_parse(o, "--epochs", v)) BAD(); epochs_given = 1; continue; }
         if (OPT("--time-budget")) { if (r < 0 || (o->time_budget = (float)vt_parse_duration(v)) <= 0) BAD(); continue; }
-        if (OPT("--batch")) { if (r < 0 || vt_parse_int(v, 1, 65536, &o->batch)) BAD(); continue; }
+        if (OPT("--batch")) { if (r < 0 || vt_train_range_parse(o, "--batch", v)) BAD(); continue; }
         if (OPT("--optim")) { if (r < 0 || vt_optim_kind_parse(v) < 0) BAD(); snprintf(o->optim, sizeof o->optim, "%s", v); continue; }
-        if (OPT("--lr")) { if (r < 0 || vt_parse_float(v, 0, 100, &o->lr)) BAD(); continue; }
-        if (OPT("--momentum")) { if (r < 0 || vt_parse_float(v, 0, 1, &o->momentum)) BAD(); continue; }
-        if (OPT("--wd")) { if (r < 0 || vt_parse_float(v, 0, 10, &o->wd)) BAD(); continue; }
+        if (OPT("--lr")) { if (r < 0 || vt_train_range_parse(o, "--lr", v)) BAD(); continue; }
+        if (OPT("--momentum")) { if (r < 0 || vt_train_range_parse(o, "--momentum", v)) BAD(); continue; }
+        if (OPT("--wd")) { if (r < 0 || vt_train_range_parse(o, "--wd", v)) BAD(); continue; }
         if (OPT("--sched")) { if (r < 0 || vt_sched_kind_parse(v) < 0) BAD(); snprintf(o->sched, sizeof o->sched, "%s", v); continue; }
-        if (OPT("--warmup")) { if (r < 0 || vt_parse_float(v, 0, 1e6, &o->warmup_epochs)) BAD(); continue; }
-        if (OPT("--step-epochs")) { if (r < 0 || vt_parse_int(v, 1, 1000000, &o->step_epochs)) BAD(); continue; }
-        if (OPT("--gamma")) { if (r < 0 || vt_parse_float(v, 0, 1, &o->gamma)) BAD(); continue; }
+        if (OPT("--warmup")) { if (r < 0 || vt_train_range_parse(o, "--warmup", v)) BAD(); continue; }
+        if (OPT("--step-epochs")) { if (r < 0 || vt_train_range_parse(o, "--step-epochs", v)) BAD(); continue; }
+        if (OPT("--gamma")) { if (r < 0 || vt_train_range_parse(o, "--gamma", v)) BAD(); continue; }
         if (OPT("--balance")) { if (r < 0 || vt_balance_parse(v) < 0) BAD(); snprintf(o->balance, sizeof o->balance, "%s", v); continue; }
         if (OPT("--class-weights")) { if (r < 0 || strlen(v) >= sizeof o->class_weights) BAD(); snprintf(o->class_weights, sizeof o->class_weights, "%s", v); continue; }
-        if (OPT("--label-smoothing")) { if (r < 0 || vt_parse_float(v, 0, 0.99, &o->smoothing)) BAD(); continue; }
-        if (OPT("--clip-norm")) { if (r < 0 || vt_parse_float(v, 0, 1e9, &o->clip_norm)) BAD(); continue; }
+        if (OPT("--label-smoothing")) { if (r < 0 || vt_train_range_parse(o, "--label-smoothing", v)) BAD(); continue; }
+        if (OPT("--clip-norm")) { if (r < 0 || vt_train_range_parse(o, "--clip-norm", v)) BAD(); continue; }
         if (OPT("--seed")) { if (r < 0 || vt_parse_u64(v, &o->seed)) BAD(); continue; }
-        if (OPT("--workers")) { if (r < 0 || vt_parse_int(v, 0, 256, &o->workers)) BAD(); continue; }
+        if (OPT("--workers")) { if (r < 0 || vt_train_range_parse(o, "--workers", v)) BAD(); continue; }
         if ((r = vt_decode_opt_take("train", argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
         if (OPT("--frame-cache")) { if (r < 0 || (strcmp(v, "auto") && vt_parse_bytes(v) < 0)) BAD(); snprintf(o->frame_cache, sizeof o->frame_cache, "%s", v); continue; }
-        if (OPT("--queue")) { if (r < 0 || vt_parse_int(v, 1, 64, &o->queue)) BAD(); continue; }
+        if (OPT("--queue")) { if (r < 0 || vt_train_range_parse(o, "--queue", v)) BAD(); continue; }
         if (OPT("--clips-per-video")) {
             if (r > 0 && !strcmp(v, "auto")) { /* one per N seconds (train_opts.h) */
                 o->seconds_per_clip = o->seconds_per_clip > 0 ? o->seconds_per_clip : VT_AUTO_CLIP_SECONDS;
@@ -390,15 +395,15 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             o->seconds_per_clip = 0;
             continue;
         }
-        if (OPT("--seconds-per-clip")) { if (r < 0 || vt_parse_float(v, 0.01f, 1e6f, &o->seconds_per_clip)) BAD(); continue; }
-        if (OPT("--val-split")) { if (r < 0 || vt_parse_float(v, 0, 0.9, &o->val_split)) BAD(); continue; }
+        if (OPT("--seconds-per-clip")) { if (r < 0 || vt_train_range_parse(o, "--seconds-per-clip", v)) BAD(); continue; }
+        if (OPT("--val-split")) { if (r < 0 || vt_train_range_parse(o, "--val-split", v)) BAD(); continue; }
         if (OPT("--val-dir")) { if (r < 0) BAD(); snprintf(o->val_dir, sizeof o->val_dir, "%s", v); continue; }
         if (OPT("--lists")) { if (r < 0) BAD(); snprintf(o->lists, sizeof o->lists, "%s", v); continue; }
         if (OPT("--list-format")) { if (r < 0 || vt_lists_format_parse(v) < 0) BAD(); snprintf(o->list_format, sizeof o->list_format, "%s", v); continue; }
-        if (OPT("--fold")) { if (r < 0 || vt_parse_int(v, 1, 9, &o->fold)) BAD(); continue; }
-        if (OPT("--eval-every")) { if (r < 0 || vt_parse_int(v, 1, 100000, &o->eval_every)) BAD(); continue; }
-        if (OPT("--val-clips")) { if (r < 0 || vt_parse_int(v, 1, 1000, &o->val_clips)) BAD(); continue; }
-        if (OPT("--val-crops")) { if (r < 0 || vt_parse_int(v, 1, 3, &o->val_crops) || o->val_crops == 2) BAD(); continue; }
+        if (OPT("--fold")) { if (r < 0 || vt_train_range_parse(o, "--fold", v)) BAD(); continue; }
+        if (OPT("--eval-every")) { if (r < 0 || vt_train_range_parse(o, "--eval-every", v)) BAD(); continue; }
+        if (OPT("--val-clips")) { if (r < 0 || vt_train_range_parse(o, "--val-clips", v)) BAD(); continue; }
+        if (OPT("--val-crops")) { if (r < 0 || vt_train_range_parse(o, "--val-crops", v) || o->val_crops == 2) BAD(); continue; }
         if (OPT("--labels")) { if (r < 0) BAD(); snprintf(o->labels, sizeof o->labels, "%s", v); continue; }
         if (OPT("--loss-weights")) { if (r < 0 || (o->nweights = vt_parse_floats(v, o->loss_weights, VT_MAX_HEADS)) < 1) BAD(); continue; }
         if (OPT("--tower-split")) {
@@ -424,8 +429,8 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             }
             return 2;
         }
-        if (OPT("--log-every")) { if (r < 0 || vt_parse_int(v, 1, 1000000000, &o->log_every)) BAD(); continue; }
-        if (OPT("--checkpoint-every")) { if (r < 0 || vt_parse_int(v, 0, 1000000000, &o->checkpoint_every)) BAD(); continue; }
+        if (OPT("--log-every")) { if (r < 0 || vt_train_range_parse(o, "--log-every", v)) BAD(); continue; }
+        if (OPT("--checkpoint-every")) { if (r < 0 || vt_train_range_parse(o, "--checkpoint-every", v)) BAD(); continue; }
         if (OPT("--dump")) { if (r < 0) BAD(); snprintf(o->dump, sizeof o->dump, "%s", v); continue; }
         if (OPT("--max-steps")) { if (r < 0 || vt_parse_i64(v, 0, INT64_MAX, &o->max_steps)) BAD(); continue; }
 #undef OPT
@@ -439,6 +444,13 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             return 2;
         }
         pos = a;
+    }
+    if (resume[0]) { /* config.json passes the command line's checks too (train_ranges.h) */
+        char cerr[1024];
+        if (vt_train_opts_check(o, cfg_src, cerr, sizeof cerr) != 0) {
+            fprintf(stderr, "vidtrain train: --resume %s: %s\n", resume, cerr);
+            return 1;
+        }
     }
     if (resume[0] && o->dump[0]) {
         fprintf(stderr, "vidtrain train: --dump replays a run from its first step: not with "
@@ -547,6 +559,11 @@ int vt_cmd_train(int argc, char **argv) {
         rc = 2;
     }
     t->claim.fd = -1;
+    if (rc == 0 && !t->resume[0]) { /* what the start reads: the output rule keeps it */
+        vt_inputs_add(t->o.init);
+        vt_inputs_add(t->o.labels);
+        vt_inputs_add(t->o.lists);
+    }
     if (rc == 0)
         rc = vt_run_claim_take(&t->claim, t->o.out, t->o.data, t->o.val_dir, t->resume[0] != 0,
                                t->o.force);

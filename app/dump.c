@@ -23,6 +23,8 @@ struct vt_dump {
 /* Plain writes, not vt_file_write_atomic: a dump is read after the run, and a sync per
  * batch would slow down the very run it records. */
 static int write_f32(const char *path, const float *x, size_t n, char *err, size_t errlen) {
+    if (vt_output_check(path, err, errlen) != 0) /* the output rule (models/common.h) */
+        return -1;
     FILE *f = fopen(path, "wb");
     if (!f) {
         vt_set_err(err, errlen, "%s: %s", path, strerror(errno));
@@ -31,7 +33,7 @@ static int write_f32(const char *path, const float *x, size_t n, char *err, size
     size_t w = fwrite(x, sizeof(float), n, f);
     int rc = fclose(f);
     if (w != n || rc != 0) {
-        vt_set_err(err, errlen, "%s: short write", path);
+        vt_set_err(err, errlen, "cannot write %s: %s", path, strerror(errno));
         return -1;
     }
     return 0;
@@ -41,16 +43,15 @@ static int append_line(const vt_dump *d, const char *name, cJSON *j, char *err, 
     char path[2200];
     snprintf(path, sizeof path, "%s/%s", d->dir, name);
     char *s = vt_json_print(j, 0);
-    FILE *f = fopen(path, "a");
-    int ok = f && fprintf(f, "%s\n", s) > 0;
-    if (f && fclose(f) != 0)
-        ok = 0;
+    VT_CHECK(s != NULL, "cJSON_PrintUnformatted failed (out of memory)");
+    size_t n = strlen(s);
+    char *l = vt_malloc(n + 2);
+    memcpy(l, s, n);
+    l[n] = '\n';
     cJSON_free(s);
-    if (!ok) {
-        vt_set_err(err, errlen, "%s: %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    int rc = vt_file_append(path, l, n + 1, err, errlen);
+    free(l);
+    return rc;
 }
 
 static cJSON *shape_json(const vt_batch *b) {

@@ -114,20 +114,18 @@ int vt_metrics_append(const char *run_dir, const cJSON *line, char *err, size_t 
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
     char *s = vt_json_print(line, 0);
     VT_CHECK(s != NULL, "cJSON_PrintUnformatted failed (out of memory)");
-    FILE *f = fopen(path, "a");
-    if (!f) {
-        vt_set_err(err, errlen, "cannot append to %s: %s", path, strerror(errno));
-        cJSON_free(s);
-        return -1;
-    }
-    /* One fputs of a whole line: an interrupted run leaves at most a torn last line,
-     * which readers skip (it does not parse). */
-    fprintf(f, "%s\n", s);
+    /* One write of a whole line (vt_file_append): an interrupted run leaves at most a
+     * torn last line, which readers skip (it does not parse); a full disk leaves none. */
+    size_t n = strlen(s);
+    char *l = vt_malloc(n + 2);
+    memcpy(l, s, n);
+    l[n] = '\n';
+    l[n + 1] = 0;
     cJSON_free(s);
-    if (fclose(f) != 0) {
-        vt_set_err(err, errlen, "cannot append to %s", path);
+    int rc = vt_file_append(path, l, n + 1, err, errlen);
+    free(l);
+    if (rc != 0)
         return -1;
-    }
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(line, "kind");
     if (cJSON_IsString(k) && !strcmp(k->valuestring, "epoch"))
         return vt_metrics_write_csv(run_dir, err, errlen);

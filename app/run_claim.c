@@ -35,6 +35,68 @@ static int holds_run(const char *out, const char **which) {
     return 0;
 }
 
+/* Puts back into out the first n run files that moved[] says went into bak. */
+static void put_back(const char *out, const char *bak, const int *moved, size_t n) {
+    char p[2300], q[2300];
+    for (size_t k = 0; k < n; k++) {
+        if (!moved[k])
+            continue;
+        snprintf(p, sizeof p, "%s/%s", out, run_files[k]);
+        snprintf(q, sizeof q, "%s/%s", bak, run_files[k]);
+        if (rename(q, p) != 0)
+            fprintf(stderr, "vidtrain train: --force: cannot put back %s from %s: %s\n", p, q,
+                    strerror(errno));
+    }
+    rmdir(bak);
+}
+
+/* --force: the old run's files leave together. Each is renamed into one folder beside
+ * them (RUN/.replaced.PID, the same file system), then that folder is removed; a file
+ * that cannot move, or that this start reads (--init RUN/best.safetensors: the output
+ * rule, models/common.h), puts back the ones already moved, so the old run stays whole
+ * or goes whole (never a new run beside half of the old one, such as its
+ * best.safetensors). 0, or 1 after printing why. */
+static int remove_old(const char *out) {
+    char bak[2200], p[2300], q[2300], why[1024]; /* the rule's reason; --force says its own */
+    snprintf(bak, sizeof bak, "%s/.replaced.%ld", out, (long)getpid());
+    if (mkdir(bak, 0700) != 0) {
+        fprintf(stderr, "vidtrain train: --force: cannot make %s to move the old run aside: "
+                        "%s (the old run is untouched)\n", bak, strerror(errno));
+        return 1;
+    }
+    int moved[VT_ARRAY_LEN(run_files)] = {0};
+    for (size_t i = 0; i < VT_ARRAY_LEN(run_files); i++) {
+        snprintf(p, sizeof p, "%s/%s", out, run_files[i]);
+        snprintf(q, sizeof q, "%s/%s", bak, run_files[i]);
+        struct stat st;
+        if (lstat(p, &st) != 0)
+            continue;
+        if (S_ISREG(st.st_mode) && vt_output_check(p, why, sizeof why) != 0) {
+            fprintf(stderr, "vidtrain train: --force would remove %s, which this start reads "
+                            "(--init, --labels, --lists); the old run is left whole (copy the "
+                            "file out of the run first, or give another --out)\n", p);
+            put_back(out, bak, moved, i);
+            return 1;
+        }
+        if (rename(p, q) != 0) {
+            fprintf(stderr, "vidtrain train: --force: cannot move %s aside: %s; the old run is "
+                            "left whole (remove it by hand, or give another --out)\n", p,
+                    strerror(errno));
+            put_back(out, bak, moved, i);
+            return 1;
+        }
+        moved[i] = 1;
+    }
+    for (size_t i = 0; i < VT_ARRAY_LEN(run_files); i++) {
+        snprintf(q, sizeof q, "%s/%s", bak, run_files[i]);
+        if (moved[i] && unlink(q) != 0)
+            fprintf(stderr, "vidtrain train: --force: cannot remove %s: %s (the old file is out "
+                            "of the run; remove %s by hand)\n", q, strerror(errno), bak);
+    }
+    rmdir(bak);
+    return 0;
+}
+
 /* 1 when `out` (made or not) would lie in `dir`: realpath prefixes. */
 static int inside(const char *out, const char *dir) {
     if (!dir || !*dir)
@@ -131,15 +193,9 @@ int vt_run_claim_take(vt_run_claim *c, const char *out, const char *data, const 
             vt_run_claim_release(c, 0);
             return 1;
         }
-        for (size_t i = 0; i < VT_ARRAY_LEN(run_files); i++) {
-            char p[2200];
-            snprintf(p, sizeof p, "%s/%s", out, run_files[i]);
-            if (unlink(p) != 0 && errno != ENOENT) {
-                fprintf(stderr, "vidtrain train: --force: cannot remove %s: %s\n", p,
-                        strerror(errno));
-                vt_run_claim_release(c, 0);
-                return 1;
-            }
+        if (remove_old(out) != 0) {
+            vt_run_claim_release(c, 0);
+            return 1;
         }
         fprintf(stderr, "vidtrain train: --force: the run in %s was removed\n", out);
     }

@@ -473,6 +473,34 @@ end:
     return rc;
 }
 
+int vt_file_append(const char *path, const void *data, size_t len, char *err, size_t errlen) {
+    if (vt_output_check(path, err, errlen) != 0)
+        return -1;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        vt_set_err(err, errlen, "cannot append to %s: %s", path, strerror(errno));
+        return -1;
+    }
+    /* The size before: a write cut short (a full disk) is cut back to it, so the file
+     * never keeps a torn line that the next append would glue onto. */
+    struct stat st;
+    off_t before = fstat(fd, &st) == 0 ? st.st_size : -1;
+    int rc = 0;
+    if (vt_fd_write_all(fd, data, len) != 0) {
+        vt_set_err(err, errlen, "cannot append to %s: %s (it keeps what it held before)", path,
+                   strerror(errno));
+        if (before >= 0 && ftruncate(fd, before) != 0)
+            vt_set_err(err, errlen, "cannot append to %s: %s (and a torn last line stays)",
+                       path, strerror(errno));
+        rc = -1;
+    }
+    if (close(fd) != 0 && rc == 0) {
+        vt_set_err(err, errlen, "cannot append to %s: %s", path, strerror(errno));
+        rc = -1;
+    }
+    return rc;
+}
+
 typedef struct buf_fill { const void *data; size_t len; } buf_fill;
 
 static int fill_buf(void *ctx, int fd) {

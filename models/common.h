@@ -144,6 +144,11 @@ size_t vt_utf8_len(const unsigned char *p, size_t n);
  * character of the same number (U+0080-U+00FF, its Latin-1 reading), so a file name in
  * another encoding stays identifiable and every JSON text we write is valid. NULL: NULL. */
 char *vt_utf8_clean(const char *s);
+/* Appends data to path (made when missing) with one write, after vt_output_check: for
+ * logs that grow by whole lines (metrics.jsonl). A write cut short (a full disk) is cut
+ * back, so the file keeps what it held before. 0, or -1 with err naming path and errno's
+ * reason. */
+int vt_file_append(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
 /* write(2) until all of buf is written (EINTR retried). 0, or -1 with errno set. */
 int vt_fd_write_all(int fd, const void *buf, size_t len);

@@ -466,6 +466,9 @@ int vt_synth_write_video(const char *path, const vt_synth_opts *o, const vt_synt
     char tmp[4200];
     int ret, header = 0;
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    /* the output rule (models/common.h): never over a special file, the name or its temp */
+    if (vt_output_check(path, err, errlen) != 0 || vt_output_check(tmp, err, errlen) != 0)
+        return AVERROR(EEXIST);
 
     char guess[16];
     snprintf(guess, sizeof guess, "x.%s", fd->ext);

@@ -421,6 +421,18 @@ int vt_bench_decode(int argc, char **argv) {
         fprintf(stderr, "vidtrain bench decode: no files given (see --help)\n");
         goto done;
     }
+    /* The videos are inputs (models/common.h's output rule): --starts-out onto one of
+     * them, or onto a folder or special file, is refused before any decoding. */
+    for (int i = 0; i < files.n; i++)
+        vt_inputs_add(files.path[i]);
+    if (starts_out) {
+        char oerr[1024];
+        if (vt_output_check(starts_out, oerr, sizeof oerr) != 0) {
+            fprintf(stderr, "vidtrain bench decode: --starts-out: %s\n", oerr);
+            rc = 2;
+            goto done;
+        }
+    }
     rc = 0;
     if (do_probe) {
         probe(&files, threads, short_side, clip, stride);

@@ -40,7 +40,8 @@ static void usage(FILE *f) {
         "  --dump-input FILE     also write, as JSON, each video's input exactly as the model\n"
         "                        got it — the normalised clips, float32 (N, 3, T, H, W), N =\n"
         "                        clips x crops — and each clip's probabilities per head: what\n"
-        "                        a model from `vidtrain export` must reproduce (docs/export.md)\n"
+        "                        a model from `vidtrain export` must reproduce (docs/export.md);\n"
+        "                        FILE may not be one of the videos, a folder or a special file\n"
         VT_DECODE_OPT_HELP
         "\ntimeline (docs/timeline.md): --timeline prints the top-k of every window of each\n"
         "video instead, streaming through it once in bounded memory (VIDEO may be - for\n"
@@ -252,6 +253,15 @@ int vt_cmd_predict(int argc, char **argv) {
     if (ma.clips_per_video == 0)
         ma.clips_per_video = 10;
     char err[1024];
+    /* The videos are inputs (models/common.h's output rule): --dump-input onto one of them,
+     * or onto a folder or special file, is refused now, before any decoding. */
+    for (int i = 0; i < nvid; i++)
+        vt_inputs_add(videos[i]);
+    if (dump_path && vt_output_check(dump_path, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain predict: --dump-input: %s\n", err);
+        free(videos);
+        return 2;
+    }
     int rc = 1, ok = 0;
     pred_ctx c;
     memset(&c, 0, sizeof c);

@@ -434,7 +434,12 @@ int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx,
     char *tmp = vt_malloc(tn);
     snprintf(tmp, tn, "%s.tmp.%ld", path, (long)getpid());
     int rc = -1;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* A new file only: an existing name here (a stale temporary file of a killed process
+     * with this pid, or one planted there: a link to an input, a FIFO that would block the
+     * open) is unlinked, never opened and truncated through. */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     if (fd < 0) {
         vt_set_err(err, errlen, "cannot write %s: cannot create %s: %s", path, tmp,
                    strerror(errno));

@@ -10,6 +10,9 @@
  *     and (as root) onto a device node are refused with nothing changed; train into a
  *     folder that holds a run is refused unless --resume or --force (which leaves none of
  *     the old files), into a folder another train holds, inside the dataset, onto a file;
+ *     predict --dump-input and bench decode --starts-out onto the video they read are
+ *     refused; the atomic writer's temporary name taken by a link or a FIFO is replaced,
+ *     never written through;
  *     a start that fails leaves no folder behind; --resume over a garbage config.json takes
  *     the configuration from the checkpoint's own copy.
  */
@@ -205,6 +208,19 @@ static void commands(const char *bin) {
     } else {
         printf("test_outputs: not root: export onto a device node not tried\n");
     }
+    /* predict's and bench decode's outputs onto the video they read: refused before any
+     * decoding, the video unchanged */
+    rc = vt_test_sh("cd '%s' && cp \"$(ls data/test/*/*.mp4 | head -n 1)\" v.mp4 && cp v.mp4 v0.mp4 && "
+                    "'%s' predict r v.mp4 --dump-input v.mp4 > /dev/null 2> e.err", dir, bin);
+    snprintf(p, sizeof p, "%s/e.err", dir);
+    TCHECK(rc == 2 && sh_err(p, "an input of this command") &&
+           vt_test_sh("cd '%s' && cmp -s v.mp4 v0.mp4", dir) == 0,
+           "predict --dump-input onto its video: rc %d", rc);
+    rc = vt_test_sh("cd '%s' && '%s' bench decode v.mp4 --starts-out v.mp4 > /dev/null 2> e.err",
+                    dir, bin);
+    TCHECK(rc == 2 && sh_err(p, "an input of this command") &&
+           vt_test_sh("cd '%s' && cmp -s v.mp4 v0.mp4", dir) == 0,
+           "bench decode --starts-out onto its video: rc %d", rc);
     /* a folder that holds a run */
     rc = vt_test_sh("cd '%s' && '%s' train data --out r %s 2> t.err", dir, bin, targs);
     snprintf(p, sizeof p, "%s/t.err", dir);
@@ -236,9 +252,42 @@ static void commands(const char *bin) {
     TCHECK(rc == 0, "a failed start left r9 behind");
 }
 
+/* The atomic writer's temporary name (PATH.tmp.PID) already taken: by a link to an input,
+ * or by a FIFO, which an open would block on. It is replaced, never written through, and
+ * the write succeeds (the FIFO used to hang it: the alarm fails the test instead). */
+static void planted_tmp(void) {
+    char path[4200], tmp[4300], in[4200], err[1024] = "";
+    snprintf(path, sizeof path, "%s/planted.out", g_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(in, sizeof in, "%s/planted.in", g_dir);
+    FILE *f = fopen(in, "w");
+    TCHECK(f && fputs("keep", f) >= 0 && fclose(f) == 0, "cannot write %s", in);
+    vt_inputs_add(in);
+    unlink(tmp);
+    TCHECK(symlink(in, tmp) == 0, "symlink %s", tmp);
+    alarm(30);
+    int rc = vt_file_write_atomic(path, "new", 3, err, sizeof err);
+    TCHECK(rc == 0, "write with a link at its temporary name: %s", err);
+    char *s = vt_test_slurp(in, NULL);
+    TCHECK(s && !strcmp(s, "keep"), "the input behind the link was written through");
+    free(s);
+    snprintf(path, sizeof path, "%s/planted2.out", g_dir); /* apart from the case above */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    unlink(tmp);
+    TCHECK(mkfifo(tmp, 0644) == 0, "mkfifo %s", tmp);
+    rc = vt_file_write_atomic(path, "new2", 4, err, sizeof err);
+    alarm(0);
+    s = vt_test_slurp(path, NULL);
+    TCHECK(rc == 0 && s && !strcmp(s, "new2") && access(tmp, F_OK) != 0,
+           "write with a FIFO at its temporary name: %s", err);
+    free(s);
+    vt_inputs_clear();
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     property();
+    planted_tmp();
     const char *bin = vt_test_bin("test_outputs");
     if (bin)
         commands(bin);

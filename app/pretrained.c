@@ -183,6 +183,13 @@ int vt_pretrained_fetch(const vt_pretrained *p, char *path, size_t n, int quiet,
     }
     char part[2100];
     snprintf(part, sizeof part, "%s.part", path);
+    /* The output rule (models/common.h): the .part and the final name only ever regular
+     * files or new names, never inputs (a FIFO at NAME.part used to block the download;
+     * one at NAME was replaced by the rename). */
+    if (vt_output_check(part, e1, sizeof e1) != 0 || vt_output_check(path, e1, sizeof e1) != 0) {
+        vt_set_err(err, errlen, "%s (VIDTRAIN_CACHE=DIR puts the cache elsewhere)", e1);
+        return -1;
+    }
     char e2[1024];
     if (download(url, part, quiet, e2, sizeof e2) != 0) {
         vt_set_err(err, errlen, "%s. Without network: fetch %s elsewhere and put it at %s "

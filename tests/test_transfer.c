@@ -13,12 +13,14 @@
  *   - torch.optim's param groups: a step with groups moves frozen parameters by nothing
  *     and the head by lr * mult * grad exactly (SGD without momentum);
  *   - the sha256sum command for vt_sha256_file; file:// downloads into a cache (resumed
- *     from a .part, checksum prefix refused when wrong).
+ *     from a .part, checksum prefix refused when wrong, a FIFO at NAME or NAME.part
+ *     refused at once).
  */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "app/pretrained.h"
@@ -315,6 +317,22 @@ static void check_sha_and_cache(const char *dir) {
     TCHECK(rc != 0 && strstr(err, "SHA-256") && strstr(err, "bad-00000000.pth"), "bad sum: '%s'", err);
     snprintf(cmd, sizeof cmd, "%s/bad-00000000.pth", cache);
     TCHECK(!vt_file_exists(cmd), "a bad download was kept");
+    /* a FIFO at NAME.part, or at NAME: refused at once (the FIFO used to block the
+     * download, or be replaced by it), the FIFO kept */
+    for (int k = 0; k < 2; k++) {
+        char bname[64], fifo[1400];
+        snprintf(bname, sizeof bname, "fifo%d-abcdef01.pth", k);
+        snprintf(fifo, sizeof fifo, "%s/%s%s", cache, bname, k ? "" : ".part");
+        b.file = bname;
+        b.sha_prefix = "abcdef01";
+        TCHECK(mkfifo(fifo, 0644) == 0, "mkfifo %s", fifo);
+        alarm(30);
+        rc = vt_pretrained_fetch(&b, got, sizeof got, 1, err, sizeof err);
+        alarm(0);
+        struct stat fs;
+        TCHECK(rc != 0 && strstr(err, "a FIFO") && stat(fifo, &fs) == 0 && S_ISFIFO(fs.st_mode),
+               "a FIFO at %s: rc %d '%s'", fifo, rc, err);
+    }
     /* no server: the message names the URL and where to put the file */
     setenv("VIDTRAIN_WEIGHTS_URL", "file:///nonexistent-vidtrain-mirror", 1);
     b.file = "missing-12345678.pth";

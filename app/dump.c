@@ -67,11 +67,14 @@ static cJSON *labels_json(const vt_batch *b) {
 }
 
 vt_dump *vt_dump_open(const char *dir, const char *info_json, char *err, size_t errlen) {
-    if (vt_run_mkdirs(dir, err, errlen) != 0)
+    char path[2200];
+    snprintf(path, sizeof path, "%s/dump.json", dir);
+    /* the output rule before any folder is made: DIR inside the dataset is refused, not
+     * left behind there as an empty class folder */
+    if (vt_output_check(path, err, errlen) != 0 || vt_run_mkdirs(dir, err, errlen) != 0)
         return NULL;
     vt_dump *d = vt_calloc(1, sizeof *d);
     snprintf(d->dir, sizeof d->dir, "%s", dir);
-    char path[2200];
     static const char *const stale[] = {"train.jsonl", "eval.jsonl"};
     for (size_t i = 0; i < VT_ARRAY_LEN(stale); i++) { /* lines are appended: start empty */
         snprintf(path, sizeof path, "%s/%s", dir, stale[i]);

@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
@@ -372,6 +373,51 @@ static const char *kind_of(mode_t m) {
                                       : "not a regular file";
 }
 
+/* The real path the folder dir is or would be once made (mkdir -p): the existing part's
+ * links resolved, the rest taken as written ("." dropped, ".." the folder above), as
+ * GNU realpath -m does. Without it, an output whose folder is yet to be made (embed --out
+ * NEW/x, train --dump NEW) escaped the input-folder check, and the folder was made inside
+ * the dataset. malloc'd; NULL when the working folder cannot be resolved. */
+static char *real_or_future(const char *dir) {
+    char *r = realpath(dir, NULL);
+    if (r)
+        return r;
+    size_t cap = strlen(dir) + PATH_MAX + 2;
+    char *base = vt_malloc(cap);
+    if (dir[0] == '/') {
+        snprintf(base, cap, "/");
+    } else {
+        char *cwd = realpath(".", NULL);
+        if (!cwd) {
+            free(base);
+            return NULL;
+        }
+        snprintf(base, cap, "%s", cwd);
+        free(cwd);
+    }
+    char *copy = vt_strdup(dir), *save = NULL;
+    for (char *c = strtok_r(copy, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        if (!strcmp(c, "."))
+            continue;
+        if (!strcmp(c, "..")) {
+            char *s = strrchr(base, '/');
+            if (s == base)
+                base[1] = 0;
+            else if (s)
+                *s = 0;
+            continue;
+        }
+        size_t bl = strlen(base);
+        snprintf(base + bl, cap - bl, "%s%s", bl > 1 ? "/" : "", c);
+        char *rc = realpath(base, NULL);
+        if (rc && strlen(rc) < cap) /* exists: its links resolved; else as written */
+            snprintf(base, cap, "%s", rc);
+        free(rc);
+    }
+    free(copy);
+    return base;
+}
+
 int vt_output_check(const char *path, char *err, size_t errlen) {
     struct stat st;
     if (stat(path, &st) == 0) {
@@ -400,7 +446,7 @@ int vt_output_check(const char *path, char *err, size_t errlen) {
         dir[1] = 0;
     else
         *slash = 0;
-    char *real = realpath(dir, NULL);
+    char *real = real_or_future(dir);
     free(dir);
     int rc = 0;
     for (char *p = real; p && *p && rc == 0;) {

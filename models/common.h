@@ -124,7 +124,8 @@ int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx,
  * what it reads that must survive it (vt_inputs_add: a checkpoint, a run's config, a
  * video, a dataset folder) before it writes anything; vt_output_check then refuses an
  * output path that resolves (links followed, hard links included: the same device and
- * inode) to one of those files or lies inside one of those folders, and any existing
+ * inode) to one of those files or lies inside one of those folders (or would, once its
+ * missing folders are made: `..` after a missing folder is taken as written), and any existing
  * path that is not a regular file (a directory, device node, FIFO or socket), which a
  * rename would replace. The atomic writers above check every path they write. The list
  * is process-wide and filled before the command's threads start.

@@ -427,7 +427,7 @@ int vt_bench_decode(int argc, char **argv) {
         vt_inputs_add(files.path[i]);
     if (starts_out) {
         char oerr[1024];
-        if (vt_output_check(starts_out, oerr, sizeof oerr) != 0) {
+        if (vt_output_check_early(starts_out, oerr, sizeof oerr) != 0) {
             fprintf(stderr, "vidtrain bench decode: --starts-out: %s\n", oerr);
             rc = 2;
             goto done;

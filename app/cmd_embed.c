@@ -339,7 +339,8 @@ int vt_cmd_embed(int argc, char **argv) {
     }
     char csv[4200];
     vt_embed_csv_path(a.out, csv, sizeof csv);
-    if (vt_output_check(a.out, err, sizeof err) != 0 || vt_output_check(csv, err, sizeof err) != 0) {
+    if (vt_output_check_early(a.out, err, sizeof err) != 0 ||
+        vt_output_check_early(csv, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain embed: %s\n", err);
         goto end;
     }

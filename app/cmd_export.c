@@ -150,8 +150,9 @@ int vt_cmd_export(int argc, char **argv) {
             fprintf(stderr, "vidtrain export: %s\n", err);
         goto end;
     }
-    /* before any work: FILE is neither the run's checkpoint nor a special file */
-    if (vt_output_check(onnx, err, sizeof err) != 0) {
+    /* before any work: FILE is neither the run's checkpoint nor a special file, and its
+     * folder is there and writable (found at the end, it cost the whole export) */
+    if (vt_output_check_early(onnx, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain export: %s\n", err);
         goto end;
     }

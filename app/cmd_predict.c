@@ -257,7 +257,7 @@ int vt_cmd_predict(int argc, char **argv) {
      * or onto a folder or special file, is refused now, before any decoding. */
     for (int i = 0; i < nvid; i++)
         vt_inputs_add(videos[i]);
-    if (dump_path && vt_output_check(dump_path, err, sizeof err) != 0) {
+    if (dump_path && vt_output_check_early(dump_path, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain predict: --dump-input: %s\n", err);
         free(videos);
         return 2;

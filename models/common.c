@@ -470,6 +470,37 @@ int vt_output_check(const char *path, char *err, size_t errlen) {
     return rc;
 }
 
+int vt_output_check_early(const char *path, char *err, size_t errlen) {
+    if (vt_output_check(path, err, errlen) != 0)
+        return -1;
+    size_t n = strlen(path);
+    char *dir = vt_malloc(n + 2);
+    memcpy(dir, path, n + 1);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, n + 2, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    struct stat st;
+    int rc = 0;
+    if (stat(dir, &st) != 0) {
+        vt_set_err(err, errlen, "cannot write %s: its folder %s: %s (make it first, or give "
+                   "another path)", path, dir, strerror(errno));
+        rc = -1;
+    } else if (!S_ISDIR(st.st_mode)) {
+        vt_set_err(err, errlen, "cannot write %s: %s is not a folder", path, dir);
+        rc = -1;
+    } else if (access(dir, W_OK | X_OK) != 0) { /* EROFS even for root */
+        vt_set_err(err, errlen, "cannot write %s: its folder %s is not writable: %s", path,
+                   dir, strerror(errno));
+        rc = -1;
+    }
+    free(dir);
+    return rc;
+}
+
 int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
                               size_t errlen) {
     if (vt_output_check(path, err, errlen) != 0)

@@ -137,6 +137,10 @@ void vt_inputs_add(const char *path);
 void vt_inputs_clear(void);
 /* 0 when path may be written, or -1 with err naming path, the reason and a hint. */
 int vt_output_check(const char *path, char *err, size_t errlen);
+/* vt_output_check, and what a write would otherwise find only at its end: path's folder
+ * exists, is a folder and is writable. For a command to call before its work (export,
+ * embed, predict --dump-input), so that a bad output path costs nothing. */
+int vt_output_check_early(const char *path, char *err, size_t errlen);
 
 /* Length of the UTF-8 sequence at p (n >= 1 bytes left), 0 when it is not one: no
  * overlong forms, no surrogates, nothing past U+10FFFF (RFC 3629). */

@@ -237,6 +237,13 @@ static void commands(const char *bin) {
     TCHECK(rc == 2 && sh_err(p, "an input of this command") &&
            vt_test_sh("cd '%s' && cmp -s v.mp4 v0.mp4", dir) == 0,
            "bench decode --starts-out onto its video: rc %d", rc);
+    /* an output whose folder is missing or read-only: refused before any work */
+    rc = vt_test_sh("cd '%s' && '%s' embed r data/test --out nodir/e.safetensors > e.out 2> e.err",
+                    dir, bin);
+    TCHECK(rc != 0 && sh_err(p, "nodir: No such file") && vt_test_sh("cd '%s' && ! grep -q "
+           "'embed:.*100%%' e.out e.err", dir) == 0, "embed --out NODIR/x: rc %d, or work done", rc);
+    rc = vt_test_sh("cd '%s' && '%s' export r --onnx nodir/m.onnx 2> e.err", dir, bin);
+    TCHECK(rc == 1 && sh_err(p, "make it first"), "export --onnx NODIR/x: rc %d", rc);
     /* a folder that holds a run */
     rc = vt_test_sh("cd '%s' && '%s' train data --out r %s 2> t.err", dir, bin, targs);
     snprintf(p, sizeof p, "%s/t.err", dir);

@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,32 +96,16 @@ static int remove_old(const char *out) {
     return 0;
 }
 
-/* 1 when `out` (made or not) would lie in `dir`: realpath prefixes. */
+/* 1 when `out` (made or not) would lie in `dir`: real path prefixes. */
 static int inside(const char *out, const char *dir) {
     if (!dir || !*dir)
         return 0;
     char *rd = realpath(dir, NULL);
     if (!rd)
         return 0;
-    /* out may not exist yet: its deepest existing ancestor, plus the rest */
-    char buf[PATH_MAX + 1];
-    snprintf(buf, sizeof buf, "%s", out);
-    char *ro = NULL;
-    for (;;) {
-        ro = realpath(buf, NULL);
-        if (ro)
-            break;
-        char *s = strrchr(buf, '/');
-        if (!s) {
-            ro = realpath(".", NULL);
-            break;
-        }
-        if (s == buf) {
-            ro = realpath("/", NULL);
-            break;
-        }
-        *s = 0;
-    }
+    /* out may not exist yet: what it would be once made (newp/../DATA/x is inside DATA;
+     * the deepest existing ancestor alone said it was not, and mkdir made DATA/x) */
+    char *ro = vt_path_real_future(out);
     size_t n = strlen(rd);
     int in = ro && !strncmp(ro, rd, n) && (ro[n] == '/' || ro[n] == 0 || !strcmp(rd, "/"));
     free(rd);

@@ -48,9 +48,8 @@ static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
 }
 
 /* config.json: the resolved options plus the heads (eval and predict read it); its text
- * also goes into every checkpoint. */
-static void write_config(vt_train *t) {
-    char err[512];
+ * also goes into every checkpoint. 0, or -1 with err. */
+static int write_config(vt_train *t, char *err, size_t errlen) {
     cJSON *j = vt_train_opts_to_json(&t->o);
     cJSON_AddItemToObject(j, "heads", vt_run_heads_to_json(&t->heads));
     vt_dist_add_rank_devices(j, &t->o);
@@ -59,9 +58,17 @@ static void write_config(vt_train *t) {
     char *s = vt_json_print(j, 0);
     snprintf(t->config_json, sizeof t->config_json, "%s", s);
     cJSON_free(s);
-    if (vt_run_write_json(path, j, err, sizeof err) != 0)
-        fprintf(stderr, "vidtrain train: %s\n", err);
+    int rc = vt_run_write_json(path, j, err, errlen);
     cJSON_Delete(j);
+    return rc;
+}
+
+/* write_config later in the start (the length it planned): its failure is said, and the
+ * checkpoints, which hold the same text, go on. */
+static void rewrite_config(vt_train *t) {
+    char err[1024];
+    if (write_config(t, err, sizeof err) != 0)
+        fprintf(stderr, "vidtrain train: %s\n", err);
 }
 
 /* The training folder (with --labels), what validation reads (--val-dir, else the
@@ -296,9 +303,10 @@ static int build_towers(vt_train *t) {
     return apply_finetune(t);
 }
 
-/* plan.txt: devices, slice plan, memory plan — printed and kept for the report. */
-static void write_plan(vt_train *t) {
-    char *buf = NULL, err[1024];
+/* plan.txt: devices, slice plan, memory plan — printed and kept for the report. 0, or -1
+ * with err. */
+static int write_plan(vt_train *t, char *err, size_t errlen) {
+    char *buf = NULL;
     size_t blen = 0;
     FILE *m = open_memstream(&buf, &blen);
     vt_towers_print_plan(t->towers, m);
@@ -307,9 +315,9 @@ static void write_plan(vt_train *t) {
     fputs(buf, t->out);
     char path[2100];
     snprintf(path, sizeof path, "%s/plan.txt", t->o.out);
-    if (vt_run_write_file(path, buf, err, sizeof err) != 0)
-        fprintf(stderr, "vidtrain train: %s\n", err);
+    int rc = vt_run_write_file(path, buf, err, errlen);
     free(buf);
+    return rc;
 }
 
 /* t->st: RUN/last.safetensors' state with --resume (its metrics lines past it dropped),
@@ -497,19 +505,26 @@ int vt_train_setup(vt_train *t) {
         return 1;
     if ((rc = build_towers(t)) != 0)
         return rc;
-    write_config(t);
-    write_plan(t);
+    /* the run's first files: one that cannot be written stops the start here, not at the
+     * first checkpoint after the training (rank 0's answer on every rank) */
+    rc = write_config(t, err, sizeof err);
+    if (rc == 0)
+        rc = write_plan(t, err, sizeof err);
+    if (vt_dist_share_result(rc, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: %s\n", err);
+        return 1;
+    }
     if (start_state(t) != 0 || open_loader(t) != 0)
         return 1;
     if (o->time_budget > 0 && !t->resume[0]) {
         if (vt_train_fit_budget(t) != 0)
             return 1;
-        write_config(t);
+        rewrite_config(t);
     } else if (o->time_budget > 0 && t->st.plan_epochs > 0) {
         o->epochs = t->st.plan_epochs; /* the epochs its budget last planned */
     }
     if (vt_train_length_start(t))
-        write_config(t);
+        rewrite_config(t);
     start_schedule(t);
     fprintf(t->out, "training: %d videos, %lld batches of %d per epoch, %s%d epochs, %s lr %g (%s)\n",
             t->ntrain, (long long)t->spe, o->batch, o->patience > 0 ? "at most " : "", o->epochs,

@@ -373,12 +373,10 @@ static const char *kind_of(mode_t m) {
                                       : "not a regular file";
 }
 
-/* The real path the folder dir is or would be once made (mkdir -p): the existing part's
- * links resolved, the rest taken as written ("." dropped, ".." the folder above), as
- * GNU realpath -m does. Without it, an output whose folder is yet to be made (embed --out
- * NEW/x, train --dump NEW) escaped the input-folder check, and the folder was made inside
- * the dataset. malloc'd; NULL when the working folder cannot be resolved. */
-static char *real_or_future(const char *dir) {
+/* common.h. Without it, an output whose folder is yet to be made (embed --out NEW/x,
+ * train --dump NEW) escaped the input-folder check, and the folder was made inside the
+ * dataset. */
+char *vt_path_real_future(const char *dir) {
     char *r = realpath(dir, NULL);
     if (r)
         return r;
@@ -446,7 +444,7 @@ int vt_output_check(const char *path, char *err, size_t errlen) {
         dir[1] = 0;
     else
         *slash = 0;
-    char *real = real_or_future(dir);
+    char *real = vt_path_real_future(dir);
     free(dir);
     int rc = 0;
     for (char *p = real; p && *p && rc == 0;) {

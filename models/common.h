@@ -137,6 +137,11 @@ void vt_inputs_add(const char *path);
 void vt_inputs_clear(void);
 /* 0 when path may be written, or -1 with err naming path, the reason and a hint. */
 int vt_output_check(const char *path, char *err, size_t errlen);
+/* The real path that `path` is, or would be once its missing folders are made (mkdir -p):
+ * the existing part's links resolved, the rest taken as written ("." dropped, ".." the
+ * folder above), as GNU realpath -m does. malloc'd; NULL when the working folder cannot be
+ * resolved. */
+char *vt_path_real_future(const char *path);
 /* vt_output_check, and what a write would otherwise find only at its end: path's folder
  * exists, is a folder and is writable. For a command to call before its work (export,
  * embed, predict --dump-input), so that a bad output path costs nothing. */

@@ -6,7 +6,8 @@
  * on device", no temporary file left, and every file that was there before unchanged.
  *   The writers: vt_file_append and vt_metrics_append (metrics.jsonl: no torn line, the
  *     reason given; it used to say only "cannot append"), vt_file_write_atomic.
- *   The commands: export --onnx onto a full disk with an old FILE there; train whose first
+ *   The commands: export --onnx onto a full disk with an old FILE there; train whose
+ *     config.json does not fit (stopped at the start); train whose first
  *     checkpoint does not fit; train --resume of a run whose new checkpoint does not fit
  *     beside the old one (last/best.safetensors intact); embed --out onto a full disk.
  */
@@ -109,6 +110,19 @@ static void commands(void) {
     TCHECK(rc == 1 && file_has(e, "No space left") && file_has(e, "m/r/last.safetensors"),
            "train on a full disk: exit %d (see %s)", rc, e);
     TCHECK(no_temp(), "train on a full disk: a temporary file left");
+    /* train whose config.json does not fit (the lock's page does): it stops at the start,
+     * where it used to warn and train the whole run before failing at the first metrics
+     * line or checkpoint */
+    TCHECK(mount_tmpfs(40, 0) == 0, "mount");
+    vt_test_sh("mkdir '%s/r2' && echo 1 > '%s/r2/.lock' && dd if=/dev/zero of='%s/fill' bs=4k "
+               "2>/dev/null; true", g_m, g_m, g_m);
+    rc = vt_test_sh("cd '%s' && '%s' train data --out m/r2 %s > /dev/null 2> c.err", g_dir, g_bin,
+                    targs);
+    TCHECK(rc == 1 && file_has(e, "No space left") && file_has(e, "m/r2/config.json") &&
+           !file_has(e, "metrics") && !file_has(e, "safetensors"),
+           "train whose config.json does not fit: exit %d (see %s)", rc, e);
+    TCHECK(no_temp() && vt_test_sh("test ! -e '%s/r2/config.json'", g_m) == 0,
+           "train whose config.json does not fit: a file left");
     /* --resume: the new checkpoint does not fit beside the old, which stays whole */
     TCHECK(mount_tmpfs(5000, 0) == 0, "mount");
     vt_test_sh("cp -a '%s/r' '%s/r' && sha256sum '%s'/r/*.safetensors > '%s/sums'", g_dir, g_m,

@@ -272,6 +272,10 @@ static void commands(const char *bin) {
     TCHECK(rc == 1 && sh_err(p, "an input folder") &&
            vt_test_sh("test ! -e '%s/data/train/dd' && test ! -e '%s/r8'", dir, dir) == 0,
            "--dump inside the dataset: rc %d, or a folder made there", rc);
+    rc = vt_test_sh("cd '%s' && '%s' train data --out newp/../data/x %s 2> t.err", dir, bin, targs);
+    TCHECK(rc == 1 && sh_err(p, "inside the dataset") &&
+           vt_test_sh("test ! -e '%s/data/x' && test ! -e '%s/newp'", dir, dir) == 0,
+           "--out through a missing folder's .. into the dataset: rc %d", rc);
     rc = vt_test_sh("cd '%s' && touch afile && '%s' train data --out afile %s 2> t.err", dir, bin, targs);
     TCHECK(rc == 1 && sh_err(p, "not a folder"), "--out a file: rc %d", rc);
     /* a start that fails gives back the folder it made */

@@ -373,7 +373,7 @@ static const char *kind_of(mode_t m) {
                                       : "not a regular file";
 }
 
-/* common.h. Without it, an output whose folder is yet to be made (embed --out NEW/x,
+/* See common.h. Without it, an output whose folder is yet to be made (embed --out NEW/x,
  * train --dump NEW) escaped the input-folder check, and the folder was made inside the
  * dataset. */
 char *vt_path_real_future(const char *dir) {

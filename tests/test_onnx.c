@@ -231,8 +231,8 @@ static void e2e(const char *bin, char *ort_version) {
                     dir, dir);
     snprintf(p, sizeof p, "%s/err2.txt", dir);
     msg = vt_test_slurp(p, NULL);
-    TCHECK(rc == 1 && msg && strstr(msg, "/no/such/dir/x.onnx") && strstr(msg, "writable"),
-           "unwritable FILE: exit %d, message %s", rc, msg ? msg : "(none)");
+    TCHECK(rc == 1 && msg && strstr(msg, "/no/such/dir/x.onnx") && strstr(msg, "make it first"),
+           "FILE in a missing folder: exit %d, message %s", rc, msg ? msg : "(none)");
     free(msg);
     TCHECK(vt_test_sh("'%s' export '%s' --onnx '%s/x.onnx' --opset 9 2> /dev/null", bin, rd,
                       dir) == 2, "--opset 9 is a usage error");

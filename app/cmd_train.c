@@ -108,6 +108,9 @@ static void usage(FILE *f) {
         "  docs/training-defaults.md)\n"
         "  --patience N          validations without improvement before that decay (default\n"
         "                        3; 0: the fixed rule: enough to see 8000 clips, at least 30)\n"
+        "  --min-clips N         no decay before N training clips (default: the fixed rule's\n"
+        "                        length; a validation split under 50 videos also doubles\n"
+        "                        --patience: its top-1 moves in steps of 2+ points)\n"
         "  --epochs N            exactly N epochs, cosine over them\n"
         "  --time-budget T       instead of --epochs: the epochs that fit T (300, 300s, 5m,\n"
         "                        1h) for the whole job, from a timing of the first steps\n"
@@ -223,7 +226,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
                       size_t resume_n) {
     const char *pos = NULL;
     char err[256];
-    int epochs_given = 0, model_given = 0, patience_given = 0;
+    int epochs_given = 0, model_given = 0, patience_given = 0, min_clips_given = 0;
     char cfg_src[2200] = ""; /* where the resumed configuration came from, for messages */
     /* Pass 1: --resume loads the saved configuration, which the rest then overrides. */
     for (int i = 1; i < argc; i++) {
@@ -366,6 +369,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--head-lr-mult")) { if (r < 0 || vt_train_range_parse(o, "--head-lr-mult", v)) BAD(); continue; }
         if (OPT("--dropout")) { if (r < 0 || vt_train_range_parse(o, "--dropout", v)) BAD(); continue; }
         if (OPT("--patience")) { if (r < 0 || vt_train_range_parse(o, "--patience", v)) BAD(); patience_given = 1; continue; }
+        if (OPT("--min-clips")) { if (r < 0 || vt_train_range_parse(o, "--min-clips", v)) BAD(); min_clips_given = 1; continue; }
         if (OPT("--epochs")) { if (r < 0 || vt_train_range_parse(o, "--epochs", v)) BAD(); epochs_given = 1; continue; }
         if (OPT("--time-budget")) { if (r < 0 || (o->time_budget = (float)vt_parse_duration(v)) <= 0) BAD(); continue; }
         if (OPT("--batch")) { if (r < 0 || vt_train_range_parse(o, "--batch", v)) BAD(); continue; }
@@ -519,6 +523,13 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
     }
     if (!patience_given && (epochs_given || o->dump[0]))
         o->patience = 0; /* --epochs means exactly that many; the twin replays a fixed one */
+    if (min_clips_given && (o->patience == 0 || epochs_given || o->time_budget > 0 || o->dump[0] ||
+                            strcmp(o->sched, "cosine"))) {
+        fprintf(stderr, "vidtrain train: --min-clips belongs to the default length (it holds "
+                        "off its decay): not with a length given (--epochs, --time-budget, "
+                        "--patience 0, --dump or another --sched)\n");
+        return 2;
+    }
     return 0;
 }
 

@@ -23,13 +23,13 @@ static char *state_json(const vt_run_state *st) {
     int n = snprintf(buf, sizeof buf,
                      "{\"epoch\":%lld,\"cursor\":%lld,\"step\":%lld,\"best\":%.17g,"
                      "\"best_loss\":%.17g,\"best_epoch\":%d,\"loss\":%.17g,\"clips\":%lld,"
-                     "\"seconds\":%.17g,\"wait_s\":%.17g,\"decay_epoch\":%d,\"stall\":%d,"
+                     "\"seconds\":%.17g,\"wait_s\":%.17g,\"decay_epoch\":%d,\"decay_why\":%d,\"stall\":%d,"
                      "\"len_acc\":%.17g,\"len_loss\":%.17g,\"plan_epochs\":%d,"
                      "\"plan_step\":%lld,\"plan_frac\":%.17g,\"skipped\":%lld,"
                      "\"skipped_total\":%lld,\"correct\":[",
                      (long long)st->epoch, (long long)st->cursor, (long long)st->step, st->best,
                      st->best_loss, st->best_epoch, st->sums.loss, (long long)st->sums.clips, st->sums.seconds,
-                     st->sums.wait_s, st->decay_epoch, st->stall, st->len_acc, st->len_loss,
+                     st->sums.wait_s, st->decay_epoch, st->decay_why, st->stall, st->len_acc, st->len_loss,
                      st->plan_epochs, (long long)st->plan_step, st->plan_frac,
                      (long long)st->sums.skipped, (long long)st->skipped_total);
     for (int h = 0; h < VT_MAX_HEADS; h++)
@@ -62,6 +62,7 @@ static int state_parse(vt_run_state *st, const char *s) {
     st->sums.wait_s = NUM("wait_s");
     st->decay_epoch = (int)NUM("decay_epoch");
     st->stall = (int)NUM("stall");
+    st->decay_why = (int)NUM("decay_why");
     st->len_acc = NUM("len_acc");
     st->len_loss = NUM("len_loss");
     st->plan_epochs = (int)NUM("plan_epochs");

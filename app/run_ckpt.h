@@ -39,6 +39,7 @@ typedef struct vt_run_state {
     /* the length that follows validation (app/train_length.c) */
     int decay_epoch;    /* epochs done when the decay began; 0 = not yet */
     int stall;          /* validations since the last improvement */
+    int decay_why;      /* why the decay began: 1 validation stalled, 2 the cap; 0 none */
     double len_acc, len_loss; /* the best validation top-1 and loss so far (loss 0: none) */
     /* --time-budget's last re-plan (app/train_budget.c): the epochs in force and the
      * learning rate's cosine anchor (models/optim.h); plan_epochs 0 = never re-planned */

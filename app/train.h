@@ -137,6 +137,8 @@ int vt_train_precise_bn(vt_train *t);
  * validation set the fixed rule instead (t->o changed: returns 1, config.json is to be
  * written again); 0 otherwise. */
 int vt_train_length_start(vt_train *t);
+/* At the end of a run of the default length: one line saying why it ended there. */
+void vt_train_length_finish(const vt_train *t);
 /* The learning rate of 0-based step `step`: t->sc's, or in the decay phase the cosine
  * that starts at the decay's first step. */
 float vt_train_lr(const vt_train *t, int64_t step);

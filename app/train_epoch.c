@@ -369,6 +369,8 @@ int vt_train_finish(vt_train *t) {
                 (double)o->time_budget, took, 100 * off,
                 off > 0.03 ? ": the machine ran slower than when it was timed" : "");
     }
+    if (!t->stopped)
+        vt_train_length_finish(t);
     if (t->st.skipped_total)
         fprintf(t->out, "skipped: %lld non-finite step(s) in all (--skip-nonfinite): their loss "
                 "or gradient was NaN or inf; many mean the run diverges (lower --lr)\n",

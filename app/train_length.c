@@ -32,6 +32,22 @@
  * model quality. */
 #define LOSS_MARGIN 0.01
 
+/* A validation split smaller than this holds the rate twice as long: its top-1 moves in
+ * steps of 2+ points and "no improvement in --patience validations" is mostly noise
+ * there (issue 40: 13 videos decayed a held-out run at a third of the fixed rule). */
+#define SMALL_VAL 50
+
+/* The patience in force: doubled on a small validation split. */
+static int patience_now(const vt_train *t) {
+    return t->nval < SMALL_VAL ? 2 * t->o.patience : t->o.patience;
+}
+
+/* The first epoch at whose end the decay may begin: --min-clips' worth of clips drawn. */
+static int floor_epochs(const vt_train *t) {
+    const int64_t per = VT_MAX(t->epoch_clips, 1);
+    return (int)VT_MIN((t->o.min_clips + per - 1) / per, (int64_t)t->o.epochs);
+}
+
 /* The decay's epochs after `stable` epochs at the base rate: a quarter as many (the
  * cool-down of a WSD schedule is commonly a fifth of the whole run). */
 static int decay_epochs(int stable) {
@@ -55,7 +71,15 @@ int vt_train_length_start(vt_train *t) {
                     "validations (every %d epochs) bring no improvement, then a cosine decay "
                     "over a quarter as many epochs again; at most %d epochs (--epochs N or "
                     "--time-budget T for a fixed length)\n",
-            (double)o->warmup_epochs, (double)o->lr, o->patience, o->eval_every, o->epochs);
+            (double)o->warmup_epochs, (double)o->lr, patience_now(t), o->eval_every, o->epochs);
+    if (o->min_clips > 0)
+        fprintf(t->out, "length: no decay before %d training clips (epoch %d; --min-clips)\n",
+                o->min_clips, floor_epochs(t));
+    if (t->nval < SMALL_VAL)
+        fprintf(t->out, "length: the validation split holds %d videos, under %d: its top-1 moves "
+                        "in steps of %.1f points, so the rate holds for %d validations, not %d "
+                        "(a val/ folder or a larger --val-split judges better)\n",
+                t->nval, SMALL_VAL, 100.0 / VT_MAX(t->nval, 1), patience_now(t), o->patience);
     if (t->st.decay_epoch > 0)
         fprintf(t->out, "length: decaying since epoch %d, to epoch %d\n", t->st.decay_epoch,
                 o->epochs);
@@ -90,12 +114,14 @@ void vt_train_length_epoch_end(vt_train *t, int64_t epoch, int do_val, double va
     /* The stable phase ends by four fifths of the cap: its decay then ends within it. */
     const int warm = done >= o->warmup_epochs;
     const int at_cap = done >= o->epochs - o->epochs / 5;
-    int decay = at_cap || (warm && do_val && next->stall >= o->patience);
+    const int floor = done >= floor_epochs(t);
+    int decay = at_cap || (warm && floor && do_val && next->stall >= patience_now(t));
     if (vt_mpi_size() > 1) /* the same bits everywhere already; rank 0's word is final */
         vt_mpi_bcast(&decay, sizeof decay, 0, "the default length's decay");
     if (!decay)
         return;
     next->decay_epoch = done;
+    next->decay_why = at_cap ? 2 : 1;
     o->epochs = done + decay_epochs(done);
     if (at_cap)
         fprintf(t->out, "length: the stable phase's cap (%d epochs) reached: the learning rate "
@@ -104,4 +130,22 @@ void vt_train_length_epoch_end(vt_train *t, int64_t epoch, int do_val, double va
         fprintf(t->out, "length: %d validations without improvement (best video top-1 %.1f%%, "
                         "loss %.4f): the learning rate decays over epochs %d-%d\n",
                 next->stall, 100 * next->len_acc, next->len_loss, done + 1, o->epochs);
+}
+
+void vt_train_length_finish(const vt_train *t) {
+    const vt_run_state *st = &t->st;
+    if (t->o.patience <= 0 || st->decay_epoch <= 0 || st->epoch < t->o.epochs)
+        return;
+    if (st->decay_why == 2)
+        fprintf(t->out, "length: ended at epoch %lld: the stable phase reached its cap (epoch %d, "
+                        "four fifths of at most %d), then decayed; validation was still "
+                        "improving (a longer run may do better: --epochs N)\n",
+                (long long)st->epoch, st->decay_epoch, t->o.epochs);
+    else
+        fprintf(t->out, "length: ended at epoch %lld: validation stopped improving by epoch %d "
+                        "(best video top-1 %.1f%%, loss %.4f; %d validations in a row without "
+                        "either improving, past --min-clips' %d clips), then the rate decayed "
+                        "over epochs %d-%lld\n",
+                (long long)st->epoch, st->decay_epoch, 100 * st->len_acc, st->len_loss,
+                st->stall, t->o.min_clips, st->decay_epoch + 1, (long long)st->epoch);
 }

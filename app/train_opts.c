@@ -29,6 +29,7 @@ void vt_train_opts_default(vt_train_opts *o) {
     snprintf(o->sched, sizeof o->sched, "cosine");
     o->warmup_epochs = -1;
     o->patience = -1;
+    o->min_clips = -1;
     o->step_epochs = 10;
     o->gamma = 0.1f;
     o->workers = 2;
@@ -96,6 +97,11 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
                       : (int)(ft ? VT_MAX(10, (2000 + per - 1) / per) : VT_MAX(30, (8000 + per - 1) / per));
     if (!o->epochs)
         o->epochs = o->patience > 0 ? VT_TRAIN_CAP * fixed : fixed;
+    /* The default length never ends before the fixed rule would have (issue 40: on a
+     * held-out set of 128 videos whose validation split held 13, three noisy validations
+     * decayed it at a third of the fixed rule's length, 14.6% video top-1 against 22.9%). */
+    if (o->min_clips < 0)
+        o->min_clips = o->patience > 0 ? (int)VT_MIN((int64_t)fixed * per, 1000000000) : 0;
     if (o->warmup_epochs < 0)
         o->warmup_epochs = strcmp(o->sched, "cosine") && strcmp(o->sched, "step")
                                ? 0 : (float)fixed / 5;
@@ -136,6 +142,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(time_budget);
     J_NUM(budget_once);
     J_NUM(patience);
+    J_NUM(min_clips);
     J_NUM(step_epochs);
     J_NUM(gamma);
     J_NUM(smoothing);
@@ -242,6 +249,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_FLT(time_budget);
     G_INT_SINCE(budget_once, 0);
     G_INT_SINCE(patience, 0); /* runs before it: the fixed rule */
+    G_INT_SINCE(min_clips, 0); /* runs before it: no floor */
     G_INT(step_epochs);
     G_FLT(gamma);
     G_FLT(smoothing);

@@ -45,6 +45,9 @@ typedef struct vt_train_opts {
                               decays, then training ends, once validation has not improved
                               for this many evaluations (0 = off: the fixed rule; < 0:
                               resolve: 3 when no length is given) */
+    int min_clips;         /* the default length: no decay before this many training clips
+                              have been drawn (0 = none; < 0: resolve: the fixed rule's
+                              length, 8000 clips and at least 30 epochs) */
     int step_epochs;       /* step schedule: decay every this many epochs */
     float gamma;           /* step schedule factor */
     float smoothing;       /* label smoothing (softmax heads) */

@@ -1,6 +1,6 @@
 /*
  * test_length.c: the default training length that follows validation
- * (app/train_length.c), as a user runs it, on a small synthetic set:
+ * (app/train/train_length.c), as a user runs it, on a small synthetic set:
  *   - the schedule: warm-up, the base lr held, then once validation stalls for
  *     --patience evaluations a cosine decay over a quarter as many epochs, after which
  *     the run ends. The outside truth is the formulas of torch's LinearLR warm-up and

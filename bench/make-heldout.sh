@@ -7,7 +7,7 @@
 # gradients, life, testsrc, testsrc2 or cellauto, one frame 5-64 frames in, each with its own seed), its speed, its start
 # and its noise from the seed, so no two videos share a frame; the class is only the
 # motion. 40 frames at 20 fps, 80x80, H.264 (crf 23) in MP4.
-#   bash scripts/make-heldout.sh DIR [SEED] [TRAIN] [TEST]
+#   bash bench/make-heldout.sh DIR [SEED] [TRAIN] [TEST]
 # makes DIR/train/CLASS/NNN.mp4 (TRAIN a class, default 16) and DIR/test/CLASS/NNN.mp4
 # (TEST a class, default 6) and no val/ folder, as a user's small set often is; SEED
 # (default 1) draws everything, so a seed is one set, the same on every machine with

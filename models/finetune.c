@@ -30,6 +30,10 @@ static int is_resnet(const char *m) {
     return !strcmp(m, "r3d18") || !strcmp(m, "mc3_18") || !strcmp(m, "r2plus1d18");
 }
 
+static int is_pyvideo(const char *m) {
+    return !strcmp(m, "slow_r50") || !strcmp(m, "slowfast_r50") || !strcmp(m, "i3d_r50");
+}
+
 int vt_finetune_stage(const char *model, const char *name) {
     if (is_resnet(model)) {
         if (starts(name, "stem."))
@@ -49,6 +53,16 @@ int vt_finetune_stage(const char *model, const char *name) {
         int k = index_after(name, "conv");
         return k >= 1 && k <= 5 ? k - 1 : -1;
     }
+    if (is_pyvideo(model)) {
+        /* pytorchvideo's blocks.N: 0 the stem(s) (SlowFast: both pathways' and their first
+         * fusion), 1-4 the res stages (with the fusion after each); i3d_r50's blocks.2 is
+         * its parameter-free temporal pool, so its stages are blocks 1, 3, 4, 5; the head
+         * (blocks.5 or .6 .proj) has no stage. */
+        int k = index_after(name, "blocks.");
+        if (k >= 2 && !strcmp(model, "i3d_r50"))
+            k--;
+        return k >= 0 && k <= 4 ? k : -1;
+    }
     if (!strcmp(model, "s3d")) {
         /* features.N: 0 the stem (separable 7x7x7), 2-3 the second conv block, 5-6
          * Mixed_3b/3c, 8-12 Mixed_4b..4f, 14-15 Mixed_5b/5c (the max pools between). */
@@ -61,7 +75,7 @@ int vt_finetune_stage(const char *model, const char *name) {
 }
 
 int vt_finetune_nstages(const char *model) {
-    if (is_resnet(model) || !strcmp(model, "s3d"))
+    if (is_resnet(model) || is_pyvideo(model) || !strcmp(model, "s3d"))
         return 4;
     if (!strcmp(model, "tiny") || !strcmp(model, "tiny_nobn"))
         return 3;

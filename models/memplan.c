@@ -35,6 +35,7 @@ static const char *node_kind_name(vt_node_kind k) {
     case VT_NODE_ADD: return "add";
     case VT_NODE_AVGPOOL: return "avgpool3d";
     case VT_NODE_CONCAT: return "concat";
+    case VT_NODE_TGATHER: return "tgather";
     }
     return "?";
 }

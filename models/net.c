@@ -335,6 +335,26 @@ static void concat_slices(vt_net *net, int i, int n, int backward) {
     }
 }
 
+/* Gather node i: the frames PackPathway picks (vt_pack_pathway_frame), each an H*W plane
+ * of one channel of one clip, copied from the input clip x. Plain copies, so every
+ * backend has it without a kernel (n * 3 * T/alpha of them per pass); no backward: it
+ * reads the clip, which takes no gradient. */
+static void tgather_forward(vt_net *net, int i, const float *x, int n) {
+    vt_backend *be = net->be;
+    const vt_node *nd = &net->g.nodes[i];
+    const int64_t hw = (int64_t)nd->h * nd->w;
+    float *out = act(net, i);
+    for (int j = 0; j < n; j++)
+        for (int c = 0; c < nd->c; c++)
+            for (int k = 0; k < nd->t; k++) {
+                const int64_t src = (((int64_t)j * nd->ic + c) * nd->it +
+                                     vt_pack_pathway_frame(nd->it, nd->t, k)) * hw;
+                const int64_t dst = (((int64_t)j * nd->c + c) * nd->t + k) * hw;
+                be->i->copy(be, act_ptr(net, out, dst), act_ptr(net, x, src),
+                            (size_t)hw * (size_t)net->g.act_size);
+            }
+}
+
 void vt_net_forward(vt_net *net, const float *x, int n, int train) {
     VT_CHECK(n >= 0 && n <= net->mb, "forward of %d clips on a net built for %d", n, net->mb);
     vt_backend *be = net->be;
@@ -410,6 +430,9 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
             break;
         case VT_NODE_CONCAT:
             concat_slices(net, i, n, 0);
+            break;
+        case VT_NODE_TGATHER:
+            tgather_forward(net, i, x, n);
             break;
         }
     }
@@ -712,6 +735,7 @@ void vt_net_backward(vt_net *net) {
             break;
         case VT_NODE_ADD:
         case VT_NODE_CONCAT:
+        case VT_NODE_TGATHER: /* never: nograd, so no gradient slot */
             break;
         }
         if (nd->din[0] == VT_DIN_ACCUM)

@@ -281,6 +281,30 @@ int vt_g_concat(vt_graph *g, const char *name, const int *in, int nin) {
     return i;
 }
 
+int vt_pack_pathway_frame(int t, int tout, int k) {
+    if (tout <= 1)
+        return 0; /* linspace of one step is its start */
+    const float end = (float)(t - 1), step = end / (float)(tout - 1);
+    const float v = k < tout / 2 ? 0.0f + step * (float)k : end - step * (float)(tout - 1 - k);
+    return (int)v; /* .long(): toward zero, the values are >= 0 */
+}
+
+int vt_g_tgather(vt_graph *g, const char *name, int in, int alpha) {
+    VT_CHECK(in < 0 && alpha >= 1, "%s: a frame gather reads the clip (in %d, alpha %d)", name,
+             in, alpha);
+    int i = g_new_node(g, VT_NODE_TGATHER, name, in);
+    if (i < 0)
+        return -1;
+    vt_node *nd = &g->nodes[i];
+    if (nd->it % alpha != 0)
+        return g_fail(g, "%s: the clip's %d frames are not a multiple of alpha = %d (the slow "
+                         "pathway takes T/alpha of them; use a clip of 4, 8, ... 32 frames)", name,
+                      nd->it, alpha, 0);
+    nd->t = nd->it / alpha;
+    nd->nograd = 1;
+    return i;
+}
+
 /* ---- gradient slots: best fit among free slots, else grow one, else a new one ---- */
 
 static int slot_take(vt_graph *g, int64_t size) {
@@ -386,6 +410,8 @@ void vt_graph_plan(vt_graph *g) {
             if (in < 0)
                 continue;
             vt_node *p = &g->nodes[in];
+            if (p->nograd)
+                continue; /* made from the clip alone: nothing to deliver (VT_DIN_NONE) */
             int elementwise = nd->kind == VT_NODE_RELU || nd->kind == VT_NODE_DROPOUT ||
                               nd->kind == VT_NODE_ADD;
             /* add's skip input and every concat input get dout (a slice of it for

@@ -32,6 +32,8 @@ typedef enum vt_node_kind {
     VT_NODE_ADD,
     VT_NODE_AVGPOOL, /* a windowed average (count_include_pad), not the global one (GAP) */
     VT_NODE_CONCAT,  /* inputs side by side along channels, in[0] first (torch.cat dim 1) */
+    VT_NODE_TGATHER, /* frames of the input clip picked along T (SlowFast's slow pathway:
+                        vt_pack_pathway_frame); reads the clip only, needs no gradient */
 } vt_node_kind;
 
 /* Most inputs a node takes: add has 2, concat up to 4 (an Inception block's branches). */
@@ -54,6 +56,8 @@ typedef enum vt_init_style {
     VT_INIT_C3D,         /* the C3D port: kaiming_normal_ fan_in, PyTorch defaults elsewhere */
     VT_INIT_PYTORCH,     /* PyTorch module defaults everywhere (S3D has no init code): conv
                             and linear kaiming_uniform_(a=sqrt(5)), biases U(+-1/sqrt(fan_in)) */
+    VT_INIT_PYVIDEO,     /* pytorchvideo's init_net_weights: as torchvision's, and the last BN
+                            of every bottleneck (".norm_c") starts with weight 0 */
 } vt_init_style;
 
 /* What a tensor of the state dict is for. */
@@ -72,6 +76,7 @@ typedef struct vt_node {
     vt_pool3d_p pool;     /* maxpool, avgpool */
     float bn_eps, bn_momentum; /* BN: PyTorch's eps and momentum (1e-5, 0.1 unless set) */
     int inplace;          /* output aliases in[0]'s activation (relu, add, dropout) */
+    int nograd;           /* no gradient flows into it (tgather: made from the clip alone) */
     int head;             /* linear: head index; -1 for hidden layers */
     float drop_p;         /* dropout probability */
     int drop_index;       /* dropout: its ordinal among the graph's dropouts (mask seeds) */
@@ -141,6 +146,13 @@ int vt_g_dropout(vt_graph *g, const char *name, int in, float p, int inplace);
 int vt_g_add(vt_graph *g, const char *name, int a, int b);
 /* Channels of in[0..nin-1] side by side (2 <= nin <= VT_NODE_MAX_IN; equal T, H, W). */
 int vt_g_concat(vt_graph *g, const char *name, const int *in, int nin);
+/* T/alpha frames of the input clip (in must be -1), chosen as pytorchvideo's PackPathway
+ * chooses them: torch.linspace(0, T-1, T/alpha).long(). alpha must divide T. */
+int vt_g_tgather(vt_graph *g, const char *name, int in, int alpha);
+/* Frame k of the tout that PackPathway picks from t frames: torch.linspace(0, t-1,
+ * tout)[k] truncated toward zero, computed in float32 as torch's CPU kernel does
+ * (start + step*k in the first half, end - step*(tout-1-k) in the second). */
+int vt_pack_pathway_frame(int t, int tout, int k);
 /* A linear node whose state-dict weight is a 1x1x1 conv's, (out, in, 1, 1, 1): the same
  * floats as (out, in), which is how the linear op reads it (S3D's classifier.1). */
 void vt_g_linear_as_conv1(vt_graph *g, int node);

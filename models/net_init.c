@@ -8,6 +8,7 @@
  * same weights on every backend, tower and process).
  */
 #include <math.h>
+#include <string.h>
 
 #include "base/common.h"
 #include "models/net_impl.h"
@@ -48,7 +49,7 @@ void vt_net_init_weights(vt_net *net, uint64_t seed) {
                  * the default fan_in. */
                 std = sqrt(2.0 / (double)(g->init == VT_INIT_C3D ? fan_in : fan_out));
                 fill_normal(dst, t->numel, std, &rng);
-            } else if (g->init == VT_INIT_TORCHVISION) {
+            } else if (g->init == VT_INIT_TORCHVISION || g->init == VT_INIT_PYVIDEO) {
                 fill_normal(dst, t->numel, 0.01, &rng);
             } else {
                 /* nn.Linear's and nn.Conv3d's default: kaiming_uniform_(a=sqrt(5)) =
@@ -59,13 +60,23 @@ void vt_net_init_weights(vt_net *net, uint64_t seed) {
             }
             break;
         case VT_ROLE_BIAS:
-            if (g->init != VT_INIT_TORCHVISION) { /* PyTorch's default: U(+-1/sqrt(fan_in)) */
+            if (g->init != VT_INIT_TORCHVISION && g->init != VT_INIT_PYVIDEO) {
+                /* PyTorch's default: U(+-1/sqrt(fan_in)) */
                 bound = 1.0 / sqrt((double)fan_in);
                 for (int64_t i = 0; i < t->numel; i++)
                     dst[i] = (float)((2.0 * vt_rng_uniform(&rng) - 1.0) * bound);
             }
             break;
-        case VT_ROLE_GAMMA:
+        case VT_ROLE_GAMMA: {
+            /* pytorchvideo zeroes each bottleneck's last BN (block_final_bn): every
+             * residual block starts as the identity */
+            size_t len = strlen(nd->name);
+            float v = g->init == VT_INIT_PYVIDEO && len >= 7 &&
+                      !strcmp(nd->name + len - 7, ".norm_c") ? 0.0f : 1.0f;
+            for (int64_t i = 0; i < t->numel; i++)
+                dst[i] = v;
+            break;
+        }
         case VT_ROLE_RUNNING_VAR:
             for (int64_t i = 0; i < t->numel; i++)
                 dst[i] = 1.0f;

@@ -203,6 +203,8 @@ int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_in
             goto end;
         }
         snprintf(r.format, sizeof r.format, "PyTorch checkpoint");
+        snprintf(r.container, sizeof r.container, "%s", f.pth.container);
+        snprintf(r.skipped, sizeof r.skipped, "%s", f.pth.skipped);
     } else {
         char e2[512];
         if (read_safetensors(&f, path, e2, sizeof e2) < 0) {
@@ -273,6 +275,12 @@ int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_in
                 "unexpected %d, shape-mismatched %d%s\n", path, r.format, r.loaded, model, nt,
                 (long long)r.values, r.missing, r.unexpected, r.mismatched,
                 f.n_optim ? "; optimizer state ignored" : "");
+        if (r.container[0])
+            fprintf(log, "init: %s: the weights are the file's '%s'; its other entries are "
+                    "ignored\n", path, r.container);
+        if (r.skipped[0])
+            fprintf(log, "init: %s: skipped without building or running them (not weights): "
+                    "%s\n", path, r.skipped);
         static const char *const what[4] = {"missing (kept as initialised)",
                                             "shape-mismatched (kept as initialised)",
                                             "unexpected (ignored)", NULL};

@@ -32,7 +32,10 @@ typedef struct vt_init_report {
     int mismatched;     /* same name, other shape, not a head (kept as initialised) */
     int heads_reinit;   /* classifiers of another class count (kept as initialised) */
     int64_t values;     /* floats copied */
-    char format[32];    /* "safetensors", "PyTorch zip", "PyTorch legacy" */
+    char format[32];    /* "safetensors", "PyTorch checkpoint" */
+    char container[32]; /* "" or the key the weights were under ("model_state" of a .pyth) */
+    char skipped[160];  /* "" or the objects of the file's other entries skipped unbuilt
+                           (models/formats/pth.h), e.g. "__main__.Extra" */
 } vt_init_report;
 
 /* Load what of `path` matches the net (which holds its fresh initialisation), printing

@@ -1,5 +1,6 @@
 /*
- * zoo.c: the model zoo as graphs — tiny, tiny_nobn, c3d, r3d18, mc3_18, r2plus1d18, s3d —
+ * zoo.c: the model zoo as graphs — tiny, tiny_nobn, c3d, r3d18, mc3_18, r2plus1d18, s3d, and
+ * pytorchvideo's slow_r50, slowfast_r50, i3d_r50 (zoo_pv.c) —
  * with the module names, shapes and order of their PyTorch twins, so that state dicts
  * move both ways by name:
  *   r3d18, mc3_18, r2plus1d18: torchvision.models.video.{r3d_18, mc3_18, r2plus1d_18}
@@ -54,9 +55,10 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "models/zoo_pv.h"
 
 const char *const vt_zoo_names[] = {"tiny", "tiny_nobn", "c3d", "r3d18", "mc3_18", "r2plus1d18",
-                                    "s3d", NULL};
+                                    "s3d", "slow_r50", "slowfast_r50", "i3d_r50", NULL};
 
 #define K3(a, b, c) ((const int[3]){a, b, c})
 
@@ -335,6 +337,7 @@ static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errle
     g->init = VT_INIT_TORCHVISION;
     int feat;
     const char *fc = "fc", *drop = "dropout";
+    vt_zoo_pv_head pv;
     if (!strcmp(cfg->model, "tiny")) {
         feat = build_tiny(g, 1);
     } else if (!strcmp(cfg->model, "tiny_nobn")) {
@@ -360,8 +363,11 @@ static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errle
     } else if (!strcmp(cfg->model, "s3d_block")) {
         g->init = VT_INIT_PYTORCH;
         feat = build_s3d_block(g);
+    } else if ((feat = vt_zoo_pv_build(g, cfg->model, &pv)) != -2) {
+        fc = pv.fc; /* pytorchvideo's family (zoo_pv.c) */
+        drop = pv.drop;
     } else {
-        char names[128] = "";
+        char names[192] = "";
         for (int i = 0; vt_zoo_names[i]; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
                      vt_zoo_names[i]);

@@ -12,6 +12,9 @@
  *             (c3d's fc6: PyTorch's view(N, -1), the same memory order)
  *   dropout   nothing: identity at inference; its consumers read its input
  *   add       Add
+ *   concat    Concat (axis 1)
+ *   tgather   Gather (axis 2) of the clip with an int64 index initializer "<layer>.index":
+ *             the frames SlowFast's slow pathway takes (PackPathway's linspace)
  * and per head a graph output: the head's Gemm, or Softmax(axis=1) / Sigmoid after it.
  * The protobuf bytes are written by our own writer (models/formats/protobuf.h says why); the
  * ONNX field numbers below are those of onnx.proto, which never change.
@@ -56,7 +59,7 @@ enum {
     TYPE_TENSOR = 1, TENSOR_TYPE_ELEM = 1, TENSOR_TYPE_SHAPE = 2,
     SHAPE_DIM = 1, DIM_VALUE = 1, DIM_PARAM = 2,
     TENSOR_DIMS = 1, TENSOR_DATA_TYPE = 2, TENSOR_NAME = 8, TENSOR_RAW_DATA = 9,
-    DTYPE_FLOAT = 1,
+    DTYPE_FLOAT = 1, DTYPE_INT64 = 7,
 };
 
 void vt_onnx_opts_default(vt_onnx_opts *o) {
@@ -79,6 +82,8 @@ typedef struct onnx_w {
     int nused;
     int *inits;         /* state-dict tensors the nodes read, in order of first use */
     int ninits;
+    int *gathers;       /* tgather layers: each has an index initializer */
+    int ngathers;
     char *err;
     size_t errlen;
 } onnx_w;
@@ -255,6 +260,17 @@ static int emit_layer(onnx_w *w, int i) {
         emit_node(w, "Concat", nd->name, in, nd->nin, w->val[i], &at);
         break;
     }
+    case VT_NODE_TGATHER: {
+        char nm[160];
+        snprintf(nm, sizeof nm, "%s.index", nd->name);
+        const char *in[2] = {x, uniq_name(w, nm)};
+        w->gathers = vt_realloc(w->gathers, (size_t)(w->ngathers + 1) * sizeof *w->gathers);
+        w->gathers[w->ngathers++] = i;
+        attr_int(&at, "axis", 2);
+        w->val[i] = (char *)uniq_name(w, nd->name);
+        emit_node(w, "Gather", nd->name, in, 2, w->val[i], &at);
+        break;
+    }
     case VT_NODE_DROPOUT:
         /* Identity at inference (PyTorch's eval(), net.c's train=0): no node at all. */
         w->val[i] = (char *)x;
@@ -331,6 +347,25 @@ static void emit_initializers(onnx_w *w, vt_pb *graph, const float *params, cons
         vt_pb_len_header(graph, TENSOR_RAW_DATA, nbytes);
         vt_pb_raw_f32le(graph, (nt->is_buffer ? bufs : params) + nt->offset, (size_t)t->numel);
         vt_pb_free(&head);
+    }
+    for (int k = 0; k < w->ngathers; k++) { /* the frames a tgather takes, int64 */
+        const vt_node *nd = &w->g.nodes[w->gathers[k]];
+        char nm[160];
+        snprintf(nm, sizeof nm, "%s.index", nd->name);
+        vt_pb t = {0};
+        uint8_t le8[8];
+        vt_pb_int(&t, TENSOR_DIMS, nd->t);
+        vt_pb_uint(&t, TENSOR_DATA_TYPE, DTYPE_INT64);
+        vt_pb_string(&t, TENSOR_NAME, nm);
+        vt_pb_len_header(&t, TENSOR_RAW_DATA, 8 * (uint64_t)nd->t);
+        for (int f = 0; f < nd->t; f++) {
+            uint64_t v = (uint64_t)vt_pack_pathway_frame(nd->it, nd->t, f);
+            for (int b = 0; b < 8; b++)
+                le8[b] = (uint8_t)(v >> (8 * b));
+            vt_pb_raw(&t, le8, 8);
+        }
+        vt_pb_msg(graph, GRAPH_INITIALIZER, &t);
+        vt_pb_free(&t);
     }
 }
 
@@ -467,6 +502,7 @@ end:
     free(w.val);
     free(w.flat);
     free(w.inits);
+    free(w.gathers);
     vt_graph_free(&w.g);
     return rc;
 }

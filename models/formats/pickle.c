@@ -3,8 +3,10 @@
  * mark stack and a memo, as CPython's Unpickler has them, but with an allow-list where
  * CPython has find_class: GLOBAL and STACK_GLOBAL resolve only the names a state_dict
  * needs, and REDUCE calls only those, by C code that builds a dict or a tensor
- * description. Everything else a pickle can do (import any module, call any callable,
- * INST/OBJ/EXT, NEWOBJ of arbitrary classes, BUILD on an object) is refused.
+ * description. Any other name becomes an inert OPAQUE value (pickle.h): calling it,
+ * NEWOBJ of it, BUILD on it give OPAQUE values again, so that a checkpoint's other
+ * entries (a config object, a numpy scalar) are skipped, never imported or run. The
+ * rest of what a pickle can do (INST/OBJ/EXT, ...) is refused.
  *
  * It must never execute, import or look up anything named by the input beyond the table
  * `allowed` below, never trust a length before comparing it with the bytes left, never
@@ -87,8 +89,8 @@ const char *vt_pkl_dtype_name(vt_pkl_dtype d) {
 const char *vt_pkl_kind_name(vt_pkl_kind k) {
     static const char *const name[] = {"None", "bool", "int", "int", "float", "str",
                                        "bytes", "tuple", "list", "dict", "global",
-                                       "storage", "tensor"};
-    return k >= 0 && k <= VT_PKL_TENSOR ? name[k] : "?";
+                                       "storage", "tensor", "object"};
+    return k >= 0 && k <= VT_PKL_OPAQUE ? name[k] : "?";
 }
 
 /* ---- values ---- */
@@ -310,9 +312,52 @@ static int resolve(vt_pkl *p, const char *mod, size_t mlen, const char *name, si
             }
             return push(p, v);
         }
+    /* Not allowed: an inert placeholder carrying the name (pickle.h); whether that refuses
+     * the file depends on where it ends up (pth.c). */
     char shown[128];
     name_for_msg(shown, sizeof shown, mod, mlen, name, nlen);
-    return bad(p, "global '%s' is not allowed (a checkpoint may only hold tensors)", shown);
+    vt_pkl_val *v = val_new(p, VT_PKL_OPAQUE);
+    if (v) {
+        v->len = strlen(shown);
+        v->s = vt_strdup(shown);
+    }
+    return push(p, v);
+}
+
+/* A new OPAQUE standing for what calling (or filling) `of` would have made. */
+static int push_opaque(vt_pkl *p, const vt_pkl_val *of) {
+    vt_pkl_val *v = val_new(p, VT_PKL_OPAQUE);
+    if (v) {
+        v->len = of->len;
+        v->s = vt_strdup(of->s);
+        v->at = of->at; /* the GLOBAL's offset: what a refusal names */
+    }
+    return push(p, v);
+}
+
+char *vt_pkl_skipped(const vt_pkl *p) {
+    /* At most ~400 characters: the list is for a message, and the duplicate search stays
+     * linear in the values however many a hostile pickle makes. */
+    enum { CAP = 400 };
+    char *out = vt_malloc(CAP + 8);
+    size_t n = 0;
+    out[0] = 0;
+    for (int i = 0; i < p->nall; i++) {
+        const vt_pkl_val *v = p->all[i];
+        if (v->kind != VT_PKL_OPAQUE)
+            continue;
+        int dup = 0; /* the name is in the list already, whole */
+        for (const char *q = out; !dup && (q = strstr(q, v->s)); q += v->len ? v->len : 1)
+            dup = (q == out || q[-1] == ' ') && (q[v->len] == ',' || q[v->len] == 0);
+        if (dup)
+            continue;
+        if (n + v->len + 2 > CAP) {
+            snprintf(out + n, CAP + 8 - n, "%s...", n ? ", " : "");
+            break;
+        }
+        n += (size_t)snprintf(out + n, CAP + 8 - n, "%s%s", n ? ", " : "", v->s);
+    }
+    return out;
 }
 
 /* GLOBAL: "module\nname\n". */
@@ -433,6 +478,8 @@ static int op_reduce(vt_pkl *p) {
     vt_pkl_val *args = pop(p, "REDUCE"), *fn = args ? pop(p, "REDUCE") : NULL;
     if (!fn)
         return -1;
+    if (fn->kind == VT_PKL_OPAQUE) /* an unknown callable: nothing is called */
+        return push_opaque(p, fn);
     if (fn->kind != VT_PKL_GLOBAL)
         return bad(p, "REDUCE calls a %s (only allow-listed globals are called)",
                    vt_pkl_kind_name(fn->kind));
@@ -534,6 +581,10 @@ static int op_add_items(vt_pkl *p, vt_pkl_kind kind, const char *what) {
     if (k <= frame_floor(p))
         return bad(p, "%s with nothing to add to", what);
     vt_pkl_val *c = p->stack[k - 1];
+    if (c->kind == VT_PKL_OPAQUE) { /* an unknown object's items: dropped */
+        p->sp = k;
+        return 0;
+    }
     if (c->kind != kind)
         return bad(p, "%s on a %s", what, vt_pkl_kind_name(c->kind));
     if (kind == VT_PKL_DICT && (p->sp - k) % 2)
@@ -601,6 +652,8 @@ static int step(vt_pkl *p, int op, vt_pkl_val **out) {
     case 's': /* SETITEM */
         if (!(v = pop(p, "SETITEM")) || !(w = pop(p, "SETITEM")) || !(c = top(p, "SETITEM")))
             return -1;
+        if (c->kind == VT_PKL_OPAQUE)
+            return 0;
         if (c->kind != VT_PKL_DICT)
             return bad(p, "SETITEM on a %s", vt_pkl_kind_name(c->kind));
         val_add(c, w);
@@ -610,6 +663,8 @@ static int step(vt_pkl *p, int op, vt_pkl_val **out) {
     case 'a': /* APPEND */
         if (!(v = pop(p, "APPEND")) || !(c = top(p, "APPEND")))
             return -1;
+        if (c->kind == VT_PKL_OPAQUE)
+            return 0;
         if (c->kind != VT_PKL_LIST)
             return bad(p, "APPEND to a %s", vt_pkl_kind_name(c->kind));
         val_add(c, v);
@@ -649,6 +704,8 @@ static int step(vt_pkl *p, int op, vt_pkl_val **out) {
     case 0x81: /* NEWOBJ: cls.__new__(cls, *args), for OrderedDict only */
         if (!(v = pop(p, "NEWOBJ")) || !(w = pop(p, "NEWOBJ")))
             return -1;
+        if (w->kind == VT_PKL_OPAQUE) /* an unknown class: no object is made */
+            return push_opaque(p, w);
         if (w->kind != VT_PKL_GLOBAL || w->i != VT_PKL_G_ORDEREDDICT || v->kind != VT_PKL_TUPLE ||
             v->n != 0)
             return bad(p, "NEWOBJ of a %s%s (only an empty OrderedDict is made so)",
@@ -659,6 +716,8 @@ static int step(vt_pkl *p, int op, vt_pkl_val **out) {
                * (a state_dict's _metadata: layer versions), which we do not need. */
         if (!(v = pop(p, "BUILD")) || !(c = top(p, "BUILD")))
             return -1;
+        if (c->kind == VT_PKL_OPAQUE) /* an unknown object's state: dropped */
+            return 0;
         if (c->kind != VT_PKL_DICT)
             return bad(p, "BUILD on a %s (only an OrderedDict's attributes are accepted)",
                        vt_pkl_kind_name(c->kind));

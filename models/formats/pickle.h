@@ -5,6 +5,11 @@
  * torch.*Storage types). It builds an inert value graph (ints, floats, strings, tuples,
  * lists, dicts, storages, tensors) and never runs anything: a REDUCE is evaluated here, by
  * C code, only for the allow-listed callables, into a dict or a tensor description.
+ * Any other global becomes an OPAQUE value that only carries its name: calling it
+ * (REDUCE, NEWOBJ), giving it state (BUILD) or items makes another OPAQUE, nothing else
+ * (a PySlowFast .pyth may hold a config object or a numpy scalar beside its weights).
+ * Whoever reads the result refuses an OPAQUE where it needs a value (pth.c: in the
+ * state_dict, or as the whole pickle) and may skip it elsewhere (vt_pkl_skipped).
  *
  * It must never look up a name outside the allow-list, never allocate more than the
  * input can justify (every length is checked against the bytes left, the memo, stack,
@@ -38,7 +43,9 @@ typedef enum vt_pkl_global {
 typedef enum vt_pkl_kind {
     VT_PKL_NONE, VT_PKL_BOOL, VT_PKL_INT, VT_PKL_BIGINT, VT_PKL_FLOAT, VT_PKL_STR,
     VT_PKL_BYTES, VT_PKL_TUPLE, VT_PKL_LIST, VT_PKL_DICT, VT_PKL_GLOBAL, VT_PKL_STORAGE,
-    VT_PKL_TENSOR
+    VT_PKL_TENSOR,
+    VT_PKL_OPAQUE /* a global outside the allow-list, or what calling it would make: s is
+                     its "module.name", at the offset of the GLOBAL; never built or run */
 } vt_pkl_kind;
 
 /* What _rebuild_tensor(_v2) was called with, checked for shape only: whether it lies
@@ -90,6 +97,10 @@ int vt_pkl_load(vt_pkl *p, const uint8_t *buf, size_t len, size_t base, vt_pkl_v
 
 /* "int", "dict", ...: what a value is, for messages. */
 const char *vt_pkl_kind_name(vt_pkl_kind k);
+
+/* The distinct "module.name"s that became OPAQUE values so far, ", "-separated, in order
+ * of first use (a malloc'd string, "" when none). */
+char *vt_pkl_skipped(const vt_pkl *p);
 
 /* A dict's value under the string key (the last one when it repeats), or NULL. */
 vt_pkl_val *vt_pkl_dict_get(const vt_pkl_val *dict, const char *key);

@@ -265,9 +265,18 @@ static const vt_pkl_val *not_tensor(const vt_pkl_val *d) {
     return NULL;
 }
 
+/* The refusal of an object the unpickler did not build (an OPAQUE value) where a value
+ * is needed: the global it came from, at that GLOBAL's offset. */
+static int opaque_refused(const reader *r, const vt_pkl_val *v, char *err, size_t errlen) {
+    return fail(err, errlen, r, "%s offset %lld: global '%s' is not allowed (a checkpoint may "
+                "only hold tensors)", r->where, (long long)v->at, v->s);
+}
+
 static int find_state_dict(const vt_pkl_val *top, const vt_pkl_val **sd, const char **container,
                            const reader *r, char *err, size_t errlen) {
-    static const char *const nests[] = {"state_dict", "model_state_dict", "model"};
+    static const char *const nests[] = {"state_dict", "model_state_dict", "model", "model_state"};
+    if (top->kind == VT_PKL_OPAQUE)
+        return opaque_refused(r, top, err, errlen);
     if (top->kind != VT_PKL_DICT)
         return fail(err, errlen, r, "the pickle holds a %s, not a state_dict (a dict of tensors)",
                     vt_pkl_kind_name(top->kind));
@@ -284,7 +293,14 @@ static int find_state_dict(const vt_pkl_val *top, const vt_pkl_val **sd, const c
             *container = nests[k];
             return 0;
         }
+        const vt_pkl_val *in = v && v->kind == VT_PKL_DICT ? not_tensor(v) : NULL;
+        if (in && in->kind == VT_PKL_STR && vt_pkl_dict_get(v, in->s) &&
+            vt_pkl_dict_get(v, in->s)->kind == VT_PKL_OPAQUE)
+            return opaque_refused(r, vt_pkl_dict_get(v, in->s), err, errlen);
     }
+    if (bad->kind == VT_PKL_STR && vt_pkl_dict_get(top, bad->s) &&
+        vt_pkl_dict_get(top, bad->s)->kind == VT_PKL_OPAQUE)
+        return opaque_refused(r, vt_pkl_dict_get(top, bad->s), err, errlen);
     if (bad->kind == VT_PKL_STR)
         return fail(err, errlen, r, "no state_dict: '%.100s' of the top-level dict is not a "
                     "tensor, and no 'state_dict', 'model_state_dict' or 'model' dict of tensors "
@@ -416,14 +432,17 @@ static int pickle_error(const reader *r, const char *perr, char *err, size_t err
     return fail(err, errlen, r, "%s %s", r->where, perr);
 }
 
-/* After the unpickler: the state_dict out of the result. */
-static int finish(vt_pth *out, reader *r, const vt_pkl_val *top, char *err, size_t errlen) {
+/* After the unpickler: the state_dict out of the result, and the names of what was
+ * skipped unbuilt. */
+static int finish(vt_pth *out, reader *r, const vt_pkl *p, const vt_pkl_val *top, char *err,
+                  size_t errlen) {
     const vt_pkl_val *sd = NULL;
     const char *container = "";
     if (find_state_dict(top, &sd, &container, r, err, errlen) ||
         materialize(out, r, sd, err, errlen))
         return -1;
     out->container = vt_strdup(container);
+    out->skipped = vt_pkl_skipped(p);
     return 0;
 }
 
@@ -482,7 +501,7 @@ static int read_zip(vt_pth *out, reader *r, char *err, size_t errlen) {
     else if (vt_pkl_load(p, buf, (size_t)size, 0, &top, &used, perr, sizeof perr))
         pickle_error(r, perr, err, errlen);
     else
-        rc = finish(out, r, top, err, errlen);
+        rc = finish(out, r, p, top, err, errlen);
     vt_pkl_free(&p);
     free(buf);
     return rc;
@@ -552,7 +571,7 @@ static int read_legacy(vt_pth *out, reader *r, char *err, size_t errlen) {
         st->have = 1;
         pos += (size_t)st->numel * (size_t)vt_pkl_dtype_size(st->dtype);
     }
-    rc = finish(out, r, v[3], err, errlen);
+    rc = finish(out, r, p, v[3], err, errlen);
 end:
     vt_pkl_free(&p);
     return rc;
@@ -710,5 +729,6 @@ void vt_pth_free(vt_pth *p) {
     }
     free(p->t);
     free(p->container);
+    free(p->skipped);
     memset(p, 0, sizeof *p);
 }

@@ -10,6 +10,13 @@
  *
  * It knows tensors and names only: matching them to a net is the caller's (names are kept
  * exactly as stored, "module." prefixes included). It must never abort on a bad file.
+ *
+ * The state_dict is the top-level dict when every value is a tensor, else the dict of
+ * tensors under 'state_dict', 'model_state_dict', 'model' or 'model_state' (PySlowFast's
+ * and pytorchvideo's .pyth files: beside it 'epoch', 'optimizer_state', a 'cfg' string).
+ * Objects of classes outside the unpickler's allow-list elsewhere in the file are
+ * skipped, never built (pickle.h), and named in `skipped`; one inside the state_dict, or
+ * as the whole pickle, refuses the file.
  */
 #ifndef VT_PTH_H
 #define VT_PTH_H
@@ -30,6 +37,8 @@ typedef struct vt_pth {
     int n;
     vt_pth_tensor *t;    /* (n) in the state_dict's order */
     char *container;     /* "" or the key the state_dict was nested under, e.g. "state_dict" */
+    char *skipped;       /* "" or the classes / callables of the file's other entries that
+                            were skipped unbuilt, e.g. "__main__.Extra, numpy.dtype" */
 } vt_pth;
 
 /* 1 if the file is a PyTorch checkpoint by its first bytes (a zip archive's magic, as

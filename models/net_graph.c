@@ -284,8 +284,25 @@ int vt_g_concat(vt_graph *g, const char *name, const int *in, int nin) {
 int vt_pack_pathway_frame(int t, int tout, int k) {
     if (tout <= 1)
         return 0; /* linspace of one step is its start */
+    /* float32 as torch's CPU linspace kernel computes it, truncated by .long(): where a
+     * value falls within rounding of an integer the way it is rounded picks the frame.
+     * The kernel (ATen RangeFactoriesKernel.cpp, AVX2 build, x86's default) runs blocks
+     * of 16 values from the start as two vectors of 8, each from its first element's
+     * value plus j*step (two roundings), then the rest one by one; a value in the first
+     * half is step*i, in the second end - step*(steps-1-i), an FMA there. Checked
+     * against torch.linspace(...).long() for every T up to 128 and alpha 2, 4, 8
+     * (tests/test_pyvideo.c); PyTorch's AVX-512 or ARM kernels may differ by a frame in a
+     * few long clips. This file is compiled as ISO C11: no contraction of a*b+c. */
     const float end = (float)(t - 1), step = end / (float)(tout - 1);
-    const float v = k < tout / 2 ? 0.0f + step * (float)k : end - step * (float)(tout - 1 - k);
+    const int half = tout / 2, vectored = tout / 16 * 16;
+    float v;
+    if (k < vectored) {
+        const int i0 = k / 8 * 8;
+        const float base = i0 < half ? step * (float)i0 : fmaf(-step, (float)(tout - 1 - i0), end);
+        v = base + (float)(k - i0) * step;
+    } else {
+        v = k < half ? step * (float)k : fmaf(-step, (float)(tout - 1 - k), end);
+    }
     return (int)v; /* .long(): toward zero, the values are >= 0 */
 }
 

@@ -24,8 +24,10 @@ For each model it writes
   OUT/<model>.names.json  [name, shape] of every state_dict entry, in order
   OUT/<model>.eval.bin    float32 logits of model.eval() on OUT/clip_<model>.bin
   OUT/<model>.frozen.bin  logits and gradients (float64) of a training pass with every BN in
-                          eval mode (fine-tuning's frozen BN), loss sum(cross_entropy) / N;
-                          index.json holds torch32_nmse and sens_nmse as torch_init.py does
+                          eval mode (fine-tuning's frozen BN) on the clip's first sample, loss
+                          cross_entropy; index.json holds torch32_nmse and sens_nmse as
+                          torch_init.py does (slow_r50 and slowfast_r50; i3d_r50 has the
+                          names, the checkpoint and the eval logits: the same blocks)
   OUT/index.json
 Also OUT/pack_pathway.json: torch.linspace(0, T-1, T//a).long() for T = 1..128, a = 2, 4, 8
 (vidtrain's vt_pack_pathway_frame must give the same frames).
@@ -239,6 +241,10 @@ def seeded(name, seed, classes=400):
 
 
 def frozen_pass(md, x, labels, grads):
+    """Every BN (and the dropout) in eval mode, the loss sum(cross_entropy) / N; only the
+    gradients asked for are computed (the others would only cost time)."""
+    for n, p in md.named_parameters():
+        p.requires_grad_(n in grads)
     md.train()
     for mod in md.modules():
         if isinstance(mod, (nn.BatchNorm3d, nn.Dropout)):
@@ -300,7 +306,11 @@ def main():
         m.eval()
         with torch.no_grad():
             m(x).numpy().astype("<f4").tofile(f"{out}/{name}.eval.bin")
+        index[name] = {"shape": list(shape), "labels": labels, "classes": 400}
+        if name == "i3d_r50":  # the same blocks as slow_r50: names and eval suffice
+            continue
         grads = GRADS[name]
+        x, labels = x[:1], labels[:1]  # one clip: frozen BN makes clips independent
         got = {dt: frozen_pass(m.to(dt), x.to(dt), labels, grads)
                for dt in (torch.float64, torch.float32)}
         ref_logits, ref_grads = got[torch.float64]
@@ -319,10 +329,8 @@ def main():
             f.write(ref_logits.numpy().astype("<f4").tobytes())
             for gr in ref_grads:
                 f.write(gr.numpy().astype("<f4").tobytes())
-        m = m.float()
-        index[name] = {"shape": list(shape), "labels": labels, "classes": 400, "grads": grads,
-                       "grad_numel": [dict(m.named_parameters())[n].numel() for n in grads],
-                       "torch32_nmse": t32, "sens_nmse": sens}
+        index[name].update({"grads": grads, "torch32_nmse": t32, "sens_nmse": sens,
+                            "grad_numel": [dict(m.named_parameters())[n].numel() for n in grads]})
     with open(f"{out}/index.json", "w") as f:
         json.dump(index, f, indent=1)
 

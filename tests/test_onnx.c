@@ -7,6 +7,7 @@
  *      betas and running statistics (so eval-mode BN is exercised, not the identity of
  *      fresh statistics), dropout on in the configuration (the export must leave it
  *      out), a small clip: vidtrain's eval forward on 2 random clips vs ORT, per output.
+ *      slowfast_r50 brings the frame Gather and the pathways' concats.
  *      tiny runs with two heads (softmax and multi-label) and is exported twice (logits;
  *      --softmax-like probabilities against vt_net_outputs).
  *   2. The command end to end: a tiny run trained 1 epoch on a synthetic set, `vidtrain
@@ -350,6 +351,9 @@ int main(void) {
         /* S3D's concat, avgpool window, BN eps 1e-3 and 5-D classifier weight: the
          * smallest clip it takes */
         {"s3d", 13, 209, 209, 1, 0.2f},
+        /* pytorchvideo's bottlenecks, SlowFast's frame Gather (the slow pathway's 2 of the
+         * 8 frames), lateral convs and concats: its smallest sensible clip */
+        {"slowfast_r50", 8, 32, 32, 1, 0.5f},
     };
     for (size_t i = 0; i < VT_ARRAY_LEN(cases); i++)
         zoo_one(be, &cases[i], 0, ort_version);

@@ -209,6 +209,14 @@ hostile("reduce_storage.pth", zip_of(b"\x80\x02ctorch\nFloatStorage\n)R."), "off
         "torch.FloatStorage is not callable")
 hostile("reduce_str.pth", zip_of(b"\x80\x02" + binunicode("os") + b")R."), "offset 10:",
         "REDUCE calls a str")
+# an object of an unknown class is skipped outside the weights (test_pyvideo's .pyth) but
+# refuses the file where a tensor must be: in the state_dict, or as the whole pickle
+hostile("object_in_weights.pth", zip_of(b"\x80\x02}" + binunicode("w") + b"cevil\nThing\n)\x81s."),
+        "offset 9:", "evil.Thing", "not allowed")
+hostile("object_in_model_state.pth",
+        zip_of(b"\x80\x02}" + binunicode("epoch") + b"K\x03" + binunicode("model_state") + b"}" +
+               binunicode("w") + b"cevil\nThing\n)\x81ss."), "evil.Thing", "not allowed")
+hostile("object_built.pth", zip_of(b"\x80\x02cevil\nThing\n)\x81}b."), "offset 2:", "evil.Thing")
 hostile("unknown_op.pth", zip_of(b"\x80\x02}\xff."), "offset 3", "unknown opcode 0xff")
 hostile("deep_lists.pth", zip_of(b"\x80\x02" + b"]" * 100000 + b"a" * 100000 + b"."),
         "offset 65538", "stack deeper")

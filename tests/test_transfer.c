@@ -339,12 +339,45 @@ static void check_sha_and_cache(const char *dir) {
     rc = vt_pretrained_fetch(&b, got, sizeof got, 1, err, sizeof err);
     TCHECK(rc != 0 && strstr(err, "file:///nonexistent-vidtrain-mirror/missing-12345678.pth") &&
                strstr(err, cache), "no network: '%s'", err);
+    /* a zoo without published checksums (pytorchvideo's rows): the first download's
+     * SHA-256 recorded beside it, a later change to the file refused */
+    setenv("VIDTRAIN_WEIGHTS_URL", url, 1);
+    vt_pretrained u = e;
+    u.file = name;
+    u.sha_prefix = NULL;
+    snprintf(cmd, sizeof cmd, "rm -f '%s/%s'", cache, name);
+    TCHECK(system(cmd) == 0, "%s", cmd);
+    rc = vt_pretrained_fetch(&u, got, sizeof got, 1, err, sizeof err);
+    char rec[1400];
+    snprintf(rec, sizeof rec, "%s.sha256", got);
+    char *r = vt_file_read(rec);
+    TCHECK(rc == 0 && r && !strncmp(r, want, 64), "unpinned fetch: rc %d '%s', record '%s'", rc,
+           err, r ? r : "(none)");
+    free(r);
+    TCHECK(vt_pretrained_fetch(&u, got, sizeof got, 1, err, sizeof err) == 0, "again: %s", err);
+    snprintf(cmd, sizeof cmd, "printf x >> '%s'", got);
+    TCHECK(system(cmd) == 0, "%s", cmd);
+    rc = vt_pretrained_fetch(&u, got, sizeof got, 1, err, sizeof err);
+    TCHECK(rc != 0 && strstr(err, "recorded in") && strstr(err, rec), "changed file: '%s'", err);
 #else
     TCHECK(rc != 0 && strstr(err, "without libcurl"), "no curl: '%s'", err);
 #endif
     TCHECK(vt_pretrained_find("r3d_18") && !strcmp(vt_pretrained_find("r3d_18")->model, "r3d18") &&
                !vt_pretrained_find("resnet50"), "registry names");
     unsetenv("VIDTRAIN_WEIGHTS_URL");
+    /* pytorchvideo's rows: their zoo's URLs (hub/resnet.py, hub/slowfast.py) */
+    static const char *const pv[3][2] = {
+        {"slow_r50", "kinetics/SLOW_8x8_R50.pyth"}, {"slowfast_r50", "kinetics/SLOWFAST_8x8_R50.pyth"},
+        {"i3d_r50", "kinetics/I3D_8x8_R50.pyth"}};
+    for (int k = 0; k < 3; k++) {
+        const vt_pretrained *p = vt_pretrained_find(pv[k][0]);
+        char u2[512], w2[512];
+        if (p)
+            vt_pretrained_url(p, u2, sizeof u2);
+        snprintf(w2, sizeof w2, "https://dl.fbaipublicfiles.com/pytorchvideo/model_zoo/%s", pv[k][1]);
+        TCHECK(p && !strcmp(p->model, pv[k][0]) && !strcmp(u2, w2), "%s: %s", pv[k][0],
+               p ? u2 : "not in the registry");
+    }
     unsetenv("VIDTRAIN_CACHE");
 }
 

@@ -22,13 +22,26 @@
 #include <curl/curl.h>
 #endif
 
-/* torchvision 0.14+: models/video/resnet.py and s3d.py (weights, transforms, metrics). */
+#define PYVIDEO_URL "https://dl.fbaipublicfiles.com/pytorchvideo/model_zoo/kinetics/"
+
+/* torchvision 0.14+: models/video/resnet.py and s3d.py (weights, transforms, metrics);
+ * pytorchvideo: hub/resnet.py, hub/slowfast.py and docs/source/model_zoo.md (8x8: 8 slow
+ * frames at stride 8; SlowFast's 32 fast frames at stride 2; 224 crops of 256 frames). */
 static const vt_pretrained table[] = {
-    {"r3d18", "r3d_18", "r3d18", "r3d_18-b3b3357e.pth", "b3b3357e", 400, 16, 112, 128, "63.2"},
-    {"mc3_18", "mc3-18", "mc3_18", "mc3_18-a90a0ba3.pth", "a90a0ba3", 400, 16, 112, 128, "63.96"},
-    {"r2plus1d18", "r2plus1d_18", "r2plus1d18", "r2plus1d_18-91a641e6.pth", "91a641e6", 400, 16,
-     112, 128, "67.463"},
-    {"s3d", "s3d_kinetics400", "s3d", "s3d-d76dad2f.pth", "d76dad2f", 400, 16, 224, 256, "68.368"},
+    {"r3d18", "r3d_18", "r3d18", "r3d_18-b3b3357e.pth", "b3b3357e", NULL, 0, 400, 16, 112, 128,
+     "63.2"},
+    {"mc3_18", "mc3-18", "mc3_18", "mc3_18-a90a0ba3.pth", "a90a0ba3", NULL, 0, 400, 16, 112, 128,
+     "63.96"},
+    {"r2plus1d18", "r2plus1d_18", "r2plus1d18", "r2plus1d_18-91a641e6.pth", "91a641e6", NULL, 0,
+     400, 16, 112, 128, "67.463"},
+    {"s3d", "s3d_kinetics400", "s3d", "s3d-d76dad2f.pth", "d76dad2f", NULL, 0, 400, 16, 224, 256,
+     "68.368"},
+    {"slow_r50", "SLOW_8x8_R50", "slow_r50", "SLOW_8x8_R50.pyth", NULL, PYVIDEO_URL, 8, 400, 8,
+     224, 256, "74.58"},
+    {"slowfast_r50", "SLOWFAST_8x8_R50", "slowfast_r50", "SLOWFAST_8x8_R50.pyth", NULL,
+     PYVIDEO_URL, 2, 400, 32, 224, 256, "76.94"},
+    {"i3d_r50", "I3D_8x8_R50", "i3d_r50", "I3D_8x8_R50.pyth", NULL, PYVIDEO_URL, 8, 400, 8, 224,
+     256, "73.27"},
 };
 
 #define BASE_URL "https://download.pytorch.org/models/"
@@ -40,12 +53,14 @@ const vt_pretrained *vt_pretrained_find(const char *name) {
     return NULL;
 }
 
-const char *vt_pretrained_names(void) { return "r3d18, mc3_18, r2plus1d18, s3d"; }
+const char *vt_pretrained_names(void) {
+    return "r3d18, mc3_18, r2plus1d18, s3d, slow_r50, slowfast_r50, i3d_r50";
+}
 
 void vt_pretrained_url(const vt_pretrained *p, char *url, size_t n) {
     const char *base = getenv("VIDTRAIN_WEIGHTS_URL");
     if (!base || !base[0])
-        base = BASE_URL;
+        base = p->base ? p->base : BASE_URL;
     size_t bl = strlen(base);
     snprintf(url, n, "%s%s%s", base, bl && base[bl - 1] == '/' ? "" : "/", p->file);
 }
@@ -65,12 +80,45 @@ void vt_pretrained_cache_dir(char *dir, size_t n) {
     snprintf(dir, n, "%s/.cache/vidtrain", v && v[0] ? v : ".");
 }
 
-static int check_sum(const vt_pretrained *p, const char *path, char *err, size_t errlen) {
+/* A file of a zoo that publishes no checksum (sha_prefix NULL): its SHA-256 against the
+ * record `cached`.sha256 written when it was downloaded (pretrained.h), or, with
+ * `record` (the first download, checked at `path` = the .part), that record made. */
+static int check_recorded(const vt_pretrained *p, const char *path, const char *cached,
+                          const char *hex, int record, int quiet, char *err, size_t errlen) {
+    char rec[2200], e1[1024];
+    snprintf(rec, sizeof rec, "%s.sha256", cached);
+    if (record) {
+        char line[128];
+        int len = snprintf(line, sizeof line, "%s  %s\n", hex, p->file);
+        if (vt_output_check(rec, e1, sizeof e1) != 0 ||
+            vt_file_write_atomic(rec, line, (size_t)len, e1, sizeof e1) != 0) {
+            vt_set_err(err, errlen, "%s", e1);
+            return -1;
+        }
+        if (!quiet)
+            fprintf(stderr, "%s: SHA-256 %s (the zoo publishes none: recorded in %s and checked "
+                    "on every later use)\n", p->file, hex, rec);
+        return 0;
+    }
+    char *want = vt_file_read(rec);
+    int ok = want && strlen(want) >= 64 && !strncmp(want, hex, 64);
+    if (!ok)
+        vt_set_err(err, errlen, "%s: SHA-256 %.16s... is not the %.16s... recorded in %s when it "
+                   "was downloaded: the file changed or is damaged (delete both and run again "
+                   "to download it anew)", path, hex, want ? want : "(no record)", rec);
+    free(want);
+    return ok ? 0 : -1;
+}
+
+static int check_sum(const vt_pretrained *p, const char *path, const char *cached, int record,
+                     int quiet, char *err, size_t errlen) {
     char hex[65];
     if (vt_sha256_file(path, hex) != 0) {
         vt_set_err(err, errlen, "%s: cannot read it: %s", path, strerror(errno));
         return -1;
     }
+    if (!p->sha_prefix)
+        return check_recorded(p, path, cached, hex, record, quiet, err, errlen);
     if (strncmp(hex, p->sha_prefix, strlen(p->sha_prefix)) != 0) {
         vt_set_err(err, errlen, "%s: SHA-256 %.16s... does not begin with %s as %s's should: "
                    "the file is damaged or not torchvision's (delete it and run again to "
@@ -174,7 +222,7 @@ int vt_pretrained_fetch(const vt_pretrained *p, char *path, size_t n, int quiet,
     vt_pretrained_url(p, url, sizeof url);
     snprintf(path, n, "%s/%s", dir, p->file);
     if (vt_file_exists(path))
-        return check_sum(p, path, err, errlen);
+        return check_sum(p, path, path, 0, quiet, err, errlen);
 #ifdef VT_HAVE_CURL
     char e1[1024];
     if (vt_run_mkdirs(dir, e1, sizeof e1) != 0) {
@@ -197,7 +245,7 @@ int vt_pretrained_fetch(const vt_pretrained *p, char *path, size_t n, int quiet,
                    "%s", e2, url, path, part);
         return -1;
     }
-    if (check_sum(p, part, err, errlen) != 0) {
+    if (check_sum(p, part, path, 1, quiet, err, errlen) != 0) {
         unlink(part); /* resuming a bad file would only make it longer */
         return -1;
     }

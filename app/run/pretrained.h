@@ -6,8 +6,11 @@
  * The table is torchvision's model registry (torchvision/models/video/resnet.py and s3d.py): the file
  * name carries the first 8 hex digits of the file's SHA-256 (torch.hub's check_hash
  * convention), which is checked on every use, so a truncated or tampered file is never
- * loaded. The file then goes through --init's reader (models/transfer.h): no pickle code
- * is ever run.
+ * loaded; and pytorchvideo's Kinetics-400 zoo (hub/resnet.py, hub/slowfast.py: slow_r50,
+ * slowfast_r50, i3d_r50 .pyth files), whose names carry no checksum and whose SHA-256
+ * vidtrain was not given: the first download's SHA-256 is recorded beside it
+ * (NAME.sha256) and printed, and every later use is checked against that record. The file
+ * then goes through --init's reader (models/transfer.h): no pickle code is ever run.
  *
  * It must never write anywhere but the cache folder, and never leave a half-written file
  * under the final name: downloads go to NAME.part (resumed when present) and are renamed
@@ -23,7 +26,9 @@ typedef struct vt_pretrained {
     const char *alias;
     const char *model;       /* the zoo's model */
     const char *file;        /* "r3d_18-b3b3357e.pth" */
-    const char *sha_prefix;  /* "b3b3357e" */
+    const char *sha_prefix;  /* "b3b3357e"; NULL: not pinned (recorded at the first download) */
+    const char *base;        /* the zoo's URL folder; NULL: download.pytorch.org/models/ */
+    int stride;              /* the frame stride it was trained with; 0: the trainer's */
     int classes;             /* 400 (Kinetics-400) */
     int clip_t, crop, short_side; /* the input it was trained on (torchvision's transforms) */
     const char *top1;        /* torchvision's reported Kinetics-400 clip accuracy */
@@ -31,10 +36,10 @@ typedef struct vt_pretrained {
 
 /* NULL if unknown. */
 const vt_pretrained *vt_pretrained_find(const char *name);
-/* "r3d18, mc3_18, r2plus1d18, s3d" for messages and --help. */
+/* "r3d18, mc3_18, r2plus1d18, s3d, slow_r50, ..." for messages and --help. */
 const char *vt_pretrained_names(void);
 /* The URL of p: $VIDTRAIN_WEIGHTS_URL (a mirror or a folder, "file:///srv/weights/") +
- * the file name, else download.pytorch.org's. */
+ * the file name, else the zoo's (download.pytorch.org's, pytorchvideo's). */
 void vt_pretrained_url(const vt_pretrained *p, char *url, size_t n);
 /* The cache folder: $VIDTRAIN_CACHE, else $XDG_CACHE_HOME/vidtrain, else
  * ~/.cache/vidtrain. */

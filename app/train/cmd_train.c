@@ -54,7 +54,9 @@ static void usage(FILE *f) {
         "device. config.json records every value resolved.\n\n"
         "model and clips:\n"
         "  --model NAME          tiny (default), c3d, r3d18, mc3_18, r2plus1d18, s3d (its\n"
-        "                        clip: 16x224 by default, at least 13x209)\n"
+        "                        clip: 16x224 by default, at least 13x209), pytorchvideo's\n"
+        "                        slow_r50, i3d_r50, slowfast_r50 (one clip of the fast\n"
+        "                        pathway's frames, a multiple of 4: docs/models.md)\n"
         "  --clip TxS            frames x crop size, e.g. 16x112 or 8x64x64 (default: 16x112\n"
         "                        when a GPU trains, 8x64 on the CPU)\n"
         "  --stride N            temporal stride between frames (default 1; 3 for the CPU's\n"
@@ -81,13 +83,16 @@ static void usage(FILE *f) {
         "                        with the colour jitter on, else 0 = off): the jittered\n"
         "                        training clips' statistics misjudge clean ones\n"
         "fine-tuning (start from trained weights instead of random ones):\n"
-        "  --pretrained NAME     torchvision's Kinetics-400 weights: r3d18, mc3_18, r2plus1d18,\n"
-        "                        s3d; downloaded once into $XDG_CACHE_HOME/vidtrain (or\n"
+        "  --pretrained NAME     Kinetics-400 weights: torchvision's r3d18, mc3_18, r2plus1d18,\n"
+        "                        s3d, pytorchvideo's slow_r50, slowfast_r50, i3d_r50;\n"
+        "                        downloaded once into $XDG_CACHE_HOME/vidtrain (or\n"
         "                        $VIDTRAIN_CACHE; $VIDTRAIN_WEIGHTS_URL names a mirror or a\n"
         "                        file:// folder), SHA-256 checked. Sets --model and the clip\n"
-        "                        to the weights' own (16x112; s3d 16x224) unless given\n"
+        "                        to the weights' own (16x112; s3d 16x224; slow_r50 8x224\n"
+        "                        stride 8; slowfast_r50 32x224 stride 2) unless given\n"
         "  --init FILE           start from FILE: a vidtrain checkpoint, a safetensors file\n"
         "                        with torchvision's names, or a PyTorch .pth state_dict\n"
+        "                        (also PySlowFast/pytorchvideo .pyth: model_state)\n"
         "                        (torch.save; read without running any of its pickle code;\n"
         "                        nested under 'state_dict'/'model' and 'module.' prefixes\n"
         "                        are fine). Tensors match by name; a classifier of another\n"
@@ -489,6 +494,8 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             if (!o->crop)
                 o->crop = p->crop;
         }
+        if (!o->stride && p->stride) /* pytorchvideo's 8x8: every 8th frame */
+            o->stride = p->stride;
     }
     if (o->freeze >= 0 && o->freeze > vt_finetune_nstages(o->model)) {
         fprintf(stderr, "vidtrain train: --freeze %d: %s has the stem and %d stages (0..%d)\n",

@@ -187,6 +187,26 @@ static void workstation(void) {
                "bf16 fits %d clips where fp32 fits %d: not about twice", fits[1][d], fits[0][d]);
     TCHECK(per[1] < per[0] * 52 / 100 && per[1] > per[0] * 48 / 100,
            "bf16 bytes per clip %lld vs fp32 %lld", (long long)per[1], (long long)per[0]);
+    /* slowfast_r50 at its Kinetics clip, 32x224x224 (1.2 GiB a clip in fp32, 944 MiB
+     * fixed): 9 + 4 clips a pass, so a batch of 8 or 16 runs in micro-batches */
+    for (int b = 0; b < 2; b++) {
+        vt_net_cfg cfg;
+        vt_net_cfg_default(&cfg, "slowfast_r50", 400, 32, 224, 224);
+        cfg.precision = b ? VT_PREC_BF16 : VT_PREC_FP32;
+        vt_memplan mp;
+        char err[256];
+        TCHECK(vt_memplan_build(&mp, &cfg, 1, err, sizeof err) == 0, "%s", err);
+        for (int d = 0; d < 2; d++)
+            fits[b][d] = vt_memplan_max_clips(&mp, budgets[d]);
+        per[b] = mp.bytes_per_clip;
+        vt_memplan_free(&mp);
+    }
+    printf("slowfast_r50 32x224x224 on 12 GB + 6 GB: fp32 %d + %d clips per pass (%.1f MiB a "
+           "clip), bf16 %d + %d (%.1f MiB)\n", fits[0][0], fits[0][1], per[0] / 1048576.0,
+           fits[1][0], fits[1][1], per[1] / 1048576.0);
+    TCHECK(fits[0][0] == 9 && fits[0][1] == 4 && fits[1][1] >= 2 * fits[0][1],
+           "slowfast_r50 plan: fp32 %d + %d, bf16 %d + %d", fits[0][0], fits[0][1], fits[1][0],
+           fits[1][1]);
 }
 
 /* CUDA towers (vt_slice_fits): the 12 GB + 6 GB workstation still holds its clips with the
@@ -275,6 +295,10 @@ int main(void) {
     check("cpu-ref", "s3d_block", 4, 8, 8, 3, VT_OPT_SGD, 3, VT_PREC_FP32);
     check("cpu-ref", "s3d_block", 4, 8, 8, 3, VT_OPT_SGD, 3, VT_PREC_BF16);
     check("cpu", "s3d", 13, 209, 209, 1, VT_OPT_SGD, 1, VT_PREC_FP32);
+    /* slowfast_r50: the frame gather (its output planned, no gradient slot), two pathways,
+     * lateral convs and concats; bf16 on cpu-ref, its smallest clip (slow pathway 1 frame) */
+    check("cpu", "slowfast_r50", 8, 32, 32, 2, VT_OPT_SGD, 2, VT_PREC_FP32);
+    check("cpu-ref", "slowfast_r50", 4, 32, 32, 1, VT_OPT_SGD, 1, VT_PREC_BF16);
     workstation();
     cuda_towers();
     /* A plan for a model that does not exist, or a clip too small, is an error, not a crash. */

@@ -5,8 +5,9 @@
  * are read: the zip archive of torch >= 1.6 (<prefix>/data.pkl, <prefix>/data/<key>
  * storages, <prefix>/byteorder) and the legacy stream (_use_new_zipfile_serialization=
  * False: five pickles, then the storages' bytes). The pickle goes through the restricted
- * unpickler of pickle.h: only what a state_dict needs is accepted, anything else is
- * refused with the file, the pickle offset and the name.
+ * unpickler of pickle.h: only what a state_dict needs is built; an object of any other
+ * class is never built (skipped outside the weights, refused in them, see below) and
+ * refusals name the file, the pickle offset and the global.
  *
  * It knows tensors and names only: matching them to a net is the caller's (names are kept
  * exactly as stored, "module." prefixes included). It must never abort on a bad file.

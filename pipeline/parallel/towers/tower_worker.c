@@ -43,9 +43,14 @@ static void allreduce_i64_hook(void *ctx, int64_t *buf, int64_t n) {
     r->i->allreduce_sum_i64(r, tw->rank, tw->be, buf, n);
 }
 
-/* Sync-BN's hooks on (when the run has sync-BN) or off. */
+/* Sync-BN's hooks on (when the run has sync-BN) or off. One tower in the whole run
+ * (every process counted): off, because the sum over one tower is its own sums and
+ * skipping the collective changes no bit (issue 45 step 3: the reducer's no-op and, for
+ * float sums, the count's copy to the host, a stream sync per batch norm, go away; the
+ * count then stays the exact int64 n * S rather than a float that is exact below 2^24
+ * elements a channel). test_bn_sync_one checks the bits. */
 static void set_bn_sync(tower *tw, int on) {
-    on = on && tw->T->cfg.sync_bn;
+    on = on && tw->T->cfg.sync_bn && tw->T->ng > 1;
     vt_net_set_bn_sync(tw->net, on ? allreduce_hook : NULL, on ? tw : NULL);
     if (tw->T->cfg.net.exact)
         vt_net_set_bn_sync_exact(tw->net, on ? allreduce_i64_hook : NULL, on ? tw : NULL);

@@ -91,4 +91,15 @@ void vt_netx_bn_sums(vt_net *net, int i, float *buf, const float *x, const float
                      const float *dy, const float *mean, const float *invstd, int n,
                      int64_t *count, int backward);
 
+/* ---- net_fuse.c: batch norms fused with the ReLU (and add) that follow them ---- */
+/* 1 when the backend has bn_apply_relu and VT_FUSE is not 0. */
+int vt_net_fuse_on(const vt_net *net);
+/* For BN node b, the ReLU node its apply is fused into (its only consumer, or the only
+ * consumer of the add whose in[0] b is), or -1. */
+int vt_net_fuse_tail(const vt_graph *g, int b);
+/* BN node b's apply from its workspace statistics: bn_apply(out, x), or fused:
+ * bn_apply_relu(out, x, res). */
+void vt_net_bn_apply_node(vt_net *net, int b, const float *x, float *out, const float *res,
+                          int n, int fused);
+
 #endif

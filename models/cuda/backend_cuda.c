@@ -210,6 +210,12 @@ static void cu_bn_apply(vt_backend *be, float *out, const float *x, const float 
     cu_ctx *c = vt_cuda_enter(be);
     vt_cuk_bn_apply(c->stream, DT(c), out, x, k, mean, invstd, gamma, beta, n, ch, s);
 }
+static void cu_bn_apply_relu(vt_backend *be, float *out, const float *x, const float *k,
+                             const float *mean, const float *invstd, const float *gamma,
+                             const float *beta, const float *res, int n, int ch, int64_t s) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_bn_apply_relu(c->stream, DT(c), out, x, res, k, mean, invstd, gamma, beta, n, ch, s);
+}
 static void cu_bn_backward_reduce(vt_backend *be, float *sum_dy, float *sum_dy_xhat,
                                   const float *dy, const float *x, const float *k,
                                   const float *mean, const float *invstd, int n, int ch,
@@ -507,6 +513,7 @@ static const vt_backend_i cuda_i = {
     .bn_stats = cu_bn_stats,
     .bn_finalize = cu_bn_finalize,
     .bn_apply = cu_bn_apply,
+    .bn_apply_relu = cu_bn_apply_relu,
     .bn_backward_reduce = cu_bn_backward_reduce,
     .bn_backward_apply = cu_bn_backward_apply,
     .relu_forward = cu_relu_forward,

@@ -136,6 +136,10 @@ W(bn_finalize, (vt_backend *be, float *mean, float *invstd, float *rm, float *rv
 W(bn_apply, (vt_backend *be, float *out, const float *x, const float *k, const float *mean,
              const float *invstd, const float *gamma, const float *beta, int n, int c,
              int64_t s), (be, out, x, k, mean, invstd, gamma, beta, n, c, s))
+W(bn_apply_relu, (vt_backend *be, float *out, const float *x, const float *k,
+                  const float *mean, const float *invstd, const float *gamma,
+                  const float *beta, const float *res, int n, int c, int64_t s),
+  (be, out, x, k, mean, invstd, gamma, beta, res, n, c, s))
 W(bn_backward_reduce, (vt_backend *be, float *sdy, float *sdyx, const float *dy, const float *x,
                        const float *k, const float *mean, const float *invstd, int n, int c,
                        int64_t s), (be, sdy, sdyx, dy, x, k, mean, invstd, n, c, s))
@@ -232,7 +236,7 @@ const vt_backend_i *vt_cuda_prof_wrap(const vt_backend_i *real) {
 #define S(op) prof_i.op = real->op ? pw_##op : NULL
     S(to_device); S(to_host); S(copy); S(fill); S(scale); S(axpy); S(round_even); S(add);
     S(sumsq); S(act_from_f32); S(act_to_f32); S(conv3d_forward); S(conv3d_backward);
-    S(bn_stats); S(bn_finalize); S(bn_apply); S(bn_backward_reduce); S(bn_backward_apply);
+    S(bn_stats); S(bn_finalize); S(bn_apply); S(bn_apply_relu); S(bn_backward_reduce); S(bn_backward_apply);
     S(relu_forward); S(relu_backward); S(maxpool3d_forward); S(maxpool3d_backward);
     S(avgpool3d_forward); S(avgpool3d_backward); S(gap_forward); S(gap_backward);
     S(linear_forward); S(linear_backward); S(dropout_forward); S(dropout_backward);

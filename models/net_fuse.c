@@ -42,7 +42,7 @@ static int is_output(const vt_graph *g, int i) {
 }
 
 int vt_net_fuse_on(const vt_net *net) {
-    static int env = -1; /* read once; every thread reads the same value */
+    static _Atomic int env = -1; /* read once (a race to read it twice is harmless) */
     if (env < 0) {
         const char *e = getenv("VT_FUSE");
         env = !(e && !strcmp(e, "0"));

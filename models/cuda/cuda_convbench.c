@@ -113,9 +113,12 @@ static int run(cb *b, int dir, int algo, size_t ws, cb_perf *r) {
     return got;
 }
 
-/* Mean ms of reps calls of one algorithm (after one untimed call); < 0 when it fails. */
-static double time_algo(cb *b, int dir, const cb_perf *r, int reps) {
-    CUDNN_CHECK(cudnnSetConvolutionMathType(b->cd, r->math));
+/* Mean ms of reps calls of one algorithm (after one untimed call); < 0 when it fails.
+ * FP32 keeps FMA_MATH on the descriptor whatever math the result reports (as cuda_conv.c
+ * adopt() does: DEFAULT_MATH would permit TF32 on Ampere and newer). */
+static double time_algo(cb *b, int dir, const cb_perf *r, int reps, vt_precision prec) {
+    CUDNN_CHECK(cudnnSetConvolutionMathType(b->cd, prec == VT_PREC_FP32 ? CUDNN_FMA_MATH
+                                                                        : r->math));
     if (run(b, dir, r->algo, r->memory, NULL) != CUDNN_STATUS_SUCCESS)
         return -1;
     cudaEvent_t e0, e1;
@@ -153,7 +156,7 @@ static void bench_dir(cb *b, int dir, vt_precision prec, cudnnMathType_t math, i
             first_det = i;
     }
     if (first >= 0) {
-        o->ms = time_algo(b, dir, &r[first], reps);
+        o->ms = time_algo(b, dir, &r[first], reps, prec);
         o->ok = o->ms >= 0;
         o->algo = r[first].algo;
         o->ws = r[first].memory;
@@ -161,7 +164,7 @@ static void bench_dir(cb *b, int dir, vt_precision prec, cudnnMathType_t math, i
                         r[first].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
     }
     if (first_det >= 0) {
-        o->det_ms = first_det == first ? o->ms : time_algo(b, dir, &r[first_det], reps);
+        o->det_ms = first_det == first ? o->ms : time_algo(b, dir, &r[first_det], reps, prec);
         o->det_ok = o->det_ms >= 0;
         o->det_algo = r[first_det].algo;
     }

@@ -19,6 +19,7 @@
  */
 #include "models/cuda/cuda_prof.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,8 +230,14 @@ static void pw_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,
 }
 
 const vt_backend_i *vt_cuda_prof_wrap(const vt_backend_i *real) {
-    if (real_i == real)
+    /* towers may make their backends on their own threads at once */
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    if (real_i) {
+        VT_CHECK(real_i == real, "VT_CUDA_PROF: a second op table to wrap");
+        pthread_mutex_unlock(&mu);
         return &prof_i;
+    }
     real_i = real;
     prof_i = *real;
 #define S(op) prof_i.op = real->op ? pw_##op : NULL
@@ -243,6 +250,7 @@ const vt_backend_i *vt_cuda_prof_wrap(const vt_backend_i *real) {
     S(softmax_xent); S(softmax_xent_w); S(bce_logits); S(sgd_update); S(rmsprop_update);
     S(adamw_update); S(xsum_fold); S(xsum_round);
 #undef S
+    pthread_mutex_unlock(&mu);
     return &prof_i;
 }
 

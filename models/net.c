@@ -77,6 +77,7 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
     net->be = be;
     net->mb = max_batch;
     net->bn_momentum = VT_BN_MOMENTUM;
+    net->bn_pass_clips = -1;
     const vt_graph *g = &net->g;
     if (vt_backend_set_precision(be, cfg->precision, err, errlen) < 0) {
         vt_graph_free(&net->g);
@@ -210,6 +211,8 @@ void vt_net_set_bn_momentum(vt_net *net, float m) {
     net->bn_pass = m > 0;
 }
 
+void vt_net_set_bn_pass_clips(vt_net *net, int64_t clips) { net->bn_pass_clips = clips; }
+
 void vt_net_set_bn_sync(vt_net *net, vt_allreduce_fn fn, void *ctx) {
     net->bn_sync = fn;
     net->bn_sync_ctx = ctx;
@@ -279,7 +282,12 @@ static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, in
         VT_OP(be, fill, buf, 0.0f, c);
     else
         VT_OP(be, bn_stats, buf, buf + c + 1, x, NULL, n, c, s);
-    if (net->bn_sync && !exact) {
+    if (net->bn_sync && !exact && net->bn_pass_clips >= 0) {
+        /* the pass's clips over every tower known on the host (the towers' plan): only
+         * the sums travel, and nothing comes back to the host (issue 45 step 3) */
+        net->bn_sync(net->bn_sync_ctx, buf, (int64_t)c);
+        count = net->bn_pass_clips * s;
+    } else if (net->bn_sync && !exact) {
         /* The count travels as a float with the sums; it is a multiple of S and exact
          * below 2^24 elements per channel, and within 6e-8 relative beyond. */
         VT_OP(be, fill, buf + c, (float)count, 1);

@@ -31,6 +31,8 @@ struct vt_net {
     void *grad_ready_ctx;
     int64_t ready_lo;     /* the last lo reported this backward (checks the order) */
     int64_t *bn_count;    /* (nnodes) host: the (global) count of each BN's last forward */
+    int64_t bn_pass_clips;/* sync-BN: clips of this pass over every tower, known on the
+                             host (vt_net_set_bn_pass_clips); -1: the count travels */
     float bn_momentum;    /* a statistics pass's update weight (else each node's own) */
     int bn_pass;          /* a statistics pass (vt_net_set_bn_momentum m > 0): forwards
                              are not counted in num_batches_tracked */

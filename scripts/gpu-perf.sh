@@ -4,11 +4,14 @@
 # 15-minute device window leaves room for a start and a rerun), most important first:
 #   1. the GPU op tests (test_cuda_ops_gpu, test_nccl_gpu, test_cuda_train_gpu, in parallel);
 #   2. `vidtrain bench step` R3D-18 16x112 batch 32: bf16, tf32, fp32 from page-locked
-#      memory, and bf16 once with --pageable (the figure before issue 45);
+#      memory, and bf16 once as the base (--pageable, VT_FUSE=0: the figure before
+#      issue 45);
 #   3. `vidtrain bench conv`: each R3D-18 conv shape, NCDHW vs NDHWC, bf16 and tf32;
 #   4. a VT_CUDA_PROF=1 profile of a few bf16 steps (the per-op table);
 #   5. PyTorch's three modes (bench/bench_torch_gpu.py: eager, channels_last_3d,
-#      torch.compile + channels_last) in bf16 and tf32, then fp32 eager if time is left;
+#      torch.compile + channels_last) in bf16 and tf32;
+#   6. if time is left: test_bf16_gpu (the fused BN kernel in bf16 at network level),
+#      PyTorch fp32 eager;
 # and writes summary.txt (one line per figure, vidtrain's with its ratio to PyTorch's
 # best mode) and every log to $OUT (the device tool's folder; else /tmp/vidtrain-gpu-perf).
 # A section whose time cap no longer fits the budget is skipped and says so.
@@ -114,7 +117,8 @@ step=(bench step --model r3d18 --clip 16x112 --batch 32 --devices cuda:0 --steps
 for p in bf16 tf32 fp32; do
   run "vt-$p" 90 "$vt" "${step[@]}" --precision "$p"
 done
-run vt-bf16-pageable 90 "$vt" "${step[@]}" --precision bf16 --pageable
+# the base: bf16 as bench step measured before issue 45 (pageable batch, BN tails unfused)
+run vt-bf16-base 90 env VT_FUSE=0 "$vt" "${step[@]}" --precision bf16 --pageable
 
 echo "== 3. vidtrain bench conv (NCDHW vs NDHWC per R3D-18 shape; bf16, tf32)"
 run conv 150 "$vt" bench conv --clip 16x112 --batch 32 --precision bf16,tf32 --reps 3
@@ -129,6 +133,18 @@ tpy=(env LD_LIBRARY_PATH="${ldp_before:-}" "$py" bench/bench_torch_gpu.py --batc
      --classes 10 --steps "$steps" --warmup 3 --device cuda:0)
 run torch-bf16 240 "${tpy[@]}" --precision bf16 --mode-timeout 120
 run torch-tf32 200 "${tpy[@]}" --precision tf32 --mode-timeout 100
+echo "== 6. if time is left: test_bf16_gpu (r3d18 bf16 on cuda vs cpu-ref: the fused kernel in bf16), PyTorch fp32 eager"
+if [ "$dry" = 1 ] || [ -x "$bindir/test_bf16_gpu" ]; then
+  mkdir -p "$VT_TMP/test_bf16_gpu"
+  VT_TMP=$VT_TMP/test_bf16_gpu run test_bf16_gpu 120 "$bindir/test_bf16_gpu"
+  if [ "$dry" = 0 ]; then
+    case $(cat "$logs/test_bf16_gpu.rc") in
+      0) note "✓ test_bf16_gpu passed" ;;
+      skipped) ;;
+      *) note "✗ test_bf16_gpu rc=$(cat "$logs/test_bf16_gpu.rc"): $(grep -m3 -E 'FAIL|fatal|rror' "$logs/test_bf16_gpu.log" | tr '\n' ' ')" ;;
+    esac
+  fi
+fi
 run torch-fp32 60 "${tpy[@]}" --precision fp32 --modes eager --mode-timeout 55
 
 # ---- summary.txt: one line per figure, vidtrain's with its ratio to PyTorch's best
@@ -141,10 +157,11 @@ if [ "$dry" = 0 ]; then
       l=$(grep -m1 "^mode $m:" "$logs/torch-$p.log" 2>/dev/null)
       [ -n "$l" ] && note "· PyTorch $p $l"
     done
-    for v in "vt-$p" "vt-$p-pageable"; do
+    for v in "vt-$p" "vt-$p-base"; do
       [ -f "$logs/$v.rc" ] || continue
       r=$(rate "$v")
       mem=$(grep -m1 -o 'input batch: [a-z-]* memory' "$logs/$v.log" 2>/dev/null | sed 's/input batch: //')
+      [ "$v" = "vt-$p-base" ] && mem="$mem, VT_FUSE=0: the base before issue 45"
       if [ -z "$r" ]; then
         note "✗ vidtrain bench step $p ($v): no figure, rc $(cat "$logs/$v.rc"): $(grep -m2 -iE 'rror|fatal' "$logs/$v.log" | tr '\n' ' ')"
       elif [ -n "$pt" ]; then

@@ -4,6 +4,8 @@
 # motions over animated textures; 16 train / 6 test videos per class by default) and
 # trains, one after the other on the same machine, each side given BUDGET seconds for
 # the whole training job (start-up, decoding, validation included):
+#   plain     vidtrain train DIR --out RUN --no-flip --seed S (no budget: the default length
+#             that follows validation, as a new user runs it; its own wall time)
 #   defaults  vidtrain train DIR --out RUN --no-flip --time-budget BUDGET --seed S
 #             (the classes are directions: --no-flip; everything else vidtrain's defaults,
 #             evaluated with best.safetensors as `vidtrain eval` picks it)
@@ -17,7 +19,11 @@
 # training job's wall time. Prints one line per run and a table; asserts nothing.
 #   SEEDS="1 2 3"  BUDGET=300  BENCH_DIR=scratch  VT_BIN=path/to/vidtrain
 #   SYNTH_ARGS="--train 16 --test 6" (passed to synth)
-#   SIDES="defaults recipe twin" (a subset runs only those; the table compares what ran)
+#   SIDES="defaults recipe twin" (a subset runs only those; the table compares what ran;
+#   "plain" is the fourth side, not run by default)
+#   FAMILY=heldout: the sets come from bench/make-heldout.sh (ffmpeg-made camera motions
+#   that vidtrain's defaults were never tuned on; 16 train / 6 test a class, no val/)
+#   instead of `vidtrain synth --preset motion`
 #   DEFAULTS_ARGS="...", RECIPE_ARGS="...", TWIN_ARGS="..." (appended to that side's
 #   options, for experiments; e.g. RECIPE_ARGS="--stride 3" TWIN_ARGS="--stride 3")
 # OpenBLAS: OPENBLAS_CORETYPE is unset for every side, so OpenBLAS picks its kernels for
@@ -66,12 +72,20 @@ vt_run() {
 }
 
 for s in $seeds; do
-    data="$work/motion.s$s"
+    data="$work/${FAMILY:-motion}.s$s"
     if [ ! -f "$data/.done" ]; then
-        rm -rf "$data"
-        "$bin" synth "$data" --preset motion --seed "$s" ${SYNTH_ARGS:-} > "$work/synth.s$s.log" 2>&1
+        rm -rf "$data" "$data.making"
+        if [ "${FAMILY:-motion}" = heldout ]; then
+            bash "$root/bench/make-heldout.sh" "$data" "$s" > "$work/make.s$s.log" 2>&1
+        else
+            "$bin" synth "$data" --preset motion --seed "$s" ${SYNTH_ARGS:-} > "$work/synth.s$s.log" 2>&1
+        fi
         touch "$data/.done"
     fi
+    case $sides in *" plain "*)
+        # shellcheck disable=SC2086
+        vt_run plain "$data" "$s" best --no-flip ${PLAIN_ARGS:-} ;;
+    esac
     case $sides in *" defaults "*)
         # shellcheck disable=SC2086
         vt_run defaults "$data" "$s" best --no-flip --time-budget "$budget" ${DEFAULTS_ARGS:-} ;;
@@ -100,7 +114,7 @@ by = {}
 for name, seed, epochs, wall, cps, top1 in rows:
     by.setdefault(name, []).append((int(seed), int(epochs), float(wall), float(cps), float(top1)))
 print(f"{'side':10} {'seeds':>6} {'epochs':>8} {'wall s':>8} {'clips/s':>8} {'top-1 %':>8}  per seed")
-for name in ('defaults', 'recipe', 'twin'):
+for name in ('plain', 'defaults', 'recipe', 'twin'):
     r = by.get(name, [])
     if not r:
         continue
@@ -108,10 +122,17 @@ for name in ('defaults', 'recipe', 'twin'):
           f"{st.mean(x[3] for x in r):8.1f} {st.mean(x[4] for x in r):8.1f}  "
           + ' '.join(f'{x[4]:.1f}' for x in sorted(r)))
 tw = {x[0]: x for x in by.get('twin', [])}
-for name in ('defaults', 'recipe'):
+for name in ('plain', 'defaults', 'recipe'):
     pairs = [(x, tw[x[0]]) for x in by.get(name, []) if x[0] in tw]
     if pairs:
         d = st.mean(a[4] - b[4] for a, b in pairs)
         sp = st.mean(a[3] / b[3] for a, b in pairs)
         print(f"{name} - twin: {d:+.1f} points top-1 (goal >= +10), clips/s x{sp:.2f} (goal >= 2)")
+df = {x[0]: x for x in by.get('defaults', [])}
+pairs = [(x, df[x[0]]) for x in by.get('plain', []) if x[0] in df]
+if pairs:
+    d = st.mean(a[4] - b[4] for a, b in pairs)
+    w = st.mean(a[2] / b[2] for a, b in pairs)
+    print(f"plain - defaults (--time-budget): {d:+.1f} points top-1 (goal >= 0), wall x{w:.2f} "
+          f"(goal <= 2)")
 EOF

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench_torch_step.py: PyTorch CPU's training-step throughput, the peer figure for
-bench/bench-cpu-step.sh. Same model definitions as vidtrain's zoo (tests/oracle/torch_zoo.py),
-SGD momentum 0.9, softmax cross-entropy, train-mode BN, synthetic input.
+bench/bench-cpu-step.sh. Same model definitions as vidtrain's zoo (tests/oracle/torch_zoo.py;
+pytorchvideo's family from tests/oracle/torch_pyvideo.py, its head's dropout off as
+vidtrain's default), SGD momentum 0.9, softmax cross-entropy, train-mode BN, synthetic input.
 
   bench_torch_step.py MODEL TxHxW BATCH THREADS STEPS WARMUP [CLASSES]
 prints "clips/s: X".
@@ -14,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "oracle"))
+import torch_pyvideo  # noqa: E402
 import torch_zoo  # noqa: E402
 
 
@@ -26,7 +28,13 @@ def main():
     t, h, w = map(int, clip.split("x"))
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    m = torch_zoo.build(model, classes, t, h, w)
+    if model in torch_pyvideo.MODELS:
+        m = torch_pyvideo.MODELS[model][0](classes)
+        for mod in m.modules():  # vidtrain's --dropout default is 0
+            if isinstance(mod, torch.nn.Dropout):
+                mod.p = 0.0
+    else:
+        m = torch_zoo.build(model, classes, t, h, w)
     m.train()
     opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(batch, 3, t, h, w)

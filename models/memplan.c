@@ -142,21 +142,26 @@ void vt_memplan_print(const vt_memplan *mp, const vt_net_cfg *cfg, FILE *f) {
     fprintf(f, "Model: %s, clip 3x%dx%dx%d, %d head%s, precision %s\n", cfg->model, cfg->clip_t,
             cfg->clip_h, cfg->clip_w, cfg->nheads, cfg->nheads == 1 ? "" : "s",
             vt_precision_name(cfg->precision));
-    fprintf(f, "%-28s %-9s %-22s %12s %14s\n", "Layer", "Kind", "Output (C,T,H,W)", "Params",
+    /* the name column fits the longest name (pytorchvideo's run to 58 characters) */
+    int wn = 28;
+    for (int i = 0; i < mp->nrows; i++)
+        wn = VT_MAX(wn, (int)strlen(mp->rows[i].name));
+    char rule[160];
+    memset(rule, '=', sizeof rule - 1);
+    rule[VT_MIN(wn + 61, (int)sizeof rule - 1)] = 0;
+    fprintf(f, "%-*s %-9s %-22s %12s %14s\n", wn, "Layer", "Kind", "Output (C,T,H,W)", "Params",
             "Bytes/clip");
-    fprintf(f, "%.*s\n", 89, "==========================================================="
-                             "==============================");
+    fprintf(f, "%s\n", rule);
     for (int i = 0; i < mp->nrows; i++) {
         const vt_memplan_row *r = &mp->rows[i];
         char shape[48];
         snprintf(shape, sizeof shape, "(%lld, %lld, %lld, %lld)", (long long)r->out[0],
                  (long long)r->out[1], (long long)r->out[2], (long long)r->out[3]);
-        fprintf(f, "%-28s %-9s %-22s %12lld %14s\n", r->name, r->kind,
+        fprintf(f, "%-*s %-9s %-22s %12lld %14s\n", wn, r->name, r->kind,
                 strcmp(r->kind, "heads") && strcmp(r->kind, "grads") ? shape : "",
                 (long long)r->params, r->act_bytes ? vt_fmt_bytes(a, sizeof a, r->act_bytes) : "-");
     }
-    fprintf(f, "%.*s\n", 89, "==========================================================="
-                             "==============================");
+    fprintf(f, "%s\n", rule);
     fprintf(f, "Total params: %lld (%s)\n", (long long)mp->params,
             vt_fmt_bytes(a, sizeof a, mp->param_bytes));
     fprintf(f, "Fixed bytes: %s (params %s, grads %s, buffers %s, optimizer %s, workspace %s "

@@ -206,8 +206,9 @@ static int fetch_pretrained(vt_train *t) {
     /* rank 0 reads the file: the path is only its own */
     if (vt_dist_lead())
         snprintf(o->init, sizeof o->init, "%s", path);
-    fprintf(t->out, "pretrained: %s on Kinetics-400 (torchvision, top-1 %s%%), %s\n", p->name,
-            p->top1, vt_dist_lead() ? path : "read by rank 0");
+    fprintf(t->out, "pretrained: %s on Kinetics-400 (%s, top-1 %s%%), %s\n", p->name,
+            p->base ? "pytorchvideo" : "torchvision", p->top1,
+            vt_dist_lead() ? path : "read by rank 0");
     return 0;
 }
 

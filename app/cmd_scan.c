@@ -22,8 +22,9 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: vidtrain scan DIR [--val-split F] [--lists PATH] [--list-format F] [--fold N]\n"
-            "                         [--labels CSV] [--threads N] [--json]\n\n"
+            "usage: vidtrain scan DIR [--val-split F] [--group REGEX|auto|none] [--lists PATH]\n"
+            "                         [--list-format F] [--fold N] [--labels CSV] [--threads N]\n"
+            "                         [--json]\n\n"
             "Scan a dataset folder: DIR/<class>/<video>, or DIR/<split>/<class>/<video> with any of\n"
             "the split folders train, val, test (only test/ is fine). Symbolic links to folders and\n"
             "files are followed; dangling links and links back to a folder above them (loops) are\n"
@@ -31,6 +32,9 @@ static void usage(FILE *f) {
             "listed with the reason.\n\n"
             "  --val-split F   put a stable, per-class fraction F of train videos in val\n"
             "                  (by a hash of the path: a video keeps its split as files are added)\n"
+            "  --group REGEX   the videos of one recording stay on one side of --val-split: the\n"
+            "                  first ( ) of the POSIX ERE names it; auto (default): UCF101\n"
+            "                  v_X_g08_c01 and HMDB51 names; none: path by path\n"
             "  --lists PATH    list files, format detected: UCF101 (classInd.txt, trainlist0N.txt,\n"
             "                  testlist0N.txt in PATH), HMDB51 (<class>_test_splitN.txt in PATH),\n"
             "                  Kinetics (PATH a CSV label,youtube_id,time_start,time_end,split, or\n"
@@ -209,6 +213,13 @@ int vt_cmd_scan(int argc, char **argv) {
                 return 2;
             }
             opts.val_split = f;
+        } else if (!strcmp(a, "--group") && more) {
+            opts.group = argv[++i];
+            char gerr[512];
+            if (vt_dataset_group_check(opts.group, gerr, sizeof gerr) < 0) {
+                fprintf(stderr, "vidtrain scan: %s\n", gerr);
+                return 2;
+            }
         } else if (!strcmp(a, "--lists") && more) {
             opts.lists_dir = argv[++i];
         } else if (!strcmp(a, "--list-format") && more) {
@@ -367,6 +378,16 @@ int vt_cmd_scan(int argc, char **argv) {
             cJSON_AddItemToArray(nf, cJSON_CreateString(ds->broken[i]));
         if (ds->nmissing)
             cJSON_AddNumberToObject(o, "list_entries_missing", ds->nmissing);
+        if (ds->groups.mode[0]) {
+            cJSON *g = cJSON_AddObjectToObject(o, "groups");
+            cJSON_AddStringToObject(g, "mode", ds->groups.mode);
+            cJSON_AddNumberToObject(g, "train", ds->groups.ngroups[VT_SPLIT_TRAIN]);
+            cJSON_AddNumberToObject(g, "val", ds->groups.ngroups[VT_SPLIT_VAL]);
+            cJSON_AddNumberToObject(g, "videos_sharing", ds->groups.nvideos_grouped);
+            cJSON_AddNumberToObject(g, "ucf101_names", ds->groups.nucf);
+            cJSON_AddNumberToObject(g, "hmdb51_names", ds->groups.nhmdb);
+            cJSON_AddNumberToObject(g, "regex_matched", ds->groups.nregex);
+        }
         if (labels)
             cJSON_AddNumberToObject(o, "label_lines_skipped", nbadlines);
         char *s = vt_json_print(o, 1);
@@ -376,6 +397,9 @@ int vt_cmd_scan(int argc, char **argv) {
     } else {
         printf("%s: %s, %d videos (%d readable, %d unreadable), probed in %.1f s\n", ds->dir,
                layout_name(ds->layout), ds->nvideos, nok, nbad, probe_s);
+        char gl[256];
+        if (vt_dataset_groups_line(ds, gl, sizeof gl)[0])
+            printf("%s\n", gl);
         if (ds->nsegments) /* counts below are samples: a segment counts as one */
             printf("%d of these samples are segments of longer videos (start-end in seconds)\n",
                    ds->nsegments);

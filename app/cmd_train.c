@@ -163,6 +163,10 @@ static void usage(FILE *f) {
         "                        no val folder (default 0.1). 0: none drawn; validation then\n"
         "                        reads DIR's test split if it has one (UCF101 lists do), and\n"
         "                        best.safetensors is chosen on those test videos; else none\n"
+        "  --group REGEX|auto|none  --val-split keeps each recording's videos on one side:\n"
+        "                        the first ( ) of REGEX (POSIX ERE, on the path in DIR)\n"
+        "                        names the recording; auto (default): UCF101 v_X_g08_c01\n"
+        "                        and HMDB51 names; none: path by path (docs/splits.md)\n"
         "  --val-dir DIR2        validate on another dataset folder (same classes)\n"
         "  --lists PATH          list files, format detected (docs/segments.md): UCF101\n"
         "                        (classInd.txt, trainlist0F.txt, testlist0F.txt: testlist\n"
@@ -397,6 +401,16 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         }
         if (OPT("--seconds-per-clip")) { if (r < 0 || vt_train_range_parse(o, "--seconds-per-clip", v)) BAD(); continue; }
         if (OPT("--val-split")) { if (r < 0 || vt_train_range_parse(o, "--val-split", v)) BAD(); continue; }
+        if (OPT("--group")) {
+            char gerr[512];
+            if (r < 0 || strlen(v) >= sizeof o->group) BAD();
+            if (vt_dataset_group_check(v, gerr, sizeof gerr) < 0) {
+                fprintf(stderr, "vidtrain train: %s\n", gerr);
+                return 2;
+            }
+            snprintf(o->group, sizeof o->group, "%s", v);
+            continue;
+        }
         if (OPT("--val-dir")) { if (r < 0) BAD(); snprintf(o->val_dir, sizeof o->val_dir, "%s", v); continue; }
         if (OPT("--lists")) { if (r < 0) BAD(); snprintf(o->lists, sizeof o->lists, "%s", v); continue; }
         if (OPT("--list-format")) { if (r < 0 || vt_lists_format_parse(v) < 0) BAD(); snprintf(o->list_format, sizeof o->list_format, "%s", v); continue; }

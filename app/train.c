@@ -143,11 +143,13 @@ static int open_data(vt_train *t) {
     } else {
         const vt_split vs = vt_dataset_eval_split(ds);
         t->nval = vt_dataset_split_indices(ds, vs, &t->val_idx);
+        char gl[256];
+        vt_dataset_groups_line(ds, gl, sizeof gl);
         if (t->nval)
-            fprintf(t->out, "validation: %s split, %d videos%s\n", vt_split_name(vs), t->nval,
+            fprintf(t->out, "validation: %s split, %d videos%s%s%s\n", vt_split_name(vs), t->nval,
                     vs == VT_SPLIT_TEST ? " (no val split: best.safetensors is chosen on the "
                                           "test videos; --val-split F holds some training "
-                                          "videos out instead)" : "");
+                                          "videos out instead)" : "", gl[0] ? "; " : "", gl);
         else
             fprintf(t->out, "validation: none (no val folder and --val-split 0)\n");
     }

@@ -76,6 +76,10 @@ typedef struct vt_train_opts {
     uint64_t seed;
     float val_split;       /* fraction of train videos for validation when the dataset
                               has no val folder */
+    char group[256];       /* --group: "auto" (UCF101 and HMDB51 names), "none", or a regex
+                              whose first capture group names the recording; --val-split
+                              keeps a group on one side (pipeline/data/dataset.h). Runs
+                              before it: "none" */
     char val_dir[1024];    /* a separate validation dataset folder (optional) */
     char lists[1024];      /* UCF101-style classInd/trainlist/testlist folder (optional) */
     int fold;              /* which trainlist0F/testlist0F, or HMDB51 split (1..9) */

@@ -17,6 +17,7 @@
 #include "app/app.h"
 #include "models/common.h"
 #include "pipeline/data/balance.h"
+#include "app/leaks.h"
 #include "pipeline/data/dataset.h"
 #include "models/json_str.h"
 
@@ -24,7 +25,7 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: vidtrain scan DIR [--val-split F] [--group REGEX|auto|none] [--lists PATH]\n"
             "                         [--list-format F] [--fold N] [--labels CSV] [--threads N]\n"
-            "                         [--json]\n\n"
+            "                         [--no-leaks] [--json]\n\n"
             "Scan a dataset folder: DIR/<class>/<video>, or DIR/<split>/<class>/<video> with any of\n"
             "the split folders train, val, test (only test/ is fine). Symbolic links to folders and\n"
             "files are followed; dangling links and links back to a folder above them (loops) are\n"
@@ -44,6 +45,10 @@ static void usage(FILE *f) {
             "  --labels CSV    multi-head labels: path,head1,head2... (';' separates tags);\n"
             "                  optional start,end columns (seconds): each row a segment sample\n"
             "  --threads N     probing threads (default: cores)\n"
+            "  --no-leaks      skip the near-copy check: by default every val and test video\n"
+            "                  is compared with every training video by a perceptual signature\n"
+            "                  (re-encoded, rescaled, cropped, trimmed copies and clips of one\n"
+            "                  recording; cached under the vidtrain cache; docs/splits.md)\n"
             "  --json          one JSON object on stdout instead of the summary\n");
 }
 
@@ -199,12 +204,14 @@ int vt_cmd_scan(int argc, char **argv) {
     }
     const char *dir = NULL, *labels = NULL;
     vt_dataset_opts opts = {0};
-    int threads = 0, json = 0;
+    int threads = 0, json = 0, no_leaks = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
         if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strcmp(a, "--no-leaks")) {
+            no_leaks = 1;
         } else if (!strcmp(a, "--val-split") && more) {
             double f;
             if (vt_parse_f64(argv[++i], 0, 1, &f) != 0 || f >= 1) {
@@ -311,6 +318,11 @@ int vt_cmd_scan(int argc, char **argv) {
     int has_split[VT_NSPLITS];
     for (int s = 0; s < VT_NSPLITS; s++)
         has_split[s] = split_total[s] > 0;
+    vt_leaks lk = {0};
+    int check_leaks = !no_leaks && split_total[VT_SPLIT_TRAIN] &&
+                      (split_total[VT_SPLIT_VAL] || split_total[VT_SPLIT_TEST]);
+    if (check_leaks)
+        vt_leaks_find(ds, threads, !json, &lk);
 
     if (json) {
         cJSON *o = cJSON_CreateObject();
@@ -378,6 +390,8 @@ int vt_cmd_scan(int argc, char **argv) {
             cJSON_AddItemToArray(nf, cJSON_CreateString(ds->broken[i]));
         if (ds->nmissing)
             cJSON_AddNumberToObject(o, "list_entries_missing", ds->nmissing);
+        if (check_leaks)
+            cJSON_AddItemToObject(o, "leaks", vt_leaks_json(ds, &lk));
         if (ds->groups.mode[0]) {
             cJSON *g = cJSON_AddObjectToObject(o, "groups");
             cJSON_AddStringToObject(g, "mode", ds->groups.mode);
@@ -460,6 +474,10 @@ int vt_cmd_scan(int argc, char **argv) {
             printf("list files name %d videos that are not there (see the warnings)\n", ds->nmissing);
         if (labels && nbadlines)
             printf("%s: %d lines skipped (see the warnings)\n", labels, nbadlines);
+        if (check_leaks) {
+            printf("\n");
+            vt_leaks_print(stdout, ds, &lk, 20);
+        }
         if (nbad) {
             printf("\nunreadable (%d, excluded from training):\n", nbad);
             for (int i = 0; i < ds->nvideos; i++)
@@ -489,6 +507,7 @@ int vt_cmd_scan(int argc, char **argv) {
     free(frames);
     free(counts);
     free(badc);
+    vt_leaks_free(&lk);
     vt_dataset_free(&ds);
     return 0;
 }

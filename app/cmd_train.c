@@ -167,6 +167,12 @@ static void usage(FILE *f) {
         "                        the first ( ) of REGEX (POSIX ERE, on the path in DIR)\n"
         "                        names the recording; auto (default): UCF101 v_X_g08_c01\n"
         "                        and HMDB51 names; none: path by path (docs/splits.md)\n"
+        "  --strict-splits       a val or test video that is a near-copy of a training\n"
+        "                        video (re-encoded, rescaled, cropped, trimmed, a clip of\n"
+        "                        it) is an error; by default a warning before training,\n"
+        "                        RUN/leaks.json, and a count in the report and eval.json\n"
+        "  --no-leak-check       skip that check (it decodes keyframes once per video;\n"
+        "                        signatures are cached: docs/splits.md)\n"
         "  --val-dir DIR2        validate on another dataset folder (same classes)\n"
         "  --lists PATH          list files, format detected (docs/segments.md): UCF101\n"
         "                        (classInd.txt, trainlist0F.txt, testlist0F.txt: testlist\n"
@@ -290,6 +296,14 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
 #define BAD() do { fprintf(stderr, "vidtrain train: bad value for %s: '%s'\n", a, v ? v : ""); return 2; } while (0)
         if (!strcmp(a, "--no-flip")) {
             o->flip = 0;
+            continue;
+        }
+        if (!strcmp(a, "--strict-splits")) {
+            o->strict_splits = 1;
+            continue;
+        }
+        if (!strcmp(a, "--no-leak-check")) {
+            o->no_leak_check = 1;
             continue;
         }
         if (!strcmp(a, "--force")) {

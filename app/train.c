@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "app/dist.h"
+#include "app/leaks.h"
 #include "app/metrics.h"
 #include "app/pretrained.h"
 #include "app/run_files.h"
@@ -502,6 +503,15 @@ int vt_train_setup(vt_train *t) {
         char path[2100];
         snprintf(path, sizeof path, "%s/" VT_TRAIN_BUDGET_STATE, o->out);
         unlink(path);
+    }
+    /* near-copies of training videos in val and test, before any training (rank 0) */
+    if (!o->no_leak_check && t->ntrain &&
+        (vt_dataset_split_count(t->ds, VT_SPLIT_VAL) || vt_dataset_split_count(t->ds, VT_SPLIT_TEST))) {
+        rc = vt_dist_lead() ? vt_leaks_train_check(t->ds, o->out, o->strict_splits, !t->quiet, t->out)
+                            : 0;
+        snprintf(err, sizeof err, "--strict-splits: a leak (rank 0 said why)");
+        if (vt_dist_share_result(rc, err, sizeof err) != 0)
+            return 1;
     }
     if (fetch_pretrained(t) != 0)
         return 1;

@@ -103,6 +103,9 @@ typedef struct vt_train_opts {
     int checkpoint_every;  /* steps between mid-epoch checkpoints (0 = epoch ends only) */
     int64_t max_steps;     /* stop (with a checkpoint) after this global step; 0 = none */
     char dump[1024];       /* --dump DIR (app/dump.h); this invocation only, not saved */
+    int strict_splits;     /* --strict-splits: a near-copy of a training video in val or
+                              test stops the start (app/leaks.h); this invocation only */
+    int no_leak_check;     /* --no-leak-check: skip that check; this invocation only */
 } vt_train_opts;
 
 /* --clips-per-video auto's spacing when --seconds-per-clip is not given: a Kinetics

@@ -15,11 +15,11 @@
 #include <unistd.h>
 
 #include "app/app.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "pipeline/data/balance.h"
 #include "app/leaks.h"
-#include "pipeline/data/dataset.h"
-#include "models/json_str.h"
+#include "pipeline/data/dataset/dataset.h"
+#include "base/json_str.h"
 
 static void usage(FILE *f) {
     fprintf(f,

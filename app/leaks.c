@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "app/pretrained.h"
-#include "app/run_files.h"
-#include "models/common.h"
+#include "app/run/pretrained.h"
+#include "app/run/run_files.h"
+#include "base/common.h"
 #include "pipeline/data/signature.h"
 
 static int used(const vt_dataset *ds, int i) {

@@ -19,7 +19,7 @@
 #include <cjson/cJSON.h>
 #include <stdio.h>
 
-#include "pipeline/data/dataset.h"
+#include "pipeline/data/dataset/dataset.h"
 
 /* The share of frames that must match for a pair to be a copy (vt_sig_near): measured
  * with bench/bench-leaks.sh (docs/splits.md). */

@@ -15,9 +15,9 @@
  *
  * Files are empty: the split looks at names only.
  */
-#include "app/train_opts.h"
-#include "models/common.h"
-#include "pipeline/data/dataset.h"
+#include "app/train/train_opts.h"
+#include "base/common.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "tests/apputil.h"
 
 static void touch(const char *root, const char *rel) {

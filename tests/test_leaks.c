@@ -12,7 +12,7 @@
  *     `train` without it warns, writes RUN/leaks.json and trains; `eval --split test`
  *     writes the count into eval.json and report.html shows it.
  */
-#include "models/common.h"
+#include "base/common.h"
 #include "tests/apputil.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"

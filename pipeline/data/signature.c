@@ -20,7 +20,7 @@
 #include <libavformat/avformat.h>
 #include <libswscale/swscale.h>
 
-#include "models/common.h"
+#include "base/common.h"
 
 #define GRID 96 /* the grey thumbnail the crops are cut from */
 

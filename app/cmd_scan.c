@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "app/app.h"
+#include "app/decode_opt.h"
 #include "base/common.h"
 #include "pipeline/data/balance.h"
 #include "app/leaks.h"
@@ -45,6 +46,8 @@ static void usage(FILE *f) {
             "  --labels CSV    multi-head labels: path,head1,head2... (';' separates tags);\n"
             "                  optional start,end columns (seconds): each row a segment sample\n"
             "  --threads N     probing threads (default: cores)\n"
+            "  --frame-rate R  frames per second of frame folders (a folder of numbered\n"
+            "                  JPEG/PNG frames is one video; default 30)\n"
             "  --no-leaks      skip the near-copy check: by default every val and test video\n"
             "                  is compared with every training video by a perceptual signature\n"
             "                  (re-encoded, rescaled, cropped, trimmed copies and clips of one\n"
@@ -210,6 +213,9 @@ int vt_cmd_scan(int argc, char **argv) {
         int more = i + 1 < argc;
         if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strncmp(a, "--frame-rate", 12)) {
+            if (vt_decode_opt_take("scan", argc, argv, &i) != 1)
+                return 2;
         } else if (!strcmp(a, "--no-leaks")) {
             no_leaks = 1;
         } else if (!strcmp(a, "--val-split") && more) {

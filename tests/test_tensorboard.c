@@ -8,8 +8,9 @@
  *     of tag and simple_value or image), the first says "brain.Event:2";
  *   - every number of every metrics.jsonl line is a scalar "<kind>/<key>" at the line's
  *     step with the same float value: the outside truth is the run's own JSON lines;
- *   - each validation left a confusion image per head: a PNG whose header has the Image's
- *     width and height, which ffprobe reads as png.
+ *   - each validation left a confusion image per head, and --tb-clips 2 two clip strips
+ *     per epoch: PNGs whose header has the Image's width and height, which ffprobe reads
+ *     as png.
  */
 #include <math.h>
 
@@ -79,7 +80,7 @@ static int field(rd *r, int *wt, rd *sub, uint64_t *num, uint8_t fixed[8]) {
 #define MAXS 4096
 typedef struct scalar { char tag[96]; int64_t step; float v; } scalar;
 static scalar sc[MAXS];
-static int nsc, nimg, nversion, nevents;
+static int nsc, nimg, nconf, nclips, nversion, nevents;
 
 static void image_check(rd img, const char *tag, const char *dir) {
     int wt, f;
@@ -111,6 +112,10 @@ static void image_check(rd img, const char *tag, const char *dir) {
         }
         TCHECK(vt_test_sh("ffprobe -v error -show_entries stream=codec_name,width -of csv=p=0 '%s' "
                           "| grep -q '^png,%lld$'", path, (long long)w) == 0, "ffprobe reads %s", path);
+        if (!strncmp(tag, "clips/", 6)) /* --clip 4x32: 4 frames of 32x32 side by side */
+            TCHECK(w == 128 && h == 32, "%s: %lldx%lld, want 128x32", tag, (long long)w, (long long)h);
+        nconf += !strncmp(tag, "confusion/", 10);
+        nclips += !strncmp(tag, "clips/", 6);
     }
     nimg++;
 }
@@ -172,6 +177,7 @@ int main(void) {
     TCHECK(vt_test_synth(bin, dir, "--classes 3 --train 3 --val 2 --test 0 --frames 16") == 0, "synth");
     TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/run' --model tiny --clip 4x32 --batch 2 "
                       "--epochs 2 --eval-every 1 --log-every 1 --val-clips 1 --no-leak-check "
+                      "--tb-clips 2 "
                       "> '%s/train.log' 2>&1", bin, dir, dir, dir) == 0, "train");
     TCHECK(vt_test_sh("ls '%s/run/tb/' | grep -c '^events.out.tfevents.' | grep -qx 1", dir) == 0,
            "one events file");
@@ -226,7 +232,9 @@ int main(void) {
     TCHECK(nl >= 3 && nnum > 10 && missing == 0, "%d of %d numbers of %d lines missing", missing,
            nnum, nl);
     TCHECK(nsc == nnum, "as many scalars (%d) as numbers (%d)", nsc, nnum);
-    TCHECK(nimg == 2, "a confusion image per validation: %d, want 2", nimg);
+    TCHECK(nconf == 2, "a confusion image per validation: %d, want 2", nconf);
+    TCHECK(nclips == 4 && nimg == 6, "--tb-clips 2: 2 clips an epoch, %d (of %d images)", nclips,
+           nimg);
     vt_free_lines(lines, nl);
     return vt_test_done("test_tensorboard");
 }

@@ -21,6 +21,8 @@
 #include "app/run/run_files.h"
 #include "base/common.h"
 #include "models/formats/protobuf.h"
+#include "pipeline/data/batch.h"
+#include "pipeline/data/sample.h"
 
 /* ---- CRC32C ---- */
 
@@ -227,6 +229,29 @@ static void confusion_image(const cJSON *conf, int n, int cell, uint8_t *rgb) {
                 }
         }
     }
+}
+
+void vt_tb_clips(const char *run_dir, int64_t step, const vt_batch *b, int n) {
+    vt_clip_cfg cfg;
+    vt_clip_cfg_default(&cfg); /* the mean and std every clip is normalised with */
+    int T = b->t, H = b->h, W = b->w, sw = W * T;
+    uint8_t *rgb = vt_malloc((size_t)sw * H * 3);
+    for (int k = 0; k < n && k < b->n; k++) {
+        const float *x = b->x + (size_t)k * (size_t)vt_batch_clip_floats(b);
+        for (int c = 0; c < 3; c++)
+            for (int t = 0; t < T; t++)
+                for (int y = 0; y < H; y++)
+                    for (int xx = 0; xx < W; xx++) {
+                        float v = x[(((size_t)c * T + t) * H + y) * W + xx];
+                        double p = (v * cfg.std[c] + cfg.mean[c]) * 255.0;
+                        rgb[((size_t)y * sw + (size_t)t * W + xx) * 3 + c] =
+                            (uint8_t)(p < 0 ? 0 : p > 255 ? 255 : lround(p));
+                    }
+        char tag[64];
+        snprintf(tag, sizeof tag, "clips/%d", k);
+        vt_tb_image(run_dir, step, tag, rgb, sw, H);
+    }
+    free(rgb);
 }
 
 void vt_tb_confusion(const char *run_dir, int64_t step, const cJSON *eval_json) {

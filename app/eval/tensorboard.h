@@ -33,6 +33,12 @@ void vt_tb_confusion(const char *run_dir, int64_t step, const cJSON *eval_json);
 void vt_tb_image(const char *run_dir, int64_t step, const char *tag, const uint8_t *rgb, int w,
                  int h);
 
+/* The first n clips of a training batch as images "clips/<k>" at step: each a strip
+ * of its T frames, left to right, undone from the normalisation (the clip transform's
+ * mean and std, pipeline/data/sample.h), as the network saw them (crop, flip, jitter). */
+struct vt_batch;
+void vt_tb_clips(const char *run_dir, int64_t step, const struct vt_batch *b, int n);
+
 /* CRC32C (Castagnoli, reflected 0x82F63B78) of n bytes, and TFRecord's mask of it. */
 uint32_t vt_crc32c(const void *p, size_t n);
 static inline uint32_t vt_crc32c_mask(uint32_t crc) {

@@ -170,6 +170,9 @@ static void usage(FILE *f) {
         "                        the first ( ) of REGEX (POSIX ERE, on the path in DIR)\n"
         "                        names the recording; auto (default): UCF101 v_X_g08_c01\n"
         "                        and HMDB51 names; none: path by path (docs/splits.md)\n"
+        "  --tb-clips N          also the first N clips of each epoch's first batch as\n"
+        "                        images in RUN/tb/ (TensorBoard: scalars and confusion\n"
+        "                        matrices are always there; docs/tensorboard.md)\n"
         "  --strict-splits       a val or test video that is a near-copy of a training\n"
         "                        video (re-encoded, rescaled, cropped, trimmed, a clip of\n"
         "                        it) is an error; by default a warning before training,\n"
@@ -305,6 +308,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             o->strict_splits = 1;
             continue;
         }
+        if (OPT("--tb-clips")) { if (r < 0 || vt_parse_int(v, 0, 64, &o->tb_clips) != 0) BAD(); continue; }
         if (!strcmp(a, "--no-leak-check")) {
             o->no_leak_check = 1;
             continue;

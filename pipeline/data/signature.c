@@ -122,7 +122,7 @@ typedef struct pass {
     AVPacket *pkt;
     AVFrame *frame;
     int stream;
-    double tb, start, next_t;
+    double tb, start, next_t, gap;
     vt_sig *sig;
     int cap;
 } pass;
@@ -135,7 +135,7 @@ static void push(pass *p, const AVFrame *fr) {
     t -= p->start;
     if (t < p->next_t - 1e-6)
         return; /* a full decode's frame between samples */
-    p->next_t = t + VT_SIG_GAP;
+    p->next_t = t + p->gap;
     p->sws = sws_getCachedContext(p->sws, fr->width, fr->height, fr->format, GRID, GRID,
                                   AV_PIX_FMT_GRAY8, SWS_AREA, NULL, NULL, NULL);
     if (!p->sws)
@@ -171,8 +171,8 @@ static void pass_close(pass *p) {
     avformat_close_input(&p->fmt);
 }
 
-/* keys_only: send only keyframe packets, VT_SIG_GAP apart; else decode everything and
- * keep a frame every VT_SIG_GAP seconds. */
+/* keys_only: send only keyframe packets, p.gap apart; else decode everything (but
+ * frames nothing refers to) and keep a frame every VT_SIG_DENSE_GAP seconds. */
 static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_t errlen) {
     pass p = {.sig = out, .start = NAN};
     memset(out, 0, sizeof *out);
@@ -195,8 +195,12 @@ static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_
     p.dec = avcodec_alloc_context3(codec);
     avcodec_parameters_to_context(p.dec, st->codecpar);
     p.dec->thread_count = 1;
-    if (keys_only)
-        p.dec->skip_frame = AVDISCARD_NONKEY;
+    /* a 32x32 hash cannot see deblocking, nor miss a frame nothing refers to */
+    p.dec->skip_loop_filter = AVDISCARD_ALL;
+    p.dec->skip_frame = keys_only ? AVDISCARD_NONKEY : AVDISCARD_NONREF;
+    double gap = out->duration / VT_SIG_MIN_FRAMES;
+    p.gap = keys_only ? (gap > VT_SIG_KEY_GAP ? VT_SIG_KEY_GAP : gap < VT_SIG_GAP ? VT_SIG_GAP : gap)
+                      : VT_SIG_DENSE_GAP;
     if ((ret = avcodec_open2(p.dec, codec, NULL)) < 0) {
         vt_set_err(err, errlen, "%s: cannot open the decoder (%s)", path, av_err2str(ret));
         pass_close(&p);
@@ -213,7 +217,7 @@ static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_
                 double t = ts == AV_NOPTS_VALUE ? next_key : ts * p.tb;
                 send = (p.pkt->flags & AV_PKT_FLAG_KEY) && t >= next_key - 1e-6;
                 if (send)
-                    next_key = t + VT_SIG_GAP;
+                    next_key = t + p.gap;
             }
             /* a packet the decoder refuses (corrupt) is skipped: the others still count */
             if (send && avcodec_send_packet(p.dec, p.pkt) >= 0)
@@ -240,7 +244,7 @@ int vt_sig_compute(const char *path, vt_sig *out, char *err, size_t errlen) {
     if (ret < 0)
         return ret;
     /* too few keyframes for the length: one whole decode, sampled evenly */
-    if (out->n < VT_SIG_MIN_FRAMES && out->duration > (out->n + 1) * VT_SIG_GAP) {
+    if (out->n < VT_SIG_MIN_FRAMES && out->duration > (out->n + 1) * VT_SIG_DENSE_GAP) {
         vt_sig full;
         if (sample(path, 0, &full, err, errlen) == 0 && full.n > out->n) {
             vt_sig_free(out);

@@ -7,10 +7,13 @@
  * grey 32x32, the 8x8 lowest frequencies but DC, each bit "above the median"): of the
  * whole frame, of its central 80% and of its central 64%, so a copy cropped by up to
  * about a fifth a side still meets one of them at the same scale. Frames are the
- * keyframes (decoded alone: no inter frame is decoded), at least VT_SIG_GAP seconds
- * apart; a video that gives fewer than VT_SIG_MIN_FRAMES that way (short clips with one
- * keyframe) is decoded whole once and sampled every VT_SIG_GAP seconds. Flat frames (a
- * fade to black) carry no content and are left out.
+ * keyframes (decoded alone: no inter frame is decoded), spaced by duration /
+ * VT_SIG_MIN_FRAMES clamped to [VT_SIG_GAP, VT_SIG_KEY_GAP] seconds (a long video costs
+ * one keyframe every 2 s); a video that gives fewer than VT_SIG_MIN_FRAMES that way
+ * (short clips with one keyframe, long GOPs) is decoded whole once — without the loop
+ * filter and the frames nothing refers to, which a 32x32 hash cannot see — and sampled
+ * every VT_SIG_DENSE_GAP seconds. Flat frames (a fade to black) carry no content and
+ * are left out.
  *
  * Two signatures are compared as SETS of frames, never by time: a trimmed copy, a clip
  * cut from a recording and a sped-up copy all share frames at other times. A frame of b
@@ -27,11 +30,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VT_SIG_GAP 0.5         /* seconds between sampled frames, at least */
-#define VT_SIG_MIN_FRAMES 8    /* fewer keyframes than this: sample a full decode */
+#define VT_SIG_KEY_GAP 2.0     /* seconds between sampled keyframes, at most this... */
+#define VT_SIG_GAP 0.5         /* ...and at least this (duration / VT_SIG_MIN_FRAMES between) */
+#define VT_SIG_DENSE_GAP 0.2   /* seconds between the frames sampled from a whole decode */
+#define VT_SIG_MIN_FRAMES 8    /* fewer keyframes than this: sample a whole decode */
 #define VT_SIG_MAX_FRAMES 512  /* a long video's frames are thinned to this many */
 #define VT_SIG_HAMMING 10      /* bits of 63 within which two frames match */
-#define VT_SIG_VERSION 1       /* in the cache key: a change of the hashes bumps it */
+#define VT_SIG_VERSION 2       /* in the cache key: a change of the hashes bumps it */
 
 typedef struct vt_sig_frame {
     float t;                   /* seconds from the first frame */

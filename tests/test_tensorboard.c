@@ -104,7 +104,7 @@ static void image_check(rd img, const char *tag, const char *dir) {
         TCHECK(pw == w && ph == h && cs == 3, "%s: PNG %lldx%lld, Image %lldx%lld colorspace %lld",
                tag, (long long)pw, (long long)ph, (long long)w, (long long)h, (long long)cs);
         char path[4400];
-        snprintf(path, sizeof path, "%s/confusion%d.png", dir, nimg);
+        snprintf(path, sizeof path, "%s/image%d.png", dir, nimg);
         FILE *fp = fopen(path, "wb");
         if (fp) {
             fwrite(png.p, 1, n, fp);

@@ -239,7 +239,29 @@ static void thin(vt_sig *s) {
     s->n = VT_SIG_MAX_FRAMES;
 }
 
+/* The container's duration, or 0 (unknown, or not readable: the keyframe pass says why). */
+static double duration_of(const char *path) {
+    AVFormatContext *f = NULL;
+    double d = 0;
+    if (avformat_open_input(&f, path, NULL, NULL) == 0 && f->duration > 0)
+        d = f->duration / (double)AV_TIME_BASE;
+    avformat_close_input(&f);
+    return d;
+}
+
 int vt_sig_compute(const char *path, vt_sig *out, char *err, size_t errlen) {
+    /* too short for VT_SIG_MIN_FRAMES keyframes VT_SIG_GAP apart: straight to the whole
+     * decode (short clips: one open instead of two) */
+    double d = duration_of(path);
+    if (d > 0 && d < VT_SIG_MIN_FRAMES * VT_SIG_GAP) {
+        int r = sample(path, 0, out, err, errlen);
+        if (r == 0 && out->n > 0) {
+            out->full_decode = 1;
+            thin(out);
+            return 0;
+        }
+        vt_sig_free(out);
+    }
     int ret = sample(path, 1, out, err, errlen);
     if (ret < 0)
         return ret;

@@ -9,7 +9,7 @@
  * about a fifth a side still meets one of them at the same scale. Frames are the
  * keyframes (decoded alone: no inter frame is decoded), spaced by duration /
  * VT_SIG_MIN_FRAMES clamped to [VT_SIG_GAP, VT_SIG_KEY_GAP] seconds (a long video costs
- * one keyframe every 2 s); a video that gives fewer than VT_SIG_MIN_FRAMES that way
+ * one keyframe every 2.5 s); a video that gives fewer than VT_SIG_MIN_FRAMES that way
  * (short clips with one keyframe, long GOPs) is decoded whole once — without the loop
  * filter and the frames nothing refers to, which a 32x32 hash cannot see — and sampled
  * every VT_SIG_DENSE_GAP seconds. Flat frames (a fade to black) carry no content and
@@ -30,13 +30,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define VT_SIG_KEY_GAP 2.0     /* seconds between sampled keyframes, at most this... */
+#define VT_SIG_KEY_GAP 2.5     /* seconds between sampled keyframes, at most this... */
 #define VT_SIG_GAP 0.5         /* ...and at least this (duration / VT_SIG_MIN_FRAMES between) */
 #define VT_SIG_DENSE_GAP 0.2   /* seconds between the frames sampled from a whole decode */
 #define VT_SIG_MIN_FRAMES 8    /* fewer keyframes than this: sample a whole decode */
 #define VT_SIG_MAX_FRAMES 512  /* a long video's frames are thinned to this many */
 #define VT_SIG_HAMMING 10      /* bits of 63 within which two frames match */
-#define VT_SIG_VERSION 2       /* in the cache key: a change of the hashes bumps it */
+#define VT_SIG_VERSION 3       /* in the cache key: a change of the hashes bumps it */
 
 typedef struct vt_sig_frame {
     float t;                   /* seconds from the first frame */

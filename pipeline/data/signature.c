@@ -21,6 +21,7 @@
 #include <libswscale/swscale.h>
 
 #include "base/common.h"
+#include "pipeline/data/video/video.h"
 
 #define GRID 96 /* the grey thumbnail the crops are cut from */
 
@@ -176,9 +177,10 @@ static void pass_close(pass *p) {
 static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_t errlen) {
     pass p = {.sig = out, .start = NAN};
     memset(out, 0, sizeof *out);
-    int ret = avformat_open_input(&p.fmt, path, NULL, NULL);
+    char why[512] = "";
+    int ret = vt_video_open_input(&p.fmt, path, why, sizeof why);
     if (ret < 0 || (ret = avformat_find_stream_info(p.fmt, NULL)) < 0) {
-        vt_set_err(err, errlen, "%s: cannot read the container (%s)", path, av_err2str(ret));
+        vt_set_err(err, errlen, "%s: %s", path, why[0] ? why : av_err2str(ret));
         pass_close(&p);
         return ret < 0 ? ret : -1;
     }
@@ -243,7 +245,8 @@ static void thin(vt_sig *s) {
 static double duration_of(const char *path) {
     AVFormatContext *f = NULL;
     double d = 0;
-    if (avformat_open_input(&f, path, NULL, NULL) == 0 && f->duration > 0)
+    char why[512];
+    if (vt_video_open_input(&f, path, why, sizeof why) == 0 && f->duration > 0)
         d = f->duration / (double)AV_TIME_BASE;
     avformat_close_input(&f);
     return d;

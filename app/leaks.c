@@ -221,22 +221,22 @@ int vt_leaks_train_check(vt_dataset *ds, const char *run_dir, int strict, int pr
         fprintf(out, "leaks: none between train and %s (%d signatures, %.1f s)\n",
                 lk.total[VT_SPLIT_VAL] && lk.total[VT_SPLIT_TEST] ? "val, test"
                 : lk.total[VT_SPLIT_VAL] ? "val" : "test", lk.nsig, lk.seconds);
-    } else if (strict) {
-        fflush(out);
-        fprintf(stderr, "vidtrain train: --strict-splits: %s; scores on them would count "
-                "scenes training has seen. The pairs are in %s (vidtrain scan %s lists them); "
-                "move each copy to the side of its original, or --group the recordings\n",
-                line, path, ds->dir);
-        rc = 1;
     } else {
         fflush(out);
-        fprintf(stderr, "warning: %s: their scores count scenes training has seen (pairs in "
-                "%s; --strict-splits makes this an error)\n", line, path);
+        if (strict) /* the start fails and takes leaks.json with it: the pairs are here */
+            fprintf(stderr, "vidtrain train: --strict-splits: %s; scores on them would count "
+                    "scenes training has seen. Move each copy to the side of its original, or "
+                    "--group the recordings (`vidtrain scan %s` lists every pair):\n", line,
+                    ds->dir);
+        else
+            fprintf(stderr, "warning: %s: their scores count scenes training has seen (pairs "
+                    "in %s; --strict-splits makes this an error)\n", line, path);
         for (int k = 0; k < lk.npairs && k < 5; k++)
             fprintf(stderr, "  %.2f  %s  ~  train: %s\n", lk.pairs[k].sim,
                     ds->videos[lk.pairs[k].other].relpath, ds->videos[lk.pairs[k].train].relpath);
         if (lk.npairs > 5)
             fprintf(stderr, "  ... and %d more pairs\n", lk.npairs - 5);
+        rc = strict;
     }
     vt_leaks_free(&lk);
     return rc;

@@ -53,7 +53,8 @@ cJSON *vt_leaks_json(const vt_dataset *ds, const vt_leaks *l);
 void vt_leaks_print(FILE *f, const vt_dataset *ds, const vt_leaks *l, int max_pairs);
 /* train's check before it starts: the leaks between ds's train and its val and test,
  * written to RUN/leaks.json, a line on out when there are none, else a warning with the
- * first pairs on stderr — or, strict (--strict-splits), an error. 0, or 1 (strict and a
+ * first pairs on stderr — or, strict (--strict-splits), an error with them (the failed
+ start removes leaks.json with the rest of the run). 0, or 1 (strict and a
  * leak found). */
 int vt_leaks_train_check(vt_dataset *ds, const char *run_dir, int strict, int progress,
                          FILE *out);

@@ -8,6 +8,10 @@
 #include "base/common.h"
 #include "pipeline/data/video/video.h"
 
+static int frame_rate_given;
+
+int vt_frame_rate_given(void) { return frame_rate_given; }
+
 int vt_decode_opt_take(const char *cmd, int argc, char **argv, int *i) {
     const char *v = NULL;
     int r = vt_opt_value(argc, argv, i, "--frame-rate", &v);
@@ -19,6 +23,7 @@ int vt_decode_opt_take(const char *cmd, int argc, char **argv, int *i) {
             return -1;
         }
         vt_video_set_frame_rate(fps);
+        frame_rate_given = 1;
         return 1;
     }
     r = vt_opt_value(argc, argv, i, "--decode", &v);

@@ -24,4 +24,7 @@
  *   "vidtrain CMD: --decode 'gpu': expected cpu, nvdec or auto (see docs/decode.md)". */
 int vt_decode_opt_take(const char *cmd, int argc, char **argv, int *i);
 
+/* 1 when --frame-rate was on the command line (else a run's config.json may set it). */
+int vt_frame_rate_given(void);
+
 #endif

@@ -10,7 +10,7 @@
  *   - A dataset with frame folders in class folders counts each as one video; a folder
  *     with a gap in its numbers is unreadable with the reason; the other files of a class
  *     are not taken for frames.
- *   - `train` (one step, the frame cache on) and `prep` (a folder becomes v.mp4 with the
+ *   - `train` (one step, the frame cache on; config.json keeps its --frame-rate) and `prep` (a folder becomes v.mp4 with the
  *     folder's frame count, by ffprobe) run on such a dataset.
  */
 #include <stdlib.h>
@@ -131,7 +131,13 @@ int main(void) {
     /* train (loader, clips, frame cache) and prep */
     TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/run' --model tiny --clip 4x32 --batch 2 "
                       "--epochs 1 --max-steps 1 --val-split 0 --frame-cache 64M --no-leak-check "
-                      "> '%s/train.log' 2>&1", bin, dir, dir, dir) == 0, "train on frame folders");
+                      "--frame-rate 25 > '%s/train.log' 2>&1", bin, dir, dir, dir) == 0,
+           "train on frame folders");
+    snprintf(p, sizeof p, "%s/run/config.json", dir);
+    cJSON *cfg = vt_test_read_json(p);
+    const cJSON *fr = cJSON_GetObjectItemCaseSensitive(cfg, "frame_rate");
+    TCHECK(cJSON_IsNumber(fr) && fr->valuedouble == 25, "config.json keeps --frame-rate 25");
+    cJSON_Delete(cfg);
     TCHECK(vt_test_sh("'%s' prep '%s/data' '%s/prep' > '%s/prep.log' 2>&1", bin, dir, dir, dir) == 0,
            "prep");
     snprintf(p, sizeof p, "%s/prep/move/jpg.mp4", dir);

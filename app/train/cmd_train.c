@@ -562,6 +562,11 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
                         "--patience 0, --dump or another --sched)\n");
         return 2;
     }
+    /* frame folders' rate: given now, or the resumed run's (config.json), or 30 */
+    if (vt_frame_rate_given())
+        o->frame_rate = (float)vt_video_get_frame_rate();
+    else if (o->frame_rate > 0)
+        vt_video_set_frame_rate(o->frame_rate);
     return 0;
 }
 

@@ -109,6 +109,8 @@ typedef struct vt_train_opts {
     int strict_splits;     /* --strict-splits: a near-copy of a training video in val or
                               test stops the start (app/leaks.h); this invocation only */
     int no_leak_check;     /* --no-leak-check: skip that check; this invocation only */
+    float frame_rate;      /* --frame-rate: frame folders' frames per second (default 30;
+                              eval, predict and embed take the run's unless given) */
     int tb_clips;          /* --tb-clips N: the first N clips of each epoch's first batch
                               as TensorBoard images (app/eval/tensorboard.h); this
                               invocation only */

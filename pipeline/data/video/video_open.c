@@ -204,8 +204,8 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         return AVERROR(EINVAL);
     }
     if (S_ISDIR(sb.st_mode) && !vt_video_is_frame_dir(path)) {
-        vt_set_err(err, errlen, "a folder that is not a frame folder (numbered .jpg/.jpeg/.png "
-                   "files, nothing else)");
+        vt_set_err(err, errlen, "not a regular file: a folder, and not a frame folder "
+                   "(numbered .jpg/.jpeg/.png files, nothing else)");
         return AVERROR(EINVAL);
     }
     if (S_ISREG(sb.st_mode) && sb.st_size == 0) {

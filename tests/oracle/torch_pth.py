@@ -214,7 +214,7 @@ hostile("reduce_str.pth", zip_of(b"\x80\x02" + binunicode("os") + b")R."), "offs
 hostile("object_in_weights.pth", zip_of(b"\x80\x02}" + binunicode("w") + b"cevil\nThing\n)\x81s."),
         "offset 9:", "evil.Thing", "not allowed")
 hostile("object_in_model_state.pth",
-        zip_of(b"\x80\x02}" + binunicode("epoch") + b"K\x03" + binunicode("model_state") + b"}" +
+        zip_of(b"\x80\x02}" + binunicode("epoch") + b"K\x03s" + binunicode("model_state") + b"}" +
                binunicode("w") + b"cevil\nThing\n)\x81ss."), "evil.Thing", "not allowed")
 hostile("object_built.pth", zip_of(b"\x80\x02cevil\nThing\n)\x81}b."), "offset 2:", "evil.Thing")
 hostile("unknown_op.pth", zip_of(b"\x80\x02}\xff."), "offset 3", "unknown opcode 0xff")

@@ -18,6 +18,9 @@ train-mode forward + cross-entropy (mean over the batch) + backward: "logits.0",
 "grad.<param>" for every parameter and "after.<buffer>" for every BN buffer. The training
 gradients are computed in float64 too: "grad.<name>" holds the float64 one (rounded to
 float32) and "torch32_nmse.<name>" PyTorch float32's NMSE from it, the yardstick.
+x3d_l.safetensors: x3d_l with 3 classes, seeded weights and BN state, "x" (2 clips of
+4x64x64) and "eval_logits.0" only. Eval logits are float64's too, with
+"torch32_nmse.eval_logits.0" PyTorch float32's NMSE from them (eval_truth).
 """
 import copy
 import math
@@ -221,6 +224,23 @@ def build(model, classes, t, h, w, dropout=0.5):
     return X3D(classes, t, h, w, MEMBERS[model][2], dropout)
 
 
+EVAL_YARD = "torch32_nmse.eval_logits.0"
+
+
+def eval_truth(m, m64, x, t):
+    """Eval logits in float64 (rounded to float32) as "eval_logits.0", and PyTorch
+    float32's NMSE from them: X3D's eval output with random weights and BN statistics of
+    two clips is itself ill-conditioned (x3d_l's float32 logits are NMSE ~1e-7 from
+    float64), so the truth is float64 and float32 PyTorch the yardstick."""
+    import numpy as np
+    m.eval()
+    m64.eval()
+    with torch.no_grad():
+        a, b = m(x).double(), m64(x.double())
+    t["eval_logits.0"] = b.float().numpy()
+    t[EVAL_YARD] = np.array([float(((a - b) ** 2).sum() / (b ** 2).sum())], np.float32)
+
+
 def golden(out):
     import numpy as np
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -242,10 +262,8 @@ def golden(out):
     t = {k: v.detach().clone().numpy() for k, v in m.state_dict().items()}
     t["x"] = x.numpy()
     t["label.0"] = label.numpy().astype(np.float32)
-    m.eval()
-    with torch.no_grad():
-        t["eval_logits.0"] = m(x).numpy()
     m64 = copy.deepcopy(m).double()
+    eval_truth(m, m64, x, t)
     m.train()
     logits = m(x)
     F.cross_entropy(logits, label).backward()
@@ -265,6 +283,15 @@ def golden(out):
     worst = max(float(t[k][0]) for k in t if k.startswith("torch32_nmse."))
     print(f"{name}: {sum(p.numel() for p in m.parameters())} params, clip {clip}, "
           f"PyTorch float32 gradients' worst NMSE from float64 {worst:.2g}")
+    # x3d_l (25 blocks in its third stage): eval logits only, 2 clips of 2x32x32
+    m = build("x3d_l", 3, 4, 64, 64)
+    x = torch.randn((2, 3, 4, 64, 64), generator=g)
+    bn_from_data(m, x, g)
+    t = {k: v.detach().clone().numpy() for k, v in m.state_dict().items()}
+    t["x"] = x.numpy()
+    eval_truth(m, copy.deepcopy(m).double(), x, t)
+    print(f"x3d_l: eval, PyTorch float32's NMSE from float64 {t[EVAL_YARD][0]:.2g}")
+    torch_golden.save_st(os.path.join(out, "x3d_l.safetensors"), t, {"model": "x3d_l"})
 
 
 if __name__ == "__main__":

@@ -42,7 +42,6 @@ static int g_bf16;
 
 /* An activation array on both backends from float values (bf16-rounded under BF16). */
 typedef struct pair { float *r, *g; int64_t n; } pair;
-static size_t asz(void) { return g_bf16 ? 2 : 4; }
 static pair pmake(int64_t n, float lo, float hi) {
     float *h = vt_malloc((size_t)VT_MAX(n, 1) * 4);
     for (int64_t i = 0; i < n; i++)

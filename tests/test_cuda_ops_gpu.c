@@ -290,10 +290,6 @@ static const conv_case conv_cases[] = {
     {"(2+1)d spatial 1x3x3", 2, {3, 7, 7}, {5, 6, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}, 1}, 1, 1},
     {"(2+1)d temporal 3x1x1 s2", 2, {5, 4, 4}, {6, 4, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, 1}, 0, 1},
     {"3x3x3 s2 p1 wide", 4, {4, 8, 8}, {16, 32, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, 1}, 1, 1},
-    /* groups (cudnnSetConvolutionGroupCount): X3D's depthwise conv_b and stem conv_xy */
-    {"x3d depthwise 3x3x3 s(1,2,2)", 2, {4, 9, 9}, {24, 24, {3, 3, 3}, {1, 2, 2}, {1, 1, 1}, 24}, 0, 1},
-    {"x3d stem depthwise 5x1x1", 2, {6, 5, 5}, {8, 8, {5, 1, 1}, {1, 1, 1}, {2, 0, 0}, 8}, 0, 1},
-    {"grouped 2 + bias", 2, {3, 6, 6}, {4, 6, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, 2}, 1, 1},
 };
 
 static void test_conv(void) {

@@ -3,8 +3,8 @@
  * itself checked against PyTorch by test_ops_torch): SiLU and sigmoid forward and
  * backward (sigmoid's in place over dout, as the graph runs it), the channel scale of
  * squeeze-excitation (dx in place over dout: ds must be formed first), in FP32 and in
- * BF16, and n == 0 writing nothing. Grouped and depthwise convolutions are
- * test_cuda_ops_gpu.c's conv cases. Skips (77) without a GPU or in a build without CUDA.
+ * BF16, and n == 0 writing nothing; grouped and depthwise conv3d (cuDNN's group count)
+ * in FP32. Skips (77) without a GPU or in a build without CUDA.
  *
  * Tolerances (NMSE = sum (a-b)^2 / sum b^2). FP32: expf against cpu-ref's double exp,
  * a few float roundings, NMSE ~1e-14; ds is a double sum on both sides: TOL_F32 1e-12.
@@ -61,21 +61,24 @@ static void pfree(pair *p) {
     vt_backend_free_ptr(R, p->r);
     vt_backend_free_ptr(G, p->g);
 }
-/* NMSE of the cuda result against cpu-ref, both widened to float. */
-static void cmp(const char *what, const pair *p) {
+/* NMSE of the cuda result against cpu-ref, both widened to float; tol < 0: the
+ * precision's own (TOL_F32 or TOL_BF16). */
+static void cmp_tol(const char *what, const pair *p, double tol_in) {
     float *h = vt_malloc((size_t)VT_MAX(p->n, 1) * 4), *r = vt_malloc((size_t)VT_MAX(p->n, 1) * 4);
     float *tmp = vt_backend_alloc_x(G, (size_t)VT_MAX(p->n, 1) * 4, "tmp");
     VT_OP(G, act_to_f32, tmp, p->g, p->n);
     G->i->to_host(G, h, tmp, (size_t)p->n * 4);
     VT_OP(R, act_to_f32, r, p->r, p->n);
     vt_backend_free_ptr(G, tmp);
-    const double tol = g_bf16 ? TOL_BF16 : TOL_F32, e = vt_nmse(h, r, p->n);
+    const double tol = tol_in >= 0 ? tol_in : g_bf16 ? TOL_BF16 : TOL_F32;
+    const double e = vt_nmse(h, r, p->n);
     printf("  %-5s %-32s n=%-8lld nmse %.2e\n", g_bf16 ? "bf16" : "fp32", what, (long long)p->n,
            e);
     TCHECK(e <= tol, "%s %s: nmse %.3e > %.1e", g_bf16 ? "bf16" : "fp32", what, e, tol);
     free(h);
     free(r);
 }
+static void cmp(const char *what, const pair *p) { cmp_tol(what, p, -1); }
 
 static void run_all(void) {
     const int64_t n = 100003;
@@ -110,14 +113,60 @@ static void run_all(void) {
     }
 }
 
+/* A grouped conv (cudnnSetConvolutionGroupCount), forward and backward, dw and db
+ * accumulating onto random values, din overwriting garbage. FP32: cuDNN's float sums of
+ * at most 27 products (depthwise) or 54 (grouped) against cpu-ref's double ones, NMSE
+ * ~1e-14; TOL_CONV 1e-8 is test_cuda_ops_gpu.c's TOL_F32SUM (FFT algorithms' rounding). */
+#define TOL_CONV 1e-8
+static void conv_case(int n, const int thw[3], vt_conv3d_p p, int bias) {
+    int o[3];
+    for (int d = 0; d < 3; d++)
+        o[d] = vt_conv_out(thw[d], p.k[d], p.s[d], p.p[d]);
+    const int64_t nx = (int64_t)n * p.cin * thw[0] * thw[1] * thw[2];
+    const int64_t ny = (int64_t)n * p.cout * o[0] * o[1] * o[2];
+    const int64_t nw = (int64_t)p.cout * (p.cin / p.groups) * p.k[0] * p.k[1] * p.k[2];
+    pair x = pmake(nx, -1, 1), w = pmake(nw, -1, 1), b = pmake(p.cout, -1, 1);
+    pair y = pmake(ny, 0, 0), dy = pmake(ny, -1, 1), dx = pmake(nx, 7, 7);
+    pair dw = pmake(nw, -1, 1), db = pmake(p.cout, -1, 1);
+    VT_OP(G, conv3d_forward, y.g, x.g, w.g, bias ? b.g : NULL, n, thw, &p);
+    VT_OP(R, conv3d_forward, y.r, x.r, w.r, bias ? b.r : NULL, n, thw, &p);
+    VT_OP(G, conv3d_backward, dx.g, dw.g, bias ? db.g : NULL, dy.g, x.g, w.g, n, thw, &p);
+    VT_OP(R, conv3d_backward, dx.r, dw.r, bias ? db.r : NULL, dy.r, x.r, w.r, n, thw, &p);
+    char what[96];
+    const double keep = TOL_CONV; /* FP32 only: main runs these before BF16 */
+    snprintf(what, sizeof what, "conv g%d k%d%d%d forward", p.groups, p.k[0], p.k[1], p.k[2]);
+    cmp_tol(what, &y, keep);
+    snprintf(what, sizeof what, "conv g%d k%d%d%d din", p.groups, p.k[0], p.k[1], p.k[2]);
+    cmp_tol(what, &dx, keep);
+    snprintf(what, sizeof what, "conv g%d k%d%d%d dw (+=)", p.groups, p.k[0], p.k[1], p.k[2]);
+    cmp_tol(what, &dw, keep);
+    if (bias) {
+        snprintf(what, sizeof what, "conv g%d db (+=)", p.groups);
+        cmp_tol(what, &db, keep);
+    }
+    pfree(&x), pfree(&w), pfree(&b), pfree(&y), pfree(&dy), pfree(&dx), pfree(&dw), pfree(&db);
+}
+
+static void test_gconv(void) {
+    /* X3D's depthwise conv_b (stride (1,2,2)) and stem conv_xy (5x1x1), a grouped conv */
+    conv_case(2, (const int[3]){4, 9, 9},
+              (vt_conv3d_p){24, 24, {3, 3, 3}, {1, 2, 2}, {1, 1, 1}, 24}, 0);
+    conv_case(2, (const int[3]){6, 5, 5},
+              (vt_conv3d_p){8, 8, {5, 1, 1}, {1, 1, 1}, {2, 0, 0}, 8}, 0);
+    conv_case(2, (const int[3]){3, 6, 6},
+              (vt_conv3d_p){4, 6, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, 2}, 1);
+}
+
 int main(void) {
     if (vt_cuda_device_count() == 0) {
         printf("test_x3d_gpu: no CUDA device: skipping\n");
         return VT_TEST_SKIP;
     }
+    unsetenv("VT_TF32"); /* numerics are checked in FP32 */
     vt_rng_seed(&rng, 4343);
     R = vt_backend_cpu_ref_init(0);
     G = vt_backend_cuda_init(0, 0);
+    test_gconv();
     run_all();
     char err[256];
     if (vt_backend_set_precision(G, VT_PREC_BF16, err, sizeof err) == 0) {

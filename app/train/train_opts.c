@@ -37,6 +37,8 @@ void vt_train_opts_default(vt_train_opts *o) {
     snprintf(o->tower_split, sizeof o->tower_split, "memory");
     snprintf(o->precision, sizeof o->precision, "fp32");
     o->val_split = 0.1f;
+    o->frame_rate = 30.0f;
+    snprintf(o->group, sizeof o->group, "auto");
     o->fold = 1;
     o->val_clips = 3;
     o->val_crops = 1;
@@ -187,6 +189,8 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
     cJSON_AddStringToObject(j, "seed", seed);
     J_NUM(val_split);
+    J_NUM(frame_rate);
+    J_STR(group);
     J_STR(val_dir);
     J_STR(lists);
     J_NUM(fold);
@@ -294,6 +298,10 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     if (cJSON_IsString(s))
         vt_parse_u64(s->valuestring, &o->seed);
     G_FLT(val_split);
+    G_FLT_SINCE(frame_rate, 30.0f);
+    if (!cJSON_GetObjectItemCaseSensitive(j, "group")) /* before --group: path by path */
+        snprintf(o->group, sizeof o->group, "none");
+    G_STR(group);
     G_STR(val_dir);
     G_STR(lists);
     G_INT(fold);
@@ -341,6 +349,7 @@ vt_dataset_opts vt_run_dataset_opts(const vt_train_opts *o) {
     return (vt_dataset_opts){.val_split = o->val_dir[0] ? 0 : o->val_split,
                              .lists_dir = o->lists[0] ? o->lists : NULL,
                              .list_fold = o->fold,
+                             .group = o->group,
                              .lists_format = (vt_lists_format)VT_MAX(
                                  vt_lists_format_parse(o->list_format), 0)};
 }

@@ -18,8 +18,10 @@
  * make X3D's output itself ill-conditioned — x3d_l's logits reach ~1e3 and PyTorch's
  * float32 ones are NMSE ~1e-7 from its float64 ones, x3d_xs's ~5e-11 — so, as for the
  * gradients below, the truth is float64 and vidtrain must be within NMSE_VS_TORCH times
- * PyTorch float32's distance from it (at least 1e-10). The training GRADIENTS are
- * ill-conditioned at this size: the last stage's BN normalises over 2 clips x 4 x 2 x 2
+ * PyTorch float32's distance from it (at least 1e-9: x3d_xs's measured 1.5e-10 on cpu is
+ * 3.4x PyTorch's 4.4e-11, too near 4x for a floor of 1e-10 to be safe across machines,
+ * and a wrong eps or a lost SE still moves the logits by NMSE > 1e-6). The training
+ * GRADIENTS are ill-conditioned at this size: the last stage's BN normalises over 2 clips x 4 x 2 x 2
  * values, and PyTorch's own float32 gradients differ from its float64 ones by NMSE up to
  * ~2e-4 (the script prints it). So their truth is PyTorch's float64 gradient, and
  * vidtrain's must be within NMSE_VS_TORCH times PyTorch float32's own distance from it
@@ -37,7 +39,7 @@
 #include "models/formats/safetensors.h"
 #include "tests/testutil.h"
 
-#define NMSE_EVAL 1e-10
+#define NMSE_EVAL 1e-9 /* the floor under the float64 yardstick (file comment) */
 #define NMSE_TRAIN 1e-8
 #define NMSE_STATS 1e-10
 #define NMSE_VS_TORCH 4.0 /* gradients: within 4x PyTorch float32's own NMSE (above) */

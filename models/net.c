@@ -346,26 +346,6 @@ static void concat_slices(vt_net *net, int i, int n, int backward) {
     }
 }
 
-/* Gather node i: the frames PackPathway picks (vt_pack_pathway_frame), each an H*W plane
- * of one channel of one clip, copied from the input clip x. Plain copies, so every
- * backend has it without a kernel (n * 3 * T/alpha of them per pass); no backward: it
- * reads the clip, which takes no gradient. */
-static void tgather_forward(vt_net *net, int i, const float *x, int n) {
-    vt_backend *be = net->be;
-    const vt_node *nd = &net->g.nodes[i];
-    const int64_t hw = (int64_t)nd->h * nd->w;
-    float *out = act(net, i);
-    for (int j = 0; j < n; j++)
-        for (int c = 0; c < nd->c; c++)
-            for (int k = 0; k < nd->t; k++) {
-                const int64_t src = (((int64_t)j * nd->ic + c) * nd->it +
-                                     vt_pack_pathway_frame(nd->it, nd->t, k)) * hw;
-                const int64_t dst = (((int64_t)j * nd->c + c) * nd->t + k) * hw;
-                be->i->copy(be, act_ptr(net, out, dst), act_ptr(net, x, src),
-                            (size_t)hw * (size_t)net->g.act_size);
-            }
-}
-
 void vt_net_forward(vt_net *net, const float *x, int n, int train) {
     VT_CHECK(n >= 0 && n <= net->mb, "forward of %d clips on a net built for %d", n, net->mb);
     vt_backend *be = net->be;
@@ -456,7 +436,17 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
             concat_slices(net, i, n, 0);
             break;
         case VT_NODE_TGATHER:
-            tgather_forward(net, i, x, n);
+            vt_net_tgather_forward(net, i, x, n);
+            break;
+        case VT_NODE_SILU:
+            VT_OP(be, silu_forward, out, in, nf);
+            break;
+        case VT_NODE_SIGMOID:
+            VT_OP(be, sigmoid_forward, out, in, nf);
+            break;
+        case VT_NODE_CHSCALE:
+            VT_OP(be, chscale_forward, out, in, act(net, nd->in[1]), n, nd->c,
+                  (int64_t)nd->t * nd->h * nd->w);
             break;
         }
     }
@@ -756,6 +746,18 @@ void vt_net_backward(vt_net *net) {
             break;
         case VT_NODE_AVGPOOL:
             VT_OP(be, avgpool3d_backward, din, dout, n, nd->ic, in_thw, &nd->pool);
+            break;
+        case VT_NODE_SILU:
+            VT_OP(be, silu_backward, din, dout, in, nf_in);
+            break;
+        case VT_NODE_SIGMOID:
+            VT_OP(be, sigmoid_backward, din, dout, act(net, i), nf_in);
+            break;
+        case VT_NODE_CHSCALE: /* the scale's gradient is its only consumer's (net_graph.c) */
+            VT_CHECK(nd->din[1] == VT_DIN_NEW, "node %s: scale din mode %d", nd->name,
+                     nd->din[1]);
+            VT_OP(be, chscale_backward, din, grad_of(net, nd->in[1]), dout, in,
+                  act(net, nd->in[1]), n, nd->c, (int64_t)nd->t * nd->h * nd->w);
             break;
         case VT_NODE_ADD:
         case VT_NODE_CONCAT:

@@ -77,6 +77,10 @@ static inline float *buffer(vt_net *net, int t) {
 }
 
 
+/* net_gather.c: tgather node i's output from the input clip x (n clips): the frames
+ * vt_pack_pathway_frame picks, each an H*W plane copied with the backend's copy. */
+void vt_net_tgather_forward(vt_net *net, int i, const float *x, int n);
+
 /* net_exact.c: the layers whose outputs sum over clips, one clip at a time with the sums
  * exact (xsum.h), for networks built with cfg.exact. */
 void vt_netx_conv_forward(vt_net *net, int i, float *out, const float *in, int n);

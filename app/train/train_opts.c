@@ -55,6 +55,19 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
         if (!o->crop)
             o->crop = 224;
     }
+    /* X3D: pytorchvideo's clip per member (hub/x3d.py; frames, crop) and the sampling
+     * stride of its Kinetics recipe, on any device */
+    static const struct { const char *m; int t, crop, stride; } x3d[] = {
+        {"x3d_xs", 4, 160, 12}, {"x3d_s", 13, 160, 6}, {"x3d_m", 16, 224, 5},
+        {"x3d_l", 16, 312, 5}};
+    for (size_t i = 0; i < VT_ARRAY_LEN(x3d); i++)
+        if (!o->clip_t && !strcmp(o->model, x3d[i].m)) {
+            o->clip_t = x3d[i].t;
+            if (!o->crop)
+                o->crop = x3d[i].crop;
+            if (!o->stride)
+                o->stride = x3d[i].stride;
+        }
     if (!o->clip_t) {
         o->clip_t = gpu ? 16 : 8;
         if (!o->stride)

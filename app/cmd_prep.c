@@ -302,13 +302,24 @@ int vt_cmd_prep(int argc, char **argv) {
         rc = 1;
         goto end;
     }
+    /* The output rule (models/common.h): SRC, and so every source video in it, is this
+     * command's input. A DST that is SRC, lies inside it or reaches into it through a link
+     * is refused before any folder is made (prep SRC SRC/x wrote its copies, manifest and
+     * lock into the dataset); each output is checked again as it is written. */
+    vt_inputs_add(r.src);
+    snprintf(path, sizeof path, "%s/" MANIFEST, r.dst);
+    if (vt_output_check(path, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain prep: DST %s: %s\n", r.dst, err);
+        rc = 1;
+        goto end;
+    }
     if (vt_run_mkdirs(r.dst, err, sizeof err) != 0 || stat(r.dst, &ds) != 0) {
         fprintf(stderr, "vidtrain prep: %s\n", err);
         rc = 1;
         goto end;
     }
     if (ss.st_dev == ds.st_dev && ss.st_ino == ds.st_ino) {
-        fprintf(stderr, "vidtrain prep: SRC and DST are the same folder\n");
+        fprintf(stderr, "vidtrain prep: SRC %s and DST %s are the same folder\n", r.src, r.dst);
         goto end;
     }
     /* Before anything in DST is read or written: a second prep would rename over the

@@ -271,8 +271,42 @@ int vt_dir_exists(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+static const char *kind_of(mode_t m);
+
+int vt_open_regular(const char *path, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        vt_set_err(err, errlen, "cannot read %s: it is %s, not a file (give a regular file)",
+                   path, kind_of(st.st_mode));
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+FILE *vt_fopen_regular(const char *path, char *err, size_t errlen) {
+    int fd = vt_open_regular(path, err, errlen);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f) {
+        vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 char *vt_file_read(const char *path) {
-    FILE *f = fopen(path, "rb");
+    char err[8];
+    FILE *f = vt_fopen_regular(path, err, sizeof err);
     if (!f)
         return NULL;
     size_t cap = 4096, n = 0, r;
@@ -418,6 +452,13 @@ char *vt_path_real_future(const char *dir) {
 
 int vt_output_check(const char *path, char *err, size_t errlen) {
     struct stat st;
+    if (stat(path, &st) != 0 && errno != ENOENT) {
+        /* A link loop (ELOOP), a file where a folder should be (ENOTDIR), a folder we may
+         * not search: the rename would replace the link loop itself, or fail at the end. */
+        vt_set_err(err, errlen, "refusing to write %s: %s (give the path of a regular file "
+                   "or a new name)", path, strerror(errno));
+        return -1;
+    }
     if (stat(path, &st) == 0) {
         if (!S_ISREG(st.st_mode)) {
             vt_set_err(err, errlen, "refusing to write %s: it is %s, which the output would "
@@ -433,19 +474,10 @@ int vt_output_check(const char *path, char *err, size_t errlen) {
             return -1;
         }
     }
-    /* the folders it would land in, up to the root: none may be an input folder */
-    size_t n = strlen(path);
-    char *dir = vt_malloc(n + 2);
-    memcpy(dir, path, n + 1);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, n + 2, ".");
-    else if (slash == dir)
-        dir[1] = 0;
-    else
-        *slash = 0;
-    char *real = vt_path_real_future(dir);
-    free(dir);
+    /* the folders it would land in, up to the root: none may be an input folder. From the
+     * path itself resolved, not only its folder: a link at the output's name that points
+     * at a file inside an input folder (DST/x.mp4 -> SRC/x.mp4) lands there too. */
+    char *real = vt_path_real_future(path);
     int rc = 0;
     for (char *p = real; p && *p && rc == 0;) {
         if (stat(p, &st) == 0) {

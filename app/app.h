@@ -1,7 +1,8 @@
 /*
- * app.h: the vidtrain subcommands. Each lives in its own file (app/cmd_NAME.c) and is
- * `int vt_cmd_NAME(int argc, char **argv)` with argv[0] = the subcommand name; it prints
- * its own --help and returns the process exit code (0 ok, 1 failure, 2 usage error).
+ * app.h: the vidtrain subcommands. Each lives in its own file (app/cmd_NAME.c, or
+ * app/WING/cmd_NAME.c in a wing: train, eval, stream, prep) and is `int vt_cmd_NAME(int
+ * argc, char **argv)` with argv[0] = the subcommand name; it prints its own --help and
+ * returns the process exit code (0 ok, 1 failure, 2 usage error).
  */
 #ifndef VT_APP_H
 #define VT_APP_H

@@ -1,7 +1,7 @@
 /*
- * bench_decode.c: `vidtrain bench decode` — decode throughput of pipeline/data/video_*.c
+ * bench_decode.c: `vidtrain bench decode` — decode throughput of pipeline/data/video/video_*.c
  * on a folder of videos: (a) sequential decode + scale of every frame (frames/s, the figure
- * scripts/bench-decode.sh sets against the ffmpeg command) and (b) random clip sampling
+ * bench/bench-decode.sh sets against the ffmpeg command) and (b) random clip sampling
  * the way the training loader reads (clips/s, set against PyAV). --probe instead reports,
  * per file, whether it opens and decodes and why not (scripts/robustness.sh); --list prints
  * each file's output size and rotation so that scripts can give a peer the same work.
@@ -24,8 +24,8 @@
 #include "app/app.h"
 #include "app/decode_opt.h"
 #include "app/opts.h"
-#include "models/common.h"
-#include "pipeline/data/video.h"
+#include "base/common.h"
+#include "pipeline/data/video/video.h"
 
 int vt_bench_decode(int argc, char **argv);
 
@@ -105,7 +105,7 @@ static void usage(FILE *f) {
             "Sequential: open + index + decode + scale of every frame, one video after another.\n"
             "Clips: open + index, then K clips at random positions (seek, decode, pick, scale);\n"
             "clip positions depend on (seed, file order) only, not on the workers.\n"
-            "Prints 'RESULT mode=... ' lines for scripts/bench-decode.sh. Each file that cannot\n"
+            "Prints 'RESULT mode=... ' lines for bench/bench-decode.sh. Each file that cannot\n"
             "be read is named with its reason; exit 1 when none could (or --starts-out failed).\n");
 }
 
@@ -436,7 +436,7 @@ int vt_bench_decode(int argc, char **argv) {
         fprintf(stderr, "vidtrain bench decode: no files given (see --help)\n");
         goto done;
     }
-    /* The videos are inputs (models/common.h's output rule): --starts-out onto one of
+    /* The videos are inputs (base/common.h's output rule): --starts-out onto one of
      * them, or onto a folder or special file, is refused before any decoding. */
     for (int i = 0; i < files.n; i++)
         vt_inputs_add(files.path[i]);

@@ -7,8 +7,8 @@
  * --precision tf32) is the towers' (models/backend.h). Under mpirun the towers of every
  * rank take part (each rank feeds its towers' part of the batch), and the step splits
  * into compute, waiting and the exposed reduction, with the bytes reduced per step
- * (scripts/bench-mpi.sh). It must never assert anything about speed: it reports
- * (scripts/bench-*.sh compare figures).
+ * (bench/bench-mpi.sh). It must never assert anything about speed: it reports
+ * (bench/bench-*.sh compare figures).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,12 +16,12 @@
 
 #include "app/opts.h"
 #include "app/step_opts.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/optim.h"
 #include "pipeline/data/batch.h"
 #include "pipeline/parallel/mpi.h"
-#include "pipeline/parallel/tower.h"
+#include "pipeline/parallel/towers/tower.h"
 
 int vt_bench_step(int argc, char **argv);
 

@@ -9,7 +9,7 @@
 
 #include "app/app.h"
 #include "app/device_opts.h"
-#include "models/common.h"
+#include "base/common.h"
 #ifdef VT_HAVE_CUDA
 #include "models/cuda/cuda_info.h"
 #endif

@@ -15,13 +15,13 @@
 #include <string.h>
 
 #include "app/app.h"
-#include "app/run_model.h"
+#include "app/run/run_model.h"
 #include "models/checkpoint.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/formats/onnx.h"
 #include "models/registry.h"
 #include "pipeline/data/sample.h"
-#include "models/json_str.h"
+#include "base/json_str.h"
 
 static void usage(FILE *f) {
     fprintf(f,

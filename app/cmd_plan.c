@@ -11,11 +11,11 @@
 
 #include "app/app.h"
 #include "app/step_opts.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/optim.h"
 #include "pipeline/parallel/slices.h"
-#include "pipeline/parallel/tower.h"
+#include "pipeline/parallel/towers/tower.h"
 
 /* This command's defaults for the step options (bench step has its own). */
 static const vt_step_args step_defaults = {

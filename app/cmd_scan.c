@@ -15,10 +15,10 @@
 #include <unistd.h>
 
 #include "app/app.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "pipeline/data/balance.h"
-#include "pipeline/data/dataset.h"
-#include "models/json_str.h"
+#include "pipeline/data/dataset/dataset.h"
+#include "base/json_str.h"
 
 static void usage(FILE *f) {
     fprintf(f,

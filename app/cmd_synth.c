@@ -1,7 +1,7 @@
 /*
  * cmd_synth.c: `vidtrain synth DIR` — writes a synthetic dataset of one of the presets
- * (pipeline/data/synth.h: demo, motion) and prints progress and a summary. Parsing and
- * printing only: the rendering and encoding live in pipeline/data/synth.c and synth_motion.c.
+ * (pipeline/data/synth/synth.h: demo, motion) and prints progress and a summary. Parsing and
+ * printing only: the rendering and encoding live in pipeline/data/synth/synth.c and synth_motion.c.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +10,8 @@
 #include <unistd.h>
 
 #include "app/app.h"
-#include "models/common.h"
-#include "pipeline/data/synth.h"
+#include "base/common.h"
+#include "pipeline/data/synth/synth.h"
 
 static void usage(FILE *f) {
     vt_synth_opts d, m;

@@ -5,8 +5,8 @@
 
 #include <stdio.h>
 
-#include "models/common.h"
-#include "pipeline/data/video.h"
+#include "base/common.h"
+#include "pipeline/data/video/video.h"
 
 int vt_decode_opt_take(const char *cmd, int argc, char **argv, int *i) {
     const char *v = NULL;

@@ -1,6 +1,6 @@
 /*
  * decode_opt.h: the `--decode cpu|nvdec|auto` option that train, eval, predict, prep and
- * bench decode share: where video frames decode (pipeline/data/video.h vt_decode_mode,
+ * bench decode share: where video frames decode (pipeline/data/video/video.h vt_decode_mode,
  * docs/decode.md). One parser, one help line, one error line, so every command reads
  * it the same way.
  *

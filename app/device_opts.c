@@ -1,6 +1,6 @@
 /*
  * device_opts.c: the device options (device_opts.h): taken off argv as typed, then each
- * comma list read entry by entry — numbers by the strict parsers of models/common.h,
+ * comma list read entry by entry — numbers by the strict parsers of base/common.h,
  * sizes by vt_parse_bytes — and handed to pipeline/parallel/device.h, which knows the
  * machine. Entries are read and applied in the order the lists come, so the first
  * thing wrong is the one reported. It must never abort on what a user typed.
@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "app/opts.h"
-#include "models/common.h"
+#include "base/common.h"
 
 /* More threads per CPU tower than any machine has cores: a typo, not a request. */
 #define VT_MAX_THREADS 4096

@@ -8,10 +8,10 @@
 
 #include <string.h>
 
-#include "app/run_files.h"
-#include "models/common.h"
+#include "app/run/run_files.h"
+#include "base/common.h"
 #include "pipeline/parallel/mpi.h"
-#include "models/json_str.h"
+#include "base/json_str.h"
 
 int vt_dist_lead(void) { return vt_run_lead(); }
 

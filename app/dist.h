@@ -15,7 +15,7 @@
 #include <cjson/cJSON.h>
 #include <stddef.h>
 
-#include "app/train_opts.h"
+#include "app/train/train_opts.h"
 
 /* 1 on the rank that owns the run folder (rank 0, or the only process): run_files.h's
  * vt_run_lead, which this file builds on (the run folder's files never depend on it). */

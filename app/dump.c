@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/run_files.h"
-#include "models/common.h"
-#include "models/json_str.h"
+#include "app/run/run_files.h"
+#include "base/common.h"
+#include "base/json_str.h"
 
 struct vt_dump {
     char dir[2048];
@@ -23,7 +23,7 @@ struct vt_dump {
 /* Plain writes, not vt_file_write_atomic: a dump is read after the run, and a sync per
  * batch would slow down the very run it records. */
 static int write_f32(const char *path, const float *x, size_t n, char *err, size_t errlen) {
-    if (vt_output_check(path, err, errlen) != 0) /* the output rule (models/common.h) */
+    if (vt_output_check(path, err, errlen) != 0) /* the output rule (base/common.h) */
         return -1;
     FILE *f = fopen(path, "wb");
     if (!f) {

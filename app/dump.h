@@ -1,6 +1,6 @@
 /*
  * dump.h: `vidtrain train --dump DIR` — what a PyTorch twin needs to replay a training run
- * step by step (scripts/torch_twin.py parity): the state before the first step and after
+ * step by step (tests/oracle/torch_twin.py parity): the state before the first step and after
  * every step, every batch exactly as the towers received it with the learning rate and
  * momentum of its step, and the last validation's inputs with vidtrain's outputs.
  *

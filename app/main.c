@@ -11,7 +11,7 @@
 #include "app/app.h"
 #include "app/proc_env.h"
 #include "app/signals.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "pipeline/parallel/mpi.h"
 
 typedef struct vt_cmd {

@@ -1,6 +1,6 @@
 /*
  * opts.c: the shared value syntaxes of the command line (opts.h). Every number is read
- * by the strict parsers of models/common.c; this file only splits strings around them
+ * by the strict parsers of base/common.c; this file only splits strings around them
  * and words the error lines. It must never print anything but those error lines.
  */
 #include "app/opts.h"
@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 
 int vt_parse_clip(const char *s, vt_clip_shape *out) {
     if (!s)

@@ -1,7 +1,7 @@
 /*
  * opts.h: the command line's value syntaxes that several commands share — the clip
  * shape, weight lists, durations — and the checked option values with one error line
- * each. The numbers themselves go through the strict parsers of models/common.h
+ * each. The numbers themselves go through the strict parsers of base/common.h
  * (vt_parse_int, vt_parse_u64, vt_parse_f64...), so every command reads "3x" and "1e9"
  * the same way: as a usage error, never as 3 or 1.
  *

@@ -11,21 +11,21 @@
  * 71% of the samples in libgomp's spin-wait). libgomp only sees oversubscription inside
  * its own process, never another process's load. A spin of VT_OMP_SPINCOUNT keeps the
  * short waits between back-to-back regions hot and sleeps on anything longer:
- * scripts/bench-contention.sh measures both sides of that trade.
+ * bench/bench-contention.sh measures both sides of that trade.
  *
  * OPENBLAS_NUM_THREADS=1: the cpu backend runs every sgemm single-threaded inside its own
- * OpenMP team (models/cpu.c); set before it loads, OpenBLAS (Debian's pthread build) does
+ * OpenMP team (models/cpu/cpu.c); set before it loads, OpenBLAS (Debian's pthread build) does
  * not start the pool of threads it would never use.
  *
  * OPENBLAS_CORETYPE: only for a CPU OpenBLAS did not recognise and gave its oldest
- * kernels (models/cpu_blas.c: 3x on an AVX-512 virtual machine).
+ * kernels (models/cpu/cpu_blas.c: 3x on an AVX-512 virtual machine).
  */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "app/proc_env.h"
-#include "models/cpu_blas.h"
+#include "models/cpu/cpu_blas.h"
 
 static int set_if_unset(const char *name, const char *value) {
     const char *v = getenv(name);

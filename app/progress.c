@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "app/dist.h"
-#include "models/common.h"
+#include "base/common.h"
 
 struct vt_progress {
     FILE *f;

@@ -9,7 +9,7 @@
 
 #include "app/opts.h"
 #include "models/backend.h"
-#include "models/common.h"
+#include "base/common.h"
 
 int vt_step_args_take(vt_step_args *a, int argc, char **argv, int *i) {
     static const vt_opt_str opts[] = {

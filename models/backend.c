@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 
 /* Live allocations of all backends: pointer -> (backend, size). A small open table; the
  * number of live allocations is in the hundreds (one per tensor family and activation). */

@@ -17,8 +17,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "models/common.h"
-#include "models/json_str.h"
+#include "base/common.h"
+#include "base/json_str.h"
 
 /* ---- vidtrain's metadata keys (the caller's may not take them) ---- */
 

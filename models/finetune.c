@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 
 static int starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
 

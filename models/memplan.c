@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/common.h"
-#include "models/cpu_conv.h"
+#include "base/common.h"
+#include "models/cpu/cpu_conv.h"
 #include "models/net.h"
 #include "models/net_graph.h"
 #include "models/zoo.h"

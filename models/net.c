@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "models/bf16.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/net_graph.h"
 #include "models/net_impl.h"
@@ -393,7 +393,7 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
              * is the value for its FIRST clip, so local clip j draws with
              * hash64(hash64(seed + j) + k) for the k-th dropout of the graph, element
              * index within the clip. The mask of a clip is thus the same whichever tower,
-             * slice or micro-batch runs it (scripts/torch_golden.py replays it). */
+             * slice or micro-batch runs it (tests/oracle/torch_golden.py replays it). */
             float *mask = f32_at(net, nd->mask_off);
             for (int j = 0; j < n; j++)
                 VT_OP(be, dropout_forward, act_ptr(net, out, j * f), mask + j * f,

@@ -164,7 +164,7 @@ void vt_net_merge_buffers(vt_net *net, float weight, vt_allreduce_fn sum, void *
  * That bound also holds while training runs: workspace_bytes includes scratch_bytes, the
  * most that one op (forward, backward or update of any layer, at any n <= mb) allocates
  * through vt_backend_alloc for its own duration and frees before it returns (the cpu
- * backend's conv tiles, models/cpu_conv.h). */
+ * backend's conv tiles, models/cpu/cpu_conv.h). */
 typedef struct vt_memplan_row {
     char name[64];      /* "layer1.0.conv1.0" */
     char kind[16];      /* "conv3d", "bn", "relu", "maxpool", ... */

@@ -15,7 +15,7 @@
  */
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net_impl.h"
 #include "models/xsum.h"
 

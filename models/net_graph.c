@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 
 static int g_fail(vt_graph *g, const char *fmt, const char *a, int v0, int v1, int v2) {
     if (!g->failed) {

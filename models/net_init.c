@@ -9,7 +9,7 @@
  */
 #include <math.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net_impl.h"
 
 /* n draws of N(0, std): Box-Muller using both of its outputs (vt_rng_normal keeps one),

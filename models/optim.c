@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 
 struct vt_optim {
     vt_optim_cfg cfg;

@@ -89,7 +89,7 @@ typedef struct vt_sched_cfg {
     int64_t step_size;      /* step: multiply by gamma every step_size steps */
     float gamma;
     float min_lr;
-    /* cosine, re-planned (--time-budget, app/budget.h): from anchor_step on, the cosine
+    /* cosine, re-planned (--time-budget, app/train/budget.h): from anchor_step on, the cosine
      * goes on from the share anchor_frac of its decay it had covered there to the end at
      * total_steps, so a change of length bends the curve and never makes the rate jump;
      * before it, a straight line from the warm-up to the anchor. 0: none. */

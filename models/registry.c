@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #ifdef VT_HAVE_CUDA
 #include "models/cuda/backend_cuda.h"
 #endif

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/formats/pth.h"
 #include "models/formats/safetensors.h"
 

@@ -28,7 +28,7 @@
  *     two small SepInceptionBlock3D (s3d's builders and names, channels of a few), an
  *     avgpool (2,3,3) stride 1, the mean and "fc": the concat node's gradients against
  *     PyTorch on cpu-ref in a fraction of a second, independent of S3D's size;
- *   tiny: ours (scripts/torch_zoo.py holds its twin): conv1 3->16 k3 + bn1 + relu +
+ *   tiny: ours (tests/oracle/torch_zoo.py holds its twin): conv1 3->16 k3 + bn1 + relu +
  *     pool1 (1,2,2), conv2 16->32 + bn2 + relu + pool2 (2,2,2), conv3 32->64 + bn3 + relu +
  *     pool3 (2,2,2), conv4 64->128 + bn4 + relu, avgpool (global), fc. About 293k
  *     parameters; clips need T >= 4 and H, W >= 8 (three halvings of H and W, two of T).
@@ -53,7 +53,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 
 const char *const vt_zoo_names[] = {"tiny", "tiny_nobn", "c3d", "r3d18", "mc3_18", "r2plus1d18",
                                     "s3d", NULL};

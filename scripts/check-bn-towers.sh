@@ -8,14 +8,14 @@
 # (contrast down to 0.4) that makes batch-norm channels' means large against their
 # spread, exact sums over clips (models/xsum.h: CPU towers). Three parts:
 #  1. the epoch: per tensor of RUN/last.safetensors, max |a - b| / max |a|
-#     (scripts/compare_states.py). With exact sums: 0 (the same bits).
+#     (tests/oracle/compare_states.py). With exact sums: 0 (the same bits).
 #  2. every step: from the one-device state before step k (a run stopped with
 #     --max-steps k-1), step k once on one tower and once on two towers (--resume with
 #     the other --devices); the largest difference over the steps.
 #  3. why float sums (VT_EXACT_SUMS=0, and GPU towers) end an epoch far above their
 #     per-step difference (needs PyTorch): per step, PyTorch's own float32 gradient
 #     against float64 and the max-pool windows whose argmax float32 rounding flips
-#     (scripts/check_step_conditioning.py). On the demo's flat shapes a window often
+#     (tests/oracle/check_step_conditioning.py). On the demo's flat shapes a window often
 #     holds values equal in exact arithmetic; any change of summation order may route its
 #     gradient elsewhere — a 1e-4..1e-3 change of that step, in PyTorch as in vidtrain —
 #     and later steps carry it on. Figures: docs/results.md (2026-11-25, 2026-11-26).
@@ -54,7 +54,7 @@ train() {
 train one "${one[@]}"
 train two "${two[@]}"
 echo "== 1. the epoch: $BIN, 1 tower vs 2 towers 3:1, the defaults, seed $SEED ${EXTRA:+($EXTRA)}${VT_EXACT_SUMS:+ VT_EXACT_SUMS=$VT_EXACT_SUMS}"
-"$PY" scripts/compare_states.py "$WORK/one/last.safetensors" "$WORK/two/last.safetensors"
+"$PY" tests/oracle/compare_states.py "$WORK/one/last.safetensors" "$WORK/two/last.safetensors"
 
 # an epoch's steps: the training videos over the batch (the demo's 96 / 8)
 steps=$(($(find "$WORK/demo/train" -type f | wc -l) / 8))
@@ -71,7 +71,7 @@ for k in $(seq 1 "$steps"); do
         "$BIN" train --resume "$WORK/s1" --max-steps "$k" -q >/dev/null 2>&1
         "$BIN" train --resume "$WORK/s2" "${two[@]}" --max-steps "$k" -q >/dev/null 2>&1
     fi
-    line=$("$PY" scripts/compare_states.py "$WORK/s1/last.safetensors" \
+    line=$("$PY" tests/oracle/compare_states.py "$WORK/s1/last.safetensors" \
         "$WORK/s2/last.safetensors" --worst)
     echo "  step $k: $line"
     worst=$("$PY" -c "print('%.2e' % max($worst, ${line%% *}))")
@@ -82,6 +82,6 @@ if [ "${SKIP_WHY:-0}" != 1 ]; then
     echo "== 3. the one-device run's float32 gradients against float64, per step"
     rm -rf "$WORK/dumprun" "$WORK/dump"
     train dumprun "${one[@]}" --dump "$WORK/dump"
-    "$PY" scripts/check_step_conditioning.py "$WORK/dump" 2>&1 | grep -v -i warn || true
+    "$PY" tests/oracle/check_step_conditioning.py "$WORK/dump" 2>&1 | grep -v -i warn || true
 fi
 echo "(runs in $WORK)"

@@ -29,7 +29,7 @@
 #     predict --timeline --decode nvdec (the streaming reader) against --decode cpu;
 # 3d. micro-batches (r3d18 in a 3G budget, fp32 and bf16) against one pass, c3d, precise
 #    BN with VT_CHECK_REPLICAS and --resume on two towers, each conv's cuDNN choice;
-# 4. scripts/bench-gpu.sh (vidtrain vs PyTorch, R3D-18).
+# 4. bench/bench-gpu.sh (vidtrain vs PyTorch, R3D-18).
 # It must never install anything or change the machine beyond its own temp files.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -86,7 +86,7 @@ for t in "${tests[@]}"; do
 done
 
 # HD files: carry/media/hd when someone put them there, else the two 1080p30 files that
-# `bash scripts/bench-feed-gpu.sh --make` writes
+# `bash bench/bench-feed-gpu.sh --make` writes
 hd=carry/media/hd; [ -d "$hd" ] || hd=carry/media/feed/src
 if [ -d "$hd" ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
   echo "== 3c. NVDEC: 1080p H.264 (13 Mbit/s, a keyframe every 60 frames), 16x128 clips, stride 1"
@@ -186,7 +186,7 @@ PY
   # when this GPU takes the stream after all.
   dec=carry/media/feed/declined/h264_444.mp4
   if [ ! -f "$dec" ]; then
-    note "· H.264 4:4:4 (declined by NVDEC) not checked: no $dec (bash scripts/bench-feed-gpu.sh --make)"
+    note "· H.264 4:4:4 (declined by NVDEC) not checked: no $dec (bash bench/bench-feed-gpu.sh --make)"
   elif [ -f "$VT_TMP/nvdec-train-1/last.safetensors" ]; then
     for d in cpu nvdec; do
       timeout 60 "$bindir/vidtrain" predict "$VT_TMP/nvdec-train-1" "$dec" --timeline --json \
@@ -231,7 +231,7 @@ if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
     timeout 60 "$vt" train "$w/demo" --out "$w/one" "${common[@]}" --devices cuda:0 >"$logs/e2e-one.log" 2>&1 &&
     timeout 60 "$vt" train "$w/demo" --out "$w/two" "${common[@]}" --devices cuda:0,cuda:0 \
       --tower-split manual:3,1 >"$logs/e2e-two.log" 2>&1 &&
-    "$py" scripts/compare_states.py "$w/one/last.safetensors" "$w/two/last.safetensors" >"$logs/e2e-towers.txt" 2>&1
+    "$py" tests/oracle/compare_states.py "$w/one/last.safetensors" "$w/two/last.safetensors" >"$logs/e2e-towers.txt" 2>&1
     rc=$?
     tail -4 "$logs/e2e-towers.txt" | sed 's/^/    /'
     [ $rc = 0 ] && note "✓ 1 vs 2 towers on cuda:0, one epoch: $(tail -1 "$logs/e2e-towers.txt")" \
@@ -248,7 +248,7 @@ if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
         >"$logs/e2e-s1-$side.log" 2>&1 || echo "  step run $side failed: $(tail -2 "$logs/e2e-s1-$side.log")"
     done
     for side in two mixed; do
-      "$py" scripts/compare_states.py "$w/s1-one/last.safetensors" "$w/s1-$side/last.safetensors" \
+      "$py" tests/oracle/compare_states.py "$w/s1-one/last.safetensors" "$w/s1-$side/last.safetensors" \
         >"$logs/e2e-s1-$side.txt" 2>&1 && note "· one step, cuda:0 vs $side: $(tail -1 "$logs/e2e-s1-$side.txt")" \
         || note "✗ one step $side: $(tail -2 "$logs/e2e-s1-$side.txt" | tr '\n' ' ')"
     done
@@ -259,7 +259,7 @@ if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
     "${xs[@]}" --out "$w/x-one" "${common[@]}" --devices cuda:0 >"$logs/e2e-x-one.log" 2>&1 &&
     "${xs[@]}" --out "$w/x-two" "${common[@]}" --devices cuda:0,cuda:0 --tower-split manual:3,1 \
       >"$logs/e2e-x-two.log" 2>&1 &&
-    "$py" scripts/compare_states.py "$w/x-one/last.safetensors" "$w/x-two/last.safetensors" >"$logs/e2e-x.txt" 2>&1 \
+    "$py" tests/oracle/compare_states.py "$w/x-one/last.safetensors" "$w/x-two/last.safetensors" >"$logs/e2e-x.txt" 2>&1 \
       && note "· exact sums (VT_EXACT_SUMS=1), 1 vs 2 towers on cuda:0, one epoch: $(tail -1 "$logs/e2e-x.txt") ($(grep -m1 -o 'sums over clips [a-z]*' "$logs/e2e-x-two.log"))" \
       || note "✗ exact sums on GPU towers: $(grep -m2 -iE 'error|fatal|abort' "$logs"/e2e-x-*.log | tr '\n' ' ')"
     for xe in 0 1; do
@@ -291,7 +291,7 @@ if [ "${VT_GPU_CHECK_MORE:-1}" = 1 ] && [ -d "${w:-}/demo" ]; then
     timeout 120 "$vt" train "$w/demo" --out "$w/mb-$prec-tight" "${mb[@]}" --devices cuda:0 \
       --gpu-mem 0:3G >"$logs/mb-$prec-tight.log" 2>&1
     grep -E "micro-batches|^ *cuda0 " "$logs/mb-$prec-tight.log" | head -3 | sed 's/^/    /'
-    "$py" scripts/compare_states.py "$w/mb-$prec-free/last.safetensors" "$w/mb-$prec-tight/last.safetensors" \
+    "$py" tests/oracle/compare_states.py "$w/mb-$prec-free/last.safetensors" "$w/mb-$prec-tight/last.safetensors" \
       >"$logs/mb-$prec.txt" 2>&1 && note "· r3d18 $prec one step, micro-batches in 3G vs one pass: $(tail -1 "$logs/mb-$prec.txt")" \
       || note "✗ r3d18 $prec micro-batches: $(grep -m2 -iE 'error|fatal|abort' "$logs"/mb-$prec-*.log | tr '\n' ' ')"
   done
@@ -320,7 +320,7 @@ fi
 
 if [ "${VT_GPU_CHECK_BENCH:-1}" = 1 ]; then
   echo "== 4. benchmark"
-  VT_BIN=$bindir/vidtrain PYTHON=$py timeout "${VT_GPU_BENCH_TIMEOUT:-300}" bash scripts/bench-gpu.sh 2>"$logs/bench.err" | tee "$logs/bench.out"
+  VT_BIN=$bindir/vidtrain PYTHON=$py timeout "${VT_GPU_BENCH_TIMEOUT:-300}" bash bench/bench-gpu.sh 2>"$logs/bench.err" | tee "$logs/bench.out"
   tail -4 "$logs/bench.out" | grep -q failed && note "✗ benchmark: a run failed (see $logs/bench.err)" \
     || note "✓ benchmark ran (figures above)"
 fi

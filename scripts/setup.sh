@@ -36,7 +36,7 @@ fi
 
 # ONNX export tests (tests/test_onnx.c): python3-onnx above checks the models, ONNX
 # Runtime runs them — npm's onnxruntime-node in tools/onnxrt/ (git-ignored), used by
-# scripts/onnx_run.js. --ignore-scripts: its install script only fetches GPU providers;
+# tests/oracle/onnx_run.js. --ignore-scripts: its install script only fetches GPU providers;
 # the CPU runtime ships inside the package. Node and npm from Debian unless a node with
 # its own npm (nodesource's, which conflicts with Debian's npm) is there already.
 if ! command -v npm >/dev/null; then

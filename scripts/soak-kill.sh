@@ -15,7 +15,7 @@
 # loads, its weights and optimizer state are bitwise those of an uninterrupted run with
 # the same options (docs/design.md §3.5: a resume continues exactly as if never stopped), and
 # no temporary file is left in RUN (training removes the leftovers of killed writes when
-# it starts: app/runclean.h). Then a new run starts, until KILLS kills.
+# it starts: app/run/runclean.h). Then a new run starts, until KILLS kills.
 # Prints the kills per phase (as observed just before each kill) and the checks; exits 1
 # when any check failed. Takes about 3-6 minutes on 2 cores; it is a script, not a ctest.
 #
@@ -126,7 +126,7 @@ check_finished() { # RUN LOG
     left=$(temps "$run")
     if [ -z "$left" ]; then pass; else
         fail "$run: temporary files left after the resumed run finished (training must remove" \
-             "leftovers at start: app/runclean.h vt_run_clean_temps):" $left; fi
+             "leftovers at start: app/run/runclean.h vt_run_clean_temps):" $left; fi
 }
 
 bag=()

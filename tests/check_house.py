@@ -7,10 +7,11 @@
 (a) No include circles between modules. A module is a source file without its extension
     (models/net for models/net.c and models/net.h); module A depends on module B when A.c,
     A.cu, A.h or A.cuh includes B.h (or B.cuh) and B.c (or B.cu) exists. Any strongly
-    connected set of two or more modules under app/, models/, pipeline/ fails, with the
+    connected set of two or more modules under base/, app/, models/, pipeline/ fails, with the
     #include lines that close it, so the fix (move the shared type to a header of its
     own, or forward-declare it) is plain from the message.
-(b) No source file (.c .h .cu .cuh) under app/, models/, pipeline/ or tests/ over 800 lines
+(b) No source file (.c .h .cu .cuh) under base/, app/, models/, pipeline/
+    or tests/ over 800 lines
     (counted as `wc -l` counts them: newlines). Split the file by concern (docs/design.md §2).
 (c) Every document a source file, script, CMakeLists.txt or doc cites is in the repository:
     docs/NAME.md must exist, and so must an upper-case NAME.md at the top (README.md); a
@@ -22,6 +23,10 @@
     and its #anchor, when the target is markdown, to a heading of that file (GitHub's
     anchors: lower case, punctuation dropped, spaces to hyphens, -1, -2 for repeats).
 
+(e) A unit's insides stay inside it: a private header (NAME_impl.h, NAME_impl.cuh) is
+    included only by files of its own folder, and a unit folder (UNIT_FACES below) is
+    seen from outside through its one public header (docs/design.md §2).
+
 Exit status 0 when all hold, 1 with one line per offence (file:line and a hint) otherwise.
 Standard library only: it runs with /usr/bin/python3 and no numpy.
 """
@@ -30,11 +35,18 @@ import subprocess
 import re
 import sys
 
-MODULE_DIRS = ("app", "models", "pipeline")
-LENGTH_DIRS = ("app", "models", "pipeline", "tests")
+MODULE_DIRS = ("base", "app", "models", "pipeline")
+LENGTH_DIRS = ("base", "app", "models", "pipeline", "tests")
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh")
 IMPL_EXT = (".c", ".cu")      # a module exists where one of these does
 MAX_LINES = 800               # issue 26: "no source file over 800 lines"
+# The split units that are folders, each with its one public header (issue 42 item 3).
+UNIT_FACES = {
+    "pipeline/parallel/towers": "tower.h",
+    "pipeline/data/video": "video.h",
+    "pipeline/data/dataset": "dataset.h",
+    "pipeline/data/synth": "synth.h",
+}
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 
@@ -151,6 +163,32 @@ def check_lengths(root):
         if n > MAX_LINES:
             errors.append("%s: %d lines, over the %d-line limit (issue 26): split it by "
                           "concern" % (rel, n, MAX_LINES))
+    return errors
+
+
+def check_faces(root):
+    """(e): private headers from their own folder only; unit folders through their face."""
+    errors = []
+    for rel in source_files(root, MODULE_DIRS + ("tests",)):
+        text = read(root, rel)
+        here = os.path.dirname(rel)
+        for m in INCLUDE_RE.finditer(text):
+            target = resolve(root, rel, m.group(1))
+            if target is None:
+                continue
+            there, name = os.path.split(target)
+            line = text.count("\n", 0, m.start()) + 1
+            if there == here:
+                continue
+            if os.path.splitext(name)[0].endswith("_impl"):
+                errors.append("%s:%d: %s: a private header of %s/ (rule: *_impl.h is included "
+                              "only inside its own folder; include the unit's public header, "
+                              "or move the file into the unit)" % (rel, line, m.group(0).strip(),
+                                                                   there))
+            elif there in UNIT_FACES and name != UNIT_FACES[there]:
+                errors.append("%s:%d: %s: %s/ is seen from outside through %s only (rule: one "
+                              "public header per unit folder; move what you need there)"
+                              % (rel, line, m.group(0).strip(), there, UNIT_FACES[there]))
     return errors
 
 
@@ -331,13 +369,14 @@ def main(argv):
               % (root, ", ".join(missing)))
         return 2
     errors = (check_circles(root) + check_lengths(root) + check_doc_refs(root) +
-              check_md_links(root))
+              check_md_links(root) + check_faces(root))
     for e in errors:
         print(e)
     nfiles = len(source_files(root, LENGTH_DIRS))
     print("check_house: %d source files, %d files' references checked, %s"
           % (nfiles, len(ref_files(root)), "%d problem line(s)" % len(errors) if errors else
-             "no circle, none over %d lines, every cited doc, section and link there"
+             "no circle, none over %d lines, every cited doc, section and link there, "
+             "every unit seen through its face"
              % MAX_LINES))
     return 1 if errors else 0
 

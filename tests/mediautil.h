@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 
 #include "pipeline/data/batch.h"
-#include "pipeline/data/dataset.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "tests/testutil.h"
 
 static char vt_media[4096]; /* the media folder, set by vt_test_media_make */

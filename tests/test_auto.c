@@ -14,9 +14,9 @@
  */
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
-#include "pipeline/parallel/tower.h"
+#include "pipeline/parallel/towers/tower.h"
 #include "tests/testutil.h"
 
 #define B 24

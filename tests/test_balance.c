@@ -3,7 +3,7 @@
  *
  * 1. The class-weighted softmax cross-entropy (backend op softmax_xent_w) on cpu-ref and
  *    cpu against PyTorch's F.cross_entropy(weight=w, label_smoothing=eps) in float64
- *    (scripts/torch_balance.py): per-clip losses (reduction='none'), and the gradient of
+ *    (tests/oracle/torch_balance.py): per-clip losses (reduction='none'), and the gradient of
  *    the weighted MEAN, which vidtrain forms as grad_scale = 1 / sum w[label]. Weights
  *    NULL give the unweighted op bit for bit.
  * 2. The towers: a weighted step on 2 towers split 3:1 (and with micro-batches) equals
@@ -26,13 +26,13 @@
 #include <unistd.h>
 
 #include "models/checkpoint.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/registry.h"
 #include "pipeline/data/balance.h"
-#include "pipeline/data/dataset.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/loader.h"
-#include "pipeline/parallel/tower.h"
+#include "pipeline/parallel/towers/tower.h"
 #include "tests/apputil.h"
 #include "tests/testutil.h"
 
@@ -139,7 +139,7 @@ static void test_op(void) {
         return;
     }
     snprintf(path, sizeof path, "%s/torch_balance.bin", vt_test_dir("balance_op"));
-    snprintf(cmd, sizeof cmd, "'%s' '%s/scripts/torch_balance.py' '%s'", py, src, path);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/torch_balance.py' '%s'", py, src, path);
     TCHECK(system(cmd) == 0 && load(path) == 0, "%s", cmd);
     for (int c = 0; c < 4 && g_nrecs; c++) {
         op_case("cpu-ref", c);

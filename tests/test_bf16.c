@@ -1,6 +1,6 @@
 /*
  * test_bf16.c: vidtrain's BF16 precision (models/backend.h) against PyTorch's bf16 mixed
- * precision. scripts/torch_golden.py bf16 runs one training step of `tiny` (two heads:
+ * precision. tests/oracle/torch_golden.py bf16 runs one training step of `tiny` (two heads:
  * softmax with label smoothing and weighted BCE; dropout 0.5 with vidtrain's mask) with
  * the forward and the losses under torch.autocast('cpu', dtype=torch.bfloat16), then one
  * SGD step (momentum 0.9, weight decay 1e-3) on the float32 master weights; its conv3d
@@ -38,7 +38,7 @@
 #include <sys/wait.h>
 
 #include "models/checkpoint.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/optim.h"
 #include "models/registry.h"
@@ -222,7 +222,7 @@ int main(void) {
     const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
     const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
     char cmd[8400], path[4200], err[512];
-    snprintf(cmd, sizeof cmd, "%s -W ignore '%s/scripts/torch_golden.py' bf16 '%s'", py, src, dir);
+    snprintf(cmd, sizeof cmd, "%s -W ignore '%s/tests/oracle/torch_golden.py' bf16 '%s'", py, src, dir);
     int rc = system(cmd);
     if (WIFEXITED(rc) && WEXITSTATUS(rc) == VT_TEST_SKIP) {
         fprintf(stderr, "SKIP: %s cannot import torch\n", py);

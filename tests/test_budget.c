@@ -1,5 +1,5 @@
 /*
- * test_budget.c: --time-budget's re-planning (app/budget.h) on a fake clock, and the
+ * test_budget.c: --time-budget's re-planning (app/train/budget.h) on a fake clock, and the
  * learning rate's bent cosine (models/optim.h's anchor). A simulated run plans its epochs
  * from the first epoch's speed, then its step time doubles (or halves) halfway through
  * the budget, or alternates epoch to epoch as on a machine shared with another job: the
@@ -9,7 +9,7 @@
  */
 #include <math.h>
 
-#include "app/budget.h"
+#include "app/train/budget.h"
 #include "models/optim.h"
 #include "tests/testutil.h"
 

@@ -6,7 +6,7 @@
  *      configuration rebuilt from the metadata alone; weights-only loading too.
  *   2. Outside truth: an r3d18 file written by vidtrain (with SGD state) loads into
  *      torchvision's r3d_18 with load_state_dict(strict=True) and gives the same eval
- *      logits (scripts/torch_ckpt.py, its own json+numpy reader).
+ *      logits (tests/oracle/torch_ckpt.py, its own json+numpy reader).
  *   3. Bad files — truncated, oversized header, wrong/unsupported dtype, wrong shape,
  *      overlapping offsets, garbage JSON, and random header corruption — are refused
  *      with a message naming the path and the problem, never a crash (ASan in CI).
@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "models/checkpoint.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/optim.h"
 #include "models/registry.h"
@@ -384,7 +384,7 @@ static void torchvision_load(void) {
     vt_ckpt_meta_set(&extra, "classes", "[\"w\", \"x\", \"y\", \"z\"]");
     /* With the optimizer: its optim.* tensors must not upset strict loading. */
     TCHECK(vt_ckpt_save(path, net, opt, &extra, err, sizeof err) == 0, "%s", err);
-    snprintf(cmd, sizeof cmd, "%s -W ignore '%s/scripts/torch_ckpt.py' '%s' '%s' '%s' %d 2 24 24",
+    snprintf(cmd, sizeof cmd, "%s -W ignore '%s/tests/oracle/torch_ckpt.py' '%s' '%s' '%s' %d 2 24 24",
              py, src, path, xin, lin, n);
     fflush(stdout);
     int rc = system(cmd);

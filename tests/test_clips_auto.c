@@ -1,7 +1,7 @@
 /*
  * test_clips_auto.c: long videos in training and evaluation.
  *
- * 1. --clips-per-video auto (pipeline/data/loader_clips.c, app/train_clips.c): each
+ * 1. --clips-per-video auto (pipeline/data/loader_clips.c, app/train/train_clips.c): each
  *    video's clips an epoch against the rule applied to ffprobe's duration (the outside
  *    truth), the epoch's sample count, every video drawn exactly its count of times, draw
  *    k of n inside stratum k (so the draws of one epoch spread over the video), the same
@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "pipeline/data/loader.h"
 #include "tests/apputil.h"
 #include "tests/testutil.h"

@@ -1,5 +1,5 @@
 /* test_common.c: the shared helpers — byte parsing, RNG determinism and range. */
-#include "models/common.h"
+#include "base/common.h"
 #include "tests/testutil.h"
 
 int main(void) {

@@ -1,6 +1,6 @@
 /*
  * test_cuda_ops_gpu.c: every op of the cuda backend against cpu-ref (the truth,
- * models/cpu_ref.c), forward and backward, on the same random inputs — after ggml's
+ * models/cpu/cpu_ref.c), forward and backward, on the same random inputs — after ggml's
  * test-backend-ops: NMSE per op, each tolerance commented. Also: n == 0 leaves outputs
  * alone (or writes cpu-ref's zeros for the BN sums), parameter gradients accumulate,
  * input gradients are overwritten, din == NULL is honoured, the dropout mask is the same
@@ -29,7 +29,7 @@ int main(void) {
 #else
 
 #include "models/backend.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/cuda/backend_cuda.h"
 #include "models/cuda/cuda_info.h"
 #include "models/registry.h"

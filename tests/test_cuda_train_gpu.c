@@ -6,7 +6,7 @@
  *      take minutes; cpu is itself tested against cpu-ref by test_ops). Losses, gradients
  *      and parameters are compared every step, eval logits at the end. r3d18 takes ONE
  *      step: see "conditioning" below.
- *   2. Two towers on ONE GPU with budgets 12G and 6G (pipeline/parallel/tower.h, the device-local
+ *   2. Two towers on ONE GPU with budgets 12G and 6G (pipeline/parallel/towers/tower.h, the device-local
  *      reducer, sync-BN): the memory policy plans about 2:1, neither tower's backend
  *      passes its budget (allocator high-water mark), and three steps give the
  *      parameters of one tower with the whole batch.
@@ -30,7 +30,7 @@ int main(void) {
 #else
 
 #include "models/backend.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/cuda/backend_cuda.h"
 #include "models/cuda/cuda_info.h"
 #include "models/net.h"
@@ -38,7 +38,7 @@ int main(void) {
 #include "models/registry.h"
 #include "pipeline/data/batch.h"
 #include "pipeline/parallel/slices.h"
-#include "pipeline/parallel/tower.h"
+#include "pipeline/parallel/towers/tower.h"
 
 #define NCLASS 5
 

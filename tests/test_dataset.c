@@ -13,8 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "models/common.h"
-#include "pipeline/data/dataset.h"
+#include "base/common.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "tests/apputil.h"
 
 static void touch(const char *root, const char *rel) {

@@ -1,5 +1,5 @@
 /*
- * test_decode.c: pipeline/data/video_*.c against the ffmpeg command, the outside truth. For
+ * test_decode.c: pipeline/data/video/video_*.c against the ffmpeg command, the outside truth. For
  * each test file (tests/make_media.sh: H.264/MP4 with B-frames and -g 12, MPEG-4/AVI,
  * MJPEG/MKV, VP9/WebM, FFV1/MKV, a VFR file, two rotated files) it reads clips through
  * vt_video_read_clip and compares them with
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/data/video.h"
+#include "pipeline/data/video/video.h"
 /* Paths and commands are built with snprintf into fixed buffers; GCC -O2 warns that a
  * 4096-byte path could be truncated. snprintf truncates safely and test paths are short. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"

@@ -12,7 +12,7 @@
  *     into NV12 (the same samples, chroma interleaved), and a 10-bit frame into P010,
  *     scale through the reader's scaler to the very bytes of the planar frame, at every
  *     size (swscale's native-size converter included) and rotation;
- *  3b. the streaming reader (stream.h, predict --timeline) under each mode: under cpu its
+ *  3b. the streaming reader (stream.c, predict --timeline) under each mode: under cpu its
  *     frames are the bytes of the reader's whole decode; under nvdec and auto the same
  *     rules as (2) against its cpu reading;
  *  4. the command: under --decode nvdec exactly ONE warning (a path and a reason) for a
@@ -24,9 +24,8 @@
 #include <libavutil/frame.h>
 #include <libavutil/pixfmt.h>
 
-#include "models/common.h"
-#include "pipeline/data/stream.h"
-#include "pipeline/data/video.h"
+#include "base/common.h"
+#include "pipeline/data/video/video.h"
 #include "tests/apputil.h"
 #include "tests/mediautil.h"
 #include "tests/testutil.h"
@@ -221,7 +220,7 @@ static void test_stream_modes(void) {
         if (read_stream(&cpu, path, VT_DECODE_CPU) == 0) {
             TCHECK(!strcmp(cpu.decoder, "cpu"), "%s: stream under cpu decoded on '%s'",
                    media[f], cpu.decoder);
-            /* stream.h's promise: the reader's bytes for every frame */
+            /* the streams' promise (video.h): the reader's bytes for every frame */
             TCHECK(cpu.n == whole.n && !memcmp(cpu.buf, whole.buf, cpu.n),
                    "%s: the stream's frames (%zu bytes) differ from the reader's (%zu)",
                    media[f], cpu.n, whole.n);

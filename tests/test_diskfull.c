@@ -17,8 +17,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "app/metrics.h"
-#include "models/common.h"
+#include "app/eval/metrics.h"
+#include "base/common.h"
 #include "tests/apputil.h"
 
 static char g_dir[4096], g_m[4200];

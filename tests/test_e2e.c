@@ -9,7 +9,7 @@
 #include <dirent.h>
 #include <unistd.h>
 
-#include "app/run.h"
+#include "app/run/run.h"
 #include "models/checkpoint.h"
 #include "tests/apputil.h"
 

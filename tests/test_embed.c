@@ -1,5 +1,5 @@
 /*
- * test_embed.c: `vidtrain embed` (app/cmd_embed.c, docs/embed.md) against `predict` and
+ * test_embed.c: `vidtrain embed` (app/stream/cmd_embed.c, docs/embed.md) against `predict` and
  * the ffmpeg command, read back by an independent reader (tests/check_embed.py: numpy
  * alone, the safetensors header parsed by hand, the classifier taken from the run's
  * checkpoint by the name the embeddings' metadata gives).
@@ -25,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/timeline.h"
+#include "app/stream/timeline.h"
 #include "tests/apputil.h"
 #include "tests/testutil.h"
 

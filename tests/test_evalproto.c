@@ -8,7 +8,7 @@
  * in float and double and ties are real ties; expected fractions are compared exactly
  * where both sides are one IEEE division of the same integers.
  */
-#include "app/evalproto.h"
+#include "app/eval/evalproto.h"
 
 /* testutil.h's vt_test_dir formats a 4 KiB path into a 4.2 KiB command: GCC warns when
  * it is inlined with a known prefix. The paths here are short. */

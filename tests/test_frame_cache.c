@@ -18,10 +18,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "pipeline/data/frame_cache.h"
 #include "pipeline/data/loader.h"
-#include "pipeline/data/video.h"
+#include "pipeline/data/video/video.h"
 #include "tests/mediautil.h"
 #include "tests/testutil.h"
 

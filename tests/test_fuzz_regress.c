@@ -14,11 +14,11 @@
 
 #include <limits.h>
 
-#include "app/run_model.h"
-#include "app/train_opts.h"
+#include "app/run/run_model.h"
+#include "app/train/train_opts.h"
 #include "models/checkpoint.h"
-#include "models/common.h"
-#include "pipeline/data/dataset.h"
+#include "base/common.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "tests/apputil.h"
 #include "tests/testutil.h"
 

@@ -1,7 +1,7 @@
 /*
  * test_golden.c: one training forward + loss + backward of `tiny` (two heads: softmax with
  * label smoothing and weighted BCE; dropout with vidtrain's counter-based mask) and of
- * torchvision's r3d_18 equal PyTorch's (scripts/torch_golden.py): logits, per-clip and
+ * torchvision's r3d_18 equal PyTorch's (tests/oracle/torch_golden.py): logits, per-clip and
  * per-head losses, EVERY parameter gradient, the BN running statistics after the step, and
  * eval-mode logits from the updated statistics — on cpu-ref and on cpu.
  *
@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 
 #include "models/checkpoint.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/registry.h"
 #include "tests/testutil.h"
@@ -320,7 +320,7 @@ int main(void) {
     const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
     const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
     char cmd[8400];
-    snprintf(cmd, sizeof cmd, "%s -W ignore '%s/scripts/torch_golden.py' net '%s'", py, src, dir);
+    snprintf(cmd, sizeof cmd, "%s -W ignore '%s/tests/oracle/torch_golden.py' net '%s'", py, src, dir);
     int rc = system(cmd);
     if (WIFEXITED(rc) && WEXITSTATUS(rc) == VT_TEST_SKIP) {
         fprintf(stderr, "SKIP: %s cannot import torch and torchvision\n", py);

@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "models/backend.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/registry.h"
 #include "tests/testutil.h"
 

@@ -22,8 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "models/common.h"
-#include "pipeline/data/dataset.h"
+#include "base/common.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "tests/apputil.h"
 
 /* root/rel holding n bytes of data (NULs included). */
@@ -327,7 +327,7 @@ static void test_wording(void) {
     }
 }
 
-/* JSON output is valid whatever the bytes of a file name (models/json_str.h): a class
+/* JSON output is valid whatever the bytes of a file name (base/json_str.h): a class
  * folder and a video named in Latin-1 (0xe9, not UTF-8) give scan --json that Python's
  * json module reads, with the name as its Latin-1 reading. */
 static void test_json_bytes(void) {

@@ -1,6 +1,6 @@
 /*
  * test_length.c: the default training length that follows validation
- * (app/train_length.c), as a user runs it, on a small synthetic set:
+ * (app/train/train_length.c), as a user runs it, on a small synthetic set:
  *   - the schedule: warm-up, the base lr held, then once validation stalls for
  *     --patience evaluations a cosine decay over a quarter as many epochs, after which
  *     the run ends. The outside truth is the formulas of torch's LinearLR warm-up and
@@ -10,6 +10,9 @@
  *     decision at the same epoch, ends after the same steps and with one tower's weights;
  *   - --resume across the decision: a run stopped by --max-steps inside the decay and
  *     resumed ends bit for bit where the uninterrupted run does;
+ *   - the floor (--min-clips, issue 40): no decay before that many clips, however early
+ *     validation stalls; a validation split under 50 videos doubles --patience; the
+ *     end says why the run ended; the default floor is the fixed rule's length;
  *   - --epochs and --time-budget keep the fixed length (patience 0 in config.json), and
  *     --patience with either is a usage error; no validation set: the fixed rule.
  * The lr is tiny (1e-4) so that validation stalls at once and the run stays a few epochs
@@ -117,10 +120,11 @@ int main(void) {
     TCHECK(vt_test_synth(bin, dir, "--classes 2 --train 6 --val 2 --test 1 --frames 24") == 0,
            "synth");
     /* 12 training videos, batch 4: 3 steps an epoch; warm-up 1 epoch; a validation every
-     * epoch; the decay after one validation without improvement */
+     * epoch; 4 validation videos (under 50: --patience 1 counts as 2); no decay before 48
+     * clips (4 epochs), so with validation stalled from the start it begins after epoch 4 */
     const char *common = "--clip 4x32 --stride 2 --batch 4 --val-clips 1 --workers 1 --sync-bn "
                          "--seed 3 --lr 1e-4 --warmup 1 --eval-every 1 --patience 1 "
-                         "--log-every 1 -q";
+                         "--min-clips 48 --log-every 1 -q";
     int rc = vt_test_sh("'%s' train '%s/data' --out '%s/one' %s --devices cpu:1 > '%s/one.log' "
                         "2>&1", bin, dir, dir, common, dir);
     TCHECK(rc == 0, "1 tower exit %d", rc);
@@ -140,9 +144,15 @@ int main(void) {
     TCHECK(d1[0] && !strcmp(d1, d2), "decisions differ: '%s' vs '%s'", d1, d2);
     TCHECK(log1 && strstr(log1, "length: follows validation"), "no length line:\n%s",
            log1 ? log1 : "");
+    TCHECK(log1 && strstr(log1, "no decay before 48 training clips (epoch 4") &&
+               strstr(log1, "the validation split holds 4 videos") &&
+               strstr(log1, "so the rate holds for 2 validations, not 1"),
+           "the floor's and the small split's lines:\n%s", log1 ? log1 : "");
+    TCHECK(log1 && strstr(log1, "length: ended at epoch"), "no line on why it ended:\n%s",
+           log1 ? log1 : "");
     int a = 0, b = 0;
-    TCHECK(sscanf(d1, "the learning rate decays over epochs %d-%d", &a, &b) == 2 && a >= 2 &&
-               b >= a, "decay epochs '%s'", d1);
+    TCHECK(sscanf(d1, "the learning rate decays over epochs %d-%d", &a, &b) == 2 && a == 5 &&
+               b >= a, "decay epochs '%s' (want from epoch 5: the floor)", d1);
     free(log1);
     free(log2);
 
@@ -169,6 +179,7 @@ int main(void) {
     }
     TCHECK(bad == 0, "%d steps off the schedule", bad);
     TCHECK(config_int(p, "patience") == 1, "patience in config.json");
+    TCHECK(config_int(p, "min_clips") == 48, "min_clips in config.json");
 
     /* docs/design.md §3.1: two towers end where one does. With sync-BN every pass normalises over
      * the whole batch as one tower does; gradients are summed in another order (~1e-7 per
@@ -204,6 +215,17 @@ int main(void) {
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/bad' --time-budget 60 --patience 2 "
                     "> '%s/bad.log' 2>&1", bin, dir, dir, dir);
     TCHECK(rc == 2, "--patience with --time-budget: exit %d, want 2", rc);
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/bad' --epochs 2 --min-clips 50 "
+                    "> '%s/bad.log' 2>&1", bin, dir, dir, dir);
+    TCHECK(rc == 2, "--min-clips with --epochs: exit %d, want 2", rc);
+
+    /* The default floor: the fixed rule's length, 667 epochs of 12 clips */
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/floor' --clip 4x32 --batch 4 --workers 1 "
+                    "--max-steps 1 -q > '%s/floor.log' 2>&1", bin, dir, dir, dir);
+    snprintf(p, sizeof p, "%s/floor", dir);
+    TCHECK(rc == 0 && config_int(p, "min_clips") == 667 * 12 && config_int(p, "epochs") == 4 * 667,
+           "default floor: exit %d, min_clips %d, epochs %d", rc, config_int(p, "min_clips"),
+           config_int(p, "epochs"));
 
     /* No validation set: nothing to follow, the fixed rule (8000 clips / 12 = 667) */
     rc = vt_test_sh("'%s' train '%s/data/train' --out '%s/noval' --clip 4x32 --batch 4 "

@@ -1,6 +1,6 @@
 /*
- * test_live.c: `predict RUN URL --timeline` on live sources (app/timeline_source.c,
- * pipeline/data/stream.c), without a camera: an `ffmpeg -re` process plays a 6 s file at
+ * test_live.c: `predict RUN URL --timeline` on live sources (app/stream/timeline_source.c,
+ * pipeline/data/video/stream.c), without a camera: an `ffmpeg -re` process plays a 6 s file at
  * its own pace as MPEG-TS (`-c copy`: the very packets, so the very frames and times) and
  * vidtrain reads it as it comes.
  *
@@ -38,8 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "app/timeline.h"
-#include "pipeline/data/stream.h"
+#include "app/stream/timeline.h"
+#include "pipeline/data/video/video.h"
 #include "tests/apputil.h"
 #include "tests/jsonlines.h"
 #include "tests/testutil.h"

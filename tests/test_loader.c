@@ -25,7 +25,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "pipeline/data/loader.h"
 #include "tests/mediautil.h"
 #include "tests/testutil.h"

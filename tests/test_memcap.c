@@ -7,10 +7,10 @@
  */
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/optim.h"
-#include "pipeline/parallel/tower.h"
+#include "pipeline/parallel/towers/tower.h"
 #include "tests/testutil.h"
 
 static vt_net_cfg net_cfg(void) {

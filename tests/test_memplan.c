@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/optim.h"
 #include "models/registry.h"

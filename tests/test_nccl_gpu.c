@@ -27,7 +27,7 @@ int main(void) {
 #else
 
 #include "models/backend.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/cuda/backend_cuda.h"
 #include "models/cuda/cuda_info.h"
 #include "models/registry.h"

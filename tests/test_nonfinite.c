@@ -25,8 +25,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "app/evalproto.h"
-#include "models/common.h"
+#include "app/eval/evalproto.h"
+#include "base/common.h"
 #include "models/formats/safetensors.h"
 #include "models/net.h"
 #include "models/registry.h"

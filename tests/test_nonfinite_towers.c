@@ -12,10 +12,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/optim.h"
-#include "pipeline/parallel/tower.h"
+#include "pipeline/parallel/towers/tower.h"
 #include "tests/testutil.h"
 
 #define NCLASS 3

@@ -1,8 +1,8 @@
 /*
  * test_onnx.c: the ONNX export (models/formats/onnx.h, `vidtrain export`) against two outside
  * truths: the ONNX project's checker with strict shape inference (Debian's python3-onnx,
- * scripts/onnx_check.py) must accept every exported model, and ONNX Runtime (npm's
- * onnxruntime-node, scripts/onnx_run.js) must compute what vidtrain computes.
+ * tests/oracle/onnx_check.py) must accept every exported model, and ONNX Runtime (npm's
+ * onnxruntime-node, tests/oracle/onnx_run.js) must compute what vidtrain computes.
  *   1. Every zoo model on the cpu backend, seeded random weights and random BN gammas,
  *      betas and running statistics (so eval-mode BN is exercised, not the identity of
  *      fresh statistics), dropout on in the configuration (the export must leave it
@@ -18,7 +18,7 @@
  */
 #include <unistd.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/formats/onnx.h"
 #include "models/registry.h"
@@ -35,11 +35,11 @@
 
 static const char *g_src, *g_py, *g_dir;
 
-/* scripts/onnx_check.py on a model: 0 when it passes; its JSON line into out (may be NULL). */
+/* tests/oracle/onnx_check.py on a model: 0 when it passes; its JSON line into out (may be NULL). */
 static int onnx_check(const char *model, cJSON **out) {
     char log[4300];
     snprintf(log, sizeof log, "%s/check.json", g_dir);
-    int rc = vt_test_sh("'%s' '%s/scripts/onnx_check.py' '%s' > '%s'", g_py, g_src, model, log);
+    int rc = vt_test_sh("'%s' '%s/tests/oracle/onnx_check.py' '%s' > '%s'", g_py, g_src, model, log);
     if (out)
         *out = rc == 0 ? vt_test_read_json(log) : NULL;
     return rc;
@@ -60,7 +60,7 @@ static int ort_run(const char *model, const float *x, const int shape[5], const 
         return -1;
     }
     fclose(f);
-    int rc = vt_test_sh("node '%s/scripts/onnx_run.js' '%s' '%s' %d,%d,%d,%d,%d '%s' > '%s'",
+    int rc = vt_test_sh("node '%s/tests/oracle/onnx_run.js' '%s' '%s' %d,%d,%d,%d,%d '%s' > '%s'",
                         g_src, model, in, shape[0], shape[1], shape[2], shape[3], shape[4],
                         outdir, res);
     cJSON *j = rc == 0 ? vt_test_read_json(res) : NULL;
@@ -328,7 +328,7 @@ int main(void) {
                 "scripts/setup.sh does)\n", g_py);
         return VT_TEST_SKIP;
     }
-    rc = vt_test_sh("node '%s/scripts/onnx_run.js' > /dev/null 2>&1", g_src);
+    rc = vt_test_sh("node '%s/tests/oracle/onnx_run.js' > /dev/null 2>&1", g_src);
     if (rc == 3 || rc == 127) {
         fprintf(stderr, "test_onnx: SKIP: ONNX Runtime for Node is not installed (node, and "
                 "npm's onnxruntime-node in tools/onnxrt: bash scripts/setup.sh --no-demo)\n");

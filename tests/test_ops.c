@@ -24,8 +24,8 @@
 #include <string.h>
 
 #include "models/backend.h"
-#include "models/common.h"
-#include "models/cpu_conv.h"
+#include "base/common.h"
+#include "models/cpu/cpu_conv.h"
 #include "models/registry.h"
 #include "tests/testutil.h"
 
@@ -109,7 +109,7 @@ static void test_conv(int n, int cin, int cout, int T, int H, int W, int kt, int
     pair_free(&dx), pair_free(&dw), pair_free(&db), pair_free(&dw2);
 }
 
-/* The cpu backend's conv tiles (models/cpu_conv.h) under a budget that leaves it `margin`
+/* The cpu backend's conv tiles (models/cpu/cpu_conv.h) under a budget that leaves it `margin`
  * bytes of scratch: several clips per tile with a remainder, one clip, bands of rows, one
  * row (the floor), and the direct 1x1x1 path batched over clips. Against cpu-ref, and
  * bitwise the same with 1 and 2 threads (the tiling depends on shape and budget only). */

@@ -1,6 +1,6 @@
 /*
  * test_ops_torch.c: the cpu-ref backend against PyTorch, the outside truth. It runs
- * scripts/torch_ops.py (torch.nn.functional conv3d, batch_norm with running statistics,
+ * tests/oracle/torch_ops.py (torch.nn.functional conv3d, batch_norm with running statistics,
  * max/avg/adaptive pooling, linear, cross_entropy with label smoothing, BCE with logits,
  * torch.optim SGD/RMSprop/AdamW steps), reads the file it writes and replays every case on
  * cpu-ref (the large-mean batch-norm case on cpu too, each against PyTorch). It must never
@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "models/backend.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/registry.h"
 #include "tests/testutil.h"
 
@@ -337,7 +337,7 @@ int main(void) {
     const char *dir = vt_test_dir("ops_torch");
     char path[4200];
     snprintf(path, sizeof path, "%s/torch_ops.bin", dir);
-    snprintf(cmd, sizeof cmd, "'%s' '%s/scripts/torch_ops.py' '%s'", py, src, path);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/torch_ops.py' '%s'", py, src, path);
     int rc = system(cmd);
     TCHECK(rc == 0, "%s failed (%d)", cmd, rc);
     if (rc != 0 || load(path) != 0) {

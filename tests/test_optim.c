@@ -1,6 +1,6 @@
 /*
  * test_optim.c: vidtrain's optimizers, schedules and gradient clipping equal torch.optim
- * on the same gradients (scripts/torch_golden.py optim): SGD with momentum, dampening and
+ * on the same gradients (tests/oracle/torch_golden.py optim): SGD with momentum, dampening and
  * weight decay under a warm-up + step schedule; SGD Nesterov with clipping under warm-up +
  * cosine; RMSprop with and without momentum; AdamW with clipping under cosine. Six steps
  * each, params after every step, the returned gradient norm, the LR of every step and the
@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 
 #include "models/checkpoint.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/optim.h"
 #include "models/registry.h"
 #include "tests/testutil.h"
@@ -122,7 +122,7 @@ int main(void) {
     const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
     const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
     char cmd[8400], path[4200], err[512];
-    snprintf(cmd, sizeof cmd, "%s -W ignore '%s/scripts/torch_golden.py' optim '%s'", py, src,
+    snprintf(cmd, sizeof cmd, "%s -W ignore '%s/tests/oracle/torch_golden.py' optim '%s'", py, src,
              dir);
     int rc = system(cmd);
     if (WIFEXITED(rc) && WEXITSTATUS(rc) == VT_TEST_SKIP) {

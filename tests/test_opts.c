@@ -1,6 +1,6 @@
 /*
  * test_opts.c: the command line's one integer parser, one clip-shape parser and the one
- * atomic file writer (models/common.h, app/opts.h), and that every command reads them
+ * atomic file writer (base/common.h, app/opts.h), and that every command reads them
  * the same way:
  *   1. numbers: the whole string or nothing ("3x", "", "1e9" are refused), inside range;
  *   2. clips: TxS and TxHxW both parse, with the same ranges, and `plan` and
@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "app/opts.h"
-#include "app/train_opts.h"
-#include "models/common.h"
+#include "app/train/train_opts.h"
+#include "base/common.h"
 #include "tests/apputil.h"
 
 /* Entries of a folder (without . and ..), -1 when it cannot be read. */

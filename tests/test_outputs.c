@@ -1,7 +1,7 @@
 /*
  * test_outputs.c: outputs never replace inputs, and a run folder belongs to one run
  * (docs/design.md §3.8; issue 41).
- *   The rule itself (models/common.h vt_output_check), as a property: 3,000 random paths
+ *   The rule itself (base/common.h vt_output_check), as a property: 3,000 random paths
  *     built from inputs, an input folder, links to them (symbolic and hard), `..`, `.`,
  *     trailing slashes, a FIFO, a socket and (as root) a device node are refused exactly
  *     when an independent oracle says so: the path exists and is not a regular file or
@@ -27,7 +27,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "tests/apputil.h"
 
 static char g_dir[4096];

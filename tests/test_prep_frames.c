@@ -26,10 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/common.h"
-#include "pipeline/data/dataset.h"
+#include "base/common.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/loader.h"
-#include "pipeline/data/video.h"
+#include "pipeline/data/video/video.h"
 #include "tests/apputil.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"

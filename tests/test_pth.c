@@ -1,6 +1,6 @@
 /*
  * test_pth.c: PyTorch checkpoints (models/formats/pth.h) against torch itself.
- *   1. Outside truth: scripts/torch_pth.py writes state_dicts with torch.save — random
+ *   1. Outside truth: tests/oracle/torch_pth.py writes state_dicts with torch.save — random
  *      r3d_18, mc3_18, r2plus1d_18, a small net in zip, legacy and pickle protocol 4, one
  *      nested under 'state_dict' with 'module.' names beside an optimizer state, strided
  *      views, tensors sharing a storage, every dtype — and each tensor's .float() as raw
@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/formats/pth.h"
 #include "tests/testutil.h"
 
@@ -180,7 +180,7 @@ int main(void) {
     const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
     const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
     char cmd[9000];
-    snprintf(cmd, sizeof cmd, "'%s' '%s/scripts/torch_pth.py' '%s'", py, src, g_dir);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/torch_pth.py' '%s'", py, src, g_dir);
     int st = system(cmd);
     if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
         printf("test_pth: skipped: %s cannot import torch and torchvision\n", py);

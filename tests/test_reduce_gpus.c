@@ -16,7 +16,7 @@
  */
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "pipeline/parallel/reduce.h"
 #include "tests/testutil.h"
 

@@ -6,8 +6,8 @@
  * cells, and a screenshot is produced and is not blank.
  * Skips (77) when /usr/bin/chromium is absent (scripts/setup.sh installs it).
  */
-#include "app/report.h"
-#include "app/run.h"
+#include "app/eval/report.h"
+#include "app/run/run.h"
 
 #include <sys/stat.h>
 

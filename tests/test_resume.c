@@ -15,7 +15,7 @@
  * then: test_budget checks that arithmetic on a fake clock.)
  */
 #include "models/checkpoint.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "tests/apputil.h"
 
 /* Same tensors (names, dtypes, shapes, offsets) and the same data bytes. */

@@ -1,6 +1,6 @@
 /*
  * test_resume_check.c: --resume puts config.json through the command line's own checks
- * (app/train_ranges.h; issue 41 item 4). A run's config.json edited to hold a value the
+ * (app/train/train_ranges.h; issue 41 item 4). A run's config.json edited to hold a value the
  * command line refuses is refused at once, with exit 1 and a message naming config.json,
  * the key, the option and its range: workers=100000 (it used to abort in pthread_create
  * 45 s in), lr=-1e308 (it used to train), crop=1e9 (a negative byte count), an unknown

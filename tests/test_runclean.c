@@ -1,11 +1,11 @@
 /*
- * test_runclean.c: vt_run_clean_temps (app/runclean.h) on a run folder holding every
+ * test_runclean.c: vt_run_clean_temps (app/run/runclean.h) on a run folder holding every
  * shape of leftover temporary file the atomic writers make (mkstemp's six characters, a
  * dead process's PID in both spellings) next to files that must survive: the run's real
  * files, look-alikes (wrong suffix length, empty base, a folder, a link), and the
  * temporary file of a live process. Then a real one: `vidtrain train` killed with SIGKILL
  * while it writes is not needed here (scripts/soak-kill.sh does that); the names below
- * are the writers' own (models/checkpoint.c or models/formats/safetensors.c, models/common.c).
+ * are the writers' own (models/checkpoint.c or models/formats/safetensors.c, base/common.c).
  *
  * It must never depend on timing: the dead PID is one this test forked and reaped.
  */
@@ -17,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "app/runclean.h"
+#include "app/run/runclean.h"
 #include "tests/apputil.h"
 #include "tests/testutil.h"
 

@@ -1,5 +1,5 @@
 /*
- * test_runlock.c: a run folder belongs to one run (app/run_claim.h; issue 41 item 3),
+ * test_runlock.c: a run folder belongs to one run (app/run/run_claim.h; issue 41 item 3),
  * beyond test_outputs' cases:
  *   --force replaces the old run whole or not at all: with one of its files impossible to
  *     move (root: a bind mount on RUN/eval.json makes it busy), train is refused and every

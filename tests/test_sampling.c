@@ -25,7 +25,7 @@
  */
 #include <math.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "pipeline/data/loader.h"
 #include "tests/apputil.h"
 

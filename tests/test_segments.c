@@ -21,7 +21,7 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "pipeline/data/dataset.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/loader.h"
 #include "tests/apputil.h"
 

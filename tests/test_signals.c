@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "models/checkpoint.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/optim.h"
 #include "models/registry.h"

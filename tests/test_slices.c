@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "app/device_opts.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "pipeline/parallel/device.h"
 #include "pipeline/parallel/slices.h"
 #include "tests/testutil.h"

@@ -19,9 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/common.h"
-#include "pipeline/data/synth.h"
-#include "pipeline/data/video.h"
+#include "base/common.h"
+#include "pipeline/data/synth/synth.h"
+#include "pipeline/data/video/video.h"
 /* Paths and commands are built with snprintf into fixed buffers; GCC -O2 warns that a
  * 4096-byte path could be truncated. snprintf truncates safely and test paths are short. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"

@@ -1,5 +1,5 @@
 /*
- * test_timeline.c: `predict --timeline` (app/timeline.h, pipeline/data/stream.h).
+ * test_timeline.c: `predict --timeline` (app/stream/timeline.h, pipeline/data/video/video.h).
  *
  * 1. The window engine with a stand-in model whose "probabilities" are the first and
  *    last pixel of each clip, over frames whose pixels are their own index: the window
@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/timeline.h"
+#include "app/stream/timeline.h"
 #include "tests/apputil.h"
 #include "tests/jsonlines.h"
 #include "tests/testutil.h"

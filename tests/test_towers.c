@@ -44,11 +44,11 @@
  */
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/optim.h"
 #include "models/registry.h"
-#include "pipeline/parallel/tower.h"
+#include "pipeline/parallel/towers/tower.h"
 #include "tests/testutil.h"
 
 #define NCLASS 5
@@ -624,7 +624,7 @@ static void bucket_family(vt_batch *b16, vt_batch *b32, const vt_optim_cfg *oc) 
         /* The buckets were many. How many started while tower 0's backward still ran is
          * printed, not checked: it depends on thread scheduling (on a loaded machine the
          * other towers may deliver each bucket only after tower 0 has finished; 0 of 287
-         * was seen), and overlap is a speed figure: scripts/bench-overlap.sh. */
+         * was seen), and overlap is a speed figure: bench/bench-overlap.sh. */
         printf("  %-38s %d buckets, %d started during backward (tower 0)\n", "", many.buckets,
                many.buckets_overlapped);
         TCHECK(one.buckets == 0 && many.buckets > 30, "%s: %d buckets", cases[c].what,

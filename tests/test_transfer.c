@@ -1,8 +1,8 @@
 /*
  * test_transfer.c: weights from elsewhere (models/transfer.h), fine-tuning's pieces
  * (models/finetune.h, optimizer groups, frozen BN) and the pretrained-weights cache
- * (app/pretrained.h), each against an outside truth:
- *   - torchvision: scripts/torch_init.py writes seeded r3d_18, mc3_18, r2plus1d_18 and s3d
+ * (app/run/pretrained.h), each against an outside truth:
+ *   - torchvision: tests/oracle/torch_init.py writes seeded r3d_18, mc3_18, r2plus1d_18 and s3d
  *     state dicts with torch.save (400 classes, non-trivial BN statistics) and their
  *     outputs; vidtrain loads each with vt_net_load_init and its eval forward must give
  *     torchvision's logits, and a training forward + backward with every BN frozen must
@@ -23,13 +23,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "app/pretrained.h"
+#include "app/run/pretrained.h"
 #include "models/checkpoint.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/finetune.h"
 #include "models/optim.h"
 #include "models/registry.h"
-#include "models/sha256.h"
+#include "base/sha256.h"
 #include "models/transfer.h"
 #include "tests/testutil.h"
 
@@ -357,7 +357,7 @@ int main(void) {
     const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
     const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "'%s' '%s/scripts/torch_init.py' '%s' r3d_18 mc3_18 r2plus1d_18 s3d", py,
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/torch_init.py' '%s' r3d_18 mc3_18 r2plus1d_18 s3d", py,
              src, dir);
     int st = system(cmd);
     TCHECK(st == 0, "%s: status %d", cmd, st);

@@ -6,7 +6,7 @@
  * The expected values are computed here independently, in double precision, from the
  * definition out[c][t][y][x] = (in[t][y0+y][x0+x'][c] / 255 - mean[c]) / std[c].
  */
-#include "models/common.h"
+#include "base/common.h"
 #include "pipeline/data/sample.h"
 #include "tests/testutil.h"
 

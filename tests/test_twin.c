@@ -1,7 +1,7 @@
 /*
  * test_twin.c: whole training runs are PyTorch-equal, step by step. vidtrain trains tiny
  * on real encoded videos (the hard `--preset motion` set, small) with --dump; the PyTorch
- * twin (scripts/torch_twin.py parity) rebuilds the model, torch.optim.SGD and torch's own
+ * twin (tests/oracle/torch_twin.py parity) rebuilds the model, torch.optim.SGD and torch's own
  * LR schedulers, and replays every step in float64 from vidtrain's state before it on
  * vidtrain's batch: the parameter updates, momentum buffers, BN running statistics,
  * losses, learning rates and momenta, and the eval-mode outputs of the last validation
@@ -20,7 +20,7 @@
 #define VT_MIN(a, b) ((a) < (b) ? (a) : (b))
 
 static int twin(const char *py, const char *src, const char *dump, const char *log) {
-    return vt_test_sh("'%s' '%s/scripts/torch_twin.py' parity '%s' > '%s' 2>&1", py, src, dump,
+    return vt_test_sh("'%s' '%s/tests/oracle/torch_twin.py' parity '%s' > '%s' 2>&1", py, src, dump,
                       log);
 }
 

@@ -18,9 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/xsum.h"
-#include "pipeline/parallel/tower.h"
+#include "pipeline/parallel/towers/tower.h"
 #include "tests/testutil.h"
 
 #define E0 VT_XSUM_GRAD_E0

@@ -1,6 +1,6 @@
 /*
  * test_zoo.c: every zoo model has exactly its PyTorch twin's state dict — names, order,
- * dtypes, shapes and parameter count — against scripts/torch_zoo.py (torchvision's own
+ * dtypes, shapes and parameter count — against tests/oracle/torch_zoo.py (torchvision's own
  * r3d_18, mc3_18, r2plus1d_18, s3d; the script's tiny, tiny_nobn and C3D), r3d_18 and s3d
  * with 400 classes have torchvision's published 33,371,472 and 8,320,048 parameters
  * (s3d's forward and gradients: test_zoo_s3d.c), the initialisation follows
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/registry.h"
 #include "tests/testutil.h"
@@ -189,7 +189,7 @@ int main(void) {
     const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
     const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
     char cmd[2048];
-    int off = snprintf(cmd, sizeof cmd, "%s '%s/scripts/torch_zoo.py'", py, src);
+    int off = snprintf(cmd, sizeof cmd, "%s '%s/tests/oracle/torch_zoo.py'", py, src);
     for (size_t i = 0; i < VT_ARRAY_LEN(specs); i++)
         off += snprintf(cmd + off, sizeof cmd - (size_t)off, " %s:%d:%d:%d:%d", specs[i].model,
                         specs[i].classes, specs[i].t, specs[i].h, specs[i].w);

@@ -1,6 +1,6 @@
 /*
  * test_zoo_s3d.c: vidtrain's s3d computes what torchvision's S3D computes, and the concat
- * node it is built on has the right gradients, against PyTorch (scripts/torch_zoo.py
+ * node it is built on has the right gradients, against PyTorch (tests/oracle/torch_zoo.py
  * s3d-golden writes the truth; names, shapes, order and the 8,320,048 parameters are
  * test_zoo.c's listing check).
  *   s3d_block (the test model: S3D's stem conv, two SepInceptionBlock3D, its avgpool
@@ -43,7 +43,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "models/registry.h"
 #include "models/formats/safetensors.h"
@@ -250,7 +250,7 @@ int main(void) {
     const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
     const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
     char cmd[8400];
-    snprintf(cmd, sizeof cmd, "%s -W ignore '%s/scripts/torch_zoo.py' s3d-golden '%s'", py, src,
+    snprintf(cmd, sizeof cmd, "%s -W ignore '%s/tests/oracle/torch_zoo.py' s3d-golden '%s'", py, src,
              dir);
     int rc = system(cmd);
     if (WIFEXITED(rc) && WEXITSTATUS(rc) == VT_TEST_SKIP) {

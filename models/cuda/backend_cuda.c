@@ -3,7 +3,7 @@
  * cuDNN and cuBLAS handles bound to that stream, the convolution workspace, a cache of
  * convolution algorithms per shape, and a caching allocator that enforces the device
  * budget (docs/design.md §5.1, §3.3). It fills every op of models/backend.h with the
- * semantics documented there and implemented by cpu-ref (models/cpu_ref.c), against
+ * semantics documented there and implemented by cpu-ref (models/cpu/cpu_ref.c), against
  * which test_cuda_ops_gpu checks each one.
  *
  * Files: this one holds the op table, the context's life cycle and every op but the
@@ -38,7 +38,7 @@
  * stream (so it runs after work issued before it, which may still read dst), copies, and
  * records a ticket event; upload_join makes the compute stream wait for a ticket. Freed
  * blocks are reused in compute-stream order only, so whoever frees a buffer an upload
- * writes must upload_wait first (the towers do, pipeline/parallel/tower.c free_stage).
+ * writes must upload_wait first (the towers do, pipeline/parallel/towers/tower.c free_stage).
  *
  * Steady state: after the first step every descriptor, algorithm, workspace and scratch
  * buffer exists, and tensors freed and re-allocated in the same sizes come from the
@@ -53,7 +53,7 @@
 #include <string.h>
 
 #include "models/backend.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/cuda/backend_cuda_impl.h"
 #include "models/cuda/cuda_alloc.h"
 #include "models/cuda/cuda_check.h"

@@ -14,7 +14,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/cuda/cuda_check.h"
 
 /* Blocks are rounded to 512 bytes so tensors of nearly equal size share cache entries

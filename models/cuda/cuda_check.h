@@ -23,7 +23,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-#include "models/common.h"
+#include "base/common.h"
 #ifdef __cplusplus
 }
 #endif

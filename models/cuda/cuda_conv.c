@@ -21,7 +21,7 @@
  */
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/cuda/backend_cuda_impl.h"
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels.h"

@@ -8,7 +8,7 @@
  * It must never hold state of its own or run an op beyond the staging conversion: the
  * context is the backend's.
  */
-#include "models/common.h"
+#include "base/common.h"
 #include "models/cuda/backend_cuda_impl.h"
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels.h"

@@ -164,7 +164,7 @@ extern "C" void vt_cuk_relu_backward(cudaStream_t st, vt_cuk_dt dt, void *din, c
     CUDA_LAUNCH_CHECK();
 }
 
-/* Must stay equal to vt_hash64 in models/common.h (test_cuda_ops_gpu compares the dropout
+/* Must stay equal to vt_hash64 in base/common.h (test_cuda_ops_gpu compares the dropout
  * masks of both bit for bit). */
 __device__ static uint64_t vt_hash64_dev(uint64_t x) {
     x += 0x9E3779B97F4A7C15ull;

@@ -5,7 +5,7 @@
  * file per op family defines them, as ggml's CUDA backend does.
  *
  * Rules the kernel files keep:
- *  - the arithmetic is cpu-ref's (models/cpu_ref.c): sums that cpu-ref forms in double
+ *  - the arithmetic is cpu-ref's (models/cpu/cpu_ref.c): sums that cpu-ref forms in double
  *    are formed in double here; float formulas use __fmul_rn/__fadd_rn where cpu-ref
  *    has a separate multiply and add, so nvcc cannot contract them into an FMA and the
  *    results stay bitwise equal to the CPU's (x86-64 without -march has no FMA);

@@ -13,7 +13,7 @@
  *   dropout   nothing: identity at inference; its consumers read its input
  *   add       Add
  * and per head a graph output: the head's Gemm, or Softmax(axis=1) / Sigmoid after it.
- * The protobuf bytes are written by our own writer (models/protobuf.h says why); the
+ * The protobuf bytes are written by our own writer (models/formats/protobuf.h says why); the
  * ONNX field numbers below are those of onnx.proto, which never change.
  *
  * A layer kind it does not know is an error naming the layer, never a guess: a new kind
@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "models/backend.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net_graph.h"
 #include "models/formats/protobuf.h"
 #include "models/zoo.h"
@@ -270,7 +270,7 @@ static int emit_layer(onnx_w *w, int i) {
     default:
         vt_pb_free(&at);
         vt_set_err(w->err, w->errlen, "layer %s (node kind %d) has no ONNX form yet: add a case "
-                   "to models/onnx.c emit_layer", nd->name, (int)nd->kind);
+                   "to models/formats/onnx.c emit_layer", nd->name, (int)nd->kind);
         return -1;
     }
     vt_pb_free(&at);

@@ -7,7 +7,7 @@
  * the model's metadata_props.
  *
  * It must never change the net (it reads its weights and buffers) nor write a partial
- * file: the model goes through the atomic writer (models/common.h).
+ * file: the model goes through the atomic writer (base/common.h).
  */
 #ifndef VT_ONNX_H
 #define VT_ONNX_H

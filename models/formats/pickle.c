@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 
 /* Caps far above what torch.save writes (a state_dict pickle of r3d_18 holds about 3000
  * values, a stack a few dozen deep, 1000-item APPENDS batches) and low enough that a

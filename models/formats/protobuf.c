@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 
 enum { WIRE_VARINT = 0, WIRE_LEN = 2, WIRE_FIXED32 = 5 };
 

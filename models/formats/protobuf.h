@@ -1,6 +1,6 @@
 /*
  * protobuf.h: a writer of the protocol-buffers wire format, just enough to emit an ONNX
- * model (models/onnx.c): varints, 32-bit floats, length-delimited fields (strings, bytes,
+ * model (models/formats/onnx.c): varints, 32-bit floats, length-delimited fields (strings, bytes,
  * nested messages) into growable byte buffers. Nested messages are built bottom-up: the
  * inner message goes into a buffer of its own, whose length is then known, and is
  * appended to its parent as one length-delimited field.

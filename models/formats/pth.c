@@ -22,7 +22,7 @@
 #include <unistd.h>
 #include <zip.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "models/formats/pickle.h"
 #include "models/formats/pth_gather.h"
 

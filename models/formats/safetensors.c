@@ -20,8 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "models/common.h"
-#include "models/json_str.h"
+#include "base/common.h"
+#include "base/json_str.h"
 
 #define CK_MAX_HEADER (100LL << 20) /* 100 MiB: far above any real header */
 #define CK_MAX_DIM (1LL << 40)
@@ -123,7 +123,7 @@ int vt_ckpt_write_file(const char *path, const vt_ckpt_meta *meta, const vt_ckpt
     fill_job j = {.hdr = hdr, .hlen = strlen(hdr), .outs = outs, .nouts = nouts};
     j.padded = (j.hlen + 7) & ~(size_t)7; /* data 8-byte aligned, as safetensors pads */
     /* A temporary file beside it, fsynced, renamed over it, the folder fsynced: a crash
-     * leaves the old checkpoint or the new one (models/common.h). */
+     * leaves the old checkpoint or the new one (base/common.h). */
     int rc = vt_file_write_atomic_fill(path, fill, &j, err, errlen);
     cJSON_Delete(root);
     free(hdr);

@@ -8,8 +8,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "models/common.h"
-#include "pipeline/data/dataset.h"
+#include "base/common.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/sample.h"
 
 int vt_balance_parse(const char *s) {

@@ -29,7 +29,7 @@ typedef enum vt_balance_mode {
  * logit, which a few rare classes' accuracy pays for (docs/balance.md). */
 #define VT_BALANCE_RATIO 2.0
 /* What --balance auto picks on an imbalanced split: logit. Measured (docs/balance.md,
- * scripts/bench-balance.sh: the motion set with 3 classes cut to x8, 100 epochs on the
+ * bench/bench-balance.sh: the motion set with 3 classes cut to x8, 100 epochs on the
  * CPU, 3 seeds, mean class accuracy on a balanced test split): on the set the other modes
  * were first measured on, none 62.2%, logit 73.3% (+11.1; rare classes 61.1% against
  * 34.4%), where sampler was 46.1% and loss 21.1%; on a held-out set (another synth seed,

@@ -12,7 +12,7 @@
 
 #include <libavutil/frame.h>
 
-#include "models/common.h"
+#include "base/common.h"
 
 typedef struct entry {
     vt_video_info info; /* valid when f is set */

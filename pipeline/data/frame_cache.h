@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "pipeline/data/video.h"
+#include "pipeline/data/video/video.h"
 
 typedef struct vt_frame_cache vt_frame_cache;
 

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "pipeline/data/balance.h"
 #include "pipeline/data/frame_cache.h"
 

@@ -28,7 +28,7 @@
 #include <stdint.h>
 
 #include "pipeline/data/batch.h"
-#include "pipeline/data/dataset.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/frame_cache.h"
 #include "pipeline/data/sample.h"
 

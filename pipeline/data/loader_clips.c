@@ -8,7 +8,7 @@
  * share one rank's counts when their files might differ). It must never open a video.
  */
 
-#include "models/common.h"
+#include "base/common.h"
 #include "pipeline/data/loader.h"
 
 int64_t vt_loader_auto_clips(int32_t *out, const vt_dataset *ds, double every,

@@ -26,9 +26,9 @@
 #include <libavutil/pixdesc.h>
 #include <libswscale/swscale.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "pipeline/data/sample.h"
-#include "pipeline/data/video.h"
+#include "pipeline/data/video/video.h"
 
 void vt_prep_opts_default(vt_prep_opts *o) {
     *o = (vt_prep_opts){.short_side = VT_PREP_SHORT_SIDE, .fps = 0, .gop = VT_PREP_GOP,
@@ -265,7 +265,7 @@ static int open_encoder(prep_job *j, const AVCodec *codec, const vt_video_info *
         /* veryfast: most of medium's compression at a quarter of its time, and prep is
          * bound by decoding the HD source anyway. fastdecode (CAVLC, no deblocking, no
          * weighted prediction): the loader reads it 1.7x faster per core for 6% more
-         * bytes (scripts/bench-prep-codecs.sh). keyint_min = gop with no scenecut: the
+         * bytes (bench/bench-prep-codecs.sh). keyint_min = gop with no scenecut: the
          * keyframes fall every gop frames exactly, so a seek never decodes more. */
         av_dict_set(&d, "preset", "veryfast", 0);
         av_dict_set(&d, "tune", "fastdecode", 0);

@@ -7,7 +7,7 @@
  * constant --fps resampled to), written by libavformat/libavcodec.
  *
  * It knows one file and its options, never a dataset: walking folders, jobs, resume
- * and the manifest belong to app/cmd_prep.c. A bad source is a data error: functions
+ * and the manifest belong to app/prep/cmd_prep.c. A bad source is a data error: functions
  * return a negative code with the reason in err, never print and never abort.
  */
 #ifndef VT_PREP_H

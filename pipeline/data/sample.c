@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 
 void vt_clip_cfg_default(vt_clip_cfg *c) {
     memset(c, 0, sizeof *c);

@@ -14,7 +14,7 @@
 
 #include <stdint.h>
 
-#include "pipeline/data/video.h"
+#include "pipeline/data/video/video.h"
 
 typedef struct vt_clip_cfg {
     int t;                 /* frames per clip (default 16) */

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "models/common.h"
-#include "models/cpu_blas.h"
-#include "pipeline/data/video.h"
+#include "base/common.h"
+#include "models/cpu/cpu_blas.h"
+#include "pipeline/data/video/video.h"
 #ifdef VT_HAVE_CUDA
 #include "models/cuda/cuda_info.h"
 #endif

@@ -6,7 +6,7 @@
  * syntax), and describes the machine (`vidtrain devices`).
  *
  * It must never create backends or allocate device memory: it only describes. The
- * towers (pipeline/parallel/tower.c) build backends from these entries.
+ * towers (pipeline/parallel/towers/tower.c) build backends from these entries.
  *
  * Tower names: cpu0, cpu1, ... for CPU towers (in order), cuda0, cuda1 for GPUs by id,
  * and cuda0.1, cuda0.2 for the second, third tower on GPU 0.

@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pipeline/data/dataset.h"
+#include "pipeline/data/dataset/dataset.h"
 
 #ifdef VT_HAVE_MPI
 #include <mpi.h>

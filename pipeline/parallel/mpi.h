@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "models/common.h"
+#include "base/common.h"
 
 struct vt_dataset;
 

@@ -9,7 +9,7 @@
  */
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 #include "pipeline/parallel/mpi.h"
 #include "pipeline/parallel/reduce.h"
 

@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 
 void vt_reduce_stage_init(vt_reduce_stage *s, int nranks) {
     memset(s, 0, sizeof *s);

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models/common.h"
+#include "base/common.h"
 
 const char *vt_slice_kind_name(vt_slice_kind kind) {
     switch (kind) {

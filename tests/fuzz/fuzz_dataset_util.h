@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "pipeline/data/dataset.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "tests/fuzz/fuzz_util.h"
 
 static inline int vt_fuzz_cmp_str(const void *a, const void *b) {

@@ -1,6 +1,6 @@
 /*
  * fuzz_hmdb.c: libFuzzer target for HMDB51 split files (--lists DIR, format hmdb51;
- * pipeline/data/dataset_hmdb.c). The input is two split files, ApplyEyeMakeup's and
+ * pipeline/data/dataset/dataset_hmdb.c). The input is two split files, ApplyEyeMakeup's and
  * Basketball's for split 1, separated by a NUL byte (a missing part is a missing file),
  * read over a fresh scan of the small dataset folder (fuzz_dataset_util.h).
  *
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pipeline/data/dataset.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "tests/fuzz/fuzz_dataset_util.h"
 #include "tests/fuzz/fuzz_util.h"
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_kinetics.c: libFuzzer target for Kinetics annotation CSVs (--lists FILE.csv,
- * format kinetics; pipeline/data/dataset_kinetics.c): the input is the CSV, read over a
+ * format kinetics; pipeline/data/dataset/dataset_kinetics.c): the input is the CSV, read over a
  * fresh scan of the small dataset folder (fuzz_dataset_util.h), whose loose.mp4 is an
  * "untrimmed" video for rows with youtube_id "loose" and whose class-folder videos are
  * found by name for rows whose id and times spell them.
@@ -13,7 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "pipeline/data/dataset.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "tests/fuzz/fuzz_dataset_util.h"
 #include "tests/fuzz/fuzz_util.h"
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_labels.c: libFuzzer target for labels.csv (vt_dataset_load_labels,
- * pipeline/data/dataset.h): the input is the CSV file, loaded onto a fresh scan of a
+ * pipeline/data/dataset/dataset.h): the input is the CSV file, loaded onto a fresh scan of a
  * small dataset folder (fuzz_dataset_util.h), with --val-split on for one input in three
  * (by length) so the stratified re-split runs on the new heads too.
  *
@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "pipeline/data/dataset.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "tests/fuzz/fuzz_dataset_util.h"
 #include "tests/fuzz/fuzz_util.h"
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_lists.c: libFuzzer target for UCF101-style list files (the dataset's --lists
- * folder: classInd.txt, trainlist01.txt, testlist01.txt; pipeline/data/dataset.h). The
+ * folder: classInd.txt, trainlist01.txt, testlist01.txt; pipeline/data/dataset/dataset.h). The
  * input is the three files in that order separated by NUL bytes (a missing part is a
  * missing file, as on disk); vt_dataset_open scans a small dataset folder
  * (fuzz_dataset_util.h) with them.
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/data/dataset.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "tests/fuzz/fuzz_dataset_util.h"
 #include "tests/fuzz/fuzz_util.h"
 

@@ -3,7 +3,7 @@
  * one option value (bytes up to the first NUL), given to every parser in turn:
  * vt_parse_int, vt_parse_i64, vt_parse_u64, vt_parse_float, vt_parse_clip,
  * vt_parse_floats, vt_parse_duration (app/opts.h; the numbers' parsers and
- * vt_parse_bytes, the sizes of --mem and --gpu-mem, are models/common.h's) and
+ * vt_parse_bytes, the sizes of --mem and --gpu-mem, are base/common.h's) and
  * vt_slice_policy_parse (--tower-split, pipeline/parallel/slices.h).
  *
  * Oracles besides the sanitizers: what a parser accepts is inside the range it was given
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "app/opts.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/net.h"
 #include "pipeline/parallel/slices.h"
 #include "tests/fuzz/fuzz_util.h"

@@ -4,7 +4,7 @@
  * it accepts the file, every tensor is read back (vt_ckpt_read_tensor), looked up by name,
  * and the net and optimizer configurations are taken from the metadata
  * (vt_ckpt_net_cfg, vt_ckpt_optim_cfg), as `vidtrain eval` and `train --resume` do;
- * then the run's own reading of it (app/run.h vt_run_model_open: the "vidtrain_config"
+ * then the run's own reading of it (app/run/run.h vt_run_model_open: the "vidtrain_config"
  * and heads it was trained with, and the evaluation clip derived from them).
  *
  * Oracles besides the sanitizers: a refusal comes with a reason naming the path; an
@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app/run.h"
+#include "app/run/run.h"
 #include "models/checkpoint.h"
 #include "tests/fuzz/fuzz_util.h"
 

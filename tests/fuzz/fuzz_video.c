@@ -1,5 +1,5 @@
 /*
- * fuzz_video.c: libFuzzer target for the video path (pipeline/data/video.h) on mutated
+ * fuzz_video.c: libFuzzer target for the video path (pipeline/data/video/video.h) on mutated
  * real files: the input is a whole video file (seeds: small real videos of several
  * codecs and containers made by tests/fuzz/make_seeds.sh with the ffmpeg command). It
  * is opened (vt_video_open: probe, index, decode the first frame) and, when it opens,
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pipeline/data/video.h"
+#include "pipeline/data/video/video.h"
 #include "tests/fuzz/fuzz_util.h"
 
 #define SHORT_SIDE 16

@@ -24,7 +24,7 @@
 #include <cuda_runtime_api.h>
 
 #include "models/backend.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/cuda/backend_cuda.h"
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/cuda_info.h"

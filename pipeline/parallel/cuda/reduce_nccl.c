@@ -33,7 +33,7 @@
 #include <nccl.h>
 
 #include "models/backend.h"
-#include "models/common.h"
+#include "base/common.h"
 #include "models/cuda/backend_cuda.h"
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/cuda_info.h"

@@ -1,0 +1,324 @@
+/*
+ * cmd_eval.c: `vidtrain eval RUN DIR` — the evaluation protocol: K uniformly spaced clips
+ * per video x 1 or 3 crops through the towers (forward only), probabilities averaged per
+ * video, then clip/video top-1/top-5, mean class accuracy, per-class accuracy and the
+ * confusion matrix, printed and written to RUN/eval.json and RUN/confusion.csv. The
+ * pass itself (each clip once, whatever the tower split; ranks' sums merged before any
+ * metric) is app/eval/evaluate.c's, shared with training's validation; this file chooses the
+ * split, loads the model and reports. It must never train or change a checkpoint.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "app/app.h"
+#include "app/decode_opt.h"
+#include "app/dist.h"
+#include "app/eval/evalproto.h"
+#include "app/eval/evaluate.h"
+#include "app/eval/report.h"
+#include "app/run/run_files.h"
+#include "app/run/run_model.h"
+#include "base/common.h"
+#include "pipeline/data/dataset/dataset.h"
+#include "pipeline/parallel/mpi.h"
+#include "pipeline/parallel/slices.h"
+#include "pipeline/parallel/towers/tower.h"
+
+/* Videos of split s, whatever their state (unlabelled and unreadable ones included): a
+ * split "exists" when it has any. */
+static int split_total(const vt_dataset *ds, vt_split s) {
+    int n = 0;
+    for (int i = 0; i < ds->nvideos; i++)
+        n += ds->videos[i].split == s;
+    return n;
+}
+
+/* "train 24, val 8, test 8": the splits DIR has, with their labelled, readable videos. */
+static void describe_splits(vt_dataset *ds, char *buf, size_t n) {
+    static const vt_split order[3] = {VT_SPLIT_TRAIN, VT_SPLIT_VAL, VT_SPLIT_TEST};
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < 3; i++)
+        if (split_total(ds, order[i]) > 0 && k < n)
+            k += (size_t)snprintf(buf + k, n - k, "%s%s %d", k ? ", " : "",
+                                  vt_split_name(order[i]), vt_dataset_split_count(ds, order[i]));
+    if (!buf[0])
+        snprintf(buf, n, "no split with videos");
+}
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: vidtrain eval RUN DIR [options]\n\n"
+        "Evaluates RUN's best checkpoint (else last) on the videos of DIR: K uniformly spaced\n"
+        "clips per video x 1 or 3 crops, softmax averaged per video. Prints and writes\n"
+        "RUN/eval.json (clip and video top-1/top-5, mean class accuracy, per-class accuracy,\n"
+        "confusion matrix) and RUN/confusion.csv, and refreshes RUN/report.html.\n\n"
+        "  --split NAME           the data split to evaluate: train, val, test, or all (every\n"
+        "                         labelled video). Default: test when DIR has test videos,\n"
+        "                         else val. DIR may hold any of train/, val/, test/ (e.g. only\n"
+        "                         test/), or be a flat DIR/<class>/ folder. When DIR has train\n"
+        "                         videos and no val/, val is the run's --val-split share of\n"
+        "                         train, drawn exactly as training drew it. A split DIR does\n"
+        "                         not have is an error that lists the ones it has.\n"
+        "  --clips-per-video K    (default 10)\n"
+        "  --crops 1|3            centre crop, or start/centre/end of the long side (default 1)\n"
+        "  --checkpoint PATH      another checkpoint than RUN/best.safetensors\n"
+        "  --precision P          fp32 (default, whatever the run trained with), tf32, bf16\n"
+        "  --batch N              clips per forward batch (default: the run's batch)\n"
+        "  --workers N            decode threads (default 2)\n"
+        VT_DECODE_OPT_HELP
+        "  --tower-split POLICY   how batches split over the towers: equal, memory (default),\n"
+        "                         speed, auto, manual:W,W,...\n"
+        "  -q, --quiet            no progress display\n"
+        "%s\n"
+        "top-k: the true class counts within the top k when fewer than k classes score higher\n"
+        "(ties go to the lower class index). Mean class accuracy averages the per-class video\n"
+        "top-1 over the classes present. Every clip is counted once across towers.\n"
+        "Classes are matched to the model's by name; videos of a class the model does not\n"
+        "know are left out, named in a warning and counted (eval.json \"unknown_videos\").\n"
+        "Exit codes: 0 ok, 1 error (also: a --split DIR does not have), 2 usage.\n"
+        "%s",
+        vt_device_args_help, vt_mpi_help);
+}
+
+int vt_cmd_eval(int argc, char **argv) {
+    if (vt_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    const char *pos[2] = {NULL, NULL};
+    int npos = 0, quiet = 0, batch = 0, workers = 2;
+    const char *split = NULL;
+    vt_model_args ma;
+    vt_model_args_default(&ma);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int r = vt_model_args_take(&ma, argc, argv, &i, "eval");
+        if (r < 0)
+            return 2;
+        if (r == 1)
+            continue;
+#define OPT(name) ((r = vt_opt_value(argc, argv, &i, name, &v)) != 0)
+#define BAD() do { fprintf(stderr, "vidtrain eval: bad value for %s\n", a); return 2; } while (0)
+        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { quiet = 1; continue; }
+        if (OPT("--split")) {
+            if (r < 0) BAD();
+            if (strcmp(v, "all") && vt_split_parse(v) < 0) {
+                char herr[512];
+                if (vt_slice_policy_like(v))
+                    vt_slice_policy_moved(herr, sizeof herr, v);
+                else
+                    snprintf(herr, sizeof herr, "--split %s: expected a data split: train, val, "
+                             "test or all", v);
+                fprintf(stderr, "vidtrain eval: %s\n", herr);
+                return 2;
+            }
+            split = v;
+            continue;
+        }
+        if (OPT("--batch")) { if (r < 0 || vt_parse_int(v, 1, 65536, &batch)) BAD(); continue; }
+        if (OPT("--workers")) { if (r < 0 || vt_parse_int(v, 0, 256, &workers)) BAD(); continue; }
+        if ((r = vt_decode_opt_take("eval", argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
+#undef OPT
+#undef BAD
+        if (a[0] == '-') {
+            fprintf(stderr, "vidtrain eval: unknown option %s (see --help)\n", a);
+            return 2;
+        }
+        if (npos == 2) {
+            fprintf(stderr, "vidtrain eval: expected RUN DIR, got a third argument '%s'\n", a);
+            return 2;
+        }
+        pos[npos++] = a;
+    }
+    if (npos != 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *run = pos[0], *dir = pos[1];
+    char err[1024], path[4200];
+    int rc = 1;
+    vt_dataset *ds = NULL;
+    int32_t *idx = NULL;
+    vt_evalproto *ep[VT_MAX_HEADS] = {0};
+    vt_run_model m;
+    if (vt_run_model_open(&m, run, ma.ckpt, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain eval: %s\n", err);
+        goto end;
+    }
+    const vt_train_opts *o = &m.opts;
+    const vt_run_heads *heads = &m.heads;
+
+    /* The same val split as training when DIR is the training folder (flat layout). */
+    vt_dataset_opts dopt = vt_run_dataset_opts(o);
+    ds = vt_dataset_open(dir, &dopt, err, sizeof err);
+    if (!ds) {
+        fprintf(stderr, "vidtrain eval: %s\n", err);
+        goto end;
+    }
+    if (o->labels[0] && vt_dataset_load_labels(ds, o->labels, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain eval: %s\n", err);
+        goto end;
+    }
+    /* Unreadable files are reported here and left out of every split (not an error). */
+    vt_dataset_probe(ds, 0, 1, NULL, NULL);
+    vt_mpi_dataset_sync(ds, "the evaluation data");
+    /* Which videos: the split asked for, else test, else val; said before anything runs. */
+    char have[256];
+    describe_splits(ds, have, sizeof have);
+    const char *sname;
+    int n;
+    if (split && !strcmp(split, "all")) {
+        idx = vt_malloc(sizeof(int32_t) * (size_t)(ds->nvideos ? ds->nvideos : 1));
+        n = 0;
+        for (int i = 0; i < ds->nvideos; i++)
+            if (ds->videos[i].labeled && !vt_dataset_bad(ds, i))
+                idx[n++] = i;
+        sname = "all";
+    } else {
+        vt_split s;
+        if (split) {
+            s = (vt_split)vt_split_parse(split);
+            if (split_total(ds, s) == 0) {
+                int no_share = s == VT_SPLIT_VAL && split_total(ds, VT_SPLIT_TRAIN) > 0;
+                fprintf(stderr, "vidtrain eval: %s has no %s split (it has: %s)%s\n", dir, split,
+                        have, no_share ? "; the run has no --val-split share of train to use "
+                                         "as val either" : "");
+                goto end;
+            }
+        } else if (vt_dataset_split_count(ds, VT_SPLIT_TEST) > 0) {
+            s = VT_SPLIT_TEST;
+        } else if (vt_dataset_split_count(ds, VT_SPLIT_VAL) > 0) {
+            s = VT_SPLIT_VAL;
+        } else {
+            fprintf(stderr, "vidtrain eval: %s has no test or val videos to evaluate (it has: %s); "
+                    "pass --split train (or --split all) to evaluate on those\n", dir, have);
+            goto end;
+        }
+        n = vt_dataset_split_indices(ds, s, &idx);
+        sname = vt_split_name(s);
+    }
+    if (n == 0) {
+        fprintf(stderr, "vidtrain eval: no labelled, readable video in the %s split of %s (it has: "
+                "%s)\n", sname, dir, have);
+        goto end;
+    }
+    printf("split: %s, %d videos (%s); %s has: %s%s\n", sname, n,
+           split ? "chosen with --split" : "the default: test when there is one, else val", dir,
+           have,
+           !strcmp(sname, "val") && ds->val_split > 0
+               ? "; val is the run's --val-split share of train, as training drew it" : "");
+    if (ds->nsegments) /* docs/segments.md: a segment is a sample like a video */
+        printf("segments: %d samples are segments of longer videos; each is its own sample, so "
+               "the \"video\" figures below are per segment\n", ds->nsegments);
+    fflush(stdout);
+
+    if (!batch)
+        batch = o->batch;
+    m.precision = ma.precision;
+    int lrc = vt_run_model_load(&m, &ma.devices, ma.tower_split, batch, err, sizeof err);
+    if (lrc != 0) {
+        fprintf(stderr, "vidtrain eval: %s\n", err);
+        rc = lrc == -2 ? 2 : 1;
+        goto end;
+    }
+    if (!quiet && vt_dist_lead()) {
+        char line[1024];
+        vt_towers_plan_line(m.towers, line, sizeof line);
+        fprintf(stderr, "towers: %s\n", line);
+    }
+    printf("evaluating %s on %s: %s split, %d videos, %d clips x %d crop(s) per video\n", m.ckpt,
+           dir, sname, n, ma.clips_per_video, ma.crops);
+    fflush(stdout);
+
+    vt_eval_opts eo;
+    memset(&eo, 0, sizeof eo);
+    vt_run_model_clip(&eo.clip, &m);
+    eo.clips_per_video = ma.clips_per_video;
+    eo.crops = ma.crops;
+    eo.batch = batch;
+    eo.workers = workers;
+    eo.seed = o->seed;
+    eo.quiet = quiet;
+    vt_eval_counts cnt;
+    if (vt_run_evaluate(ep, &cnt, m.towers, ds, heads, idx, n, &eo, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain eval: %s: %s\n", dir, err);
+        goto end;
+    }
+    if (cnt.unknown_videos) {
+        printf("left out: %lld video(s) of classes the model does not know\n",
+               (long long)cnt.unknown_videos);
+        fflush(stdout);
+    }
+    if (cnt.clips == 0) {
+        fprintf(stderr, "vidtrain eval: no clip of the %s split of %s could be evaluated (%lld "
+                "video(s) of classes the model does not know, %lld decode failure(s))\n", sname,
+                dir, (long long)cnt.unknown_videos, (long long)cnt.bad_clips);
+        goto end;
+    }
+    vt_eval_result r[VT_MAX_HEADS];
+    for (int h = 0; h < heads->n; h++)
+        vt_evalproto_result(ep[h], &r[h]);
+    printf("clips evaluated: %lld of %lld (decode failures %lld); videos: %lld\n",
+           (long long)cnt.clips, (long long)cnt.expected, (long long)cnt.bad_clips,
+           (long long)cnt.videos);
+    for (int h = 0; h < heads->n; h++) {
+        if (heads->n > 1)
+            printf("head %s:\n", heads->cfg[h].name);
+        if (r[h].nonfinite) /* a diverged model: its NaN scores never pass as right */
+            printf("  non-finite scores: %lld of %lld clips (NaN or inf; counted wrong)\n",
+                   (long long)r[h].nonfinite, (long long)r[h].clips);
+        if (r[h].loss == VT_LOSS_BCE) {
+            printf("  label-wise accuracy: clip %.2f%%, video %.2f%%; mAP %.2f%%\n",
+                   100 * r[h].clip_top1, 100 * r[h].video_top1, 100 * r[h].map);
+            continue;
+        }
+        printf("  clip  top-1 %6.2f%%   top-5 %6.2f%%\n", 100 * r[h].clip_top1, 100 * r[h].clip_top5);
+        printf("  video top-1 %6.2f%%   top-5 %6.2f%%\n", 100 * r[h].video_top1, 100 * r[h].video_top5);
+        printf("  mean class accuracy %.2f%%\n  per class:", 100 * r[h].mean_class_acc);
+        for (int k = 0; k < r[h].classes; k++) {
+            if (isnan(r[h].per_class_acc[k]))
+                continue;
+            printf(" %s %.1f%%", heads->classes[h][k], 100 * r[h].per_class_acc[k]);
+        }
+        printf("\n");
+        if (r[h].classes <= 30)
+            vt_eval_confusion_print(&r[h], (const char *const *)heads->classes[h], stdout);
+    }
+    cJSON *j = vt_eval_json(r, heads, &cnt, sname, &eo);
+    cJSON_AddStringToObject(j, "checkpoint", m.ckpt);
+    cJSON_AddStringToObject(j, "data", dir);
+    snprintf(path, sizeof path, "%s/eval.json", run);
+    int wrc = vt_run_write_json(path, j, err, sizeof err);
+    cJSON_Delete(j);
+    if (wrc != 0)
+        fprintf(stderr, "vidtrain eval: %s\n", err);
+    else
+        printf("wrote %s\n", path);
+    if (r[0].loss == VT_LOSS_SOFTMAX_CE && vt_dist_lead()) {
+        snprintf(path, sizeof path, "%s/confusion.csv", run);
+        if (vt_eval_confusion_csv(&r[0], (const char *const *)heads->classes[0], path, err,
+                                  sizeof err) != 0) {
+            fprintf(stderr, "vidtrain eval: %s\n", err);
+            wrc = -1;
+        } else {
+            printf("wrote %s\n", path);
+        }
+    }
+    for (int h = 0; h < heads->n; h++)
+        vt_eval_result_free(&r[h]);
+    /* The report is derived from the files above: a failure is reported, not fatal. */
+    if (vt_report_write(run, err, sizeof err) != 0)
+        fprintf(stderr, "vidtrain eval: report: %s\n", err);
+    else
+        printf("wrote %s/report.html\n", run);
+    rc = wrc == 0 ? 0 : 1;
+end:
+    for (int h = 0; h < VT_MAX_HEADS; h++)
+        vt_evalproto_free(&ep[h]);
+    free(idx);
+    vt_dataset_free(&ds);
+    vt_run_model_free(&m);
+    return rc;
+}

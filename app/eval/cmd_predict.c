@@ -1,0 +1,392 @@
+/*
+ * cmd_predict.c: `vidtrain predict RUN video...` — the top-k labels with probabilities
+ * for each video, from K uniformly spaced clips (x 1 or 3 crops) averaged, exactly the
+ * evaluation protocol's view of a video. A file that cannot be read gets a message with
+ * FFmpeg's reason and the others go on. --dump-input FILE also writes the normalised
+ * clips the model got and their probabilities, the truth an exported model is tested
+ * against (tests/test_onnx.c). It must never write into the run folder.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "app/app.h"
+#include "app/decode_opt.h"
+#include "app/eval/eval_clips.h"
+#include "app/eval/evalproto.h"
+#include "app/run/run_model.h"
+#include "app/stream/timeline_cmd.h"
+#include "base/common.h"
+#include "pipeline/data/sample.h"
+#include "pipeline/parallel/towers/tower.h"
+#include "pipeline/data/video/video.h"
+#include "base/json_str.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: vidtrain predict RUN VIDEO... [options]\n\n"
+        "Prints the top-k labels with their probabilities for each video, averaging K\n"
+        "uniformly spaced clips (x crops) per video, with RUN's best checkpoint (else last).\n\n"
+        "  --top K               labels per video (default 5, at most the class count)\n"
+        "  --json                one JSON document on stdout instead of text\n"
+        "  --clips-per-video K   (default 10)\n"
+        "  --crops 1|3           (default 1)\n"
+        "  --checkpoint PATH     another checkpoint\n"
+        "  --tower-split POLICY  how each batch of clips splits over the towers: equal,\n"
+        "                        memory (default), speed, auto, manual:W,W,...\n"
+        "  --precision P         fp32 (default, whatever the run trained with), tf32, bf16\n"
+        "  --dump-input FILE     also write, as JSON, each video's input exactly as the model\n"
+        "                        got it — the normalised clips, float32 (N, 3, T, H, W), N =\n"
+        "                        clips x crops — and each clip's probabilities per head: what\n"
+        "                        a model from `vidtrain export` must reproduce (docs/export.md);\n"
+        "                        FILE may not be one of the videos, a folder or a special file\n"
+        VT_DECODE_OPT_HELP
+        "\ntimeline (docs/timeline.md): --timeline prints the top-k of every window of each\n"
+        "video instead, streaming through it once in bounded memory (VIDEO may be - for\n"
+        "standard input, a URL FFmpeg opens or a camera: docs/streams.md); each window is\n"
+        "classified as predict classifies a video cut to it:\n"
+        "  --timeline            windows of the video, each as soon as it is known\n"
+        "  --window D            window length (default 2s; 2, 2s, 0.5s, 1m)\n"
+        "  --hop D               start of one window to the next (default 1s)\n"
+        "  --clips-per-video K   clips a window (default: enough to cover it, at most 16)\n"
+        "  --batch N             clips a model call, several windows at once (default 8)\n"
+        "  --decode-threads N    FFmpeg decoder threads (default 0: FFmpeg's choice)\n"
+        "  --flush               each window through the model and out as soon as it is\n"
+        "                        complete (always so for a stream, a pipe or a camera)\n"
+        "  --stats               each window's latency (JSON \"latency\", seconds from its\n"
+        "                        last frame's arrival), median and max at the end\n"
+        "  --timeout D           a stream or camera that gives no decoded frame for D (no\n"
+        "                        data, or data that never decodes) is broken (default 10s)\n"
+        "  --reconnect N         tries after a network source breaks (default 5; 0: exit)\n"
+        "  --input-format F      FFmpeg's input format (default: guessed; v4l2 for /dev/video*)\n"
+        "  --max-behind D        a live source read more than D behind its pace (the model\n"
+        "                        slower than it): skip windows to catch up (default 10s for\n"
+        "                        network streams and cameras, 0: never)\n"
+        "  --json                one JSON object a window, a line: path, window, start, end,\n"
+        "                        frames, partial, heads[{name, top[{label, prob}]}]\n"
+        "%s\n"
+        "Unreadable files are reported (on stderr, and as {\"error\"} entries with --json) and\n"
+        "skipped. Exit codes: 0 when at least one video was predicted, 1 when every video\n"
+        "failed (or RUN cannot be loaded), 2 usage.\n",
+        vt_device_args_help);
+}
+
+typedef struct pred_ctx {
+    vt_towers *t;
+    const vt_run_heads *heads;
+    vt_clip_cfg clip;
+    int K, crops;
+    vt_batch b;
+    float *probs[VT_MAX_HEADS];
+    double *avg[VT_MAX_HEADS];
+    vt_eval_clips ec;   /* the clips of a video (shared with embed) */
+    cJSON *dump;        /* --dump-input: one entry per video predicted; NULL: off */
+} pred_ctx;
+
+/* The --dump-input entry of one video: its n clips' input and per-clip probabilities.
+ * cJSON prints each float (held as a double) with enough digits to read back exactly. */
+static void dump_video(pred_ctx *c, const char *path, int n) {
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "path", path);
+    const int shape[5] = {n, 3, c->clip.t, c->clip.crop, c->clip.crop};
+    cJSON_AddItemToObject(e, "shape", cJSON_CreateIntArray(shape, 5));
+    int64_t cf = vt_batch_clip_floats(&c->b);
+    VT_CHECK((int64_t)n * cf <= INT32_MAX, "--dump-input: %d clips too large", n);
+    cJSON_AddItemToObject(e, "input", cJSON_CreateFloatArray(c->b.x, (int)(n * cf)));
+    cJSON *hs = cJSON_AddArrayToObject(e, "heads");
+    for (int h = 0; h < c->heads->n; h++) {
+        cJSON *ho = cJSON_CreateObject();
+        cJSON_AddStringToObject(ho, "name", c->heads->cfg[h].name);
+        cJSON *pr = cJSON_AddArrayToObject(ho, "probs");
+        int K = c->heads->cfg[h].classes;
+        for (int i = 0; i < n; i++)
+            cJSON_AddItemToArray(pr, cJSON_CreateFloatArray(c->probs[h] + (size_t)i * K, K));
+        cJSON_AddItemToArray(hs, ho);
+    }
+    cJSON_AddItemToArray(c->dump, e);
+}
+
+/* 1 with err when a head's scores of the video are NaN or inf: a model that overflows
+ * (its weights finite, a checkpoint's check passed) has no answer, and a ranking of NaN
+ * would name whichever class comes first (issue 41). Else 0. */
+static int scores_nonfinite(const pred_ctx *c, const vt_run_heads *heads, char *err,
+                            size_t errlen) {
+    for (int h = 0; h < heads->n; h++)
+        for (int j = 0; j < heads->cfg[h].classes; j++)
+            if (!isfinite(c->avg[h][j])) {
+                vt_set_err(err, errlen, "the model's scores are not finite (%s for class %s): "
+                           "the run diverged; train it again with a lower --lr",
+                           isnan(c->avg[h][j]) ? "NaN" : "inf", heads->classes[h][j]);
+                return 1;
+            }
+    return 0;
+}
+
+/* Fills c->avg[h] (classes) for one video. 0, or -1 with err. */
+static int predict_one(pred_ctx *c, const char *path, char *err, size_t errlen) {
+    vt_video *v = NULL;
+    int rc = -1;
+    if (vt_video_open(&v, path, 1, err, errlen) != 0)
+        return -1;
+    vt_frame_range all = {0, vt_video_get_info(v)->nframes};
+    int n = vt_eval_clips_fill(&c->ec, v, all, &c->b, err, errlen);
+    if (n < 0)
+        goto end;
+    vt_towers_eval_step(c->t, &c->b, c->probs, NULL);
+    for (int hh = 0; hh < c->heads->n; hh++) {
+        int K = c->heads->cfg[hh].classes;
+        for (int j = 0; j < K; j++) {
+            double s = 0;
+            for (int i = 0; i < n; i++)
+                s += c->probs[hh][(size_t)i * K + j];
+            c->avg[hh][j] = s / n;
+        }
+    }
+    if (c->dump)
+        dump_video(c, path, n);
+    rc = 0;
+end:
+    vt_video_close(&v);
+    return rc;
+}
+
+int vt_cmd_predict(int argc, char **argv) {
+    if (vt_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    const char *run = NULL;
+    const char **videos = vt_calloc((size_t)argc, sizeof(char *));
+    int nvid = 0, top = 5, json = 0;
+    const char *dump_path = NULL;
+    vt_model_args ma;
+    vt_model_args_default(&ma);
+    ma.clips_per_video = 0; /* given or not: the timeline picks its own default */
+    vt_timeline_args ta;
+    vt_timeline_args_default(&ta);
+    int timeline = 0, targs = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+        int r = vt_model_args_take(&ma, argc, argv, &i, "predict");
+        if (r < 0) {
+            free(videos);
+            return 2;
+        }
+        if (r == 1)
+            continue;
+        if ((r = vt_timeline_args_take(&ta, argc, argv, &i)) != 0) {
+            if (r < 0) {
+                free(videos);
+                return 2;
+            }
+            targs++;
+            continue;
+        }
+        if (!strcmp(a, "--timeline")) { timeline = 1; continue; }
+#define OPT(name) ((r = vt_opt_value(argc, argv, &i, name, &v)) != 0)
+#define BAD() do { fprintf(stderr, "vidtrain predict: bad value for %s\n", a); free(videos); return 2; } while (0)
+        if (!strcmp(a, "--json")) { json = 1; continue; }
+        if (OPT("--dump-input")) { if (r < 0) BAD(); dump_path = v; continue; }
+        if (OPT("--top")) { if (r < 0 || vt_parse_int(v, 1, 1000, &top)) BAD(); continue; }
+        if ((r = vt_decode_opt_take("predict", argc, argv, &i)) != 0) {
+            if (r < 0) {
+                free(videos);
+                return 2;
+            }
+            continue;
+        }
+        if (OPT("--split")) {
+            /* predict has no data split; the tower policy was --split once. */
+            char herr[512];
+            if (r > 0 && vt_slice_policy_like(v))
+                vt_slice_policy_moved(herr, sizeof herr, v);
+            else
+                snprintf(herr, sizeof herr, "--split: predict takes video files, not a data "
+                         "split; the tower policy is --tower-split POLICY");
+            fprintf(stderr, "vidtrain predict: %s\n", herr);
+            free(videos);
+            return 2;
+        }
+#undef OPT
+#undef BAD
+        if (a[0] == '-' && a[1]) { /* a lone "-" is standard input (--timeline) */
+            fprintf(stderr, "vidtrain predict: unknown option %s (see --help)\n", a);
+            free(videos);
+            return 2;
+        }
+        if (!run)
+            run = a;
+        else
+            videos[nvid++] = a;
+    }
+    if (!run || nvid == 0) {
+        usage(stderr);
+        free(videos);
+        return 2;
+    }
+    if (targs && !timeline) {
+        fprintf(stderr, "vidtrain predict: --window, --hop, --batch, --decode-threads, --flush, "
+                        "--stats, --timeout, --reconnect, --input-format and --max-behind are "
+                        "--timeline's options\n");
+        free(videos);
+        return 2;
+    }
+    if (timeline) {
+        ta.top = top;
+        ta.json = json;
+        int trc = dump_path ? 2 : vt_predict_timeline(run, videos, nvid, &ma, ma.clips_per_video, &ta);
+        if (dump_path)
+            fprintf(stderr, "vidtrain predict: --dump-input is not for --timeline\n");
+        free(videos);
+        return trc;
+    }
+    for (int i = 0; i < nvid; i++)
+        if (!strcmp(videos[i], "-")) { /* standard input is a live stream: windows only */
+            fprintf(stderr, "vidtrain predict: '-' (standard input) is read as a stream, with "
+                            "--timeline only (a whole-video prediction needs a file it can "
+                            "seek); a file named '-' is ./-\n");
+            free(videos);
+            return 2;
+        }
+    if (ma.clips_per_video == 0)
+        ma.clips_per_video = 10;
+    char err[1024];
+    /* The videos are inputs (base/common.h's output rule): --dump-input onto one of them,
+     * or onto a folder or special file, is refused now, before any decoding. */
+    for (int i = 0; i < nvid; i++)
+        vt_inputs_add(videos[i]);
+    if (dump_path && vt_output_check_early(dump_path, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain predict: --dump-input: %s\n", err);
+        free(videos);
+        return 2;
+    }
+    int rc = 1, ok = 0;
+    pred_ctx c;
+    memset(&c, 0, sizeof c);
+    cJSON *out = json ? cJSON_CreateArray() : NULL;
+    c.dump = dump_path ? cJSON_CreateArray() : NULL;
+    vt_run_model m;
+    if (vt_run_model_open(&m, run, ma.ckpt, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain predict: %s\n", err);
+        goto end;
+    }
+    const vt_run_heads *heads = &m.heads;
+    vt_run_model_clip(&c.clip, &m);
+    c.K = ma.clips_per_video;
+    c.crops = ma.crops;
+    c.ec.clip = c.clip;
+    c.ec.K = c.K;
+    c.ec.crops = c.crops;
+    c.heads = heads;
+    int B = c.K * c.crops;
+    m.precision = ma.precision;
+    int lrc = vt_run_model_load(&m, &ma.devices, ma.tower_split, B, err, sizeof err);
+    if (lrc != 0) {
+        fprintf(stderr, "vidtrain predict: %s\n", err);
+        rc = lrc == -2 ? 2 : 1;
+        goto end;
+    }
+    c.t = m.towers;
+    c.b.capacity = B;
+    c.b.t = c.clip.t;
+    c.b.h = c.b.w = c.clip.crop;
+    c.b.nheads = heads->n;
+    for (int h = 0; h < heads->n; h++) {
+        c.b.head_classes[h] = heads->cfg[h].classes;
+        c.b.head_loss[h] = heads->cfg[h].loss;
+        c.probs[h] = vt_malloc(sizeof(float) * (size_t)B * heads->cfg[h].classes);
+        c.avg[h] = vt_malloc(sizeof(double) * (size_t)heads->cfg[h].classes);
+    }
+    c.b.x = vt_malloc(sizeof(float) * (size_t)B * vt_batch_clip_floats(&c.b));
+    c.b.video = vt_calloc((size_t)B, sizeof(int32_t));
+    c.b.clip = vt_calloc((size_t)B, sizeof(int32_t));
+
+    for (int i = 0; i < nvid; i++) {
+        if (predict_one(&c, videos[i], err, sizeof err) != 0 || scores_nonfinite(&c, heads, err,
+                                                                                  sizeof err)) {
+            fprintf(stderr, "vidtrain predict: %s: %s (skipped)\n", videos[i], err);
+            if (out) {
+                cJSON *e = cJSON_CreateObject();
+                cJSON_AddStringToObject(e, "path", videos[i]);
+                cJSON_AddStringToObject(e, "error", err);
+                cJSON_AddItemToArray(out, e);
+            }
+            continue;
+        }
+        ok++;
+        cJSON *e = out ? cJSON_CreateObject() : NULL;
+        cJSON *hs = NULL;
+        if (e) {
+            cJSON_AddStringToObject(e, "path", videos[i]);
+            hs = cJSON_AddArrayToObject(e, "heads");
+        } else {
+            printf("%s\n", videos[i]);
+        }
+        for (int h = 0; h < heads->n; h++) {
+            int Kc = heads->cfg[h].classes, k = VT_MIN(top, Kc);
+            float *sc = vt_malloc(sizeof(float) * (size_t)Kc);
+            int *idx = vt_malloc(sizeof(int) * (size_t)k);
+            for (int j = 0; j < Kc; j++)
+                sc[j] = (float)c.avg[h][j];
+            vt_topk(idx, sc, Kc, k);
+            cJSON *ho = NULL, *tl = NULL;
+            if (e) {
+                ho = cJSON_CreateObject();
+                cJSON_AddStringToObject(ho, "name", heads->cfg[h].name);
+                tl = cJSON_AddArrayToObject(ho, "top");
+                cJSON_AddItemToArray(hs, ho);
+            } else if (heads->n > 1) {
+                printf("  head %s%s\n", heads->cfg[h].name,
+                       heads->cfg[h].loss == VT_LOSS_BCE ? " (independent tag probabilities)" : "");
+            }
+            for (int r = 0; r < k; r++) {
+                if (tl) {
+                    cJSON *p = cJSON_CreateObject();
+                    cJSON_AddStringToObject(p, "label", heads->classes[h][idx[r]]);
+                    cJSON_AddNumberToObject(p, "prob", sc[idx[r]]);
+                    cJSON_AddItemToArray(tl, p);
+                } else {
+                    printf("  %2d. %-24s %.4f\n", r + 1, heads->classes[h][idx[r]], sc[idx[r]]);
+                }
+            }
+            free(sc);
+            free(idx);
+        }
+        if (e)
+            cJSON_AddItemToArray(out, e);
+    }
+    if (out) {
+        char *s = vt_json_print(out, 1);
+        VT_CHECK(s != NULL, "cJSON_Print failed (out of memory)");
+        printf("%s\n", s);
+        cJSON_free(s);
+    }
+    if (ok == 0)
+        fprintf(stderr, "vidtrain predict: no video could be read\n");
+    rc = ok > 0 ? 0 : 1;
+    if (c.dump) {
+        char *s = vt_json_print(c.dump, 0);
+        VT_CHECK(s != NULL, "cJSON_PrintUnformatted failed (out of memory)");
+        if (vt_file_write_atomic(dump_path, s, strlen(s), err, sizeof err) != 0) {
+            fprintf(stderr, "vidtrain predict: --dump-input: %s\n", err);
+            rc = 1;
+        }
+        cJSON_free(s);
+    }
+end:
+    cJSON_Delete(out);
+    cJSON_Delete(c.dump);
+    vt_run_model_free(&m);
+    for (int h = 0; h < VT_MAX_HEADS; h++) {
+        free(c.probs[h]);
+        free(c.avg[h]);
+    }
+    free(c.b.x);
+    free(c.b.video);
+    free(c.b.clip);
+    vt_eval_clips_free(&c.ec);
+    free(videos);
+    return rc;
+}

@@ -1,0 +1,188 @@
+/*
+ * prep_files.c: the names `vidtrain prep` writes — outputs whose container cannot hold
+ * the codec become .mp4 (DST/prep-paths.csv maps old to new), and the copies of .txt,
+ * .csv, .tsv and .lst files are rewritten to name the new files — and the atomic copy of
+ * every non-video file — and DST's lock. It must never write in place or into SRC.
+ */
+#include <stdarg.h>
+#include <strings.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "app/prep/prep_cmd.h"
+#include "base/common.h"
+
+#include "app/run/run_files.h"
+
+/* Paths are checked once, at the walk, to leave room under 4 KiB for DST and the
+ * temporary names; GCC cannot see that and warns on every later snprintf. */
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+char *prep_fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+char *prep_fmt(const char *f, ...) {
+    va_list ap;
+    va_start(ap, f);
+    char *s = NULL;
+    if (vasprintf(&s, f, ap) < 0)
+        s = NULL;
+    va_end(ap);
+    VT_CHECK(s != NULL, "out of memory");
+    return s;
+}
+
+int prep_mkdirs_for(const char *dst, const char *rel, char *err, size_t errlen) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/%s", dst, rel);
+    *strrchr(dir, '/') = 0;
+    return vt_run_mkdirs(dir, err, errlen);
+}
+
+static int rename_find(const rename_map *m, const char *old, size_t len) {
+    int lo = 0, hi = m->n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        int c = strncmp(m->old[mid], old, len);
+        if (c == 0 && m->old[mid][len])
+            c = 1;
+        if (c == 0)
+            return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
+}
+
+/* text with every token that is a renamed path ("./" allowed in front) replaced by the
+ * new one. A token is what lies between separators: whitespace, ',', ';', '"', '\''. */
+static char *rewrite_text(const char *text, const rename_map *m, int *changed) {
+    size_t cap = strlen(text) + 1024, n = 0;
+    char *out = vt_malloc(cap);
+    const char *p = text;
+    *changed = 0;
+    while (*p) {
+        size_t tok = strcspn(p, " \t\r\n,;\"'");
+        const char *t = p;
+        size_t tl = tok;
+        if (tl > 2 && t[0] == '.' && t[1] == '/') {
+            t += 2;
+            tl -= 2;
+        }
+        int k = tok ? rename_find(m, t, tl) : -1;
+        const char *put = k >= 0 ? m->new_[k] : p;
+        size_t pl = k >= 0 ? strlen(m->new_[k]) : tok;
+        if (k >= 0)
+            *changed = 1;
+        size_t sep = tok < strlen(p) ? 1 : 0;
+        if (n + pl + sep + (size_t)(t - p) + 1 > cap) {
+            cap = 2 * (n + pl + 16) + cap;
+            out = vt_realloc(out, cap);
+        }
+        if (k >= 0) { /* keep a leading "./" as written */
+            memcpy(out + n, p, (size_t)(t - p));
+            n += (size_t)(t - p);
+        }
+        memcpy(out + n, put, pl);
+        n += pl;
+        p += tok;
+        if (sep)
+            out[n++] = *p++;
+    }
+    out[n] = 0;
+    return out;
+}
+
+static int is_text_list(const char *name) {
+    const char *dot = strrchr(name, '.');
+    return dot && (!strcasecmp(dot, ".txt") || !strcasecmp(dot, ".csv") ||
+                   !strcasecmp(dot, ".tsv") || !strcasecmp(dot, ".lst"));
+}
+
+/* Copies (or rewrites) one non-video file into DST atomically: 0, -1 (SRC unreadable) or
+ * -2 (DST unwritable) with err. */
+int prep_copy_file(const run *r, const entry *e, const rename_map *m, int *rewritten,
+                     char *err, size_t errlen) {
+    char src[4096], out[4096];
+    snprintf(src, sizeof src, "%s/%s", r->src, e->rel);
+    snprintf(out, sizeof out, "%s/%s", r->dst, e->rel);
+    *rewritten = 0;
+    if (prep_mkdirs_for(r->dst, e->rel, err, errlen) != 0)
+        return -2;
+    FILE *f = vt_fopen_regular(src, err, errlen);
+    if (!f)
+        return -1;
+    size_t cap = 1 << 16, n = 0, got;
+    char *buf = vt_malloc(cap + 1);
+    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+        n += got;
+        if (n == cap) {
+            cap *= 2;
+            buf = vt_realloc(buf, cap + 1);
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        vt_set_err(err, errlen, "cannot read %s", src);
+        return -1;
+    }
+    buf[n] = 0;
+    char *data = buf;
+    if (m->n && is_text_list(e->rel) && memchr(buf, 0, n) == NULL) {
+        data = rewrite_text(buf, m, rewritten);
+        n = strlen(data);
+    }
+    int rc = vt_file_write_atomic(out, data, n, err, errlen) != 0 ? -2 : 0;
+    if (data != buf)
+        free(data);
+    free(buf);
+    return rc;
+}
+
+int prep_lock_dst(const char *dst) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" LOCK, dst);
+    char err[1024];
+    if (vt_output_check(path, err, sizeof err) != 0) { /* a link into SRC, a FIFO */
+        fprintf(stderr, "vidtrain prep: the lock: %s\n", err);
+        return -1;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        fprintf(stderr, "vidtrain prep: cannot create the lock %s: %s (is %s writable?)\n",
+                path, strerror(errno), dst);
+        return -1;
+    }
+    /* flock, not a file that exists: the kernel drops the lock when the holder dies, so a
+     * killed prep never leaves DST locked. */
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int en = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        if (en == EWOULDBLOCK)
+            fprintf(stderr, "vidtrain prep: %s is being written by another prep (pid %s): two "
+                    "preps into one DST would replace each other's files. Wait for it to end "
+                    "(run the same command again then to resume), or choose another DST\n",
+                    dst, pid[0] ? pid : "unknown");
+        else
+            fprintf(stderr, "vidtrain prep: cannot lock %s: %s\n", path, strerror(en));
+        return -1;
+    }
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    /* the pid is for the other prep's message only: a full disk that refuses it is found
+     * by the next write, with its own message */
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)len, 0) != len) {
+    }
+    return fd;
+}

@@ -1,0 +1,221 @@
+/*
+ * pretrained.c: torchvision's Kinetics-400 weights (pretrained.h): the registry, the
+ * cache, and the download with libcurl (resumable into NAME.part, progress on stderr,
+ * SHA-256 prefix checked, renamed into place). Built without libcurl (the static GPU
+ * build), it says where to put a file fetched by other means.
+ */
+#include "app/run/pretrained.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "app/run/run_files.h"
+#include "base/common.h"
+#include "base/sha256.h"
+
+#ifdef VT_HAVE_CURL
+#include <curl/curl.h>
+#endif
+
+/* torchvision 0.14+: models/video/resnet.py and s3d.py (weights, transforms, metrics). */
+static const vt_pretrained table[] = {
+    {"r3d18", "r3d_18", "r3d18", "r3d_18-b3b3357e.pth", "b3b3357e", 400, 16, 112, 128, "63.2"},
+    {"mc3_18", "mc3-18", "mc3_18", "mc3_18-a90a0ba3.pth", "a90a0ba3", 400, 16, 112, 128, "63.96"},
+    {"r2plus1d18", "r2plus1d_18", "r2plus1d18", "r2plus1d_18-91a641e6.pth", "91a641e6", 400, 16,
+     112, 128, "67.463"},
+    {"s3d", "s3d_kinetics400", "s3d", "s3d-d76dad2f.pth", "d76dad2f", 400, 16, 224, 256, "68.368"},
+};
+
+#define BASE_URL "https://download.pytorch.org/models/"
+
+const vt_pretrained *vt_pretrained_find(const char *name) {
+    for (size_t i = 0; i < VT_ARRAY_LEN(table); i++)
+        if (!strcmp(name, table[i].name) || !strcmp(name, table[i].alias))
+            return &table[i];
+    return NULL;
+}
+
+const char *vt_pretrained_names(void) { return "r3d18, mc3_18, r2plus1d18, s3d"; }
+
+void vt_pretrained_url(const vt_pretrained *p, char *url, size_t n) {
+    const char *base = getenv("VIDTRAIN_WEIGHTS_URL");
+    if (!base || !base[0])
+        base = BASE_URL;
+    size_t bl = strlen(base);
+    snprintf(url, n, "%s%s%s", base, bl && base[bl - 1] == '/' ? "" : "/", p->file);
+}
+
+void vt_pretrained_cache_dir(char *dir, size_t n) {
+    const char *v = getenv("VIDTRAIN_CACHE");
+    if (v && v[0]) {
+        snprintf(dir, n, "%s", v);
+        return;
+    }
+    v = getenv("XDG_CACHE_HOME");
+    if (v && v[0]) {
+        snprintf(dir, n, "%s/vidtrain", v);
+        return;
+    }
+    v = getenv("HOME");
+    snprintf(dir, n, "%s/.cache/vidtrain", v && v[0] ? v : ".");
+}
+
+static int check_sum(const vt_pretrained *p, const char *path, char *err, size_t errlen) {
+    char hex[65];
+    if (vt_sha256_file(path, hex) != 0) {
+        vt_set_err(err, errlen, "%s: cannot read it: %s", path, strerror(errno));
+        return -1;
+    }
+    if (strncmp(hex, p->sha_prefix, strlen(p->sha_prefix)) != 0) {
+        vt_set_err(err, errlen, "%s: SHA-256 %.16s... does not begin with %s as %s's should: "
+                   "the file is damaged or not torchvision's (delete it and run again to "
+                   "download it anew)", path, hex, p->sha_prefix, p->file);
+        return -1;
+    }
+    return 0;
+}
+
+#ifdef VT_HAVE_CURL
+typedef struct dl_state {
+    FILE *f;
+    int quiet;
+    double t_last, t0;
+    curl_off_t resumed;
+} dl_state;
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ctx) {
+    dl_state *d = ctx;
+    return fwrite(ptr, size, nmemb, d->f) * size;
+}
+
+static int on_progress(void *ctx, curl_off_t total, curl_off_t now, curl_off_t ut, curl_off_t un) {
+    (void)ut;
+    (void)un;
+    dl_state *d = ctx;
+    double t = vt_now();
+    if (d->quiet || (t - d->t_last < 0.5 && !(total > 0 && now == total)))
+        return 0;
+    d->t_last = t;
+    double mb = (double)(now + d->resumed) / 1048576.0;
+    double rate = t > d->t0 ? (double)now / 1048576.0 / (t - d->t0) : 0;
+    if (total > 0) {
+        double all = (double)(total + d->resumed) / 1048576.0;
+        int w = (int)(30.0 * mb / all);
+        fprintf(stderr, "\r  [%.*s%*s] %6.1f / %.1f MiB  %5.1f MiB/s", w,
+                "##############################", 30 - w, "", mb, all, rate);
+    } else {
+        fprintf(stderr, "\r  %6.1f MiB  %5.1f MiB/s", mb, rate);
+    }
+    return 0;
+}
+
+/* url -> part (appended from its current size). 0, or -1 with err. */
+static int download(const char *url, const char *part, int quiet, char *err, size_t errlen) {
+    static int inited;
+    if (!inited) {
+        curl_global_init(CURL_GLOBAL_DEFAULT);
+        inited = 1;
+    }
+    dl_state d = {.quiet = quiet, .t0 = vt_now()};
+    struct stat st;
+    if (stat(part, &st) == 0 && st.st_size > 0)
+        d.resumed = (curl_off_t)st.st_size;
+    d.f = fopen(part, d.resumed ? "ab" : "wb");
+    if (!d.f) {
+        vt_set_err(err, errlen, "%s: cannot write: %s", part, strerror(errno));
+        return -1;
+    }
+    CURL *c = curl_easy_init();
+    char cerr[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &d);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &d);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
+    /* a stalled transfer (under 1 KiB/s for a minute) fails instead of hanging */
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+    curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+    if (d.resumed)
+        curl_easy_setopt(c, CURLOPT_RESUME_FROM_LARGE, d.resumed);
+    if (!quiet)
+        fprintf(stderr, "downloading %s%s\n", url, d.resumed ? " (resuming)" : "");
+    CURLcode rc = curl_easy_perform(c);
+    if (!quiet)
+        fprintf(stderr, "\n");
+    int bad = fflush(d.f) != 0 || fsync(fileno(d.f)) != 0;
+    bad |= fclose(d.f) != 0;
+    curl_easy_cleanup(c);
+    if (rc != CURLE_OK) {
+        vt_set_err(err, errlen, "cannot download %s: %s", url, cerr[0] ? cerr : curl_easy_strerror(rc));
+        return -1;
+    }
+    if (bad) {
+        vt_set_err(err, errlen, "%s: write failed: %s", part, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+#endif
+
+int vt_pretrained_fetch(const vt_pretrained *p, char *path, size_t n, int quiet, char *err,
+                        size_t errlen) {
+    char dir[1536], url[2048];
+    vt_pretrained_cache_dir(dir, sizeof dir);
+    vt_pretrained_url(p, url, sizeof url);
+    snprintf(path, n, "%s/%s", dir, p->file);
+    if (vt_file_exists(path))
+        return check_sum(p, path, err, errlen);
+#ifdef VT_HAVE_CURL
+    char e1[1024];
+    if (vt_run_mkdirs(dir, e1, sizeof e1) != 0) {
+        vt_set_err(err, errlen, "%s (VIDTRAIN_CACHE=DIR puts the cache elsewhere)", e1);
+        return -1;
+    }
+    char part[2100];
+    snprintf(part, sizeof part, "%s.part", path);
+    /* The output rule (base/common.h): the .part and the final name only ever regular
+     * files or new names, never inputs (a FIFO at NAME.part used to block the download;
+     * one at NAME was replaced by the rename). */
+    if (vt_output_check(part, e1, sizeof e1) != 0 || vt_output_check(path, e1, sizeof e1) != 0) {
+        vt_set_err(err, errlen, "%s (VIDTRAIN_CACHE=DIR puts the cache elsewhere)", e1);
+        return -1;
+    }
+    char e2[1024];
+    if (download(url, part, quiet, e2, sizeof e2) != 0) {
+        vt_set_err(err, errlen, "%s. Without network: fetch %s elsewhere and put it at %s "
+                   "(or pass the file with --init FILE); an interrupted download resumes from "
+                   "%s", e2, url, path, part);
+        return -1;
+    }
+    if (check_sum(p, part, err, errlen) != 0) {
+        unlink(part); /* resuming a bad file would only make it longer */
+        return -1;
+    }
+    if (rename(part, path) != 0) {
+        vt_set_err(err, errlen, "%s: cannot rename into place: %s", path, strerror(errno));
+        return -1;
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+#else
+    (void)quiet;
+    vt_set_err(err, errlen, "%s is not in the cache and this vidtrain was built without libcurl: "
+               "fetch %s and put it at %s (or pass the file with --init FILE)", p->file, url,
+               path);
+    return -1;
+#endif
+}

@@ -1,0 +1,208 @@
+/*
+ * run_claim.c: the run folder's claim (run_claim.h).
+ */
+#include "app/run/run_claim.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "app/run/run_files.h"
+#include "base/common.h"
+
+/* The files a run writes into its folder (app/run/run.h), removed together by --force. */
+static const char *const run_files[] = {
+    "config.json", "plan.txt", "metrics.jsonl", "metrics.csv", "last.safetensors",
+    "best.safetensors", "val.json", "eval.json", "confusion.csv", "report.html",
+};
+
+static int holds_run(const char *out, const char **which) {
+    char p[2200];
+    for (size_t i = 0; i < VT_ARRAY_LEN(run_files); i++) {
+        snprintf(p, sizeof p, "%s/%s", out, run_files[i]);
+        struct stat st;
+        if (lstat(p, &st) == 0) {
+            *which = run_files[i];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Puts back into out the first n run files that moved[] says went into bak. */
+static void put_back(const char *out, const char *bak, const int *moved, size_t n) {
+    char p[2300], q[2300];
+    for (size_t k = 0; k < n; k++) {
+        if (!moved[k])
+            continue;
+        snprintf(p, sizeof p, "%s/%s", out, run_files[k]);
+        snprintf(q, sizeof q, "%s/%s", bak, run_files[k]);
+        if (rename(q, p) != 0)
+            fprintf(stderr, "vidtrain train: --force: cannot put back %s from %s: %s\n", p, q,
+                    strerror(errno));
+    }
+    rmdir(bak);
+}
+
+/* --force: the old run's files leave together. Each is renamed into one folder beside
+ * them (RUN/.replaced.PID, the same file system), then that folder is removed; a file
+ * that cannot move, or that this start reads (--init RUN/best.safetensors: the output
+ * rule, base/common.h), puts back the ones already moved, so the old run stays whole
+ * or goes whole (never a new run beside half of the old one, such as its
+ * best.safetensors). 0, or 1 after printing why. */
+static int remove_old(const char *out) {
+    char bak[2200], p[2300], q[2300], why[1024]; /* the rule's reason; --force says its own */
+    snprintf(bak, sizeof bak, "%s/.replaced.%ld", out, (long)getpid());
+    if (mkdir(bak, 0700) != 0) {
+        fprintf(stderr, "vidtrain train: --force: cannot make %s to move the old run aside: "
+                        "%s (the old run is untouched)\n", bak, strerror(errno));
+        return 1;
+    }
+    int moved[VT_ARRAY_LEN(run_files)] = {0};
+    for (size_t i = 0; i < VT_ARRAY_LEN(run_files); i++) {
+        snprintf(p, sizeof p, "%s/%s", out, run_files[i]);
+        snprintf(q, sizeof q, "%s/%s", bak, run_files[i]);
+        struct stat st;
+        if (lstat(p, &st) != 0)
+            continue;
+        if (S_ISREG(st.st_mode) && vt_output_check(p, why, sizeof why) != 0) {
+            fprintf(stderr, "vidtrain train: --force would remove %s, which this start reads "
+                            "(--init, --labels, --lists); the old run is left whole (copy the "
+                            "file out of the run first, or give another --out)\n", p);
+            put_back(out, bak, moved, i);
+            return 1;
+        }
+        if (rename(p, q) != 0) {
+            fprintf(stderr, "vidtrain train: --force: cannot move %s aside: %s; the old run is "
+                            "left whole (remove it by hand, or give another --out)\n", p,
+                    strerror(errno));
+            put_back(out, bak, moved, i);
+            return 1;
+        }
+        moved[i] = 1;
+    }
+    for (size_t i = 0; i < VT_ARRAY_LEN(run_files); i++) {
+        snprintf(q, sizeof q, "%s/%s", bak, run_files[i]);
+        if (moved[i] && unlink(q) != 0)
+            fprintf(stderr, "vidtrain train: --force: cannot remove %s: %s (the old file is out "
+                            "of the run; remove %s by hand)\n", q, strerror(errno), bak);
+    }
+    rmdir(bak);
+    return 0;
+}
+
+/* 1 when `out` (made or not) would lie in `dir`: real path prefixes. */
+static int inside(const char *out, const char *dir) {
+    if (!dir || !*dir)
+        return 0;
+    char *rd = realpath(dir, NULL);
+    if (!rd)
+        return 0;
+    /* out may not exist yet: what it would be once made (newp/../DATA/x is inside DATA;
+     * the deepest existing ancestor alone said it was not, and mkdir made DATA/x) */
+    char *ro = vt_path_real_future(out);
+    size_t n = strlen(rd);
+    int in = ro && !strncmp(ro, rd, n) && (ro[n] == '/' || ro[n] == 0 || !strcmp(rd, "/"));
+    free(rd);
+    free(ro);
+    return in;
+}
+
+int vt_run_claim_take(vt_run_claim *c, const char *out, const char *data, const char *val_dir,
+                      int resume, int force) {
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+    snprintf(c->out, sizeof c->out, "%s", out);
+    if (!vt_run_lead())
+        return 0;
+    const char *dir = inside(out, data) ? data : inside(out, val_dir) ? val_dir : NULL;
+    if (dir) {
+        fprintf(stderr, "vidtrain train: --out %s is inside the dataset %s: its files would be "
+                        "read as data; give a run folder outside it\n", out, dir);
+        return 1;
+    }
+    struct stat st;
+    int exists = stat(out, &st) == 0;
+    if (exists && !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "vidtrain train: --out %s is not a folder: give a folder for the run's "
+                        "files (it is made when missing)\n", out);
+        return 1;
+    }
+    char err[1024], lock[2200];
+    if (vt_run_mkdirs(out, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: --out: %s\n", err);
+        return 1;
+    }
+    c->created = !exists;
+    snprintf(lock, sizeof lock, "%s/.lock", out);
+    c->fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (c->fd < 0) {
+        fprintf(stderr, "vidtrain train: --out %s cannot be written: %s (check its permissions "
+                        "and free space)\n", out, strerror(errno));
+        vt_run_claim_release(c, 1);
+        return 1;
+    }
+    if (flock(c->fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(c->fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        fprintf(stderr, "vidtrain train: %s is in use by another vidtrain train%s%s%s: one run "
+                        "folder holds one run (give another --out, or wait for it to end)\n",
+                out, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+        close(c->fd);
+        c->fd = -1;
+        return 1;
+    }
+    char me[32];
+    int len = snprintf(me, sizeof me, "%ld\n", (long)getpid());
+    if (ftruncate(c->fd, 0) != 0 || pwrite(c->fd, me, (size_t)len, 0) != len) {
+        fprintf(stderr, "vidtrain train: --out %s cannot be written: %s (check its free space)\n",
+                out, strerror(errno));
+        vt_run_claim_release(c, 1);
+        return 1;
+    }
+    const char *which = NULL;
+    if (!resume && holds_run(out, &which)) {
+        if (!force) {
+            fprintf(stderr, "vidtrain train: %s holds a run already (%s): --resume %s continues "
+                            "it, --force replaces it (its files are removed), or give another "
+                            "--out\n", out, which, out);
+            vt_run_claim_release(c, 0);
+            return 1;
+        }
+        if (remove_old(out) != 0) {
+            vt_run_claim_release(c, 0);
+            return 1;
+        }
+        fprintf(stderr, "vidtrain train: --force: the run in %s was removed\n", out);
+    }
+    c->wrote = !resume;
+    return 0;
+}
+
+void vt_run_claim_release(vt_run_claim *c, int failed) {
+    if (failed && c->wrote) {
+        const char *made[] = {"config.json", "plan.txt"};
+        for (size_t i = 0; i < VT_ARRAY_LEN(made); i++) {
+            char p[2200];
+            snprintf(p, sizeof p, "%s/%s", c->out, made[i]);
+            unlink(p);
+        }
+    }
+    if (failed && c->created) {
+        char p[2200];
+        snprintf(p, sizeof p, "%s/.lock", c->out);
+        unlink(p);
+        rmdir(c->out); /* only when empty */
+    }
+    if (c->fd >= 0)
+        close(c->fd);
+    c->fd = -1;
+    c->wrote = c->created = 0;
+}

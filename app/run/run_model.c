@@ -1,0 +1,156 @@
+/*
+ * run_model.c: a trained model for eval and predict (run_model.h). The configuration
+ * comes from the checkpoint's own copy first (the run folder's config.json may be newer
+ * than the checkpoint asked for), and under mpirun from rank 0's reading. It must never
+ * load optimizer state or write a file.
+ */
+#include "app/run/run_model.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "app/dist.h"
+#include "app/run/run_ckpt.h"
+#include "app/run/run_files.h"
+#include "base/common.h"
+#include "models/optim.h"
+#include "pipeline/parallel/slices.h"
+
+void vt_model_args_default(vt_model_args *a) {
+    memset(a, 0, sizeof *a);
+    a->clips_per_video = 10;
+    a->crops = 1;
+}
+
+int vt_model_args_take(vt_model_args *a, int argc, char **argv, int *i, const char *cmd) {
+    const char *opt = argv[*i], *v = NULL;
+    int r = vt_device_args_take(&a->devices, argc, argv, i);
+    if (r < 0)
+        fprintf(stderr, "vidtrain %s: %s needs a value\n", cmd, opt);
+    if (r != 0)
+        return r;
+    int bad = 0;
+    if ((r = vt_opt_value(argc, argv, i, "--clips-per-video", &v)) != 0)
+        bad = r < 0 || vt_parse_int(v, 1, 1000, &a->clips_per_video);
+    else if ((r = vt_opt_value(argc, argv, i, "--crops", &v)) != 0)
+        bad = r < 0 || vt_parse_int(v, 1, 3, &a->crops) || a->crops == 2;
+    else if ((r = vt_opt_value(argc, argv, i, "--precision", &v)) != 0) {
+        int p = r < 0 ? -1 : vt_precision_parse(v);
+        bad = p < 0;
+        if (!bad)
+            a->precision = (vt_precision)p;
+    }
+    else if ((r = vt_opt_value(argc, argv, i, "--checkpoint", &v)) != 0) {
+        bad = r < 0;
+        if (!bad)
+            a->ckpt = v;
+    } else if ((r = vt_opt_value(argc, argv, i, "--tower-split", &v)) != 0) {
+        vt_slice_policy pol;
+        char perr[256];
+        if (r > 0 && vt_slice_policy_parse(&pol, v, perr, sizeof perr) != 0) {
+            fprintf(stderr, "vidtrain %s: %s\n", cmd, perr);
+            return -1;
+        }
+        bad = r < 0;
+        if (!bad)
+            a->tower_split = v;
+    } else
+        return 0;
+    if (bad) {
+        fprintf(stderr, "vidtrain %s: bad value for %s\n", cmd, opt);
+        return -1;
+    }
+    return 1;
+}
+
+int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *err,
+                      size_t errlen) {
+    memset(m, 0, sizeof *m);
+    vt_train_opts_default(&m->opts);
+    if (ckpt)
+        snprintf(m->ckpt, sizeof m->ckpt, "%s", ckpt);
+    else {
+        snprintf(m->ckpt, sizeof m->ckpt, "%s/best.safetensors", run);
+        if (!vt_file_exists(m->ckpt))
+            snprintf(m->ckpt, sizeof m->ckpt, "%s/last.safetensors", run);
+    }
+    char cerr[1024], path[4200];
+    /* what no output of this command may replace (base/common.h's output rule) */
+    vt_inputs_add(m->ckpt);
+    const char *own[] = {"best.safetensors", "last.safetensors", "config.json"};
+    for (size_t i = 0; i < VT_ARRAY_LEN(own); i++) {
+        snprintf(path, sizeof path, "%s/%s", run, own[i]);
+        vt_inputs_add(path);
+    }
+    const char *src = m->ckpt; /* where the configuration came from, for messages */
+    cJSON *cfg = vt_run_ckpt_config(m->ckpt, cerr, sizeof cerr);
+    if (!cfg) {
+        snprintf(path, sizeof path, "%s/config.json", run);
+        cfg = vt_dist_read_json(path); /* rank 0's copy, under mpirun */
+        src = path;
+    }
+    if (!cfg) {
+        vt_set_err(err, errlen, "%s (and no readable %s/config.json)", cerr, run);
+        return -1;
+    }
+    vt_train_opts_from_json(&m->opts, cfg);
+    char herr[1024];
+    int rc = vt_run_heads_from_json(&m->heads, cJSON_GetObjectItemCaseSensitive(cfg, "heads"),
+                                    herr, sizeof herr);
+    cJSON_Delete(cfg);
+    if (rc != 0) {
+        vt_set_err(err, errlen, "%s: %s", src, herr);
+        return -1;
+    }
+    return 0;
+}
+
+void vt_run_model_clip(vt_clip_cfg *clip, const vt_run_model *m) {
+    const vt_train_opts *o = &m->opts;
+    vt_clip_cfg_default(clip);
+    clip->t = o->clip_t;
+    clip->stride = o->stride;
+    clip->crop = o->crop;
+    /* Runs record the short side they resolved; the fallback is train's default (in 64
+     * bits: a corrupt configuration's crop must not overflow, which is UB). */
+    clip->short_side = o->short_side ? o->short_side
+                                     : (int)VT_MIN(((int64_t)o->crop * 8 + 6) / 7, INT32_MAX);
+    clip->ncrops = 1;
+    clip->flip = 0;
+}
+
+int vt_run_model_load(vt_run_model *m, const vt_device_args *da, const char *policy, int batch,
+                      char *err, size_t errlen) {
+    const vt_train_opts *o = &m->opts;
+    const vt_run_heads *h = &m->heads;
+    vt_towers_cfg tc;
+    vt_towers_cfg_default(&tc);
+    if (vt_devices_from_args(&tc.devices, da, err, errlen) != 0)
+        return -2;
+    char perr[1024];
+    if (vt_slice_policy_parse(&tc.policy, policy ? policy : "memory", perr, sizeof perr) != 0) {
+        vt_set_err(err, errlen, "%s", perr);
+        return -2;
+    }
+    tc.batch = batch;
+    vt_net_cfg_default(&tc.net, o->model, h->cfg[0].classes, o->clip_t, o->crop, o->crop);
+    tc.net.nheads = h->n;
+    memcpy(tc.net.head, h->cfg, sizeof h->cfg);
+    tc.net.dropout = o->dropout;
+    tc.net.precision = m->precision;
+    /* No optimizer state is needed to run the model forward: plain SGD keeps none. */
+    vt_optim_cfg_default(&tc.optim, VT_OPT_SGD);
+    tc.optim.momentum = 0;
+    tc.seed = o->seed;
+    m->towers = vt_towers_init(&tc, err, errlen);
+    if (!m->towers)
+        return -1;
+    return vt_run_load(m->ckpt, m->towers, 0, NULL, err, errlen);
+}
+
+void vt_run_model_free(vt_run_model *m) {
+    if (!m)
+        return;
+    vt_towers_free(&m->towers);
+    vt_run_heads_free(&m->heads);
+}

@@ -1,0 +1,149 @@
+/*
+ * embed_out.c: the embeddings and their CSV on disk (embed_out.h). The .npy is NumPy's
+ * format 1.0 ('<f4', C order, header padded to 64 bytes), what numpy.load reads with no
+ * options; the safetensors file goes through models/formats/safetensors.h, the writer
+ * of the checkpoints, so one reader opens both.
+ */
+#include "app/stream/embed_out.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/common.h"
+
+static const char *ext_of(const char *path) {
+    const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
+    return dot && (!slash || dot > slash) ? dot : NULL;
+}
+
+int vt_embed_format_of(const char *out) {
+    const char *e = ext_of(out);
+    if (e && !strcasecmp(e, ".npy"))
+        return VT_EMBED_NPY;
+    if (e && !strcasecmp(e, ".safetensors"))
+        return VT_EMBED_SAFETENSORS;
+    return -1;
+}
+
+const char *vt_embed_csv_path(const char *out, char *buf, size_t n) {
+    const char *e = ext_of(out);
+    int stem = e ? (int)(e - out) : (int)strlen(out);
+    snprintf(buf, n, "%.*s.csv", stem, out);
+    return buf;
+}
+
+vt_embed_row *vt_embed_add(vt_embed_set *s, const float *feat, const char *path) {
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->x = vt_realloc(s->x, sizeof(float) * (size_t)s->cap * (size_t)s->dim);
+        s->rows = vt_realloc(s->rows, sizeof *s->rows * (size_t)s->cap);
+    }
+    memcpy(s->x + (size_t)s->n * s->dim, feat, sizeof(float) * (size_t)s->dim);
+    vt_embed_row *r = &s->rows[s->n++];
+    memset(r, 0, sizeof *r);
+    r->path = vt_strdup(path);
+    r->clip = r->crop = -1;
+    return r;
+}
+
+void vt_embed_set_free(vt_embed_set *s) {
+    for (int64_t i = 0; i < s->n; i++)
+        free(s->rows[i].path);
+    vt_freep(&s->x);
+    vt_freep(&s->rows);
+    s->n = s->cap = 0;
+}
+
+typedef struct npy_fill { const vt_embed_set *s; } npy_fill;
+
+/* Magic, version 1.0, header length, then the header dict padded with spaces to a
+ * multiple of 64 bytes and ended by a newline, then the data (little-endian hosts). */
+static int write_npy(void *ctx, int fd) {
+    const vt_embed_set *s = ((npy_fill *)ctx)->s;
+    char dict[256];
+    int len = snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': "
+                       "(%lld, %d), }", (long long)s->n, s->dim);
+    int total = 10 + len + 1, pad = (64 - total % 64) % 64;
+    memset(dict + len, ' ', (size_t)pad);
+    dict[len + pad] = '\n';
+    int hlen = len + pad + 1;
+    unsigned char head[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
+                              (unsigned char)(hlen >> 8)};
+    if (vt_fd_write_all(fd, head, sizeof head) || vt_fd_write_all(fd, dict, (size_t)hlen))
+        return -1;
+    return vt_fd_write_all(fd, s->x, sizeof(float) * (size_t)s->n * (size_t)s->dim);
+}
+
+static void csv_field(FILE *f, const char *v) {
+    if (!strpbrk(v, ",\"\n\r")) {
+        fputs(v, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *v; v++) {
+        if (*v == '"')
+            fputc('"', f);
+        fputc(*v, f);
+    }
+    fputc('"', f);
+}
+
+static int write_csv(const vt_embed_set *s, const char *path, const vt_run_heads *heads,
+                     char *err, size_t errlen) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    VT_CHECK(f != NULL, "open_memstream: out of memory");
+    int per_clip = s->n > 0 && s->rows[0].clip >= 0;
+    fputs(per_clip ? "index,path,start,end,clip,crop" : "index,path,start,end", f);
+    for (int h = 0; h < heads->n; h++) {
+        if (heads->n == 1) {
+            fputs(",label,prob", f);
+        } else {
+            fprintf(f, ",label_%s,prob_%s", heads->cfg[h].name, heads->cfg[h].name);
+        }
+    }
+    fputc('\n', f);
+    for (int64_t i = 0; i < s->n; i++) {
+        const vt_embed_row *r = &s->rows[i];
+        fprintf(f, "%lld,", (long long)i);
+        csv_field(f, r->path);
+        if (r->end > 0)
+            fprintf(f, ",%.6f,%.6f", r->start, r->end);
+        else
+            fputs(",,", f);
+        if (per_clip)
+            fprintf(f, ",%d,%d", r->clip, r->crop);
+        for (int h = 0; h < heads->n; h++) {
+            fputc(',', f);
+            csv_field(f, heads->classes[h][r->label[h]]);
+            fprintf(f, ",%.9g", (double)r->prob[h]);
+        }
+        fputc('\n', f);
+    }
+    int bad = ferror(f);
+    VT_CHECK(fclose(f) == 0 && !bad, "building %s in memory failed (out of memory)", path);
+    int rc = vt_file_write_atomic(path, text, len, err, errlen);
+    free(text);
+    return rc;
+}
+
+int vt_embed_write(const vt_embed_set *s, const char *out, const vt_ckpt_meta *meta,
+                   const vt_run_heads *heads, char *err, size_t errlen) {
+    int rc;
+    if (vt_embed_format_of(out) == VT_EMBED_NPY) {
+        npy_fill nf = {s};
+        rc = vt_file_write_atomic_fill(out, write_npy, &nf, err, errlen);
+    } else {
+        const int64_t shape[2] = {s->n, s->dim};
+        vt_ckpt_out t = {.name = "embeddings", .data = s->x, .numel = s->n * s->dim, .ndim = 2,
+                         .shape = shape};
+        rc = vt_ckpt_write_file(out, meta, &t, 1, err, errlen);
+    }
+    if (rc != 0)
+        return -1;
+    char csv[4200];
+    return write_csv(s, vt_embed_csv_path(out, csv, sizeof csv), heads, err, errlen);
+}

@@ -1,0 +1,210 @@
+/*
+ * embed_run.c: rows of features for `vidtrain embed` (embed_run.h). Means are taken in
+ * double over the clips, in clip order, then rounded to float32 once — the same rule as
+ * predict's probabilities, so a video's features and its top-1 come from one pass over
+ * the same clips.
+ */
+#include "app/stream/embed_run.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "app/eval/evalproto.h"
+#include "app/stream/timeline.h"
+#include "base/common.h"
+#include "pipeline/data/video/video.h"
+
+void vt_embedder_init(vt_embedder *e, vt_run_model *m, int K, int crops, int per_clip,
+                      vt_embed_set *out) {
+    memset(e, 0, sizeof *e);
+    e->m = m;
+    e->per_clip = per_clip;
+    e->out = out;
+    e->dim = vt_net_feature_dim(vt_towers_net(m->towers, 0));
+    out->dim = e->dim;
+    vt_run_model_clip(&e->ec.clip, m);
+    e->ec.K = K;
+    e->ec.crops = crops;
+    int B = K * crops;
+    vt_batch *b = &e->b;
+    b->capacity = B;
+    b->t = e->ec.clip.t;
+    b->h = b->w = e->ec.clip.crop;
+    b->nheads = m->heads.n;
+    for (int h = 0; h < m->heads.n; h++) {
+        b->head_classes[h] = m->heads.cfg[h].classes;
+        b->head_loss[h] = m->heads.cfg[h].loss;
+        e->probs[h] = vt_malloc(sizeof(float) * (size_t)B * m->heads.cfg[h].classes);
+    }
+    e->feat = vt_malloc(sizeof(float) * (size_t)B * e->dim);
+    b->x = vt_malloc(sizeof(float) * (size_t)B * vt_batch_clip_floats(b));
+    b->video = vt_calloc((size_t)B, sizeof(int32_t));
+    b->clip = vt_calloc((size_t)B, sizeof(int32_t));
+}
+
+void vt_embedder_free(vt_embedder *e) {
+    for (int h = 0; h < VT_MAX_HEADS; h++)
+        vt_freep(&e->probs[h]);
+    vt_freep(&e->feat);
+    vt_freep(&e->b.x);
+    vt_freep(&e->b.video);
+    vt_freep(&e->b.clip);
+    vt_eval_clips_free(&e->ec);
+}
+
+/* Head h's top-1 over scores p (classes): predict's rule (vt_topk on the float32 values,
+ * ties to the lower class). */
+static void top1(vt_embed_row *r, int h, const float *p, int classes) {
+    int idx = 0;
+    vt_topk(&idx, p, classes, 1);
+    r->label[h] = idx;
+    r->prob[h] = p[idx];
+}
+
+/* One row per clip: its own features and probabilities. */
+static void rows_per_clip(vt_embedder *e, const char *path, int n) {
+    const vt_run_heads *heads = &e->m->heads;
+    for (int i = 0; i < n; i++) {
+        vt_embed_row *r = vt_embed_add(e->out, e->feat + (size_t)i * e->dim, path);
+        r->clip = i / e->ec.crops;
+        r->crop = i % e->ec.crops;
+        for (int h = 0; h < heads->n; h++)
+            top1(r, h, e->probs[h] + (size_t)i * heads->cfg[h].classes, heads->cfg[h].classes);
+    }
+}
+
+/* One row: the mean over the n clips of features and of each head's probabilities. */
+static vt_embed_row *row_mean(vt_embedder *e, const char *path, int n) {
+    const vt_run_heads *heads = &e->m->heads;
+    float *mean = vt_malloc(sizeof(float) * (size_t)e->dim);
+    for (int d = 0; d < e->dim; d++) {
+        double s = 0;
+        for (int i = 0; i < n; i++)
+            s += e->feat[(size_t)i * e->dim + d];
+        mean[d] = (float)(s / n);
+    }
+    vt_embed_row *r = vt_embed_add(e->out, mean, path);
+    free(mean);
+    for (int h = 0; h < heads->n; h++) {
+        int C = heads->cfg[h].classes;
+        float *avg = vt_malloc(sizeof(float) * (size_t)C);
+        for (int j = 0; j < C; j++) { /* predict_one's mean, to the bit */
+            double s = 0;
+            for (int i = 0; i < n; i++)
+                s += e->probs[h][(size_t)i * C + j];
+            avg[j] = (float)(s / n);
+        }
+        top1(r, h, avg, C);
+        free(avg);
+    }
+    return r;
+}
+
+int vt_embed_sample(vt_embedder *e, const char *path, const vt_dataset_video *dv, char *err,
+                    size_t errlen) {
+    vt_video *v = NULL;
+    if (vt_video_open(&v, path, 1, err, errlen) != 0)
+        return -1;
+    const vt_video_info *info = vt_video_get_info(v);
+    vt_frame_range r = dv ? vt_dataset_sample_frames(dv, v, info)
+                          : (vt_frame_range){0, info->nframes};
+    int segment = dv && vt_dataset_is_segment(dv);
+    int n = vt_eval_clips_fill(&e->ec, v, r, &e->b, err, errlen);
+    vt_video_close(&v);
+    if (n < 0)
+        return -1;
+    vt_towers_eval_features(e->m->towers, &e->b, e->probs, e->feat);
+    int64_t first = e->out->n;
+    if (e->per_clip)
+        rows_per_clip(e, path, n);
+    else
+        row_mean(e, path, n);
+    for (int64_t i = first; segment && i < e->out->n; i++) {
+        e->out->rows[i].start = dv->seg_start;
+        e->out->rows[i].end = dv->seg_end;
+    }
+    return 0;
+}
+
+/* ---- timeline: the window engine with the features as one more head ---- */
+
+typedef struct tl_ctx {
+    vt_embedder *e;
+    const char *path;
+} tl_ctx;
+
+static void tl_run(void *ctx, const vt_batch *b, float *probs[VT_MAX_HEADS]) {
+    tl_ctx *c = ctx;
+    vt_towers_eval_features(c->e->m->towers, b, probs, probs[c->e->m->heads.n]);
+}
+
+static void tl_emit(void *ctx, const vt_timeline_window *w) {
+    tl_ctx *c = ctx;
+    vt_embedder *e = c->e;
+    const vt_run_heads *heads = &e->m->heads;
+    float *f = vt_malloc(sizeof(float) * (size_t)e->dim);
+    for (int d = 0; d < e->dim; d++)
+        f[d] = (float)w->probs[heads->n][d];
+    vt_embed_row *r = vt_embed_add(e->out, f, c->path);
+    free(f);
+    r->start = w->start;
+    r->end = w->end;
+    for (int h = 0; h < heads->n; h++) {
+        int C = heads->cfg[h].classes;
+        float *sc = vt_malloc(sizeof(float) * (size_t)C);
+        for (int j = 0; j < C; j++)
+            sc[j] = (float)w->probs[h][j];
+        top1(r, h, sc, C);
+        free(sc);
+    }
+}
+
+int vt_embed_timeline_video(vt_embedder *e, const char *path, const vt_embed_timeline *tc,
+                            char *err, size_t errlen) {
+    const vt_run_heads *heads = &e->m->heads;
+    if (heads->n >= VT_MAX_HEADS) {
+        vt_set_err(err, errlen, "--timeline embeds models of at most %d heads (this one has %d)",
+                   VT_MAX_HEADS - 1, heads->n);
+        return -1;
+    }
+    vt_stream *s = NULL;
+    if (vt_stream_open(&s, path, tc->threads, err, errlen) != 0)
+        return -1;
+    const vt_video_info *info = vt_stream_info(s);
+    vt_timeline_cfg c;
+    memset(&c, 0, sizeof c);
+    c.clip = e->ec.clip;
+    c.window = tc->window;
+    c.hop = tc->hop;
+    c.crops = e->ec.crops;
+    c.batch = tc->batch;
+    c.K = vt_timeline_clips_for(tc->K, tc->window, info->fps, &c.clip); /* predict's K */
+    c.nheads = heads->n + 1;
+    for (int h = 0; h < heads->n; h++)
+        c.classes[h] = heads->cfg[h].classes;
+    c.classes[heads->n] = e->dim;
+    int w, h;
+    vt_video_info_scaled_size(info, c.clip.short_side, &w, &h);
+    tl_ctx ctx = {e, path};
+    vt_timeline *tl = vt_timeline_new(&c, w, h, tl_run, tl_emit, &ctx, err, errlen);
+    if (!tl) {
+        vt_stream_close(&s);
+        return -1;
+    }
+    for (;;) {
+        const uint8_t *rgb;
+        int fw, fh;
+        double t, dur;
+        int got = vt_stream_next(s, c.clip.short_side, &rgb, &fw, &fh, &t, &dur, err, errlen);
+        if (got <= 0) {
+            if (got < 0) /* the windows so far stand */
+                fprintf(stderr, "vidtrain embed: %s: %s (the timeline stops here)\n", path, err);
+            break;
+        }
+        vt_timeline_push(tl, rgb, t, dur);
+    }
+    vt_timeline_finish(tl);
+    vt_timeline_free(&tl);
+    vt_stream_close(&s);
+    return 0;
+}

@@ -1,0 +1,561 @@
+/*
+ * train.c: setting up a training run (train.h) — the dataset and its validation set,
+ * the heads, devices and towers, config.json and plan.txt, the fresh or resumed state,
+ * the loader, the learning-rate schedule and the --dump files — and freeing it all.
+ * It must never run a step itself (train_epoch.c does) and never write the run folder
+ * before there is something to train.
+ */
+#include "app/train/train.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app/dist.h"
+#include "app/eval/metrics.h"
+#include "app/run/pretrained.h"
+#include "app/run/run_files.h"
+#include "app/run/runclean.h"
+#include "app/train/train_val.h"
+#include "base/common.h"
+#include "models/finetune.h"
+#include "models/transfer.h"
+#include "pipeline/parallel/device.h"
+#include "pipeline/parallel/mpi.h"
+#include "pipeline/parallel/slices.h"
+#include "base/json_str.h"
+
+static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
+    fprintf(f, "dataset %s: %d videos, %d head(s)\n", ds->dir, ds->nvideos, ds->nheads);
+    for (int h = 0; h < ds->nheads; h++) {
+        fprintf(f, "  head %-10s %s, %d classes:", ds->heads[h].name,
+                ds->heads[h].loss == VT_LOSS_BCE ? "multi-label (BCE)" : "softmax",
+                ds->heads[h].nclasses);
+        for (int c = 0; c < ds->heads[h].nclasses && c < 12; c++)
+            fprintf(f, " %s", ds->heads[h].classes[c]);
+        fprintf(f, "%s\n", ds->heads[h].nclasses > 12 ? " ..." : "");
+    }
+    fprintf(f, "  splits: train %d, val %d, test %d; unreadable %d; non-video files %d\n",
+            vt_dataset_split_count(mut, VT_SPLIT_TRAIN), vt_dataset_split_count(mut, VT_SPLIT_VAL),
+            vt_dataset_split_count(mut, VT_SPLIT_TEST), vt_dataset_count_bad(mut), ds->nignored);
+    if (ds->nbroken)
+        fprintf(f, "  not followed: %d (dangling links, link loops, FIFOs, devices: see the warnings)\n",
+                ds->nbroken);
+    if (ds->nsegments) /* docs/segments.md */
+        fprintf(f, "  segments: %d samples are segments of longer videos (clips drawn inside "
+                "them; \"video\" metrics are per segment)\n", ds->nsegments);
+}
+
+/* config.json: the resolved options plus the heads (eval and predict read it); its text
+ * also goes into every checkpoint. 0, or -1 with err. */
+static int write_config(vt_train *t, char *err, size_t errlen) {
+    cJSON *j = vt_train_opts_to_json(&t->o);
+    cJSON_AddItemToObject(j, "heads", vt_run_heads_to_json(&t->heads));
+    vt_dist_add_rank_devices(j, &t->o);
+    char path[2100];
+    snprintf(path, sizeof path, "%s/config.json", t->o.out);
+    char *s = vt_json_print(j, 0);
+    snprintf(t->config_json, sizeof t->config_json, "%s", s);
+    cJSON_free(s);
+    int rc = vt_run_write_json(path, j, err, errlen);
+    cJSON_Delete(j);
+    return rc;
+}
+
+/* write_config later in the start (the length it planned): its failure is said, and the
+ * checkpoints, which hold the same text, go on. */
+static void rewrite_config(vt_train *t) {
+    char err[1024];
+    if (write_config(t, err, sizeof err) != 0)
+        fprintf(stderr, "vidtrain train: %s\n", err);
+}
+
+/* The training folder (with --labels), what validation reads (--val-dir, else the
+ * folder's val split or --val-split share), printed. 0, or the exit code. */
+static int open_data(vt_train *t) {
+    const vt_train_opts *o = &t->o;
+    char err[1024];
+    vt_dataset_opts dopt = vt_run_dataset_opts(o);
+    t->ds = vt_dataset_open(o->data, &dopt, err, sizeof err);
+    if (!t->ds) {
+        fprintf(stderr, "vidtrain train: %s\n", err);
+        return 1;
+    }
+    vt_dataset *ds = t->ds;
+    if (o->labels[0]) {
+        int nbad = 0;
+        if (vt_dataset_load_labels(ds, o->labels, &nbad, err, sizeof err) != 0) {
+            fprintf(stderr, "vidtrain train: %s: %s\n", o->labels, err);
+            return 1;
+        }
+    }
+    vt_dataset_probe(ds, 0, 1, NULL, NULL);
+    vt_mpi_dataset_sync(ds, "the training data");
+    print_dataset(ds, ds, t->out);
+    if (o->nweights && o->nweights != ds->nheads) {
+        fprintf(stderr, "vidtrain train: --loss-weights has %d values for %d heads\n", o->nweights,
+                ds->nheads);
+        return 2;
+    }
+    /* One class: every answer is right, so training "reaches 100%" and learns nothing. */
+    for (int h = 0; h < ds->nheads; h++)
+        if (ds->heads[h].loss == VT_LOSS_SOFTMAX_CE && ds->heads[h].nclasses < 2) {
+            fprintf(stderr, "vidtrain train: %s has %d class%s for head '%s'%s%s%s: a classifier "
+                    "needs at least 2 (one folder per class: %s/<class>/<video>)\n", o->data,
+                    ds->heads[h].nclasses, ds->heads[h].nclasses == 1 ? "" : "es",
+                    ds->heads[h].name, ds->heads[h].nclasses ? " ('" : "",
+                    ds->heads[h].nclasses ? ds->heads[h].classes[0] : "",
+                    ds->heads[h].nclasses ? "')" : "", o->data);
+            return 1;
+        }
+    t->ntrain = vt_dataset_split_indices(ds, VT_SPLIT_TRAIN, &t->train_idx);
+    t->val_ds = ds;
+    if (o->val_dir[0]) {
+        vt_dataset *vds = t->vds = vt_dataset_open(o->val_dir, NULL, err, sizeof err);
+        if (!vds) {
+            fprintf(stderr, "vidtrain train: --val-dir: %s\n", err);
+            return 1;
+        }
+        if (o->labels[0]) {
+            fprintf(stderr, "vidtrain train: --val-dir with --labels is not supported: put the "
+                            "validation videos in the labels file and use --val-split\n");
+            return 2;
+        }
+        int same = vds->heads[0].nclasses == ds->heads[0].nclasses;
+        for (int k = 0; same && k < ds->heads[0].nclasses; k++)
+            same = !strcmp(vds->heads[0].classes[k], ds->heads[0].classes[k]);
+        if (!same) {
+            fprintf(stderr, "vidtrain train: --val-dir %s has other classes than %s\n", o->val_dir,
+                    o->data);
+            return 1;
+        }
+        vt_dataset_probe(vds, 0, 1, NULL, NULL);
+        /* every labelled video of the other folder, whatever its split */
+        int n = 0;
+        t->val_idx = vt_malloc(sizeof(int32_t) * (size_t)(vds->nvideos ? vds->nvideos : 1));
+        for (int i = 0; i < vds->nvideos; i++)
+            if (vds->videos[i].labeled && !vt_dataset_bad(vds, i))
+                t->val_idx[n++] = i;
+        t->nval = n;
+        t->val_ds = vds;
+        fprintf(t->out, "validation: %s, %d videos\n", o->val_dir, t->nval);
+    } else {
+        const vt_split vs = vt_dataset_eval_split(ds);
+        t->nval = vt_dataset_split_indices(ds, vs, &t->val_idx);
+        if (t->nval)
+            fprintf(t->out, "validation: %s split, %d videos%s\n", vt_split_name(vs), t->nval,
+                    vs == VT_SPLIT_TEST ? " (no val split: best.safetensors is chosen on the "
+                                          "test videos; --val-split F holds some training "
+                                          "videos out instead)" : "");
+        else
+            fprintf(t->out, "validation: none (no val folder and --val-split 0)\n");
+    }
+    if (t->ntrain == 0) {
+        fprintf(stderr, "vidtrain train: no training video in %s\n", o->data);
+        return 1;
+    }
+    return 0;
+}
+
+/* Fine-tuning's optimizer groups (frozen stages at lr 0, the classifiers at
+ * --head-lr-mult) and frozen BN layers on every replica: the same on every tower and
+ * rank, so the towers still take identical steps. A no-op for a plain run. 0, or 1. */
+static int apply_finetune(vt_train *t) {
+    const vt_train_opts *o = &t->o;
+    if (o->freeze < 0 && !o->freeze_bn && o->head_lr_mult == 1.0f)
+        return 0;
+    int nbn = 0, ng = 0;
+    for (int r = 0; r < vt_towers_count(t->towers); r++) {
+        vt_net *net = vt_towers_net(t->towers, r);
+        vt_optim_group g[VT_OPTIM_MAX_GROUPS];
+        ng = vt_finetune_groups(g, VT_OPTIM_MAX_GROUPS, net, o->freeze, o->head_lr_mult);
+        if (ng < 0) {
+            fprintf(stderr, "vidtrain train: more than %d optimizer groups\n", VT_OPTIM_MAX_GROUPS);
+            return 1;
+        }
+        vt_optim_set_groups(vt_towers_optim(t->towers, r), g, ng);
+        nbn = vt_finetune_freeze_bn(net, o->freeze, o->freeze_bn > 0);
+    }
+    char what[64];
+    if (o->freeze < 0)
+        snprintf(what, sizeof what, "nothing");
+    else if (o->freeze == 0)
+        snprintf(what, sizeof what, "the stem");
+    else
+        snprintf(what, sizeof what, "the stem and stages 1..%d", o->freeze);
+    fprintf(t->out, "fine-tuning: %s frozen, classifier lr x%g, %d BN layer(s) in eval mode\n",
+            what, (double)o->head_lr_mult, nbn);
+    return 0;
+}
+
+/* --pretrained: the cached file (downloaded the first time) becomes --init. 0, or 1. */
+static int fetch_pretrained(vt_train *t) {
+    vt_train_opts *o = &t->o;
+    if (!o->pretrained[0] || t->resume[0])
+        return 0;
+    const vt_pretrained *p = vt_pretrained_find(o->pretrained);
+    char err[2048], path[1024];
+    int rc = 0;
+    if (vt_dist_lead())
+        rc = vt_pretrained_fetch(p, path, sizeof path, t->quiet, err, sizeof err);
+    if (vt_dist_share_result(rc, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: --pretrained %s: %s\n", p->name, err);
+        return 1;
+    }
+    /* rank 0 reads the file: the path is only its own */
+    if (vt_dist_lead())
+        snprintf(o->init, sizeof o->init, "%s", path);
+    fprintf(t->out, "pretrained: %s on Kinetics-400 (torchvision, top-1 %s%%), %s\n", p->name,
+            p->top1, vt_dist_lead() ? path : "read by rank 0");
+    return 0;
+}
+
+/* --init: the file into replica 0 (rank 0 reads it), then every replica a copy. */
+typedef struct init_job {
+    const vt_train_opts *o;
+    FILE *log;
+    int rc;
+    char err[1024];
+} init_job;
+
+static void init_on_tower(void *ctx, vt_net *net, vt_optim *opt) {
+    (void)opt;
+    init_job *j = ctx;
+    j->rc = vt_net_load_init(net, j->o->init, j->o->init_strict, j->log, NULL, j->err,
+                             sizeof j->err);
+}
+
+static int load_init(vt_train *t) {
+    init_job j = {.o = &t->o, .log = t->out, .rc = 0};
+    if (vt_dist_lead())
+        vt_towers_run_on(t->towers, 0, init_on_tower, &j);
+    if (vt_dist_share_result(j.rc, j.err, sizeof j.err) != 0) {
+        fprintf(stderr, "vidtrain train: --init: %s\n", j.err);
+        return 1;
+    }
+    vt_towers_sync_from(t->towers, 0);
+    return 0;
+}
+
+/* The heads from the dataset, the devices and the towers, with the options resolved for
+ * the machine (t->given keeps them as given). 0, or the exit code. */
+static int build_towers(vt_train *t) {
+    vt_train_opts *o = &t->o;
+    vt_run_heads *heads = &t->heads;
+    vt_towers_cfg *tc = &t->tc;
+    char err[1024];
+    heads->n = t->ds->nheads;
+    vt_dataset_head_cfgs(t->ds, heads->cfg);
+    for (int h = 0; h < heads->n; h++) {
+        heads->cfg[h].weight = o->nweights ? o->loss_weights[h] : 1.0f;
+        heads->cfg[h].smoothing = heads->cfg[h].loss == VT_LOSS_SOFTMAX_CE ? o->smoothing : 0;
+        heads->classes[h] = vt_calloc((size_t)heads->cfg[h].classes, sizeof(char *));
+        for (int k = 0; k < heads->cfg[h].classes; k++)
+            heads->classes[h][k] = vt_strdup(t->ds->heads[h].classes[k]);
+    }
+    vt_towers_cfg_default(tc);
+    tc->class_weight[0] = t->class_weight; /* --balance loss (train_balance.c) */
+    tc->logit_adjust[0] = t->logit_adjust; /* --balance logit */
+    vt_device_args da;
+    vt_train_opts_device_args(o, &da);
+    if (vt_devices_from_args(&tc->devices, &da, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: %s\n", err);
+        return 2;
+    }
+    if (vt_slice_policy_parse(&tc->policy, o->tower_split, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: %s\n", err);
+        return 2;
+    }
+    /* Defaults that depend on the machine: a GPU tower on any rank means GPU clips. */
+    t->gpus = 0;
+    for (int i = 0; i < tc->devices.n; i++)
+        t->gpus += !strcmp(tc->devices.dev[i].backend, "cuda");
+    if (vt_mpi_size() > 1)
+        vt_mpi_sum_f64(&t->gpus, 1, "the default clip (does any rank have a GPU)");
+    t->given = *o;
+    vt_train_opts_resolve(o, t->epoch_clips, t->gpus > 0);
+    tc->batch = o->batch;
+    vt_net_cfg_default(&tc->net, o->model, heads->cfg[0].classes, o->clip_t, o->crop, o->crop);
+    tc->net.nheads = heads->n;
+    memcpy(tc->net.head, heads->cfg, sizeof heads->cfg);
+    tc->net.dropout = o->dropout;
+    if (vt_precision_parse(o->precision) < 0) { /* a hand-edited config.json */
+        fprintf(stderr, "vidtrain train: precision '%s': fp32, tf32 or bf16\n", o->precision);
+        return 2;
+    }
+    tc->net.precision = (vt_precision)vt_precision_parse(o->precision);
+    vt_optim_cfg_default(&tc->optim, (vt_opt_kind)vt_optim_kind_parse(o->optim));
+    if (tc->optim.kind != VT_OPT_ADAMW)
+        tc->optim.momentum = o->momentum;
+    /* Nesterov is SGD's (torch refuses it without momentum): other optimizers ignore it. */
+    tc->optim.nesterov = o->nesterov && tc->optim.kind == VT_OPT_SGD && o->momentum > 0;
+    tc->optim.wd = o->wd;
+    tc->optim.clip_norm = o->clip_norm;
+    tc->seed = o->seed;
+    tc->sync_bn = o->sync_bn;
+    tc->verbose = 1;
+    t->towers = vt_towers_init(tc, err, sizeof err);
+    if (!t->towers) {
+        fprintf(stderr, "vidtrain train: %s\n", err);
+        return 1;
+    }
+    return apply_finetune(t);
+}
+
+/* plan.txt: devices, slice plan, memory plan — printed and kept for the report. 0, or -1
+ * with err. */
+static int write_plan(vt_train *t, char *err, size_t errlen) {
+    char *buf = NULL;
+    size_t blen = 0;
+    FILE *m = open_memstream(&buf, &blen);
+    vt_towers_print_plan(t->towers, m);
+    vt_memplan_print(vt_towers_memplan(t->towers), &t->tc.net, m);
+    fclose(m);
+    fputs(buf, t->out);
+    char path[2100];
+    snprintf(path, sizeof path, "%s/plan.txt", t->o.out);
+    int rc = vt_run_write_file(path, buf, err, errlen);
+    free(buf);
+    return rc;
+}
+
+/* t->st: RUN/last.safetensors' state with --resume (its metrics lines past it dropped),
+ * else a fresh start (the metrics and eval files of an earlier run removed). 0, or 1. */
+static int start_state(vt_train *t) {
+    const vt_train_opts *o = &t->o;
+    char err[1024];
+    memset(&t->st, 0, sizeof t->st);
+    t->st.best = -1;
+    if (t->resume[0]) {
+        char path[2100];
+        snprintf(path, sizeof path, "%s/last.safetensors", t->resume);
+        if (vt_run_load(path, t->towers, 1, &t->st, err, sizeof err) != 0) {
+            fprintf(stderr, "vidtrain train: --resume: %s: %s\n", path, err);
+            return 1;
+        }
+        if (vt_metrics_truncate(o->out, t->st.step, err, sizeof err) != 0)
+            fprintf(stderr, "vidtrain train: %s\n", err);
+        fprintf(t->out, "resumed from %s: epoch %lld, batch %lld, step %lld\n", path,
+                (long long)t->st.epoch + 1, (long long)t->st.cursor, (long long)t->st.step);
+    } else if (vt_dist_lead()) {
+        char path[2100];
+        snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/metrics.csv", o->out);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/eval.json", o->out);
+        unlink(path);
+    }
+    if (!t->resume[0] && (o->init[0] || o->pretrained[0]) && load_init(t) != 0)
+        return 1;
+    fflush(t->out);
+    t->first_epoch = t->st.epoch;
+    return 0;
+}
+
+/* --frame-cache in bytes: auto is a quarter of the RAM free now, at most 4 GiB (the
+ * towers' memory plan does not count it: it leaves them three quarters). */
+static int64_t frame_cache_bytes(const vt_train_opts *o) {
+    if (o->frame_cache[0] && strcmp(o->frame_cache, "auto"))
+        return VT_MAX(vt_parse_bytes(o->frame_cache), 0);
+    vt_cpu_info ci;
+    vt_cpu_info_get(&ci);
+    return VT_MIN(VT_MAX(ci.ram_available, 0) / 4, (int64_t)4 << 30);
+}
+
+/* The training loader, starting where t->st says (each rank decodes only its towers'
+ * part of every batch under mpirun). 0, or 1. */
+static int open_loader(vt_train *t) {
+    const vt_train_opts *o = &t->o;
+    char err[1024];
+    vt_loader_cfg lc;
+    vt_loader_cfg_default(&lc);
+    lc.mode = VT_LOADER_TRAIN;
+    lc.batch = o->batch;
+    lc.workers = o->workers;
+    lc.queue = o->queue;
+    lc.seed = o->seed;
+    lc.epoch = t->st.epoch;
+    lc.start_batch = t->st.cursor;
+    lc.clips_per_video = o->clips_per_video;
+    lc.video_clips = t->video_clips; /* auto: per-video counts */
+    lc.balance = !strcmp(o->balance, "sampler"); /* train_balance.c resolved it */
+    lc.frame_cache = frame_cache_bytes(o);
+    vt_train_clip_cfg(&lc.clip, o);
+    lc.indices = t->train_idx;
+    lc.nindices = t->ntrain;
+    vt_towers_host_hook(t->towers, &lc.host_alloc, &lc.host_free, &lc.host_ctx); /* pinned */
+    if (vt_mpi_size() > 1) {
+        lc.part = vt_towers_part_train;
+        lc.part_ctx = t->towers;
+    }
+    t->loader = vt_loader_init(t->ds, &lc, err, sizeof err);
+    if (!t->loader) {
+        fprintf(stderr, "vidtrain train: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+/* The schedule in steps, from the epochs (after --time-budget picked them). */
+static void start_schedule(vt_train *t) {
+    const vt_train_opts *o = &t->o;
+    t->spe = vt_loader_num_batches(t->loader);
+    memset(&t->sc, 0, sizeof t->sc);
+    t->sc.kind = (vt_sched_kind)vt_sched_kind_parse(o->sched);
+    t->sc.base_lr = o->lr;
+    t->sc.warmup_steps = (int64_t)llround(o->warmup_epochs * (double)t->spe);
+    t->sc.total_steps = t->spe * o->epochs;
+    t->sc.step_size = t->spe * o->step_epochs;
+    t->sc.gamma = o->gamma;
+    t->sc.anchor_step = t->st.plan_step; /* a resumed --time-budget run's last re-plan */
+    t->sc.anchor_frac = t->st.plan_frac;
+    if (o->patience > 0) /* the length follows validation: train_length.c decays it */
+        t->sc.kind = VT_SCHED_CONST;
+}
+
+/* --dump: DIR/dump.json (what the twin must rebuild: model, optimizer, schedule in
+ * steps) and DIR/state_000000.safetensors, the state before the first step. */
+static vt_dump *open_dump(vt_train *t, char *err, size_t errlen) {
+    const vt_train_opts *o = &t->o;
+    const vt_towers_cfg *tc = &t->tc;
+    const vt_optim_cfg *oc = &tc->optim;
+    const vt_sched_cfg *sc = &t->sc;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "model", o->model);
+    cJSON_AddNumberToObject(j, "classes", tc->net.head[0].classes);
+    cJSON_AddNumberToObject(j, "heads", tc->net.nheads);
+    cJSON_AddNumberToObject(j, "smoothing", tc->net.head[0].smoothing);
+    cJSON_AddNumberToObject(j, "dropout", tc->net.dropout);
+    cJSON_AddNumberToObject(j, "clip_t", o->clip_t);
+    cJSON_AddNumberToObject(j, "crop", o->crop);
+    cJSON_AddNumberToObject(j, "batch", o->batch);
+    cJSON_AddNumberToObject(j, "towers", vt_towers_count_all(t->towers));
+    cJSON_AddBoolToObject(j, "sync_bn", o->sync_bn);
+    cJSON_AddStringToObject(j, "precision", o->precision);
+    cJSON_AddStringToObject(j, "optim", vt_optim_kind_name(oc->kind));
+    cJSON_AddNumberToObject(j, "momentum", oc->momentum);
+    cJSON_AddNumberToObject(j, "dampening", oc->dampening);
+    cJSON_AddBoolToObject(j, "nesterov", oc->nesterov);
+    cJSON_AddNumberToObject(j, "wd", oc->wd);
+    cJSON_AddNumberToObject(j, "alpha", oc->alpha);
+    cJSON_AddNumberToObject(j, "beta1", oc->beta1);
+    cJSON_AddNumberToObject(j, "beta2", oc->beta2);
+    cJSON_AddNumberToObject(j, "eps", oc->eps);
+    cJSON_AddNumberToObject(j, "clip_norm", oc->clip_norm);
+    cJSON_AddStringToObject(j, "sched", o->sched);
+    cJSON_AddNumberToObject(j, "base_lr", sc->base_lr);
+    cJSON_AddNumberToObject(j, "warmup_steps", (double)sc->warmup_steps);
+    cJSON_AddNumberToObject(j, "total_steps", (double)sc->total_steps);
+    cJSON_AddNumberToObject(j, "step_size", (double)sc->step_size);
+    cJSON_AddNumberToObject(j, "gamma", sc->gamma);
+    cJSON_AddNumberToObject(j, "min_lr", sc->min_lr);
+    /* --balance loss / logit (head 0): the twin's cross-entropy takes the same weights and
+     * adds the same log priors to the logits (null: none) */
+    const int k = tc->net.head[0].classes;
+    cJSON_AddItemToObject(j, "class_weight", t->class_weight
+                          ? cJSON_CreateFloatArray(t->class_weight, k) : cJSON_CreateNull());
+    cJSON_AddItemToObject(j, "logit_adjust", t->logit_adjust
+                          ? cJSON_CreateFloatArray(t->logit_adjust, k) : cJSON_CreateNull());
+    char *s = vt_json_print(j, 1);
+    cJSON_Delete(j);
+    vt_dump *d = vt_dump_open(o->dump, s, err, errlen);
+    cJSON_free(s);
+    vt_run_state st0;
+    memset(&st0, 0, sizeof st0);
+    st0.best = -1;
+    if (d && vt_train_save(t, o->dump, "state_000000.safetensors", &st0) != 0) {
+        vt_set_err(err, errlen, "cannot write state_000000.safetensors");
+        vt_dump_close(&d);
+    }
+    return d;
+}
+
+int vt_train_save(vt_train *t, const char *dir, const char *name, const vt_run_state *st) {
+    char path[2100], err[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (vt_run_save(path, t->towers, st, t->config_json, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: checkpoint %s: %s\n", path, err);
+        return -1;
+    }
+    return 0;
+}
+
+int vt_train_setup(vt_train *t) {
+    vt_train_opts *o = &t->o;
+    char err[1024];
+    int rc = open_data(t);
+    if (rc || (rc = vt_train_count_clips(t)) != 0 || (rc = vt_train_balance(t)) != 0)
+        return rc;
+    /* the run folder only once there is something to train */
+    if (vt_run_mkdirs(o->out, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: %s\n", err);
+        return 1;
+    }
+    /* what a killed run left half-written (rank 0 owns the folder) */
+    if (vt_dist_lead() && vt_run_clean_temps(o->out, err, sizeof err) < 0)
+        fprintf(stderr, "vidtrain train: %s\n", err);
+    if (vt_dist_lead()) { /* --time-budget's state, when it was killed while timing */
+        char path[2100];
+        snprintf(path, sizeof path, "%s/" VT_TRAIN_BUDGET_STATE, o->out);
+        unlink(path);
+    }
+    if (fetch_pretrained(t) != 0)
+        return 1;
+    if ((rc = build_towers(t)) != 0)
+        return rc;
+    /* the run's first files: one that cannot be written stops the start here, not at the
+     * first checkpoint after the training (rank 0's answer on every rank) */
+    rc = write_config(t, err, sizeof err);
+    if (rc == 0)
+        rc = write_plan(t, err, sizeof err);
+    if (vt_dist_share_result(rc, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: %s\n", err);
+        return 1;
+    }
+    if (start_state(t) != 0 || open_loader(t) != 0)
+        return 1;
+    if (o->time_budget > 0 && !t->resume[0]) {
+        if (vt_train_fit_budget(t) != 0)
+            return 1;
+        rewrite_config(t);
+    } else if (o->time_budget > 0 && t->st.plan_epochs > 0) {
+        o->epochs = t->st.plan_epochs; /* the epochs its budget last planned */
+    }
+    if (vt_train_length_start(t))
+        rewrite_config(t);
+    start_schedule(t);
+    fprintf(t->out, "training: %d videos, %lld batches of %d per epoch, %s%d epochs, %s lr %g (%s)\n",
+            t->ntrain, (long long)t->spe, o->batch, o->patience > 0 ? "at most " : "", o->epochs,
+            o->optim, o->lr, o->patience > 0 ? "warm-up, constant, cosine decay" : o->sched);
+    fflush(t->out);
+    if (o->dump[0] && vt_dist_lead()) {
+        t->dump = open_dump(t, err, sizeof err);
+        if (!t->dump) {
+            fprintf(stderr, "vidtrain train: --dump %s: %s\n", o->dump, err);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+void vt_train_free(vt_train **tp) {
+    if (!tp || !*tp)
+        return;
+    vt_train *t = *tp;
+    vt_dump_close(&t->dump);
+    for (int h = 0; h < VT_MAX_HEADS; h++)
+        vt_evalproto_free(&t->ep[h]);
+    vt_loader_free(&t->loader);
+    vt_towers_free(&t->towers);
+    vt_run_heads_free(&t->heads);
+    free(t->train_idx);
+    free(t->video_clips);
+    free(t->class_weight);
+    free(t->logit_adjust);
+    free(t->val_idx);
+    vt_dataset_free(&t->vds);
+    vt_dataset_free(&t->ds);
+    vt_freep(tp);
+}

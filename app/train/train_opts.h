@@ -1,0 +1,162 @@
+/*
+ * train_opts.h: the training configuration — every option of `vidtrain train`, its
+ * defaults, the defaults that depend on the machine and the data (resolve), and its
+ * JSON form (RUN/config.json, and the copy inside every checkpoint).
+ *
+ * It must never read the command line (cmd_train.c does) or touch a file: it holds,
+ * resolves and converts values. config.json holds the resolved values, so a run can be
+ * resumed, evaluated and reported with exactly what it trained with.
+ */
+#ifndef VT_TRAIN_OPTS_H
+#define VT_TRAIN_OPTS_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "app/device_opts.h"
+#include "models/net.h"
+#include "pipeline/data/dataset/dataset.h"
+
+typedef struct vt_train_opts {
+    char data[1024];       /* dataset folder */
+    char out[1024];        /* run folder */
+    char model[32];
+    /* 0 = resolved by vt_train_opts_resolve (config.json holds the resolved values) */
+    int clip_t, crop, stride, short_side, jitter_min, jitter_max;
+    int stride_jitter;     /* training: each clip's stride in [max(1, stride - j),
+                              stride + j] (default 0: off) */
+    int flip;              /* random horizontal flip in training (default on) */
+    float contrast_min;    /* training: contrast log-uniform in [contrast_min, 1] per clip
+                              (default 0.4; 1 = off) */
+    float brightness;      /* training: brightness shift in [-b, b] of the pixel range per
+                              clip (default 0.1; 0 = off) */
+    int epochs, batch;
+    char optim[16];        /* sgd, rmsprop, adamw */
+    float lr, momentum, wd, clip_norm;  /* lr 0: scaled with the batch (resolve) */
+    int nesterov;          /* SGD: Nesterov momentum (default on) */
+    char sched[16];        /* const, step, cosine, onecycle */
+    float warmup_epochs;   /* linear warm-up length in epochs (may be fractional);
+                              < 0: a fifth of the epochs (resolve) */
+    float time_budget;     /* seconds for the whole job: the epochs that fit (0 = none) */
+    int budget_once;       /* plan the budget's epochs once, never again (app/train/budget.h) */
+    int force;             /* --force: replace a run in --out (this invocation only; not in
+                              config.json) */
+    int patience;          /* the default length (app/train/train_length.c): the learning rate
+                              decays, then training ends, once validation has not improved
+                              for this many evaluations (0 = off: the fixed rule; < 0:
+                              resolve: 3 when no length is given) */
+    int min_clips;         /* the default length: no decay before this many training clips
+                              have been drawn (0 = none; < 0: resolve: the fixed rule's
+                              length, 8000 clips and at least 30 epochs) */
+    int step_epochs;       /* step schedule: decay every this many epochs */
+    float gamma;           /* step schedule factor */
+    float smoothing;       /* label smoothing (softmax heads) */
+    float dropout;
+    /* fine-tuning (models/transfer.h, models/finetune.h) */
+    char init[1024];       /* --init FILE: start from these weights ("" = random) */
+    int init_strict;       /* --init-strict: any tensor not matched is an error */
+    int skip_nonfinite;    /* --skip-nonfinite: a step with a non-finite loss or gradient
+                              norm is skipped and counted (0: training stops there) */
+    char pretrained[32];   /* --pretrained NAME: torchvision's Kinetics-400 weights (sets
+                              init to the cached file, model and clip to its own) */
+    float head_lr_mult;    /* the classifiers' lr multiplier (0: resolve: 10 when
+                              fine-tuning, else 1) */
+    int freeze;            /* the stem and stages 1..N frozen (-1: none; -2: resolve) */
+    int freeze_bn;         /* every BN in eval mode while training (-1: resolve: on when
+                              fine-tuning) */
+    int precise_bn;        /* clean clips per training video that BN's running statistics
+                              are recomputed from before validation and at the end (0 =
+                              off; < 0: resolve) */
+    int workers, queue;
+    char frame_cache[32];  /* --frame-cache: "" or "auto", "0", or a size ("2G") */
+    /* devices, as given on the command line (empty = not given) */
+    char devices[256], gpus[64], mem[256], gpu_mem[256], backend[16], emulate[64], speeds[128];
+    int threads;
+    char tower_split[64];  /* --tower-split: how a batch splits over the towers (config.json
+                              "tower_split"; runs before the rename wrote it as "split") */
+    int sync_bn;
+    char precision[8];     /* fp32, tf32, bf16 (models/backend.h) */
+    uint64_t seed;
+    float val_split;       /* fraction of train videos for validation when the dataset
+                              has no val folder */
+    char val_dir[1024];    /* a separate validation dataset folder (optional) */
+    char lists[1024];      /* UCF101-style classInd/trainlist/testlist folder (optional) */
+    int fold;              /* which trainlist0F/testlist0F, or HMDB51 split (1..9) */
+    char list_format[16];  /* --list-format: "" or auto (detected), ucf101, hmdb51, kinetics */
+    int eval_every;        /* validate every N epochs (and after the last) */
+    int val_clips;         /* K clips per video in validation */
+    int val_crops;
+    char labels[1024];     /* labels.csv (multi-head) or empty */
+    int nweights;
+    float loss_weights[VT_MAX_HEADS];
+    int clips_per_video;   /* training clips drawn per video per epoch */
+    float seconds_per_clip;/* > 0: --clips-per-video auto, one clip per this many seconds
+                              of each video (or segment), at least 1; clips_per_video is
+                              then unused. 0: off (configs before it: off) */
+    char balance[12];      /* --balance: auto (the default: none on a balanced training
+                              split, else pipeline/data/balance.h VT_BALANCE_DEFAULT),
+                              none, sampler, loss; config.json holds the resolved mode */
+    char class_weights[512]; /* --class-weights W,...: head 0's loss weights by hand, one
+                              per class in class order ("" = inverse frequency) */
+    int log_every;         /* steps between step lines (metrics.jsonl, non-tty log) */
+    int checkpoint_every;  /* steps between mid-epoch checkpoints (0 = epoch ends only) */
+    int64_t max_steps;     /* stop (with a checkpoint) after this global step; 0 = none */
+    char dump[1024];       /* --dump DIR (app/dump.h); this invocation only, not saved */
+} vt_train_opts;
+
+/* --clips-per-video auto's spacing when --seconds-per-clip is not given: a Kinetics
+ * clip's length, so a set of 10-second clips draws what it drew at 1 per video. */
+#define VT_AUTO_CLIP_SECONDS 10.0f
+
+void vt_train_opts_default(vt_train_opts *o);
+/* A run that starts from other weights (--init or --pretrained). */
+static inline int vt_train_opts_finetune(const vt_train_opts *o) {
+    return o->init[0] || o->pretrained[0];
+}
+/* The defaults that depend on the machine and the data, for options left at 0 (or < 0):
+ *   clip      s3d: 16x224 (the least it takes is 13x209); else
+ *             GPUs: 16x112, stride 1 (the video models' usual input); CPU: 8x64, stride 3
+ *             (a 22-frame span at a cost a laptop trains in minutes; on the hard motion
+ *             set stride 3 beat 1 and 2 by 9 to 40 points of top-1); a clip given without
+ *             a stride: stride 1
+ *   batch     GPUs 32, CPU 8 (more steps per epoch: on the motion set 8 beat 16 by ~10)
+ *   short side crop * 8/7, jittered in training up to crop * 10/7
+ *   lr        scaled with the batch: SGD 0.1 * B / 32 for the resnets and c3d
+ *             (torchvision's video recipe is 0.64 for 192 clips), 0.2 * B / 32 for tiny
+ *             (0.05 at 8: measured best of 0.025-0.1), RMSprop 0.001 * B / 32, AdamW
+ *             0.001 * sqrt(B / 32)
+ *   epochs    the FIXED RULE: enough to see 8000 clips (at least 30): small sets need
+ *             more passes. With no --epochs, --time-budget or --patience 0, the cosine
+ *             schedule (the default) and no fine-tuning, patience is 3 and the length
+ *             follows validation instead (app/train/train_length.c): epochs is then the cap,
+ *             4 x the fixed rule, and the run decays and ends before it when validation
+ *             stops improving
+ *   warm-up   a fifth of the fixed rule's epochs (sched cosine or step)
+ *   eval_every  about ten validations over the fixed rule's epochs: max(1, fixed / 10)
+ *   precise_bn  4 clips per video when the colour jitter is on (the running statistics
+ *             of jittered clips misjudge clean ones: on the motion set, recomputing them
+ *             from clean clips was worth +1.0 point of test top-1 over 12 runs of the
+ *             twin's recipe, nothing without the jitter); else 0; 0 with every BN frozen
+ * Fine-tuning (--init, --pretrained) changes these defaults (docs/finetune.md, with
+ * the transfer benchmark's figures): lr a tenth of the rule above, the classifiers at 10x
+ * (head_lr_mult), every BN frozen (freeze_bn: the pretrained statistics, and no batch
+ * statistics from small per-tower batches), no stage frozen, and epochs enough to see
+ * 2000 clips (at least 10).
+ * `epoch_clips`: the training clips an epoch draws (videos x --clips-per-video, or the
+ * auto counts' sum: vt_train_count_clips); `gpu`: a GPU tower trains (on any rank). */
+/* The default length's patience (evaluations), and its cap: VT_TRAIN_CAP x the fixed
+ * rule's epochs (app/train/train_length.c has the figures behind both). */
+#define VT_TRAIN_PATIENCE 3
+#define VT_TRAIN_CAP 4
+void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu);
+/* To/from JSON (the run's config.json). from_json leaves fields absent in j unchanged. */
+cJSON *vt_train_opts_to_json(const vt_train_opts *o);
+void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j);
+/* Device args view of the options (pointers into o). */
+void vt_train_opts_device_args(const vt_train_opts *o, vt_device_args *a);
+/* How a run's dataset is split (val fraction, UCF101 lists): train and eval must open a
+ * folder the same way, or eval's "val" would not be the run's validation videos. The
+ * returned opts point into o. */
+vt_dataset_opts vt_run_dataset_opts(const vt_train_opts *o);
+
+#endif

@@ -1,0 +1,32 @@
+/*
+ * train_val.c: the clips a training run reads, from its options (train_val.h).
+ */
+#include "app/train/train_val.h"
+
+#include <string.h>
+
+void vt_train_clip_cfg(vt_clip_cfg *c, const vt_train_opts *o) {
+    vt_clip_cfg_default(c);
+    c->t = o->clip_t;
+    c->stride = o->stride;
+    c->stride_jitter = o->stride_jitter;
+    c->crop = o->crop;
+    c->short_side = o->short_side;
+    c->jitter_min = o->jitter_min;
+    c->jitter_max = o->jitter_max;
+    c->flip = o->flip;
+    c->contrast_min = o->contrast_min;
+    c->brightness = o->brightness;
+    c->ncrops = o->val_crops;
+}
+
+void vt_train_val_opts(vt_eval_opts *eo, const vt_train_opts *o) {
+    memset(eo, 0, sizeof *eo);
+    vt_train_clip_cfg(&eo->clip, o);
+    eo->clips_per_video = o->val_clips;
+    eo->crops = o->val_crops;
+    eo->batch = o->batch;
+    eo->workers = o->workers;
+    eo->seed = o->seed;
+    eo->quiet = 1;
+}

@@ -1,0 +1,215 @@
+/*
+ * dataset.h: a folder of videos as a list of labelled samples — scan DIR/<class>/<video>
+ * (or DIR/<split>/<class>/<video> with any of train, val, test, or UCF101-style list
+ * files), assign splits, read multi-head labels from a CSV, and probe every file once
+ * with FFmpeg. Symbolic links are followed, to folders and to files; a dangling link or
+ * a link back to a folder above it (a loop) is warned about, listed and skipped.
+ *
+ * Everything here is a pure function of the folder's contents: videos are sorted by
+ * their path relative to DIR, class ids are the sorted class names (or classInd.txt's
+ * numbering), and --val-split puts a video in val from a hash of its relative path, so
+ * a file keeps its split when others are added. This file must never decode frames or
+ * abort on a bad file: bad files are data errors, recorded with their reason.
+ *
+ * A sample may be a segment of a file (a labels row with start/end, a Kinetics CSV row
+ * over an untrimmed video): then several samples share one path, each its own entry of
+ * ds->videos with its own labels and split (docs/segments.md).
+ *
+ * One concern a file: dataset.c (open, splits, queries), dataset_scan.c (the folder
+ * walk), dataset_lists.c (UCF101 lists and the list-format detection), dataset_hmdb.c
+ * (HMDB51 split files), dataset_kinetics.c (Kinetics CSVs), dataset_labels.c
+ * (labels.csv), dataset_segments.c (entries that share a file), dataset_probe.c
+ * (probing, bad files), dataset_util.c (names, shared helpers, --val-split); what they
+ * share is dataset_impl.h, private to pipeline/data/.
+ */
+#ifndef VT_DATASET_H
+#define VT_DATASET_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "models/net.h"
+#include "pipeline/data/sample.h"
+#include "pipeline/data/video/video.h"
+
+typedef enum vt_split {
+    VT_SPLIT_TRAIN = 0,
+    VT_SPLIT_VAL = 1,
+    VT_SPLIT_TEST = 2,
+    VT_SPLIT_NONE = 3, /* found on disk but in no list file: not used */
+} vt_split;
+#define VT_NSPLITS 4
+
+typedef enum vt_dataset_layout {
+    VT_LAYOUT_FLAT,    /* DIR/<class>/<video>; all train unless --val-split */
+    VT_LAYOUT_FOLDERS, /* DIR/<split>/<class>/<video> for any non-empty subset of the split
+                          folders train, val, test: one that holds a folder (its classes);
+                          other top-level entries are ignored */
+    VT_LAYOUT_LISTS,   /* DIR/<class>/<video> + classInd.txt, trainlistNN.txt, testlistNN.txt */
+} vt_dataset_layout;
+
+/* Why a video is excluded. OPEN failures are a property of the file (deterministic), READ
+ * failures of one clip position; both exclude the video from later epochs. */
+typedef enum vt_bad_kind {
+    VT_BAD_NONE = 0,
+    VT_BAD_OPEN = 1,
+    VT_BAD_READ = 2,
+} vt_bad_kind;
+
+/* What --lists names (VT_LISTS_AUTO: told apart by vt_dataset_lists_detect). */
+typedef enum vt_lists_format {
+    VT_LISTS_AUTO = 0,
+    VT_LISTS_UCF101,   /* a folder: classInd.txt, trainlist0F.txt, testlist0F.txt */
+    VT_LISTS_HMDB51,   /* a folder: <class>_test_split<F>.txt, lines "video.avi 1|2|0" */
+    VT_LISTS_KINETICS, /* a CSV file (or a folder of them) with the header
+                          label,youtube_id,time_start,time_end,split */
+} vt_lists_format;
+
+typedef struct vt_dataset_opts {
+    double val_split;      /* 0: none. (0,1): per class, a video is val iff
+                              hash(relpath) / 2^32 < val_split; applies to train
+                              videos only, and only when the layout has no val split */
+    const char *lists_dir; /* --lists: a list folder or a Kinetics CSV (format below) */
+    int list_fold;         /* UCF101 fold F / HMDB51 split F (1..9); 0 = 1 */
+    vt_lists_format lists_format; /* VT_LISTS_AUTO: detected from what lists_dir holds */
+} vt_dataset_opts;
+
+typedef struct vt_dataset_head {
+    char name[32];         /* "class" for folder labels, else the CSV header cell */
+    vt_loss_kind loss;     /* SOFTMAX_CE: one class per video; BCE: a set of tags */
+    int nclasses;
+    char **classes;        /* (nclasses) names; id = position */
+} vt_dataset_head;
+
+typedef struct vt_dataset_video {
+    char *relpath;         /* relative to the dataset folder, '/'-separated */
+    char *path;            /* dir/relpath, what vt_video_open gets */
+    vt_split split;
+    int labeled;           /* 0: no label (class not in classInd, no labels.csv row) */
+    int32_t label[VT_MAX_HEADS];  /* softmax heads: class id */
+    int32_t *tags[VT_MAX_HEADS];  /* BCE heads: sorted tag ids (ntags[h]) */
+    int ntags[VT_MAX_HEADS];
+    /* A segment: the sample is the frames whose timestamps (seconds from the file's
+     * first frame) lie in [seg_start, seg_end). seg_end <= 0: the whole file. */
+    double seg_start, seg_end;
+    /* Filled by vt_dataset_probe. */
+    int probed;
+    vt_video_info info;    /* valid when probed and not bad (the whole file's) */
+    int64_t seg_first, seg_frames; /* the sample's frames [seg_first, +seg_frames): the
+                              segment's, or (0, info.nframes); 0 frames: the segment
+                              lies past the end of the file (marked bad) */
+    /* Guarded by the dataset's lock once loaders run: use vt_dataset_bad(). */
+    vt_bad_kind bad;
+    char *reason;          /* FFmpeg's reason when bad */
+} vt_dataset_video;
+
+typedef struct vt_dataset {
+    char *dir;
+    vt_dataset_layout layout;
+    int nvideos;
+    vt_dataset_video *videos;   /* (nvideos) sorted by relpath, then segment start, end */
+    int nheads;
+    vt_dataset_head heads[VT_MAX_HEADS];
+    int nignored;
+    char **ignored;             /* (nignored) relpaths of non-video files */
+    int nmissing;               /* list-file lines naming files that are not there */
+    int nsegments;              /* entries that are segments (seg_end > 0) */
+    int nbroken;
+    char **broken;              /* (nbroken) "relpath: reason" for what the scan could not
+                                   follow — dangling links, links back to a folder above
+                                   them (loops), unreadable folders, FIFOs and devices —
+                                   each also warned about once; never fatal */
+    double val_split;           /* the option, re-applied after vt_dataset_load_labels */
+    pthread_mutex_t lock;       /* guards bad/reason */
+} vt_dataset;
+
+/* 1 when v is a segment of its file (seg_end > 0), 0 for a whole file. */
+static inline int vt_dataset_is_segment(const vt_dataset_video *v) { return v->seg_end > 0; }
+
+/* Seconds of the sample: a segment's length (cut at the end of the file once probed),
+ * else the file's duration (0 before probing). What clips are spread over. */
+double vt_dataset_sample_duration(const vt_dataset_video *v);
+
+/* The frames v's clips are drawn from (sample.h): a segment's (probed, else worked out
+ * now: from the timestamps of vid when open, from the frame rate when only info is at
+ * hand, as for a frame cache), or the whole file (0, info->nframes). */
+vt_frame_range vt_dataset_sample_frames(const vt_dataset_video *v, const vt_video *vid,
+                                        const vt_video_info *info);
+
+/* "a/x.mp4" or, for a segment, "a/x.mp4 [12.000-22.000]": how messages name a sample
+ * (into buf, n bytes; returns buf). */
+const char *vt_dataset_sample_name(const vt_dataset_video *v, char *buf, size_t n);
+
+/* Recognised by extension (case-insensitive): mp4 avi mkv webm mov m4v mpg mpeg gif y4m
+ * ogv flv ts. Other files are ignored and listed in ds->ignored. */
+int vt_is_video_name(const char *name);
+const char *vt_split_name(vt_split s);
+/* "train", "val", "test" -> the split; anything else -1. */
+int vt_split_parse(const char *name);
+
+/* Scan dir. opts may be NULL. Returns NULL with err set when dir is unreadable, a list
+ * file is missing or malformed, or no video is found. Entries that cannot be followed
+ * (ds->broken) are never an error by themselves. */
+vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *err,
+                            size_t errlen);
+void vt_dataset_free(vt_dataset **ds);
+
+/* What lists_dir holds: UCF101 (classInd.txt), HMDB51 (*_test_split<N>.txt), Kinetics
+ * (a .csv with youtube_id, time_start, time_end columns, or a folder of them), or
+ * VT_LISTS_AUTO with err set when none. */
+vt_lists_format vt_dataset_lists_detect(const char *lists_dir, char *err, size_t errlen);
+const char *vt_lists_format_name(vt_lists_format f);
+/* "ucf101", "hmdb51", "kinetics", "auto" -> the format; anything else -1. */
+int vt_lists_format_parse(const char *name);
+
+/*
+ * Multi-head labels: a CSV with a header row; the first column is the video path
+ * relative to the dataset folder, then one column per head (the header names it).
+ * Columns named "start" and "end" (both, any position after the path) are not heads:
+ * they give a segment in seconds, and then a path may have several rows, each its own
+ * sample (an empty start and end: the whole file). A
+ * column where any cell holds several ';'-separated tags is multi-label (BCE) with
+ * classes = sorted union of its tags (an empty cell = no tags); otherwise it is a
+ * softmax head with classes = sorted cell values (an empty cell is a bad line). Paths
+ * are normalised ("./A//x.mp4" is "A/x.mp4": one file, one video). Bad lines (wrong
+ * column count, unknown or duplicate path and segment, a path with "..", a start or end
+ * that is not a number or end <= start) are reported with file:line
+ * through vt_warn, counted in *nbad (may be NULL) and skipped. Rows naming a file that
+ * exists under the folder but was not scanned add it. Videos without a row become
+ * unlabeled. The heads replace the folder's "class" head. With --val-split and a layout
+ * without its own val split, the split is redone, stratified by the first head when it
+ * is a softmax head (by nothing otherwise).
+ * Returns 0, or -1 with err set (unreadable file, no header, no valid row, > 8 heads, a
+ * multi-label column where no valid row has a tag: a head needs a class).
+ */
+int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char *err,
+                           size_t errlen);
+
+/* Progress: called from the probing threads under a lock, done of total. */
+typedef void (*vt_probe_progress_fn)(void *ctx, int done, int total);
+
+/* Open every video once (vt_video_open with 1 decoder thread) on `threads` threads (0 =
+ * cores), record its info, or mark it bad (VT_BAD_OPEN) with FFmpeg's reason; with
+ * warn != 0 each bad file is reported once through vt_warn. Returns the number bad. */
+int vt_dataset_probe(vt_dataset *ds, int threads, int warn, vt_probe_progress_fn progress,
+                     void *ctx);
+
+/* Mark video i bad (thread-safe). Returns 1 when this call marked it (report it then),
+ * 0 when it already was. */
+int vt_dataset_mark_bad(vt_dataset *ds, int i, vt_bad_kind kind, const char *reason);
+vt_bad_kind vt_dataset_bad(vt_dataset *ds, int i);
+int vt_dataset_count_bad(vt_dataset *ds);
+
+/* Indices of labelled, not-bad videos of a split, ascending, into *out (free with
+ * free()). Returns the count. */
+int vt_dataset_split_indices(vt_dataset *ds, vt_split split, int32_t **out);
+int vt_dataset_split_count(vt_dataset *ds, vt_split split);
+/* The split to validate on: VAL if it has videos, else TEST (UCF101 lists), else VAL. */
+vt_split vt_dataset_eval_split(vt_dataset *ds);
+
+/* The heads as a network would see them (name, classes, loss; weight 1, smoothing 0). */
+void vt_dataset_head_cfgs(const vt_dataset *ds, vt_head_cfg *out /* (nheads) */);
+
+#endif

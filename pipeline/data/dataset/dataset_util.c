@@ -1,0 +1,353 @@
+/*
+ * dataset_util.c: what the files of the dataset share — names of videos and splits
+ * (dataset.h), the growable string list, path joining, line splitting, sorted lookups,
+ * class names of relative paths, the label bookkeeping of a video — and the hashed
+ * --val-split, which both the folder/list assembly (dataset.c) and labels.csv
+ * (dataset_labels.c) apply. It calls nothing of the other dataset files, so they depend
+ * on it and not on each other (dataset.c calls dataset_scan.c, which calls only this).
+ *
+ * Like the rest of the dataset: names and contents only, never readdir order, timing or
+ * a shared RNG; never decodes, never aborts on bad data.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/common.h"
+#include "pipeline/data/dataset/dataset_impl.h"
+
+/* ---- names (dataset.h) ---- */
+
+static const char *const video_exts[] = {"mp4", "avi", "mkv", "webm", "mov", "m4v", "mpg",
+                                         "mpeg", "gif", "y4m", "ogv", "flv", "ts"};
+
+int vt_is_video_name(const char *name) {
+    const char *dot = strrchr(name, '.');
+    if (!dot || dot == name)
+        return 0;
+    for (size_t i = 0; i < VT_ARRAY_LEN(video_exts); i++)
+        if (!strcasecmp(dot + 1, video_exts[i]))
+            return 1;
+    return 0;
+}
+
+const char *vt_split_name(vt_split s) {
+    switch (s) {
+    case VT_SPLIT_TRAIN: return "train";
+    case VT_SPLIT_VAL: return "val";
+    case VT_SPLIT_TEST: return "test";
+    default: return "none";
+    }
+}
+
+int vt_split_parse(const char *name) {
+    for (int s = VT_SPLIT_TRAIN; s <= VT_SPLIT_TEST; s++)
+        if (name && !strcmp(name, vt_split_name((vt_split)s)))
+            return s;
+    return -1;
+}
+
+/* ---- shared helpers (dataset_impl.h) ---- */
+
+void vt_ds_strv_push(vt_ds_strv *v, char *s /* owned */) {
+    if (v->n == v->cap) {
+        v->cap = v->cap ? 2 * v->cap : 16;
+        v->s = vt_realloc(v->s, (size_t)v->cap * sizeof *v->s);
+    }
+    v->s[v->n++] = s;
+}
+
+void vt_ds_strv_free(vt_ds_strv *v) {
+    for (int i = 0; i < v->n; i++)
+        free(v->s[i]);
+    free(v->s);
+    v->s = NULL;
+    v->n = v->cap = 0;
+}
+
+int vt_ds_cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char *vt_ds_join_path(const char *a, const char *b) {
+    size_t na = strlen(a), nb = strlen(b);
+    char *s = vt_malloc(na + nb + 2);
+    memcpy(s, a, na);
+    size_t k = na;
+    if (na && a[na - 1] != '/')
+        s[k++] = '/';
+    memcpy(s + k, b, nb + 1);
+    return s;
+}
+
+char *vt_ds_read_text(const char *path, char *err, size_t errlen) {
+    FILE *f = vt_fopen_regular(path, err, errlen); /* never waits on a FIFO */
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0, r;
+    char *buf = vt_malloc(cap);
+    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += r;
+        if (n + 1 >= cap) {
+            cap *= 2;
+            buf = vt_realloc(buf, cap);
+        }
+    }
+    /* A directory opens for reading on Linux and reads as an error, not as empty. */
+    int bad = ferror(f), e = errno;
+    fclose(f);
+    if (bad) {
+        vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(e ? e : EIO));
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    const unsigned char *u = (const unsigned char *)buf;
+    size_t line = 1, col = 1;
+    for (size_t i = 0; i < n; col++) {
+        size_t k = u[i] ? vt_utf8_len(u + i, n - i) : 0;
+        if (!k) {
+            vt_set_err(err, errlen, "%s:%zu: %s at column %zu; a text file in UTF-8 was "
+                       "expected (re-save it as UTF-8 text)", path, line,
+                       u[i] ? "a byte that is not UTF-8" : "a NUL byte", col);
+            free(buf);
+            return NULL;
+        }
+        if (u[i] == '\n') {
+            line++;
+            col = 0;
+        }
+        i += k;
+    }
+    return buf;
+}
+
+char *vt_ds_next_line(char **cursor) {
+    char *p = *cursor;
+    if (!p || !*p)
+        return NULL;
+    char *e = strchr(p, '\n');
+    if (e) {
+        *e = 0;
+        *cursor = e + 1;
+    } else {
+        *cursor = p + strlen(p);
+    }
+    size_t n = strlen(p);
+    while (n && (p[n - 1] == '\r' || isspace((unsigned char)p[n - 1])))
+        p[--n] = 0;
+    while (*p && isspace((unsigned char)*p))
+        p++;
+    return p;
+}
+
+char *vt_ds_next_record(char **cursor, int *lines, int *open_quote) {
+    char *p = *cursor, *q = p;
+    *lines = 0;
+    *open_quote = 0;
+    if (!p || !*p)
+        return NULL;
+    /* RFC 4180: a '"' opens a quoted field only where the field starts; inside one,
+     * "" is a quote and a newline is data. A stray quote in an unquoted field is data. */
+    int quoted = 0, field_start = 1;
+    *lines = 1;
+    for (; *q; q++) {
+        if (quoted) {
+            if (*q == '"' && q[1] == '"')
+                q++;
+            else if (*q == '"')
+                quoted = 0;
+            else if (*q == '\n')
+                ++*lines;
+            continue;
+        }
+        if (*q == '\n')
+            break;
+        if (*q == '"' && field_start)
+            quoted = 1;
+        if (*q == ',')
+            field_start = 1;
+        else if (*q != ' ' && *q != '\t')
+            field_start = 0;
+    }
+    *open_quote = quoted;
+    if (*q) {
+        *q = 0;
+        *cursor = q + 1;
+    } else {
+        *cursor = q;
+    }
+    size_t n = strlen(p);
+    while (n && isspace((unsigned char)p[n - 1]))
+        p[--n] = 0;
+    while (*p && isspace((unsigned char)*p))
+        p++;
+    return p;
+}
+
+/* Split one CSV line into fields (RFC 4180 quotes, "" inside quotes), trimmed. */
+int vt_ds_csv_fields(vt_ds_strv *out, const char *line) {
+    const char *p = line;
+    for (;;) {
+        size_t cap = strlen(p) + 1, n = 0;
+        char *f = vt_malloc(cap);
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '"') {
+            p++;
+            while (*p) {
+                if (*p == '"' && p[1] == '"') {
+                    f[n++] = '"';
+                    p += 2;
+                } else if (*p == '"') {
+                    p++;
+                    break;
+                } else {
+                    f[n++] = *p++;
+                }
+            }
+            while (*p && *p != ',')
+                p++;
+        } else {
+            while (*p && *p != ',')
+                f[n++] = *p++;
+        }
+        while (n && isspace((unsigned char)f[n - 1]))
+            n--;
+        f[n] = 0;
+        vt_ds_strv_push(out, f);
+        if (*p != ',')
+            break;
+        p++;
+    }
+    return out->n;
+}
+
+static int cmp_name_key(const void *key, const void *elem) {
+    return strcmp(key, *(char *const *)elem);
+}
+
+static int cmp_video_key(const void *key, const void *elem) {
+    return strcmp(key, ((const vt_dataset_video *)elem)->relpath);
+}
+
+int vt_ds_find_sorted(char **names, int n, const char *name) {
+    char **p = n > 0 ? bsearch(name, names, (size_t)n, sizeof *names, cmp_name_key) : NULL;
+    return p ? (int)(p - names) : -1;
+}
+
+int vt_ds_find_video(const vt_dataset *ds, const char *relpath) {
+    return vt_ds_find_video_in(ds->videos, ds->nvideos, relpath);
+}
+
+int vt_ds_find_video_in(const vt_dataset_video *videos, int n, const char *relpath) {
+    const vt_dataset_video *v =
+        n > 0 ? bsearch(relpath, videos, (size_t)n, sizeof *videos, cmp_video_key) : NULL;
+    return v ? (int)(v - videos) : -1;
+}
+
+char **vt_ds_unique_sorted(char **names, int n, int *out_n) {
+    char **c = vt_malloc((size_t)(n ? n : 1) * sizeof *c);
+    if (n > 0) { /* names is NULL for an empty list: memcpy and qsort must not see it */
+        memcpy(c, names, (size_t)n * sizeof *c);
+        qsort(c, (size_t)n, sizeof *c, vt_ds_cmp_str);
+    }
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (k == 0 || strcmp(c[k - 1], c[i]))
+            c[k++] = c[i];
+    for (int i = 0; i < k; i++)
+        c[i] = vt_strdup(c[i]);
+    *out_n = k;
+    return c;
+}
+
+char *vt_ds_class_of(const char *relpath, int skip) {
+    const char *p = relpath;
+    for (int i = 0; i < skip; i++) {
+        p = strchr(p, '/');
+        if (!p)
+            return NULL;
+        p++;
+    }
+    const char *e = strchr(p, '/');
+    if (!e)
+        return NULL;
+    size_t n = (size_t)(e - p);
+    char *s = vt_malloc(n + 1);
+    memcpy(s, p, n);
+    s[n] = 0;
+    return s;
+}
+
+void vt_ds_head_free(vt_dataset_head *h) {
+    for (int i = 0; i < h->nclasses; i++)
+        free(h->classes[i]);
+    free(h->classes);
+    memset(h, 0, sizeof *h);
+}
+
+void vt_ds_video_free_labels(vt_dataset_video *v) {
+    for (int h = 0; h < VT_MAX_HEADS; h++) {
+        vt_freep(&v->tags[h]);
+        v->ntags[h] = 0;
+        v->label[h] = -1;
+    }
+    v->labeled = 0;
+}
+
+void vt_ds_set_video_class(vt_dataset_video *v, int c) {
+    vt_ds_video_free_labels(v);
+    if (c >= 0) {
+        v->labeled = 1;
+        v->label[0] = c;
+    }
+}
+
+/* ---- --val-split ---- */
+
+/* Uniform in [0,1) from a relative path: stable across scans and machines. */
+static double path_unit(const char *relpath) {
+    uint64_t h = vt_hash64(vt_fnv1a(relpath, strlen(relpath), VT_FNV_SEED));
+    return (double)(h >> 32) * (1.0 / 4294967296.0);
+}
+
+/*
+ * --val-split: per class, a train video moves to val iff its path hash < fraction. The
+ * documented approximation for small classes: a class with >= 2 train videos and none
+ * hashed to val sends its lowest-hash video to val, and one with all of them hashed to
+ * val (a single video included) keeps its highest-hash video in train. Adding files can
+ * only move a video of such a tiny class; every other video's split depends on its own
+ * path alone.
+ */
+void vt_ds_apply_val_split(vt_dataset *ds, double fraction) {
+    if (fraction <= 0)
+        return;
+    int by_class = ds->heads[0].loss == VT_LOSS_SOFTMAX_CE;
+    int nc = by_class ? ds->heads[0].nclasses : 1;
+    for (int c = 0; c < nc; c++) {
+        int ntrain = 0, nval = 0, lo = -1, hi = -1;
+        double ulo = 2, uhi = -1;
+        for (int i = 0; i < ds->nvideos; i++) {
+            vt_dataset_video *v = &ds->videos[i];
+            if (v->split != VT_SPLIT_TRAIN || !v->labeled || (by_class && v->label[0] != c))
+                continue;
+            double u = path_unit(v->relpath);
+            ntrain++;
+            if (u < fraction) {
+                v->split = VT_SPLIT_VAL;
+                nval++;
+            }
+            if (u < ulo) { ulo = u; lo = i; }
+            if (u > uhi) { uhi = u; hi = i; }
+        }
+        if (ntrain >= 2 && nval == 0)
+            ds->videos[lo].split = VT_SPLIT_VAL;
+        if (ntrain >= 1 && nval == ntrain)
+            ds->videos[hi].split = VT_SPLIT_TRAIN;
+    }
+}

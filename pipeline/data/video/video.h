@@ -1,0 +1,258 @@
+/*
+ * video.h: one video file through FFmpeg — probe, index the frames, and decode a clip of
+ * T frames at a stride, frame-accurately, scaled to RGB at a target short side with the
+ * aspect ratio kept and rotation metadata honoured.
+ *
+ * Frame n is the n-th frame in presentation order (what `ffmpeg -vf select=eq(n\,N)`
+ * calls n). The index (one pts per frame) is built by demuxing without decoding, so a
+ * variable-frame-rate file is addressed by timestamps, never by fps arithmetic.
+ * A bad file is a data error: functions return a negative code and set err with the
+ * reason; they never abort and never print (one exception: the warning of --decode
+ * nvdec falling back to the CPU, once per process, vt_decode_mode).
+ *
+ * Files: video_open.c (open, probe, index), video_seek.c (moving the decoder),
+ * video_read.c (clips, whole decodes), video_scale.c (to RGB, rotation), video_hw.c
+ * (NVDEC), video_log.c (FFmpeg's log), stream.c (a video read once, front to back: the
+ * Streams section below); video_impl.h holds what they share.
+ */
+#ifndef VT_VIDEO_H
+#define VT_VIDEO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct vt_video_info {
+    int width, height;        /* coded size, before rotation */
+    int disp_width, disp_height; /* after rotation */
+    int rotation;             /* clockwise degrees to display upright: 0, 90, 180, 270 */
+    int64_t nframes;          /* frames in the index */
+    double fps;               /* average frame rate (nframes / duration if unknown) */
+    double duration;          /* seconds */
+    char codec[32];           /* "h264", "mpeg4", ... */
+    char container[32];       /* "mov,mp4,m4a,3gp,3g2,mj2" short name first part */
+    char pix_fmt[32];
+    int full_range;           /* 1: full-range (JPEG) levels 0-255, as MJPEG and some phones
+                                 write; from the first decoded frame (vt_video_open only) */
+    int vfr;                  /* 1 when frame durations differ by more than 1% */
+    char decoder[8];          /* where frames decode: "cpu", or "nvdec" (the GPU) */
+} vt_video_info;
+
+/* What to do when a clip runs past the last frame. */
+typedef enum vt_pad_policy {
+    VT_PAD_LOOP,              /* wrap around to frame 0 (default for training) */
+    VT_PAD_REPEAT_LAST,       /* repeat the last frame */
+} vt_pad_policy;
+
+typedef struct vt_video vt_video;
+
+/* Where vt_video_open decodes (`--decode`, docs/decode.md). AUTO: on the GPU through
+ * FFmpeg's NVDEC hwaccel when a CUDA device is there and the codec has an NVDEC decoder,
+ * else on the CPU, silently. NVDEC: the same, but when the GPU cannot decode a file the
+ * CPU does, and one warning (the first such path and the reason) is printed per process
+ * — the only thing the video reader ever prints. CPU: libavcodec's software decoders.
+ * Pixels: H.264 and HEVC decode bit-exactly either way (the standards fix the output);
+ * the GPU hands over NV12 instead of yuv420p, which swscale reads by another routine. */
+typedef enum vt_decode_mode {
+    VT_DECODE_AUTO = 0,
+    VT_DECODE_CPU,
+    VT_DECODE_NVDEC,
+} vt_decode_mode;
+
+/* "auto", "cpu", "nvdec" -> the mode; -1 for anything else. */
+int vt_decode_mode_parse(const char *s);
+const char *vt_decode_mode_name(vt_decode_mode m);
+/* Process-wide: every vt_video_open from now on decodes as m says (default AUTO). Set it
+ * once, before the first open (the command line does). */
+void vt_video_set_decode(vt_decode_mode m);
+vt_decode_mode vt_video_get_decode(void);
+
+/* Open and index. threads: decoder threads (0 = FFmpeg's choice, 1 = none).
+ * Returns 0, or a negative code with err set ("no video stream", "truncated: moov atom
+ * not found", "0 decodable frames", "dimensions 40000x40000 exceed the 16384 limit"...). */
+int vt_video_open(vt_video **out, const char *path, int threads, char *err, size_t errlen);
+void vt_video_close(vt_video **v);
+const vt_video_info *vt_video_get_info(const vt_video *v);
+
+/* Output size for a short side: the displayed (rotated) frame scaled so that its shorter
+ * side is short_side, the other side rounded to the nearest integer (>= 1). short_side 0
+ * keeps the displayed size. */
+void vt_video_scaled_size(const vt_video *v, int short_side, int *out_w, int *out_h);
+
+/* Decode frames start, start+stride, ..., start+(t-1)*stride into out
+ * (t, out_h, out_w, 3) uint8 RGB, where (out_w, out_h) = vt_video_scaled_size(v,
+ * short_side). Frames past the end follow `pad`. Returns 0 or a negative code with err
+ * set (the file may be corrupt past the index). Seeks to the keyframe at or before the
+ * first frame and decodes forward; a read ahead of the previous one decodes on without
+ * seeking when no keyframe lies in between, when the next keyframe is only a few frames
+ * ahead (a seek would save little decoding), or in an intra-only stream when the gap is
+ * small (passed packets are not decoded). Pixels are the same either way.
+ * Scaling is libswscale SWS_BILINEAR (what `ffmpeg -vf scale=W:H:flags=bilinear` does,
+ * a tent filter widened on downscale, so it does not alias) with the source colour matrix
+ * and range, straight to RGB24; rotation is applied after scaling, to the RGB pixels.
+ * Corruption: a frame the index lists but the decoder never delivers is filled with the
+ * nearest decoded frame of the same clip (earlier first, else later) and counted in
+ * vt_video_stats.missing_frames; when no frame of the clip decodes the call fails. */
+int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stride,
+                       int short_side, vt_pad_policy pad, char *err, size_t errlen);
+
+/* The index positions of frames start, start+stride, ..., start+(t-1)*stride of a video
+ * of nframes frames, past the end as `pad` says: what read_clip decodes into slots 0..t-1. */
+void vt_clip_positions(int64_t nframes, int64_t start, int t, int stride, vt_pad_policy pad,
+                       int64_t *pos);
+
+/* vt_video_scaled_size from the info alone. */
+void vt_video_info_scaled_size(const vt_video_info *info, int short_side, int *out_w,
+                               int *out_h);
+
+/* Decoded frames to share (a frame cache): read_clip hands sink every frame that comes
+ * out of the decoder on its way — wanted or passed — whose pixels cannot depend on the
+ * path the decoder took (none after a decode error on this handle, none flagged corrupt,
+ * none whose position is not read off a timestamp of its own), as (index position, the
+ * frame in the decoder's pixel format). The frame is valid during the call only
+ * (av_frame_ref it to keep it). NULL: none (the default). */
+struct AVFrame;
+typedef void (*vt_video_frame_sink)(void *ctx, int64_t pos, const struct AVFrame *frame);
+void vt_video_set_sink(vt_video *v, vt_video_frame_sink sink, void *ctx);
+
+/* Scaling without a video: the swscale contexts and scratch that read_clip uses, for
+ * frames kept elsewhere (a frame cache). Not thread-safe: one per thread. */
+typedef struct vt_scaler vt_scaler;
+vt_scaler *vt_scaler_new(void);
+void vt_scaler_free(vt_scaler **s);
+/* frame (decoder format) scaled to RGB24 and rotated (rotation: vt_video_info's) into out
+ * (oh, ow, 3): the very bytes read_clip writes for that frame at that size. */
+int vt_scaler_convert(vt_scaler *s, const struct AVFrame *frame, int rotation, uint8_t *out,
+                      int ow, int oh, char *err, size_t errlen);
+
+/* How this video's frames are scaled, for a re-encoder (prep) rather than training:
+ * filter: bilinear is the loader's, always (the tests compare it with `ffmpeg -vf
+ * scale=...:flags=bilinear`); bicubic is for a copy that is scaled again when training
+ * reads it: a training read of a bilinear copy is a tent of a tent, with 10-14% less fine
+ * detail at the training scale than a read of the source, of a bicubic copy 2-6% less
+ * (docs/prep.md). Bicubic also takes swscale's exact colour path (accurate rounding,
+ * full chroma interpolation): the fast one is a level dark, which a copy would keep.
+ * even_sides: the scaled size (vt_video_scaled_size, read_clip, decode_all) has even
+ * sides, as 4:2:0 encoders want: the short side rounded up to even, the long one to the
+ * nearest even number to the exact aspect (at least the short side, at most the source's
+ * own long side rounded down to even), so one resampling gives the copy's size. */
+typedef enum vt_scale_filter { VT_SCALE_BILINEAR = 0, VT_SCALE_BICUBIC = 1 } vt_scale_filter;
+void vt_video_set_scaling(vt_video *v, vt_scale_filter filter, int even_sides);
+
+/* Counters since open, for reports and tests: FFmpeg's own log is silenced (it would
+ * print from inside the library), so decode trouble is counted here instead. */
+typedef struct vt_video_stats {
+    int64_t decode_errors;   /* packets the decoder rejected or frames it flagged corrupt */
+    int64_t missing_frames;  /* indexed frames that never decoded and were filled (see read_clip) */
+    int64_t seeks;           /* demuxer seeks done by clip reads */
+    int64_t frames_decoded;  /* frames out of the decoder, wanted or not */
+} vt_video_stats;
+
+const vt_video_stats *vt_video_get_stats(const vt_video *v);
+
+/* The presentation timestamp of index position n (0 <= n < nframes) counted from the
+ * first frame's, in the stream's time base (*tb_num / *tb_den): what a re-encoder (prep)
+ * needs to keep a variable frame rate as it is. A file without timestamps gives n in
+ * 1/fps. */
+int64_t vt_video_frame_ts(const vt_video *v, int64_t n, int *tb_num, int *tb_den);
+
+/* One decoded, scaled, rotated frame: rgb is (h, w, 3) uint8, valid only during the call.
+ * n is the frame's index position. Return non-zero to stop early. */
+typedef int (*vt_video_frame_fn)(void *user, const uint8_t *rgb, int64_t n, int w, int h);
+
+/* Sequential decode of every frame from the start, scaled like read_clip (benchmarks,
+ * whole-video evaluation). fn may be NULL (decode and scale only); short_side < 0: no
+ * scaling and no fn, frames only go to the sink (filling a frame cache). *out_frames
+ * gets the number of frames delivered. Returns 0 or a negative code with err set. */
+int vt_video_decode_all(vt_video *v, int short_side, vt_video_frame_fn fn, void *user,
+                        int64_t *out_frames, char *err, size_t errlen);
+
+/* Route FFmpeg's own log into vidtrain's capture (errors kept for reasons, nothing
+ * printed unless VT_FFMPEG_LOG=1). Idempotent; vt_video_open and the synth encoder call
+ * it, other FFmpeg users may too. */
+void vt_ffmpeg_log_init(void);
+
+/* Limits for vt_video_open: larger frames are refused as data errors, because one
+ * 40000x40000 frame would need gigabytes and is almost always a corrupt header. */
+#define VT_VIDEO_MAX_SIDE 16384
+#define VT_VIDEO_MAX_PIXELS (64ll * 1024 * 1024)
+
+/* ---- Streams (stream.c) ----
+ *
+ * A video read once, front to back, without an index or a seek — a file, any
+ * URL FFmpeg opens, or "-" (standard input) — handing out each frame scaled to RGB at a
+ * short side (the very bytes vt_video_read_clip gives for that frame: same scaler, same
+ * rotation) with its time from the first frame.
+ *
+ * For work that must never hold a whole video (predict --timeline over an hour of
+ * footage) and for live sources (rtsp://, tcp://, pipes, V4L2 cameras): nothing here
+ * needs the duration, the frame count or a seekable input, and memory is one decoder plus
+ * one RGB frame. Data errors return a negative code with the reason; it never prints.
+ * Reconnecting is the caller's (app/stream/timeline_source.c): a stream here is one connection.
+ */
+
+typedef struct vt_stream vt_stream;
+
+/* What kind of source a url names: a regular file (or a path that is none of the others),
+ * standard input or a named pipe, a network URL (a "scheme://" other than file:), or a
+ * device (/dev/video*). Only a file has an end the reader can wait for at its own pace. */
+typedef enum vt_source_kind {
+    VT_SOURCE_FILE,
+    VT_SOURCE_PIPE,
+    VT_SOURCE_NETWORK,
+    VT_SOURCE_DEVICE
+} vt_source_kind;
+vt_source_kind vt_stream_source_kind(const char *url);
+/* 1 when this build can open cameras and other devices (FFmpeg's libavdevice linked). */
+int vt_stream_have_devices(void);
+
+typedef struct vt_stream_opts {
+    int threads;            /* decoder threads (0: FFmpeg's choice) */
+    const char *format;     /* FFmpeg input format (NULL: guessed; "v4l2" for /dev/video*) */
+    double timeout;         /* seconds the open (with its probe) or vt_stream_next may wait
+                             * for a decoded frame (0: no limit). Bytes that bring no frame
+                             * do not count as progress: a trickle stalls too */
+    int live;               /* decode for latency: slice threads only (frame threads hold
+                             * threads - 1 frames back); pixels are the same */
+    int (*interrupt)(void *ctx); /* non-zero: give up a blocking open or read now */
+    void *interrupt_ctx;
+} vt_stream_opts;
+
+/* vt_stream_open with options. A timeout or an interrupt makes the open or vt_stream_next
+ * fail (vt_stream_stopped says which); so does any read error of a network or device
+ * source (a file's truncated tail is its end, as before). The timeout holds: the open
+ * plus the first vt_stream_next, and each later vt_stream_next, end within timeout (plus
+ * the protocol's polling interval, 0.1 s for tcp) when no frame decodes, whatever bytes
+ * come. */
+int vt_stream_open_opts(vt_stream **out, const char *url, const vt_stream_opts *o, char *err,
+                        size_t errlen);
+/* Why the last failure happened: 1 timeout, 2 interrupt, 0 another error. */
+int vt_stream_stopped(const vt_stream *s);
+/* The wall time (vt_now) at which the packet of the frame vt_stream_next last handed out
+ * was read: when that frame arrived (0 when not known). */
+double vt_stream_arrival(const vt_stream *s);
+
+/* The deadline vt_stream_open gives a network source or a device (predict --timeline's
+ * default --timeout): seconds without a decoded frame. */
+#define VT_STREAM_TIMEOUT 10.0
+
+/* Opens url ("-": standard input) and its best video stream. threads: decoder threads
+ * (0: FFmpeg's choice; decoding is bit-exact whatever the count). The info's nframes is 0
+ * and its duration the container's guess (0 when unknown: a pipe, a live source). A
+ * network source or a device gets the timeout VT_STREAM_TIMEOUT; a file or a pipe none.
+ * 0, or a negative code with err set. */
+int vt_stream_open(vt_stream **out, const char *url, int threads, char *err, size_t errlen);
+void vt_stream_close(vt_stream **s);
+const vt_video_info *vt_stream_info(const vt_stream *s);
+
+/* The next frame in presentation order, scaled to short_side (vt_video_info_scaled_size of
+ * the info; the same size for every frame of the stream): *rgb (h, w, 3), valid until the
+ * next call; *t its time in seconds from the first frame's; *dur its duration in seconds
+ * (from the stream's timing; 0 when unknown). Returns 1 for a frame, 0 at the end, or a
+ * negative code with err set (a packet the decoder rejects is skipped and counted, not an
+ * error). */
+int vt_stream_next(vt_stream *s, int short_side, const uint8_t **rgb, int *w, int *h, double *t,
+                   double *dur, char *err, size_t errlen);
+/* Packets the decoder rejected so far. */
+int64_t vt_stream_decode_errors(const vt_stream *s);
+
+#endif

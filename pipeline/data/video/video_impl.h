@@ -1,0 +1,164 @@
+/*
+ * video_impl.h: the inside of a vt_video, shared by the files of the video reader
+ * (video_open.c, video_seek.c, video_read.c, video_scale.c, video_log.c, video_hw.c) and
+ * the streaming reader (stream.c: its scaler and GPU decoder are the reader's). Nothing else
+ * includes it; everyone else sees video.h.
+ */
+#ifndef VT_VIDEO_IMPL_H
+#define VT_VIDEO_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+
+#include "pipeline/data/video/video.h"
+
+struct SwsContext;
+
+#define VT_SWS_CACHE 4   /* sws contexts per video: a few sizes, a mid-stream format change */
+#define VT_MAX_SEEK_RETRY 2
+#define VT_SKIP_KEEP 64  /* skipped positions remembered exactly (reorder + thread delay is less) */
+
+typedef struct vt_sws_entry {
+    struct SwsContext *ctx;
+    int src_w, src_h, src_fmt, dst_w, dst_h, colorspace, range;
+    uint64_t used;
+} vt_sws_entry;
+
+struct vt_scaler {
+    vt_sws_entry sws[VT_SWS_CACHE];
+    uint64_t sws_tick;
+    uint8_t *tmp;           /* RGB24 before rotation, rows 64-byte aligned */
+    size_t tmp_size;
+    AVFrame *planar;        /* a GPU frame (NV12, P010) rearranged as a CPU decoder's */
+    int filter;             /* vt_scale_filter (0: bilinear, the loader's) */
+};
+
+/* One decoder's GPU state (video_hw.c): a vt_video's, and a vt_stream's (stream.c). */
+typedef struct vt_hw_dec {
+    int on;                 /* 1 while the decoder runs on the GPU */
+    AVFrame *tmp;           /* a GPU frame's pixels on their way to system memory */
+} vt_hw_dec;
+
+struct vt_video {
+    char *path;
+    int threads;
+    int even_sides;         /* vt_video_set_scaling: scaled sizes with even sides */
+    AVFormatContext *fmt;
+    AVCodecContext *dec;
+    AVPacket *pkt;
+    AVFrame *frame;
+    int sidx;
+    vt_video_info info;
+    int64_t *pts;           /* (nframes) presentation timestamps, sorted */
+    int64_t *kf;            /* (nkf) keyframe pts, sorted */
+    int64_t nkf;
+    int64_t start_ts;       /* smallest dts/pts seen: a seek here is a seek to the start */
+    int no_ts;              /* packets without timestamps: frames are counted, not looked up */
+    int intra_only;         /* every packet is a keyframe (MJPEG, FFV1...): frames independent */
+    const int64_t *want;    /* (nwant) sorted index positions the current read needs, or NULL */
+    int nwant;
+    /* Positions whose packet was skipped (not decoded) since the last seek: a later read
+     * that wants one of them must seek. The most recent VT_SKIP_KEEP are kept exactly
+     * (a continuing read checks its wanted positions against them); older ones only
+     * by their highest position, skip_lost_hi (-1 if none). */
+    int64_t skipped[VT_SKIP_KEEP];
+    int nskipped;           /* entries filled, up to VT_SKIP_KEEP; then a ring at skip_at */
+    int skip_at;
+    int64_t skip_lost_hi;
+    /* decoder position */
+    int streaming;          /* 1 when the decoder continues from last_pos without a seek */
+    int eof_sent;           /* NULL packet sent: drained, needs a seek before more reads */
+    int64_t last_pos;       /* index position of the last frame received, -1 after a seek */
+    vt_scaler sc;           /* scaling */
+    vt_video_frame_sink sink; /* clean decoded frames also go here (vt_video_set_sink) */
+    void *sink_ctx;
+    uint8_t *seq;           /* (h, w, 3) frame handed to decode_all callbacks */
+    size_t seq_size;
+    vt_video_stats stats;
+    vt_hw_dec hw;           /* the GPU decoder's state (video_hw.c) */
+};
+
+/* ---- FFmpeg log capture (video_log.c) ---- */
+
+#define VT_VID_MSG_LEN 256
+/* FFmpeg's last error line on this thread; cleared before a call whose failure it explains. */
+extern _Thread_local char vt_vid_last_msg[VT_VID_MSG_LEN];
+/* err = "what: FFmpeg's last error line (the AVERROR text)". */
+void vt_vid_set_av_err(char *err, size_t errlen, const char *what, int code);
+
+/* ---- opening (video_open.c) ---- */
+
+/* Reopen the container when a demuxer cannot seek (some formats only read forward). */
+int vt_vid_reopen(vt_video *v, char *err, size_t errlen);
+
+/* ---- moving the decoder (video_seek.c) ---- */
+
+/* Seek the demuxer to ts (stream time base) and flush the decoder. */
+int vt_vid_seek_ts(vt_video *v, int64_t ts, char *err, size_t errlen);
+/* Next frame into v->frame: 1 got one, 0 end of stream, < 0 error (err set). */
+int vt_vid_next_frame(vt_video *v, char *err, size_t errlen);
+/* Index position of the frame in v->frame (after last_pos). */
+int64_t vt_vid_frame_pos(vt_video *v);
+/* Seek so that decoding reaches position q, `back` keyframes earlier on a retry. */
+int vt_vid_seek_for(vt_video *v, int64_t q, int back, char *err, size_t errlen);
+/* 1 when the decoder should decode on to q rather than seek. */
+int vt_vid_can_continue(const vt_video *v, int64_t q);
+
+/* ---- the GPU (video_hw.c) ---- */
+
+/* Before avcodec_open2: give dec the process's CUDA device when the decode mode, the
+ * device and the codec allow it, and set h->on (dec->opaque becomes h); otherwise note why
+ * (vt_vid_hw_fallback, naming path). */
+void vt_vid_hw_attach(vt_hw_dec *h, AVCodecContext *dec, const AVCodec *codec,
+                      const char *path);
+/* f into system memory if it is a GPU frame (props kept): 0, or < 0 with err. */
+int vt_vid_hw_download(vt_hw_dec *h, AVFrame *f, char *err, size_t errlen);
+/* Frees what h holds (after the decoder is freed). */
+void vt_vid_hw_free(vt_hw_dec *h);
+/* Before a thread's first call into a GPU decoder (open, decode, copy, close): its CUDA
+ * stream-capture mode becomes relaxed, so cuDNN's graph captures in the towers' threads
+ * and NVDEC's calls leave each other alone. Once per thread; cheap after. */
+void vt_vid_hw_thread(void);
+/* The GPU does not decode `path`, because of `reason`: under --decode nvdec the first
+ * such call in the process prints one warning; otherwise silent. */
+void vt_vid_hw_fallback(const char *path, const char *reason);
+/* A decoder opened with the GPU attached (h->on) gave its first frame, f: when it is not
+ * a GPU frame, FFmpeg could not start NVDEC on the stream (a profile, size or depth it
+ * lacks) and decodes in software: h->on is cleared, the fallback noted, and 1 returned
+ * (the decoder then runs with the one thread the GPU path gave it). 0 otherwise. */
+int vt_vid_hw_first_frame(vt_hw_dec *h, const AVFrame *f, const char *path);
+
+/* ---- scaling (video_scale.c) ---- */
+
+/* Free a scaler's contexts and scratch, leaving it zeroed (reusable). */
+void vt_vid_scaler_clear(vt_scaler *s);
+
+/* ---- small helpers ---- */
+
+static inline int vt_vid_cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* First index i with a[i] >= x (n when none). */
+static inline int64_t vt_vid_lower_bound(const int64_t *a, int64_t n, int64_t x) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Clockwise degrees (0, 90, 180, 270) that display st upright, from its display matrix
+ * (the ffmpeg command's convention, fftools get_rotation); 0 when it has none or it is
+ * not a multiple of 90 degrees. video_open.c; the streaming reader (stream.c) too. */
+int vt_vid_rotation_of(const AVStream *st);
+
+#endif

@@ -1,0 +1,441 @@
+/*
+ * video_open.c: opening a video (video.h). Open = probe, pick the best video stream,
+ * refuse absurd dimensions, demux every packet once (no decoding) to build the frame
+ * index (one pts per frame, sorted into presentation order, so VFR files are addressed by
+ * timestamp) and the keyframe list, then decode one frame to prove the file decodes.
+ * Also the handle's getters and the output-size arithmetic.
+ *
+ * This file must never print and never abort on a bad file: every data error becomes a
+ * negative AVERROR-style code plus a reason in err.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libavutil/display.h>
+#include <libavutil/pixdesc.h>
+
+#include "base/common.h"
+#include "pipeline/data/video/video.h"
+#include "pipeline/data/video/video_impl.h"
+
+int vt_vid_rotation_of(const AVStream *st) {
+    const int32_t *m = NULL;
+#if LIBAVCODEC_VERSION_INT >= AV_VERSION_INT(60, 29, 100)
+    const AVPacketSideData *sd = av_packet_side_data_get(st->codecpar->coded_side_data,
+                                                         st->codecpar->nb_coded_side_data,
+                                                         AV_PKT_DATA_DISPLAYMATRIX);
+    if (sd && sd->size >= 9 * sizeof(int32_t))
+        m = (const int32_t *)sd->data;
+#else
+    size_t size = 0;
+    const uint8_t *sd = av_stream_get_side_data(st, AV_PKT_DATA_DISPLAYMATRIX, &size);
+    if (sd && size >= 9 * sizeof(int32_t))
+        m = (const int32_t *)sd;
+#endif
+    if (!m)
+        return 0;
+    /* Same convention as the ffmpeg command (fftools get_rotation): the matrix rotates
+     * counter-clockwise by av_display_rotation_get; displaying needs the opposite. */
+    double theta = -round(av_display_rotation_get(m));
+    if (isnan(theta))
+        return 0;
+    theta -= 360 * floor(theta / 360 + 0.9 / 360);
+    for (int r = 0; r < 360; r += 90)
+        if (fabs(theta - r) < 1.0)
+            return r;
+    return 0; /* not a multiple of 90 degrees (or mirrored): left as coded */
+}
+
+static int open_input(vt_video *v, char *err, size_t errlen) {
+    vt_vid_last_msg[0] = 0;
+    int ret = avformat_open_input(&v->fmt, v->path, NULL, NULL);
+    if (ret < 0) {
+        vt_vid_set_av_err(err, errlen, "cannot read the container", ret);
+        return ret;
+    }
+    /* Refuse absurd headers before find_stream_info reads (and allocates) a frame. */
+    for (unsigned i = 0; i < v->fmt->nb_streams; i++) {
+        const AVCodecParameters *p = v->fmt->streams[i]->codecpar;
+        if (p->codec_type != AVMEDIA_TYPE_VIDEO)
+            continue;
+        if (p->width > VT_VIDEO_MAX_SIDE || p->height > VT_VIDEO_MAX_SIDE ||
+            (int64_t)p->width * p->height > VT_VIDEO_MAX_PIXELS) {
+            vt_set_err(err, errlen,
+                       "dimensions %dx%d exceed the limit (%d per side, %lld Mpixel): "
+                       "corrupt header or not a training video",
+                       p->width, p->height, VT_VIDEO_MAX_SIDE, VT_VIDEO_MAX_PIXELS >> 20);
+            return AVERROR(ERANGE);
+        }
+    }
+    ret = avformat_find_stream_info(v->fmt, NULL);
+    if (ret < 0) {
+        vt_vid_set_av_err(err, errlen, "cannot find stream parameters", ret);
+        return ret;
+    }
+    return 0;
+}
+
+/* Keep only the video stream's packets: demuxing skips the rest cheaply. */
+static void discard_others(vt_video *v) {
+    for (unsigned i = 0; i < v->fmt->nb_streams; i++)
+        v->fmt->streams[i]->discard = (int)i == v->sidx ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
+}
+
+/* One pts per frame by demuxing, no decoding. */
+static int build_index(vt_video *v, char *err, size_t errlen) {
+    int64_t cap = 256, n = 0, kcap = 16, nk = 0;
+    v->pts = vt_malloc((size_t)cap * sizeof(int64_t));
+    v->kf = vt_malloc((size_t)kcap * sizeof(int64_t));
+    v->start_ts = INT64_MAX;
+    int64_t last_dur = 0;
+    for (;;) {
+        int ret = av_read_frame(v->fmt, v->pkt);
+        if (ret < 0)
+            break; /* EOF, or a truncated tail: the index holds what could be read */
+        if (v->pkt->stream_index == v->sidx && !(v->pkt->flags & AV_PKT_FLAG_DISCARD)) {
+            int64_t ts = v->pkt->pts != AV_NOPTS_VALUE ? v->pkt->pts : v->pkt->dts;
+            if (ts == AV_NOPTS_VALUE) {
+                v->no_ts = 1;
+                ts = n;
+            }
+            if (v->pkt->dts != AV_NOPTS_VALUE && v->pkt->dts < v->start_ts)
+                v->start_ts = v->pkt->dts;
+            if (ts < v->start_ts)
+                v->start_ts = ts;
+            if (n == cap) {
+                cap *= 2;
+                v->pts = vt_realloc(v->pts, (size_t)cap * sizeof(int64_t));
+            }
+            v->pts[n++] = ts;
+            if (v->pkt->flags & AV_PKT_FLAG_KEY) {
+                if (nk == kcap) {
+                    kcap *= 2;
+                    v->kf = vt_realloc(v->kf, (size_t)kcap * sizeof(int64_t));
+                }
+                v->kf[nk++] = ts;
+            }
+            if (v->pkt->duration > 0)
+                last_dur = v->pkt->duration;
+        }
+        av_packet_unref(v->pkt);
+    }
+    if (n == 0) {
+        vt_set_err(err, errlen, "the video stream has no packets (empty or truncated file)");
+        return AVERROR_INVALIDDATA;
+    }
+    if (!v->no_ts) {
+        qsort(v->pts, (size_t)n, sizeof(int64_t), vt_vid_cmp_i64);
+        qsort(v->kf, (size_t)nk, sizeof(int64_t), vt_vid_cmp_i64);
+    }
+    v->info.nframes = n;
+    v->nkf = nk;
+    const AVCodecDescriptor *cd = avcodec_descriptor_get(v->fmt->streams[v->sidx]->codecpar->codec_id);
+    v->intra_only = nk == n && cd && (cd->props & AV_CODEC_PROP_INTRA_ONLY);
+
+    /* Duration, fps, VFR from the sorted timestamps. */
+    AVStream *st = v->fmt->streams[v->sidx];
+    double tb = av_q2d(st->time_base);
+    int64_t dmin = INT64_MAX, dmax = 0;
+    if (!v->no_ts)
+        for (int64_t i = 1; i < n; i++) {
+            int64_t d = v->pts[i] - v->pts[i - 1];
+            if (d < dmin)
+                dmin = d;
+            if (d > dmax)
+                dmax = d;
+        }
+    if (last_dur <= 0 && n > 1 && !v->no_ts)
+        last_dur = (v->pts[n - 1] - v->pts[0]) / (n - 1);
+    if (!v->no_ts && tb > 0)
+        v->info.duration = (double)(v->pts[n - 1] - v->pts[0] + last_dur) * tb;
+    if (v->info.duration <= 0 && v->fmt->duration > 0)
+        v->info.duration = (double)v->fmt->duration / AV_TIME_BASE;
+    AVRational afr = st->avg_frame_rate;
+    if (afr.num > 0 && afr.den > 0)
+        v->info.fps = av_q2d(afr);
+    else if (v->info.duration > 0)
+        v->info.fps = (double)n / v->info.duration;
+    /* VFR: frame durations differ by more than 1% and by more than one tick (a 1 ms
+     * timebase rounds 29.97 fps into 33/34 ms steps, which is not VFR). */
+    if (n > 2 && dmax > 0 && dmin != INT64_MAX)
+        v->info.vfr = (dmax - dmin) > 1 && (double)(dmax - dmin) > 0.01 * (double)dmax;
+    return 0;
+}
+
+/* Reopen the container when a demuxer cannot seek (some formats only read forward). */
+int vt_vid_reopen(vt_video *v, char *err, size_t errlen) {
+    avformat_close_input(&v->fmt);
+    int ret = open_input(v, err, errlen);
+    if (ret < 0)
+        return ret;
+    if (v->sidx >= (int)v->fmt->nb_streams) {
+        vt_set_err(err, errlen, "stream layout changed on vt_vid_reopen");
+        return AVERROR_INVALIDDATA;
+    }
+    discard_others(v);
+    return 0;
+}
+
+/* ---- public API ---- */
+
+/* vt_video_open, on the GPU when allow_hw and the decode mode say so. *hw_failed: set to
+ * 1 when it failed with the GPU decoder attached (a CPU open may still succeed). */
+static int open_video(vt_video **out, const char *path, int threads, int allow_hw,
+                      int *hw_failed, char *err, size_t errlen) {
+    *out = NULL;
+    vt_ffmpeg_log_init();
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        vt_set_err(err, errlen, "cannot open: %s", strerror(errno));
+        return AVERROR(errno ? errno : ENOENT);
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        vt_set_err(err, errlen, "not a regular file");
+        return AVERROR(EINVAL);
+    }
+    if (sb.st_size == 0) {
+        vt_set_err(err, errlen, "empty file (0 bytes)");
+        return AVERROR_INVALIDDATA;
+    }
+    vt_video *v = vt_calloc(1, sizeof *v);
+    v->path = vt_strdup(path);
+    v->threads = threads;
+    v->sidx = -1;
+    v->last_pos = -1;
+    v->skip_lost_hi = -1;
+    v->pkt = av_packet_alloc();
+    v->frame = av_frame_alloc();
+    VT_CHECK(v->pkt && v->frame, "out of memory");
+    int ret = open_input(v, err, errlen);
+    if (ret < 0)
+        goto fail;
+
+    const AVCodec *codec = NULL;
+    vt_vid_last_msg[0] = 0;
+    ret = av_find_best_stream(v->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    if (ret < 0) {
+        if (ret == AVERROR_STREAM_NOT_FOUND) {
+            char what[96] = "";
+            for (unsigned i = 0; i < v->fmt->nb_streams && !what[0]; i++) {
+                const AVCodecParameters *p = v->fmt->streams[i]->codecpar;
+                if (p->codec_type == AVMEDIA_TYPE_AUDIO)
+                    snprintf(what, sizeof what, " (audio only: %s)", avcodec_get_name(p->codec_id));
+            }
+            vt_set_err(err, errlen, "no video stream%s", what);
+        } else if (ret == AVERROR_DECODER_NOT_FOUND) {
+            int i = av_find_best_stream(v->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+            vt_set_err(err, errlen, "no decoder for the video codec '%s' in this FFmpeg build",
+                       i >= 0 ? avcodec_get_name(v->fmt->streams[i]->codecpar->codec_id) : "?");
+        } else {
+            vt_vid_set_av_err(err, errlen, "no usable video stream", ret);
+        }
+        goto fail;
+    }
+    v->sidx = ret;
+    AVStream *st = v->fmt->streams[v->sidx];
+    /* Cover art (an attached picture) is not a video. */
+    if (st->disposition & AV_DISPOSITION_ATTACHED_PIC) {
+        vt_set_err(err, errlen, "no video stream (only an attached picture)");
+        ret = AVERROR_STREAM_NOT_FOUND;
+        goto fail;
+    }
+    AVCodecParameters *par = st->codecpar;
+    if (par->width > VT_VIDEO_MAX_SIDE || par->height > VT_VIDEO_MAX_SIDE ||
+        (int64_t)par->width * par->height > VT_VIDEO_MAX_PIXELS) {
+        vt_set_err(err, errlen,
+                   "dimensions %dx%d exceed the limit (%d per side, %lld Mpixel): corrupt "
+                   "header or not a training video",
+                   par->width, par->height, VT_VIDEO_MAX_SIDE, VT_VIDEO_MAX_PIXELS >> 20);
+        ret = AVERROR(ERANGE);
+        goto fail;
+    }
+
+    v->dec = avcodec_alloc_context3(codec);
+    VT_CHECK(v->dec != NULL, "out of memory");
+    ret = avcodec_parameters_to_context(v->dec, par);
+    if (ret < 0) {
+        vt_vid_set_av_err(err, errlen, "bad codec parameters", ret);
+        goto fail;
+    }
+    v->dec->thread_count = threads < 0 ? 0 : threads;
+    v->dec->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
+    v->dec->pkt_timebase = st->time_base;
+    /* Decoders refuse larger frames themselves, even when a later header changes size. */
+    v->dec->max_pixels = VT_VIDEO_MAX_PIXELS;
+    if (allow_hw)
+        vt_vid_hw_attach(&v->hw, v->dec, codec, v->path);
+    vt_vid_last_msg[0] = 0;
+    ret = avcodec_open2(v->dec, codec, NULL);
+    if (ret < 0) {
+        vt_vid_set_av_err(err, errlen, "cannot open the decoder", ret);
+        goto fail;
+    }
+
+    vt_video_info *in = &v->info;
+    in->width = par->width;
+    in->height = par->height;
+    in->rotation = vt_vid_rotation_of(st);
+    snprintf(in->codec, sizeof in->codec, "%s", avcodec_get_name(par->codec_id));
+    snprintf(in->container, sizeof in->container, "%s", v->fmt->iformat->name);
+    char *comma = strchr(in->container, ',');
+    if (comma)
+        *comma = 0;
+    const char *pf = av_get_pix_fmt_name(par->format);
+    snprintf(in->pix_fmt, sizeof in->pix_fmt, "%s", pf ? pf : "unknown");
+
+    discard_others(v);
+    ret = build_index(v, err, errlen);
+    if (ret < 0)
+        goto fail;
+
+    /* Prove that the file decodes, and learn the real frame size and format. */
+    ret = vt_vid_seek_ts(v, v->start_ts, err, errlen);
+    v->stats.seeks = 0;
+    if (ret < 0)
+        goto fail;
+    vt_vid_last_msg[0] = 0;
+    ret = vt_vid_next_frame(v, err, errlen);
+    if (ret < 0)
+        goto fail;
+    if (ret == 0) {
+        if (vt_vid_last_msg[0])
+            vt_set_err(err, errlen, "0 decodable frames of %lld indexed (FFmpeg: %s)",
+                       (long long)in->nframes, vt_vid_last_msg);
+        else
+            vt_set_err(err, errlen, "0 decodable frames of %lld indexed", (long long)in->nframes);
+        ret = AVERROR_INVALIDDATA;
+        goto fail;
+    }
+    if (v->frame->width > VT_VIDEO_MAX_SIDE || v->frame->height > VT_VIDEO_MAX_SIDE ||
+        (int64_t)v->frame->width * v->frame->height > VT_VIDEO_MAX_PIXELS) {
+        vt_set_err(err, errlen, "dimensions %dx%d exceed the limit", v->frame->width,
+                   v->frame->height);
+        ret = AVERROR(ERANGE);
+        goto fail;
+    }
+    if (vt_vid_hw_first_frame(&v->hw, v->frame, v->path) && threads != 1) {
+        /* NVDEC declined the stream: FFmpeg decodes it in software, but with the one
+         * thread the GPU decoder was opened with. Opened again on the CPU with `threads`
+         * (the warning is said already). */
+        vt_set_err(err, errlen, "NVDEC declined the stream");
+        if (hw_failed)
+            *hw_failed = 1;
+        vt_video_close(&v);
+        return AVERROR(EAGAIN);
+    }
+    ret = vt_vid_hw_download(&v->hw, v->frame, err, errlen); /* proves the copy from the GPU works */
+    if (ret < 0)
+        goto fail;
+    snprintf(in->decoder, sizeof in->decoder, "%s", v->hw.on ? "nvdec" : "cpu");
+    in->width = v->frame->width;
+    in->height = v->frame->height;
+    /* The stream's own format: a GPU frame arrives as NV12 whatever the file holds. */
+    pf = av_get_pix_fmt_name(v->hw.on ? v->dec->sw_pix_fmt : v->frame->format);
+    if (pf)
+        snprintf(in->pix_fmt, sizeof in->pix_fmt, "%s", pf);
+    in->full_range = v->frame->color_range == AVCOL_RANGE_JPEG || (pf && !strncmp(pf, "yuvj", 4));
+    v->last_pos = vt_vid_frame_pos(v);
+    v->streaming = 1;
+    av_frame_unref(v->frame);
+    int swap = in->rotation == 90 || in->rotation == 270;
+    in->disp_width = swap ? in->height : in->width;
+    in->disp_height = swap ? in->width : in->height;
+    *out = v;
+    return 0;
+
+fail:
+    if (hw_failed)
+        *hw_failed = v->hw.on;
+    vt_video_close(&v);
+    return ret < 0 ? ret : AVERROR_INVALIDDATA;
+}
+
+int vt_video_open(vt_video **out, const char *path, int threads, char *err, size_t errlen) {
+    int hw_failed = 0;
+    int ret = open_video(out, path, threads, 1, &hw_failed, err, errlen);
+    if (ret < 0 && hw_failed) {
+        /* Failed with the GPU decoder attached: the CPU decides whether the file is bad
+         * (the reason from the GPU is only reported if the CPU reads it). */
+        char why[256];
+        snprintf(why, sizeof why, "%s", err && errlen ? err : "the GPU decoder failed");
+        ret = open_video(out, path, threads, 0, NULL, err, errlen);
+        if (ret == 0)
+            vt_vid_hw_fallback(path, why);
+    }
+    return ret;
+}
+
+void vt_video_close(vt_video **pv) {
+    if (!pv || !*pv)
+        return;
+    vt_video *v = *pv;
+    vt_vid_scaler_clear(&v->sc);
+    free(v->seq);
+    if (v->hw.on)
+        vt_vid_hw_thread();
+    avcodec_free_context(&v->dec);
+    avformat_close_input(&v->fmt);
+    av_packet_free(&v->pkt);
+    av_frame_free(&v->frame);
+    vt_vid_hw_free(&v->hw);
+    free(v->pts);
+    free(v->kf);
+    free(v->path);
+    free(v);
+    *pv = NULL;
+}
+
+const vt_video_info *vt_video_get_info(const vt_video *v) { return &v->info; }
+
+const vt_video_stats *vt_video_get_stats(const vt_video *v) { return &v->stats; }
+
+int64_t vt_video_frame_ts(const vt_video *v, int64_t n, int *tb_num, int *tb_den) {
+    AVRational tb = v->fmt->streams[v->sidx]->time_base;
+    if (v->no_ts || tb.num <= 0 || tb.den <= 0) {
+        AVRational fr = av_d2q(v->info.fps > 0 ? v->info.fps : 25.0, 1 << 16);
+        *tb_num = fr.den;
+        *tb_den = fr.num;
+        return n;
+    }
+    *tb_num = tb.num;
+    *tb_den = tb.den;
+    return v->pts[n] - v->pts[0];
+}
+
+void vt_video_scaled_size(const vt_video *v, int short_side, int *out_w, int *out_h) {
+    int w = v->info.disp_width, h = v->info.disp_height;
+    if (!v->even_sides || short_side <= 0 || w <= 0 || h <= 0) {
+        vt_video_info_scaled_size(&v->info, short_side, out_w, out_h);
+        return;
+    }
+    int s = short_side + (short_side & 1);
+    const int lng = w <= h ? h : w;
+    double along = (double)lng * s / (w <= h ? w : h); /* unrounded */
+    int even = VT_MAX(2 * (int)lround(along / 2), s);
+    if (even > lng) /* never past the source's own long side (161x120 at 120: 160, not 162) */
+        even = VT_MAX(lng & ~1, s);
+    *out_w = w <= h ? s : even;
+    *out_h = w <= h ? even : s;
+}
+
+void vt_video_info_scaled_size(const vt_video_info *in, int short_side, int *out_w,
+                               int *out_h) {
+    int w = in->disp_width, h = in->disp_height;
+    if (short_side > 0 && w > 0 && h > 0) {
+        if (w <= h) {
+            h = (int)lround((double)h * short_side / w);
+            w = short_side;
+        } else {
+            w = (int)lround((double)w * short_side / h);
+            h = short_side;
+        }
+    }
+    *out_w = w < 1 ? 1 : w;
+    *out_h = h < 1 ? 1 : h;
+}

@@ -1,0 +1,184 @@
+/*
+ * video_seek.c: moving the decoder (video_impl.h). Seeking to a keyframe (or reopening a
+ * file whose demuxer cannot seek), deciding whether a read decodes on instead, feeding
+ * packets with the send/receive idiom while skipping those no read wants, and placing
+ * each decoded frame at its index position by pts.
+ *
+ * Decode errors here are counted (vt_video_stats), never fatal and never printed.
+ */
+#include <errno.h>
+#include <stdint.h>
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+
+#include "base/common.h"
+#include "pipeline/data/video/video.h"
+#include "pipeline/data/video/video_impl.h"
+
+int vt_vid_seek_ts(vt_video *v, int64_t ts, char *err, size_t errlen) {
+    if (v->hw.on)
+        vt_vid_hw_thread(); /* the flush below reaches NVDEC */
+    v->stats.seeks++;
+    int ret = av_seek_frame(v->fmt, v->sidx, ts, AVSEEK_FLAG_BACKWARD);
+    if (ret < 0 && ts <= v->start_ts)
+        ret = avformat_seek_file(v->fmt, v->sidx, INT64_MIN, ts, ts, 0);
+    if (ret < 0) {
+        /* Cannot seek: start again from the top; frames before ts are skipped by pts. */
+        ret = vt_vid_reopen(v, err, errlen);
+        if (ret < 0)
+            return ret;
+    }
+    avcodec_flush_buffers(v->dec);
+    v->nskipped = 0;
+    v->skip_at = 0;
+    v->skip_lost_hi = -1;
+    v->eof_sent = 0;
+    v->streaming = 0;
+    v->last_pos = -1;
+    return 0;
+}
+
+/* Does the current read need the frame of this packet? Unknown (no exact pts) = yes.
+ * A skipped position is remembered: a later read that wants it must seek. */
+static int packet_wanted(vt_video *v, const AVPacket *pkt) {
+    if (!v->want || v->no_ts)
+        return 1;
+    int64_t ts = pkt->pts != AV_NOPTS_VALUE ? pkt->pts : pkt->dts;
+    if (ts == AV_NOPTS_VALUE)
+        return 1;
+    int64_t i = vt_vid_lower_bound(v->pts, v->info.nframes, ts);
+    if (i >= v->info.nframes || v->pts[i] != ts)
+        return 1;
+    int64_t j = vt_vid_lower_bound(v->want, v->nwant, i);
+    if (j < v->nwant && v->want[j] == i)
+        return 1;
+    if (v->nskipped < VT_SKIP_KEEP) {
+        v->skipped[v->nskipped++] = i;
+    } else {
+        if (v->skipped[v->skip_at] > v->skip_lost_hi)
+            v->skip_lost_hi = v->skipped[v->skip_at];
+        v->skipped[v->skip_at] = i;
+        v->skip_at = (v->skip_at + 1) % VT_SKIP_KEEP;
+    }
+    return 0;
+}
+
+/* Next frame into v->frame: 1 got one, 0 end of stream, < 0 error (err set).
+ * Decode errors (a corrupt packet) are counted and skipped, never fatal. */
+int vt_vid_next_frame(vt_video *v, char *err, size_t errlen) {
+    int bad_in_a_row = 0;
+    if (v->hw.on)
+        vt_vid_hw_thread();
+    for (;;) {
+        int ret = avcodec_receive_frame(v->dec, v->frame);
+        if (ret >= 0) {
+            if ((v->frame->flags & AV_FRAME_FLAG_CORRUPT) || v->frame->decode_error_flags)
+                v->stats.decode_errors++;
+            v->stats.frames_decoded++;
+            return 1;
+        }
+        if (ret == AVERROR_EOF)
+            return 0;
+        if (ret != AVERROR(EAGAIN)) {
+            /* A frame-threaded decoder reports a bad packet here, not from send. */
+            v->stats.decode_errors++;
+            if (++bad_in_a_row > 10000) {
+                vt_vid_set_av_err(err, errlen, "decoder keeps failing", ret);
+                return ret;
+            }
+            continue;
+        }
+        if (v->eof_sent)
+            return 0; /* drained decoder answering EAGAIN: nothing more will come */
+        ret = av_read_frame(v->fmt, v->pkt);
+        if (ret < 0) {
+            /* EOF, or a read error in a truncated file: drain what was sent. */
+            avcodec_send_packet(v->dec, NULL);
+            v->eof_sent = 1;
+            continue;
+        }
+        if (v->pkt->stream_index != v->sidx) {
+            av_packet_unref(v->pkt);
+            continue;
+        }
+        /* Less decoding, same pixels: a frame nobody wants is not decoded when nothing
+         * depends on it — any frame of an intra-only stream (not even sent), or a
+         * non-reference frame (B-frames) of any codec (skip_frame, read per packet,
+         * also by frame threads). Frames that are wanted decode exactly as before. */
+        int wanted = packet_wanted(v, v->pkt);
+        if (!wanted && v->intra_only && !(v->pkt->flags & AV_PKT_FLAG_DISCARD)) {
+            av_packet_unref(v->pkt);
+            continue;
+        }
+        v->dec->skip_frame = wanted ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
+        ret = avcodec_send_packet(v->dec, v->pkt);
+        av_packet_unref(v->pkt);
+        if (ret < 0 && ret != AVERROR(EAGAIN)) {
+            v->stats.decode_errors++;
+            if (++bad_in_a_row > 10000) {
+                vt_vid_set_av_err(err, errlen, "decoder keeps failing", ret);
+                return ret;
+            }
+        }
+    }
+}
+
+/* Index position of the frame in v->frame (after last_pos). */
+int64_t vt_vid_frame_pos(vt_video *v) {
+    int64_t n = v->info.nframes;
+    int64_t ts = v->frame->pts;
+    if (ts == AV_NOPTS_VALUE)
+        ts = v->frame->best_effort_timestamp;
+    if (v->no_ts || ts == AV_NOPTS_VALUE)
+        return v->last_pos + 1;
+    int64_t i = vt_vid_lower_bound(v->pts, n, ts);
+    if (i < n && v->pts[i] == ts) {
+        /* Duplicate timestamps (broken muxers): take the next unused one. */
+        while (i <= v->last_pos && i + 1 < n && v->pts[i + 1] == ts)
+            i++;
+        return i;
+    }
+    /* Not in the index (decoder-made timestamp): the nearest indexed frame. */
+    if (i == 0)
+        return 0;
+    if (i == n)
+        return n - 1;
+    return (ts - v->pts[i - 1] <= v->pts[i] - ts) ? i - 1 : i;
+}
+
+/* Seek so that decoding reaches position q: to the keyframe at or before it, `back`
+ * keyframes earlier on a retry, the start of the file after VT_MAX_SEEK_RETRY. */
+int vt_vid_seek_for(vt_video *v, int64_t q, int back, char *err, size_t errlen) {
+    if (v->no_ts || v->nkf == 0 || back >= VT_MAX_SEEK_RETRY)
+        return vt_vid_seek_ts(v, v->start_ts, err, errlen);
+    int64_t k = vt_vid_lower_bound(v->kf, v->nkf, v->pts[q] + 1) - 1 - back; /* last kf <= pts[q] */
+    if (k < 0)
+        return vt_vid_seek_ts(v, v->start_ts, err, errlen);
+    return vt_vid_seek_ts(v, v->kf[k], err, errlen);
+}
+
+/* Could the decoder reach q from where it is without a seek, and should it? Yes when q
+ * is ahead and a seek would not save work: no keyframe lies between the current position
+ * and q (a seek would land at or before where we already are), or the keyframe before q
+ * is at most VT_CONTINUE_REFS frames ahead (a seek would skip decoding that few frames
+ * but costs a demuxer seek, a decoder flush and, with frame threads, refilling the
+ * pipeline). In an intra-only stream passing a frame costs one packet read (it is never
+ * sent), so up to VT_CONTINUE_INTRA frames are passed rather than seeking per frame.
+ * Pixels are the same either way: a keyframe decodes the same whether it was reached by
+ * seeking or by decoding on (decoding on is what the ffmpeg command does). */
+#define VT_CONTINUE_REFS 4
+#define VT_CONTINUE_INTRA 32
+int vt_vid_can_continue(const vt_video *v, int64_t q) {
+    if (!v->streaming || v->eof_sent || v->last_pos < 0 || q <= v->last_pos)
+        return 0;
+    if (v->no_ts)
+        return 1;
+    if (v->intra_only)
+        return q - v->last_pos <= VT_CONTINUE_INTRA;
+    int64_t k = vt_vid_lower_bound(v->kf, v->nkf, v->pts[q] + 1) - 1;
+    if (k < 0 || v->kf[k] <= v->pts[v->last_pos])
+        return 1;
+    int64_t kpos = vt_vid_lower_bound(v->pts, v->info.nframes, v->kf[k]); /* index position */
+    return kpos - v->last_pos - 1 <= VT_CONTINUE_REFS;
+}

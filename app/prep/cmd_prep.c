@@ -302,7 +302,7 @@ int vt_cmd_prep(int argc, char **argv) {
         rc = 1;
         goto end;
     }
-    /* The output rule (models/common.h): SRC, and so every source video in it, is this
+    /* The output rule (base/common.h): SRC, and so every source video in it, is this
      * command's input. A DST that is SRC, lies inside it or reaches into it through a link
      * is refused before any folder is made (prep SRC SRC/x wrote its copies, manifest and
      * lock into the dataset); each output is checked again as it is written. */

@@ -450,11 +450,33 @@ char *vt_path_real_future(const char *dir) {
     return base;
 }
 
+/* 0 when neither real (a resolved path, cut in place) nor a folder above it is an input
+ * folder; else -1 with err naming path and the input. */
+static int inside_input(char *real, const char *path, char *err, size_t errlen) {
+    struct stat st;
+    for (char *p = real; p && *p;) {
+        const input_ent *in = stat(p, &st) == 0 ? input_of(&st, 1) : NULL;
+        if (in) {
+            vt_set_err(err, errlen, "refusing to write %s: it is inside %s, an input folder "
+                       "of this command (write outputs outside it)", path, in->path);
+            return -1;
+        }
+        char *s = strrchr(p, '/');
+        if (!s || (s == p && p[1] == 0))
+            break;
+        if (s == p)
+            s[1] = 0; /* "/" itself last */
+        else
+            *s = 0;
+    }
+    return 0;
+}
+
 int vt_output_check(const char *path, char *err, size_t errlen) {
     struct stat st;
-    if (stat(path, &st) != 0 && errno != ENOENT) {
-        /* A link loop (ELOOP), a file where a folder should be (ENOTDIR), a folder we may
-         * not search: the rename would replace the link loop itself, or fail at the end. */
+    if (stat(path, &st) != 0 && errno == ELOOP) {
+        /* A link loop at the name: the rename would replace the link itself. (Other
+         * failures, a file used as a folder, fail at the write with their reason.) */
         vt_set_err(err, errlen, "refusing to write %s: %s (give the path of a regular file "
                    "or a new name)", path, strerror(errno));
         return -1;
@@ -474,29 +496,29 @@ int vt_output_check(const char *path, char *err, size_t errlen) {
             return -1;
         }
     }
-    /* the folders it would land in, up to the root: none may be an input folder. From the
-     * path itself resolved, not only its folder: a link at the output's name that points
-     * at a file inside an input folder (DST/x.mp4 -> SRC/x.mp4) lands there too. */
-    char *real = vt_path_real_future(path);
-    int rc = 0;
-    for (char *p = real; p && *p && rc == 0;) {
-        if (stat(p, &st) == 0) {
-            const input_ent *in = input_of(&st, 1);
-            if (in) {
-                vt_set_err(err, errlen, "refusing to write %s: it is inside %s, an input folder "
-                           "of this command (write outputs outside it)", path, in->path);
-                rc = -1;
-            }
-        }
-        char *s = strrchr(p, '/');
-        if (!s || (s == p && p[1] == 0))
-            break;
-        if (s == p)
-            s[1] = 0; /* "/" itself last */
-        else
-            *s = 0;
-    }
+    /* the folders it would land in, up to the root: none may be an input folder */
+    size_t n = strlen(path);
+    char *dir = vt_malloc(n + 2);
+    memcpy(dir, path, n + 1);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, n + 2, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    char *real = vt_path_real_future(dir);
+    free(dir);
+    int rc = inside_input(real, path, err, errlen);
     free(real);
+    /* A link at the output's name lands where it points, which the rename would not
+     * change, but a writer that opens the name (FFmpeg's avio_open) writes there: one
+     * that points into an input folder (DST/x.mp4 -> SRC/x.mp4) is refused too. */
+    if (rc == 0 && lstat(path, &st) == 0 && S_ISLNK(st.st_mode) &&
+        (real = realpath(path, NULL)) != NULL) {
+        rc = inside_input(real, path, err, errlen);
+        free(real);
+    }
     return rc;
 }
 

@@ -419,8 +419,16 @@ static void cases_data(void) {
     CASE(ERR, "ds", NOJSON, "synth", "--classes", "2", "--frames", "4", "ds");
 
     /* prep: a hostile dataset into a hostile DST; specials as SRC and as DST; texts. */
-    CASE(OK, NULL, NOJSON, "prep", "--short-side", "32", "--codec", "mpeg4", "--jobs", "1", "--",
-         HDS, "out/-p d\n\xff" "x");
+    for (int again = 0; again < 2; again++) {
+        CASE(OK, NULL, NOJSON, "prep", "--short-side", "32", "--codec", "mpeg4", "--jobs", "1",
+             "--", HDS, "out/-p d\n\xff" "x");
+        /* the rerun resumes: the manifest names each video as it is, newline and all (it
+         * wrote a newline as a space, and the rerun redid that video) */
+        char *log = again ? vt_test_slurp("out/stderr", NULL) : NULL;
+        TCHECK(!again || (log && strstr(log, "(0 to do")), "prep's rerun redid videos:\n%s",
+               log ? log : "");
+        free(log);
+    }
     SPECIALS("out/p1", "prep", "--jobs", "1", "--");
     CASE(ERR, "in/fifo", NOJSON, "prep", "--jobs", "1", "ds", "in/fifo");
     CASE(ERR, "in/empty", NOJSON, "prep", "--jobs", "1", "ds", "in/empty");

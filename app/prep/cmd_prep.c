@@ -483,8 +483,8 @@ int vt_cmd_prep(int argc, char **argv) {
         VT_CHECK(f != NULL, "open_memstream: out of memory");
         fputs("old,new\n", f);
         for (int i = 0; i < m.n; i++) {
-            prep_csv_put(f, m.old[i], 0);
-            prep_csv_put(f, m.new_[i], 1);
+            vt_csv_put(f, m.old[i], 0);
+            vt_csv_put(f, m.new_[i], 1);
         }
         VT_CHECK(fclose(f) == 0, "building %s in memory failed", PATHS);
         snprintf(path, sizeof path, "%s/" PATHS, r.dst);

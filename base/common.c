@@ -277,13 +277,13 @@ int vt_open_regular(const char *path, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
-        vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        vt_set_err(err, errlen, "cannot read %s: cannot open it: %s", path, strerror(errno));
         if (fd >= 0)
             close(fd);
         return -1;
     }
     if (!S_ISREG(st.st_mode)) {
-        vt_set_err(err, errlen, "cannot read %s: it is %s, not a file (give a regular file)",
+        vt_set_err(err, errlen, "cannot read %s: it is %s, not a regular file (give a file)",
                    path, kind_of(st.st_mode));
         close(fd);
         return -1;

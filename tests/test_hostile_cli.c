@@ -5,7 +5,7 @@
  * newlines, quotes or bytes that are not UTF-8; text inputs (--labels, Kinetics CSVs, HMDB51
  * split files, UCF101 lists, config.json) with a NUL byte, invalid UTF-8, CR line ends, a
  * quoted newline, a 1 MiB line; an empty file, a folder, a FIFO and a device (/dev/null)
- * where a file is expected; a missing path; a symbolic-link loop.
+ * where a file is expected (and inside the dataset); a missing path; a symbolic-link loop.
  *
  * Each case is one run of the binary (argv given directly, no shell), and each must give
  * the right result or a clear error: a non-zero exit below 128 with the path (or what is
@@ -17,6 +17,15 @@
  *
  * One tiny synth set and one tiny run (trained on the hostile-named dataset, so its class
  * names hold a newline, a quote and a byte that is not UTF-8) are shared by every case.
+ *
+ * What it found when written (each fixed where the rule lives): a FIFO where a file is
+ * expected hung scan/train/embed --labels, eval/predict/export --checkpoint and eval or
+ * train --resume on a run whose config.json is a FIFO (base/common.h vt_open_regular);
+ * an output path that is a link loop was replaced by the rename (export --onnx, embed
+ * --out, predict --dump-input, bench decode --starts-out: vt_output_check); bench decode
+ * exited 0 with no file readable and named none; prep SRC SRC/x wrote into the dataset;
+ * prep's manifest wrote a newline in a file name as a space, so a rerun redid that video
+ * (base/csv.h); two errors did not name their path (prep SRC SRC, embed --out NOEXT).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -295,6 +304,11 @@ static void make_inputs(void) {
     must(rename("in/h/val/move_left", "in/h/val/" HCLS) == 0, "class");
     must(rename("in/h/train/move_right/move_right_0000.mp4", "in/h/train/move_right/" HVID) == 0,
          "video");
+    /* inside the dataset too: a FIFO video, a link loop, a FIFO beside the classes (prep
+     * copies other files): listed and skipped, never waited on */
+    must(mkfifo("in/h/train/move_right/f.mp4", 0644) == 0 &&
+             symlink("lp.mp4", "in/h/train/move_right/lp.mp4") == 0 &&
+             mkfifo("in/h/notes.txt", 0644) == 0, "specials in the dataset");
     must(rename("in/h", HDS) == 0, "dataset");
     for (size_t i = 0; i < sizeof vids / sizeof *vids; i++)
         must(vt_test_sh("cp ds/train/move_left/move_left_0000.mp4 in/tmp.mp4") == 0 &&

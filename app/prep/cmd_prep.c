@@ -97,6 +97,7 @@ static void usage(FILE *f) {
         "  hidden temporary name and renamed when whole). DST/" OPTIONS " records the\n"
         "  options; a rerun with others is refused unless --force.\n"
         "  One prep at a time writes a DST: a second one is refused (DST/.prep-lock).\n"
+        "  DST may not be SRC, lie inside it or reach into it through a link (refused).\n"
         "  A DST that cannot be written (a full disk) stops the run with its reason; no\n"
         "  video is blamed for it, and a rerun after freeing space resumes.\n"
         "  Exit: 0 when every readable video is in DST (bad ones are listed), 1 when no\n"

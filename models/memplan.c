@@ -35,6 +35,14 @@ static const char *node_kind_name(vt_node_kind k) {
     case VT_NODE_ADD: return "add";
     case VT_NODE_AVGPOOL: return "avgpool3d";
     case VT_NODE_CONCAT: return "concat";
+    case VT_NODE_TOKENS: return "tokens";
+    case VT_NODE_POS: return "pos_sincos";
+    case VT_NODE_LN: return "layernorm";
+    case VT_NODE_GELU: return "gelu";
+    case VT_NODE_TLINEAR: return "linear";
+    case VT_NODE_QKV: return "qkv";
+    case VT_NODE_ATTN: return "attention";
+    case VT_NODE_TMEAN: return "mean";
     }
     return "?";
 }

@@ -126,6 +126,7 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
             VT_OP(be, fill, (float *)*arenas[i].p, 0.0f, arenas[i].bytes / 4);
     }
     VT_OP(be, fill, net->ws + g->one_off, 1.0f, 1);
+    vt_netv_init_ws(net);
     net->bn_count = vt_calloc((size_t)g->nnodes, sizeof(int64_t));
     net->bn_frozen = vt_calloc((size_t)g->nnodes, 1);
     net->host_loss = vt_calloc((size_t)cfg->nheads * (size_t)(max_batch ? max_batch : 1),
@@ -410,6 +411,9 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
             break;
         case VT_NODE_CONCAT:
             concat_slices(net, i, n, 0);
+            break;
+        default: /* the transformer nodes */
+            vt_netv_forward(net, i, in, out, n);
             break;
         }
     }
@@ -712,6 +716,9 @@ void vt_net_backward(vt_net *net) {
             break;
         case VT_NODE_ADD:
         case VT_NODE_CONCAT:
+            break;
+        default: /* the transformer nodes */
+            vt_netv_backward(net, i, din, dout, in, n);
             break;
         }
         if (nd->din[0] == VT_DIN_ACCUM)

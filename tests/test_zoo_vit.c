@@ -27,6 +27,7 @@
 
 #include "base/common.h"
 #include "models/net.h"
+#include "models/finetune.h"
 #include "models/registry.h"
 #include "models/transfer.h"
 #include "models/formats/safetensors.h"
@@ -167,6 +168,38 @@ static void names(const vt_ckpt_info *info, const char *dir) {
     }
 }
 
+/* Layer-wise lr decay F (VideoMAE's, as docs/models.md): blocks.N (layer N+1 of D) at
+ * F^(D - N), the patch embedding at F^(D+1), fc_norm and the head at 1 (times the head
+ * multiplier); --freeze K puts the patch embedding and blocks 0..K-1 at 0. */
+static void check_decay(const vt_net *net, int depth) {
+    const float F = 0.75f;
+    for (int freeze = -1; freeze <= 1; freeze += 2) {
+        vt_optim_group g[VT_OPTIM_MAX_GROUPS];
+        int ng = vt_finetune_groups(g, VT_OPTIM_MAX_GROUPS, net, freeze, 10.0f, F);
+        /* patch embedding, D blocks, fc_norm, head; frozen: the first two merged at 0 */
+        TCHECK(ng == (freeze < 0 ? depth + 3 : depth + 2), "%d groups (freeze %d)", ng, freeze);
+        int bad = 0;
+        for (int i = 0; i < vt_net_num_tensors(net); i++) {
+            const vt_tensor_info *t = vt_net_tensor(net, i);
+            int b = -1, layer = !strncmp(t->name, "patch_embed.", 12) ? 0 : depth + 1;
+            if (sscanf(t->name, "blocks.%d.", &b) == 1)
+                layer = b + 1;
+            double want = pow(F, depth + 1 - layer) * (!strncmp(t->name, "head.", 5) ? 10 : 1);
+            if (freeze >= 0 && layer <= freeze)
+                want = 0;
+            float got = -1;
+            for (int k = 0; k < ng; k++)
+                if (t->offset >= g[k].lo && t->offset < g[k].hi)
+                    got = g[k].lr_mult;
+            if (fabs(got - want) > 1e-6 * want + 1e-12 && bad++ < 3)
+                printf("  %s: lr x%g, want x%g\n", t->name, (double)got, want);
+        }
+        TCHECK(bad == 0, "layer decay: %d tensors at the wrong lr (freeze %d)", bad, freeze);
+    }
+    printf("layer decay 0.75 over depth %d (and --freeze 1): every tensor's lr as VideoMAE's\n",
+           depth);
+}
+
 /* videomae_vit_s/b: names, shapes and order against torch_vit.py list. */
 static void listing(const char *py, const char *src, const char *model, int dim, int heads,
                     int64_t params) {
@@ -210,6 +243,7 @@ static void listing(const char *py, const char *src, const char *model, int dim,
            "expected %lld)", model, (long long)vt_net_num_params(net), tp, (long long)params);
     printf("listing: %s: %d tensors, %lld parameters as torch's\n", model, i,
            (long long)vt_net_num_params(net));
+    check_decay(net, 12);
     vt_net_free(&net);
     vt_backend_free(&be);
 }

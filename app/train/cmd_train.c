@@ -100,6 +100,9 @@ static void usage(FILE *f) {
         "                        (default: on when fine-tuning)\n"
         "  --head-lr-mult M      the classifier's lr is M x --lr (default 10 when\n"
         "                        fine-tuning, else 1)\n"
+        "  --layer-decay F       transformers: block i of D learns at F^(D+1-i) x the lr,\n"
+        "                        the patch embedding at F^(D+1) (default 0.75 when a\n"
+        "                        transformer fine-tunes, else 1: off)\n"
         "  Fine-tuning's defaults: lr a tenth of the rule below, epochs enough to see 2000\n"
         "  clips (at least 10), no precise BN (the statistics are frozen)\n"
         "optimisation:\n"
@@ -367,6 +370,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             continue;
         }
         if (OPT("--head-lr-mult")) { if (r < 0 || vt_train_range_parse(o, "--head-lr-mult", v)) BAD(); continue; }
+        if (OPT("--layer-decay")) { if (r < 0 || vt_train_range_parse(o, "--layer-decay", v)) BAD(); continue; }
         if (OPT("--dropout")) { if (r < 0 || vt_train_range_parse(o, "--dropout", v)) BAD(); continue; }
         if (OPT("--patience")) { if (r < 0 || vt_train_range_parse(o, "--patience", v)) BAD(); patience_given = 1; continue; }
         if (OPT("--min-clips")) { if (r < 0 || vt_train_range_parse(o, "--min-clips", v)) BAD(); min_clips_given = 1; continue; }

@@ -34,6 +34,13 @@ static int is_resnet(const char *m) {
 
 int vt_finetune_nlayers(const char *model) { return vt_zoo_vit_depth(model); }
 
+const char *vt_finetune_weights_licence(const char *model) {
+    return vt_finetune_nlayers(model) > 0
+               ? "CC-BY-NC 4.0 if these are the VideoMAE / VideoMAEv2 release weights "
+                 "(non-commercial use only)"
+               : NULL;
+}
+
 int vt_finetune_stage(const char *model, const char *name) {
     if (vt_finetune_nlayers(model) > 0) {
         if (starts(name, "patch_embed."))

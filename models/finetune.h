@@ -26,6 +26,10 @@ int vt_finetune_nstages(const char *model);
  * stage s the multiplier F^(D+1-s) and fc_norm and the head F^0 = 1 (VideoMAE's
  * LayerDecayValueAssigner with get_num_layer_for_vit). */
 int vt_finetune_nlayers(const char *model);
+/* The licence of the published weights a model of this kind starts from, for the run's
+ * config and log: the VideoMAE / VideoMAEv2 release weights' for the transformers
+ * ("CC-BY-NC 4.0 ..."), NULL for the others (torchvision's registry says its own). */
+const char *vt_finetune_weights_licence(const char *model);
 
 /* Optimizer groups over net's parameter arena (at most maxg, adjacent equal multipliers
  * merged): tensors of stages <= freeze at 0 (freeze < 0: none), the classifiers' at

@@ -85,7 +85,10 @@ static void usage(FILE *f) {
         "                        s3d; downloaded once into $XDG_CACHE_HOME/vidtrain (or\n"
         "                        $VIDTRAIN_CACHE; $VIDTRAIN_WEIGHTS_URL names a mirror or a\n"
         "                        file:// folder), SHA-256 checked. Sets --model and the clip\n"
-        "                        to the weights' own (16x112; s3d 16x224) unless given\n"
+        "                        to the weights' own (16x112; s3d 16x224) unless given.\n"
+        "                        Licences: torchvision's weights as torchvision's; VideoMAE\n"
+        "                        (videomae_vit_s/b, not in this registry: --init FILE)\n"
+        "                        CC-BY-NC 4.0, non-commercial\n"
         "  --init FILE           start from FILE: a vidtrain checkpoint, a safetensors file\n"
         "                        with torchvision's names, or a PyTorch .pth state_dict\n"
         "                        (torch.save; read without running any of its pickle code;\n"
@@ -359,6 +362,11 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             if (r < 0 || !vt_pretrained_find(v)) {
                 fprintf(stderr, "vidtrain train: --pretrained '%s': one of %s\n", v ? v : "",
                         vt_pretrained_names());
+                if (v && !strncmp(v, "videomae", 8))
+                    fprintf(stderr, "  VideoMAE weights are not in the registry (no URL and "
+                            "SHA-256 checkable offline): download them yourself (licence "
+                            "CC-BY-NC 4.0: non-commercial) and pass --init FILE "
+                            "(docs/models.md)\n");
                 return 2;
             }
             snprintf(o->pretrained, sizeof o->pretrained, "%s", vt_pretrained_find(v)->name);

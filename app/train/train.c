@@ -238,6 +238,8 @@ static int load_init(vt_train *t) {
         fprintf(stderr, "vidtrain train: --init: %s\n", j.err);
         return 1;
     }
+    if (vt_finetune_weights_licence(t->o.model))
+        fprintf(t->out, "init: weights licence: %s\n", vt_finetune_weights_licence(t->o.model));
     vt_towers_sync_from(t->towers, 0);
     return 0;
 }

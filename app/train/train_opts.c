@@ -155,6 +155,8 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     cJSON_AddBoolToObject(j, "init_strict", o->init_strict);
     cJSON_AddBoolToObject(j, "skip_nonfinite", o->skip_nonfinite);
     J_STR(pretrained);
+    if (o->init[0] && vt_finetune_weights_licence(o->model))
+        cJSON_AddStringToObject(j, "weights_licence", vt_finetune_weights_licence(o->model));
     J_NUM(head_lr_mult);
     J_NUM(layer_decay);
     J_NUM(freeze);

@@ -43,6 +43,7 @@ static const char *node_kind_name(vt_node_kind k) {
     case VT_NODE_QKV: return "qkv";
     case VT_NODE_ATTN: return "attention";
     case VT_NODE_TMEAN: return "mean";
+    case VT_NODE_DROPPATH: return "drop_path";
     }
     return "?";
 }

@@ -413,7 +413,7 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
             concat_slices(net, i, n, 0);
             break;
         default: /* the transformer nodes */
-            vt_netv_forward(net, i, in, out, n);
+            vt_netv_forward(net, i, in, out, n, train);
             break;
         }
     }

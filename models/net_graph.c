@@ -364,6 +364,8 @@ void vt_graph_plan(vt_graph *g) {
             nd->mask_floats = 2 * (int64_t)nd->t * nd->h * nd->w;
         if (nd->kind == VT_NODE_ATTN) /* the log-sum-exp of each head's query rows */
             nd->mask_floats = (int64_t)nd->heads * nd->t;
+        if (nd->kind == VT_NODE_DROPPATH) /* the clip's scale */
+            nd->mask_floats = 1;
         if (nd->mask_floats) {
             nd->mask_off = f32;
             f32 += nd->mask_floats;

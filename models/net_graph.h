@@ -44,6 +44,7 @@ typedef enum vt_node_kind {
                         v_bias and no k bias */
     VT_NODE_ATTN,    /* multi-head self-attention on (L, 3C) qkv -> (L, C) */
     VT_NODE_TMEAN,   /* the mean over tokens: (L, C) -> (C) */
+    VT_NODE_DROPPATH,/* drop path: a clip's whole input x 0 or 1/(1-p) in training */
 } vt_node_kind;
 
 /* Most inputs a node takes: add has 2, concat up to 4 (an Inception block's branches). */
@@ -176,6 +177,11 @@ int vt_g_qkv(vt_graph *g, const char *name, int in); /* tensors NAME.qkv.weight,
                                                         NAME.v_bias */
 int vt_g_attn(vt_graph *g, const char *name, int in, int heads);
 int vt_g_tmean(vt_graph *g, const char *name, int in);
+int vt_g_droppath(vt_graph *g, const char *name, int in, float p);
+/* Drop path's per-clip scale: 0 or 1/(1-p), from the clip's dropout seed (net.c: the
+ * seed of the pass plus the clip's index in it) and the node's index among the graph's
+ * drop paths: keep iff (hash64(hash64(seed) + 0x5D0000 + index) >> 40) / 2^24 >= p. */
+float vt_drop_path_scale(uint64_t clip_seed, int index, float p);
 /* For those builders: a new node fed by in (its shape copied), and a new tensor of it
  * (net_graph.c). */
 int vt_g_node_new(vt_graph *g, vt_node_kind kind, const char *name, int in);

@@ -94,6 +94,22 @@ int vt_g_tmean(vt_graph *g, const char *name, int in) {
     return i;
 }
 
+int vt_g_droppath(vt_graph *g, const char *name, int in, float p) {
+    int i = vt_g_node_new(g, VT_NODE_DROPPATH, name, in);
+    if (i < 0)
+        return -1;
+    g->nodes[i].drop_p = p;
+    for (int j = 0; j < i; j++)
+        g->nodes[i].drop_index += g->nodes[j].kind == VT_NODE_DROPPATH;
+    return i;
+}
+
+float vt_drop_path_scale(uint64_t clip_seed, int index, float p) {
+    uint64_t h = vt_hash64(vt_hash64(clip_seed) + 0x5D0000ull + (uint64_t)index);
+    float u = (float)(h >> 40) / 16777216.0f; /* 24 bits: exact in float */
+    return u >= p && p < 1.0f ? 1.0f / (1.0f - p) : 0.0f;
+}
+
 void vt_sincos_table(float *tab, int L, int C) {
     for (int p = 0; p < L; p++)
         for (int j = 0; j < C; j++) {

@@ -79,7 +79,7 @@ static inline float *buffer(vt_net *net, int t) {
  * itself; init_ws writes the position tables into the workspace (vt_net_init). din may
  * be NULL (no gradient wanted). */
 void vt_netv_init_ws(vt_net *net);
-void vt_netv_forward(vt_net *net, int i, const float *in, float *out, int n);
+void vt_netv_forward(vt_net *net, int i, const float *in, float *out, int n, int train);
 void vt_netv_backward(vt_net *net, int i, float *din, const float *dout, const float *in, int n);
 
 /* net_exact.c: the layers whose outputs sum over clips, one clip at a time with the sums

@@ -48,7 +48,7 @@ static float *qkv_bias(vt_net *net, const vt_node *nd) {
     return b;
 }
 
-void vt_netv_forward(vt_net *net, int i, const float *in, float *out, int n) {
+void vt_netv_forward(vt_net *net, int i, const float *in, float *out, int n, int train) {
     vt_backend *be = net->be;
     const vt_graph *g = &net->g;
     const vt_node *nd = &g->nodes[i];
@@ -90,6 +90,25 @@ void vt_netv_forward(vt_net *net, int i, const float *in, float *out, int n) {
     case VT_NODE_TMEAN:
         VT_OP(be, token_mean_forward, out, in, n, L, nd->c);
         break;
+    case VT_NODE_DROPPATH: {
+        const int64_t per = vt_node_floats(nd);
+        if (!train) { /* identity at evaluation */
+            be->i->copy(be, out, in, (size_t)(n * per) * sizeof(float));
+            break;
+        }
+        /* per clip, from its global position as dropout's masks (net.c) */
+        float sc[64];
+        float *scale = f32_at(net, nd->mask_off);
+        for (int j0 = 0; j0 < n; j0 += 64) {
+            const int m = VT_MIN(64, n - j0);
+            for (int j = 0; j < m; j++)
+                sc[j] = vt_drop_path_scale(net->dropout_seed + (uint64_t)(j0 + j),
+                                           nd->drop_index, nd->drop_p);
+            be->i->to_device(be, scale + j0, sc, (size_t)m * sizeof(float));
+        }
+        VT_OP(be, scale_rows, out, in, scale, n, per);
+        break;
+    }
     default:
         VT_DIE("node %s: kind %d has no forward", nd->name, (int)nd->kind);
     }
@@ -178,6 +197,10 @@ void vt_netv_backward(vt_net *net, int i, float *din, const float *dout, const f
         break;
     case VT_NODE_TMEAN:
         VT_OP(be, token_mean_backward, din, dout, n, L, nd->c);
+        break;
+    case VT_NODE_DROPPATH:
+        if (din)
+            VT_OP(be, scale_rows, din, dout, f32_at(net, nd->mask_off), n, vt_node_floats(nd));
         break;
     default:
         VT_DIE("node %s: kind %d has no backward", nd->name, (int)nd->kind);

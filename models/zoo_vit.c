@@ -8,7 +8,9 @@
  *                      not in the state dict, rebuilt for any clip size);
  *   blocks.N           x = x + attn.proj(attention(attn.qkv(norm1(x)) + [q_bias|0|v_bias]));
  *                      x = x + mlp.fc2(GELU(mlp.fc1(norm2(x)))); LayerNorm eps 1e-6,
- *                      MLP ratio 4, no layer scale, no drop path (yet);
+ *                      MLP ratio 4, no layer scale; with cfg->drop_path > 0 each
+ *                      residual branch of block b passes a drop path (drop_path1,
+ *                      drop_path2) of p = rate * b / (depth - 1);
  *   fc_norm            LayerNorm of the mean over tokens (use_mean_pooling), then head.
  *   videomae_vit_s: dim 384, 6 heads; videomae_vit_b: dim 768, 12 heads; depth 12.
  *   vit_test: a TEST model (not in vt_zoo_names): dim 48, 2 heads, depth 2, the same
@@ -58,6 +60,11 @@ int vt_zoo_build_vit(vt_graph *g, const vt_net_cfg *cfg) {
                               "height %d", cfg->clip_t, cfg->clip_h);
     const float eps = 1e-6f; /* VideoMAE's partial(nn.LayerNorm, eps=1e-6) */
     const int d = sp->dim;
+    if (!(cfg->drop_path >= 0 && cfg->drop_path < 1))
+        return vt_g_node_fail(g, cfg->model, "drop path rate must be in [0, 1)%.0d%.0d", 0, 0);
+    float dp[64] = {0}; /* VideoMAE: torch.linspace(0, drop_path_rate, depth) */
+    for (int b = 0; b < sp->depth && b < 64; b++)
+        dp[b] = sp->depth > 1 ? (float)((double)cfg->drop_path * b / (sp->depth - 1)) : 0.0f;
     int x = vt_g_conv(g, "patch_embed.proj", -1, d, (const int[3]){2, 16, 16},
                       (const int[3]){2, 16, 16}, (const int[3]){0, 0, 0}, 1);
     x = vt_g_tokens(g, "patch_embed", x);
@@ -70,11 +77,15 @@ int vt_zoo_build_vit(vt_graph *g, const vt_net_cfg *cfg) {
         h = vt_g_qkv(g, NM("attn"), h);
         h = vt_g_attn(g, NM("attn.softmax"), h, sp->heads);
         h = vt_g_tlinear(g, NM("attn.proj"), h, d);
+        if (dp[b] > 0)
+            h = vt_g_droppath(g, NM("drop_path1"), h, dp[b]);
         x = vt_g_add(g, NM("add1"), h, x); /* the branch first: add writes over in[0] */
         h = vt_g_ln(g, NM("norm2"), x, eps);
         h = vt_g_tlinear(g, NM("mlp.fc1"), h, 4 * d);
         h = vt_g_gelu(g, NM("mlp.act"), h);
         h = vt_g_tlinear(g, NM("mlp.fc2"), h, d);
+        if (dp[b] > 0)
+            h = vt_g_droppath(g, NM("drop_path2"), h, dp[b]);
         x = vt_g_add(g, NM("add2"), h, x);
 #undef NM
     }

@@ -7,6 +7,8 @@
  *     position table transposed between H and W shows) with seeded non-trivial weights,
  *     on cpu-ref and cpu: eval logits; one training forward, cross-entropy (mean) and
  *     backward: logits and EVERY parameter gradient.
+ *   drop path 0.5 with vidtrain's per-clip draw replayed in PyTorch: the training step's
+ *     logits and gradients; eval mode the identity.
  *   names: the same weights from the Hugging Face file (query/key/value, layernorm_before,
  *     ..., classifier) and from a .pth whose blocks sit under "encoder." load strictly and
  *     give the golden parameters bit for bit.
@@ -136,6 +138,67 @@ static void run(const vt_ckpt_info *info, const char *bename) {
     }
     printf("vit_test %-8s eval NMSE %.2g; train step: logits and %d gradients, worst NMSE %.2g\n",
            bename, eval, ngrads, worst);
+    free(hg);
+    free(hx);
+    vt_backend_free_ptr(be, dlab);
+    vt_backend_free_ptr(be, x);
+    unmake(&net);
+}
+
+/* Drop path 0.5 (vit_test's block 1 at p 0.5), clip seeds 72 and 73, whose draws drop
+ * clip 0's attention branch and clip 1's MLP branch: PyTorch with the same scales
+ * replayed gives the logits and gradients; eval is the identity (no drop path's logits). */
+static void drop_path(const vt_ckpt_info *info, const char *bename) {
+    char err[512];
+    vt_backend *be = vt_backend_init(bename, 0, 0, 0);
+    vt_net_cfg cfg;
+    vt_net_cfg_default(&cfg, "vit_test", 5, 4, 32, 48);
+    cfg.drop_path = 0.5f;
+    vt_net *net = vt_net_init(&cfg, be, 2, err, sizeof err);
+    VT_CHECK(net, "%s", err);
+    load_state(net, info);
+    int64_t xn;
+    float *hx = gread(info, "x", &xn), mine[10];
+    float *x = vt_backend_alloc_x(be, (size_t)xn * 4, "input");
+    be->i->to_device(be, x, hx, (size_t)xn * 4);
+    vt_net_forward(net, x, 2, 0);
+    be->i->to_host(be, mine, vt_net_logits(net, 0), sizeof mine);
+    float *ref = gread(info, "eval_logits.0", NULL);
+    double e = cmp(bename, "drop path eval_logits.0", mine, ref, 10, NMSE_EVAL);
+    free(ref);
+    float *sc = gread(info, "dp.scales", NULL);
+    TCHECK(sc[0] == 0 && sc[1] == 2 && sc[2] == 2 && sc[3] == 0, "torch's draws: %g %g %g %g",
+           (double)sc[0], (double)sc[1], (double)sc[2], (double)sc[3]);
+    free(sc);
+    int32_t lab[2] = {1, 3};
+    int32_t *dlab = vt_backend_alloc_x(be, sizeof lab, "labels");
+    be->i->to_device(be, dlab, lab, sizeof lab);
+    vt_targets tg;
+    memset(&tg, 0, sizeof tg);
+    tg.label[0] = dlab;
+    vt_net_zero_grad(net);
+    vt_net_set_dropout_seed(net, 72);
+    vt_net_forward(net, x, 2, 1);
+    vt_net_loss(net, NULL, NULL, &tg, 0.5f);
+    vt_net_backward(net);
+    vt_backend_sync(be);
+    be->i->to_host(be, mine, vt_net_logits(net, 0), sizeof mine);
+    ref = gread(info, "dp.logits.0", NULL);
+    double worst = cmp(bename, "dp.logits.0", mine, ref, 10, NMSE_TRAIN);
+    free(ref);
+    const int64_t np = vt_net_num_params(net);
+    float *hg = vt_malloc((size_t)np * 4);
+    be->i->to_host(be, hg, vt_net_grads(net), (size_t)np * 4);
+    for (int i = 0; i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *ti = vt_net_tensor(net, i);
+        char name[192];
+        snprintf(name, sizeof name, "dp.grad.%s", ti->name);
+        ref = gread(info, name, NULL);
+        worst = fmax(worst, cmp(bename, name, hg + ti->offset, ref, ti->numel, NMSE_TRAIN));
+        free(ref);
+    }
+    printf("vit_test %-8s drop path 0.5: eval the identity (NMSE %.2g), train step worst NMSE "
+           "%.2g\n", bename, e, worst);
     free(hg);
     free(hx);
     vt_backend_free_ptr(be, dlab);
@@ -333,6 +396,8 @@ int main(void) {
     VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
     run(&info, "cpu-ref");
     run(&info, "cpu");
+    drop_path(&info, "cpu-ref");
+    drop_path(&info, "cpu");
     names(&info, dir);
     exact_passes(&info);
     vt_ckpt_info_free(&info);

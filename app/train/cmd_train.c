@@ -103,6 +103,8 @@ static void usage(FILE *f) {
         "                        (default: on when fine-tuning)\n"
         "  --head-lr-mult M      the classifier's lr is M x --lr (default 10 when\n"
         "                        fine-tuning, else 1)\n"
+        "  --drop-path R         transformers: stochastic depth, block b of D drops its\n"
+        "                        residual branches per clip with p = R b/(D-1) (default 0)\n"
         "  --layer-decay F       transformers: block i of D learns at F^(D+1-i) x the lr,\n"
         "                        the patch embedding at F^(D+1) (default 0.75 when a\n"
         "                        transformer fine-tunes, else 1: off)\n"
@@ -378,6 +380,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             continue;
         }
         if (OPT("--head-lr-mult")) { if (r < 0 || vt_train_range_parse(o, "--head-lr-mult", v)) BAD(); continue; }
+        if (OPT("--drop-path")) { if (r < 0 || vt_train_range_parse(o, "--drop-path", v)) BAD(); continue; }
         if (OPT("--layer-decay")) { if (r < 0 || vt_train_range_parse(o, "--layer-decay", v)) BAD(); continue; }
         if (OPT("--dropout")) { if (r < 0 || vt_train_range_parse(o, "--dropout", v)) BAD(); continue; }
         if (OPT("--patience")) { if (r < 0 || vt_train_range_parse(o, "--patience", v)) BAD(); patience_given = 1; continue; }

@@ -286,6 +286,7 @@ static int build_towers(vt_train *t) {
     tc->net.nheads = heads->n;
     memcpy(tc->net.head, heads->cfg, sizeof heads->cfg);
     tc->net.dropout = o->dropout;
+    tc->net.drop_path = o->drop_path;
     if (vt_precision_parse(o->precision) < 0) { /* a hand-edited config.json */
         fprintf(stderr, "vidtrain train: precision '%s': fp32, tf32 or bf16\n", o->precision);
         return 2;

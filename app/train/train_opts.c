@@ -159,6 +159,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
         cJSON_AddStringToObject(j, "weights_licence", vt_finetune_weights_licence(o->model));
     J_NUM(head_lr_mult);
     J_NUM(layer_decay);
+    J_NUM(drop_path);
     J_NUM(freeze);
     cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn > 0);
     J_NUM(workers);
@@ -267,6 +268,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_STR(pretrained);
     G_FLT_SINCE(head_lr_mult, 1.0f); /* runs before fine-tuning: plain training */
     G_FLT_SINCE(layer_decay, 1.0f);  /* runs before it: off */
+    G_FLT_SINCE(drop_path, 0.0f);
     G_INT_SINCE(freeze, -1);
     G_INT_SINCE(freeze_bn, 0);
     G_INT(workers);

@@ -13,7 +13,9 @@ q_bias / v_bias with a zero k bias), with the VideoMAE / VideoMAEv2 state-dict n
       2 clips of 4x32x48, seeded NON-trivial weights (random LayerNorm affine and biases):
       the state dict, "x", "label.0", "eval_logits.0", then one train-mode forward,
       cross_entropy (mean) and backward: "logits.0" and "grad.<param>" for every
-      parameter. Also "hf.<name>" for every tensor under the Hugging Face names
+      parameter; then the same with drop path 0.5 (VideoMAE's per-block linspace) and
+      vidtrain's per-clip draw replayed for clip seeds 72, 73: "dp.scales",
+      "dp.logits.0", "dp.grad.<param>". Also "hf.<name>" for every tensor under the Hugging Face names
       (VideoMAEForVideoClassification: q/k/v split, k's zero bias absent) so the name
       map is checked against the same numbers; beside it OUT_hf.safetensors (those
       names alone) and OUT.pth (torch.save of the state dict, the blocks under
@@ -81,9 +83,14 @@ class Block(nn.Module):
         self.norm2 = nn.LayerNorm(dim, eps=1e-6)
         self.mlp = Mlp(dim)
 
+        self.scale = None  # drop path: per-clip scales of the two branches, (2, B)
+
     def forward(self, x):
-        x = x + self.attn(self.norm1(x))
-        return x + self.mlp(self.norm2(x))
+        s = self.scale
+        a = self.attn(self.norm1(x))
+        x = x + (a if s is None else a * s[0][:, None, None])
+        m = self.mlp(self.norm2(x))
+        return x + (m if s is None else m * s[1][:, None, None])
 
 
 class PatchEmbed(nn.Module):
@@ -139,6 +146,28 @@ def hf_names(sd, dim):
     return out
 
 
+def drop_path_scales(seed, n, depth, rate):
+    """vidtrain's drop path draw (models/net_graph.h vt_drop_path_scale) for clips
+    seed + j: VideoMAE's linspace of rates, block b's two branches indexed in order
+    among the blocks with p > 0."""
+    from torch_golden import hash64
+    out, index = [], 0
+    for b in range(depth):
+        p = rate * b / (depth - 1)
+        if p <= 0:
+            out.append(None)
+            continue
+        s = torch.zeros(2, n)
+        for k in range(2):
+            for j in range(n):
+                h = hash64((hash64(seed + j) + 0x5D0000 + index) & ((1 << 64) - 1))
+                u = (h >> 40) / 16777216.0
+                s[k, j] = 1.0 / (1.0 - p) if u >= p else 0.0
+            index += 1
+        out.append(s)
+    return out
+
+
 def golden(path):
     import torch_golden
     torch.set_num_threads(1)
@@ -169,14 +198,25 @@ def golden(path):
     F.cross_entropy(logits, label).backward()
     t["logits.0"] = logits.detach().numpy()
     for k, p in m.named_parameters():
-        t["grad." + k] = p.grad.numpy()
+        t["grad." + k] = p.grad.detach().clone().numpy()  # zero_grad reuses .grad
+    # drop path 0.5 (block 1: p 0.5), clip seeds 72+j: scales [0 2 | 2 0], both kinds
+    scales = drop_path_scales(72, 2, depth, 0.5)
+    for b, s in zip(m.blocks, scales):
+        b.scale = s
+    t["dp.scales"] = torch.cat([s.reshape(-1) for s in scales if s is not None]).numpy()
+    m.zero_grad()
+    logits = m(x)
+    F.cross_entropy(logits, label).backward()
+    t["dp.logits.0"] = logits.detach().numpy()
+    for k, p in m.named_parameters():
+        t["dp.grad." + k] = p.grad.numpy()
     torch_golden.save_st(path, t, {"model": "vit_test"})
     # the same weights as a Hugging Face file and as a VideoMAE(v2) repository .pth
     base = os.path.splitext(path)[0]
     torch_golden.save_st(base + "_hf.safetensors",
                          {k[3:]: v for k, v in t.items() if k.startswith("hf.")}, {})
     sd = {k: torch.from_numpy(v) for k, v in t.items() if "." in k and not
-          k.startswith(("hf.", "grad.", "label.", "eval_logits.", "logits."))}
+          k.startswith(("hf.", "grad.", "label.", "eval_logits.", "logits.", "dp."))}
     torch.save({k if k.startswith(("head.", "fc_norm.")) else "encoder." + k: v
                 for k, v in sd.items()}, base + ".pth")
 

@@ -78,7 +78,8 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
     net->mb = max_batch;
     net->bn_momentum = VT_BN_MOMENTUM;
     const vt_graph *g = &net->g;
-    if (vt_backend_set_precision(be, cfg->precision, err, errlen) < 0) {
+    if (vt_backend_set_precision(be, cfg->precision, err, errlen) < 0 ||
+        vt_netv_check_backend(net, err, errlen) < 0) {
         vt_graph_free(&net->g);
         free(net);
         return NULL;

@@ -31,6 +31,20 @@ void vt_netv_init_ws(vt_net *net) {
     }
 }
 
+int vt_netv_check_backend(const vt_net *net, char *err, size_t errlen) {
+    const vt_backend_i *t = net->be->i;
+    for (int i = 0; i < net->g.nnodes; i++)
+        if (net->g.nodes[i].kind >= VT_NODE_TOKENS &&
+            (!t->layernorm_forward || !t->gelu_forward || !t->attention_forward ||
+             !t->transpose || !t->token_mean_forward || !t->add_bcast || !t->scale_rows)) {
+            vt_set_err(err, errlen, "%s needs the transformer ops (layernorm, GELU, attention), "
+                       "which backend %s does not have yet: train it on CPU towers (--devices "
+                       "cpu)", net->g.cfg.model, t->name);
+            return -1;
+        }
+    return 0;
+}
+
 /* fold xtmp[0..n) into the accumulators of parameter tensor t */
 static void fold(vt_net *net, int t, const float *x) {
     VT_OP(net->be, xsum_fold, net->xgrads + 2 * net->g.tensors[t].offset, x,

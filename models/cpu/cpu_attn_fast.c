@@ -19,6 +19,11 @@
 
 #define ATT_BQ 64 /* query rows per block: 64 x L floats of logits (400 KB at L = 1568) */
 
+int64_t vt_cpu_attn_scratch_bound(int L, int D) {
+    return (int64_t)CPU_MAX_BLOCKS * ((int64_t)8 * L * D + (int64_t)2 * ATT_BQ * L) *
+           (int64_t)sizeof(float);
+}
+
 void vt_fast_layernorm_forward(vt_backend *be, float *out, float *mean, float *invstd,
                                const float *x, const float *gamma, const float *beta,
                                int64_t rows, int c, float eps) {

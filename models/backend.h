@@ -186,6 +186,18 @@ typedef struct vt_backend_i {
                               const float *sum_dy, const float *sum_dy_xhat, int64_t count, int n,
                               int c, int64_t s);
 
+    /* ---- fused batch-norm tail (optional: NULL = the network runs the ops one by one)
+     * out = relu(bn_apply(x) + res), res NULL: relu(bn_apply(x)); every array [A], res of
+     * x's shape. Bit for bit what bn_apply into a temporary, then add (when res), then
+     * relu_forward give — each [A] rounding where those ops round (BF16: the normalised
+     * value rounded to bf16, then the sum) — in one pass over memory (issue 45 step 3:
+     * R3D's BN+ReLU and BN+add+ReLU). out must not overlap x or res. cpu-ref and cpu
+     * compose it from their own three ops (vt_backend_bn_apply_relu_composed), so the CPU
+     * tests check the network's fusion; cuda has one kernel. */
+    void (*bn_apply_relu)(vt_backend *be, float *out, const float *x, const float *k,
+                          const float *mean, const float *invstd, const float *gamma,
+                          const float *beta, const float *res, int n, int c, int64_t s);
+
     /* ---- activations (every array [A]) ---- */
     void (*relu_forward)(vt_backend *be, float *out, const float *in, int64_t n);
     /* din = dout * (out > 0); out is the forward OUTPUT (so in-place relu works). */
@@ -349,6 +361,13 @@ void *vt_backend_alloc(vt_backend *be, size_t bytes);
 void *vt_backend_alloc_x(vt_backend *be, size_t bytes, const char *what);
 void vt_backend_free_ptr(vt_backend *be, void *ptr);
 static inline void vt_backend_sync(vt_backend *be) { if (be->i->synchronize) be->i->synchronize(be); }
+
+/* bn_apply_relu made of be's own bn_apply, add and relu_forward (the CPU backends' slot;
+ * backend.h's contract, so out must not overlap x or res). */
+void vt_backend_bn_apply_relu_composed(vt_backend *be, float *out, const float *x,
+                                       const float *k, const float *mean, const float *invstd,
+                                       const float *gamma, const float *beta, const float *res,
+                                       int n, int c, int64_t s);
 
 /* Shorthand for calling an op: VT_OP(be, relu_forward, out, in, n). */
 #define VT_OP(be, op, ...) ((be)->i->op((be), __VA_ARGS__))

@@ -386,6 +386,25 @@ static void bn_case(int n, int c, int64_t s) {
         VT_OP(G, bn_apply, y.g, x.g, NULL, mean.g, inv.g, NULL, NULL, n, c, s);
         VT_OP(R, bn_apply, y.r, x.r, NULL, mean.r, inv.r, NULL, NULL, n, c, s);
         cmp("bn_apply gamma/beta NULL", &y, TOL_DOUBLE);
+        /* the fused tail (issue 45): against cpu-ref's composition, and bit for bit
+         * against this backend's own bn_apply, add, relu_forward */
+        for (int with_res = 0; with_res < 2; with_res++) {
+            pair res = prand(nx, 1), f = pconst(nx, 0);
+            VT_OP(G, bn_apply_relu, f.g, x.g, sh.g, mean.g, inv.g, gam.g, bet.g,
+                  with_res ? res.g : NULL, n, c, s);
+            VT_OP(R, bn_apply_relu, f.r, x.r, sh.r, mean.r, inv.r, gam.r, bet.r,
+                  with_res ? res.r : NULL, n, c, s);
+            cmp(with_res ? "bn_apply_relu with res" : "bn_apply_relu", &f, TOL_DOUBLE);
+            VT_OP(G, bn_apply, y.g, x.g, sh.g, mean.g, inv.g, gam.g, bet.g, n, c, s);
+            if (with_res)
+                VT_OP(G, add, y.g, y.g, res.g, nx);
+            VT_OP(G, relu_forward, y.g, y.g, nx);
+            G->i->to_host(G, f.r, y.g, (size_t)nx * 4);
+            cmp_exact(with_res ? "bn_apply_relu res = cuda's 3 ops" : "bn_apply_relu = cuda's 2 ops",
+                      &f);
+            pfree(&res);
+            pfree(&f);
+        }
         VT_OP(G, bn_backward_reduce, sdy.g, sdyx.g, dy.g, x.g, sh.g, mean.g, inv.g, n, c, s);
         VT_OP(R, bn_backward_reduce, sdy.r, sdyx.r, dy.r, x.r, sh.r, mean.r, inv.r, n, c, s);
         cmp("bn_backward_reduce sum_dy", &sdy, TOL_DOUBLE);

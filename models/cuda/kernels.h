@@ -69,6 +69,12 @@ void vt_cuk_bn_finalize(cudaStream_t st, float *mean, float *invstd, float *runn
 void vt_cuk_bn_apply(cudaStream_t st, vt_cuk_dt dt, void *out, const void *x, const float *k,
                      const float *mean, const float *invstd, const float *gamma,
                      const float *beta, int n, int c, int64_t s);
+/* relu(bn_apply(x) + res), res NULL: relu(bn_apply(x)), in one pass; bit for bit
+ * vt_cuk_bn_apply, vt_cuk_add and vt_cuk_relu_forward in turn (kernels_fused.cu). */
+void vt_cuk_bn_apply_relu(cudaStream_t st, vt_cuk_dt dt, void *out, const void *x,
+                          const void *res, const float *k, const float *mean,
+                          const float *invstd, const float *gamma, const float *beta, int n,
+                          int c, int64_t s);
 void vt_cuk_bn_backward_reduce(cudaStream_t st, vt_cuk_dt dt, float *sum_dy, float *sum_dy_xhat,
                                const void *dy, const void *x, const float *k, const float *mean,
                                const float *invstd, int n, int c, int64_t s, double *partials);

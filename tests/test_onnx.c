@@ -7,6 +7,7 @@
  *      betas and running statistics (so eval-mode BN is exercised, not the identity of
  *      fresh statistics), dropout on in the configuration (the export must leave it
  *      out), a small clip: vidtrain's eval forward on 2 random clips vs ORT, per output.
+ *      vit_test stands for videomae_vit_s/b (their pieces at 2 blocks of dim 48).
  *      tiny runs with two heads (softmax and multi-label) and is exported twice (logits;
  *      --softmax-like probabilities against vt_net_outputs).
  *   2. The command end to end: a tiny run trained 1 epoch on a synthetic set, `vidtrain
@@ -350,6 +351,9 @@ int main(void) {
         /* S3D's concat, avgpool window, BN eps 1e-3 and 5-D classifier weight: the
          * smallest clip it takes */
         {"s3d", 13, 209, 209, 1, 0.2f},
+        /* the VideoMAE transformers' nodes (LayerNormalization, erf GELU, MatMul, Softmax,
+         * the sin-cos table) in the test model of videomae_vit_s's pieces, non-square */
+        {"vit_test", 4, 32, 48, 1, 0.0f},
     };
     for (size_t i = 0; i < VT_ARRAY_LEN(cases); i++)
         zoo_one(be, &cases[i], 0, ort_version);

@@ -9,6 +9,9 @@
  *     backward: logits and EVERY parameter gradient.
  *   drop path 0.5 with vidtrain's per-clip draw replayed in PyTorch: the training step's
  *     logits and gradients; eval mode the identity.
+ *   another clip size: the same weights at 8x64x32 (32 tokens; the sin-cos position
+ *     table is rebuilt for the clip, there is no learned one to interpolate): PyTorch's
+ *     eval logits.
  *   names: the same weights from the Hugging Face file (query/key/value, layernorm_before,
  *     ..., classifier) and from a .pth whose blocks sit under "encoder." load strictly and
  *     give the golden parameters bit for bit.
@@ -206,6 +209,29 @@ static void drop_path(const vt_ckpt_info *info, const char *bename) {
     unmake(&net);
 }
 
+/* The weights of the 4x32x48 golden model at 8x64x32 (32 tokens for 12): the position
+ * table is rebuilt for the clip, as VideoMAE builds it: PyTorch's logits. */
+static void other_size(const vt_ckpt_info *info) {
+    char err[512];
+    vt_net *net = make("vit_test", "cpu", 5, 8, 64, 32, err, sizeof err);
+    VT_CHECK(net, "%s", err);
+    vt_backend *be = vt_net_backend(net);
+    load_state(net, info);
+    int64_t xn;
+    float *hx = gread(info, "x_other", &xn), mine[10];
+    float *x = vt_backend_alloc_x(be, (size_t)xn * 4, "input");
+    be->i->to_device(be, x, hx, (size_t)xn * 4);
+    vt_net_forward(net, x, 2, 0);
+    be->i->to_host(be, mine, vt_net_logits(net, 0), sizeof mine);
+    float *ref = gread(info, "eval_logits_other.0", NULL);
+    double e = cmp("cpu", "eval_logits_other.0 (8x64x32)", mine, ref, 10, NMSE_EVAL);
+    printf("vit_test cpu      8x64x32 from 4x32x48 weights: eval NMSE %.2g\n", e);
+    free(ref);
+    free(hx);
+    vt_backend_free_ptr(be, x);
+    unmake(&net);
+}
+
 /* The HF file and the encoder.-prefixed .pth load strictly into the golden parameters. */
 static void names(const vt_ckpt_info *info, const char *dir) {
     static const char *const files[] = {"vit_test_hf.safetensors", "vit_test.pth"};
@@ -398,6 +424,7 @@ int main(void) {
     run(&info, "cpu");
     drop_path(&info, "cpu-ref");
     drop_path(&info, "cpu");
+    other_size(&info);
     names(&info, dir);
     exact_passes(&info);
     vt_ckpt_info_free(&info);

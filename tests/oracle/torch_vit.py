@@ -11,7 +11,8 @@ q_bias / v_bias with a zero k bias), with the VideoMAE / VideoMAEv2 state-dict n
 
   torch_vit.py golden OUT.safetensors   vit_test (dim 48, 2 heads, depth 2, 5 classes) on
       2 clips of 4x32x48, seeded NON-trivial weights (random LayerNorm affine and biases):
-      the state dict, "x", "label.0", "eval_logits.0", then one train-mode forward,
+      the state dict, "x", "label.0", "eval_logits.0", "x_other" and
+      "eval_logits_other.0" (2 clips of 8x64x32 through the same weights), then one train-mode forward,
       cross_entropy (mean) and backward: "logits.0" and "grad.<param>" for every
       parameter; then the same with drop path 0.5 (VideoMAE's per-block linspace) and
       vidtrain's per-clip draw replayed for clip seeds 72, 73: "dp.scales",
@@ -193,6 +194,11 @@ def golden(path):
     m.eval()
     with torch.no_grad():
         t["eval_logits.0"] = m(x).numpy()
+        # the same weights at another clip size (8 frames of 64x32: L = 4*4*2 = 32 tokens,
+        # the sin-cos table VideoMAE builds for that L)
+        x2 = torch.randn((2, 3, 8, 64, 32), generator=g)
+        t["x_other"] = x2.numpy()
+        t["eval_logits_other.0"] = m(x2).numpy()
     m.train()
     logits = m(x)
     F.cross_entropy(logits, label).backward()
@@ -216,7 +222,7 @@ def golden(path):
     torch_golden.save_st(base + "_hf.safetensors",
                          {k[3:]: v for k, v in t.items() if k.startswith("hf.")}, {})
     sd = {k: torch.from_numpy(v) for k, v in t.items() if "." in k and not
-          k.startswith(("hf.", "grad.", "label.", "eval_logits.", "logits.", "dp."))}
+          k.startswith(("hf.", "grad.", "label.", "eval_logits", "logits.", "dp."))}
     torch.save({k if k.startswith(("head.", "fc_norm.")) else "encoder." + k: v
                 for k, v in sd.items()}, base + ".pth")
 

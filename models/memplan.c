@@ -36,6 +36,9 @@ static const char *node_kind_name(vt_node_kind k) {
     case VT_NODE_ADD: return "add";
     case VT_NODE_AVGPOOL: return "avgpool3d";
     case VT_NODE_CONCAT: return "concat";
+    case VT_NODE_SILU: return "silu";
+    case VT_NODE_SIGMOID: return "sigmoid";
+    case VT_NODE_CHSCALE: return "chscale";
     case VT_NODE_TOKENS: return "tokens";
     case VT_NODE_POS: return "pos_sincos";
     case VT_NODE_LN: return "layernorm";

@@ -437,6 +437,16 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
         case VT_NODE_CONCAT:
             concat_slices(net, i, n, 0);
             break;
+        case VT_NODE_SILU:
+            VT_OP(be, silu_forward, out, in, nf);
+            break;
+        case VT_NODE_SIGMOID:
+            VT_OP(be, sigmoid_forward, out, in, nf);
+            break;
+        case VT_NODE_CHSCALE:
+            VT_OP(be, chscale_forward, out, in, act(net, nd->in[1]), n, nd->c,
+                  (int64_t)nd->t * nd->h * nd->w);
+            break;
         default: /* the transformer nodes */
             vt_netv_forward(net, i, in, out, n, train);
             break;
@@ -738,6 +748,18 @@ void vt_net_backward(vt_net *net) {
             break;
         case VT_NODE_AVGPOOL:
             VT_OP(be, avgpool3d_backward, din, dout, n, nd->ic, in_thw, &nd->pool);
+            break;
+        case VT_NODE_SILU:
+            VT_OP(be, silu_backward, din, dout, in, nf_in);
+            break;
+        case VT_NODE_SIGMOID:
+            VT_OP(be, sigmoid_backward, din, dout, act(net, i), nf_in);
+            break;
+        case VT_NODE_CHSCALE: /* the scale's gradient is its only consumer's (net_graph.c) */
+            VT_CHECK(nd->din[1] == VT_DIN_NEW, "node %s: scale din mode %d", nd->name,
+                     nd->din[1]);
+            VT_OP(be, chscale_backward, din, grad_of(net, nd->in[1]), dout, in,
+                  act(net, nd->in[1]), n, nd->c, (int64_t)nd->t * nd->h * nd->w);
             break;
         case VT_NODE_ADD:
         case VT_NODE_CONCAT:

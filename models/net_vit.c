@@ -35,6 +35,7 @@ int vt_netv_check_backend(const vt_net *net, char *err, size_t errlen) {
     const vt_backend_i *t = net->be->i;
     for (int i = 0; i < net->g.nnodes; i++)
         if (net->g.nodes[i].kind >= VT_NODE_TOKENS &&
+            net->g.nodes[i].kind <= VT_NODE_DROPPATH && /* net_graph.h: the last kinds */
             (!t->layernorm_forward || !t->gelu_forward || !t->attention_forward ||
              !t->transpose || !t->token_mean_forward || !t->add_bcast || !t->scale_rows)) {
             vt_set_err(err, errlen, "%s needs the transformer ops (layernorm, GELU, attention), "

@@ -247,6 +247,35 @@ static void cu_relu_backward(vt_backend *be, float *din, const float *dout, cons
     vt_cuk_relu_backward(c->stream, DT(c), din, dout, out, n);
 }
 
+static void cu_silu_forward(vt_backend *be, float *out, const float *in, int64_t n) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_silu_forward(c->stream, DT(c), out, in, n);
+}
+static void cu_silu_backward(vt_backend *be, float *din, const float *dout, const float *in,
+                             int64_t n) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_silu_backward(c->stream, DT(c), din, dout, in, n);
+}
+static void cu_sigmoid_forward(vt_backend *be, float *out, const float *in, int64_t n) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_sigmoid_forward(c->stream, DT(c), out, in, n);
+}
+static void cu_sigmoid_backward(vt_backend *be, float *din, const float *dout, const float *out,
+                                int64_t n) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_sigmoid_backward(c->stream, DT(c), din, dout, out, n);
+}
+static void cu_chscale_forward(vt_backend *be, float *out, const float *x, const float *s, int n,
+                               int ch, int64_t sp) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_chscale_forward(c->stream, DT(c), out, x, s, (int64_t)n * ch, sp);
+}
+static void cu_chscale_backward(vt_backend *be, float *dx, float *ds, const float *dout,
+                                const float *x, const float *s, int n, int ch, int64_t sp) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_chscale_backward(c->stream, DT(c), dx, ds, dout, x, s, (int64_t)n * ch, sp);
+}
+
 /* ---------------------------------------------------------------- pooling ---- */
 
 static vt_cuk_pool pool_geom(const int in_thw[3], const vt_pool3d_p *p) {
@@ -518,6 +547,12 @@ static const vt_backend_i cuda_i = {
     .bn_backward_apply = cu_bn_backward_apply,
     .relu_forward = cu_relu_forward,
     .relu_backward = cu_relu_backward,
+    .silu_forward = cu_silu_forward,
+    .silu_backward = cu_silu_backward,
+    .sigmoid_forward = cu_sigmoid_forward,
+    .sigmoid_backward = cu_sigmoid_backward,
+    .chscale_forward = cu_chscale_forward,
+    .chscale_backward = cu_chscale_backward,
     .maxpool3d_forward = cu_maxpool3d_forward,
     .maxpool3d_backward = cu_maxpool3d_backward,
     .avgpool3d_forward = cu_avgpool3d_forward,

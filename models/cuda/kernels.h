@@ -48,6 +48,18 @@ int vt_cuk_sumsq_parts(void);
 void vt_cuk_sumsq(cudaStream_t st, double *result, double *partials, const float *x, int64_t n);
 
 /* ---- activations, dropout ---- */
+/* kernels_se.cu: X3D's SiLU, sigmoid and channel scale (backend.h semantics; rows = N*C,
+ * sp = T*H*W; chscale_backward's ds first, so dx may be dout). */
+void vt_cuk_silu_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in, int64_t n);
+void vt_cuk_silu_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
+                          const void *in, int64_t n);
+void vt_cuk_sigmoid_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in, int64_t n);
+void vt_cuk_sigmoid_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
+                             const void *out, int64_t n);
+void vt_cuk_chscale_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *x,
+                            const void *s, int64_t rows, int64_t sp);
+void vt_cuk_chscale_backward(cudaStream_t st, vt_cuk_dt dt, void *dx, void *ds, const void *dout,
+                             const void *x, const void *s, int64_t rows, int64_t sp);
 void vt_cuk_relu_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in, int64_t n);
 void vt_cuk_relu_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
                           const void *out, int64_t n);

@@ -3,7 +3,8 @@
 
 Tiny (with bn=False: the test and teaching model tiny_nobn), C3D and S3DBlock (the test
 model s3d_block: torchvision's own SepInceptionBlock3D, small) are defined here
-(vidtrain's models/zoo.c follows them); the video resnets and S3D are torchvision's own.
+(vidtrain's models/zoo.c follows them); the video resnets and S3D are torchvision's own,
+X3D pytorchvideo's as torch_x3d.py writes it.
 Other scripts import build() from here.
 
   /usr/bin/python3 tests/oracle/torch_zoo.py MODEL:CLASSES:T:H:W ...
@@ -179,6 +180,9 @@ def build(model, classes, t=16, h=112, w=112):
         return tv.s3d(num_classes=classes)
     if model == "s3d_block":
         return S3DBlock(classes)
+    if model.startswith("x3d_"):  # pytorchvideo's X3D, in plain torch (torch_x3d.py)
+        import torch_x3d
+        return torch_x3d.build(model, classes, t, h, w)
     raise SystemExit(f"unknown model {model}")
 
 

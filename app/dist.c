@@ -107,7 +107,9 @@ int vt_dist_check_opts(const vt_train_opts *o, char *err, size_t errlen) {
 
 /* One rank's device options as config.json keeps them. */
 typedef struct rank_dev_opts {
-    char devices[256], gpus[64], mem[256], gpu_mem[256], backend[16], emulate[64], speeds[128];
+#define F(f) char f[sizeof(((vt_train_opts *)0)->f)];
+    VT_TRAIN_DEVICE_STRINGS(F)
+#undef F
     int32_t threads;
 } rank_dev_opts;
 
@@ -117,14 +119,8 @@ void vt_dist_add_rank_devices(cJSON *config, const vt_train_opts *o) {
         return;
     rank_dev_opts me, *all = vt_calloc((size_t)P, sizeof *all);
     memset(&me, 0, sizeof me);
-#define CP(f) snprintf(me.f, sizeof me.f, "%s", o->f)
-    CP(devices);
-    CP(gpus);
-    CP(mem);
-    CP(gpu_mem);
-    CP(backend);
-    CP(emulate);
-    CP(speeds);
+#define CP(f) snprintf(me.f, sizeof me.f, "%s", o->f);
+    VT_TRAIN_DEVICE_STRINGS(CP)
 #undef CP
     me.threads = o->threads;
     vt_mpi_allgather(&me, all, sizeof me, "every rank's device options");
@@ -133,14 +129,8 @@ void vt_dist_add_rank_devices(cJSON *config, const vt_train_opts *o) {
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "rank", q);
         cJSON_AddStringToObject(e, "host", vt_mpi_host(q));
-#define J(f) cJSON_AddStringToObject(e, #f, all[q].f)
-        J(devices);
-        J(gpus);
-        J(mem);
-        J(gpu_mem);
-        J(backend);
-        J(emulate);
-        J(speeds);
+#define J(f) cJSON_AddStringToObject(e, #f, all[q].f);
+        VT_TRAIN_DEVICE_STRINGS(J)
 #undef J
         cJSON_AddNumberToObject(e, "threads", all[q].threads);
         cJSON_AddItemToArray(arr, e);
@@ -160,14 +150,8 @@ void vt_dist_resume_devices(vt_train_opts *o, const cJSON *config) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, #f);               \
         if (cJSON_IsString(v))                                                  \
             snprintf(o->f, sizeof o->f, "%s", v->valuestring);                  \
-    } while (0)
-    G(devices);
-    G(gpus);
-    G(mem);
-    G(gpu_mem);
-    G(backend);
-    G(emulate);
-    G(speeds);
+    } while (0);
+    VT_TRAIN_DEVICE_STRINGS(G)
 #undef G
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "threads");
     if (cJSON_IsNumber(t))

@@ -7,7 +7,10 @@
  * --precision tf32) is the towers' (models/backend.h). Under mpirun the towers of every
  * rank take part (each rank feeds its towers' part of the batch), and the step splits
  * into compute, waiting and the exposed reduction, with the bytes reduced per step
- * (bench/bench-mpi.sh). It must never assert anything about speed: it reports
+ * (bench/bench-mpi.sh). The input batch lives in page-locked memory when a tower's
+ * backend has it (CUDA: the towers' host hook, as `vidtrain train`'s loader does), so
+ * uploads are asynchronous DMA; --pageable keeps a malloc'd batch (the figure before
+ * issue 45). It must never assert anything about speed: it reports
  * (bench/bench-*.sh compare figures).
  */
 #include <stdio.h>
@@ -22,6 +25,9 @@
 #include "pipeline/data/batch.h"
 #include "pipeline/parallel/mpi.h"
 #include "pipeline/parallel/towers/tower.h"
+#ifdef VT_HAVE_CUDA
+#include "models/cuda/backend_cuda.h"
+#endif
 
 int vt_bench_step(int argc, char **argv);
 
@@ -44,6 +50,8 @@ static void usage(FILE *f) {
             "  --warmup W          untimed steps first (default 2; auto/speed re-plan here)\n"
             "  --seed N            weights and data (default 1)\n"
             "  --verbose           one line per step\n"
+            "  --pageable          the input batch in ordinary (pageable) memory; default:\n"
+            "                      page-locked when a tower is on a GPU, as train's loader\n"
             "%s%s",
             vt_device_args_help, vt_mpi_help);
 }
@@ -55,7 +63,7 @@ int vt_bench_step(int argc, char **argv) {
             usage(stdout);
             return 0;
         }
-    int steps = 5, warmup = 2, sync_bn = 0, verbose = 0;
+    int steps = 5, warmup = 2, sync_bn = 0, verbose = 0, pageable = 0;
     double bucket_mb = -1;
     uint64_t seed = 1;
     vt_step_args sa = step_defaults;
@@ -74,6 +82,10 @@ int vt_bench_step(int argc, char **argv) {
         }
         if (!strcmp(a, "--verbose")) {
             verbose = 1;
+            continue;
+        }
+        if (!strcmp(a, "--pageable")) {
+            pageable = 1;
             continue;
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -127,6 +139,17 @@ int vt_bench_step(int argc, char **argv) {
     int ncuda = 0;
     for (int i = 0; i < cfg.devices.n; i++)
         ncuda += !strcmp(cfg.devices.dev[i].backend, "cuda");
+    /* VT_CUDA_PROF=1 (the CUDA backend's per-op timer) with nothing to time: say so */
+#ifdef VT_HAVE_CUDA
+    static const char prof_why[] = " and none is in --devices\n  hint: --devices cuda:0";
+#else
+    static const char prof_why[] = "; this vidtrain was built without CUDA\n  hint: a CUDA "
+                                   "build (-DVT_CUDA=ON, docs/cuda.md) on a GPU machine";
+#endif
+    const char *prof = getenv("VT_CUDA_PROF");
+    if (prof && *prof && strcmp(prof, "0") && !ncuda)
+        fprintf(stderr, "vidtrain bench step: warning: VT_CUDA_PROF=%s times the ops of CUDA "
+                "towers only%s\n", prof, prof_why);
     if (cfg.net.precision == VT_PREC_TF32 && ncuda < cfg.devices.n)
         fprintf(stderr, "vidtrain bench step: tf32 applies to CUDA towers; the CPU towers "
                 "compute in fp32\n");
@@ -142,7 +165,18 @@ int vt_bench_step(int argc, char **argv) {
     b.nheads = 1;
     b.head_classes[0] = classes;
     int64_t cf = vt_batch_clip_floats(&b);
-    b.x = vt_malloc((size_t)(cf * batch) * sizeof(float));
+    /* The batch's memory: pinned from the towers' hook unless --pageable or no tower has
+     * it (CPU towers); the output says which, so figures are read with it. */
+    void *(*h_alloc)(void *, size_t) = NULL;
+    void (*h_free)(void *, void *) = NULL;
+    void *h_ctx = NULL;
+    if (!pageable)
+        vt_towers_host_hook(tw, &h_alloc, &h_free, &h_ctx);
+    const size_t xbytes = (size_t)(cf * batch) * sizeof(float);
+    b.x = h_alloc ? h_alloc(h_ctx, xbytes) : vt_malloc(xbytes);
+    printf("input batch: %s memory (%s)\n", h_alloc ? "page-locked" : "pageable",
+           h_alloc ? "as train's loader; --pageable for ordinary memory"
+                   : pageable ? "--pageable" : "no tower's backend has page-locked memory");
     b.label[0] = vt_malloc((size_t)batch * sizeof(int32_t));
     vt_rng r;
     vt_rng_seed(&r, seed);
@@ -161,8 +195,18 @@ int vt_bench_step(int argc, char **argv) {
     float *x_all = b.x;
     int32_t *l_all = b.label[0];
     for (int s = 0; s < warmup + steps; s++) {
-        if (s == warmup)
+        if (s == warmup) {
+#ifdef VT_HAVE_CUDA
+            /* VT_CUDA_PROF=1: the table covers the timed steps only (the warm-up holds
+             * cuDNN's algorithm search) */
+            for (int i = 0; i < vt_towers_count(tw); i++) {
+                vt_backend *be = vt_towers_backend(tw, i);
+                if (be && be->kind == VT_BACKEND_CUDA)
+                    vt_cuda_prof_restart(be);
+            }
+#endif
             t0 = vt_now();
+        }
         int lo = 0, hi = batch;
         vt_towers_part_train(tw, 0, s, batch, 1, &lo, &hi);
         b.epoch = 0;
@@ -231,8 +275,11 @@ int vt_bench_step(int argc, char **argv) {
            vt_fmt_bytes(wb, sizeof wb, wire / VT_MAX(red_calls, 1)));
     printf("step time: %.4f s\n", el / steps);
     printf("clips/s: %.2f\n", (double)steps * batch / el);
+    if (h_alloc)
+        h_free(h_ctx, x_all); /* before the towers: the hook's backend frees it */
+    else
+        free(x_all);
     vt_towers_free(&tw);
-    free(x_all);
     free(l_all);
     return 0;
 }

@@ -15,15 +15,18 @@
 #include <unistd.h>
 
 #include "app/app.h"
+#include "app/decode_opt.h"
 #include "base/common.h"
 #include "pipeline/data/balance.h"
+#include "app/leaks.h"
 #include "pipeline/data/dataset/dataset.h"
 #include "base/json_str.h"
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: vidtrain scan DIR [--val-split F] [--lists PATH] [--list-format F] [--fold N]\n"
-            "                         [--labels CSV] [--threads N] [--json]\n\n"
+            "usage: vidtrain scan DIR [--val-split F] [--group REGEX|auto|none] [--lists PATH]\n"
+            "                         [--list-format F] [--fold N] [--labels CSV] [--threads N]\n"
+            "                         [--no-leaks] [--json]\n\n"
             "Scan a dataset folder: DIR/<class>/<video>, or DIR/<split>/<class>/<video> with any of\n"
             "the split folders train, val, test (only test/ is fine). Symbolic links to folders and\n"
             "files are followed; dangling links and links back to a folder above them (loops) are\n"
@@ -31,6 +34,9 @@ static void usage(FILE *f) {
             "listed with the reason.\n\n"
             "  --val-split F   put a stable, per-class fraction F of train videos in val\n"
             "                  (by a hash of the path: a video keeps its split as files are added)\n"
+            "  --group REGEX   the videos of one recording stay on one side of --val-split: the\n"
+            "                  first ( ) of the POSIX ERE names it; auto (default): UCF101\n"
+            "                  v_X_g08_c01 and HMDB51 names; none: path by path\n"
             "  --lists PATH    list files, format detected: UCF101 (classInd.txt, trainlist0N.txt,\n"
             "                  testlist0N.txt in PATH), HMDB51 (<class>_test_splitN.txt in PATH),\n"
             "                  Kinetics (PATH a CSV label,youtube_id,time_start,time_end,split, or\n"
@@ -40,6 +46,12 @@ static void usage(FILE *f) {
             "  --labels CSV    multi-head labels: path,head1,head2... (';' separates tags);\n"
             "                  optional start,end columns (seconds): each row a segment sample\n"
             "  --threads N     probing threads (default: cores)\n"
+            "  --frame-rate R  frames per second of frame folders (a folder of numbered\n"
+            "                  JPEG/PNG frames is one video; default 30)\n"
+            "  --no-leaks      skip the near-copy check: by default every val and test video\n"
+            "                  is compared with every training video by a perceptual signature\n"
+            "                  (re-encoded, rescaled, cropped, trimmed copies and clips of one\n"
+            "                  recording; cached under the vidtrain cache; docs/splits.md)\n"
             "  --json          one JSON object on stdout instead of the summary\n");
 }
 
@@ -195,12 +207,17 @@ int vt_cmd_scan(int argc, char **argv) {
     }
     const char *dir = NULL, *labels = NULL;
     vt_dataset_opts opts = {0};
-    int threads = 0, json = 0;
+    int threads = 0, json = 0, no_leaks = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
         if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strncmp(a, "--frame-rate", 12)) {
+            if (vt_decode_opt_take("scan", argc, argv, &i) != 1)
+                return 2;
+        } else if (!strcmp(a, "--no-leaks")) {
+            no_leaks = 1;
         } else if (!strcmp(a, "--val-split") && more) {
             double f;
             if (vt_parse_f64(argv[++i], 0, 1, &f) != 0 || f >= 1) {
@@ -209,6 +226,13 @@ int vt_cmd_scan(int argc, char **argv) {
                 return 2;
             }
             opts.val_split = f;
+        } else if (!strcmp(a, "--group") && more) {
+            opts.group = argv[++i];
+            char gerr[512];
+            if (vt_dataset_group_check(opts.group, gerr, sizeof gerr) < 0) {
+                fprintf(stderr, "vidtrain scan: %s\n", gerr);
+                return 2;
+            }
         } else if (!strcmp(a, "--lists") && more) {
             opts.lists_dir = argv[++i];
         } else if (!strcmp(a, "--list-format") && more) {
@@ -300,6 +324,11 @@ int vt_cmd_scan(int argc, char **argv) {
     int has_split[VT_NSPLITS];
     for (int s = 0; s < VT_NSPLITS; s++)
         has_split[s] = split_total[s] > 0;
+    vt_leaks lk = {0};
+    int check_leaks = !no_leaks && split_total[VT_SPLIT_TRAIN] &&
+                      (split_total[VT_SPLIT_VAL] || split_total[VT_SPLIT_TEST]);
+    if (check_leaks)
+        vt_leaks_find(ds, threads, !json, &lk);
 
     if (json) {
         cJSON *o = cJSON_CreateObject();
@@ -367,6 +396,18 @@ int vt_cmd_scan(int argc, char **argv) {
             cJSON_AddItemToArray(nf, cJSON_CreateString(ds->broken[i]));
         if (ds->nmissing)
             cJSON_AddNumberToObject(o, "list_entries_missing", ds->nmissing);
+        if (check_leaks)
+            cJSON_AddItemToObject(o, "leaks", vt_leaks_json(ds, &lk));
+        if (ds->groups.mode[0]) {
+            cJSON *g = cJSON_AddObjectToObject(o, "groups");
+            cJSON_AddStringToObject(g, "mode", ds->groups.mode);
+            cJSON_AddNumberToObject(g, "train", ds->groups.ngroups[VT_SPLIT_TRAIN]);
+            cJSON_AddNumberToObject(g, "val", ds->groups.ngroups[VT_SPLIT_VAL]);
+            cJSON_AddNumberToObject(g, "videos_sharing", ds->groups.nvideos_grouped);
+            cJSON_AddNumberToObject(g, "ucf101_names", ds->groups.nucf);
+            cJSON_AddNumberToObject(g, "hmdb51_names", ds->groups.nhmdb);
+            cJSON_AddNumberToObject(g, "regex_matched", ds->groups.nregex);
+        }
         if (labels)
             cJSON_AddNumberToObject(o, "label_lines_skipped", nbadlines);
         char *s = vt_json_print(o, 1);
@@ -376,6 +417,9 @@ int vt_cmd_scan(int argc, char **argv) {
     } else {
         printf("%s: %s, %d videos (%d readable, %d unreadable), probed in %.1f s\n", ds->dir,
                layout_name(ds->layout), ds->nvideos, nok, nbad, probe_s);
+        char gl[256];
+        if (vt_dataset_groups_line(ds, gl, sizeof gl)[0])
+            printf("%s\n", gl);
         if (ds->nsegments) /* counts below are samples: a segment counts as one */
             printf("%d of these samples are segments of longer videos (start-end in seconds)\n",
                    ds->nsegments);
@@ -436,6 +480,10 @@ int vt_cmd_scan(int argc, char **argv) {
             printf("list files name %d videos that are not there (see the warnings)\n", ds->nmissing);
         if (labels && nbadlines)
             printf("%s: %d lines skipped (see the warnings)\n", labels, nbadlines);
+        if (check_leaks) {
+            printf("\n");
+            vt_leaks_print(stdout, ds, &lk, 20);
+        }
         if (nbad) {
             printf("\nunreadable (%d, excluded from training):\n", nbad);
             for (int i = 0; i < ds->nvideos; i++)
@@ -465,6 +513,7 @@ int vt_cmd_scan(int argc, char **argv) {
     free(frames);
     free(counts);
     free(badc);
+    vt_leaks_free(&lk);
     vt_dataset_free(&ds);
     return 0;
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# bench-cpu-step.sh: training-step throughput (forward + backward + SGD update) of tiny and
-# r3d18 on a small clip, vidtrain's cpu backend vs PyTorch CPU (bench/bench_torch_step.py),
+# bench-cpu-step.sh: training-step throughput (forward + backward + SGD update) of tiny,
+# r3d18, x3d_xs and x3d_s on small clips, vidtrain's cpu backend vs PyTorch CPU
+# (bench/bench_torch_step.py; X3D as tests/oracle/torch_x3d.py writes pytorchvideo's),
 # same threads, same batch, same synthetic input shape. Prints clips/s and the ratio.
 #   bash bench/bench-cpu-step.sh                 (THREADS=2 STEPS=5 WARMUP=2)
 #   BUILD=build-net THREADS=1 bash bench/bench-cpu-step.sh
@@ -26,7 +27,8 @@ THREADS=${THREADS:-2}
 STEPS=${STEPS:-5}
 WARMUP=${WARMUP:-2}
 PY=${VT_PYTHON:-/usr/bin/python3}
-CASES=${CASES:-"tiny:8x64x64:8 r3d18:8x56x56:4"}
+# X3D at its own frame counts (XS 4, S 13) on 112 crops: depthwise convs, SE and SiLU
+CASES=${CASES:-"tiny:8x64x64:8 r3d18:8x56x56:4 x3d_xs:4x112x112:8 x3d_s:13x112x112:4"}
 
 # Build (or bring up to date) the vidtrain in $BUILD: a stale binary would time old code.
 [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

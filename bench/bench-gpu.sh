@@ -7,8 +7,11 @@
 #
 #   bash bench/bench-gpu.sh                 VT_BIN, PYTHON, BENCH_STEPS, BENCH_GPU override
 #
+# PyTorch's figure is its best of eager, channels_last_3d and torch.compile + channels_last
+# (bench/bench_torch_gpu.py; BENCH_TORCH_MODES=eager for the eager figure of earlier runs).
 # Differences to keep in mind when reading the ratio: PyTorch's input is already on the
-# GPU; vidtrain's bench copies each batch from host memory like its training loop does.
+# GPU; vidtrain's bench copies each batch from page-locked host memory like its training
+# loop does.
 # PyTorch uses cudnn.benchmark; vidtrain times cuDNN's algorithms once per shape too
 # (VT_CUDA_CONV_ALGO=find, its default).
 set -uo pipefail
@@ -35,7 +38,8 @@ run_vt() { # $1 = FP32|TF32|BF16
 run_torch() {
   echo "-- PyTorch $1" >&2
   env -u LD_LIBRARY_PATH "$py" bench/bench_torch_gpu.py --batch 32 --clip 16x112x112 --classes 10 --steps "$steps" \
-    --warmup 3 --device "cuda:$gpu" --precision "${1,,}" 2>&1 | tee /dev/stderr | parse
+    --warmup 3 --device "cuda:$gpu" --precision "${1,,}" \
+    --modes "${BENCH_TORCH_MODES:-eager,channels_last,compile}" 2>&1 | tee /dev/stderr | parse
 }
 
 declare -A r

@@ -138,3 +138,14 @@ void vt_backend_free(vt_backend **pbe) {
     free(be);
     *pbe = NULL;
 }
+
+void vt_backend_bn_apply_relu_composed(vt_backend *be, float *out, const float *x,
+                                       const float *k, const float *mean, const float *invstd,
+                                       const float *gamma, const float *beta, const float *res,
+                                       int n, int c, int64_t s) {
+    const int64_t nf = (int64_t)n * c * s;
+    be->i->bn_apply(be, out, x, k, mean, invstd, gamma, beta, n, c, s);
+    if (res)
+        be->i->add(be, out, out, res, nf);
+    be->i->relu_forward(be, out, out, nf);
+}

@@ -67,11 +67,24 @@ int vt_precision_parse(const char *name);
 /* Bytes one stored activation element takes at this precision: 2 for BF16, else 4. */
 static inline int vt_precision_act_size(vt_precision p) { return p == VT_PREC_BF16 ? 2 : 4; }
 
-/* conv3d geometry. Dims in (T, H, W) order. Output size per dim: (in + 2p - k)/s + 1. */
+/* conv3d geometry. Dims in (T, H, W) order. Output size per dim: (in + 2p - k)/s + 1.
+ * groups (PyTorch's Conv3d groups; 0 or 1: a dense conv) splits the channels into groups
+ * that only see their own: input channels [g*cin/groups, (g+1)*cin/groups) make output
+ * channels [g*cout/groups, ...), and the weight is (Cout, Cin/groups, kT, kH, kW).
+ * groups == cin == cout is a depthwise conv (X3D's 3x3x3 and its stem's 5x1x1). Last, so
+ * that positional initialisers of dense convs stay valid. */
 typedef struct vt_conv3d_p {
     int cin, cout;
     int k[3], s[3], p[3];
+    int groups;
 } vt_conv3d_p;
+
+/* A conv's group count, 1 for a dense conv whatever p->groups holds (0 or 1). */
+static inline int vt_conv_groups(const vt_conv3d_p *p) { return p->groups > 1 ? p->groups : 1; }
+/* Depthwise: one input and one output channel a group. */
+static inline int vt_conv_depthwise(const vt_conv3d_p *p) {
+    return p->groups > 1 && p->groups == p->cin && p->groups == p->cout;
+}
 
 /* Pooling window (max and avg). avg counts padding (PyTorch count_include_pad=True). */
 typedef struct vt_pool3d_p {
@@ -127,8 +140,8 @@ typedef struct vt_backend_i {
     void (*act_to_f32)(vt_backend *be, float *dst, const float *src /* [A] */, int64_t n);
 
     /* ---- conv3d ---- */
-    /* out [A]: (N, Cout, To, Ho, Wo); in [A]: (N, Cin, T, H, W); w: (Cout, Cin, kT, kH, kW);
-     * b: (Cout) or NULL. in_thw = {T, H, W}. */
+    /* out [A]: (N, Cout, To, Ho, Wo); in [A]: (N, Cin, T, H, W);
+     * w: (Cout, Cin/groups, kT, kH, kW); b: (Cout) or NULL. in_thw = {T, H, W}. */
     void (*conv3d_forward)(vt_backend *be, float *out, const float *in, const float *w,
                            const float *b, int n, const int in_thw[3], const vt_conv3d_p *p);
     /* din [A]: (N, Cin, T, H, W) overwritten or NULL; dw, db accumulated (db may be NULL);
@@ -186,11 +199,43 @@ typedef struct vt_backend_i {
                               const float *sum_dy, const float *sum_dy_xhat, int64_t count, int n,
                               int c, int64_t s);
 
+    /* ---- fused batch-norm tail (optional: NULL = the network runs the ops one by one)
+     * out = relu(bn_apply(x) + res), res NULL: relu(bn_apply(x)); every array [A], res of
+     * x's shape. Bit for bit what bn_apply into a temporary, then add (when res), then
+     * relu_forward give — each [A] rounding where those ops round (BF16: the normalised
+     * value rounded to bf16, then the sum) — in one pass over memory (issue 45 step 3:
+     * R3D's BN+ReLU and BN+add+ReLU). out must not overlap x or res. cpu-ref and cpu
+     * compose it from their own three ops (vt_backend_bn_apply_relu_composed), so the CPU
+     * tests check the network's fusion; cuda has one kernel. */
+    void (*bn_apply_relu)(vt_backend *be, float *out, const float *x, const float *k,
+                          const float *mean, const float *invstd, const float *gamma,
+                          const float *beta, const float *res, int n, int c, int64_t s);
+
     /* ---- activations (every array [A]) ---- */
     void (*relu_forward)(vt_backend *be, float *out, const float *in, int64_t n);
     /* din = dout * (out > 0); out is the forward OUTPUT (so in-place relu works). */
     void (*relu_backward)(vt_backend *be, float *din, const float *dout, const float *out,
                           int64_t n);
+
+    /* SiLU (Swish, X3D's inner activation): out = x * sigmoid(x); its backward reads the
+     * forward INPUT: din = dout * s * (1 + x * (1 - s)), s = sigmoid(x) (pytorchvideo's
+     * SwishFunction). din may be dout (each dout[i] is read before din[i] is written). */
+    void (*silu_forward)(vt_backend *be, float *out, const float *in, int64_t n);
+    void (*silu_backward)(vt_backend *be, float *din, const float *dout, const float *in,
+                          int64_t n);
+    /* sigmoid: out = 1 / (1 + exp(-x)); its backward reads the OUTPUT (so it may run in
+     * place): din = dout * y * (1 - y). din may be dout. */
+    void (*sigmoid_forward)(vt_backend *be, float *out, const float *in, int64_t n);
+    void (*sigmoid_backward)(vt_backend *be, float *din, const float *dout, const float *out,
+                             int64_t n);
+    /* Channel scale, squeeze-excitation's last step (torch.mul(x, s) with s broadcast over
+     * T, H, W): out (N, C, S) = x (N, C, S) * s (N, C). backward: ds[n,c] = sum_S dout * x
+     * (overwritten; NULL skips it), dx = dout * s (overwritten; NULL skips it). dx may be
+     * dout: every ds is formed before dx is written. Every array [A]. */
+    void (*chscale_forward)(vt_backend *be, float *out, const float *x, const float *s, int n,
+                            int c, int64_t sp);
+    void (*chscale_backward)(vt_backend *be, float *dx, float *ds, const float *dout,
+                             const float *x, const float *s, int n, int c, int64_t sp);
 
     /* ---- pooling; in: (N, C, T, H, W); every array [A] ---- */
     void (*maxpool3d_forward)(vt_backend *be, float *out, const float *in, int n, int c,
@@ -299,6 +344,13 @@ void *vt_backend_alloc(vt_backend *be, size_t bytes);
 void *vt_backend_alloc_x(vt_backend *be, size_t bytes, const char *what);
 void vt_backend_free_ptr(vt_backend *be, void *ptr);
 static inline void vt_backend_sync(vt_backend *be) { if (be->i->synchronize) be->i->synchronize(be); }
+
+/* bn_apply_relu made of be's own bn_apply, add and relu_forward (the CPU backends' slot;
+ * backend.h's contract, so out must not overlap x or res). */
+void vt_backend_bn_apply_relu_composed(vt_backend *be, float *out, const float *x,
+                                       const float *k, const float *mean, const float *invstd,
+                                       const float *gamma, const float *beta, const float *res,
+                                       int n, int c, int64_t s);
 
 /* Shorthand for calling an op: VT_OP(be, relu_forward, out, in, n). */
 #define VT_OP(be, op, ...) ((be)->i->op((be), __VA_ARGS__))

@@ -57,10 +57,21 @@ int vt_finetune_stage(const char *model, const char *name) {
             return -1;
         return k <= 1 ? 0 : k <= 4 ? 1 : k <= 7 ? 2 : k <= 13 ? 3 : 4;
     }
+    if (!strncmp(model, "x3d_", 4)) {
+        /* pytorchvideo's blocks.N: 0 the stem, 1-4 the res stages, 5 the head's projected
+         * pool (pre_conv, pre_norm, post_conv: 2048 features); blocks.5.proj is the
+         * classifier */
+        int k = index_after(name, "blocks.");
+        if (k < 0 || k > 5 || starts(name, "blocks.5.proj."))
+            return -1;
+        return k;
+    }
     return -1;
 }
 
 int vt_finetune_nstages(const char *model) {
+    if (!strncmp(model, "x3d_", 4))
+        return 5;
     if (is_resnet(model) || !strcmp(model, "s3d"))
         return 4;
     if (!strcmp(model, "tiny") || !strcmp(model, "tiny_nobn"))

@@ -16,7 +16,8 @@
 
 /* The stage of a state_dict tensor of `model`: 0 the stem, k >= 1 the k-th stage after it
  * (resnets: layerK; tiny: conv/bn K+1; c3d: conv2..conv5, then fc6/fc7 as stage 5; s3d:
- * the blocks between its max pools), -1 for the classifiers and what has no stage. */
+ * the blocks between its max pools; x3d: blocks.K, 5 its head's projected pool), -1 for the
+ * classifiers and what has no stage. */
 int vt_finetune_stage(const char *model, const char *tensor_name);
 /* The highest stage number of `model` (what --freeze may name). */
 int vt_finetune_nstages(const char *model);

@@ -35,6 +35,9 @@ static const char *node_kind_name(vt_node_kind k) {
     case VT_NODE_ADD: return "add";
     case VT_NODE_AVGPOOL: return "avgpool3d";
     case VT_NODE_CONCAT: return "concat";
+    case VT_NODE_SILU: return "silu";
+    case VT_NODE_SIGMOID: return "sigmoid";
+    case VT_NODE_CHSCALE: return "chscale";
     }
     return "?";
 }

@@ -77,6 +77,7 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
     net->be = be;
     net->mb = max_batch;
     net->bn_momentum = VT_BN_MOMENTUM;
+    net->bn_pass_clips = -1;
     const vt_graph *g = &net->g;
     if (vt_backend_set_precision(be, cfg->precision, err, errlen) < 0) {
         vt_graph_free(&net->g);
@@ -210,6 +211,8 @@ void vt_net_set_bn_momentum(vt_net *net, float m) {
     net->bn_pass = m > 0;
 }
 
+void vt_net_set_bn_pass_clips(vt_net *net, int64_t clips) { net->bn_pass_clips = clips; }
+
 void vt_net_set_bn_sync(vt_net *net, vt_allreduce_fn fn, void *ctx) {
     net->bn_sync = fn;
     net->bn_sync_ctx = ctx;
@@ -243,7 +246,9 @@ void vt_net_features(const vt_net *net, float *host, int n) {
 
 /* ---- forward ---- */
 
-static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, int train) {
+/* apply = 0: statistics only, the apply deferred into a fused op (net_fuse.c). */
+static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, int train,
+                       int apply) {
     vt_backend *be = net->be;
     const vt_node *nd = &net->g.nodes[i];
     const int c = nd->c;
@@ -259,8 +264,8 @@ static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, in
         VT_OP(be, fill, k, 0.0f, c);
         VT_OP(be, bn_finalize, mean, invstd, buffer(net, nd->rm), buffer(net, nd->rv), buf,
               buf + c, NULL, 0, c, nd->bn_momentum, nd->bn_eps);
-        VT_OP(be, bn_apply, out, x, k, mean, invstd, param(net, nd->wt), param(net, nd->bt), n, c,
-              s);
+        if (apply)
+            vt_net_bn_apply_node(net, i, x, out, NULL, n, 0);
         return;
     }
     /* Two passes over x, each a plain SUM across towers (docs/design.md §3.1: no float
@@ -277,7 +282,12 @@ static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, in
         VT_OP(be, fill, buf, 0.0f, c);
     else
         VT_OP(be, bn_stats, buf, buf + c + 1, x, NULL, n, c, s);
-    if (net->bn_sync && !exact) {
+    if (net->bn_sync && !exact && net->bn_pass_clips >= 0) {
+        /* the pass's clips over every tower known on the host (the towers' plan): only
+         * the sums travel, and nothing comes back to the host (issue 45 step 3) */
+        net->bn_sync(net->bn_sync_ctx, buf, (int64_t)c);
+        count = net->bn_pass_clips * s;
+    } else if (net->bn_sync && !exact) {
         /* The count travels as a float with the sums; it is a multiple of S and exact
          * below 2^24 elements per channel, and within 6e-8 relative beyond. */
         VT_OP(be, fill, buf + c, (float)count, 1);
@@ -303,7 +313,8 @@ static void bn_forward(vt_net *net, int i, const float *x, float *out, int n, in
         net->bn_sync(net->bn_sync_ctx, buf, 2 * (int64_t)c);
     VT_OP(be, bn_finalize, mean, invstd, buffer(net, nd->rm), buffer(net, nd->rv), buf, buf + c,
           k, count, c, net->bn_pass ? net->bn_momentum : nd->bn_momentum, nd->bn_eps);
-    VT_OP(be, bn_apply, out, x, k, mean, invstd, param(net, nd->wt), param(net, nd->bt), n, c, s);
+    if (apply)
+        vt_net_bn_apply_node(net, i, x, out, NULL, n, 0);
 }
 
 /* Concat node i moves its inputs' activations into its output's channel slices
@@ -347,9 +358,22 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
               (int64_t)n * 3 * g->cfg.clip_t * g->cfg.clip_h * g->cfg.clip_w);
         x = xa;
     }
+    const int fuse = vt_net_fuse_on(net); /* BN + ReLU (+ add) in one op: net_fuse.c */
     for (int i = 0; i < g->nnodes; i++) {
         const vt_node *nd = &g->nodes[i];
         const float *in = nd->in[0] < 0 ? x : act(net, nd->in[0]);
+        /* a ReLU, or an add before one, that ends a fused BN: the BN's apply here */
+        const int fb = fuse && (nd->kind == VT_NODE_RELU || nd->kind == VT_NODE_ADD) &&
+                               nd->in[0] >= 0 && g->nodes[nd->in[0]].kind == VT_NODE_BN
+                           ? nd->in[0] : -1;
+        const int tail = fb >= 0 ? vt_net_fuse_tail(g, fb) : -1;
+        if (tail >= 0 && (tail == i || (nd->kind == VT_NODE_ADD && tail == i + 1))) {
+            const int bin = g->nodes[fb].in[0];
+            vt_net_bn_apply_node(net, fb, bin < 0 ? x : act(net, bin), act(net, tail),
+                                 nd->kind == VT_NODE_ADD ? act(net, nd->in[1]) : NULL, n, 1);
+            i = tail; /* the add and the ReLU are done */
+            continue;
+        }
         float *out = act(net, i);
         const int in_thw[3] = {nd->it, nd->ih, nd->iw};
         const int64_t nf = (int64_t)n * vt_node_floats(nd);
@@ -362,7 +386,7 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
                       in_thw, &nd->conv);
             break;
         case VT_NODE_BN:
-            bn_forward(net, i, in, out, n, train);
+            bn_forward(net, i, in, out, n, train, !(fuse && vt_net_fuse_tail(g, i) >= 0));
             break;
         case VT_NODE_RELU:
             VT_OP(be, relu_forward, out, in, nf);
@@ -410,6 +434,16 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
             break;
         case VT_NODE_CONCAT:
             concat_slices(net, i, n, 0);
+            break;
+        case VT_NODE_SILU:
+            VT_OP(be, silu_forward, out, in, nf);
+            break;
+        case VT_NODE_SIGMOID:
+            VT_OP(be, sigmoid_forward, out, in, nf);
+            break;
+        case VT_NODE_CHSCALE:
+            VT_OP(be, chscale_forward, out, in, act(net, nd->in[1]), n, nd->c,
+                  (int64_t)nd->t * nd->h * nd->w);
             break;
         }
     }
@@ -709,6 +743,18 @@ void vt_net_backward(vt_net *net) {
             break;
         case VT_NODE_AVGPOOL:
             VT_OP(be, avgpool3d_backward, din, dout, n, nd->ic, in_thw, &nd->pool);
+            break;
+        case VT_NODE_SILU:
+            VT_OP(be, silu_backward, din, dout, in, nf_in);
+            break;
+        case VT_NODE_SIGMOID:
+            VT_OP(be, sigmoid_backward, din, dout, act(net, i), nf_in);
+            break;
+        case VT_NODE_CHSCALE: /* the scale's gradient is its only consumer's (net_graph.c) */
+            VT_CHECK(nd->din[1] == VT_DIN_NEW, "node %s: scale din mode %d", nd->name,
+                     nd->din[1]);
+            VT_OP(be, chscale_backward, din, grad_of(net, nd->in[1]), dout, in,
+                  act(net, nd->in[1]), n, nd->c, (int64_t)nd->t * nd->h * nd->w);
             break;
         case VT_NODE_ADD:
         case VT_NODE_CONCAT:

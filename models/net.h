@@ -125,6 +125,13 @@ void vt_net_set_dropout_seed(vt_net *net, uint64_t seed);
  * even with n == 0. NULL = per-tower statistics (the default). */
 typedef void (*vt_allreduce_fn)(void *ctx, float *buf, int64_t n);
 void vt_net_set_bn_sync(vt_net *net, vt_allreduce_fn fn, void *ctx);
+/* Sync-BN with float sums: the clips of the coming passes over every tower, when the
+ * caller knows them (the towers' plan): the forward then sums [sum (C)] alone and takes
+ * the count from here, with no copy of it to the host (a stream sync per BN on a GPU);
+ * the same bits while a channel's count is below 2^24, exact beyond. -1 (the default):
+ * the count travels with the sums. Every tower must set it alike (the collective's size
+ * follows it). */
+void vt_net_set_bn_pass_clips(vt_net *net, int64_t clips);
 /* Sync-BN of a network built with cfg.exact: fn(ctx, buf, n) must replace the n int64
  * of buf (xsum.h accumulators and a count: backend memory) by their sum over all towers,
  * an integer sum, exact in any order. Called where the float hook would be; set both

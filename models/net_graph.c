@@ -97,12 +97,21 @@ static int g_tensor(vt_graph *g, int node, const char *suffix, vt_tensor_role ro
 
 int vt_g_conv(vt_graph *g, const char *name, int in, int cout, const int k[3], const int s[3],
               const int p[3], int bias) {
+    return vt_g_conv_groups(g, name, in, cout, k, s, p, bias, 1);
+}
+
+int vt_g_conv_groups(vt_graph *g, const char *name, int in, int cout, const int k[3],
+                     const int s[3], const int p[3], int bias, int groups) {
     int i = g_new_node(g, VT_NODE_CONV, name, in);
     if (i < 0)
         return -1;
     vt_node *nd = &g->nodes[i];
+    if (groups < 1 || nd->ic % groups || cout % groups)
+        return g_fail(g, "%s: %d groups do not divide %d input and %d output channels", name,
+                      groups, nd->ic, cout);
     nd->conv.cin = nd->ic;
     nd->conv.cout = cout;
+    nd->conv.groups = groups;
     for (int d = 0; d < 3; d++) {
         nd->conv.k[d] = k[d];
         nd->conv.s[d] = s[d];
@@ -119,7 +128,7 @@ int vt_g_conv(vt_graph *g, const char *name, int in, int cout, const int k[3], c
     nd->t = o[0];
     nd->h = o[1];
     nd->w = o[2];
-    int64_t ws[5] = {cout, nd->ic, k[0], k[1], k[2]};
+    int64_t ws[5] = {cout, nd->ic / groups, k[0], k[1], k[2]};
     nd->wt = g_tensor(g, i, "weight", VT_ROLE_WEIGHT, 5, ws, 0, 0);
     if (bias) {
         int64_t bs[1] = {cout};
@@ -155,6 +164,34 @@ int vt_g_relu(vt_graph *g, const char *name, int in) {
     /* In place like nn.ReLU(inplace=True): safe because every producer we follow (conv,
      * bn, add, linear) does not need its own output for backward. */
     g->nodes[i].inplace = in >= 0;
+    return i;
+}
+
+int vt_g_silu(vt_graph *g, const char *name, int in) {
+    return g_new_node(g, VT_NODE_SILU, name, in);
+}
+
+int vt_g_sigmoid(vt_graph *g, const char *name, int in) {
+    int i = g_new_node(g, VT_NODE_SIGMOID, name, in);
+    if (i >= 0) /* in place like relu: backward reads the output only */
+        g->nodes[i].inplace = in >= 0;
+    return i;
+}
+
+int vt_g_chscale(vt_graph *g, const char *name, int x, int s) {
+    if (g->failed)
+        return -1;
+    VT_CHECK(x >= 0 && s >= 0, "%s: channel scale of the clip", name);
+    int i = g_new_node(g, VT_NODE_CHSCALE, name, x);
+    if (i < 0)
+        return -1;
+    vt_node *nd = &g->nodes[i];
+    const vt_node *ps = &g->nodes[s];
+    if (ps->c != nd->c || ps->t * ps->h * ps->w != 1)
+        return g_fail(g, "%s: scale of %d values for %d channels (t %d)", name,
+                      ps->c * ps->t * ps->h * ps->w, nd->c, nd->t);
+    nd->in[1] = s;
+    nd->nin = 2;
     return i;
 }
 
@@ -386,8 +423,12 @@ void vt_graph_plan(vt_graph *g) {
             if (in < 0)
                 continue;
             vt_node *p = &g->nodes[in];
+            /* the op may write din over dout (chscale: its x input; its scale input
+             * has another size) */
             int elementwise = nd->kind == VT_NODE_RELU || nd->kind == VT_NODE_DROPOUT ||
-                              nd->kind == VT_NODE_ADD;
+                              nd->kind == VT_NODE_ADD || nd->kind == VT_NODE_SILU ||
+                              nd->kind == VT_NODE_SIGMOID ||
+                              (nd->kind == VT_NODE_CHSCALE && kk == 0);
             /* add's skip input and every concat input get dout (a slice of it for
              * concat) by copy or addition: never dout's slot itself. */
             if ((nd->kind == VT_NODE_ADD && kk == 1) || nd->kind == VT_NODE_CONCAT) {

@@ -32,6 +32,9 @@ typedef enum vt_node_kind {
     VT_NODE_ADD,
     VT_NODE_AVGPOOL, /* a windowed average (count_include_pad), not the global one (GAP) */
     VT_NODE_CONCAT,  /* inputs side by side along channels, in[0] first (torch.cat dim 1) */
+    VT_NODE_SILU,    /* x * sigmoid(x) (Swish); not in place: backward reads its input */
+    VT_NODE_SIGMOID, /* in place (backward reads its output) */
+    VT_NODE_CHSCALE, /* in[0] (C, T, H, W) times in[1] (C) per channel (SE's torch.mul) */
 } vt_node_kind;
 
 /* Most inputs a node takes: add has 2, concat up to 4 (an Inception block's branches). */
@@ -128,6 +131,9 @@ typedef struct vt_graph {
  * first error is kept in g->err). k, s, p are (T, H, W). */
 int vt_g_conv(vt_graph *g, const char *name, int in, int cout, const int k[3], const int s[3],
               const int p[3], int bias);
+/* The same with groups (backend.h's vt_conv3d_p; cin and cout multiples of it). */
+int vt_g_conv_groups(vt_graph *g, const char *name, int in, int cout, const int k[3],
+                     const int s[3], const int p[3], int bias, int groups);
 int vt_g_bn(vt_graph *g, const char *name, int in); /* eps 1e-5, momentum 0.1 */
 int vt_g_bn_ex(vt_graph *g, const char *name, int in, float eps, float momentum);
 int vt_g_relu(vt_graph *g, const char *name, int in);
@@ -139,6 +145,10 @@ int vt_g_gap(vt_graph *g, const char *name, int in);
 int vt_g_linear(vt_graph *g, const char *name, int in, int out, int head);
 int vt_g_dropout(vt_graph *g, const char *name, int in, float p, int inplace);
 int vt_g_add(vt_graph *g, const char *name, int a, int b);
+int vt_g_silu(vt_graph *g, const char *name, int in);
+int vt_g_sigmoid(vt_graph *g, const char *name, int in);
+/* x (C, T, H, W) scaled per channel by s, a node of C values (T = H = W = 1). */
+int vt_g_chscale(vt_graph *g, const char *name, int x, int s);
 /* Channels of in[0..nin-1] side by side (2 <= nin <= VT_NODE_MAX_IN; equal T, H, W). */
 int vt_g_concat(vt_graph *g, const char *name, const int *in, int nin);
 /* A linear node whose state-dict weight is a 1x1x1 conv's, (out, in, 1, 1, 1): the same

@@ -31,6 +31,8 @@ struct vt_net {
     void *grad_ready_ctx;
     int64_t ready_lo;     /* the last lo reported this backward (checks the order) */
     int64_t *bn_count;    /* (nnodes) host: the (global) count of each BN's last forward */
+    int64_t bn_pass_clips;/* sync-BN: clips of this pass over every tower, known on the
+                             host (vt_net_set_bn_pass_clips); -1: the count travels */
     float bn_momentum;    /* a statistics pass's update weight (else each node's own) */
     int bn_pass;          /* a statistics pass (vt_net_set_bn_momentum m > 0): forwards
                              are not counted in num_batches_tracked */
@@ -90,5 +92,16 @@ void vt_netx_linear_backward(vt_net *net, int i, float *din, const float *dout,
 void vt_netx_bn_sums(vt_net *net, int i, float *buf, const float *x, const float *k,
                      const float *dy, const float *mean, const float *invstd, int n,
                      int64_t *count, int backward);
+
+/* ---- net_fuse.c: batch norms fused with the ReLU (and add) that follow them ---- */
+/* 1 when the backend has bn_apply_relu and VT_FUSE is not 0. */
+int vt_net_fuse_on(const vt_net *net);
+/* For BN node b, the ReLU node its apply is fused into (its only consumer, or the only
+ * consumer of the add whose in[0] b is), or -1. */
+int vt_net_fuse_tail(const vt_graph *g, int b);
+/* BN node b's apply from its workspace statistics: bn_apply(out, x), or fused:
+ * bn_apply_relu(out, x, res). */
+void vt_net_bn_apply_node(vt_net *net, int b, const float *x, float *out, const float *res,
+                          int n, int fused);
 
 #endif

@@ -39,7 +39,10 @@ void vt_net_init_weights(vt_net *net, uint64_t seed) {
         /* fan_in / fan_out as torch.nn.init._calculate_fan_in_and_fan_out. */
         int64_t kvol = nd->kind == VT_NODE_CONV
                            ? (int64_t)nd->conv.k[0] * nd->conv.k[1] * nd->conv.k[2] : 1;
+        /* a grouped conv's weight is (Cout, Cin/groups, k...): fan_in counts one group */
         int64_t fan_in = (int64_t)nd->ic * kvol, fan_out = (int64_t)nd->c * kvol;
+        if (nd->kind == VT_NODE_CONV)
+            fan_in /= vt_conv_groups(&nd->conv);
         double std = 0, bound = 0;
         switch (g->aux[ti].role) {
         case VT_ROLE_WEIGHT:

@@ -1,5 +1,6 @@
 /*
- * zoo.c: the model zoo as graphs — tiny, tiny_nobn, c3d, r3d18, mc3_18, r2plus1d18, s3d —
+ * zoo.c: the model zoo as graphs — tiny, tiny_nobn, c3d, r3d18, mc3_18, r2plus1d18, s3d, and
+ * the X3D family (zoo_x3d.c) —
  * with the module names, shapes and order of their PyTorch twins, so that state dicts
  * move both ways by name:
  *   r3d18, mc3_18, r2plus1d18: torchvision.models.video.{r3d_18, mc3_18, r2plus1d_18}
@@ -9,6 +10,7 @@
  *   c3d: the common PyTorch C3D port (conv1, pool1 (1,2,2), conv2, pool2, conv3a/b, pool3,
  *     conv4a/b, pool4, conv5a/b, pool5 (2,2,2) padding (0,1,1), fc6, fc7, fc8; ReLU after
  *     every conv and fc6/fc7, dropout after fc6 and fc7), fc6's input from the clip shape;
+ *   x3d_xs, x3d_s, x3d_m, x3d_l: pytorchvideo's X3D, built by zoo_x3d.c;
  *   s3d: torchvision.models.video.s3d (features: TemporalSeparableConv = Conv3dNormActivation
  *     (1,k,k) then (k,1,1); SepInceptionBlock3D = four branches concatenated along
  *     channels, branch3 a 3x3x3 max pool (stride 1, padding 1) then a 1x1x1 conv; max
@@ -56,7 +58,7 @@
 #include "base/common.h"
 
 const char *const vt_zoo_names[] = {"tiny", "tiny_nobn", "c3d", "r3d18", "mc3_18", "r2plus1d18",
-                                    "s3d", NULL};
+                                    "s3d", "x3d_xs", "x3d_s", "x3d_m", "x3d_l", NULL};
 
 #define K3(a, b, c) ((const int[3]){a, b, c})
 
@@ -360,6 +362,9 @@ static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errle
     } else if (!strcmp(cfg->model, "s3d_block")) {
         g->init = VT_INIT_PYTORCH;
         feat = build_s3d_block(g);
+    } else if ((feat = vt_zoo_build_x3d(g, cfg->model)) != -2) {
+        fc = "blocks.5.proj"; /* pytorchvideo's ResNetBasicHead (zoo_x3d.c) */
+        drop = "blocks.5.dropout";
     } else {
         char names[128] = "";
         for (int i = 0; vt_zoo_names[i]; i++)

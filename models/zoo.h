@@ -18,4 +18,9 @@
  * memory (vt_graph_plan). 0, or -1 with err and nothing left to free. */
 int vt_graph_make(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen);
 
+/* Private to zoo.c: the X3D family's trunk (zoo_x3d.c) for model x3d_xs, x3d_s, x3d_m or
+ * x3d_l — every node up to the features the heads read; returns that node (-1 once the
+ * graph failed), or -2 when `model` is not one of them. */
+int vt_zoo_build_x3d(vt_graph *g, const char *model);
+
 #endif

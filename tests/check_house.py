@@ -19,8 +19,8 @@
     §3.2", and as "design.md §N" inside docs/) must be a numbered heading ("## N. Title",
     "### N.M Title") of that file; a bare "§N" inside docs/design.md or docs/style.md
     cites that file's own sections.
-(d) Every relative markdown link in README.md and docs/*.md leads to a file that exists,
-    and its #anchor, when the target is markdown, to a heading of that file (GitHub's
+(d) Every relative markdown link in README.md and docs/**.md (docs/notebook/ too) leads
+    to a file that exists, and its #anchor, when the target is markdown, to a heading of that file (GitHub's
     anchors: lower case, punctuation dropped, spaces to hyphens, -1, -2 for repeats).
 
 (e) A unit's insides stay inside it: a private header (NAME_impl.h, NAME_impl.cuh) is
@@ -427,7 +427,7 @@ def check_doc_refs(root):
 def check_md_links(root):
     errors = []
     docs = [f for f in ref_files(root) if f.endswith(".md") and
-            (f == "README.md" or os.path.dirname(f) == "docs")]
+            (f == "README.md" or f.startswith("docs/"))]
     for rel in docs:
         text = read(root, rel)
         for i, line in md_lines(text):

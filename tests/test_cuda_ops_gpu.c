@@ -240,7 +240,7 @@ static void conv_one(const conv_case *cc, double tol) {
     const int Wo = vt_conv_out(cc->thw[2], p->k[2], p->s[2], p->p[2]);
     const int64_t nin = (int64_t)cc->n * p->cin * cc->thw[0] * cc->thw[1] * cc->thw[2];
     const int64_t nout = (int64_t)cc->n * p->cout * To * Ho * Wo;
-    const int64_t nw = (int64_t)p->cout * p->cin * p->k[0] * p->k[1] * p->k[2];
+    const int64_t nw = (int64_t)p->cout * (p->cin / vt_conv_groups(p)) * p->k[0] * p->k[1] * p->k[2];
     pair x = prand(nin, 1), w = prand(nw, 0.2f), b = prand(p->cout, 0.5f);
     pair y = pconst(nout, 0), dy = prand(nout, 1);
     /* dw/db start non-zero to check accumulation; din starts as garbage to check it is
@@ -284,12 +284,12 @@ static void conv_one(const conv_case *cc, double tol) {
 }
 
 static const conv_case conv_cases[] = {
-    {"3x3x3 s1 p1 +bias", 2, {4, 6, 6}, {3, 4, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}}, 1, 1},
-    {"r3d stem 3x7x7 s(1,2,2) p(1,3,3)", 2, {4, 12, 12}, {3, 8, {3, 7, 7}, {1, 2, 2}, {1, 3, 3}}, 0, 0},
-    {"1x1x1 s2 downsample", 3, {4, 6, 6}, {4, 6, {1, 1, 1}, {2, 2, 2}, {0, 0, 0}}, 0, 1},
-    {"(2+1)d spatial 1x3x3", 2, {3, 7, 7}, {5, 6, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}}, 1, 1},
-    {"(2+1)d temporal 3x1x1 s2", 2, {5, 4, 4}, {6, 4, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}}, 0, 1},
-    {"3x3x3 s2 p1 wide", 4, {4, 8, 8}, {16, 32, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}}, 1, 1},
+    {"3x3x3 s1 p1 +bias", 2, {4, 6, 6}, {3, 4, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, 1}, 1, 1},
+    {"r3d stem 3x7x7 s(1,2,2) p(1,3,3)", 2, {4, 12, 12}, {3, 8, {3, 7, 7}, {1, 2, 2}, {1, 3, 3}, 1}, 0, 0},
+    {"1x1x1 s2 downsample", 3, {4, 6, 6}, {4, 6, {1, 1, 1}, {2, 2, 2}, {0, 0, 0}, 1}, 0, 1},
+    {"(2+1)d spatial 1x3x3", 2, {3, 7, 7}, {5, 6, {1, 3, 3}, {1, 2, 2}, {0, 1, 1}, 1}, 1, 1},
+    {"(2+1)d temporal 3x1x1 s2", 2, {5, 4, 4}, {6, 4, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, 1}, 0, 1},
+    {"3x3x3 s2 p1 wide", 4, {4, 8, 8}, {16, 32, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, 1}, 1, 1},
 };
 
 static void test_conv(void) {
@@ -386,6 +386,25 @@ static void bn_case(int n, int c, int64_t s) {
         VT_OP(G, bn_apply, y.g, x.g, NULL, mean.g, inv.g, NULL, NULL, n, c, s);
         VT_OP(R, bn_apply, y.r, x.r, NULL, mean.r, inv.r, NULL, NULL, n, c, s);
         cmp("bn_apply gamma/beta NULL", &y, TOL_DOUBLE);
+        /* the fused tail (issue 45): against cpu-ref's composition, and bit for bit
+         * against this backend's own bn_apply, add, relu_forward */
+        for (int with_res = 0; with_res < 2; with_res++) {
+            pair res = prand(nx, 1), f = pconst(nx, 0);
+            VT_OP(G, bn_apply_relu, f.g, x.g, sh.g, mean.g, inv.g, gam.g, bet.g,
+                  with_res ? res.g : NULL, n, c, s);
+            VT_OP(R, bn_apply_relu, f.r, x.r, sh.r, mean.r, inv.r, gam.r, bet.r,
+                  with_res ? res.r : NULL, n, c, s);
+            cmp(with_res ? "bn_apply_relu with res" : "bn_apply_relu", &f, TOL_DOUBLE);
+            VT_OP(G, bn_apply, y.g, x.g, sh.g, mean.g, inv.g, gam.g, bet.g, n, c, s);
+            if (with_res)
+                VT_OP(G, add, y.g, y.g, res.g, nx);
+            VT_OP(G, relu_forward, y.g, y.g, nx);
+            G->i->to_host(G, f.r, y.g, (size_t)nx * 4);
+            cmp_exact(with_res ? "bn_apply_relu res = cuda's 3 ops" : "bn_apply_relu = cuda's 2 ops",
+                      &f);
+            pfree(&res);
+            pfree(&f);
+        }
         VT_OP(G, bn_backward_reduce, sdy.g, sdyx.g, dy.g, x.g, sh.g, mean.g, inv.g, n, c, s);
         VT_OP(R, bn_backward_reduce, sdy.r, sdyx.r, dy.r, x.r, sh.r, mean.r, inv.r, n, c, s);
         cmp("bn_backward_reduce sum_dy", &sdy, TOL_DOUBLE);

@@ -1,5 +1,6 @@
 /*
  * test_gradcheck.c: finite-difference checks of every backward op of the CPU backends
+ * (grouped and depthwise conv, SiLU, sigmoid and the channel scale included)
  * (cpu-ref, the truth, and cpu). For an op y = f(x) we take the scalar L = sum(y * r) with
  * a fixed random r, call the backward with dy = r, and compare each analytic gradient
  * element with the central difference (L(x + e) - L(x - e)) / 2e, where L is summed in
@@ -99,15 +100,16 @@ static double conv_loss(void *c_) {
 }
 
 static void check_conv(vt_backend *be, int n, int cin, int cout, const int thw[3], const int k[3],
-                       const int s[3], const int pd[3]) {
+                       const int s[3], const int pd[3], int groups) {
     conv_ctx c = {.be = be, .n = n};
     memcpy(c.thw, thw, sizeof c.thw);
     c.p.cin = cin;
     c.p.cout = cout;
+    c.p.groups = groups;
     for (int d = 0; d < 3; d++)
         c.p.k[d] = k[d], c.p.s[d] = s[d], c.p.p[d] = pd[d];
     int64_t nx = (int64_t)n * cin * thw[0] * thw[1] * thw[2];
-    int64_t nw = (int64_t)cout * cin * k[0] * k[1] * k[2];
+    int64_t nw = (int64_t)cout * (cin / groups) * k[0] * k[1] * k[2];
     c.ny = (int64_t)n * cout;
     for (int d = 0; d < 3; d++)
         c.ny *= vt_conv_out(thw[d], k[d], s[d], pd[d]);
@@ -117,8 +119,8 @@ static void check_conv(vt_backend *be, int n, int cin, int cout, const int thw[3
     float *dx = talloc(be, nx), *dw = talloc(be, nw), *db = talloc(be, cout);
     VT_OP(be, conv3d_backward, dx, dw, db, c.r, c.x, c.w, n, thw, &c.p);
     char what[64];
-    snprintf(what, sizeof what, "conv k%d%d%d s%d%d%d p%d%d%d din", k[0], k[1], k[2], s[0], s[1],
-             s[2], pd[0], pd[1], pd[2]);
+    snprintf(what, sizeof what, "conv k%d%d%d s%d%d%d p%d%d%d g%d din", k[0], k[1], k[2], s[0],
+             s[1], s[2], pd[0], pd[1], pd[2], groups);
     fd_check(be->i->name, what, c.x, nx, dx, conv_loss, &c, 1e-2f);
     fd_check(be->i->name, "  conv dw", c.w, nw, dw, conv_loss, &c, 1e-2f);
     fd_check(be->i->name, "  conv db", c.b, cout, db, conv_loss, &c, 1e-2f);
@@ -173,9 +175,40 @@ static void check_bn(vt_backend *be, int n, int c, int64_t s) {
         vt_backend_free_ptr(be, all[i]);
 }
 
+/* ------------------------------------------------------------------ channel scale ---- */
+
+typedef struct chs_ctx {
+    vt_backend *be;
+    float *x, *s, *y, *r;
+    int n, c;
+    int64_t sp;
+} chs_ctx;
+
+static double chs_loss(void *c_) {
+    chs_ctx *c = c_;
+    VT_OP(c->be, chscale_forward, c->y, c->x, c->s, c->n, c->c, c->sp);
+    return dot(c->y, c->r, (int64_t)c->n * c->c * c->sp);
+}
+
+/* SE's x * s: both gradients; ds is formed before dx, which here overwrites dout itself. */
+static void check_chscale(vt_backend *be, int n, int c, int64_t sp) {
+    chs_ctx h = {.be = be, .n = n, .c = c, .sp = sp};
+    const int64_t nx = (int64_t)n * c * sp;
+    h.x = talloc(be, nx), h.y = talloc(be, nx), h.r = talloc(be, nx), h.s = talloc(be, n * c);
+    urand(h.x, nx, -1, 1), urand(h.r, nx, -1, 1), urand(h.s, (int64_t)n * c, 0, 1);
+    float *d = talloc(be, nx), *ds = talloc(be, (int64_t)n * c);
+    memcpy(d, h.r, (size_t)nx * sizeof(float));
+    VT_OP(be, chscale_backward, d, ds, d, h.x, h.s, n, c, sp);
+    fd_check(be->i->name, "chscale dx (in place)", h.x, nx, d, chs_loss, &h, 1e-2f);
+    fd_check(be->i->name, "chscale ds", h.s, (int64_t)n * c, ds, chs_loss, &h, 1e-2f);
+    float *all[] = {h.x, h.y, h.r, h.s, d, ds};
+    for (size_t i = 0; i < VT_ARRAY_LEN(all); i++)
+        vt_backend_free_ptr(be, all[i]);
+}
+
 /* ------------------------------------------------------------------ simple unary ops ---- */
 
-typedef enum { U_RELU, U_MAXPOOL, U_AVGPOOL, U_GAP, U_DROPOUT } unary_kind;
+typedef enum { U_RELU, U_MAXPOOL, U_AVGPOOL, U_GAP, U_DROPOUT, U_SILU, U_SIGMOID } unary_kind;
 typedef struct unary_ctx {
     vt_backend *be;
     unary_kind kind;
@@ -195,6 +228,8 @@ static void unary_fwd(unary_ctx *u) {
               (int64_t)u->thw[0] * u->thw[1] * u->thw[2]);
         break;
     case U_DROPOUT: VT_OP(u->be, dropout_forward, u->y, u->mask, u->x, u->nx, 0.3f, 1234); break;
+    case U_SILU: VT_OP(u->be, silu_forward, u->y, u->x, u->nx); break;
+    case U_SIGMOID: VT_OP(u->be, sigmoid_forward, u->y, u->x, u->nx); break;
     }
 }
 static double unary_loss(void *c_) {
@@ -231,6 +266,8 @@ static void check_unary(vt_backend *be, unary_kind kind, const char *what, int n
             float t = u.x[i];
             u.x[i] = u.x[j], u.x[j] = t;
         }
+    } else if (kind == U_SILU || kind == U_SIGMOID) {
+        urand(u.x, u.nx, -4, 4); /* both tails and the bend */
     } else {
         urand(u.x, u.nx, -1, 1);
     }
@@ -242,6 +279,8 @@ static void check_unary(vt_backend *be, unary_kind kind, const char *what, int n
     case U_AVGPOOL: VT_OP(be, avgpool3d_backward, dx, u.r, n, c, thw, p); break;
     case U_GAP: VT_OP(be, gap_backward, dx, u.r, n, c, (int64_t)thw[0] * thw[1] * thw[2]); break;
     case U_DROPOUT: VT_OP(be, dropout_backward, dx, u.r, u.mask, u.nx); break;
+    case U_SILU: VT_OP(be, silu_backward, dx, u.r, u.x, u.nx); break;
+    case U_SIGMOID: VT_OP(be, sigmoid_backward, dx, u.r, u.y, u.nx); break;
     }
     fd_check(be->i->name, what, u.x, u.nx, dx, unary_loss, &u, 1e-2f);
     vt_backend_free_ptr(be, u.x), vt_backend_free_ptr(be, u.y), vt_backend_free_ptr(be, u.r);
@@ -336,19 +375,26 @@ int main(void) {
         printf("%s\n", names[bi]);
         {
             int thw[3] = {4, 5, 5}, k[3] = {3, 3, 3}, s[3] = {1, 1, 1}, p[3] = {1, 1, 1};
-            check_conv(be, 2, 2, 3, thw, k, s, p);
+            check_conv(be, 2, 2, 3, thw, k, s, p, 1);
         }
         {
             int thw[3] = {5, 6, 7}, k[3] = {1, 3, 3}, s[3] = {1, 2, 2}, p[3] = {0, 1, 1};
-            check_conv(be, 1, 3, 2, thw, k, s, p);
+            check_conv(be, 1, 3, 2, thw, k, s, p, 1);
         }
         {
             int thw[3] = {5, 4, 3}, k[3] = {3, 1, 1}, s[3] = {2, 1, 1}, p[3] = {1, 0, 0};
-            check_conv(be, 2, 2, 2, thw, k, s, p);
+            check_conv(be, 2, 2, 2, thw, k, s, p, 1);
         }
         {
             int thw[3] = {3, 4, 4}, k[3] = {1, 1, 1}, s[3] = {1, 1, 1}, p[3] = {0, 0, 0};
-            check_conv(be, 2, 3, 4, thw, k, s, p);
+            check_conv(be, 2, 3, 4, thw, k, s, p, 1);
+        }
+        { /* depthwise (X3D's conv_b, stride 2; its stem's conv_xy) and grouped */
+            int thw[3] = {3, 5, 6}, k[3] = {3, 3, 3}, s[3] = {1, 2, 2}, p[3] = {1, 1, 1};
+            check_conv(be, 2, 3, 3, thw, k, s, p, 3);
+            int thw2[3] = {5, 3, 3}, k2[3] = {5, 1, 1}, s2[3] = {1, 1, 1}, p2[3] = {2, 0, 0};
+            check_conv(be, 2, 2, 2, thw2, k2, s2, p2, 2);
+            check_conv(be, 1, 4, 6, thw, k, s, p, 2);
         }
         check_bn(be, 3, 2, 10);
         check_bn(be, 1, 3, 7);
@@ -356,6 +402,9 @@ int main(void) {
         check_unary(be, U_RELU, "relu", 2, 2, thw, NULL);
         check_unary(be, U_DROPOUT, "dropout", 2, 2, thw, NULL);
         check_unary(be, U_GAP, "gap", 2, 3, thw, NULL);
+        check_unary(be, U_SILU, "silu", 2, 2, thw, NULL);
+        check_unary(be, U_SIGMOID, "sigmoid", 2, 2, thw, NULL);
+        check_chscale(be, 2, 3, 7);
         vt_pool3d_p mp = {{2, 3, 3}, {2, 2, 2}, {0, 1, 1}, 0};
         check_unary(be, U_MAXPOOL, "maxpool k233 p011", 2, 2, thw, &mp);
         vt_pool3d_p mpc = {{2, 2, 2}, {2, 2, 2}, {0, 0, 0}, 1};

@@ -3,7 +3,7 @@
  * truths: the ONNX project's checker with strict shape inference (Debian's python3-onnx,
  * tests/oracle/onnx_check.py) must accept every exported model, and ONNX Runtime (npm's
  * onnxruntime-node, tests/oracle/onnx_run.js) must compute what vidtrain computes.
- *   1. Every zoo model on the cpu backend, seeded random weights and random BN gammas,
+ *   1. Every zoo model (X3D: x3d_xs) on the cpu backend, seeded random weights and random BN gammas,
  *      betas and running statistics (so eval-mode BN is exercised, not the identity of
  *      fresh statistics), dropout on in the configuration (the export must leave it
  *      out), a small clip: vidtrain's eval forward on 2 random clips vs ORT, per output.
@@ -350,6 +350,9 @@ int main(void) {
         /* S3D's concat, avgpool window, BN eps 1e-3 and 5-D classifier weight: the
          * smallest clip it takes */
         {"s3d", 13, 209, 209, 1, 0.2f},
+        /* X3D: depthwise Conv (group), squeeze-excitation (GlobalAveragePool, Conv,
+         * Sigmoid, Mul broadcast), SiLU as Sigmoid + Mul, the head's conv on the pool */
+        {"x3d_xs", 4, 32, 32, 1, 0.5f},
     };
     for (size_t i = 0; i < VT_ARRAY_LEN(cases); i++)
         zoo_one(be, &cases[i], 0, ort_version);

@@ -66,7 +66,7 @@ static int64_t vol(const int thw[3]) { return (int64_t)thw[0] * thw[1] * thw[2];
 
 static void test_conv(int n, int cin, int cout, int T, int H, int W, int kt, int kh, int kw,
                       int st, int sh, int sw, int pt, int ph, int pw, int bias) {
-    vt_conv3d_p p = {cin, cout, {kt, kh, kw}, {st, sh, sw}, {pt, ph, pw}};
+    vt_conv3d_p p = {cin, cout, {kt, kh, kw}, {st, sh, sw}, {pt, ph, pw}, 1};
     int thw[3] = {T, H, W};
     int o[3];
     for (int d = 0; d < 3; d++)
@@ -116,7 +116,7 @@ static void test_conv(int n, int cin, int cout, int T, int H, int W, int kt, int
 static void test_conv_tiled(int n, int cin, int cout, int T, int H, int W, int kt, int kh,
                             int kw, int st, int sh, int sw, int pt, int ph, int pw,
                             int64_t margin) {
-    vt_conv3d_p p = {cin, cout, {kt, kh, kw}, {st, sh, sw}, {pt, ph, pw}};
+    vt_conv3d_p p = {cin, cout, {kt, kh, kw}, {st, sh, sw}, {pt, ph, pw}, 1};
     int thw[3] = {T, H, W}, o[3];
     for (int d = 0; d < 3; d++)
         o[d] = vt_conv_out(thw[d], p.k[d], p.s[d], p.p[d]);
@@ -191,7 +191,7 @@ static void test_conv_tiled(int n, int cin, int cout, int T, int H, int W, int k
 
 /* dw and db accumulate: two backward calls from zero give twice one call; din overwrites. */
 static void test_accumulate(vt_backend *be) {
-    vt_conv3d_p p = {2, 3, {3, 3, 3}, {1, 2, 2}, {1, 1, 1}};
+    vt_conv3d_p p = {2, 3, {3, 3, 3}, {1, 2, 2}, {1, 1, 1}, 1};
     int thw[3] = {4, 6, 6}, o[3];
     for (int d = 0; d < 3; d++)
         o[d] = vt_conv_out(thw[d], p.k[d], p.s[d], p.p[d]);
@@ -253,7 +253,7 @@ static void test_n0(vt_backend *be) {
         out[i] = dw[i] = 5.0f;
     for (int i = 0; i < 4; i++)
         db[i] = 5.0f;
-    vt_conv3d_p p = {1, 1, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}};
+    vt_conv3d_p p = {1, 1, {1, 1, 1}, {1, 1, 1}, {0, 0, 0}, 1};
     int thw[3] = {2, 2, 2};
     VT_OP(be, conv3d_forward, out, in, w, NULL, 0, thw, &p);
     VT_OP(be, conv3d_backward, out, dw, db, in, in, w, 0, thw, &p);
@@ -566,7 +566,7 @@ static const int ch_thw[3] = {6, 14, 14};
 static void *run_chain(void *arg) {
     chain *c = arg;
     vt_backend *be = c->be;
-    vt_conv3d_p p = {CH_CIN, CH_COUT, {3, 3, 3}, {1, 2, 2}, {1, 1, 1}};
+    vt_conv3d_p p = {CH_CIN, CH_COUT, {3, 3, 3}, {1, 2, 2}, {1, 1, 1}, 1};
     int o[3];
     for (int d = 0; d < 3; d++)
         o[d] = vt_conv_out(ch_thw[d], p.k[d], p.s[d], p.p[d]);

@@ -1,6 +1,7 @@
 /*
  * test_ops_torch.c: the cpu-ref backend against PyTorch, the outside truth. It runs
- * tests/oracle/torch_ops.py (torch.nn.functional conv3d, batch_norm with running statistics,
+ * tests/oracle/torch_ops.py (torch.nn.functional conv3d — with groups: depthwise and grouped —,
+ * F.silu, torch.sigmoid, SE's channel scale x * s, batch_norm with running statistics,
  * max/avg/adaptive pooling, linear, cross_entropy with label smoothing, BCE with logits,
  * torch.optim SGD/RMSprop/AdamW steps), reads the file it writes and replays every case on
  * cpu-ref (the large-mean batch-norm case on cpu too, each against PyTorch). It must never
@@ -105,10 +106,12 @@ static void cmp(const char *what, int i, const float *ours, const char *ref_fmt,
 static void test_conv(void) {
     int count = (int)get("conv.count", 0, NULL)[0];
     for (int i = 0; i < count; i++) {
-        float *g = get("conv%d.geo", i, NULL);
+        int64_t ng;
+        float *g = get("conv%d.geo", i, &ng); /* 17 fields with groups, 16 without */
         int n = (int)g[0];
         vt_conv3d_p p = {(int)g[1], (int)g[2], {(int)g[6], (int)g[7], (int)g[8]},
-                         {(int)g[9], (int)g[10], (int)g[11]}, {(int)g[12], (int)g[13], (int)g[14]}};
+                         {(int)g[9], (int)g[10], (int)g[11]}, {(int)g[12], (int)g[13], (int)g[14]},
+                         ng > 16 ? (int)g[16] : 1};
         int thw[3] = {(int)g[3], (int)g[4], (int)g[5]}, bias = g[15] != 0;
         int64_t nx, nw, ny;
         float *x = get("conv%d.x", i, &nx), *w = get("conv%d.w", i, &nw);
@@ -124,6 +127,35 @@ static void test_conv(void) {
             cmp("conv%d db", i, db, "conv%d.db", TOL);
         put_all();
     }
+}
+
+/* SiLU, sigmoid (backward in place over dout, as the graph runs it) and SE's x * s. */
+static void test_x3d_act(void) {
+    int64_t n;
+    float *x = get("silu.x", 0, &n), *dy = get("silu.dy", 0, NULL);
+    float *y = zeros(n), *dx = zeros(n);
+    VT_OP(g_be, silu_forward, y, x, n);
+    VT_OP(g_be, silu_backward, dx, dy, x, n);
+    cmp("silu y", 0, y, "silu.y", TOL);
+    cmp("silu dx", 0, dx, "silu.dx", TOL);
+    x = get("sigmoid.x", 0, &n), dy = get("sigmoid.dy", 0, NULL);
+    VT_OP(g_be, sigmoid_forward, y, x, n);
+    VT_OP(g_be, sigmoid_backward, dy, dy, y, n);
+    cmp("sigmoid y", 0, y, "sigmoid.y", TOL);
+    cmp("sigmoid dx", 0, dy, "sigmoid.dx", TOL);
+    put_all();
+    float *g = get("chscale.geo", 0, NULL);
+    int nn = (int)g[0], c = (int)g[1];
+    int64_t sp = (int64_t)g[2];
+    x = get("chscale.x", 0, &n), dy = get("chscale.dy", 0, NULL);
+    float *sc = get("chscale.s", 0, NULL), *ds = zeros((int64_t)nn * c);
+    y = zeros(n);
+    VT_OP(g_be, chscale_forward, y, x, sc, nn, c, sp);
+    VT_OP(g_be, chscale_backward, dy, ds, dy, x, sc, nn, c, sp);
+    cmp("chscale y", 0, y, "chscale.y", TOL);
+    cmp("chscale dx", 0, dy, "chscale.dx", TOL);
+    cmp("chscale ds", 0, ds, "chscale.ds", TOL);
+    put_all();
 }
 
 static void test_bn(void) {
@@ -346,6 +378,7 @@ int main(void) {
     }
     g_be = vt_backend_init("cpu-ref", 0, 1, 0);
     test_conv();
+    test_x3d_act();
     test_bn();
     test_bn_offset("cpu-ref");
     test_bn_offset("cpu");

@@ -1,7 +1,8 @@
 /*
  * test_zoo.c: every zoo model has exactly its PyTorch twin's state dict — names, order,
  * dtypes, shapes and parameter count — against tests/oracle/torch_zoo.py (torchvision's own
- * r3d_18, mc3_18, r2plus1d_18, s3d; the script's tiny, tiny_nobn and C3D), r3d_18 and s3d
+ * r3d_18, mc3_18, r2plus1d_18, s3d; the script's tiny, tiny_nobn and C3D; pytorchvideo's
+ * X3D as tests/oracle/torch_x3d.py writes it), r3d_18 and s3d
  * with 400 classes have torchvision's published 33,371,472 and 8,320,048 parameters
  * (s3d's forward and gradients: test_zoo_s3d.c), the initialisation follows
  * torchvision's formulas, and bad configurations are refused with a message. Every name in
@@ -27,6 +28,10 @@ static const spec specs[] = {
     {"mc3_18", 400, 16, 112, 112},
     {"r2plus1d18", 400, 16, 112, 112},
     {"s3d", 400, 16, 224, 224},
+    {"x3d_xs", 400, 4, 160, 160},
+    {"x3d_s", 400, 13, 160, 160},
+    {"x3d_m", 400, 16, 224, 224},
+    {"x3d_l", 400, 16, 312, 312},
 };
 
 /* Reads the script's listing for spec s from f (already positioned past "model ..."),
@@ -222,6 +227,11 @@ int main(void) {
         if (!strcmp(model, "s3d"))
             TCHECK(vt_net_num_params(net) == 8320048LL, "s3d/400 has %lld params",
                    (long long)vt_net_num_params(net));
+        /* pytorchvideo's X3D-XS/S/M (one architecture, other clips) and X3D-L: 3.79M and
+         * 6.15M, its model zoo's figures */
+        if (!strncmp(model, "x3d_", 4))
+            TCHECK(vt_net_num_params(net) == (!strcmp(model, "x3d_l") ? 6153384LL : 3794274LL),
+                   "%s/400 has %lld params", model, (long long)vt_net_num_params(net));
         vt_net_free(&net);
         seen++;
     }

@@ -47,6 +47,34 @@ static void describe_splits(vt_dataset *ds, char *buf, size_t n) {
         snprintf(buf, n, "no split with videos");
 }
 
+/* eval.json "leaks": how many videos of the split evaluated have a near-copy in
+ * training, from RUN/leaks.json (train's check, app/leaks.h) when DIR is the folder the
+ * run trained on; nothing otherwise (another folder was never compared). */
+static void add_leaks(cJSON *j, const char *run, const char *dir, const vt_train_opts *o,
+                      const char *split) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/leaks.json", run);
+    char *a = realpath(dir, NULL), *b = realpath(o->data, NULL);
+    int same = a && b && !strcmp(a, b);
+    free(a);
+    free(b);
+    cJSON *lk = same ? vt_file_read_json(path) : NULL;
+    const cJSON *s = cJSON_GetObjectItemCaseSensitive(lk, split);
+    const cJSON *k = cJSON_GetObjectItemCaseSensitive(s, "with_copy_in_train");
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "videos");
+    if (cJSON_IsNumber(k) && cJSON_IsNumber(n)) {
+        cJSON *o2 = cJSON_AddObjectToObject(j, "leaks");
+        cJSON_AddNumberToObject(o2, "with_copy_in_train", k->valuedouble);
+        cJSON_AddNumberToObject(o2, "videos", n->valuedouble);
+        cJSON_AddStringToObject(o2, "pairs_in", "leaks.json");
+        if (k->valuedouble > 0)
+            fprintf(stderr, "warning: %g of the %g %s videos have a near-copy in train "
+                    "(%s): the score counts scenes training has seen\n", k->valuedouble,
+                    n->valuedouble, split, path);
+    }
+    cJSON_Delete(lk);
+}
+
 static void usage(FILE *f) {
     fprintf(f,
         "usage: vidtrain eval RUN DIR [options]\n\n"
@@ -287,6 +315,7 @@ int vt_cmd_eval(int argc, char **argv) {
             vt_eval_confusion_print(&r[h], (const char *const *)heads->classes[h], stdout);
     }
     cJSON *j = vt_eval_json(r, heads, &cnt, sname, &eo);
+    add_leaks(j, run, dir, o, sname);
     cJSON_AddStringToObject(j, "checkpoint", m.ckpt);
     cJSON_AddStringToObject(j, "data", dir);
     snprintf(path, sizeof path, "%s/eval.json", run);

@@ -12,6 +12,7 @@
 
 #include "app/dist.h"
 #include "app/run/run_files.h"
+#include "app/eval/tensorboard.h"
 #include "base/common.h"
 #include "base/json_str.h"
 
@@ -126,6 +127,7 @@ int vt_metrics_append(const char *run_dir, const cJSON *line, char *err, size_t 
     free(l);
     if (rc != 0)
         return -1;
+    vt_tb_metrics(run_dir, line); /* the same numbers for TensorBoard (RUN/tb/) */
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(line, "kind");
     if (cJSON_IsString(k) && !strcmp(k->valuestring, "epoch"))
         return vt_metrics_write_csv(run_dir, err, errlen);

@@ -329,6 +329,31 @@ static const char *css =
     ".tick{font-size:11px;fill:#555}.ctitle{font-size:14px;font-weight:bold;fill:#222}"
     ".cnum{font-size:11px}table.grid td,table.grid th{stroke:none}";
 
+/* RUN/leaks.json (app/leaks.h): a warning when val or test hold near-copies of training
+ * videos, since their scores then count scenes training has seen. */
+static void leaks_section(FILE *f, const char *run_dir) {
+    cJSON *lk = read_json(run_dir, "leaks.json");
+    if (!lk)
+        return;
+    int any = 0;
+    for (int s = 0; s < 2; s++) {
+        const char *name = s ? "test" : "val";
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(lk, name);
+        double k = jnum(o, "with_copy_in_train"), n = jnum(o, "videos");
+        if (!(k > 0))
+            continue;
+        if (!any)
+            fprintf(f, "<h2>Leaks between splits</h2>\n<p style=\"color:#b00\">");
+        fprintf(f, "%s%s: %.0f of %.0f videos have a near-copy in train", any ? "; " : "",
+                name, k, n);
+        any = 1;
+    }
+    if (any)
+        fprintf(f, ". Their scores count scenes training has seen: the pairs are in "
+                   "leaks.json (<code>vidtrain scan</code> lists them).</p>\n");
+    cJSON_Delete(lk);
+}
+
 int vt_report_write(const char *run_dir, char *err, size_t errlen) {
     if (!vt_dist_lead()) /* under mpirun rank 0 owns the run folder */
         return 0;
@@ -381,6 +406,7 @@ int vt_report_write(const char *run_dir, char *err, size_t errlen) {
     svg_chart(f, "Accuracy", "acc-chart", acc, 3, 1, 1);
     fprintf(f, "</div>\n");
 
+    leaks_section(f, run_dir);
     if (ev)
         eval_section(f, ev, "Evaluation");
     else if (val)

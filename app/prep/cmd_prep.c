@@ -365,7 +365,9 @@ int vt_cmd_prep(int argc, char **argv) {
         }
         char ext[32];
         vt_prep_out_ext(ext, sizeof ext, e->rel, o.codec);
-        const char *dot = strrchr(e->rel, '.');
+        const char *dot = strrchr(e->rel, '.'), *slash = strrchr(e->rel, '/');
+        if (!dot || (slash && dot < slash)) /* a frame folder: its name, no extension */
+            dot = e->rel + strlen(e->rel);
         e->out = prep_fmt("%.*s.%s", (int)(dot - e->rel), e->rel, ext);
         if (strcmp(e->out, e->rel)) {
             m.old[m.n] = e->rel;

@@ -75,6 +75,10 @@ void prep_walk(walk_ctx *c, const char *rel, int depth) {
         } else if (stat(subabs, &st) != 0) {
             fprintf(stderr, "vidtrain prep: %s: %s (skipped)\n", subabs, strerror(errno));
             c->nwarn++;
+        } else if (S_ISDIR(st.st_mode) && strchr(sub, '/') && vt_video_is_frame_dir(subabs)) {
+            /* numbered JPEG/PNG frames below a class folder: one video, re-encoded to a
+             * file named after the folder (pipeline/data/video/video.h) */
+            prep_entry_push(c->list, (entry){.rel = vt_strdup(sub), .video = 1, .bytes = 0});
         } else if (S_ISDIR(st.st_mode)) {
             int loop = st.st_dev == c->dst_dev && st.st_ino == c->dst_ino;
             for (int k = 0; k <= depth && !loop; k++)

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -18,7 +19,8 @@
 /* The files a run writes into its folder (app/run/run.h), removed together by --force. */
 static const char *const run_files[] = {
     "config.json", "plan.txt", "metrics.jsonl", "metrics.csv", "last.safetensors",
-    "best.safetensors", "val.json", "eval.json", "confusion.csv", "report.html",
+    "best.safetensors", "val.json", "eval.json", "confusion.csv", "report.html", "leaks.json",
+    "tb", /* a folder: TensorBoard's event files (app/eval/tensorboard.h) */
 };
 
 static int holds_run(const char *out, const char **which) {
@@ -47,6 +49,21 @@ static void put_back(const char *out, const char *bak, const int *moved, size_t 
                     strerror(errno));
     }
     rmdir(bak);
+}
+
+/* tb/'s event files (what a run writes there; anything else keeps the folder). */
+static void remove_events(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char p[2600];
+    while ((e = readdir(d)) != NULL)
+        if (!strncmp(e->d_name, "events.out.tfevents.", 20)) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    closedir(d);
 }
 
 /* --force: the old run's files leave together. Each is renamed into one folder beside
@@ -88,7 +105,9 @@ static int remove_old(const char *out) {
     }
     for (size_t i = 0; i < VT_ARRAY_LEN(run_files); i++) {
         snprintf(q, sizeof q, "%s/%s", bak, run_files[i]);
-        if (moved[i] && unlink(q) != 0)
+        if (moved[i] && !strcmp(run_files[i], "tb"))
+            remove_events(q);
+        if (moved[i] && (!strcmp(run_files[i], "tb") ? rmdir(q) : unlink(q)) != 0)
             fprintf(stderr, "vidtrain train: --force: cannot remove %s: %s (the old file is out "
                             "of the run; remove %s by hand)\n", q, strerror(errno), bak);
     }
@@ -188,7 +207,7 @@ int vt_run_claim_take(vt_run_claim *c, const char *out, const char *data, const 
 
 void vt_run_claim_release(vt_run_claim *c, int failed) {
     if (failed && c->wrote) {
-        const char *made[] = {"config.json", "plan.txt"};
+        const char *made[] = {"config.json", "plan.txt", "leaks.json"};
         for (size_t i = 0; i < VT_ARRAY_LEN(made); i++) {
             char p[2200];
             snprintf(p, sizeof p, "%s/%s", c->out, made[i]);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "app/decode_opt.h"
 #include "app/dist.h"
 #include "app/run/run_ckpt.h"
 #include "app/run/run_files.h"
@@ -94,6 +95,9 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *
         return -1;
     }
     vt_train_opts_from_json(&m->opts, cfg);
+    /* frame folders at the rate the run trained with, unless --frame-rate says otherwise */
+    if (!vt_frame_rate_given() && m->opts.frame_rate > 0)
+        vt_video_set_frame_rate(m->opts.frame_rate);
     char herr[1024];
     int rc = vt_run_heads_from_json(&m->heads, cJSON_GetObjectItemCaseSensitive(cfg, "heads"),
                                     herr, sizeof herr);

@@ -54,7 +54,9 @@ static void usage(FILE *f) {
         "device. config.json records every value resolved.\n\n"
         "model and clips:\n"
         "  --model NAME          tiny (default), c3d, r3d18, mc3_18, r2plus1d18, s3d (its\n"
-        "                        clip: 16x224 by default, at least 13x209)\n"
+        "                        clip: 16x224 by default, at least 13x209), x3d_xs, x3d_s,\n"
+        "                        x3d_m, x3d_l (pytorchvideo's X3D; default clips 4x160,\n"
+        "                        13x160, 16x224, 16x312, strides 12, 6, 5, 5)\n"
         "  --clip TxS            frames x crop size, e.g. 16x112 or 8x64x64 (default: 16x112\n"
         "                        when a GPU trains, 8x64 on the CPU)\n"
         "  --stride N            temporal stride between frames (default 1; 3 for the CPU's\n"
@@ -94,7 +96,8 @@ static void usage(FILE *f) {
         "                        class count is re-initialised; the rest is listed\n"
         "  --init-strict         any missing, unexpected or mismatched tensor is an error\n"
         "  --freeze N            the stem and stages 1..N learn nothing (0: the stem only;\n"
-        "                        resnets have 4 stages; default: none)\n"
+        "                        resnets have 4 stages, x3d 5: its stages and, 5, the\n"
+        "                        head's 2048-wide projection; default: none)\n"
         "  --freeze-bn, --no-freeze-bn   batch norm in eval mode while training: the\n"
         "                        pretrained statistics, whatever the per-tower batch\n"
         "                        (default: on when fine-tuning)\n"
@@ -166,6 +169,19 @@ static void usage(FILE *f) {
         "                        no val folder (default 0.1). 0: none drawn; validation then\n"
         "                        reads DIR's test split if it has one (UCF101 lists do), and\n"
         "                        best.safetensors is chosen on those test videos; else none\n"
+        "  --group REGEX|auto|none  --val-split keeps each recording's videos on one side:\n"
+        "                        the first ( ) of REGEX (POSIX ERE, on the path in DIR)\n"
+        "                        names the recording; auto (default): UCF101 v_X_g08_c01\n"
+        "                        and HMDB51 names; none: path by path (docs/splits.md)\n"
+        "  --tb-clips N          also the first N clips of each epoch's first batch as\n"
+        "                        images in RUN/tb/ (TensorBoard: scalars and confusion\n"
+        "                        matrices are always there; docs/tensorboard.md)\n"
+        "  --strict-splits       a val or test video that is a near-copy of a training\n"
+        "                        video (re-encoded, rescaled, cropped, trimmed, a clip of\n"
+        "                        it) is an error; by default a warning before training,\n"
+        "                        RUN/leaks.json, and a count in the report and eval.json\n"
+        "  --no-leak-check       skip that check (it decodes keyframes once per video;\n"
+        "                        signatures are cached: docs/splits.md)\n"
         "  --val-dir DIR2        validate on another dataset folder (same classes)\n"
         "  --lists PATH          list files, format detected (docs/segments.md): UCF101\n"
         "                        (classInd.txt, trainlist0F.txt, testlist0F.txt: testlist\n"
@@ -281,6 +297,15 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             o->flip = 0;
             continue;
         }
+        if (!strcmp(a, "--strict-splits")) {
+            o->strict_splits = 1;
+            continue;
+        }
+        if (OPT("--tb-clips")) { if (r < 0 || vt_parse_int(v, 0, 64, &o->tb_clips) != 0) BAD(); continue; }
+        if (!strcmp(a, "--no-leak-check")) {
+            o->no_leak_check = 1;
+            continue;
+        }
         if (!strcmp(a, "--force")) {
             o->force = 1;
             continue;
@@ -391,6 +416,16 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         }
         if (OPT("--seconds-per-clip")) { if (r < 0 || vt_train_range_parse(o, "--seconds-per-clip", v)) BAD(); continue; }
         if (OPT("--val-split")) { if (r < 0 || vt_train_range_parse(o, "--val-split", v)) BAD(); continue; }
+        if (OPT("--group")) {
+            char gerr[512];
+            if (r < 0 || strlen(v) >= sizeof o->group) BAD();
+            if (vt_dataset_group_check(v, gerr, sizeof gerr) < 0) {
+                fprintf(stderr, "vidtrain train: %s\n", gerr);
+                return 2;
+            }
+            snprintf(o->group, sizeof o->group, "%s", v);
+            continue;
+        }
         if (OPT("--val-dir")) { if (r < 0) BAD(); snprintf(o->val_dir, sizeof o->val_dir, "%s", v); continue; }
         if (OPT("--lists")) { if (r < 0) BAD(); snprintf(o->lists, sizeof o->lists, "%s", v); continue; }
         if (OPT("--list-format")) { if (r < 0 || vt_lists_format_parse(v) < 0) BAD(); snprintf(o->list_format, sizeof o->list_format, "%s", v); continue; }
@@ -520,6 +555,11 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
                         "--patience 0, --dump or another --sched)\n");
         return 2;
     }
+    /* frame folders' rate: given now, or the resumed run's (config.json), or 30 */
+    if (vt_frame_rate_given())
+        o->frame_rate = (float)vt_video_get_frame_rate();
+    else if (o->frame_rate > 0)
+        vt_video_set_frame_rate(o->frame_rate);
     return 0;
 }
 

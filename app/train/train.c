@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "app/dist.h"
+#include "app/leaks.h"
 #include "app/eval/metrics.h"
 #include "app/run/pretrained.h"
 #include "app/run/run_files.h"
@@ -143,11 +144,13 @@ static int open_data(vt_train *t) {
     } else {
         const vt_split vs = vt_dataset_eval_split(ds);
         t->nval = vt_dataset_split_indices(ds, vs, &t->val_idx);
+        char gl[256];
+        vt_dataset_groups_line(ds, gl, sizeof gl);
         if (t->nval)
-            fprintf(t->out, "validation: %s split, %d videos%s\n", vt_split_name(vs), t->nval,
+            fprintf(t->out, "validation: %s split, %d videos%s%s%s\n", vt_split_name(vs), t->nval,
                     vs == VT_SPLIT_TEST ? " (no val split: best.safetensors is chosen on the "
                                           "test videos; --val-split F holds some training "
-                                          "videos out instead)" : "");
+                                          "videos out instead)" : "", gl[0] ? "; " : "", gl);
         else
             fprintf(t->out, "validation: none (no val folder and --val-split 0)\n");
     }
@@ -500,6 +503,15 @@ int vt_train_setup(vt_train *t) {
         char path[2100];
         snprintf(path, sizeof path, "%s/" VT_TRAIN_BUDGET_STATE, o->out);
         unlink(path);
+    }
+    /* near-copies of training videos in val and test, before any training (rank 0) */
+    if (!o->no_leak_check && t->ntrain &&
+        (vt_dataset_split_count(t->ds, VT_SPLIT_VAL) || vt_dataset_split_count(t->ds, VT_SPLIT_TEST))) {
+        rc = vt_dist_lead() ? vt_leaks_train_check(t->ds, o->out, o->strict_splits, !t->quiet, t->out)
+                            : 0;
+        snprintf(err, sizeof err, "--strict-splits: a leak (rank 0 said why)");
+        if (vt_dist_share_result(rc, err, sizeof err) != 0)
+            return 1;
     }
     if (fetch_pretrained(t) != 0)
         return 1;

@@ -17,6 +17,7 @@
 #include "app/eval/report.h"
 #include "app/run/run_files.h"
 #include "app/signals.h"
+#include "app/eval/tensorboard.h"
 #include "base/common.h"
 #include "pipeline/parallel/mpi.h"
 
@@ -116,6 +117,8 @@ int vt_train_epoch(vt_train *t, int64_t epoch, vt_progress **pg, vt_train_epoch_
         float lr = vt_train_lr(t, st->step);
         if (t->sc.kind == VT_SCHED_ONECYCLE)
             vt_towers_set_momentum(t->towers, vt_sched_momentum(&t->sc, st->step, 0));
+        if (o->tb_clips > 0 && b->index == 0 && vt_dist_lead())
+            vt_tb_clips(o->out, st->step, b, o->tb_clips);
         vt_step_stats ss;
         vt_towers_train_step(t->towers, b, lr, &ss);
         st->step++;
@@ -212,6 +215,7 @@ static int validate(vt_train *t, int64_t epoch, cJSON *line, char *extra, size_t
     snprintf(path, sizeof path, "%s/val.json", o->out);
     if (vt_run_write_json(path, vj, err, sizeof err) != 0)
         fprintf(stderr, "vidtrain train: %s\n", err);
+    vt_tb_confusion(o->out, t->st.step, vj);
     cJSON_Delete(vj);
     snprintf(extra, extra_n, "val: video top-1 %.1f%%, clip top-1 %.1f%%, loss %.4f (%lld videos)",
              100 * r[0].video_top1, 100 * r[0].clip_top1,

@@ -37,6 +37,8 @@ void vt_train_opts_default(vt_train_opts *o) {
     snprintf(o->tower_split, sizeof o->tower_split, "memory");
     snprintf(o->precision, sizeof o->precision, "fp32");
     o->val_split = 0.1f;
+    o->frame_rate = 30.0f;
+    snprintf(o->group, sizeof o->group, "auto");
     o->fold = 1;
     o->val_clips = 3;
     o->val_crops = 1;
@@ -53,6 +55,19 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
         if (!o->crop)
             o->crop = 224;
     }
+    /* X3D: pytorchvideo's clip per member (hub/x3d.py; frames, crop) and the sampling
+     * stride of its Kinetics recipe, on any device */
+    static const struct { const char *m; int t, crop, stride; } x3d[] = {
+        {"x3d_xs", 4, 160, 12}, {"x3d_s", 13, 160, 6}, {"x3d_m", 16, 224, 5},
+        {"x3d_l", 16, 312, 5}};
+    for (size_t i = 0; i < VT_ARRAY_LEN(x3d); i++)
+        if (!o->clip_t && !strcmp(o->model, x3d[i].m)) {
+            o->clip_t = x3d[i].t;
+            if (!o->crop)
+                o->crop = x3d[i].crop;
+            if (!o->stride)
+                o->stride = x3d[i].stride;
+        }
     if (!o->clip_t) {
         o->clip_t = gpu ? 16 : 8;
         if (!o->stride)
@@ -170,6 +185,8 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
     cJSON_AddStringToObject(j, "seed", seed);
     J_NUM(val_split);
+    J_NUM(frame_rate);
+    J_STR(group);
     J_STR(val_dir);
     J_STR(lists);
     J_NUM(fold);
@@ -273,6 +290,10 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     if (cJSON_IsString(s))
         vt_parse_u64(s->valuestring, &o->seed);
     G_FLT(val_split);
+    G_FLT_SINCE(frame_rate, 30.0f);
+    if (!cJSON_GetObjectItemCaseSensitive(j, "group")) /* before --group: path by path */
+        snprintf(o->group, sizeof o->group, "none");
+    G_STR(group);
     G_STR(val_dir);
     G_STR(lists);
     G_INT(fold);
@@ -322,6 +343,7 @@ vt_dataset_opts vt_run_dataset_opts(const vt_train_opts *o) {
     return (vt_dataset_opts){.val_split = o->val_dir[0] ? 0 : o->val_split,
                              .lists_dir = o->lists[0] ? o->lists : NULL,
                              .list_fold = o->fold,
+                             .group = o->group,
                              .lists_format = (vt_lists_format)VT_MAX(
                                  vt_lists_format_parse(o->list_format), 0)};
 }

@@ -80,6 +80,10 @@ typedef struct vt_train_opts {
     uint64_t seed;
     float val_split;       /* fraction of train videos for validation when the dataset
                               has no val folder */
+    char group[256];       /* --group: "auto" (UCF101 and HMDB51 names), "none", or a regex
+                              whose first capture group names the recording; --val-split
+                              keeps a group on one side (pipeline/data/dataset.h). Runs
+                              before it: "none" */
     char val_dir[1024];    /* a separate validation dataset folder (optional) */
     char lists[1024];      /* UCF101-style classInd/trainlist/testlist folder (optional) */
     int fold;              /* which trainlist0F/testlist0F, or HMDB51 split (1..9) */
@@ -103,6 +107,14 @@ typedef struct vt_train_opts {
     int checkpoint_every;  /* steps between mid-epoch checkpoints (0 = epoch ends only) */
     int64_t max_steps;     /* stop (with a checkpoint) after this global step; 0 = none */
     char dump[1024];       /* --dump DIR (app/dump.h); this invocation only, not saved */
+    int strict_splits;     /* --strict-splits: a near-copy of a training video in val or
+                              test stops the start (app/leaks.h); this invocation only */
+    int no_leak_check;     /* --no-leak-check: skip that check; this invocation only */
+    float frame_rate;      /* --frame-rate: frame folders' frames per second (default 30;
+                              eval, predict and embed take the run's unless given) */
+    int tb_clips;          /* --tb-clips N: the first N clips of each epoch's first batch
+                              as TensorBoard images (app/eval/tensorboard.h); this
+                              invocation only */
 } vt_train_opts;
 
 /* --clips-per-video auto's spacing when --seconds-per-clip is not given: a Kinetics

@@ -72,6 +72,7 @@ static const range g_ranges[] = {
     I("--clips-per-video", clips_per_video, 1, 1000),
     FX("--seconds-per-clip", seconds_per_clip, 0.01, 1e6, 1, 0, 0), /* 0: a fixed count */
     F("--val-split", val_split, 0, 0.9),
+    F("--frame-rate", frame_rate, 0.001, 10000),
     I("--fold", fold, 1, 9),
     I("--eval-every", eval_every, 1, 100000),
     I("--val-clips", val_clips, 1, 1000),

@@ -39,6 +39,7 @@
 #include "models/cpu/cpu_blocks.h"
 #include "models/cpu/cpu_conv.h"
 #include "models/cpu/cpu_blas.h"
+#include "models/cpu/cpu_act.h"
 
 /* ---------------------------------------------------------------- memory ---- */
 
@@ -721,8 +722,15 @@ static const vt_backend_i cpu_i = {
     .bn_apply = cpu_bn_apply,
     .bn_backward_reduce = cpu_bn_backward_reduce,
     .bn_backward_apply = cpu_bn_backward_apply,
+    .bn_apply_relu = vt_backend_bn_apply_relu_composed, /* the net's fusion, checked */
     .relu_forward = cpu_relu_forward,
     .relu_backward = cpu_relu_backward,
+    .silu_forward = vt_cpu_silu_forward,
+    .silu_backward = vt_cpu_silu_backward,
+    .sigmoid_forward = vt_cpu_sigmoid_forward,
+    .sigmoid_backward = vt_cpu_sigmoid_backward,
+    .chscale_forward = vt_cpu_chscale_forward,
+    .chscale_backward = vt_cpu_chscale_backward,
     .maxpool3d_forward = cpu_maxpool3d_forward,
     .maxpool3d_backward = cpu_maxpool3d_backward,
     .avgpool3d_forward = cpu_avgpool3d_forward,

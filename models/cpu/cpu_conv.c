@@ -87,10 +87,23 @@ void vt_cpu_conv_tiling_make(vt_cpu_conv_tiling *t, int n, const int in_thw[3],
     t->scratch_floats = nc > 1 ? per_col * tc : g.direct ? 0 : g.K * tc;
 }
 
+/* One group of a grouped conv as a dense conv of its own (cpu_conv.h). */
+static vt_conv3d_p group_p(const vt_conv3d_p *p) {
+    vt_conv3d_p q = *p;
+    q.cin = p->cin / vt_conv_groups(p);
+    q.cout = p->cout / vt_conv_groups(p);
+    q.groups = 1;
+    return q;
+}
+
 int64_t vt_cpu_conv_scratch_bound(const int in_thw[3], const vt_conv3d_p *p) {
-    /* the scratch grows with n up to the tile's clip count, never past it */
+    if (vt_conv_depthwise(p))
+        return 0; /* the direct kernel needs none */
+    /* the scratch grows with n up to the tile's clip count, never past it; a grouped
+     * conv runs its groups one clip at a time, so this bounds it too */
     vt_cpu_conv_tiling t;
-    vt_cpu_conv_tiling_make(&t, INT_MAX, in_thw, p,
+    vt_conv3d_p q = group_p(p);
+    vt_cpu_conv_tiling_make(&t, INT_MAX, in_thw, &q,
                             VT_CPU_CONV_SCRATCH_CAP / (int64_t)sizeof(float));
     return t.scratch_floats * (int64_t)sizeof(float);
 }
@@ -504,8 +517,9 @@ static int conv_fwd_flat(vt_backend *be, float *out, const float *in, const floa
     return 1;
 }
 
-void vt_cpu_conv3d_forward(vt_backend *be, float *out, const float *in, const float *w,
-                           const float *b, int n, const int in_thw[3], const vt_conv3d_p *p) {
+static void conv_forward_dense(vt_backend *be, float *out, const float *in, const float *w,
+                               const float *b, int n, const int in_thw[3],
+                               const vt_conv3d_p *p) {
     if (n == 0)
         return;
     conv_geo g = conv_geometry(in_thw, p);
@@ -629,9 +643,9 @@ static void conv_bwd_flat(vt_backend *be, float *din, float *dw, const float *do
     }
 }
 
-void vt_cpu_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,
-                            const float *dout, const float *in, const float *w, int n,
-                            const int in_thw[3], const vt_conv3d_p *p) {
+static void conv_backward_dense(vt_backend *be, float *din, float *dw, float *db,
+                                const float *dout, const float *in, const float *w, int n,
+                                const int in_thw[3], const vt_conv3d_p *p) {
     if (n == 0)
         return;
     conv_geo g = conv_geometry(in_thw, p);
@@ -652,4 +666,64 @@ void vt_cpu_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,
             db[co] += (float)s;
         }
     }
+}
+
+/* ---- groups: depthwise by the direct kernel (cpu_dwconv.c), others group by group ----
+ * A group of one clip is a contiguous (Cin/groups, T, H, W) block of the input and a
+ * (Cout/groups, ...) block of the output, so it runs as a dense conv of n = 1 on
+ * pointers into them; its weight rows and bias are a contiguous slice too. The order of
+ * the calls is fixed by the shape, so the bits are too. */
+typedef struct group_geo {
+    vt_conv3d_p q;
+    int G;
+    int64_t in_g, out_g, w_g; /* floats of one group: input and output per clip, weight */
+} group_geo;
+
+static group_geo group_geometry(const int in_thw[3], const vt_conv3d_p *p) {
+    group_geo gg = {.q = group_p(p), .G = vt_conv_groups(p)};
+    conv_geo g = conv_geometry(in_thw, &gg.q);
+    gg.in_g = (int64_t)gg.q.cin * g.in_plane;
+    gg.out_g = (int64_t)gg.q.cout * g.P;
+    gg.w_g = (int64_t)gg.q.cout * g.K;
+    return gg;
+}
+
+void vt_cpu_conv3d_forward(vt_backend *be, float *out, const float *in, const float *w,
+                           const float *b, int n, const int in_thw[3], const vt_conv3d_p *p) {
+    if (vt_conv_groups(p) == 1) {
+        conv_forward_dense(be, out, in, w, b, n, in_thw, p);
+        return;
+    }
+    if (vt_conv_depthwise(p)) {
+        vt_cpu_dwconv_forward(be, out, in, w, b, n, in_thw, p);
+        return;
+    }
+    group_geo gg = group_geometry(in_thw, p);
+    for (int j = 0; j < n; j++)
+        for (int gi = 0; gi < gg.G; gi++)
+            conv_forward_dense(be, out + ((int64_t)j * gg.G + gi) * gg.out_g,
+                               in + ((int64_t)j * gg.G + gi) * gg.in_g, w + gi * gg.w_g,
+                               b ? b + (int64_t)gi * gg.q.cout : NULL, 1, in_thw, &gg.q);
+}
+
+void vt_cpu_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,
+                            const float *dout, const float *in, const float *w, int n,
+                            const int in_thw[3], const vt_conv3d_p *p) {
+    if (vt_conv_groups(p) == 1) {
+        conv_backward_dense(be, din, dw, db, dout, in, w, n, in_thw, p);
+        return;
+    }
+    if (vt_conv_depthwise(p)) {
+        vt_cpu_dwconv_backward(be, din, dw, db, dout, in, w, n, in_thw, p);
+        return;
+    }
+    group_geo gg = group_geometry(in_thw, p);
+    for (int j = 0; j < n; j++)
+        for (int gi = 0; gi < gg.G; gi++) {
+            const int64_t io = ((int64_t)j * gg.G + gi) * gg.in_g;
+            conv_backward_dense(be, din ? din + io : NULL, dw + gi * gg.w_g,
+                                db ? db + (int64_t)gi * gg.q.cout : NULL,
+                                dout + ((int64_t)j * gg.G + gi) * gg.out_g, in + io,
+                                w + gi * gg.w_g, 1, in_thw, &gg.q);
+        }
 }

@@ -41,10 +41,22 @@ void vt_cpu_conv_tiling_make(vt_cpu_conv_tiling *t, int n, const int in_thw[3],
 /* Bytes of scratch a cpu conv op with this geometry allocates at most, for any n. */
 int64_t vt_cpu_conv_scratch_bound(const int in_thw[3], const vt_conv3d_p *p);
 
-/* The cpu backend's conv3d_forward and conv3d_backward (backend.h semantics). */
+/* The cpu backend's conv3d_forward and conv3d_backward (backend.h semantics). Grouped
+ * convs run group by group, one clip at a time, as dense convs of Cin/groups -> Cout/groups
+ * channels (the tiling and scratch above are those of one group); depthwise ones by the
+ * direct kernel below. */
 void vt_cpu_conv3d_forward(vt_backend *be, float *out, const float *in, const float *w,
                            const float *b, int n, const int in_thw[3], const vt_conv3d_p *p);
 void vt_cpu_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,
+                            const float *dout, const float *in, const float *w, int n,
+                            const int in_thw[3], const vt_conv3d_p *p);
+
+/* Depthwise conv3d (groups == cin == cout, backend.h), cpu_dwconv.c: a direct kernel,
+ * each output row a sum of whole input rows scaled by one tap — memory-bound, so no
+ * vol2col and no GEMM; no scratch. The grouped ops above call these. */
+void vt_cpu_dwconv_forward(vt_backend *be, float *out, const float *in, const float *w,
+                           const float *b, int n, const int in_thw[3], const vt_conv3d_p *p);
+void vt_cpu_dwconv_backward(vt_backend *be, float *din, float *dw, float *db,
                             const float *dout, const float *in, const float *w, int n,
                             const int in_thw[3], const vt_conv3d_p *p);
 

@@ -117,13 +117,15 @@ static void ref_conv3d_forward(vt_backend *be, float *out, const float *in, cons
     const int To = vt_conv_out(T, p->k[0], p->s[0], p->p[0]);
     const int Ho = vt_conv_out(H, p->k[1], p->s[1], p->p[1]);
     const int Wo = vt_conv_out(W, p->k[2], p->s[2], p->p[2]);
+    /* groups: output channel co reads the cig input channels of its group */
+    const int cig = p->cin / vt_conv_groups(p), cog = p->cout / vt_conv_groups(p);
     for (int ni = 0; ni < n; ni++)
         for (int co = 0; co < p->cout; co++)
             for (int ot = 0; ot < To; ot++)
                 for (int oh = 0; oh < Ho; oh++)
                     for (int ow = 0; ow < Wo; ow++) {
                         double acc = b ? wld(be, b, co) : 0.0;
-                        for (int ci = 0; ci < p->cin; ci++)
+                        for (int ci = co / cog * cig; ci < (co / cog + 1) * cig; ci++)
                             for (int kt = 0; kt < p->k[0]; kt++)
                                 for (int kh = 0; kh < p->k[1]; kh++)
                                     for (int kw = 0; kw < p->k[2]; kw++) {
@@ -135,8 +137,9 @@ static void ref_conv3d_forward(vt_backend *be, float *out, const float *in, cons
                                             continue;
                                         double xv = ald(be, in, idx5(p->cin, T, H, W, ni, ci, it,
                                                                      ih, iw));
-                                        double wv = wld(be, w, idx5(p->cin, p->k[0], p->k[1],
-                                                                    p->k[2], co, ci, kt, kh, kw));
+                                        double wv = wld(be, w, idx5(cig, p->k[0], p->k[1],
+                                                                    p->k[2], co, ci % cig, kt,
+                                                                    kh, kw));
                                         acc += xv * wv;
                                     }
                         ast(be, out, idx5(p->cout, To, Ho, Wo, ni, co, ot, oh, ow), acc);
@@ -154,7 +157,8 @@ static void ref_conv3d_backward(vt_backend *be, float *din, float *dw, float *db
     const int Wo = vt_conv_out(W, p->k[2], p->s[2], p->p[2]);
     const int64_t kvol = (int64_t)p->k[0] * p->k[1] * p->k[2];
     const int64_t nin = (int64_t)n * p->cin * T * H * W;
-    const int64_t nw = (int64_t)p->cout * p->cin * kvol;
+    const int cig = p->cin / vt_conv_groups(p), cog = p->cout / vt_conv_groups(p);
+    const int64_t nw = (int64_t)p->cout * cig * kvol;
 
     /* Scatter every (output, tap) product into double accumulators, then store. */
     double *gin = din ? vt_calloc((size_t)nin, sizeof(double)) : NULL;
@@ -165,7 +169,7 @@ static void ref_conv3d_backward(vt_backend *be, float *din, float *dw, float *db
                 for (int oh = 0; oh < Ho; oh++)
                     for (int ow = 0; ow < Wo; ow++) {
                         double g = ald(be, dout, idx5(p->cout, To, Ho, Wo, ni, co, ot, oh, ow));
-                        for (int ci = 0; ci < p->cin; ci++)
+                        for (int ci = co / cog * cig; ci < (co / cog + 1) * cig; ci++)
                             for (int kt = 0; kt < p->k[0]; kt++)
                                 for (int kh = 0; kh < p->k[1]; kh++)
                                     for (int kw = 0; kw < p->k[2]; kw++) {
@@ -176,8 +180,8 @@ static void ref_conv3d_backward(vt_backend *be, float *din, float *dw, float *db
                                             iw >= W)
                                             continue;
                                         int64_t xi = idx5(p->cin, T, H, W, ni, ci, it, ih, iw);
-                                        int64_t wi = idx5(p->cin, p->k[0], p->k[1], p->k[2], co,
-                                                          ci, kt, kh, kw);
+                                        int64_t wi = idx5(cig, p->k[0], p->k[1], p->k[2], co,
+                                                          ci % cig, kt, kh, kw);
                                         gw[wi] += g * ald(be, in, xi);
                                         if (gin)
                                             gin[xi] += g * wld(be, w, wi);
@@ -318,6 +322,54 @@ static void ref_relu_backward(vt_backend *be, float *din, const float *dout, con
                               int64_t n) {
     for (int64_t i = 0; i < n; i++)
         ast(be, din, i, ald(be, out, i) > 0 ? ald(be, dout, i) : 0.0f);
+}
+
+/* SiLU and sigmoid in double from the stored input: the reference's one rounding is the
+ * store. */
+static double ref_sig(double x) { return 1.0 / (1.0 + exp(-x)); }
+static void ref_silu_forward(vt_backend *be, float *out, const float *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        double x = ald(be, in, i);
+        ast(be, out, i, x * ref_sig(x));
+    }
+}
+static void ref_silu_backward(vt_backend *be, float *din, const float *dout, const float *in,
+                              int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        double x = ald(be, in, i), s = ref_sig(x);
+        ast(be, din, i, ald(be, dout, i) * s * (1.0 + x * (1.0 - s)));
+    }
+}
+static void ref_sigmoid_forward(vt_backend *be, float *out, const float *in, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        ast(be, out, i, ref_sig(ald(be, in, i)));
+}
+static void ref_sigmoid_backward(vt_backend *be, float *din, const float *dout, const float *out,
+                                 int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        double y = ald(be, out, i);
+        ast(be, din, i, ald(be, dout, i) * y * (1.0 - y));
+    }
+}
+static void ref_chscale_forward(vt_backend *be, float *out, const float *x, const float *s,
+                                int n, int c, int64_t sp) {
+    for (int64_t pl = 0; pl < (int64_t)n * c; pl++)
+        for (int64_t j = 0; j < sp; j++)
+            ast(be, out, pl * sp + j, (double)ald(be, x, pl * sp + j) * ald(be, s, pl));
+}
+static void ref_chscale_backward(vt_backend *be, float *dx, float *ds, const float *dout,
+                                 const float *x, const float *s, int n, int c, int64_t sp) {
+    for (int64_t pl = 0; pl < (int64_t)n * c; pl++) {
+        if (ds) { /* before dx: dx may be dout */
+            double a = 0;
+            for (int64_t j = 0; j < sp; j++)
+                a += (double)ald(be, dout, pl * sp + j) * ald(be, x, pl * sp + j);
+            ast(be, ds, pl, a);
+        }
+        if (dx)
+            for (int64_t j = 0; j < sp; j++)
+                ast(be, dx, pl * sp + j, (double)ald(be, dout, pl * sp + j) * ald(be, s, pl));
+    }
 }
 
 /* ---------------------------------------------------------------- pooling ---- */
@@ -674,8 +726,15 @@ static const vt_backend_i ref_i = {
     .bn_apply = ref_bn_apply,
     .bn_backward_reduce = ref_bn_backward_reduce,
     .bn_backward_apply = ref_bn_backward_apply,
+    .bn_apply_relu = vt_backend_bn_apply_relu_composed, /* the net's fusion, checked */
     .relu_forward = ref_relu_forward,
     .relu_backward = ref_relu_backward,
+    .silu_forward = ref_silu_forward,
+    .silu_backward = ref_silu_backward,
+    .sigmoid_forward = ref_sigmoid_forward,
+    .sigmoid_backward = ref_sigmoid_backward,
+    .chscale_forward = ref_chscale_forward,
+    .chscale_backward = ref_chscale_backward,
     .maxpool3d_forward = ref_maxpool3d_forward,
     .maxpool3d_backward = ref_maxpool3d_backward,
     .avgpool3d_forward = ref_avgpool3d_forward,

@@ -55,9 +55,11 @@
 #include "models/backend.h"
 #include "base/common.h"
 #include "models/cuda/backend_cuda_impl.h"
+#include "models/cudnn_policy.h"
 #include "models/cuda/cuda_alloc.h"
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/cuda_info.h"
+#include "models/cuda/cuda_prof.h"
 #include "models/cuda/kernels.h"
 
 /* ---------------------------------------------------------------- memory ---- */
@@ -208,6 +210,12 @@ static void cu_bn_apply(vt_backend *be, float *out, const float *x, const float 
     cu_ctx *c = vt_cuda_enter(be);
     vt_cuk_bn_apply(c->stream, DT(c), out, x, k, mean, invstd, gamma, beta, n, ch, s);
 }
+static void cu_bn_apply_relu(vt_backend *be, float *out, const float *x, const float *k,
+                             const float *mean, const float *invstd, const float *gamma,
+                             const float *beta, const float *res, int n, int ch, int64_t s) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_bn_apply_relu(c->stream, DT(c), out, x, res, k, mean, invstd, gamma, beta, n, ch, s);
+}
 static void cu_bn_backward_reduce(vt_backend *be, float *sum_dy, float *sum_dy_xhat,
                                   const float *dy, const float *x, const float *k,
                                   const float *mean, const float *invstd, int n, int ch,
@@ -237,6 +245,35 @@ static void cu_relu_backward(vt_backend *be, float *din, const float *dout, cons
                              int64_t n) {
     cu_ctx *c = vt_cuda_enter(be);
     vt_cuk_relu_backward(c->stream, DT(c), din, dout, out, n);
+}
+
+static void cu_silu_forward(vt_backend *be, float *out, const float *in, int64_t n) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_silu_forward(c->stream, DT(c), out, in, n);
+}
+static void cu_silu_backward(vt_backend *be, float *din, const float *dout, const float *in,
+                             int64_t n) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_silu_backward(c->stream, DT(c), din, dout, in, n);
+}
+static void cu_sigmoid_forward(vt_backend *be, float *out, const float *in, int64_t n) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_sigmoid_forward(c->stream, DT(c), out, in, n);
+}
+static void cu_sigmoid_backward(vt_backend *be, float *din, const float *dout, const float *out,
+                                int64_t n) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_sigmoid_backward(c->stream, DT(c), din, dout, out, n);
+}
+static void cu_chscale_forward(vt_backend *be, float *out, const float *x, const float *s, int n,
+                               int ch, int64_t sp) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_chscale_forward(c->stream, DT(c), out, x, s, (int64_t)n * ch, sp);
+}
+static void cu_chscale_backward(vt_backend *be, float *dx, float *ds, const float *dout,
+                                const float *x, const float *s, int n, int ch, int64_t sp) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_chscale_backward(c->stream, DT(c), dx, ds, dout, x, s, (int64_t)n * ch, sp);
 }
 
 /* ---------------------------------------------------------------- pooling ---- */
@@ -434,6 +471,10 @@ static void cu_destroy(vt_backend *be) {
         return;
     CUDA_CHECK(cudaSetDevice(c->device));
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
+    if (c->prof) { /* VT_CUDA_PROF=1: the table, then the timer */
+        vt_cuda_prof_report(c->prof, c->device, stderr);
+        vt_cuda_prof_free(c->prof);
+    }
     vt_cuda_conv_free_all(c);
     vt_backend_free_ptr(be, c->ws);
     vt_backend_free_ptr(be, c->blas_ws);
@@ -460,6 +501,11 @@ static int cu_set_precision(vt_backend *be, vt_precision p) {
     cu_ctx *c = vt_cuda_enter(be);
     if (p == VT_PREC_BF16 && c->cc_major < 8)
         return -1;
+    static _Atomic int warned; /* once a process, however many backends */
+    char msg[512];
+    if (p == VT_PREC_BF16 && vt_cudnn_bf16_warning((int)cudnnGetVersion(), msg, sizeof msg) &&
+        !warned++)
+        vt_warn("cuda:%d: %s\n", c->device, msg);
     c->tf32 = p == VT_PREC_TF32;
     c->bf16 = p == VT_PREC_BF16;
     /* BF16's GEMMs are cublasGemmEx with CUBLAS_COMPUTE_32F: the math mode does not apply */
@@ -496,10 +542,17 @@ static const vt_backend_i cuda_i = {
     .bn_stats = cu_bn_stats,
     .bn_finalize = cu_bn_finalize,
     .bn_apply = cu_bn_apply,
+    .bn_apply_relu = cu_bn_apply_relu,
     .bn_backward_reduce = cu_bn_backward_reduce,
     .bn_backward_apply = cu_bn_backward_apply,
     .relu_forward = cu_relu_forward,
     .relu_backward = cu_relu_backward,
+    .silu_forward = cu_silu_forward,
+    .silu_backward = cu_silu_backward,
+    .sigmoid_forward = cu_sigmoid_forward,
+    .sigmoid_backward = cu_sigmoid_backward,
+    .chscale_forward = cu_chscale_forward,
+    .chscale_backward = cu_chscale_backward,
     .maxpool3d_forward = cu_maxpool3d_forward,
     .maxpool3d_backward = cu_maxpool3d_backward,
     .avgpool3d_forward = cu_avgpool3d_forward,
@@ -576,6 +629,10 @@ vt_backend *vt_backend_cuda_init(int device, int64_t budget) {
 
     vt_backend *be = vt_calloc(1, sizeof(*be));
     be->i = &cuda_i;
+    if (vt_cuda_prof_enabled()) { /* the per-op timer: a wrapping table (cuda_prof.c) */
+        be->i = vt_cuda_prof_wrap(&cuda_i);
+        c->prof = vt_cuda_prof_new();
+    }
     be->ctx = c;
     be->kind = VT_BACKEND_CUDA;
     be->ordinal = device;
@@ -600,6 +657,11 @@ void vt_cuda_set_tf32(vt_backend *be, int on) {
     char err[256];
     VT_CHECK(vt_backend_set_precision(be, on ? VT_PREC_TF32 : VT_PREC_FP32, err, sizeof err) == 0,
              "%s", err);
+}
+
+void vt_cuda_prof_restart(vt_backend *be) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuda_prof_reset(c->prof);
 }
 
 void vt_cuda_set_deterministic(vt_backend *be, int mode) {

@@ -15,6 +15,9 @@
  *                             heuristic order without timing
  *   VT_CUDA_WORKSPACE=512M    the most convolution workspace one algorithm may use
  *                             (default 1 GiB, never past the budget)
+ *   VT_CUDA_PROF=1            time every op on the GPU (cudaEvent pairs) and print a
+ *                             table per backend when it is destroyed (cuda_prof.c); off:
+ *                             no cost at all
  */
 #ifndef VT_BACKEND_CUDA_H
 #define VT_BACKEND_CUDA_H
@@ -41,6 +44,10 @@ void vt_cuda_set_tf32(vt_backend *be, int on);
 int vt_cuda_tf32(const vt_backend *be);
 /* 0 = fastest algorithm, 1 = deterministic required, 2 = deterministic preferred. */
 void vt_cuda_set_deterministic(vt_backend *be, int mode);
+
+/* VT_CUDA_PROF=1: forget the ops timed so far (bench step, after its warm-up); nothing
+ * when the timer is off. */
+void vt_cuda_prof_restart(vt_backend *be);
 
 /* vt_cuda_mem_stats: models/cuda/cuda_mem_stats.h */
 void vt_cuda_mem_stats_get(vt_backend *be, vt_cuda_mem_stats *out);

@@ -58,6 +58,7 @@ typedef struct cu_ctx {
     int nconv, capconv;
 
     vt_cuda_cache cache; /* the caching allocator (cuda_alloc.h) */
+    struct cu_prof *prof; /* VT_CUDA_PROF=1: the per-op timer (cuda_prof.h), else NULL */
 } cu_ctx;
 
 /* ---- cuda_ctx.c ---- */

@@ -77,6 +77,8 @@ static cudnnConvolutionDescriptor_t make_conv_desc(const vt_conv3d_p *p, cudnnMa
     CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(d, 3, p->p, p->s, dil, CUDNN_CROSS_CORRELATION,
                                                 CUDNN_DATA_FLOAT));
     CUDNN_CHECK(cudnnSetConvolutionMathType(d, math));
+    /* groups (X3D's depthwise convs): cuDNN's group count, the filter (Cout, Cin/groups) */
+    CUDNN_CHECK(cudnnSetConvolutionGroupCount(d, vt_conv_groups(p)));
     return d;
 }
 
@@ -108,7 +110,7 @@ static cu_conv *conv_get(cu_ctx *c, int n, const int thw[3], const vt_conv3d_p *
     set_tensor5(e->x, dt, n, p->cin, thw[0], thw[1], thw[2]);
     set_tensor5(e->y, dt, n, p->cout, To, Ho, Wo);
     set_tensor5(e->b, CUDNN_DATA_FLOAT, 1, p->cout, 1, 1, 1); /* FP32/TF32 bias only */
-    const int wdims[5] = {p->cout, p->cin, p->k[0], p->k[1], p->k[2]};
+    const int wdims[5] = {p->cout, p->cin / vt_conv_groups(p), p->k[0], p->k[1], p->k[2]};
     CUDNN_CHECK(cudnnSetFilterNdDescriptor(e->w, dt, CUDNN_TENSOR_NCHW, 5, wdims));
     for (int d = 0; d < 3; d++)
         e->dir[d].desc = make_conv_desc(p, conv_math(c->tf32, c->bf16));
@@ -307,7 +309,7 @@ static int query(cu_ctx *c, cu_conv *e, cu_dir d, const void *a, const void *b, 
 }
 
 static int64_t conv_weights(const vt_conv3d_p *p) {
-    return (int64_t)p->cout * p->cin * p->k[0] * p->k[1] * p->k[2];
+    return (int64_t)p->cout * (p->cin / vt_conv_groups(p)) * p->k[0] * p->k[1] * p->k[2];
 }
 
 /* Choose direction d's algorithm for shape e, once. out: where a timed search may write

@@ -48,6 +48,18 @@ int vt_cuk_sumsq_parts(void);
 void vt_cuk_sumsq(cudaStream_t st, double *result, double *partials, const float *x, int64_t n);
 
 /* ---- activations, dropout ---- */
+/* kernels_se.cu: X3D's SiLU, sigmoid and channel scale (backend.h semantics; rows = N*C,
+ * sp = T*H*W; chscale_backward's ds first, so dx may be dout). */
+void vt_cuk_silu_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in, int64_t n);
+void vt_cuk_silu_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
+                          const void *in, int64_t n);
+void vt_cuk_sigmoid_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in, int64_t n);
+void vt_cuk_sigmoid_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
+                             const void *out, int64_t n);
+void vt_cuk_chscale_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *x,
+                            const void *s, int64_t rows, int64_t sp);
+void vt_cuk_chscale_backward(cudaStream_t st, vt_cuk_dt dt, void *dx, void *ds, const void *dout,
+                             const void *x, const void *s, int64_t rows, int64_t sp);
 void vt_cuk_relu_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in, int64_t n);
 void vt_cuk_relu_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
                           const void *out, int64_t n);
@@ -69,6 +81,12 @@ void vt_cuk_bn_finalize(cudaStream_t st, float *mean, float *invstd, float *runn
 void vt_cuk_bn_apply(cudaStream_t st, vt_cuk_dt dt, void *out, const void *x, const float *k,
                      const float *mean, const float *invstd, const float *gamma,
                      const float *beta, int n, int c, int64_t s);
+/* relu(bn_apply(x) + res), res NULL: relu(bn_apply(x)), in one pass; bit for bit
+ * vt_cuk_bn_apply, vt_cuk_add and vt_cuk_relu_forward in turn (kernels_fused.cu). */
+void vt_cuk_bn_apply_relu(cudaStream_t st, vt_cuk_dt dt, void *out, const void *x,
+                          const void *res, const float *k, const float *mean,
+                          const float *invstd, const float *gamma, const float *beta, int n,
+                          int c, int64_t s);
 void vt_cuk_bn_backward_reduce(cudaStream_t st, vt_cuk_dt dt, float *sum_dy, float *sum_dy_xhat,
                                const void *dy, const void *x, const float *k, const float *mean,
                                const float *invstd, int n, int c, int64_t s, double *partials);

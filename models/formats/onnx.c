@@ -7,7 +7,11 @@
  *   bn        BatchNormalization with the running statistics (eval mode), net.c's epsilon
  *   relu      Relu
  *   maxpool   MaxPool (kernel_shape, strides, pads, ceil_mode)
- *   gap       GlobalAveragePool + Flatten (N, C)
+ *   gap       GlobalAveragePool + Flatten (N, C); without the Flatten when a conv or a
+ *             channel scale reads it (X3D's squeeze-excitation and head)
+ *   conv      with groups > 1 (X3D's depthwise convs): Conv's group attribute
+ *   silu      Sigmoid + Mul (x * sigmoid(x)); sigmoid: Sigmoid
+ *   chscale   Mul of (N, C, T, H, W) by (N, C, 1, 1, 1), broadcast
  *   linear    Gemm (transB=1), after a Flatten when its input is still (N, C, T, H, W)
  *             (c3d's fc6: PyTorch's view(N, -1), the same memory order)
  *   dropout   nothing: identity at inference; its consumers read its input
@@ -180,6 +184,18 @@ static const char *flat_of(onnx_w *w, int in, const char *name) {
     return out;
 }
 
+/* Whether a consumer of GAP node i reads it as (N, C, 1, 1, 1) — a conv or a channel
+ * scale (X3D) — so that it stays unflattened (a linear flattens it itself). */
+static int gap_feeds_5d(const onnx_w *w, int i) {
+    for (int j = i + 1; j < w->g.nnodes; j++) {
+        const vt_node *c = &w->g.nodes[j];
+        for (int k = 0; k < c->nin; k++)
+            if (c->in[k] == i && (c->kind == VT_NODE_CONV || c->kind == VT_NODE_CHSCALE))
+                return 1;
+    }
+    return 0;
+}
+
 /* The ONNX nodes of layer i; sets w->val[i] and w->flat[i]. 0, or -1 with err. */
 static int emit_layer(onnx_w *w, int i) {
     const vt_node *nd = &w->g.nodes[i];
@@ -190,7 +206,10 @@ static int emit_layer(onnx_w *w, int i) {
     switch (nd->kind) {
     case VT_NODE_CONV: {
         const char *in[3] = {x, init_name(w, nd->wt), nd->bt >= 0 ? init_name(w, nd->bt) : NULL};
+        VT_CHECK(!w->flat[i], "conv %s on a flattened value", nd->name);
         attr_window(&at, nd->conv.k, nd->conv.s, nd->conv.p);
+        if (vt_conv_groups(&nd->conv) > 1) /* X3D's depthwise convs */
+            attr_int(&at, "group", vt_conv_groups(&nd->conv));
         w->val[i] = (char *)uniq_name(w, nd->name);
         emit_node(w, "Conv", nd->name, in, nd->bt >= 0 ? 3 : 2, w->val[i], &at);
         break;
@@ -221,6 +240,10 @@ static int emit_layer(onnx_w *w, int i) {
         snprintf(nm, sizeof nm, "%s.pool", nd->name);
         const char *pooled = uniq_name(w, nm);
         emit_node(w, "GlobalAveragePool", pooled, &x, 1, pooled, NULL);
+        if (gap_feeds_5d(w, i)) { /* X3D: SE's and the head's 1x1x1 convs read (N, C, 1, 1, 1) */
+            w->val[i] = (char *)pooled;
+            break;
+        }
         attr_int(&at, "axis", 1);
         w->val[i] = (char *)uniq_name(w, nd->name);
         emit_node(w, "Flatten", nd->name, &pooled, 1, w->val[i], &at);
@@ -253,6 +276,27 @@ static int emit_layer(onnx_w *w, int i) {
         attr_int(&at, "axis", 1);
         w->val[i] = (char *)uniq_name(w, nd->name);
         emit_node(w, "Concat", nd->name, in, nd->nin, w->val[i], &at);
+        break;
+    }
+    case VT_NODE_SIGMOID:
+        w->val[i] = (char *)uniq_name(w, nd->name);
+        emit_node(w, "Sigmoid", nd->name, &x, 1, w->val[i], NULL);
+        break;
+    case VT_NODE_SILU: { /* x * sigmoid(x): opset 17 has no SiLU */
+        char nm[160];
+        snprintf(nm, sizeof nm, "%s.sigmoid", nd->name);
+        const char *sg = uniq_name(w, nm);
+        emit_node(w, "Sigmoid", sg, &x, 1, sg, NULL);
+        const char *in[2] = {x, sg};
+        w->val[i] = (char *)uniq_name(w, nd->name);
+        emit_node(w, "Mul", nd->name, in, 2, w->val[i], NULL);
+        break;
+    }
+    case VT_NODE_CHSCALE: { /* (N, C, T, H, W) * (N, C, 1, 1, 1), broadcast as torch.mul */
+        const char *in[2] = {x, in_name(w, nd->in[1])};
+        VT_CHECK(!w->flat[nd->in[1]], "chscale %s: its scale is flattened", nd->name);
+        w->val[i] = (char *)uniq_name(w, nd->name);
+        emit_node(w, "Mul", nd->name, in, 2, w->val[i], NULL);
         break;
     }
     case VT_NODE_DROPOUT:

@@ -9,7 +9,7 @@
 
 #include "base/common.h"
 
-enum { WIRE_VARINT = 0, WIRE_LEN = 2, WIRE_FIXED32 = 5 };
+enum { WIRE_VARINT = 0, WIRE_FIXED64 = 1, WIRE_LEN = 2, WIRE_FIXED32 = 5 };
 
 void vt_pb_free(vt_pb *b) {
     if (!b)
@@ -92,6 +92,16 @@ void vt_pb_int(vt_pb *b, int field, int64_t v) {
 void vt_pb_float(vt_pb *b, int field, float v) {
     pb_tag(b, field, WIRE_FIXED32);
     vt_pb_raw_f32le(b, &v, 1);
+}
+
+void vt_pb_double(vt_pb *b, int field, double v) {
+    pb_tag(b, field, WIRE_FIXED64);
+    uint64_t u;
+    memcpy(&u, &v, 8);
+    uint8_t le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (uint8_t)(u >> (8 * i));
+    vt_pb_raw(b, le, 8);
 }
 
 void vt_pb_len_header(vt_pb *b, int field, uint64_t n) {

@@ -1,6 +1,7 @@
 /*
  * protobuf.h: a writer of the protocol-buffers wire format, just enough to emit an ONNX
- * model (models/formats/onnx.c): varints, 32-bit floats, length-delimited fields (strings, bytes,
+ * model (models/formats/onnx.c) and TensorBoard's events (app/eval/tensorboard.c):
+ * varints, 32- and 64-bit floats, length-delimited fields (strings, bytes,
  * nested messages) into growable byte buffers. Nested messages are built bottom-up: the
  * inner message goes into a buffer of its own, whose length is then known, and is
  * appended to its parent as one length-delimited field.
@@ -39,6 +40,7 @@ int vt_pb_varint_size(uint64_t v);
 void vt_pb_uint(vt_pb *b, int field, uint64_t v);     /* wire type 0: uint64, enum, int32 >= 0 */
 void vt_pb_int(vt_pb *b, int field, int64_t v);       /* wire type 0: int64, int32 (two's complement) */
 void vt_pb_float(vt_pb *b, int field, float v);       /* wire type 5 */
+void vt_pb_double(vt_pb *b, int field, double v);     /* wire type 1, little-endian */
 void vt_pb_bytes(vt_pb *b, int field, const void *p, size_t n); /* wire type 2 */
 void vt_pb_string(vt_pb *b, int field, const char *s);
 void vt_pb_msg(vt_pb *b, int field, const vt_pb *sub); /* a nested message, sub's bytes */

@@ -42,14 +42,20 @@ conv_geos = [
     (2, 5, 3, 7, 5, 6, 3, 1, 1, 1, 1, 1, 1, 0, 0, 1),
     (1, 3, 4, 8, 16, 16, 3, 7, 7, 1, 2, 2, 1, 3, 3, 0),
     (2, 6, 8, 5, 7, 7, 1, 1, 1, 2, 2, 2, 0, 0, 0, 1),
+    # groups (a 17th field; 1 above): X3D's depthwise 3x3x3 stride (1,2,2) and its stem's
+    # 5x1x1, a grouped conv with a channel multiplier
+    (2, 6, 6, 4, 9, 9, 3, 3, 3, 1, 2, 2, 1, 1, 1, 0, 6),
+    (2, 4, 4, 5, 5, 5, 5, 1, 1, 1, 1, 1, 2, 0, 0, 1, 4),
+    (1, 4, 6, 3, 6, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 2),
 ]
 put("conv.count", [len(conv_geos)])
 for i, g in enumerate(conv_geos):
-    n, cin, cout, T, H, W, k0, k1, k2, s0, s1, s2, p0, p1, p2, bias = g
+    g = tuple(g) + (1,) * (17 - len(g))
+    n, cin, cout, T, H, W, k0, k1, k2, s0, s1, s2, p0, p1, p2, bias, groups = g
     x = rand(n, cin, T, H, W)
-    w = rand(cout, cin, k0, k1, k2)
+    w = rand(cout, cin // groups, k0, k1, k2)
     b = rand(cout) if bias else None
-    y = F.conv3d(x, w, b, stride=(s0, s1, s2), padding=(p0, p1, p2))
+    y = F.conv3d(x, w, b, stride=(s0, s1, s2), padding=(p0, p1, p2), groups=groups)
     dy = torch.rand_like(y) * 2 - 1
     (y * dy).sum().backward()
     put(f"conv{i}.geo", g)
@@ -57,6 +63,26 @@ for i, g in enumerate(conv_geos):
     put(f"conv{i}.dx", x.grad), put(f"conv{i}.dw", w.grad)
     if bias:
         put(f"conv{i}.b", b), put(f"conv{i}.db", b.grad)
+
+# ---- X3D's SiLU (pytorchvideo's Swish, x * sigmoid(x)), sigmoid, and the channel scale
+# of squeeze-excitation (x * s broadcast over T, H, W) ----
+x = rand(4000, lo=-8.0, hi=8.0)
+y = F.silu(x)
+dy = torch.rand_like(y) * 2 - 1
+(y * dy).sum().backward()
+put("silu.x", x), put("silu.dy", dy), put("silu.y", y), put("silu.dx", x.grad)
+x = rand(4000, lo=-8.0, hi=8.0)
+y = torch.sigmoid(x)
+dy = torch.rand_like(y) * 2 - 1
+(y * dy).sum().backward()
+put("sigmoid.x", x), put("sigmoid.dy", dy), put("sigmoid.y", y), put("sigmoid.dx", x.grad)
+x, sc = rand(2, 5, 3, 4, 4), rand(2, 5, lo=0.0, hi=1.0)
+y = x * sc[:, :, None, None, None]
+dy = torch.rand_like(y) * 2 - 1
+(y * dy).sum().backward()
+put("chscale.geo", [2, 5, 48])
+put("chscale.x", x), put("chscale.s", sc), put("chscale.dy", dy), put("chscale.y", y)
+put("chscale.dx", x.grad), put("chscale.ds", sc.grad)
 
 # ---- batch_norm, training (biased var to normalise, unbiased into running_var) then eval ----
 bn_geos = [(3, 4, 5, 7, 7), (2, 3, 1, 1, 2)]

@@ -3,7 +3,8 @@
 
 Tiny (with bn=False: the test and teaching model tiny_nobn), C3D and S3DBlock (the test
 model s3d_block: torchvision's own SepInceptionBlock3D, small) are defined here
-(vidtrain's models/zoo.c follows them); the video resnets and S3D are torchvision's own.
+(vidtrain's models/zoo.c follows them); the video resnets and S3D are torchvision's own,
+X3D pytorchvideo's as torch_x3d.py writes it.
 Other scripts import build() from here.
 
   /usr/bin/python3 tests/oracle/torch_zoo.py MODEL:CLASSES:T:H:W ...
@@ -179,6 +180,9 @@ def build(model, classes, t=16, h=112, w=112):
         return tv.s3d(num_classes=classes)
     if model == "s3d_block":
         return S3DBlock(classes)
+    if model.startswith("x3d_"):  # pytorchvideo's X3D, in plain torch (torch_x3d.py)
+        import torch_x3d
+        return torch_x3d.build(model, classes, t, h, w)
     raise SystemExit(f"unknown model {model}")
 
 
@@ -197,28 +201,9 @@ S3D_STATS = ["features.0.0.1.running_mean", "features.0.0.1.running_var",
              "features.15.branch2.1.1.1.running_var"]
 
 
-def bn_from_data(model, x, g):
-    """Running statistics of a pass over x (cumulative average), then perturbed, and
-    gamma/beta away from 1/0: eval-mode BN then normalises about as training did."""
-    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm3d)]
-    for m in bns:
-        m.momentum, m.keep = None, m.momentum
-    model.train()
-    with torch.no_grad():
-        model(x)
-        for m in bns:
-            m.momentum = m.keep
-            del m.keep
-            m.running_var.mul_(torch.empty_like(m.running_var).uniform_(0.9, 1.1, generator=g))
-            m.running_mean.add_(0.05 * m.running_var.sqrt() *
-                                torch.randn(m.running_mean.shape, generator=g))
-            m.weight.uniform_(0.8, 1.2, generator=g)
-            m.bias.uniform_(-0.2, 0.2, generator=g)
-            m.num_batches_tracked.fill_(3)
-
-
 def s3d_golden(out):
     import numpy as np
+    from bn_state import bn_from_data
     from st_write import save_st
     os.makedirs(out, exist_ok=True)
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))

@@ -2,9 +2,9 @@
  * dataset.c: a video folder as sorted, labelled, split samples — the assembly of
  * vt_dataset_open (folder walk in dataset_scan.c, list files through dataset_lists.c,
  * labels.csv in dataset_labels.c) and the split queries. Names, the helpers those files
- * share and the hashed --val-split are dataset_util.c, which calls none of them (so no
- * file here calls back into the one that calls it); probing and bad files
- * dataset_probe.c.
+ * share are dataset_util.c, which calls none of them (so no file here calls back into
+ * the one that calls it); the grouped --val-split dataset_split.c; probing and bad
+ * files dataset_probe.c.
  *
  * Every decision here depends only on file names and file contents, never on readdir
  * order, thread timing or a shared RNG: that is what makes splits stable and runs
@@ -48,9 +48,12 @@ vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *
         vt_set_err(err, errlen, "%s is not a readable folder", dir);
         goto fail;
     }
+    if (vt_dataset_group_check(o.group, err, errlen) < 0)
+        goto fail;
     ds = vt_calloc(1, sizeof *ds);
     pthread_mutex_init(&ds->lock, NULL);
     ds->dir = vt_strdup(dir);
+    ds->group = o.group ? vt_strdup(o.group) : NULL;
 
     /* Split folders: any of train/, val/, test/ holding class folders (only test/ is a
      * test set to evaluate; train/ + test/ draws val from train with --val-split). */
@@ -158,6 +161,7 @@ void vt_dataset_free(vt_dataset **pds) {
         free(ds->broken[i]);
     free(ds->broken);
     free(ds->dir);
+    free(ds->group);
     pthread_mutex_destroy(&ds->lock);
     free(ds);
     *pds = NULL;

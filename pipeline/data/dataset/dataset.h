@@ -19,8 +19,8 @@
  * walk), dataset_lists.c (UCF101 lists and the list-format detection), dataset_hmdb.c
  * (HMDB51 split files), dataset_kinetics.c (Kinetics CSVs), dataset_labels.c
  * (labels.csv), dataset_segments.c (entries that share a file), dataset_probe.c
- * (probing, bad files), dataset_util.c (names, shared helpers, --val-split); what they
- * share is dataset_impl.h, private to pipeline/data/.
+ * (probing, bad files), dataset_util.c (names, shared helpers), dataset_split.c
+ * (--val-split grouped by recording, --group); what they share is dataset_impl.h, private to pipeline/data/.
  */
 #ifndef VT_DATASET_H
 #define VT_DATASET_H
@@ -74,7 +74,22 @@ typedef struct vt_dataset_opts {
     const char *lists_dir; /* --lists: a list folder or a Kinetics CSV (format below) */
     int list_fold;         /* UCF101 fold F / HMDB51 split F (1..9); 0 = 1 */
     vt_lists_format lists_format; /* VT_LISTS_AUTO: detected from what lists_dir holds */
+    const char *group;     /* --group: which videos are one recording, kept on one side by
+                              --val-split. NULL or "auto": UCF101 (v_X_g08_c01) and HMDB51
+                              names recognised; "none": every file its own group; else a
+                              POSIX ERE over the relpath whose first capture group names
+                              the recording (no match: the file is its own group) */
 } vt_dataset_opts;
+
+/* The recordings --val-split kept whole (dataset_split.c). Counted over the videos the
+ * split drew from (labelled train videos before it); zero when there was no split. */
+typedef struct vt_dataset_groups {
+    int ngroups[VT_NSPLITS];    /* groups on each side (train, val) */
+    int nvideos_grouped;        /* videos that share their group with another video */
+    int nucf, nhmdb, nregex;    /* videos whose name a rule recognised (auto: UCF101,
+                                   HMDB51; --group REGEX: matched) */
+    char mode[16];              /* "auto", "none" or "regex" */
+} vt_dataset_groups;
 
 typedef struct vt_dataset_head {
     char name[32];         /* "class" for folder labels, else the CSV header cell */
@@ -122,6 +137,8 @@ typedef struct vt_dataset {
                                    them (loops), unreadable folders, FIFOs and devices —
                                    each also warned about once; never fatal */
     double val_split;           /* the option, re-applied after vt_dataset_load_labels */
+    char *group;                /* --group as given (NULL: auto), re-applied with it */
+    vt_dataset_groups groups;   /* what the last --val-split made of the groups */
     pthread_mutex_t lock;       /* guards bad/reason */
 } vt_dataset;
 
@@ -148,6 +165,21 @@ int vt_is_video_name(const char *name);
 const char *vt_split_name(vt_split s);
 /* "train", "val", "test" -> the split; anything else -1. */
 int vt_split_parse(const char *name);
+
+/* The group key of a video (what --group makes of a relpath), into out (n bytes):
+ * `group` as in vt_dataset_opts (a regex must pass vt_dataset_group_check). Returns
+ * 1 (UCF101 name), 2 (HMDB51 name), 3 (the regex matched), or 0: no rule matched and the
+ * key is the relpath itself. HMDB51's key is the source video's name: the file name
+ * without the class and the "_u_nm_np1_fr_goo_0" tags, so every clip cut from one
+ * source video, in any class, is one group; UCF101's is "gNN", the group number its own
+ * train/test lists split by (the same number in every class is one group there too). */
+int vt_dataset_group_key(const char *group, const char *relpath, char *out, size_t n);
+/* Checks a --group value: 0, or -1 with err set (a regex that does not compile, or has
+ * no capture group). */
+int vt_dataset_group_check(const char *group, char *err, size_t errlen);
+/* "groups (UCF101 names): 21 in train, 4 in val" — the plan line's part on groups, or ""
+ * when the split kept no group of several videos together. */
+const char *vt_dataset_groups_line(const vt_dataset *ds, char *buf, size_t n);
 
 /* Scan dir. opts may be NULL. Returns NULL with err set when dir is unreadable, a list
  * file is missing or malformed, or no video is found. Entries that cannot be followed

@@ -1,10 +1,10 @@
 /*
  * dataset_impl.h: what the files of the dataset (dataset.c, dataset_scan.c,
  * dataset_lists.c, dataset_hmdb.c, dataset_kinetics.c, dataset_labels.c,
- * dataset_segments.c, dataset_probe.c) share and nothing outside pipeline/data/ may use
- * — a growable string list, path, line and CSV helpers, sorted lookups, the label
- * bookkeeping of a video and the --val-split (dataset_util.c), entries that share a file
- * (dataset_segments.c), the folder walk (dataset_scan.c) and the list-file readers
+ * dataset_segments.c, dataset_probe.c, dataset_split.c) share and nothing outside
+ * pipeline/data/ may use — a growable string list, path, line and CSV helpers, sorted
+ * lookups, the label bookkeeping of a video (dataset_util.c), the grouped --val-split
+ * (dataset_split.c), entries that share a file (dataset_segments.c), the folder walk (dataset_scan.c) and the list-file readers
  * (dataset_lists.c and the format files). Whole files and existence checks are
  * base/common.h's vt_file_read / vt_file_exists.
  *
@@ -69,7 +69,8 @@ void vt_ds_video_free_labels(vt_dataset_video *v);
 /* v gets class c of head 0 (c < 0: unlabeled). */
 void vt_ds_set_video_class(vt_dataset_video *v, int c);
 
-/* --val-split on the current head 0. */
+/* --val-split on the current head 0, grouped by ds->group (dataset_split.c); fills
+ * ds->groups. */
 void vt_ds_apply_val_split(vt_dataset *ds, double fraction);
 
 /* ---- samples that share a file: segments (dataset_segments.c) ---- */

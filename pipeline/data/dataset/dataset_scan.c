@@ -130,7 +130,11 @@ static void walk(scan_ctx *c, const char *rel) {
             int loop = 0;
             for (int k = 0; k <= c->depth; k++)
                 loop |= c->dev[k] == st.st_dev && c->ino[k] == st.st_ino;
-            if (c->depth == 0 && c->splits && vt_split_parse(names.s[i]) < 0) {
+            if (c->depth >= c->class_depth && vt_video_is_frame_dir(a)) {
+                /* numbered JPEG/PNG frames: one video (pipeline/data/video/video.h) */
+                vt_ds_strv_push(&c->out->videos, r);
+                r = NULL;
+            } else if (c->depth == 0 && c->splits && vt_split_parse(names.s[i]) < 0) {
                 /* "name/": not a split folder */
                 vt_ds_strv_push(&c->out->ignored, vt_ds_join_path(r, ""));
             } else if (loop) {

@@ -1,9 +1,9 @@
 /*
  * dataset_util.c: what the files of the dataset share — names of videos and splits
  * (dataset.h), the growable string list, path joining, line splitting, sorted lookups,
- * class names of relative paths, the label bookkeeping of a video — and the hashed
+ * class names of relative paths, the label bookkeeping of a video. (The hashed
  * --val-split, which both the folder/list assembly (dataset.c) and labels.csv
- * (dataset_labels.c) apply. It calls nothing of the other dataset files, so they depend
+ * (dataset_labels.c) apply, is dataset_split.c.) It calls nothing of the other dataset files, so they depend
  * on it and not on each other (dataset.c calls dataset_scan.c, which calls only this).
  *
  * Like the rest of the dataset: names and contents only, never readdir order, timing or
@@ -307,49 +307,5 @@ void vt_ds_set_video_class(vt_dataset_video *v, int c) {
     if (c >= 0) {
         v->labeled = 1;
         v->label[0] = c;
-    }
-}
-
-/* ---- --val-split ---- */
-
-/* Uniform in [0,1) from a relative path: stable across scans and machines. */
-static double path_unit(const char *relpath) {
-    uint64_t h = vt_hash64(vt_fnv1a(relpath, strlen(relpath), VT_FNV_SEED));
-    return (double)(h >> 32) * (1.0 / 4294967296.0);
-}
-
-/*
- * --val-split: per class, a train video moves to val iff its path hash < fraction. The
- * documented approximation for small classes: a class with >= 2 train videos and none
- * hashed to val sends its lowest-hash video to val, and one with all of them hashed to
- * val (a single video included) keeps its highest-hash video in train. Adding files can
- * only move a video of such a tiny class; every other video's split depends on its own
- * path alone.
- */
-void vt_ds_apply_val_split(vt_dataset *ds, double fraction) {
-    if (fraction <= 0)
-        return;
-    int by_class = ds->heads[0].loss == VT_LOSS_SOFTMAX_CE;
-    int nc = by_class ? ds->heads[0].nclasses : 1;
-    for (int c = 0; c < nc; c++) {
-        int ntrain = 0, nval = 0, lo = -1, hi = -1;
-        double ulo = 2, uhi = -1;
-        for (int i = 0; i < ds->nvideos; i++) {
-            vt_dataset_video *v = &ds->videos[i];
-            if (v->split != VT_SPLIT_TRAIN || !v->labeled || (by_class && v->label[0] != c))
-                continue;
-            double u = path_unit(v->relpath);
-            ntrain++;
-            if (u < fraction) {
-                v->split = VT_SPLIT_VAL;
-                nval++;
-            }
-            if (u < ulo) { ulo = u; lo = i; }
-            if (u > uhi) { uhi = u; hi = i; }
-        }
-        if (ntrain >= 2 && nval == 0)
-            ds->videos[lo].split = VT_SPLIT_VAL;
-        if (ntrain >= 1 && nval == ntrain)
-            ds->videos[hi].split = VT_SPLIT_TRAIN;
     }
 }

@@ -66,6 +66,22 @@ const char *vt_decode_mode_name(vt_decode_mode m);
 void vt_video_set_decode(vt_decode_mode m);
 vt_decode_mode vt_video_get_decode(void);
 
+/* A folder of numbered JPEG/PNG frames (<prefix><number>.jpg|jpeg|png, one prefix and
+ * extension, numbered without a gap) is one video wherever a video path goes: opened
+ * through FFmpeg's image2 demuxer and image decoders, frame n at n / the frame rate
+ * (video_frames.c). 1 when path is such a folder. */
+int vt_video_is_frame_dir(const char *path);
+/* The demuxer of path, a file or a frame folder (through image2), as vt_video_open reads
+ * it: for readers of their own (pipeline/data/signature.c). 0, or a negative code with
+ * err set; *fmt is closed with avformat_close_input. */
+struct AVFormatContext;
+int vt_video_open_input(struct AVFormatContext **fmt, const char *path, char *err,
+                        size_t errlen);
+/* Process-wide: frame folders' frames per second (`--frame-rate`, default 30). Set it
+ * once, before the first open. */
+void vt_video_set_frame_rate(double fps);
+double vt_video_get_frame_rate(void);
+
 /* Open and index. threads: decoder threads (0 = FFmpeg's choice, 1 = none).
  * Returns 0, or a negative code with err set ("no video stream", "truncated: moov atom
  * not found", "0 decodable frames", "dimensions 40000x40000 exceed the 16384 limit"...). */

@@ -93,6 +93,9 @@ void vt_vid_set_av_err(char *err, size_t errlen, const char *what, int code);
 
 /* Reopen the container when a demuxer cannot seek (some formats only read forward). */
 int vt_vid_reopen(vt_video *v, char *err, size_t errlen);
+/* A frame folder (video_frames.c) opened through the image2 demuxer into *fmt. 0, or a
+ * negative code with err set (a gap, mixed names, an unreadable folder). */
+int vt_vid_open_frames(AVFormatContext **fmt, const char *dir, char *err, size_t errlen);
 
 /* ---- moving the decoder (video_seek.c) ---- */
 

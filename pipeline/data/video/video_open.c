@@ -54,8 +54,12 @@ int vt_vid_rotation_of(const AVStream *st) {
 
 static int open_input(vt_video *v, char *err, size_t errlen) {
     vt_vid_last_msg[0] = 0;
-    int ret = avformat_open_input(&v->fmt, v->path, NULL, NULL);
-    if (ret < 0) {
+    struct stat st;
+    int ret;
+    if (stat(v->path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if ((ret = vt_vid_open_frames(&v->fmt, v->path, err, errlen)) < 0)
+            return ret;
+    } else if ((ret = avformat_open_input(&v->fmt, v->path, NULL, NULL)) < 0) {
         vt_vid_set_av_err(err, errlen, "cannot read the container", ret);
         return ret;
     }
@@ -195,11 +199,16 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         vt_set_err(err, errlen, "cannot open: %s", strerror(errno));
         return AVERROR(errno ? errno : ENOENT);
     }
-    if (!S_ISREG(sb.st_mode)) {
+    if (!S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode)) {
         vt_set_err(err, errlen, "not a regular file");
         return AVERROR(EINVAL);
     }
-    if (sb.st_size == 0) {
+    if (S_ISDIR(sb.st_mode) && !vt_video_is_frame_dir(path)) {
+        vt_set_err(err, errlen, "not a regular file: a folder, and not a frame folder "
+                   "(numbered .jpg/.jpeg/.png files, nothing else)");
+        return AVERROR(EINVAL);
+    }
+    if (S_ISREG(sb.st_mode) && sb.st_size == 0) {
         vt_set_err(err, errlen, "empty file (0 bytes)");
         return AVERROR_INVALIDDATA;
     }

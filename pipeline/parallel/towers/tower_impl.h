@@ -101,6 +101,7 @@ struct vt_towers {
     int ng;
     vt_device_list gdev;
     vt_slice_dev sd[VT_MAX_DEVICES];
+    int count_g[VT_MAX_DEVICES]; /* this step's clips of every tower (all processes) */
     vt_plan plan;            /* the newest plan (the one a re-plan was decided on) */
     /* ---- several processes (pipeline/parallel/mpi.h) ---- */
     int world, me;           /* processes, this one's rank */

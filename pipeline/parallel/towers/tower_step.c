@@ -93,6 +93,7 @@ void vt_towers_train_step(vt_towers *T, const vt_batch *b, float lr, vt_step_sta
     for (int g = 0; g < T->g0; g++)
         base += count[g];
     for (int g = 0; g < T->ng; g++) {
+        T->count_g[g] = count[g];
         int chunk = count[g] > 0 ? VT_MIN(count[g], T->sd[g].max_clips) : 0;
         if (chunk)
             npass = VT_MAX(npass, (count[g] + chunk - 1) / chunk);

@@ -43,9 +43,14 @@ static void allreduce_i64_hook(void *ctx, int64_t *buf, int64_t n) {
     r->i->allreduce_sum_i64(r, tw->rank, tw->be, buf, n);
 }
 
-/* Sync-BN's hooks on (when the run has sync-BN) or off. */
+/* Sync-BN's hooks on (when the run has sync-BN) or off. One tower in the whole run
+ * (every process counted): off, because the sum over one tower is its own sums and
+ * skipping the collective changes no bit (issue 45 step 3: the reducer's no-op and, for
+ * float sums, the count's copy to the host, a stream sync per batch norm, go away; the
+ * count then stays the exact int64 n * S rather than a float that is exact below 2^24
+ * elements a channel). test_bn_sync_one checks the bits. */
 static void set_bn_sync(tower *tw, int on) {
-    on = on && tw->T->cfg.sync_bn;
+    on = on && tw->T->cfg.sync_bn && tw->T->ng > 1;
     vt_net_set_bn_sync(tw->net, on ? allreduce_hook : NULL, on ? tw : NULL);
     if (tw->T->cfg.net.exact)
         vt_net_set_bn_sync_exact(tw->net, on ? allreduce_i64_hook : NULL, on ? tw : NULL);
@@ -206,6 +211,18 @@ static int loss_nonfinite_anywhere(tower *tw) {
     return flag > 0;
 }
 
+/* Clips of pass p over every tower of every process: what the towers' PASS_K(p) add up
+ * to (each tower's chunk as vt_towers_train_step sets it), known on every host. */
+static int64_t pass_clips_all(const vt_towers *T, int p) {
+    int64_t k = 0;
+    for (int g = 0; g < T->ng; g++) {
+        const int c = T->count_g[g], chunk = c > 0 ? VT_MIN(c, T->sd[g].max_clips) : 0;
+        if (chunk)
+            k += VT_MAX(0, VT_MIN(chunk, c - p * chunk));
+    }
+    return k;
+}
+
 static void do_train(tower *tw) {
     vt_towers *T = tw->T;
     const vt_batch *b = T->batch;
@@ -248,6 +265,8 @@ static void do_train(tower *tw) {
         /* dropout masks by GLOBAL clip position: the same whichever tower (or process)
          * runs a clip */
         vt_net_set_dropout_seed(tw->net, drop_base + (uint64_t)(tw->goff + p * tw->chunk));
+        if (T->cfg.sync_bn && T->ng > 1) /* the count from the plan: no sync per BN */
+            vt_net_set_bn_pass_clips(tw->net, pass_clips_all(T, p));
         vt_net_forward(tw->net, x, k, 1);
         float hl[VT_MAX_HEADS] = {0};
         vt_net_loss(tw->net, tw->loss_clip, hl, &tg, scale);
@@ -276,6 +295,7 @@ static void do_train(tower *tw) {
     }
 #undef PASS_FIRST
 #undef PASS_K
+    vt_net_set_bn_pass_clips(tw->net, -1); /* evaluation and precise BN: the count travels */
     vt_tw_stage_done(tw);
     double t1 = vt_now();
     tw->compute = t1 - t0;

@@ -1,0 +1,243 @@
+/*
+ * leaks.c: near-copies across splits (leaks.h) — signatures for every used video, the
+ * train x (val, test) comparison, and its JSON and text forms.
+ *
+ * Threads take videos by an atomic counter, but every result lands in the slot of its
+ * video and pairs are sorted afterwards, so the output never depends on timing. It must
+ * never change a split: it only reports.
+ */
+#include "app/leaks.h"
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app/run/pretrained.h"
+#include "app/run/run_files.h"
+#include "base/common.h"
+#include "pipeline/data/signature.h"
+
+static int used(const vt_dataset *ds, int i) {
+    const vt_dataset_video *v = &ds->videos[i];
+    return v->split != VT_SPLIT_NONE && v->bad == VT_BAD_NONE;
+}
+
+/* The first entry of i's file (segments share a file): signatures are per file. */
+static int file_of(const vt_dataset *ds, int i) {
+    while (i > 0 && !strcmp(ds->videos[i - 1].relpath, ds->videos[i].relpath))
+        i--;
+    return i;
+}
+
+static int cmp_pair(const void *x, const void *y) {
+    const vt_leak_pair *a = x, *b = y;
+    if (a->other != b->other)
+        return a->other < b->other ? -1 : 1;
+    if (a->sim != b->sim)
+        return a->sim > b->sim ? -1 : 1;
+    return (a->train > b->train) - (a->train < b->train);
+}
+
+int vt_leaks_find(vt_dataset *ds, int threads, int progress, vt_leaks *out) {
+    memset(out, 0, sizeof *out);
+    double t0 = vt_now();
+    int n = ds->nvideos;
+    if (threads <= 0)
+        threads = omp_get_num_procs();
+    char dir[4096], err[1024];
+    vt_pretrained_cache_dir(dir, sizeof dir - 16);
+    strcat(dir, "/signatures");
+    const char *cache = vt_run_mkdirs(dir, err, sizeof err) == 0 ? dir : NULL;
+
+    vt_sig *sig = vt_calloc((size_t)(n ? n : 1), sizeof *sig);
+    int *ok = vt_calloc((size_t)(n ? n : 1), sizeof *ok);
+    int ndone = 0, nwork = 0, nhit = 0, nfail = 0;
+    for (int i = 0; i < n; i++)
+        nwork += used(ds, i) && file_of(ds, i) == i;
+    int tty = progress && isatty(2);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(+ : nhit, nfail)
+    for (int i = 0; i < n; i++) {
+        if (!used(ds, i) || file_of(ds, i) != i)
+            continue;
+        char e[1024];
+        int hit = 0;
+        if (vt_sig_cached(ds->videos[i].path, cache, &sig[i], &hit, e, sizeof e) == 0)
+            ok[i] = 1;
+        else
+            nfail++;
+        nhit += hit;
+        if (tty) {
+#pragma omp critical(leaks_progress)
+            fprintf(stderr, "\rsignatures %d/%d", ++ndone, nwork);
+        }
+    }
+    if (tty)
+        fprintf(stderr, "\r\033[K");
+    out->nsig = nwork;
+    out->ncached = nhit;
+    out->nfailed = nfail;
+
+    /* train x (val, test), one other video per iteration: its pairs in its own list */
+    int32_t *tr = vt_malloc((size_t)(n ? n : 1) * sizeof *tr);
+    int ntr = 0;
+    for (int i = 0; i < n; i++)
+        if (used(ds, i) && ds->videos[i].split == VT_SPLIT_TRAIN)
+            tr[ntr++] = i;
+    for (int i = 0; i < n; i++)
+        if (used(ds, i))
+            out->total[ds->videos[i].split]++;
+    vt_leak_pair **found = vt_calloc((size_t)(n ? n : 1), sizeof *found);
+    int *nfound = vt_calloc((size_t)(n ? n : 1), sizeof *nfound);
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int j = 0; j < n; j++) {
+        const vt_dataset_video *v = &ds->videos[j];
+        if (!used(ds, j) || (v->split != VT_SPLIT_VAL && v->split != VT_SPLIT_TEST))
+            continue;
+        int fj = file_of(ds, j), cap = 0;
+        for (int k = 0; k < ntr; k++) {
+            int i = tr[k], fi = file_of(ds, i);
+            double sim = 0;
+            int near = 0;
+            if (fi == fj) {
+                near = 1, sim = 1; /* one file on both sides: a segment of it */
+            } else if (ok[fi] && ok[fj]) {
+                near = vt_sig_near(&sig[fi], &sig[fj], VT_LEAK_SHARE, &sim);
+            }
+            if (!near)
+                continue;
+            if (nfound[j] == cap) {
+                cap = cap ? 2 * cap : 4;
+                found[j] = vt_realloc(found[j], (size_t)cap * sizeof *found[j]);
+            }
+            found[j][nfound[j]++] = (vt_leak_pair){.train = i, .other = j, .sim = sim};
+        }
+    }
+    for (int j = 0; j < n; j++) {
+        if (!nfound[j])
+            continue;
+        out->copied[ds->videos[j].split]++;
+        out->pairs = vt_realloc(out->pairs, (size_t)(out->npairs + nfound[j]) * sizeof *out->pairs);
+        memcpy(out->pairs + out->npairs, found[j], (size_t)nfound[j] * sizeof *found[j]);
+        out->npairs += nfound[j];
+        free(found[j]);
+    }
+    if (out->npairs > 1)
+        qsort(out->pairs, (size_t)out->npairs, sizeof *out->pairs, cmp_pair);
+    for (int i = 0; i < n; i++)
+        vt_sig_free(&sig[i]);
+    free(sig);
+    free(ok);
+    free(tr);
+    free(found);
+    free(nfound);
+    out->seconds = vt_now() - t0;
+    return 0;
+}
+
+void vt_leaks_free(vt_leaks *l) {
+    if (!l)
+        return;
+    vt_freep(&l->pairs);
+    memset(l, 0, sizeof *l);
+}
+
+cJSON *vt_leaks_json(const vt_dataset *ds, const vt_leaks *l) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON *pa = cJSON_AddArrayToObject(o, "pairs");
+    for (int k = 0; k < l->npairs; k++) {
+        const vt_leak_pair *p = &l->pairs[k];
+        cJSON *e = cJSON_CreateObject();
+        char *a = vt_utf8_clean(ds->videos[p->train].relpath);
+        char *b = vt_utf8_clean(ds->videos[p->other].relpath);
+        cJSON_AddStringToObject(e, "train", a);
+        cJSON_AddStringToObject(e, "other", b);
+        cJSON_AddStringToObject(e, "split", vt_split_name(ds->videos[p->other].split));
+        cJSON_AddNumberToObject(e, "similarity", p->sim);
+        cJSON_AddItemToArray(pa, e);
+        free(a);
+        free(b);
+    }
+    for (int s = VT_SPLIT_VAL; s <= VT_SPLIT_TEST; s++) {
+        if (!l->total[s])
+            continue;
+        cJSON *so = cJSON_AddObjectToObject(o, vt_split_name((vt_split)s));
+        cJSON_AddNumberToObject(so, "videos", l->total[s]);
+        cJSON_AddNumberToObject(so, "with_copy_in_train", l->copied[s]);
+    }
+    cJSON *sg = cJSON_AddObjectToObject(o, "signatures");
+    cJSON_AddNumberToObject(sg, "files", l->nsig);
+    cJSON_AddNumberToObject(sg, "cached", l->ncached);
+    cJSON_AddNumberToObject(sg, "unreadable", l->nfailed);
+    cJSON_AddNumberToObject(sg, "seconds", l->seconds);
+    return o;
+}
+
+const char *vt_leaks_line(const vt_leaks *l, char *buf, size_t n) {
+    buf[0] = 0;
+    size_t at = 0;
+    for (int s = VT_SPLIT_VAL; s <= VT_SPLIT_TEST; s++)
+        if (l->copied[s] && at < n)
+            at += (size_t)snprintf(buf + at, n - at, "%s%s %d of %d", at ? ", " : "",
+                                   vt_split_name((vt_split)s), l->copied[s], l->total[s]);
+    if (at && at < n)
+        snprintf(buf + at, n - at, " videos have a near-copy in train");
+    return buf;
+}
+
+void vt_leaks_print(FILE *f, const vt_dataset *ds, const vt_leaks *l, int max_pairs) {
+    char line[256];
+    if (!vt_leaks_line(l, line, sizeof line)[0]) {
+        fprintf(f, "leaks: none (%d signatures, %d from the cache, %.1f s)\n", l->nsig, l->ncached,
+                l->seconds);
+        return;
+    }
+    fprintf(f, "leaks: %s (%d pairs; %d signatures, %d from the cache, %.1f s)\n", line,
+            l->npairs, l->nsig, l->ncached, l->seconds);
+    int shown = l->npairs < max_pairs ? l->npairs : max_pairs;
+    for (int k = 0; k < shown; k++) {
+        const vt_leak_pair *p = &l->pairs[k];
+        fprintf(f, "  %.2f  %s: %s  ~  train: %s\n", p->sim,
+                vt_split_name(ds->videos[p->other].split), ds->videos[p->other].relpath,
+                ds->videos[p->train].relpath);
+    }
+    if (shown < l->npairs)
+        fprintf(f, "  ... and %d more pairs (--json lists all)\n", l->npairs - shown);
+}
+
+int vt_leaks_train_check(vt_dataset *ds, const char *run_dir, int strict, int progress,
+                         FILE *out) {
+    vt_leaks lk;
+    vt_leaks_find(ds, 0, progress, &lk);
+    char line[256], path[2100], err[1024];
+    vt_leaks_line(&lk, line, sizeof line);
+    snprintf(path, sizeof path, "%s/leaks.json", run_dir);
+    cJSON *j = vt_leaks_json(ds, &lk);
+    if (vt_run_write_json(path, j, err, sizeof err) != 0)
+        fprintf(stderr, "vidtrain train: %s\n", err);
+    cJSON_Delete(j);
+    int rc = 0;
+    if (!line[0]) {
+        fprintf(out, "leaks: none between train and %s (%d signatures, %.1f s)\n",
+                lk.total[VT_SPLIT_VAL] && lk.total[VT_SPLIT_TEST] ? "val, test"
+                : lk.total[VT_SPLIT_VAL] ? "val" : "test", lk.nsig, lk.seconds);
+    } else {
+        fflush(out);
+        if (strict) /* the start fails and takes leaks.json with it: the pairs are here */
+            fprintf(stderr, "vidtrain train: --strict-splits: %s; scores on them would count "
+                    "scenes training has seen. Move each copy to the side of its original, or "
+                    "--group the recordings (`vidtrain scan %s` lists every pair):\n", line,
+                    ds->dir);
+        else
+            fprintf(stderr, "warning: %s: their scores count scenes training has seen (pairs "
+                    "in %s; --strict-splits makes this an error)\n", line, path);
+        for (int k = 0; k < lk.npairs && k < 5; k++)
+            fprintf(stderr, "  %.2f  %s  ~  train: %s\n", lk.pairs[k].sim,
+                    ds->videos[lk.pairs[k].other].relpath, ds->videos[lk.pairs[k].train].relpath);
+        if (lk.npairs > 5)
+            fprintf(stderr, "  ... and %d more pairs\n", lk.npairs - 5);
+        rc = strict;
+    }
+    vt_leaks_free(&lk);
+    return rc;
+}

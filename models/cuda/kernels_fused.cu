@@ -1,0 +1,54 @@
+/*
+ * kernels_fused.cu: the fused batch-norm tail (backend.h bn_apply_relu; issue 45 step 3):
+ * out = relu(bn_apply(x) [+ res]) in one pass — one read of x (and res), one write of
+ * out, instead of bn_apply's write, add's two reads and write, and relu's read and write.
+ * Bit for bit the three kernels it replaces (kernels_bn.cu k_bn_apply, kernels_elem.cu
+ * k_add and k_relu_fwd): the normalised value is formed in double and rounded to float
+ * once, then to the activation type (bf16: as st() would store it), the sum is __fadd_rn
+ * of the two stored values rounded again, and the ReLU keeps v > 0 else +0. The rules
+ * all kernel files keep are in kernels_impl.cuh.
+ */
+#include <stdint.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "models/cuda/cuda_check.h"
+#include "models/cuda/kernels.h"
+#include "models/cuda/kernels_impl.cuh"
+
+/* v rounded as storing it in A and loading it back would (float: itself). */
+__device__ static inline float as_stored(const float *, float v) { return v; }
+__device__ static inline float as_stored(const __nv_bfloat16 *, float v) {
+    return __bfloat162float(__float2bfloat16_rn(v));
+}
+
+template <typename A>
+__global__ static void k_bn_apply_relu(A *out, const A *x, const A *res, const float *k,
+                                       const float *mean, const float *invstd,
+                                       const float *gamma, const float *beta, int64_t rows,
+                                       int c, int64_t s) {
+    VT_ROWS_LOOP(row, j, rows, s) {
+        const int ci = (int)(row % c);
+        const double g = gamma ? gamma[ci] : 1.0, b = beta ? beta[ci] : 0.0;
+        const double m = (k ? (double)k[ci] : 0.0) + (double)mean[ci];
+        const int64_t i = row * s + j;
+        float v = as_stored(out, (float)(g * ((double)ld(x, i) - m) * invstd[ci] + b));
+        if (res)
+            v = as_stored(out, __fadd_rn(v, ld(res, i)));
+        st(out, i, v > 0 ? v : 0.0f);
+    }
+}
+
+extern "C" void vt_cuk_bn_apply_relu(cudaStream_t st, vt_cuk_dt dt, void *out, const void *x,
+                                     const void *res, const float *k, const float *mean,
+                                     const float *invstd, const float *gamma, const float *beta,
+                                     int n, int c, int64_t s) {
+    const int64_t rows = (int64_t)n * c;
+    if (rows <= 0 || s <= 0)
+        return;
+    VT_DT(dt, k_bn_apply_relu<A><<<rows_grid(rows, s), VT_THREADS, 0, st>>>(
+                  (A *)out, (const A *)x, (const A *)res, k, mean, invstd, gamma, beta, rows, c,
+                  s));
+    CUDA_LAUNCH_CHECK();
+}

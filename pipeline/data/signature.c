@@ -1,0 +1,431 @@
+/*
+ * signature.c: perceptual video signatures (signature.h) — keyframe sampling through
+ * FFmpeg, the pHash of a frame and its central crops, set matching, and the on-disk cache.
+ *
+ * The cost is the point: a keyframe decodes alone, so sampling keyframes costs a few
+ * frames' decoding per GOP instead of the whole stream (docs/splits.md has the measured
+ * share of a full decode). It must never abort or print on a bad file, and never let
+ * timing or thread counts into the bytes: one decoder thread, frames in stream order.
+ */
+#include "pipeline/data/signature.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <libavcodec/avcodec.h>
+#include <libavformat/avformat.h>
+#include <libswscale/swscale.h>
+
+#include "base/common.h"
+#include "pipeline/data/video/video.h"
+
+#define GRID 96 /* the grey thumbnail the crops are cut from */
+
+/* ---- the hash of one frame ---- */
+
+/* Bilinear sample of a (w x h) grey image at (x, y) in pixel centres. */
+static double at(const uint8_t *g, int w, int h, int stride, double x, double y) {
+    if (x < 0) x = 0;
+    if (y < 0) y = 0;
+    if (x > w - 1) x = w - 1;
+    if (y > h - 1) y = h - 1;
+    int x0 = (int)x, y0 = (int)y, x1 = x0 + (x0 < w - 1), y1 = y0 + (y0 < h - 1);
+    double fx = x - x0, fy = y - y0;
+    double a = g[y0 * stride + x0] * (1 - fx) + g[y0 * stride + x1] * fx;
+    double b = g[y1 * stride + x0] * (1 - fx) + g[y1 * stride + x1] * fx;
+    return a * (1 - fy) + b * fy;
+}
+
+int vt_sig_phash(const uint8_t *grey, int w, int h, int stride, uint64_t *out) {
+    /* 32x32 by averaging 2x2 bilinear taps per cell (enough smoothing for a hash) */
+    double p[32][32], mean = 0, var = 0;
+    for (int y = 0; y < 32; y++)
+        for (int x = 0; x < 32; x++) {
+            double s = 0;
+            for (int k = 0; k < 4; k++) {
+                double fx = (x + 0.25 + 0.5 * (k & 1)) * w / 32.0 - 0.5;
+                double fy = (y + 0.25 + 0.5 * (k >> 1)) * h / 32.0 - 0.5;
+                s += at(grey, w, h, stride, fx, fy);
+            }
+            p[y][x] = s / 4;
+            mean += p[y][x];
+        }
+    mean /= 1024;
+    for (int y = 0; y < 32; y++)
+        for (int x = 0; x < 32; x++)
+            var += (p[y][x] - mean) * (p[y][x] - mean);
+    int flat = sqrt(var / 1024) < 2.0;
+    /* the 8x8 lowest DCT-II frequencies, separably: rows then columns */
+    static double cosv[8][32];
+    static int init;
+    if (!init) { /* the same values whichever thread fills them first */
+        for (int u = 0; u < 8; u++)
+            for (int x = 0; x < 32; x++)
+                cosv[u][x] = cos(M_PI * (2 * x + 1) * u / 64.0);
+        init = 1;
+    }
+    double r[32][8], c[64];
+    for (int y = 0; y < 32; y++)
+        for (int u = 0; u < 8; u++) {
+            double s = 0;
+            for (int x = 0; x < 32; x++)
+                s += p[y][x] * cosv[u][x];
+            r[y][u] = s;
+        }
+    for (int v = 0; v < 8; v++)
+        for (int u = 0; u < 8; u++) {
+            double s = 0;
+            for (int y = 0; y < 32; y++)
+                s += r[y][u] * cosv[v][y];
+            c[v * 8 + u] = s;
+        }
+    /* 63 bits: every coefficient but DC against their median */
+    double sorted[63];
+    memcpy(sorted, c + 1, sizeof sorted);
+    for (int i = 1; i < 63; i++) /* insertion sort: 63 values */
+        for (int j = i; j > 0 && sorted[j - 1] > sorted[j]; j--) {
+            double t = sorted[j];
+            sorted[j] = sorted[j - 1];
+            sorted[j - 1] = t;
+        }
+    double med = sorted[31];
+    uint64_t hsh = 0;
+    for (int i = 0; i < 63; i++)
+        if (c[i + 1] > med)
+            hsh |= 1ull << i;
+    *out = hsh;
+    return flat;
+}
+
+/* The three hashes of a GRID x GRID thumbnail: whole, central 80%, central 64%. 1 flat. */
+static int frame_hashes(const uint8_t *g, uint64_t h[3]) {
+    static const int side[3] = {GRID, 77, 61};
+    int flat = 0;
+    for (int k = 0; k < 3; k++) {
+        int o = (GRID - side[k]) / 2;
+        int f = vt_sig_phash(g + o * GRID + o, side[k], side[k], GRID, &h[k]);
+        if (k == 0)
+            flat = f;
+    }
+    return flat;
+}
+
+/* ---- sampling a file ---- */
+
+typedef struct pass {
+    AVFormatContext *fmt;
+    AVCodecContext *dec;
+    struct SwsContext *sws;
+    AVPacket *pkt;
+    AVFrame *frame;
+    int stream;
+    double tb, start, next_t, gap;
+    vt_sig *sig;
+    int cap;
+} pass;
+
+static void push(pass *p, const AVFrame *fr) {
+    int64_t ts = fr->best_effort_timestamp != AV_NOPTS_VALUE ? fr->best_effort_timestamp : fr->pts;
+    double t = ts == AV_NOPTS_VALUE ? p->next_t : ts * p->tb;
+    if (isnan(p->start))
+        p->start = t;
+    t -= p->start;
+    if (t < p->next_t - 1e-6)
+        return; /* a full decode's frame between samples */
+    p->next_t = t + p->gap;
+    p->sws = sws_getCachedContext(p->sws, fr->width, fr->height, fr->format, GRID, GRID,
+                                  AV_PIX_FMT_GRAY8, SWS_AREA, NULL, NULL, NULL);
+    if (!p->sws)
+        return;
+    uint8_t grey[GRID * GRID];
+    uint8_t *dst[4] = {grey, NULL, NULL, NULL};
+    int dst_stride[4] = {GRID, 0, 0, 0};
+    if (sws_scale(p->sws, (const uint8_t *const *)fr->data, fr->linesize, 0, fr->height, dst,
+                  dst_stride) != GRID)
+        return;
+    vt_sig_frame sf = {.t = (float)t};
+    if (frame_hashes(grey, sf.h))
+        return;
+    if (p->sig->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 64;
+        p->sig->f = vt_realloc(p->sig->f, (size_t)p->cap * sizeof *p->sig->f);
+    }
+    p->sig->f[p->sig->n++] = sf;
+}
+
+static void drain(pass *p) {
+    while (avcodec_receive_frame(p->dec, p->frame) == 0) {
+        push(p, p->frame);
+        av_frame_unref(p->frame);
+    }
+}
+
+static void pass_close(pass *p) {
+    sws_freeContext(p->sws);
+    av_packet_free(&p->pkt);
+    av_frame_free(&p->frame);
+    avcodec_free_context(&p->dec);
+    avformat_close_input(&p->fmt);
+}
+
+/* keys_only: send only keyframe packets, p.gap apart; else decode everything (but
+ * frames nothing refers to) and keep a frame every VT_SIG_DENSE_GAP seconds. */
+static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_t errlen) {
+    pass p = {.sig = out, .start = NAN};
+    memset(out, 0, sizeof *out);
+    char why[512] = "";
+    int ret = vt_video_open_input(&p.fmt, path, why, sizeof why);
+    if (ret < 0 || (ret = avformat_find_stream_info(p.fmt, NULL)) < 0) {
+        vt_set_err(err, errlen, "%s: %s", path, why[0] ? why : av_err2str(ret));
+        pass_close(&p);
+        return ret < 0 ? ret : -1;
+    }
+    const AVCodec *codec = NULL;
+    p.stream = av_find_best_stream(p.fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    if (p.stream < 0 || !codec) {
+        vt_set_err(err, errlen, "%s: no video stream with a decoder", path);
+        pass_close(&p);
+        return -1;
+    }
+    AVStream *st = p.fmt->streams[p.stream];
+    p.tb = av_q2d(st->time_base);
+    out->duration = p.fmt->duration > 0 ? p.fmt->duration / (double)AV_TIME_BASE : 0;
+    p.dec = avcodec_alloc_context3(codec);
+    avcodec_parameters_to_context(p.dec, st->codecpar);
+    p.dec->thread_count = 1;
+    /* a 32x32 hash cannot see deblocking, nor miss a frame nothing refers to */
+    p.dec->skip_loop_filter = AVDISCARD_ALL;
+    p.dec->skip_frame = keys_only ? AVDISCARD_NONKEY : AVDISCARD_NONREF;
+    double gap = out->duration / VT_SIG_MIN_FRAMES;
+    p.gap = keys_only ? (gap > VT_SIG_KEY_GAP ? VT_SIG_KEY_GAP : gap < VT_SIG_GAP ? VT_SIG_GAP : gap)
+                      : VT_SIG_DENSE_GAP;
+    if ((ret = avcodec_open2(p.dec, codec, NULL)) < 0) {
+        vt_set_err(err, errlen, "%s: cannot open the decoder (%s)", path, av_err2str(ret));
+        pass_close(&p);
+        return ret;
+    }
+    p.pkt = av_packet_alloc();
+    p.frame = av_frame_alloc();
+    double next_key = -1e300;
+    while (av_read_frame(p.fmt, p.pkt) >= 0) {
+        if (p.pkt->stream_index == p.stream) {
+            int send = 1;
+            if (keys_only) {
+                int64_t ts = p.pkt->pts != AV_NOPTS_VALUE ? p.pkt->pts : p.pkt->dts;
+                double t = ts == AV_NOPTS_VALUE ? next_key : ts * p.tb;
+                send = (p.pkt->flags & AV_PKT_FLAG_KEY) && t >= next_key - 1e-6;
+                if (send)
+                    next_key = t + p.gap;
+            }
+            /* a packet the decoder refuses (corrupt) is skipped: the others still count */
+            if (send && avcodec_send_packet(p.dec, p.pkt) >= 0)
+                drain(&p);
+        }
+        av_packet_unref(p.pkt);
+    }
+    avcodec_send_packet(p.dec, NULL);
+    drain(&p);
+    pass_close(&p);
+    return 0;
+}
+
+static void thin(vt_sig *s) {
+    if (s->n <= VT_SIG_MAX_FRAMES)
+        return;
+    for (int i = 0; i < VT_SIG_MAX_FRAMES; i++)
+        s->f[i] = s->f[(int64_t)i * s->n / VT_SIG_MAX_FRAMES];
+    s->n = VT_SIG_MAX_FRAMES;
+}
+
+/* The container's duration, or 0 (unknown, or not readable: the keyframe pass says why). */
+static double duration_of(const char *path) {
+    AVFormatContext *f = NULL;
+    double d = 0;
+    char why[512];
+    if (vt_video_open_input(&f, path, why, sizeof why) == 0 && f->duration > 0)
+        d = f->duration / (double)AV_TIME_BASE;
+    avformat_close_input(&f);
+    return d;
+}
+
+int vt_sig_compute(const char *path, vt_sig *out, char *err, size_t errlen) {
+    /* too short for VT_SIG_MIN_FRAMES keyframes VT_SIG_GAP apart: straight to the whole
+     * decode (short clips: one open instead of two) */
+    double d = duration_of(path);
+    if (d > 0 && d < VT_SIG_MIN_FRAMES * VT_SIG_GAP) {
+        int r = sample(path, 0, out, err, errlen);
+        if (r == 0 && out->n > 0) {
+            out->full_decode = 1;
+            thin(out);
+            return 0;
+        }
+        vt_sig_free(out);
+    }
+    int ret = sample(path, 1, out, err, errlen);
+    if (ret < 0)
+        return ret;
+    /* too few keyframes for the length: one whole decode, sampled evenly */
+    if (out->n < VT_SIG_MIN_FRAMES && out->duration > (out->n + 1) * VT_SIG_DENSE_GAP) {
+        vt_sig full;
+        if (sample(path, 0, &full, err, errlen) == 0 && full.n > out->n) {
+            vt_sig_free(out);
+            *out = full;
+            out->full_decode = 1;
+        } else {
+            vt_sig_free(&full);
+        }
+    }
+    thin(out);
+    return 0;
+}
+
+void vt_sig_free(vt_sig *s) {
+    if (!s)
+        return;
+    vt_freep(&s->f);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- matching ---- */
+
+/* Fewest differing bits between frame x of a and frame y of b: whole against whole, or
+ * the crop of one against the other's whole (a copy cropped from the other). */
+static int frame_dist(const vt_sig_frame *x, const vt_sig_frame *y) {
+    int d = __builtin_popcountll(x->h[0] ^ y->h[0]);
+    for (int k = 1; k < 3; k++) {
+        int a = __builtin_popcountll(x->h[k] ^ y->h[0]);
+        int b = __builtin_popcountll(x->h[0] ^ y->h[k]);
+        d = a < d ? a : d;
+        d = b < d ? b : d;
+    }
+    return d;
+}
+
+static int best_dist(const vt_sig *a, const vt_sig_frame *y) {
+    int best = 64;
+    for (int i = 0; i < a->n && best > 0; i++) {
+        int d = frame_dist(&a->f[i], y);
+        best = d < best ? d : best;
+    }
+    return best;
+}
+
+double vt_sig_share(const vt_sig *a, const vt_sig *b, int *nmatch) {
+    int m = 0;
+    for (int j = 0; j < b->n; j++)
+        m += best_dist(a, &b->f[j]) <= VT_SIG_HAMMING;
+    if (nmatch)
+        *nmatch = m;
+    return b->n ? (double)m / b->n : 0;
+}
+
+int vt_sig_near(const vt_sig *a, const vt_sig *b, double share, double *sim) {
+    if (sim)
+        *sim = 0;
+    if (!a->n || !b->n)
+        return 0;
+    if (a->n == 1 || b->n == 1) {
+        const vt_sig *one = a->n == 1 ? a : b, *other = a->n == 1 ? b : a;
+        int d = best_dist(other, &one->f[0]);
+        if (sim)
+            *sim = d <= VT_SIG_HAMMING ? 1 : 0;
+        return d <= VT_SIG_HAMMING / 2;
+    }
+    int mab, mba;
+    double ab = vt_sig_share(a, b, &mab), ba = vt_sig_share(b, a, &mba);
+    double s = ab > ba ? ab : ba;
+    int m = ab > ba ? mab : mba;
+    if (sim)
+        *sim = s;
+    return s >= share && m >= 2;
+}
+
+/* ---- the cache ---- */
+
+static const char magic[8] = "VTSIG01";
+
+static int cache_path(const char *path, const char *dir, char *out, size_t n) {
+    struct stat st;
+    char *real = realpath(path, NULL);
+    if (!real || stat(real, &st) != 0) {
+        free(real);
+        return -1;
+    }
+    char key[4400];
+    snprintf(key, sizeof key, "%s\n%lld\n%lld.%09ld\nv%d", real, (long long)st.st_size,
+             (long long)st.st_mtim.tv_sec, (long)st.st_mtim.tv_nsec, VT_SIG_VERSION);
+    free(real);
+    uint64_t h = vt_hash64(vt_fnv1a(key, strlen(key), VT_FNV_SEED));
+    snprintf(out, n, "%s/%016llx.sig", dir, (unsigned long long)h);
+    return 0;
+}
+
+/* A cached file: validated whole (its length is the count's), else -1 (recompute). */
+static int cache_read(const char *file, vt_sig *out) {
+    FILE *f = fopen(file, "rb");
+    if (!f)
+        return -1;
+    char m[8];
+    uint32_t n = 0, full = 0;
+    double dur = 0;
+    int ok = fread(m, 8, 1, f) == 1 && !memcmp(m, magic, 8) && fread(&n, 4, 1, f) == 1 &&
+             fread(&full, 4, 1, f) == 1 && fread(&dur, 8, 1, f) == 1 &&
+             n <= VT_SIG_MAX_FRAMES && isfinite(dur);
+    memset(out, 0, sizeof *out);
+    if (ok) {
+        out->f = vt_malloc((size_t)(n ? n : 1) * sizeof *out->f);
+        for (uint32_t i = 0; ok && i < n; i++) {
+            float t;
+            ok = fread(&t, 4, 1, f) == 1 && fread(out->f[i].h, 8, 3, f) == 3;
+            out->f[i].t = t;
+        }
+        ok = ok && fgetc(f) == EOF;
+        out->n = (int)n;
+        out->full_decode = full != 0;
+        out->duration = dur;
+    }
+    fclose(f);
+    if (!ok)
+        vt_sig_free(out);
+    return ok ? 0 : -1;
+}
+
+static int cache_write(const char *file, const vt_sig *s) {
+    size_t len = 24 + (size_t)s->n * 28;
+    uint8_t *b = vt_malloc(len), *q = b;
+    uint32_t n = (uint32_t)s->n, full = (uint32_t)s->full_decode;
+    memcpy(q, magic, 8), q += 8;
+    memcpy(q, &n, 4), q += 4;
+    memcpy(q, &full, 4), q += 4;
+    memcpy(q, &s->duration, 8), q += 8;
+    for (int i = 0; i < s->n; i++) {
+        memcpy(q, &s->f[i].t, 4), q += 4;
+        memcpy(q, s->f[i].h, 24), q += 24;
+    }
+    char err[1024];
+    int rc = vt_file_write_atomic(file, b, len, err, sizeof err);
+    free(b);
+    return rc;
+}
+
+int vt_sig_cached(const char *path, const char *cache_dir, vt_sig *out, int *hit, char *err,
+                  size_t errlen) {
+    char file[4600];
+    if (hit)
+        *hit = 0;
+    int have = cache_dir && cache_path(path, cache_dir, file, sizeof file) == 0;
+    if (have && cache_read(file, out) == 0) {
+        if (hit)
+            *hit = 1;
+        return 0;
+    }
+    int ret = vt_sig_compute(path, out, err, errlen);
+    if (ret < 0 || !have)
+        return ret;
+    cache_write(file, out); /* a cache that cannot be written only costs time */
+    return 0;
+}

@@ -1,0 +1,265 @@
+/*
+ * test_zoo_x3d.c: vidtrain's X3D computes what pytorchvideo's X3D computes, against
+ * tests/oracle/torch_x3d.py (X3D in plain torch from pytorchvideo's published
+ * architecture, with its state-dict names; test_zoo.c checks that those names, shapes and
+ * order are exactly vidtrain's for all four members, and the parameter counts):
+ *   x3d_xs (5 classes, 2 clips of 4x64x64; every op of the family: the stem's depthwise
+ *     5x1x1, depthwise 3x3x3 with stride 2, squeeze-excitation, SiLU, the projected-pool
+ *     head) with PyTorch's seeded weights, SE biases made non-zero, BN statistics from a
+ *     pass over the clips: eval logits, then one training forward + cross-entropy +
+ *     backward — logits, EVERY parameter gradient, every BN buffer after the step — on
+ *     cpu-ref and cpu;
+ *   x3d_l (25 blocks in its third stage; 3 classes, 2 clips of 2x32x32): eval logits on
+ *     cpu (the cheap forward of the deep member);
+ *   pytorchvideo's initialisation (c2_msra_fill: kaiming_normal_ fan_out on every conv, the
+ *     depthwise ones included, biases 0; linear N(0, 0.01)).
+ * Tolerances (NMSE, sum (a-b)^2 / sum b^2), argued as test_zoo_s3d.c's: training logits
+ * 1e-8, BN buffers 1e-10. EVAL logits: random weights with BN statistics of two clips
+ * make X3D's output itself ill-conditioned — x3d_l's logits reach ~1e3 and PyTorch's
+ * float32 ones are NMSE ~1e-7 from its float64 ones, x3d_xs's ~5e-11 — so, as for the
+ * gradients below, the truth is float64 and vidtrain must be within NMSE_VS_TORCH times
+ * PyTorch float32's distance from it (at least 1e-9: x3d_xs's measured 1.5e-10 on cpu is
+ * 3.4x PyTorch's 4.4e-11, too near 4x for a floor of 1e-10 to be safe across machines,
+ * and a wrong eps or a lost SE still moves the logits by NMSE > 1e-6). The training
+ * GRADIENTS are ill-conditioned at this size: the last stage's BN normalises over 2 clips x 4 x 2 x 2
+ * values, and PyTorch's own float32 gradients differ from its float64 ones by NMSE up to
+ * ~2e-4 (the script prints it). So their truth is PyTorch's float64 gradient, and
+ * vidtrain's must be within NMSE_VS_TORCH times PyTorch float32's own distance from it
+ * (at least 1e-8): as exact as PyTorch, where a transposed depthwise kernel, a missing SE
+ * scale or SiLU's derivative taken from its output instead of its input is NMSE > 1e-2.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "base/common.h"
+#include "models/net.h"
+#include "models/registry.h"
+#include "models/formats/safetensors.h"
+#include "tests/testutil.h"
+
+#define NMSE_EVAL 1e-9 /* the floor under the float64 yardstick (file comment) */
+#define NMSE_TRAIN 1e-8
+#define NMSE_STATS 1e-10
+#define NMSE_VS_TORCH 4.0 /* gradients: within 4x PyTorch float32's own NMSE (above) */
+
+static float *gread(const vt_ckpt_info *info, const char *name, int64_t *numel) {
+    const vt_ckpt_tensor *t = vt_ckpt_find(info, name);
+    VT_CHECK(t, "golden file lacks '%s'", name);
+    float *h = vt_malloc((size_t)VT_MAX(t->numel, 1) * sizeof(float));
+    char err[512];
+    VT_CHECK(vt_ckpt_read_tensor(info, t, h, err, sizeof err) == 0, "%s", err);
+    if (numel)
+        *numel = t->numel;
+    return h;
+}
+
+static double cmp(const char *what, const char *name, const float *mine, const float *ref,
+                  int64_t n, double tol) {
+    double e = vt_nmse(mine, ref, n);
+    TCHECK(e <= tol && e == e, "%s: %s NMSE %.3g > %.1g (max abs diff %.3g)", what, name, e, tol,
+           vt_max_abs_diff(mine, ref, n));
+    return e;
+}
+
+/* The net's state dict from the golden file, by name and shape (PyTorch's layout). */
+static void load_state(vt_net *net, const vt_ckpt_info *info, const char *what) {
+    vt_backend *be = vt_net_backend(net);
+    for (int i = 0; i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *t = vt_net_tensor(net, i);
+        const vt_ckpt_tensor *ft = vt_ckpt_find(info, t->name);
+        TCHECK(ft != NULL, "%s: torch's state dict lacks '%s'", what, t->name);
+        if (!ft)
+            continue;
+        /* num_batches_tracked (shape []) comes as [1]: save_st's np.ascontiguousarray
+         * makes 0-d arrays 1-d. test_zoo.c checks the shapes of torch's own listing. */
+        int same = ft->is_int64 == t->is_int64 && ft->numel == t->numel &&
+                   (t->ndim == 0 || ft->ndim == t->ndim);
+        for (int d = 0; same && d < t->ndim; d++)
+            same = ft->shape[d] == t->shape[d];
+        TCHECK(same, "%s: '%s' has another shape or dtype in torch", what, t->name);
+        float *h = gread(info, t->name, NULL);
+        float *dst = (t->is_buffer ? vt_net_buffers(net) : vt_net_params(net)) + t->offset;
+        be->i->to_device(be, dst, h, (size_t)t->numel * sizeof(float));
+        free(h);
+    }
+}
+
+/* Eval logits of the first n_eval clips; then, if train, one training step's logits,
+ * gradients (those the file has) and buffers after it. */
+static void run(const char *model, int classes, int t, int hw, const vt_ckpt_info *info,
+                const char *bename, int n_eval, int train) {
+    char what[64], err[512];
+    snprintf(what, sizeof what, "%s/%s", model, bename);
+    vt_backend *be = vt_backend_init(bename, 0, 0, 0);
+    VT_CHECK(be, "backend %s", bename);
+    vt_net_cfg cfg;
+    vt_net_cfg_default(&cfg, model, classes, t, hw, hw);
+    vt_net *net = vt_net_init(&cfg, be, 2, err, sizeof err);
+    VT_CHECK(net, "%s: %s", what, err);
+    load_state(net, info, what);
+    int64_t xn;
+    float *hx = gread(info, "x", &xn);
+    VT_CHECK(xn == 2 * 3LL * t * hw * hw, "%s: x has %lld floats", what, (long long)xn);
+    float *x = vt_backend_alloc_x(be, (size_t)xn * sizeof(float), "input");
+    be->i->to_device(be, x, hx, (size_t)xn * sizeof(float));
+    float *mine = vt_malloc((size_t)2 * classes * sizeof(float));
+    double worst = 0, torch32 = 0, t0 = vt_now();
+
+    vt_net_forward(net, x, n_eval, 0);
+    be->i->to_host(be, mine, vt_net_logits(net, 0), (size_t)n_eval * classes * sizeof(float));
+    float *ref = gread(info, "eval_logits.0", NULL);
+    float *y32 = gread(info, "torch32_nmse.eval_logits.0", NULL); /* float64 truth */
+    const double eval = cmp(what, "eval_logits.0", mine, ref, (int64_t)n_eval * classes,
+                            fmax(NMSE_EVAL, NMSE_VS_TORCH * y32[0]));
+    const double y32v = y32[0];
+    free(y32);
+    /* The features matter (not the bias alone): the two clips' logits differ. */
+    TCHECK(vt_nmse(ref, ref + classes, classes) > 1e-4, "%s: torch's logits of the two clips "
+           "are alike", what);
+    free(ref);
+    double t1 = vt_now();
+    int ngrads = 0, nbufs = 0;
+    if (train) {
+        float *lf = gread(info, "label.0", NULL);
+        int32_t lab[2] = {(int32_t)lf[0], (int32_t)lf[1]};
+        free(lf);
+        int32_t *dlab = vt_backend_alloc_x(be, sizeof lab, "labels");
+        be->i->to_device(be, dlab, lab, sizeof lab);
+        vt_targets tg;
+        memset(&tg, 0, sizeof tg);
+        tg.label[0] = dlab;
+        vt_net_zero_grad(net);
+        vt_net_forward(net, x, 2, 1);
+        vt_net_loss(net, NULL, NULL, &tg, 0.5f); /* cross_entropy's mean over 2 clips */
+        vt_net_backward(net);
+        vt_backend_sync(be);
+        be->i->to_host(be, mine, vt_net_logits(net, 0), (size_t)2 * classes * sizeof(float));
+        ref = gread(info, "logits.0", NULL);
+        worst = fmax(worst, cmp(what, "logits.0", mine, ref, 2LL * classes, NMSE_TRAIN));
+        free(ref);
+        const int64_t np = vt_net_num_params(net), nb = vt_net_num_buffers(net);
+        float *hg = vt_malloc((size_t)np * sizeof(float)), *hb = vt_malloc((size_t)nb * 4);
+        be->i->to_host(be, hg, vt_net_grads(net), (size_t)np * sizeof(float));
+        be->i->to_host(be, hb, vt_net_buffers(net), (size_t)nb * sizeof(float));
+        for (int i = 0; i < vt_net_num_tensors(net); i++) {
+            const vt_tensor_info *ti = vt_net_tensor(net, i);
+            char name[192];
+            snprintf(name, sizeof name, "%s.%s", ti->is_buffer ? "after" : "grad", ti->name);
+            if (!vt_ckpt_find(info, name))
+                continue;
+            ref = gread(info, name, NULL);
+            double tol = ti->is_buffer ? NMSE_STATS : NMSE_TRAIN;
+            char yard[192];
+            snprintf(yard, sizeof yard, "torch32_nmse.%s", ti->name);
+            if (!ti->is_buffer && vt_ckpt_find(info, yard)) { /* a float64 truth */
+                float *t32 = gread(info, yard, NULL);
+                tol = fmax(tol, NMSE_VS_TORCH * t32[0]);
+                torch32 = fmax(torch32, t32[0]);
+                free(t32);
+            }
+            worst = fmax(worst, cmp(what, name, (ti->is_buffer ? hb : hg) + ti->offset, ref,
+                                    ti->numel, tol));
+            free(ref);
+            ngrads += !ti->is_buffer;
+            nbufs += ti->is_buffer;
+        }
+        TCHECK(ngrads > 0 && nbufs > 0, "%s: no gradient or buffer compared", what);
+        free(hg);
+        free(hb);
+        vt_backend_free_ptr(be, dlab);
+    }
+    printf("%-7s %-8s eval %d clip%s %.1fs: NMSE %.2g (PyTorch float32's own %.2g)", model,
+           bename, n_eval, n_eval == 1 ? "" : "s", t1 - t0, eval, y32v);
+    if (train)
+        printf("; train step of 2 %.1fs, logits, %d gradients, %d buffers: worst NMSE %.2g "
+               "(PyTorch float32's own: %.2g)", vt_now() - t1, ngrads, nbufs, worst, torch32);
+    printf("\n");
+    free(mine);
+    free(hx);
+    vt_backend_free_ptr(be, x);
+    vt_net_free(&net);
+    TCHECK(be->in_use == 0, "%s: %lld bytes left allocated", what, (long long)be->in_use);
+    vt_backend_free(&be);
+}
+
+static void stats(const float *x, int64_t n, double *mean, double *std, double *amax) {
+    double s = 0, q = 0;
+    *amax = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += x[i];
+        q += (double)x[i] * x[i];
+        *amax = fmax(*amax, fabs(x[i]));
+    }
+    *mean = s / (double)n;
+    *std = sqrt(q / (double)n - *mean * *mean);
+}
+
+/* pytorchvideo's init_net_weights on vidtrain's x3d_xs. */
+static void check_init(void) {
+    vt_backend *be = vt_backend_init("cpu-ref", 0, 1, 0);
+    vt_net_cfg cfg;
+    char err[512];
+    vt_net_cfg_default(&cfg, "x3d_xs", 400, 4, 160, 160);
+    vt_net *net = vt_net_init(&cfg, be, 0, err, sizeof err);
+    TCHECK(net != NULL, "x3d_xs: %s", err);
+    if (!net)
+        return;
+    vt_net_init_weights(net, 3);
+    const float *p = vt_net_params(net);
+    double m, s, a;
+    /* blocks.3.res_blocks.0.branch2.conv_b: depthwise 216 x 1 x 3x3x3, fan_out 216*27:
+     * std sqrt(2/5832); 5,832 draws: the sample std within 3/sqrt(2n) = 2.8% (3 sigma). */
+    const vt_tensor_info *t = vt_net_find_tensor(net, "blocks.3.res_blocks.0.branch2.conv_b.weight");
+    TCHECK(t && t->shape[1] == 1, "conv_b weight shape");
+    stats(p + t->offset, t->numel, &m, &s, &a);
+    TCHECK(fabs(s / sqrt(2.0 / (216 * 27)) - 1) < 0.03, "depthwise conv std %g", s);
+    /* the SE's 1x1x1 convs: fan_out 432 -> 32 (round_width(432/16) = 32) */
+    t = vt_net_find_tensor(net, "blocks.4.res_blocks.0.branch2.norm_b.1.block.0.weight");
+    TCHECK(t && t->shape[0] == 32 && t->shape[1] == 432, "SE block.0 shape");
+    stats(p + t->offset, t->numel, &m, &s, &a);
+    TCHECK(fabs(s / sqrt(2.0 / 32) - 1) < 0.03, "SE conv std %g", s);
+    t = vt_net_find_tensor(net, "blocks.4.res_blocks.0.branch2.norm_b.1.block.2.bias");
+    stats(p + t->offset, t->numel, &m, &s, &a);
+    TCHECK(a == 0, "SE bias not 0");
+    t = vt_net_find_tensor(net, "blocks.5.proj.weight"); /* N(0, 0.01), 819,200 draws */
+    stats(p + t->offset, t->numel, &m, &s, &a);
+    TCHECK(fabs(s / 0.01 - 1) < 0.01, "proj std %g", s);
+    TCHECK(!vt_net_find_tensor(net, "blocks.1.res_blocks.1.branch2.norm_b.1.block.0.weight") &&
+               vt_net_find_tensor(net, "blocks.1.res_blocks.2.branch2.norm_b.1.block.0.weight"),
+           "SE on every other block");
+    vt_net_free(&net);
+    vt_backend_free(&be);
+}
+
+int main(void) {
+    check_init();
+    const char *dir = vt_test_dir("zoo_x3d");
+    const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
+    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "%s -W ignore '%s/tests/oracle/torch_x3d.py' golden '%s'", py, src,
+             dir);
+    int rc = system(cmd);
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == VT_TEST_SKIP) {
+        fprintf(stderr, "SKIP: %s cannot import torch\n", py);
+        return VT_TEST_SKIP;
+    }
+    VT_CHECK(rc == 0, "%s failed (status %d)", cmd, rc);
+    char path[4200], err[512];
+    vt_ckpt_info info;
+    snprintf(path, sizeof path, "%s/x3d_xs.safetensors", dir);
+    VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
+    run("x3d_xs", 5, 4, 64, &info, "cpu", 2, 1);
+    run("x3d_xs", 5, 4, 64, &info, "cpu-ref", 2, 1);
+    vt_ckpt_info_free(&info);
+    snprintf(path, sizeof path, "%s/x3d_l.safetensors", dir);
+    VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
+    run("x3d_l", 3, 4, 64, &info, "cpu", 2, 0);
+    vt_ckpt_info_free(&info);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
+    return vt_test_done("test_zoo_x3d");
+}

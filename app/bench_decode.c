@@ -105,7 +105,8 @@ static void usage(FILE *f) {
             "Sequential: open + index + decode + scale of every frame, one video after another.\n"
             "Clips: open + index, then K clips at random positions (seek, decode, pick, scale);\n"
             "clip positions depend on (seed, file order) only, not on the workers.\n"
-            "Prints 'RESULT mode=... ' lines for bench/bench-decode.sh.\n");
+            "Prints 'RESULT mode=... ' lines for bench/bench-decode.sh. Each file that cannot\n"
+            "be read is named with its reason; exit 1 when none could (or --starts-out failed).\n");
 }
 
 /* Process CPU seconds, every thread (decoder threads included). */
@@ -173,6 +174,7 @@ static void list_sizes(file_list *files, int threads, int short_side) {
 /* Clip mode: what one video produced. starts is (per_video) clip starts. */
 typedef struct clip_job {
     int ok;              /* opened */
+    char why[1024];      /* why not */
     int64_t clips;       /* clips read without error */
     int64_t *starts;     /* (per_video) */
     int sw, sh;          /* output size before rotation (what swscale makes) */
@@ -205,8 +207,10 @@ static void *clip_worker(void *arg) {
         double t0 = vt_now();
         int rc = vt_video_open(&v, r->files->path[i], r->threads, err, sizeof err);
         job->open_s = vt_now() - t0;
-        if (rc < 0)
+        if (rc < 0) {
+            snprintf(job->why, sizeof job->why, "%s: %s", r->files->path[i], err);
             continue;
+        }
         job->ok = 1;
         int ow, oh;
         vt_video_scaled_size(v, r->short_side, &ow, &oh);
@@ -238,9 +242,11 @@ static void *clip_worker(void *arg) {
     return NULL;
 }
 
-static void bench_clips(const file_list *files, int threads, int short_side, int clip,
-                        int stride, int per_video, int workers, uint64_t seed,
-                        const char *starts_out) {
+/* Returns the videos that opened, or -1 when --starts-out could not be written; each
+ * that did not is named with its reason unless named already (named). */
+static int bench_clips(const file_list *files, int threads, int short_side, int clip,
+                       int stride, int per_video, int workers, uint64_t seed,
+                       const char *starts_out, int named) {
     clip_run r = {.files = files, .threads = threads, .short_side = short_side, .clip = clip,
                   .stride = stride, .per_video = per_video, .seed = seed};
     atomic_init(&r.next, 0);
@@ -264,6 +270,8 @@ static void bench_clips(const file_list *files, int threads, int short_side, int
     double open_s = 0;
     for (int i = 0; i < files->n; i++) {
         ok += r.jobs[i].ok;
+        if (!r.jobs[i].ok && !named)
+            fprintf(stderr, "vidtrain bench decode: %s\n", r.jobs[i].why);
         decoded += r.jobs[i].decoded;
         seeks += r.jobs[i].seeks;
         nclips += r.jobs[i].clips;
@@ -285,8 +293,10 @@ static void bench_clips(const file_list *files, int threads, int short_side, int
         }
         int bad = ferror(f);
         VT_CHECK(fclose(f) == 0 && !bad, "building %s in memory failed", starts_out);
-        if (vt_file_write_atomic(starts_out, text, len, err, sizeof err) != 0)
+        if (vt_file_write_atomic(starts_out, text, len, err, sizeof err) != 0) {
             fprintf(stderr, "vidtrain bench decode: %s\n", err);
+            ok = -1;
+        }
         free(text);
     }
     printf("clips: %d videos (%d unreadable), %lld clips of %d frames (stride %d), %d worker%s "
@@ -301,9 +311,11 @@ static void bench_clips(const file_list *files, int threads, int short_side, int
     for (int i = 0; i < files->n; i++)
         free(r.jobs[i].starts);
     free(r.jobs);
+    return ok;
 }
 
-static void bench_sequential(const file_list *files, int threads, int short_side) {
+/* Returns the videos decoded whole; each that was not is named with its reason. */
+static int bench_sequential(const file_list *files, int threads, int short_side) {
     char err[512];
     int64_t frames = 0;
     int bad = 0, ok = 0;
@@ -317,13 +329,15 @@ static void bench_sequential(const file_list *files, int threads, int short_side
         open_s += b - a;
         open_cpu += bc - ac;
         if (rc < 0) {
+            fprintf(stderr, "vidtrain bench decode: %s: %s\n", files->path[i], err);
             bad++;
             continue;
         }
         int64_t got = 0;
-        if (vt_video_decode_all(v, short_side, NULL, NULL, &got, err, sizeof err) < 0)
+        if (vt_video_decode_all(v, short_side, NULL, NULL, &got, err, sizeof err) < 0) {
+            fprintf(stderr, "vidtrain bench decode: %s: %s\n", files->path[i], err);
             bad++;
-        else
+        } else
             ok++;
         dec_s += vt_now() - b;
         dec_cpu += cpu_now() - bc;
@@ -338,6 +352,7 @@ static void bench_sequential(const file_list *files, int threads, int short_side
     printf("RESULT mode=sequential videos=%d frames=%lld seconds=%.4f open_seconds=%.4f "
            "decode_seconds=%.4f cpu_seconds=%.4f decode_cpu_seconds=%.4f\n",
            ok, (long long)frames, dt, open_s, dec_s, cpu, dec_cpu);
+    return ok;
 }
 
 int vt_bench_decode(int argc, char **argv) {
@@ -444,11 +459,19 @@ int vt_bench_decode(int argc, char **argv) {
     }
     printf("vidtrain bench decode: %d files, threads %d, short side %d, decode %s\n", files.n,
            threads, short_side, vt_decode_mode_name(vt_video_get_decode()));
-    if (seq)
-        bench_sequential(&files, threads, short_side);
-    if (clips)
-        bench_clips(&files, threads, short_side, clip, stride, per_video, workers, seed,
-                    starts_out);
+    /* A figure over no video measures nothing: exit 1 (each file was named). */
+    int got = seq ? bench_sequential(&files, threads, short_side) : 1;
+    if (clips) {
+        int c = bench_clips(&files, threads, short_side, clip, stride, per_video, workers,
+                            seed, starts_out, seq);
+        got = c < 0 ? -1 : got > 0 ? c : got;
+    }
+    if (got <= 0) {
+        if (got == 0)
+            fprintf(stderr, "vidtrain bench decode: none of the %d files could be read\n",
+                    files.n);
+        rc = 1;
+    }
 done:
     for (int i = 0; i < files.n; i++)
         free(files.path[i]);

@@ -271,8 +271,42 @@ int vt_dir_exists(const char *path) {
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+static const char *kind_of(mode_t m);
+
+int vt_open_regular(const char *path, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        vt_set_err(err, errlen, "cannot read %s: cannot open it: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        vt_set_err(err, errlen, "cannot read %s: it is %s, not a regular file (give a file)",
+                   path, kind_of(st.st_mode));
+        close(fd);
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
+FILE *vt_fopen_regular(const char *path, char *err, size_t errlen) {
+    int fd = vt_open_regular(path, err, errlen);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (fd >= 0 && !f) {
+        vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+        close(fd);
+    }
+    return f;
+}
+
 char *vt_file_read(const char *path) {
-    FILE *f = fopen(path, "rb");
+    char err[8];
+    FILE *f = vt_fopen_regular(path, err, sizeof err);
     if (!f)
         return NULL;
     size_t cap = 4096, n = 0, r;
@@ -416,8 +450,37 @@ char *vt_path_real_future(const char *dir) {
     return base;
 }
 
+/* 0 when neither real (a resolved path, cut in place) nor a folder above it is an input
+ * folder; else -1 with err naming path and the input. */
+static int inside_input(char *real, const char *path, char *err, size_t errlen) {
+    struct stat st;
+    for (char *p = real; p && *p;) {
+        const input_ent *in = stat(p, &st) == 0 ? input_of(&st, 1) : NULL;
+        if (in) {
+            vt_set_err(err, errlen, "refusing to write %s: it is inside %s, an input folder "
+                       "of this command (write outputs outside it)", path, in->path);
+            return -1;
+        }
+        char *s = strrchr(p, '/');
+        if (!s || (s == p && p[1] == 0))
+            break;
+        if (s == p)
+            s[1] = 0; /* "/" itself last */
+        else
+            *s = 0;
+    }
+    return 0;
+}
+
 int vt_output_check(const char *path, char *err, size_t errlen) {
     struct stat st;
+    if (stat(path, &st) != 0 && errno == ELOOP) {
+        /* A link loop at the name: the rename would replace the link itself. (Other
+         * failures, a file used as a folder, fail at the write with their reason.) */
+        vt_set_err(err, errlen, "refusing to write %s: %s (give the path of a regular file "
+                   "or a new name)", path, strerror(errno));
+        return -1;
+    }
     if (stat(path, &st) == 0) {
         if (!S_ISREG(st.st_mode)) {
             vt_set_err(err, errlen, "refusing to write %s: it is %s, which the output would "
@@ -446,25 +509,16 @@ int vt_output_check(const char *path, char *err, size_t errlen) {
         *slash = 0;
     char *real = vt_path_real_future(dir);
     free(dir);
-    int rc = 0;
-    for (char *p = real; p && *p && rc == 0;) {
-        if (stat(p, &st) == 0) {
-            const input_ent *in = input_of(&st, 1);
-            if (in) {
-                vt_set_err(err, errlen, "refusing to write %s: it is inside %s, an input folder "
-                           "of this command (write outputs outside it)", path, in->path);
-                rc = -1;
-            }
-        }
-        char *s = strrchr(p, '/');
-        if (!s || (s == p && p[1] == 0))
-            break;
-        if (s == p)
-            s[1] = 0; /* "/" itself last */
-        else
-            *s = 0;
-    }
+    int rc = inside_input(real, path, err, errlen);
     free(real);
+    /* A link at the output's name lands where it points, which the rename would not
+     * change, but a writer that opens the name (FFmpeg's avio_open) writes there: one
+     * that points into an input folder (DST/x.mp4 -> SRC/x.mp4) is refused too. */
+    if (rc == 0 && lstat(path, &st) == 0 && S_ISLNK(st.st_mode) &&
+        (real = realpath(path, NULL)) != NULL) {
+        rc = inside_input(real, path, err, errlen);
+        free(real);
+    }
     return rc;
 }
 

@@ -101,8 +101,17 @@ const char *vt_fmt_bytes(char *buf, size_t n, int64_t bytes);
 /* 1 when path is a regular file / a folder (links followed). */
 int vt_file_exists(const char *path);
 int vt_dir_exists(const char *path);
-/* Whole file as a NUL-terminated string (free()), NULL if unreadable. */
+/* Whole file as a NUL-terminated string (free()), NULL if unreadable or not a regular
+ * file (vt_open_regular). */
 char *vt_file_read(const char *path);
+/* Opens path for reading when it is a regular file (links followed): the descriptor, or
+ * -1 with err naming path and what it is instead (a FIFO, a folder, a device node) or the
+ * system's reason. Every input file is opened through it: a FIFO is never waited on (it
+ * is opened O_NONBLOCK, then refused), where a plain open() blocks until a writer comes,
+ * for ever. */
+int vt_open_regular(const char *path, char *err, size_t errlen);
+/* The same as a stdio stream ("rb"), NULL with err set. */
+FILE *vt_fopen_regular(const char *path, char *err, size_t errlen);
 
 /*
  * The atomic file writer: the content goes to a temporary file beside `path` (same

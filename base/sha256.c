@@ -4,6 +4,8 @@
  */
 #include "base/sha256.h"
 
+#include "base/common.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -95,7 +97,8 @@ void vt_sha256_hex(vt_sha256 *s, char hex[65]) {
 }
 
 int vt_sha256_file(const char *path, char hex[65]) {
-    FILE *f = fopen(path, "rb");
+    char err[8];
+    FILE *f = vt_fopen_regular(path, err, sizeof err);
     if (!f)
         return -1;
     vt_sha256 s;

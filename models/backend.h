@@ -257,6 +257,56 @@ typedef struct vt_backend_i {
     void (*linear_backward)(vt_backend *be, float *din, float *dw, float *db, const float *dout,
                             const float *in, const float *w, int n, int in_f, int out_f);
 
+    /* ---- transformer ops (models/cpu/cpu_attn.c; docs/design.md §5.1). FP32 only for
+     *      now: every array is float32 (a backend without them leaves the slots NULL). ----
+     * Token sequences are (N, L, C) row-major: L tokens of C features per clip, so a linear
+     * layer on tokens is linear_forward with n = N*L rows.
+     * layernorm over the last dim (rows = N*L, c features): out = (x - mean) * invstd *
+     * gamma + beta, invstd = 1/sqrt(var_biased + eps); mean and invstd (rows) are saved for
+     * the backward (PyTorch F.layer_norm). dgamma, dbeta accumulate; din is overwritten. */
+    void (*layernorm_forward)(vt_backend *be, float *out, float *mean, float *invstd,
+                              const float *x, const float *gamma, const float *beta, int64_t rows,
+                              int c, float eps);
+    void (*layernorm_backward)(vt_backend *be, float *din, float *dgamma, float *dbeta,
+                               const float *dout, const float *x, const float *mean,
+                               const float *invstd, const float *gamma, int64_t rows, int c);
+    /* GELU, erf form (PyTorch's default): out = x/2 (1 + erf(x/sqrt 2)); the backward reads
+     * the forward INPUT (so it is never in place). */
+    void (*gelu_forward)(vt_backend *be, float *out, const float *in, int64_t n);
+    void (*gelu_backward)(vt_backend *be, float *din, const float *dout, const float *in,
+                          int64_t n);
+    /* Multi-head self-attention, scaled dot product. qkv (N, L, 3, H, D) is the output of
+     * the qkv linear (q, k, v side by side per token, timm/VideoMAE's layout); out
+     * (N, L, H, D) = softmax(q k^T / sqrt(D)) v per head, heads side by side (what the
+     * projection reads); lse (N, H, L) the log-sum-exp of each query's scaled logits,
+     * saved for the backward, which recomputes the probabilities a query row at a time:
+     * no T x T matrix is ever stored (flash-attention's scheme). dqkv is overwritten. */
+    void (*attention_forward)(vt_backend *be, float *out, float *lse, const float *qkv, int n,
+                              int tokens, int heads, int head_dim);
+    void (*attention_backward)(vt_backend *be, float *dqkv, const float *dout, const float *qkv,
+                               const float *out, const float *lse, int n, int tokens, int heads,
+                               int head_dim);
+    /* out (N, B, A) = the transpose of each clip's in (N, A, B): (N, C, T*H*W) feature maps
+     * to (N, L, C) tokens (the patch embedding) and back (its backward, with A, B swapped). */
+    void (*transpose)(vt_backend *be, float *out, const float *in, int n, int a, int b);
+    /* out (N, C) = the mean over L of in (N, L, C) (mean pooling of tokens); the backward
+     * spreads dout/L over the tokens (din overwritten). */
+    void (*token_mean_forward)(vt_backend *be, float *out, const float *in, int n, int tokens,
+                               int c);
+    void (*token_mean_backward)(vt_backend *be, float *din, const float *dout, int n, int tokens,
+                                int c);
+    /* out = in + pos, pos (L*C) broadcast over the N clips (position embeddings; the
+     * gradient of a learned pos is the sum of dout over the clips: dpos accumulates). */
+    void (*add_bcast)(vt_backend *be, float *out, const float *in, const float *pos, int n,
+                      int64_t per);
+    void (*add_bcast_backward)(vt_backend *be, float *dpos, const float *dout, int n,
+                               int64_t per);
+    /* Drop path (stochastic depth): out[n] = in[n] * scale[n], scale (N) of 0 or 1/(1-p)
+     * per clip from vt_drop_path_keep (the same draw on every backend and tower, like
+     * dropout's mask); the backward multiplies dout by the same scale. */
+    void (*scale_rows)(vt_backend *be, float *out, const float *in, const float *scale, int n,
+                       int64_t per);
+
     /* ---- dropout: counter-based so every backend draws the same mask ----
      * keep[i] = (vt_hash64(seed ^ (i * golden)) >> 40) / 2^24 >= p; mask[i] = keep/(1-p).
      * out, in, din, dout [A]; the mask is F32. */

@@ -8,11 +8,13 @@
  */
 #include "models/finetune.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/common.h"
+#include "models/zoo.h"
 
 static int starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
 
@@ -30,7 +32,22 @@ static int is_resnet(const char *m) {
     return !strcmp(m, "r3d18") || !strcmp(m, "mc3_18") || !strcmp(m, "r2plus1d18");
 }
 
+int vt_finetune_nlayers(const char *model) { return vt_zoo_vit_depth(model); }
+
+const char *vt_finetune_weights_licence(const char *model) {
+    return vt_finetune_nlayers(model) > 0
+               ? "CC-BY-NC 4.0 if these are the VideoMAE / VideoMAEv2 release weights "
+                 "(non-commercial use only)"
+               : NULL;
+}
+
 int vt_finetune_stage(const char *model, const char *name) {
+    if (vt_finetune_nlayers(model) > 0) {
+        if (starts(name, "patch_embed."))
+            return 0;
+        int k = index_after(name, "blocks.");
+        return k >= 0 ? k + 1 : -1;
+    }
     if (is_resnet(model)) {
         if (starts(name, "stem."))
             return 0;
@@ -70,6 +87,8 @@ int vt_finetune_stage(const char *model, const char *name) {
 }
 
 int vt_finetune_nstages(const char *model) {
+    if (vt_finetune_nlayers(model) > 0)
+        return vt_finetune_nlayers(model);
     if (!strncmp(model, "x3d_", 4))
         return 5;
     if (is_resnet(model) || !strcmp(model, "s3d"))
@@ -82,7 +101,8 @@ int vt_finetune_nstages(const char *model) {
 }
 
 int vt_finetune_groups(vt_optim_group *g, int maxg, const vt_net *net, int freeze,
-                       float head_mult) {
+                       float head_mult, float layer_decay) {
+    const int depth = vt_finetune_nlayers(vt_net_config(net)->model);
     const char *model = vt_net_config(net)->model;
     int n = 0;
     int64_t at = 0;
@@ -99,6 +119,8 @@ int vt_finetune_groups(vt_optim_group *g, int maxg, const vt_net *net, int freez
             mult = head_mult;
         else if (freeze >= 0 && st >= 0 && st <= freeze)
             mult = 0.0f;
+        if (depth > 0 && layer_decay != 1.0f)
+            mult *= (float)pow(layer_decay, st >= 0 ? depth + 1 - st : 0);
         if (n && g[n - 1].lr_mult == mult) {
             g[n - 1].hi += t->numel;
         } else {

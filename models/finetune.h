@@ -22,11 +22,22 @@ int vt_finetune_stage(const char *model, const char *tensor_name);
 /* The highest stage number of `model` (what --freeze may name). */
 int vt_finetune_nstages(const char *model);
 
+/* A transformer's depth D (its blocks; 0 for the other models). Its stages for --freeze
+ * are the patch embedding (0, the stem) and blocks.N (N+1); layer-wise lr decay gives
+ * stage s the multiplier F^(D+1-s) and fc_norm and the head F^0 = 1 (VideoMAE's
+ * LayerDecayValueAssigner with get_num_layer_for_vit). */
+int vt_finetune_nlayers(const char *model);
+/* The licence of the published weights a model of this kind starts from, for the run's
+ * config and log: the VideoMAE / VideoMAEv2 release weights' for the transformers
+ * ("CC-BY-NC 4.0 ..."), NULL for the others (torchvision's registry says its own). */
+const char *vt_finetune_weights_licence(const char *model);
+
 /* Optimizer groups over net's parameter arena (at most maxg, adjacent equal multipliers
  * merged): tensors of stages <= freeze at 0 (freeze < 0: none), the classifiers' at
- * head_mult, the rest at 1. Returns the count, or -1 when maxg is too small. */
+ * head_mult, the rest at 1; a transformer's then times its layer_decay multiplier (1:
+ * none). Returns the count, or -1 when maxg is too small. */
 int vt_finetune_groups(vt_optim_group *g, int maxg, const vt_net *net, int freeze,
-                       float head_mult);
+                       float head_mult, float layer_decay);
 /* BN layers of net put in eval mode for training (running statistics used and kept,
  * vt_net_set_bn_frozen): every one with all_bn, else those of stages <= freeze. Returns
  * how many. */

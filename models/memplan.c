@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "models/cpu/cpu_attn.h"
 #include "models/cpu/cpu_conv.h"
 #include "models/net.h"
 #include "models/net_graph.h"
@@ -38,6 +39,15 @@ static const char *node_kind_name(vt_node_kind k) {
     case VT_NODE_SILU: return "silu";
     case VT_NODE_SIGMOID: return "sigmoid";
     case VT_NODE_CHSCALE: return "chscale";
+    case VT_NODE_TOKENS: return "tokens";
+    case VT_NODE_POS: return "pos_sincos";
+    case VT_NODE_LN: return "layernorm";
+    case VT_NODE_GELU: return "gelu";
+    case VT_NODE_TLINEAR: return "linear";
+    case VT_NODE_QKV: return "qkv";
+    case VT_NODE_ATTN: return "attention";
+    case VT_NODE_TMEAN: return "mean";
+    case VT_NODE_DROPPATH: return "drop_path";
     }
     return "?";
 }
@@ -97,7 +107,9 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
      * (cpu_conv.h). BF16 (cpu-ref and cuda; the cpu backend has no BF16): the cuda
      * backend's bf16 staging of one layer's weights and of its weight gradient before
      * it is added to the float32 one, 2 x 2 bytes per weight of the largest conv or
-     * linear layer (cuda_ctx.c, vt_cuda_stage_w16/dw16). The cuda backend budgets its
+     * linear layer (cuda_ctx.c, vt_cuda_stage_w16/dw16). Attention: the cpu backend's
+     * per-thread head buffers (cpu_attn.h); the attention's saved log-sum-exps are in
+     * the per-clip plan (net_graph.c). The cuda backend budgets its
      * cuDNN workspace from what is left (cuda_conv.c, ws_available). */
     for (int i = 0; i < g.nnodes; i++) {
         const vt_node *nd = &g.nodes[i];
@@ -108,6 +120,9 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
         } else if (nd->kind == VT_NODE_CONV) {
             const int in_thw[3] = {nd->it, nd->ih, nd->iw};
             mp->scratch_bytes = VT_MAX(mp->scratch_bytes, vt_cpu_conv_scratch_bound(in_thw, &nd->conv));
+        } else if (nd->kind == VT_NODE_ATTN) { /* cpu_attn_fast.c's per-thread head */
+            mp->scratch_bytes = VT_MAX(mp->scratch_bytes,
+                                       vt_cpu_attn_scratch_bound(nd->t, nd->c / nd->heads));
         }
     }
     /* What the cuda backend needs beyond the arenas (vt_memplan_cuda_reserve, and the

@@ -79,7 +79,8 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
     net->bn_momentum = VT_BN_MOMENTUM;
     net->bn_pass_clips = -1;
     const vt_graph *g = &net->g;
-    if (vt_backend_set_precision(be, cfg->precision, err, errlen) < 0) {
+    if (vt_backend_set_precision(be, cfg->precision, err, errlen) < 0 ||
+        vt_netv_check_backend(net, err, errlen) < 0) {
         vt_graph_free(&net->g);
         free(net);
         return NULL;
@@ -127,6 +128,7 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
             VT_OP(be, fill, (float *)*arenas[i].p, 0.0f, arenas[i].bytes / 4);
     }
     VT_OP(be, fill, net->ws + g->one_off, 1.0f, 1);
+    vt_netv_init_ws(net);
     net->bn_count = vt_calloc((size_t)g->nnodes, sizeof(int64_t));
     net->bn_frozen = vt_calloc((size_t)g->nnodes, 1);
     net->host_loss = vt_calloc((size_t)cfg->nheads * (size_t)(max_batch ? max_batch : 1),
@@ -445,6 +447,9 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
             VT_OP(be, chscale_forward, out, in, act(net, nd->in[1]), n, nd->c,
                   (int64_t)nd->t * nd->h * nd->w);
             break;
+        default: /* the transformer nodes */
+            vt_netv_forward(net, i, in, out, n, train);
+            break;
         }
     }
     net->input = x;
@@ -758,6 +763,9 @@ void vt_net_backward(vt_net *net) {
             break;
         case VT_NODE_ADD:
         case VT_NODE_CONCAT:
+            break;
+        default: /* the transformer nodes */
+            vt_netv_backward(net, i, din, dout, in, n);
             break;
         }
         if (nd->din[0] == VT_DIN_ACCUM)

@@ -30,6 +30,8 @@ int64_t vt_netx_xtmp_floats(const vt_graph *g) {
             f = 2 * (int64_t)nd->c;
         if (nd->wt >= 0)
             f = VT_MAX(f, g->tensors[nd->wt].numel + (nd->bt >= 0 ? g->tensors[nd->bt].numel : 0));
+        if (nd->kind == VT_NODE_QKV || nd->kind == VT_NODE_LN) /* net_vit.c: [dw | 3C bias] */
+            f = VT_MAX(f, g->tensors[nd->wt].numel + nd->c);
         m = VT_MAX(m, f);
     }
     return m;

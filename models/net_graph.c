@@ -24,7 +24,17 @@ static int g_fail(vt_graph *g, const char *fmt, const char *a, int v0, int v1, i
     return -1;
 }
 
-static int g_new_node(vt_graph *g, vt_node_kind kind, const char *name, int in) {
+int vt_g_node_fail(vt_graph *g, const char *name, const char *fmt, int a, int b) {
+    if (!g->failed) {
+        char msg[200];
+        snprintf(msg, sizeof msg, fmt, a, b);
+        g->failed = 1;
+        snprintf(g->err, sizeof g->err, "%s: %s", name, msg);
+    }
+    return -1;
+}
+
+int vt_g_node_new(vt_graph *g, vt_node_kind kind, const char *name, int in) {
     if (g->failed)
         return -1;
     if (g->nnodes == g->capnodes) {
@@ -63,7 +73,7 @@ static int g_new_node(vt_graph *g, vt_node_kind kind, const char *name, int in) 
     return g->nnodes++;
 }
 
-static int g_tensor(vt_graph *g, int node, const char *suffix, vt_tensor_role role, int ndim,
+int vt_g_tensor_new(vt_graph *g, int node, const char *suffix, vt_tensor_role role, int ndim,
                     const int64_t *shape, int is_buffer, int is_int64) {
     if (g->ntensors == g->captensors) {
         g->captensors = g->captensors ? 2 * g->captensors : 128;
@@ -102,7 +112,7 @@ int vt_g_conv(vt_graph *g, const char *name, int in, int cout, const int k[3], c
 
 int vt_g_conv_groups(vt_graph *g, const char *name, int in, int cout, const int k[3],
                      const int s[3], const int p[3], int bias, int groups) {
-    int i = g_new_node(g, VT_NODE_CONV, name, in);
+    int i = vt_g_node_new(g, VT_NODE_CONV, name, in);
     if (i < 0)
         return -1;
     vt_node *nd = &g->nodes[i];
@@ -129,10 +139,10 @@ int vt_g_conv_groups(vt_graph *g, const char *name, int in, int cout, const int 
     nd->h = o[1];
     nd->w = o[2];
     int64_t ws[5] = {cout, nd->ic / groups, k[0], k[1], k[2]};
-    nd->wt = g_tensor(g, i, "weight", VT_ROLE_WEIGHT, 5, ws, 0, 0);
+    nd->wt = vt_g_tensor_new(g, i, "weight", VT_ROLE_WEIGHT, 5, ws, 0, 0);
     if (bias) {
         int64_t bs[1] = {cout};
-        nd->bt = g_tensor(g, i, "bias", VT_ROLE_BIAS, 1, bs, 0, 0);
+        nd->bt = vt_g_tensor_new(g, i, "bias", VT_ROLE_BIAS, 1, bs, 0, 0);
     }
     return i;
 }
@@ -142,23 +152,23 @@ int vt_g_bn(vt_graph *g, const char *name, int in) {
 }
 
 int vt_g_bn_ex(vt_graph *g, const char *name, int in, float eps, float momentum) {
-    int i = g_new_node(g, VT_NODE_BN, name, in);
+    int i = vt_g_node_new(g, VT_NODE_BN, name, in);
     if (i < 0)
         return -1;
     vt_node *nd = &g->nodes[i];
     nd->bn_eps = eps;
     nd->bn_momentum = momentum;
     int64_t cs[1] = {nd->c};
-    nd->wt = g_tensor(g, i, "weight", VT_ROLE_GAMMA, 1, cs, 0, 0);
-    nd->bt = g_tensor(g, i, "bias", VT_ROLE_BETA, 1, cs, 0, 0);
-    nd->rm = g_tensor(g, i, "running_mean", VT_ROLE_RUNNING_MEAN, 1, cs, 1, 0);
-    nd->rv = g_tensor(g, i, "running_var", VT_ROLE_RUNNING_VAR, 1, cs, 1, 0);
-    nd->nbt = g_tensor(g, i, "num_batches_tracked", VT_ROLE_NUM_BATCHES, 0, NULL, 1, 1);
+    nd->wt = vt_g_tensor_new(g, i, "weight", VT_ROLE_GAMMA, 1, cs, 0, 0);
+    nd->bt = vt_g_tensor_new(g, i, "bias", VT_ROLE_BETA, 1, cs, 0, 0);
+    nd->rm = vt_g_tensor_new(g, i, "running_mean", VT_ROLE_RUNNING_MEAN, 1, cs, 1, 0);
+    nd->rv = vt_g_tensor_new(g, i, "running_var", VT_ROLE_RUNNING_VAR, 1, cs, 1, 0);
+    nd->nbt = vt_g_tensor_new(g, i, "num_batches_tracked", VT_ROLE_NUM_BATCHES, 0, NULL, 1, 1);
     return i;
 }
 
 int vt_g_relu(vt_graph *g, const char *name, int in) {
-    int i = g_new_node(g, VT_NODE_RELU, name, in);
+    int i = vt_g_node_new(g, VT_NODE_RELU, name, in);
     if (i < 0)
         return -1;
     /* In place like nn.ReLU(inplace=True): safe because every producer we follow (conv,
@@ -168,11 +178,11 @@ int vt_g_relu(vt_graph *g, const char *name, int in) {
 }
 
 int vt_g_silu(vt_graph *g, const char *name, int in) {
-    return g_new_node(g, VT_NODE_SILU, name, in);
+    return vt_g_node_new(g, VT_NODE_SILU, name, in);
 }
 
 int vt_g_sigmoid(vt_graph *g, const char *name, int in) {
-    int i = g_new_node(g, VT_NODE_SIGMOID, name, in);
+    int i = vt_g_node_new(g, VT_NODE_SIGMOID, name, in);
     if (i >= 0) /* in place like relu: backward reads the output only */
         g->nodes[i].inplace = in >= 0;
     return i;
@@ -182,7 +192,7 @@ int vt_g_chscale(vt_graph *g, const char *name, int x, int s) {
     if (g->failed)
         return -1;
     VT_CHECK(x >= 0 && s >= 0, "%s: channel scale of the clip", name);
-    int i = g_new_node(g, VT_NODE_CHSCALE, name, x);
+    int i = vt_g_node_new(g, VT_NODE_CHSCALE, name, x);
     if (i < 0)
         return -1;
     vt_node *nd = &g->nodes[i];
@@ -198,7 +208,7 @@ int vt_g_chscale(vt_graph *g, const char *name, int x, int s) {
 /* A pooling window over in: max or average. */
 static int g_pool(vt_graph *g, vt_node_kind kind, const char *name, int in, const int k[3],
                   const int s[3], const int p[3]) {
-    int i = g_new_node(g, kind, name, in);
+    int i = vt_g_node_new(g, kind, name, in);
     if (i < 0)
         return -1;
     vt_node *nd = &g->nodes[i];
@@ -232,7 +242,7 @@ int vt_g_avgpool(vt_graph *g, const char *name, int in, const int k[3], const in
 }
 
 int vt_g_gap(vt_graph *g, const char *name, int in) {
-    int i = g_new_node(g, VT_NODE_GAP, name, in);
+    int i = vt_g_node_new(g, VT_NODE_GAP, name, in);
     if (i < 0)
         return -1;
     g->nodes[i].t = g->nodes[i].h = g->nodes[i].w = 1;
@@ -240,7 +250,7 @@ int vt_g_gap(vt_graph *g, const char *name, int in) {
 }
 
 int vt_g_linear(vt_graph *g, const char *name, int in, int out, int head) {
-    int i = g_new_node(g, VT_NODE_LINEAR, name, in);
+    int i = vt_g_node_new(g, VT_NODE_LINEAR, name, in);
     if (i < 0)
         return -1;
     vt_node *nd = &g->nodes[i];
@@ -252,15 +262,15 @@ int vt_g_linear(vt_graph *g, const char *name, int in, int out, int head) {
     nd->t = nd->h = nd->w = 1;
     nd->head = head;
     int64_t ws[2] = {out, in_f}, bs[1] = {out};
-    nd->wt = g_tensor(g, i, "weight", VT_ROLE_WEIGHT, 2, ws, 0, 0);
-    nd->bt = g_tensor(g, i, "bias", VT_ROLE_BIAS, 1, bs, 0, 0);
+    nd->wt = vt_g_tensor_new(g, i, "weight", VT_ROLE_WEIGHT, 2, ws, 0, 0);
+    nd->bt = vt_g_tensor_new(g, i, "bias", VT_ROLE_BIAS, 1, bs, 0, 0);
     if (head >= 0)
         g->head_node[head] = i;
     return i;
 }
 
 int vt_g_dropout(vt_graph *g, const char *name, int in, float p, int inplace) {
-    int i = g_new_node(g, VT_NODE_DROPOUT, name, in);
+    int i = vt_g_node_new(g, VT_NODE_DROPOUT, name, in);
     if (i < 0)
         return -1;
     g->nodes[i].drop_p = p;
@@ -271,7 +281,7 @@ int vt_g_dropout(vt_graph *g, const char *name, int in, float p, int inplace) {
 }
 
 int vt_g_add(vt_graph *g, const char *name, int a, int b) {
-    int i = g_new_node(g, VT_NODE_ADD, name, a);
+    int i = vt_g_node_new(g, VT_NODE_ADD, name, a);
     if (i < 0)
         return -1;
     vt_node *nd = &g->nodes[i];
@@ -302,7 +312,7 @@ int vt_g_concat(vt_graph *g, const char *name, const int *in, int nin) {
         return -1;
     for (int k = 0; k < nin; k++) /* the clip itself is no branch (backward gives it none) */
         VT_CHECK(in[k] >= 0, "%s: input %d is the clip", name, k);
-    int i = g_new_node(g, VT_NODE_CONCAT, name, in[0]);
+    int i = vt_g_node_new(g, VT_NODE_CONCAT, name, in[0]);
     if (i < 0)
         return -1;
     vt_node *nd = &g->nodes[i];
@@ -385,9 +395,16 @@ void vt_graph_plan(vt_graph *g) {
             nd->act_elems = act_round(g, vt_node_floats(nd));
             off += nd->act_elems;
         }
-        if (nd->kind == VT_NODE_DROPOUT) {
-            nd->mask_off = f32;
+        if (nd->kind == VT_NODE_DROPOUT)
             nd->mask_floats = vt_node_floats(nd);
+        if (nd->kind == VT_NODE_LN) /* mean and invstd of each row */
+            nd->mask_floats = 2 * (int64_t)nd->t * nd->h * nd->w;
+        if (nd->kind == VT_NODE_ATTN) /* the log-sum-exp of each head's query rows */
+            nd->mask_floats = (int64_t)nd->heads * nd->t;
+        if (nd->kind == VT_NODE_DROPPATH) /* the clip's scale */
+            nd->mask_floats = 1;
+        if (nd->mask_floats) {
+            nd->mask_off = f32;
             f32 += nd->mask_floats;
         }
     }
@@ -472,6 +489,12 @@ void vt_graph_plan(vt_graph *g) {
     int64_t ws = 0, scratch = 1;
     for (int i = 0; i < g->nnodes; i++) {
         vt_node *nd = &g->nodes[i];
+        if (nd->kind == VT_NODE_POS) { /* the sin-cos table */
+            nd->ws_off = ws;
+            ws += vt_node_floats(nd);
+        }
+        if (nd->kind == VT_NODE_QKV) /* [q_bias | 0 | v_bias] and its gradient */
+            scratch = VT_MAX(scratch, 6 * (int64_t)nd->ic);
         if (nd->kind != VT_NODE_BN)
             continue;
         nd->ws_off = ws;

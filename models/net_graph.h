@@ -35,6 +35,19 @@ typedef enum vt_node_kind {
     VT_NODE_SILU,    /* x * sigmoid(x) (Swish); not in place: backward reads its input */
     VT_NODE_SIGMOID, /* in place (backward reads its output) */
     VT_NODE_CHSCALE, /* in[0] (C, T, H, W) times in[1] (C) per channel (SE's torch.mul) */
+    /* Transformer nodes (net_graph_vit.c builds them, net_vit.c runs them). Their outputs
+     * are TOKEN sequences, (L, C) row-major per clip, recorded as c = C features, t = L
+     * tokens, h = w = 1. */
+    VT_NODE_TOKENS,  /* (C, T, H, W) feature map -> (L = T*H*W, C) tokens (flatten(2).T) */
+    VT_NODE_POS,     /* tokens + the fixed sin-cos position table (VideoMAE's) */
+    VT_NODE_LN,      /* LayerNorm over C, per token (rows of a (1, C) input too) */
+    VT_NODE_GELU,    /* erf GELU, element-wise */
+    VT_NODE_TLINEAR, /* a linear layer on every token: (L, I) -> (L, O) */
+    VT_NODE_QKV,     /* VideoMAE's qkv: (L, C) -> (L, 3C) by qkv.weight, with q_bias and
+                        v_bias and no k bias */
+    VT_NODE_ATTN,    /* multi-head self-attention on (L, 3C) qkv -> (L, C) */
+    VT_NODE_TMEAN,   /* the mean over tokens: (L, C) -> (C) */
+    VT_NODE_DROPPATH,/* drop path: a clip's whole input x 0 or 1/(1-p) in training */
 } vt_node_kind;
 
 /* Most inputs a node takes: add has 2, concat up to 4 (an Inception block's branches). */
@@ -55,6 +68,10 @@ typedef enum vt_din_mode {
 typedef enum vt_init_style {
     VT_INIT_TORCHVISION, /* video resnets, tiny: kaiming_normal_ fan_out, linear N(0, 0.01) */
     VT_INIT_C3D,         /* the C3D port: kaiming_normal_ fan_in, PyTorch defaults elsewhere */
+    VT_INIT_VIT,         /* VideoMAE's _init_weights: linear weights N(0, 0.02) (timm's
+                            trunc_normal_, whose +-2 cut is 100 std away), the head's
+                            scaled by init_scale 0.001, biases 0, LayerNorm 1 and 0; the
+                            patch embedding's conv keeps PyTorch's default */
     VT_INIT_PYTORCH,     /* PyTorch module defaults everywhere (S3D has no init code): conv
                             and linear kaiming_uniform_(a=sqrt(5)), biases U(+-1/sqrt(fan_in)) */
 } vt_init_style;
@@ -81,12 +98,16 @@ typedef struct vt_node {
     int wt, bt;           /* tensor indices: conv/linear weight, bias; BN gamma, beta */
     int rm, rv, nbt;      /* BN buffers */
     int64_t params;       /* trainable floats of this node */
+    int heads;            /* attention: heads */
+    int vt2;              /* qkv: v_bias tensor (q_bias is bt) */
     /* ---- the plan (vt_graph_plan) ---- */
     int64_t act_off;      /* per-clip element offset of the output in the activation region */
-    int64_t mask_off;     /* dropout mask: per-clip float offset in the float32 region */
+    int64_t mask_off;     /* dropout mask (layernorm: mean | invstd; attention: lse): per-clip
+                             float offset in the float32 region */
     int64_t act_elems;    /* per-clip activation elements this node adds (0 if in place) */
     int64_t mask_floats;  /* per-clip float32 values this node adds (its dropout mask) */
-    int64_t ws_off;       /* BN: mean (C) | invstd (C) | shift k (C) in the fixed workspace */
+    int64_t ws_off;       /* BN: mean (C) | invstd (C) | shift k (C) in the fixed workspace;
+                             pos: its table (L x C) there */
     int gslot;            /* slot holding d(output) in backward; -2-h for head h's dlogits */
     vt_din_mode din[VT_NODE_MAX_IN];
     int tmp_slot;         /* VT_DIN_ACCUM: temporary slot */
@@ -154,6 +175,33 @@ int vt_g_concat(vt_graph *g, const char *name, const int *in, int nin);
 /* A linear node whose state-dict weight is a 1x1x1 conv's, (out, in, 1, 1, 1): the same
  * floats as (out, in), which is how the linear op reads it (S3D's classifier.1). */
 void vt_g_linear_as_conv1(vt_graph *g, int node);
+
+/* The transformer builders (net_graph_vit.c). Token shapes as above; names as in the
+ * state dict of the model's PyTorch twin. vt_g_tokens takes a conv's (C, T, H, W). */
+int vt_g_tokens(vt_graph *g, const char *name, int in);
+int vt_g_pos_sincos(vt_graph *g, const char *name, int in);
+int vt_g_ln(vt_graph *g, const char *name, int in, float eps);
+int vt_g_gelu(vt_graph *g, const char *name, int in);
+int vt_g_tlinear(vt_graph *g, const char *name, int in, int out);
+int vt_g_qkv(vt_graph *g, const char *name, int in); /* tensors NAME.qkv.weight, NAME.q_bias,
+                                                        NAME.v_bias */
+int vt_g_attn(vt_graph *g, const char *name, int in, int heads);
+int vt_g_tmean(vt_graph *g, const char *name, int in);
+int vt_g_droppath(vt_graph *g, const char *name, int in, float p);
+/* Drop path's per-clip scale: 0 or 1/(1-p), from the clip's dropout seed (net.c: the
+ * seed of the pass plus the clip's index in it) and the node's index among the graph's
+ * drop paths: keep iff (hash64(hash64(seed) + 0x5D0000 + index) >> 40) / 2^24 >= p. */
+float vt_drop_path_scale(uint64_t clip_seed, int index, float p);
+/* For those builders: a new node fed by in (its shape copied), and a new tensor of it
+ * (net_graph.c). */
+int vt_g_node_new(vt_graph *g, vt_node_kind kind, const char *name, int in);
+/* Fail the graph with "NAME: MSG" (the first error is kept); returns -1. */
+int vt_g_node_fail(vt_graph *g, const char *name, const char *fmt, int a, int b);
+int vt_g_tensor_new(vt_graph *g, int node, const char *suffix, vt_tensor_role role, int ndim,
+                    const int64_t *shape, int is_buffer, int is_int64);
+/* VideoMAE's get_sinusoid_encoding_table: tab (L x C) position p, feature j:
+ * angle p / 10000^(2 (j/2) / C), sin for even j, cos for odd (host memory). */
+void vt_sincos_table(float *tab, int L, int C);
 
 /* Lay out activations, gradients and workspace of a built graph (zoo.h's vt_graph_make
  * builds and plans in one call). */

@@ -77,6 +77,16 @@ static inline float *buffer(vt_net *net, int t) {
 }
 
 
+/* net_vit.c: the transformer nodes (net_graph.h), for the kinds net.c does not run
+ * itself; init_ws writes the position tables into the workspace (vt_net_init). din may
+ * be NULL (no gradient wanted). */
+void vt_netv_init_ws(vt_net *net);
+/* 0, or -1 with err when the graph has transformer nodes and net->be lacks their ops
+ * (backend.h: optional slots; CUDA has none yet). */
+int vt_netv_check_backend(const vt_net *net, char *err, size_t errlen);
+void vt_netv_forward(vt_net *net, int i, const float *in, float *out, int n, int train);
+void vt_netv_backward(vt_net *net, int i, float *din, const float *dout, const float *in, int n);
+
 /* net_exact.c: the layers whose outputs sum over clips, one clip at a time with the sums
  * exact (xsum.h), for networks built with cfg.exact. */
 void vt_netx_conv_forward(vt_net *net, int i, float *out, const float *in, int n);

@@ -46,7 +46,10 @@ void vt_net_init_weights(vt_net *net, uint64_t seed) {
         double std = 0, bound = 0;
         switch (g->aux[ti].role) {
         case VT_ROLE_WEIGHT:
-            if (nd->kind == VT_NODE_CONV && g->init != VT_INIT_PYTORCH) {
+            if (g->init == VT_INIT_VIT && nd->kind != VT_NODE_CONV) {
+                fill_normal(dst, t->numel, nd->head >= 0 ? 0.02 * 0.001 : 0.02, &rng);
+            } else if (nd->kind == VT_NODE_CONV && g->init != VT_INIT_PYTORCH &&
+                       g->init != VT_INIT_VIT) {
                 /* kaiming_normal_(relu): gain sqrt(2); torchvision fan_out, the C3D port
                  * the default fan_in. */
                 std = sqrt(2.0 / (double)(g->init == VT_INIT_C3D ? fan_in : fan_out));
@@ -62,7 +65,9 @@ void vt_net_init_weights(vt_net *net, uint64_t seed) {
             }
             break;
         case VT_ROLE_BIAS:
-            if (g->init != VT_INIT_TORCHVISION) { /* PyTorch's default: U(+-1/sqrt(fan_in)) */
+            if (g->init != VT_INIT_TORCHVISION &&
+                (g->init != VT_INIT_VIT || nd->kind == VT_NODE_CONV)) {
+                /* PyTorch's default: U(+-1/sqrt(fan_in)) */
                 bound = 1.0 / sqrt((double)fan_in);
                 for (int64_t i = 0; i < t->numel; i++)
                     dst[i] = (float)((2.0 * vt_rng_uniform(&rng) - 1.0) * bound);

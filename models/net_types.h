@@ -35,6 +35,9 @@ typedef struct vt_net_cfg {
     int nheads;         /* >= 1 */
     vt_head_cfg head[VT_MAX_HEADS];
     float dropout;      /* dropout probability before the classifier(s); 0 = none */
+    float drop_path;    /* transformers: stochastic depth rate, block b's residual branches
+                           dropped per clip with p = rate * b / (depth - 1) (VideoMAE's
+                           linspace); 0 = none. Not stored in checkpoints: training only */
     vt_precision precision; /* backend.h: FP32 (default), TF32, BF16 (activations stored
                                as bf16: halves the bytes per clip of the memory plan) */
     int exact;          /* sums over clips exact (models/xsum.h): weight gradients and BN

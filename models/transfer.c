@@ -8,6 +8,7 @@
  * holds: pth.h's unpickler only builds tensors from an allow-list.
  */
 #include "models/transfer.h"
+#include "models/zoo.h"
 
 #include <errno.h>
 #include <math.h>
@@ -34,6 +35,9 @@ typedef struct sd_file {
     vt_pth pth;             /* PyTorch: owns names and data */
     char **st_names;        /* safetensors: the names, owned here */
     int n_optim;            /* "optim.*" tensors of a vidtrain checkpoint, ignored */
+    sd_tensor *extra;       /* tensors assembled from several (a ViT's qkv from the Hugging
+                               Face query, key, value), data owned here */
+    int nextra;
 } sd_file;
 
 static void sd_free(sd_file *f) {
@@ -45,6 +49,9 @@ static void sd_free(sd_file *f) {
         free(f->st_names);
     }
     vt_pth_free(&f->pth);
+    for (int i = 0; i < f->nextra; i++)
+        free(f->extra[i].data);
+    free(f->extra);
     free(f->t);
     memset(f, 0, sizeof *f);
 }
@@ -108,6 +115,43 @@ static sd_tensor *sd_find(sd_file *f, const char *name) {
         if (!f->t[i].used && !strcmp(f->t[i].name, name))
             return &f->t[i];
     return NULL;
+}
+
+/* A VideoMAE transformer's tensor under its other names: the repositories' prefixes
+ * ("model.", "encoder.") or the Hugging Face names, whose query, key and value weights
+ * are stacked into one qkv tensor (f->extra, room for one per net tensor). */
+static sd_tensor *sd_find_vit(sd_file *f, const char *name) {
+    static const char *const pre[] = {"model.", "encoder.", "model.encoder."};
+    char alt[3][192];
+    for (size_t k = 0; k < sizeof pre / sizeof *pre; k++) {
+        snprintf(alt[0], sizeof alt[0], "%s%s", pre[k], name);
+        sd_tensor *s = sd_find(f, alt[0]);
+        if (s)
+            return s;
+    }
+    int np = vt_vit_hf_names(name, alt);
+    if (np == 1)
+        return sd_find(f, alt[0]);
+    if (np != 3)
+        return NULL;
+    sd_tensor *part[3];
+    for (int j = 0; j < 3; j++)
+        if (!(part[j] = sd_find(f, alt[j])) || part[j]->ndim != 2 ||
+            part[j]->shape[0] != part[0]->shape[0] || part[j]->shape[1] != part[0]->shape[1])
+            return NULL;
+    sd_tensor *s = &f->extra[f->nextra++];
+    memset(s, 0, sizeof *s);
+    s->name = name;
+    s->ndim = 2;
+    s->shape[0] = 3 * part[0]->shape[0];
+    s->shape[1] = part[0]->shape[1];
+    s->numel = 3 * part[0]->numel;
+    s->data = vt_malloc((size_t)s->numel * sizeof(float));
+    for (int j = 0; j < 3; j++) {
+        memcpy(s->data + j * part[0]->numel, part[j]->data, (size_t)part[0]->numel * sizeof(float));
+        part[j]->used = 1;
+    }
+    return s;
 }
 
 static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
@@ -221,9 +265,13 @@ int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_in
     int nlines[4] = {0, 0, 0, 0}; /* missing, mismatched, unexpected, heads */
     int head_said[VT_MAX_HEADS] = {0};
     int loaded_params = 0; /* of r.loaded: weights, not buffers (BN statistics, counters) */
+    const int vit = vt_zoo_is_vit(model);
+    f.extra = vt_calloc((size_t)(nt ? nt : 1), sizeof *f.extra);
     for (int i = 0; i < nt; i++) {
         const vt_tensor_info *t = vt_net_tensor(net, i);
         sd_tensor *s = sd_find(&f, t->name);
+        if (!s && vit)
+            s = sd_find_vit(&f, t->name);
         if (!s) {
             if (nlines[0] < LIST_MAX)
                 snprintf(lines[0][nlines[0]++], sizeof lines[0][0], "%s", t->name);

@@ -5,7 +5,10 @@
  * checkpoint written by torch.save (models/formats/pth.h reads it without running any of it).
  *
  * Tensors are matched by name, after the prefixes that wrappers add ("module." of
- * DataParallel / DistributedDataParallel) are taken off; a vidtrain checkpoint's
+ * DataParallel / DistributedDataParallel) are taken off; a VideoMAE transformer also
+ * matches the Hugging Face names of its tensors (vt_vit_hf_names: query, key and value
+ * concatenated into qkv) and drops the prefixes "model." and "encoder." that the VideoMAE
+ * repositories' checkpoints put before theirs; a vidtrain checkpoint's
  * optimizer state ("optim.*") is ignored. A classifier whose class count differs (a
  * Kinetics-400 head on a 12-class set) keeps the net's fresh initialisation with a
  * one-line message; any other difference — a missing tensor, one the net does not have,
@@ -43,5 +46,11 @@ typedef struct vt_init_report {
  * rep may be NULL. */
 int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_init_report *rep,
                      char *err, size_t errlen);
+
+/* A VideoMAE transformer's tensor `name` (vidtrain's, the VideoMAE / VideoMAEv2 names)
+ * under the Hugging Face names (transfer_vit.c): 1 name in out[0]; 3 for blocks.N.attn.
+ * qkv.weight (query, key, value: their rows one after the other); 0 if it has no other
+ * name (fc_norm.*). vt_net_load_init tries them when the file lacks the name itself. */
+int vt_vit_hf_names(const char *name, char out[3][192]);
 
 #endif

@@ -16,8 +16,12 @@
  * limb without overflow, and xsum_round reads lo up to 2^63. The units: VT_XSUM_GRAD_E0
  * for gradients (terms below 2^-80 ~ 8e-25 round to 0 or one unit; |sum| up to 2^34
  * ~ 1.7e10), VT_XSUM_STAT_E0 for batch-norm sums (2^-60 ~ 8.7e-19; up to 2^54 ~ 1.8e16).
- * Past the range (a diverged run) a term or a total saturates, deterministically; NaN
- * counts as the largest positive term (the loss shows the NaN).
+ * Past the range (a diverged run) the sum is NaN, the same on every tower count: a term
+ * of 2^97 units or more (a gradient of 2^17 = 131072 from one clip, a batch-norm sum of
+ * 2^37), inf or NaN is poison, and a total that holds one rounds to NaN; every other term
+ * is small enough that up to 2^14 of them never saturate, so their sum is exact in any
+ * order (xsum_arith.h). A saturating clamp used to depend on the order of the terms: at
+ * lr 10, one tower and two parted at the first batch-norm sum past the range.
  *
  * It must never depend on the order of the terms or the thread count: each element's
  * fold is a function of its own values only.
@@ -30,9 +34,8 @@
 #define VT_XSUM_GRAD_E0 (-80)
 #define VT_XSUM_STAT_E0 (-60)
 #define VT_XSUM_LO_BITS 52
-/* The gradients' range, 2^(62 + LO_BITS + GRAD_E0) = 2^34: a total (or a term) past it
- * saturated, NaN and inf included, so a reduced gradient whose norm reaches it is no
- * longer the exact sum: the towers treat such a step as non-finite (tower_worker.c). */
+/* The gradients' range, 2^(62 + LO_BITS + GRAD_E0) = 2^34: a reduced gradient whose norm
+ * reaches it is treated as non-finite (tower_worker.c), as a poisoned one (NaN) is. */
 #define VT_XSUM_GRAD_MAX 17179869184.0
 
 /* acc (2n int64, element i at acc[2i], acc[2i+1]) += x[0..n) in units of 2^e0. */

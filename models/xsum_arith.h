@@ -35,6 +35,16 @@
 #define VT_XS_XMAX ((((__int128)1) << (62 + VT_XSUM_LO_BITS)) - 1)
 /* The fast path's largest shift: hi moves by < 2^42 a term, no overflow in any real sum. */
 #define VT_XS_FAST_S_MAX 70
+/* Saturation that every order and split of the terms sees alike (xsum.h): a term of at
+ * least 2^TERM_BITS units (or inf, NaN) is poison, POISON units, always positive; any
+ * other term is below 2^TERM_BITS, so up to 2^14 of them (the clips of a step) sum below
+ * 2^111 and never reach XMAX: no clamp, the sum exact in any order. A total of at least
+ * 2^111 in magnitude therefore holds a poison, whatever the order its terms came in (one
+ * poison is 2^112, the others cannot pull it under 2^111, and several clamp at XMAX), and
+ * it rounds to NaN: the step is non-finite on every tower count. */
+#define VT_XS_TERM_BITS 97
+#define VT_XS_POISON (((__int128)1) << 112)
+#define VT_XS_NAN_HI (((int64_t)1) << (111 - VT_XSUM_LO_BITS))
 
 VT_XS_FN uint32_t vt_xs_bits(float x) {
     uint32_t u;
@@ -42,13 +52,14 @@ VT_XS_FN uint32_t vt_xs_bits(float x) {
     return u;
 }
 
-/* x in units of 2^e0, rounded to nearest (halves away from zero), saturated at XMAX. */
+/* x in units of 2^e0, rounded to nearest (halves away from zero); a term of 2^TERM_BITS
+ * units or more, inf and NaN: POISON. */
 VT_XS_FN __int128 vt_xs_units(float x, int e0) {
     const uint32_t u = vt_xs_bits(x);
     const int ex = (int)((u >> 23) & 0xff);
     uint32_t m = u & 0x7fffffu;
-    if (ex == 0xff) /* inf, NaN: the largest term, with inf's sign (NaN: positive) */
-        return m == 0 && (u >> 31) ? -VT_XS_XMAX : VT_XS_XMAX;
+    if (ex == 0xff) /* inf, NaN */
+        return VT_XS_POISON;
     int e = -149; /* x = m * 2^e */
     if (ex != 0) {
         m |= 0x800000u;
@@ -57,12 +68,11 @@ VT_XS_FN __int128 vt_xs_units(float x, int e0) {
     const int s = e - e0;
     __int128 v;
     if (s >= 0) {
-        if (s > 90) {
-            v = VT_XS_XMAX;
-        } else {
-            v = (__int128)m << s; /* m < 2^24: no overflow */
-            v = v > VT_XS_XMAX ? VT_XS_XMAX : v;
-        }
+        if (s > VT_XS_TERM_BITS - 24) /* m < 2^24: at least 2^TERM_BITS only past this */
+            return VT_XS_POISON;
+        v = (__int128)m << s;
+        if (v >= (((__int128)1) << VT_XS_TERM_BITS))
+            return VT_XS_POISON;
     } else if (s < -25) {
         v = 0;
     } else {
@@ -112,6 +122,8 @@ VT_XS_FN void vt_xs_fold1(int64_t *a, float x, int e0) {
 VT_XS_FN float vt_xs_round1(const int64_t *a, double unit) {
     const int64_t lo = a[1];
     const int64_t hi = a[0] + (lo >> VT_XSUM_LO_BITS);
+    if (VT_XS_UNLIKELY(hi >= VT_XS_NAN_HI || hi < -VT_XS_NAN_HI)) /* a poison in it */
+        return NAN;
     return (float)(((double)hi * 0x1p52 + (double)(lo & VT_XS_LO_MASK)) * unit);
 }
 

@@ -40,6 +40,7 @@
  *     gradient depends on that clip alone, so any split and any micro-batch size give
  *     the one-device result (docs/design.md §3.1, without sync-BN); tests/test_towers.c
  *     relies on that. Not meant to train well: tiny is the small model to use.
+ *   videomae_vit_s, videomae_vit_b (and the test model vit_test): zoo_vit.c.
  * Heads: head 0 is the twin's classifier ("fc", or "fc8" for c3d); head h >= 1 is
  * "heads.<h>" (heads.1.weight, heads.1.bias, ...), a linear layer on the same features.
  * cfg->dropout > 0 puts one dropout ("dropout") on the features before every head
@@ -58,7 +59,8 @@
 #include "base/common.h"
 
 const char *const vt_zoo_names[] = {"tiny", "tiny_nobn", "c3d", "r3d18", "mc3_18", "r2plus1d18",
-                                    "s3d", "x3d_xs", "x3d_s", "x3d_m", "x3d_l", NULL};
+                                    "s3d", "x3d_xs", "x3d_s", "x3d_m", "x3d_l",
+                                    "videomae_vit_s", "videomae_vit_b", NULL};
 
 #define K3(a, b, c) ((const int[3]){a, b, c})
 
@@ -359,6 +361,10 @@ static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errle
         fc = "classifier.1";
         drop = "classifier.0";
         feat = build_s3d(g);
+    } else if (vt_zoo_is_vit(cfg->model)) { /* zoo_vit.c */
+        g->init = VT_INIT_VIT;
+        fc = "head";
+        feat = vt_zoo_build_vit(g, cfg);
     } else if (!strcmp(cfg->model, "s3d_block")) {
         g->init = VT_INIT_PYTORCH;
         feat = build_s3d_block(g);
@@ -366,7 +372,7 @@ static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errle
         fc = "blocks.5.proj"; /* pytorchvideo's ResNetBasicHead (zoo_x3d.c) */
         drop = "blocks.5.dropout";
     } else {
-        char names[128] = "";
+        char names[256] = "";
         for (int i = 0; vt_zoo_names[i]; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
                      vt_zoo_names[i]);

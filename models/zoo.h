@@ -23,4 +23,11 @@ int vt_graph_make(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen);
  * graph failed), or -2 when `model` is not one of them. */
 int vt_zoo_build_x3d(vt_graph *g, const char *model);
 
+/* zoo_vit.c: the VideoMAE transformers (videomae_vit_s, videomae_vit_b, the test model
+ * vit_test). is_vit: 1 if model is one; depth: its blocks (0 if not one); build: its
+ * graph up to the features (fc_norm), the heads are zoo.c's. */
+int vt_zoo_is_vit(const char *model);
+int vt_zoo_vit_depth(const char *model);
+int vt_zoo_build_vit(vt_graph *g, const vt_net_cfg *cfg);
+
 #endif

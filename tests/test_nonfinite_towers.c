@@ -8,6 +8,13 @@
  * the decision is reduced. With exact sums (the CPU default) a NaN gradient saturates to
  * a finite number (models/xsum.h), so the loss flag alone can catch it there; with float
  * sums (exact_off) the reduced gradient norm is NaN. Both are run.
+ *
+ * A diverging run (lr 10, sync-BN) is the same bits on one tower and two at every step,
+ * up to and past the first non-finite one, and that step is skipped by both. The outside
+ * truth is the one-tower run. Exact sums used to clamp at their range in an order that
+ * depended on the split: at step 13 the two parted with finite gradients (a batch-norm
+ * sum past 2^54), before any step was found non-finite. Now a term past the range is
+ * poison and the sum NaN on any split (models/xsum_arith.h).
  */
 #include <math.h>
 #include <string.h>
@@ -156,7 +163,38 @@ static void family(const char *model, int exact_off, int sync_bn) {
     }
 }
 
+static void diverge(void) {
+    vt_towers *t1 = towers_new("tiny", 1, 0, 1), *t2 = towers_new("tiny", 2, 0, 1);
+    int first_skip = 0, parted = 0;
+    for (int k = 1; k <= 20 && t1 && t2 && !parted; k++) {
+        vt_batch b;
+        batch_make(&b, 99 + (uint64_t)k, -1);
+        vt_step_stats s1, s2;
+        vt_towers_train_step(t1, &b, 10.0f, &s1);
+        vt_towers_train_step(t2, &b, 10.0f, &s2);
+        int64_t n1, n2, st1, st2;
+        float *a = state_of(t1, 0, &n1, &st1), *c = state_of(t2, 0, &n2, &st2);
+        parted = n1 != n2 || st1 != st2 || memcmp(a, c, (size_t)n1 * sizeof(float)) ||
+                 s1.skipped != s2.skipped;
+        TCHECK(!parted, "lr 10, step %d: one tower and two part (loss %g / %g, norm %g / %g, "
+               "skipped %d / %d)", k, s1.loss, s2.loss, (double)s1.grad_norm,
+               (double)s2.grad_norm, s1.skipped, s2.skipped);
+        if (s1.skipped && !first_skip)
+            first_skip = k;
+        free(a);
+        free(c);
+        free(b.x);
+        free(b.label[0]);
+    }
+    printf("lr 10: one tower and two %s; first non-finite step %d\n",
+           parted ? "parted" : "the same bits through step 20", first_skip);
+    TCHECK(first_skip > 0, "lr 10 never reached a non-finite step in 20 (the test needs one)");
+    vt_towers_free(&t1);
+    vt_towers_free(&t2);
+}
+
 int main(void) {
+    diverge();                 /* past the exact sums' range: the same on any split */
     family("tiny_nobn", 0, 0); /* exact sums: the loss flag decides */
     family("tiny_nobn", 1, 0); /* float sums: the reduced norm is NaN */
     family("tiny", 0, 1);      /* BN buffers put back; sync-BN statistics of a NaN clip */

@@ -7,6 +7,7 @@
  *      betas and running statistics (so eval-mode BN is exercised, not the identity of
  *      fresh statistics), dropout on in the configuration (the export must leave it
  *      out), a small clip: vidtrain's eval forward on 2 random clips vs ORT, per output.
+ *      vit_test stands for videomae_vit_s/b (their pieces at 2 blocks of dim 48).
  *      tiny runs with two heads (softmax and multi-label) and is exported twice (logits;
  *      --softmax-like probabilities against vt_net_outputs).
  *   2. The command end to end: a tiny run trained 1 epoch on a synthetic set, `vidtrain
@@ -353,6 +354,9 @@ int main(void) {
         /* X3D: depthwise Conv (group), squeeze-excitation (GlobalAveragePool, Conv,
          * Sigmoid, Mul broadcast), SiLU as Sigmoid + Mul, the head's conv on the pool */
         {"x3d_xs", 4, 32, 32, 1, 0.5f},
+        /* the VideoMAE transformers' nodes (LayerNormalization, erf GELU, MatMul, Softmax,
+         * the sin-cos table) in the test model of videomae_vit_s's pieces, non-square */
+        {"vit_test", 4, 32, 48, 1, 0.0f},
     };
     for (size_t i = 0; i < VT_ARRAY_LEN(cases); i++)
         zoo_one(be, &cases[i], 0, ort_version);

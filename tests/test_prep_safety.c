@@ -13,6 +13,13 @@
  *     written (standard output on /dev/full) is an error too.
  *  4. --trim: DST/prep-segments.csv names exactly the segments that are on disk (a
  *     segment past its video's end is never written, and was listed).
+ *  5. The output rule (docs/design.md §3.8): SRC is an input. `prep SRC SRC/x` and a DST
+ *     that is a link into SRC are refused before anything is made (they wrote copies, a
+ *     manifest and a lock into the dataset, exit 0); a link planted at a video's hidden
+ *     temporary name never carries the write to the source it points at (FFmpeg's
+ *     avio_open truncated the source video through it); a link at an output's name that
+ *     points at a source video is refused with its name. SRC's bytes are compared before
+ *     and after each (sha256sum of every file, and the list of names).
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -264,6 +271,63 @@ static void test_trim_csv(void) {
            rows, missing);
 }
 
+/* Every name under dir and every file's sha256, one text (free()). */
+static char *tree_sums(const char *dir) {
+    char list[4400];
+    snprintf(list, sizeof list, "%s/sums.txt", g_dir);
+    if (vt_test_sh("cd '%s' && { find . | sort; find . -type f -exec sha256sum {} + | sort; } "
+                   "> '%s'", dir, list) != 0)
+        return NULL;
+    return vt_test_slurp(list, NULL);
+}
+
+/* 5. Outputs never land in SRC. */
+static void test_into_src(void) {
+    char src[4400], log[4400], lnk[4400], dst[4400];
+    snprintf(src, sizeof src, "%s/small", g_dir);
+    snprintf(log, sizeof log, "%s/into.log", g_dir);
+    int rc = vt_test_sh("mkdir -p '%s/a' '%s/b' && cp \"$(find '%s/train' -name '*.mp4' | sort | "
+                        "head -1)\" '%s/a/1.mp4' && cp \"$(find '%s/train' -name '*.avi' | sort | "
+                        "head -1)\" '%s/b/2.avi'", src, src, g_data, src, g_data, src);
+    TCHECK(rc == 0, "a small SRC");
+    char *before = tree_sums(src);
+    TCHECK(before != NULL, "sums of %s", src);
+#define PREP "'%s' prep --jobs 1 --codec mpeg4 --short-side 32 '%s' '%s' > '%s' 2>&1"
+    /* DST inside SRC */
+    char in_src[4400];
+    snprintf(in_src, sizeof in_src, "%s/x", src);
+    rc = vt_test_sh("cd '%s' && '%s' prep --jobs 1 --codec mpeg4 --short-side 32 small small/x "
+                    "> '%s' 2>&1", g_dir, g_bin, log);
+    TCHECK(rc == 1 && file_has(log, "inside") && file_has(log, "small/x"),
+           "prep SRC SRC/x: exit %d (want 1, naming DST and 'inside'; see %s)", rc, log);
+    TCHECK(access(in_src, F_OK) != 0, "prep SRC SRC/x made %s", in_src);
+    /* DST a link into SRC */
+    snprintf(lnk, sizeof lnk, "%s/to_a", g_dir);
+    rc = vt_test_sh("ln -sfn '%s/a' '%s' && " PREP, src, lnk, g_bin, src, lnk, log);
+    TCHECK(rc == 1 && file_has(log, "inside"), "prep SRC LINK-INTO-SRC: exit %d (see %s)", rc,
+           log);
+    /* a link at the temporary name of 1.mp4's output, pointing at the source */
+    snprintf(dst, sizeof dst, "%s/dst_planted", g_dir);
+    rc = vt_test_sh("mkdir -p '%s/a' && ln -s '%s/a/1.mp4' '%s/a/.1.mp4.prep-part' && " PREP,
+                    dst, src, dst, g_bin, src, dst, log);
+    TCHECK(rc == 0, "prep with a link planted at a temporary name: exit %d (see %s)", rc, log);
+    char *after = tree_sums(src);
+    TCHECK(before && after && !strcmp(before, after),
+           "a link at DST's temporary name changed SRC (the write went through it)");
+    free(after);
+    /* a link at an output's final name, pointing at the source: refused, naming it */
+    snprintf(dst, sizeof dst, "%s/dst_linked", g_dir);
+    rc = vt_test_sh("mkdir -p '%s/a' && ln -s '%s/a/1.mp4' '%s/a/1.mp4' && " PREP, dst, src, dst,
+                    g_bin, src, dst, log);
+    TCHECK(rc == 1 && file_has(log, "dst_linked/a/1.mp4") && file_has(log, "inside"),
+           "prep onto a link to a source video: exit %d (want 1, naming it; see %s)", rc, log);
+    after = tree_sums(src);
+    TCHECK(before && after && !strcmp(before, after), "SRC changed");
+    free(after);
+    free(before);
+#undef PREP
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_prep_safety");
     if (!g_bin)
@@ -281,5 +345,6 @@ int main(void) {
     test_two_preps(n);
     test_sigint(n);
     test_trim_csv();
+    test_into_src();
     return vt_test_done("test_prep_safety");
 }

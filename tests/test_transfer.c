@@ -227,7 +227,7 @@ static void check_groups(vt_backend *be) {
     const int shape[5] = {1, 3, 4, 16, 16};
     vt_net *net = make_net(be, "r3d18", 5, shape, 2);
     vt_optim_group g[VT_OPTIM_MAX_GROUPS];
-    int ng = vt_finetune_groups(g, VT_OPTIM_MAX_GROUPS, net, 1, 10.0f);
+    int ng = vt_finetune_groups(g, VT_OPTIM_MAX_GROUPS, net, 1, 10.0f, 1.0f);
     TCHECK(ng == 3 && g[0].lr_mult == 0 && g[1].lr_mult == 1 && g[2].lr_mult == 10, "%d groups", ng);
     const vt_tensor_info *l2 = vt_net_find_tensor(net, "layer2.0.conv1.0.weight");
     const vt_tensor_info *fcw = vt_net_find_tensor(net, "fc.weight");

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "base/csv.h"
 
 struct vt_evalproto {
     int nvideos, classes;
@@ -372,20 +373,6 @@ void vt_eval_confusion_print(const vt_eval_result *r, const char *const *names, 
     }
 }
 
-static void csv_field(FILE *f, const char *s) {
-    if (strpbrk(s, ",\"\n")) {
-        fputc('"', f);
-        for (; *s; s++) {
-            if (*s == '"')
-                fputc('"', f);
-            fputc(*s, f);
-        }
-        fputc('"', f);
-    } else {
-        fputs(s, f);
-    }
-}
-
 int vt_eval_confusion_csv(const vt_eval_result *r, const char *const *names, const char *path,
                           char *err, size_t errlen) {
     /* Built in memory and written atomically: a reader never sees half a table. */
@@ -398,11 +385,11 @@ int vt_eval_confusion_csv(const vt_eval_result *r, const char *const *names, con
     fputs("true\\pred", f);
     for (int c = 0; c < k; c++) {
         fputc(',', f);
-        csv_field(f, cname(names, c, b, sizeof b));
+        vt_csv_field(f, cname(names, c, b, sizeof b));
     }
     fputc('\n', f);
     for (int t = 0; t < k; t++) {
-        csv_field(f, cname(names, t, b, sizeof b));
+        vt_csv_field(f, cname(names, t, b, sizeof b));
         for (int p = 0; p < k; p++)
             fprintf(f, ",%lld", (long long)r->confusion[(size_t)t * k + p]);
         fputc('\n', f);

@@ -14,6 +14,7 @@
 #include "app/run/run_files.h"
 #include "app/eval/tensorboard.h"
 #include "base/common.h"
+#include "base/csv.h"
 #include "base/json_str.h"
 
 int vt_metrics_epochs(cJSON ***out, const char *run_dir) {
@@ -84,9 +85,17 @@ int vt_metrics_write_csv(const char *run_dir, char *err, size_t errlen) {
         }                                                                          \
         tn += (size_t)snprintf(text + tn, tcap - tn, __VA_ARGS__);                 \
     } while (0)
+    /* the header through the one CSV writer: a head's name (a --labels column) may hold
+     * a comma or a quote */
+    char *hdr = NULL;
+    size_t hlen = 0;
+    FILE *hf = open_memstream(&hdr, &hlen);
+    VT_CHECK(hf != NULL, "open_memstream: out of memory");
     for (int c = 0; c < ncol; c++)
-        EMIT("%s%s", c ? "," : "", cols[c]);
-    EMIT("\n");
+        vt_csv_put(hf, cols[c], c == ncol - 1);
+    VT_CHECK(fclose(hf) == 0, "building the metrics.csv header in memory failed");
+    EMIT("%s", ncol ? hdr : "\n");
+    free(hdr);
     for (int i = 0; i < nlines; i++) {
         for (int c = 0; c < ncol; c++) {
             const cJSON *v = cJSON_GetObjectItemCaseSensitive(lines[i], cols[c]);

@@ -97,6 +97,7 @@ static void usage(FILE *f) {
         "  hidden temporary name and renamed when whole). DST/" OPTIONS " records the\n"
         "  options; a rerun with others is refused unless --force.\n"
         "  One prep at a time writes a DST: a second one is refused (DST/.prep-lock).\n"
+        "  DST may not be SRC, lie inside it or reach into it through a link (refused).\n"
         "  A DST that cannot be written (a full disk) stops the run with its reason; no\n"
         "  video is blamed for it, and a rerun after freeing space resumes.\n"
         "  Exit: 0 when every readable video is in DST (bad ones are listed), 1 when no\n"
@@ -303,13 +304,24 @@ int vt_cmd_prep(int argc, char **argv) {
         rc = 1;
         goto end;
     }
+    /* The output rule (base/common.h): SRC, and so every source video in it, is this
+     * command's input. A DST that is SRC, lies inside it or reaches into it through a link
+     * is refused before any folder is made (prep SRC SRC/x wrote its copies, manifest and
+     * lock into the dataset); each output is checked again as it is written. */
+    vt_inputs_add(r.src);
+    snprintf(path, sizeof path, "%s/" MANIFEST, r.dst);
+    if (vt_output_check(path, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain prep: DST %s: %s\n", r.dst, err);
+        rc = 1;
+        goto end;
+    }
     if (vt_run_mkdirs(r.dst, err, sizeof err) != 0 || stat(r.dst, &ds) != 0) {
         fprintf(stderr, "vidtrain prep: %s\n", err);
         rc = 1;
         goto end;
     }
     if (ss.st_dev == ds.st_dev && ss.st_ino == ds.st_ino) {
-        fprintf(stderr, "vidtrain prep: SRC and DST are the same folder\n");
+        fprintf(stderr, "vidtrain prep: SRC %s and DST %s are the same folder\n", r.src, r.dst);
         goto end;
     }
     /* Before anything in DST is read or written: a second prep would rename over the
@@ -475,8 +487,8 @@ int vt_cmd_prep(int argc, char **argv) {
         VT_CHECK(f != NULL, "open_memstream: out of memory");
         fputs("old,new\n", f);
         for (int i = 0; i < m.n; i++) {
-            prep_csv_put(f, m.old[i], 0);
-            prep_csv_put(f, m.new_[i], 1);
+            vt_csv_put(f, m.old[i], 0);
+            vt_csv_put(f, m.new_[i], 1);
         }
         VT_CHECK(fclose(f) == 0, "building %s in memory failed", PATHS);
         snprintf(path, sizeof path, "%s/" PATHS, r.dst);

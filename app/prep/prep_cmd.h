@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include "base/csv.h"
 #include "pipeline/data/prep.h"
 
 #define MANIFEST "prep-manifest.csv"
@@ -72,8 +73,6 @@ typedef struct row_list {
 
 void prep_rows_push(row_list *l, row r);
 void prep_row_free(row *r);
-/* One CSV field, quoted when it must be (RFC 4180), then ',' or '\n' when last. */
-void prep_csv_put(FILE *f, const char *s, int last);
 void prep_row_put(FILE *f, const row *r);
 /* The manifest's rows, the last row per path winning; sorted by path. */
 void prep_manifest_read(row_list *out, const char *path);

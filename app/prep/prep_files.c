@@ -114,11 +114,9 @@ int prep_copy_file(const run *r, const entry *e, const rename_map *m, int *rewri
     *rewritten = 0;
     if (prep_mkdirs_for(r->dst, e->rel, err, errlen) != 0)
         return -2;
-    FILE *f = fopen(src, "rb");
-    if (!f) {
-        vt_set_err(err, errlen, "cannot read %s: %s", src, strerror(errno));
+    FILE *f = vt_fopen_regular(src, err, errlen);
+    if (!f)
         return -1;
-    }
     size_t cap = 1 << 16, n = 0, got;
     char *buf = vt_malloc(cap + 1);
     while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
@@ -151,7 +149,12 @@ int prep_copy_file(const run *r, const entry *e, const rename_map *m, int *rewri
 int prep_lock_dst(const char *dst) {
     char path[4200];
     snprintf(path, sizeof path, "%s/" LOCK, dst);
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    char err[1024];
+    if (vt_output_check(path, err, sizeof err) != 0) { /* a link into SRC, a FIFO */
+        fprintf(stderr, "vidtrain prep: the lock: %s\n", err);
+        return -1;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) {
         fprintf(stderr, "vidtrain prep: cannot create the lock %s: %s (is %s writable?)\n",
                 path, strerror(errno), dst);

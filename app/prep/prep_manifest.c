@@ -29,25 +29,10 @@ void prep_row_free(row *r) {
         vt_freep(&r->f[i]);
 }
 
-/* One CSV field, quoted when it must be (RFC 4180). */
-void prep_csv_put(FILE *f, const char *s, int last) {
-    if (strpbrk(s, ",\"\n\r")) {
-        fputc('"', f);
-        for (; *s; s++) {
-            if (*s == '"')
-                fputc('"', f);
-            fputc(*s == '\n' || *s == '\r' ? ' ' : *s, f);
-        }
-        fputc('"', f);
-    } else {
-        fputs(s, f);
-    }
-    fputc(last ? '\n' : ',', f);
-}
 
 void prep_row_put(FILE *f, const row *r) {
     for (int i = 0; i < 7; i++)
-        prep_csv_put(f, r->f[i] ? r->f[i] : "", i == 6);
+        vt_csv_put(f, r->f[i] ? r->f[i] : "", i == 6);
 }
 
 /* Parses one CSV line into exactly 7 fields; 0, or -1 for a malformed line (a torn last
@@ -113,12 +98,12 @@ void prep_manifest_read(row_list *out, const char *path) {
     char *text = vt_file_read(path);
     if (!text)
         return;
-    char *save = NULL;
+    char *cur = text;
     int first = 1;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        size_t len = strlen(line);
-        if (len && line[len - 1] == '\r')
-            line[len - 1] = 0;
+    /* records, not lines: a quoted path may hold a newline (base/csv.h) */
+    for (char *line; (line = vt_csv_record(&cur)) != NULL;) {
+        if (!*line)
+            continue;
         row r;
         if (first) { /* the header */
             first = 0;

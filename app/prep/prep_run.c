@@ -116,6 +116,15 @@ void *prep_worker(void *arg) {
         double t0 = vt_now();
         int dst_bad = 0; /* the failure is DST's, not the source's */
         int rc = prep_mkdirs_for(r->dst, e->out, err, sizeof err);
+        /* The output rule for the final name (a link there into SRC, a FIFO, a folder),
+         * and a temporary name that is always new: FFmpeg's avio_open follows a link
+         * planted at it and truncates what it points at. */
+        if (rc == 0)
+            rc = vt_output_check(out, err, sizeof err);
+        if (rc == 0 && unlink(tmp) != 0 && errno != ENOENT) {
+            vt_set_err(err, sizeof err, "cannot remove %s: %s", tmp, strerror(errno));
+            rc = -1;
+        }
         dst_bad = rc != 0;
         if (rc == 0) {
             rc = e->end > 0 ? vt_prep_segment(&res, src, tmp, dot + 1, &r->o, e->start, e->end,

@@ -63,7 +63,7 @@ static entry *find_entry(entry **idx, int n, const char *rel) {
 /* One row of the labels file: out, then each head's class (tags joined by ';'). */
 static void put_row_to(FILE *f, const vt_dataset *ds, const vt_dataset_video *v,
                        const char *out) {
-    prep_csv_put(f, out, 0);
+    vt_csv_put(f, out, 0);
     for (int h = 0; h < ds->nheads; h++) {
         const vt_dataset_head *hd = &ds->heads[h];
         char cell[4096] = "";
@@ -75,7 +75,7 @@ static void put_row_to(FILE *f, const vt_dataset *ds, const vt_dataset_video *v,
                 k += (size_t)snprintf(cell + k, sizeof cell - k, "%s%s", t ? ";" : "",
                                       hd->classes[v->tags[h][t]]);
         }
-        prep_csv_put(f, cell, h == ds->nheads - 1);
+        vt_csv_put(f, cell, h == ds->nheads - 1);
     }
 }
 
@@ -131,7 +131,7 @@ int prep_trim_entries(entry_list *list, trim_csv *csv, const vt_dataset *ds,
     fputs("path", f);
     for (int h = 0; h < ds->nheads; h++) {
         fputc(',', f);
-        prep_csv_put(f, ds->heads[h].name, h == ds->nheads - 1);
+        vt_csv_put(f, ds->heads[h].name, h == ds->nheads - 1);
     }
     VT_CHECK(fclose(f) == 0, "building %s in memory failed", SEGMENTS);
     csv->header = text;

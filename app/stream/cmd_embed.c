@@ -166,8 +166,11 @@ static int check_args(const embed_args *a, int *is_dir) {
         }
     if (!a->out)
         why = "--out FILE is required (FILE.safetensors or FILE.npy)";
-    else if (vt_embed_format_of(a->out) < 0)
-        why = "--out: the format follows the extension: .safetensors or .npy";
+    else if (vt_embed_format_of(a->out) < 0) {
+        fprintf(stderr, "vidtrain embed: --out %s: the format follows the extension: "
+                        ".safetensors or .npy\n", a->out);
+        return 2;
+    }
     else if (a->targs && !a->timeline)
         why = "--window, --hop, --batch and --decode-threads are --timeline's options";
     else if (a->timeline && a->per_clip)

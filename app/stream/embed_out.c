@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "base/common.h"
+#include "base/csv.h"
 
 static const char *ext_of(const char *path) {
     const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
@@ -76,20 +77,6 @@ static int write_npy(void *ctx, int fd) {
     return vt_fd_write_all(fd, s->x, sizeof(float) * (size_t)s->n * (size_t)s->dim);
 }
 
-static void csv_field(FILE *f, const char *v) {
-    if (!strpbrk(v, ",\"\n\r")) {
-        fputs(v, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *v; v++) {
-        if (*v == '"')
-            fputc('"', f);
-        fputc(*v, f);
-    }
-    fputc('"', f);
-}
-
 static int write_csv(const vt_embed_set *s, const char *path, const vt_run_heads *heads,
                      char *err, size_t errlen) {
     char *text = NULL;
@@ -109,7 +96,7 @@ static int write_csv(const vt_embed_set *s, const char *path, const vt_run_heads
     for (int64_t i = 0; i < s->n; i++) {
         const vt_embed_row *r = &s->rows[i];
         fprintf(f, "%lld,", (long long)i);
-        csv_field(f, r->path);
+        vt_csv_field(f, r->path);
         if (r->end > 0)
             fprintf(f, ",%.6f,%.6f", r->start, r->end);
         else
@@ -118,7 +105,7 @@ static int write_csv(const vt_embed_set *s, const char *path, const vt_run_heads
             fprintf(f, ",%d,%d", r->clip, r->crop);
         for (int h = 0; h < heads->n; h++) {
             fputc(',', f);
-            csv_field(f, heads->classes[h][r->label[h]]);
+            vt_csv_field(f, heads->classes[h][r->label[h]]);
             fprintf(f, ",%.9g", (double)r->prob[h]);
         }
         fputc('\n', f);

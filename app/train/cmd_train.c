@@ -87,7 +87,10 @@ static void usage(FILE *f) {
         "                        s3d; downloaded once into $XDG_CACHE_HOME/vidtrain (or\n"
         "                        $VIDTRAIN_CACHE; $VIDTRAIN_WEIGHTS_URL names a mirror or a\n"
         "                        file:// folder), SHA-256 checked. Sets --model and the clip\n"
-        "                        to the weights' own (16x112; s3d 16x224) unless given\n"
+        "                        to the weights' own (16x112; s3d 16x224) unless given.\n"
+        "                        Licences: torchvision's weights as torchvision's; VideoMAE\n"
+        "                        (videomae_vit_s/b, not in this registry: --init FILE)\n"
+        "                        CC-BY-NC 4.0, non-commercial\n"
         "  --init FILE           start from FILE: a vidtrain checkpoint, a safetensors file\n"
         "                        with torchvision's names, or a PyTorch .pth state_dict\n"
         "                        (torch.save; read without running any of its pickle code;\n"
@@ -103,6 +106,11 @@ static void usage(FILE *f) {
         "                        (default: on when fine-tuning)\n"
         "  --head-lr-mult M      the classifier's lr is M x --lr (default 10 when\n"
         "                        fine-tuning, else 1)\n"
+        "  --drop-path R         transformers: stochastic depth, block b of D drops its\n"
+        "                        residual branches per clip with p = R b/(D-1) (default 0)\n"
+        "  --layer-decay F       transformers: block i of D learns at F^(D+1-i) x the lr,\n"
+        "                        the patch embedding at F^(D+1) (default 0.75 when a\n"
+        "                        transformer fine-tunes, else 1: off)\n"
         "  Fine-tuning's defaults: lr a tenth of the rule below, epochs enough to see 2000\n"
         "  clips (at least 10), no precise BN (the statistics are frozen)\n"
         "optimisation:\n"
@@ -371,6 +379,11 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             if (r < 0 || !vt_pretrained_find(v)) {
                 fprintf(stderr, "vidtrain train: --pretrained '%s': one of %s\n", v ? v : "",
                         vt_pretrained_names());
+                if (v && !strncmp(v, "videomae", 8))
+                    fprintf(stderr, "  VideoMAE weights are not in the registry (no URL and "
+                            "SHA-256 checkable offline): download them yourself (licence "
+                            "CC-BY-NC 4.0: non-commercial) and pass --init FILE "
+                            "(docs/models.md)\n");
                 return 2;
             }
             snprintf(o->pretrained, sizeof o->pretrained, "%s", vt_pretrained_find(v)->name);
@@ -382,6 +395,8 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             continue;
         }
         if (OPT("--head-lr-mult")) { if (r < 0 || vt_train_range_parse(o, "--head-lr-mult", v)) BAD(); continue; }
+        if (OPT("--drop-path")) { if (r < 0 || vt_train_range_parse(o, "--drop-path", v)) BAD(); continue; }
+        if (OPT("--layer-decay")) { if (r < 0 || vt_train_range_parse(o, "--layer-decay", v)) BAD(); continue; }
         if (OPT("--dropout")) { if (r < 0 || vt_train_range_parse(o, "--dropout", v)) BAD(); continue; }
         if (OPT("--patience")) { if (r < 0 || vt_train_range_parse(o, "--patience", v)) BAD(); patience_given = 1; continue; }
         if (OPT("--min-clips")) { if (r < 0 || vt_train_range_parse(o, "--min-clips", v)) BAD(); min_clips_given = 1; continue; }

@@ -166,13 +166,14 @@ static int open_data(vt_train *t) {
  * rank, so the towers still take identical steps. A no-op for a plain run. 0, or 1. */
 static int apply_finetune(vt_train *t) {
     const vt_train_opts *o = &t->o;
-    if (o->freeze < 0 && !o->freeze_bn && o->head_lr_mult == 1.0f)
+    if (o->freeze < 0 && !o->freeze_bn && o->head_lr_mult == 1.0f && o->layer_decay == 1.0f)
         return 0;
     int nbn = 0, ng = 0;
     for (int r = 0; r < vt_towers_count(t->towers); r++) {
         vt_net *net = vt_towers_net(t->towers, r);
         vt_optim_group g[VT_OPTIM_MAX_GROUPS];
-        ng = vt_finetune_groups(g, VT_OPTIM_MAX_GROUPS, net, o->freeze, o->head_lr_mult);
+        ng = vt_finetune_groups(g, VT_OPTIM_MAX_GROUPS, net, o->freeze, o->head_lr_mult,
+                                o->layer_decay);
         if (ng < 0) {
             fprintf(stderr, "vidtrain train: more than %d optimizer groups\n", VT_OPTIM_MAX_GROUPS);
             return 1;
@@ -187,8 +188,11 @@ static int apply_finetune(vt_train *t) {
         snprintf(what, sizeof what, "the stem");
     else
         snprintf(what, sizeof what, "the stem and stages 1..%d", o->freeze);
-    fprintf(t->out, "fine-tuning: %s frozen, classifier lr x%g, %d BN layer(s) in eval mode\n",
+    fprintf(t->out, "fine-tuning: %s frozen, classifier lr x%g, %d BN layer(s) in eval mode",
             what, (double)o->head_lr_mult, nbn);
+    if (o->layer_decay != 1.0f)
+        fprintf(t->out, ", layer decay %g (%d optimizer groups)", (double)o->layer_decay, ng);
+    fprintf(t->out, "\n");
     return 0;
 }
 
@@ -237,6 +241,8 @@ static int load_init(vt_train *t) {
         fprintf(stderr, "vidtrain train: --init: %s\n", j.err);
         return 1;
     }
+    if (vt_finetune_weights_licence(t->o.model))
+        fprintf(t->out, "init: weights licence: %s\n", vt_finetune_weights_licence(t->o.model));
     vt_towers_sync_from(t->towers, 0);
     return 0;
 }
@@ -283,6 +289,7 @@ static int build_towers(vt_train *t) {
     tc->net.nheads = heads->n;
     memcpy(tc->net.head, heads->cfg, sizeof heads->cfg);
     tc->net.dropout = o->dropout;
+    tc->net.drop_path = o->drop_path;
     if (vt_precision_parse(o->precision) < 0) { /* a hand-edited config.json */
         fprintf(stderr, "vidtrain train: precision '%s': fp32, tf32 or bf16\n", o->precision);
         return 2;

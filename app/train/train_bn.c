@@ -16,16 +16,38 @@
  */
 #include "app/train/train.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "app/dist.h"
 #include "base/common.h"
+#include "models/backend.h"
+#include "models/net.h"
 
 /* At most this many clips a pass (a large set takes every j-th video): fvcore's
  * precise BN uses 200 batches; 2048 clips settle the running statistics of a 3D-CNN to
  * well under a percent and cost one forward each, no backward. */
 #define PRECISE_BN_MAX_CLIPS 2048
+
+/* Replica 0's buffers to or from the host (on its tower's thread). */
+typedef struct bufs_job {
+    vt_towers *t;
+    float *host;
+    int64_t n;
+    int put; /* 1: host -> replica */
+} bufs_job;
+
+static void bufs_on_tower(void *ctx, vt_net *net, vt_optim *opt) {
+    (void)opt;
+    bufs_job *j = ctx;
+    vt_backend *be = vt_towers_backend(j->t, 0);
+    if (j->put)
+        be->i->to_device(be, vt_net_buffers(net), j->host, (size_t)j->n * sizeof(float));
+    else
+        be->i->to_host(be, j->host, vt_net_buffers(net), (size_t)j->n * sizeof(float));
+    vt_backend_sync(be);
+}
 
 /* Rank 0's part: its replica 0's running statistics from the pass's clips. 0, or -1. */
 static int lead_pass(vt_train *t) {
@@ -55,6 +77,12 @@ static int lead_pass(vt_train *t) {
         fprintf(stderr, "vidtrain train: precise BN: %s\n", err);
         return -1;
     }
+    /* A model whose clean clips' statistics are past the exact sums' range (a diverged
+     * run: they are NaN, models/xsum.h) keeps the statistics it had, with a word. */
+    bufs_job j = {.t = t->towers, .n = vt_net_num_buffers(vt_towers_net(t->towers, 0))};
+    float *before = vt_malloc((size_t)VT_MAX(j.n, 1) * sizeof(float));
+    j.host = before;
+    vt_towers_run_on(t->towers, 0, bufs_on_tower, &j);
     const vt_batch *b;
     int fresh = 1;
     while ((b = vt_loader_next(l)) != NULL) {
@@ -64,6 +92,22 @@ static int lead_pass(vt_train *t) {
         fresh = 0;
     }
     vt_loader_free(&l);
+    float *after = vt_malloc((size_t)VT_MAX(j.n, 1) * sizeof(float));
+    j.host = after;
+    vt_towers_run_on(t->towers, 0, bufs_on_tower, &j);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < j.n; i++)
+        bad += !isfinite(after[i]);
+    if (bad) {
+        fprintf(stderr, "vidtrain train: precise BN: %lld batch-norm statistic(s) of the clean "
+                "clips are not finite (the activations are past the sums' range: the model "
+                "diverged); the running statistics are kept as they were\n", (long long)bad);
+        j.host = before;
+        j.put = 1;
+        vt_towers_run_on(t->towers, 0, bufs_on_tower, &j);
+    }
+    free(before);
+    free(after);
     return 0;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "models/finetune.h"
 
 void vt_train_opts_default(vt_train_opts *o) {
     memset(o, 0, sizeof *o);
@@ -98,6 +99,8 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
     }
     if (!(o->head_lr_mult > 0))
         o->head_lr_mult = ft ? 10.0f : 1.0f;
+    if (!(o->layer_decay > 0)) /* VideoMAE's fine-tuning value for ViT-S/B */
+        o->layer_decay = ft && vt_finetune_nlayers(o->model) > 0 ? 0.75f : 1.0f;
     if (o->freeze < -1)
         o->freeze = -1;
     if (o->freeze_bn < 0)
@@ -167,7 +170,11 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     cJSON_AddBoolToObject(j, "init_strict", o->init_strict);
     cJSON_AddBoolToObject(j, "skip_nonfinite", o->skip_nonfinite);
     J_STR(pretrained);
+    if (o->init[0] && vt_finetune_weights_licence(o->model))
+        cJSON_AddStringToObject(j, "weights_licence", vt_finetune_weights_licence(o->model));
     J_NUM(head_lr_mult);
+    J_NUM(layer_decay);
+    J_NUM(drop_path);
     J_NUM(freeze);
     cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn > 0);
     J_NUM(workers);
@@ -273,6 +280,8 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_INT(skip_nonfinite);
     G_STR(pretrained);
     G_FLT_SINCE(head_lr_mult, 1.0f); /* runs before fine-tuning: plain training */
+    G_FLT_SINCE(layer_decay, 1.0f);  /* runs before it: off */
+    G_FLT_SINCE(drop_path, 0.0f);
     G_INT_SINCE(freeze, -1);
     G_INT_SINCE(freeze_bn, 0);
     G_INT(workers);

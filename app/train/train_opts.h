@@ -62,6 +62,11 @@ typedef struct vt_train_opts {
     float head_lr_mult;    /* the classifiers' lr multiplier (0: resolve: 10 when
                               fine-tuning, else 1) */
     int freeze;            /* the stem and stages 1..N frozen (-1: none; -2: resolve) */
+    float drop_path;       /* --drop-path R: transformers' stochastic depth rate (0: none) */
+    float layer_decay;     /* --layer-decay F: a transformer's block i (1..depth) learns at
+                              lr F^(depth+1-i), its patch embedding at F^(depth+1), fc_norm
+                              and head at 1 (VideoMAE's; 0: resolve: 0.75 when a
+                              transformer fine-tunes, else 1 = off) */
     int freeze_bn;         /* every BN in eval mode while training (-1: resolve: on when
                               fine-tuning) */
     int precise_bn;        /* clean clips per training video that BN's running statistics

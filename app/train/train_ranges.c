@@ -46,8 +46,10 @@ static const range g_ranges[] = {
     IX("--precise-bn", precise_bn, 0, 64, 1, -1, 0), /* -1: resolve */
     FX("--head-lr-mult", head_lr_mult, 1e-6, 1e6, 1, 0, 0), /* 0: resolve */
     IX("--freeze", freeze, 0, 16, 2, -1, -2),              /* none; resolve */
+    FX("--layer-decay", layer_decay, 1e-3, 1, 1, 0, 0),    /* 0: resolve */
     IX("--freeze-bn", freeze_bn, 0, 1, 1, -1, 0),          /* -1: resolve */
     F("--dropout", dropout, 0, 0.99),
+    F("--drop-path", drop_path, 0, 0.99),
     IX("--patience", patience, 0, 1000000, 1, -1, 0), /* -1: resolve */
     IX("--min-clips", min_clips, 0, 1000000000, 1, -1, 0), /* -1: resolve */
     I("--epochs", epochs, 1, 100000),

@@ -36,6 +36,7 @@
 #include "base/common.h"
 #include "models/xsum.h"
 #include "models/optim_elem.h"
+#include "models/cpu/cpu_attn.h"
 #include "models/cpu/cpu_blocks.h"
 #include "models/cpu/cpu_conv.h"
 #include "models/cpu/cpu_blas.h"
@@ -739,6 +740,7 @@ static const vt_backend_i cpu_i = {
     .gap_backward = cpu_gap_backward,
     .linear_forward = cpu_linear_forward,
     .linear_backward = cpu_linear_backward,
+    VT_CPU_ATTN_SLOTS(vt_fast_), /* the transformer ops: cpu_attn_fast.c */
     .dropout_forward = cpu_dropout_forward,
     .dropout_backward = cpu_dropout_backward,
     .softmax_xent = cpu_softmax_xent,

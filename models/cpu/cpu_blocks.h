@@ -2,7 +2,8 @@
  * cpu_blocks.h: how the fast CPU backend shares work between threads without letting the
  * thread count change a bit — element-wise loops go parallel only above CPU_PAR_MIN, and
  * GEMMs are cut into FIXED blocks, one single-threaded sgemm each — shared by its ops
- * (cpu.c) and its conv engine (cpu_conv.c). Private to those two files.
+ * (cpu.c), its conv engine (cpu_conv.c) and its transformer ops (cpu_attn_fast.c). Private
+ * to those files.
  *
  * It must never depend on the thread count or hold state: a block is a function of the
  * shape only, so the same inputs give the same bits with 1 thread or 16.

@@ -27,6 +27,8 @@
 #include "models/formats/onnx.h"
 
 #include <limits.h>
+#include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -60,7 +62,7 @@ enum {
     TYPE_TENSOR = 1, TENSOR_TYPE_ELEM = 1, TENSOR_TYPE_SHAPE = 2,
     SHAPE_DIM = 1, DIM_VALUE = 1, DIM_PARAM = 2,
     TENSOR_DIMS = 1, TENSOR_DATA_TYPE = 2, TENSOR_NAME = 8, TENSOR_RAW_DATA = 9,
-    DTYPE_FLOAT = 1,
+    DTYPE_FLOAT = 1, DTYPE_INT64 = 7,
 };
 
 void vt_onnx_opts_default(vt_onnx_opts *o) {
@@ -83,6 +85,9 @@ typedef struct onnx_w {
     int nused;
     int *inits;         /* state-dict tensors the nodes read, in order of first use */
     int ninits;
+    vt_pb consts;       /* initializers of our own (shapes, the sin-cos table, scalars):
+                           encoded GRAPH_INITIALIZER fields */
+    int opset;
     char *err;
     size_t errlen;
 } onnx_w;
@@ -194,6 +199,170 @@ static int gap_feeds_5d(const onnx_w *w, int i) {
                 return 1;
     }
     return 0;
+}
+
+/* An initializer of our own: dtype DTYPE_FLOAT or DTYPE_INT64, nd dims (0: a scalar),
+ * data little-endian (raw bytes: x86-64 and arm64 hosts). Returns its value name. */
+static const char *const_t(onnx_w *w, const char *want, int dtype, const int64_t *dims, int nd,
+                           const void *data, size_t nbytes) {
+    const char *name = uniq_name(w, want);
+    vt_pb t = {0};
+    for (int d = 0; d < nd; d++)
+        vt_pb_int(&t, TENSOR_DIMS, dims[d]);
+    vt_pb_uint(&t, TENSOR_DATA_TYPE, (uint64_t)dtype);
+    vt_pb_string(&t, TENSOR_NAME, name);
+    vt_pb_bytes(&t, TENSOR_RAW_DATA, data, nbytes);
+    vt_pb_msg(&w->consts, GRAPH_INITIALIZER, &t);
+    vt_pb_free(&t);
+    return name;
+}
+static const char *const_i64(onnx_w *w, const char *base, const char *suf, const int64_t *v,
+                             int n) {
+    char nm[200];
+    snprintf(nm, sizeof nm, "%s.%s", base, suf);
+    const int64_t dims[1] = {n};
+    return const_t(w, nm, DTYPE_INT64, dims, n < 0 ? 0 : 1, v, sizeof(int64_t) * (size_t)(n < 0 ? 1 : n));
+}
+static const char *const_f(onnx_w *w, const char *base, const char *suf, float v) {
+    char nm[200];
+    snprintf(nm, sizeof nm, "%s.%s", base, suf);
+    return const_t(w, nm, DTYPE_FLOAT, NULL, 0, &v, sizeof v);
+}
+/* One node with output "BASE.SUF" (or BASE itself when suf is NULL); frees at. */
+static const char *op_n(onnx_w *w, const char *op, const char *base, const char *suf,
+                        const char *const *in, int nin, vt_pb *at) {
+    char nm[200];
+    snprintf(nm, sizeof nm, suf ? "%s.%s" : "%s", base, suf);
+    const char *out = uniq_name(w, nm);
+    emit_node(w, op, out, in, nin, out, at);
+    if (at)
+        vt_pb_free(at);
+    return out;
+}
+static const char *transpose_n(onnx_w *w, const char *base, const char *suf, const char *x,
+                               const int *perm, int n) {
+    vt_pb at = {0};
+    attr_ints(&at, "perm", perm, n);
+    return op_n(w, "Transpose", base, suf, &x, 1, &at);
+}
+/* x @ W^T + b: a linear layer on (N, L, I) tokens (MatMul broadcasts over N). */
+static const char *tlinear_n(onnx_w *w, const vt_node *nd, const char *x, const char *b) {
+    const char *wt = transpose_n(w, nd->name, "wT", init_name(w, nd->wt), (const int[2]){1, 0}, 2);
+    const char *in[2] = {x, wt};
+    const char *m = op_n(w, "MatMul", nd->name, "matmul", in, 2, NULL);
+    const char *in2[2] = {m, b};
+    return op_n(w, "Add", nd->name, NULL, in2, 2, NULL);
+}
+
+/* The transformer nodes (net_graph_vit.c): opset 17's LayerNormalization, GELU in its erf
+ * form, MatMul, Softmax. 0, or -1 with err. */
+static int emit_vit(onnx_w *w, int i) {
+    const vt_node *nd = &w->g.nodes[i];
+    const char *x = in_name(w, nd->in[0]);
+    vt_pb at = {0};
+    w->flat[i] = nd->in[0] >= 0 && w->flat[nd->in[0]];
+    switch (nd->kind) {
+    case VT_NODE_TOKENS: {
+        const int64_t shp[3] = {0, nd->c, nd->t};
+        const char *in[2] = {x, const_i64(w, nd->name, "shape", shp, 3)};
+        const char *r = op_n(w, "Reshape", nd->name, "reshape", in, 2, NULL);
+        w->val[i] = (char *)transpose_n(w, nd->name, NULL, r, (const int[3]){0, 2, 1}, 3);
+        return 0;
+    }
+    case VT_NODE_POS: {
+        float *tab = vt_malloc((size_t)vt_node_floats(nd) * sizeof(float));
+        vt_sincos_table(tab, nd->t, nd->c);
+        const int64_t dims[2] = {nd->t, nd->c};
+        const char *in[2] = {x, const_t(w, "pos_embed.table", DTYPE_FLOAT, dims, 2, tab,
+                                        (size_t)vt_node_floats(nd) * sizeof(float))};
+        free(tab);
+        w->val[i] = (char *)op_n(w, "Add", nd->name, NULL, in, 2, NULL);
+        return 0;
+    }
+    case VT_NODE_LN: {
+        if (w->opset < 17) {
+            vt_set_err(w->err, w->errlen, "layer %s: LayerNormalization needs opset 17 (got %d)",
+                       nd->name, w->opset);
+            return -1;
+        }
+        attr_int(&at, "axis", -1);
+        attr_float(&at, "epsilon", nd->bn_eps);
+        const char *in[3] = {x, init_name(w, nd->wt), init_name(w, nd->bt)};
+        w->val[i] = (char *)op_n(w, "LayerNormalization", nd->name, NULL, in, 3, &at);
+        return 0;
+    }
+    case VT_NODE_GELU: { /* x * 0.5 * (1 + erf(x / sqrt 2)) */
+        const char *a[2] = {x, const_f(w, nd->name, "sqrt2", 1.4142135623730951f)};
+        const char *e = op_n(w, "Div", nd->name, "div", a, 2, NULL);
+        e = op_n(w, "Erf", nd->name, "erf", &e, 1, NULL);
+        const char *b[2] = {e, const_f(w, nd->name, "one", 1.0f)};
+        e = op_n(w, "Add", nd->name, "add", b, 2, NULL);
+        const char *c[2] = {x, e};
+        e = op_n(w, "Mul", nd->name, "mul", c, 2, NULL);
+        const char *d[2] = {e, const_f(w, nd->name, "half", 0.5f)};
+        w->val[i] = (char *)op_n(w, "Mul", nd->name, NULL, d, 2, NULL);
+        return 0;
+    }
+    case VT_NODE_TLINEAR:
+        w->val[i] = (char *)tlinear_n(w, nd, x, init_name(w, nd->bt));
+        return 0;
+    case VT_NODE_QKV: { /* the bias [q_bias | 0 | v_bias] */
+        float *z = vt_calloc((size_t)nd->ic, sizeof(float));
+        const int64_t dims[1] = {nd->ic};
+        char nm[200];
+        snprintf(nm, sizeof nm, "%s.k_bias", nd->name);
+        const char *in[3] = {init_name(w, nd->bt), const_t(w, nm, DTYPE_FLOAT, dims, 1, z,
+                                                             (size_t)nd->ic * sizeof(float)),
+                             init_name(w, nd->vt2)};
+        free(z);
+        attr_int(&at, "axis", 0);
+        const char *b = op_n(w, "Concat", nd->name, "bias", in, 3, &at);
+        w->val[i] = (char *)tlinear_n(w, nd, x, b);
+        return 0;
+    }
+    case VT_NODE_ATTN: {
+        const int H = nd->heads, D = nd->c / H, L = nd->t;
+        const int64_t shp[5] = {0, L, 3, H, D}, back[3] = {0, L, nd->c};
+        const char *in[2] = {x, const_i64(w, nd->name, "shape", shp, 5)};
+        const char *r = op_n(w, "Reshape", nd->name, "heads", in, 2, NULL);
+        r = transpose_n(w, nd->name, "qkv", r, (const int[5]){2, 0, 3, 1, 4}, 5);
+        const char *qkv[3];
+        for (int j = 0; j < 3; j++) { /* (N, H, L, D) each */
+            int64_t idx = j;
+            const char *g[2] = {r, const_i64(w, nd->name, j == 0 ? "iq" : j == 1 ? "ik" : "iv",
+                                             &idx, -1)};
+            vt_pb ga = {0};
+            attr_int(&ga, "axis", 0);
+            qkv[j] = op_n(w, "Gather", nd->name, j == 0 ? "q" : j == 1 ? "k" : "v", g, 2, &ga);
+        }
+        const char *kt = transpose_n(w, nd->name, "kT", qkv[1], (const int[4]){0, 1, 3, 2}, 4);
+        const char *m1[2] = {qkv[0], kt};
+        const char *s = op_n(w, "MatMul", nd->name, "logits", m1, 2, NULL);
+        const char *sc[2] = {s, const_f(w, nd->name, "scale", 1.0f / sqrtf((float)D))};
+        s = op_n(w, "Mul", nd->name, "scaled", sc, 2, NULL);
+        attr_int(&at, "axis", -1);
+        s = op_n(w, "Softmax", nd->name, "probs", &s, 1, &at);
+        const char *m2[2] = {s, qkv[2]};
+        s = op_n(w, "MatMul", nd->name, "context", m2, 2, NULL);
+        s = transpose_n(w, nd->name, "tokens", s, (const int[4]){0, 2, 1, 3}, 4);
+        const char *rb[2] = {s, const_i64(w, nd->name, "back", back, 3)};
+        w->val[i] = (char *)op_n(w, "Reshape", nd->name, NULL, rb, 2, NULL);
+        return 0;
+    }
+    case VT_NODE_TMEAN:
+        attr_ints(&at, "axes", (const int[1]){1}, 1);
+        attr_int(&at, "keepdims", 0);
+        w->val[i] = (char *)op_n(w, "ReduceMean", nd->name, NULL, &x, 1, &at);
+        w->flat[i] = 1;
+        return 0;
+    case VT_NODE_DROPPATH: /* the identity at inference */
+        w->val[i] = (char *)x;
+        return 0;
+    default:
+        vt_set_err(w->err, w->errlen, "layer %s (node kind %d) has no ONNX form yet: add a case "
+                   "to models/formats/onnx.c emit_layer", nd->name, (int)nd->kind);
+        return -1;
+    }
 }
 
 /* The ONNX nodes of layer i; sets w->val[i] and w->flat[i]. 0, or -1 with err. */
@@ -311,11 +480,9 @@ static int emit_layer(onnx_w *w, int i) {
         emit_node(w, "Add", nd->name, in, 2, w->val[i], NULL);
         break;
     }
-    default:
+    default: /* the transformer nodes */
         vt_pb_free(&at);
-        vt_set_err(w->err, w->errlen, "layer %s (node kind %d) has no ONNX form yet: add a case "
-                   "to models/formats/onnx.c emit_layer", nd->name, (int)nd->kind);
-        return -1;
+        return emit_vit(w, i);
     }
     vt_pb_free(&at);
     return 0;
@@ -376,6 +543,7 @@ static void emit_initializers(onnx_w *w, vt_pb *graph, const float *params, cons
         vt_pb_raw_f32le(graph, (nt->is_buffer ? bufs : params) + nt->offset, (size_t)t->numel);
         vt_pb_free(&head);
     }
+    vt_pb_raw(graph, w->consts.data, w->consts.len);
 }
 
 /* The file: the model's small fields, then the graph field, whose bytes are written
@@ -399,6 +567,7 @@ int vt_onnx_export(const char *path, vt_net *net, const vt_onnx_opts *o, char *e
     w.net = net;
     w.err = err;
     w.errlen = errlen;
+    w.opset = o->opset;
     vt_pb graph = {0}, model = {0}, ghead = {0};
     float *params = NULL, *bufs = NULL;
     int rc = -1;
@@ -503,6 +672,7 @@ end:
     vt_pb_free(&model);
     vt_pb_free(&ghead);
     vt_pb_free(&w.nodes);
+    vt_pb_free(&w.consts);
     free(params);
     free(bufs);
     for (int i = 0; i < w.nused; i++)

@@ -640,10 +640,11 @@ int vt_pth_read(vt_pth *out, const char *path, char *err, size_t errlen) {
     uint8_t head[SNIFF_BYTES], *all = NULL;
     struct stat sb;
     ssize_t k = 0;
-    int rc = -1, fd = open(path, O_RDONLY | O_CLOEXEC);
+    char oerr[600];
+    int rc = -1, fd = vt_open_regular(path, oerr, sizeof oerr); /* never waits on a FIFO */
     memset(out, 0, sizeof *out);
-    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        fail(err, errlen, &r, "%s", fd < 0 ? strerror(errno) : "not a regular file");
+    if (fd < 0 || fstat(fd, &sb) != 0) {
+        vt_set_err(err, errlen, "%s", oerr);
         goto end;
     }
     while ((k = pread(fd, head, sizeof head, 0)) < 0 && errno == EINTR) {

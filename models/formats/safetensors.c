@@ -181,9 +181,12 @@ int vt_ckpt_read_info(vt_ckpt_info *info, const char *path, char *err, size_t er
         goto end;                                                       \
     } while (0)
 
-    f = fopen(path, "rb");
-    if (!f)
-        FAIL("cannot open: %s", strerror(errno));
+    char oerr[600];
+    f = vt_fopen_regular(path, oerr, sizeof oerr); /* a FIFO is refused, never waited on */
+    if (!f) {
+        vt_set_err(err, errlen, "%s", oerr);
+        goto end;
+    }
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode))
         FAIL("not a regular file");
@@ -331,11 +334,9 @@ const vt_ckpt_tensor *vt_ckpt_find(const vt_ckpt_info *info, const char *name) {
 
 int vt_ckpt_read_tensor(const vt_ckpt_info *info, const vt_ckpt_tensor *t, float *host_out,
                         char *err, size_t errlen) {
-    FILE *f = fopen(info->path, "rb");
-    if (!f) {
-        vt_set_err(err, errlen, "%s: cannot open: %s", info->path, strerror(errno));
+    FILE *f = vt_fopen_regular(info->path, err, errlen);
+    if (!f)
         return -1;
-    }
     int rc = -1;
     if (fseeko(f, (off_t)(info->data_start + t->begin), SEEK_SET) != 0)
         goto end;

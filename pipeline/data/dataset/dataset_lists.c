@@ -149,7 +149,8 @@ int vt_lists_format_parse(const char *name) {
 /* 1 when the file's first non-empty line is a CSV header naming youtube_id, time_start
  * and time_end (Kinetics' own files, with or without label and split columns). */
 static int is_kinetics_csv(const char *path) {
-    FILE *f = fopen(path, "rb");
+    char err[8];
+    FILE *f = vt_fopen_regular(path, err, sizeof err);
     if (!f)
         return 0;
     char line[1024] = "";

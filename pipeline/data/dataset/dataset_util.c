@@ -85,11 +85,9 @@ char *vt_ds_join_path(const char *a, const char *b) {
 }
 
 char *vt_ds_read_text(const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        vt_set_err(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    FILE *f = vt_fopen_regular(path, err, errlen); /* never waits on a FIFO */
+    if (!f)
         return NULL;
-    }
     size_t cap = 4096, n = 0, r;
     char *buf = vt_malloc(cap);
     while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {

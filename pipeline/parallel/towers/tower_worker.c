@@ -190,12 +190,28 @@ static void save_buffers(tower *tw) {
         tw->be->i->to_host(tw->be, tw->buf_saved, vt_net_buffers(tw->net), (size_t)nb * sizeof(float));
 }
 
-/* 1 when this step's loss was not finite on any tower of any process: a 0/1 flag per
- * tower summed by the reducer, so that every tower decides the same (the losses are each
- * tower's own until the step's figures are gathered, after the update). */
+/* 1 when this step moved a buffer (a BN running statistic) to NaN or inf: batch-norm
+ * sums past the exact sums' range are NaN (models/xsum.h), and a relu after the batch
+ * norm can hide them from the loss and the gradients. */
+static int buffers_nonfinite(tower *tw) {
+    int64_t nb = vt_net_num_buffers(tw->net), bad = 0;
+    if (nb == 0)
+        return 0;
+    float *h = vt_malloc((size_t)nb * sizeof(float));
+    tw->be->i->to_host(tw->be, h, vt_net_buffers(tw->net), (size_t)nb * sizeof(float));
+    for (int64_t i = 0; i < nb; i++)
+        bad |= !isfinite(h[i]);
+    free(h);
+    return bad != 0;
+}
+
+/* 1 when this step's loss (or a buffer it moved) was not finite on any tower of any
+ * process: a 0/1 flag per tower summed by the reducer, so that every tower decides the
+ * same (the losses are each tower's own until the step's figures are gathered, after the
+ * update). */
 static int loss_nonfinite_anywhere(tower *tw) {
     vt_towers *T = tw->T;
-    float flag = isfinite(tw->loss) ? 0.0f : 1.0f;
+    float flag = isfinite(tw->loss) && !buffers_nonfinite(tw) ? 0.0f : 1.0f;
     if (T->ng == 1)
         return flag > 0;
     vt_backend *be = tw->be;

@@ -12,6 +12,7 @@
 #include "base/common.h"
 #include "pipeline/parallel/mpi.h"
 #include "base/json_str.h"
+#include "pipeline/data/dataset/dataset.h"
 
 int vt_dist_lead(void) { return vt_run_lead(); }
 
@@ -56,7 +57,7 @@ int vt_dist_share_result(int rc, char *err, size_t errlen) {
 
 /* Options that may differ between ranks: devices (each machine has its own), paths (each
  * machine may mount the data elsewhere; the dataset itself is checked by
- * vt_mpi_dataset_sync), and decode threads. */
+ * vt_dist_dataset_sync), and decode threads. */
 static const char *const local_keys[] = {
     "data", "out", "devices", "gpus", "mem", "gpu_mem", "backend", "emulate", "speeds",
     "threads", "workers", "queue", "val_dir", "lists", "labels", "ranks",
@@ -107,7 +108,9 @@ int vt_dist_check_opts(const vt_train_opts *o, char *err, size_t errlen) {
 
 /* One rank's device options as config.json keeps them. */
 typedef struct rank_dev_opts {
-    char devices[256], gpus[64], mem[256], gpu_mem[256], backend[16], emulate[64], speeds[128];
+#define F(f) char f[sizeof(((vt_train_opts *)0)->f)];
+    VT_TRAIN_DEVICE_STRINGS(F)
+#undef F
     int32_t threads;
 } rank_dev_opts;
 
@@ -117,14 +120,8 @@ void vt_dist_add_rank_devices(cJSON *config, const vt_train_opts *o) {
         return;
     rank_dev_opts me, *all = vt_calloc((size_t)P, sizeof *all);
     memset(&me, 0, sizeof me);
-#define CP(f) snprintf(me.f, sizeof me.f, "%s", o->f)
-    CP(devices);
-    CP(gpus);
-    CP(mem);
-    CP(gpu_mem);
-    CP(backend);
-    CP(emulate);
-    CP(speeds);
+#define CP(f) snprintf(me.f, sizeof me.f, "%s", o->f);
+    VT_TRAIN_DEVICE_STRINGS(CP)
 #undef CP
     me.threads = o->threads;
     vt_mpi_allgather(&me, all, sizeof me, "every rank's device options");
@@ -133,14 +130,8 @@ void vt_dist_add_rank_devices(cJSON *config, const vt_train_opts *o) {
         cJSON *e = cJSON_CreateObject();
         cJSON_AddNumberToObject(e, "rank", q);
         cJSON_AddStringToObject(e, "host", vt_mpi_host(q));
-#define J(f) cJSON_AddStringToObject(e, #f, all[q].f)
-        J(devices);
-        J(gpus);
-        J(mem);
-        J(gpu_mem);
-        J(backend);
-        J(emulate);
-        J(speeds);
+#define J(f) cJSON_AddStringToObject(e, #f, all[q].f);
+        VT_TRAIN_DEVICE_STRINGS(J)
 #undef J
         cJSON_AddNumberToObject(e, "threads", all[q].threads);
         cJSON_AddItemToArray(arr, e);
@@ -160,16 +151,80 @@ void vt_dist_resume_devices(vt_train_opts *o, const cJSON *config) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, #f);               \
         if (cJSON_IsString(v))                                                  \
             snprintf(o->f, sizeof o->f, "%s", v->valuestring);                  \
-    } while (0)
-    G(devices);
-    G(gpus);
-    G(mem);
-    G(gpu_mem);
-    G(backend);
-    G(emulate);
-    G(speeds);
+    } while (0);
+    VT_TRAIN_DEVICE_STRINGS(G)
 #undef G
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "threads");
     if (cJSON_IsNumber(t))
         o->threads = (int)t->valuedouble;
+}
+
+/* ---- the dataset on every rank ---- */
+
+typedef struct ds_digest {
+    uint64_t hash;
+    int32_t nvideos, nlabeled;
+} ds_digest;
+
+void vt_dist_dataset_sync(vt_dataset *ds, const char *what) {
+    const int g_size = vt_mpi_size();
+    if (g_size == 1)
+        return;
+    /* 1. Same videos, labels and splits: a hash of what decides the epoch order. */
+    ds_digest me = {VT_FNV_SEED, ds->nvideos, 0};
+    uint64_t h = VT_FNV_SEED;
+    h = vt_fnv1a(&ds->nheads, sizeof ds->nheads, h);
+    for (int k = 0; k < ds->nheads; k++) {
+        h = vt_fnv1a(&ds->heads[k].loss, sizeof ds->heads[k].loss, h);
+        for (int c = 0; c < ds->heads[k].nclasses; c++)
+            h = vt_fnv1a(ds->heads[k].classes[c], strlen(ds->heads[k].classes[c]) + 1, h);
+    }
+    for (int i = 0; i < ds->nvideos; i++) {
+        const vt_dataset_video *v = &ds->videos[i];
+        me.nlabeled += v->labeled != 0;
+        h = vt_fnv1a(v->relpath, strlen(v->relpath) + 1, h);
+        int32_t meta[2] = {v->labeled, (int32_t)v->split};
+        h = vt_fnv1a(meta, sizeof meta, h);
+        for (int k = 0; k < ds->nheads && v->labeled; k++) {
+            if (ds->heads[k].loss == VT_LOSS_SOFTMAX_CE)
+                h = vt_fnv1a(&v->label[k], sizeof v->label[k], h);
+            else if (v->ntags[k])
+                h = vt_fnv1a(v->tags[k], sizeof(int32_t) * (size_t)v->ntags[k], h);
+        }
+    }
+    me.hash = h;
+    ds_digest *all = vt_malloc(sizeof *all * (size_t)g_size);
+    char w[256];
+    snprintf(w, sizeof w, "%s (dataset check)", what);
+    vt_mpi_allgather(&me, all, sizeof me, w);
+    for (int q = 0; q < g_size; q++)
+        if (all[q].hash != all[0].hash)
+            vt_mpi_abort(1, "%s: the dataset %s on rank %d (host %s: %d videos, %d labelled) "
+                         "differs from rank 0's (host %s: %d videos, %d labelled) in its files, "
+                         "labels or splits. Every rank needs the same dataset (a shared folder "
+                         "or identical copies at the path given to it)", what, ds->dir, q,
+                         vt_mpi_host(q), all[q].nvideos, all[q].nlabeled, vt_mpi_host(0),
+                         all[0].nvideos, all[0].nlabeled);
+    free(all);
+    /* 2. Bad marks: one rank's unreadable video is left out everywhere. */
+    int nv = ds->nvideos;
+    if (nv == 0)
+        return;
+    uint8_t *mine = vt_malloc((size_t)nv), *bad = vt_malloc((size_t)nv * (size_t)g_size);
+    for (int i = 0; i < nv; i++)
+        mine[i] = (uint8_t)vt_dataset_bad(ds, i);
+    snprintf(w, sizeof w, "%s (unreadable videos)", what);
+    vt_mpi_allgather(mine, bad, (size_t)nv, w);
+    for (int q = 0; q < g_size; q++)
+        for (int i = 0; i < nv; i++) {
+            uint8_t k = bad[(size_t)q * nv + i];
+            if (k != VT_BAD_NONE && vt_dataset_bad(ds, i) == VT_BAD_NONE) {
+                char why[160];
+                snprintf(why, sizeof why, "unreadable on rank %d (host %s), which reported why", q,
+                         vt_mpi_host(q));
+                vt_dataset_mark_bad(ds, i, (vt_bad_kind)k, why);
+            }
+        }
+    free(mine);
+    free(bad);
 }

@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "app/train/train_opts.h"
+#include "pipeline/data/dataset/dataset.h"
 
 /* 1 on the rank that owns the run folder (rank 0, or the only process): run_files.h's
  * vt_run_lead, which this file builds on (the run folder's files never depend on it). */
@@ -38,5 +39,11 @@ void vt_dist_add_rank_devices(cJSON *config, const vt_train_opts *o);
 /* Resume: this rank's saved device options from config "ranks", when it has an entry
  * (options given on the command line still override them afterwards). */
 void vt_dist_resume_devices(vt_train_opts *o, const cJSON *config);
+
+/* The dataset is the same on every rank (videos, labels, splits; ends the job naming the
+ * rank that differs, since training on different data is meaningless) and a video any
+ * rank found unreadable is excluded on every rank, so that epoch orders agree. Call
+ * before building an epoch order (a loader, vt_loader_start_epoch). */
+void vt_dist_dataset_sync(vt_dataset *ds, const char *what);
 
 #endif

@@ -59,8 +59,10 @@ vt_run() {
         -q > "$run.log" 2>&1
     local wall clips epochs ckpt=()
     wall=$(cat "$run.time")
-    # clips trained: the epoch lines' clip counts are not logged; epochs x training clips
-    epochs=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["epochs"])' "$run/config.json")
+    # clips trained: the epoch lines' clip counts are not logged; epochs x training clips.
+    # The epochs run, from metrics.jsonl's last epoch line: config.json keeps the default
+    # length's cap, not where it ended.
+    epochs=$("$py" -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if "\"kind\":\"epoch\"" in l][-1]["epoch"])' "$run/metrics.jsonl")
     clips=$(( epochs * $(grep -o 'training: [0-9]* videos' "$run.log" | grep -o '[0-9]*') ))
     [ "$ck" = last ] && ckpt=(--checkpoint "$run/last.safetensors")
     "$bin" eval "$run" "$data" --split test --clips-per-video 10 "${ckpt[@]}" -q > "$run.eval" 2>&1

@@ -4,7 +4,7 @@
  * goes depends on the order of its terms, and towers add the clips of a batch in another
  * order than one device does; in float32 the difference (1e-7 of a step) then grows
  * through max-pool windows whose two largest values float32 cannot tell apart, up to 1e-2
- * over an epoch (docs/results.md, 2026-11-25). Here every term (one clip's contribution:
+ * over an epoch (docs/notebook/results.md, 2026-11-25). Here every term (one clip's contribution:
  * its weight gradient, its batch-norm sums) is turned into an integer count of units of
  * 2^e0, rounded to nearest, and integers add exactly in any order: one device, any split
  * into towers and micro-batches, and the towers' sum across threads or processes (an

@@ -18,7 +18,7 @@
 #     (tests/oracle/check_step_conditioning.py). On the demo's flat shapes a window often
 #     holds values equal in exact arithmetic; any change of summation order may route its
 #     gradient elsewhere — a 1e-4..1e-3 change of that step, in PyTorch as in vidtrain —
-#     and later steps carry it on. Figures: docs/results.md (2026-11-25, 2026-11-26).
+#     and later steps carry it on. Figures: docs/notebook/results.md (2026-11-25, 2026-11-26).
 # Figures only (slow for a ctest: a few minutes).
 #   bash scripts/check-bn-towers.sh             (uses build/vidtrain, or $VT_BIN; SEED=5)
 #   SEED=0 bash scripts/check-bn-towers.sh      (float sums ended this seed 5e-3 apart)

@@ -2,8 +2,9 @@
  * apputil.h: what the tests that drive the vidtrain command (or the ffmpeg command)
  * share — find the binary under test, run a shell command built printf-style and get
  * its exit code the way a shell reports it, make a synthetic data set with
- * `vidtrain synth`, read a whole file or a JSON file, write a small file, and count a
- * video's frames with ffprobe. Header-only (static inline), like testutil.h.
+ * `vidtrain synth`, read a whole file or a JSON file, count a folder's files, measure how
+ * far two checkpoints are apart, write a small file, and count a video's frames with
+ * ffprobe. Header-only (static inline), like testutil.h.
  *
  * It must never hide a failure: every helper returns what happened (an exit code, NULL)
  * and the test decides; the only exits are for a scratch file that cannot be written,
@@ -13,12 +14,16 @@
 #define VT_APPUTIL_H
 
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 
+#include "models/formats/safetensors.h"
 #include "tests/testutil.h"
 
 /* $VT_BIN (the vidtrain binary ctest passes), or NULL after saying that `test` must run
@@ -92,6 +97,115 @@ static inline cJSON *vt_test_read_json(const char *path) {
     cJSON *j = s ? cJSON_Parse(s) : NULL;
     free(s);
     return j;
+}
+
+/* The entries of dir that `ls` shows (names not starting with '.'), -1 when it cannot be
+ * read. */
+static inline int vt_test_count_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* The files of a class-folder data set: vt_test_count_files of every dir/CLASS/ summed,
+ * *nclasses (may be NULL) the number of class folders; -1 when dir cannot be read. */
+static inline int vt_test_count_class_files(const char *dir, int *nclasses) {
+    DIR *d = opendir(dir);
+    if (nclasses)
+        *nclasses = 0;
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char sub[4400 + 256]; /* the folder and a d_name (at most 255 bytes) */
+        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
+        int k = vt_test_count_files(sub);
+        if (k < 0)
+            continue; /* a file, not a class folder */
+        n += k;
+        if (nclasses)
+            (*nclasses)++;
+    }
+    closedir(d);
+    return n;
+}
+
+/* What vt_test_ckpt_diff saw besides the distance. */
+typedef struct vt_test_ckpt_cmp {
+    int ntensors; /* float tensors compared */
+    int exact;    /* every compared tensor (int64 counters included) bitwise equal */
+    int bitwise;  /* every data byte of the two files (optimizer state included) equal */
+} vt_test_ckpt_cmp;
+
+/* How far checkpoint a is from the reference ref: the largest max|a - ref| / max|ref|
+ * over the float tensors whose names start with prefix ("" for all), the optimizer's
+ * state ("optim.*") left out; 0 when they are equal. -1 when they cannot be compared: a
+ * file unreadable, a tensor of a missing from ref or of another size, (prefix "") not
+ * the same tensors, or no float tensor to compare. out (may be NULL) gets the counts and the bitwise verdicts. */
+static inline double vt_test_ckpt_diff(const char *a, const char *ref, const char *prefix,
+                                       vt_test_ckpt_cmp *out) {
+    vt_ckpt_info ia, ib;
+    char err[512];
+    vt_test_ckpt_cmp c = {0, 1, 0};
+    if (vt_ckpt_read_info(&ia, a, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return -1;
+    }
+    if (vt_ckpt_read_info(&ib, ref, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        vt_ckpt_info_free(&ia);
+        return -1;
+    }
+    long la = 0, lb = 0;
+    char *da = vt_test_slurp(a, &la), *db = vt_test_slurp(ref, &lb);
+    double worst = da && db && (*prefix || ia.ntensors == ib.ntensors) ? 0 : -1;
+    size_t np = strlen(prefix);
+    for (int i = 0; i < ia.ntensors && worst >= 0; i++) {
+        const vt_ckpt_tensor *x = &ia.tensors[i];
+        if (strncmp(x->name, prefix, np))
+            continue;
+        const vt_ckpt_tensor *y = vt_ckpt_find(&ib, x->name);
+        if (!y || y->end - y->begin != x->end - x->begin || y->is_int64 != x->is_int64) {
+            worst = -1;
+            break;
+        }
+        if (!strncmp(x->name, "optim.", 6))
+            continue;
+        const char *bx = da + ia.data_start + x->begin, *by = db + ib.data_start + y->begin;
+        if (memcmp(bx, by, (size_t)(x->end - x->begin)))
+            c.exact = 0;
+        if (x->is_int64)
+            continue;
+        const float *fx = (const float *)(const void *)bx, *fy = (const float *)(const void *)by;
+        double num = 0, den = 0;
+        for (int64_t e = 0; e < x->numel; e++) {
+            num = fmax(num, fabs((double)fx[e] - (double)fy[e]));
+            den = fmax(den, fabs((double)fy[e]));
+        }
+        worst = fmax(worst, den > 0 ? num / den : num);
+        c.ntensors++;
+    }
+    if (c.ntensors == 0)
+        worst = -1; /* nothing compared is no evidence of sameness */
+    long na = la - (long)ia.data_start, nb = lb - (long)ib.data_start;
+    c.bitwise = da && db && na == nb && na > 0 &&
+                !memcmp(da + ia.data_start, db + ib.data_start, (size_t)na);
+    free(da);
+    free(db);
+    vt_ckpt_info_free(&ia);
+    vt_ckpt_info_free(&ib);
+    if (out)
+        *out = c;
+    return worst;
 }
 
 /* Writes text to root/rel (the folder must exist); exits the test when it cannot. */

@@ -19,13 +19,19 @@
     §3.2", and as "design.md §N" inside docs/) must be a numbered heading ("## N. Title",
     "### N.M Title") of that file; a bare "§N" inside docs/design.md or docs/style.md
     cites that file's own sections.
-(d) Every relative markdown link in README.md and docs/*.md leads to a file that exists,
-    and its #anchor, when the target is markdown, to a heading of that file (GitHub's
+(d) Every relative markdown link in README.md and docs/**.md (docs/notebook/ too) leads
+    to a file that exists, and its #anchor, when the target is markdown, to a heading of that file (GitHub's
     anchors: lower case, punctuation dropped, spaces to hyphens, -1, -2 for repeats).
 
 (e) A unit's insides stay inside it: a private header (NAME_impl.h, NAME_impl.cuh) is
     included only by files of its own folder, and a unit folder (UNIT_FACES below) is
     seen from outside through its one public header (docs/design.md §2).
+
+(f) No circle of calls between the files of one folder: file A calls file B when A.c (or
+    .cu) calls a function B.c defines (not static); for the Python oracles of tests/oracle/
+    and bench/, when A.py imports B.py. A circle fails unless docs/design.md §2 argues for
+    it: a list line that names each of its files in backticks and a "↔" (the check reads
+    those lines; every such line must still be a circle).
 
 Exit status 0 when all hold, 1 with one line per offence (file:line and a hint) otherwise.
 Standard library only: it runs with /usr/bin/python3 and no numpy.
@@ -163,6 +169,95 @@ def check_lengths(root):
         if n > MAX_LINES:
             errors.append("%s: %d lines, over the %d-line limit (issue 26): split it by "
                           "concern" % (rel, n, MAX_LINES))
+    return errors
+
+
+# ---- (f): call circles between the files of one folder ----
+
+CALL_DEF_RE = re.compile(r"^(?!static\b)(?!typedef\b)(?!extern\b)[A-Za-z_][\w \t*]*?\b([A-Za-z_]\w*)"
+                         r"\s*\([^;{}]*?\)\s*\{", re.M)
+CALL_RE = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
+PY_IMPORT_RE = re.compile(r"^\s*(?:from\s+(\w+)\s+import|import\s+(\w+))", re.M)
+PY_DIRS = ("tests/oracle", "bench")
+
+
+def code_only(text):
+    """C text without comments and string literals (newlines kept), so that a function
+    named in a comment or a message is no call."""
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    text = re.sub(r"//[^\n]*", "", text)
+    return re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
+
+
+def call_graphs(root):
+    """{folder: {file: {file it calls}}} for the C folders and the Python oracle folders."""
+    folders = {}
+    for rel in source_files(root, MODULE_DIRS):
+        if rel.endswith(IMPL_EXT):
+            folders.setdefault(os.path.dirname(rel), []).append(rel)
+    graphs = {}
+    for folder, files in sorted(folders.items()):
+        text = {f: code_only(read(root, f)) for f in files}
+        defs = {}
+        for f in files:
+            for m in CALL_DEF_RE.finditer(text[f]):
+                defs.setdefault(m.group(1), f)
+        graphs[folder] = {f: {defs[m.group(1)] for m in CALL_RE.finditer(text[f])
+                              if m.group(1) in defs and defs[m.group(1)] != f} for f in files}
+    for d in PY_DIRS:
+        full = os.path.join(root, d)
+        if not os.path.isdir(full):
+            continue
+        files = sorted(os.path.join(d, f) for f in os.listdir(full) if f.endswith(".py"))
+        names = {os.path.splitext(os.path.basename(f))[0]: f for f in files}
+        g = {}
+        for f in files:
+            g[f] = set()
+            for m in PY_IMPORT_RE.finditer(read(root, f)):
+                n = m.group(1) or m.group(2)
+                if n in names and names[n] != f:
+                    g[f].add(names[n])
+        graphs[d] = g
+    return graphs
+
+
+def argued_circles(root):
+    """The call circles docs/design.md argues for: {frozenset(files): line number}."""
+    out = {}
+    path = os.path.join(root, "docs", "design.md")
+    if not os.path.isfile(path):
+        return out
+    for i, line in enumerate(read(root, "docs/design.md").split("\n"), 1):
+        if line.lstrip().startswith("- ") and "↔" in line:
+            files = frozenset(re.findall(r"`([\w./-]+\.(?:c|cu|py))`", line))
+            if len(files) >= 2:
+                out[files] = i
+    return out
+
+
+def check_call_circles(root):
+    errors = []
+    argued = argued_circles(root)
+    found = set()
+    for folder, g in call_graphs(root).items():
+        for comp in circles(g):
+            key = frozenset(comp)
+            found.add(key)
+            if key in argued:
+                continue
+            errors.append("call circle in %s/: %s (rule: the files of a folder call one way; "
+                          "move the function that closes it to the file that calls it, pass "
+                          "what it computes in, or argue for the circle in docs/design.md §2 "
+                          "with a line naming each file in backticks and a \"↔\")"
+                          % (folder, " <-> ".join(os.path.basename(c) for c in comp)))
+            for a in comp:
+                for b in sorted(g[a]):
+                    if b in key:
+                        errors.append("  %s calls %s" % (a, b))
+    for key, line in sorted(argued.items(), key=lambda kv: kv[1]):
+        if key not in found:
+            errors.append("docs/design.md:%d: argues for a call circle (%s) that is not there "
+                          "(any more): drop the line" % (line, ", ".join(sorted(key))))
     return errors
 
 
@@ -332,7 +427,7 @@ def check_doc_refs(root):
 def check_md_links(root):
     errors = []
     docs = [f for f in ref_files(root) if f.endswith(".md") and
-            (f == "README.md" or os.path.dirname(f) == "docs")]
+            (f == "README.md" or f.startswith("docs/"))]
     for rel in docs:
         text = read(root, rel)
         for i, line in md_lines(text):
@@ -369,14 +464,14 @@ def main(argv):
               % (root, ", ".join(missing)))
         return 2
     errors = (check_circles(root) + check_lengths(root) + check_doc_refs(root) +
-              check_md_links(root) + check_faces(root))
+              check_md_links(root) + check_faces(root) + check_call_circles(root))
     for e in errors:
         print(e)
     nfiles = len(source_files(root, LENGTH_DIRS))
     print("check_house: %d source files, %d files' references checked, %s"
           % (nfiles, len(ref_files(root)), "%d problem line(s)" % len(errors) if errors else
              "no circle, none over %d lines, every cited doc, section and link there, "
-             "every unit seen through its face"
+             "every unit seen through its face, no call circle but those argued"
              % MAX_LINES))
     return 1 if errors else 0
 

@@ -543,43 +543,6 @@ static void test_command(const char *bin, const char *dir, const char *data) {
 
 /* ---------------------------------------------------------------- 6. ranks ---- */
 
-/* The float tensors of two checkpoints (not the optimizer's): the largest |a - b| / max
- * |b| over tensors; -1 when they cannot be compared (test_mpi.c's measure). */
-static double ckpt_diff(const char *a, const char *b) {
-    vt_ckpt_info ia, ib;
-    char err[512];
-    if (vt_ckpt_read_info(&ia, a, err, sizeof err) != 0)
-        return -1;
-    if (vt_ckpt_read_info(&ib, b, err, sizeof err) != 0) {
-        vt_ckpt_info_free(&ia);
-        return -1;
-    }
-    char *da = vt_test_slurp(a, NULL), *db = vt_test_slurp(b, NULL);
-    double worst = da && db && ia.ntensors == ib.ntensors && ia.ntensors > 0 ? 0 : -1;
-    for (int i = 0; i < ia.ntensors && worst >= 0; i++) {
-        const vt_ckpt_tensor *x = &ia.tensors[i], *y = vt_ckpt_find(&ib, x->name);
-        if (!y || y->end - y->begin != x->end - x->begin) {
-            worst = -1;
-            break;
-        }
-        if (x->is_int64 || !strncmp(x->name, "optim.", 6))
-            continue;
-        const float *fx = (const float *)(da + ia.data_start + x->begin);
-        const float *fy = (const float *)(db + ib.data_start + y->begin);
-        double num = 0, den = 0;
-        for (int64_t e = 0; e < x->numel; e++) {
-            num = fmax(num, fabs((double)fx[e] - (double)fy[e]));
-            den = fmax(den, fabs((double)fy[e]));
-        }
-        worst = fmax(worst, den > 0 ? num / den : num);
-    }
-    free(da);
-    free(db);
-    vt_ckpt_info_free(&ia);
-    vt_ckpt_info_free(&ib);
-    return worst;
-}
-
 /* mpirun -np 2 against one process, for --balance sampler and loss: every rank must
  * build the same balanced epoch, and the weighted mean must divide by the weight of the
  * whole step, every rank's clips. */
@@ -615,7 +578,7 @@ static void test_ranks(const char *bin, const char *dir, const char *data) {
                "mpirun -np 2, %s", modes[m]);
         snprintf(a, sizeof a, "%s/last.safetensors", two);
         snprintf(b, sizeof b, "%s/last.safetensors", one);
-        double d = ckpt_diff(a, b);
+        double d = vt_test_ckpt_diff(a, b, "", NULL);
         printf("  2 ranks vs one process, --balance %s: max rel diff %.3g\n", modes[m], d);
         /* 1e-5: test_mpi.c's bound (the same sums in another order over 3 SGD steps,
          * ~1e-7); another epoch order on one rank, or a rank's own weight sum, is > 1e-3 */
@@ -666,7 +629,7 @@ int main(void) {
                       data, even, even) == 0, "train --balance none on the balanced set");
     snprintf(a, sizeof a, "%s/last.safetensors", run);
     snprintf(b, sizeof b, "%s/last.safetensors", even);
-    double d = ckpt_diff(a, b);
+    double d = vt_test_ckpt_diff(a, b, "", NULL);
     TCHECK(d == 0, "auto and none on a balanced set: parameters differ by %g (want 0)", d);
     /* cut move_up to a quarter: 3 of its 12 training videos, 1 of its 4 validation ones */
     TCHECK(vt_test_sh("cd '%s/train/move_up' && ls | sort | tail -n +4 | xargs rm -f && "

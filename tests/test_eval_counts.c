@@ -6,36 +6,7 @@
  * vidtrain's scanner), clips = videos x K x crops, every confusion-matrix row sums to
  * that class's videos, and one tower gives the same counts.
  */
-#include <dirent.h>
-
 #include "tests/apputil.h"
-
-/* Files in dir/<class>/ for every class folder; per-class counts in sorted class order
- * are not needed: the total and the number of classes are. */
-static int count_files(const char *dir, int *nclasses) {
-    DIR *d = opendir(dir);
-    int n = 0;
-    *nclasses = 0;
-    if (!d)
-        return -1;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char sub[4400];
-        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-        DIR *s = opendir(sub);
-        if (!s)
-            continue;
-        (*nclasses)++;
-        struct dirent *f;
-        while ((f = readdir(s)) != NULL)
-            n += f->d_name[0] != '.';
-        closedir(s);
-    }
-    closedir(d);
-    return n;
-}
 
 static double num(const cJSON *j, const char *k) {
     const cJSON *v = cJSON_GetObjectItem(j, k);
@@ -140,12 +111,12 @@ int main(void) {
            "train");
     int nc = 0, ntest, nall = 0;
     snprintf(p, sizeof p, "%s/data/test", dir);
-    ntest = count_files(p, &nc);
+    ntest = vt_test_count_class_files(p, &nc);
     TCHECK(ntest == 9 && nc == 3, "test files %d classes %d", ntest, nc);
     const char *splits[3] = {"train", "val", "test"};
     for (int s = 0; s < 3; s++) {
         snprintf(p, sizeof p, "%s/data/%s", dir, splits[s]);
-        nall += count_files(p, &nc);
+        nall += vt_test_count_class_files(p, &nc);
     }
 
     double acc2 = -1, acc1 = -2;

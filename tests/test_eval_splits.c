@@ -17,37 +17,11 @@
  *   - only train/ with a run trained without --val-split has nothing held out: eval's
  *     default is an error pointing at --split train.
  */
-#include <dirent.h>
-
 #include "tests/apputil.h"
 
 /* Paths here are short scratch paths; GCC cannot know that and warns that 4 KiB of
  * folder plus a file name may not fit in 4 KiB. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-
-/* Files in dir/<class>/ over every class folder. */
-static int count_files(const char *dir) {
-    DIR *d = opendir(dir);
-    int n = 0;
-    if (!d)
-        return -1;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char sub[4400];
-        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-        DIR *s = opendir(sub);
-        if (!s)
-            continue;
-        struct dirent *f;
-        while ((f = readdir(s)) != NULL)
-            n += f->d_name[0] != '.';
-        closedir(s);
-    }
-    closedir(d);
-    return n;
-}
 
 static double num(const cJSON *j, const char *k) {
     const cJSON *v = cJSON_GetObjectItem(j, k);
@@ -131,7 +105,7 @@ int main(void) {
     int nfiles[3];
     for (int s = 0; s < 3; s++) {
         snprintf(p, sizeof p, "%s/data/%s", dir, splits[s]);
-        nfiles[s] = count_files(p);
+        nfiles[s] = vt_test_count_class_files(p, NULL);
     }
     TCHECK(nfiles[0] == 9 && nfiles[1] == 6 && nfiles[2] == 9, "files %d %d %d", nfiles[0],
            nfiles[1], nfiles[2]);

@@ -20,48 +20,6 @@
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-/* max |a - b| / max |a| over the tensors of two checkpoints whose names start with
- * `prefix` ("" = every non-optim tensor); -1 when they cannot be compared. */
-static double ckpt_diff(const char *a, const char *b, const char *prefix, int *ntensors) {
-    vt_ckpt_info ia, ib;
-    char err[512];
-    if (vt_ckpt_read_info(&ia, a, err, sizeof err) < 0)
-        return -1;
-    if (vt_ckpt_read_info(&ib, b, err, sizeof err) < 0) {
-        vt_ckpt_info_free(&ia);
-        return -1;
-    }
-    double worst = 0;
-    int n = 0;
-    for (int i = 0; i < ia.ntensors; i++) {
-        const vt_ckpt_tensor *ta = &ia.tensors[i];
-        if (!strncmp(ta->name, "optim.", 6) || strncmp(ta->name, prefix, strlen(prefix)))
-            continue;
-        const vt_ckpt_tensor *tb = vt_ckpt_find(&ib, ta->name);
-        if (!tb || tb->numel != ta->numel) {
-            worst = -1;
-            break;
-        }
-        float *x = malloc((size_t)(ta->numel + 1) * 4), *y = malloc((size_t)(ta->numel + 1) * 4);
-        vt_ckpt_read_tensor(&ia, ta, x, err, sizeof err);
-        vt_ckpt_read_tensor(&ib, tb, y, err, sizeof err);
-        double m = 0, d = 0;
-        for (int64_t k = 0; k < ta->numel; k++) {
-            m = fmax(m, fabs(x[k]));
-            d = fmax(d, fabs((double)x[k] - y[k]));
-        }
-        worst = fmax(worst, m > 0 ? d / m : d);
-        n++;
-        free(x);
-        free(y);
-    }
-    vt_ckpt_info_free(&ia);
-    vt_ckpt_info_free(&ib);
-    if (ntensors)
-        *ntensors = n;
-    return worst;
-}
-
 int main(void) {
     const char *bin = vt_test_bin("test_finetune");
     if (!bin)
@@ -113,25 +71,26 @@ int main(void) {
      * in another order than over one tower's batch: ~1e-7 relative per step, and six
      * steps of SGD with momentum carry that to ~1e-6; 1e-4 fails any clip counted twice
      * or missing, or a BN that still used batch statistics (~1e-2). */
-    int nt = 0;
+    vt_test_ckpt_cmp c;
     snprintf(p, sizeof p, "%s/ft1/last.safetensors", dir);
     snprintf(q, sizeof q, "%s/ft2/last.safetensors", dir);
-    double d = ckpt_diff(p, q, "", &nt);
+    double d = vt_test_ckpt_diff(q, p, "", &c);
     printf("fine-tuning 1 tower vs 2 towers (3:1): max relative difference %.3g over %d tensors\n",
-           d, nt);
-    TCHECK(d >= 0 && d <= 1e-4 && nt > 10, "1 vs 2 towers: %g over %d tensors", d, nt);
+           d, c.ntensors);
+    TCHECK(d >= 0 && d <= 1e-4 && c.ntensors > 10, "1 vs 2 towers: %g over %d tensors", d,
+           c.ntensors);
     /* frozen BN: the running statistics are the source's, bit for bit */
     snprintf(q, sizeof q, "%s/src/last.safetensors", dir);
-    TCHECK(ckpt_diff(p, q, "bn1.running", &nt) == 0 && nt == 2, "bn1 statistics moved");
+    TCHECK(vt_test_ckpt_diff(q, p, "bn1.running", &c) == 0 && c.ntensors == 2, "bn1 statistics moved");
 
     /* --freeze 1: the stem (conv1/bn1) and stage 1 (conv2/bn2) as loaded; conv3 moves */
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/fz' %s --epochs 1 --seed 2 --freeze 1 --init "
                     "'%s/src/last.safetensors' > '%s/fz.log' 2>&1", bin, dir, dir, common, dir, dir);
     TCHECK(rc == 0, "--freeze 1 exit %d", rc);
     snprintf(p, sizeof p, "%s/fz/last.safetensors", dir);
-    TCHECK(ckpt_diff(p, q, "conv1.", &nt) == 0 && nt == 1, "conv1 moved under --freeze 1");
-    TCHECK(ckpt_diff(p, q, "conv2.", &nt) == 0 && nt == 1, "conv2 moved under --freeze 1");
-    TCHECK(ckpt_diff(p, q, "conv3.", &nt) > 0, "conv3 did not train under --freeze 1");
+    TCHECK(vt_test_ckpt_diff(q, p, "conv1.", &c) == 0 && c.ntensors == 1, "conv1 moved under --freeze 1");
+    TCHECK(vt_test_ckpt_diff(q, p, "conv2.", &c) == 0 && c.ntensors == 1, "conv2 moved under --freeze 1");
+    TCHECK(vt_test_ckpt_diff(q, p, "conv3.", &c) > 0, "conv3 did not train under --freeze 1");
 
     /* another class count: the head re-initialised; strict refuses */
     rc = vt_test_sh("'%s' train '%s/data3' --out '%s/c3' %s --epochs 1 --seed 2 --init "

@@ -25,50 +25,6 @@
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-/* max |a - b| / max |a| over the non-optimizer tensors of two checkpoints; -1 when they
- * cannot be compared. exact: 1 when every tensor is bitwise equal. */
-static double ckpt_diff(const char *a, const char *b, int *ntensors, int *exact) {
-    vt_ckpt_info ia, ib;
-    char err[512];
-    if (vt_ckpt_read_info(&ia, a, err, sizeof err) < 0)
-        return -1;
-    if (vt_ckpt_read_info(&ib, b, err, sizeof err) < 0) {
-        vt_ckpt_info_free(&ia);
-        return -1;
-    }
-    double worst = 0;
-    int n = 0;
-    *exact = 1;
-    for (int i = 0; i < ia.ntensors; i++) {
-        const vt_ckpt_tensor *ta = &ia.tensors[i];
-        if (!strncmp(ta->name, "optim.", 6))
-            continue;
-        const vt_ckpt_tensor *tb = vt_ckpt_find(&ib, ta->name);
-        if (!tb || tb->numel != ta->numel) {
-            worst = -1;
-            break;
-        }
-        float *x = malloc((size_t)(ta->numel + 1) * 4), *y = malloc((size_t)(ta->numel + 1) * 4);
-        vt_ckpt_read_tensor(&ia, ta, x, err, sizeof err);
-        vt_ckpt_read_tensor(&ib, tb, y, err, sizeof err);
-        double m = 0, d = 0;
-        for (int64_t k = 0; k < ta->numel; k++) {
-            m = fmax(m, fabs(x[k]));
-            d = fmax(d, fabs((double)x[k] - y[k]));
-        }
-        if (memcmp(x, y, (size_t)ta->numel * 4))
-            *exact = 0;
-        worst = fmax(worst, m > 0 ? d / m : d);
-        n++;
-        free(x);
-        free(y);
-    }
-    vt_ckpt_info_free(&ia);
-    vt_ckpt_info_free(&ib);
-    *ntensors = n;
-    return worst;
-}
-
 /* Every "step" line's lr of RUN/metrics.jsonl into lr[step - 1]; the number of steps. */
 static int read_lrs(const char *run, double *lr, int cap) {
     char p[4300];
@@ -185,13 +141,14 @@ int main(void) {
      * the whole batch as one tower does; gradients are summed in another order (~1e-7 per
      * step), which the few steps here carry to ~1e-6: 1e-4 fails a clip counted twice or
      * missing, or a tower left out of the statistics (~1e-2). */
-    int nt = 0, exact = 0;
+    vt_test_ckpt_cmp c;
     snprintf(p, sizeof p, "%s/one/last.safetensors", dir);
     snprintf(q, sizeof q, "%s/two/last.safetensors", dir);
-    double d = ckpt_diff(p, q, &nt, &exact);
+    double d = vt_test_ckpt_diff(q, p, "", &c);
     printf("default length, 1 tower vs 2 towers (3:1): max relative difference %.3g over %d "
-           "tensors\n", d, nt);
-    TCHECK(d >= 0 && d <= 1e-4 && nt > 10, "1 vs 2 towers: %g over %d tensors", d, nt);
+           "tensors\n", d, c.ntensors);
+    TCHECK(d >= 0 && d <= 1e-4 && c.ntensors > 10, "1 vs 2 towers: %g over %d tensors", d,
+           c.ntensors);
 
     /* --resume across the decision: stopped one step into the decay, resumed */
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/cut' %s --devices cpu:1 --max-steps %d "
@@ -199,8 +156,8 @@ int main(void) {
                     "2>&1", bin, dir, dir, common, s0 + 1, dir, bin, dir, dir);
     TCHECK(rc == 0, "stop and resume exit %d", rc);
     snprintf(q, sizeof q, "%s/cut/last.safetensors", dir);
-    d = ckpt_diff(p, q, &nt, &exact);
-    TCHECK(d == 0 && exact && nt > 10, "resumed run differs from the whole one: %g", d);
+    d = vt_test_ckpt_diff(q, p, "", &c);
+    TCHECK(d == 0 && c.exact && c.ntensors > 10, "resumed run differs from the whole one: %g", d);
 
     /* A length given keeps its meaning: patience 0, exactly those epochs */
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/fixed' --clip 4x32 --batch 4 --workers 1 "

@@ -25,7 +25,6 @@
  *    naming the rank.
  * Skips (77) when vidtrain was built without MPI.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <signal.h>
 #include <time.h>
@@ -64,53 +63,6 @@ static int mpi2(const char *env, const char *a, const char *b, const char *log) 
                       "> '%s/%s' 2>&1", g_mpienv, env, g_mpirun, g_bin, a, g_bin, b, g_dir, log);
 }
 
-/* The float tensors of two checkpoints (weights and buffers, not the optimizer): the
- * largest |a - b| / max |b| over tensors; -1 when they cannot be compared. With
- * bitwise != NULL: whether EVERY data byte (optimizer state included) is the same. */
-static double ckpt_diff(const char *a, const char *b, int *bitwise) {
-    vt_ckpt_info ia, ib;
-    char err[512];
-    if (vt_ckpt_read_info(&ia, a, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        return -1;
-    }
-    if (vt_ckpt_read_info(&ib, b, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
-        vt_ckpt_info_free(&ia);
-        return -1;
-    }
-    long la = 0, lb = 0;
-    char *da = vt_test_slurp(a, &la), *db = vt_test_slurp(b, &lb);
-    double worst = da && db && ia.ntensors == ib.ntensors && ia.ntensors > 0 ? 0 : -1;
-    for (int i = 0; i < ia.ntensors && worst >= 0; i++) {
-        const vt_ckpt_tensor *x = &ia.tensors[i], *y = vt_ckpt_find(&ib, x->name);
-        if (!y || y->end - y->begin != x->end - x->begin) {
-            worst = -1;
-            break;
-        }
-        if (x->is_int64 || !strncmp(x->name, "optim.", 6))
-            continue;
-        const float *fx = (const float *)(da + ia.data_start + x->begin);
-        const float *fy = (const float *)(db + ib.data_start + y->begin);
-        double num = 0, den = 0;
-        for (int64_t e = 0; e < x->numel; e++) {
-            num = fmax(num, fabs((double)fx[e] - (double)fy[e]));
-            den = fmax(den, fabs((double)fy[e]));
-        }
-        worst = fmax(worst, den > 0 ? num / den : num);
-    }
-    if (bitwise) {
-        long na = la - (long)ia.data_start, nb = lb - (long)ib.data_start;
-        *bitwise = da && db && na == nb && na > 0 &&
-                   !memcmp(da + ia.data_start, db + ib.data_start, (size_t)na);
-    }
-    free(da);
-    free(db);
-    vt_ckpt_info_free(&ia);
-    vt_ckpt_info_free(&ib);
-    return worst;
-}
-
 static int vt_file_readable(const char *p) { return access(p, R_OK) == 0; }
 
 static int log_has(const char *log, const char *needle) {
@@ -146,7 +98,7 @@ static void train_equal(void) {
            "the plan shows rank 1's towers and rank 0's tower in 3 micro-batches of 1");
     snprintf(p1, sizeof p1, "%s/one_nobn/last.safetensors", g_dir);
     snprintf(p2, sizeof p2, "%s/mpi_nobn/last.safetensors", g_dir);
-    double d = ckpt_diff(p2, p1, NULL);
+    double d = vt_test_ckpt_diff(p2, p1, "", NULL);
     /* 1e-5: the same sums in another order (towers, micro-batches, ranks) through 3 SGD
      * steps; float rounding gives ~1e-7 (measured 1.4e-7). A wrong scale (1/B of one
      * rank), a dropout mask by local position or a missing clip is > 1e-3. */
@@ -166,7 +118,7 @@ static void train_equal(void) {
     TCHECK(mpi2(env, a, b, "mpi_bn.log") == 0, "mpirun -np 2, tiny --sync-bn");
     snprintf(p1, sizeof p1, "%s/one_bn/last.safetensors", g_dir);
     snprintf(p2, sizeof p2, "%s/mpi_bn/last.safetensors", g_dir);
-    d = ckpt_diff(p2, p1, NULL);
+    d = vt_test_ckpt_diff(p2, p1, "", NULL);
     /* 1e-5: as above; sync-BN statistics are summed in another order (measured 3.7e-7).
      * Per-rank statistics instead of synced ones differ by > 1e-2. */
     TCHECK(d >= 0 && d <= 1e-5, "tiny --sync-bn: 2 ranks vs one tower, max rel diff %g", d);
@@ -199,8 +151,9 @@ static void train_bitwise_resume(void) {
            "the resumed run has rank 1's tower");
     snprintf(p1, sizeof p1, "%s/one3/last.safetensors", g_dir);
     snprintf(p2, sizeof p2, "%s/mpi3/last.safetensors", g_dir);
-    int same = 0;
-    double d = ckpt_diff(p2, p1, &same);
+    vt_test_ckpt_cmp cmp;
+    double d = vt_test_ckpt_diff(p2, p1, "", &cmp);
+    int same = d >= 0 && cmp.bitwise;
     TCHECK(same, "2 ranks (2 + 1 towers), 2 steps + resume to 5, vs one process with the same "
            "3 towers: not bitwise the same (max rel diff %g)", d);
     printf("tiny, per-tower BN, ranks (2 towers) + (1), 2 + 3 resumed steps: %s one process\n",
@@ -208,29 +161,6 @@ static void train_bitwise_resume(void) {
 }
 
 /* ---- 3: evaluation ---- */
-
-static int count_videos(const char *dir) {
-    DIR *d = opendir(dir);
-    int n = 0;
-    if (!d)
-        return -1;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.')
-            continue;
-        char sub[4400 + 256]; /* the folder and a d_name (at most 255 bytes) */
-        snprintf(sub, sizeof sub, "%s/%s", dir, e->d_name);
-        DIR *s = opendir(sub);
-        if (!s)
-            continue;
-        struct dirent *f;
-        while ((f = readdir(s)) != NULL)
-            n += f->d_name[0] != '.';
-        closedir(s);
-    }
-    closedir(d);
-    return n;
-}
 
 static double jnum(const cJSON *j, const char *k) {
     const cJSON *v = cJSON_GetObjectItem(j, k);
@@ -294,7 +224,7 @@ static void eval_counts(void) {
              g_dir, g_dir, e);
     TCHECK(mpi2("", a, b, "eval2.log") == 0, "eval under mpirun -np 2");
     snprintf(p, sizeof p, "%s/data/test", g_dir);
-    int videos = count_videos(p);
+    int videos = vt_test_count_class_files(p, NULL);
     int straddle = straddling_videos(videos, 6, 7);
     TCHECK(straddle >= videos / 2, "only %d of %d videos have clips on both ranks", straddle, videos);
     snprintf(p, sizeof p, "%s/eval1.json", g_dir);

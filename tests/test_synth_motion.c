@@ -161,19 +161,6 @@ static int ffprobe(probe *p, const char *file) {
     return rc == 0 && got == 6 ? 0 : -1;
 }
 
-static int count_files(const char *dir) {
-    char cmd[8300];
-    snprintf(cmd, sizeof cmd, "ls '%s' 2>/dev/null | wc -l", dir);
-    FILE *f = popen(cmd, "r");
-    int n = -1;
-    if (f) {
-        if (fscanf(f, "%d", &n) != 1)
-            n = -1;
-        pclose(f);
-    }
-    return n;
-}
-
 static void test_files(const char *bin, const char *dir) {
     char cmd[8300];
     snprintf(cmd, sizeof cmd,
@@ -191,7 +178,7 @@ static void test_files(const char *bin, const char *dir) {
             const char *cname = vt_synth_preset_class_name(&o, c);
             char sub[4200];
             snprintf(sub, sizeof sub, "%s/%s/%s", dir, splits[sp], cname);
-            int n = count_files(sub);
+            int n = vt_test_count_files(sub);
             TCHECK(n == per_split[sp], "%s holds %d videos, want %d", sub, n, per_split[sp]);
             for (int i = 0; i < per_split[sp]; i++) {
                 vt_synth_layout l;

@@ -191,7 +191,7 @@ int vt_cmd_eval(int argc, char **argv) {
     }
     /* Unreadable files are reported here and left out of every split (not an error). */
     vt_dataset_probe(ds, 0, 1, NULL, NULL);
-    vt_mpi_dataset_sync(ds, "the evaluation data");
+    vt_dist_dataset_sync(ds, "the evaluation data");
     /* Which videos: the split asked for, else test, else val; said before anything runs. */
     char have[256];
     describe_splits(ds, have, sizeof have);

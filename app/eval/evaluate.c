@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "app/dist.h"
 #include "app/dump.h"
 #include "app/progress.h"
 #include "base/common.h"
@@ -103,7 +104,7 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
     vt_loader *l = NULL;
     vt_progress *pg = NULL;
     /* Under mpirun: the same videos on every rank, unreadable ones left out everywhere. */
-    vt_mpi_dataset_sync(ds, "the evaluation data");
+    vt_dist_dataset_sync(ds, "the evaluation data");
     for (int h = 0; h < heads->n; h++) {
         if (ds->heads[h].loss != heads->cfg[h].loss) {
             vt_set_err(err, errlen, "head %s: the dataset's loss kind differs from the model's",

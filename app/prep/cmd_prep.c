@@ -119,15 +119,16 @@ static void usage(FILE *f) {
 /* ---- options recorded in DST ---- */
 
 static char *options_text(const vt_prep_opts *o) {
-    /* small=kept: sources at most S keep their size (2026-11-26; a DST made before that
-     * has them upscaled to S, and is refused without --force rather than mixed).
-     * colour=exact: the source's brightness and range kept (later on 2026-11-26; copies
-     * made before are about a level darker): a resume mixing both would shift the
-     * brightness with the file order, which is the class order — refused too. The
-     * scaling filter (bicubic since 2026-11-26, bilinear before) is not recorded on its
-     * own: it changed a few hours before the colours, and the colour line covers both.
-     * quality: H.264's default CRF is written as its number (18 since 2026-11-27; a DST
-     * made before says quality=-1, which meant 23, and is refused rather than mixed). */
+    /* Every choice that changes a copy's pixels is recorded, so that a rerun with other
+     * choices is refused rather than mixing two kinds of copy in one DST: a mix shifts
+     * with the file order, which is the class order, and training learns the shift.
+     * small=kept: sources at most S keep their size (a DST without the line has them
+     * upscaled to S). colour=exact: the source's brightness and range kept through
+     * swscale's exact path (without the line: about a level darker); it also stands for
+     * the bicubic scaling, which has no line of its own because no DST has one without
+     * the other. quality: H.264's CRF as a number, the default resolved, so a later
+     * change of the default cannot pass for the same copy (quality=-1 in an old DST
+     * meant 23 and is refused). */
     int q = o->quality < 0 && !strcmp(o->codec, "h264") ? VT_PREP_CRF : o->quality;
     return prep_fmt("short_side=%d\nsmall=kept\ncolour=exact\nfps=%g\ngop=%d\ncodec=%s\n"
                     "quality=%d\n", o->short_side, o->fps, o->gop, o->codec, q);

@@ -300,17 +300,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             return 2;
         }
         if (dr == 1) {
-#define CP(f) if (da.f) snprintf(o->f, sizeof o->f, "%s", da.f)
-            CP(devices);
-            CP(gpus);
-            CP(mem);
-            CP(gpu_mem);
-            CP(backend);
-            CP(emulate);
-            CP(speeds);
-#undef CP
-            if (da.threads)
-                o->threads = da.threads;
+            vt_train_opts_take_device_args(o, &da);
             i = di;
             continue;
         }

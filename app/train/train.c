@@ -92,7 +92,7 @@ static int open_data(vt_train *t) {
         }
     }
     vt_dataset_probe(ds, 0, 1, NULL, NULL);
-    vt_mpi_dataset_sync(ds, "the training data");
+    vt_dist_dataset_sync(ds, "the training data");
     print_dataset(ds, ds, t->out);
     if (o->nweights && o->nweights != ds->nheads) {
         fprintf(stderr, "vidtrain train: --loss-weights has %d values for %d heads\n", o->nweights,

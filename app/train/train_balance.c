@@ -7,7 +7,7 @@
  * class accuracy rather than top-1 (a model that drops a rare class can lead on top-1).
  *
  * The counts come from the dataset and the clips per video every rank already agrees
- * on (vt_mpi_dataset_sync, train_clips.c), so every rank resolves the same mode and the
+ * on (vt_dist_dataset_sync, train_clips.c), so every rank resolves the same mode and the
  * same weights. It must never open a video or touch the towers.
  */
 #include <errno.h>
@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/dist.h"
 #include "app/train/train.h"
 #include "base/common.h"
 #include "pipeline/data/balance.h"

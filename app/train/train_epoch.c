@@ -97,7 +97,7 @@ int vt_train_epoch(vt_train *t, int64_t epoch, vt_progress **pg, vt_train_epoch_
     /* The loader starts on (st.epoch, st.cursor); later epochs from batch 0. st holds
      * (epoch, 0, zero sums) there already: the previous epoch's end set it. */
     if (epoch != t->first_epoch) {
-        vt_mpi_dataset_sync(t->ds, "the next epoch's order");
+        vt_dist_dataset_sync(t->ds, "the next epoch's order");
         vt_loader_start_epoch(t->loader, epoch, 0);
     }
     char title[64];

@@ -180,13 +180,9 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(workers);
     J_NUM(queue);
     J_STR(frame_cache);
-    J_STR(devices);
-    J_STR(gpus);
-    J_STR(mem);
-    J_STR(gpu_mem);
-    J_STR(backend);
-    J_STR(emulate);
-    J_STR(speeds);
+#define J_DEV(f) J_STR(f);
+    VT_TRAIN_DEVICE_STRINGS(J_DEV)
+#undef J_DEV
     J_NUM(threads);
     J_STR(tower_split);
     cJSON_AddBoolToObject(j, "sync_bn", o->sync_bn);
@@ -291,13 +287,9 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_INT(workers);
     G_INT(queue);
     G_STR(frame_cache);
-    G_STR(devices);
-    G_STR(gpus);
-    G_STR(mem);
-    G_STR(gpu_mem);
-    G_STR(backend);
-    G_STR(emulate);
-    G_STR(speeds);
+#define G_DEV(f) G_STR(f);
+    VT_TRAIN_DEVICE_STRINGS(G_DEV)
+#undef G_DEV
     G_INT(threads);
     get_str(j, "split", o->tower_split, sizeof o->tower_split); /* the old key */
     G_STR(tower_split);
@@ -342,16 +334,18 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
 
 void vt_train_opts_device_args(const vt_train_opts *o, vt_device_args *a) {
     memset(a, 0, sizeof *a);
-#define NZ(s) ((s)[0] ? (s) : NULL)
-    a->devices = NZ(o->devices);
-    a->gpus = NZ(o->gpus);
-    a->mem = NZ(o->mem);
-    a->gpu_mem = NZ(o->gpu_mem);
-    a->emulate = NZ(o->emulate);
-    a->backend = NZ(o->backend);
-    a->speeds = NZ(o->speeds);
+#define NZ(f) a->f = o->f[0] ? o->f : NULL;
+    VT_TRAIN_DEVICE_STRINGS(NZ)
 #undef NZ
     a->threads = o->threads;
+}
+
+void vt_train_opts_take_device_args(vt_train_opts *o, const vt_device_args *a) {
+#define CP(f) if (a->f) snprintf(o->f, sizeof o->f, "%s", a->f);
+    VT_TRAIN_DEVICE_STRINGS(CP)
+#undef CP
+    if (a->threads)
+        o->threads = a->threads;
 }
 
 vt_dataset_opts vt_run_dataset_opts(const vt_train_opts *o) {

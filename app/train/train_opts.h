@@ -74,7 +74,8 @@ typedef struct vt_train_opts {
                               off; < 0: resolve) */
     int workers, queue;
     char frame_cache[32];  /* --frame-cache: "" or "auto", "0", or a size ("2G") */
-    /* devices, as given on the command line (empty = not given) */
+    /* devices, as given on the command line (empty = not given); the string ones are
+       VT_TRAIN_DEVICE_STRINGS below */
     char devices[256], gpus[64], mem[256], gpu_mem[256], backend[16], emulate[64], speeds[128];
     int threads;
     char tower_split[64];  /* --tower-split: how a batch splits over the towers (config.json
@@ -169,8 +170,15 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu);
 /* To/from JSON (the run's config.json). from_json leaves fields absent in j unchanged. */
 cJSON *vt_train_opts_to_json(const vt_train_opts *o);
 void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j);
+/* The device options that are strings (app/device_opts.h), in one list, X(field) each:
+ * the command line, config.json and each rank's copy under MPI (app/dist.c) go through
+ * it, so an eighth option is added here once. threads is the one number beside them. */
+#define VT_TRAIN_DEVICE_STRINGS(X) X(devices) X(gpus) X(mem) X(gpu_mem) X(backend) X(emulate) X(speeds)
 /* Device args view of the options (pointers into o). */
 void vt_train_opts_device_args(const vt_train_opts *o, vt_device_args *a);
+/* The device options given in a (vt_device_args_take's) copied into o; those not given
+ * are left as they are. */
+void vt_train_opts_take_device_args(vt_train_opts *o, const vt_device_args *a);
 /* How a run's dataset is split (val fraction, UCF101 lists): train and eval must open a
  * folder the same way, or eval's "val" would not be the run's validation videos. The
  * returned opts point into o. */

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "models/net.h"
+#include "models/net_types.h"
 #include "pipeline/data/sample.h"
 
 typedef struct vt_batch {

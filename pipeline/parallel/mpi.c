@@ -24,7 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "pipeline/data/dataset/dataset.h"
 
 #ifdef VT_HAVE_MPI
 #include <mpi.h>
@@ -512,72 +511,3 @@ void vt_mpi_sum_i64(int64_t *buf, int64_t n, const char *what, vt_mpi_sum_stats 
 }
 
 #endif
-
-/* ---- the dataset on every rank ---- */
-
-typedef struct ds_digest {
-    uint64_t hash;
-    int32_t nvideos, nlabeled;
-} ds_digest;
-
-void vt_mpi_dataset_sync(vt_dataset *ds, const char *what) {
-    if (g_size == 1)
-        return;
-    /* 1. Same videos, labels and splits: a hash of what decides the epoch order. */
-    ds_digest me = {VT_FNV_SEED, ds->nvideos, 0};
-    uint64_t h = VT_FNV_SEED;
-    h = vt_fnv1a(&ds->nheads, sizeof ds->nheads, h);
-    for (int k = 0; k < ds->nheads; k++) {
-        h = vt_fnv1a(&ds->heads[k].loss, sizeof ds->heads[k].loss, h);
-        for (int c = 0; c < ds->heads[k].nclasses; c++)
-            h = vt_fnv1a(ds->heads[k].classes[c], strlen(ds->heads[k].classes[c]) + 1, h);
-    }
-    for (int i = 0; i < ds->nvideos; i++) {
-        const vt_dataset_video *v = &ds->videos[i];
-        me.nlabeled += v->labeled != 0;
-        h = vt_fnv1a(v->relpath, strlen(v->relpath) + 1, h);
-        int32_t meta[2] = {v->labeled, (int32_t)v->split};
-        h = vt_fnv1a(meta, sizeof meta, h);
-        for (int k = 0; k < ds->nheads && v->labeled; k++) {
-            if (ds->heads[k].loss == VT_LOSS_SOFTMAX_CE)
-                h = vt_fnv1a(&v->label[k], sizeof v->label[k], h);
-            else if (v->ntags[k])
-                h = vt_fnv1a(v->tags[k], sizeof(int32_t) * (size_t)v->ntags[k], h);
-        }
-    }
-    me.hash = h;
-    ds_digest *all = vt_malloc(sizeof *all * (size_t)g_size);
-    char w[256];
-    snprintf(w, sizeof w, "%s (dataset check)", what);
-    vt_mpi_allgather(&me, all, sizeof me, w);
-    for (int q = 0; q < g_size; q++)
-        if (all[q].hash != all[0].hash)
-            vt_mpi_abort(1, "%s: the dataset %s on rank %d (host %s: %d videos, %d labelled) "
-                         "differs from rank 0's (host %s: %d videos, %d labelled) in its files, "
-                         "labels or splits. Every rank needs the same dataset (a shared folder "
-                         "or identical copies at the path given to it)", what, ds->dir, q,
-                         vt_mpi_host(q), all[q].nvideos, all[q].nlabeled, vt_mpi_host(0),
-                         all[0].nvideos, all[0].nlabeled);
-    free(all);
-    /* 2. Bad marks: one rank's unreadable video is left out everywhere. */
-    int nv = ds->nvideos;
-    if (nv == 0)
-        return;
-    uint8_t *mine = vt_malloc((size_t)nv), *bad = vt_malloc((size_t)nv * (size_t)g_size);
-    for (int i = 0; i < nv; i++)
-        mine[i] = (uint8_t)vt_dataset_bad(ds, i);
-    snprintf(w, sizeof w, "%s (unreadable videos)", what);
-    vt_mpi_allgather(mine, bad, (size_t)nv, w);
-    for (int q = 0; q < g_size; q++)
-        for (int i = 0; i < nv; i++) {
-            uint8_t k = bad[(size_t)q * nv + i];
-            if (k != VT_BAD_NONE && vt_dataset_bad(ds, i) == VT_BAD_NONE) {
-                char why[160];
-                snprintf(why, sizeof why, "unreadable on rank %d (host %s), which reported why", q,
-                         vt_mpi_host(q));
-                vt_dataset_mark_bad(ds, i, (vt_bad_kind)k, why);
-            }
-        }
-    free(mine);
-    free(bad);
-}

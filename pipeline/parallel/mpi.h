@@ -34,8 +34,6 @@
 
 #include "base/common.h"
 
-struct vt_dataset;
-
 /* What one fixed-order sum cost this rank (accumulated by vt_mpi_sum_f32). */
 typedef struct vt_mpi_sum_stats {
     double wait_s;          /* until every rank had arrived */
@@ -85,11 +83,5 @@ void vt_mpi_sum_f32(float *buf, int64_t n, const char *what, vt_mpi_sum_stats *s
 void vt_mpi_sum_f64(double *buf, int64_t n, const char *what);
 /* The same for int64 (an integer sum: exact, the exact sums of models/xsum.h). */
 void vt_mpi_sum_i64(int64_t *buf, int64_t n, const char *what, vt_mpi_sum_stats *st);
-
-/* The dataset is the same on every rank (videos, labels, splits; ends the job naming the
- * rank that differs, since training on different data is meaningless) and a video any
- * rank found unreadable is excluded on every rank, so that epoch orders agree. Call
- * before building an epoch order (a loader, vt_loader_start_epoch). */
-void vt_mpi_dataset_sync(struct vt_dataset *ds, const char *what);
 
 #endif

@@ -178,3 +178,13 @@ vt_reducer *vt_reducer_choose(const char *asked, const vt_device_list *towers, i
     );
     return NULL;
 }
+
+void vt_reducer_free(vt_reducer **pr) {
+    if (!pr || !*pr)
+        return;
+    vt_reducer *r = *pr;
+    if (r->i->destroy)
+        r->i->destroy(r);
+    free(r);
+    *pr = NULL;
+}

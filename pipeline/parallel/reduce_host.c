@@ -119,13 +119,3 @@ vt_reducer *vt_reducer_host_init(int nranks) {
     r->nranks = nranks;
     return r;
 }
-
-void vt_reducer_free(vt_reducer **pr) {
-    if (!pr || !*pr)
-        return;
-    vt_reducer *r = *pr;
-    if (r->i->destroy)
-        r->i->destroy(r);
-    free(r);
-    *pr = NULL;
-}

@@ -43,9 +43,7 @@ cosine, RMSprop with/without momentum, AdamW with clipping) the initial params, 
 gradient of every step, torch's LR of every step (torch.optim.lr_scheduler), the clip
 norm returned by clip_grad_norm_, and the params and optimizer state after every step.
 """
-import json
 import os
-import struct
 import sys
 
 try:
@@ -59,26 +57,9 @@ except ImportError as e:  # the C tests turn 77 into a ctest skip
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch_zoo  # noqa: E402
+from st_write import save_st  # noqa: E402
 
 M64 = (1 << 64) - 1
-
-
-def save_st(path, tensors, meta):
-    header = {"__metadata__": {k: str(v) for k, v in meta.items()}}
-    off, blobs = 0, []
-    for k, v in tensors.items():
-        v = np.ascontiguousarray(v)
-        dt = {np.dtype(np.float32): "F32", np.dtype(np.int64): "I64"}[v.dtype]
-        header[k] = {"dtype": dt, "shape": list(v.shape), "data_offsets": [off, off + v.nbytes]}
-        off += v.nbytes
-        blobs.append(v.tobytes())
-    h = json.dumps(header).encode()
-    h += b" " * ((8 - len(h) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(h)))
-        f.write(h)
-        for b in blobs:
-            f.write(b)
 
 
 def hash64(x):  # base/common.h vt_hash64 (splitmix64 finaliser)

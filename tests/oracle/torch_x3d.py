@@ -11,7 +11,7 @@ blocks.1.res_blocks.0.branch2.norm_b.1.block.0.weight, ..., blocks.5.proj.bias).
 vidtrain's models/zoo_x3d.c follows it; torch_zoo.py's build() returns these models.
 
   /usr/bin/python3 tests/oracle/torch_x3d.py golden OUTDIR
-writes the truth for tests/test_zoo_x3d.c (torch_golden.save_st), x3d_xs.safetensors:
+writes the truth for tests/test_zoo_x3d.c (st_write.save_st), x3d_xs.safetensors:
 x3d_xs with 5 classes at 4x64x64 (dropout off), seeded weights (pytorchvideo's init, then
 SE biases and BN state made non-trivial), "x" (2 clips), "label.0", "eval_logits.0"; one
 train-mode forward + cross-entropy (mean over the batch) + backward: "logits.0",
@@ -244,8 +244,8 @@ def eval_truth(m, m64, x, t):
 def golden(out):
     import numpy as np
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import torch_golden
-    from torch_zoo import bn_from_data
+    from bn_state import bn_from_data
+    from st_write import save_st
     os.makedirs(out, exist_ok=True)
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     name, classes, clip = "x3d_xs", 5, (4, 64, 64)
@@ -279,7 +279,7 @@ def golden(out):
     for k, v in m.state_dict().items():
         if "running" in k:
             t["after." + k] = v.numpy()
-    torch_golden.save_st(os.path.join(out, name + ".safetensors"), t, {"model": name})
+    save_st(os.path.join(out, name + ".safetensors"), t, {"model": name})
     worst = max(float(t[k][0]) for k in t if k.startswith("torch32_nmse."))
     print(f"{name}: {sum(p.numel() for p in m.parameters())} params, clip {clip}, "
           f"PyTorch float32 gradients' worst NMSE from float64 {worst:.2g}")
@@ -291,7 +291,7 @@ def golden(out):
     t["x"] = x.numpy()
     eval_truth(m, copy.deepcopy(m).double(), x, t)
     print(f"x3d_l: eval, PyTorch float32's NMSE from float64 {t[EVAL_YARD][0]:.2g}")
-    torch_golden.save_st(os.path.join(out, "x3d_l.safetensors"), t, {"model": "x3d_l"})
+    save_st(os.path.join(out, "x3d_l.safetensors"), t, {"model": "x3d_l"})
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ prints, per model, "model SPEC", one line per state_dict entry "name dtype d0,d1
 (shape [] prints an empty field), then "params N".
 
   /usr/bin/python3 tests/oracle/torch_zoo.py s3d-golden OUTDIR
-writes the truth for tests/test_zoo_s3d.c as safetensors files (torch_golden.save_st):
+writes the truth for tests/test_zoo_s3d.c as safetensors files (st_write.save_st):
   s3d_block.safetensors  S3DBlock (5 classes) with seeded weights and BN state, "x" (2
     clips of 4x8x8), "label.0"; after one train-mode forward + cross-entropy (mean over
     the batch) + backward: "logits.0", "grad.<param>" for every parameter,
@@ -201,29 +201,10 @@ S3D_STATS = ["features.0.0.1.running_mean", "features.0.0.1.running_var",
              "features.15.branch2.1.1.1.running_var"]
 
 
-def bn_from_data(model, x, g):
-    """Running statistics of a pass over x (cumulative average), then perturbed, and
-    gamma/beta away from 1/0: eval-mode BN then normalises about as training did."""
-    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm3d)]
-    for m in bns:
-        m.momentum, m.keep = None, m.momentum
-    model.train()
-    with torch.no_grad():
-        model(x)
-        for m in bns:
-            m.momentum = m.keep
-            del m.keep
-            m.running_var.mul_(torch.empty_like(m.running_var).uniform_(0.9, 1.1, generator=g))
-            m.running_mean.add_(0.05 * m.running_var.sqrt() *
-                                torch.randn(m.running_mean.shape, generator=g))
-            m.weight.uniform_(0.8, 1.2, generator=g)
-            m.bias.uniform_(-0.2, 0.2, generator=g)
-            m.num_batches_tracked.fill_(3)
-
-
 def s3d_golden(out):
     import numpy as np
-    import torch_golden
+    from bn_state import bn_from_data
+    from st_write import save_st
     os.makedirs(out, exist_ok=True)
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
     for name, classes, clip, grads in (("s3d_block", 5, (4, 8, 8), None),
@@ -265,7 +246,7 @@ def s3d_golden(out):
         for k, v in m.state_dict().items():
             if (grads is None and "running" in k) or k in S3D_STATS:
                 t["after." + k] = v.numpy()
-        torch_golden.save_st(os.path.join(out, name + ".safetensors"), t, {"model": name})
+        save_st(os.path.join(out, name + ".safetensors"), t, {"model": name})
         print(f"{name}: {sum(p.numel() for p in m.parameters())} params, clip {clip}")
 
 

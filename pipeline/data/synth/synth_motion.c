@@ -61,7 +61,7 @@ static double progress(const motion_params *p, double t, double T) {
 
 /* Screen pixel q (from the centre) sees world point c + s R(th) (q - D), D being the
  * content's displacement on screen: pan + shake. */
-void vt_mo_camera_at(camera *cam, const vt_motion_scene *sc, double t) {
+static void camera_at(camera *cam, const vt_motion_scene *sc, double t) {
     const motion_params *p = &sc->p;
     double T = (double)(sc->l.frames - 1) / (double)sc->l.fps;
     double pr = sc->p.speed * progress(p, t, T);
@@ -104,6 +104,27 @@ void vt_mo_camera_at(camera *cam, const vt_motion_scene *sc, double t) {
     cam->cy = -s * (sn * dx + c * dy);
 }
 
+/* The world rectangle every frame's corners fall in, and the largest magnification. */
+static camera_extent path_extent(const vt_motion_scene *sc) {
+    camera_extent e = {1e300, 1e300, -1e300, -1e300, 0};
+    double hw = 0.5 * sc->l.width, hh = 0.5 * sc->l.height;
+    for (int f = 0; f < sc->l.frames; f++) {
+        camera cam;
+        camera_at(&cam, sc, (double)f / sc->l.fps);
+        double c = cos(cam.th), sn = sin(cam.th);
+        e.smax = VT_MAX(e.smax, cam.s);
+        for (int k = 0; k < 4; k++) {
+            double qx = k & 1 ? hw : -hw, qy = k & 2 ? hh : -hh;
+            double X = cam.cx + cam.s * (c * qx - sn * qy), Y = cam.cy + cam.s * (sn * qx + c * qy);
+            e.minx = VT_MIN(e.minx, X);
+            e.maxx = VT_MAX(e.maxx, X);
+            e.miny = VT_MIN(e.miny, Y);
+            e.maxy = VT_MAX(e.maxy, Y);
+        }
+    }
+    return e;
+}
+
 static void grid_cols(int **xi, float **xf, int w, int step) {
     *xi = vt_malloc((size_t)w * sizeof(int));
     *xf = vt_malloc((size_t)w * sizeof(float));
@@ -124,7 +145,8 @@ vt_motion_scene *vt_motion_scene_init(const vt_synth_layout *l, int cls, uint64_
     vt_mo_draw_params(&sc->p, l, video_seed);
     int w = l->width, h = l->height;
     sc->hd = 0.5 * sqrt((double)w * w + (double)h * h);
-    vt_mo_build_world(sc);
+    camera_extent ext = path_extent(sc);
+    vt_mo_build_world(sc, &ext);
     sc->img = vt_malloc((size_t)w * h * 3 * sizeof(float));
     sc->vig = vt_malloc((size_t)w * h * sizeof(float));
     for (int y = 0; y < h; y++)
@@ -247,7 +269,7 @@ void vt_motion_scene_render(vt_motion_scene *sc, uint8_t *rgb, int frame) {
     int w = sc->l.width, h = sc->l.height;
     double t = (double)frame / sc->l.fps;
     camera cam;
-    vt_mo_camera_at(&cam, sc, t);
+    camera_at(&cam, sc, t);
     /* Mip level: log2 of texels per pixel, biased half a level towards sharp. */
     double lam = VT_MIN(VT_MAX(log2(cam.s) - 0.5, 0.0), (double)(sc->nlev - 1));
     int l0 = (int)floor(lam);

@@ -160,16 +160,20 @@ typedef struct camera {
 
 /* ---- across the files ---- */
 
+/* What the camera path sees over the whole video (synth_motion.c measures it, so that
+ * the world never asks the camera: the files call one way): the world rectangle every
+ * frame's corners fall in, and the largest magnification. */
+typedef struct camera_extent {
+    double minx, miny, maxx, maxy, smax;
+} camera_extent;
+
 /* synth_motion_world.c: the per-video lattice; 3-D value noise (a 2-D field evolving
- * along z); the world rectangle, mip depth and texels for the scene's camera path. */
+ * along z); the world rectangle, mip depth and texels for the camera path's extent. */
 void vt_mo_noise_tab_init(noise_tab *t, uint64_t seed);
 float vt_mo_value_noise3(const noise_tab *t, float x, float y, float z, uint32_t seed);
-void vt_mo_build_world(vt_motion_scene *sc);
+void vt_mo_build_world(vt_motion_scene *sc, const camera_extent *e);
 
 /* synth_motion_draw.c: every random number of a video, drawn without its class. */
 void vt_mo_draw_params(motion_params *p, const vt_synth_layout *l, uint64_t seed);
-
-/* synth_motion.c: where the camera looks at time t (seconds). */
-void vt_mo_camera_at(camera *cam, const vt_motion_scene *sc, double t);
 
 #endif

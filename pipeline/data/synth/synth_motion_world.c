@@ -179,26 +179,11 @@ static void level_alloc(world_level *L, int w, int h) {
     L->h = h;
     L->data = vt_calloc((size_t)w * h, sizeof(uint64_t));
 }
-/* The world rectangle every frame's corners fall in, the mip depth the magnification
- * needs, and the texels themselves. */
-void vt_mo_build_world(vt_motion_scene *sc) {
+/* The mip depth the magnification needs, the world rectangle with margins, and the
+ * texels themselves. */
+void vt_mo_build_world(vt_motion_scene *sc, const camera_extent *e) {
     const motion_params *p = &sc->p;
-    double minx = 1e300, miny = 1e300, maxx = -1e300, maxy = -1e300, smax = 0;
-    double hw = 0.5 * sc->l.width, hh = 0.5 * sc->l.height;
-    for (int f = 0; f < sc->l.frames; f++) {
-        camera cam;
-        vt_mo_camera_at(&cam, sc, (double)f / sc->l.fps);
-        double c = cos(cam.th), sn = sin(cam.th);
-        smax = VT_MAX(smax, cam.s);
-        for (int k = 0; k < 4; k++) {
-            double qx = k & 1 ? hw : -hw, qy = k & 2 ? hh : -hh;
-            double X = cam.cx + cam.s * (c * qx - sn * qy), Y = cam.cy + cam.s * (sn * qx + c * qy);
-            minx = VT_MIN(minx, X);
-            maxx = VT_MAX(maxx, X);
-            miny = VT_MIN(miny, Y);
-            maxy = VT_MAX(maxy, Y);
-        }
-    }
+    const double minx = e->minx, miny = e->miny, maxx = e->maxx, maxy = e->maxy, smax = e->smax;
     double lam = log2(smax) - 0.5;
     sc->nlev = VT_MIN(MAX_LEV, 1 + (int)ceil(VT_MAX(lam, 0.0)));
     /* Texel grid aligned to multiples of SHADE_GRID (>= the coarsest texel), so that a

@@ -1,8 +1,9 @@
 /*
  * video_hw.c: decoding on the GPU (NVDEC) through FFmpeg's hwaccel API, for the video
- * reader (video.h, `--decode`) and the streaming reader (stream.c: predict --timeline). One CUDA device context per process, made on first use
- * (device 0 of what CUDA_VISIBLE_DEVICES shows) and shared by every decoder; a decoder
- * gets it when its codec lists a CUDA hw config; get_format then picks AV_PIX_FMT_CUDA.
+ * reader (video.h, `--decode`) and the streaming reader (stream.c: predict --timeline).
+ * One CUDA device context per process, made on first use (device 0 of what
+ * CUDA_VISIBLE_DEVICES shows) and shared by every decoder; a decoder gets it when its
+ * codec lists a CUDA hw config; get_format then picks AV_PIX_FMT_CUDA.
  * Decoded frames stay on the GPU until a read needs their pixels: then they are copied
  * to system memory (NV12, or P010/P016 for deeper streams) and go through the very swscale
  * path CPU frames take, so GPU scaling is not needed for correctness.
@@ -12,18 +13,18 @@
  * the CPU.
  *
  * The device is a CUDA context of its own, not the primary context the towers use
- * through the CUDA runtime. cuDNN 9 captures some of its work into CUDA graphs (inside
- * cudnnFind*, and in some engines' execution), and libnvcuvid synchronises its context
- * (cuCtxSynchronize, seen under compute-sanitizer): in a shared context that sync meets
- * the capturing stream, the capture is invalidated, and the tower dies with
- * CUDNN_STATUS_EXECUTION_FAILED or "cuDNN offers no ... algorithm" (an H100 and an H200,
- * 2026-11-27, `train --decode nvdec`: r3d18 with one loader worker in 3 runs of 3, with
- * 15 in 1 of 3; tiny with two under compute-sanitizer in 2 of 2). Its own context costs
- * a few hundred MB of the GPU and context switches with the towers' kernels. Each thread that touches a decoder also sets its stream-capture
- * mode to relaxed (vt_vid_hw_thread): in the default, global mode its "potentially
- * unsafe" calls (cuMemAlloc, synchronisations) fail while any other thread captures.
- * (The primary context with relaxed threads alone still failed; the own context has not
- * run on a GPU yet: scripts/gpu-check.sh section 3c checks it.)
+ * through the CUDA runtime, because the two cannot share one: cuDNN 9 captures some of
+ * its work into CUDA graphs (inside cudnnFind*, and in some engines' execution), and
+ * libnvcuvid synchronises its context (cuCtxSynchronize); in a shared context that sync
+ * meets the capturing stream, the capture is invalidated, and the tower dies with
+ * CUDNN_STATUS_EXECUTION_FAILED or "cuDNN offers no ... algorithm" (seen on an H100 and
+ * an H200 with `train --decode nvdec`: docs/decode.md, "Status"). Its own context costs
+ * a few hundred MB of the GPU and context switches with the towers' kernels. Each
+ * thread that touches a decoder also sets its stream-capture mode to relaxed
+ * (vt_vid_hw_thread): in the default, global mode its "potentially unsafe" calls
+ * (cuMemAlloc, synchronisations) fail while any other thread captures. The relaxed mode
+ * alone, in the primary context, was not enough. scripts/gpu-check.sh section 3c runs
+ * the own context on a GPU.
  *
  * It must never abort, and it prints one thing only: under `--decode nvdec`,
  * the first fallback to the CPU (path and reason), once per process — the user asked for

@@ -25,12 +25,13 @@
  *
  * This file is the towers' life: init (the plan, one thread and one replica per tower),
  * free, the loader's host hook, replica access, and what the caller runs between steps
- * (run_on, sync_from, set_momentum). The rest, one concern a file, shares tower_impl.h:
+ * (run_on, sync_from, set_momentum, the replica check). The rest, one concern a file,
+ * shares tower_impl.h:
  * tower_worker.c (the per-device thread and its commands), tower_stage.c (input
  * staging), tower_buckets.c (the gradient buckets' helper thread), tower_step.c (a
  * training, evaluation or precise-BN step as the caller drives it), tower_plan.c (the
  * plan, its schedule and each rank's part), tower_world.c (the exchanges between
- * ranks and the replica check) and tower_weights.c (class-weighted losses).
+ * ranks) and tower_weights.c (class-weighted losses).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -282,4 +283,34 @@ void vt_towers_sync_from(vt_towers *T, int root) {
     T->sync_step = step;
     T->step = step; /* dropout masks follow the step: a resumed run draws the same ones */
     vt_tw_run_cmd(T, CMD_SYNC);
+}
+
+/* VT_CHECK_REPLICAS: a hash of replica 0's parameters and buffers on every rank. */
+typedef struct hash_job { uint64_t h; } hash_job;
+static void hash_replica(void *ctx, vt_net *net, vt_optim *opt) {
+    (void)opt;
+    hash_job *j = ctx;
+    vt_backend *be = vt_net_backend(net);
+    int64_t np = vt_net_num_params(net), nb = vt_net_num_buffers(net);
+    float *h = vt_malloc((size_t)VT_MAX(np + nb, 1) * sizeof(float));
+    vt_backend_sync(be);
+    be->i->to_host(be, h, vt_net_params(net), (size_t)np * sizeof(float));
+    if (nb)
+        be->i->to_host(be, h + np, vt_net_buffers(net), (size_t)nb * sizeof(float));
+    j->h = vt_fnv1a(h, (size_t)(np + nb) * sizeof(float), VT_FNV_SEED);
+    free(h);
+}
+
+void vt_tw_check_replicas(vt_towers *T) {
+    hash_job j = {0};
+    vt_towers_run_on(T, 0, hash_replica, &j);
+    uint64_t *all = vt_malloc(sizeof *all * (size_t)T->world);
+    vt_mpi_allgather(&j.h, all, sizeof j.h, "the replica check (VT_CHECK_REPLICAS)");
+    for (int q = 1; q < T->world; q++)
+        if (all[q] != all[0])
+            vt_mpi_abort(1, "VT_CHECK_REPLICAS: after step %lld rank %d's replica differs from "
+                         "rank 0's (hash %016llx vs %016llx): the replicas diverged (a bug)",
+                         (long long)T->step, q, (unsigned long long)all[q],
+                         (unsigned long long)all[0]);
+    free(all);
 }

@@ -227,7 +227,7 @@ void vt_tw_check_part(const vt_towers *T, const vt_batch *b, const vt_plan *p, i
 int vt_tw_world_counts(vt_towers *T, const vt_batch *b, const vt_plan *p, int *count);
 /* Every rank's figures of a training step into st (the same on every rank). */
 void vt_tw_world_figs(vt_towers *T, const rank_fig *mine, vt_step_stats *st);
-/* VT_CHECK_REPLICAS: abort when a rank's replica differs from rank 0's. */
+/* VT_CHECK_REPLICAS (tower.c): abort when a rank's replica differs from rank 0's. */
 void vt_tw_check_replicas(vt_towers *T);
 
 #endif

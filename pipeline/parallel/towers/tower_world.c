@@ -2,8 +2,9 @@
  * tower_world.c: the world of ranks (tower.h, "Several processes") — what the ranks
  * exchange: device lists and budgets at init (every rank then plans the same global
  * batch), every phase's ok or error, each rank's clip count before a training step
- * (holes from failed decodes) and its figures after it, and with VT_CHECK_REPLICAS a
- * hash of each rank's replica. None of it runs in a one-process run. It must never let
+ * (holes from failed decodes) and its figures after it. None of it runs in a one-process
+ * run. (VT_CHECK_REPLICAS's hash of each rank's replica is tower.c's: it runs on a tower's
+ * thread, and this file never calls back into the towers.) It must never let
  * one rank go on when another failed, and never let two ranks step different batches.
  */
 #include <string.h>
@@ -171,35 +172,5 @@ void vt_tw_world_figs(vt_towers *T, const rank_fig *mine, vt_step_stats *st) {
     st->reduce_bytes = all[0].red_bytes;
     st->wire_bytes = all[0].wire_bytes;
     T->lag = lag;
-    free(all);
-}
-
-/* VT_CHECK_REPLICAS: a hash of replica 0's parameters and buffers on every rank. */
-typedef struct hash_job { uint64_t h; } hash_job;
-static void hash_replica(void *ctx, vt_net *net, vt_optim *opt) {
-    (void)opt;
-    hash_job *j = ctx;
-    vt_backend *be = vt_net_backend(net);
-    int64_t np = vt_net_num_params(net), nb = vt_net_num_buffers(net);
-    float *h = vt_malloc((size_t)VT_MAX(np + nb, 1) * sizeof(float));
-    vt_backend_sync(be);
-    be->i->to_host(be, h, vt_net_params(net), (size_t)np * sizeof(float));
-    if (nb)
-        be->i->to_host(be, h + np, vt_net_buffers(net), (size_t)nb * sizeof(float));
-    j->h = vt_fnv1a(h, (size_t)(np + nb) * sizeof(float), VT_FNV_SEED);
-    free(h);
-}
-
-void vt_tw_check_replicas(vt_towers *T) {
-    hash_job j = {0};
-    vt_towers_run_on(T, 0, hash_replica, &j);
-    uint64_t *all = vt_malloc(sizeof *all * (size_t)T->world);
-    vt_mpi_allgather(&j.h, all, sizeof j.h, "the replica check (VT_CHECK_REPLICAS)");
-    for (int q = 1; q < T->world; q++)
-        if (all[q] != all[0])
-            vt_mpi_abort(1, "VT_CHECK_REPLICAS: after step %lld rank %d's replica differs from "
-                         "rank 0's (hash %016llx vs %016llx): the replicas diverged (a bug)",
-                         (long long)T->step, q, (unsigned long long)all[q],
-                         (unsigned long long)all[0]);
     free(all);
 }

@@ -42,6 +42,13 @@ static const vt_pretrained table[] = {
      PYVIDEO_URL, 2, 400, 32, 224, 256, "76.94"},
     {"i3d_r50", "I3D_8x8_R50", "i3d_r50", "I3D_8x8_R50.pyth", NULL, PYVIDEO_URL, 8, 400, 8, 224,
      256, "73.27"},
+    /* pytorchvideo hub/x3d.py and model_zoo.md: X3D's frames x stride and crops (160, 160,
+     * 224, 312 in training; short sides as their inference transforms, 182 for XS and S) */
+    {"x3d_xs", "X3D_XS", "x3d_xs", "X3D_XS.pyth", NULL, PYVIDEO_URL, 12, 400, 4, 160, 182,
+     "69.12"},
+    {"x3d_s", "X3D_S", "x3d_s", "X3D_S.pyth", NULL, PYVIDEO_URL, 6, 400, 13, 160, 182, "73.33"},
+    {"x3d_m", "X3D_M", "x3d_m", "X3D_M.pyth", NULL, PYVIDEO_URL, 5, 400, 16, 224, 256, "75.94"},
+    {"x3d_l", "X3D_L", "x3d_l", "X3D_L.pyth", NULL, PYVIDEO_URL, 5, 400, 16, 312, 356, "77.44"},
 };
 
 #define BASE_URL "https://download.pytorch.org/models/"
@@ -54,7 +61,8 @@ const vt_pretrained *vt_pretrained_find(const char *name) {
 }
 
 const char *vt_pretrained_names(void) {
-    return "r3d18, mc3_18, r2plus1d18, s3d, slow_r50, slowfast_r50, i3d_r50";
+    return "r3d18, mc3_18, r2plus1d18, s3d, slow_r50, slowfast_r50, i3d_r50, x3d_xs, x3d_s, "
+           "x3d_m, x3d_l";
 }
 
 void vt_pretrained_url(const vt_pretrained *p, char *url, size_t n) {

@@ -111,6 +111,18 @@ static inline int64_t idx5(int c_, int t_, int h_, int w_, int n, int c, int t, 
     return ((((int64_t)n * c_ + c) * t_ + t) * h_ + h) * w_ + w;
 }
 
+/* The taps k of one output position o that land inside an input of n along one axis
+ * (stride s, padding p): [*lo, *hi). The loops below visit exactly these, in the order
+ * a loop over every tap that skips the rest would: the same sums, bit for bit, without
+ * testing each tap (test_zoo_s3d's S3D spent most of its time here). */
+static inline void tap_range(int o, int s, int p, int k, int n, int *lo, int *hi) {
+    const int i0 = o * s - p; /* the input index of tap 0 */
+    *lo = i0 < 0 ? -i0 : 0;
+    *hi = i0 + k > n ? n - i0 : k;
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
 static void ref_conv3d_forward(vt_backend *be, float *out, const float *in, const float *w,
                                const float *b, int n, const int in_thw[3],
                                const vt_conv3d_p *p) {
@@ -125,17 +137,18 @@ static void ref_conv3d_forward(vt_backend *be, float *out, const float *in, cons
             for (int ot = 0; ot < To; ot++)
                 for (int oh = 0; oh < Ho; oh++)
                     for (int ow = 0; ow < Wo; ow++) {
+                        int t0, t1, h0, h1, w0, w1;
+                        tap_range(ot, p->s[0], p->p[0], p->k[0], T, &t0, &t1);
+                        tap_range(oh, p->s[1], p->p[1], p->k[1], H, &h0, &h1);
+                        tap_range(ow, p->s[2], p->p[2], p->k[2], W, &w0, &w1);
                         double acc = b ? wld(be, b, co) : 0.0;
                         for (int ci = co / cog * cig; ci < (co / cog + 1) * cig; ci++)
-                            for (int kt = 0; kt < p->k[0]; kt++)
-                                for (int kh = 0; kh < p->k[1]; kh++)
-                                    for (int kw = 0; kw < p->k[2]; kw++) {
+                            for (int kt = t0; kt < t1; kt++)
+                                for (int kh = h0; kh < h1; kh++)
+                                    for (int kw = w0; kw < w1; kw++) {
                                         int it = ot * p->s[0] - p->p[0] + kt;
                                         int ih = oh * p->s[1] - p->p[1] + kh;
                                         int iw = ow * p->s[2] - p->p[2] + kw;
-                                        if (it < 0 || it >= T || ih < 0 || ih >= H || iw < 0 ||
-                                            iw >= W)
-                                            continue;
                                         double xv = ald(be, in, idx5(p->cin, T, H, W, ni, ci, it,
                                                                      ih, iw));
                                         double wv = wld(be, w, idx5(cig, p->k[0], p->k[1],

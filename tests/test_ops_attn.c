@@ -26,50 +26,24 @@
 #include "models/backend.h"
 #include "base/common.h"
 #include "models/registry.h"
+#include "tests/goldenutil.h"
 #include "tests/testutil.h"
 
 #define TOL_REF 1e-12
 #define TOL_FAST 1e-10
 
-typedef struct rec { char name[64]; float *v; int64_t n; } rec;
-static rec *g_recs;
-static int g_nrecs;
-
-static int load(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    char magic[4];
-    if (fread(magic, 1, 4, f) != 4 || memcmp(magic, "VTT1", 4)) {
-        fclose(f);
-        return -1;
-    }
-    uint32_t len, cnt;
-    while (fread(&len, 4, 1, f) == 1) {
-        VT_CHECK(len < 64, "record name too long");
-        g_recs = vt_realloc(g_recs, (size_t)(g_nrecs + 1) * sizeof(rec));
-        rec *r = &g_recs[g_nrecs++];
-        memset(r->name, 0, sizeof r->name);
-        VT_CHECK(fread(r->name, 1, len, f) == len && fread(&cnt, 4, 1, f) == 1, "truncated");
-        r->n = cnt;
-        r->v = vt_malloc((size_t)VT_MAX(cnt, 1) * 4);
-        VT_CHECK(fread(r->v, 4, cnt, f) == cnt, "truncated %s", r->name);
-    }
-    fclose(f);
-    return 0;
-}
+static vt_test_recs g_recs; /* the oracle's records */
 
 /* The record (read-only: the ops never write their inputs). */
 static const float *rget(const char *fmt, int i, int64_t *n) {
     char name[64];
     snprintf(name, sizeof name, fmt, i);
-    for (int k = 0; k < g_nrecs; k++)
-        if (!strcmp(g_recs[k].name, name)) {
-            if (n)
-                *n = g_recs[k].n;
-            return g_recs[k].v;
-        }
-    VT_DIE("record %s missing from the torch file", name);
+    const vt_test_rec *r = vt_test_recs_find(&g_recs, name);
+    if (!r)
+        VT_DIE("record %s missing from the torch file", name);
+    if (n)
+        *n = r->n;
+    return r->v;
 }
 static float *zeros(int64_t n) { return vt_calloc((size_t)VT_MAX(n, 1), sizeof(float)); }
 
@@ -291,7 +265,7 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/torch_attn.py' '%s'", py, src, path);
     int rc = system(cmd);
     TCHECK(rc == 0, "%s failed (%d)", cmd, rc);
-    if (rc != 0 || load(path) != 0) {
+    if (rc != 0 || vt_test_recs_load(&g_recs, path) != 0) {
         TCHECK(0, "cannot read %s", path);
         return vt_test_done("test_ops_attn");
     }
@@ -300,8 +274,6 @@ int main(void) {
     torch_cases(cpu, TOL_FAST);
     vt_backend_free(&ref);
     vt_backend_free(&cpu);
-    for (int k = 0; k < g_nrecs; k++)
-        free(g_recs[k].v);
-    free(g_recs);
+    vt_test_recs_free(&g_recs);
     return vt_test_done("test_ops_attn");
 }

@@ -29,40 +29,15 @@
 #include "models/backend.h"
 #include "base/common.h"
 #include "models/registry.h"
+#include "tests/goldenutil.h"
 #include "tests/testutil.h"
 
 #define TOL 1e-10
 #define TOL_OPT 1e-7
 #define TOL_BETA 1e-9
 
-typedef struct rec { char name[64]; float *v; int64_t n; } rec;
-static rec *g_recs;
-static int g_nrecs;
+static vt_test_recs g_recs; /* the oracle's records */
 static vt_backend *g_be;
-
-static int load(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return -1;
-    char magic[4];
-    if (fread(magic, 1, 4, f) != 4 || memcmp(magic, "VTT1", 4)) {
-        fclose(f);
-        return -1;
-    }
-    uint32_t len, cnt;
-    while (fread(&len, 4, 1, f) == 1) {
-        VT_CHECK(len < 64, "record name too long");
-        g_recs = vt_realloc(g_recs, (size_t)(g_nrecs + 1) * sizeof(rec));
-        rec *r = &g_recs[g_nrecs++];
-        memset(r->name, 0, sizeof r->name);
-        VT_CHECK(fread(r->name, 1, len, f) == len && fread(&cnt, 4, 1, f) == 1, "truncated");
-        r->n = cnt;
-        r->v = vt_malloc((size_t)VT_MAX(cnt, 1) * 4);
-        VT_CHECK(fread(r->v, 4, cnt, f) == cnt, "truncated %s", r->name);
-    }
-    fclose(f);
-    return 0;
-}
 
 /* The record's floats copied into fresh backend memory (freed by put_all). */
 static float *g_live[256];
@@ -70,17 +45,16 @@ static int g_nlive;
 static float *get(const char *fmt, int i, int64_t *n) {
     char name[64];
     snprintf(name, sizeof name, fmt, i);
-    for (int k = 0; k < g_nrecs; k++)
-        if (!strcmp(g_recs[k].name, name)) {
-            float *p = vt_backend_alloc_x(g_be, (size_t)VT_MAX(g_recs[k].n, 1) * 4, name);
-            memcpy(p, g_recs[k].v, (size_t)g_recs[k].n * 4);
-            VT_CHECK(g_nlive < 256, "too many live tensors");
-            g_live[g_nlive++] = p;
-            if (n)
-                *n = g_recs[k].n;
-            return p;
-        }
-    VT_DIE("record %s missing from the torch file", name);
+    const vt_test_rec *r = vt_test_recs_find(&g_recs, name);
+    if (!r)
+        VT_DIE("record %s missing from the torch file", name);
+    float *p = vt_backend_alloc_x(g_be, (size_t)VT_MAX(r->n, 1) * 4, name);
+    memcpy(p, r->v, (size_t)r->n * 4);
+    VT_CHECK(g_nlive < 256, "too many live tensors");
+    g_live[g_nlive++] = p;
+    if (n)
+        *n = r->n;
+    return p;
 }
 static float *zeros(int64_t n) {
     float *p = vt_backend_alloc_x(g_be, (size_t)VT_MAX(n, 1) * 4, "zeros");
@@ -372,7 +346,7 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/torch_ops.py' '%s'", py, src, path);
     int rc = system(cmd);
     TCHECK(rc == 0, "%s failed (%d)", cmd, rc);
-    if (rc != 0 || load(path) != 0) {
+    if (rc != 0 || vt_test_recs_load(&g_recs, path) != 0) {
         TCHECK(0, "cannot read %s", path);
         return vt_test_done("test_ops_torch");
     }
@@ -388,8 +362,6 @@ int main(void) {
     test_optim();
     TCHECK(g_be->in_use == 0, "leaked backend memory");
     vt_backend_free(&g_be);
-    for (int k = 0; k < g_nrecs; k++)
-        free(g_recs[k].v);
-    free(g_recs);
+    vt_test_recs_free(&g_recs);
     return vt_test_done("test_ops_torch");
 }

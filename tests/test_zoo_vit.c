@@ -36,29 +36,11 @@
 #include "models/registry.h"
 #include "models/transfer.h"
 #include "models/formats/safetensors.h"
+#include "tests/goldenutil.h"
 #include "tests/testutil.h"
 
 #define NMSE_EVAL 1e-10
 #define NMSE_TRAIN 1e-8
-
-static float *gread(const vt_ckpt_info *info, const char *name, int64_t *numel) {
-    const vt_ckpt_tensor *t = vt_ckpt_find(info, name);
-    VT_CHECK(t, "golden file lacks '%s'", name);
-    float *h = vt_malloc((size_t)VT_MAX(t->numel, 1) * sizeof(float));
-    char err[512];
-    VT_CHECK(vt_ckpt_read_tensor(info, t, h, err, sizeof err) == 0, "%s", err);
-    if (numel)
-        *numel = t->numel;
-    return h;
-}
-
-static double cmp(const char *what, const char *name, const float *mine, const float *ref,
-                  int64_t n, double tol) {
-    double e = vt_nmse(mine, ref, n);
-    TCHECK(e <= tol && e == e, "%s: %s NMSE %.3g > %.1g (max abs diff %.3g)", what, name, e, tol,
-           vt_max_abs_diff(mine, ref, n));
-    return e;
-}
 
 static vt_net *make(const char *model, const char *bename, int classes, int t, int h, int w,
                     char *err, size_t errlen) {
@@ -78,38 +60,24 @@ static void unmake(vt_net **net) {
     vt_backend_free(&be);
 }
 
-/* The net's parameters from the golden file by name (PyTorch's layout). */
-static void load_state(vt_net *net, const vt_ckpt_info *info) {
-    vt_backend *be = vt_net_backend(net);
-    for (int i = 0; i < vt_net_num_tensors(net); i++) {
-        const vt_tensor_info *t = vt_net_tensor(net, i);
-        int64_t n;
-        float *h = gread(info, t->name, &n);
-        TCHECK(n == t->numel, "%s: %lld values in torch, %lld here", t->name, (long long)n,
-               (long long)t->numel);
-        be->i->to_device(be, vt_net_params(net) + t->offset, h, (size_t)t->numel * 4);
-        free(h);
-    }
-}
-
 static void run(const vt_ckpt_info *info, const char *bename) {
     char err[512];
     vt_net *net = make("vit_test", bename, 5, 4, 32, 48, err, sizeof err);
     VT_CHECK(net, "%s", err);
     vt_backend *be = vt_net_backend(net);
-    load_state(net, info);
+    vt_test_load_state(net, info, "vit");
     int64_t xn;
-    float *hx = gread(info, "x", &xn);
+    float *hx = vt_test_gread(info, "x", &xn);
     float *x = vt_backend_alloc_x(be, (size_t)xn * 4, "input");
     be->i->to_device(be, x, hx, (size_t)xn * 4);
     float mine[10];
     vt_net_forward(net, x, 2, 0);
     be->i->to_host(be, mine, vt_net_logits(net, 0), sizeof mine);
-    float *ref = gread(info, "eval_logits.0", NULL);
-    double eval = cmp(bename, "eval_logits.0", mine, ref, 10, NMSE_EVAL);
+    float *ref = vt_test_gread(info, "eval_logits.0", NULL);
+    double eval = vt_test_nmse_check(bename, "eval_logits.0", mine, ref, 10, NMSE_EVAL);
     TCHECK(vt_nmse(ref, ref + 5, 5) > 1e-4, "torch's logits of the two clips are alike");
     free(ref);
-    float *lf = gread(info, "label.0", NULL);
+    float *lf = vt_test_gread(info, "label.0", NULL);
     int32_t lab[2] = {(int32_t)lf[0], (int32_t)lf[1]};
     free(lf);
     int32_t *dlab = vt_backend_alloc_x(be, sizeof lab, "labels");
@@ -123,8 +91,8 @@ static void run(const vt_ckpt_info *info, const char *bename) {
     vt_net_backward(net);
     vt_backend_sync(be);
     be->i->to_host(be, mine, vt_net_logits(net, 0), sizeof mine);
-    ref = gread(info, "logits.0", NULL);
-    double worst = cmp(bename, "logits.0", mine, ref, 10, NMSE_TRAIN);
+    ref = vt_test_gread(info, "logits.0", NULL);
+    double worst = vt_test_nmse_check(bename, "logits.0", mine, ref, 10, NMSE_TRAIN);
     free(ref);
     const int64_t np = vt_net_num_params(net);
     float *hg = vt_malloc((size_t)np * 4);
@@ -134,8 +102,9 @@ static void run(const vt_ckpt_info *info, const char *bename) {
         const vt_tensor_info *ti = vt_net_tensor(net, i);
         char name[192];
         snprintf(name, sizeof name, "grad.%s", ti->name);
-        ref = gread(info, name, NULL);
-        worst = fmax(worst, cmp(bename, name, hg + ti->offset, ref, ti->numel, NMSE_TRAIN));
+        ref = vt_test_gread(info, name, NULL);
+        worst = fmax(worst, vt_test_nmse_check(bename, name, hg + ti->offset, ref, ti->numel,
+                                               NMSE_TRAIN));
         free(ref);
         ngrads++;
     }
@@ -159,17 +128,17 @@ static void drop_path(const vt_ckpt_info *info, const char *bename) {
     cfg.drop_path = 0.5f;
     vt_net *net = vt_net_init(&cfg, be, 2, err, sizeof err);
     VT_CHECK(net, "%s", err);
-    load_state(net, info);
+    vt_test_load_state(net, info, "vit");
     int64_t xn;
-    float *hx = gread(info, "x", &xn), mine[10];
+    float *hx = vt_test_gread(info, "x", &xn), mine[10];
     float *x = vt_backend_alloc_x(be, (size_t)xn * 4, "input");
     be->i->to_device(be, x, hx, (size_t)xn * 4);
     vt_net_forward(net, x, 2, 0);
     be->i->to_host(be, mine, vt_net_logits(net, 0), sizeof mine);
-    float *ref = gread(info, "eval_logits.0", NULL);
-    double e = cmp(bename, "drop path eval_logits.0", mine, ref, 10, NMSE_EVAL);
+    float *ref = vt_test_gread(info, "eval_logits.0", NULL);
+    double e = vt_test_nmse_check(bename, "drop path eval_logits.0", mine, ref, 10, NMSE_EVAL);
     free(ref);
-    float *sc = gread(info, "dp.scales", NULL);
+    float *sc = vt_test_gread(info, "dp.scales", NULL);
     TCHECK(sc[0] == 0 && sc[1] == 2 && sc[2] == 2 && sc[3] == 0, "torch's draws: %g %g %g %g",
            (double)sc[0], (double)sc[1], (double)sc[2], (double)sc[3]);
     free(sc);
@@ -186,8 +155,8 @@ static void drop_path(const vt_ckpt_info *info, const char *bename) {
     vt_net_backward(net);
     vt_backend_sync(be);
     be->i->to_host(be, mine, vt_net_logits(net, 0), sizeof mine);
-    ref = gread(info, "dp.logits.0", NULL);
-    double worst = cmp(bename, "dp.logits.0", mine, ref, 10, NMSE_TRAIN);
+    ref = vt_test_gread(info, "dp.logits.0", NULL);
+    double worst = vt_test_nmse_check(bename, "dp.logits.0", mine, ref, 10, NMSE_TRAIN);
     free(ref);
     const int64_t np = vt_net_num_params(net);
     float *hg = vt_malloc((size_t)np * 4);
@@ -196,8 +165,9 @@ static void drop_path(const vt_ckpt_info *info, const char *bename) {
         const vt_tensor_info *ti = vt_net_tensor(net, i);
         char name[192];
         snprintf(name, sizeof name, "dp.grad.%s", ti->name);
-        ref = gread(info, name, NULL);
-        worst = fmax(worst, cmp(bename, name, hg + ti->offset, ref, ti->numel, NMSE_TRAIN));
+        ref = vt_test_gread(info, name, NULL);
+        worst = fmax(worst, vt_test_nmse_check(bename, name, hg + ti->offset, ref, ti->numel,
+                                               NMSE_TRAIN));
         free(ref);
     }
     printf("vit_test %-8s drop path 0.5: eval the identity (NMSE %.2g), train step worst NMSE "
@@ -216,15 +186,15 @@ static void other_size(const vt_ckpt_info *info) {
     vt_net *net = make("vit_test", "cpu", 5, 8, 64, 32, err, sizeof err);
     VT_CHECK(net, "%s", err);
     vt_backend *be = vt_net_backend(net);
-    load_state(net, info);
+    vt_test_load_state(net, info, "vit");
     int64_t xn;
-    float *hx = gread(info, "x_other", &xn), mine[10];
+    float *hx = vt_test_gread(info, "x_other", &xn), mine[10];
     float *x = vt_backend_alloc_x(be, (size_t)xn * 4, "input");
     be->i->to_device(be, x, hx, (size_t)xn * 4);
     vt_net_forward(net, x, 2, 0);
     be->i->to_host(be, mine, vt_net_logits(net, 0), sizeof mine);
-    float *ref = gread(info, "eval_logits_other.0", NULL);
-    double e = cmp("cpu", "eval_logits_other.0 (8x64x32)", mine, ref, 10, NMSE_EVAL);
+    float *ref = vt_test_gread(info, "eval_logits_other.0", NULL);
+    double e = vt_test_nmse_check("cpu", "eval_logits_other.0 (8x64x32)", mine, ref, 10, NMSE_EVAL);
     printf("vit_test cpu      8x64x32 from 4x32x48 weights: eval NMSE %.2g\n", e);
     free(ref);
     free(hx);
@@ -246,7 +216,7 @@ static void names(const vt_ckpt_info *info, const char *dir) {
         int same = rc == 0;
         for (int i = 0; same && i < vt_net_num_tensors(net); i++) {
             const vt_tensor_info *t = vt_net_tensor(net, i);
-            float *h = gread(info, t->name, NULL);
+            float *h = vt_test_gread(info, t->name, NULL);
             same = !memcmp(h, vt_net_params(net) + t->offset, (size_t)t->numel * 4);
             TCHECK(same, "%s: %s differs from the golden state", files[f], t->name);
             free(h);
@@ -347,7 +317,7 @@ static void exact_passes(const vt_ckpt_info *info) {
     cfg.exact = 1;
     vt_net *net = vt_net_init(&cfg, be, 4, err, sizeof err);
     VT_CHECK(net, "%s", err);
-    load_state(net, info);
+    vt_test_load_state(net, info, "vit");
     const int64_t per = 3LL * 4 * 32 * 48, np = vt_net_num_params(net);
     float *hx = vt_malloc((size_t)(4 * per) * 4);
     vt_rng r;

@@ -37,54 +37,13 @@
 #include "models/net.h"
 #include "models/registry.h"
 #include "models/formats/safetensors.h"
+#include "tests/goldenutil.h"
 #include "tests/testutil.h"
 
 #define NMSE_EVAL 1e-9 /* the floor under the float64 yardstick (file comment) */
 #define NMSE_TRAIN 1e-8
 #define NMSE_STATS 1e-10
 #define NMSE_VS_TORCH 4.0 /* gradients: within 4x PyTorch float32's own NMSE (above) */
-
-static float *gread(const vt_ckpt_info *info, const char *name, int64_t *numel) {
-    const vt_ckpt_tensor *t = vt_ckpt_find(info, name);
-    VT_CHECK(t, "golden file lacks '%s'", name);
-    float *h = vt_malloc((size_t)VT_MAX(t->numel, 1) * sizeof(float));
-    char err[512];
-    VT_CHECK(vt_ckpt_read_tensor(info, t, h, err, sizeof err) == 0, "%s", err);
-    if (numel)
-        *numel = t->numel;
-    return h;
-}
-
-static double cmp(const char *what, const char *name, const float *mine, const float *ref,
-                  int64_t n, double tol) {
-    double e = vt_nmse(mine, ref, n);
-    TCHECK(e <= tol && e == e, "%s: %s NMSE %.3g > %.1g (max abs diff %.3g)", what, name, e, tol,
-           vt_max_abs_diff(mine, ref, n));
-    return e;
-}
-
-/* The net's state dict from the golden file, by name and shape (PyTorch's layout). */
-static void load_state(vt_net *net, const vt_ckpt_info *info, const char *what) {
-    vt_backend *be = vt_net_backend(net);
-    for (int i = 0; i < vt_net_num_tensors(net); i++) {
-        const vt_tensor_info *t = vt_net_tensor(net, i);
-        const vt_ckpt_tensor *ft = vt_ckpt_find(info, t->name);
-        TCHECK(ft != NULL, "%s: torch's state dict lacks '%s'", what, t->name);
-        if (!ft)
-            continue;
-        /* num_batches_tracked (shape []) comes as [1]: save_st's np.ascontiguousarray
-         * makes 0-d arrays 1-d. test_zoo.c checks the shapes of torch's own listing. */
-        int same = ft->is_int64 == t->is_int64 && ft->numel == t->numel &&
-                   (t->ndim == 0 || ft->ndim == t->ndim);
-        for (int d = 0; same && d < t->ndim; d++)
-            same = ft->shape[d] == t->shape[d];
-        TCHECK(same, "%s: '%s' has another shape or dtype in torch", what, t->name);
-        float *h = gread(info, t->name, NULL);
-        float *dst = (t->is_buffer ? vt_net_buffers(net) : vt_net_params(net)) + t->offset;
-        be->i->to_device(be, dst, h, (size_t)t->numel * sizeof(float));
-        free(h);
-    }
-}
 
 /* Eval logits of the first n_eval clips; then, if train, one training step's logits,
  * gradients (those the file has) and buffers after it. */
@@ -98,9 +57,9 @@ static void run(const char *model, int classes, int t, int hw, const vt_ckpt_inf
     vt_net_cfg_default(&cfg, model, classes, t, hw, hw);
     vt_net *net = vt_net_init(&cfg, be, 2, err, sizeof err);
     VT_CHECK(net, "%s: %s", what, err);
-    load_state(net, info, what);
+    vt_test_load_state(net, info, what);
     int64_t xn;
-    float *hx = gread(info, "x", &xn);
+    float *hx = vt_test_gread(info, "x", &xn);
     VT_CHECK(xn == 2 * 3LL * t * hw * hw, "%s: x has %lld floats", what, (long long)xn);
     float *x = vt_backend_alloc_x(be, (size_t)xn * sizeof(float), "input");
     be->i->to_device(be, x, hx, (size_t)xn * sizeof(float));
@@ -109,10 +68,11 @@ static void run(const char *model, int classes, int t, int hw, const vt_ckpt_inf
 
     vt_net_forward(net, x, n_eval, 0);
     be->i->to_host(be, mine, vt_net_logits(net, 0), (size_t)n_eval * classes * sizeof(float));
-    float *ref = gread(info, "eval_logits.0", NULL);
-    float *y32 = gread(info, "torch32_nmse.eval_logits.0", NULL); /* float64 truth */
-    const double eval = cmp(what, "eval_logits.0", mine, ref, (int64_t)n_eval * classes,
-                            fmax(NMSE_EVAL, NMSE_VS_TORCH * y32[0]));
+    float *ref = vt_test_gread(info, "eval_logits.0", NULL);
+    float *y32 = vt_test_gread(info, "torch32_nmse.eval_logits.0", NULL); /* float64 truth */
+    const double eval = vt_test_nmse_check(what, "eval_logits.0", mine, ref,
+                                           (int64_t)n_eval * classes,
+                                           fmax(NMSE_EVAL, NMSE_VS_TORCH * y32[0]));
     const double y32v = y32[0];
     free(y32);
     /* The features matter (not the bias alone): the two clips' logits differ. */
@@ -122,7 +82,7 @@ static void run(const char *model, int classes, int t, int hw, const vt_ckpt_inf
     double t1 = vt_now();
     int ngrads = 0, nbufs = 0;
     if (train) {
-        float *lf = gread(info, "label.0", NULL);
+        float *lf = vt_test_gread(info, "label.0", NULL);
         int32_t lab[2] = {(int32_t)lf[0], (int32_t)lf[1]};
         free(lf);
         int32_t *dlab = vt_backend_alloc_x(be, sizeof lab, "labels");
@@ -136,8 +96,9 @@ static void run(const char *model, int classes, int t, int hw, const vt_ckpt_inf
         vt_net_backward(net);
         vt_backend_sync(be);
         be->i->to_host(be, mine, vt_net_logits(net, 0), (size_t)2 * classes * sizeof(float));
-        ref = gread(info, "logits.0", NULL);
-        worst = fmax(worst, cmp(what, "logits.0", mine, ref, 2LL * classes, NMSE_TRAIN));
+        ref = vt_test_gread(info, "logits.0", NULL);
+        worst = fmax(worst, vt_test_nmse_check(what, "logits.0", mine, ref, 2LL * classes,
+                                               NMSE_TRAIN));
         free(ref);
         const int64_t np = vt_net_num_params(net), nb = vt_net_num_buffers(net);
         float *hg = vt_malloc((size_t)np * sizeof(float)), *hb = vt_malloc((size_t)nb * 4);
@@ -149,18 +110,19 @@ static void run(const char *model, int classes, int t, int hw, const vt_ckpt_inf
             snprintf(name, sizeof name, "%s.%s", ti->is_buffer ? "after" : "grad", ti->name);
             if (!vt_ckpt_find(info, name))
                 continue;
-            ref = gread(info, name, NULL);
+            ref = vt_test_gread(info, name, NULL);
             double tol = ti->is_buffer ? NMSE_STATS : NMSE_TRAIN;
             char yard[192];
             snprintf(yard, sizeof yard, "torch32_nmse.%s", ti->name);
             if (!ti->is_buffer && vt_ckpt_find(info, yard)) { /* a float64 truth */
-                float *t32 = gread(info, yard, NULL);
+                float *t32 = vt_test_gread(info, yard, NULL);
                 tol = fmax(tol, NMSE_VS_TORCH * t32[0]);
                 torch32 = fmax(torch32, t32[0]);
                 free(t32);
             }
-            worst = fmax(worst, cmp(what, name, (ti->is_buffer ? hb : hg) + ti->offset, ref,
-                                    ti->numel, tol));
+            worst = fmax(worst, vt_test_nmse_check(what, name,
+                                                   (ti->is_buffer ? hb : hg) + ti->offset, ref,
+                                                   ti->numel, tol));
             free(ref);
             ngrads += !ti->is_buffer;
             nbufs += ti->is_buffer;

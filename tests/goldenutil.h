@@ -1,0 +1,113 @@
+/*
+ * goldenutil.h: reading a PyTorch oracle's golden safetensors file into a test of a zoo
+ * model (test_zoo_s3d, test_zoo_x3d, test_zoo_vit): one tensor, one NMSE check, and the
+ * whole state dict into a net by name and shape; and the "VTT1" record files the op
+ * oracles write (tests/oracle/torch_ops.py, torch_attn.py). Header-only: each test is
+ * one executable.
+ */
+#ifndef VT_TESTS_GOLDENUTIL_H
+#define VT_TESTS_GOLDENUTIL_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+#include "models/net.h"
+#include "models/formats/safetensors.h"
+#include "tests/testutil.h"
+
+/* Tensor `name` of the golden file as floats (malloc'd; exits when it is missing or
+ * unreadable); its element count in *numel when numel is given. */
+static inline float *vt_test_gread(const vt_ckpt_info *info, const char *name,
+                                   int64_t *numel) {
+    const vt_ckpt_tensor *t = vt_ckpt_find(info, name);
+    VT_CHECK(t, "golden file lacks '%s'", name);
+    float *h = vt_malloc((size_t)VT_MAX(t->numel, 1) * sizeof(float));
+    char err[512];
+    VT_CHECK(vt_ckpt_read_tensor(info, t, h, err, sizeof err) == 0, "%s", err);
+    if (numel)
+        *numel = t->numel;
+    return h;
+}
+
+/* NMSE of mine against ref over n values, checked (TCHECK) to be finite and <= tol. */
+static inline double vt_test_nmse_check(const char *what, const char *name, const float *mine,
+                                        const float *ref, int64_t n, double tol) {
+    double e = vt_nmse(mine, ref, n);
+    TCHECK(e <= tol && e == e, "%s: %s NMSE %.3g > %.1g (max abs diff %.3g)", what, name, e, tol,
+           vt_max_abs_diff(mine, ref, n));
+    return e;
+}
+
+/* The net's state dict from the golden file, by name and shape (PyTorch's layout). */
+static inline void vt_test_load_state(vt_net *net, const vt_ckpt_info *info, const char *what) {
+    vt_backend *be = vt_net_backend(net);
+    for (int i = 0; i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *t = vt_net_tensor(net, i);
+        const vt_ckpt_tensor *ft = vt_ckpt_find(info, t->name);
+        TCHECK(ft != NULL, "%s: torch's state dict lacks '%s'", what, t->name);
+        if (!ft)
+            continue;
+        /* num_batches_tracked (shape []) comes as [1]: save_st's np.ascontiguousarray
+         * makes 0-d arrays 1-d. test_zoo.c checks the shapes of torch's own listing. */
+        int same = ft->is_int64 == t->is_int64 && ft->numel == t->numel &&
+                   (t->ndim == 0 || ft->ndim == t->ndim);
+        for (int d = 0; same && d < t->ndim; d++)
+            same = ft->shape[d] == t->shape[d];
+        TCHECK(same, "%s: '%s' has another shape or dtype in torch", what, t->name);
+        float *h = vt_test_gread(info, t->name, NULL);
+        float *dst = (t->is_buffer ? vt_net_buffers(net) : vt_net_params(net)) + t->offset;
+        be->i->to_device(be, dst, h, (size_t)t->numel * sizeof(float));
+        free(h);
+    }
+}
+
+/* A VTT1 file: "VTT1", then records of (u32 name length, name, u32 count, count
+ * float32s), read whole. */
+typedef struct vt_test_rec { char name[64]; float *v; int64_t n; } vt_test_rec;
+typedef struct vt_test_recs { vt_test_rec *r; int n; } vt_test_recs;
+
+/* Every record of `path` into rs (appended); 0, or -1 when the file is missing or not
+ * VTT1. A truncated file or an over-long name exits. */
+static inline int vt_test_recs_load(vt_test_recs *rs, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return -1;
+    char magic[4];
+    if (fread(magic, 1, 4, f) != 4 || memcmp(magic, "VTT1", 4)) {
+        fclose(f);
+        return -1;
+    }
+    uint32_t len, cnt;
+    while (fread(&len, 4, 1, f) == 1) {
+        VT_CHECK(len < 64, "record name too long");
+        rs->r = vt_realloc(rs->r, (size_t)(rs->n + 1) * sizeof *rs->r);
+        vt_test_rec *r = &rs->r[rs->n++];
+        memset(r->name, 0, sizeof r->name);
+        VT_CHECK(fread(r->name, 1, len, f) == len && fread(&cnt, 4, 1, f) == 1, "truncated");
+        r->n = cnt;
+        r->v = vt_malloc((size_t)VT_MAX(cnt, 1) * 4);
+        VT_CHECK(fread(r->v, 4, cnt, f) == cnt, "truncated %s", r->name);
+    }
+    fclose(f);
+    return 0;
+}
+
+/* The record named `name`, or NULL. */
+static inline const vt_test_rec *vt_test_recs_find(const vt_test_recs *rs, const char *name) {
+    for (int k = 0; k < rs->n; k++)
+        if (!strcmp(rs->r[k].name, name))
+            return &rs->r[k];
+    return NULL;
+}
+
+static inline void vt_test_recs_free(vt_test_recs *rs) {
+    for (int k = 0; k < rs->n; k++)
+        free(rs->r[k].v);
+    free(rs->r);
+    rs->r = NULL;
+    rs->n = 0;
+}
+#endif

@@ -61,8 +61,13 @@ const vt_pretrained *vt_pretrained_find(const char *name) {
 }
 
 const char *vt_pretrained_names(void) {
-    return "r3d18, mc3_18, r2plus1d18, s3d, slow_r50, slowfast_r50, i3d_r50, x3d_xs, x3d_s, "
-           "x3d_m, x3d_l";
+    /* from the table, so a row added is a name listed */
+    static char names[512];
+    if (!names[0])
+        for (size_t i = 0, n = 0; i < VT_ARRAY_LEN(table) && n < sizeof names; i++)
+            n += (size_t)snprintf(names + n, sizeof names - n, "%s%s", i ? ", " : "",
+                                  table[i].name);
+    return names;
 }
 
 void vt_pretrained_url(const vt_pretrained *p, char *url, size_t n) {

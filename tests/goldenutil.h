@@ -2,7 +2,7 @@
  * goldenutil.h: reading a PyTorch oracle's golden safetensors file into a test of a zoo
  * model (test_zoo_s3d, test_zoo_x3d, test_zoo_vit): one tensor, one NMSE check, and the
  * whole state dict into a net by name and shape; and the "VTT1" record files the op
- * oracles write (tests/oracle/torch_ops.py, torch_attn.py). Header-only: each test is
+ * oracles write (tests/oracle/torch_ops.py, torch_attn.py), and raw float32 files. Header-only: each test is
  * one executable.
  */
 #ifndef VT_TESTS_GOLDENUTIL_H
@@ -62,6 +62,22 @@ static inline void vt_test_load_state(vt_net *net, const vt_ckpt_info *info, con
         be->i->to_device(be, dst, h, (size_t)t->numel * sizeof(float));
         free(h);
     }
+}
+
+/* n float32s from the raw file `path` (malloc'd), or NULL when it cannot be read or
+ * holds fewer. */
+static inline float *vt_test_read_floats(const char *path, int64_t n) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    float *x = vt_malloc((size_t)n * sizeof(float));
+    size_t got = fread(x, sizeof(float), (size_t)n, f);
+    fclose(f);
+    if ((int64_t)got != n) {
+        free(x);
+        return NULL;
+    }
+    return x;
 }
 
 /* A VTT1 file: "VTT1", then records of (u32 name length, name, u32 count, count

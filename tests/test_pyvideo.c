@@ -32,30 +32,11 @@
 #include "models/net_graph.h"
 #include "models/registry.h"
 #include "models/transfer.h"
+#include "tests/apputil.h"
+#include "tests/goldenutil.h"
 #include "tests/testutil.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-
-static float *read_floats(const char *path, int64_t n) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    float *x = vt_malloc((size_t)n * sizeof(float));
-    size_t got = fread(x, sizeof(float), (size_t)n, f);
-    fclose(f);
-    if ((int64_t)got != n) {
-        free(x);
-        return NULL;
-    }
-    return x;
-}
-
-static cJSON *read_json(const char *path) {
-    char *js = vt_file_read(path);
-    cJSON *root = js ? cJSON_Parse(js) : NULL;
-    free(js);
-    return root;
-}
 
 static const cJSON *item(const cJSON *o, const char *k) {
     return cJSON_GetObjectItemCaseSensitive(o, k);
@@ -65,7 +46,7 @@ static const cJSON *item(const cJSON *o, const char *k) {
 static void check_names(const vt_net *net, const char *dir, const char *model) {
     char path[1200];
     snprintf(path, sizeof path, "%s/%s.names.json", dir, model);
-    cJSON *names = read_json(path);
+    cJSON *names = vt_test_read_json(path);
     TCHECK(names != NULL, "%s unreadable", path);
     if (!names)
         return;
@@ -118,9 +99,9 @@ static void check_model(vt_backend *be, const char *dir, const cJSON *index, con
     /* 3. eval logits */
     int64_t clip = (int64_t)n * shape[1] * shape[2] * shape[3] * shape[4];
     snprintf(path, sizeof path, "%s/clip_%s.bin", dir, model);
-    float *x = read_floats(path, clip);
+    float *x = vt_test_read_floats(path, clip);
     snprintf(path, sizeof path, "%s/%s.eval.bin", dir, model);
-    float *want = read_floats(path, (int64_t)n * K);
+    float *want = vt_test_read_floats(path, (int64_t)n * K);
     TCHECK(x && want, "%s: inputs missing", model);
     if (rc == 0 && x && want) {
         vt_net_forward(net, x, n, 0);
@@ -139,7 +120,7 @@ static void check_model(vt_backend *be, const char *dir, const cJSON *index, con
     for (int k = 0; k < ng; k++)
         total += cJSON_GetArrayItem(gn, k)->valueint;
     snprintf(path, sizeof path, "%s/%s.frozen.bin", dir, model);
-    fz = read_floats(path, total);
+    fz = vt_test_read_floats(path, total);
     TCHECK(fz != NULL, "%s: %s", model, path);
     if (rc == 0 && fz && x) {
         TCHECK(vt_finetune_freeze_bn(net, -1, 1) > 50, "%s: BN layers frozen", model);
@@ -181,7 +162,7 @@ end:
 static void check_pack_pathway(const char *dir) {
     char path[1200];
     snprintf(path, sizeof path, "%s/pack_pathway.json", dir);
-    cJSON *pp = read_json(path);
+    cJSON *pp = vt_test_read_json(path);
     TCHECK(pp != NULL, "%s unreadable", path);
     int cases = 0, bad = 0;
     const cJSON *c;
@@ -218,7 +199,7 @@ int main(void) {
     TCHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "torch_pyvideo.py failed (%d)", st);
     char path[1200];
     snprintf(path, sizeof path, "%s/index.json", dir);
-    cJSON *index = read_json(path);
+    cJSON *index = vt_test_read_json(path);
     TCHECK(index != NULL, "no index.json");
     if (!index)
         return vt_test_done("test_pyvideo");

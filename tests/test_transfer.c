@@ -31,25 +31,12 @@
 #include "models/registry.h"
 #include "base/sha256.h"
 #include "models/transfer.h"
+#include "tests/goldenutil.h"
 #include "tests/testutil.h"
 
 /* Paths here are short scratch paths; GCC cannot know that and warns that 4 KiB of
  * folder plus a file name may not fit. */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-
-static float *read_floats(const char *path, int64_t n) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    float *x = vt_malloc((size_t)n * sizeof(float));
-    size_t got = fread(x, sizeof(float), (size_t)n, f);
-    fclose(f);
-    if ((int64_t)got != n) {
-        free(x);
-        return NULL;
-    }
-    return x;
-}
 
 static vt_net *make_net(vt_backend *be, const char *model, int classes, const int shape[5],
                         uint64_t seed) {
@@ -78,9 +65,9 @@ static void check_torchvision(vt_backend *be, const char *dir, const cJSON *inde
     char path[1200], pth[1200], err[1024];
     snprintf(pth, sizeof pth, "%s/%s.pth", dir, tv);
     snprintf(path, sizeof path, "%s/clip_%s.bin", dir, tv);
-    float *x = read_floats(path, clip);
+    float *x = vt_test_read_floats(path, clip);
     snprintf(path, sizeof path, "%s/%s.eval.bin", dir, tv);
-    float *want = read_floats(path, (int64_t)n * K);
+    float *want = vt_test_read_floats(path, (int64_t)n * K);
     TCHECK(x && want, "%s: inputs missing", tv);
     if (!x || !want)
         return;
@@ -110,7 +97,7 @@ static void check_torchvision(vt_backend *be, const char *dir, const cJSON *inde
     for (int k = 0; k < 3; k++)
         total += cJSON_GetArrayItem(gn, k)->valueint;
     snprintf(path, sizeof path, "%s/%s.frozen.bin", dir, tv);
-    float *fz = read_floats(path, total);
+    float *fz = vt_test_read_floats(path, total);
     TCHECK(fz != NULL, "%s: %s", tv, path);
     if (fz) {
         int32_t labels[8];

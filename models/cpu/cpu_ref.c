@@ -123,6 +123,23 @@ static inline void tap_range(int o, int s, int p, int k, int n, int *lo, int *hi
         *hi = *lo;
 }
 
+/* The outputs ow of a row whose tap kw lands inside an input of W (stride s, padding p):
+ * [*lo, *hi). */
+static inline void row_range(int kw, int s, int p, int W, int Wo, int *lo, int *hi) {
+    /* iw = ow * s - p + kw must lie in [0, W) */
+    const int first = p - kw; /* ow * s >= first */
+    *lo = first <= 0 ? 0 : (first + s - 1) / s;
+    const int last = W - 1 + p - kw; /* ow * s <= last */
+    *hi = last < 0 ? 0 : VT_MIN(Wo, last / s + 1);
+    if (*hi < *lo)
+        *hi = *lo;
+}
+
+/* One output row (ni, co, ot, oh) at a time, in a row of double accumulators: each
+ * output's sum still visits its taps in the order ci, kt, kh, kw, skipping those outside
+ * the input, as a loop over one output's taps would (the same sums, bit for bit); the
+ * row only lets the CPU carry Wo independent sums at once instead of waiting on one
+ * (test_zoo_s3d's S3D on cpu-ref spent most of its time here). */
 static void ref_conv3d_forward(vt_backend *be, float *out, const float *in, const float *w,
                                const float *b, int n, const int in_thw[3],
                                const vt_conv3d_p *p) {
@@ -132,32 +149,37 @@ static void ref_conv3d_forward(vt_backend *be, float *out, const float *in, cons
     const int Wo = vt_conv_out(W, p->k[2], p->s[2], p->p[2]);
     /* groups: output channel co reads the cig input channels of its group */
     const int cig = p->cin / vt_conv_groups(p), cog = p->cout / vt_conv_groups(p);
+    double *acc = vt_malloc((size_t)VT_MAX(Wo, 1) * sizeof *acc);
     for (int ni = 0; ni < n; ni++)
         for (int co = 0; co < p->cout; co++)
             for (int ot = 0; ot < To; ot++)
-                for (int oh = 0; oh < Ho; oh++)
-                    for (int ow = 0; ow < Wo; ow++) {
-                        int t0, t1, h0, h1, w0, w1;
-                        tap_range(ot, p->s[0], p->p[0], p->k[0], T, &t0, &t1);
-                        tap_range(oh, p->s[1], p->p[1], p->k[1], H, &h0, &h1);
-                        tap_range(ow, p->s[2], p->p[2], p->k[2], W, &w0, &w1);
-                        double acc = b ? wld(be, b, co) : 0.0;
-                        for (int ci = co / cog * cig; ci < (co / cog + 1) * cig; ci++)
-                            for (int kt = t0; kt < t1; kt++)
-                                for (int kh = h0; kh < h1; kh++)
-                                    for (int kw = w0; kw < w1; kw++) {
-                                        int it = ot * p->s[0] - p->p[0] + kt;
-                                        int ih = oh * p->s[1] - p->p[1] + kh;
-                                        int iw = ow * p->s[2] - p->p[2] + kw;
-                                        double xv = ald(be, in, idx5(p->cin, T, H, W, ni, ci, it,
-                                                                     ih, iw));
-                                        double wv = wld(be, w, idx5(cig, p->k[0], p->k[1],
-                                                                    p->k[2], co, ci % cig, kt,
-                                                                    kh, kw));
-                                        acc += xv * wv;
-                                    }
-                        ast(be, out, idx5(p->cout, To, Ho, Wo, ni, co, ot, oh, ow), acc);
-                    }
+                for (int oh = 0; oh < Ho; oh++) {
+                    int t0, t1, h0, h1;
+                    tap_range(ot, p->s[0], p->p[0], p->k[0], T, &t0, &t1);
+                    tap_range(oh, p->s[1], p->p[1], p->k[1], H, &h0, &h1);
+                    for (int ow = 0; ow < Wo; ow++)
+                        acc[ow] = b ? wld(be, b, co) : 0.0;
+                    for (int ci = co / cog * cig; ci < (co / cog + 1) * cig; ci++)
+                        for (int kt = t0; kt < t1; kt++)
+                            for (int kh = h0; kh < h1; kh++)
+                                for (int kw = 0; kw < p->k[2]; kw++) {
+                                    const int it = ot * p->s[0] - p->p[0] + kt;
+                                    const int ih = oh * p->s[1] - p->p[1] + kh;
+                                    const double wv = wld(be, w, idx5(cig, p->k[0], p->k[1],
+                                                                      p->k[2], co, ci % cig, kt,
+                                                                      kh, kw));
+                                    /* input index of ow = 0's tap kw (maybe outside) */
+                                    const int64_t x0 =
+                                        idx5(p->cin, T, H, W, ni, ci, it, ih, 0) - p->p[2] + kw;
+                                    int lo, hi;
+                                    row_range(kw, p->s[2], p->p[2], W, Wo, &lo, &hi);
+                                    for (int ow = lo; ow < hi; ow++)
+                                        acc[ow] += ald(be, in, x0 + (int64_t)ow * p->s[2]) * wv;
+                                }
+                    for (int ow = 0; ow < Wo; ow++)
+                        ast(be, out, idx5(p->cout, To, Ho, Wo, ni, co, ot, oh, ow), acc[ow]);
+                }
+    free(acc);
 }
 
 static void ref_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,

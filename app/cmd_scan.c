@@ -200,24 +200,27 @@ static const char *layout_name(vt_dataset_layout l) {
                                   : "class folders";
 }
 
-int vt_cmd_scan(int argc, char **argv) {
-    if (vt_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    const char *dir = NULL, *labels = NULL;
-    vt_dataset_opts opts = {0};
-    int threads = 0, json = 0, no_leaks = 0;
+/* ---- parse: the command line into scan_opts ---- */
+
+typedef struct scan_opts {
+    const char *dir, *labels; /* DIR; --labels CSV or NULL */
+    vt_dataset_opts ds;       /* --val-split, --group, --lists, --list-format, --fold */
+    int threads, json, no_leaks;
+} scan_opts;
+
+/* Fills *op from argv; 0, or the exit status (2) after saying what is wrong. */
+static int scan_parse(scan_opts *op, int argc, char **argv) {
+    memset(op, 0, sizeof *op);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
         if (!strcmp(a, "--json")) {
-            json = 1;
+            op->json = 1;
         } else if (!strncmp(a, "--frame-rate", 12)) {
             if (vt_decode_opt_take("scan", argc, argv, &i) != 1)
                 return 2;
         } else if (!strcmp(a, "--no-leaks")) {
-            no_leaks = 1;
+            op->no_leaks = 1;
         } else if (!strcmp(a, "--val-split") && more) {
             double f;
             if (vt_parse_f64(argv[++i], 0, 1, &f) != 0 || f >= 1) {
@@ -225,32 +228,32 @@ int vt_cmd_scan(int argc, char **argv) {
                         argv[i]);
                 return 2;
             }
-            opts.val_split = f;
+            op->ds.val_split = f;
         } else if (!strcmp(a, "--group") && more) {
-            opts.group = argv[++i];
+            op->ds.group = argv[++i];
             char gerr[512];
-            if (vt_dataset_group_check(opts.group, gerr, sizeof gerr) < 0) {
+            if (vt_dataset_group_check(op->ds.group, gerr, sizeof gerr) < 0) {
                 fprintf(stderr, "vidtrain scan: %s\n", gerr);
                 return 2;
             }
         } else if (!strcmp(a, "--lists") && more) {
-            opts.lists_dir = argv[++i];
+            op->ds.lists_dir = argv[++i];
         } else if (!strcmp(a, "--list-format") && more) {
             int f = vt_lists_format_parse(argv[++i]);
             if (f < 0) {
                 fprintf(stderr, "vidtrain scan: --list-format takes ucf101, hmdb51 or kinetics\n");
                 return 2;
             }
-            opts.lists_format = (vt_lists_format)f;
+            op->ds.lists_format = (vt_lists_format)f;
         } else if (!strcmp(a, "--fold") && more) {
-            if (vt_parse_int(argv[++i], 1, 99, &opts.list_fold) != 0) {
+            if (vt_parse_int(argv[++i], 1, 99, &op->ds.list_fold) != 0) {
                 fprintf(stderr, "vidtrain scan: --fold takes 1..99\n");
                 return 2;
             }
         } else if (!strcmp(a, "--labels") && more) {
-            labels = argv[++i];
+            op->labels = argv[++i];
         } else if (!strcmp(a, "--threads") && more) {
-            if (vt_parse_int(argv[++i], 1, 4096, &threads) != 0) {
+            if (vt_parse_int(argv[++i], 1, 4096, &op->threads) != 0) {
                 fprintf(stderr, "vidtrain scan: --threads takes a count from 1 to 4096\n");
                 return 2;
             }
@@ -258,262 +261,312 @@ int vt_cmd_scan(int argc, char **argv) {
             fprintf(stderr, "vidtrain scan: unknown option or missing value: %s\n\n", a);
             usage(stderr);
             return 2;
-        } else if (!dir) {
-            dir = a;
+        } else if (!op->dir) {
+            op->dir = a;
         } else {
-            fprintf(stderr, "vidtrain scan: one folder only (got '%s' and '%s')\n", dir, a);
+            fprintf(stderr, "vidtrain scan: one folder only (got '%s' and '%s')\n", op->dir, a);
             return 2;
         }
     }
-    if (!dir) {
+    if (!op->dir) {
         usage(stderr);
         return 2;
     }
+    return 0;
+}
 
+/* ---- plan: open and probe the folder, and tally what it holds ---- */
+
+typedef struct scan_summary {
+    const vt_dataset_head *h0; /* counts are of the first head */
+    int nc;                    /* its classes */
+    int *counts;               /* [(nc + 1) x VT_NSPLITS] readable samples; row nc: no class */
+    int *badc;                 /* [nc + 1] unreadable per class */
+    int split_total[VT_NSPLITS], has_split[VT_NSPLITS];
+    int nok, nbad, nunlabeled, nvfr, nrot, nbadlines;
+    tally codecs, sizes, containers;
+    stat3 sf, sd, sn; /* fps, duration (s), frames of the readable videos */
+    double probe_s;
+    int check_leaks; /* the near-copy check ran: lk holds its findings */
+    vt_leaks lk;
+} scan_summary;
+
+static void scan_summary_free(scan_summary *sm) {
+    tally_free(&sm->codecs);
+    tally_free(&sm->containers);
+    tally_free(&sm->sizes);
+    free(sm->counts);
+    free(sm->badc);
+    vt_leaks_free(&sm->lk);
+}
+
+/* Opens op->dir into *ds (and its labels), probes every video, tallies them into *sm and
+ * runs the near-copy check unless told not to. 0, or the exit status (1) after saying
+ * why the folder cannot be scanned; *ds is NULL then. */
+static int scan_plan(const scan_opts *op, vt_dataset **dsp, scan_summary *sm) {
+    memset(sm, 0, sizeof *sm);
     char err[1024];
-    vt_dataset *ds = vt_dataset_open(dir, &opts, err, sizeof err);
+    vt_dataset *ds = *dsp = vt_dataset_open(op->dir, &op->ds, err, sizeof err);
     if (!ds) {
         fprintf(stderr, "vidtrain scan: %s\n", err);
         return 1;
     }
-    int nbadlines = 0;
-    if (labels && vt_dataset_load_labels(ds, labels, &nbadlines, err, sizeof err) < 0) {
+    if (op->labels && vt_dataset_load_labels(ds, op->labels, &sm->nbadlines, err, sizeof err) < 0) {
         fprintf(stderr, "vidtrain scan: %s\n", err);
-        vt_dataset_free(&ds);
+        vt_dataset_free(dsp);
         return 1;
     }
-    progress_ctx pc = {.tty = isatty(2) && !json ? 1 : 0};
+    progress_ctx pc = {.tty = isatty(2) && !op->json ? 1 : 0};
     double t0 = vt_now();
-    int nbad = vt_dataset_probe(ds, threads, 0, on_progress, &pc);
-    double probe_s = vt_now() - t0;
+    sm->nbad = vt_dataset_probe(ds, op->threads, 0, on_progress, &pc);
+    sm->probe_s = vt_now() - t0;
 
     /* Per class x split counts (first head), and the figures of readable videos. */
-    const vt_dataset_head *h0 = &ds->heads[0];
-    int nc = h0->nclasses;
-    int *counts = vt_calloc((size_t)(nc + 1) * VT_NSPLITS, sizeof *counts); /* row nc: no class */
-    int *badc = vt_calloc((size_t)(nc + 1), sizeof *badc); /* unreadable per class */
-    int split_total[VT_NSPLITS] = {0};
+    const vt_dataset_head *h0 = sm->h0 = &ds->heads[0];
+    const int nc = sm->nc = h0->nclasses;
+    sm->counts = vt_calloc((size_t)(nc + 1) * VT_NSPLITS, sizeof *sm->counts);
+    sm->badc = vt_calloc((size_t)(nc + 1), sizeof *sm->badc);
     double *fps = vt_malloc((size_t)ds->nvideos * sizeof *fps);
     double *dur = vt_malloc((size_t)ds->nvideos * sizeof *dur);
     double *frames = vt_malloc((size_t)ds->nvideos * sizeof *frames);
-    int nok = 0, nunlabeled = 0, nvfr = 0, nrot = 0;
-    tally codecs = {0}, sizes = {0}, containers = {0};
     char buf[128];
     for (int i = 0; i < ds->nvideos; i++) {
         const vt_dataset_video *v = &ds->videos[i];
         int c = v->labeled && h0->loss == VT_LOSS_SOFTMAX_CE ? v->label[0] : nc;
         if (v->bad != VT_BAD_NONE) {
-            badc[c]++;
+            sm->badc[c]++;
             continue;
         }
-        nunlabeled += !v->labeled;
-        counts[c * VT_NSPLITS + v->split]++;
-        split_total[v->split]++;
-        fps[nok] = v->info.fps;
-        dur[nok] = v->info.duration;
-        frames[nok] = (double)v->info.nframes;
-        nok++;
-        nvfr += v->info.vfr != 0;
-        nrot += v->info.rotation != 0;
-        tally_add(&codecs, v->info.codec[0] ? v->info.codec : "?");
-        tally_add(&containers, v->info.container[0] ? v->info.container : "?");
+        sm->nunlabeled += !v->labeled;
+        sm->counts[c * VT_NSPLITS + v->split]++;
+        sm->split_total[v->split]++;
+        fps[sm->nok] = v->info.fps;
+        dur[sm->nok] = v->info.duration;
+        frames[sm->nok] = (double)v->info.nframes;
+        sm->nok++;
+        sm->nvfr += v->info.vfr != 0;
+        sm->nrot += v->info.rotation != 0;
+        tally_add(&sm->codecs, v->info.codec[0] ? v->info.codec : "?");
+        tally_add(&sm->containers, v->info.container[0] ? v->info.container : "?");
         snprintf(buf, sizeof buf, "%dx%d", v->info.disp_width, v->info.disp_height);
-        tally_add(&sizes, buf);
+        tally_add(&sm->sizes, buf);
     }
-    stat3 sf = stat_of(fps, nok), sd = stat_of(dur, nok), sn = stat_of(frames, nok);
-    int has_split[VT_NSPLITS];
-    for (int s = 0; s < VT_NSPLITS; s++)
-        has_split[s] = split_total[s] > 0;
-    vt_leaks lk = {0};
-    int check_leaks = !no_leaks && split_total[VT_SPLIT_TRAIN] &&
-                      (split_total[VT_SPLIT_VAL] || split_total[VT_SPLIT_TEST]);
-    if (check_leaks)
-        vt_leaks_find(ds, threads, !json, &lk);
-
-    if (json) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "dir", ds->dir);
-        cJSON_AddStringToObject(o, "layout", layout_name(ds->layout));
-        cJSON_AddNumberToObject(o, "videos", ds->nvideos);
-        cJSON_AddNumberToObject(o, "segments", ds->nsegments);
-        cJSON_AddNumberToObject(o, "readable", nok);
-        cJSON_AddNumberToObject(o, "unreadable", nbad);
-        cJSON_AddNumberToObject(o, "unlabeled", nunlabeled);
-        cJSON *sp = cJSON_AddObjectToObject(o, "splits");
-        for (int s = 0; s < VT_NSPLITS; s++)
-            if (has_split[s])
-                cJSON_AddNumberToObject(sp, vt_split_name((vt_split)s), split_total[s]);
-        cJSON *heads = cJSON_AddArrayToObject(o, "heads");
-        for (int h = 0; h < ds->nheads; h++) {
-            cJSON *ho = cJSON_CreateObject();
-            cJSON_AddStringToObject(ho, "name", ds->heads[h].name);
-            cJSON_AddStringToObject(ho, "loss", ds->heads[h].loss == VT_LOSS_BCE ? "bce" : "softmax");
-            cJSON *cl = cJSON_AddArrayToObject(ho, "classes");
-            for (int c = 0; c < ds->heads[h].nclasses; c++)
-                cJSON_AddItemToArray(cl, cJSON_CreateString(ds->heads[h].classes[c]));
-            cJSON_AddItemToArray(heads, ho);
-        }
-        if (h0->loss == VT_LOSS_SOFTMAX_CE) {
-            cJSON *pc_ = cJSON_AddObjectToObject(o, "per_class");
-            for (int c = 0; c < nc; c++) {
-                cJSON *co = cJSON_AddObjectToObject(pc_, h0->classes[c]);
-                for (int s = 0; s < VT_NSPLITS; s++)
-                    if (has_split[s])
-                        cJSON_AddNumberToObject(co, vt_split_name((vt_split)s),
-                                                counts[c * VT_NSPLITS + s]);
-                if (badc[c])
-                    cJSON_AddNumberToObject(co, "unreadable", badc[c]);
-            }
-            cJSON *ir = cJSON_AddObjectToObject(o, "imbalance"); /* largest / smallest */
-            for (int s = 0; s < VT_NSPLITS; s++) {
-                int lo, hi;
-                double r = has_split[s] ? split_ratio(counts, nc, s, &lo, &hi) : 0;
-                if (has_split[s] && lo >= 0)
-                    cJSON_AddNumberToObject(ir, vt_split_name((vt_split)s), r);
-            }
-        }
-        cJSON_AddItemToObject(o, "codecs", tally_json(&codecs));
-        cJSON_AddItemToObject(o, "containers", tally_json(&containers));
-        cJSON_AddItemToObject(o, "resolutions", tally_json(&sizes));
-        cJSON_AddItemToObject(o, "fps", stat_json(sf));
-        cJSON_AddItemToObject(o, "duration_s", stat_json(sd));
-        cJSON_AddItemToObject(o, "frames", stat_json(sn));
-        cJSON_AddNumberToObject(o, "vfr", nvfr);
-        cJSON_AddNumberToObject(o, "rotated", nrot);
-        cJSON *bad = cJSON_AddArrayToObject(o, "unreadable_files");
-        for (int i = 0; i < ds->nvideos; i++)
-            if (ds->videos[i].bad != VT_BAD_NONE) {
-                cJSON *b = cJSON_CreateObject();
-                cJSON_AddStringToObject(b, "path", ds->videos[i].relpath);
-                cJSON_AddStringToObject(b, "reason", ds->videos[i].reason ? ds->videos[i].reason : "");
-                cJSON_AddItemToArray(bad, b);
-            }
-        cJSON *ign = cJSON_AddArrayToObject(o, "ignored_files");
-        for (int i = 0; i < ds->nignored; i++)
-            cJSON_AddItemToArray(ign, cJSON_CreateString(ds->ignored[i]));
-        cJSON *nf = cJSON_AddArrayToObject(o, "not_followed");
-        for (int i = 0; i < ds->nbroken; i++)
-            cJSON_AddItemToArray(nf, cJSON_CreateString(ds->broken[i]));
-        if (ds->nmissing)
-            cJSON_AddNumberToObject(o, "list_entries_missing", ds->nmissing);
-        if (check_leaks)
-            cJSON_AddItemToObject(o, "leaks", vt_leaks_json(ds, &lk));
-        if (ds->groups.mode[0]) {
-            cJSON *g = cJSON_AddObjectToObject(o, "groups");
-            cJSON_AddStringToObject(g, "mode", ds->groups.mode);
-            cJSON_AddNumberToObject(g, "train", ds->groups.ngroups[VT_SPLIT_TRAIN]);
-            cJSON_AddNumberToObject(g, "val", ds->groups.ngroups[VT_SPLIT_VAL]);
-            cJSON_AddNumberToObject(g, "videos_sharing", ds->groups.nvideos_grouped);
-            cJSON_AddNumberToObject(g, "ucf101_names", ds->groups.nucf);
-            cJSON_AddNumberToObject(g, "hmdb51_names", ds->groups.nhmdb);
-            cJSON_AddNumberToObject(g, "regex_matched", ds->groups.nregex);
-        }
-        if (labels)
-            cJSON_AddNumberToObject(o, "label_lines_skipped", nbadlines);
-        char *s = vt_json_print(o, 1);
-        puts(s);
-        free(s);
-        cJSON_Delete(o);
-    } else {
-        printf("%s: %s, %d videos (%d readable, %d unreadable), probed in %.1f s\n", ds->dir,
-               layout_name(ds->layout), ds->nvideos, nok, nbad, probe_s);
-        char gl[256];
-        if (vt_dataset_groups_line(ds, gl, sizeof gl)[0])
-            printf("%s\n", gl);
-        if (ds->nsegments) /* counts below are samples: a segment counts as one */
-            printf("%d of these samples are segments of longer videos (start-end in seconds)\n",
-                   ds->nsegments);
-        for (int h = 0; h < ds->nheads; h++)
-            printf("head %-8s %s, %d classes\n", ds->heads[h].name,
-                   ds->heads[h].loss == VT_LOSS_BCE ? "multi-label (BCE)" : "softmax",
-                   ds->heads[h].nclasses);
-        if (h0->loss == VT_LOSS_SOFTMAX_CE) {
-            int wname = 5;
-            for (int c = 0; c < nc; c++)
-                wname = VT_MAX(wname, (int)strlen(h0->classes[c]));
-            wname = VT_MIN(wname, 40);
-            printf("\n  %-4s %-*s", "id", wname, "class");
-            for (int s = 0; s < VT_NSPLITS; s++)
-                if (has_split[s])
-                    printf(" %7s", vt_split_name((vt_split)s));
-            printf("%s\n", nbad ? " unreadable" : "");
-            for (int c = 0; c <= nc; c++) {
-                int any = badc[c];
-                for (int s = 0; s < VT_NSPLITS; s++)
-                    any |= counts[c * VT_NSPLITS + s];
-                if (c == nc && !any)
-                    continue;
-                if (c < nc)
-                    printf("  %-4d %-*.*s", c, wname, wname, h0->classes[c]);
-                else
-                    printf("  %-4s %-*s", "-", wname, "(unlabeled)");
-                for (int s = 0; s < VT_NSPLITS; s++)
-                    if (has_split[s])
-                        printf(" %7d", counts[c * VT_NSPLITS + s]);
-                if (nbad)
-                    printf(" %10d", badc[c]);
-                printf("\n");
-            }
-            printf("  %-4s %-*s", "", wname, "total");
-            for (int s = 0; s < VT_NSPLITS; s++)
-                if (has_split[s])
-                    printf(" %7d", split_total[s]);
-            if (nbad)
-                printf(" %10d", nbad);
-            printf("\n");
-            print_imbalance(counts, h0, has_split);
-            printf("\n");
-        }
-        tally_print("codecs", &codecs);
-        tally_print("containers", &containers);
-        tally_print("resolutions", &sizes);
-        if (nok) {
-            printf("%-12s min %.2f, median %.2f, max %.2f%s\n", "fps", sf.min, sf.median, sf.max,
-                   nvfr ? " (some variable frame rate)" : "");
-            printf("%-12s min %.2f s, median %.2f s, max %.2f s\n", "duration", sd.min, sd.median,
-                   sd.max);
-            printf("%-12s min %.0f, median %.0f, max %.0f\n", "frames", sn.min, sn.median, sn.max);
-        }
-        if (nrot)
-            printf("%-12s %d with rotation metadata (decoded upright)\n", "rotated", nrot);
-        if (ds->nmissing)
-            printf("list files name %d videos that are not there (see the warnings)\n", ds->nmissing);
-        if (labels && nbadlines)
-            printf("%s: %d lines skipped (see the warnings)\n", labels, nbadlines);
-        if (check_leaks) {
-            printf("\n");
-            vt_leaks_print(stdout, ds, &lk, 20);
-        }
-        if (nbad) {
-            printf("\nunreadable (%d, excluded from training):\n", nbad);
-            for (int i = 0; i < ds->nvideos; i++)
-                if (ds->videos[i].bad != VT_BAD_NONE)
-                    printf("  %s: %s\n", ds->videos[i].relpath,
-                           ds->videos[i].reason ? ds->videos[i].reason : "");
-        }
-        if (ds->nbroken) {
-            printf("\nnot followed (%d, skipped):\n", ds->nbroken);
-            for (int i = 0; i < ds->nbroken; i++)
-                printf("  %s\n", ds->broken[i]);
-        }
-        if (ds->nignored) {
-            printf("\nignored (%d, not a video name):\n", ds->nignored);
-            int shown = VT_MIN(ds->nignored, 20);
-            for (int i = 0; i < shown; i++)
-                printf("  %s\n", ds->ignored[i]);
-            if (shown < ds->nignored)
-                printf("  ... and %d more (--json lists all)\n", ds->nignored - shown);
-        }
-    }
-    tally_free(&codecs);
-    tally_free(&containers);
-    tally_free(&sizes);
+    sm->sf = stat_of(fps, sm->nok);
+    sm->sd = stat_of(dur, sm->nok);
+    sm->sn = stat_of(frames, sm->nok);
     free(fps);
     free(dur);
     free(frames);
-    free(counts);
-    free(badc);
-    vt_leaks_free(&lk);
+    for (int s = 0; s < VT_NSPLITS; s++)
+        sm->has_split[s] = sm->split_total[s] > 0;
+    sm->check_leaks = !op->no_leaks && sm->split_total[VT_SPLIT_TRAIN] &&
+                      (sm->split_total[VT_SPLIT_VAL] || sm->split_total[VT_SPLIT_TEST]);
+    if (sm->check_leaks)
+        vt_leaks_find(ds, op->threads, !op->json, &sm->lk);
+    return 0;
+}
+
+/* ---- run: the report, as one JSON object or as the human summary ---- */
+
+static void scan_print_json(const scan_opts *op, const vt_dataset *ds, scan_summary *sm) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "dir", ds->dir);
+    cJSON_AddStringToObject(o, "layout", layout_name(ds->layout));
+    cJSON_AddNumberToObject(o, "videos", ds->nvideos);
+    cJSON_AddNumberToObject(o, "segments", ds->nsegments);
+    cJSON_AddNumberToObject(o, "readable", sm->nok);
+    cJSON_AddNumberToObject(o, "unreadable", sm->nbad);
+    cJSON_AddNumberToObject(o, "unlabeled", sm->nunlabeled);
+    cJSON *sp = cJSON_AddObjectToObject(o, "splits");
+    for (int s = 0; s < VT_NSPLITS; s++)
+        if (sm->has_split[s])
+            cJSON_AddNumberToObject(sp, vt_split_name((vt_split)s), sm->split_total[s]);
+    cJSON *heads = cJSON_AddArrayToObject(o, "heads");
+    for (int h = 0; h < ds->nheads; h++) {
+        cJSON *ho = cJSON_CreateObject();
+        cJSON_AddStringToObject(ho, "name", ds->heads[h].name);
+        cJSON_AddStringToObject(ho, "loss", ds->heads[h].loss == VT_LOSS_BCE ? "bce" : "softmax");
+        cJSON *cl = cJSON_AddArrayToObject(ho, "classes");
+        for (int c = 0; c < ds->heads[h].nclasses; c++)
+            cJSON_AddItemToArray(cl, cJSON_CreateString(ds->heads[h].classes[c]));
+        cJSON_AddItemToArray(heads, ho);
+    }
+    if (sm->h0->loss == VT_LOSS_SOFTMAX_CE) {
+        cJSON *pc_ = cJSON_AddObjectToObject(o, "per_class");
+        for (int c = 0; c < sm->nc; c++) {
+            cJSON *co = cJSON_AddObjectToObject(pc_, sm->h0->classes[c]);
+            for (int s = 0; s < VT_NSPLITS; s++)
+                if (sm->has_split[s])
+                    cJSON_AddNumberToObject(co, vt_split_name((vt_split)s),
+                                            sm->counts[c * VT_NSPLITS + s]);
+            if (sm->badc[c])
+                cJSON_AddNumberToObject(co, "unreadable", sm->badc[c]);
+        }
+        cJSON *ir = cJSON_AddObjectToObject(o, "imbalance"); /* largest / smallest */
+        for (int s = 0; s < VT_NSPLITS; s++) {
+            int lo, hi;
+            double r = sm->has_split[s] ? split_ratio(sm->counts, sm->nc, s, &lo, &hi) : 0;
+            if (sm->has_split[s] && lo >= 0)
+                cJSON_AddNumberToObject(ir, vt_split_name((vt_split)s), r);
+        }
+    }
+    cJSON_AddItemToObject(o, "codecs", tally_json(&sm->codecs));
+    cJSON_AddItemToObject(o, "containers", tally_json(&sm->containers));
+    cJSON_AddItemToObject(o, "resolutions", tally_json(&sm->sizes));
+    cJSON_AddItemToObject(o, "fps", stat_json(sm->sf));
+    cJSON_AddItemToObject(o, "duration_s", stat_json(sm->sd));
+    cJSON_AddItemToObject(o, "frames", stat_json(sm->sn));
+    cJSON_AddNumberToObject(o, "vfr", sm->nvfr);
+    cJSON_AddNumberToObject(o, "rotated", sm->nrot);
+    cJSON *bad = cJSON_AddArrayToObject(o, "unreadable_files");
+    for (int i = 0; i < ds->nvideos; i++)
+        if (ds->videos[i].bad != VT_BAD_NONE) {
+            cJSON *b = cJSON_CreateObject();
+            cJSON_AddStringToObject(b, "path", ds->videos[i].relpath);
+            cJSON_AddStringToObject(b, "reason", ds->videos[i].reason ? ds->videos[i].reason : "");
+            cJSON_AddItemToArray(bad, b);
+        }
+    cJSON *ign = cJSON_AddArrayToObject(o, "ignored_files");
+    for (int i = 0; i < ds->nignored; i++)
+        cJSON_AddItemToArray(ign, cJSON_CreateString(ds->ignored[i]));
+    cJSON *nf = cJSON_AddArrayToObject(o, "not_followed");
+    for (int i = 0; i < ds->nbroken; i++)
+        cJSON_AddItemToArray(nf, cJSON_CreateString(ds->broken[i]));
+    if (ds->nmissing)
+        cJSON_AddNumberToObject(o, "list_entries_missing", ds->nmissing);
+    if (sm->check_leaks)
+        cJSON_AddItemToObject(o, "leaks", vt_leaks_json(ds, &sm->lk));
+    if (ds->groups.mode[0]) {
+        cJSON *g = cJSON_AddObjectToObject(o, "groups");
+        cJSON_AddStringToObject(g, "mode", ds->groups.mode);
+        cJSON_AddNumberToObject(g, "train", ds->groups.ngroups[VT_SPLIT_TRAIN]);
+        cJSON_AddNumberToObject(g, "val", ds->groups.ngroups[VT_SPLIT_VAL]);
+        cJSON_AddNumberToObject(g, "videos_sharing", ds->groups.nvideos_grouped);
+        cJSON_AddNumberToObject(g, "ucf101_names", ds->groups.nucf);
+        cJSON_AddNumberToObject(g, "hmdb51_names", ds->groups.nhmdb);
+        cJSON_AddNumberToObject(g, "regex_matched", ds->groups.nregex);
+    }
+    if (op->labels)
+        cJSON_AddNumberToObject(o, "label_lines_skipped", sm->nbadlines);
+    char *s = vt_json_print(o, 1);
+    puts(s);
+    free(s);
+    cJSON_Delete(o);
+}
+
+static void scan_print_text(const scan_opts *op, const vt_dataset *ds, scan_summary *sm) {
+    printf("%s: %s, %d videos (%d readable, %d unreadable), probed in %.1f s\n", ds->dir,
+           layout_name(ds->layout), ds->nvideos, sm->nok, sm->nbad, sm->probe_s);
+    char gl[256];
+    if (vt_dataset_groups_line(ds, gl, sizeof gl)[0])
+        printf("%s\n", gl);
+    if (ds->nsegments) /* counts below are samples: a segment counts as one */
+        printf("%d of these samples are segments of longer videos (start-end in seconds)\n",
+               ds->nsegments);
+    for (int h = 0; h < ds->nheads; h++)
+        printf("head %-8s %s, %d classes\n", ds->heads[h].name,
+               ds->heads[h].loss == VT_LOSS_BCE ? "multi-label (BCE)" : "softmax",
+               ds->heads[h].nclasses);
+    if (sm->h0->loss == VT_LOSS_SOFTMAX_CE) {
+        int wname = 5;
+        for (int c = 0; c < sm->nc; c++)
+            wname = VT_MAX(wname, (int)strlen(sm->h0->classes[c]));
+        wname = VT_MIN(wname, 40);
+        printf("\n  %-4s %-*s", "id", wname, "class");
+        for (int s = 0; s < VT_NSPLITS; s++)
+            if (sm->has_split[s])
+                printf(" %7s", vt_split_name((vt_split)s));
+        printf("%s\n", sm->nbad ? " unreadable" : "");
+        for (int c = 0; c <= sm->nc; c++) {
+            int any = sm->badc[c];
+            for (int s = 0; s < VT_NSPLITS; s++)
+                any |= sm->counts[c * VT_NSPLITS + s];
+            if (c == sm->nc && !any)
+                continue;
+            if (c < sm->nc)
+                printf("  %-4d %-*.*s", c, wname, wname, sm->h0->classes[c]);
+            else
+                printf("  %-4s %-*s", "-", wname, "(unlabeled)");
+            for (int s = 0; s < VT_NSPLITS; s++)
+                if (sm->has_split[s])
+                    printf(" %7d", sm->counts[c * VT_NSPLITS + s]);
+            if (sm->nbad)
+                printf(" %10d", sm->badc[c]);
+            printf("\n");
+        }
+        printf("  %-4s %-*s", "", wname, "total");
+        for (int s = 0; s < VT_NSPLITS; s++)
+            if (sm->has_split[s])
+                printf(" %7d", sm->split_total[s]);
+        if (sm->nbad)
+            printf(" %10d", sm->nbad);
+        printf("\n");
+        print_imbalance(sm->counts, sm->h0, sm->has_split);
+        printf("\n");
+    }
+    tally_print("codecs", &sm->codecs);
+    tally_print("containers", &sm->containers);
+    tally_print("resolutions", &sm->sizes);
+    if (sm->nok) {
+        printf("%-12s min %.2f, median %.2f, max %.2f%s\n", "fps", sm->sf.min, sm->sf.median,
+               sm->sf.max, sm->nvfr ? " (some variable frame rate)" : "");
+        printf("%-12s min %.2f s, median %.2f s, max %.2f s\n", "duration", sm->sd.min,
+               sm->sd.median, sm->sd.max);
+        printf("%-12s min %.0f, median %.0f, max %.0f\n", "frames", sm->sn.min, sm->sn.median,
+               sm->sn.max);
+    }
+    if (sm->nrot)
+        printf("%-12s %d with rotation metadata (decoded upright)\n", "rotated", sm->nrot);
+    if (ds->nmissing)
+        printf("list files name %d videos that are not there (see the warnings)\n", ds->nmissing);
+    if (op->labels && sm->nbadlines)
+        printf("%s: %d lines skipped (see the warnings)\n", op->labels, sm->nbadlines);
+    if (sm->check_leaks) {
+        printf("\n");
+        vt_leaks_print(stdout, ds, &sm->lk, 20);
+    }
+    if (sm->nbad) {
+        printf("\nunreadable (%d, excluded from training):\n", sm->nbad);
+        for (int i = 0; i < ds->nvideos; i++)
+            if (ds->videos[i].bad != VT_BAD_NONE)
+                printf("  %s: %s\n", ds->videos[i].relpath,
+                       ds->videos[i].reason ? ds->videos[i].reason : "");
+    }
+    if (ds->nbroken) {
+        printf("\nnot followed (%d, skipped):\n", ds->nbroken);
+        for (int i = 0; i < ds->nbroken; i++)
+            printf("  %s\n", ds->broken[i]);
+    }
+    if (ds->nignored) {
+        printf("\nignored (%d, not a video name):\n", ds->nignored);
+        int shown = VT_MIN(ds->nignored, 20);
+        for (int i = 0; i < shown; i++)
+            printf("  %s\n", ds->ignored[i]);
+        if (shown < ds->nignored)
+            printf("  ... and %d more (--json lists all)\n", ds->nignored - shown);
+    }
+}
+
+/* parse, plan, run. */
+int vt_cmd_scan(int argc, char **argv) {
+    if (vt_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    scan_opts op;
+    int rc = scan_parse(&op, argc, argv);
+    if (rc)
+        return rc;
+    vt_dataset *ds;
+    scan_summary sm;
+    rc = scan_plan(&op, &ds, &sm);
+    if (rc)
+        return rc;
+    if (op.json)
+        scan_print_json(&op, ds, &sm);
+    else
+        scan_print_text(&op, ds, &sm);
+    scan_summary_free(&sm);
     vt_dataset_free(&ds);
     return 0;
 }

@@ -8,8 +8,10 @@
  * With --trim, the segments the dataset's lists or labels name are written as files of
  * their own, named in DST/prep-segments.csv (docs/segments.md).
  *
- * This file is the options and the order of the work; the walk, the manifest, the
- * workers, the names and copies, and --trim are app/prep/prep_*.c (app/prep/prep_cmd.h).
+ * This file is the options and the order of the work: vt_cmd_prep is the parse
+ * (prep_parse), the plan (prep_claim_dst, prep_plan) and the run (prep_copy_others,
+ * prep_encode, prep_rewrite_manifest, prep_report). The walk, the manifest, the workers,
+ * the names and copies, and --trim are app/prep/prep_*.c (app/prep/prep_cmd.h).
  *
  * It must never leave a partial file under a final name (outputs are written under a
  * hidden temporary name in the same folder — the dataset scan skips hidden names — and
@@ -166,427 +168,462 @@ static void dst_stop(const char *dst, const char *why) {
                 : "Check that DST is writable");
 }
 
-/* ---- the command ---- */
+/* ---- the command: parse, plan (claim DST, list the work), run (copy, encode, report) ---- */
 
-int vt_cmd_prep(int argc, char **argv) {
-    if (vt_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
+/* The command line. */
+typedef struct prep_args {
     vt_prep_opts o;
-    vt_prep_opts_default(&o);
+    const char *src, *dst;
+    int jobs, force, trim;
+    vt_dataset_opts dopt; /* --trim's --lists, --list-format, --fold */
+    const char *labels;   /* --trim's --labels */
+} prep_args;
+
+/* Everything a run holds, freed at the end whatever step stopped it. */
+typedef struct prep_state {
+    struct stat ss, ds; /* SRC and DST */
+    int lock;           /* DST/.prep-lock, or -1 */
+    char *opt_text, *recorded;
+    entry_list list;
+    rename_map m;
+    vt_dataset *dset;
+    trim_csv tcsv;
+    int nseg, nvideo, skipped, copied, rewritten, nother, nth, sig;
+    row_list old;
+    run r;
+    pthread_t *th;
+} prep_state;
+
+/* Fills *a from argv and checks the options against each other and this FFmpeg: 0, or
+ * the exit status after saying what is wrong. */
+static int prep_parse(prep_args *a, int argc, char **argv) {
+    memset(a, 0, sizeof *a);
+    vt_prep_opts_default(&a->o);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int jobs = ncpu > 0 ? (int)ncpu : 1, force = 0, rc = 2;
+    a->jobs = ncpu > 0 ? (int)ncpu : 1;
+    vt_prep_opts *o = &a->o;
     const char *pos[2] = {NULL, NULL};
-    int npos = 0;
-    entry_list list = {0};
-    row_list old = {0};
-    rename_map m = {0};
-    run r = {0};
-    char *opt_text = NULL, *recorded = NULL;
-    char err[1024], path[4200];
-    pthread_t *th = NULL;
-    int trim = 0, dr;
-    vt_dataset_opts dopt = {0};
-    const char *labels = NULL;
-    vt_dataset *dset = NULL;
-    trim_csv tcsv = {0};
-    int lock = -1, nseg = 0;
-    r.manifest = -1;
+    int npos = 0, dr;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--short-side")) {
-            if (vt_opt_int("prep", a, v, 2, VT_CLIP_MAX_SIDE, &o.short_side) != 0)
-                goto end;
+        const char *arg = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(arg, "--short-side")) {
+            if (vt_opt_int("prep", arg, v, 2, VT_CLIP_MAX_SIDE, &o->short_side) != 0)
+                return 2;
             i++;
-        } else if (!strcmp(a, "--gop")) {
-            if (vt_opt_int("prep", a, v, 1, 1000, &o.gop) != 0)
-                goto end;
+        } else if (!strcmp(arg, "--gop")) {
+            if (vt_opt_int("prep", arg, v, 1, 1000, &o->gop) != 0)
+                return 2;
             i++;
-        } else if (!strcmp(a, "--crf")) {
-            if (vt_opt_int("prep", a, v, 0, 51, &o.quality) != 0)
-                goto end;
+        } else if (!strcmp(arg, "--crf")) {
+            if (vt_opt_int("prep", arg, v, 0, 51, &o->quality) != 0)
+                return 2;
             i++;
-        } else if (!strcmp(a, "--jobs")) {
-            if (vt_opt_int("prep", a, v, 1, 256, &jobs) != 0)
-                goto end;
+        } else if (!strcmp(arg, "--jobs")) {
+            if (vt_opt_int("prep", arg, v, 1, 256, &a->jobs) != 0)
+                return 2;
             i++;
-        } else if (!strcmp(a, "--fps")) {
-            if (vt_opt_f64("prep", a, v, 0.1, 1000, &o.fps) != 0)
-                goto end;
+        } else if (!strcmp(arg, "--fps")) {
+            if (vt_opt_f64("prep", arg, v, 0.1, 1000, &o->fps) != 0)
+                return 2;
             i++;
-        } else if (!strcmp(a, "--codec")) {
+        } else if (!strcmp(arg, "--codec")) {
             if (!v) {
                 fprintf(stderr, "vidtrain prep: --codec needs a value\n");
-                goto end;
+                return 2;
             }
-            o.codec = v;
+            o->codec = v;
             i++;
         } else if ((dr = vt_decode_opt_take("prep", argc, argv, &i)) != 0) {
             if (dr < 0)
-                goto end;
-        } else if (!strcmp(a, "--force")) {
-            force = 1;
-        } else if (!strcmp(a, "--trim")) {
-            trim = 1;
-        } else if (!strcmp(a, "--lists") || !strcmp(a, "--labels") ||
-                   !strcmp(a, "--list-format")) {
+                return 2;
+        } else if (!strcmp(arg, "--force")) {
+            a->force = 1;
+        } else if (!strcmp(arg, "--trim")) {
+            a->trim = 1;
+        } else if (!strcmp(arg, "--lists") || !strcmp(arg, "--labels") ||
+                   !strcmp(arg, "--list-format")) {
             if (!v) {
-                fprintf(stderr, "vidtrain prep: %s needs a value\n", a);
-                goto end;
+                fprintf(stderr, "vidtrain prep: %s needs a value\n", arg);
+                return 2;
             }
-            if (!strcmp(a, "--list-format") && vt_lists_format_parse(v) < 0) {
+            if (!strcmp(arg, "--list-format") && vt_lists_format_parse(v) < 0) {
                 fprintf(stderr, "vidtrain prep: --list-format: ucf101, hmdb51 or kinetics\n");
-                goto end;
+                return 2;
             }
-            if (!strcmp(a, "--lists"))
-                dopt.lists_dir = v;
-            else if (!strcmp(a, "--labels"))
-                labels = v;
+            if (!strcmp(arg, "--lists"))
+                a->dopt.lists_dir = v;
+            else if (!strcmp(arg, "--labels"))
+                a->labels = v;
             else
-                dopt.lists_format = (vt_lists_format)vt_lists_format_parse(v);
+                a->dopt.lists_format = (vt_lists_format)vt_lists_format_parse(v);
             i++;
-        } else if (!strcmp(a, "--fold")) {
-            if (vt_opt_int("prep", a, v, 1, 9, &dopt.list_fold) != 0)
-                goto end;
+        } else if (!strcmp(arg, "--fold")) {
+            if (vt_opt_int("prep", arg, v, 1, 9, &a->dopt.list_fold) != 0)
+                return 2;
             i++;
-        } else if (a[0] == '-' && a[1] == '-') {
-            fprintf(stderr, "vidtrain prep: unknown option %s (see --help)\n", a);
-            goto end;
+        } else if (arg[0] == '-' && arg[1] == '-') {
+            fprintf(stderr, "vidtrain prep: unknown option %s (see --help)\n", arg);
+            return 2;
         } else if (npos < 2) {
-            pos[npos++] = a;
+            pos[npos++] = arg;
         } else {
             fprintf(stderr, "vidtrain prep: one SRC and one DST (see --help)\n");
-            goto end;
+            return 2;
         }
     }
     if (npos != 2) {
         fprintf(stderr, "usage: vidtrain prep SRC DST [options] (see --help)\n");
-        goto end;
+        return 2;
     }
-    if (trim != (dopt.lists_dir || labels)) {
-        fprintf(stderr, "vidtrain prep: %s\n", trim ? "--trim needs the segments: --lists "
+    a->src = pos[0];
+    a->dst = pos[1];
+    if (a->trim != (a->dopt.lists_dir || a->labels)) {
+        fprintf(stderr, "vidtrain prep: %s\n", a->trim ? "--trim needs the segments: --lists "
                 "(a Kinetics CSV) or --labels (a CSV with start,end columns)"
                 : "--lists and --labels are read for --trim only (list and labels files "
                 "under SRC are copied as they are)");
-        goto end;
+        return 2;
     }
-    if (strcmp(o.codec, "h264") && strcmp(o.codec, "mpeg4") && strcmp(o.codec, "mjpeg")) {
-        fprintf(stderr, "vidtrain prep: --codec %s: expected h264, mpeg4 or mjpeg\n", o.codec);
-        goto end;
+    if (strcmp(o->codec, "h264") && strcmp(o->codec, "mpeg4") && strcmp(o->codec, "mjpeg")) {
+        fprintf(stderr, "vidtrain prep: --codec %s: expected h264, mpeg4 or mjpeg\n", o->codec);
+        return 2;
     }
-    if (!vt_prep_codec_available(o.codec)) {
-        if (strcmp(o.codec, "h264") || !vt_prep_codec_available("mpeg4")) {
-            fprintf(stderr, "vidtrain prep: this FFmpeg has no %s encoder\n", o.codec);
-            rc = 1;
-            goto end;
+    if (!vt_prep_codec_available(o->codec)) {
+        if (strcmp(o->codec, "h264") || !vt_prep_codec_available("mpeg4")) {
+            fprintf(stderr, "vidtrain prep: this FFmpeg has no %s encoder\n", o->codec);
+            return 1;
         }
         fprintf(stderr, "vidtrain prep: this FFmpeg has no libx264: writing mpeg4 instead\n");
-        o.codec = "mpeg4";
+        o->codec = "mpeg4";
     }
-    if (!strcmp(o.codec, "mjpeg"))
-        o.gop = 1; /* every JPEG frame is a keyframe */
-    if (o.short_side & 1) {
-        o.short_side++;
+    if (!strcmp(o->codec, "mjpeg"))
+        o->gop = 1; /* every JPEG frame is a keyframe */
+    if (o->short_side & 1) {
+        o->short_side++;
         fprintf(stderr, "vidtrain prep: --short-side rounded up to %d (4:2:0 needs even sides)\n",
-                o.short_side);
+                o->short_side);
     }
-    if (o.quality > 31 && strcmp(o.codec, "h264")) {
-        fprintf(stderr, "vidtrain prep: --crf for %s is a qscale from 1 to 31\n", o.codec);
-        goto end;
+    if (o->quality > 31 && strcmp(o->codec, "h264")) {
+        fprintf(stderr, "vidtrain prep: --crf for %s is a qscale from 1 to 31\n", o->codec);
+        return 2;
     }
-    r.src = pos[0];
-    r.dst = pos[1];
-    r.o = o;
-    struct stat ss, ds;
-    if (stat(r.src, &ss) != 0 || !S_ISDIR(ss.st_mode)) {
-        fprintf(stderr, "vidtrain prep: %s is not a folder\n", r.src);
-        rc = 1;
-        goto end;
+    return 0;
+}
+
+/* Plan, first half: SRC is a folder, DST may be written (not SRC, not inside it), is
+ * made, locked, and records these options (or already did). 0, or the exit status. */
+static int prep_claim_dst(const prep_args *a, prep_state *s) {
+    char err[1024], path[4200];
+    if (stat(a->src, &s->ss) != 0 || !S_ISDIR(s->ss.st_mode)) {
+        fprintf(stderr, "vidtrain prep: %s is not a folder\n", a->src);
+        return 1;
     }
     /* The output rule (base/common.h): SRC, and so every source video in it, is this
      * command's input. A DST that is SRC, lies inside it or reaches into it through a link
      * is refused before any folder is made (prep SRC SRC/x wrote its copies, manifest and
      * lock into the dataset); each output is checked again as it is written. */
-    vt_inputs_add(r.src);
-    snprintf(path, sizeof path, "%s/" MANIFEST, r.dst);
+    vt_inputs_add(a->src);
+    snprintf(path, sizeof path, "%s/" MANIFEST, a->dst);
     if (vt_output_check(path, err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain prep: DST %s: %s\n", r.dst, err);
-        rc = 1;
-        goto end;
+        fprintf(stderr, "vidtrain prep: DST %s: %s\n", a->dst, err);
+        return 1;
     }
-    if (vt_run_mkdirs(r.dst, err, sizeof err) != 0 || stat(r.dst, &ds) != 0) {
+    if (vt_run_mkdirs(a->dst, err, sizeof err) != 0 || stat(a->dst, &s->ds) != 0) {
         fprintf(stderr, "vidtrain prep: %s\n", err);
-        rc = 1;
-        goto end;
+        return 1;
     }
-    if (ss.st_dev == ds.st_dev && ss.st_ino == ds.st_ino) {
-        fprintf(stderr, "vidtrain prep: SRC %s and DST %s are the same folder\n", r.src, r.dst);
-        goto end;
+    if (s->ss.st_dev == s->ds.st_dev && s->ss.st_ino == s->ds.st_ino) {
+        fprintf(stderr, "vidtrain prep: SRC %s and DST %s are the same folder\n", a->src,
+                a->dst);
+        return 2;
     }
     /* Before anything in DST is read or written: a second prep would rename over the
      * first one's files and record them bad. */
-    if ((lock = prep_lock_dst(r.dst)) < 0) {
-        rc = 1;
-        goto end;
-    }
+    if ((s->lock = prep_lock_dst(a->dst)) < 0)
+        return 1;
 
     /* Options: a DST made with others would mix two sizes; refuse unless --force. */
-    opt_text = options_text(&o);
-    if (trim) { /* a DST of segments is another mirror than one of whole files */
-        char *t = prep_fmt("%strim=1\n", opt_text);
-        free(opt_text);
-        opt_text = t;
+    s->opt_text = options_text(&a->o);
+    if (a->trim) { /* a DST of segments is another mirror than one of whole files */
+        char *t = prep_fmt("%strim=1\n", s->opt_text);
+        free(s->opt_text);
+        s->opt_text = t;
     }
-    snprintf(path, sizeof path, "%s/" OPTIONS, r.dst);
-    recorded = vt_file_read(path);
-    if (recorded && strcmp(recorded, opt_text) && !force) {
+    snprintf(path, sizeof path, "%s/" OPTIONS, a->dst);
+    s->recorded = vt_file_read(path);
+    if (s->recorded && strcmp(s->recorded, s->opt_text) && !a->force) {
         fprintf(stderr, "vidtrain prep: %s was made with other options:\n%s"
                 "now:\n%sRerun with the same options to resume, or --force to redo it all.\n",
-                r.dst, recorded, opt_text);
-        goto end;
+                a->dst, s->recorded, s->opt_text);
+        return 2;
     }
-    if (vt_file_write_atomic(path, opt_text, strlen(opt_text), err, sizeof err) != 0) {
-        dst_stop(r.dst, err);
-        rc = 1;
-        goto end;
+    if (vt_file_write_atomic(path, s->opt_text, strlen(s->opt_text), err, sizeof err) != 0) {
+        dst_stop(a->dst, err);
+        return 1;
     }
+    return 0;
+}
 
-    walk_ctx wc = {.list = &list, .src = r.src, .dst_dev = ds.st_dev, .dst_ino = ds.st_ino};
-    wc.anc_dev[0] = ss.st_dev;
-    wc.anc_ino[0] = ss.st_ino;
-    prep_walk(&wc, "", 0);
-    int nvideo = 0;
-    for (int i = 0; i < list.n; i++)
-        nvideo += list.e[i].video;
-    if (nvideo == 0) {
-        fprintf(stderr, "vidtrain prep: no video under %s (videos are recognised by their "
-                "extension: mp4 avi mkv webm mov m4v mpg mpeg gif y4m ogv flv ts)\n", r.src);
-        rc = 1;
-        goto end;
-    }
-
-    /* Output names, and the renamed ones. */
-    m.old = vt_calloc((size_t)nvideo, sizeof(char *));
-    m.new_ = vt_calloc((size_t)nvideo, sizeof(char *));
-    for (int i = 0; i < list.n; i++) {
-        entry *e = &list.e[i];
+/* Each video's output name (the codec's extension), the renamed ones in s->m sorted by
+ * old name. */
+static void prep_name_outputs(const prep_args *a, prep_state *s) {
+    entry_list *list = &s->list;
+    rename_map *m = &s->m;
+    m->old = vt_calloc((size_t)s->nvideo, sizeof(char *));
+    m->new_ = vt_calloc((size_t)s->nvideo, sizeof(char *));
+    for (int i = 0; i < list->n; i++) {
+        entry *e = &list->e[i];
         if (!e->video) {
             e->out = vt_strdup(e->rel);
             continue;
         }
         char ext[32];
-        vt_prep_out_ext(ext, sizeof ext, e->rel, o.codec);
+        vt_prep_out_ext(ext, sizeof ext, e->rel, a->o.codec);
         const char *dot = strrchr(e->rel, '.'), *slash = strrchr(e->rel, '/');
         if (!dot || (slash && dot < slash)) /* a frame folder: its name, no extension */
             dot = e->rel + strlen(e->rel);
         e->out = prep_fmt("%.*s.%s", (int)(dot - e->rel), e->rel, ext);
         if (strcmp(e->out, e->rel)) {
-            m.old[m.n] = e->rel;
-            m.new_[m.n] = e->out;
-            m.n++;
+            m->old[m->n] = e->rel;
+            m->new_[m->n] = e->out;
+            m->n++;
         }
     }
     /* Two sources that map to one output (a.webm and a.gif beside a.mp4) would overwrite
      * each other: the later ones keep their extension in the name (a.webm.mp4). */
-    for (int i = 0; i < list.n; i++) {
-        for (int k = 0; list.e[i].video && k < list.n; k++) {
-            if (k != i && list.e[k].video && !strcmp(list.e[i].out, list.e[k].out) &&
-                strcmp(list.e[i].out, list.e[i].rel)) {
+    for (int i = 0; i < list->n; i++) {
+        for (int k = 0; list->e[i].video && k < list->n; k++) {
+            if (k != i && list->e[k].video && !strcmp(list->e[i].out, list->e[k].out) &&
+                strcmp(list->e[i].out, list->e[i].rel)) {
                 char ext[32];
-                vt_prep_out_ext(ext, sizeof ext, list.e[i].rel, o.codec);
-                free(list.e[i].out);
-                list.e[i].out = prep_fmt("%s.%s", list.e[i].rel, ext);
-                for (int j = 0; j < m.n; j++)
-                    if (m.old[j] == list.e[i].rel)
-                        m.new_[j] = list.e[i].out;
+                vt_prep_out_ext(ext, sizeof ext, list->e[i].rel, a->o.codec);
+                free(list->e[i].out);
+                list->e[i].out = prep_fmt("%s.%s", list->e[i].rel, ext);
+                for (int j = 0; j < m->n; j++)
+                    if (m->old[j] == list->e[i].rel)
+                        m->new_[j] = list->e[i].out;
             }
         }
-        if (list.n > 2000) /* the quadratic check is for ordinary folders only */
+        if (list->n > 2000) /* the quadratic check is for ordinary folders only */
             break;
     }
     /* Sort the map by old name (parallel arrays: a simple insertion sort; renames are
      * few, or a whole dataset of one extension already in walk order = sorted). */
-    for (int i = 1; i < m.n; i++)
-        for (int k = i; k > 0 && strcmp(m.old[k - 1], m.old[k]) > 0; k--) {
-            char *t = m.old[k];
-            m.old[k] = m.old[k - 1];
-            m.old[k - 1] = t;
-            t = m.new_[k];
-            m.new_[k] = m.new_[k - 1];
-            m.new_[k - 1] = t;
+    for (int i = 1; i < m->n; i++)
+        for (int k = i; k > 0 && strcmp(m->old[k - 1], m->old[k]) > 0; k--) {
+            char *t = m->old[k];
+            m->old[k] = m->old[k - 1];
+            m->old[k - 1] = t;
+            t = m->new_[k];
+            m->new_[k] = m->new_[k - 1];
+            m->new_[k - 1] = t;
         }
+}
+
+/* Plan, second half: the walk of SRC, the output names, --trim's segments, and the jobs
+ * (the videos not done before: resume). 0, or the exit status. */
+static int prep_plan(const prep_args *a, prep_state *s) {
+    walk_ctx wc = {.list = &s->list, .src = a->src, .dst_dev = s->ds.st_dev,
+                   .dst_ino = s->ds.st_ino};
+    wc.anc_dev[0] = s->ss.st_dev;
+    wc.anc_ino[0] = s->ss.st_ino;
+    prep_walk(&wc, "", 0);
+    entry_list *list = &s->list;
+    for (int i = 0; i < list->n; i++)
+        s->nvideo += list->e[i].video;
+    if (s->nvideo == 0) {
+        fprintf(stderr, "vidtrain prep: no video under %s (videos are recognised by their "
+                "extension: mp4 avi mkv webm mov m4v mpg mpeg gif y4m ogv flv ts)\n", a->src);
+        return 1;
+    }
+    prep_name_outputs(a, s);
 
     /* --trim: a source with segments is written as its segments (new entries). */
-    if (trim) {
-        nseg = trim_segments(&list, &tcsv, &dset, r.src, r.dst, &dopt, labels, o.codec);
-        if (nseg < 0) {
-            rc = 1;
-            goto end;
-        }
-        nvideo = 0;
-        for (int i = 0; i < list.n; i++)
-            nvideo += list.e[i].video && !list.e[i].trimmed;
+    if (a->trim) {
+        s->nseg = trim_segments(list, &s->tcsv, &s->dset, a->src, a->dst, &a->dopt, a->labels,
+                                a->o.codec);
+        if (s->nseg < 0)
+            return 1;
+        s->nvideo = 0;
+        for (int i = 0; i < list->n; i++)
+            s->nvideo += list->e[i].video && !list->e[i].trimmed;
     }
 
     /* Resume: a video whose output exists and whose last row says ok is done. */
-    snprintf(path, sizeof path, "%s/" MANIFEST, r.dst);
-    if (!force)
-        prep_manifest_read(&old, path);
-    r.jobs = vt_calloc((size_t)nvideo, sizeof(entry));
-    int skipped = 0;
-    for (int i = 0; i < list.n; i++) {
-        entry *e = &list.e[i];
+    char path[4200];
+    snprintf(path, sizeof path, "%s/" MANIFEST, a->dst);
+    if (!a->force)
+        prep_manifest_read(&s->old, path);
+    run *r = &s->r;
+    r->jobs = vt_calloc((size_t)s->nvideo, sizeof(entry));
+    for (int i = 0; i < list->n; i++) {
+        entry *e = &list->e[i];
         if (!e->video || e->trimmed)
             continue;
-        row *w = prep_manifest_find(&old, e->out);
+        row *w = prep_manifest_find(&s->old, e->out);
         char out[4200];
-        snprintf(out, sizeof out, "%s/%s", r.dst, e->out);
+        snprintf(out, sizeof out, "%s/%s", a->dst, e->out);
         if (w && !strcmp(w->f[6], "ok") && vt_file_exists(out)) {
-            skipped++;
+            s->skipped++;
             continue;
         }
-        r.jobs[r.njobs++] = *e;
-        r.bytes_total += e->bytes;
+        r->jobs[r->njobs++] = *e;
+        r->bytes_total += e->bytes;
     }
-    /* The manifest is rewritten with the rows kept, then appended to as files finish. */
-    if (prep_manifest_write(path, &old, r.jobs, r.njobs, err, sizeof err) != 0) {
-        dst_stop(r.dst, err);
-        rc = 1;
-        goto end;
-    }
-    r.manifest = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
-    if (r.manifest < 0) {
-        fprintf(stderr, "vidtrain prep: cannot append to %s: %s\n", path, strerror(errno));
-        rc = 1;
-        goto end;
-    }
+    return 0;
+}
 
-    /* Non-video files first: they are small, and list files are then in place. */
-    int copied = 0, rewritten = 0, nother = 0;
-    for (int i = 0; i < list.n; i++) {
-        if (list.e[i].video)
+/* Run, first: the manifest rewritten with the rows kept (then appended to as files
+ * finish), the non-video files copied (small, and list files are then in place), and
+ * DST/prep-paths.csv. 0, or the exit status. */
+static int prep_copy_others(const prep_args *a, prep_state *s) {
+    char err[1024], path[4200];
+    run *r = &s->r;
+    snprintf(path, sizeof path, "%s/" MANIFEST, a->dst);
+    if (prep_manifest_write(path, &s->old, r->jobs, r->njobs, err, sizeof err) != 0) {
+        dst_stop(a->dst, err);
+        return 1;
+    }
+    r->manifest = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (r->manifest < 0) {
+        fprintf(stderr, "vidtrain prep: cannot append to %s: %s\n", path, strerror(errno));
+        return 1;
+    }
+    for (int i = 0; i < s->list.n; i++) {
+        if (s->list.e[i].video)
             continue;
-        nother++;
-        int rw = 0, cr = prep_copy_file(&r, &list.e[i], &m, &rw, err, sizeof err);
+        s->nother++;
+        int rw = 0, cr = prep_copy_file(r, &s->list.e[i], &s->m, &rw, err, sizeof err);
         if (cr == -2) { /* DST, not the file: the videos would meet the same disk */
-            dst_stop(r.dst, err);
-            rc = 1;
-            goto end;
+            dst_stop(a->dst, err);
+            return 1;
         }
         if (cr != 0)
             fprintf(stderr, "vidtrain prep: %s (not copied)\n", err);
         else
-            copied++;
-        rewritten += rw;
+            s->copied++;
+        s->rewritten += rw;
     }
-    if (m.n) {
+    if (s->m.n) {
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
         VT_CHECK(f != NULL, "open_memstream: out of memory");
         fputs("old,new\n", f);
-        for (int i = 0; i < m.n; i++) {
-            vt_csv_put(f, m.old[i], 0);
-            vt_csv_put(f, m.new_[i], 1);
+        for (int i = 0; i < s->m.n; i++) {
+            vt_csv_put(f, s->m.old[i], 0);
+            vt_csv_put(f, s->m.new_[i], 1);
         }
         VT_CHECK(fclose(f) == 0, "building %s in memory failed", PATHS);
-        snprintf(path, sizeof path, "%s/" PATHS, r.dst);
+        snprintf(path, sizeof path, "%s/" PATHS, a->dst);
         int wrc = vt_file_write_atomic(path, text, len, err, sizeof err);
         free(text);
         if (wrc != 0) {
-            dst_stop(r.dst, err);
-            rc = 1;
-            goto end;
+            dst_stop(a->dst, err);
+            return 1;
         }
     }
+    return 0;
+}
 
+/* Run, second: the jobs on a->jobs worker threads, until done or Ctrl-C. */
+static void prep_encode(const prep_args *a, prep_state *s) {
+    run *r = &s->r;
+    const vt_prep_opts *o = &a->o;
     fprintf(stderr, "vidtrain prep: %s -> %s: %d videos (%d to do, %d done before), %d other "
             "files; short side %d, %s, keyframe every %d frames, %s; %d jobs\n",
-            r.src, r.dst, nvideo, r.njobs, skipped, nother, o.short_side, o.codec,
-            o.gop, o.fps > 0 ? "constant fps" : "timestamps kept", jobs);
-    r.tty = isatty(fileno(stderr));
-    r.t0 = vt_now();
-    atomic_init(&r.next, 0);
-    pthread_mutex_init(&r.lock, NULL);
+            a->src, a->dst, s->nvideo, r->njobs, s->skipped, s->nother, o->short_side,
+            o->codec, o->gop, o->fps > 0 ? "constant fps" : "timestamps kept", a->jobs);
+    r->tty = isatty(fileno(stderr));
+    r->t0 = vt_now();
+    atomic_init(&r->next, 0);
+    pthread_mutex_init(&r->lock, NULL);
     /* Ctrl-C: the workers take no new file; the ones being encoded finish (their rows in
      * the manifest), and the manifest is rewritten whole. */
     vt_signals_install_msg("\nvidtrain prep: stopping after the files being written now "
                            "(the manifest keeps every finished one); run the same command "
                            "again to resume (Ctrl-C again to quit now)\n");
-    int nth = VT_MIN(jobs, VT_MAX(r.njobs, 1));
-    th = vt_malloc((size_t)nth * sizeof *th);
-    for (int t = 0; t < nth; t++)
-        VT_CHECK(pthread_create(&th[t], NULL, prep_worker, &r) == 0, "pthread_create");
-    for (int t = 0; t < nth; t++)
-        pthread_join(th[t], NULL);
-    int sig = vt_signal_pending();
+    s->nth = VT_MIN(a->jobs, VT_MAX(r->njobs, 1));
+    s->th = vt_malloc((size_t)s->nth * sizeof *s->th);
+    for (int t = 0; t < s->nth; t++)
+        VT_CHECK(pthread_create(&s->th[t], NULL, prep_worker, r) == 0, "pthread_create");
+    for (int t = 0; t < s->nth; t++)
+        pthread_join(s->th[t], NULL);
+    s->sig = vt_signal_pending();
     vt_signals_reset();
-    pthread_mutex_destroy(&r.lock);
-    close(r.manifest);
-    r.manifest = -1;
-    if (r.tty && r.njobs)
+    pthread_mutex_destroy(&r->lock);
+    close(r->manifest);
+    r->manifest = -1;
+    if (r->tty && r->njobs)
         fputc('\n', stderr);
+}
 
-    /* The manifest once more, whole and sorted: the kept rows and this run's. On a full
-     * disk this fails, and the appended manifest stays: whole rows only, the last per
-     * path winning, which is what the next run reads. */
+/* Run, last: the manifest once more, whole and sorted (the kept rows and this run's), and
+ * --trim's labels file. On a full disk this fails, and the appended manifest stays: whole
+ * rows only, the last per path winning, which is what the next run reads. 1 when a write
+ * failed (said), else 0. */
+static int prep_rewrite_manifest(const prep_args *a, prep_state *s) {
+    char err[1024], path[4200];
     int wfail = 0;
-    {
-        row_list all = {0};
-        snprintf(path, sizeof path, "%s/" MANIFEST, r.dst);
-        prep_manifest_read(&all, path);
-        if (prep_manifest_write(path, &all, NULL, 0, err, sizeof err) != 0 && !r.dst_failed) {
+    row_list all = {0};
+    snprintf(path, sizeof path, "%s/" MANIFEST, a->dst);
+    prep_manifest_read(&all, path);
+    if (prep_manifest_write(path, &all, NULL, 0, err, sizeof err) != 0 && !s->r.dst_failed) {
+        fprintf(stderr, "vidtrain prep: %s\n", err);
+        wfail = 1;
+    }
+    /* --trim: the labels file names only the outputs that are on disk now */
+    int left = 0;
+    if (s->nseg > 0 && !s->r.dst_failed) {
+        if (prep_trim_write(&s->tcsv, a->dst, &all, &left, err, sizeof err) != 0) {
             fprintf(stderr, "vidtrain prep: %s\n", err);
             wfail = 1;
+        } else if (left) {
+            fprintf(stderr, "vidtrain prep: %d labelled samples are not in %s/" SEGMENTS
+                    ": their outputs are bad or not written yet (see below)\n", left, a->dst);
         }
-        /* --trim: the labels file names only the outputs that are on disk now */
-        int left = 0;
-        if (nseg > 0 && !r.dst_failed) {
-            if (prep_trim_write(&tcsv, r.dst, &all, &left, err, sizeof err) != 0) {
-                fprintf(stderr, "vidtrain prep: %s\n", err);
-                wfail = 1;
-            } else if (left) {
-                fprintf(stderr, "vidtrain prep: %d labelled samples are not in %s/" SEGMENTS
-                        ": their outputs are bad or not written yet (see below)\n", left,
-                        r.dst);
-            }
-        }
-        for (int i = 0; i < all.n; i++)
-            prep_row_free(&all.r[i]);
-        free(all.r);
     }
+    for (int i = 0; i < all.n; i++)
+        prep_row_free(&all.r[i]);
+    free(all.r);
+    return wfail;
+}
 
-    double dt = vt_now() - r.t0;
+/* Run, the report: the summary on stdout and the exit status (0 when every readable
+ * video is in DST, 1 when none or DST failed, 128 + the signal after Ctrl-C). */
+static int prep_report(const prep_args *a, prep_state *s, int wfail) {
+    const run *r = &s->r;
+    double dt = vt_now() - r->t0;
     char b1[32], b2[32];
     int64_t out_bytes = 0, in_bytes = 0;
-    for (int i = 0; i < r.rows.n; i++)
-        if (!strcmp(r.rows.r[i].f[6], "ok"))
-            out_bytes += strtoll(r.rows.r[i].f[4], NULL, 10);
-    for (int i = 0; i < r.njobs; i++)
-        in_bytes += r.jobs[i].bytes;
+    int rc;
+    for (int i = 0; i < r->rows.n; i++)
+        if (!strcmp(r->rows.r[i].f[6], "ok"))
+            out_bytes += strtoll(r->rows.r[i].f[4], NULL, 10);
+    for (int i = 0; i < r->njobs; i++)
+        in_bytes += r->jobs[i].bytes;
     printf("prep: %d written, %d done before, %d bad, %d not reached; %d other files copied "
-           "(%d rewritten for renamed videos%s)\n", r.ok, skipped, r.bad,
-           r.njobs - r.done, copied, rewritten, m.n ? ", see " PATHS : "");
+           "(%d rewritten for renamed videos%s)\n", r->ok, s->skipped, r->bad,
+           r->njobs - r->done, s->copied, s->rewritten, s->m.n ? ", see " PATHS : "");
     printf("prep: %.1f s of video in %.1f s = %.2f s/s (%.2f per job); %s read, %s written; "
-           "manifest %s/" MANIFEST "\n", r.src_seconds, dt, dt > 0 ? r.src_seconds / dt : 0.0,
-           dt > 0 ? r.src_seconds / dt / nth : 0.0, vt_fmt_bytes(b1, sizeof b1, in_bytes),
-           vt_fmt_bytes(b2, sizeof b2, out_bytes), r.dst);
-    if (r.bad) {
+           "manifest %s/" MANIFEST "\n", r->src_seconds, dt, dt > 0 ? r->src_seconds / dt : 0.0,
+           dt > 0 ? r->src_seconds / dt / s->nth : 0.0, vt_fmt_bytes(b1, sizeof b1, in_bytes),
+           vt_fmt_bytes(b2, sizeof b2, out_bytes), a->dst);
+    if (r->bad) {
         printf("prep: bad videos (not in DST):\n");
-        for (int i = 0; i < r.rows.n; i++)
-            if (strcmp(r.rows.r[i].f[6], "ok"))
-                printf("  %s: %s\n", r.rows.r[i].f[1], r.rows.r[i].f[6] + 5);
+        for (int i = 0; i < r->rows.n; i++)
+            if (strcmp(r->rows.r[i].f[6], "ok"))
+                printf("  %s: %s\n", r->rows.r[i].f[1], r->rows.r[i].f[6] + 5);
     }
-    if (r.dst_failed) {
+    if (r->dst_failed) {
         fflush(stdout);
-        dst_stop(r.dst, r.dst_err);
+        dst_stop(a->dst, r->dst_err);
         rc = 1;
-    } else if (sig) {
+    } else if (s->sig) {
         printf("prep: interrupted; run the same command again to resume\n");
-        rc = 128 + sig;
+        rc = 128 + s->sig;
     } else {
-        rc = r.ok + skipped > 0 && !wfail ? 0 : 1;
+        rc = r->ok + s->skipped > 0 && !wfail ? 0 : 1;
     }
     /* the summary is a writer too: standard output on a full disk fails the run */
     if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
@@ -594,31 +631,57 @@ int vt_cmd_prep(int argc, char **argv) {
                 strerror(errno));
         rc = 1;
     }
-
-end:
-    for (int i = 0; i < list.n; i++) {
-        free(list.e[i].rel);
-        free(list.e[i].out);
-    }
-    free(list.e);
-    for (int i = 0; i < old.n; i++)
-        prep_row_free(&old.r[i]);
-    free(old.r);
-    for (int i = 0; i < r.rows.n; i++)
-        prep_row_free(&r.rows.r[i]);
-    free(r.rows.r);
-    free(r.jobs);
-    free(m.old);
-    free(m.new_);
-    free(th);
-    free(opt_text);
-    free(recorded);
-    vt_dataset_free(&dset);
-    prep_trim_csv_free(&tcsv);
-    if (r.manifest >= 0)
-        close(r.manifest);
-    if (lock >= 0)
-        close(lock); /* releases DST */
     return rc;
 }
 
+static void prep_state_free(prep_state *s) {
+    for (int i = 0; i < s->list.n; i++) {
+        free(s->list.e[i].rel);
+        free(s->list.e[i].out);
+    }
+    free(s->list.e);
+    for (int i = 0; i < s->old.n; i++)
+        prep_row_free(&s->old.r[i]);
+    free(s->old.r);
+    for (int i = 0; i < s->r.rows.n; i++)
+        prep_row_free(&s->r.rows.r[i]);
+    free(s->r.rows.r);
+    free(s->r.jobs);
+    free(s->m.old);
+    free(s->m.new_);
+    free(s->th);
+    free(s->opt_text);
+    free(s->recorded);
+    vt_dataset_free(&s->dset);
+    prep_trim_csv_free(&s->tcsv);
+    if (s->r.manifest >= 0)
+        close(s->r.manifest);
+    if (s->lock >= 0)
+        close(s->lock); /* releases DST */
+}
+
+int vt_cmd_prep(int argc, char **argv) {
+    if (vt_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    prep_args a;
+    prep_state s = {.lock = -1, .r.manifest = -1};
+    int rc = prep_parse(&a, argc, argv);
+    s.r.src = a.src;
+    s.r.dst = a.dst;
+    s.r.o = a.o;
+    if (rc == 0)
+        rc = prep_claim_dst(&a, &s);
+    if (rc == 0)
+        rc = prep_plan(&a, &s);
+    if (rc == 0)
+        rc = prep_copy_others(&a, &s);
+    if (rc == 0) {
+        prep_encode(&a, &s);
+        int wfail = prep_rewrite_manifest(&a, &s);
+        rc = prep_report(&a, &s, wfail);
+    }
+    prep_state_free(&s);
+    return rc;
+}

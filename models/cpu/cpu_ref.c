@@ -112,9 +112,8 @@ static inline int64_t idx5(int c_, int t_, int h_, int w_, int n, int c, int t, 
 }
 
 /* The taps k of one output position o that land inside an input of n along one axis
- * (stride s, padding p): [*lo, *hi). The loops below visit exactly these, in the order
- * a loop over every tap that skips the rest would: the same sums, bit for bit, without
- * testing each tap (test_zoo_s3d's S3D spent most of its time here). */
+ * (stride s, padding p): [*lo, *hi), visited in the order a loop over every tap that
+ * skips the rest would (the same sums, bit for bit). */
 static inline void tap_range(int o, int s, int p, int k, int n, int *lo, int *hi) {
     const int i0 = o * s - p; /* the input index of tap 0 */
     *lo = i0 < 0 ? -i0 : 0;
@@ -123,10 +122,9 @@ static inline void tap_range(int o, int s, int p, int k, int n, int *lo, int *hi
         *hi = *lo;
 }
 
-/* The outputs ow of a row whose tap kw lands inside an input of W (stride s, padding p):
- * [*lo, *hi). */
+/* The outputs ow of a row whose tap kw lands inside an input of W (stride s, padding p),
+ * iw = ow * s - p + kw in [0, W): [*lo, *hi). */
 static inline void row_range(int kw, int s, int p, int W, int Wo, int *lo, int *hi) {
-    /* iw = ow * s - p + kw must lie in [0, W) */
     const int first = p - kw; /* ow * s >= first */
     *lo = first <= 0 ? 0 : (first + s - 1) / s;
     const int last = W - 1 + p - kw; /* ow * s <= last */
@@ -135,11 +133,9 @@ static inline void row_range(int kw, int s, int p, int W, int Wo, int *lo, int *
         *hi = *lo;
 }
 
-/* One output row (ni, co, ot, oh) at a time, in a row of double accumulators: each
- * output's sum still visits its taps in the order ci, kt, kh, kw, skipping those outside
- * the input, as a loop over one output's taps would (the same sums, bit for bit); the
- * row only lets the CPU carry Wo independent sums at once instead of waiting on one
- * (test_zoo_s3d's S3D on cpu-ref spent most of its time here). */
+/* One output row (ni, co, ot, oh) at a time, in double accumulators: each output's sum
+ * visits its taps in the order ci, kt, kh, kw as a loop over its own taps would (the same
+ * sums, bit for bit); the row lets the CPU carry Wo sums at once, not wait on one. */
 static void ref_conv3d_forward(vt_backend *be, float *out, const float *in, const float *w,
                                const float *b, int n, const int in_thw[3],
                                const vt_conv3d_p *p) {
@@ -168,7 +164,7 @@ static void ref_conv3d_forward(vt_backend *be, float *out, const float *in, cons
                                     const double wv = wld(be, w, idx5(cig, p->k[0], p->k[1],
                                                                       p->k[2], co, ci % cig, kt,
                                                                       kh, kw));
-                                    /* input index of ow = 0's tap kw (maybe outside) */
+                                    /* x0: the input index of ow = 0's tap kw */
                                     const int64_t x0 =
                                         idx5(p->cin, T, H, W, ni, ci, it, ih, 0) - p->p[2] + kw;
                                     int lo, hi;
@@ -734,18 +730,13 @@ static void ref_xsum_round(vt_backend *be, float *out, const int64_t *acc, int64
 
 static const vt_backend_i ref_i = {
     .name = "cpu-ref",
-    .destroy = NULL,
+    /* NULL (nothing to do or no such thing on the host): destroy, synchronize,
+     * host_alloc, host_free, upload, upload_join, upload_wait */
     .alloc = ref_alloc,
     .free = ref_free,
     .to_device = ref_copy,
     .to_host = ref_copy,
     .copy = ref_copy,
-    .synchronize = NULL,
-    .host_alloc = NULL,
-    .host_free = NULL,
-    .upload = NULL,
-    .upload_join = NULL,
-    .upload_wait = NULL,
     .set_precision = ref_set_precision,
     .fill = ref_fill,
     .scale = ref_scale,

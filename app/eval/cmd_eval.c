@@ -110,26 +110,32 @@ static void usage(FILE *f) {
         vt_device_args_help, vt_mpi_help);
 }
 
-int vt_cmd_eval(int argc, char **argv) {
-    if (vt_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    const char *pos[2] = {NULL, NULL};
-    int npos = 0, quiet = 0, batch = 0, workers = 2;
-    const char *split = NULL;
+/* ---- the command: parse, plan (the run, the data, the videos), run (evaluate, report) ---- */
+
+typedef struct eval_args {
+    const char *run, *dir;
+    const char *split; /* --split: train, val, test, all; NULL: test, else val */
+    int quiet, batch, workers;
     vt_model_args ma;
-    vt_model_args_default(&ma);
+} eval_args;
+
+/* Fills *ea from argv: 0, or the exit status (2) after saying what is wrong. */
+static int eval_parse(eval_args *ea, int argc, char **argv) {
+    const char *pos[2] = {NULL, NULL};
+    int npos = 0;
+    memset(ea, 0, sizeof *ea);
+    ea->workers = 2;
+    vt_model_args_default(&ea->ma);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
-        int r = vt_model_args_take(&ma, argc, argv, &i, "eval");
+        int r = vt_model_args_take(&ea->ma, argc, argv, &i, "eval");
         if (r < 0)
             return 2;
         if (r == 1)
             continue;
 #define OPT(name) ((r = vt_opt_value(argc, argv, &i, name, &v)) != 0)
 #define BAD() do { fprintf(stderr, "vidtrain eval: bad value for %s\n", a); return 2; } while (0)
-        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { quiet = 1; continue; }
+        if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) { ea->quiet = 1; continue; }
         if (OPT("--split")) {
             if (r < 0) BAD();
             if (strcmp(v, "all") && vt_split_parse(v) < 0) {
@@ -142,11 +148,17 @@ int vt_cmd_eval(int argc, char **argv) {
                 fprintf(stderr, "vidtrain eval: %s\n", herr);
                 return 2;
             }
-            split = v;
+            ea->split = v;
             continue;
         }
-        if (OPT("--batch")) { if (r < 0 || vt_parse_int(v, 1, 65536, &batch)) BAD(); continue; }
-        if (OPT("--workers")) { if (r < 0 || vt_parse_int(v, 0, 256, &workers)) BAD(); continue; }
+        if (OPT("--batch")) {
+            if (r < 0 || vt_parse_int(v, 1, 65536, &ea->batch)) BAD();
+            continue;
+        }
+        if (OPT("--workers")) {
+            if (r < 0 || vt_parse_int(v, 0, 256, &ea->workers)) BAD();
+            continue;
+        }
         if ((r = vt_decode_opt_take("eval", argc, argv, &i)) != 0) { if (r < 0) return 2; continue; }
 #undef OPT
 #undef BAD
@@ -164,35 +176,17 @@ int vt_cmd_eval(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    const char *run = pos[0], *dir = pos[1];
-    char err[1024], path[4200];
-    int rc = 1;
-    vt_dataset *ds = NULL;
-    int32_t *idx = NULL;
-    vt_evalproto *ep[VT_MAX_HEADS] = {0};
-    vt_run_model m;
-    if (vt_run_model_open(&m, run, ma.ckpt, err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain eval: %s\n", err);
-        goto end;
-    }
-    const vt_train_opts *o = &m.opts;
-    const vt_run_heads *heads = &m.heads;
+    ea->run = pos[0];
+    ea->dir = pos[1];
+    return 0;
+}
 
-    /* The same val split as training when DIR is the training folder (flat layout). */
-    vt_dataset_opts dopt = vt_run_dataset_opts(o);
-    ds = vt_dataset_open(dir, &dopt, err, sizeof err);
-    if (!ds) {
-        fprintf(stderr, "vidtrain eval: %s\n", err);
-        goto end;
-    }
-    if (o->labels[0] && vt_dataset_load_labels(ds, o->labels, NULL, err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain eval: %s\n", err);
-        goto end;
-    }
-    /* Unreadable files are reported here and left out of every split (not an error). */
-    vt_dataset_probe(ds, 0, 1, NULL, NULL);
-    vt_dist_dataset_sync(ds, "the evaluation data");
-    /* Which videos: the split asked for, else test, else val; said before anything runs. */
+/* Plan: which videos of ds, said before anything runs (the split asked for, else test,
+ * else val): *idx (allocated), *n > 0 and the split's name; 0, or 1 after a message. */
+static int eval_pick_videos(const eval_args *ea, vt_dataset *ds, int32_t **idxp, int *np,
+                            const char **snamep) {
+    const char *split = ea->split, *dir = ea->dir;
+    int32_t *idx = NULL;
     char have[256];
     describe_splits(ds, have, sizeof have);
     const char *sname;
@@ -213,7 +207,7 @@ int vt_cmd_eval(int argc, char **argv) {
                 fprintf(stderr, "vidtrain eval: %s has no %s split (it has: %s)%s\n", dir, split,
                         have, no_share ? "; the run has no --val-split share of train to use "
                                          "as val either" : "");
-                goto end;
+                return 1;
             }
         } else if (vt_dataset_split_count(ds, VT_SPLIT_TEST) > 0) {
             s = VT_SPLIT_TEST;
@@ -222,7 +216,7 @@ int vt_cmd_eval(int argc, char **argv) {
         } else {
             fprintf(stderr, "vidtrain eval: %s has no test or val videos to evaluate (it has: %s); "
                     "pass --split train (or --split all) to evaluate on those\n", dir, have);
-            goto end;
+            return 1;
         }
         n = vt_dataset_split_indices(ds, s, &idx);
         sname = vt_split_name(s);
@@ -230,7 +224,8 @@ int vt_cmd_eval(int argc, char **argv) {
     if (n == 0) {
         fprintf(stderr, "vidtrain eval: no labelled, readable video in the %s split of %s (it has: "
                 "%s)\n", sname, dir, have);
-        goto end;
+        free(idx);
+        return 1;
     }
     printf("split: %s, %d videos (%s); %s has: %s%s\n", sname, n,
            split ? "chosen with --split" : "the default: test when there is one, else val", dir,
@@ -241,36 +236,150 @@ int vt_cmd_eval(int argc, char **argv) {
         printf("segments: %d samples are segments of longer videos; each is its own sample, so "
                "the \"video\" figures below are per segment\n", ds->nsegments);
     fflush(stdout);
+    *idxp = idx;
+    *np = n;
+    *snamep = sname;
+    return 0;
+}
 
-    if (!batch)
-        batch = o->batch;
-    m.precision = ma.precision;
-    int lrc = vt_run_model_load(&m, &ma.devices, ma.tower_split, batch, err, sizeof err);
+/* Run, the report: the figures per head on stdout, RUN/eval.json, RUN/confusion.csv and
+ * the report page. 0, or 1 when a file could not be written (said). */
+static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto *ep[VT_MAX_HEADS],
+                       const vt_eval_counts *cnt, const char *sname, const vt_eval_opts *eo) {
+    const vt_run_heads *heads = &m->heads;
+    char err[1024], path[4200];
+    vt_eval_result r[VT_MAX_HEADS];
+    for (int h = 0; h < heads->n; h++)
+        vt_evalproto_result(ep[h], &r[h]);
+    printf("clips evaluated: %lld of %lld (decode failures %lld); videos: %lld\n",
+           (long long)cnt->clips, (long long)cnt->expected, (long long)cnt->bad_clips,
+           (long long)cnt->videos);
+    for (int h = 0; h < heads->n; h++) {
+        if (heads->n > 1)
+            printf("head %s:\n", heads->cfg[h].name);
+        if (r[h].nonfinite) /* a diverged model: its NaN scores never pass as right */
+            printf("  non-finite scores: %lld of %lld clips (NaN or inf; counted wrong)\n",
+                   (long long)r[h].nonfinite, (long long)r[h].clips);
+        if (r[h].loss == VT_LOSS_BCE) {
+            printf("  label-wise accuracy: clip %.2f%%, video %.2f%%; mAP %.2f%%\n",
+                   100 * r[h].clip_top1, 100 * r[h].video_top1, 100 * r[h].map);
+            continue;
+        }
+        printf("  clip  top-1 %6.2f%%   top-5 %6.2f%%\n", 100 * r[h].clip_top1,
+               100 * r[h].clip_top5);
+        printf("  video top-1 %6.2f%%   top-5 %6.2f%%\n", 100 * r[h].video_top1,
+               100 * r[h].video_top5);
+        printf("  mean class accuracy %.2f%%\n  per class:", 100 * r[h].mean_class_acc);
+        for (int k = 0; k < r[h].classes; k++) {
+            if (isnan(r[h].per_class_acc[k]))
+                continue;
+            printf(" %s %.1f%%", heads->classes[h][k], 100 * r[h].per_class_acc[k]);
+        }
+        printf("\n");
+        if (r[h].classes <= 30)
+            vt_eval_confusion_print(&r[h], (const char *const *)heads->classes[h], stdout);
+    }
+    cJSON *j = vt_eval_json(r, heads, cnt, sname, eo);
+    add_leaks(j, ea->run, ea->dir, &m->opts, sname);
+    cJSON_AddStringToObject(j, "checkpoint", m->ckpt);
+    cJSON_AddStringToObject(j, "data", ea->dir);
+    snprintf(path, sizeof path, "%s/eval.json", ea->run);
+    int wrc = vt_run_write_json(path, j, err, sizeof err);
+    cJSON_Delete(j);
+    if (wrc != 0)
+        fprintf(stderr, "vidtrain eval: %s\n", err);
+    else
+        printf("wrote %s\n", path);
+    if (r[0].loss == VT_LOSS_SOFTMAX_CE && vt_dist_lead()) {
+        snprintf(path, sizeof path, "%s/confusion.csv", ea->run);
+        if (vt_eval_confusion_csv(&r[0], (const char *const *)heads->classes[0], path, err,
+                                  sizeof err) != 0) {
+            fprintf(stderr, "vidtrain eval: %s\n", err);
+            wrc = -1;
+        } else {
+            printf("wrote %s\n", path);
+        }
+    }
+    for (int h = 0; h < heads->n; h++)
+        vt_eval_result_free(&r[h]);
+    /* The report is derived from the files above: a failure is reported, not fatal. */
+    if (vt_report_write(ea->run, err, sizeof err) != 0)
+        fprintf(stderr, "vidtrain eval: report: %s\n", err);
+    else
+        printf("wrote %s/report.html\n", ea->run);
+    return wrc == 0 ? 0 : 1;
+}
+
+int vt_cmd_eval(int argc, char **argv) {
+    if (vt_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    eval_args ea;
+    int rc = eval_parse(&ea, argc, argv);
+    if (rc)
+        return rc;
+    const char *run = ea.run, *dir = ea.dir;
+    const vt_model_args *ma = &ea.ma;
+    char err[1024];
+    rc = 1;
+    vt_dataset *ds = NULL;
+    int32_t *idx = NULL;
+    vt_evalproto *ep[VT_MAX_HEADS] = {0};
+    vt_run_model m;
+    if (vt_run_model_open(&m, run, ma->ckpt, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain eval: %s\n", err);
+        goto end;
+    }
+    const vt_train_opts *o = &m.opts;
+
+    /* The same val split as training when DIR is the training folder (flat layout). */
+    vt_dataset_opts dopt = vt_run_dataset_opts(o);
+    ds = vt_dataset_open(dir, &dopt, err, sizeof err);
+    if (!ds) {
+        fprintf(stderr, "vidtrain eval: %s\n", err);
+        goto end;
+    }
+    if (o->labels[0] && vt_dataset_load_labels(ds, o->labels, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain eval: %s\n", err);
+        goto end;
+    }
+    /* Unreadable files are reported here and left out of every split (not an error). */
+    vt_dataset_probe(ds, 0, 1, NULL, NULL);
+    vt_dist_dataset_sync(ds, "the evaluation data");
+    const char *sname;
+    int n;
+    if (eval_pick_videos(&ea, ds, &idx, &n, &sname) != 0)
+        goto end;
+
+    int batch = ea.batch ? ea.batch : o->batch;
+    m.precision = ma->precision;
+    int lrc = vt_run_model_load(&m, &ma->devices, ma->tower_split, batch, err, sizeof err);
     if (lrc != 0) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
         rc = lrc == -2 ? 2 : 1;
         goto end;
     }
-    if (!quiet && vt_dist_lead()) {
+    if (!ea.quiet && vt_dist_lead()) {
         char line[1024];
         vt_towers_plan_line(m.towers, line, sizeof line);
         fprintf(stderr, "towers: %s\n", line);
     }
     printf("evaluating %s on %s: %s split, %d videos, %d clips x %d crop(s) per video\n", m.ckpt,
-           dir, sname, n, ma.clips_per_video, ma.crops);
+           dir, sname, n, ma->clips_per_video, ma->crops);
     fflush(stdout);
 
     vt_eval_opts eo;
     memset(&eo, 0, sizeof eo);
     vt_run_model_clip(&eo.clip, &m);
-    eo.clips_per_video = ma.clips_per_video;
-    eo.crops = ma.crops;
+    eo.clips_per_video = ma->clips_per_video;
+    eo.crops = ma->crops;
     eo.batch = batch;
-    eo.workers = workers;
+    eo.workers = ea.workers;
     eo.seed = o->seed;
-    eo.quiet = quiet;
+    eo.quiet = ea.quiet;
     vt_eval_counts cnt;
-    if (vt_run_evaluate(ep, &cnt, m.towers, ds, heads, idx, n, &eo, err, sizeof err) != 0) {
+    if (vt_run_evaluate(ep, &cnt, m.towers, ds, &m.heads, idx, n, &eo, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain eval: %s: %s\n", dir, err);
         goto end;
     }
@@ -285,64 +394,7 @@ int vt_cmd_eval(int argc, char **argv) {
                 dir, (long long)cnt.unknown_videos, (long long)cnt.bad_clips);
         goto end;
     }
-    vt_eval_result r[VT_MAX_HEADS];
-    for (int h = 0; h < heads->n; h++)
-        vt_evalproto_result(ep[h], &r[h]);
-    printf("clips evaluated: %lld of %lld (decode failures %lld); videos: %lld\n",
-           (long long)cnt.clips, (long long)cnt.expected, (long long)cnt.bad_clips,
-           (long long)cnt.videos);
-    for (int h = 0; h < heads->n; h++) {
-        if (heads->n > 1)
-            printf("head %s:\n", heads->cfg[h].name);
-        if (r[h].nonfinite) /* a diverged model: its NaN scores never pass as right */
-            printf("  non-finite scores: %lld of %lld clips (NaN or inf; counted wrong)\n",
-                   (long long)r[h].nonfinite, (long long)r[h].clips);
-        if (r[h].loss == VT_LOSS_BCE) {
-            printf("  label-wise accuracy: clip %.2f%%, video %.2f%%; mAP %.2f%%\n",
-                   100 * r[h].clip_top1, 100 * r[h].video_top1, 100 * r[h].map);
-            continue;
-        }
-        printf("  clip  top-1 %6.2f%%   top-5 %6.2f%%\n", 100 * r[h].clip_top1, 100 * r[h].clip_top5);
-        printf("  video top-1 %6.2f%%   top-5 %6.2f%%\n", 100 * r[h].video_top1, 100 * r[h].video_top5);
-        printf("  mean class accuracy %.2f%%\n  per class:", 100 * r[h].mean_class_acc);
-        for (int k = 0; k < r[h].classes; k++) {
-            if (isnan(r[h].per_class_acc[k]))
-                continue;
-            printf(" %s %.1f%%", heads->classes[h][k], 100 * r[h].per_class_acc[k]);
-        }
-        printf("\n");
-        if (r[h].classes <= 30)
-            vt_eval_confusion_print(&r[h], (const char *const *)heads->classes[h], stdout);
-    }
-    cJSON *j = vt_eval_json(r, heads, &cnt, sname, &eo);
-    add_leaks(j, run, dir, o, sname);
-    cJSON_AddStringToObject(j, "checkpoint", m.ckpt);
-    cJSON_AddStringToObject(j, "data", dir);
-    snprintf(path, sizeof path, "%s/eval.json", run);
-    int wrc = vt_run_write_json(path, j, err, sizeof err);
-    cJSON_Delete(j);
-    if (wrc != 0)
-        fprintf(stderr, "vidtrain eval: %s\n", err);
-    else
-        printf("wrote %s\n", path);
-    if (r[0].loss == VT_LOSS_SOFTMAX_CE && vt_dist_lead()) {
-        snprintf(path, sizeof path, "%s/confusion.csv", run);
-        if (vt_eval_confusion_csv(&r[0], (const char *const *)heads->classes[0], path, err,
-                                  sizeof err) != 0) {
-            fprintf(stderr, "vidtrain eval: %s\n", err);
-            wrc = -1;
-        } else {
-            printf("wrote %s\n", path);
-        }
-    }
-    for (int h = 0; h < heads->n; h++)
-        vt_eval_result_free(&r[h]);
-    /* The report is derived from the files above: a failure is reported, not fatal. */
-    if (vt_report_write(run, err, sizeof err) != 0)
-        fprintf(stderr, "vidtrain eval: report: %s\n", err);
-    else
-        printf("wrote %s/report.html\n", run);
-    rc = wrc == 0 ? 0 : 1;
+    rc = eval_report(&ea, &m, ep, &cnt, sname, &eo);
 end:
     for (int h = 0; h < VT_MAX_HEADS; h++)
         vt_evalproto_free(&ep[h]);

@@ -152,47 +152,49 @@ end:
     return rc;
 }
 
-int vt_cmd_predict(int argc, char **argv) {
-    if (vt_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    const char *run = NULL;
-    const char **videos = vt_calloc((size_t)argc, sizeof(char *));
-    int nvid = 0, top = 5, json = 0;
-    const char *dump_path = NULL;
+/* ---- the command: parse, plan (the model, the buffers), run (each video, the output) ---- */
+
+typedef struct pred_args {
+    const char *run;
+    const char **videos; /* [argc] */
+    int nvid, top, json, timeline, targs;
+    const char *dump_path; /* --dump-input */
     vt_model_args ma;
-    vt_model_args_default(&ma);
-    ma.clips_per_video = 0; /* given or not: the timeline picks its own default */
     vt_timeline_args ta;
-    vt_timeline_args_default(&ta);
-    int timeline = 0, targs = 0;
+} pred_args;
+
+/* Fills *pa from argv (pa->videos allocated either way: free it): 0, or the exit status
+ * (2) after saying what is wrong. */
+static int predict_parse(pred_args *pa, int argc, char **argv) {
+    memset(pa, 0, sizeof *pa);
+    pa->videos = vt_calloc((size_t)argc, sizeof(char *));
+    pa->top = 5;
+    vt_model_args_default(&pa->ma);
+    pa->ma.clips_per_video = 0; /* given or not: the timeline picks its own default */
+    vt_timeline_args_default(&pa->ta);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
-        int r = vt_model_args_take(&ma, argc, argv, &i, "predict");
+        int r = vt_model_args_take(&pa->ma, argc, argv, &i, "predict");
         if (r < 0) {
-            free(videos);
             return 2;
         }
         if (r == 1)
             continue;
-        if ((r = vt_timeline_args_take(&ta, argc, argv, &i)) != 0) {
+        if ((r = vt_timeline_args_take(&pa->ta, argc, argv, &i)) != 0) {
             if (r < 0) {
-                free(videos);
                 return 2;
             }
-            targs++;
+            pa->targs++;
             continue;
         }
-        if (!strcmp(a, "--timeline")) { timeline = 1; continue; }
+        if (!strcmp(a, "--timeline")) { pa->timeline = 1; continue; }
 #define OPT(name) ((r = vt_opt_value(argc, argv, &i, name, &v)) != 0)
-#define BAD() do { fprintf(stderr, "vidtrain predict: bad value for %s\n", a); free(videos); return 2; } while (0)
-        if (!strcmp(a, "--json")) { json = 1; continue; }
-        if (OPT("--dump-input")) { if (r < 0) BAD(); dump_path = v; continue; }
-        if (OPT("--top")) { if (r < 0 || vt_parse_int(v, 1, 1000, &top)) BAD(); continue; }
+#define BAD() do { fprintf(stderr, "vidtrain predict: bad value for %s\n", a); return 2; } while (0)
+        if (!strcmp(a, "--json")) { pa->json = 1; continue; }
+        if (OPT("--dump-input")) { if (r < 0) BAD(); pa->dump_path = v; continue; }
+        if (OPT("--top")) { if (r < 0 || vt_parse_int(v, 1, 1000, &pa->top)) BAD(); continue; }
         if ((r = vt_decode_opt_take("predict", argc, argv, &i)) != 0) {
             if (r < 0) {
-                free(videos);
                 return 2;
             }
             continue;
@@ -206,37 +208,133 @@ int vt_cmd_predict(int argc, char **argv) {
                 snprintf(herr, sizeof herr, "--split: predict takes video files, not a data "
                          "split; the tower policy is --tower-split POLICY");
             fprintf(stderr, "vidtrain predict: %s\n", herr);
-            free(videos);
             return 2;
         }
 #undef OPT
 #undef BAD
         if (a[0] == '-' && a[1]) { /* a lone "-" is standard input (--timeline) */
             fprintf(stderr, "vidtrain predict: unknown option %s (see --help)\n", a);
-            free(videos);
             return 2;
         }
-        if (!run)
-            run = a;
+        if (!pa->run)
+            pa->run = a;
         else
-            videos[nvid++] = a;
+            pa->videos[pa->nvid++] = a;
     }
-    if (!run || nvid == 0) {
+    if (!pa->run || pa->nvid == 0) {
         usage(stderr);
-        free(videos);
         return 2;
     }
-    if (targs && !timeline) {
+    if (pa->targs && !pa->timeline) {
         fprintf(stderr, "vidtrain predict: --window, --hop, --batch, --decode-threads, --flush, "
                         "--stats, --timeout, --reconnect, --input-format and --max-behind are "
                         "--timeline's options\n");
-        free(videos);
         return 2;
     }
-    if (timeline) {
-        ta.top = top;
-        ta.json = json;
-        int trc = dump_path ? 2 : vt_predict_timeline(run, videos, nvid, &ma, ma.clips_per_video, &ta);
+    return 0;
+}
+
+/* Plan: the run's model on its towers, and c's buffers for one video's K x crops clips.
+ * 0, or the exit status (1, or 2 for a device the options name wrongly) after a message. */
+static int predict_load(pred_ctx *c, vt_run_model *m, const pred_args *pa) {
+    char err[1024];
+    const vt_model_args *ma = &pa->ma;
+    const vt_run_heads *heads = &m->heads;
+    vt_run_model_clip(&c->clip, m);
+    c->K = ma->clips_per_video;
+    c->crops = ma->crops;
+    c->ec.clip = c->clip;
+    c->ec.K = c->K;
+    c->ec.crops = c->crops;
+    c->heads = heads;
+    int B = c->K * c->crops;
+    m->precision = ma->precision;
+    int lrc = vt_run_model_load(m, &ma->devices, ma->tower_split, B, err, sizeof err);
+    if (lrc != 0) {
+        fprintf(stderr, "vidtrain predict: %s\n", err);
+        return lrc == -2 ? 2 : 1;
+    }
+    c->t = m->towers;
+    c->b.capacity = B;
+    c->b.t = c->clip.t;
+    c->b.h = c->b.w = c->clip.crop;
+    c->b.nheads = heads->n;
+    for (int h = 0; h < heads->n; h++) {
+        c->b.head_classes[h] = heads->cfg[h].classes;
+        c->b.head_loss[h] = heads->cfg[h].loss;
+        c->probs[h] = vt_malloc(sizeof(float) * (size_t)B * heads->cfg[h].classes);
+        c->avg[h] = vt_malloc(sizeof(double) * (size_t)heads->cfg[h].classes);
+    }
+    c->b.x = vt_malloc(sizeof(float) * (size_t)B * vt_batch_clip_floats(&c->b));
+    c->b.video = vt_calloc((size_t)B, sizeof(int32_t));
+    c->b.clip = vt_calloc((size_t)B, sizeof(int32_t));
+    return 0;
+}
+
+/* Run, one video's answer: its top classes per head, into out (--json) or on stdout. */
+static void predict_print(const pred_ctx *c, const char *video, int top, cJSON *out) {
+    const vt_run_heads *heads = c->heads;
+    cJSON *e = out ? cJSON_CreateObject() : NULL;
+    cJSON *hs = NULL;
+    if (e) {
+        cJSON_AddStringToObject(e, "path", video);
+        hs = cJSON_AddArrayToObject(e, "heads");
+    } else {
+        printf("%s\n", video);
+    }
+    for (int h = 0; h < heads->n; h++) {
+        int Kc = heads->cfg[h].classes, k = VT_MIN(top, Kc);
+        float *sc = vt_malloc(sizeof(float) * (size_t)Kc);
+        int *idx = vt_malloc(sizeof(int) * (size_t)k);
+        for (int j = 0; j < Kc; j++)
+            sc[j] = (float)c->avg[h][j];
+        vt_topk(idx, sc, Kc, k);
+        cJSON *ho = NULL, *tl = NULL;
+        if (e) {
+            ho = cJSON_CreateObject();
+            cJSON_AddStringToObject(ho, "name", heads->cfg[h].name);
+            tl = cJSON_AddArrayToObject(ho, "top");
+            cJSON_AddItemToArray(hs, ho);
+        } else if (heads->n > 1) {
+            printf("  head %s%s\n", heads->cfg[h].name,
+                   heads->cfg[h].loss == VT_LOSS_BCE ? " (independent tag probabilities)" : "");
+        }
+        for (int r = 0; r < k; r++) {
+            if (tl) {
+                cJSON *p = cJSON_CreateObject();
+                cJSON_AddStringToObject(p, "label", heads->classes[h][idx[r]]);
+                cJSON_AddNumberToObject(p, "prob", sc[idx[r]]);
+                cJSON_AddItemToArray(tl, p);
+            } else {
+                printf("  %2d. %-24s %.4f\n", r + 1, heads->classes[h][idx[r]], sc[idx[r]]);
+            }
+        }
+        free(sc);
+        free(idx);
+    }
+    if (e)
+        cJSON_AddItemToArray(out, e);
+}
+
+int vt_cmd_predict(int argc, char **argv) {
+    if (vt_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    pred_args pa;
+    int prc = predict_parse(&pa, argc, argv);
+    const char **videos = pa.videos;
+    if (prc) {
+        free(videos);
+        return prc;
+    }
+    const char *run = pa.run, *dump_path = pa.dump_path;
+    const int nvid = pa.nvid;
+    if (pa.timeline) {
+        pa.ta.top = pa.top;
+        pa.ta.json = pa.json;
+        int trc = dump_path ? 2 : vt_predict_timeline(run, videos, nvid, &pa.ma,
+                                                      pa.ma.clips_per_video, &pa.ta);
         if (dump_path)
             fprintf(stderr, "vidtrain predict: --dump-input is not for --timeline\n");
         free(videos);
@@ -250,8 +348,8 @@ int vt_cmd_predict(int argc, char **argv) {
             free(videos);
             return 2;
         }
-    if (ma.clips_per_video == 0)
-        ma.clips_per_video = 10;
+    if (pa.ma.clips_per_video == 0)
+        pa.ma.clips_per_video = 10;
     char err[1024];
     /* The videos are inputs (base/common.h's output rule): --dump-input onto one of them,
      * or onto a folder or special file, is refused now, before any decoding. */
@@ -265,46 +363,18 @@ int vt_cmd_predict(int argc, char **argv) {
     int rc = 1, ok = 0;
     pred_ctx c;
     memset(&c, 0, sizeof c);
-    cJSON *out = json ? cJSON_CreateArray() : NULL;
+    cJSON *out = pa.json ? cJSON_CreateArray() : NULL;
     c.dump = dump_path ? cJSON_CreateArray() : NULL;
     vt_run_model m;
-    if (vt_run_model_open(&m, run, ma.ckpt, err, sizeof err) != 0) {
+    if (vt_run_model_open(&m, run, pa.ma.ckpt, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain predict: %s\n", err);
         goto end;
     }
-    const vt_run_heads *heads = &m.heads;
-    vt_run_model_clip(&c.clip, &m);
-    c.K = ma.clips_per_video;
-    c.crops = ma.crops;
-    c.ec.clip = c.clip;
-    c.ec.K = c.K;
-    c.ec.crops = c.crops;
-    c.heads = heads;
-    int B = c.K * c.crops;
-    m.precision = ma.precision;
-    int lrc = vt_run_model_load(&m, &ma.devices, ma.tower_split, B, err, sizeof err);
-    if (lrc != 0) {
-        fprintf(stderr, "vidtrain predict: %s\n", err);
-        rc = lrc == -2 ? 2 : 1;
+    if ((rc = predict_load(&c, &m, &pa)) != 0)
         goto end;
-    }
-    c.t = m.towers;
-    c.b.capacity = B;
-    c.b.t = c.clip.t;
-    c.b.h = c.b.w = c.clip.crop;
-    c.b.nheads = heads->n;
-    for (int h = 0; h < heads->n; h++) {
-        c.b.head_classes[h] = heads->cfg[h].classes;
-        c.b.head_loss[h] = heads->cfg[h].loss;
-        c.probs[h] = vt_malloc(sizeof(float) * (size_t)B * heads->cfg[h].classes);
-        c.avg[h] = vt_malloc(sizeof(double) * (size_t)heads->cfg[h].classes);
-    }
-    c.b.x = vt_malloc(sizeof(float) * (size_t)B * vt_batch_clip_floats(&c.b));
-    c.b.video = vt_calloc((size_t)B, sizeof(int32_t));
-    c.b.clip = vt_calloc((size_t)B, sizeof(int32_t));
-
+    rc = 1;
     for (int i = 0; i < nvid; i++) {
-        if (predict_one(&c, videos[i], err, sizeof err) != 0 || scores_nonfinite(&c, heads, err,
+        if (predict_one(&c, videos[i], err, sizeof err) != 0 || scores_nonfinite(&c, c.heads, err,
                                                                                   sizeof err)) {
             fprintf(stderr, "vidtrain predict: %s: %s (skipped)\n", videos[i], err);
             if (out) {
@@ -316,46 +386,7 @@ int vt_cmd_predict(int argc, char **argv) {
             continue;
         }
         ok++;
-        cJSON *e = out ? cJSON_CreateObject() : NULL;
-        cJSON *hs = NULL;
-        if (e) {
-            cJSON_AddStringToObject(e, "path", videos[i]);
-            hs = cJSON_AddArrayToObject(e, "heads");
-        } else {
-            printf("%s\n", videos[i]);
-        }
-        for (int h = 0; h < heads->n; h++) {
-            int Kc = heads->cfg[h].classes, k = VT_MIN(top, Kc);
-            float *sc = vt_malloc(sizeof(float) * (size_t)Kc);
-            int *idx = vt_malloc(sizeof(int) * (size_t)k);
-            for (int j = 0; j < Kc; j++)
-                sc[j] = (float)c.avg[h][j];
-            vt_topk(idx, sc, Kc, k);
-            cJSON *ho = NULL, *tl = NULL;
-            if (e) {
-                ho = cJSON_CreateObject();
-                cJSON_AddStringToObject(ho, "name", heads->cfg[h].name);
-                tl = cJSON_AddArrayToObject(ho, "top");
-                cJSON_AddItemToArray(hs, ho);
-            } else if (heads->n > 1) {
-                printf("  head %s%s\n", heads->cfg[h].name,
-                       heads->cfg[h].loss == VT_LOSS_BCE ? " (independent tag probabilities)" : "");
-            }
-            for (int r = 0; r < k; r++) {
-                if (tl) {
-                    cJSON *p = cJSON_CreateObject();
-                    cJSON_AddStringToObject(p, "label", heads->classes[h][idx[r]]);
-                    cJSON_AddNumberToObject(p, "prob", sc[idx[r]]);
-                    cJSON_AddItemToArray(tl, p);
-                } else {
-                    printf("  %2d. %-24s %.4f\n", r + 1, heads->classes[h][idx[r]], sc[idx[r]]);
-                }
-            }
-            free(sc);
-            free(idx);
-        }
-        if (e)
-            cJSON_AddItemToArray(out, e);
+        predict_print(&c, videos[i], pa.top, out);
     }
     if (out) {
         char *s = vt_json_print(out, 1);

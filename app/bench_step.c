@@ -57,35 +57,42 @@ static void usage(FILE *f) {
 }
 
 
-int vt_bench_step(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            usage(stdout);
-            return 0;
-        }
-    int steps = 5, warmup = 2, sync_bn = 0, verbose = 0, pageable = 0;
-    double bucket_mb = -1;
-    uint64_t seed = 1;
-    vt_step_args sa = step_defaults;
+/* ---- parse, plan (the towers, one batch of random clips), run (timed steps), report ---- */
+
+typedef struct bench_args {
+    int steps, warmup, sync_bn, verbose, pageable;
+    double bucket_mb; /* --bucket-mb, or -1: the towers' default */
+    uint64_t seed;
+    vt_step_args sa; /* the model, clip, batch, devices and optimizer options */
+} bench_args;
+
+/* Fills *ba from argv: 0, or the exit status (2) after saying what is wrong. */
+static int bench_parse(bench_args *ba, int argc, char **argv) {
+    memset(ba, 0, sizeof *ba);
+    ba->steps = 5;
+    ba->warmup = 2;
+    ba->bucket_mb = -1;
+    ba->seed = 1;
+    ba->sa = step_defaults;
     for (int i = 1; i < argc; i++) {
-        int took = vt_step_args_take(&sa, argc, argv, &i);
+        int took = vt_step_args_take(&ba->sa, argc, argv, &i);
         if (took == 1)
             continue;
         const char *a = argv[i];
         if (!strcmp(a, "--sync-bn")) {
-            sync_bn = 1;
+            ba->sync_bn = 1;
             continue;
         }
         if (!strcmp(a, "--tf32")) {
-            sa.precision = "tf32";
+            ba->sa.precision = "tf32";
             continue;
         }
         if (!strcmp(a, "--verbose")) {
-            verbose = 1;
+            ba->verbose = 1;
             continue;
         }
         if (!strcmp(a, "--pageable")) {
-            pageable = 1;
+            ba->pageable = 1;
             continue;
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -95,13 +102,13 @@ int vt_bench_step(int argc, char **argv) {
         }
         int bad;
         if (!strcmp(a, "--steps"))
-            bad = vt_opt_int("bench step", a, v, 1, 1000000, &steps);
+            bad = vt_opt_int("bench step", a, v, 1, 1000000, &ba->steps);
         else if (!strcmp(a, "--warmup"))
-            bad = vt_opt_int("bench step", a, v, 0, 1000000, &warmup);
+            bad = vt_opt_int("bench step", a, v, 0, 1000000, &ba->warmup);
         else if (!strcmp(a, "--seed"))
-            bad = vt_opt_u64("bench step", a, v, &seed);
+            bad = vt_opt_u64("bench step", a, v, &ba->seed);
         else if (!strcmp(a, "--bucket-mb"))
-            bad = vt_opt_f64("bench step", a, v, 0, 1e6, &bucket_mb);
+            bad = vt_opt_f64("bench step", a, v, 0, 1e6, &ba->bucket_mb);
         else {
             fprintf(stderr, "vidtrain bench step: unknown option '%s'\n", a);
             usage(stderr);
@@ -111,34 +118,38 @@ int vt_bench_step(int argc, char **argv) {
             return 2;
         i++;
     }
+    return 0;
+}
+
+/* Plan: the towers the options describe (*cfg, *batch), their plan printed. NULL with
+ * *rc_out the exit status after a message when they cannot be made. */
+static vt_towers *bench_plan(const bench_args *ba, vt_towers_cfg *cfg, int *batch, int *rc_out) {
     char err[1024];
-    vt_towers_cfg cfg;
-    vt_towers_cfg_default(&cfg);
-    int batch;
-    int rc = vt_step_args_resolve(&sa, &cfg.net, &cfg.optim, &cfg.policy, &cfg.devices, &batch,
-                                  err, sizeof err);
+    vt_towers_cfg_default(cfg);
+    int rc = vt_step_args_resolve(&ba->sa, &cfg->net, &cfg->optim, &cfg->policy, &cfg->devices,
+                                  batch, err, sizeof err);
     if (rc) {
         fprintf(stderr, "vidtrain bench step: %s\n", err);
-        return rc == VT_STEP_ARGS_USAGE ? 2 : 1;
+        *rc_out = rc == VT_STEP_ARGS_USAGE ? 2 : 1;
+        return NULL;
     }
-    const int classes = cfg.net.head[0].classes, t = cfg.net.clip_t, h = cfg.net.clip_h,
-              w = cfg.net.clip_w;
-    cfg.batch = batch;
-    cfg.seed = seed;
-    cfg.sync_bn = sync_bn;
-    cfg.verbose = 1;
-    cfg.speed_warmup = warmup > 1 ? warmup - 1 : 1;
-    if (bucket_mb >= 0)
-        cfg.bucket_mb = bucket_mb;
+    cfg->batch = *batch;
+    cfg->seed = ba->seed;
+    cfg->sync_bn = ba->sync_bn;
+    cfg->verbose = 1;
+    cfg->speed_warmup = ba->warmup > 1 ? ba->warmup - 1 : 1;
+    if (ba->bucket_mb >= 0)
+        cfg->bucket_mb = ba->bucket_mb;
 
-    vt_towers *tw = vt_towers_init(&cfg, err, sizeof err);
+    vt_towers *tw = vt_towers_init(cfg, err, sizeof err);
     if (!tw) {
         fprintf(stderr, "vidtrain bench step: %s\n", err);
-        return 1;
+        *rc_out = 1;
+        return NULL;
     }
     int ncuda = 0;
-    for (int i = 0; i < cfg.devices.n; i++)
-        ncuda += !strcmp(cfg.devices.dev[i].backend, "cuda");
+    for (int i = 0; i < cfg->devices.n; i++)
+        ncuda += !strcmp(cfg->devices.dev[i].backend, "cuda");
     /* VT_CUDA_PROF=1 (the CUDA backend's per-op timer) with nothing to time: say so */
 #ifdef VT_HAVE_CUDA
     static const char prof_why[] = " and none is in --devices\n  hint: --devices cuda:0";
@@ -150,45 +161,32 @@ int vt_bench_step(int argc, char **argv) {
     if (prof && *prof && strcmp(prof, "0") && !ncuda)
         fprintf(stderr, "vidtrain bench step: warning: VT_CUDA_PROF=%s times the ops of CUDA "
                 "towers only%s\n", prof, prof_why);
-    if (cfg.net.precision == VT_PREC_TF32 && ncuda < cfg.devices.n)
+    if (cfg->net.precision == VT_PREC_TF32 && ncuda < cfg->devices.n)
         fprintf(stderr, "vidtrain bench step: tf32 applies to CUDA towers; the CPU towers "
                 "compute in fp32\n");
     vt_towers_print_plan(tw, stdout);
     fflush(stdout);
+    return tw;
+}
 
-    vt_batch b;
-    memset(&b, 0, sizeof b);
-    b.n = b.capacity = batch;
-    b.t = t;
-    b.h = h;
-    b.w = w;
-    b.nheads = 1;
-    b.head_classes[0] = classes;
+/* The timed steps' sums, per tower of every process and for the step. */
+typedef struct bench_totals {
+    int n; /* towers, of every process */
+    double comp[VT_MAX_DEVICES], wait[VT_MAX_DEVICES];
+    double crit, red_wait, red, el; /* el: the timed steps' wall time */
+    int buckets, overlapped;
+    int64_t red_bytes, wire, red_calls;
+} bench_totals;
+
+/* Run: ba->warmup + ba->steps training steps on b (every tower of every process; under
+ * mpirun this rank feeds only its part), the timed ones summed into *bt. */
+static void bench_run(const bench_args *ba, vt_towers *tw, vt_batch *b_, int batch,
+                      bench_totals *bt) {
+    const int warmup = ba->warmup, steps = ba->steps, verbose = ba->verbose;
+    vt_batch b = *b_;
     int64_t cf = vt_batch_clip_floats(&b);
-    /* The batch's memory: pinned from the towers' hook unless --pageable or no tower has
-     * it (CPU towers); the output says which, so figures are read with it. */
-    void *(*h_alloc)(void *, size_t) = NULL;
-    void (*h_free)(void *, void *) = NULL;
-    void *h_ctx = NULL;
-    if (!pageable)
-        vt_towers_host_hook(tw, &h_alloc, &h_free, &h_ctx);
-    const size_t xbytes = (size_t)(cf * batch) * sizeof(float);
-    b.x = h_alloc ? h_alloc(h_ctx, xbytes) : vt_malloc(xbytes);
-    printf("input batch: %s memory (%s)\n", h_alloc ? "page-locked" : "pageable",
-           h_alloc ? "as train's loader; --pageable for ordinary memory"
-                   : pageable ? "--pageable" : "no tower's backend has page-locked memory");
-    b.label[0] = vt_malloc((size_t)batch * sizeof(int32_t));
-    vt_rng r;
-    vt_rng_seed(&r, seed);
-    for (int64_t i = 0; i < cf * batch; i++)
-        b.x[i] = (float)vt_rng_normal(&r);
-    for (int i = 0; i < batch; i++)
-        b.label[0][i] = (int32_t)vt_rng_below(&r, (uint32_t)classes);
-
-    /* Every tower of every process (under mpirun this rank feeds only its part). */
-    int n = vt_towers_count_all(tw);
-    const vt_device_list *gdev = vt_towers_devices(tw);
-    double comp[VT_MAX_DEVICES] = {0}, wait[VT_MAX_DEVICES] = {0}, t0 = 0;
+    int n = bt->n = vt_towers_count_all(tw);
+    double *comp = bt->comp, *wait = bt->wait, t0 = 0;
     int buckets = 0, overlapped = 0;
     double crit = 0, red_wait = 0, red = 0;
     int64_t red_bytes = 0, wire = 0, red_calls = 0;
@@ -247,7 +245,25 @@ int vt_bench_step(int argc, char **argv) {
                    (long long)st.reduce_bytes);
         }
     }
-    double el = vt_now() - t0;
+    bt->el = vt_now() - t0;
+    bt->buckets = buckets;
+    bt->overlapped = overlapped;
+    bt->crit = crit;
+    bt->red_wait = red_wait;
+    bt->red = red;
+    bt->red_bytes = red_bytes;
+    bt->wire = wire;
+    bt->red_calls = red_calls;
+}
+
+/* The report: per tower, the reduction, the step's critical path, clips/s. */
+static void bench_report(const bench_args *ba, vt_towers *tw, int batch, const bench_totals *bt) {
+    const int warmup = ba->warmup, steps = ba->steps, sync_bn = ba->sync_bn, n = bt->n;
+    const int buckets = bt->buckets, overlapped = bt->overlapped;
+    const double *comp = bt->comp, *wait = bt->wait, el = bt->el, crit = bt->crit;
+    const double red_wait = bt->red_wait, red = bt->red;
+    const int64_t red_bytes = bt->red_bytes, wire = bt->wire, red_calls = bt->red_calls;
+    const vt_device_list *gdev = vt_towers_devices(tw);
     printf("\nafter %d warm-up + %d timed steps:\n", warmup, steps);
     vt_towers_print_plan(tw, stdout);
     printf("per tower (mean per timed step):\n");
@@ -275,11 +291,65 @@ int vt_bench_step(int argc, char **argv) {
            vt_fmt_bytes(wb, sizeof wb, wire / VT_MAX(red_calls, 1)));
     printf("step time: %.4f s\n", el / steps);
     printf("clips/s: %.2f\n", (double)steps * batch / el);
+}
+
+int vt_bench_step(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return 0;
+        }
+    bench_args ba;
+    int rc = bench_parse(&ba, argc, argv);
+    if (rc)
+        return rc;
+    vt_towers_cfg cfg;
+    int batch;
+    vt_towers *tw = bench_plan(&ba, &cfg, &batch, &rc);
+    if (!tw)
+        return rc;
+    const int classes = cfg.net.head[0].classes, t = cfg.net.clip_t, h = cfg.net.clip_h,
+              w = cfg.net.clip_w;
+    const int pageable = ba.pageable;
+    const uint64_t seed = ba.seed;
+    vt_batch b;
+    memset(&b, 0, sizeof b);
+    b.n = b.capacity = batch;
+    b.t = t;
+    b.h = h;
+    b.w = w;
+    b.nheads = 1;
+    b.head_classes[0] = classes;
+    int64_t cf = vt_batch_clip_floats(&b);
+    /* The batch's memory: pinned from the towers' hook unless --pageable or no tower has
+     * it (CPU towers); the output says which, so figures are read with it. */
+    void *(*h_alloc)(void *, size_t) = NULL;
+    void (*h_free)(void *, void *) = NULL;
+    void *h_ctx = NULL;
+    if (!pageable)
+        vt_towers_host_hook(tw, &h_alloc, &h_free, &h_ctx);
+    const size_t xbytes = (size_t)(cf * batch) * sizeof(float);
+    b.x = h_alloc ? h_alloc(h_ctx, xbytes) : vt_malloc(xbytes);
+    printf("input batch: %s memory (%s)\n", h_alloc ? "page-locked" : "pageable",
+           h_alloc ? "as train's loader; --pageable for ordinary memory"
+                   : pageable ? "--pageable" : "no tower's backend has page-locked memory");
+    b.label[0] = vt_malloc((size_t)batch * sizeof(int32_t));
+    vt_rng r;
+    vt_rng_seed(&r, seed);
+    for (int64_t i = 0; i < cf * batch; i++)
+        b.x[i] = (float)vt_rng_normal(&r);
+    for (int i = 0; i < batch; i++)
+        b.label[0][i] = (int32_t)vt_rng_below(&r, (uint32_t)classes);
+
+    bench_totals bt;
+    memset(&bt, 0, sizeof bt);
+    bench_run(&ba, tw, &b, batch, &bt);
+    bench_report(&ba, tw, batch, &bt);
     if (h_alloc)
-        h_free(h_ctx, x_all); /* before the towers: the hook's backend frees it */
+        h_free(h_ctx, b.x); /* before the towers: the hook's backend frees it */
     else
-        free(x_all);
+        free(b.x);
     vt_towers_free(&tw);
-    free(l_all);
+    free(b.label[0]);
     return 0;
 }

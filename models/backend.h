@@ -307,6 +307,50 @@ typedef struct vt_backend_i {
     void (*scale_rows)(vt_backend *be, float *out, const float *in, const float *scale, int n,
                        int64_t per);
 
+    /* ---- MViT's ops (models/cpu/cpu_mvit.c; torchvision's video/mvit.py). FP32 only; a
+     *      backend without them leaves the slots NULL and net_mvit.c names the op. ----
+     * MViT's token sequences carry a class token: L = 1 + T*H*W rows, row 0 the class
+     * token, then the (T, H, W) grid in row-major order.
+     * mvit_pool: part (0 q, 1 k, 2 v) of qkv (N, L, 3, heads, D) pooled per head as
+     * torchvision's Pool does before its LayerNorm: out (N, heads, Lo, D), row 0 the class
+     * token's values, then the depthwise conv3d (w (D, 1, kT, kH, kW), no bias, groups D,
+     * kernel/stride/padding p->k, s, p) of the grid, Lo = 1 + T'H'W'. w NULL: the part
+     * gathered as it is (no pool, p ignored). backward: dqkv's columns of this part are
+     * OVERWRITTEN (the three parts write every column), dw accumulates (NULL: skipped). */
+    void (*mvit_pool_forward)(vt_backend *be, float *out, const float *qkv, const float *w,
+                              int n, int heads, int head_dim, int part, const int thw[3],
+                              const vt_pool3d_p *p);
+    void (*mvit_pool_backward)(vt_backend *be, float *dqkv, float *dw, const float *dout,
+                               const float *qkv, const float *w, int n, int heads, int head_dim,
+                               int part, const int thw[3], const vt_pool3d_p *p);
+    /* mvit_attention: q (N, heads, Lq, D), k and v (N, heads, Lk, D) on grids qthw, kthw;
+     * out (N, Lq, heads*D) = softmax(q k^T / sqrt(D) + rel) v, plus q on rows >= 1 when
+     * residual (MViTv2's residual pooling without the class token); rel[i][j], i, j >= 1:
+     * MViTv2's decomposed relative positions q_i . (rh[dh] + rw[dw] + rt[dt]) with q
+     * unscaled and torchvision's _add_rel_pos distances (tables of 2 max(q, k) - 1 rows of
+     * D; rh NULL: no rel). lse (N, heads, Lq): each row's log-sum-exp, for the backward,
+     * which recomputes the probabilities (no Lq x Lk matrix is stored). dq, dk, dv are
+     * OVERWRITTEN; drh, drw, drt accumulate. */
+    void (*mvit_attention_forward)(vt_backend *be, float *out, float *lse, const float *q,
+                                   const float *k, const float *v, const float *rh,
+                                   const float *rw, const float *rt, int n, int heads,
+                                   int head_dim, const int qthw[3], const int kthw[3],
+                                   int residual);
+    void (*mvit_attention_backward)(vt_backend *be, float *dq, float *dk, float *dv, float *drh,
+                                    float *drw, float *drt, const float *dout, const float *q,
+                                    const float *k, const float *v, const float *rh,
+                                    const float *rw, const float *rt, const float *lse, int n,
+                                    int heads, int head_dim, const int qthw[3],
+                                    const int kthw[3], int residual);
+    /* token_maxpool: the grid of in (N, L, C) max-pooled (nn.MaxPool3d: padding never
+     * wins), the class token row copied: out (N, 1 + T'H'W', C) (MViT's pool_skip);
+     * backward: din OVERWRITTEN, each window's gradient to its first maximum. */
+    void (*token_maxpool_forward)(vt_backend *be, float *out, const float *in, int n, int c,
+                                  const int thw[3], const vt_pool3d_p *p);
+    void (*token_maxpool_backward)(vt_backend *be, float *din, const float *dout,
+                                   const float *in, int n, int c, const int thw[3],
+                                   const vt_pool3d_p *p);
+
     /* ---- dropout: counter-based so every backend draws the same mask ----
      * keep[i] = (vt_hash64(seed ^ (i * golden)) >> 40) / 2^24 >= p; mask[i] = keep/(1-p).
      * out, in, din, dout [A]; the mask is F32. */

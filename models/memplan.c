@@ -48,6 +48,10 @@ static const char *node_kind_name(vt_node_kind k) {
     case VT_NODE_ATTN: return "attention";
     case VT_NODE_TMEAN: return "mean";
     case VT_NODE_DROPPATH: return "drop_path";
+    case VT_NODE_CLSTOK: return "class_token";
+    case VT_NODE_MSA: return "mvit_attention";
+    case VT_NODE_TMAXPOOL: return "token_maxpool";
+    case VT_NODE_TFIRST: return "class_row";
     case VT_NODE_TGATHER: return "tgather";
     }
     return "?";

@@ -52,6 +52,13 @@ int vt_finetune_stage(const char *model, const char *name) {
         int k = index_after(name, "blocks.");
         return k >= 0 ? k + 1 : -1;
     }
+    if (vt_zoo_is_mvit(model)) { /* torchvision's MViT: the patch embedding and class
+                                    token, then each of blocks.N a stage */
+        if (starts(name, "conv_proj.") || starts(name, "pos_encoding."))
+            return 0;
+        int k = index_after(name, "blocks.");
+        return k >= 0 ? k + 1 : -1;
+    }
     if (is_resnet(model)) {
         if (starts(name, "stem."))
             return 0;
@@ -105,6 +112,10 @@ int vt_finetune_nstages(const char *model) {
         return vt_finetune_nlayers(model);
     if (!strncmp(model, "x3d_", 4))
         return 5;
+    if (!strcmp(model, "mvit_v2_s"))
+        return 16;
+    if (!strcmp(model, "mvit_test"))
+        return 4;
     if (is_resnet(model) || is_pyvideo(model) || !strcmp(model, "s3d"))
         return 4;
     if (!strcmp(model, "tiny") || !strcmp(model, "tiny_nobn"))

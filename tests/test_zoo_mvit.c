@@ -10,6 +10,8 @@
  *     non-trivial weights, on cpu-ref and cpu: eval logits; one training forward,
  *     cross-entropy (mean) and backward: logits and EVERY parameter gradient; cpu's
  *     gradients against cpu-ref's.
+ *   --init: torch.save of torchvision's state dict (mvit_test.pth) loads strictly into
+ *     the golden parameters, bit for bit.
  *   mvit_v2_s itself (16 blocks, 34.5M parameters) at 2 clips of 8x64x64: eval logits on cpu.
  *   listing: mvit_v2_s at its default 16x224 clip has torchvision's names and shapes
  *     (torch_mvit.py list; the order differs: vidtrain keeps its arena in node order) and
@@ -35,6 +37,7 @@
 #include "base/common.h"
 #include "models/net.h"
 #include "models/registry.h"
+#include "models/transfer.h"
 #include "models/formats/safetensors.h"
 #include "tests/goldenutil.h"
 #include "tests/testutil.h"
@@ -154,6 +157,27 @@ static float *run(const vt_ckpt_info *info, const char *bename) {
     vt_backend_free_ptr(be, x);
     unmake(&net);
     return hg;
+}
+
+/* torch.save's .pth of the state dict loads strictly: the golden parameters. */
+static void init_pth(const vt_ckpt_info *info, const char *dir) {
+    char err[512], path[4200];
+    snprintf(path, sizeof path, "%s/mvit_test.pth", dir);
+    vt_net *net = make("mvit_test", "cpu-ref", 5, 8, 32, 1);
+    vt_init_report rep;
+    int rc = vt_net_load_init(net, path, 1, stdout, &rep, err, sizeof err);
+    TCHECK(rc == 0, "%s: %s", path, err);
+    int same = rc == 0;
+    for (int i = 0; same && i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *t = vt_net_tensor(net, i);
+        float *h = vt_test_gread(info, t->name, NULL);
+        same = !memcmp(h, vt_net_params(net) + t->offset, (size_t)t->numel * 4);
+        TCHECK(same, "mvit_test.pth: %s differs from the golden state", t->name);
+        free(h);
+    }
+    printf("--init mvit_test.pth (torch.save): %d tensors loaded strictly, %s\n", rep.loaded,
+           same ? "the golden values" : "DIFFERENT");
+    unmake(&net);
 }
 
 /* mvit_v2_s at 8x64x64 (the weights torchvision built for that clip): eval logits. */
@@ -323,6 +347,7 @@ int main(void) {
     free(gr);
     free(gc);
     exact_passes(&info);
+    init_pth(&info, dir);
     vt_ckpt_info_free(&info);
     snprintf(path, sizeof path, "%s/mvit_v2_s.safetensors", dir);
     VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);

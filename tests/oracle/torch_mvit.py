@@ -12,7 +12,9 @@ the residual, LayerNorm eps 1e-6) and a block table:
       "x", "label.0"; "eval_logits.0" in float64 (rounded to float32) and
       "torch32_nmse.eval_logits.0", float32 PyTorch's NMSE from it; one train-mode
       forward, cross_entropy (mean), backward: "logits.0" (float32) and, for every
-      parameter, "grad.<name>" in float64 and "torch32_nmse.<name>" float32's distance.
+      parameter, "grad.<name>" in float64 and "torch32_nmse.<name>" float32's distance
+      (pool_k's LayerNorm bias, 0 in exact arithmetic: "torch32_ss.<name>", float32's sum
+      of squares). DIR/mvit_test.pth: torch.save of the state dict (--init's input).
       DIR/mvit_v2_s.safetensors: mvit_v2_s's 16 blocks built for 2 clips of 8x64x64
       (torchvision's initialisation, LayerNorm affine and biases made random): the state
       dict, "x", eval logits in float64 and float32's NMSE from them.
@@ -118,6 +120,7 @@ def golden(out):
         t["torch32_nmse." + k] = np.array([d], np.float32)
         worst = max(worst, d)
     save_st(os.path.join(out, "mvit_test.safetensors"), t, {"model": "mvit_test"})
+    torch.save(m.state_dict(), os.path.join(out, "mvit_test.pth"))  # what --init reads
     print(f"mvit_test: {sum(p.numel() for p in m.parameters())} params, clip {clip}, float32 "
           f"PyTorch's NMSE from float64: eval {t['torch32_nmse.eval_logits.0'][0]:.2g}, "
           f"gradients worst {worst:.2g}")

@@ -77,7 +77,7 @@ int vt_step_args_resolve(const vt_step_args *a, vt_net_cfg *net, vt_optim_cfg *o
 }
 
 void vt_step_args_help(FILE *f, const vt_step_args *a) {
-    char models[160] = "";
+    char models[256] = "";
     for (int i = 0; vt_zoo_names[i]; i++)
         snprintf(models + strlen(models), sizeof models - strlen(models), "%s%s", i ? ", " : "",
                  vt_zoo_names[i]);

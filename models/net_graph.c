@@ -444,11 +444,7 @@ void vt_graph_plan(vt_graph *g) {
             nd->mask_floats = (int64_t)nd->heads * nd->t;
         if (nd->kind == VT_NODE_DROPPATH) /* the clip's scale */
             nd->mask_floats = 1;
-        if (nd->kind == VT_NODE_MSA) { /* pooled q, k, v, statistics, lse: net_mvit.c */
-            vt_msa_layout l;
-            vt_msa_layout_of(nd, &l);
-            nd->mask_floats = l.total;
-        }
+        /* msa: its builder set mask_floats (net_graph_mvit.c's vt_msa_layout_of) */
         if (nd->mask_floats) {
             nd->mask_off = f32;
             f32 += nd->mask_floats;

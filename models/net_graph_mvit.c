@@ -135,6 +135,10 @@ int vt_g_msa(vt_graph *g, const char *name, int in, int heads, const int thw[3],
         pool_tensors(g, i, name, "pool_k", D, kkv, &nd->mt[4], &nd->mt[7], &nd->mt[10]);
         pool_tensors(g, i, name, "pool_v", D, kkv, &nd->mt[5], &nd->mt[8], &nd->mt[11]);
     }
+    /* pooled q, k, v, their statistics, lse, the backward's arrays: net_mvit.c */
+    vt_msa_layout l;
+    vt_msa_layout_of(nd, &l);
+    nd->mask_floats = l.total;
     /* the first tensor, for the arena's order (net.c's grad_ready) */
     for (int k = 0; k < 12 && nd->wt < 0; k++)
         if (nd->mt[k] >= 0)

@@ -95,6 +95,18 @@ typedef struct vt_pool3d_p {
 static inline int vt_conv_out(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
 int vt_pool_out(int in, int k, int s, int p, int ceil_mode);
 
+/* torchvision's _add_rel_pos distance along one axis for query index qi of qs and key
+ * index kj of ks, in float32 as torch computes it, truncated: an index into a table of
+ * 2 max(qs, ks) - 1 rows. */
+static inline int vt_mvit_rel_dist(int qi, int qs, int kj, int ks) {
+    float qr = (float)((double)ks / qs), kr = (float)((double)qs / ks);
+    if (qr < 1.0f)
+        qr = 1.0f;
+    if (kr < 1.0f)
+        kr = 1.0f;
+    return (int)((float)qi * qr - ((float)kj + (float)(1 - ks)) * kr);
+}
+
 typedef struct vt_backend_i {
     const char *name; /* "cpu-ref", "cpu", "cuda" */
     void (*destroy)(vt_backend *be); /* frees be->ctx (not be itself); optional */

@@ -10,8 +10,9 @@
  *   - fine-tuning: `--init RUN/last.safetensors --freeze 2` leaves conv_proj,
  *     pos_encoding and blocks.0-1 bit for bit the initial ones, and blocks.2 moves;
  *   - `plan --model mvit_v2_s` (16x224) lists MViT's layer kinds;
- *   - embed (the class token's 64 features a video) and predict --timeline run and write
- *     their outputs; export --onnx refuses MViT with the layer named (no ONNX form yet).
+ *   - export --onnx, embed (the class token's 64 features a video) and predict --timeline
+ *     run and write their outputs (test_onnx checks the exported numbers against ONNX
+ *     Runtime).
  */
 #include <string.h>
 
@@ -105,6 +106,14 @@ int main(void) {
                strstr(plan, "class_token") && strstr(plan, "head.1"), "plan lists MViT's layers");
     free(plan);
 
+    TCHECK(vt_test_sh("'%s' export '%s/one' --onnx '%s/mvit.onnx' > /dev/null 2>&1", g_bin, g_dir,
+                      g_dir) == 0, "export");
+    snprintf(a, sizeof a, "%s/mvit.onnx", g_dir);
+    long olen = 0;
+    char *onnx = vt_test_slurp(a, &olen);
+    TCHECK(onnx && olen > 88000L * 4 && memmem(onnx, (size_t)olen, "rel_pos_t", 9),
+           "export: %ld bytes", olen);
+    free(onnx);
     TCHECK(vt_test_sh("'%s' embed '%s/one' '%s/data/test' --out '%s/emb.npy' > '%s/emb.log' 2>&1",
                       g_bin, g_dir, g_dir, g_dir, g_dir) == 0, "embed");
     snprintf(a, sizeof a, "%s/emb.npy", g_dir);

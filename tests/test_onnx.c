@@ -8,7 +8,8 @@
  *      fresh statistics), dropout on in the configuration (the export must leave it
  *      out), a small clip: vidtrain's eval forward on 2 random clips vs ORT, per output.
  *      slowfast_r50 brings the frame Gather and the pathways' concats.
- *      vit_test stands for videomae_vit_s/b (their pieces at 2 blocks of dim 48).
+ *      vit_test stands for videomae_vit_s/b (their pieces at 2 blocks of dim 48),
+ *      mvit_test for mvit_v2_s (its pieces at 4 blocks).
  *      tiny runs with two heads (softmax and multi-label) and is exported twice (logits;
  *      --softmax-like probabilities against vt_net_outputs).
  *   2. The command end to end: a tiny run trained 1 epoch on a synthetic set, `vidtrain
@@ -361,6 +362,9 @@ int main(void) {
         /* the VideoMAE transformers' nodes (LayerNormalization, erf GELU, MatMul, Softmax,
          * the sin-cos table) in the test model of videomae_vit_s's pieces, non-square */
         {"vit_test", 4, 32, 48, 1, 0.0f},
+        /* MViT's nodes (pooled attention with grouped Convs, relative tables by Gather and
+         * batched MatMul, MaxPool of the grid, the class token) in mvit_v2_s's test model */
+        {"mvit_test", 8, 32, 32, 1, 0.0f},
     };
     for (size_t i = 0; i < VT_ARRAY_LEN(cases); i++)
         zoo_one(be, &cases[i], 0, ort_version);

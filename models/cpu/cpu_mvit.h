@@ -48,16 +48,4 @@ VT_CPU_MVIT_DECL(vt_fast_)
     .token_maxpool_forward = P##token_maxpool_forward,                                       \
     .token_maxpool_backward = P##token_maxpool_backward
 
-/* torchvision's _add_rel_pos distance along one axis for query index qi of qs and key
- * index kj of ks, in float32 as torch computes it, truncated: an index into a table of
- * 2 max(qs, ks) - 1 rows. */
-static inline int vt_mvit_rel_dist(int qi, int qs, int kj, int ks) {
-    float qr = (float)((double)ks / qs), kr = (float)((double)qs / ks);
-    if (qr < 1.0f)
-        qr = 1.0f;
-    if (kr < 1.0f)
-        kr = 1.0f;
-    return (int)((float)qi * qr - ((float)kj + (float)(1 - ks)) * kr);
-}
-
 #endif

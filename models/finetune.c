@@ -112,9 +112,9 @@ int vt_finetune_nstages(const char *model) {
         return vt_finetune_nlayers(model);
     if (!strncmp(model, "x3d_", 4))
         return 5;
-    if (!strcmp(model, "mvit_v2_s"))
+    if (!strcmp(model, "mvit_v2_s") || !strcmp(model, "mvit_v1_b"))
         return 16;
-    if (!strcmp(model, "mvit_test"))
+    if (!strcmp(model, "mvit_test") || !strcmp(model, "mvit_v1_test"))
         return 4;
     if (is_resnet(model) || is_pyvideo(model) || !strcmp(model, "s3d"))
         return 4;

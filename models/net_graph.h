@@ -52,7 +52,9 @@ typedef enum vt_node_kind {
     VT_NODE_DROPPATH,/* drop path: a clip's whole input x 0 or 1/(1-p) in training */
     /* MViT's nodes (net_graph_mvit.c builds them, net_mvit.c runs them): token sequences
      * whose row 0 is a class token and the rest a grid (vt_node.grid). */
-    VT_NODE_CLSTOK,  /* the learned class token put before the tokens: L -> 1 + L */
+    VT_NODE_CLSTOK,  /* the learned class token put before the tokens: L -> 1 + L (MViTv1:
+                        plus learned absolute positions, temporal + spatial, and the class
+                        token's own) */
     VT_NODE_MSA,     /* MViT's multiscale attention on qkv (L, 3C) -> (Lq, C): pooling of
                         q, k, v with their LayerNorms, relative positions, residual pooling
                         (torchvision's MultiscaleAttention without qkv and project) */
@@ -122,7 +124,8 @@ typedef struct vt_node {
     int qgrid[3];
     int mflags;           /* msa: VT_MSA_* */
     int mt[12];           /* msa: tensors rel_pos_h, _w, _t; pool_q, pool_k, pool_v weight,
-                             LayerNorm weight, bias (-1: absent) */
+                             LayerNorm weight, bias (-1: absent); clstok: spatial_pos,
+                             temporal_pos, class_pos (-1: none) */
     /* ---- the plan (vt_graph_plan) ---- */
     int64_t act_off;      /* per-clip element offset of the output in the activation region */
     int64_t mask_off;     /* dropout mask (layernorm: mean | invstd; attention: lse): per-clip
@@ -228,7 +231,9 @@ int vt_g_droppath(vt_graph *g, const char *name, int in, float p);
 #define VT_MSA_POOLKV 2
 #define VT_MSA_REL 4
 #define VT_MSA_RESIDUAL 8
-int vt_g_clstok(vt_graph *g, const char *name, int in);
+/* clstok: abs_thw NULL: the class token alone (MViTv2); else MViTv1's learned positions
+ * over that grid (tensors spatial_pos (H*W, C), temporal_pos (T, C), class_pos (C)). */
+int vt_g_clstok(vt_graph *g, const char *name, int in, const int *abs_thw);
 int vt_g_msa(vt_graph *g, const char *name, int in, int heads, const int thw[3],
              const int kq[3], const int sq[3], const int kkv[3], const int skv[3], int rel,
              int residual, float eps, int out_thw[3]);

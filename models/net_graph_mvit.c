@@ -18,14 +18,28 @@ static void tok_shape(vt_node *nd, int c, int t) {
 
 static int prod3(const int a[3]) { return a[0] * a[1] * a[2]; }
 
-int vt_g_clstok(vt_graph *g, const char *name, int in) {
+int vt_g_clstok(vt_graph *g, const char *name, int in, const int *abs_thw) {
     int i = vt_g_node_new(g, VT_NODE_CLSTOK, name, in);
     if (i < 0)
         return -1;
     vt_node *nd = &g->nodes[i];
+    for (int k = 0; k < 12; k++)
+        nd->mt[k] = -1;
     tok_shape(nd, nd->ic, nd->it + 1);
     int64_t cs[1] = {nd->c};
     nd->wt = vt_g_tensor_new(g, i, "class_token", VT_ROLE_WEIGHT, 1, cs, 0, 0);
+    if (!abs_thw)
+        return i;
+    if (nd->it != prod3(abs_thw))
+        return vt_g_node_fail(g, name, "%d tokens are not the grid's (%d)", nd->it,
+                              prod3(abs_thw));
+    for (int d = 0; d < 3; d++)
+        nd->grid[d] = abs_thw[d];
+    int64_t ss[2] = {(int64_t)abs_thw[1] * abs_thw[2], nd->c}, ts[2] = {abs_thw[0], nd->c};
+    nd->mt[0] = vt_g_tensor_new(g, i, "spatial_pos", VT_ROLE_WEIGHT, 2, ss, 0, 0);
+    nd->mt[1] = vt_g_tensor_new(g, i, "temporal_pos", VT_ROLE_WEIGHT, 2, ts, 0, 0);
+    nd->mt[2] = vt_g_tensor_new(g, i, "class_pos", VT_ROLE_WEIGHT, 1, cs, 0, 0);
+    nd->mask_floats = (int64_t)prod3(abs_thw) * nd->c; /* the table: net_mvit.c */
     return i;
 }
 

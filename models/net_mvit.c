@@ -156,17 +156,78 @@ static void msa_backward(vt_net *net, const vt_node *nd, float *din, const float
     }
 }
 
+/* The class token before the tokens; MViTv1: plus the table temporal_pos[t] + spatial_pos[s]
+ * (built in the node's float32 region, as torchvision's pos_embedding) on the grid and
+ * class_pos on the class token. */
+static void clstok_forward(vt_net *net, const vt_node *nd, const float *in, float *out, int n) {
+    vt_backend *be = net->be;
+    const int64_t C = nd->c, L = nd->it;
+    const int pos = nd->mt[0] >= 0;
+    float *tab = pos ? f32_at(net, nd->mask_off) : NULL;
+    const int64_t hw = (int64_t)nd->grid[1] * nd->grid[2];
+    for (int t = 0; pos && t < nd->grid[0]; t++) { /* sp + tp[t], tp's rows spread */
+        be->i->copy(be, tab + t * hw * C, param(net, nd->mt[0]), (size_t)(hw * C) * sizeof(float));
+        VT_OP(be, add_bcast, tab + t * hw * C, tab + t * hw * C, param(net, nd->mt[1]) + t * C,
+              (int)hw, C);
+    }
+    for (int j = 0; j < n; j++) {
+        float *o = out + j * (L + 1) * C;
+        if (pos) {
+            VT_OP(be, add, o, param(net, nd->wt), param(net, nd->mt[2]), C);
+            VT_OP(be, add_bcast, o + C, in + j * L * C, tab, 1, L * C);
+        } else {
+            be->i->copy(be, o, param(net, nd->wt), (size_t)C * sizeof(float));
+            be->i->copy(be, o + C, in + j * L * C, (size_t)(L * C) * sizeof(float));
+        }
+    }
+}
+
+/* Its backward: the class token's (and class_pos's) gradient is row 0's, temporal_pos[t]
+ * sums frame t's rows, spatial_pos[s] position s's over the frames; exact: per clip, folded. */
+static void clstok_backward(vt_net *net, const vt_node *nd, float *din, const float *dout,
+                            int n) {
+    vt_backend *be = net->be;
+    const int64_t C = nd->c, L = nd->it, T = nd->grid[0], hw = (int64_t)nd->grid[1] * nd->grid[2];
+    const int pos = nd->mt[0] >= 0, exact = net->g.cfg.exact;
+    float *gsp = pos ? pgrad(net, nd->mt[0]) : NULL, *gtp = pos ? pgrad(net, nd->mt[1]) : NULL;
+    if (exact && pos) {
+        gsp = net->xtmp;
+        gtp = net->xtmp + hw * C;
+    }
+    for (int j = 0; j < n; j++) {
+        const float *g = dout + j * (L + 1) * C;
+        if (exact)
+            fold(net, nd->wt, g);
+        else
+            VT_OP(be, axpy, pgrad(net, nd->wt), 1.0f, g, C);
+        if (pos) {
+            if (exact) {
+                fold(net, nd->mt[2], g);
+                VT_OP(be, fill, net->xtmp, 0.0f, (hw + T) * C);
+            } else {
+                VT_OP(be, axpy, pgrad(net, nd->mt[2]), 1.0f, g, C);
+            }
+            for (int t = 0; t < T; t++) {
+                VT_OP(be, add_bcast_backward, gsp, g + C + t * hw * C, 1, hw * C);
+                VT_OP(be, add_bcast_backward, gtp + t * C, g + C + t * hw * C, (int)hw, C);
+            }
+            if (exact) {
+                fold(net, nd->mt[0], gsp);
+                fold(net, nd->mt[1], gtp);
+            }
+        }
+        if (din)
+            be->i->copy(be, din + j * L * C, g + C, (size_t)(L * C) * sizeof(float));
+    }
+}
+
 void vt_netm_forward(vt_net *net, int i, const float *in, float *out, int n) {
     vt_backend *be = net->be;
     const vt_node *nd = &net->g.nodes[i];
     const int64_t C = nd->c, L = nd->it;
     switch (nd->kind) {
     case VT_NODE_CLSTOK:
-        for (int j = 0; j < n; j++) {
-            float *o = out + j * (L + 1) * C;
-            be->i->copy(be, o, param(net, nd->wt), (size_t)C * sizeof(float));
-            be->i->copy(be, o + C, in + j * L * C, (size_t)(L * C) * sizeof(float));
-        }
+        clstok_forward(net, nd, in, out, n);
         break;
     case VT_NODE_TFIRST:
         for (int j = 0; j < n; j++)
@@ -189,15 +250,7 @@ void vt_netm_backward(vt_net *net, int i, float *din, const float *dout, const f
     const int64_t C = nd->c, L = nd->it;
     switch (nd->kind) {
     case VT_NODE_CLSTOK:
-        for (int j = 0; j < n; j++) {
-            const float *g = dout + j * (L + 1) * C;
-            if (net->g.cfg.exact)
-                fold(net, nd->wt, g);
-            else
-                VT_OP(be, axpy, pgrad(net, nd->wt), 1.0f, g, C);
-            if (din)
-                be->i->copy(be, din + j * L * C, g + C, (size_t)(L * C) * sizeof(float));
-        }
+        clstok_backward(net, nd, din, dout, n);
         break;
     case VT_NODE_TFIRST:
         if (!din)

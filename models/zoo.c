@@ -42,7 +42,7 @@
  *     the one-device result (docs/design.md §3.1, without sync-BN); tests/test_towers.c
  *     relies on that. Not meant to train well: tiny is the small model to use.
  *   videomae_vit_s, videomae_vit_b (and the test model vit_test): zoo_vit.c.
- *   mvit_v2_s (and the test model mvit_test): zoo_mvit.c.
+ *   mvit_v2_s, mvit_v1_b (and the test models mvit_test, mvit_v1_test): zoo_mvit.c.
  * Heads: head 0 is the twin's classifier ("fc", or "fc8" for c3d); head h >= 1 is
  * "heads.<h>" (heads.1.weight, heads.1.bias, ...), a linear layer on the same features.
  * cfg->dropout > 0 puts one dropout ("dropout") on the features before every head
@@ -64,7 +64,7 @@
 const char *const vt_zoo_names[] = {"tiny", "tiny_nobn", "c3d", "r3d18", "mc3_18", "r2plus1d18",
                                     "s3d", "x3d_xs", "x3d_s", "x3d_m", "x3d_l", "slow_r50",
                                     "slowfast_r50", "i3d_r50", "videomae_vit_s", "videomae_vit_b",
-                                    "mvit_v2_s", NULL};
+                                    "mvit_v2_s", "mvit_v1_b", NULL};
 
 #define K3(a, b, c) ((const int[3]){a, b, c})
 

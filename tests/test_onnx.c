@@ -9,7 +9,7 @@
  *      out), a small clip: vidtrain's eval forward on 2 random clips vs ORT, per output.
  *      slowfast_r50 brings the frame Gather and the pathways' concats.
  *      vit_test stands for videomae_vit_s/b (their pieces at 2 blocks of dim 48),
- *      mvit_test for mvit_v2_s (its pieces at 4 blocks).
+ *      mvit_test and mvit_v1_test for mvit_v2_s and mvit_v1_b (their pieces at 4 blocks).
  *      tiny runs with two heads (softmax and multi-label) and is exported twice (logits;
  *      --softmax-like probabilities against vt_net_outputs).
  *   2. The command end to end: a tiny run trained 1 epoch on a synthetic set, `vidtrain
@@ -365,6 +365,7 @@ int main(void) {
         /* MViT's nodes (pooled attention with grouped Convs, relative tables by Gather and
          * batched MatMul, MaxPool of the grid, the class token) in mvit_v2_s's test model */
         {"mvit_test", 8, 32, 32, 1, 0.0f},
+        {"mvit_v1_test", 8, 32, 32, 1, 0.0f}, /* and mvit_v1_b's absolute positions */
     };
     for (size_t i = 0; i < VT_ARRAY_LEN(cases); i++)
         zoo_one(be, &cases[i], 0, ort_version);

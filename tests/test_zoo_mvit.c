@@ -12,10 +12,12 @@
  *     gradients against cpu-ref's.
  *   --init: torch.save of torchvision's state dict (mvit_test.pth) loads strictly into
  *     the golden parameters, bit for bit.
+ *   mvit_v1_test: the same for mvit_v1_b's pieces (absolute position tables, no relative
+ *     tables nor residual pooling, q pooled only where strided, project after norm2).
  *   mvit_v2_s itself (16 blocks, 34.5M parameters) at 2 clips of 8x64x64: eval logits on cpu.
- *   listing: mvit_v2_s at its default 16x224 clip has torchvision's names and shapes
- *     (torch_mvit.py list; the order differs: vidtrain keeps its arena in node order) and
- *     34,537,744 parameters with 400 classes.
+ *   listing: mvit_v2_s and mvit_v1_b at their default 16x224 clip have torchvision's names
+ *     and shapes (torch_mvit.py list; the order differs: vidtrain keeps its arena in node
+ *     order) and 34,537,744 and 36,610,672 parameters with 400 classes.
  *   exact sums (the towers' mode): 4 clips in 1 pass and in 2 passes of 2: the same bits.
  *   refusals: bf16; a clip whose grid would need the relative tables interpolated; a
  *     backend without MViT's ops (what CUDA is today) names the op and "not on".
@@ -92,12 +94,13 @@ static double eval_check(vt_net *net, const vt_ckpt_info *info, const char *what
     return e;
 }
 
-/* mvit_test on bename: eval, then a training step; returns its gradients (host). */
-static float *run(const vt_ckpt_info *info, const char *bename) {
-    vt_net *net = make("mvit_test", bename, 5, 8, 32, 2);
+/* model (mvit_test, mvit_v1_test) on bename: eval, then a training step; returns its
+ * gradients (host). */
+static float *run(const vt_ckpt_info *info, const char *model, const char *bename) {
+    vt_net *net = make(model, bename, 5, 8, 32, 2);
     vt_backend *be = vt_net_backend(net);
     char what[64];
-    snprintf(what, sizeof what, "mvit_test/%s", bename);
+    snprintf(what, sizeof what, "%s/%s", model, bename);
     vt_test_load_state(net, info, what);
     double t0 = vt_now();
     eval_check(net, info, what, 5);
@@ -160,10 +163,10 @@ static float *run(const vt_ckpt_info *info, const char *bename) {
 }
 
 /* torch.save's .pth of the state dict loads strictly: the golden parameters. */
-static void init_pth(const vt_ckpt_info *info, const char *dir) {
+static void init_pth(const vt_ckpt_info *info, const char *dir, const char *model) {
     char err[512], path[4200];
-    snprintf(path, sizeof path, "%s/mvit_test.pth", dir);
-    vt_net *net = make("mvit_test", "cpu-ref", 5, 8, 32, 1);
+    snprintf(path, sizeof path, "%s/%s.pth", dir, model);
+    vt_net *net = make(model, "cpu-ref", 5, 8, 32, 1);
     vt_init_report rep;
     int rc = vt_net_load_init(net, path, 1, stdout, &rep, err, sizeof err);
     TCHECK(rc == 0, "%s: %s", path, err);
@@ -172,10 +175,10 @@ static void init_pth(const vt_ckpt_info *info, const char *dir) {
         const vt_tensor_info *t = vt_net_tensor(net, i);
         float *h = vt_test_gread(info, t->name, NULL);
         same = !memcmp(h, vt_net_params(net) + t->offset, (size_t)t->numel * 4);
-        TCHECK(same, "mvit_test.pth: %s differs from the golden state", t->name);
+        TCHECK(same, "%s.pth: %s differs from the golden state", model, t->name);
         free(h);
     }
-    printf("--init mvit_test.pth (torch.save): %d tensors loaded strictly, %s\n", rep.loaded,
+    printf("--init %s.pth (torch.save): %d tensors loaded strictly, %s\n", model, rep.loaded,
            same ? "the golden values" : "DIFFERENT");
     unmake(&net);
 }
@@ -193,14 +196,15 @@ static void v2_s(const vt_ckpt_info *info) {
 
 /* mvit_v2_s's names and shapes at 16x224 against torchvision's (as a set: the order is
  * the arena's, node order), and its parameter count. */
-static void listing(const char *py, const char *src) {
+static void listing(const char *py, const char *src, const char *model, long long params) {
     char cmd[8192], err[512];
-    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/torch_mvit.py' list 16 224", py, src);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/torch_mvit.py' list %s 16 224", py, src,
+             model);
     FILE *p = popen(cmd, "r");
     VT_CHECK(p, "%s", cmd);
     vt_backend *be = vt_backend_init("cpu", 0, 1, 0);
     vt_net_cfg cfg;
-    vt_net_cfg_default(&cfg, "mvit_v2_s", 400, 16, 224, 224);
+    vt_net_cfg_default(&cfg, model, 400, 16, 224, 224);
     vt_net *net = vt_net_init(&cfg, be, 0, err, sizeof err);
     VT_CHECK(net, "%s", err);
     const int nt = vt_net_num_tensors(net);
@@ -227,33 +231,33 @@ static void listing(const char *py, const char *src) {
                 printf("  %s: torch %s, vidtrain %s\n", name, shape, mine);
         }
         if (!found && bad++ < 3)
-            printf("  %s: not in vidtrain's mvit_v2_s\n", name);
+            printf("  %s: not in vidtrain's %s\n", name, model);
     }
     TCHECK(pclose(p) == 0, "%s failed", cmd);
     int unseen = 0;
     for (int i = 0; i < nt; i++)
         unseen += !seen[i];
-    TCHECK(bad == 0 && unseen == 0 && n == nt, "mvit_v2_s: %d of torch's %d tensors differ, %d "
-           "of vidtrain's %d not in torch's", bad, n, unseen, nt);
-    TCHECK(tp == 34537744 && vt_net_num_params(net) == tp, "mvit_v2_s: %lld parameters (torch "
-           "%lld, torchvision's meta 34537744)", (long long)vt_net_num_params(net), tp);
-    printf("listing: mvit_v2_s at 16x224: %d tensors with torchvision's names and shapes, %lld "
-           "parameters\n", nt, (long long)vt_net_num_params(net));
+    TCHECK(bad == 0 && unseen == 0 && n == nt, "%s: %d of torch's %d tensors differ, %d "
+           "of vidtrain's %d not in torch's", model, bad, n, unseen, nt);
+    TCHECK(tp == params && vt_net_num_params(net) == tp, "%s: %lld parameters (torch %lld, "
+           "torchvision's meta %lld)", model, (long long)vt_net_num_params(net), tp, params);
+    printf("listing: %s at 16x224: %d tensors with torchvision's names and shapes, %lld "
+           "parameters\n", model, nt, (long long)vt_net_num_params(net));
     free(seen);
     vt_net_free(&net);
     vt_backend_free(&be);
 }
 
 /* cfg.exact: 4 clips in one pass and in two passes of 2 give the same bits. */
-static void exact_passes(const vt_ckpt_info *info) {
+static void exact_passes(const vt_ckpt_info *info, const char *model) {
     char err[512];
     vt_backend *be = vt_backend_init("cpu", 0, 2, 0);
     vt_net_cfg cfg;
-    vt_net_cfg_default(&cfg, "mvit_test", 5, 8, 32, 32);
+    vt_net_cfg_default(&cfg, model, 5, 8, 32, 32);
     cfg.exact = 1;
     vt_net *net = vt_net_init(&cfg, be, 4, err, sizeof err);
     VT_CHECK(net, "%s", err);
-    vt_test_load_state(net, info, "mvit_test exact");
+    vt_test_load_state(net, info, model);
     const int64_t per = 3LL * 8 * 32 * 32, np = vt_net_num_params(net);
     float *hx = vt_malloc((size_t)(4 * per) * 4);
     vt_rng r;
@@ -285,7 +289,8 @@ static void exact_passes(const vt_ckpt_info *info) {
     double ss = 0;
     for (int64_t i = 0; i < np; i++)
         ss += (double)g[0][i] * g[0][i];
-    printf("exact: 4 clips in 1 pass and in 2 passes of 2: %s\n", same ? "the same bits" : "DIFFERENT");
+    printf("%s exact: 4 clips in 1 pass and in 2 passes of 2: %s\n", model,
+           same ? "the same bits" : "DIFFERENT");
     TCHECK(same && ss > 0, "exact sums: one pass and two passes differ (or no gradient)");
     free(g[0]), free(g[1]), free(hx);
     vt_backend_free_ptr(be, dlab);
@@ -335,24 +340,28 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/torch_mvit.py' golden '%s'", py, src, dir);
     VT_CHECK(system(cmd) == 0, "%s failed", cmd);
     vt_ckpt_info info;
-    snprintf(path, sizeof path, "%s/mvit_test.safetensors", dir);
-    VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
-    float *gr = run(&info, "cpu-ref"), *gc = run(&info, "cpu");
-    vt_net *net = make("mvit_test", "cpu", 5, 8, 32, 1);
-    const int64_t np = vt_net_num_params(net);
-    unmake(&net);
-    const double e = vt_nmse(gc, gr, np);
-    printf("mvit_test: cpu's gradients against cpu-ref's: NMSE %.2g\n", e);
-    TCHECK(e <= NMSE_CPU, "cpu against cpu-ref: NMSE %.3g", e);
-    free(gr);
-    free(gc);
-    exact_passes(&info);
-    init_pth(&info, dir);
-    vt_ckpt_info_free(&info);
+    static const char *const tests[2] = {"mvit_test", "mvit_v1_test"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/%s.safetensors", dir, tests[k]);
+        VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
+        float *gr = run(&info, tests[k], "cpu-ref"), *gc = run(&info, tests[k], "cpu");
+        vt_net *net = make(tests[k], "cpu", 5, 8, 32, 1);
+        const int64_t np = vt_net_num_params(net);
+        unmake(&net);
+        const double e = vt_nmse(gc, gr, np);
+        printf("%s: cpu's gradients against cpu-ref's: NMSE %.2g\n", tests[k], e);
+        TCHECK(e <= NMSE_CPU, "%s: cpu against cpu-ref: NMSE %.3g", tests[k], e);
+        free(gr);
+        free(gc);
+        exact_passes(&info, tests[k]);
+        init_pth(&info, dir, tests[k]);
+        vt_ckpt_info_free(&info);
+    }
     snprintf(path, sizeof path, "%s/mvit_v2_s.safetensors", dir);
     VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
     v2_s(&info);
     vt_ckpt_info_free(&info);
-    listing(py, src);
+    listing(py, src, "mvit_v2_s", 34537744LL);
+    listing(py, src, "mvit_v1_b", 36610672LL);
     return vt_test_done("test_zoo_mvit");
 }

@@ -61,7 +61,8 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
     static const struct { const char *m; int t, crop, stride; } x3d[] = {
         {"x3d_xs", 4, 160, 12}, {"x3d_s", 13, 160, 6}, {"x3d_m", 16, 224, 5},
         {"x3d_l", 16, 312, 5},
-        {"mvit_v2_s", 16, 224, 4}}; /* and MViTv2-S's (torchvision: 16 frames at 7.5 fps) */
+        {"mvit_v2_s", 16, 224, 4}, {"mvit_v1_b", 16, 224, 4}}; /* and MViT's (torchvision:
+                                                                16 frames at 7.5 fps) */
     for (size_t i = 0; i < VT_ARRAY_LEN(x3d); i++)
         if (!o->clip_t && !strcmp(o->model, x3d[i].m)) {
             o->clip_t = x3d[i].t;

@@ -3,7 +3,8 @@
  * included once by it after its private writer (onnx_w, op_n, const_t, ...), which it
  * uses; nothing else may include it. MViT's nodes (net_graph_mvit.c) as opset-17 ops:
  *   class token    Concat of (x[:, :1] * 0 + class_token) and x (the token expanded over
- *                  the batch without a Shape op);
+ *                  the batch without a Shape op); MViTv1 adds [class_pos; temporal_pos[t]
+ *                  + spatial_pos[s]] built by broadcasting;
  *   class row      Slice of token 0, flattened;
  *   pool_skip      the grid Sliced off the class token, Transposed and Reshaped to
  *                  (N, C, T, H, W), MaxPool, back, Concat with the class token;
@@ -156,7 +157,22 @@ static int emit_mvit(onnx_w *w, int i) {
         const int64_t s3[3] = {1, 1, nd->c};
         const char *tok = reshape_n(w, nd->name, "token", init_name(w, nd->wt), s3, 3);
         tok = bin_n(w, "Add", nd->name, "tokens", z, tok);
-        w->val[i] = (char *)concat_n(w, nd->name, NULL, tok, x, 1);
+        if (nd->mt[0] < 0) {
+            w->val[i] = (char *)concat_n(w, nd->name, NULL, tok, x, 1);
+            return 0;
+        }
+        /* MViTv1: + [class_pos; temporal_pos[t] + spatial_pos[s]] */
+        const int64_t T = nd->grid[0], hw = (int64_t)nd->grid[1] * nd->grid[2];
+        const int64_t st[3] = {T, 1, nd->c}, ss[3] = {1, hw, nd->c}, s2[2] = {T * hw, nd->c},
+                      sc[2] = {1, nd->c};
+        const char *tp = reshape_n(w, nd->name, "tpos", init_name(w, nd->mt[1]), st, 3);
+        const char *spn = reshape_n(w, nd->name, "spos", init_name(w, nd->mt[0]), ss, 3);
+        const char *tab = bin_n(w, "Add", nd->name, "pos", tp, spn);
+        tab = reshape_n(w, nd->name, "pos2", tab, s2, 2);
+        const char *cp = reshape_n(w, nd->name, "cpos", init_name(w, nd->mt[2]), sc, 2);
+        tab = concat_n(w, nd->name, "table", cp, tab, 0);
+        const char *cat = concat_n(w, nd->name, "cat", tok, x, 1);
+        w->val[i] = (char *)bin_n(w, "Add", nd->name, NULL, cat, tab);
         return 0;
     }
     case VT_NODE_TFIRST: {

@@ -27,6 +27,9 @@ typedef struct vt_head_cfg {
     vt_loss_kind loss;
     float weight;       /* loss weight (default 1) */
     float smoothing;    /* label smoothing, softmax heads only */
+    int soft_targets;   /* softmax heads trained on mixed targets (--mixup, --cutmix): a
+                           distribution per clip, (N, classes) float, staged beside the
+                           labels (vt_targets.target); 0: labels only */
 } vt_head_cfg;
 
 typedef struct vt_net_cfg {

@@ -151,6 +151,12 @@ static void usage(FILE *f) {
         "                        fifth of the epochs)\n"
         "  --step-epochs N --gamma G   step schedule: x G every N epochs (10, 0.1)\n"
         "  --label-smoothing X   softmax heads (default 0)\n"
+        "  --mixup A             mixup: each batch's clips and targets blended with the batch\n"
+        "                        reversed, weight ~ Beta(A, A) (timm/VideoMAE: 0.8; default 0\n"
+        "                        = off). Regularises fine-tuning of large models on few videos\n"
+        "  --cutmix A            CutMix: a box (the same in every frame) pasted from the\n"
+        "                        partner clip, targets by its area (VideoMAE: 1.0; default off)\n"
+        "  --mixup-switch-prob P both on: CutMix for a batch with probability P (default 0.5)\n"
         "  --balance MODE        class imbalance (docs/balance.md; the log warns above x2\n"
         "                        between the largest and smallest training class): none,\n"
         "                        sampler (every class drawn about equally often each epoch),\n"
@@ -401,6 +407,9 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             continue;
         }
         if (OPT("--head-lr-mult")) { if (r < 0 || vt_train_range_parse(o, "--head-lr-mult", v)) BAD(); continue; }
+        if (OPT("--mixup")) { if (r < 0 || vt_train_range_parse(o, "--mixup", v)) BAD(); continue; }
+        if (OPT("--cutmix")) { if (r < 0 || vt_train_range_parse(o, "--cutmix", v)) BAD(); continue; }
+        if (OPT("--mixup-switch-prob")) { if (r < 0 || vt_train_range_parse(o, "--mixup-switch-prob", v)) BAD(); continue; }
         if (OPT("--drop-path")) { if (r < 0 || vt_train_range_parse(o, "--drop-path", v)) BAD(); continue; }
         if (OPT("--layer-decay")) { if (r < 0 || vt_train_range_parse(o, "--layer-decay", v)) BAD(); continue; }
         if (OPT("--dropout")) { if (r < 0 || vt_train_range_parse(o, "--dropout", v)) BAD(); continue; }

@@ -306,6 +306,9 @@ static int build_towers(vt_train *t) {
     tc->seed = o->seed;
     tc->sync_bn = o->sync_bn;
     tc->verbose = 1;
+    int mrc = vt_train_mix_heads(t); /* --mixup/--cutmix: soft targets (train_mix.c) */
+    if (mrc)
+        return mrc;
     t->towers = vt_towers_init(tc, err, sizeof err);
     if (!t->towers) {
         fprintf(stderr, "vidtrain train: %s\n", err);
@@ -574,6 +577,7 @@ void vt_train_free(vt_train **tp) {
     free(t->video_clips);
     free(t->class_weight);
     free(t->logit_adjust);
+    vt_train_mix_free(t);
     free(t->val_idx);
     vt_dataset_free(&t->vds);
     vt_dataset_free(&t->ds);

@@ -46,6 +46,7 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->clips_per_video = 1;
     snprintf(o->balance, sizeof o->balance, "auto");
     o->log_every = 50;
+    o->mix_switch = 0.5f;
 }
 
 void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
@@ -175,6 +176,9 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(head_lr_mult);
     J_NUM(layer_decay);
     J_NUM(drop_path);
+    J_NUM(mixup);
+    J_NUM(cutmix);
+    J_NUM(mix_switch);
     J_NUM(freeze);
     cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn > 0);
     J_NUM(workers);
@@ -282,6 +286,9 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_FLT_SINCE(head_lr_mult, 1.0f); /* runs before fine-tuning: plain training */
     G_FLT_SINCE(layer_decay, 1.0f);  /* runs before it: off */
     G_FLT_SINCE(drop_path, 0.0f);
+    G_FLT_SINCE(mixup, 0.0f); /* runs before them: no mixing */
+    G_FLT_SINCE(cutmix, 0.0f);
+    G_FLT_SINCE(mix_switch, 0.5f);
     G_INT_SINCE(freeze, -1);
     G_INT_SINCE(freeze_bn, 0);
     G_INT(workers);

@@ -67,6 +67,10 @@ typedef struct vt_train_opts {
                               lr F^(depth+1-i), its patch embedding at F^(depth+1), fc_norm
                               and head at 1 (VideoMAE's; 0: resolve: 0.75 when a
                               transformer fine-tunes, else 1 = off) */
+    float mixup, cutmix;   /* --mixup A, --cutmix A: Beta(A, A) mixing of the batch's clips
+                              and targets (pipeline/data/mix.h; 0: off, the default) */
+    float mix_switch;      /* --mixup-switch-prob P: both on, CutMix for a batch with this
+                              probability, else mixup (default 0.5, timm's) */
     int freeze_bn;         /* every BN in eval mode while training (-1: resolve: on when
                               fine-tuning) */
     int precise_bn;        /* clean clips per training video that BN's running statistics

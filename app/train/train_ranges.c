@@ -50,6 +50,9 @@ static const range g_ranges[] = {
     IX("--freeze-bn", freeze_bn, 0, 1, 1, -1, 0),          /* -1: resolve */
     F("--dropout", dropout, 0, 0.99),
     F("--drop-path", drop_path, 0, 0.99),
+    F("--mixup", mixup, 0, 100),
+    F("--cutmix", cutmix, 0, 100),
+    F("--mixup-switch-prob", mix_switch, 0, 1),
     IX("--patience", patience, 0, 1000000, 1, -1, 0), /* -1: resolve */
     IX("--min-clips", min_clips, 0, 1000000000, 1, -1, 0), /* -1: resolve */
     I("--epochs", epochs, 1, 100000),

@@ -157,6 +157,9 @@ static void usage(FILE *f) {
         "  --cutmix A            CutMix: a box (the same in every frame) pasted from the\n"
         "                        partner clip, targets by its area (VideoMAE: 1.0; default off)\n"
         "  --mixup-switch-prob P both on: CutMix for a batch with probability P (default 0.5)\n"
+        "  --repeat-aug K        repeated augmentation: each training clip decoded once gives\n"
+        "                        K clips (own crop, flip, colour; same frames and scale), every\n"
+        "                        video K times an epoch (VideoMAE fine-tunes with 2; default 1)\n"
         "  --balance MODE        class imbalance (docs/balance.md; the log warns above x2\n"
         "                        between the largest and smallest training class): none,\n"
         "                        sampler (every class drawn about equally often each epoch),\n"
@@ -409,6 +412,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--head-lr-mult")) { if (r < 0 || vt_train_range_parse(o, "--head-lr-mult", v)) BAD(); continue; }
         if (OPT("--mixup")) { if (r < 0 || vt_train_range_parse(o, "--mixup", v)) BAD(); continue; }
         if (OPT("--cutmix")) { if (r < 0 || vt_train_range_parse(o, "--cutmix", v)) BAD(); continue; }
+        if (OPT("--repeat-aug")) { if (r < 0 || vt_train_range_parse(o, "--repeat-aug", v)) BAD(); continue; }
         if (OPT("--mixup-switch-prob")) { if (r < 0 || vt_train_range_parse(o, "--mixup-switch-prob", v)) BAD(); continue; }
         if (OPT("--drop-path")) { if (r < 0 || vt_train_range_parse(o, "--drop-path", v)) BAD(); continue; }
         if (OPT("--layer-decay")) { if (r < 0 || vt_train_range_parse(o, "--layer-decay", v)) BAD(); continue; }

@@ -393,6 +393,7 @@ static int open_loader(vt_train *t) {
     lc.epoch = t->st.epoch;
     lc.start_batch = t->st.cursor;
     lc.clips_per_video = o->clips_per_video;
+    lc.repeat_aug = o->repeat_aug;
     lc.video_clips = t->video_clips; /* auto: per-video counts */
     lc.balance = !strcmp(o->balance, "sampler"); /* train_balance.c resolved it */
     lc.frame_cache = frame_cache_bytes(o);

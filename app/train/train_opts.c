@@ -47,6 +47,7 @@ void vt_train_opts_default(vt_train_opts *o) {
     snprintf(o->balance, sizeof o->balance, "auto");
     o->log_every = 50;
     o->mix_switch = 0.5f;
+    o->repeat_aug = 1;
 }
 
 void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
@@ -179,6 +180,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(mixup);
     J_NUM(cutmix);
     J_NUM(mix_switch);
+    J_NUM(repeat_aug);
     J_NUM(freeze);
     cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn > 0);
     J_NUM(workers);
@@ -289,6 +291,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_FLT_SINCE(mixup, 0.0f); /* runs before them: no mixing */
     G_FLT_SINCE(cutmix, 0.0f);
     G_FLT_SINCE(mix_switch, 0.5f);
+    G_INT_SINCE(repeat_aug, 1);
     G_INT_SINCE(freeze, -1);
     G_INT_SINCE(freeze_bn, 0);
     G_INT(workers);

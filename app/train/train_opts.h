@@ -69,6 +69,9 @@ typedef struct vt_train_opts {
                               transformer fine-tunes, else 1 = off) */
     float mixup, cutmix;   /* --mixup A, --cutmix A: Beta(A, A) mixing of the batch's clips
                               and targets (pipeline/data/mix.h; 0: off, the default) */
+    int repeat_aug;        /* --repeat-aug K: K differently augmented clips from each
+                              decoded training clip, every video K times an epoch
+                              (pipeline/data/loader.h repeat_aug; 1: off, the default) */
     float mix_switch;      /* --mixup-switch-prob P: both on, CutMix for a batch with this
                               probability, else mixup (default 0.5, timm's) */
     int freeze_bn;         /* every BN in eval mode while training (-1: resolve: on when

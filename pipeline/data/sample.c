@@ -80,6 +80,19 @@ void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t 
     out->brightness = (float)((2.0 * ub - 1.0) * c->brightness);
 }
 
+void vt_sample_repeat_params(vt_clip_params *p, const vt_clip_cfg *c, uint64_t key, int r,
+                             int w, int h) {
+    if (r <= 0)
+        return;
+    vt_clip_params q;
+    vt_sample_train_params(&q, c, vt_hash64(key ^ ((uint64_t)r * 0x9E3779B97F4A7C15ull)), 1, w, h);
+    p->x0 = q.x0;
+    p->y0 = q.y0;
+    p->flip = q.flip;
+    p->contrast = q.contrast;
+    p->brightness = q.brightness;
+}
+
 /* ---- segments ---- */
 
 /* First index position in [0, n) whose timestamp in seconds is >= t (n when none): the

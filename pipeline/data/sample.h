@@ -91,6 +91,13 @@ int vt_sample_train_scale(const vt_clip_cfg *c, uint64_t key);
 void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t key,
                             int64_t nframes, int w, int h);
 
+/* Repeated augmentation (--repeat-aug K): repeat r > 0 of a sample whose base draw is
+ * `key` keeps p's frames and scale (start, stride, short side: one decode serves all K)
+ * and draws its crop, flip, contrast and brightness anew from (key, r). Repeat 0 is the
+ * base draw itself. */
+void vt_sample_repeat_params(vt_clip_params *p, const vt_clip_cfg *c, uint64_t key, int r,
+                             int w, int h);
+
 /* --clips-per-video auto: the clips a sample of `seconds` draws per epoch, one per `every`
  * seconds rounded to the nearest, at least 1 (and at most VT_SAMPLE_MAX_AUTO_CLIPS, so
  * that a corrupt duration cannot ask for billions). Pure: every rank gets the same count

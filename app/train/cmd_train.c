@@ -143,6 +143,9 @@ static void usage(FILE *f) {
         "                        0.1*B/32, tiny 0.2*B/32; RMSprop 0.001*B/32, AdamW\n"
         "                        0.001*sqrt(B/32))\n"
         "  --momentum X          (default 0.9)     --wd X     weight decay (default 1e-4)\n"
+        "  --wd-exempt on|off|auto  on: no weight decay for norm weights, biases, position\n"
+        "                        embeddings, class tokens (timm/VideoMAE); off: all decay\n"
+        "                        (torchvision's video recipe); auto (default): on for a ViT\n"
         "  --no-nesterov         plain SGD momentum (Nesterov is the default)\n"
         "  --sched NAME          cosine (default), step, const, onecycle (torch's OneCycleLR:\n"
         "                        30%% rise from lr/25 to lr, then down to lr/25e4; momentum\n"
@@ -412,6 +415,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--head-lr-mult")) { if (r < 0 || vt_train_range_parse(o, "--head-lr-mult", v)) BAD(); continue; }
         if (OPT("--mixup")) { if (r < 0 || vt_train_range_parse(o, "--mixup", v)) BAD(); continue; }
         if (OPT("--cutmix")) { if (r < 0 || vt_train_range_parse(o, "--cutmix", v)) BAD(); continue; }
+        if (OPT("--wd-exempt")) { if (r < 0 || (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto"))) BAD(); snprintf(o->wd_exempt, sizeof o->wd_exempt, "%s", v); continue; }
         if (OPT("--repeat-aug")) { if (r < 0 || vt_train_range_parse(o, "--repeat-aug", v)) BAD(); continue; }
         if (OPT("--mixup-switch-prob")) { if (r < 0 || vt_train_range_parse(o, "--mixup-switch-prob", v)) BAD(); continue; }
         if (OPT("--drop-path")) { if (r < 0 || vt_train_range_parse(o, "--drop-path", v)) BAD(); continue; }

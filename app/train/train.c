@@ -166,14 +166,17 @@ static int open_data(vt_train *t) {
  * rank, so the towers still take identical steps. A no-op for a plain run. 0, or 1. */
 static int apply_finetune(vt_train *t) {
     const vt_train_opts *o = &t->o;
-    if (o->freeze < 0 && !o->freeze_bn && o->head_lr_mult == 1.0f && o->layer_decay == 1.0f)
+    const int exempt = !strcmp(o->wd_exempt, "on"); /* --wd-exempt (resolved) */
+    const int ft = !(o->freeze < 0 && !o->freeze_bn && o->head_lr_mult == 1.0f &&
+                     o->layer_decay == 1.0f);
+    if (!ft && !exempt)
         return 0;
     int nbn = 0, ng = 0;
     for (int r = 0; r < vt_towers_count(t->towers); r++) {
         vt_net *net = vt_towers_net(t->towers, r);
         vt_optim_group g[VT_OPTIM_MAX_GROUPS];
-        ng = vt_finetune_groups(g, VT_OPTIM_MAX_GROUPS, net, o->freeze, o->head_lr_mult,
-                                o->layer_decay);
+        ng = vt_finetune_groups_wd(g, VT_OPTIM_MAX_GROUPS, net, o->freeze, o->head_lr_mult,
+                                   o->layer_decay, exempt);
         if (ng < 0) {
             fprintf(stderr, "vidtrain train: more than %d optimizer groups\n", VT_OPTIM_MAX_GROUPS);
             return 1;
@@ -181,6 +184,10 @@ static int apply_finetune(vt_train *t) {
         vt_optim_set_groups(vt_towers_optim(t->towers, r), g, ng);
         nbn = vt_finetune_freeze_bn(net, o->freeze, o->freeze_bn > 0);
     }
+    if (exempt)
+        vt_train_print_no_decay(t);
+    if (!ft)
+        return 0;
     char what[64];
     if (o->freeze < 0)
         snprintf(what, sizeof what, "nothing");

@@ -146,6 +146,10 @@ void vt_train_mix_batch(vt_train *t, vt_batch *b, int64_t step);
 void vt_train_mix_done(vt_train *t, vt_batch *b);
 void vt_train_mix_free(vt_train *t);
 
+/* --wd-exempt on (train_recipe.c): one line saying which parameters go without weight
+ * decay (their tensors and share of the parameters). */
+void vt_train_print_no_decay(const vt_train *t);
+
 /* The default length that follows validation (train_length.c has the rule and why). */
 /* At set-up, once the state is loaded and before the schedule: a resumed run's epochs
  * from its decay, and the line that says what the length follows. Without a

@@ -48,6 +48,7 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->log_every = 50;
     o->mix_switch = 0.5f;
     o->repeat_aug = 1;
+    snprintf(o->wd_exempt, sizeof o->wd_exempt, "auto");
 }
 
 void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
@@ -103,6 +104,9 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
         o->head_lr_mult = ft ? 10.0f : 1.0f;
     if (!(o->layer_decay > 0)) /* VideoMAE's fine-tuning value for ViT-S/B */
         o->layer_decay = ft && vt_finetune_nlayers(o->model) > 0 ? 0.75f : 1.0f;
+    if (strcmp(o->wd_exempt, "on") && strcmp(o->wd_exempt, "off")) /* timm's rule for ViTs */
+        snprintf(o->wd_exempt, sizeof o->wd_exempt, "%s",
+                 vt_finetune_nlayers(o->model) > 0 ? "on" : "off");
     if (o->freeze < -1)
         o->freeze = -1;
     if (o->freeze_bn < 0)
@@ -181,6 +185,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(cutmix);
     J_NUM(mix_switch);
     J_NUM(repeat_aug);
+    J_STR(wd_exempt);
     J_NUM(freeze);
     cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn > 0);
     J_NUM(workers);
@@ -292,6 +297,9 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_FLT_SINCE(cutmix, 0.0f);
     G_FLT_SINCE(mix_switch, 0.5f);
     G_INT_SINCE(repeat_aug, 1);
+    if (!cJSON_GetObjectItemCaseSensitive(j, "wd_exempt")) /* before it: every one decays */
+        snprintf(o->wd_exempt, sizeof o->wd_exempt, "off");
+    G_STR(wd_exempt);
     G_INT_SINCE(freeze, -1);
     G_INT_SINCE(freeze_bn, 0);
     G_INT(workers);

@@ -69,6 +69,12 @@ typedef struct vt_train_opts {
                               transformer fine-tunes, else 1 = off) */
     float mixup, cutmix;   /* --mixup A, --cutmix A: Beta(A, A) mixing of the batch's clips
                               and targets (pipeline/data/mix.h; 0: off, the default) */
+    char wd_exempt[8];     /* --wd-exempt: "on" no weight decay for 1-D parameters,
+                              biases, position embeddings and class tokens (timm's and
+                              VideoMAE's groups, models/finetune.h vt_finetune_no_decay),
+                              "off" every parameter decays (torchvision's video recipe);
+                              "auto" (default) resolves to on for a transformer, else off.
+                              Runs before it: off */
     int repeat_aug;        /* --repeat-aug K: K differently augmented clips from each
                               decoded training clip, every video K times an epoch
                               (pipeline/data/loader.h repeat_aug; 1: off, the default) */

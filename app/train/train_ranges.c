@@ -143,6 +143,8 @@ int vt_train_opts_check(const vt_train_opts *o, const char *src, char *err, size
         {"optim", "--optim", o->optim, vt_optim_kind_parse(o->optim) >= 0},
         {"sched", "--sched", o->sched, vt_sched_kind_parse(o->sched) >= 0},
         {"precision", "--precision", o->precision, vt_precision_parse(o->precision) >= 0},
+        {"wd_exempt", "--wd-exempt", o->wd_exempt, !strcmp(o->wd_exempt, "on") ||
+         !strcmp(o->wd_exempt, "off") || !strcmp(o->wd_exempt, "auto")},
         {"balance", "--balance", o->balance, vt_balance_parse(o->balance) >= 0},
         {"list_format", "--list-format", o->list_format,
          !o->list_format[0] || vt_lists_format_parse(o->list_format) >= 0},

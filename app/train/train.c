@@ -266,7 +266,6 @@ static int build_towers(vt_train *t) {
     vt_dataset_head_cfgs(t->ds, heads->cfg);
     for (int h = 0; h < heads->n; h++) {
         heads->cfg[h].weight = o->nweights ? o->loss_weights[h] : 1.0f;
-        heads->cfg[h].smoothing = heads->cfg[h].loss == VT_LOSS_SOFTMAX_CE ? o->smoothing : 0;
         heads->classes[h] = vt_calloc((size_t)heads->cfg[h].classes, sizeof(char *));
         for (int k = 0; k < heads->cfg[h].classes; k++)
             heads->classes[h][k] = vt_strdup(t->ds->heads[h].classes[k]);
@@ -292,6 +291,8 @@ static int build_towers(vt_train *t) {
         vt_mpi_sum_f64(&t->gpus, 1, "the default clip (does any rank have a GPU)");
     t->given = *o;
     vt_train_opts_resolve(o, t->epoch_clips, t->gpus > 0);
+    for (int h = 0; h < heads->n; h++) /* resolved: a transformer's fine-tuning smooths */
+        heads->cfg[h].smoothing = heads->cfg[h].loss == VT_LOSS_SOFTMAX_CE ? o->smoothing : 0;
     tc->batch = o->batch;
     vt_net_cfg_default(&tc->net, o->model, heads->cfg[0].classes, o->clip_t, o->crop, o->crop);
     tc->net.nheads = heads->n;
@@ -560,6 +561,7 @@ int vt_train_setup(vt_train *t) {
     fprintf(t->out, "training: %d videos, %lld batches of %d per epoch, %s%d epochs, %s lr %g (%s)\n",
             t->ntrain, (long long)t->spe, o->batch, o->patience > 0 ? "at most " : "", o->epochs,
             o->optim, o->lr, o->patience > 0 ? "warm-up, constant, cosine decay" : o->sched);
+    vt_train_print_recipe(t);
     fflush(t->out);
     if (o->dump[0] && vt_dist_lead()) {
         t->dump = open_dump(t, err, sizeof err);

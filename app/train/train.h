@@ -149,6 +149,9 @@ void vt_train_mix_free(vt_train *t);
 /* --wd-exempt on (train_recipe.c): one line saying which parameters go without weight
  * decay (their tensors and share of the parameters). */
 void vt_train_print_no_decay(const vt_train *t);
+/* The recipe's one line ("recipe: ..."), for a transformer or a run that mixes or repeats
+ * clips (other runs: nothing beyond the "training:" line). */
+void vt_train_print_recipe(const vt_train *t);
 
 /* The default length that follows validation (train_length.c has the rule and why). */
 /* At set-up, once the state is loaded and before the schedule: a resumed run's epochs

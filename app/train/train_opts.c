@@ -23,10 +23,12 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->freeze = -2;
     o->freeze_bn = -1;
     o->sync_bn = 1; /* several towers equal one device with batch norm too (docs/design.md §3.1) */
-    snprintf(o->optim, sizeof o->optim, "sgd");
+    o->optim[0] = '\0'; /* "", wd, smoothing, drop_path < 0: resolve (the recipe) */
     o->momentum = 0.9f;
     o->nesterov = 1;
-    o->wd = 1e-4f;
+    o->wd = -1;
+    o->smoothing = -1;
+    o->drop_path = -1;
     snprintf(o->sched, sizeof o->sched, "cosine");
     o->warmup_epochs = -1;
     o->patience = -1;
@@ -90,6 +92,19 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
     if (!o->jitter_max)
         o->jitter_max = VT_MAX(o->jitter_min, (o->crop * 10 + 6) / 7);
     const int ft = vt_train_opts_finetune(o);
+    /* A transformer takes VideoMAE's fine-tuning recipe (docs/finetune.md): AdamW, wd
+     * 0.05, drop path 0.1, label smoothing 0.1, and the weight-decay exemptions below
+     * (layer decay 0.75 only when it fine-tunes); every part overridable. Other models:
+     * SGD, 1e-4, none, none. */
+    const int vit_ft = vt_finetune_nlayers(o->model) > 0;
+    if (!o->optim[0])
+        snprintf(o->optim, sizeof o->optim, "%s", vit_ft ? "adamw" : "sgd");
+    if (o->wd < 0)
+        o->wd = vit_ft ? 0.05f : 1e-4f;
+    if (o->drop_path < 0)
+        o->drop_path = vit_ft ? 0.1f : 0.0f;
+    if (o->smoothing < 0)
+        o->smoothing = vit_ft ? 0.1f : 0.0f;
     if (!(o->lr > 0)) {
         double b = o->batch / 32.0;
         /* tiny, from scratch on small sets, wants twice the resnets' rate (measured) */
@@ -133,6 +148,11 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
         o->eval_every = VT_MAX(1, fixed / 10);
     if (o->precise_bn < 0)
         o->precise_bn = !o->freeze_bn && (o->contrast_min < 1 || o->brightness > 0) ? 4 : 0;
+}
+
+const char *vt_train_opts_recipe(const vt_train_opts *o) {
+    return vt_finetune_nlayers(o->model) <= 0 ? "default"
+           : vt_train_opts_finetune(o)        ? "transformer-finetune" : "transformer";
 }
 
 #define J_STR(f) cJSON_AddStringToObject(j, #f, o->f)
@@ -186,6 +206,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(mix_switch);
     J_NUM(repeat_aug);
     J_STR(wd_exempt);
+    cJSON_AddStringToObject(j, "recipe", vt_train_opts_recipe(o)); /* what resolve chose by */
     J_NUM(freeze);
     cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn > 0);
     J_NUM(workers);

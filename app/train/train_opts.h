@@ -135,6 +135,11 @@ typedef struct vt_train_opts {
                               invocation only */
 } vt_train_opts;
 
+/* The recipe o resolves to (config.json "recipe"): "transformer-finetune" for a
+ * transformer started from other weights (VideoMAE's recipe: vt_train_opts_resolve),
+ * "transformer" for one from scratch (the same but layer decay), else "default". */
+const char *vt_train_opts_recipe(const vt_train_opts *o);
+
 /* --clips-per-video auto's spacing when --seconds-per-clip is not given: a Kinetics
  * clip's length, so a set of 10-second clips draws what it drew at 1 per video. */
 #define VT_AUTO_CLIP_SECONDS 10.0f

@@ -170,6 +170,9 @@ static void usage(FILE *f) {
         "  --repeat-aug K        repeated augmentation: each training clip decoded once gives\n"
         "                        K clips (own crop, flip, colour; same frames and scale), every\n"
         "                        video K times an epoch (VideoMAE fine-tunes with 2; default 1)\n"
+        "  --random-erase P      random erasing: with probability P a box (2%%-33%% of the crop,\n"
+        "                        the same in every frame) is filled with noise (VideoMAE: 0.25;\n"
+        "                        default 0 = off)\n"
         "  --balance MODE        class imbalance (docs/balance.md; the log warns above x2\n"
         "                        between the largest and smallest training class): none,\n"
         "                        sampler (every class drawn about equally often each epoch),\n"
@@ -423,6 +426,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--mixup")) { if (r < 0 || vt_train_range_parse(o, "--mixup", v)) BAD(); continue; }
         if (OPT("--cutmix")) { if (r < 0 || vt_train_range_parse(o, "--cutmix", v)) BAD(); continue; }
         if (OPT("--wd-exempt")) { if (r < 0 || (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto"))) BAD(); snprintf(o->wd_exempt, sizeof o->wd_exempt, "%s", v); continue; }
+        if (OPT("--random-erase")) { if (r < 0 || vt_train_range_parse(o, "--random-erase", v)) BAD(); continue; }
         if (OPT("--repeat-aug")) { if (r < 0 || vt_train_range_parse(o, "--repeat-aug", v)) BAD(); continue; }
         if (OPT("--mixup-switch-prob")) { if (r < 0 || vt_train_range_parse(o, "--mixup-switch-prob", v)) BAD(); continue; }
         if (OPT("--drop-path")) { if (r < 0 || vt_train_range_parse(o, "--drop-path", v)) BAD(); continue; }
@@ -537,6 +541,11 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         fprintf(stderr, "vidtrain train: --dump replays training steps, which precise BN is "
                         "not part of: not with --precise-bn %d (0, or leave it out)\n",
                 o->precise_bn);
+        return 2;
+    }
+    if (o->dump[0] && o->random_erase > 0) { /* the twin draws no boxes */
+        fprintf(stderr, "vidtrain train: --dump replays training steps without random "
+                        "erasing: not with --random-erase\n");
         return 2;
     }
     if (o->dump[0])

@@ -205,6 +205,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(cutmix);
     J_NUM(mix_switch);
     J_NUM(repeat_aug);
+    J_NUM(random_erase);
     J_STR(wd_exempt);
     cJSON_AddStringToObject(j, "recipe", vt_train_opts_recipe(o)); /* what resolve chose by */
     J_NUM(freeze);
@@ -318,6 +319,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_FLT_SINCE(cutmix, 0.0f);
     G_FLT_SINCE(mix_switch, 0.5f);
     G_INT_SINCE(repeat_aug, 1);
+    G_FLT_SINCE(random_erase, 0.0f);
     if (!cJSON_GetObjectItemCaseSensitive(j, "wd_exempt")) /* before it: every one decays */
         snprintf(o->wd_exempt, sizeof o->wd_exempt, "off");
     G_STR(wd_exempt);

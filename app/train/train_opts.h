@@ -75,6 +75,9 @@ typedef struct vt_train_opts {
                               "off" every parameter decays (torchvision's video recipe);
                               "auto" (default) resolves to on for a transformer, else off.
                               Runs before it: off */
+    float random_erase;    /* --random-erase P: timm's random erasing per training clip with
+                              probability P, the same box and noise in every frame
+                              (pipeline/data/sample.h erase_prob; 0: off, the default) */
     int repeat_aug;        /* --repeat-aug K: K differently augmented clips from each
                               decoded training clip, every video K times an epoch
                               (pipeline/data/loader.h repeat_aug; 1: off, the default) */

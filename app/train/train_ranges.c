@@ -54,6 +54,7 @@ static const range g_ranges[] = {
     F("--cutmix", cutmix, 0, 100),
     F("--mixup-switch-prob", mix_switch, 0, 1),
     I("--repeat-aug", repeat_aug, 1, 64),
+    F("--random-erase", random_erase, 0, 1),
     IX("--patience", patience, 0, 1000000, 1, -1, 0), /* -1: resolve */
     IX("--min-clips", min_clips, 0, 1000000000, 1, -1, 0), /* -1: resolve */
     I("--epochs", epochs, 1, 100000),

@@ -378,6 +378,7 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
                       cc->crop, p.flip, cc->mean, cc->std);
     vt_clip_color(b->x + (int64_t)n * l->clip_floats, cc->t, cc->crop, p.contrast,
                   p.brightness, cc->std);
+    vt_clip_erase(b->x + (int64_t)n * l->clip_floats, cc->t, cc->crop, &p); /* training */
     const vt_dataset_video *dv = &l->ds->videos[s.video];
     for (int h = 0; h < b->nheads; h++) {
         if (b->head_loss[h] == VT_LOSS_BCE) {

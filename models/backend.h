@@ -25,9 +25,10 @@
  *
  * Precision (vt_backend_set_precision; FP32 unless set):
  *   FP32  every float is an IEEE float32 and computed as such.
- *   TF32  as FP32, except that convolutions and linear GEMMs MAY round their inputs to
- *         TF32 on tensor cores (cuda on compute capability >= 8.0; a permission, like
- *         torch.backends.cudnn.allow_tf32: the CPU backends compute in FP32).
+ *   TF32  as FP32, except that convolutions and linear GEMMs (attention's too) MAY round
+ *         their inputs to TF32 on tensor cores (cuda on compute capability >= 8.0; a
+ *         permission, like torch.backends.cudnn.allow_tf32: the CPU backends compute in
+ *         FP32).
  *   BF16  mixed precision, the storage form of PyTorch autocast(bfloat16) for 3-D CNNs:
  *         ACTIVATIONS — the arguments marked [A] below: layer inputs and outputs, their
  *         gradients, logits' gradients — are bf16 arrays (models/bf16.h: 2 bytes an

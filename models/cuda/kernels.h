@@ -125,6 +125,46 @@ void vt_cuk_chansum_acc(cudaStream_t st, vt_cuk_dt dt, float *db, const void *do
 void vt_cuk_fill_bias(cudaStream_t st, vt_cuk_dt dt, void *out, const float *b, int64_t rows,
                       int c, int64_t s);
 
+/* ---- transformer ops (kernels_attn.cu, kernels_tokens.cu; FP32 only, every pointer
+ *      float; backend.h's transformer section; cuda_attn.c runs the GEMMs) ---- */
+/* Chunks of rows the column sums use: their scratch needs parts * cols doubles per sum. */
+int vt_cuk_colsum_parts(int64_t rows, int64_t cols);
+/* dst (cols) += sum over rows of src (rows, cols), double partials (parts * cols). */
+void vt_cuk_colsum_acc_parts(cudaStream_t st, float *dst, const float *src, int64_t rows,
+                             int64_t cols, double *partials);
+/* LayerNorm's dgamma += sum dout * xhat, dbeta += sum dout (either NULL: skipped);
+ * partials: 2 * parts * c doubles. */
+void vt_cuk_colsum2_acc(cudaStream_t st, float *dgamma, float *dbeta, const float *dout,
+                        const float *x, const float *mean, const float *invstd, int64_t rows,
+                        int c, double *partials);
+void vt_cuk_layernorm_forward(cudaStream_t st, float *out, float *mean, float *invstd,
+                              const float *x, const float *gamma, const float *beta,
+                              int64_t rows, int c, float eps);
+/* partials as vt_cuk_colsum2_acc (unused when dgamma and dbeta are NULL). */
+void vt_cuk_layernorm_backward(cudaStream_t st, float *din, float *dgamma, float *dbeta,
+                               const float *dout, const float *x, const float *mean,
+                               const float *invstd, const float *gamma, int64_t rows, int c,
+                               double *partials);
+void vt_cuk_gelu_forward(cudaStream_t st, float *out, const float *in, int64_t n);
+void vt_cuk_gelu_backward(cudaStream_t st, float *din, const float *dout, const float *in,
+                          int64_t n);
+/* Attention's row kernels on a (H, bq, L) block of one clip's scaled logits s (row h*bq+i
+ * is query i0 + i of head h): softmax in place, lse[h * L + i] (lse: the clip's (H, L)
+ * table + i0). ds: s -> p = exp(s - lse) in place, dp (dout . v) -> p (dp - delta) * scale
+ * in place, delta = dout_i . out_i; dout and out: the clip's (L, H, D) arrays + i0 * hd,
+ * hd = H * D. */
+void vt_cuk_attn_softmax(cudaStream_t st, float *s, float *lse, int64_t rows, int L, int bq);
+void vt_cuk_attn_ds(cudaStream_t st, float *s, float *dp, const float *lse, const float *dout,
+                    const float *out, int64_t rows, int L, int bq, int D, int64_t hd, float scale);
+void vt_cuk_transpose(cudaStream_t st, float *out, const float *in, int n, int a, int b);
+void vt_cuk_token_mean_forward(cudaStream_t st, float *out, const float *in, int n, int L, int c);
+void vt_cuk_token_mean_backward(cudaStream_t st, float *din, const float *dout, int n, int L,
+                                int c);
+void vt_cuk_add_bcast(cudaStream_t st, float *out, const float *in, const float *pos, int n,
+                      int64_t per);
+void vt_cuk_scale_rows(cudaStream_t st, float *out, const float *in, const float *scale, int n,
+                       int64_t per);
+
 /* ---- losses ---- */
 /* cw: (k) class weights or NULL (backend.h softmax_xent_w). */
 void vt_cuk_softmax_xent(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits, float *prob,

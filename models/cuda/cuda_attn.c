@@ -1,0 +1,198 @@
+/*
+ * cuda_attn.c: the transformer ops of the CUDA backend (backend.h's transformer section;
+ * the slots VT_CUDA_ATTN_SLOTS puts into backend_cuda.c's table): LayerNorm, GELU,
+ * multi-head attention, the token transpose and mean, the broadcast add and its gradient,
+ * per-clip scaling. The arithmetic is in kernels_attn.cu and kernels_tokens.cu (each
+ * kernel's exactness against cpu-ref is stated there); this file holds the host side:
+ * scratch and attention's cuBLAS GEMMs. FP32 only, as on the CPU backends (the zoo
+ * refuses BF16 for the transformers, zoo_vit.c); under TF32 the attention GEMMs may use
+ * TF32 like the linear ones (the cuBLAS handle's math mode, backend.h).
+ *
+ * Attention, per clip, on blocks of bq queries (cuda_attn.h), the H heads of a block
+ * being one strided-batched GEMM (head h's q, k, v sit D floats apart in qkv's rows of
+ * 3HD; cuBLAS is column-major, so a row-major (r, c) matrix with row stride ld is read
+ * as its column-major transpose with leading dimension ld):
+ *   forward:  S = scale Q_b K^T                 (H, bq, L)  GEMM
+ *             P = softmax rows, lse              kernel
+ *             O_b = P V                          GEMM
+ *   backward: S again, dP = dO_b V^T            two GEMMs
+ *             P = exp(S - lse), dS = P (dP - delta) scale   kernel
+ *             dV += P^T dO_b, dQ_b = dS K, dK += dS^T Q_b   three GEMMs (the first
+ *             block writes dK, dV with beta 0, the later ones add with beta 1).
+ * cuBLAS's results are bitwise repeatable on one GPU model (its documented determinism:
+ * one stream, our own fixed workspace), so the whole op is; against cpu-ref the float
+ * sums of the GEMMs (D or L products, against cpu-ref's double sums) dominate: NMSE
+ * ~1e-13 on out and the gradients (tests/test_vit_gpu.c).
+ * cuDNN's fused attention (flash) is not used yet: this path needs only cuBLAS and keeps
+ * no T x T matrix of more than VT_CUDA_ATTN_BLOCK_BYTES.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "base/common.h"
+#include "models/cuda/backend_cuda_impl.h"
+#include "models/cuda/cuda_attn.h"
+#include "models/cuda/cuda_check.h"
+#include "models/cuda/kernels.h"
+
+/* ---------------------------------------------------------------- layernorm, gelu ---- */
+
+void vt_cuda_layernorm_forward(vt_backend *be, float *out, float *mean, float *invstd,
+                               const float *x, const float *gamma, const float *beta,
+                               int64_t rows, int c, float eps) {
+    cu_ctx *cx = vt_cuda_enter(be);
+    vt_cuk_layernorm_forward(cx->stream, out, mean, invstd, x, gamma, beta, rows, c, eps);
+}
+
+void vt_cuda_layernorm_backward(vt_backend *be, float *din, float *dgamma, float *dbeta,
+                                const float *dout, const float *x, const float *mean,
+                                const float *invstd, const float *gamma, int64_t rows, int c) {
+    cu_ctx *cx = vt_cuda_enter(be);
+    if (rows <= 0 || c <= 0)
+        return;
+    double *part = NULL;
+    if (dgamma || dbeta) {
+        const size_t need = 2 * (size_t)vt_cuk_colsum_parts(rows, c) * (size_t)c * sizeof(double);
+        part = vt_cuda_grow(be, &cx->scratch, &cx->scratch_bytes, need, "cuda scratch");
+    }
+    vt_cuk_layernorm_backward(cx->stream, din, dgamma, dbeta, dout, x, mean, invstd, gamma, rows,
+                              c, part);
+}
+
+void vt_cuda_gelu_forward(vt_backend *be, float *out, const float *in, int64_t n) {
+    vt_cuk_gelu_forward(vt_cuda_enter(be)->stream, out, in, n);
+}
+void vt_cuda_gelu_backward(vt_backend *be, float *din, const float *dout, const float *in,
+                           int64_t n) {
+    vt_cuk_gelu_backward(vt_cuda_enter(be)->stream, din, dout, in, n);
+}
+
+/* ---------------------------------------------------------------- attention ---- */
+
+/* One strided-batched float GEMM over the H heads (column-major, cuBLAS's arguments). */
+static void gemm_heads(cu_ctx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                       int k, float alpha, const float *a, int64_t lda, int64_t sa, const float *b,
+                       int64_t ldb, int64_t sb, float beta, float *c, int64_t ldc, int64_t sc,
+                       int heads) {
+    CUBLAS_CHECK(cublasSgemmStridedBatched(cx->cublas, ta, tb, m, n, k, &alpha, a, (int)lda,
+                                           (long long)sa, b, (int)ldb, (long long)sb, &beta, c,
+                                           (int)ldc, (long long)sc, heads));
+}
+
+/* The two logits blocks (S, dP) of this shape in the backend's attention scratch. */
+static float *attn_scratch(vt_backend *be, cu_ctx *cx, int L, int H) {
+    return vt_cuda_grow(be, &cx->attn, &cx->attn_bytes,
+                        (size_t)vt_cuda_attn_scratch_bound(L, H), "attention logits");
+}
+
+/* Queries per block: cuda_attn.h's, or fewer when VT_CUDA_ATTN_BQ (a test switch:
+ * tests/test_vit_gpu.c makes a small L take several blocks) asks for fewer. The scratch
+ * is always vt_cuda_attn_scratch_bound's, which fewer queries never pass. */
+static int block_queries(int L, int H) {
+    int bq = vt_cuda_attn_bq(L, H);
+    const char *e = getenv("VT_CUDA_ATTN_BQ");
+    const int want = e && *e ? atoi(e) : 0;
+    return want > 0 && want < bq ? want : bq;
+}
+
+/* S (H, bq, L) = scale * Q_b K^T for queries [i0, i0 + bq) of one clip (q, k: the clip's
+ * first q and k element of head 0). */
+static void logits(cu_ctx *cx, float *s, const float *q, const float *k, int i0, int bq, int L,
+                   int H, int D, float scale) {
+    const int64_t ld3 = 3LL * H * D;
+    gemm_heads(cx, CUBLAS_OP_T, CUBLAS_OP_N, L, bq, D, scale, k, ld3, D, q + i0 * ld3, ld3, D,
+               0.0f, s, L, (int64_t)bq * L, H);
+}
+
+void vt_cuda_attention_forward(vt_backend *be, float *out, float *lse, const float *qkv, int n,
+                               int L, int H, int D) {
+    cu_ctx *cx = vt_cuda_enter(be);
+    if (n <= 0 || L <= 0)
+        return;
+    const int bq = block_queries(L, H);
+    float *s = attn_scratch(be, cx, L, H);
+    const int64_t ld3 = 3LL * H * D, hd = (int64_t)H * D;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    for (int ni = 0; ni < n; ni++) {
+        const float *q = qkv + (int64_t)ni * L * ld3, *v = q + 2 * hd;
+        float *o = out + (int64_t)ni * L * hd, *ls = lse + (int64_t)ni * H * L;
+        for (int i0 = 0; i0 < L; i0 += bq) {
+            const int b = VT_MIN(bq, L - i0);
+            logits(cx, s, q, q + hd, i0, b, L, H, D, scale);
+            vt_cuk_attn_softmax(cx->stream, s, ls + i0, (int64_t)H * b, L, b);
+            /* O_b^T (D, b) = V^T (D, L) P^T (L, b) */
+            gemm_heads(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, L, 1.0f, v, ld3, D, s, L,
+                       (int64_t)b * L, 0.0f, o + i0 * hd, hd, D, H);
+        }
+    }
+}
+
+void vt_cuda_attention_backward(vt_backend *be, float *dqkv, const float *dout, const float *qkv,
+                                const float *out, const float *lse, int n, int L, int H, int D) {
+    cu_ctx *cx = vt_cuda_enter(be);
+    if (n <= 0 || L <= 0 || !dqkv)
+        return;
+    const int bq = block_queries(L, H);
+    float *s = attn_scratch(be, cx, L, H), *dp = s + (int64_t)H * bq * L;
+    const int64_t ld3 = 3LL * H * D, hd = (int64_t)H * D;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    for (int ni = 0; ni < n; ni++) {
+        const float *q = qkv + (int64_t)ni * L * ld3, *k = q + hd, *v = q + 2 * hd;
+        float *dq = dqkv + (int64_t)ni * L * ld3, *dk = dq + hd, *dv = dq + 2 * hd;
+        const float *dO = dout + (int64_t)ni * L * hd, *O = out + (int64_t)ni * L * hd;
+        const float *ls = lse + (int64_t)ni * H * L;
+        for (int i0 = 0; i0 < L; i0 += bq) {
+            const int b = VT_MIN(bq, L - i0);
+            const int64_t sb = (int64_t)b * L;
+            const float acc = i0 ? 1.0f : 0.0f; /* dK, dV: the first block writes */
+            logits(cx, s, q, k, i0, b, L, H, D, scale);
+            /* dP^T (L, b) = V (L, D) dO_b^T (D, b) */
+            gemm_heads(cx, CUBLAS_OP_T, CUBLAS_OP_N, L, b, D, 1.0f, v, ld3, D, dO + i0 * hd, hd,
+                       D, 0.0f, dp, L, sb, H);
+            vt_cuk_attn_ds(cx->stream, s, dp, ls + i0, dO + i0 * hd, O + i0 * hd, (int64_t)H * b,
+                           L, b, D, hd, scale);
+            /* dV^T (D, L) += dO_b^T (D, b) P (b, L) */
+            gemm_heads(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, dO + i0 * hd, hd, D, s, L, sb,
+                       acc, dv, ld3, D, H);
+            /* dQ_b^T (D, b) = K^T (D, L) dS^T (L, b) (the scale is in dS) */
+            gemm_heads(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, L, 1.0f, k, ld3, D, dp, L, sb, 0.0f,
+                       dq + i0 * ld3, ld3, D, H);
+            /* dK^T (D, L) += Q_b^T (D, b) dS (b, L) */
+            gemm_heads(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, q + i0 * ld3, ld3, D, dp, L, sb,
+                       acc, dk, ld3, D, H);
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- token plumbing ---- */
+
+void vt_cuda_transpose(vt_backend *be, float *out, const float *in, int n, int a, int b) {
+    vt_cuk_transpose(vt_cuda_enter(be)->stream, out, in, n, a, b);
+}
+void vt_cuda_token_mean_forward(vt_backend *be, float *out, const float *in, int n, int L,
+                                int c) {
+    vt_cuk_token_mean_forward(vt_cuda_enter(be)->stream, out, in, n, L, c);
+}
+void vt_cuda_token_mean_backward(vt_backend *be, float *din, const float *dout, int n, int L,
+                                 int c) {
+    vt_cuk_token_mean_backward(vt_cuda_enter(be)->stream, din, dout, n, L, c);
+}
+void vt_cuda_add_bcast(vt_backend *be, float *out, const float *in, const float *pos, int n,
+                       int64_t per) {
+    vt_cuk_add_bcast(vt_cuda_enter(be)->stream, out, in, pos, n, per);
+}
+void vt_cuda_add_bcast_backward(vt_backend *be, float *dpos, const float *dout, int n,
+                                int64_t per) {
+    cu_ctx *cx = vt_cuda_enter(be);
+    if (n <= 0 || per <= 0)
+        return;
+    const size_t need = (size_t)vt_cuk_colsum_parts(n, per) * (size_t)per * sizeof(double);
+    double *part = vt_cuda_grow(be, &cx->scratch, &cx->scratch_bytes, need, "cuda scratch");
+    vt_cuk_colsum_acc_parts(cx->stream, dpos, dout, n, per, part);
+}
+/* Drop path: the scale per clip comes from the host (vt_drop_path_scale, net_vit.c), the
+ * same draw on every backend and tower; the multiply is cpu-ref's, bit for bit. */
+void vt_cuda_scale_rows(vt_backend *be, float *out, const float *in, const float *scale, int n,
+                        int64_t per) {
+    vt_cuk_scale_rows(vt_cuda_enter(be)->stream, out, in, scale, n, per);
+}

@@ -393,8 +393,12 @@ static void cu_linear_backward(vt_backend *be, float *din, float *dw, float *db,
                                  in_f, dout, out_f, &zero, din, in_f));
     CUBLAS_CHECK(cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_T, in_f, out_f, n, &one, in, in_f,
                              dout, out_f, &one, dw, in_f));
-    if (db)
-        vt_cuk_colsum_acc(c->stream, VT_CUK_F32, db, dout, n, out_f);
+    if (db) { /* in chunks of rows: a transformer's token linear has N*L = 12544 rows; up
+               * to 16 rows one chunk, the rows in order as before (bit for bit cpu-ref) */
+        const size_t need = (size_t)vt_cuk_colsum_parts(n, out_f) * (size_t)out_f * sizeof(double);
+        double *part = vt_cuda_grow(be, &c->scratch, &c->scratch_bytes, need, "cuda scratch");
+        vt_cuk_colsum_acc_parts(c->stream, db, dout, n, out_f, part);
+    }
 }
 
 /* ---------------------------------------------------------------- dropout ---- */

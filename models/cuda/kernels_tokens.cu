@@ -9,7 +9,7 @@
  * token_mean_backward do cpu-ref's one float operation per element: bit for bit.
  * token_mean_forward sums each column over the tokens in cpu-ref's order in double and
  * divides once: bit for bit. The column sums (add_bcast_backward, LayerNorm's dgamma,
- * dbeta) are double partials over chunks of rows, then the chunks in order, rounded to
+ * dbeta, and the FP32 linear layer's bias gradient, backend_cuda.c) are double partials over chunks of rows, then the chunks in order, rounded to
  * float once: cpu-ref's double sum in another order, so cpu-ref's float except when the
  * double sum lies within ~rows * 2^-53 relative of a float rounding boundary (1 ulp, rare).
  * No atomics: every sum has a fixed order.

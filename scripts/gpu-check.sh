@@ -29,7 +29,8 @@
 #     predict --timeline --decode nvdec (the streaming reader) against --decode cpu;
 # 3d. micro-batches (r3d18 in a 3G budget, fp32 and bf16) against one pass, c3d, precise
 #    BN with VT_CHECK_REPLICAS and --resume on two towers, each conv's cuDNN choice,
-#    videomae_vit_s for 3 steps on cuda:0 and on cuda:0 + cpu (2 x 120 s at most);
+#    videomae_vit_s for 3 steps on cuda:0 and on cuda:0 + cpu and bench step at 16x224
+#    with the per-op profile (3 x 120 s at most);
 # 4. bench/bench-gpu.sh (vidtrain vs PyTorch, R3D-18).
 # It must never install anything or change the machine beyond its own temp files.
 set -uo pipefail
@@ -309,6 +310,12 @@ if [ "${VT_GPU_CHECK_MORE:-1}" = 1 ] && [ -d "${w:-}/demo" ]; then
       >"$logs/vit-${vd//[:,]/_}.log" 2>&1 && note "✓ videomae_vit_s trains on $vd (3 steps)" \
       || note "✗ videomae_vit_s on $vd: $(grep -m2 -iE 'error|fatal|abort' "$logs/vit-${vd//[:,]/_}.log" | tr '\n' ' ')"
   done
+  # its speed at the real clip (16x224: 1568 tokens, attention in one block of queries)
+  # and where the GPU time goes (the per-op table, VT_CUDA_PROF=1)
+  VT_CUDA_PROF=1 timeout 120 "$vt" bench step --model videomae_vit_s --clip 16x224 --batch 8 \
+    --devices cuda:0 >"$logs/bench-vit.log" 2>&1
+  note "· bench step videomae_vit_s 16x224 b8: $(grep -m1 -E 'clips/s' "$logs/bench-vit.log")" \
+    "(per-op GPU time: $logs/bench-vit.log)"
   # precise BN, the replica check and --resume on two towers of one GPU
   pb=(--devices cuda:0,cuda:0 --tower-split manual:3,1 --sync-bn --precise-bn 4 --no-flip --seed 2)
   VT_CHECK_REPLICAS=1 timeout 120 "$vt" train "$w/demo" --out "$w/pb" "${pb[@]}" --epochs 4 --max-steps 20 \

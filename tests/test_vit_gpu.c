@@ -14,6 +14,7 @@
  *     three SGD steps; videomae_vit_s at 4x32x32 (8 tokens, all 12 blocks) against the
  *     fast cpu backend, one step: per-clip loss, every gradient, the parameters after the
  *     step, eval logits.
+ *   blocks (no GPU needed, checked before the skip): how cuda_attn.h cuts queries.
  * Skips (77) without a GPU or in a build without CUDA. TF32 stays off.
  *
  * Tolerances (NMSE = sum (a-b)^2 / sum b^2; each kernel's own exactness statement is in
@@ -42,10 +43,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "models/cuda/cuda_attn.h"
 #include "tests/testutil.h"
+
+/* The query blocks (plain C, no GPU needed; run before the skip): the figures docs/cuda.md
+ * gives, every block within VT_CUDA_ATTN_BLOCK_BYTES, blocks of whole 64-query tiles. */
+static int check_blocks(void) {
+    TCHECK(vt_cuda_attn_bq(1568, 6) == 1568, "ViT-S 16x224: one block, got %d",
+           vt_cuda_attn_bq(1568, 6));
+    TCHECK(vt_cuda_attn_bq(1568, 12) == 832, "ViT-B 16x224: 832 queries, got %d",
+           vt_cuda_attn_bq(1568, 12));
+    int bad = 0;
+    for (int L = 1; L <= 20000; L += 97)
+        for (int H = 1; H <= 16; H++) {
+            const int bq = vt_cuda_attn_bq(L, H);
+            const int64_t blk = (int64_t)H * bq * L * 4;
+            bad += bq < 1 || bq > L || (blk > VT_CUDA_ATTN_BLOCK_BYTES && bq > 1) ||
+                   (bq < L && bq >= 64 && bq % 64) ||
+                   vt_cuda_attn_scratch_bound(L, H) != 2 * blk;
+        }
+    TCHECK(bad == 0, "%d (L, H) with a block out of bounds", bad);
+    return vt_test_failures;
+}
 
 #ifndef VT_HAVE_CUDA
 int main(void) {
+    if (check_blocks())
+        return vt_test_done("test_vit_gpu");
     printf("test_vit_gpu: built without CUDA: skipping\n");
     return VT_TEST_SKIP;
 }
@@ -319,6 +343,8 @@ end:
 }
 
 int main(void) {
+    if (check_blocks())
+        return vt_test_done("test_vit_gpu");
     if (vt_cuda_device_count() == 0) {
         printf("test_vit_gpu: no CUDA device: skipping\n");
         return VT_TEST_SKIP;

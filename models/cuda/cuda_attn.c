@@ -35,19 +35,29 @@
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels.h"
 
+/* Every op starts here: the device made current, and FP32/TF32 activations (the kernels
+ * read float; under BF16 they would misread 2-byte elements, so refuse loudly should a
+ * graph ever pass the zoo's refusal). */
+static cu_ctx *enter(vt_backend *be, const char *op) {
+    cu_ctx *cx = vt_cuda_enter(be);
+    VT_CHECK(!cx->bf16, "cuda:%d: %s has no bf16 path (the transformer ops are FP32 only; "
+             "use --precision fp32 or tf32)", cx->device, op);
+    return cx;
+}
+
 /* ---------------------------------------------------------------- layernorm, gelu ---- */
 
 void vt_cuda_layernorm_forward(vt_backend *be, float *out, float *mean, float *invstd,
                                const float *x, const float *gamma, const float *beta,
                                int64_t rows, int c, float eps) {
-    cu_ctx *cx = vt_cuda_enter(be);
+    cu_ctx *cx = enter(be, "layernorm_forward");
     vt_cuk_layernorm_forward(cx->stream, out, mean, invstd, x, gamma, beta, rows, c, eps);
 }
 
 void vt_cuda_layernorm_backward(vt_backend *be, float *din, float *dgamma, float *dbeta,
                                 const float *dout, const float *x, const float *mean,
                                 const float *invstd, const float *gamma, int64_t rows, int c) {
-    cu_ctx *cx = vt_cuda_enter(be);
+    cu_ctx *cx = enter(be, "layernorm_backward");
     if (rows <= 0 || c <= 0)
         return;
     double *part = NULL;
@@ -60,11 +70,11 @@ void vt_cuda_layernorm_backward(vt_backend *be, float *din, float *dgamma, float
 }
 
 void vt_cuda_gelu_forward(vt_backend *be, float *out, const float *in, int64_t n) {
-    vt_cuk_gelu_forward(vt_cuda_enter(be)->stream, out, in, n);
+    vt_cuk_gelu_forward(enter(be, "gelu_forward")->stream, out, in, n);
 }
 void vt_cuda_gelu_backward(vt_backend *be, float *din, const float *dout, const float *in,
                            int64_t n) {
-    vt_cuk_gelu_backward(vt_cuda_enter(be)->stream, din, dout, in, n);
+    vt_cuk_gelu_backward(enter(be, "gelu_backward")->stream, din, dout, in, n);
 }
 
 /* ---------------------------------------------------------------- attention ---- */
@@ -106,7 +116,7 @@ static void logits(cu_ctx *cx, float *s, const float *q, const float *k, int i0,
 
 void vt_cuda_attention_forward(vt_backend *be, float *out, float *lse, const float *qkv, int n,
                                int L, int H, int D) {
-    cu_ctx *cx = vt_cuda_enter(be);
+    cu_ctx *cx = enter(be, "attention_forward");
     if (n <= 0 || L <= 0)
         return;
     const int bq = block_queries(L, H);
@@ -129,7 +139,7 @@ void vt_cuda_attention_forward(vt_backend *be, float *out, float *lse, const flo
 
 void vt_cuda_attention_backward(vt_backend *be, float *dqkv, const float *dout, const float *qkv,
                                 const float *out, const float *lse, int n, int L, int H, int D) {
-    cu_ctx *cx = vt_cuda_enter(be);
+    cu_ctx *cx = enter(be, "attention_backward");
     if (n <= 0 || L <= 0 || !dqkv)
         return;
     const int bq = block_queries(L, H);
@@ -167,23 +177,23 @@ void vt_cuda_attention_backward(vt_backend *be, float *dqkv, const float *dout, 
 /* ---------------------------------------------------------------- token plumbing ---- */
 
 void vt_cuda_transpose(vt_backend *be, float *out, const float *in, int n, int a, int b) {
-    vt_cuk_transpose(vt_cuda_enter(be)->stream, out, in, n, a, b);
+    vt_cuk_transpose(enter(be, "transpose")->stream, out, in, n, a, b);
 }
 void vt_cuda_token_mean_forward(vt_backend *be, float *out, const float *in, int n, int L,
                                 int c) {
-    vt_cuk_token_mean_forward(vt_cuda_enter(be)->stream, out, in, n, L, c);
+    vt_cuk_token_mean_forward(enter(be, "token_mean_forward")->stream, out, in, n, L, c);
 }
 void vt_cuda_token_mean_backward(vt_backend *be, float *din, const float *dout, int n, int L,
                                  int c) {
-    vt_cuk_token_mean_backward(vt_cuda_enter(be)->stream, din, dout, n, L, c);
+    vt_cuk_token_mean_backward(enter(be, "token_mean_backward")->stream, din, dout, n, L, c);
 }
 void vt_cuda_add_bcast(vt_backend *be, float *out, const float *in, const float *pos, int n,
                        int64_t per) {
-    vt_cuk_add_bcast(vt_cuda_enter(be)->stream, out, in, pos, n, per);
+    vt_cuk_add_bcast(enter(be, "add_bcast")->stream, out, in, pos, n, per);
 }
 void vt_cuda_add_bcast_backward(vt_backend *be, float *dpos, const float *dout, int n,
                                 int64_t per) {
-    cu_ctx *cx = vt_cuda_enter(be);
+    cu_ctx *cx = enter(be, "add_bcast_backward");
     if (n <= 0 || per <= 0)
         return;
     const size_t need = (size_t)vt_cuk_colsum_parts(n, per) * (size_t)per * sizeof(double);
@@ -194,5 +204,5 @@ void vt_cuda_add_bcast_backward(vt_backend *be, float *dpos, const float *dout, 
  * same draw on every backend and tower; the multiply is cpu-ref's, bit for bit. */
 void vt_cuda_scale_rows(vt_backend *be, float *out, const float *in, const float *scale, int n,
                         int64_t per) {
-    vt_cuk_scale_rows(vt_cuda_enter(be)->stream, out, in, scale, n, per);
+    vt_cuk_scale_rows(enter(be, "scale_rows")->stream, out, in, scale, n, per);
 }

@@ -5,8 +5,9 @@
 #
 #   bash scripts/gpu-check.sh            all steps
 #   VT_GPU_CHECK_BENCH=0 ...             skip the benchmark
-#   VT_GPU_CHECK_SANITIZE=1 ...          also run test_cuda_ops_gpu under compute-sanitizer
-#                                        (memcheck, racecheck, synccheck)
+#   VT_GPU_CHECK_SANITIZE=1 ...          also run test_cuda_ops_gpu and test_vit_gpu's ops
+#                                        under compute-sanitizer (memcheck, racecheck,
+#                                        synccheck)
 #   VT_GPU_SANITIZE_TOOLS="memcheck"     which of them (default all three)
 #   VT_GPU_CHECK_E2E=0 / _MORE=0 / _NVDEC=0   skip sections 3b / 3d / 3c (3c runs first:
 #                                        NVDEC decode and prep, cpu vs nvdec)
@@ -331,6 +332,11 @@ if [ "${VT_GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/n
       >"$logs/sanitize-$tool.log" 2>&1 \
       && note "✓ compute-sanitizer $tool clean on test_cuda_ops_gpu" \
       || note "✗ compute-sanitizer $tool: see $logs/sanitize-$tool.log"
+    # the transformer kernels too (their op checks only: the model steps would be slow)
+    VT_TEST_VIT_OPS_ONLY=1 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$bindir/test_vit_gpu" >"$logs/sanitize-vit-$tool.log" 2>&1 \
+      && note "✓ compute-sanitizer $tool clean on test_vit_gpu's ops" \
+      || note "✗ compute-sanitizer $tool on test_vit_gpu: see $logs/sanitize-vit-$tool.log"
   done
 fi
 

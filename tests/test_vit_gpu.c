@@ -7,7 +7,8 @@
  *     (din, dgamma and dbeta accumulating onto random values, din NULL); GELU forward and
  *     backward; attention forward (out, lse) and backward (dqkv) at vit_test's shape, at a
  *     ViT-like 197 tokens x 3 heads x 64, and the same cut into query blocks of 64
- *     (VT_CUDA_ATTN_BQ: dK and dV then add up over 4 blocks); transpose, token mean,
+ *     (VT_CUDA_ATTN_BQ: dK and dV then add up over 4 blocks), and with more clips than
+ *     heads (the GEMMs then batch the clips), whole and in blocks; transpose, token mean,
  *     broadcast add and its gradient (few rows and many), per-clip scaling; n == 0 writes
  *     nothing.
  *   steps: vit_test (drop path 0.5, so the per-clip draws must agree) against cpu-ref,
@@ -362,6 +363,8 @@ int main(void) {
     test_attention(2, 12, 2, 24, 0);  /* vit_test: 2x2x3 tokens, dim 48, 2 heads */
     test_attention(2, 197, 3, 64, 0); /* one block of 197 queries */
     test_attention(2, 197, 3, 64, 64); /* blocks of 64, 64, 64, 5 */
+    test_attention(5, 50, 2, 32, 0);   /* more clips than heads: one head of 5 clips a GEMM */
+    test_attention(5, 50, 2, 32, 16);  /* the same in blocks of 16, 16, 16, 2 */
     test_tokens();
     TCHECK(R->in_use == 0, "cpu-ref leaked %lld bytes", (long long)R->in_use);
     vt_backend_free(&G);

@@ -8,11 +8,11 @@
  * refuses BF16 for the transformers, zoo_vit.c); under TF32 the attention GEMMs may use
  * TF32 like the linear ones (the cuBLAS handle's math mode, backend.h).
  *
- * Attention, per clip, on blocks of bq queries (cuda_attn.h), the H heads of a block
- * being one strided-batched GEMM (head h's q, k, v sit D floats apart in qkv's rows of
- * 3HD; cuBLAS is column-major, so a row-major (r, c) matrix with row stride ld is read
- * as its column-major transpose with leading dimension ld):
- *   forward:  S = scale Q_b K^T                 (H, bq, L)  GEMM
+ * Attention, on blocks of bq queries (cuda_attn.h), each GEMM batching B (clip, head)
+ * pairs a fixed stride apart (the heads of a clip, or one head of every clip: attn_walk;
+ * cuBLAS is column-major, so a row-major (r, c) matrix with row stride ld is read as its
+ * column-major transpose with leading dimension ld):
+ *   forward:  S = scale Q_b K^T                 (B, bq, L)  GEMM
  *             P = softmax rows, lse              kernel
  *             O_b = P V                          GEMM
  *   backward: S again, dP = dO_b V^T            two GEMMs
@@ -23,8 +23,12 @@
  * one stream, our own fixed workspace), so the whole op is; against cpu-ref the float
  * sums of the GEMMs (D or L products, against cpu-ref's double sums) dominate: NMSE
  * ~1e-13 on out and the gradients (tests/test_vit_gpu.c).
- * cuDNN's fused attention (flash) is not used yet: this path needs only cuBLAS and keeps
- * no T x T matrix of more than VT_CUDA_ATTN_BLOCK_BYTES.
+ * The GEMM arguments were checked, before any GPU ran them, by tests/oracle/cuda_attn_emu.py
+ * (cuBLAS's column-major strided-batched call emulated in numpy, both walks, several
+ * block sizes, against PyTorch's autograd).
+ * cuDNN's fused attention (flash) is not used: its SDPA takes fp16, bf16 or fp8 only (its
+ * support matrix) and these ops are FP32; it becomes the fast path once the transformers
+ * get bf16, with this one as the fallback.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -79,39 +83,59 @@ void vt_cuda_gelu_backward(vt_backend *be, float *din, const float *dout, const 
 
 /* ---------------------------------------------------------------- attention ---- */
 
-/* One strided-batched float GEMM over the H heads (column-major, cuBLAS's arguments). */
-static void gemm_heads(cu_ctx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                       int k, float alpha, const float *a, int64_t lda, int64_t sa, const float *b,
-                       int64_t ldb, int64_t sb, float beta, float *c, int64_t ldc, int64_t sc,
-                       int heads) {
+/* One strided-batched float GEMM (column-major, cuBLAS's arguments). */
+static void gemm_b(cu_ctx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                   float alpha, const float *a, int64_t lda, int64_t sa, const float *b,
+                   int64_t ldb, int64_t sb, float beta, float *c, int64_t ldc, int64_t sc,
+                   int batch) {
     CUBLAS_CHECK(cublasSgemmStridedBatched(cx->cublas, ta, tb, m, n, k, &alpha, a, (int)lda,
                                            (long long)sa, b, (int)ldb, (long long)sb, &beta, c,
-                                           (int)ldc, (long long)sc, heads));
+                                           (int)ldc, (long long)sc, batch));
 }
 
-/* The two logits blocks (S, dP) of this shape in the backend's attention scratch. */
-static float *attn_scratch(vt_backend *be, cu_ctx *cx, int L, int H) {
-    return vt_cuda_grow(be, &cx->attn, &cx->attn_bytes,
-                        (size_t)vt_cuda_attn_scratch_bound(L, H), "attention logits");
+/* How the (clip, head) pairs are walked. One GEMM batches B members that sit a fixed stride
+ * apart — the H heads of a clip (D floats apart in qkv's rows), or one head of the N clips
+ * (a clip's L rows apart) — and the host loops over the other U: the larger of N and H is
+ * batched, so a big batch of short clips costs H launches a GEMM, not N. The u_ fields
+ * step the loop, the b_ fields the batch, in qkv (rows of 3HD), out (rows of HD) and lse
+ * ((N, H, L)). */
+typedef struct attn_walk {
+    int U, B;
+    int64_t u_qkv, u_o, u_lse, b_qkv, b_o, b_lse;
+} attn_walk;
+
+static attn_walk walk(int n, int L, int H, int D) {
+    const int64_t ld3 = 3LL * H * D, hd = (int64_t)H * D;
+    attn_walk w;
+    if (n > H) /* batch the clips, loop over the heads */
+        w = (attn_walk){H, n, D, D, L, L * ld3, L * hd, (int64_t)H * L};
+    else /* batch the heads, loop over the clips */
+        w = (attn_walk){n, H, L * ld3, L * hd, (int64_t)H * L, D, D, L};
+    return w;
 }
 
 /* Queries per block: cuda_attn.h's, or fewer when VT_CUDA_ATTN_BQ (a test switch:
  * tests/test_vit_gpu.c makes a small L take several blocks) asks for fewer. The scratch
  * is always vt_cuda_attn_scratch_bound's, which fewer queries never pass. */
-static int block_queries(int L, int H) {
-    int bq = vt_cuda_attn_bq(L, H);
+static int block_queries(int L, int B) {
+    int bq = vt_cuda_attn_bq(L, B);
     const char *e = getenv("VT_CUDA_ATTN_BQ");
     const int want = e && *e ? atoi(e) : 0;
     return want > 0 && want < bq ? want : bq;
 }
 
-/* S (H, bq, L) = scale * Q_b K^T for queries [i0, i0 + bq) of one clip (q, k: the clip's
- * first q and k element of head 0). */
+/* The two logits blocks (S, dP) of this shape in the backend's attention scratch. */
+static float *attn_scratch(vt_backend *be, cu_ctx *cx, int L, int B) {
+    return vt_cuda_grow(be, &cx->attn, &cx->attn_bytes,
+                        (size_t)vt_cuda_attn_scratch_bound(L, B), "attention logits");
+}
+
+/* S (B, bq, L) = scale * Q_b K^T for queries [i0, i0 + bq) of the walk's members (q, k:
+ * member 0's first q and k element). */
 static void logits(cu_ctx *cx, float *s, const float *q, const float *k, int i0, int bq, int L,
-                   int H, int D, float scale) {
-    const int64_t ld3 = 3LL * H * D;
-    gemm_heads(cx, CUBLAS_OP_T, CUBLAS_OP_N, L, bq, D, scale, k, ld3, D, q + i0 * ld3, ld3, D,
-               0.0f, s, L, (int64_t)bq * L, H);
+                   int64_t ld3, int D, const attn_walk *w, float scale) {
+    gemm_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, L, bq, D, scale, k, ld3, w->b_qkv, q + i0 * ld3, ld3,
+           w->b_qkv, 0.0f, s, L, (int64_t)bq * L, w->B);
 }
 
 void vt_cuda_attention_forward(vt_backend *be, float *out, float *lse, const float *qkv, int n,
@@ -119,20 +143,21 @@ void vt_cuda_attention_forward(vt_backend *be, float *out, float *lse, const flo
     cu_ctx *cx = enter(be, "attention_forward");
     if (n <= 0 || L <= 0)
         return;
-    const int bq = block_queries(L, H);
-    float *s = attn_scratch(be, cx, L, H);
+    const attn_walk w = walk(n, L, H, D);
+    const int bq = block_queries(L, w.B);
+    float *s = attn_scratch(be, cx, L, w.B);
     const int64_t ld3 = 3LL * H * D, hd = (int64_t)H * D;
     const float scale = (float)(1.0 / sqrt((double)D));
-    for (int ni = 0; ni < n; ni++) {
-        const float *q = qkv + (int64_t)ni * L * ld3, *v = q + 2 * hd;
-        float *o = out + (int64_t)ni * L * hd, *ls = lse + (int64_t)ni * H * L;
+    for (int u = 0; u < w.U; u++) {
+        const float *q = qkv + u * w.u_qkv, *v = q + 2 * hd;
+        float *o = out + u * w.u_o, *ls = lse + u * w.u_lse;
         for (int i0 = 0; i0 < L; i0 += bq) {
             const int b = VT_MIN(bq, L - i0);
-            logits(cx, s, q, q + hd, i0, b, L, H, D, scale);
-            vt_cuk_attn_softmax(cx->stream, s, ls + i0, (int64_t)H * b, L, b);
+            logits(cx, s, q, q + hd, i0, b, L, ld3, D, &w, scale);
+            vt_cuk_attn_softmax(cx->stream, s, ls + i0, (int64_t)w.B * b, L, b, w.b_lse);
             /* O_b^T (D, b) = V^T (D, L) P^T (L, b) */
-            gemm_heads(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, L, 1.0f, v, ld3, D, s, L,
-                       (int64_t)b * L, 0.0f, o + i0 * hd, hd, D, H);
+            gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, L, 1.0f, v, ld3, w.b_qkv, s, L,
+                   (int64_t)b * L, 0.0f, o + i0 * hd, hd, w.b_o, w.B);
         }
     }
 }
@@ -142,34 +167,34 @@ void vt_cuda_attention_backward(vt_backend *be, float *dqkv, const float *dout, 
     cu_ctx *cx = enter(be, "attention_backward");
     if (n <= 0 || L <= 0 || !dqkv)
         return;
-    const int bq = block_queries(L, H);
-    float *s = attn_scratch(be, cx, L, H), *dp = s + (int64_t)H * bq * L;
+    const attn_walk w = walk(n, L, H, D);
+    const int bq = block_queries(L, w.B);
+    float *s = attn_scratch(be, cx, L, w.B), *dp = s + (int64_t)w.B * bq * L;
     const int64_t ld3 = 3LL * H * D, hd = (int64_t)H * D;
     const float scale = (float)(1.0 / sqrt((double)D));
-    for (int ni = 0; ni < n; ni++) {
-        const float *q = qkv + (int64_t)ni * L * ld3, *k = q + hd, *v = q + 2 * hd;
-        float *dq = dqkv + (int64_t)ni * L * ld3, *dk = dq + hd, *dv = dq + 2 * hd;
-        const float *dO = dout + (int64_t)ni * L * hd, *O = out + (int64_t)ni * L * hd;
-        const float *ls = lse + (int64_t)ni * H * L;
+    for (int u = 0; u < w.U; u++) {
+        const float *q = qkv + u * w.u_qkv, *k = q + hd, *v = q + 2 * hd;
+        float *dq = dqkv + u * w.u_qkv, *dk = dq + hd, *dv = dq + 2 * hd;
+        const float *dO = dout + u * w.u_o, *O = out + u * w.u_o, *ls = lse + u * w.u_lse;
         for (int i0 = 0; i0 < L; i0 += bq) {
             const int b = VT_MIN(bq, L - i0);
             const int64_t sb = (int64_t)b * L;
             const float acc = i0 ? 1.0f : 0.0f; /* dK, dV: the first block writes */
-            logits(cx, s, q, k, i0, b, L, H, D, scale);
+            logits(cx, s, q, k, i0, b, L, ld3, D, &w, scale);
             /* dP^T (L, b) = V (L, D) dO_b^T (D, b) */
-            gemm_heads(cx, CUBLAS_OP_T, CUBLAS_OP_N, L, b, D, 1.0f, v, ld3, D, dO + i0 * hd, hd,
-                       D, 0.0f, dp, L, sb, H);
-            vt_cuk_attn_ds(cx->stream, s, dp, ls + i0, dO + i0 * hd, O + i0 * hd, (int64_t)H * b,
-                           L, b, D, hd, scale);
+            gemm_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, L, b, D, 1.0f, v, ld3, w.b_qkv, dO + i0 * hd, hd,
+                   w.b_o, 0.0f, dp, L, sb, w.B);
+            vt_cuk_attn_ds(cx->stream, s, dp, ls + i0, dO + i0 * hd, O + i0 * hd,
+                           (int64_t)w.B * b, L, b, D, hd, w.b_o, w.b_lse, scale);
             /* dV^T (D, L) += dO_b^T (D, b) P (b, L) */
-            gemm_heads(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, dO + i0 * hd, hd, D, s, L, sb,
-                       acc, dv, ld3, D, H);
+            gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, dO + i0 * hd, hd, w.b_o, s, L, sb,
+                   acc, dv, ld3, w.b_qkv, w.B);
             /* dQ_b^T (D, b) = K^T (D, L) dS^T (L, b) (the scale is in dS) */
-            gemm_heads(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, L, 1.0f, k, ld3, D, dp, L, sb, 0.0f,
-                       dq + i0 * ld3, ld3, D, H);
+            gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, L, 1.0f, k, ld3, w.b_qkv, dp, L, sb, 0.0f,
+                   dq + i0 * ld3, ld3, w.b_qkv, w.B);
             /* dK^T (D, L) += Q_b^T (D, b) dS (b, L) */
-            gemm_heads(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, q + i0 * ld3, ld3, D, dp, L, sb,
-                       acc, dk, ld3, D, H);
+            gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, q + i0 * ld3, ld3, w.b_qkv, dp, L,
+                   sb, acc, dk, ld3, w.b_qkv, w.B);
         }
     }
 }

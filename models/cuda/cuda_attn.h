@@ -3,11 +3,13 @@
  * blocks, and the scratch that costs — plain C without CUDA headers, so that the memory
  * planner (models/memplan.c) can count it in a build without CUDA too.
  *
- * The attention of one clip runs its H heads as cuBLAS strided-batched GEMMs on blocks
- * of bq queries: a block's scaled logits S (H, bq, L) and, in the backward, dP (H, bq,
- * L) live in the backend's attention scratch, never a clip's whole H x L x L when that
- * would pass VT_CUDA_ATTN_BLOCK_BYTES a block. ViT-S at 16x224 (L = 1568, H = 6): one
- * block of all 1568 queries, 2 x 59 MB; ViT-B (H = 12): two blocks of 832, 2 x 63 MB.
+ * Attention runs as cuBLAS strided-batched GEMMs whose batch is B (clip, head) pairs —
+ * the H heads of a clip, or one head of the N clips, whichever is more: B = max(N, H) —
+ * on blocks of bq queries: a block's scaled logits S (B, bq, L) and, in the backward, dP
+ * (B, bq, L) live in the backend's attention scratch, never more than
+ * VT_CUDA_ATTN_BLOCK_BYTES a block. ViT-S at 16x224 (L = 1568, H = 6) with 6 clips a pass
+ * or fewer: one block of all 1568 queries (2 x 59 MB); with 8: blocks of 1280; ViT-B
+ * (H = 12, up to 12 clips): blocks of 832.
  */
 #ifndef VT_CUDA_ATTN_H
 #define VT_CUDA_ATTN_H
@@ -17,10 +19,11 @@
 /* The most bytes one logits block (S or dP) may take. */
 #define VT_CUDA_ATTN_BLOCK_BYTES ((int64_t)64 << 20)
 
-/* Queries per block for L tokens and H heads: all L when they fit, else the most that
- * fit, rounded down to a multiple of 64 (whole GEMM tiles), at least 1. */
-static inline int vt_cuda_attn_bq(int L, int H) {
-    const int64_t row = (int64_t)(H > 0 ? H : 1) * (L > 0 ? L : 1) * (int64_t)sizeof(float);
+/* Queries per block for L tokens and a GEMM batch of B = max(clips, heads): all L when
+ * they fit, else the most that fit, rounded down to a multiple of 64 (whole GEMM tiles),
+ * at least 1. */
+static inline int vt_cuda_attn_bq(int L, int B) {
+    const int64_t row = (int64_t)(B > 0 ? B : 1) * (L > 0 ? L : 1) * (int64_t)sizeof(float);
     int64_t bq = VT_CUDA_ATTN_BLOCK_BYTES / row;
     if (bq >= L)
         return L > 0 ? L : 1;
@@ -29,10 +32,11 @@ static inline int vt_cuda_attn_bq(int L, int H) {
     return bq < 1 ? 1 : (int)bq;
 }
 
-/* Bytes of attention scratch the cuda backend holds for L tokens and H heads (two
- * blocks: S and dP; the forward uses the first). */
-static inline int64_t vt_cuda_attn_scratch_bound(int L, int H) {
-    return 2 * (int64_t)(H > 0 ? H : 1) * vt_cuda_attn_bq(L, H) * (L > 0 ? L : 1) *
+/* Bytes of attention scratch the cuda backend holds for L tokens and a GEMM batch of B =
+ * max(clips, heads) (two blocks: S and dP; the forward uses the first): at most
+ * 2 x VT_CUDA_ATTN_BLOCK_BYTES unless B * L alone passes it. */
+static inline int64_t vt_cuda_attn_scratch_bound(int L, int B) {
+    return 2 * (int64_t)(B > 0 ? B : 1) * vt_cuda_attn_bq(L, B) * (L > 0 ? L : 1) *
            (int64_t)sizeof(float);
 }
 

@@ -148,14 +148,16 @@ void vt_cuk_layernorm_backward(cudaStream_t st, float *din, float *dgamma, float
 void vt_cuk_gelu_forward(cudaStream_t st, float *out, const float *in, int64_t n);
 void vt_cuk_gelu_backward(cudaStream_t st, float *din, const float *dout, const float *in,
                           int64_t n);
-/* Attention's row kernels on a (H, bq, L) block of one clip's scaled logits s (row h*bq+i
- * is query i0 + i of head h): softmax in place, lse[h * L + i] (lse: the clip's (H, L)
- * table + i0). ds: s -> p = exp(s - lse) in place, dp (dout . v) -> p (dp - delta) * scale
- * in place, delta = dout_i . out_i; dout and out: the clip's (L, H, D) arrays + i0 * hd,
- * hd = H * D. */
-void vt_cuk_attn_softmax(cudaStream_t st, float *s, float *lse, int64_t rows, int L, int bq);
+/* Attention's row kernels on a (B, bq, L) block of scaled logits s: B members of the GEMM
+ * batch (the heads of a clip, or one head of several clips), row b*bq+i is query i0 + i of
+ * member b. softmax: in place, lse[b * lse_bs + i] (lse: member 0's entry of query i0).
+ * ds: s -> p = exp(s - lse) in place, dp (dout . v) -> p (dp - delta) * scale in place,
+ * delta = dout_i . out_i, member b's query i at dout + b * o_bs + i * hd (out alike). */
+void vt_cuk_attn_softmax(cudaStream_t st, float *s, float *lse, int64_t rows, int L, int bq,
+                         int64_t lse_bs);
 void vt_cuk_attn_ds(cudaStream_t st, float *s, float *dp, const float *lse, const float *dout,
-                    const float *out, int64_t rows, int L, int bq, int D, int64_t hd, float scale);
+                    const float *out, int64_t rows, int L, int bq, int D, int64_t hd,
+                    int64_t o_bs, int64_t lse_bs, float scale);
 void vt_cuk_transpose(cudaStream_t st, float *out, const float *in, int n, int a, int b);
 void vt_cuk_token_mean_forward(cudaStream_t st, float *out, const float *in, int n, int L, int c);
 void vt_cuk_token_mean_backward(cudaStream_t st, float *din, const float *dout, int n, int L,

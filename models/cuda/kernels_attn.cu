@@ -181,10 +181,11 @@ __device__ static inline float block_max(float v, float *sh) {
     return sh[0];
 }
 
-/* Rows of a (H, bq, L) block of scaled logits, row = h * bq + i: in place to the
- * probabilities exp(s - m) / z; lse[h * L + i] = m + log z (lse points at the clip's
- * (H, L) table, offset to the block's first query). One block a row. */
-__global__ static void k_attn_softmax(float *s, float *lse, int64_t rows, int L, int bq) {
+/* Rows of a (B, bq, L) block of scaled logits, row = b * bq + i (b: a head or a clip of
+ * the GEMM batch): in place to the probabilities exp(s - m) / z; lse[b * lse_bs + i] =
+ * m + log z (lse points at member 0's entry of the block's first query). One block a row. */
+__global__ static void k_attn_softmax(float *s, float *lse, int64_t rows, int L, int bq,
+                                      int64_t lse_bs) {
     __shared__ double sh[VT_THREADS];
     __shared__ float shf[VT_THREADS];
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -201,26 +202,26 @@ __global__ static void k_attn_softmax(float *s, float *lse, int64_t rows, int L,
         for (int j = threadIdx.x; j < L; j += VT_THREADS)
             sr[j] = __fmul_rn(expf(__fsub_rn(sr[j], m)), inv);
         if (threadIdx.x == 0)
-            lse[(row / bq) * L + row % bq] = (float)((double)m + log(z));
+            lse[(row / bq) * lse_bs + row % bq] = (float)((double)m + log(z));
         __syncthreads(); /* sh and shf are reused by the next row */
     }
 }
 
-/* Backward rows: s (H, bq, L) scaled logits -> p = exp(s - lse) in place; dp (H, bq, L)
+/* Backward rows: s (B, bq, L) scaled logits -> p = exp(s - lse) in place; dp (B, bq, L)
  * = dout . v -> ds / sqrt(D) = p (dp - delta) * scale in place, delta = dout_i . out_i
- * (double). dout and out point at the block's first query of the clip, rows hd apart. */
+ * (double). Member b's query i: dout + b * o_bs + i * hd (out alike), lse[b * lse_bs + i]. */
 __global__ static void k_attn_ds(float *s, float *dp, const float *lse, const float *dout,
                                  const float *out, int64_t rows, int L, int bq, int D,
-                                 int64_t hd, float scale) {
+                                 int64_t hd, int64_t o_bs, int64_t lse_bs, float scale) {
     __shared__ double sh[VT_THREADS];
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        const int64_t h = row / bq, i = row % bq;
-        const float *dor = dout + i * hd + h * D, *orr = out + i * hd + h * D;
+        const int64_t b = row / bq, i = row % bq;
+        const float *dor = dout + b * o_bs + i * hd, *orr = out + b * o_bs + i * hd;
         double a = 0;
         for (int d = threadIdx.x; d < D; d += VT_THREADS)
             a += (double)dor[d] * orr[d];
         const float delta = (float)vt_block_sum(a, sh);
-        const float ls = lse[h * L + i];
+        const float ls = lse[b * lse_bs + i];
         float *sr = s + row * L, *dpr = dp + row * L;
         for (int j = threadIdx.x; j < L; j += VT_THREADS) {
             const float p = expf(__fsub_rn(sr[j], ls));
@@ -232,19 +233,20 @@ __global__ static void k_attn_ds(float *s, float *dp, const float *lse, const fl
 }
 
 extern "C" void vt_cuk_attn_softmax(cudaStream_t st, float *s, float *lse, int64_t rows, int L,
-                                    int bq) {
+                                    int bq, int64_t lse_bs) {
     if (rows <= 0 || L <= 0)
         return;
     const unsigned nb = (unsigned)(rows < VT_MAX_BLOCKS ? rows : VT_MAX_BLOCKS);
-    k_attn_softmax<<<nb, VT_THREADS, 0, st>>>(s, lse, rows, L, bq);
+    k_attn_softmax<<<nb, VT_THREADS, 0, st>>>(s, lse, rows, L, bq, lse_bs);
     CUDA_LAUNCH_CHECK();
 }
 extern "C" void vt_cuk_attn_ds(cudaStream_t st, float *s, float *dp, const float *lse,
                                const float *dout, const float *out, int64_t rows, int L, int bq,
-                               int D, int64_t hd, float scale) {
+                               int D, int64_t hd, int64_t o_bs, int64_t lse_bs, float scale) {
     if (rows <= 0 || L <= 0)
         return;
     const unsigned nb = (unsigned)(rows < VT_MAX_BLOCKS ? rows : VT_MAX_BLOCKS);
-    k_attn_ds<<<nb, VT_THREADS, 0, st>>>(s, dp, lse, dout, out, rows, L, bq, D, hd, scale);
+    k_attn_ds<<<nb, VT_THREADS, 0, st>>>(s, dp, lse, dout, out, rows, L, bq, D, hd, o_bs, lse_bs,
+                                         scale);
     CUDA_LAUNCH_CHECK();
 }

@@ -311,7 +311,7 @@ if [ "${VT_GPU_CHECK_MORE:-1}" = 1 ] && [ -d "${w:-}/demo" ]; then
       >"$logs/vit-${vd//[:,]/_}.log" 2>&1 && note "✓ videomae_vit_s trains on $vd (3 steps)" \
       || note "✗ videomae_vit_s on $vd: $(grep -m2 -iE 'error|fatal|abort' "$logs/vit-${vd//[:,]/_}.log" | tr '\n' ' ')"
   done
-  # its speed at the real clip (16x224: 1568 tokens, attention in one block of queries)
+  # its speed at the real clip (16x224: 1568 tokens, attention in blocks of 1280 queries)
   # and where the GPU time goes (the per-op table, VT_CUDA_PROF=1)
   VT_CUDA_PROF=1 timeout 120 "$vt" bench step --model videomae_vit_s --clip 16x224 --batch 8 \
     --devices cuda:0 >"$logs/bench-vit.log" 2>&1

@@ -281,7 +281,8 @@ typedef struct vt_backend_i {
      * (N, L, H, D) = softmax(q k^T / sqrt(D)) v per head, heads side by side (what the
      * projection reads); lse (N, H, L) the log-sum-exp of each query's scaled logits,
      * saved for the backward, which recomputes the probabilities a query row at a time:
-     * no T x T matrix is ever stored (flash-attention's scheme). dqkv is overwritten. */
+     * no T x T matrix is ever stored (flash-attention's scheme; the cuda backend holds
+     * blocks of logits of at most 64 MiB, models/cuda/cuda_attn.h). dqkv is overwritten. */
     void (*attention_forward)(vt_backend *be, float *out, float *lse, const float *qkv, int n,
                               int tokens, int heads, int head_dim);
     void (*attention_backward)(vt_backend *be, float *dqkv, const float *dout, const float *qkv,

@@ -36,8 +36,7 @@ int vt_train_mix_heads(vt_train *t) {
         fprintf(stderr, "vidtrain train: --mixup/--cutmix %s\n", why);
         return 2;
     }
-    for (int h = 0; h < t->tc.net.nheads; h++)
-        t->tc.net.head[h].soft_targets = t->tc.net.head[h].loss == VT_LOSS_SOFTMAX_CE;
+    t->tc.net.soft_targets = 1;
     return 0;
 }
 

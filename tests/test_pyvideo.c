@@ -1,6 +1,6 @@
 /*
- * test_pyvideo.c: pytorchvideo's ResNet-50 family (models/zoo_pv.c: slow_r50, i3d_r50,
- * slowfast_r50) against PyTorch: tests/oracle/torch_pyvideo.py writes each model in plain
+ * test_pyvideo.c: pytorchvideo's ResNet family (models/zoo_pv.c: slow_r50, i3d_r50,
+ * slowfast_r50, r2plus1d_r50, csn_r101) against PyTorch: tests/oracle/torch_pyvideo.py writes each model in plain
  * torch from pytorchvideo's published architecture (pytorchvideo itself does not install
  * here), seeded with non-trivial BN statistics, as a PySlowFast-style .pyth checkpoint
  * (model_state beside optimizer_state, epoch, a cfg string and an object of an unknown
@@ -10,14 +10,16 @@
  *      skipped and named, never built);
  *   3. eval logits: NMSE <= 1e-10 (test_transfer's bound and argument: a float32 sum in
  *      another order is ~1e-12; a wrong weight, layout or statistic >= 1e-4);
- *   4. a training pass with every BN frozen (slow_r50, slowfast_r50; i3d_r50 is made of
- *      the same blocks): logits and gradients of the stems, a bottleneck's BN, the fusion
- *      conv and the head against float64 PyTorch on one clip, within the largest of
+ *   4. a training pass with every BN frozen (slow_r50, slowfast_r50, r2plus1d_r50,
+ *      csn_r101; i3d_r50 is made of slow_r50's blocks): logits and gradients of the stems,
+ *      a bottleneck's BN, the fusion conv, the (2+1)D conv's halves and inner BN, the
+ *      depthwise conv_b (strided in time and space) and the head against float64 PyTorch
+ *      on one clip, within the largest of
  *      1e-10, 10x float32 PyTorch's distance and the measured conditioning (float64 with
  *      every input moved by 2^-20), test_transfer's rule;
  *   5. vt_pack_pathway_frame against torch.linspace(0, T-1, T//a).long() for T = 1..128,
  *      a = 2, 4, 8: the slow pathway's frames are PackPathway's.
- * Small clips (4x32x32, slowfast 8x32x32) on the cpu backend keep it well under a minute.
+ * Small clips (4x32x32, slowfast 8x32x32) on the cpu backend keep it to about a minute.
  * It skips (77) when /usr/bin/python3 cannot import torch.
  */
 #include <cjson/cJSON.h>
@@ -208,6 +210,8 @@ int main(void) {
     check_model(be, dir, index, "slow_r50");
     check_model(be, dir, index, "slowfast_r50");
     check_model(be, dir, index, "i3d_r50");
+    check_model(be, dir, index, "r2plus1d_r50");
+    check_model(be, dir, index, "csn_r101");
     vt_backend_free(&be);
     cJSON_Delete(index);
     int rc = vt_test_done("test_pyvideo");

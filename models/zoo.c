@@ -380,7 +380,7 @@ static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errle
         fc = "blocks.5.proj"; /* pytorchvideo's ResNetBasicHead (zoo_x3d.c) */
         drop = "blocks.5.dropout";
     } else {
-        char names[256] = "";
+        char names[512] = "";
         for (int i = 0; vt_zoo_names[i]; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
                      vt_zoo_names[i]);

@@ -17,6 +17,9 @@
  *      on one clip, within the largest of
  *      1e-10, 10x float32 PyTorch's distance and the measured conditioning (float64 with
  *      every input moved by 2^-20), test_transfer's rule;
+ *   0. vidtrain's own init is pytorchvideo's init_net_weights (weight_init.py): every BN
+ *      weight 1 and bias 0 except each bottleneck's norm_c (block_final_bn), weight 0;
+ *      csn_r101's depthwise conv_b kaiming_normal_ with fan_out = C x 27;
  *   5. vt_pack_pathway_frame against torch.linspace(0, T-1, T//a).long() for T = 1..128,
  *      a = 2, 4, 8: the slow pathway's frames are PackPathway's.
  * Small clips (4x32x32, slowfast 8x32x32) on the cpu backend keep it to about a minute.
@@ -70,6 +73,50 @@ static void check_names(const vt_net *net, const char *dir, const char *model) {
     cJSON_Delete(names);
 }
 
+/* 0. init: every BN (a module with a running_mean) and csn's depthwise conv std */
+static void check_init(vt_net *net, const char *model) {
+    const float *p = vt_net_params(net);
+    int nbn = 0, nzero = 0, bad = 0;
+    for (int i = 0; i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *t = vt_net_tensor(net, i);
+        size_t n = strlen(t->name);
+        if (n < 13 || strcmp(t->name + n - 13, ".running_mean"))
+            continue;
+        char mod[160], w[200], b[200];
+        snprintf(mod, sizeof mod, "%.*s", (int)(n - 13), t->name);
+        snprintf(w, sizeof w, "%s.weight", mod);
+        snprintf(b, sizeof b, "%s.bias", mod);
+        const vt_tensor_info *tw = vt_net_find_tensor(net, w), *tb = vt_net_find_tensor(net, b);
+        size_t m = strlen(mod);
+        const float want = m > 7 && !strcmp(mod + m - 7, ".norm_c") ? 0.0f : 1.0f;
+        int ok = tw && tb;
+        for (int64_t k = 0; ok && k < tw->numel; k++)
+            ok = p[tw->offset + k] == want;
+        for (int64_t k = 0; ok && k < tb->numel; k++)
+            ok = p[tb->offset + k] == 0.0f;
+        if (!ok && bad++ < 3)
+            TCHECK(0, "%s: %s starts at weight != %g or bias != 0", model, mod, (double)want);
+        nbn++;
+        nzero += want == 0.0f;
+    }
+    TCHECK(nbn > 50 && nzero > 15 && bad == 0, "%s: %d BN, %d norm_c, %d wrong", model, nbn,
+           nzero, bad);
+    if (!strcmp(model, "csn_r101")) {
+        /* 512 x 1 x 3x3x3: std sqrt(2 / (512*27)); 13,824 draws put the sample std within
+         * 3/sqrt(2n) = 1.8% (3 sigma): allow 3% */
+        const vt_tensor_info *t = vt_net_find_tensor(net, "blocks.4.res_blocks.1.branch2.conv_b.weight");
+        double s = 0, q = 0;
+        for (int64_t k = 0; t && k < t->numel; k++) {
+            s += p[t->offset + k];
+            q += (double)p[t->offset + k] * p[t->offset + k];
+        }
+        double sd = t ? sqrt(q / t->numel - (s / t->numel) * (s / t->numel)) : 0;
+        TCHECK(t && t->shape[1] == 1 && fabs(sd / sqrt(2.0 / (512 * 27)) - 1) < 0.03,
+               "csn_r101 depthwise conv_b std %g", sd);
+    }
+    printf("%s: init: %d BN layers, the %d norm_c at weight 0, the rest 1\n", model, nbn, nzero);
+}
+
 static void check_model(vt_backend *be, const char *dir, const cJSON *index, const char *model) {
     const cJSON *e = item(index, model);
     TCHECK(e != NULL, "torch_pyvideo.py wrote nothing for %s", model);
@@ -87,6 +134,7 @@ static void check_model(vt_backend *be, const char *dir, const cJSON *index, con
     if (!net)
         return;
     vt_net_init_weights(net, 1);
+    check_init(net, model);
     check_names(net, dir, model);
 
     /* 2. the .pyth, strictly */

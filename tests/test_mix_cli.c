@@ -9,7 +9,10 @@
  *     --mixup-switch-prob (a run that ignored the options would pass the first check);
  *   - a run stopped after 3 steps and resumed ends bit for bit where the whole run does
  *     (the draws come from the step in the checkpoint, no RNG stream);
- *   - config.json holds mixup, cutmix and mix_switch; --balance loss is refused with why.
+ *   - with --repeat-aug 2 --random-erase 0.5 too, stopped mid-epoch (step 5 of 4 an epoch)
+ *     and resumed: bit for bit the whole run;
+ *   - config.json holds mixup, cutmix, mix_switch, repeat_aug and random_erase; --balance
+ *     loss is refused with why.
  */
 #include <unistd.h>
 
@@ -79,6 +82,23 @@ int main(void) {
     TCHECK(rc == 0, "stop and resume exit %d", rc);
     d = diff(dir, "one", "cut", &c);
     TCHECK(d == 0 && c.exact && c.ntensors > 10, "resumed run differs from the whole one: %g", d);
+
+    /* the same with repeated augmentation and random erasing: the loader's cursor counts
+     * the K clips of a sample, the boxes come from each clip's key */
+    const char *more = "--repeat-aug 2 --random-erase 0.5";
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/ra' %s %s %s --devices cpu:1 > '%s/ra.log' "
+                    "2>&1 && '%s' train '%s/data' --out '%s/racut' %s %s %s --devices cpu:1 "
+                    "--max-steps 5 > '%s/racut.log' 2>&1 && '%s' train --resume '%s/racut' -q > "
+                    "'%s/racut2.log' 2>&1", bin, dir, dir, common, mix, more, dir, bin, dir, dir,
+                    common, mix, more, dir, bin, dir, dir);
+    TCHECK(rc == 0, "--repeat-aug runs exit %d", rc);
+    d = diff(dir, "ra", "racut", &c);
+    TCHECK(d == 0 && c.exact && c.ntensors > 10, "--repeat-aug 2 --random-erase: resumed run "
+           "differs from the whole one: %g", d);
+    TCHECK(diff(dir, "ra", "one", &c) > 1e-4, "--repeat-aug and --random-erase changed nothing");
+    TCHECK(cfg_num(dir, "ra", "repeat_aug") == 2 && cfg_num(dir, "ra", "random_erase") == 0.5,
+           "config.json: repeat_aug %g, random_erase %g", cfg_num(dir, "ra", "repeat_aug"),
+           cfg_num(dir, "ra", "random_erase"));
 
     TCHECK(fabs(cfg_num(dir, "one", "mixup") - 0.8) < 1e-6 && cfg_num(dir, "one", "cutmix") == 1 &&
                cfg_num(dir, "one", "mix_switch") == 0.5 && cfg_num(dir, "plain", "mixup") == 0,

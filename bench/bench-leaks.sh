@@ -73,6 +73,27 @@ if [ -d "$data/robustness" ]; then
         nreal=$((nreal + 1))
     done
 fi
+# ---- HD footage (the cost below; the long-GOP pairs) ----
+for g in 30 250; do
+    for k in 1 2; do
+        f="$work/hd/hd${hds}_g${g}_$k.mp4"
+        [ -s "$f" ] || ff -f lavfi -i "mandelbrot=s=480x270:rate=30:start_scale=$k" -f lavfi \
+            -i "testsrc2=s=1920x1080:rate=30" -t "$hds" -filter_complex \
+            "[0]scale=1920:1080[m];[m][1]blend=all_mode=average,noise=alls=6:allf=t" \
+            -c:v libx264 -preset veryfast -b:v 13M -g $g -pix_fmt yuv420p "$f"
+    done
+done
+# long-GOP HD copies of hd_g250_1 (x264's default GOP of 250 in every copy): over the
+# whole-decode limit, so signed by their keyframes alone (signature.h, "sparse")
+hs="$work/hd/hd${hds}_g250_1.mp4"; hc="$work/hd/copy_hd${hds}g250"
+hx="-c:v libx264 -preset veryfast -pix_fmt yuv420p"
+[ -s "${hc}__reenc.mp4" ] || ff -i "$hs" $hx -crf 30 "${hc}__reenc.mp4"
+[ -s "${hc}__scale.mp4" ] || ff -i "$hs" -vf scale=1280:720 $hx -crf 23 "${hc}__scale.mp4"
+[ -s "${hc}__crop.mp4" ] || ff -i "$hs" -vf "crop=iw*0.8:ih*0.8,scale=1280:720" $hx -crf 23 "${hc}__crop.mp4"
+[ -s "${hc}__trim.mp4" ] || ff -ss 1.3 -i "$hs" $hx -crf 23 "${hc}__trim.mp4"
+[ -s "${hc}__speed.mp4" ] || ff -i "$hs" -vf "setpts=0.5*PTS" -r 30 $hx -crf 23 "${hc}__speed.mp4"
+[ -s "${hc}__clip.mp4" ] || ff -ss "$((hds / 2 - 1))" -i "$hs" -t 2 $hx -crf 23 "${hc}__clip.mp4"
+
 # originals and negatives: every other source of each family is a negative
 ls "$work/src" | sort > "$work/sources.txt"
 rm -rf "$work/set"; mkdir -p "$work/set/train/all" "$work/set/test/all"
@@ -99,6 +120,8 @@ while read -r f; do
     fi
     n=$((n + 1))
 done < "$work/sources.txt"
+cp "$hs" "$work/set/train/all/orig_hd${hds}g250.mp4"
+cp "$work"/hd/copy_hd*__*.mp4 "$work/set/test/all/"
 export VIDTRAIN_CACHE="$work/cache"
 rm -rf "$work/cache"
 "$vt" scan "$work/set" --json --threads 1 > "$work/scan.json"
@@ -108,7 +131,9 @@ j = json.load(open(sys.argv[1]))
 pairs = j["leaks"]["pairs"]
 test = sorted(os.listdir(os.path.join(sys.argv[2], "test", "all")))
 copies = [t for t in test if t.startswith("copy_")]
-kinds = collections.Counter(t.split("__")[1][:-4] for t in copies)
+hd = [t for t in copies if t.startswith("copy_hd")]
+small = [t for t in copies if not t.startswith("copy_hd")]
+kinds = collections.Counter(t.split("__")[1][:-4] for t in small)
 found = collections.Counter()
 right = 0
 seen = set()
@@ -117,31 +142,27 @@ for p in pairs:
     ok = o.startswith("copy_") and o.split("__")[0][5:] == tr[5:-4]
     right += ok
     if ok and o not in seen:
-        seen.add(o); found[o.split("__")[1][:-4]] += 1
+        seen.add(o)
+        if not o.startswith("copy_hd"): found[o.split("__")[1][:-4]] += 1
     if not ok:
         print(f"  false pair: {o} ~ {tr} ({p['similarity']:.2f})")
 negs = sum(t.startswith("neg_") for t in test)
 ntr = len(os.listdir(os.path.join(sys.argv[2], 'train', 'all')))
 print(f"originals {ntr}, copies {len(copies)}, negatives {negs}; {ntr * len(test)} pairs compared "
       f"({ntr * len(test) - len(copies)} not copies); pairs found {len(pairs)}")
+ssm = [c for c in small if c in seen]
 print(f"precision {right / len(pairs) if pairs else float('nan'):.3f} ({right}/{len(pairs)})   "
-      f"recall {len(seen) / len(copies):.3f} ({len(seen)}/{len(copies)})")
+      f"recall {len(ssm) / len(small):.3f} ({len(ssm)}/{len(small)}) of the 320x240 copies")
 for k in sorted(kinds):
     print(f"  recall {k:6s} {found[k] / kinds[k]:.3f} ({found[k]}/{kinds[k]})")
-missed = [c for c in copies if c not in seen]
+missed = [c for c in small if c not in seen]
 print("  missed: " + (" ".join(m[5:-4] for m in missed) or "none"))
+if hd:
+    print(f"long-GOP HD copies (keyframes only): found {sum(c in seen for c in hd)} of {len(hd)}: " +
+          " ".join(c.split("__")[1][:-4] + ("+" if c in seen else "-") for c in sorted(hd)))
 EOF
 
 # ---- cost on HD footage ----
-for g in 30 250; do
-    for k in 1 2; do
-        f="$work/hd/hd${hds}_g${g}_$k.mp4"
-        [ -s "$f" ] || ff -f lavfi -i "mandelbrot=s=480x270:rate=30:start_scale=$k" -f lavfi \
-            -i "testsrc2=s=1920x1080:rate=30" -t "$hds" -filter_complex \
-            "[0]scale=1920:1080[m];[m][1]blend=all_mode=average,noise=alls=6:allf=t" \
-            -c:v libx264 -preset veryfast -b:v 13M -g $g -pix_fmt yuv420p "$f"
-    done
-done
 for g in 30 250; do
     rm -rf "$work/hdset" "$work/cache"
     mkdir -p "$work/hdset/train/a" "$work/hdset/test/a"

@@ -11,7 +11,10 @@
  *   - `train --strict-splits` stops before training with exit 1, names the pairs and
  *     leaves no run behind;
  *     `train` without it warns, writes RUN/leaks.json and trains; `eval --split test`
- *     writes the count into eval.json and report.html shows it.
+ *     writes the count into eval.json and report.html shows it;
+ *   - another folder holding the copies (the test split copied as class folders): `eval`
+ *     on it counts and names them in eval.json, and `train --val-dir` on it warns and
+ *     counts them as val in RUN/leaks.json.
  */
 #include "base/common.h"
 #include "tests/apputil.h"
@@ -146,5 +149,39 @@ int main(void) {
     char *html = vt_test_slurp(p, NULL);
     TCHECK(html && strstr(html, "4 of") && strstr(html, "near-copy in train"), "report shows it");
     free(html);
+
+    /* another folder (an outside test set): a copy of the test split as class folders,
+     * the 4 planted copies among the synthetic videos. eval compares it with the run's
+     * training videos itself, and train's --val-dir check compares it as val. */
+    TCHECK(vt_test_sh("rm -rf '%s/other' && cp -r '%s/data/test' '%s/other'", dir, dir, dir) == 0,
+           "other folder");
+    rc = vt_test_sh("'%s' eval '%s/run' '%s/other' --split all > '%s/eval2.log' 2>&1", bin, dir,
+                    dir, dir);
+    snprintf(p, sizeof p, "%s/run/eval.json", dir);
+    j = vt_test_read_json(p);
+    el = cJSON_GetObjectItemCaseSensitive(j, "leaks");
+    int nfolder = 0;
+    for (const cJSON *e = cJSON_GetObjectItemCaseSensitive(el, "pairs") ?
+                          cJSON_GetObjectItemCaseSensitive(el, "pairs")->child : NULL;
+         e; e = e->next)
+        nfolder += strstr(str(e, "other"), "leak_") && !strcmp(str(e, "train"), want_train) &&
+                   strstr(str(e, "folder"), "other");
+    TCHECK(rc == 0 && num(el, "with_copy_in_train") == 4 && num(el, "videos") > 4 && nfolder == 4,
+           "eval on another folder: %g of %g with a copy, %d pairs name the copies",
+           num(el, "with_copy_in_train"), num(el, "videos"), nfolder);
+    cJSON_Delete(j);
+    rc = vt_test_sh("'%s' train '%s/data' --val-dir '%s/other' --out '%s/run3' %s > "
+                    "'%s/train3.log' 2>&1", bin, dir, dir, dir, tr, dir);
+    snprintf(p, sizeof p, "%s/train3.log", dir);
+    log = vt_test_slurp(p, NULL);
+    TCHECK(rc == 0 && log && strstr(log, "warning: val 4 of"), "--val-dir: train warns: %s",
+           log ? log : "");
+    free(log);
+    snprintf(p, sizeof p, "%s/run3/leaks.json", dir);
+    j = vt_test_read_json(p);
+    TCHECK(num(cJSON_GetObjectItemCaseSensitive(j, "val"), "with_copy_in_train") == 4 &&
+           num(cJSON_GetObjectItemCaseSensitive(j, "test"), "with_copy_in_train") == 4,
+           "--val-dir: RUN/leaks.json counts the other folder's 4 as val, the test split's 4");
+    cJSON_Delete(j);
     return vt_test_done("test_leaks");
 }

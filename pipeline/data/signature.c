@@ -172,6 +172,22 @@ static void pass_close(pass *p) {
     avformat_close_input(&p->fmt);
 }
 
+/* The container's header names every video stream's codec and size (MP4, MKV, AVI): no
+ * need for avformat_find_stream_info, which decodes the first frames to learn them (on a
+ * 1080p file its first keyframe: ~0.1 s, as much as the rest of a keyframe pass). */
+static int header_complete(const AVFormatContext *f) {
+    int any = 0;
+    for (unsigned i = 0; i < f->nb_streams; i++) {
+        const AVCodecParameters *c = f->streams[i]->codecpar;
+        if (c->codec_type != AVMEDIA_TYPE_VIDEO)
+            continue;
+        if (c->codec_id == AV_CODEC_ID_NONE || c->width <= 0 || c->height <= 0)
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
 /* keys_only: send only keyframe packets, p.gap apart; else decode everything (but
  * frames nothing refers to) and keep a frame every VT_SIG_DENSE_GAP seconds. */
 static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_t errlen) {
@@ -179,7 +195,7 @@ static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_
     memset(out, 0, sizeof *out);
     char why[512] = "";
     int ret = vt_video_open_input(&p.fmt, path, why, sizeof why);
-    if (ret < 0 || (ret = avformat_find_stream_info(p.fmt, NULL)) < 0) {
+    if (ret < 0 || (!header_complete(p.fmt) && (ret = avformat_find_stream_info(p.fmt, NULL)) < 0)) {
         vt_set_err(err, errlen, "%s: %s", path, why[0] ? why : av_err2str(ret));
         pass_close(&p);
         return ret < 0 ? ret : -1;
@@ -241,22 +257,43 @@ static void thin(vt_sig *s) {
     s->n = VT_SIG_MAX_FRAMES;
 }
 
-/* The container's duration, or 0 (unknown, or not readable: the keyframe pass says why). */
-static double duration_of(const char *path) {
+/* What a whole decode of path would cost, before any is done: its duration and the
+ * pixels it would decode (width x height x frames, from the container's header). */
+typedef struct probe {
+    double duration;  /* seconds, 0 unknown */
+    double pixels;    /* 0 unknown (then a whole decode is not refused for its cost) */
+} probe;
+
+/* path's probe; zeros when unknown or unreadable (the keyframe pass then says why). */
+static probe probe_of(const char *path) {
     AVFormatContext *f = NULL;
-    double d = 0;
+    probe pr = {0, 0};
     char why[512];
-    if (vt_video_open_input(&f, path, why, sizeof why) == 0 && f->duration > 0)
-        d = f->duration / (double)AV_TIME_BASE;
+    if (vt_video_open_input(&f, path, why, sizeof why) == 0) {
+        if (f->duration > 0)
+            pr.duration = f->duration / (double)AV_TIME_BASE;
+        int s = av_find_best_stream(f, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+        if (s >= 0) {
+            const AVStream *st = f->streams[s];
+            double fps = av_q2d(st->avg_frame_rate) > 0 ? av_q2d(st->avg_frame_rate)
+                                                        : av_q2d(st->r_frame_rate);
+            double frames = st->nb_frames > 0 ? (double)st->nb_frames
+                            : fps > 0 && fps < 1000 ? pr.duration * fps : 0;
+            pr.pixels = (double)st->codecpar->width * st->codecpar->height * frames;
+        }
+    }
     avformat_close_input(&f);
-    return d;
+    return pr;
 }
 
 int vt_sig_compute(const char *path, vt_sig *out, char *err, size_t errlen) {
+    probe pr = probe_of(path);
+    /* a whole decode only where it is cheap: never more than VT_SIG_DENSE_PIXELS decoded
+     * (a long-GOP HD file is signed by its keyframes alone: docs/splits.md) */
+    int dense_ok = pr.pixels <= VT_SIG_DENSE_PIXELS;
     /* too short for VT_SIG_MIN_FRAMES keyframes VT_SIG_GAP apart: straight to the whole
      * decode (short clips: one open instead of two) */
-    double d = duration_of(path);
-    if (d > 0 && d < VT_SIG_MIN_FRAMES * VT_SIG_GAP) {
+    if (dense_ok && pr.duration > 0 && pr.duration < VT_SIG_MIN_FRAMES * VT_SIG_GAP) {
         int r = sample(path, 0, out, err, errlen);
         if (r == 0 && out->n > 0) {
             out->full_decode = 1;
@@ -269,7 +306,8 @@ int vt_sig_compute(const char *path, vt_sig *out, char *err, size_t errlen) {
     if (ret < 0)
         return ret;
     /* too few keyframes for the length: one whole decode, sampled evenly */
-    if (out->n < VT_SIG_MIN_FRAMES && out->duration > (out->n + 1) * VT_SIG_DENSE_GAP) {
+    if (dense_ok && out->n < VT_SIG_MIN_FRAMES &&
+        out->duration > (out->n + 1) * VT_SIG_DENSE_GAP) {
         vt_sig full;
         if (sample(path, 0, &full, err, errlen) == 0 && full.n > out->n) {
             vt_sig_free(out);
@@ -279,6 +317,8 @@ int vt_sig_compute(const char *path, vt_sig *out, char *err, size_t errlen) {
             vt_sig_free(&full);
         }
     }
+    out->sparse = !out->full_decode && out->n < VT_SIG_MIN_FRAMES &&
+                  out->duration > (out->n + 1) * VT_SIG_DENSE_GAP;
     thin(out);
     return 0;
 }
@@ -385,7 +425,8 @@ static int cache_read(const char *file, vt_sig *out) {
         }
         ok = ok && fgetc(f) == EOF;
         out->n = (int)n;
-        out->full_decode = full != 0;
+        out->full_decode = (full & 1) != 0;
+        out->sparse = (full & 2) != 0;
         out->duration = dur;
     }
     fclose(f);
@@ -397,7 +438,7 @@ static int cache_read(const char *file, vt_sig *out) {
 static int cache_write(const char *file, const vt_sig *s) {
     size_t len = 24 + (size_t)s->n * 28;
     uint8_t *b = vt_malloc(len), *q = b;
-    uint32_t n = (uint32_t)s->n, full = (uint32_t)s->full_decode;
+    uint32_t n = (uint32_t)s->n, full = (uint32_t)(s->full_decode | s->sparse << 1);
     memcpy(q, magic, 8), q += 8;
     memcpy(q, &n, 4), q += 4;
     memcpy(q, &full, 4), q += 4;

@@ -83,16 +83,25 @@ for g in 30 250; do
             -c:v libx264 -preset veryfast -b:v 13M -g $g -pix_fmt yuv420p "$f"
     done
 done
-# long-GOP HD copies of hd_g250_1 (x264's default GOP of 250 in every copy): over the
-# whole-decode limit, so signed by their keyframes alone (signature.h, "sparse")
-hs="$work/hd/hd${hds}_g250_1.mp4"; hc="$work/hd/copy_hd${hds}g250"
-hx="-c:v libx264 -preset veryfast -pix_fmt yuv420p"
-[ -s "${hc}__reenc.mp4" ] || ff -i "$hs" $hx -crf 30 "${hc}__reenc.mp4"
-[ -s "${hc}__scale.mp4" ] || ff -i "$hs" -vf scale=1280:720 $hx -crf 23 "${hc}__scale.mp4"
-[ -s "${hc}__crop.mp4" ] || ff -i "$hs" -vf "crop=iw*0.8:ih*0.8,scale=1280:720" $hx -crf 23 "${hc}__crop.mp4"
-[ -s "${hc}__trim.mp4" ] || ff -ss 1.3 -i "$hs" $hx -crf 23 "${hc}__trim.mp4"
-[ -s "${hc}__speed.mp4" ] || ff -i "$hs" -vf "setpts=0.5*PTS" -r 30 $hx -crf 23 "${hc}__speed.mp4"
-[ -s "${hc}__clip.mp4" ] || ff -ss "$((hds / 2 - 1))" -i "$hs" -t 2 $hx -crf 23 "${hc}__clip.mp4"
+# HD pairs: 12 s at 1280x720, 30 fps, a slow source (a Mandelbrot zoom) and a fast one
+# (Game of Life: every frame differs), each with x264's default GOP of 250 (332 Mpx, over
+# the whole-decode limit: signed by their keyframes alone, signature.h "sparse") and with
+# GOP 30 (keyframes every second: the keyframe pass); every copy is encoded with its
+# original's GOP
+hx="-c:v libx264 -preset veryfast -crf 23 -pix_fmt yuv420p"
+for g in 250 30; do
+    for src in "mandel:mandelbrot=s=1280x720:rate=30:start_x=-0.743643887:start_y=0.131825904:start_scale=0.05:end_scale=0.001" \
+               "life:life=s=1280x720:rate=30:seed=7:ratio=0.3:mold=10"; do
+        name=hdp_${src%%:*}_g$g; o="$work/hd/orig_$name.mp4"; c="$work/hd/copy_$name"
+        [ -s "$o" ] || ff -f lavfi -i "${src#*:}" -t 12 $hx -g $g "$o"
+        [ -s "${c}__reenc.mp4" ] || ff -i "$o" $hx -crf 32 -g $g "${c}__reenc.mp4"
+        [ -s "${c}__scale.mp4" ] || ff -i "$o" -vf scale=640:360 $hx -g $g "${c}__scale.mp4"
+        [ -s "${c}__crop.mp4" ] || ff -i "$o" -vf "crop=iw*0.8:ih*0.8,scale=1280:720" $hx -g $g "${c}__crop.mp4"
+        [ -s "${c}__trim.mp4" ] || ff -ss 1.3 -i "$o" $hx -g $g "${c}__trim.mp4"
+        [ -s "${c}__speed.mp4" ] || ff -i "$o" -vf "setpts=0.5*PTS" -r 30 $hx -g $g "${c}__speed.mp4"
+        [ -s "${c}__clip.mp4" ] || ff -ss 5 -i "$o" -t 2 $hx -g $g "${c}__clip.mp4"
+    done
+done
 
 # originals and negatives: every other source of each family is a negative
 ls "$work/src" | sort > "$work/sources.txt"
@@ -120,8 +129,8 @@ while read -r f; do
     fi
     n=$((n + 1))
 done < "$work/sources.txt"
-cp "$hs" "$work/set/train/all/orig_hd${hds}g250.mp4"
-cp "$work"/hd/copy_hd*__*.mp4 "$work/set/test/all/"
+cp "$work"/hd/orig_hdp_*.mp4 "$work/set/train/all/"
+cp "$work"/hd/copy_hdp_*__*.mp4 "$work/set/test/all/"
 export VIDTRAIN_CACHE="$work/cache"
 rm -rf "$work/cache"
 "$vt" scan "$work/set" --json --threads 1 > "$work/scan.json"
@@ -157,9 +166,12 @@ for k in sorted(kinds):
     print(f"  recall {k:6s} {found[k] / kinds[k]:.3f} ({found[k]}/{kinds[k]})")
 missed = [c for c in small if c not in seen]
 print("  missed: " + (" ".join(m[5:-4] for m in missed) or "none"))
-if hd:
-    print(f"long-GOP HD copies (keyframes only): found {sum(c in seen for c in hd)} of {len(hd)}: " +
-          " ".join(c.split("__")[1][:-4] + ("+" if c in seen else "-") for c in sorted(hd)))
+for g in ("g250", "g30"):
+    grp = [c for c in hd if c.split("__")[0].endswith(g)]
+    if grp:
+        print(f"HD 720p pairs, GOP {g[1:]}: found {sum(c in seen for c in grp)} of {len(grp)}: " +
+              " ".join(c.split("__")[0][9:] + ":" + c.split("__")[1][:-4] + ("+" if c in seen else "-")
+                       for c in sorted(grp)))
 EOF
 
 # ---- cost on HD footage ----

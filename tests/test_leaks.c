@@ -14,7 +14,9 @@
  *     writes the count into eval.json and report.html shows it;
  *   - another folder holding the copies (the test split copied as class folders): `eval`
  *     on it counts and names them in eval.json, and `train --val-dir` on it warns and
- *     counts them as val in RUN/leaks.json.
+ *     counts them as val in RUN/leaks.json;
+ *   - long-GOP 720p files over the whole-decode limit: signed by their keyframes alone
+ *     (counted as such), a re-encode still paired, an unrelated video not.
  */
 #include "base/common.h"
 #include "tests/apputil.h"
@@ -182,6 +184,31 @@ int main(void) {
     TCHECK(num(cJSON_GetObjectItemCaseSensitive(j, "val"), "with_copy_in_train") == 4 &&
            num(cJSON_GetObjectItemCaseSensitive(j, "test"), "with_copy_in_train") == 4,
            "--val-dir: RUN/leaks.json counts the other folder's 4 as val, the test split's 4");
+    cJSON_Delete(j);
+
+    /* a long-GOP file over the whole-decode limit (signature.h: 720p, 150 frames = 138 Mpx,
+     * 2 keyframes) is signed by its keyframes alone, and such signatures still pair a
+     * re-encode (same keyframe frames) and not an unrelated video */
+    TCHECK(vt_test_sh("rm -rf '%s/big' && mkdir -p '%s/big/train/a' '%s/big/test/a' && cd '%s/big' && "
+                      "ffmpeg -v error -f lavfi -i testsrc2=s=1280x720:rate=30 -t 5 -c:v %s -g 75 "
+                      "train/a/orig.mp4 && ffmpeg -v error -i train/a/orig.mp4 -c:v %s -g 75 "
+                      "test/a/copy.mp4 && ffmpeg -v error -f lavfi -i "
+                      "mandelbrot=s=1280x720:rate=30 -t 5 -c:v %s -g 75 test/a/other.mp4",
+                      dir, dir, dir, dir, x264 ? "libx264 -preset ultrafast -crf 23" : "mpeg4 -q:v 4",
+                      x264 ? "libx264 -preset ultrafast -crf 35" : "mpeg4 -q:v 10",
+                      x264 ? "libx264 -preset ultrafast -crf 23" : "mpeg4 -q:v 4") == 0,
+           "long-GOP 720p files");
+    TCHECK(vt_test_sh("'%s' scan '%s/big' --json > '%s/scan3.json'", bin, dir, dir) == 0, "scan 3");
+    snprintf(p, sizeof p, "%s/scan3.json", dir);
+    j = vt_test_read_json(p);
+    lk = cJSON_GetObjectItemCaseSensitive(j, "leaks");
+    pairs = cJSON_GetObjectItemCaseSensitive(lk, "pairs");
+    sg = cJSON_GetObjectItemCaseSensitive(lk, "signatures");
+    TCHECK(num(sg, "keyframes_only") == 3, "%g of 3 long-GOP 720p signatures are keyframes alone",
+           num(sg, "keyframes_only"));
+    TCHECK(cJSON_GetArraySize(pairs) == 1 && !strcmp(str(pairs->child, "other"), "test/a/copy.mp4"),
+           "keyframes alone: the re-encode paired, the unrelated video not (%d pairs)",
+           cJSON_GetArraySize(pairs));
     cJSON_Delete(j);
     return vt_test_done("test_leaks");
 }

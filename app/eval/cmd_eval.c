@@ -134,6 +134,9 @@ static void usage(FILE *f) {
         "top-1 over the classes present. Every clip is counted once across towers.\n"
         "Classes are matched to the model's by name; videos of a class the model does not\n"
         "know are left out, named in a warning and counted (eval.json \"unknown_videos\").\n"
+        "Videos evaluated that are near-copies of the run's training videos are counted in\n"
+        "eval.json \"leaks\" with a warning: from RUN/leaks.json when DIR is the training\n"
+        "folder, else compared here (docs/splits.md).\n"
         "Exit codes: 0 ok, 1 error (also: a --split DIR does not have), 2 usage.\n"
         "%s",
         vt_device_args_help, vt_mpi_help);

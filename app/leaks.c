@@ -38,6 +38,15 @@ static int file_of(const pool *p, int i) {
     return i;
 }
 
+const char *vt_leaks_cache_dir(char *buf, size_t n) {
+    char err[1024];
+    if (n < 32)
+        return NULL;
+    vt_pretrained_cache_dir(buf, n - 16);
+    strcat(buf, "/signatures");
+    return vt_run_mkdirs(buf, err, sizeof err) == 0 ? buf : NULL;
+}
+
 static int cmp_pair(const void *x, const void *y) {
     const vt_leak_pair *a = x, *b = y;
     if (a->other != b->other)
@@ -54,10 +63,8 @@ static int find(pool *pl, int threads, int progress, vt_leaks *out) {
     out->n0 = pl->n0;
     if (threads <= 0)
         threads = omp_get_num_procs();
-    char dir[4096], err[1024];
-    vt_pretrained_cache_dir(dir, sizeof dir - 16);
-    strcat(dir, "/signatures");
-    const char *cache = vt_run_mkdirs(dir, err, sizeof err) == 0 ? dir : NULL;
+    char dir[4096];
+    const char *cache = vt_leaks_cache_dir(dir, sizeof dir);
 
     vt_sig *sig = vt_calloc((size_t)(n ? n : 1), sizeof *sig);
     int *ok = vt_calloc((size_t)(n ? n : 1), sizeof *ok);

@@ -45,6 +45,10 @@ typedef struct vt_leaks {
     int n0;                      /* its videos' indices start here (ds->nvideos) */
 } vt_leaks;
 
+/* The signature cache folder (signatures/ of the vidtrain cache), made when missing,
+ * into buf; NULL when it cannot be made (then signatures are computed, not kept). */
+const char *vt_leaks_cache_dir(char *buf, size_t n);
+
 /* Signatures for ds's videos (threads: 0 = cores) and the comparison. progress: a line
  * on stderr while it runs (a tty). Returns 0; a video whose signature cannot be made is
  * counted in nfailed and compared with nothing. */

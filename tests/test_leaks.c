@@ -16,7 +16,9 @@
  *     on it counts and names them in eval.json, and `train --val-dir` on it warns and
  *     counts them as val in RUN/leaks.json;
  *   - long-GOP 720p files over the whole-decode limit: signed by their keyframes alone
- *     (counted as such), a re-encode still paired, an unrelated video not.
+ *     (counted as such), a re-encode still paired, an unrelated video not; after
+ *     `prep`, whose decode signs each copy and its source, scans of both folders read
+ *     every signature from the cache, none keyframes alone, with the same pair.
  */
 #include "base/common.h"
 #include "tests/apputil.h"
@@ -210,5 +212,28 @@ int main(void) {
            "keyframes alone: the re-encode paired, the unrelated video not (%d pairs)",
            cJSON_GetArraySize(pairs));
     cJSON_Delete(j);
+
+    /* prep signs each copy and its source from its own decode: a scan of either folder
+     * then reads all 3 signatures from the cache, the sources' now whole-decode ones (none
+     * keyframes alone), and pairs the same files */
+    TCHECK(vt_test_sh("rm -rf '%s/big128' && '%s' prep '%s/big' '%s/big128' > '%s/prep.log' 2>&1",
+                      dir, bin, dir, dir, dir) == 0, "prep");
+    for (int k = 0; k < 2; k++) {
+        TCHECK(vt_test_sh("'%s' scan '%s/%s' --json > '%s/scan4.json'", bin, dir,
+                          k ? "big128" : "big", dir) == 0, "scan 4");
+        snprintf(p, sizeof p, "%s/scan4.json", dir);
+        j = vt_test_read_json(p);
+        lk = cJSON_GetObjectItemCaseSensitive(j, "leaks");
+        pairs = cJSON_GetObjectItemCaseSensitive(lk, "pairs");
+        sg = cJSON_GetObjectItemCaseSensitive(lk, "signatures");
+        TCHECK(num(sg, "cached") == 3 && num(sg, "keyframes_only") == 0,
+               "after prep, %s: %g of 3 signatures cached, %g keyframes alone", k ? "copies" : "sources",
+               num(sg, "cached"), num(sg, "keyframes_only"));
+        TCHECK(cJSON_GetArraySize(pairs) == 1 &&
+                   !strcmp(str(pairs->child, "other"), "test/a/copy.mp4"),
+               "after prep, %s: the re-encode paired, nothing else (%d pairs)",
+               k ? "copies" : "sources", cJSON_GetArraySize(pairs));
+        cJSON_Delete(j);
+    }
     return vt_test_done("test_leaks");
 }

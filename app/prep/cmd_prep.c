@@ -31,6 +31,7 @@
 
 #include "app/app.h"
 #include "app/decode_opt.h"
+#include "app/leaks.h"
 #include "app/opts.h"
 #include "app/prep/prep_cmd.h"
 #include "app/run/run_files.h"
@@ -298,6 +299,10 @@ int vt_cmd_prep(int argc, char **argv) {
     r.src = pos[0];
     r.dst = pos[1];
     r.o = o;
+    /* the leak check's signatures from this decode, for free (docs/splits.md) */
+    r.o.signature = vt_leaks_cache_dir(r.sig_cache, sizeof r.sig_cache) != NULL;
+    if (!r.o.signature)
+        r.sig_cache[0] = 0;
     struct stat ss, ds;
     if (stat(r.src, &ss) != 0 || !S_ISDIR(ss.st_mode)) {
         fprintf(stderr, "vidtrain prep: %s is not a folder\n", r.src);

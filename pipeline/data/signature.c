@@ -114,47 +114,106 @@ static int frame_hashes(const uint8_t *g, uint64_t h[3]) {
     return flat;
 }
 
+/* ---- frames to a signature ---- */
+
+/* Frames in, a signature out: each frame at least `gap` seconds after the last one kept
+ * is reduced to a GRID x GRID grey thumbnail and hashed (flat ones left out). */
+struct vt_sig_acc {
+    vt_sig sig;
+    int cap;
+    double gap, start, next_t;
+    struct SwsContext *sws;
+};
+
+static void acc_init(vt_sig_acc *a, double gap) {
+    memset(a, 0, sizeof *a);
+    a->gap = gap;
+    a->start = NAN;
+}
+
+/* A frame at t seconds (from any origin: the first frame's t is the signature's 0). */
+static void acc_add(vt_sig_acc *a, const uint8_t *const *data, const int *linesize, int w, int h,
+                    int fmt, double t) {
+    if (isnan(t))
+        t = isnan(a->start) ? 0 : a->start + a->next_t;
+    if (isnan(a->start))
+        a->start = t;
+    t -= a->start;
+    if (t < a->next_t - 1e-6)
+        return; /* a frame between samples */
+    a->next_t = t + a->gap;
+    a->sws = sws_getCachedContext(a->sws, w, h, fmt, GRID, GRID, AV_PIX_FMT_GRAY8, SWS_AREA,
+                                  NULL, NULL, NULL);
+    if (!a->sws)
+        return;
+    uint8_t grey[GRID * GRID];
+    uint8_t *dst[4] = {grey, NULL, NULL, NULL};
+    int dst_stride[4] = {GRID, 0, 0, 0};
+    if (sws_scale(a->sws, data, linesize, 0, h, dst, dst_stride) != GRID)
+        return;
+    vt_sig_frame sf = {.t = (float)t};
+    if (frame_hashes(grey, sf.h))
+        return;
+    if (a->sig.n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 64;
+        a->sig.f = vt_realloc(a->sig.f, (size_t)a->cap * sizeof *a->sig.f);
+    }
+    a->sig.f[a->sig.n++] = sf;
+}
+
+vt_sig_acc *vt_sig_acc_new(void) {
+    vt_sig_acc *a = vt_malloc(sizeof *a);
+    acc_init(a, VT_SIG_DENSE_GAP);
+    return a;
+}
+
+void vt_sig_acc_add_rgb(vt_sig_acc *a, const uint8_t *rgb, int w, int h, double t) {
+    const uint8_t *data[4] = {rgb, NULL, NULL, NULL};
+    int linesize[4] = {3 * w, 0, 0, 0};
+    acc_add(a, data, linesize, w, h, AV_PIX_FMT_RGB24, t);
+}
+
+static void thin(vt_sig *s);
+
+void vt_sig_acc_finish(vt_sig_acc **ap, double duration, vt_sig *out) {
+    vt_sig_acc *a = *ap;
+    memset(out, 0, sizeof *out);
+    if (!a)
+        return;
+    *out = a->sig;
+    out->duration = duration;
+    out->full_decode = 1;
+    thin(out);
+    sws_freeContext(a->sws);
+    free(a);
+    *ap = NULL;
+}
+
+void vt_sig_acc_free(vt_sig_acc **ap) {
+    if (!*ap)
+        return;
+    vt_sig_free(&(*ap)->sig);
+    sws_freeContext((*ap)->sws);
+    free(*ap);
+    *ap = NULL;
+}
+
 /* ---- sampling a file ---- */
 
 typedef struct pass {
     AVFormatContext *fmt;
     AVCodecContext *dec;
-    struct SwsContext *sws;
     AVPacket *pkt;
     AVFrame *frame;
     int stream;
-    double tb, start, next_t, gap;
-    vt_sig *sig;
-    int cap;
+    double tb;
+    vt_sig_acc acc;
 } pass;
 
 static void push(pass *p, const AVFrame *fr) {
     int64_t ts = fr->best_effort_timestamp != AV_NOPTS_VALUE ? fr->best_effort_timestamp : fr->pts;
-    double t = ts == AV_NOPTS_VALUE ? p->next_t : ts * p->tb;
-    if (isnan(p->start))
-        p->start = t;
-    t -= p->start;
-    if (t < p->next_t - 1e-6)
-        return; /* a full decode's frame between samples */
-    p->next_t = t + p->gap;
-    p->sws = sws_getCachedContext(p->sws, fr->width, fr->height, fr->format, GRID, GRID,
-                                  AV_PIX_FMT_GRAY8, SWS_AREA, NULL, NULL, NULL);
-    if (!p->sws)
-        return;
-    uint8_t grey[GRID * GRID];
-    uint8_t *dst[4] = {grey, NULL, NULL, NULL};
-    int dst_stride[4] = {GRID, 0, 0, 0};
-    if (sws_scale(p->sws, (const uint8_t *const *)fr->data, fr->linesize, 0, fr->height, dst,
-                  dst_stride) != GRID)
-        return;
-    vt_sig_frame sf = {.t = (float)t};
-    if (frame_hashes(grey, sf.h))
-        return;
-    if (p->sig->n == p->cap) {
-        p->cap = p->cap ? 2 * p->cap : 64;
-        p->sig->f = vt_realloc(p->sig->f, (size_t)p->cap * sizeof *p->sig->f);
-    }
-    p->sig->f[p->sig->n++] = sf;
+    acc_add(&p->acc, (const uint8_t *const *)fr->data, fr->linesize, fr->width, fr->height,
+            fr->format, ts == AV_NOPTS_VALUE ? NAN : ts * p->tb);
 }
 
 static void drain(pass *p) {
@@ -164,8 +223,9 @@ static void drain(pass *p) {
     }
 }
 
+/* Frees all but p->acc.sig (the result, or the caller frees it). */
 static void pass_close(pass *p) {
-    sws_freeContext(p->sws);
+    sws_freeContext(p->acc.sws);
     av_packet_free(&p->pkt);
     av_frame_free(&p->frame);
     avcodec_free_context(&p->dec);
@@ -188,10 +248,11 @@ static int header_complete(const AVFormatContext *f) {
     return any;
 }
 
-/* keys_only: send only keyframe packets, p.gap apart; else decode everything (but
+/* keys_only: send only keyframe packets, p.acc.gap apart; else decode everything (but
  * frames nothing refers to) and keep a frame every VT_SIG_DENSE_GAP seconds. */
 static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_t errlen) {
-    pass p = {.sig = out, .start = NAN};
+    pass p = {0};
+    acc_init(&p.acc, VT_SIG_DENSE_GAP);
     memset(out, 0, sizeof *out);
     char why[512] = "";
     int ret = vt_video_open_input(&p.fmt, path, why, sizeof why);
@@ -209,16 +270,16 @@ static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_
     }
     AVStream *st = p.fmt->streams[p.stream];
     p.tb = av_q2d(st->time_base);
-    out->duration = p.fmt->duration > 0 ? p.fmt->duration / (double)AV_TIME_BASE : 0;
+    double duration = p.fmt->duration > 0 ? p.fmt->duration / (double)AV_TIME_BASE : 0;
     p.dec = avcodec_alloc_context3(codec);
     avcodec_parameters_to_context(p.dec, st->codecpar);
     p.dec->thread_count = 1;
     /* a 32x32 hash cannot see deblocking, nor miss a frame nothing refers to */
     p.dec->skip_loop_filter = AVDISCARD_ALL;
     p.dec->skip_frame = keys_only ? AVDISCARD_NONKEY : AVDISCARD_NONREF;
-    double gap = out->duration / VT_SIG_MIN_FRAMES;
-    p.gap = keys_only ? (gap > VT_SIG_KEY_GAP ? VT_SIG_KEY_GAP : gap < VT_SIG_GAP ? VT_SIG_GAP : gap)
-                      : VT_SIG_DENSE_GAP;
+    double gap = duration / VT_SIG_MIN_FRAMES;
+    if (keys_only)
+        p.acc.gap = gap > VT_SIG_KEY_GAP ? VT_SIG_KEY_GAP : gap < VT_SIG_GAP ? VT_SIG_GAP : gap;
     if ((ret = avcodec_open2(p.dec, codec, NULL)) < 0) {
         vt_set_err(err, errlen, "%s: cannot open the decoder (%s)", path, av_err2str(ret));
         pass_close(&p);
@@ -235,7 +296,7 @@ static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_
                 double t = ts == AV_NOPTS_VALUE ? next_key : ts * p.tb;
                 send = (p.pkt->flags & AV_PKT_FLAG_KEY) && t >= next_key - 1e-6;
                 if (send)
-                    next_key = t + p.gap;
+                    next_key = t + p.acc.gap;
             }
             /* a packet the decoder refuses (corrupt) is skipped: the others still count */
             if (send && avcodec_send_packet(p.dec, p.pkt) >= 0)
@@ -246,6 +307,8 @@ static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_
     avcodec_send_packet(p.dec, NULL);
     drain(&p);
     pass_close(&p);
+    *out = p.acc.sig;
+    out->duration = duration;
     return 0;
 }
 
@@ -451,6 +514,13 @@ static int cache_write(const char *file, const vt_sig *s) {
     int rc = vt_file_write_atomic(file, b, len, err, sizeof err);
     free(b);
     return rc;
+}
+
+int vt_sig_store(const char *path, const char *cache_dir, const vt_sig *s) {
+    char file[4600];
+    if (!cache_dir || cache_path(path, cache_dir, file, sizeof file) != 0)
+        return -1;
+    return cache_write(file, s) == 0 ? 0 : -1;
 }
 
 int vt_sig_cached(const char *path, const char *cache_dir, vt_sig *out, int *hit, char *err,

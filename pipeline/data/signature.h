@@ -85,4 +85,20 @@ int vt_sig_near(const vt_sig *a, const vt_sig *b, double share, double *sim);
 int vt_sig_cached(const char *path, const char *cache_dir, vt_sig *out, int *hit, char *err,
                   size_t errlen);
 
+/* Store s as path's signature in cache_dir (under the key vt_sig_cached reads: the file
+ * as it is now), e.g. one made during a decode that happens anyway. 0, or -1 (no
+ * cache_dir, path gone, or the file not written: nothing else changes). */
+int vt_sig_store(const char *path, const char *cache_dir, const vt_sig *s);
+
+/* A signature from frames decoded elsewhere (`prep`'s whole decode: no decode of its
+ * own): add each frame in order with its time in seconds (any origin); the same
+ * sampling and hashes as a whole decode here (a frame every VT_SIG_DENSE_GAP seconds,
+ * flat ones left out, thinned to VT_SIG_MAX_FRAMES), so full_decode is 1. The frames
+ * are RGB24, w x h, rows 3w bytes. finish hands the signature over and frees *a. */
+typedef struct vt_sig_acc vt_sig_acc;
+vt_sig_acc *vt_sig_acc_new(void);
+void vt_sig_acc_add_rgb(vt_sig_acc *a, const uint8_t *rgb, int w, int h, double t);
+void vt_sig_acc_finish(vt_sig_acc **a, double duration, vt_sig *out);
+void vt_sig_acc_free(vt_sig_acc **a);
+
 #endif

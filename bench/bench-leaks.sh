@@ -14,9 +14,12 @@
 #   speed  twice as fast (setpts 0.5)
 #   clip   2 s cut from the middle (sources > 3 s)
 # — and NEGATIVES: unrelated videos (other places, seeds and rules, other real clips).
+# HD pairs too: 12 s 720p originals (a Mandelbrot zoom, Game of Life) at GOP 250 — over
+# the whole-decode limit, signed by their keyframes alone — and at GOP 30, with the same
+# six copies in their GOP; their recall is printed apart from the 320x240 set's.
 # A found pair is right when its test file is a copy of that train file; recall counts
-# the copies found, precision the pairs that are right. One class folder holds them all,
-# so the class says nothing.
+# the copies found, precision the pairs that are right (all of them, HD included). One
+# class folder holds them all, so the class says nothing.
 #
 # Cost, in CPU seconds (a shared machine's load does not count): HD files (1080p H.264
 # at 13 Mbit/s, HD_SECONDS long, GOP 30 — a phone's 1 s — and GOP 250, x264's default).

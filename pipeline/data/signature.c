@@ -380,7 +380,7 @@ int vt_sig_compute(const char *path, vt_sig *out, char *err, size_t errlen) {
             vt_sig_free(&full);
         }
     }
-    out->sparse = !out->full_decode && out->n < VT_SIG_MIN_FRAMES &&
+    out->sparse = !dense_ok && out->n < VT_SIG_MIN_FRAMES &&
                   out->duration > (out->n + 1) * VT_SIG_DENSE_GAP;
     thin(out);
     return 0;

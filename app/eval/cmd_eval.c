@@ -62,6 +62,8 @@ static void add_leaks(cJSON *j, const char *run, const char *dir, const vt_train
     free(a);
     free(b);
     if (!same) {
+        if (!vt_dist_lead()) /* rank 0 writes eval.json: the others need no count */
+            return;
         vt_dataset_opts dopt = vt_run_dataset_opts(o);
         vt_dataset *tds = vt_dataset_open(o->data, &dopt, err, sizeof err);
         if (tds && o->labels[0] && vt_dataset_load_labels(tds, o->labels, NULL, err, sizeof err))

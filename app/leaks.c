@@ -253,19 +253,18 @@ const char *vt_leaks_line(const vt_leaks *l, char *buf, size_t n) {
 /* A note when some signatures are a long-GOP file's keyframes alone (signature.h). */
 static void sparse_note(FILE *f, const vt_leaks *l) {
     if (l->nsparse)
-        fprintf(f, "  note: %d long-GOP file%s too large to decode whole for %s signature: %s "
-                "keyframes alone, so a trim or a short clip of %s is found only where it meets "
-                "them (docs/splits.md)\n", l->nsparse, l->nsparse == 1 ? "" : "s",
-                l->nsparse == 1 ? "its" : "their", l->nsparse == 1 ? "its" : "their",
-                l->nsparse == 1 ? "it" : "them");
+        fprintf(f, "  note: %d signature%s of long-GOP files too large to decode whole %s "
+                "keyframes alone:\n        a trim or a short clip of such a file is found only "
+                "where it meets one (docs/splits.md)\n", l->nsparse, l->nsparse == 1 ? "" : "s",
+                l->nsparse == 1 ? "is" : "are");
 }
 
 void vt_leaks_print(FILE *f, const vt_dataset *ds, const vt_leaks *l, int max_pairs) {
     char line[256];
-    sparse_note(f, l);
     if (!vt_leaks_line(l, line, sizeof line)[0]) {
         fprintf(f, "leaks: none (%d signatures, %d from the cache, %.1f s)\n", l->nsig, l->ncached,
                 l->seconds);
+        sparse_note(f, l);
         return;
     }
     fprintf(f, "leaks: %s (%d pairs; %d signatures, %d from the cache, %.1f s)\n", line,
@@ -279,6 +278,7 @@ void vt_leaks_print(FILE *f, const vt_dataset *ds, const vt_leaks *l, int max_pa
     }
     if (shown < l->npairs)
         fprintf(f, "  ... and %d more pairs (--json lists all)\n", l->npairs - shown);
+    sparse_note(f, l);
 }
 
 int vt_leaks_train_check(vt_dataset *ds, vt_dataset *vds, const char *run_dir, int strict,
@@ -293,7 +293,6 @@ int vt_leaks_train_check(vt_dataset *ds, vt_dataset *vds, const char *run_dir, i
     }
     vt_leaks_find_with(ds, 1, vds, vidx, nv, VT_SPLIT_VAL, 0, progress, &lk);
     free(vidx);
-    sparse_note(out, &lk);
     char line[256], path[2100], err[1024];
     vt_leaks_line(&lk, line, sizeof line);
     snprintf(path, sizeof path, "%s/leaks.json", run_dir);
@@ -325,6 +324,7 @@ int vt_leaks_train_check(vt_dataset *ds, vt_dataset *vds, const char *run_dir, i
             fprintf(stderr, "  ... and %d more pairs\n", lk.npairs - 5);
         rc = strict;
     }
+    sparse_note(line[0] ? stderr : out, &lk);
     vt_leaks_free(&lk);
     return rc;
 }

@@ -525,9 +525,10 @@ int vt_train_setup(vt_train *t) {
         unlink(path);
     }
     /* near-copies of training videos in val and test, before any training (rank 0) */
-    if (!o->no_leak_check && t->ntrain &&
-        (vt_dataset_split_count(t->ds, VT_SPLIT_VAL) || vt_dataset_split_count(t->ds, VT_SPLIT_TEST))) {
-        rc = vt_dist_lead() ? vt_leaks_train_check(t->ds, o->out, o->strict_splits, !t->quiet, t->out)
+    if (!o->no_leak_check && t->ntrain && (t->vds || vt_dataset_split_count(t->ds, VT_SPLIT_VAL) ||
+                                           vt_dataset_split_count(t->ds, VT_SPLIT_TEST))) {
+        rc = vt_dist_lead() ? vt_leaks_train_check(t->ds, t->vds, o->out, o->strict_splits,
+                                                   !t->quiet, t->out)
                             : 0;
         snprintf(err, sizeof err, "--strict-splits: a leak (rank 0 said why)");
         if (vt_dist_share_result(rc, err, sizeof err) != 0)

@@ -8,7 +8,10 @@
  * allocates from, so the plan is the allocation, not an estimate of it. Under BF16 the
  * activation elements take 2 bytes (what the BF16 path stores in bf16 and what stays
  * float32 is listed in net_graph.h); the input clip and targets the tower stages stay
- * float32 (vt_graph_io_bytes_per_clip).
+ * float32 (vt_graph_io_bytes_per_clip). With activation checkpointing (cfg.ckpt) a
+ * checkpoint segment's insides — a transformer block's LayerNorm, qkv, attention output
+ * and log-sum-exps, MLP hidden layer — are not kept per block but share one block-sized
+ * region, remade in backward (net_ckpt.c); only each block's output stays.
  *
  * It must never allocate backend memory: the splitter plans devices that may not exist
  * on this machine.
@@ -92,7 +95,12 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
         r->out[2] = nd->h;
         r->out[3] = nd->w;
         r->params = nd->params;
-        r->act_bytes = nd->act_elems * g.act_size + nd->mask_floats * fb;
+        /* checkpointing: the insides of a segment live in the shared region (below) */
+        r->act_bytes = nd->recomp ? 0 : nd->act_elems * g.act_size + nd->mask_floats * fb;
+    }
+    if (g.recomp_act + g.recomp_f32 > 0) {
+        r = add_row(mp, "(recompute region: one block)", "ckpt");
+        r->act_bytes = g.recomp_act * g.act_size + g.recomp_f32 * fb;
     }
     r = add_row(mp, "(losses, dlogits)", "heads");
     r->act_bytes = g.head_act * g.act_size + g.head_f32 * fb;
@@ -157,9 +165,10 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
 
 void vt_memplan_print(const vt_memplan *mp, const vt_net_cfg *cfg, FILE *f) {
     char a[32], b[32];
-    fprintf(f, "Model: %s, clip 3x%dx%dx%d, %d head%s, precision %s\n", cfg->model, cfg->clip_t,
+    fprintf(f, "Model: %s, clip 3x%dx%dx%d, %d head%s, precision %s%s\n", cfg->model, cfg->clip_t,
             cfg->clip_h, cfg->clip_w, cfg->nheads, cfg->nheads == 1 ? "" : "s",
-            vt_precision_name(cfg->precision));
+            vt_precision_name(cfg->precision),
+            cfg->ckpt ? ", activation checkpointing (blocks recomputed in backward)" : "");
     /* the name column fits the longest name (pytorchvideo's run to 58 characters) */
     int wn = 28;
     for (int i = 0; i < mp->nrows; i++)
@@ -176,7 +185,7 @@ void vt_memplan_print(const vt_memplan *mp, const vt_net_cfg *cfg, FILE *f) {
         snprintf(shape, sizeof shape, "(%lld, %lld, %lld, %lld)", (long long)r->out[0],
                  (long long)r->out[1], (long long)r->out[2], (long long)r->out[3]);
         fprintf(f, "%-*s %-9s %-22s %12lld %14s\n", wn, r->name, r->kind,
-                strcmp(r->kind, "heads") && strcmp(r->kind, "grads") ? shape : "",
+                strcmp(r->kind, "heads") && strcmp(r->kind, "grads") && strcmp(r->kind, "ckpt") ? shape : "",
                 (long long)r->params, r->act_bytes ? vt_fmt_bytes(a, sizeof a, r->act_bytes) : "-");
     }
     fprintf(f, "%s\n", rule);

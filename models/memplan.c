@@ -159,6 +159,7 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
     mp->fixed_bytes = mp->param_bytes + mp->grad_bytes + mp->buffer_bytes + mp->optim_bytes +
                       mp->workspace_bytes;
     mp->bytes_per_clip = vt_graph_clip_bytes(&g) + vt_graph_io_bytes_per_clip(cfg);
+    mp->ckpt_segments = g.nsegs;
     vt_graph_free(&g);
     return 0;
 }

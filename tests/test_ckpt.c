@@ -8,6 +8,9 @@
  * exact sums (what CPU towers run). The test can fail: the same run with the dropout
  * seed changed between a forward and its backward (a recompute that replays the wrong
  * draws) must differ.
+ * Towers (docs/design.md §3.1): 2 cpu towers with checkpointing on, and 2 where auto
+ * turns it on for a tower whose budget holds one clip only with it, give one device's
+ * parameters (without checkpointing) after two steps, bit for bit.
  * Memory (the memory plan is the allocation, test_memplan.c): on cpu the high-water mark
  * of those two passes falls by exactly what the plan says a clip saves, times the clips
  * (VT_TEST_CKPT_CLIP=16x112 repeats that at a realistic clip: minutes, not in ctest).
@@ -20,6 +23,7 @@
 #include "base/common.h"
 #include "models/net.h"
 #include "models/registry.h"
+#include "pipeline/parallel/towers/tower.h"
 #include "tests/testutil.h"
 
 typedef struct run_out {
@@ -166,10 +170,129 @@ static void bits(const char *bename, int exact) {
     free(on.grads);
 }
 
+/* ---- towers: N towers equal one device with checkpointing on ---- */
+
+/* vit_test (2 blocks, drop path 0.5: block 1's branches drop per clip) on 4x32x32 clips. */
+static vt_net_cfg tower_net(void) {
+    vt_net_cfg nc;
+    vt_net_cfg_default(&nc, "vit_test", 5, 4, 32, 32);
+    nc.drop_path = 0.5f;
+    return nc;
+}
+
+/* Two SGD-momentum steps of 6 clips on cpu towers (1 thread each) with these budgets
+ * (0: unlimited) and checkpointing mode; returns the parameters after them (malloc'd),
+ * or NULL. *on: towers that checkpointed (the plan's printed lines). */
+static float *tower_run(int ntowers, const int64_t *budgets, vt_ckpt_mode mode, int64_t *np,
+                        int *on) {
+    vt_towers_cfg cfg;
+    vt_towers_cfg_default(&cfg);
+    cfg.net = tower_net();
+    vt_optim_cfg_default(&cfg.optim, VT_OPT_SGD);
+    cfg.optim.momentum = 0.9f;
+    cfg.seed = 99;
+    cfg.batch = 6;
+    cfg.ckpt_act = mode;
+    cfg.policy.kind = VT_SLICE_MEMORY;
+    cfg.devices.n = ntowers;
+    for (int i = 0; i < ntowers; i++) {
+        vt_device *d = &cfg.devices.dev[i];
+        memset(d, 0, sizeof *d);
+        snprintf(d->name, sizeof d->name, "cpu%d", i);
+        snprintf(d->backend, sizeof d->backend, "cpu");
+        d->ordinal = i;
+        d->threads = 1;
+        d->budget = budgets[i];
+        d->slowdown = 1;
+    }
+    char err[512];
+    vt_towers *t = vt_towers_init(&cfg, err, sizeof err);
+    TCHECK(t != NULL, "towers: %s", err);
+    if (!t)
+        return NULL;
+    char *txt = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&txt, &len);
+    vt_towers_print_plan(t, f);
+    fclose(f);
+    *on = 0;
+    for (const char *q = txt; (q = strstr(q, "activation checkpointing on")); q++)
+        (*on)++;
+    free(txt);
+    TCHECK(vt_towers_exact(t), "cpu towers without exact sums");
+    vt_batch b;
+    memset(&b, 0, sizeof b);
+    b.n = b.capacity = 6;
+    b.t = 4;
+    b.h = b.w = 32;
+    b.nheads = 1;
+    b.head_classes[0] = 5;
+    b.head_loss[0] = VT_LOSS_SOFTMAX_CE;
+    const int64_t cf = vt_batch_clip_floats(&b);
+    b.x = vt_malloc((size_t)(cf * 6) * sizeof(float));
+    b.label[0] = vt_malloc(6 * sizeof(int32_t));
+    for (int s = 0; s < 2; s++) {
+        fill_clips(b.x, cf, 6, 10 + s);
+        for (int j = 0; j < 6; j++)
+            b.label[0][j] = (j * 3 + s) % 5;
+        vt_step_stats st;
+        vt_towers_train_step(t, &b, 0.05f, &st);
+    }
+    const vt_net *n0 = vt_towers_net(t, 0);
+    *np = vt_net_num_params(n0);
+    float *p = vt_malloc((size_t)*np * sizeof(float));
+    memcpy(p, vt_net_params(vt_towers_net(t, 0)), (size_t)*np * sizeof(float));
+    free(b.x);
+    free(b.label[0]);
+    vt_towers_free(&t);
+    return p;
+}
+
+/* One device without checkpointing is the truth; then two towers with it on everywhere,
+ * and two where auto turns it on for the small one only: its budget holds one clip with
+ * checkpointing and none without (so it also runs passes of one clip). */
+static void towers(void) {
+    vt_net_cfg nc = tower_net();
+    vt_memplan mp[2];
+    char err[256];
+    for (int c = 0; c < 2; c++) {
+        nc.ckpt = c;
+        nc.exact = 1; /* what CPU towers run */
+        VT_CHECK(vt_memplan_build(&mp[c], &nc, 1, err, sizeof err) == 0, "%s", err);
+    }
+    const int64_t small = mp[1].fixed_bytes + mp[1].bytes_per_clip;
+    TCHECK(vt_memplan_max_clips(&mp[0], small) == 0 && vt_memplan_max_clips(&mp[1], small) == 1,
+           "the small budget holds %d clips without, %d with", vt_memplan_max_clips(&mp[0], small),
+           vt_memplan_max_clips(&mp[1], small));
+    int64_t np1 = 0, np2 = 0, np3 = 0;
+    int on1, on2, on3;
+    const int64_t one[1] = {0}, both[2] = {0, 0}, uneven[2] = {0, small};
+    float *ref = tower_run(1, one, VT_CKPT_OFF, &np1, &on1);
+    float *all = tower_run(2, both, VT_CKPT_ON, &np2, &on2);
+    float *autop = tower_run(2, uneven, VT_CKPT_AUTO, &np3, &on3);
+    TCHECK(on1 == 0 && on2 == 2 && on3 == 1, "checkpointing towers: %d, %d, %d (0, 2, 1)", on1,
+           on2, on3);
+    if (ref && all && autop) {
+        TCHECK(np1 == np2 && !memcmp(ref, all, (size_t)np1 * 4),
+               "2 towers with checkpointing differ from one device without");
+        TCHECK(np1 == np3 && !memcmp(ref, autop, (size_t)np1 * 4),
+               "2 towers, auto checkpointing on the small one, differ from one device");
+        printf("vit_test, drop path 0.5, 2 steps of 6 clips: 2 cpu towers with checkpointing, "
+               "and with auto turning it on for a tower that holds 1 clip, equal one device "
+               "without it bit for bit (%lld parameters)\n", (long long)np1);
+    }
+    free(ref);
+    free(all);
+    free(autop);
+    vt_memplan_free(&mp[0]);
+    vt_memplan_free(&mp[1]);
+}
+
 int main(void) {
     bits("cpu-ref", 0);
     bits("cpu", 0);
     bits("cpu", 1);
+    towers();
     /* VT_TEST_CKPT_CLIP=16x112: the saving at a realistic clip (minutes: not in ctest) */
     const char *big = getenv("VT_TEST_CKPT_CLIP");
     int bt, bhw;

@@ -101,6 +101,14 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
     int ok = vt_memplan_build(&T->mp, &T->cfg.net, vt_optim_state_per_param(&cfg->optim), err,
                               errlen) == 0;
     T->have_mp = ok;
+    T->cfg.net.ckpt = 0; /* per tower, T->ckpt (vt_tw_fill_split_devs) */
+    if (ok && T->mp.ckpt_segments > 0 && cfg->ckpt_act != VT_CKPT_OFF) {
+        vt_net_cfg nc = T->cfg.net;
+        nc.ckpt = 1;
+        ok = vt_memplan_build(&T->mp_ckpt, &nc, vt_optim_state_per_param(&cfg->optim), err,
+                              errlen) == 0;
+        T->have_mp_ckpt = ok;
+    }
     if (ok)
         vt_tw_fill_split_devs(T, sd_local);
     for (int i = 0; ok && i < T->n; i++) {
@@ -216,6 +224,8 @@ void vt_towers_free(vt_towers **pt) {
     }
     if (T->have_mp)
         vt_memplan_free(&T->mp);
+    if (T->have_mp_ckpt)
+        vt_memplan_free(&T->mp_ckpt);
     pthread_mutex_destroy(&T->mu);
     pthread_mutex_destroy(&T->sched_mu);
     pthread_cond_destroy(&T->cv_go);

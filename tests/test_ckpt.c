@@ -11,6 +11,10 @@
  * Towers (docs/design.md §3.1): 2 cpu towers with checkpointing on, and 2 where auto
  * turns it on for a tower whose budget holds one clip only with it, give one device's
  * parameters (without checkpointing) after two steps, bit for bit.
+ * Planner (vt_ckpt_choose, `vidtrain plan`): videomae_vit_b at 16x224x224 with AdamW —
+ * on 12 GB + 6 GB a clip fits without, so auto leaves checkpointing off (micro-batches
+ * are cheaper than recomputing); on a 3 GB card none does, so auto turns it on and the
+ * plan works where `--checkpoint-act off` refuses it; `on` holds 4x+ the clips a pass.
  * Memory (the memory plan is the allocation, test_memplan.c): on cpu the high-water mark
  * of those two passes falls by exactly what the plan says a clip saves, times the clips
  * (VT_TEST_CKPT_CLIP=16x112 repeats that at a realistic clip: minutes, not in ctest).
@@ -24,7 +28,7 @@
 #include "models/net.h"
 #include "models/registry.h"
 #include "pipeline/parallel/towers/tower.h"
-#include "tests/testutil.h"
+#include "tests/apputil.h"
 
 typedef struct run_out {
     float *grads;
@@ -288,11 +292,116 @@ static void towers(void) {
     vt_memplan_free(&mp[1]);
 }
 
+/* ---- the planner: videomae_vit_b at 16x224x224 with AdamW on 12 GB + 6 GB ---- */
+
+/* `vidtrain plan ... ARGS` into DIR/plan.txt; returns its exit code, *out the text. */
+static int plan_cli(const char *bin, const char *dir, const char *args, char **out) {
+    int rc = vt_test_sh("'%s' plan --model videomae_vit_b --clip 16x224 --optimizer adamw "
+                        "--batch 32 %s > '%s/plan.txt' 2>&1", bin, args, dir);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/plan.txt", dir);
+    *out = vt_test_slurp(path, NULL);
+    if (!*out)
+        *out = vt_strdup("");
+    return rc;
+}
+
+static void planner(void) {
+    vt_net_cfg cfg;
+    vt_net_cfg_default(&cfg, "videomae_vit_b", 400, 16, 224, 224);
+    vt_memplan mp[2];
+    char err[256], want[256];
+    want[0] = 0;
+    for (int c = 0; c < 2; c++) {
+        cfg.ckpt = c;
+        VT_CHECK(vt_memplan_build(&mp[c], &cfg, 2, err, sizeof err) == 0, "%s", err);
+    }
+    TCHECK(mp[0].ckpt_segments == 12 && mp[1].ckpt_segments == 12, "vit_b: %d blocks",
+           mp[0].ckpt_segments);
+    /* CUDA towers (the backend's reserve comes off each budget): the plan a workstation
+     * would get; auto leaves it off where a clip fits, turns it on where none does */
+    vt_device d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.backend, sizeof d.backend, "cuda");
+    const int64_t gb[3] = {12LL << 30, 6LL << 30, 3LL << 30};
+    int fits[3][3], chose[3];
+    for (int k = 0; k < 3; k++) {
+        d.budget = gb[k];
+        fits[k][0] = vt_slice_fits(&mp[0], &d);
+        fits[k][1] = vt_slice_fits(&mp[1], &d);
+        chose[k] = vt_ckpt_choose(VT_CKPT_AUTO, &mp[0], &mp[1], &d, &fits[k][2]);
+    }
+    printf("videomae_vit_b 16x224x224 adamw on cuda (reserve %.2f GiB): 12 GB %d clips a pass "
+           "without checkpointing, %d with; 6 GB %d, %d; 3 GB %d, %d (auto: %s, %s, %s)\n",
+           vt_memplan_cuda_reserve(&mp[0]) / 1073741824.0, fits[0][0], fits[0][1], fits[1][0],
+           fits[1][1], fits[2][0], fits[2][1], chose[0] ? "on" : "off", chose[1] ? "on" : "off",
+           chose[2] ? "on" : "off");
+    TCHECK(fits[0][0] > 0 && fits[1][0] > 0 && !chose[0] && !chose[1],
+           "12 + 6 GB: a clip fits without (%d, %d), auto leaves it off", fits[0][0], fits[1][0]);
+    TCHECK(fits[2][0] == 0 && chose[2] && fits[2][2] == fits[2][1] && fits[2][1] >= 2,
+           "3 GB: auto turns it on (%d clips without, %d with)", fits[2][0], fits[2][1]);
+    for (int k = 0; k < 2; k++)
+        TCHECK(fits[k][1] >= 4 * fits[k][0], "checkpointing holds %d clips, %d without",
+               fits[k][1], fits[k][0]);
+    d.budget = gb[2];
+    int f;
+    TCHECK(!vt_ckpt_choose(VT_CKPT_OFF, &mp[0], &mp[1], &d, &f) && f == 0 &&
+           vt_ckpt_choose(VT_CKPT_ON, &mp[0], &mp[1], &d, &f) &&
+           !vt_ckpt_choose(VT_CKPT_ON, &mp[0], NULL, &d, &f), "off, on, and no blocks");
+
+    /* The command, on CPU towers (this build may have no CUDA; the plan is the same
+     * arithmetic without the reserve), --mem given tower by tower. */
+    const char *bin = vt_test_env("VT_BIN", NULL);
+    if (!bin) {
+        fprintf(stderr, "test_ckpt: VT_BIN not set: the plan command is not checked\n");
+    } else {
+        const char *dir = vt_test_dir("test_ckpt");
+        int cpu[3][2];
+        for (int c = 0; c < 2; c++) { /* CPU towers sum exactly: their plan */
+            vt_memplan mx;
+            cfg.ckpt = c;
+            cfg.exact = 1;
+            VT_CHECK(vt_memplan_build(&mx, &cfg, 2, err, sizeof err) == 0, "%s", err);
+            for (int k = 0; k < 3; k++)
+                cpu[k][c] = vt_memplan_max_clips(&mx, gb[k]);
+            vt_memplan_free(&mx);
+        }
+        char *txt;
+        int rc = plan_cli(bin, dir, "--devices cpu,cpu --mem 12G,6G", &txt);
+        snprintf(want, sizeof want, "cpu1      off  clips a pass: %d without, %d with (not "
+                 "needed", cpu[1][0], cpu[1][1]);
+        TCHECK(rc == 0 && strstr(txt, "activation checkpointing (--checkpoint-act auto)") &&
+               strstr(txt, want) && strstr(txt, "6.00 GiB"), "auto on 12G,6G:\n%s", txt);
+        free(txt);
+        rc = plan_cli(bin, dir, "--devices cpu,cpu --mem 12G,6G --checkpoint-act on", &txt);
+        const char *row = strstr(txt, "  cpu1      6.00 GiB"); /* the split plan's row */
+        int got = -1;
+        if (row)
+            sscanf(row + 20, "%d", &got);
+        TCHECK(rc == 0 && strstr(txt, "activation checkpointing (blocks recomputed") &&
+               got == cpu[1][1] && cpu[1][1] > 4 * cpu[1][0], "on, 12G,6G: %d clips a pass, "
+               "plan %d:\n%s", got, cpu[1][1], txt);
+        free(txt);
+        /* 3 GB: no clip without, so auto turns it on and the plan works; off refuses */
+        rc = plan_cli(bin, dir, "--devices cpu,cpu --mem 12G,3G", &txt);
+        snprintf(want, sizeof want, "cpu1      on   clips a pass: %d without, %d with (turned on",
+                 cpu[2][0], cpu[2][1]);
+        TCHECK(cpu[2][0] == 0 && rc == 0 && strstr(txt, want), "auto on 12G,3G:\n%s", txt);
+        free(txt);
+        rc = plan_cli(bin, dir, "--devices cpu,cpu --mem 12G,3G --checkpoint-act off", &txt);
+        TCHECK(rc == 1 && strstr(txt, "cannot hold one clip"), "off on 12G,3G:\n%s", txt);
+        free(txt);
+    }
+    vt_memplan_free(&mp[0]);
+    vt_memplan_free(&mp[1]);
+}
+
 int main(void) {
     bits("cpu-ref", 0);
     bits("cpu", 0);
     bits("cpu", 1);
     towers();
+    planner();
     /* VT_TEST_CKPT_CLIP=16x112: the saving at a realistic clip (minutes: not in ctest) */
     const char *big = getenv("VT_TEST_CKPT_CLIP");
     int bt, bhw;

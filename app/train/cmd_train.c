@@ -226,7 +226,7 @@ static void usage(FILE *f) {
         "                        its input and output, recomputed in backward (the same\n"
         "                        bits; a third more compute, most of its memory a clip\n"
         "                        saved); auto (default): on for a tower only where not one\n"
-        "                        clip fits a pass without it (docs/balance.md)\n"
+        "                        clip fits a pass without it (docs/distributed.md)\n"
         "%s"
         "run:\n"
         "  --out RUN             run folder (required unless --resume): one run's alone;\n"

@@ -23,6 +23,7 @@
 #include "base/common.h"
 #include "models/cpu/cpu_attn.h"
 #include "models/cpu/cpu_conv.h"
+#include "models/cuda/cuda_attn.h"
 #include "models/net.h"
 #include "models/net_graph.h"
 #include "models/zoo.h"
@@ -143,6 +144,12 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
     for (int i = 0; i < g.nnodes; i++) {
         const vt_node *nd = &g.nodes[i];
         mp->max_tensor_elems = VT_MAX(mp->max_tensor_elems, (int64_t)nd->c * nd->t * nd->h * nd->w);
+        /* the cuda attention's two logits blocks: B = max(clips, heads) rows of them, cut
+         * into query blocks of at most VT_CUDA_ATTN_BLOCK_BYTES (cuda_attn.h), so for
+         * any clip count at most twice that (B L x 4 bytes alone passes it only past
+         * 16 M / L clips a pass) */
+        if (nd->kind == VT_NODE_ATTN)
+            mp->cuda_attn_bytes = 2 * VT_CUDA_ATTN_BLOCK_BYTES;
         if (nd->kind == VT_NODE_CONV) {
             mp->max_tensor_elems = VT_MAX(mp->max_tensor_elems,
                                           (int64_t)nd->ic * nd->it * nd->ih * nd->iw);
@@ -208,10 +215,11 @@ void vt_memplan_print(const vt_memplan *mp, const vt_net_cfg *cfg, FILE *f) {
                 vt_fmt_bytes(a, sizeof a, budgets[i]));
     fprintf(f, " (vt_memplan_max_clips for other budgets)\n");
     fprintf(f, "CUDA towers: %s reserved besides (cuBLAS workspace, cuDNN workspace of up to "
-               "%s, search scratch), at most %d clips per pass (cuDNN's 2^31-element tensor "
+               "%s, search scratch%s), at most %d clips per pass (cuDNN's 2^31-element tensor "
                "limit; largest tensor %lld elements a clip)\n",
             vt_fmt_bytes(a, sizeof a, vt_memplan_cuda_reserve(mp)),
-            vt_fmt_bytes(b, sizeof b, vt_memplan_cuda_ws_cap()), vt_memplan_cudnn_clip_cap(mp),
+            vt_fmt_bytes(b, sizeof b, vt_memplan_cuda_ws_cap()),
+            mp->cuda_attn_bytes ? ", attention's logits blocks" : "", vt_memplan_cudnn_clip_cap(mp),
             (long long)mp->max_tensor_elems);
 }
 
@@ -248,10 +256,12 @@ int64_t vt_memplan_cuda_ws_cap(void) {
  * and ws_available (cuda_conv.c) offers only 15/16 of what is left, so 16/15 of the cap
  * leaves the whole cap usable — which a timed search also runs in (its temporary
  * workspace is the same room: the persistent one is grown only after the search frees
- * it), and, under FP32/TF32, the search's scratch filter. Reserved, a tower filled to
- * its budget still gets the fast, large-workspace algorithms. */
+ * it), under FP32/TF32, the search's scratch filter, and for a transformer the
+ * attention's logits blocks (cuda_attn.c, its own persistent scratch). Reserved, a tower
+ * filled to its budget still gets the fast, large-workspace algorithms. */
 int64_t vt_memplan_cuda_reserve(const vt_memplan *mp) {
-    return ((int64_t)32 << 20) + vt_memplan_cuda_ws_cap() / 15 * 16 + mp->search_filter_bytes;
+    return ((int64_t)32 << 20) + vt_memplan_cuda_ws_cap() / 15 * 16 + mp->search_filter_bytes +
+           mp->cuda_attn_bytes;
 }
 
 int vt_memplan_cudnn_clip_cap(const vt_memplan *mp) {

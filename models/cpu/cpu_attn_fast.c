@@ -8,7 +8,9 @@
  * scheme, cpu_attn.c's comment): the forward holds one block's ATT_BQ x L logits, never a
  * head's L x L matrix, and keeps the log-sum-exp of each row; the backward recomputes a
  * block's probabilities from it. Scratch per task: q, k, v (and in backward dout, out, dk,
- * dv) of one head gathered contiguous (L x D each) and two ATT_BQ x L blocks.
+ * dv) of one head gathered contiguous (L x D each) and two ATT_BQ x L blocks, one
+ * allocation through vt_backend_alloc for all threads, so the budget (and the memory
+ * plan's scratch_bytes, vt_cpu_attn_scratch_bound) sees it.
  */
 #include <math.h>
 #include <omp.h>

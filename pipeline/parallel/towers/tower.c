@@ -114,13 +114,16 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
     for (int i = 0; ok && i < T->n; i++) {
         if (sd_local[i].max_clips > 0)
             continue;
-        char a[32], b[32], c[32];
+        char a[32], b[32], c[32], e[32], d[96] = "";
+        if (T->have_mp_ckpt) /* no room even with checkpointing: its figure too */
+            snprintf(d, sizeof d, ", %s with activation checkpointing",
+                     vt_fmt_bytes(e, sizeof e, T->mp_ckpt.bytes_per_clip));
         vt_set_err(err, errlen, "tower %s: its budget of %s cannot hold one clip of %s at %dx%dx%d "
-                   "(needs %s fixed + %s per clip); raise --mem/--gpu-mem or use a smaller clip",
+                   "(needs %s fixed + %s per clip%s); raise --mem/--gpu-mem or use a smaller clip",
                    sd_local[i].name, vt_fmt_bytes(a, sizeof a, sd_local[i].budget), cfg->net.model,
                    cfg->net.clip_t, cfg->net.clip_h, cfg->net.clip_w,
                    vt_fmt_bytes(b, sizeof b, T->mp.fixed_bytes),
-                   vt_fmt_bytes(c, sizeof c, T->mp.bytes_per_clip));
+                   vt_fmt_bytes(c, sizeof c, T->mp.bytes_per_clip), d);
         ok = 0;
     }
     if (T->world > 1) {

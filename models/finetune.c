@@ -42,7 +42,8 @@ const char *vt_finetune_weights_licence(const char *model) {
 }
 
 static int is_pyvideo(const char *m) {
-    return !strcmp(m, "slow_r50") || !strcmp(m, "slowfast_r50") || !strcmp(m, "i3d_r50");
+    return !strcmp(m, "slow_r50") || !strcmp(m, "slowfast_r50") || !strcmp(m, "i3d_r50") ||
+           !strcmp(m, "r2plus1d_r50") || !strcmp(m, "csn_r101");
 }
 
 int vt_finetune_stage(const char *model, const char *name) {

@@ -49,6 +49,11 @@ static const vt_pretrained table[] = {
     {"x3d_s", "X3D_S", "x3d_s", "X3D_S.pyth", NULL, PYVIDEO_URL, 6, 400, 13, 160, 182, "73.33"},
     {"x3d_m", "X3D_M", "x3d_m", "X3D_M.pyth", NULL, PYVIDEO_URL, 5, 400, 16, 224, 256, "75.94"},
     {"x3d_l", "X3D_L", "x3d_l", "X3D_L.pyth", NULL, PYVIDEO_URL, 5, 400, 16, 312, 356, "77.44"},
+    /* hub/r2plus1d.py, hub/csn.py; model_zoo.md: 16x4 and 32x2, 224 crops */
+    {"r2plus1d_r50", "R2PLUS1D_16x4_R50", "r2plus1d_r50", "R2PLUS1D_16x4_R50.pyth", NULL,
+     PYVIDEO_URL, 4, 400, 16, 224, 256, "76.01"},
+    {"csn_r101", "CSN_32x2_R101", "csn_r101", "CSN_32x2_R101.pyth", NULL, PYVIDEO_URL, 2, 400, 32,
+     224, 256, "77.00"},
 };
 
 #define BASE_URL "https://download.pytorch.org/models/"

@@ -336,6 +336,13 @@ typedef struct vt_backend_i {
     void (*softmax_xent_w)(vt_backend *be, float *loss, float *dlogits, float *prob,
                            const float *logits, const int32_t *label, const float *cw, int n,
                            int k, float smoothing, float grad_scale);
+    /* Soft targets (mixup and CutMix, pipeline/data/mix.h): target (N, K) F32 in backend
+     * memory, one distribution per clip with any label smoothing already folded in.
+     * PyTorch's F.cross_entropy(logits, target, reduction='none') with probability
+     * targets: loss = -sum_j t_j log p_j, dlogits = grad_scale * (p_j sum_i t_i - t_j).
+     * Optional (NULL: this backend cannot train on mixed targets; the towers refuse). */
+    void (*softmax_xent_soft)(vt_backend *be, float *loss, float *dlogits, const float *logits,
+                              const float *target, int n, int k, float grad_scale);
     /* BCE with logits, summed over the K outputs of a clip; target (N, K) in {0, 1};
      * prob = sigmoid(logits). */
     void (*bce_logits)(vt_backend *be, float *loss, float *dlogits, float *prob,

@@ -21,7 +21,9 @@
 void vt_net_cfg_default(vt_net_cfg *cfg, const char *model, int classes, int t, int h, int w);
 
 /* Targets of a (micro-)batch, backend memory, one array per head:
- * label[h] (N) int32 for softmax heads, target[h] (N, classes) float for BCE heads. */
+ * label[h] (N) int32 for softmax heads, target[h] (N, classes) float for BCE heads and
+ * for softmax heads trained on mixed targets (vt_net_cfg.soft_targets: the loss then
+ * takes target, a distribution per clip, and label only counts accuracy). */
 typedef struct vt_targets {
     const int32_t *label[VT_MAX_HEADS];
     const float *target[VT_MAX_HEADS];

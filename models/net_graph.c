@@ -642,6 +642,8 @@ void vt_graph_free(vt_graph *g) {
 int64_t vt_graph_io_bytes_per_clip(const vt_net_cfg *cfg) {
     int64_t b = (int64_t)3 * cfg->clip_t * cfg->clip_h * cfg->clip_w * (int64_t)sizeof(float);
     for (int h = 0; h < cfg->nheads; h++)
-        b += cfg->head[h].loss == VT_LOSS_BCE ? (int64_t)cfg->head[h].classes * 4 : 4;
+        b += (cfg->head[h].loss == VT_LOSS_BCE ? 0 : 4) +
+             (cfg->head[h].loss == VT_LOSS_BCE || cfg->soft_targets
+                  ? (int64_t)cfg->head[h].classes * 4 : 0);
     return b;
 }

@@ -433,6 +433,12 @@ static void cu_softmax_xent_w(vt_backend *be, float *loss, float *dlogits, float
     vt_cuk_softmax_xent(c->stream, DT(c), loss, dlogits, prob, logits, label, cw, n, k,
                         smoothing, grad_scale);
 }
+static void cu_softmax_xent_soft(vt_backend *be, float *loss, float *dlogits,
+                                 const float *logits, const float *target, int n, int k,
+                                 float grad_scale) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_softmax_xent_soft(c->stream, DT(c), loss, dlogits, logits, target, n, k, grad_scale);
+}
 static void cu_bce_logits(vt_backend *be, float *loss, float *dlogits, float *prob,
                           const float *logits, const float *target, int n, int k,
                           float grad_scale) {
@@ -571,6 +577,7 @@ static const vt_backend_i cuda_i = {
     .dropout_backward = cu_dropout_backward,
     .softmax_xent = cu_softmax_xent,
     .softmax_xent_w = cu_softmax_xent_w,
+    .softmax_xent_soft = cu_softmax_xent_soft,
     .xsum_fold = cu_xsum_fold,
     .xsum_round = cu_xsum_round,
     .bce_logits = cu_bce_logits,

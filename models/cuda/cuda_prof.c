@@ -180,6 +180,9 @@ W(softmax_xent, (vt_backend *be, float *loss, float *dl, float *prob, const floa
 W(softmax_xent_w, (vt_backend *be, float *loss, float *dl, float *prob, const float *logits,
                    const int32_t *label, const float *cw, int n, int k, float sm, float gs),
   (be, loss, dl, prob, logits, label, cw, n, k, sm, gs))
+W(softmax_xent_soft, (vt_backend *be, float *loss, float *dl, const float *logits,
+                      const float *target, int n, int k, float gs),
+  (be, loss, dl, logits, target, n, k, gs))
 W(bce_logits, (vt_backend *be, float *loss, float *dl, float *prob, const float *logits,
                const float *target, int n, int k, float gs), (be, loss, dl, prob, logits, target,
                                                               n, k, gs))
@@ -274,7 +277,7 @@ const vt_backend_i *vt_cuda_prof_wrap(const vt_backend_i *real) {
     S(relu_forward); S(relu_backward); S(maxpool3d_forward); S(maxpool3d_backward);
     S(avgpool3d_forward); S(avgpool3d_backward); S(gap_forward); S(gap_backward);
     S(linear_forward); S(linear_backward); S(dropout_forward); S(dropout_backward);
-    S(softmax_xent); S(softmax_xent_w); S(bce_logits); S(sgd_update); S(rmsprop_update);
+    S(softmax_xent); S(softmax_xent_w); S(softmax_xent_soft); S(bce_logits); S(sgd_update); S(rmsprop_update);
     S(adamw_update); S(xsum_fold); S(xsum_round);
     S(layernorm_forward); S(layernorm_backward); S(gelu_forward); S(gelu_backward);
     S(attention_forward); S(attention_backward); S(transpose); S(token_mean_forward);

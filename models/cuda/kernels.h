@@ -172,6 +172,10 @@ void vt_cuk_scale_rows(cudaStream_t st, float *out, const float *in, const float
 void vt_cuk_softmax_xent(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits, float *prob,
                          const float *logits, const int32_t *label, const float *cw, int n, int k,
                          float smoothing, float grad_scale);
+/* target (n, k): a distribution per clip (backend.h softmax_xent_soft). */
+void vt_cuk_softmax_xent_soft(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits,
+                              const float *logits, const float *target, int n, int k,
+                              float grad_scale);
 void vt_cuk_bce_logits(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits, float *prob,
                        const float *logits, const float *target, int n, int k, float grad_scale);
 

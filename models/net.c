@@ -690,6 +690,7 @@ void vt_net_backward(vt_net *net) {
     net->ready_lo = g->nparams;
     for (int i = g->nnodes - 1; i >= 0; i--) {
         const vt_node *nd = &g->nodes[i];
+        vt_netc_recompute(net, i); /* checkpointing: a segment's insides again (net_ckpt.c) */
         if (nd->gslot == -1)
             continue;
         const float *dout = grad_of(net, i);

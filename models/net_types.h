@@ -48,6 +48,10 @@ typedef struct vt_net_cfg {
                            split into towers and micro-batches gives the same bits as one
                            device (docs/design.md §3.1). Needs a backend with the xsum
                            ops (cpu, cpu-ref, cuda); costs 16 bytes a parameter (memplan.c) */
+    int ckpt;           /* activation checkpointing: each checkpoint segment of the graph (a
+                           transformer block, net_graph.h) keeps only its input and output
+                           in forward and is recomputed, bit for bit, in backward; its
+                           insides share one block-sized region (memplan.c counts it) */
 } vt_net_cfg;
 
 /* Names of the zoo, NULL-terminated (defined in zoo.c, public through net.h). */

@@ -247,6 +247,11 @@ static void usage(FILE *f) {
         "  --precision P         fp32 (default); tf32: CUDA TF32 tensor cores; bf16: mixed\n"
         "                        precision, bf16 activations (about half the memory per clip)\n"
         "                        with float32 weights, BN, losses, optimizer (CUDA; cpu-ref)\n"
+        "  --checkpoint-act auto|on|off  activation checkpointing: a transformer block keeps\n"
+        "                        its input and output, recomputed in backward (the same\n"
+        "                        bits; a third more compute, most of its memory a clip\n"
+        "                        saved); auto (default): on for a tower only where not one\n"
+        "                        clip fits a pass without it (docs/distributed.md)\n"
         "%s"
         "run:\n"
         "  --out RUN             run folder (required unless --resume): one run's alone;\n"
@@ -401,6 +406,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--stride")) { if (r < 0 || vt_train_range_parse(o, "--stride", v)) BAD(); continue; }
         if (OPT("--stride-jitter")) { if (r < 0 || vt_train_range_parse(o, "--stride-jitter", v)) BAD(); continue; }
         if (OPT("--short-side")) { if (r < 0 || vt_train_range_parse(o, "--short-side", v)) BAD(); o->jitter_min = o->jitter_max = 0; continue; }
+        if (OPT("--checkpoint-act")) { if (r < 0 || vt_ckpt_mode_parse(v) < 0) BAD(); snprintf(o->checkpoint_act, sizeof o->checkpoint_act, "%s", v); continue; }
         if (OPT("--precision")) { if (r < 0 || vt_precision_parse(v) < 0) BAD(); snprintf(o->precision, sizeof o->precision, "%s", v); continue; }
         if (OPT("--contrast")) { if (r < 0 || vt_train_range_parse(o, "--contrast", v)) BAD(); continue; }
         if (OPT("--brightness")) { if (r < 0 || vt_train_range_parse(o, "--brightness", v)) BAD(); continue; }

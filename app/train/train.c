@@ -299,6 +299,8 @@ static int build_towers(vt_train *t) {
     memcpy(tc->net.head, heads->cfg, sizeof heads->cfg);
     tc->net.dropout = o->dropout;
     tc->net.drop_path = o->drop_path;
+    const int ckm = vt_ckpt_mode_parse(o->checkpoint_act); /* a hand-edited config: auto */
+    tc->ckpt_act = ckm > 0 ? (vt_ckpt_mode)ckm : VT_CKPT_AUTO;
     if (vt_precision_parse(o->precision) < 0) { /* a hand-edited config.json */
         fprintf(stderr, "vidtrain train: precision '%s': fp32, tf32 or bf16\n", o->precision);
         return 2;

@@ -39,6 +39,7 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->queue = 2;
     snprintf(o->tower_split, sizeof o->tower_split, "memory");
     snprintf(o->precision, sizeof o->precision, "fp32");
+    snprintf(o->checkpoint_act, sizeof o->checkpoint_act, "auto");
     o->val_split = 0.1f;
     o->frame_rate = 30.0f;
     snprintf(o->group, sizeof o->group, "auto");
@@ -220,6 +221,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_STR(tower_split);
     cJSON_AddBoolToObject(j, "sync_bn", o->sync_bn);
     J_STR(precision);
+    J_STR(checkpoint_act);
     /* A 64-bit seed does not fit a JSON number exactly: kept as a decimal string. */
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
@@ -336,6 +338,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_STR(tower_split);
     G_INT(sync_bn);
     G_STR(precision);
+    G_STR(checkpoint_act); /* runs before it: auto, which changes no number */
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "seed");
     if (cJSON_IsString(s))
         vt_parse_u64(s->valuestring, &o->seed);

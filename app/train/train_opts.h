@@ -98,6 +98,7 @@ typedef struct vt_train_opts {
                               "tower_split"; runs before the rename wrote it as "split") */
     int sync_bn;
     char precision[8];     /* fp32, tf32, bf16 (models/backend.h) */
+    char checkpoint_act[8];/* --checkpoint-act auto | on | off (slices.h vt_ckpt_mode) */
     uint64_t seed;
     float val_split;       /* fraction of train videos for validation when the dataset
                               has no val folder */

@@ -25,9 +25,10 @@
  *
  * Precision (vt_backend_set_precision; FP32 unless set):
  *   FP32  every float is an IEEE float32 and computed as such.
- *   TF32  as FP32, except that convolutions and linear GEMMs MAY round their inputs to
- *         TF32 on tensor cores (cuda on compute capability >= 8.0; a permission, like
- *         torch.backends.cudnn.allow_tf32: the CPU backends compute in FP32).
+ *   TF32  as FP32, except that convolutions and linear GEMMs (attention's too) MAY round
+ *         their inputs to TF32 on tensor cores (cuda on compute capability >= 8.0; a
+ *         permission, like torch.backends.cudnn.allow_tf32: the CPU backends compute in
+ *         FP32).
  *   BF16  mixed precision, the storage form of PyTorch autocast(bfloat16) for 3-D CNNs:
  *         ACTIVATIONS — the arguments marked [A] below: layer inputs and outputs, their
  *         gradients, logits' gradients — are bf16 arrays (models/bf16.h: 2 bytes an
@@ -292,7 +293,8 @@ typedef struct vt_backend_i {
      * (N, L, H, D) = softmax(q k^T / sqrt(D)) v per head, heads side by side (what the
      * projection reads); lse (N, H, L) the log-sum-exp of each query's scaled logits,
      * saved for the backward, which recomputes the probabilities a query row at a time:
-     * no T x T matrix is ever stored (flash-attention's scheme). dqkv is overwritten. */
+     * no T x T matrix is ever stored (flash-attention's scheme; the cuda backend holds
+     * blocks of logits of at most 64 MiB, models/cuda/cuda_attn.h). dqkv is overwritten. */
     void (*attention_forward)(vt_backend *be, float *out, float *lse, const float *qkv, int n,
                               int tokens, int heads, int head_dim);
     void (*attention_backward)(vt_backend *be, float *dqkv, const float *dout, const float *qkv,
@@ -390,6 +392,13 @@ typedef struct vt_backend_i {
     void (*softmax_xent_w)(vt_backend *be, float *loss, float *dlogits, float *prob,
                            const float *logits, const int32_t *label, const float *cw, int n,
                            int k, float smoothing, float grad_scale);
+    /* Soft targets (mixup and CutMix, pipeline/data/mix.h): target (N, K) F32 in backend
+     * memory, one distribution per clip with any label smoothing already folded in.
+     * PyTorch's F.cross_entropy(logits, target, reduction='none') with probability
+     * targets: loss = -sum_j t_j log p_j, dlogits = grad_scale * (p_j sum_i t_i - t_j).
+     * Optional (NULL: this backend cannot train on mixed targets; the towers refuse). */
+    void (*softmax_xent_soft)(vt_backend *be, float *loss, float *dlogits, const float *logits,
+                              const float *target, int n, int k, float grad_scale);
     /* BCE with logits, summed over the K outputs of a clip; target (N, K) in {0, 1};
      * prob = sigmoid(logits). */
     void (*bce_logits)(vt_backend *be, float *loss, float *dlogits, float *prob,

@@ -126,6 +126,10 @@ typedef struct vt_node {
     int mt[12];           /* msa: tensors rel_pos_h, _w, _t; pool_q, pool_k, pool_v weight,
                              LayerNorm weight, bias (-1: absent); clstok: spatial_pos,
                              temporal_pos, class_pos (-1: none) */
+    int seg;              /* checkpoint segment: 1 + its index (vt_g_segment), 0 outside */
+    int recomp;           /* plan, cfg.ckpt: inside its segment (not the output): its output
+                             and masks live in the shared recompute region, remade in
+                             backward (net_ckpt.c) */
     /* ---- the plan (vt_graph_plan) ---- */
     int64_t act_off;      /* per-clip element offset of the output in the activation region */
     int64_t mask_off;     /* dropout mask (layernorm: mean | invstd; attention: lse): per-clip
@@ -172,6 +176,11 @@ typedef struct vt_graph {
     int64_t clip_act, clip_f32;/* per-clip totals of the two regions */
     /* ---- the plan: fixed workspace floats ---- */
     int64_t ws_floats, scratch_off, one_off;
+    /* ---- checkpoint segments (vt_g_segment) and, under cfg.ckpt, the shared region
+     *      their insides use, per clip (act elements, f32 values; inside clip_act and
+     *      clip_f32) ---- */
+    int nsegs;
+    int64_t recomp_act_off, recomp_act, recomp_f32_off, recomp_f32;
 } vt_graph;
 
 /* Builders: each returns the new node's index, or -1 once the graph has failed (the
@@ -264,6 +273,13 @@ int vt_g_tensor_new(vt_graph *g, int node, const char *suffix, vt_tensor_role ro
 /* VideoMAE's get_sinusoid_encoding_table: tab (L x C) position p, feature j:
  * angle p / 10000^(2 (j/2) / C), sin for even j, cos for odd (host memory). */
 void vt_sincos_table(float *tab, int L, int C);
+
+/* Mark nodes first..last (forward order) as one checkpoint segment: a block whose only
+ * input from before is in[...] of its nodes and whose only output read after it is
+ * `last` (through the in-place chain `last` writes over). Under cfg.ckpt the plan keeps
+ * only that output chain and recomputes the rest in backward (net_ckpt.c); its nodes
+ * must be add or transformer kinds (vt_netv_forward runs them). */
+void vt_g_segment(vt_graph *g, int first, int last);
 
 /* Lay out activations, gradients and workspace of a built graph (zoo.h's vt_graph_make
  * builds and plans in one call). */

@@ -1,6 +1,7 @@
 /*
  * zoo.c: the model zoo as graphs — tiny, tiny_nobn, c3d, r3d18, mc3_18, r2plus1d18, s3d, and
- * pytorchvideo's slow_r50, slowfast_r50, i3d_r50 (zoo_pv.c) and the X3D family
+ * pytorchvideo's slow_r50, slowfast_r50, i3d_r50, r2plus1d_r50, csn_r101 (zoo_pv.c) and the
+ * X3D family
  * (zoo_x3d.c) —
  * with the module names, shapes and order of their PyTorch twins, so that state dicts
  * move both ways by name:
@@ -64,7 +65,8 @@
 const char *const vt_zoo_names[] = {"tiny", "tiny_nobn", "c3d", "r3d18", "mc3_18", "r2plus1d18",
                                     "s3d", "x3d_xs", "x3d_s", "x3d_m", "x3d_l", "slow_r50",
                                     "slowfast_r50", "i3d_r50", "videomae_vit_s", "videomae_vit_b",
-                                    "mvit_v2_s", "mvit_v1_b", NULL};
+                                    "r2plus1d_r50", "csn_r101", "mvit_v2_s",
+                                    "mvit_v1_b", NULL};
 
 #define K3(a, b, c) ((const int[3]){a, b, c})
 
@@ -385,7 +387,7 @@ static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errle
         fc = "blocks.5.proj"; /* pytorchvideo's ResNetBasicHead (zoo_x3d.c) */
         drop = "blocks.5.dropout";
     } else {
-        char names[256] = "";
+        char names[512] = "";
         for (int i = 0; vt_zoo_names[i]; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
                      vt_zoo_names[i]);

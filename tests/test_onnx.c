@@ -359,6 +359,10 @@ int main(void) {
         /* pytorchvideo's bottlenecks, SlowFast's frame Gather (the slow pathway's 2 of the
          * 8 frames), lateral convs and concats: its smallest sensible clip */
         {"slowfast_r50", 8, 32, 32, 1, 0.5f},
+        /* the (2+1)D pair with its inner BN, a 1x1x1 shortcut strided in time; the
+         * depthwise 3x3x3 strided in time and space (csn_r101's 101 layers) */
+        {"r2plus1d_r50", 4, 32, 32, 1, 0.5f},
+        {"csn_r101", 4, 32, 32, 1, 0.0f},
         /* the VideoMAE transformers' nodes (LayerNormalization, erf GELU, MatMul, Softmax,
          * the sin-cos table) in the test model of videomae_vit_s's pieces, non-square */
         {"vit_test", 4, 32, 48, 1, 0.0f},

@@ -249,7 +249,8 @@ int main(void) {
      * VideoMAE ViTs in test_zoo_vit.c, pytorchvideo's ResNet-50s in
      * tests/oracle/torch_pyvideo.py, whose names, shapes and order test_pyvideo.c checks
      * (pytorchvideo does not install here: its twins are written out in plain torch). */
-    static const char *const pyvideo[] = {"slow_r50", "slowfast_r50", "i3d_r50"};
+    static const char *const pyvideo[] = {"slow_r50", "slowfast_r50", "i3d_r50", "r2plus1d_r50",
+                                          "csn_r101"};
     size_t nzoo = 0, nvit = 0;
     for (; vt_zoo_names[nzoo]; nzoo++) {
         if (!strncmp(vt_zoo_names[nzoo], "videomae_", 9) || /* twins: test_zoo_vit.c */

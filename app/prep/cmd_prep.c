@@ -31,6 +31,7 @@
 
 #include "app/app.h"
 #include "app/decode_opt.h"
+#include "app/leaks.h"
 #include "app/opts.h"
 #include "app/prep/prep_cmd.h"
 #include "app/run/run_files.h"
@@ -58,7 +59,8 @@ static void usage(FILE *f) {
         "  the detail training's own scaling needs; a source already that small keeps its\n"
         "  size: nothing is upscaled), turned upright (rotation metadata applied to the\n"
         "  pixels), video only (audio and other streams dropped), with a keyframe every G\n"
-        "  frames so that any clip seeks cheaply.\n"
+        "  frames so that any clip seeks cheaply. The leak check's signatures of each copy\n"
+        "  and its source come from the same decode, into the vidtrain cache (docs/splits.md).\n"
         "\n"
         "  --short-side S  short side in pixels (default %d). Choose S = crop * 8/7: the\n"
         "                  default clip 16x112 crops 112 from 128; a 16x160 clip wants 183\n"
@@ -298,6 +300,10 @@ int vt_cmd_prep(int argc, char **argv) {
     r.src = pos[0];
     r.dst = pos[1];
     r.o = o;
+    /* the leak check's signatures from this decode, for free (docs/splits.md) */
+    r.o.signature = vt_leaks_cache_dir(r.sig_cache, sizeof r.sig_cache) != NULL;
+    if (!r.o.signature)
+        r.sig_cache[0] = 0;
     struct stat ss, ds;
     if (stat(r.src, &ss) != 0 || !S_ISDIR(ss.st_mode)) {
         fprintf(stderr, "vidtrain prep: %s is not a folder\n", r.src);

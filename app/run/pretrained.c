@@ -56,6 +56,11 @@ static const vt_pretrained table[] = {
      16, 224, 256, "80.757"},
     {"mvit_v1_b", "mvit_v1_b", "mvit_v1_b", "mvit_v1_b-dbeb1030.pth", "dbeb1030", NULL, 4, 400,
      16, 224, 256, "78.477"},
+    /* hub/r2plus1d.py, hub/csn.py; model_zoo.md: 16x4 and 32x2, 224 crops */
+    {"r2plus1d_r50", "R2PLUS1D_16x4_R50", "r2plus1d_r50", "R2PLUS1D_16x4_R50.pyth", NULL,
+     PYVIDEO_URL, 4, 400, 16, 224, 256, "76.01"},
+    {"csn_r101", "CSN_32x2_R101", "csn_r101", "CSN_32x2_R101.pyth", NULL, PYVIDEO_URL, 2, 400, 32,
+     224, 256, "77.00"},
 };
 
 #define BASE_URL "https://download.pytorch.org/models/"

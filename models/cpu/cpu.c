@@ -38,6 +38,7 @@
 #include "models/optim_elem.h"
 #include "models/cpu/cpu_attn.h"
 #include "models/cpu/cpu_mvit.h"
+#include "models/cpu/cpu_loss.h"
 #include "models/cpu/cpu_blocks.h"
 #include "models/cpu/cpu_conv.h"
 #include "models/cpu/cpu_blas.h"
@@ -747,6 +748,7 @@ static const vt_backend_i cpu_i = {
     .dropout_backward = cpu_dropout_backward,
     .softmax_xent = cpu_softmax_xent,
     .softmax_xent_w = cpu_softmax_xent_w,
+    .softmax_xent_soft = vt_cpu_softmax_xent_soft,
     .bce_logits = cpu_bce_logits,
     .sgd_update = cpu_sgd_update,
     .rmsprop_update = cpu_rmsprop_update,

@@ -20,6 +20,7 @@
 #include "models/bf16.h"
 #include "models/cpu/cpu_attn.h"
 #include "models/cpu/cpu_mvit.h"
+#include "models/cpu/cpu_loss.h"
 #include "base/common.h"
 #include "models/xsum.h"
 #include "models/optim_elem.h"
@@ -764,6 +765,7 @@ static const vt_backend_i ref_i = {
     .dropout_backward = ref_dropout_backward,
     .softmax_xent = ref_softmax_xent,
     .softmax_xent_w = ref_softmax_xent_w,
+    .softmax_xent_soft = vt_cpu_softmax_xent_soft,
     .bce_logits = ref_bce_logits,
     .sgd_update = ref_sgd_update,
     .rmsprop_update = ref_rmsprop_update,

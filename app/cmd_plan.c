@@ -4,6 +4,8 @@
  * the slices, micro-batches and the predicted step time when speeds are given.
  * It must never allocate a model or touch a device: planning is arithmetic, so a plan
  * for GPUs one does not have (--gpu-mem with --devices cpu) is still useful.
+ * Activation checkpointing (--checkpoint-act) is chosen per device as training chooses it
+ * (vt_ckpt_choose), and the plan says where and why.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,12 @@ static void usage(FILE *f) {
                "devices (fits per pass, slice, micro-batches, predicted step time). The\n"
                "optimizer's state is part of the plan.\n\n");
     vt_step_args_help(f, &step_defaults);
+    fprintf(f, "  --checkpoint-act auto|on|off\n"
+               "                      activation checkpointing: a transformer block keeps only\n"
+               "                      its input and output and is recomputed in backward (same\n"
+               "                      bits, about a third more compute, a block's activations\n"
+               "                      a clip instead of all); auto (default): on for a device\n"
+               "                      only where one clip does not fit a pass without it\n");
     fprintf(f, "%s", vt_device_args_help);
 }
 
@@ -37,7 +45,16 @@ int vt_cmd_plan(int argc, char **argv) {
         return 0;
     }
     vt_step_args sa = step_defaults;
+    int ckmode = VT_CKPT_AUTO;
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--checkpoint-act")) {
+            ckmode = i + 1 < argc ? vt_ckpt_mode_parse(argv[++i]) : -1;
+            if (ckmode < 0) {
+                fprintf(stderr, "vidtrain plan: --checkpoint-act: auto, on or off\n");
+                return 2;
+            }
+            continue;
+        }
         int took = vt_step_args_take(&sa, argc, argv, &i);
         if (took == 1)
             continue;
@@ -66,36 +83,68 @@ int vt_cmd_plan(int argc, char **argv) {
         fprintf(stderr, "vidtrain plan: %s\n", err);
         return 1;
     }
-    vt_memplan_print(&mp, &nc, stdout);
+    /* the plan with checkpointing too, when the model has blocks to recompute */
+    vt_memplan mpc = {0};
+    vt_net_cfg ncc = nc;
+    ncc.ckpt = 1;
+    const int have_ckpt = mp.ckpt_segments > 0 && ckmode != VT_CKPT_OFF &&
+                          vt_memplan_build(&mpc, &ncc, vt_optim_state_per_param(&oc), err,
+                                           sizeof err) == 0;
+    if (ckmode == VT_CKPT_ON && !mp.ckpt_segments)
+        fprintf(stderr, "warning: --checkpoint-act on: %s has no blocks to recompute (only the "
+                "transformers have); it changes nothing\n", nc.model);
+    vt_memplan_print(ckmode == VT_CKPT_ON && have_ckpt ? &mpc : &mp,
+                     ckmode == VT_CKPT_ON && have_ckpt ? &ncc : &nc, stdout);
+    if (have_ckpt && ckmode != VT_CKPT_ON) {
+        char a[32], b[32];
+        printf("Bytes per clip with activation checkpointing: %s (%d blocks recomputed in "
+               "backward; one block's insides held, %s saved a clip)\n",
+               vt_fmt_bytes(a, sizeof a, mpc.bytes_per_clip), mpc.ckpt_segments,
+               vt_fmt_bytes(b, sizeof b, mp.bytes_per_clip - mpc.bytes_per_clip));
+    }
     printf("\n");
     vt_slice_dev sd[VT_MAX_DEVICES];
-    int rc = 0;
+    int ck[VT_MAX_DEVICES] = {0}, rc = 0;
     for (int i = 0; i < devs.n; i++) {
         memset(&sd[i], 0, sizeof sd[i]);
         snprintf(sd[i].name, sizeof sd[i].name, "%s", devs.dev[i].name);
         sd[i].budget = devs.dev[i].budget;
         sd[i].speed = devs.dev[i].speed;
-        sd[i].max_clips = vt_slice_fits(&mp, &devs.dev[i]);
+        ck[i] = vt_ckpt_choose((vt_ckpt_mode)ckmode, &mp, have_ckpt ? &mpc : NULL,
+                               &devs.dev[i], &sd[i].max_clips);
+        const vt_memplan *used = ck[i] ? &mpc : &mp;
         if (sd[i].max_clips == 0) {
             char a[32], b[32], c[32];
             const int cuda = !strcmp(devs.dev[i].backend, "cuda");
-            const int64_t fixed = mp.fixed_bytes + (cuda ? vt_memplan_cuda_reserve(&mp) : 0);
+            const int64_t fixed = used->fixed_bytes + (cuda ? vt_memplan_cuda_reserve(used) : 0);
             fprintf(stderr, "warning: tower %s: its budget of %s cannot hold one clip (needs %s "
                     "fixed%s + %s per clip); training would refuse it\n", sd[i].name,
                     vt_fmt_bytes(a, sizeof a, sd[i].budget),
                     vt_fmt_bytes(b, sizeof b, fixed),
                     cuda ? " with the CUDA reserve" : "",
-                    vt_fmt_bytes(c, sizeof c, mp.bytes_per_clip));
+                    vt_fmt_bytes(c, sizeof c, used->bytes_per_clip));
             rc = 1;
         }
     }
     vt_device_list_print(&devs, stdout);
+    if (have_ckpt) {
+        printf("\nactivation checkpointing (--checkpoint-act %s):\n", vt_ckpt_mode_name(ckmode));
+        for (int i = 0; i < devs.n; i++) {
+            const int off = vt_slice_fits(&mp, &devs.dev[i]), on = vt_slice_fits(&mpc, &devs.dev[i]);
+            printf("  %-9s %-3s  clips a pass: %d without, %d with%s\n", sd[i].name,
+                   ck[i] ? "on" : "off", off, on,
+                   ckmode != VT_CKPT_AUTO ? ""
+                   : ck[i] ? " (turned on: not one clip fits without it)"
+                   : off > 0 ? " (not needed: micro-batches cost less than recomputing)" : "");
+        }
+    }
     printf("\n");
     vt_plan plan;
     vt_slice_policy start = pol;
     if (vt_slice_plan(&plan, &start, batch, devs.n, sd, err, sizeof err)) {
         fprintf(stderr, "vidtrain plan: %s\n", err);
         vt_memplan_free(&mp);
+        vt_memplan_free(&mpc);
         return 1;
     }
     vt_plan_print(&plan, sd, stdout);
@@ -103,5 +152,6 @@ int vt_cmd_plan(int argc, char **argv) {
         printf("  (training measures each tower's clips/s over the first steps and re-plans; "
                "give --speeds to plan with known speeds)\n");
     vt_memplan_free(&mp);
+    vt_memplan_free(&mpc);
     return rc;
 }

@@ -22,7 +22,8 @@ const char vt_device_args_help[] =
     "                      for several towers on one GPU (cuda:0,cuda:0). Default: every GPU, or\n"
     "                      one CPU tower when there is none\n"
     "  --gpus N|I,J        N GPUs (0..N-1) or a list of ids (\"--gpus 1,\" for GPU 1 alone)\n"
-    "  --mem SPEC          budgets: \"2G\" for every tower or \"cpu0=2G,cpu1=1G,cuda0=5G\"\n"
+    "  --mem SPEC          budgets: \"2G\" for every tower, \"12G,6G\" tower by tower, or\n"
+    "                      \"cpu0=2G,cpu1=1G,cuda0=5G\"\n"
     "  --gpu-mem SPEC      GPU caps \"1:5G\"; several towers on one GPU: \"0:12G,0:6G\" in order\n"
     "  --threads N         threads per CPU tower (default: cores / CPU towers)\n"
     "  --backend NAME      backend of cpu towers: cpu (fast, default) or cpu-ref (reference)\n"
@@ -173,10 +174,10 @@ static int parse_gpus(vt_device_list *l, const char *spec, char *err, size_t err
     return 0;
 }
 
-/* --mem entry "2G" (every tower) or "cpu0=2G". */
+/* --mem entry "2G" (every tower, when it is the only entry), "cpu0=2G", or the k-th of
+ * several: the k-th tower's (ctx: the number of entries). */
 static int mem_entry(vt_device_list *l, char *entry, int k, void *ctx, char *err, size_t errlen) {
-    (void)k;
-    (void)ctx;
+    const int entries = *(const int *)ctx;
     const char *val;
     const char *name = entry_split(entry, '=', &val);
     int64_t b = vt_parse_bytes(val);
@@ -184,12 +185,17 @@ static int mem_entry(vt_device_list *l, char *entry, int k, void *ctx, char *err
         vt_set_err(err, errlen, "--mem: '%s' is not a size (e.g. 2G, 512M)", val);
         return -1;
     }
-    if (!name) {
+    if (!name && entries == 1) {
         for (int i = 0; i < l->n; i++)
             l->dev[i].budget = b;
         return 0;
     }
-    vt_device *d = vt_device_list_find(l, name);
+    if (!name && k >= l->n) {
+        vt_set_err(err, errlen, "--mem: entry %d ('%s') but %d tower%s", k + 1, val, l->n,
+                   l->n == 1 ? "" : "s");
+        return -1;
+    }
+    vt_device *d = name ? vt_device_list_find(l, name) : &l->dev[k];
     if (!d) {
         char names[512];
         vt_device_list_names(l, names, sizeof names);
@@ -311,7 +317,10 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
     if (a->gpu_mem && for_each_entry(out, a->gpu_mem, gpu_mem_entry, capped, err, errlen) < 0)
         return -1;
     if (a->mem) {
-        if (for_each_entry(out, a->mem, mem_entry, NULL, err, errlen) < 0)
+        int entries = 0; /* one unnamed entry is every tower's, several are positional */
+        for (const char *s = a->mem; *s; s++)
+            entries += *s != ',' && (s == a->mem || s[-1] == ',');
+        if (for_each_entry(out, a->mem, mem_entry, &entries, err, errlen) < 0)
             return -1;
         for (int i = 0; i < out->n; i++)
             if (out->dev[i].budget > 0)

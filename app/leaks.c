@@ -18,16 +18,33 @@
 #include "base/common.h"
 #include "pipeline/data/signature.h"
 
-static int used(const vt_dataset *ds, int i) {
-    const vt_dataset_video *v = &ds->videos[i];
-    return v->split != VT_SPLIT_NONE && v->bad == VT_BAD_NONE;
+/* The videos compared: ds's, then (when there is one) the other folder's, in one index
+ * space [0, ds->nvideos + ods->nvideos). */
+typedef struct pool {
+    const vt_dataset *ds, *ods;
+    int n0, n;
+    vt_split *role; /* TRAIN, VAL or TEST: compared as that; NONE: not compared */
+} pool;
+
+static const vt_dataset_video *video(const pool *p, int i) {
+    return i < p->n0 ? &p->ds->videos[i] : &p->ods->videos[i - p->n0];
 }
 
 /* The first entry of i's file (segments share a file): signatures are per file. */
-static int file_of(const vt_dataset *ds, int i) {
-    while (i > 0 && !strcmp(ds->videos[i - 1].relpath, ds->videos[i].relpath))
+static int file_of(const pool *p, int i) {
+    int first = i < p->n0 ? 0 : p->n0;
+    while (i > first && !strcmp(video(p, i - 1)->relpath, video(p, i)->relpath))
         i--;
     return i;
+}
+
+const char *vt_leaks_cache_dir(char *buf, size_t n) {
+    char err[1024];
+    if (n < 32)
+        return NULL;
+    vt_pretrained_cache_dir(buf, n - 16);
+    strcat(buf, "/signatures");
+    return vt_run_mkdirs(buf, err, sizeof err) == 0 ? buf : NULL;
 }
 
 static int cmp_pair(const void *x, const void *y) {
@@ -39,33 +56,34 @@ static int cmp_pair(const void *x, const void *y) {
     return (a->train > b->train) - (a->train < b->train);
 }
 
-int vt_leaks_find(vt_dataset *ds, int threads, int progress, vt_leaks *out) {
-    memset(out, 0, sizeof *out);
+static int find(pool *pl, int threads, int progress, vt_leaks *out) {
     double t0 = vt_now();
-    int n = ds->nvideos;
+    int n = pl->n;
+    out->ods = pl->ods;
+    out->n0 = pl->n0;
     if (threads <= 0)
         threads = omp_get_num_procs();
-    char dir[4096], err[1024];
-    vt_pretrained_cache_dir(dir, sizeof dir - 16);
-    strcat(dir, "/signatures");
-    const char *cache = vt_run_mkdirs(dir, err, sizeof err) == 0 ? dir : NULL;
+    char dir[4096];
+    const char *cache = vt_leaks_cache_dir(dir, sizeof dir);
 
     vt_sig *sig = vt_calloc((size_t)(n ? n : 1), sizeof *sig);
     int *ok = vt_calloc((size_t)(n ? n : 1), sizeof *ok);
-    int ndone = 0, nwork = 0, nhit = 0, nfail = 0;
+    int ndone = 0, nwork = 0, nhit = 0, nfail = 0, nsparse = 0;
     for (int i = 0; i < n; i++)
-        nwork += used(ds, i) && file_of(ds, i) == i;
+        nwork += pl->role[i] != VT_SPLIT_NONE && file_of(pl, i) == i;
     int tty = progress && isatty(2);
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(+ : nhit, nfail)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) reduction(+ : nhit, nfail, nsparse)
     for (int i = 0; i < n; i++) {
-        if (!used(ds, i) || file_of(ds, i) != i)
+        if (pl->role[i] == VT_SPLIT_NONE || file_of(pl, i) != i)
             continue;
         char e[1024];
         int hit = 0;
-        if (vt_sig_cached(ds->videos[i].path, cache, &sig[i], &hit, e, sizeof e) == 0)
+        if (vt_sig_cached(video(pl, i)->path, cache, &sig[i], &hit, e, sizeof e) == 0) {
             ok[i] = 1;
-        else
+            nsparse += sig[i].sparse;
+        } else {
             nfail++;
+        }
         nhit += hit;
         if (tty) {
 #pragma omp critical(leaks_progress)
@@ -77,26 +95,26 @@ int vt_leaks_find(vt_dataset *ds, int threads, int progress, vt_leaks *out) {
     out->nsig = nwork;
     out->ncached = nhit;
     out->nfailed = nfail;
+    out->nsparse = nsparse;
 
     /* train x (val, test), one other video per iteration: its pairs in its own list */
     int32_t *tr = vt_malloc((size_t)(n ? n : 1) * sizeof *tr);
     int ntr = 0;
     for (int i = 0; i < n; i++)
-        if (used(ds, i) && ds->videos[i].split == VT_SPLIT_TRAIN)
+        if (pl->role[i] == VT_SPLIT_TRAIN)
             tr[ntr++] = i;
     for (int i = 0; i < n; i++)
-        if (used(ds, i))
-            out->total[ds->videos[i].split]++;
+        if (pl->role[i] != VT_SPLIT_NONE)
+            out->total[pl->role[i]]++;
     vt_leak_pair **found = vt_calloc((size_t)(n ? n : 1), sizeof *found);
     int *nfound = vt_calloc((size_t)(n ? n : 1), sizeof *nfound);
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
     for (int j = 0; j < n; j++) {
-        const vt_dataset_video *v = &ds->videos[j];
-        if (!used(ds, j) || (v->split != VT_SPLIT_VAL && v->split != VT_SPLIT_TEST))
+        if (pl->role[j] != VT_SPLIT_VAL && pl->role[j] != VT_SPLIT_TEST)
             continue;
-        int fj = file_of(ds, j), cap = 0;
+        int fj = file_of(pl, j), cap = 0;
         for (int k = 0; k < ntr; k++) {
-            int i = tr[k], fi = file_of(ds, i);
+            int i = tr[k], fi = file_of(pl, i);
             double sim = 0;
             int near = 0;
             if (fi == fj) {
@@ -110,13 +128,14 @@ int vt_leaks_find(vt_dataset *ds, int threads, int progress, vt_leaks *out) {
                 cap = cap ? 2 * cap : 4;
                 found[j] = vt_realloc(found[j], (size_t)cap * sizeof *found[j]);
             }
-            found[j][nfound[j]++] = (vt_leak_pair){.train = i, .other = j, .sim = sim};
+            found[j][nfound[j]++] = (vt_leak_pair){.train = i, .other = j, .sim = sim,
+                                                   .split = pl->role[j]};
         }
     }
     for (int j = 0; j < n; j++) {
         if (!nfound[j])
             continue;
-        out->copied[ds->videos[j].split]++;
+        out->copied[pl->role[j]]++;
         out->pairs = vt_realloc(out->pairs, (size_t)(out->npairs + nfound[j]) * sizeof *out->pairs);
         memcpy(out->pairs + out->npairs, found[j], (size_t)nfound[j] * sizeof *found[j]);
         out->npairs += nfound[j];
@@ -135,6 +154,46 @@ int vt_leaks_find(vt_dataset *ds, int threads, int progress, vt_leaks *out) {
     return 0;
 }
 
+int vt_leaks_find_with(vt_dataset *ds, int own, vt_dataset *ods, const int32_t *oidx, int on,
+                       vt_split as, int threads, int progress, vt_leaks *out) {
+    memset(out, 0, sizeof *out);
+    pool pl = {.ds = ds, .ods = ods, .n0 = ds->nvideos,
+               .n = ds->nvideos + (ods ? ods->nvideos : 0)};
+    pl.role = vt_malloc((size_t)(pl.n ? pl.n : 1) * sizeof *pl.role);
+    for (int i = 0; i < pl.n; i++)
+        pl.role[i] = VT_SPLIT_NONE;
+    for (int i = 0; i < ds->nvideos; i++) {
+        const vt_dataset_video *v = &ds->videos[i];
+        if (v->split != VT_SPLIT_NONE && v->bad == VT_BAD_NONE &&
+            (v->split == VT_SPLIT_TRAIN || own))
+            pl.role[i] = v->split;
+    }
+    for (int k = 0; ods && k < on; k++)
+        if (oidx[k] >= 0 && oidx[k] < ods->nvideos)
+            pl.role[pl.n0 + oidx[k]] = as;
+    int rc = find(&pl, threads, progress, out);
+    free(pl.role);
+    return rc;
+}
+
+int vt_leaks_find(vt_dataset *ds, int threads, int progress, vt_leaks *out) {
+    return vt_leaks_find_with(ds, 1, NULL, NULL, 0, VT_SPLIT_NONE, threads, progress, out);
+}
+
+/* The video of a pair's index (ds's, or the other folder's past ds->nvideos). */
+static const vt_dataset_video *pair_video(const vt_dataset *ds, const vt_leaks *l, int i) {
+    return i < l->n0 || !l->ods ? &ds->videos[i] : &l->ods->videos[i - l->n0];
+}
+
+/* How a pair's video is named on a terminal: its path in its folder, with the folder in
+ * front when it is the other one (--val-dir's, eval's DIR). */
+static const char *pair_name(const vt_dataset *ds, const vt_leaks *l, int i, char *buf, size_t n) {
+    if (i < l->n0 || !l->ods)
+        return ds->videos[i].relpath;
+    snprintf(buf, n, "%s/%s", l->ods->dir, l->ods->videos[i - l->n0].relpath);
+    return buf;
+}
+
 void vt_leaks_free(vt_leaks *l) {
     if (!l)
         return;
@@ -149,10 +208,15 @@ cJSON *vt_leaks_json(const vt_dataset *ds, const vt_leaks *l) {
         const vt_leak_pair *p = &l->pairs[k];
         cJSON *e = cJSON_CreateObject();
         char *a = vt_utf8_clean(ds->videos[p->train].relpath);
-        char *b = vt_utf8_clean(ds->videos[p->other].relpath);
+        char *b = vt_utf8_clean(pair_video(ds, l, p->other)->relpath);
         cJSON_AddStringToObject(e, "train", a);
         cJSON_AddStringToObject(e, "other", b);
-        cJSON_AddStringToObject(e, "split", vt_split_name(ds->videos[p->other].split));
+        cJSON_AddStringToObject(e, "split", vt_split_name(p->split));
+        if (l->ods && p->other >= l->n0) { /* a video of the other folder */
+            char *d = vt_utf8_clean(l->ods->dir);
+            cJSON_AddStringToObject(e, "folder", d);
+            free(d);
+        }
         cJSON_AddNumberToObject(e, "similarity", p->sim);
         cJSON_AddItemToArray(pa, e);
         free(a);
@@ -169,6 +233,7 @@ cJSON *vt_leaks_json(const vt_dataset *ds, const vt_leaks *l) {
     cJSON_AddNumberToObject(sg, "files", l->nsig);
     cJSON_AddNumberToObject(sg, "cached", l->ncached);
     cJSON_AddNumberToObject(sg, "unreadable", l->nfailed);
+    cJSON_AddNumberToObject(sg, "keyframes_only", l->nsparse);
     cJSON_AddNumberToObject(sg, "seconds", l->seconds);
     return o;
 }
@@ -185,11 +250,21 @@ const char *vt_leaks_line(const vt_leaks *l, char *buf, size_t n) {
     return buf;
 }
 
+/* A note when some signatures are a long-GOP file's keyframes alone (signature.h). */
+static void sparse_note(FILE *f, const vt_leaks *l) {
+    if (l->nsparse)
+        fprintf(f, "  note: %d signature%s of long-GOP files too large to decode whole %s "
+                "keyframes alone:\n        a trim or a short clip of such a file is found only "
+                "where it meets one (docs/splits.md)\n", l->nsparse, l->nsparse == 1 ? "" : "s",
+                l->nsparse == 1 ? "is" : "are");
+}
+
 void vt_leaks_print(FILE *f, const vt_dataset *ds, const vt_leaks *l, int max_pairs) {
     char line[256];
     if (!vt_leaks_line(l, line, sizeof line)[0]) {
         fprintf(f, "leaks: none (%d signatures, %d from the cache, %.1f s)\n", l->nsig, l->ncached,
                 l->seconds);
+        sparse_note(f, l);
         return;
     }
     fprintf(f, "leaks: %s (%d pairs; %d signatures, %d from the cache, %.1f s)\n", line,
@@ -197,18 +272,27 @@ void vt_leaks_print(FILE *f, const vt_dataset *ds, const vt_leaks *l, int max_pa
     int shown = l->npairs < max_pairs ? l->npairs : max_pairs;
     for (int k = 0; k < shown; k++) {
         const vt_leak_pair *p = &l->pairs[k];
-        fprintf(f, "  %.2f  %s: %s  ~  train: %s\n", p->sim,
-                vt_split_name(ds->videos[p->other].split), ds->videos[p->other].relpath,
-                ds->videos[p->train].relpath);
+        char nb[4400];
+        fprintf(f, "  %.2f  %s: %s  ~  train: %s\n", p->sim, vt_split_name(p->split),
+                pair_name(ds, l, p->other, nb, sizeof nb), ds->videos[p->train].relpath);
     }
     if (shown < l->npairs)
         fprintf(f, "  ... and %d more pairs (--json lists all)\n", l->npairs - shown);
+    sparse_note(f, l);
 }
 
-int vt_leaks_train_check(vt_dataset *ds, const char *run_dir, int strict, int progress,
-                         FILE *out) {
+int vt_leaks_train_check(vt_dataset *ds, vt_dataset *vds, const char *run_dir, int strict,
+                         int progress, FILE *out) {
     vt_leaks lk;
-    vt_leaks_find(ds, 0, progress, &lk);
+    int32_t *vidx = NULL, nv = 0; /* --val-dir: its labelled, readable videos, as val */
+    if (vds) {
+        vidx = vt_malloc(sizeof *vidx * (size_t)(vds->nvideos ? vds->nvideos : 1));
+        for (int i = 0; i < vds->nvideos; i++)
+            if (vds->videos[i].labeled && !vt_dataset_bad(vds, i))
+                vidx[nv++] = i;
+    }
+    vt_leaks_find_with(ds, 1, vds, vidx, nv, VT_SPLIT_VAL, 0, progress, &lk);
+    free(vidx);
     char line[256], path[2100], err[1024];
     vt_leaks_line(&lk, line, sizeof line);
     snprintf(path, sizeof path, "%s/leaks.json", run_dir);
@@ -231,13 +315,16 @@ int vt_leaks_train_check(vt_dataset *ds, const char *run_dir, int strict, int pr
         else
             fprintf(stderr, "warning: %s: their scores count scenes training has seen (pairs "
                     "in %s; --strict-splits makes this an error)\n", line, path);
+        char nb[4400];
         for (int k = 0; k < lk.npairs && k < 5; k++)
             fprintf(stderr, "  %.2f  %s  ~  train: %s\n", lk.pairs[k].sim,
-                    ds->videos[lk.pairs[k].other].relpath, ds->videos[lk.pairs[k].train].relpath);
+                    pair_name(ds, &lk, lk.pairs[k].other, nb, sizeof nb),
+                    ds->videos[lk.pairs[k].train].relpath);
         if (lk.npairs > 5)
             fprintf(stderr, "  ... and %d more pairs\n", lk.npairs - 5);
         rc = strict;
     }
+    sparse_note(line[0] ? stderr : out, &lk);
     vt_leaks_free(&lk);
     return rc;
 }

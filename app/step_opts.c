@@ -77,10 +77,15 @@ int vt_step_args_resolve(const vt_step_args *a, vt_net_cfg *net, vt_optim_cfg *o
 }
 
 void vt_step_args_help(FILE *f, const vt_step_args *a) {
-    char models[160] = "";
-    for (int i = 0; vt_zoo_names[i]; i++)
-        snprintf(models + strlen(models), sizeof models - strlen(models), "%s%s", i ? ", " : "",
-                 vt_zoo_names[i]);
+    /* every zoo name, wrapped under the option's text column (22) before column 80 */
+    char models[1024] = "";
+    for (int i = 0, col = 22; vt_zoo_names[i]; i++) {
+        size_t n = strlen(models), w = strlen(vt_zoo_names[i]);
+        const int wrap = i && col + 2 + (int)w + 1 > 80;
+        snprintf(models + n, sizeof models - n, "%s%s%s", i ? "," : "",
+                 wrap ? "\n                      " : i ? " " : "", vt_zoo_names[i]);
+        col = wrap ? 22 + (int)w : col + (i ? 2 : 0) + (int)w;
+    }
     fprintf(f,
             "  --model M           %s (default %s)\n"
             "  --clip TxS|TxHxW    frames x crop side, or frames x height x width (default %s)\n"

@@ -14,9 +14,12 @@
 #   speed  twice as fast (setpts 0.5)
 #   clip   2 s cut from the middle (sources > 3 s)
 # — and NEGATIVES: unrelated videos (other places, seeds and rules, other real clips).
+# HD pairs too: 12 s 720p originals (a Mandelbrot zoom, Game of Life) at GOP 250 — over
+# the whole-decode limit, signed by their keyframes alone — and at GOP 30, with the same
+# six copies in their GOP; their recall is printed apart from the 320x240 set's.
 # A found pair is right when its test file is a copy of that train file; recall counts
-# the copies found, precision the pairs that are right. One class folder holds them all,
-# so the class says nothing.
+# the copies found, precision the pairs that are right (all of them, HD included). One
+# class folder holds them all, so the class says nothing.
 #
 # Cost, in CPU seconds (a shared machine's load does not count): HD files (1080p H.264
 # at 13 Mbit/s, HD_SECONDS long, GOP 30 — a phone's 1 s — and GOP 250, x264's default).
@@ -73,6 +76,36 @@ if [ -d "$data/robustness" ]; then
         nreal=$((nreal + 1))
     done
 fi
+# ---- HD footage (the cost below; the long-GOP pairs) ----
+for g in 30 250; do
+    for k in 1 2; do
+        f="$work/hd/hd${hds}_g${g}_$k.mp4"
+        [ -s "$f" ] || ff -f lavfi -i "mandelbrot=s=480x270:rate=30:start_scale=$k" -f lavfi \
+            -i "testsrc2=s=1920x1080:rate=30" -t "$hds" -filter_complex \
+            "[0]scale=1920:1080[m];[m][1]blend=all_mode=average,noise=alls=6:allf=t" \
+            -c:v libx264 -preset veryfast -b:v 13M -g $g -pix_fmt yuv420p "$f"
+    done
+done
+# HD pairs: 12 s at 1280x720, 30 fps, a slow source (a Mandelbrot zoom) and a fast one
+# (Game of Life: every frame differs), each with x264's default GOP of 250 (332 Mpx, over
+# the whole-decode limit: signed by their keyframes alone, signature.h "sparse") and with
+# GOP 30 (keyframes every second: the keyframe pass); every copy is encoded with its
+# original's GOP
+hx="-c:v libx264 -preset veryfast -crf 23 -pix_fmt yuv420p"
+for g in 250 30; do
+    for src in "mandel:mandelbrot=s=1280x720:rate=30:start_x=-0.743643887:start_y=0.131825904:start_scale=0.05:end_scale=0.001" \
+               "life:life=s=1280x720:rate=30:seed=7:ratio=0.3:mold=10"; do
+        name=hdp_${src%%:*}_g$g; o="$work/hd/orig_$name.mp4"; c="$work/hd/copy_$name"
+        [ -s "$o" ] || ff -f lavfi -i "${src#*:}" -t 12 $hx -g $g "$o"
+        [ -s "${c}__reenc.mp4" ] || ff -i "$o" $hx -crf 32 -g $g "${c}__reenc.mp4"
+        [ -s "${c}__scale.mp4" ] || ff -i "$o" -vf scale=640:360 $hx -g $g "${c}__scale.mp4"
+        [ -s "${c}__crop.mp4" ] || ff -i "$o" -vf "crop=iw*0.8:ih*0.8,scale=1280:720" $hx -g $g "${c}__crop.mp4"
+        [ -s "${c}__trim.mp4" ] || ff -ss 1.3 -i "$o" $hx -g $g "${c}__trim.mp4"
+        [ -s "${c}__speed.mp4" ] || ff -i "$o" -vf "setpts=0.5*PTS" -r 30 $hx -g $g "${c}__speed.mp4"
+        [ -s "${c}__clip.mp4" ] || ff -ss 5 -i "$o" -t 2 $hx -g $g "${c}__clip.mp4"
+    done
+done
+
 # originals and negatives: every other source of each family is a negative
 ls "$work/src" | sort > "$work/sources.txt"
 rm -rf "$work/set"; mkdir -p "$work/set/train/all" "$work/set/test/all"
@@ -99,49 +132,55 @@ while read -r f; do
     fi
     n=$((n + 1))
 done < "$work/sources.txt"
+cp "$work"/hd/orig_hdp_*.mp4 "$work/set/train/all/"
+cp "$work"/hd/copy_hdp_*__*.mp4 "$work/set/test/all/"
 export VIDTRAIN_CACHE="$work/cache"
 rm -rf "$work/cache"
 "$vt" scan "$work/set" --json --threads 1 > "$work/scan.json"
 $py - "$work/scan.json" "$work/set" <<'EOF'
-import json, os, sys, collections
+import json, os, re, sys, collections
 j = json.load(open(sys.argv[1]))
 pairs = j["leaks"]["pairs"]
 test = sorted(os.listdir(os.path.join(sys.argv[2], "test", "all")))
 copies = [t for t in test if t.startswith("copy_")]
-kinds = collections.Counter(t.split("__")[1][:-4] for t in copies)
+hd = [t for t in copies if t.startswith("copy_hd")]
+small = [t for t in copies if not t.startswith("copy_hd")]
+kinds = collections.Counter(t.split("__")[1][:-4] for t in small)
 found = collections.Counter()
 right = 0
 seen = set()
+def recording(name):  # the HD originals at GOP 250 and 30 are one recording
+    return re.sub(r"_g[0-9]+$", "", name) if name.startswith("hdp_") else name
 for p in pairs:
     o = os.path.basename(p["other"]); tr = os.path.basename(p["train"])
-    ok = o.startswith("copy_") and o.split("__")[0][5:] == tr[5:-4]
+    ok = o.startswith("copy_") and recording(o.split("__")[0][5:]) == recording(tr[5:-4])
     right += ok
-    if ok and o not in seen:
-        seen.add(o); found[o.split("__")[1][:-4]] += 1
+    # found: paired with its own original (an HD copy with the one of its own GOP)
+    if ok and o.split("__")[0][5:] == tr[5:-4] and o not in seen:
+        seen.add(o)
+        if not o.startswith("copy_hd"): found[o.split("__")[1][:-4]] += 1
     if not ok:
         print(f"  false pair: {o} ~ {tr} ({p['similarity']:.2f})")
 negs = sum(t.startswith("neg_") for t in test)
 ntr = len(os.listdir(os.path.join(sys.argv[2], 'train', 'all')))
 print(f"originals {ntr}, copies {len(copies)}, negatives {negs}; {ntr * len(test)} pairs compared "
       f"({ntr * len(test) - len(copies)} not copies); pairs found {len(pairs)}")
+ssm = [c for c in small if c in seen]
 print(f"precision {right / len(pairs) if pairs else float('nan'):.3f} ({right}/{len(pairs)})   "
-      f"recall {len(seen) / len(copies):.3f} ({len(seen)}/{len(copies)})")
+      f"recall {len(ssm) / len(small):.3f} ({len(ssm)}/{len(small)}) of the 320x240 copies")
 for k in sorted(kinds):
     print(f"  recall {k:6s} {found[k] / kinds[k]:.3f} ({found[k]}/{kinds[k]})")
-missed = [c for c in copies if c not in seen]
+missed = [c for c in small if c not in seen]
 print("  missed: " + (" ".join(m[5:-4] for m in missed) or "none"))
+for g in ("g250", "g30"):
+    grp = [c for c in hd if c.split("__")[0].endswith(g)]
+    if grp:
+        print(f"HD 720p pairs, GOP {g[1:]}: found {sum(c in seen for c in grp)} of {len(grp)}: " +
+              " ".join(c.split("__")[0][9:] + ":" + c.split("__")[1][:-4] + ("+" if c in seen else "-")
+                       for c in sorted(grp)))
 EOF
 
 # ---- cost on HD footage ----
-for g in 30 250; do
-    for k in 1 2; do
-        f="$work/hd/hd${hds}_g${g}_$k.mp4"
-        [ -s "$f" ] || ff -f lavfi -i "mandelbrot=s=480x270:rate=30:start_scale=$k" -f lavfi \
-            -i "testsrc2=s=1920x1080:rate=30" -t "$hds" -filter_complex \
-            "[0]scale=1920:1080[m];[m][1]blend=all_mode=average,noise=alls=6:allf=t" \
-            -c:v libx264 -preset veryfast -b:v 13M -g $g -pix_fmt yuv420p "$f"
-    done
-done
 for g in 30 250; do
     rm -rf "$work/hdset" "$work/cache"
     mkdir -p "$work/hdset/train/a" "$work/hdset/test/a"

@@ -33,6 +33,10 @@ def main():
         for mod in m.modules():  # vidtrain's --dropout default is 0
             if isinstance(mod, torch.nn.Dropout):
                 mod.p = 0.0
+    elif model == "mvit_v2_s":  # torchvision's own, sized for the clip (its head's dropout off)
+        import torch_mvit
+        m = torch_mvit.v2_s(t, h, classes)
+        m.head[0].p = 0.0
     else:
         m = torch_zoo.build(model, classes, t, h, w)
     m.train()

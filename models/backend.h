@@ -25,9 +25,10 @@
  *
  * Precision (vt_backend_set_precision; FP32 unless set):
  *   FP32  every float is an IEEE float32 and computed as such.
- *   TF32  as FP32, except that convolutions and linear GEMMs MAY round their inputs to
- *         TF32 on tensor cores (cuda on compute capability >= 8.0; a permission, like
- *         torch.backends.cudnn.allow_tf32: the CPU backends compute in FP32).
+ *   TF32  as FP32, except that convolutions and linear GEMMs (attention's too) MAY round
+ *         their inputs to TF32 on tensor cores (cuda on compute capability >= 8.0; a
+ *         permission, like torch.backends.cudnn.allow_tf32: the CPU backends compute in
+ *         FP32).
  *   BF16  mixed precision, the storage form of PyTorch autocast(bfloat16) for 3-D CNNs:
  *         ACTIVATIONS — the arguments marked [A] below: layer inputs and outputs, their
  *         gradients, logits' gradients — are bf16 arrays (models/bf16.h: 2 bytes an
@@ -94,6 +95,18 @@ typedef struct vt_pool3d_p {
 
 static inline int vt_conv_out(int in, int k, int s, int p) { return (in + 2 * p - k) / s + 1; }
 int vt_pool_out(int in, int k, int s, int p, int ceil_mode);
+
+/* torchvision's _add_rel_pos distance along one axis for query index qi of qs and key
+ * index kj of ks, in float32 as torch computes it, truncated: an index into a table of
+ * 2 max(qs, ks) - 1 rows. */
+static inline int vt_mvit_rel_dist(int qi, int qs, int kj, int ks) {
+    float qr = (float)((double)ks / qs), kr = (float)((double)qs / ks);
+    if (qr < 1.0f)
+        qr = 1.0f;
+    if (kr < 1.0f)
+        kr = 1.0f;
+    return (int)((float)qi * qr - ((float)kj + (float)(1 - ks)) * kr);
+}
 
 typedef struct vt_backend_i {
     const char *name; /* "cpu-ref", "cpu", "cuda" */
@@ -280,7 +293,8 @@ typedef struct vt_backend_i {
      * (N, L, H, D) = softmax(q k^T / sqrt(D)) v per head, heads side by side (what the
      * projection reads); lse (N, H, L) the log-sum-exp of each query's scaled logits,
      * saved for the backward, which recomputes the probabilities a query row at a time:
-     * no T x T matrix is ever stored (flash-attention's scheme). dqkv is overwritten. */
+     * no T x T matrix is ever stored (flash-attention's scheme; the cuda backend holds
+     * blocks of logits of at most 64 MiB, models/cuda/cuda_attn.h). dqkv is overwritten. */
     void (*attention_forward)(vt_backend *be, float *out, float *lse, const float *qkv, int n,
                               int tokens, int heads, int head_dim);
     void (*attention_backward)(vt_backend *be, float *dqkv, const float *dout, const float *qkv,
@@ -306,6 +320,50 @@ typedef struct vt_backend_i {
      * dropout's mask); the backward multiplies dout by the same scale. */
     void (*scale_rows)(vt_backend *be, float *out, const float *in, const float *scale, int n,
                        int64_t per);
+
+    /* ---- MViT's ops (models/cpu/cpu_mvit.c; torchvision's video/mvit.py). FP32 only; a
+     *      backend without them leaves the slots NULL and net_mvit.c names the op. ----
+     * MViT's token sequences carry a class token: L = 1 + T*H*W rows, row 0 the class
+     * token, then the (T, H, W) grid in row-major order.
+     * mvit_pool: part (0 q, 1 k, 2 v) of qkv (N, L, 3, heads, D) pooled per head as
+     * torchvision's Pool does before its LayerNorm: out (N, heads, Lo, D), row 0 the class
+     * token's values, then the depthwise conv3d (w (D, 1, kT, kH, kW), no bias, groups D,
+     * kernel/stride/padding p->k, s, p) of the grid, Lo = 1 + T'H'W'. w NULL: the part
+     * gathered as it is (no pool, p ignored). backward: dqkv's columns of this part are
+     * OVERWRITTEN (the three parts write every column), dw accumulates (NULL: skipped). */
+    void (*mvit_pool_forward)(vt_backend *be, float *out, const float *qkv, const float *w,
+                              int n, int heads, int head_dim, int part, const int thw[3],
+                              const vt_pool3d_p *p);
+    void (*mvit_pool_backward)(vt_backend *be, float *dqkv, float *dw, const float *dout,
+                               const float *qkv, const float *w, int n, int heads, int head_dim,
+                               int part, const int thw[3], const vt_pool3d_p *p);
+    /* mvit_attention: q (N, heads, Lq, D), k and v (N, heads, Lk, D) on grids qthw, kthw;
+     * out (N, Lq, heads*D) = softmax(q k^T / sqrt(D) + rel) v, plus q on rows >= 1 when
+     * residual (MViTv2's residual pooling without the class token); rel[i][j], i, j >= 1:
+     * MViTv2's decomposed relative positions q_i . (rh[dh] + rw[dw] + rt[dt]) with q
+     * unscaled and torchvision's _add_rel_pos distances (tables of 2 max(q, k) - 1 rows of
+     * D; rh NULL: no rel). lse (N, heads, Lq): each row's log-sum-exp, for the backward,
+     * which recomputes the probabilities (no Lq x Lk matrix is stored). dq, dk, dv are
+     * OVERWRITTEN; drh, drw, drt accumulate. */
+    void (*mvit_attention_forward)(vt_backend *be, float *out, float *lse, const float *q,
+                                   const float *k, const float *v, const float *rh,
+                                   const float *rw, const float *rt, int n, int heads,
+                                   int head_dim, const int qthw[3], const int kthw[3],
+                                   int residual);
+    void (*mvit_attention_backward)(vt_backend *be, float *dq, float *dk, float *dv, float *drh,
+                                    float *drw, float *drt, const float *dout, const float *q,
+                                    const float *k, const float *v, const float *rh,
+                                    const float *rw, const float *rt, const float *lse, int n,
+                                    int heads, int head_dim, const int qthw[3],
+                                    const int kthw[3], int residual);
+    /* token_maxpool: the grid of in (N, L, C) max-pooled (nn.MaxPool3d: padding never
+     * wins), the class token row copied: out (N, 1 + T'H'W', C) (MViT's pool_skip);
+     * backward: din OVERWRITTEN, each window's gradient to its first maximum. */
+    void (*token_maxpool_forward)(vt_backend *be, float *out, const float *in, int n, int c,
+                                  const int thw[3], const vt_pool3d_p *p);
+    void (*token_maxpool_backward)(vt_backend *be, float *din, const float *dout,
+                                   const float *in, int n, int c, const int thw[3],
+                                   const vt_pool3d_p *p);
 
     /* ---- dropout: counter-based so every backend draws the same mask ----
      * keep[i] = (vt_hash64(seed ^ (i * golden)) >> 40) / 2^24 >= p; mask[i] = keep/(1-p).
@@ -334,6 +392,13 @@ typedef struct vt_backend_i {
     void (*softmax_xent_w)(vt_backend *be, float *loss, float *dlogits, float *prob,
                            const float *logits, const int32_t *label, const float *cw, int n,
                            int k, float smoothing, float grad_scale);
+    /* Soft targets (mixup and CutMix, pipeline/data/mix.h): target (N, K) F32 in backend
+     * memory, one distribution per clip with any label smoothing already folded in.
+     * PyTorch's F.cross_entropy(logits, target, reduction='none') with probability
+     * targets: loss = -sum_j t_j log p_j, dlogits = grad_scale * (p_j sum_i t_i - t_j).
+     * Optional (NULL: this backend cannot train on mixed targets; the towers refuse). */
+    void (*softmax_xent_soft)(vt_backend *be, float *loss, float *dlogits, const float *logits,
+                              const float *target, int n, int k, float grad_scale);
     /* BCE with logits, summed over the K outputs of a clip; target (N, K) in {0, 1};
      * prob = sigmoid(logits). */
     void (*bce_logits)(vt_backend *be, float *loss, float *dlogits, float *prob,

@@ -42,12 +42,20 @@ const char *vt_finetune_weights_licence(const char *model) {
 }
 
 static int is_pyvideo(const char *m) {
-    return !strcmp(m, "slow_r50") || !strcmp(m, "slowfast_r50") || !strcmp(m, "i3d_r50");
+    return !strcmp(m, "slow_r50") || !strcmp(m, "slowfast_r50") || !strcmp(m, "i3d_r50") ||
+           !strcmp(m, "r2plus1d_r50") || !strcmp(m, "csn_r101");
 }
 
 int vt_finetune_stage(const char *model, const char *name) {
     if (vt_finetune_nlayers(model) > 0) {
         if (starts(name, "patch_embed."))
+            return 0;
+        int k = index_after(name, "blocks.");
+        return k >= 0 ? k + 1 : -1;
+    }
+    if (vt_zoo_is_mvit(model)) { /* torchvision's MViT: the patch embedding and class
+                                    token, then each of blocks.N a stage */
+        if (starts(name, "conv_proj.") || starts(name, "pos_encoding."))
             return 0;
         int k = index_after(name, "blocks.");
         return k >= 0 ? k + 1 : -1;
@@ -105,6 +113,10 @@ int vt_finetune_nstages(const char *model) {
         return vt_finetune_nlayers(model);
     if (!strncmp(model, "x3d_", 4))
         return 5;
+    if (!strcmp(model, "mvit_v2_s") || !strcmp(model, "mvit_v1_b"))
+        return 16;
+    if (!strcmp(model, "mvit_test") || !strcmp(model, "mvit_v1_test"))
+        return 4;
     if (is_resnet(model) || is_pyvideo(model) || !strcmp(model, "s3d"))
         return 4;
     if (!strcmp(model, "tiny") || !strcmp(model, "tiny_nobn"))
@@ -114,8 +126,25 @@ int vt_finetune_nstages(const char *model) {
     return 0;
 }
 
+int vt_finetune_no_decay(const vt_tensor_info *t) {
+    static const char *const names[] = {"pos_embed", "cls_token", "class_token", "pos_encoding",
+                                        "rel_pos_"};
+    size_t len = strlen(t->name);
+    if (t->ndim <= 1 || (len >= 5 && !strcmp(t->name + len - 5, ".bias")))
+        return 1;
+    for (size_t k = 0; k < sizeof names / sizeof *names; k++)
+        if (strstr(t->name, names[k]))
+            return 1;
+    return 0;
+}
+
 int vt_finetune_groups(vt_optim_group *g, int maxg, const vt_net *net, int freeze,
                        float head_mult, float layer_decay) {
+    return vt_finetune_groups_wd(g, maxg, net, freeze, head_mult, layer_decay, 0);
+}
+
+int vt_finetune_groups_wd(vt_optim_group *g, int maxg, const vt_net *net, int freeze,
+                          float head_mult, float layer_decay, int no_decay_rule) {
     const int depth = vt_finetune_nlayers(vt_net_config(net)->model);
     const char *model = vt_net_config(net)->model;
     int n = 0;
@@ -135,12 +164,14 @@ int vt_finetune_groups(vt_optim_group *g, int maxg, const vt_net *net, int freez
             mult = 0.0f;
         if (depth > 0 && layer_decay != 1.0f)
             mult *= (float)pow(layer_decay, st >= 0 ? depth + 1 - st : 0);
-        if (n && g[n - 1].lr_mult == mult) {
+        int nd = no_decay_rule && vt_finetune_no_decay(t);
+        if (n && g[n - 1].lr_mult == mult && g[n - 1].no_decay == nd) {
             g[n - 1].hi += t->numel;
         } else {
             if (n == maxg)
                 return -1;
-            g[n++] = (vt_optim_group){.lo = at, .hi = at + t->numel, .lr_mult = mult};
+            g[n++] = (vt_optim_group){.lo = at, .hi = at + t->numel, .lr_mult = mult,
+                                      .no_decay = nd};
         }
         at += t->numel;
     }

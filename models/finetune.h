@@ -39,6 +39,16 @@ const char *vt_finetune_weights_licence(const char *model);
  * none). Returns the count, or -1 when maxg is too small. */
 int vt_finetune_groups(vt_optim_group *g, int maxg, const vt_net *net, int freeze,
                        float head_mult, float layer_decay);
+/* Whether a parameter goes without weight decay under timm's and VideoMAE's rule
+ * (optim_factory.get_parameter_groups): a 1-D tensor (norm weights and biases, the
+ * q/v biases), a name ending in ".bias", or a position embedding or class token
+ * (no_weight_decay(): pos_embed, cls_token; torchvision MViT's pos_encoding and
+ * class_token, and relative positions rel_pos_*). */
+int vt_finetune_no_decay(const vt_tensor_info *t);
+/* vt_finetune_groups with, when no_decay_rule, each parameter that vt_finetune_no_decay
+ * names in a group without weight decay (adjacent equal groups merged). */
+int vt_finetune_groups_wd(vt_optim_group *g, int maxg, const vt_net *net, int freeze,
+                          float head_mult, float layer_decay, int no_decay_rule);
 /* BN layers of net put in eval mode for training (running statistics used and kept,
  * vt_net_set_bn_frozen): every one with all_bn, else those of stages <= freeze. Returns
  * how many. */

@@ -8,7 +8,10 @@
  * allocates from, so the plan is the allocation, not an estimate of it. Under BF16 the
  * activation elements take 2 bytes (what the BF16 path stores in bf16 and what stays
  * float32 is listed in net_graph.h); the input clip and targets the tower stages stay
- * float32 (vt_graph_io_bytes_per_clip).
+ * float32 (vt_graph_io_bytes_per_clip). With activation checkpointing (cfg.ckpt) a
+ * checkpoint segment's insides — a transformer block's LayerNorm, qkv, attention output
+ * and log-sum-exps, MLP hidden layer — are not kept per block but share one block-sized
+ * region, remade in backward (net_ckpt.c); only each block's output stays.
  *
  * It must never allocate backend memory: the splitter plans devices that may not exist
  * on this machine.
@@ -20,6 +23,7 @@
 #include "base/common.h"
 #include "models/cpu/cpu_attn.h"
 #include "models/cpu/cpu_conv.h"
+#include "models/cuda/cuda_attn.h"
 #include "models/net.h"
 #include "models/net_graph.h"
 #include "models/zoo.h"
@@ -48,6 +52,10 @@ static const char *node_kind_name(vt_node_kind k) {
     case VT_NODE_ATTN: return "attention";
     case VT_NODE_TMEAN: return "mean";
     case VT_NODE_DROPPATH: return "drop_path";
+    case VT_NODE_CLSTOK: return "class_token";
+    case VT_NODE_MSA: return "mvit_attention";
+    case VT_NODE_TMAXPOOL: return "token_maxpool";
+    case VT_NODE_TFIRST: return "class_row";
     case VT_NODE_TGATHER: return "tgather";
     }
     return "?";
@@ -92,7 +100,12 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
         r->out[2] = nd->h;
         r->out[3] = nd->w;
         r->params = nd->params;
-        r->act_bytes = nd->act_elems * g.act_size + nd->mask_floats * fb;
+        /* checkpointing: the insides of a segment live in the shared region (below) */
+        r->act_bytes = nd->recomp ? 0 : nd->act_elems * g.act_size + nd->mask_floats * fb;
+    }
+    if (g.recomp_act + g.recomp_f32 > 0) {
+        r = add_row(mp, "(recompute region: one block)", "ckpt");
+        r->act_bytes = g.recomp_act * g.act_size + g.recomp_f32 * fb;
     }
     r = add_row(mp, "(losses, dlogits)", "heads");
     r->act_bytes = g.head_act * g.act_size + g.head_f32 * fb;
@@ -135,6 +148,12 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
     for (int i = 0; i < g.nnodes; i++) {
         const vt_node *nd = &g.nodes[i];
         mp->max_tensor_elems = VT_MAX(mp->max_tensor_elems, (int64_t)nd->c * nd->t * nd->h * nd->w);
+        /* the cuda attention's two logits blocks: B = max(clips, heads) rows of them, cut
+         * into query blocks of at most VT_CUDA_ATTN_BLOCK_BYTES (cuda_attn.h), so for
+         * any clip count at most twice that (B L x 4 bytes alone passes it only past
+         * 16 M / L clips a pass) */
+        if (nd->kind == VT_NODE_ATTN)
+            mp->cuda_attn_bytes = 2 * VT_CUDA_ATTN_BLOCK_BYTES;
         if (nd->kind == VT_NODE_CONV) {
             mp->max_tensor_elems = VT_MAX(mp->max_tensor_elems,
                                           (int64_t)nd->ic * nd->it * nd->ih * nd->iw);
@@ -151,15 +170,17 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
     mp->fixed_bytes = mp->param_bytes + mp->grad_bytes + mp->buffer_bytes + mp->optim_bytes +
                       mp->workspace_bytes;
     mp->bytes_per_clip = vt_graph_clip_bytes(&g) + vt_graph_io_bytes_per_clip(cfg);
+    mp->ckpt_segments = g.nsegs;
     vt_graph_free(&g);
     return 0;
 }
 
 void vt_memplan_print(const vt_memplan *mp, const vt_net_cfg *cfg, FILE *f) {
     char a[32], b[32];
-    fprintf(f, "Model: %s, clip 3x%dx%dx%d, %d head%s, precision %s\n", cfg->model, cfg->clip_t,
+    fprintf(f, "Model: %s, clip 3x%dx%dx%d, %d head%s, precision %s%s\n", cfg->model, cfg->clip_t,
             cfg->clip_h, cfg->clip_w, cfg->nheads, cfg->nheads == 1 ? "" : "s",
-            vt_precision_name(cfg->precision));
+            vt_precision_name(cfg->precision),
+            cfg->ckpt ? ", activation checkpointing (blocks recomputed in backward)" : "");
     /* the name column fits the longest name (pytorchvideo's run to 58 characters) */
     int wn = 28;
     for (int i = 0; i < mp->nrows; i++)
@@ -176,7 +197,7 @@ void vt_memplan_print(const vt_memplan *mp, const vt_net_cfg *cfg, FILE *f) {
         snprintf(shape, sizeof shape, "(%lld, %lld, %lld, %lld)", (long long)r->out[0],
                  (long long)r->out[1], (long long)r->out[2], (long long)r->out[3]);
         fprintf(f, "%-*s %-9s %-22s %12lld %14s\n", wn, r->name, r->kind,
-                strcmp(r->kind, "heads") && strcmp(r->kind, "grads") ? shape : "",
+                strcmp(r->kind, "heads") && strcmp(r->kind, "grads") && strcmp(r->kind, "ckpt") ? shape : "",
                 (long long)r->params, r->act_bytes ? vt_fmt_bytes(a, sizeof a, r->act_bytes) : "-");
     }
     fprintf(f, "%s\n", rule);
@@ -198,10 +219,11 @@ void vt_memplan_print(const vt_memplan *mp, const vt_net_cfg *cfg, FILE *f) {
                 vt_fmt_bytes(a, sizeof a, budgets[i]));
     fprintf(f, " (vt_memplan_max_clips for other budgets)\n");
     fprintf(f, "CUDA towers: %s reserved besides (cuBLAS workspace, cuDNN workspace of up to "
-               "%s, search scratch), at most %d clips per pass (cuDNN's 2^31-element tensor "
+               "%s, search scratch%s), at most %d clips per pass (cuDNN's 2^31-element tensor "
                "limit; largest tensor %lld elements a clip)\n",
             vt_fmt_bytes(a, sizeof a, vt_memplan_cuda_reserve(mp)),
-            vt_fmt_bytes(b, sizeof b, vt_memplan_cuda_ws_cap()), vt_memplan_cudnn_clip_cap(mp),
+            vt_fmt_bytes(b, sizeof b, vt_memplan_cuda_ws_cap()),
+            mp->cuda_attn_bytes ? ", attention's logits blocks" : "", vt_memplan_cudnn_clip_cap(mp),
             (long long)mp->max_tensor_elems);
 }
 
@@ -238,10 +260,12 @@ int64_t vt_memplan_cuda_ws_cap(void) {
  * and ws_available (cuda_conv.c) offers only 15/16 of what is left, so 16/15 of the cap
  * leaves the whole cap usable — which a timed search also runs in (its temporary
  * workspace is the same room: the persistent one is grown only after the search frees
- * it), and, under FP32/TF32, the search's scratch filter. Reserved, a tower filled to
- * its budget still gets the fast, large-workspace algorithms. */
+ * it), under FP32/TF32, the search's scratch filter, and for a transformer the
+ * attention's logits blocks (cuda_attn.c, its own persistent scratch). Reserved, a tower
+ * filled to its budget still gets the fast, large-workspace algorithms. */
 int64_t vt_memplan_cuda_reserve(const vt_memplan *mp) {
-    return ((int64_t)32 << 20) + vt_memplan_cuda_ws_cap() / 15 * 16 + mp->search_filter_bytes;
+    return ((int64_t)32 << 20) + vt_memplan_cuda_ws_cap() / 15 * 16 + mp->search_filter_bytes +
+           mp->cuda_attn_bytes;
 }
 
 int vt_memplan_cudnn_clip_cap(const vt_memplan *mp) {

@@ -499,7 +499,11 @@ void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targe
         const float *adj = hc->loss == VT_LOSS_SOFTMAX_CE ? t->logit_adjust[h] : NULL;
         for (int j = 0; j < n && adj; j++) /* the loss sees logits + adj, clip by clip */
             VT_OP(be, axpy, (float *)logits + (int64_t)j * hc->classes, 1.0f, adj, hc->classes);
-        if (hc->loss == VT_LOSS_SOFTMAX_CE) {
+        if (hc->loss == VT_LOSS_SOFTMAX_CE && t->target[h]) { /* mixed (soft) targets */
+            VT_CHECK(!cw && be->i->softmax_xent_soft, "head %d (%s): soft targets need the "
+                     "unweighted loss and a backend with softmax_xent_soft", h, hc->name);
+            VT_OP(be, softmax_xent_soft, loss, dlog, logits, t->target[h], n, hc->classes, gs);
+        } else if (hc->loss == VT_LOSS_SOFTMAX_CE) {
             VT_CHECK(n == 0 || t->label[h], "head %d (%s): softmax head without labels", h,
                      hc->name);
             if (cw)
@@ -686,6 +690,7 @@ void vt_net_backward(vt_net *net) {
     net->ready_lo = g->nparams;
     for (int i = g->nnodes - 1; i >= 0; i--) {
         const vt_node *nd = &g->nodes[i];
+        vt_netc_recompute(net, i); /* checkpointing: a segment's insides again (net_ckpt.c) */
         if (nd->gslot == -1)
             continue;
         const float *dout = grad_of(net, i);

@@ -21,7 +21,9 @@
 void vt_net_cfg_default(vt_net_cfg *cfg, const char *model, int classes, int t, int h, int w);
 
 /* Targets of a (micro-)batch, backend memory, one array per head:
- * label[h] (N) int32 for softmax heads, target[h] (N, classes) float for BCE heads. */
+ * label[h] (N) int32 for softmax heads, target[h] (N, classes) float for BCE heads and
+ * for softmax heads trained on mixed targets (vt_net_cfg.soft_targets: the loss then
+ * takes target, a distribution per clip, and label only counts accuracy). */
 typedef struct vt_targets {
     const int32_t *label[VT_MAX_HEADS];
     const float *target[VT_MAX_HEADS];
@@ -191,6 +193,10 @@ typedef struct vt_memplan {
     int64_t max_tensor_elems;   /* per clip: the largest tensor one op sees (cuDNN cap) */
     int64_t search_filter_bytes;/* FP32/TF32: the largest conv's float weights (the cuda
                                    backend's scratch filter for a timed bwd-filter search) */
+    int64_t cuda_attn_bytes;    /* the cuda backend's attention logits blocks (S and dP,
+                                   models/cuda/cuda_attn.h), held beside the arenas */
+    int ckpt_segments;          /* checkpoint segments of the model (a transformer's blocks):
+                                   0 = activation checkpointing (cfg.ckpt) changes nothing */
 } vt_memplan;
 
 /* optim_floats_per_param: 0 (none), 1 (SGD momentum), 2 (AdamW, RMSprop w/ momentum). */

@@ -32,6 +32,13 @@ int64_t vt_netx_xtmp_floats(const vt_graph *g) {
             f = VT_MAX(f, g->tensors[nd->wt].numel + (nd->bt >= 0 ? g->tensors[nd->bt].numel : 0));
         if (nd->kind == VT_NODE_QKV || nd->kind == VT_NODE_LN) /* net_vit.c: [dw | 3C bias] */
             f = VT_MAX(f, g->tensors[nd->wt].numel + nd->c);
+        if (nd->kind == VT_NODE_MSA || nd->kind == VT_NODE_CLSTOK) { /* net_mvit.c: every
+                                                                        tensor of the node */
+            int64_t s = nd->kind == VT_NODE_CLSTOK ? nd->c : 0;
+            for (int k = 0; k < 12; k++)
+                s += nd->mt[k] >= 0 ? g->tensors[nd->mt[k]].numel : 0;
+            f = VT_MAX(f, s);
+        }
         m = VT_MAX(m, f);
     }
     return m;

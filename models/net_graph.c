@@ -408,6 +408,51 @@ static int64_t in_floats(const vt_graph *g, int in) {
     return vt_node_floats(&g->nodes[in]);
 }
 
+void vt_g_segment(vt_graph *g, int first, int last) {
+    if (g->failed || first < 0 || last < first)
+        return;
+    g->nsegs++;
+    for (int i = first; i <= last; i++)
+        g->nodes[i].seg = g->nsegs;
+}
+
+/* Under cfg.ckpt, mark each segment's insides (nd->recomp): every node but its output
+ * chain (the last node and the nodes it writes over in place). Checks the contract of
+ * vt_g_segment, whose breach is a zoo bug: nothing after a segment reads its insides,
+ * the insides read no output-chain node (which is not remade and holds the block's
+ * output by then) and write in place only over insides, and net_ckpt.c can run them. */
+static void mark_recomp(vt_graph *g) {
+    for (int i = 0; i < g->nnodes; i++)
+        g->nodes[i].recomp = g->cfg.ckpt && g->nodes[i].seg > 0;
+    if (!g->cfg.ckpt)
+        return;
+    for (int i = 0; i < g->nnodes; i++) {
+        vt_node *nd = &g->nodes[i];
+        const int last = i + 1 == g->nnodes || g->nodes[i + 1].seg != nd->seg;
+        if (!nd->seg || !last)
+            continue;
+        for (int k = i; k >= 0 && g->nodes[k].seg == nd->seg; k = g->nodes[k].in[0]) {
+            g->nodes[k].recomp = 0; /* the output chain: kept */
+            if (!g->nodes[k].inplace)
+                break;
+        }
+    }
+    for (int i = 0; i < g->nnodes; i++) {
+        const vt_node *nd = &g->nodes[i];
+        VT_CHECK(!nd->recomp || nd->kind == VT_NODE_ADD || nd->kind >= VT_NODE_TOKENS,
+                 "node %s: kind %d cannot be recomputed (net_ckpt.c)", nd->name, (int)nd->kind);
+        VT_CHECK(!nd->recomp || !nd->inplace || g->nodes[nd->in[0]].recomp,
+                 "node %s: writes in place over a node its segment keeps", nd->name);
+        for (int k = 0; k < nd->nin; k++) {
+            const vt_node *p = nd->in[k] < 0 ? NULL : &g->nodes[nd->in[k]];
+            VT_CHECK(!p || !p->recomp || p->seg == nd->seg,
+                     "node %s reads %s inside another checkpoint segment", nd->name, p->name);
+            VT_CHECK(!p || !nd->recomp || p->seg != nd->seg || p->recomp,
+                     "node %s reads %s, its segment's output", nd->name, p->name);
+        }
+    }
+}
+
 /* BF16: every activation tensor starts on a multiple of 8 elements per clip, so its start
  * (per-clip offset x max_batch x 2 bytes) is 16-byte aligned whatever max_batch is: the
  * alignment tensor-core kernels load bf16 with. FP32 keeps the dense layout. */
@@ -425,12 +470,24 @@ void vt_graph_plan(vt_graph *g) {
         g->input_off = off;
         off += act_round(g, (int64_t)3 * g->cfg.clip_t * g->cfg.clip_h * g->cfg.clip_w);
     }
-    /* Activations and masks, in forward order. */
+    /* Activations and masks, in forward order; under cfg.ckpt the insides of each
+     * checkpoint segment at offsets relative to the shared region (rel, relf), which
+     * every segment starts over and which is placed after the rest. */
+    mark_recomp(g);
+    int64_t rel = 0, relf = 0;
+    g->recomp_act = g->recomp_f32 = 0;
     for (int i = 0; i < g->nnodes; i++) {
         vt_node *nd = &g->nodes[i];
+        if (nd->seg && (i == 0 || g->nodes[i - 1].seg != nd->seg))
+            rel = relf = 0; /* a new segment: the region starts over */
         if (nd->inplace) {
             nd->act_off = g->nodes[nd->in[0]].act_off;
             nd->act_elems = 0;
+        } else if (nd->recomp) {
+            nd->act_off = rel;
+            nd->act_elems = act_round(g, vt_node_floats(nd));
+            rel += nd->act_elems;
+            g->recomp_act = VT_MAX(g->recomp_act, rel);
         } else {
             nd->act_off = off;
             nd->act_elems = act_round(g, vt_node_floats(nd));
@@ -444,10 +501,28 @@ void vt_graph_plan(vt_graph *g) {
             nd->mask_floats = (int64_t)nd->heads * nd->t;
         if (nd->kind == VT_NODE_DROPPATH) /* the clip's scale */
             nd->mask_floats = 1;
-        if (nd->mask_floats) {
+        /* msa: its builder set mask_floats (net_graph_mvit.c's vt_msa_layout_of) */
+        if (nd->mask_floats && nd->recomp) {
+            nd->mask_off = relf;
+            relf += nd->mask_floats;
+            g->recomp_f32 = VT_MAX(g->recomp_f32, relf);
+        } else if (nd->mask_floats) {
             nd->mask_off = f32;
             f32 += nd->mask_floats;
         }
+    }
+    /* the shared region after the rest; the insides' offsets made absolute */
+    g->recomp_act_off = off;
+    g->recomp_f32_off = f32;
+    off += g->recomp_act;
+    f32 += g->recomp_f32;
+    for (int i = 0; i < g->nnodes; i++) {
+        vt_node *nd = &g->nodes[i];
+        if (!nd->recomp)
+            continue;
+        nd->act_off += g->recomp_act_off; /* in place: its input's, made absolute alike */
+        if (nd->mask_floats)
+            nd->mask_off += g->recomp_f32_off;
     }
     g->act_total = off;
     g->mask_total = f32;
@@ -568,6 +643,8 @@ void vt_graph_free(vt_graph *g) {
 int64_t vt_graph_io_bytes_per_clip(const vt_net_cfg *cfg) {
     int64_t b = (int64_t)3 * cfg->clip_t * cfg->clip_h * cfg->clip_w * (int64_t)sizeof(float);
     for (int h = 0; h < cfg->nheads; h++)
-        b += cfg->head[h].loss == VT_LOSS_BCE ? (int64_t)cfg->head[h].classes * 4 : 4;
+        b += (cfg->head[h].loss == VT_LOSS_BCE ? 0 : 4) +
+             (cfg->head[h].loss == VT_LOSS_BCE || cfg->soft_targets
+                  ? (int64_t)cfg->head[h].classes * 4 : 0);
     return b;
 }

@@ -50,6 +50,16 @@ typedef enum vt_node_kind {
     VT_NODE_ATTN,    /* multi-head self-attention on (L, 3C) qkv -> (L, C) */
     VT_NODE_TMEAN,   /* the mean over tokens: (L, C) -> (C) */
     VT_NODE_DROPPATH,/* drop path: a clip's whole input x 0 or 1/(1-p) in training */
+    /* MViT's nodes (net_graph_mvit.c builds them, net_mvit.c runs them): token sequences
+     * whose row 0 is a class token and the rest a grid (vt_node.grid). */
+    VT_NODE_CLSTOK,  /* the learned class token put before the tokens: L -> 1 + L (MViTv1:
+                        plus learned absolute positions, temporal + spatial, and the class
+                        token's own) */
+    VT_NODE_MSA,     /* MViT's multiscale attention on qkv (L, 3C) -> (Lq, C): pooling of
+                        q, k, v with their LayerNorms, relative positions, residual pooling
+                        (torchvision's MultiscaleAttention without qkv and project) */
+    VT_NODE_TMAXPOOL,/* max pooling of the grid, the class token kept (pool_skip) */
+    VT_NODE_TFIRST,  /* the class token's row: (L, C) -> (1, C) */
 } vt_node_kind;
 
 /* Most inputs a node takes: add has 2, concat up to 4 (an Inception block's branches). */
@@ -78,6 +88,10 @@ typedef enum vt_init_style {
                             and linear kaiming_uniform_(a=sqrt(5)), biases U(+-1/sqrt(fan_in)) */
     VT_INIT_PYVIDEO,     /* pytorchvideo's init_net_weights: as torchvision's, and the last BN
                             of every bottleneck (".norm_c") starts with weight 0 */
+    VT_INIT_MVIT,        /* torchvision's MViT: linear weights, the class token and the
+                            relative position tables N(0, 0.02) (trunc_normal_ cut at +-2,
+                            100 std away), linear biases 0, LayerNorm 1 and 0; convs (the
+                            patch embedding, the depthwise pools) PyTorch's default */
 } vt_init_style;
 
 /* What a tensor of the state dict is for. */
@@ -105,6 +119,17 @@ typedef struct vt_node {
     int64_t params;       /* trainable floats of this node */
     int heads;            /* attention: heads */
     int vt2;              /* qkv: v_bias tensor (q_bias is bt) */
+    int grid[3];          /* MViT's nodes: the input's token grid (T, H, W) */
+    int kgrid[3];         /* msa: the pooled k and v grid (q's is the output's, qgrid) */
+    int qgrid[3];
+    int mflags;           /* msa: VT_MSA_* */
+    int mt[12];           /* msa: tensors rel_pos_h, _w, _t; pool_q, pool_k, pool_v weight,
+                             LayerNorm weight, bias (-1: absent); clstok: spatial_pos,
+                             temporal_pos, class_pos (-1: none) */
+    int seg;              /* checkpoint segment: 1 + its index (vt_g_segment), 0 outside */
+    int recomp;           /* plan, cfg.ckpt: inside its segment (not the output): its output
+                             and masks live in the shared recompute region, remade in
+                             backward (net_ckpt.c) */
     /* ---- the plan (vt_graph_plan) ---- */
     int64_t act_off;      /* per-clip element offset of the output in the activation region */
     int64_t mask_off;     /* dropout mask (layernorm: mean | invstd; attention: lse): per-clip
@@ -151,6 +176,11 @@ typedef struct vt_graph {
     int64_t clip_act, clip_f32;/* per-clip totals of the two regions */
     /* ---- the plan: fixed workspace floats ---- */
     int64_t ws_floats, scratch_off, one_off;
+    /* ---- checkpoint segments (vt_g_segment) and, under cfg.ckpt, the shared region
+     *      their insides use, per clip (act elements, f32 values; inside clip_act and
+     *      clip_f32) ---- */
+    int nsegs;
+    int64_t recomp_act_off, recomp_act, recomp_f32_off, recomp_f32;
 } vt_graph;
 
 /* Builders: each returns the new node's index, or -1 once the graph has failed (the
@@ -200,6 +230,35 @@ int vt_g_qkv(vt_graph *g, const char *name, int in); /* tensors NAME.qkv.weight,
 int vt_g_attn(vt_graph *g, const char *name, int in, int heads);
 int vt_g_tmean(vt_graph *g, const char *name, int in);
 int vt_g_droppath(vt_graph *g, const char *name, int in, float p);
+/* MViT's builders (net_graph_mvit.c). thw: the grid of the input's tokens after its class
+ * token. msa: in is the qkv linear's output (L, 3 * heads * head_dim); kq, sq: q's pool
+ * kernel and stride (all 1: no pool_q), kkv, skv: k's and v's; rel: relative position
+ * tables (MViTv2) sized as torchvision sizes them for rel_size (the grid the model was
+ * built for: max of H, W and T); residual: MViTv2's residual pooling. Its output grid is
+ * q's, returned in out_thw. */
+#define VT_MSA_POOLQ 1
+#define VT_MSA_POOLKV 2
+#define VT_MSA_REL 4
+#define VT_MSA_RESIDUAL 8
+/* clstok: abs_thw NULL: the class token alone (MViTv2); else MViTv1's learned positions
+ * over that grid (tensors spatial_pos (H*W, C), temporal_pos (T, C), class_pos (C)). */
+int vt_g_clstok(vt_graph *g, const char *name, int in, const int *abs_thw);
+int vt_g_msa(vt_graph *g, const char *name, int in, int heads, const int thw[3],
+             const int kq[3], const int sq[3], const int kkv[3], const int skv[3], int rel,
+             int residual, float eps, int out_thw[3]);
+int vt_g_tmaxpool(vt_graph *g, const char *name, int in, const int thw[3], const int k[3],
+                  const int s[3], const int p[3]);
+int vt_g_tfirst(vt_graph *g, const char *name, int in);
+/* An msa node's per-clip float32 region (the plan's mask region), offsets from its
+ * mask_off: for part x (0 q, 1 k, 2 v) of rows[x] = heads * (1 + its pooled grid) rows of
+ * head_dim: pre[x] the pooled values before the LayerNorm, out[x] after it (= pre[x]
+ * when the part is not pooled), st[x] the LayerNorm's mean | invstd (-1: none), and the
+ * backward's dout[x] and dpre (the largest part); lse (heads * Lq). */
+typedef struct vt_msa_layout {
+    int64_t rows[3], pre[3], out[3], st[3], dout[3], dpre, lse, total;
+} vt_msa_layout;
+void vt_msa_layout_of(const vt_node *nd, vt_msa_layout *l);
+
 /* Drop path's per-clip scale: 0 or 1/(1-p), from the clip's dropout seed (net.c: the
  * seed of the pass plus the clip's index in it) and the node's index among the graph's
  * drop paths: keep iff (hash64(hash64(seed) + 0x5D0000 + index) >> 40) / 2^24 >= p. */
@@ -214,6 +273,13 @@ int vt_g_tensor_new(vt_graph *g, int node, const char *suffix, vt_tensor_role ro
 /* VideoMAE's get_sinusoid_encoding_table: tab (L x C) position p, feature j:
  * angle p / 10000^(2 (j/2) / C), sin for even j, cos for odd (host memory). */
 void vt_sincos_table(float *tab, int L, int C);
+
+/* Mark nodes first..last (forward order) as one checkpoint segment: a block whose only
+ * input from before is in[...] of its nodes and whose only output read after it is
+ * `last` (through the in-place chain `last` writes over). Under cfg.ckpt the plan keeps
+ * only that output chain and recomputes the rest in backward (net_ckpt.c); its nodes
+ * must be add or transformer kinds (vt_netv_forward runs them). */
+void vt_g_segment(vt_graph *g, int first, int last);
 
 /* Lay out activations, gradients and workspace of a built graph (zoo.h's vt_graph_make
  * builds and plans in one call). */

@@ -90,6 +90,17 @@ void vt_netv_init_ws(vt_net *net);
 int vt_netv_check_backend(const vt_net *net, char *err, size_t errlen);
 void vt_netv_forward(vt_net *net, int i, const float *in, float *out, int n, int train);
 void vt_netv_backward(vt_net *net, int i, float *din, const float *dout, const float *in, int n);
+/* net_mvit.c: MViT's nodes (class token, multiscale attention, token max pool, class
+ * token's row), which net_vit.c hands over; check_backend as vt_netv_check_backend, naming
+ * the first op the backend lacks. */
+int vt_netm_check_backend(const vt_net *net, char *err, size_t errlen);
+void vt_netm_forward(vt_net *net, int i, const float *in, float *out, int n);
+void vt_netm_backward(vt_net *net, int i, float *din, const float *dout, const float *in, int n);
+
+/* net_ckpt.c: under cfg.ckpt, before the backward of node e: when e ends a checkpoint
+ * segment whose insides the forward has since overwritten (every one but the last),
+ * run them forward again (the last forward's clips, training mode). Otherwise nothing. */
+void vt_netc_recompute(vt_net *net, int e);
 
 /* net_exact.c: the layers whose outputs sum over clips, one clip at a time with the sums
  * exact (xsum.h), for networks built with cfg.exact. */

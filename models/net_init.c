@@ -47,7 +47,16 @@ void vt_net_init_weights(vt_net *net, uint64_t seed) {
         double std = 0, bound = 0;
         switch (g->aux[ti].role) {
         case VT_ROLE_WEIGHT:
-            if (g->init == VT_INIT_VIT && nd->kind != VT_NODE_CONV) {
+            if (g->init == VT_INIT_MVIT && t->ndim == 5) { /* a conv: kaiming_uniform_(a=sqrt(5)) */
+                int64_t fi = 1;
+                for (int d = 1; d < t->ndim; d++)
+                    fi *= t->shape[d];
+                bound = 1.0 / sqrt((double)fi);
+                for (int64_t i = 0; i < t->numel; i++)
+                    dst[i] = (float)((2.0 * vt_rng_uniform(&rng) - 1.0) * bound);
+            } else if (g->init == VT_INIT_MVIT) {
+                fill_normal(dst, t->numel, 0.02, &rng);
+            } else if (g->init == VT_INIT_VIT && nd->kind != VT_NODE_CONV) {
                 fill_normal(dst, t->numel, nd->head >= 0 ? 0.02 * 0.001 : 0.02, &rng);
             } else if (nd->kind == VT_NODE_CONV && g->init != VT_INIT_PYTORCH &&
                        g->init != VT_INIT_VIT) {
@@ -67,7 +76,8 @@ void vt_net_init_weights(vt_net *net, uint64_t seed) {
             break;
         case VT_ROLE_BIAS:
             if (g->init != VT_INIT_TORCHVISION && g->init != VT_INIT_PYVIDEO &&
-                (g->init != VT_INIT_VIT || nd->kind == VT_NODE_CONV)) {
+                ((g->init != VT_INIT_VIT && g->init != VT_INIT_MVIT) ||
+                 nd->kind == VT_NODE_CONV)) {
                 /* PyTorch's default: U(+-1/sqrt(fan_in)) */
                 bound = 1.0 / sqrt((double)fan_in);
                 for (int64_t i = 0; i < t->numel; i++)

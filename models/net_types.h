@@ -40,11 +40,18 @@ typedef struct vt_net_cfg {
                            linspace); 0 = none. Not stored in checkpoints: training only */
     vt_precision precision; /* backend.h: FP32 (default), TF32, BF16 (activations stored
                                as bf16: halves the bytes per clip of the memory plan) */
+    int soft_targets;   /* the softmax heads train on mixed targets (--mixup, --cutmix): a
+                           distribution per clip, (N, classes) float, staged beside the
+                           labels (vt_targets.target); 0: labels only */
     int exact;          /* sums over clips exact (models/xsum.h): weight gradients and BN
                            statistics clip by clip into fixed-point accumulators, so any
                            split into towers and micro-batches gives the same bits as one
                            device (docs/design.md §3.1). Needs a backend with the xsum
                            ops (cpu, cpu-ref, cuda); costs 16 bytes a parameter (memplan.c) */
+    int ckpt;           /* activation checkpointing: each checkpoint segment of the graph (a
+                           transformer block, net_graph.h) keeps only its input and output
+                           in forward and is recomputed, bit for bit, in backward; its
+                           insides share one block-sized region (memplan.c counts it) */
 } vt_net_cfg;
 
 /* Names of the zoo, NULL-terminated (defined in zoo.c, public through net.h). */

@@ -33,9 +33,11 @@ void vt_netv_init_ws(vt_net *net) {
 
 int vt_netv_check_backend(const vt_net *net, char *err, size_t errlen) {
     const vt_backend_i *t = net->be->i;
+    if (vt_netm_check_backend(net, err, errlen) < 0) /* MViT's own ops: net_mvit.c */
+        return -1;
     for (int i = 0; i < net->g.nnodes; i++)
         if (net->g.nodes[i].kind >= VT_NODE_TOKENS &&
-            net->g.nodes[i].kind <= VT_NODE_DROPPATH && /* net_graph.h: the last kinds */
+            net->g.nodes[i].kind <= VT_NODE_TFIRST && /* net_graph.h: the last kinds */
             (!t->layernorm_forward || !t->gelu_forward || !t->attention_forward ||
              !t->transpose || !t->token_mean_forward || !t->add_bcast || !t->scale_rows)) {
             vt_set_err(err, errlen, "%s needs the transformer ops (layernorm, GELU, attention), "
@@ -124,6 +126,12 @@ void vt_netv_forward(vt_net *net, int i, const float *in, float *out, int n, int
         VT_OP(be, scale_rows, out, in, scale, n, per);
         break;
     }
+    case VT_NODE_CLSTOK:
+    case VT_NODE_MSA:
+    case VT_NODE_TMAXPOOL:
+    case VT_NODE_TFIRST:
+        vt_netm_forward(net, i, in, out, n); /* MViT's: net_mvit.c */
+        break;
     default:
         VT_DIE("node %s: kind %d has no forward", nd->name, (int)nd->kind);
     }
@@ -216,6 +224,12 @@ void vt_netv_backward(vt_net *net, int i, float *din, const float *dout, const f
     case VT_NODE_DROPPATH:
         if (din)
             VT_OP(be, scale_rows, din, dout, f32_at(net, nd->mask_off), n, vt_node_floats(nd));
+        break;
+    case VT_NODE_CLSTOK:
+    case VT_NODE_MSA:
+    case VT_NODE_TMAXPOOL:
+    case VT_NODE_TFIRST:
+        vt_netm_backward(net, i, din, dout, in, n);
         break;
     default:
         VT_DIE("node %s: kind %d has no backward", nd->name, (int)nd->kind);

@@ -102,7 +102,8 @@ void vt_optim_set_groups(vt_optim *o, const vt_optim_group *g, int n) {
         at = g[i].hi;
         if (g[i].hi == g[i].lo)
             continue;
-        if (o->ngroups && o->group[o->ngroups - 1].lr_mult == g[i].lr_mult) {
+        if (o->ngroups && o->group[o->ngroups - 1].lr_mult == g[i].lr_mult &&
+            o->group[o->ngroups - 1].no_decay == g[i].no_decay) {
             o->group[o->ngroups - 1].hi = g[i].hi;
             continue;
         }
@@ -112,16 +113,19 @@ void vt_optim_set_groups(vt_optim *o, const vt_optim_group *g, int n) {
     }
     VT_CHECK(n == 0 || at == o->n, "optimizer groups cover %lld of %lld parameters",
              (long long)at, (long long)o->n);
-    if (o->ngroups == 1 && o->group[0].lr_mult == 1.0f)
+    if (o->ngroups == 1 && o->group[0].lr_mult == 1.0f && !o->group[0].no_decay)
         o->ngroups = 0; /* the plain case: one op call over the arena, as before */
 }
 
 /* One update op over [lo, lo + n) of the arena and the matching slice of every state
  * buffer (the state is the kind's buffers of o->n floats one after another). */
 static void update_range(vt_optim *o, float *params, float *grads, int64_t lo, int64_t n,
-                         float lr) {
+                         float lr, int no_decay) {
     vt_backend *be = o->be;
-    const vt_optim_cfg *c = &o->cfg;
+    vt_optim_cfg cc = o->cfg;
+    const vt_optim_cfg *c = &cc;
+    if (no_decay)
+        cc.wd = 0;
     const int64_t N = o->n;
     float *s0 = o->state ? o->state + lo : NULL, *s1 = o->state ? o->state + N + lo : NULL;
     switch (c->kind) {
@@ -161,7 +165,7 @@ void vt_optim_apply(vt_optim *o, float *params, float *grads, float lr, double n
     if (o->ngroups == 0) {
         if (coef < 1.0)
             VT_OP(be, scale, grads, (float)coef, o->n);
-        update_range(o, params, grads, 0, o->n, lr);
+        update_range(o, params, grads, 0, o->n, lr, 0);
         return;
     }
     for (int i = 0; i < o->ngroups; i++) {
@@ -170,7 +174,7 @@ void vt_optim_apply(vt_optim *o, float *params, float *grads, float lr, double n
             continue;
         if (coef < 1.0)
             VT_OP(be, scale, grads + g->lo, (float)coef, g->hi - g->lo);
-        update_range(o, params, grads, g->lo, g->hi - g->lo, lr * g->lr_mult);
+        update_range(o, params, grads, g->lo, g->hi - g->lo, lr * g->lr_mult, g->no_decay);
     }
 }
 

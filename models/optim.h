@@ -44,10 +44,13 @@ void vt_optim_free(vt_optim **o);
 typedef struct vt_optim_group {
     int64_t lo, hi;     /* parameter arena offsets, in floats */
     float lr_mult;
+    int no_decay;       /* 1: no weight decay for this range (timm's no-decay group: norm
+                           weights, biases, position embeddings; models/finetune.h) */
 } vt_optim_group;
-/* Copies the groups (at most VT_OPTIM_MAX_GROUPS; adjacent ranges of one multiplier are
- * merged). n == 0: back to one group. */
-#define VT_OPTIM_MAX_GROUPS 64
+/* Copies the groups (at most VT_OPTIM_MAX_GROUPS; adjacent ranges of one multiplier and
+ * one decay are merged). n == 0: back to one group. 256: a ViT-B's layer-decay groups
+ * split by decay (about 8 alternations a block) fit. */
+#define VT_OPTIM_MAX_GROUPS 256
 void vt_optim_set_groups(vt_optim *o, const vt_optim_group *g, int n);
 /* Clip (if cfg->clip_norm > 0) then update params in place; returns the gradient's
  * global L2 norm before clipping (over the groups that train). Increments the step count

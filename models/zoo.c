@@ -1,6 +1,7 @@
 /*
  * zoo.c: the model zoo as graphs — tiny, tiny_nobn, c3d, r3d18, mc3_18, r2plus1d18, s3d, and
- * pytorchvideo's slow_r50, slowfast_r50, i3d_r50 (zoo_pv.c) and the X3D family
+ * pytorchvideo's slow_r50, slowfast_r50, i3d_r50, r2plus1d_r50, csn_r101 (zoo_pv.c) and the
+ * X3D family
  * (zoo_x3d.c) —
  * with the module names, shapes and order of their PyTorch twins, so that state dicts
  * move both ways by name:
@@ -42,6 +43,7 @@
  *     the one-device result (docs/design.md §3.1, without sync-BN); tests/test_towers.c
  *     relies on that. Not meant to train well: tiny is the small model to use.
  *   videomae_vit_s, videomae_vit_b (and the test model vit_test): zoo_vit.c.
+ *   mvit_v2_s, mvit_v1_b (and the test models mvit_test, mvit_v1_test): zoo_mvit.c.
  * Heads: head 0 is the twin's classifier ("fc", or "fc8" for c3d); head h >= 1 is
  * "heads.<h>" (heads.1.weight, heads.1.bias, ...), a linear layer on the same features.
  * cfg->dropout > 0 puts one dropout ("dropout") on the features before every head
@@ -63,7 +65,8 @@
 const char *const vt_zoo_names[] = {"tiny", "tiny_nobn", "c3d", "r3d18", "mc3_18", "r2plus1d18",
                                     "s3d", "x3d_xs", "x3d_s", "x3d_m", "x3d_l", "slow_r50",
                                     "slowfast_r50", "i3d_r50", "videomae_vit_s", "videomae_vit_b",
-                                    NULL};
+                                    "r2plus1d_r50", "csn_r101", "mvit_v2_s",
+                                    "mvit_v1_b", NULL};
 
 #define K3(a, b, c) ((const int[3]){a, b, c})
 
@@ -369,6 +372,11 @@ static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errle
         g->init = VT_INIT_VIT;
         fc = "head";
         feat = vt_zoo_build_vit(g, cfg);
+    } else if (vt_zoo_is_mvit(cfg->model)) { /* zoo_mvit.c */
+        g->init = VT_INIT_MVIT;
+        fc = "head.1";
+        drop = "head.0";
+        feat = vt_zoo_build_mvit(g, cfg);
     } else if (!strcmp(cfg->model, "s3d_block")) {
         g->init = VT_INIT_PYTORCH;
         feat = build_s3d_block(g);
@@ -379,7 +387,7 @@ static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errle
         fc = "blocks.5.proj"; /* pytorchvideo's ResNetBasicHead (zoo_x3d.c) */
         drop = "blocks.5.dropout";
     } else {
-        char names[256] = "";
+        char names[512] = "";
         for (int i = 0; vt_zoo_names[i]; i++)
             snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
                      vt_zoo_names[i]);

@@ -30,4 +30,9 @@ int vt_zoo_is_vit(const char *model);
 int vt_zoo_vit_depth(const char *model);
 int vt_zoo_build_vit(vt_graph *g, const vt_net_cfg *cfg);
 
+/* zoo_mvit.c: MViTv2 (mvit_v2_s, the test model mvit_test): is_mvit 1 if model is one;
+ * build: its graph up to the class token's row, the heads are zoo.c's. */
+int vt_zoo_is_mvit(const char *model);
+int vt_zoo_build_mvit(vt_graph *g, const vt_net_cfg *cfg);
+
 #endif

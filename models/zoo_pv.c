@@ -1,5 +1,5 @@
 /*
- * zoo_pv.c: the ResNet-50 family of pytorchvideo (PySlowFast's models) as graphs, with
+ * zoo_pv.c: the ResNet family of pytorchvideo (PySlowFast's models) as graphs, with
  * the module names, shapes and order of pytorchvideo's own modules (models/resnet.py,
  * slowfast.py, stem.py, head.py, net.py), so that its state dicts — and the .pyth files of
  * its model zoo — load by name:
@@ -27,6 +27,20 @@
  *                 blocks.5 pools each pathway (pool.0 (8,7,7), pool.1 (32,7,7)) and
  *                 concatenates (2048 + 256 channels), blocks.6 is the head (dropout,
  *                 proj). 32 frames, 224 crops.
+ *   r2plus1d_r50: hub.r2plus1d_r50 = create_r2plus1d (dropout 0.5): stem (1,7,7) WITHOUT
+ *                 a max pool, stages [3,4,6,3] of (2+1)D bottlenecks (conv_a 1x1x1; conv_b
+ *                 a Conv2plus1d: conv_b.conv_t (3,1,1) stride (t,1,1) inner -> inner,
+ *                 conv_b.norm, ReLU, conv_b.conv_xy (1,3,3) stride (1,s,s); then norm_b,
+ *                 act_b, conv_c, norm_c), spatial strides 2,2,2,2 and temporal 1,1,2,2
+ *                 (branch1_conv strides (t,s,s)), head pool (4,7,7) — blocks.5. Its head
+ *                 ends in a Softmax (create_r2plus1d's head_activation default), which
+ *                 vidtrain leaves out: the logits here are its input (the same argmax; the
+ *                 loss takes logits). 16 frames (stride 4), 224 crops;
+ *   csn_r101:     hub.csn_r101 = create_csn(depth 101, stem_pool MaxPool3d, head pool
+ *                 (4,7,7), dropout 0): stem (3,7,7) and max pool, stages [3,4,23,3] of
+ *                 channel-separated bottlenecks (conv_a 1x1x1; conv_b 3x3x3 DEPTHWISE,
+ *                 groups = inner, stride (t,s,s) with spatial strides 1,2,2,2 and temporal
+ *                 1,2,2,2), head blocks.5. 32 frames (stride 2), 224 crops.
  * Initialisation (VT_INIT_PYVIDEO, net_init.c): init_net_weights' "resnet" style —
  * c2_msra_fill (kaiming_normal_ fan_out, bias 0) for convs, N(0, 0.01) and bias 0 for
  * proj, BN weight 1 and bias 0 except the last BN of every bottleneck (norm_c), whose
@@ -53,22 +67,47 @@
 
 #define K3(a, b, c) ((const int[3]){a, b, c})
 
+/* How a bottleneck's conv_b looks: resnet.py's (1,3,3) (slow, i3d, slowfast), r2plus1d.py's
+ * Conv2plus1d, csn.py's depthwise (3,3,3). */
+enum { PV_B_SPATIAL, PV_B_2PLUS1D, PV_B_DEPTHWISE };
+
 /* A bottleneck stage's shape: how conv_a looks in each block and where it strides. */
 typedef struct pv_stage {
     int depth, dim_in, inner, out, stride; /* spatial stride of the first block */
     int ta[2];                             /* conv_a's temporal kernel, alternating per block */
+    int tstride, convb;                    /* temporal stride of the first block; PV_B_* */
 } pv_stage;
+
+/* conv_b of the block under `pre` (…branch2.conv_b), strides (st,s,s). */
+static int pv_conv_b(vt_graph *g, const char *pre, int y, int inner, int st, int s, int kind) {
+    char a[112];
+    snprintf(a, sizeof a, "%s.branch2.conv_b", pre);
+    if (kind == PV_B_DEPTHWISE)
+        return vt_g_conv_groups(g, a, y, inner, K3(3, 3, 3), K3(st, s, s), K3(1, 1, 1), 0,
+                                inner);
+    if (kind == PV_B_SPATIAL)
+        return vt_g_conv(g, a, y, inner, K3(1, 3, 3), K3(1, s, s), K3(0, 1, 1), 0);
+    /* Conv2plus1d (conv_xy_first False): conv_t, norm, activation, conv_xy, all inner wide */
+    snprintf(a, sizeof a, "%s.branch2.conv_b.conv_t", pre);
+    y = vt_g_conv(g, a, y, inner, K3(3, 1, 1), K3(st, 1, 1), K3(1, 0, 0), 0);
+    snprintf(a, sizeof a, "%s.branch2.conv_b.norm", pre);
+    y = vt_g_bn(g, a, y);
+    snprintf(a, sizeof a, "%s.branch2.conv_b.activation", pre);
+    y = vt_g_relu(g, a, y);
+    snprintf(a, sizeof a, "%s.branch2.conv_b.conv_xy", pre);
+    return vt_g_conv(g, a, y, inner, K3(1, 3, 3), K3(1, s, s), K3(0, 1, 1), 0);
+}
 
 /* ResBlock with a BottleneckBlock under `pre` (…res_blocks.<b>): branch1 (when the shape
  * changes) first, as the module registers it, then branch2, the sum and the ReLU. */
 static int pv_block(vt_graph *g, const char *pre, int x, int dim_in, int inner, int out, int s,
-                    int ta) {
+                    int ta, int st, int convb) {
     char a[96], b[96];
     int skip = x;
-    if (dim_in != out || s != 1) {
+    if (dim_in != out || s != 1 || st != 1) {
         snprintf(a, sizeof a, "%s.branch1_conv", pre);
         snprintf(b, sizeof b, "%s.branch1_norm", pre);
-        skip = vt_g_conv(g, a, x, out, K3(1, 1, 1), K3(1, s, s), K3(0, 0, 0), 0);
+        skip = vt_g_conv(g, a, x, out, K3(1, 1, 1), K3(st, s, s), K3(0, 0, 0), 0);
         skip = vt_g_bn(g, b, skip);
     }
     static const char *const part[3] = {"a", "b", "c"};
@@ -78,7 +117,7 @@ static int pv_block(vt_graph *g, const char *pre, int x, int dim_in, int inner, 
         if (k == 0)
             y = vt_g_conv(g, a, y, inner, K3(ta, 1, 1), K3(1, 1, 1), K3(ta / 2, 0, 0), 0);
         else if (k == 1)
-            y = vt_g_conv(g, a, y, inner, K3(1, 3, 3), K3(1, s, s), K3(0, 1, 1), 0);
+            y = pv_conv_b(g, pre, y, inner, st, s, convb);
         else
             y = vt_g_conv(g, a, y, out, K3(1, 1, 1), K3(1, 1, 1), K3(0, 0, 0), 0);
         snprintf(a, sizeof a, "%s.branch2.norm_%s", pre, part[k]);
@@ -99,14 +138,17 @@ static int pv_stage_build(vt_graph *g, const char *pre, int x, const pv_stage *s
     for (int b = 0; b < st->depth; b++) {
         snprintf(p, sizeof p, "%s.res_blocks.%d", pre, b);
         x = pv_block(g, p, x, b == 0 ? st->dim_in : st->out, st->inner, st->out,
-                     b == 0 ? st->stride : 1, st->ta[b % 2]);
+                     b == 0 ? st->stride : 1, st->ta[b % 2], b == 0 ? st->tstride : 1,
+                     st->convb);
     }
     return x;
 }
 
 /* ResNetBasicStem under `pre`: conv (kt,7,7) stride (1,2,2), norm, ReLU, max pool (1,3,3)
- * stride (1,2,2). */
+ * stride (1,2,2) (none for kt < 0: r2plus1d's stem, kernel (1,7,7)). */
 static int pv_stem(vt_graph *g, const char *pre, int in, int cout, int kt) {
+    const int pool = kt > 0;
+    kt = kt > 0 ? kt : -kt;
     char a[96];
     snprintf(a, sizeof a, "%s.conv", pre);
     int x = vt_g_conv(g, a, in, cout, K3(kt, 7, 7), K3(1, 2, 2), K3(kt / 2, 3, 3), 0);
@@ -114,6 +156,8 @@ static int pv_stem(vt_graph *g, const char *pre, int in, int cout, int kt) {
     x = vt_g_bn(g, a, x);
     snprintf(a, sizeof a, "%s.activation", pre);
     x = vt_g_relu(g, a, x);
+    if (!pool)
+        return x;
     snprintf(a, sizeof a, "%s.pool", pre);
     return vt_g_maxpool(g, a, x, K3(1, 3, 3), K3(1, 2, 2), K3(0, 1, 1));
 }
@@ -137,8 +181,26 @@ static void r50_stages(pv_stage st[4], int div, const int dim_in[4], const int t
     static const int depth[4] = {3, 4, 6, 3};
     for (int s = 0; s < 4; s++) {
         st[s] = (pv_stage){depth[s], dim_in[s], (64 << s) / div, (256 << s) / div,
-                           s == 0 ? 1 : 2, {ta[s][0], ta[s][1]}};
+                           s == 0 ? 1 : 2, {ta[s][0], ta[s][1]}, 1, PV_B_SPATIAL};
     }
+}
+
+/* r2plus1d_r50 and csn_r101 (file comment): stem, 4 stages, blocks.5's pool. */
+static int build_r2plus1d_csn(vt_graph *g, int csn) {
+    static const int dim_in[4] = {64, 256, 512, 1024};
+    static const int depth50[4] = {3, 4, 6, 3}, depth101[4] = {3, 4, 23, 3};
+    static const int sp_r2[4] = {2, 2, 2, 2}, tp_r2[4] = {1, 1, 2, 2};
+    static const int sp_csn[4] = {1, 2, 2, 2}, tp_csn[4] = {1, 2, 2, 2};
+    int x = pv_stem(g, "blocks.0", -1, 64, csn ? 3 : -1);
+    char pre[32];
+    for (int s = 0; s < 4; s++) {
+        pv_stage st = {csn ? depth101[s] : depth50[s], dim_in[s], 64 << s, 256 << s,
+                       csn ? sp_csn[s] : sp_r2[s], {1, 1}, csn ? tp_csn[s] : tp_r2[s],
+                       csn ? PV_B_DEPTHWISE : PV_B_2PLUS1D};
+        snprintf(pre, sizeof pre, "blocks.%d", s + 1);
+        x = pv_stage_build(g, pre, x, &st);
+    }
+    return pv_pool(g, "blocks.5.pool", x, K3(4, 7, 7));
 }
 
 static int build_resnet(vt_graph *g, int i3d) {
@@ -242,6 +304,12 @@ int vt_zoo_pv_build(vt_graph *g, const char *model, vt_zoo_pv_head *head) {
         head->drop = "blocks.6.dropout";
         if (x >= 0 && g->nodes[x].kind != VT_NODE_GAP)
             x = vt_g_gap(g, "blocks.6.output_pool", x);
+    } else if (!strcmp(model, "r2plus1d_r50") || !strcmp(model, "csn_r101")) {
+        x = build_r2plus1d_csn(g, model[0] == 'c');
+        head->fc = "blocks.5.proj";
+        head->drop = "blocks.5.dropout";
+        if (x >= 0 && g->nodes[x].kind != VT_NODE_GAP)
+            x = vt_g_gap(g, "blocks.5.output_pool", x);
     } else if (!strcmp(model, "slowfast_r50")) {
         x = build_slowfast(g);
         head->fc = "blocks.6.proj";

@@ -1,5 +1,6 @@
 /*
- * zoo_pv.h: pytorchvideo's ResNet-50 family (zoo_pv.c: slow_r50, i3d_r50, slowfast_r50),
+ * zoo_pv.h: pytorchvideo's ResNet family (zoo_pv.c: slow_r50, i3d_r50, slowfast_r50,
+ * r2plus1d_r50, csn_r101),
  * built into a graph for zoo.c, which adds the dropout and the heads. Private to models/.
  */
 #ifndef VT_ZOO_PV_H

@@ -12,6 +12,7 @@
  *                      residual branch of block b passes a drop path (drop_path1,
  *                      drop_path2) of p = rate * b / (depth - 1);
  *   fc_norm            LayerNorm of the mean over tokens (use_mean_pooling), then head.
+ *   Each block is a checkpoint segment (vt_g_segment): --checkpoint-act recomputes it.
  *   videomae_vit_s: dim 384, 6 heads; videomae_vit_b: dim 768, 12 heads; depth 12.
  *   vit_test: a TEST model (not in vt_zoo_names): dim 48, 2 heads, depth 2, the same
  *     names and pieces, for the PyTorch comparison in tests/test_zoo_vit.c.
@@ -74,6 +75,7 @@ int vt_zoo_build_vit(vt_graph *g, const vt_net_cfg *cfg) {
 #define NM(s) (snprintf(nm, sizeof nm, "%s.%s", p, s), nm)
         snprintf(p, sizeof p, "blocks.%d", b);
         int h = vt_g_ln(g, NM("norm1"), x, eps);
+        const int first = h; /* the block: one checkpoint segment (cfg.ckpt) */
         h = vt_g_qkv(g, NM("attn"), h);
         h = vt_g_attn(g, NM("attn.softmax"), h, sp->heads);
         h = vt_g_tlinear(g, NM("attn.proj"), h, d);
@@ -87,6 +89,7 @@ int vt_zoo_build_vit(vt_graph *g, const vt_net_cfg *cfg) {
         if (dp[b] > 0)
             h = vt_g_droppath(g, NM("drop_path2"), h, dp[b]);
         x = vt_g_add(g, NM("add2"), h, x);
+        vt_g_segment(g, first, x);
 #undef NM
     }
     x = vt_g_tmean(g, "mean", x);

@@ -27,9 +27,13 @@
  *             post_act (ReLU), dropout (cfg->dropout; pytorchvideo's default is 0.5),
  *             proj = Linear(2048, classes) — zoo.c adds it as head 0, "blocks.5.proj".
  * Every BN is PyTorch's default (eps 1e-5, momentum 0.1). Initialisation: pytorchvideo's
- * init_net_weights (c2_msra_fill = kaiming_normal_ fan_out on every conv, biases 0; BN 1
- * and 0; linear N(0, 0.01), bias 0) is torchvision's video-resnet scheme,
- * VT_INIT_TORCHVISION. Any clip of at least 1x1x1 fits (strides are spatial, padded).
+ * init_net_weights, which Net's constructor runs (models/weight_init.py; VT_INIT_PYVIDEO):
+ * c2_msra_fill = kaiming_normal_ fan_out on every conv (the depthwise ones' fan_out is
+ * C x 27, as torch counts it), biases 0 (the SE convs' too); BN weight 1 and bias 0 except
+ * each bottleneck's norm_c: X3D's blocks are resnet.py's BottleneckBlock, which flags it
+ * block_final_bn, so its weight starts at 0 and every residual block starts as the
+ * identity; linear N(0, 0.01), bias 0. Any clip of at least 1x1x1 fits (strides are
+ * spatial, padded).
  * Parameters with 400 classes: XS/S/M 3,794,274, L 6,153,384 (tests/test_zoo.c).
  *
  * This file only describes models: it must never allocate backend memory or run ops.
@@ -155,5 +159,6 @@ int vt_zoo_build_x3d(vt_graph *g, const char *model) {
     x = vt_g_gap(g, "blocks.5.pool.pool", x);
     x = vt_g_conv(g, "blocks.5.pool.post_conv", x, 2048, K3(1, 1, 1), K3(1, 1, 1), K3(0, 0, 0),
                   0);
+    g->init = VT_INIT_PYVIDEO;
     return vt_g_relu(g, "blocks.5.pool.post_act", x);
 }

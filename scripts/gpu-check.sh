@@ -5,8 +5,9 @@
 #
 #   bash scripts/gpu-check.sh            all steps
 #   VT_GPU_CHECK_BENCH=0 ...             skip the benchmark
-#   VT_GPU_CHECK_SANITIZE=1 ...          also run test_cuda_ops_gpu under compute-sanitizer
-#                                        (memcheck, racecheck, synccheck)
+#   VT_GPU_CHECK_SANITIZE=1 ...          also run test_cuda_ops_gpu and test_vit_gpu's ops
+#                                        under compute-sanitizer (memcheck, racecheck,
+#                                        synccheck)
 #   VT_GPU_SANITIZE_TOOLS="memcheck"     which of them (default all three)
 #   VT_GPU_CHECK_E2E=0 / _MORE=0 / _NVDEC=0   skip sections 3b / 3d / 3c (3c runs first:
 #                                        NVDEC decode and prep, cpu vs nvdec)
@@ -28,7 +29,9 @@
 #     carry/media/feed/src (1080p H.264, made here), train --decode nvdec beside cuDNN,
 #     predict --timeline --decode nvdec (the streaming reader) against --decode cpu;
 # 3d. micro-batches (r3d18 in a 3G budget, fp32 and bf16) against one pass, c3d, precise
-#    BN with VT_CHECK_REPLICAS and --resume on two towers, each conv's cuDNN choice;
+#    BN with VT_CHECK_REPLICAS and --resume on two towers, each conv's cuDNN choice,
+#    videomae_vit_s for 3 steps on cuda:0 and on cuda:0 + cpu and bench step at 16x224
+#    with the per-op profile (3 x 120 s at most);
 # 4. bench/bench-gpu.sh (vidtrain vs PyTorch, R3D-18).
 # It must never install anything or change the machine beyond its own temp files.
 set -uo pipefail
@@ -300,6 +303,20 @@ if [ "${VT_GPU_CHECK_MORE:-1}" = 1 ] && [ -d "${w:-}/demo" ]; then
   timeout 120 "$vt" train "$w/demo" --out "$w/c3d" --model c3d --batch 8 --epochs 1 --max-steps 2 \
     --devices cuda:0 >"$logs/c3d.log" 2>&1 && note "✓ c3d trains on cuda:0 (2 steps)" \
     || note "✗ c3d on cuda:0: $(grep -m2 -iE 'error|fatal|abort' "$logs/c3d.log" | tr '\n' ' ')"
+  # the transformer ops on CUDA (issue 44; test_vit_gpu checks each against cpu-ref): ViT-S
+  # at 8x112 (196 tokens), 3 steps through train, fp32, then a GPU + CPU tower pair
+  for vd in cuda:0 cuda:0,cpu; do
+    timeout 120 "$vt" train "$w/demo" --out "$w/vit-${vd//[:,]/_}" --model videomae_vit_s \
+      --clip 8x112 --batch 4 --epochs 1 --max-steps 3 --devices "$vd" --seed 4 \
+      >"$logs/vit-${vd//[:,]/_}.log" 2>&1 && note "✓ videomae_vit_s trains on $vd (3 steps)" \
+      || note "✗ videomae_vit_s on $vd: $(grep -m2 -iE 'error|fatal|abort' "$logs/vit-${vd//[:,]/_}.log" | tr '\n' ' ')"
+  done
+  # its speed at the real clip (16x224: 1568 tokens, attention in blocks of 1280 queries)
+  # and where the GPU time goes (the per-op table, VT_CUDA_PROF=1)
+  VT_CUDA_PROF=1 timeout 120 "$vt" bench step --model videomae_vit_s --clip 16x224 --batch 8 \
+    --devices cuda:0 >"$logs/bench-vit.log" 2>&1
+  note "· bench step videomae_vit_s 16x224 b8: $(grep -m1 -E 'clips/s' "$logs/bench-vit.log")" \
+    "(per-op GPU time: $logs/bench-vit.log)"
   # precise BN, the replica check and --resume on two towers of one GPU
   pb=(--devices cuda:0,cuda:0 --tower-split manual:3,1 --sync-bn --precise-bn 4 --no-flip --seed 2)
   VT_CHECK_REPLICAS=1 timeout 120 "$vt" train "$w/demo" --out "$w/pb" "${pb[@]}" --epochs 4 --max-steps 20 \
@@ -315,6 +332,11 @@ if [ "${VT_GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/n
       >"$logs/sanitize-$tool.log" 2>&1 \
       && note "✓ compute-sanitizer $tool clean on test_cuda_ops_gpu" \
       || note "✗ compute-sanitizer $tool: see $logs/sanitize-$tool.log"
+    # the transformer kernels too (their op checks only: the model steps would be slow)
+    VT_TEST_VIT_OPS_ONLY=1 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$bindir/test_vit_gpu" >"$logs/sanitize-vit-$tool.log" 2>&1 \
+      && note "✓ compute-sanitizer $tool clean on test_vit_gpu's ops" \
+      || note "✗ compute-sanitizer $tool on test_vit_gpu: see $logs/sanitize-vit-$tool.log"
   done
 fi
 

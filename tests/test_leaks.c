@@ -11,7 +11,14 @@
  *   - `train --strict-splits` stops before training with exit 1, names the pairs and
  *     leaves no run behind;
  *     `train` without it warns, writes RUN/leaks.json and trains; `eval --split test`
- *     writes the count into eval.json and report.html shows it.
+ *     writes the count into eval.json and report.html shows it;
+ *   - another folder holding the copies (the test split copied as class folders): `eval`
+ *     on it counts and names them in eval.json, and `train --val-dir` on it warns and
+ *     counts them as val in RUN/leaks.json;
+ *   - long-GOP 720p files over the whole-decode limit: signed by their keyframes alone
+ *     (counted as such), a re-encode still paired, an unrelated video not; after
+ *     `prep`, whose decode signs each copy and its source, scans of both folders read
+ *     every signature from the cache, none keyframes alone, with the same pair.
  */
 #include "base/common.h"
 #include "tests/apputil.h"
@@ -146,5 +153,87 @@ int main(void) {
     char *html = vt_test_slurp(p, NULL);
     TCHECK(html && strstr(html, "4 of") && strstr(html, "near-copy in train"), "report shows it");
     free(html);
+
+    /* another folder (an outside test set): a copy of the test split as class folders,
+     * the 4 planted copies among the synthetic videos. eval compares it with the run's
+     * training videos itself, and train's --val-dir check compares it as val. */
+    TCHECK(vt_test_sh("rm -rf '%s/other' && cp -r '%s/data/test' '%s/other'", dir, dir, dir) == 0,
+           "other folder");
+    rc = vt_test_sh("'%s' eval '%s/run' '%s/other' --split all > '%s/eval2.log' 2>&1", bin, dir,
+                    dir, dir);
+    snprintf(p, sizeof p, "%s/run/eval.json", dir);
+    j = vt_test_read_json(p);
+    el = cJSON_GetObjectItemCaseSensitive(j, "leaks");
+    int nfolder = 0;
+    for (const cJSON *e = cJSON_GetObjectItemCaseSensitive(el, "pairs") ?
+                          cJSON_GetObjectItemCaseSensitive(el, "pairs")->child : NULL;
+         e; e = e->next)
+        nfolder += strstr(str(e, "other"), "leak_") && !strcmp(str(e, "train"), want_train) &&
+                   strstr(str(e, "folder"), "other");
+    TCHECK(rc == 0 && num(el, "with_copy_in_train") == 4 && num(el, "videos") > 4 && nfolder == 4,
+           "eval on another folder: %g of %g with a copy, %d pairs name the copies",
+           num(el, "with_copy_in_train"), num(el, "videos"), nfolder);
+    cJSON_Delete(j);
+    rc = vt_test_sh("'%s' train '%s/data' --val-dir '%s/other' --out '%s/run3' %s > "
+                    "'%s/train3.log' 2>&1", bin, dir, dir, dir, tr, dir);
+    snprintf(p, sizeof p, "%s/train3.log", dir);
+    log = vt_test_slurp(p, NULL);
+    TCHECK(rc == 0 && log && strstr(log, "warning: val 4 of"), "--val-dir: train warns: %s",
+           log ? log : "");
+    free(log);
+    snprintf(p, sizeof p, "%s/run3/leaks.json", dir);
+    j = vt_test_read_json(p);
+    TCHECK(num(cJSON_GetObjectItemCaseSensitive(j, "val"), "with_copy_in_train") == 4 &&
+           num(cJSON_GetObjectItemCaseSensitive(j, "test"), "with_copy_in_train") == 4,
+           "--val-dir: RUN/leaks.json counts the other folder's 4 as val, the test split's 4");
+    cJSON_Delete(j);
+
+    /* a long-GOP file over the whole-decode limit (signature.h: 720p, 150 frames = 138 Mpx,
+     * 2 keyframes) is signed by its keyframes alone, and such signatures still pair a
+     * re-encode (same keyframe frames) and not an unrelated video */
+    TCHECK(vt_test_sh("rm -rf '%s/big' && mkdir -p '%s/big/train/a' '%s/big/test/a' && cd '%s/big' && "
+                      "ffmpeg -v error -f lavfi -i testsrc2=s=1280x720:rate=30 -t 5 -c:v %s -g 75 "
+                      "train/a/orig.mp4 && ffmpeg -v error -i train/a/orig.mp4 -c:v %s -g 75 "
+                      "test/a/copy.mp4 && ffmpeg -v error -f lavfi -i "
+                      "mandelbrot=s=1280x720:rate=30 -t 5 -c:v %s -g 75 test/a/other.mp4",
+                      dir, dir, dir, dir, x264 ? "libx264 -preset ultrafast -crf 23" : "mpeg4 -q:v 4",
+                      x264 ? "libx264 -preset ultrafast -crf 35" : "mpeg4 -q:v 10",
+                      x264 ? "libx264 -preset ultrafast -crf 23" : "mpeg4 -q:v 4") == 0,
+           "long-GOP 720p files");
+    TCHECK(vt_test_sh("'%s' scan '%s/big' --json > '%s/scan3.json'", bin, dir, dir) == 0, "scan 3");
+    snprintf(p, sizeof p, "%s/scan3.json", dir);
+    j = vt_test_read_json(p);
+    lk = cJSON_GetObjectItemCaseSensitive(j, "leaks");
+    pairs = cJSON_GetObjectItemCaseSensitive(lk, "pairs");
+    sg = cJSON_GetObjectItemCaseSensitive(lk, "signatures");
+    TCHECK(num(sg, "keyframes_only") == 3, "%g of 3 long-GOP 720p signatures are keyframes alone",
+           num(sg, "keyframes_only"));
+    TCHECK(cJSON_GetArraySize(pairs) == 1 && !strcmp(str(pairs->child, "other"), "test/a/copy.mp4"),
+           "keyframes alone: the re-encode paired, the unrelated video not (%d pairs)",
+           cJSON_GetArraySize(pairs));
+    cJSON_Delete(j);
+
+    /* prep signs each copy and its source from its own decode: a scan of either folder
+     * then reads all 3 signatures from the cache, the sources' now whole-decode ones (none
+     * keyframes alone), and pairs the same files */
+    TCHECK(vt_test_sh("rm -rf '%s/big128' && '%s' prep '%s/big' '%s/big128' > '%s/prep.log' 2>&1",
+                      dir, bin, dir, dir, dir) == 0, "prep");
+    for (int k = 0; k < 2; k++) {
+        TCHECK(vt_test_sh("'%s' scan '%s/%s' --json > '%s/scan4.json'", bin, dir,
+                          k ? "big128" : "big", dir) == 0, "scan 4");
+        snprintf(p, sizeof p, "%s/scan4.json", dir);
+        j = vt_test_read_json(p);
+        lk = cJSON_GetObjectItemCaseSensitive(j, "leaks");
+        pairs = cJSON_GetObjectItemCaseSensitive(lk, "pairs");
+        sg = cJSON_GetObjectItemCaseSensitive(lk, "signatures");
+        TCHECK(num(sg, "cached") == 3 && num(sg, "keyframes_only") == 0,
+               "after prep, %s: %g of 3 signatures cached, %g keyframes alone", k ? "copies" : "sources",
+               num(sg, "cached"), num(sg, "keyframes_only"));
+        TCHECK(cJSON_GetArraySize(pairs) == 1 &&
+                   !strcmp(str(pairs->child, "other"), "test/a/copy.mp4"),
+               "after prep, %s: the re-encode paired, nothing else (%d pairs)",
+               k ? "copies" : "sources", cJSON_GetArraySize(pairs));
+        cJSON_Delete(j);
+    }
     return vt_test_done("test_leaks");
 }

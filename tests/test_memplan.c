@@ -14,6 +14,8 @@
  * cpu-ref, which stores them as the cuda backend does; and the 12 GB + 6 GB plan of the
  * README (r3d18, 16x112x112) holds about twice the clips per pass. s3d (concat nodes) at
  * 13x209x209 and its small test model s3d_block hold the same contract.
+ * videomae_vit_s (attention, its blocked scratch) on both CPU backends, and with
+ * activation checkpointing on cpu (test_ckpt.c checks its numbers).
  * CUDA towers (vt_slice_fits): the backend's reserve comes off the budget, and no pass
  * passes cuDNN's 2^31-element tensor limit (C3D BF16 on 80 GB: 167 clips, not ~800).
  */
@@ -29,12 +31,15 @@
 #include "pipeline/parallel/slices.h"
 #include "tests/testutil.h"
 
+static int ckpt_on; /* check(): with activation checkpointing (cfg.ckpt) */
+
 static void check(const char *bename, const char *model, int t, int h, int w, int mb,
                   vt_opt_kind ok, int run_n, vt_precision prec) {
     const int ref = !strcmp(bename, "cpu-ref");
     vt_net_cfg cfg;
     vt_net_cfg_default(&cfg, model, 5, t, h, w);
     cfg.precision = prec;
+    cfg.ckpt = ckpt_on;
     cfg.nheads = 2;
     cfg.head[1] = (vt_head_cfg){"tags", 3, VT_LOSS_BCE, 1.0f, 0.0f};
     cfg.dropout = 0.2f;
@@ -111,8 +116,9 @@ static void check(const char *bename, const char *model, int t, int h, int w, in
         }
     }
     char a[32], b[32];
-    printf("%-7s %-6s %s clip %dx%dx%d, %d clips, %s: plan %s (fixed %s + %d x %s), high water %s "
-           "(%.3f%% of plan)\n", bename, model, vt_precision_name(prec), t, h, w, mb,
+    printf("%-7s %-6s%s %s clip %dx%dx%d, %d clips, %s: plan %s (fixed %s + %d x %s), high water %s "
+           "(%.3f%% of plan)\n", bename, model, ckpt_on ? " (checkpointing)" : "",
+           vt_precision_name(prec), t, h, w, mb,
            vt_optim_kind_name(ok),
            vt_fmt_bytes(a, sizeof a, plan), vt_fmt_bytes(b, sizeof b, mp.fixed_bytes), mb,
            vt_fmt_bytes((char[32]){0}, 32, mp.bytes_per_clip),
@@ -299,6 +305,15 @@ int main(void) {
      * lateral convs and concats; bf16 on cpu-ref, its smallest clip (slow pathway 1 frame) */
     check("cpu", "slowfast_r50", 8, 32, 32, 2, VT_OPT_SGD, 2, VT_PREC_FP32);
     check("cpu-ref", "slowfast_r50", 4, 32, 32, 1, VT_OPT_SGD, 1, VT_PREC_BF16);
+    /* Transformers (attention keeps q, k, v, its output and a log-sum-exp per row and
+     * head; the cpu backend's blocked attention scratch goes through the allocator): ViT-S
+     * at 64 tokens (8x64x64, so a head's 64 query rows are one block), and with
+     * activation checkpointing (a block's insides in one shared region). */
+    check("cpu-ref", "videomae_vit_s", 8, 64, 64, 2, VT_OPT_ADAMW, 2, VT_PREC_FP32);
+    check("cpu", "videomae_vit_s", 8, 64, 64, 2, VT_OPT_ADAMW, 2, VT_PREC_FP32);
+    ckpt_on = 1;
+    check("cpu", "videomae_vit_s", 8, 64, 64, 2, VT_OPT_ADAMW, 2, VT_PREC_FP32);
+    ckpt_on = 0;
     workstation();
     cuda_towers();
     /* A plan for a model that does not exist, or a clip too small, is an error, not a crash. */

@@ -8,7 +8,8 @@
  *      fresh statistics), dropout on in the configuration (the export must leave it
  *      out), a small clip: vidtrain's eval forward on 2 random clips vs ORT, per output.
  *      slowfast_r50 brings the frame Gather and the pathways' concats.
- *      vit_test stands for videomae_vit_s/b (their pieces at 2 blocks of dim 48).
+ *      vit_test stands for videomae_vit_s/b (their pieces at 2 blocks of dim 48),
+ *      mvit_test and mvit_v1_test for mvit_v2_s and mvit_v1_b (their pieces at 4 blocks).
  *      tiny runs with two heads (softmax and multi-label) and is exported twice (logits;
  *      --softmax-like probabilities against vt_net_outputs).
  *   2. The command end to end: a tiny run trained 1 epoch on a synthetic set, `vidtrain
@@ -358,9 +359,17 @@ int main(void) {
         /* pytorchvideo's bottlenecks, SlowFast's frame Gather (the slow pathway's 2 of the
          * 8 frames), lateral convs and concats: its smallest sensible clip */
         {"slowfast_r50", 8, 32, 32, 1, 0.5f},
+        /* the (2+1)D pair with its inner BN, a 1x1x1 shortcut strided in time; the
+         * depthwise 3x3x3 strided in time and space (csn_r101's 101 layers) */
+        {"r2plus1d_r50", 4, 32, 32, 1, 0.5f},
+        {"csn_r101", 4, 32, 32, 1, 0.0f},
         /* the VideoMAE transformers' nodes (LayerNormalization, erf GELU, MatMul, Softmax,
          * the sin-cos table) in the test model of videomae_vit_s's pieces, non-square */
         {"vit_test", 4, 32, 48, 1, 0.0f},
+        /* MViT's nodes (pooled attention with grouped Convs, relative tables by Gather and
+         * batched MatMul, MaxPool of the grid, the class token) in mvit_v2_s's test model */
+        {"mvit_test", 8, 32, 32, 1, 0.0f},
+        {"mvit_v1_test", 8, 32, 32, 1, 0.0f}, /* and mvit_v1_b's absolute positions */
     };
     for (size_t i = 0; i < VT_ARRAY_LEN(cases); i++)
         zoo_one(be, &cases[i], 0, ort_version);

@@ -1,6 +1,6 @@
 /*
- * test_pyvideo.c: pytorchvideo's ResNet-50 family (models/zoo_pv.c: slow_r50, i3d_r50,
- * slowfast_r50) against PyTorch: tests/oracle/torch_pyvideo.py writes each model in plain
+ * test_pyvideo.c: pytorchvideo's ResNet family (models/zoo_pv.c: slow_r50, i3d_r50,
+ * slowfast_r50, r2plus1d_r50, csn_r101) against PyTorch: tests/oracle/torch_pyvideo.py writes each model in plain
  * torch from pytorchvideo's published architecture (pytorchvideo itself does not install
  * here), seeded with non-trivial BN statistics, as a PySlowFast-style .pyth checkpoint
  * (model_state beside optimizer_state, epoch, a cfg string and an object of an unknown
@@ -10,14 +10,19 @@
  *      skipped and named, never built);
  *   3. eval logits: NMSE <= 1e-10 (test_transfer's bound and argument: a float32 sum in
  *      another order is ~1e-12; a wrong weight, layout or statistic >= 1e-4);
- *   4. a training pass with every BN frozen (slow_r50, slowfast_r50; i3d_r50 is made of
- *      the same blocks): logits and gradients of the stems, a bottleneck's BN, the fusion
- *      conv and the head against float64 PyTorch on one clip, within the largest of
+ *   4. a training pass with every BN frozen (slow_r50, slowfast_r50, r2plus1d_r50,
+ *      csn_r101; i3d_r50 is made of slow_r50's blocks): logits and gradients of the stems,
+ *      a bottleneck's BN, the fusion conv, the (2+1)D conv's halves and inner BN, the
+ *      depthwise conv_b (strided in time and space) and the head against float64 PyTorch
+ *      on one clip, within the largest of
  *      1e-10, 10x float32 PyTorch's distance and the measured conditioning (float64 with
  *      every input moved by 2^-20), test_transfer's rule;
+ *   0. vidtrain's own init is pytorchvideo's init_net_weights (weight_init.py): every BN
+ *      weight 1 and bias 0 except each bottleneck's norm_c (block_final_bn), weight 0;
+ *      csn_r101's depthwise conv_b kaiming_normal_ with fan_out = C x 27;
  *   5. vt_pack_pathway_frame against torch.linspace(0, T-1, T//a).long() for T = 1..128,
  *      a = 2, 4, 8: the slow pathway's frames are PackPathway's.
- * Small clips (4x32x32, slowfast 8x32x32) on the cpu backend keep it well under a minute.
+ * Small clips (4x32x32, slowfast 8x32x32) on the cpu backend keep it to about a minute.
  * It skips (77) when /usr/bin/python3 cannot import torch.
  */
 #include <cjson/cJSON.h>
@@ -68,6 +73,50 @@ static void check_names(const vt_net *net, const char *dir, const char *model) {
     cJSON_Delete(names);
 }
 
+/* 0. init: every BN (a module with a running_mean) and csn's depthwise conv std */
+static void check_init(vt_net *net, const char *model) {
+    const float *p = vt_net_params(net);
+    int nbn = 0, nzero = 0, bad = 0;
+    for (int i = 0; i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *t = vt_net_tensor(net, i);
+        size_t n = strlen(t->name);
+        if (n < 13 || strcmp(t->name + n - 13, ".running_mean"))
+            continue;
+        char mod[160], w[200], b[200];
+        snprintf(mod, sizeof mod, "%.*s", (int)(n - 13), t->name);
+        snprintf(w, sizeof w, "%s.weight", mod);
+        snprintf(b, sizeof b, "%s.bias", mod);
+        const vt_tensor_info *tw = vt_net_find_tensor(net, w), *tb = vt_net_find_tensor(net, b);
+        size_t m = strlen(mod);
+        const float want = m > 7 && !strcmp(mod + m - 7, ".norm_c") ? 0.0f : 1.0f;
+        int ok = tw && tb;
+        for (int64_t k = 0; ok && k < tw->numel; k++)
+            ok = p[tw->offset + k] == want;
+        for (int64_t k = 0; ok && k < tb->numel; k++)
+            ok = p[tb->offset + k] == 0.0f;
+        if (!ok && bad++ < 3)
+            TCHECK(0, "%s: %s starts at weight != %g or bias != 0", model, mod, (double)want);
+        nbn++;
+        nzero += want == 0.0f;
+    }
+    TCHECK(nbn > 50 && nzero > 15 && bad == 0, "%s: %d BN, %d norm_c, %d wrong", model, nbn,
+           nzero, bad);
+    if (!strcmp(model, "csn_r101")) {
+        /* 512 x 1 x 3x3x3: std sqrt(2 / (512*27)); 13,824 draws put the sample std within
+         * 3/sqrt(2n) = 1.8% (3 sigma): allow 3% */
+        const vt_tensor_info *t = vt_net_find_tensor(net, "blocks.4.res_blocks.1.branch2.conv_b.weight");
+        double s = 0, q = 0;
+        for (int64_t k = 0; t && k < t->numel; k++) {
+            s += p[t->offset + k];
+            q += (double)p[t->offset + k] * p[t->offset + k];
+        }
+        double sd = t ? sqrt(q / t->numel - (s / t->numel) * (s / t->numel)) : 0;
+        TCHECK(t && t->shape[1] == 1 && fabs(sd / sqrt(2.0 / (512 * 27)) - 1) < 0.03,
+               "csn_r101 depthwise conv_b std %g", sd);
+    }
+    printf("%s: init: %d BN layers, the %d norm_c at weight 0, the rest 1\n", model, nbn, nzero);
+}
+
 static void check_model(vt_backend *be, const char *dir, const cJSON *index, const char *model) {
     const cJSON *e = item(index, model);
     TCHECK(e != NULL, "torch_pyvideo.py wrote nothing for %s", model);
@@ -85,6 +134,7 @@ static void check_model(vt_backend *be, const char *dir, const cJSON *index, con
     if (!net)
         return;
     vt_net_init_weights(net, 1);
+    check_init(net, model);
     check_names(net, dir, model);
 
     /* 2. the .pyth, strictly */
@@ -208,6 +258,8 @@ int main(void) {
     check_model(be, dir, index, "slow_r50");
     check_model(be, dir, index, "slowfast_r50");
     check_model(be, dir, index, "i3d_r50");
+    check_model(be, dir, index, "r2plus1d_r50");
+    check_model(be, dir, index, "csn_r101");
     vt_backend_free(&be);
     cJSON_Delete(index);
     int rc = vt_test_done("test_pyvideo");

@@ -12,7 +12,13 @@
  *     gradient is its own. With BN training, statistics are a pass's, so micro-batches
  *     of a BN model are another computation: tests/test_towers.c);
  *   - eval, predict --timeline, embed (2304 features: 2048 slow + 256 fast) and export
- *     (an ONNX file) take the run like any other: the two pathways are one input.
+ *     (an ONNX file) take the run like any other: the two pathways are one input;
+ *   - `plan` on 2 CPU towers for the family's other members (slow_r50, i3d_r50,
+ *     r2plus1d_r50, csn_r101) at 8x224: the layers that make each one (i3d's temporal
+ *     pool, the (2+1)D pair, csn's 23-block stage 3) and a split of the batch. (Their
+ *     numerics: test_pyvideo.c; their ONNX export: test_onnx.c. They train, eval,
+ *     predict, embed and export through the same code paths as slowfast_r50, one input
+ *     and no tgather: checked by hand on 4x32 clips, 2 towers = 1 bit for bit.)
  */
 #include <unistd.h>
 
@@ -140,5 +146,23 @@ int main(void) {
                     dir, dir);
     snprintf(p, sizeof p, "%s/sf.onnx", dir);
     TCHECK(rc == 0 && access(p, F_OK) == 0, "export: exit %d", rc);
+
+    /* plan for the other members: a layer only that model has, its classifier (i3d's
+     * temporal pool is blocks.2, so its head is blocks.6) and the batch's split */
+    static const char *const members[4][3] = {
+        {"slow_r50", "blocks.4.res_blocks.2.branch2.conv_a", "blocks.5.proj"},
+        {"i3d_r50", "blocks.2 ", "blocks.6.proj"},
+        {"r2plus1d_r50", "blocks.4.res_blocks.0.branch2.conv_b.conv_t", "blocks.5.proj"},
+        {"csn_r101", "blocks.3.res_blocks.22.branch2.conv_b", "blocks.5.proj"}};
+    for (int k = 0; k < 4; k++) {
+        rc = vt_test_sh("'%s' plan --model %s --clip 8x224 --batch 8 --devices cpu:2 > "
+                        "'%s/plan_%s.txt' 2>&1", bin, members[k][0], dir, members[k][0]);
+        snprintf(p, sizeof p, "%s/plan_%s.txt", dir, members[k][0]);
+        plan = vt_test_slurp(p, NULL);
+        TCHECK(rc == 0 && plan && strstr(plan, members[k][1]) && strstr(plan, members[k][2]) &&
+                   strstr(plan, "split plan"),
+               "plan --model %s: exit %d\n%.400s", members[k][0], rc, plan ? plan : "");
+        free(plan);
+    }
     return vt_test_done("test_pyvideo_cli");
 }

@@ -355,13 +355,15 @@ static void check_sha_and_cache(const char *dir) {
     TCHECK(vt_pretrained_find("r3d_18") && !strcmp(vt_pretrained_find("r3d_18")->model, "r3d18") &&
                !vt_pretrained_find("resnet50"), "registry names");
     unsetenv("VIDTRAIN_WEIGHTS_URL");
-    /* pytorchvideo's rows: their zoo's URLs (hub/resnet.py, hub/slowfast.py, hub/x3d.py) */
-    static const char *const pv[7][2] = {
+    /* pytorchvideo's rows: their zoo's URLs (hub/resnet.py, slowfast.py, x3d.py,
+     * r2plus1d.py, csn.py) */
+    static const char *const pv[9][2] = {
         {"slow_r50", "kinetics/SLOW_8x8_R50.pyth"}, {"slowfast_r50", "kinetics/SLOWFAST_8x8_R50.pyth"},
         {"i3d_r50", "kinetics/I3D_8x8_R50.pyth"}, {"x3d_xs", "kinetics/X3D_XS.pyth"},
         {"x3d_s", "kinetics/X3D_S.pyth"}, {"x3d_m", "kinetics/X3D_M.pyth"},
-        {"x3d_l", "kinetics/X3D_L.pyth"}};
-    for (int k = 0; k < 7; k++) {
+        {"x3d_l", "kinetics/X3D_L.pyth"}, {"r2plus1d_r50", "kinetics/R2PLUS1D_16x4_R50.pyth"},
+        {"csn_r101", "kinetics/CSN_32x2_R101.pyth"}};
+    for (int k = 0; k < 9; k++) {
         const vt_pretrained *p = vt_pretrained_find(pv[k][0]);
         char u2[512], w2[512];
         if (p)

@@ -4,7 +4,8 @@
  * backward (sigmoid's in place over dout, as the graph runs it), the channel scale of
  * squeeze-excitation (dx in place over dout: ds must be formed first), in FP32 and in
  * BF16, and n == 0 writing nothing; grouped and depthwise conv3d (cuDNN's group count)
- * in FP32. Skips (77) without a GPU or in a build without CUDA.
+ * in FP32, csn_r101's depthwise strided in time too. Skips (77) without a GPU or in a
+ * build without CUDA.
  *
  * Tolerances (NMSE = sum (a-b)^2 / sum b^2). FP32: expf against cpu-ref's double exp,
  * a few float roundings, NMSE ~1e-14; ds is a double sum on both sides: TOL_F32 1e-12.
@@ -155,6 +156,10 @@ static void test_gconv(void) {
               (vt_conv3d_p){8, 8, {5, 1, 1}, {1, 1, 1}, {2, 0, 0}, 8}, 0);
     conv_case(2, (const int[3]){3, 6, 6},
               (vt_conv3d_p){4, 6, {3, 3, 3}, {1, 1, 1}, {1, 1, 1}, 2}, 1);
+    /* csn_r101's depthwise conv_b in a stage's first block: stride 2 in time and space,
+     * odd sizes (5 -> 3, 7 -> 4) */
+    conv_case(2, (const int[3]){5, 7, 7},
+              (vt_conv3d_p){16, 16, {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, 16}, 0);
 }
 
 int main(void) {

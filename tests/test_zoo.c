@@ -7,7 +7,7 @@
  * (s3d's forward and gradients: test_zoo_s3d.c), the initialisation follows
  * torchvision's formulas, and bad configurations are refused with a message. Every name in
  * vt_zoo_names has a twin here (a new zoo entry without one fails; the VideoMAE
- * transformers' are in test_zoo_vit.c), and the memory plan
+ * transformers' are in test_zoo_vit.c, MViT's in test_zoo_mvit.c), and the memory plan
  * of each agrees with the built net; tiny_nobn (the BN-free test model) has no buffers.
  */
 #include <math.h>
@@ -249,10 +249,12 @@ int main(void) {
      * VideoMAE ViTs in test_zoo_vit.c, pytorchvideo's ResNet-50s in
      * tests/oracle/torch_pyvideo.py, whose names, shapes and order test_pyvideo.c checks
      * (pytorchvideo does not install here: its twins are written out in plain torch). */
-    static const char *const pyvideo[] = {"slow_r50", "slowfast_r50", "i3d_r50"};
+    static const char *const pyvideo[] = {"slow_r50", "slowfast_r50", "i3d_r50", "r2plus1d_r50",
+                                          "csn_r101"};
     size_t nzoo = 0, nvit = 0;
     for (; vt_zoo_names[nzoo]; nzoo++) {
-        if (!strncmp(vt_zoo_names[nzoo], "videomae_", 9)) { /* twins: test_zoo_vit.c */
+        if (!strncmp(vt_zoo_names[nzoo], "videomae_", 9) || /* twins: test_zoo_vit.c */
+            !strncmp(vt_zoo_names[nzoo], "mvit_", 5)) {     /* and test_zoo_mvit.c */
             nvit++;
             continue;
         }

@@ -185,6 +185,23 @@ static void check_init(void) {
     t = vt_net_find_tensor(net, "blocks.4.res_blocks.0.branch2.norm_b.1.block.2.bias");
     stats(p + t->offset, t->numel, &m, &s, &a);
     TCHECK(a == 0, "SE bias not 0");
+    /* BN: weight 1, bias 0, except the bottleneck's last BN (norm_c), which pytorchvideo's
+     * BottleneckBlock flags block_final_bn: weight 0 (weight_init.py) */
+    t = vt_net_find_tensor(net, "blocks.3.res_blocks.2.branch2.norm_c.weight");
+    stats(p + t->offset, t->numel, &m, &s, &a);
+    TCHECK(a == 0, "norm_c weight not 0 (max |w| %g)", a);
+    static const char *const ones[] = {"blocks.0.norm.weight", "blocks.3.res_blocks.2.branch2.norm_a.weight",
+                                       "blocks.3.res_blocks.2.branch2.norm_b.0.weight",
+                                       "blocks.3.res_blocks.0.branch1_norm.weight",
+                                       "blocks.5.pool.pre_norm.weight"};
+    for (size_t k = 0; k < sizeof ones / sizeof *ones; k++) {
+        t = vt_net_find_tensor(net, ones[k]);
+        TCHECK(t != NULL, "%s missing", ones[k]);
+        if (t) {
+            stats(p + t->offset, t->numel, &m, &s, &a);
+            TCHECK(m == 1 && s == 0, "%s: mean %g std %g, want 1", ones[k], m, s);
+        }
+    }
     t = vt_net_find_tensor(net, "blocks.5.proj.weight"); /* N(0, 0.01), 819,200 draws */
     stats(p + t->offset, t->numel, &m, &s, &a);
     TCHECK(fabs(s / 0.01 - 1) < 0.01, "proj std %g", s);

@@ -17,6 +17,7 @@
 #include "app/eval/evalproto.h"
 #include "app/eval/evaluate.h"
 #include "app/eval/report.h"
+#include "app/leaks.h"
 #include "app/run/run_files.h"
 #include "app/run/run_model.h"
 #include "base/common.h"
@@ -48,29 +49,59 @@ static void describe_splits(vt_dataset *ds, char *buf, size_t n) {
 }
 
 /* eval.json "leaks": how many videos of the split evaluated have a near-copy in
- * training, from RUN/leaks.json (train's check, app/leaks.h) when DIR is the folder the
- * run trained on; nothing otherwise (another folder was never compared). */
+ * training. DIR the folder the run trained on: from RUN/leaks.json (train's check,
+ * app/leaks.h). Another folder (an outside test set, --val-dir's): its videos idx[0..n)
+ * are compared here with the run's training videos (signatures cached, so train's are
+ * read back), and the pairs go into eval.json. */
 static void add_leaks(cJSON *j, const char *run, const char *dir, const vt_train_opts *o,
-                      const char *split) {
-    char path[4200];
+                      const char *split, vt_dataset *ds, const int32_t *idx, int n) {
+    char path[4200], err[1024];
     snprintf(path, sizeof path, "%s/leaks.json", run);
     char *a = realpath(dir, NULL), *b = realpath(o->data, NULL);
     int same = a && b && !strcmp(a, b);
     free(a);
     free(b);
-    cJSON *lk = same ? vt_file_read_json(path) : NULL;
+    if (!same) {
+        if (!vt_dist_lead()) /* rank 0 writes eval.json: the others need no count */
+            return;
+        vt_dataset_opts dopt = vt_run_dataset_opts(o);
+        vt_dataset *tds = vt_dataset_open(o->data, &dopt, err, sizeof err);
+        if (tds && o->labels[0] && vt_dataset_load_labels(tds, o->labels, NULL, err, sizeof err))
+            vt_dataset_free(&tds);
+        if (!tds) { /* a run copied away from its data: no count, said so */
+            fprintf(stderr, "note: no leak check against training (%s)\n", err);
+            return;
+        }
+        vt_split as = !strcmp(split, "val") ? VT_SPLIT_VAL : VT_SPLIT_TEST;
+        vt_leaks lk;
+        vt_leaks_find_with(tds, 0, ds, idx, n, as, 0, 0, &lk);
+        cJSON *o2 = vt_leaks_json(tds, &lk);
+        cJSON_AddNumberToObject(o2, "with_copy_in_train", lk.copied[as]);
+        cJSON_AddNumberToObject(o2, "videos", lk.total[as]);
+        cJSON_AddItemToObject(j, "leaks", o2);
+        if (lk.copied[as] > 0) {
+            fprintf(stderr, "warning: %d of the %d videos evaluated have a near-copy in the "
+                    "run's training videos (%s): the score counts scenes training has seen "
+                    "(pairs in eval.json)\n", lk.copied[as], lk.total[as], o->data);
+            vt_leaks_print(stderr, tds, &lk, 5);
+        }
+        vt_leaks_free(&lk);
+        vt_dataset_free(&tds);
+        return;
+    }
+    cJSON *lk = vt_file_read_json(path);
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(lk, split);
     const cJSON *k = cJSON_GetObjectItemCaseSensitive(s, "with_copy_in_train");
-    const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, "videos");
-    if (cJSON_IsNumber(k) && cJSON_IsNumber(n)) {
+    const cJSON *nv = cJSON_GetObjectItemCaseSensitive(s, "videos");
+    if (cJSON_IsNumber(k) && cJSON_IsNumber(nv)) {
         cJSON *o2 = cJSON_AddObjectToObject(j, "leaks");
         cJSON_AddNumberToObject(o2, "with_copy_in_train", k->valuedouble);
-        cJSON_AddNumberToObject(o2, "videos", n->valuedouble);
+        cJSON_AddNumberToObject(o2, "videos", nv->valuedouble);
         cJSON_AddStringToObject(o2, "pairs_in", "leaks.json");
         if (k->valuedouble > 0)
             fprintf(stderr, "warning: %g of the %g %s videos have a near-copy in train "
                     "(%s): the score counts scenes training has seen\n", k->valuedouble,
-                    n->valuedouble, split, path);
+                    nv->valuedouble, split, path);
     }
     cJSON_Delete(lk);
 }
@@ -105,6 +136,9 @@ static void usage(FILE *f) {
         "top-1 over the classes present. Every clip is counted once across towers.\n"
         "Classes are matched to the model's by name; videos of a class the model does not\n"
         "know are left out, named in a warning and counted (eval.json \"unknown_videos\").\n"
+        "Videos evaluated that are near-copies of the run's training videos are counted in\n"
+        "eval.json \"leaks\" with a warning: from RUN/leaks.json when DIR is the training\n"
+        "folder, else compared here (docs/splits.md).\n"
         "Exit codes: 0 ok, 1 error (also: a --split DIR does not have), 2 usage.\n"
         "%s",
         vt_device_args_help, vt_mpi_help);
@@ -242,10 +276,12 @@ static int eval_pick_videos(const eval_args *ea, vt_dataset *ds, int32_t **idxp,
     return 0;
 }
 
-/* Run, the report: the figures per head on stdout, RUN/eval.json, RUN/confusion.csv and
- * the report page. 0, or 1 when a file could not be written (said). */
+/* Run, the report: the figures per head on stdout, RUN/eval.json (with the near-copies in
+ * training of the videos idx[0..n) of ds), RUN/confusion.csv and the report page. 0, or 1
+ * when a file could not be written (said). */
 static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto *ep[VT_MAX_HEADS],
-                       const vt_eval_counts *cnt, const char *sname, const vt_eval_opts *eo) {
+                       const vt_eval_counts *cnt, const char *sname, const vt_eval_opts *eo,
+                       vt_dataset *ds, const int32_t *idx, int n) {
     const vt_run_heads *heads = &m->heads;
     char err[1024], path[4200];
     vt_eval_result r[VT_MAX_HEADS];
@@ -280,7 +316,7 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
             vt_eval_confusion_print(&r[h], (const char *const *)heads->classes[h], stdout);
     }
     cJSON *j = vt_eval_json(r, heads, cnt, sname, eo);
-    add_leaks(j, ea->run, ea->dir, &m->opts, sname);
+    add_leaks(j, ea->run, ea->dir, &m->opts, sname, ds, idx, n);
     cJSON_AddStringToObject(j, "checkpoint", m->ckpt);
     cJSON_AddStringToObject(j, "data", ea->dir);
     snprintf(path, sizeof path, "%s/eval.json", ea->run);
@@ -394,7 +430,7 @@ int vt_cmd_eval(int argc, char **argv) {
                 dir, (long long)cnt.unknown_videos, (long long)cnt.bad_clips);
         goto end;
     }
-    rc = eval_report(&ea, &m, ep, &cnt, sname, &eo);
+    rc = eval_report(&ea, &m, ep, &cnt, sname, &eo, ds, idx, n);
 end:
     for (int h = 0; h < VT_MAX_HEADS; h++)
         vt_evalproto_free(&ep[h]);

@@ -33,6 +33,7 @@
 
 #include "app/app.h"
 #include "app/decode_opt.h"
+#include "app/leaks.h"
 #include "app/opts.h"
 #include "app/prep/prep_cmd.h"
 #include "app/run/run_files.h"
@@ -60,7 +61,8 @@ static void usage(FILE *f) {
         "  the detail training's own scaling needs; a source already that small keeps its\n"
         "  size: nothing is upscaled), turned upright (rotation metadata applied to the\n"
         "  pixels), video only (audio and other streams dropped), with a keyframe every G\n"
-        "  frames so that any clip seeks cheaply.\n"
+        "  frames so that any clip seeks cheaply. The leak check's signatures of each copy\n"
+        "  and its source come from the same decode, into the vidtrain cache (docs/splits.md).\n"
         "\n"
         "  --short-side S  short side in pixels (default %d). Choose S = crop * 8/7: the\n"
         "                  default clip 16x112 crops 112 from 128; a 16x160 clip wants 183\n"
@@ -671,6 +673,12 @@ int vt_cmd_prep(int argc, char **argv) {
     s.r.src = a.src;
     s.r.dst = a.dst;
     s.r.o = a.o;
+    if (rc == 0) {
+        /* the leak check's signatures from this decode, for free (docs/splits.md) */
+        s.r.o.signature = vt_leaks_cache_dir(s.r.sig_cache, sizeof s.r.sig_cache) != NULL;
+        if (!s.r.o.signature)
+            s.r.sig_cache[0] = 0;
+    }
     if (rc == 0)
         rc = prep_claim_dst(&a, &s);
     if (rc == 0)

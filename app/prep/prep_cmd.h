@@ -104,6 +104,8 @@ typedef struct run {
     int64_t bytes_done, bytes_total;
     double src_seconds, t0, last_draw;
     int tty;
+    char sig_cache[4096]; /* the leak check's signature cache: prep's decode signs each
+                           * copy (and its source) into it; "" when there is none */
 } run;
 
 /* Thread body: takes jobs until none is left, a signal came or DST failed. A source

@@ -145,6 +145,15 @@ void *prep_worker(void *arg) {
             rc = -1;
             dst_bad = 1;
         }
+        if (rc == 0 && res.sig.n && r->sig_cache[0]) {
+            /* the leak check's signature of the copy, from this decode; and of the source,
+             * whose frames they are, unless rotated (the copy is upright, a signature of
+             * the source is not) or cut (a segment is not the whole file) */
+            vt_sig_store(out, r->sig_cache, &res.sig);
+            if (e->end <= 0 && res.rotation == 0)
+                vt_sig_store(src, r->sig_cache, &res.sig);
+        }
+        vt_sig_free(&res.sig);
         if (dst_bad) {
             dst_failed(r, e, err);
             break;

@@ -49,6 +49,18 @@ static const vt_pretrained table[] = {
     {"x3d_s", "X3D_S", "x3d_s", "X3D_S.pyth", NULL, PYVIDEO_URL, 6, 400, 13, 160, 182, "73.33"},
     {"x3d_m", "X3D_M", "x3d_m", "X3D_M.pyth", NULL, PYVIDEO_URL, 5, 400, 16, 224, 256, "75.94"},
     {"x3d_l", "X3D_L", "x3d_l", "X3D_L.pyth", NULL, PYVIDEO_URL, 5, 400, 16, 312, 356, "77.44"},
+    /* torchvision 0.14 models/video/mvit.py: MViT_V2_S_Weights and MViT_V1_B_Weights'
+     * KINETICS400_V1 (16 frames
+     * at frame_rate 7.5: a stride of 4 at 30 fps; 224 crops of 256) */
+    {"mvit_v2_s", "mvit_v2_s", "mvit_v2_s", "mvit_v2_s-ae3be167.pth", "ae3be167", NULL, 4, 400,
+     16, 224, 256, "80.757"},
+    {"mvit_v1_b", "mvit_v1_b", "mvit_v1_b", "mvit_v1_b-dbeb1030.pth", "dbeb1030", NULL, 4, 400,
+     16, 224, 256, "78.477"},
+    /* hub/r2plus1d.py, hub/csn.py; model_zoo.md: 16x4 and 32x2, 224 crops */
+    {"r2plus1d_r50", "R2PLUS1D_16x4_R50", "r2plus1d_r50", "R2PLUS1D_16x4_R50.pyth", NULL,
+     PYVIDEO_URL, 4, 400, 16, 224, 256, "76.01"},
+    {"csn_r101", "CSN_32x2_R101", "csn_r101", "CSN_32x2_R101.pyth", NULL, PYVIDEO_URL, 2, 400, 32,
+     224, 256, "77.00"},
 };
 
 #define BASE_URL "https://download.pytorch.org/models/"

@@ -58,7 +58,10 @@ static void usage(FILE *f) {
         "                        x3d_m, x3d_l (pytorchvideo's X3D; default clips 4x160,\n"
         "                        13x160, 16x224, 16x312, strides 12, 6, 5, 5), pytorchvideo's\n"
         "                        slow_r50, i3d_r50, slowfast_r50 (one clip of the fast\n"
-        "                        pathway's frames, a multiple of 4: docs/models.md)\n"
+        "                        pathway's frames, a multiple of 4: docs/models.md),\n"
+        "                        r2plus1d_r50, csn_r101,\n"
+        "                        mvit_v2_s, mvit_v1_b (torchvision's MViTs: 16x224 stride 4;\n"
+        "                        CPU only)\n"
         "  --clip TxS            frames x crop size, e.g. 16x112 or 8x64x64 (default: 16x112\n"
         "                        when a GPU trains, 8x64 on the CPU)\n"
         "  --stride N            temporal stride between frames (default 1; 3 for the CPU's\n"
@@ -87,13 +90,15 @@ static void usage(FILE *f) {
         "fine-tuning (start from trained weights instead of random ones):\n"
         "  --pretrained NAME     Kinetics-400 weights: torchvision's r3d18, mc3_18, r2plus1d18,\n"
         "                        s3d, pytorchvideo's slow_r50, slowfast_r50, i3d_r50,\n"
-        "                        x3d_xs, x3d_s, x3d_m, x3d_l;\n"
+        "                        x3d_xs, x3d_s, x3d_m, x3d_l, r2plus1d_r50, csn_r101;\n"
+        "                        torchvision's mvit_v2_s, mvit_v1_b;\n"
         "                        downloaded once into $XDG_CACHE_HOME/vidtrain (or\n"
         "                        $VIDTRAIN_CACHE; $VIDTRAIN_WEIGHTS_URL names a mirror or a\n"
         "                        file:// folder), SHA-256 checked. Sets --model and the clip\n"
         "                        to the weights' own (16x112; s3d 16x224; slow_r50 8x224\n"
         "                        stride 8; slowfast_r50 32x224 stride 2) unless given.\n"
-        "                        Licences: torchvision's weights as torchvision's; VideoMAE\n"
+        "                        Licences: torchvision's weights as torchvision's;\n"
+        "                        pytorchvideo's (its repository's) Apache-2.0; VideoMAE\n"
         "                        (videomae_vit_s/b, not in this registry: --init FILE)\n"
         "                        CC-BY-NC 4.0, non-commercial\n"
         "  --init FILE           start from FILE: a vidtrain checkpoint, a safetensors file\n"
@@ -113,12 +118,17 @@ static void usage(FILE *f) {
         "  --head-lr-mult M      the classifier's lr is M x --lr (default 10 when\n"
         "                        fine-tuning, else 1)\n"
         "  --drop-path R         transformers: stochastic depth, block b of D drops its\n"
-        "                        residual branches per clip with p = R b/(D-1) (default 0)\n"
+        "                        residual branches per clip with p = R b/(D-1) (default 0.1\n"
+        "                        for a transformer, else 0)\n"
         "  --layer-decay F       transformers: block i of D learns at F^(D+1-i) x the lr,\n"
         "                        the patch embedding at F^(D+1) (default 0.75 when a\n"
         "                        transformer fine-tunes, else 1: off)\n"
         "  Fine-tuning's defaults: lr a tenth of the rule below, epochs enough to see 2000\n"
-        "  clips (at least 10), no precise BN (the statistics are frozen)\n"
+        "  clips (at least 10), no precise BN (the statistics are frozen). A transformer\n"
+        "  trains with VideoMAE's fine-tuning recipe (docs/finetune.md): AdamW, wd 0.05\n"
+        "  (not on norms, biases, position embeddings), warm-up then cosine, drop path 0.1,\n"
+        "  label smoothing 0.1, layer decay 0.75 when fine-tuning; mixup, CutMix and\n"
+        "  --repeat-aug stay off (not measured here yet). Each part has its own option\n"
         "optimisation:\n"
         "  (no length given: warm-up, then a constant lr while validation improves, then a\n"
         "  cosine decay over a quarter as many epochs; at most 4 x the fixed rule below;\n"
@@ -138,11 +148,16 @@ static void usage(FILE *f) {
         "                        run is then the one --epochs E gives, bit for bit, and may\n"
         "                        miss the budget if the machine's speed changes\n"
         "  --batch B             global batch (default 32 when a GPU trains, 8 on the CPU)\n"
-        "  --optim NAME          sgd (momentum 0.9, default), rmsprop, adamw\n"
+        "  --optim NAME          sgd (momentum 0.9, default), rmsprop, adamw (the default\n"
+        "                        for a transformer)\n"
         "  --lr X                base learning rate (default scaled with the batch: SGD\n"
         "                        0.1*B/32, tiny 0.2*B/32; RMSprop 0.001*B/32, AdamW\n"
         "                        0.001*sqrt(B/32))\n"
-        "  --momentum X          (default 0.9)     --wd X     weight decay (default 1e-4)\n"
+        "  --momentum X          (default 0.9)     --wd X     weight decay (default 1e-4;\n"
+        "                        0.05 for a transformer)\n"
+        "  --wd-exempt on|off|auto  on: no weight decay for norm weights, biases, position\n"
+        "                        embeddings, class tokens (timm/VideoMAE); off: all decay\n"
+        "                        (torchvision's video recipe); auto (default): on for a ViT\n"
         "  --no-nesterov         plain SGD momentum (Nesterov is the default)\n"
         "  --sched NAME          cosine (default), step, const, onecycle (torch's OneCycleLR:\n"
         "                        30%% rise from lr/25 to lr, then down to lr/25e4; momentum\n"
@@ -150,7 +165,19 @@ static void usage(FILE *f) {
         "  --warmup E            linear warm-up over E epochs (may be fractional; default a\n"
         "                        fifth of the epochs)\n"
         "  --step-epochs N --gamma G   step schedule: x G every N epochs (10, 0.1)\n"
-        "  --label-smoothing X   softmax heads (default 0)\n"
+        "  --label-smoothing X   softmax heads (default 0; 0.1 for a transformer)\n"
+        "  --mixup A             mixup: each batch's clips and targets blended with the batch\n"
+        "                        reversed, weight ~ Beta(A, A) (timm/VideoMAE: 0.8; default 0\n"
+        "                        = off). Regularises fine-tuning of large models on few videos\n"
+        "  --cutmix A            CutMix: a box (the same in every frame) pasted from the\n"
+        "                        partner clip, targets by its area (VideoMAE: 1.0; default off)\n"
+        "  --mixup-switch-prob P both on: CutMix for a batch with probability P (default 0.5)\n"
+        "  --repeat-aug K        repeated augmentation: each training clip decoded once gives\n"
+        "                        K clips (own crop, flip, colour; same frames and scale), every\n"
+        "                        video K times an epoch (VideoMAE fine-tunes with 2; default 1)\n"
+        "  --random-erase P      random erasing: with probability P a box (2%%-33%% of the crop,\n"
+        "                        the same in every frame) is filled with noise (VideoMAE: 0.25;\n"
+        "                        default 0 = off)\n"
         "  --balance MODE        class imbalance (docs/balance.md; the log warns above x2\n"
         "                        between the largest and smallest training class): none,\n"
         "                        sampler (every class drawn about equally often each epoch),\n"
@@ -190,10 +217,11 @@ static void usage(FILE *f) {
         "  --tb-clips N          also the first N clips of each epoch's first batch as\n"
         "                        images in RUN/tb/ (TensorBoard: scalars and confusion\n"
         "                        matrices are always there; docs/tensorboard.md)\n"
-        "  --strict-splits       a val or test video that is a near-copy of a training\n"
-        "                        video (re-encoded, rescaled, cropped, trimmed, a clip of\n"
-        "                        it) is an error; by default a warning before training,\n"
-        "                        RUN/leaks.json, and a count in the report and eval.json\n"
+        "  --strict-splits       a val or test video (or --val-dir's) that is a near-copy\n"
+        "                        of a training video (re-encoded, rescaled, cropped,\n"
+        "                        trimmed, a clip of it) is an error; by default a warning\n"
+        "                        before training, RUN/leaks.json, and a count in the\n"
+        "                        report and eval.json\n"
         "  --no-leak-check       skip that check (it decodes keyframes once per video;\n"
         "                        signatures are cached: docs/splits.md)\n"
         "  --val-dir DIR2        validate on another dataset folder (same classes)\n"
@@ -222,6 +250,11 @@ static void usage(FILE *f) {
         "  --precision P         fp32 (default); tf32: CUDA TF32 tensor cores; bf16: mixed\n"
         "                        precision, bf16 activations (about half the memory per clip)\n"
         "                        with float32 weights, BN, losses, optimizer (CUDA; cpu-ref)\n"
+        "  --checkpoint-act auto|on|off  activation checkpointing: a transformer block keeps\n"
+        "                        its input and output, recomputed in backward (the same\n"
+        "                        bits; a third more compute, most of its memory a clip\n"
+        "                        saved); auto (default): on for a tower only where not one\n"
+        "                        clip fits a pass without it (docs/distributed.md)\n"
         "%s"
         "run:\n"
         "  --out RUN             run folder (required unless --resume): one run's alone;\n"
@@ -376,6 +409,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--stride")) { if (r < 0 || vt_train_range_parse(o, "--stride", v)) BAD(); continue; }
         if (OPT("--stride-jitter")) { if (r < 0 || vt_train_range_parse(o, "--stride-jitter", v)) BAD(); continue; }
         if (OPT("--short-side")) { if (r < 0 || vt_train_range_parse(o, "--short-side", v)) BAD(); o->jitter_min = o->jitter_max = 0; continue; }
+        if (OPT("--checkpoint-act")) { if (r < 0 || vt_ckpt_mode_parse(v) < 0) BAD(); snprintf(o->checkpoint_act, sizeof o->checkpoint_act, "%s", v); continue; }
         if (OPT("--precision")) { if (r < 0 || vt_precision_parse(v) < 0) BAD(); snprintf(o->precision, sizeof o->precision, "%s", v); continue; }
         if (OPT("--contrast")) { if (r < 0 || vt_train_range_parse(o, "--contrast", v)) BAD(); continue; }
         if (OPT("--brightness")) { if (r < 0 || vt_train_range_parse(o, "--brightness", v)) BAD(); continue; }
@@ -401,6 +435,12 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
             continue;
         }
         if (OPT("--head-lr-mult")) { if (r < 0 || vt_train_range_parse(o, "--head-lr-mult", v)) BAD(); continue; }
+        if (OPT("--mixup")) { if (r < 0 || vt_train_range_parse(o, "--mixup", v)) BAD(); continue; }
+        if (OPT("--cutmix")) { if (r < 0 || vt_train_range_parse(o, "--cutmix", v)) BAD(); continue; }
+        if (OPT("--wd-exempt")) { if (r < 0 || (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto"))) BAD(); snprintf(o->wd_exempt, sizeof o->wd_exempt, "%s", v); continue; }
+        if (OPT("--random-erase")) { if (r < 0 || vt_train_range_parse(o, "--random-erase", v)) BAD(); continue; }
+        if (OPT("--repeat-aug")) { if (r < 0 || vt_train_range_parse(o, "--repeat-aug", v)) BAD(); continue; }
+        if (OPT("--mixup-switch-prob")) { if (r < 0 || vt_train_range_parse(o, "--mixup-switch-prob", v)) BAD(); continue; }
         if (OPT("--drop-path")) { if (r < 0 || vt_train_range_parse(o, "--drop-path", v)) BAD(); continue; }
         if (OPT("--layer-decay")) { if (r < 0 || vt_train_range_parse(o, "--layer-decay", v)) BAD(); continue; }
         if (OPT("--dropout")) { if (r < 0 || vt_train_range_parse(o, "--dropout", v)) BAD(); continue; }
@@ -513,6 +553,11 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         fprintf(stderr, "vidtrain train: --dump replays training steps, which precise BN is "
                         "not part of: not with --precise-bn %d (0, or leave it out)\n",
                 o->precise_bn);
+        return 2;
+    }
+    if (o->dump[0] && o->random_erase > 0) { /* the twin draws no boxes */
+        fprintf(stderr, "vidtrain train: --dump replays training steps without random "
+                        "erasing: not with --random-erase\n");
         return 2;
     }
     if (o->dump[0])

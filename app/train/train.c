@@ -166,14 +166,17 @@ static int open_data(vt_train *t) {
  * rank, so the towers still take identical steps. A no-op for a plain run. 0, or 1. */
 static int apply_finetune(vt_train *t) {
     const vt_train_opts *o = &t->o;
-    if (o->freeze < 0 && !o->freeze_bn && o->head_lr_mult == 1.0f && o->layer_decay == 1.0f)
+    const int exempt = !strcmp(o->wd_exempt, "on"); /* --wd-exempt (resolved) */
+    const int ft = !(o->freeze < 0 && !o->freeze_bn && o->head_lr_mult == 1.0f &&
+                     o->layer_decay == 1.0f);
+    if (!ft && !exempt)
         return 0;
     int nbn = 0, ng = 0;
     for (int r = 0; r < vt_towers_count(t->towers); r++) {
         vt_net *net = vt_towers_net(t->towers, r);
         vt_optim_group g[VT_OPTIM_MAX_GROUPS];
-        ng = vt_finetune_groups(g, VT_OPTIM_MAX_GROUPS, net, o->freeze, o->head_lr_mult,
-                                o->layer_decay);
+        ng = vt_finetune_groups_wd(g, VT_OPTIM_MAX_GROUPS, net, o->freeze, o->head_lr_mult,
+                                   o->layer_decay, exempt);
         if (ng < 0) {
             fprintf(stderr, "vidtrain train: more than %d optimizer groups\n", VT_OPTIM_MAX_GROUPS);
             return 1;
@@ -181,6 +184,10 @@ static int apply_finetune(vt_train *t) {
         vt_optim_set_groups(vt_towers_optim(t->towers, r), g, ng);
         nbn = vt_finetune_freeze_bn(net, o->freeze, o->freeze_bn > 0);
     }
+    if (exempt)
+        vt_train_print_no_decay(t);
+    if (!ft)
+        return 0;
     char what[64];
     if (o->freeze < 0)
         snprintf(what, sizeof what, "nothing");
@@ -259,7 +266,6 @@ static int build_towers(vt_train *t) {
     vt_dataset_head_cfgs(t->ds, heads->cfg);
     for (int h = 0; h < heads->n; h++) {
         heads->cfg[h].weight = o->nweights ? o->loss_weights[h] : 1.0f;
-        heads->cfg[h].smoothing = heads->cfg[h].loss == VT_LOSS_SOFTMAX_CE ? o->smoothing : 0;
         heads->classes[h] = vt_calloc((size_t)heads->cfg[h].classes, sizeof(char *));
         for (int k = 0; k < heads->cfg[h].classes; k++)
             heads->classes[h][k] = vt_strdup(t->ds->heads[h].classes[k]);
@@ -285,12 +291,16 @@ static int build_towers(vt_train *t) {
         vt_mpi_sum_f64(&t->gpus, 1, "the default clip (does any rank have a GPU)");
     t->given = *o;
     vt_train_opts_resolve(o, t->epoch_clips, t->gpus > 0);
+    for (int h = 0; h < heads->n; h++) /* resolved: a transformer's fine-tuning smooths */
+        heads->cfg[h].smoothing = heads->cfg[h].loss == VT_LOSS_SOFTMAX_CE ? o->smoothing : 0;
     tc->batch = o->batch;
     vt_net_cfg_default(&tc->net, o->model, heads->cfg[0].classes, o->clip_t, o->crop, o->crop);
     tc->net.nheads = heads->n;
     memcpy(tc->net.head, heads->cfg, sizeof heads->cfg);
     tc->net.dropout = o->dropout;
     tc->net.drop_path = o->drop_path;
+    const int ckm = vt_ckpt_mode_parse(o->checkpoint_act); /* a hand-edited config: auto */
+    tc->ckpt_act = ckm > 0 ? (vt_ckpt_mode)ckm : VT_CKPT_AUTO;
     if (vt_precision_parse(o->precision) < 0) { /* a hand-edited config.json */
         fprintf(stderr, "vidtrain train: precision '%s': fp32, tf32 or bf16\n", o->precision);
         return 2;
@@ -306,6 +316,9 @@ static int build_towers(vt_train *t) {
     tc->seed = o->seed;
     tc->sync_bn = o->sync_bn;
     tc->verbose = 1;
+    int mrc = vt_train_mix_heads(t); /* --mixup/--cutmix: soft targets (train_mix.c) */
+    if (mrc)
+        return mrc;
     t->towers = vt_towers_init(tc, err, sizeof err);
     if (!t->towers) {
         fprintf(stderr, "vidtrain train: %s\n", err);
@@ -390,6 +403,7 @@ static int open_loader(vt_train *t) {
     lc.epoch = t->st.epoch;
     lc.start_batch = t->st.cursor;
     lc.clips_per_video = o->clips_per_video;
+    lc.repeat_aug = o->repeat_aug;
     lc.video_clips = t->video_clips; /* auto: per-video counts */
     lc.balance = !strcmp(o->balance, "sampler"); /* train_balance.c resolved it */
     lc.frame_cache = frame_cache_bytes(o);
@@ -513,9 +527,10 @@ int vt_train_setup(vt_train *t) {
         unlink(path);
     }
     /* near-copies of training videos in val and test, before any training (rank 0) */
-    if (!o->no_leak_check && t->ntrain &&
-        (vt_dataset_split_count(t->ds, VT_SPLIT_VAL) || vt_dataset_split_count(t->ds, VT_SPLIT_TEST))) {
-        rc = vt_dist_lead() ? vt_leaks_train_check(t->ds, o->out, o->strict_splits, !t->quiet, t->out)
+    if (!o->no_leak_check && t->ntrain && (t->vds || vt_dataset_split_count(t->ds, VT_SPLIT_VAL) ||
+                                           vt_dataset_split_count(t->ds, VT_SPLIT_TEST))) {
+        rc = vt_dist_lead() ? vt_leaks_train_check(t->ds, t->vds, o->out, o->strict_splits,
+                                                   !t->quiet, t->out)
                             : 0;
         snprintf(err, sizeof err, "--strict-splits: a leak (rank 0 said why)");
         if (vt_dist_share_result(rc, err, sizeof err) != 0)
@@ -549,6 +564,7 @@ int vt_train_setup(vt_train *t) {
     fprintf(t->out, "training: %d videos, %lld batches of %d per epoch, %s%d epochs, %s lr %g (%s)\n",
             t->ntrain, (long long)t->spe, o->batch, o->patience > 0 ? "at most " : "", o->epochs,
             o->optim, o->lr, o->patience > 0 ? "warm-up, constant, cosine decay" : o->sched);
+    vt_train_print_recipe(t);
     fflush(t->out);
     if (o->dump[0] && vt_dist_lead()) {
         t->dump = open_dump(t, err, sizeof err);
@@ -574,6 +590,7 @@ void vt_train_free(vt_train **tp) {
     free(t->video_clips);
     free(t->class_weight);
     free(t->logit_adjust);
+    vt_train_mix_free(t);
     free(t->val_idx);
     vt_dataset_free(&t->vds);
     vt_dataset_free(&t->ds);

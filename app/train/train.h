@@ -67,6 +67,8 @@ typedef struct vt_train {
     vt_budget bud;         /* --time-budget's measurements (budget 0: no budget to keep) */
     vt_dump *dump;         /* --dump (rank 0 only), or NULL */
     vt_evalproto *ep[VT_MAX_HEADS];
+    float *mix_soft[VT_MAX_HEADS]; /* --mixup/--cutmix: softmax heads' mixed targets of a
+                              batch (capacity x classes; train_mix.c), or NULL */
 
     /* ---- the run's progress ---- */
     vt_run_state st;       /* what last.safetensors holds once an epoch ends */
@@ -130,6 +132,26 @@ void vt_train_budget_epoch_end(vt_train *t, int64_t epoch, const vt_train_epoch_
  * untouched. Nothing when K is 0. 0, or -1 (printed). */
 int vt_train_precise_bn(vt_train *t);
 /* The validation pass's options: vt_train_val_opts (app/train/train_val.h). */
+
+/* --mixup, --cutmix (train_mix.c, pipeline/data/mix.h). vt_train_mix_heads, before the
+ * towers are built: marks t->tc.net's softmax heads as trained on soft targets, or
+ * refuses (printed, returns 2) what mixing cannot go with: several processes (each holds
+ * only its towers' part of a batch, and a clip's partner is in the whole batch),
+ * --balance loss (class weights of a mixed target), --dump (the twin takes labels).
+ * vt_train_mix_batch mixes b in place with 0-based `step`'s draw and points its softmax
+ * heads' targets at the mixed ones; vt_train_mix_done gives b back as the loader made it
+ * (its targets; the clips stay mixed: the loader refills them). Nothing when off. */
+int vt_train_mix_heads(vt_train *t);
+void vt_train_mix_batch(vt_train *t, vt_batch *b, int64_t step);
+void vt_train_mix_done(vt_train *t, vt_batch *b);
+void vt_train_mix_free(vt_train *t);
+
+/* --wd-exempt on (train_recipe.c): one line saying which parameters go without weight
+ * decay (their tensors and share of the parameters). */
+void vt_train_print_no_decay(const vt_train *t);
+/* The recipe's one line ("recipe: ..."), for a transformer or a run that mixes or repeats
+ * clips (other runs: nothing beyond the "training:" line). */
+void vt_train_print_recipe(const vt_train *t);
 
 /* The default length that follows validation (train_length.c has the rule and why). */
 /* At set-up, once the state is loaded and before the schedule: a resumed run's epochs

@@ -21,7 +21,8 @@ int vt_train_count_clips(vt_train *t) {
     free(t->video_clips);
     t->video_clips = NULL;
     if (!(o->seconds_per_clip > 0)) {
-        t->epoch_clips = (int64_t)t->ntrain * VT_MAX(o->clips_per_video, 1);
+        t->epoch_clips = (int64_t)t->ntrain * VT_MAX(o->clips_per_video, 1) *
+                         VT_MAX(o->repeat_aug, 1); /* --repeat-aug: K clips a draw */
         return 0;
     }
     vt_dataset *ds = t->ds;
@@ -38,7 +39,7 @@ int vt_train_count_clips(vt_train *t) {
         lo = i ? VT_MIN(lo, n) : n;
         hi = VT_MAX(hi, n);
     }
-    t->epoch_clips = sum;
+    t->epoch_clips = sum * VT_MAX(o->repeat_aug, 1); /* --repeat-aug: K clips a draw */
     fprintf(t->out, "clips per video: auto, one per %g s: %lld clips an epoch from %d videos "
                     "(%d to %d a video)\n",
             (double)o->seconds_per_clip, (long long)sum, t->ntrain, lo, hi);

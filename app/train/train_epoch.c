@@ -117,10 +117,13 @@ int vt_train_epoch(vt_train *t, int64_t epoch, vt_progress **pg, vt_train_epoch_
         float lr = vt_train_lr(t, st->step);
         if (t->sc.kind == VT_SCHED_ONECYCLE)
             vt_towers_set_momentum(t->towers, vt_sched_momentum(&t->sc, st->step, 0));
+        vt_train_mix_batch(t, (vt_batch *)b, st->step); /* --mixup/--cutmix: the loader's
+                                                           batch, refilled after this step */
         if (o->tb_clips > 0 && b->index == 0 && vt_dist_lead())
             vt_tb_clips(o->out, st->step, b, o->tb_clips);
         vt_step_stats ss;
         vt_towers_train_step(t->towers, b, lr, &ss);
+        vt_train_mix_done(t, (vt_batch *)b);
         st->step++;
         if (ss.skipped && nonfinite_step(t, epoch, b, lr, &ss) != 0)
             goto fail;

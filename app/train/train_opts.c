@@ -23,10 +23,12 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->freeze = -2;
     o->freeze_bn = -1;
     o->sync_bn = 1; /* several towers equal one device with batch norm too (docs/design.md §3.1) */
-    snprintf(o->optim, sizeof o->optim, "sgd");
+    o->optim[0] = '\0'; /* "", wd, smoothing, drop_path < 0: resolve (the recipe) */
     o->momentum = 0.9f;
     o->nesterov = 1;
-    o->wd = 1e-4f;
+    o->wd = -1;
+    o->smoothing = -1;
+    o->drop_path = -1;
     snprintf(o->sched, sizeof o->sched, "cosine");
     o->warmup_epochs = -1;
     o->patience = -1;
@@ -37,6 +39,7 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->queue = 2;
     snprintf(o->tower_split, sizeof o->tower_split, "memory");
     snprintf(o->precision, sizeof o->precision, "fp32");
+    snprintf(o->checkpoint_act, sizeof o->checkpoint_act, "auto");
     o->val_split = 0.1f;
     o->frame_rate = 30.0f;
     snprintf(o->group, sizeof o->group, "auto");
@@ -46,6 +49,9 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->clips_per_video = 1;
     snprintf(o->balance, sizeof o->balance, "auto");
     o->log_every = 50;
+    o->mix_switch = 0.5f;
+    o->repeat_aug = 1;
+    snprintf(o->wd_exempt, sizeof o->wd_exempt, "auto");
 }
 
 void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
@@ -60,7 +66,9 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
      * stride of its Kinetics recipe, on any device */
     static const struct { const char *m; int t, crop, stride; } x3d[] = {
         {"x3d_xs", 4, 160, 12}, {"x3d_s", 13, 160, 6}, {"x3d_m", 16, 224, 5},
-        {"x3d_l", 16, 312, 5}};
+        {"x3d_l", 16, 312, 5},
+        {"mvit_v2_s", 16, 224, 4}, {"mvit_v1_b", 16, 224, 4}}; /* and MViT's (torchvision:
+                                                                16 frames at 7.5 fps) */
     for (size_t i = 0; i < VT_ARRAY_LEN(x3d); i++)
         if (!o->clip_t && !strcmp(o->model, x3d[i].m)) {
             o->clip_t = x3d[i].t;
@@ -87,6 +95,19 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
     if (!o->jitter_max)
         o->jitter_max = VT_MAX(o->jitter_min, (o->crop * 10 + 6) / 7);
     const int ft = vt_train_opts_finetune(o);
+    /* A transformer takes VideoMAE's fine-tuning recipe (docs/finetune.md): AdamW, wd
+     * 0.05, drop path 0.1, label smoothing 0.1, and the weight-decay exemptions below
+     * (layer decay 0.75 only when it fine-tunes); every part overridable. Other models:
+     * SGD, 1e-4, none, none. */
+    const int vit_ft = vt_finetune_nlayers(o->model) > 0;
+    if (!o->optim[0])
+        snprintf(o->optim, sizeof o->optim, "%s", vit_ft ? "adamw" : "sgd");
+    if (o->wd < 0)
+        o->wd = vit_ft ? 0.05f : 1e-4f;
+    if (o->drop_path < 0)
+        o->drop_path = vit_ft ? 0.1f : 0.0f;
+    if (o->smoothing < 0)
+        o->smoothing = vit_ft ? 0.1f : 0.0f;
     if (!(o->lr > 0)) {
         double b = o->batch / 32.0;
         /* tiny, from scratch on small sets, wants twice the resnets' rate (measured) */
@@ -101,6 +122,9 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
         o->head_lr_mult = ft ? 10.0f : 1.0f;
     if (!(o->layer_decay > 0)) /* VideoMAE's fine-tuning value for ViT-S/B */
         o->layer_decay = ft && vt_finetune_nlayers(o->model) > 0 ? 0.75f : 1.0f;
+    if (strcmp(o->wd_exempt, "on") && strcmp(o->wd_exempt, "off")) /* timm's rule for ViTs */
+        snprintf(o->wd_exempt, sizeof o->wd_exempt, "%s",
+                 vt_finetune_nlayers(o->model) > 0 ? "on" : "off");
     if (o->freeze < -1)
         o->freeze = -1;
     if (o->freeze_bn < 0)
@@ -127,6 +151,11 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
         o->eval_every = VT_MAX(1, fixed / 10);
     if (o->precise_bn < 0)
         o->precise_bn = !o->freeze_bn && (o->contrast_min < 1 || o->brightness > 0) ? 4 : 0;
+}
+
+const char *vt_train_opts_recipe(const vt_train_opts *o) {
+    return vt_finetune_nlayers(o->model) <= 0 ? "default"
+           : vt_train_opts_finetune(o)        ? "transformer-finetune" : "transformer";
 }
 
 #define J_STR(f) cJSON_AddStringToObject(j, #f, o->f)
@@ -175,6 +204,13 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(head_lr_mult);
     J_NUM(layer_decay);
     J_NUM(drop_path);
+    J_NUM(mixup);
+    J_NUM(cutmix);
+    J_NUM(mix_switch);
+    J_NUM(repeat_aug);
+    J_NUM(random_erase);
+    J_STR(wd_exempt);
+    cJSON_AddStringToObject(j, "recipe", vt_train_opts_recipe(o)); /* what resolve chose by */
     J_NUM(freeze);
     cJSON_AddBoolToObject(j, "freeze_bn", o->freeze_bn > 0);
     J_NUM(workers);
@@ -187,6 +223,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_STR(tower_split);
     cJSON_AddBoolToObject(j, "sync_bn", o->sync_bn);
     J_STR(precision);
+    J_STR(checkpoint_act);
     /* A 64-bit seed does not fit a JSON number exactly: kept as a decimal string. */
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
@@ -282,6 +319,14 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_FLT_SINCE(head_lr_mult, 1.0f); /* runs before fine-tuning: plain training */
     G_FLT_SINCE(layer_decay, 1.0f);  /* runs before it: off */
     G_FLT_SINCE(drop_path, 0.0f);
+    G_FLT_SINCE(mixup, 0.0f); /* runs before them: no mixing */
+    G_FLT_SINCE(cutmix, 0.0f);
+    G_FLT_SINCE(mix_switch, 0.5f);
+    G_INT_SINCE(repeat_aug, 1);
+    G_FLT_SINCE(random_erase, 0.0f);
+    if (!cJSON_GetObjectItemCaseSensitive(j, "wd_exempt")) /* before it: every one decays */
+        snprintf(o->wd_exempt, sizeof o->wd_exempt, "off");
+    G_STR(wd_exempt);
     G_INT_SINCE(freeze, -1);
     G_INT_SINCE(freeze_bn, 0);
     G_INT(workers);
@@ -295,6 +340,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_STR(tower_split);
     G_INT(sync_bn);
     G_STR(precision);
+    G_STR(checkpoint_act); /* runs before it: auto, which changes no number */
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "seed");
     if (cJSON_IsString(s))
         vt_parse_u64(s->valuestring, &o->seed);

@@ -67,6 +67,22 @@ typedef struct vt_train_opts {
                               lr F^(depth+1-i), its patch embedding at F^(depth+1), fc_norm
                               and head at 1 (VideoMAE's; 0: resolve: 0.75 when a
                               transformer fine-tunes, else 1 = off) */
+    float mixup, cutmix;   /* --mixup A, --cutmix A: Beta(A, A) mixing of the batch's clips
+                              and targets (pipeline/data/mix.h; 0: off, the default) */
+    char wd_exempt[8];     /* --wd-exempt: "on" no weight decay for 1-D parameters,
+                              biases, position embeddings and class tokens (timm's and
+                              VideoMAE's groups, models/finetune.h vt_finetune_no_decay),
+                              "off" every parameter decays (torchvision's video recipe);
+                              "auto" (default) resolves to on for a transformer, else off.
+                              Runs before it: off */
+    float random_erase;    /* --random-erase P: timm's random erasing per training clip with
+                              probability P, the same box and noise in every frame
+                              (pipeline/data/sample.h erase_prob; 0: off, the default) */
+    int repeat_aug;        /* --repeat-aug K: K differently augmented clips from each
+                              decoded training clip, every video K times an epoch
+                              (pipeline/data/loader.h repeat_aug; 1: off, the default) */
+    float mix_switch;      /* --mixup-switch-prob P: both on, CutMix for a batch with this
+                              probability, else mixup (default 0.5, timm's) */
     int freeze_bn;         /* every BN in eval mode while training (-1: resolve: on when
                               fine-tuning) */
     int precise_bn;        /* clean clips per training video that BN's running statistics
@@ -82,6 +98,7 @@ typedef struct vt_train_opts {
                               "tower_split"; runs before the rename wrote it as "split") */
     int sync_bn;
     char precision[8];     /* fp32, tf32, bf16 (models/backend.h) */
+    char checkpoint_act[8];/* --checkpoint-act auto | on | off (slices.h vt_ckpt_mode) */
     uint64_t seed;
     float val_split;       /* fraction of train videos for validation when the dataset
                               has no val folder */
@@ -121,6 +138,11 @@ typedef struct vt_train_opts {
                               as TensorBoard images (app/eval/tensorboard.h); this
                               invocation only */
 } vt_train_opts;
+
+/* The recipe o resolves to (config.json "recipe"): "transformer-finetune" for a
+ * transformer started from other weights (VideoMAE's recipe: vt_train_opts_resolve),
+ * "transformer" for one from scratch (the same but layer decay), else "default". */
+const char *vt_train_opts_recipe(const vt_train_opts *o);
 
 /* --clips-per-video auto's spacing when --seconds-per-clip is not given: a Kinetics
  * clip's length, so a set of 10-second clips draws what it drew at 1 per video. */

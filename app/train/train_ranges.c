@@ -49,7 +49,12 @@ static const range g_ranges[] = {
     FX("--layer-decay", layer_decay, 1e-3, 1, 1, 0, 0),    /* 0: resolve */
     IX("--freeze-bn", freeze_bn, 0, 1, 1, -1, 0),          /* -1: resolve */
     F("--dropout", dropout, 0, 0.99),
-    F("--drop-path", drop_path, 0, 0.99),
+    FX("--drop-path", drop_path, 0, 0.99, 1, -1, 0), /* -1: resolve */
+    F("--mixup", mixup, 0, 100),
+    F("--cutmix", cutmix, 0, 100),
+    F("--mixup-switch-prob", mix_switch, 0, 1),
+    I("--repeat-aug", repeat_aug, 1, 64),
+    F("--random-erase", random_erase, 0, 1),
     IX("--patience", patience, 0, 1000000, 1, -1, 0), /* -1: resolve */
     IX("--min-clips", min_clips, 0, 1000000000, 1, -1, 0), /* -1: resolve */
     I("--epochs", epochs, 1, 100000),
@@ -59,11 +64,11 @@ static const range g_ranges[] = {
     F("--lr", lr, 0, 100),
     F("--momentum", momentum, 0, 1),
     I("--nesterov", nesterov, 0, 1),
-    F("--wd", wd, 0, 10),
+    FX("--wd", wd, 0, 10, 1, -1, 0), /* -1: resolve */
     FX("--warmup", warmup_epochs, 0, 1e6, 1, -1, 0), /* -1: resolve */
     I("--step-epochs", step_epochs, 1, 1000000),
     F("--gamma", gamma, 0, 1),
-    F("--label-smoothing", smoothing, 0, 0.99),
+    FX("--label-smoothing", smoothing, 0, 0.99, 1, -1, 0), /* -1: resolve */
     F("--clip-norm", clip_norm, 0, 1e9),
     I("--init-strict", init_strict, 0, 1),
     I("--skip-nonfinite", skip_nonfinite, 0, 1),
@@ -136,9 +141,11 @@ int vt_train_opts_check(const vt_train_opts *o, const char *src, char *err, size
         const char *key, *opt, *v;
         int ok;
     } named[] = {
-        {"optim", "--optim", o->optim, vt_optim_kind_parse(o->optim) >= 0},
+        {"optim", "--optim", o->optim, !o->optim[0] || vt_optim_kind_parse(o->optim) >= 0},
         {"sched", "--sched", o->sched, vt_sched_kind_parse(o->sched) >= 0},
         {"precision", "--precision", o->precision, vt_precision_parse(o->precision) >= 0},
+        {"wd_exempt", "--wd-exempt", o->wd_exempt, !strcmp(o->wd_exempt, "on") ||
+         !strcmp(o->wd_exempt, "off") || !strcmp(o->wd_exempt, "auto")},
         {"balance", "--balance", o->balance, vt_balance_parse(o->balance) >= 0},
         {"list_format", "--list-format", o->list_format,
          !o->list_format[0] || vt_lists_format_parse(o->list_format) >= 0},

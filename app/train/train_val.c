@@ -17,6 +17,7 @@ void vt_train_clip_cfg(vt_clip_cfg *c, const vt_train_opts *o) {
     c->flip = o->flip;
     c->contrast_min = o->contrast_min;
     c->brightness = o->brightness;
+    c->erase_prob = o->random_erase; /* training clips only: the loader's train mode */
     c->ncrops = o->val_crops;
 }
 

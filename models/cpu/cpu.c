@@ -37,6 +37,8 @@
 #include "models/xsum.h"
 #include "models/optim_elem.h"
 #include "models/cpu/cpu_attn.h"
+#include "models/cpu/cpu_mvit.h"
+#include "models/cpu/cpu_loss.h"
 #include "models/cpu/cpu_blocks.h"
 #include "models/cpu/cpu_conv.h"
 #include "models/cpu/cpu_blas.h"
@@ -741,10 +743,12 @@ static const vt_backend_i cpu_i = {
     .linear_forward = cpu_linear_forward,
     .linear_backward = cpu_linear_backward,
     VT_CPU_ATTN_SLOTS(vt_fast_), /* the transformer ops: cpu_attn_fast.c */
+    VT_CPU_MVIT_SLOTS(vt_fast_), /* MViT's ops: cpu_mvit_fast.c */
     .dropout_forward = cpu_dropout_forward,
     .dropout_backward = cpu_dropout_backward,
     .softmax_xent = cpu_softmax_xent,
     .softmax_xent_w = cpu_softmax_xent_w,
+    .softmax_xent_soft = vt_cpu_softmax_xent_soft,
     .bce_logits = cpu_bce_logits,
     .sgd_update = cpu_sgd_update,
     .rmsprop_update = cpu_rmsprop_update,

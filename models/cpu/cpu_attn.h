@@ -39,9 +39,9 @@
                        int n, int64_t per);
 
 /* Bytes of scratch the cpu backend's attention (forward or backward) allocates at most
- * for L tokens of head_dim D, with up to 16 threads (cpu_blocks.h's CPU_MAX_BLOCKS):
- * each thread holds one head's q, k, v, dout, out, dq, dk, dv (L x D each) and two
- * 64 x L blocks of logits. */
+ * (through vt_backend_alloc) for L tokens of head_dim D, with up to 16 threads
+ * (cpu_blocks.h's CPU_MAX_BLOCKS; the op runs on no more): each thread holds one head's
+ * q, k, v, dout, out, dq, dk, dv (L x D each) and two min(64, L) x L blocks of logits. */
 int64_t vt_cpu_attn_scratch_bound(int L, int D);
 
 VT_CPU_ATTN_DECL(vt_ref_)

@@ -8,9 +8,12 @@
  * scheme, cpu_attn.c's comment): the forward holds one block's ATT_BQ x L logits, never a
  * head's L x L matrix, and keeps the log-sum-exp of each row; the backward recomputes a
  * block's probabilities from it. Scratch per task: q, k, v (and in backward dout, out, dk,
- * dv) of one head gathered contiguous (L x D each) and two ATT_BQ x L blocks.
+ * dv) of one head gathered contiguous (L x D each) and two ATT_BQ x L blocks, one
+ * allocation through vt_backend_alloc for all threads, so the budget (and the memory
+ * plan's scratch_bytes, vt_cpu_attn_scratch_bound) sees it.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,8 +22,15 @@
 
 #define ATT_BQ 64 /* query rows per block: 64 x L floats of logits (400 KB at L = 1568) */
 
+/* Threads an attention op runs on (at most CPU_MAX_BLOCKS, the bound's count, and no more
+ * than its tasks), and its scratch, one allocation through the budget (the memory plan's
+ * scratch_bytes covers it) cut into one slice of `per` floats a thread. */
+static int att_threads(const vt_backend *be, int tasks, int64_t work) {
+    return work > CPU_GEMM_PAR_MIN ? VT_MAX(1, VT_MIN(VT_MIN(be->threads, CPU_MAX_BLOCKS), tasks)) : 1;
+}
+
 int64_t vt_cpu_attn_scratch_bound(int L, int D) {
-    return (int64_t)CPU_MAX_BLOCKS * ((int64_t)8 * L * D + (int64_t)2 * ATT_BQ * L) *
+    return (int64_t)CPU_MAX_BLOCKS * ((int64_t)8 * L * D + (int64_t)2 * VT_MIN(ATT_BQ, L) * L) *
            (int64_t)sizeof(float);
 }
 
@@ -119,12 +129,16 @@ static void att_gather_o(float *dst, const float *o, int ni, int h, int L, int H
 void vt_fast_attention_forward(vt_backend *be, float *out, float *lse, const float *qkv, int n,
                                int L, int H, int D) {
     const float scale = 1.0f / sqrtf((float)D);
-#pragma omp parallel num_threads(be->threads) if ((int64_t)n * H * L * L * D > CPU_GEMM_PAR_MIN)
+    const int nt = att_threads(be, n * H, (int64_t)n * H * L * L * D);
+    const int64_t bqm = VT_MIN(ATT_BQ, L); /* a block's rows: at most L */
+    const int64_t per = (int64_t)L * D * 3 + bqm * L + bqm * D;
+    float *scr = vt_backend_alloc_x(be, (size_t)(nt * per) * sizeof(float), "attention scratch");
+#pragma omp parallel num_threads(nt)
     {
-        float *q = vt_malloc((size_t)L * D * 3 * sizeof(float)), *k = q + (int64_t)L * D,
+        float *q = scr + omp_get_thread_num() * per, *k = q + (int64_t)L * D,
               *v = k + (int64_t)L * D;
-        float *s = vt_malloc((size_t)ATT_BQ * L * sizeof(float));
-        float *o = vt_malloc((size_t)ATT_BQ * D * sizeof(float));
+        float *s = v + (int64_t)L * D;
+        float *o = s + bqm * L;
 #pragma omp for schedule(dynamic, 1)
         for (int task = 0; task < n * H; task++) {
             const int ni = task / H, h = task % H;
@@ -155,24 +169,26 @@ void vt_fast_attention_forward(vt_backend *be, float *out, float *lse, const flo
                            (size_t)D * sizeof(float));
             }
         }
-        free(o);
-        free(s);
-        free(q);
     }
+    vt_backend_free_ptr(be, scr);
 }
 
 void vt_fast_attention_backward(vt_backend *be, float *dqkv, const float *dout,
                                 const float *qkv, const float *out, const float *lse, int n,
                                 int L, int H, int D) {
     const float scale = 1.0f / sqrtf((float)D);
-#pragma omp parallel num_threads(be->threads) if ((int64_t)n * H * L * L * D > CPU_GEMM_PAR_MIN)
+    const int nt = att_threads(be, n * H, (int64_t)n * H * L * L * D);
+    const int64_t bqm = VT_MIN(ATT_BQ, L); /* a block's rows: at most L */
+    const int64_t per = (int64_t)L * D * 8 + bqm * L * 2;
+    float *scr = vt_backend_alloc_x(be, (size_t)(nt * per) * sizeof(float), "attention scratch");
+#pragma omp parallel num_threads(nt)
     {
         /* q k v do o dq dk dv: eight L x D arrays; p, dp: two ATT_BQ x L blocks */
-        float *buf = vt_malloc((size_t)L * D * 8 * sizeof(float));
+        float *buf = scr + omp_get_thread_num() * per;
         float *q = buf, *k = q + (int64_t)L * D, *v = k + (int64_t)L * D;
         float *dO = v + (int64_t)L * D, *o = dO + (int64_t)L * D, *dq = o + (int64_t)L * D;
         float *dk = dq + (int64_t)L * D, *dv = dk + (int64_t)L * D;
-        float *p = vt_malloc((size_t)ATT_BQ * L * 2 * sizeof(float)), *dp = p + (int64_t)ATT_BQ * L;
+        float *p = buf + (int64_t)L * D * 8, *dp = p + bqm * L;
 #pragma omp for schedule(dynamic, 1)
         for (int task = 0; task < n * H; task++) {
             const int ni = task / H, h = task % H;
@@ -206,9 +222,8 @@ void vt_fast_attention_backward(vt_backend *be, float *dqkv, const float *dout,
             att_scatter(dqkv, dk, ni, 1, h, L, H, D);
             att_scatter(dqkv, dv, ni, 2, h, L, H, D);
         }
-        free(p);
-        free(buf);
     }
+    vt_backend_free_ptr(be, scr);
 }
 
 void vt_fast_transpose(vt_backend *be, float *out, const float *in, int n, int a, int b) {

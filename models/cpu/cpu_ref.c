@@ -19,6 +19,8 @@
 #include "models/backend.h"
 #include "models/bf16.h"
 #include "models/cpu/cpu_attn.h"
+#include "models/cpu/cpu_mvit.h"
+#include "models/cpu/cpu_loss.h"
 #include "base/common.h"
 #include "models/xsum.h"
 #include "models/optim_elem.h"
@@ -771,10 +773,12 @@ static const vt_backend_i ref_i = {
     .linear_forward = ref_linear_forward,
     .linear_backward = ref_linear_backward,
     VT_CPU_ATTN_SLOTS(vt_ref_), /* the transformer ops: cpu_attn.c */
+    VT_CPU_MVIT_SLOTS(vt_ref_), /* MViT's ops: cpu_mvit.c */
     .dropout_forward = ref_dropout_forward,
     .dropout_backward = ref_dropout_backward,
     .softmax_xent = ref_softmax_xent,
     .softmax_xent_w = ref_softmax_xent_w,
+    .softmax_xent_soft = vt_cpu_softmax_xent_soft,
     .bce_logits = ref_bce_logits,
     .sgd_update = ref_sgd_update,
     .rmsprop_update = ref_rmsprop_update,

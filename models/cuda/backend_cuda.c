@@ -7,7 +7,8 @@
  * which test_cuda_ops_gpu checks each one.
  *
  * Files: this one holds the op table, the context's life cycle and every op but the
- * convolutions; cuda_conv.c the convolutions and cuDNN's algorithm choice; cuda_alloc.c
+ * convolutions and the transformer ops; cuda_conv.c the convolutions and cuDNN's
+ * algorithm choice; cuda_attn.c LayerNorm, GELU, attention and the token ops; cuda_alloc.c
  * the caching allocator; backend_cuda_impl.h the context they share and cuda_ctx.c its
  * helpers (so the two op files need each other only one way); kernels_*.cu our own
  * kernels.
@@ -392,8 +393,12 @@ static void cu_linear_backward(vt_backend *be, float *din, float *dw, float *db,
                                  in_f, dout, out_f, &zero, din, in_f));
     CUBLAS_CHECK(cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_T, in_f, out_f, n, &one, in, in_f,
                              dout, out_f, &one, dw, in_f));
-    if (db)
-        vt_cuk_colsum_acc(c->stream, VT_CUK_F32, db, dout, n, out_f);
+    if (db) { /* in chunks of rows: a transformer's token linear has N*L = 12544 rows; up
+               * to 16 rows one chunk, the rows in order as before (bit for bit cpu-ref) */
+        const size_t need = (size_t)vt_cuk_colsum_parts(n, out_f) * (size_t)out_f * sizeof(double);
+        double *part = vt_cuda_grow(be, &c->scratch, &c->scratch_bytes, need, "cuda scratch");
+        vt_cuk_colsum_acc_parts(c->stream, db, dout, n, out_f, part);
+    }
 }
 
 /* ---------------------------------------------------------------- dropout ---- */
@@ -427,6 +432,12 @@ static void cu_softmax_xent_w(vt_backend *be, float *loss, float *dlogits, float
     cu_ctx *c = vt_cuda_enter(be);
     vt_cuk_softmax_xent(c->stream, DT(c), loss, dlogits, prob, logits, label, cw, n, k,
                         smoothing, grad_scale);
+}
+static void cu_softmax_xent_soft(vt_backend *be, float *loss, float *dlogits,
+                                 const float *logits, const float *target, int n, int k,
+                                 float grad_scale) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_softmax_xent_soft(c->stream, DT(c), loss, dlogits, logits, target, n, k, grad_scale);
 }
 static void cu_bce_logits(vt_backend *be, float *loss, float *dlogits, float *prob,
                           const float *logits, const float *target, int n, int k,
@@ -481,6 +492,7 @@ static void cu_destroy(vt_backend *be) {
     vt_backend_free_ptr(be, c->scratch);
     vt_backend_free_ptr(be, c->w16);
     vt_backend_free_ptr(be, c->dw16);
+    vt_backend_free_ptr(be, c->attn);
     CUDA_CHECK(cudaStreamSynchronize(c->copy_stream));
     for (int i = 0; i < CU_UPLOAD_RING; i++)
         CUDA_CHECK(cudaEventDestroy(c->up_ev[i]));
@@ -565,12 +577,14 @@ static const vt_backend_i cuda_i = {
     .dropout_backward = cu_dropout_backward,
     .softmax_xent = cu_softmax_xent,
     .softmax_xent_w = cu_softmax_xent_w,
+    .softmax_xent_soft = cu_softmax_xent_soft,
     .xsum_fold = cu_xsum_fold,
     .xsum_round = cu_xsum_round,
     .bce_logits = cu_bce_logits,
     .sgd_update = cu_sgd_update,
     .rmsprop_update = cu_rmsprop_update,
     .adamw_update = cu_adamw_update,
+    VT_CUDA_ATTN_SLOTS, /* the transformer ops: cuda_attn.c */
 };
 
 vt_backend *vt_backend_cuda_init(int device, int64_t budget) {

@@ -15,6 +15,8 @@
  *                             heuristic order without timing
  *   VT_CUDA_WORKSPACE=512M    the most convolution workspace one algorithm may use
  *                             (default 1 GiB, never past the budget)
+ *   VT_CUDA_ATTN_BQ=N         attention in blocks of at most N queries (a test switch;
+ *                             default: as many as fit 64 MiB of logits, cuda_attn.h)
  *   VT_CUDA_PROF=1            time every op on the GPU (cudaEvent pairs) and print a
  *                             table per backend when it is destroyed (cuda_prof.c); off:
  *                             no cost at all

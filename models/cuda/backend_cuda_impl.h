@@ -44,6 +44,8 @@ typedef struct cu_ctx {
     size_t scratch_bytes;
     void *w16, *dw16; /* BF16: one layer's weights / weight gradient in bf16 */
     size_t w16_bytes, dw16_bytes;
+    void *attn;     /* attention's logits blocks (cuda_attn.c, cuda_attn.h) */
+    size_t attn_bytes;
 
     /* uploads: the copy stream, "compute reached here" and one event per ticket (a ring:
      * joining a ticket older than the ring waits for a later upload, never too little) */
@@ -84,5 +86,40 @@ void vt_cuda_conv3d_backward(vt_backend *be, float *din, float *dw, float *db,
                              const int in_thw[3], const vt_conv3d_p *p);
 /* Every cached shape's descriptors destroyed (the backend's destroy). */
 void vt_cuda_conv_free_all(cu_ctx *c);
+
+/* ---- cuda_attn.c: the transformer ops (backend.h semantics), and their slots ---- */
+void vt_cuda_layernorm_forward(vt_backend *be, float *out, float *mean, float *invstd,
+                               const float *x, const float *gamma, const float *beta,
+                               int64_t rows, int c, float eps);
+void vt_cuda_layernorm_backward(vt_backend *be, float *din, float *dgamma, float *dbeta,
+                                const float *dout, const float *x, const float *mean,
+                                const float *invstd, const float *gamma, int64_t rows, int c);
+void vt_cuda_gelu_forward(vt_backend *be, float *out, const float *in, int64_t n);
+void vt_cuda_gelu_backward(vt_backend *be, float *din, const float *dout, const float *in,
+                           int64_t n);
+void vt_cuda_attention_forward(vt_backend *be, float *out, float *lse, const float *qkv, int n,
+                               int tokens, int heads, int head_dim);
+void vt_cuda_attention_backward(vt_backend *be, float *dqkv, const float *dout, const float *qkv,
+                                const float *out, const float *lse, int n, int tokens, int heads,
+                                int head_dim);
+void vt_cuda_transpose(vt_backend *be, float *out, const float *in, int n, int a, int b);
+void vt_cuda_token_mean_forward(vt_backend *be, float *out, const float *in, int n, int tokens,
+                                int c);
+void vt_cuda_token_mean_backward(vt_backend *be, float *din, const float *dout, int n,
+                                 int tokens, int c);
+void vt_cuda_add_bcast(vt_backend *be, float *out, const float *in, const float *pos, int n,
+                       int64_t per);
+void vt_cuda_add_bcast_backward(vt_backend *be, float *dpos, const float *dout, int n,
+                                int64_t per);
+void vt_cuda_scale_rows(vt_backend *be, float *out, const float *in, const float *scale, int n,
+                        int64_t per);
+#define VT_CUDA_ATTN_SLOTS                                                                     \
+    .layernorm_forward = vt_cuda_layernorm_forward,                                            \
+    .layernorm_backward = vt_cuda_layernorm_backward, .gelu_forward = vt_cuda_gelu_forward,    \
+    .gelu_backward = vt_cuda_gelu_backward, .attention_forward = vt_cuda_attention_forward,    \
+    .attention_backward = vt_cuda_attention_backward, .transpose = vt_cuda_transpose,          \
+    .token_mean_forward = vt_cuda_token_mean_forward,                                          \
+    .token_mean_backward = vt_cuda_token_mean_backward, .add_bcast = vt_cuda_add_bcast,        \
+    .add_bcast_backward = vt_cuda_add_bcast_backward, .scale_rows = vt_cuda_scale_rows
 
 #endif

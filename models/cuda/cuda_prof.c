@@ -180,6 +180,9 @@ W(softmax_xent, (vt_backend *be, float *loss, float *dl, float *prob, const floa
 W(softmax_xent_w, (vt_backend *be, float *loss, float *dl, float *prob, const float *logits,
                    const int32_t *label, const float *cw, int n, int k, float sm, float gs),
   (be, loss, dl, prob, logits, label, cw, n, k, sm, gs))
+W(softmax_xent_soft, (vt_backend *be, float *loss, float *dl, const float *logits,
+                      const float *target, int n, int k, float gs),
+  (be, loss, dl, logits, target, n, k, gs))
 W(bce_logits, (vt_backend *be, float *loss, float *dl, float *prob, const float *logits,
                const float *target, int n, int k, float gs), (be, loss, dl, prob, logits, target,
                                                               n, k, gs))
@@ -195,6 +198,33 @@ W(adamw_update, (vt_backend *be, float *p, const float *g, float *m, float *v, i
 W(xsum_fold, (vt_backend *be, int64_t *acc, const float *x, int64_t n, int e0), (be, acc, x, n, e0))
 W(xsum_round, (vt_backend *be, float *out, const int64_t *acc, int64_t n, int e0),
   (be, out, acc, n, e0))
+
+W(layernorm_forward, (vt_backend *be, float *out, float *mean, float *invstd, const float *x,
+                      const float *g, const float *b, int64_t rows, int c, float eps),
+  (be, out, mean, invstd, x, g, b, rows, c, eps))
+W(layernorm_backward, (vt_backend *be, float *din, float *dg, float *db, const float *dout,
+                       const float *x, const float *mean, const float *invstd, const float *g,
+                       int64_t rows, int c), (be, din, dg, db, dout, x, mean, invstd, g, rows, c))
+W(gelu_forward, (vt_backend *be, float *out, const float *in, int64_t n), (be, out, in, n))
+W(gelu_backward, (vt_backend *be, float *din, const float *dout, const float *in, int64_t n),
+  (be, din, dout, in, n))
+W(attention_forward, (vt_backend *be, float *out, float *lse, const float *qkv, int n, int l,
+                      int h, int d), (be, out, lse, qkv, n, l, h, d))
+W(attention_backward, (vt_backend *be, float *dqkv, const float *dout, const float *qkv,
+                       const float *out, const float *lse, int n, int l, int h, int d),
+  (be, dqkv, dout, qkv, out, lse, n, l, h, d))
+W(transpose, (vt_backend *be, float *out, const float *in, int n, int a, int b),
+  (be, out, in, n, a, b))
+W(token_mean_forward, (vt_backend *be, float *out, const float *in, int n, int l, int c),
+  (be, out, in, n, l, c))
+W(token_mean_backward, (vt_backend *be, float *din, const float *dout, int n, int l, int c),
+  (be, din, dout, n, l, c))
+W(add_bcast, (vt_backend *be, float *out, const float *in, const float *pos, int n, int64_t per),
+  (be, out, in, pos, n, per))
+W(add_bcast_backward, (vt_backend *be, float *dpos, const float *dout, int n, int64_t per),
+  (be, dpos, dout, n, per))
+W(scale_rows, (vt_backend *be, float *out, const float *in, const float *sc, int n, int64_t per),
+  (be, out, in, sc, n, per))
 
 /* sumsq returns a value (and syncs): its own wrapper. */
 static double pw_sumsq(vt_backend *be, const float *x, int64_t n) {
@@ -247,8 +277,11 @@ const vt_backend_i *vt_cuda_prof_wrap(const vt_backend_i *real) {
     S(relu_forward); S(relu_backward); S(maxpool3d_forward); S(maxpool3d_backward);
     S(avgpool3d_forward); S(avgpool3d_backward); S(gap_forward); S(gap_backward);
     S(linear_forward); S(linear_backward); S(dropout_forward); S(dropout_backward);
-    S(softmax_xent); S(softmax_xent_w); S(bce_logits); S(sgd_update); S(rmsprop_update);
+    S(softmax_xent); S(softmax_xent_w); S(softmax_xent_soft); S(bce_logits); S(sgd_update); S(rmsprop_update);
     S(adamw_update); S(xsum_fold); S(xsum_round);
+    S(layernorm_forward); S(layernorm_backward); S(gelu_forward); S(gelu_backward);
+    S(attention_forward); S(attention_backward); S(transpose); S(token_mean_forward);
+    S(token_mean_backward); S(add_bcast); S(add_bcast_backward); S(scale_rows);
 #undef S
     pthread_mutex_unlock(&mu);
     return &prof_i;

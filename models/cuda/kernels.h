@@ -125,11 +125,57 @@ void vt_cuk_chansum_acc(cudaStream_t st, vt_cuk_dt dt, float *db, const void *do
 void vt_cuk_fill_bias(cudaStream_t st, vt_cuk_dt dt, void *out, const float *b, int64_t rows,
                       int c, int64_t s);
 
+/* ---- transformer ops (kernels_attn.cu, kernels_tokens.cu; FP32 only, every pointer
+ *      float; backend.h's transformer section; cuda_attn.c runs the GEMMs) ---- */
+/* Chunks of rows the column sums use: their scratch needs parts * cols doubles per sum. */
+int vt_cuk_colsum_parts(int64_t rows, int64_t cols);
+/* dst (cols) += sum over rows of src (rows, cols), double partials (parts * cols). */
+void vt_cuk_colsum_acc_parts(cudaStream_t st, float *dst, const float *src, int64_t rows,
+                             int64_t cols, double *partials);
+/* LayerNorm's dgamma += sum dout * xhat, dbeta += sum dout (either NULL: skipped);
+ * partials: 2 * parts * c doubles. */
+void vt_cuk_colsum2_acc(cudaStream_t st, float *dgamma, float *dbeta, const float *dout,
+                        const float *x, const float *mean, const float *invstd, int64_t rows,
+                        int c, double *partials);
+void vt_cuk_layernorm_forward(cudaStream_t st, float *out, float *mean, float *invstd,
+                              const float *x, const float *gamma, const float *beta,
+                              int64_t rows, int c, float eps);
+/* partials as vt_cuk_colsum2_acc (unused when dgamma and dbeta are NULL). */
+void vt_cuk_layernorm_backward(cudaStream_t st, float *din, float *dgamma, float *dbeta,
+                               const float *dout, const float *x, const float *mean,
+                               const float *invstd, const float *gamma, int64_t rows, int c,
+                               double *partials);
+void vt_cuk_gelu_forward(cudaStream_t st, float *out, const float *in, int64_t n);
+void vt_cuk_gelu_backward(cudaStream_t st, float *din, const float *dout, const float *in,
+                          int64_t n);
+/* Attention's row kernels on a (B, bq, L) block of scaled logits s: B members of the GEMM
+ * batch (the heads of a clip, or one head of several clips), row b*bq+i is query i0 + i of
+ * member b. softmax: in place, lse[b * lse_bs + i] (lse: member 0's entry of query i0).
+ * ds: s -> p = exp(s - lse) in place, dp (dout . v) -> p (dp - delta) * scale in place,
+ * delta = dout_i . out_i, member b's query i at dout + b * o_bs + i * hd (out alike). */
+void vt_cuk_attn_softmax(cudaStream_t st, float *s, float *lse, int64_t rows, int L, int bq,
+                         int64_t lse_bs);
+void vt_cuk_attn_ds(cudaStream_t st, float *s, float *dp, const float *lse, const float *dout,
+                    const float *out, int64_t rows, int L, int bq, int D, int64_t hd,
+                    int64_t o_bs, int64_t lse_bs, float scale);
+void vt_cuk_transpose(cudaStream_t st, float *out, const float *in, int n, int a, int b);
+void vt_cuk_token_mean_forward(cudaStream_t st, float *out, const float *in, int n, int L, int c);
+void vt_cuk_token_mean_backward(cudaStream_t st, float *din, const float *dout, int n, int L,
+                                int c);
+void vt_cuk_add_bcast(cudaStream_t st, float *out, const float *in, const float *pos, int n,
+                      int64_t per);
+void vt_cuk_scale_rows(cudaStream_t st, float *out, const float *in, const float *scale, int n,
+                       int64_t per);
+
 /* ---- losses ---- */
 /* cw: (k) class weights or NULL (backend.h softmax_xent_w). */
 void vt_cuk_softmax_xent(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits, float *prob,
                          const float *logits, const int32_t *label, const float *cw, int n, int k,
                          float smoothing, float grad_scale);
+/* target (n, k): a distribution per clip (backend.h softmax_xent_soft). */
+void vt_cuk_softmax_xent_soft(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits,
+                              const float *logits, const float *target, int n, int k,
+                              float grad_scale);
 void vt_cuk_bce_logits(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits, float *prob,
                        const float *logits, const float *target, int n, int k, float grad_scale);
 

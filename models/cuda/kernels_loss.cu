@@ -78,6 +78,45 @@ extern "C" void vt_cuk_softmax_xent(cudaStream_t st, vt_cuk_dt dt, float *loss, 
     CUDA_LAUNCH_CHECK();
 }
 
+/* Soft targets (backend.h softmax_xent_soft): one thread per clip, double throughout, as
+ * models/cpu/cpu_loss.c. */
+template <typename A>
+__global__ static void k_softmax_xent_soft(float *loss, A *dlogits, const float *logits,
+                                           const float *target, int n, int k,
+                                           float grad_scale) {
+    int ni = blockIdx.x * blockDim.x + threadIdx.x;
+    if (ni >= n)
+        return;
+    const float *z = logits + (int64_t)ni * k, *t = target + (int64_t)ni * k;
+    double mx = z[0];
+    for (int j = 1; j < k; j++)
+        mx = z[j] > mx ? z[j] : mx;
+    double se = 0, ts = 0;
+    for (int j = 0; j < k; j++) {
+        se += exp((double)z[j] - mx);
+        ts += t[j];
+    }
+    const double lse = mx + log(se);
+    double l = 0;
+    for (int j = 0; j < k; j++) {
+        l -= (double)t[j] * ((double)z[j] - lse);
+        if (dlogits)
+            st(dlogits, (int64_t)ni * k + j,
+               (float)(grad_scale * (exp((double)z[j] - lse) * ts - t[j])));
+    }
+    if (loss)
+        loss[ni] = (float)l;
+}
+extern "C" void vt_cuk_softmax_xent_soft(cudaStream_t st, vt_cuk_dt dt, float *loss,
+                                         void *dlogits, const float *logits, const float *target,
+                                         int n, int k, float grad_scale) {
+    if (n <= 0 || k <= 0)
+        return;
+    VT_DT(dt, k_softmax_xent_soft<A><<<(unsigned)((n + 127) / 128), 128, 0, st>>>(
+                  loss, (A *)dlogits, logits, target, n, k, grad_scale));
+    CUDA_LAUNCH_CHECK();
+}
+
 template <typename A>
 __global__ static void k_bce_logits(float *loss, A *dlogits, float *prob, const float *logits,
                                     const float *target, int n, int k, float grad_scale) {

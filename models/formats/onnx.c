@@ -259,6 +259,8 @@ static const char *tlinear_n(onnx_w *w, const vt_node *nd, const char *x, const 
     return op_n(w, "Add", nd->name, NULL, in2, 2, NULL);
 }
 
+#include "models/formats/onnx_mvit.h" /* MViT's nodes: a part of this file */
+
 /* The transformer nodes (net_graph_vit.c): opset 17's LayerNormalization, GELU in its erf
  * form, MatMul, Softmax. 0, or -1 with err. */
 static int emit_vit(onnx_w *w, int i) {
@@ -363,6 +365,12 @@ static int emit_vit(onnx_w *w, int i) {
     case VT_NODE_DROPPATH: /* the identity at inference */
         w->val[i] = (char *)x;
         return 0;
+    case VT_NODE_CLSTOK:
+    case VT_NODE_MSA:
+    case VT_NODE_TMAXPOOL:
+    case VT_NODE_TFIRST:
+        vt_pb_free(&at);
+        return emit_mvit(w, i);
     default:
         vt_set_err(w->err, w->errlen, "layer %s (node kind %d) has no ONNX form yet: add a case "
                    "to models/formats/onnx.c emit_layer", nd->name, (int)nd->kind);

@@ -93,6 +93,7 @@ struct vt_loader {
     vt_loader_stats stats;
     vt_frame_cache *frames;     /* decoded frames kept across epochs, or NULL */
     int frames_borrowed;        /* frames is cfg.frames, another loader's */
+    atomic_llong decodes;       /* vt_loader_stats.decodes */
     atomic_int warm_next;       /* next of indices to decode into it before the first batch */
     int warming;                /* workers still filling it (under lock): none claims a
                                    batch before all are done, so no clip decodes twice */
@@ -292,7 +293,8 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
     vt_loader *l = w->l;
     const vt_loader_cfg *c = &l->cfg;
     const vt_clip_cfg *cc = &c->clip;
-    sample s = l->order[i];
+    const int rep = c->repeat_aug, r = (int)(i % rep); /* --repeat-aug: repeat r of i / K */
+    sample s = l->order[i / rep];
     char err[512] = "";
 
     if (vt_dataset_bad(l->ds, s.video) == VT_BAD_OPEN)
@@ -313,7 +315,7 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
     uint64_t key = 0;
     int fw, fh;
     if (c->mode == VT_LOADER_TRAIN) {
-        key = vt_sample_key(c->seed, l->epoch, i);
+        key = vt_sample_key(c->seed, l->epoch, i / rep);
         p.short_side = vt_sample_train_scale(cc, key);
     } else {
         p.short_side = cc->short_side;
@@ -337,6 +339,7 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
                                                                  l->per_video[s.video])
                                              : range; /* auto: n draws spread over it */
         vt_sample_train_params(&p, cc, key, draw.count, fw, fh);
+        vt_sample_repeat_params(&p, cc, key, r, fw, fh);
         p.start += draw.first - range.first;
     } else {
         int ncrops = VT_MAX(cc->ncrops, 1);
@@ -365,6 +368,7 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
             report_bad(l, s.video, bad, err);
             return 0;
         }
+        atomic_fetch_add(&l->decodes, 1);
         w->memo_video = s.video;
         w->memo_start = p.start;
         w->memo_ss = p.short_side;
@@ -374,6 +378,7 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
                       cc->crop, p.flip, cc->mean, cc->std);
     vt_clip_color(b->x + (int64_t)n * l->clip_floats, cc->t, cc->crop, p.contrast,
                   p.brightness, cc->std);
+    vt_clip_erase(b->x + (int64_t)n * l->clip_floats, cc->t, cc->crop, &p); /* training */
     const vt_dataset_video *dv = &l->ds->videos[s.video];
     for (int h = 0; h < b->nheads; h++) {
         if (b->head_loss[h] == VT_LOSS_BCE) {
@@ -507,8 +512,8 @@ static void build_order(vt_loader *l) {
             n++;
         }
     }
-    l->nsamples = n;
-    l->nbatches = (n + c->batch - 1) / c->batch;
+    l->nsamples = n * c->repeat_aug; /* the order below is of the n; fill_clip repeats */
+    l->nbatches = (l->nsamples + c->batch - 1) / c->batch;
     if (c->mode == VT_LOADER_TRAIN) {
         if (l->bal) /* base's video field, a sample being two int32s */
             vt_balancer_order(l->bal, l->perm, &l->base->video, 2, n, c->seed, l->epoch);
@@ -530,6 +535,7 @@ vt_loader *vt_loader_init(vt_dataset *ds, const vt_loader_cfg *cfg, char *err, s
         c.queue = 2;
     if (c.clips_per_video <= 0)
         c.clips_per_video = 1;
+    c.repeat_aug = c.mode == VT_LOADER_TRAIN ? VT_MAX(c.repeat_aug, 1) : 1;
     if (c.decode_threads <= 0)
         c.decode_threads = 1;
     if (c.cache <= 0)
@@ -781,6 +787,7 @@ void vt_loader_get_stats(vt_loader *l, vt_loader_stats *out) {
     pthread_mutex_lock(&l->lock);
     *out = l->stats;
     pthread_mutex_unlock(&l->lock);
+    out->decodes = atomic_load(&l->decodes);
     if (l->frames)
         vt_frame_cache_get_stats(l->frames, &out->frames);
 }

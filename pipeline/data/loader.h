@@ -52,6 +52,11 @@ typedef struct vt_loader_cfg {
                               (--clips-per-video auto: vt_loader_auto_clips); draw k of
                               n comes from stratum k of the video (vt_sample_stratum).
                               NULL: clips_per_video each. Copied */
+    int repeat_aug;        /* train: K clips from each sample of the epoch order, one
+                              decode: consecutive samples K i .. K i + K - 1 of the epoch,
+                              same frames and scale, each its own crop, flip and colour
+                              (vt_sample_repeat_params); every video K times an epoch.
+                              0 or 1: off */
     vt_clip_cfg clip;
     const int32_t *indices; /* (nindices) dataset videos to use (a split); NULL = every
                               labelled video; copied */
@@ -93,6 +98,9 @@ typedef struct vt_loader_stats {
     int64_t buffer_bytes;  /* batch buffers: (queue + workers) * batch_bytes, fixed */
     int64_t batch_bytes;   /* one batch buffer */
     int64_t scratch_bytes; /* decode scratch over all workers (grows to the largest clip) */
+    int64_t decodes;       /* clips whose frames were read (decoded or from the frame
+                              cache): the rest reused the previous clip's (3 crops,
+                              --repeat-aug) */
     vt_frame_cache_stats frames; /* zero without a frame cache */
 } vt_loader_stats;
 

@@ -81,6 +81,7 @@ typedef struct prep_job {
     int64_t ts0;              /* source timestamp of the first frame written (a segment's) */
     int ret;                  /* first error inside the callback */
     int dst_failed;           /* that error was writing the output, not reading the source */
+    vt_sig_acc *sig;          /* o->signature: the frames' signature, as they come */
     char *err;
     size_t errlen;
 } prep_job;
@@ -198,6 +199,8 @@ static int on_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
 
     int tbn, tbd;
     int64_t ts = vt_video_frame_ts(j->v, n, &tbn, &tbd) - j->ts0;
+    if (j->sig) /* the leak check's signature from this decode: no decode of its own */
+        vt_sig_acc_add_rgb(j->sig, rgb, w, h, (double)ts * tbn / tbd);
     if (j->o->fps > 0) {
         /* The frame owns the ticks from round(t * fps) until the next frame's: FFmpeg's
          * fps filter with its default rounding (near). */
@@ -426,6 +429,8 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
     VT_CHECK(j.pkt != NULL, "out of memory");
 
     int64_t got = 0;
+    if (o->signature)
+        j.sig = vt_sig_acc_new();
     ret = end > 0 ? decode_range(&j, range, s, err, errlen)
                   : vt_video_decode_all(j.v, s, on_frame, &j, &got, err, errlen);
     if (j.ret < 0) {
@@ -474,6 +479,7 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
     }
     res->frames_decoded = j.decoded;
     res->frames_written = j.written;
+    vt_sig_acc_finish(&j.sig, duration, &res->sig);
     ret = 0;
 
 end:
@@ -488,6 +494,7 @@ end:
     av_packet_free(&j.pkt);
     av_frame_free(&j.held);
     sws_freeContext(j.sws);
+    vt_sig_acc_free(&j.sig);
     vt_video_close(&j.v);
     return ret;
 }

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pipeline/data/signature.h"
+
 /* What prep writes by default (docs/prep.md has the measurements behind them). */
 #define VT_PREP_SHORT_SIDE 128  /* a 112 crop (the default 16x112 clip) is 7/8 of it */
 #define VT_PREP_CODEC "h264"
@@ -34,6 +36,8 @@ typedef struct vt_prep_opts {
     int quality;         /* h264: CRF 0-51; mpeg4, mjpeg: qscale 1-31; < 0: the default
                           * (VT_PREP_CRF; qscale 4 for mpeg4, 3 for mjpeg) */
     int threads;         /* decoder and encoder threads (1 when files run in parallel) */
+    int signature;       /* 1: also the perceptual signature of the frames decoded, into
+                          * res->sig (signature.h; the leak check's, made for free) */
 } vt_prep_opts;
 
 /* The defaults above; quality < 0, fps 0, threads 1. */
@@ -51,6 +55,8 @@ typedef struct vt_prep_result {
     char src_codec[32];
     int dst_failed;         /* the failure was writing dst (a full disk, a write error),
                              * not reading the source: the source is not to blame */
+    vt_sig sig;             /* opts->signature, on success: the frames' signature (upright,
+                             * timed from the first frame written); the caller frees it */
 } vt_prep_result;
 
 /* Is the codec name known and its encoder in this FFmpeg? 1 yes, 0 no. */

@@ -55,6 +55,31 @@ static int64_t below(uint64_t word, int64_t n) {
     return (int64_t)(((unsigned __int128)word * (uint64_t)n) >> 64);
 }
 
+/* timm's RandomErasing box (sl 0.02, sh 1/3, aspect log-uniform in [0.3, 1/0.3], up to
+ * 10 attempts at a box that fits) on the crop, drawn with probability erase_prob; draws
+ * 8.. of the key, taken only when erasing is on (the other draws stay as they were). */
+static void erase_box(vt_clip_params *p, const vt_clip_cfg *c, uint64_t key) {
+    p->ex0 = p->ey0 = p->ew = p->eh = 0;
+    p->erase_seed = 0;
+    if (!(c->erase_prob > 0) || unit(draw(key, 8)) >= c->erase_prob)
+        return;
+    const double area = (double)c->crop * c->crop, lr = log(0.3);
+    for (uint64_t a = 0; a < 10; a++) {
+        uint64_t k = vt_hash64(key ^ (0xE5A5Eull + a));
+        double target = area * (0.02 + unit(draw(k, 0)) * (1.0 / 3 - 0.02));
+        double aspect = exp(lr + unit(draw(k, 1)) * (-2 * lr));
+        int h = (int)lround(sqrt(target * aspect)), w = (int)lround(sqrt(target / aspect));
+        if (w < c->crop && h < c->crop) {
+            p->ey0 = (int)below(draw(k, 2), c->crop - h + 1);
+            p->ex0 = (int)below(draw(k, 3), c->crop - w + 1);
+            p->eh = h;
+            p->ew = w;
+            p->erase_seed = (uint32_t)draw(k, 4);
+            return;
+        }
+    }
+}
+
 int vt_sample_train_scale(const vt_clip_cfg *c, uint64_t key) {
     int lo = c->jitter_min, hi = VT_MAX(c->jitter_max, c->jitter_min);
     return lo + (int)below(draw(key, 1), (int64_t)hi - lo + 1);
@@ -78,6 +103,22 @@ void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t 
     double lo = c->contrast_min > 0 && c->contrast_min < 1 ? c->contrast_min : 1.0;
     out->contrast = (float)exp(log(lo) * (1.0 - uc)); /* log-uniform in [lo, 1] */
     out->brightness = (float)((2.0 * ub - 1.0) * c->brightness);
+    erase_box(out, c, key);
+}
+
+void vt_sample_repeat_params(vt_clip_params *p, const vt_clip_cfg *c, uint64_t key, int r,
+                             int w, int h) {
+    if (r <= 0)
+        return;
+    vt_clip_params q;
+    vt_sample_train_params(&q, c, vt_hash64(key ^ ((uint64_t)r * 0x9E3779B97F4A7C15ull)), 1, w, h);
+    p->x0 = q.x0;
+    p->y0 = q.y0;
+    p->flip = q.flip;
+    p->contrast = q.contrast;
+    p->brightness = q.brightness;
+    p->ex0 = q.ex0, p->ey0 = q.ey0, p->ew = q.ew, p->eh = q.eh;
+    p->erase_seed = q.erase_seed;
 }
 
 /* ---- segments ---- */
@@ -190,6 +231,23 @@ void vt_clip_color(float *x, int t, int crop, float contrast, float brightness,
         for (int64_t i = 0; i < plane; i++)
             o[i] = o[i] * a + b;
     }
+}
+
+void vt_clip_erase(float *x, int t, int crop, const vt_clip_params *p) {
+    if (p->ew <= 0 || p->eh <= 0)
+        return;
+    const int64_t plane = (int64_t)crop * crop;
+    for (int ch = 0; ch < 3; ch++)
+        for (int y = p->ey0; y < p->ey0 + p->eh; y++)
+            for (int xx = p->ex0; xx < p->ex0 + p->ew; xx++) {
+                /* N(0, 1) by Box-Muller from two words of (seed, channel, pixel) */
+                uint64_t k = vt_hash64(((uint64_t)p->erase_seed << 32) ^
+                                       (uint64_t)((ch * plane + (int64_t)y * crop + xx)));
+                double u1 = ((double)(k >> 11) + 1) * 0x1p-53, u2 = unit(vt_hash64(k));
+                float v = (float)(sqrt(-2 * log(u1)) * cos(6.283185307179586 * u2));
+                for (int f = 0; f < t; f++)
+                    x[(ch * (int64_t)t + f) * plane + (int64_t)y * crop + xx] = v;
+            }
 }
 
 int vt_sample_auto_clips(double seconds, double every) {

@@ -31,6 +31,12 @@ typedef struct vt_clip_cfg {
                               per clip (default 1: off; `vidtrain train` defaults 0.4) */
     float brightness;      /* train: brightness shift uniform in [-b, b] per clip, in units
                               of the [0,1] pixel range (default 0: off; train 0.1) */
+    float erase_prob;      /* train: random erasing (timm's RandomErasing, mode "pixel",
+                              one box) with this probability per clip: a box of 2% to 1/3
+                              of the crop's area, aspect 0.3 to 3.3 (log-uniform), the SAME
+                              box in every frame, filled with N(0, 1) noise in the
+                              normalised values, the same noise in every frame (a still
+                              occluder); 0: off (the default) */
     int ncrops;            /* eval: 1 (centre) or 3 (start/centre/end of the long side) */
     float mean[3], std[3]; /* per RGB channel on [0,1] pixels (Kinetics defaults) */
     vt_pad_policy pad;     /* clips longer than the video (default VT_PAD_LOOP) */
@@ -55,6 +61,8 @@ typedef struct vt_clip_params {
     int x0, y0;
     int flip;
     float contrast, brightness;
+    int ex0, ey0, ew, eh;  /* random erasing's box in the crop (ew 0: none) */
+    uint32_t erase_seed;   /* its noise */
 } vt_clip_params;
 
 /* The frames a sample's clips are drawn from: [first, first + count) of its file — a
@@ -85,11 +93,18 @@ uint64_t vt_sample_key(uint64_t seed, int64_t epoch, int64_t index);
  * when the video is shorter than the span: the pad policy fills it), short side uniform
  * in [jitter_min, jitter_max], crop position uniform, flip with probability 1/2 when
  * cfg->flip, contrast log-uniform in [contrast_min, 1], brightness uniform in
- * [-brightness, brightness]. Needs the decoded size, so it is two steps: the scale first,
+ * [-brightness, brightness], random erasing's box (cfg->erase_prob). Needs the decoded size, so it is two steps: the scale first,
  * then the crop for the (w, h) that scale gives. */
 int vt_sample_train_scale(const vt_clip_cfg *c, uint64_t key);
 void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t key,
                             int64_t nframes, int w, int h);
+
+/* Repeated augmentation (--repeat-aug K): repeat r > 0 of a sample whose base draw is
+ * `key` keeps p's frames and scale (start, stride, short side: one decode serves all K)
+ * and draws its crop, flip, contrast and brightness anew from (key, r). Repeat 0 is the
+ * base draw itself. */
+void vt_sample_repeat_params(vt_clip_params *p, const vt_clip_cfg *c, uint64_t key, int r,
+                             int w, int h);
 
 /* --clips-per-video auto: the clips a sample of `seconds` draws per epoch, one per `every`
  * seconds rounded to the nearest, at least 1 (and at most VT_SAMPLE_MAX_AUTO_CLIPS, so
@@ -125,6 +140,10 @@ void vt_clip_transform(float *out, const uint8_t *in, int t, int h, int w, int x
  * and brightness 0. */
 void vt_clip_color(float *x, int t, int crop, float contrast, float brightness,
                    const float std[3]);
+
+/* Random erasing of one transformed clip x (3, t, crop, crop) with p's box (nothing when
+ * p->ew is 0): every frame's box, each channel, the noise of (erase_seed, channel, y, x). */
+void vt_clip_erase(float *x, int t, int crop, const vt_clip_params *p);
 
 /* Fisher-Yates with a vt_rng seeded from (seed, epoch): the epoch order of n samples. */
 void vt_sample_shuffle(int32_t *perm /* (n) */, int64_t n, uint64_t seed, int64_t epoch);

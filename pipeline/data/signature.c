@@ -114,47 +114,106 @@ static int frame_hashes(const uint8_t *g, uint64_t h[3]) {
     return flat;
 }
 
+/* ---- frames to a signature ---- */
+
+/* Frames in, a signature out: each frame at least `gap` seconds after the last one kept
+ * is reduced to a GRID x GRID grey thumbnail and hashed (flat ones left out). */
+struct vt_sig_acc {
+    vt_sig sig;
+    int cap;
+    double gap, start, next_t;
+    struct SwsContext *sws;
+};
+
+static void acc_init(vt_sig_acc *a, double gap) {
+    memset(a, 0, sizeof *a);
+    a->gap = gap;
+    a->start = NAN;
+}
+
+/* A frame at t seconds (from any origin: the first frame's t is the signature's 0). */
+static void acc_add(vt_sig_acc *a, const uint8_t *const *data, const int *linesize, int w, int h,
+                    int fmt, double t) {
+    if (isnan(t))
+        t = isnan(a->start) ? 0 : a->start + a->next_t;
+    if (isnan(a->start))
+        a->start = t;
+    t -= a->start;
+    if (t < a->next_t - 1e-6)
+        return; /* a frame between samples */
+    a->next_t = t + a->gap;
+    a->sws = sws_getCachedContext(a->sws, w, h, fmt, GRID, GRID, AV_PIX_FMT_GRAY8, SWS_AREA,
+                                  NULL, NULL, NULL);
+    if (!a->sws)
+        return;
+    uint8_t grey[GRID * GRID];
+    uint8_t *dst[4] = {grey, NULL, NULL, NULL};
+    int dst_stride[4] = {GRID, 0, 0, 0};
+    if (sws_scale(a->sws, data, linesize, 0, h, dst, dst_stride) != GRID)
+        return;
+    vt_sig_frame sf = {.t = (float)t};
+    if (frame_hashes(grey, sf.h))
+        return;
+    if (a->sig.n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 64;
+        a->sig.f = vt_realloc(a->sig.f, (size_t)a->cap * sizeof *a->sig.f);
+    }
+    a->sig.f[a->sig.n++] = sf;
+}
+
+vt_sig_acc *vt_sig_acc_new(void) {
+    vt_sig_acc *a = vt_malloc(sizeof *a);
+    acc_init(a, VT_SIG_DENSE_GAP);
+    return a;
+}
+
+void vt_sig_acc_add_rgb(vt_sig_acc *a, const uint8_t *rgb, int w, int h, double t) {
+    const uint8_t *data[4] = {rgb, NULL, NULL, NULL};
+    int linesize[4] = {3 * w, 0, 0, 0};
+    acc_add(a, data, linesize, w, h, AV_PIX_FMT_RGB24, t);
+}
+
+static void thin(vt_sig *s);
+
+void vt_sig_acc_finish(vt_sig_acc **ap, double duration, vt_sig *out) {
+    vt_sig_acc *a = *ap;
+    memset(out, 0, sizeof *out);
+    if (!a)
+        return;
+    *out = a->sig;
+    out->duration = duration;
+    out->full_decode = 1;
+    thin(out);
+    sws_freeContext(a->sws);
+    free(a);
+    *ap = NULL;
+}
+
+void vt_sig_acc_free(vt_sig_acc **ap) {
+    if (!*ap)
+        return;
+    vt_sig_free(&(*ap)->sig);
+    sws_freeContext((*ap)->sws);
+    free(*ap);
+    *ap = NULL;
+}
+
 /* ---- sampling a file ---- */
 
 typedef struct pass {
     AVFormatContext *fmt;
     AVCodecContext *dec;
-    struct SwsContext *sws;
     AVPacket *pkt;
     AVFrame *frame;
     int stream;
-    double tb, start, next_t, gap;
-    vt_sig *sig;
-    int cap;
+    double tb;
+    vt_sig_acc acc;
 } pass;
 
 static void push(pass *p, const AVFrame *fr) {
     int64_t ts = fr->best_effort_timestamp != AV_NOPTS_VALUE ? fr->best_effort_timestamp : fr->pts;
-    double t = ts == AV_NOPTS_VALUE ? p->next_t : ts * p->tb;
-    if (isnan(p->start))
-        p->start = t;
-    t -= p->start;
-    if (t < p->next_t - 1e-6)
-        return; /* a full decode's frame between samples */
-    p->next_t = t + p->gap;
-    p->sws = sws_getCachedContext(p->sws, fr->width, fr->height, fr->format, GRID, GRID,
-                                  AV_PIX_FMT_GRAY8, SWS_AREA, NULL, NULL, NULL);
-    if (!p->sws)
-        return;
-    uint8_t grey[GRID * GRID];
-    uint8_t *dst[4] = {grey, NULL, NULL, NULL};
-    int dst_stride[4] = {GRID, 0, 0, 0};
-    if (sws_scale(p->sws, (const uint8_t *const *)fr->data, fr->linesize, 0, fr->height, dst,
-                  dst_stride) != GRID)
-        return;
-    vt_sig_frame sf = {.t = (float)t};
-    if (frame_hashes(grey, sf.h))
-        return;
-    if (p->sig->n == p->cap) {
-        p->cap = p->cap ? 2 * p->cap : 64;
-        p->sig->f = vt_realloc(p->sig->f, (size_t)p->cap * sizeof *p->sig->f);
-    }
-    p->sig->f[p->sig->n++] = sf;
+    acc_add(&p->acc, (const uint8_t *const *)fr->data, fr->linesize, fr->width, fr->height,
+            fr->format, ts == AV_NOPTS_VALUE ? NAN : ts * p->tb);
 }
 
 static void drain(pass *p) {
@@ -164,22 +223,40 @@ static void drain(pass *p) {
     }
 }
 
+/* Frees all but p->acc.sig (the result, or the caller frees it). */
 static void pass_close(pass *p) {
-    sws_freeContext(p->sws);
+    sws_freeContext(p->acc.sws);
     av_packet_free(&p->pkt);
     av_frame_free(&p->frame);
     avcodec_free_context(&p->dec);
     avformat_close_input(&p->fmt);
 }
 
-/* keys_only: send only keyframe packets, p.gap apart; else decode everything (but
+/* The container's header names every video stream's codec and size (MP4, MKV, AVI): no
+ * need for avformat_find_stream_info, which decodes the first frames to learn them (on a
+ * 1080p file its first keyframe: ~0.1 s, as much as the rest of a keyframe pass). */
+static int header_complete(const AVFormatContext *f) {
+    int any = 0;
+    for (unsigned i = 0; i < f->nb_streams; i++) {
+        const AVCodecParameters *c = f->streams[i]->codecpar;
+        if (c->codec_type != AVMEDIA_TYPE_VIDEO)
+            continue;
+        if (c->codec_id == AV_CODEC_ID_NONE || c->width <= 0 || c->height <= 0)
+            return 0;
+        any = 1;
+    }
+    return any;
+}
+
+/* keys_only: send only keyframe packets, p.acc.gap apart; else decode everything (but
  * frames nothing refers to) and keep a frame every VT_SIG_DENSE_GAP seconds. */
 static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_t errlen) {
-    pass p = {.sig = out, .start = NAN};
+    pass p = {0};
+    acc_init(&p.acc, VT_SIG_DENSE_GAP);
     memset(out, 0, sizeof *out);
     char why[512] = "";
     int ret = vt_video_open_input(&p.fmt, path, why, sizeof why);
-    if (ret < 0 || (ret = avformat_find_stream_info(p.fmt, NULL)) < 0) {
+    if (ret < 0 || (!header_complete(p.fmt) && (ret = avformat_find_stream_info(p.fmt, NULL)) < 0)) {
         vt_set_err(err, errlen, "%s: %s", path, why[0] ? why : av_err2str(ret));
         pass_close(&p);
         return ret < 0 ? ret : -1;
@@ -193,16 +270,16 @@ static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_
     }
     AVStream *st = p.fmt->streams[p.stream];
     p.tb = av_q2d(st->time_base);
-    out->duration = p.fmt->duration > 0 ? p.fmt->duration / (double)AV_TIME_BASE : 0;
+    double duration = p.fmt->duration > 0 ? p.fmt->duration / (double)AV_TIME_BASE : 0;
     p.dec = avcodec_alloc_context3(codec);
     avcodec_parameters_to_context(p.dec, st->codecpar);
     p.dec->thread_count = 1;
     /* a 32x32 hash cannot see deblocking, nor miss a frame nothing refers to */
     p.dec->skip_loop_filter = AVDISCARD_ALL;
     p.dec->skip_frame = keys_only ? AVDISCARD_NONKEY : AVDISCARD_NONREF;
-    double gap = out->duration / VT_SIG_MIN_FRAMES;
-    p.gap = keys_only ? (gap > VT_SIG_KEY_GAP ? VT_SIG_KEY_GAP : gap < VT_SIG_GAP ? VT_SIG_GAP : gap)
-                      : VT_SIG_DENSE_GAP;
+    double gap = duration / VT_SIG_MIN_FRAMES;
+    if (keys_only)
+        p.acc.gap = gap > VT_SIG_KEY_GAP ? VT_SIG_KEY_GAP : gap < VT_SIG_GAP ? VT_SIG_GAP : gap;
     if ((ret = avcodec_open2(p.dec, codec, NULL)) < 0) {
         vt_set_err(err, errlen, "%s: cannot open the decoder (%s)", path, av_err2str(ret));
         pass_close(&p);
@@ -219,7 +296,7 @@ static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_
                 double t = ts == AV_NOPTS_VALUE ? next_key : ts * p.tb;
                 send = (p.pkt->flags & AV_PKT_FLAG_KEY) && t >= next_key - 1e-6;
                 if (send)
-                    next_key = t + p.gap;
+                    next_key = t + p.acc.gap;
             }
             /* a packet the decoder refuses (corrupt) is skipped: the others still count */
             if (send && avcodec_send_packet(p.dec, p.pkt) >= 0)
@@ -230,6 +307,8 @@ static int sample(const char *path, int keys_only, vt_sig *out, char *err, size_
     avcodec_send_packet(p.dec, NULL);
     drain(&p);
     pass_close(&p);
+    *out = p.acc.sig;
+    out->duration = duration;
     return 0;
 }
 
@@ -241,22 +320,43 @@ static void thin(vt_sig *s) {
     s->n = VT_SIG_MAX_FRAMES;
 }
 
-/* The container's duration, or 0 (unknown, or not readable: the keyframe pass says why). */
-static double duration_of(const char *path) {
+/* What a whole decode of path would cost, before any is done: its duration and the
+ * pixels it would decode (width x height x frames, from the container's header). */
+typedef struct probe {
+    double duration;  /* seconds, 0 unknown */
+    double pixels;    /* 0 unknown (then a whole decode is not refused for its cost) */
+} probe;
+
+/* path's probe; zeros when unknown or unreadable (the keyframe pass then says why). */
+static probe probe_of(const char *path) {
     AVFormatContext *f = NULL;
-    double d = 0;
+    probe pr = {0, 0};
     char why[512];
-    if (vt_video_open_input(&f, path, why, sizeof why) == 0 && f->duration > 0)
-        d = f->duration / (double)AV_TIME_BASE;
+    if (vt_video_open_input(&f, path, why, sizeof why) == 0) {
+        if (f->duration > 0)
+            pr.duration = f->duration / (double)AV_TIME_BASE;
+        int s = av_find_best_stream(f, AVMEDIA_TYPE_VIDEO, -1, -1, NULL, 0);
+        if (s >= 0) {
+            const AVStream *st = f->streams[s];
+            double fps = av_q2d(st->avg_frame_rate) > 0 ? av_q2d(st->avg_frame_rate)
+                                                        : av_q2d(st->r_frame_rate);
+            double frames = st->nb_frames > 0 ? (double)st->nb_frames
+                            : fps > 0 && fps < 1000 ? pr.duration * fps : 0;
+            pr.pixels = (double)st->codecpar->width * st->codecpar->height * frames;
+        }
+    }
     avformat_close_input(&f);
-    return d;
+    return pr;
 }
 
 int vt_sig_compute(const char *path, vt_sig *out, char *err, size_t errlen) {
+    probe pr = probe_of(path);
+    /* a whole decode only where it is cheap: never more than VT_SIG_DENSE_PIXELS decoded
+     * (a long-GOP HD file is signed by its keyframes alone: docs/splits.md) */
+    int dense_ok = pr.pixels <= VT_SIG_DENSE_PIXELS;
     /* too short for VT_SIG_MIN_FRAMES keyframes VT_SIG_GAP apart: straight to the whole
      * decode (short clips: one open instead of two) */
-    double d = duration_of(path);
-    if (d > 0 && d < VT_SIG_MIN_FRAMES * VT_SIG_GAP) {
+    if (dense_ok && pr.duration > 0 && pr.duration < VT_SIG_MIN_FRAMES * VT_SIG_GAP) {
         int r = sample(path, 0, out, err, errlen);
         if (r == 0 && out->n > 0) {
             out->full_decode = 1;
@@ -269,7 +369,8 @@ int vt_sig_compute(const char *path, vt_sig *out, char *err, size_t errlen) {
     if (ret < 0)
         return ret;
     /* too few keyframes for the length: one whole decode, sampled evenly */
-    if (out->n < VT_SIG_MIN_FRAMES && out->duration > (out->n + 1) * VT_SIG_DENSE_GAP) {
+    if (dense_ok && out->n < VT_SIG_MIN_FRAMES &&
+        out->duration > (out->n + 1) * VT_SIG_DENSE_GAP) {
         vt_sig full;
         if (sample(path, 0, &full, err, errlen) == 0 && full.n > out->n) {
             vt_sig_free(out);
@@ -279,6 +380,8 @@ int vt_sig_compute(const char *path, vt_sig *out, char *err, size_t errlen) {
             vt_sig_free(&full);
         }
     }
+    out->sparse = !dense_ok && out->n < VT_SIG_MIN_FRAMES &&
+                  out->duration > (out->n + 1) * VT_SIG_DENSE_GAP;
     thin(out);
     return 0;
 }
@@ -385,7 +488,8 @@ static int cache_read(const char *file, vt_sig *out) {
         }
         ok = ok && fgetc(f) == EOF;
         out->n = (int)n;
-        out->full_decode = full != 0;
+        out->full_decode = (full & 1) != 0;
+        out->sparse = (full & 2) != 0;
         out->duration = dur;
     }
     fclose(f);
@@ -397,7 +501,7 @@ static int cache_read(const char *file, vt_sig *out) {
 static int cache_write(const char *file, const vt_sig *s) {
     size_t len = 24 + (size_t)s->n * 28;
     uint8_t *b = vt_malloc(len), *q = b;
-    uint32_t n = (uint32_t)s->n, full = (uint32_t)s->full_decode;
+    uint32_t n = (uint32_t)s->n, full = (uint32_t)(s->full_decode | s->sparse << 1);
     memcpy(q, magic, 8), q += 8;
     memcpy(q, &n, 4), q += 4;
     memcpy(q, &full, 4), q += 4;
@@ -410,6 +514,13 @@ static int cache_write(const char *file, const vt_sig *s) {
     int rc = vt_file_write_atomic(file, b, len, err, sizeof err);
     free(b);
     return rc;
+}
+
+int vt_sig_store(const char *path, const char *cache_dir, const vt_sig *s) {
+    char file[4600];
+    if (!cache_dir || cache_path(path, cache_dir, file, sizeof file) != 0)
+        return -1;
+    return cache_write(file, s) == 0 ? 0 : -1;
 }
 
 int vt_sig_cached(const char *path, const char *cache_dir, vt_sig *out, int *hit, char *err,

@@ -12,7 +12,14 @@
  * one keyframe every 2.5 s); a video that gives fewer than VT_SIG_MIN_FRAMES that way
  * (short clips with one keyframe, long GOPs) is decoded whole once — without the loop
  * filter and the frames nothing refers to, which a 32x32 hash cannot see — and sampled
- * every VT_SIG_DENSE_GAP seconds. Flat frames (a fade to black) carry no content and
+ * every VT_SIG_DENSE_GAP seconds, but only when that decode is cheap: at most
+ * VT_SIG_DENSE_PIXELS (width x height x frames, from the header; about 65 s of 320x240
+ * at 25 fps, 2 s of 1080p30). A larger file with few keyframes (HD with x264's default
+ * GOP of 250) keeps its keyframes alone, a "sparse" signature: it finds the file
+ * re-encoded, rescaled or cropped, but a trim or a clip of it only where their frames
+ * meet its keyframes' (slow scenes; x264's keyframes at scene cuts). That keeps the
+ * signature of such footage at a few percent of one decode instead of ~70%
+ * (docs/splits.md, "Measured"). Flat frames (a fade to black) carry no content and
  * are left out.
  *
  * Two signatures are compared as SETS of frames, never by time: a trimmed copy, a clip
@@ -36,7 +43,8 @@
 #define VT_SIG_MIN_FRAMES 8    /* fewer keyframes than this: sample a whole decode */
 #define VT_SIG_MAX_FRAMES 512  /* a long video's frames are thinned to this many */
 #define VT_SIG_HAMMING 10      /* bits of 63 within which two frames match */
-#define VT_SIG_VERSION 3       /* in the cache key: a change of the hashes bumps it */
+#define VT_SIG_DENSE_PIXELS 128e6 /* a whole decode of more pixels than this is never done */
+#define VT_SIG_VERSION 4       /* in the cache key: a change of the hashes or sampling bumps it */
 
 typedef struct vt_sig_frame {
     float t;                   /* seconds from the first frame */
@@ -48,6 +56,7 @@ typedef struct vt_sig {
     vt_sig_frame *f;
     double duration;           /* seconds, from the container */
     int full_decode;           /* 1: sampled from a whole decode (too few keyframes) */
+    int sparse;                /* 1: too few keyframes, and a whole decode too costly */
 } vt_sig;
 
 /* The signature of the video at path. 0, or a negative code with err set. */
@@ -75,5 +84,21 @@ int vt_sig_near(const vt_sig *a, const vt_sig *b, double share, double *sim);
  * err set when the video cannot be read. */
 int vt_sig_cached(const char *path, const char *cache_dir, vt_sig *out, int *hit, char *err,
                   size_t errlen);
+
+/* Store s as path's signature in cache_dir (under the key vt_sig_cached reads: the file
+ * as it is now), e.g. one made during a decode that happens anyway. 0, or -1 (no
+ * cache_dir, path gone, or the file not written: nothing else changes). */
+int vt_sig_store(const char *path, const char *cache_dir, const vt_sig *s);
+
+/* A signature from frames decoded elsewhere (`prep`'s whole decode: no decode of its
+ * own): add each frame in order with its time in seconds (any origin); the same
+ * sampling and hashes as a whole decode here (a frame every VT_SIG_DENSE_GAP seconds,
+ * flat ones left out, thinned to VT_SIG_MAX_FRAMES), so full_decode is 1. The frames
+ * are RGB24, w x h, rows 3w bytes. finish hands the signature over and frees *a. */
+typedef struct vt_sig_acc vt_sig_acc;
+vt_sig_acc *vt_sig_acc_new(void);
+void vt_sig_acc_add_rgb(vt_sig_acc *a, const uint8_t *rgb, int w, int h, double t);
+void vt_sig_acc_finish(vt_sig_acc **a, double duration, vt_sig *out);
+void vt_sig_acc_free(vt_sig_acc **a);
 
 #endif

@@ -127,6 +127,27 @@ int vt_slice_fits(const vt_memplan *mp, const vt_device *d) {
     return VT_MIN(vt_memplan_max_clips(mp, d->budget), VT_SLICE_UNLIMITED);
 }
 
+int vt_ckpt_mode_parse(const char *s) {
+    static const char *const names[] = {"auto", "off", "on"};
+    for (int i = 0; s && i < 3; i++)
+        if (!strcmp(s, names[i]))
+            return i;
+    return -1;
+}
+
+const char *vt_ckpt_mode_name(vt_ckpt_mode m) {
+    return m == VT_CKPT_ON ? "on" : m == VT_CKPT_OFF ? "off" : "auto";
+}
+
+int vt_ckpt_choose(vt_ckpt_mode mode, const vt_memplan *mp_off, const vt_memplan *mp_on,
+                   const vt_device *d, int *fits) {
+    const int off = vt_slice_fits(mp_off, d);
+    int on = mp_on && (mode == VT_CKPT_ON || (mode == VT_CKPT_AUTO && off == 0 &&
+                                              vt_slice_fits(mp_on, d) > 0));
+    *fits = on ? vt_slice_fits(mp_on, d) : off;
+    return on;
+}
+
 static int passes(int clips, int fits) {
     if (clips <= 0)
         return 0;

@@ -93,6 +93,22 @@ int vt_slice_plan(vt_plan *out, const vt_slice_policy *pol, int batch, int n,
  * (vt_memplan_max_clips_cuda). What every plan of towers starts from. */
 int vt_slice_fits(const vt_memplan *mp, const vt_device *d);
 
+/* Activation checkpointing (vt_net_cfg.ckpt: a transformer block recomputed in backward)
+ * per tower: --checkpoint-act auto (default) | off | on. */
+typedef enum vt_ckpt_mode { VT_CKPT_AUTO, VT_CKPT_OFF, VT_CKPT_ON } vt_ckpt_mode;
+/* "auto", "off", "on" -> the mode; -1 for anything else. */
+int vt_ckpt_mode_parse(const char *s);
+const char *vt_ckpt_mode_name(vt_ckpt_mode m);
+/* Whether device d checkpoints under mode, from the memory plans without (mp_off) and with
+ * it (mp_on; NULL when the model has no checkpoint segments: then never). OFF and ON as
+ * said; AUTO: on only when one pass of d cannot hold a single clip without it and can
+ * with it. Recomputing costs about one more forward of the blocks (a third more compute a
+ * step), while micro-batches cost only their per-pass overhead (a transformer has no
+ * batch norm, so their size changes no number): smaller passes are cheaper wherever a
+ * clip fits. *fits: clips a pass of d under the choice (vt_slice_fits). */
+int vt_ckpt_choose(vt_ckpt_mode mode, const vt_memplan *mp_off, const vt_memplan *mp_on,
+                   const vt_device *d, int *fits);
+
 /* Predicted seconds for `clips` on a tower: clips/speed + micro-batches * overhead;
  * 0 if the speed is unknown. */
 double vt_slice_time(const vt_slice_dev *d, int clips);

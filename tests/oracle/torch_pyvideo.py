@@ -1,15 +1,21 @@
 #!/usr/bin/python3
-"""torch_pyvideo.py OUT [MODEL...]: pytorchvideo's ResNet-50 family in plain torch, the
-outside truth for vidtrain's slow_r50, slowfast_r50 and i3d_r50 (tests/test_pyvideo.c).
+"""torch_pyvideo.py OUT [MODEL...]: pytorchvideo's ResNet family in plain torch, the
+outside truth for vidtrain's slow_r50, slowfast_r50, i3d_r50, r2plus1d_r50 and csn_r101
+(tests/test_pyvideo.c).
 
 pytorchvideo does not install here (and no longer imports with a current torchvision), so
 the models are written again from its published code (pytorchvideo/models/resnet.py,
-slowfast.py, stem.py, head.py, net.py, hub/resnet.py, hub/slowfast.py) with the same module
-classes' attribute names and registration order, so that state_dict() gives pytorchvideo's
-names in pytorchvideo's order: blocks.0.conv ..., blocks.1.res_blocks.0.branch1_conv,
-.branch2.conv_a/norm_a/conv_b/norm_b/conv_c/norm_c, blocks.5.proj;
+slowfast.py, r2plus1d.py, csn.py, stem.py, head.py, net.py, weight_init.py,
+layers/convolutions.py, hub/resnet.py, hub/slowfast.py, hub/r2plus1d.py, hub/csn.py) with
+the same module classes' attribute names and registration order, so that state_dict()
+gives pytorchvideo's names in pytorchvideo's order: blocks.0.conv ...,
+blocks.1.res_blocks.0.branch1_conv, .branch2.conv_a/norm_a/conv_b/norm_b/conv_c/norm_c
+(r2plus1d_r50: .branch2.conv_b.conv_t/norm/conv_xy), blocks.5.proj;
 blocks.0.multipathway_blocks.0.conv, blocks.0.multipathway_fusion.conv_fast_to_slow,
-blocks.6.proj. The SlowFast model takes ONE clip of the fast pathway's frames and makes
+blocks.6.proj. Every model is initialised as pytorchvideo's Net constructor does
+(torch_x3d.init_resnet_weights: norm_c's weight 0), then seeded() makes the BN state
+non-trivial. r2plus1d_r50's head ends in a Softmax in pytorchvideo (create_r2plus1d's
+head_activation default); here, as in vidtrain, the logits are its input. The SlowFast model takes ONE clip of the fast pathway's frames and makes
 the slow pathway's input as pytorchvideo's PackPathway transform does:
 torch.index_select(frames, time, torch.linspace(0, T - 1, T // alpha).long()).
 The head pools with pytorchvideo's windows clipped to the features, as vidtrain does
@@ -38,6 +44,8 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
 try:
     import torch
     import torch.nn as nn
@@ -46,27 +54,51 @@ except ImportError as e:  # the C test turns 77 into a ctest skip
     print(f"SKIP: {e}", file=sys.stderr)
     sys.exit(77)
 
+from torch_x3d import init_resnet_weights  # noqa: E402 (pytorchvideo's weight_init.py)
+
 
 # ---- pytorchvideo's modules (the attribute names and order are the state_dict's) ----
 class Stem(nn.Module):  # ResNetBasicStem
-    def __init__(self, cin, cout, kt):
+    def __init__(self, cin, cout, kt, pool=True):
         super().__init__()
         self.conv = nn.Conv3d(cin, cout, (kt, 7, 7), (1, 2, 2), (kt // 2, 3, 3), bias=False)
         self.norm = nn.BatchNorm3d(cout)
         self.activation = nn.ReLU()
-        self.pool = nn.MaxPool3d((1, 3, 3), (1, 2, 2), (0, 1, 1))
+        self.pool = nn.MaxPool3d((1, 3, 3), (1, 2, 2), (0, 1, 1)) if pool else None
 
     def forward(self, x):
-        return self.pool(self.activation(self.norm(self.conv(x))))
+        x = self.activation(self.norm(self.conv(x)))
+        return self.pool(x) if self.pool is not None else x
+
+
+class Conv2plus1d(nn.Module):  # layers/convolutions.py create_conv_2plus1d, inner = out
+    def __init__(self, c, st, s):
+        super().__init__()
+        self.conv_t = nn.Conv3d(c, c, (3, 1, 1), (st, 1, 1), (1, 0, 0), bias=False)
+        self.norm = nn.BatchNorm3d(c)
+        self.activation = nn.ReLU()
+        self.conv_xy = nn.Conv3d(c, c, (1, 3, 3), (1, s, s), (0, 1, 1), bias=False)
+
+    def forward(self, x):
+        return self.conv_xy(self.activation(self.norm(self.conv_t(x))))
+
+
+def conv_b(inner, st, s, kind):
+    """resnet.py's (1,3,3), r2plus1d.py's Conv2plus1d, csn.py's depthwise (3,3,3)."""
+    if kind == "2plus1d":
+        return Conv2plus1d(inner, st, s)
+    if kind == "dw":
+        return nn.Conv3d(inner, inner, 3, (st, s, s), 1, bias=False, groups=inner)
+    return nn.Conv3d(inner, inner, (1, 3, 3), (1, s, s), (0, 1, 1), bias=False)
 
 
 class Bottleneck(nn.Module):  # BottleneckBlock
-    def __init__(self, cin, inner, cout, ta, s):
+    def __init__(self, cin, inner, cout, ta, s, st=1, kind="spatial"):
         super().__init__()
         self.conv_a = nn.Conv3d(cin, inner, (ta, 1, 1), 1, (ta // 2, 0, 0), bias=False)
         self.norm_a = nn.BatchNorm3d(inner)
         self.act_a = nn.ReLU()
-        self.conv_b = nn.Conv3d(inner, inner, (1, 3, 3), (1, s, s), (0, 1, 1), bias=False)
+        self.conv_b = conv_b(inner, st, s, kind)
         self.norm_b = nn.BatchNorm3d(inner)
         self.act_b = nn.ReLU()
         self.conv_c = nn.Conv3d(inner, cout, 1, bias=False)
@@ -80,14 +112,14 @@ class Bottleneck(nn.Module):  # BottleneckBlock
 
 
 class ResBlock(nn.Module):
-    def __init__(self, cin, inner, cout, ta, s):
+    def __init__(self, cin, inner, cout, ta, s, st=1, kind="spatial"):
         super().__init__()
-        if cin != cout or s != 1:
-            self.branch1_conv = nn.Conv3d(cin, cout, 1, (1, s, s), bias=False)
+        if cin != cout or s != 1 or st != 1:
+            self.branch1_conv = nn.Conv3d(cin, cout, 1, (st, s, s), bias=False)
             self.branch1_norm = nn.BatchNorm3d(cout)
         else:
             self.branch1_conv = self.branch1_norm = None
-        self.branch2 = Bottleneck(cin, inner, cout, ta, s)
+        self.branch2 = Bottleneck(cin, inner, cout, ta, s, st, kind)
         self.activation = nn.ReLU()
 
     def forward(self, x):
@@ -96,10 +128,11 @@ class ResBlock(nn.Module):
 
 
 class ResStage(nn.Module):
-    def __init__(self, depth, cin, inner, cout, tas, s):
+    def __init__(self, depth, cin, inner, cout, tas, s, st=1, kind="spatial"):
         super().__init__()
         self.res_blocks = nn.ModuleList(
-            ResBlock(cin if i == 0 else cout, inner, cout, tas[i % len(tas)], s if i == 0 else 1)
+            ResBlock(cin if i == 0 else cout, inner, cout, tas[i % len(tas)], s if i == 0 else 1,
+                     st if i == 0 else 1, kind)
             for i in range(depth))
 
     def forward(self, x):
@@ -134,6 +167,7 @@ class Net(nn.Module):
     def __init__(self, blocks):
         super().__init__()
         self.blocks = nn.ModuleList(blocks)
+        init_resnet_weights(self)  # net.py: Net's constructor runs init_net_weights
 
     def forward(self, x):
         for b in self.blocks:
@@ -152,6 +186,21 @@ def resnet(classes, i3d):
         if s == 0 and i3d:
             blocks.append(nn.MaxPool3d((2, 1, 1), (2, 1, 1)))
     blocks.append(Head(2048, classes, (4, 7, 7) if i3d else (8, 7, 7)))
+    return Net(blocks)
+
+
+def r2plus1d_csn(classes, csn):
+    """hub.r2plus1d_r50 (create_r2plus1d, dropout 0.5) or hub.csn_r101 (create_csn, depth
+    101, stem max pool, head pool (4,7,7), dropout 0)."""
+    depth = (3, 4, 23, 3) if csn else DEPTH
+    sp, tp = ((1, 2, 2, 2), (1, 2, 2, 2)) if csn else ((2, 2, 2, 2), (1, 1, 2, 2))
+    blocks = [Stem(3, 64, 3 if csn else 1, pool=csn)]
+    cin = 64
+    for s in range(4):
+        blocks.append(ResStage(depth[s], cin, 64 << s, 256 << s, [1], sp[s], tp[s],
+                               "dw" if csn else "2plus1d"))
+        cin = 256 << s
+    blocks.append(Head(2048, classes, (4, 7, 7)))
     return Net(blocks)
 
 
@@ -210,6 +259,7 @@ class SlowFast(nn.Module):
         blocks.append(PoolConcatPathway([(8, 7, 7), (32, 7, 7)]))
         blocks.append(Head(2048 + 256, classes, None))
         self.blocks = nn.ModuleList(blocks)
+        init_resnet_weights(self)
 
     def forward(self, x):
         x = pack_pathway(x)
@@ -222,6 +272,8 @@ MODELS = {  # name: (builder, input shape N, C, T, H, W: small clips, the test i
     "slow_r50": (lambda k: resnet(k, False), (2, 3, 4, 32, 32)),
     "i3d_r50": (lambda k: resnet(k, True), (2, 3, 4, 32, 32)),
     "slowfast_r50": (SlowFast, (2, 3, 8, 32, 32)),
+    "r2plus1d_r50": (lambda k: r2plus1d_csn(k, False), (2, 3, 4, 32, 32)),
+    "csn_r101": (lambda k: r2plus1d_csn(k, True), (2, 3, 4, 32, 32)),
 }
 
 
@@ -272,6 +324,15 @@ GRADS = {
                      "blocks.0.multipathway_blocks.1.conv.weight",
                      "blocks.2.multipathway_fusion.conv_fast_to_slow.weight",
                      "blocks.6.proj.weight"],
+    # the (2+1)D conv_b's two halves and its inner BN, a stage that strides in time
+    "r2plus1d_r50": ["blocks.0.conv.weight", "blocks.1.res_blocks.0.branch2.conv_b.conv_t.weight",
+                     "blocks.1.res_blocks.0.branch2.conv_b.norm.weight",
+                     "blocks.3.res_blocks.0.branch2.conv_b.conv_xy.weight",
+                     "blocks.3.res_blocks.0.branch1_conv.weight", "blocks.5.proj.weight"],
+    # the depthwise conv_b in a block that strides in time and space, one deep in stage 3
+    "csn_r101": ["blocks.0.conv.weight", "blocks.2.res_blocks.0.branch2.conv_b.weight",
+                 "blocks.3.res_blocks.22.branch2.conv_b.weight",
+                 "blocks.3.res_blocks.22.branch2.norm_c.weight", "blocks.5.proj.weight"],
 }
 
 

@@ -105,6 +105,7 @@ class Bottleneck(nn.Module):  # create_x3d_bottleneck_block
         self.act_b = Swish()
         self.conv_c = nn.Conv3d(inner, dout, 1, bias=False)
         self.norm_c = nn.BatchNorm3d(dout)
+        self.norm_c.block_final_bn = True  # resnet.py BottleneckBlock: init weight 0
 
     def forward(self, x):
         x = self.act_a(self.norm_a(self.conv_a(x)))
@@ -205,15 +206,17 @@ class X3D(nn.Module):  # pytorchvideo's Net(blocks=...)
 
 
 def init_resnet_weights(model, fc_init_std=0.01):
-    """pytorchvideo's _init_resnet_weights: c2_msra_fill (kaiming_normal_ fan_out, relu;
-    bias 0) on every conv, BN 1 and 0, linear N(0, 0.01) and bias 0."""
+    """pytorchvideo's _init_resnet_weights (models/weight_init.py), which its Net runs in
+    its constructor: c2_msra_fill (kaiming_normal_ fan_out, relu; bias 0) on every conv,
+    BN weight 1 (0 where the module is flagged block_final_bn: every bottleneck's norm_c)
+    and bias 0, linear N(0, 0.01) and bias 0."""
     for m in model.modules():
         if isinstance(m, nn.Conv3d):
             nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
             if m.bias is not None:
                 nn.init.constant_(m.bias, 0)
         elif isinstance(m, nn.BatchNorm3d):
-            m.weight.data.fill_(1.0)
+            m.weight.data.fill_(0.0 if getattr(m, "block_final_bn", False) else 1.0)
             m.bias.data.zero_()
         if isinstance(m, nn.Linear):
             m.weight.data.normal_(mean=0.0, std=fc_init_std)

@@ -101,18 +101,32 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
     int ok = vt_memplan_build(&T->mp, &T->cfg.net, vt_optim_state_per_param(&cfg->optim), err,
                               errlen) == 0;
     T->have_mp = ok;
+    T->cfg.net.ckpt = 0; /* per tower, T->ckpt (vt_tw_fill_split_devs) */
+    if (ok && T->mp.ckpt_segments == 0 && cfg->ckpt_act == VT_CKPT_ON && T->me == 0)
+        fprintf(stderr, "warning: --checkpoint-act on: %s has no blocks to recompute (only the "
+                "transformers have); it changes nothing\n", cfg->net.model);
+    if (ok && T->mp.ckpt_segments > 0 && cfg->ckpt_act != VT_CKPT_OFF) {
+        vt_net_cfg nc = T->cfg.net;
+        nc.ckpt = 1;
+        ok = vt_memplan_build(&T->mp_ckpt, &nc, vt_optim_state_per_param(&cfg->optim), err,
+                              errlen) == 0;
+        T->have_mp_ckpt = ok;
+    }
     if (ok)
         vt_tw_fill_split_devs(T, sd_local);
     for (int i = 0; ok && i < T->n; i++) {
         if (sd_local[i].max_clips > 0)
             continue;
-        char a[32], b[32], c[32];
+        char a[32], b[32], c[32], e[32], d[96] = "";
+        if (T->have_mp_ckpt) /* no room even with checkpointing: its figure too */
+            snprintf(d, sizeof d, ", %s with activation checkpointing",
+                     vt_fmt_bytes(e, sizeof e, T->mp_ckpt.bytes_per_clip));
         vt_set_err(err, errlen, "tower %s: its budget of %s cannot hold one clip of %s at %dx%dx%d "
-                   "(needs %s fixed + %s per clip); raise --mem/--gpu-mem or use a smaller clip",
+                   "(needs %s fixed + %s per clip%s); raise --mem/--gpu-mem or use a smaller clip",
                    sd_local[i].name, vt_fmt_bytes(a, sizeof a, sd_local[i].budget), cfg->net.model,
                    cfg->net.clip_t, cfg->net.clip_h, cfg->net.clip_w,
                    vt_fmt_bytes(b, sizeof b, T->mp.fixed_bytes),
-                   vt_fmt_bytes(c, sizeof c, T->mp.bytes_per_clip));
+                   vt_fmt_bytes(c, sizeof c, T->mp.bytes_per_clip), d);
         ok = 0;
     }
     if (T->world > 1) {
@@ -216,6 +230,8 @@ void vt_towers_free(vt_towers **pt) {
     }
     if (T->have_mp)
         vt_memplan_free(&T->mp);
+    if (T->have_mp_ckpt)
+        vt_memplan_free(&T->mp_ckpt);
     pthread_mutex_destroy(&T->mu);
     pthread_mutex_destroy(&T->sched_mu);
     pthread_cond_destroy(&T->cv_go);

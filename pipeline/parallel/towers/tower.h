@@ -90,6 +90,9 @@ typedef struct vt_towers_cfg {
                                    reducer); 0 = one call after backward; < 0 (default)
                                    = 25 when a tower is on a GPU, else 0 (see below) */
     int verbose;                /* print plan changes to stderr */
+    vt_ckpt_mode ckpt_act;      /* activation checkpointing per tower (slices.h
+                                   vt_ckpt_choose; default auto: where no clip fits
+                                   without it); net.ckpt is ignored */
     int exact_off;              /* 1: float sums over clips even where exact ones are
                                    possible. 0 (default): exact sums (models/xsum.h,
                                    vt_net_cfg.exact) whenever every tower of every process

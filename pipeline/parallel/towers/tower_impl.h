@@ -97,6 +97,10 @@ struct vt_towers {
     int64_t bucket_floats;   /* 0: one call after backward */
     vt_memplan mp;
     int have_mp;
+    vt_memplan mp_ckpt;      /* the plan with activation checkpointing (have_mp_ckpt: the
+                                model has blocks to recompute and ckpt_act is not off) */
+    int have_mp_ckpt;
+    int ckpt[VT_MAX_DEVICES];/* this process's towers: checkpointing on (vt_tw_fill_split_devs) */
     /* Every process's towers (one process: the same as cfg.devices), in rank order. */
     int ng;
     vt_device_list gdev;

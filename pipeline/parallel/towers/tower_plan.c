@@ -25,7 +25,8 @@ void vt_tw_fill_split_devs(vt_towers *T, vt_slice_dev *sd) {
         s->budget = d->budget;
         /* memory, and on CUDA towers cuDNN's 2^31-element tensor cap and the backend's
          * workspace reserve (slices.h) */
-        s->max_clips = vt_slice_fits(&T->mp, d);
+        T->ckpt[i] = vt_ckpt_choose(T->cfg.ckpt_act, &T->mp, T->have_mp_ckpt ? &T->mp_ckpt : NULL,
+                                    d, &s->max_clips);
         s->speed = d->speed;
     }
 }
@@ -44,6 +45,12 @@ void vt_towers_print_plan(const vt_towers *t, FILE *f) {
                     vt_mpi_pid(q), t->rank_first[q], t->rank_first[q + 1] - 1);
     }
     vt_device_list_print(&t->gdev, f);
+    for (int i = 0; i < t->n; i++) /* activation checkpointing where it is on */
+        if (t->ckpt[i])
+            fprintf(f, "  tower %s: activation checkpointing on (--checkpoint-act %s): %s per "
+                    "clip, the blocks recomputed in backward\n", t->cfg.devices.dev[i].name,
+                    vt_ckpt_mode_name(t->cfg.ckpt_act),
+                    vt_fmt_bytes(a, sizeof a, t->mp_ckpt.bytes_per_clip));
     vt_plan_print(&t->plan, t->sd, f);
     fprintf(f, "  towers: %d, reducer %s, batch norm %s; sums over clips %s\n", t->ng,
             t->red->i->name,

@@ -39,7 +39,7 @@ void vt_tw_alloc_stage(tower *tw, int clips) {
     for (int h = 0; h < nc->nheads; h++) {
         if (nc->head[h].loss == VT_LOSS_SOFTMAX_CE)
             tw->label_dev[h] = vt_backend_alloc_x(tw->be, (size_t)clips * sizeof(int32_t), "labels");
-        else
+        if (nc->head[h].loss == VT_LOSS_BCE || nc->soft_targets)
             tw->target_dev[h] = vt_backend_alloc_x(
                 tw->be, (size_t)clips * (size_t)nc->head[h].classes * sizeof(float), "targets");
     }

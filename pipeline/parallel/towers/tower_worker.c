@@ -90,7 +90,9 @@ static void rebuild(tower *tw, int mb) {
     vt_optim_free(&tw->opt);
     vt_net_free(&tw->net);
     char err[512];
-    tw->net = vt_net_init(&T->cfg.net, be, mb, err, sizeof err);
+    vt_net_cfg nc = T->cfg.net;
+    nc.ckpt = T->ckpt[tw->rank]; /* activation checkpointing: per tower */
+    tw->net = vt_net_init(&nc, be, mb, err, sizeof err);
     VT_CHECK(tw->net, "tower %s: re-sizing the replica for %d clips per pass: %s", tw->dev.name,
              mb, err);
     tw->opt = vt_optim_init(&T->cfg.optim, be, np);
@@ -165,7 +167,9 @@ static void do_init(tower *tw) {
     tw->host_mem = tw->be->kind == VT_BACKEND_CPU || tw->be->kind == VT_BACKEND_CPU_REF;
     int mb = T->plan.mb[tw->g];
     char err[400];
-    tw->net = vt_net_init(&T->cfg.net, tw->be, mb, err, sizeof err);
+    vt_net_cfg nc = T->cfg.net;
+    nc.ckpt = T->ckpt[tw->rank]; /* activation checkpointing: per tower */
+    tw->net = vt_net_init(&nc, tw->be, mb, err, sizeof err);
     if (!tw->net) {
         snprintf(tw->err, sizeof tw->err, "tower %s: %s", tw->dev.name, err);
         tw->failed = 1;

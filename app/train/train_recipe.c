@@ -1,0 +1,54 @@
+/*
+ * train_recipe.c: what a run's training recipe says about itself — the one line naming
+ * the recipe a transformer (or a run that mixes) trains with, and which parameters go
+ * without weight decay (--wd-exempt). It must never change a number: the choices are
+ * made in train_opts.c (resolve) and applied by train.c and train_mix.c.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "app/train/train.h"
+#include "models/finetune.h"
+
+void vt_train_print_no_decay(const vt_train *t) {
+    const vt_net *net = vt_towers_net(t->towers, 0);
+    int nt = 0, nd = 0;
+    int64_t all = 0, free_ = 0;
+    for (int i = 0; i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *ti = vt_net_tensor(net, i);
+        if (ti->is_buffer || ti->numel == 0)
+            continue;
+        nt++;
+        all += ti->numel;
+        if (vt_finetune_no_decay(ti)) {
+            nd++;
+            free_ += ti->numel;
+        }
+    }
+    fprintf(t->out, "weight decay: none on %d of %d parameter tensors (%.2f%% of the "
+            "parameters: norm weights, biases, position embeddings, class tokens; "
+            "--wd-exempt off decays them too)\n", nd, nt,
+            all ? 100.0 * (double)free_ / (double)all : 0);
+}
+
+void vt_train_print_recipe(const vt_train *t) {
+    const vt_train_opts *o = &t->o;
+    const int vit = vt_finetune_nlayers(o->model) > 0;
+    if (!vit && !(o->mixup > 0) && !(o->cutmix > 0) && o->repeat_aug <= 1 &&
+        !(o->random_erase > 0))
+        return; /* the CNNs' recipe is the "training:" line */
+    char mix[128] = "mixup off, CutMix off";
+    if (o->mixup > 0 || o->cutmix > 0)
+        snprintf(mix, sizeof mix, "mixup %g, CutMix %g (switch %g)", (double)o->mixup,
+                 (double)o->cutmix, (double)o->mix_switch);
+    fprintf(t->out, "recipe: %s (VideoMAE's for transformers): %s lr %g, wd %g%s, warm-up %g epochs then %s, layer decay "
+            "%g, drop path %g, label smoothing %g, %s, repeat-aug %d, random erasing %g%s\n",
+            vt_train_opts_recipe(o), o->optim, (double)o->lr, (double)o->wd,
+            !strcmp(o->wd_exempt, "on") ? " (not on norms, biases, position embeddings)" : "",
+            (double)o->warmup_epochs,
+            o->patience > 0 ? "a constant rate while validation improves, then cosine" : o->sched, (double)o->layer_decay, (double)o->drop_path,
+            (double)o->smoothing, mix, o->repeat_aug, (double)o->random_erase,
+            vit && !(o->mixup > 0) && !(o->cutmix > 0) && o->repeat_aug <= 1
+                ? " (VideoMAE adds --mixup 0.8 --cutmix 1 --repeat-aug 2 --random-erase 0.25: "
+                  "not measured here, so off; docs/finetune.md)" : "");
+}

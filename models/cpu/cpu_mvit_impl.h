@@ -1,0 +1,512 @@
+/*
+ * cpu_mvit_impl.h: the body of MViT's CPU ops (cpu_mvit.h), included once by cpu_mvit.c
+ * and once by cpu_mvit_fast.c with
+ *   MV(name)  the function name with the backend's prefix,
+ *   ACC       the accumulator type (double on cpu-ref, float on cpu),
+ *   NT(be)    the threads (1 on cpu-ref).
+ * Layouts and contracts: backend.h's MViT section. Work is split so that every output
+ * element is summed by one thread in a fixed order (bits independent of the threads):
+ * attention's backward runs a pass over query rows (dq, the row sums its relative tables
+ * need) and a pass over keys (dk, dv), recomputing the probabilities in each from lse,
+ * then folds the tables' gradients in row order on one thread.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/common.h"
+
+#define MV_MAXD 512 /* head_dim and channels a window's accumulators hold */
+
+static int mv_grid(const int thw[3]) { return thw[0] * thw[1] * thw[2]; }
+
+/* a pool's output grid for input thw (w NULL: the same) */
+static void mv_out_grid(int o[3], const int thw[3], const vt_pool3d_p *p, int pooled) {
+    for (int d = 0; d < 3; d++)
+        o[d] = pooled ? vt_conv_out(thw[d], p->k[d], p->s[d], p->p[d]) : thw[d];
+}
+
+void MV(mvit_pool_forward)(vt_backend *be, float *out, const float *qkv, const float *w, int n,
+                           int heads, int D, int part, const int thw[3], const vt_pool3d_p *p) {
+    VT_CHECK(D <= MV_MAXD, "mvit_pool: head_dim %d > %d", D, MV_MAXD);
+    int og[3];
+    mv_out_grid(og, thw, p, w != NULL);
+    const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og), C = (int64_t)heads * D, C3 = 3 * C;
+    const int K = p->k[0] * p->k[1] * p->k[2];
+    const int64_t tasks = (int64_t)n * heads * Lo;
+    (void)be;
+#pragma omp parallel for num_threads(NT(be)) schedule(static)
+    for (int64_t r = 0; r < tasks; r++) {
+        const int64_t jh = r / Lo, o = r % Lo, j = jh / heads, h = jh % heads;
+        const float *src = qkv + j * L * C3 + part * C + h * D; /* row x at src + x C3 */
+        float *dst = out + r * D;
+        if (o == 0 || !w) {
+            memcpy(dst, src + o * C3, (size_t)D * sizeof(float));
+            continue;
+        }
+        ACC acc[MV_MAXD];
+        for (int d = 0; d < D; d++)
+            acc[d] = 0;
+        const int ot = (int)((o - 1) / ((int64_t)og[1] * og[2])),
+                  oh = (int)((o - 1) / og[2] % og[1]), ow = (int)((o - 1) % og[2]);
+        for (int a = 0; a < p->k[0]; a++) {
+            const int it = ot * p->s[0] - p->p[0] + a;
+            if (it < 0 || it >= thw[0])
+                continue;
+            for (int b = 0; b < p->k[1]; b++) {
+                const int ih = oh * p->s[1] - p->p[1] + b;
+                if (ih < 0 || ih >= thw[1])
+                    continue;
+                for (int c = 0; c < p->k[2]; c++) {
+                    const int iw = ow * p->s[2] - p->p[2] + c;
+                    if (iw < 0 || iw >= thw[2])
+                        continue;
+                    const int tap = (a * p->k[1] + b) * p->k[2] + c;
+                    const float *x = src + (1 + ((int64_t)it * thw[1] + ih) * thw[2] + iw) * C3;
+                    for (int d = 0; d < D; d++)
+                        acc[d] += (ACC)w[(int64_t)d * K + tap] * x[d];
+                }
+            }
+        }
+        for (int d = 0; d < D; d++)
+            dst[d] = (float)acc[d];
+    }
+}
+
+void MV(mvit_pool_backward)(vt_backend *be, float *dqkv, float *dw, const float *dout,
+                            const float *qkv, const float *w, int n, int heads, int D, int part,
+                            const int thw[3], const vt_pool3d_p *p) {
+    VT_CHECK(D <= MV_MAXD, "mvit_pool: head_dim %d > %d", D, MV_MAXD);
+    int og[3];
+    mv_out_grid(og, thw, p, w != NULL);
+    const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og), C = (int64_t)heads * D, C3 = 3 * C;
+    const int K = p->k[0] * p->k[1] * p->k[2];
+    const int64_t tasks = (int64_t)n * heads * L;
+    (void)be;
+    /* the input's gradient, gathered per input row from the windows that read it */
+#pragma omp parallel for num_threads(NT(be)) schedule(static)
+    for (int64_t r = 0; r < tasks; r++) {
+        const int64_t jh = r / L, x = r % L, j = jh / heads, h = jh % heads;
+        float *dst = dqkv + (j * L + x) * C3 + part * C + h * D;
+        const float *g = dout + jh * Lo * D; /* this head's output rows */
+        if (x == 0 || !w) {
+            memcpy(dst, g + x * D, (size_t)D * sizeof(float));
+            continue;
+        }
+        ACC acc[MV_MAXD];
+        for (int d = 0; d < D; d++)
+            acc[d] = 0;
+        const int it = (int)((x - 1) / ((int64_t)thw[1] * thw[2])),
+                  ih = (int)((x - 1) / thw[2] % thw[1]), iw = (int)((x - 1) % thw[2]);
+        for (int a = 0; a < p->k[0]; a++) {
+            const int nt = it + p->p[0] - a, ot = nt / p->s[0];
+            if (nt < 0 || nt % p->s[0] || ot >= og[0])
+                continue;
+            for (int b = 0; b < p->k[1]; b++) {
+                const int nh = ih + p->p[1] - b, oh = nh / p->s[1];
+                if (nh < 0 || nh % p->s[1] || oh >= og[1])
+                    continue;
+                for (int c = 0; c < p->k[2]; c++) {
+                    const int nw = iw + p->p[2] - c, ow = nw / p->s[2];
+                    if (nw < 0 || nw % p->s[2] || ow >= og[2])
+                        continue;
+                    const int tap = (a * p->k[1] + b) * p->k[2] + c;
+                    const float *gy = g + (1 + ((int64_t)ot * og[1] + oh) * og[2] + ow) * D;
+                    for (int d = 0; d < D; d++)
+                        acc[d] += (ACC)w[(int64_t)d * K + tap] * gy[d];
+                }
+            }
+        }
+        for (int d = 0; d < D; d++)
+            dst[d] = (float)acc[d];
+    }
+    if (!dw || !w)
+        return;
+    /* the kernel's gradient, one (channel, tap) per task over every clip, head, window */
+#pragma omp parallel for num_threads(NT(be)) schedule(static)
+    for (int64_t r = 0; r < (int64_t)D * K; r++) {
+        const int d = (int)(r / K), tap = (int)(r % K);
+        const int a = tap / (p->k[1] * p->k[2]), b = tap / p->k[2] % p->k[1], c = tap % p->k[2];
+        ACC acc = 0;
+        for (int64_t jh = 0; jh < (int64_t)n * heads; jh++) {
+            const int64_t j = jh / heads, h = jh % heads;
+            const float *src = qkv + j * L * C3 + part * C + h * D + d;
+            const float *g = dout + jh * Lo * D + d;
+            for (int ot = 0; ot < og[0]; ot++) {
+                const int it = ot * p->s[0] - p->p[0] + a;
+                if (it < 0 || it >= thw[0])
+                    continue;
+                for (int oh = 0; oh < og[1]; oh++) {
+                    const int ih = oh * p->s[1] - p->p[1] + b;
+                    if (ih < 0 || ih >= thw[1])
+                        continue;
+                    for (int ow = 0; ow < og[2]; ow++) {
+                        const int iw = ow * p->s[2] - p->p[2] + c;
+                        if (iw < 0 || iw >= thw[2])
+                            continue;
+                        acc += (ACC)g[(1 + ((int64_t)ot * og[1] + oh) * og[2] + ow) * D] *
+                               src[(1 + ((int64_t)it * thw[1] + ih) * thw[2] + iw) * C3];
+                    }
+                }
+            }
+        }
+        dw[r] += (float)acc;
+    }
+}
+
+/* ---- attention ---- */
+
+typedef struct mv_geo {
+    int qthw[3], kthw[3];
+    int64_t Lq, Lk;
+    int KK;      /* kt + kh + kw: a query row's relative terms */
+    int rel;
+} mv_geo;
+
+static mv_geo mv_geometry(const int qthw[3], const int kthw[3], const float *rh) {
+    mv_geo g;
+    for (int d = 0; d < 3; d++) {
+        g.qthw[d] = qthw[d];
+        g.kthw[d] = kthw[d];
+    }
+    g.Lq = 1 + mv_grid(qthw);
+    g.Lk = 1 + mv_grid(kthw);
+    g.KK = kthw[0] + kthw[1] + kthw[2];
+    g.rel = rh != NULL;
+    return g;
+}
+
+/* Query row i >= 1's relative terms: rel[0..kt) = q . rt[dist_t], then kh of rh, kw of rw. */
+static void mv_rel_row(float *rel, const mv_geo *g, int64_t i, const float *q, const float *rh,
+                       const float *rw, const float *rt, int D) {
+    const int qt = (int)((i - 1) / ((int64_t)g->qthw[1] * g->qthw[2])),
+              qh = (int)((i - 1) / g->qthw[2] % g->qthw[1]), qw = (int)((i - 1) % g->qthw[2]);
+    const int qc[3] = {qt, qh, qw};
+    const float *tab[3] = {rt, rh, rw};
+    int o = 0;
+    for (int ax = 0; ax < 3; ax++)
+        for (int kc = 0; kc < g->kthw[ax]; kc++) {
+            const float *R = tab[ax] +
+                (int64_t)vt_mvit_rel_dist(qc[ax], g->qthw[ax], kc, g->kthw[ax]) * D;
+            ACC s = 0;
+            for (int d = 0; d < D; d++)
+                s += (ACC)q[d] * R[d];
+            rel[o++] = (float)s;
+        }
+}
+
+/* Key row j >= 1's (t, h, w) offsets into a row's relative terms. */
+static void mv_key_cols(const mv_geo *g, int64_t j, int *ct, int *ch, int *cw) {
+    *ct = (int)((j - 1) / ((int64_t)g->kthw[1] * g->kthw[2]));
+    *ch = g->kthw[0] + (int)((j - 1) / g->kthw[2] % g->kthw[1]);
+    *cw = g->kthw[0] + g->kthw[1] + (int)((j - 1) % g->kthw[2]);
+}
+
+/* A row's logits s[0..Lk): (scale q) . k_j plus the relative terms (rows and keys >= 1). */
+static void mv_logits(float *s, const mv_geo *g, int64_t i, const float *qs, const float *kb,
+                      const float *rel, int D) {
+    for (int64_t j = 0; j < g->Lk; j++) {
+        const float *kj = kb + j * D;
+        ACC a = 0;
+        for (int d = 0; d < D; d++)
+            a += (ACC)qs[d] * kj[d];
+        float v = (float)a;
+        if (rel && i >= 1 && j >= 1) {
+            int ct, ch, cw;
+            mv_key_cols(g, j, &ct, &ch, &cw);
+            v += rel[ch] + rel[cw] + rel[ct];
+        }
+        s[j] = v;
+    }
+}
+
+void MV(mvit_attention_forward)(vt_backend *be, float *out, float *lse, const float *q,
+                                const float *k, const float *v, const float *rh, const float *rw,
+                                const float *rt, int n, int heads, int D, const int qthw[3],
+                                const int kthw[3], int residual) {
+    VT_CHECK(D <= MV_MAXD, "mvit_attention: head_dim %d > %d", D, MV_MAXD);
+    const mv_geo g = mv_geometry(qthw, kthw, rh);
+    const float scale = (float)(1.0 / sqrt((double)D));
+    const int64_t rows = (int64_t)n * heads * g.Lq, C = (int64_t)heads * D;
+    (void)be;
+#pragma omp parallel num_threads(NT(be))
+    {
+        float *s = vt_malloc((size_t)(g.Lk + g.KK) * sizeof(float)), *rel = s + g.Lk;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t jh = r / g.Lq, i = r % g.Lq, j = jh / heads, h = jh % heads;
+            const float *qi = q + r * D, *kb = k + jh * g.Lk * D, *vb = v + jh * g.Lk * D;
+            float qs[MV_MAXD];
+            for (int d = 0; d < D; d++)
+                qs[d] = qi[d] * scale;
+            if (g.rel && i >= 1)
+                mv_rel_row(rel, &g, i, qi, rh, rw, rt, D);
+            mv_logits(s, &g, i, qs, kb, g.rel ? rel : NULL, D);
+            float m = s[0];
+            for (int64_t t = 1; t < g.Lk; t++)
+                m = s[t] > m ? s[t] : m;
+            ACC sum = 0;
+            for (int64_t t = 0; t < g.Lk; t++)
+                sum += (ACC)expf(s[t] - m);
+            const float l = m + (float)log((double)sum);
+            lse[r] = l;
+            ACC acc[MV_MAXD];
+            for (int d = 0; d < D; d++)
+                acc[d] = 0;
+            for (int64_t t = 0; t < g.Lk; t++) {
+                const float pr = expf(s[t] - l);
+                const float *vt = vb + t * D;
+                for (int d = 0; d < D; d++)
+                    acc[d] += (ACC)pr * vt[d];
+            }
+            float *o = out + (j * g.Lq + i) * C + h * D;
+            for (int d = 0; d < D; d++)
+                o[d] = (float)acc[d] + (residual && i >= 1 ? qi[d] : 0.0f);
+        }
+        free(s);
+    }
+}
+
+/* The table row of relative term x (0..KK) of query row i (>= 1), and its table. */
+static const float *mv_rel_tab(const mv_geo *g, int64_t i, int x, const float *rh,
+                               const float *rw, const float *rt, int D, int *ax, int *dist) {
+    const int qc[3] = {(int)((i - 1) / ((int64_t)g->qthw[1] * g->qthw[2])),
+                       (int)((i - 1) / g->qthw[2] % g->qthw[1]), (int)((i - 1) % g->qthw[2])};
+    int a = 0;
+    while (x >= g->kthw[a]) {
+        x -= g->kthw[a];
+        a++;
+    }
+    *ax = a;
+    *dist = vt_mvit_rel_dist(qc[a], g->qthw[a], x, g->kthw[a]);
+    const float *tab = a == 0 ? rt : a == 1 ? rh : rw;
+    return tab + (int64_t)*dist * D;
+}
+
+void MV(mvit_attention_backward)(vt_backend *be, float *dq, float *dk, float *dv, float *drh,
+                                 float *drw, float *drt, const float *dout, const float *q,
+                                 const float *k, const float *v, const float *rh,
+                                 const float *rw, const float *rt, const float *lse, int n,
+                                 int heads, int D, const int qthw[3], const int kthw[3],
+                                 int residual) {
+    VT_CHECK(D <= MV_MAXD, "mvit_attention: head_dim %d > %d", D, MV_MAXD);
+    const mv_geo g = mv_geometry(qthw, kthw, rh);
+    const float scale = (float)(1.0 / sqrt((double)D));
+    const int64_t rows = (int64_t)n * heads * g.Lq, keys = (int64_t)n * heads * g.Lk;
+    const int64_t C = (int64_t)heads * D;
+    /* per query row: its relative terms (KK) and the sums of its dS over each key
+     * coordinate (KK), what the tables' gradients need; delta = sum_j P dP */
+    float *rel = g.rel ? vt_malloc((size_t)(rows * 2 * g.KK) * sizeof(float)) : NULL;
+    float *delta = vt_malloc((size_t)rows * sizeof(float));
+    (void)be;
+    /* pass 1, over query rows: dq, delta, the row sums */
+#pragma omp parallel num_threads(NT(be))
+    {
+        float *pr = vt_malloc((size_t)(2 * g.Lk) * sizeof(float)), *dp = pr + g.Lk;
+#pragma omp for schedule(static)
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t jh = r / g.Lq, i = r % g.Lq, j = jh / heads, h = jh % heads;
+            const float *qi = q + r * D, *kb = k + jh * g.Lk * D, *vb = v + jh * g.Lk * D;
+            const float *go = dout + (j * g.Lq + i) * C + h * D;
+            float *rrow = g.rel ? rel + r * 2 * g.KK : NULL, *arow = rrow ? rrow + g.KK : NULL;
+            float qs[MV_MAXD];
+            for (int d = 0; d < D; d++)
+                qs[d] = qi[d] * scale;
+            if (rrow) {
+                for (int x = 0; x < 2 * g.KK; x++)
+                    rrow[x] = 0;
+                if (i >= 1)
+                    mv_rel_row(rrow, &g, i, qi, rh, rw, rt, D);
+            }
+            mv_logits(pr, &g, i, qs, kb, rrow, D);
+            ACC dl = 0;
+            for (int64_t t = 0; t < g.Lk; t++) {
+                const float *vt = vb + t * D;
+                ACC a = 0;
+                for (int d = 0; d < D; d++)
+                    a += (ACC)go[d] * vt[d];
+                pr[t] = expf(pr[t] - lse[r]);
+                dp[t] = (float)a;
+                dl += (ACC)pr[t] * dp[t];
+            }
+            const float de = (float)dl;
+            delta[r] = de;
+            ACC acc[MV_MAXD], ax[3 * MV_MAXD];
+            for (int d = 0; d < D; d++)
+                acc[d] = 0;
+            const int nax = arow && i >= 1 ? g.KK : 0;
+            VT_CHECK(nax <= 3 * MV_MAXD, "mvit_attention: %d relative terms", nax);
+            for (int x = 0; x < nax; x++)
+                ax[x] = 0;
+            for (int64_t t = 0; t < g.Lk; t++) {
+                const float ds = pr[t] * (dp[t] - de);
+                const float *kt = kb + t * D;
+                for (int d = 0; d < D; d++)
+                    acc[d] += (ACC)ds * kt[d];
+                if (nax && t >= 1) {
+                    int ct, ch, cw;
+                    mv_key_cols(&g, t, &ct, &ch, &cw);
+                    ax[ct] += ds;
+                    ax[ch] += ds;
+                    ax[cw] += ds;
+                }
+            }
+            for (int d = 0; d < D; d++)
+                acc[d] *= scale;
+            for (int x = 0; x < nax; x++) {
+                int a, dist;
+                const float *R = mv_rel_tab(&g, i, x, rh, rw, rt, D, &a, &dist);
+                arow[x] = (float)ax[x];
+                for (int d = 0; d < D; d++)
+                    acc[d] += (ACC)arow[x] * R[d];
+            }
+            float *dqi = dq + r * D;
+            for (int d = 0; d < D; d++)
+                dqi[d] = (float)acc[d] + (residual && i >= 1 ? go[d] : 0.0f);
+        }
+        free(pr);
+    }
+    /* pass 2, over keys: dk, dv, from every query row's recomputed probabilities */
+#pragma omp parallel for num_threads(NT(be)) schedule(static)
+    for (int64_t r = 0; r < keys; r++) {
+        const int64_t jh = r / g.Lk, t = r % g.Lk, j = jh / heads, h = jh % heads;
+        const float *kt = k + r * D, *vt = v + r * D;
+        int ct = 0, ch = 0, cw = 0;
+        if (t >= 1)
+            mv_key_cols(&g, t, &ct, &ch, &cw);
+        ACC ak[MV_MAXD], av[MV_MAXD];
+        for (int d = 0; d < D; d++)
+            ak[d] = av[d] = 0;
+        for (int64_t i = 0; i < g.Lq; i++) {
+            const int64_t qr = jh * g.Lq + i;
+            const float *qi = q + qr * D, *go = dout + (j * g.Lq + i) * C + h * D;
+            ACC a = 0, b = 0;
+            for (int d = 0; d < D; d++) {
+                a += (ACC)(qi[d] * scale) * kt[d];
+                b += (ACC)go[d] * vt[d];
+            }
+            float sv = (float)a;
+            if (g.rel && i >= 1 && t >= 1) {
+                const float *rr = rel + qr * 2 * g.KK;
+                sv += rr[ch] + rr[cw] + rr[ct];
+            }
+            const float p = expf(sv - lse[qr]), ds = p * ((float)b - delta[qr]);
+            for (int d = 0; d < D; d++) {
+                ak[d] += (ACC)ds * qi[d];
+                av[d] += (ACC)p * go[d];
+            }
+        }
+        for (int d = 0; d < D; d++) {
+            dk[r * D + d] = (float)ak[d] * scale;
+            dv[r * D + d] = (float)av[d];
+        }
+    }
+    /* the tables, in row order on one thread: dR[dist] += (row sum) q_i */
+    if (g.rel)
+        for (int64_t r = 0; r < rows; r++) {
+            const int64_t i = r % g.Lq;
+            if (i < 1)
+                continue;
+            const float *qi = q + r * D, *arow = rel + r * 2 * g.KK + g.KK;
+            for (int x = 0; x < g.KK; x++) {
+                int a, dist;
+                mv_rel_tab(&g, i, x, rh, rw, rt, D, &a, &dist);
+                float *dR = (a == 0 ? drt : a == 1 ? drh : drw) + (int64_t)dist * D;
+                if (!dR)
+                    continue;
+                for (int d = 0; d < D; d++)
+                    dR[d] += arow[x] * qi[d];
+            }
+        }
+    free(rel);
+    free(delta);
+}
+
+/* ---- max pooling of a token grid ---- */
+
+void MV(token_maxpool_forward)(vt_backend *be, float *out, const float *in, int n, int c,
+                               const int thw[3], const vt_pool3d_p *p) {
+    int og[3];
+    mv_out_grid(og, thw, p, 1);
+    const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og);
+    (void)be;
+#pragma omp parallel for num_threads(NT(be)) schedule(static)
+    for (int64_t r = 0; r < (int64_t)n * Lo; r++) {
+        const int64_t j = r / Lo, o = r % Lo;
+        const float *x = in + j * L * c;
+        float *y = out + r * c;
+        if (o == 0) {
+            memcpy(y, x, (size_t)c * sizeof(float));
+            continue;
+        }
+        const int ot = (int)((o - 1) / ((int64_t)og[1] * og[2])),
+                  oh = (int)((o - 1) / og[2] % og[1]), ow = (int)((o - 1) % og[2]);
+        for (int ch = 0; ch < c; ch++)
+            y[ch] = -INFINITY;
+        for (int a = 0; a < p->k[0]; a++) {
+            const int it = ot * p->s[0] - p->p[0] + a;
+            if (it < 0 || it >= thw[0])
+                continue;
+            for (int b = 0; b < p->k[1]; b++) {
+                const int ih = oh * p->s[1] - p->p[1] + b;
+                if (ih < 0 || ih >= thw[1])
+                    continue;
+                for (int cc = 0; cc < p->k[2]; cc++) {
+                    const int iw = ow * p->s[2] - p->p[2] + cc;
+                    if (iw < 0 || iw >= thw[2])
+                        continue;
+                    const float *xr = x + (1 + ((int64_t)it * thw[1] + ih) * thw[2] + iw) * c;
+                    for (int ch = 0; ch < c; ch++)
+                        if (xr[ch] > y[ch])
+                            y[ch] = xr[ch];
+                }
+            }
+        }
+    }
+}
+
+void MV(token_maxpool_backward)(vt_backend *be, float *din, const float *dout, const float *in,
+                                int n, int c, const int thw[3], const vt_pool3d_p *p) {
+    int og[3];
+    mv_out_grid(og, thw, p, 1);
+    const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og);
+    (void)be;
+    /* one (clip, channel) a task: its windows overlap only each other */
+#pragma omp parallel for num_threads(NT(be)) schedule(static)
+    for (int64_t r = 0; r < (int64_t)n * c; r++) {
+        const int64_t j = r / c, ch = r % c;
+        const float *x = in + j * L * c + ch, *gy = dout + j * Lo * c + ch;
+        float *gx = din + j * L * c + ch;
+        for (int64_t t = 0; t < L; t++)
+            gx[t * c] = 0.0f;
+        gx[0] = gy[0];
+        for (int64_t o = 1; o < Lo; o++) {
+            const int ot = (int)((o - 1) / ((int64_t)og[1] * og[2])),
+                      oh = (int)((o - 1) / og[2] % og[1]), ow = (int)((o - 1) % og[2]);
+            float best = -INFINITY;
+            int64_t arg = -1;
+            for (int a = 0; a < p->k[0]; a++) {
+                const int it = ot * p->s[0] - p->p[0] + a;
+                if (it < 0 || it >= thw[0])
+                    continue;
+                for (int b = 0; b < p->k[1]; b++) {
+                    const int ih = oh * p->s[1] - p->p[1] + b;
+                    if (ih < 0 || ih >= thw[1])
+                        continue;
+                    for (int cc = 0; cc < p->k[2]; cc++) {
+                        const int iw = ow * p->s[2] - p->p[2] + cc;
+                        if (iw < 0 || iw >= thw[2])
+                            continue;
+                        const int64_t xi = 1 + ((int64_t)it * thw[1] + ih) * thw[2] + iw;
+                        if (arg < 0 || x[xi * c] > best) {
+                            best = x[xi * c];
+                            arg = xi;
+                        }
+                    }
+                }
+            }
+            if (arg >= 0)
+                gx[arg * c] += gy[o * c];
+        }
+    }
+}

@@ -1,0 +1,43 @@
+/*
+ * cuda_attn.h: how the CUDA backend's attention (cuda_attn.c) cuts a clip's queries into
+ * blocks, and the scratch that costs — plain C without CUDA headers, so that the memory
+ * planner (models/memplan.c) can count it in a build without CUDA too.
+ *
+ * Attention runs as cuBLAS strided-batched GEMMs whose batch is B (clip, head) pairs —
+ * the H heads of a clip, or one head of the N clips, whichever is more: B = max(N, H) —
+ * on blocks of bq queries: a block's scaled logits S (B, bq, L) and, in the backward, dP
+ * (B, bq, L) live in the backend's attention scratch, never more than
+ * VT_CUDA_ATTN_BLOCK_BYTES a block. ViT-S at 16x224 (L = 1568, H = 6) with 6 clips a pass
+ * or fewer: one block of all 1568 queries (2 x 59 MB); with 8: blocks of 1280; ViT-B
+ * (H = 12, up to 12 clips): blocks of 832.
+ */
+#ifndef VT_CUDA_ATTN_H
+#define VT_CUDA_ATTN_H
+
+#include <stdint.h>
+
+/* The most bytes one logits block (S or dP) may take. */
+#define VT_CUDA_ATTN_BLOCK_BYTES ((int64_t)64 << 20)
+
+/* Queries per block for L tokens and a GEMM batch of B = max(clips, heads): all L when
+ * they fit, else the most that fit, rounded down to a multiple of 64 (whole GEMM tiles),
+ * at least 1. */
+static inline int vt_cuda_attn_bq(int L, int B) {
+    const int64_t row = (int64_t)(B > 0 ? B : 1) * (L > 0 ? L : 1) * (int64_t)sizeof(float);
+    int64_t bq = VT_CUDA_ATTN_BLOCK_BYTES / row;
+    if (bq >= L)
+        return L > 0 ? L : 1;
+    if (bq >= 64)
+        bq -= bq % 64;
+    return bq < 1 ? 1 : (int)bq;
+}
+
+/* Bytes of attention scratch the cuda backend holds for L tokens and a GEMM batch of B =
+ * max(clips, heads) (two blocks: S and dP; the forward uses the first): at most
+ * 2 x VT_CUDA_ATTN_BLOCK_BYTES unless B * L alone passes it. */
+static inline int64_t vt_cuda_attn_scratch_bound(int L, int B) {
+    return 2 * (int64_t)(B > 0 ? B : 1) * vt_cuda_attn_bq(L, B) * (L > 0 ? L : 1) *
+           (int64_t)sizeof(float);
+}
+
+#endif

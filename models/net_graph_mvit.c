@@ -1,0 +1,191 @@
+/*
+ * net_graph_mvit.c: MViT's nodes of a graph (net_graph.h), as torchvision's
+ * video/mvit.py builds them: the class token, the multiscale attention (pool_q, pool_k,
+ * pool_v with their LayerNorms, the relative position tables), the skip connection's max
+ * pooling and the class token's row that the head reads. Shapes and state-dict tensors
+ * only, like net_graph.c: it must never allocate backend memory or run an op.
+ */
+#include <stdio.h>
+
+#include "base/common.h"
+#include "models/net_graph.h"
+
+static void tok_shape(vt_node *nd, int c, int t) {
+    nd->c = c;
+    nd->t = t;
+    nd->h = nd->w = 1;
+}
+
+static int prod3(const int a[3]) { return a[0] * a[1] * a[2]; }
+
+int vt_g_clstok(vt_graph *g, const char *name, int in, const int *abs_thw) {
+    int i = vt_g_node_new(g, VT_NODE_CLSTOK, name, in);
+    if (i < 0)
+        return -1;
+    vt_node *nd = &g->nodes[i];
+    for (int k = 0; k < 12; k++)
+        nd->mt[k] = -1;
+    tok_shape(nd, nd->ic, nd->it + 1);
+    int64_t cs[1] = {nd->c};
+    nd->wt = vt_g_tensor_new(g, i, "class_token", VT_ROLE_WEIGHT, 1, cs, 0, 0);
+    if (!abs_thw)
+        return i;
+    if (nd->it != prod3(abs_thw))
+        return vt_g_node_fail(g, name, "%d tokens are not the grid's (%d)", nd->it,
+                              prod3(abs_thw));
+    for (int d = 0; d < 3; d++)
+        nd->grid[d] = abs_thw[d];
+    int64_t ss[2] = {(int64_t)abs_thw[1] * abs_thw[2], nd->c}, ts[2] = {abs_thw[0], nd->c};
+    nd->mt[0] = vt_g_tensor_new(g, i, "spatial_pos", VT_ROLE_WEIGHT, 2, ss, 0, 0);
+    nd->mt[1] = vt_g_tensor_new(g, i, "temporal_pos", VT_ROLE_WEIGHT, 2, ts, 0, 0);
+    nd->mt[2] = vt_g_tensor_new(g, i, "class_pos", VT_ROLE_WEIGHT, 1, cs, 0, 0);
+    nd->mask_floats = (int64_t)prod3(abs_thw) * nd->c; /* the table: net_mvit.c */
+    return i;
+}
+
+int vt_g_tfirst(vt_graph *g, const char *name, int in) {
+    int i = vt_g_node_new(g, VT_NODE_TFIRST, name, in);
+    if (i < 0)
+        return -1;
+    tok_shape(&g->nodes[i], g->nodes[i].ic, 1);
+    return i;
+}
+
+int vt_g_tmaxpool(vt_graph *g, const char *name, int in, const int thw[3], const int k[3],
+                  const int s[3], const int p[3]) {
+    int i = vt_g_node_new(g, VT_NODE_TMAXPOOL, name, in);
+    if (i < 0)
+        return -1;
+    vt_node *nd = &g->nodes[i];
+    if (nd->it != 1 + prod3(thw))
+        return vt_g_node_fail(g, name, "%d tokens are not a class token and the grid (%d)",
+                              nd->it, prod3(thw));
+    int o[3];
+    for (int d = 0; d < 3; d++) {
+        nd->grid[d] = thw[d];
+        nd->pool.k[d] = k[d];
+        nd->pool.s[d] = s[d];
+        nd->pool.p[d] = p[d];
+        o[d] = vt_conv_out(thw[d], k[d], s[d], p[d]);
+    }
+    tok_shape(nd, nd->ic, 1 + prod3(o));
+    return i;
+}
+
+/* pool_X of torchvision's MultiscaleAttention: Conv3d(D, D, k, s, k // 2, groups D, no
+ * bias), then LayerNorm(D) — tensors NAME.pool.weight, NAME.norm_act.0.{weight, bias}. */
+static void pool_tensors(vt_graph *g, int i, const char *name, const char *part, int D, const int k[3],
+                         int *w, int *lw, int *lb) {
+    char nm[96];
+    int64_t ws[5] = {D, 1, k[0], k[1], k[2]}, ds[1] = {D};
+    snprintf(nm, sizeof nm, "%s.pool.weight", part);
+    *w = vt_g_tensor_new(g, i, nm, VT_ROLE_WEIGHT, 5, ws, 0, 0);
+    snprintf(nm, sizeof nm, "%s.norm_act.0.weight", part);
+    *lw = vt_g_tensor_new(g, i, nm, VT_ROLE_GAMMA, 1, ds, 0, 0);
+    snprintf(nm, sizeof nm, "%s.norm_act.0.bias", part);
+    *lb = vt_g_tensor_new(g, i, nm, VT_ROLE_BETA, 1, ds, 0, 0);
+    (void)name;
+}
+
+int vt_g_msa(vt_graph *g, const char *name, int in, int heads, const int thw[3],
+             const int kq[3], const int sq[3], const int kkv[3], const int skv[3], int rel,
+             int residual, float eps, int out_thw[3]) {
+    int i = vt_g_node_new(g, VT_NODE_MSA, name, in);
+    if (i < 0)
+        return -1;
+    vt_node *nd = &g->nodes[i];
+    if (heads < 1 || nd->ic % (3 * heads))
+        return vt_g_node_fail(g, name, "qkv of %d features does not split into 3 x %d heads",
+                              nd->ic, heads);
+    if (nd->it != 1 + prod3(thw))
+        return vt_g_node_fail(g, name, "%d tokens are not a class token and the grid (%d)",
+                              nd->it, prod3(thw));
+    const int C = nd->ic / 3, D = C / heads;
+    nd->heads = heads;
+    nd->bn_eps = eps;
+    for (int k = 0; k < 12; k++)
+        nd->mt[k] = -1;
+    /* torchvision: a pool exists when its kernel or stride has more than one element */
+    const int poolq = prod3(kq) > 1 || prod3(sq) > 1, poolkv = prod3(kkv) > 1 || prod3(skv) > 1;
+    nd->mflags = (poolq ? VT_MSA_POOLQ : 0) | (poolkv ? VT_MSA_POOLKV : 0) |
+                 (rel ? VT_MSA_REL : 0) | (residual ? VT_MSA_RESIDUAL : 0);
+    for (int d = 0; d < 3; d++) {
+        nd->grid[d] = thw[d];
+        nd->conv.k[d] = kq[d];
+        nd->conv.s[d] = sq[d];
+        nd->conv.p[d] = kq[d] / 2;
+        nd->pool.k[d] = kkv[d];
+        nd->pool.s[d] = skv[d];
+        nd->pool.p[d] = kkv[d] / 2;
+        nd->qgrid[d] = poolq ? vt_conv_out(thw[d], kq[d], sq[d], kq[d] / 2) : thw[d];
+        nd->kgrid[d] = poolkv ? vt_conv_out(thw[d], kkv[d], skv[d], kkv[d] / 2) : thw[d];
+        out_thw[d] = nd->qgrid[d];
+    }
+    tok_shape(nd, C, 1 + prod3(nd->qgrid));
+    /* PyTorch's state-dict order: the module's own tables, then qkv, project (other
+     * nodes), pool_q, pool_k, pool_v */
+    if (rel) {
+        /* torchvision sizes the tables for the grid it was built for: 2 max(q, kv) - 1
+         * along H and W from max(H, W) // stride, 2 T - 1 along T; a clip whose pooled
+         * grids need other lengths would need them interpolated (_interpolate) */
+        const int size = VT_MAX(thw[1], thw[2]), qs = size / sq[1], ks = size / skv[1];
+        const int sd = 2 * VT_MAX(qs, ks) - 1, td = 2 * thw[0] - 1;
+        const int need[3] = {2 * VT_MAX(nd->qgrid[0], nd->kgrid[0]) - 1,
+                             2 * VT_MAX(nd->qgrid[1], nd->kgrid[1]) - 1,
+                             2 * VT_MAX(nd->qgrid[2], nd->kgrid[2]) - 1};
+        if (need[0] != td || need[1] != sd || need[2] != sd)
+            return vt_g_node_fail(g, name, "this clip's token grid would need the relative "
+                                  "position tables interpolated (not supported): use a "
+                                  "square clip whose side is a multiple of 32 (%d x %d tokens)",
+                                  thw[1], thw[2]);
+        int64_t hs[2] = {sd, D}, ts[2] = {td, D};
+        nd->mt[0] = vt_g_tensor_new(g, i, "rel_pos_h", VT_ROLE_WEIGHT, 2, hs, 0, 0);
+        nd->mt[1] = vt_g_tensor_new(g, i, "rel_pos_w", VT_ROLE_WEIGHT, 2, hs, 0, 0);
+        nd->mt[2] = vt_g_tensor_new(g, i, "rel_pos_t", VT_ROLE_WEIGHT, 2, ts, 0, 0);
+    }
+    if (poolq)
+        pool_tensors(g, i, name, "pool_q", D, kq, &nd->mt[3], &nd->mt[6], &nd->mt[9]);
+    if (poolkv) {
+        pool_tensors(g, i, name, "pool_k", D, kkv, &nd->mt[4], &nd->mt[7], &nd->mt[10]);
+        pool_tensors(g, i, name, "pool_v", D, kkv, &nd->mt[5], &nd->mt[8], &nd->mt[11]);
+    }
+    /* pooled q, k, v, their statistics, lse, the backward's arrays: net_mvit.c */
+    vt_msa_layout l;
+    vt_msa_layout_of(nd, &l);
+    nd->mask_floats = l.total;
+    /* the first tensor, for the arena's order (net.c's grad_ready) */
+    for (int k = 0; k < 12 && nd->wt < 0; k++)
+        if (nd->mt[k] >= 0)
+            nd->wt = nd->mt[k];
+    return i;
+}
+
+void vt_msa_layout_of(const vt_node *nd, vt_msa_layout *l) {
+    const int D = nd->c / nd->heads;
+    const int *grids[3] = {nd->qgrid, nd->kgrid, nd->kgrid};
+    const int pooled[3] = {!!(nd->mflags & VT_MSA_POOLQ), !!(nd->mflags & VT_MSA_POOLKV),
+                           !!(nd->mflags & VT_MSA_POOLKV)};
+    int64_t o = 0, big = 0;
+    for (int x = 0; x < 3; x++) {
+        l->rows[x] = (int64_t)nd->heads * (1 + prod3(grids[x]));
+        const int64_t f = l->rows[x] * D;
+        l->pre[x] = o;
+        o += f;
+        l->out[x] = l->pre[x];
+        l->st[x] = -1;
+        if (pooled[x]) {
+            l->out[x] = o;
+            o += f;
+            l->st[x] = o;
+            o += 2 * l->rows[x];
+        }
+        l->dout[x] = o;
+        o += f;
+        big = VT_MAX(big, f);
+    }
+    l->dpre = o;
+    o += big;
+    l->lse = o;
+    o += l->rows[0];
+    l->total = o;
+}

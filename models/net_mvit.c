@@ -1,0 +1,272 @@
+/*
+ * net_mvit.c: running MViT's nodes of a graph (net_graph.h, net_graph_mvit.c) — the class
+ * token, the multiscale attention, the skip connection's max pooling of the token grid
+ * and the class token's row — for net_vit.c, which hands them here.
+ *
+ * The multiscale attention (torchvision's MultiscaleAttention between qkv and project):
+ * per part x of q, k, v, mvit_pool (gather + depthwise conv3d of the grid, the class
+ * token's row kept) and, when pooled, a LayerNorm over head_dim; then mvit_attention
+ * (relative positions, residual pooling). What its backward needs lives in the node's
+ * float32 region (vt_msa_layout), scaled by the pass's clips.
+ * Exact sums (cfg.exact): the parameter gradients are formed one clip at a time and each
+ * clip's folded into the accumulators, as net_vit.c does (towers = one device).
+ * FP32 only, and the ops exist on the CPU backends only: vt_netm_check_backend names the
+ * first one a backend lacks.
+ */
+#include <string.h>
+
+#include "base/common.h"
+#include "models/net_impl.h"
+#include "models/xsum.h"
+
+int vt_netm_check_backend(const vt_net *net, char *err, size_t errlen) {
+    const vt_backend_i *t = net->be->i;
+    const struct { const char *name; int have; } ops[] = {
+        {"mvit_pool", t->mvit_pool_forward && t->mvit_pool_backward},
+        {"mvit_attention", t->mvit_attention_forward && t->mvit_attention_backward},
+        {"token_maxpool", t->token_maxpool_forward && t->token_maxpool_backward},
+        {"layernorm", t->layernorm_forward && t->layernorm_backward},
+    };
+    for (int i = 0; i < net->g.nnodes; i++) {
+        const vt_node_kind k = net->g.nodes[i].kind;
+        if (k != VT_NODE_CLSTOK && k != VT_NODE_MSA && k != VT_NODE_TMAXPOOL &&
+            k != VT_NODE_TFIRST)
+            continue;
+        for (size_t o = 0; o < VT_ARRAY_LEN(ops); o++)
+            if (!ops[o].have) {
+                vt_set_err(err, errlen, "%s: op %s is not on %s yet (MViT runs on the CPU "
+                           "backends: --devices cpu)", net->g.cfg.model, ops[o].name, t->name);
+                return -1;
+            }
+        return 0;
+    }
+    return 0;
+}
+
+static void fold(vt_net *net, int t, const float *x) {
+    VT_OP(net->be, xsum_fold, net->xgrads + 2 * net->g.tensors[t].offset, x,
+          net->g.tensors[t].numel, VT_XSUM_GRAD_E0);
+}
+
+static vt_pool3d_p qpool(const vt_node *nd) {
+    vt_pool3d_p p;
+    memset(&p, 0, sizeof p);
+    for (int d = 0; d < 3; d++) {
+        p.k[d] = nd->conv.k[d];
+        p.s[d] = nd->conv.s[d];
+        p.p[d] = nd->conv.p[d];
+    }
+    return p;
+}
+
+static int pooled(const vt_node *nd, int x) {
+    return !!(nd->mflags & (x == 0 ? VT_MSA_POOLQ : VT_MSA_POOLKV));
+}
+
+/* The node's saved arrays for n clips: array `off` of the layout, clip j's part of
+ * `per` floats a clip. */
+static float *sv(vt_net *net, const vt_node *nd, int64_t off, int n, int j, int64_t per) {
+    return f32_at(net, nd->mask_off) + off * n + (int64_t)j * per;
+}
+
+static void msa_forward(vt_net *net, const vt_node *nd, const float *in, float *out, int n) {
+    vt_backend *be = net->be;
+    vt_msa_layout l;
+    vt_msa_layout_of(nd, &l);
+    const int H = nd->heads, D = nd->c / H;
+    const vt_pool3d_p pq = qpool(nd);
+    for (int x = 0; x < 3; x++) {
+        const int pl = pooled(nd, x);
+        float *pre = sv(net, nd, l.pre[x], n, 0, 0);
+        VT_OP(be, mvit_pool_forward, pre, in, pl ? param(net, nd->mt[3 + x]) : NULL, n, H, D, x,
+              nd->grid, x ? &nd->pool : &pq);
+        if (pl) {
+            float *st = sv(net, nd, l.st[x], n, 0, 0);
+            VT_OP(be, layernorm_forward, sv(net, nd, l.out[x], n, 0, 0), st, st + n * l.rows[x],
+                  pre, param(net, nd->mt[6 + x]), param(net, nd->mt[9 + x]), n * l.rows[x], D,
+                  nd->bn_eps);
+        }
+    }
+    const int rel = !!(nd->mflags & VT_MSA_REL);
+    VT_OP(be, mvit_attention_forward, out, sv(net, nd, l.lse, n, 0, 0),
+          sv(net, nd, l.out[0], n, 0, 0), sv(net, nd, l.out[1], n, 0, 0),
+          sv(net, nd, l.out[2], n, 0, 0), rel ? param(net, nd->mt[0]) : NULL,
+          rel ? param(net, nd->mt[1]) : NULL, rel ? param(net, nd->mt[2]) : NULL, n, H, D,
+          nd->qgrid, nd->kgrid, !!(nd->mflags & VT_MSA_RESIDUAL));
+}
+
+/* Clips j0 .. j0+m of the pass of n: their gradients into the parameter gradients at
+ * g[k] (per tensor of nd->mt; NULL where absent), which accumulate. */
+static void msa_backward_part(vt_net *net, const vt_node *nd, float *din, const float *dout,
+                              const float *in, int n, int j0, int m, float *const g[12]) {
+    vt_backend *be = net->be;
+    vt_msa_layout l;
+    vt_msa_layout_of(nd, &l);
+    const int H = nd->heads, D = nd->c / H, rel = !!(nd->mflags & VT_MSA_REL);
+    const vt_pool3d_p pq = qpool(nd);
+    const int64_t Lq = nd->t, C = nd->c, Lin = nd->it;
+#define SV(a, x) sv(net, nd, l.a[x], n, j0, l.rows[x] * D)
+    VT_OP(be, mvit_attention_backward, SV(dout, 0), SV(dout, 1), SV(dout, 2), g[0], g[1], g[2],
+          dout + j0 * Lq * C, SV(out, 0), SV(out, 1), SV(out, 2),
+          rel ? param(net, nd->mt[0]) : NULL, rel ? param(net, nd->mt[1]) : NULL,
+          rel ? param(net, nd->mt[2]) : NULL, sv(net, nd, l.lse, n, j0, (int64_t)H * Lq), m, H,
+          D, nd->qgrid, nd->kgrid, !!(nd->mflags & VT_MSA_RESIDUAL));
+    float *dq = din + j0 * Lin * 3 * C;
+    const float *q = in + j0 * Lin * 3 * C;
+    for (int x = 2; x >= 0; x--) {
+        const int pl = pooled(nd, x);
+        const float *dpart = SV(dout, x);
+        if (pl) {
+            const float *st = sv(net, nd, l.st[x], n, j0, l.rows[x]);
+            float *dpre = sv(net, nd, l.dpre, n, j0, l.rows[x] * D);
+            VT_OP(be, layernorm_backward, dpre, g[6 + x], g[9 + x], dpart, SV(pre, x), st,
+                  st + n * l.rows[x], param(net, nd->mt[6 + x]), m * l.rows[x], D);
+            dpart = dpre;
+        }
+        VT_OP(be, mvit_pool_backward, dq, pl ? g[3 + x] : NULL, dpart, q,
+              pl ? param(net, nd->mt[3 + x]) : NULL, m, H, D, x, nd->grid,
+              x ? &nd->pool : &pq);
+    }
+#undef SV
+}
+
+static void msa_backward(vt_net *net, const vt_node *nd, float *din, const float *dout,
+                         const float *in, int n) {
+    VT_CHECK(din, "node %s: the multiscale attention's input needs its gradient", nd->name);
+    float *g[12];
+    if (!net->g.cfg.exact) {
+        for (int k = 0; k < 12; k++)
+            g[k] = pgrad(net, nd->mt[k]);
+        msa_backward_part(net, nd, din, dout, in, n, 0, n, g);
+        return;
+    }
+    int64_t o = 0, tot = 0;
+    for (int k = 0; k < 12; k++)
+        tot += nd->mt[k] >= 0 ? net->g.tensors[nd->mt[k]].numel : 0;
+    for (int k = 0; k < 12; k++) {
+        g[k] = nd->mt[k] >= 0 ? net->xtmp + o : NULL;
+        o += nd->mt[k] >= 0 ? net->g.tensors[nd->mt[k]].numel : 0;
+    }
+    for (int j = 0; j < n; j++) {
+        VT_OP(net->be, fill, net->xtmp, 0.0f, tot);
+        msa_backward_part(net, nd, din, dout, in, n, j, 1, g);
+        for (int k = 0; k < 12; k++)
+            if (nd->mt[k] >= 0)
+                fold(net, nd->mt[k], g[k]);
+    }
+}
+
+/* The class token before the tokens; MViTv1: plus the table temporal_pos[t] + spatial_pos[s]
+ * (built in the node's float32 region, as torchvision's pos_embedding) on the grid and
+ * class_pos on the class token. */
+static void clstok_forward(vt_net *net, const vt_node *nd, const float *in, float *out, int n) {
+    vt_backend *be = net->be;
+    const int64_t C = nd->c, L = nd->it;
+    const int pos = nd->mt[0] >= 0;
+    float *tab = pos ? f32_at(net, nd->mask_off) : NULL;
+    const int64_t hw = (int64_t)nd->grid[1] * nd->grid[2];
+    for (int t = 0; pos && t < nd->grid[0]; t++) { /* sp + tp[t], tp's rows spread */
+        be->i->copy(be, tab + t * hw * C, param(net, nd->mt[0]), (size_t)(hw * C) * sizeof(float));
+        VT_OP(be, add_bcast, tab + t * hw * C, tab + t * hw * C, param(net, nd->mt[1]) + t * C,
+              (int)hw, C);
+    }
+    for (int j = 0; j < n; j++) {
+        float *o = out + j * (L + 1) * C;
+        if (pos) {
+            VT_OP(be, add, o, param(net, nd->wt), param(net, nd->mt[2]), C);
+            VT_OP(be, add_bcast, o + C, in + j * L * C, tab, 1, L * C);
+        } else {
+            be->i->copy(be, o, param(net, nd->wt), (size_t)C * sizeof(float));
+            be->i->copy(be, o + C, in + j * L * C, (size_t)(L * C) * sizeof(float));
+        }
+    }
+}
+
+/* Its backward: the class token's (and class_pos's) gradient is row 0's, temporal_pos[t]
+ * sums frame t's rows, spatial_pos[s] position s's over the frames; exact: per clip, folded. */
+static void clstok_backward(vt_net *net, const vt_node *nd, float *din, const float *dout,
+                            int n) {
+    vt_backend *be = net->be;
+    const int64_t C = nd->c, L = nd->it, T = nd->grid[0], hw = (int64_t)nd->grid[1] * nd->grid[2];
+    const int pos = nd->mt[0] >= 0, exact = net->g.cfg.exact;
+    float *gsp = pos ? pgrad(net, nd->mt[0]) : NULL, *gtp = pos ? pgrad(net, nd->mt[1]) : NULL;
+    if (exact && pos) {
+        gsp = net->xtmp;
+        gtp = net->xtmp + hw * C;
+    }
+    for (int j = 0; j < n; j++) {
+        const float *g = dout + j * (L + 1) * C;
+        if (exact)
+            fold(net, nd->wt, g);
+        else
+            VT_OP(be, axpy, pgrad(net, nd->wt), 1.0f, g, C);
+        if (pos) {
+            if (exact) {
+                fold(net, nd->mt[2], g);
+                VT_OP(be, fill, net->xtmp, 0.0f, (hw + T) * C);
+            } else {
+                VT_OP(be, axpy, pgrad(net, nd->mt[2]), 1.0f, g, C);
+            }
+            for (int t = 0; t < T; t++) {
+                VT_OP(be, add_bcast_backward, gsp, g + C + t * hw * C, 1, hw * C);
+                VT_OP(be, add_bcast_backward, gtp + t * C, g + C + t * hw * C, (int)hw, C);
+            }
+            if (exact) {
+                fold(net, nd->mt[0], gsp);
+                fold(net, nd->mt[1], gtp);
+            }
+        }
+        if (din)
+            be->i->copy(be, din + j * L * C, g + C, (size_t)(L * C) * sizeof(float));
+    }
+}
+
+void vt_netm_forward(vt_net *net, int i, const float *in, float *out, int n) {
+    vt_backend *be = net->be;
+    const vt_node *nd = &net->g.nodes[i];
+    const int64_t C = nd->c, L = nd->it;
+    switch (nd->kind) {
+    case VT_NODE_CLSTOK:
+        clstok_forward(net, nd, in, out, n);
+        break;
+    case VT_NODE_TFIRST:
+        for (int j = 0; j < n; j++)
+            be->i->copy(be, out + j * C, in + j * L * C, (size_t)C * sizeof(float));
+        break;
+    case VT_NODE_TMAXPOOL:
+        VT_OP(be, token_maxpool_forward, out, in, n, (int)C, nd->grid, &nd->pool);
+        break;
+    case VT_NODE_MSA:
+        msa_forward(net, nd, in, out, n);
+        break;
+    default:
+        VT_DIE("node %s: kind %d is not MViT's", nd->name, (int)nd->kind);
+    }
+}
+
+void vt_netm_backward(vt_net *net, int i, float *din, const float *dout, const float *in, int n) {
+    vt_backend *be = net->be;
+    const vt_node *nd = &net->g.nodes[i];
+    const int64_t C = nd->c, L = nd->it;
+    switch (nd->kind) {
+    case VT_NODE_CLSTOK:
+        clstok_backward(net, nd, din, dout, n);
+        break;
+    case VT_NODE_TFIRST:
+        if (!din)
+            break;
+        VT_OP(be, fill, din, 0.0f, n * L * C);
+        for (int j = 0; j < n; j++)
+            be->i->copy(be, din + j * L * C, dout + j * C, (size_t)C * sizeof(float));
+        break;
+    case VT_NODE_TMAXPOOL:
+        if (din)
+            VT_OP(be, token_maxpool_backward, din, dout, in, n, (int)C, nd->grid, &nd->pool);
+        break;
+    case VT_NODE_MSA:
+        msa_backward(net, nd, din, dout, in, n);
+        break;
+    default:
+        VT_DIE("node %s: kind %d is not MViT's", nd->name, (int)nd->kind);
+    }
+}

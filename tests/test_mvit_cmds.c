@@ -1,0 +1,130 @@
+/*
+ * test_mvit_cmds.c: MViT through the normal commands, mvit_test (mvit_v2_s's pieces at 4
+ * blocks: zoo_mvit.c) on a small synthetic set (vidtrain synth, 2 classes) at clips of
+ * 8x32, 2 steps of 4 clips:
+ *   - towers: `train --devices cpu:2 --tower-split manual:3,1` leaves bitwise the state
+ *     (every parameter and momentum buffer) of `--devices cpu:1` with the defaults
+ *     (exact sums over clips on CPU towers: docs/design.md §3.1) — the outside truth is
+ *     one device; every MViT op (pooled attention, relative tables, pool_skip, class
+ *     token) is in the step;
+ *   - fine-tuning: `--init RUN/last.safetensors --freeze 2` leaves conv_proj,
+ *     pos_encoding and blocks.0-1 bit for bit the initial ones, and blocks.2 moves;
+ *   - `plan --model mvit_v2_s` (16x224) lists MViT's layer kinds;
+ *   - export --onnx, embed (the class token's 64 features a video) and predict --timeline
+ *     run and write their outputs (test_onnx checks the exported numbers against ONNX
+ *     Runtime).
+ */
+#include <string.h>
+
+#include "base/common.h"
+#include "models/formats/safetensors.h"
+#include "tests/apputil.h"
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+static const char *g_bin, *g_dir;
+
+/* Every tensor of a and b whose name starts with one of `same` (NULL-terminated) must be
+ * bitwise equal, and at least one of those starting with `moved` must differ. Returns the
+ * number of tensors compared (test_x3d_cmds.c's). */
+static int compare(const char *a, const char *b, const char *const *same, const char *moved) {
+    vt_ckpt_info ia, ib;
+    char err[512];
+    VT_CHECK(vt_ckpt_read_info(&ia, a, err, sizeof err) == 0, "%s", err);
+    VT_CHECK(vt_ckpt_read_info(&ib, b, err, sizeof err) == 0, "%s", err);
+    int n = 0, moves = 0;
+    for (int i = 0; i < ia.ntensors; i++) {
+        const vt_ckpt_tensor *ta = &ia.tensors[i], *tb = vt_ckpt_find(&ib, ta->name);
+        TCHECK(tb && tb->numel == ta->numel, "%s: '%s' missing or reshaped", b, ta->name);
+        if (!tb || tb->numel != ta->numel)
+            continue;
+        int want_same = 0;
+        for (int k = 0; same[k]; k++)
+            want_same |= !strncmp(ta->name, same[k], strlen(same[k]));
+        float *x = vt_malloc((size_t)VT_MAX(ta->numel, 1) * 4);
+        float *y = vt_malloc((size_t)VT_MAX(ta->numel, 1) * 4);
+        VT_CHECK(vt_ckpt_read_tensor(&ia, ta, x, err, sizeof err) == 0, "%s", err);
+        VT_CHECK(vt_ckpt_read_tensor(&ib, tb, y, err, sizeof err) == 0, "%s", err);
+        const int eq = !memcmp(x, y, (size_t)ta->numel * 4);
+        if (want_same) {
+            TCHECK(eq, "%s vs %s: '%s' differs (max %.3g)", a, b, ta->name,
+                   vt_max_abs_diff(x, y, ta->numel));
+            n++;
+        } else if (moved && !strncmp(ta->name, moved, strlen(moved))) {
+            moves += !eq;
+        }
+        free(x);
+        free(y);
+    }
+    if (moved)
+        TCHECK(moves > 0, "%s: no tensor under '%s' moved", b, moved);
+    vt_ckpt_info_free(&ia);
+    vt_ckpt_info_free(&ib);
+    return n;
+}
+
+static int train(const char *out, const char *extra) {
+    return vt_test_sh("'%s' train '%s/data' --out '%s/%s' --model mvit_test --clip 8x32 "
+                      "--batch 4 --max-steps 2 --seed 3 --workers 1 -q %s > '%s/%s.log' 2>&1",
+                      g_bin, g_dir, g_dir, out, extra, g_dir, out);
+}
+
+int main(void) {
+    g_bin = vt_test_bin("test_mvit_cmds");
+    if (!g_bin)
+        return VT_TEST_SKIP;
+    g_dir = vt_test_dir("mvit_cmds");
+    VT_CHECK(vt_test_synth(g_bin, g_dir, "--classes 2 --train 4 --val 2 --test 2") == 0,
+             "synth");
+    char a[4200], b[4200];
+
+    TCHECK(train("one", "--devices cpu:1") == 0, "train on one tower");
+    TCHECK(train("two", "--devices cpu:2 --tower-split manual:3,1") == 0, "train on two");
+    snprintf(a, sizeof a, "%s/one/last.safetensors", g_dir);
+    snprintf(b, sizeof b, "%s/two/last.safetensors", g_dir);
+    static const char *const all[] = {"", NULL};
+    int n = compare(a, b, all, NULL);
+    printf("towers: 2 towers (3:1) = 1 device, %d tensors bit for bit\n", n);
+    TCHECK(n > 100, "only %d tensors compared", n);
+
+    char extra[4400];
+    snprintf(extra, sizeof extra, "--init '%s' --freeze 2", a);
+    TCHECK(train("ft", extra) == 0, "fine-tune with --freeze 2");
+    snprintf(b, sizeof b, "%s/ft/last.safetensors", g_dir);
+    static const char *const frozen[] = {"conv_proj.", "pos_encoding.", "blocks.0.", "blocks.1.",
+                                         NULL};
+    n = compare(a, b, frozen, "blocks.2.");
+    compare(a, b, (const char *const[]){NULL}, "head.1.");
+    printf("fine-tune --freeze 2: %d tensors of the stem and blocks.0-1 unchanged, blocks.2 "
+           "and the classifier moved\n", n);
+
+    TCHECK(vt_test_sh("'%s' plan --model mvit_v2_s --clip 16x224 --batch 8 > '%s/plan.txt' 2>&1",
+                      g_bin, g_dir) == 0, "plan mvit_v2_s");
+    snprintf(a, sizeof a, "%s/plan.txt", g_dir);
+    char *plan = vt_test_slurp(a, NULL);
+    TCHECK(plan && strstr(plan, "mvit_attention") && strstr(plan, "token_maxpool") &&
+               strstr(plan, "class_token") && strstr(plan, "head.1"), "plan lists MViT's layers");
+    free(plan);
+
+    TCHECK(vt_test_sh("'%s' export '%s/one' --onnx '%s/mvit.onnx' > /dev/null 2>&1", g_bin, g_dir,
+                      g_dir) == 0, "export");
+    snprintf(a, sizeof a, "%s/mvit.onnx", g_dir);
+    long olen = 0;
+    char *onnx = vt_test_slurp(a, &olen);
+    TCHECK(onnx && olen > 88000L * 4 && memmem(onnx, (size_t)olen, "rel_pos_t", 9),
+           "export: %ld bytes", olen);
+    free(onnx);
+    TCHECK(vt_test_sh("'%s' embed '%s/one' '%s/data/test' --out '%s/emb.npy' > '%s/emb.log' 2>&1",
+                      g_bin, g_dir, g_dir, g_dir, g_dir) == 0, "embed");
+    snprintf(a, sizeof a, "%s/emb.npy", g_dir);
+    long len = 0;
+    char *npy = vt_test_slurp(a, &len);
+    /* 4 test videos x 64 float32 features (the class token after the last norm) */
+    TCHECK(npy && len > 4L * 64 * 4 && memmem(npy, 128, "(4, 64)", 7), "embed: %ld bytes", len);
+    free(npy);
+    TCHECK(vt_test_sh("f=$(find '%s/data/test' -type f | sort | head -1); '%s' predict '%s/one' "
+                      "\"$f\" --timeline > '%s/tl.txt' 2>&1 && grep -q 'move_' '%s/tl.txt'",
+                      g_dir, g_bin, g_dir, g_dir, g_dir) == 0, "predict --timeline");
+    vt_test_sh("rm -rf '%s'", g_dir);
+    return vt_test_done("test_mvit_cmds");
+}

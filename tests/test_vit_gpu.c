@@ -1,0 +1,378 @@
+/*
+ * test_vit_gpu.c: the transformer ops of the cuda backend (models/cuda/cuda_attn.c,
+ * kernels_attn.cu, kernels_tokens.cu) against cpu-ref (the truth, itself checked against
+ * PyTorch by test_ops_attn and test_zoo_vit), then whole training steps of vit_test and
+ * videomae_vit_s on cuda against the CPU.
+ *   ops: LayerNorm forward (out, mean, invstd; with and without gamma/beta) and backward
+ *     (din, dgamma and dbeta accumulating onto random values, din NULL); GELU forward and
+ *     backward; attention forward (out, lse) and backward (dqkv) at vit_test's shape, at a
+ *     ViT-like 197 tokens x 3 heads x 64, and the same cut into query blocks of 64
+ *     (VT_CUDA_ATTN_BQ: dK and dV then add up over 4 blocks), and with more clips than
+ *     heads (the GEMMs then batch the clips), whole and in blocks; transpose, token mean,
+ *     broadcast add and its gradient (few rows and many), per-clip scaling; n == 0 writes
+ *     nothing.
+ *   steps: vit_test (drop path 0.5, so the per-clip draws must agree) against cpu-ref,
+ *     three SGD steps; videomae_vit_s at 4x32x32 (8 tokens, all 12 blocks) against the
+ *     fast cpu backend, one step: per-clip loss, every gradient, the parameters after the
+ *     step, eval logits.
+ *   blocks (no GPU needed, checked before the skip): how cuda_attn.h cuts queries.
+ * Skips (77) without a GPU or in a build without CUDA. TF32 stays off.
+ * VT_TEST_VIT_OPS_ONLY=1: the op checks only (gpu-check.sh's compute-sanitizer runs).
+ *
+ * Tolerances (NMSE = sum (a-b)^2 / sum b^2; each kernel's own exactness statement is in
+ * its file):
+ *   BIT (0): transpose, add_bcast, scale_rows, token mean forward and backward do cpu-ref's
+ *     own float operations in cpu-ref's order: bit for bit.
+ *   TOL_DSUM 1e-13: LayerNorm and the column sums form cpu-ref's double sums in another
+ *     order, so a float result is cpu-ref's but for a rare 1-ulp flip (2^-24 relative, NMSE
+ *     <= 2^-48 ~ 4e-15 even if every element flipped); a wrong variance (biased vs
+ *     unbiased at c = 48: 2% in invstd) is NMSE ~1e-4.
+ *   TOL_GELU 1e-12: normcdff and expf (<= 5 ulp) against double erf: NMSE ~1e-13.
+ *   TOL_ATT 1e-10: cuBLAS's float sums of 64 or 197 products against cpu-ref's double
+ *     ones, ~1e-7 relative per logit, carried through exp and the weighted sums: NMSE
+ *     ~1e-13 measured on the CPU (cpu vs cpu-ref, test_ops_attn); a wrong scale, a
+ *     transposed head or a block not accumulated is NMSE > 1e-3.
+ *   Steps (test_cuda_train_gpu's argument): every op is within ~1e-13 of cpu-ref, and
+ *     LayerNorm renormalises each block, so vit_test's gradients carry NMSE ~1e-12 (as
+ *     cpu vs cpu-ref in test_zoo_vit, bound 1e-8 there); videomae_vit_s has 12 blocks and
+ *     is compared with the float cpu backend: GRAD_NMSE 1e-6 for both, which any wrong
+ *     gradient (NMSE ~1) or mismatched drop-path draw (a whole branch) fails. Parameters
+ *     after SGD (lr 0.05) move by lr * gradient: the same bound. Loss per clip 1e-5
+ *     relative (a float cross-entropy over 5 logits).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "models/cuda/cuda_attn.h"
+#include "tests/testutil.h"
+
+/* The query blocks (plain C, no GPU needed; run before the skip): the figures docs/cuda.md
+ * gives, every block within VT_CUDA_ATTN_BLOCK_BYTES, blocks of whole 64-query tiles. */
+static int check_blocks(void) {
+    TCHECK(vt_cuda_attn_bq(1568, 6) == 1568, "ViT-S 16x224: one block, got %d",
+           vt_cuda_attn_bq(1568, 6));
+    TCHECK(vt_cuda_attn_bq(1568, 12) == 832, "ViT-B 16x224: 832 queries, got %d",
+           vt_cuda_attn_bq(1568, 12));
+    int bad = 0;
+    for (int L = 1; L <= 20000; L += 97)
+        for (int H = 1; H <= 16; H++) {
+            const int bq = vt_cuda_attn_bq(L, H);
+            const int64_t blk = (int64_t)H * bq * L * 4;
+            bad += bq < 1 || bq > L || (blk > VT_CUDA_ATTN_BLOCK_BYTES && bq > 1) ||
+                   (bq < L && bq >= 64 && bq % 64) ||
+                   vt_cuda_attn_scratch_bound(L, H) != 2 * blk;
+        }
+    TCHECK(bad == 0, "%d (L, H) with a block out of bounds", bad);
+    return vt_test_failures;
+}
+
+#ifndef VT_HAVE_CUDA
+int main(void) {
+    if (check_blocks())
+        return vt_test_done("test_vit_gpu");
+    printf("test_vit_gpu: built without CUDA: skipping\n");
+    return VT_TEST_SKIP;
+}
+#else
+
+#include "base/common.h"
+#include "models/backend.h"
+#include "models/cuda/backend_cuda.h"
+#include "models/cuda/cuda_info.h"
+#include "models/net.h"
+#include "models/optim.h"
+#include "models/registry.h"
+
+#define BIT 0.0
+#define TOL_DSUM 1e-13
+#define TOL_GELU 1e-12
+#define TOL_ATT 1e-10
+#define GRAD_NMSE 1e-6
+#define LOSS_REL 1e-5
+#define NCLASS 5
+
+static vt_backend *R, *G;
+static vt_rng rng;
+
+/* A float array on both backends, the same values. */
+typedef struct pair { float *r, *g; int64_t n; } pair;
+static pair pmake(int64_t n, float lo, float hi) {
+    float *h = vt_malloc((size_t)VT_MAX(n, 1) * 4);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = lo + (hi - lo) * (float)vt_rng_uniform(&rng);
+    pair p = {vt_backend_alloc_x(R, (size_t)VT_MAX(n, 1) * 4, "ref"),
+              vt_backend_alloc_x(G, (size_t)VT_MAX(n, 1) * 4, "cuda"), n};
+    R->i->to_device(R, p.r, h, (size_t)n * 4);
+    G->i->to_device(G, p.g, h, (size_t)n * 4);
+    vt_backend_sync(G);
+    free(h);
+    return p;
+}
+static void pfree(pair *p) {
+    vt_backend_free_ptr(R, p->r);
+    vt_backend_free_ptr(G, p->g);
+}
+/* The cuda result against cpu-ref: NMSE <= tol, and tol 0 means bit for bit. */
+static void cmp(const char *what, const pair *p, double tol) {
+    float *h = vt_malloc((size_t)VT_MAX(p->n, 1) * 4), *r = vt_malloc((size_t)VT_MAX(p->n, 1) * 4);
+    G->i->to_host(G, h, p->g, (size_t)p->n * 4);
+    R->i->to_host(R, r, p->r, (size_t)p->n * 4);
+    const double e = vt_nmse(h, r, p->n);
+    int64_t diff = 0, finite = 1;
+    for (int64_t i = 0; i < p->n; i++) {
+        diff += memcmp(&h[i], &r[i], 4) != 0;
+        finite &= isfinite(h[i]) != 0;
+    }
+    printf("  %-40s n=%-8lld nmse %.2e, %lld elements not bit-equal\n", what, (long long)p->n, e,
+           (long long)diff);
+    TCHECK(finite, "%s: non-finite values", what);
+    if (tol == BIT)
+        TCHECK(diff == 0, "%s: %lld elements differ (bit for bit expected)", what, (long long)diff);
+    else
+        TCHECK(e <= tol, "%s: nmse %.3e > %.1e", what, e, tol);
+    free(h);
+    free(r);
+}
+
+static void test_layernorm(int64_t rows, int c, int affine) {
+    printf("layernorm rows %lld c %d%s\n", (long long)rows, c, affine ? "" : " (no gamma, beta)");
+    const int64_t n = rows * c;
+    pair x = pmake(n, 2, 4), g = pmake(c, 0.5f, 1.5f), b = pmake(c, -1, 1), y = pmake(n, 0, 0);
+    pair mean = pmake(rows, 0, 0), is = pmake(rows, 0, 0), dy = pmake(n, -1, 1);
+    pair dx = pmake(n, 9, 9), dg = pmake(c, -1, 1), db = pmake(c, -1, 1);
+    const float *gg = affine ? g.g : NULL, *gr = affine ? g.r : NULL;
+    VT_OP(G, layernorm_forward, y.g, mean.g, is.g, x.g, gg, affine ? b.g : NULL, rows, c, 1e-6f);
+    VT_OP(R, layernorm_forward, y.r, mean.r, is.r, x.r, gr, affine ? b.r : NULL, rows, c, 1e-6f);
+    cmp("layernorm out", &y, TOL_DSUM);
+    cmp("layernorm mean", &mean, TOL_DSUM);
+    cmp("layernorm invstd", &is, TOL_DSUM);
+    VT_OP(G, layernorm_backward, dx.g, dg.g, db.g, dy.g, x.g, mean.g, is.g, gg, rows, c);
+    VT_OP(R, layernorm_backward, dx.r, dg.r, db.r, dy.r, x.r, mean.r, is.r, gr, rows, c);
+    cmp("layernorm din", &dx, TOL_DSUM);
+    cmp("layernorm dgamma (+=)", &dg, TOL_DSUM);
+    cmp("layernorm dbeta (+=)", &db, TOL_DSUM);
+    /* din NULL: only the parameter gradients, added a second time */
+    VT_OP(G, layernorm_backward, NULL, dg.g, db.g, dy.g, x.g, mean.g, is.g, gg, rows, c);
+    VT_OP(R, layernorm_backward, NULL, dg.r, db.r, dy.r, x.r, mean.r, is.r, gr, rows, c);
+    cmp("layernorm dgamma (din NULL)", &dg, TOL_DSUM);
+    pfree(&x), pfree(&g), pfree(&b), pfree(&y), pfree(&mean), pfree(&is), pfree(&dy);
+    pfree(&dx), pfree(&dg), pfree(&db);
+}
+
+static void test_gelu(void) {
+    const int64_t n = 100003;
+    pair x = pmake(n, -9, 9), y = pmake(n, 0, 0), d = pmake(n, -1, 1), dx = pmake(n, 0, 0);
+    VT_OP(G, gelu_forward, y.g, x.g, n), VT_OP(R, gelu_forward, y.r, x.r, n);
+    cmp("gelu forward", &y, TOL_GELU);
+    VT_OP(G, gelu_backward, dx.g, d.g, x.g, n), VT_OP(R, gelu_backward, dx.r, d.r, x.r, n);
+    cmp("gelu backward", &dx, TOL_GELU);
+    pfree(&x), pfree(&y), pfree(&d), pfree(&dx);
+}
+
+/* bq > 0: VT_CUDA_ATTN_BQ, the cuda side in blocks of bq queries. */
+static void test_attention(int n, int L, int H, int D, int bq) {
+    printf("attention n %d L %d H %d D %d%s\n", n, L, H, D, bq ? " in query blocks" : "");
+    char v[16];
+    snprintf(v, sizeof v, "%d", bq);
+    if (bq)
+        setenv("VT_CUDA_ATTN_BQ", v, 1);
+    const int64_t nq = (int64_t)n * L * 3 * H * D, no = (int64_t)n * L * H * D;
+    pair qkv = pmake(nq, -2, 2), o = pmake(no, 0, 0), lse = pmake((int64_t)n * H * L, 0, 0);
+    pair dO = pmake(no, -1, 1), dq = pmake(nq, 7, 7);
+    VT_OP(G, attention_forward, o.g, lse.g, qkv.g, n, L, H, D);
+    VT_OP(R, attention_forward, o.r, lse.r, qkv.r, n, L, H, D);
+    cmp("attention out", &o, TOL_ATT);
+    cmp("attention lse", &lse, TOL_ATT);
+    VT_OP(G, attention_backward, dq.g, dO.g, qkv.g, o.g, lse.g, n, L, H, D);
+    VT_OP(R, attention_backward, dq.r, dO.r, qkv.r, o.r, lse.r, n, L, H, D);
+    cmp("attention dqkv", &dq, TOL_ATT);
+    /* n == 0: nothing written */
+    VT_OP(G, attention_forward, o.g, lse.g, qkv.g, 0, L, H, D);
+    VT_OP(G, attention_backward, dq.g, dO.g, qkv.g, o.g, lse.g, 0, L, H, D);
+    cmp("attention n == 0 untouched", &dq, TOL_ATT);
+    unsetenv("VT_CUDA_ATTN_BQ");
+    pfree(&qkv), pfree(&o), pfree(&lse), pfree(&dO), pfree(&dq);
+}
+
+static void test_tokens(void) {
+    printf("token plumbing\n");
+    const int n = 3, a = 48, b = 37;
+    pair x = pmake((int64_t)n * a * b, -1, 1), y = pmake((int64_t)n * a * b, 0, 0);
+    VT_OP(G, transpose, y.g, x.g, n, a, b), VT_OP(R, transpose, y.r, x.r, n, a, b);
+    cmp("transpose (N, A, B) -> (N, B, A)", &y, BIT);
+    VT_OP(G, transpose, x.g, y.g, n, b, a), VT_OP(R, transpose, x.r, y.r, n, b, a);
+    cmp("transpose back", &x, BIT);
+    pair m = pmake((int64_t)n * b, 0, 0), dm = pmake((int64_t)n * b, -1, 1);
+    VT_OP(G, token_mean_forward, m.g, x.g, n, a, b), VT_OP(R, token_mean_forward, m.r, x.r, n, a, b);
+    cmp("token mean forward", &m, BIT);
+    VT_OP(G, token_mean_backward, y.g, dm.g, n, a, b);
+    VT_OP(R, token_mean_backward, y.r, dm.r, n, a, b);
+    cmp("token mean backward", &y, BIT);
+    const int64_t per = (int64_t)a * b;
+    pair pos = pmake(per, -1, 1), sc = pmake(n, 0, 2), dpos = pmake(per, -1, 1);
+    VT_OP(G, add_bcast, y.g, x.g, pos.g, n, per), VT_OP(R, add_bcast, y.r, x.r, pos.r, n, per);
+    cmp("add_bcast", &y, BIT);
+    VT_OP(G, add_bcast, y.g, y.g, pos.g, n, per), VT_OP(R, add_bcast, y.r, y.r, pos.r, n, per);
+    cmp("add_bcast in place", &y, BIT);
+    VT_OP(G, add_bcast_backward, dpos.g, x.g, n, per);
+    VT_OP(R, add_bcast_backward, dpos.r, x.r, n, per);
+    cmp("add_bcast_backward (+=), 3 rows", &dpos, TOL_DSUM);
+    VT_OP(G, scale_rows, y.g, x.g, sc.g, n, per), VT_OP(R, scale_rows, y.r, x.r, sc.r, n, per);
+    cmp("scale_rows", &y, BIT);
+    /* qkv's bias gradient: many rows (chunked partials), few columns */
+    const int rows = 5003, cols = 96;
+    pair big = pmake((int64_t)rows * cols, -1, 1), col = pmake(cols, -1, 1);
+    VT_OP(G, add_bcast_backward, col.g, big.g, rows, cols);
+    VT_OP(R, add_bcast_backward, col.r, big.r, rows, cols);
+    cmp("add_bcast_backward (+=), 5003 rows", &col, TOL_DSUM);
+    /* n == 0 writes nothing */
+    VT_OP(G, add_bcast_backward, col.g, big.g, 0, cols);
+    VT_OP(G, scale_rows, col.g, big.g, sc.g, 0, cols);
+    cmp("n == 0 untouched", &col, TOL_DSUM);
+    pfree(&x), pfree(&y), pfree(&m), pfree(&dm), pfree(&pos), pfree(&sc), pfree(&dpos);
+    pfree(&big), pfree(&col);
+}
+
+/* ------------------------------------------------------------------ whole steps */
+
+static float *host_copy(vt_backend *be, const float *src, int64_t n) {
+    float *h = vt_malloc((size_t)VT_MAX(n, 1) * sizeof(float));
+    if (n)
+        be->i->to_host(be, h, src, (size_t)n * sizeof(float));
+    return h;
+}
+static void cmp_host(const char *what, const float *got, const float *want, int64_t n, double tol) {
+    const double e = vt_nmse(got, want, n);
+    int finite = 1;
+    for (int64_t i = 0; i < n; i++)
+        finite &= isfinite(got[i]) != 0;
+    printf("    %-28s n=%-9lld nmse %.2e\n", what, (long long)n, e);
+    TCHECK(finite, "%s: non-finite values", what);
+    TCHECK(e <= tol, "%s: nmse %.3e > %.1e", what, e, tol);
+}
+
+typedef struct side {
+    vt_backend *be;
+    vt_net *net;
+    vt_optim *opt;
+    float *x;
+    int32_t *label;
+} side;
+
+static void net_vs_cpu(const char *model, const char *ref_name, int t, int h, int w, int batch,
+                       float drop_path, int steps) {
+    printf("%s %dx%dx%d batch %d drop path %g: cuda vs %s\n", model, t, h, w, batch,
+           (double)drop_path, ref_name);
+    vt_net_cfg nc;
+    vt_net_cfg_default(&nc, model, NCLASS, t, h, w);
+    nc.drop_path = drop_path;
+    vt_optim_cfg oc;
+    vt_optim_cfg_default(&oc, VT_OPT_SGD);
+    oc.momentum = 0.9f;
+    side sd[2] = {{.be = vt_backend_init(ref_name, 0, 0, 0)}, {.be = vt_backend_cuda_init(0, 0)}};
+    const int64_t cf = (int64_t)3 * t * h * w;
+    for (int k = 0; k < 2; k++) {
+        char err[256];
+        sd[k].net = vt_net_init(&nc, sd[k].be, batch, err, sizeof err);
+        TCHECK(sd[k].net != NULL, "vt_net_init %s on %s: %s", model, sd[k].be->i->name, err);
+        if (!sd[k].net)
+            goto end;
+        vt_net_init_weights(sd[k].net, 77);
+        sd[k].opt = vt_optim_init(&oc, sd[k].be, vt_net_num_params(sd[k].net));
+        sd[k].x = vt_backend_alloc_x(sd[k].be, (size_t)(cf * batch) * 4, "clips");
+        sd[k].label = vt_backend_alloc_x(sd[k].be, (size_t)batch * 4, "labels");
+    }
+    const int64_t np = vt_net_num_params(sd[0].net);
+    float *x = vt_malloc((size_t)(cf * batch) * 4), loss[2][16];
+    int32_t lab[16];
+    for (int step = 0; step < steps; step++) {
+        for (int64_t i = 0; i < cf * batch; i++)
+            x[i] = (float)vt_rng_normal(&rng);
+        for (int i = 0; i < batch; i++)
+            lab[i] = (int32_t)vt_rng_below(&rng, NCLASS);
+        for (int k = 0; k < 2; k++) {
+            side *s = &sd[k];
+            s->be->i->to_device(s->be, s->x, x, (size_t)(cf * batch) * 4);
+            s->be->i->to_device(s->be, s->label, lab, (size_t)batch * 4);
+            vt_targets tg;
+            memset(&tg, 0, sizeof tg);
+            tg.label[0] = s->label;
+            vt_net_zero_grad(s->net);
+            vt_net_set_dropout_seed(s->net, 1000 + (uint64_t)step * 16);
+            vt_net_forward(s->net, s->x, batch, 1);
+            vt_net_loss(s->net, loss[k], NULL, &tg, 1.0f / (float)batch);
+            vt_net_backward(s->net);
+        }
+        printf("  step %d\n", step + 1);
+        double worst = 0;
+        for (int i = 0; i < batch; i++)
+            worst = VT_MAX(worst, fabs((double)loss[1][i] - loss[0][i]) /
+                                      VT_MAX(fabs((double)loss[0][i]), 1e-3));
+        printf("    %-28s max rel diff %.2e (cuda %.6f ref %.6f)\n", "loss per clip", worst,
+               (double)loss[1][0], (double)loss[0][0]);
+        TCHECK(worst <= LOSS_REL, "%s step %d: loss differs by %.3e", model, step + 1, worst);
+        float *gg = host_copy(sd[1].be, vt_net_grads(sd[1].net), np);
+        float *gr = host_copy(sd[0].be, vt_net_grads(sd[0].net), np);
+        cmp_host("gradients", gg, gr, np, GRAD_NMSE);
+        free(gg), free(gr);
+        for (int k = 0; k < 2; k++)
+            vt_optim_step(sd[k].opt, vt_net_params(sd[k].net), vt_net_grads(sd[k].net), 0.05f);
+        float *pg = host_copy(sd[1].be, vt_net_params(sd[1].net), np);
+        float *pr = host_copy(sd[0].be, vt_net_params(sd[0].net), np);
+        cmp_host("parameters after the step", pg, pr, np, GRAD_NMSE);
+        free(pg), free(pr);
+    }
+    for (int k = 0; k < 2; k++)
+        vt_net_forward(sd[k].net, sd[k].x, batch, 0);
+    {
+        float *zg = host_copy(sd[1].be, vt_net_logits(sd[1].net, 0), (int64_t)batch * NCLASS);
+        float *zr = host_copy(sd[0].be, vt_net_logits(sd[0].net, 0), (int64_t)batch * NCLASS);
+        cmp_host("eval logits", zg, zr, (int64_t)batch * NCLASS, GRAD_NMSE);
+        free(zg), free(zr);
+    }
+    printf("  cuda high water %.1f MiB\n", (double)sd[1].be->high_water / (1 << 20));
+    free(x);
+end:
+    for (int k = 0; k < 2; k++) {
+        vt_backend_free_ptr(sd[k].be, sd[k].x);
+        vt_backend_free_ptr(sd[k].be, sd[k].label);
+        vt_optim_free(&sd[k].opt);
+        vt_net_free(&sd[k].net);
+        vt_backend_free(&sd[k].be);
+    }
+}
+
+int main(void) {
+    if (check_blocks())
+        return vt_test_done("test_vit_gpu");
+    if (vt_cuda_device_count() == 0) {
+        printf("test_vit_gpu: no CUDA device: skipping\n");
+        return VT_TEST_SKIP;
+    }
+    unsetenv("VT_TF32"); /* numerics are checked in FP32 */
+    unsetenv("VT_CUDA_ATTN_BQ");
+    vt_rng_seed(&rng, 4444);
+    R = vt_backend_cpu_ref_init(0);
+    G = vt_backend_cuda_init(0, 0);
+    test_layernorm(37, 48, 1);
+    test_layernorm(300, 384, 1);
+    test_layernorm(5, 1000, 0);
+    test_gelu();
+    test_attention(2, 12, 2, 24, 0);  /* vit_test: 2x2x3 tokens, dim 48, 2 heads */
+    test_attention(2, 197, 3, 64, 0); /* one block of 197 queries */
+    test_attention(2, 197, 3, 64, 64); /* blocks of 64, 64, 64, 5 */
+    test_attention(5, 50, 2, 32, 0);   /* more clips than heads: one head of 5 clips a GEMM */
+    test_attention(5, 50, 2, 32, 16);  /* the same in blocks of 16, 16, 16, 2 */
+    test_tokens();
+    TCHECK(R->in_use == 0, "cpu-ref leaked %lld bytes", (long long)R->in_use);
+    vt_backend_free(&G);
+    vt_backend_free(&R);
+    if (!getenv("VT_TEST_VIT_OPS_ONLY")) { /* gpu-check.sh's compute-sanitizer runs */
+        net_vs_cpu("vit_test", "cpu-ref", 4, 32, 48, 2, 0.5f, 3);
+        net_vs_cpu("videomae_vit_s", "cpu", 4, 32, 32, 2, 0.1f, 1);
+    }
+    return vt_test_done("test_vit_gpu");
+}
+#endif

@@ -77,37 +77,40 @@ static char *json_take(cJSON *item) {
     return out;
 }
 
-int vt_cmd_export(int argc, char **argv) {
-    if (vt_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
-    const char *run = NULL, *onnx = NULL, *ckpt = NULL;
+/* ---- parse, plan (the run's model and the metadata), run (the file) ---- */
+
+typedef struct export_args {
+    const char *run, *onnx, *ckpt; /* RUN, --onnx FILE, --checkpoint */
     vt_onnx_opts oo;
-    vt_onnx_opts_default(&oo);
+} export_args;
+
+/* Fills *ea from argv: 0, or the exit status (2) after saying what is wrong. */
+static int export_parse(export_args *ea, int argc, char **argv) {
+    memset(ea, 0, sizeof *ea);
+    vt_onnx_opts_default(&ea->oo);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
         int r;
         if (!strcmp(a, "--softmax")) {
-            oo.softmax = 1;
+            ea->oo.softmax = 1;
         } else if ((r = vt_opt_value(argc, argv, &i, "--onnx", &v)) != 0) {
             if (r < 0)
                 goto bad;
-            onnx = v;
+            ea->onnx = v;
         } else if ((r = vt_opt_value(argc, argv, &i, "--checkpoint", &v)) != 0) {
             if (r < 0)
                 goto bad;
-            ckpt = v;
+            ea->ckpt = v;
         } else if ((r = vt_opt_value(argc, argv, &i, "--opset", &v)) != 0) {
-            if (r < 0 || vt_parse_int(v, VT_ONNX_OPSET_MIN, VT_ONNX_OPSET_MAX, &oo.opset))
+            if (r < 0 || vt_parse_int(v, VT_ONNX_OPSET_MIN, VT_ONNX_OPSET_MAX, &ea->oo.opset))
                 goto bad;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "vidtrain export: unknown option %s (see --help)\n", a);
             return 2;
-        } else if (!run) {
-            run = a;
+        } else if (!ea->run) {
+            ea->run = a;
         } else {
-            fprintf(stderr, "vidtrain export: one RUN only (got '%s' and '%s')\n", run, a);
+            fprintf(stderr, "vidtrain export: one RUN only (got '%s' and '%s')\n", ea->run, a);
             return 2;
         }
         continue;
@@ -115,11 +118,66 @@ int vt_cmd_export(int argc, char **argv) {
         fprintf(stderr, "vidtrain export: bad or missing value for %s (see --help)\n", a);
         return 2;
     }
-    if (!run || !onnx) {
-        fprintf(stderr, "vidtrain export: %s\n", !run ? "RUN missing" : "--onnx FILE missing");
+    if (!ea->run || !ea->onnx) {
+        fprintf(stderr, "vidtrain export: %s\n", !ea->run ? "RUN missing" : "--onnx FILE missing");
         usage(stderr);
         return 2;
     }
+    return 0;
+}
+
+/* The metadata: what a deployment needs to build the input and read the outputs, as
+ * keys[i] = vals[i] (owned[i] the same strings, the caller's to free); their count. */
+static int export_meta(const vt_run_model *m, const vt_net_cfg *cfg, const vt_onnx_opts *oo,
+                       const vt_clip_cfg *clip, const char *keys[16], const char *vals[16],
+                       char *owned[16]) {
+    int nmeta = 0, nowned = 0;
+#define META(k, ...) do { \
+        char tmp_[512]; snprintf(tmp_, sizeof tmp_, __VA_ARGS__); \
+        keys[nmeta] = (k); vals[nmeta++] = owned[nowned++] = vt_strdup(tmp_); } while (0)
+#define META_OWN(k, s) do { keys[nmeta] = (k); vals[nmeta++] = owned[nowned++] = (s); } while (0)
+    META("vidtrain_version", "%s", VT_VERSION);
+    META("model", "%s", m->opts.model);
+    META("clip", "%dx%dx%d", clip->t, clip->crop, clip->crop);
+    META("stride", "%d", clip->stride);
+    META("short_side", "%d", clip->short_side);
+    cJSON *norm = cJSON_CreateObject();
+    cJSON_AddItemToObject(norm, "mean", float_array(clip->mean, 3));
+    cJSON_AddItemToObject(norm, "std", float_array(clip->std, 3));
+    META_OWN("normalisation", json_take(norm));
+    cJSON *cls = cJSON_CreateStringArray((const char *const *)m->heads.classes[0],
+                                         m->heads.cfg[0].classes);
+    META_OWN("classes", json_take(cls));
+    cJSON *hs = vt_run_heads_to_json(&m->heads);
+    for (int h = 0; h < m->heads.n; h++) {
+        char oname[80];
+        vt_onnx_output_name(oname, sizeof oname, cfg, h, oo->softmax);
+        cJSON *ho = cJSON_GetArrayItem(hs, h);
+        cJSON_DeleteItemFromObject(ho, "weight");    /* training-only fields */
+        cJSON_DeleteItemFromObject(ho, "smoothing");
+        cJSON_AddStringToObject(ho, "output", oname);
+    }
+    META_OWN("heads", json_take(hs));
+    META("outputs", "%s", oo->softmax ? "probabilities" : "logits");
+    /* The file name only: a model goes elsewhere, and the local path would go with it. */
+    const char *base = strrchr(m->ckpt, '/');
+    META_OWN("checkpoint", vt_strdup(base ? base + 1 : m->ckpt));
+#undef META
+#undef META_OWN
+    return nmeta;
+}
+
+int vt_cmd_export(int argc, char **argv) {
+    if (vt_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    export_args ea;
+    int prc = export_parse(&ea, argc, argv);
+    if (prc)
+        return prc;
+    const char *run = ea.run, *onnx = ea.onnx, *ckpt = ea.ckpt;
+    vt_onnx_opts oo = ea.oo;
 
     int rc = 1;
     char err[1024], path[4200];
@@ -129,7 +187,7 @@ int vt_cmd_export(int argc, char **argv) {
     vt_net *net = NULL;
     const char *keys[16], *vals[16];
     char *owned[16] = {0};
-    int nmeta = 0, nowned = 0;
+    int nmeta = 0;
 
     if (!vt_dir_exists(run)) {
         fprintf(stderr, "vidtrain export: %s: no such run folder (a run is the --out folder "
@@ -175,41 +233,9 @@ int vt_cmd_export(int argc, char **argv) {
         goto end;
     }
 
-    /* The metadata: what a deployment needs to build the input and read the outputs. */
     vt_clip_cfg clip;
     vt_run_model_clip(&clip, &m);
-#define META(k, ...) do { \
-        char tmp_[512]; snprintf(tmp_, sizeof tmp_, __VA_ARGS__); \
-        keys[nmeta] = (k); vals[nmeta++] = owned[nowned++] = vt_strdup(tmp_); } while (0)
-#define META_OWN(k, s) do { keys[nmeta] = (k); vals[nmeta++] = owned[nowned++] = (s); } while (0)
-    META("vidtrain_version", "%s", VT_VERSION);
-    META("model", "%s", o->model);
-    META("clip", "%dx%dx%d", clip.t, clip.crop, clip.crop);
-    META("stride", "%d", clip.stride);
-    META("short_side", "%d", clip.short_side);
-    cJSON *norm = cJSON_CreateObject();
-    cJSON_AddItemToObject(norm, "mean", float_array(clip.mean, 3));
-    cJSON_AddItemToObject(norm, "std", float_array(clip.std, 3));
-    META_OWN("normalisation", json_take(norm));
-    cJSON *cls = cJSON_CreateStringArray((const char *const *)m.heads.classes[0],
-                                         m.heads.cfg[0].classes);
-    META_OWN("classes", json_take(cls));
-    cJSON *hs = vt_run_heads_to_json(&m.heads);
-    for (int h = 0; h < m.heads.n; h++) {
-        char oname[80];
-        vt_onnx_output_name(oname, sizeof oname, &cfg, h, oo.softmax);
-        cJSON *ho = cJSON_GetArrayItem(hs, h);
-        cJSON_DeleteItemFromObject(ho, "weight");    /* training-only fields */
-        cJSON_DeleteItemFromObject(ho, "smoothing");
-        cJSON_AddStringToObject(ho, "output", oname);
-    }
-    META_OWN("heads", json_take(hs));
-    META("outputs", "%s", oo.softmax ? "probabilities" : "logits");
-    /* The file name only: a model goes elsewhere, and the local path would go with it. */
-    const char *base = strrchr(m.ckpt, '/');
-    META_OWN("checkpoint", vt_strdup(base ? base + 1 : m.ckpt));
-#undef META
-#undef META_OWN
+    nmeta = export_meta(&m, &cfg, &oo, &clip, keys, vals, owned);
     oo.nmeta = nmeta;
     oo.meta_key = keys;
     oo.meta_value = vals;
@@ -227,7 +253,7 @@ int vt_cmd_export(int argc, char **argv) {
            oo.softmax ? "probabilities" : "logits", oo.opset);
     rc = 0;
 end:
-    for (int i = 0; i < nowned; i++)
+    for (int i = 0; i < nmeta; i++)
         free(owned[i]);
     vt_net_free(&net);
     vt_backend_free(&be);

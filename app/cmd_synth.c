@@ -98,11 +98,13 @@ static int parse_size(const char *s, int *w, int *h) {
     return 0;
 }
 
-int vt_cmd_synth(int argc, char **argv) {
-    if (vt_wants_help(argc, argv)) {
-        usage(stdout);
-        return 0;
-    }
+/* ---- parse, plan (the dataset said), run ---- */
+
+/* Fills *o (the preset's defaults, then the options), *dir and *force from argv, and
+ * checks them: 0, or the exit status (2) after saying what is wrong. */
+static int synth_parse(vt_synth_opts *o, const char **dir, int *force, int argc, char **argv) {
+    *dir = NULL;
+    *force = 0;
     /* The preset first: its defaults are what the other options change. */
     const char *preset = "demo";
     for (int i = 1; i < argc; i++) {
@@ -115,22 +117,20 @@ int vt_cmd_synth(int argc, char **argv) {
         if (r > 0)
             preset = v;
     }
-    vt_synth_opts o;
-    if (vt_synth_preset_defaults(&o, preset) != 0) {
+    if (vt_synth_preset_defaults(o, preset) != 0) {
         fprintf(stderr, "vidtrain synth: unknown preset '%s' (demo or motion)\n", preset);
         return 2;
     }
-    const char *dir = NULL;
-    int force = 0, size_set = 0;
+    int size_set = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int *target = !strcmp(a, "--classes") ? &o.classes
-                    : !strcmp(a, "--train")   ? &o.train
-                    : !strcmp(a, "--val")     ? &o.val
-                    : !strcmp(a, "--test")    ? &o.test
-                    : !strcmp(a, "--frames")  ? &o.frames
-                    : !strcmp(a, "--fps")     ? &o.fps
-                    : !strcmp(a, "--threads") ? &o.threads
+        int *target = !strcmp(a, "--classes") ? &o->classes
+                    : !strcmp(a, "--train")   ? &o->train
+                    : !strcmp(a, "--val")     ? &o->val
+                    : !strcmp(a, "--test")    ? &o->test
+                    : !strcmp(a, "--frames")  ? &o->frames
+                    : !strcmp(a, "--fps")     ? &o->fps
+                    : !strcmp(a, "--threads") ? &o->threads
                                               : NULL;
         if (target) {
             if (!val || vt_parse_int(val, 0, 1000000, target) != 0) {
@@ -139,7 +139,7 @@ int vt_cmd_synth(int argc, char **argv) {
             }
             i++;
         } else if (!strcmp(a, "--size")) {
-            if (parse_size(val, &o.width, &o.height) != 0) {
+            if (parse_size(val, &o->width, &o->height) != 0) {
                 fprintf(stderr, "vidtrain synth: --size '%s': expected WxH, two whole numbers up "
                                 "to %d, e.g. 128x96\n", val ? val : "", 1 << 16);
                 return 2;
@@ -147,7 +147,7 @@ int vt_cmd_synth(int argc, char **argv) {
             size_set = 1;
             i++;
         } else if (!strcmp(a, "--seed")) {
-            if (!val || vt_parse_u64(val, &o.seed) != 0) {
+            if (!val || vt_parse_u64(val, &o->seed) != 0) {
                 fprintf(stderr, "vidtrain synth: --seed needs a number\n");
                 return 2;
             }
@@ -155,50 +155,93 @@ int vt_cmd_synth(int argc, char **argv) {
         } else if (!strcmp(a, "--preset") || !strncmp(a, "--preset=", 9)) {
             i += !strcmp(a, "--preset"); /* read above */
         } else if (!strcmp(a, "--no-h264")) {
-            o.no_h264 = 1;
+            o->no_h264 = 1;
         } else if (!strcmp(a, "--force")) {
-            force = 1;
+            *force = 1;
         } else if (a[0] == '-') {
             fprintf(stderr, "vidtrain synth: unknown option %s (see --help)\n", a);
             return 2;
-        } else if (!dir) {
-            dir = a;
+        } else if (!*dir) {
+            *dir = a;
         } else {
-            fprintf(stderr, "vidtrain synth: one DIR only (got %s and %s)\n", dir, a);
+            fprintf(stderr, "vidtrain synth: one DIR only (got %s and %s)\n", *dir, a);
             return 2;
         }
     }
-    if (!dir) {
+    if (!*dir) {
         usage(stderr);
         return 2;
     }
-    int motion = o.preset == VT_SYNTH_MOTION;
-    if (o.classes < 2 || o.classes > VT_SYNTH_MAX_CLASSES) {
+    const int motion = o->preset == VT_SYNTH_MOTION;
+    if (o->classes < 2 || o->classes > VT_SYNTH_MAX_CLASSES) {
         fprintf(stderr, "vidtrain synth: --classes must be 2..%d\n", VT_SYNTH_MAX_CLASSES);
         return 2;
     }
-    if ((!motion || size_set) && (o.width < 16 || o.height < 16 || (o.width & 1) || (o.height & 1))) {
+    if ((!motion || size_set) &&
+        (o->width < 16 || o->height < 16 || (o->width & 1) || (o->height & 1))) {
         fprintf(stderr, "vidtrain synth: --size must be even and at least 16x16 (4:2:0 video)\n");
         return 2;
     }
-    if (motion && (o.width > 640 || o.height > 640)) {
+    if (motion && (o->width > 640 || o->height > 640)) {
         fprintf(stderr, "vidtrain synth: --size is at most 640x640 for the motion preset (the "
                         "world the camera roams is several times the frame)\n");
         return 2;
     }
-    if (o.fps > 240) {
+    if (o->fps > 240) {
         fprintf(stderr, "vidtrain synth: --fps must be at most 240\n");
         return 2;
     }
-    if ((!motion && (o.frames < 1 || o.fps < 1)) || o.train + o.val + o.test < 1) {
+    if ((!motion && (o->frames < 1 || o->fps < 1)) || o->train + o->val + o->test < 1) {
         fprintf(stderr, "vidtrain synth: --frames, --fps and the video counts must be positive\n");
         return 2;
     }
-    if (motion && ((o.frames == 0 && has_opt(argc, argv, "--frames")) ||
-                   (o.fps == 0 && has_opt(argc, argv, "--fps")))) {
+    if (motion && ((o->frames == 0 && has_opt(argc, argv, "--frames")) ||
+                   (o->fps == 0 && has_opt(argc, argv, "--fps")))) {
         fprintf(stderr, "vidtrain synth: --frames and --fps must be positive\n");
         return 2;
     }
+    return 0;
+}
+
+/* The plan on stdout: the preset, the classes and counts, the sizes, the formats. */
+static void synth_say_plan(const vt_synth_opts *o) {
+    int nf = vt_synth_format_count(o);
+    printf("vidtrain synth: preset %s, %d classes x (%d train + %d val + %d test) videos, ",
+           vt_synth_preset_name(o->preset), o->classes, o->train, o->val, o->test);
+    if (o->preset == VT_SYNTH_MOTION) {
+        char fr[32] = "2-5 s", sz[32] = "160x120..320x240", fp[32] = "15/25/30";
+        if (o->frames > 0)
+            snprintf(fr, sizeof fr, "%d frames", o->frames);
+        if (o->width > 0)
+            snprintf(sz, sizeof sz, "%dx%d", o->width, o->height);
+        if (o->fps > 0)
+            snprintf(fp, sizeof fp, "%d", o->fps);
+        printf("%s of %s at %s fps (drawn per video unless set), seed %llu\n  classes:", fr, sz,
+               fp, (unsigned long long)o->seed);
+    } else {
+        printf("%d frames of %dx%d at %d fps, seed %llu\n  classes:", o->frames, o->width,
+               o->height, o->fps, (unsigned long long)o->seed);
+    }
+    for (int c = 0; c < o->classes; c++)
+        printf(" %s", vt_synth_preset_class_name(o, c));
+    printf("\n  formats:");
+    for (int i = 0; i < nf; i++)
+        printf(" %s", vt_synth_format_name(o, i));
+    printf("\n");
+}
+
+int vt_cmd_synth(int argc, char **argv) {
+    if (vt_wants_help(argc, argv)) {
+        usage(stdout);
+        return 0;
+    }
+    vt_synth_opts o;
+    const char *dir;
+    int force;
+    int rc = synth_parse(&o, &dir, &force, argc, argv);
+    if (rc)
+        return rc;
+    const int motion = o.preset == VT_SYNTH_MOTION;
     char probe[4200];
     snprintf(probe, sizeof probe, "%s/train", dir);
     struct stat sb;
@@ -207,29 +250,7 @@ int vt_cmd_synth(int argc, char **argv) {
                 dir);
         return 1;
     }
-    int nf = vt_synth_format_count(&o);
-    printf("vidtrain synth: preset %s, %d classes x (%d train + %d val + %d test) videos, ",
-           vt_synth_preset_name(o.preset), o.classes, o.train, o.val, o.test);
-    if (motion) {
-        char fr[32] = "2-5 s", sz[32] = "160x120..320x240", fp[32] = "15/25/30";
-        if (o.frames > 0)
-            snprintf(fr, sizeof fr, "%d frames", o.frames);
-        if (o.width > 0)
-            snprintf(sz, sizeof sz, "%dx%d", o.width, o.height);
-        if (o.fps > 0)
-            snprintf(fp, sizeof fp, "%d", o.fps);
-        printf("%s of %s at %s fps (drawn per video unless set), seed %llu\n  classes:", fr, sz,
-               fp, (unsigned long long)o.seed);
-    } else {
-        printf("%d frames of %dx%d at %d fps, seed %llu\n  classes:", o.frames, o.width, o.height,
-               o.fps, (unsigned long long)o.seed);
-    }
-    for (int c = 0; c < o.classes; c++)
-        printf(" %s", vt_synth_preset_class_name(&o, c));
-    printf("\n  formats:");
-    for (int i = 0; i < nf; i++)
-        printf(" %s", vt_synth_format_name(&o, i));
-    printf("\n");
+    synth_say_plan(&o);
     fflush(stdout);
     progress_state ps = {.tty = isatty(2), .t0 = vt_now()};
     vt_synth_summary sum;

@@ -89,10 +89,18 @@ extern _Thread_local char vt_vid_last_msg[VT_VID_MSG_LEN];
 /* err = "what: FFmpeg's last error line (the AVERROR text)". */
 void vt_vid_set_av_err(char *err, size_t errlen, const char *what, int code);
 
-/* ---- opening (video_open.c) ---- */
+/* ---- the container (video_demux.c) ---- */
 
+/* Opens v->path (a file, or a frame folder) into v->fmt and reads its stream parameters,
+ * refusing absurd dimensions first. 0, or a negative code with err set. */
+int vt_vid_open_input(vt_video *v, char *err, size_t errlen);
+/* Keep only the video stream's (v->sidx) packets: demuxing skips the rest cheaply. */
+void vt_vid_discard_others(vt_video *v);
 /* Reopen the container when a demuxer cannot seek (some formats only read forward). */
 int vt_vid_reopen(vt_video *v, char *err, size_t errlen);
+
+/* ---- opening (video_open.c) ---- */
+
 /* A frame folder (video_frames.c) opened through the image2 demuxer into *fmt. 0, or a
  * negative code with err set (a gap, mixed names, an unreadable folder). */
 int vt_vid_open_frames(AVFormatContext **fmt, const char *dir, char *err, size_t errlen);

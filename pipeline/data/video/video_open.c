@@ -52,45 +52,6 @@ int vt_vid_rotation_of(const AVStream *st) {
     return 0; /* not a multiple of 90 degrees (or mirrored): left as coded */
 }
 
-static int open_input(vt_video *v, char *err, size_t errlen) {
-    vt_vid_last_msg[0] = 0;
-    struct stat st;
-    int ret;
-    if (stat(v->path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        if ((ret = vt_vid_open_frames(&v->fmt, v->path, err, errlen)) < 0)
-            return ret;
-    } else if ((ret = avformat_open_input(&v->fmt, v->path, NULL, NULL)) < 0) {
-        vt_vid_set_av_err(err, errlen, "cannot read the container", ret);
-        return ret;
-    }
-    /* Refuse absurd headers before find_stream_info reads (and allocates) a frame. */
-    for (unsigned i = 0; i < v->fmt->nb_streams; i++) {
-        const AVCodecParameters *p = v->fmt->streams[i]->codecpar;
-        if (p->codec_type != AVMEDIA_TYPE_VIDEO)
-            continue;
-        if (p->width > VT_VIDEO_MAX_SIDE || p->height > VT_VIDEO_MAX_SIDE ||
-            (int64_t)p->width * p->height > VT_VIDEO_MAX_PIXELS) {
-            vt_set_err(err, errlen,
-                       "dimensions %dx%d exceed the limit (%d per side, %lld Mpixel): "
-                       "corrupt header or not a training video",
-                       p->width, p->height, VT_VIDEO_MAX_SIDE, VT_VIDEO_MAX_PIXELS >> 20);
-            return AVERROR(ERANGE);
-        }
-    }
-    ret = avformat_find_stream_info(v->fmt, NULL);
-    if (ret < 0) {
-        vt_vid_set_av_err(err, errlen, "cannot find stream parameters", ret);
-        return ret;
-    }
-    return 0;
-}
-
-/* Keep only the video stream's packets: demuxing skips the rest cheaply. */
-static void discard_others(vt_video *v) {
-    for (unsigned i = 0; i < v->fmt->nb_streams; i++)
-        v->fmt->streams[i]->discard = (int)i == v->sidx ? AVDISCARD_DEFAULT : AVDISCARD_ALL;
-}
-
 /* One pts per frame by demuxing, no decoding. */
 static int build_index(vt_video *v, char *err, size_t errlen) {
     int64_t cap = 256, n = 0, kcap = 16, nk = 0;
@@ -172,20 +133,6 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
     return 0;
 }
 
-/* Reopen the container when a demuxer cannot seek (some formats only read forward). */
-int vt_vid_reopen(vt_video *v, char *err, size_t errlen) {
-    avformat_close_input(&v->fmt);
-    int ret = open_input(v, err, errlen);
-    if (ret < 0)
-        return ret;
-    if (v->sidx >= (int)v->fmt->nb_streams) {
-        vt_set_err(err, errlen, "stream layout changed on vt_vid_reopen");
-        return AVERROR_INVALIDDATA;
-    }
-    discard_others(v);
-    return 0;
-}
-
 /* ---- public API ---- */
 
 /* vt_video_open, on the GPU when allow_hw and the decode mode say so. *hw_failed: set to
@@ -221,7 +168,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     v->pkt = av_packet_alloc();
     v->frame = av_frame_alloc();
     VT_CHECK(v->pkt && v->frame, "out of memory");
-    int ret = open_input(v, err, errlen);
+    int ret = vt_vid_open_input(v, err, errlen);
     if (ret < 0)
         goto fail;
 
@@ -298,7 +245,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     const char *pf = av_get_pix_fmt_name(par->format);
     snprintf(in->pix_fmt, sizeof in->pix_fmt, "%s", pf ? pf : "unknown");
 
-    discard_others(v);
+    vt_vid_discard_others(v);
     ret = build_index(v, err, errlen);
     if (ret < 0)
         goto fail;

@@ -32,10 +32,16 @@ static int is_resnet(const char *m) {
     return !strcmp(m, "r3d18") || !strcmp(m, "mc3_18") || !strcmp(m, "r2plus1d18");
 }
 
-int vt_finetune_nlayers(const char *model) { return vt_zoo_vit_depth(model); }
+int vt_finetune_nlayers(const char *model) {
+    if (!strcmp(model, "mvit_v2_s") || !strcmp(model, "mvit_v1_b"))
+        return 16;
+    if (!strcmp(model, "mvit_test") || !strcmp(model, "mvit_v1_test"))
+        return 4;
+    return vt_zoo_vit_depth(model);
+}
 
 const char *vt_finetune_weights_licence(const char *model) {
-    return vt_finetune_nlayers(model) > 0
+    return vt_zoo_is_vit(model) /* VideoMAE's; torchvision's MViT weights are its registry's */
                ? "CC-BY-NC 4.0 if these are the VideoMAE / VideoMAEv2 release weights "
                  "(non-commercial use only)"
                : NULL;
@@ -47,15 +53,15 @@ static int is_pyvideo(const char *m) {
 }
 
 int vt_finetune_stage(const char *model, const char *name) {
-    if (vt_finetune_nlayers(model) > 0) {
-        if (starts(name, "patch_embed."))
+    if (vt_zoo_is_mvit(model)) { /* torchvision's MViT: the patch embedding and class
+                                    token, then each of blocks.N a stage */
+        if (starts(name, "conv_proj.") || starts(name, "pos_encoding."))
             return 0;
         int k = index_after(name, "blocks.");
         return k >= 0 ? k + 1 : -1;
     }
-    if (vt_zoo_is_mvit(model)) { /* torchvision's MViT: the patch embedding and class
-                                    token, then each of blocks.N a stage */
-        if (starts(name, "conv_proj.") || starts(name, "pos_encoding."))
+    if (vt_finetune_nlayers(model) > 0) {
+        if (starts(name, "patch_embed."))
             return 0;
         int k = index_after(name, "blocks.");
         return k >= 0 ? k + 1 : -1;
@@ -113,10 +119,6 @@ int vt_finetune_nstages(const char *model) {
         return vt_finetune_nlayers(model);
     if (!strncmp(model, "x3d_", 4))
         return 5;
-    if (!strcmp(model, "mvit_v2_s") || !strcmp(model, "mvit_v1_b"))
-        return 16;
-    if (!strcmp(model, "mvit_test") || !strcmp(model, "mvit_v1_test"))
-        return 4;
     if (is_resnet(model) || is_pyvideo(model) || !strcmp(model, "s3d"))
         return 4;
     if (!strcmp(model, "tiny") || !strcmp(model, "tiny_nobn"))

@@ -23,8 +23,10 @@ int vt_finetune_stage(const char *model, const char *tensor_name);
 /* The highest stage number of `model` (what --freeze may name). */
 int vt_finetune_nstages(const char *model);
 
-/* A transformer's depth D (its blocks; 0 for the other models). Its stages for --freeze
- * are the patch embedding (0, the stem) and blocks.N (N+1); layer-wise lr decay gives
+/* A transformer's depth D (its blocks; 0 for the other models): the VideoMAE ViTs and
+ * torchvision's MViTs, which train with the transformers' recipe (app/train/train_opts.c).
+ * Its stages for --freeze are the patch embedding (0, the stem; MViT's conv_proj and
+ * pos_encoding) and blocks.N (N+1); layer-wise lr decay gives
  * stage s the multiplier F^(D+1-s) and fc_norm and the head F^0 = 1 (VideoMAE's
  * LayerDecayValueAssigner with get_num_layer_for_vit). */
 int vt_finetune_nlayers(const char *model);

@@ -56,6 +56,14 @@ typedef struct vt_net_cfg {
 
 /* Names of the zoo, NULL-terminated (defined in zoo.c, public through net.h). */
 extern const char *const vt_zoo_names[];
+/* The input statistics the published weights of `model`'s family were trained with, by
+ * name (pipeline/data/sample.h vt_clip_set_norm): "imagenet" for the VideoMAE
+ * transformers (VideoMAE's datasets normalise with ImageNet's mean and std),
+ * "pytorchvideo" for pytorchvideo's X3D and R50 family (mean 0.45, std 0.225 in every
+ * channel: its hub transforms and PySlowFast's DATA.MEAN/STD), "kinetics" for
+ * torchvision's video models (VideoClassification's Kinetics statistics; MViT too) and
+ * every other model. */
+const char *vt_zoo_input_norm(const char *model);
 
 /* A named tensor of the model, in PyTorch state_dict order and naming
  * ("layer1.0.conv1.0.weight", "fc.weight", "layer1.0.bn1.running_mean", ...). */

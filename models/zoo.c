@@ -68,6 +68,17 @@ const char *const vt_zoo_names[] = {"tiny", "tiny_nobn", "c3d", "r3d18", "mc3_18
                                     "r2plus1d_r50", "csn_r101", "mvit_v2_s",
                                     "mvit_v1_b", NULL};
 
+const char *vt_zoo_input_norm(const char *model) {
+    static const char *const pv[] = {"x3d_xs", "x3d_s", "x3d_m", "x3d_l", "slow_r50",
+                                     "slowfast_r50", "i3d_r50", "r2plus1d_r50", "csn_r101"};
+    if (vt_zoo_is_vit(model))
+        return "imagenet";
+    for (size_t i = 0; i < VT_ARRAY_LEN(pv); i++)
+        if (!strcmp(model, pv[i]))
+            return "pytorchvideo";
+    return "kinetics";
+}
+
 #define K3(a, b, c) ((const int[3]){a, b, c})
 
 static int conv_bn_relu(vt_graph *g, const char *conv, const char *bn, const char *relu, int in,

@@ -22,6 +22,7 @@
 #include "app/opts.h"
 #include "app/train/train_opts.h"
 #include "base/common.h"
+#include "pipeline/data/sample.h"
 #include "tests/apputil.h"
 
 /* Entries of a folder (without . and ..), -1 when it cannot be read. */
@@ -177,6 +178,29 @@ static void old_configs(void) {
     cJSON_Delete(j);
     TCHECK(!o.nesterov && o.warmup_epochs == 0 && o.epochs == 12,
            "an old config: nesterov %d, warm-up %g", o.nesterov, (double)o.warmup_epochs);
+    /* a run from before --input-norm was normalised with Kinetics' statistics whatever its
+     * model: evaluating it with its family's (X3D: 0.45/0.225) would feed it other inputs */
+    vt_train_opts_default(&o);
+    j = cJSON_Parse("{\"model\":\"x3d_xs\",\"epochs\":12}");
+    vt_train_opts_from_json(&o, j);
+    cJSON_Delete(j);
+    TCHECK(!strcmp(o.input_norm, "kinetics"), "an old X3D config: input_norm '%s'", o.input_norm);
+    /* a new run takes its family's: the statistics its published weights were trained with */
+    static const char *const fam[][2] = {{"x3d_xs", "pytorchvideo"}, {"slowfast_r50", "pytorchvideo"},
+                                         {"videomae_vit_s", "imagenet"}, {"r3d18", "kinetics"},
+                                         {"mvit_v2_s", "kinetics"}, {"tiny", "kinetics"}};
+    for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
+        vt_train_opts_default(&o);
+        snprintf(o.model, sizeof o.model, "%s", fam[i][0]);
+        vt_train_opts_resolve(&o, 64, 0);
+        TCHECK(!strcmp(o.input_norm, fam[i][1]), "%s: input_norm '%s', want %s", fam[i][0],
+               o.input_norm, fam[i][1]);
+    }
+    vt_clip_cfg c;
+    vt_clip_cfg_default(&c);
+    TCHECK(vt_clip_set_norm(&c, "imagenet") == 0 && c.mean[0] == 0.485f && c.std[2] == 0.225f &&
+               vt_clip_set_norm(&c, "bogus") == -1 && c.mean[0] == 0.485f,
+           "vt_clip_set_norm: imagenet's, and a bogus name refused with c unchanged");
     vt_train_opts d, back;
     vt_train_opts_default(&d);
     vt_train_opts_default(&back);

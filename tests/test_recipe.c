@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "app/train/train_opts.h"
+#include "models/finetune.h"
 #include "base/common.h"
 #include "tests/testutil.h"
 
@@ -51,6 +52,21 @@ int main(void) {
                !strcmp(vt_train_opts_recipe(&o), "transformer"),
            "a transformer from scratch: %s %g %g %g %g %s", o.optim, (double)o.wd,
            (double)o.drop_path, (double)o.smoothing, (double)o.layer_decay, o.wd_exempt);
+
+    /* torchvision's MViT is a transformer too: the same recipe (an SGD at the CNNs' lr 0.1
+     * is no start for it), layer decay over its 16 blocks when it fine-tunes */
+    resolved(&o, "mvit_v2_s", 1);
+    vt_train_opts_resolve(&o, 200, 0);
+    TCHECK(!strcmp(o.optim, "adamw") && o.wd == 0.05f && o.drop_path == 0.1f &&
+               o.smoothing == 0.1f && o.layer_decay == 0.75f && !strcmp(o.wd_exempt, "on") &&
+               !strcmp(vt_train_opts_recipe(&o), "transformer-finetune"),
+           "mvit_v2_s fine-tuning: %s %g %g %g %g %s", o.optim, (double)o.wd,
+           (double)o.drop_path, (double)o.smoothing, (double)o.layer_decay, o.wd_exempt);
+    TCHECK(vt_finetune_nlayers("mvit_v2_s") == 16 && vt_finetune_stage("mvit_v2_s", "conv_proj.weight") == 0 &&
+               vt_finetune_stage("mvit_v2_s", "blocks.15.attn.qkv.weight") == 16 &&
+               vt_finetune_stage("mvit_v2_s", "head.1.weight") == -1 &&
+               !vt_finetune_weights_licence("mvit_v2_s") && vt_finetune_weights_licence("videomae_vit_s"),
+           "MViT's depth, stages and licence (torchvision's, not VideoMAE's)");
 
     resolved(&o, "videomae_vit_s", 1); /* every part given */
     snprintf(o.optim, sizeof o.optim, "sgd");

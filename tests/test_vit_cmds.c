@@ -8,7 +8,9 @@
  *     outside truth is one device (exact sums over clips on CPU towers: docs/design.md
  *     §3.1); the step has every transformer op, and drop path draws per clip, so a tower
  *     that drew another clip's mask would differ;
- *   - the run says which recipe it chose (config.json "recipe": "transformer");
+ *   - the run says which recipe it chose (config.json "recipe": "transformer") and that
+ *     its clips take ImageNet's mean and std, as VideoMAE's weights were trained (the
+ *     exported ONNX metadata too);
  *   - fine-tuning: `--init RUN/last.safetensors --freeze 6` leaves the patch embedding and
  *     blocks.0..5 bit for bit the initial ones, and blocks.6 and the head move;
  *   - export --onnx, embed (384 features a video: the mean of the tokens) and predict
@@ -95,6 +97,7 @@ int main(void) {
     TCHECK(cfg && strstr(cfg, "\"recipe\"") && strstr(cfg, "\"transformer\""),
            "config.json names the transformer recipe");
     TCHECK(cfg && strstr(cfg, "adamw"), "the recipe's optimizer is AdamW");
+    TCHECK(cfg && strstr(cfg, "\"imagenet\""), "VideoMAE's clips take ImageNet's statistics");
     free(cfg);
 
     snprintf(a, sizeof a, "%s/one/last.safetensors", g_dir);
@@ -111,6 +114,8 @@ int main(void) {
 
     TCHECK(vt_test_sh("'%s' export '%s/one' --onnx '%s/vit.onnx' > '%s/export.log' 2>&1", g_bin,
                       g_dir, g_dir, g_dir) == 0, "export");
+    /* the exported metadata tells a deployment ImageNet's mean (VideoMAE's), not Kinetics' */
+    TCHECK(vt_test_sh("grep -aq '0.485' '%s/vit.onnx'", g_dir) == 0, "ONNX normalisation");
     TCHECK(vt_test_sh("'%s' embed '%s/one' '%s/data/test' --out '%s/emb.npy' > '%s/emb.log' 2>&1",
                       g_bin, g_dir, g_dir, g_dir, g_dir) == 0, "embed");
     snprintf(a, sizeof a, "%s/emb.npy", g_dir);

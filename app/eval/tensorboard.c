@@ -231,9 +231,10 @@ static void confusion_image(const cJSON *conf, int n, int cell, uint8_t *rgb) {
     }
 }
 
-void vt_tb_clips(const char *run_dir, int64_t step, const vt_batch *b, int n) {
+void vt_tb_clips(const char *run_dir, int64_t step, const vt_batch *b, int n, const char *norm) {
     vt_clip_cfg cfg;
-    vt_clip_cfg_default(&cfg); /* the mean and std every clip is normalised with */
+    vt_clip_cfg_default(&cfg);
+    vt_clip_set_norm(&cfg, norm); /* the mean and std the clips were normalised with */
     int T = b->t, H = b->h, W = b->w, sw = W * T;
     uint8_t *rgb = vt_malloc((size_t)sw * H * 3);
     for (int k = 0; k < n && k < b->n; k++) {

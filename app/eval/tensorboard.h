@@ -35,9 +35,11 @@ void vt_tb_image(const char *run_dir, int64_t step, const char *tag, const uint8
 
 /* The first n clips of a training batch as images "clips/<k>" at step: each a strip
  * of its T frames, left to right, undone from the normalisation (the clip transform's
- * mean and std, pipeline/data/sample.h), as the network saw them (crop, flip, jitter). */
+ * mean and std named `norm`, pipeline/data/sample.h vt_clip_set_norm), as the network
+ * saw them (crop, flip, jitter). */
 struct vt_batch;
-void vt_tb_clips(const char *run_dir, int64_t step, const struct vt_batch *b, int n);
+void vt_tb_clips(const char *run_dir, int64_t step, const struct vt_batch *b, int n,
+                 const char *norm);
 
 /* CRC32C (Castagnoli, reflected 0x82F63B78) of n bytes, and TFRecord's mask of it. */
 uint32_t vt_crc32c(const void *p, size_t n);

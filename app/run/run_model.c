@@ -121,6 +121,8 @@ void vt_run_model_clip(vt_clip_cfg *clip, const vt_run_model *m) {
                                      : (int)VT_MIN(((int64_t)o->crop * 8 + 6) / 7, INT32_MAX);
     clip->ncrops = 1;
     clip->flip = 0;
+    /* as the run trained: its config's (Kinetics' for runs before --input-norm) */
+    vt_clip_set_norm(clip, o->input_norm);
 }
 
 int vt_run_model_load(vt_run_model *m, const vt_device_args *da, const char *policy, int batch,

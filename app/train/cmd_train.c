@@ -101,6 +101,10 @@ static void usage(FILE *f) {
         "                        pytorchvideo's (its repository's) Apache-2.0; VideoMAE\n"
         "                        (videomae_vit_s/b, not in this registry: --init FILE)\n"
         "                        CC-BY-NC 4.0, non-commercial\n"
+        "  --input-norm N        the mean and std clips are normalised with: kinetics\n"
+        "                        (torchvision's models), pytorchvideo (0.45/0.225: X3D, the\n"
+        "                        R50 family), imagenet (VideoMAE); default auto: the model\n"
+        "                        family's, what its published weights were trained with\n"
         "  --init FILE           start from FILE: a vidtrain checkpoint, a safetensors file\n"
         "                        with torchvision's names, or a PyTorch .pth state_dict\n"
         "                        (also PySlowFast/pytorchvideo .pyth: model_state)\n"
@@ -409,6 +413,7 @@ static int parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char 
         if (OPT("--stride")) { if (r < 0 || vt_train_range_parse(o, "--stride", v)) BAD(); continue; }
         if (OPT("--stride-jitter")) { if (r < 0 || vt_train_range_parse(o, "--stride-jitter", v)) BAD(); continue; }
         if (OPT("--short-side")) { if (r < 0 || vt_train_range_parse(o, "--short-side", v)) BAD(); o->jitter_min = o->jitter_max = 0; continue; }
+        if (OPT("--input-norm")) { if (r < 0) BAD(); snprintf(o->input_norm, sizeof o->input_norm, "%s", v); continue; }
         if (OPT("--checkpoint-act")) { if (r < 0 || vt_ckpt_mode_parse(v) < 0) BAD(); snprintf(o->checkpoint_act, sizeof o->checkpoint_act, "%s", v); continue; }
         if (OPT("--precision")) { if (r < 0 || vt_precision_parse(v) < 0) BAD(); snprintf(o->precision, sizeof o->precision, "%s", v); continue; }
         if (OPT("--contrast")) { if (r < 0 || vt_train_range_parse(o, "--contrast", v)) BAD(); continue; }

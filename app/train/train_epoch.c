@@ -120,7 +120,7 @@ int vt_train_epoch(vt_train *t, int64_t epoch, vt_progress **pg, vt_train_epoch_
         vt_train_mix_batch(t, (vt_batch *)b, st->step); /* --mixup/--cutmix: the loader's
                                                            batch, refilled after this step */
         if (o->tb_clips > 0 && b->index == 0 && vt_dist_lead())
-            vt_tb_clips(o->out, st->step, b, o->tb_clips);
+            vt_tb_clips(o->out, st->step, b, o->tb_clips, o->input_norm);
         vt_step_stats ss;
         vt_towers_train_step(t->towers, b, lr, &ss);
         vt_train_mix_done(t, (vt_batch *)b);

@@ -40,6 +40,7 @@ void vt_train_opts_default(vt_train_opts *o) {
     snprintf(o->tower_split, sizeof o->tower_split, "memory");
     snprintf(o->precision, sizeof o->precision, "fp32");
     snprintf(o->checkpoint_act, sizeof o->checkpoint_act, "auto");
+    snprintf(o->input_norm, sizeof o->input_norm, "auto");
     o->val_split = 0.1f;
     o->frame_rate = 30.0f;
     snprintf(o->group, sizeof o->group, "auto");
@@ -122,6 +123,10 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
         o->head_lr_mult = ft ? 10.0f : 1.0f;
     if (!(o->layer_decay > 0)) /* VideoMAE's fine-tuning value for ViT-S/B */
         o->layer_decay = ft && vt_finetune_nlayers(o->model) > 0 ? 0.75f : 1.0f;
+    /* The statistics the family's published weights were trained with: fine-tuning feeds
+     * them what they learned on, and from scratch any fixed choice is as good. */
+    if (!strcmp(o->input_norm, "auto") || !o->input_norm[0])
+        snprintf(o->input_norm, sizeof o->input_norm, "%s", vt_zoo_input_norm(o->model));
     if (strcmp(o->wd_exempt, "on") && strcmp(o->wd_exempt, "off")) /* timm's rule for ViTs */
         snprintf(o->wd_exempt, sizeof o->wd_exempt, "%s",
                  vt_finetune_nlayers(o->model) > 0 ? "on" : "off");
@@ -224,6 +229,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     cJSON_AddBoolToObject(j, "sync_bn", o->sync_bn);
     J_STR(precision);
     J_STR(checkpoint_act);
+    J_STR(input_norm);
     /* A 64-bit seed does not fit a JSON number exactly: kept as a decimal string. */
     char seed[32];
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
@@ -341,6 +347,9 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_INT(sync_bn);
     G_STR(precision);
     G_STR(checkpoint_act); /* runs before it: auto, which changes no number */
+    /* runs before it trained every model on Kinetics' statistics */
+    snprintf(o->input_norm, sizeof o->input_norm, "kinetics");
+    G_STR(input_norm);
     const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "seed");
     if (cJSON_IsString(s))
         vt_parse_u64(s->valuestring, &o->seed);

@@ -99,6 +99,9 @@ typedef struct vt_train_opts {
     int sync_bn;
     char precision[8];     /* fp32, tf32, bf16 (models/backend.h) */
     char checkpoint_act[8];/* --checkpoint-act auto | on | off (slices.h vt_ckpt_mode) */
+    char input_norm[16];   /* --input-norm: the mean and std clips are normalised with, by
+                              name (sample.h vt_clip_set_norm); "auto" resolves to the
+                              model family's (net_types.h vt_zoo_input_norm) */
     uint64_t seed;
     float val_split;       /* fraction of train videos for validation when the dataset
                               has no val folder */

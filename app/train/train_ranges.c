@@ -15,6 +15,7 @@
 #include "models/optim.h"
 #include "pipeline/data/balance.h"
 #include "pipeline/data/dataset/dataset.h"
+#include "pipeline/data/sample.h"
 #include "pipeline/parallel/slices.h"
 
 typedef struct range {
@@ -136,6 +137,7 @@ int vt_train_opts_check(const vt_train_opts *o, const char *src, char *err, size
         }
     /* the named choices, through the parsers the command line uses */
     vt_slice_policy pol;
+    vt_clip_cfg probe; /* vt_clip_set_norm checks a name by setting it here */
     char perr[256];
     const struct {
         const char *key, *opt, *v;
@@ -147,6 +149,8 @@ int vt_train_opts_check(const vt_train_opts *o, const char *src, char *err, size
         {"wd_exempt", "--wd-exempt", o->wd_exempt, !strcmp(o->wd_exempt, "on") ||
          !strcmp(o->wd_exempt, "off") || !strcmp(o->wd_exempt, "auto")},
         {"balance", "--balance", o->balance, vt_balance_parse(o->balance) >= 0},
+        {"input_norm", "--input-norm", o->input_norm,
+         !strcmp(o->input_norm, "auto") || vt_clip_set_norm(&probe, o->input_norm) == 0},
         {"list_format", "--list-format", o->list_format,
          !o->list_format[0] || vt_lists_format_parse(o->list_format) >= 0},
         {"tower_split", "--tower-split", o->tower_split,

@@ -33,6 +33,9 @@ void vt_train_print_no_decay(const vt_train *t) {
 
 void vt_train_print_recipe(const vt_train *t) {
     const vt_train_opts *o = &t->o;
+    if (strcmp(o->input_norm, "kinetics")) /* Kinetics' is every other model's: no news */
+        fprintf(t->out, "input: clips normalised with %s's mean and std, as %s's published "
+                "weights were trained (--input-norm)\n", o->input_norm, o->model);
     const int vit = vt_finetune_nlayers(o->model) > 0;
     if (!vit && !(o->mixup > 0) && !(o->cutmix > 0) && o->repeat_aug <= 1 &&
         !(o->random_erase > 0))

@@ -19,6 +19,7 @@ void vt_train_clip_cfg(vt_clip_cfg *c, const vt_train_opts *o) {
     c->brightness = o->brightness;
     c->erase_prob = o->random_erase; /* training clips only: the loader's train mode */
     c->ncrops = o->val_crops;
+    vt_clip_set_norm(c, o->input_norm); /* resolved and checked: train_ranges.c */
 }
 
 void vt_train_val_opts(vt_eval_opts *eo, const vt_train_opts *o) {

@@ -33,6 +33,24 @@ void vt_clip_cfg_default(vt_clip_cfg *c) {
     c->pad = VT_PAD_LOOP;
 }
 
+int vt_clip_set_norm(vt_clip_cfg *c, const char *name) {
+    static const struct {
+        const char *name;
+        float mean[3], std[3];
+    } t[] = {
+        {"kinetics", {0.43216f, 0.394666f, 0.37645f}, {0.22803f, 0.22145f, 0.216989f}},
+        {"pytorchvideo", {0.45f, 0.45f, 0.45f}, {0.225f, 0.225f, 0.225f}},
+        {"imagenet", {0.485f, 0.456f, 0.406f}, {0.229f, 0.224f, 0.225f}},
+    };
+    for (size_t i = 0; name && i < VT_ARRAY_LEN(t); i++)
+        if (!strcmp(name, t[i].name)) {
+            memcpy(c->mean, t[i].mean, sizeof c->mean);
+            memcpy(c->std, t[i].std, sizeof c->std);
+            return 0;
+        }
+    return -1;
+}
+
 uint64_t vt_sample_key(uint64_t seed, int64_t epoch, int64_t index) {
     /* Nested hashing: each level is a bijection of its input mixed with the next
      * coordinate, so distinct (seed, epoch, index) triples collide only by chance. */

@@ -44,6 +44,12 @@ typedef struct vt_clip_cfg {
 
 /* Defaults above. */
 void vt_clip_cfg_default(vt_clip_cfg *c);
+/* Set c's mean and std to the statistics named `name`: "kinetics" (torchvision's video
+ * models; the default above), "pytorchvideo" (0.45 / 0.225 in every channel) or
+ * "imagenet" (0.485, 0.456, 0.406 / 0.229, 0.224, 0.225: VideoMAE). 0, or -1 (c
+ * unchanged) for another name. VT_CLIP_NORM_NAMES lists them for messages. */
+int vt_clip_set_norm(vt_clip_cfg *c, const char *name);
+#define VT_CLIP_NORM_NAMES "kinetics, pytorchvideo, imagenet"
 /* Frames a clip spans at a stride: (t-1)*stride+1; vt_clip_span at the cfg's stride. */
 static inline int vt_clip_span_at(const vt_clip_cfg *c, int stride) {
     return (c->t - 1) * stride + 1;

@@ -1,0 +1,370 @@
+/*
+ * train_args.c: `vidtrain train`'s command line (train_args.h) in three steps: the
+ * configuration --resume loads, the options given (which override it), then the checks
+ * that span several options. Flags and the options whose values train_ranges.c checks
+ * are tables; what needs more than a range (a name from a list, a file, a value that
+ * moves another) is one block each.
+ */
+#include "app/train/train_args.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "app/decode_opt.h"
+#include "app/device_opts.h"
+#include "app/dist.h"
+#include "app/opts.h"
+#include "app/run/pretrained.h"
+#include "app/run/run_ckpt.h"
+#include "app/train/train_ranges.h"
+#include "base/common.h"
+#include "models/backend.h"
+#include "models/finetune.h"
+#include "models/optim.h"
+#include "pipeline/data/balance.h"
+#include "pipeline/data/dataset/dataset.h"
+#include "pipeline/data/video/video.h"
+#include "pipeline/parallel/slices.h"
+
+/* What the options said beyond the configuration, for the checks after them. */
+typedef struct train_args {
+    const char *pos; /* the dataset folder */
+    int quiet, epochs_given, model_given, patience_given, min_clips_given;
+    char cfg_src[2200]; /* where the resumed configuration came from, for messages */
+} train_args;
+
+/* Flags: the option sets an int of the options to a value. */
+static const struct {
+    const char *name;
+    size_t off;
+    int val;
+} flags[] = {
+    {"--no-flip", offsetof(vt_train_opts, flip), 0},
+    {"--flip", offsetof(vt_train_opts, flip), 1},
+    {"--strict-splits", offsetof(vt_train_opts, strict_splits), 1},
+    {"--no-leak-check", offsetof(vt_train_opts, no_leak_check), 1},
+    {"--force", offsetof(vt_train_opts, force), 1},
+    {"--budget-once", offsetof(vt_train_opts, budget_once), 1},
+    {"--nesterov", offsetof(vt_train_opts, nesterov), 1},
+    {"--no-nesterov", offsetof(vt_train_opts, nesterov), 0},
+    {"--skip-nonfinite", offsetof(vt_train_opts, skip_nonfinite), 1},
+    {"--init-strict", offsetof(vt_train_opts, init_strict), 1},
+    {"--freeze-bn", offsetof(vt_train_opts, freeze_bn), 1},
+    {"--no-freeze-bn", offsetof(vt_train_opts, freeze_bn), 0},
+    {"--sync-bn", offsetof(vt_train_opts, sync_bn), 1},
+    {"--no-sync-bn", offsetof(vt_train_opts, sync_bn), 0},
+};
+
+/* Options whose value is a number in the range train_ranges.c gives (vt_train_range_parse). */
+static const char *const ranged[] = {
+    "--stride", "--stride-jitter", "--contrast", "--brightness", "--precise-bn",
+    "--head-lr-mult", "--mixup", "--cutmix", "--random-erase", "--repeat-aug",
+    "--mixup-switch-prob", "--drop-path", "--layer-decay", "--dropout", "--batch", "--lr",
+    "--momentum", "--wd", "--warmup", "--step-epochs", "--gamma", "--label-smoothing",
+    "--clip-norm", "--workers", "--queue", "--seconds-per-clip", "--val-split", "--fold",
+    "--eval-every", "--val-clips", "--log-every", "--checkpoint-every",
+};
+
+/* Pass 1: --resume loads the saved configuration, which the options then override. 0, or
+ * 1 (printed) when there is nothing to resume. */
+static int take_resume(vt_train_opts *o, int argc, char **argv, char *resume, size_t resume_n,
+                       train_args *ta) {
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        if (vt_opt_value(argc, argv, &i, "--resume", &v) == 1) {
+            snprintf(resume, resume_n, "%s", v);
+            char path[2048];
+            snprintf(path, sizeof path, "%s/config.json", v);
+            cJSON *j = vt_dist_read_json(path); /* rank 0's copy under mpirun */
+            snprintf(ta->cfg_src, sizeof ta->cfg_src, "%s", path);
+            if (!j) { /* every checkpoint holds the configuration too */
+                char ck[2100], cerr[1024];
+                snprintf(ck, sizeof ck, "%s/last.safetensors", v);
+                j = vt_run_ckpt_config(ck, cerr, sizeof cerr);
+                if (!j) {
+                    fprintf(stderr, "vidtrain train: --resume %s: %s is missing or not JSON, and "
+                                    "%s: nothing to resume\n", v, path, cerr);
+                    return 1;
+                }
+                fprintf(stderr, "vidtrain train: --resume: %s is missing or not JSON: the "
+                                "configuration comes from %s (its own copy)\n", path, ck);
+                snprintf(ta->cfg_src, sizeof ta->cfg_src, "%s's configuration", ck);
+            }
+            vt_train_opts_from_json(o, j);
+            vt_dist_resume_devices(o, j);
+            cJSON_Delete(j);
+            /* --max-steps is a stop for one invocation, never inherited: a plain --resume
+             * continues to the end. */
+            o->max_steps = 0;
+            snprintf(o->out, sizeof o->out, "%s", v);
+        }
+    }
+    return 0;
+}
+
+/* One option at argv[*ip] (moved past its value): 0 taken, 2 a bad value (printed), -1 not
+ * an option train takes. */
+static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_args *ta) {
+    const char *a = argv[*ip], *v = NULL;
+    int r;
+    char err[256];
+    vt_device_args da;
+    memset(&da, 0, sizeof da);
+    int di = *ip;
+    int dr = vt_device_args_take(&da, argc, argv, &di);
+    if (dr < 0) {
+        fprintf(stderr, "vidtrain train: %s needs a value\n", a);
+        return 2;
+    }
+    if (dr == 1) {
+        vt_train_opts_take_device_args(o, &da);
+        *ip = di;
+        return 0;
+    }
+    for (size_t k = 0; k < VT_ARRAY_LEN(flags); k++)
+        if (!strcmp(a, flags[k].name)) {
+            *(int *)((char *)o + flags[k].off) = flags[k].val;
+            return 0;
+        }
+#define OPT(name) ((r = vt_opt_value(argc, argv, ip, name, &v)) != 0)
+#define BAD() do { fprintf(stderr, "vidtrain train: bad value for %s: '%s'\n", a, v ? v : ""); return 2; } while (0)
+    for (size_t k = 0; k < VT_ARRAY_LEN(ranged); k++)
+        if (OPT(ranged[k])) {
+            if (r < 0 || vt_train_range_parse(o, ranged[k], v))
+                BAD();
+            return 0;
+        }
+    if (OPT("--tb-clips")) { if (r < 0 || vt_parse_int(v, 0, 64, &o->tb_clips) != 0) BAD(); return 0; }
+    if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+        ta->quiet = 1;
+        return 0;
+    }
+    if (OPT("--resume")) {
+        if (r < 0) BAD();
+        return 0;
+    }
+    if (OPT("--out")) { if (r < 0) BAD(); snprintf(o->out, sizeof o->out, "%s", v); return 0; }
+    if (OPT("--model")) { if (r < 0) BAD(); snprintf(o->model, sizeof o->model, "%s", v); ta->model_given = 1; return 0; }
+    if (OPT("--clip")) {
+        vt_clip_shape cs; /* training crops are square: TxS, or TxHxW with H = W */
+        if (r < 0 || vt_parse_clip(v, &cs) || cs.h != cs.w) BAD();
+        o->clip_t = cs.t;
+        o->crop = cs.h;
+        return 0;
+    }
+    if (OPT("--short-side")) { if (r < 0 || vt_train_range_parse(o, "--short-side", v)) BAD(); o->jitter_min = o->jitter_max = 0; return 0; }
+    if (OPT("--input-norm")) { if (r < 0) BAD(); snprintf(o->input_norm, sizeof o->input_norm, "%s", v); return 0; }
+    if (OPT("--checkpoint-act")) { if (r < 0 || vt_ckpt_mode_parse(v) < 0) BAD(); snprintf(o->checkpoint_act, sizeof o->checkpoint_act, "%s", v); return 0; }
+    if (OPT("--precision")) { if (r < 0 || vt_precision_parse(v) < 0) BAD(); snprintf(o->precision, sizeof o->precision, "%s", v); return 0; }
+    if (OPT("--init")) { if (r < 0 || !v[0]) BAD(); snprintf(o->init, sizeof o->init, "%s", v); return 0; }
+    if (OPT("--pretrained")) {
+        if (r < 0 || !vt_pretrained_find(v)) {
+            fprintf(stderr, "vidtrain train: --pretrained '%s': one of %s\n", v ? v : "",
+                    vt_pretrained_names());
+            if (v && !strncmp(v, "videomae", 8))
+                fprintf(stderr, "  VideoMAE weights are not in the registry (no URL and "
+                        "SHA-256 checkable offline): download them yourself (licence "
+                        "CC-BY-NC 4.0: non-commercial) and pass --init FILE "
+                        "(docs/models.md)\n");
+            return 2;
+        }
+        snprintf(o->pretrained, sizeof o->pretrained, "%s", vt_pretrained_find(v)->name);
+        return 0;
+    }
+    if (OPT("--freeze")) {
+        if (r > 0 && !strcmp(v, "none")) { o->freeze = -1; return 0; }
+        if (r < 0 || vt_parse_int(v, 0, 16, &o->freeze)) BAD();
+        return 0;
+    }
+    if (OPT("--wd-exempt")) { if (r < 0 || (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto"))) BAD(); snprintf(o->wd_exempt, sizeof o->wd_exempt, "%s", v); return 0; }
+    if (OPT("--patience")) { if (r < 0 || vt_train_range_parse(o, "--patience", v)) BAD(); ta->patience_given = 1; return 0; }
+    if (OPT("--min-clips")) { if (r < 0 || vt_train_range_parse(o, "--min-clips", v)) BAD(); ta->min_clips_given = 1; return 0; }
+    if (OPT("--epochs")) { if (r < 0 || vt_train_range_parse(o, "--epochs", v)) BAD(); ta->epochs_given = 1; return 0; }
+    if (OPT("--time-budget")) { if (r < 0 || (o->time_budget = (float)vt_parse_duration(v)) <= 0) BAD(); return 0; }
+    if (OPT("--optim")) { if (r < 0 || vt_optim_kind_parse(v) < 0) BAD(); snprintf(o->optim, sizeof o->optim, "%s", v); return 0; }
+    if (OPT("--sched")) { if (r < 0 || vt_sched_kind_parse(v) < 0) BAD(); snprintf(o->sched, sizeof o->sched, "%s", v); return 0; }
+    if (OPT("--balance")) { if (r < 0 || vt_balance_parse(v) < 0) BAD(); snprintf(o->balance, sizeof o->balance, "%s", v); return 0; }
+    if (OPT("--class-weights")) { if (r < 0 || strlen(v) >= sizeof o->class_weights) BAD(); snprintf(o->class_weights, sizeof o->class_weights, "%s", v); return 0; }
+    if (OPT("--seed")) { if (r < 0 || vt_parse_u64(v, &o->seed)) BAD(); return 0; }
+    if ((r = vt_decode_opt_take("train", argc, argv, ip)) != 0) { if (r < 0) return 2; return 0; }
+    if (OPT("--frame-cache")) { if (r < 0 || (strcmp(v, "auto") && vt_parse_bytes(v) < 0)) BAD(); snprintf(o->frame_cache, sizeof o->frame_cache, "%s", v); return 0; }
+    if (OPT("--clips-per-video")) {
+        if (r > 0 && !strcmp(v, "auto")) { /* one per N seconds (train_opts.h) */
+            o->seconds_per_clip = o->seconds_per_clip > 0 ? o->seconds_per_clip : VT_AUTO_CLIP_SECONDS;
+            return 0;
+        }
+        if (r < 0 || vt_parse_int(v, 1, 1000, &o->clips_per_video)) BAD();
+        o->seconds_per_clip = 0;
+        return 0;
+    }
+    if (OPT("--group")) {
+        char gerr[512];
+        if (r < 0 || strlen(v) >= sizeof o->group) BAD();
+        if (vt_dataset_group_check(v, gerr, sizeof gerr) < 0) {
+            fprintf(stderr, "vidtrain train: %s\n", gerr);
+            return 2;
+        }
+        snprintf(o->group, sizeof o->group, "%s", v);
+        return 0;
+    }
+    if (OPT("--val-dir")) { if (r < 0) BAD(); snprintf(o->val_dir, sizeof o->val_dir, "%s", v); return 0; }
+    if (OPT("--lists")) { if (r < 0) BAD(); snprintf(o->lists, sizeof o->lists, "%s", v); return 0; }
+    if (OPT("--list-format")) { if (r < 0 || vt_lists_format_parse(v) < 0) BAD(); snprintf(o->list_format, sizeof o->list_format, "%s", v); return 0; }
+    if (OPT("--val-crops")) { if (r < 0 || vt_train_range_parse(o, "--val-crops", v) || o->val_crops == 2) BAD(); return 0; }
+    if (OPT("--labels")) { if (r < 0) BAD(); snprintf(o->labels, sizeof o->labels, "%s", v); return 0; }
+    if (OPT("--loss-weights")) { if (r < 0 || (o->nweights = vt_parse_floats(v, o->loss_weights, VT_MAX_HEADS)) < 1) BAD(); return 0; }
+    if (OPT("--tower-split")) {
+        vt_slice_policy pol;
+        if (r < 0 || vt_slice_policy_parse(&pol, v, err, sizeof err)) {
+            fprintf(stderr, "vidtrain train: %s\n",
+                    r < 0 ? "--tower-split needs a value" : err);
+            return 2;
+        }
+        snprintf(o->tower_split, sizeof o->tower_split, "%s", v);
+        return 0;
+    }
+    if (OPT("--split")) {
+        /* Train has no data split option: it trains on the train split. The tower
+         * policy was --split before it became --tower-split. */
+        if (r > 0 && vt_slice_policy_like(v)) {
+            vt_slice_policy_moved(err, sizeof err, v);
+            fprintf(stderr, "vidtrain train: %s\n", err);
+        } else {
+            fprintf(stderr, "vidtrain train: train has no --split: it trains on DIR's train "
+                    "videos and validates on its val videos (or --val-split F of train, or "
+                    "--val-dir); the tower policy is --tower-split POLICY\n");
+        }
+        return 2;
+    }
+    if (OPT("--dump")) { if (r < 0) BAD(); snprintf(o->dump, sizeof o->dump, "%s", v); return 0; }
+    if (OPT("--max-steps")) { if (r < 0 || vt_parse_i64(v, 0, INT64_MAX, &o->max_steps)) BAD(); return 0; }
+#undef OPT
+#undef BAD
+    return -1;
+}
+
+/* The checks that span options, and what one option sets for another. */
+static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
+    if (resume[0]) { /* config.json passes the command line's checks too (train_ranges.h) */
+        char cerr[1024];
+        if (vt_train_opts_check(o, ta->cfg_src, cerr, sizeof cerr) != 0) {
+            fprintf(stderr, "vidtrain train: --resume %s: %s\n", resume, cerr);
+            return 1;
+        }
+    }
+    if (resume[0] && o->dump[0]) {
+        fprintf(stderr, "vidtrain train: --dump replays a run from its first step: not with "
+                        "--resume\n");
+        return 2;
+    }
+    /* The twin replays training steps; a precise-BN pass between them would change the
+     * running statistics it checks step by step. */
+    if (o->dump[0] && o->precise_bn > 0) {
+        fprintf(stderr, "vidtrain train: --dump replays training steps, which precise BN is "
+                        "not part of: not with --precise-bn %d (0, or leave it out)\n",
+                o->precise_bn);
+        return 2;
+    }
+    if (o->dump[0] && o->random_erase > 0) { /* the twin draws no boxes */
+        fprintf(stderr, "vidtrain train: --dump replays training steps without random "
+                        "erasing: not with --random-erase\n");
+        return 2;
+    }
+    if (o->dump[0])
+        o->precise_bn = 0;
+    if (o->pretrained[0] && !resume[0]) {
+        const vt_pretrained *p = vt_pretrained_find(o->pretrained);
+        if (ta->model_given && strcmp(o->model, p->model)) {
+            fprintf(stderr, "vidtrain train: --pretrained %s is a %s: not with --model %s\n",
+                    p->name, p->model, o->model);
+            return 2;
+        }
+        if (o->init[0]) {
+            fprintf(stderr, "vidtrain train: --pretrained and --init both name the starting "
+                            "weights: give one\n");
+            return 2;
+        }
+        snprintf(o->model, sizeof o->model, "%s", p->model);
+        if (!o->clip_t) { /* the input the weights were trained on */
+            o->clip_t = p->clip_t;
+            if (!o->crop)
+                o->crop = p->crop;
+        }
+        if (!o->stride && p->stride) /* pytorchvideo's 8x8: every 8th frame */
+            o->stride = p->stride;
+    }
+    if (o->freeze >= 0 && o->freeze > vt_finetune_nstages(o->model)) {
+        fprintf(stderr, "vidtrain train: --freeze %d: %s has the stem and %d stages (0..%d)\n",
+                o->freeze, o->model, vt_finetune_nstages(o->model), vt_finetune_nstages(o->model));
+        return 2;
+    }
+    if (ta->pos)
+        snprintf(o->data, sizeof o->data, "%s", ta->pos);
+    if (!o->data[0] || !o->out[0]) {
+        fprintf(stderr, "vidtrain train: need DIR and --out RUN (or --resume RUN)\n");
+        return 2;
+    }
+    if (o->budget_once && !(o->time_budget > 0) && !resume[0]) {
+        fprintf(stderr, "vidtrain train: --budget-once plans --time-budget's epochs once: give "
+                        "--time-budget T too\n");
+        return 2;
+    }
+    if (o->time_budget > 0 && ta->epochs_given && !resume[0]) {
+        fprintf(stderr, "vidtrain train: --time-budget picks the number of epochs: not with "
+                        "--epochs\n");
+        return 2;
+    }
+    /* --patience sets when the default length decays (app/train/train_length.c): a length
+     * given, or a schedule other than its own, leaves it nothing to decide. */
+    if (ta->patience_given && o->patience > 0 &&
+        (ta->epochs_given || o->time_budget > 0 || strcmp(o->sched, "cosine") || o->dump[0])) {
+        fprintf(stderr, "vidtrain train: --patience decides the default length: not with %s\n",
+                ta->epochs_given ? "--epochs" : o->time_budget > 0 ? "--time-budget"
+                : o->dump[0] ? "--dump (the twin replays a schedule fixed in advance)"
+                             : "--sched other than cosine");
+        return 2;
+    }
+    if (!ta->patience_given && (ta->epochs_given || o->dump[0]))
+        o->patience = 0; /* --epochs means exactly that many; the twin replays a fixed one */
+    if (ta->min_clips_given && (o->patience == 0 || ta->epochs_given || o->time_budget > 0 || o->dump[0] ||
+                            strcmp(o->sched, "cosine"))) {
+        fprintf(stderr, "vidtrain train: --min-clips belongs to the default length (it holds "
+                        "off its decay): not with a length given (--epochs, --time-budget, "
+                        "--patience 0, --dump or another --sched)\n");
+        return 2;
+    }
+    /* frame folders' rate: given now, or the resumed run's (config.json), or 30 */
+    if (vt_frame_rate_given())
+        o->frame_rate = (float)vt_video_get_frame_rate();
+    else if (o->frame_rate > 0)
+        vt_video_set_frame_rate(o->frame_rate);
+    return 0;
+}
+
+
+int vt_train_parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char *resume,
+                        size_t resume_n) {
+    train_args ta = {0};
+    if (take_resume(o, argc, argv, resume, resume_n, &ta) != 0)
+        return 1;
+    for (int i = 1; i < argc; i++) {
+        int rc = take_option(o, argc, argv, &i, &ta);
+        if (rc > 0)
+            return rc;
+        if (rc == 0)
+            continue;
+        const char *a = argv[i];
+        if (a[0] == '-') {
+            fprintf(stderr, "vidtrain train: unknown option %s (see --help)\n", a);
+            return 2;
+        }
+        if (ta.pos) {
+            fprintf(stderr, "vidtrain train: one dataset folder only ('%s' and '%s')\n", ta.pos, a);
+            return 2;
+        }
+        ta.pos = a;
+    }
+    *quiet = ta.quiet;
+    return check_args(o, &ta, resume);
+}

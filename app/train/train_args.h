@@ -1,0 +1,18 @@
+/*
+ * train_args.h: `vidtrain train`'s command line into its options (train_args.c).
+ */
+#ifndef VT_TRAIN_ARGS_H
+#define VT_TRAIN_ARGS_H
+
+#include <stddef.h>
+
+#include "app/train/train_opts.h"
+
+/* Parse argv into o (defaults set by the caller): --resume RUN first loads RUN's
+ * configuration into o and names RUN in resume (else ""), then the options given override
+ * it, then the checks across options. quiet: -q given. 0, 1 (nothing to resume), or 2 (a
+ * usage error); every error is printed. */
+int vt_train_parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char *resume,
+                        size_t resume_n);
+
+#endif

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "base/common.h" /* VT_CHECK, VT_MAX, vt_malloc: vt_test_ckpt_same */
 #include "models/formats/safetensors.h"
 #include "tests/testutil.h"
 
@@ -253,6 +254,46 @@ static inline double vt_test_ffprobe_duration(const char *file) {
         pclose(p);
     }
     return d;
+}
+
+/* Every tensor of a and b whose name starts with one of `same` (NULL-terminated) must be
+ * bitwise equal, and at least one of those starting with `moved` must differ. Returns the
+ * number of tensors compared (the commands' tests: towers against one device, --freeze). */
+static inline int vt_test_ckpt_same(const char *a, const char *b, const char *const *same,
+                                    const char *moved) {
+    vt_ckpt_info ia, ib;
+    char err[512];
+    VT_CHECK(vt_ckpt_read_info(&ia, a, err, sizeof err) == 0, "%s", err);
+    VT_CHECK(vt_ckpt_read_info(&ib, b, err, sizeof err) == 0, "%s", err);
+    int n = 0, moves = 0;
+    for (int i = 0; i < ia.ntensors; i++) {
+        const vt_ckpt_tensor *ta = &ia.tensors[i], *tb = vt_ckpt_find(&ib, ta->name);
+        TCHECK(tb && tb->numel == ta->numel, "%s: '%s' missing or reshaped", b, ta->name);
+        if (!tb || tb->numel != ta->numel)
+            continue;
+        int want_same = 0;
+        for (int k = 0; same[k]; k++)
+            want_same |= !strncmp(ta->name, same[k], strlen(same[k]));
+        float *x = vt_malloc((size_t)VT_MAX(ta->numel, 1) * 4);
+        float *y = vt_malloc((size_t)VT_MAX(ta->numel, 1) * 4);
+        VT_CHECK(vt_ckpt_read_tensor(&ia, ta, x, err, sizeof err) == 0, "%s", err);
+        VT_CHECK(vt_ckpt_read_tensor(&ib, tb, y, err, sizeof err) == 0, "%s", err);
+        const int eq = !memcmp(x, y, (size_t)ta->numel * 4);
+        if (want_same) {
+            TCHECK(eq, "%s vs %s: '%s' differs (max %.3g)", a, b, ta->name,
+                   vt_max_abs_diff(x, y, ta->numel));
+            n++;
+        } else if (moved && !strncmp(ta->name, moved, strlen(moved))) {
+            moves += !eq;
+        }
+        free(x);
+        free(y);
+    }
+    if (moved)
+        TCHECK(moves > 0, "%s: no tensor under '%s' moved", b, moved);
+    vt_ckpt_info_free(&ia);
+    vt_ckpt_info_free(&ib);
+    return n;
 }
 
 #endif

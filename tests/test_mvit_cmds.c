@@ -24,45 +24,6 @@
 
 static const char *g_bin, *g_dir;
 
-/* Every tensor of a and b whose name starts with one of `same` (NULL-terminated) must be
- * bitwise equal, and at least one of those starting with `moved` must differ. Returns the
- * number of tensors compared (test_x3d_cmds.c's). */
-static int compare(const char *a, const char *b, const char *const *same, const char *moved) {
-    vt_ckpt_info ia, ib;
-    char err[512];
-    VT_CHECK(vt_ckpt_read_info(&ia, a, err, sizeof err) == 0, "%s", err);
-    VT_CHECK(vt_ckpt_read_info(&ib, b, err, sizeof err) == 0, "%s", err);
-    int n = 0, moves = 0;
-    for (int i = 0; i < ia.ntensors; i++) {
-        const vt_ckpt_tensor *ta = &ia.tensors[i], *tb = vt_ckpt_find(&ib, ta->name);
-        TCHECK(tb && tb->numel == ta->numel, "%s: '%s' missing or reshaped", b, ta->name);
-        if (!tb || tb->numel != ta->numel)
-            continue;
-        int want_same = 0;
-        for (int k = 0; same[k]; k++)
-            want_same |= !strncmp(ta->name, same[k], strlen(same[k]));
-        float *x = vt_malloc((size_t)VT_MAX(ta->numel, 1) * 4);
-        float *y = vt_malloc((size_t)VT_MAX(ta->numel, 1) * 4);
-        VT_CHECK(vt_ckpt_read_tensor(&ia, ta, x, err, sizeof err) == 0, "%s", err);
-        VT_CHECK(vt_ckpt_read_tensor(&ib, tb, y, err, sizeof err) == 0, "%s", err);
-        const int eq = !memcmp(x, y, (size_t)ta->numel * 4);
-        if (want_same) {
-            TCHECK(eq, "%s vs %s: '%s' differs (max %.3g)", a, b, ta->name,
-                   vt_max_abs_diff(x, y, ta->numel));
-            n++;
-        } else if (moved && !strncmp(ta->name, moved, strlen(moved))) {
-            moves += !eq;
-        }
-        free(x);
-        free(y);
-    }
-    if (moved)
-        TCHECK(moves > 0, "%s: no tensor under '%s' moved", b, moved);
-    vt_ckpt_info_free(&ia);
-    vt_ckpt_info_free(&ib);
-    return n;
-}
-
 static int train(const char *out, const char *extra) {
     return vt_test_sh("'%s' train '%s/data' --out '%s/%s' --model mvit_test --clip 8x32 "
                       "--batch 4 --max-steps 2 --seed 3 --workers 1 -q %s > '%s/%s.log' 2>&1",
@@ -83,7 +44,7 @@ int main(void) {
     snprintf(a, sizeof a, "%s/one/last.safetensors", g_dir);
     snprintf(b, sizeof b, "%s/two/last.safetensors", g_dir);
     static const char *const all[] = {"", NULL};
-    int n = compare(a, b, all, NULL);
+    int n = vt_test_ckpt_same(a, b, all, NULL);
     printf("towers: 2 towers (3:1) = 1 device, %d tensors bit for bit\n", n);
     TCHECK(n > 100, "only %d tensors compared", n);
 
@@ -93,8 +54,8 @@ int main(void) {
     snprintf(b, sizeof b, "%s/ft/last.safetensors", g_dir);
     static const char *const frozen[] = {"conv_proj.", "pos_encoding.", "blocks.0.", "blocks.1.",
                                          NULL};
-    n = compare(a, b, frozen, "blocks.2.");
-    compare(a, b, (const char *const[]){NULL}, "head.1.");
+    n = vt_test_ckpt_same(a, b, frozen, "blocks.2.");
+    vt_test_ckpt_same(a, b, (const char *const[]){NULL}, "head.1.");
     printf("fine-tune --freeze 2: %d tensors of the stem and blocks.0-1 unchanged, blocks.2 "
            "and the classifier moved\n", n);
 

@@ -116,7 +116,12 @@ int vt_run_save(const char *path, vt_towers *t, const vt_run_state *st, const ch
     snprintf(num, sizeof num, "%lld", (long long)st->cursor);
     vt_ckpt_meta_set(&m, "cursor", num);
     cJSON *cfg = config_json ? cJSON_Parse(config_json) : NULL;
+    vt_clip_cfg cc;
+    vt_clip_cfg_default(&cc); /* runs before --input-norm: Kinetics' */
     if (cfg) {
+        const cJSON *nn = cJSON_GetObjectItemCaseSensitive(cfg, "input_norm");
+        if (cJSON_IsString(nn))
+            vt_clip_set_norm(&cc, nn->valuestring);
         const cJSON *seed = cJSON_GetObjectItemCaseSensitive(cfg, "seed");
         if (cJSON_IsString(seed))
             vt_ckpt_meta_set(&m, "seed", seed->valuestring);
@@ -131,13 +136,6 @@ int vt_run_save(const char *path, vt_towers *t, const vt_run_state *st, const ch
         cJSON_Delete(cfg);
         vt_ckpt_meta_set(&m, "vidtrain_config", config_json);
     }
-    vt_clip_cfg cc;
-    vt_clip_cfg_default(&cc); /* runs before --input-norm: Kinetics' */
-    cJSON *ncfg = config_json ? cJSON_Parse(config_json) : NULL;
-    const cJSON *nn = ncfg ? cJSON_GetObjectItemCaseSensitive(ncfg, "input_norm") : NULL;
-    if (cJSON_IsString(nn))
-        vt_clip_set_norm(&cc, nn->valuestring);
-    cJSON_Delete(ncfg);
     char norm[256];
     snprintf(norm, sizeof norm, "{\"mean\":[%.9g,%.9g,%.9g],\"std\":[%.9g,%.9g,%.9g]}", cc.mean[0],
              cc.mean[1], cc.mean[2], cc.std[0], cc.std[1], cc.std[2]);

@@ -69,8 +69,11 @@ const char *const vt_zoo_names[] = {"tiny", "tiny_nobn", "c3d", "r3d18", "mc3_18
                                     "mvit_v1_b", NULL};
 
 const char *vt_zoo_input_norm(const char *model) {
+    /* torchvision's MViT weights were ported from pytorchvideo's SlowFast and keep its
+     * 0.45/0.225 (their Weights' transforms say so), unlike torchvision's own R(2+1)D */
     static const char *const pv[] = {"x3d_xs", "x3d_s", "x3d_m", "x3d_l", "slow_r50",
-                                     "slowfast_r50", "i3d_r50", "r2plus1d_r50", "csn_r101"};
+                                     "slowfast_r50", "i3d_r50", "r2plus1d_r50", "csn_r101",
+                                     "mvit_v2_s", "mvit_v1_b"};
     if (vt_zoo_is_vit(model))
         return "imagenet";
     for (size_t i = 0; i < VT_ARRAY_LEN(pv); i++)

@@ -188,7 +188,7 @@ static void old_configs(void) {
     /* a new run takes its family's: the statistics its published weights were trained with */
     static const char *const fam[][2] = {{"x3d_xs", "pytorchvideo"}, {"slowfast_r50", "pytorchvideo"},
                                          {"videomae_vit_s", "imagenet"}, {"r3d18", "kinetics"},
-                                         {"mvit_v2_s", "kinetics"}, {"tiny", "kinetics"}};
+                                         {"mvit_v2_s", "pytorchvideo"}, {"tiny", "kinetics"}};
     for (size_t i = 0; i < sizeof fam / sizeof fam[0]; i++) {
         vt_train_opts_default(&o);
         snprintf(o.model, sizeof o.model, "%s", fam[i][0]);

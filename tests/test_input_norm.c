@@ -4,6 +4,9 @@
  *   - auto's family for every zoo model torchvision publishes weights for equals the mean
  *     and std of torchvision's own Weights.transforms (the outside truth: torchvision's
  *     MViT weights keep pytorchvideo's 0.45/0.225, its R(2+1)D/R3D/MC3/S3D Kinetics');
+ *   - train --init from a vidtrain run trained with --input-norm imagenet: the child keeps
+ *     imagenet (the checkpoint's normalisation metadata), where auto would have picked
+ *     tiny's family's Kinetics; an --input-norm given that differs is warned about;
  * Without torchvision in $VT_PYTHON that part is reported skipped.
  */
 #include <math.h>
@@ -13,7 +16,54 @@
 
 #include "models/net_types.h"
 #include "pipeline/data/sample.h"
-#include "tests/testutil.h"
+#include "tests/apputil.h"
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+static const char *cfg_str(const char *dir, const char *run, const char *key, char *buf, size_t n) {
+    char p[4300];
+    snprintf(p, sizeof p, "%s/%s/config.json", dir, run);
+    cJSON *c = vt_test_read_json(p);
+    const cJSON *v = c ? cJSON_GetObjectItem(c, key) : NULL;
+    snprintf(buf, n, "%s", cJSON_IsString(v) ? v->valuestring : "(none)");
+    cJSON_Delete(c);
+    return buf;
+}
+
+/* A log that holds text, 1; 0 otherwise. */
+static int log_has(const char *dir, const char *log, const char *text) {
+    char p[4300];
+    snprintf(p, sizeof p, "%s/%s", dir, log);
+    char *s = vt_test_slurp(p, NULL);
+    int r = s && strstr(s, text);
+    free(s);
+    return r;
+}
+
+static void init_keeps_norm(const char *bin, const char *dir) {
+    const char *common = "--clip 4x32 --stride 2 --batch 6 --val-clips 1 --workers 1 --epochs 1 "
+                         "--max-steps 1 --seed 5 -q --devices cpu:1";
+    char b[64];
+    int rc = vt_test_sh("'%s' train '%s/data' --out '%s/parent' %s --input-norm imagenet > "
+                        "'%s/parent.log' 2>&1", bin, dir, dir, common, dir);
+    TCHECK(rc == 0, "parent exit %d", rc);
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/child' %s --init '%s/parent/last.safetensors' "
+                    "> '%s/child.log' 2>&1", bin, dir, dir, common, dir, dir);
+    TCHECK(rc == 0, "child exit %d", rc);
+    printf("--init from an imagenet run: the child's input_norm %s\n",
+           cfg_str(dir, "child", "input_norm", b, sizeof b));
+    TCHECK(!strcmp(cfg_str(dir, "child", "input_norm", b, sizeof b), "imagenet"),
+           "the child of an imagenet run trains on %s's statistics", b);
+    TCHECK(log_has(dir, "child.log", "normalised with imagenet's statistics"),
+           "the child does not say where its statistics come from");
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/given' %s --init '%s/parent/last.safetensors' "
+                    "--input-norm kinetics > '%s/given.log' 2>&1", bin, dir, dir, common, dir, dir);
+    TCHECK(rc == 0, "child with --input-norm exit %d", rc);
+    TCHECK(!strcmp(cfg_str(dir, "given", "input_norm", b, sizeof b), "kinetics"),
+           "--input-norm kinetics given: %s", b);
+    TCHECK(log_has(dir, "given.log", "warning: --input-norm kinetics, but"),
+           "an --input-norm other than the checkpoint's is not warned about");
+}
 
 /* Each line "MODEL m0 m1 m2 s0 s1 s2" of torchvision's weights' transforms checked
  * against vt_zoo_input_norm(MODEL)'s statistics. Returns the models compared. */
@@ -67,5 +117,13 @@ int main(void) {
         printf("test_input_norm: SKIP torchvision's part: %s cannot import torchvision\n", py);
     else
         TCHECK(against_torchvision(py) == 6, "torchvision's six video models not all compared");
+    const char *bin = vt_test_bin("test_input_norm");
+    if (!bin)
+        return VT_TEST_SKIP;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", vt_test_dir("input_norm"));
+    TCHECK(vt_test_synth(bin, dir, "--classes 3 --train 4 --val 1 --test 1 --frames 16") == 0,
+           "synth");
+    init_keeps_norm(bin, dir);
     return vt_test_done("test_input_norm");
 }

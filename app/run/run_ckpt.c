@@ -212,6 +212,40 @@ cJSON *vt_run_ckpt_config(const char *path, char *err, size_t errlen) {
     return j;
 }
 
+int vt_run_ckpt_norm(const char *path, char *name, size_t n) {
+    static const char *const names[] = {"kinetics", "pytorchvideo", "imagenet"};
+    struct { int rc; char name[200]; } a = {0, ""};
+    vt_ckpt_info info;
+    char err[1024];
+    if (vt_dist_lead() && vt_ckpt_read_info(&info, path, err, sizeof err) == 0) {
+        const char *s = vt_ckpt_meta_get(&info.meta, "normalisation");
+        cJSON *j = s ? cJSON_Parse(s) : NULL;
+        const cJSON *m = cJSON_GetObjectItemCaseSensitive(j, "mean");
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "std");
+        if (cJSON_GetArraySize(m) == 3 && cJSON_GetArraySize(d) == 3) {
+            a.rc = -1;
+            snprintf(a.name, sizeof a.name, "%s", s);
+            for (size_t i = 0; i < VT_ARRAY_LEN(names) && a.rc < 0; i++) {
+                vt_clip_cfg c;
+                vt_clip_set_norm(&c, names[i]);
+                int same = 1; /* written %.9g from these floats: they read back exactly */
+                for (int k = 0; k < 3; k++)
+                    same &= (float)cJSON_GetArrayItem(m, k)->valuedouble == c.mean[k] &&
+                            (float)cJSON_GetArrayItem(d, k)->valuedouble == c.std[k];
+                if (same) {
+                    a.rc = 1;
+                    snprintf(a.name, sizeof a.name, "%s", names[i]);
+                }
+            }
+        }
+        cJSON_Delete(j);
+        vt_ckpt_info_free(&info);
+    }
+    vt_mpi_bcast(&a, sizeof a, 0, "a checkpoint's normalisation");
+    snprintf(name, n, "%s", a.name);
+    return a.rc;
+}
+
 int vt_ckpt_keep_earlier_best(double best_acc, double last_acc, int64_t nval) {
     if (!(best_acc >= 0) || nval <= 0)
         return 0;

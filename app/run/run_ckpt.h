@@ -64,6 +64,14 @@ int vt_run_load(const char *path, vt_towers *t, int with_optim, vt_run_state *st
  * absent or unreadable. Reads the header only. */
 cJSON *vt_run_ckpt_config(const char *path, char *err, size_t errlen);
 
+/* The statistics a vidtrain checkpoint's clips were normalised with: its "normalisation"
+ * metadata ({"mean":[r,g,b],"std":[r,g,b]}, vt_run_save) as the name vt_clip_set_norm
+ * gives them ("kinetics", ...), into name. 1 named, 0 the file says nothing (not a
+ * safetensors file, none of that metadata, unreadable: --init reports the file itself),
+ * -1 statistics that no name has (name gets the metadata). Rank 0 reads the header; every
+ * rank gets its answer. */
+int vt_run_ckpt_norm(const char *path, char *name, size_t n);
+
 /* best.safetensors at the end of training: the last epoch (the end of the schedule) is
  * the model to beat, and an earlier epoch stays best only when its validation video
  * top-1 (best_acc) beats the last's (last_acc) by more than the noise of nval videos —

@@ -106,7 +106,7 @@ static void usage(FILE *f) {
         "                        (torchvision's CNNs), pytorchvideo (0.45/0.225: X3D, the\n"
         "                        R50 family, MViT), imagenet (VideoMAE); default auto: the\n"
         "                        model family's, what its published weights were trained\n"
-        "                        with\n"
+        "                        with (--init from a vidtrain checkpoint: what it was)\n"
         "  --init FILE           start from FILE: a vidtrain checkpoint, a safetensors file\n"
         "                        with torchvision's names, or a PyTorch .pth state_dict\n"
         "                        (also PySlowFast/pytorchvideo .pyth: model_state)\n"

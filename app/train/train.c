@@ -16,11 +16,13 @@
 #include "app/leaks.h"
 #include "app/eval/metrics.h"
 #include "app/run/pretrained.h"
+#include "app/run/run_ckpt.h"
 #include "app/run/run_files.h"
 #include "app/run/runclean.h"
 #include "app/train/train_val.h"
 #include "base/common.h"
 #include "models/finetune.h"
+#include "models/net_types.h"
 #include "models/transfer.h"
 #include "pipeline/parallel/device.h"
 #include "pipeline/parallel/mpi.h"
@@ -255,6 +257,33 @@ static int load_init(vt_train *t) {
     return 0;
 }
 
+/* --init FILE from a vidtrain checkpoint: its weights learnt on clips normalised with the
+ * statistics its metadata names, which --input-norm auto keeps (the model's family could
+ * name others: a child of an --input-norm imagenet run, of a run before the option, of
+ * one whose model's family has changed since). An --input-norm given that differs is
+ * the user's choice, said in a warning. */
+static void init_norm(vt_train *t) {
+    vt_train_opts *o = &t->o;
+    if (!o->init[0] || o->pretrained[0] || t->resume[0])
+        return;
+    char name[200];
+    int rc = vt_run_ckpt_norm(o->init, name, sizeof name);
+    const int given = strcmp(o->input_norm, "auto") && o->input_norm[0];
+    if (rc > 0 && !given) {
+        snprintf(o->input_norm, sizeof o->input_norm, "%.15s", name); /* a short name */
+        fprintf(t->out, "input: %s's weights learnt on clips normalised with %s's statistics: "
+                "this run uses them too (--input-norm to change)\n", o->init, name);
+    } else if (rc > 0 && strcmp(o->input_norm, name)) {
+        fprintf(stderr, "vidtrain train: warning: --input-norm %s, but %s's weights learnt on "
+                "clips normalised with %s's statistics (its normalisation metadata): leave "
+                "--input-norm out to keep them\n", o->input_norm, o->init, name);
+    } else if (rc < 0 && !given) {
+        fprintf(stderr, "vidtrain train: warning: %s's weights learnt on clips normalised with "
+                "%s, which no --input-norm names: training with %s's (%s); give --input-norm "
+                "to choose\n", o->init, name, o->model, vt_zoo_input_norm(o->model));
+    }
+}
+
 /* The heads from the dataset, the devices and the towers, with the options resolved for
  * the machine (t->given keeps them as given). 0, or the exit code. */
 static int build_towers(vt_train *t) {
@@ -290,6 +319,7 @@ static int build_towers(vt_train *t) {
     if (vt_mpi_size() > 1)
         vt_mpi_sum_f64(&t->gpus, 1, "the default clip (does any rank have a GPU)");
     t->given = *o;
+    init_norm(t);
     vt_train_opts_resolve(o, t->epoch_clips, t->gpus > 0);
     for (int h = 0; h < heads->n; h++) /* resolved: a transformer's fine-tuning smooths */
         heads->cfg[h].smoothing = heads->cfg[h].loss == VT_LOSS_SOFTMAX_CE ? o->smoothing : 0;

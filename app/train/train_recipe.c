@@ -9,6 +9,7 @@
 
 #include "app/train/train.h"
 #include "models/finetune.h"
+#include "models/net_types.h"
 
 void vt_train_print_no_decay(const vt_train *t) {
     const vt_net *net = vt_towers_net(t->towers, 0);
@@ -33,9 +34,14 @@ void vt_train_print_no_decay(const vt_train *t) {
 
 void vt_train_print_recipe(const vt_train *t) {
     const vt_train_opts *o = &t->o;
-    if (strcmp(o->input_norm, "kinetics")) /* Kinetics' is every other model's: no news */
+    /* Kinetics' is every other model's: no news. Not the family's: given, or --init's
+     * checkpoint's (train.c said so). */
+    if (strcmp(o->input_norm, "kinetics") && !strcmp(o->input_norm, vt_zoo_input_norm(o->model)))
         fprintf(t->out, "input: clips normalised with %s's mean and std, as %s's published "
                 "weights were trained (--input-norm)\n", o->input_norm, o->model);
+    else if (strcmp(o->input_norm, vt_zoo_input_norm(o->model)))
+        fprintf(t->out, "input: clips normalised with %s's mean and std, not %s's family's "
+                "(%s)\n", o->input_norm, o->model, vt_zoo_input_norm(o->model));
     const int vit = vt_finetune_nlayers(o->model) > 0;
     if (!vit && !(o->mixup > 0) && !(o->cutmix > 0) && o->repeat_aug <= 1 &&
         !(o->random_erase > 0))

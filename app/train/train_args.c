@@ -19,11 +19,14 @@
 #include "app/run/run_ckpt.h"
 #include "app/train/train_ranges.h"
 #include "base/common.h"
+#include "base/json_str.h"
 #include "models/backend.h"
 #include "models/finetune.h"
+#include "models/net_types.h"
 #include "models/optim.h"
 #include "pipeline/data/balance.h"
 #include "pipeline/data/dataset/dataset.h"
+#include "pipeline/data/sample.h"
 #include "pipeline/data/video/video.h"
 #include "pipeline/parallel/slices.h"
 
@@ -342,12 +345,86 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
     return 0;
 }
 
+/* A configuration value as a person reads it: numbers %g (a float option's 0.3 is not
+ * 0.300000011920929), strings bare. */
+static void value_text(const cJSON *v, char *buf, size_t n) {
+    if (cJSON_IsNumber(v))
+        snprintf(buf, n, "%g", v->valuedouble);
+    else if (cJSON_IsString(v))
+        snprintf(buf, n, "'%s'", v->valuestring);
+    else if (cJSON_IsBool(v))
+        snprintf(buf, n, "%s", cJSON_IsTrue(v) ? "true" : "false");
+    else if (v) {
+        char *s = vt_json_print(v, 0);
+        snprintf(buf, n, "%s", s);
+        cJSON_free(s);
+    } else {
+        snprintf(buf, n, "(none)");
+    }
+}
+
+/* --resume with options: every value that differs from the run's configuration is named
+ * (the continuation is then not the run's, and config.json will say the new value for the
+ * whole run), but for --input-norm, which is refused: the weights learnt on the saved
+ * statistics, and eval of the run's earlier checkpoints would read the new ones; and for
+ * --init and --pretrained, which a resume never loads (it continues its checkpoint). Keys that
+ * change no number of the run (where and how fast it runs, how often it logs) are not
+ * named. 0, or 2 (printed). */
+static int resume_changes(const vt_train_opts *saved, vt_train_opts *o, const char *resume) {
+    static const char *const quiet_keys[] = {
+        "out", "max_steps", "workers", "queue", "frame_cache", "devices", "gpus", "mem",
+        "gpu_mem", "backend", "emulate", "speeds", "threads", "tower_split", "log_every",
+        "checkpoint_every", "checkpoint_act", "recipe"};
+    if (!strcmp(o->input_norm, "auto")) /* what resolve would make of it */
+        snprintf(o->input_norm, sizeof o->input_norm, "%s", vt_zoo_input_norm(o->model));
+    vt_clip_cfg probe; /* a damaged config.json's name is for the option to repair */
+    if (strcmp(o->input_norm, saved->input_norm) && vt_clip_set_norm(&probe, saved->input_norm) == 0) {
+        fprintf(stderr, "vidtrain train: --resume %s: --input-norm %s, but the run's weights "
+                "learnt on clips normalised with %s's statistics, which a resumed run keeps; "
+                "to train on others, start a new run from them: train DIR --out NEW --init "
+                "%s/last.safetensors --input-norm %s\n", resume, o->input_norm,
+                saved->input_norm, resume, o->input_norm);
+        return 2;
+    }
+    if (strcmp(o->init, saved->init) || strcmp(o->pretrained, saved->pretrained)) {
+        fprintf(stderr, "vidtrain train: --resume %s continues from its last checkpoint: "
+                "--init and --pretrained name a start, which it had (start a new run to start "
+                "from other weights)\n", resume);
+        return 2;
+    }
+    cJSON *a = vt_train_opts_to_json(saved), *b = vt_train_opts_to_json(o);
+    char list[1024] = "";
+    size_t len = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, b) {
+        int skip = 0;
+        for (size_t k = 0; k < VT_ARRAY_LEN(quiet_keys); k++)
+            skip |= !strcmp(x->string, quiet_keys[k]);
+        const cJSON *y = cJSON_GetObjectItemCaseSensitive(a, x->string);
+        if (skip || (y && cJSON_Compare(x, y, 1)))
+            continue;
+        char was[256], now[256];
+        value_text(y, was, sizeof was);
+        value_text(x, now, sizeof now);
+        if (len < sizeof list)
+            len += (size_t)snprintf(list + len, sizeof list - len, "%s%s %s -> %s",
+                                    len ? ", " : "", x->string, was, now);
+    }
+    cJSON_Delete(a);
+    cJSON_Delete(b);
+    if (len && vt_dist_lead())
+        fprintf(stderr, "vidtrain train: warning: --resume %s with other values than the run's "
+                "configuration (%s): the continuation is not the run's, and config.json "
+                "records the new values for the whole run\n", resume, list);
+    return 0;
+}
 
 int vt_train_parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char *resume,
                         size_t resume_n) {
     train_args ta = {0};
     if (take_resume(o, argc, argv, resume, resume_n, &ta) != 0)
         return 1;
+    vt_train_opts saved = *o; /* the run's configuration, for resume_changes */
     for (int i = 1; i < argc; i++) {
         int rc = take_option(o, argc, argv, &i, &ta);
         if (rc > 0)
@@ -366,5 +443,6 @@ int vt_train_parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, cha
         ta.pos = a;
     }
     *quiet = ta.quiet;
-    return check_args(o, &ta, resume);
+    int rc = check_args(o, &ta, resume);
+    return rc == 0 && resume[0] ? resume_changes(&saved, o, resume) : rc;
 }

@@ -1,0 +1,74 @@
+/*
+ * test_resume_opts.c: `train --resume RUN` with options given, on a small synthetic set.
+ * The options override the saved configuration (cmd_train's --help), never silently:
+ *   - --input-norm other than the run's is refused (its weights learnt on the saved
+ *     statistics; config.json would say the new ones for the whole run, and eval of its
+ *     earlier checkpoints would read them), and config.json keeps the old;
+ *   - --init and --pretrained are refused (a resume continues its checkpoint and never
+ *     loaded them, yet config.json recorded them);
+ *   - another value that changes the run's numbers (--lr) is named, old and new, in one
+ *     warning; one that changes no number (--workers) is not; a plain --resume warns of
+ *     nothing.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/apputil.h"
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+/* A log that holds text, 1; 0 otherwise. */
+static int log_has(const char *dir, const char *log, const char *text) {
+    char p[4300];
+    snprintf(p, sizeof p, "%s/%s", dir, log);
+    char *s = vt_test_slurp(p, NULL);
+    int r = s && strstr(s, text);
+    free(s);
+    return r;
+}
+
+int main(void) {
+    const char *bin = vt_test_bin("test_resume_opts");
+    if (!bin)
+        return VT_TEST_SKIP;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", vt_test_dir("resume_opts"));
+    TCHECK(vt_test_synth(bin, dir, "--classes 3 --train 4 --val 1 --test 1 --frames 16") == 0,
+           "synth");
+    /* 12 videos, batch 6: 2 steps an epoch; --lr 0.05 is given so the warning's old value
+     * is known */
+    int rc = vt_test_sh("'%s' train '%s/data' --out '%s/run' --clip 4x32 --stride 2 --batch 6 "
+                        "--val-clips 1 --workers 1 --epochs 2 --lr 0.05 --max-steps 1 --seed 5 "
+                        "-q --devices cpu:1 > '%s/start.log' 2>&1", bin, dir, dir, dir);
+    TCHECK(rc == 0, "start exit %d", rc);
+
+    rc = vt_test_sh("'%s' train --resume '%s/run' --input-norm imagenet --max-steps 2 -q > "
+                    "'%s/norm.log' 2>&1", bin, dir, dir);
+    printf("--resume --input-norm imagenet (the run's: kinetics): exit %d\n", rc);
+    TCHECK(rc == 2, "--resume with another --input-norm: exit %d, want 2", rc);
+    TCHECK(log_has(dir, "norm.log", "which a resumed run keeps"), "no reason given");
+    char p[4300];
+    snprintf(p, sizeof p, "%s/run/config.json", dir);
+    cJSON *c = vt_test_read_json(p);
+    const cJSON *n = c ? cJSON_GetObjectItem(c, "input_norm") : NULL;
+    TCHECK(cJSON_IsString(n) && !strcmp(n->valuestring, "kinetics"),
+           "config.json's input_norm changed by a refused resume");
+    cJSON_Delete(c);
+
+    rc = vt_test_sh("'%s' train --resume '%s/run' --init '%s/run/last.safetensors' --max-steps 2 "
+                    "-q > '%s/init.log' 2>&1", bin, dir, dir, dir);
+    TCHECK(rc == 2, "--resume with --init (never loaded): exit %d, want 2", rc);
+
+    rc = vt_test_sh("'%s' train --resume '%s/run' --lr 0.07 --workers 2 --max-steps 2 -q > "
+                    "'%s/lr.log' 2>&1", bin, dir, dir);
+    TCHECK(rc == 0, "--resume --lr 0.07 exit %d", rc);
+    TCHECK(log_has(dir, "lr.log", "warning: --resume") && log_has(dir, "lr.log", "lr 0.05 -> 0.07"),
+           "a changed --lr is not named in a warning");
+    TCHECK(!log_has(dir, "lr.log", "workers"), "--workers (no number changes) named");
+
+    rc = vt_test_sh("'%s' train --resume '%s/run' --max-steps 3 -q > '%s/plain.log' 2>&1", bin,
+                    dir, dir);
+    TCHECK(rc == 0, "plain --resume exit %d", rc);
+    TCHECK(!log_has(dir, "plain.log", "warning"), "a plain --resume warns");
+    return vt_test_done("test_resume_opts");
+}

@@ -297,6 +297,17 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
         if (!o->stride && p->stride) /* pytorchvideo's 8x8: every 8th frame */
             o->stride = p->stride;
     }
+    /* drop path and layer decay act on a transformer's blocks: a CNN has none, and took
+     * them without a word (the fine-tuning line even named a layer decay it never used) */
+    if (vt_finetune_nlayers(o->model) <= 0 &&
+        (o->drop_path > 0 || (o->layer_decay > 0 && o->layer_decay != 1.0f))) {
+        fprintf(stderr, "vidtrain train: %s %g: %s has no transformer blocks for it to act on "
+                "(videomae_vit_*, mvit_* have); a CNN's classifier takes --dropout P, and "
+                "fine-tuning's rates --freeze N and --head-lr-mult F\n",
+                o->drop_path > 0 ? "--drop-path" : "--layer-decay",
+                (double)(o->drop_path > 0 ? o->drop_path : o->layer_decay), o->model);
+        return 2;
+    }
     if (o->freeze >= 0 && o->freeze > vt_finetune_nstages(o->model)) {
         fprintf(stderr, "vidtrain train: --freeze %d: %s has the stem and %d stages (0..%d)\n",
                 o->freeze, o->model, vt_finetune_nstages(o->model), vt_finetune_nstages(o->model));

@@ -26,11 +26,31 @@ static double gamma_draw(vt_rng *r, double a) {
     }
 }
 
+/* log of a Gamma(a, 1) draw, the same draws as gamma_draw: for a < 1, U^(1/a) underflows
+ * to 0 once a is small (a = 0.002: U < 0.25 does), where its log is still a number. */
+static double log_gamma_draw(vt_rng *r, double a) {
+    if (a < 1) {
+        double u = vt_rng_uniform(r);
+        return log_gamma_draw(r, a + 1) + log(u > 0 ? u : 1e-300) / a;
+    }
+    return log(gamma_draw(r, a));
+}
+
 double vt_mix_beta(uint64_t *state, double a) {
     vt_rng r = {*state};
-    double x = gamma_draw(&r, a), y = gamma_draw(&r, a);
+    double lam;
+    if (a >= 1) {
+        double x = gamma_draw(&r, a), y = gamma_draw(&r, a);
+        lam = x / (x + y);
+    } else {
+        /* x / (x + y) from the logs: both draws underflowed to 0 at small a, and 0 / 0
+         * was taken as 0.5, the one value Beta(a, a) then almost never gives (it sits at
+         * 0 or 1) */
+        double lx = log_gamma_draw(&r, a), ly = log_gamma_draw(&r, a);
+        lam = 1 / (1 + exp(ly - lx));
+    }
     *state = r.s;
-    return x + y > 0 ? x / (x + y) : 0.5;
+    return lam;
 }
 
 void vt_mix_decide(const vt_mix_cfg *c, int64_t step, int h, int w, vt_mix_draw *d) {

@@ -7,12 +7,16 @@
  *   - train --init from a vidtrain run trained with --input-norm imagenet: the child keeps
  *     imagenet (the checkpoint's normalisation metadata), where auto would have picked
  *     tiny's family's Kinetics; an --input-norm given that differs is warned about;
+ *   - a run whose configuration names statistics this build does not know (a newer
+ *     vidtrain's, or damaged: the checkpoints' own copy rewritten by Python) is refused by
+ *     eval and export, which read it as Kinetics' and exported that as its metadata;
  * Without torchvision in $VT_PYTHON that part is reported skipped.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "models/net_types.h"
 #include "pipeline/data/sample.h"
@@ -38,6 +42,46 @@ static int log_has(const char *dir, const char *log, const char *text) {
     int r = s && strstr(s, text);
     free(s);
     return r;
+}
+
+/* RUN copied to NEW with input_norm NAME in config.json and in each checkpoint's own
+ * copy of it (the safetensors header rewritten: plain json and struct). 0 on success. */
+static int renamed_norm(const char *py, const char *dir, const char *run, const char *nw,
+                        const char *name) {
+    static const char *const prog =
+        "import json, struct, sys\n"
+        "src, dst, name = sys.argv[1:4]\n"
+        "b = open(src, 'rb').read(); n = struct.unpack('<Q', b[:8])[0]\n"
+        "h = json.loads(b[8:8 + n]); m = h['__metadata__']\n"
+        "c = json.loads(m['vidtrain_config']); c['input_norm'] = name\n"
+        "m['vidtrain_config'] = json.dumps(c)\n"
+        "hb = json.dumps(h).encode(); hb += b' ' * (-len(hb) % 8)\n"
+        "open(dst, 'wb').write(struct.pack('<Q', len(hb)) + hb + b[8 + n:])\n";
+    return vt_test_sh("cd '%s' && rm -rf '%s' && cp -r '%s' '%s' && sed -i 's/\\(\"input_norm\":"
+                      "\t\"\\)[a-z]*/\\1%s/' '%s/config.json' && for f in '%s'/*.safetensors; do '%s' "
+                      "-c \"%s\" \"$f\" \"$f\" %s || exit 1; done", dir, nw, run, nw, name, nw, nw,
+                      py, prog, name);
+}
+
+static void unknown_norm(const char *bin, const char *py, const char *dir) {
+    TCHECK(renamed_norm(py, dir, "parent", "future", "clipnorm") == 0, "rewrite the checkpoints");
+    int rc = vt_test_sh("'%s' export '%s/future' --onnx '%s/future.onnx' > '%s/fx.log' 2>&1", bin,
+                        dir, dir, dir);
+    printf("export of a run normalised with 'clipnorm': exit %d\n", rc);
+    TCHECK(rc == 1 && log_has(dir, "fx.log", "input_norm 'clipnorm'"),
+           "export of unknown statistics: exit %d, want 1 naming them", rc);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/future.onnx", dir);
+    TCHECK(access(p, F_OK) != 0, "an ONNX file was written with Kinetics' statistics in place of the unknown ones");
+    rc = vt_test_sh("'%s' eval '%s/future' '%s/data' -q --devices cpu:1 > '%s/fe.log' 2>&1", bin,
+                    dir, dir, dir);
+    TCHECK(rc == 1 && log_has(dir, "fe.log", "input_norm 'clipnorm'"),
+           "eval of unknown statistics: exit %d, want 1 naming them", rc);
+    /* the same rewrite with a known name is read: the refusal is the name's, not the copy's */
+    TCHECK(renamed_norm(py, dir, "parent", "known", "pytorchvideo") == 0, "rewrite (known)");
+    rc = vt_test_sh("'%s' export '%s/known' --onnx '%s/known.onnx' > '%s/kx.log' 2>&1", bin, dir,
+                    dir, dir);
+    TCHECK(rc == 0, "export of a rewritten run with known statistics: exit %d", rc);
 }
 
 static void init_keeps_norm(const char *bin, const char *dir) {
@@ -125,5 +169,6 @@ int main(void) {
     TCHECK(vt_test_synth(bin, dir, "--classes 3 --train 4 --val 1 --test 1 --frames 16") == 0,
            "synth");
     init_keeps_norm(bin, dir);
+    unknown_norm(bin, py, dir);
     return vt_test_done("test_input_norm");
 }

@@ -95,6 +95,15 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *
         return -1;
     }
     vt_train_opts_from_json(&m->opts, cfg);
+    vt_clip_cfg probe; /* statistics this build cannot name were read as Kinetics' */
+    if (vt_clip_set_norm(&probe, m->opts.input_norm) != 0) {
+        vt_set_err(err, errlen, "%s: input_norm '%s' is not statistics this vidtrain knows "
+                   "(kinetics, pytorchvideo, imagenet): a run from a newer vidtrain, or a "
+                   "damaged configuration; its clips cannot be normalised as it trained",
+                   src, m->opts.input_norm);
+        cJSON_Delete(cfg);
+        return -1;
+    }
     /* frame folders at the rate the run trained with, unless --frame-rate says otherwise */
     if (!vt_frame_rate_given() && m->opts.frame_rate > 0)
         vt_video_set_frame_rate(m->opts.frame_rate);

@@ -4,7 +4,11 @@
  *   - --drop-path P and --layer-decay F act on a transformer's blocks: for a CNN (tiny,
  *     x3d_xs) both were accepted and ignored, and the fine-tuning line even named the
  *     layer decay; a transformer (vit_test) still takes them (it fails later, on the
- *     missing dataset, not on the option).
+ *     missing dataset, not on the option);
+ *   - --precise-bn K for a model without batch norm (tiny_nobn, vit_test) recomputes
+ *     nothing: it was taken (forwarding up to 2048 clips a validation for nothing), and
+ *     colour jitter turned it on by default for them too; now a warning, and config.json
+ *     says 0; a model with batch norm keeps it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -46,5 +50,30 @@ int main(void) {
     int rc = train(bin, dir, "--model vit_test --drop-path 0.1 --layer-decay 0.75");
     TCHECK(rc != 2 && !has(err, "no transformer blocks"),
            "a transformer's --drop-path/--layer-decay refused: exit %d", rc);
+    TCHECK(vt_test_synth(bin, dir, "--classes 3 --train 2 --val 1 --test 0 --frames 12") == 0,
+           "synth");
+    static const struct {
+        const char *args;
+        int want, warn; /* config.json's precise_bn; a warning */
+    } pbn[] = {{"--model tiny_nobn --precise-bn 2", 0, 1},
+               {"--model vit_test --contrast 0.8", 0, 0}, /* the default's: no warning */
+               {"--model tiny --precise-bn 2", 2, 0}};
+    for (size_t i = 0; i < sizeof pbn / sizeof *pbn; i++) {
+        rc = vt_test_sh("'%s' train '%s/data' --out '%s/pbn%zu' --clip 4x32 --batch 3 --epochs 1 "
+                        "--max-steps 1 -q --devices cpu:1 %s > /dev/null 2> '%s/e.err'", bin,
+                        dir, dir, i, pbn[i].args, dir);
+        TCHECK(rc == 0, "%s: exit %d", pbn[i].args, rc);
+        char p[4300];
+        snprintf(p, sizeof p, "%s/pbn%zu/config.json", dir, i);
+        cJSON *c = vt_test_read_json(p);
+        const cJSON *v = c ? cJSON_GetObjectItem(c, "precise_bn") : NULL;
+        int got = cJSON_IsNumber(v) ? v->valueint : -1;
+        cJSON_Delete(c);
+        printf("%-40s precise_bn %d%s\n", pbn[i].args, got,
+               has(err, "no batch norm") ? ", warned" : "");
+        TCHECK(got == pbn[i].want, "%s: precise_bn %d, want %d", pbn[i].args, got, pbn[i].want);
+        TCHECK(has(err, "no batch norm") == pbn[i].warn, "%s: warning %s", pbn[i].args,
+               pbn[i].warn ? "missing" : "where none is due");
+    }
     return vt_test_done("test_ignored_opts");
 }

@@ -284,6 +284,17 @@ static void init_norm(vt_train *t) {
     }
 }
 
+/* 1 when net has a batch-norm layer (its running statistics are buffers), else 0. */
+static int has_bn(const vt_net *net) {
+    for (int i = 0; i < vt_net_num_tensors(net); i++) {
+        const char *n = vt_net_tensor(net, i)->name;
+        size_t len = strlen(n);
+        if (len >= 12 && !strcmp(n + len - 12, "running_mean"))
+            return 1;
+    }
+    return 0;
+}
+
 /* The heads from the dataset, the devices and the towers, with the options resolved for
  * the machine (t->given keeps them as given). 0, or the exit code. */
 static int build_towers(vt_train *t) {
@@ -353,6 +364,15 @@ static int build_towers(vt_train *t) {
     if (!t->towers) {
         fprintf(stderr, "vidtrain train: %s\n", err);
         return 1;
+    }
+    /* Precise BN recomputes batch-norm statistics: a net without batch norm (the
+     * transformers, tiny_nobn) has none, and forwarded up to 2048 clips a validation for
+     * nothing (and --time-budget counted them). */
+    if (o->precise_bn > 0 && !has_bn(vt_towers_net(t->towers, 0))) {
+        if (t->given.precise_bn > 0 && !t->resume[0])
+            fprintf(stderr, "vidtrain train: warning: --precise-bn %d: %s has no batch norm "
+                    "for it to recompute: off\n", t->given.precise_bn, o->model);
+        o->precise_bn = 0;
     }
     return apply_finetune(t);
 }

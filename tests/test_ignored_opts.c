@@ -8,7 +8,9 @@
  *   - --precise-bn K for a model without batch norm (tiny_nobn, vit_test) recomputes
  *     nothing: it was taken (forwarding up to 2048 clips a validation for nothing), and
  *     colour jitter turned it on by default for them too; now a warning, and config.json
- *     says 0; a model with batch norm keeps it.
+ *     says 0; a model with batch norm keeps it;
+ *   - --momentum M with AdamW (which the transformers' recipe picks) was ignored; now
+ *     refused, and still taken with --optim sgd.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -75,5 +77,15 @@ int main(void) {
         TCHECK(has(err, "no batch norm") == pbn[i].warn, "%s: warning %s", pbn[i].args,
                pbn[i].warn ? "missing" : "where none is due");
     }
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/mom' --model vit_test --clip 4x32 --batch 3 "
+                    "--epochs 1 --max-steps 1 -q --devices cpu:1 --momentum 0.5 > /dev/null 2> "
+                    "'%s/e.err'", bin, dir, dir, dir);
+    printf("--model vit_test --momentum 0.5 (AdamW): exit %d\n", rc);
+    TCHECK(rc == 2 && has(err, "AdamW (the transformers' recipe) has no momentum"),
+           "--momentum with AdamW: exit %d, want 2 naming why", rc);
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/mom2' --model vit_test --clip 4x32 --batch 3 "
+                    "--epochs 1 --max-steps 1 -q --devices cpu:1 --momentum 0.5 --optim sgd > "
+                    "/dev/null 2> '%s/e.err'", bin, dir, dir, dir);
+    TCHECK(rc == 0, "--momentum with --optim sgd: exit %d", rc);
     return vt_test_done("test_ignored_opts");
 }

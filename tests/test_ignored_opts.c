@@ -5,6 +5,7 @@
  *     x3d_xs) both were accepted and ignored, and the fine-tuning line even named the
  *     layer decay; a transformer (vit_test) still takes them (it fails later, on the
  *     missing dataset, not on the option);
+ *   - --mixup-switch-prob P without both --mixup and --cutmix chooses nothing: refused;
  *   - --precise-bn K for a model without batch norm (tiny_nobn, vit_test) recomputes
  *     nothing: it was taken (forwarding up to 2048 clips a validation for nothing), and
  *     colour jitter turned it on by default for them too; now a warning, and config.json
@@ -49,7 +50,17 @@ int main(void) {
         TCHECK(rc == 2 && has(err, "no transformer blocks"), "%s: exit %d, want 2 naming why",
                cnn[i], rc);
     }
-    int rc = train(bin, dir, "--model vit_test --drop-path 0.1 --layer-decay 0.75");
+    static const char *const sw[] = {"--mixup-switch-prob 0.3", "--cutmix 1 --mixup-switch-prob 0.3",
+                                     "--mixup 0.8 --mixup-switch-prob 1"};
+    for (size_t i = 0; i < sizeof sw / sizeof *sw; i++) {
+        int rc = train(bin, dir, sw[i]);
+        printf("%-40s exit %d\n", sw[i], rc);
+        TCHECK(rc == 2 && has(err, "give both --mixup A and --cutmix B"),
+               "%s: exit %d, want 2 naming why", sw[i], rc);
+    }
+    int rc = train(bin, dir, "--mixup 0.8 --cutmix 1 --mixup-switch-prob 0.3");
+    TCHECK(rc != 2, "--mixup-switch-prob with both refused: exit %d", rc);
+    rc = train(bin, dir, "--model vit_test --drop-path 0.1 --layer-decay 0.75");
     TCHECK(rc != 2 && !has(err, "no transformer blocks"),
            "a transformer's --drop-path/--layer-decay refused: exit %d", rc);
     TCHECK(vt_test_synth(bin, dir, "--classes 3 --train 2 --val 1 --test 0 --frames 12") == 0,

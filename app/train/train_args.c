@@ -297,6 +297,13 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
         if (!o->stride && p->stride) /* pytorchvideo's 8x8: every 8th frame */
             o->stride = p->stride;
     }
+    /* the switch picks mixup or CutMix for a batch: with one of them off it picks nothing */
+    if (o->mix_switch != 0.5f && !(o->mixup > 0 && o->cutmix > 0)) {
+        fprintf(stderr, "vidtrain train: --mixup-switch-prob %g chooses between mixup and "
+                "CutMix batch by batch: give both --mixup A and --cutmix B (with one, every "
+                "mixed batch is that one's)\n", (double)o->mix_switch);
+        return 2;
+    }
     /* drop path and layer decay act on a transformer's blocks: a CNN has none, and took
      * them without a word (the fine-tuning line even named a layer decay it never used) */
     if (vt_finetune_nlayers(o->model) <= 0 &&

@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "app/decode_opt.h"
@@ -381,6 +382,18 @@ static void value_text(const cJSON *v, char *buf, size_t n) {
     }
 }
 
+/* 1 when two strings name the same existing file or folder (the dataset given again as
+ * ./data, or by its full path), else 0. */
+static int same_path(const cJSON *a, const cJSON *b) {
+    if (!cJSON_IsString(a) || !cJSON_IsString(b) || !a->valuestring[0] || !b->valuestring[0])
+        return 0;
+    char *ra = realpath(a->valuestring, NULL), *rb = realpath(b->valuestring, NULL);
+    int same = ra && rb && !strcmp(ra, rb);
+    free(ra);
+    free(rb);
+    return same;
+}
+
 /* --resume with options: every value that differs from the run's configuration is named
  * (the continuation is then not the run's, and config.json will say the new value for the
  * whole run), but for --input-norm, which is refused: the weights learnt on the saved
@@ -419,7 +432,7 @@ static int resume_changes(const vt_train_opts *saved, vt_train_opts *o, const ch
         for (size_t k = 0; k < VT_ARRAY_LEN(quiet_keys); k++)
             skip |= !strcmp(x->string, quiet_keys[k]);
         const cJSON *y = cJSON_GetObjectItemCaseSensitive(a, x->string);
-        if (skip || (y && cJSON_Compare(x, y, 1)))
+        if (skip || (y && (cJSON_Compare(x, y, 1) || same_path(x, y))))
             continue;
         char was[256], now[256];
         value_text(y, was, sizeof was);

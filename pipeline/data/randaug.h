@@ -77,7 +77,10 @@ typedef struct vt_randaug_cfg {
 
 /* "off" (n = 0) or "rand-..." with sections m<int>, n<int>, mstd<number>, mmax<int>,
  * inc<0|1> in any order, each at most once; unset ones take timm's defaults (m10 n2
- * mstd0 mmax10 inc0). 0, or -1 with err naming the bad section and a hint. */
+ * mstd0 mmax10 inc0). Stricter than timm's parser where timm is silently surprising:
+ * inc0 means off (timm's bool("0") is on), m above mmax is an error (timm clamps every
+ * draw), a section without a number or timm's op weights (w0) are errors (timm skips
+ * or applies them). 0, or -1 with err naming the bad section and a hint. */
 int vt_randaug_parse(vt_randaug_cfg *c, const char *spec, char *err, size_t errlen);
 /* The canonical spec of c ("off", or every section: "rand-m7-n4-mstd0.5-mmax10-inc1"),
  * which vt_randaug_parse reads back to c. */

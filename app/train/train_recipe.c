@@ -52,6 +52,7 @@ void vt_train_print_recipe(const vt_train *t) {
             o->patience > 0 ? "a constant rate while validation improves, then cosine" : o->sched, (double)o->layer_decay, (double)o->drop_path,
             (double)o->smoothing, mix, o->repeat_aug, (double)o->random_erase, o->randaug,
             vit && !(o->mixup > 0) && !(o->cutmix > 0) && o->repeat_aug <= 1
-                ? " (VideoMAE adds --mixup 0.8 --cutmix 1 --repeat-aug 2 --random-erase 0.25: "
-                  "not measured here, so off; docs/finetune.md)" : "");
+                ? " (VideoMAE adds --mixup 0.8 --cutmix 1 --repeat-aug 2 --random-erase 0.25 "
+                  "--randaug rand-m7-n4-mstd0.5-inc1: not measured here, so off; "
+                  "docs/finetune.md)" : "");
 }

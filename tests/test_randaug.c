@@ -295,10 +295,11 @@ static void parse_cases(void) {
     static const struct {
         const char *spec, *names;
     } bad[] = {
-        {"rand-m7-x3", "x3"},          {"rand-m7-n0", "n0"},        {"rand-m7.5", "m7.5"},
-        {"rand-mstd-1", "mstd"},      {"augmix-m3", "rand"},      {"rand-m7-m8", "m8"},
-        {"rand-m12", "mmax12"},        {"rand-inc2", "inc2"},       {"rand-n", "n"},
-        {"rand-m7-", "rand"},          {"rand-mstdx", "mstdx"},     {"rand-w0", "w0"},
+        {"rand-m7-x3", "x3"},   {"rand-m7-n0", "n0"},    {"rand-m7.5", "m7.5"},
+        {"rand-mstd-1", "mstd"}, {"augmix-m3", "rand"},   {"rand-m7-m8", "m8"},
+        {"rand-m12", "mmax12"},  {"rand-inc2", "inc2"},   {"rand-n", "n"},
+        {"rand-m7-", "empty"},   {"rand-mstdx", "mstdx"}, {"rand-w0", "w0"},
+        {"", "empty"},
     };
     for (size_t i = 0; i < VT_ARRAY_LEN(bad); i++) {
         err[0] = 0;

@@ -48,11 +48,14 @@ int vt_randaug_parse(vt_randaug_cfg *c, const char *spec, char *err, size_t errl
     snprintf(buf, sizeof buf, "%s", spec);
     vt_randaug_cfg r = {.n = 2, .m = 10, .mstd = 0, .mmax = 10, .inc = 0};
     int seen[5] = {0};
+    if (!spec[0])
+        return fail(err, errlen, "''", "an empty spec", NULL);
+    if (strstr(spec, "--") || spec[0] == '-' || spec[strlen(spec) - 1] == '-')
+        return fail(err, errlen, spec, "an empty section (two dashes, or one at an end)", NULL);
     char *save = NULL, *sec = strtok_r(buf, "-", &save);
-    if (!sec || strcmp(sec, "rand") || spec[strlen(spec) - 1] == '-')
-        return fail(err, errlen, spec, "it must start with \"rand\"", NULL);
-    if (strstr(spec, "--"))
-        return fail(err, errlen, spec, "an empty section", NULL);
+    if (!sec || strcmp(sec, "rand"))
+        return fail(err, errlen, spec, "it must start with \"rand\" (timm's RandAugment; "
+                    "AutoAugment and AugMix are not here)", NULL);
     while ((sec = strtok_r(NULL, "-", &save))) {
         char key[8] = "";
         size_t k = 0;

@@ -139,7 +139,7 @@ static void clip_rule(void) {
     const int h = 20, w = 24, t = 4;
     const int64_t fr = (int64_t)h * w * 3;
     uint8_t *clip = vt_malloc((size_t)(t * fr)), *ref = vt_malloc((size_t)(t * fr)),
-            *one = vt_malloc((size_t)fr), *tmp = vt_malloc((size_t)fr);
+            *one = vt_malloc((size_t)fr), *tmp = vt_malloc((size_t)(t * fr));
     make_clip(ref, h, w);
     int same02 = 1, alone = 1, changed = 0;
     for (int key = 1; key <= 200; key++) {

@@ -183,8 +183,6 @@ void vt_randaug_draw_ops(vt_randaug_draw *d, const vt_randaug_cfg *c, uint64_t k
 
 void vt_randaug_clip(uint8_t *clip, int t, int h, int w, const vt_randaug_draw *d,
                      uint8_t *tmp) {
-    const int64_t frame = (int64_t)h * w * 3;
     for (int k = 0; k < d->n; k++)
-        for (int f = 0; f < t; f++)
-            vt_randaug_op(clip + f * frame, h, w, d->kind[k], d->arg[k], tmp);
+        vt_randaug_op_frames(clip, t, h, w, d->kind[k], d->arg[k], tmp);
 }

@@ -59,6 +59,11 @@ const char *vt_randaug_kind_name(int kind);
 /* One op on one frame in place. img: (h, w, 3) uint8 RGB, rows of w; tmp: h * w * 3 bytes
  * of scratch (the geometric ops and Sharpness read the original from it). */
 void vt_randaug_op(uint8_t *img, int h, int w, int kind, double arg, uint8_t *tmp);
+/* The op on t frames (t, h, w, 3) alike: the bytes of t vt_randaug_op calls, with the
+ * enhance ops' blends tabulated and the geometric ops' sample points computed once for
+ * all of them. tmp: t * h * w * 3 bytes. */
+void vt_randaug_op_frames(uint8_t *frames, int t, int h, int w, int kind, double arg,
+                          uint8_t *tmp);
 
 /* ---- the policy ---- */
 
@@ -107,7 +112,7 @@ typedef struct vt_randaug_draw {
  * probability 1/2). Pure in (c, key). */
 void vt_randaug_draw_ops(vt_randaug_draw *d, const vt_randaug_cfg *c, uint64_t key);
 
-/* Applies d to every frame of clip (t, h, w, 3) in place; tmp: h * w * 3 bytes. */
+/* Applies d to every frame of clip (t, h, w, 3) in place; tmp: t * h * w * 3 bytes. */
 void vt_randaug_clip(uint8_t *clip, int t, int h, int w, const vt_randaug_draw *d,
                      uint8_t *tmp);
 

@@ -130,36 +130,50 @@ static inline int luma(const uint8_t *p) {
 }
 
 /* Filter.c's 3x3 filter with ImageFilter.SMOOTH (1 1 1 / 1 5 1 / 1 1 1, divisor 13):
- * the kernel divided by 13 in float, summed row by row from the row below up (as
+ * the kernel divided by 13 in float, each tap's product v * k in float (tabulated: the
+ * same products), summed three taps of a row at a time from the row below up (as
  * Filter.c does), rounded; the border rows and columns copied. */
 static void smooth(uint8_t *out, const uint8_t *in, int h, int w) {
     memcpy(out, in, (size_t)h * w * 3);
     if (h < 3 || w < 3)
         return;
     const float k1 = 1.0f / 13.0f, k5 = 5.0f / 13.0f;
-    const float k[9] = {k1, k1, k1, k1, k5, k1, k1, k1, k1};
-    for (int y = 1; y < h - 1; y++)
-        for (int x = 1; x < w - 1; x++)
-            for (int b = 0; b < 3; b++) {
-                float ss = 0.0f;
-                for (int r = 0; r < 3; r++) { /* rows y+1, y, y-1 with k[0..2], k[3..5], k[6..8] */
-                    const uint8_t *row = in + ((int64_t)(y + 1 - r) * w) * 3 + b;
-                    ss += (float)row[3 * (x - 1)] * k[3 * r] + (float)row[3 * x] * k[3 * r + 1] +
-                          (float)row[3 * (x + 1)] * k[3 * r + 2];
-                }
-                /* Filter.c's clip8 rounds half up (unlike Blend.c, which truncates) */
-                out[((int64_t)y * w + x) * 3 + b] =
-                    ss <= 0.0f ? 0 : ss >= 255.0f ? 255 : (uint8_t)(ss + 0.5f);
-            }
+    float p1[256], p5[256];
+    for (int v = 0; v < 256; v++)
+        p1[v] = (float)v * k1, p5[v] = (float)v * k5;
+    const int64_t row = (int64_t)w * 3;
+    for (int y = 1; y < h - 1; y++) {
+        const uint8_t *up = in + (y - 1) * row, *mid = in + y * row, *dn = in + (y + 1) * row;
+        uint8_t *o = out + y * row;
+        for (int64_t e = 3; e < row - 3; e++) { /* value e of the row: pixel e/3, band e%3 */
+            float ss = 0.0f;
+            ss += p1[dn[e - 3]] + p1[dn[e]] + p1[dn[e + 3]];
+            ss += p1[mid[e - 3]] + p5[mid[e]] + p1[mid[e + 3]];
+            ss += p1[up[e - 3]] + p1[up[e]] + p1[up[e + 3]];
+            /* Filter.c's clip8 rounds half up (unlike Blend.c, which truncates) */
+            o[e] = ss <= 0.0f ? 0 : ss >= 255.0f ? 255 : (uint8_t)(ss + 0.5f);
+        }
+    }
 }
 
-static void enhance(uint8_t *img, int h, int w, int kind, double factor, uint8_t *tmp) {
+/* Image.blend(degenerate, img, alpha) of every pair: tab[d * 256 + v]. For a whole clip
+ * it is cheaper than blending each value (65536 blends against t * h * w * 3). */
+static void blend_table(uint8_t *tab, float alpha) {
+    for (int d = 0; d < 256; d++)
+        for (int v = 0; v < 256; v++)
+            tab[d * 256 + v] = blend(d, v, alpha);
+}
+
+/* The enhance op on one frame; tab: blend_table of the factor, or NULL to blend each
+ * value (the same bytes). */
+static void enhance(uint8_t *img, int h, int w, int kind, double factor, uint8_t *tmp,
+                    const uint8_t *tab) {
     const int64_t npx = (int64_t)h * w;
     const float alpha = (float)factor; /* PIL takes the factor as a C float */
     if (kind == VT_RA_SHARPNESS) {
         smooth(tmp, img, h, w);
         for (int64_t i = 0; i < 3 * npx; i++)
-            img[i] = blend(tmp[i], img[i], alpha);
+            img[i] = tab ? tab[tmp[i] * 256 + img[i]] : blend(tmp[i], img[i], alpha);
         return;
     }
     int grey = 0; /* Brightness: blend with black */
@@ -174,7 +188,7 @@ static void enhance(uint8_t *img, int h, int w, int kind, double factor, uint8_t
         uint8_t *p = img + 3 * i;
         int d = kind == VT_RA_COLOR ? luma(p) : grey;
         for (int b = 0; b < 3; b++)
-            p[b] = blend(d, p[b], alpha);
+            p[b] = tab ? tab[d * 256 + p[b]] : blend(d, p[b], alpha);
     }
 }
 
@@ -182,16 +196,19 @@ static void enhance(uint8_t *img, int h, int w, int kind, double factor, uint8_t
 
 /* Geometry.c: output pixel (x, y) samples the source at a * (x + 0.5, y + 0.5, 1);
  * outside [0, w) x [0, h) it keeps the fill; inside, bilinear between the pixel centres
- * around it (neighbours clamped to the frame), in double, truncated. */
-static void affine(uint8_t *img, int h, int w, const double a[6], uint8_t *tmp) {
-    memcpy(tmp, img, (size_t)h * w * 3);
+ * around it (neighbours clamped to the frame), in double, truncated. The t frames share
+ * the sample points, computed once per pixel; tmp holds the t sources. */
+static void affine(uint8_t *img, int t, int h, int w, const double a[6], uint8_t *tmp) {
+    const int64_t fr = (int64_t)h * w * 3;
+    memcpy(tmp, img, (size_t)(t * fr));
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++) {
-            uint8_t *o = img + ((int64_t)y * w + x) * 3;
+            const int64_t at = ((int64_t)y * w + x) * 3;
             double xi = x + 0.5, yi = y + 0.5;
             double xin = a[0] * xi + a[1] * yi + a[2], yin = a[3] * xi + a[4] * yi + a[5];
             if (xin < 0.0 || xin >= w || yin < 0.0 || yin >= h) {
-                o[0] = o[1] = o[2] = VT_RANDAUG_FILL;
+                for (int f = 0; f < t; f++)
+                    memset(img + f * fr + at, VT_RANDAUG_FILL, 3);
                 continue;
             }
             xin -= 0.5;
@@ -202,14 +219,19 @@ static void affine(uint8_t *img, int h, int w, const double a[6], uint8_t *tmp) 
             int xb = x0 + 1 < 0 ? 0 : x0 + 1 >= w ? w - 1 : x0 + 1;
             int ya = y0 < 0 ? 0 : y0 >= h ? h - 1 : y0;
             int yb_ok = y0 + 1 >= 0 && y0 + 1 < h;
-            for (int b = 0; b < 3; b++) {
-                const uint8_t *r0 = tmp + (int64_t)ya * w * 3 + b;
-                double v1 = r0[3 * xa] + (r0[3 * xb] - r0[3 * xa]) * dx, v2 = v1;
-                if (yb_ok) {
-                    const uint8_t *r1 = tmp + (int64_t)(y0 + 1) * w * 3 + b;
-                    v2 = r1[3 * xa] + (r1[3 * xb] - r1[3 * xa]) * dx;
+            const int64_t r0 = (int64_t)ya * w * 3, r1 = (int64_t)(y0 + 1) * w * 3;
+            for (int f = 0; f < t; f++) {
+                const uint8_t *src = tmp + f * fr;
+                uint8_t *o = img + f * fr + at;
+                for (int b = 0; b < 3; b++) {
+                    const uint8_t *p0 = src + r0 + b;
+                    double v1 = p0[3 * xa] + (p0[3 * xb] - p0[3 * xa]) * dx, v2 = v1;
+                    if (yb_ok) {
+                        const uint8_t *p1 = src + r1 + b;
+                        v2 = p1[3 * xa] + (p1[3 * xb] - p1[3 * xa]) * dx;
+                    }
+                    o[b] = (uint8_t)(v1 + (v2 - v1) * dy);
                 }
-                o[b] = (uint8_t)(v1 + (v2 - v1) * dy);
             }
         }
 }
@@ -237,7 +259,10 @@ static void rotate_matrix(double deg, int h, int w, double m[6]) {
     m[5] = ty + cy;
 }
 
-void vt_randaug_op(uint8_t *img, int h, int w, int kind, double arg, uint8_t *tmp) {
+/* The op on t frames alike; tab: the enhance ops' blend_table of arg, or NULL; tmp: t
+ * frames for the geometric ops, one for Sharpness. */
+static void op_frames(uint8_t *img, int t, int h, int w, int kind, double arg, uint8_t *tmp,
+                      const uint8_t *tab) {
     const int64_t npx = (int64_t)h * w;
     switch (kind) {
     case VT_RA_AUTOCONTRAST:
@@ -246,21 +271,23 @@ void vt_randaug_op(uint8_t *img, int h, int w, int kind, double arg, uint8_t *tm
     case VT_RA_POSTERIZE:
     case VT_RA_SOLARIZE:
     case VT_RA_SOLARIZE_ADD:
-        pointwise(img, npx, kind, arg);
+        for (int f = 0; f < t; f++) /* each frame's own histogram */
+            pointwise(img + f * npx * 3, npx, kind, arg);
         return;
     case VT_RA_COLOR:
     case VT_RA_CONTRAST:
     case VT_RA_BRIGHTNESS:
     case VT_RA_SHARPNESS:
         if ((float)arg != 1.0f) /* Image.blend copies the image at 1 */
-            enhance(img, h, w, kind, arg, tmp);
+            for (int f = 0; f < t; f++)
+                enhance(img + f * npx * 3, h, w, kind, arg, tmp, tab);
         return;
     case VT_RA_ROTATE: {
         if (fmod(arg, 360.0) == 0.0) /* Image.rotate returns a copy */
             return;
         double m[6];
         rotate_matrix(arg, h, w, m);
-        affine(img, h, w, m, tmp);
+        affine(img, t, h, w, m, tmp);
         return;
     }
     case VT_RA_SHEAR_X:
@@ -276,10 +303,23 @@ void vt_randaug_op(uint8_t *img, int h, int w, int kind, double arg, uint8_t *tm
             m[2] = arg * w; /* timm: pixels = pct * img.size[0] */
         else
             m[5] = arg * h;
-        affine(img, h, w, m, tmp);
+        affine(img, t, h, w, m, tmp);
         return;
     }
     default:
         return;
     }
+}
+
+void vt_randaug_op(uint8_t *img, int h, int w, int kind, double arg, uint8_t *tmp) {
+    op_frames(img, 1, h, w, kind, arg, tmp, NULL);
+}
+
+void vt_randaug_op_frames(uint8_t *frames, int t, int h, int w, int kind, double arg,
+                          uint8_t *tmp) {
+    uint8_t tab[65536]; /* 64 KiB of stack: the workers' threads have megabytes */
+    int blends = kind >= VT_RA_COLOR && kind <= VT_RA_SHARPNESS && (float)arg != 1.0f;
+    if (blends)
+        blend_table(tab, (float)arg);
+    op_frames(frames, t, h, w, kind, arg, tmp, blends ? tab : NULL);
 }

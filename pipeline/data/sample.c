@@ -246,7 +246,7 @@ void vt_clip_transform_aug(float *out, uint8_t **buf, size_t *cap, const uint8_t
     VT_CHECK(p->x0 >= 0 && p->y0 >= 0 && p->x0 + cc->crop <= w && p->y0 + cc->crop <= h,
              "crop %d at (%d,%d) outside a %dx%d frame", cc->crop, p->x0, p->y0, w, h);
     const int crop = cc->crop, t = cc->t;
-    const size_t frame = (size_t)crop * crop * 3, need = frame * (size_t)(t + 1);
+    const size_t frame = (size_t)crop * crop * 3, need = frame * (size_t)t * 2;
     if (need > *cap) { /* once per worker: the clip size does not change */
         free(*buf);
         *buf = vt_malloc(need);

@@ -147,7 +147,7 @@ void vt_clip_transform(float *out, const uint8_t *in, int t, int h, int w, int x
 /* vt_clip_transform of p's crop, with RandAugment when p->ra_key is set and
  * cc->randaug.n > 0: the crop (flipped when p->flip) copied into *buf as uint8 (t, crop,
  * crop, 3), p->ra_key's draw applied to every frame (vt_randaug_clip), then normalised.
- * *buf (*cap bytes) grows to (t + 1) * crop * crop * 3 on first use and is the caller's to
+ * *buf (*cap bytes) grows to 2 * t * crop * crop * 3 on first use and is the caller's to
  * free; without RandAugment it is not touched. in: (t, h, w, 3). */
 void vt_clip_transform_aug(float *out, uint8_t **buf, size_t *cap, const uint8_t *in, int h,
                            int w, const vt_clip_params *p, const vt_clip_cfg *cc);

@@ -1,10 +1,11 @@
 /*
  * sample.c: clip positions, crops, flips, colour jitter and the uint8 -> normalised float
- * transform.
+ * transform (with RandAugment's ops, pipeline/data/randaug.h, on training clips).
  *
  * Each function is a pure function of its arguments (randomness comes in as a key
  * built from seed, epoch and sample index), so that tests can pin exact values and a
- * sample is the same whichever thread handles it. It must never decode or allocate.
+ * sample is the same whichever thread handles it. It must never decode, nor allocate
+ * per clip (vt_clip_transform_aug's buffer is the caller's and grows once).
  */
 #include "pipeline/data/sample.h"
 

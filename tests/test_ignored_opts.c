@@ -11,7 +11,10 @@
  *     colour jitter turned it on by default for them too; now a warning, and config.json
  *     says 0; a model with batch norm keeps it;
  *   - --momentum M with AdamW (which the transformers' recipe picks) was ignored; now
- *     refused, and still taken with --optim sgd.
+ *     refused, and still taken with --optim sgd;
+ *   - --label-smoothing on a dataset whose every head is multi-label (BCE) smooths
+ *     nothing: a warning, and config.json's smoothing 0 (the transformers' default 0.1
+ *     was recorded and named in the recipe line for such a set too).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -98,5 +101,31 @@ int main(void) {
                     "--epochs 1 --max-steps 1 -q --devices cpu:1 --momentum 0.5 --optim sgd > "
                     "/dev/null 2> '%s/e.err'", bin, dir, dir, dir);
     TCHECK(rc == 0, "--momentum with --optim sgd: exit %d", rc);
+    /* every video tagged from {a, b, c}: one multi-label head */
+    rc = vt_test_sh("cd '%s/data' && (echo path,tags; i=0; for f in */*/*; do case $((i %% 2)) "
+                    "in 0) t='a;b';; 1) t=c;; esac; echo \"$f,$t\"; i=$((i + 1)); done) > "
+                    "'%s/tags.csv'", dir, dir);
+    TCHECK(rc == 0, "tags.csv");
+    static const struct {
+        const char *args;
+        int warn;
+    } bce[] = {{"--label-smoothing 0.2", 1}, {"--model vit_test", 0}};
+    for (size_t i = 0; i < sizeof bce / sizeof *bce; i++) {
+        rc = vt_test_sh("'%s' train '%s/data' --labels '%s/tags.csv' --out '%s/bce%zu' --clip "
+                        "4x32 --batch 3 --epochs 1 --max-steps 1 -q --devices cpu:1 %s > "
+                        "/dev/null 2> '%s/e.err'", bin, dir, dir, dir, i, bce[i].args, dir);
+        TCHECK(rc == 0, "%s on a multi-label set: exit %d", bce[i].args, rc);
+        char p[4300];
+        snprintf(p, sizeof p, "%s/bce%zu/config.json", dir, i);
+        cJSON *c = vt_test_read_json(p);
+        const cJSON *v = c ? cJSON_GetObjectItem(c, "smoothing") : NULL;
+        double got = cJSON_IsNumber(v) ? v->valuedouble : -1;
+        cJSON_Delete(c);
+        printf("multi-label, %-24s smoothing %g%s\n", bce[i].args, got,
+               has(err, "does not smooth") ? ", warned" : "");
+        TCHECK(got == 0, "%s on a multi-label set: config.json's smoothing %g", bce[i].args, got);
+        TCHECK(has(err, "does not smooth") == bce[i].warn, "%s: warning %s", bce[i].args,
+               bce[i].warn ? "missing" : "where none is due");
+    }
     return vt_test_done("test_ignored_opts");
 }

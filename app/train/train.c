@@ -332,8 +332,20 @@ static int build_towers(vt_train *t) {
     t->given = *o;
     init_norm(t);
     vt_train_opts_resolve(o, t->epoch_clips, t->gpus > 0);
-    for (int h = 0; h < heads->n; h++) /* resolved: a transformer's fine-tuning smooths */
+    int nsoft = 0;
+    for (int h = 0; h < heads->n; h++) { /* resolved: a transformer's fine-tuning smooths */
         heads->cfg[h].smoothing = heads->cfg[h].loss == VT_LOSS_SOFTMAX_CE ? o->smoothing : 0;
+        nsoft += heads->cfg[h].loss == VT_LOSS_SOFTMAX_CE;
+    }
+    /* smoothing is the softmax heads': with none, config.json and the recipe line named a
+     * smoothing nothing applied (--label-smoothing given, or the transformers' 0.1) */
+    if (!nsoft && o->smoothing > 0) {
+        if (t->given.smoothing > 0 && !t->resume[0])
+            fprintf(stderr, "vidtrain train: warning: --label-smoothing %g: every head of %s "
+                    "is multi-label (BCE), which it does not smooth: off\n",
+                    (double)t->given.smoothing, o->data);
+        o->smoothing = 0;
+    }
     tc->batch = o->batch;
     vt_net_cfg_default(&tc->net, o->model, heads->cfg[0].classes, o->clip_t, o->crop, o->crop);
     tc->net.nheads = heads->n;

@@ -6,6 +6,8 @@
  *     layer decay; a transformer (vit_test) still takes them (it fails later, on the
  *     missing dataset, not on the option);
  *   - --mixup-switch-prob P without both --mixup and --cutmix chooses nothing: refused;
+ *     so are --clips-per-video N beside --seconds-per-clip S (which implies auto: the one
+ *     given first was dropped) and --gamma/--step-epochs with another --sched than step;
  *   - --precise-bn K for a model without batch norm (tiny_nobn, vit_test) recomputes
  *     nothing: it was taken (forwarding up to 2048 clips a validation for nothing), and
  *     colour jitter turned it on by default for them too; now a warning, and config.json
@@ -53,13 +55,24 @@ int main(void) {
         TCHECK(rc == 2 && has(err, "no transformer blocks"), "%s: exit %d, want 2 naming why",
                cnn[i], rc);
     }
-    static const char *const sw[] = {"--mixup-switch-prob 0.3", "--cutmix 1 --mixup-switch-prob 0.3",
-                                     "--mixup 0.8 --mixup-switch-prob 1"};
+    static const char *const sw[][2] = {
+        {"--mixup-switch-prob 0.3", "give both --mixup A and --cutmix B"},
+        {"--cutmix 1 --mixup-switch-prob 0.3", "give both --mixup A and --cutmix B"},
+        {"--mixup 0.8 --mixup-switch-prob 1", "give both --mixup A and --cutmix B"},
+        {"--clips-per-video 3 --seconds-per-clip 5", "give one"},
+        {"--seconds-per-clip 5 --clips-per-video 3", "give one"},
+        {"--gamma 0.5", "not with --sched cosine"},
+        {"--sched const --step-epochs 3", "not with --sched const"}};
     for (size_t i = 0; i < sizeof sw / sizeof *sw; i++) {
-        int rc = train(bin, dir, sw[i]);
-        printf("%-40s exit %d\n", sw[i], rc);
-        TCHECK(rc == 2 && has(err, "give both --mixup A and --cutmix B"),
-               "%s: exit %d, want 2 naming why", sw[i], rc);
+        int rc = train(bin, dir, sw[i][0]);
+        printf("%-40s exit %d\n", sw[i][0], rc);
+        TCHECK(rc == 2 && has(err, sw[i][1]), "%s: exit %d, want 2 naming why", sw[i][0], rc);
+    }
+    static const char *const fine[] = {"--sched step --gamma 0.5 --step-epochs 3",
+                                       "--clips-per-video auto --seconds-per-clip 5"};
+    for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
+        int rc = train(bin, dir, fine[i]);
+        TCHECK(rc != 2, "%s refused: exit %d", fine[i], rc);
     }
     int rc = train(bin, dir, "--mixup 0.8 --cutmix 1 --mixup-switch-prob 0.3");
     TCHECK(rc != 2, "--mixup-switch-prob with both refused: exit %d", rc);

@@ -36,6 +36,7 @@
 typedef struct train_args {
     const char *pos; /* the dataset folder */
     int quiet, epochs_given, model_given, patience_given, min_clips_given;
+    int cpv_count_given, spc_given; /* --clips-per-video N, --seconds-per-clip S */
     char cfg_src[2200]; /* where the resumed configuration came from, for messages */
 } train_args;
 
@@ -138,6 +139,7 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
         if (OPT(ranged[k])) {
             if (r < 0 || vt_train_range_parse(o, ranged[k], v))
                 BAD();
+            ta->spc_given |= !strcmp(ranged[k], "--seconds-per-clip");
             return 0;
         }
     if (OPT("--tb-clips")) { if (r < 0 || vt_parse_int(v, 0, 64, &o->tb_clips) != 0) BAD(); return 0; }
@@ -213,6 +215,7 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
         }
         if (r < 0 || vt_parse_int(v, 1, 1000, &o->clips_per_video)) BAD();
         o->seconds_per_clip = 0;
+        ta->cpv_count_given = 1;
         return 0;
     }
     if (OPT("--group")) {
@@ -315,6 +318,20 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
         }
         if (!o->stride && p->stride) /* pytorchvideo's 8x8: every 8th frame */
             o->stride = p->stride;
+    }
+    /* --seconds-per-clip implies auto: a count given beside it was dropped, whichever came
+     * first decided */
+    if (ta->cpv_count_given && ta->spc_given) {
+        fprintf(stderr, "vidtrain train: --clips-per-video %d and --seconds-per-clip: one fixes "
+                "the clips a video, the other spaces them by its length; give one (the second "
+                "with --clips-per-video auto or alone)\n", o->clips_per_video);
+        return 2;
+    }
+    /* the step schedule's own numbers: another schedule never reads them */
+    if ((o->step_epochs != 10 || o->gamma != 0.1f) && strcmp(o->sched, "step")) {
+        fprintf(stderr, "vidtrain train: --step-epochs and --gamma shape --sched step: not "
+                "with --sched %s\n", o->sched);
+        return 2;
     }
     /* the switch picks mixup or CutMix for a batch: with one of them off it picks nothing */
     if (o->mix_switch != 0.5f && !(o->mixup > 0 && o->cutmix > 0)) {

@@ -7,7 +7,8 @@
  *     missing dataset, not on the option);
  *   - --mixup-switch-prob P without both --mixup and --cutmix chooses nothing: refused;
  *     so are --clips-per-video N beside --seconds-per-clip S (which implies auto: the one
- *     given first was dropped) and --gamma/--step-epochs with another --sched than step;
+ *     given first was dropped), --gamma/--step-epochs with another --sched than step, and
+ *     --init-strict without --init or --pretrained;
  *   - --precise-bn K for a model without batch norm (tiny_nobn, vit_test) recomputes
  *     nothing: it was taken (forwarding up to 2048 clips a validation for nothing), and
  *     colour jitter turned it on by default for them too; now a warning, and config.json
@@ -62,7 +63,8 @@ int main(void) {
         {"--clips-per-video 3 --seconds-per-clip 5", "give one"},
         {"--seconds-per-clip 5 --clips-per-video 3", "give one"},
         {"--gamma 0.5", "not with --sched cosine"},
-        {"--sched const --step-epochs 3", "not with --sched const"}};
+        {"--sched const --step-epochs 3", "not with --sched const"},
+        {"--init-strict", "give one of them"}};
     for (size_t i = 0; i < sizeof sw / sizeof *sw; i++) {
         int rc = train(bin, dir, sw[i][0]);
         printf("%-40s exit %d\n", sw[i][0], rc);

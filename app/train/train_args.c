@@ -319,6 +319,11 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
         if (!o->stride && p->stride) /* pytorchvideo's 8x8: every 8th frame */
             o->stride = p->stride;
     }
+    if (o->init_strict && !o->init[0] && !o->pretrained[0] && !resume[0]) {
+        fprintf(stderr, "vidtrain train: --init-strict checks the weights --init or "
+                "--pretrained loads: give one of them\n");
+        return 2;
+    }
     /* --seconds-per-clip implies auto: a count given beside it was dropped, whichever came
      * first decided */
     if (ta->cpv_count_given && ta->spc_given) {

@@ -10,8 +10,8 @@
  * float32 region (vt_msa_layout), scaled by the pass's clips.
  * Exact sums (cfg.exact): the parameter gradients are formed one clip at a time and each
  * clip's folded into the accumulators, as net_vit.c does (towers = one device).
- * FP32 only, and the ops exist on the CPU backends only: vt_netm_check_backend names the
- * first one a backend lacks.
+ * FP32 only. The ops exist on cpu-ref, cpu and cuda (models/cuda/cuda_mvit.c);
+ * vt_netm_check_backend names the first one a backend lacks.
  */
 #include <string.h>
 

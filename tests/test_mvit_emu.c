@@ -6,7 +6,8 @@
  * heads, several query blocks) and the kernels' own index arithmetic in numpy, and
  * compares out, lse, dq, dk, dv and the three relative tables' gradients with
  * torchvision's _add_rel_pos and MultiscaleAttention arithmetic under PyTorch's autograd
- * in float64. Bound 1e-12 absolute (float64 throughout: sums of <= 40 products of O(1)
+ * in float64, and the pooling kernels' index arithmetic (q, k, v pooling with dw's chunks;
+ * the token max pool's gathering backward) against torch's conv3d and max_pool3d. Bound 1e-12 absolute (float64 throughout: sums of <= 40 products of O(1)
  * terms, error ~1e-15; a wrong stride, offset, block or table row is O(0.1), and an
  * element never written is NaN). Skips (77) when $VT_PYTHON cannot import torchvision.
  * The GPU itself runs the same code in test_mvit_gpu.

@@ -13,6 +13,10 @@ MultiscaleAttention's arithmetic under PyTorch's autograd, in float64. Outputs s
 NaN, so an element no call writes shows. Cases: q grid finer than k's (MViT's pooled keys)
 and coarser, with and without relative tables and residual pooling, both walks, one
 block and several (the last one short), the tables' sums in one chunk and several.
+Then the pooling kernels element by element (k_pool_fwd, k_pool_dx, dw's chunked
+k_pool_dw_part / _final in one chunk and five; k_tmax_fwd and the gathering k_tmax_bwd)
+against torch's depthwise conv3d and max_pool3d under autograd (torchvision's Pool and
+MViT's pool_skip), kernel 3, stride (1, 2, 2), padding 1.
   /usr/bin/python3 tests/oracle/cuda_mvit_emu.py     exit 0: every case within 1e-12
 Run by tests/test_mvit_emu.c; keep it in step with cuda_mvit.c and kernels_mvit.cu.
 This script must never depend on vidtrain: it is what the CUDA code is checked against.
@@ -22,6 +26,7 @@ import sys
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 import torchvision.models.video.mvit as tvm
 
 
@@ -238,6 +243,163 @@ def torch_ref(q, k, v, tabs, dout, n, H, g, residual):
     return out.detach().numpy(), lse.detach().numpy().reshape(-1), [x.numpy().reshape(-1) for x in grads]
 
 
+def pool_emu(qkv, w, dout, n, heads, D, part, thw, k, st, pd, parts):
+    """kernels_mvit.cu's k_pool_fwd, k_pool_dx, k_pool_dw_part / _final, element by element."""
+    og = [(thw[a] + 2*pd[a] - k[a]) // st[a] + 1 for a in range(3)]
+    L = 1 + thw[0]*thw[1]*thw[2]; Lo = 1 + og[0]*og[1]*og[2]; C = heads*D; C3 = 3*C
+    K = k[0]*k[1]*k[2]
+    out = np.full(n*heads*Lo*D, np.nan)
+    for e in range(out.size):
+        d = e % D; r = e // D; o = r % Lo; jh = r // Lo; j, h = jh // heads, jh % heads
+        src = j*L*C3 + part*C + h*D + d
+        if o == 0: out[e] = qkv[src]; continue
+        ot, oh, ow = (o-1) // (og[1]*og[2]), (o-1) // og[2] % og[1], (o-1) % og[2]
+        acc = 0.0
+        for a in range(k[0]):
+            it = ot*st[0] - pd[0] + a
+            if it < 0 or it >= thw[0]: continue
+            for b in range(k[1]):
+                ih = oh*st[1] - pd[1] + b
+                if ih < 0 or ih >= thw[1]: continue
+                for c in range(k[2]):
+                    iw = ow*st[2] - pd[2] + c
+                    if iw < 0 or iw >= thw[2]: continue
+                    acc += w[d*K + (a*k[1] + b)*k[2] + c] * qkv[src + (1 + (it*thw[1] + ih)*thw[2] + iw)*C3]
+        out[e] = acc
+    dx = np.full(n*L*C3, np.nan)
+    for e in range(n*L*heads*D):
+        d = e % D; r = e // D; h = r % heads; jx = r // heads; x = jx % L; j = jx // L
+        dst = jx*C3 + part*C + h*D + d; g = (j*heads + h)*Lo*D + d
+        if x == 0: dx[dst] = dout[g]; continue
+        it, ih, iw = (x-1) // (thw[1]*thw[2]), (x-1) // thw[2] % thw[1], (x-1) % thw[2]
+        acc = 0.0
+        for a in range(k[0]):
+            nt = it + pd[0] - a; ot = nt // st[0] if nt >= 0 else -1
+            if nt < 0 or nt % st[0] or ot >= og[0]: continue
+            for b in range(k[1]):
+                nh = ih + pd[1] - b; oh = nh // st[1] if nh >= 0 else -1
+                if nh < 0 or nh % st[1] or oh >= og[1]: continue
+                for c in range(k[2]):
+                    nw = iw + pd[2] - c; ow = nw // st[2] if nw >= 0 else -1
+                    if nw < 0 or nw % st[2] or ow >= og[2]: continue
+                    acc += w[d*K + (a*k[1] + b)*k[2] + c] * dout[g + (1 + (ot*og[1] + oh)*og[2] + ow)*D]
+        dx[dst] = acc
+    nwin = n*heads*(Lo - 1); chunk = (nwin + parts - 1) // parts; pa = np.full(parts*K*D, np.nan)
+    for e in range(parts*K*D):
+        d = e % D; tap = e // D % K; pc = e // (D*K)
+        a, b, c = tap // (k[1]*k[2]), tap // k[2] % k[1], tap % k[2]
+        acc = 0.0
+        for wi in range(pc*chunk, min(pc*chunk + chunk, nwin)):
+            jh = wi // (Lo - 1); o = 1 + wi % (Lo - 1); j, h = jh // heads, jh % heads
+            ot, oh, ow = (o-1) // (og[1]*og[2]), (o-1) // og[2] % og[1], (o-1) % og[2]
+            it, ih, iw = ot*st[0] - pd[0] + a, oh*st[1] - pd[1] + b, ow*st[2] - pd[2] + c
+            if not (0 <= it < thw[0] and 0 <= ih < thw[1] and 0 <= iw < thw[2]): continue
+            acc += dout[(jh*Lo + o)*D + d] * qkv[j*L*C3 + part*C + h*D + d + (1 + (it*thw[1] + ih)*thw[2] + iw)*C3]
+        pa[e] = acc
+    dw = np.zeros(D*K)
+    for e in range(K*D):
+        d = e % D; tap = e // D
+        dw[d*K + tap] += sum(pa[(pc*K + tap)*D + d] for pc in range(parts))
+    return out, dx, dw
+
+
+def tmax_emu(x, dout, n, c, thw, k, st, pd):
+    """kernels_mvit.cu's k_tmax_fwd and the gathering k_tmax_bwd (windows in increasing order)."""
+    og = [(thw[a] + 2*pd[a] - k[a]) // st[a] + 1 for a in range(3)]
+    L = 1 + thw[0]*thw[1]*thw[2]; Lo = 1 + og[0]*og[1]*og[2]
+    def taps(ot, oh, ow):
+        for a in range(k[0]):
+            it = ot*st[0] - pd[0] + a
+            if it < 0 or it >= thw[0]: continue
+            for b in range(k[1]):
+                ih = oh*st[1] - pd[1] + b
+                if ih < 0 or ih >= thw[1]: continue
+                for cc in range(k[2]):
+                    iw = ow*st[2] - pd[2] + cc
+                    if 0 <= iw < thw[2]: yield 1 + (it*thw[1] + ih)*thw[2] + iw
+    def arg(base, ot, oh, ow):
+        best, am = -np.inf, -1
+        for xi in taps(ot, oh, ow):
+            if am < 0 or x[base + xi*c] > best: best, am = x[base + xi*c], xi
+        return am
+    out = np.full(n*Lo*c, np.nan)
+    for e in range(out.size):
+        ch = e % c; r = e // c; o = r % Lo; j = r // Lo; base = j*L*c + ch
+        if o == 0: out[e] = x[base]; continue
+        ot, oh, ow = (o-1) // (og[1]*og[2]), (o-1) // og[2] % og[1], (o-1) % og[2]
+        out[e] = max([-np.inf] + [x[base + xi*c] for xi in taps(ot, oh, ow)])
+    din = np.full(n*L*c, np.nan)
+    for e in range(din.size):
+        ch = e % c; r = e // c; xi = r % L; j = r // L; base = j*L*c + ch; gb = j*Lo*c + ch
+        if xi == 0: din[e] = dout[gb]; continue
+        it, ih, iw = (xi-1) // (thw[1]*thw[2]), (xi-1) // thw[2] % thw[1], (xi-1) % thw[2]
+        acc = 0.0; last = 0
+        for a in range(k[0] - 1, -1, -1):
+            nt = it + pd[0] - a
+            if nt < 0 or nt % st[0] or nt // st[0] >= og[0]: continue
+            for b in range(k[1] - 1, -1, -1):
+                nh = ih + pd[1] - b
+                if nh < 0 or nh % st[1] or nh // st[1] >= og[1]: continue
+                for cc in range(k[2] - 1, -1, -1):
+                    nw = iw + pd[2] - cc
+                    if nw < 0 or nw % st[2] or nw // st[2] >= og[2]: continue
+                    ot, oh, ow = nt // st[0], nh // st[1], nw // st[2]
+                    o = 1 + (ot*og[1] + oh)*og[2] + ow
+                    assert o > last  # the windows come in increasing order (cpu-ref's add order)
+                    last = o
+                    if arg(base, ot, oh, ow) == xi: acc += dout[gb + o*c]
+        din[e] = acc
+    return out, din
+
+
+def check_pools():
+    """The pool and token max pool kernels against torch's depthwise conv3d and max_pool3d."""
+    global bad
+    k, st, pd = (3, 3, 3), (1, 2, 2), (1, 1, 1)
+    for (n, heads, D, thw, parts) in [(2, 2, 3, (3, 5, 5), 1), (1, 2, 2, (2, 4, 6), 5)]:
+        rng = np.random.default_rng(3)
+        L = 1 + thw[0]*thw[1]*thw[2]
+        og = [(thw[a] + 2*pd[a] - k[a]) // st[a] + 1 for a in range(3)]; Lo = 1 + og[0]*og[1]*og[2]
+        qkv = rng.uniform(-1, 1, n*L*3*heads*D); w = rng.uniform(-1, 1, D*27)
+        dout = rng.uniform(-1, 1, n*heads*Lo*D)
+        for part in range(3):
+            out, dx, dw = pool_emu(qkv, w, dout, n, heads, D, part, thw, k, st, pd, parts)
+            tq = torch.tensor(qkv).reshape(n, L, 3, heads, D).requires_grad_()
+            tw = torch.tensor(w).reshape(D, 1, 3, 3, 3).requires_grad_()
+            xp = tq[:, :, part].transpose(1, 2)  # (n, heads, L, D), as torchvision's Pool
+            grid = xp[:, :, 1:].reshape(n*heads, *thw, D).permute(0, 4, 1, 2, 3)
+            y = F.conv3d(grid, tw, stride=st, padding=pd, groups=D)
+            y = y.reshape(n, heads, D, -1).transpose(2, 3)
+            ref = torch.cat([xp[:, :, :1], y], 2).reshape(-1)
+            ref.backward(torch.tensor(dout))
+            gx = tq.grad.numpy().reshape(n, L, 3, heads, D)[:, :, part].reshape(-1)
+            got = dx.reshape(n, L, 3, heads, D)[:, :, part].reshape(-1)
+            errs = dict(out=np.abs(out - ref.detach().numpy()).max(), dqkv=np.abs(got - gx).max(),
+                        dw=np.abs(dw - tw.grad.numpy().reshape(-1)).max())
+            ok = all(e <= 1e-12 for e in errs.values())
+            bad |= not ok
+            print('ok ' if ok else 'BAD', 'pool', n, heads, D, thw, 'part', part, 'dw chunks', parts,
+                  ' '.join('%s %.1e' % kv for kv in errs.items()))
+    for (n, c, thw) in [(2, 3, (3, 5, 5)), (1, 2, (2, 4, 7))]:
+        rng = np.random.default_rng(5)
+        L = 1 + thw[0]*thw[1]*thw[2]
+        og = [(thw[a] + 2*pd[a] - k[a]) // st[a] + 1 for a in range(3)]; Lo = 1 + og[0]*og[1]*og[2]
+        x = rng.permutation(n*L*c).astype(np.float64) / 7.0  # distinct values: no ties
+        dout = rng.uniform(-1, 1, n*Lo*c)
+        out, din = tmax_emu(x, dout, n, c, thw, k, st, pd)
+        tx = torch.tensor(x).reshape(n, L, c).requires_grad_()
+        g = tx[:, 1:].reshape(n, *thw, c).permute(0, 4, 1, 2, 3)
+        y = F.max_pool3d(g, k, st, pd).reshape(n, c, -1).transpose(1, 2)
+        ref = torch.cat([tx[:, :1], y], 1).reshape(-1)
+        ref.backward(torch.tensor(dout))
+        errs = dict(out=np.abs(out - ref.detach().numpy()).max(),
+                    din=np.abs(din - tx.grad.numpy().reshape(-1)).max())
+        ok = all(e <= 1e-12 for e in errs.values())
+        bad |= not ok
+        print('ok ' if ok else 'BAD', 'token_maxpool', n, c, thw,
+              ' '.join('%s %.1e' % kv for kv in errs.items()))
+
+
 CASES = [  # n, H, D, q grid, k grid, residual, rel, bq, parts
     (2, 1, 4, (2, 4, 4), (2, 2, 2), 1, 1, 33, 1),   # MViT's pooled keys; clips batched
     (1, 3, 4, (2, 4, 4), (1, 2, 2), 1, 1, 7, 3),    # heads batched, blocks of 7 (last 5)
@@ -269,4 +431,5 @@ for (n, H, D, qthw, kthw, residual, rel, bq, parts) in CASES:
     bad |= not ok
     print('ok ' if ok else 'BAD', n, H, D, qthw, kthw, 'residual', residual, 'rel', rel, 'bq', bq,
           'batch', walk(n, H, g.Lq, g.Lk, D)['B'], ' '.join('%s %.1e' % kv for kv in errs.items()))
+check_pools()
 sys.exit(1 if bad else 0)

@@ -248,7 +248,13 @@ void vt_cuda_token_maxpool_forward(vt_backend *be, float *out, const float *in, 
 void vt_cuda_token_maxpool_backward(vt_backend *be, float *din, const float *dout,
                                     const float *in, int n, int c, const int thw[3],
                                     const vt_pool3d_p *p) {
+    cu_ctx *cx = enter(be, "token_maxpool_backward");
+    if (n <= 0 || !din)
+        return;
     const vt_cuk_pool k = pool_of(thw, p, 1);
-    vt_cuk_token_maxpool_bwd(enter(be, "token_maxpool_backward")->stream, din, dout, in, n, c,
-                             &k);
+    const size_t need = (size_t)n * (size_t)(k.out[0] * k.out[1] * k.out[2]) * (size_t)c *
+                        sizeof(int);
+    int *arg = vt_cuda_grow(be, &cx->scratch, &cx->scratch_bytes, VT_MAX(need, sizeof(int)),
+                            "cuda scratch");
+    vt_cuk_token_maxpool_bwd(cx->stream, din, dout, in, n, c, &k, arg);
 }

@@ -11,6 +11,8 @@
  *  - pool forward, pool backward's dqkv, token max pool forward and backward: every
  *    output element is formed by one thread with cpu-ref's operations in cpu-ref's order
  *    (double sums of exact float products; a max; float adds in window order): bit for bit.
+ *    The max pool's backward first writes each window's first maximum (cpu-ref's tap order
+ *    and test), then gathers per input element the windows that chose it.
  *  - pool backward's dw: cpu-ref's double sum cut into chunks of windows (a count fixed
  *    by the shape, never by the GPU), the chunks added in order: cpu-ref's float but for
  *    a rare 1-ulp flip.
@@ -628,16 +630,31 @@ __device__ static int64_t tmax_arg(const float *x, int c, const vt_cuk_pool &p, 
     return arg;
 }
 
+/* arg's e = (j (Lo - 1) + o - 1) c + ch: window o >= 1's first maximum (a row >= 1). */
+__global__ static void k_tmax_argmax(int *arg, const float *in, int c, vt_cuk_pool p,
+                                     int64_t total) {
+    const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
+    const int64_t Lw = (int64_t)p.out[0] * p.out[1] * p.out[2];
+    VT_GRID_STRIDE(e, total) {
+        const int ch = (int)(e % c);
+        const int64_t r = e / c, o = r % Lw, j = r / Lw;
+        const int ot = (int)(o / ((int64_t)p.out[1] * p.out[2])),
+                  oh = (int)(o / p.out[2] % p.out[1]), ow = (int)(o % p.out[2]);
+        arg[e] = (int)tmax_arg(in + j * L * c + ch, c, p, ot, oh, ow);
+    }
+}
+
 /* din's e = (j L + xi) c + ch: 0 plus, in window order (cpu-ref's order of its float adds),
- * the gradient of every window whose first maximum is row xi. */
-__global__ static void k_tmax_bwd(float *din, const float *dout, const float *in, int c,
+ * the gradient of every window whose first maximum (arg) is row xi. */
+__global__ static void k_tmax_bwd(float *din, const float *dout, const int *arg, int c,
                                   vt_cuk_pool p, int64_t total) {
     const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
     const int64_t Lo = 1 + (int64_t)p.out[0] * p.out[1] * p.out[2];
     VT_GRID_STRIDE(e, total) {
         const int ch = (int)(e % c);
         const int64_t r = e / c, xi = r % L, j = r / L;
-        const float *x = in + j * L * c + ch, *gy = dout + j * Lo * c + ch;
+        const float *gy = dout + j * Lo * c + ch;
+        const int *ag = arg + j * (Lo - 1) * c + ch;
         if (xi == 0) {
             din[e] = gy[0];
             continue;
@@ -658,9 +675,9 @@ __global__ static void k_tmax_bwd(float *din, const float *dout, const float *in
                     const int nw = iw + p.p[2] - cc, ow = nw / p.s[2];
                     if (nw < 0 || nw % p.s[2] || ow >= p.out[2])
                         continue;
-                    if (tmax_arg(x, c, p, ot, oh, ow) != xi)
-                        continue;
                     const int64_t o = 1 + ((int64_t)ot * p.out[1] + oh) * p.out[2] + ow;
+                    if (ag[(o - 1) * c] != xi)
+                        continue;
                     acc = __fadd_rn(acc, gy[o * c]);
                 }
             }
@@ -678,10 +695,16 @@ extern "C" void vt_cuk_token_maxpool_fwd(cudaStream_t st, float *out, const floa
     CUDA_LAUNCH_CHECK();
 }
 extern "C" void vt_cuk_token_maxpool_bwd(cudaStream_t st, float *din, const float *dout,
-                                         const float *in, int n, int c, const vt_cuk_pool *p) {
+                                         const float *in, int n, int c, const vt_cuk_pool *p,
+                                         int *arg) {
     const int64_t total = (int64_t)n * (1 + grid3(p->in)) * c;
     if (total <= 0 || !din)
         return;
-    k_tmax_bwd<<<vt_blocks(total), VT_THREADS, 0, st>>>(din, dout, in, c, *p, total);
+    const int64_t windows = (int64_t)n * grid3(p->out) * c;
+    if (windows > 0) {
+        k_tmax_argmax<<<vt_blocks(windows), VT_THREADS, 0, st>>>(arg, in, c, *p, windows);
+        CUDA_LAUNCH_CHECK();
+    }
+    k_tmax_bwd<<<vt_blocks(total), VT_THREADS, 0, st>>>(din, dout, arg, c, *p, total);
     CUDA_LAUNCH_CHECK();
 }

@@ -76,8 +76,9 @@ void vt_cuk_mvit_rel_grad(cudaStream_t st, float *drh, float *drw, float *drt, c
 /* ---- token_maxpool (in (N, L, c) on grid p->in; out (N, Lo, c)) ---- */
 void vt_cuk_token_maxpool_fwd(cudaStream_t st, float *out, const float *in, int n, int c,
                               const vt_cuk_pool *p);
+/* arg: scratch of n * grid(p->out) * c ints (each window's first maximum). */
 void vt_cuk_token_maxpool_bwd(cudaStream_t st, float *din, const float *dout, const float *in,
-                              int n, int c, const vt_cuk_pool *p);
+                              int n, int c, const vt_cuk_pool *p, int *arg);
 
 #ifdef __cplusplus
 }

@@ -14,7 +14,8 @@ NaN, so an element no call writes shows. Cases: q grid finer than k's (MViT's po
 and coarser, with and without relative tables and residual pooling, both walks, one
 block and several (the last one short), the tables' sums in one chunk and several.
 Then the pooling kernels element by element (k_pool_fwd, k_pool_dx, dw's chunked
-k_pool_dw_part / _final in one chunk and five; k_tmax_fwd and the gathering k_tmax_bwd)
+k_pool_dw_part / _final in one chunk and five; k_tmax_fwd, k_tmax_argmax and the
+gathering k_tmax_bwd)
 against torch's depthwise conv3d and max_pool3d under autograd (torchvision's Pool and
 MViT's pool_skip), kernel 3, stride (1, 2, 2), padding 1.
   /usr/bin/python3 tests/oracle/cuda_mvit_emu.py     exit 0: every case within 1e-12
@@ -304,7 +305,8 @@ def pool_emu(qkv, w, dout, n, heads, D, part, thw, k, st, pd, parts):
 
 
 def tmax_emu(x, dout, n, c, thw, k, st, pd):
-    """kernels_mvit.cu's k_tmax_fwd and the gathering k_tmax_bwd (windows in increasing order)."""
+    """kernels_mvit.cu's k_tmax_fwd, k_tmax_argmax and the gathering k_tmax_bwd (windows in
+    increasing order)."""
     og = [(thw[a] + 2*pd[a] - k[a]) // st[a] + 1 for a in range(3)]
     L = 1 + thw[0]*thw[1]*thw[2]; Lo = 1 + og[0]*og[1]*og[2]
     def taps(ot, oh, ow):
@@ -328,9 +330,14 @@ def tmax_emu(x, dout, n, c, thw, k, st, pd):
         if o == 0: out[e] = x[base]; continue
         ot, oh, ow = (o-1) // (og[1]*og[2]), (o-1) // og[2] % og[1], (o-1) % og[2]
         out[e] = max([-np.inf] + [x[base + xi*c] for xi in taps(ot, oh, ow)])
+    Lw = Lo - 1; am = np.full(n*Lw*c, -7)  # k_tmax_argmax: each window's first maximum
+    for e in range(am.size):
+        ch = e % c; r = e // c; o = r % Lw; j = r // Lw
+        am[e] = arg(j*L*c + ch, o // (og[1]*og[2]), o // og[2] % og[1], o % og[2])
     din = np.full(n*L*c, np.nan)
     for e in range(din.size):
         ch = e % c; r = e // c; xi = r % L; j = r // L; base = j*L*c + ch; gb = j*Lo*c + ch
+        ag = j*Lw*c + ch
         if xi == 0: din[e] = dout[gb]; continue
         it, ih, iw = (xi-1) // (thw[1]*thw[2]), (xi-1) // thw[2] % thw[1], (xi-1) % thw[2]
         acc = 0.0; last = 0
@@ -347,7 +354,7 @@ def tmax_emu(x, dout, n, c, thw, k, st, pd):
                     o = 1 + (ot*og[1] + oh)*og[2] + ow
                     assert o > last  # the windows come in increasing order (cpu-ref's add order)
                     last = o
-                    if arg(base, ot, oh, ow) == xi: acc += dout[gb + o*c]
+                    if am[ag + (o - 1)*c] == xi: acc += dout[gb + o*c]
         din[e] = acc
     return out, din
 

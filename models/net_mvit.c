@@ -34,8 +34,8 @@ int vt_netm_check_backend(const vt_net *net, char *err, size_t errlen) {
             continue;
         for (size_t o = 0; o < VT_ARRAY_LEN(ops); o++)
             if (!ops[o].have) {
-                vt_set_err(err, errlen, "%s: op %s is not on %s yet (MViT runs on the CPU "
-                           "backends: --devices cpu)", net->g.cfg.model, ops[o].name, t->name);
+                vt_set_err(err, errlen, "%s: op %s is not on %s yet (MViT runs on cpu-ref, "
+                           "cpu and cuda)", net->g.cfg.model, ops[o].name, t->name);
                 return -1;
             }
         return 0;

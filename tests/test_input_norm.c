@@ -7,6 +7,8 @@
  *   - train --init from a vidtrain run trained with --input-norm imagenet: the child keeps
  *     imagenet (the checkpoint's normalisation metadata), where auto would have picked
  *     tiny's family's Kinetics; an --input-norm given that differs is warned about;
+ *   - --pretrained with an --input-norm other than its weights' is warned about (parsed
+ *     before any download: the dataset is missing), the weights' own is not;
  *   - a run whose configuration names statistics this build does not know (a newer
  *     vidtrain's, or damaged: the checkpoints' own copy rewritten by Python) is refused by
  *     eval and export, which read it as Kinetics' and exported that as its metadata;
@@ -169,6 +171,18 @@ int main(void) {
     TCHECK(vt_test_synth(bin, dir, "--classes 3 --train 4 --val 1 --test 1 --frames 16") == 0,
            "synth");
     init_keeps_norm(bin, dir);
+    static const struct {
+        const char *args;
+        int warn;
+    } pre[] = {{"--pretrained x3d_xs --input-norm kinetics", 1},
+               {"--pretrained x3d_xs --input-norm pytorchvideo", 0},
+               {"--pretrained mvit_v2_s --input-norm kinetics", 1}};
+    for (size_t i = 0; i < sizeof pre / sizeof *pre; i++) {
+        int rc = vt_test_sh("'%s' train '%s/nodata' --out '%s/pre' -q %s > '%s/pre.log' 2>&1", bin,
+                            dir, dir, pre[i].args, dir);
+        TCHECK(rc != 0 && log_has(dir, "pre.log", "warning: --input-norm") == pre[i].warn,
+               "%s: exit %d, warning %s", pre[i].args, rc, pre[i].warn ? "missing" : "not due");
+    }
     unknown_norm(bin, py, dir);
     return vt_test_done("test_input_norm");
 }

@@ -318,6 +318,12 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
         }
         if (!o->stride && p->stride) /* pytorchvideo's 8x8: every 8th frame */
             o->stride = p->stride;
+        /* the registry's weights learnt on their family's statistics (auto's choice) */
+        if (strcmp(o->input_norm, "auto") && strcmp(o->input_norm, vt_zoo_input_norm(p->model)))
+            fprintf(stderr, "vidtrain train: warning: --input-norm %s, but --pretrained %s's "
+                    "weights learnt on clips normalised with %s's statistics: leave "
+                    "--input-norm out to keep them\n", o->input_norm, p->name,
+                    vt_zoo_input_norm(p->model));
     }
     if (o->init_strict && !o->init[0] && !o->pretrained[0] && !resume[0]) {
         fprintf(stderr, "vidtrain train: --init-strict checks the weights --init or "

@@ -6,7 +6,8 @@
  *     MViT weights keep pytorchvideo's 0.45/0.225, its R(2+1)D/R3D/MC3/S3D Kinetics');
  *   - train --init from a vidtrain run trained with --input-norm imagenet: the child keeps
  *     imagenet (the checkpoint's normalisation metadata), where auto would have picked
- *     tiny's family's Kinetics; an --input-norm given that differs is warned about;
+ *     tiny's family's Kinetics; an --input-norm given that differs is warned about; with no
+ *     --clip the default clip that differs from the parent's is named in a note;
  *   - --pretrained with an --input-norm other than its weights' is warned about (parsed
  *     before any download: the dataset is missing), the weights' own is not;
  *   - a run whose configuration names statistics this build does not know (a newer
@@ -109,6 +110,14 @@ static void init_keeps_norm(const char *bin, const char *dir) {
            "--input-norm kinetics given: %s", b);
     TCHECK(log_has(dir, "given.log", "warning: --input-norm kinetics, but"),
            "an --input-norm other than the checkpoint's is not warned about");
+    TCHECK(!log_has(dir, "child.log", "note:"), "a note though --clip was given");
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/noclip' --batch 6 --val-clips 1 --workers 1 "
+                    "--epochs 1 --max-steps 1 -q --devices cpu:1 --init '%s/parent/last.safetensors' "
+                    "> '%s/noclip.log' 2>&1", bin, dir, dir, dir, dir);
+    TCHECK(rc == 0, "child without --clip exit %d", rc);
+    TCHECK(log_has(dir, "noclip.log", "learnt on 4x32 clips at stride 2") &&
+               log_has(dir, "noclip.log", "give --clip 4x32 --stride 2"),
+           "the default clip that differs from the parent's is not named");
 }
 
 /* Each line "MODEL m0 m1 m2 s0 s1 s2" of torchvision's weights' transforms checked

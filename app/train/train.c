@@ -284,6 +284,29 @@ static void init_norm(vt_train *t) {
     }
 }
 
+/* --init from a vidtrain checkpoint with no --clip given: a note when the clip resolved
+ * differs from the one its weights learnt on (its configuration's), which the default
+ * clip took the place of without a word. Rank 0 reads and says; nothing changes. */
+static void init_clip_note(const vt_train *t) {
+    const vt_train_opts *o = &t->o;
+    if (!o->init[0] || o->pretrained[0] || t->resume[0] || t->given.clip_t)
+        return;
+    char err[1024];
+    cJSON *j = vt_run_ckpt_config(o->init, err, sizeof err); /* every rank: rank 0's */
+    if (!j)
+        return; /* not a vidtrain checkpoint: load_init says what it is */
+    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(j, "clip_t");
+    const cJSON *cr = cJSON_GetObjectItemCaseSensitive(j, "crop");
+    const cJSON *sd = cJSON_GetObjectItemCaseSensitive(j, "stride");
+    if (vt_dist_lead() && cJSON_IsNumber(ct) && cJSON_IsNumber(cr) && cJSON_IsNumber(sd) &&
+        (ct->valueint != o->clip_t || cr->valueint != o->crop || sd->valueint != o->stride))
+        fprintf(stderr, "vidtrain train: note: %s's weights learnt on %dx%d clips at stride %d; "
+                "this run takes %dx%d at stride %d (the default): give --clip %dx%d --stride %d "
+                "to match\n", o->init, ct->valueint, cr->valueint, sd->valueint, o->clip_t,
+                o->crop, o->stride, ct->valueint, cr->valueint, sd->valueint);
+    cJSON_Delete(j);
+}
+
 /* 1 when net has a batch-norm layer (its running statistics are buffers), else 0. */
 static int has_bn(const vt_net *net) {
     for (int i = 0; i < vt_net_num_tensors(net); i++) {
@@ -332,6 +355,7 @@ static int build_towers(vt_train *t) {
     t->given = *o;
     init_norm(t);
     vt_train_opts_resolve(o, t->epoch_clips, t->gpus > 0);
+    init_clip_note(t);
     int nsoft = 0;
     for (int h = 0; h < heads->n; h++) { /* resolved: a transformer's fine-tuning smooths */
         heads->cfg[h].smoothing = heads->cfg[h].loss == VT_LOSS_SOFTMAX_CE ? o->smoothing : 0;

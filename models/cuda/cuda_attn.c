@@ -4,9 +4,14 @@
  * multi-head attention, the token transpose and mean, the broadcast add and its gradient,
  * per-clip scaling. The arithmetic is in kernels_attn.cu and kernels_tokens.cu (each
  * kernel's exactness against cpu-ref is stated there); this file holds the host side:
- * scratch and attention's cuBLAS GEMMs. FP32 only, as on the CPU backends (the zoo
- * refuses BF16 for the transformers, zoo_vit.c); under TF32 the attention GEMMs may use
- * TF32 like the linear ones (the cuBLAS handle's math mode, backend.h).
+ * scratch and attention's cuBLAS GEMMs. Under TF32 the attention GEMMs may use TF32 like
+ * the linear ones (the cuBLAS handle's math mode, backend.h). BF16 (the CPU backends have
+ * none for these ops: net_vit.c refuses them there): every op reads and writes bf16
+ * activations as the CNN ops do (kernels.h's _dt launchers), and attention runs
+ * attn16_forward / attn16_backward below: the same walk and query blocks, GEMMs in
+ * cublasGemmStridedBatchedEx (bf16 A, B; CUBLAS_COMPUTE_32F) with flash attention's
+ * rounding points (docs/precision.md "bf16 for the transformers"), checked without a
+ * GPU by tests/oracle/cuda_attn_emu_bf16.py.
  *
  * Attention, on blocks of bq queries (cuda_attn.h), each GEMM batching B (clip, head)
  * pairs a fixed stride apart (the heads of a clip, or one head of every clip: attn_walk;
@@ -27,8 +32,8 @@
  * (cuBLAS's column-major strided-batched call emulated in numpy, both walks, several
  * block sizes, against PyTorch's autograd).
  * cuDNN's fused attention (flash) is not used: its SDPA takes fp16, bf16 or fp8 only (its
- * support matrix) and these ops are FP32; it becomes the fast path once the transformers
- * get bf16, with this one as the fallback.
+ * support matrix); under BF16 it could become the fast path where its check_support
+ * accepts the shape, with attn16_* as the fallback (not done).
  */
 #include <math.h>
 #include <stdlib.h>

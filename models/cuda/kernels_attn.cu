@@ -2,9 +2,12 @@
  * kernels_attn.cu: the transformer CUDA kernels (kernels.h) — LayerNorm forward and
  * backward, GELU (erf form) forward and backward, and the two row kernels of attention
  * around cuBLAS's GEMMs (cuda_attn.c): the softmax of a block of logits with its
- * log-sum-exp, and the backward's ds = p (dp - delta) / sqrt(D). FP32 only (backend.h's
- * transformer section). The rules all kernel files keep are in kernels_impl.cuh; the
- * formulas are cpu-ref's (models/cpu/cpu_attn.c), tested against PyTorch.
+ * log-sum-exp, and the backward's ds = p (dp - delta) / sqrt(D). Each on float or bf16
+ * activations (kernels.h's _dt launchers; BF16's rounding points there); the logits, lse
+ * and the row arithmetic are float whatever the activations. The rules all kernel files
+ * keep are in kernels_impl.cuh; the formulas are cpu-ref's (models/cpu/cpu_attn.c),
+ * tested against PyTorch. The exactness below is FP32's; under BF16 each stored value
+ * is that float result rounded to bf16 once (tests/test_vit_gpu.c's BF16 bounds).
  *
  * Exactness against cpu-ref, kernel by kernel (what tests/test_vit_gpu.c checks):
  *  - LayerNorm forward: the row's sum and centred sum of squares in double as cpu-ref,

@@ -3,7 +3,8 @@
  * transpose between feature maps and tokens, the mean of tokens, the broadcast add of a
  * position table (or qkv's bias) and its gradient, per-clip scaling (drop path), and the
  * column sums over many rows that LayerNorm's dgamma/dbeta and the broadcast add's
- * gradient need. FP32 only. The rules all kernel files keep are in kernels_impl.cuh.
+ * gradient need. Each on float or bf16 activations (kernels.h's _dt launchers; BF16's
+ * rounding points there). The rules all kernel files keep are in kernels_impl.cuh.
  *
  * Exactness against cpu-ref (models/cpu/cpu_attn.c): transpose, add_bcast, scale_rows and
  * token_mean_backward do cpu-ref's one float operation per element: bit for bit.

@@ -33,7 +33,8 @@
  * block sizes, against PyTorch's autograd).
  * cuDNN's fused attention (flash) is not used: its SDPA takes fp16, bf16 or fp8 only (its
  * support matrix); under BF16 it could become the fast path where its check_support
- * accepts the shape, with attn16_* as the fallback (not done).
+ * accepts the shape, with attn16_* as the fallback (not done; tests/test_cudnn_sdpa_gpu.c
+ * probes which shapes it would take).
  */
 #include <math.h>
 #include <stdlib.h>

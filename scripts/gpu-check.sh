@@ -87,6 +87,10 @@ for t in "${tests[@]}"; do
     *) note "✗ $name FAILED rc=$rc (${secs}s): $(grep -m3 -E 'FAIL|fatal|rror' "$logs/$name.log" | tr '\n' ' ')" ;;
   esac
 done
+# the cuDNN SDPA probe's answers (it reports, it does not judge): which bf16 ViT shapes
+# cuDNN's fused attention would take
+[ -f "$logs/test_cudnn_sdpa_gpu.log" ] && note "· cuDNN SDPA probe: $(grep -cE 'SUPPORTED' \
+  "$logs/test_cudnn_sdpa_gpu.log") supported, $(grep -cE 'not supported' "$logs/test_cudnn_sdpa_gpu.log") not ($logs/test_cudnn_sdpa_gpu.log)"
 
 # HD files: carry/media/hd when someone put them there, else the two 1080p30 files that
 # `bash bench/bench-feed-gpu.sh --make` writes

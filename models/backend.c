@@ -95,7 +95,7 @@ const char vt_precision_help[] =
     "                      activations stored as bf16 (about half the memory per\n"
     "                      clip), float32 weights, batch norm, losses, optimizer;\n"
     "                      on CUDA, and on the CPU with --backend cpu-ref (slow:\n"
-    "                      for checking numerics)";
+    "                      for checking numerics; the transformers: CUDA only)";
 
 int vt_precision_parse(const char *name) {
     if (!name)

@@ -270,8 +270,10 @@ typedef struct vt_backend_i {
     void (*linear_backward)(vt_backend *be, float *din, float *dw, float *db, const float *dout,
                             const float *in, const float *w, int n, int in_f, int out_f);
 
-    /* ---- transformer ops (models/cpu/cpu_attn.c; docs/design.md §5.1). FP32 only for
-     *      now: every array is float32 (a backend without them leaves the slots NULL). ----
+    /* ---- transformer ops (models/cpu/cpu_attn.c; docs/design.md §5.1). FP32 on the CPU
+     *      backends; cuda has BF16 too (x, out, din, dout, qkv, dqkv are then [A]; LayerNorm's
+     *      mean/invstd, lse, pos, scale and the parameter gradients stay float;
+     *      docs/precision.md). A backend without them leaves the slots NULL. ----
      * Token sequences are (N, L, C) row-major: L tokens of C features per clip, so a linear
      * layer on tokens is linear_forward with n = N*L rows.
      * layernorm over the last dim (rows = N*L, c features): out = (x - mean) * invstd *

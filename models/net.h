@@ -193,7 +193,7 @@ typedef struct vt_memplan {
     int64_t max_tensor_elems;   /* per clip: the largest tensor one op sees (cuDNN cap) */
     int64_t search_filter_bytes;/* FP32/TF32: the largest conv's float weights (the cuda
                                    backend's scratch filter for a timed bwd-filter search) */
-    int64_t cuda_attn_bytes;    /* the cuda backend's attention logits blocks (S and dP,
+    int64_t cuda_attn_bytes;    /* the cuda backend's attention scratch (S and dP; BF16 P, dS,
                                    models/cuda/cuda_attn.h), held beside the arenas */
     int ckpt_segments;          /* checkpoint segments of the model (a transformer's blocks):
                                    0 = activation checkpointing (cfg.ckpt) changes nothing */

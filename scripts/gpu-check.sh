@@ -32,8 +32,8 @@
 # 3d. micro-batches (r3d18 in a 3G budget, fp32 and bf16) against one pass, c3d, precise
 #    BN with VT_CHECK_REPLICAS and --resume on two towers, each conv's cuDNN choice,
 #    videomae_vit_s for 3 steps on cuda:0 and on cuda:0 + cpu and bench step at 16x224
-#    with the per-op profile (3 x 120 s at most), the same for mvit_test at 8x32 and
-#    bench step of mvit_v2_s at 16x224 (2 x 120 s + 180 s at most);
+#    with the per-op profile, the same in bf16 (5 x 120 s at most), the same for
+#    mvit_test at 8x32 and bench step of mvit_v2_s at 16x224 (2 x 120 s + 180 s at most);
 # 4. bench/bench-gpu.sh (vidtrain vs PyTorch, R3D-18).
 # It must never install anything or change the machine beyond its own temp files.
 set -uo pipefail
@@ -89,6 +89,10 @@ for t in "${tests[@]}"; do
     *) note "✗ $name FAILED rc=$rc (${secs}s): $(grep -m3 -E 'FAIL|fatal|rror' "$logs/$name.log" | tr '\n' ' ')" ;;
   esac
 done
+# the cuDNN SDPA probe's answers (it reports, it does not judge): which bf16 ViT shapes
+# cuDNN's fused attention would take
+[ -f "$logs/test_cudnn_sdpa_gpu.log" ] && note "· cuDNN SDPA probe: $(grep -cE 'SUPPORTED' \
+  "$logs/test_cudnn_sdpa_gpu.log") supported, $(grep -cE 'not supported' "$logs/test_cudnn_sdpa_gpu.log") not ($logs/test_cudnn_sdpa_gpu.log)"
 
 # HD files: carry/media/hd when someone put them there, else the two 1080p30 files that
 # `bash bench/bench-feed-gpu.sh --make` writes
@@ -332,6 +336,17 @@ if [ "${VT_GPU_CHECK_MORE:-1}" = 1 ] && [ -d "${w:-}/demo" ]; then
     --devices cuda:0 >"$logs/bench-vit.log" 2>&1
   note "· bench step videomae_vit_s 16x224 b8: $(grep -m1 -E 'clips/s' "$logs/bench-vit.log")" \
     "(per-op GPU time: $logs/bench-vit.log)"
+  # bf16 for the transformer ops (test_vit_gpu checks each op and vit_test's step against
+  # FP32): ViT-S at 8x112, 3 steps through train, then bench step at 16x224 beside the
+  # fp32 figure above (the per-op table: where bf16's attention time goes)
+  timeout 120 "$vt" train "$w/demo" --out "$w/vit-bf16" --model videomae_vit_s --clip 8x112 \
+    --batch 4 --epochs 1 --max-steps 3 --devices cuda:0 --precision bf16 --seed 4 \
+    >"$logs/vit-bf16.log" 2>&1 && note "✓ videomae_vit_s trains on cuda:0 in bf16 (3 steps)" \
+    || note "✗ videomae_vit_s bf16: $(grep -m2 -iE 'error|fatal|abort' "$logs/vit-bf16.log" | tr '\n' ' ')"
+  VT_CUDA_PROF=1 timeout 120 "$vt" bench step --model videomae_vit_s --clip 16x224 --batch 8 \
+    --devices cuda:0 --precision bf16 >"$logs/bench-vit-bf16.log" 2>&1
+  note "· bench step videomae_vit_s 16x224 b8 bf16: $(grep -m1 -E 'clips/s' "$logs/bench-vit-bf16.log")" \
+    "(per-op GPU time: $logs/bench-vit-bf16.log)"
   # precise BN, the replica check and --resume on two towers of one GPU
   pb=(--devices cuda:0,cuda:0 --tower-split manual:3,1 --sync-bn --precise-bn 4 --no-flip --seed 2)
   VT_CHECK_REPLICAS=1 timeout 120 "$vt" train "$w/demo" --out "$w/pb" "${pb[@]}" --epochs 4 --max-steps 20 \

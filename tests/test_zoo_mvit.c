@@ -49,15 +49,19 @@
 #define NMSE_VS_TORCH 4.0
 #define NMSE_CPU 1e-9
 
-static vt_net *make(const char *model, const char *bename, int classes, int t, int hw, int mb) {
+static vt_net *make_hw(const char *model, const char *bename, int classes, int t, int h, int w,
+                       int mb) {
     char err[512];
     vt_backend *be = vt_backend_init(bename, 0, 0, 0);
     VT_CHECK(be, "backend %s", bename);
     vt_net_cfg cfg;
-    vt_net_cfg_default(&cfg, model, classes, t, hw, hw);
+    vt_net_cfg_default(&cfg, model, classes, t, h, w);
     vt_net *net = vt_net_init(&cfg, be, mb, err, sizeof err);
     VT_CHECK(net, "%s on %s: %s", model, bename, err);
     return net;
+}
+static vt_net *make(const char *model, const char *bename, int classes, int t, int hw, int mb) {
+    return make_hw(model, bename, classes, t, hw, hw, mb);
 }
 static void unmake(vt_net **net) {
     vt_backend *be = vt_net_backend(*net);
@@ -96,11 +100,12 @@ static double eval_check(vt_net *net, const vt_ckpt_info *info, const char *what
 
 /* model (mvit_test, mvit_v1_test) on bename: eval, then a training step; returns its
  * gradients (host). */
-static float *run(const vt_ckpt_info *info, const char *model, const char *bename) {
-    vt_net *net = make(model, bename, 5, 8, 32, 2);
+static float *run_at(const vt_ckpt_info *info, const char *model, const char *bename,
+                     const int thw[3]) {
+    vt_net *net = make_hw(model, bename, 5, thw[0], thw[1], thw[2], 2);
     vt_backend *be = vt_net_backend(net);
     char what[64];
-    snprintf(what, sizeof what, "%s/%s", model, bename);
+    snprintf(what, sizeof what, "%s/%s %dx%dx%d", model, bename, thw[0], thw[1], thw[2]);
     vt_test_load_state(net, info, what);
     double t0 = vt_now();
     eval_check(net, info, what, 5);
@@ -160,6 +165,10 @@ static float *run(const vt_ckpt_info *info, const char *model, const char *benam
     vt_backend_free_ptr(be, x);
     unmake(&net);
     return hg;
+}
+
+static float *run(const vt_ckpt_info *info, const char *model, const char *bename) {
+    return run_at(info, model, bename, (const int[3]){8, 32, 32});
 }
 
 /* torch.save's .pth of the state dict loads strictly: the golden parameters. */
@@ -306,9 +315,13 @@ static void refusals(void) {
     cfg.precision = VT_PREC_BF16;
     vt_net *net = vt_net_init(&cfg, be, 1, err, sizeof err);
     TCHECK(!net && strstr(err, "bf16"), "bf16: %s", net ? "accepted" : err);
-    vt_net_cfg_default(&cfg, "mvit_v2_s", 4, 16, 224, 192);
-    net = vt_net_init(&cfg, be, 1, err, sizeof err);
-    TCHECK(!net && strstr(err, "interpolated"), "224x192: %s", net ? "accepted" : err);
+    /* another clip keeps torchvision's 16x224 tables (interpolated at run time): the
+     * same parameters, so its weights load at any clip */
+    vt_net_cfg_default(&cfg, "mvit_v2_s", 400, 8, 160, 112);
+    net = vt_net_init(&cfg, be, 0, err, sizeof err);
+    TCHECK(net && vt_net_num_params(net) == 34537744LL, "mvit_v2_s at 8x160x112: %s",
+           net ? "other parameters" : err);
+    vt_net_free(&net);
     /* a backend without MViT's ops (CUDA's table today): the op is named */
     vt_backend_i fake = *be->i;
     const vt_backend_i *keep = be->i;
@@ -319,7 +332,8 @@ static void refusals(void) {
     net = vt_net_init(&cfg, be, 1, err, sizeof err);
     TCHECK(!net && strstr(err, "mvit_attention") && strstr(err, "not on fakedev yet"),
            "no MViT ops: %s", net ? "accepted" : err);
-    printf("refusals: bf16; 224x192 (%s); %s\n", "tables", net ? "?" : err);
+    printf("refusals: bf16; %s; mvit_v2_s at 8x160x112 has 16x224's parameters\n",
+           net ? "?" : err);
     be->i = keep;
     vt_backend_free(&be);
 }
@@ -357,6 +371,20 @@ int main(void) {
         init_pth(&info, dir, tests[k]);
         vt_ckpt_info_free(&info);
     }
+    /* mvit_test at 6x48x40: its 8x32x32 tables interpolated (up along H, W, down along
+     * T); the same bounds as at its own clip */
+    snprintf(path, sizeof path, "%s/mvit_test_6x48x40.safetensors", dir);
+    VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
+    const int sz[3] = {6, 48, 40};
+    float *gr = run_at(&info, "mvit_test", "cpu-ref", sz), *gc = run_at(&info, "mvit_test", "cpu", sz);
+    vt_net *net = make("mvit_test", "cpu", 5, 8, 32, 1);
+    const double e = vt_nmse(gc, gr, vt_net_num_params(net));
+    unmake(&net);
+    printf("mvit_test 6x48x40: cpu's gradients against cpu-ref's: NMSE %.2g\n", e);
+    TCHECK(e <= NMSE_CPU, "mvit_test 6x48x40: cpu against cpu-ref: NMSE %.3g", e);
+    free(gr);
+    free(gc);
+    vt_ckpt_info_free(&info);
     snprintf(path, sizeof path, "%s/mvit_v2_s.safetensors", dir);
     VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
     v2_s(&info);

@@ -18,9 +18,13 @@ the residual, LayerNorm eps 1e-6) and a block table:
       parameter, "grad.<name>" in float64 and "torch32_nmse.<name>" float32's distance
       (pool_k's LayerNorm bias, 0 in exact arithmetic: "torch32_ss.<name>", float32's sum
       of squares). DIR/mvit_test.pth: torch.save of the state dict (--init's input).
-      DIR/mvit_v2_s.safetensors: mvit_v2_s's 16 blocks built for 2 clips of 8x64x64
-      (torchvision's initialisation, LayerNorm affine and biases made random): the state
-      dict, "x", eval logits in float64 and float32's NMSE from them.
+      DIR/mvit_test_6x48x40.safetensors: the same for mvit_test (built for 8x32x32) run
+      at 2 clips of 6x48x40 (run_at: the relative tables interpolated at run time, as
+      _add_rel_pos does; up along H and W, down along T, H != W).
+      DIR/mvit_v2_s.safetensors: mvit_v2_s's 16 blocks as torchvision builds them (for
+      16x224) at 2 clips of 8x64x64 (run_at; torchvision's initialisation, LayerNorm
+      affine and biases made random): the state dict, "x", eval logits in float64 and
+      float32's NMSE from them.
   torch_mvit.py list MODEL T H   mvit_v2_s's or mvit_v1_b's state-dict names and shapes,
       and its parameters.
 This script must never depend on vidtrain: it is what vidtrain is checked against.
@@ -85,9 +89,21 @@ def eval_truth(m, x, t):
     return m64
 
 
-def test_golden(out, name, v2, g, save_st):
-    classes, clip = 5, (8, 32, 32)
-    m = build_test(classes, clip[0], clip[1], v2)
+def run_at(m, clip):
+    """m (built for another clip) runs clips of clip = (T, H, W): MViT.forward takes the
+    token grid from pos_encoding's sizes, and _add_rel_pos interpolates the relative tables
+    to what the pooled grids need (what torchvision does with its 16x224 weights at another
+    clip size; the tables keep their shapes)."""
+    m.pos_encoding.temporal_size = (clip[0] + 2 - 3) // 2 + 1  # conv_proj's output grid
+    m.pos_encoding.spatial_size = ((clip[1] + 6 - 7) // 4 + 1, (clip[2] + 6 - 7) // 4 + 1)
+    return m
+
+
+def test_golden(out, name, v2, g, save_st, clip=(8, 32, 32), fname=None):
+    classes = 5
+    m = build_test(classes, 8, 32, v2)  # built for 8x32x32 (zoo_mvit.c's mvit_test)
+    if clip != (8, 32, 32):
+        run_at(m, clip)
     with torch.no_grad():  # non-trivial: every affine, bias and table away from its init
         for k, p in m.named_parameters():
             if "norm" in k and k.endswith("weight"):
@@ -123,7 +139,11 @@ def test_golden(out, name, v2, g, save_st):
             continue
         t["torch32_nmse." + k] = np.array([d], np.float32)
         worst = max(worst, d)
-    save_st(os.path.join(out, name + ".safetensors"), t, {"model": name})
+    save_st(os.path.join(out, (fname or name) + ".safetensors"), t, {"model": name})
+    if fname:
+        return print(f"{fname}: {name} built for 8x32x32 at {clip}: float32 PyTorch's NMSE "
+                     f"from float64: eval {t['torch32_nmse.eval_logits.0'][0]:.2g}, gradients "
+                     f"worst {worst:.2g}")
     torch.save(m.state_dict(), os.path.join(out, name + ".pth"))  # what --init reads
     print(f"{name}: {sum(p.numel() for p in m.parameters())} params, clip {clip}, float32 "
           f"PyTorch's NMSE from float64: eval {t['torch32_nmse.eval_logits.0'][0]:.2g}, "
@@ -138,8 +158,10 @@ def golden(out):
     g = torch.Generator().manual_seed(22)
     for name, v2 in (("mvit_test", True), ("mvit_v1_test", False)):
         test_golden(out, name, v2, g, save_st)
-    # mvit_v2_s itself at 8x64x64: eval logits
-    m = v2_s(8, 64, 7)
+    # at another clip (fewer frames, larger, not square): the tables interpolated
+    test_golden(out, "mvit_test", True, g, save_st, (6, 48, 40), "mvit_test_6x48x40")
+    # mvit_v2_s itself (built for 16x224, its tables interpolated) at 8x64x64: eval logits
+    m = run_at(tvm.mvit_v2_s(num_classes=7), (8, 64, 64))
     with torch.no_grad():
         for k, p in m.named_parameters():
             if "norm" in k and k.endswith("weight"):

@@ -14,13 +14,19 @@
  *     the golden parameters, bit for bit.
  *   mvit_v1_test: the same for mvit_v1_b's pieces (absolute position tables, no relative
  *     tables nor residual pooling, q pooled only where strided, project after norm2).
- *   mvit_v2_s itself (16 blocks, 34.5M parameters) at 2 clips of 8x64x64: eval logits on cpu.
+ *   other clips: mvit_test (built for 8x32x32) at 2 clips of 6x48x40 — its relative tables
+ *     interpolated at run time as torchvision's _add_rel_pos does (up along H and W, down
+ *     along T, H != W) — eval logits and every gradient, the tables' included, on cpu-ref
+ *     and cpu (torch_mvit.py run_at); mvit_v1_test's 8x32x32 weights into a 6x48x40 net:
+ *     the position tables resampled on load as F.interpolate does, and its eval logits.
+ *   mvit_v2_s itself (16 blocks, 34.5M parameters; torchvision's 16x224 tables
+ *     interpolated) at 2 clips of 8x64x64: eval logits on cpu.
  *   listing: mvit_v2_s and mvit_v1_b at their default 16x224 clip have torchvision's names
  *     and shapes (torch_mvit.py list; the order differs: vidtrain keeps its arena in node
  *     order) and 34,537,744 and 36,610,672 parameters with 400 classes.
  *   exact sums (the towers' mode): 4 clips in 1 pass and in 2 passes of 2: the same bits.
- *   refusals: bf16; a clip whose grid would need the relative tables interpolated; a
- *     backend without MViT's ops (what CUDA is today) names the op and "not on".
+ *   refusals: bf16; a backend without MViT's ops (what CUDA is today) names the op and
+ *     "not on"; mvit_v2_s at 8x160x112 is accepted with 16x224's parameters.
  * Tolerances (NMSE), argued as test_zoo_x3d.c's: the truth is PyTorch float64 (rounded to
  * float32 once) and vidtrain must be within NMSE_VS_TORCH = 4 times PyTorch float32's own
  * distance from it, with floors NMSE_EVAL 1e-10 and NMSE_TRAIN 1e-8 (float32 sums of a few
@@ -201,6 +207,44 @@ static void v2_s(const vt_ckpt_info *info) {
     printf("mvit_v2_s: %lld parameters, eval of 2 clips %.1fs\n",
            (long long)vt_net_num_params(net), vt_now() - t0);
     unmake(&net);
+}
+
+/* mvit_v1_test's 8x32x32 weights (--init of torch.save's file) into a 6x48x40 net: the
+ * position tables resampled as the oracle's F.interpolate does them (NMSE 1e-13: both
+ * round the same float64 sums once, ~1e-15; nearest, align_corners=True or a transposed
+ * grid are > 1e-4),
+ * nothing mismatched, and the eval logits as torchvision's MViT with those tables. */
+static void v1_resampled(const char *dir) {
+    char path[4200], err[512];
+    vt_ckpt_info info;
+    snprintf(path, sizeof path, "%s/mvit_v1_test_6x48x40.safetensors", dir);
+    VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
+    snprintf(path, sizeof path, "%s/mvit_v1_test.pth", dir);
+    vt_net *net = make_hw("mvit_v1_test", "cpu", 5, 6, 48, 40, 2);
+    vt_init_report rep;
+    int rc = vt_net_load_init(net, path, 1, stdout, &rep, err, sizeof err);
+    TCHECK(rc == 0 && rep.mismatched == 0 && rep.loaded == vt_net_num_tensors(net),
+           "mvit_v1_test 8x32x32 -> 6x48x40: %s", rc ? err : "not all loaded");
+    double worst = 0;
+    for (int i = 0; i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *t = vt_net_tensor(net, i);
+        if (strncmp(t->name, "pos_encoding.", 13) || !strcmp(t->name, "pos_encoding.class_pos") ||
+            !strcmp(t->name, "pos_encoding.class_token"))
+            continue;
+        int64_t n;
+        float *ref = vt_test_gread(&info, t->name, &n);
+        TCHECK(n == t->numel, "%s: %lld values, torch %lld", t->name, (long long)t->numel,
+               (long long)n);
+        if (n == t->numel)
+            worst = fmax(worst, vt_test_nmse_check("mvit_v1_test 6x48x40", t->name,
+                                                   vt_net_params(net) + t->offset, ref, n, 1e-13));
+        free(ref);
+    }
+    printf("mvit_v1_test 8x32x32 weights at 6x48x40: positions resampled, NMSE %.2g from "
+           "F.interpolate's\n", worst);
+    eval_check(net, &info, "mvit_v1_test/cpu 6x48x40", 5);
+    unmake(&net);
+    vt_ckpt_info_free(&info);
 }
 
 /* mvit_v2_s's names and shapes at 16x224 against torchvision's (as a set: the order is
@@ -385,6 +429,7 @@ int main(void) {
     free(gr);
     free(gc);
     vt_ckpt_info_free(&info);
+    v1_resampled(dir);
     snprintf(path, sizeof path, "%s/mvit_v2_s.safetensors", dir);
     VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
     v2_s(&info);

@@ -612,10 +612,8 @@ void vt_graph_plan(vt_graph *g) {
             ws += vt_node_floats(nd);
         }
         if (nd->kind == VT_NODE_MSA) { /* its relative tables' interpolation */
-            vt_msa_rel r;
-            vt_msa_rel_of(g, nd, &r);
             nd->ws_off = ws;
-            ws += r.total;
+            ws += nd->ws_floats;
         }
         if (nd->kind == VT_NODE_QKV) /* [q_bias | 0 | v_bias] and its gradient */
             scratch = VT_MAX(scratch, 6 * (int64_t)nd->ic);

@@ -138,6 +138,7 @@ typedef struct vt_node {
     int64_t mask_floats;  /* per-clip float32 values this node adds (its dropout mask) */
     int64_t ws_off;       /* BN: mean (C) | invstd (C) | shift k (C) in the fixed workspace;
                              pos: its table (L x C) there; msa: vt_msa_rel */
+    int64_t ws_floats;    /* msa: the floats of that (vt_msa_rel's total; its builder) */
     int gslot;            /* slot holding d(output) in backward; -2-h for head h's dlogits */
     vt_din_mode din[VT_NODE_MAX_IN];
     int tmp_slot;         /* VT_DIN_ACCUM: temporary slot */

@@ -147,6 +147,9 @@ int vt_g_msa(vt_graph *g, const char *name, int in, int heads, const int thw[3],
     vt_msa_layout l;
     vt_msa_layout_of(nd, &l);
     nd->mask_floats = l.total;
+    vt_msa_rel r; /* the tables' interpolation, in the fixed workspace */
+    vt_msa_rel_of(g, nd, &r);
+    nd->ws_floats = r.total;
     /* the first tensor, for the arena's order (net.c's grad_ready) */
     for (int k = 0; k < 12 && nd->wt < 0; k++)
         if (nd->mt[k] >= 0)
@@ -173,8 +176,8 @@ void vt_msa_rel_of(const vt_graph *g, const vt_node *nd, vt_msa_rel *r) {
     for (int k = 0; k < 3; k++) {
         r->m[k] = r->tab[k] = r->tabt[k] = r->dtab[k] = -1;
         r->stored[k] = r->need[k] = 0;
-        if (nd->kind != VT_NODE_MSA || !(nd->mflags & VT_MSA_REL))
-            continue;
+        if (nd->kind != VT_NODE_MSA || !(nd->mflags & VT_MSA_REL) || nd->mt[k] < 0)
+            continue; /* (mt < 0: a graph that failed to build) */
         const int a = axis[k];
         r->stored[k] = (int)g->tensors[nd->mt[k]].shape[0];
         r->need[k] = 2 * VT_MAX(nd->qgrid[a], nd->kgrid[a]) - 1;

@@ -20,7 +20,8 @@
  *     and cpu (torch_mvit.py run_at); mvit_v1_test's 8x32x32 weights into a 6x48x40 net:
  *     the position tables resampled on load as F.interpolate does, and its eval logits.
  *   mvit_v2_s itself (16 blocks, 34.5M parameters; torchvision's 16x224 tables
- *     interpolated) at 2 clips of 8x64x64: eval logits on cpu.
+ *     interpolated) at 2 clips of 8x64x48 (grids 16x12 pooled to 8x6, 4x3, 2x2, where
+ *     torchvision's floor-divided table sizes and the pooled grids part): eval logits on cpu.
  *   listing: mvit_v2_s and mvit_v1_b at their default 16x224 clip have torchvision's names
  *     and shapes (torch_mvit.py list; the order differs: vidtrain keeps its arena in node
  *     order) and 34,537,744 and 36,610,672 parameters with 400 classes.
@@ -198,12 +199,12 @@ static void init_pth(const vt_ckpt_info *info, const char *dir, const char *mode
     unmake(&net);
 }
 
-/* mvit_v2_s at 8x64x64 (the weights torchvision built for that clip): eval logits. */
+/* mvit_v2_s (torchvision's, built for 16x224) at 8x64x48: eval logits. */
 static void v2_s(const vt_ckpt_info *info) {
-    vt_net *net = make("mvit_v2_s", "cpu", 7, 8, 64, 2);
+    vt_net *net = make_hw("mvit_v2_s", "cpu", 7, 8, 64, 48, 2);
     vt_test_load_state(net, info, "mvit_v2_s");
     double t0 = vt_now();
-    eval_check(net, info, "mvit_v2_s/cpu 8x64x64", 7);
+    eval_check(net, info, "mvit_v2_s/cpu 8x64x48", 7);
     printf("mvit_v2_s: %lld parameters, eval of 2 clips %.1fs\n",
            (long long)vt_net_num_params(net), vt_now() - t0);
     unmake(&net);

@@ -26,7 +26,7 @@ the residual, LayerNorm eps 1e-6) and a block table:
       ("pos_encoding.spatial_pos", "temporal_pos"), "x", the eval logits (float64) and
       float32's NMSE.
       DIR/mvit_v2_s.safetensors: mvit_v2_s's 16 blocks as torchvision builds them (for
-      16x224) at 2 clips of 8x64x64 (run_at; torchvision's initialisation, LayerNorm
+      16x224) at 2 clips of 8x64x48 (run_at; torchvision's initialisation, LayerNorm
       affine and biases made random): the state dict, "x", eval logits in float64 and
       float32's NMSE from them.
   torch_mvit.py list MODEL T H   mvit_v2_s's or mvit_v1_b's state-dict names and shapes,
@@ -193,20 +193,20 @@ def golden(out):
     # at another clip (fewer frames, larger, not square): the tables interpolated
     test_golden(out, "mvit_test", True, g, save_st, (6, 48, 40), "mvit_test_6x48x40")
     v1_resampled(out, g, save_st)
-    # mvit_v2_s itself (built for 16x224, its tables interpolated) at 8x64x64: eval logits
-    m = run_at(tvm.mvit_v2_s(num_classes=7), (8, 64, 64))
+    # mvit_v2_s itself (built for 16x224, its tables interpolated) at 8x64x48: eval logits
+    m = run_at(tvm.mvit_v2_s(num_classes=7), (8, 64, 48))
     with torch.no_grad():
         for k, p in m.named_parameters():
             if "norm" in k and k.endswith("weight"):
                 p.uniform_(0.7, 1.3, generator=g)
             elif k.endswith("bias"):
                 p.uniform_(-0.2, 0.2, generator=g)
-    x = torch.randn((2, 3, 8, 64, 64), generator=g)
+    x = torch.randn((2, 3, 8, 64, 48), generator=g)
     t = {k: v.detach().clone().numpy() for k, v in m.state_dict().items()}
     t["x"] = x.numpy()
     eval_truth(m, x, t)
     save_st(os.path.join(out, "mvit_v2_s.safetensors"), t, {"model": "mvit_v2_s"})
-    print(f"mvit_v2_s: 8x64x64 eval, float32 PyTorch's NMSE from float64 "
+    print(f"mvit_v2_s: 8x64x48 eval, float32 PyTorch's NMSE from float64 "
           f"{t['torch32_nmse.eval_logits.0'][0]:.2g}")
 
 

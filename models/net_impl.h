@@ -96,6 +96,9 @@ void vt_netv_backward(vt_net *net, int i, float *din, const float *dout, const f
 int vt_netm_check_backend(const vt_net *net, char *err, size_t errlen);
 void vt_netm_forward(vt_net *net, int i, const float *in, float *out, int n);
 void vt_netm_backward(vt_net *net, int i, float *din, const float *dout, const float *in, int n);
+/* The relative tables' interpolation matrices into the workspace (vt_msa_rel; from
+ * vt_netv_init_ws). */
+void vt_netm_init_ws(vt_net *net);
 
 /* net_ckpt.c: under cfg.ckpt, before the backward of node e: when e ends a checkpoint
  * segment whose insides the forward has since overwritten (every one but the last),

@@ -22,6 +22,7 @@
 
 void vt_netv_init_ws(vt_net *net) {
     const vt_graph *g = &net->g;
+    vt_netm_init_ws(net); /* MViT's: net_mvit.c */
     for (int i = 0; i < g->nnodes; i++) {
         const vt_node *nd = &g->nodes[i];
         if (nd->kind != VT_NODE_POS)

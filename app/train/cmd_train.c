@@ -61,10 +61,8 @@ static void usage(FILE *f) {
         "                        slow_r50, i3d_r50, slowfast_r50 (one clip of the fast\n"
         "                        pathway's frames, a multiple of 4: docs/models.md),\n"
         "                        r2plus1d_r50, csn_r101,\n"
-        "                        mvit_v2_s, mvit_v1_b (torchvision's MViTs: 16x224 stride 4,
-"
-        "                        other clips interpolate their position tables; fp32/tf32)
-"
+        "                        mvit_v2_s, mvit_v1_b (torchvision's MViTs: 16x224 stride 4,\n"
+        "                        other clips interpolate their position tables; fp32/tf32)\n"
         "  --clip TxS            frames x crop size, e.g. 16x112 or 8x64x64 (default: 16x112\n"
         "                        when a GPU trains, 8x64 on the CPU)\n"
         "  --stride N            temporal stride between frames (default 1; 3 for the CPU's\n"

@@ -600,8 +600,8 @@ static void bn_backward(vt_net *net, int i, float *din, const float *dy, const f
     } else {
         if (n == 0)
             VT_OP(be, fill, buf, 0.0f, 2 * (int64_t)c);
-        else
-            VT_OP(be, bn_backward_reduce, buf, buf + c, dy, x, k, mean, invstd, n, c, s);
+        else /* with the ReLU after it where fused (net_fuse.c) */
+            vt_net_bn_backward_reduce(net, i, buf, (float *)dy, x, n);
         /* Parameter gradients from the LOCAL sums: the gradient reducer adds the towers. */
         VT_OP(be, axpy, pgrad(net, nd->wt), 1.0f, buf + c, c);
         VT_OP(be, axpy, pgrad(net, nd->bt), 1.0f, buf, c);
@@ -707,9 +707,9 @@ void vt_net_backward(vt_net *net) {
             /* Gradients meeting at a branch add with `add`, an activation op (bf16 under
              * BF16); in FP32 it is bitwise axpy with a = 1. */
             float *gb = grad_of(net, nd->in[1]);
-            if (nd->din[1] == VT_DIN_COPY)
+            if (nd->din[1] == VT_DIN_COPY && vt_net_fuse_skip(net, i + 1) != i)
                 be->i->copy(be, gb, dout, (size_t)nf_in * (size_t)g->act_size);
-            else
+            else if (nd->din[1] != VT_DIN_COPY) /* (fused: the ReLU wrote it, net_fuse.c) */
                 VT_OP(be, add, gb, gb, dout, nf_in);
             if (nd->din[0] == VT_DIN_AXPY)
                 VT_OP(be, add, grad_of(net, in0), grad_of(net, in0), dout, nf_in);
@@ -735,8 +735,8 @@ void vt_net_backward(vt_net *net) {
         case VT_NODE_BN:
             bn_backward(net, i, din, dout, in, n);
             break;
-        case VT_NODE_RELU:
-            VT_OP(be, relu_backward, din, dout, act(net, i), nf_in);
+        case VT_NODE_RELU: /* fused with its BN or the add's skip where it can */
+            vt_net_relu_backward(net, i, din, dout, nf_in);
             break;
         case VT_NODE_MAXPOOL:
             VT_OP(be, maxpool3d_backward, din, dout, in, n, nd->ic, in_thw, &nd->pool);

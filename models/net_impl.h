@@ -128,5 +128,14 @@ int vt_net_fuse_tail(const vt_graph *g, int b);
  * bn_apply_relu(out, x, res). */
 void vt_net_bn_apply_node(vt_net *net, int b, const float *x, float *out, const float *res,
                           int n, int fused);
+/* The backward's fused tails (net_fuse.c): for ReLU node r, the add whose skip gradient
+ * r's backward writes, or -1 (the add then copies nothing); ReLU node r's backward (nf
+ * elements): relu_backward, relu_backward_skip, or nothing where its BN applies it; BN
+ * node b's [sum_dy | sum_dy_xhat] into buf (bn_backward_reduce, or with the ReLU's mask:
+ * bn_relu_backward_reduce, dy then written). */
+int vt_net_fuse_skip(const vt_net *net, int r);
+void vt_net_relu_backward(vt_net *net, int r, float *din, const float *dout, int64_t nf);
+void vt_net_bn_backward_reduce(vt_net *net, int b, float *buf, float *dy, const float *x,
+                               int n);
 
 #endif

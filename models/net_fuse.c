@@ -12,12 +12,13 @@
  * Backward (backend.h relu_backward_skip, bn_relu_backward_reduce; the same switch, and
  * each its own slot): the ReLU of a BN + add + ReLU tail writes the skip's gradient with
  * its own (the add's copy skipped), and the ReLU right after a BN (BN + ReLU) leaves its
- * backward to the BN's reduce, which applies the mask on the way. Not with exact sums
- * (the BN's sums go clip by clip, net_exact.c) nor activation checkpointing (a segment
- * recomputed between the two nodes); only where nothing runs between the two nodes and
- * the gradients meet as the graph planned them: the ReLU's gradient goes to its input by
- * TRANSFER or NEW (never ACCUM), the add's skip by COPY (its first gradient: the ReLU's
- * write is then the only one before the skip's other consumers add theirs).
+ * backward to the BN's reduce, which applies the mask on the way (not with exact sums:
+ * their BN sums go clip by clip, net_exact.c). Neither with activation checkpointing (a
+ * segment recomputed between the two nodes; no CNN of the zoo has segments); only where
+ * nothing runs between the two nodes and the gradients meet as the graph planned them:
+ * the ReLU's gradient goes to its input by TRANSFER or NEW (never ACCUM), the add's skip
+ * by COPY (its first gradient: the ReLU's write is then the only one before the skip's
+ * other consumers add theirs).
  *
  * It must never fuse a node another node reads, the features node or a head, nor an add
  * whose skip is its in[0] (the ReLU's output aliases in[0], the fused op's out must not
@@ -97,15 +98,16 @@ void vt_net_bn_apply_node(vt_net *net, int b, const float *x, float *out, const 
 
 /* ---- backward ---- */
 
-static int bwd_on(const vt_net *net) {
-    return env_on() && !net->g.cfg.exact && !net->g.cfg.ckpt;
+/* exact = 0: the BN's reduction is fused too, which exact sums do clip by clip. */
+static int bwd_on(const vt_net *net, int exact_ok) {
+    return env_on() && (exact_ok || !net->g.cfg.exact) && !net->g.cfg.ckpt;
 }
 
 /* The ReLU right after BN node b that b's backward applies (BN + ReLU), or -1. */
 static int bn_relu(const vt_net *net, int b) {
     const vt_graph *g = &net->g;
-    if (b < 0 || b + 1 >= g->nnodes || !net->be->i->bn_relu_backward_reduce || !bwd_on(net) ||
-        vt_net_fuse_tail(g, b) != b + 1 || g->nodes[b + 1].in[0] != b)
+    if (b < 0 || b + 1 >= g->nnodes || !net->be->i->bn_relu_backward_reduce ||
+        !bwd_on(net, 0) || vt_net_fuse_tail(g, b) != b + 1 || g->nodes[b + 1].in[0] != b)
         return -1;
     const int d = g->nodes[b + 1].din[0];
     return d == VT_DIN_TRANSFER || d == VT_DIN_NEW ? b + 1 : -1;
@@ -113,7 +115,7 @@ static int bn_relu(const vt_net *net, int b) {
 
 int vt_net_fuse_skip(const vt_net *net, int r) {
     const vt_graph *g = &net->g;
-    if (r <= 0 || r >= g->nnodes || !net->be->i->relu_backward_skip || !bwd_on(net))
+    if (r <= 0 || r >= g->nnodes || !net->be->i->relu_backward_skip || !bwd_on(net, 1))
         return -1;
     const vt_node *nr = &g->nodes[r], *na = &g->nodes[r - 1];
     if (nr->kind != VT_NODE_RELU || nr->in[0] != r - 1 || na->kind != VT_NODE_ADD ||

@@ -13,7 +13,8 @@
  * counted the same way. Cases: r3d18 (2x8x8) on cpu (FP32) and on cpu-ref in BF16 (the
  * roundings of bn_apply and add in between), tiny (4x16x16) on cpu-ref (BN + ReLU only),
  * x3d_xs (4x32x32) on cpu (its bottleneck blocks: BN + ReLU, BN + skip + ReLU, and the
- * BN before SE and SiLU left alone). The CUDA kernels are checked against cpu-ref by
+ * BN before SE and SiLU left alone), and r3d18 with exact sums (net_exact.c: the BN's
+ * reduction stays unfused, the skip's write does not). The CUDA kernels are checked against cpu-ref by
  * test_cuda_ops_gpu.
  */
 #include <string.h>
@@ -27,6 +28,7 @@
 #define NCLASS 4
 
 static const vt_backend_i *real;
+static int g_exact; /* nets built with exact sums (cfg.exact): the BN's reduce unfused */
 static int fused_calls, skip_calls, bnrelu_calls;
 static void counted(vt_backend *be, float *out, const float *x, const float *k,
                     const float *mean, const float *invstd, const float *gamma,
@@ -75,6 +77,7 @@ static void run(const char *bename, const char *model, int t, vt_precision prec,
     const int side = !strcmp(model, "x3d_xs") ? 32 : t == 2 ? 8 : 16;
     vt_net_cfg_default(&cfg, model, NCLASS, t, side, side);
     cfg.precision = prec;
+    cfg.exact = g_exact;
     vt_net *net = vt_net_init(&cfg, be, NCLIP, err, sizeof err);
     VT_CHECK(net, "%s", err);
     vt_net_init_weights(net, 11);
@@ -170,5 +173,7 @@ int main(void) {
      * SiLU, unfused */
     check("cpu", "x3d_xs", 4, VT_PREC_FP32, 54, 28, 26);
     check("cpu-ref", "x3d_xs", 4, VT_PREC_BF16, 54, 28, 26);
+    g_exact = 1; /* exact sums (CPU towers' default): the skip's write alone */
+    check("cpu", "r3d18", 2, VT_PREC_FP32, 17, 0, 8);
     return vt_test_done("test_fuse");
 }

@@ -65,6 +65,26 @@ static void net_release(vt_net *net) {
     net->clip = NULL;
 }
 
+/* host_loss: pinned where the backend has host memory, so that vt_net_loss_issue's copy
+ * into it waits for nothing (net_loss.c). */
+static float *host_loss_alloc(vt_net *net) {
+    const size_t bytes = (size_t)net->g.cfg.nheads * (size_t)(net->mb ? net->mb : 1) *
+                         sizeof(float);
+    vt_backend *be = net->be;
+    net->host_loss_pinned = be->i->host_alloc != NULL;
+    float *p = net->host_loss_pinned ? be->i->host_alloc(be, bytes) : vt_malloc(bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void host_loss_free(vt_net *net) {
+    if (net->host_loss_pinned && net->host_loss)
+        net->be->i->host_free(net->be, net->host_loss);
+    else
+        free(net->host_loss);
+    net->host_loss = NULL;
+}
+
 vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *err,
                     size_t errlen) {
     VT_CHECK(be != NULL && max_batch >= 0, "vt_net_init: backend %p, max_batch %d", (void *)be,
@@ -131,7 +151,7 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
     vt_netv_init_ws(net);
     net->bn_count = vt_calloc((size_t)g->nnodes, sizeof(int64_t));
     net->bn_frozen = vt_calloc((size_t)g->nnodes, 1);
-    net->host_loss = vt_net_host_loss_alloc(net);
+    net->host_loss = host_loss_alloc(net);
     return net;
 }
 
@@ -143,7 +163,7 @@ void vt_net_free(vt_net **pnet) {
     vt_graph_free(&net->g);
     free(net->bn_count);
     free(net->bn_frozen);
-    vt_net_host_loss_free(net);
+    host_loss_free(net);
     free(net);
     *pnet = NULL;
 }

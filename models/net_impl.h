@@ -39,7 +39,7 @@ struct vt_net {
     unsigned char *bn_frozen; /* (nnodes) BN in eval mode even in training forwards
                              (vt_net_set_bn_frozen: fine-tuning's --freeze-bn) */
     float *host_loss;     /* (nheads, mb) host copy of the per-clip losses (pinned where
-                             the backend has host_alloc: net_loss.c) */
+                             the backend has host_alloc: net.c) */
     int host_loss_pinned;
     double loss_f[VT_MAX_HEADS]; /* vt_net_loss_issue's scale of each head's losses */
     /* exact sums (cfg.exact, net_exact.c): backend memory */
@@ -120,10 +120,6 @@ void vt_netx_linear_backward(vt_net *net, int i, float *din, const float *dout,
 void vt_netx_bn_sums(vt_net *net, int i, float *buf, const float *x, const float *k,
                      const float *dy, const float *mean, const float *invstd, int n,
                      int64_t *count, int backward);
-
-/* net_loss.c: host_loss made (vt_net_init) and freed (vt_net_free). */
-float *vt_net_host_loss_alloc(vt_net *net);
-void vt_net_host_loss_free(vt_net *net);
 
 /* ---- net_fuse.c: batch norms fused with the ReLU (and add) that follow them ---- */
 /* 1 when the backend has bn_apply_relu and VT_FUSE is not 0. */

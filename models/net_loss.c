@@ -5,33 +5,15 @@
  * from net.c; the losses' copy to the host waits for nothing when the backend can queue
  * it (issue 45 step 3: vt_net_loss_issue, then the backward, then one wait for the pass).
  *
- * It must never allocate after vt_net_init (the host copy of the losses is made there,
- * pinned where the backend has host memory for it) nor read host_loss before the sync
- * that follows the copy.
+ * It must never allocate (the host copy of the losses is vt_net_init's, pinned where the
+ * backend has host memory for it) nor read host_loss before the sync that follows the
+ * copy.
  */
 #include <string.h>
 
 #include "base/common.h"
 #include "models/net.h"
 #include "models/net_impl.h"
-
-float *vt_net_host_loss_alloc(vt_net *net) {
-    const size_t bytes = (size_t)net->g.cfg.nheads * (size_t)(net->mb ? net->mb : 1) *
-                         sizeof(float);
-    vt_backend *be = net->be;
-    net->host_loss_pinned = be->i->host_alloc != NULL;
-    float *p = net->host_loss_pinned ? be->i->host_alloc(be, bytes) : vt_malloc(bytes);
-    memset(p, 0, bytes);
-    return p;
-}
-
-void vt_net_host_loss_free(vt_net *net) {
-    if (net->host_loss_pinned && net->host_loss)
-        net->be->i->host_free(net->be, net->host_loss);
-    else
-        free(net->host_loss);
-    net->host_loss = NULL;
-}
 
 /* ---- loss, outputs ---- */
 

@@ -13,7 +13,8 @@
  * the copy stream (an upload join) is charged the wait: that is where the step waits.
  * Slots not listed below (memory, uploads, ops added to backend.h later) pass through
  * untimed. The host's waits through the table (to_host, synchronize, sumsq, upload_wait)
- * are counted, and the report gives them per optimizer update (issue 45 step 3). Nested calls (an op calling another through the table) count once, outermost.
+ * are counted, and the report gives them per optimizer update (issue 45 step 3). Nested
+ * calls (an op calling another through the table) count once, outermost.
  *
  * It must never change what an op computes, nor synchronise the stream except to read
  * back a full ring (1 in CU_PROF_RING ops) and at the report.

@@ -151,8 +151,8 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
         /* the cuda attention's two logits blocks: B = max(clips, heads) rows of them, cut
          * into query blocks of at most VT_CUDA_ATTN_BLOCK_BYTES (cuda_attn.h), so for
          * any clip count at most twice that (B L x 4 bytes alone passes it only past
-         * 16 M / L clips a pass) */
-        if (nd->kind == VT_NODE_ATTN)
+         * 16 M / L clips a pass); MViT's attention the same (cuda_mvit.h) */
+        if (nd->kind == VT_NODE_ATTN || nd->kind == VT_NODE_MSA)
             mp->cuda_attn_bytes = 2 * VT_CUDA_ATTN_BLOCK_BYTES;
         if (nd->kind == VT_NODE_CONV) {
             mp->max_tensor_elems = VT_MAX(mp->max_tensor_elems,

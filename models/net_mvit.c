@@ -10,8 +10,8 @@
  * float32 region (vt_msa_layout), scaled by the pass's clips.
  * Exact sums (cfg.exact): the parameter gradients are formed one clip at a time and each
  * clip's folded into the accumulators, as net_vit.c does (towers = one device).
- * FP32 only, and the ops exist on the CPU backends only: vt_netm_check_backend names the
- * first one a backend lacks.
+ * FP32 only. The ops exist on cpu-ref, cpu and cuda (models/cuda/cuda_mvit.c);
+ * vt_netm_check_backend names the first one a backend lacks.
  */
 #include <string.h>
 
@@ -34,8 +34,8 @@ int vt_netm_check_backend(const vt_net *net, char *err, size_t errlen) {
             continue;
         for (size_t o = 0; o < VT_ARRAY_LEN(ops); o++)
             if (!ops[o].have) {
-                vt_set_err(err, errlen, "%s: op %s is not on %s yet (MViT runs on the CPU "
-                           "backends: --devices cpu)", net->g.cfg.model, ops[o].name, t->name);
+                vt_set_err(err, errlen, "%s: op %s is not on %s yet (MViT runs on cpu-ref, "
+                           "cpu and cuda)", net->g.cfg.model, ops[o].name, t->name);
                 return -1;
             }
         return 0;

@@ -5,7 +5,8 @@
 #
 #   bash scripts/gpu-check.sh            all steps
 #   VT_GPU_CHECK_BENCH=0 ...             skip the benchmark
-#   VT_GPU_CHECK_SANITIZE=1 ...          also run test_cuda_ops_gpu and test_vit_gpu's ops
+#   VT_GPU_CHECK_SANITIZE=1 ...          also run test_cuda_ops_gpu, test_vit_gpu's and
+#                                        test_mvit_gpu's ops
 #                                        under compute-sanitizer (memcheck, racecheck,
 #                                        synccheck)
 #   VT_GPU_SANITIZE_TOOLS="memcheck"     which of them (default all three)
@@ -32,7 +33,8 @@
 # 3d. micro-batches (r3d18 in a 3G budget, fp32 and bf16) against one pass, c3d, precise
 #    BN with VT_CHECK_REPLICAS and --resume on two towers, each conv's cuDNN choice,
 #    videomae_vit_s for 3 steps on cuda:0 and on cuda:0 + cpu and bench step at 16x224
-#    with the per-op profile (3 x 120 s at most);
+#    with the per-op profile (3 x 120 s at most), the same for mvit_test at 8x32 and
+#    bench step of mvit_v2_s at 16x224 (2 x 120 s + 180 s at most);
 # 4. bench/bench-gpu.sh (vidtrain vs PyTorch, R3D-18).
 # It must never install anything or change the machine beyond its own temp files.
 set -uo pipefail
@@ -329,6 +331,19 @@ if [ "${VT_GPU_CHECK_MORE:-1}" = 1 ] && [ -d "${w:-}/demo" ]; then
       >"$logs/vit-${vd//[:,]/_}.log" 2>&1 && note "✓ videomae_vit_s trains on $vd (3 steps)" \
       || note "✗ videomae_vit_s on $vd: $(grep -m2 -iE 'error|fatal|abort' "$logs/vit-${vd//[:,]/_}.log" | tr '\n' ' ')"
   done
+  # MViT's ops on CUDA (issue 44; test_mvit_gpu checks each against cpu-ref): mvit_test (4
+  # blocks with every piece of mvit_v2_s) at 8x32, 3 steps through train, alone and with a
+  # CPU tower; then mvit_v2_s's speed at its real clip (stage 1: 25089 queries, 393 keys)
+  for vd in cuda:0 cuda:0,cpu; do
+    timeout 120 "$vt" train "$w/demo" --out "$w/mvit-${vd//[:,]/_}" --model mvit_test \
+      --clip 8x32 --batch 4 --epochs 1 --max-steps 3 --devices "$vd" --seed 4 \
+      >"$logs/mvit-${vd//[:,]/_}.log" 2>&1 && note "✓ mvit_test trains on $vd (3 steps)" \
+      || note "✗ mvit_test on $vd: $(grep -m2 -iE 'error|fatal|abort' "$logs/mvit-${vd//[:,]/_}.log" | tr '\n' ' ')"
+  done
+  VT_CUDA_PROF=1 timeout 180 "$vt" bench step --model mvit_v2_s --clip 16x224 --batch 4 \
+    --devices cuda:0 >"$logs/bench-mvit.log" 2>&1
+  note "· bench step mvit_v2_s 16x224 b4: $(grep -m1 -E 'clips/s' "$logs/bench-mvit.log")" \
+    "(per-op GPU time: $logs/bench-mvit.log)"
   # its speed at the real clip (16x224: 1568 tokens, attention in blocks of 1280 queries)
   # and where the GPU time goes (the per-op table, VT_CUDA_PROF=1)
   VT_CUDA_PROF=1 timeout 120 "$vt" bench step --model videomae_vit_s --clip 16x224 --batch 8 \
@@ -355,6 +370,10 @@ if [ "${VT_GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/n
       "$bindir/test_vit_gpu" >"$logs/sanitize-vit-$tool.log" 2>&1 \
       && note "✓ compute-sanitizer $tool clean on test_vit_gpu's ops" \
       || note "✗ compute-sanitizer $tool on test_vit_gpu: see $logs/sanitize-vit-$tool.log"
+    VT_TEST_MVIT_OPS_ONLY=1 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$bindir/test_mvit_gpu" >"$logs/sanitize-mvit-$tool.log" 2>&1 \
+      && note "✓ compute-sanitizer $tool clean on test_mvit_gpu's ops" \
+      || note "✗ compute-sanitizer $tool on test_mvit_gpu: see $logs/sanitize-mvit-$tool.log"
   done
 fi
 

@@ -20,7 +20,7 @@
  *     order) and 34,537,744 and 36,610,672 parameters with 400 classes.
  *   exact sums (the towers' mode): 4 clips in 1 pass and in 2 passes of 2: the same bits.
  *   refusals: bf16; a clip whose grid would need the relative tables interpolated; a
- *     backend without MViT's ops (what CUDA is today) names the op and "not on".
+ *     backend without MViT's ops (CUDA's before issue 44) names the op and "not on".
  * Tolerances (NMSE), argued as test_zoo_x3d.c's: the truth is PyTorch float64 (rounded to
  * float32 once) and vidtrain must be within NMSE_VS_TORCH = 4 times PyTorch float32's own
  * distance from it, with floors NMSE_EVAL 1e-10 and NMSE_TRAIN 1e-8 (float32 sums of a few
@@ -309,7 +309,7 @@ static void refusals(void) {
     vt_net_cfg_default(&cfg, "mvit_v2_s", 4, 16, 224, 192);
     net = vt_net_init(&cfg, be, 1, err, sizeof err);
     TCHECK(!net && strstr(err, "interpolated"), "224x192: %s", net ? "accepted" : err);
-    /* a backend without MViT's ops (CUDA's table today): the op is named */
+    /* a backend without MViT's ops (CUDA's table before issue 44): the op is named */
     vt_backend_i fake = *be->i;
     const vt_backend_i *keep = be->i;
     fake.name = "fakedev";

@@ -60,6 +60,7 @@
 #include "models/cuda/cuda_alloc.h"
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/cuda_info.h"
+#include "models/cuda/cuda_mvit.h"
 #include "models/cuda/cuda_prof.h"
 #include "models/cuda/kernels.h"
 
@@ -610,6 +611,7 @@ static const vt_backend_i cuda_i = {
     .rmsprop_update = cu_rmsprop_update,
     .adamw_update = cu_adamw_update,
     VT_CUDA_ATTN_SLOTS, /* the transformer ops: cuda_attn.c */
+    VT_CUDA_MVIT_SLOTS, /* MViT's ops: cuda_mvit.c */
 };
 
 vt_backend *vt_backend_cuda_init(int device, int64_t budget) {

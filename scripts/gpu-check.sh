@@ -25,7 +25,8 @@
 #    tests/make_media.sh) or an ffmpeg command is there;
 # 3b. end to end on cuda:0 (with exact sums on request: VT_EXACT_SUMS=1, one epoch 1 vs
 #     2 towers and their cost in bench step): the demo trained and evaluated, one vs two GPU towers over an
-#    epoch and over one step, a GPU + CPU tower pair, bf16;
+#    epoch and over one step, a GPU + CPU tower pair, the fused BN tails against VT_FUSE=0
+#    (r3d18, 3 steps, fp32 and bf16: bit for bit), bf16;
 # 3c. NVDEC: bench decode cpu vs nvdec and prep cpu vs nvdec on carry/media/hd or
 #     carry/media/feed/src (1080p H.264, made here), train --decode nvdec beside cuDNN,
 #     predict --timeline --decode nvdec (the streaming reader) against --decode cpu;
@@ -275,6 +276,23 @@ if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
       VT_EXACT_SUMS=$xe timeout 120 "$vt" bench step --model r3d18 --clip 16x112 --batch 32 \
         --devices cuda:0 --sync-bn >"$logs/bench-x$xe.log" 2>&1
       note "· bench step r3d18 16x112 b32, VT_EXACT_SUMS=$xe: $(grep -m1 -E 'clips/s' "$logs/bench-x$xe.log")"
+    done
+    # the fused batch-norm tails (issue 45 step 3; VT_FUSE=0 turns them off) must change no
+    # bit: r3d18, 3 steps on cuda:0 with and without them, fp32 and bf16, the same cuDNN
+    # algorithms on both sides (heuristic, deterministic): every tensor 0 apart
+    for prec in fp32 bf16; do
+      for f in 0 1; do
+        VT_FUSE=$f VT_CUDA_CONV_ALGO=heuristic VT_CUDA_DETERMINISTIC=1 timeout 120 "$vt" train \
+          "$w/demo" --out "$w/fuse-$prec-$f" --model r3d18 --batch 8 --epochs 1 --max-steps 3 \
+          --seed 6 --workers 2 --devices cuda:0 --precision "$prec" >"$logs/fuse-$prec-$f.log" 2>&1
+      done
+      worst=$("$py" tests/oracle/compare_states.py "$w/fuse-$prec-0/last.safetensors" \
+        "$w/fuse-$prec-1/last.safetensors" --worst 2>"$logs/fuse-$prec.err")
+      case $worst in
+        0.00e+00*) note "✓ fused BN tails = unfused on cuda:0, r3d18 $prec 3 steps: every tensor bit for bit" ;;
+        "") note "✗ fused vs unfused $prec: no comparison: $(grep -m2 -iE 'error|fatal|abort' "$logs"/fuse-$prec-*.log "$logs/fuse-$prec.err" | tr '\n' ' ')" ;;
+        *) note "✗ fused BN tails differ from unfused on cuda:0, r3d18 $prec: worst $worst" ;;
+      esac
     done
     # bf16 end to end: a few epochs of the demo, then eval
     timeout 90 "$vt" train "$w/demo" --out "$w/bf16" --devices cuda:0 --precision bf16 --no-flip \

@@ -90,6 +90,16 @@ void vt_cuk_bn_apply_relu(cudaStream_t st, vt_cuk_dt dt, void *out, const void *
 void vt_cuk_bn_backward_reduce(cudaStream_t st, vt_cuk_dt dt, float *sum_dy, float *sum_dy_xhat,
                                const void *dy, const void *x, const float *k, const float *mean,
                                const float *invstd, int n, int c, int64_t s, double *partials);
+/* bn_relu_backward_reduce (backend.h): dy = relu_backward(dout, y) stored (dy may be
+ * dout) and reduced in the same pass as vt_cuk_bn_backward_reduce's, the same order. */
+void vt_cuk_bn_relu_backward_reduce(cudaStream_t st, vt_cuk_dt dt, float *sum_dy,
+                                    float *sum_dy_xhat, void *dy, const void *dout,
+                                    const void *y, const void *x, const float *k,
+                                    const float *mean, const float *invstd, int n, int c,
+                                    int64_t s, double *partials);
+/* relu_backward_skip (backend.h): din and skip = relu_backward(dout, out), one pass. */
+void vt_cuk_relu_backward_skip(cudaStream_t st, vt_cuk_dt dt, void *din, void *skip,
+                               const void *dout, const void *out, int64_t n);
 void vt_cuk_bn_backward_apply(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dy,
                               const void *x, const float *k, const float *mean,
                               const float *invstd,

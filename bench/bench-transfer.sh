@@ -176,8 +176,8 @@ done
 
 # the table: per side the seeds' top-1, their mean and sample standard deviation, the
 # mean of the per-seed differences to scratch (same seed, same target set) and their
-# range, the mean epochs and wall time
-"$py" - "$res" <<'EOF'
+# range, for the FT_VARIANTS the same against init, the mean epochs and wall time
+"$py" - "$res" "$(split_variants "$variants" | sed 's/:.*//' | tr '\n' ' ')" <<'EOF'
 import statistics as st
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
@@ -185,14 +185,25 @@ by = {}
 for name, seed, epochs, wall, top1 in rows:
     by.setdefault(name, []).append((int(seed), float(top1), float(wall), int(epochs)))
 base = {s: t for s, t, _, _ in by.get("scratch", [])}
-print("\n%-12s %-20s %6s %5s %10s %13s %6s %7s" % ("side", "top-1 % per seed", "mean", "sd",
-      "vs scratch", "diff range", "epochs", "wall s"))
+init = {s: t for s, t, _, _ in by.get("init", [])}
+ft = set(sys.argv[2].split())
+
+
+def diff(v, ref):  # mean and range of the per-seed differences to ref's same seed
+    d = [x[1] - ref[x[0]] for x in v if x[0] in ref]
+    if not d:
+        return "", ""
+    return "%+.1f" % st.mean(d), "%+.1f..%+.1f" % (min(d), max(d)) if len(d) > 1 else ""
+
+
+print("\n%-12s %-20s %6s %5s %10s %13s %8s %13s %6s %7s" % ("side", "top-1 % per seed", "mean",
+      "sd", "vs scratch", "range", "vs init", "range", "epochs", "wall s"))
 for name, v in by.items():
     t = [x[1] for x in v]
-    d = [x[1] - base[x[0]] for x in v if x[0] in base]
     sd = "%.1f" % st.stdev(t) if len(t) > 1 else ""
-    vs = "%+.1f" % st.mean(d) if d and name != "scratch" else ""
-    rng = "%+.1f..%+.1f" % (min(d), max(d)) if len(d) > 1 and name != "scratch" else ""
-    print("%-12s %-20s %6.1f %5s %10s %13s %6.1f %7.0f" % (name, ", ".join("%.1f" % x for x in t),
-          st.mean(t), sd, vs, rng, st.mean(x[3] for x in v), st.mean(x[2] for x in v)))
+    vs, rng = diff(v, base) if name != "scratch" else ("", "")
+    vi, rngi = diff(v, init) if name in ft else ("", "")
+    print("%-12s %-20s %6.1f %5s %10s %13s %8s %13s %6.1f %7.0f" % (
+        name, ", ".join("%.1f" % x for x in t), st.mean(t), sd, vs, rng, vi, rngi,
+        st.mean(x[3] for x in v), st.mean(x[2] for x in v)))
 EOF

@@ -196,14 +196,14 @@ def diff(v, ref):  # mean and range of the per-seed differences to ref's same se
     return "%+.1f" % st.mean(d), "%+.1f..%+.1f" % (min(d), max(d)) if len(d) > 1 else ""
 
 
-print("\n%-12s %-20s %6s %5s %10s %13s %8s %13s %6s %7s" % ("side", "top-1 % per seed", "mean",
+print("\n%-12s %-30s %6s %5s %10s %13s %8s %13s %6s %7s" % ("side", "top-1 % per seed", "mean",
       "sd", "vs scratch", "range", "vs init", "range", "epochs", "wall s"))
 for name, v in by.items():
     t = [x[1] for x in v]
     sd = "%.1f" % st.stdev(t) if len(t) > 1 else ""
     vs, rng = diff(v, base) if name != "scratch" else ("", "")
     vi, rngi = diff(v, init) if name in ft else ("", "")
-    print("%-12s %-20s %6.1f %5s %10s %13s %8s %13s %6.1f %7.0f" % (
+    print("%-12s %-30s %6.1f %5s %10s %13s %8s %13s %6.1f %7.0f" % (
         name, ", ".join("%.1f" % x for x in t), st.mean(t), sd, vs, rng, vi, rngi,
         st.mean(x[3] for x in v), st.mean(x[2] for x in v)))
 EOF

@@ -95,7 +95,7 @@ const char vt_precision_help[] =
     "                      activations stored as bf16 (about half the memory per\n"
     "                      clip), float32 weights, batch norm, losses, optimizer;\n"
     "                      on CUDA, and on the CPU with --backend cpu-ref (slow:\n"
-    "                      for checking numerics)";
+    "                      for checking numerics; the transformers: CUDA only)";
 
 int vt_precision_parse(const char *name) {
     if (!name)
@@ -148,4 +148,20 @@ void vt_backend_bn_apply_relu_composed(vt_backend *be, float *out, const float *
     if (res)
         be->i->add(be, out, out, res, nf);
     be->i->relu_forward(be, out, out, nf);
+}
+
+void vt_backend_relu_backward_skip_composed(vt_backend *be, float *din, float *skip,
+                                            const float *dout, const float *out, int64_t n) {
+    be->i->relu_backward(be, din, dout, out, n);
+    be->i->copy(be, skip, din, (size_t)n * (size_t)vt_precision_act_size(be->precision));
+}
+
+void vt_backend_bn_relu_backward_reduce_composed(vt_backend *be, float *sum_dy,
+                                                 float *sum_dy_xhat, float *dy,
+                                                 const float *dout, const float *y,
+                                                 const float *x, const float *k,
+                                                 const float *mean, const float *invstd, int n,
+                                                 int c, int64_t s) {
+    be->i->relu_backward(be, dy, dout, y, (int64_t)n * c * s);
+    be->i->bn_backward_reduce(be, sum_dy, sum_dy_xhat, dy, x, k, mean, invstd, n, c, s);
 }

@@ -135,6 +135,11 @@ typedef struct vt_backend_i {
     /* optional: accept a precision (called through vt_backend_set_precision). Returns 0,
      * or -1 when this backend does not have it. NULL = FP32 and TF32 (computed as FP32). */
     int (*set_precision)(vt_backend *be, vt_precision p);
+    /* optional: to_host without the wait (issue 45 step 3: fewer host syncs): the copy is
+     * queued on the stream and host_dst (pinned, from host_alloc) holds the bytes after
+     * the next synchronize. NULL: the copy is done when to_host returns (the CPU
+     * backends); callers use vt_backend_to_host_async, which falls back to to_host. */
+    void (*to_host_async)(vt_backend *be, void *host_dst, const void *src, size_t bytes);
 
     /* ---- element-wise ---- */
     void (*fill)(vt_backend *be, float *x, float v, int64_t n);
@@ -223,6 +228,21 @@ typedef struct vt_backend_i {
     void (*bn_apply_relu)(vt_backend *be, float *out, const float *x, const float *k,
                           const float *mean, const float *invstd, const float *gamma,
                           const float *beta, const float *res, int n, int c, int64_t s);
+    /* The same tails' backward (optional: NULL = the network runs the ops one by one),
+     * each bit for bit its unfused ops, every array but the sums [A]:
+     *   relu_backward_skip: relu_backward(din, dout, out, n) that also writes the same
+     *     values into skip — the residual's gradient the add's backward would copy (BN +
+     *     add + ReLU's backward without the copy). din may be dout; skip overlaps neither.
+     *   bn_relu_backward_reduce: relu_backward(dy, dout, y, n*c*s) (y the ReLU's output),
+     *     then bn_backward_reduce(sum_dy, sum_dy_xhat, dy, x, ...), in one pass over
+     *     memory on cuda. dy may be dout (in place); sums as bn_backward_reduce (n == 0:
+     *     zeros). */
+    void (*relu_backward_skip)(vt_backend *be, float *din, float *skip, const float *dout,
+                               const float *out, int64_t n);
+    void (*bn_relu_backward_reduce)(vt_backend *be, float *sum_dy, float *sum_dy_xhat,
+                                    float *dy, const float *dout, const float *y,
+                                    const float *x, const float *k, const float *mean,
+                                    const float *invstd, int n, int c, int64_t s);
 
     /* ---- activations (every array [A]) ---- */
     void (*relu_forward)(vt_backend *be, float *out, const float *in, int64_t n);
@@ -270,8 +290,10 @@ typedef struct vt_backend_i {
     void (*linear_backward)(vt_backend *be, float *din, float *dw, float *db, const float *dout,
                             const float *in, const float *w, int n, int in_f, int out_f);
 
-    /* ---- transformer ops (models/cpu/cpu_attn.c; docs/design.md §5.1). FP32 only for
-     *      now: every array is float32 (a backend without them leaves the slots NULL). ----
+    /* ---- transformer ops (models/cpu/cpu_attn.c; docs/design.md §5.1). FP32 on the CPU
+     *      backends; cuda has BF16 too (x, out, din, dout, qkv, dqkv are then [A]; LayerNorm's
+     *      mean/invstd, lse, pos, scale and the parameter gradients stay float;
+     *      docs/precision.md). A backend without them leaves the slots NULL. ----
      * Token sequences are (N, L, C) row-major: L tokens of C features per clip, so a linear
      * layer on tokens is linear_forward with n = N*L rows.
      * layernorm over the last dim (rows = N*L, c features): out = (x - mean) * invstd *
@@ -466,6 +488,31 @@ void vt_backend_bn_apply_relu_composed(vt_backend *be, float *out, const float *
                                        const float *k, const float *mean, const float *invstd,
                                        const float *gamma, const float *beta, const float *res,
                                        int n, int c, int64_t s);
+
+/* The fused tails' backward made of be's own ops (backend.h's contracts). */
+void vt_backend_relu_backward_skip_composed(vt_backend *be, float *din, float *skip,
+                                            const float *dout, const float *out, int64_t n);
+void vt_backend_bn_relu_backward_reduce_composed(vt_backend *be, float *sum_dy,
+                                                 float *sum_dy_xhat, float *dy,
+                                                 const float *dout, const float *y,
+                                                 const float *x, const float *k,
+                                                 const float *mean, const float *invstd, int n,
+                                                 int c, int64_t s);
+/* The CPU backends' fused slots: composed, so the CPU tests check the network's fusion. */
+#define VT_BACKEND_FUSED_COMPOSED                                                              \
+    .bn_apply_relu = vt_backend_bn_apply_relu_composed,                                       \
+    .relu_backward_skip = vt_backend_relu_backward_skip_composed,                             \
+    .bn_relu_backward_reduce = vt_backend_bn_relu_backward_reduce_composed
+
+/* to_host queued without a wait where the backend can (to_host_async), else to_host:
+ * host_dst holds the bytes after the next vt_backend_sync either way. */
+static inline void vt_backend_to_host_async(vt_backend *be, void *host_dst, const void *src,
+                                            size_t bytes) {
+    if (be->i->to_host_async)
+        be->i->to_host_async(be, host_dst, src, bytes);
+    else
+        be->i->to_host(be, host_dst, src, bytes);
+}
 
 /* Shorthand for calling an op: VT_OP(be, relu_forward, out, in, n). */
 #define VT_OP(be, op, ...) ((be)->i->op((be), __VA_ARGS__))

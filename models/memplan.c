@@ -128,7 +128,8 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
     for (int i = 0; i < g.nnodes; i++) {
         const vt_node *nd = &g.nodes[i];
         if (cfg->precision == VT_PREC_BF16) {
-            if (nd->kind == VT_NODE_CONV || nd->kind == VT_NODE_LINEAR)
+            if (nd->kind == VT_NODE_CONV || nd->kind == VT_NODE_LINEAR ||
+                nd->kind == VT_NODE_TLINEAR || nd->kind == VT_NODE_QKV) /* tokens' too */
                 mp->scratch_bytes = VT_MAX(mp->scratch_bytes, vt_memplan_bf16_stage_bytes(
                                                                   g.tensors[nd->wt].numel));
         } else if (nd->kind == VT_NODE_CONV) {
@@ -151,9 +152,12 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
         /* the cuda attention's two logits blocks: B = max(clips, heads) rows of them, cut
          * into query blocks of at most VT_CUDA_ATTN_BLOCK_BYTES (cuda_attn.h), so for
          * any clip count at most twice that (B L x 4 bytes alone passes it only past
-         * 16 M / L clips a pass) */
-        if (nd->kind == VT_NODE_ATTN)
-            mp->cuda_attn_bytes = 2 * VT_CUDA_ATTN_BLOCK_BYTES;
+         * 16 M / L clips a pass); MViT's attention the same (cuda_mvit.h, FP32 only) */
+        if (nd->kind == VT_NODE_ATTN) /* BF16: 3 blocks' bytes and dK/dV sums (cuda_attn.h) */
+            mp->cuda_attn_bytes = (cfg->precision == VT_PREC_BF16 ? 4 : 2) *
+                                  VT_CUDA_ATTN_BLOCK_BYTES;
+        if (nd->kind == VT_NODE_MSA)
+            mp->cuda_attn_bytes = VT_MAX(mp->cuda_attn_bytes, 2 * VT_CUDA_ATTN_BLOCK_BYTES);
         if (nd->kind == VT_NODE_CONV) {
             mp->max_tensor_elems = VT_MAX(mp->max_tensor_elems,
                                           (int64_t)nd->ic * nd->it * nd->ih * nd->iw);

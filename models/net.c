@@ -65,6 +65,26 @@ static void net_release(vt_net *net) {
     net->clip = NULL;
 }
 
+/* host_loss: pinned where the backend has host memory, so that vt_net_loss_issue's copy
+ * into it waits for nothing (net_loss.c). */
+static float *host_loss_alloc(vt_net *net) {
+    const size_t bytes = (size_t)net->g.cfg.nheads * (size_t)(net->mb ? net->mb : 1) *
+                         sizeof(float);
+    vt_backend *be = net->be;
+    net->host_loss_pinned = be->i->host_alloc != NULL;
+    float *p = net->host_loss_pinned ? be->i->host_alloc(be, bytes) : vt_malloc(bytes);
+    memset(p, 0, bytes);
+    return p;
+}
+
+static void host_loss_free(vt_net *net) {
+    if (net->host_loss_pinned && net->host_loss)
+        net->be->i->host_free(net->be, net->host_loss);
+    else
+        free(net->host_loss);
+    net->host_loss = NULL;
+}
+
 vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *err,
                     size_t errlen) {
     VT_CHECK(be != NULL && max_batch >= 0, "vt_net_init: backend %p, max_batch %d", (void *)be,
@@ -131,8 +151,7 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
     vt_netv_init_ws(net);
     net->bn_count = vt_calloc((size_t)g->nnodes, sizeof(int64_t));
     net->bn_frozen = vt_calloc((size_t)g->nnodes, 1);
-    net->host_loss = vt_calloc((size_t)cfg->nheads * (size_t)(max_batch ? max_batch : 1),
-                               sizeof(float));
+    net->host_loss = host_loss_alloc(net);
     return net;
 }
 
@@ -144,7 +163,7 @@ void vt_net_free(vt_net **pnet) {
     vt_graph_free(&net->g);
     free(net->bn_count);
     free(net->bn_frozen);
-    free(net->host_loss);
+    host_loss_free(net);
     free(net);
     *pnet = NULL;
 }
@@ -461,128 +480,6 @@ void vt_net_forward(vt_net *net, const float *x, int n, int train) {
     net->have_loss = 0;
 }
 
-/* ---- loss, outputs ---- */
-
-/* From the heads' per-clip losses (host_loss, n clips each), each head's scaled by f[h]
- * (f NULL: 1): head_loss[h] = the sum over clips, loss_clip[j] = sum_h weight_h * f[h] *
- * loss_h(clip j); either may be NULL. */
-static void loss_sums(const vt_net *net, int n, float *loss_clip, float *head_loss,
-                      const double *f) {
-    const vt_net_cfg *cfg = &net->g.cfg;
-    for (int h = 0; h < cfg->nheads && head_loss; h++) {
-        double s = 0;
-        for (int j = 0; j < n; j++)
-            s += net->host_loss[(int64_t)h * net->mb + j];
-        head_loss[h] = (float)(s * (f ? f[h] : 1));
-    }
-    for (int j = 0; j < n && loss_clip; j++) {
-        double s = 0;
-        for (int h = 0; h < cfg->nheads; h++)
-            s += (double)cfg->head[h].weight * (f ? f[h] : 1) *
-                 net->host_loss[(int64_t)h * net->mb + j];
-        loss_clip[j] = (float)s;
-    }
-}
-
-void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targets *t,
-                 float grad_scale) {
-    vt_backend *be = net->be;
-    const vt_net_cfg *cfg = &net->g.cfg;
-    const int n = net->last_n;
-    for (int h = 0; h < cfg->nheads; h++) {
-        const vt_head_cfg *hc = &cfg->head[h];
-        float *loss = f32_at(net, net->g.loss_off[h]);
-        float *dlog = clip_at(net, net->g.dlogit_off[h]);
-        const float *logits = vt_net_logits(net, h);
-        const float *cw = hc->loss == VT_LOSS_SOFTMAX_CE ? t->class_weight[h] : NULL;
-        float gs = (cw ? t->weight_scale[h] : grad_scale) * hc->weight;
-        const float *adj = hc->loss == VT_LOSS_SOFTMAX_CE ? t->logit_adjust[h] : NULL;
-        for (int j = 0; j < n && adj; j++) /* the loss sees logits + adj, clip by clip */
-            VT_OP(be, axpy, (float *)logits + (int64_t)j * hc->classes, 1.0f, adj, hc->classes);
-        if (hc->loss == VT_LOSS_SOFTMAX_CE && t->target[h]) { /* mixed (soft) targets */
-            VT_CHECK(!cw && be->i->softmax_xent_soft, "head %d (%s): soft targets need the "
-                     "unweighted loss and a backend with softmax_xent_soft", h, hc->name);
-            VT_OP(be, softmax_xent_soft, loss, dlog, logits, t->target[h], n, hc->classes, gs);
-        } else if (hc->loss == VT_LOSS_SOFTMAX_CE) {
-            VT_CHECK(n == 0 || t->label[h], "head %d (%s): softmax head without labels", h,
-                     hc->name);
-            if (cw)
-                VT_OP(be, softmax_xent_w, loss, dlog, NULL, logits, t->label[h], cw, n,
-                      hc->classes, hc->smoothing, gs);
-            else
-                VT_OP(be, softmax_xent, loss, dlog, NULL, logits, t->label[h], n, hc->classes,
-                      hc->smoothing, gs);
-        } else {
-            VT_CHECK(n == 0 || t->target[h], "head %d (%s): BCE head without targets", h,
-                     hc->name);
-            VT_OP(be, bce_logits, loss, dlog, NULL, logits, t->target[h], n, hc->classes, gs);
-        }
-        for (int j = 0; j < n && adj; j++) /* and the logits are the model's again */
-            VT_OP(be, axpy, (float *)logits + (int64_t)j * hc->classes, -1.0f, adj, hc->classes);
-        if (n > 0)
-            be->i->to_host(be, net->host_loss + (int64_t)h * net->mb, loss,
-                           (size_t)n * sizeof(float));
-    }
-    /* A class-weighted head's reported loss is PyTorch's weighted mean, the one its
-     * gradient follows: sum w_y l / sum w_y over the global batch. Its clips' losses are
-     * scaled by weight_scale / grad_scale (= batch / sum w_y), so that the batch mean the
-     * callers take (sum / batch) is that mean. */
-    double f[VT_MAX_HEADS];
-    for (int h = 0; h < cfg->nheads; h++)
-        f[h] = cfg->head[h].loss == VT_LOSS_SOFTMAX_CE && t->class_weight[h] && grad_scale > 0
-               ? (double)t->weight_scale[h] / grad_scale : 1.0;
-    loss_sums(net, n, loss_clip, head_loss, f);
-    net->have_loss = 1;
-}
-
-/* Backend room for head h's probabilities of a pass, (n, classes) floats, inside the
- * memory plan: in FP32 and TF32 the head's dlogits (the same size; nothing reads it
- * before vt_net_loss writes it again), under BF16 (dlogits are half that) the float32
- * copy of the logits itself: the loss ops may work in place, and vt_net_outputs makes the
- * copy again from the head's bf16 output afterwards. */
-static float *prob_room(const vt_net *net, int h) {
-    if (net->g.logit_off[h] >= 0)
-        return f32_at(net, net->g.logit_off[h]);
-    VT_CHECK(net->g.act_size == (int)sizeof(float), "head %d: no float32 room for outputs", h);
-    return clip_at(net, net->g.dlogit_off[h]);
-}
-
-void vt_net_outputs(vt_net *net, float *const prob[VT_MAX_HEADS], float *loss_clip,
-                    float *head_loss, const vt_targets *t) {
-    vt_backend *be = net->be;
-    const vt_graph *g = &net->g;
-    const int n = net->last_n;
-    for (int h = 0; h < g->cfg.nheads; h++) {
-        const vt_head_cfg *hc = &g->cfg.head[h];
-        const int softmax = hc->loss == VT_LOSS_SOFTMAX_CE;
-        const int32_t *label = t && softmax ? t->label[h] : NULL;
-        const float *target = t && !softmax ? t->target[h] : NULL;
-        float *loss = label || target ? f32_at(net, g->loss_off[h]) : NULL;
-        float *p = prob && prob[h] ? prob_room(net, h) : NULL;
-        const float *logits = vt_net_logits(net, h);
-        const int64_t nk = (int64_t)n * hc->classes;
-        float *hl = net->host_loss + (int64_t)h * net->mb;
-        if (n > 0 && (loss || p)) {
-            if (softmax)
-                VT_OP(be, softmax_xent, loss, NULL, p, logits, label, n, hc->classes,
-                      hc->smoothing, 0.0f);
-            else
-                VT_OP(be, bce_logits, loss, NULL, p, logits, target, n, hc->classes, 0.0f);
-        }
-        if (loss && n > 0)
-            be->i->to_host(be, hl, loss, (size_t)n * sizeof(float));
-        else if (n > 0) /* no targets for this head: it counts 0 */
-            memset(hl, 0, (size_t)n * sizeof(float));
-        if (p && n > 0) {
-            be->i->to_host(be, prob[h], p, (size_t)nk * sizeof(float));
-            if (g->logit_off[h] >= 0) /* BF16: the copy the probabilities went over */
-                VT_OP(be, act_to_f32, (float *)logits, act(net, g->head_node[h]), nk);
-        }
-    }
-    loss_sums(net, n, loss_clip, head_loss, NULL);
-    net->have_loss = 0; /* dlogits may hold probabilities now: no backward from here */
-}
-
 /* ---- backward ---- */
 
 static void bn_backward(vt_net *net, int i, float *din, const float *dy, const float *x, int n) {
@@ -600,8 +497,8 @@ static void bn_backward(vt_net *net, int i, float *din, const float *dy, const f
     } else {
         if (n == 0)
             VT_OP(be, fill, buf, 0.0f, 2 * (int64_t)c);
-        else
-            VT_OP(be, bn_backward_reduce, buf, buf + c, dy, x, k, mean, invstd, n, c, s);
+        else /* with the ReLU after it where fused (net_fuse.c) */
+            vt_net_bn_backward_reduce(net, i, buf, (float *)dy, x, n);
         /* Parameter gradients from the LOCAL sums: the gradient reducer adds the towers. */
         VT_OP(be, axpy, pgrad(net, nd->wt), 1.0f, buf + c, c);
         VT_OP(be, axpy, pgrad(net, nd->bt), 1.0f, buf, c);
@@ -707,9 +604,9 @@ void vt_net_backward(vt_net *net) {
             /* Gradients meeting at a branch add with `add`, an activation op (bf16 under
              * BF16); in FP32 it is bitwise axpy with a = 1. */
             float *gb = grad_of(net, nd->in[1]);
-            if (nd->din[1] == VT_DIN_COPY)
+            if (nd->din[1] == VT_DIN_COPY && vt_net_fuse_skip(net, i + 1) != i)
                 be->i->copy(be, gb, dout, (size_t)nf_in * (size_t)g->act_size);
-            else
+            else if (nd->din[1] != VT_DIN_COPY) /* (fused: the ReLU wrote it, net_fuse.c) */
                 VT_OP(be, add, gb, gb, dout, nf_in);
             if (nd->din[0] == VT_DIN_AXPY)
                 VT_OP(be, add, grad_of(net, in0), grad_of(net, in0), dout, nf_in);
@@ -735,8 +632,8 @@ void vt_net_backward(vt_net *net) {
         case VT_NODE_BN:
             bn_backward(net, i, din, dout, in, n);
             break;
-        case VT_NODE_RELU:
-            VT_OP(be, relu_backward, din, dout, act(net, i), nf_in);
+        case VT_NODE_RELU: /* fused with its BN or the add's skip where it can */
+            vt_net_relu_backward(net, i, din, dout, nf_in);
             break;
         case VT_NODE_MAXPOOL:
             VT_OP(be, maxpool3d_backward, din, dout, in, n, nd->ic, in_thw, &nd->pool);

@@ -94,6 +94,13 @@ void vt_net_features(const vt_net *net, float *host, int n);
  * the GLOBAL batch B (docs/design.md §3.2). */
 void vt_net_loss(vt_net *net, float *loss_clip, float *head_loss, const vt_targets *t,
                  float grad_scale);
+/* vt_net_loss in two halves, so that no host wait comes between forward and backward
+ * (issue 45 step 3): vt_net_loss_issue queues what vt_net_loss computes and the copy of
+ * the per-clip losses to the host without waiting for it (vt_net_backward may follow);
+ * vt_net_loss_collect, after a vt_backend_sync that followed the issue, writes loss_clip
+ * and head_loss as vt_net_loss would. vt_net_loss is issue, sync, collect. */
+void vt_net_loss_issue(vt_net *net, const vt_targets *t, float grad_scale);
+void vt_net_loss_collect(vt_net *net, float *loss_clip, float *head_loss);
 /* Outputs of the last forward for evaluation, made by the loss ops without gradients:
  * prob[h] (host, (n, classes)): head h's softmax probabilities (softmax heads) or sigmoids
  * (BCE heads); prob NULL or a NULL entry: not wanted. loss_clip and head_loss (host, may
@@ -193,7 +200,7 @@ typedef struct vt_memplan {
     int64_t max_tensor_elems;   /* per clip: the largest tensor one op sees (cuDNN cap) */
     int64_t search_filter_bytes;/* FP32/TF32: the largest conv's float weights (the cuda
                                    backend's scratch filter for a timed bwd-filter search) */
-    int64_t cuda_attn_bytes;    /* the cuda backend's attention logits blocks (S and dP,
+    int64_t cuda_attn_bytes;    /* the cuda backend's attention scratch (S and dP; BF16 P, dS,
                                    models/cuda/cuda_attn.h), held beside the arenas */
     int ckpt_segments;          /* checkpoint segments of the model (a transformer's blocks):
                                    0 = activation checkpointing (cfg.ckpt) changes nothing */

@@ -611,6 +611,10 @@ void vt_graph_plan(vt_graph *g) {
             nd->ws_off = ws;
             ws += vt_node_floats(nd);
         }
+        if (nd->kind == VT_NODE_MSA) { /* its relative tables' interpolation */
+            nd->ws_off = ws;
+            ws += nd->ws_floats;
+        }
         if (nd->kind == VT_NODE_QKV) /* [q_bias | 0 | v_bias] and its gradient */
             scratch = VT_MAX(scratch, 6 * (int64_t)nd->ic);
         if (nd->kind != VT_NODE_BN)

@@ -137,7 +137,8 @@ typedef struct vt_node {
     int64_t act_elems;    /* per-clip activation elements this node adds (0 if in place) */
     int64_t mask_floats;  /* per-clip float32 values this node adds (its dropout mask) */
     int64_t ws_off;       /* BN: mean (C) | invstd (C) | shift k (C) in the fixed workspace;
-                             pos: its table (L x C) there */
+                             pos: its table (L x C) there; msa: vt_msa_rel */
+    int64_t ws_floats;    /* msa: the floats of that (vt_msa_rel's total; its builder) */
     int gslot;            /* slot holding d(output) in backward; -2-h for head h's dlogits */
     vt_din_mode din[VT_NODE_MAX_IN];
     int tmp_slot;         /* VT_DIN_ACCUM: temporary slot */
@@ -232,10 +233,13 @@ int vt_g_tmean(vt_graph *g, const char *name, int in);
 int vt_g_droppath(vt_graph *g, const char *name, int in, float p);
 /* MViT's builders (net_graph_mvit.c). thw: the grid of the input's tokens after its class
  * token. msa: in is the qkv linear's output (L, 3 * heads * head_dim); kq, sq: q's pool
- * kernel and stride (all 1: no pool_q), kkv, skv: k's and v's; rel: relative position
- * tables (MViTv2) sized as torchvision sizes them for rel_size (the grid the model was
- * built for: max of H, W and T); residual: MViTv2's residual pooling. Its output grid is
- * q's, returned in out_thw. */
+ * kernel and stride (all 1: no pool_q), kkv, skv: k's and v's; rel_thw: NULL, or
+ * MViTv2's relative position tables, stored with the lengths torchvision gives them for
+ * the grid rel_thw (the block's input grid in the model as built, torchvision's
+ * input_size: 2 max(S // sq, S // skv) - 1 for S = max(H, W), 2 T - 1) and interpolated
+ * linearly at run time to the 2 max(q, k) - 1 rows this clip's pooled grids need
+ * (torchvision's _interpolate; vt_msa_rel_of); residual: MViTv2's residual pooling. Its
+ * output grid is q's, returned in out_thw. */
 #define VT_MSA_POOLQ 1
 #define VT_MSA_POOLKV 2
 #define VT_MSA_REL 4
@@ -244,8 +248,8 @@ int vt_g_droppath(vt_graph *g, const char *name, int in, float p);
  * over that grid (tensors spatial_pos (H*W, C), temporal_pos (T, C), class_pos (C)). */
 int vt_g_clstok(vt_graph *g, const char *name, int in, const int *abs_thw);
 int vt_g_msa(vt_graph *g, const char *name, int in, int heads, const int thw[3],
-             const int kq[3], const int sq[3], const int kkv[3], const int skv[3], int rel,
-             int residual, float eps, int out_thw[3]);
+             const int kq[3], const int sq[3], const int kkv[3], const int skv[3],
+             const int *rel_thw, int residual, float eps, int out_thw[3]);
 int vt_g_tmaxpool(vt_graph *g, const char *name, int in, const int thw[3], const int k[3],
                   const int s[3], const int p[3]);
 int vt_g_tfirst(vt_graph *g, const char *name, int in);
@@ -258,6 +262,20 @@ typedef struct vt_msa_layout {
     int64_t rows[3], pre[3], out[3], st[3], dout[3], dpre, lse, total;
 } vt_msa_layout;
 void vt_msa_layout_of(const vt_node *nd, vt_msa_layout *l);
+/* An msa node's relative tables k (0 rel_pos_h, 1 rel_pos_w, 2 rel_pos_t): stored[k] rows
+ * (the tensor's), need[k] rows (this clip's grids); where they differ, the interpolation
+ * lives in the fixed workspace from nd->ws_off: m[k] its (need x stored) matrix (PyTorch's
+ * F.interpolate, mode linear, align_corners False), tab[k] the interpolated table
+ * (need x head_dim), tabt[k] the stored table transposed, dtab[k] the interpolated
+ * table's gradient (-1 each where no interpolation); total: the floats of all. */
+typedef struct vt_msa_rel {
+    int stored[3], need[3];
+    int64_t m[3], tab[3], tabt[3], dtab[3], total;
+} vt_msa_rel;
+void vt_msa_rel_of(const vt_graph *g, const vt_node *nd, vt_msa_rel *r);
+/* Row i of PyTorch's linear interpolation from `in` to `out` rows (align_corners False):
+ * weight w0 on row *i0 and w1 on row *i1 (i1 = i0 at the end). */
+void vt_interp_linear_row(int in, int out, int i, int *i0, int *i1, double *w0, double *w1);
 
 /* Drop path's per-clip scale: 0 or 1/(1-p), from the clip's dropout seed (net.c: the
  * seed of the pass plus the clip's index in it) and the node's index among the graph's

@@ -88,8 +88,8 @@ static void pool_tensors(vt_graph *g, int i, const char *name, const char *part,
 }
 
 int vt_g_msa(vt_graph *g, const char *name, int in, int heads, const int thw[3],
-             const int kq[3], const int sq[3], const int kkv[3], const int skv[3], int rel,
-             int residual, float eps, int out_thw[3]) {
+             const int kq[3], const int sq[3], const int kkv[3], const int skv[3],
+             const int *rel_thw, int residual, float eps, int out_thw[3]) {
     int i = vt_g_node_new(g, VT_NODE_MSA, name, in);
     if (i < 0)
         return -1;
@@ -100,7 +100,7 @@ int vt_g_msa(vt_graph *g, const char *name, int in, int heads, const int thw[3],
     if (nd->it != 1 + prod3(thw))
         return vt_g_node_fail(g, name, "%d tokens are not a class token and the grid (%d)",
                               nd->it, prod3(thw));
-    const int C = nd->ic / 3, D = C / heads;
+    const int C = nd->ic / 3, D = C / heads, rel = rel_thw != NULL;
     nd->heads = heads;
     nd->bn_eps = eps;
     for (int k = 0; k < 12; k++)
@@ -125,19 +125,13 @@ int vt_g_msa(vt_graph *g, const char *name, int in, int heads, const int thw[3],
     /* PyTorch's state-dict order: the module's own tables, then qkv, project (other
      * nodes), pool_q, pool_k, pool_v */
     if (rel) {
-        /* torchvision sizes the tables for the grid it was built for: 2 max(q, kv) - 1
-         * along H and W from max(H, W) // stride, 2 T - 1 along T; a clip whose pooled
-         * grids need other lengths would need them interpolated (_interpolate) */
-        const int size = VT_MAX(thw[1], thw[2]), qs = size / sq[1], ks = size / skv[1];
-        const int sd = 2 * VT_MAX(qs, ks) - 1, td = 2 * thw[0] - 1;
-        const int need[3] = {2 * VT_MAX(nd->qgrid[0], nd->kgrid[0]) - 1,
-                             2 * VT_MAX(nd->qgrid[1], nd->kgrid[1]) - 1,
-                             2 * VT_MAX(nd->qgrid[2], nd->kgrid[2]) - 1};
-        if (need[0] != td || need[1] != sd || need[2] != sd)
-            return vt_g_node_fail(g, name, "this clip's token grid would need the relative "
-                                  "position tables interpolated (not supported): use a "
-                                  "square clip whose side is a multiple of 32 (%d x %d tokens)",
-                                  thw[1], thw[2]);
+        /* torchvision sizes the tables for the grid it was built for (MultiscaleAttention's
+         * input_size); other clips interpolate them (vt_msa_rel_of) */
+        const int size = VT_MAX(rel_thw[1], rel_thw[2]), qs = size / sq[1], ks = size / skv[1];
+        const int sd = 2 * VT_MAX(qs, ks) - 1, td = 2 * rel_thw[0] - 1;
+        if (qs < 1 || ks < 1 || rel_thw[0] < 1)
+            return vt_g_node_fail(g, name, "the relative tables' grid %d x %d is empty",
+                                  rel_thw[0], size);
         int64_t hs[2] = {sd, D}, ts[2] = {td, D};
         nd->mt[0] = vt_g_tensor_new(g, i, "rel_pos_h", VT_ROLE_WEIGHT, 2, hs, 0, 0);
         nd->mt[1] = vt_g_tensor_new(g, i, "rel_pos_w", VT_ROLE_WEIGHT, 2, hs, 0, 0);
@@ -153,11 +147,53 @@ int vt_g_msa(vt_graph *g, const char *name, int in, int heads, const int thw[3],
     vt_msa_layout l;
     vt_msa_layout_of(nd, &l);
     nd->mask_floats = l.total;
+    vt_msa_rel r; /* the tables' interpolation, in the fixed workspace */
+    vt_msa_rel_of(g, nd, &r);
+    nd->ws_floats = r.total;
     /* the first tensor, for the arena's order (net.c's grad_ready) */
     for (int k = 0; k < 12 && nd->wt < 0; k++)
         if (nd->mt[k] >= 0)
             nd->wt = nd->mt[k];
     return i;
+}
+
+void vt_interp_linear_row(int in, int out, int i, int *i0, int *i1, double *w0, double *w1) {
+    /* ATen's upsample_linear1d: src = scale (i + 1/2) - 1/2, scale = in / out, clamped at
+     * 0; the right neighbour only while one exists */
+    double src = (double)in / out * (i + 0.5) - 0.5;
+    if (src < 0)
+        src = 0;
+    *i0 = (int)src;
+    *i1 = *i0 + (*i0 < in - 1);
+    *w1 = src - *i0;
+    *w0 = 1.0 - *w1;
+}
+
+void vt_msa_rel_of(const vt_graph *g, const vt_node *nd, vt_msa_rel *r) {
+    static const int axis[3] = {1, 2, 0}; /* rel_pos_h, _w, _t */
+    const int64_t D = nd->kind == VT_NODE_MSA ? nd->c / nd->heads : 0;
+    int64_t o = 0;
+    for (int k = 0; k < 3; k++) {
+        r->m[k] = r->tab[k] = r->tabt[k] = r->dtab[k] = -1;
+        r->stored[k] = r->need[k] = 0;
+        if (nd->kind != VT_NODE_MSA || !(nd->mflags & VT_MSA_REL) || nd->mt[k] < 0)
+            continue; /* (mt < 0: a graph that failed to build) */
+        const int a = axis[k];
+        r->stored[k] = (int)g->tensors[nd->mt[k]].shape[0];
+        r->need[k] = 2 * VT_MAX(nd->qgrid[a], nd->kgrid[a]) - 1;
+        if (r->stored[k] == r->need[k])
+            continue;
+        const int64_t S = r->stored[k], N = r->need[k];
+        r->m[k] = o;
+        o += N * S;
+        r->tab[k] = o;
+        o += N * D;
+        r->tabt[k] = o;
+        o += D * S;
+        r->dtab[k] = o;
+        o += N * D;
+    }
+    r->total = o;
 }
 
 void vt_msa_layout_of(const vt_node *nd, vt_msa_layout *l) {

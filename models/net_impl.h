@@ -38,7 +38,10 @@ struct vt_net {
                              are not counted in num_batches_tracked */
     unsigned char *bn_frozen; /* (nnodes) BN in eval mode even in training forwards
                              (vt_net_set_bn_frozen: fine-tuning's --freeze-bn) */
-    float *host_loss;     /* (nheads, mb) host copy of the per-clip losses */
+    float *host_loss;     /* (nheads, mb) host copy of the per-clip losses (pinned where
+                             the backend has host_alloc: net.c) */
+    int host_loss_pinned;
+    double loss_f[VT_MAX_HEADS]; /* vt_net_loss_issue's scale of each head's losses */
     /* exact sums (cfg.exact, net_exact.c): backend memory */
     int64_t *xgrads;      /* (2 * nparams) the gradients' accumulators (xsum.h) */
     float *xtmp;          /* one clip's weight and bias gradient of a layer, or a BN layer's
@@ -96,6 +99,9 @@ void vt_netv_backward(vt_net *net, int i, float *din, const float *dout, const f
 int vt_netm_check_backend(const vt_net *net, char *err, size_t errlen);
 void vt_netm_forward(vt_net *net, int i, const float *in, float *out, int n);
 void vt_netm_backward(vt_net *net, int i, float *din, const float *dout, const float *in, int n);
+/* The relative tables' interpolation matrices into the workspace (vt_msa_rel; from
+ * vt_netv_init_ws). */
+void vt_netm_init_ws(vt_net *net);
 
 /* net_ckpt.c: under cfg.ckpt, before the backward of node e: when e ends a checkpoint
  * segment whose insides the forward has since overwritten (every one but the last),
@@ -128,5 +134,14 @@ int vt_net_fuse_tail(const vt_graph *g, int b);
  * bn_apply_relu(out, x, res). */
 void vt_net_bn_apply_node(vt_net *net, int b, const float *x, float *out, const float *res,
                           int n, int fused);
+/* The backward's fused tails (net_fuse.c): for ReLU node r, the add whose skip gradient
+ * r's backward writes, or -1 (the add then copies nothing); ReLU node r's backward (nf
+ * elements): relu_backward, relu_backward_skip, or nothing where its BN applies it; BN
+ * node b's [sum_dy | sum_dy_xhat] into buf (bn_backward_reduce, or with the ReLU's mask:
+ * bn_relu_backward_reduce, dy then written). */
+int vt_net_fuse_skip(const vt_net *net, int r);
+void vt_net_relu_backward(vt_net *net, int r, float *din, const float *dout, int64_t nf);
+void vt_net_bn_backward_reduce(vt_net *net, int b, float *buf, float *dy, const float *x,
+                               int n);
 
 #endif

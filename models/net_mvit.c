@@ -10,9 +10,10 @@
  * float32 region (vt_msa_layout), scaled by the pass's clips.
  * Exact sums (cfg.exact): the parameter gradients are formed one clip at a time and each
  * clip's folded into the accumulators, as net_vit.c does (towers = one device).
- * FP32 only, and the ops exist on the CPU backends only: vt_netm_check_backend names the
- * first one a backend lacks.
+ * FP32 only. The ops exist on cpu-ref, cpu and cuda (models/cuda/cuda_mvit.c);
+ * vt_netm_check_backend names the first one a backend lacks.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/common.h"
@@ -34,13 +35,71 @@ int vt_netm_check_backend(const vt_net *net, char *err, size_t errlen) {
             continue;
         for (size_t o = 0; o < VT_ARRAY_LEN(ops); o++)
             if (!ops[o].have) {
-                vt_set_err(err, errlen, "%s: op %s is not on %s yet (MViT runs on the CPU "
-                           "backends: --devices cpu)", net->g.cfg.model, ops[o].name, t->name);
+                vt_set_err(err, errlen, "%s: op %s is not on %s yet (MViT runs on cpu-ref, "
+                           "cpu and cuda)", net->g.cfg.model, ops[o].name, t->name);
                 return -1;
             }
         return 0;
     }
     return 0;
+}
+
+void vt_netm_init_ws(vt_net *net) {
+    const vt_graph *g = &net->g;
+    for (int i = 0; i < g->nnodes; i++) {
+        vt_msa_rel r;
+        vt_msa_rel_of(g, &g->nodes[i], &r);
+        for (int k = 0; k < 3; k++) {
+            if (r.m[k] < 0)
+                continue;
+            const int S = r.stored[k], N = r.need[k];
+            float *m = vt_calloc((size_t)N * S, sizeof(float));
+            for (int o = 0; o < N; o++) {
+                int i0, i1;
+                double w0, w1;
+                vt_interp_linear_row(S, N, o, &i0, &i1, &w0, &w1);
+                m[(int64_t)o * S + i0] += (float)w0;
+                m[(int64_t)o * S + i1] += (float)w1;
+            }
+            net->be->i->to_device(net->be, net->ws + g->nodes[i].ws_off + r.m[k], m,
+                                  (size_t)N * S * sizeof(float));
+            free(m);
+        }
+    }
+}
+
+/* The relative tables this pass reads: the stored ones, or (torchvision's _interpolate)
+ * M (need x stored) times the stored table, through its transpose: out = linear(M, T^T). */
+static void rel_tables(vt_net *net, const vt_node *nd, const float *t[3]) {
+    vt_backend *be = net->be;
+    vt_msa_rel r;
+    vt_msa_rel_of(&net->g, nd, &r);
+    const int D = nd->c / nd->heads;
+    for (int k = 0; k < 3; k++) {
+        t[k] = NULL;
+        if (!(nd->mflags & VT_MSA_REL))
+            continue;
+        t[k] = param(net, nd->mt[k]);
+        if (r.m[k] < 0)
+            continue;
+        float *w = net->ws + nd->ws_off;
+        VT_OP(be, transpose, w + r.tabt[k], t[k], 1, r.stored[k], D);
+        VT_OP(be, linear_forward, w + r.tab[k], w + r.m[k], w + r.tabt[k], NULL, r.need[k],
+              r.stored[k], D);
+        t[k] = w + r.tab[k];
+    }
+}
+
+/* The interpolated tables' gradients (the workspace's dtab, from the attention's
+ * backward) back into the stored tables' at g[k]: g += M^T dtab, a linear layer's weight
+ * gradient with M as dout and dtab as its input. */
+static void rel_backward(vt_net *net, const vt_node *nd, const vt_msa_rel *r, float *const g[12]) {
+    const int D = nd->c / nd->heads;
+    float *w = net->ws + nd->ws_off;
+    for (int k = 0; k < 3; k++)
+        if (r->m[k] >= 0)
+            VT_OP(net->be, linear_backward, NULL, g[k], NULL, w + r->m[k], w + r->dtab[k],
+                  NULL, r->need[k], D, r->stored[k]);
 }
 
 static void fold(vt_net *net, int t, const float *x) {
@@ -87,12 +146,12 @@ static void msa_forward(vt_net *net, const vt_node *nd, const float *in, float *
                   nd->bn_eps);
         }
     }
-    const int rel = !!(nd->mflags & VT_MSA_REL);
+    const float *rt[3];
+    rel_tables(net, nd, rt);
     VT_OP(be, mvit_attention_forward, out, sv(net, nd, l.lse, n, 0, 0),
           sv(net, nd, l.out[0], n, 0, 0), sv(net, nd, l.out[1], n, 0, 0),
-          sv(net, nd, l.out[2], n, 0, 0), rel ? param(net, nd->mt[0]) : NULL,
-          rel ? param(net, nd->mt[1]) : NULL, rel ? param(net, nd->mt[2]) : NULL, n, H, D,
-          nd->qgrid, nd->kgrid, !!(nd->mflags & VT_MSA_RESIDUAL));
+          sv(net, nd, l.out[2], n, 0, 0), rt[0], rt[1], rt[2], n, H, D, nd->qgrid, nd->kgrid,
+          !!(nd->mflags & VT_MSA_RESIDUAL));
 }
 
 /* Clips j0 .. j0+m of the pass of n: their gradients into the parameter gradients at
@@ -102,15 +161,30 @@ static void msa_backward_part(vt_net *net, const vt_node *nd, float *din, const 
     vt_backend *be = net->be;
     vt_msa_layout l;
     vt_msa_layout_of(nd, &l);
-    const int H = nd->heads, D = nd->c / H, rel = !!(nd->mflags & VT_MSA_REL);
+    const int H = nd->heads, D = nd->c / H;
     const vt_pool3d_p pq = qpool(nd);
     const int64_t Lq = nd->t, C = nd->c, Lin = nd->it;
+    /* interpolated tables: the forward left them in the workspace (the parameters have
+     * not changed since); their gradients go there first, then through M^T */
+    const float *rt[3];
+    float *dr[3];
+    vt_msa_rel r;
+    vt_msa_rel_of(&net->g, nd, &r);
+    for (int k = 0; k < 3; k++) {
+        rt[k] = !(nd->mflags & VT_MSA_REL) ? NULL : r.m[k] < 0 ? param(net, nd->mt[k])
+                : net->ws + nd->ws_off + r.tab[k];
+        dr[k] = g[k];
+        if (r.m[k] >= 0) {
+            dr[k] = net->ws + nd->ws_off + r.dtab[k];
+            VT_OP(be, fill, dr[k], 0.0f, (int64_t)r.need[k] * D);
+        }
+    }
 #define SV(a, x) sv(net, nd, l.a[x], n, j0, l.rows[x] * D)
-    VT_OP(be, mvit_attention_backward, SV(dout, 0), SV(dout, 1), SV(dout, 2), g[0], g[1], g[2],
-          dout + j0 * Lq * C, SV(out, 0), SV(out, 1), SV(out, 2),
-          rel ? param(net, nd->mt[0]) : NULL, rel ? param(net, nd->mt[1]) : NULL,
-          rel ? param(net, nd->mt[2]) : NULL, sv(net, nd, l.lse, n, j0, (int64_t)H * Lq), m, H,
-          D, nd->qgrid, nd->kgrid, !!(nd->mflags & VT_MSA_RESIDUAL));
+    VT_OP(be, mvit_attention_backward, SV(dout, 0), SV(dout, 1), SV(dout, 2), dr[0], dr[1],
+          dr[2], dout + j0 * Lq * C, SV(out, 0), SV(out, 1), SV(out, 2), rt[0], rt[1], rt[2],
+          sv(net, nd, l.lse, n, j0, (int64_t)H * Lq), m, H, D, nd->qgrid, nd->kgrid,
+          !!(nd->mflags & VT_MSA_RESIDUAL));
+    rel_backward(net, nd, &r, g);
     float *dq = din + j0 * Lin * 3 * C;
     const float *q = in + j0 * Lin * 3 * C;
     for (int x = 2; x >= 0; x--) {

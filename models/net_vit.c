@@ -8,7 +8,10 @@
  * clips (token linear, qkv, LayerNorm) compute one clip at a time and fold each clip's
  * gradient into the accumulators, and their forwards run one clip at a time too, so a
  * clip's bits never depend on which others share its batch (towers = one device).
- * FP32 only: the zoo refuses BF16 for these models (backend.h's transformer ops).
+ * BF16: on the cuda backend only (cuda_attn.c; the CPU backends' transformer ops are
+ * FP32, vt_netv_check_backend refuses them); the [A] arrays are then bf16, so copies
+ * take g.act_size bytes an element, and qkv's bias goes through linear_forward (the
+ * sum rounded once, as the CNN's linear layers and PyTorch's autocast).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,7 @@
 
 void vt_netv_init_ws(vt_net *net) {
     const vt_graph *g = &net->g;
+    vt_netm_init_ws(net); /* MViT's: net_mvit.c */
     for (int i = 0; i < g->nnodes; i++) {
         const vt_node *nd = &g->nodes[i];
         if (nd->kind != VT_NODE_POS)
@@ -35,6 +39,14 @@ int vt_netv_check_backend(const vt_net *net, char *err, size_t errlen) {
     const vt_backend_i *t = net->be->i;
     if (vt_netm_check_backend(net, err, errlen) < 0) /* MViT's own ops: net_mvit.c */
         return -1;
+    for (int i = 0; i < net->g.nnodes; i++)
+        if (net->g.cfg.precision == VT_PREC_BF16 && net->g.nodes[i].kind >= VT_NODE_TOKENS &&
+            net->g.nodes[i].kind <= VT_NODE_TFIRST && strcmp(t->name, "cuda") != 0) {
+            vt_set_err(err, errlen, "%s: bf16 for the transformer ops exists on the cuda "
+                       "backend only (backend %s's are FP32): use --precision fp32, or "
+                       "train on a GPU", net->g.cfg.model, t->name);
+            return -1;
+        }
     for (int i = 0; i < net->g.nnodes; i++)
         if (net->g.nodes[i].kind >= VT_NODE_TOKENS &&
             net->g.nodes[i].kind <= VT_NODE_TFIRST && /* net_graph.h: the last kinds */
@@ -90,13 +102,19 @@ void vt_netv_forward(vt_net *net, int i, const float *in, float *out, int n, int
     case VT_NODE_TLINEAR:
     case VT_NODE_QKV: {
         const float *b = nd->kind == VT_NODE_QKV ? NULL : param(net, nd->bt);
+        /* BF16: qkv's bias in the linear layer (one rounding of the sum); FP32: added after
+         * it, as before (the same float sum) */
+        const int bf16 = g->cfg.precision == VT_PREC_BF16;
+        if (nd->kind == VT_NODE_QKV && bf16)
+            b = qkv_bias(net, nd);
         if (exact)
             for (int j = 0; j < n; j++)
-                VT_OP(be, linear_forward, out + (int64_t)j * L * nd->c, in + (int64_t)j * L * nd->ic,
-                      param(net, nd->wt), b, L, nd->ic, nd->c);
+                VT_OP(be, linear_forward, act_ptr(net, out, (int64_t)j * L * nd->c),
+                      act_ptr(net, in, (int64_t)j * L * nd->ic), param(net, nd->wt), b, L, nd->ic,
+                      nd->c);
         else
             VT_OP(be, linear_forward, out, in, param(net, nd->wt), b, (int)rows, nd->ic, nd->c);
-        if (nd->kind == VT_NODE_QKV)
+        if (nd->kind == VT_NODE_QKV && !bf16)
             VT_OP(be, add_bcast, out, out, qkv_bias(net, nd), (int)rows, nd->c);
         break;
     }
@@ -110,7 +128,7 @@ void vt_netv_forward(vt_net *net, int i, const float *in, float *out, int n, int
     case VT_NODE_DROPPATH: {
         const int64_t per = vt_node_floats(nd);
         if (!train) { /* identity at evaluation */
-            be->i->copy(be, out, in, (size_t)(n * per) * sizeof(float));
+            be->i->copy(be, out, in, (size_t)(n * per) * (size_t)g->act_size);
             break;
         }
         /* per clip, from its global position as dropout's masks (net.c) */
@@ -153,11 +171,12 @@ static void linear_backward(vt_net *net, const vt_node *nd, float *din, const fl
             dw = net->xtmp;
             db = qkv ? NULL : net->xtmp + nw;
         }
-        VT_OP(be, linear_backward, din ? din + ro * I : NULL, dw, db, dout + ro * O, in + ro * I,
-              param(net, nd->wt), per * L, I, O);
+        VT_OP(be, linear_backward, din ? act_ptr(net, din, ro * I) : NULL, dw, db,
+              act_ptr(net, dout, ro * O), act_ptr(net, in, ro * I), param(net, nd->wt), per * L,
+              I, O);
         if (qkv) {
             VT_OP(be, fill, sb, 0.0f, O);
-            VT_OP(be, add_bcast_backward, sb, dout + ro * O, per * L, O);
+            VT_OP(be, add_bcast_backward, sb, act_ptr(net, dout, ro * O), per * L, O);
         }
         if (net->g.cfg.exact) {
             fold(net, nd->wt, net->xtmp);
@@ -187,7 +206,7 @@ void vt_netv_backward(vt_net *net, int i, float *din, const float *dout, const f
         break;
     case VT_NODE_POS:
         if (din)
-            be->i->copy(be, din, dout, (size_t)rows * nd->c * sizeof(float));
+            be->i->copy(be, din, dout, (size_t)rows * nd->c * (size_t)g->act_size);
         break;
     case VT_NODE_LN: {
         const float *st = f32_at(net, nd->mask_off);
@@ -199,9 +218,9 @@ void vt_netv_backward(vt_net *net, int i, float *din, const float *dout, const f
         for (int j = 0; j < n; j++) {
             const int64_t ro = (int64_t)j * L;
             VT_OP(be, fill, net->xtmp, 0.0f, 2 * (int64_t)nd->c);
-            VT_OP(be, layernorm_backward, din ? din + ro * nd->c : NULL, net->xtmp,
-                  net->xtmp + nd->c, dout + ro * nd->c, in + ro * nd->c, st + ro, st + rows + ro,
-                  param(net, nd->wt), L, nd->c);
+            VT_OP(be, layernorm_backward, din ? act_ptr(net, din, ro * nd->c) : NULL, net->xtmp,
+                  net->xtmp + nd->c, act_ptr(net, dout, ro * nd->c), act_ptr(net, in, ro * nd->c),
+                  st + ro, st + rows + ro, param(net, nd->wt), L, nd->c);
             fold(net, nd->wt, net->xtmp);
             fold(net, nd->bt, net->xtmp + nd->c);
         }

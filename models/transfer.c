@@ -288,6 +288,35 @@ int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_in
             r.values += t->numel;
             continue;
         }
+        if (vt_zoo_is_mvit(model)) { /* MViTv1's positions made for another clip */
+            const vt_net_cfg *nc = vt_net_config(net);
+            const int grid[3] = {nc->clip_t / 2, nc->clip_h / 4, nc->clip_w / 4};
+            char how[160];
+            float *rs = vt_mvit_pos_resample(t->name, s->ndim, s->shape, s->data, t, grid, how,
+                                             sizeof how);
+            if (rs) {
+                sd_tensor *x = &f.extra[f.nextra++];
+                memset(x, 0, sizeof *x);
+                x->name = t->name;
+                x->ndim = t->ndim;
+                memcpy(x->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+                x->numel = t->numel;
+                x->data = rs;
+                src[i] = x;
+                r.loaded++;
+                loaded_params++;
+                r.values += t->numel;
+                if (log)
+                    fprintf(log, "init: %s: %s, for the clip %dx%dx%d\n", t->name, how,
+                            nc->clip_t, nc->clip_h, nc->clip_w);
+                continue;
+            }
+            if (how[0] && nlines[1] < LIST_MAX) {
+                snprintf(lines[1][nlines[1]++], sizeof lines[0][0], "%s: %s", t->name, how);
+                r.mismatched++;
+                continue;
+            }
+        }
         int h = vt_net_tensor_head(net, i);
         if (h >= 0 && other_classes(s, t)) {
             if (!head_said[h]) {

@@ -8,7 +8,8 @@
  * DataParallel / DistributedDataParallel) are taken off; a VideoMAE transformer also
  * matches the Hugging Face names of its tensors (vt_vit_hf_names: query, key and value
  * concatenated into qkv) and drops the prefixes "model." and "encoder." that the VideoMAE
- * repositories' checkpoints put before theirs; a vidtrain checkpoint's
+ * repositories' checkpoints put before theirs; MViTv1's position tables made for another
+ * clip are resampled to the net's (vt_mvit_pos_resample); a vidtrain checkpoint's
  * optimizer state ("optim.*") is ignored. A classifier whose class count differs (a
  * Kinetics-400 head on a 12-class set) keeps the net's fresh initialisation with a
  * one-line message; any other difference — a missing tensor, one the net does not have,
@@ -55,5 +56,13 @@ int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_in
  * qkv.weight (query, key, value: their rows one after the other); 0 if it has no other
  * name (fc_norm.*). vt_net_load_init tries them when the file lacks the name itself. */
 int vt_vit_hf_names(const char *name, char out[3][192]);
+
+/* MViTv1's position table `name` (pos_encoding.spatial_pos or temporal_pos) of the file
+ * (ndim, shape, data: a square grid of positions, or frames) resampled to the net's
+ * tensor t on its token grid (T, H, W) (transfer_mvit.c): the t->numel values
+ * (malloc'd) and in `how` a line saying what was done; NULL when it is not such a table
+ * or cannot be resampled (`how` then says why, or is empty when it is not one). */
+float *vt_mvit_pos_resample(const char *name, int ndim, const int64_t *shape, const float *data,
+                            const vt_tensor_info *t, const int grid[3], char *how, size_t howlen);
 
 #endif

@@ -15,6 +15,8 @@
  *                         x = s + a; x = x + mlp.3(GELU(mlp.0(norm2(x))));
  *                       with cfg->drop_path > 0 each branch of block b passes a drop path
  *                       of p = rate * b / (blocks - 1) (torchvision's StochasticDepth "row");
+ *                       Each block is a checkpoint segment (vt_g_segment):
+ *                       --checkpoint-act recomputes it in backward (net_ckpt.c).
  *   norm, then the class token's row; head.0 dropout and head.1 linear (zoo.c).
  *   mvit_v2_s: 16 blocks, 96 -> 768 channels (torchvision's table below).
  *   mvit_test: a TEST model (not in vt_zoo_names): 4 blocks of 16 -> 64 channels with
@@ -27,9 +29,10 @@
  *     first layer keep the block's input width, and `project` (where the width changes)
  *     reads norm2's output: x = s + a; x = project(norm2(x)) or x, + mlp(norm2(x)).
  *   mvit_v1_test: its TEST model (4 blocks, 16 -> 64 channels, every piece of v1_b).
- * The relative position tables have torchvision's lengths for the clip's own grid, which
- * must be square with sides that every stride divides (a 16x224 or 8x64 clip): other
- * clips would need them interpolated, refused with a hint. FP32 only.
+ * The relative position tables have the lengths torchvision gives them for the clip the
+ * model is built for (mvit_v2_s: 16x224, mvit_test: 8x32; mvit_spec's nt x nhw) whatever
+ * the clip, and any other clip (other frames, sizes, H != W) interpolates them at run
+ * time as torchvision's _add_rel_pos does (net_mvit.c). FP32 only.
  * This file only describes models: it must never allocate backend memory or run ops.
  */
 #include <stdio.h>
@@ -40,7 +43,14 @@
 /* q's stride sq: 1 pools q with stride 1 (MViTv2's kernel_q everywhere), 0 leaves q
  * unpooled (MViTv1's empty kernel_q), 2 pools by (1, 2, 2) */
 typedef struct mvit_block { int heads, cin, cout, sq, skv; } mvit_block;
-typedef struct mvit_spec { const char *name; int nblocks; const mvit_block *b; int v2; } mvit_spec;
+/* nt x nhw: the clip torchvision builds the model for (mvit_v2_s: 16x224), which sizes
+ * MViTv2's relative tables whatever the clip */
+typedef struct mvit_spec {
+    const char *name;
+    int nblocks;
+    const mvit_block *b;
+    int v2, nt, nhw;
+} mvit_spec;
 
 /* torchvision's mvit_v2_s config: kernel_q = kernel_kv = 3x3x3 everywhere; the strides
  * are (1, s, s) */
@@ -65,10 +75,10 @@ static const mvit_block test_v1[] = {
     {1, 16, 32, 0, 4}, {2, 32, 32, 2, 2}, {2, 32, 64, 0, 2}, {4, 64, 64, 2, 1},
 };
 static const mvit_spec mvit_specs[] = {
-    {"mvit_v2_s", 16, v2_s, 1},
-    {"mvit_test", 4, test_b, 1},
-    {"mvit_v1_b", 16, v1_b, 0},
-    {"mvit_v1_test", 4, test_v1, 0},
+    {"mvit_v2_s", 16, v2_s, 1, 16, 224},
+    {"mvit_test", 4, test_b, 1, 8, 32},
+    {"mvit_v1_b", 16, v1_b, 0, 16, 224},
+    {"mvit_v1_test", 4, test_v1, 0, 8, 32},
 };
 
 static const mvit_spec *find(const char *model) {
@@ -100,6 +110,9 @@ int vt_zoo_build_mvit(vt_graph *g, const vt_net_cfg *cfg) {
         return vt_g_node_fail(g, cfg->model, "the clip's frames must be even and its height "
                               "and width multiples of 4 (MViTv1's position tables): %d frames, "
                               "height %d", cfg->clip_t, cfg->clip_h);
+    /* torchvision's input_size: the built clip // conv_proj's stride, then // each
+     * block's q stride (floor, where the pooled grid rounds up) */
+    int nat[3] = {sp->nt / 2, sp->nhw / 4, sp->nhw / 4};
     x = vt_g_tokens(g, "conv_proj.tokens", x);
     x = vt_g_clstok(g, "pos_encoding", x, sp->v2 ? NULL : thw);
     const int k3[3] = {3, 3, 3}, k1[3] = {1, 1, 1};
@@ -116,9 +129,10 @@ int vt_zoo_build_mvit(vt_graph *g, const vt_net_cfg *cfg) {
         const int ad = sp->v2 ? bk->cout : bk->cin;
         int nthw[3];
         int xn = vt_g_ln(g, NM("norm1"), x, eps);
+        const int first = xn; /* the block: one checkpoint segment (cfg.ckpt) */
         int a = vt_g_tlinear(g, NM("attn.qkv"), xn, 3 * ad);
-        a = vt_g_msa(g, NM("attn"), a, bk->heads, thw, bk->sq ? k3 : k1, sq, k3, skv, sp->v2,
-                     sp->v2, eps, nthw);
+        a = vt_g_msa(g, NM("attn"), a, bk->heads, thw, bk->sq ? k3 : k1, sq, k3, skv,
+                     sp->v2 ? nat : NULL, sp->v2, eps, nthw);
         a = vt_g_tlinear(g, NM("attn.project.0"), a, ad);
         int s = sp->v2 && bk->cin != bk->cout ? vt_g_tlinear(g, NM("project"), xn, bk->cout) : x;
         if (qs > 1) /* torchvision: kernel s + 1 where s > 1, padding kernel // 2 */
@@ -136,8 +150,11 @@ int vt_zoo_build_mvit(vt_graph *g, const vt_net_cfg *cfg) {
         if (dp > 0)
             h = vt_g_droppath(g, NM("drop_path2"), h, dp);
         x = vt_g_add(g, NM("add2"), h, x);
-        for (int d = 0; d < 3; d++)
+        vt_g_segment(g, first, x);
+        for (int d = 0; d < 3; d++) {
             thw[d] = nthw[d];
+            nat[d] /= sq[d];
+        }
 #undef NM
     }
     x = vt_g_ln(g, "norm", x, eps);

@@ -16,7 +16,8 @@
  *   videomae_vit_s: dim 384, 6 heads; videomae_vit_b: dim 768, 12 heads; depth 12.
  *   vit_test: a TEST model (not in vt_zoo_names): dim 48, 2 heads, depth 2, the same
  *     names and pieces, for the PyTorch comparison in tests/test_zoo_vit.c.
- * FP32 only (the transformer ops have no BF16 yet): BF16 is refused with a hint.
+ * BF16 runs on the cuda backend only (its transformer ops have the bf16 path,
+ * docs/precision.md); net_vit.c refuses it on the CPU backends, whose are FP32.
  * This file only describes models: it must never allocate backend memory or run ops.
  */
 #include <stdio.h>
@@ -52,9 +53,6 @@ int vt_zoo_build_vit(vt_graph *g, const vt_net_cfg *cfg) {
             sp = &vit_specs[i];
     if (!sp)
         return vt_g_node_fail(g, cfg->model, "not a transformer of the zoo%.0d%.0d", 0, 0);
-    if (cfg->precision == VT_PREC_BF16)
-        return vt_g_node_fail(g, cfg->model, "bf16 is not available for transformers yet "
-                              "(use --precision fp32 or tf32)%.0d%.0d", 0, 0);
     if (cfg->clip_t % 2 || cfg->clip_h % 16 || cfg->clip_w % 16)
         return vt_g_node_fail(g, cfg->model, "the clip's frames must be even and its height "
                               "and width multiples of 16 (tubelets of 2x16x16): %d frames, "

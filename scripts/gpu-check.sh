@@ -5,7 +5,8 @@
 #
 #   bash scripts/gpu-check.sh            all steps
 #   VT_GPU_CHECK_BENCH=0 ...             skip the benchmark
-#   VT_GPU_CHECK_SANITIZE=1 ...          also run test_cuda_ops_gpu and test_vit_gpu's ops
+#   VT_GPU_CHECK_SANITIZE=1 ...          also run test_cuda_ops_gpu, test_vit_gpu's and
+#                                        test_mvit_gpu's ops
 #                                        under compute-sanitizer (memcheck, racecheck,
 #                                        synccheck)
 #   VT_GPU_SANITIZE_TOOLS="memcheck"     which of them (default all three)
@@ -24,14 +25,16 @@
 #    tests/make_media.sh) or an ffmpeg command is there;
 # 3b. end to end on cuda:0 (with exact sums on request: VT_EXACT_SUMS=1, one epoch 1 vs
 #     2 towers and their cost in bench step): the demo trained and evaluated, one vs two GPU towers over an
-#    epoch and over one step, a GPU + CPU tower pair, bf16;
+#    epoch and over one step, a GPU + CPU tower pair, the fused BN tails against VT_FUSE=0
+#    (r3d18, 3 steps, fp32 and bf16: bit for bit), bf16;
 # 3c. NVDEC: bench decode cpu vs nvdec and prep cpu vs nvdec on carry/media/hd or
 #     carry/media/feed/src (1080p H.264, made here), train --decode nvdec beside cuDNN,
 #     predict --timeline --decode nvdec (the streaming reader) against --decode cpu;
 # 3d. micro-batches (r3d18 in a 3G budget, fp32 and bf16) against one pass, c3d, precise
 #    BN with VT_CHECK_REPLICAS and --resume on two towers, each conv's cuDNN choice,
 #    videomae_vit_s for 3 steps on cuda:0 and on cuda:0 + cpu and bench step at 16x224
-#    with the per-op profile (3 x 120 s at most);
+#    with the per-op profile, the same in bf16 (5 x 120 s at most), the same for
+#    mvit_test at 8x32 and bench step of mvit_v2_s at 16x224 (2 x 120 s + 180 s at most);
 # 4. bench/bench-gpu.sh (vidtrain vs PyTorch, R3D-18).
 # It must never install anything or change the machine beyond its own temp files.
 set -uo pipefail
@@ -87,6 +90,10 @@ for t in "${tests[@]}"; do
     *) note "✗ $name FAILED rc=$rc (${secs}s): $(grep -m3 -E 'FAIL|fatal|rror' "$logs/$name.log" | tr '\n' ' ')" ;;
   esac
 done
+# the cuDNN SDPA probe's answers (it reports, it does not judge): which bf16 ViT shapes
+# cuDNN's fused attention would take
+[ -f "$logs/test_cudnn_sdpa_gpu.log" ] && note "· cuDNN SDPA probe: $(grep -cE 'SUPPORTED' \
+  "$logs/test_cudnn_sdpa_gpu.log") supported, $(grep -cE 'not supported' "$logs/test_cudnn_sdpa_gpu.log") not ($logs/test_cudnn_sdpa_gpu.log)"
 
 # HD files: carry/media/hd when someone put them there, else the two 1080p30 files that
 # `bash bench/bench-feed-gpu.sh --make` writes
@@ -270,6 +277,23 @@ if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
         --devices cuda:0 --sync-bn >"$logs/bench-x$xe.log" 2>&1
       note "· bench step r3d18 16x112 b32, VT_EXACT_SUMS=$xe: $(grep -m1 -E 'clips/s' "$logs/bench-x$xe.log")"
     done
+    # the fused batch-norm tails (issue 45 step 3; VT_FUSE=0 turns them off) must change no
+    # bit: r3d18, 3 steps on cuda:0 with and without them, fp32 and bf16, the same cuDNN
+    # algorithms on both sides (heuristic, deterministic): every tensor 0 apart
+    for prec in fp32 bf16; do
+      for f in 0 1; do
+        VT_FUSE=$f VT_CUDA_CONV_ALGO=heuristic VT_CUDA_DETERMINISTIC=1 timeout 120 "$vt" train \
+          "$w/demo" --out "$w/fuse-$prec-$f" --model r3d18 --batch 8 --epochs 1 --max-steps 3 \
+          --seed 6 --workers 2 --devices cuda:0 --precision "$prec" >"$logs/fuse-$prec-$f.log" 2>&1
+      done
+      worst=$("$py" tests/oracle/compare_states.py "$w/fuse-$prec-0/last.safetensors" \
+        "$w/fuse-$prec-1/last.safetensors" --worst 2>"$logs/fuse-$prec.err")
+      case $worst in
+        0.00e+00*) note "✓ fused BN tails = unfused on cuda:0, r3d18 $prec 3 steps: every tensor bit for bit" ;;
+        "") note "✗ fused vs unfused $prec: no comparison: $(grep -m2 -iE 'error|fatal|abort' "$logs"/fuse-$prec-*.log "$logs/fuse-$prec.err" | tr '\n' ' ')" ;;
+        *) note "✗ fused BN tails differ from unfused on cuda:0, r3d18 $prec: worst $worst" ;;
+      esac
+    done
     # bf16 end to end: a few epochs of the demo, then eval
     timeout 90 "$vt" train "$w/demo" --out "$w/bf16" --devices cuda:0 --precision bf16 --no-flip \
       --epochs 8 --seed 1 >"$logs/e2e-bf16.log" 2>&1 && timeout 60 "$vt" eval "$w/bf16" "$w/demo" \
@@ -311,12 +335,36 @@ if [ "${VT_GPU_CHECK_MORE:-1}" = 1 ] && [ -d "${w:-}/demo" ]; then
       >"$logs/vit-${vd//[:,]/_}.log" 2>&1 && note "✓ videomae_vit_s trains on $vd (3 steps)" \
       || note "✗ videomae_vit_s on $vd: $(grep -m2 -iE 'error|fatal|abort' "$logs/vit-${vd//[:,]/_}.log" | tr '\n' ' ')"
   done
+  # MViT's ops on CUDA (issue 44; test_mvit_gpu checks each against cpu-ref): mvit_test (4
+  # blocks with every piece of mvit_v2_s) at 8x32, 3 steps through train, alone and with a
+  # CPU tower; then mvit_v2_s's speed at its real clip (stage 1: 25089 queries, 393 keys)
+  for vd in cuda:0 cuda:0,cpu; do
+    timeout 120 "$vt" train "$w/demo" --out "$w/mvit-${vd//[:,]/_}" --model mvit_test \
+      --clip 8x32 --batch 4 --epochs 1 --max-steps 3 --devices "$vd" --seed 4 \
+      >"$logs/mvit-${vd//[:,]/_}.log" 2>&1 && note "✓ mvit_test trains on $vd (3 steps)" \
+      || note "✗ mvit_test on $vd: $(grep -m2 -iE 'error|fatal|abort' "$logs/mvit-${vd//[:,]/_}.log" | tr '\n' ' ')"
+  done
+  VT_CUDA_PROF=1 timeout 180 "$vt" bench step --model mvit_v2_s --clip 16x224 --batch 4 \
+    --devices cuda:0 >"$logs/bench-mvit.log" 2>&1
+  note "· bench step mvit_v2_s 16x224 b4: $(grep -m1 -E 'clips/s' "$logs/bench-mvit.log")" \
+    "(per-op GPU time: $logs/bench-mvit.log)"
   # its speed at the real clip (16x224: 1568 tokens, attention in blocks of 1280 queries)
   # and where the GPU time goes (the per-op table, VT_CUDA_PROF=1)
   VT_CUDA_PROF=1 timeout 120 "$vt" bench step --model videomae_vit_s --clip 16x224 --batch 8 \
     --devices cuda:0 >"$logs/bench-vit.log" 2>&1
   note "· bench step videomae_vit_s 16x224 b8: $(grep -m1 -E 'clips/s' "$logs/bench-vit.log")" \
     "(per-op GPU time: $logs/bench-vit.log)"
+  # bf16 for the transformer ops (test_vit_gpu checks each op and vit_test's step against
+  # FP32): ViT-S at 8x112, 3 steps through train, then bench step at 16x224 beside the
+  # fp32 figure above (the per-op table: where bf16's attention time goes)
+  timeout 120 "$vt" train "$w/demo" --out "$w/vit-bf16" --model videomae_vit_s --clip 8x112 \
+    --batch 4 --epochs 1 --max-steps 3 --devices cuda:0 --precision bf16 --seed 4 \
+    >"$logs/vit-bf16.log" 2>&1 && note "✓ videomae_vit_s trains on cuda:0 in bf16 (3 steps)" \
+    || note "✗ videomae_vit_s bf16: $(grep -m2 -iE 'error|fatal|abort' "$logs/vit-bf16.log" | tr '\n' ' ')"
+  VT_CUDA_PROF=1 timeout 120 "$vt" bench step --model videomae_vit_s --clip 16x224 --batch 8 \
+    --devices cuda:0 --precision bf16 >"$logs/bench-vit-bf16.log" 2>&1
+  note "· bench step videomae_vit_s 16x224 b8 bf16: $(grep -m1 -E 'clips/s' "$logs/bench-vit-bf16.log")" \
+    "(per-op GPU time: $logs/bench-vit-bf16.log)"
   # precise BN, the replica check and --resume on two towers of one GPU
   pb=(--devices cuda:0,cuda:0 --tower-split manual:3,1 --sync-bn --precise-bn 4 --no-flip --seed 2)
   VT_CHECK_REPLICAS=1 timeout 120 "$vt" train "$w/demo" --out "$w/pb" "${pb[@]}" --epochs 4 --max-steps 20 \
@@ -337,6 +385,10 @@ if [ "${VT_GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/n
       "$bindir/test_vit_gpu" >"$logs/sanitize-vit-$tool.log" 2>&1 \
       && note "✓ compute-sanitizer $tool clean on test_vit_gpu's ops" \
       || note "✗ compute-sanitizer $tool on test_vit_gpu: see $logs/sanitize-vit-$tool.log"
+    VT_TEST_MVIT_OPS_ONLY=1 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$bindir/test_mvit_gpu" >"$logs/sanitize-mvit-$tool.log" 2>&1 \
+      && note "✓ compute-sanitizer $tool clean on test_mvit_gpu's ops" \
+      || note "✗ compute-sanitizer $tool on test_mvit_gpu: see $logs/sanitize-mvit-$tool.log"
   done
 fi
 

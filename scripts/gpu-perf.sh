@@ -2,12 +2,15 @@
 # gpu-perf.sh: the prepared performance run of issue 45 on one GPU — every command under
 # `timeout`, at most VT_PERF_BUDGET seconds in all (default 470: under 8 minutes, so a
 # 15-minute device window leaves room for a start and a rerun), most important first:
-#   1. the GPU op tests (test_cuda_ops_gpu, test_nccl_gpu, test_cuda_train_gpu, in parallel);
+#   1. the GPU op tests (test_cuda_ops_gpu, test_nccl_gpu, test_cuda_train_gpu,
+#      test_fuse_gpu, in parallel);
 #   2. `vidtrain bench step` R3D-18 16x112 batch 32: bf16, tf32, fp32 from page-locked
-#      memory, and bf16 once as the base (--pageable, VT_FUSE=0: the figure before
+#      memory, the A/B of the fused batch-norm tails (VT_FUSE=0 in bf16 and tf32, issue
+#      45 step 3), and bf16 once as the base (--pageable, VT_FUSE=0: the figure before
 #      issue 45);
 #   3. `vidtrain bench conv`: each R3D-18 conv shape, NCDHW vs NDHWC, bf16 and tf32;
-#   4. a VT_CUDA_PROF=1 profile of a few bf16 steps (the per-op table);
+#   4. a VT_CUDA_PROF=1 profile of a few bf16 steps (the per-op table, and the host
+#      waits per step);
 #   5. PyTorch's three modes (bench/bench_torch_gpu.py: eager, channels_last_3d,
 #      torch.compile + channels_last) in bf16 and tf32;
 #   6. if time is left: test_bf16_gpu (the fused BN kernel in bf16 at network level),
@@ -93,14 +96,14 @@ fi
 echo "== 1. GPU op tests (in parallel)"
 export VT_TMP=${VT_TMP:-/tmp/vidtrain-gpu-perf-tmp} VT_SRC=$PWD VT_BIN=$vt VT_PYTHON=$py
 mkdir -p "$VT_TMP"
-for t in test_cuda_ops_gpu test_nccl_gpu test_cuda_train_gpu; do
+for t in test_cuda_ops_gpu test_nccl_gpu test_cuda_train_gpu test_fuse_gpu; do
   if [ "$dry" = 1 ] || [ -x "$bindir/$t" ]; then
     ( mkdir -p "$VT_TMP/$t"; VT_TMP=$VT_TMP/$t run "$t" 75 "$bindir/$t" ) &
   fi
 done
 wait
 if [ "$dry" = 0 ]; then
-  for t in test_cuda_ops_gpu test_nccl_gpu test_cuda_train_gpu; do
+  for t in test_cuda_ops_gpu test_nccl_gpu test_cuda_train_gpu test_fuse_gpu; do
     [ -f "$logs/$t.rc" ] || { note "✗ $t: not in $bindir"; continue; }
     rc=$(cat "$logs/$t.rc")
     case $rc in
@@ -116,6 +119,11 @@ echo "== 2. vidtrain bench step, R3D-18 16x112 batch 32 on cuda:0"
 step=(bench step --model r3d18 --clip 16x112 --batch 32 --devices cuda:0 --steps "$steps" --warmup 2)
 for p in bf16 tf32 fp32; do
   run "vt-$p" 90 "$vt" "${step[@]}" --precision "$p"
+done
+# A/B of the fused batch-norm tails (BN + ReLU, BN + skip + ReLU, forward and backward):
+# the same steps with VT_FUSE=0; the figures above are VT_FUSE=1 (the default)
+for p in bf16 tf32; do
+  run "vt-$p-nofuse" 90 env VT_FUSE=0 "$vt" "${step[@]}" --precision "$p"
 done
 # the base: bf16 as bench step measured before issue 45 (pageable batch, BN tails unfused)
 run vt-bf16-base 90 env VT_FUSE=0 "$vt" "${step[@]}" --precision bf16 --pageable
@@ -171,12 +179,22 @@ if [ "$dry" = 0 ]; then
       fi
     done
   done
+  for p in bf16 tf32; do
+    a=$(rate "vt-$p"); b=$(rate "vt-$p-nofuse")
+    if [ -n "$a" ] && [ -n "$b" ]; then
+      note "· VT_FUSE A/B $p: fused $a clips/s, unfused $b clips/s = $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.3f", a/b}')x"
+    elif [ -f "$logs/vt-$p-nofuse.rc" ]; then
+      note "✗ VT_FUSE A/B $p: no figure (rc $(cat "$logs/vt-$p.rc" 2>/dev/null) / $(cat "$logs/vt-$p-nofuse.rc"))"
+    fi
+  done
   grep '^conv total' "$logs/conv.log" 2>/dev/null | while IFS= read -r l; do echo "· bench conv: $l"; done >"$logs/conv-summary.txt"
   while IFS= read -r l; do note "$l"; done <"$logs/conv-summary.txt"
   [ -s "$logs/conv-summary.txt" ] || note "✗ bench conv: no totals (rc $(cat "$logs/conv.rc" 2>/dev/null)): $(grep -m2 -iE 'rror|fatal' "$logs/conv.log" 2>/dev/null | tr '\n' ' ')"
   grep -A12 '^VT_CUDA_PROF' "$logs/prof-bf16.log" >"$logs/prof-top.txt" 2>/dev/null
   [ -s "$logs/prof-top.txt" ] && note "· VT_CUDA_PROF bf16 (4 steps): $(sed -n '1p' "$logs/prof-top.txt" | sed 's/.*), //'); top: $(sed -n '3,5p' "$logs/prof-top.txt" | awk '{printf "%s %s; ", $1, $NF}')" \
     || note "✗ VT_CUDA_PROF: no table (rc $(cat "$logs/prof-bf16.rc" 2>/dev/null))"
+  hw=$(grep -m1 'host waits through the op table' "$logs/prof-bf16.log" 2>/dev/null | sed 's/^ *//')
+  [ -n "$hw" ] && note "· VT_CUDA_PROF bf16 $hw (read from the code: 7 a one-pass step before issue 45 step 3, 3 after)"
   note "· gpu-perf.sh took $(( $(date +%s) - start ))s of a ${budget}s budget"
 fi
 printf '%s\n' "${summary[@]}" >"$out/summary.txt"

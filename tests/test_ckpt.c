@@ -47,13 +47,13 @@ static void fill_clips(float *h, int64_t per, int n, int p) {
 
 /* Two training passes of n clips each accumulated into one gradient. reseed: set another
  * dropout seed between pass 1's forward and its backward (the negative control). */
-static int run(run_out *o, const char *bename, int ckpt, int exact, int t, int hw, int n,
-               int reseed) {
+static int run(run_out *o, const char *model, const char *bename, int ckpt, int exact, int t,
+               int hw, int n, int reseed) {
     memset(o, 0, sizeof *o);
     char err[512];
     vt_backend *be = vt_backend_init(bename, 0, 1, 0); /* 1 thread: no OpenMP spinning on a loaded machine; the bits do not depend on it */
     vt_net_cfg cfg;
-    vt_net_cfg_default(&cfg, "videomae_vit_s", 5, t, hw, hw);
+    vt_net_cfg_default(&cfg, model, 5, t, hw, hw);
     cfg.drop_path = 0.3f;
     cfg.ckpt = ckpt;
     cfg.exact = exact;
@@ -63,10 +63,13 @@ static int run(run_out *o, const char *bename, int ckpt, int exact, int t, int h
         vt_backend_free(&be);
         return -1;
     }
-    /* the weights of seed 7, drawn once (22M draws) and copied into every run's net */
+    /* the weights of seed 7, drawn once a model (22M draws) and copied into every run's net */
     static float *w7;
     static int64_t n7;
-    if (!w7) {
+    static char w7model[32];
+    if (!w7 || strcmp(w7model, model)) {
+        free(w7);
+        snprintf(w7model, sizeof w7model, "%s", model);
         vt_net_init_weights(net, 7);
         n7 = vt_net_num_params(net);
         w7 = vt_malloc((size_t)n7 * sizeof(float));
@@ -124,10 +127,10 @@ static int same(const run_out *a, const run_out *b) {
  * differ by the arenas' difference. The net's arenas are the plan exactly; a step's peak
  * adds the largest op scratch, the same op in both runs (a recompute runs no new kind of
  * op), and the input clips and labels, which the test allocates the same in both. */
-static void memory(const run_out *off, const run_out *on, const char *clip, int t, int hw,
-                   int n) {
+static void memory(const run_out *off, const run_out *on, const char *model, const char *clip,
+                   int t, int hw, int n) {
     vt_net_cfg cfg;
-    vt_net_cfg_default(&cfg, "videomae_vit_s", 5, t, hw, hw);
+    vt_net_cfg_default(&cfg, model, 5, t, hw, hw);
     cfg.drop_path = 0.3f;
     vt_memplan mp[2];
     char err[256];
@@ -140,18 +143,19 @@ static void memory(const run_out *off, const run_out *on, const char *clip, int 
     const int64_t measured = off->high - on->high;
     TCHECK(planned > 0 && measured == planned, "%s: high water fell by %lld bytes, the plan "
            "says %lld", clip, (long long)measured, (long long)planned);
-    printf("videomae_vit_s %s, %d clips on cpu: high water %.2f MiB without, %.2f MiB with "
+    printf("%s %s, %d clips on cpu: high water %.2f MiB without, %.2f MiB with "
            "checkpointing: saved %.2f MiB, %.2f MiB a clip (plan: %.2f -> %.2f MiB a clip)\n",
-           clip, n, off->high / 1048576.0, on->high / 1048576.0, measured / 1048576.0,
+           model, clip, n, off->high / 1048576.0, on->high / 1048576.0, measured / 1048576.0,
            measured / 1048576.0 / n, mp[0].bytes_per_clip / 1048576.0,
            mp[1].bytes_per_clip / 1048576.0);
     for (int c = 0; c < 2; c++)
         vt_memplan_free(&mp[c]);
 }
 
-static void bits(const char *bename, int exact) {
+static void bits(const char *model, const char *bename, int exact) {
     run_out off, on;
-    if (run(&off, bename, 0, exact, 4, 32, 2, 0) || run(&on, bename, 1, exact, 4, 32, 2, 0))
+    if (run(&off, model, bename, 0, exact, 4, 32, 2, 0) ||
+        run(&on, model, bename, 1, exact, 4, 32, 2, 0))
         return;
     double gn = 0;
     for (int64_t i = 0; i < off.np; i++)
@@ -159,13 +163,13 @@ static void bits(const char *bename, int exact) {
     TCHECK(gn > 0, "%s: zero gradient", bename);
     TCHECK(same(&off, &on), "%s%s: gradients, logits or losses differ with checkpointing",
            bename, exact ? " (exact sums)" : "");
-    printf("%-7s%s videomae_vit_s 4x32x32, drop path 0.3, 2 passes of 2 clips: %lld gradients, "
+    printf("%-7s%s %s 4x32x32, drop path 0.3, 2 passes of 2 clips: %lld gradients, "
            "logits and losses the same bits with and without checkpointing\n", bename,
-           exact ? " exact" : "      ", (long long)off.np);
+           exact ? " exact" : "      ", model, (long long)off.np);
     if (!exact && !strcmp(bename, "cpu")) {
-        memory(&off, &on, "4x32x32", 4, 32, 2);
+        memory(&off, &on, model, "4x32x32", 4, 32, 2);
         run_out bad; /* the control: a wrong replay shows */
-        if (!run(&bad, bename, 1, 0, 4, 32, 2, 1)) {
+        if (!run(&bad, model, bename, 1, 0, 4, 32, 2, 1)) {
             TCHECK(!same(&off, &bad), "a recompute with another dropout seed went unnoticed");
             free(bad.grads);
         }
@@ -176,10 +180,11 @@ static void bits(const char *bename, int exact) {
 
 /* ---- towers: N towers equal one device with checkpointing on ---- */
 
-/* vit_test (2 blocks, drop path 0.5: block 1's branches drop per clip) on 4x32x32 clips. */
-static vt_net_cfg tower_net(void) {
+/* vit_test (2 blocks, drop path 0.5: block 1's branches drop per clip) or mvit_test (4
+ * blocks, drop path 0.5 on blocks 1..3) on 4x32x32 clips. */
+static vt_net_cfg tower_net(const char *model) {
     vt_net_cfg nc;
-    vt_net_cfg_default(&nc, "vit_test", 5, 4, 32, 32);
+    vt_net_cfg_default(&nc, model, 5, 4, 32, 32);
     nc.drop_path = 0.5f;
     return nc;
 }
@@ -187,11 +192,11 @@ static vt_net_cfg tower_net(void) {
 /* Two SGD-momentum steps of 6 clips on cpu towers (1 thread each) with these budgets
  * (0: unlimited) and checkpointing mode; returns the parameters after them (malloc'd),
  * or NULL. *on: towers that checkpointed (the plan's printed lines). */
-static float *tower_run(int ntowers, const int64_t *budgets, vt_ckpt_mode mode, int64_t *np,
-                        int *on) {
+static float *tower_run(const char *model, int ntowers, const int64_t *budgets,
+                        vt_ckpt_mode mode, int64_t *np, int *on) {
     vt_towers_cfg cfg;
     vt_towers_cfg_default(&cfg);
-    cfg.net = tower_net();
+    cfg.net = tower_net(model);
     vt_optim_cfg_default(&cfg.optim, VT_OPT_SGD);
     cfg.optim.momentum = 0.9f;
     cfg.seed = 99;
@@ -255,8 +260,8 @@ static float *tower_run(int ntowers, const int64_t *budgets, vt_ckpt_mode mode, 
 /* One device without checkpointing is the truth; then two towers with it on everywhere,
  * and two where auto turns it on for the small one only: its budget holds one clip with
  * checkpointing and none without (so it also runs passes of one clip). */
-static void towers(void) {
-    vt_net_cfg nc = tower_net();
+static void towers(const char *model) {
+    vt_net_cfg nc = tower_net(model);
     vt_memplan mp[2];
     char err[256];
     for (int c = 0; c < 2; c++) {
@@ -271,9 +276,9 @@ static void towers(void) {
     int64_t np1 = 0, np2 = 0, np3 = 0;
     int on1, on2, on3;
     const int64_t one[1] = {0}, both[2] = {0, 0}, uneven[2] = {0, small};
-    float *ref = tower_run(1, one, VT_CKPT_OFF, &np1, &on1);
-    float *all = tower_run(2, both, VT_CKPT_ON, &np2, &on2);
-    float *autop = tower_run(2, uneven, VT_CKPT_AUTO, &np3, &on3);
+    float *ref = tower_run(model, 1, one, VT_CKPT_OFF, &np1, &on1);
+    float *all = tower_run(model, 2, both, VT_CKPT_ON, &np2, &on2);
+    float *autop = tower_run(model, 2, uneven, VT_CKPT_AUTO, &np3, &on3);
     TCHECK(on1 == 0 && on2 == 2 && on3 == 1, "checkpointing towers: %d, %d, %d (0, 2, 1)", on1,
            on2, on3);
     if (ref && all && autop) {
@@ -281,9 +286,9 @@ static void towers(void) {
                "2 towers with checkpointing differ from one device without");
         TCHECK(np1 == np3 && !memcmp(ref, autop, (size_t)np1 * 4),
                "2 towers, auto checkpointing on the small one, differ from one device");
-        printf("vit_test, drop path 0.5, 2 steps of 6 clips: 2 cpu towers with checkpointing, "
+        printf("%s, drop path 0.5, 2 steps of 6 clips: 2 cpu towers with checkpointing, "
                "and with auto turning it on for a tower that holds 1 clip, equal one device "
-               "without it bit for bit (%lld parameters)\n", (long long)np1);
+               "without it bit for bit (%lld parameters)\n", model, (long long)np1);
     }
     free(ref);
     free(all);
@@ -396,21 +401,64 @@ static void planner(void) {
     vt_memplan_free(&mp[1]);
 }
 
+/* mvit_v2_s at 16x224 with AdamW: 16 blocks, each a segment; the plan's clip shrinks
+ * (the insides of 15 of 16 blocks are not kept) and auto turns checkpointing on for a
+ * budget where no clip fits without it. */
+static void mvit_planner(void) {
+    vt_net_cfg cfg;
+    vt_net_cfg_default(&cfg, "mvit_v2_s", 400, 16, 224, 224);
+    vt_memplan mp[2];
+    char err[256];
+    for (int c = 0; c < 2; c++) {
+        cfg.ckpt = c;
+        VT_CHECK(vt_memplan_build(&mp[c], &cfg, 2, err, sizeof err) == 0, "%s", err);
+    }
+    const int64_t b = mp[1].fixed_bytes + 2 * mp[1].bytes_per_clip; /* 2 clips with it */
+    vt_device d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.backend, sizeof d.backend, "cpu");
+    d.budget = b;
+    int f = -1;
+    const int on = vt_ckpt_choose(VT_CKPT_AUTO, &mp[0], &mp[1], &d, &f);
+    printf("mvit_v2_s 16x224x224 adamw: %d segments; %.1f MiB a clip without checkpointing, "
+           "%.1f MiB with; a budget of %.2f GiB holds %d clips without, %d with (auto: %s)\n",
+           mp[1].ckpt_segments, mp[0].bytes_per_clip / 1048576.0,
+           mp[1].bytes_per_clip / 1048576.0, b / 1073741824.0, vt_memplan_max_clips(&mp[0], b),
+           f, on ? "on" : "off");
+    TCHECK(mp[0].ckpt_segments == 16 && mp[1].ckpt_segments == 16, "mvit_v2_s: %d segments",
+           mp[1].ckpt_segments);
+    TCHECK(3 * mp[1].bytes_per_clip < mp[0].bytes_per_clip, "mvit_v2_s: %lld bytes a clip "
+           "with checkpointing, %lld without", (long long)mp[1].bytes_per_clip,
+           (long long)mp[0].bytes_per_clip);
+    TCHECK(vt_memplan_max_clips(&mp[0], b) == 0 && on && f == 2, "auto: %d clips without, %d "
+           "with, %s", vt_memplan_max_clips(&mp[0], b), f, on ? "on" : "off");
+    vt_memplan_free(&mp[0]);
+    vt_memplan_free(&mp[1]);
+}
+
 int main(void) {
-    bits("cpu-ref", 0);
-    bits("cpu", 0);
-    bits("cpu", 1);
-    towers();
+    /* mvit_test: MViT's blocks (pooled attention, relative tables interpolated at this
+     * clip, pool_skip, drop path) as segments */
+    static const char *const models[2] = {"videomae_vit_s", "mvit_test"};
+    for (int m = 0; m < 2; m++) {
+        bits(models[m], "cpu-ref", 0);
+        bits(models[m], "cpu", 0);
+        bits(models[m], "cpu", 1);
+    }
+    towers("vit_test");
+    towers("mvit_test");
     planner();
+    mvit_planner();
     /* VT_TEST_CKPT_CLIP=16x112: the saving at a realistic clip (minutes: not in ctest) */
     const char *big = getenv("VT_TEST_CKPT_CLIP");
     int bt, bhw;
     if (big && sscanf(big, "%dx%d", &bt, &bhw) == 2) {
         run_out r[2];
-        if (!run(&r[0], "cpu", 0, 0, bt, bhw, 2, 0) && !run(&r[1], "cpu", 1, 0, bt, bhw, 2, 0)) {
+        if (!run(&r[0], "videomae_vit_s", "cpu", 0, 0, bt, bhw, 2, 0) &&
+            !run(&r[1], "videomae_vit_s", "cpu", 1, 0, bt, bhw, 2, 0)) {
             TCHECK(!memcmp(r[0].grads, r[1].grads, (size_t)r[0].np * 4), "%s: gradients differ",
                    big);
-            memory(&r[0], &r[1], big, bt, bhw, 2);
+            memory(&r[0], &r[1], "videomae_vit_s", big, bt, bhw, 2);
             free(r[0].grads);
             free(r[1].grads);
         }

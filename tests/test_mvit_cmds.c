@@ -9,6 +9,8 @@
  *     token) is in the step;
  *   - fine-tuning: `--init RUN/last.safetensors --freeze 2` leaves conv_proj,
  *     pos_encoding and blocks.0-1 bit for bit the initial ones, and blocks.2 moves;
+ *   - another clip: those weights fine-tuned at 4x48 with --checkpoint-act on load
+ *     strictly and their relative tables (interpolated at 4x48) move;
  *   - `plan --model mvit_v2_s` (16x224) lists MViT's layer kinds;
  *   - export --onnx, embed (the class token's 64 features a video) and predict --timeline
  *     run and write their outputs (test_onnx checks the exported numbers against ONNX
@@ -24,11 +26,12 @@
 
 static const char *g_bin, *g_dir;
 
-static int train(const char *out, const char *extra) {
-    return vt_test_sh("'%s' train '%s/data' --out '%s/%s' --model mvit_test --clip 8x32 "
+static int train_at(const char *out, const char *clip, const char *extra) {
+    return vt_test_sh("'%s' train '%s/data' --out '%s/%s' --model mvit_test --clip %s "
                       "--batch 4 --max-steps 2 --seed 3 --workers 1 -q %s > '%s/%s.log' 2>&1",
-                      g_bin, g_dir, g_dir, out, extra, g_dir, out);
+                      g_bin, g_dir, g_dir, out, clip, extra, g_dir, out);
 }
+static int train(const char *out, const char *extra) { return train_at(out, "8x32", extra); }
 
 int main(void) {
     g_bin = vt_test_bin("test_mvit_cmds");
@@ -58,6 +61,19 @@ int main(void) {
     vt_test_ckpt_same(a, b, (const char *const[]){NULL}, "head.1.");
     printf("fine-tune --freeze 2: %d tensors of the stem and blocks.0-1 unchanged, blocks.2 "
            "and the classifier moved\n", n);
+
+    /* another clip: the 8x32 run's weights fine-tuned at 4x48 with checkpointing on — every
+     * tensor loads strictly (the relative tables keep their shapes) and the tables learn
+     * through their run-time interpolation */
+    snprintf(extra, sizeof extra, "--init '%s' --init-strict --checkpoint-act on", a);
+    TCHECK(train_at("clip48", "4x48", extra) == 0, "fine-tune at 4x48");
+    snprintf(b, sizeof b, "%s/clip48/last.safetensors", g_dir);
+    vt_test_ckpt_same(a, b, (const char *const[]){NULL}, "blocks.0.attn.rel_pos_h");
+    /* (not the last block's: only the class row reaches the head, and its attention has no
+     * relative terms, so torchvision's gradient of those tables is 0 too) */
+    vt_test_ckpt_same(a, b, (const char *const[]){NULL}, "blocks.2.attn.rel_pos_t");
+    printf("fine-tune at 4x48 (checkpointing on) from 8x32: loaded strictly, the interpolated "
+           "tables moved\n");
 
     TCHECK(vt_test_sh("'%s' plan --model mvit_v2_s --clip 16x224 --batch 8 > '%s/plan.txt' 2>&1",
                       g_bin, g_dir) == 0, "plan mvit_v2_s");

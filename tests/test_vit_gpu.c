@@ -15,7 +15,13 @@
  *     three SGD steps; videomae_vit_s at 4x32x32 (8 tokens, all 12 blocks) against the
  *     fast cpu backend, one step: per-clip loss, every gradient, the parameters after the
  *     step, eval logits.
- *   blocks (no GPU needed, checked before the skip): how cuda_attn.h cuts queries.
+ *   bf16 (a second cuda backend at BF16, compute capability >= 8.0; inputs bf16-exact,
+ *     so cpu-ref's FP32 result on the same values is the reference and only the bf16
+ *     path's own roundings count): every op above, attention at vit_test's shape, 197
+ *     tokens whole and in 4 blocks (the float dK/dV sums), clips batched in blocks; then
+ *     vit_test's training step at BF16 on cuda against the FP32 step on cpu-ref.
+ *   blocks (no GPU needed, checked before the skip): how cuda_attn.h cuts queries, and
+ *     the BF16 scratch within 4 blocks.
  * Skips (77) without a GPU or in a build without CUDA. TF32 stays off.
  * VT_TEST_VIT_OPS_ONLY=1: the op checks only (gpu-check.sh's compute-sanitizer runs).
  *
@@ -39,6 +45,28 @@
  *     gradient (NMSE ~1) or mismatched drop-path draw (a whole branch) fails. Parameters
  *     after SGD (lr 0.05) move by lr * gradient: the same bound. Loss per clip 1e-5
  *     relative (a float cross-entropy over 5 logits).
+ *   BF16 (bf16 keeps 8 significant bits: rounding a float to bf16 errs by at most 2^-9
+ *     relative, ties to even):
+ *     TOL_R1 4e-6: an output stored once as bf16 from cpu-ref's float value (LayerNorm's
+ *       out and din, GELU, token mean, add_bcast, scale_rows, the bf16-rounded bias sum
+ *       of add_bcast_backward): every element within 2^-9 relative, so NMSE <= 2^-18 =
+ *       3.8e-6 (+ the float bounds above, 1e-13); transpose moves bf16 bits: BIT; the
+ *       float outputs (mean, invstd, dgamma, dbeta, lse) read the same values as
+ *       cpu-ref and stay at the FP32 bounds (TOL_DSUM, TOL_ATT): a bf16 rounding where
+ *       none belongs (S rounded before the softmax) is NMSE ~1e-6 and fails them.
+ *     TOL_ATT16_OUT 2e-5, TOL_ATT16_GRAD 1e-4: out carries P's rounding and its own,
+ *       dqkv P's and dS's through dP - delta, which cancels; tests/oracle/
+ *       cuda_attn_emu_bf16.py measures this path's NMSE against float64 on the same
+ *       kind of data at 5-7e-6 (out) and 6e-6 to 3.5e-5 (dqkv), PyTorch's CPU autocast
+ *       attention at 1.3-3.9e-5 on the same inputs; a missing scale or a block not
+ *       summed is NMSE > 1e-3.
+ *     Step (BF16 cuda vs FP32 cpu-ref): PyTorch's own autocast(bf16) step of vit_test
+ *       (tests/oracle/torch_vit_bf16_gap.py, 3 seeds, on the CPU) differs from its FP32
+ *       step by NMSE 3.9-5.0e-5 over all gradients, at most 1.3e-4 on one tensor,
+ *       2.3-3.4e-5 on the logits, 0.3% on the loss: BF16_GRAD_TOTAL 1e-3 (also the
+ *       parameters after the step and the eval logits), BF16_GRAD_TENSOR 5e-3 per
+ *       tensor, BF16_LOSS_REL 2e-2: 20-40x PyTorch's gap (this path rounds at fewer
+ *       points than PyTorch's), while a wrong gradient is NMSE ~1 on its tensor.
  */
 #include <math.h>
 #include <stdio.h>
@@ -65,6 +93,19 @@ static int check_blocks(void) {
                    vt_cuda_attn_scratch_bound(L, H) != 2 * blk;
         }
     TCHECK(bad == 0, "%d (L, H) with a block out of bounds", bad);
+    /* BF16: three float blocks' bytes and the accumulators' groups within one block, so
+     * at most 4 x VT_CUDA_ATTN_BLOCK_BYTES (memplan.c's figure) */
+    bad = 0;
+    for (int L = 1; L <= 20000; L += 97)
+        for (int B = 1; B <= 64; B += 3)
+            for (int D = 16; D <= 128; D *= 2) {
+                const int bq = vt_cuda_attn_bq(L, B), G = vt_cuda_attn_acc_members(L, D, B);
+                bad += G < 1 || G > B || (G > 1 && 8LL * G * L * D > VT_CUDA_ATTN_BLOCK_BYTES) ||
+                       (bq > 1 && vt_cuda_attn_scratch16(L, B, D, bq) > 4 * VT_CUDA_ATTN_BLOCK_BYTES);
+            }
+    TCHECK(bad == 0, "%d (L, B, D) with BF16 scratch out of bounds", bad);
+    TCHECK(vt_cuda_attn_scratch16(1568, 6, 64, 1568) == 12LL * 6 * 1568 * 1568,
+           "ViT-S 16x224 BF16: one block, no accumulators");
     return vt_test_failures;
 }
 
@@ -79,6 +120,7 @@ int main(void) {
 
 #include "base/common.h"
 #include "models/backend.h"
+#include "models/bf16.h"
 #include "models/cuda/backend_cuda.h"
 #include "models/cuda/cuda_info.h"
 #include "models/net.h"
@@ -90,6 +132,13 @@ int main(void) {
 #define TOL_GELU 1e-12
 #define TOL_ATT 1e-10
 #define GRAD_NMSE 1e-6
+/* BF16 (module comment) */
+#define TOL_R1 4e-6
+#define TOL_ATT16_OUT 2e-5
+#define TOL_ATT16_GRAD 1e-4
+#define BF16_LOSS_REL 2e-2
+#define BF16_GRAD_TOTAL 1e-3
+#define BF16_GRAD_TENSOR 5e-3
 #define LOSS_REL 1e-5
 #define NCLASS 5
 
@@ -235,6 +284,122 @@ static void test_tokens(void) {
     pfree(&big), pfree(&col);
 }
 
+/* ------------------------------------------------------------------ BF16 ops */
+
+/* BF16 (G is then a cuda backend at BF16): an [A] array, bf16-exact values, float on
+ * cpu-ref and bf16 on cuda (in an allocation of n floats). */
+static pair amake(int64_t n, float lo, float hi) {
+    float *h = vt_malloc((size_t)VT_MAX(n, 1) * 4);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = vt_bf16_round(lo + (hi - lo) * (float)vt_rng_uniform(&rng));
+    pair p = {vt_backend_alloc_x(R, (size_t)VT_MAX(n, 1) * 4, "ref"),
+              vt_backend_alloc_x(G, (size_t)VT_MAX(n, 1) * 4, "cuda"), n};
+    float *t = vt_backend_alloc_x(G, (size_t)VT_MAX(n, 1) * 4, "cuda f32");
+    R->i->to_device(R, p.r, h, (size_t)n * 4);
+    G->i->to_device(G, t, h, (size_t)n * 4);
+    G->i->act_from_f32(G, p.g, t, n);
+    vt_backend_sync(G);
+    vt_backend_free_ptr(G, t);
+    free(h);
+    return p;
+}
+/* An [A] result against cpu-ref's FP32 one from the same values: widened to float first. */
+static void acmp(const char *what, const pair *p, double tol) {
+    pair w = {p->r, vt_backend_alloc_x(G, (size_t)VT_MAX(p->n, 1) * 4, "cuda f32"), p->n};
+    G->i->act_to_f32(G, w.g, p->g, p->n);
+    vt_backend_sync(G);
+    cmp(what, &w, tol);
+    vt_backend_free_ptr(G, w.g);
+}
+
+static void test_bf16_ops(void) {
+    printf("BF16: cuda's bf16 path against cpu-ref's FP32 on the same bf16 values\n");
+    /* LayerNorm: statistics and parameter gradients float from the same inputs */
+    const int64_t rows = 300;
+    const int c = 384;
+    pair x = amake(rows * c, 2, 4), y = amake(rows * c, 0, 0), dy = amake(rows * c, -1, 1);
+    pair dx = amake(rows * c, 0, 0), g = pmake(c, 0.5f, 1.5f), b = pmake(c, -1, 1);
+    pair mean = pmake(rows, 0, 0), is = pmake(rows, 0, 0), dg = pmake(c, -1, 1), db = pmake(c, -1, 1);
+    VT_OP(G, layernorm_forward, y.g, mean.g, is.g, x.g, g.g, b.g, rows, c, 1e-6f);
+    VT_OP(R, layernorm_forward, y.r, mean.r, is.r, x.r, g.r, b.r, rows, c, 1e-6f);
+    acmp("bf16 layernorm out", &y, TOL_R1);
+    cmp("bf16 layernorm mean (float)", &mean, TOL_DSUM);
+    cmp("bf16 layernorm invstd (float)", &is, TOL_DSUM);
+    VT_OP(G, layernorm_backward, dx.g, dg.g, db.g, dy.g, x.g, mean.g, is.g, g.g, rows, c);
+    VT_OP(R, layernorm_backward, dx.r, dg.r, db.r, dy.r, x.r, mean.r, is.r, g.r, rows, c);
+    acmp("bf16 layernorm din", &dx, TOL_R1);
+    cmp("bf16 layernorm dgamma (float, +=)", &dg, TOL_DSUM);
+    cmp("bf16 layernorm dbeta (float, +=)", &db, TOL_DSUM);
+    /* GELU */
+    VT_OP(G, gelu_forward, y.g, dy.g, rows * c), VT_OP(R, gelu_forward, y.r, dy.r, rows * c);
+    acmp("bf16 gelu forward", &y, TOL_R1);
+    VT_OP(G, gelu_backward, dx.g, x.g, dy.g, rows * c);
+    VT_OP(R, gelu_backward, dx.r, x.r, dy.r, rows * c);
+    acmp("bf16 gelu backward", &dx, TOL_R1);
+    /* token plumbing: (3, 48, 800) as (N, A, B) */
+    const int n = 3, a = 48, bb = 800;
+    VT_OP(G, transpose, y.g, x.g, n, a, bb), VT_OP(R, transpose, y.r, x.r, n, a, bb);
+    acmp("bf16 transpose", &y, BIT);
+    pair m = amake((int64_t)n * bb, 0, 0), dm = amake((int64_t)n * bb, -1, 1);
+    VT_OP(G, token_mean_forward, m.g, x.g, n, a, bb), VT_OP(R, token_mean_forward, m.r, x.r, n, a, bb);
+    acmp("bf16 token mean forward", &m, TOL_R1);
+    VT_OP(G, token_mean_backward, y.g, dm.g, n, a, bb);
+    VT_OP(R, token_mean_backward, y.r, dm.r, n, a, bb);
+    acmp("bf16 token mean backward", &y, TOL_R1);
+    /* the table bf16-exact too, so that cpu-ref adds what cuda's rounded read gives */
+    const int64_t per = (int64_t)a * bb;
+    pair pos = amake(per, -1, 1), sc = pmake(n, 0, 2), dpos = pmake(per, -1, 1);
+    float *posf = vt_backend_alloc_x(G, (size_t)per * 4, "pos f32");
+    G->i->act_to_f32(G, posf, pos.g, per); /* a float table of bf16-exact values */
+    VT_OP(G, add_bcast, y.g, x.g, posf, n, per), VT_OP(R, add_bcast, y.r, x.r, pos.r, n, per);
+    acmp("bf16 add_bcast", &y, TOL_R1);
+    VT_OP(G, add_bcast_backward, dpos.g, dy.g, n, per);
+    VT_OP(R, add_bcast_backward, dpos.r, dy.r, n, per);
+    cmp("bf16 add_bcast_backward (+= a bf16 sum)", &dpos, TOL_R1);
+    VT_OP(G, scale_rows, y.g, x.g, sc.g, n, per), VT_OP(R, scale_rows, y.r, x.r, sc.r, n, per);
+    acmp("bf16 scale_rows", &y, TOL_R1);
+    vt_backend_free_ptr(G, posf);
+    pfree(&x), pfree(&y), pfree(&dy), pfree(&dx), pfree(&g), pfree(&b), pfree(&mean);
+    pfree(&is), pfree(&dg), pfree(&db), pfree(&m), pfree(&dm), pfree(&pos), pfree(&sc);
+    pfree(&dpos);
+}
+
+/* BF16 attention; bq > 0: in blocks of bq queries (dK, dV then summed in the float
+ * accumulators). lse is float from float logits of the same bf16-exact q, k: FP32's bound. */
+static void test_bf16_attention(int n, int L, int H, int D, int bq) {
+    printf("bf16 attention n %d L %d H %d D %d%s\n", n, L, H, D, bq ? " in query blocks" : "");
+    char v[16];
+    snprintf(v, sizeof v, "%d", bq);
+    if (bq)
+        setenv("VT_CUDA_ATTN_BQ", v, 1);
+    const int64_t nq = (int64_t)n * L * 3 * H * D, no = (int64_t)n * L * H * D;
+    pair qkv = amake(nq, -2, 2), o = amake(no, 0, 0), lse = pmake((int64_t)n * H * L, 0, 0);
+    pair dO = amake(no, -1, 1), dq = amake(nq, 7, 7);
+    VT_OP(G, attention_forward, o.g, lse.g, qkv.g, n, L, H, D);
+    VT_OP(R, attention_forward, o.r, lse.r, qkv.r, n, L, H, D);
+    acmp("bf16 attention out", &o, TOL_ATT16_OUT);
+    cmp("bf16 attention lse (float)", &lse, TOL_ATT);
+    /* the backward from cpu-ref's out and lse on both sides: its own error alone */
+    pair o2 = amake(no, 0, 0);
+    {
+        float *h = vt_malloc((size_t)no * 4), *t = vt_backend_alloc_x(G, (size_t)no * 4, "f32");
+        R->i->to_host(R, h, o.r, (size_t)no * 4);
+        for (int64_t i = 0; i < no; i++)
+            h[i] = vt_bf16_round(h[i]);
+        R->i->to_device(R, o2.r, h, (size_t)no * 4);
+        G->i->to_device(G, t, h, (size_t)no * 4);
+        G->i->act_from_f32(G, o2.g, t, no);
+        vt_backend_sync(G);
+        vt_backend_free_ptr(G, t);
+        free(h);
+    }
+    VT_OP(G, attention_backward, dq.g, dO.g, qkv.g, o2.g, lse.g, n, L, H, D);
+    VT_OP(R, attention_backward, dq.r, dO.r, qkv.r, o2.r, lse.r, n, L, H, D);
+    acmp("bf16 attention dqkv", &dq, TOL_ATT16_GRAD);
+    unsetenv("VT_CUDA_ATTN_BQ");
+    pfree(&qkv), pfree(&o), pfree(&lse), pfree(&dO), pfree(&dq), pfree(&o2);
+}
+
 /* ------------------------------------------------------------------ whole steps */
 
 static float *host_copy(vt_backend *be, const float *src, int64_t n) {
@@ -261,10 +426,29 @@ typedef struct side {
     int32_t *label;
 } side;
 
+/* Per-tensor gradient NMSE, BF16 against FP32: every parameter tensor within the bound. */
+static void cmp_tensors(const vt_net *net, const float *got, const float *want, double tol) {
+    double worst = 0;
+    const char *wname = "";
+    for (int i = 0; i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *ti = vt_net_tensor(net, i);
+        if (ti->is_buffer)
+            continue;
+        const double e = vt_nmse(got + ti->offset, want + ti->offset, ti->numel);
+        TCHECK(e <= tol, "gradient of %s: nmse %.3e > %.1e", ti->name, e, tol);
+        if (e > worst)
+            worst = e, wname = ti->name;
+    }
+    printf("    %-28s worst nmse %.2e (%s)\n", "gradients per tensor", worst, wname);
+}
+
+/* bf16: the cuda side at BF16 against the reference's FP32 (bounds BF16_*). */
 static void net_vs_cpu(const char *model, const char *ref_name, int t, int h, int w, int batch,
-                       float drop_path, int steps) {
-    printf("%s %dx%dx%d batch %d drop path %g: cuda vs %s\n", model, t, h, w, batch,
-           (double)drop_path, ref_name);
+                       float drop_path, int steps, int bf16) {
+    printf("%s %dx%dx%d batch %d drop path %g: cuda%s vs %s\n", model, t, h, w, batch,
+           (double)drop_path, bf16 ? " at BF16" : "", ref_name);
+    const double loss_rel = bf16 ? BF16_LOSS_REL : LOSS_REL;
+    const double grad_tol = bf16 ? BF16_GRAD_TOTAL : GRAD_NMSE;
     vt_net_cfg nc;
     vt_net_cfg_default(&nc, model, NCLASS, t, h, w);
     nc.drop_path = drop_path;
@@ -275,7 +459,9 @@ static void net_vs_cpu(const char *model, const char *ref_name, int t, int h, in
     const int64_t cf = (int64_t)3 * t * h * w;
     for (int k = 0; k < 2; k++) {
         char err[256];
-        sd[k].net = vt_net_init(&nc, sd[k].be, batch, err, sizeof err);
+        vt_net_cfg ck = nc;
+        ck.precision = k == 1 && bf16 ? VT_PREC_BF16 : VT_PREC_FP32;
+        sd[k].net = vt_net_init(&ck, sd[k].be, batch, err, sizeof err);
         TCHECK(sd[k].net != NULL, "vt_net_init %s on %s: %s", model, sd[k].be->i->name, err);
         if (!sd[k].net)
             goto end;
@@ -312,16 +498,18 @@ static void net_vs_cpu(const char *model, const char *ref_name, int t, int h, in
                                       VT_MAX(fabs((double)loss[0][i]), 1e-3));
         printf("    %-28s max rel diff %.2e (cuda %.6f ref %.6f)\n", "loss per clip", worst,
                (double)loss[1][0], (double)loss[0][0]);
-        TCHECK(worst <= LOSS_REL, "%s step %d: loss differs by %.3e", model, step + 1, worst);
+        TCHECK(worst <= loss_rel, "%s step %d: loss differs by %.3e", model, step + 1, worst);
         float *gg = host_copy(sd[1].be, vt_net_grads(sd[1].net), np);
         float *gr = host_copy(sd[0].be, vt_net_grads(sd[0].net), np);
-        cmp_host("gradients", gg, gr, np, GRAD_NMSE);
+        cmp_host("gradients", gg, gr, np, grad_tol);
+        if (bf16)
+            cmp_tensors(sd[0].net, gg, gr, BF16_GRAD_TENSOR);
         free(gg), free(gr);
         for (int k = 0; k < 2; k++)
             vt_optim_step(sd[k].opt, vt_net_params(sd[k].net), vt_net_grads(sd[k].net), 0.05f);
         float *pg = host_copy(sd[1].be, vt_net_params(sd[1].net), np);
         float *pr = host_copy(sd[0].be, vt_net_params(sd[0].net), np);
-        cmp_host("parameters after the step", pg, pr, np, GRAD_NMSE);
+        cmp_host("parameters after the step", pg, pr, np, grad_tol);
         free(pg), free(pr);
     }
     for (int k = 0; k < 2; k++)
@@ -329,7 +517,7 @@ static void net_vs_cpu(const char *model, const char *ref_name, int t, int h, in
     {
         float *zg = host_copy(sd[1].be, vt_net_logits(sd[1].net, 0), (int64_t)batch * NCLASS);
         float *zr = host_copy(sd[0].be, vt_net_logits(sd[0].net, 0), (int64_t)batch * NCLASS);
-        cmp_host("eval logits", zg, zr, (int64_t)batch * NCLASS, GRAD_NMSE);
+        cmp_host("eval logits", zg, zr, (int64_t)batch * NCLASS, grad_tol);
         free(zg), free(zr);
     }
     printf("  cuda high water %.1f MiB\n", (double)sd[1].be->high_water / (1 << 20));
@@ -366,12 +554,29 @@ int main(void) {
     test_attention(5, 50, 2, 32, 0);   /* more clips than heads: one head of 5 clips a GEMM */
     test_attention(5, 50, 2, 32, 16);  /* the same in blocks of 16, 16, 16, 2 */
     test_tokens();
+    vt_backend *g32 = G, *g16 = vt_backend_cuda_init(0, 0);
+    char err[256];
+    const int bf16 = vt_backend_set_precision(g16, VT_PREC_BF16, err, sizeof err) == 0;
+    if (bf16) { /* the same checks through G, now the BF16 backend */
+        G = g16;
+        test_bf16_ops();
+        test_bf16_attention(2, 12, 2, 24, 0);  /* vit_test's shape */
+        test_bf16_attention(2, 197, 3, 64, 0); /* one block */
+        test_bf16_attention(2, 197, 3, 64, 64); /* 4 blocks: the float dK, dV sums */
+        test_bf16_attention(5, 50, 2, 32, 16);  /* clips batched, in blocks */
+        G = g32;
+    } else {
+        printf("BF16: not on this GPU (%s): bf16 checks skipped\n", err);
+    }
+    vt_backend_free(&g16);
     TCHECK(R->in_use == 0, "cpu-ref leaked %lld bytes", (long long)R->in_use);
     vt_backend_free(&G);
     vt_backend_free(&R);
     if (!getenv("VT_TEST_VIT_OPS_ONLY")) { /* gpu-check.sh's compute-sanitizer runs */
-        net_vs_cpu("vit_test", "cpu-ref", 4, 32, 48, 2, 0.5f, 3);
-        net_vs_cpu("videomae_vit_s", "cpu", 4, 32, 32, 2, 0.1f, 1);
+        net_vs_cpu("vit_test", "cpu-ref", 4, 32, 48, 2, 0.5f, 3, 0);
+        net_vs_cpu("videomae_vit_s", "cpu", 4, 32, 32, 2, 0.1f, 1, 0);
+        if (bf16) /* BF16 training against the FP32 step (module comment) */
+            net_vs_cpu("vit_test", "cpu-ref", 4, 32, 48, 2, 0.5f, 2, 1);
     }
     return vt_test_done("test_vit_gpu");
 }

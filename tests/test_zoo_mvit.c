@@ -14,13 +14,20 @@
  *     the golden parameters, bit for bit.
  *   mvit_v1_test: the same for mvit_v1_b's pieces (absolute position tables, no relative
  *     tables nor residual pooling, q pooled only where strided, project after norm2).
- *   mvit_v2_s itself (16 blocks, 34.5M parameters) at 2 clips of 8x64x64: eval logits on cpu.
+ *   other clips: mvit_test (built for 8x32x32) at 2 clips of 6x48x40 — its relative tables
+ *     interpolated at run time as torchvision's _add_rel_pos does (up along H and W, down
+ *     along T, H != W) — eval logits and every gradient, the tables' included, on cpu-ref
+ *     and cpu (torch_mvit.py run_at); mvit_v1_test's 8x32x32 weights into a 6x48x40 net:
+ *     the position tables resampled on load as F.interpolate does, and its eval logits.
+ *   mvit_v2_s itself (16 blocks, 34.5M parameters; torchvision's 16x224 tables
+ *     interpolated) at 2 clips of 8x64x48 (grids 16x12 pooled to 8x6, 4x3, 2x2, where
+ *     torchvision's floor-divided table sizes and the pooled grids part): eval logits on cpu.
  *   listing: mvit_v2_s and mvit_v1_b at their default 16x224 clip have torchvision's names
  *     and shapes (torch_mvit.py list; the order differs: vidtrain keeps its arena in node
  *     order) and 34,537,744 and 36,610,672 parameters with 400 classes.
  *   exact sums (the towers' mode): 4 clips in 1 pass and in 2 passes of 2: the same bits.
- *   refusals: bf16; a clip whose grid would need the relative tables interpolated; a
- *     backend without MViT's ops (what CUDA is today) names the op and "not on".
+ *   refusals: bf16; a backend without MViT's ops (CUDA's before issue 44) names the op and
+ *     "not on"; mvit_v2_s at 8x160x112 is accepted with 16x224's parameters.
  * Tolerances (NMSE), argued as test_zoo_x3d.c's: the truth is PyTorch float64 (rounded to
  * float32 once) and vidtrain must be within NMSE_VS_TORCH = 4 times PyTorch float32's own
  * distance from it, with floors NMSE_EVAL 1e-10 and NMSE_TRAIN 1e-8 (float32 sums of a few
@@ -49,15 +56,19 @@
 #define NMSE_VS_TORCH 4.0
 #define NMSE_CPU 1e-9
 
-static vt_net *make(const char *model, const char *bename, int classes, int t, int hw, int mb) {
+static vt_net *make_hw(const char *model, const char *bename, int classes, int t, int h, int w,
+                       int mb) {
     char err[512];
     vt_backend *be = vt_backend_init(bename, 0, 0, 0);
     VT_CHECK(be, "backend %s", bename);
     vt_net_cfg cfg;
-    vt_net_cfg_default(&cfg, model, classes, t, hw, hw);
+    vt_net_cfg_default(&cfg, model, classes, t, h, w);
     vt_net *net = vt_net_init(&cfg, be, mb, err, sizeof err);
     VT_CHECK(net, "%s on %s: %s", model, bename, err);
     return net;
+}
+static vt_net *make(const char *model, const char *bename, int classes, int t, int hw, int mb) {
+    return make_hw(model, bename, classes, t, hw, hw, mb);
 }
 static void unmake(vt_net **net) {
     vt_backend *be = vt_net_backend(*net);
@@ -96,11 +107,12 @@ static double eval_check(vt_net *net, const vt_ckpt_info *info, const char *what
 
 /* model (mvit_test, mvit_v1_test) on bename: eval, then a training step; returns its
  * gradients (host). */
-static float *run(const vt_ckpt_info *info, const char *model, const char *bename) {
-    vt_net *net = make(model, bename, 5, 8, 32, 2);
+static float *run_at(const vt_ckpt_info *info, const char *model, const char *bename,
+                     const int thw[3]) {
+    vt_net *net = make_hw(model, bename, 5, thw[0], thw[1], thw[2], 2);
     vt_backend *be = vt_net_backend(net);
     char what[64];
-    snprintf(what, sizeof what, "%s/%s", model, bename);
+    snprintf(what, sizeof what, "%s/%s %dx%dx%d", model, bename, thw[0], thw[1], thw[2]);
     vt_test_load_state(net, info, what);
     double t0 = vt_now();
     eval_check(net, info, what, 5);
@@ -162,6 +174,10 @@ static float *run(const vt_ckpt_info *info, const char *model, const char *benam
     return hg;
 }
 
+static float *run(const vt_ckpt_info *info, const char *model, const char *bename) {
+    return run_at(info, model, bename, (const int[3]){8, 32, 32});
+}
+
 /* torch.save's .pth of the state dict loads strictly: the golden parameters. */
 static void init_pth(const vt_ckpt_info *info, const char *dir, const char *model) {
     char err[512], path[4200];
@@ -183,15 +199,53 @@ static void init_pth(const vt_ckpt_info *info, const char *dir, const char *mode
     unmake(&net);
 }
 
-/* mvit_v2_s at 8x64x64 (the weights torchvision built for that clip): eval logits. */
+/* mvit_v2_s (torchvision's, built for 16x224) at 8x64x48: eval logits. */
 static void v2_s(const vt_ckpt_info *info) {
-    vt_net *net = make("mvit_v2_s", "cpu", 7, 8, 64, 2);
+    vt_net *net = make_hw("mvit_v2_s", "cpu", 7, 8, 64, 48, 2);
     vt_test_load_state(net, info, "mvit_v2_s");
     double t0 = vt_now();
-    eval_check(net, info, "mvit_v2_s/cpu 8x64x64", 7);
+    eval_check(net, info, "mvit_v2_s/cpu 8x64x48", 7);
     printf("mvit_v2_s: %lld parameters, eval of 2 clips %.1fs\n",
            (long long)vt_net_num_params(net), vt_now() - t0);
     unmake(&net);
+}
+
+/* mvit_v1_test's 8x32x32 weights (--init of torch.save's file) into a 6x48x40 net: the
+ * position tables resampled as the oracle's F.interpolate does them (NMSE 1e-13: both
+ * round the same float64 sums once, ~1e-15; nearest, align_corners=True or a transposed
+ * grid are > 1e-4),
+ * nothing mismatched, and the eval logits as torchvision's MViT with those tables. */
+static void v1_resampled(const char *dir) {
+    char path[4200], err[512];
+    vt_ckpt_info info;
+    snprintf(path, sizeof path, "%s/mvit_v1_test_6x48x40.safetensors", dir);
+    VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
+    snprintf(path, sizeof path, "%s/mvit_v1_test.pth", dir);
+    vt_net *net = make_hw("mvit_v1_test", "cpu", 5, 6, 48, 40, 2);
+    vt_init_report rep;
+    int rc = vt_net_load_init(net, path, 1, stdout, &rep, err, sizeof err);
+    TCHECK(rc == 0 && rep.mismatched == 0 && rep.loaded == vt_net_num_tensors(net),
+           "mvit_v1_test 8x32x32 -> 6x48x40: %s", rc ? err : "not all loaded");
+    double worst = 0;
+    for (int i = 0; i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *t = vt_net_tensor(net, i);
+        if (strncmp(t->name, "pos_encoding.", 13) || !strcmp(t->name, "pos_encoding.class_pos") ||
+            !strcmp(t->name, "pos_encoding.class_token"))
+            continue;
+        int64_t n;
+        float *ref = vt_test_gread(&info, t->name, &n);
+        TCHECK(n == t->numel, "%s: %lld values, torch %lld", t->name, (long long)t->numel,
+               (long long)n);
+        if (n == t->numel)
+            worst = fmax(worst, vt_test_nmse_check("mvit_v1_test 6x48x40", t->name,
+                                                   vt_net_params(net) + t->offset, ref, n, 1e-13));
+        free(ref);
+    }
+    printf("mvit_v1_test 8x32x32 weights at 6x48x40: positions resampled, NMSE %.2g from "
+           "F.interpolate's\n", worst);
+    eval_check(net, &info, "mvit_v1_test/cpu 6x48x40", 5);
+    unmake(&net);
+    vt_ckpt_info_free(&info);
 }
 
 /* mvit_v2_s's names and shapes at 16x224 against torchvision's (as a set: the order is
@@ -306,10 +360,14 @@ static void refusals(void) {
     cfg.precision = VT_PREC_BF16;
     vt_net *net = vt_net_init(&cfg, be, 1, err, sizeof err);
     TCHECK(!net && strstr(err, "bf16"), "bf16: %s", net ? "accepted" : err);
-    vt_net_cfg_default(&cfg, "mvit_v2_s", 4, 16, 224, 192);
-    net = vt_net_init(&cfg, be, 1, err, sizeof err);
-    TCHECK(!net && strstr(err, "interpolated"), "224x192: %s", net ? "accepted" : err);
-    /* a backend without MViT's ops (CUDA's table today): the op is named */
+    /* another clip keeps torchvision's 16x224 tables (interpolated at run time): the
+     * same parameters, so its weights load at any clip */
+    vt_net_cfg_default(&cfg, "mvit_v2_s", 400, 8, 160, 112);
+    net = vt_net_init(&cfg, be, 0, err, sizeof err);
+    TCHECK(net && vt_net_num_params(net) == 34537744LL, "mvit_v2_s at 8x160x112: %s",
+           net ? "other parameters" : err);
+    vt_net_free(&net);
+    /* a backend without MViT's ops (CUDA's table before issue 44): the op is named */
     vt_backend_i fake = *be->i;
     const vt_backend_i *keep = be->i;
     fake.name = "fakedev";
@@ -319,7 +377,8 @@ static void refusals(void) {
     net = vt_net_init(&cfg, be, 1, err, sizeof err);
     TCHECK(!net && strstr(err, "mvit_attention") && strstr(err, "not on fakedev yet"),
            "no MViT ops: %s", net ? "accepted" : err);
-    printf("refusals: bf16; 224x192 (%s); %s\n", "tables", net ? "?" : err);
+    printf("refusals: bf16; %s; mvit_v2_s at 8x160x112 has 16x224's parameters\n",
+           net ? "?" : err);
     be->i = keep;
     vt_backend_free(&be);
 }
@@ -357,6 +416,21 @@ int main(void) {
         init_pth(&info, dir, tests[k]);
         vt_ckpt_info_free(&info);
     }
+    /* mvit_test at 6x48x40: its 8x32x32 tables interpolated (up along H, W, down along
+     * T); the same bounds as at its own clip */
+    snprintf(path, sizeof path, "%s/mvit_test_6x48x40.safetensors", dir);
+    VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
+    const int sz[3] = {6, 48, 40};
+    float *gr = run_at(&info, "mvit_test", "cpu-ref", sz), *gc = run_at(&info, "mvit_test", "cpu", sz);
+    vt_net *net = make("mvit_test", "cpu", 5, 8, 32, 1);
+    const double e = vt_nmse(gc, gr, vt_net_num_params(net));
+    unmake(&net);
+    printf("mvit_test 6x48x40: cpu's gradients against cpu-ref's: NMSE %.2g\n", e);
+    TCHECK(e <= NMSE_CPU, "mvit_test 6x48x40: cpu against cpu-ref: NMSE %.3g", e);
+    free(gr);
+    free(gc);
+    vt_ckpt_info_free(&info);
+    v1_resampled(dir);
     snprintf(path, sizeof path, "%s/mvit_v2_s.safetensors", dir);
     VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
     v2_s(&info);

@@ -24,6 +24,7 @@
 #include "models/optim.h"
 #include "pipeline/data/balance.h"
 #include "pipeline/data/dataset/dataset.h"
+#include "pipeline/data/randaug.h"
 #include "pipeline/data/video/video.h"
 #include "pipeline/parallel/slices.h"
 
@@ -177,6 +178,18 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
         if (r < 0 || vt_parse_int(v, 0, 16, &o->freeze)) BAD();
         return 0;
     }
+    if (OPT("--randaug")) {
+        vt_randaug_cfg rc;
+        char e[512];
+        if (r < 0)
+            BAD();
+        if (vt_randaug_parse(&rc, v, e, sizeof e)) {
+            fprintf(stderr, "vidtrain train: %s\n", e);
+            return 2;
+        }
+        vt_randaug_format(&rc, o->randaug, sizeof o->randaug); /* every section explicit */
+        return 0;
+    }
     if (OPT("--wd-exempt")) { if (r < 0 || (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto"))) BAD(); snprintf(o->wd_exempt, sizeof o->wd_exempt, "%s", v); return 0; }
     if (OPT("--patience")) { if (r < 0 || vt_train_range_parse(o, "--patience", v)) BAD(); ta->patience_given = 1; return 0; }
     if (OPT("--min-clips")) { if (r < 0 || vt_train_range_parse(o, "--min-clips", v)) BAD(); ta->min_clips_given = 1; return 0; }
@@ -269,6 +282,11 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
     if (o->dump[0] && o->random_erase > 0) { /* the twin draws no boxes */
         fprintf(stderr, "vidtrain train: --dump replays training steps without random "
                         "erasing: not with --random-erase\n");
+        return 2;
+    }
+    if (o->dump[0] && strcmp(o->randaug, "off")) { /* nor RandAugment's ops */
+        fprintf(stderr, "vidtrain train: --dump replays training steps without RandAugment: "
+                        "not with --randaug (off, or leave it out)\n");
         return 2;
     }
     if (o->dump[0])

@@ -53,6 +53,7 @@ void vt_train_opts_default(vt_train_opts *o) {
     o->mix_switch = 0.5f;
     o->repeat_aug = 1;
     snprintf(o->wd_exempt, sizeof o->wd_exempt, "auto");
+    snprintf(o->randaug, sizeof o->randaug, "off");
 }
 
 void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
@@ -214,6 +215,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(mix_switch);
     J_NUM(repeat_aug);
     J_NUM(random_erase);
+    J_STR(randaug);
     J_STR(wd_exempt);
     cJSON_AddStringToObject(j, "recipe", vt_train_opts_recipe(o)); /* what resolve chose by */
     J_NUM(freeze);
@@ -330,6 +332,9 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_FLT_SINCE(mix_switch, 0.5f);
     G_INT_SINCE(repeat_aug, 1);
     G_FLT_SINCE(random_erase, 0.0f);
+    if (!cJSON_GetObjectItemCaseSensitive(j, "randaug")) /* runs before it: none */
+        snprintf(o->randaug, sizeof o->randaug, "off");
+    G_STR(randaug);
     if (!cJSON_GetObjectItemCaseSensitive(j, "wd_exempt")) /* before it: every one decays */
         snprintf(o->wd_exempt, sizeof o->wd_exempt, "off");
     G_STR(wd_exempt);

@@ -78,6 +78,9 @@ typedef struct vt_train_opts {
     float random_erase;    /* --random-erase P: timm's random erasing per training clip with
                               probability P, the same box and noise in every frame
                               (pipeline/data/sample.h erase_prob; 0: off, the default) */
+    char randaug[64];      /* --randaug SPEC: RandAugment on training clips, one draw per
+                              clip on every frame (pipeline/data/randaug.h); the canonical
+                              spec (vt_randaug_format) or "off" (the default) */
     int repeat_aug;        /* --repeat-aug K: K differently augmented clips from each
                               decoded training clip, every video K times an epoch
                               (pipeline/data/loader.h repeat_aug; 1: off, the default) */

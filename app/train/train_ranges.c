@@ -14,6 +14,7 @@
 #include "base/common.h"
 #include "models/optim.h"
 #include "pipeline/data/balance.h"
+#include "pipeline/data/randaug.h"
 #include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/sample.h"
 #include "pipeline/parallel/slices.h"
@@ -155,6 +156,8 @@ int vt_train_opts_check(const vt_train_opts *o, const char *src, char *err, size
          !o->list_format[0] || vt_lists_format_parse(o->list_format) >= 0},
         {"tower_split", "--tower-split", o->tower_split,
          !o->tower_split[0] || vt_slice_policy_parse(&pol, o->tower_split, perr, sizeof perr) == 0},
+        {"randaug", "--randaug", o->randaug,
+         vt_randaug_parse(&probe.randaug, o->randaug, perr, sizeof perr) == 0},
         {"frame_cache", "--frame-cache", o->frame_cache,
          !o->frame_cache[0] || !strcmp(o->frame_cache, "auto") || vt_parse_bytes(o->frame_cache) >= 0},
     };

@@ -38,20 +38,21 @@ void vt_train_print_recipe(const vt_train *t) {
                 "weights were trained (--input-norm)\n", o->input_norm, o->model);
     const int vit = vt_finetune_nlayers(o->model) > 0;
     if (!vit && !(o->mixup > 0) && !(o->cutmix > 0) && o->repeat_aug <= 1 &&
-        !(o->random_erase > 0))
+        !(o->random_erase > 0) && !strcmp(o->randaug, "off"))
         return; /* the CNNs' recipe is the "training:" line */
     char mix[128] = "mixup off, CutMix off";
     if (o->mixup > 0 || o->cutmix > 0)
         snprintf(mix, sizeof mix, "mixup %g, CutMix %g (switch %g)", (double)o->mixup,
                  (double)o->cutmix, (double)o->mix_switch);
     fprintf(t->out, "recipe: %s (VideoMAE's for transformers): %s lr %g, wd %g%s, warm-up %g epochs then %s, layer decay "
-            "%g, drop path %g, label smoothing %g, %s, repeat-aug %d, random erasing %g%s\n",
+            "%g, drop path %g, label smoothing %g, %s, repeat-aug %d, random erasing %g, RandAugment %s%s\n",
             vt_train_opts_recipe(o), o->optim, (double)o->lr, (double)o->wd,
             !strcmp(o->wd_exempt, "on") ? " (not on norms, biases, position embeddings)" : "",
             (double)o->warmup_epochs,
             o->patience > 0 ? "a constant rate while validation improves, then cosine" : o->sched, (double)o->layer_decay, (double)o->drop_path,
-            (double)o->smoothing, mix, o->repeat_aug, (double)o->random_erase,
+            (double)o->smoothing, mix, o->repeat_aug, (double)o->random_erase, o->randaug,
             vit && !(o->mixup > 0) && !(o->cutmix > 0) && o->repeat_aug <= 1
-                ? " (VideoMAE adds --mixup 0.8 --cutmix 1 --repeat-aug 2 --random-erase 0.25: "
-                  "not measured here, so off; docs/finetune.md)" : "");
+                ? " (VideoMAE adds --mixup 0.8 --cutmix 1 --repeat-aug 2 --random-erase 0.25 "
+                  "--randaug rand-m7-n4-mstd0.5-inc1: not measured here, so off; "
+                  "docs/finetune.md)" : "");
 }

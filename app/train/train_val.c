@@ -5,6 +5,9 @@
 
 #include <string.h>
 
+#include "base/common.h"
+#include "pipeline/data/randaug.h"
+
 void vt_train_clip_cfg(vt_clip_cfg *c, const vt_train_opts *o) {
     vt_clip_cfg_default(c);
     c->t = o->clip_t;
@@ -18,6 +21,8 @@ void vt_train_clip_cfg(vt_clip_cfg *c, const vt_train_opts *o) {
     c->contrast_min = o->contrast_min;
     c->brightness = o->brightness;
     c->erase_prob = o->random_erase; /* training clips only: the loader's train mode */
+    char err[512]; /* checked when given and on load (train_ranges.c): cannot fail here */
+    VT_CHECK(vt_randaug_parse(&c->randaug, o->randaug, err, sizeof err) == 0, "%s", err);
     c->ncrops = o->val_crops;
     vt_clip_set_norm(c, o->input_norm); /* resolved and checked: train_ranges.c */
 }

@@ -725,7 +725,7 @@ static const vt_backend_i cpu_i = {
     .bn_apply = cpu_bn_apply,
     .bn_backward_reduce = cpu_bn_backward_reduce,
     .bn_backward_apply = cpu_bn_backward_apply,
-    .bn_apply_relu = vt_backend_bn_apply_relu_composed, /* the net's fusion, checked */
+    VT_BACKEND_FUSED_COMPOSED, /* the net's fusion (forward, backward), checked */
     .relu_forward = cpu_relu_forward,
     .relu_backward = cpu_relu_backward,
     .silu_forward = vt_cpu_silu_forward,

@@ -755,7 +755,7 @@ static const vt_backend_i ref_i = {
     .bn_apply = ref_bn_apply,
     .bn_backward_reduce = ref_bn_backward_reduce,
     .bn_backward_apply = ref_bn_backward_apply,
-    .bn_apply_relu = vt_backend_bn_apply_relu_composed, /* the net's fusion, checked */
+    VT_BACKEND_FUSED_COMPOSED, /* the net's fusion (forward, backward), checked */
     .relu_forward = ref_relu_forward,
     .relu_backward = ref_relu_backward,
     .silu_forward = ref_silu_forward,

@@ -60,6 +60,7 @@
 #include "models/cuda/cuda_alloc.h"
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/cuda_info.h"
+#include "models/cuda/cuda_mvit.h"
 #include "models/cuda/cuda_prof.h"
 #include "models/cuda/kernels.h"
 
@@ -90,6 +91,14 @@ static void cu_to_host(vt_backend *be, void *dst, const void *src, size_t bytes)
     cu_ctx *c = vt_cuda_enter(be);
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
+}
+/* The same copy without the wait: dst (pinned: cu_host_alloc; pageable memory would make
+ * the driver wait anyway) holds the bytes after the next synchronize. */
+static void cu_to_host_async(vt_backend *be, void *dst, const void *src, size_t bytes) {
+    if (!bytes)
+        return;
+    cu_ctx *c = vt_cuda_enter(be);
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
 }
 static void cu_copy(vt_backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes)
@@ -225,6 +234,20 @@ static void cu_bn_backward_reduce(vt_backend *be, float *sum_dy, float *sum_dy_x
     double *part = n > 0 ? bn_partials(be, c, n, ch, s) : NULL;
     vt_cuk_bn_backward_reduce(c->stream, DT(c), sum_dy, sum_dy_xhat, dy, x, k, mean, invstd, n,
                               ch, s, part);
+}
+static void cu_bn_relu_backward_reduce(vt_backend *be, float *sum_dy, float *sum_dy_xhat,
+                                       float *dy, const float *dout, const float *y,
+                                       const float *x, const float *k, const float *mean,
+                                       const float *invstd, int n, int ch, int64_t s) {
+    cu_ctx *c = vt_cuda_enter(be);
+    double *part = n > 0 ? bn_partials(be, c, n, ch, s) : NULL;
+    vt_cuk_bn_relu_backward_reduce(c->stream, DT(c), sum_dy, sum_dy_xhat, dy, dout, y, x, k,
+                                   mean, invstd, n, ch, s, part);
+}
+static void cu_relu_backward_skip(vt_backend *be, float *din, float *skip, const float *dout,
+                                  const float *out, int64_t n) {
+    cu_ctx *c = vt_cuda_enter(be);
+    vt_cuk_relu_backward_skip(c->stream, DT(c), din, skip, dout, out, n);
 }
 static void cu_bn_backward_apply(vt_backend *be, float *din, const float *dy, const float *x,
                                  const float *k, const float *mean, const float *invstd,
@@ -534,6 +557,7 @@ static const vt_backend_i cuda_i = {
     .to_device = cu_to_device,
     .to_host = cu_to_host,
     .copy = cu_copy,
+    .to_host_async = cu_to_host_async,
     .synchronize = cu_synchronize,
     .host_alloc = cu_host_alloc,
     .host_free = cu_host_free,
@@ -555,6 +579,8 @@ static const vt_backend_i cuda_i = {
     .bn_finalize = cu_bn_finalize,
     .bn_apply = cu_bn_apply,
     .bn_apply_relu = cu_bn_apply_relu,
+    .relu_backward_skip = cu_relu_backward_skip,
+    .bn_relu_backward_reduce = cu_bn_relu_backward_reduce,
     .bn_backward_reduce = cu_bn_backward_reduce,
     .bn_backward_apply = cu_bn_backward_apply,
     .relu_forward = cu_relu_forward,
@@ -585,6 +611,7 @@ static const vt_backend_i cuda_i = {
     .rmsprop_update = cu_rmsprop_update,
     .adamw_update = cu_adamw_update,
     VT_CUDA_ATTN_SLOTS, /* the transformer ops: cuda_attn.c */
+    VT_CUDA_MVIT_SLOTS, /* MViT's ops: cuda_mvit.c */
 };
 
 vt_backend *vt_backend_cuda_init(int device, int64_t budget) {

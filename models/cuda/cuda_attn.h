@@ -40,4 +40,27 @@ static inline int64_t vt_cuda_attn_scratch_bound(int L, int B) {
            (int64_t)sizeof(float);
 }
 
+/* BF16 (cuda_attn.c): the forward holds S (float) and P (bf16) of a block, the backward
+ * S and dP (float) and P and dS (bf16): 12 bytes a logit, three float blocks. dK and dV
+ * are sums over the query blocks: with one block the GEMMs write them (rounded to bf16
+ * once); with several they are summed in float accumulators (2 L D floats a member),
+ * then rounded once — for members in groups whose accumulators fit one block: */
+static inline int vt_cuda_attn_acc_members(int L, int D, int B) {
+    const int64_t per = 8 * (int64_t)(L > 0 ? L : 1) * (D > 0 ? D : 1);
+    int64_t m = VT_CUDA_ATTN_BLOCK_BYTES / per;
+    if (m > B)
+        m = B;
+    return m < 1 ? 1 : (int)m;
+}
+/* Bytes of BF16 attention scratch for blocks of bq queries (at most 4 x
+ * VT_CUDA_ATTN_BLOCK_BYTES with vt_cuda_attn_bq's bq, unless B * L or L * D alone passes
+ * it). */
+static inline int64_t vt_cuda_attn_scratch16(int L, int B, int D, int bq) {
+    const int64_t l = L > 0 ? L : 1, b = B > 0 ? B : 1;
+    int64_t bytes = 12 * b * (bq > 0 ? bq : 1) * l;
+    if (bq < L)
+        bytes += 8 * (int64_t)vt_cuda_attn_acc_members(L, D, B) * l * (D > 0 ? D : 1);
+    return bytes;
+}
+
 #endif

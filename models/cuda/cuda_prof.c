@@ -12,7 +12,9 @@
  * measure stream time between the op's first and last launch, so an op that waits on
  * the copy stream (an upload join) is charged the wait: that is where the step waits.
  * Slots not listed below (memory, uploads, ops added to backend.h later) pass through
- * untimed. Nested calls (an op calling another through the table) count once, outermost.
+ * untimed. The host's waits through the table (to_host, synchronize, sumsq, upload_wait)
+ * are counted, and the report gives them per optimizer update (issue 45 step 3). Nested
+ * calls (an op calling another through the table) count once, outermost.
  *
  * It must never change what an op computes, nor synchronise the stream except to read
  * back a full ring (1 in CU_PROF_RING ops) and at the report.
@@ -45,7 +47,11 @@ struct cu_prof {
     prof_key keys[CU_PROF_KEYS];
     int nkeys;
     double ms_all;
+    /* host waits through the table (issue 45 step 3): to_host, synchronize, sumsq,
+     * upload_wait; counted, not timed apart (to_host and sumsq are timed ops too) */
+    int64_t waits[4];
 };
+static const char *const wait_names[4] = {"to_host", "synchronize", "sumsq", "upload_wait"};
 
 static const vt_backend_i *real_i; /* the backend's own table (one for every GPU) */
 static vt_backend_i prof_i;        /* the wrapping copy */
@@ -119,7 +125,23 @@ static void end(vt_backend *be, int outer) {
     }
 
 W(to_device, (vt_backend *be, void *dst, const void *src, size_t bytes), (be, dst, src, bytes))
-W(to_host, (vt_backend *be, void *dst, const void *src, size_t bytes), (be, dst, src, bytes))
+W(to_host_async, (vt_backend *be, void *dst, const void *src, size_t bytes),
+  (be, dst, src, bytes))
+static void count_wait(vt_backend *be, int w) { vt_cuda_ctx(be)->prof->waits[w]++; }
+static void pw_to_host(vt_backend *be, void *dst, const void *src, size_t bytes) {
+    int o_ = begin(be, "to_host");
+    real_i->to_host(be, dst, src, bytes);
+    end(be, o_);
+    count_wait(be, 0);
+}
+static void pw_synchronize(vt_backend *be) {
+    real_i->synchronize(be);
+    count_wait(be, 1);
+}
+static void pw_upload_wait(vt_backend *be) {
+    real_i->upload_wait(be);
+    count_wait(be, 3);
+}
 W(copy, (vt_backend *be, void *dst, const void *src, size_t bytes), (be, dst, src, bytes))
 W(fill, (vt_backend *be, float *x, float v, int64_t n), (be, x, v, n))
 W(scale, (vt_backend *be, float *x, float a, int64_t n), (be, x, a, n))
@@ -149,6 +171,12 @@ W(bn_backward_apply, (vt_backend *be, float *din, const float *dy, const float *
                       const float *gamma, const float *sdy, const float *sdyx, int64_t count,
                       int n, int c, int64_t s),
   (be, din, dy, x, k, mean, invstd, gamma, sdy, sdyx, count, n, c, s))
+W(relu_backward_skip, (vt_backend *be, float *din, float *skip, const float *dout,
+                       const float *out, int64_t n), (be, din, skip, dout, out, n))
+W(bn_relu_backward_reduce, (vt_backend *be, float *sdy, float *sdyx, float *dy,
+                            const float *dout, const float *y, const float *x, const float *k,
+                            const float *mean, const float *invstd, int n, int c, int64_t s),
+  (be, sdy, sdyx, dy, dout, y, x, k, mean, invstd, n, c, s))
 W(relu_forward, (vt_backend *be, float *out, const float *in, int64_t n), (be, out, in, n))
 W(relu_backward, (vt_backend *be, float *din, const float *dout, const float *out, int64_t n),
   (be, din, dout, out, n))
@@ -231,6 +259,7 @@ static double pw_sumsq(vt_backend *be, const float *x, int64_t n) {
     int o = begin(be, "sumsq");
     double r = real_i->sumsq(be, x, n);
     end(be, o);
+    count_wait(be, 2);
     return r;
 }
 
@@ -279,6 +308,8 @@ const vt_backend_i *vt_cuda_prof_wrap(const vt_backend_i *real) {
     S(linear_forward); S(linear_backward); S(dropout_forward); S(dropout_backward);
     S(softmax_xent); S(softmax_xent_w); S(softmax_xent_soft); S(bce_logits); S(sgd_update); S(rmsprop_update);
     S(adamw_update); S(xsum_fold); S(xsum_round);
+    S(to_host_async); S(synchronize); S(upload_wait); S(relu_backward_skip);
+    S(bn_relu_backward_reduce);
     S(layernorm_forward); S(layernorm_backward); S(gelu_forward); S(gelu_backward);
     S(attention_forward); S(attention_backward); S(transpose); S(token_mean_forward);
     S(token_mean_backward); S(add_bcast); S(add_bcast_backward); S(scale_rows);
@@ -301,6 +332,7 @@ void vt_cuda_prof_reset(cu_prof *p) {
         return;
     harvest(p);
     memset(p->keys, 0, sizeof p->keys);
+    memset(p->waits, 0, sizeof p->waits);
     p->nkeys = 0;
     p->ms_all = 0;
 }
@@ -335,6 +367,22 @@ void vt_cuda_prof_report(cu_prof *p, int device, FILE *f) {
                     100.0 * k->ms / VT_MAX(p->ms_all, 1e-9));
         }
     }
+    /* Host waits per optimizer update (one a step without parameter groups): what the
+     * host stops for, so what a CUDA graph of the step would have to lose. */
+    int64_t updates = 0, all = 0;
+    for (int i = 0; i < p->nkeys; i++)
+        if (strstr(p->keys[i].name, "_update") && p->keys[i].name[0] != ' ')
+            updates += p->keys[i].calls;
+    fprintf(f, "  host waits through the op table:");
+    for (int w = 0; w < 4; w++) {
+        fprintf(f, " %s %lld,", wait_names[w], (long long)p->waits[w]);
+        all += p->waits[w];
+    }
+    fprintf(f, " %lld in all", (long long)all);
+    if (updates > 0)
+        fprintf(f, ", %.2f per optimizer update (%lld updates)", (double)all / (double)updates,
+                (long long)updates);
+    fprintf(f, "\n");
     fflush(f);
 }
 

@@ -90,6 +90,16 @@ void vt_cuk_bn_apply_relu(cudaStream_t st, vt_cuk_dt dt, void *out, const void *
 void vt_cuk_bn_backward_reduce(cudaStream_t st, vt_cuk_dt dt, float *sum_dy, float *sum_dy_xhat,
                                const void *dy, const void *x, const float *k, const float *mean,
                                const float *invstd, int n, int c, int64_t s, double *partials);
+/* bn_relu_backward_reduce (backend.h): dy = relu_backward(dout, y) stored (dy may be
+ * dout) and reduced in the same pass as vt_cuk_bn_backward_reduce's, the same order. */
+void vt_cuk_bn_relu_backward_reduce(cudaStream_t st, vt_cuk_dt dt, float *sum_dy,
+                                    float *sum_dy_xhat, void *dy, const void *dout,
+                                    const void *y, const void *x, const float *k,
+                                    const float *mean, const float *invstd, int n, int c,
+                                    int64_t s, double *partials);
+/* relu_backward_skip (backend.h): din and skip = relu_backward(dout, out), one pass. */
+void vt_cuk_relu_backward_skip(cudaStream_t st, vt_cuk_dt dt, void *din, void *skip,
+                               const void *dout, const void *out, int64_t n);
 void vt_cuk_bn_backward_apply(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dy,
                               const void *x, const float *k, const float *mean,
                               const float *invstd,
@@ -125,8 +135,8 @@ void vt_cuk_chansum_acc(cudaStream_t st, vt_cuk_dt dt, float *db, const void *do
 void vt_cuk_fill_bias(cudaStream_t st, vt_cuk_dt dt, void *out, const float *b, int64_t rows,
                       int c, int64_t s);
 
-/* ---- transformer ops (kernels_attn.cu, kernels_tokens.cu; FP32 only, every pointer
- *      float; backend.h's transformer section; cuda_attn.c runs the GEMMs) ---- */
+/* ---- transformer ops (kernels_attn.cu, kernels_tokens.cu; backend.h's transformer
+ *      section; cuda_attn.c runs the GEMMs): float launchers, then the _dt ones ---- */
 /* Chunks of rows the column sums use: their scratch needs parts * cols doubles per sum. */
 int vt_cuk_colsum_parts(int64_t rows, int64_t cols);
 /* dst (cols) += sum over rows of src (rows, cols), double partials (parts * cols). */
@@ -166,6 +176,50 @@ void vt_cuk_add_bcast(cudaStream_t st, float *out, const float *in, const float 
                       int64_t per);
 void vt_cuk_scale_rows(cudaStream_t st, float *out, const float *in, const float *scale, int n,
                        int64_t per);
+/* The same ops on activations of type dt (the float launchers above are these with
+ * VT_CUK_F32). BF16, as the CNN ops (backend.h): [A] arrays bf16, every float result
+ * rounded to bf16 once where it is stored; statistics (LayerNorm's mean, invstd), lse,
+ * scales, gamma, beta and their gradients float. LayerNorm's outputs are its double
+ * result rounded to float, then to bf16 (PyTorch: an fp32 LayerNorm, then autocast's
+ * cast). add_bcast reads pos rounded to bf16; colsum_acc_parts rounds its sum to bf16
+ * before adding it (a bias gradient); colsum2 (dgamma, dbeta) does not. Attention's
+ * rows read float logits s and dp and write p, ds into po, dso: FP32 in place (po = s,
+ * dso = dp), BF16 into separate bf16 blocks of the same shape. */
+void vt_cuk_colsum_acc_parts_dt(cudaStream_t st, vt_cuk_dt dt, float *dst, const void *src,
+                                int64_t rows, int64_t cols, double *partials);
+void vt_cuk_colsum2_acc_dt(cudaStream_t st, vt_cuk_dt dt, float *dgamma, float *dbeta,
+                           const void *dout, const void *x, const float *mean,
+                           const float *invstd, int64_t rows, int c, double *partials);
+void vt_cuk_layernorm_forward_dt(cudaStream_t st, vt_cuk_dt dt, void *out, float *mean,
+                                 float *invstd, const void *x, const float *gamma,
+                                 const float *beta, int64_t rows, int c, float eps);
+void vt_cuk_layernorm_backward_dt(cudaStream_t st, vt_cuk_dt dt, void *din, float *dgamma,
+                                  float *dbeta, const void *dout, const void *x,
+                                  const float *mean, const float *invstd, const float *gamma,
+                                  int64_t rows, int c, double *partials);
+void vt_cuk_gelu_forward_dt(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in, int64_t n);
+void vt_cuk_gelu_backward_dt(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
+                             const void *in, int64_t n);
+void vt_cuk_attn_softmax_dt(cudaStream_t st, vt_cuk_dt dt, const float *s, void *po, float *lse,
+                            int64_t rows, int L, int bq, int64_t lse_bs);
+void vt_cuk_attn_ds_dt(cudaStream_t st, vt_cuk_dt dt, const float *s, const float *dp, void *po,
+                       void *dso, const float *lse, const void *dout, const void *out,
+                       int64_t rows, int L, int bq, int D, int64_t hd, int64_t o_bs,
+                       int64_t lse_bs, float scale);
+/* BF16 attention backward: dst (bf16) [b * dst_bs + l * dst_ld + d] = src (float, (nb, L, D)
+ * contiguous) rounded once: dK, dV accumulated over query blocks into their dqkv columns. */
+void vt_cuk_attn_store16(cudaStream_t st, void *dst, const float *src, int nb, int L, int D,
+                         int64_t dst_bs, int64_t dst_ld);
+void vt_cuk_transpose_dt(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in, int n, int a,
+                         int b);
+void vt_cuk_token_mean_forward_dt(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in, int n,
+                                  int L, int c);
+void vt_cuk_token_mean_backward_dt(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
+                                   int n, int L, int c);
+void vt_cuk_add_bcast_dt(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
+                         const float *pos, int n, int64_t per);
+void vt_cuk_scale_rows_dt(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
+                          const float *scale, int n, int64_t per);
 
 /* ---- losses ---- */
 /* cw: (k) class weights or NULL (backend.h softmax_xent_w). */

@@ -2,9 +2,12 @@
  * kernels_attn.cu: the transformer CUDA kernels (kernels.h) — LayerNorm forward and
  * backward, GELU (erf form) forward and backward, and the two row kernels of attention
  * around cuBLAS's GEMMs (cuda_attn.c): the softmax of a block of logits with its
- * log-sum-exp, and the backward's ds = p (dp - delta) / sqrt(D). FP32 only (backend.h's
- * transformer section). The rules all kernel files keep are in kernels_impl.cuh; the
- * formulas are cpu-ref's (models/cpu/cpu_attn.c), tested against PyTorch.
+ * log-sum-exp, and the backward's ds = p (dp - delta) / sqrt(D). Each on float or bf16
+ * activations (kernels.h's _dt launchers; BF16's rounding points there); the logits, lse
+ * and the row arithmetic are float whatever the activations. The rules all kernel files
+ * keep are in kernels_impl.cuh; the formulas are cpu-ref's (models/cpu/cpu_attn.c),
+ * tested against PyTorch. The exactness below is FP32's; under BF16 each stored value
+ * is that float result rounded to bf16 once (tests/test_vit_gpu.c's BF16 bounds).
  *
  * Exactness against cpu-ref, kernel by kernel (what tests/test_vit_gpu.c checks):
  *  - LayerNorm forward: the row's sum and centred sum of squares in double as cpu-ref,
@@ -56,18 +59,19 @@ static unsigned warp_blocks(int64_t rows) { return vt_blocks(rows * 32); }
 
 /* ------------------------------------------------------------------ layernorm */
 
-__global__ static void k_ln_fwd(float *out, float *mean, float *invstd, const float *x,
+template <typename A>
+__global__ static void k_ln_fwd(A *out, float *mean, float *invstd, const A *x,
                                 const float *gamma, const float *beta, int64_t rows, int c,
                                 float eps) {
     const int lane = threadIdx.x & 31;
     VT_WARP_ROWS(r, rows) {
-        const float *xr = x + r * c;
+        const A *xr = x + r * c;
         double s = 0, ss = 0;
         for (int j = lane; j < c; j += 32)
-            s += xr[j];
+            s += ld(xr, j);
         const double mu = warp_sum(s) / c;
         for (int j = lane; j < c; j += 32) {
-            const double d = __dsub_rn(xr[j], mu);
+            const double d = __dsub_rn(ld(xr, j), mu);
             ss += __dmul_rn(d, d);
         }
         const double is = 1.0 / sqrt(__dadd_rn(warp_sum(ss) / c, (double)eps));
@@ -77,15 +81,17 @@ __global__ static void k_ln_fwd(float *out, float *mean, float *invstd, const fl
         }
         for (int j = lane; j < c; j += 32) {
             /* cpu-ref: (x - mu) * is * gamma + beta, multiplies and adds apart */
-            double v = __dmul_rn(__dmul_rn(__dsub_rn(xr[j], mu), is), gamma ? (double)gamma[j] : 1.0);
-            out[r * c + j] = (float)__dadd_rn(v, beta ? (double)beta[j] : 0.0);
+            double v = __dmul_rn(__dmul_rn(__dsub_rn(ld(xr, j), mu), is), gamma ? (double)gamma[j] : 1.0);
+            /* BF16: the float result rounded again (PyTorch: an fp32 LayerNorm, then the cast) */
+            st(out, r * c + j, (float)__dadd_rn(v, beta ? (double)beta[j] : 0.0));
         }
     }
 }
 
 /* din = invstd (g - mean(g) - xhat mean(g xhat)), g = dout gamma, xhat from the SAVED
  * float mean and invstd (cpu-ref's). */
-__global__ static void k_ln_bwd_din(float *din, const float *dout, const float *x,
+template <typename A>
+__global__ static void k_ln_bwd_din(A *din, const A *dout, const A *x,
                                     const float *mean, const float *invstd, const float *gamma,
                                     int64_t rows, int c) {
     const int lane = threadIdx.x & 31;
@@ -93,77 +99,101 @@ __global__ static void k_ln_bwd_din(float *din, const float *dout, const float *
         const double m = mean[r], is = invstd[r];
         double sg = 0, sgx = 0;
         for (int j = lane; j < c; j += 32) {
-            const double g = __dmul_rn(dout[r * c + j], gamma ? (double)gamma[j] : 1.0);
+            const double g = __dmul_rn(ld(dout, r * c + j), gamma ? (double)gamma[j] : 1.0);
             sg += g;
-            sgx += __dmul_rn(g, __dmul_rn(__dsub_rn(x[r * c + j], m), is));
+            sgx += __dmul_rn(g, __dmul_rn(__dsub_rn(ld(x, r * c + j), m), is));
         }
         sg = warp_sum(sg);
         sgx = warp_sum(sgx);
         for (int j = lane; j < c; j += 32) {
-            const double g = __dmul_rn(dout[r * c + j], gamma ? (double)gamma[j] : 1.0);
-            const double xh = __dmul_rn(__dsub_rn(x[r * c + j], m), is);
+            const double g = __dmul_rn(ld(dout, r * c + j), gamma ? (double)gamma[j] : 1.0);
+            const double xh = __dmul_rn(__dsub_rn(ld(x, r * c + j), m), is);
             const double t = __dsub_rn(__dsub_rn(g, sg / c), __dmul_rn(xh, sgx) / c);
-            din[r * c + j] = (float)__dmul_rn(is, t);
+            st(din, r * c + j, (float)__dmul_rn(is, t));
         }
     }
 }
 
+extern "C" void vt_cuk_layernorm_forward_dt(cudaStream_t st, vt_cuk_dt dt, void *out,
+                                            float *mean, float *invstd, const void *x,
+                                            const float *gamma, const float *beta, int64_t rows,
+                                            int c, float eps) {
+    if (rows <= 0 || c <= 0)
+        return;
+    VT_DT(dt, k_ln_fwd<A><<<warp_blocks(rows), VT_THREADS, 0, st>>>(
+                  (A *)out, mean, invstd, (const A *)x, gamma, beta, rows, c, eps));
+    CUDA_LAUNCH_CHECK();
+}
 extern "C" void vt_cuk_layernorm_forward(cudaStream_t st, float *out, float *mean, float *invstd,
                                          const float *x, const float *gamma, const float *beta,
                                          int64_t rows, int c, float eps) {
-    if (rows <= 0 || c <= 0)
-        return;
-    k_ln_fwd<<<warp_blocks(rows), VT_THREADS, 0, st>>>(out, mean, invstd, x, gamma, beta, rows,
-                                                       c, eps);
-    CUDA_LAUNCH_CHECK();
+    vt_cuk_layernorm_forward_dt(st, VT_CUK_F32, out, mean, invstd, x, gamma, beta, rows, c, eps);
 }
 
+extern "C" void vt_cuk_layernorm_backward_dt(cudaStream_t st, vt_cuk_dt dt, void *din,
+                                             float *dgamma, float *dbeta, const void *dout,
+                                             const void *x, const float *mean,
+                                             const float *invstd, const float *gamma,
+                                             int64_t rows, int c, double *partials) {
+    if (rows <= 0 || c <= 0)
+        return;
+    if (dgamma || dbeta)
+        vt_cuk_colsum2_acc_dt(st, dt, dgamma, dbeta, dout, x, mean, invstd, rows, c, partials);
+    if (din) {
+        VT_DT(dt, k_ln_bwd_din<A><<<warp_blocks(rows), VT_THREADS, 0, st>>>(
+                      (A *)din, (const A *)dout, (const A *)x, mean, invstd, gamma, rows, c));
+        CUDA_LAUNCH_CHECK();
+    }
+}
 extern "C" void vt_cuk_layernorm_backward(cudaStream_t st, float *din, float *dgamma,
                                           float *dbeta, const float *dout, const float *x,
                                           const float *mean, const float *invstd,
                                           const float *gamma, int64_t rows, int c,
                                           double *partials) {
-    if (rows <= 0 || c <= 0)
-        return;
-    if (dgamma || dbeta)
-        vt_cuk_colsum2_acc(st, dgamma, dbeta, dout, x, mean, invstd, rows, c, partials);
-    if (din) {
-        k_ln_bwd_din<<<warp_blocks(rows), VT_THREADS, 0, st>>>(din, dout, x, mean, invstd, gamma,
-                                                               rows, c);
-        CUDA_LAUNCH_CHECK();
-    }
+    vt_cuk_layernorm_backward_dt(st, VT_CUK_F32, din, dgamma, dbeta, dout, x, mean, invstd, gamma,
+                                 rows, c, partials);
 }
 
 /* ------------------------------------------------------------------ gelu */
 
 #define VT_INV_SQRT_2PI 0.39894228040143267794f
 
-__global__ static void k_gelu_fwd(float *out, const float *in, int64_t n) {
+template <typename A> __global__ static void k_gelu_fwd(A *out, const A *in, int64_t n) {
     VT_GRID_STRIDE(i, n) {
-        const float x = in[i];
-        out[i] = __fmul_rn(x, normcdff(x));
+        const float x = ld(in, i);
+        st(out, i, __fmul_rn(x, normcdff(x)));
     }
 }
 /* d/dx x Phi(x) = Phi(x) + x phi(x) */
-__global__ static void k_gelu_bwd(float *din, const float *dout, const float *in, int64_t n) {
+template <typename A>
+__global__ static void k_gelu_bwd(A *din, const A *dout, const A *in, int64_t n) {
     VT_GRID_STRIDE(i, n) {
-        const float x = in[i];
+        const float x = ld(in, i);
         const float pdf = __fmul_rn(expf(__fmul_rn(__fmul_rn(-0.5f, x), x)), VT_INV_SQRT_2PI);
-        din[i] = __fmul_rn(dout[i], __fadd_rn(normcdff(x), __fmul_rn(x, pdf)));
+        st(din, i, __fmul_rn(ld(dout, i), __fadd_rn(normcdff(x), __fmul_rn(x, pdf))));
     }
 }
-extern "C" void vt_cuk_gelu_forward(cudaStream_t st, float *out, const float *in, int64_t n) {
+extern "C" void vt_cuk_gelu_forward_dt(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
+                                       int64_t n) {
     if (n <= 0)
         return;
-    k_gelu_fwd<<<vt_blocks(n), VT_THREADS, 0, st>>>(out, in, n);
+    VT_DT(dt, k_gelu_fwd<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)out, (const A *)in, n));
     CUDA_LAUNCH_CHECK();
+}
+extern "C" void vt_cuk_gelu_backward_dt(cudaStream_t st, vt_cuk_dt dt, void *din,
+                                        const void *dout, const void *in, int64_t n) {
+    if (n <= 0 || !din)
+        return;
+    VT_DT(dt, k_gelu_bwd<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)din, (const A *)dout,
+                                                                 (const A *)in, n));
+    CUDA_LAUNCH_CHECK();
+}
+extern "C" void vt_cuk_gelu_forward(cudaStream_t st, float *out, const float *in, int64_t n) {
+    vt_cuk_gelu_forward_dt(st, VT_CUK_F32, out, in, n);
 }
 extern "C" void vt_cuk_gelu_backward(cudaStream_t st, float *din, const float *dout,
                                      const float *in, int64_t n) {
-    if (n <= 0 || !din)
-        return;
-    k_gelu_bwd<<<vt_blocks(n), VT_THREADS, 0, st>>>(din, dout, in, n);
-    CUDA_LAUNCH_CHECK();
+    vt_cuk_gelu_backward_dt(st, VT_CUK_F32, din, dout, in, n);
 }
 
 /* ------------------------------------------------------------------ attention rows */
@@ -181,15 +211,19 @@ __device__ static inline float block_max(float v, float *sh) {
     return sh[0];
 }
 
-/* Rows of a (B, bq, L) block of scaled logits, row = b * bq + i (b: a head or a clip of
- * the GEMM batch): in place to the probabilities exp(s - m) / z; lse[b * lse_bs + i] =
- * m + log z (lse points at member 0's entry of the block's first query). One block a row. */
-__global__ static void k_attn_softmax(float *s, float *lse, int64_t rows, int L, int bq,
-                                      int64_t lse_bs) {
+/* Rows of a (B, bq, L) block of scaled logits s, row = b * bq + i (b: a head or a clip of
+ * the GEMM batch): the probabilities exp(s - m) / z into p (FP32: p is s, in place; BF16:
+ * a separate bf16 block, each probability rounded once, for the P V GEMM);
+ * lse[b * lse_bs + i] = m + log z (lse points at member 0's entry of the block's first
+ * query). One block a row. */
+template <typename P>
+__global__ static void k_attn_softmax(const float *s, P *p, float *lse, int64_t rows, int L,
+                                      int bq, int64_t lse_bs) {
     __shared__ double sh[VT_THREADS];
     __shared__ float shf[VT_THREADS];
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
-        float *sr = s + row * L;
+        const float *sr = s + row * L;
+        P *pr = p + row * L;
         float m = -INFINITY;
         for (int j = threadIdx.x; j < L; j += VT_THREADS)
             m = fmaxf(m, sr[j]);
@@ -200,53 +234,93 @@ __global__ static void k_attn_softmax(float *s, float *lse, int64_t rows, int L,
         z = vt_block_sum(z, sh);
         const float inv = (float)(1.0 / z);
         for (int j = threadIdx.x; j < L; j += VT_THREADS)
-            sr[j] = __fmul_rn(expf(__fsub_rn(sr[j], m)), inv);
+            st(pr, j, __fmul_rn(expf(__fsub_rn(sr[j], m)), inv));
         if (threadIdx.x == 0)
             lse[(row / bq) * lse_bs + row % bq] = (float)((double)m + log(z));
         __syncthreads(); /* sh and shf are reused by the next row */
     }
 }
 
-/* Backward rows: s (B, bq, L) scaled logits -> p = exp(s - lse) in place; dp (B, bq, L)
- * = dout . v -> ds / sqrt(D) = p (dp - delta) * scale in place, delta = dout_i . out_i
- * (double). Member b's query i: dout + b * o_bs + i * hd (out alike), lse[b * lse_bs + i]. */
-__global__ static void k_attn_ds(float *s, float *dp, const float *lse, const float *dout,
-                                 const float *out, int64_t rows, int L, int bq, int D,
-                                 int64_t hd, int64_t o_bs, int64_t lse_bs, float scale) {
+/* Backward rows: s (B, bq, L) scaled logits -> p = exp(s - lse); dp (B, bq, L) float =
+ * dout . v -> ds / sqrt(D) = p (dp - delta) * scale, delta = dout_i . out_i (double).
+ * p and ds go to po and dso (FP32: s and dp, in place; BF16: separate bf16 blocks, each
+ * value rounded once: the GEMMs' bf16 inputs). Member b's query i: dout + b * o_bs +
+ * i * hd (out alike), lse[b * lse_bs + i]. */
+template <typename A>
+__global__ static void k_attn_ds(const float *s, const float *dp, A *po, A *dso,
+                                 const float *lse, const A *dout, const A *out, int64_t rows,
+                                 int L, int bq, int D, int64_t hd, int64_t o_bs, int64_t lse_bs,
+                                 float scale) {
     __shared__ double sh[VT_THREADS];
     for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
         const int64_t b = row / bq, i = row % bq;
-        const float *dor = dout + b * o_bs + i * hd, *orr = out + b * o_bs + i * hd;
+        const A *dor = dout + b * o_bs + i * hd, *orr = out + b * o_bs + i * hd;
         double a = 0;
         for (int d = threadIdx.x; d < D; d += VT_THREADS)
-            a += (double)dor[d] * orr[d];
+            a += (double)ld(dor, d) * ld(orr, d);
         const float delta = (float)vt_block_sum(a, sh);
         const float ls = lse[b * lse_bs + i];
-        float *sr = s + row * L, *dpr = dp + row * L;
+        const float *sr = s + row * L, *dpr = dp + row * L;
+        A *pr = po + row * L, *dsr = dso + row * L;
         for (int j = threadIdx.x; j < L; j += VT_THREADS) {
             const float p = expf(__fsub_rn(sr[j], ls));
-            sr[j] = p;
-            dpr[j] = __fmul_rn(__fmul_rn(p, __fsub_rn(dpr[j], delta)), scale);
+            const float g = __fmul_rn(__fmul_rn(p, __fsub_rn(dpr[j], delta)), scale);
+            st(pr, j, p);
+            st(dsr, j, g);
         }
         __syncthreads(); /* sh is reused by the next row */
     }
 }
 
-extern "C" void vt_cuk_attn_softmax(cudaStream_t st, float *s, float *lse, int64_t rows, int L,
-                                    int bq, int64_t lse_bs) {
+/* dst[b * dst_bs + l * ld + d] = src[(b L + l) D + d] rounded to bf16: the float dK, dV
+ * accumulators of a BF16 backward into their columns of dqkv. */
+__global__ static void k_attn_store16(__nv_bfloat16 *dst, const float *src, int64_t total, int L,
+                                      int D, int64_t dst_bs, int64_t dst_ld) {
+    VT_GRID_STRIDE(e, total) {
+        const int64_t d = e % D, bl = e / D, l = bl % L, b = bl / L;
+        st(dst, b * dst_bs + l * dst_ld + d, src[e]);
+    }
+}
+
+static unsigned row_blocks(int64_t rows) {
+    return (unsigned)(rows < VT_MAX_BLOCKS ? rows : VT_MAX_BLOCKS);
+}
+
+extern "C" void vt_cuk_attn_softmax_dt(cudaStream_t st, vt_cuk_dt dt, const float *s, void *p,
+                                       float *lse, int64_t rows, int L, int bq, int64_t lse_bs) {
     if (rows <= 0 || L <= 0)
         return;
-    const unsigned nb = (unsigned)(rows < VT_MAX_BLOCKS ? rows : VT_MAX_BLOCKS);
-    k_attn_softmax<<<nb, VT_THREADS, 0, st>>>(s, lse, rows, L, bq, lse_bs);
+    VT_DT(dt, k_attn_softmax<A><<<row_blocks(rows), VT_THREADS, 0, st>>>(s, (A *)p, lse, rows, L,
+                                                                          bq, lse_bs));
+    CUDA_LAUNCH_CHECK();
+}
+extern "C" void vt_cuk_attn_softmax(cudaStream_t st, float *s, float *lse, int64_t rows, int L,
+                                    int bq, int64_t lse_bs) {
+    vt_cuk_attn_softmax_dt(st, VT_CUK_F32, s, s, lse, rows, L, bq, lse_bs);
+}
+extern "C" void vt_cuk_attn_ds_dt(cudaStream_t st, vt_cuk_dt dt, const float *s, const float *dp,
+                                  void *p, void *ds, const float *lse, const void *dout,
+                                  const void *out, int64_t rows, int L, int bq, int D, int64_t hd,
+                                  int64_t o_bs, int64_t lse_bs, float scale) {
+    if (rows <= 0 || L <= 0)
+        return;
+    VT_DT(dt, k_attn_ds<A><<<row_blocks(rows), VT_THREADS, 0, st>>>(
+                  s, dp, (A *)p, (A *)ds, lse, (const A *)dout, (const A *)out, rows, L, bq, D,
+                  hd, o_bs, lse_bs, scale));
     CUDA_LAUNCH_CHECK();
 }
 extern "C" void vt_cuk_attn_ds(cudaStream_t st, float *s, float *dp, const float *lse,
                                const float *dout, const float *out, int64_t rows, int L, int bq,
                                int D, int64_t hd, int64_t o_bs, int64_t lse_bs, float scale) {
-    if (rows <= 0 || L <= 0)
+    vt_cuk_attn_ds_dt(st, VT_CUK_F32, s, dp, s, dp, lse, dout, out, rows, L, bq, D, hd, o_bs,
+                      lse_bs, scale);
+}
+extern "C" void vt_cuk_attn_store16(cudaStream_t st, void *dst, const float *src, int nb, int L,
+                                    int D, int64_t dst_bs, int64_t dst_ld) {
+    const int64_t total = (int64_t)nb * L * D;
+    if (total <= 0)
         return;
-    const unsigned nb = (unsigned)(rows < VT_MAX_BLOCKS ? rows : VT_MAX_BLOCKS);
-    k_attn_ds<<<nb, VT_THREADS, 0, st>>>(s, dp, lse, dout, out, rows, L, bq, D, hd, o_bs, lse_bs,
-                                         scale);
+    k_attn_store16<<<vt_blocks(total), VT_THREADS, 0, st>>>((__nv_bfloat16 *)dst, src, total, L,
+                                                            D, dst_bs, dst_ld);
     CUDA_LAUNCH_CHECK();
 }

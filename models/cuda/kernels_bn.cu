@@ -30,10 +30,15 @@ static int bn_q(int64_t s) {
 extern "C" int vt_cuk_bn_parts(int n, int64_t s) { return n * bn_q(s); }
 
 /* mode 0: (sum (x - k), sum (x - k)^2) around the shift k (NULL: 0, backend.h);
- * mode 1: (sum dy, sum dy * (x - (k + mean)) * invstd) as cpu-ref. */
+ * mode 1: (sum dy, sum dy * (x - (k + mean)) * invstd) as cpu-ref;
+ * mode 2: mode 1 of the ReLU's backward y > 0 ? dy : 0 (y its output), each value also
+ * stored into dyw (may be dy: each element is read, then written, by one thread), so the
+ * sums are mode 1's over what k_relu_bwd would have stored, bit for bit (a bf16 value
+ * stored again is itself). */
 template <int MODE, typename A>
 __global__ static void k_bn_part(double *pa, double *pb, const A *x, const A *dy, const float *k,
-                                 const float *mean, const float *invstd, int c, int64_t s, int q) {
+                                 const float *mean, const float *invstd, int c, int64_t s, int q,
+                                 const A *y, A *dyw) {
     __shared__ double sh[VT_THREADS];
     const int part = blockIdx.x, ch = blockIdx.y, nparts = gridDim.x;
     const int ni = part / q, qi = part % q;
@@ -52,7 +57,14 @@ __global__ static void k_bn_part(double *pa, double *pb, const A *x, const A *dy
     } else {
         const double m = (k ? (double)k[ch] : 0.0) + (double)mean[ch], is = invstd[ch];
         for (int64_t j = lo + threadIdx.x; j < hi; j += VT_THREADS) {
-            double g = ld(dy, base + j);
+            double g;
+            if (MODE == 2) {
+                const float v = ld(y, base + j) > 0 ? ld(dy, base + j) : 0.0f;
+                st(dyw, base + j, v);
+                g = v;
+            } else {
+                g = ld(dy, base + j);
+            }
             a += g;
             b += g * ((double)ld(x, base + j) - m) * is;
         }
@@ -85,7 +97,8 @@ __global__ static void k_bn_final(float *oa, float *ob, const double *pa, const 
 template <int MODE>
 static void bn_reduce(cudaStream_t st, vt_cuk_dt dt, float *oa, float *ob, const void *x,
                       const void *dy, const float *k, const float *mean, const float *invstd,
-                      int n, int c, int64_t s, double *partials) {
+                      int n, int c, int64_t s, double *partials, const void *y = NULL,
+                      void *dyw = NULL) {
     if (c <= 0)
         return;
     if (n <= 0 || s <= 0) { /* sums over an empty set: zeros (cpu-ref writes them too) */
@@ -98,7 +111,8 @@ static void bn_reduce(cudaStream_t st, vt_cuk_dt dt, float *oa, float *ob, const
     double *pa = partials, *pb = partials + (int64_t)c * nparts;
     dim3 grid((unsigned)nparts, (unsigned)c);
     VT_DT(dt, k_bn_part<MODE, A><<<grid, VT_THREADS, 0, st>>>(pa, pb, (const A *)x, (const A *)dy,
-                                                              k, mean, invstd, c, s, q));
+                                                              k, mean, invstd, c, s, q,
+                                                              (const A *)y, (A *)dyw));
     CUDA_LAUNCH_CHECK();
     k_bn_final<<<(unsigned)c, VT_THREADS, 0, st>>>(oa, ob, pa, pb, nparts);
     CUDA_LAUNCH_CHECK();
@@ -113,6 +127,14 @@ extern "C" void vt_cuk_bn_backward_reduce(cudaStream_t st, vt_cuk_dt dt, float *
                                           const float *k, const float *mean, const float *invstd,
                                           int n, int c, int64_t s, double *partials) {
     bn_reduce<1>(st, dt, sum_dy, sum_dy_xhat, x, dy, k, mean, invstd, n, c, s, partials);
+}
+extern "C" void vt_cuk_bn_relu_backward_reduce(cudaStream_t st, vt_cuk_dt dt, float *sum_dy,
+                                               float *sum_dy_xhat, void *dy, const void *dout,
+                                               const void *y, const void *x, const float *k,
+                                               const float *mean, const float *invstd, int n,
+                                               int c, int64_t s, double *partials) {
+    bn_reduce<2>(st, dt, sum_dy, sum_dy_xhat, x, dout, k, mean, invstd, n, c, s, partials, y,
+                 dy);
 }
 
 __global__ static void k_bn_finalize(float *mean, float *invstd, float *rm, float *rv,

@@ -7,6 +7,10 @@
  * once, then to the activation type (bf16: as st() would store it), the sum is __fadd_rn
  * of the two stored values rounded again, and the ReLU keeps v > 0 else +0. The rules
  * all kernel files keep are in kernels_impl.cuh.
+ * And the residual's backward without the copy (backend.h relu_backward_skip): the
+ * ReLU's gradient stored twice from one read, as k_relu_bwd stores it (kernels_elem.cu).
+ * (The BN + ReLU backward, bn_relu_backward_reduce, is a mode of kernels_bn.cu's
+ * reduction, which it must sum in the same order.)
  */
 #include <stdint.h>
 
@@ -50,5 +54,23 @@ extern "C" void vt_cuk_bn_apply_relu(cudaStream_t st, vt_cuk_dt dt, void *out, c
     VT_DT(dt, k_bn_apply_relu<A><<<rows_grid(rows, s), VT_THREADS, 0, st>>>(
                   (A *)out, (const A *)x, (const A *)res, k, mean, invstd, gamma, beta, rows, c,
                   s));
+    CUDA_LAUNCH_CHECK();
+}
+
+template <typename A>
+__global__ static void k_relu_bwd_skip(A *din, A *skip, const A *dout, const A *out, int64_t n) {
+    VT_GRID_STRIDE(i, n) {
+        const float v = ld(out, i) > 0 ? ld(dout, i) : 0.0f;
+        st(din, i, v);
+        st(skip, i, v);
+    }
+}
+
+extern "C" void vt_cuk_relu_backward_skip(cudaStream_t st, vt_cuk_dt dt, void *din, void *skip,
+                                          const void *dout, const void *out, int64_t n) {
+    if (n <= 0)
+        return;
+    VT_DT(dt, k_relu_bwd_skip<A><<<vt_blocks(n), VT_THREADS, 0, st>>>(
+                  (A *)din, (A *)skip, (const A *)dout, (const A *)out, n));
     CUDA_LAUNCH_CHECK();
 }

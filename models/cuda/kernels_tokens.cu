@@ -3,7 +3,8 @@
  * transpose between feature maps and tokens, the mean of tokens, the broadcast add of a
  * position table (or qkv's bias) and its gradient, per-clip scaling (drop path), and the
  * column sums over many rows that LayerNorm's dgamma/dbeta and the broadcast add's
- * gradient need. FP32 only. The rules all kernel files keep are in kernels_impl.cuh.
+ * gradient need. Each on float or bf16 activations (kernels.h's _dt launchers; BF16's
+ * rounding points there). The rules all kernel files keep are in kernels_impl.cuh.
  *
  * Exactness against cpu-ref (models/cpu/cpu_attn.c): transpose, add_bcast, scale_rows and
  * token_mean_backward do cpu-ref's one float operation per element: bit for bit.
@@ -28,9 +29,9 @@
 #define TT 32 /* tile side; a (TT, 8) block moves a TT x TT tile through shared memory */
 
 /* out (N, B, A) = transpose of each clip's in (N, A, B); blockIdx.z a clip, tiles of rows
- * strided by gridDim.y (a may pass 65535 tiles). */
-__global__ static void k_transpose(float *out, const float *in, int a, int b) {
-    __shared__ float t[TT][TT + 1]; /* + 1: no bank conflicts on the column reads */
+ * strided by gridDim.y (a may pass 65535 tiles). E: the element (a bf16 moves as it is). */
+template <typename E> __global__ static void k_transpose(E *out, const E *in, int a, int b) {
+    __shared__ E t[TT][TT + 1]; /* + 1: no bank conflicts on the column reads */
     const int64_t base = (int64_t)blockIdx.z * a * b;
     const int j0 = blockIdx.x * TT;
     for (int i0 = blockIdx.y * TT; i0 < a; i0 += gridDim.y * TT) {
@@ -48,8 +49,8 @@ __global__ static void k_transpose(float *out, const float *in, int a, int b) {
         __syncthreads(); /* t is refilled by the next tile */
     }
 }
-extern "C" void vt_cuk_transpose(cudaStream_t st, float *out, const float *in, int n, int a,
-                                 int b) {
+extern "C" void vt_cuk_transpose_dt(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
+                                    int n, int a, int b) {
     if (n <= 0 || a <= 0 || b <= 0)
         return;
     const int gy = (a + TT - 1) / TT;
@@ -57,71 +58,111 @@ extern "C" void vt_cuk_transpose(cudaStream_t st, float *out, const float *in, i
     for (int n0 = 0; n0 < n; n0 += 65535) {
         const int nn = n - n0 < 65535 ? n - n0 : 65535;
         const int64_t off = (int64_t)n0 * a * b;
-        k_transpose<<<dim3((unsigned)((b + TT - 1) / TT), (unsigned)(gy < 65535 ? gy : 65535),
-                           (unsigned)nn), dim3(TT, 8), 0, st>>>(out + off, in + off, a, b);
+        const dim3 grid((unsigned)((b + TT - 1) / TT), (unsigned)(gy < 65535 ? gy : 65535),
+                        (unsigned)nn);
+        if (dt == VT_CUK_BF16) /* the 2-byte pattern as it is: a bf16 needs no arithmetic */
+            k_transpose<uint16_t><<<grid, dim3(TT, 8), 0, st>>>((uint16_t *)out + off,
+                                                                (const uint16_t *)in + off, a, b);
+        else
+            k_transpose<float><<<grid, dim3(TT, 8), 0, st>>>((float *)out + off,
+                                                             (const float *)in + off, a, b);
         CUDA_LAUNCH_CHECK();
     }
+}
+extern "C" void vt_cuk_transpose(cudaStream_t st, float *out, const float *in, int n, int a,
+                                 int b) {
+    vt_cuk_transpose_dt(st, VT_CUK_F32, out, in, n, a, b);
 }
 
 /* ------------------------------------------------------------------ token mean */
 
 /* out[n, j] = (sum_l in[n, l, j]) / L, the sum in double over l in order (cpu-ref's). */
-__global__ static void k_tmean_fwd(float *out, const float *in, int n, int L, int c) {
+template <typename A> __global__ static void k_tmean_fwd(A *out, const A *in, int n, int L, int c) {
     VT_GRID_STRIDE(nj, (int64_t)n * c) {
         const int64_t ni = nj / c, j = nj % c;
         double a = 0;
         for (int l = 0; l < L; l++)
-            a += in[(ni * L + l) * c + j];
-        out[nj] = (float)(a / L);
+            a += ld(in, (ni * L + l) * c + j);
+        st(out, nj, (float)(a / L));
     }
 }
-__global__ static void k_tmean_bwd(float *din, const float *dout, int L, int c, int64_t total) {
+template <typename A>
+__global__ static void k_tmean_bwd(A *din, const A *dout, int L, int c, int64_t total) {
     VT_GRID_STRIDE(i, total) {
         const int64_t nl = i / c, j = i % c;
-        din[i] = (float)((double)dout[nl / L * c + j] / L);
+        st(din, i, (float)((double)ld(dout, nl / L * c + j) / L));
     }
 }
-extern "C" void vt_cuk_token_mean_forward(cudaStream_t st, float *out, const float *in, int n,
-                                          int L, int c) {
+extern "C" void vt_cuk_token_mean_forward_dt(cudaStream_t st, vt_cuk_dt dt, void *out,
+                                             const void *in, int n, int L, int c) {
     if (n <= 0 || c <= 0)
         return;
-    k_tmean_fwd<<<vt_blocks((int64_t)n * c), VT_THREADS, 0, st>>>(out, in, n, L, c);
+    VT_DT(dt, k_tmean_fwd<A><<<vt_blocks((int64_t)n * c), VT_THREADS, 0, st>>>(
+                  (A *)out, (const A *)in, n, L, c));
     CUDA_LAUNCH_CHECK();
 }
-extern "C" void vt_cuk_token_mean_backward(cudaStream_t st, float *din, const float *dout, int n,
-                                           int L, int c) {
+extern "C" void vt_cuk_token_mean_backward_dt(cudaStream_t st, vt_cuk_dt dt, void *din,
+                                              const void *dout, int n, int L, int c) {
     const int64_t total = (int64_t)n * L * c;
     if (total <= 0 || !din)
         return;
-    k_tmean_bwd<<<vt_blocks(total), VT_THREADS, 0, st>>>(din, dout, L, c, total);
+    VT_DT(dt, k_tmean_bwd<A><<<vt_blocks(total), VT_THREADS, 0, st>>>((A *)din, (const A *)dout,
+                                                                      L, c, total));
     CUDA_LAUNCH_CHECK();
+}
+extern "C" void vt_cuk_token_mean_forward(cudaStream_t st, float *out, const float *in, int n,
+                                          int L, int c) {
+    vt_cuk_token_mean_forward_dt(st, VT_CUK_F32, out, in, n, L, c);
+}
+extern "C" void vt_cuk_token_mean_backward(cudaStream_t st, float *din, const float *dout, int n,
+                                           int L, int c) {
+    vt_cuk_token_mean_backward_dt(st, VT_CUK_F32, din, dout, n, L, c);
 }
 
 /* ------------------------------------------------------------------ broadcast, scaling */
 
-__global__ static void k_add_bcast(float *out, const float *in, const float *pos, int64_t per,
+/* A float as an A operand reads it: itself, or rounded to bf16 (the position table or
+ * qkv's bias under BF16, as PyTorch's type_as / autocast's cast of a float tensor). */
+__device__ static inline float as_act(const float *, float v) { return v; }
+__device__ static inline float as_act(const __nv_bfloat16 *, float v) {
+    return __bfloat162float(__float2bfloat16_rn(v));
+}
+
+template <typename A>
+__global__ static void k_add_bcast(A *out, const A *in, const float *pos, int64_t per,
                                    int64_t total) {
-    VT_GRID_STRIDE(i, total) out[i] = __fadd_rn(in[i], pos[i % per]);
+    VT_GRID_STRIDE(i, total) st(out, i, __fadd_rn(ld(in, i), as_act(in, pos[i % per])));
 }
-__global__ static void k_scale_rows(float *out, const float *in, const float *scale, int64_t per,
+template <typename A>
+__global__ static void k_scale_rows(A *out, const A *in, const float *scale, int64_t per,
                                     int64_t total) {
-    VT_GRID_STRIDE(i, total) out[i] = __fmul_rn(in[i], scale[i / per]);
+    VT_GRID_STRIDE(i, total) st(out, i, __fmul_rn(ld(in, i), scale[i / per]));
 }
-extern "C" void vt_cuk_add_bcast(cudaStream_t st, float *out, const float *in, const float *pos,
-                                 int n, int64_t per) {
+extern "C" void vt_cuk_add_bcast_dt(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
+                                    const float *pos, int n, int64_t per) {
     const int64_t total = (int64_t)n * per;
     if (total <= 0)
         return;
-    k_add_bcast<<<vt_blocks(total), VT_THREADS, 0, st>>>(out, in, pos, per, total);
+    VT_DT(dt, k_add_bcast<A><<<vt_blocks(total), VT_THREADS, 0, st>>>((A *)out, (const A *)in, pos,
+                                                                      per, total));
     CUDA_LAUNCH_CHECK();
 }
-extern "C" void vt_cuk_scale_rows(cudaStream_t st, float *out, const float *in,
-                                  const float *scale, int n, int64_t per) {
+extern "C" void vt_cuk_scale_rows_dt(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
+                                     const float *scale, int n, int64_t per) {
     const int64_t total = (int64_t)n * per;
     if (total <= 0 || !out)
         return;
-    k_scale_rows<<<vt_blocks(total), VT_THREADS, 0, st>>>(out, in, scale, per, total);
+    VT_DT(dt, k_scale_rows<A><<<vt_blocks(total), VT_THREADS, 0, st>>>(
+                  (A *)out, (const A *)in, scale, per, total));
     CUDA_LAUNCH_CHECK();
+}
+extern "C" void vt_cuk_add_bcast(cudaStream_t st, float *out, const float *in, const float *pos,
+                                 int n, int64_t per) {
+    vt_cuk_add_bcast_dt(st, VT_CUK_F32, out, in, pos, n, per);
+}
+extern "C" void vt_cuk_scale_rows(cudaStream_t st, float *out, const float *in,
+                                  const float *scale, int n, int64_t per) {
+    vt_cuk_scale_rows_dt(st, VT_CUK_F32, out, in, scale, n, per);
 }
 
 /* ------------------------------------------------------------------ column sums */
@@ -142,8 +183,8 @@ extern "C" int vt_cuk_colsum_parts(int64_t rows, int64_t cols) {
 
 /* Partials of chunk `part` (blockIdx.y) for columns j: MODE 0 pa = sum a; MODE 1 (LayerNorm)
  * pa = sum a * xhat, pb = sum a with xhat = (x - mean[r]) * invstd[r] in double. */
-template <int MODE>
-__global__ static void k_colsum_part(double *pa, double *pb, const float *a, const float *x,
+template <int MODE, typename A>
+__global__ static void k_colsum_part(double *pa, double *pb, const A *a, const A *x,
                                      const float *mean, const float *invstd, int64_t rows,
                                      int64_t cols) {
     const int part = blockIdx.y, parts = gridDim.y;
@@ -153,9 +194,9 @@ __global__ static void k_colsum_part(double *pa, double *pb, const float *a, con
          j += (int64_t)gridDim.x * blockDim.x) {
         double sa = 0, sb = 0;
         for (int64_t r = lo; r < hi; r++) {
-            const double v = a[r * cols + j];
+            const double v = ld(a, r * cols + j);
             if (MODE == 1) {
-                const double xh = __dmul_rn(__dsub_rn(x[r * cols + j], (double)mean[r]),
+                const double xh = __dmul_rn(__dsub_rn(ld(x, r * cols + j), (double)mean[r]),
                                             (double)invstd[r]);
                 sa += __dmul_rn(v, xh);
                 sb += v;
@@ -168,7 +209,10 @@ __global__ static void k_colsum_part(double *pa, double *pb, const float *a, con
             pb[(int64_t)part * cols + j] = sb;
     }
 }
-/* dst[j] += (float)(partials of column j summed in chunk order); dst NULL: skipped. */
+/* dst[j] += (float)(partials of column j summed in chunk order); dst NULL: skipped. R
+ * bf16: the sum rounded to bf16 first (a parameter gradient's contribution under BF16,
+ * backend.h; kernels_impl.cuh's pacc). */
+template <typename R>
 __global__ static void k_colsum_final(float *da, float *db, const double *pa, const double *pb,
                                       int parts, int64_t cols) {
     VT_GRID_STRIDE(j, cols) {
@@ -179,9 +223,9 @@ __global__ static void k_colsum_final(float *da, float *db, const double *pa, co
                 sb += pb[(int64_t)p * cols + j];
         }
         if (da)
-            da[j] += (float)sa;
+            da[j] += pacc((const R *)NULL, sa);
         if (db)
-            db[j] += (float)sb;
+            db[j] += pacc((const R *)NULL, sb);
     }
 }
 static dim3 colsum_grid(int64_t cols, int parts) {
@@ -191,27 +235,43 @@ static dim3 colsum_grid(int64_t cols, int parts) {
     return dim3((unsigned)(gx < 1 ? 1 : gx), (unsigned)parts);
 }
 
-extern "C" void vt_cuk_colsum_acc_parts(cudaStream_t st, float *dst, const float *src,
-                                        int64_t rows, int64_t cols, double *partials) {
+/* BF16: the sum of bf16 dout rounded to bf16 before it is added (add_bcast's gradient is
+ * a bias gradient: qkv's q_bias and v_bias, a learned position table). */
+extern "C" void vt_cuk_colsum_acc_parts_dt(cudaStream_t st, vt_cuk_dt dt, float *dst,
+                                           const void *src, int64_t rows, int64_t cols,
+                                           double *partials) {
     if (rows <= 0 || cols <= 0 || !dst)
         return;
     const int parts = vt_cuk_colsum_parts(rows, cols);
-    k_colsum_part<0><<<colsum_grid(cols, parts), VT_THREADS, 0, st>>>(partials, NULL, src, NULL,
-                                                                     NULL, NULL, rows, cols);
+    VT_DT(dt, k_colsum_part<0, A><<<colsum_grid(cols, parts), VT_THREADS, 0, st>>>(
+                  partials, NULL, (const A *)src, (const A *)NULL, NULL, NULL, rows, cols));
     CUDA_LAUNCH_CHECK();
-    k_colsum_final<<<vt_blocks(cols), VT_THREADS, 0, st>>>(dst, NULL, partials, NULL, parts, cols);
+    VT_DT(dt, k_colsum_final<A><<<vt_blocks(cols), VT_THREADS, 0, st>>>(dst, NULL, partials, NULL,
+                                                                        parts, cols));
+    CUDA_LAUNCH_CHECK();
+}
+extern "C" void vt_cuk_colsum_acc_parts(cudaStream_t st, float *dst, const float *src,
+                                        int64_t rows, int64_t cols, double *partials) {
+    vt_cuk_colsum_acc_parts_dt(st, VT_CUK_F32, dst, src, rows, cols, partials);
+}
+/* LayerNorm's dgamma, dbeta: float sums whatever the activations (as BN's, backend.h). */
+extern "C" void vt_cuk_colsum2_acc_dt(cudaStream_t st, vt_cuk_dt dt, float *dgamma, float *dbeta,
+                                      const void *dout, const void *x, const float *mean,
+                                      const float *invstd, int64_t rows, int c,
+                                      double *partials) {
+    if (rows <= 0 || c <= 0 || (!dgamma && !dbeta))
+        return;
+    const int parts = vt_cuk_colsum_parts(rows, c);
+    double *pb = partials + (int64_t)parts * c;
+    VT_DT(dt, k_colsum_part<1, A><<<colsum_grid(c, parts), VT_THREADS, 0, st>>>(
+                  partials, pb, (const A *)dout, (const A *)x, mean, invstd, rows, c));
+    CUDA_LAUNCH_CHECK();
+    k_colsum_final<float><<<vt_blocks(c), VT_THREADS, 0, st>>>(dgamma, dbeta, partials, pb, parts,
+                                                               c);
     CUDA_LAUNCH_CHECK();
 }
 extern "C" void vt_cuk_colsum2_acc(cudaStream_t st, float *dgamma, float *dbeta,
                                    const float *dout, const float *x, const float *mean,
                                    const float *invstd, int64_t rows, int c, double *partials) {
-    if (rows <= 0 || c <= 0 || (!dgamma && !dbeta))
-        return;
-    const int parts = vt_cuk_colsum_parts(rows, c);
-    double *pb = partials + (int64_t)parts * c;
-    k_colsum_part<1><<<colsum_grid(c, parts), VT_THREADS, 0, st>>>(partials, pb, dout, x, mean,
-                                                                  invstd, rows, c);
-    CUDA_LAUNCH_CHECK();
-    k_colsum_final<<<vt_blocks(c), VT_THREADS, 0, st>>>(dgamma, dbeta, partials, pb, parts, c);
-    CUDA_LAUNCH_CHECK();
+    vt_cuk_colsum2_acc_dt(st, VT_CUK_F32, dgamma, dbeta, dout, x, mean, invstd, rows, c, partials);
 }

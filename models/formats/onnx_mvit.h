@@ -11,7 +11,9 @@
  *   attention      qkv Reshaped and Transposed to (3, N, heads, L, D) and Gathered; each
  *                  pooled part's grid as (N*heads, D, T, H, W) through a grouped Conv, back,
  *                  Concat with its class row, LayerNormalization; logits MatMul(q * scale,
- *                  k^T) plus the relative terms: the tables Gathered at torchvision's
+ *                  k^T) plus the relative terms: the tables (at a clip they were not
+ *                  built for, first MatMul'd by the constant (need x stored) matrix of
+ *                  torchvision's linear _interpolate: vt_msa_rel_of) Gathered at torchvision's
  *                  distances (constant index tensors) and MatMul'd with q per t, h, w row
  *                  (batched MatMul broadcasting the table over the other axes), summed by
  *                  broadcasting and Padded with zeros for the class row and column;
@@ -109,10 +111,31 @@ static const char *mvit_rel(onnx_w *w, const vt_node *nd, const char *q) {
         const char *ix = const_t(w, s, DTYPE_INT64, dims, 2, idx,
                                  (size_t)qg[a] * kg[a] * sizeof(int64_t));
         free(idx);
-        const int tab = a == 0 ? nd->mt[2] : a == 1 ? nd->mt[0] : nd->mt[1];
+        const int k = a == 0 ? 2 : a - 1; /* rel_pos_t, _h, _w */
         vt_pb ga = {0};
         attr_int(&ga, "axis", 0);
-        const char *gin[2] = {init_name(w, tab), ix};
+        const char *gin[2] = {init_name(w, nd->mt[k]), ix};
+        vt_msa_rel r;
+        vt_msa_rel_of(&w->g, nd, &r);
+        if (r.m[k] >= 0) { /* a clip the tables were not built for: M (need x stored) @ table */
+            const int S = r.stored[k], N = r.need[k];
+            float *m = vt_calloc((size_t)N * S, sizeof(float));
+            for (int o = 0; o < N; o++) {
+                int i0, i1;
+                double w0, w1;
+                vt_interp_linear_row(S, N, o, &i0, &i1, &w0, &w1);
+                m[(int64_t)o * S + i0] += (float)w0;
+                m[(int64_t)o * S + i1] += (float)w1;
+            }
+            char mn[160];
+            snprintf(mn, sizeof mn, "%s.rel.interp_%s", nd->name, an[a]);
+            const int64_t md[2] = {N, S};
+            const char *min[2] = {const_t(w, mn, DTYPE_FLOAT, md, 2, m, (size_t)N * S * 4),
+                                  gin[0]};
+            free(m);
+            snprintf(s, sizeof s, "rel.tab_%s", an[a]);
+            gin[0] = op_n(w, "MatMul", nd->name, s, min, 2, NULL);
+        }
         snprintf(s, sizeof s, "rel.R%s", an[a]);
         const char *R = op_n(w, "Gather", nd->name, s, gin, 2, &ga);
         snprintf(s, sizeof s, "rel.R%sT", an[a]);

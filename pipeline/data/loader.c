@@ -53,6 +53,7 @@ typedef struct worker {
     uint8_t *scratch; /* (t, h, w, 3) of the largest clip decoded so far */
     vt_scaler *scaler; /* for clips served from the frame cache */
     size_t scratch_cap;
+    uint8_t *ra_buf; size_t ra_cap; /* RandAugment's uint8 crop (vt_clip_transform_aug) */
     cached *cache;    /* (cfg.cache) */
     uint64_t tick;
     /* The last decode, reused when the next sample is the same clip at another crop
@@ -374,8 +375,8 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
         w->memo_ss = p.short_side;
         w->memo_stride = p.stride;
     }
-    vt_clip_transform(b->x + (int64_t)n * l->clip_floats, w->scratch, cc->t, fh, fw, p.x0, p.y0,
-                      cc->crop, p.flip, cc->mean, cc->std);
+    vt_clip_transform_aug(b->x + (int64_t)n * l->clip_floats, &w->ra_buf, &w->ra_cap, w->scratch,
+                          fh, fw, &p, cc); /* p.ra_key: training only */
     vt_clip_color(b->x + (int64_t)n * l->clip_floats, cc->t, cc->crop, p.contrast,
                   p.brightness, cc->std);
     vt_clip_erase(b->x + (int64_t)n * l->clip_floats, cc->t, cc->crop, &p); /* training */
@@ -661,6 +662,7 @@ void vt_loader_free(vt_loader **pl) {
             vt_video_close(&w->cache[k].v);
         free(w->cache);
         free(w->scratch);
+        free(w->ra_buf);
         vt_scaler_free(&w->scaler);
     }
     if (!l->frames_borrowed)

@@ -1,14 +1,16 @@
 /*
  * sample.c: clip positions, crops, flips, colour jitter and the uint8 -> normalised float
- * transform.
+ * transform (with RandAugment's ops, pipeline/data/randaug.h, on training clips).
  *
  * Each function is a pure function of its arguments (randomness comes in as a key
  * built from seed, epoch and sample index), so that tests can pin exact values and a
- * sample is the same whichever thread handles it. It must never decode or allocate.
+ * sample is the same whichever thread handles it. It must never decode, nor allocate
+ * per clip (vt_clip_transform_aug's buffer is the caller's and grows once).
  */
 #include "pipeline/data/sample.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/common.h"
@@ -60,7 +62,7 @@ uint64_t vt_sample_key(uint64_t seed, int64_t epoch, int64_t index) {
 }
 
 /* Sub-draw j of a key: independent words for start, scale, x, y, flip, contrast,
- * brightness, stride. */
+ * brightness, stride (0..7), erasing (8), RandAugment's key (9). */
 static uint64_t draw(uint64_t key, uint64_t j) { return vt_hash64(key + j * 0xD1B54A32D192ED03ull); }
 
 /* Uniform double in [0, 1) from the top 53 bits of a word. */
@@ -122,6 +124,7 @@ void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t 
     out->contrast = (float)exp(log(lo) * (1.0 - uc)); /* log-uniform in [lo, 1] */
     out->brightness = (float)((2.0 * ub - 1.0) * c->brightness);
     erase_box(out, c, key);
+    out->ra_key = draw(key, 9) | 1; /* non-zero: "RandAugment applies" when it is on */
 }
 
 void vt_sample_repeat_params(vt_clip_params *p, const vt_clip_cfg *c, uint64_t key, int r,
@@ -137,6 +140,7 @@ void vt_sample_repeat_params(vt_clip_params *p, const vt_clip_cfg *c, uint64_t k
     p->brightness = q.brightness;
     p->ex0 = q.ex0, p->ey0 = q.ey0, p->ew = q.ew, p->eh = q.eh;
     p->erase_seed = q.erase_seed;
+    p->ra_key = q.ra_key;
 }
 
 /* ---- segments ---- */
@@ -231,6 +235,38 @@ void vt_clip_transform(float *out, const uint8_t *in, int t, int h, int w, int x
             }
         }
     }
+}
+
+void vt_clip_transform_aug(float *out, uint8_t **buf, size_t *cap, const uint8_t *in, int h,
+                           int w, const vt_clip_params *p, const vt_clip_cfg *cc) {
+    if (!p->ra_key || cc->randaug.n <= 0) {
+        vt_clip_transform(out, in, cc->t, h, w, p->x0, p->y0, cc->crop, p->flip, cc->mean,
+                          cc->std);
+        return;
+    }
+    VT_CHECK(p->x0 >= 0 && p->y0 >= 0 && p->x0 + cc->crop <= w && p->y0 + cc->crop <= h,
+             "crop %d at (%d,%d) outside a %dx%d frame", cc->crop, p->x0, p->y0, w, h);
+    const int crop = cc->crop, t = cc->t;
+    const size_t frame = (size_t)crop * crop * 3, need = frame * (size_t)t * 2;
+    if (need > *cap) { /* once per worker: the clip size does not change */
+        free(*buf);
+        *buf = vt_malloc(need);
+        *cap = need;
+    }
+    uint8_t *clip = *buf, *tmp = *buf + frame * (size_t)t;
+    /* crop and flip first, as timm's image pipeline does before RandAugment: the ops see
+     * the network's field of view, and a rotation's corners are filled inside it */
+    for (int f = 0; f < t; f++)
+        for (int y = 0; y < crop; y++) {
+            const uint8_t *row = in + (((int64_t)f * h + p->y0 + y) * w + p->x0) * 3;
+            uint8_t *o = clip + ((size_t)f * crop + y) * crop * 3;
+            for (int x = 0; x < crop; x++)
+                memcpy(o + 3 * x, row + 3 * (p->flip ? crop - 1 - x : x), 3);
+        }
+    vt_randaug_draw d;
+    vt_randaug_draw_ops(&d, &cc->randaug, p->ra_key);
+    vt_randaug_clip(clip, t, crop, crop, &d, tmp);
+    vt_clip_transform(out, clip, t, crop, crop, 0, 0, crop, 0, cc->mean, cc->std);
 }
 
 void vt_clip_color(float *x, int t, int crop, float contrast, float brightness,

@@ -14,6 +14,7 @@
 
 #include <stdint.h>
 
+#include "pipeline/data/randaug.h"
 #include "pipeline/data/video/video.h"
 
 typedef struct vt_clip_cfg {
@@ -37,6 +38,8 @@ typedef struct vt_clip_cfg {
                               box in every frame, filled with N(0, 1) noise in the
                               normalised values, the same noise in every frame (a still
                               occluder); 0: off (the default) */
+    vt_randaug_cfg randaug; /* train: RandAugment (pipeline/data/randaug.h) on the crop, one
+                              draw per clip on every frame; n 0: off (the default) */
     int ncrops;            /* eval: 1 (centre) or 3 (start/centre/end of the long side) */
     float mean[3], std[3]; /* per RGB channel on [0,1] pixels (Kinetics defaults) */
     vt_pad_policy pad;     /* clips longer than the video (default VT_PAD_LOOP) */
@@ -69,6 +72,7 @@ typedef struct vt_clip_params {
     float contrast, brightness;
     int ex0, ey0, ew, eh;  /* random erasing's box in the crop (ew 0: none) */
     uint32_t erase_seed;   /* its noise */
+    uint64_t ra_key;       /* RandAugment's draw (vt_randaug_draw_ops); 0: none (evaluation) */
 } vt_clip_params;
 
 /* The frames a sample's clips are drawn from: [first, first + count) of its file — a
@@ -99,7 +103,8 @@ uint64_t vt_sample_key(uint64_t seed, int64_t epoch, int64_t index);
  * when the video is shorter than the span: the pad policy fills it), short side uniform
  * in [jitter_min, jitter_max], crop position uniform, flip with probability 1/2 when
  * cfg->flip, contrast log-uniform in [contrast_min, 1], brightness uniform in
- * [-brightness, brightness], random erasing's box (cfg->erase_prob). Needs the decoded size, so it is two steps: the scale first,
+ * [-brightness, brightness], random erasing's box (cfg->erase_prob), RandAugment's key
+ * (non-zero; taken whether or not cfg->randaug is on, as every draw is). Needs the decoded size, so it is two steps: the scale first,
  * then the crop for the (w, h) that scale gives. */
 int vt_sample_train_scale(const vt_clip_cfg *c, uint64_t key);
 void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t key,
@@ -107,8 +112,8 @@ void vt_sample_train_params(vt_clip_params *out, const vt_clip_cfg *c, uint64_t 
 
 /* Repeated augmentation (--repeat-aug K): repeat r > 0 of a sample whose base draw is
  * `key` keeps p's frames and scale (start, stride, short side: one decode serves all K)
- * and draws its crop, flip, contrast and brightness anew from (key, r). Repeat 0 is the
- * base draw itself. */
+ * and draws its crop, flip, contrast, brightness, erasing box and RandAugment key anew
+ * from (key, r). Repeat 0 is the base draw itself. */
 void vt_sample_repeat_params(vt_clip_params *p, const vt_clip_cfg *c, uint64_t key, int r,
                              int w, int h);
 
@@ -138,6 +143,14 @@ void vt_sample_eval_crop(int *x0, int *y0, int w, int h, int crop, int c, int nc
  * x' = flip ? crop-1-x : x.  in: (t, h, w, 3) uint8 RGB. */
 void vt_clip_transform(float *out, const uint8_t *in, int t, int h, int w, int x0, int y0,
                        int crop, int flip, const float mean[3], const float std[3]);
+
+/* vt_clip_transform of p's crop, with RandAugment when p->ra_key is set and
+ * cc->randaug.n > 0: the crop (flipped when p->flip) copied into *buf as uint8 (t, crop,
+ * crop, 3), p->ra_key's draw applied to every frame (vt_randaug_clip), then normalised.
+ * *buf (*cap bytes) grows to 2 * t * crop * crop * 3 on first use and is the caller's to
+ * free; without RandAugment it is not touched. in: (t, h, w, 3). */
+void vt_clip_transform_aug(float *out, uint8_t **buf, size_t *cap, const uint8_t *in, int h,
+                           int w, const vt_clip_params *p, const vt_clip_cfg *cc);
 
 /* Contrast and brightness of one transformed clip x (3, t, crop, crop), per channel ch:
  * x = m + (x - m) * contrast + brightness / std[ch], m the clip's mean of channel ch — in

@@ -7,7 +7,8 @@ walks of attn_walk: heads batched per clip, or clips batched per head; several q
 block sizes), and the two row kernels of kernels_attn.cu (softmax with the log-sum-exp,
 ds), then compares out, lse and dqkv with PyTorch's softmax(q k^T / sqrt(D)) v and its
 autograd in float64. Outputs start as NaN, so an element no GEMM writes shows.
-Run by hand after changing cuda_attn.c's GEMMs (keep the two in step):
+Run by hand after changing cuda_attn.c's GEMMs (keep the two in step; the BF16 path's
+are cuda_attn_emu_bf16.py's, which imports gemm and walk from here):
   /usr/bin/python3 tests/oracle/cuda_attn_emu.py    exit 0: every case within 1e-12
 """
 import sys
@@ -63,21 +64,25 @@ def bwd(dout, qkv, out, lse, n, L, H, D, bq):
             gemm('N','N', D, b, L, 1, qkv, k, ld3, w['b_qkv'], s, dpo, L, sb, 0, dqkv, dq + i0*ld3, ld3, w['b_qkv'], B)
             gemm('N','T', D, L, b, 1, qkv, q + i0*ld3, ld3, w['b_qkv'], s, dpo, L, sb, acc, dqkv, dk, ld3, w['b_qkv'], B)
     return dqkv
-bad = False
-for (n, L, H, D, bq) in [(2, 12, 2, 24, 12), (2, 13, 3, 8, 5), (5, 11, 2, 8, 11), (5, 11, 2, 8, 4), (4, 9, 3, 4, 2), (1, 7, 2, 4, 1)]:
-    rng = np.random.default_rng(1)
-    qkv = rng.uniform(-2, 2, n*L*3*H*D); dout = rng.uniform(-1, 1, n*L*H*D)
-    out, lse = fwd(qkv, n, L, H, D, bq)
-    dqkv = bwd(dout, qkv, out, lse, n, L, H, D, bq)
-    t = torch.tensor(qkv).reshape(n, L, 3, H, D).requires_grad_()
-    q, k, v = t[:, :, 0].transpose(1, 2), t[:, :, 1].transpose(1, 2), t[:, :, 2].transpose(1, 2)
-    sc = q @ k.transpose(-1, -2) / np.sqrt(D)
-    o = (sc.softmax(-1) @ v).transpose(1, 2).reshape(-1)
-    o.backward(torch.tensor(dout))
-    err = max(np.abs(out - o.detach().numpy()).max(), np.abs(dqkv - t.grad.numpy().reshape(-1)).max(),
-              np.abs(lse - torch.logsumexp(sc, -1).detach().numpy().reshape(-1)).max())
-    bad |= not err <= 1e-12
-    print(n, L, H, D, bq, 'batch', walk(n, L, H, D)['B'], 'out', np.abs(out - o.detach().numpy()).max(),
-          'lse', np.abs(lse - torch.logsumexp(sc, -1).detach().numpy().reshape(-1)).max(),
-          'dqkv', np.abs(dqkv - t.grad.numpy().reshape(-1)).max())
-sys.exit(1 if bad else 0)
+def main():
+    bad = False
+    for (n, L, H, D, bq) in [(2, 12, 2, 24, 12), (2, 13, 3, 8, 5), (5, 11, 2, 8, 11), (5, 11, 2, 8, 4), (4, 9, 3, 4, 2), (1, 7, 2, 4, 1)]:
+        rng = np.random.default_rng(1)
+        qkv = rng.uniform(-2, 2, n*L*3*H*D); dout = rng.uniform(-1, 1, n*L*H*D)
+        out, lse = fwd(qkv, n, L, H, D, bq)
+        dqkv = bwd(dout, qkv, out, lse, n, L, H, D, bq)
+        t = torch.tensor(qkv).reshape(n, L, 3, H, D).requires_grad_()
+        q, k, v = t[:, :, 0].transpose(1, 2), t[:, :, 1].transpose(1, 2), t[:, :, 2].transpose(1, 2)
+        sc = q @ k.transpose(-1, -2) / np.sqrt(D)
+        o = (sc.softmax(-1) @ v).transpose(1, 2).reshape(-1)
+        o.backward(torch.tensor(dout))
+        err = max(np.abs(out - o.detach().numpy()).max(), np.abs(dqkv - t.grad.numpy().reshape(-1)).max(),
+                  np.abs(lse - torch.logsumexp(sc, -1).detach().numpy().reshape(-1)).max())
+        bad |= not err <= 1e-12
+        print(n, L, H, D, bq, 'batch', walk(n, L, H, D)['B'], 'out', np.abs(out - o.detach().numpy()).max(),
+              'lse', np.abs(lse - torch.logsumexp(sc, -1).detach().numpy().reshape(-1)).max(),
+              'dqkv', np.abs(dqkv - t.grad.numpy().reshape(-1)).max())
+    sys.exit(1 if bad else 0)
+
+if __name__ == '__main__':
+    main()

@@ -18,9 +18,17 @@ the residual, LayerNorm eps 1e-6) and a block table:
       parameter, "grad.<name>" in float64 and "torch32_nmse.<name>" float32's distance
       (pool_k's LayerNorm bias, 0 in exact arithmetic: "torch32_ss.<name>", float32's sum
       of squares). DIR/mvit_test.pth: torch.save of the state dict (--init's input).
-      DIR/mvit_v2_s.safetensors: mvit_v2_s's 16 blocks built for 2 clips of 8x64x64
-      (torchvision's initialisation, LayerNorm affine and biases made random): the state
-      dict, "x", eval logits in float64 and float32's NMSE from them.
+      DIR/mvit_test_6x48x40.safetensors: the same for mvit_test (built for 8x32x32) run
+      at 2 clips of 6x48x40 (run_at: the relative tables interpolated at run time, as
+      _add_rel_pos does; up along H and W, down along T, H != W).
+      DIR/mvit_v1_test_6x48x40.safetensors: mvit_v1_test's 8x32x32 weights in a model
+      built for 6x48x40, its position tables resampled (v1_resampled): those tables
+      ("pos_encoding.spatial_pos", "temporal_pos"), "x", the eval logits (float64) and
+      float32's NMSE.
+      DIR/mvit_v2_s.safetensors: mvit_v2_s's 16 blocks as torchvision builds them (for
+      16x224) at 2 clips of 8x64x48 (run_at; torchvision's initialisation, LayerNorm
+      affine and biases made random): the state dict, "x", eval logits in float64 and
+      float32's NMSE from them.
   torch_mvit.py list MODEL T H   mvit_v2_s's or mvit_v1_b's state-dict names and shapes,
       and its parameters.
 This script must never depend on vidtrain: it is what vidtrain is checked against.
@@ -49,7 +57,8 @@ def build_test(classes, t, hw, v2=True):
                          kernel_q=[3, 3, 3] if sq else [], kernel_kv=[3, 3, 3],
                          stride_q=[1, sq, sq] if sq else [], stride_kv=[1, skv, skv])
            for h, i, o, sq, skv in (TEST_BLOCKS if v2 else TEST_V1_BLOCKS)]
-    return MViT(spatial_size=(hw, hw), temporal_size=t, block_setting=cfg, residual_pool=v2,
+    return MViT(spatial_size=hw if isinstance(hw, tuple) else (hw, hw), temporal_size=t,
+                block_setting=cfg, residual_pool=v2,
                 residual_with_cls_embed=False, rel_pos_embed=v2, proj_after_attn=v2,
                 dropout=0.0, num_classes=classes)
 
@@ -85,9 +94,21 @@ def eval_truth(m, x, t):
     return m64
 
 
-def test_golden(out, name, v2, g, save_st):
-    classes, clip = 5, (8, 32, 32)
-    m = build_test(classes, clip[0], clip[1], v2)
+def run_at(m, clip):
+    """m (built for another clip) runs clips of clip = (T, H, W): MViT.forward takes the
+    token grid from pos_encoding's sizes, and _add_rel_pos interpolates the relative tables
+    to what the pooled grids need (what torchvision does with its 16x224 weights at another
+    clip size; the tables keep their shapes)."""
+    m.pos_encoding.temporal_size = (clip[0] + 2 - 3) // 2 + 1  # conv_proj's output grid
+    m.pos_encoding.spatial_size = ((clip[1] + 6 - 7) // 4 + 1, (clip[2] + 6 - 7) // 4 + 1)
+    return m
+
+
+def test_golden(out, name, v2, g, save_st, clip=(8, 32, 32), fname=None):
+    classes = 5
+    m = build_test(classes, 8, 32, v2)  # built for 8x32x32 (zoo_mvit.c's mvit_test)
+    if clip != (8, 32, 32):
+        run_at(m, clip)
     with torch.no_grad():  # non-trivial: every affine, bias and table away from its init
         for k, p in m.named_parameters():
             if "norm" in k and k.endswith("weight"):
@@ -123,11 +144,42 @@ def test_golden(out, name, v2, g, save_st):
             continue
         t["torch32_nmse." + k] = np.array([d], np.float32)
         worst = max(worst, d)
-    save_st(os.path.join(out, name + ".safetensors"), t, {"model": name})
+    save_st(os.path.join(out, (fname or name) + ".safetensors"), t, {"model": name})
+    if fname:
+        return print(f"{fname}: {name} built for 8x32x32 at {clip}: float32 PyTorch's NMSE "
+                     f"from float64: eval {t['torch32_nmse.eval_logits.0'][0]:.2g}, gradients "
+                     f"worst {worst:.2g}")
     torch.save(m.state_dict(), os.path.join(out, name + ".pth"))  # what --init reads
     print(f"{name}: {sum(p.numel() for p in m.parameters())} params, clip {clip}, float32 "
           f"PyTorch's NMSE from float64: eval {t['torch32_nmse.eval_logits.0'][0]:.2g}, "
           f"gradients worst {worst:.2g}")
+
+
+def v1_resampled(out, g, save_st):
+    """mvit_v1_test's 8x32x32 state dict (mvit_v1_test.pth) in a model built for 6x48x40:
+    its absolute position tables resampled as vidtrain documents (F.interpolate: linear
+    over the frames, bilinear over the square spatial grid), the rest as saved."""
+    sd = torch.load(os.path.join(out, "mvit_v1_test.pth"))
+    clip = (6, 48, 40)
+    grid = (clip[0] // 2, clip[1] // 4, clip[2] // 4)
+    m = build_test(5, clip[0], clip[1:], False)
+    sp = sd["pos_encoding.spatial_pos"].double()  # (8 * 8, C)
+    side = int(round(sp.shape[0] ** 0.5))
+    sp = sp.reshape(1, side, side, -1).permute(0, 3, 1, 2)
+    sp = F.interpolate(sp, size=grid[1:], mode="bilinear", align_corners=False)
+    sd["pos_encoding.spatial_pos"] = sp.permute(0, 2, 3, 1).reshape(grid[1] * grid[2], -1)
+    tp = sd["pos_encoding.temporal_pos"].double().t().unsqueeze(0)
+    sd["pos_encoding.temporal_pos"] = F.interpolate(tp, size=grid[0], mode="linear",
+                                                    align_corners=False)[0].t()
+    t = {k: sd[k].float().numpy() for k in ("pos_encoding.spatial_pos",
+                                            "pos_encoding.temporal_pos")}
+    m.load_state_dict({k: v.float() for k, v in sd.items()})  # float32, as vidtrain holds
+    x = torch.randn((2, 3) + clip, generator=g)
+    t["x"] = x.numpy()
+    eval_truth(m, x, t)
+    save_st(os.path.join(out, "mvit_v1_test_6x48x40.safetensors"), t, {"model": "mvit_v1_test"})
+    print(f"mvit_v1_test_6x48x40: 8x32x32 weights, positions resampled: float32 PyTorch's "
+          f"NMSE from float64: eval {t['torch32_nmse.eval_logits.0'][0]:.2g}")
 
 
 def golden(out):
@@ -138,20 +190,23 @@ def golden(out):
     g = torch.Generator().manual_seed(22)
     for name, v2 in (("mvit_test", True), ("mvit_v1_test", False)):
         test_golden(out, name, v2, g, save_st)
-    # mvit_v2_s itself at 8x64x64: eval logits
-    m = v2_s(8, 64, 7)
+    # at another clip (fewer frames, larger, not square): the tables interpolated
+    test_golden(out, "mvit_test", True, g, save_st, (6, 48, 40), "mvit_test_6x48x40")
+    v1_resampled(out, g, save_st)
+    # mvit_v2_s itself (built for 16x224, its tables interpolated) at 8x64x48: eval logits
+    m = run_at(tvm.mvit_v2_s(num_classes=7), (8, 64, 48))
     with torch.no_grad():
         for k, p in m.named_parameters():
             if "norm" in k and k.endswith("weight"):
                 p.uniform_(0.7, 1.3, generator=g)
             elif k.endswith("bias"):
                 p.uniform_(-0.2, 0.2, generator=g)
-    x = torch.randn((2, 3, 8, 64, 64), generator=g)
+    x = torch.randn((2, 3, 8, 64, 48), generator=g)
     t = {k: v.detach().clone().numpy() for k, v in m.state_dict().items()}
     t["x"] = x.numpy()
     eval_truth(m, x, t)
     save_st(os.path.join(out, "mvit_v2_s.safetensors"), t, {"model": "mvit_v2_s"})
-    print(f"mvit_v2_s: 8x64x64 eval, float32 PyTorch's NMSE from float64 "
+    print(f"mvit_v2_s: 8x64x48 eval, float32 PyTorch's NMSE from float64 "
           f"{t['torch32_nmse.eval_logits.0'][0]:.2g}")
 
 

@@ -50,9 +50,11 @@ typedef struct tower {
     float *cw_dev[VT_MAX_HEADS];        /* (classes) class weights (tower_weights.c) */
     float *la_dev[VT_MAX_HEADS];        /* (classes) logit adjustments (tower_weights.c) */
     /* host scratch */
-    float *logits;           /* (max_batch, classes) of one head */
+    float *logits;           /* (max_batch, classes summed over the heads): head h's
+                                after the heads before it; pinned on a device backend */
     float *loss_clip;        /* (max_batch) */
     int scratch_clips;
+    int scratch_pinned;      /* logits and buf_chk from the backend's host_alloc */
     /* this step's job: clips [off, off + count) of the batch's rows, which sit at
      * [goff, goff + count) of the whole step's clips (dropout draws by those) */
     int off, goff, count, chunk, npass;
@@ -65,6 +67,12 @@ typedef struct tower {
                                 no update, buffers as before it (every tower the same) */
     float *buf_saved;        /* (buf_saved_n) host: the buffers before this step's forward */
     int64_t buf_saved_n;
+    float *buf_dev;          /* ... on a device backend instead (no host wait), made when
+                                first used; NULL: it did not fit, buf_saved is used */
+    int buf_dev_tried;
+    float *buf_chk;          /* (buf_saved_n) pinned: the buffers after the step's last
+                                forward, queued then, read after the pass's wait */
+    int buf_chk_ok;          /* buf_chk holds this step's buffers */
     float flag_host;         /* the non-finite flag's reduction buffer (host memory) */
     float *flag_dev;         /* ... on a device backend (one float), made when first used */
     char err[512];

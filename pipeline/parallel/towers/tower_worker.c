@@ -56,16 +56,29 @@ static void set_bn_sync(tower *tw, int on) {
         vt_net_set_bn_sync_exact(tw->net, on ? allreduce_i64_hook : NULL, on ? tw : NULL);
 }
 
+/* Host memory for what the device copies back without a wait (issue 45 step 3): pinned
+ * on a device backend (a copy into pageable memory waits anyway), else malloc. */
+static void *host_buf(tower *tw, size_t bytes) {
+    return tw->scratch_pinned ? tw->be->i->host_alloc(tw->be, bytes) : vt_malloc(bytes);
+}
+static void host_buf_free(tower *tw, void *p) {
+    if (p && tw->scratch_pinned)
+        tw->be->i->host_free(tw->be, p);
+    else
+        free(p);
+}
+
 static void grow_scratch(tower *tw, int clips) {
     const vt_net_cfg *nc = &tw->T->cfg.net;
     if (clips <= tw->scratch_clips)
         return;
-    int kmax = 1;
+    int ksum = 0; /* every head's logits of a pass side by side: one wait for them all */
     for (int h = 0; h < nc->nheads; h++)
-        kmax = VT_MAX(kmax, nc->head[h].classes);
-    free(tw->logits);
+        ksum += nc->head[h].classes;
+    host_buf_free(tw, tw->logits);
     free(tw->loss_clip);
-    tw->logits = vt_malloc((size_t)clips * (size_t)kmax * sizeof(float));
+    tw->scratch_pinned = !tw->host_mem && tw->be->i->host_alloc;
+    tw->logits = host_buf(tw, (size_t)clips * (size_t)VT_MAX(ksum, 1) * sizeof(float));
     tw->loss_clip = vt_malloc((size_t)clips * sizeof(float));
     tw->scratch_clips = clips;
 }
@@ -87,6 +100,9 @@ static void rebuild(tower *tw, int mb) {
     if (ns)
         be->i->to_host(be, hs, vt_optim_state(tw->opt), (size_t)ns * sizeof(float));
     vt_tw_free_stage(tw);
+    vt_backend_free_ptr(be, tw->buf_dev); /* made again after the net, if it fits */
+    tw->buf_dev = NULL;
+    tw->buf_dev_tried = 0;
     vt_optim_free(&tw->opt);
     vt_net_free(&tw->net);
     char err[512];
@@ -184,14 +200,42 @@ static void do_init(tower *tw) {
 /* The buffers (BN running statistics, num_batches_tracked) before this step's forward
  * moves them: a skipped step puts them back, so it leaves no trace but its count. */
 static void save_buffers(tower *tw) {
+    vt_backend *be = tw->be;
     int64_t nb = vt_net_num_buffers(tw->net);
+    tw->buf_chk_ok = 0;
     if (nb > tw->buf_saved_n) {
         free(tw->buf_saved);
+        host_buf_free(tw, tw->buf_chk);
         tw->buf_saved = vt_malloc((size_t)nb * sizeof(float));
+        tw->buf_chk = tw->scratch_pinned ? host_buf(tw, (size_t)nb * sizeof(float)) : NULL;
         tw->buf_saved_n = nb;
+        vt_backend_free_ptr(be, tw->buf_dev);
+        tw->buf_dev = NULL;
+        tw->buf_dev_tried = 0;
     }
-    if (nb)
-        tw->be->i->to_host(tw->be, tw->buf_saved, vt_net_buffers(tw->net), (size_t)nb * sizeof(float));
+    if (!nb)
+        return;
+    /* a device backend keeps them on the device: a copy on the stream, no host wait (a
+     * few KiB past the memory plan; where they do not fit, the host copy as before) */
+    if (!tw->host_mem && !tw->buf_dev_tried) {
+        tw->buf_dev_tried = 1;
+        tw->buf_dev = vt_backend_alloc(be, (size_t)nb * sizeof(float));
+    }
+    if (tw->buf_dev)
+        be->i->copy(be, tw->buf_dev, vt_net_buffers(tw->net), (size_t)nb * sizeof(float));
+    else
+        be->i->to_host(be, tw->buf_saved, vt_net_buffers(tw->net), (size_t)nb * sizeof(float));
+}
+
+/* The buffers after the step's last forward, queued into buf_chk for buffers_nonfinite
+ * (read after the pass's wait; the backward and the reduction leave them as they are). */
+static void queue_buffers(tower *tw) {
+    int64_t nb = vt_net_num_buffers(tw->net);
+    if (nb && tw->buf_chk) {
+        vt_backend_to_host_async(tw->be, tw->buf_chk, vt_net_buffers(tw->net),
+                                 (size_t)nb * sizeof(float));
+        tw->buf_chk_ok = 1;
+    }
 }
 
 /* 1 when this step moved a buffer (a BN running statistic) to NaN or inf: batch-norm
@@ -201,10 +245,12 @@ static int buffers_nonfinite(tower *tw) {
     int64_t nb = vt_net_num_buffers(tw->net), bad = 0;
     if (nb == 0)
         return 0;
-    float *h = vt_malloc((size_t)nb * sizeof(float));
-    tw->be->i->to_host(tw->be, h, vt_net_buffers(tw->net), (size_t)nb * sizeof(float));
+    float *h = tw->buf_chk_ok ? NULL : vt_malloc((size_t)nb * sizeof(float));
+    if (h)
+        tw->be->i->to_host(tw->be, h, vt_net_buffers(tw->net), (size_t)nb * sizeof(float));
+    const float *v = h ? h : tw->buf_chk;
     for (int64_t i = 0; i < nb; i++)
-        bad |= !isfinite(h[i]);
+        bad |= !isfinite(v[i]);
     free(h);
     return bad != 0;
 }
@@ -288,8 +334,15 @@ static void do_train(tower *tw) {
         if (T->cfg.sync_bn && T->ng > 1) /* the count from the plan: no sync per BN */
             vt_net_set_bn_pass_clips(tw->net, pass_clips_all(T, p));
         vt_net_forward(tw->net, x, k, 1);
-        float hl[VT_MAX_HEADS] = {0};
-        vt_net_loss(tw->net, tw->loss_clip, hl, &tg, scale);
+        /* The losses, the logits and (last pass) the buffers are copied back as they are
+         * made, the backward queued behind them, and the host waits once, at the pass's
+         * end (issue 45 step 3; docs/cuda.md "Host waits"). */
+        vt_net_loss_issue(tw->net, &tg, scale);
+        for (int h = 0, at = 0; h < nh && k > 0; at += k * nc->head[h].classes, h++)
+            vt_backend_to_host_async(be, tw->logits + at, vt_net_logits(tw->net, h),
+                                     (size_t)k * (size_t)nc->head[h].classes * sizeof(float));
+        if (p == npass - 1)
+            queue_buffers(tw);
         if (early && p + 1 < npass)
             ticket = vt_tw_stage_issue(tw, b, PASS_FIRST(p + 1), PASS_K(p + 1));
         /* the last pass makes the gradients final, layer by layer: the helper reduces
@@ -300,15 +353,15 @@ static void do_train(tower *tw) {
         vt_net_set_grad_ready(tw->net, NULL, NULL);
         if (!early && p + 1 < npass)
             ticket = vt_tw_stage_issue(tw, b, PASS_FIRST(p + 1), PASS_K(p + 1));
+        vt_backend_sync(be); /* the pass's one wait */
+        float hl[VT_MAX_HEADS] = {0};
+        vt_net_loss_collect(tw->net, tw->loss_clip, hl);
         for (int j = 0; j < k; j++)
             tw->loss += tw->loss_clip[j];
-        for (int h = 0; h < nh && k > 0; h++) {
+        for (int h = 0, at = 0; h < nh && k > 0; at += k * nc->head[h].classes, h++) {
             tw->head_loss[h] += hl[h];
-            be->i->to_host(be, tw->logits, vt_net_logits(tw->net, h),
-                           (size_t)k * (size_t)nc->head[h].classes * sizeof(float));
-            tw->correct[h] += count_correct(&nc->head[h], tw->logits, b, h, first, k);
+            tw->correct[h] += count_correct(&nc->head[h], tw->logits + at, b, h, first, k);
         }
-        vt_backend_sync(be);
         /* TEST/BENCHMARK KNOB: run K x slower by idling (K-1) x this pass's time. */
         if (tw->dev.slowdown > 1.0 && k > 0)
             sleep_s((tw->dev.slowdown - 1.0) * (vt_now() - tp));
@@ -346,7 +399,9 @@ static void do_train(tower *tw) {
     tw->skipped = loss_bad || !isfinite(norm) || (T->cfg.net.exact && norm >= VT_XSUM_GRAD_MAX);
     int64_t nb = vt_net_num_buffers(tw->net);
     if (tw->skipped) {
-        if (nb)
+        if (nb && tw->buf_dev)
+            be->i->copy(be, vt_net_buffers(tw->net), tw->buf_dev, (size_t)nb * sizeof(float));
+        else if (nb)
             be->i->to_device(be, vt_net_buffers(tw->net), tw->buf_saved, (size_t)nb * sizeof(float));
         vt_backend_sync(be);
         tw->wait = vt_now() - t1;
@@ -474,17 +529,22 @@ static void do_quit(tower *tw) {
     if (tw->be) {
         vt_tw_free_stage(tw);
         vt_backend_free_ptr(tw->be, tw->flag_dev);
-        tw->flag_dev = NULL;
+        vt_backend_free_ptr(tw->be, tw->buf_dev);
+        tw->flag_dev = tw->buf_dev = NULL;
+        host_buf_free(tw, tw->logits); /* pinned ones through their backend, before it goes */
+        host_buf_free(tw, tw->buf_chk);
+    } else {
+        free(tw->logits);
     }
+    tw->logits = tw->buf_chk = NULL;
     free(tw->buf_saved);
     tw->buf_saved = NULL;
     tw->buf_saved_n = 0;
     vt_optim_free(&tw->opt);
     vt_net_free(&tw->net);
     vt_backend_free(&tw->be);
-    free(tw->logits);
     free(tw->loss_clip);
-    tw->logits = tw->loss_clip = NULL;
+    tw->loss_clip = NULL;
 }
 
 void *vt_tw_tower_main(void *arg) {

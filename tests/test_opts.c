@@ -21,6 +21,7 @@
 
 #include "app/opts.h"
 #include "app/train/train_opts.h"
+#include "app/train/train_ranges.h"
 #include "base/common.h"
 #include "pipeline/data/sample.h"
 #include "tests/apputil.h"
@@ -212,6 +213,27 @@ static void old_configs(void) {
                back.warmup_epochs == d.warmup_epochs,
            "today's defaults read back: nesterov %d, wd %g, smoothing %g, warm-up %g",
            back.nesterov, (double)back.wd, (double)back.smoothing, (double)back.warmup_epochs);
+    TCHECK(!back.json_bad[0], "today's config.json read back names a mistyped key: %s", back.json_bad);
+    /* A key there with the wrong type kept the default in its place, silently (a clip of
+     * "16" frames trained or evaluated at the default's): now named, and refused. null is
+     * what cJSON writes for a non-finite number: taken as absent, as before. */
+    static const char *const typed[][2] = {{"{\"clip_t\":\"16\"}", "clip_t"},
+                                           {"{\"input_norm\":3}", "input_norm"},
+                                           {"{\"lr\":\"0.1\",\"model\":7}", "model"}, /* the first read */
+                                           {"{\"lr\":null,\"flip\":true}", ""}};
+    for (size_t i = 0; i < sizeof typed / sizeof typed[0]; i++) {
+        vt_train_opts_default(&o);
+        j = cJSON_Parse(typed[i][0]);
+        vt_train_opts_from_json(&o, j);
+        cJSON_Delete(j);
+        char err[512] = "";
+        int r = vt_train_opts_check(&o, "run/config.json", err, sizeof err);
+        TCHECK(!strcmp(o.json_bad, typed[i][1]) && (typed[i][1][0] ? r != 0 && strstr(err, typed[i][1]) &&
+                                                                        strstr(err, "run/config.json")
+                                                                  : !strstr(err, "wrong type")),
+               "%s: mistyped key '%s' (want '%s'), check %d: %s", typed[i][0], o.json_bad,
+               typed[i][1], r, err);
+    }
 }
 
 int main(void) {

@@ -95,6 +95,13 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *
         return -1;
     }
     vt_train_opts_from_json(&m->opts, cfg);
+    if (m->opts.json_bad[0]) { /* the default would stand in for the run's value */
+        vt_set_err(err, errlen, "%s: \"%s\" has the wrong type for that key: a damaged or "
+                   "hand-edited configuration, which cannot say how the run trained; fix the "
+                   "value", src, m->opts.json_bad);
+        cJSON_Delete(cfg);
+        return -1;
+    }
     vt_clip_cfg probe; /* statistics this build cannot name were read as Kinetics' */
     if (vt_clip_set_norm(&probe, m->opts.input_norm) != 0) {
         vt_set_err(err, errlen, "%s: input_norm '%s' is not statistics this vidtrain knows "

@@ -260,26 +260,37 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     return j;
 }
 
-static void get_str(const cJSON *j, const char *k, char *dst, size_t n) {
+/* A key of the wrong type is noted (the first one) and leaves the field as it was. */
+static void mistyped(const cJSON *v, const char *k, char *bad) {
+    if (v && !cJSON_IsNull(v) && !bad[0])
+        snprintf(bad, 64, "%s", k);
+}
+static void get_str(const cJSON *j, const char *k, char *dst, size_t n, char *bad) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
     if (cJSON_IsString(v))
         snprintf(dst, n, "%s", v->valuestring);
+    else
+        mistyped(v, k, bad);
 }
-static void get_int(const cJSON *j, const char *k, int *dst) {
+static void get_int(const cJSON *j, const char *k, int *dst, char *bad) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
     if (cJSON_IsNumber(v))
         *dst = v->valueint; /* cJSON's, saturated to int: (int) of 1e300 is UB */
     else if (cJSON_IsBool(v))
         *dst = cJSON_IsTrue(v);
+    else
+        mistyped(v, k, bad);
 }
-static void get_float(const cJSON *j, const char *k, float *dst) {
+static void get_float(const cJSON *j, const char *k, float *dst, char *bad) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
     if (cJSON_IsNumber(v))
         *dst = (float)v->valuedouble;
+    else
+        mistyped(v, k, bad);
 }
-#define G_STR(f) get_str(j, #f, o->f, sizeof o->f)
-#define G_INT(f) get_int(j, #f, &o->f)
-#define G_FLT(f) get_float(j, #f, &o->f)
+#define G_STR(f) get_str(j, #f, o->f, sizeof o->f, o->json_bad)
+#define G_INT(f) get_int(j, #f, &o->f, o->json_bad)
+#define G_FLT(f) get_float(j, #f, &o->f, o->json_bad)
 /* An option that configurations written before it existed lack: those runs trained
  * without it, so their value is `before`, not today's default. */
 #define G_INT_SINCE(f, before) \
@@ -288,6 +299,7 @@ static void get_float(const cJSON *j, const char *k, float *dst) {
     do { if (!cJSON_GetObjectItemCaseSensitive(j, #f)) o->f = (before); else G_FLT(f); } while (0)
 
 void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
+    o->json_bad[0] = 0;
     G_STR(data);
     G_STR(out);
     G_STR(model);
@@ -347,7 +359,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     VT_TRAIN_DEVICE_STRINGS(G_DEV)
 #undef G_DEV
     G_INT(threads);
-    get_str(j, "split", o->tower_split, sizeof o->tower_split); /* the old key */
+    get_str(j, "split", o->tower_split, sizeof o->tower_split, o->json_bad); /* the old key */
     G_STR(tower_split);
     G_INT(sync_bn);
     G_STR(precision);

@@ -143,6 +143,9 @@ typedef struct vt_train_opts {
     int tb_clips;          /* --tb-clips N: the first N clips of each epoch's first batch
                               as TensorBoard images (app/eval/tensorboard.h); this
                               invocation only */
+    char json_bad[64];     /* from_json: the first key that was there with the wrong type
+                              ("" none); the loaders refuse such a configuration rather
+                              than run on the default in its place */
 } vt_train_opts;
 
 /* The recipe o resolves to (config.json "recipe"): "transformer-finetune" for a
@@ -195,7 +198,9 @@ static inline int vt_train_opts_finetune(const vt_train_opts *o) {
 #define VT_TRAIN_PATIENCE 3
 #define VT_TRAIN_CAP 4
 void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu);
-/* To/from JSON (the run's config.json). from_json leaves fields absent in j unchanged. */
+/* To/from JSON (the run's config.json). from_json leaves fields absent in j unchanged,
+ * and names in o->json_bad the first key there with the wrong type (a string for a number,
+ * a number for a name; null is taken as absent): whoever reads a run refuses it. */
 cJSON *vt_train_opts_to_json(const vt_train_opts *o);
 void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j);
 /* The device options that are strings (app/device_opts.h), in one list, X(field) each:

@@ -115,6 +115,12 @@ static int bad(const char *src, const char *key, const char *what, const char *o
 
 int vt_train_opts_check(const vt_train_opts *o, const char *src, char *err, size_t errlen) {
     char what[256];
+    if (o->json_bad[0]) { /* vt_train_opts_from_json kept the default in its place */
+        vt_set_err(err, errlen, "%s: \"%s\" has the wrong type for that key (config.json as "
+                   "vidtrain writes it has a string for a name and a number for a number): a "
+                   "damaged or hand-edited configuration; fix the value or rerun", src, o->json_bad);
+        return -1;
+    }
     for (size_t i = 0; i < VT_ARRAY_LEN(g_ranges); i++) {
         const range *e = &g_ranges[i];
         const void *f = (const char *)o + e->off;

@@ -122,4 +122,11 @@ void vt_cuda_scale_rows(vt_backend *be, float *out, const float *in, const float
     .token_mean_backward = vt_cuda_token_mean_backward, .add_bcast = vt_cuda_add_bcast,        \
     .add_bcast_backward = vt_cuda_add_bcast_backward, .scale_rows = vt_cuda_scale_rows
 
+/* One strided-batched float GEMM on cx's stream (column-major, cuBLAS's arguments):
+ * the attention's (cuda_attn.c) and MViT's (cuda_mvit.c). */
+void vt_cu_gemm_b(cu_ctx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                  float alpha, const float *a, int64_t lda, int64_t sa, const float *b,
+                  int64_t ldb, int64_t sb, float beta, float *c, int64_t ldc, int64_t sc,
+                  int batch);
+
 #endif

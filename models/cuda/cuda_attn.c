@@ -87,11 +87,11 @@ void vt_cuda_gelu_backward(vt_backend *be, float *din, const float *dout, const 
 
 /* ---------------------------------------------------------------- attention ---- */
 
-/* One strided-batched float GEMM (column-major, cuBLAS's arguments). */
-static void gemm_b(cu_ctx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                   float alpha, const float *a, int64_t lda, int64_t sa, const float *b,
-                   int64_t ldb, int64_t sb, float beta, float *c, int64_t ldc, int64_t sc,
-                   int batch) {
+/* backend_cuda_impl.h; cuda_mvit.c's attention uses it too */
+void vt_cu_gemm_b(cu_ctx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                  float alpha, const float *a, int64_t lda, int64_t sa, const float *b,
+                  int64_t ldb, int64_t sb, float beta, float *c, int64_t ldc, int64_t sc,
+                  int batch) {
     CUBLAS_CHECK(cublasSgemmStridedBatched(cx->cublas, ta, tb, m, n, k, &alpha, a, (int)lda,
                                            (long long)sa, b, (int)ldb, (long long)sb, &beta, c,
                                            (int)ldc, (long long)sc, batch));
@@ -138,7 +138,7 @@ static float *attn_scratch(vt_backend *be, cu_ctx *cx, int L, int B) {
  * member 0's first q and k element). */
 static void logits(cu_ctx *cx, float *s, const float *q, const float *k, int i0, int bq, int L,
                    int64_t ld3, int D, const attn_walk *w, float scale) {
-    gemm_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, L, bq, D, scale, k, ld3, w->b_qkv, q + i0 * ld3, ld3,
+    vt_cu_gemm_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, L, bq, D, scale, k, ld3, w->b_qkv, q + i0 * ld3, ld3,
            w->b_qkv, 0.0f, s, L, (int64_t)bq * L, w->B);
 }
 
@@ -277,7 +277,7 @@ void vt_cuda_attention_forward(vt_backend *be, float *out, float *lse, const flo
             logits(cx, s, q, q + hd, i0, b, L, ld3, D, &w, scale);
             vt_cuk_attn_softmax(cx->stream, s, ls + i0, (int64_t)w.B * b, L, b, w.b_lse);
             /* O_b^T (D, b) = V^T (D, L) P^T (L, b) */
-            gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, L, 1.0f, v, ld3, w.b_qkv, s, L,
+            vt_cu_gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, L, 1.0f, v, ld3, w.b_qkv, s, L,
                    (int64_t)b * L, 0.0f, o + i0 * hd, hd, w.b_o, w.B);
         }
     }
@@ -307,18 +307,18 @@ void vt_cuda_attention_backward(vt_backend *be, float *dqkv, const float *dout, 
             const float acc = i0 ? 1.0f : 0.0f; /* dK, dV: the first block writes */
             logits(cx, s, q, k, i0, b, L, ld3, D, &w, scale);
             /* dP^T (L, b) = V (L, D) dO_b^T (D, b) */
-            gemm_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, L, b, D, 1.0f, v, ld3, w.b_qkv, dO + i0 * hd, hd,
+            vt_cu_gemm_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, L, b, D, 1.0f, v, ld3, w.b_qkv, dO + i0 * hd, hd,
                    w.b_o, 0.0f, dp, L, sb, w.B);
             vt_cuk_attn_ds(cx->stream, s, dp, ls + i0, dO + i0 * hd, O + i0 * hd,
                            (int64_t)w.B * b, L, b, D, hd, w.b_o, w.b_lse, scale);
             /* dV^T (D, L) += dO_b^T (D, b) P (b, L) */
-            gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, dO + i0 * hd, hd, w.b_o, s, L, sb,
+            vt_cu_gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, dO + i0 * hd, hd, w.b_o, s, L, sb,
                    acc, dv, ld3, w.b_qkv, w.B);
             /* dQ_b^T (D, b) = K^T (D, L) dS^T (L, b) (the scale is in dS) */
-            gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, L, 1.0f, k, ld3, w.b_qkv, dp, L, sb, 0.0f,
+            vt_cu_gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, L, 1.0f, k, ld3, w.b_qkv, dp, L, sb, 0.0f,
                    dq + i0 * ld3, ld3, w.b_qkv, w.B);
             /* dK^T (D, L) += Q_b^T (D, b) dS (b, L) */
-            gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, q + i0 * ld3, ld3, w.b_qkv, dp, L,
+            vt_cu_gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, q + i0 * ld3, ld3, w.b_qkv, dp, L,
                    sb, acc, dk, ld3, w.b_qkv, w.B);
         }
     }

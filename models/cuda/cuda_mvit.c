@@ -85,15 +85,6 @@ void vt_cuda_mvit_pool_backward(vt_backend *be, float *dqkv, float *dw, const fl
 
 /* ---------------------------------------------------------------- attention ---- */
 
-/* One strided-batched float GEMM (column-major, cuBLAS's arguments; cuda_attn.c's). */
-static void gemm_b(cu_ctx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                   float alpha, const float *a, int64_t lda, int64_t sa, const float *b,
-                   int64_t ldb, int64_t sb, float beta, float *c, int64_t ldc, int64_t sc,
-                   int batch) {
-    CUBLAS_CHECK(cublasSgemmStridedBatched(cx->cublas, ta, tb, m, n, k, &alpha, a, (int)lda,
-                                           (long long)sa, b, (int)ldb, (long long)sb, &beta, c,
-                                           (int)ldc, (long long)sc, batch));
-}
 
 /* How the (clip, head) pairs are walked: one GEMM batches B members a fixed stride apart —
  * the heads of a clip or one head of every clip, whichever are more — and the host loops
@@ -143,7 +134,7 @@ static vt_cuk_mvgeo geometry(const int qthw[3], const int kthw[3], int D, const 
 static void logits(cu_ctx *cx, float *s, const float *q, const float *k, int i0, int b,
                    const vt_cuk_mvgeo *g, const mv_walk *w, float scale) {
     const int D = g->D;
-    gemm_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, g->Lk, b, D, scale, k, D, w->b_k, q + (int64_t)i0 * D,
+    vt_cu_gemm_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, g->Lk, b, D, scale, k, D, w->b_k, q + (int64_t)i0 * D,
            D, w->b_l * D, 0.0f, s, g->Lk, (int64_t)b * g->Lk, w->B);
 }
 
@@ -170,7 +161,7 @@ void vt_cuda_mvit_attention_forward(vt_backend *be, float *out, float *lse, cons
             logits(cx, s, qu, ku, i0, b, &g, &w, scale);
             vt_cuk_mvit_softmax(cx->stream, s, ls, qu, rh, rw, rt, &g, w.B, b, i0, w.b_l);
             /* O_b^T (D, b) = V^T (D, Lk) P^T (Lk, b), O's rows C apart */
-            gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, g.Lk, 1.0f, vu, D, w.b_k, s, g.Lk,
+            vt_cu_gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, g.Lk, 1.0f, vu, D, w.b_k, s, g.Lk,
                    (int64_t)b * g.Lk, 0.0f, o + i0 * C, C, w.b_o, w.B);
         }
     }
@@ -220,17 +211,17 @@ void vt_cuda_mvit_attention_backward(vt_backend *be, float *dq, float *dk, float
             const float acc = i0 ? 1.0f : 0.0f; /* dK, dV: the first block writes */
             logits(cx, s, qu, ku, i0, b, &g, &w, scale);
             /* dP^T (Lk, b) = V (Lk, D) dO_b^T (D, b) */
-            gemm_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, g.Lk, b, D, 1.0f, vu, D, w.b_k, dO + i0 * C, C,
+            vt_cu_gemm_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, g.Lk, b, D, 1.0f, vu, D, w.b_k, dO + i0 * C, C,
                    w.b_o, 0.0f, dp, g.Lk, sb, w.B);
             vt_cuk_mvit_ds(cx->stream, s, dp, ar, ls, qu, rh, rw, rt, &g, w.B, b, i0, w.b_l);
             /* dV^T (D, Lk) += dO_b^T (D, b) P (b, Lk) */
-            gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, g.Lk, b, 1.0f, dO + i0 * C, C, w.b_o, s,
+            vt_cu_gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, g.Lk, b, 1.0f, dO + i0 * C, C, w.b_o, s,
                    g.Lk, sb, acc, dvu, D, w.b_k, w.B);
             /* dQ_b^T (D, b) = scale K^T (D, Lk) dS^T (Lk, b) */
-            gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, g.Lk, scale, ku, D, w.b_k, dp, g.Lk, sb,
+            vt_cu_gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, g.Lk, scale, ku, D, w.b_k, dp, g.Lk, sb,
                    0.0f, dqu + (int64_t)i0 * D, D, lq, w.B);
             /* dK^T (D, Lk) += scale Q_b^T (D, b) dS (b, Lk) */
-            gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, g.Lk, b, scale, qu + (int64_t)i0 * D, D, lq,
+            vt_cu_gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, g.Lk, b, scale, qu + (int64_t)i0 * D, D, lq,
                    dp, g.Lk, sb, acc, dku, D, w.b_k, w.B);
         }
     }

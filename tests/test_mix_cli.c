@@ -11,6 +11,8 @@
  *     (the draws come from the step in the checkpoint, no RNG stream);
  *   - with --repeat-aug 2 --random-erase 0.5 too, stopped mid-epoch (step 5 of 4 an epoch)
  *     and resumed: bit for bit the whole run;
+ *   - the run's recipe line calls a CNN's recipe the CNN defaults plus the mixing, never
+ *     VideoMAE's (a transformer's recipe: that wording once told CNN users otherwise);
  *   - config.json holds mixup, cutmix, mix_switch, repeat_aug and random_erase; --balance
  *     loss is refused with why.
  */
@@ -54,6 +56,18 @@ int main(void) {
     int rc = vt_test_sh("'%s' train '%s/data' --out '%s/one' %s %s --devices cpu:1 > "
                         "'%s/one.log' 2>&1", bin, dir, dir, common, mix, dir);
     TCHECK(rc == 0, "1 tower exit %d", rc);
+    {
+        char lp[4300];
+        snprintf(lp, sizeof lp, "%s/one.log", dir);
+        char *l = vt_test_slurp(lp, NULL);
+        char *r = l ? strstr(l, "recipe: ") : NULL;
+        if (r && strchr(r, '\n'))
+            *strchr(r, '\n') = 0; /* that line only */
+        TCHECK(r && !strncmp(r, "recipe: the CNN defaults (sgd", 29) && !strstr(r, "VideoMAE") &&
+                   strstr(r, "mixup 0.8, CutMix 1"),
+               "a CNN's recipe line: %.200s", r ? r : "(none)");
+        free(l);
+    }
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/two' %s %s --devices cpu:2 --tower-split "
                     "manual:3,1 > '%s/two.log' 2>&1", bin, dir, dir, common, mix, dir);
     TCHECK(rc == 0, "2 towers exit %d", rc);

@@ -50,15 +50,26 @@ void vt_train_print_recipe(const vt_train *t) {
     if (o->mixup > 0 || o->cutmix > 0)
         snprintf(mix, sizeof mix, "mixup %g, CutMix %g (switch %g)", (double)o->mixup,
                  (double)o->cutmix, (double)o->mix_switch);
-    fprintf(t->out, "recipe: %s (VideoMAE's for transformers): %s lr %g, wd %g%s, warm-up %g epochs then %s, layer decay "
-            "%g, drop path %g, label smoothing %g, %s, repeat-aug %d, random erasing %g, RandAugment %s%s\n",
-            vt_train_opts_recipe(o), o->optim, (double)o->lr, (double)o->wd,
-            !strcmp(o->wd_exempt, "on") ? " (not on norms, biases, position embeddings)" : "",
-            (double)o->warmup_epochs,
-            o->patience > 0 ? "a constant rate while validation improves, then cosine" : o->sched, (double)o->layer_decay, (double)o->drop_path,
+    char lr_part[512];
+    snprintf(lr_part, sizeof lr_part, "%s lr %g, wd %g%s, warm-up %g epochs then %s", o->optim,
+             (double)o->lr, (double)o->wd,
+             !strcmp(o->wd_exempt, "on") ? " (not on norms, biases, position embeddings)" : "",
+             (double)o->warmup_epochs,
+             o->patience > 0 ? "a constant rate while validation improves, then cosine" : o->sched);
+    if (!vit) {
+        /* A CNN's recipe is the CNN defaults plus what the user added: never VideoMAE's
+         * (layer decay and drop path are refused for CNNs, so they are not named). */
+        fprintf(t->out, "recipe: the CNN defaults (%s) with label smoothing %g, %s, repeat-aug "
+                "%d, random erasing %g, RandAugment %s\n", lr_part, (double)o->smoothing, mix, o->repeat_aug, (double)o->random_erase,
+                o->randaug);
+        return;
+    }
+    fprintf(t->out, "recipe: %s (VideoMAE's): %s, layer decay %g, drop path %g, label smoothing "
+            "%g, %s, repeat-aug %d, random erasing %g, RandAugment %s%s\n",
+            vt_train_opts_recipe(o), lr_part, (double)o->layer_decay, (double)o->drop_path,
             (double)o->smoothing, mix, o->repeat_aug, (double)o->random_erase, o->randaug,
-            vit && !(o->mixup > 0) && !(o->cutmix > 0) && o->repeat_aug <= 1
+            !(o->mixup > 0) && !(o->cutmix > 0) && o->repeat_aug <= 1
                 ? " (VideoMAE adds --mixup 0.8 --cutmix 1 --repeat-aug 2 --random-erase 0.25 "
-                  "--randaug rand-m7-n4-mstd0.5-inc1: not measured here, so off; "
-                  "docs/finetune.md)" : "");
+                  "--randaug rand-m7-n4-mstd0.5-inc1: each cost points on the held-out "
+                  "family, so off; docs/finetune.md)" : "");
 }

@@ -46,8 +46,28 @@ except ImportError as e:  # the C tests turn 77 into a ctest skip
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_zoo import build  # noqa: E402  (vidtrain's zoo twins)
 
-MEAN = torch.tensor([0.43216, 0.394666, 0.37645]).view(3, 1, 1, 1)
-STD = torch.tensor([0.22803, 0.22145, 0.216989]).view(3, 1, 1, 1)
+# The input statistics a user's script would use for each model: those its published
+# weights were trained with, as vidtrain's --input-norm auto (vt_zoo_input_norm, models/zoo.c)
+NORMS = {'kinetics': ([0.43216, 0.394666, 0.37645], [0.22803, 0.22145, 0.216989]),
+         'pytorchvideo': ([0.45] * 3, [0.225] * 3),
+         'imagenet': ([0.485, 0.456, 0.406], [0.229, 0.224, 0.225])}
+PV_MODELS = ('x3d_xs', 'x3d_s', 'x3d_m', 'x3d_l', 'slow_r50', 'slowfast_r50', 'i3d_r50',
+             'r2plus1d_r50', 'csn_r101', 'mvit_v2_s', 'mvit_v1_b')
+
+
+def input_norm(model):
+    if model.startswith('videomae_') or model.startswith('vit_'):
+        return 'imagenet'
+    return 'pytorchvideo' if model in PV_MODELS else 'kinetics'
+
+
+def set_norm(model):
+    global MEAN, STD
+    m, s = NORMS[input_norm(model)]
+    MEAN, STD = torch.tensor(m).view(3, 1, 1, 1), torch.tensor(s).view(3, 1, 1, 1)
+
+
+set_norm('tiny')
 VIDEO_EXT = ('.mp4', '.avi', '.mkv', '.webm', '.mov', '.gif', '.m4v', '.mpg', '.mpeg')
 
 
@@ -165,6 +185,7 @@ def main_train(argv):
     a = ap.parse_args(argv)
     t0 = time.time()
     a.t, a.crop = map(int, a.clip.split('x')[:2])
+    set_norm(a.model)
     a.short, a.short_max = (a.crop * 8 + 6) // 7, (a.crop * 10 + 6) // 7
     torch.manual_seed(a.seed)
     classes, train = scan(os.path.join(a.dir, 'train'))

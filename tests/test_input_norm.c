@@ -7,7 +7,9 @@
  *   - train --init from a vidtrain run trained with --input-norm imagenet: the child keeps
  *     imagenet (the checkpoint's normalisation metadata), where auto would have picked
  *     tiny's family's Kinetics; an --input-norm given that differs is warned about; with no
- *     --clip the default clip that differs from the parent's is named in a note;
+ *     --clip the default clip that differs from the parent's is named in a note, and so is
+ *     the clip of a zoo file given to --init by its name (SLOW_8x8_R50.pyth: 8x224 at
+ *     stride 8, what --pretrained slow_r50 sets);
  *   - --pretrained with an --input-norm other than its weights' is warned about (parsed
  *     before any download: the dataset is missing), the weights' own is not;
  *   - a run whose configuration names statistics this build does not know (a newer
@@ -118,6 +120,14 @@ static void init_keeps_norm(const char *bin, const char *dir) {
     TCHECK(log_has(dir, "noclip.log", "learnt on 4x32 clips at stride 2") &&
                log_has(dir, "noclip.log", "give --clip 4x32 --stride 2"),
            "the default clip that differs from the parent's is not named");
+    /* a zoo file downloaded by hand, known by its name (its content does not matter: the
+     * note comes before the load, which then refuses this one) */
+    rc = vt_test_sh("printf 'not weights' > '%s/SLOW_8x8_R50.pyth' && '%s' train '%s/data' --out "
+                    "'%s/zoo' --model slow_r50 --epochs 1 -q --devices cpu:1 --init "
+                    "'%s/SLOW_8x8_R50.pyth' > '%s/zoo.log' 2>&1", dir, bin, dir, dir, dir, dir);
+    TCHECK(rc != 0 && log_has(dir, "zoo.log", "is --pretrained slow_r50's file") &&
+               log_has(dir, "zoo.log", "give --clip 8x224 --stride 8"),
+           "--init with pytorchvideo's slow_r50 file: the weights' own clip is not named");
 }
 
 /* Each line "MODEL m0 m1 m2 s0 s1 s2" of torchvision's weights' transforms checked

@@ -72,6 +72,15 @@ const vt_pretrained *vt_pretrained_find(const char *name) {
     return NULL;
 }
 
+const vt_pretrained *vt_pretrained_find_file(const char *path) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    for (size_t i = 0; i < VT_ARRAY_LEN(table); i++)
+        if (!strcmp(base, table[i].file))
+            return &table[i];
+    return NULL;
+}
+
 const char *vt_pretrained_names(void) {
     /* from the table, so a row added is a name listed */
     static char names[512];

@@ -36,6 +36,9 @@ typedef struct vt_pretrained {
 
 /* NULL if unknown. */
 const vt_pretrained *vt_pretrained_find(const char *name);
+/* The entry whose file name is path's last component ("dir/X3D_M.pyth": x3d_m's), the
+ * zoo's file downloaded by hand and given to --init; NULL if none. */
+const vt_pretrained *vt_pretrained_find_file(const char *path);
 /* "r3d18, mc3_18, r2plus1d18, s3d, slow_r50, ..." for messages and --help. */
 const char *vt_pretrained_names(void);
 /* The URL of p: $VIDTRAIN_WEIGHTS_URL (a mirror or a folder, "file:///srv/weights/") +

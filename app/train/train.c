@@ -293,8 +293,20 @@ static void init_clip_note(const vt_train *t) {
         return;
     char err[1024];
     cJSON *j = vt_run_ckpt_config(o->init, err, sizeof err); /* every rank: rank 0's */
-    if (!j)
-        return; /* not a vidtrain checkpoint: load_init says what it is */
+    if (!j) {
+        /* not a vidtrain checkpoint (load_init says what it is); a zoo file by its name
+         * (X3D_M.pyth downloaded by hand) learnt on the input --pretrained would give */
+        const vt_pretrained *p = vt_pretrained_find_file(o->init);
+        int st = p && p->stride ? p->stride : o->stride;
+        if (vt_dist_lead() && p && !strcmp(p->model, o->model) &&
+            (p->clip_t != o->clip_t || p->crop != o->crop || st != o->stride))
+            fprintf(stderr, "vidtrain train: note: %s is --pretrained %s's file, whose weights "
+                    "learnt on %dx%d clips at stride %d; this run takes %dx%d at stride %d (the "
+                    "default): give --clip %dx%d --stride %d to match (--pretrained %s does)\n",
+                    o->init, p->name, p->clip_t, p->crop, st, o->clip_t, o->crop, o->stride,
+                    p->clip_t, p->crop, st, p->name);
+        return;
+    }
     const cJSON *ct = cJSON_GetObjectItemCaseSensitive(j, "clip_t");
     const cJSON *cr = cJSON_GetObjectItemCaseSensitive(j, "crop");
     const cJSON *sd = cJSON_GetObjectItemCaseSensitive(j, "stride");

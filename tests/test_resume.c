@@ -8,6 +8,9 @@
  * truth. Precise BN itself changes no step: without it, the weights and optimizer state
  * are the same bytes and only the running statistics differ.
  *
+ * A run stopped at an epoch's last step resumes into that epoch's end: its progress line
+ * shows the epoch's figures, not zeros.
+ *
  * The same promise for --time-budget T --budget-once: its timing steps (several epochs of
  * them, at learning rate 0, with 2 decode workers) leave no trace, so the run equals
  * `--epochs E` with the E it chose (config.json), byte for byte. (Without --budget-once
@@ -166,6 +169,22 @@ int main(void) {
         int fb = epoch_loss(rd, 2, lb, sizeof lb);
         TCHECK(fa == 1 && fb == 1, "%s: epoch 2 logged once (%d, %d)", what, fa, fb);
         TCHECK(!strcmp(la, lb), "%s: epoch 2 train loss %s vs %s", what, la, lb);
+    }
+
+    /* Stopped at an epoch's last step (3 of 3), resumed: the epoch's end runs with no step,
+     * and its progress line showed "loss 0.0000  acc 0.0%" as if the epoch had learnt
+     * nothing; it must show the epoch's figures (what its summary line says). */
+    TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/endcut' --clip 4x32 --batch 4 --epochs 2 "
+                      "--seed 7 --workers 1 --max-steps 3 > '%s/endcut.log' 2>&1 && '%s' train "
+                      "--resume '%s/endcut' > '%s/endcut2.log' 2>&1", bin, dir, dir, dir, bin, dir,
+                      dir) == 0, "stop at the epoch's end and resume");
+    {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/endcut2.log", dir);
+        char *log = vt_test_slurp(p, NULL);
+        TCHECK(log && strstr(log, "epoch 1/2 3/3") && !strstr(log, "loss 0.0000"),
+               "resumed at an epoch's end: a progress line of zeros:\n%s", log ? log : "");
+        free(log);
     }
 
     /* Precise BN only replaces running statistics: without it, the same steps. */

@@ -104,6 +104,10 @@ int vt_train_epoch(vt_train *t, int64_t epoch, vt_progress **pg, vt_train_epoch_
     snprintf(title, sizeof title, "epoch %lld/%d", (long long)epoch + 1, o->epochs);
     *pg = vt_progress_init(stderr, title, t->spe, st->cursor, t->quiet ? 0 : -1,
                            t->quiet ? 0 : o->log_every);
+    if (st->sums.clips) /* resumed within the epoch: its figures so far, not zeros, until a
+                         * step runs (a run stopped at the epoch's last step runs none) */
+        vt_progress_update(*pg, st->cursor, 0, st->sums.loss / (double)st->sums.clips,
+                           (double)st->sums.correct[0] / (double)st->sums.clips, 0);
     memset(es, 0, sizeof *es);
     es->t0 = vt_now();
     vt_loader_stats ls;

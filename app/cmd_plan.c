@@ -122,7 +122,8 @@ int vt_cmd_plan(int argc, char **argv) {
                     vt_fmt_bytes(a, sizeof a, sd[i].budget),
                     vt_fmt_bytes(b, sizeof b, fixed),
                     cuda ? " with the CUDA reserve" : "",
-                    vt_fmt_bytes(c, sizeof c, used->bytes_per_clip));
+                    vt_fmt_bytes(c, sizeof c, used->bytes_per_clip +
+                                                  (cuda ? used->cuda_clip_bytes : 0)));
             rc = 1;
         }
     }

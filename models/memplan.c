@@ -158,6 +158,22 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
                                   VT_CUDA_ATTN_BLOCK_BYTES;
         if (nd->kind == VT_NODE_MSA)
             mp->cuda_attn_bytes = VT_MAX(mp->cuda_attn_bytes, 2 * VT_CUDA_ATTN_BLOCK_BYTES);
+        /* cuda_mvit.c's "cuda scratch", grown per pass: the relative-position backward's
+         * row sums (a float per head, query and key coordinate: heads (1 + Lq) (Kt+Kh+Kw)
+         * a clip) ahead of its tables' double partials (at most 2^22 of them:
+         * kernels_mvit.cu's vt_cuk_mvit_rel_parts), and token max-pool's backward's
+         * argmax (an int per output value a clip). Not in the arenas: the plan missed
+         * ~2 MiB a clip of mvit_v2_s at 16x224 and 32 MiB besides. */
+        if (nd->kind == VT_NODE_MSA && (nd->mflags & VT_MSA_REL)) {
+            const int64_t lq = 1 + (int64_t)nd->qgrid[0] * nd->qgrid[1] * nd->qgrid[2];
+            const int64_t kk = (int64_t)nd->kgrid[0] + nd->kgrid[1] + nd->kgrid[2];
+            mp->cuda_clip_bytes = VT_MAX(mp->cuda_clip_bytes, nd->heads * lq * kk * 4);
+            mp->cuda_attn_bytes = VT_MAX(mp->cuda_attn_bytes, 2 * VT_CUDA_ATTN_BLOCK_BYTES +
+                                                              ((int64_t)8 << 22));
+        }
+        if (nd->kind == VT_NODE_TMAXPOOL)
+            mp->cuda_clip_bytes = VT_MAX(mp->cuda_clip_bytes,
+                                         (int64_t)nd->c * nd->t * nd->h * nd->w * 4);
         if (nd->kind == VT_NODE_CONV) {
             mp->max_tensor_elems = VT_MAX(mp->max_tensor_elems,
                                           (int64_t)nd->ic * nd->it * nd->ih * nd->iw);
@@ -222,13 +238,17 @@ void vt_memplan_print(const vt_memplan *mp, const vt_net_cfg *cfg, FILE *f) {
         fprintf(f, "%s %d in %s", i ? "," : "", vt_memplan_max_clips(mp, budgets[i]),
                 vt_fmt_bytes(a, sizeof a, budgets[i]));
     fprintf(f, " (vt_memplan_max_clips for other budgets)\n");
+    char c[48] = "";
+    if (mp->cuda_clip_bytes) /* MViT's backward scratch (cuda_mvit.c) */
+        snprintf(c, sizeof c, " and %s a clip",
+                 vt_fmt_bytes((char[32]){0}, 32, mp->cuda_clip_bytes));
     fprintf(f, "CUDA towers: %s reserved besides (cuBLAS workspace, cuDNN workspace of up to "
-               "%s, search scratch%s), at most %d clips per pass (cuDNN's 2^31-element tensor "
+               "%s, search scratch%s)%s, at most %d clips per pass (cuDNN's 2^31-element tensor "
                "limit; largest tensor %lld elements a clip)\n",
             vt_fmt_bytes(a, sizeof a, vt_memplan_cuda_reserve(mp)),
             vt_fmt_bytes(b, sizeof b, vt_memplan_cuda_ws_cap()),
-            mp->cuda_attn_bytes ? ", attention's logits blocks" : "", vt_memplan_cudnn_clip_cap(mp),
-            (long long)mp->max_tensor_elems);
+            mp->cuda_attn_bytes ? ", attention's logits blocks" : "", c,
+            vt_memplan_cudnn_clip_cap(mp), (long long)mp->max_tensor_elems);
 }
 
 void vt_memplan_free(vt_memplan *mp) {
@@ -283,7 +303,9 @@ int vt_memplan_max_clips_cuda(const vt_memplan *mp, int64_t budget) {
     int fits = 1000000000;
     if (budget > 0) {
         int64_t left = budget - vt_memplan_cuda_reserve(mp);
-        fits = left > 0 ? vt_memplan_max_clips(mp, left) : 0;
+        vt_memplan m = *mp; /* the backend's per-clip scratch on top of the arenas' */
+        m.bytes_per_clip += mp->cuda_clip_bytes;
+        fits = left > 0 ? vt_memplan_max_clips(&m, left) : 0;
     }
     return VT_MIN(fits, vt_memplan_cudnn_clip_cap(mp));
 }

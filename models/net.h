@@ -202,6 +202,10 @@ typedef struct vt_memplan {
                                    backend's scratch filter for a timed bwd-filter search) */
     int64_t cuda_attn_bytes;    /* the cuda backend's attention scratch (S and dP; BF16 P, dS,
                                    models/cuda/cuda_attn.h), held beside the arenas */
+    int64_t cuda_clip_bytes;    /* the cuda backend's scratch a clip of a pass adds beside the
+                                   arenas (MViT: the relative positions' row sums, heads x
+                                   Lq x (Kt+Kh+Kw) floats, and token max-pool's argmax ints;
+                                   models/cuda/cuda_mvit.c), the largest of one op's */
     int ckpt_segments;          /* checkpoint segments of the model (a transformer's blocks):
                                    0 = activation checkpointing (cfg.ckpt) changes nothing */
 } vt_memplan;

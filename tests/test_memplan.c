@@ -285,6 +285,38 @@ static void cuda_towers(void) {
     vt_memplan_free(&mp);
 }
 
+/* MViT on a cuda tower: the backend's per-pass scratch (cuda_mvit.c) grows with the
+ * clips, beside the arenas. mvit_v2_s at 16x224: token max-pool's backward keeps an int per
+ * output value, largest at blocks.1's skip pool (192 channels x (1 + 8x28x28) tokens =
+ * 4,817,664 bytes a clip); the relative positions' row sums of blocks.0 take 1 head x
+ * (1 + 8x56x56) queries x (8+7+7) key coordinates x 4 = 2,207,832, less. A tower's clips
+ * are what its budget holds at bytes_per_clip + that; a CNN has none. */
+static void cuda_mvit_scratch(void) {
+    vt_net_cfg cfg;
+    vt_memplan mp;
+    char err[256];
+    vt_net_cfg_default(&cfg, "mvit_v2_s", 400, 16, 224, 224);
+    TCHECK(vt_memplan_build(&mp, &cfg, 2, err, sizeof err) == 0, "%s", err);
+    TCHECK(mp.cuda_clip_bytes == 192LL * (1 + 8 * 28 * 28) * 4,
+           "mvit_v2_s cuda scratch %lld bytes a clip", (long long)mp.cuda_clip_bytes);
+    vt_device d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.backend, sizeof d.backend, "cuda");
+    d.budget = 80LL << 30;
+    const int64_t left = d.budget - vt_memplan_cuda_reserve(&mp) - mp.fixed_bytes;
+    const int want = (int)(left / (mp.bytes_per_clip + mp.cuda_clip_bytes));
+    printf("mvit_v2_s 16x224 on an 80 GiB cuda tower: %d clips a pass (%lld bytes a clip "
+           "+ %lld of cuda scratch)\n", vt_slice_fits(&mp, &d), (long long)mp.bytes_per_clip,
+           (long long)mp.cuda_clip_bytes);
+    TCHECK(vt_slice_fits(&mp, &d) == want, "mvit_v2_s cuda fits %d, expected %d",
+           vt_slice_fits(&mp, &d), want);
+    vt_memplan_free(&mp);
+    vt_net_cfg_default(&cfg, "r3d18", 400, 16, 112, 112);
+    TCHECK(vt_memplan_build(&mp, &cfg, 1, err, sizeof err) == 0, "%s", err);
+    TCHECK(mp.cuda_clip_bytes == 0, "r3d18 cuda scratch %lld", (long long)mp.cuda_clip_bytes);
+    vt_memplan_free(&mp);
+}
+
 int main(void) {
     check("cpu-ref", "tiny", 4, 32, 32, 3, VT_OPT_SGD, 3, VT_PREC_FP32);
     check("cpu-ref", "r3d18", 2, 16, 16, 2, VT_OPT_ADAMW, 1, VT_PREC_FP32);
@@ -316,6 +348,7 @@ int main(void) {
     ckpt_on = 0;
     workstation();
     cuda_towers();
+    cuda_mvit_scratch();
     /* A plan for a model that does not exist, or a clip too small, is an error, not a crash. */
     vt_net_cfg cfg;
     vt_memplan mp;

@@ -351,8 +351,7 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
     p.start += range.first;
     size_t need = (size_t)cc->t * (size_t)fw * (size_t)fh * 3;
     if (need > w->scratch_cap) {
-        /* Grows to the largest clip seen and stays: the footprint is bounded by the
-         * widest video, not by the number of batches. */
+        /* Grows to the largest clip seen and stays: bounded by the widest video */
         free(w->scratch);
         w->scratch = vt_malloc(need);
         pthread_mutex_lock(&l->lock);
@@ -375,8 +374,14 @@ static int fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
         w->memo_ss = p.short_side;
         w->memo_stride = p.stride;
     }
+    const size_t ra_was = w->ra_cap; /* RandAugment's crop: counted as scratch too */
     vt_clip_transform_aug(b->x + (int64_t)n * l->clip_floats, &w->ra_buf, &w->ra_cap, w->scratch,
                           fh, fw, &p, cc); /* p.ra_key: training only */
+    if (w->ra_cap != ra_was) {
+        pthread_mutex_lock(&l->lock);
+        l->stats.scratch_bytes += (int64_t)w->ra_cap - (int64_t)ra_was;
+        pthread_mutex_unlock(&l->lock);
+    }
     vt_clip_color(b->x + (int64_t)n * l->clip_floats, cc->t, cc->crop, p.contrast,
                   p.brightness, cc->std);
     vt_clip_erase(b->x + (int64_t)n * l->clip_floats, cc->t, cc->crop, &p); /* training */

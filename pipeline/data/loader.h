@@ -97,7 +97,8 @@ typedef struct vt_loader_stats {
     double wait_s;         /* time the consumer spent blocked in vt_loader_next */
     int64_t buffer_bytes;  /* batch buffers: (queue + workers) * batch_bytes, fixed */
     int64_t batch_bytes;   /* one batch buffer */
-    int64_t scratch_bytes; /* decode scratch over all workers (grows to the largest clip) */
+    int64_t scratch_bytes; /* decode scratch over all workers (grows to the largest clip),
+                              RandAugment's crops included */
     int64_t decodes;       /* clips whose frames were read (decoded or from the frame
                               cache): the rest reused the previous clip's (3 crops,
                               --repeat-aug) */

@@ -1,7 +1,7 @@
 /*
  * goldenutil.h: reading a PyTorch oracle's golden safetensors file into a test of a zoo
- * model (test_zoo_s3d, test_zoo_x3d, test_zoo_vit): one tensor, one NMSE check, and the
- * whole state dict into a net by name and shape; and the "VTT1" record files the op
+ * model (test_zoo_s3d, test_zoo_x3d, test_zoo_vit): one tensor, one NMSE check, the
+ * whole state dict into a net by name and shape, and one training step checked; and the "VTT1" record files the op
  * oracles write (tests/oracle/torch_ops.py, torch_attn.py), and raw float32 files. Header-only: each test is
  * one executable.
  */
@@ -39,6 +39,77 @@ static inline double vt_test_nmse_check(const char *what, const char *name, cons
     TCHECK(e <= tol && e == e, "%s: %s NMSE %.3g > %.1g (max abs diff %.3g)", what, name, e, tol,
            vt_max_abs_diff(mine, ref, n));
     return e;
+}
+
+/* Tolerances of a golden training step: logits and gradients (NMSE), BN buffers after it,
+ * and the factor over PyTorch float32's own distance from a float64 truth for a gradient
+ * the file gives one for ("torch32_nmse.NAME"). */
+typedef struct vt_test_step_tol {
+    double train, stats, vs_torch;
+} vt_test_step_tol;
+
+/* One training step of the 2 clips x (on the net's backend) with the golden file's labels
+ * ("label.0"), cross entropy's mean: its logits against "logits.0", then every gradient
+ * ("grad.NAME") and buffer after the step ("after.NAME") the file has, each checked
+ * (TCHECK). Returns the worst NMSE; the counts compared and the largest PyTorch float32
+ * distance seen in *ngrads, *nbufs, *torch32. */
+static inline double vt_test_golden_step(vt_net *net, const vt_ckpt_info *info, const float *x,
+                                         int classes, const char *what, vt_test_step_tol tol,
+                                         int *ngrads, int *nbufs, double *torch32) {
+    vt_backend *be = vt_net_backend(net);
+    float *lf = vt_test_gread(info, "label.0", NULL);
+    int32_t lab[2] = {(int32_t)lf[0], (int32_t)lf[1]};
+    free(lf);
+    int32_t *dlab = vt_backend_alloc_x(be, sizeof lab, "labels");
+    be->i->to_device(be, dlab, lab, sizeof lab);
+    vt_targets tg;
+    memset(&tg, 0, sizeof tg);
+    tg.label[0] = dlab;
+    vt_net_zero_grad(net);
+    vt_net_forward(net, x, 2, 1);
+    vt_net_loss(net, NULL, NULL, &tg, 0.5f); /* cross_entropy's mean over 2 clips */
+    vt_net_backward(net);
+    vt_backend_sync(be);
+    float *mine = vt_malloc((size_t)2 * classes * sizeof(float));
+    be->i->to_host(be, mine, vt_net_logits(net, 0), (size_t)2 * classes * sizeof(float));
+    float *ref = vt_test_gread(info, "logits.0", NULL);
+    double worst = vt_test_nmse_check(what, "logits.0", mine, ref, 2LL * classes, tol.train);
+    free(ref);
+    free(mine);
+    const int64_t np = vt_net_num_params(net), nb = vt_net_num_buffers(net);
+    float *hg = vt_malloc((size_t)np * sizeof(float)), *hb = vt_malloc((size_t)VT_MAX(nb, 1) * 4);
+    be->i->to_host(be, hg, vt_net_grads(net), (size_t)np * sizeof(float));
+    be->i->to_host(be, hb, vt_net_buffers(net), (size_t)nb * sizeof(float));
+    *ngrads = *nbufs = 0;
+    *torch32 = 0;
+    for (int i = 0; i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *ti = vt_net_tensor(net, i);
+        char name[192];
+        snprintf(name, sizeof name, "%s.%s", ti->is_buffer ? "after" : "grad", ti->name);
+        if (!vt_ckpt_find(info, name))
+            continue;
+        ref = vt_test_gread(info, name, NULL);
+        double t = ti->is_buffer ? tol.stats : tol.train;
+        char yard[192];
+        snprintf(yard, sizeof yard, "torch32_nmse.%s", ti->name);
+        if (!ti->is_buffer && vt_ckpt_find(info, yard)) { /* a float64 truth */
+            float *t32 = vt_test_gread(info, yard, NULL);
+            t = t > tol.vs_torch * t32[0] ? t : tol.vs_torch * t32[0];
+            *torch32 = *torch32 > t32[0] ? *torch32 : t32[0];
+            free(t32);
+        }
+        const double e = vt_test_nmse_check(what, name, (ti->is_buffer ? hb : hg) + ti->offset,
+                                            ref, ti->numel, t);
+        worst = worst > e ? worst : e;
+        free(ref);
+        *ngrads += !ti->is_buffer;
+        *nbufs += ti->is_buffer;
+    }
+    TCHECK(*ngrads > 0 && *nbufs > 0, "%s: no gradient or buffer compared", what);
+    free(hg);
+    free(hb);
+    vt_backend_free_ptr(be, dlab);
+    return worst;
 }
 
 /* The net's state dict from the golden file, by name and shape (PyTorch's layout). */

@@ -81,57 +81,10 @@ static void run(const char *model, int classes, int t, int hw, const vt_ckpt_inf
     free(ref);
     double t1 = vt_now();
     int ngrads = 0, nbufs = 0;
-    if (train) {
-        float *lf = vt_test_gread(info, "label.0", NULL);
-        int32_t lab[2] = {(int32_t)lf[0], (int32_t)lf[1]};
-        free(lf);
-        int32_t *dlab = vt_backend_alloc_x(be, sizeof lab, "labels");
-        be->i->to_device(be, dlab, lab, sizeof lab);
-        vt_targets tg;
-        memset(&tg, 0, sizeof tg);
-        tg.label[0] = dlab;
-        vt_net_zero_grad(net);
-        vt_net_forward(net, x, 2, 1);
-        vt_net_loss(net, NULL, NULL, &tg, 0.5f); /* cross_entropy's mean over 2 clips */
-        vt_net_backward(net);
-        vt_backend_sync(be);
-        be->i->to_host(be, mine, vt_net_logits(net, 0), (size_t)2 * classes * sizeof(float));
-        ref = vt_test_gread(info, "logits.0", NULL);
-        worst = fmax(worst, vt_test_nmse_check(what, "logits.0", mine, ref, 2LL * classes,
-                                               NMSE_TRAIN));
-        free(ref);
-        const int64_t np = vt_net_num_params(net), nb = vt_net_num_buffers(net);
-        float *hg = vt_malloc((size_t)np * sizeof(float)), *hb = vt_malloc((size_t)nb * 4);
-        be->i->to_host(be, hg, vt_net_grads(net), (size_t)np * sizeof(float));
-        be->i->to_host(be, hb, vt_net_buffers(net), (size_t)nb * sizeof(float));
-        for (int i = 0; i < vt_net_num_tensors(net); i++) {
-            const vt_tensor_info *ti = vt_net_tensor(net, i);
-            char name[192];
-            snprintf(name, sizeof name, "%s.%s", ti->is_buffer ? "after" : "grad", ti->name);
-            if (!vt_ckpt_find(info, name))
-                continue;
-            ref = vt_test_gread(info, name, NULL);
-            double tol = ti->is_buffer ? NMSE_STATS : NMSE_TRAIN;
-            char yard[192];
-            snprintf(yard, sizeof yard, "torch32_nmse.%s", ti->name);
-            if (!ti->is_buffer && vt_ckpt_find(info, yard)) { /* a float64 truth */
-                float *t32 = vt_test_gread(info, yard, NULL);
-                tol = fmax(tol, NMSE_VS_TORCH * t32[0]);
-                torch32 = fmax(torch32, t32[0]);
-                free(t32);
-            }
-            worst = fmax(worst, vt_test_nmse_check(what, name,
-                                                   (ti->is_buffer ? hb : hg) + ti->offset, ref,
-                                                   ti->numel, tol));
-            free(ref);
-            ngrads += !ti->is_buffer;
-            nbufs += ti->is_buffer;
-        }
-        TCHECK(ngrads > 0 && nbufs > 0, "%s: no gradient or buffer compared", what);
-        free(hg);
-        free(hb);
-        vt_backend_free_ptr(be, dlab);
-    }
+    if (train)
+        worst = vt_test_golden_step(net, info, x, classes, what,
+                                    (vt_test_step_tol){NMSE_TRAIN, NMSE_STATS, NMSE_VS_TORCH},
+                                    &ngrads, &nbufs, &torch32);
     printf("%-7s %-8s eval %d clip%s %.1fs: NMSE %.2g (PyTorch float32's own %.2g)", model,
            bename, n_eval, n_eval == 1 ? "" : "s", t1 - t0, eval, y32v);
     if (train)

@@ -296,4 +296,33 @@ static inline int vt_test_ckpt_same(const char *a, const char *b, const char *co
     return n;
 }
 
+/* The models' command tests (test_*_cmds): `vidtrain train DIR/data --out DIR/OUT` with the
+ * model's `args` (model, clip), 2 steps of batch 4, seed 3, 1 decode worker, quiet, then
+ * `extra`; the output in DIR/OUT.log. The exit status. */
+static inline int vt_test_train_small(const char *bin, const char *dir, const char *args,
+                                      const char *out, const char *extra) {
+    return vt_test_sh("'%s' train '%s/data' --out '%s/%s' %s --batch 4 --max-steps 2 --seed 3 "
+                      "--workers 1 -q %s > '%s/%s.log' 2>&1", bin, dir, dir, out, args, extra,
+                      dir, out);
+}
+
+/* docs/design.md §3.1 through the command for a model: DIR/one trained on 1 CPU tower and
+ * DIR/two on 2 split 3:1 (vt_test_train_small) end bit for bit, every tensor; at least
+ * `min` of them compared (checked). Returns the count. */
+static inline int vt_test_towers_equal(const char *bin, const char *dir, const char *args,
+                                       int min) {
+    TCHECK(vt_test_train_small(bin, dir, args, "one", "--devices cpu:1") == 0,
+           "train on one tower");
+    TCHECK(vt_test_train_small(bin, dir, args, "two", "--devices cpu:2 --tower-split "
+                               "manual:3,1") == 0, "train on two");
+    char a[4200], b[4200];
+    snprintf(a, sizeof a, "%s/one/last.safetensors", dir);
+    snprintf(b, sizeof b, "%s/two/last.safetensors", dir);
+    static const char *const all[] = {"", NULL};
+    int n = vt_test_ckpt_same(a, b, all, NULL);
+    printf("towers: 2 towers (3:1) = 1 device, %d tensors bit for bit\n", n);
+    TCHECK(n >= min, "only %d tensors compared", n);
+    return n;
+}
+
 #endif

@@ -22,10 +22,9 @@
 
 static const char *g_bin, *g_dir;
 
+#define ARGS "--model x3d_xs --clip 4x64"
 static int train(const char *out, const char *extra) {
-    return vt_test_sh("'%s' train '%s/data' --out '%s/%s' --model x3d_xs --clip 4x64 --batch 4 "
-                      "--max-steps 2 --seed 3 --workers 1 -q %s > '%s/%s.log' 2>&1",
-                      g_bin, g_dir, g_dir, out, extra, g_dir, out);
+    return vt_test_train_small(g_bin, g_dir, ARGS, out, extra);
 }
 
 int main(void) {
@@ -37,14 +36,8 @@ int main(void) {
              "synth");
     char a[4200], b[4200];
 
-    TCHECK(train("one", "--devices cpu:1") == 0, "train on one tower");
-    TCHECK(train("two", "--devices cpu:2 --tower-split manual:3,1") == 0, "train on two");
+    int n = vt_test_towers_equal(g_bin, g_dir, ARGS, 301);
     snprintf(a, sizeof a, "%s/one/last.safetensors", g_dir);
-    snprintf(b, sizeof b, "%s/two/last.safetensors", g_dir);
-    static const char *const all[] = {"", NULL};
-    int n = vt_test_ckpt_same(a, b, all, NULL);
-    printf("towers: 2 towers (3:1) = 1 device, %d tensors bit for bit\n", n);
-    TCHECK(n > 300, "only %d tensors compared", n);
 
     char extra[4400];
     snprintf(extra, sizeof extra, "--init '%s' --freeze 3", a);

@@ -8,7 +8,8 @@
  *     aside (RUN/.replaced.PID) is left.
  *     --force never removes a file the new run reads (--init RUN/best.safetensors).
  *   Two real trains into one folder at once: the second is refused at once, naming the
- *     first's pid; the first finishes.
+ *     first's pid; eval of that folder is refused too (it writes RUN/eval.json and
+ *     report.html into the run); the first finishes.
  *   An --out that cannot be written (root: a read-only tmpfs) is refused before any work.
  * Root-only parts are skipped with a message.
  */
@@ -103,6 +104,13 @@ static void two_trains(void) {
     TCHECK(rc == 1 && has("b.err", "in use by another vidtrain train") && has("b.err", pid),
            "a second train into a folder in use: exit %d, 1 naming pid %s expected", rc, pid);
     TCHECK(time(NULL) - t0 < 20, "the refusal took %lds", (long)(time(NULL) - t0));
+    /* eval writes RUN/eval.json and report.html: not into the running train's folder (it
+     * wrote them there, about a checkpoint the run then replaced) */
+    rc = vt_test_sh("cd '%s' && '%s' eval rt data > /dev/null 2> e.err", g_dir, g_bin);
+    TCHECK(rc == 1 && has("e.err", "in use by a vidtrain train") && has("e.err", pid) &&
+               vt_test_sh("cd '%s' && test ! -e rt/eval.json", g_dir) == 0,
+           "eval of a run a train is writing: exit %d, 1 naming pid %s and no rt/eval.json "
+           "expected (see e.err)", rc, pid);
     kill(a, SIGTERM); /* it checkpoints and exits 143 */
     int st = 0;
     waitpid(a, &st, 0);

@@ -18,6 +18,7 @@
 #include "app/eval/evaluate.h"
 #include "app/eval/report.h"
 #include "app/leaks.h"
+#include "app/run/run_claim.h"
 #include "app/run/run_files.h"
 #include "app/run/run_model.h"
 #include "base/common.h"
@@ -112,7 +113,8 @@ static void usage(FILE *f) {
         "Evaluates RUN's best checkpoint (else last) on the videos of DIR: K uniformly spaced\n"
         "clips per video x 1 or 3 crops, softmax averaged per video. Prints and writes\n"
         "RUN/eval.json (clip and video top-1/top-5, mean class accuracy, per-class accuracy,\n"
-        "confusion matrix) and RUN/confusion.csv, and refreshes RUN/report.html.\n\n"
+        "confusion matrix) and RUN/confusion.csv, and refreshes RUN/report.html; a RUN that\n"
+        "a train is still writing is refused (wait for it, or evaluate a copy).\n\n"
         "  --split NAME           the data split to evaluate: train, val, test, or all (every\n"
         "                         labelled video). Default: test when DIR has test videos,\n"
         "                         else val. DIR may hold any of train/, val/, test/ (e.g. only\n"
@@ -363,6 +365,19 @@ int vt_cmd_eval(int argc, char **argv) {
     int32_t *idx = NULL;
     vt_evalproto *ep[VT_MAX_HEADS] = {0};
     vt_run_model m;
+    /* eval writes RUN/eval.json, confusion.csv and report.html: not into a run a train is
+     * still writing (its report and checkpoints replace them, and the figures would be of
+     * a checkpoint the run has since replaced, saved beside it as if of it) */
+    char pid[32];
+    if (vt_dist_lead() && vt_run_claim_busy(run, pid, sizeof pid)) {
+        fprintf(stderr, "vidtrain eval: %s is in use by a vidtrain train%s%s%s, which writes "
+                        "its checkpoints and report there: eval writes RUN/eval.json and "
+                        "report.html, so wait for the train to end (or copy the run folder, "
+                        "cp -a RUN COPY, and evaluate the copy)\n", run,
+                pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+        memset(&m, 0, sizeof m);
+        goto end;
+    }
     if (vt_run_model_open(&m, run, ma->ckpt, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;

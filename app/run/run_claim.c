@@ -225,3 +225,21 @@ void vt_run_claim_release(vt_run_claim *c, int failed) {
     c->fd = -1;
     c->wrote = c->created = 0;
 }
+
+int vt_run_claim_busy(const char *run, char *pid, size_t n) {
+    char lock[2200];
+    snprintf(lock, sizeof lock, "%s/.lock", run);
+    if (n)
+        pid[0] = 0;
+    int fd = open(lock, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int busy = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+    if (busy && n > 1) {
+        ssize_t k = pread(fd, pid, n - 1, 0);
+        pid[k > 0 ? k : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+    }
+    close(fd); /* releases the shared lock when it was taken */
+    return busy;
+}

@@ -28,4 +28,10 @@ int vt_run_claim_take(vt_run_claim *c, const char *out, const char *data, const 
  * lock. Takes a claim that holds nothing. */
 void vt_run_claim_release(vt_run_claim *c, int failed);
 
+/* 1 when a train holds `run` now (RUN/.lock flocked by a live process), with its pid
+ * (from the lock file; "" when unknown) in pid; 0 otherwise (no lock file: no train has
+ * held it since the folder was made, or it ended). Holds nothing afterwards. For the
+ * commands that write into a run's folder (eval): a run folder belongs to one run. */
+int vt_run_claim_busy(const char *run, char *pid, size_t n);
+
 #endif

@@ -23,6 +23,9 @@ static const char *const run_files[] = {
     "tb", /* a folder: TensorBoard's event files (app/eval/tensorboard.h) */
 };
 
+/* What a --resume start rewrites before it loads the checkpoint (vt_run_claim.kept). */
+static const char *const kept_files[3] = {"config.json", "plan.txt", "leaks.json"};
+
 static int holds_run(const char *out, const char **which) {
     char p[2200];
     for (size_t i = 0; i < VT_ARRAY_LEN(run_files); i++) {
@@ -202,6 +205,11 @@ int vt_run_claim_take(vt_run_claim *c, const char *out, const char *data, const 
         fprintf(stderr, "vidtrain train: --force: the run in %s was removed\n", out);
     }
     c->wrote = !resume;
+    for (size_t i = 0; resume && i < VT_ARRAY_LEN(c->kept); i++) {
+        char p[2200];
+        snprintf(p, sizeof p, "%s/%s", out, kept_files[i]);
+        c->kept[i] = vt_file_read(p);
+    }
     return 0;
 }
 
@@ -213,6 +221,18 @@ void vt_run_claim_release(vt_run_claim *c, int failed) {
             snprintf(p, sizeof p, "%s/%s", c->out, made[i]);
             unlink(p);
         }
+    }
+    for (size_t i = 0; i < VT_ARRAY_LEN(c->kept); i++) {
+        char p[2200], err[1024];
+        snprintf(p, sizeof p, "%s/%s", c->out, kept_files[i]);
+        if (failed && c->kept[i] &&
+            vt_file_write_atomic(p, c->kept[i], strlen(c->kept[i]), err, sizeof err) != 0)
+            fprintf(stderr, "vidtrain train: --resume failed, and its %s could not be put back "
+                            "as it was: %s\n", p, err);
+        else if (failed && !c->kept[i] && strcmp(kept_files[i], "config.json"))
+            unlink(p); /* made by this start */
+        free(c->kept[i]);
+        c->kept[i] = NULL;
     }
     if (failed && c->created) {
         char p[2200];

@@ -16,6 +16,8 @@ typedef struct vt_run_claim {
     int created;     /* the folder did not exist before the claim */
     int wrote;       /* this start may have written config.json / plan.txt */
     char out[2048];
+    char *kept[3];   /* --resume: config.json, plan.txt, leaks.json as the start found them
+                      * (NULL: absent), put back by a failed start (the run stays resumable) */
 } vt_run_claim;
 
 /* Claims `out` for a run (rank 0 only: the others return 0). data and val_dir (may be
@@ -24,8 +26,10 @@ typedef struct vt_run_claim {
 int vt_run_claim_take(vt_run_claim *c, const char *out, const char *data, const char *val_dir,
                       int resume, int force);
 /* After a failed start (failed = 1): removes config.json and plan.txt when this start
- * wrote them, and the folder when the claim made it and it is empty. Then releases the
- * lock. Takes a claim that holds nothing. */
+ * wrote them, and the folder when the claim made it and it is empty; a failed --resume
+ * puts back config.json, plan.txt and leaks.json as it found them (a start that wrote
+ * another --model into config.json, then could not load the checkpoint, left a run that
+ * no --resume could open). Then releases the lock. Takes a claim that holds nothing. */
 void vt_run_claim_release(vt_run_claim *c, int failed);
 
 /* 1 when a train holds `run` now (RUN/.lock flocked by a live process), with its pid

@@ -9,7 +9,7 @@
  *     tiny's family's Kinetics; an --input-norm given that differs is warned about; with no
  *     --clip the default clip that differs from the parent's is named in a note, and so is
  *     the clip of a zoo file given to --init by its name (SLOW_8x8_R50.pyth: 8x224 at
- *     stride 8, what --pretrained slow_r50 sets);
+ *     stride 8, what --pretrained slow_r50 sets), and its model when --model is another;
  *   - --pretrained with an --input-norm other than its weights' is warned about (parsed
  *     before any download: the dataset is missing), the weights' own is not;
  *   - a run whose configuration names statistics this build does not know (a newer
@@ -128,6 +128,10 @@ static void init_keeps_norm(const char *bin, const char *dir) {
     TCHECK(rc != 0 && log_has(dir, "zoo.log", "is --pretrained slow_r50's file") &&
                log_has(dir, "zoo.log", "give --clip 8x224 --stride 8"),
            "--init with pytorchvideo's slow_r50 file: the weights' own clip is not named");
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/zoo2' --epochs 1 -q --devices cpu:1 --init "
+                    "'%s/SLOW_8x8_R50.pyth' > '%s/zoo2.log' 2>&1", bin, dir, dir, dir, dir);
+    TCHECK(rc != 0 && log_has(dir, "zoo2.log", "give --model slow_r50"),
+           "--init with slow_r50's file into the default model: --model slow_r50 not named");
 }
 
 /* Each line "MODEL m0 m1 m2 s0 s1 s2" of torchvision's weights' transforms checked

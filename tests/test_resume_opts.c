@@ -6,7 +6,8 @@
  *     earlier checkpoints would read them), and config.json keeps the old;
  *   - --init and --pretrained are refused (a resume continues its checkpoint and never
  *     loaded them, yet config.json recorded them);
- *   - a resume that fails to start (--model another than the checkpoint's) leaves
+ *   - --model other than the run's is refused before anything is written;
+ *   - a resume that fails to start after writing them (its checkpoint cut short) leaves
  *     config.json, plan.txt and leaks.json as they were, so the run stays resumable;
  *   - another value that changes the run's numbers (--lr) is named, old and new, in one
  *     warning; one that changes no number (--workers) is not; a plain --resume (its
@@ -61,16 +62,26 @@ int main(void) {
                     "-q > '%s/init.log' 2>&1", bin, dir, dir, dir);
     TCHECK(rc == 2, "--resume with --init (never loaded): exit %d, want 2", rc);
 
-    /* a resume that fails to start (another --model: the checkpoint does not fit it) leaves
-     * the run as it found it: config.json, plan.txt and leaks.json unchanged, so the next
-     * --resume (the --lr case below) still opens it (it said x3d_xs for ever after) */
+    /* another --model: its checkpoint holds the run's model: refused before anything is
+     * written (it once rewrote config.json, then failed on the checkpoint: every later
+     * --resume failed the same way) */
     TCHECK(vt_test_sh("cd '%s/run' && sha256sum config.json plan.txt leaks.json > ../sums",
                       dir) == 0, "checksums");
     rc = vt_test_sh("'%s' train --resume '%s/run' --model x3d_xs --max-steps 2 -q > "
                     "'%s/model.log' 2>&1", bin, dir, dir);
-    TCHECK(rc == 1 && log_has(dir, "model.log", "x3d_xs"),
-           "--resume --model x3d_xs of a tiny run: exit %d, want 1 naming it", rc);
+    TCHECK(rc == 2 && log_has(dir, "model.log", "continues a tiny: not with --model x3d_xs"),
+           "--resume --model x3d_xs of a tiny run: exit %d, want 2 naming it", rc);
     TCHECK(vt_test_sh("cd '%s/run' && sha256sum --quiet -c ../sums", dir) == 0,
+           "a refused --resume changed the run's config.json, plan.txt or leaks.json");
+    /* a resume that fails to start after it wrote them (a copy of the run whose checkpoint
+     * is cut short, resumed with another --lr) leaves the run as it found it */
+    TCHECK(vt_test_sh("cp -a '%s/run' '%s/cut' && truncate -s 1000 '%s/cut/last.safetensors' && "
+                      "cd '%s/cut' && sha256sum config.json plan.txt leaks.json > ../sums2", dir,
+                      dir, dir, dir) == 0, "a copy with a cut checkpoint");
+    rc = vt_test_sh("'%s' train --resume '%s/cut' --lr 0.09 --max-steps 2 -q > '%s/cut.log' 2>&1",
+                    bin, dir, dir);
+    TCHECK(rc == 1, "--resume of a cut checkpoint: exit %d, want 1", rc);
+    TCHECK(vt_test_sh("cd '%s/cut' && sha256sum --quiet -c ../sums2", dir) == 0,
            "a failed --resume changed the run's config.json, plan.txt or leaks.json");
 
     rc = vt_test_sh("'%s' train --resume '%s/run' --lr 0.07 --workers 2 --max-steps 2 -q > "

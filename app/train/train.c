@@ -289,7 +289,14 @@ static void init_norm(vt_train *t) {
  * clip took the place of without a word. Rank 0 reads and says; nothing changes. */
 static void init_clip_note(const vt_train *t) {
     const vt_train_opts *o = &t->o;
-    if (!o->init[0] || o->pretrained[0] || t->resume[0] || t->given.clip_t)
+    if (!o->init[0] || o->pretrained[0] || t->resume[0])
+        return;
+    const vt_pretrained *zoo = vt_pretrained_find_file(o->init);
+    if (zoo && strcmp(zoo->model, o->model) && vt_dist_lead()) /* its load will fail: why */
+        fprintf(stderr, "vidtrain train: note: %s is --pretrained %s's file, the weights of a "
+                "%s; this run builds a %s: give --model %s (or --pretrained %s)\n", o->init,
+                zoo->name, zoo->model, o->model, zoo->model, zoo->name);
+    if (t->given.clip_t)
         return;
     char err[1024];
     cJSON *j = vt_run_ckpt_config(o->init, err, sizeof err); /* every rank: rank 0's */

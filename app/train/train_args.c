@@ -443,8 +443,8 @@ static int same_path(const cJSON *a, const cJSON *b) {
 /* --resume with options: every value that differs from the run's configuration is named
  * (the continuation is then not the run's, and config.json will say the new value for the
  * whole run), but for --input-norm, which is refused: the weights learnt on the saved
- * statistics, and eval of the run's earlier checkpoints would read the new ones; and for
- * --init and --pretrained, which a resume never loads (it continues its checkpoint). Keys that
+ * statistics, and eval of the run's earlier checkpoints would read the new ones; for
+ * --model, whose tensors the checkpoint does not hold; and for --init and --pretrained, which a resume never loads (it continues its checkpoint). Keys that
  * change no number of the run (where and how fast it runs, how often it logs) are not
  * named. 0, or 2 (printed). */
 static int resume_changes(const vt_train_opts *saved, vt_train_opts *o, const char *resume) {
@@ -461,6 +461,12 @@ static int resume_changes(const vt_train_opts *saved, vt_train_opts *o, const ch
                 "to train on others, start a new run from them: train DIR --out NEW --init "
                 "%s/last.safetensors --input-norm %s\n", resume, o->input_norm,
                 saved->input_norm, resume, o->input_norm);
+        return 2;
+    }
+    if (strcmp(o->model, saved->model)) { /* its checkpoint holds the run's model's tensors */
+        fprintf(stderr, "vidtrain train: --resume %s continues a %s: not with --model %s (a "
+                "new run trains another model: train DIR --out NEW --model %s)\n", resume,
+                saved->model, o->model, o->model);
         return 2;
     }
     if (strcmp(o->init, saved->init) || strcmp(o->pretrained, saved->pretrained)) {

@@ -254,11 +254,18 @@ static void commands(const char *bin) {
                     "test ! -e r/eval.json && test ! -e r/confusion.csv && test ! -e r/best.safetensors",
                     dir, bin, targs);
     TCHECK(rc == 0, "--force: the old run's files gone together");
-    /* another train holds the folder: refused at once, naming its pid */
-    rc = vt_test_sh("cd '%s' && exec 9>r/.lock && flock -n 9 && echo 4242 >&9 && "
-                    "'%s' train data --out r --force %s 2> t.err", dir, bin, targs);
-    TCHECK(rc == 1 && sh_err(p, "in use by another vidtrain train") && sh_err(p, "4242"),
-           "a held folder: rc %d", rc);
+    /* another train holds the folder (its live pid in the lock file: here the shell's):
+     * refused at once, naming its pid */
+    rc = vt_test_sh("cd '%s' && exec 9>r/.lock && flock -n 9 && echo $$ >&9 && echo $$ > "
+                    "holder && '%s' train data --out r --force %s 2> t.err", dir, bin, targs);
+    char hp[4300];
+    snprintf(hp, sizeof hp, "%s/holder", dir);
+    char *holder = vt_test_slurp(hp, NULL);
+    if (holder)
+        holder[strcspn(holder, "\n")] = 0;
+    TCHECK(rc == 1 && sh_err(p, "in use by another vidtrain train") && holder &&
+               sh_err(p, holder), "a held folder: rc %d", rc);
+    free(holder);
     /* a garbage config.json: --resume takes the configuration from the checkpoint */
     rc = vt_test_sh("cd '%s' && echo 'not json{' > r/config.json && '%s' train --resume r -q "
                     "> t.log 2> t.err", dir, bin);

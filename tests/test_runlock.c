@@ -9,7 +9,8 @@
  *     --force never removes a file the new run reads (--init RUN/best.safetensors).
  *   Two real trains into one folder at once: the second is refused at once, naming the
  *     first's pid; eval of that folder is refused too (it writes RUN/eval.json and
- *     report.html into the run); the first finishes.
+ *     report.html into the run); the first finishes. A train --resume while an eval holds
+ *     the folder (its shared flock) is refused, naming the eval.
  *   An --out that cannot be written (root: a read-only tmpfs) is refused before any work.
  * Root-only parts are skipped with a message.
  */
@@ -118,6 +119,14 @@ static void two_trains(void) {
            "the first train ended with status %d (see a.log)", st);
     TCHECK(vt_test_sh("cd '%s' && test -e rt/last.safetensors", g_dir) == 0,
            "the first train's checkpoint is missing");
+    /* the other way round: while an eval of the run holds it (a shared flock on RUN/.lock,
+     * here flock(1)'s, whose holder the lock file does not name), a train --resume is
+     * refused, naming the eval, not the dead train whose pid the file still holds */
+    rc = vt_test_sh("cd '%s' && (flock -s rt/.lock sleep 5 &) && sleep 0.5 && '%s' train "
+                    "--resume rt --epochs 1 > /dev/null 2> r.err", g_dir, g_bin);
+    TCHECK(rc == 1 && has("r.err", "in use by a vidtrain eval"),
+           "train --resume while an eval holds the run: exit %d, 1 naming the eval expected "
+           "(see r.err)", rc);
 }
 
 static void readonly_out(void) {

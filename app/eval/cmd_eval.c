@@ -114,7 +114,8 @@ static void usage(FILE *f) {
         "clips per video x 1 or 3 crops, softmax averaged per video. Prints and writes\n"
         "RUN/eval.json (clip and video top-1/top-5, mean class accuracy, per-class accuracy,\n"
         "confusion matrix) and RUN/confusion.csv, and refreshes RUN/report.html; a RUN that\n"
-        "a train is still writing is refused (wait for it, or evaluate a copy).\n\n"
+        "a train is still writing is refused (wait for it, or evaluate a copy), and a train\n"
+        "--resume of RUN is refused while eval runs.\n\n"
         "  --split NAME           the data split to evaluate: train, val, test, or all (every\n"
         "                         labelled video). Default: test when DIR has test videos,\n"
         "                         else val. DIR may hold any of train/, val/, test/ (e.g. only\n"
@@ -365,11 +366,12 @@ int vt_cmd_eval(int argc, char **argv) {
     int32_t *idx = NULL;
     vt_evalproto *ep[VT_MAX_HEADS] = {0};
     vt_run_model m;
+    int held = -1; /* a shared hold on RUN/.lock while eval writes there */
     /* eval writes RUN/eval.json, confusion.csv and report.html: not into a run a train is
      * still writing (its report and checkpoints replace them, and the figures would be of
      * a checkpoint the run has since replaced, saved beside it as if of it) */
     char pid[32];
-    if (vt_dist_lead() && vt_run_claim_busy(run, pid, sizeof pid)) {
+    if (vt_dist_lead() && vt_run_claim_share(run, pid, sizeof pid, &held)) {
         fprintf(stderr, "vidtrain eval: %s is in use by a vidtrain train%s%s%s, which writes "
                         "its checkpoints and report there: eval writes RUN/eval.json and "
                         "report.html, so wait for the train to end (or copy the run folder, "
@@ -452,5 +454,6 @@ end:
     free(idx);
     vt_dataset_free(&ds);
     vt_run_model_free(&m);
+    vt_run_claim_unshare(&held);
     return rc;
 }

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -174,9 +175,16 @@ int vt_run_claim_take(vt_run_claim *c, const char *out, const char *data, const 
         ssize_t n = pread(c->fd, pid, sizeof pid - 1, 0);
         pid[n > 0 ? n : 0] = 0;
         pid[strcspn(pid, "\n")] = 0;
-        fprintf(stderr, "vidtrain train: %s is in use by another vidtrain train%s%s%s: one run "
-                        "folder holds one run (give another --out, or wait for it to end)\n",
-                out, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+        /* the lock file names the last train; when that one is gone, the holder is an
+         * eval of the run (vt_run_claim_share), which writes its files there too */
+        const long holder = atol(pid);
+        if (holder > 0 && (kill((pid_t)holder, 0) == 0 || errno == EPERM))
+            fprintf(stderr, "vidtrain train: %s is in use by another vidtrain train (pid %s): "
+                            "one run folder holds one run (give another --out, or wait for it "
+                            "to end)\n", out, pid);
+        else
+            fprintf(stderr, "vidtrain train: %s is in use by a vidtrain eval of its run, which "
+                            "writes its eval.json and report there: wait for it to end\n", out);
         close(c->fd);
         c->fd = -1;
         return 1;
@@ -246,20 +254,32 @@ void vt_run_claim_release(vt_run_claim *c, int failed) {
     c->wrote = c->created = 0;
 }
 
-int vt_run_claim_busy(const char *run, char *pid, size_t n) {
+int vt_run_claim_share(const char *run, char *pid, size_t n, int *fd) {
     char lock[2200];
     snprintf(lock, sizeof lock, "%s/.lock", run);
     if (n)
         pid[0] = 0;
-    int fd = open(lock, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    *fd = -1;
+    /* made when missing (a run from before the lock file): a train --resume started
+     * while this command works must find the shared hold */
+    int f = open(lock, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (f < 0)
+        return 0; /* a folder this command cannot write to: nothing to hold */
+    if (flock(f, LOCK_SH | LOCK_NB) == 0) {
+        *fd = f; /* held until vt_run_claim_unshare or the process ends */
         return 0;
-    int busy = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-    if (busy && n > 1) {
-        ssize_t k = pread(fd, pid, n - 1, 0);
+    }
+    if (n > 1) {
+        ssize_t k = pread(f, pid, n - 1, 0);
         pid[k > 0 ? k : 0] = 0;
         pid[strcspn(pid, "\n")] = 0;
     }
-    close(fd); /* releases the shared lock when it was taken */
-    return busy;
+    close(f);
+    return 1;
+}
+
+void vt_run_claim_unshare(int *fd) {
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
 }

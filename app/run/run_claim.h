@@ -2,7 +2,8 @@
  * run_claim.h: a run folder belongs to one run (docs/design.md §3.8). Before any work,
  * `train` claims --out: a folder (never a file), writable, not inside the dataset, that
  * holds no other run unless --resume continues it or --force replaces it, and that no
- * other train is using (an flock on RUN/.lock, held until the process ends). A start that
+ * other train is using (an flock on RUN/.lock, held until the process ends) nor an eval
+ * (a shared flock on it, held while eval writes into the run). A start that
  * fails gives back what it made. It must never leave half of an old run beside a new one:
  * --force removes the old run's files together, before anything new is written.
  */
@@ -32,10 +33,12 @@ int vt_run_claim_take(vt_run_claim *c, const char *out, const char *data, const 
  * no --resume could open). Then releases the lock. Takes a claim that holds nothing. */
 void vt_run_claim_release(vt_run_claim *c, int failed);
 
-/* 1 when a train holds `run` now (RUN/.lock flocked by a live process), with its pid
- * (from the lock file; "" when unknown) in pid; 0 otherwise (no lock file: no train has
- * held it since the folder was made, or it ended). Holds nothing afterwards. For the
- * commands that write into a run's folder (eval): a run folder belongs to one run. */
-int vt_run_claim_busy(const char *run, char *pid, size_t n);
+/* For the commands that write into a run's folder (eval): a run folder belongs to one
+ * run. 1 when a train holds `run` now (RUN/.lock flocked by a live process), with its pid
+ * (from the lock file; "" when unknown) in pid, and nothing held. Else 0 with *fd a shared
+ * hold on RUN/.lock (made when missing; -1 when it cannot be opened) that keeps a train
+ * (--resume) from starting there until vt_run_claim_unshare(fd) or the process ends. */
+int vt_run_claim_share(const char *run, char *pid, size_t n, int *fd);
+void vt_run_claim_unshare(int *fd);
 
 #endif

@@ -97,6 +97,13 @@ py=/usr/bin/python3
 unset OPENBLAS_CORETYPE || true
 [ -x "$bin" ] || { echo "bench-transfer: $bin not built (cmake --build build)" >&2; exit 1; }
 mkdir -p "$work"
+# A copy of the binary for the whole benchmark (an hour or more): a rebuild of build/
+# meanwhile rewrote the file under a run and ended the benchmark (exec: permission denied)
+# or ran half a binary; each side runs the vidtrain it started with. SIDES run in parallel
+# in one BENCH_DIR each take their own copy.
+cp "$bin" "$work/vidtrain.$$"
+bin="$work/vidtrain.$$"
+trap 'rm -f "$bin"' EXIT
 res="$work/results${SIDES:+.${SIDES// /_}}.tsv"
 : > "$res"
 echo "== bench-transfer: $model ${common[*]}, source preset $source ${src_len[*]}, target $target ${tgt_len[*]} per run, seeds ${seeds}, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -24,29 +24,8 @@
 #include "base/common.h"
 #include "models/xsum.h"
 #include "models/optim_elem.h"
+#include "models/cpu/cpu_ref_impl.h"
 
-/* ---------------------------------------------------------------- precision ---- */
-
-static inline int is_bf16(const vt_backend *be) { return be->precision == VT_PREC_BF16; }
-/* Element i of an activation array ([A] in backend.h). */
-static inline float ald(const vt_backend *be, const float *a, int64_t i) {
-    return is_bf16(be) ? vt_bf16_to_f32(((const vt_bf16 *)(const void *)a)[i]) : a[i];
-}
-/* Store v (rounded to float first, as a float32 kernel would hold it) into an activation. */
-static inline void ast(const vt_backend *be, float *a, int64_t i, double v) {
-    if (is_bf16(be))
-        ((vt_bf16 *)(void *)a)[i] = vt_bf16_from_f32((float)v);
-    else
-        a[i] = (float)v;
-}
-/* A float32 master weight or bias as conv3d and linear read it. */
-static inline double wld(const vt_backend *be, const float *w, int64_t i) {
-    return is_bf16(be) ? (double)vt_bf16_round(w[i]) : (double)w[i];
-}
-/* One call's parameter-gradient contribution, as it is added to the float32 gradient. */
-static inline float pacc(const vt_backend *be, double g) {
-    return is_bf16(be) ? vt_bf16_round((float)g) : (float)g;
-}
 
 static int ref_set_precision(vt_backend *be, vt_precision p) {
     (void)be;
@@ -621,104 +600,6 @@ static void ref_dropout_backward(vt_backend *be, float *din, const float *dout, 
         ast(be, din, i, ald(be, dout, i) * mask[i]);
 }
 
-/* ---------------------------------------------------------------- losses ---- */
-
-/* cw NULL: every weight 1, and the arithmetic is the unweighted op's (x 1.0 is exact). */
-static void ref_softmax_xent_w(vt_backend *be, float *loss, float *dlogits, float *prob,
-                               const float *logits, const int32_t *label, const float *cw, int n,
-                               int k, float smoothing, float grad_scale) {
-    VT_CHECK(label || (!loss && !dlogits), "softmax_xent: a loss without labels");
-    for (int ni = 0; ni < n; ni++) {
-        const float *z = logits + (int64_t)ni * k;
-        int y = label ? label[ni] : -1; /* no labels: probabilities only */
-        VT_CHECK(!label || (y >= 0 && y < k), "softmax_xent: label %d outside [0, %d)", y, k);
-        double mx = z[0];
-        for (int j = 1; j < k; j++)
-            mx = z[j] > mx ? z[j] : mx;
-        double se = 0;
-        for (int j = 0; j < k; j++)
-            se += exp((double)z[j] - mx);
-        double lse = mx + log(se);
-        double tw = 1.0; /* sum_j t_j cw_j */
-        if (cw) {
-            tw = 0;
-            for (int j = 0; j < k; j++)
-                tw += ((j == y ? 1.0 - smoothing : 0.0) + (double)smoothing / k) * cw[j];
-        }
-        double l = 0;
-        for (int j = 0; j < k; j++) {
-            double t = (j == y ? 1.0 - smoothing : 0.0) + (double)smoothing / k;
-            double w = cw ? cw[j] : 1.0;
-            double pj = exp((double)z[j] - lse);
-            l -= t * w * ((double)z[j] - lse);
-            if (prob)
-                prob[(int64_t)ni * k + j] = (float)pj;
-            if (dlogits)
-                ast(be, dlogits, (int64_t)ni * k + j, (float)(grad_scale * (pj * tw - t * w)));
-        }
-        if (loss)
-            loss[ni] = (float)l;
-    }
-}
-
-static void ref_softmax_xent(vt_backend *be, float *loss, float *dlogits, float *prob,
-                             const float *logits, const int32_t *label, int n, int k,
-                             float smoothing, float grad_scale) {
-    ref_softmax_xent_w(be, loss, dlogits, prob, logits, label, NULL, n, k, smoothing, grad_scale);
-}
-
-static void ref_bce_logits(vt_backend *be, float *loss, float *dlogits, float *prob,
-                           const float *logits, const float *target, int n, int k,
-                           float grad_scale) {
-    VT_CHECK(target || (!loss && !dlogits), "bce_logits: a loss without targets");
-    for (int ni = 0; ni < n; ni++) {
-        double l = 0;
-        for (int j = 0; j < k; j++) {
-            int64_t i = (int64_t)ni * k + j;
-            double x = logits[i];
-            if (prob)
-                prob[i] = (float)(1.0 / (1.0 + exp(-x)));
-            if (!target) /* no targets: probabilities only */
-                continue;
-            double t = target[i];
-            /* max(x,0) - x t + log(1 + e^-|x|): PyTorch's overflow-free form. */
-            l += (x > 0 ? x : 0) - x * t + log1p(exp(-fabs(x)));
-            if (dlogits)
-                ast(be, dlogits, i, (float)(grad_scale * (1.0 / (1.0 + exp(-x)) - t)));
-        }
-        if (loss)
-            loss[ni] = (float)l;
-    }
-}
-
-/* ---------------------------------------------------------------- optimizers ---- */
-
-/* torch.optim's SGD, RMSprop and AdamW, one element at a time: models/optim_elem.h (the
- * formulas are there, shared with cpu.c). */
-
-static void ref_sgd_update(vt_backend *be, float *p, const float *g, float *buf, int64_t n,
-                           float lr, float momentum, float dampening, float wd, int nesterov,
-                           int64_t step) {
-    for (int64_t i = 0; i < n; i++)
-        vt_sgd_elem(p, g, buf, i, lr, momentum, dampening, wd, nesterov, step);
-}
-
-static void ref_rmsprop_update(vt_backend *be, float *p, const float *g, float *sq, float *buf,
-                               int64_t n, float lr, float alpha, float eps, float wd,
-                               float momentum) {
-    for (int64_t i = 0; i < n; i++)
-        vt_rmsprop_elem(p, g, sq, buf, i, lr, alpha, eps, wd, momentum);
-}
-
-static void ref_adamw_update(vt_backend *be, float *p, const float *g, float *m, float *v,
-                             int64_t n, float lr, float beta1, float beta2, float eps, float wd,
-                             int64_t step) {
-    float step_size, bc2_sqrt;
-    vt_adamw_step_consts(lr, beta1, beta2, step, &step_size, &bc2_sqrt);
-    for (int64_t i = 0; i < n; i++)
-        vt_adamw_elem(p, g, m, v, i, lr, beta1, beta2, eps, wd, step_size, bc2_sqrt);
-}
-
 /* ---------------------------------------------------------------- the table ---- */
 
 /* ---------------------------------------------------------------- exact sums ---- */
@@ -776,13 +657,13 @@ static const vt_backend_i ref_i = {
     VT_CPU_MVIT_SLOTS(vt_ref_), /* MViT's ops: cpu_mvit.c */
     .dropout_forward = ref_dropout_forward,
     .dropout_backward = ref_dropout_backward,
-    .softmax_xent = ref_softmax_xent,
-    .softmax_xent_w = ref_softmax_xent_w,
+    .softmax_xent = vt_cpuref_softmax_xent,
+    .softmax_xent_w = vt_cpuref_softmax_xent_w,
     .softmax_xent_soft = vt_cpu_softmax_xent_soft,
-    .bce_logits = ref_bce_logits,
-    .sgd_update = ref_sgd_update,
-    .rmsprop_update = ref_rmsprop_update,
-    .adamw_update = ref_adamw_update,
+    .bce_logits = vt_cpuref_bce_logits,
+    .sgd_update = vt_cpuref_sgd_update,
+    .rmsprop_update = vt_cpuref_rmsprop_update,
+    .adamw_update = vt_cpuref_adamw_update,
     .xsum_fold = ref_xsum_fold,
     .xsum_round = ref_xsum_round,
 };

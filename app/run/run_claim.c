@@ -260,11 +260,11 @@ int vt_run_claim_share(const char *run, char *pid, size_t n, int *fd) {
     if (n)
         pid[0] = 0;
     *fd = -1;
-    /* made when missing (a run from before the lock file): a train --resume started
-     * while this command works must find the shared hold */
-    int f = open(lock, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+    /* never made here: eval's RUN may be no run at all (a folder given by mistake), and a
+     * command leaves what it reads as it was; every train makes the file */
+    int f = open(lock, O_RDONLY | O_CLOEXEC);
     if (f < 0)
-        return 0; /* a folder this command cannot write to: nothing to hold */
+        return 0; /* no train ever held it: nothing to hold */
     if (flock(f, LOCK_SH | LOCK_NB) == 0) {
         *fd = f; /* held until vt_run_claim_unshare or the process ends */
         return 0;

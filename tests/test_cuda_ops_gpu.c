@@ -645,32 +645,38 @@ static void test_optim(void) {
             pair g = prand(n, 0.1f);
             switch (v) {
             case 0: name = "sgd momentum .9 wd 1e-4";
-                VT_OP(G, sgd_update, p.g, g.g, s1.g, n, 0.1f, 0.9f, 0.0f, 1e-4f, 0, step);
-                VT_OP(R, sgd_update, p.r, g.r, s1.r, n, 0.1f, 0.9f, 0.0f, 1e-4f, 0, step);
+                VT_OP(G, sgd_update, p.g, g.g, s1.g, n, 0.1f, 0.9f, 0.0f, 1e-4f, 0, step, NULL);
+                VT_OP(R, sgd_update, p.r, g.r, s1.r, n, 0.1f, 0.9f, 0.0f, 1e-4f, 0, step, NULL);
                 break;
             case 1: name = "sgd nesterov dampening 0";
-                VT_OP(G, sgd_update, p.g, g.g, s1.g, n, 0.05f, 0.9f, 0.0f, 5e-4f, 1, step);
-                VT_OP(R, sgd_update, p.r, g.r, s1.r, n, 0.05f, 0.9f, 0.0f, 5e-4f, 1, step);
+                VT_OP(G, sgd_update, p.g, g.g, s1.g, n, 0.05f, 0.9f, 0.0f, 5e-4f, 1, step, NULL);
+                VT_OP(R, sgd_update, p.r, g.r, s1.r, n, 0.05f, 0.9f, 0.0f, 5e-4f, 1, step, NULL);
                 break;
             case 2: name = "sgd dampening .1";
-                VT_OP(G, sgd_update, p.g, g.g, s1.g, n, 0.05f, 0.8f, 0.1f, 0.0f, 0, step);
-                VT_OP(R, sgd_update, p.r, g.r, s1.r, n, 0.05f, 0.8f, 0.1f, 0.0f, 0, step);
+                VT_OP(G, sgd_update, p.g, g.g, s1.g, n, 0.05f, 0.8f, 0.1f, 0.0f, 0, step, NULL);
+                VT_OP(R, sgd_update, p.r, g.r, s1.r, n, 0.05f, 0.8f, 0.1f, 0.0f, 0, step, NULL);
                 break;
             case 3: name = "sgd no momentum (no buffer)";
-                VT_OP(G, sgd_update, p.g, g.g, NULL, n, 0.1f, 0.0f, 0.0f, 1e-4f, 0, step);
-                VT_OP(R, sgd_update, p.r, g.r, NULL, n, 0.1f, 0.0f, 0.0f, 1e-4f, 0, step);
+                VT_OP(G, sgd_update, p.g, g.g, NULL, n, 0.1f, 0.0f, 0.0f, 1e-4f, 0, step, NULL);
+                VT_OP(R, sgd_update, p.r, g.r, NULL, n, 0.1f, 0.0f, 0.0f, 1e-4f, 0, step, NULL);
                 break;
             case 4: name = "rmsprop";
-                VT_OP(G, rmsprop_update, p.g, g.g, s1.g, NULL, n, 0.01f, 0.99f, 1e-8f, 1e-4f, 0.0f);
-                VT_OP(R, rmsprop_update, p.r, g.r, s1.r, NULL, n, 0.01f, 0.99f, 1e-8f, 1e-4f, 0.0f);
+                VT_OP(G, rmsprop_update, p.g, g.g, s1.g, NULL, n, 0.01f, 0.99f, 1e-8f, 1e-4f,
+                      0.0f, NULL);
+                VT_OP(R, rmsprop_update, p.r, g.r, s1.r, NULL, n, 0.01f, 0.99f, 1e-8f, 1e-4f,
+                      0.0f, NULL);
                 break;
             case 5: name = "rmsprop momentum .9";
-                VT_OP(G, rmsprop_update, p.g, g.g, s1.g, s2.g, n, 0.01f, 0.9f, 1e-8f, 0.0f, 0.9f);
-                VT_OP(R, rmsprop_update, p.r, g.r, s1.r, s2.r, n, 0.01f, 0.9f, 1e-8f, 0.0f, 0.9f);
+                VT_OP(G, rmsprop_update, p.g, g.g, s1.g, s2.g, n, 0.01f, 0.9f, 1e-8f, 0.0f,
+                      0.9f, NULL);
+                VT_OP(R, rmsprop_update, p.r, g.r, s1.r, s2.r, n, 0.01f, 0.9f, 1e-8f, 0.0f,
+                      0.9f, NULL);
                 break;
             case 6: name = "adamw wd .01";
-                VT_OP(G, adamw_update, p.g, g.g, s1.g, s2.g, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step);
-                VT_OP(R, adamw_update, p.r, g.r, s1.r, s2.r, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step);
+                VT_OP(G, adamw_update, p.g, g.g, s1.g, s2.g, n, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                      0.01f, step, NULL);
+                VT_OP(R, adamw_update, p.r, g.r, s1.r, s2.r, n, 1e-3f, 0.9f, 0.999f, 1e-8f,
+                      0.01f, step, NULL);
                 break;
             }
             pfree(&g);
@@ -686,9 +692,9 @@ static void test_optim(void) {
             cmp(what, &s1, TOL_DOUBLE);
         }
         pair z = pconst(16, 7.0f);
-        VT_OP(G, sgd_update, z.g, z.g, z.g, 0, 0.1f, 0.9f, 0.0f, 0.0f, 0, 1);
-        VT_OP(G, adamw_update, z.g, z.g, z.g, z.g, 0, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1);
-        VT_OP(G, rmsprop_update, z.g, z.g, z.g, z.g, 0, 0.1f, 0.9f, 1e-8f, 0.0f, 0.9f);
+        VT_OP(G, sgd_update, z.g, z.g, z.g, 0, 0.1f, 0.9f, 0.0f, 0.0f, 0, 1, NULL);
+        VT_OP(G, adamw_update, z.g, z.g, z.g, z.g, 0, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1, NULL);
+        VT_OP(G, rmsprop_update, z.g, z.g, z.g, z.g, 0, 0.1f, 0.9f, 1e-8f, 0.0f, 0.9f, NULL);
         cmp_const("optimizers n == 0", &z, 7.0f);
         pfree(&z); pfree(&p); pfree(&s1); pfree(&s2);
     }

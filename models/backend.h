@@ -51,6 +51,8 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#include "models/grad_gate.h"
+
 typedef struct vt_backend vt_backend;
 
 typedef enum vt_precision {
@@ -107,19 +109,6 @@ static inline int vt_mvit_rel_dist(int qi, int qs, int kj, int ks) {
         kr = 1.0f;
     return (int)((float)qi * qr - ((float)kj + (float)(1 - ks)) * kr);
 }
-
-/* A training step's gradient gate (issue 45 item 3; models/optim.h): the global norm of
- * the gradients and what follows from it, decided where the gradients are (grad_sumsq,
- * grad_gate) and read there by the optimizer updates and copy_if_skip, so that the host
- * learns a step's norm and skip later, without a wait of its own. Backend memory. */
-typedef struct vt_grad_gate {
-    double sumsq;   /* sum of g^2 over the gradients that train, in double */
-    double norm;    /* sqrt(sumsq): the global L2 norm before clipping */
-    double coef;    /* the clip factor clip_norm / (norm + 1e-6), 1.0 without clipping; an
-                       update reads g * (float)coef where coef < 1 */
-    int32_t skip;   /* 1: the step is skipped (the updates and copy_if_skip read it) */
-    int32_t unused;
-} vt_grad_gate;
 
 typedef struct vt_backend_i {
     const char *name; /* "cpu-ref", "cpu", "cuda" */

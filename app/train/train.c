@@ -303,7 +303,7 @@ static void init_clip_note(const vt_train *t) {
     if (!j) {
         /* not a vidtrain checkpoint (load_init says what it is); a zoo file by its name
          * (X3D_M.pyth downloaded by hand) learnt on the input --pretrained would give */
-        const vt_pretrained *p = vt_pretrained_find_file(o->init);
+        const vt_pretrained *p = zoo;
         int st = p && p->stride ? p->stride : o->stride;
         if (vt_dist_lead() && p && !strcmp(p->model, o->model) &&
             (p->clip_t != o->clip_t || p->crop != o->crop || st != o->stride))

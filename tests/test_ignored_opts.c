@@ -14,7 +14,11 @@
  *     colour jitter turned it on by default for them too; now a warning, and config.json
  *     says 0; a model with batch norm keeps it;
  *   - --momentum M with AdamW (which the transformers' recipe picks) was ignored; now
- *     refused, and still taken with --optim sgd;
+ *     refused, and still taken with --optim sgd; so is --nesterov with AdamW, RMSprop or
+ *     --momentum 0 (--no-nesterov, which asks for what they do, is taken);
+ *   - an option given at its default value is given: --gamma 0.1, --momentum 0.9 and
+ *     --mixup-switch-prob 0.5 were taken in silence where another value was refused (the
+ *     checks asked whether a value differed from its default, not whether it was given);
  *   - --label-smoothing on a dataset whose every head is multi-label (BCE) smooths
  *     nothing: a warning, and config.json's smoothing 0 (the transformers' default 0.1
  *     was recorded and named in the recipe line for such a set too).
@@ -64,14 +68,25 @@ int main(void) {
         {"--seconds-per-clip 5 --clips-per-video 3", "give one"},
         {"--gamma 0.5", "not with --sched cosine"},
         {"--sched const --step-epochs 3", "not with --sched const"},
-        {"--init-strict", "give one of them"}};
+        {"--init-strict", "give one of them"},
+        /* given at the default value is given: never inferred from a value that differs */
+        {"--gamma 0.1", "not with --sched cosine"},
+        {"--step-epochs=10", "not with --sched cosine"},
+        {"--mixup 0.8 --mixup-switch-prob 0.5", "give both --mixup A and --cutmix B"},
+        {"--model vit_test --momentum 0.9", "AdamW (the transformers' recipe) has no momentum"},
+        {"--optim adamw --momentum 0.9", "AdamW has no momentum"},
+        {"--model vit_test --nesterov", "not with AdamW (the transformers' recipe)"},
+        {"--optim rmsprop --nesterov", "not with RMSprop"},
+        {"--momentum 0 --nesterov", "not with --momentum 0"}};
     for (size_t i = 0; i < sizeof sw / sizeof *sw; i++) {
         int rc = train(bin, dir, sw[i][0]);
         printf("%-40s exit %d\n", sw[i][0], rc);
         TCHECK(rc == 2 && has(err, sw[i][1]), "%s: exit %d, want 2 naming why", sw[i][0], rc);
     }
     static const char *const fine[] = {"--sched step --gamma 0.5 --step-epochs 3",
-                                       "--clips-per-video auto --seconds-per-clip 5"};
+                                       "--clips-per-video auto --seconds-per-clip 5",
+                                       "--nesterov", "--model vit_test --no-nesterov",
+                                       "--optim rmsprop --momentum 0.5"};
     for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
         int rc = train(bin, dir, fine[i]);
         TCHECK(rc != 2, "%s refused: exit %d", fine[i], rc);

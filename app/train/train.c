@@ -403,15 +403,10 @@ static int build_towers(vt_train *t) {
     }
     tc->net.precision = (vt_precision)vt_precision_parse(o->precision);
     vt_optim_cfg_default(&tc->optim, (vt_opt_kind)vt_optim_kind_parse(o->optim));
-    if (tc->optim.kind != VT_OPT_ADAMW)
+    if (tc->optim.kind != VT_OPT_ADAMW) /* given beside AdamW: refused (train_args.c) */
         tc->optim.momentum = o->momentum;
-    else if (o->momentum != 0.9f && !t->resume[0]) { /* given, and AdamW has none to set */
-        fprintf(stderr, "vidtrain train: --momentum %g: AdamW%s has no momentum to set (its "
-                "betas are 0.9, 0.999); give --optim sgd or rmsprop with it, or leave it out\n",
-                (double)o->momentum, t->given.optim[0] ? "" : " (the transformers' recipe)");
-        return 2;
-    }
-    /* Nesterov is SGD's (torch refuses it without momentum): other optimizers ignore it. */
+    /* Nesterov is SGD's (torch refuses it without momentum): other optimizers ignore the
+     * default; --nesterov given with them is refused (train_args.c). */
     tc->optim.nesterov = o->nesterov && tc->optim.kind == VT_OPT_SGD && o->momentum > 0;
     tc->optim.wd = o->wd;
     tc->optim.clip_norm = o->clip_norm;

@@ -13,6 +13,10 @@
 #include "base/common.h"
 #include "models/finetune.h"
 
+const char *vt_train_opts_optim(const vt_train_opts *o) {
+    return o->optim[0] ? o->optim : vt_finetune_nlayers(o->model) > 0 ? "adamw" : "sgd";
+}
+
 void vt_train_opts_default(vt_train_opts *o) {
     memset(o, 0, sizeof *o);
     snprintf(o->model, sizeof o->model, "tiny");
@@ -103,7 +107,7 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
      * SGD, 1e-4, none, none. */
     const int vit_ft = vt_finetune_nlayers(o->model) > 0;
     if (!o->optim[0])
-        snprintf(o->optim, sizeof o->optim, "%s", vit_ft ? "adamw" : "sgd");
+        snprintf(o->optim, sizeof o->optim, "%s", vt_train_opts_optim(o));
     if (o->wd < 0)
         o->wd = vit_ft ? 0.05f : 1e-4f;
     if (o->drop_path < 0)

@@ -261,17 +261,19 @@ void vt_run_claim_release(vt_run_claim *c, int failed) {
     c->wrote = c->created = 0;
 }
 
-int vt_run_claim_share(const char *run, char *pid, size_t n, int *fd) {
+int vt_run_claim_share(const char *run, int make, char *pid, size_t n, int *fd) {
     char lock[2200];
     snprintf(lock, sizeof lock, "%s/.lock", run);
     if (n)
         pid[0] = 0;
     *fd = -1;
-    /* never made here: eval's RUN may be no run at all (a folder given by mistake), and a
-     * command leaves what it reads as it was; every train makes the file */
-    int f = open(lock, O_RDONLY | O_CLOEXEC);
+    /* made only when asked: eval's RUN may be no run at all (a folder given by mistake),
+     * and a command leaves what it reads as it was; once RUN has proved to be a run (its
+     * checkpoint opened), one without the file (copied without it, or older than it) gets
+     * one, so that the hold keeps a train out there too */
+    int f = make ? open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : open(lock, O_RDONLY | O_CLOEXEC);
     if (f < 0)
-        return 0; /* no train ever held it: nothing to hold */
+        return 0; /* no train ever held it, or it cannot be made: nothing to hold */
     if (flock(f, LOCK_SH | LOCK_NB) == 0) {
         *fd = f; /* held until vt_run_claim_unshare or the process ends */
         return 0;

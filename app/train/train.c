@@ -112,6 +112,8 @@ static int open_data(vt_train *t) {
                     ds->heads[h].nclasses ? "')" : "", o->data);
             return 1;
         }
+    if (vt_train_resume_heads(t) != 0)
+        return 1;
     t->ntrain = vt_dataset_split_indices(ds, VT_SPLIT_TRAIN, &t->train_idx);
     t->val_ds = ds;
     if (o->val_dir[0]) {

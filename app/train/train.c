@@ -233,6 +233,7 @@ static int fetch_pretrained(vt_train *t) {
 /* --init: the file into replica 0 (rank 0 reads it), then every replica a copy. */
 typedef struct init_job {
     const vt_train_opts *o;
+    const vt_head_rows *rows; /* a vidtrain checkpoint's classifier rows by class name */
     FILE *log;
     int rc;
     char err[1024];
@@ -241,14 +242,19 @@ typedef struct init_job {
 static void init_on_tower(void *ctx, vt_net *net, vt_optim *opt) {
     (void)opt;
     init_job *j = ctx;
-    j->rc = vt_net_load_init(net, j->o->init, j->o->init_strict, j->log, NULL, j->err,
-                             sizeof j->err);
+    j->rc = vt_net_load_init_rows(net, j->o->init, j->o->init_strict, j->rows, j->log, NULL,
+                                  j->err, sizeof j->err);
 }
 
 static int load_init(vt_train *t) {
+    vt_head_rows rows;
+    int *store = NULL;
     init_job j = {.o = &t->o, .log = t->out, .rc = 0};
-    if (vt_dist_lead())
+    if (vt_dist_lead()) {
+        j.rows = vt_train_init_rows(t, &rows, &store) ? &rows : NULL;
         vt_towers_run_on(t->towers, 0, init_on_tower, &j);
+        free(store);
+    }
     if (vt_dist_share_result(j.rc, j.err, sizeof j.err) != 0) {
         fprintf(stderr, "vidtrain train: --init: %s\n", j.err);
         return 1;

@@ -7,13 +7,21 @@
  * on training output k on another class than it had learnt, and recorded the new names
  * as if they were the run's. So --resume requires the run's heads exactly: the same
  * heads, losses and class names in the same order.
+ *
+ * --init from a vidtrain checkpoint is a new run, free to have other classes: there its
+ * classifier rows go by class name (vt_net_load_init_rows). Rows by position gave a
+ * renamed or reordered class another's row, and a file of the same count but other
+ * classes passed its rows to unrelated ones; now a class the file has keeps its row, and
+ * one it lacks starts initialised.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "app/run/run_ckpt.h"
 #include "app/run/run_heads.h"
 #include "app/train/train.h"
+#include "models/transfer.h"
 #include "base/common.h"
 
 /* Up to 6 names of `a` that `b` lacks, as " x y ..." into buf. The count. */
@@ -85,4 +93,50 @@ int vt_train_resume_heads(const vt_train *t) {
             "run keeps them: put the class folders (or --labels) back as they were, or start "
             "a new run from its weights: vidtrain train %s --out NEW --init %s\n", data, ck);
     return 1;
+}
+
+int vt_train_init_rows(const vt_train *t, vt_head_rows *rows, int **store) {
+    memset(rows, 0, sizeof *rows);
+    *store = NULL;
+    char err[1024];
+    cJSON *cfg = vt_run_ckpt_config(t->o.init, err, sizeof err);
+    if (!cfg) /* not a vidtrain checkpoint: its classes have no names */
+        return 0;
+    vt_run_heads file;
+    const int rc = vt_run_heads_from_json(&file, cJSON_GetObjectItemCaseSensitive(cfg, "heads"),
+                                          err, sizeof err);
+    cJSON_Delete(cfg);
+    const vt_dataset *ds = t->ds;
+    int total = 0;
+    for (int h = 0; h < ds->nheads; h++)
+        total += ds->heads[h].nclasses;
+    int *from = *store = vt_malloc(sizeof(int) * (size_t)(total ? total : 1));
+    int by_name = 0;
+    for (int h = 0, at = 0; rc == 0 && h < ds->nheads; at += ds->heads[h].nclasses, h++) {
+        const vt_dataset_head *dh = &ds->heads[h];
+        int fh = -1; /* the file's head of that name and loss */
+        for (int k = 0; k < file.n && fh < 0; k++)
+            if (!strcmp(file.cfg[k].name, dh->name) && file.cfg[k].loss == dh->loss)
+                fh = k;
+        if (fh < 0)
+            continue;
+        int same = file.cfg[fh].classes == dh->nclasses;
+        for (int c = 0; c < dh->nclasses; c++) {
+            from[at + c] = -1;
+            for (int k = 0; k < file.cfg[fh].classes && from[at + c] < 0; k++)
+                if (!strcmp(file.classes[fh][k], dh->classes[c]))
+                    from[at + c] = k;
+            same &= from[at + c] == c;
+        }
+        if (!same) { /* the plain load's rows by position would be right as they are */
+            rows->from[h] = from + at;
+            by_name = 1;
+        }
+    }
+    vt_run_heads_free(&file);
+    if (!by_name) {
+        free(*store);
+        *store = NULL;
+    }
+    return by_name;
 }

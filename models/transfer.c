@@ -321,18 +321,22 @@ int vt_net_load_init_rows(vt_net *net, const char *path, int strict, const vt_he
         int kept = 0;
         if (hh >= 0 && rows && rows->from[hh] &&
             (byname = rows_by_name(&f, net, i, s, rows->from[hh], &kept)) != NULL) {
-            src[i] = byname;
-            r.loaded++;
-            loaded_params += !t->is_buffer;
-            r.values += t->numel;
+            src[i] = byname; /* counted as loaded when a row of it came from the file */
+            const int64_t n = t->shape[0];
+            r.loaded += kept < n;
+            loaded_params += !t->is_buffer && kept < n;
+            r.values += n ? t->numel / n * (n - kept) : 0;
             if (!head_said[hh]) {
-                const int64_t n = t->shape[0];
                 char mod[128];
                 snprintf(mod, sizeof mod, "%s", t->name);
                 char *dot = strrchr(mod, '.');
                 if (dot)
                     *dot = 0;
-                if (nlines[3] < LIST_MAX)
+                if (nlines[3] < LIST_MAX && kept == n)
+                    snprintf(lines[3][nlines[3]++], sizeof lines[0][0], "%s: none of the "
+                             "file's %lld classes is one of these %lld (by name): "
+                             "re-initialised", mod, (long long)s->shape[0], (long long)n);
+                else if (nlines[3] < LIST_MAX)
                     snprintf(lines[3][nlines[3]++], sizeof lines[0][0], "%s: rows by class "
                              "name: %lld of %lld classes from the file's %lld%s%s", mod,
                              (long long)(n - kept), (long long)n, (long long)s->shape[0],

@@ -134,9 +134,11 @@ int vt_train_balance(vt_train *t) {
             fprintf(t->out, "%s", k > 16 ? " ..." : "");
         }
         if (t->class_weight) {
+            /* by name: weights given in class order are checked against the names here */
             fprintf(t->out, ", class weights%s:", o->class_weights[0] ? " (given)" : "");
             for (int c = 0; c < k && c < 16; c++)
-                fprintf(t->out, " %.3g", (double)t->class_weight[c]);
+                fprintf(t->out, "%s %s %.3g", c ? "," : "", t->ds->heads[0].classes[c],
+                        (double)t->class_weight[c]);
             fprintf(t->out, "%s", k > 16 ? " ..." : "");
         }
         if (t->balance_auto && !strcmp(o->balance, "none"))

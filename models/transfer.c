@@ -226,6 +226,27 @@ static int check_finite(sd_tensor **src, const vt_net *net, const char *path, ch
     return 0;
 }
 
+/* A tensor of the net's name and shape holding data (malloc'd: f owns it), made for the
+ * file in f->extra (room for one per net tensor). */
+static sd_tensor *sd_extra(sd_file *f, const vt_tensor_info *t, float *data) {
+    sd_tensor *x = &f->extra[f->nextra++];
+    memset(x, 0, sizeof *x);
+    x->name = t->name;
+    x->ndim = t->ndim;
+    memcpy(x->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    x->numel = t->numel;
+    x->data = data;
+    return x;
+}
+
+/* The module of a tensor name ("fc" of "fc.weight"), for the log. */
+static void module_of(char *mod, size_t n, const char *name) {
+    snprintf(mod, n, "%s", name);
+    char *dot = strrchr(mod, '.');
+    if (dot)
+        *dot = 0;
+}
+
 /* Head tensor t (net tensor i) with its rows taken from s by class name (from[k]: the
  * file's row, -1: the net's own initialisation) into a new tensor of f.extra; NULL when s
  * is not a classifier of the same shape past dim 0. *kept: the rows initialised. */
@@ -246,14 +267,7 @@ static sd_tensor *rows_by_name(sd_file *f, vt_net *net, int i, const sd_tensor *
         else
             (*kept)++;
     }
-    sd_tensor *x = &f->extra[f->nextra++];
-    memset(x, 0, sizeof *x);
-    x->name = t->name;
-    x->ndim = t->ndim;
-    memcpy(x->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-    x->numel = t->numel;
-    x->data = d;
-    return x;
+    return sd_extra(f, t, d);
 }
 
 int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_init_report *rep,
@@ -328,10 +342,7 @@ int vt_net_load_init_rows(vt_net *net, const char *path, int strict, const vt_he
             r.values += n ? t->numel / n * (n - kept) : 0;
             if (!head_said[hh]) {
                 char mod[128];
-                snprintf(mod, sizeof mod, "%s", t->name);
-                char *dot = strrchr(mod, '.');
-                if (dot)
-                    *dot = 0;
+                module_of(mod, sizeof mod, t->name);
                 if (nlines[3] < LIST_MAX && kept == n)
                     snprintf(lines[3][nlines[3]++], sizeof lines[0][0], "%s: none of the "
                              "file's %lld classes is one of these %lld (by name): "
@@ -361,14 +372,7 @@ int vt_net_load_init_rows(vt_net *net, const char *path, int strict, const vt_he
             float *rs = vt_mvit_pos_resample(t->name, s->ndim, s->shape, s->data, t, grid, how,
                                              sizeof how);
             if (rs) {
-                sd_tensor *x = &f.extra[f.nextra++];
-                memset(x, 0, sizeof *x);
-                x->name = t->name;
-                x->ndim = t->ndim;
-                memcpy(x->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-                x->numel = t->numel;
-                x->data = rs;
-                src[i] = x;
+                src[i] = sd_extra(&f, t, rs);
                 r.loaded++;
                 loaded_params++;
                 r.values += t->numel;
@@ -388,10 +392,7 @@ int vt_net_load_init_rows(vt_net *net, const char *path, int strict, const vt_he
             if (!head_said[h]) {
                 /* "fc: 400 -> 12 classes" from the weight's (or bias') first dim */
                 char mod[128];
-                snprintf(mod, sizeof mod, "%s", t->name);
-                char *dot = strrchr(mod, '.');
-                if (dot)
-                    *dot = 0;
+                module_of(mod, sizeof mod, t->name);
                 if (nlines[3] < LIST_MAX)
                     snprintf(lines[3][nlines[3]++], sizeof lines[0][0], "%s: %lld -> %lld classes, re-initialised",
                              mod, (long long)s->shape[0], (long long)t->shape[0]);

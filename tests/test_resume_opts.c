@@ -117,6 +117,12 @@ int main(void) {
            "a changed --lr is not named in a warning");
     TCHECK(!log_has(dir, "lr.log", "workers"), "--workers (no number changes) named");
 
+    /* a dataset that is not there (moved since): the error says how to name its new place */
+    rc = vt_test_sh("'%s' train --resume '%s/run' '%s/moved' --max-steps 2 -q > '%s/mv.log' 2>&1",
+                    bin, dir, dir, dir);
+    TCHECK(rc == 1 && log_has(dir, "mv.log", "if it moved, name its new place"),
+           "--resume on a missing dataset: exit %d, want 1 with a hint", rc);
+
     /* the dataset named again by another spelling of its path is no change */
     rc = vt_test_sh("'%s' train --resume '%s/run' '%s/./data' --max-steps 3 -q > '%s/plain.log' "
                     "2>&1", bin, dir, dir, dir);

@@ -83,6 +83,10 @@ static int open_data(vt_train *t) {
     t->ds = vt_dataset_open(o->data, &dopt, err, sizeof err);
     if (!t->ds) {
         fprintf(stderr, "vidtrain train: %s\n", err);
+        if (t->resume[0]) /* the path config.json recorded, unless one was given */
+            fprintf(stderr, "  --resume %s trains on %s (the run's dataset, or the DIR given); "
+                    "if it moved, name its new place: vidtrain train --resume %s NEWDIR\n",
+                    t->resume, o->data, t->resume);
         return 1;
     }
     vt_dataset *ds = t->ds;

@@ -19,6 +19,8 @@
  *   - an option given at its default value is given: --gamma 0.1, --momentum 0.9 and
  *     --mixup-switch-prob 0.5 were taken in silence where another value was refused (the
  *     checks asked whether a value differed from its default, not whether it was given);
+ *   - videos a --labels file has no row for are counted ('without a label: N'), not only
+ *     missing from the split counts;
  *   - a class with no training video (only in val) is named in a warning (the model
  *     cannot learn it; it was listed with a count of 0 and nothing more);
  *   - --label-smoothing on a dataset whose every head is multi-label (BCE) smooths
@@ -141,6 +143,15 @@ int main(void) {
                     "--devices cpu:1 > /dev/null 2> e.err", dir, bin);
     TCHECK(rc == 0 && has(err, "1 class(es) without a training video: zz_valonly"),
            "a class without training videos: exit %d, want 0 and a warning naming it", rc);
+    /* a labels file that leaves videos out: they were dropped from every split with only
+     * the split counts to show it; now a line counts them */
+    rc = vt_test_sh("cd '%s/data' && (echo path,label; for f in $(ls -d */*/* | head -n 4); do "
+                    "echo \"$f,x${#f}\"; done) > ../part.csv && cd .. && '%s' train data --labels "
+                    "part.csv --out pl --clip 4x32 --batch 3 --epochs 1 --max-steps 1 --devices "
+                    "cpu:1 > pl.log 2>&1; n=$(ls -d data/*/*/* | wc -l); grep -q \"without a "
+                    "label: $((n - 4)) \" pl.log", dir, bin);
+    TCHECK(rc == 0, "a labels file without rows for some videos: no 'without a label' count "
+           "(see %s/pl.log)", dir);
     /* every video tagged from {a, b, c}: one multi-label head */
     rc = vt_test_sh("cd '%s/data' && (echo path,tags; i=0; for f in */*/*; do case $((i %% 2)) "
                     "in 0) t='a;b';; 1) t=c;; esac; echo \"$f,$t\"; i=$((i + 1)); done) > "

@@ -42,6 +42,12 @@ static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
     fprintf(f, "  splits: train %d, val %d, test %d; unreadable %d; non-video files %d\n",
             vt_dataset_split_count(mut, VT_SPLIT_TRAIN), vt_dataset_split_count(mut, VT_SPLIT_VAL),
             vt_dataset_split_count(mut, VT_SPLIT_TEST), vt_dataset_count_bad(mut), ds->nignored);
+    int unlabeled = 0; /* out of every split: they were counted in the videos only */
+    for (int i = 0; i < ds->nvideos; i++)
+        unlabeled += !ds->videos[i].labeled;
+    if (unlabeled)
+        fprintf(f, "  without a label: %d (no row in the labels file, or a class the list "
+                "does not name): left out of every split\n", unlabeled);
     if (ds->nbroken)
         fprintf(f, "  not followed: %d (dangling links, link loops, FIFOs, devices: see the warnings)\n",
                 ds->nbroken);

@@ -19,6 +19,8 @@
  *   - an option given at its default value is given: --gamma 0.1, --momentum 0.9 and
  *     --mixup-switch-prob 0.5 were taken in silence where another value was refused (the
  *     checks asked whether a value differed from its default, not whether it was given);
+ *   - --freeze N or --freeze-bn from scratch (no --init, --pretrained) warns: the frozen
+ *     layers keep their random initialisation;
  *   - videos a --labels file has no row for are counted ('without a label: N'), not only
  *     missing from the split counts;
  *   - a class with no training video (only in val) is named in a warning (the model
@@ -87,6 +89,17 @@ int main(void) {
         printf("%-40s exit %d\n", sw[i][0], rc);
         TCHECK(rc == 2 && has(err, sw[i][1]), "%s: exit %d, want 2 naming why", sw[i][0], rc);
     }
+    /* freezing from scratch keeps random layers (or initial BN statistics) for good: a
+     * warning (it was taken in silence; the fine-tuning line even said "frozen") */
+    static const char *const fz[][2] = {{"--freeze 1", "the frozen layers keep their random"},
+                                        {"--freeze-bn", "their initial statistics"}};
+    for (size_t i = 0; i < sizeof fz / sizeof *fz; i++) {
+        int rc = train(bin, dir, fz[i][0]);
+        TCHECK(rc != 2 && has(err, fz[i][1]), "%s from scratch: exit %d, want a warning",
+               fz[i][0], rc);
+    }
+    int frc = train(bin, dir, "--freeze 1 --init w.pth");
+    TCHECK(!has(err, "without --init"), "--freeze with --init warned (exit %d)", frc);
     static const char *const fine[] = {"--sched step --gamma 0.5 --step-epochs 3",
                                        "--clips-per-video auto --seconds-per-clip 5",
                                        "--nesterov", "--model vit_test --no-nesterov",

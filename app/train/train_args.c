@@ -394,6 +394,16 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
                 strcmp(optim, "sgd") ? why : "");
         return 2;
     }
+    /* freezing is fine-tuning's: from scratch it keeps random layers random for good */
+    const int fz = given(ta, "--freeze") && o->freeze >= 0;
+    if (!o->init[0] && !o->pretrained[0] && !resume[0] &&
+        (fz || (given(ta, "--freeze-bn") && o->freeze_bn > 0))) {
+        fprintf(stderr, "vidtrain train: warning: %s without --init or --pretrained: %s for the "
+                "whole run (freezing keeps pretrained weights; from scratch leave it out)\n",
+                fz ? "--freeze" : "--freeze-bn",
+                fz ? "the frozen layers keep their random initialisation"
+                   : "the batch norms normalise with their initial statistics (mean 0, var 1)");
+    }
     if (o->freeze >= 0 && o->freeze > vt_finetune_nstages(o->model)) {
         fprintf(stderr, "vidtrain train: --freeze %d: %s has the stem and %d stages (0..%d)\n",
                 o->freeze, o->model, vt_finetune_nstages(o->model), vt_finetune_nstages(o->model));

@@ -86,10 +86,18 @@ static const char *entry_split(char *entry, int sep, const char **value) {
     return entry;
 }
 
-/* --devices entry "cpu[:N]", "cpu-ref[:N]", "cuda[:I]"; ctx: the backend of "cpu". */
+/* What --devices entries read: the backend of "cpu" (--backend's), and whether an entry
+ * used it. */
+typedef struct cpu_kind {
+    const char *backend;
+    int used;
+} cpu_kind;
+
+/* --devices entry "cpu[:N]", "cpu-ref[:N]", "cuda[:I]"; ctx: a cpu_kind. */
 static int devices_entry(vt_device_list *l, char *entry, int k, void *ctx, char *err,
                          size_t errlen) {
     (void)k;
+    cpu_kind *ck = ctx;
     const char *num;
     const char *kind = entry_split(entry, ':', &num);
     int v = -1;
@@ -105,7 +113,8 @@ static int devices_entry(vt_device_list *l, char *entry, int k, void *ctx, char 
             vt_set_err(err, errlen, "--devices: %s:0 asks for no tower", kind);
             return -1;
         }
-        const char *be = !strcmp(kind, "cpu") ? (const char *)ctx : "cpu-ref";
+        ck->used |= !strcmp(kind, "cpu");
+        const char *be = !strcmp(kind, "cpu") ? ck->backend : "cpu-ref";
         for (int c = 0; c < count; c++)
             if (vt_device_list_add(l, be, 0, err, errlen))
                 return -1;
@@ -298,8 +307,9 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
         vt_set_err(err, errlen, "--devices and --gpus: give one of them");
         return -1;
     }
+    cpu_kind ck = {cpu_backend, 0};
     if (a->devices) {
-        int n = for_each_entry(out, a->devices, devices_entry, (void *)cpu_backend, err, errlen);
+        int n = for_each_entry(out, a->devices, devices_entry, &ck, err, errlen);
         if (n == 0)
             vt_set_err(err, errlen, "--devices: empty list");
         if (n <= 0)
@@ -309,8 +319,30 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
             return -1;
     } else if (vt_device_list_add_default(out, cpu_backend, err, errlen)) {
         return -1;
+    } else {
+        for (int i = 0; i < out->n; i++) /* no GPU: one tower of --backend's */
+            ck.used |= strcmp(out->dev[i].backend, "cuda") != 0;
     }
     vt_device_list_describe(out, a->threads);
+    if (a->backend && !ck.used) {
+        char names[512];
+        vt_device_list_names(out, names, sizeof names);
+        vt_set_err(err, errlen, "--backend %s: it picks the backend of the towers a plain cpu "
+                   "entry of --devices makes (or the default CPU tower); these towers (%s) have "
+                   "none: leave it out, or give --devices cpu[:N]", a->backend, names);
+        return -2;
+    }
+    int cpu_threads = 0; /* towers that run --threads threads */
+    for (int i = 0; i < out->n; i++)
+        cpu_threads += !strcmp(out->dev[i].backend, "cpu");
+    if (a->threads > 0 && !cpu_threads) {
+        char names[512];
+        vt_device_list_names(out, names, sizeof names);
+        vt_set_err(err, errlen, "--threads %d: threads per tower of the cpu backend; these "
+                   "towers (%s) have none (cpu-ref runs one thread, a GPU tower its GPU): leave "
+                   "it out, or give --devices cpu[:N]", a->threads, names);
+        return -2;
+    }
 
     /* Budgets: explicit caps first, then defaults for the rest. */
     int capped[VT_MAX_DEVICES] = {0};
@@ -333,4 +365,19 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
     if (a->emulate && for_each_entry(out, a->emulate, emulate_entry, NULL, err, errlen) < 0)
         return -1;
     return 0;
+}
+
+int vt_devices_check_precision(const vt_device_list *l, vt_precision p, char *err,
+                               size_t errlen) {
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->dev[i].backend, "cuda"))
+            return 0;
+    if (p != VT_PREC_TF32)
+        return 0;
+    char names[512];
+    vt_device_list_names(l, names, sizeof names);
+    vt_set_err(err, errlen, "--precision tf32: TF32 is a GPU mode, and these towers (%s) are "
+               "CPU towers, which compute it as fp32: leave it out (fp32), or give --devices "
+               "cuda[:I]", names);
+    return -1;
 }

@@ -312,6 +312,12 @@ static int prep_parse(prep_args *a, int argc, char **argv) {
         }
         fprintf(stderr, "vidtrain prep: this FFmpeg has no libx264: writing mpeg4 instead\n");
         o->codec = "mpeg4";
+        if (vt_opts_given_has(&given, "--crf")) { /* a CRF is no qscale: 0 meant lossless */
+            fprintf(stderr, "vidtrain prep: --crf %d is libx264's; mpeg4 is written at its own "
+                    "default (qscale 4): give --codec mpeg4 --crf Q (1-31) to choose\n",
+                    o->quality);
+            o->quality = -1;
+        }
     }
     if (!strcmp(o->codec, "mjpeg")) {
         if (vt_opts_given_has(&given, "--gop")) {

@@ -14,6 +14,8 @@
  *     its default 4 while DST recorded 0), --fold/--list-format without --lists;
  *   - scan: --fold/--list-format without --lists, --fold with a Kinetics list, --group
  *     without --val-split, --val-split on a folder that has val videos (none drawn);
+ *   - predict --timeline: --timeout with no network URL or camera among the inputs,
+ *     --reconnect with no network URL (a file, pipe or camera is never reopened);
  *   - the device options of every command: --threads with no tower of the cpu backend
  *     (cpu-ref runs one thread), --backend with no plain cpu entry to give a backend to.
  * Each refusal is checked for its exit code and its reason; the same options where they
@@ -73,6 +75,9 @@ int main(void) {
         {"predict run %V --devices cpu:1 --precision tf32", "TF32 is a GPU mode"},
         {"predict run %V --devices cpu-ref --threads 2", "threads per tower of the cpu"},
         {"eval run data --devices cpu:1 --precision tf32 -q", "TF32 is a GPU mode"},
+        {"predict run %V --timeline --timeout 10s", "none of the inputs is one"},
+        {"predict run - %V --timeline --reconnect 5", "none of the inputs is one"},
+        {"predict run /dev/video97 --timeline --reconnect 0", "a camera is never reopened"},
         {"embed run %V --out e.npy --devices cpu:1 --precision tf32", "TF32 is a GPU mode"},
     };
     /* the first video of a class (its container depends on synth's rotation) */

@@ -35,7 +35,7 @@ static void usage(FILE *f) {
             "NDHWC activations, the algorithms cuDNN chooses, per precision.\n\n"
             "  --clip TxS|TxHxW    clip (default 16x112)\n"
             "  --batch B           clips (default 32)\n"
-            "  --small             a quick case: --clip 8x56 --batch 4 --reps 2\n"
+            "  --small             a quick case: --clip 8x56 --batch 4 --reps 2 (not with them)\n"
             "  --precision LIST    comma-separated: fp32, tf32, bf16 (default all three)\n"
             "  --layout L          ncdhw, ndhwc or both (default both)\n"
             "  --device N          the GPU (default 0)\n"

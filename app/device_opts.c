@@ -25,8 +25,9 @@ const char vt_device_args_help[] =
     "  --mem SPEC          budgets: \"2G\" for every tower, \"12G,6G\" tower by tower, or\n"
     "                      \"cpu0=2G,cpu1=1G,cuda0=5G\"\n"
     "  --gpu-mem SPEC      GPU caps \"1:5G\"; several towers on one GPU: \"0:12G,0:6G\" in order\n"
-    "  --threads N         threads per CPU tower (default: cores / CPU towers)\n"
-    "  --backend NAME      backend of cpu towers: cpu (fast, default) or cpu-ref (reference)\n"
+    "  --threads N         threads per tower of the cpu backend (default: cores / CPU towers)\n"
+    "  --backend NAME      backend of the cpu entries' towers: cpu (fast, default) or cpu-ref\n"
+    "                      (reference, one thread)\n"
     "  --speeds LIST       known clips/s per tower, \"30,15\" or \"cpu0=30,cpu1=15\" (speed policy)\n"
     "  --emulate-slowdown R:K[,R:K]  TEST/BENCHMARK KNOB: tower R runs K x slower (it sleeps\n"
     "                      (K-1) x its measured compute time after each micro-batch)\n";

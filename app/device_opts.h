@@ -13,7 +13,7 @@
  *   --mem SPEC       budgets by tower name: "2G" (every tower) or "cpu0=2G,cpu1=1G,cuda0=5G"
  *   --gpu-mem SPEC   GPU caps "1:5G" (GPU 1); with several towers on one GPU the entries
  *                    for it apply in order: "0:12G,0:6G"
- *   --threads N      threads per CPU tower (default: cores / CPU towers)
+ *   --threads N      threads per tower of the cpu backend (default: cores / CPU towers)
  *   --backend NAME   backend of "cpu" towers: cpu (default, fast) or cpu-ref
  *   --speeds LIST    known clips/s per tower: "30,15" (in tower order) or "cpu0=30,cpu1=15"
  *   --emulate-slowdown R:K[,R:K]  TEST/BENCHMARK KNOB: tower R sleeps (K-1) x its

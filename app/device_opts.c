@@ -87,18 +87,17 @@ static const char *entry_split(char *entry, int sep, const char **value) {
     return entry;
 }
 
-/* What --devices entries read: the backend of "cpu" (--backend's), and whether an entry
- * used it. */
-typedef struct cpu_kind {
-    const char *backend;
-    int used;
-} cpu_kind;
+/* GPU id is there (vt_gpu_check), or need not be: a plan for GPUs this machine lacks
+ * (absent_gpus), whose budgets --mem gives (vt_devices_from_args checks). 0 or -1. */
+static int gpu_ok(const vt_device_args *a, int id, char *err, size_t errlen) {
+    return a->absent_gpus ? 0 : vt_gpu_check(id, err, errlen);
+}
 
-/* --devices entry "cpu[:N]", "cpu-ref[:N]", "cuda[:I]"; ctx: a cpu_kind. */
+/* --devices entry "cpu[:N]", "cpu-ref[:N]", "cuda[:I]"; ctx: the vt_device_args. */
 static int devices_entry(vt_device_list *l, char *entry, int k, void *ctx, char *err,
                          size_t errlen) {
     (void)k;
-    cpu_kind *ck = ctx;
+    const vt_device_args *a = ctx;
     const char *num;
     const char *kind = entry_split(entry, ':', &num);
     int v = -1;
@@ -114,8 +113,7 @@ static int devices_entry(vt_device_list *l, char *entry, int k, void *ctx, char 
             vt_set_err(err, errlen, "--devices: %s:0 asks for no tower", kind);
             return -1;
         }
-        ck->used |= !strcmp(kind, "cpu");
-        const char *be = !strcmp(kind, "cpu") ? ck->backend : "cpu-ref";
+        const char *be = !strcmp(kind, "cpu") ? (a->backend ? a->backend : "cpu") : "cpu-ref";
         for (int c = 0; c < count; c++)
             if (vt_device_list_add(l, be, 0, err, errlen))
                 return -1;
@@ -123,7 +121,7 @@ static int devices_entry(vt_device_list *l, char *entry, int k, void *ctx, char 
     }
     if (!strcmp(kind, "cuda") || !strcmp(kind, "gpu")) {
         if (v >= 0)
-            return vt_gpu_check(v, err, errlen) || vt_device_list_add(l, "cuda", v, err, errlen)
+            return gpu_ok(a, v, err, errlen) || vt_device_list_add(l, "cuda", v, err, errlen)
                        ? -1 : 0;
         int count = vt_gpu_count();
         if (count == 0 && vt_gpu_check(0, err, errlen))
@@ -137,10 +135,23 @@ static int devices_entry(vt_device_list *l, char *entry, int k, void *ctx, char 
     return -1;
 }
 
+/* 1 when the --devices list has a plain "cpu" or "cpu:N" entry (the towers --backend
+ * gives its backend to), else 0. */
+static int has_cpu_entry(const char *spec) {
+    for (const char *s = spec; *s;) {
+        size_t n = strcspn(s, ",:");
+        if (n == 3 && !strncmp(s, "cpu", 3))
+            return 1;
+        s += strcspn(s, ",");
+        s += *s == ',';
+    }
+    return 0;
+}
+
 /* --gpus list entry: one GPU id, each at most once. */
 static int gpus_entry(vt_device_list *l, char *entry, int k, void *ctx, char *err, size_t errlen) {
     (void)k;
-    (void)ctx;
+    const vt_device_args *a = ctx;
     int id;
     if (parse_count(entry, &id)) {
         vt_set_err(err, errlen, "--gpus: '%s' is not a GPU id", entry);
@@ -152,12 +163,13 @@ static int gpus_entry(vt_device_list *l, char *entry, int k, void *ctx, char *er
                        "--devices cuda:%d,cuda:%d)", id, id, id);
             return -1;
         }
-    return vt_gpu_check(id, err, errlen) || vt_device_list_add(l, "cuda", id, err, errlen) ? -1 : 0;
+    return gpu_ok(a, id, err, errlen) || vt_device_list_add(l, "cuda", id, err, errlen) ? -1 : 0;
 }
 
-static int parse_gpus(vt_device_list *l, const char *spec, char *err, size_t errlen) {
+static int parse_gpus(vt_device_list *l, const vt_device_args *a, char *err, size_t errlen) {
+    const char *spec = a->gpus;
     if (strchr(spec, ',')) {
-        int n = for_each_entry(l, spec, gpus_entry, NULL, err, errlen);
+        int n = for_each_entry(l, spec, gpus_entry, (void *)a, err, errlen);
         if (n == 0)
             vt_set_err(err, errlen, "--gpus: empty");
         return n > 0 ? 0 : -1;
@@ -172,7 +184,7 @@ static int parse_gpus(vt_device_list *l, const char *spec, char *err, size_t err
         vt_set_err(err, errlen, "--gpus: '%s' is not a positive count", spec);
         return -1;
     }
-    if (vt_gpu_check(count - 1, err, errlen)) {
+    if (gpu_ok(a, count - 1, err, errlen)) {
         char why[512];
         snprintf(why, sizeof why, "%s", err);
         vt_set_err(err, errlen, "--gpus %d: %s", count, why);
@@ -308,24 +320,24 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
         vt_set_err(err, errlen, "--devices and --gpus: give one of them");
         return -1;
     }
-    cpu_kind ck = {cpu_backend, 0};
+    int used = a->devices && has_cpu_entry(a->devices); /* --backend gives it its backend */
     if (a->devices) {
-        int n = for_each_entry(out, a->devices, devices_entry, &ck, err, errlen);
+        int n = for_each_entry(out, a->devices, devices_entry, (void *)a, err, errlen);
         if (n == 0)
             vt_set_err(err, errlen, "--devices: empty list");
         if (n <= 0)
             return -1;
     } else if (a->gpus) {
-        if (parse_gpus(out, a->gpus, err, errlen))
+        if (parse_gpus(out, a, err, errlen))
             return -1;
     } else if (vt_device_list_add_default(out, cpu_backend, err, errlen)) {
         return -1;
     } else {
         for (int i = 0; i < out->n; i++) /* no GPU: one tower of --backend's */
-            ck.used |= strcmp(out->dev[i].backend, "cuda") != 0;
+            used |= strcmp(out->dev[i].backend, "cuda") != 0;
     }
     vt_device_list_describe(out, a->threads);
-    if (a->backend && !ck.used) {
+    if (a->backend && !used) {
         char names[512];
         vt_device_list_names(out, names, sizeof names);
         vt_set_err(err, errlen, "--backend %s: it picks the backend of the towers a plain cpu "
@@ -365,6 +377,18 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
         return -1;
     if (a->emulate && for_each_entry(out, a->emulate, emulate_entry, NULL, err, errlen) < 0)
         return -1;
+    for (int i = 0; a->absent_gpus && i < out->n; i++) {
+        vt_device *d = &out->dev[i];
+        if (strcmp(d->backend, "cuda") || d->desc[0]) /* a CPU tower, or a GPU that is here */
+            continue;
+        if (!capped[i]) {
+            vt_set_err(err, errlen, "%s: no such GPU here%s: to plan for it, give its memory "
+                       "with --mem (e.g. --devices cuda:0,cuda:1 --mem 12G,6G)", d->name,
+                       vt_gpu_count() ? "" : " (no GPU at all, or no CUDA in this build)");
+            return -1;
+        }
+        snprintf(d->desc, sizeof d->desc, "not on this machine: planned from --mem");
+    }
     return 0;
 }
 

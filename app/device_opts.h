@@ -35,6 +35,9 @@ typedef struct vt_device_args {
     const char *devices, *gpus, *mem, *gpu_mem, *emulate, *backend, *speeds;
     int threads;        /* 0 = default; -1 = a value that is not a count (refused by
                            vt_devices_from_args) */
+    int absent_gpus;    /* set by the caller, not an option: cuda towers may name GPUs this
+                           machine lacks (a plan for the cards a user has elsewhere), each
+                           with its budget from --mem */
 } vt_device_args;
 
 /* Help text for the options above (one block, for subcommands' --help). */

@@ -19,6 +19,10 @@
  *   - an option given at its default value is given: --gamma 0.1, --momentum 0.9 and
  *     --mixup-switch-prob 0.5 were taken in silence where another value was refused (the
  *     checks asked whether a value differed from its default, not whether it was given);
+ *   - videos a --labels file has no row for are counted ('without a label: N'), not only
+ *     missing from the split counts;
+ *   - a class with no training video (only in val) is named in a warning (the model
+ *     cannot learn it; it was listed with a count of 0 and nothing more);
  *   - --label-smoothing on a dataset whose every head is multi-label (BCE) smooths
  *     nothing: a warning, and config.json's smoothing 0 (the transformers' default 0.1
  *     was recorded and named in the recipe line for such a set too).
@@ -131,6 +135,23 @@ int main(void) {
                     "--epochs 1 --max-steps 1 -q --devices cpu:1 --momentum 0.5 --optim sgd > "
                     "/dev/null 2> '%s/e.err'", bin, dir, dir, dir);
     TCHECK(rc == 0, "--momentum with --optim sgd: exit %d", rc);
+    /* a class with no training video (a val folder train lacks): its output never learns;
+     * it was listed with a count of 0 and nothing more. Now a warning naming it. */
+    rc = vt_test_sh("cd '%s' && rm -rf data0 && cp -a data data0 && mkdir data0/val/zz_valonly && "
+                    "cp \"$(ls -d data0/val/*/* | head -n 1)\" data0/val/zz_valonly/ && '%s' "
+                    "train data0 --out z0 --clip 4x32 --batch 3 --epochs 1 --max-steps 1 -q "
+                    "--devices cpu:1 > /dev/null 2> e.err", dir, bin);
+    TCHECK(rc == 0 && has(err, "1 class(es) without a training video: zz_valonly"),
+           "a class without training videos: exit %d, want 0 and a warning naming it", rc);
+    /* a labels file that leaves videos out: they were dropped from every split with only
+     * the split counts to show it; now a line counts them */
+    rc = vt_test_sh("cd '%s/data' && (echo path,label; for f in $(ls -d */*/* | head -n 4); do "
+                    "echo \"$f,x${#f}\"; done) > ../part.csv && cd .. && '%s' train data --labels "
+                    "part.csv --out pl --clip 4x32 --batch 3 --epochs 1 --max-steps 1 --devices "
+                    "cpu:1 > pl.log 2>&1; n=$(ls -d data/*/*/* | wc -l); grep -q \"without a "
+                    "label: $((n - 4)) \" pl.log", dir, bin);
+    TCHECK(rc == 0, "a labels file without rows for some videos: no 'without a label' count "
+           "(see %s/pl.log)", dir);
     /* every video tagged from {a, b, c}: one multi-label head */
     rc = vt_test_sh("cd '%s/data' && (echo path,tags; i=0; for f in */*/*; do case $((i %% 2)) "
                     "in 0) t='a;b';; 1) t=c;; esac; echo \"$f,$t\"; i=$((i + 1)); done) > "

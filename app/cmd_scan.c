@@ -572,7 +572,9 @@ static void scan_print_text(const scan_opts *op, const vt_dataset *ds, scan_summ
             printf("  %s\n", ds->broken[i]);
     }
     if (ds->nignored) {
-        printf("\nignored (%d, not a video name):\n", ds->nignored);
+        const int stray = vt_dataset_count_stray(ds);
+        printf("\nignored (%d: %d not a video name, %d a video outside a class folder):\n",
+               ds->nignored, ds->nignored - stray, stray);
         int shown = VT_MIN(ds->nignored, 20);
         for (int i = 0; i < shown; i++)
             printf("  %s\n", ds->ignored[i]);

@@ -39,9 +39,15 @@ static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
             fprintf(f, " %s", ds->heads[h].classes[c]);
         fprintf(f, "%s\n", ds->heads[h].nclasses > 12 ? " ..." : "");
     }
+    const int stray = vt_dataset_count_stray(ds);
     fprintf(f, "  splits: train %d, val %d, test %d; unreadable %d; non-video files %d\n",
             vt_dataset_split_count(mut, VT_SPLIT_TRAIN), vt_dataset_split_count(mut, VT_SPLIT_VAL),
-            vt_dataset_split_count(mut, VT_SPLIT_TEST), vt_dataset_count_bad(mut), ds->nignored);
+            vt_dataset_split_count(mut, VT_SPLIT_TEST), vt_dataset_count_bad(mut),
+            ds->nignored - stray);
+    if (stray) /* they were counted as non-video files */
+        fprintf(f, "  videos outside a class folder: %d, left out (the layout is "
+                "DIR/<class>/<video> or DIR/<split>/<class>/<video>; vidtrain scan lists "
+                "them)\n", stray);
     int unlabeled = 0; /* out of every split: they were counted in the videos only */
     for (int i = 0; i < ds->nvideos; i++)
         unlabeled += !ds->videos[i].labeled;

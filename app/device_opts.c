@@ -25,8 +25,9 @@ const char vt_device_args_help[] =
     "  --mem SPEC          budgets: \"2G\" for every tower, \"12G,6G\" tower by tower, or\n"
     "                      \"cpu0=2G,cpu1=1G,cuda0=5G\"\n"
     "  --gpu-mem SPEC      GPU caps \"1:5G\"; several towers on one GPU: \"0:12G,0:6G\" in order\n"
-    "  --threads N         threads per CPU tower (default: cores / CPU towers)\n"
-    "  --backend NAME      backend of cpu towers: cpu (fast, default) or cpu-ref (reference)\n"
+    "  --threads N         threads per tower of the cpu backend (default: cores / CPU towers)\n"
+    "  --backend NAME      backend of the cpu entries' towers: cpu (fast, default) or cpu-ref\n"
+    "                      (reference, one thread)\n"
     "  --speeds LIST       known clips/s per tower, \"30,15\" or \"cpu0=30,cpu1=15\" (speed policy)\n"
     "  --emulate-slowdown R:K[,R:K]  TEST/BENCHMARK KNOB: tower R runs K x slower (it sleeps\n"
     "                      (K-1) x its measured compute time after each micro-batch)\n";
@@ -132,6 +133,19 @@ static int devices_entry(vt_device_list *l, char *entry, int k, void *ctx, char 
     }
     vt_set_err(err, errlen, "--devices: unknown device '%s' (cpu[:N], cpu-ref[:N], cuda[:I])", kind);
     return -1;
+}
+
+/* 1 when the --devices list has a plain "cpu" or "cpu:N" entry (the towers --backend
+ * gives its backend to), else 0. */
+static int has_cpu_entry(const char *spec) {
+    for (const char *s = spec; *s;) {
+        size_t n = strcspn(s, ",:");
+        if (n == 3 && !strncmp(s, "cpu", 3))
+            return 1;
+        s += strcspn(s, ",");
+        s += *s == ',';
+    }
+    return 0;
 }
 
 /* --gpus list entry: one GPU id, each at most once. */
@@ -306,6 +320,7 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
         vt_set_err(err, errlen, "--devices and --gpus: give one of them");
         return -1;
     }
+    int used = a->devices && has_cpu_entry(a->devices); /* --backend gives it its backend */
     if (a->devices) {
         int n = for_each_entry(out, a->devices, devices_entry, (void *)a, err, errlen);
         if (n == 0)
@@ -317,8 +332,30 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
             return -1;
     } else if (vt_device_list_add_default(out, cpu_backend, err, errlen)) {
         return -1;
+    } else {
+        for (int i = 0; i < out->n; i++) /* no GPU: one tower of --backend's */
+            used |= strcmp(out->dev[i].backend, "cuda") != 0;
     }
     vt_device_list_describe(out, a->threads);
+    if (a->backend && !used) {
+        char names[512];
+        vt_device_list_names(out, names, sizeof names);
+        vt_set_err(err, errlen, "--backend %s: it picks the backend of the towers a plain cpu "
+                   "entry of --devices makes (or the default CPU tower); these towers (%s) have "
+                   "none: leave it out, or give --devices cpu[:N]", a->backend, names);
+        return -2;
+    }
+    int cpu_threads = 0; /* towers that run --threads threads */
+    for (int i = 0; i < out->n; i++)
+        cpu_threads += !strcmp(out->dev[i].backend, "cpu");
+    if (a->threads > 0 && !cpu_threads) {
+        char names[512];
+        vt_device_list_names(out, names, sizeof names);
+        vt_set_err(err, errlen, "--threads %d: threads per tower of the cpu backend; these "
+                   "towers (%s) have none (cpu-ref runs one thread, a GPU tower its GPU): leave "
+                   "it out, or give --devices cpu[:N]", a->threads, names);
+        return -2;
+    }
 
     /* Budgets: explicit caps first, then defaults for the rest. */
     int capped[VT_MAX_DEVICES] = {0};
@@ -353,4 +390,19 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
         snprintf(d->desc, sizeof d->desc, "not on this machine: planned from --mem");
     }
     return 0;
+}
+
+int vt_devices_check_precision(const vt_device_list *l, vt_precision p, char *err,
+                               size_t errlen) {
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->dev[i].backend, "cuda"))
+            return 0;
+    if (p != VT_PREC_TF32)
+        return 0;
+    char names[512];
+    vt_device_list_names(l, names, sizeof names);
+    vt_set_err(err, errlen, "--precision tf32: TF32 is a GPU mode, and these towers (%s) are "
+               "CPU towers, which compute it as fp32: leave it out (fp32), or give --devices "
+               "cuda[:I]", names);
+    return -1;
 }

@@ -7,8 +7,9 @@
  *     missing dataset, not on the option);
  *   - --mixup-switch-prob P without both --mixup and --cutmix chooses nothing: refused;
  *     so are --clips-per-video N beside --seconds-per-clip S (which implies auto: the one
- *     given first was dropped), --gamma/--step-epochs with another --sched than step, and
- *     --init-strict without --init or --pretrained;
+ *     given first was dropped), --gamma/--step-epochs with another --sched than step,
+ *     --init-strict without --init or --pretrained, --fold/--list-format without --lists
+ *     and --fold with a Kinetics list (as scan refuses them);
  *   - --precise-bn K for a model without batch norm (tiny_nobn, vit_test) recomputes
  *     nothing: it was taken (forwarding up to 2048 clips a validation for nothing), and
  *     colour jitter turned it on by default for them too; now a warning, and config.json
@@ -75,6 +76,9 @@ int main(void) {
         {"--gamma 0.5", "not with --sched cosine"},
         {"--sched const --step-epochs 3", "not with --sched const"},
         {"--init-strict", "give one of them"},
+        {"--fold 2", "says how --lists is read"},
+        {"--list-format ucf101", "says how --lists is read"},
+        {"--lists l --list-format kinetics --fold 1", "a Kinetics CSV has one split column"},
         /* given at the default value is given: never inferred from a value that differs */
         {"--gamma 0.1", "not with --sched cosine"},
         {"--step-epochs=10", "not with --sched cosine"},

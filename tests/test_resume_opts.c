@@ -12,6 +12,8 @@
  *   - a dataset whose classes changed since (a class folder renamed: the same count, so
  *     the checkpoint fits, but every class index moved; or a class added) is refused,
  *     naming the difference, and the run's files stay as they were;
+ *   - --devices given on resume replaces the run's tower set: its other device options
+ *     (--threads of a cpu run) are not applied to the new towers;
  *   - another value that changes the run's numbers (--lr) is named, old and new, in one
  *     warning; one that changes no number (--workers) is not; a plain --resume (its
  *     dataset named by another spelling of the path) warns of nothing.
@@ -116,6 +118,15 @@ int main(void) {
     TCHECK(log_has(dir, "lr.log", "warning: --resume") && log_has(dir, "lr.log", "lr 0.05 -> 0.07"),
            "a changed --lr is not named in a warning");
     TCHECK(!log_has(dir, "lr.log", "workers"), "--workers (no number changes) named");
+
+    /* another tower set: --devices given drops the run's other device options (its
+     * --threads 1 described its cpu tower; applied to cpu-ref it was refused, an option
+     * the user never gave on this command line) */
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/thr' --clip 4x32 --batch 6 --epochs 2 "
+                    "--max-steps 1 --devices cpu --threads 1 -q > '%s/thr.log' 2>&1 && '%s' train "
+                    "--resume '%s/thr' --devices cpu-ref --max-steps 2 -q >> '%s/thr.log' 2>&1",
+                    bin, dir, dir, dir, bin, dir, dir);
+    TCHECK(rc == 0, "--resume --devices cpu-ref of a --threads 1 run: exit %d (see thr.log)", rc);
 
     /* a dataset that is not there (moved since): the error says how to name its new place */
     rc = vt_test_sh("'%s' train --resume '%s/run' '%s/moved' --max-steps 2 -q > '%s/mv.log' 2>&1",

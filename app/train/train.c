@@ -381,7 +381,12 @@ static int build_towers(vt_train *t) {
     tc->logit_adjust[0] = t->logit_adjust; /* --balance logit */
     vt_device_args da;
     vt_train_opts_device_args(o, &da);
-    if (vt_devices_from_args(&tc->devices, &da, err, sizeof err) != 0) {
+    /* TF32 on CPU towers only is fp32 in silence: refused for a new run (a resumed GPU run
+     * may go on on a CPU, which computes it as fp32) */
+    if (vt_devices_from_args(&tc->devices, &da, err, sizeof err) != 0 ||
+        (!t->resume[0] &&
+         vt_devices_check_precision(&tc->devices, (vt_precision)vt_precision_parse(o->precision),
+                                    err, sizeof err) != 0)) {
         fprintf(stderr, "vidtrain train: %s\n", err);
         return 2;
     }

@@ -20,6 +20,8 @@
  *   - an option given at its default value is given: --gamma 0.1, --momentum 0.9 and
  *     --mixup-switch-prob 0.5 were taken in silence where another value was refused (the
  *     checks asked whether a value differed from its default, not whether it was given);
+ *   - --val-split F and --group on a folder with its own val/, or beside --val-dir, draw
+ *     nothing: refused (as scan refuses them);
  *   - --freeze N or --freeze-bn from scratch (no --init, --pretrained) warns: the frozen
  *     layers keep their random initialisation;
  *   - videos a --labels file has no row for are counted ('without a label: N'), not only
@@ -160,6 +162,19 @@ int main(void) {
                     "--devices cpu:1 > /dev/null 2> e.err", dir, bin);
     TCHECK(rc == 0 && has(err, "1 class(es) without a training video: zz_valonly"),
            "a class without training videos: exit %d, want 0 and a warning naming it", rc);
+    /* --val-split and --group on a folder with a val/ of its own, or beside --val-dir:
+     * nothing is drawn from train, and they were taken in silence */
+    static const char *const vs[][2] = {
+        {"--val-split 0.3", "has val videos of its own"},
+        {"--group auto", "has val videos of its own"},
+        {"--val-split 0.3 --val-dir data/val", "names the validation videos"}};
+    for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) {
+        rc = vt_test_sh("cd '%s' && '%s' train data --out vs%zu --clip 4x32 --batch 3 --epochs 1 "
+                        "--max-steps 1 -q --devices cpu:1 %s > /dev/null 2> e.err", dir, bin, i,
+                        vs[i][0]);
+        TCHECK(rc == 2 && has(err, vs[i][1]), "%s on a folder with val/: exit %d, want 2 naming "
+               "why", vs[i][0], rc);
+    }
     /* a labels file that leaves videos out: they were dropped from every split with only
      * the split counts to show it; now a line counts them */
     rc = vt_test_sh("cd '%s/data' && (echo path,label; for f in $(ls -d */*/* | head -n 4); do "

@@ -155,6 +155,15 @@ static vt_towers *bench_plan(const bench_args *ba, vt_towers_cfg *cfg, int *batc
         *rc_out = 1;
         return NULL;
     }
+    /* exact sums reduce once, after backward (tower.c): buckets were dropped unsaid */
+    if (ba->bucket_mb > 0 && vt_towers_exact(tw)) {
+        fprintf(stderr, "vidtrain bench step: --bucket-mb %g: these towers sum exactly, in one "
+                "reduction after backward, so there are no buckets; VT_EXACT_SUMS=0 (float "
+                "sums) to measure them\n", ba->bucket_mb);
+        vt_towers_free(&tw);
+        *rc_out = 2;
+        return NULL;
+    }
     int ncuda = 0;
     for (int i = 0; i < cfg->devices.n; i++)
         ncuda += !strcmp(cfg->devices.dev[i].backend, "cuda");

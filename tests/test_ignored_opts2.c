@@ -51,6 +51,8 @@ int main(void) {
         {"bench step --precision bf16 --tf32", "--tf32 is --precision tf32"},
         {"bench step --tf32 --precision=tf32", "--tf32 is --precision tf32"},
         {"bench step --devices cpu:1 --precision tf32", "TF32 is a GPU mode"},
+        {"bench step --model tiny --clip 4x16x16 --batch 2 --devices cpu:2 --bucket-mb 1 "
+         "--steps 1 --warmup 0", "there are no buckets"},
         {"plan --devices cpu:2 --precision tf32", "TF32 is a GPU mode"},
         {"bench conv --batch 8 --small", "--small is --clip 8x56 --batch 4 --reps 2"},
         {"bench conv --small --reps 2", "--small is --clip 8x56 --batch 4 --reps 2"},

@@ -88,6 +88,9 @@ typedef struct vt_train_epoch_stats {
 /* t->epoch_clips and (--clips-per-video auto) t->video_clips, from the probed dataset;
  * under mpirun rank 0's counts on every rank (app/train/train_clips.c). 0. */
 int vt_train_count_clips(vt_train *t);
+/* The training folder (with --labels), what validation reads (--val-dir, else the
+ * folder's val split or --val-split share), printed (train_data.c). 0, or the exit code. */
+int vt_train_open_data(vt_train *t);
 /* --resume (train_heads.c): 0 when the dataset's heads are the run's (its checkpoint's
  * configuration: the same heads, losses and class names in the same order), else 1
  * after printing what differs. Reads nothing but the checkpoint's header. */

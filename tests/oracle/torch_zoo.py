@@ -229,6 +229,9 @@ def s3d_golden(out):
             save_st(os.path.join(out, "s3d_eval.safetensors"), t, {"model": name})
             print("eval written s3d", flush=True)
             m.classifier[0].p = 0.0
+        if grads:  # only the gradients written: the others' weight gradients are never
+            for k, p in m.named_parameters():  # read (a third of the float64 pass), and
+                p.requires_grad_(k in grads)  # these come out bit for bit the same
         m64 = copy.deepcopy(m).double() if grads else None
         m.train()
         logits = m(x)

@@ -74,7 +74,9 @@ static int bench_parse(bench_args *ba, int argc, char **argv) {
     ba->bucket_mb = -1;
     ba->seed = 1;
     ba->sa = step_defaults;
+    vt_opts_given given = {0};
     for (int i = 1; i < argc; i++) {
+        vt_opts_given_note(&given, argv[i]);
         int took = vt_step_args_take(&ba->sa, argc, argv, &i);
         if (took == 1)
             continue;
@@ -117,6 +119,12 @@ static int bench_parse(bench_args *ba, int argc, char **argv) {
         if (bad)
             return 2;
         i++;
+    }
+    /* the one given later replaced the other's value without a word */
+    if (vt_opts_given_has(&given, "--tf32") && vt_opts_given_has(&given, "--precision")) {
+        fprintf(stderr, "vidtrain bench step: --tf32 is --precision tf32: not with --precision "
+                "too (the later one replaced the other); give one of them\n");
+        return 2;
     }
     return 0;
 }

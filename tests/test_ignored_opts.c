@@ -7,8 +7,9 @@
  *     missing dataset, not on the option);
  *   - --mixup-switch-prob P without both --mixup and --cutmix chooses nothing: refused;
  *     so are --clips-per-video N beside --seconds-per-clip S (which implies auto: the one
- *     given first was dropped), --gamma/--step-epochs with another --sched than step, and
- *     --init-strict without --init or --pretrained;
+ *     given first was dropped), --gamma/--step-epochs with another --sched than step,
+ *     --init-strict without --init or --pretrained, --fold/--list-format without --lists
+ *     and --fold with a Kinetics list (as scan refuses them);
  *   - --precise-bn K for a model without batch norm (tiny_nobn, vit_test) recomputes
  *     nothing: it was taken (forwarding up to 2048 clips a validation for nothing), and
  *     colour jitter turned it on by default for them too; now a warning, and config.json
@@ -19,6 +20,12 @@
  *   - an option given at its default value is given: --gamma 0.1, --momentum 0.9 and
  *     --mixup-switch-prob 0.5 were taken in silence where another value was refused (the
  *     checks asked whether a value differed from its default, not whether it was given);
+ *   - --freeze N or --freeze-bn from scratch (no --init, --pretrained) warns: the frozen
+ *     layers keep their random initialisation;
+ *   - videos a --labels file has no row for are counted ('without a label: N'), not only
+ *     missing from the split counts;
+ *   - a class with no training video (only in val) is named in a warning (the model
+ *     cannot learn it; it was listed with a count of 0 and nothing more);
  *   - --label-smoothing on a dataset whose every head is multi-label (BCE) smooths
  *     nothing: a warning, and config.json's smoothing 0 (the transformers' default 0.1
  *     was recorded and named in the recipe line for such a set too).
@@ -69,6 +76,9 @@ int main(void) {
         {"--gamma 0.5", "not with --sched cosine"},
         {"--sched const --step-epochs 3", "not with --sched const"},
         {"--init-strict", "give one of them"},
+        {"--fold 2", "says how --lists is read"},
+        {"--list-format ucf101", "says how --lists is read"},
+        {"--lists l --list-format kinetics --fold 1", "a Kinetics CSV has one split column"},
         /* given at the default value is given: never inferred from a value that differs */
         {"--gamma 0.1", "not with --sched cosine"},
         {"--step-epochs=10", "not with --sched cosine"},
@@ -83,6 +93,17 @@ int main(void) {
         printf("%-40s exit %d\n", sw[i][0], rc);
         TCHECK(rc == 2 && has(err, sw[i][1]), "%s: exit %d, want 2 naming why", sw[i][0], rc);
     }
+    /* freezing from scratch keeps random layers (or initial BN statistics) for good: a
+     * warning (it was taken in silence; the fine-tuning line even said "frozen") */
+    static const char *const fz[][2] = {{"--freeze 1", "the frozen layers keep their random"},
+                                        {"--freeze-bn", "their initial statistics"}};
+    for (size_t i = 0; i < sizeof fz / sizeof *fz; i++) {
+        int rc = train(bin, dir, fz[i][0]);
+        TCHECK(rc != 2 && has(err, fz[i][1]), "%s from scratch: exit %d, want a warning",
+               fz[i][0], rc);
+    }
+    int frc = train(bin, dir, "--freeze 1 --init w.pth");
+    TCHECK(!has(err, "without --init"), "--freeze with --init warned (exit %d)", frc);
     static const char *const fine[] = {"--sched step --gamma 0.5 --step-epochs 3",
                                        "--clips-per-video auto --seconds-per-clip 5",
                                        "--nesterov", "--model vit_test --no-nesterov",
@@ -131,6 +152,23 @@ int main(void) {
                     "--epochs 1 --max-steps 1 -q --devices cpu:1 --momentum 0.5 --optim sgd > "
                     "/dev/null 2> '%s/e.err'", bin, dir, dir, dir);
     TCHECK(rc == 0, "--momentum with --optim sgd: exit %d", rc);
+    /* a class with no training video (a val folder train lacks): its output never learns;
+     * it was listed with a count of 0 and nothing more. Now a warning naming it. */
+    rc = vt_test_sh("cd '%s' && rm -rf data0 && cp -a data data0 && mkdir data0/val/zz_valonly && "
+                    "cp \"$(ls -d data0/val/*/* | head -n 1)\" data0/val/zz_valonly/ && '%s' "
+                    "train data0 --out z0 --clip 4x32 --batch 3 --epochs 1 --max-steps 1 -q "
+                    "--devices cpu:1 > /dev/null 2> e.err", dir, bin);
+    TCHECK(rc == 0 && has(err, "1 class(es) without a training video: zz_valonly"),
+           "a class without training videos: exit %d, want 0 and a warning naming it", rc);
+    /* a labels file that leaves videos out: they were dropped from every split with only
+     * the split counts to show it; now a line counts them */
+    rc = vt_test_sh("cd '%s/data' && (echo path,label; for f in $(ls -d */*/* | head -n 4); do "
+                    "echo \"$f,x${#f}\"; done) > ../part.csv && cd .. && '%s' train data --labels "
+                    "part.csv --out pl --clip 4x32 --batch 3 --epochs 1 --max-steps 1 --devices "
+                    "cpu:1 > pl.log 2>&1; n=$(ls -d data/*/*/* | wc -l); grep -q \"without a "
+                    "label: $((n - 4)) \" pl.log", dir, bin);
+    TCHECK(rc == 0, "a labels file without rows for some videos: no 'without a label' count "
+           "(see %s/pl.log)", dir);
     /* every video tagged from {a, b, c}: one multi-label head */
     rc = vt_test_sh("cd '%s/data' && (echo path,tags; i=0; for f in */*/*; do case $((i %% 2)) "
                     "in 0) t='a;b';; 1) t=c;; esac; echo \"$f,$t\"; i=$((i + 1)); done) > "

@@ -168,6 +168,42 @@ static void check_torchvision(vt_backend *be, const char *dir, const cJSON *inde
     TCHECK(vt_net_load_init(fresh, pth, 1, NULL, NULL, err, sizeof err) != 0 &&
                strstr(err, "--init-strict") && strstr(err, pth),
            "%s: strict load of another class count: '%s'", tv, err);
+    /* 4. rows by class name (vt_net_load_init_rows, for a vidtrain checkpoint's named
+     * classes): row k of each classifier tensor is the file's row from[k] bit for bit, a
+     * -1 row keeps its initialisation (as seed 5 made it); strict refuses the -1 rows */
+    static const int from[7] = {5, -1, 399, 0, -1, 17, 3};
+    const vt_head_rows rows = {.from = {from}};
+    vt_net *byname = make_net(be, model, 7, shape, 5), *full = make_net(be, model, K, shape, 1);
+    TCHECK(vt_net_load_init(full, pth, 1, NULL, NULL, err, sizeof err) == 0, "%s", err);
+    rc = vt_net_load_init_rows(byname, pth, 0, &rows, stdout, &rep, err, sizeof err);
+    TCHECK(rc == 0 && rep.heads_reinit == 1 && rep.loaded == rep.tensors,
+           "%s rows by name: rc %d, heads %d, loaded %d of %d: %s", tv, rc, rep.heads_reinit,
+           rep.loaded, rep.tensors, err);
+    int rows_ok = 1;
+    for (int wb = 0; wb < 2; wb++) {
+        char tn[160];
+        snprintf(tn, sizeof tn, "%s", head);
+        if (wb) /* the bias: "fc.bias" beside "fc.weight" */
+            snprintf(strrchr(tn, '.'), sizeof tn - (size_t)(strrchr(tn, '.') - tn), ".bias");
+        const vt_tensor_info *a = vt_net_find_tensor(byname, tn), *b = vt_net_find_tensor(full, tn);
+        TCHECK(a && b, "%s: no %s", tv, tn);
+        if (!a || !b)
+            continue;
+        const int64_t row = a->numel / 7;
+        for (int k = 0; k < 7; k++) {
+            const float *got = vt_net_params(byname) + a->offset + k * row;
+            const float *exp = from[k] >= 0 ? vt_net_params(full) + b->offset + from[k] * row
+                                            : vt_net_params(fresh) + a->offset + k * row;
+            rows_ok &= !memcmp(got, exp, (size_t)row * sizeof(float));
+        }
+    }
+    TCHECK(rows_ok, "%s: a classifier row by name is not the file's row (or its initialisation)",
+           tv);
+    TCHECK(vt_net_load_init_rows(byname, pth, 1, &rows, NULL, NULL, err, sizeof err) != 0 &&
+               strstr(err, "--init-strict"), "%s: strict rows by name with new classes: '%s'",
+           tv, err);
+    vt_net_free(&byname);
+    vt_net_free(&full);
     vt_net_free(&small);
     vt_net_free(&fresh);
     free(x);

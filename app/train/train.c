@@ -39,9 +39,21 @@ static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
             fprintf(f, " %s", ds->heads[h].classes[c]);
         fprintf(f, "%s\n", ds->heads[h].nclasses > 12 ? " ..." : "");
     }
+    const int stray = vt_dataset_count_stray(ds);
     fprintf(f, "  splits: train %d, val %d, test %d; unreadable %d; non-video files %d\n",
             vt_dataset_split_count(mut, VT_SPLIT_TRAIN), vt_dataset_split_count(mut, VT_SPLIT_VAL),
-            vt_dataset_split_count(mut, VT_SPLIT_TEST), vt_dataset_count_bad(mut), ds->nignored);
+            vt_dataset_split_count(mut, VT_SPLIT_TEST), vt_dataset_count_bad(mut),
+            ds->nignored - stray);
+    if (stray) /* they were counted as non-video files */
+        fprintf(f, "  videos outside a class folder: %d, left out (the layout is "
+                "DIR/<class>/<video> or DIR/<split>/<class>/<video>; vidtrain scan lists "
+                "them)\n", stray);
+    int unlabeled = 0; /* out of every split: they were counted in the videos only */
+    for (int i = 0; i < ds->nvideos; i++)
+        unlabeled += !ds->videos[i].labeled;
+    if (unlabeled)
+        fprintf(f, "  without a label: %d (no row in the labels file, or a class the list "
+                "does not name): left out of every split\n", unlabeled);
     if (ds->nbroken)
         fprintf(f, "  not followed: %d (dangling links, link loops, FIFOs, devices: see the warnings)\n",
                 ds->nbroken);
@@ -83,6 +95,10 @@ static int open_data(vt_train *t) {
     t->ds = vt_dataset_open(o->data, &dopt, err, sizeof err);
     if (!t->ds) {
         fprintf(stderr, "vidtrain train: %s\n", err);
+        if (t->resume[0]) /* the path config.json recorded, unless one was given */
+            fprintf(stderr, "  --resume %s trains on %s (the run's dataset, or the DIR given); "
+                    "if it moved, name its new place: vidtrain train --resume %s NEWDIR\n",
+                    t->resume, o->data, t->resume);
         return 1;
     }
     vt_dataset *ds = t->ds;
@@ -112,6 +128,8 @@ static int open_data(vt_train *t) {
                     ds->heads[h].nclasses ? "')" : "", o->data);
             return 1;
         }
+    if (vt_train_resume_heads(t) != 0)
+        return 1;
     t->ntrain = vt_dataset_split_indices(ds, VT_SPLIT_TRAIN, &t->train_idx);
     t->val_ds = ds;
     if (o->val_dir[0]) {
@@ -231,6 +249,7 @@ static int fetch_pretrained(vt_train *t) {
 /* --init: the file into replica 0 (rank 0 reads it), then every replica a copy. */
 typedef struct init_job {
     const vt_train_opts *o;
+    const vt_head_rows *rows; /* a vidtrain checkpoint's classifier rows by class name */
     FILE *log;
     int rc;
     char err[1024];
@@ -239,14 +258,19 @@ typedef struct init_job {
 static void init_on_tower(void *ctx, vt_net *net, vt_optim *opt) {
     (void)opt;
     init_job *j = ctx;
-    j->rc = vt_net_load_init(net, j->o->init, j->o->init_strict, j->log, NULL, j->err,
-                             sizeof j->err);
+    j->rc = vt_net_load_init_rows(net, j->o->init, j->o->init_strict, j->rows, j->log, NULL,
+                                  j->err, sizeof j->err);
 }
 
 static int load_init(vt_train *t) {
+    vt_head_rows rows;
+    int *store = NULL;
     init_job j = {.o = &t->o, .log = t->out, .rc = 0};
-    if (vt_dist_lead())
+    if (vt_dist_lead()) {
+        j.rows = vt_train_init_rows(t, &rows, &store) ? &rows : NULL;
         vt_towers_run_on(t->towers, 0, init_on_tower, &j);
+        free(store);
+    }
     if (vt_dist_share_result(j.rc, j.err, sizeof j.err) != 0) {
         fprintf(stderr, "vidtrain train: --init: %s\n", j.err);
         return 1;
@@ -357,7 +381,12 @@ static int build_towers(vt_train *t) {
     tc->logit_adjust[0] = t->logit_adjust; /* --balance logit */
     vt_device_args da;
     vt_train_opts_device_args(o, &da);
-    if (vt_devices_from_args(&tc->devices, &da, err, sizeof err) != 0) {
+    /* TF32 on CPU towers only is fp32 in silence: refused for a new run (a resumed GPU run
+     * may go on on a CPU, which computes it as fp32) */
+    if (vt_devices_from_args(&tc->devices, &da, err, sizeof err) != 0 ||
+        (!t->resume[0] &&
+         vt_devices_check_precision(&tc->devices, (vt_precision)vt_precision_parse(o->precision),
+                                    err, sizeof err) != 0)) {
         fprintf(stderr, "vidtrain train: %s\n", err);
         return 2;
     }

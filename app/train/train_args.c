@@ -37,21 +37,16 @@ typedef struct train_args {
     const char *pos; /* the dataset folder */
     int quiet;
     int cpv_count_given; /* --clips-per-video N (a count, not auto) */
-    /* the options the command line gave, by name (argv's "--name" or "--name=value"): a
-     * check asks given() whether the user said it, never whether a value differs from its
-     * default (--momentum 0.9 beside AdamW is as ignored as --momentum 0.5) */
-    const char *given[256];
-    int ngiven;
+    /* the options the command line gave (app/opts.h): a check asks given() whether the
+     * user said it, never whether a value differs from its default (--momentum 0.9 beside
+     * AdamW is as ignored as --momentum 0.5) */
+    vt_opts_given given;
     char cfg_src[2200]; /* where the resumed configuration came from, for messages */
 } train_args;
 
-/* 1 when the command line gave the option `name` (train_args.given). */
+/* 1 when the command line gave the option `name`. */
 static int given(const train_args *ta, const char *name) {
-    const size_t n = strlen(name);
-    for (int k = 0; k < ta->ngiven; k++)
-        if (!strncmp(ta->given[k], name, n) && (!ta->given[k][n] || ta->given[k][n] == '='))
-            return 1;
-    return 0;
+    return vt_opts_given_has(&ta->given, name);
 }
 
 /* Flags: the option sets an int of the options to a value. */
@@ -394,6 +389,29 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
                 strcmp(optim, "sgd") ? why : "");
         return 2;
     }
+    /* how --lists is read: nothing to read without it (as scan says) */
+    static const char *const lists_only[] = {"--list-format", "--fold", NULL};
+    const char *lo = vt_opts_given_any(&ta->given, lists_only);
+    if (lo && !o->lists[0]) {
+        fprintf(stderr, "vidtrain train: %s says how --lists is read: not without --lists PATH; "
+                "leave it out\n", lo);
+        return 2;
+    }
+    if (given(ta, "--fold") && vt_lists_format_parse(o->list_format) == VT_LISTS_KINETICS) {
+        fprintf(stderr, "vidtrain train: --fold picks UCF101's trainlist/testlist pair or an "
+                "HMDB51 split: a Kinetics CSV has one split column; leave it out\n");
+        return 2;
+    }
+    /* freezing is fine-tuning's: from scratch it keeps random layers random for good */
+    const int fz = given(ta, "--freeze") && o->freeze >= 0;
+    if (!o->init[0] && !o->pretrained[0] && !resume[0] &&
+        (fz || (given(ta, "--freeze-bn") && o->freeze_bn > 0))) {
+        fprintf(stderr, "vidtrain train: warning: %s without --init or --pretrained: %s for the "
+                "whole run (freezing keeps pretrained weights; from scratch leave it out)\n",
+                fz ? "--freeze" : "--freeze-bn",
+                fz ? "the frozen layers keep their random initialisation"
+                   : "the batch norms normalise with their initial statistics (mean 0, var 1)");
+    }
     if (o->freeze >= 0 && o->freeze > vt_finetune_nstages(o->model)) {
         fprintf(stderr, "vidtrain train: --freeze %d: %s has the stem and %d stages (0..%d)\n",
                 o->freeze, o->model, vt_finetune_nstages(o->model), vt_finetune_nstages(o->model));
@@ -541,15 +559,12 @@ int vt_train_parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, cha
         return 1;
     vt_train_opts saved = *o; /* the run's configuration, for resume_changes */
     for (int i = 1; i < argc; i++) {
-        const char *opt = argv[i];
+        vt_opts_given_note(&ta.given, argv[i]);
         int rc = take_option(o, argc, argv, &i, &ta);
         if (rc > 0)
             return rc;
-        if (rc == 0) {
-            if (!strncmp(opt, "--", 2) && ta.ngiven < (int)VT_ARRAY_LEN(ta.given))
-                ta.given[ta.ngiven++] = opt;
+        if (rc == 0)
             continue;
-        }
         const char *a = argv[i];
         if (a[0] == '-') {
             fprintf(stderr, "vidtrain train: unknown option %s (see --help)\n", a);
@@ -560,6 +575,26 @@ int vt_train_parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, cha
             return 2;
         }
         ta.pos = a;
+    }
+    /* --resume on other towers: the run's device options described its towers as a set;
+     * --devices or --gpus given names new ones, and what of the set is not given (the CPU
+     * run's --threads 2, its --mem) describes nothing now: dropped, not applied to them */
+    if (resume[0] && (given(&ta, "--devices") || given(&ta, "--gpus"))) {
+        static const struct {
+            const char *opt;
+            size_t off, n;
+        } set[] = {{"--devices", offsetof(vt_train_opts, devices), sizeof o->devices},
+                   {"--gpus", offsetof(vt_train_opts, gpus), sizeof o->gpus},
+                   {"--mem", offsetof(vt_train_opts, mem), sizeof o->mem},
+                   {"--gpu-mem", offsetof(vt_train_opts, gpu_mem), sizeof o->gpu_mem},
+                   {"--backend", offsetof(vt_train_opts, backend), sizeof o->backend},
+                   {"--emulate-slowdown", offsetof(vt_train_opts, emulate), sizeof o->emulate},
+                   {"--speeds", offsetof(vt_train_opts, speeds), sizeof o->speeds}};
+        for (size_t k = 0; k < VT_ARRAY_LEN(set); k++)
+            if (!given(&ta, set[k].opt))
+                memset((char *)o + set[k].off, 0, set[k].n);
+        if (!given(&ta, "--threads"))
+            o->threads = 0;
     }
     *quiet = ta.quiet;
     int rc = check_args(o, &ta, resume);

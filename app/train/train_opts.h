@@ -166,7 +166,9 @@ static inline int vt_train_opts_finetune(const vt_train_opts *o) {
     return o->init[0] || o->pretrained[0];
 }
 /* The defaults that depend on the machine and the data, for options left at 0 (or < 0):
- *   clip      s3d: 16x224 (the least it takes is 13x209); else
+ *   clip      s3d: 16x224 (the least it takes is 13x209); X3D, MViT and VideoMAE's ViTs
+ *             their published clips (train_opts.c's table: x3d_m 16x224 stride 5, the
+ *             transformers 16x224 stride 4), on any device; else
  *             GPUs: 16x112, stride 1 (the video models' usual input); CPU: 8x64, stride 3
  *             (a 22-frame span at a cost a laptop trains in minutes; on the hard motion
  *             set stride 3 beat 1 and 2 by 9 to 40 points of top-1); a clip given without

@@ -28,13 +28,6 @@
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-static int has(const char *path, const char *text) {
-    char *s = vt_test_slurp(path, NULL);
-    int r = s && strstr(s, text);
-    free(s);
-    return r;
-}
-
 int main(void) {
     const char *bin = vt_test_bin("test_ignored_opts2");
     if (!bin)
@@ -92,7 +85,8 @@ int main(void) {
             snprintf(args, sizeof args, "%s", refused[i][0]);
         rc = vt_test_sh("cd '%s' && '%s' %s > /dev/null 2> e.err", dir, bin, args);
         printf("%-62s exit %d\n", args, rc);
-        TCHECK(rc == 2 && has(err, refused[i][1]), "%s: exit %d, want 2 naming why ('%s')", args,
+        TCHECK(rc == 2 && vt_test_file_has(err, refused[i][1]),
+               "%s: exit %d, want 2 naming why ('%s')", args,
                rc, refused[i][1]);
     }
     TCHECK(vt_test_sh("cd '%s' && test -s \"$(ls -d data/test/move_left/* | head -1)\"", dir)

@@ -25,16 +25,6 @@
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
-/* A log that holds text, 1; 0 otherwise. */
-static int log_has(const char *dir, const char *log, const char *text) {
-    char p[4300];
-    snprintf(p, sizeof p, "%s/%s", dir, log);
-    char *s = vt_test_slurp(p, NULL);
-    int r = s && strstr(s, text);
-    free(s);
-    return r;
-}
-
 int main(void) {
     const char *bin = vt_test_bin("test_resume_opts");
     if (!bin)
@@ -54,7 +44,7 @@ int main(void) {
                     "'%s/norm.log' 2>&1", bin, dir, dir);
     printf("--resume --input-norm imagenet (the run's: kinetics): exit %d\n", rc);
     TCHECK(rc == 2, "--resume with another --input-norm: exit %d, want 2", rc);
-    TCHECK(log_has(dir, "norm.log", "which a resumed run keeps"), "no reason given");
+    TCHECK(vt_test_file_has_in(dir, "norm.log", "which a resumed run keeps"), "no reason given");
     char p[4300];
     snprintf(p, sizeof p, "%s/run/config.json", dir);
     cJSON *c = vt_test_read_json(p);
@@ -74,7 +64,8 @@ int main(void) {
                       dir) == 0, "checksums");
     rc = vt_test_sh("'%s' train --resume '%s/run' --model x3d_xs --max-steps 2 -q > "
                     "'%s/model.log' 2>&1", bin, dir, dir);
-    TCHECK(rc == 2 && log_has(dir, "model.log", "continues a tiny: not with --model x3d_xs"),
+    TCHECK(rc == 2 && vt_test_file_has_in(dir, "model.log",
+           "continues a tiny: not with --model x3d_xs"),
            "--resume --model x3d_xs of a tiny run: exit %d, want 2 naming it", rc);
     TCHECK(vt_test_sh("cd '%s/run' && sha256sum --quiet -c ../sums", dir) == 0,
            "a refused --resume changed the run's config.json, plan.txt or leaks.json");
@@ -104,8 +95,8 @@ int main(void) {
         rc = vt_test_sh("'%s' train --resume '%s/run' '%s/%s' --max-steps 2 -q > '%s/cls.log' 2>&1",
                         bin, dir, dir, moved[i][0], dir);
         printf("--resume on the data with its classes changed (%s): exit %d\n", moved[i][0], rc);
-        TCHECK(rc == 1 && log_has(dir, "cls.log", moved[i][1]) &&
-                   log_has(dir, "cls.log", "a resumed run keeps them"),
+        TCHECK(rc == 1 && vt_test_file_has_in(dir, "cls.log", moved[i][1]) &&
+                   vt_test_file_has_in(dir, "cls.log", "a resumed run keeps them"),
                "--resume on a dataset with other classes (%s): exit %d, want 1 naming them",
                moved[i][0], rc);
         TCHECK(vt_test_sh("cd '%s/run' && sha256sum --quiet -c ../sums", dir) == 0,
@@ -115,9 +106,10 @@ int main(void) {
     rc = vt_test_sh("'%s' train --resume '%s/run' --lr 0.07 --workers 2 --max-steps 2 -q > "
                     "'%s/lr.log' 2>&1", bin, dir, dir);
     TCHECK(rc == 0, "--resume --lr 0.07 exit %d", rc);
-    TCHECK(log_has(dir, "lr.log", "warning: --resume") && log_has(dir, "lr.log", "lr 0.05 -> 0.07"),
+    TCHECK(vt_test_file_has_in(dir, "lr.log", "warning: --resume") && vt_test_file_has_in(dir,
+           "lr.log", "lr 0.05 -> 0.07"),
            "a changed --lr is not named in a warning");
-    TCHECK(!log_has(dir, "lr.log", "workers"), "--workers (no number changes) named");
+    TCHECK(!vt_test_file_has_in(dir, "lr.log", "workers"), "--workers (no number changes) named");
 
     /* another tower set: --devices given drops the run's other device options (its
      * --threads 1 described its cpu tower; applied to cpu-ref it was refused, an option
@@ -131,13 +123,13 @@ int main(void) {
     /* a dataset that is not there (moved since): the error says how to name its new place */
     rc = vt_test_sh("'%s' train --resume '%s/run' '%s/moved' --max-steps 2 -q > '%s/mv.log' 2>&1",
                     bin, dir, dir, dir);
-    TCHECK(rc == 1 && log_has(dir, "mv.log", "if it moved, name its new place"),
+    TCHECK(rc == 1 && vt_test_file_has_in(dir, "mv.log", "if it moved, name its new place"),
            "--resume on a missing dataset: exit %d, want 1 with a hint", rc);
 
     /* the dataset named again by another spelling of its path is no change */
     rc = vt_test_sh("'%s' train --resume '%s/run' '%s/./data' --max-steps 3 -q > '%s/plain.log' "
                     "2>&1", bin, dir, dir, dir);
     TCHECK(rc == 0, "plain --resume exit %d", rc);
-    TCHECK(!log_has(dir, "plain.log", "warning"), "a plain --resume warns");
+    TCHECK(!vt_test_file_has_in(dir, "plain.log", "warning"), "a plain --resume warns");
     return vt_test_done("test_resume_opts");
 }

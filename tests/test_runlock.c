@@ -26,12 +26,7 @@ static const char *g_bin;
 static const char *g_targs = "--model tiny --clip 4x32 --batch 2 --workers 1 -q";
 
 static int has(const char *rel, const char *what) {
-    char p[4200];
-    snprintf(p, sizeof p, "%s/%s", g_dir, rel);
-    char *t = vt_test_slurp(p, NULL);
-    int r = t && strstr(t, what);
-    free(t);
-    return r;
+    return vt_test_file_has_in(g_dir, rel, what);
 }
 
 static void force_whole(void) {

@@ -331,7 +331,8 @@ int vt_cmd_train(int argc, char **argv) {
     t->t_start = vt_now();
     t->out = stdout;
     char err[1024] = "";
-    int rc = vt_train_parse_args(&t->o, argc, argv, &t->quiet, t->resume, sizeof t->resume);
+    int rc = vt_train_parse_args(&t->o, &t->cli, argc, argv, &t->quiet, t->resume,
+                                 sizeof t->resume);
     if (rc == 0 && t->o.time_budget > 0 && vt_mpi_size() > 1) {
         fprintf(stderr, "vidtrain train: --time-budget times one process: under mpirun give "
                         "--epochs\n");

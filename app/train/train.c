@@ -109,6 +109,22 @@ static int open_data(vt_train *t) {
             return 1;
         }
     }
+    /* --val-split (and --group, which shapes it) act where the data has no val split of
+     * its own: on a folder with val/ (or lists with one) they were taken and did nothing */
+    static const char *const split_opts[] = {"--val-split", "--group", NULL};
+    const char *so = vt_opts_given_any(&t->cli, split_opts);
+    if (so && o->val_dir[0]) {
+        fprintf(stderr, "vidtrain train: %s: --val-dir %s names the validation videos, so "
+                "nothing is drawn from train; leave it out\n", so, o->val_dir);
+        return 2;
+    }
+    if (so && !(ds->val_split > 0) &&
+        !(vt_opts_given_has(&t->cli, "--val-split") && !(o->val_split > 0))) {
+        fprintf(stderr, "vidtrain train: %s: %s has val videos of its own (a val/ folder or "
+                "its lists' val rows), and they are the val split: nothing is drawn from train; "
+                "leave it out\n", so, o->data);
+        return 2;
+    }
     vt_dataset_probe(ds, 0, 1, NULL, NULL);
     vt_dist_dataset_sync(ds, "the training data");
     print_dataset(ds, ds, t->out);

@@ -22,6 +22,7 @@
 #include "app/dump.h"
 #include "app/eval/evalproto.h"
 #include "app/eval/evaluate.h"
+#include "app/opts.h"
 #include "app/progress.h"
 #include "app/run/run_ckpt.h"
 #include "app/run/run_claim.h"
@@ -38,6 +39,7 @@ typedef struct vt_train {
     vt_train_opts o;
     vt_train_opts given;   /* the options before vt_train_opts_resolve (--time-budget
                               resolves them again for the epochs it picks) */
+    vt_opts_given cli;     /* the options the command line gave (app/opts.h) */
     char resume[1024];     /* --resume RUN, or "" */
     int quiet;             /* no progress display */
     double t_start;        /* when the command started: --time-budget counts from here */

@@ -376,7 +376,8 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
      * has betas. A resumed run's saved 0.9 was never given. */
     const char *optim = vt_train_opts_optim(o);
     const char *why = o->optim[0] ? "" : " (the transformers' recipe)";
-    if (!strcmp(optim, "adamw") && (given(ta, "--momentum") || (o->momentum != 0.9f && !resume[0]))) {
+    if (!strcmp(optim, "adamw") &&
+        (given(ta, "--momentum") || (o->momentum != 0.9f && !resume[0]))) {
         fprintf(stderr, "vidtrain train: --momentum %g: AdamW%s has no momentum to set (its "
                 "betas are 0.9, 0.999); give --optim sgd or rmsprop with it, or leave it out\n",
                 (double)o->momentum, why);
@@ -385,7 +386,9 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
     if (given(ta, "--nesterov") && (strcmp(optim, "sgd") || !(o->momentum > 0))) {
         fprintf(stderr, "vidtrain train: --nesterov is SGD's, with a momentum: not with %s%s "
                 "(leave it out, or give --optim sgd)\n",
-                !strcmp(optim, "adamw") ? "AdamW" : !strcmp(optim, "rmsprop") ? "RMSprop" : "--momentum 0",
+                !strcmp(optim, "adamw")     ? "AdamW"
+                : !strcmp(optim, "rmsprop") ? "RMSprop"
+                                            : "--momentum 0",
                 strcmp(optim, "sgd") ? why : "");
         return 2;
     }
@@ -552,8 +555,8 @@ static int resume_changes(const vt_train_opts *saved, vt_train_opts *o, const ch
     return 0;
 }
 
-int vt_train_parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char *resume,
-                        size_t resume_n) {
+int vt_train_parse_args(vt_train_opts *o, vt_opts_given *cli, int argc, char **argv,
+                        int *quiet, char *resume, size_t resume_n) {
     train_args ta = {0};
     if (take_resume(o, argc, argv, resume, resume_n, &ta) != 0)
         return 1;
@@ -597,6 +600,7 @@ int vt_train_parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, cha
             o->threads = 0;
     }
     *quiet = ta.quiet;
+    *cli = ta.given;
     int rc = check_args(o, &ta, resume);
     return rc == 0 && resume[0] ? resume_changes(&saved, o, resume) : rc;
 }

@@ -84,7 +84,11 @@ int vt_train_resume_heads(const vt_train *t) {
         fprintf(stderr, "vidtrain train: --resume %s: head '%s' learnt %d classes, %s's head "
                 "'%s' has %d: %s%s%s%s%s\n", t->resume, rh->name, rh->classes, data, dh->name,
                 dh->nclasses, ng ? "not there now:" : "", gone, ng && na ? "; " : "",
-                na ? "new:" : "", na ? added : !ng ? "the same names in another order" : "");
+                na ? "new:" : "", na ? added
+                : ng ? ""
+                : strcmp(rh->name, dh->name) || rh->loss != dh->loss
+                    ? "another head (its name or its loss, softmax or multi-label, differs)"
+                    : "the same names in another order");
     }
     vt_run_heads_free(&run);
     if (!bad)

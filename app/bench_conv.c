@@ -35,7 +35,7 @@ static void usage(FILE *f) {
             "NDHWC activations, the algorithms cuDNN chooses, per precision.\n\n"
             "  --clip TxS|TxHxW    clip (default 16x112)\n"
             "  --batch B           clips (default 32)\n"
-            "  --small             a quick case: --clip 8x56 --batch 4 --reps 2\n"
+            "  --small             a quick case: --clip 8x56 --batch 4 --reps 2 (not with them)\n"
             "  --precision LIST    comma-separated: fp32, tf32, bf16 (default all three)\n"
             "  --layout L          ncdhw, ndhwc or both (default both)\n"
             "  --device N          the GPU (default 0)\n"
@@ -94,8 +94,10 @@ int vt_bench_conv(int argc, char **argv) {
     const char *wse = getenv("VT_CUDA_WORKSPACE");
     if (wse && *wse && vt_parse_bytes(wse) >= 0)
         ws = vt_parse_bytes(wse);
+    vt_opts_given given = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        vt_opts_given_note(&given, a);
         if (!strcmp(a, "--small")) {
             clip = (vt_clip_shape){8, 56, 56};
             batch = 4;
@@ -154,6 +156,16 @@ int vt_bench_conv(int argc, char **argv) {
         if (bad)
             return 2;
         i++;
+    }
+    /* --small sets three values: whichever of it and one of them came later replaced
+     * the other's without a word */
+    static const char *const small_sets[] = {"--clip", "--batch", "--reps", NULL};
+    const char *o = vt_opts_given_has(&given, "--small") ? vt_opts_given_any(&given, small_sets)
+                                                         : NULL;
+    if (o) {
+        fprintf(stderr, "vidtrain bench conv: --small is --clip 8x56 --batch 4 --reps 2: not "
+                "with %s; give --clip, --batch and --reps instead of --small\n", o);
+        return 2;
     }
     if (!nprec) {
         prec[0] = VT_PREC_FP32;

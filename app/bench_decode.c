@@ -355,6 +355,36 @@ static int bench_sequential(const file_list *files, int threads, int short_side)
     return ok;
 }
 
+/* An option the chosen work never reads (--starts-out beside --mode sequential wrote
+ * nothing, --list beside --probe listed nothing): 2 after saying which and why, else 0.
+ * seq and clips: the modes --mode chose. */
+static int ignored_option(const vt_opts_given *g, int seq, int clips) {
+    static const char *const probe_not[] = {"--list", "--mode", "--clips-per-video",
+                                            "--workers", "--seed", "--starts-out", NULL};
+    static const char *const list_not[] = {"--mode", "--clip", "--stride", "--clips-per-video",
+                                           "--workers", "--seed", "--starts-out", NULL};
+    static const char *const seq_not[] = {"--clip", "--stride", "--clips-per-video",
+                                          "--workers", "--seed", "--starts-out", NULL};
+    const char *o;
+    if (vt_opts_given_has(g, "--probe") && (o = vt_opts_given_any(g, probe_not))) {
+        fprintf(stderr, "vidtrain bench decode: %s: not with --probe (it opens each file, reads "
+                "one clip at --clip/--stride and decodes it whole, one file after another); "
+                "leave %s out, or run without --probe\n", o, o);
+        return 2;
+    }
+    if (vt_opts_given_has(g, "--list") && (o = vt_opts_given_any(g, list_not))) {
+        fprintf(stderr, "vidtrain bench decode: %s: not with --list (it only opens each file "
+                "for its size at --short-side); leave %s out, or run without --list\n", o, o);
+        return 2;
+    }
+    if (seq && !clips && (o = vt_opts_given_any(g, seq_not))) {
+        fprintf(stderr, "vidtrain bench decode: %s: clip mode's (--mode clips or both); "
+                "--mode sequential decodes every frame: leave it out, or give --mode both\n", o);
+        return 2;
+    }
+    return 0;
+}
+
 int vt_bench_decode(int argc, char **argv) {
     if (vt_wants_help(argc, argv)) {
         usage(stdout);
@@ -365,9 +395,11 @@ int vt_bench_decode(int argc, char **argv) {
     uint64_t seed = 1;
     const char *mode = "both", *starts_out = NULL;
     file_list files = {0};
+    vt_opts_given given = {0};
     int rc = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
+        vt_opts_given_note(&given, a);
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         /* Number options, each checked against its range (strict: "4x" is no 4).
          * threads 0: FFmpeg's choice; short side 0: the native size. */
@@ -432,6 +464,8 @@ int vt_bench_decode(int argc, char **argv) {
                 workers);
         goto done;
     }
+    if (ignored_option(&given, seq, clips) != 0)
+        goto done;
     if (files.n == 0) {
         fprintf(stderr, "vidtrain bench decode: no files given (see --help)\n");
         goto done;

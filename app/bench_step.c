@@ -74,7 +74,9 @@ static int bench_parse(bench_args *ba, int argc, char **argv) {
     ba->bucket_mb = -1;
     ba->seed = 1;
     ba->sa = step_defaults;
+    vt_opts_given given = {0};
     for (int i = 1; i < argc; i++) {
+        vt_opts_given_note(&given, argv[i]);
         int took = vt_step_args_take(&ba->sa, argc, argv, &i);
         if (took == 1)
             continue;
@@ -118,6 +120,12 @@ static int bench_parse(bench_args *ba, int argc, char **argv) {
             return 2;
         i++;
     }
+    /* the one given later replaced the other's value without a word */
+    if (vt_opts_given_has(&given, "--tf32") && vt_opts_given_has(&given, "--precision")) {
+        fprintf(stderr, "vidtrain bench step: --tf32 is --precision tf32: not with --precision "
+                "too (the later one replaced the other); give one of them\n");
+        return 2;
+    }
     return 0;
 }
 
@@ -145,6 +153,15 @@ static vt_towers *bench_plan(const bench_args *ba, vt_towers_cfg *cfg, int *batc
     if (!tw) {
         fprintf(stderr, "vidtrain bench step: %s\n", err);
         *rc_out = 1;
+        return NULL;
+    }
+    /* exact sums reduce once, after backward (tower.c): buckets were dropped unsaid */
+    if (ba->bucket_mb > 0 && vt_towers_exact(tw)) {
+        fprintf(stderr, "vidtrain bench step: --bucket-mb %g: these towers sum exactly, in one "
+                "reduction after backward, so there are no buckets; VT_EXACT_SUMS=0 (float "
+                "sums) to measure them\n", ba->bucket_mb);
+        vt_towers_free(&tw);
+        *rc_out = 2;
         return NULL;
     }
     int ncuda = 0;

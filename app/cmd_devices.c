@@ -68,9 +68,10 @@ int vt_cmd_devices(int argc, char **argv) {
         return 1;
     vt_device_list l;
     char err[1024];
-    if (vt_devices_from_args(&l, &da, err, sizeof err)) {
+    int drc = vt_devices_from_args(&l, &da, err, sizeof err);
+    if (drc) {
         fprintf(stderr, "vidtrain devices: %s\n", err);
-        return 1;
+        return drc == -2 ? 2 : 1; /* -2: an option that changes nothing */
     }
     printf("\ntowers with these options:\n");
     vt_device_list_print(&l, stdout);

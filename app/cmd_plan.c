@@ -28,7 +28,9 @@ static void usage(FILE *f) {
     fprintf(f, "usage: vidtrain plan --model M --clip TxHxW [options]\n\n"
                "Prints the model summary with memory per clip, then how a batch splits over the\n"
                "devices (fits per pass, slice, micro-batches, predicted step time). The\n"
-               "optimizer's state is part of the plan.\n\n");
+               "optimizer's state is part of the plan. GPUs this machine does not have (or\n"
+               "a vidtrain built without CUDA) are planned from their --mem budgets, e.g. for\n"
+               "a 12 GB + 6 GB workstation: --devices cuda:0,cuda:1 --mem 12G,6G.\n\n");
     vt_step_args_help(f, &step_defaults);
     fprintf(f, "  --checkpoint-act auto|on|off\n"
                "                      activation checkpointing: a transformer block keeps only\n"
@@ -45,6 +47,7 @@ int vt_cmd_plan(int argc, char **argv) {
         return 0;
     }
     vt_step_args sa = step_defaults;
+    sa.dev.absent_gpus = 1; /* plan for GPUs elsewhere: --devices cuda:0,cuda:1 --mem 12G,6G */
     int ckmode = VT_CKPT_AUTO;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--checkpoint-act")) {

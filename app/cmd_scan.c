@@ -16,6 +16,7 @@
 
 #include "app/app.h"
 #include "app/decode_opt.h"
+#include "app/opts.h"
 #include "base/common.h"
 #include "pipeline/data/balance.h"
 #include "app/leaks.h"
@@ -208,12 +209,37 @@ typedef struct scan_opts {
     int threads, json, no_leaks;
 } scan_opts;
 
+/* The options that would change nothing beside the others: 0, or 2 after saying why. */
+static int scan_check(const scan_opts *op, const vt_opts_given *g) {
+    static const char *const lists_only[] = {"--list-format", "--fold", NULL};
+    const char *o = vt_opts_given_any(g, lists_only);
+    if (o && !op->ds.lists_dir) {
+        fprintf(stderr, "vidtrain scan: %s says how --lists is read: not without --lists PATH; "
+                "leave it out\n", o);
+        return 2;
+    }
+    if (vt_opts_given_has(g, "--fold") && op->ds.lists_format == VT_LISTS_KINETICS) {
+        fprintf(stderr, "vidtrain scan: --fold picks UCF101's trainlist/testlist pair or an "
+                "HMDB51 split: a Kinetics CSV has one split column; leave it out\n");
+        return 2;
+    }
+    if (vt_opts_given_has(g, "--group") && !(op->ds.val_split > 0)) {
+        fprintf(stderr, "vidtrain scan: --group %s keeps a recording's videos on one side of "
+                "--val-split: not without --val-split F (nothing is split); give both, or leave "
+                "it out\n", op->ds.group);
+        return 2;
+    }
+    return 0;
+}
+
 /* Fills *op from argv; 0, or the exit status (2) after saying what is wrong. */
 static int scan_parse(scan_opts *op, int argc, char **argv) {
     memset(op, 0, sizeof *op);
+    vt_opts_given given = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
+        vt_opts_given_note(&given, a);
         if (!strcmp(a, "--json")) {
             op->json = 1;
         } else if (!strncmp(a, "--frame-rate", 12)) {
@@ -272,7 +298,7 @@ static int scan_parse(scan_opts *op, int argc, char **argv) {
         usage(stderr);
         return 2;
     }
-    return 0;
+    return scan_check(op, &given);
 }
 
 /* ---- plan: open and probe the folder, and tally what it holds ---- */
@@ -301,8 +327,9 @@ static void scan_summary_free(scan_summary *sm) {
 }
 
 /* Opens op->dir into *ds (and its labels), probes every video, tallies them into *sm and
- * runs the near-copy check unless told not to. 0, or the exit status (1) after saying
- * why the folder cannot be scanned; *ds is NULL then. */
+ * runs the near-copy check unless told not to. 0, or the exit status after saying why
+ * the folder cannot be scanned (1), or why --val-split draws nothing from it (2); *ds is
+ * NULL then. */
 static int scan_plan(const scan_opts *op, vt_dataset **dsp, scan_summary *sm) {
     memset(sm, 0, sizeof *sm);
     char err[1024];
@@ -310,6 +337,13 @@ static int scan_plan(const scan_opts *op, vt_dataset **dsp, scan_summary *sm) {
     if (!ds) {
         fprintf(stderr, "vidtrain scan: %s\n", err);
         return 1;
+    }
+    if (op->ds.val_split > 0 && !(ds->val_split > 0)) { /* vt_dataset_open drew none */
+        fprintf(stderr, "vidtrain scan: --val-split %g: %s has val videos (a val/ folder or "
+                "its lists' val rows), and they are the val split; leave --val-split out\n",
+                op->ds.val_split, op->dir);
+        vt_dataset_free(dsp);
+        return 2;
     }
     if (op->labels && vt_dataset_load_labels(ds, op->labels, &sm->nbadlines, err, sizeof err) < 0) {
         fprintf(stderr, "vidtrain scan: %s\n", err);
@@ -538,7 +572,9 @@ static void scan_print_text(const scan_opts *op, const vt_dataset *ds, scan_summ
             printf("  %s\n", ds->broken[i]);
     }
     if (ds->nignored) {
-        printf("\nignored (%d, not a video name):\n", ds->nignored);
+        const int stray = vt_dataset_count_stray(ds);
+        printf("\nignored (%d: %d not a video name, %d a video outside a class folder):\n",
+               ds->nignored, ds->nignored - stray, stray);
         int shown = VT_MIN(ds->nignored, 20);
         for (int i = 0; i < shown; i++)
             printf("  %s\n", ds->ignored[i]);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "app/app.h"
+#include "app/opts.h"
 #include "base/common.h"
 #include "pipeline/data/synth/synth.h"
 
@@ -74,12 +75,6 @@ static void on_progress(void *user, int done, int total, const char *path) {
     }
 }
 
-static int has_opt(int argc, char **argv, const char *name) {
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], name))
-            return 1;
-    return 0;
-}
 
 /* --size "WxH": two whole numbers (the range checks come after the preset is known). */
 static int parse_size(const char *s, int *w, int *h) {
@@ -121,9 +116,10 @@ static int synth_parse(vt_synth_opts *o, const char **dir, int *force, int argc,
         fprintf(stderr, "vidtrain synth: unknown preset '%s' (demo or motion)\n", preset);
         return 2;
     }
-    int size_set = 0;
+    vt_opts_given given = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        vt_opts_given_note(&given, a);
         int *target = !strcmp(a, "--classes") ? &o->classes
                     : !strcmp(a, "--train")   ? &o->train
                     : !strcmp(a, "--val")     ? &o->val
@@ -144,7 +140,6 @@ static int synth_parse(vt_synth_opts *o, const char **dir, int *force, int argc,
                                 "to %d, e.g. 128x96\n", val ? val : "", 1 << 16);
                 return 2;
             }
-            size_set = 1;
             i++;
         } else if (!strcmp(a, "--seed")) {
             if (!val || vt_parse_u64(val, &o->seed) != 0) {
@@ -177,7 +172,7 @@ static int synth_parse(vt_synth_opts *o, const char **dir, int *force, int argc,
         fprintf(stderr, "vidtrain synth: --classes must be 2..%d\n", VT_SYNTH_MAX_CLASSES);
         return 2;
     }
-    if ((!motion || size_set) &&
+    if ((!motion || vt_opts_given_has(&given, "--size")) &&
         (o->width < 16 || o->height < 16 || (o->width & 1) || (o->height & 1))) {
         fprintf(stderr, "vidtrain synth: --size must be even and at least 16x16 (4:2:0 video)\n");
         return 2;
@@ -195,8 +190,8 @@ static int synth_parse(vt_synth_opts *o, const char **dir, int *force, int argc,
         fprintf(stderr, "vidtrain synth: --frames, --fps and the video counts must be positive\n");
         return 2;
     }
-    if (motion && ((o->frames == 0 && has_opt(argc, argv, "--frames")) ||
-                   (o->fps == 0 && has_opt(argc, argv, "--fps")))) {
+    if (motion && ((o->frames == 0 && vt_opts_given_has(&given, "--frames")) ||
+                   (o->fps == 0 && vt_opts_given_has(&given, "--fps")))) {
         fprintf(stderr, "vidtrain synth: --frames and --fps must be positive\n");
         return 2;
     }

@@ -25,8 +25,9 @@ const char vt_device_args_help[] =
     "  --mem SPEC          budgets: \"2G\" for every tower, \"12G,6G\" tower by tower, or\n"
     "                      \"cpu0=2G,cpu1=1G,cuda0=5G\"\n"
     "  --gpu-mem SPEC      GPU caps \"1:5G\"; several towers on one GPU: \"0:12G,0:6G\" in order\n"
-    "  --threads N         threads per CPU tower (default: cores / CPU towers)\n"
-    "  --backend NAME      backend of cpu towers: cpu (fast, default) or cpu-ref (reference)\n"
+    "  --threads N         threads per tower of the cpu backend (default: cores / CPU towers)\n"
+    "  --backend NAME      backend of the cpu entries' towers: cpu (fast, default) or cpu-ref\n"
+    "                      (reference, one thread)\n"
     "  --speeds LIST       known clips/s per tower, \"30,15\" or \"cpu0=30,cpu1=15\" (speed policy)\n"
     "  --emulate-slowdown R:K[,R:K]  TEST/BENCHMARK KNOB: tower R runs K x slower (it sleeps\n"
     "                      (K-1) x its measured compute time after each micro-batch)\n";
@@ -86,10 +87,17 @@ static const char *entry_split(char *entry, int sep, const char **value) {
     return entry;
 }
 
-/* --devices entry "cpu[:N]", "cpu-ref[:N]", "cuda[:I]"; ctx: the backend of "cpu". */
+/* GPU id is there (vt_gpu_check), or need not be: a plan for GPUs this machine lacks
+ * (absent_gpus), whose budgets --mem gives (vt_devices_from_args checks). 0 or -1. */
+static int gpu_ok(const vt_device_args *a, int id, char *err, size_t errlen) {
+    return a->absent_gpus ? 0 : vt_gpu_check(id, err, errlen);
+}
+
+/* --devices entry "cpu[:N]", "cpu-ref[:N]", "cuda[:I]"; ctx: the vt_device_args. */
 static int devices_entry(vt_device_list *l, char *entry, int k, void *ctx, char *err,
                          size_t errlen) {
     (void)k;
+    const vt_device_args *a = ctx;
     const char *num;
     const char *kind = entry_split(entry, ':', &num);
     int v = -1;
@@ -105,7 +113,7 @@ static int devices_entry(vt_device_list *l, char *entry, int k, void *ctx, char 
             vt_set_err(err, errlen, "--devices: %s:0 asks for no tower", kind);
             return -1;
         }
-        const char *be = !strcmp(kind, "cpu") ? (const char *)ctx : "cpu-ref";
+        const char *be = !strcmp(kind, "cpu") ? (a->backend ? a->backend : "cpu") : "cpu-ref";
         for (int c = 0; c < count; c++)
             if (vt_device_list_add(l, be, 0, err, errlen))
                 return -1;
@@ -113,7 +121,7 @@ static int devices_entry(vt_device_list *l, char *entry, int k, void *ctx, char 
     }
     if (!strcmp(kind, "cuda") || !strcmp(kind, "gpu")) {
         if (v >= 0)
-            return vt_gpu_check(v, err, errlen) || vt_device_list_add(l, "cuda", v, err, errlen)
+            return gpu_ok(a, v, err, errlen) || vt_device_list_add(l, "cuda", v, err, errlen)
                        ? -1 : 0;
         int count = vt_gpu_count();
         if (count == 0 && vt_gpu_check(0, err, errlen))
@@ -127,10 +135,23 @@ static int devices_entry(vt_device_list *l, char *entry, int k, void *ctx, char 
     return -1;
 }
 
+/* 1 when the --devices list has a plain "cpu" or "cpu:N" entry (the towers --backend
+ * gives its backend to), else 0. */
+static int has_cpu_entry(const char *spec) {
+    for (const char *s = spec; *s;) {
+        size_t n = strcspn(s, ",:");
+        if (n == 3 && !strncmp(s, "cpu", 3))
+            return 1;
+        s += strcspn(s, ",");
+        s += *s == ',';
+    }
+    return 0;
+}
+
 /* --gpus list entry: one GPU id, each at most once. */
 static int gpus_entry(vt_device_list *l, char *entry, int k, void *ctx, char *err, size_t errlen) {
     (void)k;
-    (void)ctx;
+    const vt_device_args *a = ctx;
     int id;
     if (parse_count(entry, &id)) {
         vt_set_err(err, errlen, "--gpus: '%s' is not a GPU id", entry);
@@ -142,12 +163,13 @@ static int gpus_entry(vt_device_list *l, char *entry, int k, void *ctx, char *er
                        "--devices cuda:%d,cuda:%d)", id, id, id);
             return -1;
         }
-    return vt_gpu_check(id, err, errlen) || vt_device_list_add(l, "cuda", id, err, errlen) ? -1 : 0;
+    return gpu_ok(a, id, err, errlen) || vt_device_list_add(l, "cuda", id, err, errlen) ? -1 : 0;
 }
 
-static int parse_gpus(vt_device_list *l, const char *spec, char *err, size_t errlen) {
+static int parse_gpus(vt_device_list *l, const vt_device_args *a, char *err, size_t errlen) {
+    const char *spec = a->gpus;
     if (strchr(spec, ',')) {
-        int n = for_each_entry(l, spec, gpus_entry, NULL, err, errlen);
+        int n = for_each_entry(l, spec, gpus_entry, (void *)a, err, errlen);
         if (n == 0)
             vt_set_err(err, errlen, "--gpus: empty");
         return n > 0 ? 0 : -1;
@@ -162,7 +184,7 @@ static int parse_gpus(vt_device_list *l, const char *spec, char *err, size_t err
         vt_set_err(err, errlen, "--gpus: '%s' is not a positive count", spec);
         return -1;
     }
-    if (vt_gpu_check(count - 1, err, errlen)) {
+    if (gpu_ok(a, count - 1, err, errlen)) {
         char why[512];
         snprintf(why, sizeof why, "%s", err);
         vt_set_err(err, errlen, "--gpus %d: %s", count, why);
@@ -298,19 +320,42 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
         vt_set_err(err, errlen, "--devices and --gpus: give one of them");
         return -1;
     }
+    int used = a->devices && has_cpu_entry(a->devices); /* --backend gives it its backend */
     if (a->devices) {
-        int n = for_each_entry(out, a->devices, devices_entry, (void *)cpu_backend, err, errlen);
+        int n = for_each_entry(out, a->devices, devices_entry, (void *)a, err, errlen);
         if (n == 0)
             vt_set_err(err, errlen, "--devices: empty list");
         if (n <= 0)
             return -1;
     } else if (a->gpus) {
-        if (parse_gpus(out, a->gpus, err, errlen))
+        if (parse_gpus(out, a, err, errlen))
             return -1;
     } else if (vt_device_list_add_default(out, cpu_backend, err, errlen)) {
         return -1;
+    } else {
+        for (int i = 0; i < out->n; i++) /* no GPU: one tower of --backend's */
+            used |= strcmp(out->dev[i].backend, "cuda") != 0;
     }
     vt_device_list_describe(out, a->threads);
+    if (a->backend && !used) {
+        char names[512];
+        vt_device_list_names(out, names, sizeof names);
+        vt_set_err(err, errlen, "--backend %s: it picks the backend of the towers a plain cpu "
+                   "entry of --devices makes (or the default CPU tower); these towers (%s) have "
+                   "none: leave it out, or give --devices cpu[:N]", a->backend, names);
+        return -2;
+    }
+    int cpu_threads = 0; /* towers that run --threads threads */
+    for (int i = 0; i < out->n; i++)
+        cpu_threads += !strcmp(out->dev[i].backend, "cpu");
+    if (a->threads > 0 && !cpu_threads) {
+        char names[512];
+        vt_device_list_names(out, names, sizeof names);
+        vt_set_err(err, errlen, "--threads %d: threads per tower of the cpu backend; these "
+                   "towers (%s) have none (cpu-ref runs one thread, a GPU tower its GPU): leave "
+                   "it out, or give --devices cpu[:N]", a->threads, names);
+        return -2;
+    }
 
     /* Budgets: explicit caps first, then defaults for the rest. */
     int capped[VT_MAX_DEVICES] = {0};
@@ -332,5 +377,32 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
         return -1;
     if (a->emulate && for_each_entry(out, a->emulate, emulate_entry, NULL, err, errlen) < 0)
         return -1;
+    for (int i = 0; a->absent_gpus && i < out->n; i++) {
+        vt_device *d = &out->dev[i];
+        if (strcmp(d->backend, "cuda") || d->desc[0]) /* a CPU tower, or a GPU that is here */
+            continue;
+        if (!capped[i]) {
+            vt_set_err(err, errlen, "%s: no such GPU here%s: to plan for it, give its memory "
+                       "with --mem (e.g. --devices cuda:0,cuda:1 --mem 12G,6G)", d->name,
+                       vt_gpu_count() ? "" : " (no GPU at all, or no CUDA in this build)");
+            return -1;
+        }
+        snprintf(d->desc, sizeof d->desc, "not on this machine: planned from --mem");
+    }
     return 0;
+}
+
+int vt_devices_check_precision(const vt_device_list *l, vt_precision p, char *err,
+                               size_t errlen) {
+    for (int i = 0; i < l->n; i++)
+        if (!strcmp(l->dev[i].backend, "cuda"))
+            return 0;
+    if (p != VT_PREC_TF32)
+        return 0;
+    char names[512];
+    vt_device_list_names(l, names, sizeof names);
+    vt_set_err(err, errlen, "--precision tf32: TF32 is a GPU mode, and these towers (%s) are "
+               "CPU towers, which compute it as fp32: leave it out (fp32), or give --devices "
+               "cuda[:I]", names);
+    return -1;
 }

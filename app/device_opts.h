@@ -13,7 +13,7 @@
  *   --mem SPEC       budgets by tower name: "2G" (every tower) or "cpu0=2G,cpu1=1G,cuda0=5G"
  *   --gpu-mem SPEC   GPU caps "1:5G" (GPU 1); with several towers on one GPU the entries
  *                    for it apply in order: "0:12G,0:6G"
- *   --threads N      threads per CPU tower (default: cores / CPU towers)
+ *   --threads N      threads per tower of the cpu backend (default: cores / CPU towers)
  *   --backend NAME   backend of "cpu" towers: cpu (default, fast) or cpu-ref
  *   --speeds LIST    known clips/s per tower: "30,15" (in tower order) or "cpu0=30,cpu1=15"
  *   --emulate-slowdown R:K[,R:K]  TEST/BENCHMARK KNOB: tower R sleeps (K-1) x its
@@ -27,6 +27,7 @@
 
 #include <stddef.h>
 
+#include "models/backend.h"
 #include "pipeline/parallel/device.h"
 
 /* The option strings as given (NULL = not given). */
@@ -34,6 +35,9 @@ typedef struct vt_device_args {
     const char *devices, *gpus, *mem, *gpu_mem, *emulate, *backend, *speeds;
     int threads;        /* 0 = default; -1 = a value that is not a count (refused by
                            vt_devices_from_args) */
+    int absent_gpus;    /* set by the caller, not an option: cuda towers may name GPUs this
+                           machine lacks (a plan for the cards a user has elsewhere), each
+                           with its budget from --mem */
 } vt_device_args;
 
 /* Help text for the options above (one block, for subcommands' --help). */
@@ -46,7 +50,16 @@ int vt_device_args_take(vt_device_args *a, int argc, char **argv, int *i);
 /* Build the device list. Without --devices/--gpus: every GPU when CUDA is built in and
  * present, else one CPU tower with every core. Returns 0, or -1 with err set: a GPU that
  * is not there (naming those that are), GPUs asked for without CUDA, a bad budget, a
- * budget naming no tower, a bad slowdown. */
+ * budget naming no tower, a bad slowdown; -2 with err for an option that would change
+ * nothing (a usage error): --threads with no tower of the cpu backend (cpu-ref runs one
+ * thread, a GPU tower none of the cores), --backend with no tower it picks the backend
+ * of (--gpus, or --devices without a plain cpu entry, or the default list of GPUs). */
 int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err, size_t errlen);
+
+/* --precision p given for the towers of l: -1 with err when no tower of l computes it
+ * differently from fp32 (TF32 is a GPU mode: every CPU backend computes it as FP32, so
+ * --precision tf32 without a CUDA tower changes nothing), else 0. */
+int vt_devices_check_precision(const vt_device_list *l, vt_precision p, char *err,
+                               size_t errlen);
 
 #endif

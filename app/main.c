@@ -46,7 +46,7 @@ int vt_wants_help(int argc, char **argv) {
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "vidtrain %s: train 3D-CNN video classifiers on the GPUs you have (or the CPU)\n\n"
+    fprintf(f, "vidtrain %s: train video classifiers (3D CNNs, video transformers) on the GPUs you have (or the CPU)\n\n"
                "usage: vidtrain COMMAND [options]   (vidtrain COMMAND --help for its options)\n\n",
             VT_VERSION);
     for (size_t i = 0; i < VT_ARRAY_LEN(cmds); i++)

@@ -109,3 +109,23 @@ int vt_opt_f64(const char *cmd, const char *opt, const char *v, double lo, doubl
     snprintf(want, sizeof want, "a number from %g to %g", lo, hi);
     return opt_bad(cmd, opt, v, want);
 }
+
+void vt_opts_given_note(vt_opts_given *g, const char *arg) {
+    if (arg[0] == '-' && arg[1] && g->n < (int)VT_ARRAY_LEN(g->arg))
+        g->arg[g->n++] = arg;
+}
+
+int vt_opts_given_has(const vt_opts_given *g, const char *name) {
+    const size_t n = strlen(name);
+    for (int k = 0; k < g->n; k++)
+        if (!strncmp(g->arg[k], name, n) && (!g->arg[k][n] || g->arg[k][n] == '='))
+            return 1;
+    return 0;
+}
+
+const char *vt_opts_given_any(const vt_opts_given *g, const char *const *names) {
+    for (; *names; names++)
+        if (vt_opts_given_has(g, *names))
+            return *names;
+    return NULL;
+}

@@ -51,4 +51,24 @@ int vt_opt_u64(const char *cmd, const char *opt, const char *v, uint64_t *out);
 int vt_opt_f64(const char *cmd, const char *opt, const char *v, double lo, double hi,
                double *out);
 
+/* The options a command line gave, by name. A check that an option is ignored, or that
+ * two conflict, asks whether the user said it, never whether its value differs from the
+ * default: given at its default value (--gop 16 beside mjpeg) it is as ignored as any
+ * other. A parser calls vt_opts_given_note on argv[i] at the top of its loop, before it
+ * takes the option: a value never stands there (the parser steps over it), and an option
+ * the parser does not know ends the parse anyway. */
+typedef struct vt_opts_given {
+    const char *arg[256]; /* argv's "--name" or "--name=value" (the first 256) */
+    int n;
+} vt_opts_given;
+
+/* Records arg when it is an option ("-x", "--name", "--name=value"; a lone "-", standard
+ * input, is none). */
+void vt_opts_given_note(vt_opts_given *g, const char *arg);
+/* 1 when name ("--gop") was given, as "--gop V" or "--gop=V"; else 0. */
+int vt_opts_given_has(const vt_opts_given *g, const char *name);
+/* The first of the NULL-terminated names that was given (the name, for a message), or
+ * NULL when none was. */
+const char *vt_opts_given_any(const vt_opts_given *g, const char *const *names);
+
 #endif

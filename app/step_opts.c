@@ -68,8 +68,11 @@ int vt_step_args_resolve(const vt_step_args *a, vt_net_cfg *net, vt_optim_cfg *o
     }
     if (vt_slice_policy_parse(policy, a->tower_split ? a->tower_split : "equal", err, errlen))
         return VT_STEP_ARGS_USAGE;
-    if (vt_devices_from_args(devs, &a->dev, err, errlen))
-        return -1;
+    int drc = vt_devices_from_args(devs, &a->dev, err, errlen);
+    if (drc)
+        return drc == -2 ? VT_STEP_ARGS_USAGE : -1;
+    if (a->precision && vt_devices_check_precision(devs, (vt_precision)prec, err, errlen))
+        return VT_STEP_ARGS_USAGE;
     vt_net_cfg_default(net, a->model ? a->model : "tiny", classes, clip.t, clip.h, clip.w);
     net->precision = (vt_precision)prec;
     vt_optim_cfg_default(optim, (vt_opt_kind)ok);

@@ -35,7 +35,10 @@ int vt_step_args_take(vt_step_args *a, int argc, char **argv, int *i);
 /* Check and convert, in this order: clip (vt_parse_clip: TxS or TxHxW), batch and
  * classes (whole numbers from 1 to 2^20), the optimizer's name, the precision, --split
  * (refused), the tower policy — each a usage error, VT_STEP_ARGS_USAGE with err set —
- * then the device list (-1 with err set, as vt_devices_from_args). 0 on success: net =
+ * then the device list (-1 with err set, as vt_devices_from_args; its -2, an option that
+ * changes nothing, a usage error), then a --precision
+ * given that none of its towers computes (vt_devices_check_precision: a usage error).
+ * 0 on success: net =
  * the model with one softmax head of `classes` (the model name is not checked here: the
  * memory plan or the towers refuse an unknown one), optim = the optimizer's defaults. */
 int vt_step_args_resolve(const vt_step_args *a, vt_net_cfg *net, vt_optim_cfg *optim,

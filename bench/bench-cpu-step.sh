@@ -2,7 +2,8 @@
 # bench-cpu-step.sh: training-step throughput (forward + backward + SGD update) of tiny,
 # r3d18, x3d_xs, x3d_s and slow_r50 on small clips, vidtrain's cpu backend vs PyTorch CPU
 # (bench/bench_torch_step.py; X3D as tests/oracle/torch_x3d.py writes pytorchvideo's,
-# slow_r50 as tests/oracle/torch_pyvideo.py does; mvit_v2_s is torchvision's own),
+# slow_r50 as tests/oracle/torch_pyvideo.py does; mvit_v2_s is torchvision's own,
+# videomae_vit_s tests/oracle/torch_vit.py's),
 # same threads, same batch, same synthetic input shape. Prints clips/s and the ratio.
 #   bash bench/bench-cpu-step.sh                 (THREADS=2 STEPS=5 WARMUP=2)
 #   BUILD=build-net THREADS=1 bash bench/bench-cpu-step.sh
@@ -29,7 +30,7 @@ STEPS=${STEPS:-5}
 WARMUP=${WARMUP:-2}
 PY=${VT_PYTHON:-/usr/bin/python3}
 # X3D at its own frame counts (XS 4, S 13) on 112 crops: depthwise convs, SE and SiLU
-CASES=${CASES:-"tiny:8x64x64:8 r3d18:8x56x56:4 x3d_xs:4x112x112:8 x3d_s:13x112x112:4 slow_r50:8x64x64:2 mvit_v2_s:8x64x64:2"}
+CASES=${CASES:-"tiny:8x64x64:8 r3d18:8x56x56:4 x3d_xs:4x112x112:8 x3d_s:13x112x112:4 slow_r50:8x64x64:2 mvit_v2_s:8x64x64:2 videomae_vit_s:8x64x64:2"}
 
 # Build (or bring up to date) the vidtrain in $BUILD: a stale binary would time old code.
 [ -f "$BUILD/build.ninja" ] || cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null

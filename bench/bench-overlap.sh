@@ -10,6 +10,9 @@
 # the reduction is large next to a small step; tiny for contrast. On a 2-core machine
 # the helper threads that reduce share the cores with the towers' compute: what overlap
 # buys here is the host reducer's waiting and copying, not spare cores.
+# VT_EXACT_SUMS=0: CPU towers sum exactly by default, in one reduction after backward,
+# and so have no buckets (bench step now refuses --bucket-mb there; before, every run of
+# this script measured that one reduction whatever --bucket-mb said).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=${VT_BIN:-build/vidtrain}
@@ -17,7 +20,7 @@ bin=${VT_BIN:-build/vidtrain}
 steps=${BENCH_STEPS:-4}
 run() { # model clip batch bucket_mb
   echo "-- $1 $2 batch $3, --bucket-mb $4"
-  nice -n 10 "$bin" bench step --model "$1" --clip "$2" --batch "$3" --devices cpu:2 --threads 1 \
+  VT_EXACT_SUMS=0 nice -n 10 "$bin" bench step --model "$1" --clip "$2" --batch "$3" --devices cpu:2 --threads 1 \
     --tower-split equal --steps "$steps" --warmup 1 --bucket-mb "$4" 2>&1 |
     grep -E '^(gradient reduction|step time|clips/s|  cpu.* slice )'
 }

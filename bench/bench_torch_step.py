@@ -2,7 +2,8 @@
 """bench_torch_step.py: PyTorch CPU's training-step throughput, the peer figure for
 bench/bench-cpu-step.sh. Same model definitions as vidtrain's zoo (tests/oracle/torch_zoo.py;
 pytorchvideo's family from tests/oracle/torch_pyvideo.py, its head's dropout off as
-vidtrain's default), SGD momentum 0.9, softmax cross-entropy, train-mode BN, synthetic input.
+vidtrain's default; VideoMAE's ViTs from tests/oracle/torch_vit.py, attention as PyTorch
+1.13 spells it: softmax(q k^T) v, no fused kernel), SGD momentum 0.9, softmax cross-entropy, train-mode BN, synthetic input.
 
   bench_torch_step.py MODEL TxHxW BATCH THREADS STEPS WARMUP [CLASSES]
 prints "clips/s: X".
@@ -37,6 +38,10 @@ def main():
         import torch_mvit
         m = torch_mvit.v2_s(t, h, classes)
         m.head[0].p = 0.0
+    elif model in ("videomae_vit_s", "videomae_vit_b"):  # tests/oracle/torch_vit.py's VideoMAE
+        import torch_vit
+        dim, heads = (384, 6) if model == "videomae_vit_s" else (768, 12)
+        m = torch_vit.VisionTransformer(dim, 12, heads, classes)
     else:
         m = torch_zoo.build(model, classes, t, h, w)
     m.train()

@@ -226,8 +226,57 @@ static int check_finite(sd_tensor **src, const vt_net *net, const char *path, ch
     return 0;
 }
 
+/* A tensor of the net's name and shape holding data (malloc'd: f owns it), made for the
+ * file in f->extra (room for one per net tensor). */
+static sd_tensor *sd_extra(sd_file *f, const vt_tensor_info *t, float *data) {
+    sd_tensor *x = &f->extra[f->nextra++];
+    memset(x, 0, sizeof *x);
+    x->name = t->name;
+    x->ndim = t->ndim;
+    memcpy(x->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
+    x->numel = t->numel;
+    x->data = data;
+    return x;
+}
+
+/* The module of a tensor name ("fc" of "fc.weight"), for the log. */
+static void module_of(char *mod, size_t n, const char *name) {
+    snprintf(mod, n, "%s", name);
+    char *dot = strrchr(mod, '.');
+    if (dot)
+        *dot = 0;
+}
+
+/* Head tensor t (net tensor i) with its rows taken from s by class name (from[k]: the
+ * file's row, -1: the net's own initialisation) into a new tensor of f.extra; NULL when s
+ * is not a classifier of the same shape past dim 0. *kept: the rows initialised. */
+static sd_tensor *rows_by_name(sd_file *f, vt_net *net, int i, const sd_tensor *s,
+                               const int *from, int *kept) {
+    const vt_tensor_info *t = vt_net_tensor(net, i);
+    if (!same_shape(s, t) && !other_classes(s, t))
+        return NULL;
+    const int64_t rows = t->shape[0], row = rows ? t->numel / rows : 0;
+    float *d = vt_malloc((size_t)VT_MAX(t->numel, 1) * sizeof(float));
+    vt_backend *be = vt_net_backend(net);
+    be->i->to_host(be, d, (t->is_buffer ? vt_net_buffers(net) : vt_net_params(net)) + t->offset,
+                   (size_t)t->numel * sizeof(float)); /* the rows no class of the file fills */
+    *kept = 0;
+    for (int64_t k = 0; k < rows; k++) {
+        if (from[k] >= 0 && from[k] < s->shape[0])
+            memcpy(d + k * row, s->data + (int64_t)from[k] * row, (size_t)row * sizeof(float));
+        else
+            (*kept)++;
+    }
+    return sd_extra(f, t, d);
+}
+
 int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_init_report *rep,
                      char *err, size_t errlen) {
+    return vt_net_load_init_rows(net, path, strict, NULL, log, rep, err, errlen);
+}
+
+int vt_net_load_init_rows(vt_net *net, const char *path, int strict, const vt_head_rows *rows,
+                          FILE *log, vt_init_report *rep, char *err, size_t errlen) {
     vt_init_report r;
     memset(&r, 0, sizeof r);
     sd_file f;
@@ -281,6 +330,34 @@ int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_in
             continue;
         }
         s->used = 1;
+        const int hh = vt_net_tensor_head(net, i);
+        sd_tensor *byname = NULL;
+        int kept = 0;
+        if (hh >= 0 && rows && rows->from[hh] &&
+            (byname = rows_by_name(&f, net, i, s, rows->from[hh], &kept)) != NULL) {
+            src[i] = byname; /* counted as loaded when a row of it came from the file */
+            const int64_t n = t->shape[0];
+            r.loaded += kept < n;
+            loaded_params += !t->is_buffer && kept < n;
+            r.values += n ? t->numel / n * (n - kept) : 0;
+            if (!head_said[hh]) {
+                char mod[128];
+                module_of(mod, sizeof mod, t->name);
+                if (nlines[3] < LIST_MAX && kept == n)
+                    snprintf(lines[3][nlines[3]++], sizeof lines[0][0], "%s: none of the "
+                             "file's %lld classes is one of these %lld (by name): "
+                             "re-initialised", mod, (long long)s->shape[0], (long long)n);
+                else if (nlines[3] < LIST_MAX)
+                    snprintf(lines[3][nlines[3]++], sizeof lines[0][0], "%s: rows by class "
+                             "name: %lld of %lld classes from the file's %lld%s%s", mod,
+                             (long long)(n - kept), (long long)n, (long long)s->shape[0],
+                             kept ? ", the others initialised" : "",
+                             !kept && n == s->shape[0] ? " (another order)" : "");
+                head_said[hh] = 1;
+                r.heads_reinit += kept > 0;
+            }
+            continue;
+        }
         if (same_shape(s, t)) {
             src[i] = s;
             r.loaded++;
@@ -295,14 +372,7 @@ int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_in
             float *rs = vt_mvit_pos_resample(t->name, s->ndim, s->shape, s->data, t, grid, how,
                                              sizeof how);
             if (rs) {
-                sd_tensor *x = &f.extra[f.nextra++];
-                memset(x, 0, sizeof *x);
-                x->name = t->name;
-                x->ndim = t->ndim;
-                memcpy(x->shape, t->shape, sizeof(int64_t) * (size_t)t->ndim);
-                x->numel = t->numel;
-                x->data = rs;
-                src[i] = x;
+                src[i] = sd_extra(&f, t, rs);
                 r.loaded++;
                 loaded_params++;
                 r.values += t->numel;
@@ -322,10 +392,7 @@ int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_in
             if (!head_said[h]) {
                 /* "fc: 400 -> 12 classes" from the weight's (or bias') first dim */
                 char mod[128];
-                snprintf(mod, sizeof mod, "%s", t->name);
-                char *dot = strrchr(mod, '.');
-                if (dot)
-                    *dot = 0;
+                module_of(mod, sizeof mod, t->name);
                 if (nlines[3] < LIST_MAX)
                     snprintf(lines[3][nlines[3]++], sizeof lines[0][0], "%s: %lld -> %lld classes, re-initialised",
                              mod, (long long)s->shape[0], (long long)t->shape[0]);
@@ -398,7 +465,7 @@ int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_in
     }
     if (strict && (r.missing || r.unexpected || r.mismatched || r.heads_reinit)) {
         vt_set_err(err, errlen, "%s: --init-strict: %d missing, %d unexpected, %d shape-mismatched "
-                   "tensors, %d classifier(s) of another class count%s%s", path, r.missing,
+                   "tensors, %d classifier(s) with classes the file lacks (re-initialised)%s%s", path, r.missing,
                    r.unexpected, r.mismatched, r.heads_reinit,
                    nlines[0] ? " (first missing: " : "", nlines[0] ? lines[0][0] : "");
         if (nlines[0])

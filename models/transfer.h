@@ -51,6 +51,18 @@ typedef struct vt_init_report {
 int vt_net_load_init(vt_net *net, const char *path, int strict, FILE *log, vt_init_report *rep,
                      char *err, size_t errlen);
 
+/* A file whose classes are known by name (a vidtrain checkpoint's configuration names
+ * them): each head's classifier rows by class name. from[h] NULL: head h as above (rows
+ * by position when the class counts agree, re-initialised when not); else row k of head
+ * h (every classifier tensor of it: dim 0 is the class) takes the file's row from[h][k],
+ * or keeps its initialisation where from[h][k] is -1 (a class the file does not have;
+ * --init-strict counts such a head as re-initialised). The log says what was matched. */
+typedef struct vt_head_rows {
+    const int *from[VT_MAX_HEADS];
+} vt_head_rows;
+int vt_net_load_init_rows(vt_net *net, const char *path, int strict, const vt_head_rows *rows,
+                          FILE *log, vt_init_report *rep, char *err, size_t errlen);
+
 /* A VideoMAE transformer's tensor `name` (vidtrain's, the VideoMAE / VideoMAEv2 names)
  * under the Hugging Face names (transfer_vit.c): 1 name in out[0]; 3 for blocks.N.attn.
  * qkv.weight (query, key, value: their rows one after the other); 0 if it has no other

@@ -95,8 +95,9 @@ int vt_zoo_build_mvit(vt_graph *g, const vt_net_cfg *cfg) {
     if (!sp)
         return vt_g_node_fail(g, cfg->model, "not an MViT of the zoo%.0d%.0d", 0, 0);
     if (cfg->precision == VT_PREC_BF16)
-        return vt_g_node_fail(g, cfg->model, "bf16 is not available for transformers yet "
-                              "(use --precision fp32 or tf32)%.0d%.0d", 0, 0);
+        return vt_g_node_fail(g, cfg->model, "bf16 is not available for MViT yet (its "
+                              "CUDA ops are fp32; VideoMAE's ViTs have bf16): use --precision "
+                              "fp32 or tf32%.0d%.0d", 0, 0);
     if (!(cfg->drop_path >= 0 && cfg->drop_path < 1))
         return vt_g_node_fail(g, cfg->model, "drop path rate must be in [0, 1)%.0d%.0d", 0, 0);
     const float eps = 1e-6f; /* torchvision: partial(nn.LayerNorm, eps=1e-6) */

@@ -92,6 +92,21 @@ static inline char *vt_test_slurp(const char *path, long *len) {
     return buf;
 }
 
+/* 1 when the file at path holds the fixed string text; 0 otherwise (unreadable too). */
+static inline int vt_test_file_has(const char *path, const char *text) {
+    char *s = vt_test_slurp(path, NULL);
+    int r = s && strstr(s, text) != NULL;
+    free(s);
+    return r;
+}
+
+/* The same for the file DIR/NAME (a log a test wrote into its folder). */
+static inline int vt_test_file_has_in(const char *dir, const char *name, const char *text) {
+    char p[4608];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return vt_test_file_has(p, text);
+}
+
 /* The file parsed as JSON (cJSON_Delete it), NULL when unreadable or not JSON. */
 static inline cJSON *vt_test_read_json(const char *path) {
     char *s = vt_test_slurp(path, NULL);

@@ -15,6 +15,8 @@
  * on 12 GB + 6 GB a clip fits without, so auto leaves checkpointing off (micro-batches
  * are cheaper than recomputing); on a 3 GB card none does, so auto turns it on and the
  * plan works where `--checkpoint-act off` refuses it; `on` holds 4x+ the clips a pass.
+ * `vidtrain plan --devices cuda:0,cuda:1 --mem 12G,6G` gives those CUDA figures on any
+ * machine (GPUs it lacks are planned from --mem; without --mem it says to give it).
  * Memory (the memory plan is the allocation, test_memplan.c): on cpu the high-water mark
  * of those two passes falls by exactly what the plan says a clip saves, times the clips
  * (VT_TEST_CKPT_CLIP=16x112 repeats that at a realistic clip: minutes, not in ctest).
@@ -396,6 +398,23 @@ static void planner(void) {
         rc = plan_cli(bin, dir, "--devices cpu,cpu --mem 12G,3G --checkpoint-act off", &txt);
         TCHECK(rc == 1 && strstr(txt, "cannot hold one clip"), "off on 12G,3G:\n%s", txt);
         free(txt);
+        /* the issue's own command, GPUs included, on any machine: cards it lacks are
+         * planned from --mem (they were refused: "no GPU is usable here"), with the CUDA
+         * reserve — the figures above */
+        rc = plan_cli(bin, dir, "--devices cuda:0,cuda:1 --mem 12G,6G", &txt);
+        snprintf(want, sizeof want, "cuda1     off  clips a pass: %d without, %d with", fits[1][0],
+                 fits[1][1]);
+        const int here = vt_gpu_count();
+        TCHECK(rc == 0 && strstr(txt, want) &&
+                   (here || strstr(txt, "not on this machine: planned from --mem")),
+               "cuda:0,cuda:1 on 12G,6G (%d GPUs here):\n%s", here, txt);
+        free(txt);
+        if (!here) { /* without a budget there is nothing to plan a card by */
+            rc = plan_cli(bin, dir, "--devices cuda:0", &txt);
+            TCHECK(rc == 1 && strstr(txt, "give its memory with --mem"), "cuda:0 without "
+                   "--mem:\n%s", txt);
+            free(txt);
+        }
     }
     vt_memplan_free(&mp[0]);
     vt_memplan_free(&mp[1]);

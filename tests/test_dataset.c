@@ -105,6 +105,7 @@ static void test_flat(void) {
     TCHECK(ds->nignored == 2, "ignored %d", ds->nignored);
     TCHECK(ds->nignored == 2 && !strcmp(ds->ignored[0], "jump/notes.txt") &&
                !strcmp(ds->ignored[1], "readme.md"), "ignored names");
+    TCHECK(vt_dataset_count_stray(ds) == 0, "no video among them: %d", vt_dataset_count_stray(ds));
     TCHECK(vt_dataset_split_count(ds, VT_SPLIT_TRAIN) == 4, "train count");
     TCHECK(vt_dataset_split_count(ds, VT_SPLIT_VAL) == 0, "val count");
     vt_dataset_free(&ds);
@@ -151,6 +152,8 @@ static void test_folders(void) {
     TCHECK(vt_dataset_split_count(ds, VT_SPLIT_TEST) == 1, "test 1");
     TCHECK(vt_dataset_eval_split(ds) == VT_SPLIT_VAL, "eval on val");
     TCHECK(ds->nignored == 1 && !strcmp(ds->ignored[0], "train/loose.mp4"), "loose file ignored");
+    /* a video, not a non-video file: train says so (it counted as a non-video file) */
+    TCHECK(vt_dataset_count_stray(ds) == 1, "the loose video: %d", vt_dataset_count_stray(ds));
     vt_dataset_free(&ds);
 }
 

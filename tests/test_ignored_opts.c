@@ -7,14 +7,27 @@
  *     missing dataset, not on the option);
  *   - --mixup-switch-prob P without both --mixup and --cutmix chooses nothing: refused;
  *     so are --clips-per-video N beside --seconds-per-clip S (which implies auto: the one
- *     given first was dropped), --gamma/--step-epochs with another --sched than step, and
- *     --init-strict without --init or --pretrained;
+ *     given first was dropped), --gamma/--step-epochs with another --sched than step,
+ *     --init-strict without --init or --pretrained, --fold/--list-format without --lists
+ *     and --fold with a Kinetics list (as scan refuses them);
  *   - --precise-bn K for a model without batch norm (tiny_nobn, vit_test) recomputes
  *     nothing: it was taken (forwarding up to 2048 clips a validation for nothing), and
  *     colour jitter turned it on by default for them too; now a warning, and config.json
  *     says 0; a model with batch norm keeps it;
  *   - --momentum M with AdamW (which the transformers' recipe picks) was ignored; now
- *     refused, and still taken with --optim sgd;
+ *     refused, and still taken with --optim sgd; so is --nesterov with AdamW, RMSprop or
+ *     --momentum 0 (--no-nesterov, which asks for what they do, is taken);
+ *   - an option given at its default value is given: --gamma 0.1, --momentum 0.9 and
+ *     --mixup-switch-prob 0.5 were taken in silence where another value was refused (the
+ *     checks asked whether a value differed from its default, not whether it was given);
+ *   - --val-split F and --group on a folder with its own val/, or beside --val-dir, draw
+ *     nothing: refused (as scan refuses them);
+ *   - --freeze N or --freeze-bn from scratch (no --init, --pretrained) warns: the frozen
+ *     layers keep their random initialisation;
+ *   - videos a --labels file has no row for are counted ('without a label: N'), not only
+ *     missing from the split counts;
+ *   - a class with no training video (only in val) is named in a warning (the model
+ *     cannot learn it; it was listed with a count of 0 and nothing more);
  *   - --label-smoothing on a dataset whose every head is multi-label (BCE) smooths
  *     nothing: a warning, and config.json's smoothing 0 (the transformers' default 0.1
  *     was recorded and named in the recipe line for such a set too).
@@ -25,13 +38,6 @@
 #include "tests/apputil.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-
-static int has(const char *path, const char *text) {
-    char *s = vt_test_slurp(path, NULL);
-    int r = s && strstr(s, text);
-    free(s);
-    return r;
-}
 
 /* train with args on a folder that does not exist: the exit code, stderr in dir/e.err */
 static int train(const char *bin, const char *dir, const char *args) {
@@ -53,7 +59,8 @@ int main(void) {
     for (size_t i = 0; i < sizeof cnn / sizeof *cnn; i++) {
         int rc = train(bin, dir, cnn[i]);
         printf("%-40s exit %d\n", cnn[i], rc);
-        TCHECK(rc == 2 && has(err, "no transformer blocks"), "%s: exit %d, want 2 naming why",
+        TCHECK(rc == 2 && vt_test_file_has(err, "no transformer blocks"),
+               "%s: exit %d, want 2 naming why",
                cnn[i], rc);
     }
     static const char *const sw[][2] = {
@@ -64,14 +71,41 @@ int main(void) {
         {"--seconds-per-clip 5 --clips-per-video 3", "give one"},
         {"--gamma 0.5", "not with --sched cosine"},
         {"--sched const --step-epochs 3", "not with --sched const"},
-        {"--init-strict", "give one of them"}};
+        {"--init-strict", "give one of them"},
+        {"--fold 2", "says how --lists is read"},
+        {"--list-format ucf101", "says how --lists is read"},
+        {"--lists l --list-format kinetics --fold 1", "a Kinetics CSV has one split column"},
+        /* given at the default value is given: never inferred from a value that differs */
+        {"--gamma 0.1", "not with --sched cosine"},
+        {"--step-epochs=10", "not with --sched cosine"},
+        {"--mixup 0.8 --mixup-switch-prob 0.5", "give both --mixup A and --cutmix B"},
+        {"--model vit_test --momentum 0.9", "AdamW (the transformers' recipe) has no momentum"},
+        {"--optim adamw --momentum 0.9", "AdamW has no momentum"},
+        {"--model vit_test --nesterov", "not with AdamW (the transformers' recipe)"},
+        {"--optim rmsprop --nesterov", "not with RMSprop"},
+        {"--momentum 0 --nesterov", "not with --momentum 0"}};
     for (size_t i = 0; i < sizeof sw / sizeof *sw; i++) {
         int rc = train(bin, dir, sw[i][0]);
         printf("%-40s exit %d\n", sw[i][0], rc);
-        TCHECK(rc == 2 && has(err, sw[i][1]), "%s: exit %d, want 2 naming why", sw[i][0], rc);
+        TCHECK(rc == 2 && vt_test_file_has(err, sw[i][1]), "%s: exit %d, want 2 naming why",
+               sw[i][0], rc);
     }
+    /* freezing from scratch keeps random layers (or initial BN statistics) for good: a
+     * warning (it was taken in silence; the fine-tuning line even said "frozen") */
+    static const char *const fz[][2] = {{"--freeze 1", "the frozen layers keep their random"},
+                                        {"--freeze-bn", "their initial statistics"}};
+    for (size_t i = 0; i < sizeof fz / sizeof *fz; i++) {
+        int rc = train(bin, dir, fz[i][0]);
+        TCHECK(rc != 2 && vt_test_file_has(err, fz[i][1]),
+               "%s from scratch: exit %d, want a warning",
+               fz[i][0], rc);
+    }
+    int frc = train(bin, dir, "--freeze 1 --init w.pth");
+    TCHECK(!vt_test_file_has(err, "without --init"), "--freeze with --init warned (exit %d)", frc);
     static const char *const fine[] = {"--sched step --gamma 0.5 --step-epochs 3",
-                                       "--clips-per-video auto --seconds-per-clip 5"};
+                                       "--clips-per-video auto --seconds-per-clip 5",
+                                       "--nesterov", "--model vit_test --no-nesterov",
+                                       "--optim rmsprop --momentum 0.5"};
     for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
         int rc = train(bin, dir, fine[i]);
         TCHECK(rc != 2, "%s refused: exit %d", fine[i], rc);
@@ -79,7 +113,7 @@ int main(void) {
     int rc = train(bin, dir, "--mixup 0.8 --cutmix 1 --mixup-switch-prob 0.3");
     TCHECK(rc != 2, "--mixup-switch-prob with both refused: exit %d", rc);
     rc = train(bin, dir, "--model vit_test --drop-path 0.1 --layer-decay 0.75");
-    TCHECK(rc != 2 && !has(err, "no transformer blocks"),
+    TCHECK(rc != 2 && !vt_test_file_has(err, "no transformer blocks"),
            "a transformer's --drop-path/--layer-decay refused: exit %d", rc);
     TCHECK(vt_test_synth(bin, dir, "--classes 3 --train 2 --val 1 --test 0 --frames 12") == 0,
            "synth");
@@ -101,21 +135,52 @@ int main(void) {
         int got = cJSON_IsNumber(v) ? v->valueint : -1;
         cJSON_Delete(c);
         printf("%-40s precise_bn %d%s\n", pbn[i].args, got,
-               has(err, "no batch norm") ? ", warned" : "");
+               vt_test_file_has(err, "no batch norm") ? ", warned" : "");
         TCHECK(got == pbn[i].want, "%s: precise_bn %d, want %d", pbn[i].args, got, pbn[i].want);
-        TCHECK(has(err, "no batch norm") == pbn[i].warn, "%s: warning %s", pbn[i].args,
+        TCHECK(vt_test_file_has(err, "no batch norm") == pbn[i].warn, "%s: warning %s", pbn[i].args,
                pbn[i].warn ? "missing" : "where none is due");
     }
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/mom' --model vit_test --clip 4x32 --batch 3 "
                     "--epochs 1 --max-steps 1 -q --devices cpu:1 --momentum 0.5 > /dev/null 2> "
                     "'%s/e.err'", bin, dir, dir, dir);
     printf("--model vit_test --momentum 0.5 (AdamW): exit %d\n", rc);
-    TCHECK(rc == 2 && has(err, "AdamW (the transformers' recipe) has no momentum"),
+    TCHECK(rc == 2 && vt_test_file_has(err, "AdamW (the transformers' recipe) has no momentum"),
            "--momentum with AdamW: exit %d, want 2 naming why", rc);
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/mom2' --model vit_test --clip 4x32 --batch 3 "
                     "--epochs 1 --max-steps 1 -q --devices cpu:1 --momentum 0.5 --optim sgd > "
                     "/dev/null 2> '%s/e.err'", bin, dir, dir, dir);
     TCHECK(rc == 0, "--momentum with --optim sgd: exit %d", rc);
+    /* a class with no training video (a val folder train lacks): its output never learns;
+     * it was listed with a count of 0 and nothing more. Now a warning naming it. */
+    rc = vt_test_sh("cd '%s' && rm -rf data0 && cp -a data data0 && mkdir data0/val/zz_valonly && "
+                    "cp \"$(ls -d data0/val/*/* | head -n 1)\" data0/val/zz_valonly/ && '%s' "
+                    "train data0 --out z0 --clip 4x32 --batch 3 --epochs 1 --max-steps 1 -q "
+                    "--devices cpu:1 > /dev/null 2> e.err", dir, bin);
+    TCHECK(rc == 0 && vt_test_file_has(err, "1 class(es) without a training video: zz_valonly"),
+           "a class without training videos: exit %d, want 0 and a warning naming it", rc);
+    /* --val-split and --group on a folder with a val/ of its own, or beside --val-dir:
+     * nothing is drawn from train, and they were taken in silence */
+    static const char *const vs[][2] = {
+        {"--val-split 0.3", "has val videos of its own"},
+        {"--group auto", "has val videos of its own"},
+        {"--val-split 0.3 --val-dir data/val", "names the validation videos"}};
+    for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) {
+        rc = vt_test_sh("cd '%s' && '%s' train data --out vs%zu --clip 4x32 --batch 3 --epochs 1 "
+                        "--max-steps 1 -q --devices cpu:1 %s > /dev/null 2> e.err", dir, bin, i,
+                        vs[i][0]);
+        TCHECK(rc == 2 && vt_test_file_has(err, vs[i][1]),
+               "%s on a folder with val/: exit %d, want 2 naming "
+               "why", vs[i][0], rc);
+    }
+    /* a labels file that leaves videos out: they were dropped from every split with only
+     * the split counts to show it; now a line counts them */
+    rc = vt_test_sh("cd '%s/data' && (echo path,label; for f in $(ls -d */*/* | head -n 4); do "
+                    "echo \"$f,x${#f}\"; done) > ../part.csv && cd .. && '%s' train data --labels "
+                    "part.csv --out pl --clip 4x32 --batch 3 --epochs 1 --max-steps 1 --devices "
+                    "cpu:1 > pl.log 2>&1; n=$(ls -d data/*/*/* | wc -l); grep -q \"without a "
+                    "label: $((n - 4)) \" pl.log", dir, bin);
+    TCHECK(rc == 0, "a labels file without rows for some videos: no 'without a label' count "
+           "(see %s/pl.log)", dir);
     /* every video tagged from {a, b, c}: one multi-label head */
     rc = vt_test_sh("cd '%s/data' && (echo path,tags; i=0; for f in */*/*; do case $((i %% 2)) "
                     "in 0) t='a;b';; 1) t=c;; esac; echo \"$f,$t\"; i=$((i + 1)); done) > "
@@ -137,9 +202,10 @@ int main(void) {
         double got = cJSON_IsNumber(v) ? v->valuedouble : -1;
         cJSON_Delete(c);
         printf("multi-label, %-24s smoothing %g%s\n", bce[i].args, got,
-               has(err, "does not smooth") ? ", warned" : "");
+               vt_test_file_has(err, "does not smooth") ? ", warned" : "");
         TCHECK(got == 0, "%s on a multi-label set: config.json's smoothing %g", bce[i].args, got);
-        TCHECK(has(err, "does not smooth") == bce[i].warn, "%s: warning %s", bce[i].args,
+        TCHECK(vt_test_file_has(err, "does not smooth") == bce[i].warn, "%s: warning %s",
+               bce[i].args,
                bce[i].warn ? "missing" : "where none is due");
     }
     return vt_test_done("test_ignored_opts");

@@ -39,16 +39,6 @@ static const char *cfg_str(const char *dir, const char *run, const char *key, ch
     return buf;
 }
 
-/* A log that holds text, 1; 0 otherwise. */
-static int log_has(const char *dir, const char *log, const char *text) {
-    char p[4300];
-    snprintf(p, sizeof p, "%s/%s", dir, log);
-    char *s = vt_test_slurp(p, NULL);
-    int r = s && strstr(s, text);
-    free(s);
-    return r;
-}
-
 /* RUN copied to NEW with input_norm NAME in config.json and in each checkpoint's own
  * copy of it (the safetensors header rewritten: plain json and struct). 0 on success. */
 static int renamed_norm(const char *py, const char *dir, const char *run, const char *nw,
@@ -73,14 +63,14 @@ static void unknown_norm(const char *bin, const char *py, const char *dir) {
     int rc = vt_test_sh("'%s' export '%s/future' --onnx '%s/future.onnx' > '%s/fx.log' 2>&1", bin,
                         dir, dir, dir);
     printf("export of a run normalised with 'clipnorm': exit %d\n", rc);
-    TCHECK(rc == 1 && log_has(dir, "fx.log", "input_norm 'clipnorm'"),
+    TCHECK(rc == 1 && vt_test_file_has_in(dir, "fx.log", "input_norm 'clipnorm'"),
            "export of unknown statistics: exit %d, want 1 naming them", rc);
     char p[4300];
     snprintf(p, sizeof p, "%s/future.onnx", dir);
     TCHECK(access(p, F_OK) != 0, "an ONNX file was written with Kinetics' statistics in place of the unknown ones");
     rc = vt_test_sh("'%s' eval '%s/future' '%s/data' -q --devices cpu:1 > '%s/fe.log' 2>&1", bin,
                     dir, dir, dir);
-    TCHECK(rc == 1 && log_has(dir, "fe.log", "input_norm 'clipnorm'"),
+    TCHECK(rc == 1 && vt_test_file_has_in(dir, "fe.log", "input_norm 'clipnorm'"),
            "eval of unknown statistics: exit %d, want 1 naming them", rc);
     /* the same rewrite with a known name is read: the refusal is the name's, not the copy's */
     TCHECK(renamed_norm(py, dir, "parent", "known", "pytorchvideo") == 0, "rewrite (known)");
@@ -103,34 +93,34 @@ static void init_keeps_norm(const char *bin, const char *dir) {
            cfg_str(dir, "child", "input_norm", b, sizeof b));
     TCHECK(!strcmp(cfg_str(dir, "child", "input_norm", b, sizeof b), "imagenet"),
            "the child of an imagenet run trains on %s's statistics", b);
-    TCHECK(log_has(dir, "child.log", "normalised with imagenet's statistics"),
+    TCHECK(vt_test_file_has_in(dir, "child.log", "normalised with imagenet's statistics"),
            "the child does not say where its statistics come from");
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/given' %s --init '%s/parent/last.safetensors' "
                     "--input-norm kinetics > '%s/given.log' 2>&1", bin, dir, dir, common, dir, dir);
     TCHECK(rc == 0, "child with --input-norm exit %d", rc);
     TCHECK(!strcmp(cfg_str(dir, "given", "input_norm", b, sizeof b), "kinetics"),
            "--input-norm kinetics given: %s", b);
-    TCHECK(log_has(dir, "given.log", "warning: --input-norm kinetics, but"),
+    TCHECK(vt_test_file_has_in(dir, "given.log", "warning: --input-norm kinetics, but"),
            "an --input-norm other than the checkpoint's is not warned about");
-    TCHECK(!log_has(dir, "child.log", "note:"), "a note though --clip was given");
+    TCHECK(!vt_test_file_has_in(dir, "child.log", "note:"), "a note though --clip was given");
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/noclip' --batch 6 --val-clips 1 --workers 1 "
                     "--epochs 1 --max-steps 1 -q --devices cpu:1 --init '%s/parent/last.safetensors' "
                     "> '%s/noclip.log' 2>&1", bin, dir, dir, dir, dir);
     TCHECK(rc == 0, "child without --clip exit %d", rc);
-    TCHECK(log_has(dir, "noclip.log", "learnt on 4x32 clips at stride 2") &&
-               log_has(dir, "noclip.log", "give --clip 4x32 --stride 2"),
+    TCHECK(vt_test_file_has_in(dir, "noclip.log", "learnt on 4x32 clips at stride 2") &&
+               vt_test_file_has_in(dir, "noclip.log", "give --clip 4x32 --stride 2"),
            "the default clip that differs from the parent's is not named");
     /* a zoo file downloaded by hand, known by its name (its content does not matter: the
      * note comes before the load, which then refuses this one) */
     rc = vt_test_sh("printf 'not weights' > '%s/SLOW_8x8_R50.pyth' && '%s' train '%s/data' --out "
                     "'%s/zoo' --model slow_r50 --epochs 1 -q --devices cpu:1 --init "
                     "'%s/SLOW_8x8_R50.pyth' > '%s/zoo.log' 2>&1", dir, bin, dir, dir, dir, dir);
-    TCHECK(rc != 0 && log_has(dir, "zoo.log", "is --pretrained slow_r50's file") &&
-               log_has(dir, "zoo.log", "give --clip 8x224 --stride 8"),
+    TCHECK(rc != 0 && vt_test_file_has_in(dir, "zoo.log", "is --pretrained slow_r50's file") &&
+               vt_test_file_has_in(dir, "zoo.log", "give --clip 8x224 --stride 8"),
            "--init with pytorchvideo's slow_r50 file: the weights' own clip is not named");
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/zoo2' --epochs 1 -q --devices cpu:1 --init "
                     "'%s/SLOW_8x8_R50.pyth' > '%s/zoo2.log' 2>&1", bin, dir, dir, dir, dir);
-    TCHECK(rc != 0 && log_has(dir, "zoo2.log", "give --model slow_r50"),
+    TCHECK(rc != 0 && vt_test_file_has_in(dir, "zoo2.log", "give --model slow_r50"),
            "--init with slow_r50's file into the default model: --model slow_r50 not named");
 }
 
@@ -203,7 +193,8 @@ int main(void) {
     for (size_t i = 0; i < sizeof pre / sizeof *pre; i++) {
         int rc = vt_test_sh("'%s' train '%s/nodata' --out '%s/pre' -q %s > '%s/pre.log' 2>&1", bin,
                             dir, dir, pre[i].args, dir);
-        TCHECK(rc != 0 && log_has(dir, "pre.log", "warning: --input-norm") == pre[i].warn,
+        TCHECK(rc != 0 && vt_test_file_has_in(dir, "pre.log",
+               "warning: --input-norm") == pre[i].warn,
                "%s: exit %d, warning %s", pre[i].args, rc, pre[i].warn ? "missing" : "not due");
     }
     unknown_norm(bin, py, dir);

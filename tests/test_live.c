@@ -502,7 +502,7 @@ static void camera_test(void) {
     if (vt_stream_have_devices()) {
         /* A camera needs hardware this test cannot count on; a device path that does not
          * exist must still end with exit 1 and the path in the message. */
-        int rc = vt_test_sh("'%s' predict '%s' /dev/video97 --timeline --reconnect 0 2> '%s'",
+        int rc = vt_test_sh("'%s' predict '%s' /dev/video97 --timeline 2> '%s'",
                             g_bin, g_run, err);
         char *e = vt_test_slurp(err, NULL);
         TCHECK(rc == 1 && e && strstr(e, "/dev/video97"), "missing camera: exit %d, %s", rc,

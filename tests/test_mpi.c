@@ -66,12 +66,7 @@ static int mpi2(const char *env, const char *a, const char *b, const char *log) 
 static int vt_file_readable(const char *p) { return access(p, R_OK) == 0; }
 
 static int log_has(const char *log, const char *needle) {
-    char p[4200];
-    snprintf(p, sizeof p, "%s/%s", g_dir, log);
-    char *s = vt_test_slurp(p, NULL);
-    int yes = s && strstr(s, needle);
-    free(s);
-    return yes;
+    return vt_test_file_has_in(g_dir, log, needle);
 }
 
 /* ---- 1 and 2: training ---- */

@@ -47,6 +47,16 @@ int main(void) {
 
     resolved(&o, "videomae_vit_b", 0);
     vt_train_opts_resolve(&o, 200, 0);
+    /* VideoMAE's own clip on any device (the generic 8x64 stride 3 on a CPU, 16x112 stride
+     * 1 on a GPU, gave its 224-pixel weights a quarter of their patch grid); the test ViT
+     * keeps the generic one */
+    TCHECK(o.clip_t == 16 && o.crop == 224 && o.stride == 4, "videomae_vit_b's clip %dx%d "
+           "stride %d", o.clip_t, o.crop, o.stride);
+    vt_train_opts p;
+    resolved(&p, "vit_test", 0);
+    vt_train_opts_resolve(&p, 200, 1);
+    TCHECK(p.clip_t == 16 && p.crop == 112 && p.stride == 1, "vit_test on a GPU: %dx%d stride "
+           "%d", p.clip_t, p.crop, p.stride);
     TCHECK(!strcmp(o.optim, "adamw") && o.wd == 0.05f && o.drop_path == 0.1f &&
                o.smoothing == 0.1f && o.layer_decay == 1.0f && !strcmp(o.wd_exempt, "on") &&
                !strcmp(vt_train_opts_recipe(&o), "transformer"),

@@ -12,13 +12,6 @@
 
 #include "tests/apputil.h"
 
-static int has(const char *path, const char *what) {
-    char *t = vt_test_slurp(path, NULL);
-    int r = t && strstr(t, what);
-    free(t);
-    return r;
-}
-
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     const char *bin = vt_test_bin("test_resume_check");
@@ -54,7 +47,8 @@ int main(void) {
                             "> /dev/null 2> e.err", dir, bin);
         char key[64];
         snprintf(key, sizeof key, "\"%s\"", cases[i].key);
-        TCHECK(rc == 1 && has(err, "rr/config.json") && has(err, key) && has(err, cases[i].opt),
+        TCHECK(rc == 1 && vt_test_file_has(err, "rr/config.json") &&
+                   vt_test_file_has(err, key) && vt_test_file_has(err, cases[i].opt),
                "%s=%s: exit %d, 1 naming config.json, the key and %s expected (see %s)",
                cases[i].key, cases[i].value, rc, cases[i].opt, err);
         TCHECK(time(NULL) - t0 < 30, "%s=%s: refused only after %lds", cases[i].key,

@@ -9,6 +9,11 @@
  *   - --model other than the run's is refused before anything is written;
  *   - a resume that fails to start after writing them (its checkpoint cut short) leaves
  *     config.json, plan.txt and leaks.json as they were, so the run stays resumable;
+ *   - a dataset whose classes changed since (a class folder renamed: the same count, so
+ *     the checkpoint fits, but every class index moved; or a class added) is refused,
+ *     naming the difference, and the run's files stay as they were;
+ *   - --devices given on resume replaces the run's tower set: its other device options
+ *     (--threads of a cpu run) are not applied to the new towers;
  *   - another value that changes the run's numbers (--lr) is named, old and new, in one
  *     warning; one that changes no number (--workers) is not; a plain --resume (its
  *     dataset named by another spelling of the path) warns of nothing.
@@ -19,16 +24,6 @@
 #include "tests/apputil.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-
-/* A log that holds text, 1; 0 otherwise. */
-static int log_has(const char *dir, const char *log, const char *text) {
-    char p[4300];
-    snprintf(p, sizeof p, "%s/%s", dir, log);
-    char *s = vt_test_slurp(p, NULL);
-    int r = s && strstr(s, text);
-    free(s);
-    return r;
-}
 
 int main(void) {
     const char *bin = vt_test_bin("test_resume_opts");
@@ -49,7 +44,7 @@ int main(void) {
                     "'%s/norm.log' 2>&1", bin, dir, dir);
     printf("--resume --input-norm imagenet (the run's: kinetics): exit %d\n", rc);
     TCHECK(rc == 2, "--resume with another --input-norm: exit %d, want 2", rc);
-    TCHECK(log_has(dir, "norm.log", "which a resumed run keeps"), "no reason given");
+    TCHECK(vt_test_file_has_in(dir, "norm.log", "which a resumed run keeps"), "no reason given");
     char p[4300];
     snprintf(p, sizeof p, "%s/run/config.json", dir);
     cJSON *c = vt_test_read_json(p);
@@ -69,7 +64,8 @@ int main(void) {
                       dir) == 0, "checksums");
     rc = vt_test_sh("'%s' train --resume '%s/run' --model x3d_xs --max-steps 2 -q > "
                     "'%s/model.log' 2>&1", bin, dir, dir);
-    TCHECK(rc == 2 && log_has(dir, "model.log", "continues a tiny: not with --model x3d_xs"),
+    TCHECK(rc == 2 && vt_test_file_has_in(dir, "model.log",
+           "continues a tiny: not with --model x3d_xs"),
            "--resume --model x3d_xs of a tiny run: exit %d, want 2 naming it", rc);
     TCHECK(vt_test_sh("cd '%s/run' && sha256sum --quiet -c ../sums", dir) == 0,
            "a refused --resume changed the run's config.json, plan.txt or leaks.json");
@@ -84,17 +80,56 @@ int main(void) {
     TCHECK(vt_test_sh("cd '%s/cut' && sha256sum --quiet -c ../sums2", dir) == 0,
            "a failed --resume changed the run's config.json, plan.txt or leaks.json");
 
+    /* the dataset's classes renamed since (the first class folder, in every split, to a
+     * name sorted last): the count is the same, so the checkpoint fits, but every class
+     * index moved; it resumed in silence, training each output on another class and
+     * recording the new names as the run's. Refused, naming the difference, the run
+     * untouched; so is a class added. */
+    TCHECK(vt_test_sh("cp -a '%s/data' '%s/ren' && cd '%s/ren' && c=$(ls train | head -n 1) && "
+                      "for s in train val test; do [ ! -d $s/$c ] || mv $s/$c $s/zz_renamed; "
+                      "done && cp -a '%s/data' '%s/add' && mkdir '%s/add/train/zz_added' && "
+                      "cp \"$(ls -d '%s'/data/train/*/* | head -n 1)\" '%s/add/train/zz_added/'",
+                      dir, dir, dir, dir, dir, dir, dir, dir) == 0, "the renamed copies");
+    static const char *const moved[][2] = {{"ren", "new: zz_renamed"}, {"add", "new: zz_added"}};
+    for (int i = 0; i < 2; i++) {
+        rc = vt_test_sh("'%s' train --resume '%s/run' '%s/%s' --max-steps 2 -q > '%s/cls.log' 2>&1",
+                        bin, dir, dir, moved[i][0], dir);
+        printf("--resume on the data with its classes changed (%s): exit %d\n", moved[i][0], rc);
+        TCHECK(rc == 1 && vt_test_file_has_in(dir, "cls.log", moved[i][1]) &&
+                   vt_test_file_has_in(dir, "cls.log", "a resumed run keeps them"),
+               "--resume on a dataset with other classes (%s): exit %d, want 1 naming them",
+               moved[i][0], rc);
+        TCHECK(vt_test_sh("cd '%s/run' && sha256sum --quiet -c ../sums", dir) == 0,
+               "a --resume refused for its classes changed the run's files");
+    }
+
     rc = vt_test_sh("'%s' train --resume '%s/run' --lr 0.07 --workers 2 --max-steps 2 -q > "
                     "'%s/lr.log' 2>&1", bin, dir, dir);
     TCHECK(rc == 0, "--resume --lr 0.07 exit %d", rc);
-    TCHECK(log_has(dir, "lr.log", "warning: --resume") && log_has(dir, "lr.log", "lr 0.05 -> 0.07"),
+    TCHECK(vt_test_file_has_in(dir, "lr.log", "warning: --resume") && vt_test_file_has_in(dir,
+           "lr.log", "lr 0.05 -> 0.07"),
            "a changed --lr is not named in a warning");
-    TCHECK(!log_has(dir, "lr.log", "workers"), "--workers (no number changes) named");
+    TCHECK(!vt_test_file_has_in(dir, "lr.log", "workers"), "--workers (no number changes) named");
+
+    /* another tower set: --devices given drops the run's other device options (its
+     * --threads 1 described its cpu tower; applied to cpu-ref it was refused, an option
+     * the user never gave on this command line) */
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/thr' --clip 4x32 --batch 6 --epochs 2 "
+                    "--max-steps 1 --devices cpu --threads 1 -q > '%s/thr.log' 2>&1 && '%s' train "
+                    "--resume '%s/thr' --devices cpu-ref --max-steps 2 -q >> '%s/thr.log' 2>&1",
+                    bin, dir, dir, dir, bin, dir, dir);
+    TCHECK(rc == 0, "--resume --devices cpu-ref of a --threads 1 run: exit %d (see thr.log)", rc);
+
+    /* a dataset that is not there (moved since): the error says how to name its new place */
+    rc = vt_test_sh("'%s' train --resume '%s/run' '%s/moved' --max-steps 2 -q > '%s/mv.log' 2>&1",
+                    bin, dir, dir, dir);
+    TCHECK(rc == 1 && vt_test_file_has_in(dir, "mv.log", "if it moved, name its new place"),
+           "--resume on a missing dataset: exit %d, want 1 with a hint", rc);
 
     /* the dataset named again by another spelling of its path is no change */
     rc = vt_test_sh("'%s' train --resume '%s/run' '%s/./data' --max-steps 3 -q > '%s/plain.log' "
                     "2>&1", bin, dir, dir, dir);
     TCHECK(rc == 0, "plain --resume exit %d", rc);
-    TCHECK(!log_has(dir, "plain.log", "warning"), "a plain --resume warns");
+    TCHECK(!vt_test_file_has_in(dir, "plain.log", "warning"), "a plain --resume warns");
     return vt_test_done("test_resume_opts");
 }

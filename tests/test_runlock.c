@@ -26,12 +26,7 @@ static const char *g_bin;
 static const char *g_targs = "--model tiny --clip 4x32 --batch 2 --workers 1 -q";
 
 static int has(const char *rel, const char *what) {
-    char p[4200];
-    snprintf(p, sizeof p, "%s/%s", g_dir, rel);
-    char *t = vt_test_slurp(p, NULL);
-    int r = t && strstr(t, what);
-    free(t);
-    return r;
+    return vt_test_file_has_in(g_dir, rel, what);
 }
 
 static void force_whole(void) {
@@ -129,6 +124,17 @@ static void two_trains(void) {
            "(see r.err)", rc);
 }
 
+/* A run folder without RUN/.lock (copied without it): eval held nothing there, so a
+ * train --resume could start while it wrote. Once RUN proves to be a run, eval makes the
+ * file and holds it (test_hostile_cli: a folder that is no run gets none). */
+static void eval_makes_lock(void) {
+    vt_test_sh("cd '%s' && rm -rf rn && cp -a r rn && rm -f rn/.lock rn/eval.json", g_dir);
+    int rc = vt_test_sh("cd '%s' && '%s' eval rn data > /dev/null 2> n.err", g_dir, g_bin);
+    TCHECK(rc == 0 && vt_test_sh("cd '%s' && test -e rn/.lock && test -e rn/eval.json", g_dir) == 0,
+           "eval of a run without .lock: exit %d, rn/.lock and rn/eval.json expected (see "
+           "n.err)", rc);
+}
+
 static void readonly_out(void) {
     if (geteuid() != 0) {
         printf("test_runlock: not root: --out on a read-only file system is skipped\n");
@@ -163,6 +169,7 @@ int main(void) {
     force_clean();
     force_init();
     two_trains();
+    eval_makes_lock();
     readonly_out();
     return vt_test_done("test_runlock");
 }

@@ -349,6 +349,19 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
     return wrc == 0 ? 0 : 1;
 }
 
+/* 1 after printing why when a train holds RUN (vt_run_claim_share), else 0 with *held
+ * eval's shared hold (-1: none). */
+static int run_in_use(const char *run, int make, int *held) {
+    char pid[32];
+    if (!vt_run_claim_share(run, make, pid, sizeof pid, held))
+        return 0;
+    fprintf(stderr, "vidtrain eval: %s is in use by a vidtrain train%s%s%s, which writes its "
+                    "checkpoints and report there: eval writes RUN/eval.json and report.html, "
+                    "so wait for the train to end (or copy the run folder, cp -a RUN COPY, and "
+                    "evaluate the copy)\n", run, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
+    return 1;
+}
+
 int vt_cmd_eval(int argc, char **argv) {
     if (vt_wants_help(argc, argv)) {
         usage(stdout);
@@ -370,20 +383,17 @@ int vt_cmd_eval(int argc, char **argv) {
     /* eval writes RUN/eval.json, confusion.csv and report.html: not into a run a train is
      * still writing (its report and checkpoints replace them, and the figures would be of
      * a checkpoint the run has since replaced, saved beside it as if of it) */
-    char pid[32];
-    if (vt_dist_lead() && vt_run_claim_share(run, pid, sizeof pid, &held)) {
-        fprintf(stderr, "vidtrain eval: %s is in use by a vidtrain train%s%s%s, which writes "
-                        "its checkpoints and report there: eval writes RUN/eval.json and "
-                        "report.html, so wait for the train to end (or copy the run folder, "
-                        "cp -a RUN COPY, and evaluate the copy)\n", run,
-                pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "");
-        memset(&m, 0, sizeof m);
+    memset(&m, 0, sizeof m);
+    if (vt_dist_lead() && run_in_use(run, 0, &held))
         goto end;
-    }
     if (vt_run_model_open(&m, run, ma->ckpt, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;
     }
+    /* a run without RUN/.lock (copied without it): held from here, made now that RUN
+     * proved to be a run, so that no train starts there while eval writes */
+    if (vt_dist_lead() && held < 0 && run_in_use(run, 1, &held))
+        goto end;
     const vt_train_opts *o = &m.opts;
 
     /* The same val split as training when DIR is the training folder (flat layout). */

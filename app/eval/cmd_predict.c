@@ -172,8 +172,10 @@ static int predict_parse(pred_args *pa, int argc, char **argv) {
     vt_model_args_default(&pa->ma);
     pa->ma.clips_per_video = 0; /* given or not: the timeline picks its own default */
     vt_timeline_args_default(&pa->ta);
+    vt_opts_given given = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
+        vt_opts_given_note(&given, a);
         int r = vt_model_args_take(&pa->ma, argc, argv, &i, "predict");
         if (r < 0) {
             return 2;
@@ -231,6 +233,8 @@ static int predict_parse(pred_args *pa, int argc, char **argv) {
                         "--timeline's options\n");
         return 2;
     }
+    if (pa->timeline)
+        return vt_timeline_args_check(&pa->ta, &given, pa->videos, pa->nvid);
     return 0;
 }
 

@@ -73,7 +73,7 @@ static void usage(FILE *f) {
         "  --gop G         keyframe interval in frames (default %d): a clip read seeks to the\n"
         "                  keyframe before it and decodes on, so G bounds the wasted frames\n"
         "  --codec C       h264 (libx264, tuned for fast decoding: the default), mpeg4,\n"
-        "                  mjpeg (all-intra; --gop ignored). Measured on 1080p footage at\n"
+        "                  mjpeg (all-intra: no --gop). Measured on 1080p footage at\n"
         "                  S=128 (bench/bench-prep-codecs.sh, docs/prep.md): h264 G=%d\n"
         "                  reads at ~300 clips/s per core in 2.4 MiB per minute of video;\n"
         "                  mpeg4 G=16 ~480 in 1.6x the bytes, mjpeg 4.7x the bytes; the HD\n"
@@ -206,8 +206,10 @@ static int prep_parse(prep_args *a, int argc, char **argv) {
     vt_prep_opts *o = &a->o;
     const char *pos[2] = {NULL, NULL};
     int npos = 0, dr;
+    vt_opts_given given = {0};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        vt_opts_given_note(&given, arg);
         if (!strcmp(arg, "--short-side")) {
             if (vt_opt_int("prep", arg, v, 2, VT_CLIP_MAX_SIDE, &o->short_side) != 0)
                 return 2;
@@ -286,6 +288,19 @@ static int prep_parse(prep_args *a, int argc, char **argv) {
                 "under SRC are copied as they are)");
         return 2;
     }
+    /* how --lists is read: without it there is nothing to read that way */
+    static const char *const lists_only[] = {"--list-format", "--fold", NULL};
+    const char *lo = vt_opts_given_any(&given, lists_only);
+    if (lo && !a->dopt.lists_dir) {
+        fprintf(stderr, "vidtrain prep: %s says how --lists is read: not without --lists "
+                "(--trim --lists PATH); leave it out\n", lo);
+        return 2;
+    }
+    if (vt_opts_given_has(&given, "--fold") && a->dopt.lists_format == VT_LISTS_KINETICS) {
+        fprintf(stderr, "vidtrain prep: --fold picks UCF101's trainlist/testlist pair or an "
+                "HMDB51 split: a Kinetics CSV has one split column; leave it out\n");
+        return 2;
+    }
     if (strcmp(o->codec, "h264") && strcmp(o->codec, "mpeg4") && strcmp(o->codec, "mjpeg")) {
         fprintf(stderr, "vidtrain prep: --codec %s: expected h264, mpeg4 or mjpeg\n", o->codec);
         return 2;
@@ -297,16 +312,31 @@ static int prep_parse(prep_args *a, int argc, char **argv) {
         }
         fprintf(stderr, "vidtrain prep: this FFmpeg has no libx264: writing mpeg4 instead\n");
         o->codec = "mpeg4";
+        if (vt_opts_given_has(&given, "--crf")) { /* a CRF is no qscale: 0 meant lossless */
+            fprintf(stderr, "vidtrain prep: --crf %d is libx264's; mpeg4 is written at its own "
+                    "default (qscale 4): give --codec mpeg4 --crf Q (1-31) to choose\n",
+                    o->quality);
+            o->quality = -1;
+        }
     }
-    if (!strcmp(o->codec, "mjpeg"))
+    if (!strcmp(o->codec, "mjpeg")) {
+        if (vt_opts_given_has(&given, "--gop")) {
+            fprintf(stderr, "vidtrain prep: --gop %d: mjpeg makes every frame a keyframe (it "
+                    "has no interval to set); leave --gop out, or give --codec h264 or mpeg4\n",
+                    o->gop);
+            return 2;
+        }
         o->gop = 1; /* every JPEG frame is a keyframe */
+    }
     if (o->short_side & 1) {
         o->short_side++;
         fprintf(stderr, "vidtrain prep: --short-side rounded up to %d (4:2:0 needs even sides)\n",
                 o->short_side);
     }
-    if (o->quality > 31 && strcmp(o->codec, "h264")) {
-        fprintf(stderr, "vidtrain prep: --crf for %s is a qscale from 1 to 31\n", o->codec);
+    /* 0 is no qscale: the encoder took its default (4 or 3) and DST recorded 0 */
+    if ((o->quality > 31 || o->quality == 0) && strcmp(o->codec, "h264")) {
+        fprintf(stderr, "vidtrain prep: --crf %d: for %s it is a qscale from 1 to 31 (1 the "
+                "best)\n", o->quality, o->codec);
         return 2;
     }
     return 0;

@@ -27,6 +27,15 @@ static const char *const run_files[] = {
 /* What a --resume start rewrites before it loads the checkpoint (vt_run_claim.kept). */
 static const char *const kept_files[3] = {"config.json", "plan.txt", "leaks.json"};
 
+/* The pid a train wrote into its RUN/.lock (open as fd) into pid (n bytes; "" when none). */
+static void lock_pid(int fd, char *pid, size_t n) {
+    if (n == 0)
+        return;
+    ssize_t k = n > 1 ? pread(fd, pid, n - 1, 0) : 0;
+    pid[k > 0 ? k : 0] = 0;
+    pid[strcspn(pid, "\n")] = 0;
+}
+
 static int holds_run(const char *out, const char **which) {
     char p[2200];
     for (size_t i = 0; i < VT_ARRAY_LEN(run_files); i++) {
@@ -171,10 +180,8 @@ int vt_run_claim_take(vt_run_claim *c, const char *out, const char *data, const 
         return 1;
     }
     if (flock(c->fd, LOCK_EX | LOCK_NB) != 0) {
-        char pid[32] = "";
-        ssize_t n = pread(c->fd, pid, sizeof pid - 1, 0);
-        pid[n > 0 ? n : 0] = 0;
-        pid[strcspn(pid, "\n")] = 0;
+        char pid[32];
+        lock_pid(c->fd, pid, sizeof pid);
         /* the lock file names the last train; when that one is gone, the holder is an
          * eval of the run (vt_run_claim_share), which writes its files there too */
         const long holder = atol(pid);
@@ -254,26 +261,24 @@ void vt_run_claim_release(vt_run_claim *c, int failed) {
     c->wrote = c->created = 0;
 }
 
-int vt_run_claim_share(const char *run, char *pid, size_t n, int *fd) {
+int vt_run_claim_share(const char *run, int make, char *pid, size_t n, int *fd) {
     char lock[2200];
     snprintf(lock, sizeof lock, "%s/.lock", run);
     if (n)
         pid[0] = 0;
     *fd = -1;
-    /* never made here: eval's RUN may be no run at all (a folder given by mistake), and a
-     * command leaves what it reads as it was; every train makes the file */
-    int f = open(lock, O_RDONLY | O_CLOEXEC);
+    /* made only when asked: eval's RUN may be no run at all (a folder given by mistake),
+     * and a command leaves what it reads as it was; once RUN has proved to be a run (its
+     * checkpoint opened), one without the file (copied without it, or older than it) gets
+     * one, so that the hold keeps a train out there too */
+    int f = make ? open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : open(lock, O_RDONLY | O_CLOEXEC);
     if (f < 0)
-        return 0; /* no train ever held it: nothing to hold */
+        return 0; /* no train ever held it, or it cannot be made: nothing to hold */
     if (flock(f, LOCK_SH | LOCK_NB) == 0) {
         *fd = f; /* held until vt_run_claim_unshare or the process ends */
         return 0;
     }
-    if (n > 1) {
-        ssize_t k = pread(f, pid, n - 1, 0);
-        pid[k > 0 ? k : 0] = 0;
-        pid[strcspn(pid, "\n")] = 0;
-    }
+    lock_pid(f, pid, n);
     close(f);
     return 1;
 }

@@ -36,9 +36,10 @@ void vt_run_claim_release(vt_run_claim *c, int failed);
 /* For the commands that write into a run's folder (eval): a run folder belongs to one
  * run. 1 when a train holds `run` now (RUN/.lock flocked by a live process), with its pid
  * (from the lock file; "" when unknown) in pid, and nothing held. Else 0 with *fd a shared
- * hold on RUN/.lock (-1 when there is none: it is never made here) that keeps a train
- * (--resume) from starting there until vt_run_claim_unshare(fd) or the process ends. */
-int vt_run_claim_share(const char *run, char *pid, size_t n, int *fd);
+ * hold on RUN/.lock that keeps a train (--resume) from starting there until
+ * vt_run_claim_unshare(fd) or the process ends; -1 when there is no lock file and make is
+ * 0 (a folder not yet known to be a run is left as it was), or when it cannot be made. */
+int vt_run_claim_share(const char *run, int make, char *pid, size_t n, int *fd);
 void vt_run_claim_unshare(int *fd);
 
 #endif

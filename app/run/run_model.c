@@ -147,7 +147,8 @@ int vt_run_model_load(vt_run_model *m, const vt_device_args *da, const char *pol
     const vt_run_heads *h = &m->heads;
     vt_towers_cfg tc;
     vt_towers_cfg_default(&tc);
-    if (vt_devices_from_args(&tc.devices, da, err, errlen) != 0)
+    if (vt_devices_from_args(&tc.devices, da, err, errlen) != 0 ||
+        vt_devices_check_precision(&tc.devices, m->precision, err, errlen) != 0)
         return -2;
     char perr[1024];
     if (vt_slice_policy_parse(&tc.policy, policy ? policy : "memory", perr, sizeof perr) != 0) {

@@ -75,6 +75,29 @@ int vt_timeline_args_take(vt_timeline_args *a, int argc, char **argv, int *i) {
     return 1;
 }
 
+int vt_timeline_args_check(const vt_timeline_args *a, const vt_opts_given *g,
+                           const char *const *videos, int nvid) {
+    int net = 0, cam = 0;
+    for (int i = 0; i < nvid; i++) {
+        vt_source_kind k = vt_stream_source_kind(videos[i]);
+        net |= k == VT_SOURCE_NETWORK;
+        cam |= k == VT_SOURCE_DEVICE;
+    }
+    if (vt_opts_given_has(g, "--timeout") && !net && !cam) {
+        fprintf(stderr, "vidtrain predict: --timeout %g s: a network stream or a camera that "
+                "gives no frame for that long is broken; none of the inputs is one (a file "
+                "ends, a pipe waits for its writer): leave it out\n", a->timeout);
+        return 2;
+    }
+    if (vt_opts_given_has(g, "--reconnect") && !net) {
+        fprintf(stderr, "vidtrain predict: --reconnect %d: tries after a network stream "
+                "(rtsp://, tcp://, http://...) breaks; none of the inputs is one (a file, a "
+                "pipe or a camera is never reopened): leave it out\n", a->reconnect);
+        return 2;
+    }
+    return 0;
+}
+
 typedef struct tl_out {
     const vt_run_heads *heads;
     const char *path;

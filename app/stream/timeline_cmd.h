@@ -6,6 +6,7 @@
 #ifndef VT_TIMELINE_CMD_H
 #define VT_TIMELINE_CMD_H
 
+#include "app/opts.h"
 #include "app/run/run_model.h"
 
 typedef struct vt_timeline_args {
@@ -30,6 +31,12 @@ void vt_timeline_args_default(vt_timeline_args *a);
 /* Takes argv[*i] when it is a timeline option: 1; 0 for another argument; -1 after
  * printing a bad value (a usage error). */
 int vt_timeline_args_take(vt_timeline_args *a, int argc, char **argv, int *i);
+/* The options given (g) that none of the videos would read: --timeout without a network
+ * URL or a camera (a file ends, a pipe waits for its writer), --reconnect without a
+ * network URL (a file, pipe or camera is never reopened). 0, or 2 after saying which
+ * and why. */
+int vt_timeline_args_check(const vt_timeline_args *a, const vt_opts_given *g,
+                           const char *const *videos, int nvid);
 
 /* Runs the timeline of each video ("-": standard input, or a URL, a camera) with RUN's
  * model; K clips a window (0: enough to cover a window at the video's frame rate, at most

@@ -62,7 +62,11 @@ static void usage(FILE *f) {
         "                        pathway's frames, a multiple of 4: docs/models.md),\n"
         "                        r2plus1d_r50, csn_r101,\n"
         "                        mvit_v2_s, mvit_v1_b (torchvision's MViTs: 16x224 stride 4,\n"
-        "                        other clips interpolate their position tables; fp32/tf32)\n"
+        "                        other clips interpolate their position tables; fp32/tf32),\n"
+        "                        videomae_vit_s, videomae_vit_b (VideoMAE's ViT-S/B: 16x224\n"
+        "                        stride 4, VideoMAE's Kinetics fine-tuning clip; other clips\n"
+        "                        take the sin-cos table at their size; weights by --init\n"
+        "                        FILE: docs/models.md), tiny_nobn (tiny without batch norm)\n"
         "  --clip TxS            frames x crop size, e.g. 16x112 or 8x64x64 (default: 16x112\n"
         "                        when a GPU trains, 8x64 on the CPU)\n"
         "  --stride N            temporal stride between frames (default 1; 3 for the CPU's\n"
@@ -327,7 +331,8 @@ int vt_cmd_train(int argc, char **argv) {
     t->t_start = vt_now();
     t->out = stdout;
     char err[1024] = "";
-    int rc = vt_train_parse_args(&t->o, argc, argv, &t->quiet, t->resume, sizeof t->resume);
+    int rc = vt_train_parse_args(&t->o, &t->cli, argc, argv, &t->quiet, t->resume,
+                                 sizeof t->resume);
     if (rc == 0 && t->o.time_budget > 0 && vt_mpi_size() > 1) {
         fprintf(stderr, "vidtrain train: --time-budget times one process: under mpirun give "
                         "--epochs\n");

@@ -1,5 +1,5 @@
 /*
- * train.c: setting up a training run (train.h) — the dataset and its validation set,
+ * train.c: setting up a training run (train.h) — the dataset (train_data.c) and then
  * the heads, devices and towers, config.json and plan.txt, the fresh or resumed state,
  * the loader, the learning-rate schedule and the --dump files — and freeing it all.
  * It must never run a step itself (train_epoch.c does) and never write the run folder
@@ -29,27 +29,6 @@
 #include "pipeline/parallel/slices.h"
 #include "base/json_str.h"
 
-static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
-    fprintf(f, "dataset %s: %d videos, %d head(s)\n", ds->dir, ds->nvideos, ds->nheads);
-    for (int h = 0; h < ds->nheads; h++) {
-        fprintf(f, "  head %-10s %s, %d classes:", ds->heads[h].name,
-                ds->heads[h].loss == VT_LOSS_BCE ? "multi-label (BCE)" : "softmax",
-                ds->heads[h].nclasses);
-        for (int c = 0; c < ds->heads[h].nclasses && c < 12; c++)
-            fprintf(f, " %s", ds->heads[h].classes[c]);
-        fprintf(f, "%s\n", ds->heads[h].nclasses > 12 ? " ..." : "");
-    }
-    fprintf(f, "  splits: train %d, val %d, test %d; unreadable %d; non-video files %d\n",
-            vt_dataset_split_count(mut, VT_SPLIT_TRAIN), vt_dataset_split_count(mut, VT_SPLIT_VAL),
-            vt_dataset_split_count(mut, VT_SPLIT_TEST), vt_dataset_count_bad(mut), ds->nignored);
-    if (ds->nbroken)
-        fprintf(f, "  not followed: %d (dangling links, link loops, FIFOs, devices: see the warnings)\n",
-                ds->nbroken);
-    if (ds->nsegments) /* docs/segments.md */
-        fprintf(f, "  segments: %d samples are segments of longer videos (clips drawn inside "
-                "them; \"video\" metrics are per segment)\n", ds->nsegments);
-}
-
 /* config.json: the resolved options plus the heads (eval and predict read it); its text
  * also goes into every checkpoint. 0, or -1 with err. */
 static int write_config(vt_train *t, char *err, size_t errlen) {
@@ -72,95 +51,6 @@ static void rewrite_config(vt_train *t) {
     char err[1024];
     if (write_config(t, err, sizeof err) != 0)
         fprintf(stderr, "vidtrain train: %s\n", err);
-}
-
-/* The training folder (with --labels), what validation reads (--val-dir, else the
- * folder's val split or --val-split share), printed. 0, or the exit code. */
-static int open_data(vt_train *t) {
-    const vt_train_opts *o = &t->o;
-    char err[1024];
-    vt_dataset_opts dopt = vt_run_dataset_opts(o);
-    t->ds = vt_dataset_open(o->data, &dopt, err, sizeof err);
-    if (!t->ds) {
-        fprintf(stderr, "vidtrain train: %s\n", err);
-        return 1;
-    }
-    vt_dataset *ds = t->ds;
-    if (o->labels[0]) {
-        int nbad = 0;
-        if (vt_dataset_load_labels(ds, o->labels, &nbad, err, sizeof err) != 0) {
-            fprintf(stderr, "vidtrain train: %s: %s\n", o->labels, err);
-            return 1;
-        }
-    }
-    vt_dataset_probe(ds, 0, 1, NULL, NULL);
-    vt_dist_dataset_sync(ds, "the training data");
-    print_dataset(ds, ds, t->out);
-    if (o->nweights && o->nweights != ds->nheads) {
-        fprintf(stderr, "vidtrain train: --loss-weights has %d values for %d heads\n", o->nweights,
-                ds->nheads);
-        return 2;
-    }
-    /* One class: every answer is right, so training "reaches 100%" and learns nothing. */
-    for (int h = 0; h < ds->nheads; h++)
-        if (ds->heads[h].loss == VT_LOSS_SOFTMAX_CE && ds->heads[h].nclasses < 2) {
-            fprintf(stderr, "vidtrain train: %s has %d class%s for head '%s'%s%s%s: a classifier "
-                    "needs at least 2 (one folder per class: %s/<class>/<video>)\n", o->data,
-                    ds->heads[h].nclasses, ds->heads[h].nclasses == 1 ? "" : "es",
-                    ds->heads[h].name, ds->heads[h].nclasses ? " ('" : "",
-                    ds->heads[h].nclasses ? ds->heads[h].classes[0] : "",
-                    ds->heads[h].nclasses ? "')" : "", o->data);
-            return 1;
-        }
-    t->ntrain = vt_dataset_split_indices(ds, VT_SPLIT_TRAIN, &t->train_idx);
-    t->val_ds = ds;
-    if (o->val_dir[0]) {
-        vt_dataset *vds = t->vds = vt_dataset_open(o->val_dir, NULL, err, sizeof err);
-        if (!vds) {
-            fprintf(stderr, "vidtrain train: --val-dir: %s\n", err);
-            return 1;
-        }
-        if (o->labels[0]) {
-            fprintf(stderr, "vidtrain train: --val-dir with --labels is not supported: put the "
-                            "validation videos in the labels file and use --val-split\n");
-            return 2;
-        }
-        int same = vds->heads[0].nclasses == ds->heads[0].nclasses;
-        for (int k = 0; same && k < ds->heads[0].nclasses; k++)
-            same = !strcmp(vds->heads[0].classes[k], ds->heads[0].classes[k]);
-        if (!same) {
-            fprintf(stderr, "vidtrain train: --val-dir %s has other classes than %s\n", o->val_dir,
-                    o->data);
-            return 1;
-        }
-        vt_dataset_probe(vds, 0, 1, NULL, NULL);
-        /* every labelled video of the other folder, whatever its split */
-        int n = 0;
-        t->val_idx = vt_malloc(sizeof(int32_t) * (size_t)(vds->nvideos ? vds->nvideos : 1));
-        for (int i = 0; i < vds->nvideos; i++)
-            if (vds->videos[i].labeled && !vt_dataset_bad(vds, i))
-                t->val_idx[n++] = i;
-        t->nval = n;
-        t->val_ds = vds;
-        fprintf(t->out, "validation: %s, %d videos\n", o->val_dir, t->nval);
-    } else {
-        const vt_split vs = vt_dataset_eval_split(ds);
-        t->nval = vt_dataset_split_indices(ds, vs, &t->val_idx);
-        char gl[256];
-        vt_dataset_groups_line(ds, gl, sizeof gl);
-        if (t->nval)
-            fprintf(t->out, "validation: %s split, %d videos%s%s%s\n", vt_split_name(vs), t->nval,
-                    vs == VT_SPLIT_TEST ? " (no val split: best.safetensors is chosen on the "
-                                          "test videos; --val-split F holds some training "
-                                          "videos out instead)" : "", gl[0] ? "; " : "", gl);
-        else
-            fprintf(t->out, "validation: none (no val folder and --val-split 0)\n");
-    }
-    if (t->ntrain == 0) {
-        fprintf(stderr, "vidtrain train: no training video in %s\n", o->data);
-        return 1;
-    }
-    return 0;
 }
 
 /* Fine-tuning's optimizer groups (frozen stages at lr 0, the classifiers at
@@ -231,6 +121,7 @@ static int fetch_pretrained(vt_train *t) {
 /* --init: the file into replica 0 (rank 0 reads it), then every replica a copy. */
 typedef struct init_job {
     const vt_train_opts *o;
+    const vt_head_rows *rows; /* a vidtrain checkpoint's classifier rows by class name */
     FILE *log;
     int rc;
     char err[1024];
@@ -239,14 +130,19 @@ typedef struct init_job {
 static void init_on_tower(void *ctx, vt_net *net, vt_optim *opt) {
     (void)opt;
     init_job *j = ctx;
-    j->rc = vt_net_load_init(net, j->o->init, j->o->init_strict, j->log, NULL, j->err,
-                             sizeof j->err);
+    j->rc = vt_net_load_init_rows(net, j->o->init, j->o->init_strict, j->rows, j->log, NULL,
+                                  j->err, sizeof j->err);
 }
 
 static int load_init(vt_train *t) {
+    vt_head_rows rows;
+    int *store = NULL;
     init_job j = {.o = &t->o, .log = t->out, .rc = 0};
-    if (vt_dist_lead())
+    if (vt_dist_lead()) {
+        j.rows = vt_train_init_rows(t, &rows, &store) ? &rows : NULL;
         vt_towers_run_on(t->towers, 0, init_on_tower, &j);
+        free(store);
+    }
     if (vt_dist_share_result(j.rc, j.err, sizeof j.err) != 0) {
         fprintf(stderr, "vidtrain train: --init: %s\n", j.err);
         return 1;
@@ -303,7 +199,7 @@ static void init_clip_note(const vt_train *t) {
     if (!j) {
         /* not a vidtrain checkpoint (load_init says what it is); a zoo file by its name
          * (X3D_M.pyth downloaded by hand) learnt on the input --pretrained would give */
-        const vt_pretrained *p = vt_pretrained_find_file(o->init);
+        const vt_pretrained *p = zoo;
         int st = p && p->stride ? p->stride : o->stride;
         if (vt_dist_lead() && p && !strcmp(p->model, o->model) &&
             (p->clip_t != o->clip_t || p->crop != o->crop || st != o->stride))
@@ -357,7 +253,12 @@ static int build_towers(vt_train *t) {
     tc->logit_adjust[0] = t->logit_adjust; /* --balance logit */
     vt_device_args da;
     vt_train_opts_device_args(o, &da);
-    if (vt_devices_from_args(&tc->devices, &da, err, sizeof err) != 0) {
+    /* TF32 on CPU towers only is fp32 in silence: refused for a new run (a resumed GPU run
+     * may go on on a CPU, which computes it as fp32) */
+    if (vt_devices_from_args(&tc->devices, &da, err, sizeof err) != 0 ||
+        (!t->resume[0] &&
+         vt_devices_check_precision(&tc->devices, (vt_precision)vt_precision_parse(o->precision),
+                                    err, sizeof err) != 0)) {
         fprintf(stderr, "vidtrain train: %s\n", err);
         return 2;
     }
@@ -403,15 +304,10 @@ static int build_towers(vt_train *t) {
     }
     tc->net.precision = (vt_precision)vt_precision_parse(o->precision);
     vt_optim_cfg_default(&tc->optim, (vt_opt_kind)vt_optim_kind_parse(o->optim));
-    if (tc->optim.kind != VT_OPT_ADAMW)
+    if (tc->optim.kind != VT_OPT_ADAMW) /* given beside AdamW: refused (train_args.c) */
         tc->optim.momentum = o->momentum;
-    else if (o->momentum != 0.9f && !t->resume[0]) { /* given, and AdamW has none to set */
-        fprintf(stderr, "vidtrain train: --momentum %g: AdamW%s has no momentum to set (its "
-                "betas are 0.9, 0.999); give --optim sgd or rmsprop with it, or leave it out\n",
-                (double)o->momentum, t->given.optim[0] ? "" : " (the transformers' recipe)");
-        return 2;
-    }
-    /* Nesterov is SGD's (torch refuses it without momentum): other optimizers ignore it. */
+    /* Nesterov is SGD's (torch refuses it without momentum): other optimizers ignore the
+     * default; --nesterov given with them is refused (train_args.c). */
     tc->optim.nesterov = o->nesterov && tc->optim.kind == VT_OPT_SGD && o->momentum > 0;
     tc->optim.wd = o->wd;
     tc->optim.clip_norm = o->clip_norm;
@@ -621,7 +517,7 @@ int vt_train_save(vt_train *t, const char *dir, const char *name, const vt_run_s
 int vt_train_setup(vt_train *t) {
     vt_train_opts *o = &t->o;
     char err[1024];
-    int rc = open_data(t);
+    int rc = vt_train_open_data(t);
     if (rc || (rc = vt_train_count_clips(t)) != 0 || (rc = vt_train_balance(t)) != 0)
         return rc;
     /* the run folder only once there is something to train */

@@ -22,6 +22,7 @@
 #include "app/dump.h"
 #include "app/eval/evalproto.h"
 #include "app/eval/evaluate.h"
+#include "app/opts.h"
 #include "app/progress.h"
 #include "app/run/run_ckpt.h"
 #include "app/run/run_claim.h"
@@ -38,6 +39,7 @@ typedef struct vt_train {
     vt_train_opts o;
     vt_train_opts given;   /* the options before vt_train_opts_resolve (--time-budget
                               resolves them again for the epochs it picks) */
+    vt_opts_given cli;     /* the options the command line gave (app/opts.h) */
     char resume[1024];     /* --resume RUN, or "" */
     int quiet;             /* no progress display */
     double t_start;        /* when the command started: --time-budget counts from here */
@@ -86,6 +88,18 @@ typedef struct vt_train_epoch_stats {
 /* t->epoch_clips and (--clips-per-video auto) t->video_clips, from the probed dataset;
  * under mpirun rank 0's counts on every rank (app/train/train_clips.c). 0. */
 int vt_train_count_clips(vt_train *t);
+/* The training folder (with --labels), what validation reads (--val-dir, else the
+ * folder's val split or --val-split share), printed (train_data.c). 0, or the exit code. */
+int vt_train_open_data(vt_train *t);
+/* --resume (train_heads.c): 0 when the dataset's heads are the run's (its checkpoint's
+ * configuration: the same heads, losses and class names in the same order), else 1
+ * after printing what differs. Reads nothing but the checkpoint's header. */
+int vt_train_resume_heads(const vt_train *t);
+/* --init FILE (train_heads.c): 1 when FILE is a vidtrain checkpoint whose classes (by
+ * name) are not the dataset's in the same order, with rows->from the class rows to load
+ * by name (vt_net_load_init_rows) in *store (free it); else 0 and nothing to free. */
+struct vt_head_rows;
+int vt_train_init_rows(const vt_train *t, struct vt_head_rows *rows, int **store);
 /* --balance (app/train/train_balance.c): prints the training class counts, resolves auto into
  * t->o.balance, sets t->class_weight (loss) and t->val_by_class. 0, or 2 (printed). */
 int vt_train_balance(vt_train *t);

@@ -35,10 +35,19 @@
 /* What the options said beyond the configuration, for the checks after them. */
 typedef struct train_args {
     const char *pos; /* the dataset folder */
-    int quiet, epochs_given, model_given, patience_given, min_clips_given;
-    int cpv_count_given, spc_given; /* --clips-per-video N, --seconds-per-clip S */
+    int quiet;
+    int cpv_count_given; /* --clips-per-video N (a count, not auto) */
+    /* the options the command line gave (app/opts.h): a check asks given() whether the
+     * user said it, never whether a value differs from its default (--momentum 0.9 beside
+     * AdamW is as ignored as --momentum 0.5) */
+    vt_opts_given given;
     char cfg_src[2200]; /* where the resumed configuration came from, for messages */
 } train_args;
+
+/* 1 when the command line gave the option `name`. */
+static int given(const train_args *ta, const char *name) {
+    return vt_opts_given_has(&ta->given, name);
+}
 
 /* Flags: the option sets an int of the options to a value. */
 static const struct {
@@ -139,7 +148,6 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
         if (OPT(ranged[k])) {
             if (r < 0 || vt_train_range_parse(o, ranged[k], v))
                 BAD();
-            ta->spc_given |= !strcmp(ranged[k], "--seconds-per-clip");
             return 0;
         }
     if (OPT("--tb-clips")) { if (r < 0 || vt_parse_int(v, 0, 64, &o->tb_clips) != 0) BAD(); return 0; }
@@ -152,7 +160,7 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
         return 0;
     }
     if (OPT("--out")) { if (r < 0) BAD(); snprintf(o->out, sizeof o->out, "%s", v); return 0; }
-    if (OPT("--model")) { if (r < 0) BAD(); snprintf(o->model, sizeof o->model, "%s", v); ta->model_given = 1; return 0; }
+    if (OPT("--model")) { if (r < 0) BAD(); snprintf(o->model, sizeof o->model, "%s", v); return 0; }
     if (OPT("--clip")) {
         vt_clip_shape cs; /* training crops are square: TxS, or TxHxW with H = W */
         if (r < 0 || vt_parse_clip(v, &cs) || cs.h != cs.w) BAD();
@@ -197,9 +205,9 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
         return 0;
     }
     if (OPT("--wd-exempt")) { if (r < 0 || (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto"))) BAD(); snprintf(o->wd_exempt, sizeof o->wd_exempt, "%s", v); return 0; }
-    if (OPT("--patience")) { if (r < 0 || vt_train_range_parse(o, "--patience", v)) BAD(); ta->patience_given = 1; return 0; }
-    if (OPT("--min-clips")) { if (r < 0 || vt_train_range_parse(o, "--min-clips", v)) BAD(); ta->min_clips_given = 1; return 0; }
-    if (OPT("--epochs")) { if (r < 0 || vt_train_range_parse(o, "--epochs", v)) BAD(); ta->epochs_given = 1; return 0; }
+    if (OPT("--patience")) { if (r < 0 || vt_train_range_parse(o, "--patience", v)) BAD(); return 0; }
+    if (OPT("--min-clips")) { if (r < 0 || vt_train_range_parse(o, "--min-clips", v)) BAD(); return 0; }
+    if (OPT("--epochs")) { if (r < 0 || vt_train_range_parse(o, "--epochs", v)) BAD(); return 0; }
     if (OPT("--time-budget")) { if (r < 0 || (o->time_budget = (float)vt_parse_duration(v)) <= 0) BAD(); return 0; }
     if (OPT("--optim")) { if (r < 0 || vt_optim_kind_parse(v) < 0) BAD(); snprintf(o->optim, sizeof o->optim, "%s", v); return 0; }
     if (OPT("--sched")) { if (r < 0 || vt_sched_kind_parse(v) < 0) BAD(); snprintf(o->sched, sizeof o->sched, "%s", v); return 0; }
@@ -300,7 +308,7 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
         o->precise_bn = 0;
     if (o->pretrained[0] && !resume[0]) {
         const vt_pretrained *p = vt_pretrained_find(o->pretrained);
-        if (ta->model_given && strcmp(o->model, p->model)) {
+        if (given(ta, "--model") && strcmp(o->model, p->model)) {
             fprintf(stderr, "vidtrain train: --pretrained %s is a %s: not with --model %s\n",
                     p->name, p->model, o->model);
             return 2;
@@ -332,20 +340,22 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
     }
     /* --seconds-per-clip implies auto: a count given beside it was dropped, whichever came
      * first decided */
-    if (ta->cpv_count_given && ta->spc_given) {
+    if (ta->cpv_count_given && given(ta, "--seconds-per-clip")) {
         fprintf(stderr, "vidtrain train: --clips-per-video %d and --seconds-per-clip: one fixes "
                 "the clips a video, the other spaces them by its length; give one (the second "
                 "with --clips-per-video auto or alone)\n", o->clips_per_video);
         return 2;
     }
     /* the step schedule's own numbers: another schedule never reads them */
-    if ((o->step_epochs != 10 || o->gamma != 0.1f) && strcmp(o->sched, "step")) {
+    if ((given(ta, "--step-epochs") || given(ta, "--gamma") || o->step_epochs != 10 ||
+         o->gamma != 0.1f) && strcmp(o->sched, "step")) {
         fprintf(stderr, "vidtrain train: --step-epochs and --gamma shape --sched step: not "
                 "with --sched %s\n", o->sched);
         return 2;
     }
     /* the switch picks mixup or CutMix for a batch: with one of them off it picks nothing */
-    if (o->mix_switch != 0.5f && !(o->mixup > 0 && o->cutmix > 0)) {
+    if ((given(ta, "--mixup-switch-prob") || o->mix_switch != 0.5f) &&
+        !(o->mixup > 0 && o->cutmix > 0)) {
         fprintf(stderr, "vidtrain train: --mixup-switch-prob %g chooses between mixup and "
                 "CutMix batch by batch: give both --mixup A and --cutmix B (with one, every "
                 "mixed batch is that one's)\n", (double)o->mix_switch);
@@ -361,6 +371,49 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
                 o->drop_path > 0 ? "--drop-path" : "--layer-decay",
                 (double)(o->drop_path > 0 ? o->drop_path : o->layer_decay), o->model);
         return 2;
+    }
+    /* momentum and Nesterov are SGD's (RMSprop takes a momentum, not Nesterov's); AdamW
+     * has betas. A resumed run's saved 0.9 was never given. */
+    const char *optim = vt_train_opts_optim(o);
+    const char *why = o->optim[0] ? "" : " (the transformers' recipe)";
+    if (!strcmp(optim, "adamw") &&
+        (given(ta, "--momentum") || (o->momentum != 0.9f && !resume[0]))) {
+        fprintf(stderr, "vidtrain train: --momentum %g: AdamW%s has no momentum to set (its "
+                "betas are 0.9, 0.999); give --optim sgd or rmsprop with it, or leave it out\n",
+                (double)o->momentum, why);
+        return 2;
+    }
+    if (given(ta, "--nesterov") && (strcmp(optim, "sgd") || !(o->momentum > 0))) {
+        fprintf(stderr, "vidtrain train: --nesterov is SGD's, with a momentum: not with %s%s "
+                "(leave it out, or give --optim sgd)\n",
+                !strcmp(optim, "adamw")     ? "AdamW"
+                : !strcmp(optim, "rmsprop") ? "RMSprop"
+                                            : "--momentum 0",
+                strcmp(optim, "sgd") ? why : "");
+        return 2;
+    }
+    /* how --lists is read: nothing to read without it (as scan says) */
+    static const char *const lists_only[] = {"--list-format", "--fold", NULL};
+    const char *lo = vt_opts_given_any(&ta->given, lists_only);
+    if (lo && !o->lists[0]) {
+        fprintf(stderr, "vidtrain train: %s says how --lists is read: not without --lists PATH; "
+                "leave it out\n", lo);
+        return 2;
+    }
+    if (given(ta, "--fold") && vt_lists_format_parse(o->list_format) == VT_LISTS_KINETICS) {
+        fprintf(stderr, "vidtrain train: --fold picks UCF101's trainlist/testlist pair or an "
+                "HMDB51 split: a Kinetics CSV has one split column; leave it out\n");
+        return 2;
+    }
+    /* freezing is fine-tuning's: from scratch it keeps random layers random for good */
+    const int fz = given(ta, "--freeze") && o->freeze >= 0;
+    if (!o->init[0] && !o->pretrained[0] && !resume[0] &&
+        (fz || (given(ta, "--freeze-bn") && o->freeze_bn > 0))) {
+        fprintf(stderr, "vidtrain train: warning: %s without --init or --pretrained: %s for the "
+                "whole run (freezing keeps pretrained weights; from scratch leave it out)\n",
+                fz ? "--freeze" : "--freeze-bn",
+                fz ? "the frozen layers keep their random initialisation"
+                   : "the batch norms normalise with their initial statistics (mean 0, var 1)");
     }
     if (o->freeze >= 0 && o->freeze > vt_finetune_nstages(o->model)) {
         fprintf(stderr, "vidtrain train: --freeze %d: %s has the stem and %d stages (0..%d)\n",
@@ -378,24 +431,24 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
                         "--time-budget T too\n");
         return 2;
     }
-    if (o->time_budget > 0 && ta->epochs_given && !resume[0]) {
+    if (o->time_budget > 0 && given(ta, "--epochs") && !resume[0]) {
         fprintf(stderr, "vidtrain train: --time-budget picks the number of epochs: not with "
                         "--epochs\n");
         return 2;
     }
     /* --patience sets when the default length decays (app/train/train_length.c): a length
      * given, or a schedule other than its own, leaves it nothing to decide. */
-    if (ta->patience_given && o->patience > 0 &&
-        (ta->epochs_given || o->time_budget > 0 || strcmp(o->sched, "cosine") || o->dump[0])) {
+    if (given(ta, "--patience") && o->patience > 0 &&
+        (given(ta, "--epochs") || o->time_budget > 0 || strcmp(o->sched, "cosine") || o->dump[0])) {
         fprintf(stderr, "vidtrain train: --patience decides the default length: not with %s\n",
-                ta->epochs_given ? "--epochs" : o->time_budget > 0 ? "--time-budget"
+                given(ta, "--epochs") ? "--epochs" : o->time_budget > 0 ? "--time-budget"
                 : o->dump[0] ? "--dump (the twin replays a schedule fixed in advance)"
                              : "--sched other than cosine");
         return 2;
     }
-    if (!ta->patience_given && (ta->epochs_given || o->dump[0]))
+    if (!given(ta, "--patience") && (given(ta, "--epochs") || o->dump[0]))
         o->patience = 0; /* --epochs means exactly that many; the twin replays a fixed one */
-    if (ta->min_clips_given && (o->patience == 0 || ta->epochs_given || o->time_budget > 0 || o->dump[0] ||
+    if (given(ta, "--min-clips") && (o->patience == 0 || given(ta, "--epochs") || o->time_budget > 0 || o->dump[0] ||
                             strcmp(o->sched, "cosine"))) {
         fprintf(stderr, "vidtrain train: --min-clips belongs to the default length (it holds "
                         "off its decay): not with a length given (--epochs, --time-budget, "
@@ -502,13 +555,14 @@ static int resume_changes(const vt_train_opts *saved, vt_train_opts *o, const ch
     return 0;
 }
 
-int vt_train_parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char *resume,
-                        size_t resume_n) {
+int vt_train_parse_args(vt_train_opts *o, vt_opts_given *cli, int argc, char **argv,
+                        int *quiet, char *resume, size_t resume_n) {
     train_args ta = {0};
     if (take_resume(o, argc, argv, resume, resume_n, &ta) != 0)
         return 1;
     vt_train_opts saved = *o; /* the run's configuration, for resume_changes */
     for (int i = 1; i < argc; i++) {
+        vt_opts_given_note(&ta.given, argv[i]);
         int rc = take_option(o, argc, argv, &i, &ta);
         if (rc > 0)
             return rc;
@@ -525,7 +579,28 @@ int vt_train_parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, cha
         }
         ta.pos = a;
     }
+    /* --resume on other towers: the run's device options described its towers as a set;
+     * --devices or --gpus given names new ones, and what of the set is not given (the CPU
+     * run's --threads 2, its --mem) describes nothing now: dropped, not applied to them */
+    if (resume[0] && (given(&ta, "--devices") || given(&ta, "--gpus"))) {
+        static const struct {
+            const char *opt;
+            size_t off, n;
+        } set[] = {{"--devices", offsetof(vt_train_opts, devices), sizeof o->devices},
+                   {"--gpus", offsetof(vt_train_opts, gpus), sizeof o->gpus},
+                   {"--mem", offsetof(vt_train_opts, mem), sizeof o->mem},
+                   {"--gpu-mem", offsetof(vt_train_opts, gpu_mem), sizeof o->gpu_mem},
+                   {"--backend", offsetof(vt_train_opts, backend), sizeof o->backend},
+                   {"--emulate-slowdown", offsetof(vt_train_opts, emulate), sizeof o->emulate},
+                   {"--speeds", offsetof(vt_train_opts, speeds), sizeof o->speeds}};
+        for (size_t k = 0; k < VT_ARRAY_LEN(set); k++)
+            if (!given(&ta, set[k].opt))
+                memset((char *)o + set[k].off, 0, set[k].n);
+        if (!given(&ta, "--threads"))
+            o->threads = 0;
+    }
     *quiet = ta.quiet;
+    *cli = ta.given;
     int rc = check_args(o, &ta, resume);
     return rc == 0 && resume[0] ? resume_changes(&saved, o, resume) : rc;
 }

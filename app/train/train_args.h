@@ -6,13 +6,15 @@
 
 #include <stddef.h>
 
+#include "app/opts.h"
 #include "app/train/train_opts.h"
 
 /* Parse argv into o (defaults set by the caller): --resume RUN first loads RUN's
  * configuration into o and names RUN in resume (else ""), then the options given override
- * it, then the checks across options. quiet: -q given. 0, 1 (nothing to resume), or 2 (a
- * usage error); every error is printed. */
-int vt_train_parse_args(vt_train_opts *o, int argc, char **argv, int *quiet, char *resume,
-                        size_t resume_n);
+ * it, then the checks across options. quiet: -q given; cli: the options the command
+ * line gave (for checks that need the data, after the parse). 0, 1 (nothing to resume),
+ * or 2 (a usage error); every error is printed. */
+int vt_train_parse_args(vt_train_opts *o, vt_opts_given *cli, int argc, char **argv,
+                        int *quiet, char *resume, size_t resume_n);
 
 #endif

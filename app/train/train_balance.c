@@ -68,6 +68,20 @@ static int resolve_mode(vt_train *t, const int64_t *count, int k) {
     const vt_dataset *ds = t->ds;
     double ratio = vt_balance_print_counts(t->out, "  ", "training class counts", count,
                                            (const char *const *)ds->heads[0].classes, k);
+    /* a class only val or test has (a folder there that train lacks): its output never
+     * learns, and each of its videos is a sure error in every figure */
+    char none[512] = "";
+    int nnone = 0;
+    for (int c = 0; c < k; c++)
+        if (count[c] == 0 && nnone++ < 8)
+            snprintf(none + strlen(none), sizeof none - strlen(none), " %s",
+                     ds->heads[0].classes[c]);
+    if (nnone && vt_dist_lead())
+        fprintf(stderr, "vidtrain train: warning: %d class(es) without a training video:%s%s "
+                "(in %s's val or test only, or in --labels): the model cannot learn %s, and "
+                "%s videos count as errors; add training videos or remove those folders\n",
+                nnone, none, nnone > 8 ? " ..." : "", o->data, nnone > 1 ? "them" : "it",
+                nnone > 1 ? "their" : "its");
     int mode = vt_balance_parse(o->balance);
     if (mode < 0) { /* a hand-edited config.json */
         fprintf(stderr, "vidtrain train: --balance '%s': none, sampler, loss, logit or auto\n",
@@ -134,9 +148,11 @@ int vt_train_balance(vt_train *t) {
             fprintf(t->out, "%s", k > 16 ? " ..." : "");
         }
         if (t->class_weight) {
+            /* by name: weights given in class order are checked against the names here */
             fprintf(t->out, ", class weights%s:", o->class_weights[0] ? " (given)" : "");
             for (int c = 0; c < k && c < 16; c++)
-                fprintf(t->out, " %.3g", (double)t->class_weight[c]);
+                fprintf(t->out, "%s %s %.3g", c ? "," : "", t->ds->heads[0].classes[c],
+                        (double)t->class_weight[c]);
             fprintf(t->out, "%s", k > 16 ? " ..." : "");
         }
         if (t->balance_auto && !strcmp(o->balance, "none"))

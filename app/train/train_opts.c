@@ -13,6 +13,10 @@
 #include "base/common.h"
 #include "models/finetune.h"
 
+const char *vt_train_opts_optim(const vt_train_opts *o) {
+    return o->optim[0] ? o->optim : vt_finetune_nlayers(o->model) > 0 ? "adamw" : "sgd";
+}
+
 void vt_train_opts_default(vt_train_opts *o) {
     memset(o, 0, sizeof *o);
     snprintf(o->model, sizeof o->model, "tiny");
@@ -69,8 +73,12 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
     static const struct { const char *m; int t, crop, stride; } x3d[] = {
         {"x3d_xs", 4, 160, 12}, {"x3d_s", 13, 160, 6}, {"x3d_m", 16, 224, 5},
         {"x3d_l", 16, 312, 5},
-        {"mvit_v2_s", 16, 224, 4}, {"mvit_v1_b", 16, 224, 4}}; /* and MViT's (torchvision:
-                                                                16 frames at 7.5 fps) */
+        /* and the transformers': MViT's torchvision's (16 frames at 7.5 fps), VideoMAE's
+         * its Kinetics fine-tuning clip (--num_frames 16 --sampling_rate 4 at 224): the
+         * generic 16x112 stride 1 gave weights learnt on 14x14 patches a grid of 7x7 and a
+         * quarter of the time span, without a word */
+        {"mvit_v2_s", 16, 224, 4}, {"mvit_v1_b", 16, 224, 4},
+        {"videomae_vit_s", 16, 224, 4}, {"videomae_vit_b", 16, 224, 4}};
     for (size_t i = 0; i < VT_ARRAY_LEN(x3d); i++)
         if (!o->clip_t && !strcmp(o->model, x3d[i].m)) {
             o->clip_t = x3d[i].t;
@@ -103,7 +111,7 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
      * SGD, 1e-4, none, none. */
     const int vit_ft = vt_finetune_nlayers(o->model) > 0;
     if (!o->optim[0])
-        snprintf(o->optim, sizeof o->optim, "%s", vit_ft ? "adamw" : "sgd");
+        snprintf(o->optim, sizeof o->optim, "%s", vt_train_opts_optim(o));
     if (o->wd < 0)
         o->wd = vit_ft ? 0.05f : 1e-4f;
     if (o->drop_path < 0)

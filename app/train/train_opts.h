@@ -158,12 +158,17 @@ const char *vt_train_opts_recipe(const vt_train_opts *o);
 #define VT_AUTO_CLIP_SECONDS 10.0f
 
 void vt_train_opts_default(vt_train_opts *o);
+/* The optimizer o resolves to: --optim's, else AdamW for a transformer (the recipe), SGD
+ * for the rest. */
+const char *vt_train_opts_optim(const vt_train_opts *o);
 /* A run that starts from other weights (--init or --pretrained). */
 static inline int vt_train_opts_finetune(const vt_train_opts *o) {
     return o->init[0] || o->pretrained[0];
 }
 /* The defaults that depend on the machine and the data, for options left at 0 (or < 0):
- *   clip      s3d: 16x224 (the least it takes is 13x209); else
+ *   clip      s3d: 16x224 (the least it takes is 13x209); X3D, MViT and VideoMAE's ViTs
+ *             their published clips (train_opts.c's table: x3d_m 16x224 stride 5, the
+ *             transformers 16x224 stride 4), on any device; else
  *             GPUs: 16x112, stride 1 (the video models' usual input); CPU: 8x64, stride 3
  *             (a 22-frame span at a cost a laptop trains in minutes; on the hard motion
  *             set stride 3 beat 1 and 2 by 9 to 40 points of top-1); a clip given without

@@ -38,6 +38,7 @@
 #include "models/optim_elem.h"
 #include "models/cpu/cpu_attn.h"
 #include "models/cpu/cpu_mvit.h"
+#include "models/cpu/cpu_bn_final.h"
 #include "models/cpu/cpu_loss.h"
 #include "models/cpu/cpu_blocks.h"
 #include "models/cpu/cpu_conv.h"
@@ -160,33 +161,6 @@ static void cpu_bn_stats(vt_backend *be, float *sum, float *sumsq, const float *
             plane_sums(&a, &q, x + ((int64_t)ni * c + ci) * s, kc, NULL, 0.0, s, 0);
         sum[ci] = (float)a;
         sumsq[ci] = (float)q;
-    }
-}
-
-/* Per-channel scalars: the same arithmetic as cpu-ref, so the two agree bitwise. */
-static void cpu_bn_finalize(vt_backend *be, float *mean, float *invstd, float *running_mean,
-                            float *running_var, const float *sum, const float *sumsq,
-                            const float *k, int64_t count, int c, float momentum, float eps) {
-    VT_CHECK(count > 0 || (running_mean && running_var),
-             "bn_finalize: count 0 (eval) needs the running statistics");
-    for (int ci = 0; ci < c; ci++) {
-        if (count == 0) {
-            mean[ci] = running_mean[ci];
-            invstd[ci] = (float)(1.0 / sqrt((double)running_var[ci] + eps));
-            continue;
-        }
-        double d = (double)sum[ci] / (double)count;
-        double var = (double)sumsq[ci] / (double)count - d * d;
-        if (var < 0)
-            var = 0;
-        double m = (k ? (double)k[ci] : 0.0) + d;
-        mean[ci] = (float)d;
-        invstd[ci] = (float)(1.0 / sqrt(var + eps));
-        if (running_mean) {
-            double unbiased = count > 1 ? var * (double)count / (double)(count - 1) : var;
-            running_mean[ci] = (float)((1.0 - momentum) * running_mean[ci] + momentum * m);
-            running_var[ci] = (float)((1.0 - momentum) * running_var[ci] + momentum * unbiased);
-        }
     }
 }
 
@@ -735,7 +709,7 @@ static const vt_backend_i cpu_i = {
     .conv3d_forward = vt_cpu_conv3d_forward,
     .conv3d_backward = vt_cpu_conv3d_backward,
     .bn_stats = cpu_bn_stats,
-    .bn_finalize = cpu_bn_finalize,
+    .bn_finalize = vt_cpu_bn_finalize,
     .bn_apply = cpu_bn_apply,
     .bn_backward_reduce = cpu_bn_backward_reduce,
     .bn_backward_apply = cpu_bn_backward_apply,

@@ -26,9 +26,68 @@ static void mv_out_grid(int o[3], const int thw[3], const vt_pool3d_p *p, int po
         o[d] = pooled ? vt_conv_out(thw[d], p->k[d], p->s[d], p->p[d]) : thw[d];
 }
 
+#define MV_MAXK 512 /* taps a pooling window may have */
+
+/* Output row o >= 1 of a pool over grid thw (output grid og): the taps of its window that
+ * fall inside the grid, in (t, h, w) order, each as its index into the kernel and its
+ * input row (1 + grid index). The count. */
+static int mv_window(int *tap, int64_t *row, int64_t o, const int og[3], const int thw[3],
+                     const vt_pool3d_p *p) {
+    const int ot = (int)((o - 1) / ((int64_t)og[1] * og[2])),
+              oh = (int)((o - 1) / og[2] % og[1]), ow = (int)((o - 1) % og[2]);
+    int n = 0;
+    for (int a = 0; a < p->k[0]; a++) {
+        const int it = ot * p->s[0] - p->p[0] + a;
+        if (it < 0 || it >= thw[0])
+            continue;
+        for (int b = 0; b < p->k[1]; b++) {
+            const int ih = oh * p->s[1] - p->p[1] + b;
+            if (ih < 0 || ih >= thw[1])
+                continue;
+            for (int c = 0; c < p->k[2]; c++) {
+                const int iw = ow * p->s[2] - p->p[2] + c;
+                if (iw < 0 || iw >= thw[2])
+                    continue;
+                tap[n] = (a * p->k[1] + b) * p->k[2] + c;
+                row[n++] = 1 + ((int64_t)it * thw[1] + ih) * thw[2] + iw;
+            }
+        }
+    }
+    return n;
+}
+
+/* Input row x >= 1 of that pool: the windows that read it, in tap order, each as the tap
+ * that reads it and the window's output row. The count. */
+static int mv_readers(int *tap, int64_t *row, int64_t x, const int og[3], const int thw[3],
+                      const vt_pool3d_p *p) {
+    const int it = (int)((x - 1) / ((int64_t)thw[1] * thw[2])),
+              ih = (int)((x - 1) / thw[2] % thw[1]), iw = (int)((x - 1) % thw[2]);
+    int n = 0;
+    for (int a = 0; a < p->k[0]; a++) {
+        const int nt = it + p->p[0] - a, ot = nt / p->s[0];
+        if (nt < 0 || nt % p->s[0] || ot >= og[0])
+            continue;
+        for (int b = 0; b < p->k[1]; b++) {
+            const int nh = ih + p->p[1] - b, oh = nh / p->s[1];
+            if (nh < 0 || nh % p->s[1] || oh >= og[1])
+                continue;
+            for (int c = 0; c < p->k[2]; c++) {
+                const int nw = iw + p->p[2] - c, ow = nw / p->s[2];
+                if (nw < 0 || nw % p->s[2] || ow >= og[2])
+                    continue;
+                tap[n] = (a * p->k[1] + b) * p->k[2] + c;
+                row[n++] = 1 + ((int64_t)ot * og[1] + oh) * og[2] + ow;
+            }
+        }
+    }
+    return n;
+}
+
 void MV(mvit_pool_forward)(vt_backend *be, float *out, const float *qkv, const float *w, int n,
                            int heads, int D, int part, const int thw[3], const vt_pool3d_p *p) {
     VT_CHECK(D <= MV_MAXD, "mvit_pool: head_dim %d > %d", D, MV_MAXD);
+    VT_CHECK(p->k[0] * p->k[1] * p->k[2] <= MV_MAXK, "mvit_pool: a window of more than %d",
+             MV_MAXK);
     int og[3];
     mv_out_grid(og, thw, p, w != NULL);
     const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og), C = (int64_t)heads * D, C3 = 3 * C;
@@ -47,26 +106,13 @@ void MV(mvit_pool_forward)(vt_backend *be, float *out, const float *qkv, const f
         ACC acc[MV_MAXD];
         for (int d = 0; d < D; d++)
             acc[d] = 0;
-        const int ot = (int)((o - 1) / ((int64_t)og[1] * og[2])),
-                  oh = (int)((o - 1) / og[2] % og[1]), ow = (int)((o - 1) % og[2]);
-        for (int a = 0; a < p->k[0]; a++) {
-            const int it = ot * p->s[0] - p->p[0] + a;
-            if (it < 0 || it >= thw[0])
-                continue;
-            for (int b = 0; b < p->k[1]; b++) {
-                const int ih = oh * p->s[1] - p->p[1] + b;
-                if (ih < 0 || ih >= thw[1])
-                    continue;
-                for (int c = 0; c < p->k[2]; c++) {
-                    const int iw = ow * p->s[2] - p->p[2] + c;
-                    if (iw < 0 || iw >= thw[2])
-                        continue;
-                    const int tap = (a * p->k[1] + b) * p->k[2] + c;
-                    const float *x = src + (1 + ((int64_t)it * thw[1] + ih) * thw[2] + iw) * C3;
-                    for (int d = 0; d < D; d++)
-                        acc[d] += (ACC)w[(int64_t)d * K + tap] * x[d];
-                }
-            }
+        int tap[MV_MAXK];
+        int64_t xr[MV_MAXK];
+        const int nt = mv_window(tap, xr, o, og, thw, p);
+        for (int t = 0; t < nt; t++) {
+            const float *x = src + xr[t] * C3;
+            for (int d = 0; d < D; d++)
+                acc[d] += (ACC)w[(int64_t)d * K + tap[t]] * x[d];
         }
         for (int d = 0; d < D; d++)
             dst[d] = (float)acc[d];
@@ -77,6 +123,8 @@ void MV(mvit_pool_backward)(vt_backend *be, float *dqkv, float *dw, const float 
                             const float *qkv, const float *w, int n, int heads, int D, int part,
                             const int thw[3], const vt_pool3d_p *p) {
     VT_CHECK(D <= MV_MAXD, "mvit_pool: head_dim %d > %d", D, MV_MAXD);
+    VT_CHECK(p->k[0] * p->k[1] * p->k[2] <= MV_MAXK, "mvit_pool: a window of more than %d",
+             MV_MAXK);
     int og[3];
     mv_out_grid(og, thw, p, w != NULL);
     const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og), C = (int64_t)heads * D, C3 = 3 * C;
@@ -96,26 +144,13 @@ void MV(mvit_pool_backward)(vt_backend *be, float *dqkv, float *dw, const float 
         ACC acc[MV_MAXD];
         for (int d = 0; d < D; d++)
             acc[d] = 0;
-        const int it = (int)((x - 1) / ((int64_t)thw[1] * thw[2])),
-                  ih = (int)((x - 1) / thw[2] % thw[1]), iw = (int)((x - 1) % thw[2]);
-        for (int a = 0; a < p->k[0]; a++) {
-            const int nt = it + p->p[0] - a, ot = nt / p->s[0];
-            if (nt < 0 || nt % p->s[0] || ot >= og[0])
-                continue;
-            for (int b = 0; b < p->k[1]; b++) {
-                const int nh = ih + p->p[1] - b, oh = nh / p->s[1];
-                if (nh < 0 || nh % p->s[1] || oh >= og[1])
-                    continue;
-                for (int c = 0; c < p->k[2]; c++) {
-                    const int nw = iw + p->p[2] - c, ow = nw / p->s[2];
-                    if (nw < 0 || nw % p->s[2] || ow >= og[2])
-                        continue;
-                    const int tap = (a * p->k[1] + b) * p->k[2] + c;
-                    const float *gy = g + (1 + ((int64_t)ot * og[1] + oh) * og[2] + ow) * D;
-                    for (int d = 0; d < D; d++)
-                        acc[d] += (ACC)w[(int64_t)d * K + tap] * gy[d];
-                }
-            }
+        int tap[MV_MAXK];
+        int64_t yr[MV_MAXK];
+        const int nt = mv_readers(tap, yr, x, og, thw, p);
+        for (int t = 0; t < nt; t++) {
+            const float *gy = g + yr[t] * D;
+            for (int d = 0; d < D; d++)
+                acc[d] += (ACC)w[(int64_t)d * K + tap[t]] * gy[d];
         }
         for (int d = 0; d < D; d++)
             dst[d] = (float)acc[d];
@@ -426,6 +461,8 @@ void MV(mvit_attention_backward)(vt_backend *be, float *dq, float *dk, float *dv
 
 void MV(token_maxpool_forward)(vt_backend *be, float *out, const float *in, int n, int c,
                                const int thw[3], const vt_pool3d_p *p) {
+    VT_CHECK(p->k[0] * p->k[1] * p->k[2] <= MV_MAXK, "token_maxpool: a window of more than %d",
+             MV_MAXK);
     int og[3];
     mv_out_grid(og, thw, p, 1);
     const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og);
@@ -439,34 +476,24 @@ void MV(token_maxpool_forward)(vt_backend *be, float *out, const float *in, int 
             memcpy(y, x, (size_t)c * sizeof(float));
             continue;
         }
-        const int ot = (int)((o - 1) / ((int64_t)og[1] * og[2])),
-                  oh = (int)((o - 1) / og[2] % og[1]), ow = (int)((o - 1) % og[2]);
         for (int ch = 0; ch < c; ch++)
             y[ch] = -INFINITY;
-        for (int a = 0; a < p->k[0]; a++) {
-            const int it = ot * p->s[0] - p->p[0] + a;
-            if (it < 0 || it >= thw[0])
-                continue;
-            for (int b = 0; b < p->k[1]; b++) {
-                const int ih = oh * p->s[1] - p->p[1] + b;
-                if (ih < 0 || ih >= thw[1])
-                    continue;
-                for (int cc = 0; cc < p->k[2]; cc++) {
-                    const int iw = ow * p->s[2] - p->p[2] + cc;
-                    if (iw < 0 || iw >= thw[2])
-                        continue;
-                    const float *xr = x + (1 + ((int64_t)it * thw[1] + ih) * thw[2] + iw) * c;
-                    for (int ch = 0; ch < c; ch++)
-                        if (xr[ch] > y[ch])
-                            y[ch] = xr[ch];
-                }
-            }
+        int tap[MV_MAXK];
+        int64_t xr[MV_MAXK];
+        const int nt = mv_window(tap, xr, o, og, thw, p);
+        for (int t = 0; t < nt; t++) {
+            const float *xrow = x + xr[t] * c;
+            for (int ch = 0; ch < c; ch++)
+                if (xrow[ch] > y[ch])
+                    y[ch] = xrow[ch];
         }
     }
 }
 
 void MV(token_maxpool_backward)(vt_backend *be, float *din, const float *dout, const float *in,
                                 int n, int c, const int thw[3], const vt_pool3d_p *p) {
+    VT_CHECK(p->k[0] * p->k[1] * p->k[2] <= MV_MAXK, "token_maxpool: a window of more than %d",
+             MV_MAXK);
     int og[3];
     mv_out_grid(og, thw, p, 1);
     const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og);
@@ -481,30 +508,16 @@ void MV(token_maxpool_backward)(vt_backend *be, float *din, const float *dout, c
             gx[t * c] = 0.0f;
         gx[0] = gy[0];
         for (int64_t o = 1; o < Lo; o++) {
-            const int ot = (int)((o - 1) / ((int64_t)og[1] * og[2])),
-                      oh = (int)((o - 1) / og[2] % og[1]), ow = (int)((o - 1) % og[2]);
+            int tap[MV_MAXK];
+            int64_t xr[MV_MAXK];
+            const int nt = mv_window(tap, xr, o, og, thw, p);
             float best = -INFINITY;
             int64_t arg = -1;
-            for (int a = 0; a < p->k[0]; a++) {
-                const int it = ot * p->s[0] - p->p[0] + a;
-                if (it < 0 || it >= thw[0])
-                    continue;
-                for (int b = 0; b < p->k[1]; b++) {
-                    const int ih = oh * p->s[1] - p->p[1] + b;
-                    if (ih < 0 || ih >= thw[1])
-                        continue;
-                    for (int cc = 0; cc < p->k[2]; cc++) {
-                        const int iw = ow * p->s[2] - p->p[2] + cc;
-                        if (iw < 0 || iw >= thw[2])
-                            continue;
-                        const int64_t xi = 1 + ((int64_t)it * thw[1] + ih) * thw[2] + iw;
-                        if (arg < 0 || x[xi * c] > best) {
-                            best = x[xi * c];
-                            arg = xi;
-                        }
-                    }
+            for (int t = 0; t < nt; t++)
+                if (arg < 0 || x[xr[t] * c] > best) {
+                    best = x[xr[t] * c];
+                    arg = xr[t];
                 }
-            }
             if (arg >= 0)
                 gx[arg * c] += gy[o * c];
         }

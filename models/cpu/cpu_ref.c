@@ -20,6 +20,7 @@
 #include "models/bf16.h"
 #include "models/cpu/cpu_attn.h"
 #include "models/cpu/cpu_mvit.h"
+#include "models/cpu/cpu_bn_final.h"
 #include "models/cpu/cpu_loss.h"
 #include "base/common.h"
 #include "models/xsum.h"
@@ -239,32 +240,6 @@ static void ref_bn_stats(vt_backend *be, float *sum, float *sumsq, const float *
             }
         sum[ci] = (float)a;
         sumsq[ci] = (float)q;
-    }
-}
-
-static void ref_bn_finalize(vt_backend *be, float *mean, float *invstd, float *running_mean,
-                            float *running_var, const float *sum, const float *sumsq,
-                            const float *k, int64_t count, int c, float momentum, float eps) {
-    VT_CHECK(count > 0 || (running_mean && running_var),
-             "bn_finalize: count 0 (eval) needs the running statistics");
-    for (int ci = 0; ci < c; ci++) {
-        if (count == 0) { /* eval: normalise with the running statistics */
-            mean[ci] = running_mean[ci];
-            invstd[ci] = (float)(1.0 / sqrt((double)running_var[ci] + eps));
-            continue;
-        }
-        double d = (double)sum[ci] / (double)count; /* mean - k */
-        double var = (double)sumsq[ci] / (double)count - d * d;
-        if (var < 0) /* rounding of E[(x-k)^2] - E[x-k]^2 */
-            var = 0;
-        double m = (k ? (double)k[ci] : 0.0) + d;
-        mean[ci] = (float)d; /* relative to k: bn_apply and backward add k back */
-        invstd[ci] = (float)(1.0 / sqrt(var + eps));
-        if (running_mean) {
-            double unbiased = count > 1 ? var * (double)count / (double)(count - 1) : var;
-            running_mean[ci] = (float)((1.0 - momentum) * running_mean[ci] + momentum * m);
-            running_var[ci] = (float)((1.0 - momentum) * running_var[ci] + momentum * unbiased);
-        }
     }
 }
 
@@ -639,7 +614,7 @@ static const vt_backend_i ref_i = {
     .conv3d_forward = ref_conv3d_forward,
     .conv3d_backward = ref_conv3d_backward,
     .bn_stats = ref_bn_stats,
-    .bn_finalize = ref_bn_finalize,
+    .bn_finalize = vt_cpu_bn_finalize,
     .bn_apply = ref_bn_apply,
     .bn_backward_reduce = ref_bn_backward_reduce,
     .bn_backward_apply = ref_bn_backward_apply,

@@ -26,6 +26,10 @@ writes the truth for tests/test_zoo_s3d.c as safetensors files (st_write.save_st
     0.001), and for the tensors in S3D_GRADS "grad.<name>" computed in FLOAT64 (rounded
     to float32) and "torch32_nmse.<name>", the NMSE of PyTorch's float32 gradient from
     it.
+  s3d_eval.safetensors  the part of s3d.safetensors known before the training passes
+    (state, "x", "label.0", "eval_logits.0"), written first: a line "eval written s3d"
+    says it is there, and test_zoo_s3d runs its cpu-ref eval while the rest is computed.
+Each model's line ("NAME: N params, clip ...") follows its file.
 """
 import copy
 import os
@@ -222,7 +226,12 @@ def s3d_golden(out):
         with torch.no_grad():
             t["eval_logits.0"] = m(x).numpy()
         if name == "s3d":
+            save_st(os.path.join(out, "s3d_eval.safetensors"), t, {"model": name})
+            print("eval written s3d", flush=True)
             m.classifier[0].p = 0.0
+        if grads:  # only the gradients written: the others' weight gradients are never
+            for k, p in m.named_parameters():  # read (a third of the float64 pass), and
+                p.requires_grad_(k in grads)  # these come out bit for bit the same
         m64 = copy.deepcopy(m).double() if grads else None
         m.train()
         logits = m(x)
@@ -247,7 +256,7 @@ def s3d_golden(out):
             if (grads is None and "running" in k) or k in S3D_STATS:
                 t["after." + k] = v.numpy()
         save_st(os.path.join(out, name + ".safetensors"), t, {"model": name})
-        print(f"{name}: {sum(p.numel() for p in m.parameters())} params, clip {clip}")
+        print(f"{name}: {sum(p.numel() for p in m.parameters())} params, clip {clip}", flush=True)
 
 
 def main():

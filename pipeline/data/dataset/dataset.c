@@ -208,3 +208,10 @@ void vt_dataset_head_cfgs(const vt_dataset *ds, vt_head_cfg *out) {
         out[h].smoothing = 0.0f;
     }
 }
+
+int vt_dataset_count_stray(const vt_dataset *ds) {
+    int n = 0;
+    for (int i = 0; i < ds->nignored; i++)
+        n += vt_is_video_name(ds->ignored[i]);
+    return n;
+}

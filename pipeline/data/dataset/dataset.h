@@ -128,7 +128,8 @@ typedef struct vt_dataset {
     int nheads;
     vt_dataset_head heads[VT_MAX_HEADS];
     int nignored;
-    char **ignored;             /* (nignored) relpaths of non-video files */
+    char **ignored;             /* (nignored) relpaths of the files left out: not
+                                   videos, or videos above the class level (stray) */
     int nmissing;               /* list-file lines naming files that are not there */
     int nsegments;              /* entries that are segments (seg_end > 0) */
     int nbroken;
@@ -162,6 +163,9 @@ const char *vt_dataset_sample_name(const vt_dataset_video *v, char *buf, size_t 
 /* Recognised by extension (case-insensitive): mp4 avi mkv webm mov m4v mpg mpeg gif y4m
  * ogv flv ts. Other files are ignored and listed in ds->ignored. */
 int vt_is_video_name(const char *name);
+/* Of ds->ignored, the files with a video's name: videos above the class level (a video
+ * in DIR or DIR/train itself, not in a class folder), left out like the rest. */
+int vt_dataset_count_stray(const vt_dataset *ds);
 const char *vt_split_name(vt_split s);
 /* "train", "val", "test" -> the split; anything else -1. */
 int vt_split_parse(const char *name);

@@ -1,0 +1,156 @@
+/*
+ * train_data.c: a training run's data (train.h's vt_train_open_data) — the training
+ * folder with --labels, its resumed run's classes checked (train_heads.c), what
+ * validation reads (--val-dir, else the folder's val split or its --val-split share),
+ * and the dataset's summary printed, with what was left out and why.
+ * It must never write the run folder: nothing is written before there is something to
+ * train.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "app/dist.h"
+#include "app/train/train.h"
+#include "base/common.h"
+
+static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
+    fprintf(f, "dataset %s: %d videos, %d head(s)\n", ds->dir, ds->nvideos, ds->nheads);
+    for (int h = 0; h < ds->nheads; h++) {
+        fprintf(f, "  head %-10s %s, %d classes:", ds->heads[h].name,
+                ds->heads[h].loss == VT_LOSS_BCE ? "multi-label (BCE)" : "softmax",
+                ds->heads[h].nclasses);
+        for (int c = 0; c < ds->heads[h].nclasses && c < 12; c++)
+            fprintf(f, " %s", ds->heads[h].classes[c]);
+        fprintf(f, "%s\n", ds->heads[h].nclasses > 12 ? " ..." : "");
+    }
+    const int stray = vt_dataset_count_stray(ds);
+    fprintf(f, "  splits: train %d, val %d, test %d; unreadable %d; non-video files %d\n",
+            vt_dataset_split_count(mut, VT_SPLIT_TRAIN), vt_dataset_split_count(mut, VT_SPLIT_VAL),
+            vt_dataset_split_count(mut, VT_SPLIT_TEST), vt_dataset_count_bad(mut),
+            ds->nignored - stray);
+    if (stray) /* they were counted as non-video files */
+        fprintf(f, "  videos outside a class folder: %d, left out (the layout is "
+                "DIR/<class>/<video> or DIR/<split>/<class>/<video>; vidtrain scan lists "
+                "them)\n", stray);
+    int unlabeled = 0; /* out of every split: they were counted in the videos only */
+    for (int i = 0; i < ds->nvideos; i++)
+        unlabeled += !ds->videos[i].labeled;
+    if (unlabeled)
+        fprintf(f, "  without a label: %d (no row in the labels file, or a class the list "
+                "does not name): left out of every split\n", unlabeled);
+    if (ds->nbroken)
+        fprintf(f, "  not followed: %d (dangling links, link loops, FIFOs, devices: see the warnings)\n",
+                ds->nbroken);
+    if (ds->nsegments) /* docs/segments.md */
+        fprintf(f, "  segments: %d samples are segments of longer videos (clips drawn inside "
+                "them; \"video\" metrics are per segment)\n", ds->nsegments);
+}
+
+int vt_train_open_data(vt_train *t) {
+    const vt_train_opts *o = &t->o;
+    char err[1024];
+    vt_dataset_opts dopt = vt_run_dataset_opts(o);
+    t->ds = vt_dataset_open(o->data, &dopt, err, sizeof err);
+    if (!t->ds) {
+        fprintf(stderr, "vidtrain train: %s\n", err);
+        if (t->resume[0]) /* the path config.json recorded, unless one was given */
+            fprintf(stderr, "  --resume %s trains on %s (the run's dataset, or the DIR given); "
+                    "if it moved, name its new place: vidtrain train --resume %s NEWDIR\n",
+                    t->resume, o->data, t->resume);
+        return 1;
+    }
+    vt_dataset *ds = t->ds;
+    if (o->labels[0]) {
+        int nbad = 0;
+        if (vt_dataset_load_labels(ds, o->labels, &nbad, err, sizeof err) != 0) {
+            fprintf(stderr, "vidtrain train: %s: %s\n", o->labels, err);
+            return 1;
+        }
+    }
+    /* --val-split (and --group, which shapes it) act where the data has no val split of
+     * its own: on a folder with val/ (or lists with one) they were taken and did nothing */
+    static const char *const split_opts[] = {"--val-split", "--group", NULL};
+    const char *so = vt_opts_given_any(&t->cli, split_opts);
+    if (so && o->val_dir[0]) {
+        fprintf(stderr, "vidtrain train: %s: --val-dir %s names the validation videos, so "
+                "nothing is drawn from train; leave it out\n", so, o->val_dir);
+        return 2;
+    }
+    if (so && !(ds->val_split > 0) &&
+        !(vt_opts_given_has(&t->cli, "--val-split") && !(o->val_split > 0))) {
+        fprintf(stderr, "vidtrain train: %s: %s has val videos of its own (a val/ folder or "
+                "its lists' val rows), and they are the val split: nothing is drawn from train; "
+                "leave it out\n", so, o->data);
+        return 2;
+    }
+    vt_dataset_probe(ds, 0, 1, NULL, NULL);
+    vt_dist_dataset_sync(ds, "the training data");
+    print_dataset(ds, ds, t->out);
+    if (o->nweights && o->nweights != ds->nheads) {
+        fprintf(stderr, "vidtrain train: --loss-weights has %d values for %d heads\n", o->nweights,
+                ds->nheads);
+        return 2;
+    }
+    /* One class: every answer is right, so training "reaches 100%" and learns nothing. */
+    for (int h = 0; h < ds->nheads; h++)
+        if (ds->heads[h].loss == VT_LOSS_SOFTMAX_CE && ds->heads[h].nclasses < 2) {
+            fprintf(stderr, "vidtrain train: %s has %d class%s for head '%s'%s%s%s: a classifier "
+                    "needs at least 2 (one folder per class: %s/<class>/<video>)\n", o->data,
+                    ds->heads[h].nclasses, ds->heads[h].nclasses == 1 ? "" : "es",
+                    ds->heads[h].name, ds->heads[h].nclasses ? " ('" : "",
+                    ds->heads[h].nclasses ? ds->heads[h].classes[0] : "",
+                    ds->heads[h].nclasses ? "')" : "", o->data);
+            return 1;
+        }
+    if (vt_train_resume_heads(t) != 0)
+        return 1;
+    t->ntrain = vt_dataset_split_indices(ds, VT_SPLIT_TRAIN, &t->train_idx);
+    t->val_ds = ds;
+    if (o->val_dir[0]) {
+        vt_dataset *vds = t->vds = vt_dataset_open(o->val_dir, NULL, err, sizeof err);
+        if (!vds) {
+            fprintf(stderr, "vidtrain train: --val-dir: %s\n", err);
+            return 1;
+        }
+        if (o->labels[0]) {
+            fprintf(stderr, "vidtrain train: --val-dir with --labels is not supported: put the "
+                            "validation videos in the labels file and use --val-split\n");
+            return 2;
+        }
+        int same = vds->heads[0].nclasses == ds->heads[0].nclasses;
+        for (int k = 0; same && k < ds->heads[0].nclasses; k++)
+            same = !strcmp(vds->heads[0].classes[k], ds->heads[0].classes[k]);
+        if (!same) {
+            fprintf(stderr, "vidtrain train: --val-dir %s has other classes than %s\n", o->val_dir,
+                    o->data);
+            return 1;
+        }
+        vt_dataset_probe(vds, 0, 1, NULL, NULL);
+        /* every labelled video of the other folder, whatever its split */
+        int n = 0;
+        t->val_idx = vt_malloc(sizeof(int32_t) * (size_t)(vds->nvideos ? vds->nvideos : 1));
+        for (int i = 0; i < vds->nvideos; i++)
+            if (vds->videos[i].labeled && !vt_dataset_bad(vds, i))
+                t->val_idx[n++] = i;
+        t->nval = n;
+        t->val_ds = vds;
+        fprintf(t->out, "validation: %s, %d videos\n", o->val_dir, t->nval);
+    } else {
+        const vt_split vs = vt_dataset_eval_split(ds);
+        t->nval = vt_dataset_split_indices(ds, vs, &t->val_idx);
+        char gl[256];
+        vt_dataset_groups_line(ds, gl, sizeof gl);
+        if (t->nval)
+            fprintf(t->out, "validation: %s split, %d videos%s%s%s\n", vt_split_name(vs), t->nval,
+                    vs == VT_SPLIT_TEST ? " (no val split: best.safetensors is chosen on the "
+                                          "test videos; --val-split F holds some training "
+                                          "videos out instead)" : "", gl[0] ? "; " : "", gl);
+        else
+            fprintf(t->out, "validation: none (no val folder and --val-split 0)\n");
+    }
+    if (t->ntrain == 0) {
+        fprintf(stderr, "vidtrain train: no training video in %s\n", o->data);
+        return 1;
+    }
+    return 0;
+}

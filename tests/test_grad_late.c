@@ -221,11 +221,159 @@ static void host_waits(void) {
     vt_towers_free(&t);
 }
 
+/* ---- the command (command_runs) ---- */
+
+/* metrics.jsonl's lines without their timings (clips_per_s, data_wait, seconds, and the
+ * epoch's plan line's figures stay), one canonical line each; NULL if unreadable. */
+static char *metrics_untimed(const char *run) {
+    char p[4400];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", run);
+    long len = 0;
+    char *s = vt_test_slurp(p, &len);
+    if (!s)
+        return NULL;
+    static const char *const timed[] = {"clips_per_s", "data_wait", "seconds", "step_s",
+                                        "wait_s", NULL};
+    size_t cap = (size_t)len * 2 + 1, at = 0;
+    char *out = vt_calloc(cap, 1);
+    for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        if (!j)
+            continue;
+        for (int k = 0; timed[k]; k++)
+            cJSON_DeleteItemFromObjectCaseSensitive(j, timed[k]);
+        char *t = cJSON_PrintUnformatted(j);
+        size_t n = strlen(t);
+        if (at + n + 2 < cap) {
+            memcpy(out + at, t, n);
+            at += n;
+            out[at++] = '\n';
+        }
+        free(t);
+        cJSON_Delete(j);
+    }
+    free(s);
+    return out;
+}
+
+/* Counts of steps with "skipped":true and with a grad_norm past `clip` in run's metrics. */
+static void metrics_counts(const char *run, float clip, int *skipped, int *clipped) {
+    char p[4400];
+    snprintf(p, sizeof p, "%s/metrics.jsonl", run);
+    long len = 0;
+    char *s = vt_test_slurp(p, &len);
+    *skipped = *clipped = 0;
+    for (char *line = s ? strtok(s, "\n") : NULL; line; line = strtok(NULL, "\n")) {
+        cJSON *j = cJSON_Parse(line);
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
+        if (cJSON_IsString(kind) && !strcmp(kind->valuestring, "step")) {
+            *skipped += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "skipped"));
+            const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "grad_norm");
+            *clipped += cJSON_IsNumber(g) && g->valuedouble > clip;
+        }
+        cJSON_Delete(j);
+    }
+    free(s);
+}
+
+/* run a's and run b's checkpoint `file`: every tensor the same bits (the optimizer's state
+ * and int64 counters included). */
+static void same_ckpt(const char *a, const char *b, const char *file, const char *what) {
+    char pa[4400], pb[4400];
+    snprintf(pa, sizeof pa, "%s/%s", a, file);
+    snprintf(pb, sizeof pb, "%s/%s", b, file);
+    vt_test_ckpt_cmp c = {0, 0, 0};
+    double d = vt_test_ckpt_diff(pa, pb, "", &c);
+    TCHECK(d == 0 && c.exact && c.bitwise, "%s: %s differs from %s (max rel %g, exact %d, "
+           "bitwise %d)", what, pb, pa, d, c.exact, c.bitwise);
+}
+
+static void same_metrics(const char *a, const char *b, const char *what) {
+    char *ma = metrics_untimed(a), *mb = metrics_untimed(b);
+    TCHECK(ma && mb && !strcmp(ma, mb), "%s: %s/metrics.jsonl and %s/metrics.jsonl differ "
+           "beyond their timings", what, a, b);
+    free(ma);
+    free(mb);
+}
+
+/* `vidtrain train` with clipping (--clip-norm 20), 18 steps (3 epochs of 6) that clip and
+ * skip (--skip-nonfinite), measured: SGD at --lr 10 clips 2 and skips 13 (steps 6 to 18),
+ * AdamW at --lr 3 clips 3 and skips step 16 (its bias correction then counts 17 steps
+ * taken of 18). The run stopped at step 8 (for SGD, among its skipped steps) and resumed
+ * ends with the straight run's bits: a checkpoint written at --max-steps holds that step
+ * finished, never one whose skip is unread. Without --skip-nonfinite the run stops at its
+ * first non-finite step. With VT_BASE_BIN (a vidtrain from before the gate) the same runs
+ * give that binary's checkpoints and metrics (without their timings). */
+#define CMD_ARGS "--model tiny --epochs 3 --clip 4x32 --batch 2 --workers 1 -q --log-every 1 " \
+                 "--clip-norm 20 --seed 4"
+static void command_runs(void) {
+    const char *bin = vt_test_bin("test_grad_late");
+    if (!bin)
+        return;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", vt_test_dir("grad_late"));
+    TCHECK(vt_test_synth(bin, dir, "--classes 3 --train 4 --val 2 --test 2 --frames 12") == 0,
+           "synth");
+    const char *base = getenv("VT_BASE_BIN");
+    static const char *const optims[] = {"--optim sgd --lr 10 --skip-nonfinite",
+                                         "--optim adamw --lr 3 --skip-nonfinite",
+                                         "--optim sgd --lr 10"};
+    for (int o = 0; o < 3; o++) {
+        const int skips = strstr(optims[o], "--skip-nonfinite") != NULL;
+        char straight[4200], split[4200], what[256];
+        snprintf(straight, sizeof straight, "%s/straight%d", dir, o);
+        snprintf(split, sizeof split, "%s/split%d", dir, o);
+        snprintf(what, sizeof what, "train %s", optims[o]);
+        int rc = vt_test_sh("'%s' train '%s/data' --out '%s' %s %s > '%s.log' 2>&1", bin, dir,
+                            straight, CMD_ARGS, optims[o], straight);
+        if (!skips) {
+            /* the first non-finite step stops the run; the checkpoint is the last finite */
+            TCHECK(rc != 0 && vt_test_file_has_in(dir, "straight2.log", "training diverged"),
+                   "%s: rc %d, no 'training diverged' in %s.log", what, rc, straight);
+        } else {
+            TCHECK(rc == 0, "%s: exited %d (see %s.log)", what, rc, straight);
+            int sk, cl;
+            metrics_counts(straight, 20, &sk, &cl);
+            printf("%s: %d steps skipped, %d clipped\n", what, sk, cl);
+            TCHECK(sk >= 1 && cl >= 1, "%s: %d skipped, %d clipped: the test needs both", what,
+                   sk, cl);
+            TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s' %s %s --max-steps 8 > '%s.log' "
+                              "2>&1 && '%s' train --resume '%s' >> '%s.log' 2>&1", bin, dir,
+                              split, CMD_ARGS, optims[o], split, bin, split, split) == 0,
+                   "%s: stopped at step 8 and resumed (see %s.log)", what, split);
+            same_ckpt(straight, split, "last.safetensors", what);
+            same_ckpt(straight, split, "best.safetensors", what);
+        }
+        if (!base || !*base)
+            continue;
+        char old[4200];
+        snprintf(old, sizeof old, "%s/base%d", dir, o);
+        int rb = vt_test_sh("'%s' train '%s/data' --out '%s' %s %s > '%s.log' 2>&1", base, dir,
+                            old, CMD_ARGS, optims[o], old);
+        TCHECK((rb == 0) == (rc == 0), "%s: exit %d here, %d with %s", what, rc, rb, base);
+        if (skips) {
+            same_ckpt(old, straight, "last.safetensors", what);
+            same_ckpt(old, straight, "best.safetensors", what);
+        } else { /* stopped at its first step: no checkpoint, or the same one */
+            char po[4400], ps[4400];
+            snprintf(po, sizeof po, "%s/last.safetensors", old);
+            snprintf(ps, sizeof ps, "%s/last.safetensors", straight);
+            TCHECK(vt_file_exists(po) == vt_file_exists(ps), "%s: last.safetensors %d here, "
+                   "%d with %s", what, vt_file_exists(ps), vt_file_exists(po), base);
+            if (vt_file_exists(po))
+                same_ckpt(old, straight, "last.safetensors", what);
+        }
+        same_metrics(old, straight, what);
+        printf("%s: the bits of %s\n", what, base);
+    }
+}
+
 int main(void) {
     late_equals_sync("sgd, 1 tower", VT_OPT_SGD, 1, 1, 1);
     late_equals_sync("adamw, 1 tower", VT_OPT_ADAMW, 1, 1, 1);
     late_equals_sync("sgd, 2 towers, sync-BN", VT_OPT_SGD, 2, 1, 1);
     late_equals_sync("adamw, 2 towers, no sync-BN", VT_OPT_ADAMW, 2, 0, 0);
     host_waits();
+    command_runs();
     return vt_test_done("test_grad_late");
 }

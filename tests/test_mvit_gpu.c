@@ -11,8 +11,9 @@
  *     finer, with and without relative tables and residual pooling, heads batched and
  *     clips batched, whole and cut into query blocks (VT_CUDA_MVIT_BQ), and at a
  *     mvit_v2_s-like head (D 96, 785 queries, 17 keys); token_maxpool forward and backward
- *     with random values and with many ties (the first maximum must win); n == 0 writes
- *     nothing.
+ *     with random values, with many ties (the first maximum must win) and with NaNs among
+ *     the ties (a NaN wins and propagates, the last of several takes the gradient:
+ *     models/max_rule.h, checked against PyTorch by test_ops_mvit); n == 0 writes nothing.
  *   steps: mvit_test and mvit_v1_test at 8x32x32 (drop path 0.2) against cpu-ref, two
  *     SGD steps: per-clip loss, every gradient, the parameters after each step, eval logits.
  *   blocks (no GPU needed, checked before the skip): how cuda_mvit.h cuts the queries.
@@ -23,6 +24,7 @@
  * kernels_mvit.cu):
  *   BIT (0): the pool's forward and dqkv, the token max pool both ways: one thread does
  *     cpu-ref's operations in cpu-ref's order (exact float products summed in double).
+ *     BIT_NAN: the same, for an output that holds NaNs (cpu-ref's, bit for bit).
  *   TOL_DSUM 1e-13: the pool's dw is cpu-ref's double sum cut into chunks: cpu-ref's float
  *     but for a rare 1-ulp flip (NMSE <= 2^-48 ~ 4e-15 even if all flipped); a wrong tap
  *     is NMSE ~1.
@@ -82,6 +84,7 @@ int main(void) {
 #include "models/registry.h"
 
 #define BIT 0.0
+#define BIT_NAN -1.0 /* bit for bit, NaNs allowed where cpu-ref has the same */
 #define TOL_DSUM 1e-13
 #define TOL_ATT 1e-10
 #define TOL_TAB 1e-9
@@ -93,13 +96,16 @@ static vt_backend *R, *G;
 static vt_rng rng;
 
 /* A float array on both backends, the same values (levels > 0: drawn from that many
- * integers, so windows tie). */
+ * integers, so windows tie; nans > 0: about one value in nans a NaN). */
 typedef struct pair { float *r, *g; int64_t n; } pair;
-static pair pmake_q(int64_t n, float lo, float hi, int levels) {
+static pair pmake_q(int64_t n, float lo, float hi, int levels, int nans) {
     float *h = vt_malloc((size_t)VT_MAX(n, 1) * 4);
     for (int64_t i = 0; i < n; i++)
         h[i] = levels ? (float)vt_rng_below(&rng, (uint32_t)levels)
                       : lo + (hi - lo) * (float)vt_rng_uniform(&rng);
+    for (int64_t i = 0; nans > 0 && i < n; i++)
+        if (vt_rng_below(&rng, (uint32_t)nans) == 0)
+            h[i] = NAN;
     pair p = {vt_backend_alloc_x(R, (size_t)VT_MAX(n, 1) * 4, "ref"),
               vt_backend_alloc_x(G, (size_t)VT_MAX(n, 1) * 4, "cuda"), n};
     R->i->to_device(R, p.r, h, (size_t)n * 4);
@@ -108,26 +114,31 @@ static pair pmake_q(int64_t n, float lo, float hi, int levels) {
     free(h);
     return p;
 }
-static pair pmake(int64_t n, float lo, float hi) { return pmake_q(n, lo, hi, 0); }
+static pair pmake(int64_t n, float lo, float hi) { return pmake_q(n, lo, hi, 0, 0); }
 static void pfree(pair *p) {
     vt_backend_free_ptr(R, p->r);
     vt_backend_free_ptr(G, p->g);
 }
-/* The cuda result against cpu-ref: NMSE <= tol, and tol 0 means bit for bit. */
+/* The cuda result against cpu-ref: NMSE <= tol, and tol 0 means bit for bit (BIT_NAN: bit
+ * for bit where cpu-ref's output holds NaNs, at least one). */
 static void cmp(const char *what, const pair *p, double tol) {
     float *h = vt_malloc((size_t)VT_MAX(p->n, 1) * 4), *r = vt_malloc((size_t)VT_MAX(p->n, 1) * 4);
     G->i->to_host(G, h, p->g, (size_t)p->n * 4);
     R->i->to_host(R, r, p->r, (size_t)p->n * 4);
     const double e = vt_nmse(h, r, p->n);
-    int64_t diff = 0, finite = 1;
+    int64_t diff = 0, finite = 1, nans = 0;
     for (int64_t i = 0; i < p->n; i++) {
         diff += memcmp(&h[i], &r[i], 4) != 0;
         finite &= isfinite(h[i]) != 0;
+        nans += isnan(r[i]) != 0;
     }
     printf("  %-40s n=%-8lld nmse %.2e, %lld elements not bit-equal\n", what, (long long)p->n, e,
            (long long)diff);
-    TCHECK(finite, "%s: non-finite values", what);
-    if (tol == BIT)
+    if (tol == BIT_NAN)
+        TCHECK(nans > 0, "%s: no NaN in cpu-ref's output (the case checks nothing)", what);
+    else
+        TCHECK(finite, "%s: non-finite values", what);
+    if (tol == BIT || tol == BIT_NAN)
         TCHECK(diff == 0, "%s: %lld elements differ (bit for bit expected)", what, (long long)diff);
     else
         TCHECK(e <= tol, "%s: nmse %.3e > %.1e", what, e, tol);
@@ -228,19 +239,20 @@ static void test_attention(int n, int H, int D, const int qthw[3], const int kth
     pfree(&drw);
 }
 
-static void test_maxpool(int n, int c, const int thw[3], int levels) {
-    printf("token_maxpool n %d c %d grid %dx%dx%d%s\n", n, c, thw[0], thw[1], thw[2],
-           levels ? " (ties)" : "");
+/* nans > 0: about one input in nans a NaN (the forward then holds NaNs: BIT_NAN). */
+static void test_maxpool(int n, int c, const int thw[3], int levels, int nans) {
+    printf("token_maxpool n %d c %d grid %dx%dx%d%s%s\n", n, c, thw[0], thw[1], thw[2],
+           levels ? " (ties)" : "", nans ? " (NaNs)" : "");
     const vt_pool3d_p p = {{3, 3, 3}, {1, 2, 2}, {1, 1, 1}, 0};
     int og[3];
     for (int d = 0; d < 3; d++)
         og[d] = vt_conv_out(thw[d], p.k[d], p.s[d], p.p[d]);
     const int64_t L = 1 + grid(thw), Lo = 1 + grid(og);
-    pair x = pmake_q(n * L * c, -1, 1, levels), y = pmake(n * Lo * c, 0, 0);
+    pair x = pmake_q(n * L * c, -1, 1, levels, nans), y = pmake(n * Lo * c, 0, 0);
     pair dy = pmake(n * Lo * c, -1, 1), dx = pmake(n * L * c, 9, 9);
     VT_OP(G, token_maxpool_forward, y.g, x.g, n, c, thw, &p);
     VT_OP(R, token_maxpool_forward, y.r, x.r, n, c, thw, &p);
-    cmp("token_maxpool forward", &y, BIT);
+    cmp("token_maxpool forward", &y, nans ? BIT_NAN : BIT);
     VT_OP(G, token_maxpool_backward, dx.g, dy.g, x.g, n, c, thw, &p);
     VT_OP(R, token_maxpool_backward, dx.r, dy.r, x.r, n, c, thw, &p);
     cmp("token_maxpool backward", &dx, BIT);
@@ -385,8 +397,10 @@ int main(void) {
     /* mvit_v2_s's first stage, scaled down: head_dim 96, 785 queries, 17 keys */
     test_attention(2, 1, 96, (const int[3]){4, 14, 14}, (const int[3]){4, 2, 2}, 1, 1, 0);
     test_attention(2, 1, 96, (const int[3]){4, 14, 14}, (const int[3]){4, 2, 2}, 1, 1, 256);
-    test_maxpool(2, 16, (const int[3]){4, 8, 8}, 0);
-    test_maxpool(3, 8, (const int[3]){3, 7, 9}, 3); /* values 0, 1, 2: ties everywhere */
+    test_maxpool(2, 16, (const int[3]){4, 8, 8}, 0, 0);
+    test_maxpool(3, 8, (const int[3]){3, 7, 9}, 3, 0); /* values 0, 1, 2: ties everywhere */
+    /* NaNs among ties: a window of 27 taps holds none (~25%), one (~35%) or several */
+    test_maxpool(3, 8, (const int[3]){3, 7, 9}, 3, 20);
     TCHECK(R->in_use == 0, "cpu-ref leaked %lld bytes", (long long)R->in_use);
     vt_backend_free(&G);
     vt_backend_free(&R);

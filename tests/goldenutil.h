@@ -1,13 +1,15 @@
 /*
  * goldenutil.h: reading a PyTorch oracle's golden safetensors file into a test of a zoo
  * model (test_zoo_s3d, test_zoo_x3d, test_zoo_vit): one tensor, one NMSE check, the
- * whole state dict into a net by name and shape, and one training step checked; and the "VTT1" record files the op
- * oracles write (tests/oracle/torch_ops.py, torch_attn.py), and raw float32 files. Header-only: each test is
- * one executable.
+ * whole state dict into a net by name and shape, one training step checked, a model's
+ * eval and training step against the file (vt_test_zoo_run), an initialisation's
+ * statistics; and the "VTT1" record files the op oracles write (tests/oracle/torch_ops.py,
+ * torch_attn.py), and raw float32 files. Header-only: each test is one executable.
  */
 #ifndef VT_TESTS_GOLDENUTIL_H
 #define VT_TESTS_GOLDENUTIL_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include "base/common.h"
 #include "models/net.h"
 #include "models/formats/safetensors.h"
+#include "models/registry.h"
 #include "tests/testutil.h"
 
 /* Tensor `name` of the golden file as floats (malloc'd; exits when it is missing or
@@ -133,6 +136,92 @@ static inline void vt_test_load_state(vt_net *net, const vt_ckpt_info *info, con
         be->i->to_device(be, dst, h, (size_t)t->numel * sizeof(float));
         free(h);
     }
+}
+
+/* What vt_test_zoo_run holds a model to: eval logits within NMSE eval; with vs_f64 > 0
+ * the file's eval truth is float64 and the bound is the larger of eval and vs_f64 times
+ * PyTorch float32's own distance from it ("torch32_nmse.eval_logits.0"); the training
+ * step within step (vt_test_golden_step). */
+typedef struct vt_test_zoo_tol {
+    double eval, vs_f64;
+    vt_test_step_tol step;
+} vt_test_zoo_tol;
+
+/* model (classes, clips t x hw x hw) on backend bename with the golden file's state: eval
+ * logits of the file's first n_eval clips ("x") against "eval_logits.0" — whose two clips
+ * must differ, so the features matter and not the bias alone —; then, if train, one
+ * training step (vt_test_golden_step: logits, the gradients and buffers the file has).
+ * Every check is a TCHECK; a line of NMSEs and times is printed; the backend must end
+ * with nothing allocated. */
+static inline void vt_test_zoo_run(const char *model, int classes, int t, int hw,
+                                   const vt_ckpt_info *info, const char *bename, int n_eval,
+                                   int train, const vt_test_zoo_tol *tol) {
+    char what[64], err[512];
+    snprintf(what, sizeof what, "%s/%s", model, bename);
+    vt_backend *be = vt_backend_init(bename, 0, 0, 0);
+    VT_CHECK(be, "backend %s", bename);
+    vt_net_cfg cfg;
+    vt_net_cfg_default(&cfg, model, classes, t, hw, hw);
+    vt_net *net = vt_net_init(&cfg, be, 2, err, sizeof err);
+    VT_CHECK(net, "%s: %s", what, err);
+    vt_test_load_state(net, info, what);
+    int64_t xn;
+    float *hx = vt_test_gread(info, "x", &xn);
+    VT_CHECK(xn == 2 * 3LL * t * hw * hw, "%s: x has %lld floats", what, (long long)xn);
+    float *x = vt_backend_alloc_x(be, (size_t)xn * sizeof(float), "input");
+    be->i->to_device(be, x, hx, (size_t)xn * sizeof(float));
+    float *mine = vt_malloc((size_t)2 * classes * sizeof(float));
+    double worst = 0, torch32 = 0, y32 = 0, t0 = vt_now();
+
+    vt_net_forward(net, x, n_eval, 0);
+    be->i->to_host(be, mine, vt_net_logits(net, 0), (size_t)n_eval * classes * sizeof(float));
+    float *ref = vt_test_gread(info, "eval_logits.0", NULL);
+    double bound = tol->eval;
+    if (tol->vs_f64 > 0) { /* a float64 truth */
+        float *t32 = vt_test_gread(info, "torch32_nmse.eval_logits.0", NULL);
+        y32 = t32[0];
+        bound = fmax(tol->eval, tol->vs_f64 * y32);
+        free(t32);
+    }
+    const double eval = vt_test_nmse_check(what, "eval_logits.0", mine, ref,
+                                           (int64_t)n_eval * classes, bound);
+    TCHECK(vt_nmse(ref, ref + classes, classes) > 1e-4, "%s: torch's logits of the two clips "
+           "are alike", what);
+    free(ref);
+    double t1 = vt_now();
+    int ngrads = 0, nbufs = 0;
+    if (train)
+        worst = vt_test_golden_step(net, info, x, classes, what, tol->step, &ngrads, &nbufs,
+                                    &torch32);
+    printf("%-9s %-8s eval %d clip%s %.1fs: NMSE %.2g", model, bename, n_eval,
+           n_eval == 1 ? "" : "s", t1 - t0, eval);
+    if (tol->vs_f64 > 0)
+        printf(" (PyTorch float32's own %.2g)", y32);
+    if (train)
+        printf("; train step of 2 %.1fs, logits, %d gradients, %d buffers: worst NMSE %.2g "
+               "(PyTorch float32's own: %.2g)", vt_now() - t1, ngrads, nbufs, worst, torch32);
+    printf("\n");
+    free(mine);
+    free(hx);
+    vt_backend_free_ptr(be, x);
+    vt_net_free(&net);
+    TCHECK(be->in_use == 0, "%s: %lld bytes left allocated", what, (long long)be->in_use);
+    vt_backend_free(&be);
+}
+
+/* The mean, standard deviation (over n, not n - 1) and largest |value| of x[0..n): an
+ * initialisation's statistics. */
+static inline void vt_test_stats(const float *x, int64_t n, double *mean, double *std,
+                                 double *amax) {
+    double s = 0, q = 0;
+    *amax = 0;
+    for (int64_t i = 0; i < n; i++) {
+        s += x[i];
+        q += (double)x[i] * x[i];
+        *amax = fmax(*amax, fabs(x[i]));
+    }
+    *mean = s / (double)n;
+    *std = sqrt(q / (double)n - *mean * *mean);
 }
 
 /* n float32s from the raw file `path` (malloc'd), or NULL when it cannot be read or

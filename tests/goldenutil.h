@@ -2,8 +2,8 @@
  * goldenutil.h: reading a PyTorch oracle's golden safetensors file into a test of a zoo
  * model (test_zoo_s3d, test_zoo_x3d, test_zoo_vit): one tensor, one NMSE check, the
  * whole state dict into a net by name and shape, one training step checked, a model's
- * eval and training step against the file (vt_test_zoo_run), an initialisation's
- * statistics; and the "VTT1" record files the op oracles write (tests/oracle/torch_ops.py,
+ * eval and training step against the file (vt_test_zoo_run), the exact mode's pass
+ * invariance (vt_test_exact_passes), an initialisation's statistics; and the "VTT1" record files the op oracles write (tests/oracle/torch_ops.py,
  * torch_attn.py), and raw float32 files. Header-only: each test is one executable.
  */
 #ifndef VT_TESTS_GOLDENUTIL_H
@@ -207,6 +207,62 @@ static inline void vt_test_zoo_run(const char *model, int classes, int t, int hw
     vt_net_free(&net);
     TCHECK(be->in_use == 0, "%s: %lld bytes left allocated", what, (long long)be->in_use);
     vt_backend_free(&be);
+}
+
+/* cfg.exact (what towers train with): model (5 classes, clips t x h x w) on cpu with 2
+ * threads and the golden file's state (what: the name its load reports), 4 clips of
+ * U(-1, 1) (seed 3), labels 0, 3, 1, 4, cross entropy's mean: the gradients (rounded from
+ * the exact sums) and logits of one pass of 4 clips and of two passes of 2. Returns
+ * whether both have the same bits; the gradient's sum of squares in *ss (0: no gradient,
+ * the comparison then says nothing). The backend must end with nothing allocated. */
+static inline int vt_test_exact_passes(const vt_ckpt_info *info, const char *model,
+                                       const char *what, int t, int h, int w, double *ss) {
+    char err[512];
+    vt_backend *be = vt_backend_init("cpu", 0, 2, 0);
+    vt_net_cfg cfg;
+    vt_net_cfg_default(&cfg, model, 5, t, h, w);
+    cfg.exact = 1;
+    vt_net *net = vt_net_init(&cfg, be, 4, err, sizeof err);
+    VT_CHECK(net, "%s", err);
+    vt_test_load_state(net, info, what);
+    const int64_t per = 3LL * t * h * w, np = vt_net_num_params(net);
+    float *hx = vt_malloc((size_t)(4 * per) * 4);
+    vt_rng r;
+    vt_rng_seed(&r, 3);
+    for (int64_t i = 0; i < 4 * per; i++)
+        hx[i] = (float)(2 * vt_rng_uniform(&r) - 1);
+    float *x = vt_backend_alloc_x(be, (size_t)(4 * per) * 4, "input");
+    be->i->to_device(be, x, hx, (size_t)(4 * per) * 4);
+    int32_t lab[4] = {0, 3, 1, 4}, *dlab = vt_backend_alloc_x(be, sizeof lab, "labels");
+    be->i->to_device(be, dlab, lab, sizeof lab);
+    float *g[2], lg[2][20];
+    for (int k = 0; k < 2; k++) {
+        vt_net_zero_grad(net);
+        for (int p0 = 0; p0 < 4; p0 += k ? 2 : 4) {
+            const int n = k ? 2 : 4;
+            vt_targets tg;
+            memset(&tg, 0, sizeof tg);
+            tg.label[0] = dlab + p0;
+            vt_net_forward(net, x + p0 * per, n, 1);
+            vt_net_loss(net, NULL, NULL, &tg, 0.25f);
+            vt_net_backward(net);
+            be->i->to_host(be, lg[k] + p0 * 5, vt_net_logits(net, 0), (size_t)n * 5 * 4);
+        }
+        vt_net_round_grads(net);
+        g[k] = vt_malloc((size_t)np * 4);
+        be->i->to_host(be, g[k], vt_net_grads(net), (size_t)np * 4);
+    }
+    const int same = !memcmp(g[0], g[1], (size_t)np * 4) && !memcmp(lg[0], lg[1], sizeof lg[0]);
+    *ss = 0;
+    for (int64_t i = 0; i < np; i++)
+        *ss += (double)g[0][i] * g[0][i];
+    free(g[0]), free(g[1]), free(hx);
+    vt_backend_free_ptr(be, dlab);
+    vt_backend_free_ptr(be, x);
+    vt_net_free(&net);
+    TCHECK(be->in_use == 0, "%lld bytes left allocated", (long long)be->in_use);
+    vt_backend_free(&be);
+    return same;
 }
 
 /* The mean, standard deviation (over n, not n - 1) and largest |value| of x[0..n): an

@@ -342,4 +342,33 @@ static inline void vt_test_recs_free(vt_test_recs *rs) {
     rs->r = NULL;
     rs->n = 0;
 }
+
+/* The record file of oracle tests/oracle/SCRIPT.py (run by $VT_PYTHON with the file,
+ * $VT_TMP/<test without "test_">/SCRIPT.bin, as its argument) loaded into rs, once that
+ * Python imports `modules` (an import list: "torch", "PIL, numpy"). Returns 1 with rs
+ * loaded; 0 when the modules are missing (a line says so; nothing checked, the caller
+ * skips what needs them); -1 when the oracle failed or its file cannot be read (both
+ * failed checks). */
+static inline int vt_test_oracle_recs(const char *test, const char *script, const char *modules,
+                                      vt_test_recs *rs) {
+    const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
+    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "'%s' -c 'import %s' >/dev/null 2>&1", py, modules);
+    if (system(cmd) != 0) {
+        printf("%s: %s cannot import %s\n", test, py, modules);
+        return 0;
+    }
+    const char *dir = vt_test_dir(strncmp(test, "test_", 5) ? test : test + 5);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/%s.bin", dir, script);
+    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/%s.py' '%s'", py, src, script, path);
+    int rc = system(cmd);
+    TCHECK(rc == 0, "%s failed (%d)", cmd, rc);
+    if (rc != 0 || vt_test_recs_load(rs, path) != 0) {
+        TCHECK(0, "cannot read %s", path);
+        return -1;
+    }
+    return 1;
+}
 #endif

@@ -393,7 +393,9 @@ typedef struct vt_backend_i {
                                     const int kthw[3], int residual);
     /* token_maxpool: the grid of in (N, L, C) max-pooled (nn.MaxPool3d: padding never
      * wins), the class token row copied: out (N, 1 + T'H'W', C) (MViT's pool_skip);
-     * backward: din OVERWRITTEN, each window's gradient to its first maximum. */
+     * backward: din OVERWRITTEN, each window's gradient to its first maximum. A NaN in
+     * a window is its maximum, the last NaN takes the gradient (PyTorch's rule, both ways:
+     * models/max_rule.h). */
     void (*token_maxpool_forward)(vt_backend *be, float *out, const float *in, int n, int c,
                                   const int thw[3], const vt_pool3d_p *p);
     void (*token_maxpool_backward)(vt_backend *be, float *din, const float *dout,

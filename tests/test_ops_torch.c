@@ -333,24 +333,13 @@ static void test_optim(void) {
 }
 
 int main(void) {
-    const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
-    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' -c 'import torch' >/dev/null 2>&1", py);
-    if (system(cmd) != 0) {
-        printf("test_ops_torch: SKIP: %s cannot import torch (install python3-torch)\n", py);
+    const int oracle = vt_test_oracle_recs("test_ops_torch", "torch_ops", "torch", &g_recs);
+    if (oracle == 0) {
+        printf("test_ops_torch: SKIP (install python3-torch)\n");
         return VT_TEST_SKIP;
     }
-    const char *dir = vt_test_dir("ops_torch");
-    char path[4200];
-    snprintf(path, sizeof path, "%s/torch_ops.bin", dir);
-    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/torch_ops.py' '%s'", py, src, path);
-    int rc = system(cmd);
-    TCHECK(rc == 0, "%s failed (%d)", cmd, rc);
-    if (rc != 0 || vt_test_recs_load(&g_recs, path) != 0) {
-        TCHECK(0, "cannot read %s", path);
+    if (oracle < 0)
         return vt_test_done("test_ops_torch");
-    }
     g_be = vt_backend_init("cpu-ref", 0, 1, 0);
     test_conv();
     test_x3d_act();

@@ -301,17 +301,20 @@ static int pool_inside(const int in_thw[3], const int o[3], const vt_pool3d_p *p
  * POOL_CHUNK): taps in (t, h, w) order; lanes are outputs, so the compiler vectorises the
  * select. exact: max_rule.h's rule, as pool_argmax (a later tap replaces if strictly
  * greater or NaN: a NaN anywhere in a window propagates); returns 0. Not exact: strictly
- * greater only (the same for a row without NaN) and returns whether a tap was NaN, for the
- * caller to redo the row exactly — the NaN-aware select made the c3d forward pools ~50%
- * slower, the NaN flag (two register ops per tap) costs nothing measurable. arg NULL (not
- * exact only, the forward): the max only, `v > b ? v : b` is one maxps per lane group. */
+ * greater only — the same for windows without NaN —, a NaN tap's lane marked NaN (its bits
+ * or-ed with all ones: sticky, as `v > b` keeps a NaN b); returns whether a lane was, for
+ * the caller to redo the row exactly. On c3d's pools the NaN-aware select cost the forward
+ * ~50%, a per-tap NaN flag ~12% (a reduction per tap loop), this mark (a compare and an or
+ * per lane group) ~8%. arg NULL (not exact only, the forward): the max only, `v > b ? v :
+ * b` is one maxps per lane group. */
 #define POOL_CHUNK 64
+typedef union pool_bits { float f; uint32_t u; } pool_bits;
 static inline __attribute__((always_inline)) int
 pool_row_max_s(float *restrict best, int32_t *restrict arg, const float *plane,
                const int in_thw[3], const vt_pool3d_p *p, int ot, int oh, int ow0, int len,
                const int64_t sw, const int exact) {
     const int64_t H = in_thw[1], W = in_thw[2];
-    int first = 1, nan = 0;
+    int first = 1;
     for (int kt = 0; kt < p->k[0]; kt++)
         for (int kh = 0; kh < p->k[1]; kh++) {
             const float *row = plane + ((int64_t)(ot * p->s[0] + kt) * H + oh * p->s[1] + kh) * W +
@@ -320,11 +323,9 @@ pool_row_max_s(float *restrict best, int32_t *restrict arg, const float *plane,
                 const int32_t tap = (int32_t)(((int64_t)kt * H + kh) * W + kw);
                 const float *r = row + kw;
                 if (first) {
-#pragma omp simd reduction(| : nan)
-                    for (int i = 0; i < len; i++) {
+#pragma omp simd
+                    for (int i = 0; i < len; i++)
                         best[i] = r[i * sw];
-                        nan |= best[i] != best[i];
-                    }
                     if (arg)
                         for (int i = 0; i < len; i++)
                             arg[i] = tap;
@@ -332,11 +333,12 @@ pool_row_max_s(float *restrict best, int32_t *restrict arg, const float *plane,
                     continue;
                 }
                 if (!arg) {
-#pragma omp simd reduction(| : nan)
+#pragma omp simd
                     for (int i = 0; i < len; i++) {
                         const float v = r[i * sw], b = best[i];
-                        best[i] = v > b ? v : b;
-                        nan |= v != v;
+                        pool_bits m = {v > b ? v : b};
+                        m.u |= -(uint32_t)(v != v);
+                        best[i] = m.f;
                     }
                     continue;
                 }
@@ -350,17 +352,25 @@ pool_row_max_s(float *restrict best, int32_t *restrict arg, const float *plane,
                     }
                     continue;
                 }
-#pragma omp simd reduction(| : nan)
+#pragma omp simd
                 for (int i = 0; i < len; i++) {
                     const float v = r[i * sw], b = best[i];
                     const int32_t m = -(int32_t)(v > b); /* all ones where v wins */
-                    best[i] = v > b ? v : b;
+                    pool_bits bv = {v > b ? v : b};
+                    bv.u |= -(uint32_t)(v != v);
+                    best[i] = bv.f;
                     arg[i] = (arg[i] & ~m) | (tap & m);
-                    nan |= v != v;
                 }
             }
         }
-    return nan && !exact;
+    if (exact)
+        return 0;
+    uint32_t nan = 0; /* a lane NaN: its exponent all ones, its mantissa not 0 */
+    const pool_bits *bb = (const pool_bits *)best;
+#pragma omp simd reduction(| : nan)
+    for (int i = 0; i < len; i++)
+        nan |= (uint32_t)((bb[i].u & 0x7fffffffu) > 0x7f800000u);
+    return nan != 0;
 }
 /* The stride a compile-time 2 (the usual pooling): strided loads the compiler can
  * vectorise instead of a gather per lane; the forward wants no argmax (the pools were 12%

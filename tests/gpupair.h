@@ -3,7 +3,8 @@
  * cpu-ref's share (test_vit_gpu.c, test_mvit_gpu.c) — a float array made with the same
  * values on both backends (a pair), the cuda result compared with cpu-ref's (NMSE or bit
  * for bit), host copies compared by NMSE, and whole training steps of a model on cuda
- * against a CPU backend. Header-only (static inline), like testutil.h; it needs a build
+ * against a CPU backend; under BF16 (G a cuda backend at BF16), [A] arrays of bf16-exact
+ * values (amake) and their comparison widened to float (acmp). Header-only (static inline), like testutil.h; it needs a build
  * with CUDA (include it after the test's `#ifndef VT_HAVE_CUDA` skip).
  *
  * The test sets R (cpu-ref) and G (a cuda backend; G may be swapped, as test_vit_gpu's
@@ -20,6 +21,7 @@
 
 #include "base/common.h"
 #include "models/backend.h"
+#include "models/bf16.h"
 #include "models/cuda/backend_cuda.h"
 #include "models/net.h"
 #include "models/optim.h"
@@ -82,6 +84,32 @@ static inline void cmp(const char *what, const pair *p, double tol) {
         TCHECK(e <= tol, "%s: nmse %.3e > %.1e", what, e, tol);
     free(h);
     free(r);
+}
+
+/* BF16 (G is then a cuda backend at BF16): an [A] array, bf16-exact values, float on
+ * cpu-ref and bf16 on cuda (in an allocation of n floats). */
+static inline pair amake(int64_t n, float lo, float hi) {
+    float *h = vt_malloc((size_t)VT_MAX(n, 1) * 4);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = vt_bf16_round(lo + (hi - lo) * (float)vt_rng_uniform(&rng));
+    pair p = {vt_backend_alloc_x(R, (size_t)VT_MAX(n, 1) * 4, "ref"),
+              vt_backend_alloc_x(G, (size_t)VT_MAX(n, 1) * 4, "cuda"), n};
+    float *t = vt_backend_alloc_x(G, (size_t)VT_MAX(n, 1) * 4, "cuda f32");
+    R->i->to_device(R, p.r, h, (size_t)n * 4);
+    G->i->to_device(G, t, h, (size_t)n * 4);
+    G->i->act_from_f32(G, p.g, t, n);
+    vt_backend_sync(G);
+    vt_backend_free_ptr(G, t);
+    free(h);
+    return p;
+}
+/* An [A] result against cpu-ref's FP32 one from the same values: widened to float first. */
+static inline void acmp(const char *what, const pair *p, double tol) {
+    pair w = {p->r, vt_backend_alloc_x(G, (size_t)VT_MAX(p->n, 1) * 4, "cuda f32"), p->n};
+    G->i->act_to_f32(G, w.g, p->g, p->n);
+    vt_backend_sync(G);
+    cmp(what, &w, tol);
+    vt_backend_free_ptr(G, w.g);
 }
 
 /* ------------------------------------------------------------------ whole steps */

@@ -120,6 +120,9 @@ typedef struct step_tol {
     double grad;     /* NMSE: every gradient, the parameters after the step, eval logits */
     double tensor;   /* > 0: each parameter tensor's gradient NMSE too */
     int bf16;        /* the cuda side at BF16 (the reference stays FP32) */
+    double floor;    /* > 0: a tensor's NMSE divides by at least floor x its share (by
+                        elements) of all gradients' sum of squares: a tensor whose true
+                        gradient is ~0 is held to that absolute scale */
 } step_tol;
 
 /* n floats of be's memory copied to a fresh host array (the caller frees it). */
@@ -150,16 +153,34 @@ typedef struct side {
     int32_t *label;
 } side;
 
-/* Per-tensor gradient NMSE (BF16 against FP32): every parameter tensor within the bound. */
+/* Per-tensor gradient NMSE (BF16 against FP32): every parameter tensor within the bound
+ * (floor > 0: step_tol's floored NMSE). */
 static inline void cmp_tensors(const vt_net *net, const float *got, const float *want,
-                               double tol) {
-    double worst = 0;
+                               double tol, double floor) {
+    double worst = 0, ss = 0;
+    int64_t all = 0;
     const char *wname = "";
+    for (int i = 0; floor > 0 && i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *ti = vt_net_tensor(net, i);
+        for (int64_t j = 0; !ti->is_buffer && j < ti->numel; j++)
+            ss += (double)want[ti->offset + j] * want[ti->offset + j];
+        all += ti->is_buffer ? 0 : ti->numel;
+    }
     for (int i = 0; i < vt_net_num_tensors(net); i++) {
         const vt_tensor_info *ti = vt_net_tensor(net, i);
         if (ti->is_buffer)
             continue;
-        const double e = vt_nmse(got + ti->offset, want + ti->offset, ti->numel);
+        double e = vt_nmse(got + ti->offset, want + ti->offset, ti->numel);
+        if (floor > 0) {
+            double d = 0, s2 = 0;
+            for (int64_t j = 0; j < ti->numel; j++) {
+                const double a = got[ti->offset + j], b = want[ti->offset + j];
+                d += (a - b) * (a - b);
+                s2 += b * b;
+            }
+            e = d / VT_MAX(VT_MAX(s2, floor * ss * (double)ti->numel / (double)VT_MAX(all, 1)),
+                           1e-300);
+        }
         TCHECK(e <= tol, "gradient of %s: nmse %.3e > %.1e", ti->name, e, tol);
         if (e > worst)
             worst = e, wname = ti->name;
@@ -229,7 +250,7 @@ static inline void net_vs_cpu(const char *model, const char *ref_name, int t, in
         float *gr = host_copy(sd[0].be, vt_net_grads(sd[0].net), np);
         cmp_host("gradients", gg, gr, np, grad_tol);
         if (tol->tensor > 0)
-            cmp_tensors(sd[0].net, gg, gr, tol->tensor);
+            cmp_tensors(sd[0].net, gg, gr, tol->tensor, tol->floor);
         free(gg), free(gr);
         for (int k = 0; k < 2; k++)
             vt_optim_step(sd[k].opt, vt_net_params(sd[k].net), vt_net_grads(sd[k].net), 0.05f);

@@ -62,12 +62,17 @@
  *       measures at 5-7e-6 and 6e-6 to 3.5e-5 against float64; MViT adds exact terms
  *       (the residual q and dout, float relative terms), which only lower the relative
  *       error. A missing scale or a block not summed is NMSE > 1e-3.
- *     Steps (BF16 cuda vs FP32 cpu-ref): test_vit_gpu's STEP_BF16 (1e-3 over all
- *       gradients, the parameters after the step and the eval logits; 5e-3 per tensor;
- *       2e-2 on the loss), from PyTorch's own autocast-vs-FP32 gap on vit_test (4-5e-5,
- *       1.3e-4 on one tensor, 0.3% on the loss): MViT's blocks are the same LayerNorm,
- *       linear and attention pieces with one more bf16 rounding each (the pooled q, k, v);
- *       a wrong gradient is NMSE ~1 on its tensor.
+ *     Steps (BF16 cuda vs FP32 cpu-ref): PyTorch's own autocast(bf16) step of mvit_test
+ *       and mvit_v1_test differs from its FP32 step (tests/oracle/torch_mvit_bf16_gap.py,
+ *       3 seeds each, on the CPU) by NMSE 5.6e-4 to 3.5e-3 over all gradients, 2e-5 to
+ *       1.4e-4 on the logits, up to 0.7% on the loss, and per tensor up to 9e-3 — but for
+ *       pool_k's LayerNorm bias, whose exact gradient is 0 (a shift of every key shifts a
+ *       row's logits alike), where any rounding is NMSE ~1e9: with the floor below
+ *       (1e-3 of its share of all gradients' squares) up to 1.9e-2. BF16_GRAD_TOTAL
+ *       1e-2 (also the parameters after the step and the eval logits), BF16_GRAD_TENSOR
+ *       5e-2 floored at BF16_FLOOR 1e-3, BF16_LOSS_REL 2e-2: about 3x PyTorch's gap (this
+ *       path rounds at fewer points than PyTorch's), while a wrong gradient is NMSE ~1
+ *       on its tensor.
  */
 #include <math.h>
 #include <stdio.h>
@@ -125,11 +130,16 @@ int main(void) {
 #define TOL_TAB 1e-9
 #define GRAD_NMSE 1e-6
 #define LOSS_REL 1e-5
-static const step_tol STEP_TOL = {LOSS_REL, GRAD_NMSE, 0, 0};
+static const step_tol STEP_TOL = {LOSS_REL, GRAD_NMSE, 0, 0, 0};
 /* BF16 (module comment) */
 #define TOL_ATT16_OUT 2e-5
 #define TOL_ATT16_GRAD 1e-4
-static const step_tol STEP_BF16 = {2e-2, 1e-3, 5e-3, 1};
+#define BF16_LOSS_REL 2e-2
+#define BF16_GRAD_TOTAL 1e-2
+#define BF16_GRAD_TENSOR 5e-2
+#define BF16_FLOOR 1e-3
+static const step_tol STEP_BF16 = {BF16_LOSS_REL, BF16_GRAD_TOTAL, BF16_GRAD_TENSOR, 1,
+                                   BF16_FLOOR};
 
 static int grid(const int t[3]) { return t[0] * t[1] * t[2]; }
 

@@ -470,6 +470,9 @@ int vt_bench_decode(int argc, char **argv) {
         fprintf(stderr, "vidtrain bench decode: no files given (see --help)\n");
         goto done;
     }
+    if (vt_frame_rate_check("bench decode", "none of the inputs is one",
+                            (const char *const *)files.path, files.n) != 0)
+        goto done;
     /* The videos are inputs (base/common.h's output rule): --starts-out onto one of
      * them, or onto a folder or special file, is refused before any decoding. */
     for (int i = 0; i < files.n; i++)

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "app/decode_opt.h"
 #include "app/dist.h"
 #include "app/train/train.h"
 #include "base/common.h"
@@ -83,6 +84,15 @@ int vt_train_open_data(vt_train *t) {
                 "leave it out\n", so, o->data);
         return 2;
     }
+    /* --group shapes --val-split's draw: with --val-split 0 (given now or the resumed run's)
+     * nothing is drawn, and the regex was taken and did nothing */
+    if (vt_opts_given_has(&t->cli, "--group") && !(o->val_split > 0)) {
+        fprintf(stderr, "vidtrain train: --group %s keeps a recording's videos on one side of "
+                "--val-split's draw: --val-split 0 draws nothing from train, so there is "
+                "nothing to keep together; give --val-split F (above 0) with it, or leave "
+                "--group out\n", o->group);
+        return 2;
+    }
     vt_dataset_probe(ds, 0, 1, NULL, NULL);
     vt_dist_dataset_sync(ds, "the training data");
     print_dataset(ds, ds, t->out);
@@ -148,6 +158,8 @@ int vt_train_open_data(vt_train *t) {
         else
             fprintf(t->out, "validation: none (no val folder and --val-split 0)\n");
     }
+    if (vt_frame_rate_check_data("train", ds, t->vds) != 0)
+        return 2;
     if (t->ntrain == 0) {
         fprintf(stderr, "vidtrain train: no training video in %s\n", o->data);
         return 1;

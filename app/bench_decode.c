@@ -55,12 +55,14 @@ static int skip_name(const char *name) {
     return 0;
 }
 
-/* Every regular file under path (or path itself), recursively. */
+/* Every regular file under path (or path itself), recursively; a frame folder is one
+ * video, as in a dataset (its images one by one had FFmpeg's 25 fps each, and
+ * --frame-rate nothing to time). */
 static void list_files(file_list *l, const char *path) {
     struct stat sb;
     if (stat(path, &sb) != 0)
         return;
-    if (!S_ISDIR(sb.st_mode)) {
+    if (!S_ISDIR(sb.st_mode) || vt_video_is_frame_dir(path)) {
         list_add(l, path);
         return;
     }

@@ -41,7 +41,10 @@ static void usage(FILE *f) {
                "Times training steps on synthetic clips and prints clips/s.\n\n");
     vt_step_args_help(f, &step_defaults);
     fprintf(f,
-            "  --sync-bn           batch-norm statistics across towers\n"
+            "  --sync-bn           batch-norm statistics across towers (train's default;\n"
+            "                      without it, train --no-sync-bn's: each tower's own, the\n"
+            "                      running statistics averaged after every step). One tower\n"
+            "                      syncs nothing, but still skips that average, as train does\n"
             "  --tf32              the same as --precision tf32\n"
             "  --bucket-mb MB      gradient buckets reduced during backward (host reducer;\n"
             "                      0 = one reduction after backward; default: 25 when a\n"

@@ -21,7 +21,9 @@
  *     --mixup-switch-prob 0.5 were taken in silence where another value was refused (the
  *     checks asked whether a value differed from its default, not whether it was given);
  *   - --val-split F and --group on a folder with its own val/, or beside --val-dir, draw
- *     nothing: refused (as scan refuses them);
+ *     nothing: refused (as scan refuses them); so is --group beside --val-split 0;
+ *   - --frame-rate on a folder of video files only (it times frame folders' frames);
+ *   - --drop-path 0 and --layer-decay 1 for a CNN: given, so refused like other values;
  *   - --freeze N or --freeze-bn from scratch (no --init, --pretrained) warns: the frozen
  *     layers keep their random initialisation;
  *   - videos a --labels file has no row for are counted ('without a label: N'), not only
@@ -83,7 +85,10 @@ int main(void) {
         {"--optim adamw --momentum 0.9", "AdamW has no momentum"},
         {"--model vit_test --nesterov", "not with AdamW (the transformers' recipe)"},
         {"--optim rmsprop --nesterov", "not with RMSprop"},
-        {"--momentum 0 --nesterov", "not with --momentum 0"}};
+        {"--momentum 0 --nesterov", "not with --momentum 0"},
+        /* at their defaults too: the check read the value (0, 1), not whether it was given */
+        {"--drop-path 0", "no transformer blocks"},
+        {"--model x3d_xs --layer-decay 1", "no transformer blocks"}};
     for (size_t i = 0; i < sizeof sw / sizeof *sw; i++) {
         int rc = train(bin, dir, sw[i][0]);
         printf("%-40s exit %d\n", sw[i][0], rc);
@@ -163,7 +168,12 @@ int main(void) {
     static const char *const vs[][2] = {
         {"--val-split 0.3", "has val videos of its own"},
         {"--group auto", "has val videos of its own"},
-        {"--val-split 0.3 --val-dir data/val", "names the validation videos"}};
+        {"--val-split 0.3 --val-dir data/val", "names the validation videos"},
+        /* --group beside --val-split 0: no draw to keep a recording on one side of; taken
+         * in silence (the check above let --val-split 0 through) */
+        {"--group auto --val-split 0", "--val-split 0 draws nothing"},
+        /* a folder of video files only: --frame-rate times frame folders' frames */
+        {"--frame-rate 12", "data holds none"}};
     for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) {
         rc = vt_test_sh("cd '%s' && '%s' train data --out vs%zu --clip 4x32 --batch 3 --epochs 1 "
                         "--max-steps 1 -q --devices cpu:1 %s > /dev/null 2> e.err", dir, bin, i,
@@ -172,6 +182,12 @@ int main(void) {
                "%s on a folder with val/: exit %d, want 2 naming "
                "why", vs[i][0], rc);
     }
+    /* the same without a val/ (DIR's train split alone): --group with --val-split 0 */
+    rc = vt_test_sh("cd '%s' && '%s' train data/train --out vs9 --clip 4x32 --batch 3 --epochs 1 "
+                    "--max-steps 1 -q --devices cpu:1 --val-split=0 --group none > /dev/null 2> "
+                    "e.err", dir, bin);
+    TCHECK(rc == 2 && vt_test_file_has(err, "--val-split 0 draws nothing"),
+           "--group none --val-split=0: exit %d, want 2 naming why", rc);
     /* a labels file that leaves videos out: they were dropped from every split with only
      * the split counts to show it; now a line counts them */
     rc = vt_test_sh("cd '%s/data' && (echo path,label; for f in $(ls -d */*/* | head -n 4); do "

@@ -13,7 +13,10 @@
  *   - prep: --gop beside --codec mjpeg (forced to 1), --crf 0 for mpeg4 (the encoder took
  *     its default 4 while DST recorded 0), --fold/--list-format without --lists;
  *   - scan: --fold/--list-format without --lists, --fold with a Kinetics list, --group
- *     without --val-split, --val-split on a folder that has val videos (none drawn);
+ *     without --val-split or with --val-split 0, --val-split on a folder that has val
+ *     videos (none drawn);
+ *   - scan, bench decode, eval: --frame-rate with no frame folder among the inputs (a
+ *     video file's frames carry their own timestamps);
  *   - predict --timeline: --timeout with no network URL or camera among the inputs,
  *     --reconnect with no network URL (a file, pipe or camera is never reopened);
  *   - the device options of every command: --threads with no tower of the cpu backend
@@ -64,6 +67,10 @@ int main(void) {
         {"scan data --lists k.csv --list-format kinetics --fold 2", "one split column"},
         {"scan data --group auto", "not without --val-split"},
         {"scan data --val-split 0.3", "has val videos"},
+        {"scan data/train --val-split 0 --group auto", "not with --val-split 0"},
+        {"scan data --frame-rate 10", "data holds none"},
+        {"bench decode %V --frame-rate 10", "none of the inputs is one"},
+        {"eval run data --frame-rate 10 -q", "data holds none"},
         {"devices --devices cpu-ref --threads 2", "threads per tower of the cpu backend"},
         {"devices --devices cpu:1 --backend cpu-ref --threads 1", "threads per tower of the cpu"},
         {"devices --devices cpu-ref:2 --backend cpu", "--backend cpu: it picks the backend"},
@@ -104,7 +111,11 @@ int main(void) {
         "devices --devices cpu:1 --backend cpu-ref",
         "scan data/train --val-split 0.5 --group auto --no-leaks",
         "predict run %V --devices cpu:1 --threads 1 --clips-per-video 1",
+        /* a frame folder (one video, as in a dataset: its images were listed one by one) */
+        "bench decode fr --frame-rate 10 --mode sequential --short-side 64",
     };
+    TCHECK(vt_test_sh("cd '%s' && mkdir -p fr && ffmpeg -v error -y -f lavfi -i "
+                      "testsrc2=s=64x48:r=30 -frames:v 12 fr/%%03d.png", dir) == 0, "a frame folder");
     for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
         char args[512];
         const char *v = strstr(fine[i], "%V");

@@ -347,15 +347,13 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
         return 2;
     }
     /* the step schedule's own numbers: another schedule never reads them */
-    if ((given(ta, "--step-epochs") || given(ta, "--gamma") || o->step_epochs != 10 ||
-         o->gamma != 0.1f) && strcmp(o->sched, "step")) {
+    if ((given(ta, "--step-epochs") || given(ta, "--gamma")) && strcmp(o->sched, "step")) {
         fprintf(stderr, "vidtrain train: --step-epochs and --gamma shape --sched step: not "
                 "with --sched %s\n", o->sched);
         return 2;
     }
     /* the switch picks mixup or CutMix for a batch: with one of them off it picks nothing */
-    if ((given(ta, "--mixup-switch-prob") || o->mix_switch != 0.5f) &&
-        !(o->mixup > 0 && o->cutmix > 0)) {
+    if (given(ta, "--mixup-switch-prob") && !(o->mixup > 0 && o->cutmix > 0)) {
         fprintf(stderr, "vidtrain train: --mixup-switch-prob %g chooses between mixup and "
                 "CutMix batch by batch: give both --mixup A and --cutmix B (with one, every "
                 "mixed batch is that one's)\n", (double)o->mix_switch);
@@ -363,21 +361,20 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
     }
     /* drop path and layer decay act on a transformer's blocks: a CNN has none, and took
      * them without a word (the fine-tuning line even named a layer decay it never used) */
-    if (vt_finetune_nlayers(o->model) <= 0 &&
-        (o->drop_path > 0 || (o->layer_decay > 0 && o->layer_decay != 1.0f))) {
+    const int dp = given(ta, "--drop-path"); /* at 0 (or --layer-decay 1) too: given */
+    if (vt_finetune_nlayers(o->model) <= 0 && (dp || given(ta, "--layer-decay"))) {
         fprintf(stderr, "vidtrain train: %s %g: %s has no transformer blocks for it to act on "
                 "(videomae_vit_*, mvit_* have); a CNN's classifier takes --dropout P, and "
                 "fine-tuning's rates --freeze N and --head-lr-mult F\n",
-                o->drop_path > 0 ? "--drop-path" : "--layer-decay",
-                (double)(o->drop_path > 0 ? o->drop_path : o->layer_decay), o->model);
+                dp ? "--drop-path" : "--layer-decay",
+                (double)(dp ? o->drop_path : o->layer_decay), o->model);
         return 2;
     }
     /* momentum and Nesterov are SGD's (RMSprop takes a momentum, not Nesterov's); AdamW
-     * has betas. A resumed run's saved 0.9 was never given. */
+     * has betas. A resumed run's saved value was never given (resume_unused). */
     const char *optim = vt_train_opts_optim(o);
     const char *why = o->optim[0] ? "" : " (the transformers' recipe)";
-    if (!strcmp(optim, "adamw") &&
-        (given(ta, "--momentum") || (o->momentum != 0.9f && !resume[0]))) {
+    if (!strcmp(optim, "adamw") && given(ta, "--momentum")) {
         fprintf(stderr, "vidtrain train: --momentum %g: AdamW%s has no momentum to set (its "
                 "betas are 0.9, 0.999); give --optim sgd or rmsprop with it, or leave it out\n",
                 (double)o->momentum, why);
@@ -555,6 +552,84 @@ static int resume_changes(const vt_train_opts *saved, vt_train_opts *o, const ch
     return 0;
 }
 
+/* One saved value dropped by resume_unused: said in one line (rank 0 under mpirun). */
+static void dropped(const char *resume, const char *opt, const char *why) {
+    if (vt_dist_lead())
+        fprintf(stderr, "vidtrain train: note: --resume %s: the run's %s (its configuration) "
+                "%s: dropped\n", resume, opt, why);
+}
+
+/* --resume: the checks below refuse an option that would change nothing, but they are
+ * for what this command line gave (check_args asks given()). A saved value that no longer
+ * applies — the run's --threads on towers without the cpu backend, its --gamma after
+ * --sched cosine, a value an older vidtrain took before the check existed — was never
+ * typed here, so it must not refuse the resume: it is set to what leaving it out gives,
+ * in o and in *saved (a value that acts on nothing changes no number of the run, so
+ * resume_changes does not name it), with one line each. */
+static void resume_unused(vt_train_opts *o, vt_train_opts *saved, const train_args *ta,
+                          const char *resume) {
+    char line[256], err[1024];
+    vt_device_args da;
+    vt_train_opts_device_args(o, &da);
+    const int un = vt_device_args_unused(&da, err, sizeof err); /* -1: train.c says why */
+    if (un > 0 && (un & VT_DEVARG_BACKEND) && !given(ta, "--backend")) {
+        snprintf(line, sizeof line, "--backend %s", o->backend);
+        dropped(resume, line, "picks the backend of plain cpu towers, and these towers have "
+                "none");
+        o->backend[0] = saved->backend[0] = '\0';
+    }
+    if (un > 0 && (un & VT_DEVARG_THREADS) && !given(ta, "--threads")) {
+        snprintf(line, sizeof line, "--threads %d", o->threads);
+        dropped(resume, line, "is threads per tower of the cpu backend, and these towers have "
+                "none (cpu-ref runs one thread, a GPU tower its GPU)");
+        o->threads = saved->threads = 0;
+    }
+    vt_train_opts d; /* what leaving an option out gives */
+    vt_train_opts_default(&d);
+    if (strcmp(o->sched, "step") && !given(ta, "--step-epochs") && !given(ta, "--gamma") &&
+        (o->step_epochs != d.step_epochs || o->gamma != d.gamma)) {
+        snprintf(line, sizeof line, "--step-epochs %d --gamma %g", o->step_epochs,
+                 (double)o->gamma);
+        char why[128];
+        snprintf(why, sizeof why, "shapes --sched step, and the run's schedule is %.40s",
+                 o->sched);
+        dropped(resume, line, why);
+        o->step_epochs = saved->step_epochs = d.step_epochs;
+        o->gamma = saved->gamma = d.gamma;
+    }
+    if (!(o->mixup > 0 && o->cutmix > 0) && !given(ta, "--mixup-switch-prob") &&
+        o->mix_switch != d.mix_switch) {
+        snprintf(line, sizeof line, "--mixup-switch-prob %g", (double)o->mix_switch);
+        dropped(resume, line, "chooses between mixup and CutMix, and the run does not mix "
+                "with both");
+        o->mix_switch = saved->mix_switch = d.mix_switch;
+    }
+    if (vt_finetune_nlayers(o->model) <= 0 && !given(ta, "--drop-path") && o->drop_path > 0) {
+        snprintf(line, sizeof line, "--drop-path %g", (double)o->drop_path);
+        dropped(resume, line, "acts on a transformer's blocks, which the model has none of");
+        o->drop_path = saved->drop_path = 0;
+    }
+    if (vt_finetune_nlayers(o->model) <= 0 && !given(ta, "--layer-decay") &&
+        o->layer_decay > 0 && o->layer_decay != 1.0f) {
+        snprintf(line, sizeof line, "--layer-decay %g", (double)o->layer_decay);
+        dropped(resume, line, "acts on a transformer's blocks, which the model has none of");
+        o->layer_decay = saved->layer_decay = 1.0f; /* what resolve makes of a CNN's */
+    }
+    if (!strcmp(vt_train_opts_optim(o), "adamw") && !given(ta, "--momentum") &&
+        o->momentum != d.momentum) {
+        snprintf(line, sizeof line, "--momentum %g", (double)o->momentum);
+        dropped(resume, line, "is SGD's and RMSprop's, and the run trains with AdamW");
+        o->momentum = saved->momentum = d.momentum;
+    }
+    /* --class-weights implies --balance loss: another --balance given now replaces it */
+    if (o->class_weights[0] && !given(ta, "--class-weights") && given(ta, "--balance") &&
+        strcmp(o->balance, "loss") && strcmp(o->balance, "auto")) {
+        snprintf(line, sizeof line, "--class-weights %.200s", o->class_weights);
+        dropped(resume, line, "weights the loss of --balance loss, which --balance replaces");
+        o->class_weights[0] = saved->class_weights[0] = '\0';
+    }
+}
+
 int vt_train_parse_args(vt_train_opts *o, vt_opts_given *cli, int argc, char **argv,
                         int *quiet, char *resume, size_t resume_n) {
     train_args ta = {0};
@@ -599,6 +674,8 @@ int vt_train_parse_args(vt_train_opts *o, vt_opts_given *cli, int argc, char **a
         if (!given(&ta, "--threads"))
             o->threads = 0;
     }
+    if (resume[0])
+        resume_unused(o, &saved, &ta, resume);
     *quiet = ta.quiet;
     *cli = ta.given;
     int rc = check_args(o, &ta, resume);

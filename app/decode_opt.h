@@ -15,7 +15,8 @@
     "                        NVDEC when a CUDA device and the codec allow, else the\n"     \
     "                        CPU (docs/decode.md)\n"                                  \
     "  --frame-rate R        frames per second of frame folders (numbered JPEG/PNG\n"   \
-    "                        frames read as one video; default 30)\n"
+    "                        frames read as one video; default 30); refused where no\n" \
+    "                        input is one\n"
 
 /* If argv[*i] is --decode ("--decode V" or "--decode=V"): sets the process's decode mode
  * (vt_video_set_decode) and returns 1, *i past the value; --frame-rate R the same for

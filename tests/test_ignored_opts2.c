@@ -15,8 +15,8 @@
  *   - scan: --fold/--list-format without --lists, --fold with a Kinetics list, --group
  *     without --val-split or with --val-split 0, --val-split on a folder that has val
  *     videos (none drawn);
- *   - scan, bench decode, eval: --frame-rate with no frame folder among the inputs (a
- *     video file's frames carry their own timestamps);
+ *   - scan, bench decode, eval, predict, embed: --frame-rate with no frame folder among
+ *     the inputs (a video file's frames carry their own timestamps);
  *   - predict --timeline: --timeout with no network URL or camera among the inputs,
  *     --reconnect with no network URL (a file, pipe or camera is never reopened);
  *   - the device options of every command: --threads with no tower of the cpu backend
@@ -71,6 +71,9 @@ int main(void) {
         {"scan data --frame-rate 10", "data holds none"},
         {"bench decode %V --frame-rate 10", "none of the inputs is one"},
         {"eval run data --frame-rate 10 -q", "data holds none"},
+        {"predict run %V --frame-rate 10", "none of the inputs is one"},
+        {"embed run %V --out e.npy --frame-rate 10", "none of the inputs is one"},
+        {"embed run data --out e.npy --frame-rate 10", "data holds none"},
         {"devices --devices cpu-ref --threads 2", "threads per tower of the cpu backend"},
         {"devices --devices cpu:1 --backend cpu-ref --threads 1", "threads per tower of the cpu"},
         {"devices --devices cpu-ref:2 --backend cpu", "--backend cpu: it picks the backend"},

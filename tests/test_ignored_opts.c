@@ -24,6 +24,11 @@
  *     nothing: refused (as scan refuses them); so is --group beside --val-split 0;
  *   - --frame-rate on a folder of video files only (it times frame folders' frames);
  *   - --drop-path 0 and --layer-decay 1 for a CNN: given, so refused like other values;
+ *   - --warmup and --momentum with --sched onecycle (its own rise and cycled momentum),
+ *     --strict-splits with --no-leak-check;
+ *   - with no validation videos (--val-split 0, no val/ or test split): --val-clips,
+ *     --val-crops, --eval-every, --patience, --min-clips; with no val or test video:
+ *     --strict-splits, --no-leak-check;
  *   - --freeze N or --freeze-bn from scratch (no --init, --pretrained) warns: the frozen
  *     layers keep their random initialisation;
  *   - videos a --labels file has no row for are counted ('without a label: N'), not only
@@ -88,7 +93,11 @@ int main(void) {
         {"--momentum 0 --nesterov", "not with --momentum 0"},
         /* at their defaults too: the check read the value (0, 1), not whether it was given */
         {"--drop-path 0", "no transformer blocks"},
-        {"--model x3d_xs --layer-decay 1", "no transformer blocks"}};
+        {"--model x3d_xs --layer-decay 1", "no transformer blocks"},
+        /* OneCycle has its own rise and cycles the momentum; the check skips no leak */
+        {"--sched onecycle --warmup 1", "not with --warmup"},
+        {"--sched onecycle --momentum 0.9", "not with --momentum"},
+        {"--strict-splits --no-leak-check", "--no-leak-check skips that check"}};
     for (size_t i = 0; i < sizeof sw / sizeof *sw; i++) {
         int rc = train(bin, dir, sw[i][0]);
         printf("%-40s exit %d\n", sw[i][0], rc);
@@ -182,12 +191,21 @@ int main(void) {
                "%s on a folder with val/: exit %d, want 2 naming "
                "why", vs[i][0], rc);
     }
-    /* the same without a val/ (DIR's train split alone): --group with --val-split 0 */
-    rc = vt_test_sh("cd '%s' && '%s' train data/train --out vs9 --clip 4x32 --batch 3 --epochs 1 "
-                    "--max-steps 1 -q --devices cpu:1 --val-split=0 --group none > /dev/null 2> "
-                    "e.err", dir, bin);
-    TCHECK(rc == 2 && vt_test_file_has(err, "--val-split 0 draws nothing"),
-           "--group none --val-split=0: exit %d, want 2 naming why", rc);
+    /* DIR's train split alone with --val-split 0: no validation, and no val or test video
+     * for the leak check; what shapes them (and --group, which shapes no draw) was taken */
+    static const char *const nv[][2] = {
+        {"--group none", "--val-split 0 draws nothing"},
+        {"--val-clips 2", "--val-clips acts on validation"},
+        {"--eval-every 1", "--eval-every acts on validation"},
+        {"--patience 0", "--patience acts on validation"},
+        {"--no-leak-check", "the leak check compares val and test videos"}};
+    for (size_t i = 0; i < sizeof nv / sizeof *nv; i++) {
+        rc = vt_test_sh("cd '%s' && '%s' train data/train --out nv%zu --clip 4x32 --batch 3 "
+                        "--epochs 1 --max-steps 1 -q --devices cpu:1 --val-split=0 %s > /dev/null "
+                        "2> e.err", dir, bin, i, nv[i][0]);
+        TCHECK(rc == 2 && vt_test_file_has(err, nv[i][1]),
+               "%s --val-split=0 (no validation): exit %d, want 2 naming why", nv[i][0], rc);
+    }
     /* a labels file that leaves videos out: they were dropped from every split with only
      * the split counts to show it; now a line counts them */
     rc = vt_test_sh("cd '%s/data' && (echo path,label; for f in $(ls -d */*/* | head -n 4); do "

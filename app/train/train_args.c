@@ -352,6 +352,16 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
                 "with --sched %s\n", o->sched);
         return 2;
     }
+    /* OneCycle (torch's OneCycleLR) rises over its first 30% of steps and cycles the
+     * momentum itself (train_epoch.c): --warmup and --momentum were taken and unused */
+    static const char *const oc_opts[] = {"--warmup", "--momentum", NULL};
+    const char *oc = vt_opts_given_any(&ta->given, oc_opts);
+    if (oc && !strcmp(o->sched, "onecycle")) {
+        fprintf(stderr, "vidtrain train: --sched onecycle rises from lr/25 over its first "
+                "30%% of steps and cycles the momentum (0.95-0.85-0.95; AdamW's beta1) itself: "
+                "not with %s; leave it out, or give another --sched\n", oc);
+        return 2;
+    }
     /* the switch picks mixup or CutMix for a batch: with one of them off it picks nothing */
     if (given(ta, "--mixup-switch-prob") && !(o->mixup > 0 && o->cutmix > 0)) {
         fprintf(stderr, "vidtrain train: --mixup-switch-prob %g chooses between mixup and "
@@ -387,6 +397,12 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
                 : !strcmp(optim, "rmsprop") ? "RMSprop"
                                             : "--momentum 0",
                 strcmp(optim, "sgd") ? why : "");
+        return 2;
+    }
+    /* --strict-splits makes the near-copy check's leaks errors: skipped, it finds none */
+    if (given(ta, "--strict-splits") && given(ta, "--no-leak-check")) {
+        fprintf(stderr, "vidtrain train: --strict-splits makes a near-copy the leak check finds "
+                "an error, and --no-leak-check skips that check: give one of them\n");
         return 2;
     }
     /* how --lists is read: nothing to read without it (as scan says) */
@@ -620,6 +636,22 @@ static void resume_unused(vt_train_opts *o, vt_train_opts *saved, const train_ar
         snprintf(line, sizeof line, "--momentum %g", (double)o->momentum);
         dropped(resume, line, "is SGD's and RMSprop's, and the run trains with AdamW");
         o->momentum = saved->momentum = d.momentum;
+    }
+    if (!strcmp(o->sched, "onecycle") && !given(ta, "--warmup") && o->warmup_epochs > 0) {
+        snprintf(line, sizeof line, "--warmup %g", (double)o->warmup_epochs);
+        dropped(resume, line, "is replaced by --sched onecycle's own rise");
+        o->warmup_epochs = saved->warmup_epochs = 0; /* what resolve gives onecycle */
+    }
+    if (!strcmp(o->sched, "onecycle") && !given(ta, "--momentum") &&
+        o->momentum != d.momentum) {
+        snprintf(line, sizeof line, "--momentum %g", (double)o->momentum);
+        dropped(resume, line, "is replaced by --sched onecycle's cycled momentum");
+        o->momentum = saved->momentum = d.momentum;
+    }
+    if (o->no_leak_check && o->strict_splits && !given(ta, "--strict-splits")) {
+        dropped(resume, "--strict-splits", "makes the leak check's finds errors, and "
+                "--no-leak-check skips it");
+        o->strict_splits = saved->strict_splits = 0;
     }
     /* --class-weights implies --balance loss: another --balance given now replaces it */
     if (o->class_weights[0] && !given(ta, "--class-weights") && given(ta, "--balance") &&

@@ -160,6 +160,27 @@ int vt_train_open_data(vt_train *t) {
     }
     if (vt_frame_rate_check_data("train", ds, t->vds) != 0)
         return 2;
+    /* with no validation videos, what shapes validation (and the default length that
+     * follows it: train_length.c takes the fixed rule) was taken and did nothing; with no
+     * val or test video either, so did what shapes the near-copy check of them */
+    static const char *const val_opts[] = {"--val-clips", "--val-crops", "--eval-every",
+                                           "--patience", "--min-clips", NULL};
+    static const char *const leak_opts[] = {"--strict-splits", "--no-leak-check", NULL};
+    const char *vo = t->nval ? NULL : vt_opts_given_any(&t->cli, val_opts);
+    if (vo) {
+        fprintf(stderr, "vidtrain train: %s acts on validation, and %s has no validation "
+                "videos (no val folder or test split, and --val-split 0); leave it out, or "
+                "give --val-split F or --val-dir DIR2\n", vo, o->data);
+        return 2;
+    }
+    const char *lo = t->vds || vt_dataset_split_count(ds, VT_SPLIT_VAL) ||
+                             vt_dataset_split_count(ds, VT_SPLIT_TEST)
+                         ? NULL : vt_opts_given_any(&t->cli, leak_opts);
+    if (lo) {
+        fprintf(stderr, "vidtrain train: %s: the leak check compares val and test videos with "
+                "the training videos, and %s has none; leave it out\n", lo, o->data);
+        return 2;
+    }
     if (t->ntrain == 0) {
         fprintf(stderr, "vidtrain train: no training video in %s\n", o->data);
         return 1;

@@ -14,6 +14,9 @@
  *     naming the difference, and the run's files stay as they were;
  *   - --devices given on resume replaces the run's tower set: its other device options
  *     (--threads of a cpu run) are not applied to the new towers;
+ *   - --time-budget and --budget-once on resume are refused (a budget is planned against
+ *     the clock of the run's start; it was recorded and unused); --epochs given to a budget
+ *     run's resume drops its budget (the budget's plan was kept, --epochs ignored);
  *   - a saved option that no longer applies (the run's --threads on cpu-ref towers, its
  *     --gamma after --sched cosine given now, its --class-weights after --balance
  *     sampler, values an older vidtrain took before its checks) is dropped with a note,
@@ -176,6 +179,23 @@ int main(void) {
     const cJSON *cw = c ? cJSON_GetObjectItem(c, "class_weights") : NULL;
     TCHECK(cJSON_IsString(cw) && !cw->valuestring[0], "config.json keeps the class weights");
     cJSON_Delete(c);
+
+    /* a budget is planned against the clock of a run's start: given on resume it was
+     * recorded in config.json and unused (refused now); a budget run resumed with
+     * --epochs kept its budget's plan (epochs 220 where the warning said 3): the saved
+     * budget is dropped and --epochs rules */
+    rc = vt_test_sh("'%s' train --resume '%s/run' --time-budget 1h --max-steps 2 -q > "
+                    "'%s/tb.log' 2>&1", bin, dir, dir);
+    TCHECK(rc == 2 && vt_test_file_has_in(dir, "tb.log", "a resumed run keeps its length"),
+           "--resume --time-budget: exit %d, want 2 naming why", rc);
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/bud' --clip 4x32 --batch 6 --time-budget 20s "
+                    "--max-steps 3 --devices cpu:1 -q > '%s/bud.log' 2>&1 && '%s' train --resume "
+                    "'%s/bud' --epochs 2 --max-steps 4 > '%s/bud2.log' 2>&1", bin, dir, dir, dir,
+                    bin, dir, dir);
+    TCHECK(rc == 0 && vt_test_file_has_in(dir, "bud2.log", "2 batches of 6 per epoch, 2 epochs") &&
+               vt_test_file_has_in(dir, "bud2.log", "replaced by --epochs given now"),
+           "a --time-budget run resumed with --epochs 2: exit %d, or not 2 epochs with a note "
+           "(see %s/bud2.log)", rc, dir);
 
     /* a dataset that is not there (moved since): the error says how to name its new place */
     rc = vt_test_sh("'%s' train --resume '%s/run' '%s/moved' --max-steps 2 -q > '%s/mv.log' 2>&1",

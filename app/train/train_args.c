@@ -439,6 +439,17 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
         fprintf(stderr, "vidtrain train: need DIR and --out RUN (or --resume RUN)\n");
         return 2;
     }
+    /* a budget is planned from a run's first steps, against the clock of its start
+     * (train.c): a resume keeps the run's last plan, and took a budget given now without
+     * using it (config.json recorded it) */
+    static const char *const budget_opts[] = {"--time-budget", "--budget-once", NULL};
+    const char *bo = vt_opts_given_any(&ta->given, budget_opts);
+    if (bo && resume[0]) {
+        fprintf(stderr, "vidtrain train: %s plans a run's epochs from its first steps, against "
+                "the clock of its start: a resumed run keeps its length (its budget's last "
+                "plan); give --epochs N for another, or --max-steps N to stop early\n", bo);
+        return 2;
+    }
     if (o->budget_once && !(o->time_budget > 0) && !resume[0]) {
         fprintf(stderr, "vidtrain train: --budget-once plans --time-budget's epochs once: give "
                         "--time-budget T too\n");
@@ -652,6 +663,13 @@ static void resume_unused(vt_train_opts *o, vt_train_opts *saved, const train_ar
         dropped(resume, "--strict-splits", "makes the leak check's finds errors, and "
                 "--no-leak-check skips it");
         o->strict_splits = saved->strict_splits = 0;
+    }
+    if (o->time_budget > 0 && given(ta, "--epochs")) { /* train.c kept the budget's plan */
+        snprintf(line, sizeof line, "--time-budget %gs%s", (double)o->time_budget,
+                 o->budget_once ? " --budget-once" : "");
+        dropped(resume, line, "is replaced by --epochs given now");
+        o->time_budget = saved->time_budget = 0;
+        o->budget_once = saved->budget_once = 0;
     }
     /* --class-weights implies --balance loss: another --balance given now replaces it */
     if (o->class_weights[0] && !given(ta, "--class-weights") && given(ta, "--balance") &&

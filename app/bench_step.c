@@ -48,7 +48,8 @@ static void usage(FILE *f) {
             "  --tf32              the same as --precision tf32\n"
             "  --bucket-mb MB      gradient buckets reduced during backward (host reducer;\n"
             "                      0 = one reduction after backward; default: 25 when a\n"
-            "                      tower is on a GPU, else 0)\n"
+            "                      tower is on a GPU, else 0; refused where there are no\n"
+            "                      buckets: one tower, or exact sums)\n"
             "  --steps S           timed steps (default 5)\n"
             "  --warmup W          untimed steps first (default 2; auto/speed re-plan here)\n"
             "  --seed N            weights and data (default 1)\n"
@@ -65,6 +66,7 @@ static void usage(FILE *f) {
 typedef struct bench_args {
     int steps, warmup, sync_bn, verbose, pageable;
     double bucket_mb; /* --bucket-mb, or -1: the towers' default */
+    int bucket_given; /* --bucket-mb was on the command line (0 too) */
     uint64_t seed;
     vt_step_args sa; /* the model, clip, batch, devices and optimizer options */
 } bench_args;
@@ -123,6 +125,7 @@ static int bench_parse(bench_args *ba, int argc, char **argv) {
             return 2;
         i++;
     }
+    ba->bucket_given = vt_opts_given_has(&given, "--bucket-mb");
     /* the one given later replaced the other's value without a word */
     if (vt_opts_given_has(&given, "--tf32") && vt_opts_given_has(&given, "--precision")) {
         fprintf(stderr, "vidtrain bench step: --tf32 is --precision tf32: not with --precision "
@@ -158,11 +161,22 @@ static vt_towers *bench_plan(const bench_args *ba, vt_towers_cfg *cfg, int *batc
         *rc_out = 1;
         return NULL;
     }
-    /* exact sums reduce once, after backward (tower.c): buckets were dropped unsaid */
-    if (ba->bucket_mb > 0 && vt_towers_exact(tw)) {
+    /* exact sums reduce once, after backward (tower.c): buckets were dropped unsaid; one
+     * tower in this process has no gradients to sum with another's (given at 0 too: one
+     * reduction after backward is what these towers do anyway) */
+    if (ba->bucket_given && vt_towers_exact(tw)) {
         fprintf(stderr, "vidtrain bench step: --bucket-mb %g: these towers sum exactly, in one "
                 "reduction after backward, so there are no buckets; VT_EXACT_SUMS=0 (float "
                 "sums) to measure them\n", ba->bucket_mb);
+        vt_towers_free(&tw);
+        *rc_out = 2;
+        return NULL;
+    }
+    if (ba->bucket_given && vt_towers_count(tw) < 2) {
+        fprintf(stderr, "vidtrain bench step: --bucket-mb %g: buckets sum the gradients of this "
+                "process's towers during backward, and it has one, so there are no buckets; "
+                "give several towers (--devices cpu:2, cuda:0,cuda:1) or leave it out\n",
+                ba->bucket_mb);
         vt_towers_free(&tw);
         *rc_out = 2;
         return NULL;

@@ -7,6 +7,7 @@
  *     with --mode sequential (--starts-out wrote no file, exit 0), the clip options and
  *     --list with --probe, --clip/--stride/--mode with --list;
  *   - bench step: --tf32 and --precision together (the later one won in silence);
+ *     --bucket-mb with one tower (no buckets; exact sums: refused before);
  *     --precision tf32 on CPU towers only (they compute fp32), for plan, predict, eval and
  *     embed too (app/device_opts.c vt_devices_check_precision);
  *   - bench conv: --small beside --clip, --batch or --reps (whichever came later won);
@@ -101,6 +102,13 @@ int main(void) {
                "%s: exit %d, want 2 naming why ('%s')", args,
                rc, refused[i][1]);
     }
+    /* --bucket-mb with one tower (float sums, so not refused for exact ones): no gradients
+     * of another tower to sum during backward; it was taken and the step measured the same */
+    rc = vt_test_sh("cd '%s' && VT_EXACT_SUMS=0 '%s' bench step --model tiny --clip 4x16x16 "
+                    "--batch 2 --devices cpu:1 --bucket-mb 1 --steps 1 --warmup 0 > /dev/null 2> "
+                    "e.err", dir, bin);
+    TCHECK(rc == 2 && vt_test_file_has(err, "it has one, so there are no buckets"),
+           "bench step --bucket-mb with one tower: exit %d, want 2 naming why", rc);
     TCHECK(vt_test_sh("cd '%s' && test -s \"$(ls -d data/test/move_left/* | head -1)\"", dir)
            == 0, "no video in data/test/move_left");
     TCHECK(vt_test_sh("cd '%s' && test ! -e s.tsv && test ! -e p && test ! -e e.npy", dir) == 0,

@@ -331,6 +331,15 @@ static int build_towers(vt_train *t) {
                     "for it to recompute: off\n", t->given.precise_bn, o->model);
         o->precise_bn = 0;
     }
+    /* the batch-norm switches given to a net without batch norm switch nothing */
+    static const char *const bn_opts[] = {"--sync-bn", "--no-sync-bn", "--freeze-bn",
+                                          "--no-freeze-bn", NULL};
+    const char *bo = vt_opts_given_any(&t->cli, bn_opts);
+    if (bo && !has_bn(vt_towers_net(t->towers, 0))) {
+        fprintf(stderr, "vidtrain train: %s: %s has no batch norm for it to act on; leave "
+                "it out\n", bo, o->model);
+        return 2;
+    }
     return apply_finetune(t);
 }
 

@@ -67,6 +67,7 @@ typedef struct bench_args {
     int steps, warmup, sync_bn, verbose, pageable;
     double bucket_mb; /* --bucket-mb, or -1: the towers' default */
     int bucket_given; /* --bucket-mb was on the command line (0 too) */
+    int split_given;  /* --tower-split was */
     uint64_t seed;
     vt_step_args sa; /* the model, clip, batch, devices and optimizer options */
 } bench_args;
@@ -126,6 +127,7 @@ static int bench_parse(bench_args *ba, int argc, char **argv) {
         i++;
     }
     ba->bucket_given = vt_opts_given_has(&given, "--bucket-mb");
+    ba->split_given = vt_opts_given_has(&given, "--tower-split");
     /* the one given later replaced the other's value without a word */
     if (vt_opts_given_has(&given, "--tf32") && vt_opts_given_has(&given, "--precision")) {
         fprintf(stderr, "vidtrain bench step: --tf32 is --precision tf32: not with --precision "
@@ -168,6 +170,14 @@ static vt_towers *bench_plan(const bench_args *ba, vt_towers_cfg *cfg, int *batc
         fprintf(stderr, "vidtrain bench step: --bucket-mb %g: these towers sum exactly, in one "
                 "reduction after backward, so there are no buckets; VT_EXACT_SUMS=0 (float "
                 "sums) to measure them\n", ba->bucket_mb);
+        vt_towers_free(&tw);
+        *rc_out = 2;
+        return NULL;
+    }
+    if (ba->split_given && vt_towers_count_all(tw) < 2) {
+        fprintf(stderr, "vidtrain bench step: --tower-split %s: one tower takes the whole "
+                "batch, so there is nothing to split; leave it out, or give several towers "
+                "(--devices cpu:2, --gpus 2)\n", ba->sa.tower_split);
         vt_towers_free(&tw);
         *rc_out = 2;
         return NULL;

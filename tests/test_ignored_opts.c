@@ -30,6 +30,7 @@
  *     --val-crops, --eval-every, --patience, --min-clips; with no val or test video:
  *     --strict-splits, --no-leak-check;
  *   - --sync-bn, --no-sync-bn, --freeze-bn, --no-freeze-bn for a model without batch norm;
+ *     --tower-split for one tower;
  *   - --freeze N or --freeze-bn from scratch (no --init, --pretrained) warns: the frozen
  *     layers keep their random initialisation;
  *   - videos a --labels file has no row for are counted ('without a label: N'), not only
@@ -155,12 +156,18 @@ int main(void) {
         TCHECK(vt_test_file_has(err, "no batch norm") == pbn[i].warn, "%s: warning %s", pbn[i].args,
                pbn[i].warn ? "missing" : "where none is due");
     }
-    /* the batch-norm switches for a model without batch norm switched nothing */
-    rc = vt_test_sh("'%s' train '%s/data' --out '%s/nobn' --model tiny_nobn --clip 4x32 --batch 3 "
-                    "--epochs 1 --max-steps 1 -q --devices cpu:1 --no-sync-bn > /dev/null 2> "
-                    "'%s/e.err'", bin, dir, dir, dir);
-    TCHECK(rc == 2 && vt_test_file_has(err, "--no-sync-bn: tiny_nobn has no batch norm"),
-           "--no-sync-bn for tiny_nobn: exit %d, want 2 naming why", rc);
+    /* the batch-norm switches for a model without batch norm switched nothing, nor did a
+     * tower policy for one tower */
+    static const char *const tw[][2] = {
+        {"--model tiny_nobn --no-sync-bn", "--no-sync-bn: tiny_nobn has no batch norm"},
+        {"--tower-split equal", "one tower takes the whole batch"}};
+    for (size_t i = 0; i < sizeof tw / sizeof *tw; i++) {
+        rc = vt_test_sh("'%s' train '%s/data' --out '%s/tw%zu' --clip 4x32 --batch 3 --epochs 1 "
+                        "--max-steps 1 -q --devices cpu:1 %s > /dev/null 2> '%s/e.err'", bin, dir,
+                        dir, i, tw[i][0], dir);
+        TCHECK(rc == 2 && vt_test_file_has(err, tw[i][1]), "%s: exit %d, want 2 naming why",
+               tw[i][0], rc);
+    }
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/mom' --model vit_test --clip 4x32 --batch 3 "
                     "--epochs 1 --max-steps 1 -q --devices cpu:1 --momentum 0.5 > /dev/null 2> "
                     "'%s/e.err'", bin, dir, dir, dir);

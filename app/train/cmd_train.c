@@ -270,7 +270,7 @@ static void usage(FILE *f) {
         "  --loss-weights W,...  one weight per head (default 1 each)\n"
         "devices:\n"
         "  --tower-split POLICY  how each batch splits over the towers: equal, memory\n"
-        "                        (default), speed, auto, manual:W,W,...\n"
+        "                        (default), speed, auto, manual:W,W,... (several towers)\n"
         "  --no-sync-bn          batch-norm statistics per tower (Keras, DDP) instead of\n"
         "                        over all towers (the default: several towers then train\n"
         "                        exactly as one device, at a small collective per BN layer;\n"

@@ -331,6 +331,14 @@ static int build_towers(vt_train *t) {
                     "for it to recompute: off\n", t->given.precise_bn, o->model);
         o->precise_bn = 0;
     }
+    /* how a batch splits over towers, given for one tower (of every process): nothing to
+     * split */
+    if (vt_opts_given_has(&t->cli, "--tower-split") && vt_towers_count_all(t->towers) < 2) {
+        fprintf(stderr, "vidtrain train: --tower-split %s: one tower takes the whole batch, so "
+                "there is nothing to split; leave it out, or give several towers (--devices "
+                "cpu:2, --gpus 2)\n", o->tower_split);
+        return 2;
+    }
     /* the batch-norm switches given to a net without batch norm switch nothing */
     static const char *const bn_opts[] = {"--sync-bn", "--no-sync-bn", "--freeze-bn",
                                           "--no-freeze-bn", NULL};

@@ -56,6 +56,7 @@ static void usage(FILE *f) {
             "  --verbose           one line per step\n"
             "  --pageable          the input batch in ordinary (pageable) memory; default:\n"
             "                      page-locked when a tower is on a GPU, as train's loader\n"
+            "                      (refused where no tower has page-locked memory)\n"
             "%s%s",
             vt_device_args_help, vt_mpi_help);
 }
@@ -370,8 +371,17 @@ int vt_bench_step(int argc, char **argv) {
     void *(*h_alloc)(void *, size_t) = NULL;
     void (*h_free)(void *, void *) = NULL;
     void *h_ctx = NULL;
-    if (!pageable)
-        vt_towers_host_hook(tw, &h_alloc, &h_free, &h_ctx);
+    vt_towers_host_hook(tw, &h_alloc, &h_free, &h_ctx);
+    if (pageable && !h_alloc && vt_mpi_size() == 1) { /* it would measure the same batch
+                                                         (a rank alone must not stop) */
+        fprintf(stderr, "vidtrain bench step: --pageable keeps the batch out of page-locked "
+                "memory, and no tower's backend has any (CPU towers read it where it is); "
+                "leave it out\n");
+        vt_towers_free(&tw);
+        return 2;
+    }
+    if (pageable)
+        h_alloc = NULL, h_free = NULL, h_ctx = NULL;
     const size_t xbytes = (size_t)(cf * batch) * sizeof(float);
     b.x = h_alloc ? h_alloc(h_ctx, xbytes) : vt_malloc(xbytes);
     printf("input batch: %s memory (%s)\n", h_alloc ? "page-locked" : "pageable",

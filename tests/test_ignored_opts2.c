@@ -8,7 +8,8 @@
  *     --list with --probe, --clip/--stride/--mode with --list;
  *   - bench step: --tf32 and --precision together (the later one won in silence);
  *     --bucket-mb with one tower (no buckets; exact sums: refused before), --tower-split
- *     with one tower (nothing to split);
+ *     with one tower (nothing to split), --pageable with CPU towers only (no page-locked
+ *     memory to leave out);
  *     --precision tf32 on CPU towers only (they compute fp32), for plan, predict, eval and
  *     embed too (app/device_opts.c vt_devices_check_precision);
  *   - bench conv: --small beside --clip, --batch or --reps (whichever came later won);
@@ -60,6 +61,8 @@ int main(void) {
          "--steps 1 --warmup 0", "there are no buckets"},
         {"bench step --model tiny --clip 4x16x16 --batch 2 --devices cpu:1 --tower-split speed "
          "--steps 1 --warmup 0", "nothing to split"},
+        {"bench step --model tiny --clip 4x16x16 --batch 2 --devices cpu:1 --pageable --steps 1 "
+         "--warmup 0", "no tower's backend has any"},
         {"plan --devices cpu:2 --precision tf32", "TF32 is a GPU mode"},
         {"bench conv --batch 8 --small", "--small is --clip 8x56 --batch 4 --reps 2"},
         {"bench conv --small --reps 2", "--small is --clip 8x56 --batch 4 --reps 2"},

@@ -175,6 +175,14 @@ static vt_towers *bench_plan(const bench_args *ba, vt_towers_cfg *cfg, int *batc
         *rc_out = 2;
         return NULL;
     }
+    /* buffers are batch norm's running statistics (models/net.h): none, no BN to sync */
+    if (ba->sync_bn && vt_net_num_buffers(vt_towers_net(tw, 0)) == 0) {
+        fprintf(stderr, "vidtrain bench step: --sync-bn: %s has no batch norm for it to act on; "
+                "leave it out\n", ba->sa.model);
+        vt_towers_free(&tw);
+        *rc_out = 2;
+        return NULL;
+    }
     if (ba->split_given && vt_towers_count_all(tw) < 2) {
         fprintf(stderr, "vidtrain bench step: --tower-split %s: one tower takes the whole "
                 "batch, so there is nothing to split; leave it out, or give several towers "

@@ -30,7 +30,8 @@
  *     --val-crops, --eval-every, --patience, --min-clips; with no val or test video:
  *     --strict-splits, --no-leak-check;
  *   - --sync-bn, --no-sync-bn, --freeze-bn, --no-freeze-bn for a model without batch norm;
- *     --tower-split for one tower;
+ *     --tower-split for one tower; --precise-bn beside frozen batch norm (it recomputes
+ *     none of its statistics);
  *   - --freeze N or --freeze-bn from scratch (no --init, --pretrained) warns: the frozen
  *     layers keep their random initialisation;
  *   - videos a --labels file has no row for are counted ('without a label: N'), not only
@@ -160,7 +161,8 @@ int main(void) {
      * tower policy for one tower */
     static const char *const tw[][2] = {
         {"--model tiny_nobn --no-sync-bn", "--no-sync-bn: tiny_nobn has no batch norm"},
-        {"--tower-split equal", "one tower takes the whole batch"}};
+        {"--tower-split equal", "one tower takes the whole batch"},
+        {"--freeze-bn --precise-bn 2", "precise BN recomputes none"}};
     for (size_t i = 0; i < sizeof tw / sizeof *tw; i++) {
         rc = vt_test_sh("'%s' train '%s/data' --out '%s/tw%zu' --clip 4x32 --batch 3 --epochs 1 "
                         "--max-steps 1 -q --devices cpu:1 %s > /dev/null 2> '%s/e.err'", bin, dir,

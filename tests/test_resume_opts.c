@@ -130,7 +130,8 @@ int main(void) {
 
     /* saved options that no longer apply: the checks for options given refused them, yet
      * nobody typed them on the resuming command line. A run's --gamma after --sched cosine
-     * given now, its --class-weights after --balance sampler; and config.json of a run
+     * given now, its --class-weights after --balance sampler, its --precise-bn after
+     * --freeze-bn (which keeps the statistics it would recompute); and config.json of a run
      * made before the checks (edited here): --threads 2 and --backend cpu beside cpu-ref
      * towers, --mixup-switch-prob without mixing, --layer-decay and --drop-path on a CNN.
      * The resume was refused (exit 2); now each is dropped with a note and config.json
@@ -146,7 +147,7 @@ int main(void) {
         const char *key;
         double set, want;
     } old[] = {{"threads", 2, 0}, {"mix_switch", 0.25, 0.5}, {"layer_decay", 0.5, 1},
-               {"drop_path", 0.2, 0}, {"gamma", 0.5, 0.1}};
+               {"drop_path", 0.2, 0}, {"gamma", 0.5, 0.1}, {"precise_bn", 4, 0}};
     for (size_t i = 0; c && i < sizeof old / sizeof *old; i++)
         cJSON_ReplaceItemInObject(c, old[i].key, cJSON_CreateNumber(old[i].set));
     if (c)
@@ -156,14 +157,16 @@ int main(void) {
     TCHECK(f && fputs(txt, f) >= 0 && fclose(f) == 0, "writing %s", p);
     free(txt);
     cJSON_Delete(c);
-    rc = vt_test_sh("'%s' train --resume '%s/old' --sched cosine --balance sampler --max-steps 2 "
+    rc = vt_test_sh("'%s' train --resume '%s/old' --sched cosine --balance sampler --freeze-bn "
+                    "--max-steps 2 "
                     "-q > '%s/oldres.log' 2>&1", bin, dir, dir);
     printf("--resume of a run whose saved options no longer apply: exit %d\n", rc);
     TCHECK(rc == 0, "--resume of a run with saved options that no longer apply: exit %d, want 0 "
            "(see %s/oldres.log)", rc, dir);
     static const char *const notes[] = {"run's --threads 2", "run's --backend cpu",
         "run's --step-epochs 10 --gamma 0.5", "run's --mixup-switch-prob 0.25",
-        "run's --layer-decay 0.5", "run's --drop-path 0.2", "run's --class-weights 1,2,3"};
+        "run's --layer-decay 0.5", "run's --drop-path 0.2", "run's --class-weights 1,2,3",
+        "run's --precise-bn 4"};
     for (size_t i = 0; i < sizeof notes / sizeof *notes; i++)
         TCHECK(vt_test_file_has_in(dir, "oldres.log", notes[i]) &&
                vt_test_file_has_in(dir, "oldres.log", "dropped"),

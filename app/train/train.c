@@ -322,6 +322,16 @@ static int build_towers(vt_train *t) {
         fprintf(stderr, "vidtrain train: %s\n", err);
         return 1;
     }
+    /* frozen batch norm (--freeze-bn, fine-tuning's default) normalises with its running
+     * statistics and never updates them, in precise BN's pass too (tower_worker.c): it
+     * forwarded up to 2048 clips a validation and recomputed nothing */
+    if (vt_opts_given_has(&t->cli, "--precise-bn") && o->freeze_bn > 0) {
+        fprintf(stderr, "vidtrain train: --precise-bn %d: batch norm is frozen (%s), so it keeps "
+                "its statistics and precise BN recomputes none; leave it out, or give "
+                "--no-freeze-bn\n", o->precise_bn, vt_opts_given_has(&t->cli, "--freeze-bn")
+                ? "--freeze-bn" : "fine-tuning's default");
+        return 2;
+    }
     /* Precise BN recomputes batch-norm statistics: a net without batch norm (the
      * transformers, tiny_nobn) has none, and forwarded up to 2048 clips a validation for
      * nothing (and --time-budget counted them). */

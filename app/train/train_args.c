@@ -671,6 +671,11 @@ static void resume_unused(vt_train_opts *o, vt_train_opts *saved, const train_ar
         o->time_budget = saved->time_budget = 0;
         o->budget_once = saved->budget_once = 0;
     }
+    if (o->freeze_bn > 0 && o->precise_bn > 0 && !given(ta, "--precise-bn")) {
+        snprintf(line, sizeof line, "--precise-bn %d", o->precise_bn);
+        dropped(resume, line, "recomputes batch-norm statistics, and --freeze-bn keeps them");
+        o->precise_bn = saved->precise_bn = 0; /* what resolve gives frozen batch norm */
+    }
     /* --class-weights implies --balance loss: another --balance given now replaces it */
     if (o->class_weights[0] && !given(ta, "--class-weights") && given(ta, "--balance") &&
         strcmp(o->balance, "loss") && strcmp(o->balance, "auto")) {

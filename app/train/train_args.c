@@ -381,7 +381,7 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
         return 2;
     }
     /* momentum and Nesterov are SGD's (RMSprop takes a momentum, not Nesterov's); AdamW
-     * has betas. A resumed run's saved value was never given (resume_unused). */
+     * has betas. A resumed run's saved value was never given (vt_train_resume_unused). */
     const char *optim = vt_train_opts_optim(o);
     const char *why = o->optim[0] ? "" : " (the transformers' recipe)";
     if (!strcmp(optim, "adamw") && given(ta, "--momentum")) {
@@ -579,112 +579,6 @@ static int resume_changes(const vt_train_opts *saved, vt_train_opts *o, const ch
     return 0;
 }
 
-/* One saved value dropped by resume_unused: said in one line (rank 0 under mpirun). */
-static void dropped(const char *resume, const char *opt, const char *why) {
-    if (vt_dist_lead())
-        fprintf(stderr, "vidtrain train: note: --resume %s: the run's %s (its configuration) "
-                "%s: dropped\n", resume, opt, why);
-}
-
-/* --resume: the checks below refuse an option that would change nothing, but they are
- * for what this command line gave (check_args asks given()). A saved value that no longer
- * applies — the run's --threads on towers without the cpu backend, its --gamma after
- * --sched cosine, a value an older vidtrain took before the check existed — was never
- * typed here, so it must not refuse the resume: it is set to what leaving it out gives,
- * in o and in *saved (a value that acts on nothing changes no number of the run, so
- * resume_changes does not name it), with one line each. */
-static void resume_unused(vt_train_opts *o, vt_train_opts *saved, const train_args *ta,
-                          const char *resume) {
-    char line[256], err[1024];
-    vt_device_args da;
-    vt_train_opts_device_args(o, &da);
-    const int un = vt_device_args_unused(&da, err, sizeof err); /* -1: train.c says why */
-    if (un > 0 && (un & VT_DEVARG_BACKEND) && !given(ta, "--backend")) {
-        snprintf(line, sizeof line, "--backend %s", o->backend);
-        dropped(resume, line, "picks the backend of plain cpu towers, and these towers have "
-                "none");
-        o->backend[0] = saved->backend[0] = '\0';
-    }
-    if (un > 0 && (un & VT_DEVARG_THREADS) && !given(ta, "--threads")) {
-        snprintf(line, sizeof line, "--threads %d", o->threads);
-        dropped(resume, line, "is threads per tower of the cpu backend, and these towers have "
-                "none (cpu-ref runs one thread, a GPU tower its GPU)");
-        o->threads = saved->threads = 0;
-    }
-    vt_train_opts d; /* what leaving an option out gives */
-    vt_train_opts_default(&d);
-    if (strcmp(o->sched, "step") && !given(ta, "--step-epochs") && !given(ta, "--gamma") &&
-        (o->step_epochs != d.step_epochs || o->gamma != d.gamma)) {
-        snprintf(line, sizeof line, "--step-epochs %d --gamma %g", o->step_epochs,
-                 (double)o->gamma);
-        char why[128];
-        snprintf(why, sizeof why, "shapes --sched step, and the run's schedule is %.40s",
-                 o->sched);
-        dropped(resume, line, why);
-        o->step_epochs = saved->step_epochs = d.step_epochs;
-        o->gamma = saved->gamma = d.gamma;
-    }
-    if (!(o->mixup > 0 && o->cutmix > 0) && !given(ta, "--mixup-switch-prob") &&
-        o->mix_switch != d.mix_switch) {
-        snprintf(line, sizeof line, "--mixup-switch-prob %g", (double)o->mix_switch);
-        dropped(resume, line, "chooses between mixup and CutMix, and the run does not mix "
-                "with both");
-        o->mix_switch = saved->mix_switch = d.mix_switch;
-    }
-    if (vt_finetune_nlayers(o->model) <= 0 && !given(ta, "--drop-path") && o->drop_path > 0) {
-        snprintf(line, sizeof line, "--drop-path %g", (double)o->drop_path);
-        dropped(resume, line, "acts on a transformer's blocks, which the model has none of");
-        o->drop_path = saved->drop_path = 0;
-    }
-    if (vt_finetune_nlayers(o->model) <= 0 && !given(ta, "--layer-decay") &&
-        o->layer_decay > 0 && o->layer_decay != 1.0f) {
-        snprintf(line, sizeof line, "--layer-decay %g", (double)o->layer_decay);
-        dropped(resume, line, "acts on a transformer's blocks, which the model has none of");
-        o->layer_decay = saved->layer_decay = 1.0f; /* what resolve makes of a CNN's */
-    }
-    if (!strcmp(vt_train_opts_optim(o), "adamw") && !given(ta, "--momentum") &&
-        o->momentum != d.momentum) {
-        snprintf(line, sizeof line, "--momentum %g", (double)o->momentum);
-        dropped(resume, line, "is SGD's and RMSprop's, and the run trains with AdamW");
-        o->momentum = saved->momentum = d.momentum;
-    }
-    if (!strcmp(o->sched, "onecycle") && !given(ta, "--warmup") && o->warmup_epochs > 0) {
-        snprintf(line, sizeof line, "--warmup %g", (double)o->warmup_epochs);
-        dropped(resume, line, "is replaced by --sched onecycle's own rise");
-        o->warmup_epochs = saved->warmup_epochs = 0; /* what resolve gives onecycle */
-    }
-    if (!strcmp(o->sched, "onecycle") && !given(ta, "--momentum") &&
-        o->momentum != d.momentum) {
-        snprintf(line, sizeof line, "--momentum %g", (double)o->momentum);
-        dropped(resume, line, "is replaced by --sched onecycle's cycled momentum");
-        o->momentum = saved->momentum = d.momentum;
-    }
-    if (o->no_leak_check && o->strict_splits && !given(ta, "--strict-splits")) {
-        dropped(resume, "--strict-splits", "makes the leak check's finds errors, and "
-                "--no-leak-check skips it");
-        o->strict_splits = saved->strict_splits = 0;
-    }
-    if (o->time_budget > 0 && given(ta, "--epochs")) { /* train.c kept the budget's plan */
-        snprintf(line, sizeof line, "--time-budget %gs%s", (double)o->time_budget,
-                 o->budget_once ? " --budget-once" : "");
-        dropped(resume, line, "is replaced by --epochs given now");
-        o->time_budget = saved->time_budget = 0;
-        o->budget_once = saved->budget_once = 0;
-    }
-    if (o->freeze_bn > 0 && o->precise_bn > 0 && !given(ta, "--precise-bn")) {
-        snprintf(line, sizeof line, "--precise-bn %d", o->precise_bn);
-        dropped(resume, line, "recomputes batch-norm statistics, and --freeze-bn keeps them");
-        o->precise_bn = saved->precise_bn = 0; /* what resolve gives frozen batch norm */
-    }
-    /* --class-weights implies --balance loss: another --balance given now replaces it */
-    if (o->class_weights[0] && !given(ta, "--class-weights") && given(ta, "--balance") &&
-        strcmp(o->balance, "loss") && strcmp(o->balance, "auto")) {
-        snprintf(line, sizeof line, "--class-weights %.200s", o->class_weights);
-        dropped(resume, line, "weights the loss of --balance loss, which --balance replaces");
-        o->class_weights[0] = saved->class_weights[0] = '\0';
-    }
-}
-
 int vt_train_parse_args(vt_train_opts *o, vt_opts_given *cli, int argc, char **argv,
                         int *quiet, char *resume, size_t resume_n) {
     train_args ta = {0};
@@ -730,7 +624,7 @@ int vt_train_parse_args(vt_train_opts *o, vt_opts_given *cli, int argc, char **a
             o->threads = 0;
     }
     if (resume[0])
-        resume_unused(o, &saved, &ta, resume);
+        vt_train_resume_unused(o, &saved, &ta.given, resume);
     *quiet = ta.quiet;
     *cli = ta.given;
     int rc = check_args(o, &ta, resume);

@@ -31,7 +31,8 @@
  *     --strict-splits, --no-leak-check;
  *   - --sync-bn, --no-sync-bn, --freeze-bn, --no-freeze-bn for a model without batch norm;
  *     --tower-split for one tower; --precise-bn beside frozen batch norm (it recomputes
- *     none of its statistics);
+ *     none of its statistics); --checkpoint-act (any mode) for a model without transformer
+ *     blocks (the towers warned for "on" only);
  *   - --freeze N or --freeze-bn from scratch (no --init, --pretrained) warns: the frozen
  *     layers keep their random initialisation;
  *   - videos a --labels file has no row for are counted ('without a label: N'), not only
@@ -162,7 +163,8 @@ int main(void) {
     static const char *const tw[][2] = {
         {"--model tiny_nobn --no-sync-bn", "--no-sync-bn: tiny_nobn has no batch norm"},
         {"--tower-split equal", "one tower takes the whole batch"},
-        {"--freeze-bn --precise-bn 2", "precise BN recomputes none"}};
+        {"--freeze-bn --precise-bn 2", "precise BN recomputes none"},
+        {"--checkpoint-act off", "no transformer blocks to recompute"}};
     for (size_t i = 0; i < sizeof tw / sizeof *tw; i++) {
         rc = vt_test_sh("'%s' train '%s/data' --out '%s/tw%zu' --clip 4x32 --batch 3 --epochs 1 "
                         "--max-steps 1 -q --devices cpu:1 %s > /dev/null 2> '%s/e.err'", bin, dir,

@@ -341,6 +341,14 @@ static int build_towers(vt_train *t) {
                     "for it to recompute: off\n", t->given.precise_bn, o->model);
         o->precise_bn = 0;
     }
+    /* activation checkpointing recomputes transformer blocks: a model without them has
+     * nothing for any of its modes to act on (the towers warned for "on" only) */
+    if (vt_opts_given_has(&t->cli, "--checkpoint-act") &&
+        vt_towers_memplan(t->towers)->ckpt_segments == 0) {
+        fprintf(stderr, "vidtrain train: --checkpoint-act %s: %s has no transformer blocks to "
+                "recompute (ViT and MViT have); leave it out\n", o->checkpoint_act, o->model);
+        return 2;
+    }
     /* how a batch splits over towers, given for one tower (of every process): nothing to
      * split */
     if (vt_opts_given_has(&t->cli, "--tower-split") && vt_towers_count_all(t->towers) < 2) {

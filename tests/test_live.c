@@ -42,6 +42,7 @@
 #include "pipeline/data/video/video.h"
 #include "tests/apputil.h"
 #include "tests/jsonlines.h"
+#include "tests/procutil.h"
 #include "tests/testutil.h"
 
 static const char *g_bin, *g_dir;
@@ -84,52 +85,6 @@ static pid_t spawn(char *const argv[], const char *out, const char *err) {
         _exit(127);
     }
     return pid;
-}
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void nap(void) {
-    struct timespec ts = {0, 50 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-}
-
-/* Waits for pid up to `seconds`: its exit code as a shell reports it, or -1 after killing
- * it at the deadline. */
-static int reap(pid_t pid, double seconds) {
-    int st;
-    for (double end = now() + seconds; now() < end; nap())
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-    return -1;
-}
-
-static int count_lines(const char *path) {
-    FILE *f = fopen(path, "r");
-    int n = 0, c;
-    while (f && (c = fgetc(f)) != EOF)
-        n += c == '\n';
-    if (f)
-        fclose(f);
-    return n;
-}
-
-/* Waits until path has n lines (or pid ended, or 120 s): 1 when it has. */
-static int wait_lines(const char *path, int n, pid_t pid) {
-    for (double end = now() + 120; now() < end; nap()) {
-        if (count_lines(path) >= n)
-            return 1;
-        siginfo_t si;
-        memset(&si, 0, sizeof si); /* WNOWAIT: ended early, it stays for reap() */
-        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
-            return count_lines(path) >= n;
-    }
-    return 0;
 }
 
 /* ffmpeg playing file live over TCP, listening on port (for one client, 120 s). */
@@ -238,8 +193,8 @@ static void live_tests(void) {
      * were a live source not run window by window */
     const char *extra[] = {"--batch", "64", "--reconnect", "20", NULL};
     pid_t p = predict(url, out, err, extra);
-    int rc = reap(p, 300);
-    reap(srv, 30);
+    int rc = vt_test_reap(p, 300);
+    vt_test_reap(srv, 30);
     TCHECK(rc == 0, "tcp: exit %d (see %s)", rc, err);
     check_windows("tcp", out, 1);
     double med, max;
@@ -281,13 +236,13 @@ static void stall_test(void) {
      * refusals (ffmpeg listens for one client) before it gives up */
     const char *extra[] = {"--timeout", "2s", "--reconnect", "3", NULL};
     pid_t p = predict(url, out, err, extra);
-    int got = wait_lines(out, 3, p);
+    int got = vt_test_wait_lines(out, 3, p);
     TCHECK(got, "stall: no 3 windows before the stall (see %s)", err);
     kill(srv, SIGSTOP); /* the connection stays open, nothing more comes */
-    int rc = reap(p, 120);
+    int rc = vt_test_reap(p, 120);
     kill(srv, SIGKILL);
     kill(srv, SIGCONT);
-    reap(srv, 30);
+    vt_test_reap(srv, 30);
     char *e = vt_test_slurp(err, NULL);
     int tries = 0;
     for (const char *s = e; s && (s = strstr(s, "trying again in")); s++)
@@ -366,14 +321,14 @@ static void junk_test(int junk) {
     snprintf(out, sizeof out, "%s/junk%d.jsonl", g_dir, junk);
     snprintf(err, sizeof err, "%s/junk%d.err", g_dir, junk);
     const char *extra[] = {"--timeout", "1s", "--reconnect", "1", NULL};
-    double t0 = now();
+    double t0 = vt_now();
     pid_t p = predict(url, out, err, extra);
     /* 2 connections x 1 s + the 1 s pause, and the model's load: about 3.5 s; 10 s is the
      * margin a loaded machine needs, far below "never" */
-    int rc = reap(p, 10);
-    double dt = now() - t0;
+    int rc = vt_test_reap(p, 10);
+    double dt = vt_now() - t0;
     kill(srv, SIGKILL);
-    reap(srv, 30);
+    vt_test_reap(srv, 30);
     char *e = vt_test_slurp(err, NULL);
     printf("  %s: exit %d after %.1f s\n", what, rc, dt);
     TCHECK(rc == 1, "%s: exit %d after %.1f s, 1 within 10 s expected (see %s)", what, rc, dt,
@@ -400,12 +355,12 @@ static void trickle_after_frames_test(void) {
     snprintf(out, sizeof out, "%s/trickle.jsonl", g_dir);
     snprintf(err, sizeof err, "%s/trickle.err", g_dir);
     const char *extra[] = {"--timeout", "1s", "--reconnect", "0", NULL};
-    double t0 = now();
+    double t0 = vt_now();
     pid_t p = predict(url, out, err, extra);
-    rc = reap(p, 10);
-    double dt = now() - t0;
+    rc = vt_test_reap(p, 10);
+    double dt = vt_now() - t0;
     kill(srv, SIGKILL);
-    reap(srv, 30);
+    vt_test_reap(srv, 30);
     char *e = vt_test_slurp(err, NULL);
     printf("  frames then a trickle: exit %d after %.1f s\n", rc, dt);
     TCHECK(rc == 1, "frames then a trickle: exit %d after %.1f s, 1 within 10 s expected (see "
@@ -427,18 +382,18 @@ static void sigint_test(void) {
     pid_t srv = serve(port, g_long); /* the signal comes long before its end */
     const char *extra[] = {"--reconnect", "20", NULL};
     pid_t p = predict(url, out, err, extra);
-    int got = wait_lines(out, 3, p);
+    int got = vt_test_wait_lines(out, 3, p);
     TCHECK(got, "sigint: no 3 windows (see %s)", err);
     kill(p, SIGINT);
-    int rc = reap(p, 60);
+    int rc = vt_test_reap(p, 60);
     kill(srv, SIGKILL);
-    reap(srv, 30);
+    vt_test_reap(srv, 30);
     TCHECK(rc == 130, "sigint: exit %d, 130 expected (see %s)", rc, err);
     char *e = vt_test_slurp(err, NULL);
     TCHECK(e && strstr(e, "stopped by a signal") && strstr(e, "\ntimeline "),
            "sigint: no stop message or end-of-run line in %s", err);
     free(e);
-    int n = count_lines(out);
+    int n = vt_test_count_lines(out);
     TCHECK(n >= 3 && n < g_nref, "sigint: %d windows (3 before the signal, fewer than %d)", n,
            g_nref);
     check_windows("sigint", out, 0);
@@ -471,8 +426,8 @@ static void behind_test(void) {
     const char *extra[] = {"--hop", "0.01s", "--clips-per-video", "16", "--crops", "3",
                            "--max-behind", "1s", "--reconnect", "20", NULL};
     pid_t p = predict(url, out, err, extra);
-    rc = reap(p, 300);
-    reap(srv, 30);
+    rc = vt_test_reap(p, 300);
+    vt_test_reap(srv, 30);
     char *e = vt_test_slurp(err, NULL);
     TCHECK(rc == 0 && e && strstr(e, "catching up") && strstr(e, "skipped to keep up"),
            "behind: exit %d, no catch-up in %s", rc, err);

@@ -207,22 +207,8 @@ static void draw_cases(void) {
 int main(void) {
     fd_case();
     draw_cases();
-    const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
-    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' -c 'import torch' >/dev/null 2>&1", py);
-    if (system(cmd) != 0) {
-        printf("test_mix: SKIP the PyTorch part: %s cannot import torch\n", py);
-        return vt_test_done("test_mix");
-    }
-    const char *dir = vt_test_dir("mix");
-    char path[4200];
-    snprintf(path, sizeof path, "%s/torch_mix.bin", dir);
-    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/torch_mix.py' '%s'", py, src, path);
-    int rc = system(cmd);
-    TCHECK(rc == 0, "%s failed (%d)", cmd, rc);
-    if (rc != 0 || vt_test_recs_load(&g_recs, path) != 0) {
-        TCHECK(0, "cannot read %s", path);
+    if (vt_test_oracle_recs("test_mix", "torch_mix", "torch", &g_recs) <= 0) {
+        printf("test_mix: the PyTorch part not run\n");
         return vt_test_done("test_mix");
     }
     vt_backend *ref = vt_backend_init("cpu-ref", 0, 1, 0), *cpu = vt_backend_init("cpu", 0, 2, 0);

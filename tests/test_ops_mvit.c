@@ -8,7 +8,11 @@
  *      torchvision's distance ratios); the token max pool's din (values 0.1 apart, so no
  *      window's maximum changes under the 1e-2 step);
  *   2. cpu (float sums, threads) against cpu-ref (double sums) on a larger case, and
- *      cpu's bits the same with 1 and with 2 threads (cpu_mvit.h's promise).
+ *      cpu's bits the same with 1 and with 2 threads (cpu_mvit.h's promise);
+ *   3. the token max pool with NaNs (first, middle, several in a window) on cpu-ref and
+ *      cpu, against PyTorch's max_pool3d on the same values (its outputs written out
+ *      below): a NaN propagates, and the gradient goes to the last NaN, so the backward
+ *      routes each window's gradient to the tap the forward returned (max_rule.h).
  * The forward against PyTorch is test_zoo_mvit.c's (torchvision's whole MViT in float64).
  * Tolerances: finite differences as test_ops_attn.c (central, e = 1e-2, the loss summed
  * in double; smooth ops with O(1) third derivatives at these scales): NMSE < 1e-6 (a
@@ -259,8 +263,54 @@ static void fast_cases(void) {
     }
 }
 
+/* Three channels over a 1x1x5 grid, kernel (1, 1, 3), stride (1, 1, 2), padding (0, 0, 1):
+ * windows {0, 1}, {1, 2, 3}, {3, 4}. The truth is PyTorch 2's (F.max_pool3d on
+ * x.view(1, 3, 1, 1, 5) with dy = 1, 2, 4 ... 256): its y and x.grad, exact (the gradients
+ * are sums of distinct powers of two). The rule before max_rule.h (the forward skipping a
+ * NaN, the backward keeping a first NaN) got 7 of the 12 outputs and 7 of the 18
+ * gradients wrong. */
+static void nan_cases(void) {
+    const float N = NAN;
+    static const int thw[3] = {1, 1, 5};
+    const vt_pool3d_p p = {{1, 1, 3}, {1, 1, 2}, {0, 0, 1}, 0};
+    /* (grid index, channel) as PyTorch's (channel, index) transposed; row 0 the class token */
+    const float xc[3][5] = {{1, N, 3, 2, 5}, {N, 4, N, 1, 0}, {N, N, 7, N, 2}};
+    const float yc[3][3] = {{N, N, 5}, {N, N, 1}, {N, N, N}};
+    const float dxc[3][5] = {{0, 3, 0, 0, 4}, {8, 0, 16, 32, 0}, {0, 64, 0, 384, 0}};
+    float x[6 * 3], dy[4 * 3], want_y[4 * 3], want_dx[6 * 3];
+    for (int ch = 0; ch < 3; ch++) {
+        x[ch] = -1.0f - (float)ch, want_y[ch] = x[ch];      /* the class token: copied */
+        dy[ch] = 0.5f + (float)ch, want_dx[ch] = dy[ch];
+        for (int i = 0; i < 5; i++)
+            x[(1 + i) * 3 + ch] = xc[ch][i], want_dx[(1 + i) * 3 + ch] = dxc[ch][i];
+        for (int o = 0; o < 3; o++)
+            dy[(1 + o) * 3 + ch] = (float)(1 << (3 * ch + o)), want_y[(1 + o) * 3 + ch] = yc[ch][o];
+    }
+    const char *bes[3] = {"cpu-ref", "cpu", "cpu"};
+    for (int b = 0; b < 3; b++) {
+        vt_backend *be = vt_backend_init(bes[b], 0, b == 2 ? 2 : 1, 0);
+        float y[4 * 3], dx[6 * 3];
+        VT_OP(be, token_maxpool_forward, y, x, 1, 3, thw, &p);
+        VT_OP(be, token_maxpool_backward, dx, dy, x, 1, 3, thw, &p);
+        int bad_y = 0, bad_dx = 0;
+        for (int i = 0; i < 12; i++)
+            bad_y += isnan(want_y[i]) ? !isnan(y[i]) : y[i] != want_y[i];
+        for (int i = 0; i < 18; i++)
+            bad_dx += dx[i] != want_dx[i];
+        printf("  %-8s token_maxpool with NaNs vs PyTorch: %d of 12 outputs, %d of 18 "
+               "gradients differ (%d thread%s)\n", bes[b], bad_y, bad_dx, b == 2 ? 2 : 1,
+               b == 2 ? "s" : "");
+        TCHECK(bad_y == 0, "%s: token_maxpool forward with NaNs: %d outputs differ from "
+               "PyTorch's (a NaN must propagate)", bes[b], bad_y);
+        TCHECK(bad_dx == 0, "%s: token_maxpool backward with NaNs: %d gradients differ from "
+               "PyTorch's (the last NaN takes the gradient)", bes[b], bad_dx);
+        vt_backend_free(&be);
+    }
+}
+
 int main(void) {
     fd_cases();
     fast_cases();
+    nan_cases();
     return vt_test_done("test_ops_mvit");
 }

@@ -297,20 +297,20 @@ static void test_optim(void) {
     /* SGD nesterov, wd */
     memcpy(p, p0, n * 4);
     for (int s = 0; s < 3; s++)
-        VT_OP(g_be, sgd_update, p, g[s], s1, n, 0.1f, 0.9f, 0.0f, 0.01f, 1, s + 1);
+        VT_OP(g_be, sgd_update, p, g[s], s1, n, 0.1f, 0.9f, 0.0f, 0.01f, 1, s + 1, NULL);
     cmp_delta("sgd nesterov wd", p, p0, get("opt.sgd_nesterov.p", 0, NULL), n);
     cmp("sgd nesterov momentum_buffer", 0, s1, "opt.sgd_nesterov.momentum_buffer", TOL);
     /* SGD dampening, wd */
     memcpy(p, p0, n * 4);
     for (int s = 0; s < 3; s++)
-        VT_OP(g_be, sgd_update, p, g[s], s1, n, 0.1f, 0.9f, 0.1f, 0.01f, 0, s + 1);
+        VT_OP(g_be, sgd_update, p, g[s], s1, n, 0.1f, 0.9f, 0.1f, 0.01f, 0, s + 1, NULL);
     cmp_delta("sgd dampening wd", p, p0, get("opt.sgd_damp.p", 0, NULL), n);
     cmp("sgd dampening momentum_buffer", 0, s1, "opt.sgd_damp.momentum_buffer", TOL);
     /* RMSprop momentum, wd */
     memcpy(p, p0, n * 4);
     memset(s1, 0, n * 4), memset(s2, 0, n * 4);
     for (int s = 0; s < 3; s++)
-        VT_OP(g_be, rmsprop_update, p, g[s], s1, s2, n, 0.01f, 0.99f, 1e-8f, 1e-3f, 0.9f);
+        VT_OP(g_be, rmsprop_update, p, g[s], s1, s2, n, 0.01f, 0.99f, 1e-8f, 1e-3f, 0.9f, NULL);
     cmp_delta("rmsprop momentum wd", p, p0, get("opt.rmsprop_mom.p", 0, NULL), n);
     cmp("rmsprop square_avg", 0, s1, "opt.rmsprop_mom.square_avg", TOL);
     cmp("rmsprop momentum_buffer", 0, s2, "opt.rmsprop_mom.momentum_buffer", TOL);
@@ -318,13 +318,14 @@ static void test_optim(void) {
     memcpy(p, p0, n * 4);
     memset(s1, 0, n * 4);
     for (int s = 0; s < 3; s++)
-        VT_OP(g_be, rmsprop_update, p, g[s], s1, NULL, n, 0.01f, 0.99f, 1e-8f, 0.0f, 0.0f);
+        VT_OP(g_be, rmsprop_update, p, g[s], s1, NULL, n, 0.01f, 0.99f, 1e-8f, 0.0f, 0.0f, NULL);
     cmp_delta("rmsprop", p, p0, get("opt.rmsprop.p", 0, NULL), n);
     /* AdamW */
     memcpy(p, p0, n * 4);
     memset(s1, 0, n * 4), memset(s2, 0, n * 4);
     for (int s = 0; s < 3; s++)
-        VT_OP(g_be, adamw_update, p, g[s], s1, s2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, s + 1);
+        VT_OP(g_be, adamw_update, p, g[s], s1, s2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f,
+              s + 1, NULL);
     cmp_delta("adamw", p, p0, get("opt.adamw.p", 0, NULL), n);
     cmp("adamw exp_avg", 0, s1, "opt.adamw.exp_avg", TOL);
     cmp("adamw exp_avg_sq", 0, s2, "opt.adamw.exp_avg_sq", TOL_BETA);
@@ -332,24 +333,13 @@ static void test_optim(void) {
 }
 
 int main(void) {
-    const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
-    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' -c 'import torch' >/dev/null 2>&1", py);
-    if (system(cmd) != 0) {
-        printf("test_ops_torch: SKIP: %s cannot import torch (install python3-torch)\n", py);
+    const int oracle = vt_test_oracle_recs("test_ops_torch", "torch_ops", "torch", &g_recs);
+    if (oracle == 0) {
+        printf("test_ops_torch: SKIP (install python3-torch)\n");
         return VT_TEST_SKIP;
     }
-    const char *dir = vt_test_dir("ops_torch");
-    char path[4200];
-    snprintf(path, sizeof path, "%s/torch_ops.bin", dir);
-    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/torch_ops.py' '%s'", py, src, path);
-    int rc = system(cmd);
-    TCHECK(rc == 0, "%s failed (%d)", cmd, rc);
-    if (rc != 0 || vt_test_recs_load(&g_recs, path) != 0) {
-        TCHECK(0, "cannot read %s", path);
+    if (oracle < 0)
         return vt_test_done("test_ops_torch");
-    }
     g_be = vt_backend_init("cpu-ref", 0, 1, 0);
     test_conv();
     test_x3d_act();

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "tests/apputil.h"
+#include "tests/procutil.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
@@ -43,49 +44,6 @@ static pid_t spawn(const char *cmd) {
         _exit(127);
     }
     return p;
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static void nap(void) {
-    struct timespec ts = {0, 10 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-}
-
-/* Exit code of pid as a shell reports it, waiting at most `seconds` (then killed: -1). */
-static int reap(pid_t pid, double seconds) {
-    int st;
-    for (double end = now_s() + seconds; now_s() < end; nap())
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-    return -1;
-}
-
-static int count_lines(const char *path) {
-    char *t = vt_test_slurp(path, NULL);
-    int n = 0;
-    for (const char *p = t; p && *p; p++)
-        n += *p == '\n';
-    free(t);
-    return n;
-}
-
-/* Waits until path has n lines while pid runs (at most 120 s): 1 when it has. */
-static int wait_lines(const char *path, int n, pid_t pid) {
-    for (double end = now_s() + 120; now_s() < end; nap()) {
-        if (count_lines(path) >= n)
-            return 1;
-        siginfo_t si = {0}; /* WNOWAIT: an early end stays for reap() */
-        if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid)
-            return count_lines(path) >= n;
-    }
-    return 0;
 }
 
 /* Lines of the manifest of dst whose status is ok, and those that say bad. */
@@ -177,13 +135,13 @@ static void test_two_preps(int nvid) {
     pid_t a = spawn(cmd);
     char manifest[4500];
     snprintf(manifest, sizeof manifest, "%s/prep-manifest.csv", dst);
-    int started = wait_lines(manifest, 2, a); /* its lock is taken before the manifest */
+    int started = vt_test_wait_lines(manifest, 2, a); /* its lock is taken before the manifest */
     TCHECK(started, "the first prep wrote no video (see %s/two_a.err)", g_dir);
     kill(a, SIGSTOP); /* it holds DST while the second one tries */
-    double t0 = now_s();
+    double t0 = vt_now();
     int rc = vt_test_sh("'%s' prep '%s' '%s' --short-side 32 --jobs 1 > /dev/null 2> '%s'", g_bin,
                         g_data, dst, errb);
-    double dt = now_s() - t0;
+    double dt = vt_now() - t0;
     kill(a, SIGCONT);
     char pid[32];
     snprintf(pid, sizeof pid, "pid %d", (int)a);
@@ -191,7 +149,7 @@ static void test_two_preps(int nvid) {
     TCHECK(file_has(errb, dst) && file_has(errb, pid) && file_has(errb, "another prep"),
            "the refusal names DST, 'another prep' and %s: see %s", pid, errb);
     TCHECK(dt < 10, "the refusal took %.1f s: not at once", dt);
-    rc = reap(a, 300);
+    rc = vt_test_reap(a, 300);
     TCHECK(rc == 0, "the first prep: exit %d (see %s/two_a.err)", rc, g_dir);
     int ok, bad;
     manifest_counts(dst, &ok, &bad);
@@ -209,12 +167,12 @@ static void test_sigint(int nvid) {
     pid_t a = spawn(cmd);
     char manifest[4500];
     snprintf(manifest, sizeof manifest, "%s/prep-manifest.csv", dst);
-    TCHECK(wait_lines(manifest, 2, a), "no video written before Ctrl-C (see %s)", err);
+    TCHECK(vt_test_wait_lines(manifest, 2, a), "no video written before Ctrl-C (see %s)", err);
     /* stopped first, so the signal lands with files still to do however fast this is */
     kill(a, SIGSTOP);
     kill(a, SIGINT);
     kill(a, SIGCONT);
-    int rc = reap(a, 300);
+    int rc = vt_test_reap(a, 300);
     TCHECK(rc == 130, "prep after Ctrl-C: exit %d, 130 expected (see %s)", rc, err);
     TCHECK(file_has(err, "vidtrain prep: stopping") && file_has(err, "run the same command") &&
                !file_has(err, "checkpoint"),

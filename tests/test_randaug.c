@@ -316,22 +316,9 @@ int main(void) {
     parse_cases();
     draw_stats();
     clip_rule();
-    const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
-    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' -c 'import PIL, numpy' >/dev/null 2>&1", py);
-    if (system(cmd) != 0) {
-        printf("test_randaug: SKIP the PIL part: %s cannot import PIL and numpy\n", py);
-        return vt_test_done("test_randaug");
-    }
-    char path[4200];
-    snprintf(path, sizeof path, "%s/pil_randaug.bin", vt_test_dir("randaug"));
-    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/pil_randaug.py' '%s'", py, src, path);
-    int rc = system(cmd);
-    TCHECK(rc == 0, "%s failed (%d)", cmd, rc);
     vt_test_recs rs = {0};
-    if (rc != 0 || vt_test_recs_load(&rs, path) != 0) {
-        TCHECK(0, "cannot read %s", path);
+    if (vt_test_oracle_recs("test_randaug", "pil_randaug", "PIL, numpy", &rs) <= 0) {
+        printf("test_randaug: the PIL part not run\n");
         return vt_test_done("test_randaug");
     }
     pil_cases(&rs);

@@ -304,52 +304,11 @@ static void listing(const char *py, const char *src, const char *model, long lon
 
 /* cfg.exact: 4 clips in one pass and in two passes of 2 give the same bits. */
 static void exact_passes(const vt_ckpt_info *info, const char *model) {
-    char err[512];
-    vt_backend *be = vt_backend_init("cpu", 0, 2, 0);
-    vt_net_cfg cfg;
-    vt_net_cfg_default(&cfg, model, 5, 8, 32, 32);
-    cfg.exact = 1;
-    vt_net *net = vt_net_init(&cfg, be, 4, err, sizeof err);
-    VT_CHECK(net, "%s", err);
-    vt_test_load_state(net, info, model);
-    const int64_t per = 3LL * 8 * 32 * 32, np = vt_net_num_params(net);
-    float *hx = vt_malloc((size_t)(4 * per) * 4);
-    vt_rng r;
-    vt_rng_seed(&r, 3);
-    for (int64_t i = 0; i < 4 * per; i++)
-        hx[i] = (float)(2 * vt_rng_uniform(&r) - 1);
-    float *x = vt_backend_alloc_x(be, (size_t)(4 * per) * 4, "input");
-    be->i->to_device(be, x, hx, (size_t)(4 * per) * 4);
-    int32_t lab[4] = {0, 3, 1, 4}, *dlab = vt_backend_alloc_x(be, sizeof lab, "labels");
-    be->i->to_device(be, dlab, lab, sizeof lab);
-    float *g[2], lg[2][20];
-    for (int k = 0; k < 2; k++) {
-        vt_net_zero_grad(net);
-        for (int p0 = 0; p0 < 4; p0 += k ? 2 : 4) {
-            const int n = k ? 2 : 4;
-            vt_targets tg;
-            memset(&tg, 0, sizeof tg);
-            tg.label[0] = dlab + p0;
-            vt_net_forward(net, x + p0 * per, n, 1);
-            vt_net_loss(net, NULL, NULL, &tg, 0.25f);
-            vt_net_backward(net);
-            be->i->to_host(be, lg[k] + p0 * 5, vt_net_logits(net, 0), (size_t)n * 5 * 4);
-        }
-        vt_net_round_grads(net);
-        g[k] = vt_malloc((size_t)np * 4);
-        be->i->to_host(be, g[k], vt_net_grads(net), (size_t)np * 4);
-    }
-    int same = !memcmp(g[0], g[1], (size_t)np * 4) && !memcmp(lg[0], lg[1], sizeof lg[0]);
-    double ss = 0;
-    for (int64_t i = 0; i < np; i++)
-        ss += (double)g[0][i] * g[0][i];
+    double ss;
+    const int same = vt_test_exact_passes(info, model, model, 8, 32, 32, &ss);
     printf("%s exact: 4 clips in 1 pass and in 2 passes of 2: %s\n", model,
            same ? "the same bits" : "DIFFERENT");
     TCHECK(same && ss > 0, "exact sums: one pass and two passes differ (or no gradient)");
-    free(g[0]), free(g[1]), free(hx);
-    vt_backend_free_ptr(be, dlab);
-    vt_backend_free_ptr(be, x);
-    unmake(&net);
 }
 
 static void refusals(void) {

@@ -54,68 +54,7 @@
 #define NMSE_TRAIN 1e-8
 #define NMSE_STATS 1e-10
 #define NMSE_VS_TORCH 4.0 /* S3D's gradients: within 4x PyTorch float32's own NMSE */
-
-/* Eval logits of the first n_eval clips; then, if train, one training step's logits,
- * gradients (those the file has) and buffers after it. */
-static void run(const char *model, int classes, int t, int hw, const vt_ckpt_info *info,
-                const char *bename, int n_eval, int train) {
-    char what[64], err[512];
-    snprintf(what, sizeof what, "%s/%s", model, bename);
-    vt_backend *be = vt_backend_init(bename, 0, 0, 0);
-    VT_CHECK(be, "backend %s", bename);
-    vt_net_cfg cfg;
-    vt_net_cfg_default(&cfg, model, classes, t, hw, hw);
-    vt_net *net = vt_net_init(&cfg, be, 2, err, sizeof err);
-    VT_CHECK(net, "%s: %s", what, err);
-    vt_test_load_state(net, info, what);
-    int64_t xn;
-    float *hx = vt_test_gread(info, "x", &xn);
-    VT_CHECK(xn == 2 * 3LL * t * hw * hw, "%s: x has %lld floats", what, (long long)xn);
-    float *x = vt_backend_alloc_x(be, (size_t)xn * sizeof(float), "input");
-    be->i->to_device(be, x, hx, (size_t)xn * sizeof(float));
-    float *mine = vt_malloc((size_t)2 * classes * sizeof(float));
-    double worst = 0, torch32 = 0, t0 = vt_now();
-
-    vt_net_forward(net, x, n_eval, 0);
-    be->i->to_host(be, mine, vt_net_logits(net, 0), (size_t)n_eval * classes * sizeof(float));
-    float *ref = vt_test_gread(info, "eval_logits.0", NULL);
-    const double eval = vt_test_nmse_check(what, "eval_logits.0", mine, ref,
-                                           (int64_t)n_eval * classes, NMSE_EVAL);
-    /* The features matter (not the bias alone): the two clips' logits differ. */
-    TCHECK(vt_nmse(ref, ref + classes, classes) > 1e-4, "%s: torch's logits of the two clips "
-           "are alike", what);
-    free(ref);
-    double t1 = vt_now();
-    int ngrads = 0, nbufs = 0;
-    if (train)
-        worst = vt_test_golden_step(net, info, x, classes, what,
-                                    (vt_test_step_tol){NMSE_TRAIN, NMSE_STATS, NMSE_VS_TORCH},
-                                    &ngrads, &nbufs, &torch32);
-    printf("%-9s %-8s eval %d clip%s %.1fs: NMSE %.2g", model, bename, n_eval,
-           n_eval == 1 ? "" : "s", t1 - t0, eval);
-    if (train)
-        printf("; train step of 2 %.1fs, logits, %d gradients, %d buffers: worst NMSE %.2g "
-               "(PyTorch float32's own: %.2g)", vt_now() - t1, ngrads, nbufs, worst, torch32);
-    printf("\n");
-    free(mine);
-    free(hx);
-    vt_backend_free_ptr(be, x);
-    vt_net_free(&net);
-    TCHECK(be->in_use == 0, "%s: %lld bytes left allocated", what, (long long)be->in_use);
-    vt_backend_free(&be);
-}
-
-static void stats(const float *x, int64_t n, double *mean, double *std, double *amax) {
-    double s = 0, q = 0;
-    *amax = 0;
-    for (int64_t i = 0; i < n; i++) {
-        s += x[i];
-        q += (double)x[i] * x[i];
-        *amax = fmax(*amax, fabs(x[i]));
-    }
-    *mean = s / (double)n;
-    *std = sqrt(q / (double)n - *mean * *mean);
-}
+static const vt_test_zoo_tol TOL = {NMSE_EVAL, 0, {NMSE_TRAIN, NMSE_STATS, NMSE_VS_TORCH}};
 
 /* PyTorch's defaults: Conv3d weight and bias U(+-1/sqrt(fan_in)) (kaiming_uniform_ with
  * a = sqrt(5)), BN gamma 1 and beta 0; and the clip floor. */
@@ -141,15 +80,15 @@ static void refusals_and_init(void) {
     /* features.3.0.0: 192 x 64 x 1x3x3, fan_in 576, bound 1/24; 110,592 draws of a
      * uniform: std bound/sqrt(3) within 1% (3 sigma is 0.5%). */
     const vt_tensor_info *t = vt_net_find_tensor(net, "features.3.0.0.weight");
-    stats(p + t->offset, t->numel, &m, &s, &a);
+    vt_test_stats(p + t->offset, t->numel, &m, &s, &a);
     TCHECK(a <= 1.0 / 24 && fabs(s * sqrt(3.0) * 24 - 1) < 0.01, "conv init: std %g max %g", s,
            a);
     t = vt_net_find_tensor(net, "classifier.1.bias"); /* fan_in 1024: U(+-1/32) */
-    stats(p + t->offset, t->numel, &m, &s, &a);
+    vt_test_stats(p + t->offset, t->numel, &m, &s, &a);
     TCHECK(a <= 1.0 / 32 && s > 0.5 / 32 / sqrt(3.0), "classifier bias: std %g max %g", s, a);
     t = vt_net_find_tensor(net, "classifier.1.weight");
     TCHECK(t && t->ndim == 5 && t->shape[1] == 1024 && t->shape[4] == 1, "classifier.1.weight");
-    stats(p + t->offset, t->numel, &m, &s, &a);
+    vt_test_stats(p + t->offset, t->numel, &m, &s, &a);
     TCHECK(a <= 1.0 / 32 && fabs(s * sqrt(3.0) * 32 - 1) < 0.01, "classifier init: std %g", s);
     t = vt_net_find_tensor(net, "features.15.branch3.1.1.weight");
     TCHECK(p[t->offset] == 1.0f && p[t->offset + t->numel - 1] == 1.0f, "bn weight not 1");
@@ -181,14 +120,14 @@ int main(void) {
             seen = 1;
             snprintf(path, sizeof path, "%s/s3d_block.safetensors", dir);
             VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
-            run("s3d_block", 5, 4, 8, &info, "cpu-ref", 2, 1);
-            run("s3d_block", 5, 4, 8, &info, "cpu", 2, 1);
+            vt_test_zoo_run("s3d_block", 5, 4, 8, &info, "cpu-ref", 2, 1, &TOL);
+            vt_test_zoo_run("s3d_block", 5, 4, 8, &info, "cpu", 2, 1, &TOL);
             vt_ckpt_info_free(&info);
         } else if (!strcmp(line, "eval written s3d\n") && seen == 1) {
             seen = 2;
             snprintf(path, sizeof path, "%s/s3d_eval.safetensors", dir);
             VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
-            run("s3d", 400, 13, 209, &info, "cpu-ref", 1, 0);
+            vt_test_zoo_run("s3d", 400, 13, 209, &info, "cpu-ref", 1, 0, &TOL);
             vt_ckpt_info_free(&info);
         } else if (!strncmp(line, "s3d: ", 5) && seen == 2) {
             seen = 3;
@@ -204,7 +143,7 @@ int main(void) {
 
     snprintf(path, sizeof path, "%s/s3d.safetensors", dir);
     VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
-    run("s3d", 400, 13, 209, &info, "cpu", 2, 1);
+    vt_test_zoo_run("s3d", 400, 13, 209, &info, "cpu", 2, 1, &TOL);
     vt_ckpt_info_free(&info);
 
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir); /* 52 MB */

@@ -44,72 +44,9 @@
 #define NMSE_TRAIN 1e-8
 #define NMSE_STATS 1e-10
 #define NMSE_VS_TORCH 4.0 /* gradients: within 4x PyTorch float32's own NMSE (above) */
-
-/* Eval logits of the first n_eval clips; then, if train, one training step's logits,
- * gradients (those the file has) and buffers after it. */
-static void run(const char *model, int classes, int t, int hw, const vt_ckpt_info *info,
-                const char *bename, int n_eval, int train) {
-    char what[64], err[512];
-    snprintf(what, sizeof what, "%s/%s", model, bename);
-    vt_backend *be = vt_backend_init(bename, 0, 0, 0);
-    VT_CHECK(be, "backend %s", bename);
-    vt_net_cfg cfg;
-    vt_net_cfg_default(&cfg, model, classes, t, hw, hw);
-    vt_net *net = vt_net_init(&cfg, be, 2, err, sizeof err);
-    VT_CHECK(net, "%s: %s", what, err);
-    vt_test_load_state(net, info, what);
-    int64_t xn;
-    float *hx = vt_test_gread(info, "x", &xn);
-    VT_CHECK(xn == 2 * 3LL * t * hw * hw, "%s: x has %lld floats", what, (long long)xn);
-    float *x = vt_backend_alloc_x(be, (size_t)xn * sizeof(float), "input");
-    be->i->to_device(be, x, hx, (size_t)xn * sizeof(float));
-    float *mine = vt_malloc((size_t)2 * classes * sizeof(float));
-    double worst = 0, torch32 = 0, t0 = vt_now();
-
-    vt_net_forward(net, x, n_eval, 0);
-    be->i->to_host(be, mine, vt_net_logits(net, 0), (size_t)n_eval * classes * sizeof(float));
-    float *ref = vt_test_gread(info, "eval_logits.0", NULL);
-    float *y32 = vt_test_gread(info, "torch32_nmse.eval_logits.0", NULL); /* float64 truth */
-    const double eval = vt_test_nmse_check(what, "eval_logits.0", mine, ref,
-                                           (int64_t)n_eval * classes,
-                                           fmax(NMSE_EVAL, NMSE_VS_TORCH * y32[0]));
-    const double y32v = y32[0];
-    free(y32);
-    /* The features matter (not the bias alone): the two clips' logits differ. */
-    TCHECK(vt_nmse(ref, ref + classes, classes) > 1e-4, "%s: torch's logits of the two clips "
-           "are alike", what);
-    free(ref);
-    double t1 = vt_now();
-    int ngrads = 0, nbufs = 0;
-    if (train)
-        worst = vt_test_golden_step(net, info, x, classes, what,
-                                    (vt_test_step_tol){NMSE_TRAIN, NMSE_STATS, NMSE_VS_TORCH},
-                                    &ngrads, &nbufs, &torch32);
-    printf("%-7s %-8s eval %d clip%s %.1fs: NMSE %.2g (PyTorch float32's own %.2g)", model,
-           bename, n_eval, n_eval == 1 ? "" : "s", t1 - t0, eval, y32v);
-    if (train)
-        printf("; train step of 2 %.1fs, logits, %d gradients, %d buffers: worst NMSE %.2g "
-               "(PyTorch float32's own: %.2g)", vt_now() - t1, ngrads, nbufs, worst, torch32);
-    printf("\n");
-    free(mine);
-    free(hx);
-    vt_backend_free_ptr(be, x);
-    vt_net_free(&net);
-    TCHECK(be->in_use == 0, "%s: %lld bytes left allocated", what, (long long)be->in_use);
-    vt_backend_free(&be);
-}
-
-static void stats(const float *x, int64_t n, double *mean, double *std, double *amax) {
-    double s = 0, q = 0;
-    *amax = 0;
-    for (int64_t i = 0; i < n; i++) {
-        s += x[i];
-        q += (double)x[i] * x[i];
-        *amax = fmax(*amax, fabs(x[i]));
-    }
-    *mean = s / (double)n;
-    *std = sqrt(q / (double)n - *mean * *mean);
-}
+/* eval logits too against the float64 truth (file comment) */
+static const vt_test_zoo_tol TOL = {NMSE_EVAL, NMSE_VS_TORCH,
+                                    {NMSE_TRAIN, NMSE_STATS, NMSE_VS_TORCH}};
 
 /* pytorchvideo's init_net_weights on vidtrain's x3d_xs. */
 static void check_init(void) {
@@ -128,20 +65,20 @@ static void check_init(void) {
      * std sqrt(2/5832); 5,832 draws: the sample std within 3/sqrt(2n) = 2.8% (3 sigma). */
     const vt_tensor_info *t = vt_net_find_tensor(net, "blocks.3.res_blocks.0.branch2.conv_b.weight");
     TCHECK(t && t->shape[1] == 1, "conv_b weight shape");
-    stats(p + t->offset, t->numel, &m, &s, &a);
+    vt_test_stats(p + t->offset, t->numel, &m, &s, &a);
     TCHECK(fabs(s / sqrt(2.0 / (216 * 27)) - 1) < 0.03, "depthwise conv std %g", s);
     /* the SE's 1x1x1 convs: fan_out 432 -> 32 (round_width(432/16) = 32) */
     t = vt_net_find_tensor(net, "blocks.4.res_blocks.0.branch2.norm_b.1.block.0.weight");
     TCHECK(t && t->shape[0] == 32 && t->shape[1] == 432, "SE block.0 shape");
-    stats(p + t->offset, t->numel, &m, &s, &a);
+    vt_test_stats(p + t->offset, t->numel, &m, &s, &a);
     TCHECK(fabs(s / sqrt(2.0 / 32) - 1) < 0.03, "SE conv std %g", s);
     t = vt_net_find_tensor(net, "blocks.4.res_blocks.0.branch2.norm_b.1.block.2.bias");
-    stats(p + t->offset, t->numel, &m, &s, &a);
+    vt_test_stats(p + t->offset, t->numel, &m, &s, &a);
     TCHECK(a == 0, "SE bias not 0");
     /* BN: weight 1, bias 0, except the bottleneck's last BN (norm_c), which pytorchvideo's
      * BottleneckBlock flags block_final_bn: weight 0 (weight_init.py) */
     t = vt_net_find_tensor(net, "blocks.3.res_blocks.2.branch2.norm_c.weight");
-    stats(p + t->offset, t->numel, &m, &s, &a);
+    vt_test_stats(p + t->offset, t->numel, &m, &s, &a);
     TCHECK(a == 0, "norm_c weight not 0 (max |w| %g)", a);
     static const char *const ones[] = {"blocks.0.norm.weight", "blocks.3.res_blocks.2.branch2.norm_a.weight",
                                        "blocks.3.res_blocks.2.branch2.norm_b.0.weight",
@@ -151,12 +88,12 @@ static void check_init(void) {
         t = vt_net_find_tensor(net, ones[k]);
         TCHECK(t != NULL, "%s missing", ones[k]);
         if (t) {
-            stats(p + t->offset, t->numel, &m, &s, &a);
+            vt_test_stats(p + t->offset, t->numel, &m, &s, &a);
             TCHECK(m == 1 && s == 0, "%s: mean %g std %g, want 1", ones[k], m, s);
         }
     }
     t = vt_net_find_tensor(net, "blocks.5.proj.weight"); /* N(0, 0.01), 819,200 draws */
-    stats(p + t->offset, t->numel, &m, &s, &a);
+    vt_test_stats(p + t->offset, t->numel, &m, &s, &a);
     TCHECK(fabs(s / 0.01 - 1) < 0.01, "proj std %g", s);
     TCHECK(!vt_net_find_tensor(net, "blocks.1.res_blocks.1.branch2.norm_b.1.block.0.weight") &&
                vt_net_find_tensor(net, "blocks.1.res_blocks.2.branch2.norm_b.1.block.0.weight"),
@@ -183,12 +120,12 @@ int main(void) {
     vt_ckpt_info info;
     snprintf(path, sizeof path, "%s/x3d_xs.safetensors", dir);
     VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
-    run("x3d_xs", 5, 4, 64, &info, "cpu", 2, 1);
-    run("x3d_xs", 5, 4, 64, &info, "cpu-ref", 2, 1);
+    vt_test_zoo_run("x3d_xs", 5, 4, 64, &info, "cpu", 2, 1, &TOL);
+    vt_test_zoo_run("x3d_xs", 5, 4, 64, &info, "cpu-ref", 2, 1, &TOL);
     vt_ckpt_info_free(&info);
     snprintf(path, sizeof path, "%s/x3d_l.safetensors", dir);
     VT_CHECK(vt_ckpt_read_info(&info, path, err, sizeof err) == 0, "%s", err);
-    run("x3d_l", 3, 4, 64, &info, "cpu", 2, 0);
+    vt_test_zoo_run("x3d_l", 3, 4, 64, &info, "cpu", 2, 0, &TOL);
     vt_ckpt_info_free(&info);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0)

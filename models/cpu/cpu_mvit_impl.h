@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "models/max_rule.h"
 
 #define MV_MAXD 512 /* head_dim and channels a window's accumulators hold */
 
@@ -481,10 +482,11 @@ void MV(token_maxpool_forward)(vt_backend *be, float *out, const float *in, int 
         int tap[MV_MAXK];
         int64_t xr[MV_MAXK];
         const int nt = mv_window(tap, xr, o, og, thw, p);
+        /* max_rule.h's rule, as the backward's argmax: a NaN propagates */
         for (int t = 0; t < nt; t++) {
             const float *xrow = x + xr[t] * c;
             for (int ch = 0; ch < c; ch++)
-                if (xrow[ch] > y[ch])
+                if (vt_max_takes(xrow[ch], y[ch], t == 0))
                     y[ch] = xrow[ch];
         }
     }
@@ -513,8 +515,8 @@ void MV(token_maxpool_backward)(vt_backend *be, float *din, const float *dout, c
             const int nt = mv_window(tap, xr, o, og, thw, p);
             float best = -INFINITY;
             int64_t arg = -1;
-            for (int t = 0; t < nt; t++)
-                if (arg < 0 || x[xr[t] * c] > best) {
+            for (int t = 0; t < nt; t++) /* the forward's rule (max_rule.h) */
+                if (vt_max_takes(x[xr[t] * c], best, arg < 0)) {
                     best = x[xr[t] * c];
                     arg = xr[t];
                 }

@@ -11,8 +11,10 @@
  *  - pool forward, pool backward's dqkv, token max pool forward and backward: every
  *    output element is formed by one thread with cpu-ref's operations in cpu-ref's order
  *    (double sums of exact float products; a max; float adds in window order): bit for bit.
- *    The max pool's backward first writes each window's first maximum (cpu-ref's tap order
- *    and test), then gathers per input element the windows that chose it.
+ *    The max pool's forward and backward find each window's winning tap with one device
+ *    function (tmax_arg, models/max_rule.h's rule, cpu-ref's too: the first maximum, a NaN
+ *    wins); the backward writes it per window, then gathers per input element the
+ *    windows that chose it.
  *  - pool backward's dw: cpu-ref's double sum cut into chunks of windows (a count fixed
  *    by the shape, never by the GPU), the chunks added in order: cpu-ref's float but for
  *    a rare 1-ulp flip.
@@ -31,6 +33,7 @@
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels_impl.cuh"
 #include "models/cuda/kernels_mvit.h"
+#include "models/max_rule.h"
 
 static inline int grid3(const int *t) { return t[0] * t[1] * t[2]; }
 
@@ -564,45 +567,10 @@ extern "C" void vt_cuk_mvit_rel_grad(cudaStream_t st, float *drh, float *drw, fl
 
 /* ------------------------------------------------------------------ token max pool */
 
-/* out's e = (j Lo + o) c + ch: the window's maximum (padding never wins), row 0 copied. */
-__global__ static void k_tmax_fwd(float *out, const float *in, int c, vt_cuk_pool p,
-                                  int64_t total) {
-    const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
-    const int64_t Lo = 1 + (int64_t)p.out[0] * p.out[1] * p.out[2];
-    VT_GRID_STRIDE(e, total) {
-        const int ch = (int)(e % c);
-        const int64_t r = e / c, o = r % Lo, j = r / Lo;
-        const float *x = in + j * L * c + ch;
-        if (o == 0) {
-            out[e] = x[0];
-            continue;
-        }
-        const int ot = (int)((o - 1) / ((int64_t)p.out[1] * p.out[2])),
-                  oh = (int)((o - 1) / p.out[2] % p.out[1]), ow = (int)((o - 1) % p.out[2]);
-        float y = -INFINITY;
-        for (int a = 0; a < p.k[0]; a++) {
-            const int it = ot * p.s[0] - p.p[0] + a;
-            if (it < 0 || it >= p.in[0])
-                continue;
-            for (int b = 0; b < p.k[1]; b++) {
-                const int ih = oh * p.s[1] - p.p[1] + b;
-                if (ih < 0 || ih >= p.in[1])
-                    continue;
-                for (int cc = 0; cc < p.k[2]; cc++) {
-                    const int iw = ow * p.s[2] - p.p[2] + cc;
-                    if (iw < 0 || iw >= p.in[2])
-                        continue;
-                    const float v = x[(1 + ((int64_t)it * p.in[1] + ih) * p.in[2] + iw) * c];
-                    if (v > y)
-                        y = v;
-                }
-            }
-        }
-        out[e] = y;
-    }
-}
-
-/* Window (ot, oh, ow)'s first maximum (cpu-ref's tap order and test), as a row >= 1. */
+/* Window (ot, oh, ow)'s winning tap under max_rule.h's rule (the first maximum; a NaN
+ * wins, the last of several), as a row >= 1, or -1 when the window lies wholly in the
+ * padding. The forward returns its value and the backward routes the gradient to it: one
+ * walk of the taps for both, so they cannot disagree. */
 __device__ static int64_t tmax_arg(const float *x, int c, const vt_cuk_pool &p, int ot, int oh,
                                    int ow) {
     float best = -INFINITY;
@@ -620,7 +588,7 @@ __device__ static int64_t tmax_arg(const float *x, int c, const vt_cuk_pool &p, 
                 if (iw < 0 || iw >= p.in[2])
                     continue;
                 const int64_t xi = 1 + ((int64_t)it * p.in[1] + ih) * p.in[2] + iw;
-                if (arg < 0 || x[xi * c] > best) {
+                if (vt_max_takes(x[xi * c], best, arg < 0)) {
                     best = x[xi * c];
                     arg = xi;
                 }
@@ -630,7 +598,28 @@ __device__ static int64_t tmax_arg(const float *x, int c, const vt_cuk_pool &p, 
     return arg;
 }
 
-/* arg's e = (j (Lo - 1) + o - 1) c + ch: window o >= 1's first maximum (a row >= 1). */
+/* out's e = (j Lo + o) c + ch: the window's winning tap's value (-inf for a window wholly
+ * in the padding, as cpu-ref's), row 0 copied. */
+__global__ static void k_tmax_fwd(float *out, const float *in, int c, vt_cuk_pool p,
+                                  int64_t total) {
+    const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
+    const int64_t Lo = 1 + (int64_t)p.out[0] * p.out[1] * p.out[2];
+    VT_GRID_STRIDE(e, total) {
+        const int ch = (int)(e % c);
+        const int64_t r = e / c, o = r % Lo, j = r / Lo;
+        const float *x = in + j * L * c + ch;
+        if (o == 0) {
+            out[e] = x[0];
+            continue;
+        }
+        const int ot = (int)((o - 1) / ((int64_t)p.out[1] * p.out[2])),
+                  oh = (int)((o - 1) / p.out[2] % p.out[1]), ow = (int)((o - 1) % p.out[2]);
+        const int64_t a = tmax_arg(x, c, p, ot, oh, ow);
+        out[e] = a < 0 ? -INFINITY : x[a * c];
+    }
+}
+
+/* arg's e = (j (Lo - 1) + o - 1) c + ch: window o >= 1's winning tap (a row >= 1). */
 __global__ static void k_tmax_argmax(int *arg, const float *in, int c, vt_cuk_pool p,
                                      int64_t total) {
     const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
@@ -645,7 +634,7 @@ __global__ static void k_tmax_argmax(int *arg, const float *in, int c, vt_cuk_po
 }
 
 /* din's e = (j L + xi) c + ch: 0 plus, in window order (cpu-ref's order of its float adds),
- * the gradient of every window whose first maximum (arg) is row xi. */
+ * the gradient of every window whose winning tap (arg) is row xi. */
 __global__ static void k_tmax_bwd(float *din, const float *dout, const int *arg, int c,
                                   vt_cuk_pool p, int64_t total) {
     const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];

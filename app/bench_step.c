@@ -191,7 +191,8 @@ static vt_towers *bench_plan(const bench_args *ba, vt_towers_cfg *cfg, int *batc
         *rc_out = 2;
         return NULL;
     }
-    if (ba->bucket_given && vt_towers_count(tw) < 2) {
+    /* (under mpirun another rank's towers may have buckets: no rank stops alone) */
+    if (ba->bucket_given && vt_towers_count(tw) < 2 && vt_mpi_size() == 1) {
         fprintf(stderr, "vidtrain bench step: --bucket-mb %g: buckets sum the gradients of this "
                 "process's towers during backward, and it has one, so there are no buckets; "
                 "give several towers (--devices cpu:2, cuda:0,cuda:1) or leave it out\n",

@@ -23,7 +23,10 @@
  *   - predict --timeline: --timeout with no network URL or camera among the inputs,
  *     --reconnect with no network URL (a file, pipe or camera is never reopened);
  *   - the device options of every command: --threads with no tower of the cpu backend
- *     (cpu-ref runs one thread), --backend with no plain cpu entry to give a backend to.
+ *     (cpu-ref runs one thread), --backend with no plain cpu entry to give a backend to;
+ *   - eval, predict (--timeline too), embed and plan: --tower-split with one tower (nothing
+ *     to split; app/run/run_model.c); plan: --checkpoint-act for a model without
+ *     transformer blocks (it only warned for `on`).
  * Each refusal is checked for its exit code and its reason; the same options where they
  * do act are still taken.
  */
@@ -93,6 +96,14 @@ int main(void) {
         {"predict run - %V --timeline --reconnect 5", "none of the inputs is one"},
         {"predict run /dev/video97 --timeline --reconnect 0", "a camera is never reopened"},
         {"embed run %V --out e.npy --devices cpu:1 --precision tf32", "TF32 is a GPU mode"},
+        {"eval run data --devices cpu:1 --tower-split equal -q", "nothing to split"},
+        {"predict run %V --tower-split memory", "nothing to split"},
+        {"predict run %V --timeline --tower-split speed", "nothing to split"},
+        {"embed run %V --out e.npy --tower-split equal", "nothing to split"},
+        {"plan --model tiny --clip 4x32x32 --batch 4 --devices cpu:1 --tower-split equal",
+         "nothing to split"},
+        {"plan --model tiny --clip 4x32x32 --batch 4 --checkpoint-act off",
+         "tiny has no transformer blocks"},
     };
     /* the first video of a class (its container depends on synth's rotation) */
     static const char video[] = "\"$(ls -d data/test/move_left/* | head -1)\"";
@@ -130,6 +141,9 @@ int main(void) {
         "devices --devices cpu:1 --backend cpu-ref",
         "scan data/train --val-split 0.5 --group auto --no-leaks",
         "predict run %V --devices cpu:1 --threads 1 --clips-per-video 1",
+        "predict run %V --devices cpu:2 --threads 1 --tower-split equal --clips-per-video 1",
+        "plan --model tiny --clip 4x32x32 --batch 4 --devices cpu:2 --tower-split equal",
+        "plan --model vit_test --clip 4x32x32 --batch 4 --checkpoint-act off",
         /* a frame folder (one video, as in a dataset: its images were listed one by one) */
         "bench decode fr --frame-rate 10 --mode sequential --short-side 64",
     };

@@ -18,8 +18,9 @@
  *   - scan: --fold/--list-format without --lists, --fold with a Kinetics list, --group
  *     without --val-split or with --val-split 0, --val-split on a folder that has val
  *     videos (none drawn);
- *   - scan, bench decode, eval, predict, embed: --frame-rate with no frame folder among
- *     the inputs (a video file's frames carry their own timestamps);
+ *   - scan, bench decode, eval, predict, embed, prep: --frame-rate with no frame folder
+ *     among the inputs (a video file's frames carry their own timestamps; prep checks
+ *     before DST is made, so a refusal leaves nothing);
  *   - predict --timeline: --timeout with no network URL or camera among the inputs,
  *     --reconnect with no network URL (a file, pipe or camera is never reopened);
  *   - the device options of every command: --threads with no tower of the cpu backend
@@ -74,6 +75,7 @@ int main(void) {
         {"prep data p --codec mjpeg --gop 8", "mjpeg makes every frame a keyframe"},
         {"prep data p --codec mpeg4 --crf 0", "qscale from 1 to 31"},
         {"prep data p --fold 1", "--fold says how --lists is read"},
+        {"prep data p --frame-rate 10", "data holds none"},
         {"prep data p --list-format ucf101", "--list-format says how --lists is read"},
         {"scan data --fold 1", "--fold says how --lists is read"},
         {"scan data --lists k.csv --list-format kinetics --fold 2", "one split column"},
@@ -146,9 +148,12 @@ int main(void) {
         "plan --model vit_test --clip 4x32x32 --batch 4 --checkpoint-act off",
         /* a frame folder (one video, as in a dataset: its images were listed one by one) */
         "bench decode fr --frame-rate 10 --mode sequential --short-side 64",
+        /* ... and below a class folder, where prep reads it */
+        "prep frd pf --frame-rate 10 --jobs 1",
     };
-    TCHECK(vt_test_sh("cd '%s' && mkdir -p fr && ffmpeg -v error -y -f lavfi -i "
-                      "testsrc2=s=64x48:r=30 -frames:v 12 fr/%%03d.png", dir) == 0, "a frame folder");
+    TCHECK(vt_test_sh("cd '%s' && mkdir -p fr frd/a && ffmpeg -v error -y -f lavfi -i "
+                      "testsrc2=s=64x48:r=30 -frames:v 12 fr/%%03d.png && cp -r fr frd/a/", dir)
+           == 0, "a frame folder");
     for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
         char args[512];
         const char *v = strstr(fine[i], "%V");

@@ -9,6 +9,7 @@
  */
 #include "models/backend.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "base/common.h"
@@ -164,4 +165,23 @@ void vt_backend_bn_relu_backward_reduce_composed(vt_backend *be, float *sum_dy,
                                                  int c, int64_t s) {
     be->i->relu_backward(be, dy, dout, y, (int64_t)n * c * s);
     be->i->bn_backward_reduce(be, sum_dy, sum_dy_xhat, dy, x, k, mean, invstd, n, c, s);
+}
+
+/* The arithmetic is optim.c's before the gate (issue 45 item 3): norm = sqrt of the
+ * double sum; coef = (double)clip / (norm + 1e-6) (torch's clip_grad_norm_), so a CPU run
+ * clips with the very bits it did when the host computed it. */
+void vt_backend_grad_gate_host(vt_backend *be, vt_grad_gate *gate, float clip_norm,
+                               double skip_at, int skip) {
+    (void)be;
+    const double norm = sqrt(gate->sumsq);
+    gate->norm = norm;
+    gate->skip = skip || (skip_at > 0 && !(norm < skip_at));
+    gate->coef = clip_norm > 0 ? (double)clip_norm / (norm + 1e-6) : 1.0;
+}
+
+void vt_backend_copy_if_skip_host(vt_backend *be, void *dst, const void *src, size_t bytes,
+                                  const vt_grad_gate *gate) {
+    (void)be;
+    if (gate->skip)
+        memcpy(dst, src, bytes);
 }

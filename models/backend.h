@@ -51,6 +51,8 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#include "models/grad_gate.h"
+
 typedef struct vt_backend vt_backend;
 
 typedef enum vt_precision {
@@ -152,6 +154,17 @@ typedef struct vt_backend_i {
      * be a. fill, scale, axpy, round_even and sumsq work on F32 arrays only. */
     void (*add)(vt_backend *be, float *out, const float *a, const float *b, int64_t n);
     double (*sumsq)(vt_backend *be, const float *x, int64_t n); /* sum x^2 in double; syncs */
+    /* The gradient gate (vt_grad_gate), without a wait. grad_sumsq: gate->sumsq = sumsq's
+     * value of x (add: gate->sumsq + that). grad_gate: from gate->sumsq, norm = sqrt(sumsq);
+     * skip = skip || (skip_at > 0 && !(norm < skip_at)); coef = clip_norm > 0 ?
+     * (double)clip_norm / (norm + 1e-6) : 1.0 — IEEE double, rounded once each, the same
+     * bits on every backend. copy_if_skip: dst = src (bytes, a multiple of 4) when
+     * gate->skip, else nothing. */
+    void (*grad_sumsq)(vt_backend *be, vt_grad_gate *gate, const float *x, int64_t n, int add);
+    void (*grad_gate)(vt_backend *be, vt_grad_gate *gate, float clip_norm, double skip_at,
+                      int skip);
+    void (*copy_if_skip)(vt_backend *be, void *dst, const void *src, size_t bytes,
+                         const vt_grad_gate *gate);
     /* Conversions between float32 and activation storage (BF16: round / widen; FP32 and
      * TF32: copies). optional: NULL in backends without BF16. */
     void (*act_from_f32)(vt_backend *be, float *dst /* [A] */, const float *src, int64_t n);
@@ -430,13 +443,19 @@ typedef struct vt_backend_i {
 
     /* ---- optimizer updates over a whole arena, PyTorch torch.optim semantics ----
      * step counts from 1. wd: SGD/RMSprop add wd*p to the gradient (L2); AdamW decays
-     * p *= 1 - lr*wd (decoupled). */
+     * p *= 1 - lr*wd (decoupled). gate (backend memory, or NULL: every step is taken,
+     * unclipped): a step the gate skips changes nothing; else the update reads each
+     * gradient as g * (float)gate->coef where gate->coef < 1 (clipping: the float product
+     * the scale op would leave in g; g itself is left as it is). */
     void (*sgd_update)(vt_backend *be, float *p, const float *g, float *buf, int64_t n, float lr,
-                       float momentum, float dampening, float wd, int nesterov, int64_t step);
+                       float momentum, float dampening, float wd, int nesterov, int64_t step,
+                       const vt_grad_gate *gate);
     void (*rmsprop_update)(vt_backend *be, float *p, const float *g, float *sq, float *buf,
-                           int64_t n, float lr, float alpha, float eps, float wd, float momentum);
+                           int64_t n, float lr, float alpha, float eps, float wd, float momentum,
+                           const vt_grad_gate *gate);
     void (*adamw_update)(vt_backend *be, float *p, const float *g, float *m, float *v, int64_t n,
-                         float lr, float beta1, float beta2, float eps, float wd, int64_t step);
+                         float lr, float beta1, float beta2, float eps, float wd, int64_t step,
+                         const vt_grad_gate *gate);
 
     /* ---- exact sums (models/xsum.h) ----
      * acc: 2n int64 of the backend's memory (hi, lo of element i at acc[2i], acc[2i+1]),
@@ -505,6 +524,16 @@ void vt_backend_bn_relu_backward_reduce_composed(vt_backend *be, float *sum_dy,
     .bn_apply_relu = vt_backend_bn_apply_relu_composed,                                       \
     .relu_backward_skip = vt_backend_relu_backward_skip_composed,                             \
     .bn_relu_backward_reduce = vt_backend_bn_relu_backward_reduce_composed
+
+/* The CPU backends' gate slots (backend.h's grad_gate and copy_if_skip on host memory;
+ * grad_sumsq is each backend's own, with its sumsq). The CUDA kernels spell the same
+ * arithmetic. */
+void vt_backend_grad_gate_host(vt_backend *be, vt_grad_gate *gate, float clip_norm,
+                               double skip_at, int skip);
+void vt_backend_copy_if_skip_host(vt_backend *be, void *dst, const void *src, size_t bytes,
+                                  const vt_grad_gate *gate);
+#define VT_BACKEND_GATE_HOST                                                                   \
+    .grad_gate = vt_backend_grad_gate_host, .copy_if_skip = vt_backend_copy_if_skip_host
 
 /* to_host queued without a wait where the backend can (to_host_async), else to_host:
  * host_dst holds the bytes after the next vt_backend_sync either way. */

@@ -116,6 +116,7 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
     mp->grad_bytes = g.nparams * fb;
     mp->buffer_bytes = g.nbuffers * fb;
     mp->optim_bytes = (int64_t)optim_floats_per_param * g.nparams * fb;
+    mp->optim_bytes += (int64_t)sizeof(vt_grad_gate); /* vt_optim_init's gradient gate */
     /* Backend scratch an op allocates for its own duration: ops run one at a time on a
      * backend, so the largest one counts. FP32/TF32: the cpu backend's conv tiles
      * (cpu_conv.h). BF16 (cpu-ref and cuda; the cpu backend has no BF16): the cuda

@@ -17,10 +17,14 @@ struct vt_optim {
     vt_optim_cfg cfg;
     vt_backend *be;
     int64_t n;      /* parameters */
-    int64_t step;   /* completed steps */
+    int64_t step;   /* completed steps (updates taken), as of the last gate read */
     float *state;   /* (state_per_param * n) */
     int ngroups;    /* 0: one group, the whole arena at lr */
     vt_optim_group group[VT_OPTIM_MAX_GROUPS];
+    vt_grad_gate *gate;      /* backend memory: this step's norm, clip and skip */
+    vt_grad_gate *gate_host; /* its copy back (pinned where the backend has host_alloc) */
+    int in_flight;  /* an update was queued whose gate has not been read: `step` does not
+                       count it yet */
 };
 
 void vt_optim_cfg_default(vt_optim_cfg *cfg, vt_opt_kind kind) {
@@ -81,14 +85,27 @@ vt_optim *vt_optim_init(const vt_optim_cfg *cfg, vt_backend *be, int64_t nparams
         o->state = vt_backend_alloc_x(be, (size_t)len * sizeof(float), "optimizer state");
         VT_OP(be, fill, o->state, 0.0f, len);
     }
+    /* the gate: in the memory plan's optimizer share (memplan.c) */
+    o->gate = vt_backend_alloc_x(be, sizeof(vt_grad_gate), "the optimizer's gradient gate");
+    o->gate_host = be->i->host_alloc ? be->i->host_alloc(be, sizeof(vt_grad_gate))
+                                     : vt_malloc(sizeof(vt_grad_gate));
+    VT_CHECK(o->gate_host, "%s: no host memory for the gradient gate's copy", be->i->name);
+    memset(o->gate_host, 0, sizeof *o->gate_host);
+    be->i->to_device(be, o->gate, o->gate_host, sizeof *o->gate_host);
     return o;
 }
 
 void vt_optim_free(vt_optim **po) {
     if (!po || !*po)
         return;
-    vt_backend_free_ptr((*po)->be, (*po)->state);
-    free(*po);
+    vt_optim *o = *po;
+    vt_backend_free_ptr(o->be, o->state);
+    vt_backend_free_ptr(o->be, o->gate);
+    if (o->be->i->host_alloc)
+        o->be->i->host_free(o->be, o->gate_host);
+    else
+        free(o->gate_host);
+    free(o);
     *po = NULL;
 }
 
@@ -119,8 +136,8 @@ void vt_optim_set_groups(vt_optim *o, const vt_optim_group *g, int n) {
 
 /* One update op over [lo, lo + n) of the arena and the matching slice of every state
  * buffer (the state is the kind's buffers of o->n floats one after another). */
-static void update_range(vt_optim *o, float *params, float *grads, int64_t lo, int64_t n,
-                         float lr, int no_decay) {
+static void update_range(vt_optim *o, float *params, const float *grads, int64_t lo, int64_t n,
+                         float lr, int no_decay, int64_t step) {
     vt_backend *be = o->be;
     vt_optim_cfg cc = o->cfg;
     const vt_optim_cfg *c = &cc;
@@ -131,57 +148,83 @@ static void update_range(vt_optim *o, float *params, float *grads, int64_t lo, i
     switch (c->kind) {
     case VT_OPT_SGD:
         VT_OP(be, sgd_update, params + lo, grads + lo, c->momentum != 0 ? s0 : NULL, n, lr,
-              c->momentum, c->dampening, c->wd, c->nesterov, o->step);
+              c->momentum, c->dampening, c->wd, c->nesterov, step, o->gate);
         break;
     case VT_OPT_RMSPROP:
         VT_OP(be, rmsprop_update, params + lo, grads + lo, s0, c->momentum > 0 ? s1 : NULL, n,
-              lr, c->alpha, c->eps, c->wd, c->momentum);
+              lr, c->alpha, c->eps, c->wd, c->momentum, o->gate);
         break;
     case VT_OPT_ADAMW:
         VT_OP(be, adamw_update, params + lo, grads + lo, s0, s1, n, lr, c->beta1, c->beta2,
-              c->eps, c->wd, o->step);
+              c->eps, c->wd, step, o->gate);
         break;
     }
 }
 
-double vt_optim_grad_norm(vt_optim *o, const float *grads) {
+/* The gate (optim.h; issue 45 item 3). The norm's sum of squares is sumsq's over the
+ * arena, or over the groups that train added in order from 0 (0 + s is s: the host's
+ * `ss = 0; ss += s` of before), and the decision is grad_gate's: the very double
+ * arithmetic optim.c did on the host, so a step clips and skips with the same bits. */
+void vt_optim_gate(vt_optim *o, const float *grads, int skip, double skip_at) {
     vt_backend *be = o->be;
-    if (o->ngroups == 0)
-        return sqrt(VT_OP(be, sumsq, grads, o->n));
-    /* Groups: frozen ranges take no part (torch never sees a gradient for them). */
-    double ss = 0;
-    for (int i = 0; i < o->ngroups; i++)
-        if (o->group[i].lr_mult > 0)
-            ss += VT_OP(be, sumsq, grads + o->group[i].lo, o->group[i].hi - o->group[i].lo);
-    return sqrt(ss);
+    VT_CHECK(!o->in_flight, "vt_optim_gate: the last update's gate is not read yet "
+             "(vt_optim_gate_read)");
+    if (o->ngroups == 0) {
+        VT_OP(be, grad_sumsq, o->gate, grads, o->n, 0);
+    } else {
+        /* Groups: frozen ranges take no part (torch never sees a gradient for them). */
+        VT_OP(be, grad_sumsq, o->gate, grads, 0, 0);
+        for (int i = 0; i < o->ngroups; i++)
+            if (o->group[i].lr_mult > 0)
+                VT_OP(be, grad_sumsq, o->gate, grads + o->group[i].lo,
+                      o->group[i].hi - o->group[i].lo, 1);
+    }
+    VT_OP(be, grad_gate, o->gate, o->cfg.clip_norm, skip_at, skip);
 }
 
-void vt_optim_apply(vt_optim *o, float *params, float *grads, float lr, double norm) {
-    vt_backend *be = o->be;
-    const vt_optim_cfg *c = &o->cfg;
-    o->step++;
-    /* torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), only if < 1. */
-    double coef = c->clip_norm > 0 ? (double)c->clip_norm / (norm + 1e-6) : 1.0;
+void vt_optim_apply_gated(vt_optim *o, float *params, const float *grads, float lr) {
+    VT_CHECK(!o->in_flight, "vt_optim_apply_gated: the last update's gate is not read yet");
+    o->in_flight = 1;
+    /* The step count the update uses is the count of the steps taken before it, + 1: the
+     * gate of every earlier step has been read (in_flight), so the count is exact whatever
+     * they decided; the skip of this one is the device's to decide. */
+    const int64_t step = o->step + 1;
     if (o->ngroups == 0) {
-        if (coef < 1.0)
-            VT_OP(be, scale, grads, (float)coef, o->n);
-        update_range(o, params, grads, 0, o->n, lr, 0);
+        update_range(o, params, grads, 0, o->n, lr, 0, step);
         return;
     }
     for (int i = 0; i < o->ngroups; i++) {
         const vt_optim_group *g = &o->group[i];
         if (g->lr_mult == 0)
             continue;
-        if (coef < 1.0)
-            VT_OP(be, scale, grads + g->lo, (float)coef, g->hi - g->lo);
-        update_range(o, params, grads, g->lo, g->hi - g->lo, lr * g->lr_mult, g->no_decay);
+        update_range(o, params, grads, g->lo, g->hi - g->lo, lr * g->lr_mult, g->no_decay, step);
     }
 }
 
+const vt_grad_gate *vt_optim_gate_dev(const vt_optim *o) { return o->gate; }
+
+void vt_optim_gate_fetch(vt_optim *o) {
+    vt_backend_to_host_async(o->be, o->gate_host, o->gate, sizeof *o->gate_host);
+}
+
+double vt_optim_gate_read(vt_optim *o, int *skipped) {
+    const vt_grad_gate *g = o->gate_host;
+    if (o->in_flight && !g->skip)
+        o->step++;
+    o->in_flight = 0;
+    if (skipped)
+        *skipped = g->skip != 0;
+    return g->norm;
+}
+
+int vt_optim_in_flight(const vt_optim *o) { return o->in_flight; }
+
 float vt_optim_step(vt_optim *o, float *params, float *grads, float lr) {
-    double norm = vt_optim_grad_norm(o, grads);
-    vt_optim_apply(o, params, grads, lr, norm);
-    return (float)norm;
+    vt_optim_gate(o, grads, 0, 0); /* never skipped: the caller sees the norm */
+    vt_optim_apply_gated(o, params, grads, lr);
+    vt_optim_gate_fetch(o);
+    vt_backend_sync(o->be);
+    return (float)vt_optim_gate_read(o, NULL);
 }
 
 void vt_optim_set_momentum(vt_optim *o, float momentum) {
@@ -197,8 +240,14 @@ void vt_optim_set_momentum(vt_optim *o, float momentum) {
     }
 }
 
-int64_t vt_optim_step_count(const vt_optim *o) { return o->step; }
-void vt_optim_set_step_count(vt_optim *o, int64_t step) { o->step = step; }
+int64_t vt_optim_step_count(const vt_optim *o) {
+    VT_CHECK(!o->in_flight, "the optimizer's step count with an update whose gate is not read");
+    return o->step;
+}
+void vt_optim_set_step_count(vt_optim *o, int64_t step) {
+    VT_CHECK(!o->in_flight, "the optimizer's step count set with an update in flight");
+    o->step = step;
+}
 float *vt_optim_state(vt_optim *o) { return o->state; }
 int64_t vt_optim_state_len(const vt_optim *o) {
     return (int64_t)vt_optim_state_per_param(&o->cfg) * o->n;

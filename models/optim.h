@@ -54,14 +54,39 @@ typedef struct vt_optim_group {
 void vt_optim_set_groups(vt_optim *o, const vt_optim_group *g, int n);
 /* Clip (if cfg->clip_norm > 0) then update params in place; returns the gradient's
  * global L2 norm before clipping (over the groups that train). Increments the step count
- * first (steps count from 1). */
+ * (steps count from 1). A non-finite norm is not skipped: the caller asked for the step.
+ * The gate's path below, read at once (one wait); grads are left as they are (the
+ * update reads them clipped). */
 float vt_optim_step(vt_optim *o, float *params, float *grads, float lr);
-/* vt_optim_step in two halves, so that a caller can look at the norm before anything
- * changes (the towers skip a step whose norm is not finite: vidtrain train
- * --skip-nonfinite): the global L2 norm over the groups that train, then the update
- * (step count, clipping by `norm`, parameters and state). Same bits as vt_optim_step. */
-double vt_optim_grad_norm(vt_optim *o, const float *grads);
-void vt_optim_apply(vt_optim *o, float *params, float *grads, float lr, double norm);
+/* The step decided where the gradients are (issue 45 item 3), so that the host can read
+ * a step's norm and skip a step late instead of waiting for them before the update:
+ *   vt_optim_gate: queues the global L2 norm over the groups that train and the decision
+ *     into the optimizer's gate (backend.h vt_grad_gate): the step is skipped when `skip`
+ *     (the caller's: a non-finite loss) or when skip_at > 0 and not norm < skip_at
+ *     (INFINITY: a non-finite norm; the towers skip such steps: vidtrain train
+ *     --skip-nonfinite); else it is clipped by clip_norm / (norm + 1e-6) where that is < 1
+ *     (torch.nn.utils.clip_grad_norm_). skip_at 0: never skipped for its norm.
+ *   vt_optim_apply_gated: queues the update that reads the gate: a skipped step changes
+ *     nothing (parameters, state); else parameters and state move as by vt_optim_step with
+ *     that norm, at step count + 1.
+ *   vt_optim_gate_dev: the gate in backend memory (copy_if_skip reads it: the towers put a
+ *     skipped step's BN buffers back on the device).
+ *   vt_optim_gate_fetch: queues the gate's copy into host memory (no wait).
+ *   vt_optim_gate_read: after a wait that covers the fetch (vt_backend_sync, or any later
+ *     wait on the backend's stream), the step's norm and skip; the step count counts the
+ *     step if it was taken.
+ * At most one update is in flight: vt_optim_gate and vt_optim_apply_gated refuse to run
+ * before the last one's gate is read, and so do vt_optim_step_count and
+ * vt_optim_set_step_count. That is what keeps the step count right although the host
+ * learns of a skip late: the count an update uses (Adam's bias correction, SGD's first
+ * step) is the count of the steps before it, all read by then, + 1. */
+void vt_optim_gate(vt_optim *o, const float *grads, int skip, double skip_at);
+void vt_optim_apply_gated(vt_optim *o, float *params, const float *grads, float lr);
+const vt_grad_gate *vt_optim_gate_dev(const vt_optim *o);
+void vt_optim_gate_fetch(vt_optim *o);
+double vt_optim_gate_read(vt_optim *o, int *skipped);
+/* 1 while an update's gate is not read (vt_optim_gate_read). */
+int vt_optim_in_flight(const vt_optim *o);
 int64_t vt_optim_step_count(const vt_optim *o);
 void vt_optim_set_step_count(vt_optim *o, int64_t step);
 /* The momentum of the following steps (a schedule's cycled momentum): SGD and RMSprop

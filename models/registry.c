@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "models/backend_waits.h"
 #ifdef VT_HAVE_CUDA
 #include "models/cuda/backend_cuda.h"
 #endif
@@ -52,6 +53,8 @@ vt_backend *vt_backend_init(const char *name, int ordinal, int threads, int64_t 
         vt_backend *be = registry[i].init(ordinal, threads, budget);
         if (be) /* the CPU constructors know no ordinal: "cpu1" is the second cpu tower */
             be->ordinal = ordinal;
+        if (be && vt_backend_waits_enabled())
+            vt_backend_count_waits(be);
         return be;
     }
     return NULL;

@@ -3,7 +3,7 @@
 # `timeout`, at most VT_PERF_BUDGET seconds in all (default 470: under 8 minutes, so a
 # 15-minute device window leaves room for a start and a rerun), most important first:
 #   1. the GPU op tests (test_cuda_ops_gpu, test_nccl_gpu, test_cuda_train_gpu,
-#      test_fuse_gpu, in parallel);
+#      test_fuse_gpu, test_grad_gate_gpu, in parallel);
 #   2. `vidtrain bench step` R3D-18 16x112 batch 32: bf16, tf32, fp32 from page-locked
 #      memory, the A/B of the fused batch-norm tails (VT_FUSE=0 in bf16 and tf32, issue
 #      45 step 3), and bf16 once as the base (--pageable, VT_FUSE=0: the figure before
@@ -96,14 +96,14 @@ fi
 echo "== 1. GPU op tests (in parallel)"
 export VT_TMP=${VT_TMP:-/tmp/vidtrain-gpu-perf-tmp} VT_SRC=$PWD VT_BIN=$vt VT_PYTHON=$py
 mkdir -p "$VT_TMP"
-for t in test_cuda_ops_gpu test_nccl_gpu test_cuda_train_gpu test_fuse_gpu; do
+for t in test_cuda_ops_gpu test_nccl_gpu test_cuda_train_gpu test_fuse_gpu test_grad_gate_gpu; do
   if [ "$dry" = 1 ] || [ -x "$bindir/$t" ]; then
     ( mkdir -p "$VT_TMP/$t"; VT_TMP=$VT_TMP/$t run "$t" 75 "$bindir/$t" ) &
   fi
 done
 wait
 if [ "$dry" = 0 ]; then
-  for t in test_cuda_ops_gpu test_nccl_gpu test_cuda_train_gpu test_fuse_gpu; do
+  for t in test_cuda_ops_gpu test_nccl_gpu test_cuda_train_gpu test_fuse_gpu test_grad_gate_gpu; do
     [ -f "$logs/$t.rc" ] || { note "✗ $t: not in $bindir"; continue; }
     rc=$(cat "$logs/$t.rc")
     case $rc in

@@ -632,6 +632,29 @@ static void test_losses(void) {
 
 /* ------------------------------------------------------------------ optimizers */
 
+/* Variant v's update on one backend (no gate: every step taken, unclipped). */
+static const char *const optim_names[7] = {
+    "sgd momentum .9 wd 1e-4", "sgd nesterov dampening 0", "sgd dampening .1",
+    "sgd no momentum (no buffer)", "rmsprop", "rmsprop momentum .9", "adamw wd .01"};
+static void optim_update(vt_backend *be, int v, float *p, const float *g, float *s1, float *s2,
+                         int64_t n, int64_t step) {
+    switch (v) {
+    case 0: VT_OP(be, sgd_update, p, g, s1, n, 0.1f, 0.9f, 0.0f, 1e-4f, 0, step, NULL); break;
+    case 1: VT_OP(be, sgd_update, p, g, s1, n, 0.05f, 0.9f, 0.0f, 5e-4f, 1, step, NULL); break;
+    case 2: VT_OP(be, sgd_update, p, g, s1, n, 0.05f, 0.8f, 0.1f, 0.0f, 0, step, NULL); break;
+    case 3: VT_OP(be, sgd_update, p, g, NULL, n, 0.1f, 0.0f, 0.0f, 1e-4f, 0, step, NULL); break;
+    case 4:
+        VT_OP(be, rmsprop_update, p, g, s1, NULL, n, 0.01f, 0.99f, 1e-8f, 1e-4f, 0.0f, NULL);
+        break;
+    case 5:
+        VT_OP(be, rmsprop_update, p, g, s1, s2, n, 0.01f, 0.9f, 1e-8f, 0.0f, 0.9f, NULL);
+        break;
+    case 6:
+        VT_OP(be, adamw_update, p, g, s1, s2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step, NULL);
+        break;
+    }
+}
+
 /* Three steps with fresh gradients. The kernels repeat cpu-ref's float operations
  * unfused, so the parameters are expected bitwise equal; the check allows 1e-12 NMSE
  * (a stray ulp) and prints whether they are bitwise. */
@@ -640,39 +663,11 @@ static void test_optim(void) {
     const int64_t n = 70001;
     for (int v = 0; v < 7; v++) {
         pair p = prand(n, 1), s1 = pconst(n, 0), s2 = pconst(n, 0);
-        const char *name = "";
+        const char *name = optim_names[v];
         for (int64_t step = 1; step <= 3; step++) {
             pair g = prand(n, 0.1f);
-            switch (v) {
-            case 0: name = "sgd momentum .9 wd 1e-4";
-                VT_OP(G, sgd_update, p.g, g.g, s1.g, n, 0.1f, 0.9f, 0.0f, 1e-4f, 0, step);
-                VT_OP(R, sgd_update, p.r, g.r, s1.r, n, 0.1f, 0.9f, 0.0f, 1e-4f, 0, step);
-                break;
-            case 1: name = "sgd nesterov dampening 0";
-                VT_OP(G, sgd_update, p.g, g.g, s1.g, n, 0.05f, 0.9f, 0.0f, 5e-4f, 1, step);
-                VT_OP(R, sgd_update, p.r, g.r, s1.r, n, 0.05f, 0.9f, 0.0f, 5e-4f, 1, step);
-                break;
-            case 2: name = "sgd dampening .1";
-                VT_OP(G, sgd_update, p.g, g.g, s1.g, n, 0.05f, 0.8f, 0.1f, 0.0f, 0, step);
-                VT_OP(R, sgd_update, p.r, g.r, s1.r, n, 0.05f, 0.8f, 0.1f, 0.0f, 0, step);
-                break;
-            case 3: name = "sgd no momentum (no buffer)";
-                VT_OP(G, sgd_update, p.g, g.g, NULL, n, 0.1f, 0.0f, 0.0f, 1e-4f, 0, step);
-                VT_OP(R, sgd_update, p.r, g.r, NULL, n, 0.1f, 0.0f, 0.0f, 1e-4f, 0, step);
-                break;
-            case 4: name = "rmsprop";
-                VT_OP(G, rmsprop_update, p.g, g.g, s1.g, NULL, n, 0.01f, 0.99f, 1e-8f, 1e-4f, 0.0f);
-                VT_OP(R, rmsprop_update, p.r, g.r, s1.r, NULL, n, 0.01f, 0.99f, 1e-8f, 1e-4f, 0.0f);
-                break;
-            case 5: name = "rmsprop momentum .9";
-                VT_OP(G, rmsprop_update, p.g, g.g, s1.g, s2.g, n, 0.01f, 0.9f, 1e-8f, 0.0f, 0.9f);
-                VT_OP(R, rmsprop_update, p.r, g.r, s1.r, s2.r, n, 0.01f, 0.9f, 1e-8f, 0.0f, 0.9f);
-                break;
-            case 6: name = "adamw wd .01";
-                VT_OP(G, adamw_update, p.g, g.g, s1.g, s2.g, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step);
-                VT_OP(R, adamw_update, p.r, g.r, s1.r, s2.r, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step);
-                break;
-            }
+            optim_update(G, v, p.g, g.g, s1.g, s2.g, n, step);
+            optim_update(R, v, p.r, g.r, s1.r, s2.r, n, step);
             pfree(&g);
         }
         char what[96];
@@ -686,9 +681,9 @@ static void test_optim(void) {
             cmp(what, &s1, TOL_DOUBLE);
         }
         pair z = pconst(16, 7.0f);
-        VT_OP(G, sgd_update, z.g, z.g, z.g, 0, 0.1f, 0.9f, 0.0f, 0.0f, 0, 1);
-        VT_OP(G, adamw_update, z.g, z.g, z.g, z.g, 0, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1);
-        VT_OP(G, rmsprop_update, z.g, z.g, z.g, z.g, 0, 0.1f, 0.9f, 1e-8f, 0.0f, 0.9f);
+        VT_OP(G, sgd_update, z.g, z.g, z.g, 0, 0.1f, 0.9f, 0.0f, 0.0f, 0, 1, NULL);
+        VT_OP(G, adamw_update, z.g, z.g, z.g, z.g, 0, 0.1f, 0.9f, 0.99f, 1e-8f, 0.0f, 1, NULL);
+        VT_OP(G, rmsprop_update, z.g, z.g, z.g, z.g, 0, 0.1f, 0.9f, 1e-8f, 0.0f, 0.9f, NULL);
         cmp_const("optimizers n == 0", &z, 7.0f);
         pfree(&z); pfree(&p); pfree(&s1); pfree(&s2);
     }

@@ -521,32 +521,32 @@ static void test_optim(int64_t n) {
     for (int nest = 0; nest < 2; nest++)
         for (int64_t step = 1; step <= 3; step++) {
             VT_OP(g_ref, sgd_update, p.r, g.r, s1.r, n, 0.1f, 0.9f, nest ? 0.0f : 0.1f, 1e-2f,
-                  nest, step);
+                  nest, step, NULL);
             VT_OP(g_cpu, sgd_update, p.f, g.f, s1.f, n, 0.1f, 0.9f, nest ? 0.0f : 0.1f, 1e-2f,
-                  nest, step);
+                  nest, step, NULL);
         }
     pair_bitwise("sgd (momentum, nesterov, wd) param", &p);
     pair_bitwise("sgd momentum buffer", &s1);
     for (int64_t step = 1; step <= 2; step++) { /* plain SGD: no buffer */
-        VT_OP(g_ref, sgd_update, p.r, g.r, NULL, n, 0.1f, 0.0f, 0.0f, 0.0f, 0, step);
-        VT_OP(g_cpu, sgd_update, p.f, g.f, NULL, n, 0.1f, 0.0f, 0.0f, 0.0f, 0, step);
+        VT_OP(g_ref, sgd_update, p.r, g.r, NULL, n, 0.1f, 0.0f, 0.0f, 0.0f, 0, step, NULL);
+        VT_OP(g_cpu, sgd_update, p.f, g.f, NULL, n, 0.1f, 0.0f, 0.0f, 0.0f, 0, step, NULL);
     }
     pair_bitwise("sgd plain param", &p);
     for (int mom = 0; mom < 2; mom++)
         for (int step = 0; step < 3; step++) {
             VT_OP(g_ref, rmsprop_update, p.r, g.r, s1.r, s2.r, n, 0.01f, 0.99f, 1e-8f, 1e-3f,
-                  mom ? 0.9f : 0.0f);
+                  mom ? 0.9f : 0.0f, NULL);
             VT_OP(g_cpu, rmsprop_update, p.f, g.f, s1.f, s2.f, n, 0.01f, 0.99f, 1e-8f, 1e-3f,
-                  mom ? 0.9f : 0.0f);
+                  mom ? 0.9f : 0.0f, NULL);
         }
     pair_bitwise("rmsprop (momentum, wd) param", &p);
     pair_bitwise("rmsprop square_avg", &s1);
     pair_bitwise("rmsprop momentum", &s2);
     for (int64_t step = 1; step <= 3; step++) {
         VT_OP(g_ref, adamw_update, p.r, g.r, s1.r, s2.r, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f,
-              step);
+              step, NULL);
         VT_OP(g_cpu, adamw_update, p.f, g.f, s1.f, s2.f, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f,
-              step);
+              step, NULL);
     }
     pair_bitwise("adamw param", &p);
     pair_bitwise("adamw exp_avg", &s1);

@@ -297,20 +297,20 @@ static void test_optim(void) {
     /* SGD nesterov, wd */
     memcpy(p, p0, n * 4);
     for (int s = 0; s < 3; s++)
-        VT_OP(g_be, sgd_update, p, g[s], s1, n, 0.1f, 0.9f, 0.0f, 0.01f, 1, s + 1);
+        VT_OP(g_be, sgd_update, p, g[s], s1, n, 0.1f, 0.9f, 0.0f, 0.01f, 1, s + 1, NULL);
     cmp_delta("sgd nesterov wd", p, p0, get("opt.sgd_nesterov.p", 0, NULL), n);
     cmp("sgd nesterov momentum_buffer", 0, s1, "opt.sgd_nesterov.momentum_buffer", TOL);
     /* SGD dampening, wd */
     memcpy(p, p0, n * 4);
     for (int s = 0; s < 3; s++)
-        VT_OP(g_be, sgd_update, p, g[s], s1, n, 0.1f, 0.9f, 0.1f, 0.01f, 0, s + 1);
+        VT_OP(g_be, sgd_update, p, g[s], s1, n, 0.1f, 0.9f, 0.1f, 0.01f, 0, s + 1, NULL);
     cmp_delta("sgd dampening wd", p, p0, get("opt.sgd_damp.p", 0, NULL), n);
     cmp("sgd dampening momentum_buffer", 0, s1, "opt.sgd_damp.momentum_buffer", TOL);
     /* RMSprop momentum, wd */
     memcpy(p, p0, n * 4);
     memset(s1, 0, n * 4), memset(s2, 0, n * 4);
     for (int s = 0; s < 3; s++)
-        VT_OP(g_be, rmsprop_update, p, g[s], s1, s2, n, 0.01f, 0.99f, 1e-8f, 1e-3f, 0.9f);
+        VT_OP(g_be, rmsprop_update, p, g[s], s1, s2, n, 0.01f, 0.99f, 1e-8f, 1e-3f, 0.9f, NULL);
     cmp_delta("rmsprop momentum wd", p, p0, get("opt.rmsprop_mom.p", 0, NULL), n);
     cmp("rmsprop square_avg", 0, s1, "opt.rmsprop_mom.square_avg", TOL);
     cmp("rmsprop momentum_buffer", 0, s2, "opt.rmsprop_mom.momentum_buffer", TOL);
@@ -318,13 +318,14 @@ static void test_optim(void) {
     memcpy(p, p0, n * 4);
     memset(s1, 0, n * 4);
     for (int s = 0; s < 3; s++)
-        VT_OP(g_be, rmsprop_update, p, g[s], s1, NULL, n, 0.01f, 0.99f, 1e-8f, 0.0f, 0.0f);
+        VT_OP(g_be, rmsprop_update, p, g[s], s1, NULL, n, 0.01f, 0.99f, 1e-8f, 0.0f, 0.0f, NULL);
     cmp_delta("rmsprop", p, p0, get("opt.rmsprop.p", 0, NULL), n);
     /* AdamW */
     memcpy(p, p0, n * 4);
     memset(s1, 0, n * 4), memset(s2, 0, n * 4);
     for (int s = 0; s < 3; s++)
-        VT_OP(g_be, adamw_update, p, g[s], s1, s2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f, s + 1);
+        VT_OP(g_be, adamw_update, p, g[s], s1, s2, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 0.05f,
+              s + 1, NULL);
     cmp_delta("adamw", p, p0, get("opt.adamw.p", 0, NULL), n);
     cmp("adamw exp_avg", 0, s1, "opt.adamw.exp_avg", TOL);
     cmp("adamw exp_avg_sq", 0, s2, "opt.adamw.exp_avg_sq", TOL_BETA);

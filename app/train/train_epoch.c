@@ -37,12 +37,25 @@ static int dump_step(vt_train *t, const vt_batch *b, float lr, float momentum, d
     return vt_train_save(t, vt_dump_dir(t->dump), name, &t->st);
 }
 
-/* A {"kind":"step"} line of metrics.jsonl: the step just done; w: its data wait. */
-static void log_step(vt_train *t, int64_t epoch, float lr, const vt_step_stats *ss, double w) {
+/* One training step as the epoch's sums and lines see it (issue 45 item 3): issued, and
+ * finished once its gradient norm and skip are known — after the next step is issued,
+ * whose first pass's wait read them, or at once where the step must be known before
+ * anything else happens (a checkpoint, a stop, --dump, the epoch's end). */
+typedef struct epoch_step {
+    vt_step_stats ss;
+    float lr;
+    int64_t step;   /* st.step after it (steps count from 1) */
+    int64_t index;  /* its batch's index in the epoch */
+    double w;       /* its data wait */
+} epoch_step;
+
+/* A {"kind":"step"} line of metrics.jsonl: step `step`, just finished; w: its data wait. */
+static void log_step(vt_train *t, int64_t epoch, int64_t step, float lr, const vt_step_stats *ss,
+                     double w) {
     char err[1024];
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "kind", "step");
-    cJSON_AddNumberToObject(j, "step", (double)t->st.step);
+    cJSON_AddNumberToObject(j, "step", (double)step);
     cJSON_AddNumberToObject(j, "epoch", (double)epoch + 1);
     cJSON_AddNumberToObject(j, "batch", (double)t->st.cursor);
     cJSON_AddNumberToObject(j, "lr", lr);
@@ -63,10 +76,11 @@ static void log_step(vt_train *t, int64_t epoch, float lr, const vt_step_stats *
  * step, and writes nothing: the last checkpoint on disk is the last finite state. With
  * it the step is counted and left out of the epoch's sums, as AMP's GradScaler skips.
  * 0 (counted), or -1 (printed: the run must stop). */
-static int nonfinite_step(vt_train *t, int64_t epoch, const vt_batch *b, float lr,
-                          const vt_step_stats *ss) {
+static int nonfinite_step(vt_train *t, int64_t epoch, const epoch_step *es) {
     vt_run_state *st = &t->st;
     const vt_train_opts *o = &t->o;
+    const vt_step_stats *ss = &es->ss;
+    const float lr = es->lr;
     double loss = ss->n ? ss->loss / ss->n : NAN;
     if (o->skip_nonfinite) {
         st->sums.skipped++;
@@ -85,10 +99,50 @@ static int nonfinite_step(vt_train *t, int64_t epoch, const vt_batch *b, float l
     fprintf(stderr, "vidtrain train: step %lld (epoch %lld, batch %lld): %s: training diverged "
             "at lr %g. Stopped without saving this state: %s%s. Lower --lr (or set "
             "--clip-norm), or pass --skip-nonfinite to skip such steps and go on\n",
-            (long long)st->step, (long long)epoch + 1, (long long)b->index + 1, why, (double)lr,
+            (long long)es->step, (long long)epoch + 1, (long long)es->index + 1, why, (double)lr,
             vt_file_exists(path) ? "the last finite checkpoint is kept, " : "no checkpoint "
             "was written before it", vt_file_exists(path) ? path : "");
     return -1;
+}
+
+/* The step's figures into the epoch's sums, the progress display and the step lines, its
+ * norm and skip read first (vt_towers_train_read); b: its batch when it is the step just
+ * issued (--dump writes it), else NULL. 0, or -1 (printed: a non-finite step stops the
+ * run without --skip-nonfinite). */
+static int finish_step(vt_train *t, int64_t epoch, vt_progress *pg, vt_train_epoch_stats *es,
+                       epoch_step *s, const vt_batch *b) {
+    const vt_train_opts *o = &t->o;
+    vt_run_state *st = &t->st;
+    vt_towers_train_read(t->towers, &s->ss);
+    const vt_step_stats ss = s->ss;
+    const double w = s->w;
+    if (ss.skipped && nonfinite_step(t, epoch, s) != 0)
+        return -1;
+    if (t->dump &&
+        dump_step(t, b, s->lr, vt_sched_momentum(&t->sc, s->step - 1, step_momentum(&t->tc.optim)),
+                  ss.n ? ss.loss / ss.n : 0) != 0)
+        return -1;
+    st->cursor = s->index + 1;
+    if (!ss.skipped) { /* a skipped step's loss is NaN or inf: not in the sums */
+        st->sums.loss += ss.loss;
+        st->sums.clips += ss.n;
+        for (int h = 0; h < t->heads.n; h++) {
+            st->sums.head_loss[h] += ss.head_loss[h];
+            st->sums.correct[h] += ss.head_correct[h];
+        }
+    }
+    es->clips += ss.n;
+    es->compute += ss.step_s;
+    es->waited += w;
+    st->sums.seconds += ss.step_s + w;
+    st->sums.wait_s += w;
+    double share = es->compute + es->waited > 0 ? es->waited / (es->compute + es->waited) : 0;
+    double mloss = st->sums.clips ? st->sums.loss / (double)st->sums.clips : 0;
+    double macc = st->sums.clips ? (double)st->sums.correct[0] / (double)st->sums.clips : 0;
+    vt_progress_update(pg, st->cursor, es->clips, mloss, macc, share);
+    if (o->log_every && s->step % o->log_every == 0)
+        log_step(t, epoch, s->step, s->lr, &ss, w);
+    return 0;
 }
 
 int vt_train_epoch(vt_train *t, int64_t epoch, vt_progress **pg, vt_train_epoch_stats *es) {
@@ -114,6 +168,8 @@ int vt_train_epoch(vt_train *t, int64_t epoch, vt_progress **pg, vt_train_epoch_
     vt_loader_get_stats(t->loader, &ls);
     double wait0 = ls.wait_s;
     const vt_batch *b;
+    epoch_step prev; /* the step before, finished after this one is issued */
+    int have_prev = 0;
     while ((b = vt_loader_next(t->loader)) != NULL) {
         vt_loader_get_stats(t->loader, &ls);
         double w = ls.wait_s - wait0;
@@ -125,43 +181,30 @@ int vt_train_epoch(vt_train *t, int64_t epoch, vt_progress **pg, vt_train_epoch_
                                                            batch, refilled after this step */
         if (o->tb_clips > 0 && b->index == 0 && vt_dist_lead())
             vt_tb_clips(o->out, st->step, b, o->tb_clips, o->input_norm);
-        vt_step_stats ss;
-        vt_towers_train_step(t->towers, b, lr, &ss);
+        epoch_step cur = {.lr = lr, .index = b->index, .w = w};
+        vt_towers_train_issue(t->towers, b, lr, &cur.ss);
         vt_train_mix_done(t, (vt_batch *)b);
-        st->step++;
-        if (ss.skipped && nonfinite_step(t, epoch, b, lr, &ss) != 0)
-            goto fail;
-        if (t->dump &&
-            dump_step(t, b, lr, vt_sched_momentum(&t->sc, st->step - 1, step_momentum(&t->tc.optim)),
-                      ss.n ? ss.loss / ss.n : 0) != 0)
-            goto fail;
-        st->cursor = b->index + 1;
-        if (!ss.skipped) { /* a skipped step's loss is NaN or inf: not in the sums */
-            st->sums.loss += ss.loss;
-            st->sums.clips += ss.n;
-            for (int h = 0; h < t->heads.n; h++) {
-                st->sums.head_loss[h] += ss.head_loss[h];
-                st->sums.correct[h] += ss.head_correct[h];
-            }
-        }
-        es->clips += ss.n;
-        es->compute += ss.step_s;
-        es->waited += w;
-        st->sums.seconds += ss.step_s + w;
-        st->sums.wait_s += w;
-        double share = es->compute + es->waited > 0 ? es->waited / (es->compute + es->waited) : 0;
-        double mloss = st->sums.clips ? st->sums.loss / (double)st->sums.clips : 0;
-        double macc = st->sums.clips ? (double)st->sums.correct[0] / (double)st->sums.clips : 0;
-        vt_progress_update(*pg, st->cursor, es->clips, mloss, macc, share);
-        if (o->log_every && st->step % o->log_every == 0)
-            log_step(t, epoch, lr, &ss, w);
-        /* Under mpirun every rank stops after the same step: the towers agreed on it. */
-        int sig = vt_mpi_size() > 1 ? ss.signal : vt_signal_pending();
-        int at_max = o->max_steps && st->step >= o->max_steps;
-        if (sig || at_max || (o->checkpoint_every && st->step % o->checkpoint_every == 0)) {
-            if (vt_train_save(t, o->out, "last.safetensors", st) != 0)
+        cur.step = ++st->step;
+        if (have_prev) { /* its norm and skip: read by this step's first pass, no wait */
+            have_prev = 0;
+            if (finish_step(t, epoch, *pg, es, &prev, NULL) != 0)
                 goto fail;
         }
+        /* Under mpirun every rank stops after the same step: the towers agreed on it. */
+        int sig = vt_mpi_size() > 1 ? cur.ss.signal : vt_signal_pending();
+        int at_max = o->max_steps && st->step >= o->max_steps;
+        int save = sig || at_max || (o->checkpoint_every && st->step % o->checkpoint_every == 0);
+        if (!save && !t->dump) {
+            prev = cur;
+            have_prev = 1;
+            continue;
+        }
+        /* A checkpoint holds this step's state and figures, and --dump its batch: it is
+         * finished now (a wait for its gradient norm: never a skipped step unseen). */
+        if (finish_step(t, epoch, *pg, es, &cur, b) != 0)
+            goto fail;
+        if (save && vt_train_save(t, o->out, "last.safetensors", st) != 0)
+            goto fail;
         if (sig || at_max) {
             vt_progress_finish(*pg, sig ? "interrupted" : "max steps reached");
             vt_progress_free(pg);
@@ -172,6 +215,9 @@ int vt_train_epoch(vt_train *t, int64_t epoch, vt_progress **pg, vt_train_epoch_
             return 0;
         }
     }
+    /* the epoch's last step, before its end evaluates and checkpoints (a wait) */
+    if (have_prev && finish_step(t, epoch, *pg, es, &prev, NULL) != 0)
+        goto fail;
     return 0;
 fail:
     vt_progress_free(pg);

@@ -111,6 +111,10 @@ static double cpu_sumsq(vt_backend *be, const float *x, int64_t n) {
     free(part);
     return s;
 }
+static void cpu_grad_sumsq(vt_backend *be, vt_grad_gate *gate, const float *x, int64_t n, int add) {
+    double s = cpu_sumsq(be, x, n);
+    gate->sumsq = add ? gate->sumsq + s : s;
+}
 
 /* ---------------------------------------------------------------- batch norm ---- */
 
@@ -634,28 +638,36 @@ static void cpu_bce_logits(vt_backend *be, float *loss, float *dlogits, float *p
 
 static void cpu_sgd_update(vt_backend *be, float *p, const float *g, float *buf, int64_t n,
                            float lr, float momentum, float dampening, float wd, int nesterov,
-                           int64_t step) {
+                           int64_t step, const vt_grad_gate *gate) {
+    float c;
+    const int clip = vt_grad_gate_clip(gate, &c);
 #pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
-    for (int64_t i = 0; i < n; i++)
-        vt_sgd_elem(p, g, buf, i, lr, momentum, dampening, wd, nesterov, step);
+    for (int64_t i = 0; i < (gate && gate->skip ? 0 : n); i++)
+        vt_sgd_elem(p, vt_grad_gate_g(g, i, clip, c), buf, i, lr, momentum, dampening, wd,
+                    nesterov, step);
 }
 
 static void cpu_rmsprop_update(vt_backend *be, float *p, const float *g, float *sq, float *buf,
                                int64_t n, float lr, float alpha, float eps, float wd,
-                               float momentum) {
+                               float momentum, const vt_grad_gate *gate) {
+    float c;
+    const int clip = vt_grad_gate_clip(gate, &c);
 #pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
-    for (int64_t i = 0; i < n; i++)
-        vt_rmsprop_elem(p, g, sq, buf, i, lr, alpha, eps, wd, momentum);
+    for (int64_t i = 0; i < (gate && gate->skip ? 0 : n); i++)
+        vt_rmsprop_elem(p, vt_grad_gate_g(g, i, clip, c), sq, buf, i, lr, alpha, eps, wd,
+                        momentum);
 }
 
 static void cpu_adamw_update(vt_backend *be, float *p, const float *g, float *m, float *v,
                              int64_t n, float lr, float beta1, float beta2, float eps, float wd,
-                             int64_t step) {
-    float step_size, bc2_sqrt;
+                             int64_t step, const vt_grad_gate *gate) {
+    float step_size, bc2_sqrt, c;
     vt_adamw_step_consts(lr, beta1, beta2, step, &step_size, &bc2_sqrt);
+    const int clip = vt_grad_gate_clip(gate, &c);
 #pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
-    for (int64_t i = 0; i < n; i++)
-        vt_adamw_elem(p, g, m, v, i, lr, beta1, beta2, eps, wd, step_size, bc2_sqrt);
+    for (int64_t i = 0; i < (gate && gate->skip ? 0 : n); i++)
+        vt_adamw_elem(p, vt_grad_gate_g(g, i, clip, c), m, v, i, lr, beta1, beta2, eps, wd,
+                      step_size, bc2_sqrt);
 }
 
 /* ---------------------------------------------------------------- the table ---- */
@@ -690,6 +702,8 @@ static const vt_backend_i cpu_i = {
     .round_even = cpu_round_even,
     .add = cpu_add,
     .sumsq = cpu_sumsq,
+    .grad_sumsq = cpu_grad_sumsq,
+    VT_BACKEND_GATE_HOST,
     .act_from_f32 = NULL,
     .act_to_f32 = NULL,
     .conv3d_forward = vt_cpu_conv3d_forward,

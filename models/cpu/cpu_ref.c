@@ -77,6 +77,11 @@ static double ref_sumsq(vt_backend *be, const float *x, int64_t n) {
         s += (double)x[i] * (double)x[i];
     return s;
 }
+static void ref_grad_sumsq(vt_backend *be, vt_grad_gate *gate, const float *x, int64_t n,
+                           int add) {
+    double s = ref_sumsq(be, x, n);
+    gate->sumsq = add ? gate->sumsq + s : s;
+}
 static void ref_act_from_f32(vt_backend *be, float *dst, const float *src, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         ast(be, dst, i, src[i]);
@@ -602,6 +607,8 @@ static const vt_backend_i ref_i = {
     .round_even = ref_round_even,
     .add = ref_add,
     .sumsq = ref_sumsq,
+    .grad_sumsq = ref_grad_sumsq,
+    VT_BACKEND_GATE_HOST,
     .act_from_f32 = ref_act_from_f32,
     .act_to_f32 = ref_act_to_f32,
     .conv3d_forward = ref_conv3d_forward,

@@ -43,11 +43,13 @@ void vt_cpuref_softmax_xent(vt_backend *be, float *loss, float *dlogits, float *
 void vt_cpuref_bce_logits(vt_backend *be, float *loss, float *dlogits, float *prob,
                           const float *logits, const float *target, int n, int k, float grad_scale);
 void vt_cpuref_sgd_update(vt_backend *be, float *p, const float *g, float *buf, int64_t n, float lr,
-                          float momentum, float dampening, float wd, int nesterov, int64_t step);
+                          float momentum, float dampening, float wd, int nesterov, int64_t step,
+                          const vt_grad_gate *gate);
 void vt_cpuref_rmsprop_update(vt_backend *be, float *p, const float *g, float *sq, float *buf,
                               int64_t n, float lr, float alpha, float eps, float wd,
-                              float momentum);
+                              float momentum, const vt_grad_gate *gate);
 void vt_cpuref_adamw_update(vt_backend *be, float *p, const float *g, float *m, float *v, int64_t n,
-                            float lr, float beta1, float beta2, float eps, float wd, int64_t step);
+                            float lr, float beta1, float beta2, float eps, float wd, int64_t step,
+                            const vt_grad_gate *gate);
 
 #endif

@@ -89,22 +89,39 @@ void vt_cpuref_bce_logits(vt_backend *be, float *loss, float *dlogits, float *pr
  * formulas are there, shared with cpu.c). */
 
 void vt_cpuref_sgd_update(vt_backend *be, float *p, const float *g, float *buf, int64_t n, float lr,
-                          float momentum, float dampening, float wd, int nesterov, int64_t step) {
+                          float momentum, float dampening, float wd, int nesterov, int64_t step,
+                          const vt_grad_gate *gate) {
+    float c;
+    const int clip = vt_grad_gate_clip(gate, &c);
+    if (gate && gate->skip) /* the step is skipped: nothing changes */
+        return;
     for (int64_t i = 0; i < n; i++)
-        vt_sgd_elem(p, g, buf, i, lr, momentum, dampening, wd, nesterov, step);
+        vt_sgd_elem(p, vt_grad_gate_g(g, i, clip, c), buf, i, lr, momentum, dampening, wd,
+                    nesterov, step);
 }
 
 void vt_cpuref_rmsprop_update(vt_backend *be, float *p, const float *g, float *sq, float *buf,
                               int64_t n, float lr, float alpha, float eps, float wd,
-                              float momentum) {
+                              float momentum, const vt_grad_gate *gate) {
+    float c;
+    const int clip = vt_grad_gate_clip(gate, &c);
+    if (gate && gate->skip) /* the step is skipped: nothing changes */
+        return;
     for (int64_t i = 0; i < n; i++)
-        vt_rmsprop_elem(p, g, sq, buf, i, lr, alpha, eps, wd, momentum);
+        vt_rmsprop_elem(p, vt_grad_gate_g(g, i, clip, c), sq, buf, i, lr, alpha, eps, wd,
+                        momentum);
 }
 
 void vt_cpuref_adamw_update(vt_backend *be, float *p, const float *g, float *m, float *v, int64_t n,
-                            float lr, float beta1, float beta2, float eps, float wd, int64_t step) {
-    float step_size, bc2_sqrt;
+                            float lr, float beta1, float beta2, float eps, float wd, int64_t step,
+                            const vt_grad_gate *gate) {
+    float step_size, bc2_sqrt, c;
     vt_adamw_step_consts(lr, beta1, beta2, step, &step_size, &bc2_sqrt);
+    const int clip = vt_grad_gate_clip(gate, &c);
+    if (gate && gate->skip)
+        return;
     for (int64_t i = 0; i < n; i++)
-        vt_adamw_elem(p, g, m, v, i, lr, beta1, beta2, eps, wd, step_size, bc2_sqrt);
+        vt_adamw_elem(p, vt_grad_gate_g(g, i, clip, c), m, v, i, lr, beta1, beta2, eps, wd,
+                      step_size, bc2_sqrt);
 }
+

@@ -188,11 +188,29 @@ static double cu_sumsq(vt_backend *be, const float *x, int64_t n) {
     const size_t need = ((size_t)vt_cuk_sumsq_parts() + 1) * sizeof(double);
     double *part = vt_cuda_grow(be, &c->scratch, &c->scratch_bytes, need, "cuda scratch");
     double *res = part + vt_cuk_sumsq_parts();
-    vt_cuk_sumsq(c->stream, res, part, x, n);
+    vt_cuk_sumsq(c->stream, res, part, x, n, 0);
     CUDA_CHECK(cudaMemcpyAsync(c->host_result, res, sizeof(double), cudaMemcpyDeviceToHost,
                                c->stream));
     CUDA_CHECK(cudaStreamSynchronize(c->stream));
     return *c->host_result;
+}
+/* The gradient gate (backend.h): sumsq's kernels into the gate, no copy back, no wait. */
+static void cu_grad_sumsq(vt_backend *be, vt_grad_gate *gate, const float *x, int64_t n,
+                          int add) {
+    cu_ctx *c = vt_cuda_enter(be);
+    const size_t need = (size_t)vt_cuk_sumsq_parts() * sizeof(double);
+    double *part = vt_cuda_grow(be, &c->scratch, &c->scratch_bytes, need, "cuda scratch");
+    vt_cuk_sumsq(c->stream, &gate->sumsq, part, x, n, add);
+}
+static void cu_grad_gate(vt_backend *be, vt_grad_gate *gate, float clip_norm, double skip_at,
+                         int skip) {
+    vt_cuk_grad_gate(vt_cuda_enter(be)->stream, gate, clip_norm, skip_at, skip);
+}
+static void cu_copy_if_skip(vt_backend *be, void *dst, const void *src, size_t bytes,
+                            const vt_grad_gate *gate) {
+    VT_CHECK(bytes % sizeof(float) == 0, "copy_if_skip: %zu bytes, not whole floats", bytes);
+    vt_cuk_copy_if_skip(vt_cuda_enter(be)->stream, dst, src, (int64_t)(bytes / sizeof(float)),
+                        gate);
 }
 
 /* ---------------------------------------------------------------- batch norm ---- */
@@ -473,20 +491,21 @@ static void cu_bce_logits(vt_backend *be, float *loss, float *dlogits, float *pr
 
 static void cu_sgd_update(vt_backend *be, float *p, const float *g, float *buf, int64_t n,
                           float lr, float momentum, float dampening, float wd, int nesterov,
-                          int64_t step) {
+                          int64_t step, const vt_grad_gate *gate) {
     VT_CHECK(momentum == 0 || buf, "sgd_update: momentum %g needs a buffer", (double)momentum);
     vt_cuk_sgd(vt_cuda_enter(be)->stream, p, g, buf, n, lr, momentum, dampening, wd, nesterov,
-               step <= 1);
+               step <= 1, gate);
 }
 static void cu_rmsprop_update(vt_backend *be, float *p, const float *g, float *sq, float *buf,
                               int64_t n, float lr, float alpha, float eps, float wd,
-                              float momentum) {
+                              float momentum, const vt_grad_gate *gate) {
     VT_CHECK(momentum <= 0 || buf, "rmsprop_update: momentum %g needs a buffer", (double)momentum);
-    vt_cuk_rmsprop(vt_cuda_enter(be)->stream, p, g, sq, buf, n, lr, alpha, eps, wd, momentum);
+    vt_cuk_rmsprop(vt_cuda_enter(be)->stream, p, g, sq, buf, n, lr, alpha, eps, wd, momentum,
+                   gate);
 }
 static void cu_adamw_update(vt_backend *be, float *p, const float *g, float *m, float *v,
                             int64_t n, float lr, float beta1, float beta2, float eps, float wd,
-                            int64_t step) {
+                            int64_t step, const vt_grad_gate *gate) {
     /* The step's scalars, computed exactly as cpu-ref does (double, rounded once). */
     const double bc1 = 1.0 - pow(beta1, (double)step);
     const double bc2 = 1.0 - pow(beta2, (double)step);
@@ -494,7 +513,7 @@ static void cu_adamw_update(vt_backend *be, float *p, const float *g, float *m, 
     const float bc2_sqrt = (float)sqrt(bc2);
     const float decay = 1 - lr * wd;
     vt_cuk_adamw(vt_cuda_enter(be)->stream, p, g, m, v, n, decay, beta1, beta2, eps, step_size,
-                 bc2_sqrt);
+                 bc2_sqrt, gate);
 }
 
 /* ---------------------------------------------------------------- life cycle ---- */
@@ -571,6 +590,9 @@ static const vt_backend_i cuda_i = {
     .round_even = cu_round_even,
     .add = cu_add,
     .sumsq = cu_sumsq,
+    .grad_sumsq = cu_grad_sumsq,
+    .grad_gate = cu_grad_gate,
+    .copy_if_skip = cu_copy_if_skip,
     .act_from_f32 = cu_act_from_f32,
     .act_to_f32 = cu_act_to_f32,
     .conv3d_forward = vt_cuda_conv3d_forward,

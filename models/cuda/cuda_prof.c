@@ -215,14 +215,23 @@ W(bce_logits, (vt_backend *be, float *loss, float *dl, float *prob, const float 
                const float *target, int n, int k, float gs), (be, loss, dl, prob, logits, target,
                                                               n, k, gs))
 W(sgd_update, (vt_backend *be, float *p, const float *g, float *buf, int64_t n, float lr,
-               float mom, float damp, float wd, int nesterov, int64_t step),
-  (be, p, g, buf, n, lr, mom, damp, wd, nesterov, step))
+               float mom, float damp, float wd, int nesterov, int64_t step,
+               const vt_grad_gate *gate),
+  (be, p, g, buf, n, lr, mom, damp, wd, nesterov, step, gate))
 W(rmsprop_update, (vt_backend *be, float *p, const float *g, float *sq, float *buf, int64_t n,
-                   float lr, float alpha, float eps, float wd, float mom),
-  (be, p, g, sq, buf, n, lr, alpha, eps, wd, mom))
+                   float lr, float alpha, float eps, float wd, float mom,
+                   const vt_grad_gate *gate),
+  (be, p, g, sq, buf, n, lr, alpha, eps, wd, mom, gate))
 W(adamw_update, (vt_backend *be, float *p, const float *g, float *m, float *v, int64_t n,
-                 float lr, float b1, float b2, float eps, float wd, int64_t step),
-  (be, p, g, m, v, n, lr, b1, b2, eps, wd, step))
+                 float lr, float b1, float b2, float eps, float wd, int64_t step,
+                 const vt_grad_gate *gate),
+  (be, p, g, m, v, n, lr, b1, b2, eps, wd, step, gate))
+W(grad_sumsq, (vt_backend *be, vt_grad_gate *gate, const float *x, int64_t n, int add),
+  (be, gate, x, n, add))
+W(grad_gate, (vt_backend *be, vt_grad_gate *gate, float clip, double skip_at, int skip),
+  (be, gate, clip, skip_at, skip))
+W(copy_if_skip, (vt_backend *be, void *dst, const void *src, size_t bytes,
+                 const vt_grad_gate *gate), (be, dst, src, bytes, gate))
 W(xsum_fold, (vt_backend *be, int64_t *acc, const float *x, int64_t n, int e0), (be, acc, x, n, e0))
 W(xsum_round, (vt_backend *be, float *out, const int64_t *acc, int64_t n, int e0),
   (be, out, acc, n, e0))
@@ -307,7 +316,7 @@ const vt_backend_i *vt_cuda_prof_wrap(const vt_backend_i *real) {
     S(avgpool3d_forward); S(avgpool3d_backward); S(gap_forward); S(gap_backward);
     S(linear_forward); S(linear_backward); S(dropout_forward); S(dropout_backward);
     S(softmax_xent); S(softmax_xent_w); S(softmax_xent_soft); S(bce_logits); S(sgd_update); S(rmsprop_update);
-    S(adamw_update); S(xsum_fold); S(xsum_round);
+    S(adamw_update); S(xsum_fold); S(xsum_round); S(grad_sumsq); S(grad_gate); S(copy_if_skip);
     S(to_host_async); S(synchronize); S(upload_wait); S(relu_backward_skip);
     S(bn_relu_backward_reduce);
     S(layernorm_forward); S(layernorm_backward); S(gelu_forward); S(gelu_backward);

@@ -19,6 +19,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "models/grad_gate.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -44,8 +46,15 @@ void vt_cuk_from_act(cudaStream_t st, vt_cuk_dt dt, float *dst, const void *src,
 void vt_cuk_acc_from_act(cudaStream_t st, vt_cuk_dt dt, float *dst, const void *src, int64_t n);
 /* Number of double partials vt_cuk_sumsq needs in `partials`. */
 int vt_cuk_sumsq_parts(void);
-/* *result (device double) = sum x^2, accumulated in double in a fixed order. */
-void vt_cuk_sumsq(cudaStream_t st, double *result, double *partials, const float *x, int64_t n);
+/* *result (device double) = sum x^2, accumulated in double in a fixed order; add: *result
+ * + that sum (the gradient gate's groups). */
+void vt_cuk_sumsq(cudaStream_t st, double *result, double *partials, const float *x, int64_t n,
+                  int add);
+/* backend.h's grad_gate and copy_if_skip (one thread; a copy of bytes / 4 words). */
+void vt_cuk_grad_gate(cudaStream_t st, vt_grad_gate *gate, float clip_norm, double skip_at,
+                      int skip);
+void vt_cuk_copy_if_skip(cudaStream_t st, float *dst, const float *src, int64_t n,
+                         const vt_grad_gate *gate);
 
 /* ---- activations, dropout ---- */
 /* kernels_se.cu: X3D's SiLU, sigmoid and channel scale (backend.h semantics; rows = N*C,
@@ -234,14 +243,17 @@ void vt_cuk_bce_logits(cudaStream_t st, vt_cuk_dt dt, float *loss, void *dlogits
                        const float *logits, const float *target, int n, int k, float grad_scale);
 
 /* ---- optimizers (scalars that depend on the step are computed by the caller) ---- */
+/* gate (device memory or NULL): backend.h's update contract (skip; g read clipped). */
 void vt_cuk_sgd(cudaStream_t st, float *p, const float *g, float *buf, int64_t n, float lr,
-                float momentum, float dampening, float wd, int nesterov, int first_step);
+                float momentum, float dampening, float wd, int nesterov, int first_step,
+                const vt_grad_gate *gate);
 void vt_cuk_rmsprop(cudaStream_t st, float *p, const float *g, float *sq, float *buf, int64_t n,
-                    float lr, float alpha, float eps, float wd, float momentum);
+                    float lr, float alpha, float eps, float wd, float momentum,
+                    const vt_grad_gate *gate);
 /* step_size = lr / (1 - beta1^t), bc2_sqrt = sqrt(1 - beta2^t), decay = 1 - lr * wd. */
 void vt_cuk_adamw(cudaStream_t st, float *p, const float *g, float *m, float *v, int64_t n,
                   float decay, float beta1, float beta2, float eps, float step_size,
-                  float bc2_sqrt);
+                  float bc2_sqrt, const vt_grad_gate *gate);
 
 /* ---- device-local reducer ---- */
 #define VT_CUK_MAX_RANKS 32

@@ -110,20 +110,21 @@ __global__ static void k_sumsq_part(double *part, const float *x, int64_t n) {
     if (threadIdx.x == 0)
         part[blockIdx.x] = s;
 }
-__global__ static void k_sum_parts(double *result, const double *part, int nparts) {
+__global__ static void k_sum_parts(double *result, const double *part, int nparts, int add) {
     __shared__ double sh[VT_THREADS];
     double a = 0;
     for (int i = threadIdx.x; i < nparts; i += VT_THREADS)
         a += part[i];
     double s = vt_block_sum(a, sh);
-    if (threadIdx.x == 0)
-        *result = s;
+    if (threadIdx.x == 0) /* the gate's groups: the host's `ss += s` of before, in double */
+        *result = add ? __dadd_rn(*result, s) : s;
 }
 extern "C" int vt_cuk_sumsq_parts(void) { return VT_SUMSQ_PARTS; }
 extern "C" void vt_cuk_sumsq(cudaStream_t st, double *result, double *partials, const float *x,
-                             int64_t n) {
+                             int64_t n, int add) {
     if (n <= 0) {
-        CUDA_CHECK(cudaMemsetAsync(result, 0, sizeof(double), st));
+        if (!add)
+            CUDA_CHECK(cudaMemsetAsync(result, 0, sizeof(double), st));
         return;
     }
     unsigned nb = vt_blocks(n);
@@ -131,7 +132,36 @@ extern "C" void vt_cuk_sumsq(cudaStream_t st, double *result, double *partials, 
         nb = VT_SUMSQ_PARTS;
     k_sumsq_part<<<nb, VT_THREADS, 0, st>>>(partials, x, n);
     CUDA_LAUNCH_CHECK();
-    k_sum_parts<<<1, VT_THREADS, 0, st>>>(result, partials, (int)nb);
+    k_sum_parts<<<1, VT_THREADS, 0, st>>>(result, partials, (int)nb, add);
+    CUDA_LAUNCH_CHECK();
+}
+
+/* The gradient gate's decision (backend.h grad_gate): the CPU backends' arithmetic
+ * (backend.c vt_backend_grad_gate_host), each double operation rounded to nearest as
+ * IEEE says, spelled out so that nothing is contracted or approximated. */
+__global__ static void k_grad_gate(vt_grad_gate *g, float clip_norm, double skip_at, int skip) {
+    const double norm = __dsqrt_rn(g->sumsq);
+    g->norm = norm;
+    g->skip = skip || (skip_at > 0 && !(norm < skip_at));
+    g->coef = clip_norm > 0 ? __ddiv_rn((double)clip_norm, __dadd_rn(norm, 1e-6)) : 1.0;
+}
+extern "C" void vt_cuk_grad_gate(cudaStream_t st, vt_grad_gate *gate, float clip_norm,
+                                 double skip_at, int skip) {
+    k_grad_gate<<<1, 1, 0, st>>>(gate, clip_norm, skip_at, skip);
+    CUDA_LAUNCH_CHECK();
+}
+
+__global__ static void k_copy_if_skip(float *dst, const float *src, int64_t n,
+                                      const vt_grad_gate *g) {
+    if (!g->skip)
+        return;
+    VT_GRID_STRIDE(i, n) dst[i] = src[i];
+}
+extern "C" void vt_cuk_copy_if_skip(cudaStream_t st, float *dst, const float *src, int64_t n,
+                                    const vt_grad_gate *gate) {
+    if (n <= 0)
+        return;
+    k_copy_if_skip<<<vt_blocks(n), VT_THREADS, 0, st>>>(dst, src, n, gate);
     CUDA_LAUNCH_CHECK();
 }
 

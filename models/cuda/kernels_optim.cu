@@ -15,12 +15,23 @@
 
 /* ------------------------------------------------------------------ optimizers */
 
+/* The step's gradient gate (backend.h; NULL: none): every thread of a skipped step
+ * returns at once; a clipping one reads g * (float)coef, the product the scale kernel
+ * would have left in g (__fmul_rn: never contracted into what follows). */
+#define GATE_BEGIN(gate)                                                                       \
+    if ((gate) && (gate)->skip)                                                                \
+        return;                                                                                \
+    const bool clip_ = (gate) && (gate)->coef < 1.0;                                           \
+    const float c_ = clip_ ? __double2float_rn((gate)->coef) : 1.0f;
+#define GATE_G(g, i) (clip_ ? __fmul_rn((g)[i], c_) : (g)[i])
+
 /* torch.optim.SGD, written as cpu-ref's ref_sgd_update with unfused float operations. */
 __global__ static void k_sgd(float *p, const float *g, float *buf, int64_t n, float lr,
                              float momentum, float dampening, float wd, int nesterov,
-                             int first_step) {
+                             int first_step, const vt_grad_gate *gate) {
+    GATE_BEGIN(gate)
     VT_GRID_STRIDE(i, n) {
-        float d = g[i];
+        float d = GATE_G(g, i);
         if (wd != 0)
             d = __fadd_rn(d, __fmul_rn(wd, p[i]));
         if (momentum != 0) {
@@ -35,18 +46,20 @@ __global__ static void k_sgd(float *p, const float *g, float *buf, int64_t n, fl
 }
 extern "C" void vt_cuk_sgd(cudaStream_t st, float *p, const float *g, float *buf, int64_t n,
                            float lr, float momentum, float dampening, float wd, int nesterov,
-                           int first_step) {
+                           int first_step, const vt_grad_gate *gate) {
     if (n <= 0)
         return;
     k_sgd<<<vt_blocks(n), VT_THREADS, 0, st>>>(p, g, buf, n, lr, momentum, dampening, wd,
-                                               nesterov, first_step);
+                                               nesterov, first_step, gate);
     CUDA_LAUNCH_CHECK();
 }
 
 __global__ static void k_rmsprop(float *p, const float *g, float *sq, float *buf, int64_t n,
-                                 float lr, float alpha, float eps, float wd, float momentum) {
+                                 float lr, float alpha, float eps, float wd, float momentum,
+                                 const vt_grad_gate *gate) {
+    GATE_BEGIN(gate)
     VT_GRID_STRIDE(i, n) {
-        float d = g[i];
+        float d = GATE_G(g, i);
         if (wd != 0)
             d = __fadd_rn(d, __fmul_rn(wd, p[i]));
         /* cpu-ref: alpha * sq + (1 - alpha) * d * d, i.e. ((1-alpha)*d)*d */
@@ -64,19 +77,20 @@ __global__ static void k_rmsprop(float *p, const float *g, float *sq, float *buf
 }
 extern "C" void vt_cuk_rmsprop(cudaStream_t st, float *p, const float *g, float *sq, float *buf,
                                int64_t n, float lr, float alpha, float eps, float wd,
-                               float momentum) {
+                               float momentum, const vt_grad_gate *gate) {
     if (n <= 0)
         return;
     k_rmsprop<<<vt_blocks(n), VT_THREADS, 0, st>>>(p, g, sq, buf, n, lr, alpha, eps, wd,
-                                                   momentum);
+                                                   momentum, gate);
     CUDA_LAUNCH_CHECK();
 }
 
 __global__ static void k_adamw(float *p, const float *g, float *m, float *v, int64_t n,
                                float decay, float beta1, float beta2, float eps, float step_size,
-                               float bc2_sqrt) {
+                               float bc2_sqrt, const vt_grad_gate *gate) {
+    GATE_BEGIN(gate)
     VT_GRID_STRIDE(i, n) {
-        const float gi = g[i];
+        const float gi = GATE_G(g, i);
         float pi = __fmul_rn(p[i], decay);
         float mi = __fadd_rn(__fmul_rn(beta1, m[i]), __fmul_rn(1.0f - beta1, gi));
         /* cpu-ref: beta2 * v + (1 - beta2) * g * g, i.e. ((1-beta2)*g)*g */
@@ -90,10 +104,10 @@ __global__ static void k_adamw(float *p, const float *g, float *m, float *v, int
 }
 extern "C" void vt_cuk_adamw(cudaStream_t st, float *p, const float *g, float *m, float *v,
                              int64_t n, float decay, float beta1, float beta2, float eps,
-                             float step_size, float bc2_sqrt) {
+                             float step_size, float bc2_sqrt, const vt_grad_gate *gate) {
     if (n <= 0)
         return;
     k_adamw<<<vt_blocks(n), VT_THREADS, 0, st>>>(p, g, m, v, n, decay, beta1, beta2, eps,
-                                                 step_size, bc2_sqrt);
+                                                 step_size, bc2_sqrt, gate);
     CUDA_LAUNCH_CHECK();
 }

@@ -272,9 +272,27 @@ int vt_towers_count_all(const vt_towers *t) { return t->ng; }
 const vt_device_list *vt_towers_devices(const vt_towers *t) { return &t->gdev; }
 const vt_plan *vt_towers_plan(const vt_towers *t) { return &t->plan; }
 const vt_memplan *vt_towers_memplan(const vt_towers *t) { return &t->mp; }
-vt_net *vt_towers_net(vt_towers *t, int rank) { return t->tw[rank].net; }
-vt_optim *vt_towers_optim(vt_towers *t, int rank) { return t->tw[rank].opt; }
-vt_backend *vt_towers_backend(vt_towers *t, int rank) { return t->tw[rank].be; }
+/* A training step's gate still in flight is read before the caller touches a replica
+ * (vt_towers_train_issue): its state, step count and BN buffers are then the step's. */
+static void settle_all(vt_towers *t) {
+    for (int i = 0; i < t->n; i++)
+        if (t->tw[i].gate_late) {
+            vt_tw_run_cmd(t, CMD_SETTLE);
+            return;
+        }
+}
+vt_net *vt_towers_net(vt_towers *t, int rank) {
+    settle_all(t);
+    return t->tw[rank].net;
+}
+vt_optim *vt_towers_optim(vt_towers *t, int rank) {
+    settle_all(t);
+    return t->tw[rank].opt;
+}
+vt_backend *vt_towers_backend(vt_towers *t, int rank) {
+    settle_all(t);
+    return t->tw[rank].be;
+}
 
 void vt_towers_set_momentum(vt_towers *T, float momentum) {
     /* between steps the tower threads are parked: their optimizers are ours to set */
@@ -294,6 +312,7 @@ void vt_towers_run_on(vt_towers *T, int rank, void (*fn)(void *ctx, vt_net *net,
 void vt_towers_sync_from(vt_towers *T, int root) {
     VT_CHECK(root >= 0 && root < T->n, "root %d of %d", root, T->n);
     T->root = root;
+    settle_all(T);
     int64_t step = T->me == 0 ? vt_optim_step_count(T->tw[root].opt) : 0;
     vt_mpi_bcast(&step, sizeof step, 0, "the optimizer step count of a checkpoint");
     T->sync_step = step;

@@ -124,6 +124,10 @@ typedef struct vt_step_stats {
                                            took the update (weights, optimizer state and
                                            step count, BN buffers all as before); the
                                            same on every tower and rank */
+    int late;                           /* vt_towers_train_issue: grad_norm and skipped
+                                           are not known yet (vt_towers_train_read) */
+    int64_t id;                         /* train: the step's number among the towers'
+                                           training steps (vt_towers_train_read) */
     int ntowers;
     int slice[VT_MAX_DEVICES];          /* clips per tower this step */
     int passes[VT_MAX_DEVICES];         /* forward passes per tower */
@@ -181,6 +185,21 @@ void vt_towers_plan_line(const vt_towers *t, char *buf, size_t n);
  * while the current one computes; when this call (or eval_step) returns, no copy reads
  * b any more: it may go back to the loader. */
 void vt_towers_train_step(vt_towers *t, const vt_batch *b, float lr, vt_step_stats *out);
+/* vt_towers_train_step without the wait for the step's gradient norm (issue 45 item 3):
+ * the norm, the clip and the skip are decided on the devices (models/optim.h's gate) and
+ * the host reads them after the next step's first pass, whose wait covers them. out is
+ * train_step's, except that out->late = 1 may say grad_norm and skipped are not known yet:
+ * vt_towers_train_read fills them in (waiting for the devices only if no later step has
+ * read them), at the latest after the next vt_towers_train_issue. The replicas' state is
+ * the step's whatever it decided, and every other call (evaluation, checkpoints through
+ * vt_towers_run_on, sync_from, precise BN) reads the gate first, so it sees the step's
+ * state and step count. Where something after the update must know the skip at once (the
+ * towers' average of the running statistics without sync-BN, mixed backends), out->late
+ * is 0, as from train_step. */
+void vt_towers_train_issue(vt_towers *t, const vt_batch *b, float lr, vt_step_stats *out);
+/* st (from vt_towers_train_issue, with late = 1): its grad_norm and skipped, late = 0.
+ * It must be the last step issued or the one before it; st->late = 0: nothing to do. */
+void vt_towers_train_read(vt_towers *t, vt_step_stats *st);
 /* The optimizer momentum (AdamW: beta1) of the following steps on every replica, for
  * schedules that cycle it (vt_sched_momentum). Call between steps. */
 void vt_towers_set_momentum(vt_towers *t, float momentum);

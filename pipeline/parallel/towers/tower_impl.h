@@ -29,6 +29,7 @@ typedef enum tower_cmd {
     CMD_BNSTAT,
     CMD_RUN,
     CMD_QUIT,
+    CMD_SETTLE,              /* read the last update's gate (waits for the device) */
 } tower_cmd;
 
 typedef struct tower {
@@ -62,9 +63,14 @@ typedef struct tower {
     double compute, wait, loss, head_loss[VT_MAX_HEADS];
     int64_t correct[VT_MAX_HEADS];
     int passes;
-    float grad_norm;
-    int skipped;             /* the step's loss or reduced gradient norm was not finite:
-                                no update, buffers as before it (every tower the same) */
+    /* The gradient gate (issue 45 item 3; models/optim.h): the step is skipped on the
+     * device when its loss or reduced gradient norm was not finite (no update, buffers as
+     * before it; every tower the same), and its norm and skip read by the host late.
+     * Issued step s's results (s: T->issued after it) sit at [s & 1]. */
+    float gnorm[2];
+    int gskip[2];
+    int64_t gate_step;       /* the step whose gate is in flight */
+    int gate_late;           /* its copy back is queued and not read yet */
     float *buf_saved;        /* (buf_saved_n) host: the buffers before this step's forward */
     int64_t buf_saved_n;
     float *buf_dev;          /* ... on a device backend instead (no host wait), made when
@@ -137,6 +143,9 @@ struct vt_towers {
     int speed_planned;
     int mixed;               /* towers on different kinds of backend */
     int64_t step;
+    int64_t issued;          /* training steps run (never reset: the gate results' index) */
+    int late;                /* this training step's gate may be read late
+                                (vt_towers_train_issue) */
     /* command channel */
     pthread_mutex_t mu;
     pthread_cond_t cv_go, cv_done;
@@ -168,7 +177,9 @@ typedef struct rank_fig {
 
 /* A tower's thread: waits for each command and runs it on its own replica. */
 void *vt_tw_tower_main(void *arg);
-/* Wake every tower with cmd and wait until all have finished it. */
+/* Wake every tower with cmd and wait until all have finished it. Every command but a
+ * training step first reads a tower's last update's gate (so that what it does sees the
+ * step's state and count). */
 void vt_tw_run_cmd(vt_towers *T, tower_cmd cmd);
 
 /* ---- tower_stage.c: input staging ---- */

@@ -62,7 +62,7 @@ static void local_fig(vt_towers *T, rank_fig *f, const vt_reduce_stats *r0, cons
     pthread_mutex_unlock(&T->sched_mu);
 }
 
-void vt_towers_train_step(vt_towers *T, const vt_batch *b, float lr, vt_step_stats *out) {
+static void train_step(vt_towers *T, const vt_batch *b, float lr, vt_step_stats *out, int late) {
     check_batch(T, b);
     double t0 = vt_now();
     int count[VT_MAX_DEVICES]; /* clips of every tower of every process this step */
@@ -116,14 +116,22 @@ void vt_towers_train_step(vt_towers *T, const vt_batch *b, float lr, vt_step_sta
     vt_tw_weight_scale(T, b); /* --balance loss: the whole step's weight sum */
     T->batch = b;
     T->lr = lr;
+    T->late = late;
     vt_tw_run_cmd(T, CMD_TRAIN);
     T->step++;
+    T->issued++;
     reducer_stats(T, &r1);
     rank_fig mine;
     local_fig(T, &mine, &r0, &r1);
     st.n = nclips;
-    st.grad_norm = T->tw[0].grad_norm;
-    st.skipped = T->tw[0].skipped;
+    st.id = T->issued;
+    st.late = 0;
+    for (int i = 0; i < T->n; i++)
+        st.late |= T->tw[i].gate_late;
+    if (!st.late) {
+        st.grad_norm = T->tw[0].gnorm[T->issued & 1];
+        st.skipped = T->tw[0].gskip[T->issued & 1];
+    }
     st.buckets = T->bucket_floats > 0 ? T->tw[0].nbuckets : 0;
     st.buckets_overlapped = T->bucket_floats > 0 ? T->tw[0].noverlap : 0;
     memcpy(st.slice, count, sizeof(int) * (size_t)T->ng);
@@ -206,6 +214,30 @@ void vt_towers_train_step(vt_towers *T, const vt_batch *b, float lr, vt_step_sta
         *out = st;
 }
 
+void vt_towers_train_step(vt_towers *T, const vt_batch *b, float lr, vt_step_stats *out) {
+    train_step(T, b, lr, out, 0);
+}
+
+void vt_towers_train_issue(vt_towers *T, const vt_batch *b, float lr, vt_step_stats *out) {
+    train_step(T, b, lr, out, 1);
+}
+
+void vt_towers_train_read(vt_towers *T, vt_step_stats *st) {
+    if (!st->late)
+        return;
+    VT_CHECK(st->id == T->issued || st->id == T->issued - 1,
+             "the figures of training step %lld read after step %lld: too late (the towers "
+             "keep the last two)", (long long)st->id, (long long)T->issued);
+    int wait = 0;
+    for (int i = 0; i < T->n; i++)
+        wait |= T->tw[i].gate_late && T->tw[i].gate_step == st->id;
+    if (wait)
+        vt_tw_run_cmd(T, CMD_SETTLE);
+    st->grad_norm = T->tw[0].gnorm[st->id & 1];
+    st->skipped = T->tw[0].gskip[st->id & 1];
+    st->late = 0;
+}
+
 void vt_towers_eval_step(vt_towers *T, const vt_batch *b, float *probs_out[VT_MAX_HEADS],
                          vt_step_stats *out) {
     check_batch(T, b);
@@ -262,7 +294,7 @@ void vt_towers_eval_step(vt_towers *T, const vt_batch *b, float *probs_out[VT_MA
         out->compute_s[i] = tw->compute;
         out->wait_s[i] = tw->wait;
     }
-    out->grad_norm = T->tw[0].grad_norm;
+    out->grad_norm = T->tw[0].gnorm[T->issued & 1]; /* the last training step's */
     out->step_s = vt_now() - t0;
 }
 

@@ -68,6 +68,22 @@ static void host_buf_free(tower *tw, void *p) {
         free(p);
 }
 
+/* The last update's gate read (issue 45 item 3): its norm and skip into the tower's
+ * results, its step into the optimizer's count. wait: sync the backend first; 0 when
+ * the caller's own wait came after the gate's copy back (a pass's wait). */
+static void settle(tower *tw, int wait) {
+    if (!tw->gate_late)
+        return;
+    if (wait)
+        vt_backend_sync(tw->be);
+    int skipped;
+    double norm = vt_optim_gate_read(tw->opt, &skipped);
+    const int k = (int)(tw->gate_step & 1);
+    tw->gnorm[k] = (float)norm;
+    tw->gskip[k] = skipped;
+    tw->gate_late = 0;
+}
+
 static void grow_scratch(tower *tw, int clips) {
     const vt_net_cfg *nc = &tw->T->cfg.net;
     if (clips <= tw->scratch_clips)
@@ -89,6 +105,7 @@ static void rebuild(tower *tw, int mb) {
     vt_towers *T = tw->T;
     vt_backend *be = tw->be;
     int64_t np = vt_net_num_params(tw->net), nb = vt_net_num_buffers(tw->net);
+    settle(tw, 1); /* the step count and the state the last update leaves */
     int64_t ns = vt_optim_state_len(tw->opt), step = vt_optim_step_count(tw->opt);
     float *hp = vt_malloc((size_t)VT_MAX(np, 1) * sizeof(float));
     float *hb = vt_malloc((size_t)VT_MAX(nb, 1) * sizeof(float));
@@ -354,6 +371,8 @@ static void do_train(tower *tw) {
         if (!early && p + 1 < npass)
             ticket = vt_tw_stage_issue(tw, b, PASS_FIRST(p + 1), PASS_K(p + 1));
         vt_backend_sync(be); /* the pass's one wait */
+        if (p == 0) /* it covered the last step's gate, queued back at that step's end */
+            settle(tw, 0);
         float hl[VT_MAX_HEADS] = {0};
         vt_net_loss_collect(tw->net, tw->loss_clip, hl);
         for (int j = 0; j < k; j++)
@@ -370,6 +389,7 @@ static void do_train(tower *tw) {
 #undef PASS_K
     vt_net_set_bn_pass_clips(tw->net, -1); /* evaluation and precise BN: the count travels */
     vt_tw_stage_done(tw);
+    settle(tw, 1); /* no pass ran (no clips): the last gate is read before this update */
     double t1 = vt_now();
     tw->compute = t1 - t0;
 
@@ -392,23 +412,44 @@ static void do_train(tower *tw) {
      * and step count untouched, the buffers back as they were; the caller stops the run
      * or counts the step (vidtrain train --skip-nonfinite). With exact sums a NaN or inf
      * gradient saturates to a finite total (xsum.h): a norm at the sums' range is how it
-     * shows (a relu or max-pool can swallow the NaN on the way to the loss). */
-    double norm = vt_optim_grad_norm(tw->opt, vt_net_grads(tw->net));
-    tw->grad_norm = (float)norm;
+     * shows (a relu or max-pool can swallow the NaN on the way to the loss).
+     * The norm, the clip and the skip are decided on the device (issue 45 item 3;
+     * models/optim.h): the gate, the buffers put back if it skips, the update that reads
+     * it, and the gate's copy back are queued, and the host reads the gate after the next
+     * step's first pass, whose wait covers it (settle). Nothing here waits for it unless
+     * something after the update must know: the towers' average of the running statistics
+     * (several towers without sync-BN), the broadcast of mixed backends, buffers saved on
+     * the host, or a caller that wants the figures now (vt_towers_train_step). */
     int loss_bad = loss_nonfinite_anywhere(tw); /* a collective: every tower calls it */
-    tw->skipped = loss_bad || !isfinite(norm) || (T->cfg.net.exact && norm >= VT_XSUM_GRAD_MAX);
+    vt_optim *opt = tw->opt;
+    vt_optim_gate(opt, vt_net_grads(tw->net), loss_bad,
+                  T->cfg.net.exact ? VT_XSUM_GRAD_MAX : INFINITY);
     int64_t nb = vt_net_num_buffers(tw->net);
-    if (tw->skipped) {
-        if (nb && tw->buf_dev)
-            be->i->copy(be, vt_net_buffers(tw->net), tw->buf_dev, (size_t)nb * sizeof(float));
-        else if (nb)
-            be->i->to_device(be, vt_net_buffers(tw->net), tw->buf_saved, (size_t)nb * sizeof(float));
-        vt_backend_sync(be);
-        tw->wait = vt_now() - t1;
-        return;
+    const int host_saved = nb && !tw->buf_dev && !tw->host_mem;
+    if (nb && !host_saved)
+        VT_OP(be, copy_if_skip, vt_net_buffers(tw->net), tw->buf_dev ? tw->buf_dev : tw->buf_saved,
+              (size_t)nb * sizeof(float), vt_optim_gate_dev(opt));
+    vt_optim_apply_gated(opt, vt_net_params(tw->net), vt_net_grads(tw->net), T->lr);
+    vt_optim_gate_fetch(opt);
+    tw->gate_step = T->issued + 1;
+    tw->gate_late = 1;
+    /* One tower in the whole run: the clip-weighted average of its own statistics, at
+     * weight 1, changes no bit (scale by 1, a reducer of one rank returns at once, integer
+     * counters round to themselves), so it is left out and the step need not be known. */
+    const int merge = !T->mixed && !T->cfg.sync_bn && nb > 0 && T->ng > 1;
+    if (!T->late || merge || T->mixed || host_saved) {
+        settle(tw, 1);
+        if (tw->gskip[tw->gate_step & 1]) {
+            if (host_saved) {
+                be->i->to_device(be, vt_net_buffers(tw->net), tw->buf_saved,
+                                 (size_t)nb * sizeof(float));
+                vt_backend_sync(be);
+            }
+            tw->wait = vt_now() - t1;
+            return;
+        }
     }
     tw->wait = vt_now() - t1;
-    vt_optim_apply(tw->opt, vt_net_params(tw->net), vt_net_grads(tw->net), T->lr, norm);
 
     double t2 = vt_now();
     if (T->mixed) {
@@ -416,7 +457,7 @@ static void do_train(tower *tw) {
         red->i->broadcast(red, tw->rank, be, vt_net_params(tw->net), np, 0);
         if (nb)
             red->i->broadcast(red, tw->rank, be, vt_net_buffers(tw->net), nb, 0);
-    } else if (!T->cfg.sync_bn && nb > 0) {
+    } else if (merge) {
         /* Running statistics: the clip-weighted average over towers (tower.h). */
         vt_net_merge_buffers(tw->net, (float)tw->count / (float)T->nclips, allreduce_hook, tw);
     }
@@ -558,6 +599,8 @@ void *vt_tw_tower_main(void *arg) {
         seen = T->gen;
         tower_cmd cmd = T->cmd;
         pthread_mutex_unlock(&T->mu);
+        if (cmd != CMD_TRAIN && cmd != CMD_INIT && cmd != CMD_NONE && tw->be)
+            settle(tw, 1); /* a late gate first (vt_tw_run_cmd) */
         switch (cmd) {
         case CMD_INIT: do_init(tw); break;
         case CMD_TRAIN: do_train(tw); break;
@@ -569,6 +612,7 @@ void *vt_tw_tower_main(void *arg) {
                 T->run_fn(T->run_ctx, tw->net, tw->opt);
             break;
         case CMD_QUIT: do_quit(tw); break;
+        case CMD_SETTLE: /* done above */
         case CMD_NONE: break;
         }
         pthread_mutex_lock(&T->mu);

@@ -199,8 +199,9 @@ static void mv16_forward(vt_backend *be, cu_ctx *cx, float *out, float *lse, con
     float *ob = vt_cuda_grow(be, &cx->scratch, &cx->scratch_bytes,
                              (size_t)w.B * (size_t)bq * (size_t)D * sizeof(float), "cuda scratch");
     const float scale = (float)(1.0 / sqrt((double)D));
-    const uint16_t *q16 = (const uint16_t *)(const void *)q, *k16 = (const uint16_t *)(const void *)k,
-                   *v16 = (const uint16_t *)(const void *)v;
+    const uint16_t *q16 = (const uint16_t *)(const void *)q;
+    const uint16_t *k16 = (const uint16_t *)(const void *)k;
+    const uint16_t *v16 = (const uint16_t *)(const void *)v;
     for (int u = 0; u < w.U; u++) {
         const uint16_t *qu = q16 + u * w.u_l * D, *ku = k16 + u * w.u_k, *vu = v16 + u * w.u_k;
         uint16_t *o = (uint16_t *)(void *)out + u * w.u_o;
@@ -243,9 +244,10 @@ static void mv16_backward(vt_backend *be, cu_ctx *cx, float *dq, float *dk, floa
     double *rpart = g->rel ? (double *)(void *)(arow + rel_floats(n, H, g)) : NULL;
     float *dqb = (float *)(void *)(base + rb), *ak = dqb + nq, *av = ak + w.B * LD;
     const float scale = (float)(1.0 / sqrt((double)D));
-    const uint16_t *q16 = (const uint16_t *)(const void *)q, *k16 = (const uint16_t *)(const void *)k,
-                   *v16 = (const uint16_t *)(const void *)v,
-                   *g16 = (const uint16_t *)(const void *)dout;
+    const uint16_t *q16 = (const uint16_t *)(const void *)q;
+    const uint16_t *k16 = (const uint16_t *)(const void *)k;
+    const uint16_t *v16 = (const uint16_t *)(const void *)v;
+    const uint16_t *g16 = (const uint16_t *)(const void *)dout;
     uint16_t *dq16 = (uint16_t *)(void *)dq, *dk16 = (uint16_t *)(void *)dk,
              *dv16 = (uint16_t *)(void *)dv;
     for (int u = 0; u < w.U; u++) {

@@ -596,7 +596,8 @@ __global__ static void k_rel_part(double *pa, const float *arow, const A *q, int
                           : a == 1 ? 1 + (rr / q2 * q1 + qc) * q2 + rr % q2
                                    : 1 + rr * q2 + qc;
             const int64_t row = jh * g.Lq + i;
-            acc = __dadd_rn(acc, __dmul_rn((double)arow[row * g.KK + x], (double)ld(q, row * g.D + d)));
+            acc = __dadd_rn(acc, __dmul_rn((double)arow[row * g.KK + x],
+                                           (double)ld(q, row * g.D + d)));
         }
         pa[e] = acc;
     }

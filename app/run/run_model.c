@@ -150,13 +150,6 @@ int vt_run_model_load(vt_run_model *m, const vt_device_args *da, const char *pol
     if (vt_devices_from_args(&tc.devices, da, err, errlen) != 0 ||
         vt_devices_check_precision(&tc.devices, m->precision, err, errlen) != 0)
         return -2;
-    /* docs/style.md §17: a policy given where nothing splits is refused, not ignored */
-    if (policy && tc.devices.n < 2) {
-        vt_set_err(err, errlen, "--tower-split %s: one tower takes the whole batch, so there "
-                   "is nothing to split; leave it out, or give several towers (--devices "
-                   "cpu:2, --gpus 2)", policy);
-        return -2;
-    }
     char perr[1024];
     if (vt_slice_policy_parse(&tc.policy, policy ? policy : "memory", perr, sizeof perr) != 0) {
         vt_set_err(err, errlen, "%s", perr);
@@ -175,6 +168,14 @@ int vt_run_model_load(vt_run_model *m, const vt_device_args *da, const char *pol
     m->towers = vt_towers_init(&tc, err, errlen);
     if (!m->towers)
         return -1;
+    /* docs/style.md §17: a policy given where nothing splits is refused, not ignored (the
+     * towers of every process count: under mpirun a rank may hold one) */
+    if (policy && vt_towers_count_all(m->towers) < 2) {
+        vt_set_err(err, errlen, "--tower-split %s: one tower takes the whole batch, so there "
+                   "is nothing to split; leave it out, or give several towers (--devices "
+                   "cpu:2, --gpus 2)", policy);
+        return -2;
+    }
     return vt_run_load(m->ckpt, m->towers, 0, NULL, err, errlen);
 }
 

@@ -81,7 +81,8 @@ int main(void) {
 
     /* bf16: cuda's only (docs/precision.md): on this CPU-only run, train refuses it before
      * any step, saying so; the plan for two absent GPUs (--mem) holds about twice the clips
-     * of fp32's, the activations stored at 2 bytes (measured 61 + 25 against 31 + 13) */
+     * of fp32's at the plan's default 16x112, the activations stored at 2 bytes (measured
+     * 61 + 25 against 31 + 13) */
     TCHECK(train("bf16", "--precision bf16") != 0, "train --precision bf16 on the CPU ran");
     TCHECK(vt_test_file_has_in(g_dir, "bf16.log", "bf16") &&
                vt_test_file_has_in(g_dir, "bf16.log", "cuda"),
@@ -100,7 +101,7 @@ int main(void) {
         fit[b][1] = c1 ? atoi(c1 + 14) : 0;
         free(pl);
     }
-    printf("plan mvit_v2_s 16x224 on 12G + 6G: fp32 %d + %d clips a pass, bf16 %d + %d\n",
+    printf("plan mvit_v2_s 16x112 on 12G + 6G: fp32 %d + %d clips a pass, bf16 %d + %d\n",
            fit[0][0], fit[0][1], fit[1][0], fit[1][1]);
     for (int d = 0; d < 2; d++)
         TCHECK(fit[0][d] > 0 && fit[1][d] >= 18 * fit[0][d] / 10 && fit[1][d] <= 2 * fit[0][d] + 1,

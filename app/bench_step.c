@@ -43,8 +43,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "  --sync-bn           batch-norm statistics across towers (train's default;\n"
             "                      without it, train --no-sync-bn's: each tower's own, the\n"
-            "                      running statistics averaged after every step). One tower\n"
-            "                      syncs nothing, but still skips that average, as train does\n"
+            "                      running statistics averaged after every step). Refused\n"
+            "                      for one tower: it has nothing to sync and no average\n"
             "  --tf32              the same as --precision tf32\n"
             "  --bucket-mb MB      gradient buckets reduced during backward (host reducer;\n"
             "                      0 = one reduction after backward; default: 25 when a\n"
@@ -179,6 +179,16 @@ static vt_towers *bench_plan(const bench_args *ba, vt_towers_cfg *cfg, int *batc
     if (ba->sync_bn && vt_net_num_buffers(vt_towers_net(tw, 0)) == 0) {
         fprintf(stderr, "vidtrain bench step: --sync-bn: %s has no batch norm for it to act on; "
                 "leave it out\n", ba->sa.model);
+        vt_towers_free(&tw);
+        *rc_out = 2;
+        return NULL;
+    }
+    /* one tower in the run: no statistics to sync, and no average of running statistics
+     * after the step either way (tower_worker.c: merge needs several) */
+    if (ba->sync_bn && vt_towers_count_all(tw) < 2) {
+        fprintf(stderr, "vidtrain bench step: --sync-bn: one tower has no statistics to sync "
+                "(and no average of running statistics to skip), so it changes nothing; leave "
+                "it out, or give several towers (--devices cpu:2, --gpus 2)\n");
         vt_towers_free(&tw);
         *rc_out = 2;
         return NULL;

@@ -9,7 +9,8 @@
  *   - bench step: --tf32 and --precision together (the later one won in silence);
  *     --bucket-mb with one tower (no buckets; exact sums: refused before), --tower-split
  *     with one tower (nothing to split), --pageable with CPU towers only (no page-locked
- *     memory to leave out), --sync-bn for a model without batch norm;
+ *     memory to leave out), --sync-bn for a model without batch norm or with one tower
+ *     (nothing to sync, no average to skip since the gradient gate: tower_worker.c);
  *     --precision tf32 on CPU towers only (they compute fp32), for plan, predict, eval and
  *     embed too (app/device_opts.c vt_devices_check_precision);
  *   - bench conv: --small beside --clip, --batch or --reps (whichever came later won);
@@ -67,6 +68,8 @@ int main(void) {
          "--steps 1 --warmup 0", "nothing to split"},
         {"bench step --model tiny --clip 4x16x16 --batch 2 --devices cpu:1 --pageable --steps 1 "
          "--warmup 0", "no tower's backend has any"},
+        {"bench step --model tiny --clip 4x16x16 --batch 2 --devices cpu:1 --sync-bn --steps 1 "
+         "--warmup 0", "one tower has no statistics to sync"},
         {"bench step --model tiny_nobn --clip 4x16x16 --batch 2 --devices cpu:2 --sync-bn "
          "--steps 1 --warmup 0", "tiny_nobn has no batch norm"},
         {"plan --devices cpu:2 --precision tf32", "TF32 is a GPU mode"},

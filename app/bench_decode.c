@@ -55,12 +55,14 @@ static int skip_name(const char *name) {
     return 0;
 }
 
-/* Every regular file under path (or path itself), recursively. */
+/* Every regular file under path (or path itself), recursively; a frame folder is one
+ * video, as in a dataset (its images one by one had FFmpeg's 25 fps each, and
+ * --frame-rate nothing to time). */
 static void list_files(file_list *l, const char *path) {
     struct stat sb;
     if (stat(path, &sb) != 0)
         return;
-    if (!S_ISDIR(sb.st_mode)) {
+    if (!S_ISDIR(sb.st_mode) || vt_video_is_frame_dir(path)) {
         list_add(l, path);
         return;
     }
@@ -470,6 +472,9 @@ int vt_bench_decode(int argc, char **argv) {
         fprintf(stderr, "vidtrain bench decode: no files given (see --help)\n");
         goto done;
     }
+    if (vt_frame_rate_check("bench decode", "none of the inputs is one",
+                            (const char *const *)files.path, files.n) != 0)
+        goto done;
     /* The videos are inputs (base/common.h's output rule): --starts-out onto one of
      * them, or onto a folder or special file, is refused before any decoding. */
     for (int i = 0; i < files.n; i++)

@@ -41,17 +41,22 @@ static void usage(FILE *f) {
                "Times training steps on synthetic clips and prints clips/s.\n\n");
     vt_step_args_help(f, &step_defaults);
     fprintf(f,
-            "  --sync-bn           batch-norm statistics across towers\n"
+            "  --sync-bn           batch-norm statistics across towers (train's default;\n"
+            "                      without it, train --no-sync-bn's: each tower's own, the\n"
+            "                      running statistics averaged after every step). Refused\n"
+            "                      for one tower: it has nothing to sync and no average\n"
             "  --tf32              the same as --precision tf32\n"
             "  --bucket-mb MB      gradient buckets reduced during backward (host reducer;\n"
             "                      0 = one reduction after backward; default: 25 when a\n"
-            "                      tower is on a GPU, else 0)\n"
+            "                      tower is on a GPU, else 0; refused where there are no\n"
+            "                      buckets: one tower, or exact sums)\n"
             "  --steps S           timed steps (default 5)\n"
             "  --warmup W          untimed steps first (default 2; auto/speed re-plan here)\n"
             "  --seed N            weights and data (default 1)\n"
             "  --verbose           one line per step\n"
             "  --pageable          the input batch in ordinary (pageable) memory; default:\n"
             "                      page-locked when a tower is on a GPU, as train's loader\n"
+            "                      (refused where no tower has page-locked memory)\n"
             "%s%s",
             vt_device_args_help, vt_mpi_help);
 }
@@ -62,6 +67,8 @@ static void usage(FILE *f) {
 typedef struct bench_args {
     int steps, warmup, sync_bn, verbose, pageable;
     double bucket_mb; /* --bucket-mb, or -1: the towers' default */
+    int bucket_given; /* --bucket-mb was on the command line (0 too) */
+    int split_given;  /* --tower-split was */
     uint64_t seed;
     vt_step_args sa; /* the model, clip, batch, devices and optimizer options */
 } bench_args;
@@ -120,6 +127,8 @@ static int bench_parse(bench_args *ba, int argc, char **argv) {
             return 2;
         i++;
     }
+    ba->bucket_given = vt_opts_given_has(&given, "--bucket-mb");
+    ba->split_given = vt_opts_given_has(&given, "--tower-split");
     /* the one given later replaced the other's value without a word */
     if (vt_opts_given_has(&given, "--tf32") && vt_opts_given_has(&given, "--precision")) {
         fprintf(stderr, "vidtrain bench step: --tf32 is --precision tf32: not with --precision "
@@ -155,11 +164,49 @@ static vt_towers *bench_plan(const bench_args *ba, vt_towers_cfg *cfg, int *batc
         *rc_out = 1;
         return NULL;
     }
-    /* exact sums reduce once, after backward (tower.c): buckets were dropped unsaid */
-    if (ba->bucket_mb > 0 && vt_towers_exact(tw)) {
+    /* exact sums reduce once, after backward (tower.c): buckets were dropped unsaid; one
+     * tower in this process has no gradients to sum with another's (given at 0 too: one
+     * reduction after backward is what these towers do anyway) */
+    if (ba->bucket_given && vt_towers_exact(tw)) {
         fprintf(stderr, "vidtrain bench step: --bucket-mb %g: these towers sum exactly, in one "
                 "reduction after backward, so there are no buckets; VT_EXACT_SUMS=0 (float "
                 "sums) to measure them\n", ba->bucket_mb);
+        vt_towers_free(&tw);
+        *rc_out = 2;
+        return NULL;
+    }
+    /* buffers are batch norm's running statistics (models/net.h): none, no BN to sync */
+    if (ba->sync_bn && vt_net_num_buffers(vt_towers_net(tw, 0)) == 0) {
+        fprintf(stderr, "vidtrain bench step: --sync-bn: %s has no batch norm for it to act on; "
+                "leave it out\n", ba->sa.model);
+        vt_towers_free(&tw);
+        *rc_out = 2;
+        return NULL;
+    }
+    /* one tower in the run: no statistics to sync, and no average of running statistics
+     * after the step either way (tower_worker.c: merge needs several) */
+    if (ba->sync_bn && vt_towers_count_all(tw) < 2) {
+        fprintf(stderr, "vidtrain bench step: --sync-bn: one tower has no statistics to sync "
+                "(and no average of running statistics to skip), so it changes nothing; leave "
+                "it out, or give several towers (--devices cpu:2, --gpus 2)\n");
+        vt_towers_free(&tw);
+        *rc_out = 2;
+        return NULL;
+    }
+    if (ba->split_given && vt_towers_count_all(tw) < 2) {
+        fprintf(stderr, "vidtrain bench step: --tower-split %s: one tower takes the whole "
+                "batch, so there is nothing to split; leave it out, or give several towers "
+                "(--devices cpu:2, --gpus 2)\n", ba->sa.tower_split);
+        vt_towers_free(&tw);
+        *rc_out = 2;
+        return NULL;
+    }
+    /* (under mpirun another rank's towers may have buckets: no rank stops alone) */
+    if (ba->bucket_given && vt_towers_count(tw) < 2 && vt_mpi_size() == 1) {
+        fprintf(stderr, "vidtrain bench step: --bucket-mb %g: buckets sum the gradients of this "
+                "process's towers during backward, and it has one, so there are no buckets; "
+                "give several towers (--devices cpu:2, cuda:0,cuda:1) or leave it out\n",
+                ba->bucket_mb);
         vt_towers_free(&tw);
         *rc_out = 2;
         return NULL;
@@ -354,8 +401,17 @@ int vt_bench_step(int argc, char **argv) {
     void *(*h_alloc)(void *, size_t) = NULL;
     void (*h_free)(void *, void *) = NULL;
     void *h_ctx = NULL;
-    if (!pageable)
-        vt_towers_host_hook(tw, &h_alloc, &h_free, &h_ctx);
+    vt_towers_host_hook(tw, &h_alloc, &h_free, &h_ctx);
+    if (pageable && !h_alloc && vt_mpi_size() == 1) { /* it would measure the same batch
+                                                         (a rank alone must not stop) */
+        fprintf(stderr, "vidtrain bench step: --pageable keeps the batch out of page-locked "
+                "memory, and no tower's backend has any (CPU towers read it where it is); "
+                "leave it out\n");
+        vt_towers_free(&tw);
+        return 2;
+    }
+    if (pageable)
+        h_alloc = NULL, h_free = NULL, h_ctx = NULL;
     const size_t xbytes = (size_t)(cf * batch) * sizeof(float);
     b.x = h_alloc ? h_alloc(h_ctx, xbytes) : vt_malloc(xbytes);
     printf("input batch: %s memory (%s)\n", h_alloc ? "page-locked" : "pageable",

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "app/app.h"
+#include "app/opts.h"
 #include "app/step_opts.h"
 #include "base/common.h"
 #include "models/net.h"
@@ -37,7 +38,8 @@ static void usage(FILE *f) {
                "                      its input and output and is recomputed in backward (same\n"
                "                      bits, about a third more compute, a block's activations\n"
                "                      a clip instead of all); auto (default): on for a device\n"
-               "                      only where one clip does not fit a pass without it\n");
+               "                      only where one clip does not fit a pass without it;\n"
+               "                      refused for a model without transformer blocks\n");
     fprintf(f, "%s", vt_device_args_help);
 }
 
@@ -49,7 +51,9 @@ int vt_cmd_plan(int argc, char **argv) {
     vt_step_args sa = step_defaults;
     sa.dev.absent_gpus = 1; /* plan for GPUs elsewhere: --devices cuda:0,cuda:1 --mem 12G,6G */
     int ckmode = VT_CKPT_AUTO;
+    vt_opts_given given = {0};
     for (int i = 1; i < argc; i++) {
+        vt_opts_given_note(&given, argv[i]);
         if (!strcmp(argv[i], "--checkpoint-act")) {
             ckmode = i + 1 < argc ? vt_ckpt_mode_parse(argv[++i]) : -1;
             if (ckmode < 0) {
@@ -93,9 +97,20 @@ int vt_cmd_plan(int argc, char **argv) {
     const int have_ckpt = mp.ckpt_segments > 0 && ckmode != VT_CKPT_OFF &&
                           vt_memplan_build(&mpc, &ncc, vt_optim_state_per_param(&oc), err,
                                            sizeof err) == 0;
-    if (ckmode == VT_CKPT_ON && !mp.ckpt_segments)
-        fprintf(stderr, "warning: --checkpoint-act on: %s has no blocks to recompute (only the "
-                "transformers have); it changes nothing\n", nc.model);
+    /* docs/style.md §17: options given where they change nothing are refused, as train
+     * refuses them */
+    if (vt_opts_given_has(&given, "--checkpoint-act") && !mp.ckpt_segments) {
+        fprintf(stderr, "vidtrain plan: --checkpoint-act %s: %s has no transformer blocks to "
+                "recompute, so it changes nothing; leave it out\n", vt_ckpt_mode_name(ckmode),
+                nc.model);
+        return 2;
+    }
+    if (vt_opts_given_has(&given, "--tower-split") && devs.n < 2) {
+        fprintf(stderr, "vidtrain plan: --tower-split %s: one tower takes the whole batch, so "
+                "there is nothing to split; leave it out, or give several towers (--devices "
+                "cpu:2, --gpus 2)\n", sa.tower_split);
+        return 2;
+    }
     vt_memplan_print(ckmode == VT_CKPT_ON && have_ckpt ? &mpc : &mp,
                      ckmode == VT_CKPT_ON && have_ckpt ? &ncc : &nc, stdout);
     if (have_ckpt && ckmode != VT_CKPT_ON) {

@@ -225,8 +225,9 @@ static int scan_check(const scan_opts *op, const vt_opts_given *g) {
     }
     if (vt_opts_given_has(g, "--group") && !(op->ds.val_split > 0)) {
         fprintf(stderr, "vidtrain scan: --group %s keeps a recording's videos on one side of "
-                "--val-split: not without --val-split F (nothing is split); give both, or leave "
-                "it out\n", op->ds.group);
+                "--val-split: not %s (nothing is split); give both (F above 0), or leave "
+                "it out\n", op->ds.group, vt_opts_given_has(g, "--val-split")
+                ? "with --val-split 0, which draws nothing" : "without --val-split F");
         return 2;
     }
     return 0;
@@ -342,6 +343,10 @@ static int scan_plan(const scan_opts *op, vt_dataset **dsp, scan_summary *sm) {
         fprintf(stderr, "vidtrain scan: --val-split %g: %s has val videos (a val/ folder or "
                 "its lists' val rows), and they are the val split; leave --val-split out\n",
                 op->ds.val_split, op->dir);
+        vt_dataset_free(dsp);
+        return 2;
+    }
+    if (vt_frame_rate_check_data("scan", ds, NULL) != 0) {
         vt_dataset_free(dsp);
         return 2;
     }

@@ -392,6 +392,26 @@ int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err
     return 0;
 }
 
+int vt_device_args_unused(const vt_device_args *a, char *err, size_t errlen) {
+    vt_device_args b = *a;
+    b.threads = 0; /* the list without the --threads check, which is asked below */
+    vt_device_list l;
+    int unused = 0, rc = vt_devices_from_args(&l, &b, err, errlen);
+    if (rc == -2 && b.backend) { /* with threads 0, -2 is --backend's */
+        unused |= VT_DEVARG_BACKEND;
+        b.backend = NULL;
+        rc = vt_devices_from_args(&l, &b, err, errlen);
+    }
+    if (rc != 0)
+        return -1;
+    int cpu_threads = 0;
+    for (int i = 0; i < l.n; i++)
+        cpu_threads += !strcmp(l.dev[i].backend, "cpu");
+    if (a->threads > 0 && !cpu_threads)
+        unused |= VT_DEVARG_THREADS;
+    return unused;
+}
+
 int vt_devices_check_precision(const vt_device_list *l, vt_precision p, char *err,
                                size_t errlen) {
     for (int i = 0; i < l->n; i++)

@@ -56,6 +56,14 @@ int vt_device_args_take(vt_device_args *a, int argc, char **argv, int *i);
  * of (--gpus, or --devices without a plain cpu entry, or the default list of GPUs). */
 int vt_devices_from_args(vt_device_list *out, const vt_device_args *a, char *err, size_t errlen);
 
+/* What vt_devices_from_args refuses as changing nothing, as bits: VT_DEVARG_BACKEND
+ * (a->backend with no tower it picks the backend of), VT_DEVARG_THREADS (a->threads with
+ * no tower of the cpu backend, once an unused --backend is left out); 0 when each one set
+ * acts, -1 with err when the list cannot be built. For a resumed run's saved options,
+ * which no longer apply on other towers (app/train/train_args.c). */
+enum { VT_DEVARG_BACKEND = 1, VT_DEVARG_THREADS = 2 };
+int vt_device_args_unused(const vt_device_args *a, char *err, size_t errlen);
+
 /* --precision p given for the towers of l: -1 with err when no tower of l computes it
  * differently from fp32 (TF32 is a GPU mode: every CPU backend computes it as FP32, so
  * --precision tf32 without a CUDA tower changes nothing), else 0. */

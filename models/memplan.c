@@ -153,24 +153,35 @@ int vt_memplan_build(vt_memplan *mp, const vt_net_cfg *cfg, int optim_floats_per
         /* the cuda attention's two logits blocks: B = max(clips, heads) rows of them, cut
          * into query blocks of at most VT_CUDA_ATTN_BLOCK_BYTES (cuda_attn.h), so for
          * any clip count at most twice that (B L x 4 bytes alone passes it only past
-         * 16 M / L clips a pass); MViT's attention the same (cuda_mvit.h, FP32 only) */
+         * 16 M / L clips a pass); MViT's attention the same (cuda_mvit.h; BF16: P and dS
+         * in bf16 besides, 3 blocks' bytes) */
         if (nd->kind == VT_NODE_ATTN) /* BF16: 3 blocks' bytes and dK/dV sums (cuda_attn.h) */
             mp->cuda_attn_bytes = (cfg->precision == VT_PREC_BF16 ? 4 : 2) *
                                   VT_CUDA_ATTN_BLOCK_BYTES;
+        const int64_t msa_blocks = (cfg->precision == VT_PREC_BF16 ? 3 : 2) *
+                                   VT_CUDA_ATTN_BLOCK_BYTES;
         if (nd->kind == VT_NODE_MSA)
-            mp->cuda_attn_bytes = VT_MAX(mp->cuda_attn_bytes, 2 * VT_CUDA_ATTN_BLOCK_BYTES);
+            mp->cuda_attn_bytes = VT_MAX(mp->cuda_attn_bytes, msa_blocks);
         /* cuda_mvit.c's "cuda scratch", grown per pass: the relative-position backward's
          * row sums (a float per head, query and key coordinate: heads (1 + Lq) (Kt+Kh+Kw)
          * a clip) ahead of its tables' double partials (at most 2^22 of them:
          * kernels_mvit.cu's vt_cuk_mvit_rel_parts), and token max-pool's backward's
          * argmax (an int per output value a clip). Not in the arenas: the plan missed
-         * ~2 MiB a clip of mvit_v2_s at 16x224 and 32 MiB besides. */
-        if (nd->kind == VT_NODE_MSA && (nd->mflags & VT_MSA_REL)) {
+         * ~2 MiB a clip of mvit_v2_s at 16x224 and 32 MiB besides. BF16 adds there a
+         * query block's float O or dQ and the float dK, dV sums: B = max(clips, heads)
+         * members of at most Lq, Lk and Lk rows of head_dim, under 4 C (Lq + 2 Lk) bytes a
+         * clip of the pass. */
+        if (nd->kind == VT_NODE_MSA) {
             const int64_t lq = 1 + (int64_t)nd->qgrid[0] * nd->qgrid[1] * nd->qgrid[2];
+            const int64_t lk = 1 + (int64_t)nd->kgrid[0] * nd->kgrid[1] * nd->kgrid[2];
             const int64_t kk = (int64_t)nd->kgrid[0] + nd->kgrid[1] + nd->kgrid[2];
-            mp->cuda_clip_bytes = VT_MAX(mp->cuda_clip_bytes, nd->heads * lq * kk * 4);
-            mp->cuda_attn_bytes = VT_MAX(mp->cuda_attn_bytes, 2 * VT_CUDA_ATTN_BLOCK_BYTES +
-                                                              ((int64_t)8 << 22));
+            const int rel = !!(nd->mflags & VT_MSA_REL);
+            const int64_t b16 = cfg->precision == VT_PREC_BF16 ? 4 * nd->c * (lq + 2 * lk) : 0;
+            mp->cuda_clip_bytes = VT_MAX(mp->cuda_clip_bytes,
+                                         (rel ? nd->heads * lq * kk * 4 : 0) + b16);
+            if (rel)
+                mp->cuda_attn_bytes = VT_MAX(mp->cuda_attn_bytes,
+                                             msa_blocks + ((int64_t)8 << 22));
         }
         if (nd->kind == VT_NODE_TMAXPOOL)
             mp->cuda_clip_bytes = VT_MAX(mp->cuda_clip_bytes,

@@ -253,15 +253,17 @@ int vt_g_msa(vt_graph *g, const char *name, int in, int heads, const int thw[3],
 int vt_g_tmaxpool(vt_graph *g, const char *name, int in, const int thw[3], const int k[3],
                   const int s[3], const int p[3]);
 int vt_g_tfirst(vt_graph *g, const char *name, int in);
-/* An msa node's per-clip float32 region (the plan's mask region), offsets from its
- * mask_off: for part x (0 q, 1 k, 2 v) of rows[x] = heads * (1 + its pooled grid) rows of
- * head_dim: pre[x] the pooled values before the LayerNorm, out[x] after it (= pre[x]
- * when the part is not pooled), st[x] the LayerNorm's mean | invstd (-1: none), and the
- * backward's dout[x] and dpre (the largest part); lse (heads * Lq). */
+/* An msa node's per-clip float32 region (the plan's mask region), offsets in floats from
+ * its mask_off: for part x (0 q, 1 k, 2 v) of rows[x] = heads * (1 + its pooled grid)
+ * rows of head_dim: pre[x] the pooled values before the LayerNorm, out[x] after it
+ * (= pre[x] when the part is not pooled), st[x] the LayerNorm's mean | invstd (-1: none),
+ * and the backward's dout[x] and dpre (the largest part); lse (heads * Lq). pre, out,
+ * dout and dpre are [A] arrays of act_size bytes an element (BF16: half the floats,
+ * rounded up to 16 bytes); st and lse are float. */
 typedef struct vt_msa_layout {
     int64_t rows[3], pre[3], out[3], st[3], dout[3], dpre, lse, total;
 } vt_msa_layout;
-void vt_msa_layout_of(const vt_node *nd, vt_msa_layout *l);
+void vt_msa_layout_of(const vt_node *nd, int act_size, vt_msa_layout *l);
 /* An msa node's relative tables k (0 rel_pos_h, 1 rel_pos_w, 2 rel_pos_t): stored[k] rows
  * (the tensor's), need[k] rows (this clip's grids); where they differ, the interpolation
  * lives in the fixed workspace from nd->ws_off: m[k] its (need x stored) matrix (PyTorch's

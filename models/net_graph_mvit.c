@@ -145,7 +145,7 @@ int vt_g_msa(vt_graph *g, const char *name, int in, int heads, const int thw[3],
     }
     /* pooled q, k, v, their statistics, lse, the backward's arrays: net_mvit.c */
     vt_msa_layout l;
-    vt_msa_layout_of(nd, &l);
+    vt_msa_layout_of(nd, vt_precision_act_size(g->cfg.precision), &l);
     nd->mask_floats = l.total;
     vt_msa_rel r; /* the tables' interpolation, in the fixed workspace */
     vt_msa_rel_of(g, nd, &r);
@@ -196,7 +196,13 @@ void vt_msa_rel_of(const vt_graph *g, const vt_node *nd, vt_msa_rel *r) {
     r->total = o;
 }
 
-void vt_msa_layout_of(const vt_node *nd, vt_msa_layout *l) {
+/* An [A] array of f elements in the float region: f floats, or under BF16 (act_size 2)
+ * f / 2 rounded up to whole 16 bytes (the bf16 GEMMs' loads stay aligned). */
+static int64_t act_floats(int64_t f, int act_size) {
+    return act_size == (int)sizeof(float) ? f : (f * act_size + 15) / 16 * 4;
+}
+
+void vt_msa_layout_of(const vt_node *nd, int act_size, vt_msa_layout *l) {
     const int D = nd->c / nd->heads;
     const int *grids[3] = {nd->qgrid, nd->kgrid, nd->kgrid};
     const int pooled[3] = {!!(nd->mflags & VT_MSA_POOLQ), !!(nd->mflags & VT_MSA_POOLKV),
@@ -204,7 +210,7 @@ void vt_msa_layout_of(const vt_node *nd, vt_msa_layout *l) {
     int64_t o = 0, big = 0;
     for (int x = 0; x < 3; x++) {
         l->rows[x] = (int64_t)nd->heads * (1 + prod3(grids[x]));
-        const int64_t f = l->rows[x] * D;
+        const int64_t f = act_floats(l->rows[x] * D, act_size);
         l->pre[x] = o;
         o += f;
         l->out[x] = l->pre[x];

@@ -10,8 +10,13 @@
  * float32 region (vt_msa_layout), scaled by the pass's clips.
  * Exact sums (cfg.exact): the parameter gradients are formed one clip at a time and each
  * clip's folded into the accumulators, as net_vit.c does (towers = one device).
- * FP32 only. The ops exist on cpu-ref, cpu and cuda (models/cuda/cuda_mvit.c);
- * vt_netm_check_backend names the first one a backend lacks.
+ * The ops exist on cpu-ref, cpu and cuda (models/cuda/cuda_mvit.c); vt_netm_check_backend
+ * names the first one a backend lacks. BF16: on the cuda backend only, as the ViTs'
+ * (vt_netv_check_backend refuses it elsewhere); the [A] arrays — activations, the node's
+ * pooled q, k, v and their gradients in its region (vt_msa_layout_of's act_size) — are
+ * then bf16, so pointers into them step by g.act_size bytes (act_ptr); the parameters
+ * (class token, positions, relative tables) and their interpolation stay float, the
+ * latter run with the backend's FP32 ops (f32_ops).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +73,17 @@ void vt_netm_init_ws(vt_net *net) {
     }
 }
 
+/* Under BF16, switch the backend to FP32 ops (on) and back (off) around arithmetic on float
+ * parameters that reuses activation ops (transpose, linear, add_bcast, add); a no-op at
+ * other precisions. */
+static void f32_ops(vt_net *net, int on) {
+    if (net->g.cfg.precision != VT_PREC_BF16)
+        return;
+    char err[256];
+    VT_CHECK(vt_backend_set_precision(net->be, on ? VT_PREC_FP32 : VT_PREC_BF16, err,
+                                      sizeof err) == 0, "%s", err);
+}
+
 /* The relative tables this pass reads: the stored ones, or (torchvision's _interpolate)
  * M (need x stored) times the stored table, through its transpose: out = linear(M, T^T). */
 static void rel_tables(vt_net *net, const vt_node *nd, const float *t[3]) {
@@ -83,9 +99,11 @@ static void rel_tables(vt_net *net, const vt_node *nd, const float *t[3]) {
         if (r.m[k] < 0)
             continue;
         float *w = net->ws + nd->ws_off;
+        f32_ops(net, 1);
         VT_OP(be, transpose, w + r.tabt[k], t[k], 1, r.stored[k], D);
         VT_OP(be, linear_forward, w + r.tab[k], w + r.m[k], w + r.tabt[k], NULL, r.need[k],
               r.stored[k], D);
+        f32_ops(net, 0);
         t[k] = w + r.tab[k];
     }
 }
@@ -97,9 +115,12 @@ static void rel_backward(vt_net *net, const vt_node *nd, const vt_msa_rel *r, fl
     const int D = nd->c / nd->heads;
     float *w = net->ws + nd->ws_off;
     for (int k = 0; k < 3; k++)
-        if (r->m[k] >= 0)
+        if (r->m[k] >= 0) {
+            f32_ops(net, 1);
             VT_OP(net->be, linear_backward, NULL, g[k], NULL, w + r->m[k], w + r->dtab[k],
                   NULL, r->need[k], D, r->stored[k]);
+            f32_ops(net, 0);
+        }
 }
 
 static void fold(vt_net *net, int t, const float *x) {
@@ -123,25 +144,29 @@ static int pooled(const vt_node *nd, int x) {
 }
 
 /* The node's saved arrays for n clips: array `off` of the layout, clip j's part of
- * `per` floats a clip. */
+ * `per` elements a clip: float (sv: lse, statistics) or [A] (sva: q, k, v and their
+ * gradients). */
 static float *sv(vt_net *net, const vt_node *nd, int64_t off, int n, int j, int64_t per) {
     return f32_at(net, nd->mask_off) + off * n + (int64_t)j * per;
+}
+static float *sva(vt_net *net, const vt_node *nd, int64_t off, int n, int j, int64_t per) {
+    return act_ptr(net, f32_at(net, nd->mask_off) + off * n, (int64_t)j * per);
 }
 
 static void msa_forward(vt_net *net, const vt_node *nd, const float *in, float *out, int n) {
     vt_backend *be = net->be;
     vt_msa_layout l;
-    vt_msa_layout_of(nd, &l);
+    vt_msa_layout_of(nd, net->g.act_size, &l);
     const int H = nd->heads, D = nd->c / H;
     const vt_pool3d_p pq = qpool(nd);
     for (int x = 0; x < 3; x++) {
         const int pl = pooled(nd, x);
-        float *pre = sv(net, nd, l.pre[x], n, 0, 0);
+        float *pre = sva(net, nd, l.pre[x], n, 0, 0);
         VT_OP(be, mvit_pool_forward, pre, in, pl ? param(net, nd->mt[3 + x]) : NULL, n, H, D, x,
               nd->grid, x ? &nd->pool : &pq);
         if (pl) {
             float *st = sv(net, nd, l.st[x], n, 0, 0);
-            VT_OP(be, layernorm_forward, sv(net, nd, l.out[x], n, 0, 0), st, st + n * l.rows[x],
+            VT_OP(be, layernorm_forward, sva(net, nd, l.out[x], n, 0, 0), st, st + n * l.rows[x],
                   pre, param(net, nd->mt[6 + x]), param(net, nd->mt[9 + x]), n * l.rows[x], D,
                   nd->bn_eps);
         }
@@ -149,8 +174,8 @@ static void msa_forward(vt_net *net, const vt_node *nd, const float *in, float *
     const float *rt[3];
     rel_tables(net, nd, rt);
     VT_OP(be, mvit_attention_forward, out, sv(net, nd, l.lse, n, 0, 0),
-          sv(net, nd, l.out[0], n, 0, 0), sv(net, nd, l.out[1], n, 0, 0),
-          sv(net, nd, l.out[2], n, 0, 0), rt[0], rt[1], rt[2], n, H, D, nd->qgrid, nd->kgrid,
+          sva(net, nd, l.out[0], n, 0, 0), sva(net, nd, l.out[1], n, 0, 0),
+          sva(net, nd, l.out[2], n, 0, 0), rt[0], rt[1], rt[2], n, H, D, nd->qgrid, nd->kgrid,
           !!(nd->mflags & VT_MSA_RESIDUAL));
 }
 
@@ -160,7 +185,7 @@ static void msa_backward_part(vt_net *net, const vt_node *nd, float *din, const 
                               const float *in, int n, int j0, int m, float *const g[12]) {
     vt_backend *be = net->be;
     vt_msa_layout l;
-    vt_msa_layout_of(nd, &l);
+    vt_msa_layout_of(nd, net->g.act_size, &l);
     const int H = nd->heads, D = nd->c / H;
     const vt_pool3d_p pq = qpool(nd);
     const int64_t Lq = nd->t, C = nd->c, Lin = nd->it;
@@ -179,20 +204,20 @@ static void msa_backward_part(vt_net *net, const vt_node *nd, float *din, const 
             VT_OP(be, fill, dr[k], 0.0f, (int64_t)r.need[k] * D);
         }
     }
-#define SV(a, x) sv(net, nd, l.a[x], n, j0, l.rows[x] * D)
+#define SV(a, x) sva(net, nd, l.a[x], n, j0, l.rows[x] * D)
     VT_OP(be, mvit_attention_backward, SV(dout, 0), SV(dout, 1), SV(dout, 2), dr[0], dr[1],
-          dr[2], dout + j0 * Lq * C, SV(out, 0), SV(out, 1), SV(out, 2), rt[0], rt[1], rt[2],
+          dr[2], act_ptr(net, dout, j0 * Lq * C), SV(out, 0), SV(out, 1), SV(out, 2), rt[0], rt[1], rt[2],
           sv(net, nd, l.lse, n, j0, (int64_t)H * Lq), m, H, D, nd->qgrid, nd->kgrid,
           !!(nd->mflags & VT_MSA_RESIDUAL));
     rel_backward(net, nd, &r, g);
-    float *dq = din + j0 * Lin * 3 * C;
-    const float *q = in + j0 * Lin * 3 * C;
+    float *dq = act_ptr(net, din, j0 * Lin * 3 * C);
+    const float *q = act_ptr(net, in, j0 * Lin * 3 * C);
     for (int x = 2; x >= 0; x--) {
         const int pl = pooled(nd, x);
         const float *dpart = SV(dout, x);
         if (pl) {
             const float *st = sv(net, nd, l.st[x], n, j0, l.rows[x]);
-            float *dpre = sv(net, nd, l.dpre, n, j0, l.rows[x] * D);
+            float *dpre = sva(net, nd, l.dpre, n, j0, l.rows[x] * D);
             VT_OP(be, layernorm_backward, dpre, g[6 + x], g[9 + x], dpart, SV(pre, x), st,
                   st + n * l.rows[x], param(net, nd->mt[6 + x]), m * l.rows[x], D);
             dpart = dpre;
@@ -230,10 +255,95 @@ static void msa_backward(vt_net *net, const vt_node *nd, float *din, const float
     }
 }
 
+/* BF16's class token: the float class row (MViTv1: class token + class_pos, a float add
+ * with the backend's FP32 ops, in the table's first row before the table is built) rounded
+ * once into every clip's row 0; the grid rows as the FP32 path's (add_bcast reads the
+ * float table rounded to bf16, as VideoMAE's position table). */
+static void clstok_forward16(vt_net *net, const vt_node *nd, const float *in, float *out,
+                             int n) {
+    vt_backend *be = net->be;
+    const int64_t C = nd->c, L = nd->it;
+    const int pos = nd->mt[0] >= 0;
+    float *tab = pos ? f32_at(net, nd->mask_off) : NULL;
+    const float *cls = param(net, nd->wt);
+    if (pos) {
+        f32_ops(net, 1);
+        VT_OP(be, add, tab, cls, param(net, nd->mt[2]), C);
+        f32_ops(net, 0);
+        cls = tab;
+    }
+    for (int j = 0; j < n; j++)
+        VT_OP(be, act_from_f32, act_ptr(net, out, j * (L + 1) * C), cls, C);
+    const int64_t hw = (int64_t)nd->grid[1] * nd->grid[2];
+    f32_ops(net, 1);
+    for (int t = 0; pos && t < nd->grid[0]; t++) { /* sp + tp[t], as the FP32 path */
+        be->i->copy(be, tab + t * hw * C, param(net, nd->mt[0]), (size_t)(hw * C) * sizeof(float));
+        VT_OP(be, add_bcast, tab + t * hw * C, tab + t * hw * C, param(net, nd->mt[1]) + t * C,
+              (int)hw, C);
+    }
+    f32_ops(net, 0);
+    for (int j = 0; j < n; j++) {
+        float *o = act_ptr(net, out, (j * (L + 1) + 1) * C);
+        const float *x = act_ptr(net, in, j * L * C);
+        if (pos)
+            VT_OP(be, add_bcast, o, x, tab, 1, L * C);
+        else
+            be->i->copy(be, o, x, (size_t)(L * C) * (size_t)net->g.act_size);
+    }
+}
+
+/* BF16's backward: the float parameters' gradients sum the bf16 rows as add_bcast_backward
+ * reads them (a float sum of one row: exactly the row); exact sums widen the row into
+ * xtmp first (xsum_fold reads float). */
+static void clstok_backward16(vt_net *net, const vt_node *nd, float *din, const float *dout,
+                              int n) {
+    vt_backend *be = net->be;
+    const int64_t C = nd->c, L = nd->it, T = nd->grid[0], hw = (int64_t)nd->grid[1] * nd->grid[2];
+    const int pos = nd->mt[0] >= 0, exact = net->g.cfg.exact;
+    float *gsp = pos ? pgrad(net, nd->mt[0]) : NULL, *gtp = pos ? pgrad(net, nd->mt[1]) : NULL;
+    if (exact && pos) {
+        gsp = net->xtmp;
+        gtp = net->xtmp + hw * C;
+    }
+    for (int j = 0; j < n; j++) {
+        const float *g = act_ptr(net, dout, j * (L + 1) * C);
+        if (exact) {
+            VT_OP(be, act_to_f32, net->xtmp, g, C);
+            fold(net, nd->wt, net->xtmp);
+            if (pos)
+                fold(net, nd->mt[2], net->xtmp);
+        } else {
+            VT_OP(be, add_bcast_backward, pgrad(net, nd->wt), g, 1, C);
+            if (pos)
+                VT_OP(be, add_bcast_backward, pgrad(net, nd->mt[2]), g, 1, C);
+        }
+        if (pos) {
+            if (exact)
+                VT_OP(be, fill, net->xtmp, 0.0f, (hw + T) * C);
+            for (int t = 0; t < T; t++) {
+                const float *gt = act_ptr(net, g, (1 + t * hw) * C);
+                VT_OP(be, add_bcast_backward, gsp, gt, 1, hw * C);
+                VT_OP(be, add_bcast_backward, gtp + t * C, gt, (int)hw, C);
+            }
+            if (exact) {
+                fold(net, nd->mt[0], gsp);
+                fold(net, nd->mt[1], gtp);
+            }
+        }
+        if (din)
+            be->i->copy(be, act_ptr(net, din, j * L * C), act_ptr(net, g, C),
+                        (size_t)(L * C) * (size_t)net->g.act_size);
+    }
+}
+
 /* The class token before the tokens; MViTv1: plus the table temporal_pos[t] + spatial_pos[s]
  * (built in the node's float32 region, as torchvision's pos_embedding) on the grid and
  * class_pos on the class token. */
 static void clstok_forward(vt_net *net, const vt_node *nd, const float *in, float *out, int n) {
+    if (net->g.act_size != (int)sizeof(float)) {
+        clstok_forward16(net, nd, in, out, n);
+        return;
+    }
     vt_backend *be = net->be;
     const int64_t C = nd->c, L = nd->it;
     const int pos = nd->mt[0] >= 0;
@@ -260,6 +370,10 @@ static void clstok_forward(vt_net *net, const vt_node *nd, const float *in, floa
  * sums frame t's rows, spatial_pos[s] position s's over the frames; exact: per clip, folded. */
 static void clstok_backward(vt_net *net, const vt_node *nd, float *din, const float *dout,
                             int n) {
+    if (net->g.act_size != (int)sizeof(float)) {
+        clstok_backward16(net, nd, din, dout, n);
+        return;
+    }
     vt_backend *be = net->be;
     const int64_t C = nd->c, L = nd->it, T = nd->grid[0], hw = (int64_t)nd->grid[1] * nd->grid[2];
     const int pos = nd->mt[0] >= 0, exact = net->g.cfg.exact;
@@ -303,9 +417,10 @@ void vt_netm_forward(vt_net *net, int i, const float *in, float *out, int n) {
     case VT_NODE_CLSTOK:
         clstok_forward(net, nd, in, out, n);
         break;
-    case VT_NODE_TFIRST:
+    case VT_NODE_TFIRST: /* [A] rows: g.act_size bytes an element */
         for (int j = 0; j < n; j++)
-            be->i->copy(be, out + j * C, in + j * L * C, (size_t)C * sizeof(float));
+            be->i->copy(be, act_ptr(net, out, j * C), act_ptr(net, in, j * L * C),
+                        (size_t)C * (size_t)net->g.act_size);
         break;
     case VT_NODE_TMAXPOOL:
         VT_OP(be, token_maxpool_forward, out, in, n, (int)C, nd->grid, &nd->pool);
@@ -329,9 +444,13 @@ void vt_netm_backward(vt_net *net, int i, float *din, const float *dout, const f
     case VT_NODE_TFIRST:
         if (!din)
             break;
-        VT_OP(be, fill, din, 0.0f, n * L * C);
+        /* zero bits are 0 in bf16 too: fill the bytes as floats (C is even) */
+        VT_CHECK(net->g.act_size == (int)sizeof(float) || (n * L * C) % 2 == 0,
+                 "node %s: an odd bf16 count", nd->name);
+        VT_OP(be, fill, din, 0.0f, n * L * C * net->g.act_size / (int64_t)sizeof(float));
         for (int j = 0; j < n; j++)
-            be->i->copy(be, din + j * L * C, dout + j * C, (size_t)C * sizeof(float));
+            be->i->copy(be, act_ptr(net, din, j * L * C), act_ptr(net, dout, j * C),
+                        (size_t)C * (size_t)net->g.act_size);
         break;
     case VT_NODE_TMAXPOOL:
         if (din)

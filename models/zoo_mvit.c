@@ -32,7 +32,8 @@
  * The relative position tables have the lengths torchvision gives them for the clip the
  * model is built for (mvit_v2_s: 16x224, mvit_test: 8x32; mvit_spec's nt x nhw) whatever
  * the clip, and any other clip (other frames, sizes, H != W) interpolates them at run
- * time as torchvision's _add_rel_pos does (net_mvit.c). FP32 only.
+ * time as torchvision's _add_rel_pos does (net_mvit.c). BF16 on CUDA only, as the ViTs'
+ * (net_vit.c refuses it on the CPU backends; docs/precision.md).
  * This file only describes models: it must never allocate backend memory or run ops.
  */
 #include <stdio.h>
@@ -94,10 +95,6 @@ int vt_zoo_build_mvit(vt_graph *g, const vt_net_cfg *cfg) {
     const mvit_spec *sp = find(cfg->model);
     if (!sp)
         return vt_g_node_fail(g, cfg->model, "not an MViT of the zoo%.0d%.0d", 0, 0);
-    if (cfg->precision == VT_PREC_BF16)
-        return vt_g_node_fail(g, cfg->model, "bf16 is not available for MViT yet (its "
-                              "CUDA ops are fp32; VideoMAE's ViTs have bf16): use --precision "
-                              "fp32 or tf32%.0d%.0d", 0, 0);
     if (!(cfg->drop_path >= 0 && cfg->drop_path < 1))
         return vt_g_node_fail(g, cfg->model, "drop path rate must be in [0, 1)%.0d%.0d", 0, 0);
     const float eps = 1e-6f; /* torchvision: partial(nn.LayerNorm, eps=1e-6) */

@@ -34,7 +34,8 @@
 #    BN with VT_CHECK_REPLICAS and --resume on two towers, each conv's cuDNN choice,
 #    videomae_vit_s for 3 steps on cuda:0 and on cuda:0 + cpu and bench step at 16x224
 #    with the per-op profile, the same in bf16 (5 x 120 s at most), the same for
-#    mvit_test at 8x32 and bench step of mvit_v2_s at 16x224 (2 x 120 s + 180 s at most);
+#    mvit_test at 8x32 and bench step of mvit_v2_s at 16x224 (2 x 120 s + 180 s at most),
+#    and mvit_test's 3 steps in bf16 (60 s at most);
 # 4. bench/bench-gpu.sh (vidtrain vs PyTorch, R3D-18).
 # It must never install anything or change the machine beyond its own temp files.
 set -uo pipefail
@@ -274,7 +275,7 @@ if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
       || note "✗ exact sums on GPU towers: $(grep -m2 -iE 'error|fatal|abort' "$logs"/e2e-x-*.log | tr '\n' ' ')"
     for xe in 0 1; do
       VT_EXACT_SUMS=$xe timeout 120 "$vt" bench step --model r3d18 --clip 16x112 --batch 32 \
-        --devices cuda:0 --sync-bn >"$logs/bench-x$xe.log" 2>&1
+        --devices cuda:0 >"$logs/bench-x$xe.log" 2>&1
       note "· bench step r3d18 16x112 b32, VT_EXACT_SUMS=$xe: $(grep -m1 -E 'clips/s' "$logs/bench-x$xe.log")"
     done
     # the fused batch-norm tails (issue 45 step 3; VT_FUSE=0 turns them off) must change no
@@ -365,6 +366,12 @@ if [ "${VT_GPU_CHECK_MORE:-1}" = 1 ] && [ -d "${w:-}/demo" ]; then
     --devices cuda:0 --precision bf16 >"$logs/bench-vit-bf16.log" 2>&1
   note "· bench step videomae_vit_s 16x224 b8 bf16: $(grep -m1 -E 'clips/s' "$logs/bench-vit-bf16.log")" \
     "(per-op GPU time: $logs/bench-vit-bf16.log)"
+  # and MViT's bf16 (test_mvit_gpu checks each op and mvit_test's step against FP32):
+  # mvit_test at 8x32, 3 steps through train (a few seconds)
+  timeout 60 "$vt" train "$w/demo" --out "$w/mvit-bf16" --model mvit_test --clip 8x32 \
+    --batch 4 --epochs 1 --max-steps 3 --devices cuda:0 --precision bf16 --seed 4 \
+    >"$logs/mvit-bf16.log" 2>&1 && note "✓ mvit_test trains on cuda:0 in bf16 (3 steps)" \
+    || note "✗ mvit_test bf16: $(grep -m2 -iE 'error|fatal|abort' "$logs/mvit-bf16.log" | tr '\n' ' ')"
   # precise BN, the replica check and --resume on two towers of one GPU
   pb=(--devices cuda:0,cuda:0 --tower-split manual:3,1 --sync-bn --precise-bn 4 --no-flip --seed 2)
   VT_CHECK_REPLICAS=1 timeout 120 "$vt" train "$w/demo" --out "$w/pb" "${pb[@]}" --epochs 4 --max-steps 20 \

@@ -3,7 +3,8 @@
  * cpu-ref's share (test_vit_gpu.c, test_mvit_gpu.c) — a float array made with the same
  * values on both backends (a pair), the cuda result compared with cpu-ref's (NMSE or bit
  * for bit), host copies compared by NMSE, and whole training steps of a model on cuda
- * against a CPU backend. Header-only (static inline), like testutil.h; it needs a build
+ * against a CPU backend; under BF16 (G a cuda backend at BF16), [A] arrays of bf16-exact
+ * values (amake) and their comparison widened to float (acmp). Header-only (static inline), like testutil.h; it needs a build
  * with CUDA (include it after the test's `#ifndef VT_HAVE_CUDA` skip).
  *
  * The test sets R (cpu-ref) and G (a cuda backend; G may be swapped, as test_vit_gpu's
@@ -20,6 +21,7 @@
 
 #include "base/common.h"
 #include "models/backend.h"
+#include "models/bf16.h"
 #include "models/cuda/backend_cuda.h"
 #include "models/net.h"
 #include "models/optim.h"
@@ -84,6 +86,32 @@ static inline void cmp(const char *what, const pair *p, double tol) {
     free(r);
 }
 
+/* BF16 (G is then a cuda backend at BF16): an [A] array, bf16-exact values, float on
+ * cpu-ref and bf16 on cuda (in an allocation of n floats). */
+static inline pair amake(int64_t n, float lo, float hi) {
+    float *h = vt_malloc((size_t)VT_MAX(n, 1) * 4);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = vt_bf16_round(lo + (hi - lo) * (float)vt_rng_uniform(&rng));
+    pair p = {vt_backend_alloc_x(R, (size_t)VT_MAX(n, 1) * 4, "ref"),
+              vt_backend_alloc_x(G, (size_t)VT_MAX(n, 1) * 4, "cuda"), n};
+    float *t = vt_backend_alloc_x(G, (size_t)VT_MAX(n, 1) * 4, "cuda f32");
+    R->i->to_device(R, p.r, h, (size_t)n * 4);
+    G->i->to_device(G, t, h, (size_t)n * 4);
+    G->i->act_from_f32(G, p.g, t, n);
+    vt_backend_sync(G);
+    vt_backend_free_ptr(G, t);
+    free(h);
+    return p;
+}
+/* An [A] result against cpu-ref's FP32 one from the same values: widened to float first. */
+static inline void acmp(const char *what, const pair *p, double tol) {
+    pair w = {p->r, vt_backend_alloc_x(G, (size_t)VT_MAX(p->n, 1) * 4, "cuda f32"), p->n};
+    G->i->act_to_f32(G, w.g, p->g, p->n);
+    vt_backend_sync(G);
+    cmp(what, &w, tol);
+    vt_backend_free_ptr(G, w.g);
+}
+
 /* ------------------------------------------------------------------ whole steps */
 
 /* What a whole-step comparison holds the cuda side to. */
@@ -92,6 +120,9 @@ typedef struct step_tol {
     double grad;     /* NMSE: every gradient, the parameters after the step, eval logits */
     double tensor;   /* > 0: each parameter tensor's gradient NMSE too */
     int bf16;        /* the cuda side at BF16 (the reference stays FP32) */
+    double floor;    /* > 0: a tensor's NMSE divides by at least floor x its share (by
+                        elements) of all gradients' sum of squares: a tensor whose true
+                        gradient is ~0 is held to that absolute scale */
 } step_tol;
 
 /* n floats of be's memory copied to a fresh host array (the caller frees it). */
@@ -122,16 +153,34 @@ typedef struct side {
     int32_t *label;
 } side;
 
-/* Per-tensor gradient NMSE (BF16 against FP32): every parameter tensor within the bound. */
+/* Per-tensor gradient NMSE (BF16 against FP32): every parameter tensor within the bound
+ * (floor > 0: step_tol's floored NMSE). */
 static inline void cmp_tensors(const vt_net *net, const float *got, const float *want,
-                               double tol) {
-    double worst = 0;
+                               double tol, double floor) {
+    double worst = 0, ss = 0;
+    int64_t all = 0;
     const char *wname = "";
+    for (int i = 0; floor > 0 && i < vt_net_num_tensors(net); i++) {
+        const vt_tensor_info *ti = vt_net_tensor(net, i);
+        for (int64_t j = 0; !ti->is_buffer && j < ti->numel; j++)
+            ss += (double)want[ti->offset + j] * want[ti->offset + j];
+        all += ti->is_buffer ? 0 : ti->numel;
+    }
     for (int i = 0; i < vt_net_num_tensors(net); i++) {
         const vt_tensor_info *ti = vt_net_tensor(net, i);
         if (ti->is_buffer)
             continue;
-        const double e = vt_nmse(got + ti->offset, want + ti->offset, ti->numel);
+        double e = vt_nmse(got + ti->offset, want + ti->offset, ti->numel);
+        if (floor > 0) {
+            double d = 0, s2 = 0;
+            for (int64_t j = 0; j < ti->numel; j++) {
+                const double a = got[ti->offset + j], b = want[ti->offset + j];
+                d += (a - b) * (a - b);
+                s2 += b * b;
+            }
+            e = d / VT_MAX(VT_MAX(s2, floor * ss * (double)ti->numel / (double)VT_MAX(all, 1)),
+                           1e-300);
+        }
         TCHECK(e <= tol, "gradient of %s: nmse %.3e > %.1e", ti->name, e, tol);
         if (e > worst)
             worst = e, wname = ti->name;
@@ -201,7 +250,7 @@ static inline void net_vs_cpu(const char *model, const char *ref_name, int t, in
         float *gr = host_copy(sd[0].be, vt_net_grads(sd[0].net), np);
         cmp_host("gradients", gg, gr, np, grad_tol);
         if (tol->tensor > 0)
-            cmp_tensors(sd[0].net, gg, gr, tol->tensor);
+            cmp_tensors(sd[0].net, gg, gr, tol->tensor, tol->floor);
         free(gg), free(gr);
         for (int k = 0; k < 2; k++)
             vt_optim_step(sd[k].opt, vt_net_params(sd[k].net), vt_net_grads(sd[k].net), 0.05f);

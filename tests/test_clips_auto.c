@@ -147,7 +147,7 @@ static void eval_spread(vt_dataset *ds) {
 
 static void train_e2e(const char *bin) {
     int rc = vt_test_sh("'%s' train '%s/data' --out '%s/run' --model tiny --clip 4x32 --stride 2 "
-                        "--batch 3 --epochs 1 --val-split 0 --val-clips 1 --workers 1 "
+                        "--batch 3 --epochs 1 --val-split 0 --workers 1 "
                         "--clips-per-video auto --seconds-per-clip 5 --precise-bn 0 > "
                         "'%s/train.log' 2>&1", bin, g_dir, g_dir, g_dir);
     TCHECK(rc == 0, "train exit %d (see %s/train.log)", rc, g_dir);

@@ -130,7 +130,7 @@ int main(void) {
 
     /* train (loader, clips, frame cache) and prep */
     TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/run' --model tiny --clip 4x32 --batch 2 "
-                      "--epochs 1 --max-steps 1 --val-split 0 --frame-cache 64M --no-leak-check "
+                      "--epochs 1 --max-steps 1 --val-split 0 --frame-cache 64M "
                       "--frame-rate 25 > '%s/train.log' 2>&1", bin, dir, dir, dir) == 0,
            "train on frame folders");
     snprintf(p, sizeof p, "%s/run/config.json", dir);

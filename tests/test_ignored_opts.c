@@ -21,7 +21,18 @@
  *     --mixup-switch-prob 0.5 were taken in silence where another value was refused (the
  *     checks asked whether a value differed from its default, not whether it was given);
  *   - --val-split F and --group on a folder with its own val/, or beside --val-dir, draw
- *     nothing: refused (as scan refuses them);
+ *     nothing: refused (as scan refuses them); so is --group beside --val-split 0;
+ *   - --frame-rate on a folder of video files only (it times frame folders' frames);
+ *   - --drop-path 0 and --layer-decay 1 for a CNN: given, so refused like other values;
+ *   - --warmup and --momentum with --sched onecycle (its own rise and cycled momentum),
+ *     --strict-splits with --no-leak-check;
+ *   - with no validation videos (--val-split 0, no val/ or test split): --val-clips,
+ *     --val-crops, --eval-every, --patience, --min-clips; with no val or test video:
+ *     --strict-splits, --no-leak-check;
+ *   - --sync-bn, --no-sync-bn, --freeze-bn, --no-freeze-bn for a model without batch norm;
+ *     --tower-split for one tower; --precise-bn beside frozen batch norm (it recomputes
+ *     none of its statistics); --checkpoint-act (any mode) for a model without transformer
+ *     blocks (the towers warned for "on" only);
  *   - --freeze N or --freeze-bn from scratch (no --init, --pretrained) warns: the frozen
  *     layers keep their random initialisation;
  *   - videos a --labels file has no row for are counted ('without a label: N'), not only
@@ -83,7 +94,14 @@ int main(void) {
         {"--optim adamw --momentum 0.9", "AdamW has no momentum"},
         {"--model vit_test --nesterov", "not with AdamW (the transformers' recipe)"},
         {"--optim rmsprop --nesterov", "not with RMSprop"},
-        {"--momentum 0 --nesterov", "not with --momentum 0"}};
+        {"--momentum 0 --nesterov", "not with --momentum 0"},
+        /* at their defaults too: the check read the value (0, 1), not whether it was given */
+        {"--drop-path 0", "no transformer blocks"},
+        {"--model x3d_xs --layer-decay 1", "no transformer blocks"},
+        /* OneCycle has its own rise and cycles the momentum; the check skips no leak */
+        {"--sched onecycle --warmup 1", "not with --warmup"},
+        {"--sched onecycle --momentum 0.9", "not with --momentum"},
+        {"--strict-splits --no-leak-check", "--no-leak-check skips that check"}};
     for (size_t i = 0; i < sizeof sw / sizeof *sw; i++) {
         int rc = train(bin, dir, sw[i][0]);
         printf("%-40s exit %d\n", sw[i][0], rc);
@@ -140,6 +158,20 @@ int main(void) {
         TCHECK(vt_test_file_has(err, "no batch norm") == pbn[i].warn, "%s: warning %s", pbn[i].args,
                pbn[i].warn ? "missing" : "where none is due");
     }
+    /* the batch-norm switches for a model without batch norm switched nothing, nor did a
+     * tower policy for one tower */
+    static const char *const tw[][2] = {
+        {"--model tiny_nobn --no-sync-bn", "--no-sync-bn: tiny_nobn has no batch norm"},
+        {"--tower-split equal", "one tower takes the whole batch"},
+        {"--freeze-bn --precise-bn 2", "precise BN recomputes none"},
+        {"--checkpoint-act off", "no transformer blocks to recompute"}};
+    for (size_t i = 0; i < sizeof tw / sizeof *tw; i++) {
+        rc = vt_test_sh("'%s' train '%s/data' --out '%s/tw%zu' --clip 4x32 --batch 3 --epochs 1 "
+                        "--max-steps 1 -q --devices cpu:1 %s > /dev/null 2> '%s/e.err'", bin, dir,
+                        dir, i, tw[i][0], dir);
+        TCHECK(rc == 2 && vt_test_file_has(err, tw[i][1]), "%s: exit %d, want 2 naming why",
+               tw[i][0], rc);
+    }
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/mom' --model vit_test --clip 4x32 --batch 3 "
                     "--epochs 1 --max-steps 1 -q --devices cpu:1 --momentum 0.5 > /dev/null 2> "
                     "'%s/e.err'", bin, dir, dir, dir);
@@ -163,7 +195,12 @@ int main(void) {
     static const char *const vs[][2] = {
         {"--val-split 0.3", "has val videos of its own"},
         {"--group auto", "has val videos of its own"},
-        {"--val-split 0.3 --val-dir data/val", "names the validation videos"}};
+        {"--val-split 0.3 --val-dir data/val", "names the validation videos"},
+        /* --group beside --val-split 0: no draw to keep a recording on one side of; taken
+         * in silence (the check above let --val-split 0 through) */
+        {"--group auto --val-split 0", "--val-split 0 draws nothing"},
+        /* a folder of video files only: --frame-rate times frame folders' frames */
+        {"--frame-rate 12", "data holds none"}};
     for (size_t i = 0; i < sizeof vs / sizeof *vs; i++) {
         rc = vt_test_sh("cd '%s' && '%s' train data --out vs%zu --clip 4x32 --batch 3 --epochs 1 "
                         "--max-steps 1 -q --devices cpu:1 %s > /dev/null 2> e.err", dir, bin, i,
@@ -171,6 +208,21 @@ int main(void) {
         TCHECK(rc == 2 && vt_test_file_has(err, vs[i][1]),
                "%s on a folder with val/: exit %d, want 2 naming "
                "why", vs[i][0], rc);
+    }
+    /* DIR's train split alone with --val-split 0: no validation, and no val or test video
+     * for the leak check; what shapes them (and --group, which shapes no draw) was taken */
+    static const char *const nv[][2] = {
+        {"--group none", "--val-split 0 draws nothing"},
+        {"--val-clips 2", "--val-clips acts on validation"},
+        {"--eval-every 1", "--eval-every acts on validation"},
+        {"--patience 0", "--patience acts on validation"},
+        {"--no-leak-check", "the leak check compares val and test videos"}};
+    for (size_t i = 0; i < sizeof nv / sizeof *nv; i++) {
+        rc = vt_test_sh("cd '%s' && '%s' train data/train --out nv%zu --clip 4x32 --batch 3 "
+                        "--epochs 1 --max-steps 1 -q --devices cpu:1 --val-split=0 %s > /dev/null "
+                        "2> e.err", dir, bin, i, nv[i][0]);
+        TCHECK(rc == 2 && vt_test_file_has(err, nv[i][1]),
+               "%s --val-split=0 (no validation): exit %d, want 2 naming why", nv[i][0], rc);
     }
     /* a labels file that leaves videos out: they were dropped from every split with only
      * the split counts to show it; now a line counts them */

@@ -11,7 +11,9 @@
  *     pos_encoding and blocks.0-1 bit for bit the initial ones, and blocks.2 moves;
  *   - another clip: those weights fine-tuned at 4x48 with --checkpoint-act on load
  *     strictly and their relative tables (interpolated at 4x48) move;
- *   - `plan --model mvit_v2_s` (16x224) lists MViT's layer kinds;
+ *   - `plan --model mvit_v2_s` (16x224) lists MViT's layer kinds; with --precision bf16 on
+ *     two absent GPUs (--mem 12G,6G) it fits about twice fp32's clips a pass;
+ *   - `train --precision bf16` is refused on the CPU (MViT's bf16 is cuda's), saying why;
  *   - export --onnx, embed (the class token's 64 features a video) and predict --timeline
  *     run and write their outputs (test_onnx checks the exported numbers against ONNX
  *     Runtime).
@@ -76,6 +78,34 @@ int main(void) {
     TCHECK(plan && strstr(plan, "mvit_attention") && strstr(plan, "token_maxpool") &&
                strstr(plan, "class_token") && strstr(plan, "head.1"), "plan lists MViT's layers");
     free(plan);
+
+    /* bf16: cuda's only (docs/precision.md): on this CPU-only run, train refuses it before
+     * any step, saying so; the plan for two absent GPUs (--mem) holds about twice the clips
+     * of fp32's at the plan's default 16x112, the activations stored at 2 bytes (measured
+     * 61 + 25 against 31 + 13) */
+    TCHECK(train("bf16", "--precision bf16") != 0, "train --precision bf16 on the CPU ran");
+    TCHECK(vt_test_file_has_in(g_dir, "bf16.log", "bf16") &&
+               vt_test_file_has_in(g_dir, "bf16.log", "cuda"),
+           "the bf16 refusal does not say why");
+    int fit[2][2];
+    for (int b = 0; b < 2; b++) {
+        TCHECK(vt_test_sh("'%s' plan --model mvit_v2_s --precision %s --devices cuda:0,cuda:1 "
+                          "--mem 12G,6G > '%s/plan_%d.txt' 2>&1", g_bin, b ? "bf16" : "fp32",
+                          g_dir, b) == 0, "plan mvit_v2_s %s", b ? "bf16" : "fp32");
+        snprintf(a, sizeof a, "%s/plan_%d.txt", g_dir, b);
+        char *pl = vt_test_slurp(a, NULL);
+        /* the checkpointing lines, cuda0's then cuda1's: "clips a pass: N without" */
+        const char *c0 = pl ? strstr(pl, "clips a pass: ") : NULL;
+        const char *c1 = c0 ? strstr(c0 + 1, "clips a pass: ") : NULL;
+        fit[b][0] = c0 ? atoi(c0 + 14) : 0;
+        fit[b][1] = c1 ? atoi(c1 + 14) : 0;
+        free(pl);
+    }
+    printf("plan mvit_v2_s 16x112 on 12G + 6G: fp32 %d + %d clips a pass, bf16 %d + %d\n",
+           fit[0][0], fit[0][1], fit[1][0], fit[1][1]);
+    for (int d = 0; d < 2; d++)
+        TCHECK(fit[0][d] > 0 && fit[1][d] >= 18 * fit[0][d] / 10 && fit[1][d] <= 2 * fit[0][d] + 1,
+               "bf16 fits %d clips where fp32 fits %d: not about twice", fit[1][d], fit[0][d]);
 
     TCHECK(vt_test_sh("'%s' export '%s/one' --onnx '%s/mvit.onnx' > /dev/null 2>&1", g_bin, g_dir,
                       g_dir) == 0, "export");

@@ -16,7 +16,13 @@
  *     models/max_rule.h, checked against PyTorch by test_ops_mvit); n == 0 writes nothing.
  *   steps: mvit_test and mvit_v1_test at 8x32x32 (drop path 0.2) against cpu-ref, two
  *     SGD steps: per-clip loss, every gradient, the parameters after each step, eval logits.
- *   blocks (no GPU needed, checked before the skip): how cuda_mvit.h cuts the queries.
+ *   bf16 (a second cuda backend at BF16, compute capability >= 8.0; inputs bf16-exact, so
+ *     cpu-ref's FP32 result on the same values is the reference): every op above through
+ *     the bf16 path, and mvit_test (at its built clip 8x32 and at 4x48, where the relative
+ *     tables are interpolated with FP32 ops inside the BF16 step) and mvit_v1_test (the
+ *     class and position tables) training steps at BF16 on cuda against FP32 on cpu-ref.
+ *   blocks (no GPU needed, checked before the skip): how cuda_mvit.h cuts the queries,
+ *     the BF16 scratch within 3 blocks.
  * The pairs, their comparison and the whole-step runs are tests/gpupair.h's.
  * Skips (77) without a GPU or in a build without CUDA. TF32 stays off.
  * VT_TEST_MVIT_OPS_ONLY=1: the op checks only (gpu-check.sh's compute-sanitizer runs).
@@ -38,6 +44,35 @@
  *   Steps: as test_vit_gpu's (GRAD_NMSE 1e-6: every op within ~1e-10 of cpu-ref and
  *     LayerNorm renormalising each block; a wrong gradient is NMSE ~1, a mismatched drop
  *     path draw a whole branch). Loss per clip 1e-5 relative.
+ *   BF16 (bf16 keeps 8 significant bits: rounding a float to bf16 errs by at most 2^-9
+ *     relative, ties to even):
+ *     BIT after rounding cpu-ref's output to bf16 (ref16): the pool's forward and dqkv,
+ *       the token max pool's backward: their FP32 float is cpu-ref's bit for bit (above)
+ *       and the BF16 path rounds that float once, so the bf16 result is exactly cpu-ref's
+ *       float rounded to nearest even; the gathered parts and the max pool's forward copy
+ *       bf16 values: BIT as they are. A second rounding or a rounding before the sum is
+ *       off by an ulp somewhere and fails.
+ *     Float outputs from the same bf16-exact inputs stay at the FP32 bounds: the pool's
+ *       dw (TOL_DSUM), lse (TOL_ATT: float logits, float relative terms) and the tables'
+ *       gradients (TOL_TAB: from the float ds, never rounded); a bf16 rounding where none
+ *       belongs (S, the relative terms or ds rounded) is NMSE ~1e-6 and fails them.
+ *     TOL_ATT16_OUT 2e-5, TOL_ATT16_GRAD 1e-4: test_vit_gpu's bounds for the same
+ *       rounding points (P rounded for P V, out once; P and dS rounded for the three
+ *       gradient GEMMs, dq, dk, dv once), which tests/oracle/cuda_attn_emu_bf16.py
+ *       measures at 5-7e-6 and 6e-6 to 3.5e-5 against float64; MViT adds exact terms
+ *       (the residual q and dout, float relative terms), which only lower the relative
+ *       error. A missing scale or a block not summed is NMSE > 1e-3.
+ *     Steps (BF16 cuda vs FP32 cpu-ref): PyTorch's own autocast(bf16) step of mvit_test
+ *       and mvit_v1_test differs from its FP32 step (tests/oracle/torch_mvit_bf16_gap.py,
+ *       3 seeds each, on the CPU) by NMSE 5.6e-4 to 3.5e-3 over all gradients, 2e-5 to
+ *       1.4e-4 on the logits, up to 0.7% on the loss, and per tensor up to 9e-3 — but for
+ *       pool_k's LayerNorm bias, whose exact gradient is 0 (a shift of every key shifts a
+ *       row's logits alike), where any rounding is NMSE ~1e9: with the floor below
+ *       (1e-3 of its share of all gradients' squares) up to 1.9e-2. BF16_GRAD_TOTAL
+ *       1e-2 (also the parameters after the step and the eval logits), BF16_GRAD_TENSOR
+ *       5e-2 floored at BF16_FLOOR 1e-3, BF16_LOSS_REL 2e-2: about 3x PyTorch's gap (this
+ *       path rounds at fewer points than PyTorch's), while a wrong gradient is NMSE ~1
+ *       on its tensor.
  */
 #include <math.h>
 #include <stdio.h>
@@ -64,6 +99,17 @@ static int check_blocks(void) {
                        vt_cuda_mvit_scratch_bound(Lq, Lk, B) != 2 * blk;
             }
     TCHECK(bad == 0, "%d (Lq, Lk, B) with a block out of bounds", bad);
+    /* BF16: S and dP float, P and dS bf16 in one scratch of 12 bytes a logit, so at most
+     * 3 x VT_CUDA_ATTN_BLOCK_BYTES (memplan.c's figure) */
+    bad = 0;
+    for (int Lq = 1; Lq <= 40000; Lq += 397)
+        for (int Lk = 1; Lk <= 3000; Lk += 211)
+            for (int B = 1; B <= 16; B += 5) {
+                const int64_t s16 = vt_cuda_mvit_scratch16(Lq, Lk, B);
+                bad += s16 != 12LL * B * vt_cuda_mvit_bq(Lq, Lk, B) * Lk ||
+                       (vt_cuda_mvit_bq(Lq, Lk, B) > 1 && s16 > 3 * VT_CUDA_ATTN_BLOCK_BYTES);
+            }
+    TCHECK(bad == 0, "%d (Lq, Lk, B) with BF16 scratch out of bounds", bad);
     return vt_test_failures;
 }
 
@@ -84,7 +130,16 @@ int main(void) {
 #define TOL_TAB 1e-9
 #define GRAD_NMSE 1e-6
 #define LOSS_REL 1e-5
-static const step_tol STEP_TOL = {LOSS_REL, GRAD_NMSE, 0, 0};
+static const step_tol STEP_TOL = {LOSS_REL, GRAD_NMSE, 0, 0, 0};
+/* BF16 (module comment) */
+#define TOL_ATT16_OUT 2e-5
+#define TOL_ATT16_GRAD 1e-4
+#define BF16_LOSS_REL 2e-2
+#define BF16_GRAD_TOTAL 1e-2
+#define BF16_GRAD_TENSOR 5e-2
+#define BF16_FLOOR 1e-3
+static const step_tol STEP_BF16 = {BF16_LOSS_REL, BF16_GRAD_TOTAL, BF16_GRAD_TENSOR, 1,
+                                   BF16_FLOOR};
 
 static int grid(const int t[3]) { return t[0] * t[1] * t[2]; }
 
@@ -201,6 +256,127 @@ static void test_maxpool(int n, int c, const int thw[3], int levels, int nans) {
     pfree(&x), pfree(&y), pfree(&dy), pfree(&dx);
 }
 
+/* ------------------------------------------------------------------ BF16 ops */
+
+/* cpu-ref's side of an [A] pair rounded to bf16 in place (the value a single rounding of
+ * its float gives), for the BIT checks of the module comment. */
+static void ref16(const pair *p) {
+    float *h = vt_malloc((size_t)VT_MAX(p->n, 1) * 4);
+    R->i->to_host(R, h, p->r, (size_t)p->n * 4);
+    for (int64_t i = 0; i < p->n; i++)
+        h[i] = vt_bf16_round(h[i]);
+    R->i->to_device(R, p->r, h, (size_t)p->n * 4);
+    free(h);
+}
+
+static void test_bf16_pool(int n, int heads, int D, const int thw[3], int s) {
+    printf("bf16 mvit_pool n %d heads %d D %d grid %dx%dx%d stride (1, %d, %d)\n", n, heads, D,
+           thw[0], thw[1], thw[2], s, s);
+    const vt_pool3d_p p = {{3, 3, 3}, {1, s, s}, {1, 1, 1}, 0};
+    int og[3];
+    for (int d = 0; d < 3; d++)
+        og[d] = vt_conv_out(thw[d], p.k[d], p.s[d], p.p[d]);
+    const int64_t L = 1 + grid(thw), C3 = 3LL * heads * D;
+    pair qkv = amake(n * L * C3, -1, 1), dqkv = amake(n * L * C3, 5, 6);
+    for (int part = 0; part < 3; part++)
+        for (int pooled = 1; pooled >= 0; pooled--) {
+            const int64_t Lo = pooled ? 1 + grid(og) : L, no = (int64_t)n * heads * Lo * D;
+            /* the weights and dw float (parameters), as on every path */
+            pair w = pmake((int64_t)D * 27, -0.5f, 0.5f), dw = pmake((int64_t)D * 27, -1, 1);
+            pair out = amake(no, 0, 0), dout = amake(no, -1, 1);
+            char what[64];
+            const float *wg = pooled ? w.g : NULL, *wr = pooled ? w.r : NULL;
+            VT_OP(G, mvit_pool_forward, out.g, qkv.g, wg, n, heads, D, part, thw, &p);
+            VT_OP(R, mvit_pool_forward, out.r, qkv.r, wr, n, heads, D, part, thw, &p);
+            snprintf(what, sizeof what, "bf16 pool part %d%s forward", part,
+                     pooled ? "" : " (gather)");
+            ref16(&out);
+            acmp(what, &out, BIT);
+            VT_OP(G, mvit_pool_backward, dqkv.g, pooled ? dw.g : NULL, dout.g, qkv.g, wg, n,
+                  heads, D, part, thw, &p);
+            VT_OP(R, mvit_pool_backward, dqkv.r, pooled ? dw.r : NULL, dout.r, qkv.r, wr, n,
+                  heads, D, part, thw, &p);
+            snprintf(what, sizeof what, "bf16 pool part %d%s dqkv", part,
+                     pooled ? "" : " (gather)");
+            ref16(&dqkv);
+            acmp(what, &dqkv, BIT);
+            if (pooled) {
+                snprintf(what, sizeof what, "bf16 pool part %d dw (float, +=)", part);
+                cmp(what, &dw, TOL_DSUM);
+            }
+            pfree(&w), pfree(&dw), pfree(&out), pfree(&dout);
+        }
+    pfree(&qkv), pfree(&dqkv);
+}
+
+/* BF16 attention: q, k, v, dout bf16-exact, the tables float; bq > 0: in query blocks. */
+static void test_bf16_attention(int n, int H, int D, const int qthw[3], const int kthw[3],
+                                int rel, int residual, int bq) {
+    printf("bf16 mvit_attention n %d H %d D %d q %dx%dx%d k %dx%dx%d%s%s%s\n", n, H, D, qthw[0],
+           qthw[1], qthw[2], kthw[0], kthw[1], kthw[2], rel ? " rel" : "",
+           residual ? " residual" : "", bq ? " in query blocks" : "");
+    char v[16];
+    snprintf(v, sizeof v, "%d", bq);
+    if (bq)
+        setenv("VT_CUDA_MVIT_BQ", v, 1);
+    const int64_t Lq = 1 + grid(qthw), Lk = 1 + grid(kthw), nq = n * H * Lq * D,
+                  nk = n * H * Lk * D;
+    int64_t tab[3];
+    for (int a = 0; a < 3; a++)
+        tab[a] = (2LL * VT_MAX(qthw[a], kthw[a]) - 1) * D;
+    pair q = amake(nq, -1, 1), k = amake(nk, -1, 1), vv = amake(nk, -1, 1);
+    pair rt = pmake(tab[0], -0.5f, 0.5f), rh = pmake(tab[1], -0.5f, 0.5f),
+         rw = pmake(tab[2], -0.5f, 0.5f);
+    pair out = amake(nq, 0, 0), lse = pmake(n * H * Lq, 0, 0), dout = amake(nq, -1, 1);
+    pair dq = amake(nq, 7, 7), dk = amake(nk, 7, 7), dv = amake(nk, 7, 7);
+    pair drt = pmake(tab[0], -1, 1), drh = pmake(tab[1], -1, 1), drw = pmake(tab[2], -1, 1);
+#define TABS(s) rel ? rh.s : NULL, rel ? rw.s : NULL, rel ? rt.s : NULL
+#define DTABS(s) rel ? drh.s : NULL, rel ? drw.s : NULL, rel ? drt.s : NULL
+    VT_OP(G, mvit_attention_forward, out.g, lse.g, q.g, k.g, vv.g, TABS(g), n, H, D, qthw, kthw,
+          residual);
+    VT_OP(R, mvit_attention_forward, out.r, lse.r, q.r, k.r, vv.r, TABS(r), n, H, D, qthw, kthw,
+          residual);
+    acmp("bf16 attention out", &out, TOL_ATT16_OUT);
+    cmp("bf16 attention lse (float)", &lse, TOL_ATT);
+    VT_OP(G, mvit_attention_backward, dq.g, dk.g, dv.g, DTABS(g), dout.g, q.g, k.g, vv.g, TABS(g),
+          lse.g, n, H, D, qthw, kthw, residual);
+    VT_OP(R, mvit_attention_backward, dq.r, dk.r, dv.r, DTABS(r), dout.r, q.r, k.r, vv.r, TABS(r),
+          lse.r, n, H, D, qthw, kthw, residual);
+    acmp("bf16 attention dq", &dq, TOL_ATT16_GRAD);
+    acmp("bf16 attention dk", &dk, TOL_ATT16_GRAD);
+    acmp("bf16 attention dv", &dv, TOL_ATT16_GRAD);
+    if (rel) {
+        cmp("bf16 attention drt (float, +=)", &drt, TOL_TAB);
+        cmp("bf16 attention drh (float, +=)", &drh, TOL_TAB);
+        cmp("bf16 attention drw (float, +=)", &drw, TOL_TAB);
+    }
+#undef TABS
+#undef DTABS
+    unsetenv("VT_CUDA_MVIT_BQ");
+    pfree(&q), pfree(&k), pfree(&vv), pfree(&rt), pfree(&rh), pfree(&rw), pfree(&out);
+    pfree(&lse), pfree(&dout), pfree(&dq), pfree(&dk), pfree(&dv), pfree(&drt), pfree(&drh);
+    pfree(&drw);
+}
+
+static void test_bf16_maxpool(int n, int c, const int thw[3]) {
+    printf("bf16 token_maxpool n %d c %d grid %dx%dx%d\n", n, c, thw[0], thw[1], thw[2]);
+    const vt_pool3d_p p = {{3, 3, 3}, {1, 2, 2}, {1, 1, 1}, 0};
+    int og[3];
+    for (int d = 0; d < 3; d++)
+        og[d] = vt_conv_out(thw[d], p.k[d], p.s[d], p.p[d]);
+    const int64_t L = 1 + grid(thw), Lo = 1 + grid(og);
+    pair x = amake(n * L * c, -1, 1), y = amake(n * Lo * c, 0, 0);
+    pair dy = amake(n * Lo * c, -1, 1), dx = amake(n * L * c, 9, 9);
+    VT_OP(G, token_maxpool_forward, y.g, x.g, n, c, thw, &p);
+    VT_OP(R, token_maxpool_forward, y.r, x.r, n, c, thw, &p);
+    acmp("bf16 token_maxpool forward", &y, BIT);
+    VT_OP(G, token_maxpool_backward, dx.g, dy.g, x.g, n, c, thw, &p);
+    VT_OP(R, token_maxpool_backward, dx.r, dy.r, x.r, n, c, thw, &p);
+    ref16(&dx);
+    acmp("bf16 token_maxpool backward", &dx, BIT);
+    pfree(&x), pfree(&y), pfree(&dy), pfree(&dx);
+}
+
 int main(void) {
     if (check_blocks())
         return vt_test_done("test_mvit_gpu");
@@ -232,12 +408,36 @@ int main(void) {
     test_maxpool(3, 8, (const int[3]){3, 7, 9}, 3, 0); /* values 0, 1, 2: ties everywhere */
     /* NaNs among ties: a window of 27 taps holds none (~25%), one (~35%) or several */
     test_maxpool(3, 8, (const int[3]){3, 7, 9}, 3, 20);
+    vt_backend *g32 = G, *g16 = vt_backend_cuda_init(0, 0);
+    char err[256];
+    const int bf16 = vt_backend_set_precision(g16, VT_PREC_BF16, err, sizeof err) == 0;
+    if (bf16) { /* the same checks through G, now the BF16 backend */
+        G = g16;
+        test_bf16_pool(2, 2, 8, (const int[3]){2, 6, 6}, 2);
+        test_bf16_pool(4, 2, 8, (const int[3]){4, 16, 16}, 2); /* dw in 4 chunks */
+        test_bf16_attention(2, 1, 8, (const int[3]){2, 4, 4}, (const int[3]){2, 2, 2}, 1, 1, 0);
+        test_bf16_attention(2, 1, 8, (const int[3]){2, 4, 4}, (const int[3]){2, 2, 2}, 1, 1, 5);
+        test_bf16_attention(1, 3, 8, (const int[3]){1, 2, 3}, (const int[3]){2, 4, 3}, 1, 1, 4);
+        test_bf16_attention(3, 2, 16, (const int[3]){2, 3, 3}, (const int[3]){1, 2, 2}, 0, 0, 7);
+        test_bf16_attention(2, 1, 96, (const int[3]){4, 14, 14}, (const int[3]){4, 2, 2}, 1, 1,
+                            256);
+        test_bf16_maxpool(2, 16, (const int[3]){4, 8, 8});
+        G = g32;
+    } else {
+        printf("BF16: not on this GPU (%s): bf16 checks skipped\n", err);
+    }
+    vt_backend_free(&g16);
     TCHECK(R->in_use == 0, "cpu-ref leaked %lld bytes", (long long)R->in_use);
     vt_backend_free(&G);
     vt_backend_free(&R);
     if (!getenv("VT_TEST_MVIT_OPS_ONLY")) { /* gpu-check.sh's compute-sanitizer runs */
         net_vs_cpu("mvit_test", "cpu-ref", 8, 32, 32, 2, 0.2f, 2, &STEP_TOL);
         net_vs_cpu("mvit_v1_test", "cpu-ref", 8, 32, 32, 2, 0.2f, 2, &STEP_TOL);
+        if (bf16) { /* BF16 training against the FP32 step (module comment) */
+            net_vs_cpu("mvit_test", "cpu-ref", 8, 32, 32, 2, 0.2f, 2, &STEP_BF16);
+            net_vs_cpu("mvit_test", "cpu-ref", 4, 48, 48, 2, 0.2f, 1, &STEP_BF16);
+            net_vs_cpu("mvit_v1_test", "cpu-ref", 8, 32, 32, 2, 0.2f, 1, &STEP_BF16);
+        }
     }
     return vt_test_done("test_mvit_gpu");
 }

@@ -14,10 +14,18 @@
  *     naming the difference, and the run's files stay as they were;
  *   - --devices given on resume replaces the run's tower set: its other device options
  *     (--threads of a cpu run) are not applied to the new towers;
+ *   - --time-budget and --budget-once on resume are refused (a budget is planned against
+ *     the clock of the run's start; it was recorded and unused); --epochs given to a budget
+ *     run's resume drops its budget (the budget's plan was kept, --epochs ignored);
+ *   - a saved option that no longer applies (the run's --threads on cpu-ref towers, its
+ *     --gamma after --sched cosine given now, its --class-weights after --balance
+ *     sampler, values an older vidtrain took before its checks) is dropped with a note,
+ *     never a refusal over an option nobody typed on this command line;
  *   - another value that changes the run's numbers (--lr) is named, old and new, in one
  *     warning; one that changes no number (--workers) is not; a plain --resume (its
  *     dataset named by another spelling of the path) warns of nothing.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -119,6 +127,78 @@ int main(void) {
                     "--resume '%s/thr' --devices cpu-ref --max-steps 2 -q >> '%s/thr.log' 2>&1",
                     bin, dir, dir, dir, bin, dir, dir);
     TCHECK(rc == 0, "--resume --devices cpu-ref of a --threads 1 run: exit %d (see thr.log)", rc);
+
+    /* saved options that no longer apply: the checks for options given refused them, yet
+     * nobody typed them on the resuming command line. A run's --gamma after --sched cosine
+     * given now, its --class-weights after --balance sampler, its --precise-bn after
+     * --freeze-bn (which keeps the statistics it would recompute); and config.json of a run
+     * made before the checks (edited here): --threads 2 and --backend cpu beside cpu-ref
+     * towers, --mixup-switch-prob without mixing, --layer-decay and --drop-path on a CNN.
+     * The resume was refused (exit 2); now each is dropped with a note and config.json
+     * records what leaving it out gives. */
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/old' --clip 4x32 --batch 6 --epochs 2 "
+                    "--max-steps 1 --devices cpu-ref --sched step --gamma 0.5 --balance loss "
+                    "--class-weights 1,2,3 -q > '%s/old.log' 2>&1", bin, dir, dir, dir);
+    TCHECK(rc == 0, "start of the old run: exit %d (see old.log)", rc);
+    snprintf(p, sizeof p, "%s/old/config.json", dir);
+    c = vt_test_read_json(p);
+    TCHECK(c != NULL, "old/config.json");
+    static const struct {
+        const char *key;
+        double set, want;
+    } old[] = {{"threads", 2, 0}, {"mix_switch", 0.25, 0.5}, {"layer_decay", 0.5, 1},
+               {"drop_path", 0.2, 0}, {"gamma", 0.5, 0.1}, {"precise_bn", 4, 0}};
+    for (size_t i = 0; c && i < sizeof old / sizeof *old; i++)
+        cJSON_ReplaceItemInObject(c, old[i].key, cJSON_CreateNumber(old[i].set));
+    if (c)
+        cJSON_ReplaceItemInObject(c, "backend", cJSON_CreateString("cpu"));
+    char *txt = c ? cJSON_Print(c) : NULL;
+    FILE *f = txt ? fopen(p, "w") : NULL;
+    TCHECK(f && fputs(txt, f) >= 0 && fclose(f) == 0, "writing %s", p);
+    free(txt);
+    cJSON_Delete(c);
+    rc = vt_test_sh("'%s' train --resume '%s/old' --sched cosine --balance sampler --freeze-bn "
+                    "--max-steps 2 "
+                    "-q > '%s/oldres.log' 2>&1", bin, dir, dir);
+    printf("--resume of a run whose saved options no longer apply: exit %d\n", rc);
+    TCHECK(rc == 0, "--resume of a run with saved options that no longer apply: exit %d, want 0 "
+           "(see %s/oldres.log)", rc, dir);
+    static const char *const notes[] = {"run's --threads 2", "run's --backend cpu",
+        "run's --step-epochs 10 --gamma 0.5", "run's --mixup-switch-prob 0.25",
+        "run's --layer-decay 0.5", "run's --drop-path 0.2", "run's --class-weights 1,2,3",
+        "run's --precise-bn 4"};
+    for (size_t i = 0; i < sizeof notes / sizeof *notes; i++)
+        TCHECK(vt_test_file_has_in(dir, "oldres.log", notes[i]) &&
+               vt_test_file_has_in(dir, "oldres.log", "dropped"),
+               "no note that the %s (its configuration) was dropped", notes[i]);
+    c = vt_test_read_json(p);
+    for (size_t i = 0; c && i < sizeof old / sizeof *old; i++) {
+        const cJSON *v = cJSON_GetObjectItem(c, old[i].key);
+        /* a float option reads back as its float: 0.1f is 0.10000000149 */
+        TCHECK(cJSON_IsNumber(v) && fabs(v->valuedouble - old[i].want) < 1e-6,
+               "config.json's %s after the resume: %g, want %g", old[i].key,
+               cJSON_IsNumber(v) ? v->valuedouble : -1, old[i].want);
+    }
+    const cJSON *cw = c ? cJSON_GetObjectItem(c, "class_weights") : NULL;
+    TCHECK(cJSON_IsString(cw) && !cw->valuestring[0], "config.json keeps the class weights");
+    cJSON_Delete(c);
+
+    /* a budget is planned against the clock of a run's start: given on resume it was
+     * recorded in config.json and unused (refused now); a budget run resumed with
+     * --epochs kept its budget's plan (epochs 220 where the warning said 3): the saved
+     * budget is dropped and --epochs rules */
+    rc = vt_test_sh("'%s' train --resume '%s/run' --time-budget 1h --max-steps 2 -q > "
+                    "'%s/tb.log' 2>&1", bin, dir, dir);
+    TCHECK(rc == 2 && vt_test_file_has_in(dir, "tb.log", "a resumed run keeps its length"),
+           "--resume --time-budget: exit %d, want 2 naming why", rc);
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/bud' --clip 4x32 --batch 6 --time-budget 20s "
+                    "--max-steps 3 --devices cpu:1 -q > '%s/bud.log' 2>&1 && '%s' train --resume "
+                    "'%s/bud' --epochs 2 --max-steps 4 > '%s/bud2.log' 2>&1", bin, dir, dir, dir,
+                    bin, dir, dir);
+    TCHECK(rc == 0 && vt_test_file_has_in(dir, "bud2.log", "2 batches of 6 per epoch, 2 epochs") &&
+               vt_test_file_has_in(dir, "bud2.log", "replaced by --epochs given now"),
+           "a --time-budget run resumed with --epochs 2: exit %d, or not 2 epochs with a note "
+           "(see %s/bud2.log)", rc, dir);
 
     /* a dataset that is not there (moved since): the error says how to name its new place */
     rc = vt_test_sh("'%s' train --resume '%s/run' '%s/moved' --max-steps 2 -q > '%s/mv.log' 2>&1",

@@ -26,7 +26,8 @@
  *     and shapes (torch_mvit.py list; the order differs: vidtrain keeps its arena in node
  *     order) and 34,537,744 and 36,610,672 parameters with 400 classes.
  *   exact sums (the towers' mode): 4 clips in 1 pass and in 2 passes of 2: the same bits.
- *   refusals: bf16; a backend without MViT's ops (CUDA's before issue 44) names the op and
+ *   refusals: bf16 on cpu and on cpu-ref (MViT's bf16 is cuda's only, as the ViTs'); a
+ *     backend without MViT's ops (CUDA's before issue 44) names the op and
  *     "not on"; mvit_v2_s at 8x160x112 is accepted with 16x224's parameters.
  * Tolerances (NMSE), argued as test_zoo_x3d.c's: the truth is PyTorch float64 (rounded to
  * float32 once) and vidtrain must be within NMSE_VS_TORCH = 4 times PyTorch float32's own
@@ -319,6 +320,13 @@ static void refusals(void) {
     cfg.precision = VT_PREC_BF16;
     vt_net *net = vt_net_init(&cfg, be, 1, err, sizeof err);
     TCHECK(!net && strstr(err, "bf16"), "bf16: %s", net ? "accepted" : err);
+    /* cpu-ref has bf16 for the CNNs but not for the transformer ops: MViT's bf16 is
+     * cuda's only, refused as test_zoo_vit's ViT is */
+    vt_backend *ref = vt_backend_init("cpu-ref", 0, 1, 0);
+    net = vt_net_init(&cfg, ref, 1, err, sizeof err);
+    TCHECK(!net && strstr(err, "bf16") && strstr(err, "cuda"), "bf16 on cpu-ref: %s",
+           net ? "accepted" : err);
+    vt_backend_free(&ref);
     /* another clip keeps torchvision's 16x224 tables (interpolated at run time): the
      * same parameters, so its weights load at any clip */
     vt_net_cfg_default(&cfg, "mvit_v2_s", 400, 8, 160, 112);

@@ -407,6 +407,10 @@ int vt_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;
     }
+    if (vt_frame_rate_check_data("eval", ds, NULL) != 0) {
+        rc = 2;
+        goto end;
+    }
     /* Unreadable files are reported here and left out of every split (not an error). */
     vt_dataset_probe(ds, 0, 1, NULL, NULL);
     vt_dist_dataset_sync(ds, "the evaluation data");

@@ -334,6 +334,11 @@ int vt_cmd_predict(int argc, char **argv) {
     }
     const char *run = pa.run, *dump_path = pa.dump_path;
     const int nvid = pa.nvid;
+    /* a stream, a camera and a file carry their own timestamps */
+    if (vt_frame_rate_check("predict", "none of the inputs is one", videos, nvid) != 0) {
+        free(videos);
+        return 2;
+    }
     if (pa.timeline) {
         pa.ta.top = pa.top;
         pa.ta.json = pa.json;

@@ -57,7 +57,8 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *
 void vt_run_model_clip(vt_clip_cfg *clip, const vt_run_model *m);
 /* Builds forward-only towers for `batch` clips a step on the devices of da, split by
  * policy (NULL: "memory"), and loads the checkpoint's weights into them. 0; -2 with err
- * when the device arguments or the policy are bad, or m->precision is one no tower
+ * when the device arguments or the policy are bad (a policy given for one tower: nothing
+ * to split), or m->precision is one no tower
  * computes (tf32 on CPU towers only: vt_devices_check_precision) (a usage error); -1 with err
  * otherwise. */
 int vt_run_model_load(vt_run_model *m, const vt_device_args *da, const char *policy, int batch,

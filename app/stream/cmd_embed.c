@@ -164,6 +164,9 @@ static int check_args(const embed_args *a, int *is_dir) {
                             "video files\n", a->inputs[i]);
             return 2;
         }
+    if (!*is_dir && vt_frame_rate_check("embed", "none of the inputs is one", a->inputs,
+                                        a->ninputs) != 0)
+        return 2;
     if (!a->out)
         why = "--out FILE is required (FILE.safetensors or FILE.npy)";
     else if (vt_embed_format_of(a->out) < 0) {
@@ -243,7 +246,8 @@ static vt_dataset *open_dataset(const embed_args *a, const vt_run_model *m, char
 }
 
 /* Every input through e; rows into e->out. Returns the inputs that failed (each
- * reported), or -1 when the dataset cannot be opened. */
+ * reported), or -1 when the dataset cannot be opened, -2 when it makes --frame-rate a
+ * usage error (said). */
 static int embed_all(const embed_args *a, int is_dir, vt_embedder *e, vt_run_model *m) {
     char err[1024], name[4400];
     int failed = 0, total = a->ninputs;
@@ -253,6 +257,10 @@ static int embed_all(const embed_args *a, int is_dir, vt_embedder *e, vt_run_mod
         if (!(ds = open_dataset(a, m, err, sizeof err))) {
             fprintf(stderr, "vidtrain embed: %s\n", err);
             return -1;
+        }
+        if (vt_frame_rate_check_data("embed", ds, NULL) != 0) {
+            vt_dataset_free(&ds);
+            return -2;
         }
         total = dataset_samples(ds, a->split, &idx);
         fprintf(stderr, "embed: %d samples of %s%s\n", total, a->inputs[0],
@@ -358,6 +366,10 @@ int vt_cmd_embed(int argc, char **argv) {
     vt_embedder_init(&e, &m, K ? K : 16, a.ma.crops, a.per_clip, &set);
     a.tl.K = K;
     int failed = embed_all(&a, is_dir, &e, &m);
+    if (failed == -2) { /* a usage error, said */
+        rc = 2;
+        goto end;
+    }
     if (failed < 0 || set.n == 0) {
         fprintf(stderr, "vidtrain embed: nothing to write%s\n", failed < 0 ? "" :
                 " (no input could be embedded; see the messages above)");

@@ -322,6 +322,16 @@ static int build_towers(vt_train *t) {
         fprintf(stderr, "vidtrain train: %s\n", err);
         return 1;
     }
+    /* frozen batch norm (--freeze-bn, fine-tuning's default) normalises with its running
+     * statistics and never updates them, in precise BN's pass too (tower_worker.c): it
+     * forwarded up to 2048 clips a validation and recomputed nothing */
+    if (vt_opts_given_has(&t->cli, "--precise-bn") && o->freeze_bn > 0) {
+        fprintf(stderr, "vidtrain train: --precise-bn %d: batch norm is frozen (%s), so it keeps "
+                "its statistics and precise BN recomputes none; leave it out, or give "
+                "--no-freeze-bn\n", o->precise_bn, vt_opts_given_has(&t->cli, "--freeze-bn")
+                ? "--freeze-bn" : "fine-tuning's default");
+        return 2;
+    }
     /* Precise BN recomputes batch-norm statistics: a net without batch norm (the
      * transformers, tiny_nobn) has none, and forwarded up to 2048 clips a validation for
      * nothing (and --time-budget counted them). */
@@ -330,6 +340,31 @@ static int build_towers(vt_train *t) {
             fprintf(stderr, "vidtrain train: warning: --precise-bn %d: %s has no batch norm "
                     "for it to recompute: off\n", t->given.precise_bn, o->model);
         o->precise_bn = 0;
+    }
+    /* activation checkpointing recomputes transformer blocks: a model without them has
+     * nothing for any of its modes to act on (the towers warned for "on" only) */
+    if (vt_opts_given_has(&t->cli, "--checkpoint-act") &&
+        vt_towers_memplan(t->towers)->ckpt_segments == 0) {
+        fprintf(stderr, "vidtrain train: --checkpoint-act %s: %s has no transformer blocks to "
+                "recompute (ViT and MViT have); leave it out\n", o->checkpoint_act, o->model);
+        return 2;
+    }
+    /* how a batch splits over towers, given for one tower (of every process): nothing to
+     * split */
+    if (vt_opts_given_has(&t->cli, "--tower-split") && vt_towers_count_all(t->towers) < 2) {
+        fprintf(stderr, "vidtrain train: --tower-split %s: one tower takes the whole batch, so "
+                "there is nothing to split; leave it out, or give several towers (--devices "
+                "cpu:2, --gpus 2)\n", o->tower_split);
+        return 2;
+    }
+    /* the batch-norm switches given to a net without batch norm switch nothing */
+    static const char *const bn_opts[] = {"--sync-bn", "--no-sync-bn", "--freeze-bn",
+                                          "--no-freeze-bn", NULL};
+    const char *bo = vt_opts_given_any(&t->cli, bn_opts);
+    if (bo && !has_bn(vt_towers_net(t->towers, 0))) {
+        fprintf(stderr, "vidtrain train: %s: %s has no batch norm for it to act on; leave "
+                "it out\n", bo, o->model);
+        return 2;
     }
     return apply_finetune(t);
 }

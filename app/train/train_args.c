@@ -347,15 +347,23 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
         return 2;
     }
     /* the step schedule's own numbers: another schedule never reads them */
-    if ((given(ta, "--step-epochs") || given(ta, "--gamma") || o->step_epochs != 10 ||
-         o->gamma != 0.1f) && strcmp(o->sched, "step")) {
+    if ((given(ta, "--step-epochs") || given(ta, "--gamma")) && strcmp(o->sched, "step")) {
         fprintf(stderr, "vidtrain train: --step-epochs and --gamma shape --sched step: not "
                 "with --sched %s\n", o->sched);
         return 2;
     }
+    /* OneCycle (torch's OneCycleLR) rises over its first 30% of steps and cycles the
+     * momentum itself (train_epoch.c): --warmup and --momentum were taken and unused */
+    static const char *const oc_opts[] = {"--warmup", "--momentum", NULL};
+    const char *oc = vt_opts_given_any(&ta->given, oc_opts);
+    if (oc && !strcmp(o->sched, "onecycle")) {
+        fprintf(stderr, "vidtrain train: --sched onecycle rises from lr/25 over its first "
+                "30%% of steps and cycles the momentum (0.95-0.85-0.95; AdamW's beta1) itself: "
+                "not with %s; leave it out, or give another --sched\n", oc);
+        return 2;
+    }
     /* the switch picks mixup or CutMix for a batch: with one of them off it picks nothing */
-    if ((given(ta, "--mixup-switch-prob") || o->mix_switch != 0.5f) &&
-        !(o->mixup > 0 && o->cutmix > 0)) {
+    if (given(ta, "--mixup-switch-prob") && !(o->mixup > 0 && o->cutmix > 0)) {
         fprintf(stderr, "vidtrain train: --mixup-switch-prob %g chooses between mixup and "
                 "CutMix batch by batch: give both --mixup A and --cutmix B (with one, every "
                 "mixed batch is that one's)\n", (double)o->mix_switch);
@@ -363,21 +371,20 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
     }
     /* drop path and layer decay act on a transformer's blocks: a CNN has none, and took
      * them without a word (the fine-tuning line even named a layer decay it never used) */
-    if (vt_finetune_nlayers(o->model) <= 0 &&
-        (o->drop_path > 0 || (o->layer_decay > 0 && o->layer_decay != 1.0f))) {
+    const int dp = given(ta, "--drop-path"); /* at 0 (or --layer-decay 1) too: given */
+    if (vt_finetune_nlayers(o->model) <= 0 && (dp || given(ta, "--layer-decay"))) {
         fprintf(stderr, "vidtrain train: %s %g: %s has no transformer blocks for it to act on "
                 "(videomae_vit_*, mvit_* have); a CNN's classifier takes --dropout P, and "
                 "fine-tuning's rates --freeze N and --head-lr-mult F\n",
-                o->drop_path > 0 ? "--drop-path" : "--layer-decay",
-                (double)(o->drop_path > 0 ? o->drop_path : o->layer_decay), o->model);
+                dp ? "--drop-path" : "--layer-decay",
+                (double)(dp ? o->drop_path : o->layer_decay), o->model);
         return 2;
     }
     /* momentum and Nesterov are SGD's (RMSprop takes a momentum, not Nesterov's); AdamW
-     * has betas. A resumed run's saved 0.9 was never given. */
+     * has betas. A resumed run's saved value was never given (vt_train_resume_unused). */
     const char *optim = vt_train_opts_optim(o);
     const char *why = o->optim[0] ? "" : " (the transformers' recipe)";
-    if (!strcmp(optim, "adamw") &&
-        (given(ta, "--momentum") || (o->momentum != 0.9f && !resume[0]))) {
+    if (!strcmp(optim, "adamw") && given(ta, "--momentum")) {
         fprintf(stderr, "vidtrain train: --momentum %g: AdamW%s has no momentum to set (its "
                 "betas are 0.9, 0.999); give --optim sgd or rmsprop with it, or leave it out\n",
                 (double)o->momentum, why);
@@ -390,6 +397,12 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
                 : !strcmp(optim, "rmsprop") ? "RMSprop"
                                             : "--momentum 0",
                 strcmp(optim, "sgd") ? why : "");
+        return 2;
+    }
+    /* --strict-splits makes the near-copy check's leaks errors: skipped, it finds none */
+    if (given(ta, "--strict-splits") && given(ta, "--no-leak-check")) {
+        fprintf(stderr, "vidtrain train: --strict-splits makes a near-copy the leak check finds "
+                "an error, and --no-leak-check skips that check: give one of them\n");
         return 2;
     }
     /* how --lists is read: nothing to read without it (as scan says) */
@@ -424,6 +437,17 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
         snprintf(o->data, sizeof o->data, "%s", ta->pos);
     if (!o->data[0] || !o->out[0]) {
         fprintf(stderr, "vidtrain train: need DIR and --out RUN (or --resume RUN)\n");
+        return 2;
+    }
+    /* a budget is planned from a run's first steps, against the clock of its start
+     * (train.c): a resume keeps the run's last plan, and took a budget given now without
+     * using it (config.json recorded it) */
+    static const char *const budget_opts[] = {"--time-budget", "--budget-once", NULL};
+    const char *bo = vt_opts_given_any(&ta->given, budget_opts);
+    if (bo && resume[0]) {
+        fprintf(stderr, "vidtrain train: %s plans a run's epochs from its first steps, against "
+                "the clock of its start: a resumed run keeps its length (its budget's last "
+                "plan); give --epochs N for another, or --max-steps N to stop early\n", bo);
         return 2;
     }
     if (o->budget_once && !(o->time_budget > 0) && !resume[0]) {
@@ -599,6 +623,8 @@ int vt_train_parse_args(vt_train_opts *o, vt_opts_given *cli, int argc, char **a
         if (!given(&ta, "--threads"))
             o->threads = 0;
     }
+    if (resume[0])
+        vt_train_resume_unused(o, &saved, &ta.given, resume);
     *quiet = ta.quiet;
     *cli = ta.given;
     int rc = check_args(o, &ta, resume);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "app/decode_opt.h"
 #include "app/dist.h"
 #include "app/train/train.h"
 #include "base/common.h"
@@ -83,6 +84,15 @@ int vt_train_open_data(vt_train *t) {
                 "leave it out\n", so, o->data);
         return 2;
     }
+    /* --group shapes --val-split's draw: with --val-split 0 (given now or the resumed run's)
+     * nothing is drawn, and the regex was taken and did nothing */
+    if (vt_opts_given_has(&t->cli, "--group") && !(o->val_split > 0)) {
+        fprintf(stderr, "vidtrain train: --group %s keeps a recording's videos on one side of "
+                "--val-split's draw: --val-split 0 draws nothing from train, so there is "
+                "nothing to keep together; give --val-split F (above 0) with it, or leave "
+                "--group out\n", o->group);
+        return 2;
+    }
     vt_dataset_probe(ds, 0, 1, NULL, NULL);
     vt_dist_dataset_sync(ds, "the training data");
     print_dataset(ds, ds, t->out);
@@ -147,6 +157,29 @@ int vt_train_open_data(vt_train *t) {
                                           "videos out instead)" : "", gl[0] ? "; " : "", gl);
         else
             fprintf(t->out, "validation: none (no val folder and --val-split 0)\n");
+    }
+    if (vt_frame_rate_check_data("train", ds, t->vds) != 0)
+        return 2;
+    /* with no validation videos, what shapes validation (and the default length that
+     * follows it: train_length.c takes the fixed rule) was taken and did nothing; with no
+     * val or test video either, so did what shapes the near-copy check of them */
+    static const char *const val_opts[] = {"--val-clips", "--val-crops", "--eval-every",
+                                           "--patience", "--min-clips", NULL};
+    static const char *const leak_opts[] = {"--strict-splits", "--no-leak-check", NULL};
+    const char *vo = t->nval ? NULL : vt_opts_given_any(&t->cli, val_opts);
+    if (vo) {
+        fprintf(stderr, "vidtrain train: %s acts on validation, and %s has no validation "
+                "videos (no val folder or test split, and --val-split 0); leave it out, or "
+                "give --val-split F or --val-dir DIR2\n", vo, o->data);
+        return 2;
+    }
+    const char *lo = t->vds || vt_dataset_split_count(ds, VT_SPLIT_VAL) ||
+                             vt_dataset_split_count(ds, VT_SPLIT_TEST)
+                         ? NULL : vt_opts_given_any(&t->cli, leak_opts);
+    if (lo) {
+        fprintf(stderr, "vidtrain train: %s: the leak check compares val and test videos with "
+                "the training videos, and %s has none; leave it out\n", lo, o->data);
+        return 2;
     }
     if (t->ntrain == 0) {
         fprintf(stderr, "vidtrain train: no training video in %s\n", o->data);

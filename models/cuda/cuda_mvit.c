@@ -3,9 +3,16 @@
  * the pooling of q, k, v, the multiscale attention with decomposed relative positions and
  * residual pooling, and the max pooling of a token grid. The arithmetic is in
  * kernels_mvit.cu (each kernel's exactness against cpu-ref stated there); this file holds
- * the host side: scratch and the attention's cuBLAS GEMMs. FP32 only, as on the CPU
- * backends (zoo_mvit.c refuses BF16, and so does every op here); under TF32 the GEMMs may
- * use TF32 like the linear layers (the cuBLAS handle's math mode).
+ * the host side: scratch and the attention's cuBLAS GEMMs. Under TF32 the GEMMs may use
+ * TF32 like the linear layers (the cuBLAS handle's math mode). BF16 (the CPU backends
+ * have none for these ops: net_vit.c refuses them there): every op reads and writes bf16
+ * activations (kernels_mvit.h's vt_cuk_dt), and the attention runs mv16_forward /
+ * mv16_backward below: the same walk and query blocks, the GEMMs in
+ * cublasGemmStridedBatchedEx (bf16 A, B; CUBLAS_COMPUTE_32F) with cuda_attn.c's rounding
+ * points: S, dP, the softmax, lse and the relative terms in float; P and dS rounded to
+ * bf16 for the GEMMs; out (P V + the residual q), dq (dS K + its relative and residual
+ * terms), dk and dv (float sums over the query blocks) each rounded once at the end; the
+ * tables' gradients float (docs/precision.md "bf16 for the transformers").
  *
  * The attention follows cuda_attn.c's scheme on blocks of bq queries (cuda_mvit.h), each
  * GEMM batching B (clip, head) pairs a fixed stride apart (mv_walk), row-major matrices
@@ -36,14 +43,10 @@
 #include "models/cuda/cuda_mvit.h"
 #include "models/cuda/kernels_mvit.h"
 
-/* Every op starts here: the device current, and FP32/TF32 activations (the kernels read
- * float; under BF16 they would misread 2-byte elements: refuse loudly). */
-static cu_ctx *enter(vt_backend *be, const char *op) {
-    cu_ctx *cx = vt_cuda_enter(be);
-    VT_CHECK(!cx->bf16, "cuda:%d: %s has no bf16 path (MViT's ops are FP32 only; use "
-             "--precision fp32 or tf32)", cx->device, op);
-    return cx;
-}
+/* Every op starts here: the device made current. */
+static cu_ctx *enter(vt_backend *be) { return vt_cuda_enter(be); }
+/* The activation type of the kernels: bf16 under BF16 (backend.h's [A] arrays). */
+#define DT(c) ((c)->bf16 ? VT_CUK_BF16 : VT_CUK_F32)
 
 static vt_cuk_pool pool_of(const int thw[3], const vt_pool3d_p *p, int pooled) {
     vt_cuk_pool k;
@@ -62,25 +65,25 @@ static vt_cuk_pool pool_of(const int thw[3], const vt_pool3d_p *p, int pooled) {
 void vt_cuda_mvit_pool_forward(vt_backend *be, float *out, const float *qkv, const float *w,
                                int n, int heads, int D, int part, const int thw[3],
                                const vt_pool3d_p *p) {
-    cu_ctx *cx = enter(be, "mvit_pool_forward");
+    cu_ctx *cx = enter(be);
     const vt_cuk_pool k = pool_of(thw, p, w != NULL);
-    vt_cuk_mvit_pool_fwd(cx->stream, out, qkv, w, n, heads, D, part, &k);
+    vt_cuk_mvit_pool_fwd(cx->stream, DT(cx), out, qkv, w, n, heads, D, part, &k);
 }
 
 void vt_cuda_mvit_pool_backward(vt_backend *be, float *dqkv, float *dw, const float *dout,
                                 const float *qkv, const float *w, int n, int heads, int D,
                                 int part, const int thw[3], const vt_pool3d_p *p) {
-    cu_ctx *cx = enter(be, "mvit_pool_backward");
+    cu_ctx *cx = enter(be);
     if (n <= 0)
         return;
     const vt_cuk_pool k = pool_of(thw, p, w != NULL);
-    vt_cuk_mvit_pool_bwd_dx(cx->stream, dqkv, dout, w, n, heads, D, part, &k);
+    vt_cuk_mvit_pool_bwd_dx(cx->stream, DT(cx), dqkv, dout, w, n, heads, D, part, &k);
     if (!dw || !w)
         return;
     const size_t need = (size_t)vt_cuk_mvit_pool_dw_parts(n, heads, D, &k) * (size_t)D *
                         (size_t)(k.k[0] * k.k[1] * k.k[2]) * sizeof(double);
     double *part_buf = vt_cuda_grow(be, &cx->scratch, &cx->scratch_bytes, need, "cuda scratch");
-    vt_cuk_mvit_pool_bwd_dw(cx->stream, dw, dout, qkv, n, heads, D, part, &k, part_buf);
+    vt_cuk_mvit_pool_bwd_dw(cx->stream, DT(cx), dw, dout, qkv, n, heads, D, part, &k, part_buf);
 }
 
 /* ---------------------------------------------------------------- attention ---- */
@@ -138,14 +141,162 @@ static void logits(cu_ctx *cx, float *s, const float *q, const float *k, int i0,
            D, w->b_l * D, 0.0f, s, g->Lk, (int64_t)b * g->Lk, w->B);
 }
 
+/* The backward's relative scratch: every row's row sums (floats, rounded up to whole
+ * doubles), then the tables' double partials; nothing without the tables. */
+static int64_t rel_floats(int n, int H, const vt_cuk_mvgeo *g) {
+    return g->rel ? ((int64_t)n * H * g->Lq * g->KK + 1) / 2 * 2 : 0;
+}
+static int64_t rel_bytes(int n, int H, const vt_cuk_mvgeo *g) {
+    if (!g->rel)
+        return 0;
+    int64_t cells = 0;
+    for (int a = 0; a < 3; a++)
+        cells += (int64_t)g->qthw[a] * g->kthw[a] * g->D;
+    return rel_floats(n, H, g) * (int64_t)sizeof(float) +
+           (int64_t)vt_cuk_mvit_rel_parts(n, H, g) * cells * (int64_t)sizeof(double);
+}
+
+/* ---------------------------------------------------------------- attention, BF16 ---- */
+
+/* One strided-batched GEMM on bf16 A and B, float compute, C float (S, dP, a block's O or
+ * dQ, the dK/dV sums): cuda_attn.c's gemm16 with a float C. */
+static void gemm16(cu_ctx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                   float alpha, const uint16_t *a, int64_t lda, int64_t sa, const uint16_t *b,
+                   int64_t ldb, int64_t sb, float beta, float *c, int64_t ldc, int64_t sc,
+                   int batch) {
+    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        cx->cublas, ta, tb, m, n, k, &alpha, a, CUDA_R_16BF, (int)lda, (long long)sa, b,
+        CUDA_R_16BF, (int)ldb, (long long)sb, &beta, c, CUDA_R_32F, (int)ldc, (long long)sc,
+        batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* S (B, b, Lk) float = scale Q_b K^T (bf16 q, k: the walk step's first rows). */
+static void logits16(cu_ctx *cx, float *s, const uint16_t *q, const uint16_t *k, int i0, int b,
+                     const vt_cuk_mvgeo *g, const mv_walk *w, float scale) {
+    const int D = g->D;
+    gemm16(cx, CUBLAS_OP_T, CUBLAS_OP_N, g->Lk, b, D, scale, k, D, w->b_k, q + (int64_t)i0 * D, D,
+           w->b_l * D, 0.0f, s, g->Lk, (int64_t)b * g->Lk, w->B);
+}
+
+/* The attention scratch under BF16 (cuda_mvit.h's vt_cuda_mvit_scratch16): S and dP
+ * float, then P and dS bf16, each (B, bq, Lk). */
+static float *scratch16(vt_backend *be, cu_ctx *cx, const vt_cuk_mvgeo *g, int B) {
+    return vt_cuda_grow(be, &cx->attn, &cx->attn_bytes,
+                        (size_t)vt_cuda_mvit_scratch16(g->Lq, g->Lk, B), "attention logits");
+}
+
+/* The forward as the FP32 one; O_b = P V in float (the backend's scratch, B bq D floats),
+ * then out = O_b (+ q) rounded once by the block's end kernel. */
+static void mv16_forward(vt_backend *be, cu_ctx *cx, float *out, float *lse, const float *q,
+                         const float *k, const float *v, const float *rh, const float *rw,
+                         const float *rt, int n, int H, const vt_cuk_mvgeo *g, int residual) {
+    const int D = g->D;
+    const mv_walk w = walk(n, H, g->Lq, g->Lk, D);
+    const int bq = block_queries(g->Lq, g->Lk, w.B);
+    const int64_t blk = (int64_t)w.B * bq * g->Lk, C = (int64_t)H * D;
+    float *s = scratch16(be, cx, g, w.B);
+    uint16_t *p16 = (uint16_t *)(void *)(s + 2 * blk);
+    float *ob = vt_cuda_grow(be, &cx->scratch, &cx->scratch_bytes,
+                             (size_t)w.B * (size_t)bq * (size_t)D * sizeof(float), "cuda scratch");
+    const float scale = (float)(1.0 / sqrt((double)D));
+    const uint16_t *q16 = (const uint16_t *)(const void *)q;
+    const uint16_t *k16 = (const uint16_t *)(const void *)k;
+    const uint16_t *v16 = (const uint16_t *)(const void *)v;
+    for (int u = 0; u < w.U; u++) {
+        const uint16_t *qu = q16 + u * w.u_l * D, *ku = k16 + u * w.u_k, *vu = v16 + u * w.u_k;
+        uint16_t *o = (uint16_t *)(void *)out + u * w.u_o;
+        float *ls = lse + u * w.u_l;
+        for (int i0 = 0; i0 < g->Lq; i0 += bq) {
+            const int b = VT_MIN(bq, g->Lq - i0);
+            logits16(cx, s, qu, ku, i0, b, g, &w, scale);
+            vt_cuk_mvit_softmax(cx->stream, VT_CUK_BF16, s, p16, ls, qu, rh, rw, rt, g, w.B, b,
+                                i0, w.b_l);
+            /* O_b^T (D, b) = V^T (D, Lk) P^T (Lk, b), float, O_b's rows D apart */
+            gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, g->Lk, 1.0f, vu, D, w.b_k, p16, g->Lk,
+                   (int64_t)b * g->Lk, 0.0f, ob, D, (int64_t)b * D, w.B);
+            vt_cuk_mvit_out16(cx->stream, o, ob, qu, g, w.B, b, i0, w.b_l, w.b_o, C, residual);
+        }
+    }
+}
+
+/* The backward as the FP32 one: S and dP float, P and dS bf16 for the three GEMMs; dQ_b
+ * float in the scratch, finished and rounded per block (vt_cuk_mvit_dq16); dK and dV
+ * summed over the blocks in float scratch (B Lk D floats each) and rounded once at the
+ * end of the walk step; the tables' gradients from the float row sums. The backend's
+ * scratch: [row sums | table partials | dQ_b | dK sums | dV sums]. */
+static void mv16_backward(vt_backend *be, cu_ctx *cx, float *dq, float *dk, float *dv,
+                          float *drh, float *drw, float *drt, const float *dout, const float *q,
+                          const float *k, const float *v, const float *rh, const float *rw,
+                          const float *rt, const float *lse, int n, int H,
+                          const vt_cuk_mvgeo *g, int residual) {
+    const int D = g->D;
+    const mv_walk w = walk(n, H, g->Lq, g->Lk, D);
+    const int bq = block_queries(g->Lq, g->Lk, w.B);
+    const int64_t blk = (int64_t)w.B * bq * g->Lk, C = (int64_t)H * D;
+    const int64_t LD = (int64_t)g->Lk * D, nq = (int64_t)w.B * bq * D;
+    float *s = scratch16(be, cx, g, w.B), *dp = s + blk;
+    uint16_t *p16 = (uint16_t *)(void *)(dp + blk), *ds16 = p16 + blk;
+    const int64_t rb = rel_bytes(n, H, g);
+    char *base = vt_cuda_grow(be, &cx->scratch, &cx->scratch_bytes,
+                              (size_t)rb + (size_t)(nq + 2 * w.B * LD) * sizeof(float),
+                              "cuda scratch");
+    float *arow = g->rel ? (float *)(void *)base : NULL;
+    double *rpart = g->rel ? (double *)(void *)(arow + rel_floats(n, H, g)) : NULL;
+    float *dqb = (float *)(void *)(base + rb), *ak = dqb + nq, *av = ak + w.B * LD;
+    const float scale = (float)(1.0 / sqrt((double)D));
+    const uint16_t *q16 = (const uint16_t *)(const void *)q;
+    const uint16_t *k16 = (const uint16_t *)(const void *)k;
+    const uint16_t *v16 = (const uint16_t *)(const void *)v;
+    const uint16_t *g16 = (const uint16_t *)(const void *)dout;
+    uint16_t *dq16 = (uint16_t *)(void *)dq, *dk16 = (uint16_t *)(void *)dk,
+             *dv16 = (uint16_t *)(void *)dv;
+    for (int u = 0; u < w.U; u++) {
+        const uint16_t *qu = q16 + u * w.u_l * D, *ku = k16 + u * w.u_k, *vu = v16 + u * w.u_k;
+        const uint16_t *dO = g16 + u * w.u_o;
+        const float *ls = lse + u * w.u_l;
+        float *ar = arow ? arow + u * w.u_l * g->KK : NULL;
+        for (int i0 = 0; i0 < g->Lq; i0 += bq) {
+            const int b = VT_MIN(bq, g->Lq - i0);
+            const int64_t sb = (int64_t)b * g->Lk, lq = w.b_l * D;
+            const float beta = i0 ? 1.0f : 0.0f; /* the dK, dV sums: the first block writes */
+            logits16(cx, s, qu, ku, i0, b, g, &w, scale);
+            /* dP^T (Lk, b) = V (Lk, D) dO_b^T (D, b), float */
+            gemm16(cx, CUBLAS_OP_T, CUBLAS_OP_N, g->Lk, b, D, 1.0f, vu, D, w.b_k, dO + i0 * C, C,
+                   w.b_o, 0.0f, dp, g->Lk, sb, w.B);
+            vt_cuk_mvit_ds(cx->stream, VT_CUK_BF16, s, dp, p16, ds16, ar, ls, qu, rh, rw, rt, g,
+                           w.B, b, i0, w.b_l);
+            /* dV^T (D, Lk) += dO_b^T (D, b) P (b, Lk) */
+            gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, g->Lk, b, 1.0f, dO + i0 * C, C, w.b_o, p16,
+                   g->Lk, sb, beta, av, D, LD, w.B);
+            /* dQ_b^T (D, b) = scale K^T (D, Lk) dS^T (Lk, b), then its other terms */
+            gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, g->Lk, scale, ku, D, w.b_k, ds16, g->Lk, sb,
+                   0.0f, dqb, D, (int64_t)b * D, w.B);
+            vt_cuk_mvit_dq16(cx->stream, dq16 + u * w.u_l * D, dqb, ar, dO, rh, rw, rt, g, w.B, b,
+                             i0, w.b_l, w.b_o, C, residual);
+            /* dK^T (D, Lk) += scale Q_b^T (D, b) dS (b, Lk) */
+            gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, g->Lk, b, scale, qu + (int64_t)i0 * D, D, lq,
+                   ds16, g->Lk, sb, beta, ak, D, LD, w.B);
+        }
+        vt_cuk_attn_store16(cx->stream, dk16 + u * w.u_k, ak, w.B, g->Lk, D, w.b_k, D);
+        vt_cuk_attn_store16(cx->stream, dv16 + u * w.u_k, av, w.B, g->Lk, D, w.b_k, D);
+    }
+    vt_cuk_mvit_rel_grad(cx->stream, VT_CUK_BF16, drh, drw, drt, arow, q, n, H, g, rpart);
+}
+
+/* ---------------------------------------------------------------- attention, entry ---- */
+
 void vt_cuda_mvit_attention_forward(vt_backend *be, float *out, float *lse, const float *q,
                                     const float *k, const float *v, const float *rh,
                                     const float *rw, const float *rt, int n, int H, int D,
                                     const int qthw[3], const int kthw[3], int residual) {
-    cu_ctx *cx = enter(be, "mvit_attention_forward");
+    cu_ctx *cx = enter(be);
     if (n <= 0)
         return;
     const vt_cuk_mvgeo g = geometry(qthw, kthw, D, rh);
+    if (cx->bf16) {
+        mv16_forward(be, cx, out, lse, q, k, v, rh, rw, rt, n, H, &g, residual);
+        return;
+    }
     const mv_walk w = walk(n, H, g.Lq, g.Lk, D);
     const int bq = block_queries(g.Lq, g.Lk, w.B);
     float *s = vt_cuda_grow(be, &cx->attn, &cx->attn_bytes,
@@ -159,7 +310,8 @@ void vt_cuda_mvit_attention_forward(vt_backend *be, float *out, float *lse, cons
         for (int i0 = 0; i0 < g.Lq; i0 += bq) {
             const int b = VT_MIN(bq, g.Lq - i0);
             logits(cx, s, qu, ku, i0, b, &g, &w, scale);
-            vt_cuk_mvit_softmax(cx->stream, s, ls, qu, rh, rw, rt, &g, w.B, b, i0, w.b_l);
+            vt_cuk_mvit_softmax(cx->stream, VT_CUK_F32, s, s, ls, qu, rh, rw, rt, &g, w.B, b, i0,
+                                w.b_l);
             /* O_b^T (D, b) = V^T (D, Lk) P^T (Lk, b), O's rows C apart */
             vt_cu_gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, g.Lk, 1.0f, vu, D, w.b_k, s, g.Lk,
                    (int64_t)b * g.Lk, 0.0f, o + i0 * C, C, w.b_o, w.B);
@@ -175,10 +327,15 @@ void vt_cuda_mvit_attention_backward(vt_backend *be, float *dq, float *dk, float
                                      const float *rw, const float *rt, const float *lse, int n,
                                      int H, int D, const int qthw[3], const int kthw[3],
                                      int residual) {
-    cu_ctx *cx = enter(be, "mvit_attention_backward");
+    cu_ctx *cx = enter(be);
     if (n <= 0)
         return;
     const vt_cuk_mvgeo g = geometry(qthw, kthw, D, rh);
+    if (cx->bf16) {
+        mv16_backward(be, cx, dq, dk, dv, drh, drw, drt, dout, q, k, v, rh, rw, rt, lse, n, H,
+                      &g, residual);
+        return;
+    }
     const mv_walk w = walk(n, H, g.Lq, g.Lk, D);
     const int bq = block_queries(g.Lq, g.Lk, w.B);
     float *s = vt_cuda_grow(be, &cx->attn, &cx->attn_bytes,
@@ -189,13 +346,9 @@ void vt_cuda_mvit_attention_backward(vt_backend *be, float *dq, float *dk, float
     float *arow = NULL;
     double *rpart = NULL;
     if (g.rel) {
-        const int64_t na = ((int64_t)n * H * g.Lq * g.KK + 1) / 2 * 2; /* doubles aligned */
-        int64_t cells = 0;
-        for (int a = 0; a < 3; a++)
-            cells += (int64_t)qthw[a] * kthw[a] * D;
-        const size_t need = (size_t)na * sizeof(float) +
-                            (size_t)vt_cuk_mvit_rel_parts(n, H, &g) * (size_t)cells * sizeof(double);
-        arow = vt_cuda_grow(be, &cx->scratch, &cx->scratch_bytes, need, "cuda scratch");
+        const int64_t na = rel_floats(n, H, &g);
+        arow = vt_cuda_grow(be, &cx->scratch, &cx->scratch_bytes, (size_t)rel_bytes(n, H, &g),
+                            "cuda scratch");
         rpart = (double *)(arow + na);
     }
     const int64_t C = (int64_t)H * D;
@@ -213,7 +366,8 @@ void vt_cuda_mvit_attention_backward(vt_backend *be, float *dq, float *dk, float
             /* dP^T (Lk, b) = V (Lk, D) dO_b^T (D, b) */
             vt_cu_gemm_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, g.Lk, b, D, 1.0f, vu, D, w.b_k, dO + i0 * C, C,
                    w.b_o, 0.0f, dp, g.Lk, sb, w.B);
-            vt_cuk_mvit_ds(cx->stream, s, dp, ar, ls, qu, rh, rw, rt, &g, w.B, b, i0, w.b_l);
+            vt_cuk_mvit_ds(cx->stream, VT_CUK_F32, s, dp, s, dp, ar, ls, qu, rh, rw, rt, &g, w.B, b,
+                           i0, w.b_l);
             /* dV^T (D, Lk) += dO_b^T (D, b) P (b, Lk) */
             vt_cu_gemm_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, g.Lk, b, 1.0f, dO + i0 * C, C, w.b_o, s,
                    g.Lk, sb, acc, dvu, D, w.b_k, w.B);
@@ -226,7 +380,7 @@ void vt_cuda_mvit_attention_backward(vt_backend *be, float *dq, float *dk, float
         }
     }
     vt_cuk_mvit_dq_fix(cx->stream, dq, arow, dout, rh, rw, rt, n, H, &g, residual);
-    vt_cuk_mvit_rel_grad(cx->stream, drh, drw, drt, arow, q, n, H, &g, rpart);
+    vt_cuk_mvit_rel_grad(cx->stream, VT_CUK_F32, drh, drw, drt, arow, q, n, H, &g, rpart);
 }
 
 /* ---------------------------------------------------------------- token max pool ---- */
@@ -234,12 +388,13 @@ void vt_cuda_mvit_attention_backward(vt_backend *be, float *dq, float *dk, float
 void vt_cuda_token_maxpool_forward(vt_backend *be, float *out, const float *in, int n, int c,
                                    const int thw[3], const vt_pool3d_p *p) {
     const vt_cuk_pool k = pool_of(thw, p, 1);
-    vt_cuk_token_maxpool_fwd(enter(be, "token_maxpool_forward")->stream, out, in, n, c, &k);
+    cu_ctx *cx = enter(be);
+    vt_cuk_token_maxpool_fwd(cx->stream, DT(cx), out, in, n, c, &k);
 }
 void vt_cuda_token_maxpool_backward(vt_backend *be, float *din, const float *dout,
                                     const float *in, int n, int c, const int thw[3],
                                     const vt_pool3d_p *p) {
-    cu_ctx *cx = enter(be, "token_maxpool_backward");
+    cu_ctx *cx = enter(be);
     if (n <= 0 || !din)
         return;
     const vt_cuk_pool k = pool_of(thw, p, 1);
@@ -247,5 +402,5 @@ void vt_cuda_token_maxpool_backward(vt_backend *be, float *din, const float *dou
                         sizeof(int);
     int *arg = vt_cuda_grow(be, &cx->scratch, &cx->scratch_bytes, VT_MAX(need, sizeof(int)),
                             "cuda scratch");
-    vt_cuk_token_maxpool_bwd(cx->stream, din, dout, in, n, c, &k, arg);
+    vt_cuk_token_maxpool_bwd(cx->stream, DT(cx), din, dout, in, n, c, &k, arg);
 }

@@ -37,6 +37,13 @@ static inline int64_t vt_cuda_mvit_scratch_bound(int Lq, int Lk, int B) {
     return 2 * (int64_t)(B > 0 ? B : 1) * vt_cuda_mvit_bq(Lq, Lk, B) * (Lk > 0 ? Lk : 1) *
            (int64_t)sizeof(float);
 }
+/* Under BF16: S and dP float, P and dS bf16 (12 bytes a logit: at most 3 x
+ * VT_CUDA_ATTN_BLOCK_BYTES). The block's float O or dQ and the float dK, dV sums live in
+ * the backend's other scratch, with the relative row sums (cuda_mvit.c). */
+static inline int64_t vt_cuda_mvit_scratch16(int Lq, int Lk, int B) {
+    return (int64_t)(B > 0 ? B : 1) * vt_cuda_mvit_bq(Lq, Lk, B) * (Lk > 0 ? Lk : 1) *
+           (int64_t)(2 * sizeof(float) + 2 * sizeof(uint16_t));
+}
 
 void vt_cuda_mvit_pool_forward(vt_backend *be, float *out, const float *qkv, const float *w,
                                int n, int heads, int head_dim, int part, const int thw[3],

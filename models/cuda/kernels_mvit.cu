@@ -4,17 +4,24 @@
  * multiscale attention around cuBLAS's GEMMs (cuda_mvit.c: softmax with the decomposed
  * relative terms and the log-sum-exp; the backward's ds with its per-coordinate row
  * sums; dq's relative and residual terms; the tables' gradients), the residual pooling
- * add, and the max pooling of a token grid. FP32 only. The rules all kernel files keep
- * are in kernels_impl.cuh; the formulas are cpu-ref's (models/cpu/cpu_mvit_impl.h).
+ * add, and BF16's ends of a query block (out and dq, each rounded once). The token grid's
+ * max pooling is in kernels_mvit_tmax.cu. The rules all kernel files keep are in
+ * kernels_impl.cuh; the formulas are cpu-ref's (models/cpu/cpu_mvit_impl.h).
  *
- * Exactness against cpu-ref (what tests/test_mvit_gpu.c holds them to):
- *  - pool forward, pool backward's dqkv, token max pool forward and backward: every
- *    output element is formed by one thread with cpu-ref's operations in cpu-ref's order
- *    (double sums of exact float products; a max; float adds in window order): bit for bit.
- *    The max pool's forward and backward find each window's winning tap with one device
- *    function (tmax_arg, models/max_rule.h's rule, cpu-ref's too: the first maximum, a NaN
- *    wins); the backward writes it per window, then gathers per input element the
- *    windows that chose it.
+ * Activations (qkv, the pooled q, k, v, out and their gradients) are float or bf16 as the
+ * launcher's vt_cuk_dt says; the weights, the relative tables, the logits, lse, the row
+ * sums arow and every parameter gradient are float whatever the activations. BF16's
+ * rounding points (docs/precision.md "bf16 for the transformers"): each stored value is
+ * the FP32 formula's float result on the bf16 inputs, rounded to nearest even once; the
+ * softmax also writes P rounded to bf16 for the P V GEMM, and ds writes dS rounded to
+ * bf16 for the three gradient GEMMs, while the row sums of ds (the tables' and q's
+ * relative gradients) read the float ds.
+ *
+ * Exactness against cpu-ref under FP32 (what tests/test_mvit_gpu.c holds them to; under
+ * BF16 the same results rounded once, its bounds from bf16's 8-bit significand):
+ *  - pool forward, pool backward's dqkv: every output element is formed by one thread
+ *    with cpu-ref's operations in cpu-ref's order (double sums of exact float products):
+ *    bit for bit.
  *  - pool backward's dw: cpu-ref's double sum cut into chunks of windows (a count fixed
  *    by the shape, never by the GPU), the chunks added in order: cpu-ref's float but for
  *    a rare 1-ulp flip.
@@ -33,14 +40,14 @@
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels_impl.cuh"
 #include "models/cuda/kernels_mvit.h"
-#include "models/max_rule.h"
 
 static inline int grid3(const int *t) { return t[0] * t[1] * t[2]; }
 
 /* ------------------------------------------------------------------ pooling of q, k, v */
 
 /* out (N, heads, Lo, D): e = ((j heads + h) Lo + o) D + d. */
-__global__ static void k_pool_fwd(float *out, const float *qkv, const float *w, int heads, int D,
+template <typename A>
+__global__ static void k_pool_fwd(A *out, const A *qkv, const float *w, int heads, int D,
                                   int part, vt_cuk_pool p, int64_t total) {
     const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
     const int64_t Lo = 1 + (int64_t)p.out[0] * p.out[1] * p.out[2];
@@ -49,9 +56,9 @@ __global__ static void k_pool_fwd(float *out, const float *qkv, const float *w, 
     VT_GRID_STRIDE(e, total) {
         const int d = (int)(e % D);
         const int64_t r = e / D, o = r % Lo, jh = r / Lo, j = jh / heads, h = jh % heads;
-        const float *src = qkv + j * L * C3 + part * C + h * D + d; /* row x at src + x C3 */
+        const A *src = qkv + j * L * C3 + part * C + h * D + d; /* row x at src + x C3 */
         if (o == 0 || !w) {
-            out[e] = src[o * C3];
+            st(out, e, ld(src, o * C3)); /* a copy: exact in either type */
             continue;
         }
         const int ot = (int)((o - 1) / ((int64_t)p.out[1] * p.out[2])),
@@ -70,18 +77,19 @@ __global__ static void k_pool_fwd(float *out, const float *qkv, const float *w, 
                     if (iw < 0 || iw >= p.in[2])
                         continue;
                     const int tap = (a * p.k[1] + b) * p.k[2] + c;
-                    const float x = src[(1 + ((int64_t)it * p.in[1] + ih) * p.in[2] + iw) * C3];
+                    const float x = ld(src, (1 + ((int64_t)it * p.in[1] + ih) * p.in[2] + iw) * C3);
                     acc = __dadd_rn(acc, __dmul_rn((double)w[(int64_t)d * K + tap], (double)x));
                 }
             }
         }
-        out[e] = (float)acc;
+        st(out, e, (float)acc);
     }
 }
 
 /* dqkv's columns of this part: e = ((j L + x) heads + h) D + d, gathered from the windows
  * that read input row x, in cpu-ref's tap order. */
-__global__ static void k_pool_dx(float *dqkv, const float *dout, const float *w, int heads, int D,
+template <typename A>
+__global__ static void k_pool_dx(A *dqkv, const A *dout, const float *w, int heads, int D,
                                  int part, vt_cuk_pool p, int64_t total) {
     const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
     const int64_t Lo = 1 + (int64_t)p.out[0] * p.out[1] * p.out[2];
@@ -90,10 +98,10 @@ __global__ static void k_pool_dx(float *dqkv, const float *dout, const float *w,
     VT_GRID_STRIDE(e, total) {
         const int d = (int)(e % D);
         const int64_t r = e / D, h = r % heads, jx = r / heads, x = jx % L, j = jx / L;
-        float *dst = dqkv + jx * C3 + part * C + h * D + d;
-        const float *g = dout + (j * heads + h) * Lo * D + d; /* this head's output rows */
+        A *dst = dqkv + jx * C3 + part * C + h * D + d;
+        const A *g = dout + (j * heads + h) * Lo * D + d; /* this head's output rows */
         if (x == 0 || !w) {
-            *dst = g[x * D];
+            st(dst, 0, ld(g, x * D));
             continue;
         }
         const int it = (int)((x - 1) / ((int64_t)p.in[1] * p.in[2])),
@@ -112,18 +120,19 @@ __global__ static void k_pool_dx(float *dqkv, const float *dout, const float *w,
                     if (nw < 0 || nw % p.s[2] || ow >= p.out[2])
                         continue;
                     const int tap = (a * p.k[1] + b) * p.k[2] + c;
-                    const float gy = g[(1 + ((int64_t)ot * p.out[1] + oh) * p.out[2] + ow) * D];
+                    const float gy = ld(g, (1 + ((int64_t)ot * p.out[1] + oh) * p.out[2] + ow) * D);
                     acc = __dadd_rn(acc, __dmul_rn((double)w[(int64_t)d * K + tap], (double)gy));
                 }
             }
         }
-        *dst = (float)acc;
+        st(dst, 0, (float)acc);
     }
 }
 
 /* dw's partials: e = (part K + tap) D + d sums the windows [lo, hi) of the flattened
  * (clip-head, window >= 1) sequence, in cpu-ref's order. */
-__global__ static void k_pool_dw_part(double *pa, const float *dout, const float *qkv,
+template <typename A>
+__global__ static void k_pool_dw_part(double *pa, const A *dout, const A *qkv,
                                       int heads, int D, int part, vt_cuk_pool p, int parts,
                                       int64_t nwin) {
     const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
@@ -145,9 +154,9 @@ __global__ static void k_pool_dw_part(double *pa, const float *dout, const float
                       iw = ow * p.s[2] - p.p[2] + c;
             if (it < 0 || it >= p.in[0] || ih < 0 || ih >= p.in[1] || iw < 0 || iw >= p.in[2])
                 continue;
-            const float g = dout[(jh * Lo + o) * D + d];
-            const float x = qkv[j * L * C3 + part * C + h * D + d +
-                                (1 + ((int64_t)it * p.in[1] + ih) * p.in[2] + iw) * C3];
+            const float g = ld(dout, (jh * Lo + o) * D + d);
+            const float x = ld(qkv, j * L * C3 + part * C + h * D + d +
+                                        (1 + ((int64_t)it * p.in[1] + ih) * p.in[2] + iw) * C3);
             acc = __dadd_rn(acc, __dmul_rn((double)g, (double)x));
         }
         pa[e] = acc;
@@ -165,22 +174,24 @@ __global__ static void k_pool_dw_final(float *dw, const double *pa, int D, int K
     }
 }
 
-extern "C" void vt_cuk_mvit_pool_fwd(cudaStream_t st, float *out, const float *qkv,
+extern "C" void vt_cuk_mvit_pool_fwd(cudaStream_t st, vt_cuk_dt dt, void *out, const void *qkv,
                                      const float *w, int n, int heads, int D, int part,
                                      const vt_cuk_pool *p) {
     const int64_t total = (int64_t)n * heads * (1 + grid3(p->out)) * D;
     if (total <= 0)
         return;
-    k_pool_fwd<<<vt_blocks(total), VT_THREADS, 0, st>>>(out, qkv, w, heads, D, part, *p, total);
+    VT_DT(dt, k_pool_fwd<A><<<vt_blocks(total), VT_THREADS, 0, st>>>(
+                  (A *)out, (const A *)qkv, w, heads, D, part, *p, total));
     CUDA_LAUNCH_CHECK();
 }
-extern "C" void vt_cuk_mvit_pool_bwd_dx(cudaStream_t st, float *dqkv, const float *dout,
-                                        const float *w, int n, int heads, int D, int part,
-                                        const vt_cuk_pool *p) {
+extern "C" void vt_cuk_mvit_pool_bwd_dx(cudaStream_t st, vt_cuk_dt dt, void *dqkv,
+                                        const void *dout, const float *w, int n, int heads,
+                                        int D, int part, const vt_cuk_pool *p) {
     const int64_t total = (int64_t)n * (1 + grid3(p->in)) * heads * D;
     if (total <= 0 || !dqkv)
         return;
-    k_pool_dx<<<vt_blocks(total), VT_THREADS, 0, st>>>(dqkv, dout, w, heads, D, part, *p, total);
+    VT_DT(dt, k_pool_dx<A><<<vt_blocks(total), VT_THREADS, 0, st>>>(
+                  (A *)dqkv, (const A *)dout, w, heads, D, part, *p, total));
     CUDA_LAUNCH_CHECK();
 }
 /* Enough chunks to fill a GPU when D * K is small (96 x 27 sums over up to ~200k windows
@@ -194,17 +205,18 @@ extern "C" int vt_cuk_mvit_pool_dw_parts(int n, int heads, int D, const vt_cuk_p
         parts = ((int64_t)1 << 22) / cells;
     return (int)(parts < 1 ? 1 : parts);
 }
-extern "C" void vt_cuk_mvit_pool_bwd_dw(cudaStream_t st, float *dw, const float *dout,
-                                        const float *qkv, int n, int heads, int D, int part,
-                                        const vt_cuk_pool *p, double *partials) {
+extern "C" void vt_cuk_mvit_pool_bwd_dw(cudaStream_t st, vt_cuk_dt dt, float *dw,
+                                        const void *dout, const void *qkv, int n, int heads,
+                                        int D, int part, const vt_cuk_pool *p,
+                                        double *partials) {
     const int64_t nwin = (int64_t)n * heads * grid3(p->out);
     const int K = grid3(p->k);
     if (!dw || D <= 0 || K <= 0)
         return;
     const int parts = vt_cuk_mvit_pool_dw_parts(n, heads, D, p);
     if (nwin > 0) {
-        k_pool_dw_part<<<vt_blocks((int64_t)parts * K * D), VT_THREADS, 0, st>>>(
-            partials, dout, qkv, heads, D, part, *p, parts, nwin);
+        VT_DT(dt, k_pool_dw_part<A><<<vt_blocks((int64_t)parts * K * D), VT_THREADS, 0, st>>>(
+                      partials, (const A *)dout, (const A *)qkv, heads, D, part, *p, parts, nwin));
         CUDA_LAUNCH_CHECK();
     } else {
         CUDA_CHECK(cudaMemsetAsync(partials, 0, (size_t)parts * K * D * sizeof(double), st));
@@ -259,7 +271,8 @@ __device__ static inline void key_cols(const vt_cuk_mvgeo &g, int t, int *ct, in
 
 /* rel[0..KK) of query row i >= 1 (q: its row): q . R[dist] as a double sum in cpu-ref's
  * order, one term a thread. The caller synchronises before reading. */
-__device__ static void rel_row(float *rel, const vt_cuk_mvgeo &g, int i, const float *q,
+template <typename A>
+__device__ static void rel_row(float *rel, const vt_cuk_mvgeo &g, int i, const A *q,
                                const float *rh, const float *rw, const float *rt) {
     int qc[3];
     q_coords(qc, g, i);
@@ -267,7 +280,7 @@ __device__ static void rel_row(float *rel, const vt_cuk_mvgeo &g, int i, const f
         const float *R = table_row(g, qc, x, rh, rw, rt);
         double s = 0;
         for (int d = 0; d < g.D; d++)
-            s = __dadd_rn(s, __dmul_rn((double)q[d], (double)R[d]));
+            s = __dadd_rn(s, __dmul_rn((double)ld(q, d), (double)R[d]));
         rel[x] = (float)s;
     }
 }
@@ -291,7 +304,8 @@ __device__ static inline float block_max(float v, float *sh) {
 }
 
 /* One block a row (dynamic shared memory: KK floats of relative terms). */
-__global__ static void k_mv_softmax(float *s, float *lse, const float *q, const float *rh,
+template <typename A>
+__global__ static void k_mv_softmax(float *s, A *p, float *lse, const A *q, const float *rh,
                                     const float *rw, const float *rt, vt_cuk_mvgeo g,
                                     int64_t rows, int bq, int i0, int64_t l_bs) {
     extern __shared__ float rel[];
@@ -318,8 +332,9 @@ __global__ static void k_mv_softmax(float *s, float *lse, const float *q, const 
             z += expf(__fsub_rn(sr[t], mx));
         z = vt_block_sum(z, sh);
         const float l = __fadd_rn(mx, (float)log(z)); /* cpu-ref: m + (float)log(sum) */
+        A *pr = p + row * g.Lk; /* FP32: sr itself */
         for (int t = threadIdx.x; t < g.Lk; t += VT_THREADS)
-            sr[t] = expf(__fsub_rn(sr[t], l));
+            st(pr, t, expf(__fsub_rn(sr[t], l)));
         if (threadIdx.x == 0)
             lse[qr] = l;
         __syncthreads(); /* rel, sh and shf are reused by the next row */
@@ -328,8 +343,9 @@ __global__ static void k_mv_softmax(float *s, float *lse, const float *q, const 
 
 /* One block a row: p, delta, ds, then (rel) the row's sums of ds per key coordinate in
  * cpu-ref's key order. */
-__global__ static void k_mv_ds(float *s, float *dp, float *arow, const float *lse,
-                               const float *q, const float *rh, const float *rw, const float *rt,
+template <typename A>
+__global__ static void k_mv_ds(float *s, float *dp, A *po, A *dso, float *arow, const float *lse,
+                               const A *q, const float *rh, const float *rw, const float *rt,
                                vt_cuk_mvgeo g, int64_t rows, int bq, int i0, int64_t l_bs) {
     extern __shared__ float rel[];
     __shared__ double sh[VT_THREADS];
@@ -342,17 +358,22 @@ __global__ static void k_mv_ds(float *s, float *dp, float *arow, const float *ls
             rel_row(rel, g, i, q + qr * g.D, rh, rw, rt);
         __syncthreads();
         float *sr = s + row * g.Lk, *dr = dp + row * g.Lk;
+        A *pr = po + row * g.Lk, *dsr = dso + row * g.Lk; /* FP32: sr and dr themselves */
         const float ls = lse[qr];
         double a = 0;
         for (int t = threadIdx.x; t < g.Lk; t += VT_THREADS) {
             const float v = use && t >= 1 ? add_rel(sr[t], rel, g, t) : sr[t];
             const float p = expf(__fsub_rn(v, ls));
             sr[t] = p;
+            st(pr, t, p);
             a = __dadd_rn(a, __dmul_rn((double)p, (double)dr[t]));
         }
         const float delta = (float)vt_block_sum(a, sh);
-        for (int t = threadIdx.x; t < g.Lk; t += VT_THREADS)
-            dr[t] = __fmul_rn(sr[t], __fsub_rn(dr[t], delta));
+        for (int t = threadIdx.x; t < g.Lk; t += VT_THREADS) {
+            const float ds = __fmul_rn(sr[t], __fsub_rn(dr[t], delta));
+            dr[t] = ds; /* the row sums below read the float ds */
+            st(dsr, t, ds);
+        }
         __syncthreads(); /* every ds of the row written before the row sums read them */
         if (use) {
             const int kt = g.kthw[0], kh = g.kthw[1], kw = g.kthw[2];
@@ -382,28 +403,29 @@ static unsigned row_blocks(int64_t rows) {
     return (unsigned)(rows < VT_MAX_BLOCKS ? rows : VT_MAX_BLOCKS);
 }
 
-extern "C" void vt_cuk_mvit_softmax(cudaStream_t st, float *s, float *lse, const float *q,
-                                    const float *rh, const float *rw, const float *rt,
-                                    const vt_cuk_mvgeo *g, int B, int bq, int i0,
-                                    int64_t l_bs) {
+extern "C" void vt_cuk_mvit_softmax(cudaStream_t st, vt_cuk_dt dt, float *s, void *p,
+                                    float *lse, const void *q, const float *rh, const float *rw,
+                                    const float *rt, const vt_cuk_mvgeo *g, int B, int bq,
+                                    int i0, int64_t l_bs) {
     const int64_t rows = (int64_t)B * bq;
     if (rows <= 0 || g->Lk <= 0)
         return;
     const size_t shm = g->rel ? (size_t)g->KK * sizeof(float) : 0;
-    k_mv_softmax<<<row_blocks(rows), VT_THREADS, shm, st>>>(s, lse, q, rh, rw, rt, *g, rows, bq,
-                                                            i0, l_bs);
+    VT_DT(dt, k_mv_softmax<A><<<row_blocks(rows), VT_THREADS, shm, st>>>(
+                  s, (A *)p, lse, (const A *)q, rh, rw, rt, *g, rows, bq, i0, l_bs));
     CUDA_LAUNCH_CHECK();
 }
-extern "C" void vt_cuk_mvit_ds(cudaStream_t st, float *s, float *dp, float *arow,
-                               const float *lse, const float *q, const float *rh,
-                               const float *rw, const float *rt, const vt_cuk_mvgeo *g, int B,
-                               int bq, int i0, int64_t l_bs) {
+extern "C" void vt_cuk_mvit_ds(cudaStream_t st, vt_cuk_dt dt, float *s, float *dp, void *p,
+                               void *ds, float *arow, const float *lse, const void *q,
+                               const float *rh, const float *rw, const float *rt,
+                               const vt_cuk_mvgeo *g, int B, int bq, int i0, int64_t l_bs) {
     const int64_t rows = (int64_t)B * bq;
     if (rows <= 0 || g->Lk <= 0)
         return;
     const size_t shm = g->rel ? (size_t)g->KK * sizeof(float) : 0;
-    k_mv_ds<<<row_blocks(rows), VT_THREADS, shm, st>>>(s, dp, arow, lse, q, rh, rw, rt, *g, rows,
-                                                       bq, i0, l_bs);
+    VT_DT(dt, k_mv_ds<A><<<row_blocks(rows), VT_THREADS, shm, st>>>(
+                  s, dp, (A *)p, (A *)ds, arow, lse, (const A *)q, rh, rw, rt, *g, rows, bq, i0,
+                  l_bs));
     CUDA_LAUNCH_CHECK();
 }
 
@@ -466,6 +488,77 @@ extern "C" void vt_cuk_mvit_dq_fix(cudaStream_t st, float *dq, const float *arow
     CUDA_LAUNCH_CHECK();
 }
 
+/* ------------------------------------------------------------------ BF16's block ends */
+
+/* BF16's forward, one query block: out's row i of member m (bf16) = O_b's float row (P V
+ * from cuBLAS) plus, with residual pooling on rows >= 1, q's row (FP32's float add,
+ * k_mv_residual's), rounded once. e = (m b + r) D + d over O_b (B, b, D); i = i0 + r. */
+__global__ static void k_mv_out16(__nv_bfloat16 *out, const float *o, const __nv_bfloat16 *q,
+                                  vt_cuk_mvgeo g, int b, int i0, int64_t l_bs, int64_t o_bs,
+                                  int64_t C, int residual, int64_t total) {
+    VT_GRID_STRIDE(e, total) {
+        const int d = (int)(e % g.D);
+        const int64_t r = e / g.D, m = r / b;
+        const int i = i0 + (int)(r % b);
+        float v = o[e];
+        if (residual && i >= 1)
+            v = __fadd_rn(v, ld(q, (m * l_bs + i) * g.D + d));
+        st(out, m * o_bs + i * C + d, v);
+    }
+}
+extern "C" void vt_cuk_mvit_out16(cudaStream_t st, void *out, const float *o, const void *q,
+                                  const vt_cuk_mvgeo *g, int B, int b, int i0, int64_t l_bs,
+                                  int64_t o_bs, int64_t C, int residual) {
+    const int64_t total = (int64_t)B * b * g->D;
+    if (total <= 0)
+        return;
+    k_mv_out16<<<vt_blocks(total), VT_THREADS, 0, st>>>((__nv_bfloat16 *)out, o,
+                                                        (const __nv_bfloat16 *)q, *g, b, i0,
+                                                        l_bs, o_bs, C, residual, total);
+    CUDA_LAUNCH_CHECK();
+}
+
+/* BF16's dq, one query block: dq's row i of member m (bf16) = dQ_b's float row (scale dS K
+ * from cuBLAS) plus, on rows >= 1, k_mv_dq_fix's terms in its order (the relative terms
+ * in double, then dout's row in float), rounded once. e over dQ_b (B, b, D) as above. */
+__global__ static void k_mv_dq16(__nv_bfloat16 *dq, const float *dqb, const float *arow,
+                                 const __nv_bfloat16 *dout, const float *rh, const float *rw,
+                                 const float *rt, vt_cuk_mvgeo g, int b, int i0, int64_t l_bs,
+                                 int64_t o_bs, int64_t C, int residual, int64_t total) {
+    VT_GRID_STRIDE(e, total) {
+        const int d = (int)(e % g.D);
+        const int64_t r = e / g.D, m = r / b;
+        const int i = i0 + (int)(r % b);
+        const int64_t qr = m * l_bs + i;
+        float v = dqb[e];
+        if (i >= 1 && g.rel) {
+            int qc[3];
+            q_coords(qc, g, i);
+            double acc = v;
+            const float *ar = arow + qr * g.KK;
+            for (int x = 0; x < g.KK; x++)
+                acc = __dadd_rn(acc, __dmul_rn((double)ar[x],
+                                               (double)table_row(g, qc, x, rh, rw, rt)[d]));
+            v = (float)acc;
+        }
+        if (i >= 1 && residual)
+            v = __fadd_rn(v, ld(dout, m * o_bs + i * C + d));
+        st(dq, qr * g.D + d, v);
+    }
+}
+extern "C" void vt_cuk_mvit_dq16(cudaStream_t st, void *dq, const float *dqb, const float *arow,
+                                 const void *dout, const float *rh, const float *rw,
+                                 const float *rt, const vt_cuk_mvgeo *g, int B, int b, int i0,
+                                 int64_t l_bs, int64_t o_bs, int64_t C, int residual) {
+    const int64_t total = (int64_t)B * b * g->D;
+    if (total <= 0)
+        return;
+    k_mv_dq16<<<vt_blocks(total), VT_THREADS, 0, st>>>(
+        (__nv_bfloat16 *)dq, dqb, arow, (const __nv_bfloat16 *)dout, rh, rw, rt, *g, b, i0, l_bs,
+        o_bs, C, residual, total);
+    CUDA_LAUNCH_CHECK();
+}
+
 /* ------------------------------------------------------------------ tables' gradients */
 
 /* Stage 1 sums, per axis a, query coordinate qc and key coordinate kc, arow[x] q_i over the
@@ -479,7 +572,8 @@ static int64_t rel_cells(const vt_cuk_mvgeo *g, int64_t off[4]) {
     return off[3];
 }
 
-__global__ static void k_rel_part(double *pa, const float *arow, const float *q, int64_t nh,
+template <typename A>
+__global__ static void k_rel_part(double *pa, const float *arow, const A *q, int64_t nh,
                                   vt_cuk_mvgeo g, int parts, int64_t o1, int64_t o2,
                                   int64_t cells) {
     VT_GRID_STRIDE(e, (int64_t)parts * cells) {
@@ -502,7 +596,8 @@ __global__ static void k_rel_part(double *pa, const float *arow, const float *q,
                           : a == 1 ? 1 + (rr / q2 * q1 + qc) * q2 + rr % q2
                                    : 1 + rr * q2 + qc;
             const int64_t row = jh * g.Lq + i;
-            acc = __dadd_rn(acc, __dmul_rn((double)arow[row * g.KK + x], (double)q[row * g.D + d]));
+            acc = __dadd_rn(acc, __dmul_rn((double)arow[row * g.KK + x],
+                                           (double)ld(q, row * g.D + d)));
         }
         pa[e] = acc;
     }
@@ -545,16 +640,17 @@ extern "C" int vt_cuk_mvit_rel_parts(int n, int heads, const vt_cuk_mvgeo *g) {
         parts = ((int64_t)1 << 22) / cells;
     return (int)(parts < 1 ? 1 : parts);
 }
-extern "C" void vt_cuk_mvit_rel_grad(cudaStream_t st, float *drh, float *drw, float *drt,
-                                     const float *arow, const float *q, int n, int heads,
-                                     const vt_cuk_mvgeo *g, double *partials) {
+extern "C" void vt_cuk_mvit_rel_grad(cudaStream_t st, vt_cuk_dt dt, float *drh, float *drw,
+                                     float *drt, const float *arow, const void *q, int n,
+                                     int heads, const vt_cuk_mvgeo *g, double *partials) {
     if (!g->rel || (!drh && !drw && !drt) || n <= 0 || g->Lq <= 1)
         return;
     int64_t off[4];
     const int64_t cells = rel_cells(g, off);
     const int parts = vt_cuk_mvit_rel_parts(n, heads, g);
-    k_rel_part<<<vt_blocks(parts * cells), VT_THREADS, 0, st>>>(
-        partials, arow, q, (int64_t)n * heads, *g, parts, off[1], off[2], cells);
+    VT_DT(dt, k_rel_part<A><<<vt_blocks(parts * cells), VT_THREADS, 0, st>>>(
+                  partials, arow, (const A *)q, (int64_t)n * heads, *g, parts, off[1], off[2],
+                  cells));
     CUDA_LAUNCH_CHECK();
     int64_t rows[3];
     for (int a = 0; a < 3; a++)
@@ -565,135 +661,3 @@ extern "C" void vt_cuk_mvit_rel_grad(cudaStream_t st, float *drh, float *drw, fl
     CUDA_LAUNCH_CHECK();
 }
 
-/* ------------------------------------------------------------------ token max pool */
-
-/* Window (ot, oh, ow)'s winning tap under max_rule.h's rule (the first maximum; a NaN
- * wins, the last of several), as a row >= 1, or -1 when the window lies wholly in the
- * padding. The forward returns its value and the backward routes the gradient to it: one
- * walk of the taps for both, so they cannot disagree. */
-__device__ static int64_t tmax_arg(const float *x, int c, const vt_cuk_pool &p, int ot, int oh,
-                                   int ow) {
-    float best = -INFINITY;
-    int64_t arg = -1;
-    for (int a = 0; a < p.k[0]; a++) {
-        const int it = ot * p.s[0] - p.p[0] + a;
-        if (it < 0 || it >= p.in[0])
-            continue;
-        for (int b = 0; b < p.k[1]; b++) {
-            const int ih = oh * p.s[1] - p.p[1] + b;
-            if (ih < 0 || ih >= p.in[1])
-                continue;
-            for (int cc = 0; cc < p.k[2]; cc++) {
-                const int iw = ow * p.s[2] - p.p[2] + cc;
-                if (iw < 0 || iw >= p.in[2])
-                    continue;
-                const int64_t xi = 1 + ((int64_t)it * p.in[1] + ih) * p.in[2] + iw;
-                if (vt_max_takes(x[xi * c], best, arg < 0)) {
-                    best = x[xi * c];
-                    arg = xi;
-                }
-            }
-        }
-    }
-    return arg;
-}
-
-/* out's e = (j Lo + o) c + ch: the window's winning tap's value (-inf for a window wholly
- * in the padding, as cpu-ref's), row 0 copied. */
-__global__ static void k_tmax_fwd(float *out, const float *in, int c, vt_cuk_pool p,
-                                  int64_t total) {
-    const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
-    const int64_t Lo = 1 + (int64_t)p.out[0] * p.out[1] * p.out[2];
-    VT_GRID_STRIDE(e, total) {
-        const int ch = (int)(e % c);
-        const int64_t r = e / c, o = r % Lo, j = r / Lo;
-        const float *x = in + j * L * c + ch;
-        if (o == 0) {
-            out[e] = x[0];
-            continue;
-        }
-        const int ot = (int)((o - 1) / ((int64_t)p.out[1] * p.out[2])),
-                  oh = (int)((o - 1) / p.out[2] % p.out[1]), ow = (int)((o - 1) % p.out[2]);
-        const int64_t a = tmax_arg(x, c, p, ot, oh, ow);
-        out[e] = a < 0 ? -INFINITY : x[a * c];
-    }
-}
-
-/* arg's e = (j (Lo - 1) + o - 1) c + ch: window o >= 1's winning tap (a row >= 1). */
-__global__ static void k_tmax_argmax(int *arg, const float *in, int c, vt_cuk_pool p,
-                                     int64_t total) {
-    const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
-    const int64_t Lw = (int64_t)p.out[0] * p.out[1] * p.out[2];
-    VT_GRID_STRIDE(e, total) {
-        const int ch = (int)(e % c);
-        const int64_t r = e / c, o = r % Lw, j = r / Lw;
-        const int ot = (int)(o / ((int64_t)p.out[1] * p.out[2])),
-                  oh = (int)(o / p.out[2] % p.out[1]), ow = (int)(o % p.out[2]);
-        arg[e] = (int)tmax_arg(in + j * L * c + ch, c, p, ot, oh, ow);
-    }
-}
-
-/* din's e = (j L + xi) c + ch: 0 plus, in window order (cpu-ref's order of its float adds),
- * the gradient of every window whose winning tap (arg) is row xi. */
-__global__ static void k_tmax_bwd(float *din, const float *dout, const int *arg, int c,
-                                  vt_cuk_pool p, int64_t total) {
-    const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
-    const int64_t Lo = 1 + (int64_t)p.out[0] * p.out[1] * p.out[2];
-    VT_GRID_STRIDE(e, total) {
-        const int ch = (int)(e % c);
-        const int64_t r = e / c, xi = r % L, j = r / L;
-        const float *gy = dout + j * Lo * c + ch;
-        const int *ag = arg + j * (Lo - 1) * c + ch;
-        if (xi == 0) {
-            din[e] = gy[0];
-            continue;
-        }
-        const int it = (int)((xi - 1) / ((int64_t)p.in[1] * p.in[2])),
-                  ih = (int)((xi - 1) / p.in[2] % p.in[1]), iw = (int)((xi - 1) % p.in[2]);
-        float acc = 0.0f;
-        /* taps from the last down: the windows in increasing order */
-        for (int a = p.k[0] - 1; a >= 0; a--) {
-            const int nt = it + p.p[0] - a, ot = nt / p.s[0];
-            if (nt < 0 || nt % p.s[0] || ot >= p.out[0])
-                continue;
-            for (int b = p.k[1] - 1; b >= 0; b--) {
-                const int nh = ih + p.p[1] - b, oh = nh / p.s[1];
-                if (nh < 0 || nh % p.s[1] || oh >= p.out[1])
-                    continue;
-                for (int cc = p.k[2] - 1; cc >= 0; cc--) {
-                    const int nw = iw + p.p[2] - cc, ow = nw / p.s[2];
-                    if (nw < 0 || nw % p.s[2] || ow >= p.out[2])
-                        continue;
-                    const int64_t o = 1 + ((int64_t)ot * p.out[1] + oh) * p.out[2] + ow;
-                    if (ag[(o - 1) * c] != xi)
-                        continue;
-                    acc = __fadd_rn(acc, gy[o * c]);
-                }
-            }
-        }
-        din[e] = acc;
-    }
-}
-
-extern "C" void vt_cuk_token_maxpool_fwd(cudaStream_t st, float *out, const float *in, int n,
-                                         int c, const vt_cuk_pool *p) {
-    const int64_t total = (int64_t)n * (1 + grid3(p->out)) * c;
-    if (total <= 0)
-        return;
-    k_tmax_fwd<<<vt_blocks(total), VT_THREADS, 0, st>>>(out, in, c, *p, total);
-    CUDA_LAUNCH_CHECK();
-}
-extern "C" void vt_cuk_token_maxpool_bwd(cudaStream_t st, float *din, const float *dout,
-                                         const float *in, int n, int c, const vt_cuk_pool *p,
-                                         int *arg) {
-    const int64_t total = (int64_t)n * (1 + grid3(p->in)) * c;
-    if (total <= 0 || !din)
-        return;
-    const int64_t windows = (int64_t)n * grid3(p->out) * c;
-    if (windows > 0) {
-        k_tmax_argmax<<<vt_blocks(windows), VT_THREADS, 0, st>>>(arg, in, c, *p, windows);
-        CUDA_LAUNCH_CHECK();
-    }
-    k_tmax_bwd<<<vt_blocks(total), VT_THREADS, 0, st>>>(din, dout, arg, c, *p, total);
-    CUDA_LAUNCH_CHECK();
-}

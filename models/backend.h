@@ -286,7 +286,9 @@ typedef struct vt_backend_i {
     /* ---- pooling; in: (N, C, T, H, W); every array [A] ---- */
     void (*maxpool3d_forward)(vt_backend *be, float *out, const float *in, int n, int c,
                               const int in_thw[3], const vt_pool3d_p *p);
-    /* Gradient goes to the FIRST maximum of each window (PyTorch's choice). */
+    /* Gradient goes to the FIRST maximum of each window (PyTorch's choice). A NaN in a
+     * window is its maximum and the last NaN takes the gradient (PyTorch's rule, forward
+     * and backward alike: models/max_rule.h), so a NaN propagates to the loss. */
     void (*maxpool3d_backward)(vt_backend *be, float *din, const float *dout, const float *in,
                                int n, int c, const int in_thw[3], const vt_pool3d_p *p);
     void (*avgpool3d_forward)(vt_backend *be, float *out, const float *in, int n, int c,

@@ -1,7 +1,8 @@
 /*
- * max_rule.h: which tap of a max-pooling window wins — the one rule that the token max
- * pool's forward (the maximum) and backward (the tap its gradient goes to) both follow,
- * on the CPU backends (cpu_mvit_impl.h) and in the CUDA kernels (kernels_mvit.cu), so
+ * max_rule.h: which tap of a max-pooling window wins — the one rule that the max pools'
+ * forward (the maximum) and backward (the tap its gradient goes to) both follow, the token
+ * max pool's (cpu_mvit_impl.h, kernels_mvit_tmax.cu) and maxpool3d's (cpu_ref.c, cpu.c,
+ * kernels_pool.cu), on the CPU backends and in the CUDA kernels, so
  * that a gradient always reaches the tap whose value the forward returned, and the
  * backends agree bit for bit whatever the input holds.
  *

@@ -34,6 +34,7 @@
 
 #include "models/backend.h"
 #include "base/common.h"
+#include "models/max_rule.h"
 #include "models/xsum.h"
 #include "models/optim_elem.h"
 #include "models/cpu/cpu_attn.h"
@@ -262,7 +263,8 @@ static inline pool_win pool_window(const int in_thw[3], const vt_pool3d_p *p, in
     return wv;
 }
 
-/* Index of the first maximum in the window: (t, h, w) order, strictly-greater replaces. */
+/* Index of the window's winning tap: (t, h, w) order, max_rule.h's rule (strictly greater
+ * or NaN replaces: the first maximum, a NaN propagates). */
 static inline int64_t pool_argmax(const float *plane, const int in_thw[3], const pool_win *wv) {
     int64_t best = -1;
     float bv = -INFINITY;
@@ -270,7 +272,7 @@ static inline int64_t pool_argmax(const float *plane, const int in_thw[3], const
         for (int h = wv->lo[1]; h < wv->hi[1]; h++) {
             int64_t base = ((int64_t)t * in_thw[1] + h) * in_thw[2];
             for (int w = wv->lo[2]; w < wv->hi[2]; w++)
-                if (best < 0 || plane[base + w] > bv) {
+                if (vt_max_takes(plane[base + w], bv, best < 0)) {
                     best = base + w;
                     bv = plane[base + w];
                 }
@@ -295,15 +297,22 @@ static int pool_inside(const int in_thw[3], const int o[3], const vt_pool3d_p *p
     return 1;
 }
 
-/* Max and first-argmax of one row of windows (output row (ot, oh), Wo outputs, in chunks
- * of POOL_CHUNK): taps in (t, h, w) order, a later tap replaces only if strictly greater,
- * as pool_argmax; lanes are outputs, so the compiler vectorises the select. arg NULL (the
- * forward): the max only, `v > b ? v : b` is one maxps per lane group. */
+/* Max and argmax of one row of windows (output row (ot, oh), Wo outputs, in chunks of
+ * POOL_CHUNK): taps in (t, h, w) order; lanes are outputs, so the compiler vectorises the
+ * select. exact: max_rule.h's rule, as pool_argmax (a later tap replaces if strictly
+ * greater or NaN: a NaN anywhere in a window propagates); returns 0. Not exact: strictly
+ * greater only — the same for windows without NaN —, a NaN tap's lane marked NaN (its bits
+ * or-ed with all ones: sticky, as `v > b` keeps a NaN b); returns whether a lane was, for
+ * the caller to redo the row exactly. On c3d's pools the NaN-aware select cost the forward
+ * ~50%, a per-tap NaN flag ~12% (a reduction per tap loop), this mark (a compare and an or
+ * per lane group) ~8%. arg NULL (not exact only, the forward): the max only, `v > b ? v :
+ * b` is one maxps per lane group. */
 #define POOL_CHUNK 64
-static inline __attribute__((always_inline)) void
+typedef union pool_bits { float f; uint32_t u; } pool_bits;
+static inline __attribute__((always_inline)) int
 pool_row_max_s(float *restrict best, int32_t *restrict arg, const float *plane,
                const int in_thw[3], const vt_pool3d_p *p, int ot, int oh, int ow0, int len,
-               const int64_t sw) {
+               const int64_t sw, const int exact) {
     const int64_t H = in_thw[1], W = in_thw[2];
     int first = 1;
     for (int kt = 0; kt < p->k[0]; kt++)
@@ -327,7 +336,19 @@ pool_row_max_s(float *restrict best, int32_t *restrict arg, const float *plane,
 #pragma omp simd
                     for (int i = 0; i < len; i++) {
                         const float v = r[i * sw], b = best[i];
-                        best[i] = v > b ? v : b;
+                        pool_bits m = {v > b ? v : b};
+                        m.u |= -(uint32_t)(v != v);
+                        best[i] = m.f;
+                    }
+                    continue;
+                }
+                if (exact) {
+#pragma omp simd
+                    for (int i = 0; i < len; i++) {
+                        const float v = r[i * sw], b = best[i];
+                        const int32_t m = -(int32_t)vt_max_takes(v, b, 0); /* ones: v wins */
+                        best[i] = m ? v : b;
+                        arg[i] = (arg[i] & ~m) | (tap & m);
                     }
                     continue;
                 }
@@ -335,25 +356,40 @@ pool_row_max_s(float *restrict best, int32_t *restrict arg, const float *plane,
                 for (int i = 0; i < len; i++) {
                     const float v = r[i * sw], b = best[i];
                     const int32_t m = -(int32_t)(v > b); /* all ones where v wins */
-                    best[i] = v > b ? v : b;
+                    pool_bits bv = {v > b ? v : b};
+                    bv.u |= -(uint32_t)(v != v);
+                    best[i] = bv.f;
                     arg[i] = (arg[i] & ~m) | (tap & m);
                 }
             }
         }
+    if (exact)
+        return 0;
+    uint32_t nan = 0; /* a lane NaN: its exponent all ones, its mantissa not 0 */
+    const pool_bits *bb = (const pool_bits *)best;
+#pragma omp simd reduction(| : nan)
+    for (int i = 0; i < len; i++)
+        nan |= (uint32_t)((bb[i].u & 0x7fffffffu) > 0x7f800000u);
+    return nan != 0;
 }
 /* The stride a compile-time 2 (the usual pooling): strided loads the compiler can
  * vectorise instead of a gather per lane; the forward wants no argmax (the pools were 12%
- * of a tiny step). */
-static void pool_row_max(float *best, int32_t *arg, const float *plane, const int in_thw[3],
-                         const vt_pool3d_p *p, int ot, int oh, int ow0, int len) {
+ * of a tiny step). Then a row that held a NaN again, exactly (arg: any scratch for the
+ * forward). */
+static void pool_row_max(float *best, int32_t *arg, int32_t *scratch, const float *plane,
+                         const int in_thw[3], const vt_pool3d_p *p, int ot, int oh, int ow0,
+                         int len) {
+    int nan;
     if (p->s[2] == 2 && !arg)
-        pool_row_max_s(best, NULL, plane, in_thw, p, ot, oh, ow0, len, 2);
+        nan = pool_row_max_s(best, NULL, plane, in_thw, p, ot, oh, ow0, len, 2, 0);
     else if (p->s[2] == 2)
-        pool_row_max_s(best, arg, plane, in_thw, p, ot, oh, ow0, len, 2);
+        nan = pool_row_max_s(best, arg, plane, in_thw, p, ot, oh, ow0, len, 2, 0);
     else if (!arg)
-        pool_row_max_s(best, NULL, plane, in_thw, p, ot, oh, ow0, len, p->s[2]);
+        nan = pool_row_max_s(best, NULL, plane, in_thw, p, ot, oh, ow0, len, p->s[2], 0);
     else
-        pool_row_max_s(best, arg, plane, in_thw, p, ot, oh, ow0, len, p->s[2]);
+        nan = pool_row_max_s(best, arg, plane, in_thw, p, ot, oh, ow0, len, p->s[2], 0);
+    if (nan)
+        pool_row_max_s(best, arg ? arg : scratch, plane, in_thw, p, ot, oh, ow0, len, p->s[2], 1);
 }
 
 static void cpu_maxpool3d_forward(vt_backend *be, float *out, const float *in, int n, int c,
@@ -363,11 +399,13 @@ static void cpu_maxpool3d_forward(vt_backend *be, float *out, const float *in, i
 #pragma omp parallel for num_threads(be->threads) schedule(guided) if (planes * sin > CPU_PAR_MIN)
         for (int64_t pl = 0; pl < planes; pl++) {
             float best[POOL_CHUNK];
+            int32_t scratch[POOL_CHUNK];
             for (int ot = 0; ot < o[0]; ot++)
                 for (int oh = 0; oh < o[1]; oh++)
                     for (int ow0 = 0; ow0 < o[2]; ow0 += POOL_CHUNK) {
                         const int len = VT_MIN(POOL_CHUNK, o[2] - ow0);
-                        pool_row_max(best, NULL, in + pl * sin, in_thw, p, ot, oh, ow0, len);
+                        pool_row_max(best, NULL, scratch, in + pl * sin, in_thw, p, ot, oh, ow0,
+                                     len);
                         memcpy(out + pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow0, best,
                                sizeof(float) * (size_t)len);
                     }
@@ -403,7 +441,7 @@ static void cpu_maxpool3d_backward(vt_backend *be, float *din, const float *dout
                 for (int oh = 0; oh < o[1]; oh++)
                     for (int ow0 = 0; ow0 < o[2]; ow0 += POOL_CHUNK) {
                         const int len = VT_MIN(POOL_CHUNK, o[2] - ow0);
-                        pool_row_max(best, arg, in + pl * sin, in_thw, p, ot, oh, ow0, len);
+                        pool_row_max(best, arg, NULL, in + pl * sin, in_thw, p, ot, oh, ow0, len);
                         const float *dp = dout + pl * sout + ((int64_t)ot * o[1] + oh) * o[2] + ow0;
                         float *g0 = gp + ((int64_t)ot * p->s[0] * in_thw[1] + (int64_t)oh * p->s[1]) *
                                              in_thw[2] + (int64_t)ow0 * p->s[2];

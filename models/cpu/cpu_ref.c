@@ -23,6 +23,7 @@
 #include "models/cpu/cpu_bn_final.h"
 #include "models/cpu/cpu_loss.h"
 #include "base/common.h"
+#include "models/max_rule.h"
 #include "models/xsum.h"
 #include "models/optim_elem.h"
 #include "models/cpu/cpu_ref_impl.h"
@@ -372,9 +373,11 @@ static void pool_outs(int o[3], const int in_thw[3], const vt_pool3d_p *p) {
         o[d] = vt_pool_out(in_thw[d], p->k[d], p->s[d], p->p[d], p->ceil_mode);
 }
 
-/* Index (relative to the plane) of the first maximum in output cell (ot, oh, ow): windows
- * are visited in (t, h, w) order and only a strictly larger value replaces the best, so
- * ties keep the first. Padding never wins (PyTorch pads max pooling with -inf). */
+/* Index (relative to the plane) of the winning tap of output cell (ot, oh, ow): windows
+ * are visited in (t, h, w) order under max_rule.h's rule (PyTorch's): a strictly larger
+ * value or a NaN replaces the best, so ties keep the first maximum, a NaN anywhere in the
+ * window propagates and of several NaNs the last wins. Padding never wins (PyTorch pads
+ * max pooling with -inf). */
 static int64_t ref_max_arg(const vt_backend *be, const float *in, int64_t base,
                            const int in_thw[3], const vt_pool3d_p *p, int ot, int oh, int ow) {
     int64_t best = -1;
@@ -390,7 +393,7 @@ static int64_t ref_max_arg(const vt_backend *be, const float *in, int64_t base,
                     continue;
                 int64_t i = ((int64_t)it * in_thw[1] + ih) * in_thw[2] + iw;
                 float v = ald(be, in, base + i);
-                if (best < 0 || v > bv) {
+                if (vt_max_takes(v, bv, best < 0)) {
                     best = i;
                     bv = v;
                 }

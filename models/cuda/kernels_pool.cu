@@ -13,6 +13,7 @@
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels.h"
 #include "models/cuda/kernels_impl.cuh"
+#include "models/max_rule.h"
 
 /* ------------------------------------------------------------------ pooling */
 
@@ -26,8 +27,9 @@ __device__ static void covering(int *lo, int *hi, int i, int k, int s, int p, in
     *hi = b < nout - 1 ? b : nout - 1;
 }
 
-/* First maximum of window (ot, oh, ow): (t, h, w) order, strictly larger replaces, padding
- * never wins — cpu-ref's ref_max_arg. Returns the offset within the plane, -1 if the
+/* Winning tap of window (ot, oh, ow): (t, h, w) order, max_rule.h's rule (strictly larger
+ * or NaN replaces: the first maximum, a NaN anywhere propagates, the last of several NaNs
+ * wins), padding never wins — cpu-ref's ref_max_arg. Returns the offset within the plane, -1 if the
  * window holds no input (cannot happen with PyTorch-valid padding). */
 template <typename A>
 __device__ static int max_arg(const A *plane, const vt_cuk_pool &g, int ot, int oh, int ow,
@@ -48,7 +50,7 @@ __device__ static int max_arg(const A *plane, const vt_cuk_pool &g, int ot, int 
                     continue;
                 int i = (it * g.in[1] + ih) * g.in[2] + iw;
                 float v = ld(plane, i);
-                if (best < 0 || v > bv) {
+                if (vt_max_takes(v, bv, best < 0)) {
                     best = i;
                     bv = v;
                 }
@@ -82,8 +84,8 @@ extern "C" void vt_cuk_maxpool_forward(cudaStream_t st, vt_cuk_dt dt, void *out,
     CUDA_LAUNCH_CHECK();
 }
 
-/* Gather: each input cell sums the gradients of the covering windows whose first maximum
- * it is, in output order (the order cpu-ref's scatter adds them). The first maximum is
+/* Gather: each input cell sums the gradients of the covering windows whose winning tap
+ * (max_arg) it is, in output order (the order cpu-ref's scatter adds them). The first maximum is
  * recomputed per covering window (at most ceil(k/s)^3 windows of k^3 cells): no atomics,
  * no argmax tensor. */
 template <typename A>

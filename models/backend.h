@@ -258,8 +258,13 @@ typedef struct vt_backend_i {
                                     const float *invstd, int n, int c, int64_t s);
 
     /* ---- activations (every array [A]) ---- */
+    /* out = v > 0 ? v : 0, and a NaN passes as PyTorch's relu passes it (so a diverged
+     * activation reaches the loss and the non-finite guards instead of turning into 0);
+     * -0 gives +0 (PyTorch keeps -0: the same value). Written !(v <= 0) ? v : 0. */
     void (*relu_forward)(vt_backend *be, float *out, const float *in, int64_t n);
-    /* din = dout * (out > 0); out is the forward OUTPUT (so in-place relu works). */
+    /* din = out > 0 ? dout : 0, out the forward OUTPUT (so in-place relu works); a NaN
+     * output passes dout, as PyTorch's threshold_backward (out <= 0 ? 0 : dout) does.
+     * Written !(out <= 0) ? dout : 0. */
     void (*relu_backward)(vt_backend *be, float *din, const float *dout, const float *out,
                           int64_t n);
 

@@ -1,6 +1,7 @@
 /*
- * test_pool_nan.c: maxpool3d with NaN (and +-inf) inputs on cpu-ref and cpu (1 and 2
- * threads) against PyTorch's F.max_pool3d (tests/oracle/torch_pool_nan.py): a NaN anywhere
+ * test_pool_nan.c: maxpool3d and ReLU with NaN (and +-inf) inputs on cpu-ref and cpu (1
+ * and 2 threads) against PyTorch's F.max_pool3d and torch.relu (tests/oracle/
+ * torch_pool_nan.py; ReLU: run_relu below). Max pool: a NaN anywhere
  * in a window is its maximum (first tap, in the middle, last, several NaNs, next to the
  * padding), ties keep the first maximum, and of several NaNs the last takes the gradient
  * (models/max_rule.h, aten's `val > maxval || isnan(val)`). The geometries take both of
@@ -25,13 +26,17 @@
 
 static vt_test_recs g_recs;
 
-static const vt_test_rec *rec(const char *what, int i) {
-    char name[64];
-    snprintf(name, sizeof name, "p%d.%s", i, what);
+static const vt_test_rec *rec_named(const char *name) {
     const vt_test_rec *r = vt_test_recs_find(&g_recs, name);
     if (!r)
         VT_DIE("record %s missing from the torch file", name);
     return r;
+}
+
+static const vt_test_rec *rec(const char *what, int i) {
+    char name[64];
+    snprintf(name, sizeof name, "p%d.%s", i, what);
+    return rec_named(name);
 }
 
 /* ours against PyTorch's: equal, or both NaN. Returns the count that differ. */
@@ -75,6 +80,44 @@ static void run_case(vt_backend *be, const char *label, int i) {
     vt_backend_free_ptr(be, by), vt_backend_free_ptr(be, bdx);
 }
 
+/* ReLU (relu_forward, relu_backward) and the BN + ReLU tail (bn_apply_relu: cpu-ref and
+ * cpu compose it from bn_apply and relu_forward; cuda fuses it, test_pool_gpu) against
+ * torch.relu: a NaN passes the forward (it used to become 0, hiding a diverged activation
+ * from the loss), and the backward passes a NaN output's gradient (threshold_backward:
+ * out <= 0 ? 0 : grad; it used to give 0). The tail runs with an identity batch norm
+ * (mean 0, invstd 1, no affine), so its output is relu(x). */
+static void run_relu(vt_backend *be, const char *label) {
+    const vt_test_rec *x = rec_named("relu.x"), *dy = rec_named("relu.dy");
+    const vt_test_rec *y = rec_named("relu.y"), *dx = rec_named("relu.dx");
+    const int64_t n = x->n;
+    float *bx = vt_backend_alloc_x(be, (size_t)n * 4, "x");
+    float *bdy = vt_backend_alloc_x(be, (size_t)n * 4, "dy");
+    float *by = vt_backend_alloc_x(be, (size_t)n * 4, "y");
+    float *bdx = vt_backend_alloc_x(be, (size_t)n * 4, "dx");
+    float *bt = vt_backend_alloc_x(be, (size_t)n * 4, "tail");
+    float *mean = vt_backend_alloc_x(be, 4, "mean"), *invstd = vt_backend_alloc_x(be, 4, "invstd");
+    memcpy(bx, x->v, (size_t)n * 4);
+    memcpy(bdy, dy->v, (size_t)n * 4);
+    mean[0] = 0.0f;
+    invstd[0] = 1.0f;
+    VT_OP(be, relu_forward, by, bx, n);
+    VT_OP(be, relu_backward, bdx, bdy, by, n);
+    VT_OP(be, bn_apply_relu, bt, bx, NULL, mean, invstd, NULL, NULL, NULL, 1, 1, n);
+    const int64_t bad_y = count_bad(by, y->v, n), bad_dx = count_bad(bdx, dx->v, n);
+    const int64_t bad_t = count_bad(bt, y->v, n);
+    printf("  %-12s relu: %lld of %lld outputs, %lld gradients, %lld BN+ReLU outputs differ\n",
+           label, (long long)bad_y, (long long)n, (long long)bad_dx, (long long)bad_t);
+    TCHECK(bad_y == 0, "%s: relu forward: %lld outputs differ from torch.relu's (a NaN must "
+           "pass)", label, (long long)bad_y);
+    TCHECK(bad_dx == 0, "%s: relu backward: %lld gradients differ from PyTorch's", label,
+           (long long)bad_dx);
+    TCHECK(bad_t == 0, "%s: bn_apply_relu: %lld outputs differ from relu(x)", label,
+           (long long)bad_t);
+    float *bufs[] = {bx, bdy, by, bdx, bt, mean, invstd};
+    for (int i = 0; i < 7; i++)
+        vt_backend_free_ptr(be, bufs[i]);
+}
+
 int main(void) {
     const int oracle = vt_test_oracle_recs("test_pool_nan", "torch_pool_nan", "torch", &g_recs);
     if (oracle == 0) {
@@ -90,6 +133,7 @@ int main(void) {
         const char *label = b == 0 ? "cpu-ref" : b == 1 ? "cpu 1 thr" : "cpu 2 thr";
         for (int i = 0; i < count; i++)
             run_case(be, label, i);
+        run_relu(be, label);
         TCHECK(be->in_use == 0, "%s: leaked backend memory", label);
         vt_backend_free(&be);
     }

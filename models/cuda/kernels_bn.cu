@@ -31,7 +31,7 @@ extern "C" int vt_cuk_bn_parts(int n, int64_t s) { return n * bn_q(s); }
 
 /* mode 0: (sum (x - k), sum (x - k)^2) around the shift k (NULL: 0, backend.h);
  * mode 1: (sum dy, sum dy * (x - (k + mean)) * invstd) as cpu-ref;
- * mode 2: mode 1 of the ReLU's backward y > 0 ? dy : 0 (y its output), each value also
+ * mode 2: mode 1 of the ReLU's backward !(y <= 0) ? dy : 0 (y its output), each value also
  * stored into dyw (may be dy: each element is read, then written, by one thread), so the
  * sums are mode 1's over what k_relu_bwd would have stored, bit for bit (a bf16 value
  * stored again is itself). */
@@ -59,7 +59,7 @@ __global__ static void k_bn_part(double *pa, double *pb, const A *x, const A *dy
         for (int64_t j = lo + threadIdx.x; j < hi; j += VT_THREADS) {
             double g;
             if (MODE == 2) {
-                const float v = ld(y, base + j) > 0 ? ld(dy, base + j) : 0.0f;
+                const float v = !(ld(y, base + j) <= 0) ? ld(dy, base + j) : 0.0f;
                 st(dyw, base + j, v);
                 g = v;
             } else {

@@ -171,12 +171,12 @@ template <typename A>
 __global__ static void k_relu_fwd(A *out, const A *in, int64_t n) {
     VT_GRID_STRIDE(i, n) {
         float v = ld(in, i);
-        st(out, i, v > 0 ? v : 0.0f);
+        st(out, i, !(v <= 0) ? v : 0.0f); /* a NaN passes (backend.h relu_forward) */
     }
 }
 template <typename A>
 __global__ static void k_relu_bwd(A *din, const A *dout, const A *out, int64_t n) {
-    VT_GRID_STRIDE(i, n) st(din, i, ld(out, i) > 0 ? ld(dout, i) : 0.0f);
+    VT_GRID_STRIDE(i, n) st(din, i, !(ld(out, i) <= 0) ? ld(dout, i) : 0.0f); /* backend.h */
 }
 extern "C" void vt_cuk_relu_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
                                     int64_t n) {

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""torch_pool_nan.py: the outside truth for maxpool3d with NaN inputs (tests/test_pool_nan.c).
+"""torch_pool_nan.py: the outside truth for maxpool3d and ReLU with NaN inputs
+(tests/test_pool_nan.c).
 
 PyTorch's max_pool3d propagates a NaN anywhere in a window (aten: `val > maxval ||
 isnan(val)`, the window's first tap taken first): a NaN is the window's maximum, ties keep
@@ -63,6 +64,15 @@ for i, g in enumerate(geos):
     (y * dy).sum().backward()
     put(f"p{i}.geo", g), put(f"p{i}.x", x), put(f"p{i}.dy", dy)
     put(f"p{i}.y", y), put(f"p{i}.dx", x.grad)
+
+# ReLU: PyTorch's passes a NaN (and keeps -0, the same value as our +0); its backward passes
+# the gradient of a NaN output (threshold_backward: out <= 0 ? 0 : grad)
+x = torch.tensor([nan, -0.0, 0.0, 1.5, -2.0, inf, -inf, 3.0, nan, -1e-30, 1e-30, 7.0],
+                 requires_grad=True)
+y = torch.relu(x)
+dy = torch.arange(1, 13).float()
+(y * dy).sum().backward()
+put("relu.x", x), put("relu.dy", dy), put("relu.y", y), put("relu.dx", x.grad)
 
 with open(sys.argv[1], "wb") as f:
     f.write(b"VTT1")

@@ -412,7 +412,8 @@ static void do_train(tower *tw) {
      * and step count untouched, the buffers back as they were; the caller stops the run
      * or counts the step (vidtrain train --skip-nonfinite). With exact sums a NaN or inf
      * gradient saturates to a finite total (xsum.h): a norm at the sums' range is how it
-     * shows (a relu or max-pool can swallow the NaN on the way to the loss).
+     * shows (before the loss a NaN can still vanish, e.g. into a BN statistic of exact sums;
+     * relu and max pool pass it on, as PyTorch does).
      * The norm, the clip and the skip are decided on the device (issue 45 item 3;
      * models/optim.h): the gate, the buffers put back if it skips, the update that reads
      * it, and the gate's copy back are queued, and the host reads the gate after the next

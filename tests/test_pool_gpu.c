@@ -6,7 +6,7 @@
  * three integers (windows tie) with about one value in 9 a NaN; dy uniform in [-1, 1].
  * Bit for bit (BIT_NAN: NaNs where cpu-ref has them, the same bits): the forward copies one
  * input, the backward adds the same floats in the same (output) order as cpu-ref's float
- * sum. The finite cases are test_cuda_ops_gpu's.
+ * sum. The finite cases are test_cuda_ops_gpu's. Also ReLU's NaN rule (relu_case).
  *
  * Skips (77) without a GPU or in a build without CUDA.
  */
@@ -15,6 +15,35 @@
 #include "tests/testutil.h"
 
 #ifndef VT_HAVE_CUDA
+/* ReLU with NaNs (backend.h relu_forward, relu_backward; test_pool_nan holds cpu-ref to
+ * torch.relu): a NaN passes forward, a NaN output passes its gradient back; the fused
+ * BN + ReLU tail (kernels_fused.cu) and the residual tail's backward (relu_backward_skip)
+ * by the same rule. Inputs uniform in [-1, 1], about one in 9 a NaN. */
+static void relu_case(int n, int c, int64_t s) {
+    printf("relu with NaNs: %d x %d x %lld\n", n, c, (long long)s);
+    const int64_t m = (int64_t)n * c * s;
+    pair x = pmake_q(m, -1, 1, 0, 9), y = pmake(m, 0, 0), dy = pmake(m, -1, 1);
+    pair dx = pmake(m, 0, 0), skip = pmake(m, 0, 0), t = pmake(m, 0, 0);
+    pair mean = pmake(c, -0.5f, 0.5f), invstd = pmake(c, 0.5f, 2), gam = pmake(c, 0.5f, 1.5f);
+    pair bet = pmake(c, -0.5f, 0.5f);
+    VT_OP(G, relu_forward, y.g, x.g, m);
+    VT_OP(R, relu_forward, y.r, x.r, m);
+    cmp("relu forward (a NaN passes)", &y, BIT_NAN);
+    VT_OP(G, relu_backward, dx.g, dy.g, y.g, m);
+    VT_OP(R, relu_backward, dx.r, dy.r, y.r, m);
+    cmp("relu backward (a NaN output passes dout)", &dx, BIT);
+    VT_OP(G, relu_backward_skip, dx.g, skip.g, dy.g, y.g, m);
+    VT_OP(R, relu_backward_skip, dx.r, skip.r, dy.r, y.r, m);
+    cmp("relu_backward_skip: din", &dx, BIT);
+    cmp("relu_backward_skip: skip", &skip, BIT);
+    VT_OP(G, bn_apply_relu, t.g, x.g, NULL, mean.g, invstd.g, gam.g, bet.g, NULL, n, c, s);
+    VT_OP(R, bn_apply_relu, t.r, x.r, NULL, mean.r, invstd.r, gam.r, bet.r, NULL, n, c, s);
+    cmp("bn_apply_relu (fused; a NaN passes)", &t, BIT_NAN);
+    pair *all[] = {&x, &y, &dy, &dx, &skip, &t, &mean, &invstd, &gam, &bet};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        pfree(all[i]);
+}
+
 int main(void) {
     printf("test_pool_gpu: built without CUDA: skipping\n");
     return VT_TEST_SKIP;
@@ -58,6 +87,7 @@ int main(void) {
              (vt_pool3d_p){{3, 3, 3}, {1, 1, 1}, {1, 1, 1}, 0});
     nan_case("k2 s2 p1 ceil_mode", 1, 3, (const int[3]){5, 6, 7},
              (vt_pool3d_p){{2, 2, 2}, {2, 2, 2}, {1, 1, 1}, 1});
+    relu_case(2, 3, 4 * 6 * 6);
     vt_backend_free(&G);
     vt_backend_free(&R);
     return vt_test_done("test_pool_gpu");

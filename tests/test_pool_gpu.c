@@ -15,6 +15,33 @@
 #include "tests/testutil.h"
 
 #ifndef VT_HAVE_CUDA
+int main(void) {
+    printf("test_pool_gpu: built without CUDA: skipping\n");
+    return VT_TEST_SKIP;
+}
+#else
+
+#include "models/cuda/cuda_info.h"
+#include "tests/gpupair.h"
+
+static void nan_case(const char *name, int n, int c, const int thw[3], vt_pool3d_p p) {
+    printf("maxpool3d with NaNs: %s\n", name);
+    int o[3];
+    for (int d = 0; d < 3; d++)
+        o[d] = vt_pool_out(thw[d], p.k[d], p.s[d], p.p[d], p.ceil_mode);
+    const int64_t nin = (int64_t)n * c * thw[0] * thw[1] * thw[2];
+    const int64_t nout = (int64_t)n * c * o[0] * o[1] * o[2];
+    pair x = pmake_q(nin, 0, 0, 3, 9), y = pmake(nout, 0, 0), dy = pmake(nout, -1, 1);
+    pair dx = pmake(nin, 0, 0);
+    VT_OP(G, maxpool3d_forward, y.g, x.g, n, c, thw, &p);
+    VT_OP(R, maxpool3d_forward, y.r, x.r, n, c, thw, &p);
+    cmp("maxpool3d forward (NaNs propagate)", &y, BIT_NAN);
+    VT_OP(G, maxpool3d_backward, dx.g, dy.g, x.g, n, c, thw, &p);
+    VT_OP(R, maxpool3d_backward, dx.r, dy.r, x.r, n, c, thw, &p);
+    cmp("maxpool3d backward (to the winning tap)", &dx, BIT);
+    pfree(&x), pfree(&y), pfree(&dy), pfree(&dx);
+}
+
 /* ReLU with NaNs (backend.h relu_forward, relu_backward; test_pool_nan holds cpu-ref to
  * torch.relu): a NaN passes forward, a NaN output passes its gradient back; the fused
  * BN + ReLU tail (kernels_fused.cu) and the residual tail's backward (relu_backward_skip)
@@ -42,33 +69,6 @@ static void relu_case(int n, int c, int64_t s) {
     pair *all[] = {&x, &y, &dy, &dx, &skip, &t, &mean, &invstd, &gam, &bet};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++)
         pfree(all[i]);
-}
-
-int main(void) {
-    printf("test_pool_gpu: built without CUDA: skipping\n");
-    return VT_TEST_SKIP;
-}
-#else
-
-#include "models/cuda/cuda_info.h"
-#include "tests/gpupair.h"
-
-static void nan_case(const char *name, int n, int c, const int thw[3], vt_pool3d_p p) {
-    printf("maxpool3d with NaNs: %s\n", name);
-    int o[3];
-    for (int d = 0; d < 3; d++)
-        o[d] = vt_pool_out(thw[d], p.k[d], p.s[d], p.p[d], p.ceil_mode);
-    const int64_t nin = (int64_t)n * c * thw[0] * thw[1] * thw[2];
-    const int64_t nout = (int64_t)n * c * o[0] * o[1] * o[2];
-    pair x = pmake_q(nin, 0, 0, 3, 9), y = pmake(nout, 0, 0), dy = pmake(nout, -1, 1);
-    pair dx = pmake(nin, 0, 0);
-    VT_OP(G, maxpool3d_forward, y.g, x.g, n, c, thw, &p);
-    VT_OP(R, maxpool3d_forward, y.r, x.r, n, c, thw, &p);
-    cmp("maxpool3d forward (NaNs propagate)", &y, BIT_NAN);
-    VT_OP(G, maxpool3d_backward, dx.g, dy.g, x.g, n, c, thw, &p);
-    VT_OP(R, maxpool3d_backward, dx.r, dy.r, x.r, n, c, thw, &p);
-    cmp("maxpool3d backward (to the winning tap)", &dx, BIT);
-    pfree(&x), pfree(&y), pfree(&dy), pfree(&dx);
 }
 
 int main(void) {

@@ -103,12 +103,16 @@ int vt_cmd_plan(int argc, char **argv) {
         fprintf(stderr, "vidtrain plan: --checkpoint-act %s: %s has no transformer blocks to "
                 "recompute, so it changes nothing; leave it out\n", vt_ckpt_mode_name(ckmode),
                 nc.model);
+        vt_memplan_free(&mp);
+        vt_memplan_free(&mpc);
         return 2;
     }
     if (vt_opts_given_has(&given, "--tower-split") && devs.n < 2) {
         fprintf(stderr, "vidtrain plan: --tower-split %s: one tower takes the whole batch, so "
                 "there is nothing to split; leave it out, or give several towers (--devices "
                 "cpu:2, --gpus 2)\n", sa.tower_split);
+        vt_memplan_free(&mp);
+        vt_memplan_free(&mpc);
         return 2;
     }
     vt_memplan_print(ckmode == VT_CKPT_ON && have_ckpt ? &mpc : &mp,

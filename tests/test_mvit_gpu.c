@@ -143,120 +143,10 @@ static const step_tol STEP_BF16 = {BF16_LOSS_REL, BF16_GRAD_TOTAL, BF16_GRAD_TEN
 
 static int grid(const int t[3]) { return t[0] * t[1] * t[2]; }
 
-/* mvit_pool of every part, pooled (kernel 3, stride (1, s, s), padding 1) and gathered. */
-static void test_pool(int n, int heads, int D, const int thw[3], int s) {
-    printf("mvit_pool n %d heads %d D %d grid %dx%dx%d stride (1, %d, %d)\n", n, heads, D, thw[0],
-           thw[1], thw[2], s, s);
-    const vt_pool3d_p p = {{3, 3, 3}, {1, s, s}, {1, 1, 1}, 0};
-    int og[3];
-    for (int d = 0; d < 3; d++)
-        og[d] = vt_conv_out(thw[d], p.k[d], p.s[d], p.p[d]);
-    const int64_t L = 1 + grid(thw), C3 = 3LL * heads * D;
-    pair qkv = pmake(n * L * C3, -1, 1), dqkv = pmake(n * L * C3, 5, 6);
-    for (int part = 0; part < 3; part++)
-        for (int pooled = 1; pooled >= 0; pooled--) {
-            const int64_t Lo = pooled ? 1 + grid(og) : L, no = (int64_t)n * heads * Lo * D;
-            pair w = pmake((int64_t)D * 27, -0.5f, 0.5f), dw = pmake((int64_t)D * 27, -1, 1);
-            pair out = pmake(no, 0, 0), dout = pmake(no, -1, 1);
-            char what[64];
-            const float *wg = pooled ? w.g : NULL, *wr = pooled ? w.r : NULL;
-            VT_OP(G, mvit_pool_forward, out.g, qkv.g, wg, n, heads, D, part, thw, &p);
-            VT_OP(R, mvit_pool_forward, out.r, qkv.r, wr, n, heads, D, part, thw, &p);
-            snprintf(what, sizeof what, "pool part %d%s forward", part, pooled ? "" : " (gather)");
-            cmp(what, &out, BIT);
-            VT_OP(G, mvit_pool_backward, dqkv.g, pooled ? dw.g : NULL, dout.g, qkv.g, wg, n,
-                  heads, D, part, thw, &p);
-            VT_OP(R, mvit_pool_backward, dqkv.r, pooled ? dw.r : NULL, dout.r, qkv.r, wr, n,
-                  heads, D, part, thw, &p);
-            snprintf(what, sizeof what, "pool part %d%s dqkv", part, pooled ? "" : " (gather)");
-            cmp(what, &dqkv, BIT);
-            if (pooled) {
-                snprintf(what, sizeof what, "pool part %d dw (+=)", part);
-                cmp(what, &dw, TOL_DSUM);
-            }
-            pfree(&w), pfree(&dw), pfree(&out), pfree(&dout);
-        }
-    pfree(&qkv), pfree(&dqkv);
-}
-
-/* bq > 0: VT_CUDA_MVIT_BQ, the cuda side in blocks of bq queries. */
-static void test_attention(int n, int H, int D, const int qthw[3], const int kthw[3], int rel,
-                           int residual, int bq) {
-    printf("mvit_attention n %d H %d D %d q %dx%dx%d k %dx%dx%d%s%s%s\n", n, H, D, qthw[0],
-           qthw[1], qthw[2], kthw[0], kthw[1], kthw[2], rel ? " rel" : "",
-           residual ? " residual" : "", bq ? " in query blocks" : "");
-    char v[16];
-    snprintf(v, sizeof v, "%d", bq);
-    if (bq)
-        setenv("VT_CUDA_MVIT_BQ", v, 1);
-    const int64_t Lq = 1 + grid(qthw), Lk = 1 + grid(kthw), nq = n * H * Lq * D,
-                  nk = n * H * Lk * D;
-    int64_t tab[3];
-    for (int a = 0; a < 3; a++)
-        tab[a] = (2LL * VT_MAX(qthw[a], kthw[a]) - 1) * D;
-    pair q = pmake(nq, -1, 1), k = pmake(nk, -1, 1), vv = pmake(nk, -1, 1);
-    pair rt = pmake(tab[0], -0.5f, 0.5f), rh = pmake(tab[1], -0.5f, 0.5f),
-         rw = pmake(tab[2], -0.5f, 0.5f);
-    pair out = pmake(nq, 0, 0), lse = pmake(n * H * Lq, 0, 0), dout = pmake(nq, -1, 1);
-    pair dq = pmake(nq, 7, 7), dk = pmake(nk, 7, 7), dv = pmake(nk, 7, 7);
-    pair drt = pmake(tab[0], -1, 1), drh = pmake(tab[1], -1, 1), drw = pmake(tab[2], -1, 1);
-#define TABS(s) rel ? rh.s : NULL, rel ? rw.s : NULL, rel ? rt.s : NULL
-#define DTABS(s) rel ? drh.s : NULL, rel ? drw.s : NULL, rel ? drt.s : NULL
-    VT_OP(G, mvit_attention_forward, out.g, lse.g, q.g, k.g, vv.g, TABS(g), n, H, D, qthw, kthw,
-          residual);
-    VT_OP(R, mvit_attention_forward, out.r, lse.r, q.r, k.r, vv.r, TABS(r), n, H, D, qthw, kthw,
-          residual);
-    cmp("attention out", &out, TOL_ATT);
-    cmp("attention lse", &lse, TOL_ATT);
-    VT_OP(G, mvit_attention_backward, dq.g, dk.g, dv.g, DTABS(g), dout.g, q.g, k.g, vv.g, TABS(g),
-          lse.g, n, H, D, qthw, kthw, residual);
-    VT_OP(R, mvit_attention_backward, dq.r, dk.r, dv.r, DTABS(r), dout.r, q.r, k.r, vv.r, TABS(r),
-          lse.r, n, H, D, qthw, kthw, residual);
-    cmp("attention dq", &dq, TOL_ATT);
-    cmp("attention dk", &dk, TOL_ATT);
-    cmp("attention dv", &dv, TOL_ATT);
-    if (rel) {
-        cmp("attention drt (+=)", &drt, TOL_TAB);
-        cmp("attention drh (+=)", &drh, TOL_TAB);
-        cmp("attention drw (+=)", &drw, TOL_TAB);
-    }
-    /* n == 0: nothing written */
-    VT_OP(G, mvit_attention_forward, out.g, lse.g, q.g, k.g, vv.g, TABS(g), 0, H, D, qthw, kthw,
-          residual);
-    VT_OP(G, mvit_attention_backward, dq.g, dk.g, dv.g, DTABS(g), dout.g, q.g, k.g, vv.g, TABS(g),
-          lse.g, 0, H, D, qthw, kthw, residual);
-    cmp("attention n == 0 untouched", &dq, TOL_ATT);
-#undef TABS
-#undef DTABS
-    unsetenv("VT_CUDA_MVIT_BQ");
-    pfree(&q), pfree(&k), pfree(&vv), pfree(&rt), pfree(&rh), pfree(&rw), pfree(&out);
-    pfree(&lse), pfree(&dout), pfree(&dq), pfree(&dk), pfree(&dv), pfree(&drt), pfree(&drh);
-    pfree(&drw);
-}
-
-/* nans > 0: about one input in nans a NaN (the forward then holds NaNs: BIT_NAN). */
-static void test_maxpool(int n, int c, const int thw[3], int levels, int nans) {
-    printf("token_maxpool n %d c %d grid %dx%dx%d%s%s\n", n, c, thw[0], thw[1], thw[2],
-           levels ? " (ties)" : "", nans ? " (NaNs)" : "");
-    const vt_pool3d_p p = {{3, 3, 3}, {1, 2, 2}, {1, 1, 1}, 0};
-    int og[3];
-    for (int d = 0; d < 3; d++)
-        og[d] = vt_conv_out(thw[d], p.k[d], p.s[d], p.p[d]);
-    const int64_t L = 1 + grid(thw), Lo = 1 + grid(og);
-    pair x = pmake_q(n * L * c, -1, 1, levels, nans), y = pmake(n * Lo * c, 0, 0);
-    pair dy = pmake(n * Lo * c, -1, 1), dx = pmake(n * L * c, 9, 9);
-    VT_OP(G, token_maxpool_forward, y.g, x.g, n, c, thw, &p);
-    VT_OP(R, token_maxpool_forward, y.r, x.r, n, c, thw, &p);
-    cmp("token_maxpool forward", &y, nans ? BIT_NAN : BIT);
-    VT_OP(G, token_maxpool_backward, dx.g, dy.g, x.g, n, c, thw, &p);
-    VT_OP(R, token_maxpool_backward, dx.r, dy.r, x.r, n, c, thw, &p);
-    cmp("token_maxpool backward", &dx, BIT);
-    VT_OP(G, token_maxpool_backward, dx.g, dy.g, x.g, 0, c, thw, &p);
-    cmp("token_maxpool n == 0 untouched", &dx, BIT);
-    pfree(&x), pfree(&y), pfree(&dy), pfree(&dx);
-}
-
-/* ------------------------------------------------------------------ BF16 ops */
+/* ------------------------------------------------------------------ the ops
+ * Each test runs FP32 (bf16 0) or through the BF16 backend (bf16 1: G is then the BF16
+ * backend; [A] arrays bf16-exact, their results widened by acmp), with the same draws in
+ * the same order either way. */
 
 /* cpu-ref's side of an [A] pair rounded to bf16 in place (the value a single rounding of
  * its float gives), for the BIT checks of the module comment. */
@@ -269,39 +159,59 @@ static void ref16(const pair *p) {
     free(h);
 }
 
-static void test_bf16_pool(int n, int heads, int D, const int thw[3], int s) {
-    printf("bf16 mvit_pool n %d heads %d D %d grid %dx%dx%d stride (1, %d, %d)\n", n, heads, D,
-           thw[0], thw[1], thw[2], s, s);
+/* An [A] array: amake under BF16, else pmake. */
+static pair act_make(int bf16, int64_t n, float lo, float hi) {
+    return bf16 ? amake(n, lo, hi) : pmake(n, lo, hi);
+}
+
+/* An [A] result against cpu-ref: cmp at tol, or under BF16 acmp at tol16, cpu-ref's float
+ * first rounded to bf16 when round_ref (ref16: a result the BF16 path rounds once). The
+ * label gets "bf16 " in front under BF16. */
+static void act_cmp(int bf16, const char *what, const pair *p, double tol, double tol16,
+                    int round_ref) {
+    char label[96];
+    snprintf(label, sizeof label, "%s%s", bf16 ? "bf16 " : "", what);
+    if (!bf16) {
+        cmp(label, p, tol);
+        return;
+    }
+    if (round_ref)
+        ref16(p);
+    acmp(label, p, tol16);
+}
+
+/* mvit_pool of every part, pooled (kernel 3, stride (1, s, s), padding 1) and gathered;
+ * BF16: the forward and dqkv BIT against cpu-ref's float rounded once, dw float. */
+static void test_pool(int bf16, int n, int heads, int D, const int thw[3], int s) {
+    printf("%smvit_pool n %d heads %d D %d grid %dx%dx%d stride (1, %d, %d)\n",
+           bf16 ? "bf16 " : "", n, heads, D, thw[0], thw[1], thw[2], s, s);
     const vt_pool3d_p p = {{3, 3, 3}, {1, s, s}, {1, 1, 1}, 0};
     int og[3];
     for (int d = 0; d < 3; d++)
         og[d] = vt_conv_out(thw[d], p.k[d], p.s[d], p.p[d]);
     const int64_t L = 1 + grid(thw), C3 = 3LL * heads * D;
-    pair qkv = amake(n * L * C3, -1, 1), dqkv = amake(n * L * C3, 5, 6);
+    pair qkv = act_make(bf16, n * L * C3, -1, 1), dqkv = act_make(bf16, n * L * C3, 5, 6);
     for (int part = 0; part < 3; part++)
         for (int pooled = 1; pooled >= 0; pooled--) {
             const int64_t Lo = pooled ? 1 + grid(og) : L, no = (int64_t)n * heads * Lo * D;
             /* the weights and dw float (parameters), as on every path */
             pair w = pmake((int64_t)D * 27, -0.5f, 0.5f), dw = pmake((int64_t)D * 27, -1, 1);
-            pair out = amake(no, 0, 0), dout = amake(no, -1, 1);
+            pair out = act_make(bf16, no, 0, 0), dout = act_make(bf16, no, -1, 1);
             char what[64];
             const float *wg = pooled ? w.g : NULL, *wr = pooled ? w.r : NULL;
             VT_OP(G, mvit_pool_forward, out.g, qkv.g, wg, n, heads, D, part, thw, &p);
             VT_OP(R, mvit_pool_forward, out.r, qkv.r, wr, n, heads, D, part, thw, &p);
-            snprintf(what, sizeof what, "bf16 pool part %d%s forward", part,
-                     pooled ? "" : " (gather)");
-            ref16(&out);
-            acmp(what, &out, BIT);
+            snprintf(what, sizeof what, "pool part %d%s forward", part, pooled ? "" : " (gather)");
+            act_cmp(bf16, what, &out, BIT, BIT, 1);
             VT_OP(G, mvit_pool_backward, dqkv.g, pooled ? dw.g : NULL, dout.g, qkv.g, wg, n,
                   heads, D, part, thw, &p);
             VT_OP(R, mvit_pool_backward, dqkv.r, pooled ? dw.r : NULL, dout.r, qkv.r, wr, n,
                   heads, D, part, thw, &p);
-            snprintf(what, sizeof what, "bf16 pool part %d%s dqkv", part,
-                     pooled ? "" : " (gather)");
-            ref16(&dqkv);
-            acmp(what, &dqkv, BIT);
+            snprintf(what, sizeof what, "pool part %d%s dqkv", part, pooled ? "" : " (gather)");
+            act_cmp(bf16, what, &dqkv, BIT, BIT, 1);
             if (pooled) {
-                snprintf(what, sizeof what, "bf16 pool part %d dw (float, +=)", part);
+                snprintf(what, sizeof what, "%spool part %d dw (float, +=)", bf16 ? "bf16 " : "",
+                         part);
                 cmp(what, &dw, TOL_DSUM);
             }
             pfree(&w), pfree(&dw), pfree(&out), pfree(&dout);
@@ -309,11 +219,12 @@ static void test_bf16_pool(int n, int heads, int D, const int thw[3], int s) {
     pfree(&qkv), pfree(&dqkv);
 }
 
-/* BF16 attention: q, k, v, dout bf16-exact, the tables float; bq > 0: in query blocks. */
-static void test_bf16_attention(int n, int H, int D, const int qthw[3], const int kthw[3],
-                                int rel, int residual, int bq) {
-    printf("bf16 mvit_attention n %d H %d D %d q %dx%dx%d k %dx%dx%d%s%s%s\n", n, H, D, qthw[0],
-           qthw[1], qthw[2], kthw[0], kthw[1], kthw[2], rel ? " rel" : "",
+/* bq > 0: VT_CUDA_MVIT_BQ, the cuda side in blocks of bq queries. BF16: q, k, v, dout
+ * bf16-exact, the tables, lse and the tables' gradients float. */
+static void test_attention(int bf16, int n, int H, int D, const int qthw[3], const int kthw[3],
+                           int rel, int residual, int bq) {
+    printf("%smvit_attention n %d H %d D %d q %dx%dx%d k %dx%dx%d%s%s%s\n", bf16 ? "bf16 " : "",
+           n, H, D, qthw[0], qthw[1], qthw[2], kthw[0], kthw[1], kthw[2], rel ? " rel" : "",
            residual ? " residual" : "", bq ? " in query blocks" : "");
     char v[16];
     snprintf(v, sizeof v, "%d", bq);
@@ -324,11 +235,14 @@ static void test_bf16_attention(int n, int H, int D, const int qthw[3], const in
     int64_t tab[3];
     for (int a = 0; a < 3; a++)
         tab[a] = (2LL * VT_MAX(qthw[a], kthw[a]) - 1) * D;
-    pair q = amake(nq, -1, 1), k = amake(nk, -1, 1), vv = amake(nk, -1, 1);
+    pair q = act_make(bf16, nq, -1, 1), k = act_make(bf16, nk, -1, 1);
+    pair vv = act_make(bf16, nk, -1, 1);
     pair rt = pmake(tab[0], -0.5f, 0.5f), rh = pmake(tab[1], -0.5f, 0.5f),
          rw = pmake(tab[2], -0.5f, 0.5f);
-    pair out = amake(nq, 0, 0), lse = pmake(n * H * Lq, 0, 0), dout = amake(nq, -1, 1);
-    pair dq = amake(nq, 7, 7), dk = amake(nk, 7, 7), dv = amake(nk, 7, 7);
+    pair out = act_make(bf16, nq, 0, 0), lse = pmake(n * H * Lq, 0, 0);
+    pair dout = act_make(bf16, nq, -1, 1);
+    pair dq = act_make(bf16, nq, 7, 7), dk = act_make(bf16, nk, 7, 7);
+    pair dv = act_make(bf16, nk, 7, 7);
     pair drt = pmake(tab[0], -1, 1), drh = pmake(tab[1], -1, 1), drw = pmake(tab[2], -1, 1);
 #define TABS(s) rel ? rh.s : NULL, rel ? rw.s : NULL, rel ? rt.s : NULL
 #define DTABS(s) rel ? drh.s : NULL, rel ? drw.s : NULL, rel ? drt.s : NULL
@@ -336,19 +250,26 @@ static void test_bf16_attention(int n, int H, int D, const int qthw[3], const in
           residual);
     VT_OP(R, mvit_attention_forward, out.r, lse.r, q.r, k.r, vv.r, TABS(r), n, H, D, qthw, kthw,
           residual);
-    acmp("bf16 attention out", &out, TOL_ATT16_OUT);
-    cmp("bf16 attention lse (float)", &lse, TOL_ATT);
+    act_cmp(bf16, "attention out", &out, TOL_ATT, TOL_ATT16_OUT, 0);
+    cmp(bf16 ? "bf16 attention lse (float)" : "attention lse", &lse, TOL_ATT);
     VT_OP(G, mvit_attention_backward, dq.g, dk.g, dv.g, DTABS(g), dout.g, q.g, k.g, vv.g, TABS(g),
           lse.g, n, H, D, qthw, kthw, residual);
     VT_OP(R, mvit_attention_backward, dq.r, dk.r, dv.r, DTABS(r), dout.r, q.r, k.r, vv.r, TABS(r),
           lse.r, n, H, D, qthw, kthw, residual);
-    acmp("bf16 attention dq", &dq, TOL_ATT16_GRAD);
-    acmp("bf16 attention dk", &dk, TOL_ATT16_GRAD);
-    acmp("bf16 attention dv", &dv, TOL_ATT16_GRAD);
+    act_cmp(bf16, "attention dq", &dq, TOL_ATT, TOL_ATT16_GRAD, 0);
+    act_cmp(bf16, "attention dk", &dk, TOL_ATT, TOL_ATT16_GRAD, 0);
+    act_cmp(bf16, "attention dv", &dv, TOL_ATT, TOL_ATT16_GRAD, 0);
     if (rel) {
-        cmp("bf16 attention drt (float, +=)", &drt, TOL_TAB);
-        cmp("bf16 attention drh (float, +=)", &drh, TOL_TAB);
-        cmp("bf16 attention drw (float, +=)", &drw, TOL_TAB);
+        cmp(bf16 ? "bf16 attention drt (float, +=)" : "attention drt (+=)", &drt, TOL_TAB);
+        cmp(bf16 ? "bf16 attention drh (float, +=)" : "attention drh (+=)", &drh, TOL_TAB);
+        cmp(bf16 ? "bf16 attention drw (float, +=)" : "attention drw (+=)", &drw, TOL_TAB);
+    }
+    if (!bf16) { /* n == 0: nothing written */
+        VT_OP(G, mvit_attention_forward, out.g, lse.g, q.g, k.g, vv.g, TABS(g), 0, H, D, qthw,
+              kthw, residual);
+        VT_OP(G, mvit_attention_backward, dq.g, dk.g, dv.g, DTABS(g), dout.g, q.g, k.g, vv.g,
+              TABS(g), lse.g, 0, H, D, qthw, kthw, residual);
+        cmp("attention n == 0 untouched", &dq, TOL_ATT);
     }
 #undef TABS
 #undef DTABS
@@ -358,22 +279,30 @@ static void test_bf16_attention(int n, int H, int D, const int qthw[3], const in
     pfree(&drw);
 }
 
-static void test_bf16_maxpool(int n, int c, const int thw[3]) {
-    printf("bf16 token_maxpool n %d c %d grid %dx%dx%d\n", n, c, thw[0], thw[1], thw[2]);
+/* levels, nans: FP32 only (BF16 draws uniform values). nans > 0: about one input in nans
+ * a NaN (the forward then holds NaNs: BIT_NAN). BF16: the forward copies bf16 values (BIT
+ * as they are), the backward BIT against cpu-ref's float rounded once. */
+static void test_maxpool(int bf16, int n, int c, const int thw[3], int levels, int nans) {
+    printf("%stoken_maxpool n %d c %d grid %dx%dx%d%s%s\n", bf16 ? "bf16 " : "", n, c, thw[0],
+           thw[1], thw[2], levels ? " (ties)" : "", nans ? " (NaNs)" : "");
     const vt_pool3d_p p = {{3, 3, 3}, {1, 2, 2}, {1, 1, 1}, 0};
     int og[3];
     for (int d = 0; d < 3; d++)
         og[d] = vt_conv_out(thw[d], p.k[d], p.s[d], p.p[d]);
     const int64_t L = 1 + grid(thw), Lo = 1 + grid(og);
-    pair x = amake(n * L * c, -1, 1), y = amake(n * Lo * c, 0, 0);
-    pair dy = amake(n * Lo * c, -1, 1), dx = amake(n * L * c, 9, 9);
+    pair x = bf16 ? amake(n * L * c, -1, 1) : pmake_q(n * L * c, -1, 1, levels, nans);
+    pair y = act_make(bf16, n * Lo * c, 0, 0);
+    pair dy = act_make(bf16, n * Lo * c, -1, 1), dx = act_make(bf16, n * L * c, 9, 9);
     VT_OP(G, token_maxpool_forward, y.g, x.g, n, c, thw, &p);
     VT_OP(R, token_maxpool_forward, y.r, x.r, n, c, thw, &p);
-    acmp("bf16 token_maxpool forward", &y, BIT);
+    act_cmp(bf16, "token_maxpool forward", &y, nans ? BIT_NAN : BIT, BIT, 0);
     VT_OP(G, token_maxpool_backward, dx.g, dy.g, x.g, n, c, thw, &p);
     VT_OP(R, token_maxpool_backward, dx.r, dy.r, x.r, n, c, thw, &p);
-    ref16(&dx);
-    acmp("bf16 token_maxpool backward", &dx, BIT);
+    act_cmp(bf16, "token_maxpool backward", &dx, BIT, BIT, 1);
+    if (!bf16) {
+        VT_OP(G, token_maxpool_backward, dx.g, dy.g, x.g, 0, c, thw, &p);
+        cmp("token_maxpool n == 0 untouched", &dx, BIT);
+    }
     pfree(&x), pfree(&y), pfree(&dy), pfree(&dx);
 }
 
@@ -389,39 +318,40 @@ int main(void) {
     vt_rng_seed(&rng, 4545);
     R = vt_backend_cpu_ref_init(0);
     G = vt_backend_cuda_init(0, 0);
-    test_pool(2, 2, 8, (const int[3]){2, 6, 6}, 2);
-    test_pool(4, 2, 8, (const int[3]){4, 16, 16}, 2); /* 2048 windows: dw in 4 chunks */
-    test_pool(2, 1, 16, (const int[3]){3, 5, 7}, 1);
+    test_pool(0, 2, 2, 8, (const int[3]){2, 6, 6}, 2);
+    test_pool(0, 4, 2, 8, (const int[3]){4, 16, 16}, 2); /* 2048 windows: dw in 4 chunks */
+    test_pool(0, 2, 1, 16, (const int[3]){3, 5, 7}, 1);
     /* keys pooled coarser than the queries (MViT), clips batched (n > heads) */
-    test_attention(2, 1, 8, (const int[3]){2, 4, 4}, (const int[3]){2, 2, 2}, 1, 1, 0);
-    test_attention(2, 1, 8, (const int[3]){2, 4, 4}, (const int[3]){2, 2, 2}, 1, 1, 5);
+    test_attention(0, 2, 1, 8, (const int[3]){2, 4, 4}, (const int[3]){2, 2, 2}, 1, 1, 0);
+    test_attention(0, 2, 1, 8, (const int[3]){2, 4, 4}, (const int[3]){2, 2, 2}, 1, 1, 5);
     /* heads batched, q coarser than k, whole and in blocks of 4 */
-    test_attention(1, 3, 8, (const int[3]){1, 2, 3}, (const int[3]){2, 4, 3}, 1, 1, 0);
-    test_attention(1, 3, 8, (const int[3]){1, 2, 3}, (const int[3]){2, 4, 3}, 1, 1, 4);
-    test_attention(2, 2, 16, (const int[3]){2, 3, 3}, (const int[3]){2, 3, 3}, 1, 0, 0);
-    test_attention(3, 2, 16, (const int[3]){2, 3, 3}, (const int[3]){1, 2, 2}, 0, 0, 7); /* v1 */
-    test_attention(2, 2, 16, (const int[3]){2, 3, 3}, (const int[3]){1, 1, 1}, 0, 1, 0);
+    test_attention(0, 1, 3, 8, (const int[3]){1, 2, 3}, (const int[3]){2, 4, 3}, 1, 1, 0);
+    test_attention(0, 1, 3, 8, (const int[3]){1, 2, 3}, (const int[3]){2, 4, 3}, 1, 1, 4);
+    test_attention(0, 2, 2, 16, (const int[3]){2, 3, 3}, (const int[3]){2, 3, 3}, 1, 0, 0);
+    /* v1 */
+    test_attention(0, 3, 2, 16, (const int[3]){2, 3, 3}, (const int[3]){1, 2, 2}, 0, 0, 7);
+    test_attention(0, 2, 2, 16, (const int[3]){2, 3, 3}, (const int[3]){1, 1, 1}, 0, 1, 0);
     /* mvit_v2_s's first stage, scaled down: head_dim 96, 785 queries, 17 keys */
-    test_attention(2, 1, 96, (const int[3]){4, 14, 14}, (const int[3]){4, 2, 2}, 1, 1, 0);
-    test_attention(2, 1, 96, (const int[3]){4, 14, 14}, (const int[3]){4, 2, 2}, 1, 1, 256);
-    test_maxpool(2, 16, (const int[3]){4, 8, 8}, 0, 0);
-    test_maxpool(3, 8, (const int[3]){3, 7, 9}, 3, 0); /* values 0, 1, 2: ties everywhere */
+    test_attention(0, 2, 1, 96, (const int[3]){4, 14, 14}, (const int[3]){4, 2, 2}, 1, 1, 0);
+    test_attention(0, 2, 1, 96, (const int[3]){4, 14, 14}, (const int[3]){4, 2, 2}, 1, 1, 256);
+    test_maxpool(0, 2, 16, (const int[3]){4, 8, 8}, 0, 0);
+    test_maxpool(0, 3, 8, (const int[3]){3, 7, 9}, 3, 0); /* values 0, 1, 2: ties everywhere */
     /* NaNs among ties: a window of 27 taps holds none (~25%), one (~35%) or several */
-    test_maxpool(3, 8, (const int[3]){3, 7, 9}, 3, 20);
+    test_maxpool(0, 3, 8, (const int[3]){3, 7, 9}, 3, 20);
     vt_backend *g32 = G, *g16 = vt_backend_cuda_init(0, 0);
     char err[256];
     const int bf16 = vt_backend_set_precision(g16, VT_PREC_BF16, err, sizeof err) == 0;
     if (bf16) { /* the same checks through G, now the BF16 backend */
         G = g16;
-        test_bf16_pool(2, 2, 8, (const int[3]){2, 6, 6}, 2);
-        test_bf16_pool(4, 2, 8, (const int[3]){4, 16, 16}, 2); /* dw in 4 chunks */
-        test_bf16_attention(2, 1, 8, (const int[3]){2, 4, 4}, (const int[3]){2, 2, 2}, 1, 1, 0);
-        test_bf16_attention(2, 1, 8, (const int[3]){2, 4, 4}, (const int[3]){2, 2, 2}, 1, 1, 5);
-        test_bf16_attention(1, 3, 8, (const int[3]){1, 2, 3}, (const int[3]){2, 4, 3}, 1, 1, 4);
-        test_bf16_attention(3, 2, 16, (const int[3]){2, 3, 3}, (const int[3]){1, 2, 2}, 0, 0, 7);
-        test_bf16_attention(2, 1, 96, (const int[3]){4, 14, 14}, (const int[3]){4, 2, 2}, 1, 1,
+        test_pool(1, 2, 2, 8, (const int[3]){2, 6, 6}, 2);
+        test_pool(1, 4, 2, 8, (const int[3]){4, 16, 16}, 2); /* dw in 4 chunks */
+        test_attention(1, 2, 1, 8, (const int[3]){2, 4, 4}, (const int[3]){2, 2, 2}, 1, 1, 0);
+        test_attention(1, 2, 1, 8, (const int[3]){2, 4, 4}, (const int[3]){2, 2, 2}, 1, 1, 5);
+        test_attention(1, 1, 3, 8, (const int[3]){1, 2, 3}, (const int[3]){2, 4, 3}, 1, 1, 4);
+        test_attention(1, 3, 2, 16, (const int[3]){2, 3, 3}, (const int[3]){1, 2, 2}, 0, 0, 7);
+        test_attention(1, 2, 1, 96, (const int[3]){4, 14, 14}, (const int[3]){4, 2, 2}, 1, 1,
                             256);
-        test_bf16_maxpool(2, 16, (const int[3]){4, 8, 8});
+        test_maxpool(1, 2, 16, (const int[3]){4, 8, 8}, 0, 0);
         G = g32;
     } else {
         printf("BF16: not on this GPU (%s): bf16 checks skipped\n", err);

@@ -31,6 +31,7 @@
 #include "models/registry.h"
 #include "pipeline/parallel/towers/tower.h"
 #include "tests/apputil.h"
+#include "tests/towerutil.h"
 
 typedef struct run_out {
     float *grads;
@@ -205,17 +206,9 @@ static float *tower_run(const char *model, int ntowers, const int64_t *budgets,
     cfg.batch = 6;
     cfg.ckpt_act = mode;
     cfg.policy.kind = VT_SLICE_MEMORY;
-    cfg.devices.n = ntowers;
-    for (int i = 0; i < ntowers; i++) {
-        vt_device *d = &cfg.devices.dev[i];
-        memset(d, 0, sizeof *d);
-        snprintf(d->name, sizeof d->name, "cpu%d", i);
-        snprintf(d->backend, sizeof d->backend, "cpu");
-        d->ordinal = i;
-        d->threads = 1;
-        d->budget = budgets[i];
-        d->slowdown = 1;
-    }
+    vt_test_cpu_towers(&cfg, ntowers);
+    for (int i = 0; i < ntowers; i++)
+        cfg.devices.dev[i].budget = budgets[i];
     char err[512];
     vt_towers *t = vt_towers_init(&cfg, err, sizeof err);
     TCHECK(t != NULL, "towers: %s", err);

@@ -36,6 +36,7 @@
 #include "models/optim.h"
 #include "pipeline/parallel/towers/tower.h"
 #include "tests/apputil.h"
+#include "tests/towerutil.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
@@ -79,34 +80,10 @@ static vt_towers *towers_new(vt_opt_kind kind, int ntowers, int sync_bn) {
     cfg.bucket_mb = 0;
     char err[512];
     vt_slice_policy_parse(&cfg.policy, ntowers == 2 ? "manual:4,4" : "equal", err, sizeof err);
-    cfg.devices.n = ntowers;
-    for (int i = 0; i < ntowers; i++) {
-        vt_device *d = &cfg.devices.dev[i];
-        memset(d, 0, sizeof *d);
-        snprintf(d->name, sizeof d->name, "cpu%d", i);
-        snprintf(d->backend, sizeof d->backend, "cpu");
-        d->ordinal = i;
-        d->threads = 1;
-        d->slowdown = 1;
-    }
+    vt_test_cpu_towers(&cfg, ntowers);
     vt_towers *t = vt_towers_init(&cfg, err, sizeof err);
     TCHECK(t != NULL, "init: %s", err);
     return t;
-}
-
-/* Replica r's parameters, buffers and optimizer state in one host array (CPU towers:
- * host memory), and its step count. */
-static float *state_of(vt_towers *t, int r, int64_t *n, int64_t *step) {
-    vt_net *net = vt_towers_net(t, r);
-    vt_optim *o = vt_towers_optim(t, r);
-    int64_t np = vt_net_num_params(net), nb = vt_net_num_buffers(net), ns = vt_optim_state_len(o);
-    *n = np + nb + ns;
-    float *s = vt_malloc((size_t)VT_MAX(*n, 1) * sizeof(float));
-    memcpy(s, vt_net_params(net), (size_t)np * sizeof(float));
-    memcpy(s + np, vt_net_buffers(net), (size_t)nb * sizeof(float));
-    memcpy(s + np + nb, vt_optim_state(o), (size_t)ns * sizeof(float));
-    *step = vt_optim_step_count(o);
-    return s;
 }
 
 static void late_equals_sync(const char *what, vt_opt_kind kind, int ntowers, int sync_bn,
@@ -141,7 +118,8 @@ static void late_equals_sync(const char *what, vt_opt_kind kind, int ntowers, in
            NSTEP, want_late ? NSTEP : 0);
     TCHECK(clipped >= 2, "%s: only %d steps clipped (the test needs clipping)", what, clipped);
     int64_t ns, nl, ss, sl;
-    float *xs = state_of(ts, 0, &ns, &ss), *xl = state_of(tl, 0, &nl, &sl);
+    float *xs = vt_test_replica_state(ts, 0, &ns, &ss);
+    float *xl = vt_test_replica_state(tl, 0, &nl, &sl);
     TCHECK(ss == NSTEP - 1 && sl == ss, "%s: step counts %lld (at once) and %lld (late), want %d",
            what, (long long)ss, (long long)sl, NSTEP - 1);
     TCHECK(ns == nl && !memcmp(xs, xl, (size_t)ns * sizeof(float)),

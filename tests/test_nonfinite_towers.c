@@ -24,6 +24,7 @@
 #include "models/optim.h"
 #include "pipeline/parallel/towers/tower.h"
 #include "tests/testutil.h"
+#include "tests/towerutil.h"
 
 #define NCLASS 3
 #define B 8
@@ -64,33 +65,10 @@ static vt_towers *towers_new(const char *model, int ntowers, int exact_off, int 
     cfg.bucket_mb = 0;
     char err[512];
     vt_slice_policy_parse(&cfg.policy, ntowers == 2 ? "manual:4,4" : "equal", err, sizeof err);
-    cfg.devices.n = ntowers;
-    for (int i = 0; i < ntowers; i++) {
-        vt_device *d = &cfg.devices.dev[i];
-        memset(d, 0, sizeof *d);
-        snprintf(d->name, sizeof d->name, "cpu%d", i);
-        snprintf(d->backend, sizeof d->backend, "cpu");
-        d->ordinal = i;
-        d->threads = 1;
-        d->slowdown = 1;
-    }
+    vt_test_cpu_towers(&cfg, ntowers);
     vt_towers *t = vt_towers_init(&cfg, err, sizeof err);
     TCHECK(t != NULL, "init: %s", err);
     return t;
-}
-
-/* Replica r's parameters, buffers and optimizer state, one host array, and its step count. */
-static float *state_of(vt_towers *t, int r, int64_t *n, int64_t *step) {
-    vt_net *net = vt_towers_net(t, r);
-    vt_optim *o = vt_towers_optim(t, r);
-    int64_t np = vt_net_num_params(net), nb = vt_net_num_buffers(net), ns = vt_optim_state_len(o);
-    *n = np + nb + ns;
-    float *s = vt_malloc((size_t)VT_MAX(*n, 1) * sizeof(float));
-    memcpy(s, vt_net_params(net), (size_t)np * sizeof(float));
-    memcpy(s + np, vt_net_buffers(net), (size_t)nb * sizeof(float));
-    memcpy(s + np + nb, vt_optim_state(o), (size_t)ns * sizeof(float));
-    *step = vt_optim_step_count(o);
-    return s;
 }
 
 /* Steps over batches[0..nb) (lr 0.05); returns replica 0's state; checks that every
@@ -107,10 +85,10 @@ static float *train(const char *what, const char *model, int ntowers, int exact_
         TCHECK(st.skipped == want_skip[k], "%s: step %d skipped=%d, want %d (loss %g, norm %g)",
                what, k + 1, st.skipped, want_skip[k], st.loss, (double)st.grad_norm);
     }
-    float *s0 = state_of(t, 0, n, step);
+    float *s0 = vt_test_replica_state(t, 0, n, step);
     for (int r = 1; r < vt_towers_count(t); r++) {
         int64_t nr, sr;
-        float *s = state_of(t, r, &nr, &sr);
+        float *s = vt_test_replica_state(t, r, &nr, &sr);
         TCHECK(nr == *n && sr == *step && !memcmp(s, s0, (size_t)*n * sizeof(float)),
                "%s: replica %d differs from replica 0", what, r);
         free(s);
@@ -173,7 +151,8 @@ static void diverge(void) {
         vt_towers_train_step(t1, &b, 10.0f, &s1);
         vt_towers_train_step(t2, &b, 10.0f, &s2);
         int64_t n1, n2, st1, st2;
-        float *a = state_of(t1, 0, &n1, &st1), *c = state_of(t2, 0, &n2, &st2);
+        float *a = vt_test_replica_state(t1, 0, &n1, &st1);
+        float *c = vt_test_replica_state(t2, 0, &n2, &st2);
         parted = n1 != n2 || st1 != st2 || memcmp(a, c, (size_t)n1 * sizeof(float)) ||
                  s1.skipped != s2.skipped;
         TCHECK(!parted, "lr 10, step %d: one tower and two part (loss %g / %g, norm %g / %g, "

@@ -193,10 +193,10 @@ static vt_towers *bench_plan(const bench_args *ba, vt_towers_cfg *cfg, int *batc
         *rc_out = 2;
         return NULL;
     }
-    if (ba->split_given && vt_towers_count_all(tw) < 2) {
-        fprintf(stderr, "vidtrain bench step: --tower-split %s: one tower takes the whole "
-                "batch, so there is nothing to split; leave it out, or give several towers "
-                "(--devices cpu:2, --gpus 2)\n", ba->sa.tower_split);
+    char serr[512];
+    if (vt_tower_split_check(ba->split_given ? ba->sa.tower_split : NULL,
+                             vt_towers_count_all(tw), serr, sizeof serr) != 0) {
+        fprintf(stderr, "vidtrain bench step: %s\n", serr);
         vt_towers_free(&tw);
         *rc_out = 2;
         return NULL;

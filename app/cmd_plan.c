@@ -107,10 +107,9 @@ int vt_cmd_plan(int argc, char **argv) {
         vt_memplan_free(&mpc);
         return 2;
     }
-    if (vt_opts_given_has(&given, "--tower-split") && devs.n < 2) {
-        fprintf(stderr, "vidtrain plan: --tower-split %s: one tower takes the whole batch, so "
-                "there is nothing to split; leave it out, or give several towers (--devices "
-                "cpu:2, --gpus 2)\n", sa.tower_split);
+    if (vt_tower_split_check(vt_opts_given_has(&given, "--tower-split") ? sa.tower_split : NULL,
+                             devs.n, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain plan: %s\n", err);
         vt_memplan_free(&mp);
         vt_memplan_free(&mpc);
         return 2;

@@ -426,3 +426,12 @@ int vt_devices_check_precision(const vt_device_list *l, vt_precision p, char *er
                "cuda[:I]", names);
     return -1;
 }
+
+int vt_tower_split_check(const char *policy, int ntowers, char *err, size_t errlen) {
+    if (!policy || ntowers >= 2)
+        return 0;
+    vt_set_err(err, errlen, "--tower-split %s: one tower takes the whole batch, so there is "
+               "nothing to split; leave it out, or give several towers (--devices cpu:2, --gpus "
+               "2)", policy);
+    return -1;
+}

@@ -70,4 +70,10 @@ int vt_device_args_unused(const vt_device_args *a, char *err, size_t errlen);
 int vt_devices_check_precision(const vt_device_list *l, vt_precision p, char *err,
                                size_t errlen);
 
+/* --tower-split POLICY given (policy non-NULL; NULL: not given) for a run of ntowers
+ * towers, every process's counted: -1 with err when there are fewer than two (one tower
+ * takes the whole batch: nothing to split, docs/style.md §17), else 0. train, bench step,
+ * eval, predict, embed and plan refuse with it. */
+int vt_tower_split_check(const char *policy, int ntowers, char *err, size_t errlen);
+
 #endif

@@ -170,12 +170,8 @@ int vt_run_model_load(vt_run_model *m, const vt_device_args *da, const char *pol
         return -1;
     /* docs/style.md §17: a policy given where nothing splits is refused, not ignored (the
      * towers of every process count: under mpirun a rank may hold one) */
-    if (policy && vt_towers_count_all(m->towers) < 2) {
-        vt_set_err(err, errlen, "--tower-split %s: one tower takes the whole batch, so there "
-                   "is nothing to split; leave it out, or give several towers (--devices "
-                   "cpu:2, --gpus 2)", policy);
+    if (vt_tower_split_check(policy, vt_towers_count_all(m->towers), err, errlen) != 0)
         return -2;
-    }
     return vt_run_load(m->ckpt, m->towers, 0, NULL, err, errlen);
 }
 

@@ -351,10 +351,10 @@ static int build_towers(vt_train *t) {
     }
     /* how a batch splits over towers, given for one tower (of every process): nothing to
      * split */
-    if (vt_opts_given_has(&t->cli, "--tower-split") && vt_towers_count_all(t->towers) < 2) {
-        fprintf(stderr, "vidtrain train: --tower-split %s: one tower takes the whole batch, so "
-                "there is nothing to split; leave it out, or give several towers (--devices "
-                "cpu:2, --gpus 2)\n", o->tower_split);
+    char serr[512];
+    if (vt_tower_split_check(vt_opts_given_has(&t->cli, "--tower-split") ? o->tower_split : NULL,
+                             vt_towers_count_all(t->towers), serr, sizeof serr) != 0) {
+        fprintf(stderr, "vidtrain train: %s\n", serr);
         return 2;
     }
     /* the batch-norm switches given to a net without batch norm switch nothing */

@@ -36,6 +36,7 @@
 #include "models/optim.h"
 #include "pipeline/parallel/towers/tower.h"
 #include "tests/apputil.h"
+#include "tests/jsonlines.h"
 #include "tests/towerutil.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -201,57 +202,27 @@ static void host_waits(void) {
 
 /* ---- the command (command_runs) ---- */
 
-/* metrics.jsonl's lines without their timings (clips_per_s, data_wait, seconds, and the
- * epoch's plan line's figures stay), one canonical line each; NULL if unreadable. */
-static char *metrics_untimed(const char *run) {
+/* run's metrics.jsonl, its lines parsed (jsonlines.h; a line that is not JSON fails). */
+static cJSON **metrics_lines(const char *run, int *n) {
     char p[4400];
     snprintf(p, sizeof p, "%s/metrics.jsonl", run);
-    long len = 0;
-    char *s = vt_test_slurp(p, &len);
-    if (!s)
-        return NULL;
-    static const char *const timed[] = {"clips_per_s", "data_wait", "seconds", "step_s",
-                                        "wait_s", NULL};
-    size_t cap = (size_t)len * 2 + 1, at = 0;
-    char *out = vt_calloc(cap, 1);
-    for (char *line = strtok(s, "\n"); line; line = strtok(NULL, "\n")) {
-        cJSON *j = cJSON_Parse(line);
-        if (!j)
-            continue;
-        for (int k = 0; timed[k]; k++)
-            cJSON_DeleteItemFromObjectCaseSensitive(j, timed[k]);
-        char *t = cJSON_PrintUnformatted(j);
-        size_t n = strlen(t);
-        if (at + n + 2 < cap) {
-            memcpy(out + at, t, n);
-            at += n;
-            out[at++] = '\n';
-        }
-        free(t);
-        cJSON_Delete(j);
-    }
-    free(s);
-    return out;
+    return vt_read_lines(p, n);
 }
 
 /* Counts of steps with "skipped":true and with a grad_norm past `clip` in run's metrics. */
 static void metrics_counts(const char *run, float clip, int *skipped, int *clipped) {
-    char p[4400];
-    snprintf(p, sizeof p, "%s/metrics.jsonl", run);
-    long len = 0;
-    char *s = vt_test_slurp(p, &len);
+    int n;
+    cJSON **l = metrics_lines(run, &n);
     *skipped = *clipped = 0;
-    for (char *line = s ? strtok(s, "\n") : NULL; line; line = strtok(NULL, "\n")) {
-        cJSON *j = cJSON_Parse(line);
-        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(j, "kind");
+    for (int i = 0; i < n; i++) {
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(l[i], "kind");
         if (cJSON_IsString(kind) && !strcmp(kind->valuestring, "step")) {
-            *skipped += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "skipped"));
-            const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, "grad_norm");
+            *skipped += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(l[i], "skipped"));
+            const cJSON *g = cJSON_GetObjectItemCaseSensitive(l[i], "grad_norm");
             *clipped += cJSON_IsNumber(g) && g->valuedouble > clip;
         }
-        cJSON_Delete(j);
     }
-    free(s);
+    vt_free_lines(l, n);
 }
 
 /* run a's and run b's checkpoint `file`: every tensor the same bits (the optimizer's state
@@ -266,12 +237,23 @@ static void same_ckpt(const char *a, const char *b, const char *file, const char
            "bitwise %d)", what, pb, pa, d, c.exact, c.bitwise);
 }
 
+/* a's and b's metrics.jsonl: the same lines once their timings are left out. */
 static void same_metrics(const char *a, const char *b, const char *what) {
-    char *ma = metrics_untimed(a), *mb = metrics_untimed(b);
-    TCHECK(ma && mb && !strcmp(ma, mb), "%s: %s/metrics.jsonl and %s/metrics.jsonl differ "
-           "beyond their timings", what, a, b);
-    free(ma);
-    free(mb);
+    static const char *const timed[] = {"clips_per_s", "data_wait", "seconds", "step_s",
+                                        "wait_s", NULL};
+    int na, nb, same = 0;
+    cJSON **la = metrics_lines(a, &na), **lb = metrics_lines(b, &nb);
+    for (int i = 0; na == nb && i < na; i++) {
+        for (int k = 0; timed[k]; k++) {
+            cJSON_DeleteItemFromObjectCaseSensitive(la[i], timed[k]);
+            cJSON_DeleteItemFromObjectCaseSensitive(lb[i], timed[k]);
+        }
+        same += cJSON_Compare(la[i], lb[i], 1) != 0;
+    }
+    TCHECK(na > 0 && na == nb && same == na, "%s: %s/metrics.jsonl and %s/metrics.jsonl differ "
+           "beyond their timings (%d and %d lines, %d the same)", what, a, b, na, nb, same);
+    vt_free_lines(la, na);
+    vt_free_lines(lb, nb);
 }
 
 /* `vidtrain train` with clipping (--clip-norm 20), 18 steps (3 epochs of 6) that clip and

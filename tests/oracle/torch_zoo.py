@@ -185,8 +185,8 @@ def build(model, classes, t=16, h=112, w=112):
     if model == "s3d_block":
         return S3DBlock(classes)
     if model.startswith("x3d_"):  # pytorchvideo's X3D, in plain torch (torch_x3d.py)
-        import torch_x3d
-        return torch_x3d.build(model, classes, t, h, w)
+        import torch_x3d  # dropout 0: vidtrain's --dropout default (pytorchvideo's is 0.5,
+        return torch_x3d.build(model, classes, t, h, w, dropout=0.0)  # a random mask per run)
     raise SystemExit(f"unknown model {model}")
 
 

@@ -12,7 +12,7 @@
  *   - on an imbalanced copy, --balance logit (two towers) and --balance loss (one);
  *   - x3d_xs (pytorchvideo's X3D) on the default recipe, 4 steps;
  *   - vit_test fine-tuned with the transformer recipe (AdamW, layer decay, head x10,
- *     weight-decay exemptions) on two towers, against torch.optim.AdamW's groups.
+ *     weight-decay exemptions, drop path) on two towers, against torch.optim.AdamW's groups.
  * It also checks that the dump says where every clip came from, within its video.
  */
 #include <math.h>
@@ -168,11 +168,12 @@ int main(void) {
 
     /* 6. A transformer fine-tuned with its recipe, on two towers 3:2: vit_test (VideoMAE's
      * ViT, 2 blocks) from a checkpoint of its own, so AdamW (wd 0.05), layer decay 0.75,
-     * the head at x10, no decay on 1-D tensors and biases, label smoothing 0.1; drop path
-     * off (its masks are vidtrain's draw). The twin builds torch.optim.AdamW's groups by
-     * VideoMAE's and timm's published rules (torch_twin.py param_groups), never from
-     * vidtrain's numbers: a layer multiplier one power off puts a step at NMSE 0.1, one
-     * LayerNorm gain decayed at 0.01. */
+     * the head at x10, no decay on 1-D tensors and biases, label smoothing 0.1, drop path
+     * 0.1 (block 1's branches; the twin replays vidtrain's per-clip draw from each step's
+     * drop_seed). The twin builds torch.optim.AdamW's groups by VideoMAE's and timm's
+     * published rules (torch_twin.py param_groups), never from vidtrain's numbers: a
+     * layer multiplier one power off puts a step at NMSE 0.1, one LayerNorm gain decayed
+     * at 0.01, drop path left out (at 0.5) at 1.4. */
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/run_vit0' --model vit_test --clip 8x32 "
                     "--stride 2 --batch 5 --epochs 1 --seed 3 --val-split 0.25 --no-flip "
                     "--workers 2 -q > '%s/train_vit0.log' 2>&1", bin, dir, dir, dir);
@@ -180,7 +181,7 @@ int main(void) {
     snprintf(dump, sizeof dump, "%s/dump_vit", dir);
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/run_vit' --model vit_test --clip 8x32 "
                     "--stride 2 --batch 5 --epochs 2 --seed 3 --val-split 0.25 --no-flip "
-                    "--init '%s/run_vit0/best.safetensors' --drop-path 0 --devices cpu:2 "
+                    "--init '%s/run_vit0/best.safetensors' --devices cpu:2 "
                     "--tower-split manual:3,2 --workers 2 -q --dump '%s' > '%s/train_vit.log' "
                     "2>&1", bin, dir, dir, dir, dump, dir);
     TCHECK(rc == 0, "train --model vit_test --init --dump (see %s/train_vit.log)", dir);

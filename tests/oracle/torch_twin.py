@@ -337,8 +337,13 @@ class Replay:
                            int(info['crop']), int(info['crop'])).to(dtype)
         meta = read_safetensors(os.path.join(d, 'state_000000.safetensors'))[0]
         cfg = json.loads(meta.get('vidtrain_config', '{}'))
-        for k in ('drop_path', 'mixup', 'cutmix'):  # random draws of vidtrain's own
-            assert float(cfg.get(k, 0)) == 0, f'--{k.replace("_", "-")} 0: the twin draws no masks'
+        for k in ('mixup', 'cutmix'):  # random draws of vidtrain's own
+            assert float(cfg.get(k, 0)) == 0, f'--{k} 0: the twin draws no mixes'
+        # drop path: vidtrain's per-clip draw, replayed from each step's drop_seed
+        # (torch_vit.drop_path_scales, checked against vidtrain in test_zoo_vit)
+        self.drop_path = float(cfg.get('drop_path', 0))
+        from torch_zoo import VIT_SPECS
+        assert self.drop_path == 0 or info['model'] in VIT_SPECS, 'drop path: ViTs only'
         assert int(cfg.get('freeze', -1)) < 0, 'the twin freezes nothing'
         groups = param_groups(self.model, info, cfg)
         if info['optim'] == 'adamw':
@@ -388,6 +393,13 @@ class Replay:
         stepped to s's step by the caller."""
         x, y = self.batch(s)
         self.model.train()
+        if self.drop_path > 0:
+            from torch_vit import drop_path_scales
+            blocks = self.model.blocks
+            scales = drop_path_scales(int(s['drop_seed']), x.shape[0], len(blocks),
+                                      self.drop_path)
+            for b, sc in zip(blocks, scales):
+                b.scale = None if sc is None else sc.to(self.dtype)
         out = self.model(x)
         if self.info.get('logit_adjust') is not None:  # --balance logit: the loss sees
             out = out + torch.tensor(self.info['logit_adjust'], dtype=self.dtype)  # logits + log priors
@@ -449,6 +461,9 @@ def eval_worst(rp):
     if not os.path.exists(path):
         return worst, n
     rp.model.eval()
+    for b in getattr(rp.model, 'blocks', []):  # a ViT's drop path: training only
+        if hasattr(b, 'scale'):
+            b.scale = None
     with torch.no_grad():
         for line in open(path):
             e = json.loads(line)

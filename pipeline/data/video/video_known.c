@@ -2,8 +2,8 @@
  * video_known.c: what opening a video learned, kept for the next open of the same file in
  * this process (video_impl.h, vt_video_set_open_cache in video.h).
  *
- * Opening 1080p H.264 costs ~140 ms of one core (docs/notebook/prep.md, "Opening a
- * video"): the container's probe (~40 ms: FFmpeg decodes a frame), demuxing every packet
+ * Opening 1080p H.264 costs ~140 ms of one core (docs/notebook/decode.md, "Where a
+ * clip's CPU time goes"): the container's probe (~40 ms: FFmpeg decodes a frame), demuxing every packet
  * for the frame index (~3 ms from the page cache, the whole file from a disk), and
  * decoding the first frame to prove the file decodes (~95 ms: with B-frames that is three
  * frames, the heaviest of the GOP). The loader's workers each keep a few videos open and

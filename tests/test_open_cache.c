@@ -13,7 +13,8 @@
  *     mid-file; and one corrupt at its first frame, whose facts are not kept), and a
  *     clean file opened after the corrupt ones;
  *   - a file replaced at the same path is not taken for the old one; a file modified in
- *     the last 2 s, and every file under a budget too small for it, is not kept.
+ *     the last 2 s, and every file under a budget too small for it, is not kept;
+ *   - 150 files are all kept and found; at half the budget the most recent half stays.
  * Tolerance: bit-exact (0) everywhere: the same decoder on the same packets.
  */
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "pipeline/data/video/video.h"
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -261,6 +263,48 @@ static void check_identity(void) {
     printf("  a replaced file, a fresh file and a tight budget: nothing wrongly kept\n");
 }
 
+/* Many files (links to one, each its own path): all kept and found, and under a budget
+ * for half of them the most recently used half stays. */
+static void check_many(void) {
+    enum { N = 150 }; /* past the table's first growth (64) */
+    char a[4096], p[4200];
+    snprintf(a, sizeof a, "%s/h264.mp4", dir);
+    age(a);
+    TCHECK(vt_test_sh("mkdir -p '%s/many'", dir) == 0, "mkdir");
+    vt_video_set_open_cache(0);
+    vt_video_set_open_cache(VT_VIDEO_OPEN_CACHE_DEFAULT);
+    vt_video *v = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        int64_t h0 = hits();
+        for (int i = 0; i < N; i++) {
+            snprintf(p, sizeof p, "%s/many/%03d.mp4", dir, i);
+            if (pass == 0)
+                TCHECK(symlink(a, p) == 0, "symlink %s", p);
+            TCHECK(vt_video_open(&v, p, 1, err, sizeof err) == 0, "open %s: %s", p, err);
+            vt_video_close(&v);
+        }
+        TCHECK(hits() - h0 == (pass ? N : 0), "pass %d: %lld of %d opens found kept", pass,
+               (long long)(hits() - h0), N);
+    }
+    vt_video_open_cache_stats st;
+    vt_video_get_open_cache_stats(&st);
+    TCHECK(st.entries == N, "%lld entries, want %d", (long long)st.entries, N);
+    vt_video_set_open_cache(st.bytes / 2 + 1); /* the older half goes */
+    vt_video_get_open_cache_stats(&st);
+    TCHECK(st.entries == N / 2, "half the budget: %lld entries, want %d", (long long)st.entries,
+           N / 2);
+    int64_t h0 = hits();
+    for (int i = N - 1; i >= 0; i--) { /* newest first: the misses come after */
+        snprintf(p, sizeof p, "%s/many/%03d.mp4", dir, i);
+        TCHECK(vt_video_open(&v, p, 1, err, sizeof err) == 0, "open %s: %s", p, err);
+        vt_video_close(&v);
+        if (i == N / 2)
+            TCHECK(hits() - h0 == N / 2, "the newest half kept: %lld of %d found",
+                   (long long)(hits() - h0), N / 2);
+    }
+    printf("  %d files: all kept, found, and the least recently used out first\n", N);
+}
+
 int main(void) {
     const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
     dir = vt_test_dir("open_cache");
@@ -281,6 +325,7 @@ int main(void) {
     check_file("bad_start.mp4");
     check_file("vp9.webm"); /* a clean file after the corrupt ones */
     check_ffmpeg();
+    check_many();
     check_identity();
     return vt_test_done("test_open_cache");
 }

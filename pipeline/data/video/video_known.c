@@ -31,11 +31,13 @@ typedef struct known {
     vt_vid_known k;              /* its pts and kf arrays owned here */
     int64_t bytes;
     uint64_t used;
+    int next;                    /* the next entry of its bucket, -1 at the end */
 } known;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static known *tab;               /* (n, cap) */
 static int n, cap;
+static int *head;                /* (2 cap) buckets: first entry by hash, -1 when empty */
 static int64_t held, budget = VT_VIDEO_OPEN_CACHE_DEFAULT;
 static uint64_t tick;
 static vt_video_open_cache_stats counts;
@@ -50,11 +52,21 @@ static uint64_t key_hash(const char *path, const vt_vid_file_id *id) {
     return h;
 }
 
+static int *bucket(uint64_t h) { return &head[h & (uint64_t)(2 * cap - 1)]; }
+
 static int find(const char *path, const vt_vid_file_id *id, uint64_t h) {
-    for (int i = 0; i < n; i++)
+    for (int i = cap ? *bucket(h) : -1; i >= 0; i = tab[i].next)
         if (tab[i].hash == h && !memcmp(&tab[i].id, id, sizeof *id) && !strcmp(tab[i].path, path))
             return i;
     return -1;
+}
+
+/* The link in its bucket that leads to entry i now leads to `to`. */
+static void relink(int i, int to) {
+    int *p = bucket(tab[i].hash);
+    while (*p != i)
+        p = &tab[*p].next;
+    *p = to;
 }
 
 static void drop(int i) {
@@ -62,9 +74,30 @@ static void drop(int i) {
     free(tab[i].path);
     free(tab[i].k.pts);
     free(tab[i].k.kf);
-    tab[i] = tab[--n];
+    relink(i, tab[i].next);
+    if (i != --n) { /* the last entry moves into the hole */
+        relink(n, i);
+        tab[i] = tab[n];
+    }
     counts.entries = n;
     counts.bytes = held;
+}
+
+/* Room for one more entry: twice the table and its buckets when full. */
+static void grow(void) {
+    if (n < cap)
+        return;
+    cap = cap ? 2 * cap : 64;
+    tab = vt_realloc(tab, (size_t)cap * sizeof *tab);
+    free(head);
+    head = vt_malloc((size_t)(2 * cap) * sizeof *head);
+    for (int b = 0; b < 2 * cap; b++)
+        head[b] = -1;
+    for (int i = 0; i < n; i++) {
+        int *p = bucket(tab[i].hash);
+        tab[i].next = *p;
+        *p = i;
+    }
 }
 
 /* The least recently used out until `more` bytes fit the budget. */
@@ -114,11 +147,11 @@ void vt_vid_known_put(const char *path, const vt_vid_file_id *id, const vt_vid_k
     pthread_mutex_lock(&lock);
     if (bytes <= budget && find(path, id, h) < 0) {
         make_room(bytes);
-        if (n == cap) {
-            cap = cap ? 2 * cap : 64;
-            tab = vt_realloc(tab, (size_t)cap * sizeof *tab);
-        }
-        known *e = &tab[n++];
+        grow();
+        int *b = bucket(h);
+        known *e = &tab[n];
+        e->next = *b;
+        *b = n++;
         e->path = vt_strdup(path);
         e->hash = h;
         e->id = *id;

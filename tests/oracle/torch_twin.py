@@ -44,7 +44,16 @@ except ImportError as e:  # the C tests turn 77 into a ctest skip
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_zoo import build  # noqa: E402  (vidtrain's zoo twins)
+from torch_zoo import build as zoo_build  # noqa: E402  (vidtrain's zoo twins)
+from torch_vit import VIT_SPECS, VisionTransformer, drop_path_scales  # noqa: E402
+
+
+def build(model, classes, t=16, h=112, w=112, dropout=0.0):
+    """torch_zoo's models, and VideoMAE's ViTs (torch_vit.py)."""
+    if model in VIT_SPECS:
+        dim, depth, heads = VIT_SPECS[model]
+        return VisionTransformer(dim, depth, heads, classes)
+    return zoo_build(model, classes, t, h, w, dropout)
 
 # The input statistics a user's script would use for each model: those its published
 # weights were trained with, as vidtrain's --input-norm auto (vt_zoo_input_norm, models/zoo.c)
@@ -301,7 +310,6 @@ def param_groups(model, info, cfg):
     --head-lr-mult; no weight decay, when the run's wd_exempt is on, for timm's
     param_groups_weight_decay / VideoMAE's get_parameter_groups: 1-D tensors, any .bias,
     pos_embed and cls_token."""
-    from torch_zoo import VIT_SPECS
     ld, head = float(cfg.get('layer_decay', 1)), float(cfg.get('head_lr_mult', 1))
     exempt = cfg.get('wd_exempt', 'off') == 'on'
     depth = VIT_SPECS[info['model']][1] if info['model'] in VIT_SPECS else None
@@ -368,7 +376,6 @@ class Replay:
         # drop path: vidtrain's per-clip draw, replayed from each step's drop_seed
         # (torch_vit.drop_path_scales, checked against vidtrain in test_zoo_vit)
         self.drop_path = float(cfg.get('drop_path', 0))
-        from torch_zoo import VIT_SPECS
         assert self.drop_path == 0 or info['model'] in VIT_SPECS, 'drop path: ViTs only'
         assert int(cfg.get('freeze', -1)) < 0, 'the twin freezes nothing'
         groups = param_groups(self.model, info, cfg)
@@ -423,7 +430,6 @@ class Replay:
         for d in self.dropouts:
             d.seed = int(s['drop_seed'])
         if self.drop_path > 0:
-            from torch_vit import drop_path_scales
             blocks = self.model.blocks
             scales = drop_path_scales(int(s['drop_seed']), x.shape[0], len(blocks),
                                       self.drop_path)

@@ -35,6 +35,11 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
+# dim, depth, heads (models/zoo_vit.c; vit_test is its test model)
+VIT_SPECS = {"vit_test": (48, 2, 2), "videomae_vit_s": (384, 12, 6),
+             "videomae_vit_b": (768, 12, 12)}
+
+
 def sinusoid_table(n_position, d_hid):
     # VideoMAE's get_sinusoid_encoding_table, in float64 then float32 as theirs
     pos = np.arange(n_position)[:, None]

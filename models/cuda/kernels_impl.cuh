@@ -18,8 +18,8 @@
  *    store through st(), which rounds a float to nearest even bf16 once, as cpu-ref's
  *    ast() does; everything else (statistics, masks, losses, optimizer) stays float.
  * They must never include FFmpeg or any vidtrain header other than kernels.h, this file,
- * cuda_check.h, models/xsum_arith.h and models/max_rule.h (pure arithmetic shared with the
- * host; nvcc compiles them as C++).
+ * cuda_check.h, models/xsum_arith.h, models/max_rule.h and models/relu_rule.h (pure
+ * arithmetic shared with the host; nvcc compiles them as C++).
  */
 #ifndef VT_CUDA_KERNELS_IMPL_CUH
 #define VT_CUDA_KERNELS_IMPL_CUH

@@ -19,7 +19,8 @@
  *    ast() does; everything else (statistics, masks, losses, optimizer) stays float.
  * They must never include FFmpeg or any vidtrain header other than kernels.h, this file,
  * cuda_check.h, models/xsum_arith.h, models/max_rule.h and models/relu_rule.h (pure
- * arithmetic shared with the host; nvcc compiles them as C++).
+ * arithmetic shared with the host; nvcc compiles them as C++), kernels_mvit.h (MViT's
+ * launchers) and kernels_window.cuh (MViT's pooling windows).
  */
 #ifndef VT_CUDA_KERNELS_IMPL_CUH
 #define VT_CUDA_KERNELS_IMPL_CUH

@@ -24,7 +24,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bf16_gap import gap, layernorm_fp32, step_pair  # noqa: E402
-from torch_mvit import build_test  # noqa: E402
+from torch_mvit import build_test, golden_weights  # noqa: E402
 
 layernorm_fp32()
 _einsum = torch.einsum
@@ -38,16 +38,7 @@ def main():
             torch.manual_seed(seed)
             m = build_test(5, 8, 32, v2)
             g = torch.Generator().manual_seed(seed + 1)
-            with torch.no_grad():  # torch_mvit.py golden's non-trivial weights
-                for k, p in m.named_parameters():
-                    if "norm" in k and k.endswith("weight"):
-                        p.uniform_(0.7, 1.3, generator=g)
-                    elif k.endswith("bias"):
-                        p.uniform_(-0.2, 0.2, generator=g)
-                    elif "pool" in k or k.startswith("conv_proj"):
-                        pass
-                    else:
-                        p.normal_(0.0, 0.1, generator=g)
+            golden_weights(m, g)  # torch_mvit.py golden's non-trivial weights
             x = torch.randn((2, 3, 8, 32, 32), generator=g)
             lab = torch.tensor([1, 3])
             res = step_pair(m, x, lab)

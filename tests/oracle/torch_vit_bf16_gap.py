@@ -19,7 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bf16_gap import gap, layernorm_fp32, step_pair  # noqa: E402
-from torch_vit import VisionTransformer  # noqa: E402
+from torch_vit import VisionTransformer, golden_weights  # noqa: E402
 
 layernorm_fp32()
 
@@ -30,14 +30,7 @@ def main():
         torch.manual_seed(seed)
         m = VisionTransformer(48, 2, 2, 5)
         g = torch.Generator().manual_seed(seed + 1)
-        with torch.no_grad():  # torch_vit.py golden's non-trivial weights
-            for k, p in m.named_parameters():
-                if k.endswith("bias") or "q_bias" in k or "v_bias" in k:
-                    p.uniform_(-0.2, 0.2, generator=g)
-                elif "norm" in k and k.endswith("weight"):
-                    p.uniform_(0.7, 1.3, generator=g)
-                else:
-                    p.normal_(0.0, 0.1, generator=g)
+        golden_weights(m, g)  # torch_vit.py golden's non-trivial weights
         x = torch.randn((2, 3, 4, 32, 48), generator=g)
         lab = torch.tensor([1, 3])
         la, lb, logits, tot, worst, median, _ = gap(step_pair(m, x, lab))

@@ -82,6 +82,19 @@ __device__ static inline double vt_block_sum(double v, double *sh) {
     }
     return sh[0];
 }
+/* The max of one float per thread over a VT_THREADS block; result in sh[0] (order does not
+ * matter for a max; NaN ignored, as cpu-ref's `s > m ? s : m` ignores it): the attention
+ * softmaxes' row max (kernels_attn.cu, kernels_mvit.cu). */
+__device__ static inline float vt_block_max(float v, float *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = VT_THREADS / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w)
+            sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + w]);
+        __syncthreads();
+    }
+    return sh[0];
+}
 
 /* (rows = N*C, S) layout: blockIdx.y walks rows, blockIdx.x * blockDim.x walks S. */
 static inline dim3 rows_grid(int64_t rows, int64_t s) {

@@ -258,18 +258,6 @@ __device__ static inline float add_rel(float v, const float *rel, const vt_cuk_m
     return __fadd_rn(v, __fadd_rn(__fadd_rn(rel[ch], rel[cw]), rel[ct]));
 }
 
-/* The max of one float per thread over a VT_THREADS block (NaN ignored, as cpu-ref's). */
-__device__ static inline float block_max(float v, float *sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int w = VT_THREADS / 2; w > 0; w >>= 1) {
-        if ((int)threadIdx.x < w)
-            sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + w]);
-        __syncthreads();
-    }
-    return sh[0];
-}
-
 /* One block a row (dynamic shared memory: KK floats of relative terms). */
 template <typename A>
 __global__ static void k_mv_softmax(float *s, A *p, float *lse, const A *q, const float *rh,
@@ -293,7 +281,7 @@ __global__ static void k_mv_softmax(float *s, A *p, float *lse, const A *q, cons
             sr[t] = v;
             mx = fmaxf(mx, v);
         }
-        mx = block_max(mx, shf);
+        mx = vt_block_max(mx, shf);
         double z = 0;
         for (int t = threadIdx.x; t < g.Lk; t += VT_THREADS)
             z += expf(__fsub_rn(sr[t], mx));

@@ -292,33 +292,125 @@ def nmse(a, b):
     return float(((a - b) ** 2).sum() / max(float((b ** 2).sum()), 1e-300))
 
 
+def param_groups(model, info, cfg):
+    """One torch param group a parameter, its lr multiplier and weight decay by the
+    published rules, never by vidtrain's numbers: a transformer's layer-wise lr decay as
+    VideoMAE's run_class_finetuning.py assigns it (get_num_layer_for_vit: cls_token,
+    pos_embed and patch_embed are layer 0, blocks.N layer N + 1, the rest layer depth + 1;
+    LayerDecayValueAssigner: layer i at decay^(depth + 1 - i)); the classifier (head.*) at
+    --head-lr-mult; no weight decay, when the run's wd_exempt is on, for timm's
+    param_groups_weight_decay / VideoMAE's get_parameter_groups: 1-D tensors, any .bias,
+    pos_embed and cls_token."""
+    from torch_zoo import VIT_SPECS
+    ld, head = float(cfg.get('layer_decay', 1)), float(cfg.get('head_lr_mult', 1))
+    exempt = cfg.get('wd_exempt', 'off') == 'on'
+    depth = VIT_SPECS[info['model']][1] if info['model'] in VIT_SPECS else None
+    assert ld == 1 or depth is not None, 'layer decay: the twin knows the ViTs\' layers only'
+    assert head == 1 or depth is not None, 'head lr: the twin knows the ViTs\' head only'
+    groups = []
+    for name, p in model.named_parameters():
+        scale = 1.0
+        if ld != 1:
+            if name in ('cls_token', 'pos_embed') or name.startswith('patch_embed'):
+                layer = 0
+            elif name.startswith('blocks.'):
+                layer = int(name.split('.')[1]) + 1
+            else:
+                layer = depth + 1
+            scale = ld ** (depth + 1 - layer)
+        if name.startswith('head.'):
+            scale *= head
+        decay = not (exempt and (p.ndim <= 1 or name.endswith('.bias') or
+                                 name in ('pos_embed', 'cls_token')))
+        groups.append({'params': [p], 'lr': info['base_lr'] * scale, 'scale': scale,
+                       'weight_decay': info['wd'] if decay else 0.0})
+    return groups
+
+
+class VtDropout(nn.Module):
+    """vidtrain's dropout in place of nn.Dropout: its per-clip mask from the step's seed
+    (torch_golden.dropout_mask, checked against vidtrain in test_golden), the k-th
+    dropout applied in a forward drawing with k (vidtrain's drop_index, the graph's order;
+    C3D applies one module twice, after fc6 and fc7)."""
+
+    def __init__(self, p, calls):
+        super().__init__()
+        self.p, self.calls, self.seed = p, calls, None
+
+    def forward(self, x):
+        if not self.training or self.p == 0:
+            return x
+        from torch_golden import dropout_mask
+        k = self.calls[0]
+        self.calls[0] += 1
+        m = dropout_mask(self.seed, x.shape[0], x[0].numel(), self.p, k)
+        return x * m.to(x.dtype).view_as(x)
+
+
 class Replay:
-    """The twin of a dumped run: vidtrain's model, torch.optim.SGD and torch's scheduler."""
+    """The twin of a dumped run: vidtrain's model, torch.optim.SGD or AdamW over the
+    published parameter groups, and torch's scheduler."""
 
     def __init__(self, d, info, dtype):
         self.d, self.info, self.dtype = d, info, dtype
         self.model = build(info['model'], int(info['classes']), int(info['clip_t']),
-                           int(info['crop']), int(info['crop'])).to(dtype)
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=info['base_lr'],
-                                   momentum=info['momentum'], dampening=info['dampening'],
-                                   nesterov=bool(info['nesterov']), weight_decay=info['wd'])
+                           int(info['crop']), int(info['crop']), info['dropout']).to(dtype)
+        self.drop_calls, self.dropouts = [0], []
+        for name, mod in list(self.model.named_modules()):
+            for cname, child in list(mod.named_children()):
+                if isinstance(child, nn.Dropout):
+                    vd = VtDropout(info['dropout'], self.drop_calls)
+                    setattr(mod, cname, vd)
+                    self.dropouts.append(vd)
+        assert info['dropout'] == 0 or self.dropouts, f'--dropout: {info["model"]} has no twin dropout'
+        meta = read_safetensors(os.path.join(d, 'state_000000.safetensors'))[0]
+        cfg = json.loads(meta.get('vidtrain_config', '{}'))
+        for k in ('mixup', 'cutmix'):  # random draws of vidtrain's own
+            assert float(cfg.get(k, 0)) == 0, f'--{k} 0: the twin draws no mixes'
+        # drop path: vidtrain's per-clip draw, replayed from each step's drop_seed
+        # (torch_vit.drop_path_scales, checked against vidtrain in test_zoo_vit)
+        self.drop_path = float(cfg.get('drop_path', 0))
+        from torch_zoo import VIT_SPECS
+        assert self.drop_path == 0 or info['model'] in VIT_SPECS, 'drop path: ViTs only'
+        assert int(cfg.get('freeze', -1)) < 0, 'the twin freezes nothing'
+        groups = param_groups(self.model, info, cfg)
+        if info['optim'] == 'adamw':
+            self.opt = torch.optim.AdamW(groups, lr=info['base_lr'],
+                                         betas=(info['beta1'], info['beta2']), eps=info['eps'])
+            self.slots = ('exp_avg', 'exp_avg_sq')
+        else:
+            self.opt = torch.optim.SGD(groups, lr=info['base_lr'], momentum=info['momentum'],
+                                       dampening=info['dampening'],
+                                       nesterov=bool(info['nesterov']))
+            self.slots = ('momentum_buffer',)
         self.sched = torch_schedule(self.opt, info)
 
     def state(self, k):
         return read_safetensors(os.path.join(self.d, f'state_{k:06d}.safetensors'))[1]
 
-    def load(self, st, with_momentum):
-        """vidtrain's state: weights and BN buffers by name; the momentum buffer is one flat
-        tensor over parameters() order (checkpoint.h)."""
+    def base_lr(self):
+        """The schedule's lr (vidtrain's train.jsonl 'lr'): a group's over its multiplier."""
+        g = self.opt.param_groups[0]
+        return g['lr'] / g['scale']
+
+    def load(self, st, with_momentum, step=0):
+        """vidtrain's state: weights and BN buffers by name; each optimizer slot (SGD's
+        momentum buffer, AdamW's exp_avg and exp_avg_sq) one flat tensor over parameters()
+        order (checkpoint.h); AdamW's bias corrections count `step` updates done."""
         sd = {k: v.to(self.dtype) if v.dtype.is_floating_point else v
               for k, v in st.items() if not k.startswith('optim.')}
         self.model.load_state_dict(sd, strict=True)
         self.opt.state.clear()
         if with_momentum:
-            flat, at = st['optim.sgd.momentum_buffer'].to(self.dtype), 0
-            for p in self.model.parameters():
-                self.opt.state[p]['momentum_buffer'] = flat[at:at + p.numel()].view_as(p).clone()
-                at += p.numel()
+            kind = self.info['optim']
+            for slot in self.slots:
+                flat, at = st[f'optim.{kind}.{slot}'].to(self.dtype), 0
+                for p in self.model.parameters():
+                    self.opt.state[p][slot] = flat[at:at + p.numel()].view_as(p).clone()
+                    at += p.numel()
+            if kind == 'adamw':
+                for p in self.model.parameters():
+                    self.opt.state[p]['step'] = torch.tensor(float(step))
 
     def batch(self, s):
         x = np.fromfile(os.path.join(self.d, s['file']), dtype=np.float32).reshape(s['shape'])
@@ -329,6 +421,16 @@ class Replay:
         stepped to s's step by the caller."""
         x, y = self.batch(s)
         self.model.train()
+        self.drop_calls[0] = 0
+        for d in self.dropouts:
+            d.seed = int(s['drop_seed'])
+        if self.drop_path > 0:
+            from torch_vit import drop_path_scales
+            blocks = self.model.blocks
+            scales = drop_path_scales(int(s['drop_seed']), x.shape[0], len(blocks),
+                                      self.drop_path)
+            for b, sc in zip(blocks, scales):
+                b.scale = None if sc is None else sc.to(self.dtype)
         out = self.model(x)
         if self.info.get('logit_adjust') is not None:  # --balance logit: the loss sees
             out = out + torch.tensor(self.info['logit_adjust'], dtype=self.dtype)  # logits + log priors
@@ -342,9 +444,12 @@ class Replay:
         self.opt.step()
         return float(loss)
 
-    def momentum_flat(self):
-        return torch.cat([self.opt.state[p]['momentum_buffer'].flatten()
-                          for p in self.model.parameters()])
+    def slot_flat(self, slot):
+        return torch.cat([self.opt.state[p][slot].flatten() for p in self.model.parameters()])
+
+    def slots_flat(self):
+        """The optimizer's slots under vidtrain's state names."""
+        return {f'optim.{self.info["optim"]}.{s}': self.slot_flat(s) for s in self.slots}
 
 
 def compare_step(rp, prev, want):
@@ -352,9 +457,10 @@ def compare_step(rp, prev, want):
     the momentum buffer and the BN buffers; and whether num_batches_tracked agree. The
     exact (float64) result is rounded to float32 first: a float32 program can do no better
     than store the nearest float, and for a parameter near 1 with an update near 1e-5
-    that rounding alone is a relative error of 1e-2 in the update."""
+    that rounding alone is a relative error of 1e-2 in the update. Also every tensor's
+    NMSE, by name."""
     params = dict(rp.model.named_parameters())
-    worst = ('', 0.0)
+    worst, each = ('', 0.0), {}
     for k, v in rp.model.state_dict().items():
         if not v.dtype.is_floating_point:
             e = float(int(v) != int(want[k]))
@@ -369,13 +475,15 @@ def compare_step(rp, prev, want):
             e = float((d ** 2).sum() / max(float(((ref.double() - p0) ** 2).sum()), 1e-300))
         else:
             e = nmse(want[k], v.float())
+        each[k] = e
         if e > worst[1]:
             worst = (k, e)
-    if 'optim.sgd.momentum_buffer' in want:
-        e = nmse(want['optim.sgd.momentum_buffer'], rp.momentum_flat().float())
-        if e > worst[1]:
-            worst = ('momentum_buffer', e)
-    return worst
+    for name, v in rp.slots_flat().items():
+        if name in want:
+            e = each[name] = nmse(want[name], v.float())
+            if e > worst[1]:
+                worst = (name.split('.')[-1], e)
+    return worst + (each,)
 
 
 def eval_worst(rp):
@@ -386,6 +494,9 @@ def eval_worst(rp):
     if not os.path.exists(path):
         return worst, n
     rp.model.eval()
+    for b in getattr(rp.model, 'blocks', []):  # a ViT's drop path: training only
+        if hasattr(b, 'scale'):
+            b.scale = None
     with torch.no_grad():
         for line in open(path):
             e = json.loads(line)
@@ -421,8 +532,7 @@ def main_parity(argv):
     info = json.load(open(os.path.join(d, 'dump.json')))
     assert info['heads'] == 1 and info['precision'] == 'fp32', 'one softmax head, fp32'
     assert info['towers'] == 1 or info['sync_bn'], 'several towers need --sync-bn to be one device'
-    assert info['optim'] == 'sgd', 'the twin replays SGD runs'
-    assert info['dropout'] == 0, 'no dropout (its masks are vidtrain\'s own counter-based ones)'
+    assert info['optim'] in ('sgd', 'adamw'), 'the twin replays SGD and AdamW runs'
     steps = [json.loads(line) for line in open(os.path.join(d, 'train.jsonl'))]
     # Step by step, in float64 (the exact result), each step from vidtrain's own state
     # before it: one step's float32 rounding is all that may differ. Chained over a run,
@@ -435,15 +545,17 @@ def main_parity(argv):
     worst_lr = worst_loss = 0.0
     worst = ('', 0.0, 0)
     per_step, per_step32 = [], []
+    judged, excused = 0.0, []
     prev = rp.state(0)
     for s in steps:
         g = rp.opt.param_groups[0]
-        lr = g['lr']
+        lr = rp.base_lr()
         worst_lr = max(worst_lr, abs(lr - s['lr']) / max(abs(s['lr']), 1e-30))
         if info['sched'] == 'onecycle':
-            worst_lr = max(worst_lr, abs(g['momentum'] - s['momentum']))
-        rp.load(prev, s['step'] > 1)
-        r32.load(prev, s['step'] > 1)
+            m = g['momentum'] if 'momentum' in g else g['betas'][0]  # AdamW cycles beta1
+            worst_lr = max(worst_lr, abs(m - s['momentum']))
+        rp.load(prev, s['step'] > 1, s['step'] - 1)
+        r32.load(prev, s['step'] > 1, s['step'] - 1)
         loss = rp.step(s)
         r32.step(s)
         rp.sched.step()
@@ -451,14 +563,20 @@ def main_parity(argv):
         rel = abs(loss - s['loss']) / max(abs(s['loss']), 1e-30)
         worst_loss = max(worst_loss, rel)
         want = rp.state(s['step'])
-        k, e = compare_step(rp, prev, want)
+        k, e, each = compare_step(rp, prev, want)
         # the same yardstick for PyTorch float32: its state after the step vs float64's
         mine = {n: v.detach().clone() for n, v in r32.model.state_dict().items()}
-        if 'optim.sgd.momentum_buffer' in want:
-            mine['optim.sgd.momentum_buffer'] = r32.momentum_flat()
-        k32, e32 = compare_step(rp, prev, mine)
+        mine.update({n: v for n, v in r32.slots_flat().items() if n in want})
+        k32, e32, each32 = compare_step(rp, prev, mine)
         per_step.append(e)
         per_step32.append(e32)
+        # a tensor is judged unless PyTorch float32's own update of it is at least a
+        # quarter as far from float64: then the step is ill-conditioned there, not wrong
+        bad = max([v for n, v in each.items() if v < 1e-5 or v > 4 * each32.get(n, 0.0)],
+                  default=0.0)
+        judged = max(judged, bad)
+        if bad < e:
+            excused.append((s['step'], k, e, each32.get(k, 0.0)))
         if e > worst[1]:
             worst = (k, e, s['step'])
         if a.verbose:
@@ -474,8 +592,10 @@ def main_parity(argv):
         drift_vt = max(nmse(last[k].double(), v) for k, v in exact.items() if v.dtype.is_floating_point)
         drift_pt = max(nmse(mine[k].double(), v) for k, v in exact.items() if v.dtype.is_floating_point)
     print(f'parity: {len(steps)} steps ({info["model"]}, batch {info["batch"]} on '
-          f'{info["towers"]} tower(s), sgd{" nesterov" if info["nesterov"] else ""} wd '
-          f'{info["wd"]:g}, {info["sched"]} with {int(info["warmup_steps"])} warm-up steps of '
+          f'{info["towers"]} tower(s), {info["optim"]}'
+          f'{" nesterov" if info["nesterov"] and info["optim"] == "sgd" else ""} wd '
+          f'{info["wd"]:g}, lr multipliers {sorted({round(g["scale"], 6) for g in rp.opt.param_groups})}, '
+          f'{sum(g["weight_decay"] == 0 for g in rp.opt.param_groups)} tensors without decay, {info["sched"]} with {int(info["warmup_steps"])} warm-up steps of '
           f'{int(info["total_steps"])}, label smoothing {info["smoothing"]:g}), {nev} eval clips')
     print(f'  learning rate / momentum (torch scheduler vs vidtrain), worst relative difference: '
           f'{worst_lr:.3g}')
@@ -485,6 +605,10 @@ def main_parity(argv):
           f'or BN buffers (worst tensor): median over steps {med:.3g} (PyTorch float32 '
           f'{med32:.3g}), worst {worst[1]:.3g} ({worst[0]}, step {worst[2]}; PyTorch float32 '
           f'{max(per_step32):.3g})')
+    if excused:
+        print('  ill-conditioned tensors (PyTorch float32 as far off): ' +
+              ', '.join(f'step {st} {k} {e:.2g} (PyTorch {e32:.2g})' for st, k, e, e32 in excused) +
+              f'; the worst judged {judged:.3g}')
     print(f'  eval-mode softmax outputs from the final weights, worst NMSE: {wp:.3g}')
     if a.drift:
         print(f'  whole run without looking back, worst NMSE vs float64: vidtrain {drift_vt:.3g}, '
@@ -498,8 +622,12 @@ def main_parity(argv):
     # gradient term wholesale: single steps reach 1e-6 in both programs (measured: vidtrain
     # 6e-7, PyTorch float32 1.4e-8 in a 16-step run), hence 1e-5 for the worst step. The LR
     # comes from torch's own schedulers in double, vidtrain's is a float (relative 6e-8);
-    # the loss is a float32 sum over the batch (relative 1e-6).
-    ok = (worst_lr < 1e-6 and worst_loss < 1e-6 and med < 1e-9 and worst[1] < 1e-5 and
+    # the loss is a float32 sum over the batch (relative 1e-6). A step where PyTorch's own
+    # float32 step is at least a quarter as far from float64 is ill-conditioned, not wrong,
+    # and is excused (the factor 4 as test_zoo_x3d's): X3D's last squeeze-excitation bias,
+    # whose exact gradient nearly cancels, reached NMSE 0.46 in vidtrain and 0.61 in
+    # PyTorch float32 on one step of a 4-step run; a systematic error fails the median.
+    ok = (worst_lr < 1e-6 and worst_loss < 1e-6 and med < 1e-9 and judged < 1e-5 and
           wp < 1e-9)
     print('parity: OK' if ok else 'parity: FAILED')
     return 0 if ok else 1

@@ -260,11 +260,11 @@ typedef struct vt_backend_i {
     /* ---- activations (every array [A]) ---- */
     /* out = v > 0 ? v : 0, and a NaN passes as PyTorch's relu passes it (so a diverged
      * activation reaches the loss and the non-finite guards instead of turning into 0);
-     * -0 gives +0 (PyTorch keeps -0: the same value). Written !(v <= 0) ? v : 0. */
+     * -0 gives +0 (PyTorch keeps -0: the same value). models/relu_rule.h vt_relu. */
     void (*relu_forward)(vt_backend *be, float *out, const float *in, int64_t n);
     /* din = out > 0 ? dout : 0, out the forward OUTPUT (so in-place relu works); a NaN
      * output passes dout, as PyTorch's threshold_backward (out <= 0 ? 0 : dout) does.
-     * Written !(out <= 0) ? dout : 0. */
+     * models/relu_rule.h vt_relu_grad. */
     void (*relu_backward)(vt_backend *be, float *din, const float *dout, const float *out,
                           int64_t n);
 

@@ -292,50 +292,6 @@ static void clstok_forward16(vt_net *net, const vt_node *nd, const float *in, fl
     }
 }
 
-/* BF16's backward: the float parameters' gradients sum the bf16 rows as add_bcast_backward
- * reads them (a float sum of one row: exactly the row); exact sums widen the row into
- * xtmp first (xsum_fold reads float). */
-static void clstok_backward16(vt_net *net, const vt_node *nd, float *din, const float *dout,
-                              int n) {
-    vt_backend *be = net->be;
-    const int64_t C = nd->c, L = nd->it, T = nd->grid[0], hw = (int64_t)nd->grid[1] * nd->grid[2];
-    const int pos = nd->mt[0] >= 0, exact = net->g.cfg.exact;
-    float *gsp = pos ? pgrad(net, nd->mt[0]) : NULL, *gtp = pos ? pgrad(net, nd->mt[1]) : NULL;
-    if (exact && pos) {
-        gsp = net->xtmp;
-        gtp = net->xtmp + hw * C;
-    }
-    for (int j = 0; j < n; j++) {
-        const float *g = act_ptr(net, dout, j * (L + 1) * C);
-        if (exact) {
-            VT_OP(be, act_to_f32, net->xtmp, g, C);
-            fold(net, nd->wt, net->xtmp);
-            if (pos)
-                fold(net, nd->mt[2], net->xtmp);
-        } else {
-            VT_OP(be, add_bcast_backward, pgrad(net, nd->wt), g, 1, C);
-            if (pos)
-                VT_OP(be, add_bcast_backward, pgrad(net, nd->mt[2]), g, 1, C);
-        }
-        if (pos) {
-            if (exact)
-                VT_OP(be, fill, net->xtmp, 0.0f, (hw + T) * C);
-            for (int t = 0; t < T; t++) {
-                const float *gt = act_ptr(net, g, (1 + t * hw) * C);
-                VT_OP(be, add_bcast_backward, gsp, gt, 1, hw * C);
-                VT_OP(be, add_bcast_backward, gtp + t * C, gt, (int)hw, C);
-            }
-            if (exact) {
-                fold(net, nd->mt[0], gsp);
-                fold(net, nd->mt[1], gtp);
-            }
-        }
-        if (din)
-            be->i->copy(be, act_ptr(net, din, j * L * C), act_ptr(net, g, C),
-                        (size_t)(L * C) * (size_t)net->g.act_size);
-    }
-}
-
 /* The class token before the tokens; MViTv1: plus the table temporal_pos[t] + spatial_pos[s]
  * (built in the node's float32 region, as torchvision's pos_embedding) on the grid and
  * class_pos on the class token. */
@@ -367,37 +323,48 @@ static void clstok_forward(vt_net *net, const vt_node *nd, const float *in, floa
 }
 
 /* Its backward: the class token's (and class_pos's) gradient is row 0's, temporal_pos[t]
- * sums frame t's rows, spatial_pos[s] position s's over the frames; exact: per clip, folded. */
+ * sums frame t's rows, spatial_pos[s] position s's over the frames; exact: per clip, folded.
+ * The same under BF16, the float parameters' gradients summing the bf16 rows as
+ * add_bcast_backward reads them (a float sum of one row: exactly the row, so row 0 takes
+ * FP32's axpy there); exact sums widen row 0 into xtmp first (xsum_fold reads float). */
 static void clstok_backward(vt_net *net, const vt_node *nd, float *din, const float *dout,
                             int n) {
-    if (net->g.act_size != (int)sizeof(float)) {
-        clstok_backward16(net, nd, din, dout, n);
-        return;
-    }
     vt_backend *be = net->be;
     const int64_t C = nd->c, L = nd->it, T = nd->grid[0], hw = (int64_t)nd->grid[1] * nd->grid[2];
     const int pos = nd->mt[0] >= 0, exact = net->g.cfg.exact;
+    const int f32 = net->g.act_size == (int)sizeof(float);
     float *gsp = pos ? pgrad(net, nd->mt[0]) : NULL, *gtp = pos ? pgrad(net, nd->mt[1]) : NULL;
     if (exact && pos) {
         gsp = net->xtmp;
         gtp = net->xtmp + hw * C;
     }
     for (int j = 0; j < n; j++) {
-        const float *g = dout + j * (L + 1) * C;
-        if (exact)
-            fold(net, nd->wt, g);
-        else
-            VT_OP(be, axpy, pgrad(net, nd->wt), 1.0f, g, C);
-        if (pos) {
-            if (exact) {
-                fold(net, nd->mt[2], g);
-                VT_OP(be, fill, net->xtmp, 0.0f, (hw + T) * C);
-            } else {
-                VT_OP(be, axpy, pgrad(net, nd->mt[2]), 1.0f, g, C);
+        const float *g = act_ptr(net, dout, j * (L + 1) * C);
+        if (exact) {
+            const float *g0 = g;
+            if (!f32) {
+                VT_OP(be, act_to_f32, net->xtmp, g, C);
+                g0 = net->xtmp;
             }
+            fold(net, nd->wt, g0);
+            if (pos)
+                fold(net, nd->mt[2], g0);
+        } else if (f32) {
+            VT_OP(be, axpy, pgrad(net, nd->wt), 1.0f, g, C);
+            if (pos)
+                VT_OP(be, axpy, pgrad(net, nd->mt[2]), 1.0f, g, C);
+        } else {
+            VT_OP(be, add_bcast_backward, pgrad(net, nd->wt), g, 1, C);
+            if (pos)
+                VT_OP(be, add_bcast_backward, pgrad(net, nd->mt[2]), g, 1, C);
+        }
+        if (pos) {
+            if (exact)
+                VT_OP(be, fill, net->xtmp, 0.0f, (hw + T) * C);
             for (int t = 0; t < T; t++) {
-                VT_OP(be, add_bcast_backward, gsp, g + C + t * hw * C, 1, hw * C);
-                VT_OP(be, add_bcast_backward, gtp + t * C, g + C + t * hw * C, (int)hw, C);
+                const float *gt = act_ptr(net, g, (1 + t * hw) * C);
+                VT_OP(be, add_bcast_backward, gsp, gt, 1, hw * C);
+                VT_OP(be, add_bcast_backward, gtp + t * C, gt, (int)hw, C);
             }
             if (exact) {
                 fold(net, nd->mt[0], gsp);
@@ -405,7 +372,8 @@ static void clstok_backward(vt_net *net, const vt_node *nd, float *din, const fl
             }
         }
         if (din)
-            be->i->copy(be, din + j * L * C, g + C, (size_t)(L * C) * sizeof(float));
+            be->i->copy(be, act_ptr(net, din, j * L * C), act_ptr(net, g, C),
+                        (size_t)(L * C) * (size_t)net->g.act_size);
     }
 }
 

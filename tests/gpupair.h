@@ -4,8 +4,11 @@
  * values on both backends (a pair), the cuda result compared with cpu-ref's (NMSE or bit
  * for bit), host copies compared by NMSE, and whole training steps of a model on cuda
  * against a CPU backend; under BF16 (G a cuda backend at BF16), [A] arrays of bf16-exact
- * values (amake) and their comparison widened to float (acmp). Header-only (static inline), like testutil.h; it needs a build
- * with CUDA (include it after the test's `#ifndef VT_HAVE_CUDA` skip).
+ * values (amake) and their comparison widened to float (acmp). Also test_cuda_train_gpu.c's
+ * steps of the CNNs (net_vs_cpu_opts: dropout, weight decay, BN statistics) and
+ * test_grad_gate_gpu.c's pairs of normal values (pmake_normal). Header-only (static
+ * inline), like testutil.h; it needs a build with CUDA (include it after the test's
+ * `#ifndef VT_HAVE_CUDA` skip).
  *
  * The test sets R (cpu-ref) and G (a cuda backend; G may be swapped, as test_vit_gpu's
  * BF16 checks do) and seeds rng before its first pair. The tolerances are the test's own
@@ -55,6 +58,20 @@ static inline pair pmake_q(int64_t n, float lo, float hi, int levels, int nans) 
     return p;
 }
 static inline pair pmake(int64_t n, float lo, float hi) { return pmake_q(n, lo, hi, 0, 0); }
+/* A float array on both backends of scale x standard normal values; the values also in
+ * *host (the caller frees it). */
+static inline pair pmake_normal(int64_t n, float scale, float **host) {
+    float *h = vt_malloc((size_t)VT_MAX(n, 1) * 4);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = (float)(scale * vt_rng_normal(&rng));
+    pair p = {vt_backend_alloc_x(R, (size_t)VT_MAX(n, 1) * 4, "ref"),
+              vt_backend_alloc_x(G, (size_t)VT_MAX(n, 1) * 4, "cuda"), n};
+    R->i->to_device(R, p.r, h, (size_t)n * 4);
+    G->i->to_device(G, p.g, h, (size_t)n * 4);
+    vt_backend_sync(G);
+    *host = h;
+    return p;
+}
 static inline void pfree(pair *p) {
     vt_backend_free_ptr(R, p->r);
     vt_backend_free_ptr(G, p->g);
@@ -123,7 +140,17 @@ typedef struct step_tol {
     double floor;    /* > 0: a tensor's NMSE divides by at least floor x its share (by
                         elements) of all gradients' sum of squares: a tensor whose true
                         gradient is ~0 is held to that absolute scale */
+    double param;    /* > 0: NMSE of the parameters (and BN statistics) after a step; 0:
+                        grad's */
 } step_tol;
+
+/* What net_vs_cpu_opts runs beyond net_vs_cpu (NULL: net_vs_cpu's run). */
+typedef struct step_opts {
+    float dropout;             /* the net's dropout (vt_net_cfg.dropout) */
+    float wd;                  /* SGD's weight decay */
+    uint64_t seed0, seed_step; /* step s's dropout seed: seed0 + s seed_step */
+    int same_init;             /* first check both sides start from the same weights, bitwise */
+} step_opts;
 
 /* n floats of be's memory copied to a fresh host array (the caller frees it). */
 static inline float *host_copy(vt_backend *be, const float *src, int64_t n) {
@@ -189,19 +216,29 @@ static inline void cmp_tensors(const vt_net *net, const float *got, const float 
 }
 
 /* model at t x h x w, batch clips: `steps` SGD steps (momentum 0.9, lr 0.05) on cuda and
- * on ref_name from the same weights, clips and drop-path draws, held to tol. */
-static inline void net_vs_cpu(const char *model, const char *ref_name, int t, int h, int w,
-                              int batch, float drop_path, int steps, const step_tol *tol) {
+ * on ref_name from the same weights, clips (rng's draws) and drop-path and dropout draws,
+ * held to tol; o (NULL: dropout as the model's default, no weight decay, dropout seeds
+ * 1000 + 16 s) sets the rest. The losses, gradients and parameters (BN's statistics too)
+ * are compared every step, the eval logits at the end. */
+static inline void net_vs_cpu_opts(const char *model, const char *ref_name, int t, int h,
+                                   int w, int batch, float drop_path, int steps,
+                                   const step_tol *tol, const step_opts *o) {
     const int bf16 = tol->bf16;
     printf("%s %dx%dx%d batch %d drop path %g: cuda%s vs %s\n", model, t, h, w, batch,
            (double)drop_path, bf16 ? " at BF16" : "", ref_name);
     const double loss_rel = tol->loss_rel, grad_tol = tol->grad;
+    const double param_tol = tol->param > 0 ? tol->param : grad_tol;
+    const uint64_t seed0 = o ? o->seed0 : 1000, seed_step = o ? o->seed_step : 16;
     vt_net_cfg nc;
     vt_net_cfg_default(&nc, model, NCLASS, t, h, w);
     nc.drop_path = drop_path;
+    if (o)
+        nc.dropout = o->dropout;
     vt_optim_cfg oc;
     vt_optim_cfg_default(&oc, VT_OPT_SGD);
     oc.momentum = 0.9f;
+    if (o)
+        oc.wd = o->wd;
     side sd[2] = {{.be = vt_backend_init(ref_name, 0, 0, 0)}, {.be = vt_backend_cuda_init(0, 0)}};
     const int64_t cf = (int64_t)3 * t * h * w;
     for (int k = 0; k < 2; k++) {
@@ -217,7 +254,14 @@ static inline void net_vs_cpu(const char *model, const char *ref_name, int t, in
         sd[k].x = vt_backend_alloc_x(sd[k].be, (size_t)(cf * batch) * 4, "clips");
         sd[k].label = vt_backend_alloc_x(sd[k].be, (size_t)batch * 4, "labels");
     }
-    const int64_t np = vt_net_num_params(sd[0].net);
+    const int64_t np = vt_net_num_params(sd[0].net), nb = vt_net_num_buffers(sd[0].net);
+    if (o && o->same_init) {
+        TCHECK(vt_net_num_params(sd[1].net) == np, "same parameter count");
+        float *pg = host_copy(sd[1].be, vt_net_params(sd[1].net), np);
+        float *pr = host_copy(sd[0].be, vt_net_params(sd[0].net), np);
+        TCHECK(!memcmp(pg, pr, (size_t)np * 4), "initial weights are bitwise equal");
+        free(pg), free(pr);
+    }
     float *x = vt_malloc((size_t)(cf * batch) * 4), loss[2][16];
     int32_t lab[16];
     for (int step = 0; step < steps; step++) {
@@ -233,7 +277,7 @@ static inline void net_vs_cpu(const char *model, const char *ref_name, int t, in
             memset(&tg, 0, sizeof tg);
             tg.label[0] = s->label;
             vt_net_zero_grad(s->net);
-            vt_net_set_dropout_seed(s->net, 1000 + (uint64_t)step * 16);
+            vt_net_set_dropout_seed(s->net, seed0 + (uint64_t)step * seed_step);
             vt_net_forward(s->net, s->x, batch, 1);
             vt_net_loss(s->net, loss[k], NULL, &tg, 1.0f / (float)batch);
             vt_net_backward(s->net);
@@ -256,8 +300,14 @@ static inline void net_vs_cpu(const char *model, const char *ref_name, int t, in
             vt_optim_step(sd[k].opt, vt_net_params(sd[k].net), vt_net_grads(sd[k].net), 0.05f);
         float *pg = host_copy(sd[1].be, vt_net_params(sd[1].net), np);
         float *pr = host_copy(sd[0].be, vt_net_params(sd[0].net), np);
-        cmp_host("parameters after the step", pg, pr, np, grad_tol);
+        cmp_host("parameters after the step", pg, pr, np, param_tol);
         free(pg), free(pr);
+        if (nb) {
+            float *bg = host_copy(sd[1].be, vt_net_buffers(sd[1].net), nb);
+            float *br = host_copy(sd[0].be, vt_net_buffers(sd[0].net), nb);
+            cmp_host("BN running statistics", bg, br, nb, param_tol);
+            free(bg), free(br);
+        }
     }
     for (int k = 0; k < 2; k++)
         vt_net_forward(sd[k].net, sd[k].x, batch, 0);
@@ -267,7 +317,15 @@ static inline void net_vs_cpu(const char *model, const char *ref_name, int t, in
         cmp_host("eval logits", zg, zr, (int64_t)batch * NCLASS, grad_tol);
         free(zg), free(zr);
     }
-    printf("  cuda high water %.1f MiB\n", (double)sd[1].be->high_water / (1 << 20));
+    {
+        vt_cuda_mem_stats ms;
+        vt_cuda_mem_stats_get(sd[1].be, &ms);
+        char a[32], b[32];
+        printf("  cuda memory: high water %s, counted %s, %lld cudaMalloc, %lld cache hits, %d "
+               "conv shapes\n", vt_fmt_bytes(a, sizeof a, ms.high_water),
+               vt_fmt_bytes(b, sizeof b, sd[1].be->high_water), (long long)ms.device_mallocs,
+               (long long)ms.cache_hits, ms.conv_shapes);
+    }
     free(x);
 end:
     for (int k = 0; k < 2; k++) {
@@ -277,6 +335,12 @@ end:
         vt_net_free(&sd[k].net);
         vt_backend_free(&sd[k].be);
     }
+}
+
+/* net_vs_cpu_opts with no options (test_vit_gpu's, test_mvit_gpu's runs). */
+static inline void net_vs_cpu(const char *model, const char *ref_name, int t, int h, int w,
+                              int batch, float drop_path, int steps, const step_tol *tol) {
+    net_vs_cpu_opts(model, ref_name, t, h, w, batch, drop_path, steps, tol, NULL);
 }
 
 #endif

@@ -4,8 +4,8 @@
  *      steps (forward with dropout, loss, backward, optimizer): tiny against cpu-ref,
  *      r3d18 on a small clip (4x32x32, batch 8) against the fast cpu backend (cpu-ref would
  *      take minutes; cpu is itself tested against cpu-ref by test_ops). Losses, gradients
- *      and parameters are compared every step, eval logits at the end. r3d18 takes ONE
- *      step: see "conditioning" below.
+ *      and parameters are compared every step, eval logits at the end (tests/gpupair.h's
+ *      net_vs_cpu_opts). r3d18 takes ONE step: see "conditioning" below.
  *   2. Two towers on ONE GPU with budgets 12G and 6G (pipeline/parallel/towers/tower.h, the device-local
  *      reducer, sync-BN): the memory policy plans about 2:1, neither tower's backend
  *      passes its budget (allocator high-water mark), and three steps give the
@@ -36,11 +36,10 @@ int main(void) {
 #include "models/net.h"
 #include "models/optim.h"
 #include "models/registry.h"
+#include "tests/gpupair.h"
 #include "pipeline/data/batch.h"
 #include "pipeline/parallel/slices.h"
 #include "pipeline/parallel/towers/tower.h"
-
-#define NCLASS 5
 
 /* ---- tolerances ----
  * GRAD_NMSE: each op's FP32-vs-double difference is NMSE <= ~1e-12 (test_cuda_ops_gpu);
@@ -71,161 +70,16 @@ int main(void) {
 #define LOSS_REL 1e-4
 #define TOWER_NMSE 1e-9
 
-static float *host_copy(vt_backend *be, const float *src, int64_t n) {
-    float *h = vt_malloc((size_t)VT_MAX(n, 1) * sizeof(float));
-    if (n)
-        be->i->to_host(be, h, src, (size_t)n * sizeof(float));
-    return h;
-}
-
-typedef struct side {
-    vt_backend *be;
-    vt_net *net;
-    vt_optim *opt;
-    float *x;
-    int32_t *label;
-} side;
-
-static int side_init(side *s, vt_backend *be, const vt_net_cfg *nc, int batch,
-                     const vt_optim_cfg *oc) {
-    char err[256];
-    memset(s, 0, sizeof *s);
-    s->be = be;
-    s->net = vt_net_init(nc, be, batch, err, sizeof err);
-    TCHECK(s->net != NULL, "vt_net_init on %s: %s", be->i->name, err);
-    if (!s->net)
-        return -1;
-    vt_net_init_weights(s->net, 77);
-    s->opt = vt_optim_init(oc, be, vt_net_num_params(s->net));
-    const int64_t cf = (int64_t)3 * nc->clip_t * nc->clip_h * nc->clip_w;
-    s->x = vt_backend_alloc_x(be, (size_t)(cf * batch) * sizeof(float), "test clips");
-    s->label = vt_backend_alloc_x(be, (size_t)batch * sizeof(int32_t), "test labels");
-    return 0;
-}
-
-static void side_free(side *s) {
-    vt_backend_free_ptr(s->be, s->x);
-    vt_backend_free_ptr(s->be, s->label);
-    vt_optim_free(&s->opt);
-    vt_net_free(&s->net);
-}
-
-static void cmp_arrays(const char *what, const float *got, const float *want, int64_t n,
-                       double tol) {
-    double e = vt_nmse(got, want, n);
-    int finite = 1;
-    for (int64_t i = 0; i < n; i++)
-        finite &= isfinite(got[i]) != 0;
-    printf("    %-28s n=%-9lld nmse %.2e\n", what, (long long)n, e);
-    TCHECK(finite, "%s: non-finite values", what);
-    TCHECK(e <= tol, "%s: nmse %.3e > %.1e", what, e, tol);
-}
-
-/* One net on cuda vs one on `ref_name`, three steps. */
-static void net_vs_cpu(const char *model, const char *ref_name, int t, int h, int w, int batch,
-                       float dropout, int steps) {
-    printf("%s %dx%dx%d batch %d: cuda vs %s\n", model, t, h, w, batch, ref_name);
-    vt_net_cfg nc;
-    vt_net_cfg_default(&nc, model, NCLASS, t, h, w);
-    nc.dropout = dropout;
-    vt_optim_cfg oc;
-    vt_optim_cfg_default(&oc, VT_OPT_SGD);
-    oc.momentum = 0.9f;
-    oc.wd = 1e-4f;
-    vt_backend *rbe = vt_backend_init(ref_name, 0, 0, 0);
-    vt_backend *gbe = vt_backend_cuda_init(0, 0);
-    side R = {0}, G = {0};
-    if (side_init(&R, rbe, &nc, batch, &oc) || side_init(&G, gbe, &nc, batch, &oc))
-        goto end;
-    const int64_t np = vt_net_num_params(R.net), nb = vt_net_num_buffers(R.net);
-    TCHECK(vt_net_num_params(G.net) == np, "same parameter count");
-    {
-        float *pg = host_copy(gbe, vt_net_params(G.net), np);
-        float *pr = host_copy(rbe, vt_net_params(R.net), np);
-        TCHECK(!memcmp(pg, pr, (size_t)np * 4), "initial weights are bitwise equal");
-        free(pg);
-        free(pr);
-    }
-    const int64_t cf = (int64_t)3 * t * h * w;
-    float *x = vt_malloc((size_t)(cf * batch) * sizeof(float));
-    int32_t *lab = vt_malloc((size_t)batch * sizeof(int32_t));
-    float *lr_ = vt_malloc((size_t)batch * sizeof(float)), *lg = vt_malloc((size_t)batch * sizeof(float));
-    vt_rng rng;
+/* One net on cuda vs one on `ref_name` (gpupair.h net_vs_cpu_opts): the clips drawn from
+ * rng seeded 4242, dropout seeds step << 20, SGD with weight decay 1e-4, the initial
+ * weights checked bitwise equal. */
+static void net_vs(const char *model, const char *ref_name, int t, int h, int w, int batch,
+                   float dropout, int steps) {
+    static const step_tol tol = {LOSS_REL, GRAD_NMSE, 0, 0, 0, PARAM_NMSE};
+    const step_opts o = {.dropout = dropout, .wd = 1e-4f, .seed0 = 0, .seed_step = 1 << 20,
+                         .same_init = 1};
     vt_rng_seed(&rng, 4242);
-    for (int step = 0; step < steps; step++) {
-        for (int64_t i = 0; i < cf * batch; i++)
-            x[i] = (float)vt_rng_normal(&rng);
-        for (int i = 0; i < batch; i++)
-            lab[i] = (int32_t)vt_rng_below(&rng, NCLASS);
-        side *sides[2] = {&R, &G};
-        for (int k = 0; k < 2; k++) {
-            side *s = sides[k];
-            s->be->i->to_device(s->be, s->x, x, (size_t)(cf * batch) * sizeof(float));
-            s->be->i->to_device(s->be, s->label, lab, (size_t)batch * sizeof(int32_t));
-            vt_targets tg;
-            memset(&tg, 0, sizeof tg);
-            tg.label[0] = s->label;
-            vt_net_zero_grad(s->net);
-            vt_net_set_dropout_seed(s->net, (uint64_t)step << 20);
-            vt_net_forward(s->net, s->x, batch, 1);
-            vt_net_loss(s->net, k ? lg : lr_, NULL, &tg, 1.0f / (float)batch);
-            vt_net_backward(s->net);
-        }
-        printf("  step %d\n", step + 1);
-        double worst = 0;
-        for (int i = 0; i < batch; i++)
-            worst = VT_MAX(worst, fabs((double)lg[i] - lr_[i]) / VT_MAX(fabs((double)lr_[i]), 1e-3));
-        printf("    %-28s max rel diff %.2e (cuda %.6f ref %.6f)\n", "loss per clip", worst,
-               (double)lg[0], (double)lr_[0]);
-        TCHECK(worst <= LOSS_REL, "%s step %d: loss differs by %.3e relative", model, step + 1, worst);
-        float *gg = host_copy(gbe, vt_net_grads(G.net), np);
-        float *gr = host_copy(rbe, vt_net_grads(R.net), np);
-        cmp_arrays("gradients", gg, gr, np, GRAD_NMSE);
-        free(gg);
-        free(gr);
-        vt_optim_step(R.opt, vt_net_params(R.net), vt_net_grads(R.net), 0.05f);
-        vt_optim_step(G.opt, vt_net_params(G.net), vt_net_grads(G.net), 0.05f);
-        float *pg = host_copy(gbe, vt_net_params(G.net), np);
-        float *pr = host_copy(rbe, vt_net_params(R.net), np);
-        cmp_arrays("parameters after the step", pg, pr, np, PARAM_NMSE);
-        free(pg);
-        free(pr);
-        if (nb) {
-            float *bg = host_copy(gbe, vt_net_buffers(G.net), nb);
-            float *br = host_copy(rbe, vt_net_buffers(R.net), nb);
-            cmp_arrays("BN running statistics", bg, br, nb, PARAM_NMSE);
-            free(bg);
-            free(br);
-        }
-    }
-    /* eval mode: running statistics, no dropout */
-    vt_net_forward(R.net, R.x, batch, 0);
-    vt_net_forward(G.net, G.x, batch, 0);
-    {
-        float *zg = host_copy(gbe, vt_net_logits(G.net, 0), (int64_t)batch * NCLASS);
-        float *zr = host_copy(rbe, vt_net_logits(R.net, 0), (int64_t)batch * NCLASS);
-        cmp_arrays("eval logits", zg, zr, (int64_t)batch * NCLASS, GRAD_NMSE);
-        free(zg);
-        free(zr);
-    }
-    {
-        vt_cuda_mem_stats ms;
-        vt_cuda_mem_stats_get(gbe, &ms);
-        char a[32], b[32];
-        printf("  cuda memory: high water %s, counted %s, %lld cudaMalloc, %lld cache hits, %d conv "
-               "shapes\n", vt_fmt_bytes(a, sizeof a, ms.high_water),
-               vt_fmt_bytes(b, sizeof b, gbe->high_water), (long long)ms.device_mallocs,
-               (long long)ms.cache_hits, ms.conv_shapes);
-    }
-    free(x);
-    free(lab);
-    free(lr_);
-    free(lg);
-end:
-    side_free(&R);
-    side_free(&G);
-    vt_backend_free(&gbe);
-    vt_backend_free(&rbe);
+    net_vs_cpu_opts(model, ref_name, t, h, w, batch, 0.0f, steps, &tol, &o);
 }
 
 /* ------------------------------------------------------------------ towers */
@@ -390,7 +244,7 @@ static void two_towers_one_gpu(void) {
                        "step %d loss two towers %.7f, one tower %.7f", s + 1, two.loss[s],
                        one.loss[s]);
             TCHECK(two.np == one.np, "parameter counts");
-            cmp_arrays("two towers vs one: params", two.params, one.params, one.np, TOWER_NMSE);
+            cmp_host("two towers vs one: params", two.params, one.params, one.np, TOWER_NMSE);
             free(one.params);
         }
         free(two.params);
@@ -464,8 +318,8 @@ int main(void) {
         return VT_TEST_SKIP;
     }
     unsetenv("VT_TF32");
-    net_vs_cpu("tiny", "cpu-ref", 4, 16, 16, 4, 0.2f, 3);
-    net_vs_cpu("r3d18", "cpu", 4, 32, 32, 8, 0.0f, 1);
+    net_vs("tiny", "cpu-ref", 4, 16, 16, 4, 0.2f, 3);
+    net_vs("r3d18", "cpu", 4, 32, 32, 8, 0.0f, 1);
     two_towers_one_gpu();
     exact_towers_one_gpu();
     return vt_test_done("test_cuda_train_gpu");

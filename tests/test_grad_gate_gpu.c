@@ -35,6 +35,7 @@ int main(void) {
 #include "models/cuda/backend_cuda.h"
 #include "models/cuda/cuda_info.h"
 #include "models/registry.h"
+#include "tests/gpupair.h"
 
 /* TOL_SUMSQ: both sum float squares in double, in another order: a relative difference of
  *   a few ulps of double (~1e-15 per term, n = 1e5 terms: ~1e-13 at worst); a missed or
@@ -42,9 +43,6 @@ int main(void) {
 #define TOL_SUMSQ 1e-11
 /* TOL_DOUBLE: test_cuda_ops_gpu's for the optimizers (NMSE; ~1 ulp at most). */
 #define TOL_DOUBLE 1e-12
-
-static vt_backend *R, *G; /* cpu-ref, cuda */
-static vt_rng rng;
 
 typedef struct gates { vt_grad_gate *r, *g; } gates;
 
@@ -69,26 +67,11 @@ static void gates_free(gates *x) {
     vt_backend_free_ptr(G, x->g);
 }
 
-/* n floats on both backends, the same random values (scale); host copy in *h. */
-static void both(int64_t n, float scale, float **r, float **g, float **h) {
-    *h = vt_malloc((size_t)VT_MAX(n, 1) * 4);
-    for (int64_t i = 0; i < n; i++)
-        (*h)[i] = (float)(scale * vt_rng_normal(&rng));
-    *r = vt_backend_alloc_x(R, (size_t)VT_MAX(n, 1) * 4, "ref");
-    *g = vt_backend_alloc_x(G, (size_t)VT_MAX(n, 1) * 4, "cuda");
-    memcpy(*r, *h, (size_t)n * 4);
-    G->i->to_device(G, *g, *h, (size_t)n * 4);
-}
-static float *fetch(const float *g, int64_t n) {
-    float *h = vt_malloc((size_t)VT_MAX(n, 1) * 4);
-    G->i->to_host(G, h, g, (size_t)n * 4);
-    return h;
-}
-
 static void sumsq_groups(void) {
     const int64_t n = 100003;
-    float *r, *g, *h;
-    both(n, 0.5f, &r, &g, &h);
+    float *h;
+    pair a = pmake_normal(n, 0.5f, &h);
+    float *r = a.r, *g = a.g;
     gates x = gates_new();
     /* the arena, then three groups added in order (optim.c's frozen ranges left out) */
     const int64_t lo[3] = {0, 1000, 70001}, hi[3] = {17, 50000, 100003};
@@ -112,8 +95,7 @@ static void sumsq_groups(void) {
                grouped ? "groups" : "arena", rel);
     }
     gates_free(&x);
-    vt_backend_free_ptr(R, r);
-    vt_backend_free_ptr(G, g);
+    pfree(&a);
     free(h);
 }
 
@@ -158,29 +140,29 @@ static void copy_and_updates(void) {
     gates x = gates_new();
     for (int skip = 0; skip < 2; skip++) {
         /* copy_if_skip */
-        float *dr, *dg, *dh, *sr, *sg, *sh;
-        both(n, 1.0f, &dr, &dg, &dh);
-        both(n, 1.0f, &sr, &sg, &sh);
+        float *dh, *sh;
+        pair d = pmake_normal(n, 1.0f, &dh), s = pmake_normal(n, 1.0f, &sh);
         vt_grad_gate v = {.sumsq = 100.0, .norm = 10.0, .coef = 0.25, .skip = skip};
         gates_set(&x, &v);
-        VT_OP(G, copy_if_skip, dg, sg, (size_t)n * 4, x.g);
-        float *got = fetch(dg, n);
+        VT_OP(G, copy_if_skip, d.g, s.g, (size_t)n * 4, x.g);
+        float *got = host_copy(G, d.g, n);
         TCHECK(!memcmp(got, skip ? sh : dh, (size_t)n * 4), "copy_if_skip (skip %d): dst is "
                "not %s", skip, skip ? "the source" : "left alone");
         free(got);
         free(dh);
         free(sh);
-        vt_backend_free_ptr(R, dr);
-        vt_backend_free_ptr(G, dg);
-        vt_backend_free_ptr(R, sr);
-        vt_backend_free_ptr(G, sg);
+        pfree(&d);
+        pfree(&s);
         /* the updates through the gate: clipping (coef 0.25) or skipped */
         for (int kind = 0; kind < 3; kind++) {
-            float *pr, *pg, *ph, *gr, *gg, *gh, *ar, *ag, *ah, *br, *bg, *bh;
-            both(n, 1.0f, &pr, &pg, &ph);
-            both(n, 0.1f, &gr, &gg, &gh);
-            both(n, 0.0f, &ar, &ag, &ah); /* state: zeros, then a step's worth */
-            both(n, 0.0f, &br, &bg, &bh);
+            /* parameters, gradient, two state arrays (zeros, then a step's worth) */
+            static const float scale[4] = {1.0f, 0.1f, 0.0f, 0.0f};
+            pair v[4];
+            float *h[4];
+            for (int i = 0; i < 4; i++)
+                v[i] = pmake_normal(n, scale[i], &h[i]);
+            float *pr = v[0].r, *pg = v[0].g, *gr = v[1].r, *gg = v[1].g, *ar = v[2].r,
+                  *ag = v[2].g, *br = v[3].r, *bg = v[3].g, *ph = h[0], *gh = h[1];
             const char *name = kind == 0 ? "sgd" : kind == 1 ? "rmsprop" : "adamw";
             for (int64_t step = 1; step <= 2; step++) {
                 vt_grad_gate w = {.sumsq = 100.0, .norm = 10.0, .coef = 0.25,
@@ -203,7 +185,7 @@ static void copy_and_updates(void) {
                 if (step == 1) /* the state after one clipped step: what a skip must keep */
                     memcpy(ph, pr, (size_t)n * 4);
             }
-            float *p = fetch(pg, n), *a = fetch(ag, n);
+            float *p = host_copy(G, pg, n), *a = host_copy(G, ag, n);
             const double e = vt_nmse(p, pr, n), ea = vt_nmse(a, ar, n);
             printf("  %-8s clipped%s: params nmse %.2e, state nmse %.2e\n", name,
                    skip ? ", then skipped" : " twice", e, ea);
@@ -213,18 +195,14 @@ static void copy_and_updates(void) {
                 TCHECK(!memcmp(pr, ph, (size_t)n * 4), "%s: cpu-ref moved on a skipped step",
                        name);
             /* the gradient itself is never scaled by the gate */
-            float *gk = fetch(gg, n);
+            float *gk = host_copy(G, gg, n);
             TCHECK(!memcmp(gk, gh, (size_t)n * 4), "%s: the gradient was changed", name);
             free(gk);
             free(p);
             free(a);
-            float *hs[] = {ph, gh, ah, bh};
-            for (int i = 0; i < 4; i++)
-                free(hs[i]);
-            float *rs[] = {pr, gr, ar, br}, *gs[] = {pg, gg, ag, bg};
             for (int i = 0; i < 4; i++) {
-                vt_backend_free_ptr(R, rs[i]);
-                vt_backend_free_ptr(G, gs[i]);
+                free(h[i]);
+                pfree(&v[i]);
             }
         }
     }

@@ -130,7 +130,7 @@ int main(void) {
 #define TOL_TAB 1e-9
 #define GRAD_NMSE 1e-6
 #define LOSS_REL 1e-5
-static const step_tol STEP_TOL = {LOSS_REL, GRAD_NMSE, 0, 0, 0};
+static const step_tol STEP_TOL = {LOSS_REL, GRAD_NMSE, 0, 0, 0, 0};
 /* BF16 (module comment) */
 #define TOL_ATT16_OUT 2e-5
 #define TOL_ATT16_GRAD 1e-4
@@ -139,7 +139,7 @@ static const step_tol STEP_TOL = {LOSS_REL, GRAD_NMSE, 0, 0, 0};
 #define BF16_GRAD_TENSOR 5e-2
 #define BF16_FLOOR 1e-3
 static const step_tol STEP_BF16 = {BF16_LOSS_REL, BF16_GRAD_TOTAL, BF16_GRAD_TENSOR, 1,
-                                   BF16_FLOOR};
+                                   BF16_FLOOR, 0};
 
 static int grid(const int t[3]) { return t[0] * t[1] * t[2]; }
 

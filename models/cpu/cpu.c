@@ -35,6 +35,7 @@
 #include "models/backend.h"
 #include "base/common.h"
 #include "models/max_rule.h"
+#include "models/relu_rule.h"
 #include "models/xsum.h"
 #include "models/optim_elem.h"
 #include "models/cpu/cpu_attn.h"
@@ -228,19 +229,17 @@ static void cpu_bn_backward_apply(vt_backend *be, float *din, const float *dy, c
 
 /* simd: a select per lane instead of a branch, which activations of random sign would
  * mispredict half the time (measured: 5.6 ns per value scalar). Same results bit for bit.
- * !(v <= 0): a NaN passes, as in PyTorch (backend.h relu_forward). */
+ * The rule (a NaN passes, both ways) is relu_rule.h's. */
 static void cpu_relu_forward(vt_backend *be, float *out, const float *in, int64_t n) {
 #pragma omp parallel for simd num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
-        out[i] = !(in[i] <= 0) ? in[i] : 0.0f;
+        out[i] = vt_relu(in[i]);
 }
 static void cpu_relu_backward(vt_backend *be, float *din, const float *dout, const float *out,
                               int64_t n) {
 #pragma omp parallel for simd num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        const float d = dout[i]; /* read always: a conditional read would not vectorise */
-        din[i] = !(out[i] <= 0) ? d : 0.0f; /* a NaN output passes dout (backend.h) */
-    }
+    for (int64_t i = 0; i < n; i++)
+        din[i] = vt_relu_grad(out[i], dout[i]);
 }
 
 /* ---------------------------------------------------------------- pooling ---- */

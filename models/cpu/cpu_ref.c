@@ -24,6 +24,7 @@
 #include "models/cpu/cpu_loss.h"
 #include "base/common.h"
 #include "models/max_rule.h"
+#include "models/relu_rule.h"
 #include "models/xsum.h"
 #include "models/optim_elem.h"
 #include "models/cpu/cpu_ref_impl.h"
@@ -307,15 +308,13 @@ static void ref_bn_backward_apply(vt_backend *be, float *din, const float *dy, c
 /* ---------------------------------------------------------------- activations ---- */
 
 static void ref_relu_forward(vt_backend *be, float *out, const float *in, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        float v = ald(be, in, i);
-        ast(be, out, i, !(v <= 0) ? v : 0.0f); /* a NaN passes (backend.h) */
-    }
+    for (int64_t i = 0; i < n; i++)
+        ast(be, out, i, vt_relu(ald(be, in, i))); /* a NaN passes (relu_rule.h) */
 }
 static void ref_relu_backward(vt_backend *be, float *din, const float *dout, const float *out,
                               int64_t n) {
     for (int64_t i = 0; i < n; i++)
-        ast(be, din, i, !(ald(be, out, i) <= 0) ? ald(be, dout, i) : 0.0f);
+        ast(be, din, i, vt_relu_grad(ald(be, out, i), ald(be, dout, i)));
 }
 
 /* SiLU and sigmoid in double from the stored input: the reference's one rounding is the

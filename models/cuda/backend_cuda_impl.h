@@ -128,5 +128,12 @@ void vt_cu_gemm_b(cu_ctx *cx, cublasOperation_t ta, cublasOperation_t tb, int m,
                   float alpha, const float *a, int64_t lda, int64_t sa, const float *b,
                   int64_t ldb, int64_t sb, float beta, float *c, int64_t ldc, int64_t sc,
                   int batch);
+/* The same on bf16 A and B (uint16_t bits), float compute, C of type ct (CUDA_R_32F: logits,
+ * accumulators; CUDA_R_16BF: a result rounded once): the BF16 attention's (cuda_attn.c)
+ * and MViT's (cuda_mvit.c). */
+void vt_cu_gemm16_b(cu_ctx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                    float alpha, const uint16_t *a, int64_t lda, int64_t sa, const uint16_t *b,
+                    int64_t ldb, int64_t sb, float beta, void *c, cudaDataType_t ct, int64_t ldc,
+                    int64_t sc, int batch);
 
 #endif

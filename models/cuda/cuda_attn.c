@@ -144,12 +144,12 @@ static void logits(cu_ctx *cx, float *s, const float *q, const float *k, int i0,
 
 /* ---------------------------------------------------------------- attention, BF16 ---- */
 
-/* One strided-batched GEMM on bf16 A and B, float compute, C of type ct (CUDA_R_32F: the
- * logits S and dP, the dK/dV accumulators; CUDA_R_16BF: out, dQ, dK, dV rounded once). */
-static void gemm16(cu_ctx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                   float alpha, const uint16_t *a, int64_t lda, int64_t sa, const uint16_t *b,
-                   int64_t ldb, int64_t sb, float beta, void *c, cudaDataType_t ct, int64_t ldc,
-                   int64_t sc, int batch) {
+/* backend_cuda_impl.h; cuda_mvit.c's attention uses it too. C of type ct: CUDA_R_32F for
+ * the logits S and dP and the dK/dV accumulators, CUDA_R_16BF for out, dQ, dK, dV. */
+void vt_cu_gemm16_b(cu_ctx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                    float alpha, const uint16_t *a, int64_t lda, int64_t sa, const uint16_t *b,
+                    int64_t ldb, int64_t sb, float beta, void *c, cudaDataType_t ct, int64_t ldc,
+                    int64_t sc, int batch) {
     CUBLAS_CHECK(cublasGemmStridedBatchedEx(
         cx->cublas, ta, tb, m, n, k, &alpha, a, CUDA_R_16BF, (int)lda, (long long)sa, b,
         CUDA_R_16BF, (int)ldb, (long long)sb, &beta, c, ct, (int)ldc, (long long)sc, batch,
@@ -159,8 +159,8 @@ static void gemm16(cu_ctx *cx, cublasOperation_t ta, cublasOperation_t tb, int m
 /* S (nb, bq, L) float = scale * Q_b K^T (bf16 q, k: member 0's first element). */
 static void logits16(cu_ctx *cx, float *s, const uint16_t *q, const uint16_t *k, int i0, int bq,
                      int L, int64_t ld3, int D, int64_t b_qkv, int nb, float scale) {
-    gemm16(cx, CUBLAS_OP_T, CUBLAS_OP_N, L, bq, D, scale, k, ld3, b_qkv, q + i0 * ld3, ld3, b_qkv,
-           0.0f, s, CUDA_R_32F, L, (int64_t)bq * L, nb);
+    vt_cu_gemm16_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, L, bq, D, scale, k, ld3, b_qkv, q + i0 * ld3, ld3,
+                   b_qkv, 0.0f, s, CUDA_R_32F, L, (int64_t)bq * L, nb);
 }
 
 /* The forward as the FP32 one, with flash attention's rounding points: the logits and
@@ -185,8 +185,8 @@ static void attn16_forward(vt_backend *be, cu_ctx *cx, float *out, float *lse, c
             logits16(cx, s, q, q + hd, i0, b, L, ld3, D, w.b_qkv, w.B, scale);
             vt_cuk_attn_softmax_dt(cx->stream, VT_CUK_BF16, s, p16, ls + i0, (int64_t)w.B * b, L,
                                    b, w.b_lse);
-            gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, L, 1.0f, v, ld3, w.b_qkv, p16, L,
-                   (int64_t)b * L, 0.0f, o + i0 * hd, CUDA_R_16BF, hd, w.b_o, w.B);
+            vt_cu_gemm16_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, L, 1.0f, v, ld3, w.b_qkv, p16, L,
+                           (int64_t)b * L, 0.0f, o + i0 * hd, CUDA_R_16BF, hd, w.b_o, w.B);
         }
     }
 }
@@ -225,28 +225,28 @@ static void attn16_backward(vt_backend *be, cu_ctx *cx, float *dqkv, const float
                 const float beta = i0 ? 1.0f : 0.0f; /* the accumulators: the first block writes */
                 logits16(cx, s, q, k, i0, b, L, ld3, D, w.b_qkv, nb, scale);
                 /* dP^T (L, b) = V (L, D) dO_b^T (D, b), float */
-                gemm16(cx, CUBLAS_OP_T, CUBLAS_OP_N, L, b, D, 1.0f, v, ld3, w.b_qkv,
-                       dO + i0 * hd, hd, w.b_o, 0.0f, dp, CUDA_R_32F, L, sb, nb);
+                vt_cu_gemm16_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, L, b, D, 1.0f, v, ld3, w.b_qkv,
+                               dO + i0 * hd, hd, w.b_o, 0.0f, dp, CUDA_R_32F, L, sb, nb);
                 vt_cuk_attn_ds_dt(cx->stream, VT_CUK_BF16, s, dp, p16, ds16, ls + i0,
                                   dO + i0 * hd, O + i0 * hd, (int64_t)nb * b, L, b, D, hd, w.b_o,
                                   w.b_lse, scale);
                 /* dV^T (D, L) += dO_b^T (D, b) P (b, L) */
                 if (multi)
-                    gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, dO + i0 * hd, hd, w.b_o,
-                           p16, L, sb, beta, av, CUDA_R_32F, D, LD, nb);
+                    vt_cu_gemm16_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, dO + i0 * hd, hd,
+                                   w.b_o, p16, L, sb, beta, av, CUDA_R_32F, D, LD, nb);
                 else
-                    gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, dO + i0 * hd, hd, w.b_o,
-                           p16, L, sb, 0.0f, dv, CUDA_R_16BF, ld3, w.b_qkv, nb);
+                    vt_cu_gemm16_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, dO + i0 * hd, hd,
+                                   w.b_o, p16, L, sb, 0.0f, dv, CUDA_R_16BF, ld3, w.b_qkv, nb);
                 /* dQ_b^T (D, b) = K^T (D, L) dS^T (L, b) (the scale is in dS) */
-                gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, L, 1.0f, k, ld3, w.b_qkv, ds16, L, sb,
-                       0.0f, dq + i0 * ld3, CUDA_R_16BF, ld3, w.b_qkv, nb);
+                vt_cu_gemm16_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, L, 1.0f, k, ld3, w.b_qkv, ds16,
+                               L, sb, 0.0f, dq + i0 * ld3, CUDA_R_16BF, ld3, w.b_qkv, nb);
                 /* dK^T (D, L) += Q_b^T (D, b) dS (b, L) */
                 if (multi)
-                    gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, q + i0 * ld3, ld3,
-                           w.b_qkv, ds16, L, sb, beta, ak, CUDA_R_32F, D, LD, nb);
+                    vt_cu_gemm16_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, q + i0 * ld3, ld3,
+                                   w.b_qkv, ds16, L, sb, beta, ak, CUDA_R_32F, D, LD, nb);
                 else
-                    gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, q + i0 * ld3, ld3,
-                           w.b_qkv, ds16, L, sb, 0.0f, dk, CUDA_R_16BF, ld3, w.b_qkv, nb);
+                    vt_cu_gemm16_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, L, b, 1.0f, q + i0 * ld3, ld3,
+                                   w.b_qkv, ds16, L, sb, 0.0f, dk, CUDA_R_16BF, ld3, w.b_qkv, nb);
             }
             if (multi) {
                 vt_cuk_attn_store16(cx->stream, dk, ak, nb, L, D, w.b_qkv, ld3);

@@ -158,24 +158,13 @@ static int64_t rel_bytes(int n, int H, const vt_cuk_mvgeo *g) {
 
 /* ---------------------------------------------------------------- attention, BF16 ---- */
 
-/* One strided-batched GEMM on bf16 A and B, float compute, C float (S, dP, a block's O or
- * dQ, the dK/dV sums): cuda_attn.c's gemm16 with a float C. */
-static void gemm16(cu_ctx *cx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                   float alpha, const uint16_t *a, int64_t lda, int64_t sa, const uint16_t *b,
-                   int64_t ldb, int64_t sb, float beta, float *c, int64_t ldc, int64_t sc,
-                   int batch) {
-    CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-        cx->cublas, ta, tb, m, n, k, &alpha, a, CUDA_R_16BF, (int)lda, (long long)sa, b,
-        CUDA_R_16BF, (int)ldb, (long long)sb, &beta, c, CUDA_R_32F, (int)ldc, (long long)sc,
-        batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-}
-
 /* S (B, b, Lk) float = scale Q_b K^T (bf16 q, k: the walk step's first rows). */
 static void logits16(cu_ctx *cx, float *s, const uint16_t *q, const uint16_t *k, int i0, int b,
                      const vt_cuk_mvgeo *g, const mv_walk *w, float scale) {
     const int D = g->D;
-    gemm16(cx, CUBLAS_OP_T, CUBLAS_OP_N, g->Lk, b, D, scale, k, D, w->b_k, q + (int64_t)i0 * D, D,
-           w->b_l * D, 0.0f, s, g->Lk, (int64_t)b * g->Lk, w->B);
+    vt_cu_gemm16_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, g->Lk, b, D, scale, k, D, w->b_k,
+                   q + (int64_t)i0 * D, D, w->b_l * D, 0.0f, s, CUDA_R_32F, g->Lk,
+                   (int64_t)b * g->Lk, w->B);
 }
 
 /* The attention scratch under BF16 (cuda_mvit.h's vt_cuda_mvit_scratch16): S and dP
@@ -212,8 +201,8 @@ static void mv16_forward(vt_backend *be, cu_ctx *cx, float *out, float *lse, con
             vt_cuk_mvit_softmax(cx->stream, VT_CUK_BF16, s, p16, ls, qu, rh, rw, rt, g, w.B, b,
                                 i0, w.b_l);
             /* O_b^T (D, b) = V^T (D, Lk) P^T (Lk, b), float, O_b's rows D apart */
-            gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, g->Lk, 1.0f, vu, D, w.b_k, p16, g->Lk,
-                   (int64_t)b * g->Lk, 0.0f, ob, D, (int64_t)b * D, w.B);
+            vt_cu_gemm16_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, g->Lk, 1.0f, vu, D, w.b_k, p16,
+                           g->Lk, (int64_t)b * g->Lk, 0.0f, ob, CUDA_R_32F, D, (int64_t)b * D, w.B);
             vt_cuk_mvit_out16(cx->stream, o, ob, qu, g, w.B, b, i0, w.b_l, w.b_o, C, residual);
         }
     }
@@ -261,21 +250,21 @@ static void mv16_backward(vt_backend *be, cu_ctx *cx, float *dq, float *dk, floa
             const float beta = i0 ? 1.0f : 0.0f; /* the dK, dV sums: the first block writes */
             logits16(cx, s, qu, ku, i0, b, g, &w, scale);
             /* dP^T (Lk, b) = V (Lk, D) dO_b^T (D, b), float */
-            gemm16(cx, CUBLAS_OP_T, CUBLAS_OP_N, g->Lk, b, D, 1.0f, vu, D, w.b_k, dO + i0 * C, C,
-                   w.b_o, 0.0f, dp, g->Lk, sb, w.B);
+            vt_cu_gemm16_b(cx, CUBLAS_OP_T, CUBLAS_OP_N, g->Lk, b, D, 1.0f, vu, D, w.b_k,
+                           dO + i0 * C, C, w.b_o, 0.0f, dp, CUDA_R_32F, g->Lk, sb, w.B);
             vt_cuk_mvit_ds(cx->stream, VT_CUK_BF16, s, dp, p16, ds16, ar, ls, qu, rh, rw, rt, g,
                            w.B, b, i0, w.b_l);
             /* dV^T (D, Lk) += dO_b^T (D, b) P (b, Lk) */
-            gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, g->Lk, b, 1.0f, dO + i0 * C, C, w.b_o, p16,
-                   g->Lk, sb, beta, av, D, LD, w.B);
+            vt_cu_gemm16_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, g->Lk, b, 1.0f, dO + i0 * C, C, w.b_o,
+                           p16, g->Lk, sb, beta, av, CUDA_R_32F, D, LD, w.B);
             /* dQ_b^T (D, b) = scale K^T (D, Lk) dS^T (Lk, b), then its other terms */
-            gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, g->Lk, scale, ku, D, w.b_k, ds16, g->Lk, sb,
-                   0.0f, dqb, D, (int64_t)b * D, w.B);
+            vt_cu_gemm16_b(cx, CUBLAS_OP_N, CUBLAS_OP_N, D, b, g->Lk, scale, ku, D, w.b_k, ds16,
+                           g->Lk, sb, 0.0f, dqb, CUDA_R_32F, D, (int64_t)b * D, w.B);
             vt_cuk_mvit_dq16(cx->stream, dq16 + u * w.u_l * D, dqb, ar, dO, rh, rw, rt, g, w.B, b,
                              i0, w.b_l, w.b_o, C, residual);
             /* dK^T (D, Lk) += scale Q_b^T (D, b) dS (b, Lk) */
-            gemm16(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, g->Lk, b, scale, qu + (int64_t)i0 * D, D, lq,
-                   ds16, g->Lk, sb, beta, ak, D, LD, w.B);
+            vt_cu_gemm16_b(cx, CUBLAS_OP_N, CUBLAS_OP_T, D, g->Lk, b, scale, qu + (int64_t)i0 * D,
+                           D, lq, ds16, g->Lk, sb, beta, ak, CUDA_R_32F, D, LD, w.B);
         }
         vt_cuk_attn_store16(cx->stream, dk16 + u * w.u_k, ak, w.B, g->Lk, D, w.b_k, D);
         vt_cuk_attn_store16(cx->stream, dv16 + u * w.u_k, av, w.B, g->Lk, D, w.b_k, D);

@@ -198,19 +198,6 @@ extern "C" void vt_cuk_gelu_backward(cudaStream_t st, float *din, const float *d
 
 /* ------------------------------------------------------------------ attention rows */
 
-/* The max of one float per thread over a VT_THREADS block (order does not matter for a
- * max; NaN ignored as cpu-ref's `s > m ? s : m` ignores it). */
-__device__ static inline float block_max(float v, float *sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int w = VT_THREADS / 2; w > 0; w >>= 1) {
-        if ((int)threadIdx.x < w)
-            sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + w]);
-        __syncthreads();
-    }
-    return sh[0];
-}
-
 /* Rows of a (B, bq, L) block of scaled logits s, row = b * bq + i (b: a head or a clip of
  * the GEMM batch): the probabilities exp(s - m) / z into p (FP32: p is s, in place; BF16:
  * a separate bf16 block, each probability rounded once, for the P V GEMM);
@@ -227,7 +214,7 @@ __global__ static void k_attn_softmax(const float *s, P *p, float *lse, int64_t 
         float m = -INFINITY;
         for (int j = threadIdx.x; j < L; j += VT_THREADS)
             m = fmaxf(m, sr[j]);
-        m = block_max(m, shf);
+        m = vt_block_max(m, shf);
         double z = 0;
         for (int j = threadIdx.x; j < L; j += VT_THREADS)
             z += expf(__fsub_rn(sr[j], m));

@@ -13,6 +13,7 @@
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels.h"
 #include "models/cuda/kernels_impl.cuh"
+#include "models/relu_rule.h"
 
 /* ------------------------------------------------------------------ batch norm */
 
@@ -31,10 +32,10 @@ extern "C" int vt_cuk_bn_parts(int n, int64_t s) { return n * bn_q(s); }
 
 /* mode 0: (sum (x - k), sum (x - k)^2) around the shift k (NULL: 0, backend.h);
  * mode 1: (sum dy, sum dy * (x - (k + mean)) * invstd) as cpu-ref;
- * mode 2: mode 1 of the ReLU's backward !(y <= 0) ? dy : 0 (y its output), each value also
- * stored into dyw (may be dy: each element is read, then written, by one thread), so the
- * sums are mode 1's over what k_relu_bwd would have stored, bit for bit (a bf16 value
- * stored again is itself). */
+ * mode 2: mode 1 of the ReLU's backward vt_relu_grad(y, dy) (relu_rule.h; y its output),
+ * each value also stored into dyw (may be dy: each element is read, then written, by one
+ * thread), so the sums are mode 1's over what k_relu_bwd would have stored, bit for bit (a
+ * bf16 value stored again is itself). */
 template <int MODE, typename A>
 __global__ static void k_bn_part(double *pa, double *pb, const A *x, const A *dy, const float *k,
                                  const float *mean, const float *invstd, int c, int64_t s, int q,
@@ -59,7 +60,7 @@ __global__ static void k_bn_part(double *pa, double *pb, const A *x, const A *dy
         for (int64_t j = lo + threadIdx.x; j < hi; j += VT_THREADS) {
             double g;
             if (MODE == 2) {
-                const float v = !(ld(y, base + j) <= 0) ? ld(dy, base + j) : 0.0f;
+                const float v = vt_relu_grad(ld(y, base + j), ld(dy, base + j));
                 st(dyw, base + j, v);
                 g = v;
             } else {

@@ -12,6 +12,7 @@
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels.h"
 #include "models/cuda/kernels_impl.cuh"
+#include "models/relu_rule.h"
 
 /* ------------------------------------------------------------------ element-wise */
 
@@ -169,14 +170,11 @@ extern "C" void vt_cuk_copy_if_skip(cudaStream_t st, float *dst, const float *sr
 
 template <typename A>
 __global__ static void k_relu_fwd(A *out, const A *in, int64_t n) {
-    VT_GRID_STRIDE(i, n) {
-        float v = ld(in, i);
-        st(out, i, !(v <= 0) ? v : 0.0f); /* a NaN passes (backend.h relu_forward) */
-    }
+    VT_GRID_STRIDE(i, n) st(out, i, vt_relu(ld(in, i))); /* a NaN passes (relu_rule.h) */
 }
 template <typename A>
 __global__ static void k_relu_bwd(A *din, const A *dout, const A *out, int64_t n) {
-    VT_GRID_STRIDE(i, n) st(din, i, !(ld(out, i) <= 0) ? ld(dout, i) : 0.0f); /* backend.h */
+    VT_GRID_STRIDE(i, n) st(din, i, vt_relu_grad(ld(out, i), ld(dout, i))); /* relu_rule.h */
 }
 extern "C" void vt_cuk_relu_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
                                     int64_t n) {

@@ -20,6 +20,7 @@
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels.h"
 #include "models/cuda/kernels_impl.cuh"
+#include "models/relu_rule.h"
 
 /* v rounded as storing it in A and loading it back would (float: itself). */
 __device__ static inline float as_stored(const float *, float v) { return v; }
@@ -40,7 +41,7 @@ __global__ static void k_bn_apply_relu(A *out, const A *x, const A *res, const f
         float v = as_stored(out, (float)(g * ((double)ld(x, i) - m) * invstd[ci] + b));
         if (res)
             v = as_stored(out, __fadd_rn(v, ld(res, i)));
-        st(out, i, !(v <= 0) ? v : 0.0f); /* relu_forward's rule: a NaN passes */
+        st(out, i, vt_relu(v)); /* relu_forward's rule (relu_rule.h): a NaN passes */
     }
 }
 
@@ -60,7 +61,7 @@ extern "C" void vt_cuk_bn_apply_relu(cudaStream_t st, vt_cuk_dt dt, void *out, c
 template <typename A>
 __global__ static void k_relu_bwd_skip(A *din, A *skip, const A *dout, const A *out, int64_t n) {
     VT_GRID_STRIDE(i, n) {
-        const float v = !(ld(out, i) <= 0) ? ld(dout, i) : 0.0f; /* relu_backward's rule */
+        const float v = vt_relu_grad(ld(out, i), ld(dout, i)); /* relu_backward's rule */
         st(din, i, v);
         st(skip, i, v);
     }

@@ -18,8 +18,9 @@
  *    store through st(), which rounds a float to nearest even bf16 once, as cpu-ref's
  *    ast() does; everything else (statistics, masks, losses, optimizer) stays float.
  * They must never include FFmpeg or any vidtrain header other than kernels.h, this file,
- * cuda_check.h, models/xsum_arith.h and models/max_rule.h (pure arithmetic shared with the
- * host; nvcc compiles them as C++).
+ * cuda_check.h, models/xsum_arith.h, models/max_rule.h and models/relu_rule.h (pure
+ * arithmetic shared with the host; nvcc compiles them as C++), kernels_mvit.h (MViT's
+ * launchers) and kernels_window.cuh (MViT's pooling windows).
  */
 #ifndef VT_CUDA_KERNELS_IMPL_CUH
 #define VT_CUDA_KERNELS_IMPL_CUH
@@ -77,6 +78,19 @@ __device__ static inline double vt_block_sum(double v, double *sh) {
     for (int w = VT_THREADS / 2; w > 0; w >>= 1) {
         if ((int)threadIdx.x < w)
             sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    return sh[0];
+}
+/* The max of one float per thread over a VT_THREADS block; result in sh[0] (order does not
+ * matter for a max; NaN ignored, as cpu-ref's `s > m ? s : m` ignores it): the attention
+ * softmaxes' row max (kernels_attn.cu, kernels_mvit.cu). */
+__device__ static inline float vt_block_max(float v, float *sh) {
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = VT_THREADS / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w)
+            sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + w]);
         __syncthreads();
     }
     return sh[0];

@@ -40,8 +40,7 @@
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels_impl.cuh"
 #include "models/cuda/kernels_mvit.h"
-
-static inline int grid3(const int *t) { return t[0] * t[1] * t[2]; }
+#include "models/cuda/kernels_window.cuh"
 
 /* ------------------------------------------------------------------ pooling of q, k, v */
 
@@ -61,27 +60,11 @@ __global__ static void k_pool_fwd(A *out, const A *qkv, const float *w, int head
             st(out, e, ld(src, o * C3)); /* a copy: exact in either type */
             continue;
         }
-        const int ot = (int)((o - 1) / ((int64_t)p.out[1] * p.out[2])),
-                  oh = (int)((o - 1) / p.out[2] % p.out[1]), ow = (int)((o - 1) % p.out[2]);
         double acc = 0;
-        for (int a = 0; a < p.k[0]; a++) {
-            const int it = ot * p.s[0] - p.p[0] + a;
-            if (it < 0 || it >= p.in[0])
-                continue;
-            for (int b = 0; b < p.k[1]; b++) {
-                const int ih = oh * p.s[1] - p.p[1] + b;
-                if (ih < 0 || ih >= p.in[1])
-                    continue;
-                for (int c = 0; c < p.k[2]; c++) {
-                    const int iw = ow * p.s[2] - p.p[2] + c;
-                    if (iw < 0 || iw >= p.in[2])
-                        continue;
-                    const int tap = (a * p.k[1] + b) * p.k[2] + c;
-                    const float x = ld(src, (1 + ((int64_t)it * p.in[1] + ih) * p.in[2] + iw) * C3);
-                    acc = __dadd_rn(acc, __dmul_rn((double)w[(int64_t)d * K + tap], (double)x));
-                }
-            }
-        }
+        win_taps(p, o, [&](int tap, int64_t xi) {
+            const float x = ld(src, xi * C3);
+            acc = __dadd_rn(acc, __dmul_rn((double)w[(int64_t)d * K + tap], (double)x));
+        });
         st(out, e, (float)acc);
     }
 }
@@ -104,27 +87,11 @@ __global__ static void k_pool_dx(A *dqkv, const A *dout, const float *w, int hea
             st(dst, 0, ld(g, x * D));
             continue;
         }
-        const int it = (int)((x - 1) / ((int64_t)p.in[1] * p.in[2])),
-                  ih = (int)((x - 1) / p.in[2] % p.in[1]), iw = (int)((x - 1) % p.in[2]);
         double acc = 0;
-        for (int a = 0; a < p.k[0]; a++) {
-            const int nt = it + p.p[0] - a, ot = nt / p.s[0];
-            if (nt < 0 || nt % p.s[0] || ot >= p.out[0])
-                continue;
-            for (int b = 0; b < p.k[1]; b++) {
-                const int nh = ih + p.p[1] - b, oh = nh / p.s[1];
-                if (nh < 0 || nh % p.s[1] || oh >= p.out[1])
-                    continue;
-                for (int c = 0; c < p.k[2]; c++) {
-                    const int nw = iw + p.p[2] - c, ow = nw / p.s[2];
-                    if (nw < 0 || nw % p.s[2] || ow >= p.out[2])
-                        continue;
-                    const int tap = (a * p.k[1] + b) * p.k[2] + c;
-                    const float gy = ld(g, (1 + ((int64_t)ot * p.out[1] + oh) * p.out[2] + ow) * D);
-                    acc = __dadd_rn(acc, __dmul_rn((double)w[(int64_t)d * K + tap], (double)gy));
-                }
-            }
-        }
+        win_readers<false>(p, x, [&](int tap, int64_t o) {
+            const float gy = ld(g, o * D);
+            acc = __dadd_rn(acc, __dmul_rn((double)w[(int64_t)d * K + tap], (double)gy));
+        });
         st(dst, 0, (float)acc);
     }
 }
@@ -291,18 +258,6 @@ __device__ static inline float add_rel(float v, const float *rel, const vt_cuk_m
     return __fadd_rn(v, __fadd_rn(__fadd_rn(rel[ch], rel[cw]), rel[ct]));
 }
 
-/* The max of one float per thread over a VT_THREADS block (NaN ignored, as cpu-ref's). */
-__device__ static inline float block_max(float v, float *sh) {
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int w = VT_THREADS / 2; w > 0; w >>= 1) {
-        if ((int)threadIdx.x < w)
-            sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + w]);
-        __syncthreads();
-    }
-    return sh[0];
-}
-
 /* One block a row (dynamic shared memory: KK floats of relative terms). */
 template <typename A>
 __global__ static void k_mv_softmax(float *s, A *p, float *lse, const A *q, const float *rh,
@@ -326,7 +281,7 @@ __global__ static void k_mv_softmax(float *s, A *p, float *lse, const A *q, cons
             sr[t] = v;
             mx = fmaxf(mx, v);
         }
-        mx = block_max(mx, shf);
+        mx = vt_block_max(mx, shf);
         double z = 0;
         for (int t = threadIdx.x; t < g.Lk; t += VT_THREADS)
             z += expf(__fsub_rn(sr[t], mx));

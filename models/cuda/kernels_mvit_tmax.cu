@@ -21,42 +21,26 @@
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels_impl.cuh"
 #include "models/cuda/kernels_mvit.h"
+#include "models/cuda/kernels_window.cuh"
 #include "models/max_rule.h"
-
-static inline int grid3(const int *t) { return t[0] * t[1] * t[2]; }
 
 /* ------------------------------------------------------------------ token max pool */
 
-/* Window (ot, oh, ow)'s winning tap under max_rule.h's rule (the first maximum; a NaN
- * wins, the last of several), as a row >= 1, or -1 when the window lies wholly in the
- * padding. The forward returns its value and the backward routes the gradient to it: one
- * walk of the taps for both, so they cannot disagree. */
+/* Window o (>= 1)'s winning tap under max_rule.h's rule (the first maximum; a NaN wins,
+ * the last of several), as a row >= 1, or -1 when the window lies wholly in the padding.
+ * The forward returns its value and the backward routes the gradient to it: one walk of
+ * the taps (kernels_window.cuh) for both, so they cannot disagree. */
 template <typename A>
-__device__ static int64_t tmax_arg(const A *x, int c, const vt_cuk_pool &p, int ot, int oh,
-                                   int ow) {
+__device__ static int64_t tmax_arg(const A *x, int c, const vt_cuk_pool &p, int64_t o) {
     float best = -INFINITY;
     int64_t arg = -1;
-    for (int a = 0; a < p.k[0]; a++) {
-        const int it = ot * p.s[0] - p.p[0] + a;
-        if (it < 0 || it >= p.in[0])
-            continue;
-        for (int b = 0; b < p.k[1]; b++) {
-            const int ih = oh * p.s[1] - p.p[1] + b;
-            if (ih < 0 || ih >= p.in[1])
-                continue;
-            for (int cc = 0; cc < p.k[2]; cc++) {
-                const int iw = ow * p.s[2] - p.p[2] + cc;
-                if (iw < 0 || iw >= p.in[2])
-                    continue;
-                const int64_t xi = 1 + ((int64_t)it * p.in[1] + ih) * p.in[2] + iw;
-                const float v = ld(x, xi * c);
-                if (vt_max_takes(v, best, arg < 0)) {
-                    best = v;
-                    arg = xi;
-                }
-            }
+    win_taps(p, o, [&](int, int64_t xi) {
+        const float v = ld(x, xi * c);
+        if (vt_max_takes(v, best, arg < 0)) {
+            best = v;
+            arg = xi;
         }
-    }
+    });
     return arg;
 }
 
@@ -75,9 +59,7 @@ __global__ static void k_tmax_fwd(A *out, const A *in, int c, vt_cuk_pool p,
             st(out, e, ld(x, 0));
             continue;
         }
-        const int ot = (int)((o - 1) / ((int64_t)p.out[1] * p.out[2])),
-                  oh = (int)((o - 1) / p.out[2] % p.out[1]), ow = (int)((o - 1) % p.out[2]);
-        const int64_t a = tmax_arg(x, c, p, ot, oh, ow);
+        const int64_t a = tmax_arg(x, c, p, o);
         st(out, e, a < 0 ? -INFINITY : ld(x, a * c)); /* a copy: exact in either type */
     }
 }
@@ -91,9 +73,7 @@ __global__ static void k_tmax_argmax(int *arg, const A *in, int c, vt_cuk_pool p
     VT_GRID_STRIDE(e, total) {
         const int ch = (int)(e % c);
         const int64_t r = e / c, o = r % Lw, j = r / Lw;
-        const int ot = (int)(o / ((int64_t)p.out[1] * p.out[2])),
-                  oh = (int)(o / p.out[2] % p.out[1]), ow = (int)(o % p.out[2]);
-        arg[e] = (int)tmax_arg(in + j * L * c + ch, c, p, ot, oh, ow);
+        arg[e] = (int)tmax_arg(in + j * L * c + ch, c, p, o + 1);
     }
 }
 
@@ -113,29 +93,12 @@ __global__ static void k_tmax_bwd(A *din, const A *dout, const int *arg, int c,
             st(din, e, ld(gy, 0));
             continue;
         }
-        const int it = (int)((xi - 1) / ((int64_t)p.in[1] * p.in[2])),
-                  ih = (int)((xi - 1) / p.in[2] % p.in[1]), iw = (int)((xi - 1) % p.in[2]);
         float acc = 0.0f;
         /* taps from the last down: the windows in increasing order */
-        for (int a = p.k[0] - 1; a >= 0; a--) {
-            const int nt = it + p.p[0] - a, ot = nt / p.s[0];
-            if (nt < 0 || nt % p.s[0] || ot >= p.out[0])
-                continue;
-            for (int b = p.k[1] - 1; b >= 0; b--) {
-                const int nh = ih + p.p[1] - b, oh = nh / p.s[1];
-                if (nh < 0 || nh % p.s[1] || oh >= p.out[1])
-                    continue;
-                for (int cc = p.k[2] - 1; cc >= 0; cc--) {
-                    const int nw = iw + p.p[2] - cc, ow = nw / p.s[2];
-                    if (nw < 0 || nw % p.s[2] || ow >= p.out[2])
-                        continue;
-                    const int64_t o = 1 + ((int64_t)ot * p.out[1] + oh) * p.out[2] + ow;
-                    if (ag[(o - 1) * c] != xi)
-                        continue;
-                    acc = __fadd_rn(acc, ld(gy, o * c));
-                }
-            }
-        }
+        win_readers<true>(p, xi, [&](int, int64_t o) {
+            if (ag[(o - 1) * c] == xi)
+                acc = __fadd_rn(acc, ld(gy, o * c));
+        });
         st(din, e, acc); /* BF16: the float sum rounded once */
     }
 }

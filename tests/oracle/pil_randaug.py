@@ -6,7 +6,7 @@ choice vidtrain makes where timm draws bilinear or bicubic), and timm's level fu
 (magnitude -> op argument) written again here from timm's auto_augment.py. It must never
 depend on vidtrain.
 
-Records (the VTT1 format of torch_ops.py; bytes stored as floats, exact):
+Records (the VTT1 format, vtt_write.py; bytes stored as floats, exact):
   frame{k}          a uint8 RGB frame (h, w, 3) and shape{k} = [h, w]
   op{i}.{name}      [frame k, argument] of case i; out{i} = PIL's result (h, w, 3)
   level{inc}.{name} [magnitude, argument] pairs: timm's level function of the op at each
@@ -14,11 +14,14 @@ Records (the VTT1 format of torch_ops.py; bytes stored as floats, exact):
                     _RAND_INCREASING_TRANSFORMS variant)
 Usage: /usr/bin/python3 tests/oracle/pil_randaug.py OUT.bin
 """
-import struct
+import os
 import sys
 
 import numpy as np
 from PIL import Image, ImageEnhance, ImageOps
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vtt_write import save_vtt  # noqa: E402
 
 FILL = (128, 128, 128)
 records = []
@@ -133,12 +136,7 @@ for inc in (0, 1):
     for name in OPS:
         put(f"level{inc}.{name}", [v for m in MAGS for v in (m, level(name, inc, m))])
 
-with open(sys.argv[1], "wb") as f:
-    f.write(b"VTT1")
-    for name, t in records:
-        nb = name.encode("ascii")
-        f.write(struct.pack("<I", len(nb)) + nb + struct.pack("<I", t.size))
-        f.write(t.astype("<f4").tobytes())
+save_vtt(sys.argv[1], records)
 import PIL  # noqa: E402
 
 print(f"pil_randaug.py: {len(records)} records, {i} op cases, Pillow {PIL.__version__}")

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """torch_attn.py: the outside truth for the transformer ops (tests/test_ops_attn.c).
 
-The same file format as torch_ops.py (b"VTT1", then u32 name_len, name, u32 count,
-count x float32). For every op the scalar loss is L = sum(out * dy) with a stored random dy,
+VTT1 records as torch_ops.py's (vtt_write.py: u32 name_len, name, u32 count, count x
+float32). For every op the scalar loss is L = sum(out * dy) with a stored random dy,
 so the stored gradients are what the op's backward must return for dout = dy.
   layernorm  F.layer_norm over the last dim (eps 1e-6, VideoMAE's), float64 then rounded
   gelu       F.gelu (erf form, approximate='none'), float64
@@ -18,11 +18,14 @@ Usage: /usr/bin/python3 tests/oracle/torch_attn.py OUT.bin
 This script must never depend on vidtrain: it is what vidtrain is checked against.
 """
 import math
-import struct
+import os
 import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vtt_write import save_vtt  # noqa: E402
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -91,9 +94,4 @@ for k, v in [("x", x), ("tok", tok), ("pos", pos), ("mean", m), ("dy", dy), ("dx
              ("dpos", pos.grad)]:
     put(f"tok.{k}", v)
 
-with open(sys.argv[1], "wb") as f:
-    f.write(b"VTT1")
-    for name, t in records:
-        nb = name.encode()
-        f.write(struct.pack("<I", len(nb)) + nb + struct.pack("<I", t.numel()))
-        f.write(t.numpy().astype("<f4").tobytes())
+save_vtt(sys.argv[1], records)

@@ -4,19 +4,22 @@
 per clip (reduction='none') and the mean (PyTorch divides by the batch's sum of
 w[label]) with its gradient with respect to the logits.
 
-Same file format as torch_ops.py: magic b"VTT1", then records of
-    u32 name_len, name (ascii), u32 count, count x float32 (little-endian).
+VTT1 records as torch_ops.py's (vtt_write.py: u32 name_len, name, u32 count, count x
+float32).
 Inputs are drawn in float32 and the reference is computed in float64 from exactly those
 values, so the only difference left on vidtrain's side is its own rounding.
 
 Usage: /usr/bin/python3 tests/oracle/torch_balance.py OUT.bin
 This script must never depend on vidtrain: it is what vidtrain is checked against.
 """
-import struct
+import os
 import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vtt_write import save_vtt  # noqa: E402
 
 torch.manual_seed(28)
 records = []
@@ -55,9 +58,4 @@ for i, (n, k, eps, kind) in enumerate(cases):
     put(p + "wsum", [wd[y].sum().item()])
     put(p + "grad", zd.grad)
 
-with open(sys.argv[1], "wb") as f:
-    f.write(b"VTT1")
-    for name, t in records:
-        b = name.encode()
-        f.write(struct.pack("<I", len(b)) + b + struct.pack("<I", t.numel()))
-        f.write(t.numpy().astype("<f4").tobytes())
+save_vtt(sys.argv[1], records)

@@ -4,7 +4,7 @@
 rand_bbox, cutmix_bbox_and_lam with correct_lam, mixup_target) and PyTorch's
 F.cross_entropy with probability targets; it must never depend on vidtrain.
 
-Records (the VTT1 format of torch_ops.py):
+Records (the VTT1 format, vtt_write.py):
   xent{i}.*  logits (n, k) and soft targets (n, k); loss = F.cross_entropy(logits, t,
              reduction='none') and dlogits = d(gs * sum(loss))/dlogits, in float64.
              Case 2's targets do not sum to 1 (the p * sum(t) term); case 3 is timm's
@@ -16,13 +16,15 @@ Records (the VTT1 format of torch_ops.py):
              mixed targets with label smoothing eps.
 Usage: /usr/bin/python3 tests/oracle/torch_mix.py OUT.bin
 """
-import math
-import struct
+import os
 import sys
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vtt_write import save_vtt  # noqa: E402
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -104,9 +106,4 @@ for i, (n, t, h, w, kind, lam, cy, cx, k, eps) in enumerate(mixes):
     put(f"mix{i}.box", box)
     put(f"mix{i}.target", mixup_target(y, k, lam, eps))
 
-with open(sys.argv[1], "wb") as f:
-    f.write(b"VTT1")
-    for name, t in records:
-        nb = name.encode()
-        f.write(struct.pack("<I", len(nb)) + nb + struct.pack("<I", t.numel()))
-        f.write(t.numpy().astype("<f4").tobytes())
+save_vtt(sys.argv[1], records)

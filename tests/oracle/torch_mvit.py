@@ -104,12 +104,11 @@ def run_at(m, clip):
     return m
 
 
-def test_golden(out, name, v2, g, save_st, clip=(8, 32, 32), fname=None):
-    classes = 5
-    m = build_test(classes, 8, 32, v2)  # built for 8x32x32 (zoo_mvit.c's mvit_test)
-    if clip != (8, 32, 32):
-        run_at(m, clip)
-    with torch.no_grad():  # non-trivial: every affine, bias and table away from its init
+def golden_weights(m, g):
+    """The goldens' weights of a test model, drawn from generator g: non-trivial, every
+    affine, bias and table away from its init (torch_mvit_bf16_gap.py draws its models' so
+    too)."""
+    with torch.no_grad():
         for k, p in m.named_parameters():
             if "norm" in k and k.endswith("weight"):
                 p.uniform_(0.7, 1.3, generator=g)
@@ -119,6 +118,14 @@ def test_golden(out, name, v2, g, save_st, clip=(8, 32, 32), fname=None):
                 pass  # convs keep PyTorch's default init
             else:  # linears, class token, position and relative tables
                 p.normal_(0.0, 0.1, generator=g)
+
+
+def test_golden(out, name, v2, g, save_st, clip=(8, 32, 32), fname=None):
+    classes = 5
+    m = build_test(classes, 8, 32, v2)  # built for 8x32x32 (zoo_mvit.c's mvit_test)
+    if clip != (8, 32, 32):
+        run_at(m, clip)
+    golden_weights(m, g)
     x = torch.randn((2, 3) + clip, generator=g)
     label = torch.tensor([1, classes - 2])
     t = {k: v.detach().clone().numpy() for k, v in m.state_dict().items()}

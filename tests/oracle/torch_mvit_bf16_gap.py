@@ -20,16 +20,13 @@ worst is 3.5e-3 to 1.9e-2, median 1.6-3.1e-4.
 import os
 import sys
 
-import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_mvit import build_test  # noqa: E402
+from bf16_gap import gap, layernorm_fp32, step_pair  # noqa: E402
+from torch_mvit import build_test, golden_weights  # noqa: E402
 
-nn.LayerNorm.forward = lambda self, x: F.layer_norm(x.float(), self.normalized_shape,
-                                                    self.weight, self.bias, self.eps)
+layernorm_fp32()
 _einsum = torch.einsum
 torch.einsum = lambda eq, *ops: _einsum(eq, *[o.float() for o in ops])
 
@@ -41,42 +38,21 @@ def main():
             torch.manual_seed(seed)
             m = build_test(5, 8, 32, v2)
             g = torch.Generator().manual_seed(seed + 1)
-            with torch.no_grad():  # torch_mvit.py golden's non-trivial weights
-                for k, p in m.named_parameters():
-                    if "norm" in k and k.endswith("weight"):
-                        p.uniform_(0.7, 1.3, generator=g)
-                    elif k.endswith("bias"):
-                        p.uniform_(-0.2, 0.2, generator=g)
-                    elif "pool" in k or k.startswith("conv_proj"):
-                        pass
-                    else:
-                        p.normal_(0.0, 0.1, generator=g)
+            golden_weights(m, g)  # torch_mvit.py golden's non-trivial weights
             x = torch.randn((2, 3, 8, 32, 32), generator=g)
             lab = torch.tensor([1, 3])
-            res = {}
-            for mode in ("fp32", "bf16"):
-                m.zero_grad()
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mode == "bf16"):
-                    z = m(x)
-                loss = F.cross_entropy(z.float(), lab)
-                loss.backward()
-                res[mode] = (loss.item(), z.detach().float(),
-                             {k: p.grad.clone() for k, p in m.named_parameters()})
-            (la, za, a), (lb, zb, b) = res["fp32"], res["bf16"]
-            nm = {k: float(((b[k] - a[k])**2).sum() / max(float((a[k]**2).sum()), 1e-30))
-                  for k in a if float((a[k]**2).sum()) > 0}
-            tot = float(sum(((b[k] - a[k])**2).sum() for k in a) /
-                        sum((a[k]**2).sum() for k in a))
-            worst = max((v, k) for k, v in nm.items())
+            res = step_pair(m, x, lab)
+            la, lb, logits, tot, worst, median, _ = gap(res)
+            a, b = res["fp32"][2], res["bf16"][2]
             # test_mvit_gpu's floor: 1e-3 of the tensor's share (by elements) of all squares
             ss = sum(float((a[k]**2).sum()) for k in a)
             n = sum(a[k].numel() for k in a)
             fl = max((float(((b[k] - a[k])**2).sum()) /
                       max(float((a[k]**2).sum()), 1e-3 * ss * a[k].numel() / n), k) for k in a)
             print(f"{'mvit_test' if v2 else 'mvit_v1_test'} seed {seed}: loss {la:.6f} vs "
-                  f"{lb:.6f}, logits NMSE {float(((zb - za)**2).sum() / (za**2).sum()):.2e}, "
+                  f"{lb:.6f}, logits NMSE {logits:.2e}, "
                   f"gradients {tot:.2e}, worst {worst[0]:.2e} ({worst[1]}), floored "
-                  f"{fl[0]:.2e} ({fl[1]}), median {np.median(list(nm.values())):.2e}")
+                  f"{fl[0]:.2e} ({fl[1]}), median {median:.2e}")
 
 
 if __name__ == "__main__":

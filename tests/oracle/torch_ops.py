@@ -2,22 +2,22 @@
 """torch_ops.py: the outside truth for the cpu-ref backend (tests/test_ops_torch.c).
 
 Writes inputs, outputs and gradients of torch.nn.functional ops and torch.optim steps to
-one small binary file. Every record is
-
-    u32 name_len, name (ascii), u32 count, count x float32 (little-endian)
-
-after the 4-byte magic b"VTT1". Integers (labels, geometry) are stored as floats (exact
-below 2^24). For every op the scalar loss is L = sum(out * dy) with a stored random dy, so
-the stored gradients are what the op's backward must return for dout = dy.
+one small binary file of VTT1 records (vtt_write.py: u32 name_len, name, u32 count, count x
+float32). Integers (labels, geometry) are stored as floats (exact below 2^24). For every op
+the scalar loss is L = sum(out * dy) with a stored random dy, so the stored gradients are
+what the op's backward must return for dout = dy.
 
 Usage: /usr/bin/python3 tests/oracle/torch_ops.py OUT.bin     (torch on the CPU; ~1 s after import)
 This script must never depend on vidtrain: it is what vidtrain is checked against.
 """
-import struct
+import os
 import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vtt_write import save_vtt  # noqa: E402
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -209,10 +209,5 @@ for name, make in optims.items():
         if key in st and st[key] is not None:
             put(f"opt.{name}.{key}", st[key])
 
-with open(sys.argv[1], "wb") as f:
-    f.write(b"VTT1")
-    for name, t in records:
-        nb = name.encode("ascii")
-        f.write(struct.pack("<I", len(nb)) + nb + struct.pack("<I", t.numel()))
-        f.write(t.numpy().astype("<f4").tobytes())
+save_vtt(sys.argv[1], records)
 print(f"torch_ops.py: {len(records)} records, torch {torch.__version__}")

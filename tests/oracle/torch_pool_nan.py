@@ -9,17 +9,20 @@ this writes x (values from a few integers, so windows hold ties, with NaNs sprin
 some +-inf), dy (small integers, so every gradient is an exact float sum whatever the
 order), F.max_pool3d's y and x.grad for the loss sum(y * dy).
 
-Records as torch_ops.py's: b"VTT1", then per record u32 name_len, name, u32 count, count x
-float32 (little-endian). Integers (geometry) are stored as floats.
+VTT1 records as torch_ops.py's (vtt_write.py: u32 name_len, name, u32 count, count x
+float32). Integers (geometry) are stored as floats.
 
 Usage: /usr/bin/python3 tests/oracle/torch_pool_nan.py OUT.bin   (torch on the CPU)
 This script must never depend on vidtrain: it is what vidtrain is checked against.
 """
-import struct
+import os
 import sys
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vtt_write import save_vtt  # noqa: E402
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -74,10 +77,5 @@ dy = torch.arange(1, 13).float()
 (y * dy).sum().backward()
 put("relu.x", x), put("relu.dy", dy), put("relu.y", y), put("relu.dx", x.grad)
 
-with open(sys.argv[1], "wb") as f:
-    f.write(b"VTT1")
-    for name, t in records:
-        nb = name.encode("ascii")
-        f.write(struct.pack("<I", len(nb)) + nb + struct.pack("<I", t.numel()))
-        f.write(t.numpy().astype("<f4").tobytes())
+save_vtt(sys.argv[1], records)
 print(f"torch_pool_nan.py: {len(records)} records, torch {torch.__version__}")

@@ -174,14 +174,10 @@ def drop_path_scales(seed, n, depth, rate):
     return out
 
 
-def golden(path):
-    import torch_golden
-    torch.set_num_threads(1)
-    torch.manual_seed(11)
-    dim, depth, heads, classes, clip = 48, 2, 2, 5, (4, 32, 48)
-    m = VisionTransformer(dim, depth, heads, classes)
-    g = torch.Generator().manual_seed(12)
-    with torch.no_grad():  # non-trivial: every bias and LayerNorm affine away from 0/1
+def golden_weights(m, g):
+    """The golden's weights, drawn from generator g: non-trivial, every bias and LayerNorm
+    affine away from 0/1 (torch_vit_bf16_gap.py draws its models' so too)."""
+    with torch.no_grad():
         for k, p in m.named_parameters():
             if k.endswith("bias") or "q_bias" in k or "v_bias" in k:
                 p.uniform_(-0.2, 0.2, generator=g)
@@ -189,6 +185,16 @@ def golden(path):
                 p.uniform_(0.7, 1.3, generator=g)
             else:
                 p.normal_(0.0, 0.1, generator=g)
+
+
+def golden(path):
+    import torch_golden
+    torch.set_num_threads(1)
+    torch.manual_seed(11)
+    dim, depth, heads, classes, clip = 48, 2, 2, 5, (4, 32, 48)
+    m = VisionTransformer(dim, depth, heads, classes)
+    g = torch.Generator().manual_seed(12)
+    golden_weights(m, g)
     x = torch.randn((2, 3) + clip, generator=g)
     label = torch.tensor([1, classes - 2])
     t = {k: v.detach().clone().numpy() for k, v in m.state_dict().items()}

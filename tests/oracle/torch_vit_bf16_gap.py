@@ -15,16 +15,13 @@ tensor 7e-5 to 1.3e-4, loss within 0.3%.
 import os
 import sys
 
-import numpy as np
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_vit import VisionTransformer  # noqa: E402
+from bf16_gap import gap, layernorm_fp32, step_pair  # noqa: E402
+from torch_vit import VisionTransformer, golden_weights  # noqa: E402
 
-nn.LayerNorm.forward = lambda self, x: F.layer_norm(x.float(), self.normalized_shape,
-                                                    self.weight, self.bias, self.eps)
+layernorm_fp32()
 
 
 def main():
@@ -33,32 +30,12 @@ def main():
         torch.manual_seed(seed)
         m = VisionTransformer(48, 2, 2, 5)
         g = torch.Generator().manual_seed(seed + 1)
-        with torch.no_grad():  # torch_vit.py golden's non-trivial weights
-            for k, p in m.named_parameters():
-                if k.endswith("bias") or "q_bias" in k or "v_bias" in k:
-                    p.uniform_(-0.2, 0.2, generator=g)
-                elif "norm" in k and k.endswith("weight"):
-                    p.uniform_(0.7, 1.3, generator=g)
-                else:
-                    p.normal_(0.0, 0.1, generator=g)
+        golden_weights(m, g)  # torch_vit.py golden's non-trivial weights
         x = torch.randn((2, 3, 4, 32, 48), generator=g)
         lab = torch.tensor([1, 3])
-        res = {}
-        for mode in ("fp32", "bf16"):
-            m.zero_grad()
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=mode == "bf16"):
-                z = m(x)
-            loss = F.cross_entropy(z.float(), lab)
-            loss.backward()
-            res[mode] = (loss.item(), z.detach().float(),
-                         {k: p.grad.clone() for k, p in m.named_parameters()})
-        (la, za, a), (lb, zb, b) = res["fp32"], res["bf16"]
-        nm = {k: float(((b[k] - a[k])**2).sum() / (a[k]**2).sum()) for k in a}
-        tot = float(sum(((b[k] - a[k])**2).sum() for k in a) / sum((a[k]**2).sum() for k in a))
-        worst = max((v, k) for k, v in nm.items())
-        print(f"seed {seed}: loss {la:.6f} vs {lb:.6f}, logits NMSE "
-              f"{float(((zb - za)**2).sum() / (za**2).sum()):.2e}, gradients {tot:.2e}, "
-              f"worst {worst[0]:.2e} ({worst[1]}), median {np.median(list(nm.values())):.2e}")
+        la, lb, logits, tot, worst, median, _ = gap(step_pair(m, x, lab))
+        print(f"seed {seed}: loss {la:.6f} vs {lb:.6f}, logits NMSE {logits:.2e}, "
+              f"gradients {tot:.2e}, worst {worst[0]:.2e} ({worst[1]}), median {median:.2e}")
 
 
 if __name__ == "__main__":

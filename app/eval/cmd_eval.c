@@ -115,7 +115,8 @@ static void usage(FILE *f) {
         "RUN/eval.json (clip and video top-1/top-5, mean class accuracy, per-class accuracy,\n"
         "confusion matrix) and RUN/confusion.csv, and refreshes RUN/report.html; a RUN that\n"
         "a train is still writing is refused (wait for it, or evaluate a copy), and a train\n"
-        "--resume of RUN is refused while eval runs.\n\n"
+        "--resume of RUN is refused while eval runs. Two evals of RUN at once write their\n"
+        "three files one set after the other, never mixed.\n\n"
         "  --split NAME           the data split to evaluate: train, val, test, or all (every\n"
         "                         labelled video). Default: test when DIR has test videos,\n"
         "                         else val. DIR may hold any of train/, val/, test/ (e.g. only\n"
@@ -320,6 +321,9 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
     }
     cJSON *j = vt_eval_json(r, heads, cnt, sname, eo);
     add_leaks(j, ea->run, ea->dir, &m->opts, sname, ds, idx, n);
+    /* the three files below are one evaluation's: another eval of RUN at the same time
+     * writes its own set before or after this one, never between (run_claim.h) */
+    int wfd = vt_dist_lead() ? vt_run_claim_writes(ea->run) : -1;
     cJSON_AddStringToObject(j, "checkpoint", m->ckpt);
     cJSON_AddStringToObject(j, "data", ea->dir);
     snprintf(path, sizeof path, "%s/eval.json", ea->run);
@@ -346,6 +350,7 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
         fprintf(stderr, "vidtrain eval: report: %s\n", err);
     else
         printf("wrote %s/report.html\n", ea->run);
+    vt_run_claim_unshare(&wfd);
     return wrc == 0 ? 0 : 1;
 }
 

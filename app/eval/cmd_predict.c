@@ -360,15 +360,12 @@ int vt_cmd_predict(int argc, char **argv) {
     if (pa.ma.clips_per_video == 0)
         pa.ma.clips_per_video = 10;
     char err[1024];
-    /* The videos are inputs (base/common.h's output rule): --dump-input onto one of them,
-     * or onto a folder or special file, is refused now, before any decoding. */
+    /* The videos are inputs (base/common.h's output rule), and so are the run's files
+     * (vt_run_model_open declares them): --dump-input onto one of them, or onto a folder
+     * or special file, is refused once all are declared, before any decoding (checked
+     * before the run's were, RUN/config.json was refused only after every video). */
     for (int i = 0; i < nvid; i++)
         vt_inputs_add(videos[i]);
-    if (dump_path && vt_output_check_early(dump_path, err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain predict: --dump-input: %s\n", err);
-        free(videos);
-        return 2;
-    }
     int rc = 1, ok = 0;
     pred_ctx c;
     memset(&c, 0, sizeof c);
@@ -377,6 +374,11 @@ int vt_cmd_predict(int argc, char **argv) {
     vt_run_model m;
     if (vt_run_model_open(&m, run, pa.ma.ckpt, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain predict: %s\n", err);
+        goto end;
+    }
+    if (dump_path && vt_output_check_early(dump_path, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain predict: --dump-input: %s\n", err);
+        rc = 2;
         goto end;
     }
     if ((rc = predict_load(&c, &m, &pa)) != 0)

@@ -95,6 +95,13 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *
         return -1;
     }
     vt_train_opts_from_json(&m->opts, cfg);
+    /* the run's labels file and list files, which eval and embed read back: no output of
+     * this command may replace them either (embed --out LABELS.npy wrote its CSV over the
+     * run's labels, exit 0), and they are declared now, before any output is checked */
+    if (m->opts.labels[0])
+        vt_inputs_add(m->opts.labels);
+    if (m->opts.lists[0])
+        vt_inputs_add(m->opts.lists);
     if (m->opts.json_bad[0]) { /* the default would stand in for the run's value */
         vt_set_err(err, errlen, "%s: \"%s\" has the wrong type for that key: a damaged or "
                    "hand-edited configuration, which cannot say how the run trained; fix the "

@@ -344,6 +344,10 @@ int vt_cmd_embed(int argc, char **argv) {
     vt_ckpt_meta meta = {0};
     for (int i = 0; i < a.ninputs; i++) /* the output rule (base/common.h) */
         vt_inputs_add(a.inputs[i]);
+    if (a.labels) /* read only once the dataset opens: declared before the early check */
+        vt_inputs_add(a.labels);
+    if (a.lists)
+        vt_inputs_add(a.lists);
     if (vt_run_model_open(&m, a.run, a.ma.ckpt, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain embed: %s\n", err);
         goto end;
@@ -375,6 +379,17 @@ int vt_cmd_embed(int argc, char **argv) {
                 " (no input could be embedded; see the messages above)");
         goto end;
     }
+    int64_t noanswer = 0; /* rows whose scores name no class (embed_out.h: label -1) */
+    for (int64_t i = 0; i < set.n; i++)
+        for (int h = 0; h < m.heads.n; h++)
+            if (set.rows[i].label[h] < 0) {
+                noanswer++;
+                break;
+            }
+    if (noanswer)
+        fprintf(stderr, "vidtrain embed: warning: %lld of %lld rows have scores that are not "
+                "finite (NaN or inf: the run diverged): their label and prob cells are empty\n",
+                (long long)noanswer, (long long)set.n);
     make_meta(&meta, &a, &e, &m, is_dir);
     if (vt_embed_write(&set, a.out, &meta, &m.heads, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain embed: %s\n", err);

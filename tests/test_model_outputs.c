@@ -1,0 +1,117 @@
+/*
+ * test_model_outputs.c: the commands that read a trained model (eval, predict, embed) and
+ * the files they write (docs/design.md §3.8), each case a defect found on main:
+ *   - the run's labels file (train --labels) is an input of every command that opens the
+ *     run: embed --out LABELS.npy wrote its row-naming CSV over it, exit 0, and the run
+ *     could no longer be evaluated; refused now with the file unchanged, from a video
+ *     list and from the dataset folder alike; so is embed's own --labels file;
+ *   - predict --dump-input onto RUN/config.json (an input the run declares) was refused
+ *     only after every video was decoded and predicted; now at once, exit 2, nothing
+ *     predicted, the file unchanged;
+ *   - two evals of one run at the same time wrote eval.json, confusion.csv and
+ *     report.html interleaved (eval.json of one split, confusion.csv of the other): an
+ *     eval holds the run folder's write lock (an flock on RUN) while it writes its set,
+ *     so it waits while another holds it (here flock(1) holds it) and writes when it is
+ *     released.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/apputil.h"
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+static const char *g_bin;
+static char g_dir[4096];
+
+/* 1 when files a and b (under g_dir) hold the same bytes. */
+static int same_bytes(const char *a, const char *b) {
+    char pa[4300], pb[4300];
+    snprintf(pa, sizeof pa, "%s/%s", g_dir, a);
+    snprintf(pb, sizeof pb, "%s/%s", g_dir, b);
+    long la = 0, lb = 0;
+    char *x = vt_test_slurp(pa, &la), *y = vt_test_slurp(pb, &lb);
+    int same = x && y && la == lb && !memcmp(x, y, (size_t)la);
+    free(x);
+    free(y);
+    return same;
+}
+
+static void labels_kept(void) {
+    /* embed from a video list, and from the dataset folder: the CSV beside --out would be
+     * the run's labels file */
+    static const char *const inputs[] = {"data/test/*/* ", "data --split test "};
+    for (int i = 0; i < 2; i++) {
+        int rc = vt_test_sh("cd '%s' && '%s' embed run %s --out lab.npy --clips-per-video 1 > "
+                            "/dev/null 2> e.err", g_dir, g_bin, inputs[i]);
+        TCHECK(rc == 1 && same_bytes("lab.csv", "lab.keep"),
+               "embed run %s--out lab.npy: exit %d (1), the run's labels file %s", inputs[i], rc,
+               same_bytes("lab.csv", "lab.keep") ? "kept" : "REPLACED");
+        if (!same_bytes("lab.csv", "lab.keep"))
+            vt_test_sh("cd '%s' && cp lab.keep lab.csv", g_dir);
+    }
+    /* embed's own --labels (a copy of the run's): the same rule */
+    int rc = vt_test_sh("cd '%s' && cp lab.keep own.csv && '%s' embed run data --labels own.csv "
+                        "--split test --out own.safetensors --clips-per-video 1 > /dev/null 2> "
+                        "e.err", g_dir, g_bin);
+    TCHECK(rc != 0 && same_bytes("own.csv", "lab.keep"), "embed --labels own.csv --out "
+           "own.safetensors: exit %d, own.csv %s", rc,
+           same_bytes("own.csv", "lab.keep") ? "kept" : "REPLACED");
+}
+
+static void dump_refused_early(void) {
+    int rc = vt_test_sh("cd '%s' && cp run/config.json cfg.keep && v=$(ls data/test/*/* | head "
+                        "-1) && '%s' predict run \"$v\" --dump-input run/config.json > p.out 2> "
+                        "p.err", g_dir, g_bin);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/p.out", g_dir);
+    char *out = vt_test_slurp(p, NULL);
+    TCHECK(rc == 2 && out && !strstr(out, "1. "), "predict --dump-input RUN/config.json: exit %d "
+           "(2), %s", rc, out && strstr(out, "1. ") ? "predicted first" : "nothing predicted");
+    free(out);
+    TCHECK(same_bytes("run/config.json", "cfg.keep"), "RUN/config.json changed");
+}
+
+static void evals_one_at_a_time(void) {
+    /* flock(1) holds RUN until the file 'go' appears; eval runs meanwhile (stdout line
+     * buffered, so its progress shows), and must not write eval.json while it is held,
+     * then must write it once released */
+    int rc = vt_test_sh(
+        "cd '%s' && rm -f go run/eval.json ev.out && (flock run sh -c 'while [ ! -e go ]; do "
+        "sleep 0.1; done' &) && sleep 0.3 && (stdbuf -oL '%s' eval run data -q "
+        "--clips-per-video 1 > ev.out 2>&1; echo \"exit $?\" >> ev.out) & "
+        "cd '%s' && for i in $(seq 600); do grep -q 'clips evaluated' ev.out && break; "
+        "sleep 0.1; done; sleep 1; test -e run/eval.json && echo early > early.txt; touch go; "
+        "wait; grep -q 'exit 0' ev.out",
+        g_dir, g_bin, g_dir);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/early.txt", g_dir);
+    int early = vt_test_slurp(p, NULL) != NULL;
+    snprintf(p, sizeof p, "%s/run/eval.json", g_dir);
+    cJSON *j = vt_test_read_json(p);
+    TCHECK(rc == 0 && !early && j, "eval while another holds the run's write lock: wrote "
+           "eval.json %s (exit check %d, see %s/ev.out)", early ? "while it was held" :
+           j ? "after" : "never", rc, g_dir);
+    cJSON_Delete(j);
+}
+
+int main(void) {
+    g_bin = vt_test_bin("test_model_outputs");
+    if (!g_bin)
+        return VT_TEST_SKIP;
+    snprintf(g_dir, sizeof g_dir, "%s", vt_test_dir("model_outputs"));
+    int rc = vt_test_synth(g_bin, g_dir, "--classes 2 --train 2 --val 1 --test 1 --frames 16");
+    TCHECK(rc == 0, "synth");
+    /* a labels file outside the dataset, as train --labels names it */
+    rc = vt_test_sh("cd '%s/data' && (echo path,class; for f in */*/*; do c=${f#*/}; echo "
+                    "\"$f,${c%%/*}\"; done) > ../lab.csv && cp ../lab.csv ../lab.keep && cd .. && "
+                    "'%s' train data --labels lab.csv --out run --model tiny --clip 4x32 --batch 2 "
+                    "--epochs 1 --devices cpu:1 -q > train.log 2>&1", g_dir, g_bin);
+    TCHECK(rc == 0, "train (see %s/train.log)", g_dir);
+    if (rc != 0)
+        return vt_test_done("test_model_outputs");
+    labels_kept();
+    dump_refused_early();
+    evals_one_at_a_time();
+    return vt_test_done("test_model_outputs");
+}

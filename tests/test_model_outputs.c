@@ -7,7 +7,8 @@
  *     list and from the dataset folder alike; so is embed's own --labels file;
  *   - predict --dump-input onto RUN/config.json (an input the run declares) was refused
  *     only after every video was decoded and predicted; now at once, exit 2, nothing
- *     predicted, the file unchanged;
+ *     predicted, the file unchanged; eval of a run that lies inside DIR (an input
+ *     folder) is refused before it evaluates, not after;
  *   - two evals of one run at the same time wrote eval.json, confusion.csv and
  *     report.html interleaved (eval.json of one split, confusion.csv of the other): an
  *     eval holds the run folder's write lock (an flock on RUN) while it writes its set,
@@ -72,6 +73,22 @@ static void dump_refused_early(void) {
     TCHECK(same_bytes("run/config.json", "cfg.keep"), "RUN/config.json changed");
 }
 
+static void eval_inside_data(void) {
+    /* a copy of the run inside a folder eval reads: eval.json there would be inside an
+     * input folder; refused before any clip is evaluated (it was after all of them) */
+    int rc = vt_test_sh("cd '%s' && rm -rf dd && mkdir dd && cp -a data/test dd/ && cp -a run "
+                        "dd/run && rm -f dd/run/eval.json && '%s' eval dd/run dd -q "
+                        "--clips-per-video 1 > dd.out 2> dd.err", g_dir, g_bin);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/dd.out", g_dir);
+    char *out = vt_test_slurp(p, NULL);
+    snprintf(p, sizeof p, "%s/dd.err", g_dir);
+    TCHECK(rc == 1 && out && !strstr(out, "clips evaluated") && vt_test_file_has(p, "dd/run/"
+           "eval.json"), "eval of a run inside DIR: exit %d (1), %s", rc,
+           out && strstr(out, "clips evaluated") ? "refused after evaluating" : "see dd.err");
+    free(out);
+}
+
 static void evals_one_at_a_time(void) {
     /* flock(1) holds RUN until the file 'go' appears; eval runs meanwhile (stdout line
      * buffered, so its progress shows), and must not write eval.json while it is held,
@@ -112,6 +129,7 @@ int main(void) {
         return vt_test_done("test_model_outputs");
     labels_kept();
     dump_refused_early();
+    eval_inside_data();
     evals_one_at_a_time();
     return vt_test_done("test_model_outputs");
 }

@@ -416,6 +416,16 @@ int vt_cmd_eval(int argc, char **argv) {
         rc = 2;
         goto end;
     }
+    /* DIR is an input now (vt_dataset_open): a RUN inside it cannot take eval.json, said
+     * before the evaluation rather than after it (base/common.h's output rule) */
+    char out[4200];
+    snprintf(out, sizeof out, "%s/eval.json", run);
+    int orc = vt_dist_lead() ? vt_output_check_early(out, err, sizeof err) : 0;
+    if (vt_dist_share_result(orc, err, sizeof err) != 0) { /* every rank stops */
+        if (vt_dist_lead())
+            fprintf(stderr, "vidtrain eval: %s\n", err);
+        goto end;
+    }
     /* Unreadable files are reported here and left out of every split (not an error). */
     vt_dataset_probe(ds, 0, 1, NULL, NULL);
     vt_dist_dataset_sync(ds, "the evaluation data");

@@ -9,6 +9,10 @@
  *     only after every video was decoded and predicted; now at once, exit 2, nothing
  *     predicted, the file unchanged; eval of a run that lies inside DIR (an input
  *     folder) is refused before it evaluates, not after;
+ *   - a damaged stream's frames that never decode are filled with the nearest decoded
+ *     frame (video.h): eval, predict and embed said nothing, so a video scored from a
+ *     few repeated frames passed as whole; eval prints and counts them (eval.json
+ *     "filled_frames"), predict and embed warn per video (predict --json too);
  *   - two evals of one run at the same time wrote eval.json, confusion.csv and
  *     report.html interleaved (eval.json of one split, confusion.csv of the other): an
  *     eval holds the run folder's write lock (an flock on RUN) while it writes its set,
@@ -89,6 +93,40 @@ static void eval_inside_data(void) {
     free(out);
 }
 
+static void filled_frames_said(void) {
+    /* an MJPEG stream whose middle 6%% is overwritten: its index lists frames the decoder
+     * never delivers, and vt_video_read_clip fills them with the nearest decoded one
+     * (video.h). eval, predict and embed scored such a video as whole, unsaid */
+    int rc = vt_test_sh("cd '%s' && f=data/test/move_left/zz.mp4 && ffmpeg -v error -y -f "
+                        "lavfi -i testsrc=size=96x72:rate=25 -frames:v 40 -c:v mjpeg $f && "
+                        "s=$(stat -c %%s $f) && head -c $((s * 6 / 100)) /dev/zero | tr '\\0' "
+                        "'\\377' | dd of=$f bs=1 seek=$((s / 2)) conv=notrunc status=none && "
+                        "echo test/move_left/zz.mp4,move_left >> lab.csv", g_dir);
+    TCHECK(rc == 0, "the damaged video (ffmpeg)");
+    /* (the run reads its labels file for any folder: the video has its row there) */
+    rc = vt_test_sh("cd '%s' && '%s' predict run data/test/move_left/zz.mp4 --json > dp.out 2> "
+                    "dp.err && '%s' eval run data -q > de.out 2> de.err", g_dir, g_bin, g_bin);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/dp.out", g_dir);
+    cJSON *j = vt_test_read_json(p);
+    const cJSON *f = cJSON_GetObjectItem(cJSON_GetArrayItem(j, 0), "filled_frames");
+    double pf = cJSON_IsNumber(f) ? f->valuedouble : 0;
+    cJSON_Delete(j);
+    snprintf(p, sizeof p, "%s/dp.err", g_dir);
+    TCHECK(rc == 0 && pf >= 1 && vt_test_file_has(p, "never decoded"), "predict of a damaged "
+           "video: exit %d, filled_frames %g (>= 1), warning %s", rc, pf,
+           vt_test_file_has(p, "never decoded") ? "given" : "missing");
+    snprintf(p, sizeof p, "%s/run/eval.json", g_dir);
+    j = vt_test_read_json(p);
+    f = cJSON_GetObjectItem(j, "filled_frames");
+    double ef = cJSON_IsNumber(f) ? f->valuedouble : 0;
+    cJSON_Delete(j);
+    snprintf(p, sizeof p, "%s/de.out", g_dir);
+    TCHECK(ef >= 1 && vt_test_file_has(p, "frames filled in"), "eval of a damaged video: "
+           "eval.json filled_frames %g (>= 1), line %s", ef,
+           vt_test_file_has(p, "frames filled in") ? "printed" : "missing");
+}
+
 static void evals_one_at_a_time(void) {
     /* flock(1) holds RUN until the file 'go' appears; eval runs meanwhile (stdout line
      * buffered, so its progress shows), and must not write eval.json while it is held,
@@ -130,6 +168,7 @@ int main(void) {
     labels_kept();
     dump_refused_early();
     eval_inside_data();
+    filled_frames_said();
     evals_one_at_a_time();
     return vt_test_done("test_model_outputs");
 }

@@ -140,6 +140,8 @@ static void usage(FILE *f) {
         "top-1 over the classes present. Every clip is counted once across towers.\n"
         "Classes are matched to the model's by name; videos of a class the model does not\n"
         "know are left out, named in a warning and counted (eval.json \"unknown_videos\").\n"
+        "Frames of a damaged stream that never decode hold the nearest decoded frame: counted\n"
+        "and said (eval.json \"filled_frames\"), as are clips that fail (\"bad_clips\").\n"
         "Videos evaluated that are near-copies of the run's training videos are counted in\n"
         "eval.json \"leaks\" with a warning: from RUN/leaks.json when DIR is the training\n"
         "folder, else compared here (docs/splits.md).\n"
@@ -294,6 +296,10 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
     printf("clips evaluated: %lld of %lld (decode failures %lld); videos: %lld\n",
            (long long)cnt->clips, (long long)cnt->expected, (long long)cnt->bad_clips,
            (long long)cnt->videos);
+    if (cnt->filled_frames) /* a damaged stream's clips, scored all the same: said */
+        printf("frames filled in: %lld frames of the clips evaluated never decoded (a damaged "
+               "or cut-short stream) and hold the nearest decoded frame instead "
+               "(eval.json \"filled_frames\")\n", (long long)cnt->filled_frames);
     for (int h = 0; h < heads->n; h++) {
         if (heads->n > 1)
             printf("head %s:\n", heads->cfg[h].name);

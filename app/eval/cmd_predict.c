@@ -68,8 +68,10 @@ static void usage(FILE *f) {
         "                        frames, partial, heads[{name, top[{label, prob}]}]\n"
         "%s\n"
         "Unreadable files are reported (on stderr, and as {\"error\"} entries with --json) and\n"
-        "skipped. Exit codes: 0 when at least one video was predicted, 1 when every video\n"
-        "failed (or RUN cannot be loaded), 2 usage.\n",
+        "skipped; a video whose clips hold frames the stream never delivered (filled with the\n"
+        "nearest decoded frame) gets a warning (--json: \"filled_frames\"). Exit codes: 0 when\n"
+        "at least one video was predicted, 1 when every video failed (or RUN cannot be\n"
+        "loaded), 2 usage.\n",
         vt_device_args_help);
 }
 
@@ -134,6 +136,7 @@ static int predict_one(pred_ctx *c, const char *path, char *err, size_t errlen) 
     int n = vt_eval_clips_fill(&c->ec, v, all, &c->b, err, errlen);
     if (n < 0)
         goto end;
+    vt_eval_clips_warn(&c->ec, "predict", path);
     vt_towers_eval_step(c->t, &c->b, c->probs, NULL);
     for (int hh = 0; hh < c->heads->n; hh++) {
         int K = c->heads->cfg[hh].classes;
@@ -282,6 +285,8 @@ static void predict_print(const pred_ctx *c, const char *video, int top, cJSON *
     cJSON *hs = NULL;
     if (e) {
         cJSON_AddStringToObject(e, "path", video);
+        if (c->ec.filled) /* the warning's count, for a reader of the JSON alone */
+            cJSON_AddNumberToObject(e, "filled_frames", (double)c->ec.filled);
         hs = cJSON_AddArrayToObject(e, "heads");
     } else {
         printf("%s\n", video);

@@ -129,6 +129,7 @@ int vt_embed_sample(vt_embedder *e, const char *path, const vt_dataset_video *dv
     vt_video_close(&v);
     if (n < 0)
         return -1;
+    vt_eval_clips_warn(&e->ec, "embed", path);
     vt_towers_eval_features(e->m->towers, &e->b, e->probs, e->feat);
     /* a diverged model's NaN features are no embedding: the input is reported and
      * skipped, as predict skips a video whose scores are not finite */

@@ -137,6 +137,7 @@ static void *worker_main(void *arg) {
         s->b.index = b;
         s->b.epoch = epoch;
         s->nbad = 0;
+        w->filled = 0;
         int64_t i0 = b * l->cfg.batch, i1 = VT_MIN(i0 + l->cfg.batch, l->nsamples);
         int npos = (int)(i1 - i0), lo = 0, hi = npos;
         if (l->cfg.part) {
@@ -157,6 +158,7 @@ static void *worker_main(void *arg) {
             else
                 s->nbad++;
         }
+        s->nfilled = w->filled;
 
         pthread_mutex_lock(&l->lock);
         l->busy--;
@@ -389,6 +391,7 @@ const vt_batch *vt_loader_next(vt_loader *l) {
         slot *s = &l->slots[si];
         l->next_deliver++;
         l->stats.bad_clips += s->nbad;
+        l->stats.filled_frames += s->nfilled;
         if (s->b.n == 0 && !l->cfg.part) { /* every clip bad: nothing to hand out */
             s->state = SLOT_FREE;
             pthread_cond_broadcast(&l->cv_work);

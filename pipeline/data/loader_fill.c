@@ -87,6 +87,7 @@ static vt_bad_kind read_run(worker *w, int video, vt_video **v, uint8_t *out, in
             snprintf(err, errlen, "cannot open");
         return VT_BAD_OPEN;
     }
+    int64_t m0 = vt_video_get_stats(*v)->missing_frames;
     if (vt_video_read_clip(*v, out, start, t, stride, short_side, pad, err, errlen) < 0) {
         cache_drop(w, video); /* the decoder may be left in any state */
         *v = NULL;
@@ -94,6 +95,7 @@ static vt_bad_kind read_run(worker *w, int video, vt_video **v, uint8_t *out, in
             snprintf(err, errlen, "decode failed");
         return VT_BAD_READ;
     }
+    w->filled += vt_video_get_stats(*v)->missing_frames - m0;
     return VT_BAD_NONE;
 }
 

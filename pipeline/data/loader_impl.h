@@ -27,6 +27,7 @@ typedef struct slot {
     void *mem;        /* the one allocation behind every array of b */
     int state;
     int64_t nbad;     /* clips of this batch left out */
+    int64_t nfilled;  /* frames its reads filled in (vt_loader_stats.filled_frames) */
 } slot;
 
 typedef struct cached {
@@ -48,6 +49,7 @@ typedef struct worker {
      * (eval with 3 crops). */
     int memo_video, memo_ss, memo_stride;
     int64_t memo_start;
+    int64_t filled;   /* frames this worker's reads filled in, for the slot it fills */
 } worker;
 
 struct vt_loader {

@@ -17,7 +17,7 @@
  *     report.html interleaved (eval.json of one split, confusion.csv of the other): an
  *     eval holds the run folder's write lock (an flock on RUN) while it writes its set,
  *     so it waits while another holds it (here flock(1) holds it) and writes when it is
- *     released.
+ *     released; embed likewise for its FILE and FILE.csv, on --out's folder.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -127,27 +127,39 @@ static void filled_frames_said(void) {
            vt_test_file_has(p, "frames filled in") ? "printed" : "missing");
 }
 
-static void evals_one_at_a_time(void) {
-    /* flock(1) holds RUN until the file 'go' appears; eval runs meanwhile (stdout line
-     * buffered, so its progress shows), and must not write eval.json while it is held,
-     * then must write it once released */
+/* flock(1) holds folder `lock` until the file 'go' appears; `cmd` runs meanwhile (stdout
+ * line buffered, stderr beside it, so its progress shows) and must not write `out` while
+ * the lock is held, once `marker` shows it has done its work, then must write it once
+ * released. */
+static void waits_for_lock(const char *what, const char *lock, const char *cmd,
+                           const char *marker, const char *out) {
     int rc = vt_test_sh(
-        "cd '%s' && rm -f go run/eval.json ev.out && (flock run sh -c 'while [ ! -e go ]; do "
-        "sleep 0.1; done' &) && sleep 0.3 && (stdbuf -oL '%s' eval run data -q "
-        "--clips-per-video 1 > ev.out 2>&1; echo \"exit $?\" >> ev.out) & "
-        "cd '%s' && for i in $(seq 600); do grep -q 'clips evaluated' ev.out && break; "
-        "sleep 0.1; done; sleep 1; test -e run/eval.json && echo early > early.txt; touch go; "
-        "wait; grep -q 'exit 0' ev.out",
-        g_dir, g_bin, g_dir);
+        "cd '%s' && rm -f go early.txt '%s' w.out && (flock '%s' sh -c 'while [ ! -e go ]; do "
+        "sleep 0.1; done' &) && sleep 0.3 && (stdbuf -oL %s > w.out 2>&1; echo \"exit $?\" >> "
+        "w.out) & cd '%s' && for i in $(seq 600); do grep -q '%s' w.out && break; sleep 0.1; "
+        "done; sleep 1; test -e '%s' && echo early > early.txt; touch go; wait; grep -q 'exit 0' "
+        "w.out", g_dir, out, lock, cmd, g_dir, marker, out);
     char p[4300];
     snprintf(p, sizeof p, "%s/early.txt", g_dir);
-    int early = vt_test_slurp(p, NULL) != NULL;
-    snprintf(p, sizeof p, "%s/run/eval.json", g_dir);
-    cJSON *j = vt_test_read_json(p);
-    TCHECK(rc == 0 && !early && j, "eval while another holds the run's write lock: wrote "
-           "eval.json %s (exit check %d, see %s/ev.out)", early ? "while it was held" :
-           j ? "after" : "never", rc, g_dir);
-    cJSON_Delete(j);
+    char *early = vt_test_slurp(p, NULL);
+    snprintf(p, sizeof p, "%s/%s", g_dir, out);
+    char *o = vt_test_slurp(p, NULL);
+    TCHECK(rc == 0 && !early && o, "%s while another holds %s's write lock: wrote %s %s (exit "
+           "check %d, see %s/w.out)", what, lock, out, early ? "while it was held" : o ? "after"
+           : "never", rc, g_dir);
+    free(early);
+    free(o);
+}
+
+static void one_set_at_a_time(void) {
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "'%s' eval run data -q --clips-per-video 1", g_bin);
+    waits_for_lock("eval", "run", cmd, "clips evaluated", "run/eval.json");
+    /* embed's FILE and FILE.csv: a pair, under the lock of --out's folder */
+    vt_test_sh("mkdir -p '%s/eo'", g_dir);
+    snprintf(cmd, sizeof cmd, "'%s' embed run data/test/move_right/* --out eo/x.npy "
+             "--clips-per-video 1", g_bin);
+    waits_for_lock("embed", "eo", cmd, "(100%)", "eo/x.npy");
 }
 
 int main(void) {
@@ -169,6 +181,6 @@ int main(void) {
     dump_refused_early();
     eval_inside_data();
     filled_frames_said();
-    evals_one_at_a_time();
+    one_set_at_a_time();
     return vt_test_done("test_model_outputs");
 }

@@ -18,6 +18,7 @@
 #include "app/decode_opt.h"
 #include "app/stream/embed_run.h"
 #include "app/opts.h"
+#include "app/run/run_claim.h"
 #include "base/common.h"
 
 static void usage(FILE *f) {
@@ -391,7 +392,20 @@ int vt_cmd_embed(int argc, char **argv) {
                 "finite (NaN or inf: the run diverged): their label and prob cells are empty\n",
                 (long long)noanswer, (long long)set.n);
     make_meta(&meta, &a, &e, &m, is_dir);
-    if (vt_embed_write(&set, a.out, &meta, &m.heads, err, sizeof err) != 0) {
+    /* FILE and FILE.csv are one answer: two embeds onto one --out at once write their
+     * pairs one after the other (the rows of one named by the CSV of the other, else),
+     * under the lock eval takes on a run folder, here on --out's folder */
+    char folder[4200];
+    snprintf(folder, sizeof folder, "%s", a.out);
+    char *slash = strrchr(folder, '/');
+    if (slash)
+        slash[slash == folder] = 0; /* "/x.npy": the root */
+    else
+        snprintf(folder, sizeof folder, ".");
+    int wfd = vt_run_claim_writes(folder);
+    int wrc = vt_embed_write(&set, a.out, &meta, &m.heads, err, sizeof err);
+    vt_run_claim_unshare(&wfd);
+    if (wrc != 0) {
         fprintf(stderr, "vidtrain embed: %s\n", err);
         goto end;
     }

@@ -13,6 +13,9 @@
  *     frame (video.h): eval, predict and embed said nothing, so a video scored from a
  *     few repeated frames passed as whole; eval prints and counts them (eval.json
  *     "filled_frames"), predict and embed warn per video (predict --json too);
+ *   - eval RUN --checkpoint of another run's checkpoint (another model, clip, statistics
+ *     or classes than RUN/config.json) wrote that model's figures into RUN's eval.json
+ *     and report; refused, the run's own checkpoints still taken;
  *   - two evals of one run at the same time wrote eval.json, confusion.csv and
  *     report.html interleaved (eval.json of one split, confusion.csv of the other): an
  *     eval holds the run folder's write lock (an flock on RUN) while it writes its set,
@@ -127,6 +130,29 @@ static void filled_frames_said(void) {
            vt_test_file_has(p, "frames filled in") ? "printed" : "missing");
 }
 
+static void foreign_checkpoint(void) {
+    /* a copy of the run whose config.json says another crop: the run's checkpoint is not
+     * one of it, and eval of it there would file its figures as the copy's */
+    int rc = vt_test_sh("cd '%s' && rm -rf other && cp -a run other && rm -f other/eval.json && "
+                        "sed -i -E 's/\"crop\":[[:space:]]*32/\"crop\": 48/' other/config.json "
+                        "&& grep -q '\"crop\": 48' other/config.json", g_dir);
+    TCHECK(rc == 0, "the copy with another crop");
+    rc = vt_test_sh("cd '%s' && '%s' eval other data -q --clips-per-video 1 --checkpoint "
+                    "run/best.safetensors > fc.out 2> fc.err", g_dir, g_bin);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/fc.err", g_dir);
+    int said = vt_test_file_has(p, "not a checkpoint of the run");
+    snprintf(p, sizeof p, "%s/other/eval.json", g_dir);
+    char *ej = vt_test_slurp(p, NULL);
+    TCHECK(rc == 1 && said && !ej, "eval OTHER --checkpoint RUN's: exit %d (1), %s, eval.json "
+           "%s", rc, said ? "said" : "not said", ej ? "WRITTEN" : "not written");
+    free(ej);
+    /* the run's own last checkpoint: taken */
+    rc = vt_test_sh("cd '%s' && '%s' eval run data -q --clips-per-video 1 --checkpoint "
+                    "run/last.safetensors > /dev/null 2>&1", g_dir, g_bin);
+    TCHECK(rc == 0, "eval --checkpoint of the run's own last: exit %d", rc);
+}
+
 /* flock(1) holds folder `lock` until the file 'go' appears; `cmd` runs meanwhile (stdout
  * line buffered, stderr beside it, so its progress shows) and must not write `out` while
  * the lock is held, once `marker` shows it has done its work, then must write it once
@@ -181,6 +207,7 @@ int main(void) {
     dump_refused_early();
     eval_inside_data();
     filled_frames_said();
+    foreign_checkpoint();
     one_set_at_a_time();
     return vt_test_done("test_model_outputs");
 }

@@ -126,7 +126,9 @@ static void usage(FILE *f) {
         "                         not have is an error that lists the ones it has.\n"
         "  --clips-per-video K    (default 10)\n"
         "  --crops 1|3            centre crop, or start/centre/end of the long side (default 1)\n"
-        "  --checkpoint PATH      another checkpoint than RUN/best.safetensors\n"
+        "  --checkpoint PATH      another checkpoint of RUN than its best.safetensors (one of\n"
+        "                         another model, clip, input statistics or classes than\n"
+        "                         RUN/config.json is refused: its figures go into RUN)\n"
         "  --precision P          fp32 (default, whatever the run trained with), tf32, bf16\n"
         "  --batch N              clips per forward batch (default: the run's batch)\n"
         "  --workers N            decode threads (default 2)\n"
@@ -398,6 +400,12 @@ int vt_cmd_eval(int argc, char **argv) {
     if (vt_dist_lead() && run_in_use(run, 0, &held))
         goto end;
     if (vt_run_model_open(&m, run, ma->ckpt, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain eval: %s\n", err);
+        goto end;
+    }
+    /* eval files its figures in RUN: --checkpoint of another run (another model, clip,
+     * statistics or classes) would have them written there as RUN's */
+    if (ma->ckpt && vt_run_model_of_run(&m, run, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;
     }

@@ -13,6 +13,9 @@
  *     frame (video.h): eval, predict and embed said nothing, so a video scored from a
  *     few repeated frames passed as whole; eval prints and counts them (eval.json
  *     "filled_frames"), predict and embed warn per video (predict --json too);
+ *   - a validation video with a clip that does not decode was dropped from every later
+ *     validation (the loader skipped videos marked bad in evaluations too), so the
+ *     epochs' figures compared other sets of videos; every pass now scores the same;
  *   - eval RUN --checkpoint of another run's checkpoint (another model, clip, statistics
  *     or classes than RUN/config.json) wrote that model's figures into RUN's eval.json
  *     and report; refused, the run's own checkpoints still taken;
@@ -130,6 +133,38 @@ static void filled_frames_said(void) {
            vt_test_file_has(p, "frames filled in") ? "printed" : "missing");
 }
 
+static void validation_keeps_its_videos(void) {
+    /* a validation video whose middle never decodes (MJPEG, 28%%..98%% of the file
+     * overwritten): its failing clips were counted, and the video marked bad and dropped
+     * from every later validation, so epoch 2 scored 1 video fewer than epoch 1 (and the
+     * best checkpoint was picked over other sets of videos) */
+    int rc = vt_test_sh("cd '%s' && rm -rf dv rv && cp -r data dv && f=dv/val/move_left/zz.mp4 && "
+                        "ffmpeg -v error -y -f lavfi -i testsrc=size=96x72:rate=25 -frames:v 40 "
+                        "-c:v mjpeg -movflags +faststart $f && s=$(stat -c %%s $f) && head -c "
+                        "$((s * 70 / 100)) /dev/zero | tr '\\0' '\\377' | dd of=$f bs=1 "
+                        "seek=$((s * 28 / 100)) conv=notrunc status=none && '%s' train dv --out rv "
+                        "--model tiny --clip 4x32 --batch 2 --epochs 2 --val-clips 10 --devices "
+                        "cpu:1 -q > rv.out 2> rv.err", g_dir, g_bin);
+    TCHECK(rc == 0, "train with a damaged validation video (see %s/rv.err)", g_dir);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/rv.out", g_dir);
+    char *out = vt_test_slurp(p, NULL);
+    int n[2] = {-1, -1};
+    for (int e = 0; e < 2 && out; e++) {
+        char key[32];
+        snprintf(key, sizeof key, "epoch %d/2:", e + 1);
+        const char *l = strstr(out, key), *v = l ? strstr(l, " videos)") : NULL;
+        while (v && v > l && v[-1] != '(')
+            v--;
+        n[e] = v ? atoi(v) : -1;
+    }
+    free(out);
+    snprintf(p, sizeof p, "%s/rv.err", g_dir);
+    TCHECK(n[0] == 3 && n[1] == 3 && vt_test_file_has(p, "no frame of the clip decoded"),
+           "validation videos by epoch: %d, %d (3 each: the damaged one kept; see %s/rv.out)",
+           n[0], n[1], g_dir);
+}
+
 static void foreign_checkpoint(void) {
     /* a copy of the run whose config.json says another crop: the run's checkpoint is not
      * one of it, and eval of it there would file its figures as the copy's */
@@ -208,6 +243,7 @@ int main(void) {
     eval_inside_data();
     filled_frames_said();
     foreign_checkpoint();
+    validation_keeps_its_videos();
     one_set_at_a_time();
     return vt_test_done("test_model_outputs");
 }

@@ -57,7 +57,12 @@ static void report_bad(vt_loader *l, int video, vt_bad_kind kind, const char *re
         return;
     if (!vt_dataset_mark_bad(l->ds, video, kind, reason))
         return;
-    vt_warn("%s: %s (excluded)\n", l->ds->videos[video].path, reason);
+    /* training leaves the video out of later epochs; an evaluation has one pass, in which
+     * the video's other clips are still scored ("excluded" read as the whole video) */
+    vt_warn("%s: %s (%s)\n", l->ds->videos[video].path, reason,
+            l->cfg.mode == VT_LOADER_EVAL ? "that clip left out and counted as a decode failure; "
+                                            "the video's other clips are scored"
+                                          : "excluded");
     pthread_mutex_lock(&l->lock);
     l->stats.bad_videos++;
     pthread_mutex_unlock(&l->lock);

@@ -98,7 +98,7 @@ void vt_dump_close(vt_dump **d) {
 const char *vt_dump_dir(const vt_dump *d) { return d->dir; }
 
 int vt_dump_train(vt_dump *d, const vt_batch *b, long long step, double lr, double momentum,
-                  double loss, char *err, size_t errlen) {
+                  double loss, uint64_t drop_seed, char *err, size_t errlen) {
     char name[64], path[2200];
     snprintf(name, sizeof name, "train_%06d.f32", ++d->ntrain);
     snprintf(path, sizeof path, "%s/%s", d->dir, name);
@@ -112,6 +112,9 @@ int vt_dump_train(vt_dump *d, const vt_batch *b, long long step, double lr, doub
     cJSON_AddNumberToObject(j, "lr", lr);
     cJSON_AddNumberToObject(j, "momentum", momentum);
     cJSON_AddNumberToObject(j, "loss", loss);
+    char ds[32]; /* 64 bits: a JSON number (a double) would round it */
+    snprintf(ds, sizeof ds, "%llu", (unsigned long long)drop_seed);
+    cJSON_AddStringToObject(j, "drop_seed", ds);
     cJSON_AddItemToObject(j, "videos", cJSON_CreateIntArray(b->video, b->n));
     cJSON *w = cJSON_AddArrayToObject(j, "where");
     for (int i = 0; i < b->n; i++) {

@@ -1,15 +1,18 @@
 /*
  * test_twin.c: whole training runs are PyTorch-equal, step by step. vidtrain trains tiny
  * on real encoded videos (the hard `--preset motion` set, small) with --dump; the PyTorch
- * twin (tests/oracle/torch_twin.py parity) rebuilds the model, torch.optim.SGD and torch's own
+ * twin (tests/oracle/torch_twin.py parity) rebuilds the model, torch.optim.SGD or AdamW, torch's own
  * LR schedulers, and replays every step in float64 from vidtrain's state before it on
  * vidtrain's batch: the parameter updates, momentum buffers, BN running statistics,
  * losses, learning rates and momenta, and the eval-mode outputs of the last validation
- * must agree (tolerances, and why, in the script). Two runs:
+ * must agree (tolerances, and why, in the script). The runs:
  *   - the default recipe (SGD Nesterov, warm-up then cosine) on one tower;
  *   - two towers split 3:2 with sync-BN, OneCycle (momentum cycled) and label smoothing:
  *     the multi-tower loop against PyTorch on one device;
- *   - on an imbalanced copy, --balance logit (two towers) and --balance loss (one).
+ *   - on an imbalanced copy, --balance logit (two towers) and --balance loss (one);
+ *   - x3d_xs (pytorchvideo's X3D) on the default recipe, 4 steps;
+ *   - vit_test fine-tuned with the transformer recipe (AdamW, layer decay, head x10,
+ *     weight-decay exemptions, drop path) on two towers, against torch.optim.AdamW's groups.
  * It also checks that the dump says where every clip came from, within its video.
  */
 #include <math.h>
@@ -143,6 +146,53 @@ int main(void) {
                bal[b][0], log);
         free(t);
     }
+
+    /* 5. X3D (depthwise convolutions, squeeze-excitation, swish, the 2048-wide head) on
+     * the default recipe: 4x32 clips, batch 5, one epoch = 4 steps. Its twin is
+     * pytorchvideo's architecture (torch_x3d.py) with vidtrain's --dropout 0; a twin with
+     * pytorchvideo's dropout 0.5 drew its own masks and missed by NMSE ~1 from step 1.
+     * Longer X3D runs on these flat synthetic clips meet float32's ReLU-sign flips in both
+     * programs (check_step_conditioning.py): 4 steps from the start stay clear of them. */
+    snprintf(dump, sizeof dump, "%s/dump_x3d", dir);
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/run_x3d' --model x3d_xs --clip 4x32 "
+                    "--stride 2 --batch 5 --epochs 1 --seed 3 --val-split 0.25 --no-flip "
+                    "--workers 2 -q --dump '%s' > '%s/train_x3d.log' 2>&1", bin, dir, dir, dump,
+                    dir);
+    TCHECK(rc == 0, "train --model x3d_xs --dump (see %s/train_x3d.log)", dir);
+    snprintf(log, sizeof log, "%s/twin_x3d.log", dir);
+    rc = twin(py, src, dump, log);
+    t = vt_test_slurp(log, NULL);
+    printf("%s", t ? t : "");
+    TCHECK(rc == 0 && t && strstr(t, "parity: OK"), "x3d_xs: PyTorch-equal (%s)", log);
+    free(t);
+
+    /* 6. A transformer fine-tuned with its recipe, on two towers 3:2: vit_test (VideoMAE's
+     * ViT, 2 blocks) from a checkpoint of its own, so AdamW (wd 0.05), layer decay 0.75,
+     * the head at x10, no decay on 1-D tensors and biases, label smoothing 0.1, drop path
+     * 0.1 (block 1's branches; the twin replays vidtrain's per-clip draw from each step's
+     * drop_seed). The twin builds torch.optim.AdamW's groups by VideoMAE's and timm's
+     * published rules (torch_twin.py param_groups), never from vidtrain's numbers: a
+     * layer multiplier one power off puts a step at NMSE 0.1, one LayerNorm gain decayed
+     * at 0.01, drop path left out (at 0.5) at 1.4. */
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/run_vit0' --model vit_test --clip 8x32 "
+                    "--stride 2 --batch 5 --epochs 1 --seed 3 --val-split 0.25 --no-flip "
+                    "--workers 2 -q > '%s/train_vit0.log' 2>&1", bin, dir, dir, dir);
+    TCHECK(rc == 0, "train --model vit_test (see %s/train_vit0.log)", dir);
+    snprintf(dump, sizeof dump, "%s/dump_vit", dir);
+    rc = vt_test_sh("'%s' train '%s/data' --out '%s/run_vit' --model vit_test --clip 8x32 "
+                    "--stride 2 --batch 5 --epochs 2 --seed 3 --val-split 0.25 --no-flip "
+                    "--init '%s/run_vit0/best.safetensors' --devices cpu:2 "
+                    "--tower-split manual:3,2 --workers 2 -q --dump '%s' > '%s/train_vit.log' "
+                    "2>&1", bin, dir, dir, dir, dump, dir);
+    TCHECK(rc == 0, "train --model vit_test --init --dump (see %s/train_vit.log)", dir);
+    snprintf(log, sizeof log, "%s/twin_vit.log", dir);
+    rc = twin(py, src, dump, log);
+    t = vt_test_slurp(log, NULL);
+    printf("%s", t ? t : "");
+    TCHECK(rc == 0 && t && strstr(t, "parity: OK") && strstr(t, "adamw") &&
+               strstr(t, "0.421875, 0.5625, 0.75, 1.0, 10.0"),
+           "vit_test fine-tuning recipe: PyTorch-equal (%s)", log);
+    free(t);
 
     /* --dump replays from the first step: refused with --resume. */
     rc = vt_test_sh("'%s' train --resume '%s/run1' --dump '%s/x' > /dev/null 2>&1", bin, dir, dir);

@@ -29,7 +29,9 @@ static float step_momentum(const vt_optim_cfg *oc) {
 /* --dump after step st->step: the batch it took and the state it left. */
 static int dump_step(vt_train *t, const vt_batch *b, float lr, float momentum, double loss) {
     char err[512], name[64];
-    if (vt_dump_train(t->dump, b, (long long)t->st.step, lr, momentum, loss, err, sizeof err) != 0) {
+    if (vt_dump_train(t->dump, b, (long long)t->st.step, lr, momentum, loss,
+                      vt_towers_dropout_base(t->o.seed, (long long)t->st.step), err,
+                      sizeof err) != 0) {
         fprintf(stderr, "vidtrain train: --dump: %s\n", err);
         return -1;
     }

@@ -292,33 +292,97 @@ def nmse(a, b):
     return float(((a - b) ** 2).sum() / max(float((b ** 2).sum()), 1e-300))
 
 
+def param_groups(model, info, cfg):
+    """One torch param group a parameter, its lr multiplier and weight decay by the
+    published rules, never by vidtrain's numbers: a transformer's layer-wise lr decay as
+    VideoMAE's run_class_finetuning.py assigns it (get_num_layer_for_vit: cls_token,
+    pos_embed and patch_embed are layer 0, blocks.N layer N + 1, the rest layer depth + 1;
+    LayerDecayValueAssigner: layer i at decay^(depth + 1 - i)); the classifier (head.*) at
+    --head-lr-mult; no weight decay, when the run's wd_exempt is on, for timm's
+    param_groups_weight_decay / VideoMAE's get_parameter_groups: 1-D tensors, any .bias,
+    pos_embed and cls_token."""
+    from torch_zoo import VIT_SPECS
+    ld, head = float(cfg.get('layer_decay', 1)), float(cfg.get('head_lr_mult', 1))
+    exempt = cfg.get('wd_exempt', 'off') == 'on'
+    depth = VIT_SPECS[info['model']][1] if info['model'] in VIT_SPECS else None
+    assert ld == 1 or depth is not None, 'layer decay: the twin knows the ViTs\' layers only'
+    assert head == 1 or depth is not None, 'head lr: the twin knows the ViTs\' head only'
+    groups = []
+    for name, p in model.named_parameters():
+        scale = 1.0
+        if ld != 1:
+            if name in ('cls_token', 'pos_embed') or name.startswith('patch_embed'):
+                layer = 0
+            elif name.startswith('blocks.'):
+                layer = int(name.split('.')[1]) + 1
+            else:
+                layer = depth + 1
+            scale = ld ** (depth + 1 - layer)
+        if name.startswith('head.'):
+            scale *= head
+        decay = not (exempt and (p.ndim <= 1 or name.endswith('.bias') or
+                                 name in ('pos_embed', 'cls_token')))
+        groups.append({'params': [p], 'lr': info['base_lr'] * scale, 'scale': scale,
+                       'weight_decay': info['wd'] if decay else 0.0})
+    return groups
+
+
 class Replay:
-    """The twin of a dumped run: vidtrain's model, torch.optim.SGD and torch's scheduler."""
+    """The twin of a dumped run: vidtrain's model, torch.optim.SGD or AdamW over the
+    published parameter groups, and torch's scheduler."""
 
     def __init__(self, d, info, dtype):
         self.d, self.info, self.dtype = d, info, dtype
         self.model = build(info['model'], int(info['classes']), int(info['clip_t']),
                            int(info['crop']), int(info['crop'])).to(dtype)
-        self.opt = torch.optim.SGD(self.model.parameters(), lr=info['base_lr'],
-                                   momentum=info['momentum'], dampening=info['dampening'],
-                                   nesterov=bool(info['nesterov']), weight_decay=info['wd'])
+        meta = read_safetensors(os.path.join(d, 'state_000000.safetensors'))[0]
+        cfg = json.loads(meta.get('vidtrain_config', '{}'))
+        for k in ('mixup', 'cutmix'):  # random draws of vidtrain's own
+            assert float(cfg.get(k, 0)) == 0, f'--{k} 0: the twin draws no mixes'
+        # drop path: vidtrain's per-clip draw, replayed from each step's drop_seed
+        # (torch_vit.drop_path_scales, checked against vidtrain in test_zoo_vit)
+        self.drop_path = float(cfg.get('drop_path', 0))
+        from torch_zoo import VIT_SPECS
+        assert self.drop_path == 0 or info['model'] in VIT_SPECS, 'drop path: ViTs only'
+        assert int(cfg.get('freeze', -1)) < 0, 'the twin freezes nothing'
+        groups = param_groups(self.model, info, cfg)
+        if info['optim'] == 'adamw':
+            self.opt = torch.optim.AdamW(groups, lr=info['base_lr'],
+                                         betas=(info['beta1'], info['beta2']), eps=info['eps'])
+            self.slots = ('exp_avg', 'exp_avg_sq')
+        else:
+            self.opt = torch.optim.SGD(groups, lr=info['base_lr'], momentum=info['momentum'],
+                                       dampening=info['dampening'],
+                                       nesterov=bool(info['nesterov']))
+            self.slots = ('momentum_buffer',)
         self.sched = torch_schedule(self.opt, info)
 
     def state(self, k):
         return read_safetensors(os.path.join(self.d, f'state_{k:06d}.safetensors'))[1]
 
-    def load(self, st, with_momentum):
-        """vidtrain's state: weights and BN buffers by name; the momentum buffer is one flat
-        tensor over parameters() order (checkpoint.h)."""
+    def base_lr(self):
+        """The schedule's lr (vidtrain's train.jsonl 'lr'): a group's over its multiplier."""
+        g = self.opt.param_groups[0]
+        return g['lr'] / g['scale']
+
+    def load(self, st, with_momentum, step=0):
+        """vidtrain's state: weights and BN buffers by name; each optimizer slot (SGD's
+        momentum buffer, AdamW's exp_avg and exp_avg_sq) one flat tensor over parameters()
+        order (checkpoint.h); AdamW's bias corrections count `step` updates done."""
         sd = {k: v.to(self.dtype) if v.dtype.is_floating_point else v
               for k, v in st.items() if not k.startswith('optim.')}
         self.model.load_state_dict(sd, strict=True)
         self.opt.state.clear()
         if with_momentum:
-            flat, at = st['optim.sgd.momentum_buffer'].to(self.dtype), 0
-            for p in self.model.parameters():
-                self.opt.state[p]['momentum_buffer'] = flat[at:at + p.numel()].view_as(p).clone()
-                at += p.numel()
+            kind = self.info['optim']
+            for slot in self.slots:
+                flat, at = st[f'optim.{kind}.{slot}'].to(self.dtype), 0
+                for p in self.model.parameters():
+                    self.opt.state[p][slot] = flat[at:at + p.numel()].view_as(p).clone()
+                    at += p.numel()
+            if kind == 'adamw':
+                for p in self.model.parameters():
+                    self.opt.state[p]['step'] = torch.tensor(float(step))
 
     def batch(self, s):
         x = np.fromfile(os.path.join(self.d, s['file']), dtype=np.float32).reshape(s['shape'])
@@ -329,6 +393,13 @@ class Replay:
         stepped to s's step by the caller."""
         x, y = self.batch(s)
         self.model.train()
+        if self.drop_path > 0:
+            from torch_vit import drop_path_scales
+            blocks = self.model.blocks
+            scales = drop_path_scales(int(s['drop_seed']), x.shape[0], len(blocks),
+                                      self.drop_path)
+            for b, sc in zip(blocks, scales):
+                b.scale = None if sc is None else sc.to(self.dtype)
         out = self.model(x)
         if self.info.get('logit_adjust') is not None:  # --balance logit: the loss sees
             out = out + torch.tensor(self.info['logit_adjust'], dtype=self.dtype)  # logits + log priors
@@ -342,9 +413,12 @@ class Replay:
         self.opt.step()
         return float(loss)
 
-    def momentum_flat(self):
-        return torch.cat([self.opt.state[p]['momentum_buffer'].flatten()
-                          for p in self.model.parameters()])
+    def slot_flat(self, slot):
+        return torch.cat([self.opt.state[p][slot].flatten() for p in self.model.parameters()])
+
+    def slots_flat(self):
+        """The optimizer's slots under vidtrain's state names."""
+        return {f'optim.{self.info["optim"]}.{s}': self.slot_flat(s) for s in self.slots}
 
 
 def compare_step(rp, prev, want):
@@ -371,10 +445,11 @@ def compare_step(rp, prev, want):
             e = nmse(want[k], v.float())
         if e > worst[1]:
             worst = (k, e)
-    if 'optim.sgd.momentum_buffer' in want:
-        e = nmse(want['optim.sgd.momentum_buffer'], rp.momentum_flat().float())
-        if e > worst[1]:
-            worst = ('momentum_buffer', e)
+    for name, v in rp.slots_flat().items():
+        if name in want:
+            e = nmse(want[name], v.float())
+            if e > worst[1]:
+                worst = (name.split('.')[-1], e)
     return worst
 
 
@@ -386,6 +461,9 @@ def eval_worst(rp):
     if not os.path.exists(path):
         return worst, n
     rp.model.eval()
+    for b in getattr(rp.model, 'blocks', []):  # a ViT's drop path: training only
+        if hasattr(b, 'scale'):
+            b.scale = None
     with torch.no_grad():
         for line in open(path):
             e = json.loads(line)
@@ -421,7 +499,7 @@ def main_parity(argv):
     info = json.load(open(os.path.join(d, 'dump.json')))
     assert info['heads'] == 1 and info['precision'] == 'fp32', 'one softmax head, fp32'
     assert info['towers'] == 1 or info['sync_bn'], 'several towers need --sync-bn to be one device'
-    assert info['optim'] == 'sgd', 'the twin replays SGD runs'
+    assert info['optim'] in ('sgd', 'adamw'), 'the twin replays SGD and AdamW runs'
     assert info['dropout'] == 0, 'no dropout (its masks are vidtrain\'s own counter-based ones)'
     steps = [json.loads(line) for line in open(os.path.join(d, 'train.jsonl'))]
     # Step by step, in float64 (the exact result), each step from vidtrain's own state
@@ -438,12 +516,13 @@ def main_parity(argv):
     prev = rp.state(0)
     for s in steps:
         g = rp.opt.param_groups[0]
-        lr = g['lr']
+        lr = rp.base_lr()
         worst_lr = max(worst_lr, abs(lr - s['lr']) / max(abs(s['lr']), 1e-30))
         if info['sched'] == 'onecycle':
-            worst_lr = max(worst_lr, abs(g['momentum'] - s['momentum']))
-        rp.load(prev, s['step'] > 1)
-        r32.load(prev, s['step'] > 1)
+            m = g['momentum'] if 'momentum' in g else g['betas'][0]  # AdamW cycles beta1
+            worst_lr = max(worst_lr, abs(m - s['momentum']))
+        rp.load(prev, s['step'] > 1, s['step'] - 1)
+        r32.load(prev, s['step'] > 1, s['step'] - 1)
         loss = rp.step(s)
         r32.step(s)
         rp.sched.step()
@@ -454,8 +533,7 @@ def main_parity(argv):
         k, e = compare_step(rp, prev, want)
         # the same yardstick for PyTorch float32: its state after the step vs float64's
         mine = {n: v.detach().clone() for n, v in r32.model.state_dict().items()}
-        if 'optim.sgd.momentum_buffer' in want:
-            mine['optim.sgd.momentum_buffer'] = r32.momentum_flat()
+        mine.update({n: v for n, v in r32.slots_flat().items() if n in want})
         k32, e32 = compare_step(rp, prev, mine)
         per_step.append(e)
         per_step32.append(e32)
@@ -474,8 +552,10 @@ def main_parity(argv):
         drift_vt = max(nmse(last[k].double(), v) for k, v in exact.items() if v.dtype.is_floating_point)
         drift_pt = max(nmse(mine[k].double(), v) for k, v in exact.items() if v.dtype.is_floating_point)
     print(f'parity: {len(steps)} steps ({info["model"]}, batch {info["batch"]} on '
-          f'{info["towers"]} tower(s), sgd{" nesterov" if info["nesterov"] else ""} wd '
-          f'{info["wd"]:g}, {info["sched"]} with {int(info["warmup_steps"])} warm-up steps of '
+          f'{info["towers"]} tower(s), {info["optim"]}'
+          f'{" nesterov" if info["nesterov"] and info["optim"] == "sgd" else ""} wd '
+          f'{info["wd"]:g}, lr multipliers {sorted({round(g["scale"], 6) for g in rp.opt.param_groups})}, '
+          f'{sum(g["weight_decay"] == 0 for g in rp.opt.param_groups)} tensors without decay, {info["sched"]} with {int(info["warmup_steps"])} warm-up steps of '
           f'{int(info["total_steps"])}, label smoothing {info["smoothing"]:g}), {nev} eval clips')
     print(f'  learning rate / momentum (torch scheduler vs vidtrain), worst relative difference: '
           f'{worst_lr:.3g}')

@@ -185,9 +185,18 @@ def build(model, classes, t=16, h=112, w=112):
     if model == "s3d_block":
         return S3DBlock(classes)
     if model.startswith("x3d_"):  # pytorchvideo's X3D, in plain torch (torch_x3d.py)
-        import torch_x3d
-        return torch_x3d.build(model, classes, t, h, w)
+        import torch_x3d  # dropout 0: vidtrain's --dropout default (pytorchvideo's is 0.5,
+        return torch_x3d.build(model, classes, t, h, w, dropout=0.0)  # a random mask per run)
+    if model in VIT_SPECS:  # VideoMAE's ViT, in plain torch (torch_vit.py)
+        import torch_vit
+        dim, depth, heads = VIT_SPECS[model]
+        return torch_vit.VisionTransformer(dim, depth, heads, classes)
     raise SystemExit(f"unknown model {model}")
+
+
+# dim, depth, heads (models/zoo_vit.c; vit_test is its test model)
+VIT_SPECS = {"vit_test": (48, 2, 2), "videomae_vit_s": (384, 12, 6),
+             "videomae_vit_b": (768, 12, 12)}
 
 
 # The S3D tensors whose gradients s3d-golden writes: the first conv (every layer's

@@ -167,6 +167,11 @@ int vt_towers_exact_for(const vt_device_list *devices, int exact_off);
 vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen);
 void vt_towers_free(vt_towers **t);
 
+/* The dropout and drop-path seed of global clip 0 of training step `step` (1-based) of a
+ * run seeded `seed`; clip i of the step draws with this + i, whichever tower, pass or
+ * process runs it (models/net.h vt_net_set_dropout_seed). --dump writes it per step. */
+uint64_t vt_towers_dropout_base(uint64_t seed, long long step);
+
 /* Towers of this process (replica indices below). */
 int vt_towers_count(const vt_towers *t);
 /* Towers of every process (the plan's and vt_step_stats' indices) and their devices, named

@@ -330,7 +330,7 @@ static void do_train(tower *tw) {
     const int buckets = T->bucket_floats > 0;
     if (buckets)
         vt_tw_buckets_start(tw);
-    uint64_t drop_base = vt_hash64(T->cfg.seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(T->step + 1)));
+    uint64_t drop_base = vt_towers_dropout_base(T->cfg.seed, (long long)T->step + 1);
     /* Pass p's clips and size; pass p + 1's inputs are uploaded while pass p computes:
      * after its forward and loss when the net keeps its own copy of the input (BF16),
      * else after its backward (the first conv's backward reads the staged input). */
@@ -635,4 +635,8 @@ void vt_tw_run_cmd(vt_towers *T, tower_cmd cmd) {
     while (T->done < T->n)
         pthread_cond_wait(&T->cv_done, &T->mu);
     pthread_mutex_unlock(&T->mu);
+}
+
+uint64_t vt_towers_dropout_base(uint64_t seed, long long step) {
+    return vt_hash64(seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)step));
 }

@@ -131,6 +131,18 @@ static void filled_frames_said(void) {
     TCHECK(ef >= 1 && vt_test_file_has(p, "frames filled in"), "eval of a damaged video: "
            "eval.json filled_frames %g (>= 1), line %s", ef,
            vt_test_file_has(p, "frames filled in") ? "printed" : "missing");
+    /* the count is the data's: 3 crops count each clip 3 times, whatever the batch and
+     * the workers (the loader's shared decode of a clip's crops counted once, and which
+     * crops shared one depended on the batch: 7 or 4 for 12) */
+    rc = vt_test_sh("cd '%s' && '%s' eval run data -q --crops 3 --batch 5 --workers 3 > /dev/null "
+                    "2>&1", g_dir, g_bin);
+    snprintf(p, sizeof p, "%s/run/eval.json", g_dir);
+    j = vt_test_read_json(p);
+    f = cJSON_GetObjectItem(j, "filled_frames");
+    double ef3 = cJSON_IsNumber(f) ? f->valuedouble : 0;
+    cJSON_Delete(j);
+    TCHECK(rc == 0 && ef3 == 3 * ef, "eval --crops 3 --batch 5: filled_frames %g, want 3 x %g",
+           ef3, ef);
 }
 
 static void validation_keeps_its_videos(void) {

@@ -100,7 +100,7 @@ static vt_bad_kind read_run(worker *w, int video, vt_video **v, uint8_t *out, in
             snprintf(err, errlen, "decode failed");
         return VT_BAD_READ;
     }
-    w->filled += vt_video_get_stats(*v)->missing_frames - m0;
+    w->clip_filled += vt_video_get_stats(*v)->missing_frames - m0;
     return VT_BAD_NONE;
 }
 
@@ -208,6 +208,7 @@ int vt_loader_fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
     if (!(w->memo_video == s.video && w->memo_start == p.start && w->memo_ss == p.short_side &&
           w->memo_stride == p.stride)) {
         w->memo_video = -1;
+        w->clip_filled = 0;
         vt_bad_kind bad = read_clip_in_range(w, s.video, &v, &p, range, fw, fh, err, sizeof err);
         if (bad != VT_BAD_NONE) {
             report_bad(l, s.video, bad, err);
@@ -219,6 +220,7 @@ int vt_loader_fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
         w->memo_ss = p.short_side;
         w->memo_stride = p.stride;
     }
+    w->filled += w->clip_filled; /* this sample's, a decode of its own or the memo's */
     const size_t ra_was = w->ra_cap; /* RandAugment's crop: counted as scratch too */
     vt_clip_transform_aug(b->x + (int64_t)n * l->clip_floats, &w->ra_buf, &w->ra_cap, w->scratch,
                           fh, fw, &p, cc); /* p.ra_key: training only */

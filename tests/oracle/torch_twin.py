@@ -327,6 +327,26 @@ def param_groups(model, info, cfg):
     return groups
 
 
+class VtDropout(nn.Module):
+    """vidtrain's dropout in place of nn.Dropout: its per-clip mask from the step's seed
+    (torch_golden.dropout_mask, checked against vidtrain in test_golden), the k-th
+    dropout applied in a forward drawing with k (vidtrain's drop_index, the graph's order;
+    C3D applies one module twice, after fc6 and fc7)."""
+
+    def __init__(self, p, calls):
+        super().__init__()
+        self.p, self.calls, self.seed = p, calls, None
+
+    def forward(self, x):
+        if not self.training or self.p == 0:
+            return x
+        from torch_golden import dropout_mask
+        k = self.calls[0]
+        self.calls[0] += 1
+        m = dropout_mask(self.seed, x.shape[0], x[0].numel(), self.p, k)
+        return x * m.to(x.dtype).view_as(x)
+
+
 class Replay:
     """The twin of a dumped run: vidtrain's model, torch.optim.SGD or AdamW over the
     published parameter groups, and torch's scheduler."""
@@ -334,7 +354,15 @@ class Replay:
     def __init__(self, d, info, dtype):
         self.d, self.info, self.dtype = d, info, dtype
         self.model = build(info['model'], int(info['classes']), int(info['clip_t']),
-                           int(info['crop']), int(info['crop'])).to(dtype)
+                           int(info['crop']), int(info['crop']), info['dropout']).to(dtype)
+        self.drop_calls, self.dropouts = [0], []
+        for name, mod in list(self.model.named_modules()):
+            for cname, child in list(mod.named_children()):
+                if isinstance(child, nn.Dropout):
+                    vd = VtDropout(info['dropout'], self.drop_calls)
+                    setattr(mod, cname, vd)
+                    self.dropouts.append(vd)
+        assert info['dropout'] == 0 or self.dropouts, f'--dropout: {info["model"]} has no twin dropout'
         meta = read_safetensors(os.path.join(d, 'state_000000.safetensors'))[0]
         cfg = json.loads(meta.get('vidtrain_config', '{}'))
         for k in ('mixup', 'cutmix'):  # random draws of vidtrain's own
@@ -393,6 +421,9 @@ class Replay:
         stepped to s's step by the caller."""
         x, y = self.batch(s)
         self.model.train()
+        self.drop_calls[0] = 0
+        for d in self.dropouts:
+            d.seed = int(s['drop_seed'])
         if self.drop_path > 0:
             from torch_vit import drop_path_scales
             blocks = self.model.blocks
@@ -426,9 +457,10 @@ def compare_step(rp, prev, want):
     the momentum buffer and the BN buffers; and whether num_batches_tracked agree. The
     exact (float64) result is rounded to float32 first: a float32 program can do no better
     than store the nearest float, and for a parameter near 1 with an update near 1e-5
-    that rounding alone is a relative error of 1e-2 in the update."""
+    that rounding alone is a relative error of 1e-2 in the update. Also every tensor's
+    NMSE, by name."""
     params = dict(rp.model.named_parameters())
-    worst = ('', 0.0)
+    worst, each = ('', 0.0), {}
     for k, v in rp.model.state_dict().items():
         if not v.dtype.is_floating_point:
             e = float(int(v) != int(want[k]))
@@ -443,14 +475,15 @@ def compare_step(rp, prev, want):
             e = float((d ** 2).sum() / max(float(((ref.double() - p0) ** 2).sum()), 1e-300))
         else:
             e = nmse(want[k], v.float())
+        each[k] = e
         if e > worst[1]:
             worst = (k, e)
     for name, v in rp.slots_flat().items():
         if name in want:
-            e = nmse(want[name], v.float())
+            e = each[name] = nmse(want[name], v.float())
             if e > worst[1]:
                 worst = (name.split('.')[-1], e)
-    return worst
+    return worst + (each,)
 
 
 def eval_worst(rp):
@@ -500,7 +533,6 @@ def main_parity(argv):
     assert info['heads'] == 1 and info['precision'] == 'fp32', 'one softmax head, fp32'
     assert info['towers'] == 1 or info['sync_bn'], 'several towers need --sync-bn to be one device'
     assert info['optim'] in ('sgd', 'adamw'), 'the twin replays SGD and AdamW runs'
-    assert info['dropout'] == 0, 'no dropout (its masks are vidtrain\'s own counter-based ones)'
     steps = [json.loads(line) for line in open(os.path.join(d, 'train.jsonl'))]
     # Step by step, in float64 (the exact result), each step from vidtrain's own state
     # before it: one step's float32 rounding is all that may differ. Chained over a run,
@@ -513,6 +545,7 @@ def main_parity(argv):
     worst_lr = worst_loss = 0.0
     worst = ('', 0.0, 0)
     per_step, per_step32 = [], []
+    judged, excused = 0.0, []
     prev = rp.state(0)
     for s in steps:
         g = rp.opt.param_groups[0]
@@ -530,13 +563,20 @@ def main_parity(argv):
         rel = abs(loss - s['loss']) / max(abs(s['loss']), 1e-30)
         worst_loss = max(worst_loss, rel)
         want = rp.state(s['step'])
-        k, e = compare_step(rp, prev, want)
+        k, e, each = compare_step(rp, prev, want)
         # the same yardstick for PyTorch float32: its state after the step vs float64's
         mine = {n: v.detach().clone() for n, v in r32.model.state_dict().items()}
         mine.update({n: v for n, v in r32.slots_flat().items() if n in want})
-        k32, e32 = compare_step(rp, prev, mine)
+        k32, e32, each32 = compare_step(rp, prev, mine)
         per_step.append(e)
         per_step32.append(e32)
+        # a tensor is judged unless PyTorch float32's own update of it is at least a
+        # quarter as far from float64: then the step is ill-conditioned there, not wrong
+        bad = max([v for n, v in each.items() if v < 1e-5 or v > 4 * each32.get(n, 0.0)],
+                  default=0.0)
+        judged = max(judged, bad)
+        if bad < e:
+            excused.append((s['step'], k, e, each32.get(k, 0.0)))
         if e > worst[1]:
             worst = (k, e, s['step'])
         if a.verbose:
@@ -565,6 +605,10 @@ def main_parity(argv):
           f'or BN buffers (worst tensor): median over steps {med:.3g} (PyTorch float32 '
           f'{med32:.3g}), worst {worst[1]:.3g} ({worst[0]}, step {worst[2]}; PyTorch float32 '
           f'{max(per_step32):.3g})')
+    if excused:
+        print('  ill-conditioned tensors (PyTorch float32 as far off): ' +
+              ', '.join(f'step {st} {k} {e:.2g} (PyTorch {e32:.2g})' for st, k, e, e32 in excused) +
+              f'; the worst judged {judged:.3g}')
     print(f'  eval-mode softmax outputs from the final weights, worst NMSE: {wp:.3g}')
     if a.drift:
         print(f'  whole run without looking back, worst NMSE vs float64: vidtrain {drift_vt:.3g}, '
@@ -578,8 +622,12 @@ def main_parity(argv):
     # gradient term wholesale: single steps reach 1e-6 in both programs (measured: vidtrain
     # 6e-7, PyTorch float32 1.4e-8 in a 16-step run), hence 1e-5 for the worst step. The LR
     # comes from torch's own schedulers in double, vidtrain's is a float (relative 6e-8);
-    # the loss is a float32 sum over the batch (relative 1e-6).
-    ok = (worst_lr < 1e-6 and worst_loss < 1e-6 and med < 1e-9 and worst[1] < 1e-5 and
+    # the loss is a float32 sum over the batch (relative 1e-6). A step where PyTorch's own
+    # float32 step is at least a quarter as far from float64 is ill-conditioned, not wrong,
+    # and is excused (the factor 4 as test_zoo_x3d's): X3D's last squeeze-excitation bias,
+    # whose exact gradient nearly cancels, reached NMSE 0.46 in vidtrain and 0.61 in
+    # PyTorch float32 on one step of a 4-step run; a systematic error fails the median.
+    ok = (worst_lr < 1e-6 and worst_loss < 1e-6 and med < 1e-9 and judged < 1e-5 and
           wp < 1e-9)
     print('parity: OK' if ok else 'parity: FAILED')
     return 0 if ok else 1

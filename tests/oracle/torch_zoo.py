@@ -166,13 +166,15 @@ class S3DBlock(nn.Module):
         return self.fc(x.mean(dim=(2, 3, 4)))
 
 
-def build(model, classes, t=16, h=112, w=112):
+def build(model, classes, t=16, h=112, w=112, dropout=0.0):
+    """dropout: vidtrain's --dropout where the model has one (tiny, c3d, x3d; default 0 as
+    vidtrain's, not the ports' 0.5, which draw masks of their own in train mode)."""
     if model == "tiny":
-        return Tiny(classes)
+        return Tiny(classes, dropout)
     if model == "tiny_nobn":
-        return Tiny(classes, bn=False)
+        return Tiny(classes, dropout, bn=False)
     if model == "c3d":
-        return C3D(classes, t, h, w)
+        return C3D(classes, t, h, w, dropout)
     tv = torchvision.models.video
     if model == "r3d18":
         return tv.r3d_18(num_classes=classes)
@@ -185,8 +187,8 @@ def build(model, classes, t=16, h=112, w=112):
     if model == "s3d_block":
         return S3DBlock(classes)
     if model.startswith("x3d_"):  # pytorchvideo's X3D, in plain torch (torch_x3d.py)
-        import torch_x3d  # dropout 0: vidtrain's --dropout default (pytorchvideo's is 0.5,
-        return torch_x3d.build(model, classes, t, h, w, dropout=0.0)  # a random mask per run)
+        import torch_x3d
+        return torch_x3d.build(model, classes, t, h, w, dropout=dropout)
     if model in VIT_SPECS:  # VideoMAE's ViT, in plain torch (torch_vit.py)
         import torch_vit
         dim, depth, heads = VIT_SPECS[model]

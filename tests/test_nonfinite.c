@@ -19,7 +19,8 @@
  *     predict; train --init refuses the NaN file too, and a directory and a FIFO as
  *     --init say what they are (refusals); embed writes such a model's rows with empty
  *     label and prob cells (it named the first class), and refuses features that
- *     overflow (it wrote inf embeddings, exit 0).
+ *     overflow (it wrote inf embeddings, exit 0); predict --dump-input holds no entry
+ *     for the video it skipped.
  */
 #include <cjson/cJSON.h>
 #include <signal.h>
@@ -384,10 +385,18 @@ static void refusals(void) {
     const cJSON *nf = cJSON_GetObjectItem(ej, "nonfinite_clips");
     TCHECK(cJSON_IsNumber(nf) && nf->valuedouble == 60, "no nonfinite_clips 60 in %s", p);
     cJSON_Delete(ej);
-    rc = vt_test_sh("cd '%s' && '%s' predict o '%s' > cmd.out 2> cmd.err", g_dir, g_bin, video);
+    rc = vt_test_sh("cd '%s' && '%s' predict o '%s' --dump-input od.json > cmd.out 2> cmd.err",
+                    g_dir, g_bin, video);
     snprintf(p, sizeof p, "%s/cmd.err", g_dir);
     TCHECK(rc != 0 && grep_file(p, "scores are not finite"), "predict of an overflowing model: "
            "rc %d (see %s)", rc, p);
+    /* --dump-input holds the videos predicted: not the one skipped (its NaN probabilities
+     * went into the dump) */
+    snprintf(p, sizeof p, "%s/od.json", g_dir);
+    cJSON *od = vt_test_read_json(p);
+    TCHECK(cJSON_IsArray(od) && cJSON_GetArraySize(od) == 0, "predict --dump-input of a skipped "
+           "video: %d entries (0)", od ? cJSON_GetArraySize(od) : -1);
+    cJSON_Delete(od);
     /* predict --timeline: each window says it has no answer, none ranks NaN */
     rc = vt_test_sh("cd '%s' && '%s' predict o '%s' --timeline --json > cmd.out 2> cmd.err", g_dir,
                     g_bin, video);

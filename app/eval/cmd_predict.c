@@ -147,8 +147,6 @@ static int predict_one(pred_ctx *c, const char *path, char *err, size_t errlen) 
             c->avg[hh][j] = s / n;
         }
     }
-    if (c->dump)
-        dump_video(c, path, n);
     rc = 0;
 end:
     vt_video_close(&v);
@@ -402,6 +400,8 @@ int vt_cmd_predict(int argc, char **argv) {
             continue;
         }
         ok++;
+        if (c.dump) /* the videos predicted, as predicted: none that was skipped */
+            dump_video(&c, videos[i], c.b.n);
         predict_print(&c, videos[i], pa.top, out);
     }
     if (out) {

@@ -94,6 +94,10 @@ static void usage(FILE *f) {
             "  --stride S           frame step inside a clip (default 2)\n"
             "  --clips-per-video K  random clips read per video in clip mode (default 4)\n"
             "  --workers W          clip mode: W threads reading different videos (default 1)\n"
+            "  --reopen             clip mode: open the video again for each of its clips, as the\n"
+            "                       loader's workers do on a dataset larger than they keep open\n"
+            "  --open-cache MIB     what opening a file learned, kept for its next open (default\n"
+            "                       64; 0 = none: every open demuxes and decodes a frame again)\n"
             "  --decode D           cpu | nvdec | auto: where frames decode (default auto,\n"
             "                       docs/decode.md)\n"
             "  --starts-out FILE    clip mode: write 'path<TAB>W<TAB>H<TAB>start...' per video that\n"
@@ -188,7 +192,7 @@ typedef struct clip_job {
 typedef struct clip_run {
     const file_list *files;
     clip_job *jobs;      /* (files->n) */
-    int threads, short_side, clip, stride, per_video;
+    int threads, short_side, clip, stride, per_video, reopen;
     uint64_t seed;
     atomic_int next;     /* next file index to take */
 } clip_run;
@@ -232,12 +236,24 @@ static void *clip_worker(void *arg) {
         for (int k = 0; k < r->per_video; k++) {
             int64_t start = n > span ? (int64_t)vt_rng_below(&rng, (uint32_t)(n - span + 1)) : 0;
             job->starts[k] = start;
+            if (k > 0 && r->reopen) { /* the counters are summed over the opens */
+                job->decoded += vt_video_get_stats(v)->frames_decoded;
+                job->seeks += vt_video_get_stats(v)->seeks;
+                vt_video_close(&v);
+                double t1 = vt_now();
+                rc = vt_video_open(&v, r->files->path[i], r->threads, err, sizeof err);
+                job->open_s += vt_now() - t1;
+                if (rc < 0) /* it opened a moment ago: the rest of its clips are lost */
+                    break;
+            }
             if (vt_video_read_clip(v, buf, start, r->clip, r->stride, r->short_side, VT_PAD_LOOP,
                                    err, sizeof err) == 0)
                 job->clips++;
         }
-        job->decoded = vt_video_get_stats(v)->frames_decoded;
-        job->seeks = vt_video_get_stats(v)->seeks;
+        if (v) {
+            job->decoded += vt_video_get_stats(v)->frames_decoded;
+            job->seeks += vt_video_get_stats(v)->seeks;
+        }
         vt_video_close(&v);
     }
     free(buf);
@@ -247,10 +263,10 @@ static void *clip_worker(void *arg) {
 /* Returns the videos that opened, or -1 when --starts-out could not be written; each
  * that did not is named with its reason unless named already (named). */
 static int bench_clips(const file_list *files, int threads, int short_side, int clip,
-                       int stride, int per_video, int workers, uint64_t seed,
+                       int stride, int per_video, int workers, int reopen, uint64_t seed,
                        const char *starts_out, int named) {
     clip_run r = {.files = files, .threads = threads, .short_side = short_side, .clip = clip,
-                  .stride = stride, .per_video = per_video, .seed = seed};
+                  .stride = stride, .per_video = per_video, .reopen = reopen, .seed = seed};
     atomic_init(&r.next, 0);
     r.jobs = vt_calloc((size_t)files->n, sizeof(clip_job));
     for (int i = 0; i < files->n; i++)
@@ -310,6 +326,10 @@ static int bench_clips(const file_list *files, int threads, int short_side, int 
     printf("RESULT mode=clips videos=%d clips=%lld frames=%lld seconds=%.4f cpu_seconds=%.4f "
            "open_seconds=%.4f workers=%d\n",
            ok, (long long)nclips, (long long)nclips * clip, dt, cpu, open_s, workers);
+    vt_video_open_cache_stats oc;
+    vt_video_get_open_cache_stats(&oc);
+    printf("open cache: %lld of %lld opens found the file kept\n", (long long)oc.hits,
+           (long long)(oc.hits + oc.misses));
     for (int i = 0; i < files->n; i++)
         free(r.jobs[i].starts);
     free(r.jobs);
@@ -362,11 +382,14 @@ static int bench_sequential(const file_list *files, int threads, int short_side)
  * seq and clips: the modes --mode chose. */
 static int ignored_option(const vt_opts_given *g, int seq, int clips) {
     static const char *const probe_not[] = {"--list", "--mode", "--clips-per-video",
-                                            "--workers", "--seed", "--starts-out", NULL};
+                                            "--workers", "--seed", "--starts-out", "--reopen",
+                                            NULL};
     static const char *const list_not[] = {"--mode", "--clip", "--stride", "--clips-per-video",
-                                           "--workers", "--seed", "--starts-out", NULL};
+                                           "--workers", "--seed", "--starts-out", "--reopen",
+                                           NULL};
     static const char *const seq_not[] = {"--clip", "--stride", "--clips-per-video",
-                                          "--workers", "--seed", "--starts-out", NULL};
+                                          "--workers", "--seed", "--starts-out", "--reopen",
+                                          NULL};
     const char *o;
     if (vt_opts_given_has(g, "--probe") && (o = vt_opts_given_any(g, probe_not))) {
         fprintf(stderr, "vidtrain bench decode: %s: not with --probe (it opens each file, reads "
@@ -393,7 +416,7 @@ int vt_bench_decode(int argc, char **argv) {
         return 0;
     }
     int threads = 1, short_side = 128, clip = 16, stride = 2, per_video = 4, do_probe = 0;
-    int workers = 1, do_list = 0;
+    int workers = 1, do_list = 0, reopen = 0, open_cache = (int)(VT_VIDEO_OPEN_CACHE_DEFAULT >> 20);
     uint64_t seed = 1;
     const char *mode = "both", *starts_out = NULL;
     file_list files = {0};
@@ -412,6 +435,7 @@ int vt_bench_decode(int argc, char **argv) {
             {"--stride", &stride, 1, 1024},
             {"--clips-per-video", &per_video, 1, 100000},
             {"--workers", &workers, 1, 256},
+            {"--open-cache", &open_cache, 0, 1 << 20},
         };
         size_t k = 0;
         while (k < VT_ARRAY_LEN(nums) && strcmp(a, nums[k].opt))
@@ -443,6 +467,8 @@ int vt_bench_decode(int argc, char **argv) {
             do_probe = 1;
         } else if (!strcmp(a, "--list")) {
             do_list = 1;
+        } else if (!strcmp(a, "--reopen")) {
+            reopen = 1;
         } else if (a[0] == '-' && a[1] == '-') {
             fprintf(stderr, "vidtrain bench decode: unknown option %s (see --help)\n", a);
             goto done;
@@ -487,6 +513,7 @@ int vt_bench_decode(int argc, char **argv) {
             goto done;
         }
     }
+    vt_video_set_open_cache((int64_t)open_cache << 20);
     rc = 0;
     if (do_probe) {
         probe(&files, threads, short_side, clip, stride);
@@ -502,7 +529,7 @@ int vt_bench_decode(int argc, char **argv) {
     int got = seq ? bench_sequential(&files, threads, short_side) : 1;
     if (clips) {
         int c = bench_clips(&files, threads, short_side, clip, stride, per_video, workers,
-                            seed, starts_out, seq);
+                            reopen, seed, starts_out, seq);
         got = c < 0 ? -1 : got > 0 ? c : got;
     }
     if (got <= 0) {

@@ -98,7 +98,8 @@ void vt_dump_close(vt_dump **d) {
 const char *vt_dump_dir(const vt_dump *d) { return d->dir; }
 
 int vt_dump_train(vt_dump *d, const vt_batch *b, long long step, double lr, double momentum,
-                  double loss, uint64_t drop_seed, char *err, size_t errlen) {
+                  double loss, uint64_t drop_seed, const vt_mix_draw *mix, char *err,
+                  size_t errlen) {
     char name[64], path[2200];
     snprintf(name, sizeof name, "train_%06d.f32", ++d->ntrain);
     snprintf(path, sizeof path, "%s/%s", d->dir, name);
@@ -115,6 +116,10 @@ int vt_dump_train(vt_dump *d, const vt_batch *b, long long step, double lr, doub
     char ds[32]; /* 64 bits: a JSON number (a double) would round it */
     snprintf(ds, sizeof ds, "%llu", (unsigned long long)drop_seed);
     cJSON_AddStringToObject(j, "drop_seed", ds);
+    if (mix) {
+        double m[6] = {mix->kind, mix->lam, mix->y0, mix->y1, mix->x0, mix->x1};
+        cJSON_AddItemToObject(j, "mix", cJSON_CreateDoubleArray(m, 6));
+    }
     cJSON_AddItemToObject(j, "videos", cJSON_CreateIntArray(b->video, b->n));
     cJSON *w = cJSON_AddArrayToObject(j, "where");
     for (int i = 0; i < b->n; i++) {

@@ -11,7 +11,10 @@
  *   DIR/train.jsonl          per step: "step" (1-based), "file", "shape" (N,3,T,H,W),
  *                            "labels" (head 0), "lr", "momentum", "loss" (mean over the
  *                            batch), "drop_seed" (vt_towers_dropout_base, a decimal
- *                            string: clip i's dropout and drop path draw from it + i), "videos", "where" ([start, short side, x0, y0, flip,
+ *                            string: clip i's dropout and drop path draw from it + i), "mix" (with
+ *                            --mixup/--cutmix: [kind 0 none 1 mixup 2 CutMix, lam, y0,
+ *                            y1, x0, x1]; the batch is the mixed one, "labels" each
+ *                            clip's dominant label: its partner's when lam < 0.5), "videos", "where" ([start, short side, x0, y0, flip,
  *                            stride] per clip), "color" ([contrast, brightness])
  *   DIR/train_%06d.f32       the batch's normalised input, float32, (N, 3, T, H, W)
  *   DIR/eval.jsonl           per batch of the last validation: "file", "shape", "labels",
@@ -29,6 +32,7 @@
 #include <stdint.h>
 
 #include "pipeline/data/batch.h"
+#include "pipeline/data/mix.h"
 
 typedef struct vt_dump vt_dump;
 
@@ -39,7 +43,8 @@ void vt_dump_close(vt_dump **d);
 const char *vt_dump_dir(const vt_dump *d);
 /* One training step's batch (before or after the step: it only reads b). 0 or -1+err. */
 int vt_dump_train(vt_dump *d, const vt_batch *b, long long step, double lr, double momentum,
-                  double loss, uint64_t drop_seed, char *err, size_t errlen);
+                  double loss, uint64_t drop_seed, const vt_mix_draw *mix, char *err,
+                  size_t errlen);
 /* One evaluation batch with head 0's probabilities (b->n, classes). 0 or -1 + err. */
 int vt_dump_eval(vt_dump *d, const vt_batch *b, const float *probs, int classes, char *err,
                  size_t errlen);

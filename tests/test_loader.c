@@ -3,7 +3,8 @@
  * tests/make_media.sh with the ffmpeg command):
  *   - determinism: the same seed gives bitwise-identical batches with 1 and 2 workers,
  *     another seed differs, a resume at batch k gives the tail of the full epoch, every
- *     sampled clip appears exactly once;
+ *     sampled clip appears exactly once; the same with what opening a video learned kept
+ *     for its next open (video.h's open cache) and without;
  *   - outside truth: an evaluation clip equals the ffmpeg command's frames (select,
  *     scale=bilinear), centre-cropped and normalised here;
  *   - hostile files: a pass over good videos plus the hostile set completes, counts
@@ -20,7 +21,9 @@
  */
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -164,6 +167,45 @@ static void test_determinism(void) {
     c.clip.crop = 64; /* larger than the jittered short side */
     l = vt_loader_init(ds, &c, err, sizeof err);
     TCHECK(l == NULL && strstr(err, "crop"), "crop > short side: %s", err);
+    vt_dataset_free(&ds);
+}
+
+/* What opening a video learned, kept for the next open (video.h's open cache): with one
+ * open video per worker every clip reopens, and the batches must be the same bits with
+ * nothing kept, with it kept on one worker and on two opening the same files at once. */
+static void test_open_cache(void) {
+    vt_dataset *ds = vt_test_media_good_set("loader_open_cache");
+    for (int i = 0; i < ds->nvideos; i++) { /* a copy made now is too fresh to be kept */
+        struct timespec t[2];
+        clock_gettime(CLOCK_REALTIME, &t[0]);
+        t[0].tv_sec -= 3600;
+        t[1] = t[0];
+        utimensat(AT_FDCWD, ds->videos[i].path, t, 0);
+    }
+    enum { MAXB = 64 };
+    uint64_t h[3][MAXB];
+    int nb[3];
+    char err[512];
+    vt_loader_cfg c;
+    small_clip(&c);
+    c.clips_per_video = 3;
+    c.seed = 77;
+    c.cache = 1;
+    for (int k = 0; k < 3; k++) {
+        vt_video_set_open_cache(k == 0 ? 0 : VT_VIDEO_OPEN_CACHE_DEFAULT);
+        c.workers = k == 2 ? 2 : 1;
+        vt_loader *l = vt_loader_init(ds, &c, err, sizeof err);
+        TCHECK(l != NULL, "init: %s", err);
+        nb[k] = l ? run_epoch(l, h[k], MAXB, NULL, NULL, ds) : 0;
+        vt_loader_free(&l);
+    }
+    vt_video_open_cache_stats st;
+    vt_video_get_open_cache_stats(&st);
+    TCHECK(st.hits >= 10, "the epochs with it on found %lld opens kept", (long long)st.hits);
+    TCHECK(nb[0] == 6 && nb[1] == nb[0] && !memcmp(h[0], h[1], sizeof(uint64_t) * (size_t)nb[0]),
+           "open cache, 1 worker: the same batches as without");
+    TCHECK(nb[2] == nb[0] && !memcmp(h[0], h[2], sizeof(uint64_t) * (size_t)nb[0]),
+           "open cache, 2 workers: the same batches as without");
     vt_dataset_free(&ds);
 }
 
@@ -613,6 +655,7 @@ int main(void) {
     if (vt_test_media_make() != 0)
         return 1;
     test_determinism();
+    test_open_cache();
     test_vs_ffmpeg();
     test_hostile();
     test_memory();

@@ -12,7 +12,8 @@
  *   - on an imbalanced copy, --balance logit (two towers) and --balance loss (one);
  *   - x3d_xs (pytorchvideo's X3D, head dropout 0.5) on the default recipe, 4 steps;
  *   - vit_test fine-tuned with the transformer recipe (AdamW, layer decay, head x10,
- *     weight-decay exemptions, drop path) on two towers, against torch.optim.AdamW's groups.
+ *     weight-decay exemptions, drop path, mixup and CutMix) on two towers, against
+ *     torch.optim.AdamW's groups and timm's soft targets.
  * It also checks that the dump says where every clip came from, within its video.
  */
 #include <math.h>
@@ -172,7 +173,10 @@ int main(void) {
      * ViT, 2 blocks) from a checkpoint of its own, so AdamW (wd 0.05), layer decay 0.75,
      * the head at x10, no decay on 1-D tensors and biases, label smoothing 0.1, drop path
      * 0.1 (block 1's branches; the twin replays vidtrain's per-clip draw from each step's
-     * drop_seed). The twin builds torch.optim.AdamW's groups by VideoMAE's and timm's
+     * drop_seed), and VideoMAE's mixup 0.8 / CutMix 1.0 (the twin takes the mixed batch and
+     * builds timm's soft targets from the step's lambda: a batch reversed against the
+     * dump's dominant labels missed by a loss 3e-3 off and NMSE 0.57); random erasing and
+     * RandAugment are in the dumped batch (the loader's work). The twin builds torch.optim.AdamW's groups by VideoMAE's and timm's
      * published rules (torch_twin.py param_groups), never from vidtrain's numbers: a
      * layer multiplier one power off puts a step at NMSE 0.1, one LayerNorm gain decayed
      * at 0.01, drop path left out (at 0.5) at 1.4. */
@@ -183,10 +187,16 @@ int main(void) {
     snprintf(dump, sizeof dump, "%s/dump_vit", dir);
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/run_vit' --model vit_test --clip 8x32 "
                     "--stride 2 --batch 5 --epochs 2 --seed 3 --val-split 0.25 --no-flip "
-                    "--init '%s/run_vit0/best.safetensors' --devices cpu:2 "
+                    "--init '%s/run_vit0/best.safetensors' --mixup 0.8 --cutmix 1.0 "
+                    "--random-erase 0.25 --randaug rand-m7-n4-mstd0.5-inc1 --devices cpu:2 "
                     "--tower-split manual:3,2 --workers 2 -q --dump '%s' > '%s/train_vit.log' "
                     "2>&1", bin, dir, dir, dir, dump, dir);
     TCHECK(rc == 0, "train --model vit_test --init --dump (see %s/train_vit.log)", dir);
+    snprintf(log, sizeof log, "%s/train.jsonl", dump);
+    t = vt_test_slurp(log, NULL);
+    TCHECK(t && strstr(t, "\"mix\":[1,") && strstr(t, "\"mix\":[2,"),
+           "the 8 steps drew both mixup and CutMix (%s)", log);
+    free(t);
     snprintf(log, sizeof log, "%s/twin_vit.log", dir);
     rc = twin(py, src, dump, log);
     t = vt_test_slurp(log, NULL);

@@ -159,6 +159,10 @@ int vt_train_mix_heads(vt_train *t);
 void vt_train_mix_batch(vt_train *t, vt_batch *b, int64_t step);
 void vt_train_mix_done(vt_train *t, vt_batch *b);
 void vt_train_mix_free(vt_train *t);
+/* The draw of 0-based `step` for h x w clips into *d: 1 when the run mixes, else 0 (d
+ * untouched). --dump writes it beside the batch. */
+struct vt_mix_draw;
+int vt_train_mix_draw(const vt_train *t, int64_t step, int h, int w, struct vt_mix_draw *d);
 
 /* --wd-exempt on (train_recipe.c): one line saying which parameters go without weight
  * decay (their tensors and share of the parameters). */

@@ -294,16 +294,9 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
                 o->precise_bn);
         return 2;
     }
-    if (o->dump[0] && o->random_erase > 0) { /* the twin draws no boxes */
-        fprintf(stderr, "vidtrain train: --dump replays training steps without random "
-                        "erasing: not with --random-erase\n");
-        return 2;
-    }
-    if (o->dump[0] && strcmp(o->randaug, "off")) { /* nor RandAugment's ops */
-        fprintf(stderr, "vidtrain train: --dump replays training steps without RandAugment: "
-                        "not with --randaug (off, or leave it out)\n");
-        return 2;
-    }
+    /* Random erasing, RandAugment, mixup and CutMix need no refusal: the dump holds the
+     * batch the towers received, erased, augmented and mixed (the twin replays the mixed
+     * targets from the step's draw). */
     if (o->dump[0])
         o->precise_bn = 0;
     if (o->pretrained[0] && !resume[0]) {

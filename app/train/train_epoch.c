@@ -19,6 +19,7 @@
 #include "app/signals.h"
 #include "app/eval/tensorboard.h"
 #include "base/common.h"
+#include "pipeline/data/mix.h"
 #include "pipeline/parallel/mpi.h"
 
 /* The momentum a step uses when no schedule cycles it: SGD/RMSprop's, AdamW's beta1. */
@@ -29,9 +30,11 @@ static float step_momentum(const vt_optim_cfg *oc) {
 /* --dump after step st->step: the batch it took and the state it left. */
 static int dump_step(vt_train *t, const vt_batch *b, float lr, float momentum, double loss) {
     char err[512], name[64];
+    vt_mix_draw mix;
+    int mixed = vt_train_mix_draw(t, t->st.step - 1, b->h, b->w, &mix);
     if (vt_dump_train(t->dump, b, (long long)t->st.step, lr, momentum, loss,
-                      vt_towers_dropout_base(t->o.seed, (long long)t->st.step), err,
-                      sizeof err) != 0) {
+                      vt_towers_dropout_base(t->o.seed, (long long)t->st.step),
+                      mixed ? &mix : NULL, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain train: --dump: %s\n", err);
         return -1;
     }

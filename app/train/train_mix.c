@@ -15,6 +15,7 @@
 #include "pipeline/parallel/mpi.h"
 
 static void mix_cfg(const vt_train *t, vt_mix_cfg *c) {
+    memset(c, 0, sizeof *c);
     c->mixup = t->o.mixup;
     c->cutmix = t->o.cutmix;
     c->switch_prob = t->o.mix_switch;
@@ -31,13 +32,22 @@ int vt_train_mix_heads(vt_train *t) {
           "each process of several holds only its towers' part of it"
         : !strcmp(t->o.balance, "loss") ? "does not go with --balance loss (class weights of a "
                                           "mixed target); use --balance sampler"
-        : t->o.dump[0] ? "does not go with --dump (the PyTorch twin trains on labels)" : NULL;
+        : NULL;
     if (why) {
         fprintf(stderr, "vidtrain train: --mixup/--cutmix %s\n", why);
         return 2;
     }
     t->tc.net.soft_targets = 1;
     return 0;
+}
+
+int vt_train_mix_draw(const vt_train *t, int64_t step, int h, int w, vt_mix_draw *d) {
+    vt_mix_cfg c;
+    mix_cfg(t, &c);
+    if (!vt_mix_on(&c))
+        return 0;
+    vt_mix_decide(&c, step, h, w, d);
+    return 1;
 }
 
 void vt_train_mix_batch(vt_train *t, vt_batch *b, int64_t step) {

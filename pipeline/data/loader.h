@@ -8,7 +8,8 @@
  * (2) memory is (queue + workers) batch buffers allocated once (through a host_alloc hook
  * when given: pinned CUDA memory) plus per-worker decode scratch that only grows to the
  * largest clip seen, plus a few open videos per worker, plus the frame cache when asked
- * for (bounded by its cap). (3) it never hangs and never
+ * for (bounded by its cap), plus what opening videos learned (process-wide, 64 MiB at
+ * most: vt_video_set_open_cache). (3) it never hangs and never
  * aborts on data: a clip that fails to decode is left out (the batch has fewer clips, no
  * padding duplicates), its video is reported once via vt_warn with FFmpeg's reason,
  * counted, and excluded from later epochs. (4) vt_loader_free returns promptly even

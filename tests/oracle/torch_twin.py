@@ -365,8 +365,6 @@ class Replay:
         assert info['dropout'] == 0 or self.dropouts, f'--dropout: {info["model"]} has no twin dropout'
         meta = read_safetensors(os.path.join(d, 'state_000000.safetensors'))[0]
         cfg = json.loads(meta.get('vidtrain_config', '{}'))
-        for k in ('mixup', 'cutmix'):  # random draws of vidtrain's own
-            assert float(cfg.get(k, 0)) == 0, f'--{k} 0: the twin draws no mixes'
         # drop path: vidtrain's per-clip draw, replayed from each step's drop_seed
         # (torch_vit.drop_path_scales, checked against vidtrain in test_zoo_vit)
         self.drop_path = float(cfg.get('drop_path', 0))
@@ -435,8 +433,22 @@ class Replay:
         if self.info.get('logit_adjust') is not None:  # --balance logit: the loss sees
             out = out + torch.tensor(self.info['logit_adjust'], dtype=self.dtype)  # logits + log priors
         cw = self.info.get('class_weight')  # --balance loss: PyTorch's weighted mean
-        loss = F.cross_entropy(out, y, label_smoothing=self.info['smoothing'],
-                               weight=None if cw is None else torch.tensor(cw, dtype=self.dtype))
+        mix = s.get('mix')
+        if mix is not None and int(mix[0]) != 0:
+            # --mixup / --cutmix: the batch is vidtrain's mixed one; the targets are timm's
+            # mixup_target (label smoothing inside, clip i with clip n-1-i: the batch
+            # reversed) and the loss its SoftTargetCrossEntropy, from the dumped lambda
+            assert cw is None, 'mixing does not go with --balance loss'
+            n, k, eps, lam = out.shape[0], out.shape[1], self.info['smoothing'], mix[1]
+            if lam < 0.5:  # the dump's labels are the dominant ones: the partners'
+                y = y.flip(0)
+            t = torch.full((n, k), eps / k, dtype=self.dtype)
+            t.scatter_(1, y.view(-1, 1), 1.0 - eps + eps / k)
+            t = lam * t + (1.0 - lam) * t.flip(0)
+            loss = torch.sum(-t * F.log_softmax(out, dim=-1), dim=-1).mean()
+        else:
+            loss = F.cross_entropy(out, y, label_smoothing=self.info['smoothing'],
+                                   weight=None if cw is None else torch.tensor(cw, dtype=self.dtype))
         self.opt.zero_grad()
         loss.backward()
         if self.info['clip_norm'] > 0:

@@ -12,7 +12,8 @@
  *
  * Files: video_open.c (open, probe, index), video_seek.c (moving the decoder),
  * video_read.c (clips, whole decodes), video_scale.c (to RGB, rotation), video_hw.c
- * (NVDEC), video_log.c (FFmpeg's log), stream.c (a video read once, front to back: the
+ * (NVDEC), video_log.c (FFmpeg's log), video_known.c (what an open learned, for the
+ * next open), stream.c (a video read once, front to back: the
  * Streams section below); video_impl.h holds what they share.
  */
 #ifndef VT_VIDEO_H
@@ -164,6 +165,22 @@ typedef struct vt_video_stats {
 } vt_video_stats;
 
 const vt_video_stats *vt_video_get_stats(const vt_video *v);
+
+/* Process-wide: what opening a file learned (its frame index; the first frame's size and
+ * format when it decoded on the CPU without an error) is kept, up to `bytes` (default
+ * VT_VIDEO_OPEN_CACHE_DEFAULT, least recently used out first), and the next
+ * vt_video_open of the same path, unchanged (device, inode, size and modification time),
+ * takes it instead of demuxing the whole file and decoding its first frame: the loader's
+ * workers open a video again for nearly every clip of a large dataset. The same info, the
+ * same frames and the same seeks as a first open (video_known.c). 0: nothing kept (what
+ * is kept is dropped). Frame folders, and files modified in the last 2 s, are never kept. */
+#define VT_VIDEO_OPEN_CACHE_DEFAULT (64ll << 20)
+void vt_video_set_open_cache(int64_t bytes);
+typedef struct vt_video_open_cache_stats {
+    int64_t hits, misses;    /* opens of a regular file that found it kept, or not */
+    int64_t entries, bytes;  /* held now */
+} vt_video_open_cache_stats;
+void vt_video_get_open_cache_stats(vt_video_open_cache_stats *out);
 
 /* The presentation timestamp of index position n (0 <= n < nframes) counted from the
  * first frame's, in the stream's time base (*tb_num / *tb_den): what a re-encoder (prep)

@@ -105,6 +105,34 @@ int vt_vid_reopen(vt_video *v, char *err, size_t errlen);
  * negative code with err set (a gap, mixed names, an unreadable folder). */
 int vt_vid_open_frames(AVFormatContext **fmt, const char *dir, char *err, size_t errlen);
 
+/* ---- what an open learned, kept per file (video_known.c) ---- */
+
+/* A regular file as vt_video_open found it: the same path with the same identity is the
+ * same bytes (a file rewritten within the clock's granule is never kept, see put). */
+typedef struct vt_vid_file_id {
+    int64_t dev, ino, size, mtime_s, mtime_ns;
+} vt_vid_file_id;
+
+/* The index, and the first frame's facts, of an open that succeeded. */
+typedef struct vt_vid_known {
+    vt_video_info info;     /* as the open left it */
+    int64_t *pts, *kf;      /* (info.nframes), (nkf) */
+    int64_t nkf, start_ts;
+    int no_ts, intra_only;
+    int first;              /* 1: info's first-frame facts (size, format, range) came from a
+                             * CPU decoder without an error, at first_pos, whose timestamp
+                             * no other frame has: an open may take them instead */
+    int64_t first_pos;
+} vt_vid_known;
+
+/* 1 with *out filled (its pts and kf the caller's to free) when path with identity id is
+ * kept; 0 otherwise. Counts a hit or a miss. */
+int vt_vid_known_get(const char *path, const vt_vid_file_id *id, vt_vid_known *out);
+/* Keeps a copy of k for path (nothing when the budget is 0, the entry is larger than it,
+ * or the file was modified less than 2 s ago: a rewrite in the same clock granule would
+ * keep its identity). */
+void vt_vid_known_put(const char *path, const vt_vid_file_id *id, const vt_vid_known *k);
+
 /* ---- moving the decoder (video_seek.c) ---- */
 
 /* Seek the demuxer to ts (stream time base) and flush the decoder. */

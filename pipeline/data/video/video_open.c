@@ -2,7 +2,9 @@
  * video_open.c: opening a video (video.h). Open = probe, pick the best video stream,
  * refuse absurd dimensions, demux every packet once (no decoding) to build the frame
  * index (one pts per frame, sorted into presentation order, so VFR files are addressed by
- * timestamp) and the keyframe list, then decode one frame to prove the file decodes.
+ * timestamp) and the keyframe list, then decode one frame to prove the file decodes. A
+ * file opened before in this process takes the index, and the first frame's facts when
+ * that open proved it on the CPU, from video_known.c instead.
  * Also the handle's getters and the output-size arithmetic.
  *
  * This file must never print and never abort on a bad file: every data error becomes a
@@ -133,6 +135,16 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
     return 0;
 }
 
+/* Is the frame in v->frame, at v->last_pos, the only one with its timestamp? Then a read
+ * that decodes it again places it at the same position (vt_vid_frame_pos). */
+static int first_ts_alone(const vt_video *v) {
+    const AVFrame *f = v->frame;
+    int64_t m = v->last_pos, n = v->info.nframes;
+    int64_t ts = f->pts != AV_NOPTS_VALUE ? f->pts : f->best_effort_timestamp;
+    return m >= 0 && m < n && ts == v->pts[m] && (m + 1 >= n || v->pts[m + 1] != ts) &&
+           (m == 0 || v->pts[m - 1] != ts);
+}
+
 /* ---- public API ---- */
 
 /* vt_video_open, on the GPU when allow_hw and the decode mode say so. *hw_failed: set to
@@ -246,15 +258,45 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     snprintf(in->pix_fmt, sizeof in->pix_fmt, "%s", pf ? pf : "unknown");
 
     vt_vid_discard_others(v);
-    ret = build_index(v, err, errlen);
-    if (ret < 0)
-        goto fail;
+    /* A file opened before in this process (video_known.c): its index, and, when that
+     * open proved it on the CPU, its first frame's facts. */
+    int reg = S_ISREG(sb.st_mode), have = 0;
+    vt_vid_file_id fid = {(int64_t)sb.st_dev, (int64_t)sb.st_ino, (int64_t)sb.st_size,
+                          (int64_t)sb.st_mtim.tv_sec, (int64_t)sb.st_mtim.tv_nsec};
+    vt_vid_known kn;
+    if (reg && vt_vid_known_get(v->path, &fid, &kn)) {
+        have = 1;
+        v->pts = kn.pts;
+        v->kf = kn.kf;
+        v->nkf = kn.nkf;
+        v->start_ts = kn.start_ts;
+        v->no_ts = kn.no_ts;
+        v->intra_only = kn.intra_only;
+        in->nframes = kn.info.nframes;
+        in->duration = kn.info.duration;
+        in->fps = kn.info.fps;
+        in->vfr = kn.info.vfr;
+    } else {
+        ret = build_index(v, err, errlen);
+        if (ret < 0)
+            goto fail;
+    }
 
     /* Prove that the file decodes, and learn the real frame size and format. */
     ret = vt_vid_seek_ts(v, v->start_ts, err, errlen);
     v->stats.seeks = 0;
     if (ret < 0)
         goto fail;
+    if (have && kn.first && !v->dec->hw_device_ctx) {
+        /* Proven by an earlier open on the CPU: the decoder is at the start, which a read
+         * that continues decodes again (frame first_pos among them, found by its own
+         * timestamp), so it decides, seeks and decodes as after the first open. */
+        *in = kn.info;
+        v->last_pos = kn.first_pos;
+        v->streaming = 1;
+        *out = v;
+        return 0;
+    }
     vt_vid_last_msg[0] = 0;
     ret = vt_vid_next_frame(v, err, errlen);
     if (ret < 0)
@@ -298,10 +340,19 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     in->full_range = v->frame->color_range == AVCOL_RANGE_JPEG || (pf && !strncmp(pf, "yuvj", 4));
     v->last_pos = vt_vid_frame_pos(v);
     v->streaming = 1;
+    int first_known = !v->dec->hw_device_ctx && !v->no_ts && v->stats.decode_errors == 0 &&
+                      first_ts_alone(v);
     av_frame_unref(v->frame);
     int swap = in->rotation == 90 || in->rotation == 270;
     in->disp_width = swap ? in->height : in->width;
     in->disp_height = swap ? in->width : in->height;
+    if (reg && !have) {
+        vt_vid_known k = {.info = *in, .pts = v->pts, .kf = v->kf, .nkf = v->nkf,
+                          .start_ts = v->start_ts, .no_ts = v->no_ts,
+                          .intra_only = v->intra_only, .first = first_known,
+                          .first_pos = v->last_pos};
+        vt_vid_known_put(v->path, &fid, &k);
+    }
     *out = v;
     return 0;
 

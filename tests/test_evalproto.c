@@ -123,6 +123,50 @@ static void bce_case(void) {
     vt_evalproto_free(&e);
 }
 
+/* Average precision is scikit-learn's average_precision_score (the sum over distinct
+ * scores of recall gained times precision there), worked by hand here: tied scores are
+ * one threshold and a non-finite score is never retrieved. Before, ties were ranked by
+ * video index, so a constant model whose positive video came first scored mAP 100%, and
+ * NaN scores went through qsort with a comparator that said both orders. */
+static void bce_ties_case(void) {
+    const float pos[1] = {1}, neg[1] = {0};
+    const float half[1] = {0.5f}, nan1[1] = {NAN};
+    /* a constant score: one threshold holding 1 positive of 4 -> AP 1 x 1/4 */
+    vt_evalproto *e = vt_evalproto_init(4, 1, VT_LOSS_BCE);
+    for (int v = 0; v < 4; v++)
+        vt_evalproto_add(e, v, 0, v == 0 ? pos : neg, half);
+    vt_eval_result r;
+    vt_evalproto_result(e, &r);
+    TCHECK(r.map == 0.25, "constant model: mAP %.17g, want 0.25 (a tie is one threshold)", r.map);
+    vt_eval_result_free(&r);
+    vt_evalproto_free(&e);
+    /* every score NaN, the positive first or last: nothing retrieved, AP 0 */
+    for (int first = 0; first < 2; first++) {
+        e = vt_evalproto_init(4, 1, VT_LOSS_BCE);
+        for (int v = 0; v < 4; v++)
+            vt_evalproto_add(e, v, 0, v == (first ? 0 : 3) ? pos : neg, nan1);
+        vt_evalproto_result(e, &r);
+        TCHECK(r.map == 0 && r.video_top1 == 0 && r.nonfinite == 4, "NaN model: mAP %.17g, "
+               "label acc %g, want 0", r.map, r.video_top1);
+        vt_eval_result_free(&r);
+        vt_evalproto_free(&e);
+    }
+    /* scores 0.75(+) {0.5(-) 0.5(+)} NaN(+) 0.25(-): 3 positives; thresholds 0.75: recall
+     * 1/3 at precision 1; 0.5: 1/3 more at 2/3; 0.25: nothing; the NaN positive never ->
+     * AP = 1/3 + 2/9 = 5/9. 1e-15: a few roundings of values near 1. */
+    e = vt_evalproto_init(5, 1, VT_LOSS_BCE);
+    const float s75[1] = {0.75f}, s25[1] = {0.25f};
+    vt_evalproto_add(e, 0, 0, pos, s75);
+    vt_evalproto_add(e, 1, 0, neg, half);
+    vt_evalproto_add(e, 2, 0, pos, half);
+    vt_evalproto_add(e, 3, 0, pos, nan1);
+    vt_evalproto_add(e, 4, 0, neg, s25);
+    vt_evalproto_result(e, &r);
+    TCHECK(fabs(r.map - 5.0 / 9.0) < 1e-15, "mixed: mAP %.17g, want 5/9", r.map);
+    vt_eval_result_free(&r);
+    vt_evalproto_free(&e);
+}
+
 static void helpers_case(void) {
     float l[6] = {0, 0, 1, 1, 1, 1}, out[6];
     vt_softmax_rows(out, l, 1, 2);
@@ -151,6 +195,7 @@ int main(void) {
     softmax_case();
     top5_case();
     bce_case();
+    bce_ties_case();
     helpers_case();
     return vt_test_done("test_evalproto");
 }

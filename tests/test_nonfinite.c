@@ -17,7 +17,10 @@
  *     NaN, naming the tensor; a model with finite weights whose scores overflow is
  *     scored 0% by eval (which counts the non-finite clips) and gets no answer from
  *     predict; train --init refuses the NaN file too, and a directory and a FIFO as
- *     --init say what they are (refusals).
+ *     --init say what they are (refusals); embed writes such a model's rows with empty
+ *     label and prob cells (it named the first class), and refuses features that
+ *     overflow (it wrote inf embeddings, exit 0); predict --dump-input holds no entry
+ *     for the video it skipped.
  */
 #include <cjson/cJSON.h>
 #include <signal.h>
@@ -382,16 +385,49 @@ static void refusals(void) {
     const cJSON *nf = cJSON_GetObjectItem(ej, "nonfinite_clips");
     TCHECK(cJSON_IsNumber(nf) && nf->valuedouble == 60, "no nonfinite_clips 60 in %s", p);
     cJSON_Delete(ej);
-    rc = vt_test_sh("cd '%s' && '%s' predict o '%s' > cmd.out 2> cmd.err", g_dir, g_bin, video);
+    rc = vt_test_sh("cd '%s' && '%s' predict o '%s' --dump-input od.json > cmd.out 2> cmd.err",
+                    g_dir, g_bin, video);
     snprintf(p, sizeof p, "%s/cmd.err", g_dir);
     TCHECK(rc != 0 && grep_file(p, "scores are not finite"), "predict of an overflowing model: "
            "rc %d (see %s)", rc, p);
+    /* --dump-input holds the videos predicted: not the one skipped (its NaN probabilities
+     * went into the dump) */
+    snprintf(p, sizeof p, "%s/od.json", g_dir);
+    cJSON *od = vt_test_read_json(p);
+    TCHECK(cJSON_IsArray(od) && cJSON_GetArraySize(od) == 0, "predict --dump-input of a skipped "
+           "video: %d entries (0)", od ? cJSON_GetArraySize(od) : -1);
+    cJSON_Delete(od);
     /* predict --timeline: each window says it has no answer, none ranks NaN */
     rc = vt_test_sh("cd '%s' && '%s' predict o '%s' --timeline --json > cmd.out 2> cmd.err", g_dir,
                     g_bin, video);
     snprintf(p, sizeof p, "%s/cmd.out", g_dir);
     TCHECK(grep_file(p, "\"nonfinite\":true") && !grep_file(p, "\"label\""),
            "predict --timeline of an overflowing model: rc %d (see %s)", rc, p);
+    /* embed of it: the features are finite (only the classifier overflows), so the row
+     * stays, but its scores name no class (the CSV named the first class, prob -nan),
+     * with a warning */
+    rc = vt_test_sh("cd '%s' && '%s' embed o '%s' --out oe.npy --clips-per-video 2 > cmd.out 2> "
+                    "cmd.err", g_dir, g_bin, video);
+    snprintf(p, sizeof p, "%s/oe.csv", g_dir);
+    char *csv = vt_test_slurp(p, NULL);
+    const char *row = csv ? strchr(csv, '\n') : NULL;
+    TCHECK(rc == 0 && row && strstr(row, ",,\n") && !strstr(row, "nan"),
+           "embed of an overflowing classifier: rc %d, rows %s", rc, row ? row : "(none)");
+    free(csv);
+    snprintf(p, sizeof p, "%s/cmd.err", g_dir);
+    TCHECK(grep_file(p, "not finite"), "embed: no warning of the non-finite scores");
+    /* features that overflow (conv4 3e38: inf after the pool): no embedding, the video
+     * named and skipped (inf features were written, exit 0), with predict's hint */
+    TCHECK(vt_test_sh("cd '%s' && rm -rf of && cp -a s of", g_dir) == 0, "copy the run");
+    snprintf(p, sizeof p, "%s/of/best.safetensors", g_dir);
+    TCHECK(st_fill(p, "conv4.weight", 3e38f) == 0, "overflow %s", p);
+    for (int tl = 0; tl < 2; tl++) {
+        rc = vt_test_sh("cd '%s' && rm -f of.npy && '%s' embed of '%s' --out of.npy %s > cmd.out "
+                        "2> cmd.err", g_dir, g_bin, video, tl ? "--timeline" : "");
+        snprintf(p, sizeof p, "%s/cmd.err", g_dir);
+        TCHECK(rc == 1 && grep_file(p, "features are not finite"), "embed%s of overflowing "
+               "features: rc %d (1), see %s", tl ? " --timeline" : "", rc, p);
+    }
     /* --init from it: refused before any training */
     rc = vt_test_sh("cd '%s' && '%s' train '%s' --out i %s --init nan.safetensors > cmd.out 2> "
                     "cmd.err", g_dir, g_bin, g_data, TRAIN_ARGS);

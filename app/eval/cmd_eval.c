@@ -115,7 +115,8 @@ static void usage(FILE *f) {
         "RUN/eval.json (clip and video top-1/top-5, mean class accuracy, per-class accuracy,\n"
         "confusion matrix) and RUN/confusion.csv, and refreshes RUN/report.html; a RUN that\n"
         "a train is still writing is refused (wait for it, or evaluate a copy), and a train\n"
-        "--resume of RUN is refused while eval runs.\n\n"
+        "--resume of RUN is refused while eval runs. Two evals of RUN at once write their\n"
+        "three files one set after the other, never mixed.\n\n"
         "  --split NAME           the data split to evaluate: train, val, test, or all (every\n"
         "                         labelled video). Default: test when DIR has test videos,\n"
         "                         else val. DIR may hold any of train/, val/, test/ (e.g. only\n"
@@ -125,7 +126,9 @@ static void usage(FILE *f) {
         "                         not have is an error that lists the ones it has.\n"
         "  --clips-per-video K    (default 10)\n"
         "  --crops 1|3            centre crop, or start/centre/end of the long side (default 1)\n"
-        "  --checkpoint PATH      another checkpoint than RUN/best.safetensors\n"
+        "  --checkpoint PATH      another checkpoint of RUN than its best.safetensors (one of\n"
+        "                         another model, clip, input statistics or classes than\n"
+        "                         RUN/config.json is refused: its figures go into RUN)\n"
         "  --precision P          fp32 (default, whatever the run trained with), tf32, bf16\n"
         "  --batch N              clips per forward batch (default: the run's batch)\n"
         "  --workers N            decode threads (default 2)\n"
@@ -139,6 +142,8 @@ static void usage(FILE *f) {
         "top-1 over the classes present. Every clip is counted once across towers.\n"
         "Classes are matched to the model's by name; videos of a class the model does not\n"
         "know are left out, named in a warning and counted (eval.json \"unknown_videos\").\n"
+        "Frames of a damaged stream that never decode hold the nearest decoded frame: counted\n"
+        "and said (eval.json \"filled_frames\"), as are clips that fail (\"bad_clips\").\n"
         "Videos evaluated that are near-copies of the run's training videos are counted in\n"
         "eval.json \"leaks\" with a warning: from RUN/leaks.json when DIR is the training\n"
         "folder, else compared here (docs/splits.md).\n"
@@ -293,6 +298,10 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
     printf("clips evaluated: %lld of %lld (decode failures %lld); videos: %lld\n",
            (long long)cnt->clips, (long long)cnt->expected, (long long)cnt->bad_clips,
            (long long)cnt->videos);
+    if (cnt->filled_frames) /* a damaged stream's clips, scored all the same: said */
+        printf("frames filled in: %lld frames of the clips evaluated never decoded (a damaged "
+               "or cut-short stream) and hold the nearest decoded frame instead "
+               "(eval.json \"filled_frames\")\n", (long long)cnt->filled_frames);
     for (int h = 0; h < heads->n; h++) {
         if (heads->n > 1)
             printf("head %s:\n", heads->cfg[h].name);
@@ -320,6 +329,9 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
     }
     cJSON *j = vt_eval_json(r, heads, cnt, sname, eo);
     add_leaks(j, ea->run, ea->dir, &m->opts, sname, ds, idx, n);
+    /* the three files below are one evaluation's: another eval of RUN at the same time
+     * writes its own set before or after this one, never between (run_claim.h) */
+    int wfd = vt_dist_lead() ? vt_run_claim_writes(ea->run) : -1;
     cJSON_AddStringToObject(j, "checkpoint", m->ckpt);
     cJSON_AddStringToObject(j, "data", ea->dir);
     snprintf(path, sizeof path, "%s/eval.json", ea->run);
@@ -346,6 +358,7 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
         fprintf(stderr, "vidtrain eval: report: %s\n", err);
     else
         printf("wrote %s/report.html\n", ea->run);
+    vt_run_claim_unshare(&wfd);
     return wrc == 0 ? 0 : 1;
 }
 
@@ -390,6 +403,12 @@ int vt_cmd_eval(int argc, char **argv) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;
     }
+    /* eval files its figures in RUN: --checkpoint of another run (another model, clip,
+     * statistics or classes) would have them written there as RUN's */
+    if (ma->ckpt && vt_run_model_of_run(&m, run, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain eval: %s\n", err);
+        goto end;
+    }
     /* a run without RUN/.lock (copied without it): held from here, made now that RUN
      * proved to be a run, so that no train starts there while eval writes */
     if (vt_dist_lead() && held < 0 && run_in_use(run, 1, &held))
@@ -409,6 +428,16 @@ int vt_cmd_eval(int argc, char **argv) {
     }
     if (vt_frame_rate_check_data("eval", ds, NULL) != 0) {
         rc = 2;
+        goto end;
+    }
+    /* DIR is an input now (vt_dataset_open): a RUN inside it cannot take eval.json, said
+     * before the evaluation rather than after it (base/common.h's output rule) */
+    char out[4200];
+    snprintf(out, sizeof out, "%s/eval.json", run);
+    int orc = vt_dist_lead() ? vt_output_check_early(out, err, sizeof err) : 0;
+    if (vt_dist_share_result(orc, err, sizeof err) != 0) { /* every rank stops */
+        if (vt_dist_lead())
+            fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;
     }
     /* Unreadable files are reported here and left out of every split (not an error). */

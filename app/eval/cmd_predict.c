@@ -68,8 +68,10 @@ static void usage(FILE *f) {
         "                        frames, partial, heads[{name, top[{label, prob}]}]\n"
         "%s\n"
         "Unreadable files are reported (on stderr, and as {\"error\"} entries with --json) and\n"
-        "skipped. Exit codes: 0 when at least one video was predicted, 1 when every video\n"
-        "failed (or RUN cannot be loaded), 2 usage.\n",
+        "skipped; a video whose clips hold frames the stream never delivered (filled with the\n"
+        "nearest decoded frame) gets a warning (--json: \"filled_frames\"). Exit codes: 0 when\n"
+        "at least one video was predicted, 1 when every video failed (or RUN cannot be\n"
+        "loaded), 2 usage.\n",
         vt_device_args_help);
 }
 
@@ -134,6 +136,7 @@ static int predict_one(pred_ctx *c, const char *path, char *err, size_t errlen) 
     int n = vt_eval_clips_fill(&c->ec, v, all, &c->b, err, errlen);
     if (n < 0)
         goto end;
+    vt_eval_clips_warn(&c->ec, "predict", path);
     vt_towers_eval_step(c->t, &c->b, c->probs, NULL);
     for (int hh = 0; hh < c->heads->n; hh++) {
         int K = c->heads->cfg[hh].classes;
@@ -144,8 +147,6 @@ static int predict_one(pred_ctx *c, const char *path, char *err, size_t errlen) 
             c->avg[hh][j] = s / n;
         }
     }
-    if (c->dump)
-        dump_video(c, path, n);
     rc = 0;
 end:
     vt_video_close(&v);
@@ -282,6 +283,8 @@ static void predict_print(const pred_ctx *c, const char *video, int top, cJSON *
     cJSON *hs = NULL;
     if (e) {
         cJSON_AddStringToObject(e, "path", video);
+        if (c->ec.filled) /* the warning's count, for a reader of the JSON alone */
+            cJSON_AddNumberToObject(e, "filled_frames", (double)c->ec.filled);
         hs = cJSON_AddArrayToObject(e, "heads");
     } else {
         printf("%s\n", video);
@@ -360,15 +363,12 @@ int vt_cmd_predict(int argc, char **argv) {
     if (pa.ma.clips_per_video == 0)
         pa.ma.clips_per_video = 10;
     char err[1024];
-    /* The videos are inputs (base/common.h's output rule): --dump-input onto one of them,
-     * or onto a folder or special file, is refused now, before any decoding. */
+    /* The videos are inputs (base/common.h's output rule), and so are the run's files
+     * (vt_run_model_open declares them): --dump-input onto one of them, or onto a folder
+     * or special file, is refused once all are declared, before any decoding (checked
+     * before the run's were, RUN/config.json was refused only after every video). */
     for (int i = 0; i < nvid; i++)
         vt_inputs_add(videos[i]);
-    if (dump_path && vt_output_check_early(dump_path, err, sizeof err) != 0) {
-        fprintf(stderr, "vidtrain predict: --dump-input: %s\n", err);
-        free(videos);
-        return 2;
-    }
     int rc = 1, ok = 0;
     pred_ctx c;
     memset(&c, 0, sizeof c);
@@ -377,6 +377,11 @@ int vt_cmd_predict(int argc, char **argv) {
     vt_run_model m;
     if (vt_run_model_open(&m, run, pa.ma.ckpt, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain predict: %s\n", err);
+        goto end;
+    }
+    if (dump_path && vt_output_check_early(dump_path, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain predict: --dump-input: %s\n", err);
+        rc = 2;
         goto end;
     }
     if ((rc = predict_load(&c, &m, &pa)) != 0)
@@ -395,6 +400,8 @@ int vt_cmd_predict(int argc, char **argv) {
             continue;
         }
         ok++;
+        if (c.dump) /* the videos predicted, as predicted: none that was skipped */
+            dump_video(&c, videos[i], c.b.n);
         predict_print(&c, videos[i], pa.top, out);
     }
     if (out) {

@@ -60,6 +60,8 @@ int vt_eval_clips_fill(vt_eval_clips *e, vt_video *v, vt_frame_range r, vt_batch
     int span = vt_clip_span(c);
     int64_t cf = vt_batch_clip_floats(b);
     int n = 0;
+    int64_t m0 = vt_video_get_stats(v)->missing_frames;
+    e->filled = 0;
     for (int k = 0; k < e->K; k++) {
         int64_t start = r.first + vt_sample_eval_start(r.count, span, k, e->K);
         if (read_in_range(e, v, r, start, frame, err, errlen) != 0)
@@ -75,7 +77,15 @@ int vt_eval_clips_fill(vt_eval_clips *e, vt_video *v, vt_frame_range r, vt_batch
         }
     }
     b->n = n;
+    e->filled = vt_video_get_stats(v)->missing_frames - m0;
     return n;
+}
+
+void vt_eval_clips_warn(const vt_eval_clips *e, const char *cmd, const char *name) {
+    if (e->filled > 0)
+        fprintf(stderr, "vidtrain %s: warning: %s: %lld frame(s) of its clips never decoded (a "
+                "damaged or cut-short stream) and hold the nearest decoded frame instead\n",
+                cmd, name, (long long)e->filled);
 }
 
 void vt_eval_clips_free(vt_eval_clips *e) {

@@ -21,15 +21,21 @@ typedef struct vt_eval_clips {
     int K, crops;           /* clips per video, crops per clip */
     uint8_t *raw;           /* decode scratch, grown as needed */
     size_t raw_cap;
+    int64_t filled;         /* the last fill: frames its clips read that the stream never
+                               delivered, filled with the nearest decoded frame */
 } vt_eval_clips;
 
 /* The K x crops clips of frames r of the open video v (r = {0, nframes}: the whole file;
  * a segment's frames: clips inside it only, the pad policy applied at its end as the
  * loader does) into rows 0.. of b (b->capacity >= K * crops), b->video[i] = 0 and
  * b->clip[i] = i. Returns the rows written (b->n is set to it), or -1 with err (frames
- * smaller than the crop, a decode failure, an empty range). */
+ * smaller than the crop, a decode failure, an empty range); e->filled says how many of
+ * the frames read were filled in (vt_video_read_clip), for the caller to tell. */
 int vt_eval_clips_fill(vt_eval_clips *e, vt_video *v, vt_frame_range r, vt_batch *b, char *err,
                        size_t errlen);
+/* After a fill: a warning on stderr naming `name` when e->filled > 0 (its answer came from
+ * fewer frames than it seems), nothing otherwise. */
+void vt_eval_clips_warn(const vt_eval_clips *e, const char *cmd, const char *name);
 void vt_eval_clips_free(vt_eval_clips *e);
 
 #endif

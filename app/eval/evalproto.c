@@ -254,14 +254,19 @@ void vt_evalproto_result(const vt_evalproto *e, vt_eval_result *r) {
     }
 
     /* Multi-label: label-wise accuracy at 0.5 (clip and video), per-class video
-     * accuracy, and average precision per class over videos ranked by mean score. */
+     * accuracy, and average precision per class over videos ranked by mean score. AP is
+     * scikit-learn's average_precision_score: sum over the distinct scores, high to low,
+     * of the recall gained there times the precision at that threshold, so tied videos
+     * are one threshold (ranked among themselves by index, a constant model's positives
+     * at low indices scored AP 1); a video whose score is not finite is never retrieved
+     * (its positives gain no recall: a NaN model's AP is 0, never an order's accident). */
     r->clip_top1 = e->clips ? (double)e->clip_lab_ok / ((double)e->clips * k) : 0;
     int64_t ok = 0;
     score_idx *si = vt_malloc((size_t)(videos ? videos : 1) * sizeof *si);
     double apsum = 0;
     int apn = 0;
     for (int c = 0; c < k; c++) {
-        int64_t n = 0, okc = 0, pos = 0;
+        int64_t n = 0, nall = 0, okc = 0, pos = 0;
         for (int v = 0; v < e->nvideos; v++) {
             if (!e->vclips[v])
                 continue;
@@ -269,25 +274,30 @@ void vt_evalproto_result(const vt_evalproto *e, vt_eval_result *r) {
             int t = e->vtarget[(size_t)v * k + c] >= 0.5f;
             okc += isfinite(mean) && (mean >= 0.5) == t;
             pos += t;
+            nall++;
+            if (!isfinite(mean))
+                continue;
             si[n].s = mean;
             si[n].v = v;
             n++;
         }
         ok += okc;
         r->per_class_videos[c] = pos;
-        r->per_class_acc[c] = n ? (double)okc / (double)n : NAN;
+        r->per_class_acc[c] = nall ? (double)okc / (double)nall : NAN;
         if (pos == 0)
             continue;
         qsort(si, (size_t)n, sizeof *si, cmp_score_desc);
         double ap = 0;
         int64_t tp = 0;
-        for (int64_t i = 0; i < n; i++) {
-            if (e->vtarget[(size_t)si[i].v * k + c] >= 0.5f) {
-                tp++;
-                ap += (double)tp / (double)(i + 1);
-            }
+        for (int64_t i = 0; i < n;) {
+            int64_t j = i, gain = 0;
+            for (; j < n && si[j].s == si[i].s; j++) /* one threshold: the tied scores */
+                gain += e->vtarget[(size_t)si[j].v * k + c] >= 0.5f;
+            tp += gain;
+            ap += (double)gain / (double)pos * ((double)tp / (double)j);
+            i = j;
         }
-        apsum += ap / (double)pos;
+        apsum += ap;
         apn++;
     }
     free(si);

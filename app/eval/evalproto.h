@@ -16,6 +16,9 @@
  *   - mean class accuracy: the mean over classes that have at least one video of each
  *     class's video top-1 accuracy (classes absent from the split are left out).
  *   - confusion[true][pred] counts VIDEOS (rows true class, columns predicted class).
+ *   - average precision (multi-label): scikit-learn's average_precision_score over
+ *     videos ranked by mean score, tied scores one threshold; a non-finite score is never
+ *     retrieved (its positives add no recall).
  */
 #ifndef VT_EVALPROTO_H
 #define VT_EVALPROTO_H

@@ -216,6 +216,7 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
     vt_loader_stats ls;
     vt_loader_get_stats(l, &ls);
     counts->bad_clips = ls.bad_clips;
+    counts->filled_frames = ls.filled_frames;
     if (vt_mpi_size() > 1) {
         /* Every rank's clips into every rank's evaluators (sums in rank order: the same
          * bits everywhere), before any metric: video scores add up across ranks. */
@@ -227,10 +228,12 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
             vt_evalproto_unpack(ep[h], pk);
             free(pk);
         }
-        double cb[2] = {(double)counts->clips, (double)counts->bad_clips};
-        vt_mpi_sum_f64(cb, 2, "merging the ranks' clip counts");
+        double cb[3] = {(double)counts->clips, (double)counts->bad_clips,
+                        (double)counts->filled_frames};
+        vt_mpi_sum_f64(cb, 3, "merging the ranks' clip counts");
         counts->clips = (int64_t)cb[0];
         counts->bad_clips = (int64_t)cb[1];
+        counts->filled_frames = (int64_t)cb[2];
     }
     for (int v = 0; v < ds->nvideos; v++)
         counts->videos += vt_evalproto_video_clips(ep[0], v) > 0;
@@ -261,6 +264,7 @@ cJSON *vt_eval_json(const vt_eval_result *r, const vt_run_heads *heads, const vt
     cJSON_AddNumberToObject(j, "videos", (double)counts->videos);
     cJSON_AddNumberToObject(j, "expected_clips", (double)counts->expected);
     cJSON_AddNumberToObject(j, "bad_clips", (double)counts->bad_clips);
+    cJSON_AddNumberToObject(j, "filled_frames", (double)counts->filled_frames);
     cJSON_AddNumberToObject(j, "unknown_videos", (double)counts->unknown_videos);
     cJSON_AddNumberToObject(j, "clips_per_video", eo->clips_per_video);
     cJSON_AddNumberToObject(j, "crops", eo->crops);

@@ -39,6 +39,8 @@ typedef struct vt_eval_counts {
     int64_t videos;         /* videos with at least one clip */
     int64_t expected;       /* videos x K x crops requested */
     int64_t bad_clips;      /* left out because their decode failed */
+    int64_t filled_frames;  /* frames of the clips evaluated a damaged stream never gave,
+                               filled with the nearest decoded frame (vt_loader_stats) */
     int64_t unknown_videos; /* left out: labelled with a class the model does not know */
 } vt_eval_counts;
 

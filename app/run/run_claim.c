@@ -288,3 +288,17 @@ void vt_run_claim_unshare(int *fd) {
         close(*fd);
     *fd = -1;
 }
+
+int vt_run_claim_writes(const char *run) {
+    /* the folder, not RUN/.lock: that one is train's (exclusive) and the evals' (shared),
+     * and an flock is per open file, so a second lock on another inode cannot upset it */
+    int f = open(run, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (f < 0)
+        return -1;
+    while (flock(f, LOCK_EX) != 0)
+        if (errno != EINTR) {
+            close(f);
+            return -1;
+        }
+    return f;
+}

@@ -41,5 +41,12 @@ void vt_run_claim_release(vt_run_claim *c, int failed);
  * 0 (a folder not yet known to be a run is left as it was), or when it cannot be made. */
 int vt_run_claim_share(const char *run, int make, char *pid, size_t n, int *fd);
 void vt_run_claim_unshare(int *fd);
+/* For a command that writes several files into a folder that belong together (eval's
+ * eval.json, confusion.csv and report.html in a run; embed's FILE and FILE.csv): waits
+ * for, then takes, an exclusive flock on the folder itself, so that two such commands at
+ * once write their sets one after the other (interleaved, eval.json told of one split and
+ * confusion.csv of the other). The fd to give vt_run_claim_unshare, or -1 when the
+ * folder cannot be opened (then nothing is held and the writes go ahead). */
+int vt_run_claim_writes(const char *run);
 
 #endif

@@ -95,6 +95,13 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *
         return -1;
     }
     vt_train_opts_from_json(&m->opts, cfg);
+    /* the run's labels file and list files, which eval and embed read back: no output of
+     * this command may replace them either (embed --out LABELS.npy wrote its CSV over the
+     * run's labels, exit 0), and they are declared now, before any output is checked */
+    if (m->opts.labels[0])
+        vt_inputs_add(m->opts.labels);
+    if (m->opts.lists[0])
+        vt_inputs_add(m->opts.lists);
     if (m->opts.json_bad[0]) { /* the default would stand in for the run's value */
         vt_set_err(err, errlen, "%s: \"%s\" has the wrong type for that key: a damaged or "
                    "hand-edited configuration, which cannot say how the run trained; fix the "
@@ -180,4 +187,63 @@ void vt_run_model_free(vt_run_model *m) {
         return;
     vt_towers_free(&m->towers);
     vt_run_heads_free(&m->heads);
+}
+
+/* The first difference between two head lists (a: the checkpoint's, b: the run's), into
+ * err; 0 when the same. */
+static int heads_differ(const vt_run_heads *a, const vt_run_heads *b, char *err, size_t errlen) {
+    if (a->n != b->n) {
+        vt_set_err(err, errlen, "%d head(s) in the checkpoint, %d in the run", a->n, b->n);
+        return 1;
+    }
+    for (int h = 0; h < a->n; h++) {
+        const vt_head_cfg *x = &a->cfg[h], *y = &b->cfg[h];
+        if (strcmp(x->name, y->name) || x->loss != y->loss || x->classes != y->classes) {
+            vt_set_err(err, errlen, "head %d: '%s' with %d classes in the checkpoint, '%s' with "
+                       "%d in the run", h, x->name, x->classes, y->name, y->classes);
+            return 1;
+        }
+        for (int k = 0; k < x->classes; k++)
+            if (strcmp(a->classes[h][k], b->classes[h][k])) {
+                vt_set_err(err, errlen, "head '%s' class %d: '%s' in the checkpoint, '%s' in the "
+                           "run", x->name, k, a->classes[h][k], b->classes[h][k]);
+                return 1;
+            }
+    }
+    return 0;
+}
+
+int vt_run_model_of_run(const vt_run_model *m, const char *run, char *err, size_t errlen) {
+    char path[4200], why[1024] = "";
+    snprintf(path, sizeof path, "%s/config.json", run);
+    cJSON *cfg = vt_dist_read_json(path);
+    if (!cfg)
+        return 0; /* nothing to compare with: RUN's own files are the checkpoint's */
+    vt_train_opts o;
+    vt_train_opts_default(&o);
+    vt_train_opts_from_json(&o, cfg);
+    vt_run_heads h;
+    /* a config.json without readable heads: the rest is compared */
+    if (vt_run_heads_from_json(&h, cJSON_GetObjectItemCaseSensitive(cfg, "heads"), why,
+                               sizeof why) != 0 || !heads_differ(&m->heads, &h, why, sizeof why))
+        why[0] = 0;
+    vt_run_heads_free(&h);
+    cJSON_Delete(cfg);
+    const vt_train_opts *c = &m->opts;
+    if (why[0])
+        ;
+    else if (strcmp(c->model, o.model))
+        snprintf(why, sizeof why, "model %s in the checkpoint, %s in the run", c->model, o.model);
+    else if (c->clip_t != o.clip_t || c->crop != o.crop || c->stride != o.stride)
+        snprintf(why, sizeof why, "clip %dx%d stride %d in the checkpoint, %dx%d stride %d in "
+                 "the run", c->clip_t, c->crop, c->stride, o.clip_t, o.crop, o.stride);
+    else if (strcmp(c->input_norm, o.input_norm))
+        snprintf(why, sizeof why, "input statistics %s in the checkpoint, %s in the run",
+                 c->input_norm, o.input_norm);
+    else
+        return 0;
+    vt_set_err(err, errlen, "%s is not a checkpoint of the run in %s (%s): its figures would "
+               "be filed there as the run's; evaluate it as its own run (eval ITS_RUN DIR), or "
+               "give a checkpoint of %s", m->ckpt, run, why, run);
+    return -1;
 }

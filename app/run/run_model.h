@@ -55,6 +55,13 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *
  * short side it was trained at (crop * 8/7 when the configuration has none); 1 crop, no
  * flip. */
 void vt_run_model_clip(vt_clip_cfg *clip, const vt_run_model *m);
+/* Whether m (its checkpoint's own configuration) is a model of the run in folder `run`:
+ * the same model, clip (frames, crop, stride), input statistics and heads (names, losses,
+ * classes in order) as RUN/config.json. 0 when so, or when RUN has no readable
+ * config.json to compare with; -1 with err naming the first difference. For a command
+ * that files results in RUN (eval): another run's checkpoint given by --checkpoint would
+ * have its figures written there as RUN's. */
+int vt_run_model_of_run(const vt_run_model *m, const char *run, char *err, size_t errlen);
 /* Builds forward-only towers for `batch` clips a step on the devices of da, split by
  * policy (NULL: "memory"), and loads the checkpoint's weights into them. 0; -2 with err
  * when the device arguments or the policy are bad (a policy given for one tower: nothing

@@ -18,6 +18,7 @@
 #include "app/decode_opt.h"
 #include "app/stream/embed_run.h"
 #include "app/opts.h"
+#include "app/run/run_claim.h"
 #include "base/common.h"
 
 static void usage(FILE *f) {
@@ -344,6 +345,10 @@ int vt_cmd_embed(int argc, char **argv) {
     vt_ckpt_meta meta = {0};
     for (int i = 0; i < a.ninputs; i++) /* the output rule (base/common.h) */
         vt_inputs_add(a.inputs[i]);
+    if (a.labels) /* read only once the dataset opens: declared before the early check */
+        vt_inputs_add(a.labels);
+    if (a.lists)
+        vt_inputs_add(a.lists);
     if (vt_run_model_open(&m, a.run, a.ma.ckpt, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain embed: %s\n", err);
         goto end;
@@ -375,8 +380,32 @@ int vt_cmd_embed(int argc, char **argv) {
                 " (no input could be embedded; see the messages above)");
         goto end;
     }
+    int64_t noanswer = 0; /* rows whose scores name no class (embed_out.h: label -1) */
+    for (int64_t i = 0; i < set.n; i++)
+        for (int h = 0; h < m.heads.n; h++)
+            if (set.rows[i].label[h] < 0) {
+                noanswer++;
+                break;
+            }
+    if (noanswer)
+        fprintf(stderr, "vidtrain embed: warning: %lld of %lld rows have scores that are not "
+                "finite (NaN or inf: the run diverged): their label and prob cells are empty\n",
+                (long long)noanswer, (long long)set.n);
     make_meta(&meta, &a, &e, &m, is_dir);
-    if (vt_embed_write(&set, a.out, &meta, &m.heads, err, sizeof err) != 0) {
+    /* FILE and FILE.csv are one answer: two embeds onto one --out at once write their
+     * pairs one after the other (the rows of one named by the CSV of the other, else),
+     * under the lock eval takes on a run folder, here on --out's folder */
+    char folder[4200];
+    snprintf(folder, sizeof folder, "%s", a.out);
+    char *slash = strrchr(folder, '/');
+    if (slash)
+        slash[slash == folder] = 0; /* "/x.npy": the root */
+    else
+        snprintf(folder, sizeof folder, ".");
+    int wfd = vt_run_claim_writes(folder);
+    int wrc = vt_embed_write(&set, a.out, &meta, &m.heads, err, sizeof err);
+    vt_run_claim_unshare(&wfd);
+    if (wrc != 0) {
         fprintf(stderr, "vidtrain embed: %s\n", err);
         goto end;
     }

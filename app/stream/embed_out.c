@@ -105,6 +105,10 @@ static int write_csv(const vt_embed_set *s, const char *path, const vt_run_heads
             fprintf(f, ",%d,%d", r->clip, r->crop);
         for (int h = 0; h < heads->n; h++) {
             fputc(',', f);
+            if (r->label[h] < 0) { /* no answer: NaN scores name no class */
+                fputc(',', f);
+                continue;
+            }
             vt_csv_field(f, heads->classes[h][r->label[h]]);
             fprintf(f, ",%.9g", (double)r->prob[h]);
         }

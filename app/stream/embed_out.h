@@ -24,7 +24,8 @@ typedef struct vt_embed_row {
     char *path;                  /* owned */
     double start, end;           /* seconds; end <= 0: the whole file (empty cells) */
     int clip, crop;              /* --per-clip: which clip and crop; -1 otherwise */
-    int label[VT_MAX_HEADS];     /* top-1 class per head */
+    int label[VT_MAX_HEADS];     /* top-1 class per head; -1: the head's scores are not
+                                    finite (a diverged model), its two cells empty */
     float prob[VT_MAX_HEADS];    /* its probability (sigmoid for BCE heads) */
 } vt_embed_row;
 

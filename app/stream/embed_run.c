@@ -53,12 +53,28 @@ void vt_embedder_free(vt_embedder *e) {
 }
 
 /* Head h's top-1 over scores p (classes): predict's rule (vt_topk on the float32 values,
- * ties to the lower class). */
+ * ties to the lower class). Scores that are not all finite name no class (label -1):
+ * vt_topk over a NaN row named whichever class came first, with a prob of nan (predict
+ * refuses such a video, --timeline says "nonfinite"). */
 static void top1(vt_embed_row *r, int h, const float *p, int classes) {
+    for (int j = 0; j < classes; j++)
+        if (!isfinite(p[j])) {
+            r->label[h] = -1;
+            r->prob[h] = NAN;
+            return;
+        }
     int idx = 0;
     vt_topk(&idx, p, classes, 1);
     r->label[h] = idx;
     r->prob[h] = p[idx];
+}
+
+/* 1 when the n rows of dim features at f are all finite. */
+static int feats_finite(const float *f, int64_t n) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(f[i]))
+            return 0;
+    return 1;
 }
 
 /* One row per clip: its own features and probabilities. */
@@ -113,7 +129,15 @@ int vt_embed_sample(vt_embedder *e, const char *path, const vt_dataset_video *dv
     vt_video_close(&v);
     if (n < 0)
         return -1;
+    vt_eval_clips_warn(&e->ec, "embed", path);
     vt_towers_eval_features(e->m->towers, &e->b, e->probs, e->feat);
+    /* a diverged model's NaN features are no embedding: the input is reported and
+     * skipped, as predict skips a video whose scores are not finite */
+    if (!feats_finite(e->feat, (int64_t)n * e->dim)) {
+        vt_set_err(err, errlen, "the model's features are not finite (NaN or inf): the run "
+                   "diverged; train it again with a lower --lr");
+        return -1;
+    }
     int64_t first = e->out->n;
     if (e->per_clip)
         rows_per_clip(e, path, n);
@@ -145,6 +169,11 @@ static void tl_emit(void *ctx, const vt_timeline_window *w) {
     float *f = vt_malloc(sizeof(float) * (size_t)e->dim);
     for (int d = 0; d < e->dim; d++)
         f[d] = (float)w->probs[heads->n][d];
+    if (!feats_finite(f, e->dim)) { /* no row: counted, said after the video */
+        e->nonfinite++;
+        free(f);
+        return;
+    }
     vt_embed_row *r = vt_embed_add(e->out, f, c->path);
     free(f);
     r->start = w->start;
@@ -186,6 +215,8 @@ int vt_embed_timeline_video(vt_embedder *e, const char *path, const vt_embed_tim
     int w, h;
     vt_video_info_scaled_size(info, c.clip.short_side, &w, &h);
     tl_ctx ctx = {e, path};
+    e->nonfinite = 0;
+    int64_t first = e->out->n;
     vt_timeline *tl = vt_timeline_new(&c, w, h, tl_run, tl_emit, &ctx, err, errlen);
     if (!tl) {
         vt_stream_close(&s);
@@ -206,5 +237,14 @@ int vt_embed_timeline_video(vt_embedder *e, const char *path, const vt_embed_tim
     vt_timeline_finish(tl);
     vt_timeline_free(&tl);
     vt_stream_close(&s);
+    if (e->nonfinite && e->out->n == first) {
+        vt_set_err(err, errlen, "the model's features are not finite (NaN or inf) in all %lld "
+                   "windows: the run diverged; train it again with a lower --lr",
+                   (long long)e->nonfinite);
+        return -1;
+    }
+    if (e->nonfinite)
+        fprintf(stderr, "vidtrain embed: %s: %lld window(s) left out, the model's features "
+                "not finite there (NaN or inf)\n", path, (long long)e->nonfinite);
     return 0;
 }

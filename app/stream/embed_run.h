@@ -29,6 +29,8 @@ typedef struct vt_embedder {
     float *probs[VT_MAX_HEADS];    /* (K x crops, classes) */
     float *feat;                   /* (K x crops, D) */
     vt_embed_set *out;
+    int64_t nonfinite;             /* timeline: windows of the current video left out, their
+                                      features not finite */
 } vt_embedder;
 
 /* Sets e up for m (loaded, towers for at least K x crops clips) writing into out. */

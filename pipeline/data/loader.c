@@ -137,6 +137,7 @@ static void *worker_main(void *arg) {
         s->b.index = b;
         s->b.epoch = epoch;
         s->nbad = 0;
+        w->filled = 0;
         int64_t i0 = b * l->cfg.batch, i1 = VT_MIN(i0 + l->cfg.batch, l->nsamples);
         int npos = (int)(i1 - i0), lo = 0, hi = npos;
         if (l->cfg.part) {
@@ -157,6 +158,7 @@ static void *worker_main(void *arg) {
             else
                 s->nbad++;
         }
+        s->nfilled = w->filled;
 
         pthread_mutex_lock(&l->lock);
         l->busy--;
@@ -172,13 +174,19 @@ static void *worker_main(void *arg) {
     return NULL;
 }
 
-/* The epoch's samples (videos not bad now) and their order. Called with no worker busy. */
+/* The epoch's samples and their order: in training, of the videos not bad now (one that
+ * failed leaves later epochs, docs/design.md §3.6); in an evaluation, of every video it
+ * was given, so that each pass scores the same videos: a validation video with one clip
+ * that does not decode was dropped from every later validation, whose figures (and the
+ * best checkpoint chosen by them) then compared other sets of videos. Its clips that fail
+ * are left out and counted each pass, the same ones every time. Called with no worker
+ * busy. */
 static void build_order(vt_loader *l) {
     const vt_loader_cfg *c = &l->cfg;
     int64_t n = 0;
     for (int i = 0; i < l->nindices; i++) {
         int v = l->indices[i];
-        if (vt_dataset_bad(l->ds, v) != VT_BAD_NONE)
+        if (c->mode == VT_LOADER_TRAIN && vt_dataset_bad(l->ds, v) != VT_BAD_NONE)
             continue;
         for (int k = 0; k < l->per_video[v]; k++) {
             l->base[n].video = v;
@@ -389,6 +397,7 @@ const vt_batch *vt_loader_next(vt_loader *l) {
         slot *s = &l->slots[si];
         l->next_deliver++;
         l->stats.bad_clips += s->nbad;
+        l->stats.filled_frames += s->nfilled;
         if (s->b.n == 0 && !l->cfg.part) { /* every clip bad: nothing to hand out */
             s->state = SLOT_FREE;
             pthread_cond_broadcast(&l->cv_work);

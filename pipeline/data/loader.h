@@ -93,6 +93,9 @@ void vt_loader_cfg_default(vt_loader_cfg *cfg);
 typedef struct vt_loader_stats {
     int64_t clips;         /* clips delivered (all epochs) */
     int64_t bad_clips;     /* sampled clips left out because their decode failed */
+    int64_t filled_frames; /* frames of the clips delivered that the stream never gave,
+                              filled with the nearest decoded frame (vt_video_read_clip);
+                              each clip and crop counts its own */
     int64_t batches;       /* batches delivered */
     int64_t bad_videos;    /* videos marked bad by this loader (each reported once) */
     double wait_s;         /* time the consumer spent blocked in vt_loader_next */

@@ -57,7 +57,12 @@ static void report_bad(vt_loader *l, int video, vt_bad_kind kind, const char *re
         return;
     if (!vt_dataset_mark_bad(l->ds, video, kind, reason))
         return;
-    vt_warn("%s: %s (excluded)\n", l->ds->videos[video].path, reason);
+    /* training leaves the video out of later epochs; an evaluation has one pass, in which
+     * the video's other clips are still scored ("excluded" read as the whole video) */
+    vt_warn("%s: %s (%s)\n", l->ds->videos[video].path, reason,
+            l->cfg.mode == VT_LOADER_EVAL ? "that clip left out and counted as a decode failure; "
+                                            "the video's other clips are scored"
+                                          : "excluded");
     pthread_mutex_lock(&l->lock);
     l->stats.bad_videos++;
     pthread_mutex_unlock(&l->lock);
@@ -87,6 +92,7 @@ static vt_bad_kind read_run(worker *w, int video, vt_video **v, uint8_t *out, in
             snprintf(err, errlen, "cannot open");
         return VT_BAD_OPEN;
     }
+    int64_t m0 = vt_video_get_stats(*v)->missing_frames;
     if (vt_video_read_clip(*v, out, start, t, stride, short_side, pad, err, errlen) < 0) {
         cache_drop(w, video); /* the decoder may be left in any state */
         *v = NULL;
@@ -94,6 +100,7 @@ static vt_bad_kind read_run(worker *w, int video, vt_video **v, uint8_t *out, in
             snprintf(err, errlen, "decode failed");
         return VT_BAD_READ;
     }
+    w->clip_filled += vt_video_get_stats(*v)->missing_frames - m0;
     return VT_BAD_NONE;
 }
 
@@ -201,6 +208,7 @@ int vt_loader_fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
     if (!(w->memo_video == s.video && w->memo_start == p.start && w->memo_ss == p.short_side &&
           w->memo_stride == p.stride)) {
         w->memo_video = -1;
+        w->clip_filled = 0;
         vt_bad_kind bad = read_clip_in_range(w, s.video, &v, &p, range, fw, fh, err, sizeof err);
         if (bad != VT_BAD_NONE) {
             report_bad(l, s.video, bad, err);
@@ -212,6 +220,7 @@ int vt_loader_fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
         w->memo_ss = p.short_side;
         w->memo_stride = p.stride;
     }
+    w->filled += w->clip_filled; /* this sample's, a decode of its own or the memo's */
     const size_t ra_was = w->ra_cap; /* RandAugment's crop: counted as scratch too */
     vt_clip_transform_aug(b->x + (int64_t)n * l->clip_floats, &w->ra_buf, &w->ra_cap, w->scratch,
                           fh, fw, &p, cc); /* p.ra_key: training only */

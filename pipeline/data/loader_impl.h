@@ -27,6 +27,7 @@ typedef struct slot {
     void *mem;        /* the one allocation behind every array of b */
     int state;
     int64_t nbad;     /* clips of this batch left out */
+    int64_t nfilled;  /* frames its reads filled in (vt_loader_stats.filled_frames) */
 } slot;
 
 typedef struct cached {
@@ -48,6 +49,10 @@ typedef struct worker {
      * (eval with 3 crops). */
     int memo_video, memo_ss, memo_stride;
     int64_t memo_start;
+    int64_t filled;   /* frames filled in over the samples of the slot it fills: each sample
+                         counts its clip's, so 3 crops count a clip 3 times whether their
+                         decode was shared or not (the count is the data's, not the split's) */
+    int64_t clip_filled; /* the clip in scratch: frames its reads filled in */
 } worker;
 
 struct vt_loader {

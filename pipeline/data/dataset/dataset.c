@@ -37,6 +37,8 @@ vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *
     if (opts)
         o = *opts;
     vt_inputs_add(dir); /* no output of the command may land inside it (base/common.h) */
+    if (o.lists_dir) /* nor replace a list file (PATH may be a folder or one CSV) */
+        vt_inputs_add(o.lists_dir);
     if (o.list_fold <= 0)
         o.list_fold = 1;
     vt_ds_scan sc = {0};

@@ -148,6 +148,7 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
     int rc = -1, bad = 0, nrows = 0, ncols = 0;
     csv_row *rows = NULL;
     vt_ds_strv header = {0};
+    vt_inputs_add(csv_path); /* no output of the command may replace it (base/common.h) */
     char *text = vt_ds_read_text(csv_path, err, errlen);
     if (!text) {
         goto end;

@@ -61,6 +61,9 @@ static void check_class_ids(const char *bin, const char *dir, int ntest) {
     const char *opts = "--devices cpu:1 --batch 5 --clips-per-video 2 --crops 1 -q --workers 1";
     TCHECK(vt_test_sh("'%s' eval '%s/run' '%s/data' --split test %s > '%s/evalref.log' 2>&1", bin,
                       dir, dir, opts, dir) == 0, "reference eval");
+    /* 3 classes: top-5 is 100% for any finite model, and the line says so */
+    TCHECK(vt_test_sh("grep -q 'video top-1 .*top-5 .*5 or fewer classes: top-5 says nothing' "
+                      "'%s/evalref.log'", dir) == 0, "top-5 of 3 classes said to say nothing");
     snprintf(p, sizeof p, "%s/run/eval.json", dir);
     cJSON *ref = vt_test_read_json(p);
     TCHECK(vt_test_sh("mkdir -p '%s/renamed/aaa_unknown' '%s/alien/aaa_unknown' && "

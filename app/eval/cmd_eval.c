@@ -313,10 +313,13 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
                    100 * r[h].clip_top1, 100 * r[h].video_top1, 100 * r[h].map);
             continue;
         }
-        printf("  clip  top-1 %6.2f%%   top-5 %6.2f%%\n", 100 * r[h].clip_top1,
-               100 * r[h].clip_top5);
-        printf("  video top-1 %6.2f%%   top-5 %6.2f%%\n", 100 * r[h].video_top1,
-               100 * r[h].video_top5);
+        /* 5 or fewer classes: every finite row holds its label in its top 5 (scikit-learn's
+         * top_k_accuracy_score warns the same); said, so 100% is not read as a result */
+        const char *t5 = r[h].classes <= 5 ? "   (5 or fewer classes: top-5 says nothing)" : "";
+        printf("  clip  top-1 %6.2f%%   top-5 %6.2f%%%s\n", 100 * r[h].clip_top1,
+               100 * r[h].clip_top5, t5);
+        printf("  video top-1 %6.2f%%   top-5 %6.2f%%%s\n", 100 * r[h].video_top1,
+               100 * r[h].video_top5, t5);
         printf("  mean class accuracy %.2f%%\n  per class:", 100 * r[h].mean_class_acc);
         for (int k = 0; k < r[h].classes; k++) {
             if (isnan(r[h].per_class_acc[k]))

@@ -201,14 +201,16 @@ static void foreign_checkpoint(void) {
 }
 
 /* flock(1) holds folder `lock` until the file 'go' appears; `cmd` runs meanwhile (stdout
- * line buffered, stderr beside it, so its progress shows) and must not write `out` while
+ * line buffered through stdbuf's preloaded library, which an ASan build accepts only with
+ * verify_asan_link_order=0; stderr beside it, so its progress shows) and must not write `out` while
  * the lock is held, once `marker` shows it has done its work, then must write it once
  * released. */
 static void waits_for_lock(const char *what, const char *lock, const char *cmd,
                            const char *marker, const char *out) {
     int rc = vt_test_sh(
         "cd '%s' && rm -f go early.txt '%s' w.out && (flock '%s' sh -c 'while [ ! -e go ]; do "
-        "sleep 0.1; done' &) && sleep 0.3 && (stdbuf -oL %s > w.out 2>&1; echo \"exit $?\" >> "
+        "sleep 0.1; done' &) && sleep 0.3 && (ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}"
+        "verify_asan_link_order=0 stdbuf -oL %s > w.out 2>&1; echo \"exit $?\" >> "
         "w.out) & cd '%s' && for i in $(seq 600); do grep -q '%s' w.out && break; sleep 0.1; "
         "done; sleep 1; test -e '%s' && echo early > early.txt; touch go; wait; grep -q 'exit 0' "
         "w.out", g_dir, out, lock, cmd, g_dir, marker, out);

@@ -27,7 +27,8 @@
 #     2 towers and their cost in bench step): the demo trained and evaluated, one vs two GPU towers over an
 #    epoch and over one step, a GPU + CPU tower pair, the fused BN tails against VT_FUSE=0
 #    (r3d18, 3 steps, fp32 and bf16: bit for bit), bf16;
-# 3c. NVDEC: bench decode cpu vs nvdec and prep cpu vs nvdec on carry/media/hd or
+# 3c. NVDEC: bench decode cpu vs nvdec (also with --reopen, the loader's pattern) and prep
+#     cpu vs nvdec on carry/media/hd or
 #     carry/media/feed/src (1080p H.264, made here), train --decode nvdec beside cuDNN,
 #     predict --timeline --decode nvdec (the streaming reader) against --decode cpu;
 # 3d. micro-batches (r3d18 in a 3G budget, fp32 and bf16) against one pass, c3d, precise
@@ -111,7 +112,7 @@ if [ -d "$hd" ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
   apps=$!
   trap 'kill "$smi" "$apps" 2>/dev/null' EXIT
   TIMEFORMAT="cpu-seconds %U+%S wall %R"
-  for wk in 1 4; do
+  { for wk in 1 4; do
     for d in cpu nvdec; do
       echo "-- $(date +%T)" >"$logs/nvdec-$d-$wk.log"
       { time timeout 45 "$bindir/vidtrain" bench decode "$hd" \
@@ -120,7 +121,18 @@ if [ -d "$hd" ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
       echo "  --decode $d, $wk worker(s): $(grep -E 'warning|clips/s|clips:|cpu-seconds' \
         "$logs/nvdec-$d-$wk.log" | tr '\n' ' ')"
     done
-  done | tee "$logs/nvdec.txt"
+  done
+    # the loader's pattern: every clip opens its video again (issue 45 item 6: what an NVDEC
+    # session costs per open; the CPU's open cache keeps the index and first frame)
+    for d in cpu nvdec; do
+      echo "-- $(date +%T)" >"$logs/nvdec-$d-reopen.log"
+      { time timeout 30 "$bindir/vidtrain" bench decode "$hd" --mode clips --clip 16 \
+        --stride 1 --short-side 128 --clips-per-video 4 --workers 4 --reopen \
+        --decode "$d" >>"$logs/nvdec-$d-reopen.log" 2>&1; } 2>>"$logs/nvdec-$d-reopen.log"
+      echo "  --decode $d, 4 workers, --reopen: $(grep -E 'warning|clips/s|clips:|cpu-seconds|kept' \
+        "$logs/nvdec-$d-reopen.log" | tr '\n' ' ')"
+    done
+  } | tee "$logs/nvdec.txt"
   # prep (issue 25): the HD files re-encoded at S = 128, sources decoded on the CPU or on
   # NVDEC; H.264 decodes to the same pixels either way, so the copies should be identical
   prep_rc=0

@@ -251,6 +251,19 @@ __device__ static void rel_row(float *rel, const vt_cuk_mvgeo &g, int i, const A
         rel[x] = (float)s;
     }
 }
+/* dq's column d of query row i >= 1 plus its relative terms, (float)(v + sum_x ar[x]
+ * R[dist][d]) in double, x in order (cpu-ref's): k_mv_dq_fix's and k_mv_dq16's. ar: the
+ * row's KK attention sums. */
+__device__ static inline float dq_rel(float v, const vt_cuk_mvgeo &g, int i, int d,
+                                      const float *ar, const float *rh, const float *rw,
+                                      const float *rt) {
+    int qc[3];
+    q_coords(qc, g, i);
+    double acc = v;
+    for (int x = 0; x < g.KK; x++)
+        acc = __dadd_rn(acc, __dmul_rn((double)ar[x], (double)table_row(g, qc, x, rh, rw, rt)[d]));
+    return (float)acc;
+}
 /* A logit plus key t's relative terms, cpu-ref's float adds: v + ((rh + rw) + rt). */
 __device__ static inline float add_rel(float v, const float *rel, const vt_cuk_mvgeo &g, int t) {
     int ct, ch, cw;
@@ -416,16 +429,8 @@ __global__ static void k_mv_dq_fix(float *dq, const float *arow, const float *do
         if (i < 1)
             continue;
         float v = dq[e];
-        if (g.rel) {
-            int qc[3];
-            q_coords(qc, g, (int)i);
-            double acc = v;
-            const float *ar = arow + r * g.KK;
-            for (int x = 0; x < g.KK; x++)
-                acc = __dadd_rn(acc, __dmul_rn((double)ar[x],
-                                               (double)table_row(g, qc, x, rh, rw, rt)[d]));
-            v = (float)acc;
-        }
+        if (g.rel)
+            v = dq_rel(v, g, (int)i, d, arow + r * g.KK, rh, rw, rt);
         if (residual)
             v = __fadd_rn(v, dout[(j * g.Lq + i) * heads * g.D + h * g.D + d]);
         dq[e] = v;
@@ -486,16 +491,8 @@ __global__ static void k_mv_dq16(__nv_bfloat16 *dq, const float *dqb, const floa
         const int i = i0 + (int)(r % b);
         const int64_t qr = m * l_bs + i;
         float v = dqb[e];
-        if (i >= 1 && g.rel) {
-            int qc[3];
-            q_coords(qc, g, i);
-            double acc = v;
-            const float *ar = arow + qr * g.KK;
-            for (int x = 0; x < g.KK; x++)
-                acc = __dadd_rn(acc, __dmul_rn((double)ar[x],
-                                               (double)table_row(g, qc, x, rh, rw, rt)[d]));
-            v = (float)acc;
-        }
+        if (i >= 1 && g.rel)
+            v = dq_rel(v, g, i, d, arow + qr * g.KK, rh, rw, rt);
         if (i >= 1 && residual)
             v = __fadd_rn(v, ld(dout, m * o_bs + i * C + d));
         st(dq, qr * g.D + d, v);

@@ -103,6 +103,17 @@ static inline void cmp(const char *what, const pair *p, double tol) {
     free(r);
 }
 
+/* BF16: the n host values h (bf16-exact) into the [A] pair p: float on cpu-ref, bf16 on
+ * cuda. */
+static inline void aput(const pair *p, const float *h) {
+    float *t = vt_backend_alloc_x(G, (size_t)VT_MAX(p->n, 1) * 4, "cuda f32");
+    R->i->to_device(R, p->r, h, (size_t)p->n * 4);
+    G->i->to_device(G, t, h, (size_t)p->n * 4);
+    G->i->act_from_f32(G, p->g, t, p->n);
+    vt_backend_sync(G);
+    vt_backend_free_ptr(G, t);
+}
+
 /* BF16 (G is then a cuda backend at BF16): an [A] array, bf16-exact values, float on
  * cpu-ref and bf16 on cuda (in an allocation of n floats). */
 static inline pair amake(int64_t n, float lo, float hi) {
@@ -111,12 +122,7 @@ static inline pair amake(int64_t n, float lo, float hi) {
         h[i] = vt_bf16_round(lo + (hi - lo) * (float)vt_rng_uniform(&rng));
     pair p = {vt_backend_alloc_x(R, (size_t)VT_MAX(n, 1) * 4, "ref"),
               vt_backend_alloc_x(G, (size_t)VT_MAX(n, 1) * 4, "cuda"), n};
-    float *t = vt_backend_alloc_x(G, (size_t)VT_MAX(n, 1) * 4, "cuda f32");
-    R->i->to_device(R, p.r, h, (size_t)n * 4);
-    G->i->to_device(G, t, h, (size_t)n * 4);
-    G->i->act_from_f32(G, p.g, t, n);
-    vt_backend_sync(G);
-    vt_backend_free_ptr(G, t);
+    aput(&p, h);
     free(h);
     return p;
 }

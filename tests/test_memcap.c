@@ -12,6 +12,7 @@
 #include "models/optim.h"
 #include "pipeline/parallel/towers/tower.h"
 #include "tests/testutil.h"
+#include "tests/towerutil.h"
 
 static vt_net_cfg net_cfg(void) {
     vt_net_cfg nc;
@@ -40,17 +41,10 @@ static void batch_make(vt_batch *b, int n) {
 }
 
 static void set_devices(vt_towers_cfg *cfg, int n, const int64_t *budgets, const double *speeds) {
-    cfg->devices.n = n;
+    vt_test_cpu_towers(cfg, n);
     for (int i = 0; i < n; i++) {
-        vt_device *d = &cfg->devices.dev[i];
-        memset(d, 0, sizeof *d);
-        snprintf(d->name, sizeof d->name, "cpu%d", i);
-        snprintf(d->backend, sizeof d->backend, "cpu");
-        d->ordinal = i;
-        d->threads = 1;
-        d->budget = budgets[i];
-        d->speed = speeds ? speeds[i] : 0;
-        d->slowdown = 1;
+        cfg->devices.dev[i].budget = budgets[i];
+        cfg->devices.dev[i].speed = speeds ? speeds[i] : 0;
     }
 }
 

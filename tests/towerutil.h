@@ -1,7 +1,8 @@
 /*
  * towerutil.h: towers built in a test's own process (pipeline/parallel/towers/tower.h)
  * on CPU towers — the device list of N `cpu` towers of one thread each, and a replica's
- * whole state read back (test_grad_late.c, test_nonfinite_towers.c, test_ckpt.c).
+ * whole state read back (test_grad_late.c, test_nonfinite_towers.c, test_ckpt.c,
+ * test_memcap.c).
  * Header-only (static inline), like testutil.h.
  */
 #ifndef VT_TOWERUTIL_H

@@ -1,8 +1,8 @@
 /*
  * test_twin.c: whole training runs are PyTorch-equal, step by step. vidtrain trains tiny
  * on real encoded videos (the hard `--preset motion` set, small) with --dump; the PyTorch
- * twin (tests/oracle/torch_twin.py parity) rebuilds the model, torch.optim.SGD or AdamW, torch's own
- * LR schedulers, and replays every step in float64 from vidtrain's state before it on
+ * twin (tests/oracle/torch_twin.py parity) rebuilds the model, torch.optim.SGD or AdamW,
+ * torch's own LR schedulers, and replays every step in float64 from vidtrain's state before it on
  * vidtrain's batch: the parameter updates, momentum buffers, BN running statistics,
  * losses, learning rates and momenta, and the eval-mode outputs of the last validation
  * must agree (tolerances, and why, in the script). The runs:
@@ -23,9 +23,17 @@
 
 #define VT_MIN(a, b) ((a) < (b) ? (a) : (b))
 
-static int twin(const char *py, const char *src, const char *dump, const char *log) {
-    return vt_test_sh("'%s' '%s/tests/oracle/torch_twin.py' parity '%s' > '%s' 2>&1", py, src, dump,
-                      log);
+/* The twin's replay of dump, its report in log and printed: it must say "parity: OK" and,
+ * when also is given, that too. */
+static void replayed(const char *py, const char *src, const char *dump, const char *log,
+                     const char *also, const char *what) {
+    int rc = vt_test_sh("'%s' '%s/tests/oracle/torch_twin.py' parity '%s' > '%s' 2>&1", py, src,
+                        dump, log);
+    char *t = vt_test_slurp(log, NULL);
+    printf("%s", t ? t : "");
+    TCHECK(rc == 0 && t && strstr(t, "parity: OK") && (!also || strstr(t, also)),
+           "%s: PyTorch-equal (%s)", what, log);
+    free(t);
 }
 
 static void check_where(const char *dump, int crop) {
@@ -78,7 +86,7 @@ int main(void) {
         fprintf(stderr, "test_twin: %s cannot import torch: skipped\n", py);
         return VT_TEST_SKIP;
     }
-    char dir[4096], dump[4200], log[4400];
+    char dir[4096], dump[4200], log[4400], what[64];
     snprintf(dir, sizeof dir, "%s", vt_test_dir("twin"));
     /* 4 classes x 6 training videos of the hard preset: textured, moving camera, mixed
      * sizes, rates and codecs. A quarter of train validates (6 videos, 3 clips each). */
@@ -94,11 +102,7 @@ int main(void) {
     TCHECK(rc == 0, "train --dump (see %s/train1.log)", dir);
     check_where(dump, 32);
     snprintf(log, sizeof log, "%s/twin1.log", dir);
-    rc = twin(py, src, dump, log);
-    char *t = vt_test_slurp(log, NULL);
-    printf("%s", t ? t : "");
-    TCHECK(rc == 0 && t && strstr(t, "parity: OK"), "default recipe: PyTorch-equal (%s)", log);
-    free(t);
+    replayed(py, src, dump, log, NULL, "default recipe");
 
     /* 2. Two towers 3:2 with sync-BN, OneCycle, label smoothing 0.1 vs PyTorch on one
      * device. */
@@ -110,11 +114,7 @@ int main(void) {
                     bin, dir, dir, dump, dir);
     TCHECK(rc == 0, "train --dump on two towers (see %s/train2.log)", dir);
     snprintf(log, sizeof log, "%s/twin2.log", dir);
-    rc = twin(py, src, dump, log);
-    t = vt_test_slurp(log, NULL);
-    printf("%s", t ? t : "");
-    TCHECK(rc == 0 && t && strstr(t, "parity: OK"), "two towers, sync-BN, OneCycle (%s)", log);
-    free(t);
+    replayed(py, src, dump, log, NULL, "two towers, sync-BN, OneCycle");
 
     /* 3, 4. The imbalance modes on an imbalanced copy (the first class keeps 2 of its 6
      * training videos): --balance logit (log priors added to the logits the loss sees) on
@@ -135,17 +135,13 @@ int main(void) {
         TCHECK(rc == 0, "train --dump --balance %s (see %s/train_%s.log)", bal[b][0], dir,
                bal[b][0]);
         snprintf(log, sizeof log, "%s/dump_%s/dump.json", dir, bal[b][0]);
-        t = vt_test_slurp(log, NULL);
+        char *t = vt_test_slurp(log, NULL);
         TCHECK(t && !strstr(t, b == 0 ? "\"logit_adjust\":\tnull" : "\"class_weight\":\tnull"),
                "dump.json carries the --balance %s terms", bal[b][0]);
         free(t);
         snprintf(log, sizeof log, "%s/twin_%s.log", dir, bal[b][0]);
-        rc = twin(py, src, dump, log);
-        t = vt_test_slurp(log, NULL);
-        printf("%s", t ? t : "");
-        TCHECK(rc == 0 && t && strstr(t, "parity: OK"), "--balance %s: PyTorch-equal (%s)",
-               bal[b][0], log);
-        free(t);
+        snprintf(what, sizeof what, "--balance %s", bal[b][0]);
+        replayed(py, src, dump, log, NULL, what);
     }
 
     /* 5. X3D (depthwise convolutions, squeeze-excitation, swish, the 2048-wide head) on
@@ -159,15 +155,11 @@ int main(void) {
     snprintf(dump, sizeof dump, "%s/dump_x3d", dir);
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/run_x3d' --model x3d_xs --clip 4x32 "
                     "--stride 2 --batch 5 --epochs 1 --seed 3 --dropout 0.5 --val-split 0.25 "
-                    "--no-flip --workers 2 -q --dump '%s' > '%s/train_x3d.log' 2>&1", bin, dir, dir, dump,
-                    dir);
+                    "--no-flip --workers 2 -q --dump '%s' > '%s/train_x3d.log' 2>&1", bin, dir,
+                    dir, dump, dir);
     TCHECK(rc == 0, "train --model x3d_xs --dump (see %s/train_x3d.log)", dir);
     snprintf(log, sizeof log, "%s/twin_x3d.log", dir);
-    rc = twin(py, src, dump, log);
-    t = vt_test_slurp(log, NULL);
-    printf("%s", t ? t : "");
-    TCHECK(rc == 0 && t && strstr(t, "parity: OK"), "x3d_xs: PyTorch-equal (%s)", log);
-    free(t);
+    replayed(py, src, dump, log, NULL, "x3d_xs");
 
     /* 6. A transformer fine-tuned with its recipe, on two towers 3:2: vit_test (VideoMAE's
      * ViT, 2 blocks) from a checkpoint of its own, so AdamW (wd 0.05), layer decay 0.75,
@@ -176,10 +168,11 @@ int main(void) {
      * drop_seed), and VideoMAE's mixup 0.8 / CutMix 1.0 (the twin takes the mixed batch and
      * builds timm's soft targets from the step's lambda: a batch reversed against the
      * dump's dominant labels missed by a loss 3e-3 off and NMSE 0.57); random erasing and
-     * RandAugment are in the dumped batch (the loader's work). The twin builds torch.optim.AdamW's groups by VideoMAE's and timm's
-     * published rules (torch_twin.py param_groups), never from vidtrain's numbers: a
-     * layer multiplier one power off puts a step at NMSE 0.1, one LayerNorm gain decayed
-     * at 0.01, drop path left out (at 0.5) at 1.4. */
+     * RandAugment are in the dumped batch (the loader's work). The twin builds
+     * torch.optim.AdamW's groups by VideoMAE's and timm's published rules (torch_twin.py
+     * param_groups), never from vidtrain's numbers: a layer multiplier one power off puts
+     * a step at NMSE 0.1, one LayerNorm gain decayed at 0.01, drop path left out (at 0.5)
+     * at 1.4. */
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/run_vit0' --model vit_test --clip 8x32 "
                     "--stride 2 --batch 5 --epochs 1 --seed 3 --val-split 0.25 --no-flip "
                     "--workers 2 -q > '%s/train_vit0.log' 2>&1", bin, dir, dir, dir);
@@ -193,18 +186,14 @@ int main(void) {
                     "2>&1", bin, dir, dir, dir, dump, dir);
     TCHECK(rc == 0, "train --model vit_test --init --dump (see %s/train_vit.log)", dir);
     snprintf(log, sizeof log, "%s/train.jsonl", dump);
-    t = vt_test_slurp(log, NULL);
+    char *t = vt_test_slurp(log, NULL);
     TCHECK(t && strstr(t, "\"mix\":[1,") && strstr(t, "\"mix\":[2,"),
            "the 8 steps drew both mixup and CutMix (%s)", log);
     free(t);
     snprintf(log, sizeof log, "%s/twin_vit.log", dir);
-    rc = twin(py, src, dump, log);
-    t = vt_test_slurp(log, NULL);
-    printf("%s", t ? t : "");
-    TCHECK(rc == 0 && t && strstr(t, "parity: OK") && strstr(t, "adamw") &&
-               strstr(t, "0.421875, 0.5625, 0.75, 1.0, 10.0"),
-           "vit_test fine-tuning recipe: PyTorch-equal (%s)", log);
-    free(t);
+    replayed(py, src, dump, log,
+             "adamw wd 0.05, lr multipliers [0.421875, 0.5625, 0.75, 1.0, 10.0]",
+             "vit_test fine-tuning recipe");
 
     /* --dump replays from the first step: refused with --resume. */
     rc = vt_test_sh("'%s' train --resume '%s/run1' --dump '%s/x' > /dev/null 2>&1", bin, dir, dir);

@@ -11,10 +11,11 @@
  *   DIR/train.jsonl          per step: "step" (1-based), "file", "shape" (N,3,T,H,W),
  *                            "labels" (head 0), "lr", "momentum", "loss" (mean over the
  *                            batch), "drop_seed" (vt_towers_dropout_base, a decimal
- *                            string: clip i's dropout and drop path draw from it + i), "mix" (with
- *                            --mixup/--cutmix: [kind 0 none 1 mixup 2 CutMix, lam, y0,
- *                            y1, x0, x1]; the batch is the mixed one, "labels" each
- *                            clip's dominant label: its partner's when lam < 0.5), "videos", "where" ([start, short side, x0, y0, flip,
+ *                            string: clip i's dropout and drop path draw from it + i),
+ *                            "mix" (with --mixup/--cutmix: [kind 1 mixup 2 CutMix, lam,
+ *                            y0, y1, x0, x1]; the batch is the mixed one, "labels" each
+ *                            clip's dominant label: its partner's when lam < 0.5),
+ *                            "videos", "where" ([start, short side, x0, y0, flip,
  *                            stride] per clip), "color" ([contrast, brightness])
  *   DIR/train_%06d.f32       the batch's normalised input, float32, (N, 3, T, H, W)
  *   DIR/eval.jsonl           per batch of the last validation: "file", "shape", "labels",

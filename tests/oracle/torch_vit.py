@@ -191,7 +191,7 @@ def golden(path):
     import torch_golden
     torch.set_num_threads(1)
     torch.manual_seed(11)
-    dim, depth, heads, classes, clip = 48, 2, 2, 5, (4, 32, 48)
+    (dim, depth, heads), classes, clip = VIT_SPECS["vit_test"], 5, (4, 32, 48)
     m = VisionTransformer(dim, depth, heads, classes)
     g = torch.Generator().manual_seed(12)
     golden_weights(m, g)

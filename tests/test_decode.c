@@ -6,7 +6,8 @@
  *   ffmpeg -i F -vf "select=eq(n\,a)+...,scale=W:H:flags=bilinear,format=rgb24"
  *          -fps_mode passthrough -f rawvideo
  * for the same frames: clips starting mid-GOP, stride > 1, padding past the end, repeated
- * and backwards reads on one handle, sequential decode, native size and upscaling, and
+ * and backwards reads on one handle, sequential decode, native size and upscaling (also at
+ * widths swscale's SIMD blocks do not divide), and
  * reads that decode on across a keyframe instead of seeking (checked by the seek count).
  *
  * Tolerance: bit-exact (max abs diff 0). Both sides run the same libavcodec decoder and
@@ -234,6 +235,40 @@ static void test_file(const char *name, int expect_vfr) {
     refs_clear();
 }
 
+/* Native size (colour conversion only) at widths whose last pixels swscale's x86 YUV ->
+ * RGB blocks of 8 once left unwritten (video_scale.c): 340 (20 mod 64) in 4:2:0 and 4:2:2,
+ * 148 in full-range 4:2:0 (MJPEG). Each clip twice on one handle (stale bytes from the
+ * frame before were what the rows ended with), and at a short side that scales. */
+static void test_width(void) {
+    static const struct {
+        const char *name, *enc;
+        int w, h;
+    } files[] = {
+        {"w340.mp4", "-c:v libx264 -pix_fmt yuv420p", 340, 256},
+        {"w340_422.mp4", "-c:v libx264 -pix_fmt yuv422p", 340, 256},
+        {"w148.mkv", "-c:v mjpeg -pix_fmt yuvj420p", 148, 112},
+    };
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, files[i].name);
+        TCHECK(vt_test_sh("ffmpeg -nostdin -v error -y -f lavfi -i testsrc2=size=%dx%d:rate=25 "
+                          "-frames:v 8 -g 4 %s '%s'", files[i].w, files[i].h, files[i].enc,
+                          path) == 0, "ffmpeg made %s", path);
+        vt_video *v = NULL;
+        TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0, "%s: %s", path, err);
+        if (!v)
+            continue;
+        check_clip(v, path, 0, 4, 1, 0, VT_PAD_LOOP, files[i].name);
+        check_clip(v, path, 4, 4, 1, 0, VT_PAD_LOOP, files[i].name);
+        check_clip(v, path, 0, 4, 1, 0, VT_PAD_LOOP, files[i].name);
+        check_clip(v, path, 2, 3, 2, 64, VT_PAD_LOOP, files[i].name);
+        vt_video_close(&v);
+        refs_clear();
+        printf("  %s (%dx%d): native size and scaled, ffmpeg's bytes\n", files[i].name,
+               files[i].w, files[i].h);
+    }
+}
+
 /* Reads that decode on instead of seeking (video_seek.c can_continue): a keyframe a few
  * frames ahead, or a gap in an intra-only stream, is passed by decoding (or dropping
  * packets) rather than by a seek, and the pixels stay ffmpeg's. GOP 12 (make_media.sh):
@@ -403,6 +438,7 @@ int main(void) {
     test_sequential();
     test_rotation("rot90.mp4", 90);
     test_rotation("rot270.mp4", 270);
+    test_width();
     refs_clear();
     return vt_test_done("test_decode");
 }

@@ -203,8 +203,12 @@ int vt_scaler_convert(vt_scaler *sc, const AVFrame *f, int rot, uint8_t *out, in
     if (!ctx)
         return AVERROR(EINVAL);
     /* Aligned scratch rows: swscale's SIMD paths want them, and the ffmpeg command's
-     * filter frames are aligned too, so both take the same code path. */
-    int stride = FFALIGN(sw * 3, 64);
+     * filter frames are aligned too, so both take the same code path. Room for the width
+     * rounded up to 16 pixels: the x86 unscaled YUV -> RGB converters write whole blocks
+     * of 8 and, when a row has no room for the last block, leave its pixels unwritten
+     * (FFmpeg 5.1: widths 17-21 mod 64, e.g. 340 or 148 at native size, kept the last
+     * frame's or uninitialised bytes; the ffmpeg command's frames have the room). */
+    int stride = FFALIGN(FFALIGN(sw, 16) * 3, 64);
     size_t need = (size_t)stride * (size_t)sh + 64;
     if (need > sc->tmp_size) {
         av_freep(&sc->tmp);

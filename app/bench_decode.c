@@ -328,8 +328,9 @@ static int bench_clips(const file_list *files, int threads, int short_side, int 
            ok, (long long)nclips, (long long)nclips * clip, dt, cpu, open_s, workers);
     vt_video_open_cache_stats oc;
     vt_video_get_open_cache_stats(&oc);
-    printf("open cache: %lld of %lld opens found the file kept\n", (long long)oc.hits,
-           (long long)(oc.hits + oc.misses));
+    printf("open cache: %lld of %lld opens found the file kept, %lld of them without a "
+           "probe\n", (long long)oc.hits, (long long)(oc.hits + oc.misses),
+           (long long)oc.probes_skipped);
     for (int i = 0; i < files->n; i++)
         free(r.jobs[i].starts);
     free(r.jobs);

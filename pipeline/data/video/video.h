@@ -179,6 +179,7 @@ void vt_video_set_open_cache(int64_t bytes);
 typedef struct vt_video_open_cache_stats {
     int64_t hits, misses;    /* opens of a regular file that found it kept, or not */
     int64_t entries, bytes;  /* held now */
+    int64_t probes_skipped;  /* hits that took the kept stream parameters, not probing */
 } vt_video_open_cache_stats;
 void vt_video_get_open_cache_stats(vt_video_open_cache_stats *out);
 

@@ -15,7 +15,7 @@
 #include "pipeline/data/video/video.h"
 #include "pipeline/data/video/video_impl.h"
 
-int vt_vid_open_input(vt_video *v, char *err, size_t errlen) {
+int vt_vid_open_input(vt_video *v, int probe, char *err, size_t errlen) {
     vt_vid_last_msg[0] = 0;
     struct stat st;
     int ret;
@@ -40,7 +40,12 @@ int vt_vid_open_input(vt_video *v, char *err, size_t errlen) {
             return AVERROR(ERANGE);
         }
     }
-    ret = avformat_find_stream_info(v->fmt, NULL);
+    return probe ? vt_vid_probe(v, err, errlen) : 0;
+}
+
+int vt_vid_probe(vt_video *v, char *err, size_t errlen) {
+    vt_vid_last_msg[0] = 0;
+    int ret = avformat_find_stream_info(v->fmt, NULL);
     if (ret < 0) {
         vt_vid_set_av_err(err, errlen, "cannot find stream parameters", ret);
         return ret;
@@ -55,7 +60,7 @@ void vt_vid_discard_others(vt_video *v) {
 
 int vt_vid_reopen(vt_video *v, char *err, size_t errlen) {
     avformat_close_input(&v->fmt);
-    int ret = vt_vid_open_input(v, err, errlen);
+    int ret = vt_vid_open_input(v, 1, err, errlen);
     if (ret < 0)
         return ret;
     if (v->sidx >= (int)v->fmt->nb_streams) {

@@ -91,9 +91,13 @@ void vt_vid_set_av_err(char *err, size_t errlen, const char *what, int code);
 
 /* ---- the container (video_demux.c) ---- */
 
-/* Opens v->path (a file, or a frame folder) into v->fmt and reads its stream parameters,
- * refusing absurd dimensions first. 0, or a negative code with err set. */
-int vt_vid_open_input(vt_video *v, char *err, size_t errlen);
+/* Opens v->path (a file, or a frame folder) into v->fmt, refusing absurd dimensions in its
+ * header. With probe, also reads its stream parameters (vt_vid_probe). 0, or a negative
+ * code with err set. */
+int vt_vid_open_input(vt_video *v, int probe, char *err, size_t errlen);
+/* FFmpeg's probe of the opened container (avformat_find_stream_info: it demuxes and
+ * decodes a few frames to fill what the header leaves out). 0, or a negative code. */
+int vt_vid_probe(vt_video *v, char *err, size_t errlen);
 /* Keep only the video stream's (v->sidx) packets: demuxing skips the rest cheaply. */
 void vt_vid_discard_others(vt_video *v);
 /* Reopen the container when a demuxer cannot seek (some formats only read forward). */
@@ -123,15 +127,23 @@ typedef struct vt_vid_known {
                              * CPU decoder without an error, at first_pos, whose timestamp
                              * no other frame has: an open may take them instead */
     int64_t first_pos;
+    /* The stream the open chose, as its container's header gave it (before the probe)
+     * and as the probe left it (par, owned here): an open that finds the header the same
+     * takes par instead of probing (video_open.c, take_known_stream). par NULL: probe. */
+    AVCodecParameters *par;
+    int sidx, nb_streams;
+    int hdr_codec, hdr_w, hdr_h;
 } vt_vid_known;
 
-/* 1 with *out filled (its pts and kf the caller's to free) when path with identity id is
- * kept; 0 otherwise. Counts a hit or a miss. */
+/* 1 with *out filled (its pts, kf and par the caller's to free) when path with identity
+ * id is kept; 0 otherwise. Counts a hit or a miss. */
 int vt_vid_known_get(const char *path, const vt_vid_file_id *id, vt_vid_known *out);
 /* Keeps a copy of k for path (nothing when the budget is 0, the entry is larger than it,
  * or the file was modified less than 2 s ago: a rewrite in the same clock granule would
  * keep its identity). */
 void vt_vid_known_put(const char *path, const vt_vid_file_id *id, const vt_vid_known *k);
+/* Counts an open that took a kept file's stream parameters instead of probing. */
+void vt_vid_known_probe_skipped(void);
 
 /* ---- moving the decoder (video_seek.c) ---- */
 

@@ -11,6 +11,9 @@
  * dataset larger than that. An open that finds its file here takes the index instead of
  * demuxing, and, when the first open decoded on the CPU without an error, also the first
  * frame's facts (size, format, range) instead of decoding it: the file was proven once.
+ * Where its container's header states the streams (MP4/MOV, Matroska/WebM) and says
+ * the same of the chosen stream as before, it also takes the probe's parameters of that
+ * stream instead of probing, which decodes a frame again.
  *
  * A file is the same when its path, device, inode, size and modification time (ns) are;
  * frame folders are not kept (their files change under an unchanged folder). Bounded in
@@ -74,6 +77,7 @@ static void drop(int i) {
     free(tab[i].path);
     free(tab[i].k.pts);
     free(tab[i].k.kf);
+    avcodec_parameters_free(&tab[i].k.par);
     relink(i, tab[i].next);
     if (i != --n) { /* the last entry moves into the hole */
         relink(n, i);
@@ -111,6 +115,14 @@ static void make_room(int64_t more) {
     }
 }
 
+/* A copy of p, or NULL (none, or no memory: the open that takes it probes instead). */
+static AVCodecParameters *dup_par(const AVCodecParameters *p) {
+    AVCodecParameters *c = p ? avcodec_parameters_alloc() : NULL;
+    if (c && avcodec_parameters_copy(c, p) < 0)
+        avcodec_parameters_free(&c);
+    return c;
+}
+
 static int64_t *dup_i64(const int64_t *a, int64_t len) {
     int64_t *b = vt_malloc((size_t)VT_MAX(len, 1) * sizeof *b);
     memcpy(b, a, (size_t)len * sizeof *b);
@@ -126,6 +138,7 @@ int vt_vid_known_get(const char *path, const vt_vid_file_id *id, vt_vid_known *o
         *out = tab[i].k;
         out->pts = dup_i64(tab[i].k.pts, tab[i].k.info.nframes);
         out->kf = dup_i64(tab[i].k.kf, tab[i].k.nkf);
+        out->par = dup_par(tab[i].k.par);
         counts.hits++;
     } else {
         counts.misses++;
@@ -142,7 +155,8 @@ void vt_vid_known_put(const char *path, const vt_vid_file_id *id, const vt_vid_k
     if ((int64_t)now.tv_sec - id->mtime_s < 2)
         return;
     int64_t bytes = (int64_t)(sizeof(known) + strlen(path) + 1) +
-                    8 * (k->info.nframes + k->nkf);
+                    8 * (k->info.nframes + k->nkf) +
+                    (k->par ? (int64_t)sizeof *k->par + k->par->extradata_size : 0);
     uint64_t h = key_hash(path, id);
     pthread_mutex_lock(&lock);
     if (bytes <= budget && find(path, id, h) < 0) {
@@ -158,12 +172,19 @@ void vt_vid_known_put(const char *path, const vt_vid_file_id *id, const vt_vid_k
         e->k = *k;
         e->k.pts = dup_i64(k->pts, k->info.nframes);
         e->k.kf = dup_i64(k->kf, k->nkf);
+        e->k.par = dup_par(k->par);
         e->bytes = bytes;
         e->used = ++tick;
         held += bytes;
         counts.entries = n;
         counts.bytes = held;
     }
+    pthread_mutex_unlock(&lock);
+}
+
+void vt_vid_known_probe_skipped(void) {
+    pthread_mutex_lock(&lock);
+    counts.probes_skipped++;
     pthread_mutex_unlock(&lock);
 }
 

@@ -149,6 +149,53 @@ static int first_ts_alone(const vt_video *v) {
 
 /* vt_video_open, on the GPU when allow_hw and the decode mode say so. *hw_failed: set to
  * 1 when it failed with the GPU decoder attached (a CPU open may still succeed). */
+/* ---- the probe, taken from an earlier open ---- */
+
+/* What a container's header says of a stream before the probe. */
+enum { HDR_STREAMS = 16 };
+typedef struct hdr_stream {
+    int codec, w, h;
+} hdr_stream;
+
+static void hdr_read(const AVFormatContext *fmt, hdr_stream hdr[HDR_STREAMS]) {
+    for (unsigned i = 0; i < HDR_STREAMS; i++) {
+        const AVCodecParameters *p = i < fmt->nb_streams ? fmt->streams[i]->codecpar : NULL;
+        hdr[i] = (hdr_stream){p ? (int)p->codec_id : 0, p ? p->width : 0, p ? p->height : 0};
+    }
+}
+
+/* Containers whose header states every stream, and whose packets carry their own
+ * presentation times: what the probe adds (a decoded frame's format, the reorder depth)
+ * belongs to the bytes, so an unchanged file gives the same again. Others are probed every
+ * time: MPEG-TS and raw streams may state a stream only in its packets, and AVI's packets
+ * have no pts, which libavformat guesses from the reorder depth that the probe measures
+ * (MPEG-4 with B-frames). */
+static int header_states_streams(const AVInputFormat *f) {
+    return !strncmp(f->name, "mov,", 4) || !strncmp(f->name, "matroska", 8);
+}
+
+/* A kept file's stream (kn) for v, instead of the probe and av_find_best_stream: when the
+ * container is one whose header states its streams, and that header says of the chosen
+ * stream what it said at the open that probed (the same streams, codec and size). Sets
+ * v->sidx and *codec (av_find_best_stream's choice: the codec's default decoder) and the
+ * stream's parameters to the probe's; 0 leaves v untouched, to be probed. */
+static int take_known_stream(vt_video *v, const vt_vid_known *kn, const AVCodec **codec) {
+    if (!kn->par || !header_states_streams(v->fmt->iformat) ||
+        v->fmt->nb_streams != (unsigned)kn->nb_streams || kn->sidx < 0 ||
+        kn->sidx >= HDR_STREAMS || kn->sidx >= kn->nb_streams)
+        return 0;
+    AVCodecParameters *p = v->fmt->streams[kn->sidx]->codecpar;
+    if (p->codec_type != AVMEDIA_TYPE_VIDEO || (int)p->codec_id != kn->hdr_codec ||
+        p->width != kn->hdr_w || p->height != kn->hdr_h)
+        return 0;
+    const AVCodec *c = avcodec_find_decoder(kn->par->codec_id);
+    if (!c || avcodec_parameters_copy(p, kn->par) < 0)
+        return 0;
+    *codec = c;
+    v->sidx = kn->sidx;
+    return 1;
+}
+
 static int open_video(vt_video **out, const char *path, int threads, int allow_hw,
                       int *hw_failed, char *err, size_t errlen) {
     *out = NULL;
@@ -180,13 +227,34 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     v->pkt = av_packet_alloc();
     v->frame = av_frame_alloc();
     VT_CHECK(v->pkt && v->frame, "out of memory");
-    int ret = vt_vid_open_input(v, err, errlen);
+    /* A file opened before in this process (video_known.c): its index, its stream's
+     * parameters, and, when that open proved it on the CPU, its first frame's facts. */
+    int reg = S_ISREG(sb.st_mode), have = 0;
+    vt_vid_file_id fid = {(int64_t)sb.st_dev, (int64_t)sb.st_ino, (int64_t)sb.st_size,
+                          (int64_t)sb.st_mtim.tv_sec, (int64_t)sb.st_mtim.tv_nsec};
+    vt_vid_known kn = {0};
+    if (reg && vt_vid_known_get(v->path, &fid, &kn)) {
+        have = 1;
+        v->pts = kn.pts; /* v's now: freed with it */
+        v->kf = kn.kf;
+    }
+    int ret = vt_vid_open_input(v, 0, err, errlen);
     if (ret < 0)
         goto fail;
+    hdr_stream hdr[HDR_STREAMS];
+    hdr_read(v->fmt, hdr);
 
     const AVCodec *codec = NULL;
-    vt_vid_last_msg[0] = 0;
-    ret = av_find_best_stream(v->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    if (have && take_known_stream(v, &kn, &codec)) {
+        ret = v->sidx;
+        vt_vid_known_probe_skipped();
+    } else {
+        ret = vt_vid_probe(v, err, errlen);
+        if (ret < 0)
+            goto fail;
+        vt_vid_last_msg[0] = 0;
+        ret = av_find_best_stream(v->fmt, AVMEDIA_TYPE_VIDEO, -1, -1, &codec, 0);
+    }
     if (ret < 0) {
         if (ret == AVERROR_STREAM_NOT_FOUND) {
             char what[96] = "";
@@ -258,16 +326,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     snprintf(in->pix_fmt, sizeof in->pix_fmt, "%s", pf ? pf : "unknown");
 
     vt_vid_discard_others(v);
-    /* A file opened before in this process (video_known.c): its index, and, when that
-     * open proved it on the CPU, its first frame's facts. */
-    int reg = S_ISREG(sb.st_mode), have = 0;
-    vt_vid_file_id fid = {(int64_t)sb.st_dev, (int64_t)sb.st_ino, (int64_t)sb.st_size,
-                          (int64_t)sb.st_mtim.tv_sec, (int64_t)sb.st_mtim.tv_nsec};
-    vt_vid_known kn;
-    if (reg && vt_vid_known_get(v->path, &fid, &kn)) {
-        have = 1;
-        v->pts = kn.pts;
-        v->kf = kn.kf;
+    if (have) {
         v->nkf = kn.nkf;
         v->start_ts = kn.start_ts;
         v->no_ts = kn.no_ts;
@@ -294,6 +353,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         *in = kn.info;
         v->last_pos = kn.first_pos;
         v->streaming = 1;
+        avcodec_parameters_free(&kn.par);
         *out = v;
         return 0;
     }
@@ -347,18 +407,25 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     in->disp_width = swap ? in->height : in->width;
     in->disp_height = swap ? in->width : in->height;
     if (reg && !have) {
+        const hdr_stream *h = v->sidx < HDR_STREAMS ? &hdr[v->sidx] : NULL;
         vt_vid_known k = {.info = *in, .pts = v->pts, .kf = v->kf, .nkf = v->nkf,
                           .start_ts = v->start_ts, .no_ts = v->no_ts,
                           .intra_only = v->intra_only, .first = first_known,
-                          .first_pos = v->last_pos};
+                          .first_pos = v->last_pos,
+                          .par = h ? v->fmt->streams[v->sidx]->codecpar : NULL,
+                          .sidx = v->sidx, .nb_streams = (int)v->fmt->nb_streams,
+                          .hdr_codec = h ? h->codec : 0, .hdr_w = h ? h->w : 0,
+                          .hdr_h = h ? h->h : 0};
         vt_vid_known_put(v->path, &fid, &k);
     }
+    avcodec_parameters_free(&kn.par);
     *out = v;
     return 0;
 
 fail:
     if (hw_failed)
         *hw_failed = v->hw.on;
+    avcodec_parameters_free(&kn.par);
     vt_video_close(&v);
     return ret < 0 ? ret : AVERROR_INVALIDDATA;
 }

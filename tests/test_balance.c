@@ -36,6 +36,7 @@
 #include "tests/apputil.h"
 #include "tests/goldenutil.h"
 #include "tests/testutil.h"
+#include "tests/towerutil.h"
 
 /* ---------------------------------------------------------------- 1. the op ---- */
 
@@ -124,20 +125,7 @@ static void test_op(void) {
 /* 12 clips of classes 0-2 first, the 4 clips of the rare classes 3 and 4 last: a 3:1
  * split puts every rare clip on the small tower. */
 static void batch_make(vt_batch *b, uint64_t seed) {
-    memset(b, 0, sizeof *b);
-    b->n = b->capacity = B;
-    b->t = 4;
-    b->h = b->w = 16;
-    b->nheads = 1;
-    b->head_classes[0] = NCLASS;
-    b->head_loss[0] = VT_LOSS_SOFTMAX_CE;
-    int64_t cf = vt_batch_clip_floats(b);
-    b->x = vt_malloc(sizeof(float) * (size_t)(cf * B));
-    b->label[0] = vt_malloc(sizeof(int32_t) * B);
-    vt_rng r;
-    vt_rng_seed(&r, seed);
-    for (int64_t i = 0; i < cf * B; i++)
-        b->x[i] = (float)vt_rng_normal(&r);
+    vt_test_batch_make(b, B, 4, 16, 16, NCLASS, seed); /* its clips; the labels set here */
     for (int i = 0; i < B; i++)
         b->label[0][i] = i < 12 ? i % 3 : 3 + i % 2;
 }
@@ -197,10 +185,8 @@ static float *train3x(const char *split, int ntowers, int64_t budget1, const los
 }
 
 static void batches_free(vt_batch *batches) {
-    for (int s = 0; s < 3; s++) {
-        free(batches[s].x);
-        free(batches[s].label[0]);
-    }
+    for (int s = 0; s < 3; s++)
+        vt_test_batch_free(&batches[s]);
 }
 
 static float *train3(const char *split, int ntowers, int64_t budget1, const float *cw,

@@ -304,11 +304,7 @@ FILE *vt_fopen_regular(const char *path, char *err, size_t errlen) {
     return f;
 }
 
-char *vt_file_read(const char *path) {
-    char err[8];
-    FILE *f = vt_fopen_regular(path, err, sizeof err);
-    if (!f)
-        return NULL;
+char *vt_fread_all(FILE *f, size_t *len) {
     size_t cap = 4096, n = 0, r;
     char *buf = vt_malloc(cap);
     while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
@@ -318,8 +314,19 @@ char *vt_file_read(const char *path) {
             buf = vt_realloc(buf, cap);
         }
     }
-    fclose(f);
     buf[n] = 0;
+    if (len)
+        *len = n;
+    return buf;
+}
+
+char *vt_file_read(const char *path) {
+    char err[8];
+    FILE *f = vt_fopen_regular(path, err, sizeof err);
+    if (!f)
+        return NULL;
+    char *buf = vt_fread_all(f, NULL);
+    fclose(f);
     return buf;
 }
 

@@ -84,15 +84,52 @@ static int mv_taps(int *tap, int64_t *row, int64_t x, int readers, const int og[
     return n;
 }
 
+/* A pool's sizes for input grid thw: its output grid og (pooled: p's, else thw), rows L
+ * and Lo (the class token's included) and taps K; a window over MV_MAXK taps, or D over
+ * MV_MAXD, is refused loudly (the walks' arrays hold that many). */
+typedef struct mv_pool_g {
+    int og[3];
+    int64_t L, Lo;
+    int K;
+} mv_pool_g;
+static mv_pool_g mv_pool_geo(const char *op, const int thw[3], const vt_pool3d_p *p, int pooled,
+                             int D) {
+    VT_CHECK(D <= MV_MAXD, "%s: head_dim %d > %d", op, D, MV_MAXD);
+    VT_CHECK(p->k[0] * p->k[1] * p->k[2] <= MV_MAXK, "%s: a window of more than %d", op, MV_MAXK);
+    mv_pool_g g;
+    mv_out_grid(g.og, thw, p, pooled);
+    g.L = 1 + mv_grid(thw);
+    g.Lo = 1 + mv_grid(g.og);
+    g.K = p->k[0] * p->k[1] * p->k[2];
+    return g;
+}
+
+/* dst[0..D) = sum over the taps of row x (mv_taps, readers as there) of the kernel w's
+ * (D, K) column tap times row r of src (at src + r stride), in tap order: mvit_pool's
+ * forward (x an output row, src the input) and its input gradient (x an input row, src
+ * the output's gradient). */
+static void mv_pool_row(float *dst, const float *src, int64_t stride, const float *w, int D,
+                        int64_t x, int readers, const mv_pool_g *g, const int thw[3],
+                        const vt_pool3d_p *p) {
+    ACC acc[MV_MAXD];
+    for (int d = 0; d < D; d++)
+        acc[d] = 0;
+    int tap[MV_MAXK];
+    int64_t row[MV_MAXK];
+    const int nt = mv_taps(tap, row, x, readers, g->og, thw, p);
+    for (int t = 0; t < nt; t++) {
+        const float *y = src + row[t] * stride;
+        for (int d = 0; d < D; d++)
+            acc[d] += (ACC)w[(int64_t)d * g->K + tap[t]] * y[d];
+    }
+    for (int d = 0; d < D; d++)
+        dst[d] = (float)acc[d];
+}
+
 void MV(mvit_pool_forward)(vt_backend *be, float *out, const float *qkv, const float *w, int n,
                            int heads, int D, int part, const int thw[3], const vt_pool3d_p *p) {
-    VT_CHECK(D <= MV_MAXD, "mvit_pool: head_dim %d > %d", D, MV_MAXD);
-    VT_CHECK(p->k[0] * p->k[1] * p->k[2] <= MV_MAXK, "mvit_pool: a window of more than %d",
-             MV_MAXK);
-    int og[3];
-    mv_out_grid(og, thw, p, w != NULL);
-    const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og), C = (int64_t)heads * D, C3 = 3 * C;
-    const int K = p->k[0] * p->k[1] * p->k[2];
+    const mv_pool_g g = mv_pool_geo("mvit_pool", thw, p, w != NULL, D);
+    const int64_t L = g.L, Lo = g.Lo, C = (int64_t)heads * D, C3 = 3 * C;
     const int64_t tasks = (int64_t)n * heads * Lo;
     (void)be;
 #pragma omp parallel for num_threads(NT(be)) schedule(static)
@@ -104,32 +141,16 @@ void MV(mvit_pool_forward)(vt_backend *be, float *out, const float *qkv, const f
             memcpy(dst, src + o * C3, (size_t)D * sizeof(float));
             continue;
         }
-        ACC acc[MV_MAXD];
-        for (int d = 0; d < D; d++)
-            acc[d] = 0;
-        int tap[MV_MAXK];
-        int64_t xr[MV_MAXK];
-        const int nt = mv_taps(tap, xr, o, 0, og, thw, p);
-        for (int t = 0; t < nt; t++) {
-            const float *x = src + xr[t] * C3;
-            for (int d = 0; d < D; d++)
-                acc[d] += (ACC)w[(int64_t)d * K + tap[t]] * x[d];
-        }
-        for (int d = 0; d < D; d++)
-            dst[d] = (float)acc[d];
+        mv_pool_row(dst, src, C3, w, D, o, 0, &g, thw, p);
     }
 }
 
 void MV(mvit_pool_backward)(vt_backend *be, float *dqkv, float *dw, const float *dout,
                             const float *qkv, const float *w, int n, int heads, int D, int part,
                             const int thw[3], const vt_pool3d_p *p) {
-    VT_CHECK(D <= MV_MAXD, "mvit_pool: head_dim %d > %d", D, MV_MAXD);
-    VT_CHECK(p->k[0] * p->k[1] * p->k[2] <= MV_MAXK, "mvit_pool: a window of more than %d",
-             MV_MAXK);
-    int og[3];
-    mv_out_grid(og, thw, p, w != NULL);
-    const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og), C = (int64_t)heads * D, C3 = 3 * C;
-    const int K = p->k[0] * p->k[1] * p->k[2];
+    const mv_pool_g g = mv_pool_geo("mvit_pool", thw, p, w != NULL, D);
+    const int64_t L = g.L, Lo = g.Lo, C = (int64_t)heads * D, C3 = 3 * C;
+    const int *og = g.og, K = g.K;
     const int64_t tasks = (int64_t)n * heads * L;
     (void)be;
     /* the input's gradient, gathered per input row from the windows that read it */
@@ -137,24 +158,12 @@ void MV(mvit_pool_backward)(vt_backend *be, float *dqkv, float *dw, const float 
     for (int64_t r = 0; r < tasks; r++) {
         const int64_t jh = r / L, x = r % L, j = jh / heads, h = jh % heads;
         float *dst = dqkv + (j * L + x) * C3 + part * C + h * D;
-        const float *g = dout + jh * Lo * D; /* this head's output rows */
+        const float *gh = dout + jh * Lo * D; /* this head's output rows */
         if (x == 0 || !w) {
-            memcpy(dst, g + x * D, (size_t)D * sizeof(float));
+            memcpy(dst, gh + x * D, (size_t)D * sizeof(float));
             continue;
         }
-        ACC acc[MV_MAXD];
-        for (int d = 0; d < D; d++)
-            acc[d] = 0;
-        int tap[MV_MAXK];
-        int64_t yr[MV_MAXK];
-        const int nt = mv_taps(tap, yr, x, 1, og, thw, p);
-        for (int t = 0; t < nt; t++) {
-            const float *gy = g + yr[t] * D;
-            for (int d = 0; d < D; d++)
-                acc[d] += (ACC)w[(int64_t)d * K + tap[t]] * gy[d];
-        }
-        for (int d = 0; d < D; d++)
-            dst[d] = (float)acc[d];
+        mv_pool_row(dst, gh, D, w, D, x, 1, &g, thw, p);
     }
     if (!dw || !w)
         return;
@@ -167,7 +176,7 @@ void MV(mvit_pool_backward)(vt_backend *be, float *dqkv, float *dw, const float 
         for (int64_t jh = 0; jh < (int64_t)n * heads; jh++) {
             const int64_t j = jh / heads, h = jh % heads;
             const float *src = qkv + j * L * C3 + part * C + h * D + d;
-            const float *g = dout + jh * Lo * D + d;
+            const float *gd = dout + jh * Lo * D + d;
             for (int ot = 0; ot < og[0]; ot++) {
                 const int it = mv_tap(ot, a, 0, 0, og, thw, p);
                 if (it < 0)
@@ -180,7 +189,7 @@ void MV(mvit_pool_backward)(vt_backend *be, float *dqkv, float *dw, const float 
                         const int iw = mv_tap(ow, c, 2, 0, og, thw, p);
                         if (iw < 0)
                             continue;
-                        acc += (ACC)g[mv_row(og, ot, oh, ow) * D] *
+                        acc += (ACC)gd[mv_row(og, ot, oh, ow) * D] *
                                src[mv_row(thw, it, ih, iw) * C3];
                     }
                 }
@@ -463,11 +472,9 @@ void MV(mvit_attention_backward)(vt_backend *be, float *dq, float *dk, float *dv
 
 void MV(token_maxpool_forward)(vt_backend *be, float *out, const float *in, int n, int c,
                                const int thw[3], const vt_pool3d_p *p) {
-    VT_CHECK(p->k[0] * p->k[1] * p->k[2] <= MV_MAXK, "token_maxpool: a window of more than %d",
-             MV_MAXK);
-    int og[3];
-    mv_out_grid(og, thw, p, 1);
-    const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og);
+    const mv_pool_g g = mv_pool_geo("token_maxpool", thw, p, 1, 0);
+    const int64_t L = g.L, Lo = g.Lo;
+    const int *og = g.og;
     (void)be;
 #pragma omp parallel for num_threads(NT(be)) schedule(static)
     for (int64_t r = 0; r < (int64_t)n * Lo; r++) {
@@ -495,11 +502,9 @@ void MV(token_maxpool_forward)(vt_backend *be, float *out, const float *in, int 
 
 void MV(token_maxpool_backward)(vt_backend *be, float *din, const float *dout, const float *in,
                                 int n, int c, const int thw[3], const vt_pool3d_p *p) {
-    VT_CHECK(p->k[0] * p->k[1] * p->k[2] <= MV_MAXK, "token_maxpool: a window of more than %d",
-             MV_MAXK);
-    int og[3];
-    mv_out_grid(og, thw, p, 1);
-    const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og);
+    const mv_pool_g g = mv_pool_geo("token_maxpool", thw, p, 1, 0);
+    const int64_t L = g.L, Lo = g.Lo;
+    const int *og = g.og;
     (void)be;
     /* one (clip, channel) a task: its windows overlap only each other */
 #pragma omp parallel for num_threads(NT(be)) schedule(static)

@@ -181,6 +181,25 @@ char *vt_ds_next_record(char **cursor, int *lines, int *open_quote) {
     return p;
 }
 
+char *vt_ds_csv_next(vt_ds_csv *c, const char *path, char *err, size_t errlen) {
+    char *line;
+    int nl, open_quote;
+    while ((line = vt_ds_next_record(&c->cur, &nl, &open_quote)) != NULL) {
+        c->at = c->lineno + 1;
+        c->lineno += nl;
+        if (open_quote) {
+            c->unclosed = 1;
+            vt_set_err(err, errlen, "%s:%d: a quoted field is not closed before the end of "
+                       "the file (close it with '\"'; a quote inside one is written \"\")",
+                       path, c->at);
+            return NULL;
+        }
+        if (*line)
+            return line;
+    }
+    return NULL;
+}
+
 /* Split one CSV line into fields (RFC 4180 quotes, "" inside quotes), trimmed. */
 int vt_ds_csv_fields(vt_ds_strv *out, const char *line) {
     const char *p = line;

@@ -304,11 +304,7 @@ FILE *vt_fopen_regular(const char *path, char *err, size_t errlen) {
     return f;
 }
 
-char *vt_file_read(const char *path) {
-    char err[8];
-    FILE *f = vt_fopen_regular(path, err, sizeof err);
-    if (!f)
-        return NULL;
+char *vt_fread_all(FILE *f, size_t *len) {
     size_t cap = 4096, n = 0, r;
     char *buf = vt_malloc(cap);
     while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
@@ -318,8 +314,19 @@ char *vt_file_read(const char *path) {
             buf = vt_realloc(buf, cap);
         }
     }
-    fclose(f);
     buf[n] = 0;
+    if (len)
+        *len = n;
+    return buf;
+}
+
+char *vt_file_read(const char *path) {
+    char err[8];
+    FILE *f = vt_fopen_regular(path, err, sizeof err);
+    if (!f)
+        return NULL;
+    char *buf = vt_fread_all(f, NULL);
+    fclose(f);
     return buf;
 }
 
@@ -340,18 +347,25 @@ int vt_fd_write_all(int fd, const void *buf, size_t len) {
     return 0;
 }
 
+/* The folder path's file is in, as written (free()): "a/b/x" -> "a/b", "/x" -> "/",
+ * "x" -> ".". */
+static char *folder_of(const char *path) {
+    char *dir = vt_strdup(path);
+    char *slash = strrchr(dir, '/');
+    if (!slash) {
+        free(dir);
+        return vt_strdup(".");
+    }
+    slash[slash == dir ? 1 : 0] = 0;
+    return dir;
+}
+
 /* Makes the rename of a file in dir(path) durable. 0, or -1 with errno set. File systems
  * that cannot sync a folder (EINVAL) have nothing more to make durable. */
 static int sync_parent(const char *path) {
-    char *dir = vt_strdup(path);
-    char *slash = strrchr(dir, '/');
-    const char *d = ".";
-    if (slash) {
-        slash[slash == dir ? 1 : 0] = 0; /* "/x" -> "/", "a/b/x" -> "a/b" */
-        d = dir;
-    }
+    char *dir = folder_of(path);
     int rc = 0;
-    int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0 || (fsync(fd) != 0 && errno != EINVAL))
         rc = -1;
     int saved = errno;
@@ -497,16 +511,7 @@ int vt_output_check(const char *path, char *err, size_t errlen) {
         }
     }
     /* the folders it would land in, up to the root: none may be an input folder */
-    size_t n = strlen(path);
-    char *dir = vt_malloc(n + 2);
-    memcpy(dir, path, n + 1);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, n + 2, ".");
-    else if (slash == dir)
-        dir[1] = 0;
-    else
-        *slash = 0;
+    char *dir = folder_of(path);
     char *real = vt_path_real_future(dir);
     free(dir);
     int rc = inside_input(real, path, err, errlen);
@@ -525,16 +530,7 @@ int vt_output_check(const char *path, char *err, size_t errlen) {
 int vt_output_check_early(const char *path, char *err, size_t errlen) {
     if (vt_output_check(path, err, errlen) != 0)
         return -1;
-    size_t n = strlen(path);
-    char *dir = vt_malloc(n + 2);
-    memcpy(dir, path, n + 1);
-    char *slash = strrchr(dir, '/');
-    if (!slash)
-        snprintf(dir, n + 2, ".");
-    else if (slash == dir)
-        dir[1] = 0;
-    else
-        *slash = 0;
+    char *dir = folder_of(path);
     struct stat st;
     int rc = 0;
     if (stat(dir, &st) != 0) {

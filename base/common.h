@@ -104,6 +104,10 @@ int vt_dir_exists(const char *path);
 /* Whole file as a NUL-terminated string (free()), NULL if unreadable or not a regular
  * file (vt_open_regular). */
 char *vt_file_read(const char *path);
+/* The rest of f, up to its end or a read error (ferror(f) says which, for the caller to
+ * check), with a NUL after it (free()); its length without the NUL in *len (may be NULL).
+ * The one read-it-all loop of the readers above and below. */
+char *vt_fread_all(FILE *f, size_t *len);
 /* Opens path for reading when it is a regular file (links followed): the descriptor, or
  * -1 with err naming path and what it is instead (a FIFO, a folder, a device node) or the
  * system's reason. Every input file is opened through it: a FIFO is never waited on (it

@@ -278,6 +278,9 @@ void vt_msa_rel_of(const vt_graph *g, const vt_node *nd, vt_msa_rel *r);
 /* Row i of PyTorch's linear interpolation from `in` to `out` rows (align_corners False):
  * weight w0 on row *i0 and w1 on row *i1 (i1 = i0 at the end). */
 void vt_interp_linear_row(int in, int out, int i, int *i0, int *i1, double *w0, double *w1);
+/* That interpolation as an (out x in) float32 matrix, row-major (free()): vt_msa_rel's
+ * m[k] (net_mvit.c puts it in the workspace, the ONNX export makes it a constant). */
+float *vt_interp_linear_matrix(int in, int out);
 
 /* Drop path's per-clip scale: 0 or 1/(1-p), from the clip's dropout seed (net.c: the
  * seed of the pass plus the clip's index in it) and the node's index among the graph's

@@ -169,6 +169,18 @@ void vt_interp_linear_row(int in, int out, int i, int *i0, int *i1, double *w0, 
     *w0 = 1.0 - *w1;
 }
 
+float *vt_interp_linear_matrix(int in, int out) {
+    float *m = vt_calloc((size_t)out * in, sizeof(float));
+    for (int o = 0; o < out; o++) {
+        int i0, i1;
+        double w0, w1;
+        vt_interp_linear_row(in, out, o, &i0, &i1, &w0, &w1);
+        m[(int64_t)o * in + i0] += (float)w0;
+        m[(int64_t)o * in + i1] += (float)w1;
+    }
+    return m;
+}
+
 void vt_msa_rel_of(const vt_graph *g, const vt_node *nd, vt_msa_rel *r) {
     static const int axis[3] = {1, 2, 0}; /* rel_pos_h, _w, _t */
     const int64_t D = nd->kind == VT_NODE_MSA ? nd->c / nd->heads : 0;

@@ -58,14 +58,7 @@ void vt_netm_init_ws(vt_net *net) {
             if (r.m[k] < 0)
                 continue;
             const int S = r.stored[k], N = r.need[k];
-            float *m = vt_calloc((size_t)N * S, sizeof(float));
-            for (int o = 0; o < N; o++) {
-                int i0, i1;
-                double w0, w1;
-                vt_interp_linear_row(S, N, o, &i0, &i1, &w0, &w1);
-                m[(int64_t)o * S + i0] += (float)w0;
-                m[(int64_t)o * S + i1] += (float)w1;
-            }
+            float *m = vt_interp_linear_matrix(S, N);
             net->be->i->to_device(net->be, net->ws + g->nodes[i].ws_off + r.m[k], m,
                                   (size_t)N * S * sizeof(float));
             free(m);

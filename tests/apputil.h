@@ -68,25 +68,14 @@ static inline char *vt_test_slurp(const char *path, long *len) {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
-    size_t cap = 1 << 16, n = 0, r;
-    char *buf = malloc(cap);
-    while (buf && (r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += r;
-        if (n + 1 >= cap) {
-            cap *= 2;
-            char *nb = realloc(buf, cap);
-            if (!nb)
-                free(buf);
-            buf = nb;
-        }
-    }
+    size_t n;
+    char *buf = vt_fread_all(f, &n);
     int bad = ferror(f);
     fclose(f);
-    if (!buf || bad) {
+    if (bad) {
         free(buf);
         return NULL;
     }
-    buf[n] = 0;
     if (len)
         *len = (long)n;
     return buf;

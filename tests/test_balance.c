@@ -34,45 +34,21 @@
 #include "pipeline/data/loader.h"
 #include "pipeline/parallel/towers/tower.h"
 #include "tests/apputil.h"
+#include "tests/goldenutil.h"
 #include "tests/testutil.h"
+#include "tests/towerutil.h"
 
 /* ---------------------------------------------------------------- 1. the op ---- */
 
-typedef struct rec { char name[32]; float *v; uint32_t n; } rec;
-static rec g_recs[64];
-static int g_nrecs;
-
-static int load(const char *path) {
-    FILE *f = fopen(path, "rb");
-    char magic[4];
-    if (!f || fread(magic, 1, 4, f) != 4 || memcmp(magic, "VTT1", 4)) {
-        if (f)
-            fclose(f);
-        return -1;
-    }
-    uint32_t len;
-    while (g_nrecs < 64 && fread(&len, 4, 1, f) == 1) {
-        rec *r = &g_recs[g_nrecs++];
-        VT_CHECK(len < sizeof r->name, "record name too long");
-        memset(r->name, 0, sizeof r->name);
-        VT_CHECK(fread(r->name, 1, len, f) == len && fread(&r->n, 4, 1, f) == 1, "truncated");
-        r->v = vt_malloc((size_t)VT_MAX(r->n, 1) * 4);
-        VT_CHECK(fread(r->v, 4, r->n, f) == r->n, "truncated %s", r->name);
-    }
-    fclose(f);
-    return 0;
-}
+static vt_test_recs g_recs; /* torch_balance.py's records */
 
 static const float *get(int c, const char *what, uint32_t *n) {
     char name[32];
     snprintf(name, sizeof name, "bal%d.%s", c, what);
-    for (int k = 0; k < g_nrecs; k++)
-        if (!strcmp(g_recs[k].name, name)) {
-            if (n)
-                *n = g_recs[k].n;
-            return g_recs[k].v;
-        }
-    return NULL;
+    const vt_test_rec *r = vt_test_recs_find(&g_recs, name);
+    if (r && n)
+        *n = (uint32_t)r->n;
+    return r ? r->v : NULL;
 }
 
 /* Tolerance: both backends compute in double and round each output to float once
@@ -130,23 +106,15 @@ static void op_case(const char *bename, int c) {
 }
 
 static void test_op(void) {
-    const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
-    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
-    char cmd[8400], path[4200];
-    snprintf(cmd, sizeof cmd, "'%s' -c 'import torch' >/dev/null 2>&1", py);
-    if (system(cmd) != 0) {
-        printf("SKIP the op against PyTorch: %s cannot import torch\n", py);
+    if (vt_test_oracle_recs("test_balance_op", "torch_balance", "torch", &g_recs) <= 0) {
+        printf("SKIP the op against PyTorch\n");
         return;
     }
-    snprintf(path, sizeof path, "%s/torch_balance.bin", vt_test_dir("balance_op"));
-    snprintf(cmd, sizeof cmd, "'%s' '%s/tests/oracle/torch_balance.py' '%s'", py, src, path);
-    TCHECK(system(cmd) == 0 && load(path) == 0, "%s", cmd);
-    for (int c = 0; c < 4 && g_nrecs; c++) {
+    for (int c = 0; c < 4; c++) {
         op_case("cpu-ref", c);
         op_case("cpu", c);
     }
-    for (int k = 0; k < g_nrecs; k++)
-        free(g_recs[k].v);
+    vt_test_recs_free(&g_recs);
 }
 
 /* ---------------------------------------------------------------- 2. the towers ---- */
@@ -157,20 +125,7 @@ static void test_op(void) {
 /* 12 clips of classes 0-2 first, the 4 clips of the rare classes 3 and 4 last: a 3:1
  * split puts every rare clip on the small tower. */
 static void batch_make(vt_batch *b, uint64_t seed) {
-    memset(b, 0, sizeof *b);
-    b->n = b->capacity = B;
-    b->t = 4;
-    b->h = b->w = 16;
-    b->nheads = 1;
-    b->head_classes[0] = NCLASS;
-    b->head_loss[0] = VT_LOSS_SOFTMAX_CE;
-    int64_t cf = vt_batch_clip_floats(b);
-    b->x = vt_malloc(sizeof(float) * (size_t)(cf * B));
-    b->label[0] = vt_malloc(sizeof(int32_t) * B);
-    vt_rng r;
-    vt_rng_seed(&r, seed);
-    for (int64_t i = 0; i < cf * B; i++)
-        b->x[i] = (float)vt_rng_normal(&r);
+    vt_test_batch_make(b, B, 4, 16, 16, NCLASS, seed); /* its clips; the labels set here */
     for (int i = 0; i < B; i++)
         b->label[0][i] = i < 12 ? i % 3 : 3 + i % 2;
 }
@@ -230,10 +185,8 @@ static float *train3x(const char *split, int ntowers, int64_t budget1, const los
 }
 
 static void batches_free(vt_batch *batches) {
-    for (int s = 0; s < 3; s++) {
-        free(batches[s].x);
-        free(batches[s].label[0]);
-    }
+    for (int s = 0; s < 3; s++)
+        vt_test_batch_free(&batches[s]);
 }
 
 static float *train3(const char *split, int ntowers, int64_t budget1, const float *cw,

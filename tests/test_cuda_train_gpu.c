@@ -40,6 +40,7 @@ int main(void) {
 #include "pipeline/data/batch.h"
 #include "pipeline/parallel/slices.h"
 #include "pipeline/parallel/towers/tower.h"
+#include "tests/towerutil.h"
 
 /* ---- tolerances ----
  * GRAD_NMSE: each op's FP32-vs-double difference is NMSE <= ~1e-12 (test_cuda_ops_gpu);
@@ -83,31 +84,6 @@ static void net_vs(const char *model, const char *ref_name, int t, int h, int w,
 }
 
 /* ------------------------------------------------------------------ towers */
-
-static void batch_make(vt_batch *b, int n, int t, int h, int w, uint64_t seed) {
-    memset(b, 0, sizeof *b);
-    b->n = b->capacity = n;
-    b->t = t;
-    b->h = h;
-    b->w = w;
-    b->nheads = 1;
-    b->head_classes[0] = NCLASS;
-    b->head_loss[0] = VT_LOSS_SOFTMAX_CE;
-    const int64_t cf = vt_batch_clip_floats(b);
-    b->x = vt_malloc((size_t)(cf * n) * sizeof(float));
-    b->label[0] = vt_malloc((size_t)n * sizeof(int32_t));
-    vt_rng r;
-    vt_rng_seed(&r, seed);
-    for (int64_t i = 0; i < cf * n; i++)
-        b->x[i] = (float)vt_rng_normal(&r);
-    for (int i = 0; i < n; i++)
-        b->label[0][i] = (int32_t)vt_rng_below(&r, NCLASS);
-}
-
-static void batch_free(vt_batch *b) {
-    free(b->x);
-    free(b->label[0]);
-}
 
 typedef struct tower_run {
     float *params; /* after step snap + 1 of 3 (towers_run) */
@@ -224,7 +200,7 @@ static void two_towers_one_gpu(void) {
     const int B = VT_MIN(f12 + f6, 64);
     vt_batch batches[3];
     for (int s = 0; s < 3; s++)
-        batch_make(&batches[s], B, 16, 112, 112, 500 + (uint64_t)s);
+        vt_test_batch_make(&batches[s], B, 16, 112, 112, NCLASS, 500 + (uint64_t)s);
     tower_run two, one;
     const int64_t budgets2[2] = {G12, G6}, budgets1[1] = {0};
     /* compared after the first step: see "conditioning" above */
@@ -250,7 +226,7 @@ static void two_towers_one_gpu(void) {
         free(two.params);
     }
     for (int s = 0; s < 3; s++)
-        batch_free(&batches[s]);
+        vt_test_batch_free(&batches[s]);
 }
 
 /* 3. Exact sums on GPU towers (VT_EXACT_SUMS=1, models/xsum_arith.h in kernels_xsum.cu,
@@ -285,7 +261,7 @@ static void exact_towers_one_gpu(void) {
     const int B = 16;
     vt_batch batches[3];
     for (int s = 0; s < 3; s++)
-        batch_make(&batches[s], B, 8, 64, 64, 700 + (uint64_t)s);
+        vt_test_batch_make(&batches[s], B, 8, 64, 64, NCLASS, 700 + (uint64_t)s);
     tower_run two, one;
     int ex2 = 0, ex1 = 0;
     const int64_t budgets2[2] = {0, fit[0]}, budgets1[1] = {fit[1]};
@@ -307,7 +283,7 @@ static void exact_towers_one_gpu(void) {
         free(one.params);
     }
     for (int s = 0; s < 3; s++)
-        batch_free(&batches[s]);
+        vt_test_batch_free(&batches[s]);
     unsetenv("VT_EXACT_SUMS");
     unsetenv("VT_CUDA_CONV_ALGO");
 }

@@ -9,7 +9,6 @@
  * Files are empty: the scan looks at names only, never at contents (probing is covered
  * by test_loader with real videos).
  */
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,28 +48,16 @@ static int ds_class_is(const vt_dataset *ds, int i, const char *name) {
     return ds->videos[i].labeled && !strcmp(ds->heads[0].classes[ds->videos[i].label[0]], name);
 }
 
-/* stderr into a file while f runs, so that warnings can be checked. */
-static char captured[65536];
-static int saved_fd = -1;
-static char cap_path[4096];
+/* stderr into DIR/stderr.txt while a call runs (testutil.h), so that warnings can be
+ * checked in captured. */
+static char *captured, cap_path[4096];
 static void capture_begin(const char *dir) {
     snprintf(cap_path, sizeof cap_path, "%s/stderr.txt", dir);
-    fflush(stderr);
-    saved_fd = dup(2);
-    int fd = open(cap_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 2);
-    close(fd);
+    vt_test_capture_begin(cap_path);
 }
 static void capture_end(void) {
-    fflush(stderr);
-    dup2(saved_fd, 2);
-    close(saved_fd);
-    FILE *f = fopen(cap_path, "r");
-    size_t n = f ? fread(captured, 1, sizeof captured - 1, f) : 0;
-    captured[n] = 0;
-    if (f)
-        fclose(f);
-    fputs(captured, stderr); /* still visible in the test log */
+    free(captured);
+    captured = vt_test_capture_end(cap_path);
 }
 
 static void test_flat(void) {

@@ -47,23 +47,8 @@
 #define CLIP 0.5f /* the tiny net's first norms are ~1-3 (measured): most steps clip */
 
 static void batch_make(vt_batch *b, uint64_t seed, int nan_clip) {
-    memset(b, 0, sizeof *b);
-    b->n = b->capacity = B;
-    b->t = 4;
-    b->h = 16;
-    b->w = 16;
-    b->nheads = 1;
-    b->head_classes[0] = NCLASS;
-    b->head_loss[0] = VT_LOSS_SOFTMAX_CE;
-    int64_t cf = vt_batch_clip_floats(b);
-    b->x = vt_malloc((size_t)(cf * B) * sizeof(float));
-    b->label[0] = vt_malloc((size_t)B * sizeof(int32_t));
-    vt_rng r;
-    vt_rng_seed(&r, seed);
-    for (int64_t i = 0; i < cf * B; i++)
-        b->x[i] = (float)vt_rng_normal(&r);
-    for (int i = 0; i < B; i++)
-        b->label[0][i] = (int32_t)vt_rng_below(&r, NCLASS);
+    vt_test_batch_make(b, B, 4, 16, 16, NCLASS, seed);
+    const int64_t cf = vt_batch_clip_floats(b);
     if (nan_clip >= 0)
         for (int64_t i = 0; i < cf; i++)
             b->x[nan_clip * cf + i] = NAN;
@@ -135,10 +120,8 @@ static void late_equals_sync(const char *what, vt_opt_kind kind, int ntowers, in
     free(xl);
     vt_towers_free(&ts);
     vt_towers_free(&tl);
-    for (int k = 0; k < NSTEP; k++) {
-        free(b[k].x);
-        free(b[k].label[0]);
-    }
+    for (int k = 0; k < NSTEP; k++)
+        vt_test_batch_free(&b[k]);
 }
 
 /* Waits of each kind between two readings of be's counts. */
@@ -195,8 +178,7 @@ static void host_waits(void) {
         TCHECK(now[k] == want_now[k], "read at once: %lld waits of kind %d in %d steps, want %lld",
                (long long)now[k], k, K, (long long)want_now[k]);
     }
-    free(b.x);
-    free(b.label[0]);
+    vt_test_batch_free(&b);
     vt_towers_free(&t);
 }
 

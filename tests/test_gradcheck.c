@@ -25,62 +25,29 @@
 #include "models/backend.h"
 #include "base/common.h"
 #include "models/registry.h"
+#include "tests/fdutil.h"
 #include "tests/testutil.h"
 
 static vt_rng g_rng;
+/* x[0..n) uniform in [lo, hi) from this file's stream g_rng */
+static void urand(float *x, int64_t n, float lo, float hi) { vt_test_urand(&g_rng, x, n, lo, hi); }
 
 static float *talloc(vt_backend *be, int64_t n) {
     float *p = vt_backend_alloc_x(be, (size_t)VT_MAX(n, 1) * sizeof(float), "test");
     memset(p, 0, (size_t)VT_MAX(n, 1) * sizeof(float));
     return p;
 }
-static void urand(float *x, int64_t n, float lo, float hi) {
-    for (int64_t i = 0; i < n; i++)
-        x[i] = lo + (hi - lo) * (float)vt_rng_uniform(&g_rng);
-}
-static double dot(const float *a, const float *b, int64_t n) {
-    double s = 0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)a[i] * b[i];
-    return s;
-}
-
-/* The FD driver: perturbs x[i] in place, calls loss(ctx), restores. ana: the analytic
- * gradient of loss with respect to x. */
-typedef double (*loss_fn)(void *ctx);
+/* The FD driver (fdutil.h) with this file's bounds: NMSE < 1e-6 and every element within
+ * 2e-3 + 2e-3 |analytic| (see the top of the file). */
 static void fd_check(const char *be_name, const char *what, float *x, int64_t n, const float *ana,
-                     loss_fn loss, void *ctx, float eps) {
-    double *num = vt_malloc((size_t)VT_MAX(n, 1) * sizeof(double));
-    double se = 0, sa = 0, worst = 0;
-    int64_t bad = 0;
-    for (int64_t i = 0; i < n; i++) {
-        float x0 = x[i];
-        x[i] = x0 + eps;
-        double lp = loss(ctx);
-        x[i] = x0 - eps;
-        double lm = loss(ctx);
-        x[i] = x0;
-        /* the step actually taken, as floats round x0 +- eps */
-        double h = ((double)(x0 + eps) - (double)(x0 - eps));
-        num[i] = (lp - lm) / h;
-        double d = num[i] - ana[i];
-        se += d * d;
-        sa += num[i] * num[i];
-        if (fabs(d) > 2e-3 + 2e-3 * fabs(ana[i])) { /* see the top of the file */
-            if (bad < 3)
-                fprintf(stderr, "  %s %s[%lld]: numeric %.6g analytic %.6g\n", be_name, what,
-                        (long long)i, num[i], ana[i]);
-            bad++;
-        }
-        if (fabs(d) > worst)
-            worst = fabs(d);
-    }
-    double nmse = sa > 0 ? se / sa : se;
-    printf("  %-8s %-22s n=%-5lld nmse %.2e  max|d| %.2e\n", be_name, what, (long long)n, nmse,
-           worst);
-    TCHECK(nmse < 1e-6 && bad == 0, "%s %s: nmse %.3g, %lld elements off", be_name, what, nmse,
-           (long long)bad);
-    free(num);
+                     vt_test_loss_fn loss, void *ctx, float eps) {
+    char label[128];
+    snprintf(label, sizeof label, "%s %s", be_name, what);
+    const vt_test_fd f = vt_test_fd_run(x, n, ana, loss, ctx, eps, 2e-3, 2e-3, label);
+    printf("  %-8s %-22s n=%-5lld nmse %.2e  max|d| %.2e\n", be_name, what, (long long)n, f.nmse,
+           f.worst);
+    TCHECK(f.nmse < 1e-6 && f.bad == 0, "%s %s: nmse %.3g, %lld elements off", be_name, what,
+           f.nmse, (long long)f.bad);
 }
 
 /* ------------------------------------------------------------------ conv3d ---- */
@@ -96,7 +63,7 @@ typedef struct conv_ctx {
 static double conv_loss(void *c_) {
     conv_ctx *c = c_;
     VT_OP(c->be, conv3d_forward, c->y, c->x, c->w, c->b, c->n, c->thw, &c->p);
-    return dot(c->y, c->r, c->ny);
+    return vt_test_dot(c->y, c->r, c->ny);
 }
 
 static void check_conv(vt_backend *be, int n, int cin, int cout, const int thw[3], const int k[3],
@@ -148,7 +115,7 @@ static void bn_fwd(bn_ctx *b) {
 static double bn_loss(void *c_) {
     bn_ctx *b = c_;
     bn_fwd(b);
-    return dot(b->y, b->r, (int64_t)b->n * b->c * b->s);
+    return vt_test_dot(b->y, b->r, (int64_t)b->n * b->c * b->s);
 }
 
 static void check_bn(vt_backend *be, int n, int c, int64_t s) {
@@ -187,7 +154,7 @@ typedef struct chs_ctx {
 static double chs_loss(void *c_) {
     chs_ctx *c = c_;
     VT_OP(c->be, chscale_forward, c->y, c->x, c->s, c->n, c->c, c->sp);
-    return dot(c->y, c->r, (int64_t)c->n * c->c * c->sp);
+    return vt_test_dot(c->y, c->r, (int64_t)c->n * c->c * c->sp);
 }
 
 /* SE's x * s: both gradients; ds is formed before dx, which here overwrites dout itself. */
@@ -235,7 +202,7 @@ static void unary_fwd(unary_ctx *u) {
 static double unary_loss(void *c_) {
     unary_ctx *u = c_;
     unary_fwd(u);
-    return dot(u->y, u->r, u->ny);
+    return vt_test_dot(u->y, u->r, u->ny);
 }
 
 static void check_unary(vt_backend *be, unary_kind kind, const char *what, int n, int c,
@@ -297,7 +264,7 @@ typedef struct lin_ctx {
 static double lin_loss(void *c_) {
     lin_ctx *l = c_;
     VT_OP(l->be, linear_forward, l->y, l->x, l->w, l->b, l->n, l->in_f, l->out_f);
-    return dot(l->y, l->r, (int64_t)l->n * l->out_f);
+    return vt_test_dot(l->y, l->r, (int64_t)l->n * l->out_f);
 }
 static void check_linear(vt_backend *be, int n, int in_f, int out_f) {
     lin_ctx l = {.be = be, .n = n, .in_f = in_f, .out_f = out_f};

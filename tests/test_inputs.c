@@ -18,7 +18,6 @@
  *
  * Files are empty videos: only names and the list texts matter here.
  */
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -116,29 +115,17 @@ static void test_ucf_lists(void) {
     vt_dataset_free(&ds);
 }
 
-/* stderr into a file while a call runs, so that warnings can be checked. */
-static char captured[65536];
-static int saved_fd = -1;
-static char cap_path[4096];
+/* stderr into $VT_TMP/inputs_stderr.txt while a call runs (testutil.h), so that warnings
+ * can be checked in captured. */
+static char *captured, cap_path[4096];
 static void capture_begin(void) {
     snprintf(cap_path, sizeof cap_path, "%s/inputs_stderr.txt",
              vt_test_env("VT_TMP", "/tmp/vidtrain-tests"));
-    fflush(stderr);
-    saved_fd = dup(2);
-    int fd = open(cap_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 2);
-    close(fd);
+    vt_test_capture_begin(cap_path);
 }
 static void capture_end(void) {
-    fflush(stderr);
-    dup2(saved_fd, 2);
-    close(saved_fd);
-    FILE *f = fopen(cap_path, "r");
-    size_t n = f ? fread(captured, 1, sizeof captured - 1, f) : 0;
-    captured[n] = 0;
-    if (f)
-        fclose(f);
-    fputs(captured, stderr); /* still visible in the test log */
+    free(captured);
+    captured = vt_test_capture_end(cap_path);
 }
 
 static void test_kinetics_csv(void) {

@@ -19,7 +19,6 @@
  *     asking for more aborts instead of hanging.
  * Clips are 4 x 32 x 32 from 160x120 videos so the whole test takes seconds.
  */
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -267,29 +266,6 @@ static void test_vs_ffmpeg(void) {
     vt_dataset_free(&ds);
 }
 
-/* stderr into a file, to count the reports. */
-static int saved_fd = -1;
-static void capture_begin(const char *path) {
-    fflush(stderr);
-    saved_fd = dup(2);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 2);
-    close(fd);
-}
-static char *capture_end(const char *path) {
-    fflush(stderr);
-    dup2(saved_fd, 2);
-    close(saved_fd);
-    FILE *f = fopen(path, "r");
-    char *s = vt_calloc(1, 1 << 20);
-    size_t n = f ? fread(s, 1, (1 << 20) - 1, f) : 0;
-    s[n] = 0;
-    if (f)
-        fclose(f);
-    fputs(s, stderr);
-    return s;
-}
-
 static int count_occurrences(const char *hay, const char *needle) {
     int n = 0;
     for (const char *p = hay; (p = strstr(p, needle)) != NULL; p += strlen(needle))
@@ -338,7 +314,7 @@ static void test_hostile(void) {
     c.batch = 3;
     c.workers = 2;
     c.seed = 9;
-    capture_begin(cap);
+    vt_test_capture_begin(cap); /* to count the reports */
     vt_loader *l = vt_loader_init(ds, &c, err, sizeof err);
     int seen[32 * 16] = {0}, was_bad[32] = {0};
     int nb1 = l ? run_epoch(l, NULL, 0, seen, NULL, ds) : 0;
@@ -354,7 +330,7 @@ static void test_hostile(void) {
         vt_loader_get_stats(l, &s2);
     }
     vt_loader_free(&l);
-    char *log = capture_end(cap);
+    char *log = vt_test_capture_end(cap);
     TCHECK(nb1 > 0, "epoch ran: %s", err);
 
     int reported = 0, all_once = 1, bad1 = 0, newbad = 0;

@@ -21,25 +21,6 @@ static vt_net_cfg net_cfg(void) {
     return nc;
 }
 
-static void batch_make(vt_batch *b, int n) {
-    memset(b, 0, sizeof *b);
-    b->n = b->capacity = n;
-    b->t = 4;
-    b->h = 16;
-    b->w = 16;
-    b->nheads = 1;
-    b->head_classes[0] = 4;
-    int64_t cf = vt_batch_clip_floats(b);
-    b->x = vt_malloc((size_t)(cf * n) * sizeof(float));
-    b->label[0] = vt_malloc((size_t)n * sizeof(int32_t));
-    vt_rng r;
-    vt_rng_seed(&r, 5);
-    for (int64_t i = 0; i < cf * n; i++)
-        b->x[i] = (float)vt_rng_normal(&r);
-    for (int i = 0; i < n; i++)
-        b->label[0][i] = (int32_t)vt_rng_below(&r, 4);
-}
-
 static void set_devices(vt_towers_cfg *cfg, int n, const int64_t *budgets, const double *speeds) {
     vt_test_cpu_towers(cfg, n);
     for (int i = 0; i < n; i++) {
@@ -101,7 +82,7 @@ int main(void) {
     int64_t b3 = mp.fixed_bytes + 3 * mp.bytes_per_clip + mp.bytes_per_clip / 2;
     int64_t b5 = mp.fixed_bytes + 5 * mp.bytes_per_clip + mp.bytes_per_clip / 2;
     vt_batch b;
-    batch_make(&b, 16);
+    vt_test_batch_make(&b, 16, 4, 16, 16, 4, 5);
 
     int64_t budgets[2] = {b3, b5};
     set_devices(&cfg, 2, budgets, NULL);
@@ -157,7 +138,6 @@ int main(void) {
     }
 
     vt_memplan_free(&mp);
-    free(b.x);
-    free(b.label[0]);
+    vt_test_batch_free(&b);
     return vt_test_done("test_memcap");
 }

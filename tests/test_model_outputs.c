@@ -9,6 +9,9 @@
  *     only after every video was decoded and predicted; now at once, exit 2, nothing
  *     predicted, the file unchanged; eval of a run that lies inside DIR (an input
  *     folder) is refused before it evaluates, not after;
+ *   - eval read DIR with the run's labels file only: a test folder labelled apart (its
+ *     own labels file) could not be evaluated; eval --labels names DIR's own, an input
+ *     like embed's (one of the files eval writes is refused before evaluating);
  *   - a damaged stream's frames that never decode are filled with the nearest decoded
  *     frame (video.h): eval, predict and embed said nothing, so a video scored from a
  *     few repeated frames passed as whole; eval prints and counts them (eval.json
@@ -97,6 +100,45 @@ static void eval_inside_data(void) {
            "eval.json"), "eval of a run inside DIR: exit %d (1), %s", rc,
            out && strstr(out, "clips evaluated") ? "refused after evaluating" : "see dd.err");
     free(out);
+}
+
+static void eval_own_labels(void) {
+    /* a test folder labelled apart from the training folder (its own layout and labels
+     * file): eval read it with the run's labels file only, whose rows name none of its
+     * videos, and could not evaluate it; --labels names its own, as embed's does. The
+     * truth: each video's class is the synth folder it was copied from */
+    int rc = vt_test_sh("cd '%s' && rm -rf od && mkdir -p od/test/all && (echo path,class; for f "
+                        "in data/test/*/*; do c=${f#data/test/}; c=${c%%/*}; n=$c-${f##*/}; cp "
+                        "\"$f\" od/test/all/$n; echo \"test/all/$n,$c\"; done) > od.csv", g_dir);
+    TCHECK(rc == 0, "the test folder od (copies of data/test)");
+    rc = vt_test_sh("cd '%s' && '%s' eval run od -q --clips-per-video 1 > od.out 2> od.err",
+                    g_dir, g_bin);
+    TCHECK(rc == 1, "eval run od (the run's labels file names none of od's videos): exit %d (1)",
+           rc);
+    rc = vt_test_sh("cd '%s' && '%s' eval run od --labels od.csv -q --clips-per-video 1 > od.out "
+                    "2> od.err", g_dir, g_bin);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/run/eval.json", g_dir);
+    cJSON *j = vt_test_read_json(p);
+    const cJSON *v = cJSON_GetObjectItem(j, "videos"), *u = cJSON_GetObjectItem(j, "unknown_videos");
+    const cJSON *d = cJSON_GetObjectItem(j, "data");
+    TCHECK(rc == 0 && cJSON_IsNumber(v) && v->valuedouble == 2 && cJSON_IsNumber(u) &&
+           u->valuedouble == 0 && cJSON_IsString(d) && !strcmp(d->valuestring, "od"),
+           "eval run od --labels od.csv: exit %d (0), eval.json videos %g (2), unknown %g (0), "
+           "data %s (od)", rc, cJSON_IsNumber(v) ? v->valuedouble : -1,
+           cJSON_IsNumber(u) ? u->valuedouble : -1, cJSON_IsString(d) ? d->valuestring : "?");
+    cJSON_Delete(j);
+    /* --labels is an input: one of the files eval writes is refused before evaluating */
+    rc = vt_test_sh("cd '%s' && cp od.csv run/confusion.csv && '%s' eval run od --labels "
+                    "run/confusion.csv -q --clips-per-video 1 > od.out 2> od.err", g_dir, g_bin);
+    snprintf(p, sizeof p, "%s/od.out", g_dir);
+    char *out = vt_test_slurp(p, NULL);
+    TCHECK(rc == 1 && out && !strstr(out, "clips evaluated") && same_bytes("run/confusion.csv",
+           "od.csv"), "eval --labels RUN/confusion.csv: exit %d (1), %s, the file %s", rc,
+           out && strstr(out, "clips evaluated") ? "refused after evaluating" : "not evaluated",
+           same_bytes("run/confusion.csv", "od.csv") ? "kept" : "REPLACED");
+    free(out);
+    vt_test_sh("cd '%s' && rm -f run/confusion.csv", g_dir);
 }
 
 static void filled_frames_said(void) {
@@ -255,6 +297,7 @@ int main(void) {
     labels_kept();
     dump_refused_early();
     eval_inside_data();
+    eval_own_labels();
     filled_frames_said();
     foreign_checkpoint();
     validation_keeps_its_videos();

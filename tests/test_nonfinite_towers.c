@@ -30,23 +30,8 @@
 #define B 8
 
 static void batch_make(vt_batch *b, uint64_t seed, int nan_clip) {
-    memset(b, 0, sizeof *b);
-    b->n = b->capacity = B;
-    b->t = 4;
-    b->h = 16;
-    b->w = 16;
-    b->nheads = 1;
-    b->head_classes[0] = NCLASS;
-    b->head_loss[0] = VT_LOSS_SOFTMAX_CE;
-    int64_t cf = vt_batch_clip_floats(b);
-    b->x = vt_malloc((size_t)(cf * B) * sizeof(float));
-    b->label[0] = vt_malloc((size_t)B * sizeof(int32_t));
-    vt_rng r;
-    vt_rng_seed(&r, seed);
-    for (int64_t i = 0; i < cf * B; i++)
-        b->x[i] = (float)vt_rng_normal(&r);
-    for (int i = 0; i < B; i++)
-        b->label[0][i] = (int32_t)vt_rng_below(&r, NCLASS);
+    vt_test_batch_make(b, B, 4, 16, 16, NCLASS, seed);
+    const int64_t cf = vt_batch_clip_floats(b);
     if (nan_clip >= 0)
         for (int64_t i = 0; i < cf; i++)
             b->x[nan_clip * cf + i] = NAN;
@@ -135,10 +120,8 @@ static void family(const char *model, int exact_off, int sync_bn) {
     }
     free(ref);
     vt_batch *all[3] = {&b0, &bad, &b2};
-    for (int k = 0; k < 3; k++) {
-        free(all[k]->x);
-        free(all[k]->label[0]);
-    }
+    for (int k = 0; k < 3; k++)
+        vt_test_batch_free(all[k]);
 }
 
 static void diverge(void) {
@@ -162,8 +145,7 @@ static void diverge(void) {
             first_skip = k;
         free(a);
         free(c);
-        free(b.x);
-        free(b.label[0]);
+        vt_test_batch_free(&b);
     }
     printf("lr 10: one tower and two %s; first non-finite step %d\n",
            parted ? "parted" : "the same bits through step 20", first_skip);

@@ -27,6 +27,7 @@
 #include "base/common.h"
 #include "models/registry.h"
 #include "tests/goldenutil.h"
+#include "tests/fdutil.h"
 #include "tests/testutil.h"
 
 #define TOL_REF 1e-12
@@ -127,16 +128,8 @@ static void torch_cases(vt_backend *be, double tol) {
 /* ---------------------------------------------------------------- finite differences ---- */
 
 static vt_rng g_rng;
-static void urand(float *x, int64_t n, float lo, float hi) {
-    for (int64_t i = 0; i < n; i++)
-        x[i] = lo + (hi - lo) * (float)vt_rng_uniform(&g_rng);
-}
-static double dot(const float *a, const float *b, int64_t n) {
-    double s = 0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)a[i] * b[i];
-    return s;
-}
+/* x[0..n) uniform in [lo, hi) from this file's stream g_rng */
+static void urand(float *x, int64_t n, float lo, float hi) { vt_test_urand(&g_rng, x, n, lo, hi); }
 
 /* One op's forward as L = sum(y * r), on cpu-ref. */
 typedef struct fd_ctx {
@@ -154,27 +147,17 @@ static double fd_loss(fd_ctx *c) {
         VT_OP(c->be, gelu_forward, c->y, c->x, c->ny);
     else
         VT_OP(c->be, attention_forward, c->y, c->s1, c->x, c->N, c->L, c->H, c->D);
-    return dot(c->y, c->r, c->ny);
+    return vt_test_dot(c->y, c->r, c->ny);
 }
 
-/* Central differences of fd_loss over v[0..n) against ana (test_gradcheck.c's driver). */
+static double fd_loss_v(void *c) { return fd_loss(c); }
+
+/* Central differences of fd_loss over v[0..n) against ana (fdutil.h, test_gradcheck.c's
+ * driver). */
 static void fd_check(const char *what, fd_ctx *c, float *v, int64_t n, const float *ana) {
-    const float eps = 1e-2f;
-    double se = 0, sa = 0;
-    for (int64_t i = 0; i < n; i++) {
-        float v0 = v[i];
-        v[i] = v0 + eps;
-        double lp = fd_loss(c);
-        v[i] = v0 - eps;
-        double lm = fd_loss(c);
-        v[i] = v0;
-        double num = (lp - lm) / ((double)(v0 + eps) - (double)(v0 - eps));
-        se += (num - ana[i]) * (num - ana[i]);
-        sa += num * num;
-    }
-    double nmse = sa > 0 ? se / sa : se;
-    printf("  cpu-ref  fd %-19s n=%-6lld nmse %.2e\n", what, (long long)n, nmse);
-    TCHECK(nmse < 1e-6, "finite differences of %s: nmse %.3g", what, nmse);
+    const vt_test_fd f = vt_test_fd_run(v, n, ana, fd_loss_v, c, 1e-2f, INFINITY, 0, what);
+    printf("  cpu-ref  fd %-19s n=%-6lld nmse %.2e\n", what, (long long)n, f.nmse);
+    TCHECK(f.nmse < 1e-6, "finite differences of %s: nmse %.3g", what, f.nmse);
 }
 
 static void fd_cases(void) {

@@ -27,22 +27,15 @@
 #include "base/common.h"
 #include "models/backend.h"
 #include "models/registry.h"
+#include "tests/fdutil.h"
 #include "tests/testutil.h"
 
 #define TOL_FAST 1e-10
 
 static vt_rng g_rng;
+/* x[0..n) uniform in [lo, hi) from this file's stream g_rng */
+static void urand(float *x, int64_t n, float lo, float hi) { vt_test_urand(&g_rng, x, n, lo, hi); }
 static float *zeros(int64_t n) { return vt_calloc((size_t)VT_MAX(n, 1), sizeof(float)); }
-static void urand(float *x, int64_t n, float lo, float hi) {
-    for (int64_t i = 0; i < n; i++)
-        x[i] = lo + (hi - lo) * (float)vt_rng_uniform(&g_rng);
-}
-static double dot(const float *a, const float *b, int64_t n) {
-    double s = 0;
-    for (int64_t i = 0; i < n; i++)
-        s += (double)a[i] * b[i];
-    return s;
-}
 
 /* One case of one op: its inputs, output, and L = sum(y * r). */
 typedef struct mcase {
@@ -83,26 +76,24 @@ static void backward(vt_backend *be, mcase *c, float *g[6]) {
         VT_OP(be, token_maxpool_backward, g[0], c->r, c->x, c->n, c->D, c->thw, &c->p);
 }
 
+/* L of case c on backend be (fdutil.h's loss). */
+typedef struct fd_ctx {
+    vt_backend *be;
+    mcase *c;
+} fd_ctx;
+static double fd_loss(void *ctx) {
+    fd_ctx *f = ctx;
+    forward(f->be, f->c);
+    return vt_test_dot(f->c->y, f->c->r, f->c->ny);
+}
+
 static void fd_check(vt_backend *be, const char *what, mcase *c, float *v, int64_t n,
                      const float *ana) {
-    const float eps = 1e-2f;
-    double se = 0, sa = 0;
-    for (int64_t i = 0; i < n; i++) {
-        float v0 = v[i];
-        v[i] = v0 + eps;
-        forward(be, c);
-        double lp = dot(c->y, c->r, c->ny);
-        v[i] = v0 - eps;
-        forward(be, c);
-        double lm = dot(c->y, c->r, c->ny);
-        v[i] = v0;
-        double num = (lp - lm) / ((double)(v0 + eps) - (double)(v0 - eps));
-        se += (num - ana[i]) * (num - ana[i]);
-        sa += num * num;
-    }
-    double e = sa > 0 ? se / sa : se;
-    printf("  cpu-ref  fd %-26s n=%-6lld nmse %.2e\n", what, (long long)n, e);
-    TCHECK(e < 1e-6 && sa > 0, "finite differences of %s: nmse %.3g (|grad|^2 %.3g)", what, e, sa);
+    fd_ctx ctx = {be, c};
+    const vt_test_fd f = vt_test_fd_run(v, n, ana, fd_loss, &ctx, 1e-2f, INFINITY, 0, what);
+    printf("  cpu-ref  fd %-26s n=%-6lld nmse %.2e\n", what, (long long)n, f.nmse);
+    TCHECK(f.nmse < 1e-6 && f.sa > 0, "finite differences of %s: nmse %.3g (|grad|^2 %.3g)",
+           what, f.nmse, f.sa);
 }
 
 /* A pool case: n clips, heads, D, grid thw, kernel 3, stride (1, s, s), padding 1. */

@@ -1,18 +1,21 @@
 /*
  * testutil.h: what every test file shares — check macros that count failures (a test
  * returns non-zero on any failure; printing NOT OK and exiting 0 is the anti-pattern),
- * NMSE, environment paths set by CMake, and the skip code ctest understands. A test that
+ * NMSE, stderr captured to check warnings, environment paths set by CMake, and the skip
+ * code ctest understands. A test that
  * ran zero checks fails too: it must never pass by checking nothing.
  */
 #ifndef VT_TESTUTIL_H
 #define VT_TESTUTIL_H
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define VT_TEST_SKIP 77 /* ctest SKIP_RETURN_CODE */
 
@@ -42,6 +45,35 @@ static inline int vt_test_done(const char *name) {
         return 1;
     }
     return vt_test_failures ? 1 : 0;
+}
+
+/* stderr into the file `path` from vt_test_capture_begin to vt_test_capture_end, so that a
+ * test can check the warnings its calls gave. _end puts stderr back, writes what was
+ * captured there too (it stays in the test log) and returns it (malloc'd; "" when the
+ * file cannot be read). */
+static int vt_test_capture_fd = -1;
+static inline void vt_test_capture_begin(const char *path) {
+    fflush(stderr);
+    vt_test_capture_fd = dup(2);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    close(fd);
+}
+static inline char *vt_test_capture_end(const char *path) {
+    fflush(stderr);
+    dup2(vt_test_capture_fd, 2);
+    close(vt_test_capture_fd);
+    vt_test_capture_fd = -1;
+    FILE *f = fopen(path, "rb"); /* a regular file this test wrote: its size is its length */
+    long n = f && fseek(f, 0, SEEK_END) == 0 ? ftell(f) : 0;
+    n = n > 0 ? n : 0;
+    char *s = malloc((size_t)n + 1);
+    n = f && fseek(f, 0, SEEK_SET) == 0 ? (long)fread(s, 1, (size_t)n, f) : 0;
+    s[n] = 0;
+    if (f)
+        fclose(f);
+    fputs(s, stderr);
+    return s;
 }
 
 /* Normalised mean squared error: sum (a-b)^2 / sum b^2 (ggml test-backend-ops). */

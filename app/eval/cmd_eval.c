@@ -65,10 +65,7 @@ static void add_leaks(cJSON *j, const char *run, const char *dir, const vt_train
     if (!same) {
         if (!vt_dist_lead()) /* rank 0 writes eval.json: the others need no count */
             return;
-        vt_dataset_opts dopt = vt_run_dataset_opts(o);
-        vt_dataset *tds = vt_dataset_open(o->data, &dopt, err, sizeof err);
-        if (tds && o->labels[0] && vt_dataset_load_labels(tds, o->labels, NULL, err, sizeof err))
-            vt_dataset_free(&tds);
+        vt_dataset *tds = vt_run_dataset_open(o, o->data, NULL, NULL, err, sizeof err);
         if (!tds) { /* a run copied away from its data: no count, said so */
             fprintf(stderr, "note: no leak check against training (%s)\n", err);
             return;
@@ -124,6 +121,10 @@ static void usage(FILE *f) {
         "                         videos and no val/, val is the run's --val-split share of\n"
         "                         train, drawn exactly as training drew it. A split DIR does\n"
         "                         not have is an error that lists the ones it has.\n"
+        "  --labels FILE.csv      DIR's labels file (train --labels's form: a path column,\n"
+        "                         then one column per head; docs/segments.md for start and\n"
+        "                         end) instead of the run's: for a DIR other than the one\n"
+        "                         the run's labels file describes\n"
         "  --clips-per-video K    (default 10)\n"
         "  --crops 1|3            centre crop, or start/centre/end of the long side (default 1)\n"
         "  --checkpoint PATH      another checkpoint of RUN than its best.safetensors (one of\n"
@@ -157,6 +158,7 @@ static void usage(FILE *f) {
 typedef struct eval_args {
     const char *run, *dir;
     const char *split; /* --split: train, val, test, all; NULL: test, else val */
+    const char *labels; /* --labels: DIR's labels file; NULL: the run's (if it has one) */
     int quiet, batch, workers;
     vt_model_args ma;
 } eval_args;
@@ -191,6 +193,11 @@ static int eval_parse(eval_args *ea, int argc, char **argv) {
                 return 2;
             }
             ea->split = v;
+            continue;
+        }
+        if (OPT("--labels")) {
+            if (r < 0) BAD();
+            ea->labels = v;
             continue;
         }
         if (OPT("--batch")) {
@@ -418,14 +425,10 @@ int vt_cmd_eval(int argc, char **argv) {
         goto end;
     const vt_train_opts *o = &m.opts;
 
-    /* The same val split as training when DIR is the training folder (flat layout). */
-    vt_dataset_opts dopt = vt_run_dataset_opts(o);
-    ds = vt_dataset_open(dir, &dopt, err, sizeof err);
+    /* The same val split as training when DIR is the training folder (flat layout); the
+     * run's labels file unless --labels names DIR's own. */
+    ds = vt_run_dataset_open(o, dir, ea.labels, NULL, err, sizeof err);
     if (!ds) {
-        fprintf(stderr, "vidtrain eval: %s\n", err);
-        goto end;
-    }
-    if (o->labels[0] && vt_dataset_load_labels(ds, o->labels, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;
     }
@@ -433,11 +436,18 @@ int vt_cmd_eval(int argc, char **argv) {
         rc = 2;
         goto end;
     }
-    /* DIR is an input now (vt_dataset_open): a RUN inside it cannot take eval.json, said
-     * before the evaluation rather than after it (base/common.h's output rule) */
-    char out[4200];
-    snprintf(out, sizeof out, "%s/eval.json", run);
-    int orc = vt_dist_lead() ? vt_output_check_early(out, err, sizeof err) : 0;
+    /* DIR and the labels file are inputs now (vt_dataset_open, vt_dataset_load_labels): a
+     * RUN inside DIR cannot take eval.json, nor --labels be one of the files eval writes,
+     * said before the evaluation rather than after it (base/common.h's output rule) */
+    static const char *const outs[] = {"eval.json", "confusion.csv", "report.html"};
+    int orc = 0;
+    for (int i = 0; i < 3 && orc == 0 && vt_dist_lead(); i++) {
+        if (i == 1 && m.heads.cfg[0].loss != VT_LOSS_SOFTMAX_CE)
+            continue; /* written for a softmax first head only (eval_report) */
+        char out[4200];
+        snprintf(out, sizeof out, "%s/%s", run, outs[i]);
+        orc = vt_output_check_early(out, err, sizeof err);
+    }
     if (vt_dist_share_result(orc, err, sizeof err) != 0) { /* every rank stops */
         if (vt_dist_lead())
             fprintf(stderr, "vidtrain eval: %s\n", err);

@@ -56,28 +56,22 @@ void vt_evalproto_free(vt_evalproto **pe) {
 /* Rank of class y: how many classes beat it (strictly higher, or equal with a lower
  * index — the argmax-first rule). A row with a non-finite score ranks y last: NaN
  * compares false with everything, so "no class scores higher" would make a diverged
- * model's every answer right (issue 41). INT_MAX: past any top-k. */
-static int rank_of(const float *p, int k, int y) {
-    int r = 0;
-    for (int j = 0; j < k; j++) {
-        if (!isfinite(p[j]))
-            return INT_MAX;
-        if (p[j] > p[y] || (p[j] == p[y] && j < y))
-            r++;
+ * model's every answer right (issue 41). INT_MAX: past any top-k. One body for a clip's
+ * float row (rank_of) and a video's double sums (rank_of_d). */
+#define RANK_OF(name, T)                                                                   \
+    static int name(const T *p, int k, int y) {                                            \
+        int r = 0;                                                                         \
+        for (int j = 0; j < k; j++) {                                                      \
+            if (!isfinite(p[j]))                                                           \
+                return INT_MAX;                                                            \
+            if (p[j] > p[y] || (p[j] == p[y] && j < y))                                    \
+                r++;                                                                       \
+        }                                                                                  \
+        return r;                                                                          \
     }
-    return r;
-}
-
-static int rank_of_d(const double *p, int k, int y) {
-    int r = 0;
-    for (int j = 0; j < k; j++) {
-        if (!isfinite(p[j]))
-            return INT_MAX;
-        if (p[j] > p[y] || (p[j] == p[y] && j < y))
-            r++;
-    }
-    return r;
-}
+RANK_OF(rank_of, float)
+RANK_OF(rank_of_d, double)
+#undef RANK_OF
 
 static int row_finite(const float *p, int k) {
     for (int j = 0; j < k; j++)

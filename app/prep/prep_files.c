@@ -117,15 +117,8 @@ int prep_copy_file(const run *r, const entry *e, const rename_map *m, int *rewri
     FILE *f = vt_fopen_regular(src, err, errlen);
     if (!f)
         return -1;
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = vt_malloc(cap + 1);
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            buf = vt_realloc(buf, cap + 1);
-        }
-    }
+    size_t n;
+    char *buf = vt_fread_all(f, &n);
     int bad = ferror(f);
     fclose(f);
     if (bad) {
@@ -133,7 +126,6 @@ int prep_copy_file(const run *r, const entry *e, const rename_map *m, int *rewri
         vt_set_err(err, errlen, "cannot read %s", src);
         return -1;
     }
-    buf[n] = 0;
     char *data = buf;
     if (m->n && is_text_list(e->rel) && memchr(buf, 0, n) == NULL) {
         data = rewrite_text(buf, m, rewritten);

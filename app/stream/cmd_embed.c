@@ -232,15 +232,8 @@ static int dataset_samples(vt_dataset *ds, const char *split, int32_t **idx) {
 /* DIR as the run reads its data, with --labels/--lists in place of the run's. */
 static vt_dataset *open_dataset(const embed_args *a, const vt_run_model *m, char *err,
                                 size_t errlen) {
-    vt_dataset_opts dopt = vt_run_dataset_opts(&m->opts);
-    if (a->lists) {
-        dopt.lists_dir = a->lists;
-        dopt.lists_format = VT_LISTS_AUTO;
-    }
-    vt_dataset *ds = vt_dataset_open(a->inputs[0], &dopt, err, errlen);
-    const char *labels = a->labels ? a->labels : m->opts.labels[0] ? m->opts.labels : NULL;
-    if (ds && labels && vt_dataset_load_labels(ds, labels, NULL, err, errlen) != 0)
-        vt_dataset_free(&ds);
+    vt_dataset *ds = vt_run_dataset_open(&m->opts, a->inputs[0], a->labels, a->lists, err,
+                                         errlen);
     if (ds)
         vt_dataset_probe(ds, 0, 1, NULL, NULL); /* unreadable files: warned, left out */
     return ds;

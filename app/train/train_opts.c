@@ -436,3 +436,18 @@ vt_dataset_opts vt_run_dataset_opts(const vt_train_opts *o) {
                              .lists_format = (vt_lists_format)VT_MAX(
                                  vt_lists_format_parse(o->list_format), 0)};
 }
+
+vt_dataset *vt_run_dataset_open(const vt_train_opts *o, const char *dir, const char *labels,
+                                const char *lists, char *err, size_t errlen) {
+    vt_dataset_opts dopt = vt_run_dataset_opts(o);
+    if (lists) {
+        dopt.lists_dir = lists;
+        dopt.lists_format = VT_LISTS_AUTO;
+    }
+    vt_dataset *ds = vt_dataset_open(dir, &dopt, err, errlen);
+    if (!labels && o->labels[0])
+        labels = o->labels;
+    if (ds && labels && vt_dataset_load_labels(ds, labels, NULL, err, errlen) != 0)
+        vt_dataset_free(&ds);
+    return ds;
+}

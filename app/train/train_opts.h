@@ -221,5 +221,11 @@ void vt_train_opts_take_device_args(vt_train_opts *o, const vt_device_args *a);
  * folder the same way, or eval's "val" would not be the run's validation videos. The
  * returned opts point into o. */
 vt_dataset_opts vt_run_dataset_opts(const vt_train_opts *o);
+/* Folder dir opened as the run reads its data (vt_run_dataset_opts, then its labels file),
+ * with labels and lists in place of the run's --labels and --lists where not NULL: the
+ * data of embed DIR and eval (their --labels; embed's --lists). Not probed. The dataset,
+ * or NULL with err. */
+vt_dataset *vt_run_dataset_open(const vt_train_opts *o, const char *dir, const char *labels,
+                                const char *lists, char *err, size_t errlen);
 
 #endif

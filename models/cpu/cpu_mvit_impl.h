@@ -29,70 +29,107 @@ static void mv_out_grid(int o[3], const int thw[3], const vt_pool3d_p *p, int po
 
 #define MV_MAXK 512 /* taps a pooling window may have */
 
-/* Output row o >= 1 of a pool over grid thw (output grid og): the taps of its window that
- * fall inside the grid, in (t, h, w) order, each as its index into the kernel and its
- * input row (1 + grid index). The count. */
-static int mv_window(int *tap, int64_t *row, int64_t o, const int og[3], const int thw[3],
-                     const vt_pool3d_p *p) {
-    const int ot = (int)((o - 1) / ((int64_t)og[1] * og[2])),
-              oh = (int)((o - 1) / og[2] % og[1]), ow = (int)((o - 1) % og[2]);
+/* Row r >= 1 of a token grid g (row 0 is the class token) as its (t, h, w), and back. */
+static void mv_coords(int c[3], int64_t r, const int g[3]) {
+    c[0] = (int)((r - 1) / ((int64_t)g[1] * g[2]));
+    c[1] = (int)((r - 1) / g[2] % g[1]);
+    c[2] = (int)((r - 1) % g[2]);
+}
+static int64_t mv_row(const int g[3], int t, int h, int w) {
+    return 1 + ((int64_t)t * g[1] + h) * g[2] + w;
+}
+
+/* Along axis ax, tap a of a pool over grid thw (output grid og): with readers == 0, the
+ * input coordinate that the window at output coordinate x reads; with readers != 0, the
+ * output coordinate whose window reads input coordinate x. -1 when there is none (the
+ * padding, a stride that skips x, past the grid). The one rule every window walk below
+ * takes its coordinates from. */
+static int mv_tap(int x, int a, int ax, int readers, const int og[3], const int thw[3],
+                  const vt_pool3d_p *p) {
+    if (!readers) {
+        const int i = x * p->s[ax] - p->p[ax] + a;
+        return i >= 0 && i < thw[ax] ? i : -1;
+    }
+    const int m = x + p->p[ax] - a, o = m / p->s[ax];
+    return m >= 0 && m % p->s[ax] == 0 && o < og[ax] ? o : -1;
+}
+
+/* Row x >= 1 of a pool over grid thw (output grid og). readers == 0, x an output row:
+ * the taps of its window that fall inside the grid, each as its index into the kernel and
+ * its input row. readers != 0, x an input row: the windows that read it, each as the tap
+ * that reads it and the window's output row. In tap ((t, h, w)) order; the count. */
+static int mv_taps(int *tap, int64_t *row, int64_t x, int readers, const int og[3],
+                   const int thw[3], const vt_pool3d_p *p) {
+    const int *from = readers ? thw : og, *to = readers ? og : thw;
+    int c[3];
+    mv_coords(c, x, from);
     int n = 0;
     for (int a = 0; a < p->k[0]; a++) {
-        const int it = ot * p->s[0] - p->p[0] + a;
-        if (it < 0 || it >= thw[0])
+        const int t = mv_tap(c[0], a, 0, readers, og, thw, p);
+        if (t < 0)
             continue;
         for (int b = 0; b < p->k[1]; b++) {
-            const int ih = oh * p->s[1] - p->p[1] + b;
-            if (ih < 0 || ih >= thw[1])
+            const int h = mv_tap(c[1], b, 1, readers, og, thw, p);
+            if (h < 0)
                 continue;
-            for (int c = 0; c < p->k[2]; c++) {
-                const int iw = ow * p->s[2] - p->p[2] + c;
-                if (iw < 0 || iw >= thw[2])
+            for (int e = 0; e < p->k[2]; e++) {
+                const int w = mv_tap(c[2], e, 2, readers, og, thw, p);
+                if (w < 0)
                     continue;
-                tap[n] = (a * p->k[1] + b) * p->k[2] + c;
-                row[n++] = 1 + ((int64_t)it * thw[1] + ih) * thw[2] + iw;
+                tap[n] = (a * p->k[1] + b) * p->k[2] + e;
+                row[n++] = mv_row(to, t, h, w);
             }
         }
     }
     return n;
 }
 
-/* Input row x >= 1 of that pool: the windows that read it, in tap order, each as the tap
- * that reads it and the window's output row. The count. */
-static int mv_readers(int *tap, int64_t *row, int64_t x, const int og[3], const int thw[3],
-                      const vt_pool3d_p *p) {
-    const int it = (int)((x - 1) / ((int64_t)thw[1] * thw[2])),
-              ih = (int)((x - 1) / thw[2] % thw[1]), iw = (int)((x - 1) % thw[2]);
-    int n = 0;
-    for (int a = 0; a < p->k[0]; a++) {
-        const int nt = it + p->p[0] - a, ot = nt / p->s[0];
-        if (nt < 0 || nt % p->s[0] || ot >= og[0])
-            continue;
-        for (int b = 0; b < p->k[1]; b++) {
-            const int nh = ih + p->p[1] - b, oh = nh / p->s[1];
-            if (nh < 0 || nh % p->s[1] || oh >= og[1])
-                continue;
-            for (int c = 0; c < p->k[2]; c++) {
-                const int nw = iw + p->p[2] - c, ow = nw / p->s[2];
-                if (nw < 0 || nw % p->s[2] || ow >= og[2])
-                    continue;
-                tap[n] = (a * p->k[1] + b) * p->k[2] + c;
-                row[n++] = 1 + ((int64_t)ot * og[1] + oh) * og[2] + ow;
-            }
-        }
+/* A pool's sizes for input grid thw: its output grid og (pooled: p's, else thw), rows L
+ * and Lo (the class token's included) and taps K; a window over MV_MAXK taps, or D over
+ * MV_MAXD, is refused loudly (the walks' arrays hold that many). */
+typedef struct mv_pool_g {
+    int og[3];
+    int64_t L, Lo;
+    int K;
+} mv_pool_g;
+static mv_pool_g mv_pool_geo(const char *op, const int thw[3], const vt_pool3d_p *p, int pooled,
+                             int D) {
+    VT_CHECK(D <= MV_MAXD, "%s: head_dim %d > %d", op, D, MV_MAXD);
+    VT_CHECK(p->k[0] * p->k[1] * p->k[2] <= MV_MAXK, "%s: a window of more than %d", op, MV_MAXK);
+    mv_pool_g g;
+    mv_out_grid(g.og, thw, p, pooled);
+    g.L = 1 + mv_grid(thw);
+    g.Lo = 1 + mv_grid(g.og);
+    g.K = p->k[0] * p->k[1] * p->k[2];
+    return g;
+}
+
+/* dst[0..D) = sum over the taps of row x (mv_taps, readers as there) of the kernel w's
+ * (D, K) column tap times row r of src (at src + r stride), in tap order: mvit_pool's
+ * forward (x an output row, src the input) and its input gradient (x an input row, src
+ * the output's gradient). */
+static void mv_pool_row(float *dst, const float *src, int64_t stride, const float *w, int D,
+                        int64_t x, int readers, const mv_pool_g *g, const int thw[3],
+                        const vt_pool3d_p *p) {
+    ACC acc[MV_MAXD];
+    for (int d = 0; d < D; d++)
+        acc[d] = 0;
+    int tap[MV_MAXK];
+    int64_t row[MV_MAXK];
+    const int nt = mv_taps(tap, row, x, readers, g->og, thw, p);
+    for (int t = 0; t < nt; t++) {
+        const float *y = src + row[t] * stride;
+        for (int d = 0; d < D; d++)
+            acc[d] += (ACC)w[(int64_t)d * g->K + tap[t]] * y[d];
     }
-    return n;
+    for (int d = 0; d < D; d++)
+        dst[d] = (float)acc[d];
 }
 
 void MV(mvit_pool_forward)(vt_backend *be, float *out, const float *qkv, const float *w, int n,
                            int heads, int D, int part, const int thw[3], const vt_pool3d_p *p) {
-    VT_CHECK(D <= MV_MAXD, "mvit_pool: head_dim %d > %d", D, MV_MAXD);
-    VT_CHECK(p->k[0] * p->k[1] * p->k[2] <= MV_MAXK, "mvit_pool: a window of more than %d",
-             MV_MAXK);
-    int og[3];
-    mv_out_grid(og, thw, p, w != NULL);
-    const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og), C = (int64_t)heads * D, C3 = 3 * C;
-    const int K = p->k[0] * p->k[1] * p->k[2];
+    const mv_pool_g g = mv_pool_geo("mvit_pool", thw, p, w != NULL, D);
+    const int64_t L = g.L, Lo = g.Lo, C = (int64_t)heads * D, C3 = 3 * C;
     const int64_t tasks = (int64_t)n * heads * Lo;
     (void)be;
 #pragma omp parallel for num_threads(NT(be)) schedule(static)
@@ -104,32 +141,16 @@ void MV(mvit_pool_forward)(vt_backend *be, float *out, const float *qkv, const f
             memcpy(dst, src + o * C3, (size_t)D * sizeof(float));
             continue;
         }
-        ACC acc[MV_MAXD];
-        for (int d = 0; d < D; d++)
-            acc[d] = 0;
-        int tap[MV_MAXK];
-        int64_t xr[MV_MAXK];
-        const int nt = mv_window(tap, xr, o, og, thw, p);
-        for (int t = 0; t < nt; t++) {
-            const float *x = src + xr[t] * C3;
-            for (int d = 0; d < D; d++)
-                acc[d] += (ACC)w[(int64_t)d * K + tap[t]] * x[d];
-        }
-        for (int d = 0; d < D; d++)
-            dst[d] = (float)acc[d];
+        mv_pool_row(dst, src, C3, w, D, o, 0, &g, thw, p);
     }
 }
 
 void MV(mvit_pool_backward)(vt_backend *be, float *dqkv, float *dw, const float *dout,
                             const float *qkv, const float *w, int n, int heads, int D, int part,
                             const int thw[3], const vt_pool3d_p *p) {
-    VT_CHECK(D <= MV_MAXD, "mvit_pool: head_dim %d > %d", D, MV_MAXD);
-    VT_CHECK(p->k[0] * p->k[1] * p->k[2] <= MV_MAXK, "mvit_pool: a window of more than %d",
-             MV_MAXK);
-    int og[3];
-    mv_out_grid(og, thw, p, w != NULL);
-    const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og), C = (int64_t)heads * D, C3 = 3 * C;
-    const int K = p->k[0] * p->k[1] * p->k[2];
+    const mv_pool_g g = mv_pool_geo("mvit_pool", thw, p, w != NULL, D);
+    const int64_t L = g.L, Lo = g.Lo, C = (int64_t)heads * D, C3 = 3 * C;
+    const int *og = g.og, K = g.K;
     const int64_t tasks = (int64_t)n * heads * L;
     (void)be;
     /* the input's gradient, gathered per input row from the windows that read it */
@@ -137,24 +158,12 @@ void MV(mvit_pool_backward)(vt_backend *be, float *dqkv, float *dw, const float 
     for (int64_t r = 0; r < tasks; r++) {
         const int64_t jh = r / L, x = r % L, j = jh / heads, h = jh % heads;
         float *dst = dqkv + (j * L + x) * C3 + part * C + h * D;
-        const float *g = dout + jh * Lo * D; /* this head's output rows */
+        const float *gh = dout + jh * Lo * D; /* this head's output rows */
         if (x == 0 || !w) {
-            memcpy(dst, g + x * D, (size_t)D * sizeof(float));
+            memcpy(dst, gh + x * D, (size_t)D * sizeof(float));
             continue;
         }
-        ACC acc[MV_MAXD];
-        for (int d = 0; d < D; d++)
-            acc[d] = 0;
-        int tap[MV_MAXK];
-        int64_t yr[MV_MAXK];
-        const int nt = mv_readers(tap, yr, x, og, thw, p);
-        for (int t = 0; t < nt; t++) {
-            const float *gy = g + yr[t] * D;
-            for (int d = 0; d < D; d++)
-                acc[d] += (ACC)w[(int64_t)d * K + tap[t]] * gy[d];
-        }
-        for (int d = 0; d < D; d++)
-            dst[d] = (float)acc[d];
+        mv_pool_row(dst, gh, D, w, D, x, 1, &g, thw, p);
     }
     if (!dw || !w)
         return;
@@ -167,21 +176,21 @@ void MV(mvit_pool_backward)(vt_backend *be, float *dqkv, float *dw, const float 
         for (int64_t jh = 0; jh < (int64_t)n * heads; jh++) {
             const int64_t j = jh / heads, h = jh % heads;
             const float *src = qkv + j * L * C3 + part * C + h * D + d;
-            const float *g = dout + jh * Lo * D + d;
+            const float *gd = dout + jh * Lo * D + d;
             for (int ot = 0; ot < og[0]; ot++) {
-                const int it = ot * p->s[0] - p->p[0] + a;
-                if (it < 0 || it >= thw[0])
+                const int it = mv_tap(ot, a, 0, 0, og, thw, p);
+                if (it < 0)
                     continue;
                 for (int oh = 0; oh < og[1]; oh++) {
-                    const int ih = oh * p->s[1] - p->p[1] + b;
-                    if (ih < 0 || ih >= thw[1])
+                    const int ih = mv_tap(oh, b, 1, 0, og, thw, p);
+                    if (ih < 0)
                         continue;
                     for (int ow = 0; ow < og[2]; ow++) {
-                        const int iw = ow * p->s[2] - p->p[2] + c;
-                        if (iw < 0 || iw >= thw[2])
+                        const int iw = mv_tap(ow, c, 2, 0, og, thw, p);
+                        if (iw < 0)
                             continue;
-                        acc += (ACC)g[(1 + ((int64_t)ot * og[1] + oh) * og[2] + ow) * D] *
-                               src[(1 + ((int64_t)it * thw[1] + ih) * thw[2] + iw) * C3];
+                        acc += (ACC)gd[mv_row(og, ot, oh, ow) * D] *
+                               src[mv_row(thw, it, ih, iw) * C3];
                     }
                 }
             }
@@ -215,9 +224,8 @@ static mv_geo mv_geometry(const int qthw[3], const int kthw[3], const float *rh)
 /* Query row i >= 1's relative terms: rel[0..kt) = q . rt[dist_t], then kh of rh, kw of rw. */
 static void mv_rel_row(float *rel, const mv_geo *g, int64_t i, const float *q, const float *rh,
                        const float *rw, const float *rt, int D) {
-    const int qt = (int)((i - 1) / ((int64_t)g->qthw[1] * g->qthw[2])),
-              qh = (int)((i - 1) / g->qthw[2] % g->qthw[1]), qw = (int)((i - 1) % g->qthw[2]);
-    const int qc[3] = {qt, qh, qw};
+    int qc[3];
+    mv_coords(qc, i, g->qthw);
     const float *tab[3] = {rt, rh, rw};
     int o = 0;
     for (int ax = 0; ax < 3; ax++)
@@ -233,9 +241,11 @@ static void mv_rel_row(float *rel, const mv_geo *g, int64_t i, const float *q, c
 
 /* Key row j >= 1's (t, h, w) offsets into a row's relative terms. */
 static void mv_key_cols(const mv_geo *g, int64_t j, int *ct, int *ch, int *cw) {
-    *ct = (int)((j - 1) / ((int64_t)g->kthw[1] * g->kthw[2]));
-    *ch = g->kthw[0] + (int)((j - 1) / g->kthw[2] % g->kthw[1]);
-    *cw = g->kthw[0] + g->kthw[1] + (int)((j - 1) % g->kthw[2]);
+    int kc[3];
+    mv_coords(kc, j, g->kthw);
+    *ct = kc[0];
+    *ch = g->kthw[0] + kc[1];
+    *cw = g->kthw[0] + g->kthw[1] + kc[2];
 }
 
 /* A row's logits s[0..Lk): (scale q) . k_j plus the relative terms (rows and keys >= 1). */
@@ -306,8 +316,8 @@ void MV(mvit_attention_forward)(vt_backend *be, float *out, float *lse, const fl
 /* The table row of relative term x (0..KK) of query row i (>= 1), and its table. */
 static const float *mv_rel_tab(const mv_geo *g, int64_t i, int x, const float *rh,
                                const float *rw, const float *rt, int D, int *ax, int *dist) {
-    const int qc[3] = {(int)((i - 1) / ((int64_t)g->qthw[1] * g->qthw[2])),
-                       (int)((i - 1) / g->qthw[2] % g->qthw[1]), (int)((i - 1) % g->qthw[2])};
+    int qc[3];
+    mv_coords(qc, i, g->qthw);
     int a = 0;
     while (x >= g->kthw[a]) {
         x -= g->kthw[a];
@@ -462,11 +472,9 @@ void MV(mvit_attention_backward)(vt_backend *be, float *dq, float *dk, float *dv
 
 void MV(token_maxpool_forward)(vt_backend *be, float *out, const float *in, int n, int c,
                                const int thw[3], const vt_pool3d_p *p) {
-    VT_CHECK(p->k[0] * p->k[1] * p->k[2] <= MV_MAXK, "token_maxpool: a window of more than %d",
-             MV_MAXK);
-    int og[3];
-    mv_out_grid(og, thw, p, 1);
-    const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og);
+    const mv_pool_g g = mv_pool_geo("token_maxpool", thw, p, 1, 0);
+    const int64_t L = g.L, Lo = g.Lo;
+    const int *og = g.og;
     (void)be;
 #pragma omp parallel for num_threads(NT(be)) schedule(static)
     for (int64_t r = 0; r < (int64_t)n * Lo; r++) {
@@ -481,7 +489,7 @@ void MV(token_maxpool_forward)(vt_backend *be, float *out, const float *in, int 
             y[ch] = -INFINITY;
         int tap[MV_MAXK];
         int64_t xr[MV_MAXK];
-        const int nt = mv_window(tap, xr, o, og, thw, p);
+        const int nt = mv_taps(tap, xr, o, 0, og, thw, p);
         /* max_rule.h's rule, as the backward's argmax: a NaN propagates */
         for (int t = 0; t < nt; t++) {
             const float *xrow = x + xr[t] * c;
@@ -494,11 +502,9 @@ void MV(token_maxpool_forward)(vt_backend *be, float *out, const float *in, int 
 
 void MV(token_maxpool_backward)(vt_backend *be, float *din, const float *dout, const float *in,
                                 int n, int c, const int thw[3], const vt_pool3d_p *p) {
-    VT_CHECK(p->k[0] * p->k[1] * p->k[2] <= MV_MAXK, "token_maxpool: a window of more than %d",
-             MV_MAXK);
-    int og[3];
-    mv_out_grid(og, thw, p, 1);
-    const int64_t L = 1 + mv_grid(thw), Lo = 1 + mv_grid(og);
+    const mv_pool_g g = mv_pool_geo("token_maxpool", thw, p, 1, 0);
+    const int64_t L = g.L, Lo = g.Lo;
+    const int *og = g.og;
     (void)be;
     /* one (clip, channel) a task: its windows overlap only each other */
 #pragma omp parallel for num_threads(NT(be)) schedule(static)
@@ -512,7 +518,7 @@ void MV(token_maxpool_backward)(vt_backend *be, float *din, const float *dout, c
         for (int64_t o = 1; o < Lo; o++) {
             int tap[MV_MAXK];
             int64_t xr[MV_MAXK];
-            const int nt = mv_window(tap, xr, o, og, thw, p);
+            const int nt = mv_taps(tap, xr, o, 0, og, thw, p);
             float best = -INFINITY;
             int64_t arg = -1;
             for (int t = 0; t < nt; t++) /* the forward's rule (max_rule.h) */

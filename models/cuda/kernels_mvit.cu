@@ -48,8 +48,7 @@
 template <typename A>
 __global__ static void k_pool_fwd(A *out, const A *qkv, const float *w, int heads, int D,
                                   int part, vt_cuk_pool p, int64_t total) {
-    const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
-    const int64_t Lo = 1 + (int64_t)p.out[0] * p.out[1] * p.out[2];
+    const int64_t L = grid_rows(p.in), Lo = grid_rows(p.out);
     const int64_t C = (int64_t)heads * D, C3 = 3 * C;
     const int K = p.k[0] * p.k[1] * p.k[2];
     VT_GRID_STRIDE(e, total) {
@@ -74,8 +73,7 @@ __global__ static void k_pool_fwd(A *out, const A *qkv, const float *w, int head
 template <typename A>
 __global__ static void k_pool_dx(A *dqkv, const A *dout, const float *w, int heads, int D,
                                  int part, vt_cuk_pool p, int64_t total) {
-    const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
-    const int64_t Lo = 1 + (int64_t)p.out[0] * p.out[1] * p.out[2];
+    const int64_t L = grid_rows(p.in), Lo = grid_rows(p.out);
     const int64_t C = (int64_t)heads * D, C3 = 3 * C;
     const int K = p.k[0] * p.k[1] * p.k[2];
     VT_GRID_STRIDE(e, total) {
@@ -102,8 +100,7 @@ template <typename A>
 __global__ static void k_pool_dw_part(double *pa, const A *dout, const A *qkv,
                                       int heads, int D, int part, vt_cuk_pool p, int parts,
                                       int64_t nwin) {
-    const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
-    const int64_t Lo = 1 + (int64_t)p.out[0] * p.out[1] * p.out[2];
+    const int64_t L = grid_rows(p.in), Lo = grid_rows(p.out);
     const int64_t C = (int64_t)heads * D, C3 = 3 * C;
     const int K = p.k[0] * p.k[1] * p.k[2];
     const int64_t chunk = (nwin + parts - 1) / parts;
@@ -144,7 +141,7 @@ __global__ static void k_pool_dw_final(float *dw, const double *pa, int D, int K
 extern "C" void vt_cuk_mvit_pool_fwd(cudaStream_t st, vt_cuk_dt dt, void *out, const void *qkv,
                                      const float *w, int n, int heads, int D, int part,
                                      const vt_cuk_pool *p) {
-    const int64_t total = (int64_t)n * heads * (1 + grid3(p->out)) * D;
+    const int64_t total = (int64_t)n * heads * grid_rows(p->out) * D;
     if (total <= 0)
         return;
     VT_DT(dt, k_pool_fwd<A><<<vt_blocks(total), VT_THREADS, 0, st>>>(
@@ -154,7 +151,7 @@ extern "C" void vt_cuk_mvit_pool_fwd(cudaStream_t st, vt_cuk_dt dt, void *out, c
 extern "C" void vt_cuk_mvit_pool_bwd_dx(cudaStream_t st, vt_cuk_dt dt, void *dqkv,
                                         const void *dout, const float *w, int n, int heads,
                                         int D, int part, const vt_cuk_pool *p) {
-    const int64_t total = (int64_t)n * (1 + grid3(p->in)) * heads * D;
+    const int64_t total = (int64_t)n * grid_rows(p->in) * heads * D;
     if (total <= 0 || !dqkv)
         return;
     VT_DT(dt, k_pool_dx<A><<<vt_blocks(total), VT_THREADS, 0, st>>>(

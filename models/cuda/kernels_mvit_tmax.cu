@@ -49,8 +49,7 @@ __device__ static int64_t tmax_arg(const A *x, int c, const vt_cuk_pool &p, int6
 template <typename A>
 __global__ static void k_tmax_fwd(A *out, const A *in, int c, vt_cuk_pool p,
                                   int64_t total) {
-    const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
-    const int64_t Lo = 1 + (int64_t)p.out[0] * p.out[1] * p.out[2];
+    const int64_t L = grid_rows(p.in), Lo = grid_rows(p.out);
     VT_GRID_STRIDE(e, total) {
         const int ch = (int)(e % c);
         const int64_t r = e / c, o = r % Lo, j = r / Lo;
@@ -68,8 +67,7 @@ __global__ static void k_tmax_fwd(A *out, const A *in, int c, vt_cuk_pool p,
 template <typename A>
 __global__ static void k_tmax_argmax(int *arg, const A *in, int c, vt_cuk_pool p,
                                      int64_t total) {
-    const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
-    const int64_t Lw = (int64_t)p.out[0] * p.out[1] * p.out[2];
+    const int64_t L = grid_rows(p.in), Lw = grid_rows(p.out) - 1; /* windows: row 0 is none */
     VT_GRID_STRIDE(e, total) {
         const int ch = (int)(e % c);
         const int64_t r = e / c, o = r % Lw, j = r / Lw;
@@ -82,8 +80,7 @@ __global__ static void k_tmax_argmax(int *arg, const A *in, int c, vt_cuk_pool p
 template <typename A>
 __global__ static void k_tmax_bwd(A *din, const A *dout, const int *arg, int c,
                                   vt_cuk_pool p, int64_t total) {
-    const int64_t L = 1 + (int64_t)p.in[0] * p.in[1] * p.in[2];
-    const int64_t Lo = 1 + (int64_t)p.out[0] * p.out[1] * p.out[2];
+    const int64_t L = grid_rows(p.in), Lo = grid_rows(p.out);
     VT_GRID_STRIDE(e, total) {
         const int ch = (int)(e % c);
         const int64_t r = e / c, xi = r % L, j = r / L;
@@ -105,7 +102,7 @@ __global__ static void k_tmax_bwd(A *din, const A *dout, const int *arg, int c,
 
 extern "C" void vt_cuk_token_maxpool_fwd(cudaStream_t st, vt_cuk_dt dt, void *out,
                                          const void *in, int n, int c, const vt_cuk_pool *p) {
-    const int64_t total = (int64_t)n * (1 + grid3(p->out)) * c;
+    const int64_t total = (int64_t)n * grid_rows(p->out) * c;
     if (total <= 0)
         return;
     VT_DT(dt, k_tmax_fwd<A><<<vt_blocks(total), VT_THREADS, 0, st>>>((A *)out, (const A *)in, c,
@@ -115,7 +112,7 @@ extern "C" void vt_cuk_token_maxpool_fwd(cudaStream_t st, vt_cuk_dt dt, void *ou
 extern "C" void vt_cuk_token_maxpool_bwd(cudaStream_t st, vt_cuk_dt dt, void *din,
                                          const void *dout, const void *in, int n, int c,
                                          const vt_cuk_pool *p, int *arg) {
-    const int64_t total = (int64_t)n * (1 + grid3(p->in)) * c;
+    const int64_t total = (int64_t)n * grid_rows(p->in) * c;
     if (total <= 0 || !din)
         return;
     const int64_t windows = (int64_t)n * grid3(p->out) * c;

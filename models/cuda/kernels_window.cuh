@@ -21,6 +21,11 @@
 
 /* Cells of a (t, h, w) grid. */
 static inline int grid3(const int *t) { return t[0] * t[1] * t[2]; }
+/* Rows of a token grid: its cells and row 0, the class token (a pool's L of p.in, Lo of
+ * p.out), for the kernels and their launchers alike. */
+__host__ __device__ static inline int64_t grid_rows(const int *t) {
+    return 1 + (int64_t)t[0] * t[1] * t[2];
+}
 
 /* Calls f(tap, xi) for each tap of window o (>= 1, a row of p.out's grid) that lies inside
  * p.in's grid (the padding skipped), taps in (t, h, w) order; xi the input row (>= 1) the

@@ -119,14 +119,7 @@ static const char *mvit_rel(onnx_w *w, const vt_node *nd, const char *q) {
         vt_msa_rel_of(&w->g, nd, &r);
         if (r.m[k] >= 0) { /* a clip the tables were not built for: M (need x stored) @ table */
             const int S = r.stored[k], N = r.need[k];
-            float *m = vt_calloc((size_t)N * S, sizeof(float));
-            for (int o = 0; o < N; o++) {
-                int i0, i1;
-                double w0, w1;
-                vt_interp_linear_row(S, N, o, &i0, &i1, &w0, &w1);
-                m[(int64_t)o * S + i0] += (float)w0;
-                m[(int64_t)o * S + i1] += (float)w1;
-            }
+            float *m = vt_interp_linear_matrix(S, N);
             char mn[160];
             snprintf(mn, sizeof mn, "%s.rel.interp_%s", nd->name, an[a]);
             const int64_t md[2] = {N, S};

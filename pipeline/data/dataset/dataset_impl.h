@@ -47,6 +47,18 @@ char *vt_ds_next_line(char **cursor);
  * still open at the end of the text (the caller refuses the file). NULL at the end. */
 char *vt_ds_next_record(char **cursor, int *lines, int *open_quote);
 
+/* A CSV text read record by record (vt_ds_next_record), empty records skipped: cur the
+ * text still to read (set it to the text), at the line the last record returned starts
+ * on (a quoted field may hold newlines), for messages. */
+typedef struct vt_ds_csv {
+    char *cur;
+    int lineno, at, unclosed;
+} vt_ds_csv;
+/* The next non-empty record of c; NULL at the end of the text, or NULL with c->unclosed
+ * set and err ("PATH:LINE: a quoted field is not closed ...") when a quoted field is
+ * still open at the end of the text (the reader refuses the file). */
+char *vt_ds_csv_next(vt_ds_csv *c, const char *path, char *err, size_t errlen);
+
 /* One CSV line split into fields (RFC 4180 quotes, "" inside quotes), each trimmed,
  * appended to out. Returns out->n. */
 int vt_ds_csv_fields(vt_ds_strv *out, const char *line);

@@ -192,18 +192,12 @@ static int read_csv(kin_ctx *k, const char *path, int csv, char *err, size_t err
         return -1;
     }
     /* A UTF-8 byte-order mark (spreadsheet exports) would glue itself to "label". */
-    char *cur = strncmp(text, "\xef\xbb\xbf", 3) ? text : text + 3, *line;
-    int lineno = 0, rc = -1, nl, open_quote, at = 0;
+    vt_ds_csv rd = {.cur = strncmp(text, "\xef\xbb\xbf", 3) ? text : text + 3};
+    int rc = -1;
     vt_ds_strv header = {0};
-    /* at: the line a record starts on (a quoted field may hold newlines), for messages. */
-    while ((line = vt_ds_next_record(&cur, &nl, &open_quote)) != NULL) {
-        at = lineno + 1;
-        lineno += nl;
-        if (open_quote)
-            goto unclosed;
-        if (*line)
-            break;
-    }
+    char *line = vt_ds_csv_next(&rd, path, err, errlen);
+    if (rd.unclosed)
+        goto end;
     if (line)
         vt_ds_csv_fields(&header, line);
     kin_cols c = {col_of(&header, "label"), col_of(&header, "youtube_id"),
@@ -214,26 +208,16 @@ static int read_csv(kin_ctx *k, const char *path, int csv, char *err, size_t err
                    "(Kinetics: label,youtube_id,time_start,time_end,split)", path);
         goto end;
     }
-    while ((line = vt_ds_next_record(&cur, &nl, &open_quote)) != NULL) {
-        at = lineno + 1;
-        lineno += nl;
-        if (open_quote)
-            goto unclosed;
-        if (!*line)
-            continue;
+    while ((line = vt_ds_csv_next(&rd, path, err, errlen)) != NULL) {
         vt_ds_strv cells = {0};
         if (vt_ds_csv_fields(&cells, line) != header.n)
-            vt_warn("%s:%d: %d columns, the header has %d; line skipped\n", path, at,
+            vt_warn("%s:%d: %d columns, the header has %d; line skipped\n", path, rd.at,
                     cells.n, header.n);
         else
-            read_row(k, &c, &cells, path, csv, at);
+            read_row(k, &c, &cells, path, csv, rd.at);
         vt_ds_strv_free(&cells);
     }
-    rc = 0;
-    goto end;
-unclosed:
-    vt_set_err(err, errlen, "%s:%d: a quoted field is not closed before the end of the file "
-               "(close it with '\"'; a quote inside one is written \"\")", path, at);
+    rc = rd.unclosed ? -1 : 0;
 end:
     vt_ds_strv_free(&header);
     free(text);

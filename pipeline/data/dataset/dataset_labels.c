@@ -153,17 +153,10 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
     if (!text) {
         goto end;
     }
-    char *cur = text, *line;
-    /* at: the line a record starts on (a quoted field may hold newlines), for messages. */
-    int lineno = 0, at = 0, nl, open_quote;
-    while ((line = vt_ds_next_record(&cur, &nl, &open_quote)) != NULL) {
-        at = lineno + 1;
-        lineno += nl;
-        if (open_quote)
-            goto unclosed;
-        if (*line)
-            break;
-    }
+    vt_ds_csv rd = {.cur = text};
+    char *line = vt_ds_csv_next(&rd, csv_path, err, errlen);
+    if (rd.unclosed)
+        goto end;
     if (!line || vt_ds_csv_fields(&header, line) < 2) {
         vt_set_err(err, errlen, "%s: expected a header row \"path,head1[,head2...]\"", csv_path);
         goto end;
@@ -188,13 +181,8 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
 
     /* Pass 1: structure. Rows naming an unscanned file that exists are added. */
     int cap = 0;
-    while ((line = vt_ds_next_record(&cur, &nl, &open_quote)) != NULL) {
-        at = lineno + 1;
-        lineno += nl;
-        if (open_quote)
-            goto unclosed;
-        if (!*line)
-            continue;
+    while ((line = vt_ds_csv_next(&rd, csv_path, err, errlen)) != NULL) {
+        const int at = rd.at;
         if (nrows == cap) {
             cap = cap ? 2 * cap : 64;
             rows = vt_realloc(rows, (size_t)cap * sizeof *rows);
@@ -228,6 +216,8 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
         }
         r->ok = 1;
     }
+    if (rd.unclosed)
+        goto end;
     /* Add files that exist but were not scanned (e.g. a flat folder of videos). Videos
      * added here go to the end, unsorted until the qsort below: the binary search must
      * see only the sorted scan, and `dup` covers the added ones. */
@@ -387,10 +377,6 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
         vt_ds_apply_val_split(ds, ds->val_split);
     }
     rc = 0;
-    goto end;
-unclosed:
-    vt_set_err(err, errlen, "%s:%d: a quoted field is not closed before the end of the file "
-               "(close it with '\"'; a quote inside one is written \"\")", csv_path, at);
 end:
     if (nbad)
         *nbad = bad;

@@ -88,15 +88,8 @@ char *vt_ds_read_text(const char *path, char *err, size_t errlen) {
     FILE *f = vt_fopen_regular(path, err, errlen); /* never waits on a FIFO */
     if (!f)
         return NULL;
-    size_t cap = 4096, n = 0, r;
-    char *buf = vt_malloc(cap);
-    while ((r = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += r;
-        if (n + 1 >= cap) {
-            cap *= 2;
-            buf = vt_realloc(buf, cap);
-        }
-    }
+    size_t n;
+    char *buf = vt_fread_all(f, &n);
     /* A directory opens for reading on Linux and reads as an error, not as empty. */
     int bad = ferror(f), e = errno;
     fclose(f);
@@ -105,7 +98,6 @@ char *vt_ds_read_text(const char *path, char *err, size_t errlen) {
         free(buf);
         return NULL;
     }
-    buf[n] = 0;
     const unsigned char *u = (const unsigned char *)buf;
     size_t line = 1, col = 1;
     for (size_t i = 0; i < n; col++) {
@@ -187,6 +179,25 @@ char *vt_ds_next_record(char **cursor, int *lines, int *open_quote) {
     while (*p && isspace((unsigned char)*p))
         p++;
     return p;
+}
+
+char *vt_ds_csv_next(vt_ds_csv *c, const char *path, char *err, size_t errlen) {
+    char *line;
+    int nl, open_quote;
+    while ((line = vt_ds_next_record(&c->cur, &nl, &open_quote)) != NULL) {
+        c->at = c->lineno + 1;
+        c->lineno += nl;
+        if (open_quote) {
+            c->unclosed = 1;
+            vt_set_err(err, errlen, "%s:%d: a quoted field is not closed before the end of "
+                       "the file (close it with '\"'; a quote inside one is written \"\")",
+                       path, c->at);
+            return NULL;
+        }
+        if (*line)
+            return line;
+    }
+    return NULL;
 }
 
 /* Split one CSV line into fields (RFC 4180 quotes, "" inside quotes), trimmed. */

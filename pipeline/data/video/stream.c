@@ -149,6 +149,12 @@ static int open_decoder(vt_stream *s, int threads, int allow_hw, char *err, size
                    p->width, p->height, VT_VIDEO_MAX_SIDE);
         return AVERROR_INVALIDDATA;
     }
+    if (p->width < VT_VIDEO_MIN_SIDE || p->height < VT_VIDEO_MIN_SIDE) {
+        vt_set_err(err, errlen, "frames of %dx%d pixels hold no picture to learn from (at "
+                   "least %d a side; a placeholder or a broken encode?)", p->width, p->height,
+                   VT_VIDEO_MIN_SIDE);
+        return AVERROR_INVALIDDATA;
+    }
     s->dec = avcodec_alloc_context3(codec);
     VT_CHECK(s->dec != NULL, "avcodec_alloc_context3 (out of memory)");
     if ((ret = avcodec_parameters_to_context(s->dec, p)) < 0) {

@@ -205,9 +205,13 @@ int vt_video_decode_all(vt_video *v, int short_side, vt_video_frame_fn fn, void 
 void vt_ffmpeg_log_init(void);
 
 /* Limits for vt_video_open: larger frames are refused as data errors, because one
- * 40000x40000 frame would need gigabytes and is almost always a corrupt header. */
+ * 40000x40000 frame would need gigabytes and is almost always a corrupt header; smaller
+ * ones too (vt_stream_open as well), because a 1x1 "video" (a placeholder, a bitmap
+ * clip) holds no picture: scaled up to the clip it would train and score as a flat
+ * colour, without a word. */
 #define VT_VIDEO_MAX_SIDE 16384
 #define VT_VIDEO_MAX_PIXELS (64ll * 1024 * 1024)
+#define VT_VIDEO_MIN_SIDE 8
 
 /* ---- Streams (stream.c) ----
  *

@@ -3,9 +3,12 @@
  * problem videos of ../shared/data/robustness (VT_ROBUSTNESS names another folder;
  * skipped without it): corrupt/decord_corrupted.mp4, an H.264 stream with a packet that
  * never decodes and frames the decoder conceals, and odd/moviepy_bitmap_1x1.mp4, a 1x1
- * "video". Each is put in a small synthetic class-folder dataset.
+ * "video"; and vfr/moviepy_no_duration.webm, near-black throughout. Each is put in a small
+ * synthetic class-folder dataset (the webm in val).
  *   1. scan: the 1x1 file is unreadable, with its path and the reason (it counted as
- *      readable, and training scaled it up to a flat clip without a word).
+ *      readable, and training scaled it up to a flat clip without a word); the leak check
+ *      names the webm as not checked (its frames are all flat: a signature has none, so a
+ *      copy of it in train was never found, and "none" was all it said).
  *   2. train: the damaged file is named once and the frames its clips never got are
  *      counted at the end; the 1x1 file is excluded with its path (train said nothing of
  *      either: the loader's counts were kept but never printed).
@@ -31,28 +34,33 @@ int main(void) {
     snprintf(rob, sizeof rob, "%s/../shared/data/robustness",
              vt_test_env("VT_SRC", VT_SOURCE_DIR));
     const char *r = vt_test_env("VT_ROBUSTNESS", rob);
-    char bad[4400], tiny[4400];
+    char bad[4400], tiny[4400], dark[4400];
     snprintf(bad, sizeof bad, "%s/corrupt/decord_corrupted.mp4", r);
     snprintf(tiny, sizeof tiny, "%s/odd/moviepy_bitmap_1x1.mp4", r);
+    snprintf(dark, sizeof dark, "%s/vfr/moviepy_no_duration.webm", r);
     struct stat sb;
-    if (stat(bad, &sb) != 0 || stat(tiny, &sb) != 0) {
+    if (stat(bad, &sb) != 0 || stat(tiny, &sb) != 0 || stat(dark, &sb) != 0) {
         printf("test_robust_cmds: no robustness videos at %s: skipped\n", r);
         return VT_TEST_SKIP;
     }
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", vt_test_dir("robust_cmds"));
-    TCHECK(vt_test_synth(bin, dir, "--classes 2 --train 3 --val 0 --test 0 --frames 24 "
+    TCHECK(vt_test_synth(bin, dir, "--classes 2 --train 3 --val 1 --test 0 --frames 24 "
                                    "--size 40x32 --no-h264 --threads 1") == 0, "synth");
     TCHECK(vt_test_sh("ln -s '%s' '%s/data/train/move_left/' && ln -s '%s' "
-                      "'%s/data/train/move_right/'", bad, dir, tiny, dir) == 0, "links");
+                      "'%s/data/train/move_right/' && ln -s '%s' '%s/data/val/move_left/'",
+                      bad, dir, tiny, dir, dark, dir) == 0, "links");
 
     /* 1. scan */
-    TCHECK(vt_test_sh("'%s' scan '%s/data' --no-leaks --threads 1 > '%s/scan.log' 2>&1", bin,
-                      dir, dir) == 0, "scan");
+    TCHECK(vt_test_sh("'%s' scan '%s/data' --threads 1 > '%s/scan.log' 2>&1", bin, dir, dir)
+               == 0, "scan");
     char log[4200];
     snprintf(log, sizeof log, "%s/scan.log", dir);
     TCHECK(has(log, "1 unreadable") && has(log, "moviepy_bitmap_1x1.mp4") &&
            has(log, "no picture"), "scan: the 1x1 file is unreadable, named, with the reason");
+    TCHECK(has(log, "1 video not checked (1 with only flat frames") &&
+           has(log, "val/move_left/moviepy_no_duration.webm"),
+           "scan: the leak check names the video it could not sign");
 
     /* 2. train: 16-frame clips of the 50 indexed frames, 8 a video: nearly every draw
      * (16 starts of 35) covers the lost frame 30, and the draws are fixed by the seed. */

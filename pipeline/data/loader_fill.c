@@ -223,13 +223,18 @@ int vt_loader_fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
          * used (design.md §3.6) and its filled frames counted in the stats; the video is
          * named once, so a count has a path. */
         if ((w->clip_filled > 0 || w->clip_errors > 0) &&
-            vt_dataset_mark_damaged(l->ds, s.video))
-            vt_warn("%s: a damaged stream: %lld frame(s) of a clip never decoded and hold the "
-                    "nearest decoded frame instead, %lld decode error(s) met reading it (frames "
-                    "near them may hold the decoder's concealment); said once a video, its "
-                    "clips are used and the filled frames counted\n",
-                    l->ds->videos[s.video].path, (long long)w->clip_filled,
-                    (long long)w->clip_errors);
+            vt_dataset_mark_damaged(l->ds, s.video)) {
+            char what[256] = "";
+            if (w->clip_filled)
+                snprintf(what, sizeof what, "%lld frame(s) of a clip never decoded and hold "
+                         "the nearest decoded frame instead", (long long)w->clip_filled);
+            if (w->clip_errors)
+                snprintf(what + strlen(what), sizeof what - strlen(what), "%s%lld decode "
+                         "error(s) met reading a clip (frames near them may hold the decoder's "
+                         "concealment)", what[0] ? "; " : "", (long long)w->clip_errors);
+            vt_warn("%s: a damaged stream: %s; said once a video, its clips are used and the "
+                    "filled frames counted\n", l->ds->videos[s.video].path, what);
+        }
         w->memo_video = s.video;
         w->memo_start = p.start;
         w->memo_ss = p.short_side;

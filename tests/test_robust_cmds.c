@@ -16,7 +16,9 @@
  *      summary counts it (its copy reads clean, so after prep nothing could tell); the
  *      copy holds every frame the ffmpeg command decodes from the source (ffprobe); the
  *      1x1 file is a bad video with the reason.
- *   4. predict and predict --timeline refuse the 1x1 file with its path (exit 1).
+ *   4. predict and predict --timeline refuse the 1x1 file with its path (exit 1); a GIF
+ *      read from a pipe (odd/moviepy_pigs_in_a_polka_314x273.gif), which FFmpeg cannot
+ *      demux without seeking, fails with a hint to give the file instead.
  */
 #include <sys/stat.h>
 
@@ -34,12 +36,14 @@ int main(void) {
     snprintf(rob, sizeof rob, "%s/../shared/data/robustness",
              vt_test_env("VT_SRC", VT_SOURCE_DIR));
     const char *r = vt_test_env("VT_ROBUSTNESS", rob);
-    char bad[4400], tiny[4400], dark[4400];
+    char bad[4400], tiny[4400], dark[4400], gif[4400];
     snprintf(bad, sizeof bad, "%s/corrupt/decord_corrupted.mp4", r);
     snprintf(tiny, sizeof tiny, "%s/odd/moviepy_bitmap_1x1.mp4", r);
     snprintf(dark, sizeof dark, "%s/vfr/moviepy_no_duration.webm", r);
+    snprintf(gif, sizeof gif, "%s/odd/moviepy_pigs_in_a_polka_314x273.gif", r);
     struct stat sb;
-    if (stat(bad, &sb) != 0 || stat(tiny, &sb) != 0 || stat(dark, &sb) != 0) {
+    if (stat(bad, &sb) != 0 || stat(tiny, &sb) != 0 || stat(dark, &sb) != 0 ||
+        stat(gif, &sb) != 0) {
         printf("test_robust_cmds: no robustness videos at %s: skipped\n", r);
         return VT_TEST_SKIP;
     }
@@ -101,5 +105,12 @@ int main(void) {
     snprintf(log, sizeof log, "%s/tl.log", dir);
     TCHECK(has(log, "moviepy_bitmap_1x1.mp4") && has(log, "no picture"),
            "predict --timeline: the 1x1 file named with the reason");
+    /* A GIF read from a pipe: FFmpeg's GIF demuxer seeks (the ffmpeg command fails too) */
+    TCHECK(vt_test_sh("'%s' predict '%s/run' - --timeline < '%s' > '%s/gif.log' 2>&1", bin,
+                      dir, gif, dir) == 1, "predict --timeline on a GIF from a pipe: exit 1");
+    snprintf(log, sizeof log, "%s/gif.log", dir);
+    TCHECK(has(log, "read from a pipe, which cannot seek"),
+           "predict --timeline: a GIF from a pipe gets the hint (FFmpeg's reason alone was "
+           "'Input/output error')");
     return vt_test_done("test_robust_cmds");
 }

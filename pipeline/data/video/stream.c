@@ -73,6 +73,19 @@ static void av_err(char *err, size_t errlen, const char *what, int ret) {
     vt_set_err(err, errlen, "%s: %s", what, buf);
 }
 
+/* A pipe that fails before its first frame: most often a container that must seek (FFmpeg
+ * reads a GIF's frames and an MP4's index, written at its end unless made "fast start",
+ * by seeking), which a pipe cannot; the ffmpeg command fails the same way. Appended to
+ * err, which says FFmpeg's reason. */
+static void pipe_hint(const char *url, int64_t nframes, char *err, size_t errlen) {
+    size_t at = strlen(err);
+    if (vt_stream_source_kind(url) != VT_SOURCE_PIPE || nframes > 0 || at + 1 >= errlen)
+        return;
+    snprintf(err + at, errlen - at, " (read from a pipe, which cannot seek: a GIF, or an MP4 "
+             "whose index is at its end, needs its file path instead, or a remux with "
+             "ffmpeg -i IN -c copy -movflags +faststart OUT.mp4)");
+}
+
 vt_source_kind vt_stream_source_kind(const char *url) {
     if (!strcmp(url, "-") || !strncmp(url, "pipe:", 5))
         return VT_SOURCE_PIPE;
@@ -291,6 +304,7 @@ static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o
                        ret == AVERROR(ENOENT) ? "no such device" : "permission denied");
         else
             av_err(err, errlen, "cannot open", ret);
+        pipe_hint(url, 0, err, errlen);
         vt_stream_close(&s);
         return ret;
     }
@@ -462,6 +476,7 @@ static int feed(vt_stream *s, char *err, size_t errlen) {
         }
         if (ret < 0) {
             av_err(err, errlen, "read failed", ret);
+            pipe_hint(s->url, s->nframes, err, errlen);
             return ret;
         }
         if (s->pkt->stream_index != s->sidx) {

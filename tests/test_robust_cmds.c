@@ -16,13 +16,17 @@
  *      summary counts it (its copy reads clean, so after prep nothing could tell); the
  *      copy holds every frame the ffmpeg command decodes from the source (ffprobe); the
  *      1x1 file is a bad video with the reason.
- *   4. predict and predict --timeline refuse the 1x1 file with its path (exit 1); a GIF
+ *   4. predict and predict --timeline refuse the 1x1 file with its path (exit 1); the
+ *      damaged file's timeline marks the windows holding the frame ffprobe lists as a
+ *      packet without a decoded frame, and only them (the errors were on the end line
+ *      alone: which windows rest on the damage was not said); a GIF
  *      read from a pipe (odd/moviepy_pigs_in_a_polka_314x273.gif), which FFmpeg cannot
  *      demux without seeking, fails with a hint to give the file instead.
  */
 #include <sys/stat.h>
 
 #include "tests/apputil.h"
+#include "tests/jsonlines.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
@@ -105,6 +109,39 @@ int main(void) {
     snprintf(log, sizeof log, "%s/tl.log", dir);
     TCHECK(has(log, "moviepy_bitmap_1x1.mp4") && has(log, "no picture"),
            "predict --timeline: the 1x1 file named with the reason");
+    /* The damaged file's timeline: the windows that hold the lost frame's time, and only
+     * they, say so. The truth: the packet time ffprobe lists with no decoded frame. */
+    TCHECK(vt_test_sh("cd '%s' && export LC_ALL=C && ffprobe -v error -select_streams v:0 "
+                      "-show_entries packet=pts_time -of csv=p=0 '%s' | cut -d, -f1 | grep . | "
+                      "sort > pkts.txt && ffprobe -v error -select_streams v:0 -show_entries "
+                      "frame=pts_time -of csv=p=0 '%s' 2>/dev/null | cut -d, -f1 | grep . | "
+                      "sort > frames.txt && comm -23 pkts.txt frames.txt > lost.txt", dir, bad,
+                      bad) == 0, "ffprobe");
+    char lostp[4200];
+    snprintf(lostp, sizeof lostp, "%s/lost.txt", dir);
+    char *lost = vt_test_slurp(lostp, NULL);
+    double lt = lost ? atof(lost) : -1;
+    TCHECK(lost && lt > 0 && !strchr(lost, ',') && strchr(lost, '\n') == strrchr(lost, '\n'),
+           "one lost frame, at %s", lost ? lost : "(none)");
+    free(lost);
+    TCHECK(vt_test_sh("'%s' predict '%s/run' '%s' --timeline --json > '%s/tlbad.jsonl' "
+                      "2> '%s/tlbad.log'", bin, dir, bad, dir, dir) == 0,
+           "timeline of the damaged file");
+    snprintf(log, sizeof log, "%s/tlbad.jsonl", dir);
+    int nw = 0, hit = 0;
+    cJSON **wl = vt_read_lines(log, &nw);
+    for (int i = 0; i < nw; i++) {
+        double st = cJSON_GetObjectItem(wl[i], "start")->valuedouble;
+        double en = cJSON_GetObjectItem(wl[i], "end")->valuedouble;
+        const cJSON *de = cJSON_GetObjectItem(wl[i], "decode_errors");
+        int holds = st <= lt && lt < en;
+        hit += holds;
+        TCHECK(cJSON_IsNumber(de) && (de->valuedouble > 0) == holds,
+               "window %.2f-%.2f s: decode_errors %g, the lost frame at %.3f s %s", st, en,
+               cJSON_IsNumber(de) ? de->valuedouble : -1, lt, holds ? "in it" : "not in it");
+    }
+    vt_free_lines(wl, nw);
+    TCHECK(nw >= 4 && hit == 2, "%d windows, %d of them hold the lost frame", nw, hit);
     /* A GIF read from a pipe: FFmpeg's GIF demuxer seeks (the ffmpeg command fails too) */
     TCHECK(vt_test_sh("'%s' predict '%s/run' - --timeline < '%s' > '%s/gif.log' 2>&1", bin,
                       dir, gif, dir) == 1, "predict --timeline on a GIF from a pipe: exit 1");

@@ -40,6 +40,8 @@ struct vt_stream {
     int64_t first_ts;        /* the first frame's timestamp (AV_NOPTS_VALUE before it) */
     int64_t nframes;         /* frames handed out */
     int64_t decode_errors;
+    double error_t;          /* the time (as vt_stream_next's) of the last packet the decoder
+                              * rejected; NAN when none, or when it cannot be placed */
     int demux_done, flushed; /* no more packets; the decoder was flushed */
     vt_stream_opts o;
     int strict;              /* network or device: a read error is an error, not the end */
@@ -267,6 +269,7 @@ static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o
     vt_stream *s = vt_calloc(1, sizeof *s);
     s->url = vt_strdup(url);
     s->first_ts = AV_NOPTS_VALUE;
+    s->error_t = NAN;
     s->o = *o;
     vt_source_kind kind = vt_stream_source_kind(url);
     s->strict = kind == VT_SOURCE_NETWORK || kind == VT_SOURCE_DEVICE;
@@ -441,6 +444,7 @@ void vt_stream_close(vt_stream **ps) {
 
 const vt_video_info *vt_stream_info(const vt_stream *s) { return &s->info; }
 int64_t vt_stream_decode_errors(const vt_stream *s) { return s->decode_errors; }
+double vt_stream_error_time(const vt_stream *s) { return s->error_t; }
 
 /* Feeds the decoder the next packet of the stream (NULL once the input ends). 0, or a
  * negative code for a read error that is not the end. */
@@ -484,10 +488,15 @@ static int feed(vt_stream *s, char *err, size_t errlen) {
             continue;
         }
         note_arrival(s, s->pkt->pts, vt_now());
+        int64_t pts = s->pkt->pts;
         ret = avcodec_send_packet(s->dec, s->pkt);
         av_packet_unref(s->pkt);
-        if (ret < 0 && ret != AVERROR(EAGAIN))
+        if (ret < 0 && ret != AVERROR(EAGAIN)) {
             s->decode_errors++; /* a bad packet: the next keyframe recovers */
+            s->error_t = pts != AV_NOPTS_VALUE && s->first_ts != AV_NOPTS_VALUE
+                             ? (double)(pts - s->first_ts) * av_q2d(s->tb)
+                             : NAN;
+        }
         return 0;
     }
 }

@@ -291,5 +291,9 @@ int vt_stream_next(vt_stream *s, int short_side, const uint8_t **rgb, int *w, in
                    double *dur, char *err, size_t errlen);
 /* Packets the decoder rejected so far. */
 int64_t vt_stream_decode_errors(const vt_stream *s);
+/* The time of the last packet it rejected, on vt_stream_next's clock (a lost frame's time,
+ * as its packet says); NAN when none, or when it came before the first frame or had no
+ * timestamp. */
+double vt_stream_error_time(const vt_stream *s);
 
 #endif

@@ -19,9 +19,11 @@
  *   4. predict and predict --timeline refuse the 1x1 file with its path (exit 1); the
  *      damaged file's timeline marks the windows holding the frame ffprobe lists as a
  *      packet without a decoded frame, and only them (the errors were on the end line
- *      alone: which windows rest on the damage was not said); a GIF
- *      read from a pipe (odd/moviepy_pigs_in_a_polka_314x273.gif), which FFmpeg cannot
- *      demux without seeking, fails with a hint to give the file instead.
+ *      alone: which windows rest on the damage was not said); an MP4 whose index is at
+ *      its end (odd/mmaction2_demo_spatiotemporal_det_6fps.mp4) and a GIF
+ *      (odd/moviepy_pigs_in_a_polka_314x273.gif) read from a pipe, which FFmpeg cannot
+ *      demux without seeking, fail with a hint to give the file instead (and the MP4's
+ *      empty timeline ends with its line: under UBSan it stopped at a memmove from NULL).
  */
 #include <sys/stat.h>
 
@@ -40,14 +42,15 @@ int main(void) {
     snprintf(rob, sizeof rob, "%s/../shared/data/robustness",
              vt_test_env("VT_SRC", VT_SOURCE_DIR));
     const char *r = vt_test_env("VT_ROBUSTNESS", rob);
-    char bad[4400], tiny[4400], dark[4400], gif[4400];
+    char bad[4400], tiny[4400], dark[4400], gif[4400], tail[4400];
     snprintf(bad, sizeof bad, "%s/corrupt/decord_corrupted.mp4", r);
     snprintf(tiny, sizeof tiny, "%s/odd/moviepy_bitmap_1x1.mp4", r);
     snprintf(dark, sizeof dark, "%s/vfr/moviepy_no_duration.webm", r);
     snprintf(gif, sizeof gif, "%s/odd/moviepy_pigs_in_a_polka_314x273.gif", r);
+    snprintf(tail, sizeof tail, "%s/odd/mmaction2_demo_spatiotemporal_det_6fps.mp4", r);
     struct stat sb;
     if (stat(bad, &sb) != 0 || stat(tiny, &sb) != 0 || stat(dark, &sb) != 0 ||
-        stat(gif, &sb) != 0) {
+        stat(gif, &sb) != 0 || stat(tail, &sb) != 0) {
         printf("test_robust_cmds: no robustness videos at %s: skipped\n", r);
         return VT_TEST_SKIP;
     }
@@ -142,6 +145,15 @@ int main(void) {
     }
     vt_free_lines(wl, nw);
     TCHECK(nw >= 4 && hit == 2, "%d windows, %d of them hold the lost frame", nw, hit);
+    /* An MP4 whose index is at its end, from a pipe: no frame ever comes, the timeline
+     * ends empty (under UBSan that run stopped at a memmove from NULL: no end line) */
+    TCHECK(vt_test_sh("'%s' predict '%s/run' - --timeline < '%s' > '%s/tail.log' 2>&1", bin,
+                      dir, tail, dir) == 1, "predict --timeline on an end-indexed MP4 from a "
+                                            "pipe: exit 1");
+    snprintf(log, sizeof log, "%s/tail.log", dir);
+    TCHECK(has(log, "read from a pipe, which cannot seek") && has(log, "timeline -: 0 frames") &&
+           !has(log, "runtime error"), "predict --timeline: the end-indexed MP4 from a pipe "
+                                       "gets the hint and an end line");
     /* A GIF read from a pipe: FFmpeg's GIF demuxer seeks (the ffmpeg command fails too) */
     TCHECK(vt_test_sh("'%s' predict '%s/run' - --timeline < '%s' > '%s/gif.log' 2>&1", bin,
                       dir, gif, dir) == 1, "predict --timeline on a GIF from a pipe: exit 1");

@@ -168,6 +168,8 @@ static void run_batch(vt_timeline *tl) {
         tl->st.windows++;
         pending_free(p);
     }
+    if (out == 0) /* nothing emitted; q is NULL before a first window (memmove's UB) */
+        return;
     memmove(tl->q, tl->q + out, sizeof *tl->q * (size_t)(tl->qn - out));
     tl->qn -= out;
 }

@@ -96,6 +96,14 @@ static int find(pool *pl, int threads, int progress, vt_leaks *out) {
     out->ncached = nhit;
     out->nfailed = nfail;
     out->nsparse = nsparse;
+    for (int i = 0; i < n; i++) { /* in index order: the same names whatever the threads */
+        if (pl->role[i] == VT_SPLIT_NONE || file_of(pl, i) != i || (ok[i] && sig[i].n > 0))
+            continue;
+        out->nblank += ok[i];
+        if (out->nunchecked < (int)(sizeof out->unchecked / sizeof *out->unchecked))
+            out->unchecked[out->nunchecked] = i;
+        out->nunchecked++;
+    }
 
     /* train x (val, test), one other video per iteration: its pairs in its own list */
     int32_t *tr = vt_malloc((size_t)(n ? n : 1) * sizeof *tr);
@@ -234,6 +242,7 @@ cJSON *vt_leaks_json(const vt_dataset *ds, const vt_leaks *l) {
     cJSON_AddNumberToObject(sg, "cached", l->ncached);
     cJSON_AddNumberToObject(sg, "unreadable", l->nfailed);
     cJSON_AddNumberToObject(sg, "keyframes_only", l->nsparse);
+    cJSON_AddNumberToObject(sg, "flat_only", l->nblank);
     cJSON_AddNumberToObject(sg, "seconds", l->seconds);
     return o;
 }
@@ -250,13 +259,27 @@ const char *vt_leaks_line(const vt_leaks *l, char *buf, size_t n) {
     return buf;
 }
 
-/* A note when some signatures are a long-GOP file's keyframes alone (signature.h). */
-static void sparse_note(FILE *f, const vt_leaks *l) {
+/* Notes on what the check could not see: signatures that are a long-GOP file's keyframes
+ * alone (signature.h), and videos it could not compare at all (only flat frames, or no
+ * signature), named: a copy of one of them is missed, which must not pass for "none". */
+static void notes(FILE *f, const vt_dataset *ds, const vt_leaks *l) {
     if (l->nsparse)
         fprintf(f, "  note: %d signature%s of long-GOP files too large to decode whole %s "
                 "keyframes alone:\n        a trim or a short clip of such a file is found only "
                 "where it meets one (docs/splits.md)\n", l->nsparse, l->nsparse == 1 ? "" : "s",
                 l->nsparse == 1 ? "is" : "are");
+    if (!l->nunchecked)
+        return;
+    fprintf(f, "  note: %d video%s not checked (%d with only flat frames: black, white or one "
+            "colour; %d without a signature): a copy of %s is not found:\n        ",
+            l->nunchecked, l->nunchecked == 1 ? "" : "s", l->nblank, l->nunchecked - l->nblank,
+            l->nunchecked == 1 ? "it" : "them");
+    int shown = VT_MIN(l->nunchecked, (int)(sizeof l->unchecked / sizeof *l->unchecked));
+    for (int k = 0; k < shown; k++) {
+        char nb[4400];
+        fprintf(f, "%s%s", k ? ", " : "", pair_name(ds, l, l->unchecked[k], nb, sizeof nb));
+    }
+    fprintf(f, "%s\n", shown < l->nunchecked ? ", ..." : "");
 }
 
 void vt_leaks_print(FILE *f, const vt_dataset *ds, const vt_leaks *l, int max_pairs) {
@@ -264,7 +287,7 @@ void vt_leaks_print(FILE *f, const vt_dataset *ds, const vt_leaks *l, int max_pa
     if (!vt_leaks_line(l, line, sizeof line)[0]) {
         fprintf(f, "leaks: none (%d signatures, %d from the cache, %.1f s)\n", l->nsig, l->ncached,
                 l->seconds);
-        sparse_note(f, l);
+        notes(f, ds, l);
         return;
     }
     fprintf(f, "leaks: %s (%d pairs; %d signatures, %d from the cache, %.1f s)\n", line,
@@ -278,7 +301,7 @@ void vt_leaks_print(FILE *f, const vt_dataset *ds, const vt_leaks *l, int max_pa
     }
     if (shown < l->npairs)
         fprintf(f, "  ... and %d more pairs (--json lists all)\n", l->npairs - shown);
-    sparse_note(f, l);
+    notes(f, ds, l);
 }
 
 int vt_leaks_train_check(vt_dataset *ds, vt_dataset *vds, const char *run_dir, int strict,
@@ -324,7 +347,7 @@ int vt_leaks_train_check(vt_dataset *ds, vt_dataset *vds, const char *run_dir, i
             fprintf(stderr, "  ... and %d more pairs\n", lk.npairs - 5);
         rc = strict;
     }
-    sparse_note(line[0] ? stderr : out, &lk);
+    notes(line[0] ? stderr : out, ds, &lk);
     vt_leaks_free(&lk);
     return rc;
 }

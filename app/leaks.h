@@ -40,6 +40,11 @@ typedef struct vt_leaks {
     int total[VT_NSPLITS];       /* videos of each split compared */
     int nsig, ncached, nfailed;  /* signatures made, read from the cache, unreadable */
     int nsparse;                 /* of them, a long-GOP file's keyframes alone (signature.h) */
+    int nblank;                  /* of them, with only flat frames (black, white, one colour):
+                                    they match nothing, so a copy of one is never found */
+    int unchecked[3];            /* the first videos (pool indices, as pairs') that are blank
+                                    or failed: named in the note */
+    int nunchecked;              /* blank + failed */
     double seconds;              /* signatures and comparison */
     const vt_dataset *ods;       /* the other folder (borrowed), or NULL */
     int n0;                      /* its videos' indices start here (ds->nvideos) */

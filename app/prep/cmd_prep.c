@@ -97,7 +97,10 @@ static void usage(FILE *f) {
         "  and .tsv files are rewritten to name the new files.\n"
         "  DST/" MANIFEST ": path,source,duration_s,frames,bytes,sha256,status — one row\n"
         "  per video, status \"ok\" or \"bad: FFmpeg's reason\" (unreadable, truncated, no\n"
-        "  video stream, 0 decodable frames). Bad videos are skipped and counted.\n"
+        "  video stream, 0 decodable frames, frames under 8 pixels a side). Bad videos\n"
+        "  are skipped and counted. A damaged source (decode errors, frames that never\n"
+        "  decode) is copied as it decoded, named on its line and counted at the end:\n"
+        "  its copy reads clean.\n"
         "  Resume: run the same command again. A video whose output exists and whose row\n"
         "  says ok is skipped; an interrupted one is redone (outputs are written under a\n"
         "  hidden temporary name and renamed when whole). DST/" OPTIONS " records the\n"
@@ -671,6 +674,9 @@ static int prep_report(const prep_args *a, prep_state *s, int wfail) {
            "manifest %s/" MANIFEST "\n", r->src_seconds, dt, dt > 0 ? r->src_seconds / dt : 0.0,
            dt > 0 ? r->src_seconds / dt / s->nth : 0.0, vt_fmt_bytes(b1, sizeof b1, in_bytes),
            vt_fmt_bytes(b2, sizeof b2, out_bytes), a->dst);
+    if (r->damaged)
+        printf("prep: %d damaged source(s) copied as they decoded (named above): their copies "
+               "read clean, so later commands cannot tell\n", r->damaged);
     if (r->bad) {
         printf("prep: bad videos (not in DST):\n");
         for (int i = 0; i < r->rows.n; i++)

@@ -101,6 +101,7 @@ typedef struct run {
     char dst_err[1280];   /* its reason, naming the file */
     row_list rows;        /* this run's rows */
     int done, ok, bad;
+    int damaged;          /* written, from a source that decoded with errors or lost frames */
     int64_t bytes_done, bytes_total;
     double src_seconds, t0, last_draw;
     int tty;

@@ -49,14 +49,31 @@ static void progress_text(run *r, char *buf, size_t n) {
              r->njobs, r->bad, dt > 0 ? r->src_seconds / dt : 0.0, e);
 }
 
+/* A source that decoded with errors is copied as it decoded (the decoder's concealment,
+ * a gap where frames never came): its copy reads clean, so this is the last place the
+ * damage can be said. Into buf: empty, or the sentence. */
+static void damage_text(const vt_prep_result *res, char *buf, size_t n) {
+    buf[0] = 0;
+    if (res->decode_errors || res->frames_missing)
+        snprintf(buf, n, "damaged source (%lld decode error(s), %lld of %lld frames never "
+                 "decoded): copied as it decoded; check it with ffmpeg -v error -i SRC -f null -",
+                 (long long)res->decode_errors, (long long)res->frames_missing,
+                 (long long)res->src_frames);
+}
+
 /* Called under the lock when a file finishes. */
 static void report(run *r, const entry *e, const vt_prep_result *res, int64_t bytes,
                    const char *why, double secs) {
-    char line[512];
+    char line[512], dmg[256] = "";
     progress_text(r, line, sizeof line);
+    if (!why)
+        damage_text(res, dmg, sizeof dmg);
+    r->damaged += dmg[0] != 0;
     if (r->tty) {
         if (why)
             fprintf(stderr, "\r\033[Kvidtrain prep: bad video %s/%s: %s\n", r->src, e->rel, why);
+        if (dmg[0])
+            fprintf(stderr, "\r\033[Kvidtrain prep: %s/%s: %s\n", r->src, e->rel, dmg);
         double now = vt_now();
         if (now - r->last_draw >= 0.1 || r->done == r->njobs) {
             fprintf(stderr, "\r\033[K%s", line);
@@ -66,11 +83,11 @@ static void report(run *r, const entry *e, const vt_prep_result *res, int64_t by
         fprintf(stderr, "%s | bad video %s/%s: %s\n", line, r->src, e->rel, why);
     } else {
         char b[32];
-        fprintf(stderr, "%s | %s: %.1f s, %lld frames, %dx%d%s, %s, %.1f s/s\n", line, e->out,
-                res->src_duration, (long long)res->frames_written, res->out_width,
+        fprintf(stderr, "%s | %s: %.1f s, %lld frames, %dx%d%s, %s, %.1f s/s%s%s\n", line,
+                e->out, res->src_duration, (long long)res->frames_written, res->out_width,
                 res->out_height, res->size_kept ? " (source size, not upscaled)" : "",
-                vt_fmt_bytes(b, sizeof b, bytes),
-                secs > 0 ? res->src_duration / secs : 0.0);
+                vt_fmt_bytes(b, sizeof b, bytes), secs > 0 ? res->src_duration / secs : 0.0,
+                dmg[0] ? "; " : "", dmg);
     }
     fflush(stderr);
 }

@@ -23,6 +23,7 @@
 typedef struct held { /* a frame of the ring */
     uint8_t *rgb;     /* (h, w, 3) */
     double t, arrived;
+    int64_t errors;   /* decode errors noted since the frame held before it */
 } held;
 
 typedef struct pending { /* a window whose clips are (partly) in the batch */
@@ -52,6 +53,9 @@ struct vt_timeline {
     int qn, qcap;
     int32_t *row_win;       /* (batch) the q entry each batch row belongs to */
     vt_timeline_stats st;
+    int64_t errors;         /* noted without a time, not yet on a held frame */
+    struct { double t; int64_t n; } *marks; /* errors noted at a time, in the open windows */
+    int nmarks, capmarks;
 };
 
 static double win_start(const vt_timeline *tl, int64_t k) { return (double)k * tl->cfg.hop; }
@@ -120,6 +124,7 @@ void vt_timeline_free(vt_timeline **ptl) {
     for (int k = 0; k < VT_MAX_HEADS; k++)
         free(tl->probs[k]);
     free(tl->ring);
+    free(tl->marks);
     free(tl->spare);
     free(tl->clip);
     free(tl->q);
@@ -163,6 +168,8 @@ static void run_batch(vt_timeline *tl) {
         tl->st.windows++;
         pending_free(p);
     }
+    if (out == 0) /* nothing emitted; q is NULL before a first window (memmove's UB) */
+        return;
     memmove(tl->q, tl->q + out, sizeof *tl->q * (size_t)(tl->qn - out));
     tl->qn -= out;
 }
@@ -184,6 +191,11 @@ static void add_window(vt_timeline *tl, int64_t k, int64_t i0, int64_t n, int pa
     p->w.nframes = n;
     p->w.partial = partial;
     p->w.arrived = tl->ring[(tl->head + i0 + n - 1) % tl->cap].arrived;
+    for (int64_t i = i0; i < i0 + n; i++)
+        p->w.decode_errors += tl->ring[(tl->head + i) % tl->cap].errors;
+    for (int i = 0; i < tl->nmarks; i++)
+        if (tl->marks[i].t >= p->w.start - TL_EPS && (partial || tl->marks[i].t < end - TL_EPS))
+            p->w.decode_errors += tl->marks[i].n;
     p->clips = c->K * c->crops;
     for (int h = 0; h < c->nheads; h++)
         p->sum[h] = vt_calloc((size_t)c->classes[h], sizeof(double));
@@ -248,6 +260,11 @@ static void drop_old(vt_timeline *tl) {
         tl->head = (tl->head + 1) % tl->cap;
         tl->n--;
     }
+    int k = 0;
+    for (int i = 0; i < tl->nmarks; i++)
+        if (tl->marks[i].t >= from)
+            tl->marks[k++] = tl->marks[i];
+    tl->nmarks = k;
 }
 
 static void hold(vt_timeline *tl, const uint8_t *rgb, double t, double arrived) {
@@ -266,8 +283,25 @@ static void hold(vt_timeline *tl, const uint8_t *rgb, double t, double arrived) 
     f->rgb = tl->nspare ? tl->spare[--tl->nspare] : vt_malloc(tl->frame_bytes);
     f->t = t;
     f->arrived = arrived;
+    f->errors = tl->errors;
+    tl->errors = 0;
     memcpy(f->rgb, rgb, tl->frame_bytes);
     tl->st.peak_frames = VT_MAX(tl->st.peak_frames, tl->n);
+}
+
+void vt_timeline_note_errors(vt_timeline *tl, int64_t n, double t) {
+    if (n <= 0)
+        return;
+    if (!isfinite(t)) { /* no time: on the next frame held */
+        tl->errors += n;
+        return;
+    }
+    if (tl->nmarks == tl->capmarks) {
+        tl->capmarks = tl->capmarks ? 2 * tl->capmarks : 8;
+        tl->marks = vt_realloc(tl->marks, sizeof *tl->marks * (size_t)tl->capmarks);
+    }
+    tl->marks[tl->nmarks].t = t;
+    tl->marks[tl->nmarks++].n = n;
 }
 
 void vt_timeline_push(vt_timeline *tl, const uint8_t *rgb, double t, double dur) {

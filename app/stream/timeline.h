@@ -48,6 +48,8 @@ typedef struct vt_timeline_window {
     int64_t nframes;
     int partial;
     double arrived;         /* when its last frame arrived (vt_timeline_push_at; 0: unknown) */
+    int64_t decode_errors;  /* noted before its frames (vt_timeline_note_errors): a damaged
+                             * stream, whose frames there may be missing or concealed */
     const double *probs[VT_MAX_HEADS];
 } vt_timeline_window;
 
@@ -70,6 +72,12 @@ void vt_timeline_push(vt_timeline *tl, const uint8_t *rgb, double t, double dur)
  * window's last frame). */
 void vt_timeline_push_at(vt_timeline *tl, const uint8_t *rgb, double t, double dur,
                          double arrived);
+/* n decode errors the stream met since the frame pushed last: at time t (seconds, the
+ * frames' clock: a rejected packet's timestamp, where the frame it held is missing), so
+ * the windows whose [start, end) hold t say so; t NAN (no timestamp, an error from the
+ * decoder's output side): on the next frame held instead, which the decoder's reordering
+ * delay may put a few frames from the damage. */
+void vt_timeline_note_errors(vt_timeline *tl, int64_t n, double t);
 /* Gives up the windows that start before t and are not complete yet, and their frames:
  * the next window is the first that starts at or after t (a live source too far behind
  * real time goes on from frame t). Returns how many windows it gave up. */

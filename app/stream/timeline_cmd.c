@@ -129,6 +129,7 @@ static void emit_window(void *ctx, const vt_timeline_window *w) {
         cJSON_AddNumberToObject(e, "end", w->end);
         cJSON_AddNumberToObject(e, "frames", (double)w->nframes);
         cJSON_AddBoolToObject(e, "partial", w->partial);
+        cJSON_AddNumberToObject(e, "decode_errors", (double)w->decode_errors);
         if (o->stats && lat >= 0)
             cJSON_AddNumberToObject(e, "latency", round(lat * 1e6) / 1e6);
         hs = cJSON_AddArrayToObject(e, "heads");
@@ -182,6 +183,8 @@ static void emit_window(void *ctx, const vt_timeline_window *w) {
         cJSON_free(s);
         cJSON_Delete(e);
     } else {
+        if (w->decode_errors) /* its answer may rest on missing or concealed frames */
+            printf("  (damaged: %lld decode error(s))", (long long)w->decode_errors);
         printf("\n");
     }
     fflush(stdout); /* a window is out as soon as it is known */
@@ -272,6 +275,7 @@ static int timeline_one(tl_out *o, const vt_timeline_cfg *base, const vt_timelin
     double t0 = vt_now();
     double maxb = a->max_behind >= 0 ? a->max_behind : vt_tl_source_realtime(src) ? 10 : 0;
     int got, behind = 0;
+    int64_t errors = 0; /* the source's decode errors when the last frame was pushed */
     o->behind = 0;
     o->skipped = 0;
     for (;;) {
@@ -282,6 +286,9 @@ static int timeline_one(tl_out *o, const vt_timeline_cfg *base, const vt_timelin
                                 errlen);
         if (got <= 0)
             break;
+        int64_t e = vt_tl_source_decode_errors(src);
+        vt_timeline_note_errors(tl, e - errors, vt_tl_source_error_time(src));
+        errors = e;
         if (keep_up(o, tl, vt_tl_source_behind(src), maxb, t, &behind))
             vt_timeline_push_at(tl, rgb, t, dur, at);
     }

@@ -9,6 +9,7 @@
  */
 #include "app/stream/timeline_source.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -142,6 +143,9 @@ int vt_tl_source_realtime(const vt_tl_source *s) {
 }
 int64_t vt_tl_source_decode_errors(const vt_tl_source *s) {
     return s->decode_errors + (s->st ? vt_stream_decode_errors(s->st) : 0);
+}
+double vt_tl_source_error_time(const vt_tl_source *s) {
+    return s->st ? vt_stream_error_time(s->st) + s->offset : NAN;
 }
 
 /* The first frame of a new connection starts where the last one ended, plus the wall

@@ -49,6 +49,9 @@ int vt_tl_source_next(vt_tl_source *s, int short_side, const uint8_t **rgb, int 
 
 /* Packets the decoders rejected, and the reconnects that worked. */
 int64_t vt_tl_source_decode_errors(const vt_tl_source *s);
+/* The time of the last packet the decoder rejected, on the frames' clock (vt_stream_error_time
+ * of this connection, moved as its frames are); NAN when none or not placeable. */
+double vt_tl_source_error_time(const vt_tl_source *s);
 int vt_tl_source_reconnects(const vt_tl_source *s);
 /* The connections decoded on the GPU (NVDEC), of *of opened: a reconnect opens the
  * decoder again, and may land on the CPU when the GPU fails it. */

@@ -278,6 +278,12 @@ static int validate(vt_train *t, int64_t epoch, cJSON *line, char *extra, size_t
     snprintf(extra, extra_n, "val: video top-1 %.1f%%, clip top-1 %.1f%%, loss %.4f (%lld videos)",
              100 * r[0].video_top1, 100 * r[0].clip_top1,
              r[0].clips ? r[0].loss_sum / (double)r[0].clips : 0, (long long)r[0].videos);
+    if (cnt.filled_frames) /* a damaged stream's clips, scored all the same: said */
+        snprintf(extra + strlen(extra), extra_n - strlen(extra), ", %lld frames filled in "
+                 "(never decoded)", (long long)cnt.filled_frames);
+    if (cnt.bad_clips) /* left out of the figures */
+        snprintf(extra + strlen(extra), extra_n - strlen(extra), ", %lld of %lld clips failed "
+                 "to decode", (long long)cnt.bad_clips, (long long)cnt.expected);
     if (r[0].nonfinite) /* counted wrong (evalproto.c) */
         snprintf(extra + strlen(extra), extra_n - strlen(extra), ", %lld clips with non-finite "
                  "scores", (long long)r[0].nonfinite);
@@ -433,6 +439,11 @@ int vt_train_finish(vt_train *t) {
     }
     if (!t->stopped)
         vt_train_length_finish(t);
+    if (ls.filled_frames || ls.bad_clips)
+        /* Damaged streams: the videos were named as found (loader_fill.c); the totals. */
+        fprintf(t->out, "damaged streams: %lld frame(s) of the training clips never decoded "
+                "and hold the nearest decoded frame; %lld sampled clip(s) left out (their "
+                "decode failed)\n", (long long)ls.filled_frames, (long long)ls.bad_clips);
     if (t->st.skipped_total)
         fprintf(t->out, "skipped: %lld non-finite step(s) in all (--skip-nonfinite): their loss "
                 "or gradient was NaN or inf; many mean the run diverges (lower --lr)\n",

@@ -93,6 +93,7 @@ static vt_bad_kind read_run(worker *w, int video, vt_video **v, uint8_t *out, in
         return VT_BAD_OPEN;
     }
     int64_t m0 = vt_video_get_stats(*v)->missing_frames;
+    int64_t e0 = vt_video_get_stats(*v)->decode_errors;
     if (vt_video_read_clip(*v, out, start, t, stride, short_side, pad, err, errlen) < 0) {
         cache_drop(w, video); /* the decoder may be left in any state */
         *v = NULL;
@@ -101,6 +102,7 @@ static vt_bad_kind read_run(worker *w, int video, vt_video **v, uint8_t *out, in
         return VT_BAD_READ;
     }
     w->clip_filled += vt_video_get_stats(*v)->missing_frames - m0;
+    w->clip_errors += vt_video_get_stats(*v)->decode_errors - e0;
     return VT_BAD_NONE;
 }
 
@@ -209,12 +211,30 @@ int vt_loader_fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
           w->memo_stride == p.stride)) {
         w->memo_video = -1;
         w->clip_filled = 0;
+        w->clip_errors = 0;
         vt_bad_kind bad = read_clip_in_range(w, s.video, &v, &p, range, fw, fh, err, sizeof err);
         if (bad != VT_BAD_NONE) {
             report_bad(l, s.video, bad, err);
             return 0;
         }
         atomic_fetch_add(&l->decodes, 1);
+        /* A damaged stream: frames it never gave, filled in, or errors the decoder met
+         * (H.264 conceals the frames that refer to a lost one, unflagged). The clip is
+         * used (design.md §3.6) and its filled frames counted in the stats; the video is
+         * named once, so a count has a path. */
+        if ((w->clip_filled > 0 || w->clip_errors > 0) &&
+            vt_dataset_mark_damaged(l->ds, s.video)) {
+            char what[256] = "";
+            if (w->clip_filled)
+                snprintf(what, sizeof what, "%lld frame(s) of a clip never decoded and hold "
+                         "the nearest decoded frame instead", (long long)w->clip_filled);
+            if (w->clip_errors)
+                snprintf(what + strlen(what), sizeof what - strlen(what), "%s%lld decode "
+                         "error(s) met reading a clip (frames near them may hold the decoder's "
+                         "concealment)", what[0] ? "; " : "", (long long)w->clip_errors);
+            vt_warn("%s: a damaged stream: %s; said once a video, its clips are used and the "
+                    "filled frames counted\n", l->ds->videos[s.video].path, what);
+        }
         w->memo_video = s.video;
         w->memo_start = p.start;
         w->memo_ss = p.short_side;

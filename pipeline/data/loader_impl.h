@@ -53,6 +53,7 @@ typedef struct worker {
                          counts its clip's, so 3 crops count a clip 3 times whether their
                          decode was shared or not (the count is the data's, not the split's) */
     int64_t clip_filled; /* the clip in scratch: frames its reads filled in */
+    int64_t clip_errors; /* ... and the decode errors its reads met (vt_video_stats) */
 } worker;
 
 struct vt_loader {

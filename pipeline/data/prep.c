@@ -479,6 +479,9 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
     }
     res->frames_decoded = j.decoded;
     res->frames_written = j.written;
+    res->decode_errors = vt_video_get_stats(j.v)->decode_errors;
+    res->frames_missing = end > 0 ? vt_video_get_stats(j.v)->missing_frames
+                                  : VT_MAX(range.count - j.decoded, 0);
     vt_sig_acc_finish(&j.sig, duration, &res->sig);
     ret = 0;
 

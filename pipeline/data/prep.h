@@ -48,6 +48,12 @@ typedef struct vt_prep_result {
     int64_t src_frames;     /* frames in the source's index */
     int64_t frames_decoded; /* source frames that decoded */
     int64_t frames_written; /* frames in the output */
+    int64_t decode_errors;  /* packets the decoder rejected or frames it flagged corrupt
+                             * (vt_video_stats): a damaged source, copied as it decoded */
+    int64_t frames_missing; /* frames of the source's index (of the segment's) that never
+                             * decoded: a segment holds the nearest decoded frame in their
+                             * place, as the loader's clips do; a whole file leaves them
+                             * out (its timestamps keep the gap) */
     int src_width, src_height, rotation; /* coded size and the rotation that was applied */
     int out_width, out_height;
     int size_kept;          /* the source's short side was S or less: kept, not upscaled */

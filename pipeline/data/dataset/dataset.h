@@ -118,6 +118,8 @@ typedef struct vt_dataset_video {
     /* Guarded by the dataset's lock once loaders run: use vt_dataset_bad(). */
     vt_bad_kind bad;
     char *reason;          /* FFmpeg's reason when bad */
+    int damaged;           /* a clip of it held frames the stream never gave (said once:
+                              vt_dataset_mark_damaged); guarded by the lock too */
 } vt_dataset_video;
 
 typedef struct vt_dataset {
@@ -237,6 +239,10 @@ int vt_dataset_probe(vt_dataset *ds, int threads, int warn, vt_probe_progress_fn
 int vt_dataset_mark_bad(vt_dataset *ds, int i, vt_bad_kind kind, const char *reason);
 vt_bad_kind vt_dataset_bad(vt_dataset *ds, int i);
 int vt_dataset_count_bad(vt_dataset *ds);
+/* Mark video i damaged: a clip of it was read with frames its stream never delivered
+ * (filled with the nearest decoded one). It stays in use; the mark only makes the loaders
+ * name it once a process. Returns 1 when this call marked it (thread-safe). */
+int vt_dataset_mark_damaged(vt_dataset *ds, int i);
 
 /* Indices of labelled, not-bad videos of a split, ascending, into *out (free with
  * free()). Returns the count. */

@@ -128,6 +128,15 @@ int vt_dataset_mark_bad(vt_dataset *ds, int i, vt_bad_kind kind, const char *rea
     return newly;
 }
 
+int vt_dataset_mark_damaged(vt_dataset *ds, int i) {
+    VT_CHECK(i >= 0 && i < ds->nvideos, "video %d of %d", i, ds->nvideos);
+    pthread_mutex_lock(&ds->lock);
+    int newly = !ds->videos[i].damaged;
+    ds->videos[i].damaged = 1;
+    pthread_mutex_unlock(&ds->lock);
+    return newly;
+}
+
 vt_bad_kind vt_dataset_bad(vt_dataset *ds, int i) {
     pthread_mutex_lock(&ds->lock);
     vt_bad_kind k = ds->videos[i].bad;

@@ -40,6 +40,8 @@ struct vt_stream {
     int64_t first_ts;        /* the first frame's timestamp (AV_NOPTS_VALUE before it) */
     int64_t nframes;         /* frames handed out */
     int64_t decode_errors;
+    double error_t;          /* the time (as vt_stream_next's) of the last packet the decoder
+                              * rejected; NAN when none, or when it cannot be placed */
     int demux_done, flushed; /* no more packets; the decoder was flushed */
     vt_stream_opts o;
     int strict;              /* network or device: a read error is an error, not the end */
@@ -71,6 +73,19 @@ static void av_err(char *err, size_t errlen, const char *what, int ret) {
     char buf[AV_ERROR_MAX_STRING_SIZE] = "";
     av_strerror(ret, buf, sizeof buf);
     vt_set_err(err, errlen, "%s: %s", what, buf);
+}
+
+/* A pipe that fails before its first frame: most often a container that must seek (FFmpeg
+ * reads a GIF's frames and an MP4's index, written at its end unless made "fast start",
+ * by seeking), which a pipe cannot; the ffmpeg command fails the same way. Appended to
+ * err, which says FFmpeg's reason. */
+static void pipe_hint(const char *url, int64_t nframes, char *err, size_t errlen) {
+    size_t at = strlen(err);
+    if (vt_stream_source_kind(url) != VT_SOURCE_PIPE || nframes > 0 || at + 1 >= errlen)
+        return;
+    snprintf(err + at, errlen - at, " (read from a pipe, which cannot seek: a GIF, or an MP4 "
+             "whose index is at its end, needs its file path instead, or a remux with "
+             "ffmpeg -i IN -c copy -movflags +faststart OUT.mp4)");
 }
 
 vt_source_kind vt_stream_source_kind(const char *url) {
@@ -147,6 +162,12 @@ static int open_decoder(vt_stream *s, int threads, int allow_hw, char *err, size
         p->height > VT_VIDEO_MAX_SIDE || (int64_t)p->width * p->height > VT_VIDEO_MAX_PIXELS) {
         vt_set_err(err, errlen, "frame size %dx%d is not a video's (limit %d per side)",
                    p->width, p->height, VT_VIDEO_MAX_SIDE);
+        return AVERROR_INVALIDDATA;
+    }
+    if (p->width < VT_VIDEO_MIN_SIDE || p->height < VT_VIDEO_MIN_SIDE) {
+        vt_set_err(err, errlen, "frames of %dx%d pixels hold no picture to learn from (at "
+                   "least %d a side; a placeholder or a broken encode?)", p->width, p->height,
+                   VT_VIDEO_MIN_SIDE);
         return AVERROR_INVALIDDATA;
     }
     s->dec = avcodec_alloc_context3(codec);
@@ -248,6 +269,7 @@ static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o
     vt_stream *s = vt_calloc(1, sizeof *s);
     s->url = vt_strdup(url);
     s->first_ts = AV_NOPTS_VALUE;
+    s->error_t = NAN;
     s->o = *o;
     vt_source_kind kind = vt_stream_source_kind(url);
     s->strict = kind == VT_SOURCE_NETWORK || kind == VT_SOURCE_DEVICE;
@@ -285,6 +307,7 @@ static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o
                        ret == AVERROR(ENOENT) ? "no such device" : "permission denied");
         else
             av_err(err, errlen, "cannot open", ret);
+        pipe_hint(url, 0, err, errlen);
         vt_stream_close(&s);
         return ret;
     }
@@ -421,6 +444,7 @@ void vt_stream_close(vt_stream **ps) {
 
 const vt_video_info *vt_stream_info(const vt_stream *s) { return &s->info; }
 int64_t vt_stream_decode_errors(const vt_stream *s) { return s->decode_errors; }
+double vt_stream_error_time(const vt_stream *s) { return s->error_t; }
 
 /* Feeds the decoder the next packet of the stream (NULL once the input ends). 0, or a
  * negative code for a read error that is not the end. */
@@ -456,6 +480,7 @@ static int feed(vt_stream *s, char *err, size_t errlen) {
         }
         if (ret < 0) {
             av_err(err, errlen, "read failed", ret);
+            pipe_hint(s->url, s->nframes, err, errlen);
             return ret;
         }
         if (s->pkt->stream_index != s->sidx) {
@@ -463,10 +488,15 @@ static int feed(vt_stream *s, char *err, size_t errlen) {
             continue;
         }
         note_arrival(s, s->pkt->pts, vt_now());
+        int64_t pts = s->pkt->pts;
         ret = avcodec_send_packet(s->dec, s->pkt);
         av_packet_unref(s->pkt);
-        if (ret < 0 && ret != AVERROR(EAGAIN))
+        if (ret < 0 && ret != AVERROR(EAGAIN)) {
             s->decode_errors++; /* a bad packet: the next keyframe recovers */
+            s->error_t = pts != AV_NOPTS_VALUE && s->first_ts != AV_NOPTS_VALUE
+                             ? (double)(pts - s->first_ts) * av_q2d(s->tb)
+                             : NAN;
+        }
         return 0;
     }
 }

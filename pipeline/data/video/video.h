@@ -206,9 +206,13 @@ int vt_video_decode_all(vt_video *v, int short_side, vt_video_frame_fn fn, void 
 void vt_ffmpeg_log_init(void);
 
 /* Limits for vt_video_open: larger frames are refused as data errors, because one
- * 40000x40000 frame would need gigabytes and is almost always a corrupt header. */
+ * 40000x40000 frame would need gigabytes and is almost always a corrupt header; smaller
+ * ones too (vt_stream_open as well), because a 1x1 "video" (a placeholder, a bitmap
+ * clip) holds no picture: scaled up to the clip it would train and score as a flat
+ * colour, without a word. */
 #define VT_VIDEO_MAX_SIDE 16384
 #define VT_VIDEO_MAX_PIXELS (64ll * 1024 * 1024)
+#define VT_VIDEO_MIN_SIDE 8
 
 /* ---- Streams (stream.c) ----
  *
@@ -288,5 +292,9 @@ int vt_stream_next(vt_stream *s, int short_side, const uint8_t **rgb, int *w, in
                    double *dur, char *err, size_t errlen);
 /* Packets the decoder rejected so far. */
 int64_t vt_stream_decode_errors(const vt_stream *s);
+/* The time of the last packet it rejected, on vt_stream_next's clock (a lost frame's time,
+ * as its packet says); NAN when none, or when it came before the first frame or had no
+ * timestamp. */
+double vt_stream_error_time(const vt_stream *s);
 
 #endif

@@ -377,6 +377,13 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         ret = AVERROR(ERANGE);
         goto fail;
     }
+    if (v->frame->width < VT_VIDEO_MIN_SIDE || v->frame->height < VT_VIDEO_MIN_SIDE) {
+        vt_set_err(err, errlen, "frames of %dx%d pixels hold no picture to learn from (at "
+                   "least %d a side; a placeholder or a broken encode?)", v->frame->width,
+                   v->frame->height, VT_VIDEO_MIN_SIDE);
+        ret = AVERROR_INVALIDDATA;
+        goto fail;
+    }
     if (vt_vid_hw_first_frame(&v->hw, v->frame, v->path) && threads != 1) {
         /* NVDEC declined the stream: FFmpeg decodes it in software, but with the one
          * thread the GPU decoder was opened with. Opened again on the CPU with `threads`

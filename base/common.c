@@ -294,6 +294,42 @@ int vt_open_regular(const char *path, char *err, size_t errlen) {
     return fd;
 }
 
+int vt_open_lock(const char *path, int create, char *err, size_t errlen) {
+    /* O_NOFOLLOW: a link is never followed (the old open truncated what RUN/.lock linked
+     * to, a training video among them); O_NONBLOCK: a FIFO is never waited on */
+    int fd = open(path, (create ? O_RDWR | O_CREAT : O_RDONLY) | O_NOFOLLOW | O_NONBLOCK |
+                            O_CLOEXEC, 0644);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        int en = errno;
+        if (fd >= 0)
+            close(fd);
+        if (en == ELOOP)
+            vt_set_err(err, errlen, "%s is a symbolic link: a lock file is the folder's own "
+                       "(remove the link)", path);
+        else
+            vt_set_err(err, errlen, "cannot open %s: %s", path, strerror(en));
+        errno = en;
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_nlink != 1) {
+        if (!S_ISREG(st.st_mode))
+            vt_set_err(err, errlen, "%s is %s, not a regular file: a lock file is the "
+                       "folder's own (remove it)", path, kind_of(st.st_mode));
+        else
+            vt_set_err(err, errlen, "%s has %lu names (a hard link): a lock file is the "
+                       "folder's own, and its pid would be written into the other name's "
+                       "file (remove it)", path, (unsigned long)st.st_nlink);
+        close(fd);
+        errno = EEXIST;
+        return -1;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    return fd;
+}
+
 FILE *vt_fopen_regular(const char *path, char *err, size_t errlen) {
     int fd = vt_open_regular(path, err, errlen);
     FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;

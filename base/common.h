@@ -116,6 +116,12 @@ char *vt_fread_all(FILE *f, size_t *len);
 int vt_open_regular(const char *path, char *err, size_t errlen);
 /* The same as a stdio stream ("rb"), NULL with err set. */
 FILE *vt_fopen_regular(const char *path, char *err, size_t errlen);
+/* A lock file (an flock's file, which may hold the holder's pid): opened read-write and
+ * made when missing (create), or read-only, never through a symbolic link, and refused
+ * unless it is a regular file with one name: the pid written into it must land in the
+ * folder's own file, never in a file another name reaches (a link to a video truncated
+ * it). The descriptor, or -1 with err (errno ENOENT when it is missing and not made). */
+int vt_open_lock(const char *path, int create, char *err, size_t errlen);
 
 /*
  * The atomic file writer: the content goes to a temporary file beside `path` (same

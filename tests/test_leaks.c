@@ -7,7 +7,8 @@
  *     pairs each with its original, and the count per split is 4;
  *   - no other pair: the other videos of each synthetic class (same kind of world, same
  *     camera motion) are not flagged — the truth is which files the test made;
- *   - a second scan reads every signature from the cache (VIDTRAIN_CACHE);
+ *   - a second scan reads every signature from the cache (VIDTRAIN_CACHE); a FIFO in its
+ *     place is not waited on (recomputed);
  *   - `train --strict-splits` stops before training with exit 1, names the pairs and
  *     leaves no run behind;
  *     `train` without it warns, writes RUN/leaks.json and trains; `eval --split test`
@@ -117,6 +118,22 @@ int main(void) {
                                                        "signatures");
     TCHECK(num(sg, "files") > 0 && num(sg, "cached") == num(sg, "files"),
            "second scan: %g of %g signatures cached", num(sg, "cached"), num(sg, "files"));
+    double nfiles = num(sg, "files");
+    cJSON_Delete(j);
+
+    /* a FIFO where a cached signature was is not waited on (a plain fopen waited for a
+     * writer for ever): recomputed (and not stored: an output is never a FIFO) */
+    TCHECK(vt_test_sh("cd '%s/signatures' && f=$(ls *.sig | head -1) && rm \"$f\" && "
+                      "mkfifo \"$f\"", dir) == 0, "a FIFO in the cache");
+
+    int frc = vt_test_sh("timeout 60 '%s' scan '%s/data' --json > '%s/scan3.json'", bin, dir,
+                         dir);
+    snprintf(p, sizeof p, "%s/scan3.json", dir);
+    j = frc == 0 ? vt_test_read_json(p) : NULL;
+    sg = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "leaks"),
+                                          "signatures");
+    TCHECK(frc == 0 && num(sg, "cached") == nfiles - 1, "a FIFO in the cache: exit %d (124: "
+           "it waited), %g of %g cached", frc, num(sg, "cached"), nfiles);
     cJSON_Delete(j);
 
     /* train: --strict-splits refuses, the default warns and trains */

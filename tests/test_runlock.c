@@ -12,6 +12,8 @@
  *     report.html into the run); the first finishes. A train --resume while an eval holds
  *     the folder (its shared flock) is refused, naming the eval.
  *   An --out that cannot be written (root: a read-only tmpfs) is refused before any work.
+ *   RUN/.lock that is a link (symbolic or hard, to a video) or a FIFO is refused, the
+ *     video unchanged (train wrote its pid through the link).
  * Root-only parts are skipped with a message.
  */
 #include <signal.h>
@@ -153,6 +155,29 @@ static void readonly_out(void) {
     vt_test_sh("cd '%s' && umount ro", g_dir);
 }
 
+/* RUN/.lock that is not the run's own file: a symbolic link (to a training video), a
+ * hard link to one, a FIFO. train writes its pid into the lock: the old open followed the
+ * link and truncated the video to the pid (exit 0; the video then "moov atom not found").
+ * Each is refused before any work, the video unchanged, and nothing waits on the FIFO. */
+static void lock_links(void) {
+    static const char *const make[] = {"ln -s \"$PWD/$v\" rl/.lock", "ln \"$v\" rl/.lock",
+                                       "mkfifo rl/.lock"};
+    static const char *const what[] = {"symbolic link", "hard link", "FIFO"};
+    for (int k = 0; k < 3; k++) {
+        vt_test_sh("cd '%s' && rm -rf rl && cp -a r rl && rm -f rl/.lock", g_dir);
+        TCHECK(vt_test_sh("cd '%s' && v=$(ls data/train/*/* | head -1) && sha256sum \"$v\" > "
+                          "sums_l && %s", g_dir, make[k]) == 0, "%s made", what[k]);
+        int rc = vt_test_sh("cd '%s' && timeout 60 '%s' train data --out rl --resume rl "
+                            "--epochs 2 %s > l.log 2> l.err", g_dir, g_bin, g_targs);
+        TCHECK(rc == 1 && has("l.err", "rl/.lock") && !has("l.log", "epoch"),
+               "RUN/.lock a %s: exit %d, 1 expected, refused before any work (see l.err)",
+               what[k], rc);
+        TCHECK(vt_test_sh("cd '%s' && sha256sum --quiet -c sums_l", g_dir) == 0,
+               "RUN/.lock a %s: the video it reaches was changed", what[k]);
+    }
+    vt_test_sh("cd '%s' && rm -rf rl", g_dir);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     g_bin = vt_test_bin("test_runlock");
@@ -171,5 +196,6 @@ int main(void) {
     two_trains();
     eval_makes_lock();
     readonly_out();
+    lock_links();
     return vt_test_done("test_runlock");
 }

@@ -146,10 +146,13 @@ int prep_lock_dst(const char *dst) {
         fprintf(stderr, "vidtrain prep: the lock: %s\n", err);
         return -1;
     }
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    int fd = vt_open_lock(path, 1, err, sizeof err);
     if (fd < 0) {
-        fprintf(stderr, "vidtrain prep: cannot create the lock %s: %s (is %s writable?)\n",
-                path, strerror(errno), dst);
+        if (errno == EEXIST || errno == ELOOP)
+            fprintf(stderr, "vidtrain prep: the lock: %s\n", err);
+        else
+            fprintf(stderr, "vidtrain prep: cannot create the lock %s: %s (is %s writable?)\n",
+                    path, strerror(errno), dst);
         return -1;
     }
     /* flock, not a file that exists: the kernel drops the lock when the holder dies, so a

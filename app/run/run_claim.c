@@ -172,10 +172,13 @@ int vt_run_claim_take(vt_run_claim *c, const char *out, const char *data, const 
     }
     c->created = !exists;
     snprintf(lock, sizeof lock, "%s/.lock", out);
-    c->fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    c->fd = vt_open_lock(lock, 1, err, sizeof err);
     if (c->fd < 0) {
-        fprintf(stderr, "vidtrain train: --out %s cannot be written: %s (check its permissions "
-                        "and free space)\n", out, strerror(errno));
+        if (errno == EEXIST || errno == ELOOP)
+            fprintf(stderr, "vidtrain train: --out: %s\n", err);
+        else
+            fprintf(stderr, "vidtrain train: --out %s cannot be written: %s (check its "
+                            "permissions and free space)\n", out, strerror(errno));
         vt_run_claim_release(c, 1);
         return 1;
     }
@@ -271,7 +274,13 @@ int vt_run_claim_share(const char *run, int make, char *pid, size_t n, int *fd) 
      * and a command leaves what it reads as it was; once RUN has proved to be a run (its
      * checkpoint opened), one without the file (copied without it, or older than it) gets
      * one, so that the hold keeps a train out there too */
-    int f = make ? open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0644) : open(lock, O_RDONLY | O_CLOEXEC);
+    char err[2400];
+    int f = vt_open_lock(lock, make, err, sizeof err);
+    if (f < 0 && (errno == EEXIST || errno == ELOOP)) {
+        /* not the run's own lock file (a link, a FIFO): nothing to hold, and said */
+        vt_warn("%s\n", err);
+        return 0;
+    }
     if (f < 0)
         return 0; /* no train ever held it, or it cannot be made: nothing to hold */
     if (flock(f, LOCK_SH | LOCK_NB) == 0) {

@@ -467,9 +467,11 @@ static int cache_path(const char *path, const char *dir, char *out, size_t n) {
     return 0;
 }
 
-/* A cached file: validated whole (its length is the count's), else -1 (recompute). */
+/* A cached file: validated whole (its length is the count's), else -1 (recompute). A
+ * FIFO or a device where a file should be is not waited on: recomputed. */
 static int cache_read(const char *file, vt_sig *out) {
-    FILE *f = fopen(file, "rb");
+    char err[64];
+    FILE *f = vt_fopen_regular(file, err, sizeof err);
     if (!f)
         return -1;
     char m[8];

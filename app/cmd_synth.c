@@ -12,6 +12,7 @@
 #include "app/app.h"
 #include "app/opts.h"
 #include "base/common.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/synth/synth.h"
 
 static void usage(FILE *f) {
@@ -53,7 +54,9 @@ static void usage(FILE *f) {
             "  --threads N   videos encoded at once (default: one per core); the files do\n"
             "                not depend on it\n"
             "  --no-h264     only the codecs every FFmpeg build has (same files everywhere)\n"
-            "  --force       write into a DIR that already holds a dataset\n",
+            "  --force       write into a DIR that already holds a dataset, or a synth\n"
+            "                that was stopped left unfinished (until synth ends, DIR is\n"
+            "                marked unfinished: train, eval and scan refuse it)\n",
             d.classes, d.train, d.val, d.test, d.frames, d.width, d.height, d.fps, m.classes,
             m.train, m.val, m.test, VT_SYNTH_MAX_CLASSES, d.frames, d.width, d.height, d.fps,
             (unsigned long long)d.seed);
@@ -240,6 +243,12 @@ int vt_cmd_synth(int argc, char **argv) {
     char probe[4200];
     snprintf(probe, sizeof probe, "%s/train", dir);
     struct stat sb;
+    char *unfinished = force ? NULL : vt_dataset_unfinished(dir);
+    if (unfinished) {
+        fprintf(stderr, "vidtrain synth: %s is unfinished: %s\n", dir, unfinished);
+        free(unfinished);
+        return 1;
+    }
     if (!force && stat(probe, &sb) == 0) {
         fprintf(stderr, "vidtrain synth: %s already holds a dataset (use --force to overwrite)\n",
                 dir);

@@ -362,6 +362,17 @@ static int sync_parent(const char *path) {
     return rc;
 }
 
+int vt_file_sync(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd) != 0 && errno != EINVAL ? -1 : 0;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
 /* ---------------------------------------------------------------- the output rule ---- */
 
 typedef struct input_ent {

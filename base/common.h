@@ -169,6 +169,11 @@ char *vt_utf8_clean(const char *s);
  * reason. */
 int vt_file_append(const char *path, const void *data, size_t len, char *err, size_t errlen);
 
+/* Makes a finished file durable before it is renamed to its final name, for a writer that
+ * cannot go through vt_file_write_atomic (FFmpeg's muxer writes prep's copies): fsync of
+ * path. 0, or -1 with errno set. */
+int vt_file_sync(const char *path);
+
 /* write(2) until all of buf is written (EINTR retried). 0, or -1 with errno set. */
 int vt_fd_write_all(int fd, const void *buf, size_t len);
 

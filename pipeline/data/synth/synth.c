@@ -30,6 +30,7 @@
 #include <libswscale/swscale.h>
 
 #include "base/common.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/synth/synth_motion.h"
 #include "pipeline/data/video/video.h"
 
@@ -465,7 +466,10 @@ int vt_synth_write_video(const char *path, const vt_synth_opts *o, const vt_synt
     uint8_t *rgb = NULL;
     char tmp[4200];
     int ret, header = 0;
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    /* hidden (.NAME.synth-part), so that a killed synth's part is no sample of a scan */
+    const char *base = strrchr(path, '/');
+    snprintf(tmp, sizeof tmp, "%.*s.%s.synth-part", base ? (int)(base + 1 - path) : 0, path,
+             base ? base + 1 : path);
     /* the output rule (base/common.h): never over a special file, the name or its temp */
     if (vt_output_check(path, err, errlen) != 0 || vt_output_check(tmp, err, errlen) != 0)
         return AVERROR(EEXIST);
@@ -574,6 +578,9 @@ int vt_synth_write_video(const char *path, const vt_synth_opts *o, const vt_synt
         set_av_err(err, errlen, "closing the file", ret);
         goto end;
     }
+    /* Not synced (prep's copies are): an fsync per video doubled synth's time, and a
+     * demo video that a crash of the machine empties is reported unreadable by the scan,
+     * not taken in silence. */
     if (rename(tmp, path) != 0) {
         vt_set_err(err, errlen, "cannot rename %s: %s", tmp, strerror(errno));
         ret = AVERROR(errno);
@@ -694,6 +701,18 @@ int vt_synth_dataset(const char *dir, const vt_synth_opts *o, vt_synth_progress_
                    motion ? "" : ", ffv1");
         return AVERROR_ENCODER_NOT_FOUND;
     }
+    /* Unfinished (pipeline/data/dataset/dataset.h) until the last video is written: a
+     * killed synth's DIR is refused by train, eval and scan, never taken as whole (it
+     * was: fewer videos, a class missing, and nothing said). */
+    char how[4400];
+    snprintf(how, sizeof how, "`vidtrain synth %s` stopped before its last video; run it "
+             "again with --force to write it whole", dir);
+    if (mkdir_p(dir) != 0) {
+        vt_set_err(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+        return AVERROR(errno);
+    }
+    if (vt_dataset_mark_unfinished(dir, how, err, errlen) != 0)
+        return AVERROR(EIO);
     int counts[3] = {o->train, o->val, o->test};
     int total = o->classes * (o->train + o->val + o->test);
     synth_job *jobs = vt_calloc((size_t)VT_MAX(total, 1), sizeof *jobs);
@@ -734,6 +753,8 @@ int vt_synth_dataset(const char *dir, const vt_synth_opts *o, vt_synth_progress_
         vt_set_err(err, errlen, "%s", p.fail_err);
         return p.fail_ret;
     }
+    if (vt_dataset_mark_finished(dir, err, errlen) != 0)
+        return AVERROR(EIO);
     if (summary)
         *summary = p.sum;
     return 0;

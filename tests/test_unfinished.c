@@ -1,0 +1,143 @@
+/*
+ * test_unfinished.c: a dataset writer that is stopped leaves no folder that a later
+ * command takes as whole, and a command whose standard output could not be written does
+ * not exit 0 (docs/design.md §3.8).
+ *  1. synth killed (SIGKILL) after its first video: DIR is marked unfinished; scan and
+ *     train refuse it naming DIR and the mark, and synth without --force refuses to
+ *     write into it; synth --force finishes it (no mark, scan exits 0). A killed synth's
+ *     DIR used to scan and train as a dataset with videos, a split or a class missing.
+ *  2. prep killed (SIGKILL) after its first copy: the same for DST (train on a killed
+ *     prep's DST took it as the whole dataset); rerun, prep finishes it.
+ *  3. standard output on /dev/full: scan, plan and predict --json exit 1 and say so
+ *     (predict --json > FILE on a full disk exited 0 with FILE cut short).
+ */
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/apputil.h"
+
+static char g_dir[4096];
+static const char *g_bin;
+
+/* `sh -c cmd` in the background; exec replaces the shell, so the pid is vidtrain's. */
+static pid_t spawn(const char *cmd) {
+    pid_t p = fork();
+    if (p == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return p;
+}
+
+/* Polls until dir/train holds a video (at most 20 s), then kills pid with SIGKILL.
+ * 1 when the kill ended a process that was still writing. */
+static int kill_after_first(pid_t pid, const char *dir) {
+    char train[4400];
+    snprintf(train, sizeof train, "%s/train", dir);
+    struct timespec ts = {0, 2000000};
+    for (int i = 0; i < 10000 && vt_test_count_class_files(train, NULL) < 1; i++)
+        nanosleep(&ts, NULL);
+    kill(pid, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL;
+}
+
+static int marked(const char *dir) {
+    char p[4400];
+    snprintf(p, sizeof p, "%s/.vidtrain-unfinished", dir);
+    return access(p, F_OK) == 0;
+}
+
+/* `vidtrain CMD DIR ARGS` refused (exit 1), its stderr naming DIR as unfinished and the
+ * mark to remove. */
+static int refused(const char *cmd, const char *dir, const char *args) {
+    char log[4400];
+    snprintf(log, sizeof log, "%s/%s.log", g_dir, cmd);
+    int rc = vt_test_sh("'%s' %s '%s' %s > /dev/null 2> '%s'", g_bin, cmd, dir, args, log);
+    char want[4400];
+    snprintf(want, sizeof want, "%s is unfinished", dir);
+    int ok = rc == 1 && vt_test_file_has(log, want) && vt_test_file_has(log, "again");
+    if (!ok)
+        fprintf(stderr, "%s %s: exit %d, see %s\n", cmd, dir, rc, log);
+    return ok;
+}
+
+static void test_synth(void) {
+    char dir[4400], cmd[9000];
+    snprintf(dir, sizeof dir, "%s/synth", g_dir);
+    /* 60 videos on one thread: over a second, the kill lands after the first */
+    const char *args = "--classes 3 --train 16 --val 4 --test 0 --frames 48 --size 128x96 "
+                       "--threads 1";
+    snprintf(cmd, sizeof cmd, "exec '%s' synth '%s' %s > /dev/null 2>&1", g_bin, dir, args);
+    TCHECK(kill_after_first(spawn(cmd), dir), "synth was not killed while writing");
+    TCHECK(marked(dir), "a killed synth left %s unmarked", dir);
+    TCHECK(refused("scan", dir, ""), "scan of a killed synth's folder");
+    TCHECK(refused("train", dir, "--out /nonexistent/never"), "train on a killed synth's folder");
+    TCHECK(refused("synth", dir, args), "synth into a killed synth's folder without --force");
+    int rc = vt_test_sh("'%s' synth '%s' --classes 2 --train 1 --val 1 --test 0 --frames 8 "
+                        "--force > /dev/null 2>&1", g_bin, dir);
+    TCHECK(rc == 0 && !marked(dir), "synth --force: exit %d, mark %s", rc,
+           marked(dir) ? "left" : "gone");
+    TCHECK(vt_test_sh("'%s' scan '%s' > /dev/null 2>&1", g_bin, dir) == 0, "scan once finished");
+}
+
+static void test_prep(void) {
+    char src[4400], dst[4400], cmd[9000];
+    snprintf(src, sizeof src, "%s/data", g_dir);
+    snprintf(dst, sizeof dst, "%s/prep", g_dir);
+    snprintf(cmd, sizeof cmd, "exec '%s' prep '%s' '%s' --short-side 32 --jobs 1 > /dev/null "
+             "2>&1", g_bin, src, dst);
+    TCHECK(kill_after_first(spawn(cmd), dst), "prep was not killed while writing");
+    TCHECK(marked(dst), "a killed prep left %s unmarked", dst);
+    TCHECK(refused("scan", dst, ""), "scan of a killed prep's DST");
+    TCHECK(refused("train", dst, "--out /nonexistent/never"), "train on a killed prep's DST");
+    int rc = vt_test_sh("'%s' prep '%s' '%s' --short-side 32 --jobs 1 > /dev/null 2>&1", g_bin,
+                        src, dst);
+    TCHECK(rc == 0 && !marked(dst), "prep rerun: exit %d, mark %s", rc,
+           marked(dst) ? "left" : "gone");
+    TCHECK(vt_test_sh("'%s' scan '%s' > /dev/null 2>&1", g_bin, dst) == 0, "scan once finished");
+}
+
+/* `vidtrain ARGS > /dev/full` exits 1 and says that standard output could not be written. */
+static int full_stdout(const char *args) {
+    char log[4400];
+    snprintf(log, sizeof log, "%s/full.log", g_dir);
+    int rc = vt_test_sh("'%s' %s > /dev/full 2> '%s'", g_bin, args, log);
+    int ok = rc == 1 && vt_test_file_has(log, "cannot write to standard output");
+    if (!ok)
+        fprintf(stderr, "vidtrain %s > /dev/full: exit %d, see %s\n", args, rc, log);
+    return ok;
+}
+
+static void test_stdout(void) {
+    char a[9000];
+    snprintf(a, sizeof a, "scan '%s/data'", g_dir);
+    TCHECK(full_stdout(a), "scan");
+    TCHECK(full_stdout("plan --model tiny --clip 4x32x32"), "plan");
+    int rc = vt_test_sh("'%s' train '%s/data' --out '%s/run' --epochs 1 --batch 4 --clip 4x32 "
+                        "--devices cpu --threads 1 --workers 1 > '%s/train.log' 2>&1", g_bin,
+                        g_dir, g_dir, g_dir);
+    TCHECK(rc == 0, "train (see %s/train.log)", g_dir);
+    snprintf(a, sizeof a, "predict '%s/run' '%s/data/val/move_left/move_left_0000.avi' --json", g_dir,
+             g_dir);
+    TCHECK(full_stdout(a), "predict --json");
+}
+
+int main(void) {
+    g_bin = vt_test_bin("test_unfinished");
+    if (!g_bin)
+        return VT_TEST_SKIP;
+    snprintf(g_dir, sizeof g_dir, "%s", vt_test_dir("unfinished"));
+    int rc = vt_test_synth(g_bin, g_dir, "--classes 2 --train 6 --val 2 --test 0 --frames 24 "
+                           "--size 160x120");
+    TCHECK(rc == 0, "synth (see %s/synth.log)", g_dir);
+    if (rc)
+        return vt_test_done("test_unfinished");
+    test_synth();
+    test_prep();
+    test_stdout();
+    return vt_test_done("test_unfinished");
+}

@@ -548,9 +548,9 @@ static int prep_copy_others(const prep_args *a, prep_state *s) {
     /* From here until the report DST is not whole: a train, eval or scan of it is refused
      * until a run ends with every video done (a killed prep's DST was trained on as if
      * whole). Not before the plan: a plan that fails changes nothing in a finished DST. */
-    char *how = prep_fmt("`vidtrain prep %s %s` stopped before its last video (killed, "
-                         "interrupted, or out of disk space); run the same command again "
-                         "to finish it", a->src, a->dst);
+    char *how = prep_fmt("`vidtrain prep %s %s` has not written every video (it is running, "
+                         "or it was stopped: killed, interrupted, out of disk space); run "
+                         "the same command again to finish it", a->src, a->dst);
     int mrc = vt_dataset_mark_unfinished(a->dst, how, err, sizeof err);
     free(how);
     if (mrc != 0) {

@@ -69,7 +69,7 @@ char *vt_dataset_unfinished(const char *dir) {
     char *t = vt_file_read(path);
     if (!t || !t[0]) { /* there but unreadable or empty: still unfinished */
         free(t);
-        return vt_strdup("its writer (prep or synth) stopped before its last video");
+        return vt_strdup("its writer (prep or synth) has not written every video");
     }
     t[strcspn(t, "\n")] = 0;
     return t;

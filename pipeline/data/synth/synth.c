@@ -705,8 +705,8 @@ int vt_synth_dataset(const char *dir, const vt_synth_opts *o, vt_synth_progress_
      * killed synth's DIR is refused by train, eval and scan, never taken as whole (it
      * was: fewer videos, a class missing, and nothing said). */
     char how[4400];
-    snprintf(how, sizeof how, "`vidtrain synth %s` stopped before its last video; run it "
-             "again with --force to write it whole", dir);
+    snprintf(how, sizeof how, "`vidtrain synth %s` has not written every video (it is "
+             "running, or it was stopped); run it again with --force to write it whole", dir);
     if (mkdir_p(dir) != 0) {
         vt_set_err(err, errlen, "cannot create %s: %s", dir, strerror(errno));
         return AVERROR(errno);

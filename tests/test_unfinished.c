@@ -9,7 +9,8 @@
  *  2. prep killed (SIGKILL) after its first copy: the same for DST (train on a killed
  *     prep's DST took it as the whole dataset); rerun, prep finishes it.
  *  3. standard output on /dev/full: scan, plan and predict --json exit 1 and say so
- *     (predict --json > FILE on a full disk exited 0 with FILE cut short).
+ *     (predict --json > FILE on a full disk exited 0 with FILE cut short); predict
+ *     --timeline stops at its first line refused.
  */
 #include <signal.h>
 #include <sys/stat.h>
@@ -124,6 +125,14 @@ static void test_stdout(void) {
     snprintf(a, sizeof a, "predict '%s/run' '%s/data/val/move_left/move_left_0000.avi' --json", g_dir,
              g_dir);
     TCHECK(full_stdout(a), "predict --json");
+    /* the timeline stops at the first line refused (a live stream was watched on for
+     * ever, every line lost) */
+    snprintf(a, sizeof a, "predict '%s/run' '%s/data/val/move_left/move_left_0000.avi' "
+             "--timeline --window 0.2s --hop 0.1s", g_dir, g_dir);
+    TCHECK(full_stdout(a), "predict --timeline");
+    snprintf(a, sizeof a, "%s/full.log", g_dir);
+    TCHECK(vt_test_file_has(a, "the timeline stops here"), "predict --timeline on /dev/full "
+           "did not stop at its first line refused: see %s", a);
 }
 
 int main(void) {

@@ -1,7 +1,7 @@
 /*
  * test_unfinished.c: a dataset writer that is stopped leaves no folder that a later
- * command takes as whole, and a command whose standard output could not be written does
- * not exit 0 (docs/design.md §3.8).
+ * command takes as whole, a command whose standard output could not be written does not
+ * exit 0, and a resume says what it dropped (docs/design.md §3.8).
  *  1. synth killed (SIGKILL) after its first video: DIR is marked unfinished; scan and
  *     train refuse it naming DIR and the mark, and synth without --force refuses to
  *     write into it; synth --force finishes it (no mark, scan exits 0). A killed synth's
@@ -11,6 +11,7 @@
  *  3. standard output on /dev/full: scan, plan and predict --json exit 1 and say so
  *     (predict --json > FILE on a full disk exited 0 with FILE cut short); predict
  *     --timeline stops at its first line refused.
+ *  4. train --resume drops the metrics lines logged after its checkpoint and says so.
  */
 #include <signal.h>
 #include <sys/stat.h>
@@ -135,6 +136,22 @@ static void test_stdout(void) {
            "did not stop at its first line refused: see %s", a);
 }
 
+/* 4. A resume says what it threw away: the metrics lines a killed run logged after its
+ * checkpoint (here one made up, step 999) are dropped and counted. Uses test_stdout's run. */
+static void test_resume_says(void) {
+    char p[4400];
+    snprintf(p, sizeof p, "%s/run/metrics.jsonl", g_dir);
+    FILE *f = fopen(p, "a");
+    TCHECK(f && fputs("{\"kind\":\"step\",\"step\":999,\"epoch\":1}\n", f) >= 0 &&
+           fclose(f) == 0, "appending to %s", p);
+    int rc = vt_test_sh("'%s' train --resume '%s/run' --epochs 2 > '%s/resume.log' 2>&1", g_bin,
+                        g_dir, g_dir);
+    TCHECK(rc == 0, "train --resume (see %s/resume.log)", g_dir);
+    TCHECK(vt_test_file_has_in(g_dir, "resume.log", "1 line of metrics.jsonl logged after it "
+           "dropped"), "the resume did not say that it dropped a line: see %s/resume.log", g_dir);
+    TCHECK(!vt_test_file_has(p, "\"step\":999"), "the line after the checkpoint stayed in %s", p);
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_unfinished");
     if (!g_bin)
@@ -148,5 +165,6 @@ int main(void) {
     test_synth();
     test_prep();
     test_stdout();
+    test_resume_says();
     return vt_test_done("test_unfinished");
 }

@@ -6,6 +6,7 @@
  *     train refuse it naming DIR and the mark, and synth without --force refuses to
  *     write into it; synth --force finishes it (no mark, scan exits 0). A killed synth's
  *     DIR used to scan and train as a dataset with videos, a split or a class missing.
+ *     synth --force over an earlier synth removes that one's videos first.
  *  2. prep killed (SIGKILL) after its first copy: the same for DST (train on a killed
  *     prep's DST took it as the whole dataset); rerun, prep finishes it.
  *  3. standard output on /dev/full: scan, plan and predict --json exit 1 and say so
@@ -68,7 +69,7 @@ static int refused(const char *cmd, const char *dir, const char *args) {
 }
 
 static void test_synth(void) {
-    char dir[4400], cmd[9000];
+    char dir[4200], cmd[9000];
     snprintf(dir, sizeof dir, "%s/synth", g_dir);
     /* 60 videos on one thread: over a second, the kill lands after the first */
     const char *args = "--classes 3 --train 16 --val 4 --test 0 --frames 48 --size 128x96 "
@@ -84,6 +85,16 @@ static void test_synth(void) {
     TCHECK(rc == 0 && !marked(dir), "synth --force: exit %d, mark %s", rc,
            marked(dir) ? "left" : "gone");
     TCHECK(vt_test_sh("'%s' scan '%s' > /dev/null 2>&1", g_bin, dir) == 0, "scan once finished");
+    /* --force over a bigger synth: its videos go, not only the names written again (3
+     * classes x 2 stayed beside 2 x 1) */
+    rc = vt_test_sh("'%s' synth '%s' --classes 3 --train 2 --val 0 --test 0 --frames 8 --force "
+                    "> /dev/null 2>&1 && '%s' synth '%s' --classes 2 --train 1 --val 0 --test 0 "
+                    "--frames 8 --force > /dev/null 2>&1", g_bin, dir, g_bin, dir);
+    char train[4400];
+    snprintf(train, sizeof train, "%s/train", dir);
+    int ncls, nvid = vt_test_count_class_files(train, &ncls);
+    TCHECK(rc == 0 && nvid == 2 && ncls == 2, "synth --force over a synth of 3 classes x 2: "
+           "exit %d, %d videos in %d classes, 2 in 2 expected", rc, nvid, ncls);
 }
 
 static void test_prep(void) {

@@ -8,7 +8,8 @@
  *     DIR used to scan and train as a dataset with videos, a split or a class missing.
  *     synth --force over an earlier synth removes that one's videos first.
  *  2. prep killed (SIGKILL) after its first copy: the same for DST (train on a killed
- *     prep's DST took it as the whole dataset); rerun, prep finishes it.
+ *     prep's DST took it as the whole dataset); rerun, prep finishes it. A video removed
+ *     from SRC has its copy removed from DST by the next run.
  *  3. standard output on /dev/full: scan, plan and predict --json exit 1 and say so
  *     (predict --json > FILE on a full disk exited 0 with FILE cut short); predict
  *     --timeline stops at its first line refused.
@@ -99,8 +100,9 @@ static void test_synth(void) {
 
 static void test_prep(void) {
     char src[4400], dst[4400], cmd[9000];
-    snprintf(src, sizeof src, "%s/data", g_dir);
+    snprintf(src, sizeof src, "%s/psrc", g_dir); /* a copy: a video of it is removed below */
     snprintf(dst, sizeof dst, "%s/prep", g_dir);
+    TCHECK(vt_test_sh("rm -rf '%s' && cp -a '%s/data' '%s'", src, g_dir, src) == 0, "copy");
     snprintf(cmd, sizeof cmd, "exec '%s' prep '%s' '%s' --short-side 32 --jobs 1 > /dev/null "
              "2>&1", g_bin, src, dst);
     TCHECK(kill_after_first(spawn(cmd), dst), "prep was not killed while writing");
@@ -112,6 +114,16 @@ static void test_prep(void) {
     TCHECK(rc == 0 && !marked(dst), "prep rerun: exit %d, mark %s", rc,
            marked(dst) ? "left" : "gone");
     TCHECK(vt_test_sh("'%s' scan '%s' > /dev/null 2>&1", g_bin, dst) == 0, "scan once finished");
+    /* a video gone from SRC: its copy goes from DST at the next run (it stayed, in the
+     * dataset DST is, even under --force) */
+    char gone[4500];
+    snprintf(gone, sizeof gone, "%s/train/move_left/move_left_0000.mp4", dst);
+    TCHECK(access(gone, F_OK) == 0, "%s was not written", gone);
+    rc = vt_test_sh("rm '%s/train/move_left/move_left_0000.mp4' && '%s' prep '%s' '%s' "
+                    "--short-side 32 --jobs 1 > '%s/stale.log' 2>&1", src, g_bin, src, dst, g_dir);
+    TCHECK(rc == 0 && access(gone, F_OK) != 0 && vt_test_file_has_in(g_dir, "stale.log",
+           "which SRC no longer has"), "prep after a video left SRC: exit %d, its copy %s "
+           "(see %s/stale.log)", rc, access(gone, F_OK) ? "removed" : "still there", g_dir);
 }
 
 /* `vidtrain ARGS > /dev/full` exits 1 and says that standard output could not be written. */

@@ -564,16 +564,15 @@ int vt_output_check_early(const char *path, char *err, size_t errlen) {
     return rc;
 }
 
-int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
-                              size_t errlen) {
+char *vt_file_stage_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
+                         size_t errlen) {
     if (vt_output_check(path, err, errlen) != 0)
-        return -1;
+        return NULL;
     /* The process id keeps two processes writing the same path (ranks sharing a run
      * folder by mistake) off each other's temporary file. */
     size_t tn = strlen(path) + 32;
     char *tmp = vt_malloc(tn);
     snprintf(tmp, tn, "%s.tmp.%ld", path, (long)getpid());
-    int rc = -1;
     /* A new file only: an existing name here (a stale temporary file of a killed process
      * with this pid, or one planted there: a link to an input, a FIFO that would block the
      * open) is unlinked, never opened and truncated through. */
@@ -583,39 +582,52 @@ int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx,
     if (fd < 0) {
         vt_set_err(err, errlen, "cannot write %s: cannot create %s: %s", path, tmp,
                    strerror(errno));
-        goto end;
+        vt_freep(&tmp); /* nothing made: nothing to remove */
+        return NULL;
     }
     /* fsync before the rename: after a crash the name points at the old or the new
      * whole file, never at an empty one. */
     if (fill(ctx, fd) != 0 || fsync(fd) != 0) {
         vt_set_err(err, errlen, "cannot write %s: writing %s: %s", path, tmp, strerror(errno));
-        goto end;
+        close(fd);
+        vt_file_unstage(&tmp);
+        return NULL;
     }
-    int cr = close(fd);
-    fd = -1;
-    if (cr != 0) {
+    if (close(fd) != 0) {
         vt_set_err(err, errlen, "cannot write %s: closing %s: %s", path, tmp, strerror(errno));
-        goto end;
+        vt_file_unstage(&tmp);
+        return NULL;
     }
-    if (rename(tmp, path) != 0) {
-        vt_set_err(err, errlen, "cannot write %s: renaming %s over it: %s", path, tmp,
+    return tmp;
+}
+
+int vt_file_commit(const char *path, char **tmp, char *err, size_t errlen) {
+    if (rename(*tmp, path) != 0) {
+        vt_set_err(err, errlen, "cannot write %s: renaming %s over it: %s", path, *tmp,
                    strerror(errno));
-        goto end;
+        vt_file_unstage(tmp);
+        return -1;
     }
-    vt_freep(&tmp); /* renamed: nothing left to remove */
+    vt_freep(tmp); /* renamed: nothing left to remove */
     if (sync_parent(path) != 0) {
         vt_set_err(err, errlen, "%s was written but its folder could not be synced: %s", path,
                    strerror(errno));
-        goto end;
+        return -1;
     }
-    rc = 0;
-end:
-    if (fd >= 0)
-        close(fd);
-    if (tmp)
-        unlink(tmp);
-    free(tmp);
-    return rc;
+    return 0;
+}
+
+void vt_file_unstage(char **tmp) {
+    if (!tmp || !*tmp)
+        return;
+    unlink(*tmp);
+    vt_freep(tmp);
+}
+
+int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
+                              size_t errlen) {
+    char *tmp = vt_file_stage_fill(path, fill, ctx, err, errlen);
+    return tmp ? vt_file_commit(path, &tmp, err, errlen) : -1;
 }
 
 int vt_file_append(const char *path, const void *data, size_t len, char *err, size_t errlen) {
@@ -657,6 +669,11 @@ int vt_file_write_atomic(const char *path, const void *data, size_t len, char *e
                          size_t errlen) {
     buf_fill b = {data, len};
     return vt_file_write_atomic_fill(path, fill_buf, &b, err, errlen);
+}
+
+char *vt_file_stage(const char *path, const void *data, size_t len, char *err, size_t errlen) {
+    buf_fill b = {data, len};
+    return vt_file_stage_fill(path, fill_buf, &b, err, errlen);
 }
 
 size_t vt_utf8_len(const unsigned char *p, size_t n) {

@@ -128,6 +128,18 @@ int vt_file_write_atomic(const char *path, const void *data, size_t len, char *e
 typedef int (*vt_file_fill_fn)(void *ctx, int fd);
 int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
                               size_t errlen);
+/* The two halves of the atomic writer, for outputs that must change together (embed's
+ * .npy and the .csv that names its rows): stage writes and syncs the temporary file of
+ * path and returns its name (malloc'd), NULL with err; commit renames it over path and
+ * syncs the folder (0, or -1 with err; the temporary file is gone either way, *tmp NULL);
+ * unstage removes a staged file that is not to be committed (NULL and a pointer to NULL
+ * are fine). Staged first, committed one rename after the other, two files are never
+ * seen one new and one old but across that one rename. */
+char *vt_file_stage(const char *path, const void *data, size_t len, char *err, size_t errlen);
+char *vt_file_stage_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
+                         size_t errlen);
+int vt_file_commit(const char *path, char **tmp, char *err, size_t errlen);
+void vt_file_unstage(char **tmp);
 /*
  * The output rule (docs/design.md §3.8: outputs never replace inputs). A command declares
  * what it reads that must survive it (vt_inputs_add: a checkpoint, a run's config, a

@@ -14,6 +14,7 @@
  *     (predict --json > FILE on a full disk exited 0 with FILE cut short); predict
  *     --timeline stops at its first line refused.
  *  4. train --resume drops the metrics lines logged after its checkpoint and says so.
+ *  5. embed's .npy and .csv change together or not at all.
  */
 #include <signal.h>
 #include <sys/stat.h>
@@ -175,6 +176,32 @@ static void test_resume_says(void) {
     TCHECK(!vt_test_file_has(p, "\"step\":999"), "the line after the checkpoint stayed in %s", p);
 }
 
+/* 5. embed's .npy and the .csv naming its rows change together: a .csv that does not fit
+ * (a file size limit below it, above the .npy: a long path) leaves the old pair whole. It
+ * left the new .npy beside the old .csv, whose rows named other videos. Uses test_stdout's
+ * run. */
+static void test_embed_pair(void) {
+    char d[4200], lp[8192];
+    snprintf(d, sizeof d, "%s/emb", g_dir);
+    /* a video under a path of ~1,900 bytes: its .csv row outweighs its .npy row (512 B) */
+    snprintf(lp, sizeof lp, "%s/%0200d/%0200d/%0200d/%0200d/%0200d/%0200d/%0200d/%0200d/"
+             "%0200d/v.avi", d, 1, 2, 3, 4, 5, 6, 7, 8, 9);
+    int rc = vt_test_sh("mkdir -p \"$(dirname '%s')\" && cp '%s/data/val/move_left/"
+                        "move_left_0000.avi' '%s' && '%s' embed '%s/run' '%s/data/val/"
+                        "move_right/move_right_0000.avi' --out '%s/e.npy' > /dev/null 2>&1 && "
+                        "cp '%s/e.npy' '%s/old.npy' && cp '%s/e.csv' '%s/old.csv'", lp, g_dir, lp,
+                        g_bin, g_dir, g_dir, d, d, d, d, d);
+    TCHECK(rc == 0, "embed, the first pair");
+    /* 1 KiB: the new .npy (640 bytes) fits, its .csv (about 1,900) does not */
+    rc = vt_test_sh("bash -c \"trap '' XFSZ; ulimit -f 1; exec '%s' embed '%s/run' '%s' --out "
+                    "'%s/e.npy'\" > /dev/null 2> '%s/embed.log'", g_bin, g_dir, lp, d, g_dir);
+    TCHECK(rc == 1, "embed whose .csv does not fit: exit %d, 1 expected", rc);
+    rc = vt_test_sh("cmp -s '%s/e.npy' '%s/old.npy' && cmp -s '%s/e.csv' '%s/old.csv'", d, d,
+                    d, d);
+    TCHECK(rc == 0, "embed whose .csv did not fit changed %s/e.npy or e.csv: the pair is "
+           "not the old one", d);
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_unfinished");
     if (!g_bin)
@@ -189,5 +216,6 @@ int main(void) {
     test_prep();
     test_stdout();
     test_resume_says();
+    test_embed_pair();
     return vt_test_done("test_unfinished");
 }

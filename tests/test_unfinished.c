@@ -14,7 +14,8 @@
  *     (predict --json > FILE on a full disk exited 0 with FILE cut short); predict
  *     --timeline stops at its first line refused.
  *  4. train --resume drops the metrics lines logged after its checkpoint and says so.
- *  5. embed's .npy and .csv change together or not at all.
+ *  5. embed's .npy and .csv change together or not at all; 6. so do eval's eval.json and
+ *     confusion.csv.
  */
 #include <signal.h>
 #include <sys/stat.h>
@@ -202,6 +203,28 @@ static void test_embed_pair(void) {
            "not the old one", d);
 }
 
+/* 6. eval's eval.json and confusion.csv change together: an eval.json that does not fit
+ * (a file size limit of 1 KiB; the data folder's long path is in it, not in the table)
+ * leaves the old pair. It wrote the new table beside the old figures. Uses test_stdout's
+ * run. */
+static void test_eval_pair(void) {
+    char d[4200], lp[8192];
+    snprintf(d, sizeof d, "%s/evl", g_dir);
+    snprintf(lp, sizeof lp, "%s/%0200d/%0200d/%0200d/%0200d/%0200d/d", d, 1, 2, 3, 4, 5);
+    int rc = vt_test_sh("mkdir -p \"$(dirname '%s')\" && ln -sfn '%s/data' '%s' && '%s' eval "
+                        "'%s/run' '%s/data' --split val > /dev/null 2>&1 && cp '%s/run/eval.json' "
+                        "'%s/old.json' && cp '%s/run/confusion.csv' '%s/old.csv'", lp, g_dir, lp,
+                        g_bin, g_dir, g_dir, g_dir, d, g_dir, d);
+    TCHECK(rc == 0, "eval, the first pair");
+    rc = vt_test_sh("bash -c \"trap '' XFSZ; ulimit -f 1; exec '%s' eval '%s/run' '%s' --split "
+                    "train\" > /dev/null 2> '%s/eval.log'", g_bin, g_dir, lp, g_dir);
+    TCHECK(rc == 1, "eval whose eval.json does not fit: exit %d, 1 expected", rc);
+    rc = vt_test_sh("cmp -s '%s/run/eval.json' '%s/old.json' && cmp -s '%s/run/confusion.csv' "
+                    "'%s/old.csv'", g_dir, d, g_dir, d);
+    TCHECK(rc == 0, "eval whose eval.json did not fit changed eval.json or confusion.csv in "
+           "%s/run: the pair is not the old one", g_dir);
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_unfinished");
     if (!g_bin)
@@ -217,5 +240,6 @@ int main(void) {
     test_stdout();
     test_resume_says();
     test_embed_pair();
+    test_eval_pair();
     return vt_test_done("test_unfinished");
 }

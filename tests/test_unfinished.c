@@ -16,6 +16,7 @@
  *  4. train --resume drops the metrics lines logged after its checkpoint and says so.
  *  5. embed's .npy and .csv change together or not at all; 6. so do eval's eval.json and
  *     confusion.csv.
+ *  7. a --pretrained download that the disk refuses names the disk, not the network.
  */
 #include <signal.h>
 #include <sys/stat.h>
@@ -225,6 +226,21 @@ static void test_eval_pair(void) {
            "%s/run: the pair is not the old one", g_dir);
 }
 
+/* 7. A --pretrained download that the disk refuses says so, naming the .part: it said
+ * "cannot download URL: Failure writing output to destination. Without network: ...". A
+ * 300 KB file from a file:// mirror under a 100 KiB file size limit. */
+static void test_download_disk(void) {
+    int rc = vt_test_sh("rm -rf '%s/wcache' && mkdir -p '%s/mirror' && head -c 300000 /dev/zero > "
+                        "'%s/mirror/r3d_18-b3b3357e.pth' && VIDTRAIN_WEIGHTS_URL='file://%s/mirror' "
+                        "VIDTRAIN_CACHE='%s/wcache' bash -c \"trap '' XFSZ; ulimit -f 100; exec "
+                        "'%s' train '%s/data' --out '%s/rp' --model r3d18 --pretrained r3d18 "
+                        "--epochs 1\" > /dev/null 2> '%s/dl.log'", g_dir, g_dir, g_dir, g_dir,
+                        g_dir, g_bin, g_dir, g_dir, g_dir);
+    TCHECK(rc == 1 && vt_test_file_has_in(g_dir, "dl.log", "r3d_18-b3b3357e.pth.part: File too "
+           "large") && !vt_test_file_has_in(g_dir, "dl.log", "network"), "a download the disk "
+           "refused: exit %d, see %s/dl.log", rc, g_dir);
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_unfinished");
     if (!g_bin)
@@ -241,5 +257,6 @@ int main(void) {
     test_resume_says();
     test_embed_pair();
     test_eval_pair();
+    test_download_disk();
     return vt_test_done("test_unfinished");
 }

@@ -17,6 +17,7 @@
  *  5. embed's .npy and .csv change together or not at all; 6. so do eval's eval.json and
  *     confusion.csv.
  *  7. a --pretrained download that the disk refuses names the disk, not the network.
+ *  8. a run folder a start killed before its first checkpoint: nothing to resume, said.
  */
 #include <signal.h>
 #include <sys/stat.h>
@@ -241,6 +242,18 @@ static void test_download_disk(void) {
            "refused: exit %d, see %s/dl.log", rc, g_dir);
 }
 
+/* 8. A run folder that a start killed before its first checkpoint left (config.json, no
+ * checkpoint) is refused with what can be done: it said "--resume continues it", and
+ * --resume then found nothing to resume. */
+static void test_no_checkpoint(void) {
+    int rc = vt_test_sh("mkdir -p '%s/r0' && echo '{}' > '%s/r0/config.json' && '%s' train "
+                        "'%s/data' --out '%s/r0' --epochs 1 > /dev/null 2> '%s/r0.log'", g_dir,
+                        g_dir, g_bin, g_dir, g_dir, g_dir);
+    TCHECK(rc == 1 && vt_test_file_has_in(g_dir, "r0.log", "nothing to resume") &&
+           vt_test_file_has_in(g_dir, "r0.log", "--force"), "train into a run folder without a "
+           "checkpoint: exit %d, see %s/r0.log", rc, g_dir);
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_unfinished");
     if (!g_bin)
@@ -258,5 +271,6 @@ int main(void) {
     test_embed_pair();
     test_eval_pair();
     test_download_disk();
+    test_no_checkpoint();
     return vt_test_done("test_unfinished");
 }

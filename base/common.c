@@ -7,7 +7,9 @@
 #include "base/common.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
@@ -533,6 +535,36 @@ int vt_output_check(const char *path, char *err, size_t errlen) {
     return rc;
 }
 
+/* The temporary files of this output (base "NAME", in dir) that a killed writer left:
+ * "NAME.tmp.PID" of a process that is gone, regular files only. An export killed in its
+ * write left a model-sized file beside FILE at every kill (a run folder is cleaned by
+ * train: app/run/runclean.h). Each removal is said. */
+static void clean_stale(const char *dir, const char *name) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    size_t bl = strlen(name);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *p = e->d_name + bl + 5, *q = p;
+        if (strncmp(e->d_name, name, bl) || strncmp(e->d_name + bl, ".tmp.", 5))
+            continue;
+        while (*q >= '0' && *q <= '9' && q - p < 10)
+            q++;
+        long pid = q > p && !*q ? strtol(p, NULL, 10) : 0;
+        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno == EPERM)
+            continue; /* not one, or its writer is alive */
+        size_t n = strlen(dir) + strlen(e->d_name) + 2;
+        char *f = vt_malloc(n);
+        snprintf(f, n, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(f, &st) == 0 && S_ISREG(st.st_mode) && unlink(f) == 0)
+            vt_info("removed %s: a temporary file left by an interrupted write\n", f);
+        free(f);
+    }
+    closedir(d);
+}
+
 int vt_output_check_early(const char *path, char *err, size_t errlen) {
     if (vt_output_check(path, err, errlen) != 0)
         return -1;
@@ -559,6 +591,8 @@ int vt_output_check_early(const char *path, char *err, size_t errlen) {
         vt_set_err(err, errlen, "cannot write %s: its folder %s is not writable: %s", path,
                    dir, strerror(errno));
         rc = -1;
+    } else {
+        clean_stale(dir, slash ? slash + 1 - dir + path : path);
     }
     free(dir);
     return rc;

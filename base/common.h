@@ -165,7 +165,9 @@ int vt_output_check(const char *path, char *err, size_t errlen);
 char *vt_path_real_future(const char *path);
 /* vt_output_check, and what a write would otherwise find only at its end: path's folder
  * exists, is a folder and is writable. For a command to call before its work (export,
- * embed, predict --dump-input), so that a bad output path costs nothing. */
+ * embed, predict --dump-input), so that a bad output path costs nothing. It also removes
+ * (and says) the temporary files of path that a killed writer left ("PATH.tmp.PID" of a
+ * process that is gone), which nothing else would. */
 int vt_output_check_early(const char *path, char *err, size_t errlen);
 
 /* Length of the UTF-8 sequence at p (n >= 1 bytes left), 0 when it is not one: no

@@ -18,9 +18,11 @@
  *     confusion.csv.
  *  7. a --pretrained download that the disk refuses names the disk, not the network.
  *  8. a run folder a start killed before its first checkpoint: nothing to resume, said.
+ *  9. a killed export's temporary file beside FILE goes at the next export to FILE.
  */
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -254,6 +256,27 @@ static void test_no_checkpoint(void) {
            "checkpoint: exit %d, see %s/r0.log", rc, g_dir);
 }
 
+/* 9. The temporary file an export killed in its write left beside FILE (a model-sized
+ * file at every kill) is removed by the next export to FILE, with a line; one of a live
+ * process stays. Uses test_stdout's run. */
+static void test_stale_temp(void) {
+    pid_t dead = fork();
+    if (dead == 0)
+        _exit(0);
+    waitpid(dead, NULL, 0);
+    char left[4400], live[4400];
+    snprintf(left, sizeof left, "%s/m.onnx.tmp.%ld", g_dir, (long)dead);
+    snprintf(live, sizeof live, "%s/m.onnx.tmp.%ld", g_dir, (long)getpid());
+    int rc = vt_test_sh("echo torn > '%s' && echo other > '%s' && '%s' export '%s/run' --onnx "
+                        "'%s/m.onnx' > /dev/null 2> '%s/export.log'", left, live, g_bin, g_dir,
+                        g_dir, g_dir);
+    TCHECK(rc == 0 && access(left, F_OK) != 0 && access(live, F_OK) == 0 &&
+           vt_test_file_has_in(g_dir, "export.log", "interrupted write"), "export beside a "
+           "killed export's temporary file: exit %d, %s %s, see %s/export.log", rc, left,
+           access(left, F_OK) ? "removed" : "left", g_dir);
+    unlink(live);
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_unfinished");
     if (!g_bin)
@@ -272,5 +295,6 @@ int main(void) {
     test_eval_pair();
     test_download_disk();
     test_no_checkpoint();
+    test_stale_temp();
     return vt_test_done("test_unfinished");
 }

@@ -9,10 +9,10 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
-#include <signal.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -624,15 +624,16 @@ char *vt_file_stage_fill(const char *path, vt_file_fill_fn fill, void *ctx, char
     if (fill(ctx, fd) != 0 || fsync(fd) != 0) {
         vt_set_err(err, errlen, "cannot write %s: writing %s: %s", path, tmp, strerror(errno));
         close(fd);
-        vt_file_unstage(&tmp);
-        return NULL;
+        goto fail;
     }
     if (close(fd) != 0) {
         vt_set_err(err, errlen, "cannot write %s: closing %s: %s", path, tmp, strerror(errno));
-        vt_file_unstage(&tmp);
-        return NULL;
+        goto fail;
     }
     return tmp;
+fail:
+    vt_file_unstage(&tmp); /* removed, the name freed */
+    return NULL;
 }
 
 int vt_file_commit(const char *path, char **tmp, char *err, size_t errlen) {

@@ -12,6 +12,7 @@
 #include "app/app.h"
 #include "app/opts.h"
 #include "base/common.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/synth/synth.h"
 
 static void usage(FILE *f) {
@@ -53,7 +54,11 @@ static void usage(FILE *f) {
             "  --threads N   videos encoded at once (default: one per core); the files do\n"
             "                not depend on it\n"
             "  --no-h264     only the codecs every FFmpeg build has (same files everywhere)\n"
-            "  --force       write into a DIR that already holds a dataset\n",
+            "  --force       write into a DIR that already holds a dataset, or a synth\n"
+            "                that was stopped left unfinished (until synth ends, DIR is\n"
+            "                marked unfinished: train, eval and scan refuse it). The\n"
+            "                videos an earlier synth wrote there are removed first\n"
+            "                (DIR/.vidtrain-synth lists them); others stay, and are named\n",
             d.classes, d.train, d.val, d.test, d.frames, d.width, d.height, d.fps, m.classes,
             m.train, m.val, m.test, VT_SYNTH_MAX_CLASSES, d.frames, d.width, d.height, d.fps,
             (unsigned long long)d.seed);
@@ -240,6 +245,12 @@ int vt_cmd_synth(int argc, char **argv) {
     char probe[4200];
     snprintf(probe, sizeof probe, "%s/train", dir);
     struct stat sb;
+    char *unfinished = force ? NULL : vt_dataset_unfinished(dir);
+    if (unfinished) {
+        fprintf(stderr, "vidtrain synth: %s is unfinished: %s\n", dir, unfinished);
+        free(unfinished);
+        return 1;
+    }
     if (!force && stat(probe, &sb) == 0) {
         fprintf(stderr, "vidtrain synth: %s already holds a dataset (use --force to overwrite)\n",
                 dir);
@@ -260,6 +271,11 @@ int vt_cmd_synth(int argc, char **argv) {
     for (int i = 0; i < sum.nformats; i++)
         printf(" %s %d%s", vt_synth_format_name(&o, i), sum.per_format[i],
                i + 1 < sum.nformats ? "," : "\n");
+    if (sum.foreign > 0)
+        fprintf(stderr, "vidtrain synth: warning: %s also holds %d video%s that this synth did "
+                "not write (a dataset that was there before, not by a synth): they are part of "
+                "the dataset now. For this synth's videos alone, remove them or synth into a "
+                "new folder\n", dir, sum.foreign, sum.foreign > 1 ? "s" : "");
     if (motion && o.val == 0)
         printf("next: vidtrain train %s --out runs/motion --val-split 0.2 --no-flip\n", dir);
     else

@@ -34,6 +34,8 @@ static int write_f32(const char *path, const float *x, size_t n, char *err, size
     int rc = fclose(f);
     if (w != n || rc != 0) {
         vt_set_err(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        remove(path); /* no cut-short array under its name (the line naming it is not
+                       * written either) */
         return -1;
     }
     return 0;

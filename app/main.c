@@ -4,6 +4,7 @@
  * prints to stdout, and only the commands that span processes may run there. It must
  * never do work itself: parsing and behaviour belong to the subcommands.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,19 @@ static void free_operands(char **made) {
     free(made);
 }
 
+/* Standard output is a writer too: it is what predict, scan and plan make, and `predict
+ * --json > FILE` on a full disk exited 0 with FILE cut short. A write it refused (a full
+ * disk, /dev/full, a pipe closed with SIGPIPE ignored) fails the command, whatever it is,
+ * with the reason when the last flush still has it. */
+static int stdout_check(const char *cmd, int rc) {
+    int e = fflush(stdout) != 0 ? errno : 0;
+    if (!e && !ferror(stdout))
+        return rc;
+    fprintf(stderr, "vidtrain%s%s: cannot write to standard output%s%s: what it holds is "
+            "incomplete\n", cmd ? " " : "", cmd ? cmd : "", e ? ": " : "", e ? strerror(e) : "");
+    return rc ? rc : 1;
+}
+
 static int dispatch(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
@@ -138,5 +152,6 @@ int main(int argc, char **argv) {
             return vt_mpi_finalize(2);
         }
     }
-    return vt_mpi_finalize(dispatch(argc, argv));
+    int rc = dispatch(argc, argv);
+    return vt_mpi_finalize(stdout_check(argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL, rc));
 }

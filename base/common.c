@@ -7,10 +7,12 @@
 #include "base/common.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -412,6 +414,17 @@ static int sync_parent(const char *path) {
     return rc;
 }
 
+int vt_file_sync(const char *path) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd) != 0 && errno != EINVAL ? -1 : 0;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
 /* ---------------------------------------------------------------- the output rule ---- */
 
 typedef struct input_ent {
@@ -563,6 +576,36 @@ int vt_output_check(const char *path, char *err, size_t errlen) {
     return rc;
 }
 
+/* The temporary files of this output (base "NAME", in dir) that a killed writer left:
+ * "NAME.tmp.PID" of a process that is gone, regular files only. An export killed in its
+ * write left a model-sized file beside FILE at every kill (a run folder is cleaned by
+ * train: app/run/runclean.h). Each removal is said. */
+static void clean_stale(const char *dir, const char *name) {
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    size_t bl = strlen(name);
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *p = e->d_name + bl + 5, *q = p;
+        if (strncmp(e->d_name, name, bl) || strncmp(e->d_name + bl, ".tmp.", 5))
+            continue;
+        while (*q >= '0' && *q <= '9' && q - p < 10)
+            q++;
+        long pid = q > p && !*q ? strtol(p, NULL, 10) : 0;
+        if (pid <= 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno == EPERM)
+            continue; /* not one, or its writer is alive */
+        size_t n = strlen(dir) + strlen(e->d_name) + 2;
+        char *f = vt_malloc(n);
+        snprintf(f, n, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(f, &st) == 0 && S_ISREG(st.st_mode) && unlink(f) == 0)
+            vt_info("removed %s: a temporary file left by an interrupted write\n", f);
+        free(f);
+    }
+    closedir(d);
+}
+
 int vt_output_check_early(const char *path, char *err, size_t errlen) {
     if (vt_output_check(path, err, errlen) != 0)
         return -1;
@@ -580,21 +623,23 @@ int vt_output_check_early(const char *path, char *err, size_t errlen) {
         vt_set_err(err, errlen, "cannot write %s: its folder %s is not writable: %s", path,
                    dir, strerror(errno));
         rc = -1;
+    } else {
+        const char *slash = strrchr(path, '/');
+        clean_stale(dir, slash ? slash + 1 : path);
     }
     free(dir);
     return rc;
 }
 
-int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
-                              size_t errlen) {
+char *vt_file_stage_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
+                         size_t errlen) {
     if (vt_output_check(path, err, errlen) != 0)
-        return -1;
+        return NULL;
     /* The process id keeps two processes writing the same path (ranks sharing a run
      * folder by mistake) off each other's temporary file. */
     size_t tn = strlen(path) + 32;
     char *tmp = vt_malloc(tn);
     snprintf(tmp, tn, "%s.tmp.%ld", path, (long)getpid());
-    int rc = -1;
     /* A new file only: an existing name here (a stale temporary file of a killed process
      * with this pid, or one planted there: a link to an input, a FIFO that would block the
      * open) is unlinked, never opened and truncated through. */
@@ -604,39 +649,53 @@ int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx,
     if (fd < 0) {
         vt_set_err(err, errlen, "cannot write %s: cannot create %s: %s", path, tmp,
                    strerror(errno));
-        goto end;
+        vt_freep(&tmp); /* nothing made: nothing to remove */
+        return NULL;
     }
     /* fsync before the rename: after a crash the name points at the old or the new
      * whole file, never at an empty one. */
     if (fill(ctx, fd) != 0 || fsync(fd) != 0) {
         vt_set_err(err, errlen, "cannot write %s: writing %s: %s", path, tmp, strerror(errno));
-        goto end;
+        close(fd);
+        goto fail;
     }
-    int cr = close(fd);
-    fd = -1;
-    if (cr != 0) {
+    if (close(fd) != 0) {
         vt_set_err(err, errlen, "cannot write %s: closing %s: %s", path, tmp, strerror(errno));
-        goto end;
+        goto fail;
     }
-    if (rename(tmp, path) != 0) {
-        vt_set_err(err, errlen, "cannot write %s: renaming %s over it: %s", path, tmp,
+    return tmp;
+fail:
+    vt_file_unstage(&tmp); /* removed, the name freed */
+    return NULL;
+}
+
+int vt_file_commit(const char *path, char **tmp, char *err, size_t errlen) {
+    if (rename(*tmp, path) != 0) {
+        vt_set_err(err, errlen, "cannot write %s: renaming %s over it: %s", path, *tmp,
                    strerror(errno));
-        goto end;
+        vt_file_unstage(tmp);
+        return -1;
     }
-    vt_freep(&tmp); /* renamed: nothing left to remove */
+    vt_freep(tmp); /* renamed: nothing left to remove */
     if (sync_parent(path) != 0) {
         vt_set_err(err, errlen, "%s was written but its folder could not be synced: %s", path,
                    strerror(errno));
-        goto end;
+        return -1;
     }
-    rc = 0;
-end:
-    if (fd >= 0)
-        close(fd);
-    if (tmp)
-        unlink(tmp);
-    free(tmp);
-    return rc;
+    return 0;
+}
+
+void vt_file_unstage(char **tmp) {
+    if (!tmp || !*tmp)
+        return;
+    unlink(*tmp);
+    vt_freep(tmp);
+}
+
+int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
+                              size_t errlen) {
+    char *tmp = vt_file_stage_fill(path, fill, ctx, err, errlen);
+    return tmp ? vt_file_commit(path, &tmp, err, errlen) : -1;
 }
 
 int vt_file_append(const char *path, const void *data, size_t len, char *err, size_t errlen) {
@@ -678,6 +737,11 @@ int vt_file_write_atomic(const char *path, const void *data, size_t len, char *e
                          size_t errlen) {
     buf_fill b = {data, len};
     return vt_file_write_atomic_fill(path, fill_buf, &b, err, errlen);
+}
+
+char *vt_file_stage(const char *path, const void *data, size_t len, char *err, size_t errlen) {
+    buf_fill b = {data, len};
+    return vt_file_stage_fill(path, fill_buf, &b, err, errlen);
 }
 
 size_t vt_utf8_len(const unsigned char *p, size_t n) {

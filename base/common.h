@@ -138,6 +138,18 @@ int vt_file_write_atomic(const char *path, const void *data, size_t len, char *e
 typedef int (*vt_file_fill_fn)(void *ctx, int fd);
 int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
                               size_t errlen);
+/* The two halves of the atomic writer, for outputs that must change together (embed's
+ * .npy and the .csv that names its rows): stage writes and syncs the temporary file of
+ * path and returns its name (malloc'd), NULL with err; commit renames it over path and
+ * syncs the folder (0, or -1 with err; the temporary file is gone either way, *tmp NULL);
+ * unstage removes a staged file that is not to be committed (NULL and a pointer to NULL
+ * are fine). Staged first, committed one rename after the other, two files are never
+ * seen one new and one old but across that one rename. */
+char *vt_file_stage(const char *path, const void *data, size_t len, char *err, size_t errlen);
+char *vt_file_stage_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
+                         size_t errlen);
+int vt_file_commit(const char *path, char **tmp, char *err, size_t errlen);
+void vt_file_unstage(char **tmp);
 /*
  * The output rule (docs/design.md §3.8: outputs never replace inputs). A command declares
  * what it reads that must survive it (vt_inputs_add: a checkpoint, a run's config, a
@@ -163,7 +175,9 @@ int vt_output_check(const char *path, char *err, size_t errlen);
 char *vt_path_real_future(const char *path);
 /* vt_output_check, and what a write would otherwise find only at its end: path's folder
  * exists, is a folder and is writable. For a command to call before its work (export,
- * embed, predict --dump-input), so that a bad output path costs nothing. */
+ * embed, predict --dump-input), so that a bad output path costs nothing. It also removes
+ * (and says) the temporary files of path that a killed writer left ("PATH.tmp.PID" of a
+ * process that is gone), which nothing else would. */
 int vt_output_check_early(const char *path, char *err, size_t errlen);
 
 /* Length of the UTF-8 sequence at p (n >= 1 bytes left), 0 when it is not one: no
@@ -178,6 +192,11 @@ char *vt_utf8_clean(const char *s);
  * back, so the file keeps what it held before. 0, or -1 with err naming path and errno's
  * reason. */
 int vt_file_append(const char *path, const void *data, size_t len, char *err, size_t errlen);
+
+/* Makes a finished file durable before it is renamed to its final name, for a writer that
+ * cannot go through vt_file_write_atomic (FFmpeg's muxer writes prep's copies): fsync of
+ * path. 0, or -1 with errno set. */
+int vt_file_sync(const char *path);
 
 /* write(2) until all of buf is written (EINTR retried). 0, or -1 with errno set. */
 int vt_fd_write_all(int fd, const void *buf, size_t len);

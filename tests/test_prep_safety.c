@@ -68,7 +68,8 @@ static void manifest_counts(const char *dst, int *ok, int *bad) {
 
 static int nvideos(void) {
     char cmd[4500], line[64] = "";
-    snprintf(cmd, sizeof cmd, "find '%s' -type f | wc -l", g_data);
+    /* not hidden: synth's record of what it wrote (.vidtrain-synth) is no video */
+    snprintf(cmd, sizeof cmd, "find '%s' -type f -not -name '.*' | wc -l", g_data);
     FILE *p = popen(cmd, "r");
     if (p && !fgets(line, sizeof line, p))
         line[0] = 0;

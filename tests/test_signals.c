@@ -5,8 +5,9 @@
  *     full (weights and optimizer state, validated by checkpoint.c against a fresh net),
  *     and the run must resume from it. A kill that lands mid-write leaves the previous
  *     file, because checkpoints are written to a temporary file and renamed.
- *  2. Ctrl-C (SIGINT): the run finishes its step, writes a checkpoint and exits 130; the
- *     checkpoint loads and holds at least one step; --resume continues it to exit 0.
+ *  2. Ctrl-C (SIGINT), and SIGTERM: the run finishes its step, writes a checkpoint and
+ *     exits 130 (143); the checkpoint loads and holds at least one step; --resume
+ *     continues it to exit 0.
  */
 #include <signal.h>
 #include <sys/stat.h>
@@ -163,24 +164,31 @@ int main(void) {
                last_step + 2, dir) == 0, "resume after SIGKILL");
     TCHECK(load_full(ck) == last_step + 2, "resumed run reached its max step");
 
-    /* ---- 2. Ctrl-C ---- */
-    snprintf(ck, sizeof ck, "%s/int/metrics.jsonl", dir);
-    snprintf(cmd, sizeof cmd, "exec '%s' train '%s/data' --out '%s/int' %s > '%s/int.log' 2>&1",
-             bin, dir, dir, common, dir);
-    pid_t p = spawn(cmd);
-    int w = wait_for(ck, p, 120); /* the first step line: training has started */
-    TCHECK(w == 1, "the run did not start (%d)", w);
-    sleep_ms(200);
-    kill(p, SIGINT);
-    int st;
-    waitpid(p, &st, 0);
-    TCHECK(WIFEXITED(st) && WEXITSTATUS(st) == 130, "SIGINT exit: %s %d",
-           WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-    snprintf(ck, sizeof ck, "%s/int/last.safetensors", dir);
-    long step = load_full(ck);
-    TCHECK(step >= 1, "checkpoint after Ctrl-C at step %ld", step);
-    TCHECK(vt_test_sh("grep -q interrupted '%s/int.log'", dir) == 0, "the run said it was interrupted");
-    TCHECK(vt_test_sh("'%s' train --resume '%s/int' --max-steps %ld >> '%s/int.log' 2>&1", bin, dir,
-               step + 1, dir) == 0, "resume after Ctrl-C");
+    /* ---- 2. Ctrl-C, and SIGTERM (a job scheduler's stop) the same way ---- */
+    const int sigs[2] = {SIGINT, SIGTERM};
+    const char *names[2] = {"int", "term"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(ck, sizeof ck, "%s/%s/metrics.jsonl", dir, names[k]);
+        snprintf(cmd, sizeof cmd, "exec '%s' train '%s/data' --out '%s/%s' %s > '%s/%s.log' 2>&1",
+                 bin, dir, dir, names[k], common, dir, names[k]);
+        pid_t p = spawn(cmd);
+        int w = wait_for(ck, p, 120); /* the first step line: training has started */
+        TCHECK(w == 1, "%s: the run did not start (%d)", names[k], w);
+        sleep_ms(200);
+        kill(p, sigs[k]);
+        int st;
+        waitpid(p, &st, 0);
+        TCHECK(WIFEXITED(st) && WEXITSTATUS(st) == 128 + sigs[k], "%s exit: %s %d, %d expected",
+               names[k], WIFEXITED(st) ? "status" : "signal",
+               WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), 128 + sigs[k]);
+        snprintf(ck, sizeof ck, "%s/%s/last.safetensors", dir, names[k]);
+        long step = load_full(ck);
+        TCHECK(step >= 1, "%s: checkpoint at step %ld", names[k], step);
+        TCHECK(vt_test_sh("grep -q interrupted '%s/%s.log'", dir, names[k]) == 0,
+               "%s: the run did not say it was interrupted", names[k]);
+        TCHECK(vt_test_sh("'%s' train --resume '%s/%s' --max-steps %ld >> '%s/%s.log' 2>&1", bin,
+                          dir, names[k], step + 1, dir, names[k]) == 0, "resume after %s",
+               names[k]);
+    }
     return vt_test_done("test_signals");
 }

@@ -344,23 +344,31 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
     int wfd = vt_dist_lead() ? vt_run_claim_writes(ea->run) : -1;
     cJSON_AddStringToObject(j, "checkpoint", m->ckpt);
     cJSON_AddStringToObject(j, "data", ea->dir);
-    snprintf(path, sizeof path, "%s/eval.json", ea->run);
-    int wrc = vt_run_write_json(path, j, err, sizeof err);
-    cJSON_Delete(j);
-    if (wrc != 0)
-        fprintf(stderr, "vidtrain eval: %s\n", err);
-    else
-        printf("wrote %s\n", path);
-    if (r[0].loss == VT_LOSS_SOFTMAX_CE && vt_dist_lead()) {
-        snprintf(path, sizeof path, "%s/confusion.csv", ea->run);
-        if (vt_eval_confusion_csv(&r[0], (const char *const *)heads->classes[0], path, err,
-                                  sizeof err) != 0) {
-            fprintf(stderr, "vidtrain eval: %s\n", err);
-            wrc = -1;
-        } else {
-            printf("wrote %s\n", path);
-        }
+    /* and change together: confusion.csv is staged first and renamed once eval.json is
+     * written, so that a full disk leaves the old pair (it left a new table beside the
+     * old figures, or the other way round) */
+    char csv[4200], *staged = NULL;
+    int wrc = 0;
+    snprintf(csv, sizeof csv, "%s/confusion.csv", ea->run);
+    if (r[0].loss == VT_LOSS_SOFTMAX_CE && vt_dist_lead() &&
+        !(staged = vt_eval_confusion_stage(&r[0], (const char *const *)heads->classes[0], csv,
+                                           err, sizeof err))) {
+        fprintf(stderr, "vidtrain eval: %s (eval.json and confusion.csv are left as they "
+                "were)\n", err);
+        wrc = -1;
     }
+    snprintf(path, sizeof path, "%s/eval.json", ea->run);
+    if (wrc == 0 && (wrc = vt_run_write_json(path, j, err, sizeof err)) != 0)
+        fprintf(stderr, "vidtrain eval: %s (eval.json and confusion.csv are left as they "
+                "were)\n", err);
+    else if (wrc == 0)
+        printf("wrote %s\n", path);
+    cJSON_Delete(j);
+    if (wrc == 0 && staged && (wrc = vt_file_commit(csv, &staged, err, sizeof err)) != 0)
+        fprintf(stderr, "vidtrain eval: %s\n", err);
+    else if (wrc == 0 && r[0].loss == VT_LOSS_SOFTMAX_CE && vt_dist_lead())
+        printf("wrote %s\n", csv);
+    vt_file_unstage(&staged);
     for (int h = 0; h < heads->n; h++)
         vt_eval_result_free(&r[h]);
     /* The report is derived from the files above: a failure is reported, not fatal. */

@@ -377,8 +377,8 @@ void vt_eval_confusion_print(const vt_eval_result *r, const char *const *names, 
     }
 }
 
-int vt_eval_confusion_csv(const vt_eval_result *r, const char *const *names, const char *path,
-                          char *err, size_t errlen) {
+char *vt_eval_confusion_stage(const vt_eval_result *r, const char *const *names,
+                              const char *path, char *err, size_t errlen) {
     /* Built in memory and written atomically: a reader never sees half a table. */
     char *text = NULL;
     size_t len = 0;
@@ -400,7 +400,13 @@ int vt_eval_confusion_csv(const vt_eval_result *r, const char *const *names, con
     }
     int bad = ferror(f);
     VT_CHECK(fclose(f) == 0 && !bad, "building %s in memory failed (out of memory)", path);
-    int rc = vt_file_write_atomic(path, text, len, err, errlen);
+    char *tmp = vt_file_stage(path, text, len, err, errlen);
     free(text);
-    return rc;
+    return tmp;
+}
+
+int vt_eval_confusion_csv(const vt_eval_result *r, const char *const *names, const char *path,
+                          char *err, size_t errlen) {
+    char *tmp = vt_eval_confusion_stage(r, names, path, err, errlen);
+    return tmp ? vt_file_commit(path, &tmp, err, errlen) : -1;
 }

@@ -154,6 +154,7 @@ int vt_metrics_truncate(const char *run_dir, int64_t keep_step, char *err, size_
     size_t n = strlen(s);
     char *out = vt_malloc(n + 1);
     size_t on = 0;
+    int dropped = 0;
     char *save = NULL;
     for (char *l = strtok_r(s, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         cJSON *j = cJSON_Parse(l);
@@ -163,6 +164,8 @@ int vt_metrics_truncate(const char *run_dir, int64_t keep_step, char *err, size_
             memcpy(out + on, l, ln);
             on += ln;
             out[on++] = '\n';
+        } else {
+            dropped++;
         }
         cJSON_Delete(j);
     }
@@ -172,5 +175,5 @@ int vt_metrics_truncate(const char *run_dir, int64_t keep_step, char *err, size_
     free(s);
     if (rc == 0)
         rc = vt_metrics_write_csv(run_dir, err, errlen);
-    return rc;
+    return rc == 0 ? dropped : -1;
 }

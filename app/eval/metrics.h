@@ -18,7 +18,8 @@
  * RUN/metrics.csv (columns = the numeric keys of the epoch lines, first-seen order). */
 int vt_metrics_append(const char *run_dir, const cJSON *line, char *err, size_t errlen);
 /* Resume: keep only lines whose "step" <= keep_step (what the checkpoint had seen), so
- * a resumed run does not log the same steps twice; regenerates metrics.csv. */
+ * a resumed run does not log the same steps twice; regenerates metrics.csv. The number of
+ * lines dropped (for the resume to say), or -1 with err. */
 int vt_metrics_truncate(const char *run_dir, int64_t keep_step, char *err, size_t errlen);
 int vt_metrics_write_csv(const char *run_dir, char *err, size_t errlen);
 /* The {"kind":"epoch"} lines of RUN/metrics.jsonl in file order, as cJSON objects into

@@ -19,7 +19,9 @@
  * reported with its path and FFmpeg's reason, counted and written to the manifest. A DST
  * that cannot be written (a full disk) is no bad video: the run stops at once with DST's
  * reason, its manifest whole, and resumes when rerun. One prep at a time writes a DST
- * (a lock, DST/.prep-lock).
+ * (a lock, DST/.prep-lock). A DST is marked unfinished (VT_DATASET_UNFINISHED) from its
+ * first write until a run ends with every video done, so that nothing reads a killed
+ * prep's DST as a whole dataset.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -104,7 +106,10 @@ static void usage(FILE *f) {
         "  Resume: run the same command again. A video whose output exists and whose row\n"
         "  says ok is skipped; an interrupted one is redone (outputs are written under a\n"
         "  hidden temporary name and renamed when whole). DST/" OPTIONS " records the\n"
-        "  options; a rerun with others is refused unless --force.\n"
+        "  options; a rerun with others is refused unless --force. Until a run ends with\n"
+        "  every video done, DST is marked unfinished (DST/" VT_DATASET_UNFINISHED "):\n"
+        "  train, eval and scan refuse it. A copy whose source SRC no longer has is\n"
+        "  removed (named on stderr).\n"
         "  One prep at a time writes a DST: a second one is refused (DST/.prep-lock).\n"
         "  DST may not be SRC, lie inside it or reach into it through a link (refused).\n"
         "  A DST that cannot be written (a full disk) stops the run with its reason; no\n"
@@ -195,7 +200,7 @@ typedef struct prep_state {
     rename_map m;
     vt_dataset *dset;
     trim_csv tcsv;
-    int nseg, nvideo, skipped, copied, rewritten, nother, nth, sig;
+    int nseg, nvideo, skipped, copied, rewritten, nother, nth, sig, stale;
     row_list old;
     run r;
     pthread_t *th;
@@ -517,8 +522,8 @@ static int prep_plan(const prep_args *a, prep_state *s) {
     /* Resume: a video whose output exists and whose last row says ok is done. */
     char path[4200];
     snprintf(path, sizeof path, "%s/" MANIFEST, a->dst);
-    if (!a->force)
-        prep_manifest_read(&s->old, path);
+    prep_manifest_read(&s->old, path); /* --force redoes every file, but needs the rows
+                                        * of copies SRC no longer has (prep_copy_others) */
     run *r = &s->r;
     r->jobs = vt_calloc((size_t)s->nvideo, sizeof(entry));
     for (int i = 0; i < list->n; i++) {
@@ -528,7 +533,7 @@ static int prep_plan(const prep_args *a, prep_state *s) {
         row *w = prep_manifest_find(&s->old, e->out);
         char out[4200];
         snprintf(out, sizeof out, "%s/%s", a->dst, e->out);
-        if (w && !strcmp(w->f[6], "ok") && vt_file_exists(out)) {
+        if (!a->force && w && !strcmp(w->f[6], "ok") && vt_file_exists(out)) {
             s->skipped++;
             continue;
         }
@@ -544,6 +549,22 @@ static int prep_plan(const prep_args *a, prep_state *s) {
 static int prep_copy_others(const prep_args *a, prep_state *s) {
     char err[1024], path[4200];
     run *r = &s->r;
+    /* From here until the report DST is not whole: a train, eval or scan of it is refused
+     * until a run ends with every video done (a killed prep's DST was trained on as if
+     * whole). Not before the plan: a plan that fails changes nothing in a finished DST. */
+    char *how = prep_fmt("`vidtrain prep %s %s` has not written every video (it is running, "
+                         "or it was stopped: killed, interrupted, out of disk space); run "
+                         "the same command again to finish it", a->src, a->dst);
+    int mrc = vt_dataset_mark_unfinished(a->dst, how, err, sizeof err);
+    free(how);
+    if (mrc != 0) {
+        dst_stop(a->dst, err);
+        return 1;
+    }
+    /* a copy of a video SRC no longer has would stay in the dataset DST is */
+    s->stale = prep_manifest_drop_stale(a->dst, &s->old, &s->list);
+    if (a->force)
+        prep_rows_clear(&s->old);
     snprintf(path, sizeof path, "%s/" MANIFEST, a->dst);
     if (prep_manifest_write(path, &s->old, r->jobs, r->njobs, err, sizeof err) != 0) {
         dst_stop(a->dst, err);
@@ -670,6 +691,9 @@ static int prep_report(const prep_args *a, prep_state *s, int wfail) {
     printf("prep: %d written, %d done before, %d bad, %d not reached; %d other files copied "
            "(%d rewritten for renamed videos%s)\n", r->ok, s->skipped, r->bad,
            r->njobs - r->done, s->copied, s->rewritten, s->m.n ? ", see " PATHS : "");
+    if (s->stale)
+        printf("prep: %d cop%s of videos SRC no longer has removed from DST (listed above)\n",
+               s->stale, s->stale > 1 ? "ies" : "y");
     printf("prep: %.1f s of video in %.1f s = %.2f s/s (%.2f per job); %s read, %s written; "
            "manifest %s/" MANIFEST "\n", r->src_seconds, dt, dt > 0 ? r->src_seconds / dt : 0.0,
            dt > 0 ? r->src_seconds / dt / s->nth : 0.0, vt_fmt_bytes(b1, sizeof b1, in_bytes),
@@ -692,14 +716,14 @@ static int prep_report(const prep_args *a, prep_state *s, int wfail) {
         rc = 128 + s->sig;
     } else {
         rc = r->ok + s->skipped > 0 && !wfail ? 0 : 1;
+        /* every video done (or bad, and said): DST is whole, its copies synced */
+        char err[1024];
+        if (!wfail && vt_dataset_mark_finished(a->dst, err, sizeof err) != 0) {
+            fprintf(stderr, "vidtrain prep: %s\n", err);
+            rc = 1;
+        }
     }
-    /* the summary is a writer too: standard output on a full disk fails the run */
-    if ((fflush(stdout) != 0 || ferror(stdout)) && rc == 0) {
-        fprintf(stderr, "vidtrain prep: cannot write the summary to standard output: %s\n",
-                strerror(errno));
-        rc = 1;
-    }
-    return rc;
+    return rc; /* the summary on a full disk fails the run too: app/main.c, stdout_check */
 }
 
 static void prep_state_free(prep_state *s) {

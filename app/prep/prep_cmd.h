@@ -73,6 +73,7 @@ typedef struct row_list {
 
 void prep_rows_push(row_list *l, row r);
 void prep_row_free(row *r);
+void prep_rows_clear(row_list *l); /* every row freed, n = 0 */
 void prep_row_put(FILE *f, const row *r);
 /* The manifest's rows, the last row per path winning; sorted by path. */
 void prep_manifest_read(row_list *out, const char *path);
@@ -85,6 +86,11 @@ int prep_manifest_write(const char *path, const row_list *rows, const entry *ski
  * fails or is short is cut off again (ftruncate), so the file never holds a torn row
  * that a later row would be glued to. 0, or -1 with errno set. */
 int prep_manifest_append(int fd, const row *r);
+/* The copies that rows (an earlier run's manifest, sorted) list and no entry of `list`
+ * writes any more (a video removed from SRC or renamed there, --trim's segments
+ * changed): each removed from DST and said on stderr, its row dropped from rows. Only
+ * what the manifest names is removed, and only a regular file or a link. Their number. */
+int prep_manifest_drop_stale(const char *dst, row_list *rows, const entry_list *list);
 
 /* ---- the run: worker threads (prep_run.c) ---- */
 

@@ -29,6 +29,11 @@ void prep_row_free(row *r) {
         vt_freep(&r->f[i]);
 }
 
+void prep_rows_clear(row_list *l) {
+    for (int i = 0; i < l->n; i++)
+        prep_row_free(&l->r[i]);
+    l->n = 0;
+}
 
 void prep_row_put(FILE *f, const row *r) {
     for (int i = 0; i < 7; i++)
@@ -175,4 +180,42 @@ int prep_manifest_append(int fd, const row *r) {
     }
     free(text);
     return rc;
+}
+
+int prep_manifest_drop_stale(const char *dst, row_list *rows, const entry_list *list) {
+    if (rows->n == 0)
+        return 0;
+    char *keep = vt_calloc((size_t)rows->n, 1);
+    for (int i = 0; i < list->n; i++) {
+        const entry *e = &list->e[i];
+        row *w = e->video && !e->trimmed ? prep_manifest_find(rows, e->out) : NULL;
+        if (w)
+            keep[w - rows->r] = 1;
+    }
+    int n = 0, removed = 0;
+    for (int i = 0; i < rows->n; i++) {
+        row *w = &rows->r[i];
+        if (keep[i]) {
+            rows->r[n++] = *w;
+            continue;
+        }
+        char path[4200];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dst, w->f[0]);
+        if (!strstr(w->f[0], "..") && lstat(path, &st) == 0 &&
+            (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode))) {
+            if (unlink(path) == 0) {
+                fprintf(stderr, "vidtrain prep: removed %s: the copy of %s, which SRC no longer "
+                        "has\n", path, w->f[1]);
+                removed++;
+            } else {
+                fprintf(stderr, "vidtrain prep: cannot remove %s, the copy of %s, which SRC no "
+                        "longer has: %s (remove it by hand)\n", path, w->f[1], strerror(errno));
+            }
+        }
+        prep_row_free(w);
+    }
+    rows->n = n;
+    free(keep);
+    return removed;
 }

@@ -150,6 +150,13 @@ void *prep_worker(void *arg) {
             dst_bad = rc != 0 && res.dst_failed;
         }
         struct stat st;
+        /* synced before the rename and the manifest's "ok": a crash of the machine must
+         * not leave an empty file under the final name that a rerun takes as done */
+        if (rc == 0 && vt_file_sync(tmp) != 0) {
+            vt_set_err(err, sizeof err, "cannot sync %s: %s", tmp, strerror(errno));
+            rc = -1;
+            dst_bad = 1;
+        }
         if (rc == 0 && rename(tmp, out) != 0) {
             vt_set_err(err, sizeof err, "cannot rename %s to %s: %s", tmp, out, strerror(errno));
             rc = -1;

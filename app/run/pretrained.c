@@ -166,13 +166,17 @@ static int check_sum(const vt_pretrained *p, const char *path, const char *cache
 typedef struct dl_state {
     FILE *f;
     int quiet;
+    int werr; /* errno of the first write into the .part that failed (a full disk) */
     double t_last, t0;
     curl_off_t resumed;
 } dl_state;
 
 static size_t on_data(char *ptr, size_t size, size_t nmemb, void *ctx) {
     dl_state *d = ctx;
-    return fwrite(ptr, size, nmemb, d->f) * size;
+    size_t w = fwrite(ptr, size, nmemb, d->f);
+    if (w < nmemb && !d->werr)
+        d->werr = errno ? errno : EIO;
+    return w * size;
 }
 
 static int on_progress(void *ctx, curl_off_t total, curl_off_t now, curl_off_t ut, curl_off_t un) {
@@ -196,7 +200,8 @@ static int on_progress(void *ctx, curl_off_t total, curl_off_t now, curl_off_t u
     return 0;
 }
 
-/* url -> part (appended from its current size). 0, or -1 with err. */
+/* url -> part (appended from its current size). 0, or -1 with err, -2 when writing part
+ * failed (err names it and the reason). */
 static int download(const char *url, const char *part, int quiet, char *err, size_t errlen) {
     static int inited;
     if (!inited) {
@@ -237,6 +242,12 @@ static int download(const char *url, const char *part, int quiet, char *err, siz
     int bad = fflush(d.f) != 0 || fsync(fileno(d.f)) != 0;
     bad |= fclose(d.f) != 0;
     curl_easy_cleanup(c);
+    if (rc == CURLE_WRITE_ERROR && d.werr) { /* this disk, not the network */
+        vt_set_err(err, errlen, "cannot write %s: %s (free space there, or VIDTRAIN_CACHE=DIR "
+                   "puts the cache elsewhere; the download resumes from what it holds)", part,
+                   strerror(d.werr));
+        return -2;
+    }
     if (rc != CURLE_OK) {
         vt_set_err(err, errlen, "cannot download %s: %s", url, cerr[0] ? cerr : curl_easy_strerror(rc));
         return -1;
@@ -273,7 +284,12 @@ int vt_pretrained_fetch(const vt_pretrained *p, char *path, size_t n, int quiet,
         return -1;
     }
     char e2[1024];
-    if (download(url, part, quiet, e2, sizeof e2) != 0) {
+    int drc = download(url, part, quiet, e2, sizeof e2);
+    if (drc == -2) { /* the disk: no word about the network */
+        vt_set_err(err, errlen, "%s", e2);
+        return -1;
+    }
+    if (drc != 0) {
         vt_set_err(err, errlen, "%s. Without network: fetch %s elsewhere and put it at %s "
                    "(or pass the file with --init FILE); an interrupted download resumes from "
                    "%s", e2, url, path, part);

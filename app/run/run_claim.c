@@ -209,6 +209,17 @@ int vt_run_claim_take(vt_run_claim *c, const char *out, const char *data, const 
     }
     const char *which = NULL;
     if (!resume && holds_run(out, &which)) {
+        char last[2200];
+        snprintf(last, sizeof last, "%s/last.safetensors", out);
+        if (!force && !vt_file_exists(last)) {
+            /* a start killed before its first checkpoint: --resume has nothing to take up */
+            fprintf(stderr, "vidtrain train: %s holds the start of a run that wrote no "
+                            "checkpoint (%s; stopped before its first, or killed): there is "
+                            "nothing to resume; --force replaces it (its files are removed), or "
+                            "give another --out\n", out, which);
+            vt_run_claim_release(c, 0);
+            return 1;
+        }
         if (!force) {
             fprintf(stderr, "vidtrain train: %s holds a run already (%s): --resume %s continues "
                             "it, --force replaces it (its files are removed), or give another "

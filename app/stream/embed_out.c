@@ -77,8 +77,9 @@ static int write_npy(void *ctx, int fd) {
     return vt_fd_write_all(fd, s->x, sizeof(float) * (size_t)s->n * (size_t)s->dim);
 }
 
-static int write_csv(const vt_embed_set *s, const char *path, const vt_run_heads *heads,
-                     char *err, size_t errlen) {
+/* The .csv of s, staged (vt_file_stage): its temporary file's name, or NULL with err. */
+static char *stage_csv(const vt_embed_set *s, const char *path, const vt_run_heads *heads,
+                       char *err, size_t errlen) {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
@@ -116,13 +117,20 @@ static int write_csv(const vt_embed_set *s, const char *path, const vt_run_heads
     }
     int bad = ferror(f);
     VT_CHECK(fclose(f) == 0 && !bad, "building %s in memory failed (out of memory)", path);
-    int rc = vt_file_write_atomic(path, text, len, err, errlen);
+    char *tmp = vt_file_stage(path, text, len, err, errlen);
     free(text);
-    return rc;
+    return tmp;
 }
 
 int vt_embed_write(const vt_embed_set *s, const char *out, const vt_ckpt_meta *meta,
                    const vt_run_heads *heads, char *err, size_t errlen) {
+    /* The .csv names the output's rows: staged first and renamed right after the output,
+     * so that a kill or a full disk between the two never leaves a new output beside the
+     * old names (a re-embed with another checkpoint kept the old labels, row for row). */
+    char csv[4200];
+    char *staged = stage_csv(s, vt_embed_csv_path(out, csv, sizeof csv), heads, err, errlen);
+    if (!staged)
+        return -1;
     int rc;
     if (vt_embed_format_of(out) == VT_EMBED_NPY) {
         npy_fill nf = {s};
@@ -133,8 +141,9 @@ int vt_embed_write(const vt_embed_set *s, const char *out, const vt_ckpt_meta *m
                          .shape = shape};
         rc = vt_ckpt_write_file(out, meta, &t, 1, err, errlen);
     }
-    if (rc != 0)
+    if (rc != 0) {
+        vt_file_unstage(&staged);
         return -1;
-    char csv[4200];
-    return write_csv(s, vt_embed_csv_path(out, csv, sizeof csv), heads, err, errlen);
+    }
+    return vt_file_commit(csv, &staged, err, errlen);
 }

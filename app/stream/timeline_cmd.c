@@ -12,6 +12,7 @@
 #include "app/stream/timeline_cmd.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -106,6 +107,7 @@ typedef struct tl_out {
     vt_lat lat;             /* --stats */
     double behind;          /* the most a frame came behind the stream's pace */
     int64_t skipped;        /* windows given up to catch up (--max-behind) */
+    int out_errno;          /* standard output refused a line: the timeline stops */
 } tl_out;
 
 static void run_model(void *ctx, const vt_batch *b, float *probs[VT_MAX_HEADS]) {
@@ -187,7 +189,10 @@ static void emit_window(void *ctx, const vt_timeline_window *w) {
             printf("  (damaged: %lld decode error(s))", (long long)w->decode_errors);
         printf("\n");
     }
-    fflush(stdout); /* a window is out as soon as it is known */
+    /* a window is out as soon as it is known; a line refused (a full disk) stops the
+     * timeline: a live stream would otherwise be watched for ever with every line lost */
+    if ((fflush(stdout) != 0 || ferror(stdout)) && !o->out_errno)
+        o->out_errno = errno ? errno : EIO;
 }
 
 /* Bounded latency: a frame that came more than maxb seconds behind the stream's pace
@@ -289,10 +294,15 @@ static int timeline_one(tl_out *o, const vt_timeline_cfg *base, const vt_timelin
         int64_t e = vt_tl_source_decode_errors(src);
         vt_timeline_note_errors(tl, e - errors, vt_tl_source_error_time(src));
         errors = e;
+        if (o->out_errno)
+            break;
         if (keep_up(o, tl, vt_tl_source_behind(src), maxb, t, &behind))
             vt_timeline_push_at(tl, rgb, t, dur, at);
     }
-    if (got < 0 && vt_signal_pending()) {
+    if (o->out_errno) {
+        fprintf(stderr, "vidtrain predict: %s: cannot write to standard output: %s (the "
+                        "timeline stops here)\n", o->path, strerror(o->out_errno));
+    } else if (got < 0 && vt_signal_pending()) {
         vt_timeline_drain(tl); /* what is complete goes out; no partial window */
         fprintf(stderr, "vidtrain predict: %s: stopped by a signal\n", o->path);
     } else if (behind) {
@@ -311,7 +321,7 @@ static int timeline_one(tl_out *o, const vt_timeline_cfg *base, const vt_timelin
     if (o->stats)
         vt_lat_free(&o->lat);
     vt_timeline_free(&tl);
-    int broke = got < 0 && (vt_signal_pending() || vt_tl_source_live(src));
+    int broke = o->out_errno || (got < 0 && (vt_signal_pending() || vt_tl_source_live(src)));
     vt_tl_source_close(&src);
     return broke;
 }
@@ -349,7 +359,7 @@ int vt_predict_timeline(const char *run, const char *const *videos, int nvid,
     vt_signals_install_msg("\nvidtrain: stopping: the windows complete so far go out "
                            "(again to quit now)\n");
     int broke = 0;
-    for (int i = 0; i < nvid && !vt_signal_pending(); i++) {
+    for (int i = 0; i < nvid && !vt_signal_pending() && !o.out_errno; i++) {
         o.path = videos[i];
         int r = timeline_one(&o, &c, a, K, err, sizeof err);
         if (r > 0) {

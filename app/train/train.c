@@ -397,13 +397,21 @@ static int start_state(vt_train *t) {
         char path[2100];
         snprintf(path, sizeof path, "%s/last.safetensors", t->resume);
         if (vt_run_load(path, t->towers, 1, &t->st, err, sizeof err) != 0) {
-            fprintf(stderr, "vidtrain train: --resume: %s: %s\n", path, err);
+            /* the loader's reasons name the file already */
+            fprintf(stderr, "vidtrain train: --resume: %s%s%s\n",
+                    strstr(err, path) ? "" : path, strstr(err, path) ? "" : ": ", err);
             return 1;
         }
-        if (vt_metrics_truncate(o->out, t->st.step, err, sizeof err) != 0)
+        int dropped = vt_metrics_truncate(o->out, t->st.step, err, sizeof err);
+        if (dropped < 0)
             fprintf(stderr, "vidtrain train: %s\n", err);
-        fprintf(t->out, "resumed from %s: epoch %lld, batch %lld, step %lld\n", path,
+        fprintf(t->out, "resumed from %s: epoch %lld, batch %lld, step %lld", path,
                 (long long)t->st.epoch + 1, (long long)t->st.cursor, (long long)t->st.step);
+        /* the steps after the checkpoint run again: their lines would be there twice */
+        if (dropped > 0)
+            fprintf(t->out, "; %d line%s of metrics.jsonl logged after it dropped", dropped,
+                    dropped > 1 ? "s" : "");
+        fprintf(t->out, "\n");
     } else if (vt_dist_lead()) {
         char path[2100];
         snprintf(path, sizeof path, "%s/metrics.jsonl", o->out);

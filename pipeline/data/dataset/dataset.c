@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/common.h"
 #include "pipeline/data/dataset/dataset_impl.h"
@@ -30,6 +31,49 @@ static int has_val(const vt_dataset *ds) {
 }
 
 /* ---- open and free ---- */
+
+static void marker_path(char *buf, size_t n, const char *dir) {
+    snprintf(buf, n, "%s/" VT_DATASET_UNFINISHED, dir);
+}
+
+int vt_dataset_mark_unfinished(const char *dir, const char *how, char *err, size_t errlen) {
+    char path[4200];
+    size_t n = strlen(how) + 2;
+    char *line = vt_malloc(n);
+    marker_path(path, sizeof path, dir);
+    snprintf(line, n, "%s\n", how);
+    int rc = vt_file_write_atomic(path, line, strlen(line), err, errlen);
+    free(line);
+    return rc;
+}
+
+int vt_dataset_mark_finished(const char *dir, char *err, size_t errlen) {
+    char path[4200];
+    marker_path(path, sizeof path, dir);
+    /* Not synced: a removal that a crash of the machine undoes brings the mark back, and
+     * the folder is refused until its writer runs again (the safe side); syncing the
+     * folder here waited for every video written before it (0.3-1 s a synth). */
+    if (unlink(path) != 0 && errno != ENOENT) {
+        vt_set_err(err, errlen, "cannot remove %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+char *vt_dataset_unfinished(const char *dir) {
+    char path[4200];
+    struct stat st;
+    marker_path(path, sizeof path, dir);
+    if (lstat(path, &st) != 0)
+        return NULL;
+    char *t = vt_file_read(path);
+    if (!t || !t[0]) { /* there but unreadable or empty: still unfinished */
+        free(t);
+        return vt_strdup("its writer (prep or synth) has not written every video");
+    }
+    t[strcspn(t, "\n")] = 0;
+    return t;
+}
 
 vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *err,
                             size_t errlen) {
@@ -48,6 +92,13 @@ vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *
 
     if (stat(dir, &rst) != 0 || !S_ISDIR(rst.st_mode)) {
         vt_set_err(err, errlen, "%s is not a readable folder", dir);
+        goto fail;
+    }
+    char *unfinished = vt_dataset_unfinished(dir);
+    if (unfinished) {
+        vt_set_err(err, errlen, "%s is unfinished: %s. To use the videos that are there as "
+                   "they are, remove %s/" VT_DATASET_UNFINISHED, dir, unfinished, dir);
+        free(unfinished);
         goto fail;
     }
     if (vt_dataset_group_check(o.group, err, errlen) < 0)

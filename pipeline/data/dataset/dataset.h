@@ -187,8 +187,26 @@ int vt_dataset_group_check(const char *group, char *err, size_t errlen);
  * when the split kept no group of several videos together. */
 const char *vt_dataset_groups_line(const vt_dataset *ds, char *buf, size_t n);
 
-/* Scan dir. opts may be NULL. Returns NULL with err set when dir is unreadable, a list
- * file is missing or malformed, or no video is found. Entries that cannot be followed
+/*
+ * A folder being written as a dataset (prep's DST, synth's DIR) holds the hidden file
+ * VT_DATASET_UNFINISHED from before its first video until its writer has written the
+ * last: a writer killed, interrupted or stopped by a full disk leaves it there, and
+ * vt_dataset_open refuses the folder with the text it holds (how to finish it). A killed
+ * prep's DST was trained on as if whole: fewer videos, a split or a class missing, and
+ * nothing said. Hidden, so the folder scan never takes it for a sample.
+ */
+#define VT_DATASET_UNFINISHED ".vidtrain-unfinished"
+/* Writes dir/VT_DATASET_UNFINISHED holding `how` (one line: who writes dir and how to
+ * finish it), atomically. 0, or -1 with err naming the path. */
+int vt_dataset_mark_unfinished(const char *dir, const char *how, char *err, size_t errlen);
+/* Removes it (a missing one is no error). 0, or -1 with err. */
+int vt_dataset_mark_finished(const char *dir, char *err, size_t errlen);
+/* When dir holds the marker: its text (malloc'd, no trailing newline); else NULL. */
+char *vt_dataset_unfinished(const char *dir);
+
+/* Scan dir. opts may be NULL. Returns NULL with err set when dir is unreadable or
+ * unfinished (VT_DATASET_UNFINISHED), a list file is missing or malformed, or no video is
+ * found. Entries that cannot be followed
  * (ds->broken) are never an error by themselves. */
 vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *err,
                             size_t errlen);

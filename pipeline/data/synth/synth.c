@@ -30,7 +30,9 @@
 #include <libswscale/swscale.h>
 
 #include "base/common.h"
+#include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/synth/synth_motion.h"
+#include "pipeline/data/synth/synth_record.h"
 #include "pipeline/data/video/video.h"
 
 #ifndef M_PI
@@ -465,7 +467,10 @@ int vt_synth_write_video(const char *path, const vt_synth_opts *o, const vt_synt
     uint8_t *rgb = NULL;
     char tmp[4200];
     int ret, header = 0;
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    /* hidden (.NAME.synth-part), so that a killed synth's part is no sample of a scan */
+    const char *base = strrchr(path, '/');
+    snprintf(tmp, sizeof tmp, "%.*s.%s.synth-part", base ? (int)(base + 1 - path) : 0, path,
+             base ? base + 1 : path);
     /* the output rule (base/common.h): never over a special file, the name or its temp */
     if (vt_output_check(path, err, errlen) != 0 || vt_output_check(tmp, err, errlen) != 0)
         return AVERROR(EEXIST);
@@ -574,6 +579,9 @@ int vt_synth_write_video(const char *path, const vt_synth_opts *o, const vt_synt
         set_av_err(err, errlen, "closing the file", ret);
         goto end;
     }
+    /* Not synced (prep's copies are): an fsync per video doubled synth's time, and a
+     * demo video that a crash of the machine empties is reported unreadable by the scan,
+     * not taken in silence. */
     if (rename(tmp, path) != 0) {
         vt_set_err(err, errlen, "cannot rename %s: %s", tmp, strerror(errno));
         ret = AVERROR(errno);
@@ -632,6 +640,16 @@ typedef struct synth_pool {
 
 static const char *split_names[3] = {"train", "val", "test"};
 
+char *vt_synth_video_path(char *buf, size_t n, const char *dir, const vt_synth_opts *o, int sp,
+                          int cls, int idx) {
+    const char *cname = vt_synth_preset_class_name(o, cls);
+    vt_synth_layout l;
+    vt_synth_video_layout(&l, o, split_names[sp], idx);
+    snprintf(buf, n, "%s%s%s/%s/%s_%04d.%s", dir ? dir : "", dir ? "/" : "", split_names[sp],
+             cname, cname, idx, format_at(o, l.format)->ext);
+    return buf;
+}
+
 static void *synth_worker(void *arg) {
     synth_pool *p = arg;
     for (;;) {
@@ -641,12 +659,10 @@ static void *synth_worker(void *arg) {
         if (j >= p->njobs)
             return NULL;
         const synth_job *jb = &p->jobs[j];
-        const char *cname = vt_synth_preset_class_name(p->o, jb->cls);
         vt_synth_layout l;
         vt_synth_video_layout(&l, p->o, split_names[jb->sp], jb->idx);
         char path[4400], e2[256];
-        snprintf(path, sizeof path, "%s/%s/%s/%s_%04d.%s", p->dir, split_names[jb->sp], cname,
-                 cname, jb->idx, format_at(p->o, l.format)->ext);
+        vt_synth_video_path(path, sizeof path, p->dir, p->o, jb->sp, jb->cls, jb->idx);
         uint64_t seed = vt_synth_video_seed(p->o, split_names[jb->sp], jb->cls, jb->idx);
         int ret = vt_synth_write_video(path, p->o, &l, jb->cls, seed, e2, sizeof e2);
         struct stat sb;
@@ -668,6 +684,24 @@ static void *synth_worker(void *arg) {
         }
         pthread_mutex_unlock(&p->lock);
     }
+}
+
+/* The videos o writes into dir, recorded (synth_record.h) once an earlier synth's are
+ * gone. 0, or -1 with err. */
+static int record(const char *dir, const vt_synth_opts *o, char *err, size_t errlen) {
+    int counts[3] = {o->train, o->val, o->test};
+    char *text = NULL, p[4400];
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    VT_CHECK(f != NULL, "open_memstream: out of memory");
+    for (int sp = 0; sp < 3; sp++)
+        for (int c = 0; c < o->classes; c++)
+            for (int i = 0; i < counts[sp]; i++)
+                fprintf(f, "%s\n", vt_synth_video_path(p, sizeof p, NULL, o, sp, c, i));
+    VT_CHECK(fclose(f) == 0, "building the record of %s in memory failed", dir);
+    int rc = vt_synth_record_replace(dir, text, len, err, errlen);
+    free(text);
+    return rc;
 }
 
 int vt_synth_dataset(const char *dir, const vt_synth_opts *o, vt_synth_progress_fn progress,
@@ -694,6 +728,20 @@ int vt_synth_dataset(const char *dir, const vt_synth_opts *o, vt_synth_progress_
                    motion ? "" : ", ffv1");
         return AVERROR_ENCODER_NOT_FOUND;
     }
+    /* Unfinished (pipeline/data/dataset/dataset.h) until the last video is written: a
+     * killed synth's DIR is refused by train, eval and scan, never taken as whole (it
+     * was: fewer videos, a class missing, and nothing said). */
+    char how[4400];
+    snprintf(how, sizeof how, "`vidtrain synth %s` has not written every video (it is "
+             "running, or it was stopped); run it again with --force to write it whole", dir);
+    if (mkdir_p(dir) != 0) {
+        vt_set_err(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+        return AVERROR(errno);
+    }
+    /* and the videos an earlier synth into dir wrote go: --force used to leave them, a
+     * dataset of its classes and counts beside the new one's */
+    if (vt_dataset_mark_unfinished(dir, how, err, errlen) != 0 || record(dir, o, err, errlen))
+        return AVERROR(EIO);
     int counts[3] = {o->train, o->val, o->test};
     int total = o->classes * (o->train + o->val + o->test);
     synth_job *jobs = vt_calloc((size_t)VT_MAX(total, 1), sizeof *jobs);
@@ -734,6 +782,9 @@ int vt_synth_dataset(const char *dir, const vt_synth_opts *o, vt_synth_progress_
         vt_set_err(err, errlen, "%s", p.fail_err);
         return p.fail_ret;
     }
+    p.sum.foreign = vt_synth_count_foreign(dir, n);
+    if (vt_dataset_mark_finished(dir, err, errlen) != 0)
+        return AVERROR(EIO);
     if (summary)
         *summary = p.sum;
     return 0;

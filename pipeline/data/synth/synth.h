@@ -53,6 +53,7 @@ typedef struct vt_synth_summary {
     int64_t bytes;
     int per_format[VT_SYNTH_MAX_FORMATS]; /* videos per format, in vt_synth_format_name order */
     int nformats;
+    int foreign; /* videos in DIR's split/class folders that this synth did not write */
 } vt_synth_summary;
 
 /* demo: 4 classes, 24/8/8 videos per class, 40 frames of 96x72 at 25 fps, seed 1. */
@@ -104,8 +105,14 @@ int vt_synth_write_video(const char *path, const vt_synth_opts *o, const vt_synt
  * NULL. */
 typedef void (*vt_synth_progress_fn)(void *user, int done, int total, const char *path);
 
-/* The whole dataset: dir/{train,val,test}/<class>/<class>_<idx>.<ext>. Returns 0 or a
- * negative code with err set. */
+/* The path of video idx of class cls in split sp (0 train, 1 val, 2 test) of a dataset
+ * o writes: DIR/<split>/<class>/<class>_<idx>.<ext>, or without "DIR/" when dir is NULL
+ * (into buf, n bytes; returns buf). */
+char *vt_synth_video_path(char *buf, size_t n, const char *dir, const vt_synth_opts *o, int sp,
+                          int cls, int idx);
+/* The whole dataset: dir/{train,val,test}/<class>/<class>_<idx>.<ext>, after removing the
+ * videos an earlier synth into dir wrote (synth_record.h). Returns 0 or a negative code
+ * with err set. */
 int vt_synth_dataset(const char *dir, const vt_synth_opts *o, vt_synth_progress_fn progress,
                      void *user, vt_synth_summary *summary, char *err, size_t errlen);
 

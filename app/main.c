@@ -33,7 +33,7 @@ static const vt_cmd cmds[] = {
     {"embed", vt_cmd_embed, "embed RUN VIDEO...|DIR --out F", "feature vectors per video (.safetensors/.npy)"},
     {"export", vt_cmd_export, "export RUN --onnx FILE", "the trained network as an ONNX model"},
     {"prep", vt_cmd_prep, "prep SRC DST", "re-encode a dataset to training size (HD, long videos)"},
-    {"bench", vt_cmd_bench, "bench decode|step", "throughput figures"},
+    {"bench", vt_cmd_bench, "bench decode|step|conv", "throughput figures"},
 };
 
 int vt_wants_help(int argc, char **argv) {

@@ -363,8 +363,8 @@ typedef struct vt_backend_i {
     void (*scale_rows)(vt_backend *be, float *out, const float *in, const float *scale, int n,
                        int64_t per);
 
-    /* ---- MViT's ops (models/cpu/cpu_mvit.c; torchvision's video/mvit.py). FP32 only; a
-     *      backend without them leaves the slots NULL and net_mvit.c names the op. ----
+    /* ---- MViT's ops (models/cpu/cpu_mvit.c; torchvision's video/mvit.py). CUDA also has
+     *      them in BF16 ([A] arrays); a backend without them leaves the slots NULL and net_mvit.c names the op. ----
      * MViT's token sequences carry a class token: L = 1 + T*H*W rows, row 0 the class
      * token, then the (T, H, W) grid in row-major order.
      * mvit_pool: part (0 q, 1 k, 2 v) of qkv (N, L, 3, heads, D) pooled per head as

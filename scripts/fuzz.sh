@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fuzz.sh TARGET SECONDS: a libFuzzer campaign on one parser of vidtrain under ASan + UBSan.
-#   TARGET: safetensors | labels | lists | options | devspec | video | pth | all (each
-#           in turn, SECONDS each)
+#   TARGET: safetensors | labels | lists | kinetics | hmdb | options | devspec | video | pth
+#           | all (each in turn, SECONDS each)
 # Builds build-fuzz/ (CC=clang, -DVT_FUZZ=ON, CPU-only) when needed, makes the seed corpus
 # (tests/fuzz/make_seeds.sh, into build-fuzz/seeds/), and runs the target on the corpus
 # build-fuzz/corpus/TARGET (kept between runs, so campaigns add up) plus the seeds and the

@@ -185,7 +185,7 @@ static void workstation(void) {
     printf("r3d18 16x112x112 on 12 GB + 6 GB: fp32 %d + %d clips per pass (%.1f MiB a clip), "
            "bf16 %d + %d (%.1f MiB)\n", fits[0][0], fits[0][1], per[0] / 1048576.0, fits[1][0],
            fits[1][1], per[1] / 1048576.0);
-    /* the README's figures (fp32: 58 + 28) */
+    /* docs/distributed.md's figures (fp32: 58 + 28) */
     TCHECK(fits[0][0] == 58 && fits[0][1] == 28, "fp32 plan moved: %d + %d", fits[0][0],
            fits[0][1]);
     for (int d = 0; d < 2; d++)

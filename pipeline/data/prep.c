@@ -403,6 +403,9 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
         set_av_err(err, errlen, "cannot set up the output", ret);
         goto end;
     }
+    /* No random UIDs or dates (Matroska's segment UID): the same source and options give
+     * the same bytes, so two preps of one SRC give the same manifest hashes. */
+    j.oc->flags |= AVFMT_FLAG_BITEXACT;
     ret = open_encoder(&j, codec, in, err, errlen);
     if (ret < 0)
         goto end;

@@ -545,6 +545,10 @@ static void cases_model(void) {
          "--steps", "1", "--warmup", "0");
     CASE(ERR, "x\n", NOJSON, "bench", "step", "--model", "x\n\xff" "x");
     CASE(ERR, "-y", NOJSON, "bench", "step", "--", "-y");
+    /* bench conv needs a GPU: here it refuses with that said (a CPU build, or no device) */
+    CASE(ANY, "GPU", NOJSON, "bench", "conv", "--small");
+    CASE(ERR, "x\n", NOJSON, "bench", "conv", "--clip", "x\n\xff" "x");
+    CASE(ERR, "-y", NOJSON, "bench", "conv", "--", "-y");
 
     /* plan, devices: no file inputs; hostile values and operands. */
     CASE(OK, NULL, NOJSON, "plan", "--model", "tiny", "--clip", "4x32", "--classes", "2");
@@ -563,7 +567,7 @@ static int was_run(const char *name) {
     return 1;
 }
 
-/* Every command `vidtrain --help` lists was run ("bench decode|step" is two). */
+/* Every command `vidtrain --help` lists was run ("bench decode|step|conv" is three). */
 static void check_coverage(void) {
     char out[4200];
     snprintf(out, sizeof out, "%s/out/help.txt", base);

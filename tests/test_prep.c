@@ -431,6 +431,12 @@ int main(void) {
     char *e = vt_test_slurp(out, NULL);
     TCHECK(e && strstr(e, "160x120 (source size, not upscaled)"), "prep says the size was kept: %s",
            e ? e : "(none)");
+    /* the odd 161x120 source was resampled to even sides: said so, not "source size" */
+    const char *ol = e ? strstr(e, "odd2.mkv: ") : NULL;
+    const char *oe = ol ? strchr(ol, '\n') : NULL;
+    const char *on = ol ? strstr(ol, "(source size to even sides, not upscaled)") : NULL;
+    TCHECK(on && (!oe || on < oe), "prep says odd2.mkv went to even sides: %s",
+           e ? e : "(none)");
     free(e);
 
     /* --decode nvdec: the same files. Without a GPU it falls back to the CPU (one

@@ -85,7 +85,9 @@ static void report(run *r, const entry *e, const vt_prep_result *res, int64_t by
         char b[32];
         fprintf(stderr, "%s | %s: %.1f s, %lld frames, %dx%d%s, %s, %.1f s/s%s%s\n", line,
                 e->out, res->src_duration, (long long)res->frames_written, res->out_width,
-                res->out_height, res->size_kept ? " (source size, not upscaled)" : "",
+                res->out_height, res->size_kept == 1   ? " (source size, not upscaled)"
+                : res->size_kept == 2 ? " (source size to even sides, not upscaled)"
+                                      : "",
                 vt_fmt_bytes(b, sizeof b, bytes), secs > 0 ? res->src_duration / secs : 0.0,
                 dmg[0] ? "; " : "", dmg);
     }

@@ -387,6 +387,8 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
         res->size_kept = 1;
     }
     vt_video_scaled_size(j.v, s, &j.ow, &j.oh);
+    if (res->size_kept && (j.ow != in->disp_width || j.oh != in->disp_height))
+        res->size_kept = 2; /* an odd side: resampled to the even sides 4:2:0 needs */
     res->out_width = j.ow;
     res->out_height = j.oh;
     vt_video_frame_ts(j.v, 0, &j.tb_num, &j.tb_den);

@@ -56,7 +56,8 @@ typedef struct vt_prep_result {
                              * out (its timestamps keep the gap) */
     int src_width, src_height, rotation; /* coded size and the rotation that was applied */
     int out_width, out_height;
-    int size_kept;          /* the source's short side was S or less: kept, not upscaled */
+    int size_kept;          /* the source's short side was S or less, not upscaled: 1 its
+                               size kept, 2 an odd side resampled to the even one */
     int vfr;                /* the source has a variable frame rate */
     char src_codec[32];
     int dst_failed;         /* the failure was writing dst (a full disk, a write error),

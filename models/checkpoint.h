@@ -17,10 +17,10 @@
  *       "dropout"           "0.5"
  *       "optimizer"         JSON {"kind","momentum","dampening","nesterov","wd","alpha",
  *                           "beta1","beta2","eps","clip_norm","step"} (only with an optimizer)
- *     and the caller adds its own through `extra` (any keys but those above), by
- *     convention: "classes" (JSON list of class names), "normalisation" (JSON {"mean":
- *     [..], "std": [..]}), "epoch", "step", "rng" (decimal u64 state), "cursor" (the data
- *     cursor), "schedule".
+ *     and the caller adds its own through `extra` (any keys but those above): train's
+ *     (app/run/run_ckpt.c) are "epoch", "step", "cursor" (the data cursor), "seed",
+ *     "classes" (JSON list of class names), "vidtrain_config", "normalisation" (JSON
+ *     {"mean": [..], "std": [..]}) and "vidtrain_state" (the run's state).
  * The file layer — metadata, reading and validating a header, reading a tensor, the
  * atomic write — is models/formats/safetensors.h; this header adds the mapping of a net (and an
  * optimizer) onto it. Loading checks every name, dtype and shape against the net before

@@ -17,7 +17,10 @@
  *   val.json           last validation (same shape as eval.json): app/eval/evaluate.h
  *   eval.json, confusion.csv   from `vidtrain eval`
  *   report.html        app/eval/report.h
+ *   leaks.json         the leak check of the run's splits: app/leaks.h
+ *   tb/                TensorBoard's event files, appended: app/eval/tensorboard.h
  * Every file that a reader may see half-done is written atomically (app/run/run_files.h);
+ * the logs that grow (metrics.jsonl, tb/) are appended whole or cut back (vt_file_append);
  * under mpirun only rank 0 writes the run folder (app/dist.h).
  */
 #ifndef VT_RUN_H

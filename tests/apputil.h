@@ -57,6 +57,20 @@ static inline int vt_test_sh(const char *fmt, ...) {
     return rc;
 }
 
+/* `sh -c cmd` in the background, its pid (stdio flushed first, so nothing buffered is
+ * written twice); with "exec CMD" the shell is replaced and the pid is CMD's own, so
+ * signals reach it directly. Reap it with waitpid. */
+static inline pid_t vt_test_spawn(const char *cmd) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t p = fork();
+    if (p == 0) {
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    return p;
+}
+
 /* `vidtrain synth DIR/data ARGS`, its output in DIR/synth.log. Returns the exit code. */
 static inline int vt_test_synth(const char *bin, const char *dir, const char *args) {
     return vt_test_sh("'%s' synth '%s/data' %s > '%s/synth.log' 2>&1", bin, dir, args, dir);

@@ -34,18 +34,6 @@
 static const char *g_bin;
 static char g_dir[4096], g_data[4300];
 
-/* `sh -c "exec CMD"` in the background: the pid is vidtrain's own, signals reach it. */
-static pid_t spawn(const char *cmd) {
-    fflush(stdout);
-    fflush(stderr);
-    pid_t p = fork();
-    if (p == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    return p;
-}
-
 /* Lines of the manifest of dst whose status is ok, and those that say bad. */
 static void manifest_counts(const char *dst, int *ok, int *bad) {
     char p[4400];
@@ -133,7 +121,7 @@ static void test_two_preps(int nvid) {
     snprintf(errb, sizeof errb, "%s/two_b.err", g_dir);
     snprintf(cmd, sizeof cmd, "exec '%s' prep '%s' '%s' --short-side 32 --jobs 1 > '%s/two_a.out' "
              "2> '%s/two_a.err'", g_bin, g_data, dst, g_dir, g_dir);
-    pid_t a = spawn(cmd);
+    pid_t a = vt_test_spawn(cmd);
     char manifest[4500];
     snprintf(manifest, sizeof manifest, "%s/prep-manifest.csv", dst);
     int started = vt_test_wait_lines(manifest, 2, a); /* its lock is taken before the manifest */
@@ -165,7 +153,7 @@ static void test_sigint(int nvid) {
     snprintf(out, sizeof out, "%s/int.out", g_dir);
     snprintf(cmd, sizeof cmd, "exec '%s' prep '%s' '%s' --short-side 32 --jobs 1 > '%s' 2> '%s'",
              g_bin, g_data, dst, out, err);
-    pid_t a = spawn(cmd);
+    pid_t a = vt_test_spawn(cmd);
     char manifest[4500];
     snprintf(manifest, sizeof manifest, "%s/prep-manifest.csv", dst);
     TCHECK(vt_test_wait_lines(manifest, 2, a), "no video written before Ctrl-C (see %s)", err);

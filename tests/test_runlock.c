@@ -76,14 +76,10 @@ static void force_init(void) {
 }
 
 static void two_trains(void) {
-    pid_t a = fork();
-    if (a == 0) {
-        char cmd[8192];
-        snprintf(cmd, sizeof cmd, "cd '%s' && exec '%s' train data --out rt --epochs 400 %s "
-                 "> a.log 2>&1", g_dir, g_bin, g_targs);
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "cd '%s' && exec '%s' train data --out rt --epochs 400 %s "
+             "> a.log 2>&1", g_dir, g_bin, g_targs);
+    pid_t a = vt_test_spawn(cmd);
     char lock[4200], pid[32];
     snprintf(lock, sizeof lock, "%s/rt/.lock", g_dir);
     snprintf(pid, sizeof pid, "%ld", (long)a);

@@ -21,17 +21,6 @@
 #include "models/registry.h"
 #include "tests/apputil.h"
 
-/* Start `sh -c cmd` in the background; returns its pid. exec replaces the shell, so the
- * pid is vidtrain's own and signals reach it directly. */
-static pid_t spawn(const char *cmd) {
-    pid_t p = fork();
-    if (p == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    return p;
-}
-
 static int file_exists(const char *p) { return access(p, F_OK) == 0; }
 
 static void sleep_ms(long ms) {
@@ -140,7 +129,7 @@ int main(void) {
         char mj[4200];
         snprintf(mj, sizeof mj, "%s/kill/metrics.jsonl", dir);
         long before = file_size(mj);
-        pid_t p = spawn(cmd);
+        pid_t p = vt_test_spawn(cmd);
         int w = wait_growth(mj, before, p, 120);
         TCHECK(w == 1, "round %d: the run did not train (%d)", round, w);
         /* A step's metrics line comes before its checkpoint: on a loaded machine (ASan
@@ -171,7 +160,7 @@ int main(void) {
         snprintf(ck, sizeof ck, "%s/%s/metrics.jsonl", dir, names[k]);
         snprintf(cmd, sizeof cmd, "exec '%s' train '%s/data' --out '%s/%s' %s > '%s/%s.log' 2>&1",
                  bin, dir, dir, names[k], common, dir, names[k]);
-        pid_t p = spawn(cmd);
+        pid_t p = vt_test_spawn(cmd);
         int w = wait_for(ck, p, 120); /* the first step line: training has started */
         TCHECK(w == 1, "%s: the run did not start (%d)", names[k], w);
         sleep_ms(200);

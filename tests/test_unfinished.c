@@ -31,16 +31,6 @@
 static char g_dir[4096];
 static const char *g_bin;
 
-/* `sh -c cmd` in the background; exec replaces the shell, so the pid is vidtrain's. */
-static pid_t spawn(const char *cmd) {
-    pid_t p = fork();
-    if (p == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    return p;
-}
-
 /* Polls until dir/train holds a video (at most 20 s), then kills pid with SIGKILL.
  * 1 when the kill ended a process that was still writing. */
 static int kill_after_first(pid_t pid, const char *dir) {
@@ -82,7 +72,7 @@ static void test_synth(void) {
     const char *args = "--classes 3 --train 16 --val 4 --test 0 --frames 48 --size 128x96 "
                        "--threads 1";
     snprintf(cmd, sizeof cmd, "exec '%s' synth '%s' %s > /dev/null 2>&1", g_bin, dir, args);
-    TCHECK(kill_after_first(spawn(cmd), dir), "synth was not killed while writing");
+    TCHECK(kill_after_first(vt_test_spawn(cmd), dir), "synth was not killed while writing");
     TCHECK(marked(dir), "a killed synth left %s unmarked", dir);
     TCHECK(refused("scan", dir, ""), "scan of a killed synth's folder");
     TCHECK(refused("train", dir, "--out /nonexistent/never"), "train on a killed synth's folder");
@@ -111,7 +101,7 @@ static void test_prep(void) {
     TCHECK(vt_test_sh("rm -rf '%s' && cp -a '%s/data' '%s'", src, g_dir, src) == 0, "copy");
     snprintf(cmd, sizeof cmd, "exec '%s' prep '%s' '%s' --short-side 32 --jobs 1 > /dev/null "
              "2>&1", g_bin, src, dst);
-    TCHECK(kill_after_first(spawn(cmd), dst), "prep was not killed while writing");
+    TCHECK(kill_after_first(vt_test_spawn(cmd), dst), "prep was not killed while writing");
     TCHECK(marked(dst), "a killed prep left %s unmarked", dst);
     TCHECK(refused("scan", dst, ""), "scan of a killed prep's DST");
     TCHECK(refused("train", dst, "--out /nonexistent/never"), "train on a killed prep's DST");

@@ -238,16 +238,13 @@ static void test_loader(void) {
 }
 
 int main(void) {
-    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
     if (vt_test_media_make() != 0)
         return 1;
     test_files();
     test_loader();
-    char rob[4200];
-    snprintf(rob, sizeof rob, "%s/../shared/data/robustness", src);
-    const char *r = vt_test_env("VT_ROBUSTNESS", rob);
-    struct stat sb;
-    if (stat(r, &sb) == 0 && S_ISDIR(sb.st_mode))
+    int here;
+    const char *r = vt_test_robustness_dir(&here);
+    if (here)
         test_robustness(r);
     else
         printf("  (no robustness folder at %s: skipped)\n", r);

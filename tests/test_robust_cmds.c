@@ -38,10 +38,8 @@ int main(void) {
     const char *bin = vt_test_bin("test_robust_cmds");
     if (!bin)
         return VT_TEST_SKIP;
-    char rob[4200];
-    snprintf(rob, sizeof rob, "%s/../shared/data/robustness",
-             vt_test_env("VT_SRC", VT_SOURCE_DIR));
-    const char *r = vt_test_env("VT_ROBUSTNESS", rob);
+    int here;
+    const char *r = vt_test_robustness_dir(&here);
     char bad[4400], tiny[4400], dark[4400], gif[4400], tail[4400];
     snprintf(bad, sizeof bad, "%s/corrupt/decord_corrupted.mp4", r);
     snprintf(tiny, sizeof tiny, "%s/odd/moviepy_bitmap_1x1.mp4", r);
@@ -49,7 +47,7 @@ int main(void) {
     snprintf(gif, sizeof gif, "%s/odd/moviepy_pigs_in_a_polka_314x273.gif", r);
     snprintf(tail, sizeof tail, "%s/odd/mmaction2_demo_spatiotemporal_det_6fps.mp4", r);
     struct stat sb;
-    if (stat(bad, &sb) != 0 || stat(tiny, &sb) != 0 || stat(dark, &sb) != 0 ||
+    if (!here || stat(bad, &sb) != 0 || stat(tiny, &sb) != 0 || stat(dark, &sb) != 0 ||
         stat(gif, &sb) != 0 || stat(tail, &sb) != 0) {
         printf("test_robust_cmds: no robustness videos at %s: skipped\n", r);
         return VT_TEST_SKIP;

@@ -102,6 +102,19 @@ static inline const char *vt_test_env(const char *name, const char *fallback) {
     return v && *v ? v : fallback;
 }
 
+/* The 18 robustness videos' folder: $VT_ROBUSTNESS, else ../shared/data/robustness
+ * beside the source tree ($VT_SRC). Its path always (for a skip message; a static buffer
+ * or the environment's), and *here 1 when it is a folder, 0 when the tests must skip it. */
+static inline const char *vt_test_robustness_dir(int *here) {
+    static char rob[4200];
+    snprintf(rob, sizeof rob, "%s/../shared/data/robustness",
+             vt_test_env("VT_SRC", VT_SOURCE_DIR));
+    const char *r = vt_test_env("VT_ROBUSTNESS", rob);
+    struct stat sb;
+    *here = stat(r, &sb) == 0 && S_ISDIR(sb.st_mode);
+    return r;
+}
+
 /* A fresh scratch folder under $VT_TMP (created). Returns a static buffer. */
 static inline const char *vt_test_dir(const char *name) {
     static char buf[4096];

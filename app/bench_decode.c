@@ -98,6 +98,9 @@ static void usage(FILE *f) {
             "                       loader's workers do on a dataset larger than they keep open\n"
             "  --open-cache MIB     what opening a file learned, kept for its next open (default\n"
             "                       64; 0 = none: every open demuxes and decodes a frame again)\n"
+            "  --decoder-pool P     off | gpu | all: a closed video's decoder kept for the next\n"
+            "                       open of a stream like it (H.264/HEVC in MP4/Matroska; default\n"
+            "                       gpu: NVDEC decoders only; docs/decode.md)\n"
             "  --decode D           cpu | nvdec | auto: where frames decode (default auto,\n"
             "                       docs/decode.md)\n"
             "  --starts-out FILE    clip mode: write 'path<TAB>W<TAB>H<TAB>start...' per video that\n"
@@ -331,6 +334,13 @@ static int bench_clips(const file_list *files, int threads, int short_side, int 
     printf("open cache: %lld of %lld opens found the file kept, %lld of them without a "
            "probe\n", (long long)oc.hits, (long long)(oc.hits + oc.misses),
            (long long)oc.probes_skipped);
+    vt_decoder_pool_stats dp;
+    vt_video_get_decoder_pool_stats(&dp);
+    printf("decoder pool (%s): %lld opens took a kept decoder, %lld made one, %lld evicted; "
+           "NVDEC decoders: %lld alive at most, %lld opens on the CPU for the session cap\n",
+           vt_decoder_pool_name(vt_video_get_decoder_pool()), (long long)dp.reused,
+           (long long)dp.made, (long long)dp.evicted, (long long)dp.gpu_peak,
+           (long long)dp.gpu_capped);
     for (int i = 0; i < files->n; i++)
         free(r.jobs[i].starts);
     free(r.jobs);
@@ -420,6 +430,7 @@ int vt_bench_decode(int argc, char **argv) {
     int workers = 1, do_list = 0, reopen = 0, open_cache = (int)(VT_VIDEO_OPEN_CACHE_DEFAULT >> 20);
     uint64_t seed = 1;
     const char *mode = "both", *starts_out = NULL;
+    int pool = VT_DECODER_POOL_GPU;
     file_list files = {0};
     vt_opts_given given = {0};
     int rc = 2;
@@ -463,6 +474,13 @@ int vt_bench_decode(int argc, char **argv) {
                 mode = val;
             else
                 starts_out = val;
+            i++;
+        } else if (!strcmp(a, "--decoder-pool")) {
+            if ((pool = vt_decoder_pool_parse(val)) < 0) {
+                fprintf(stderr, "vidtrain bench decode: --decoder-pool '%s': expected off, gpu "
+                                "or all\n", val ? val : "");
+                goto done;
+            }
             i++;
         } else if (!strcmp(a, "--probe")) {
             do_probe = 1;
@@ -515,6 +533,7 @@ int vt_bench_decode(int argc, char **argv) {
         }
     }
     vt_video_set_open_cache((int64_t)open_cache << 20);
+    vt_video_set_decoder_pool((vt_decoder_pool_mode)pool);
     rc = 0;
     if (do_probe) {
         probe(&files, threads, short_side, clip, stride);

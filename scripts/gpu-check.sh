@@ -123,14 +123,21 @@ if [ -d "$hd" ] && [ "${VT_GPU_CHECK_NVDEC:-1}" = 1 ]; then
     done
   done
     # the loader's pattern: every clip opens its video again (issue 45 item 6: what an NVDEC
-    # session costs per open; the CPU's open cache keeps the index and first frame)
-    for d in cpu nvdec; do
-      echo "-- $(date +%T)" >"$logs/nvdec-$d-reopen.log"
-      { time timeout 30 "$bindir/vidtrain" bench decode "$hd" --mode clips --clip 16 \
-        --stride 1 --short-side 128 --clips-per-video 4 --workers 4 --reopen \
-        --decode "$d" >>"$logs/nvdec-$d-reopen.log" 2>&1; } 2>>"$logs/nvdec-$d-reopen.log"
-      echo "  --decode $d, 4 workers, --reopen: $(grep -E 'warning|clips/s|clips:|cpu-seconds|kept' \
-        "$logs/nvdec-$d-reopen.log" | tr '\n' ' ')"
+    # session costs per open; the CPU's open cache keeps the index and first frame). nvdec
+    # twice: with the decoder pool (the default: a closed video's NVDEC decoder taken by
+    # the next open) and without it; then 16 workers, with no session cap and with 7
+    # sessions (an H100's/H200's decoder engines; the rest decode on the CPU)
+    for run in "cpu 4 0 gpu" "nvdec 4 0 gpu" "nvdec 4 0 off" "cpu 16 0 gpu" "nvdec 16 0 gpu" \
+               "nvdec 16 7 gpu"; do
+      set -- $run
+      tag="$1-$2w-cap$3-pool$4"
+      echo "-- $(date +%T)" >"$logs/nvdec-reopen-$tag.log"
+      { time VT_NVDEC_SESSIONS=$3 timeout 30 "$bindir/vidtrain" bench decode "$hd" --mode clips \
+        --clip 16 --stride 1 --short-side 128 --clips-per-video 4 --workers "$2" --reopen \
+        --decode "$1" --decoder-pool "$4" >>"$logs/nvdec-reopen-$tag.log" 2>&1; } \
+        2>>"$logs/nvdec-reopen-$tag.log"
+      echo "  --decode $1, $2 workers, --reopen, sessions cap $3, pool $4: $(grep -E \
+        'warning|clips/s|clips:|cpu-seconds|kept|decoder pool' "$logs/nvdec-reopen-$tag.log" | tr '\n' ' ')"
     done
   } | tee "$logs/nvdec.txt"
   # prep (issue 25): the HD files re-encoded at S = 128, sources decoded on the CPU or on

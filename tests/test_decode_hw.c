@@ -8,6 +8,8 @@
  *     or a codec NVDEC lacks) the bytes equal --decode cpu's exactly; where it decodes on
  *     the GPU, H.264 is still byte-identical (its decode is bit-exact and (3) holds) and
  *     the codecs whose IDCT is not fixed (MPEG-4, MJPEG) stay within a small mean;
+ *     Each H.264 file's nvdec reading takes the NVDEC decoder its auto reading closed (the
+ *     decoder pool, video_pool.c): on a GPU, reused decoders are what (2) compares;
  *  3. the GPU's output layouts emulated on the CPU: a decoded yuv420p frame rearranged
  *     into NV12 (the same samples, chroma interleaved), and a 10-bit frame into P010,
  *     scale through the reader's scaler to the very bytes of the planar frame, at every
@@ -454,6 +456,14 @@ int main(void) {
     test_parse();
     test_modes_agree();
     printf("files decoded on the GPU under --decode nvdec: %d of %d\n", gpu_files, NMEDIA);
+    /* The decoder pool (video_pool.c) keeps NVDEC decoders by default: each H.264 MP4 read
+     * under nvdec took the decoder its read under auto closed, so (2) compared reused
+     * NVDEC decoders with the CPU. */
+    vt_decoder_pool_stats dp;
+    vt_video_get_decoder_pool_stats(&dp);
+    printf("NVDEC decoders reused from the pool: %lld, made: %lld\n", (long long)dp.reused,
+           (long long)dp.made);
+    TCHECK(gpu_files == 0 || dp.reused > 0, "no NVDEC decoder was reused");
     test_stream_modes();
     printf("streams decoded on the GPU under --decode nvdec: %d of %d\n", gpu_streams, NMEDIA);
     /* a file the reader decodes on the GPU, the stream must too (the same attach) */

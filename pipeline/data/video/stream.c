@@ -180,8 +180,8 @@ static int open_decoder(vt_stream *s, int threads, int allow_hw, char *err, size
     if (s->o.live) /* frame threads hold threads - 1 decoded frames back: latency */
         s->dec->thread_type = FF_THREAD_SLICE;
     s->dec->pkt_timebase = st->time_base;
-    if (allow_hw)
-        vt_vid_hw_attach(&s->hw, s->dec, codec, s->url);
+    if (allow_hw && vt_vid_hw_usable(codec, s->url))
+        vt_vid_hw_attach(&s->hw, s->dec);
     if ((ret = avcodec_open2(s->dec, codec, NULL)) < 0) {
         av_err(err, errlen, "cannot open the decoder", ret);
         return ret;

@@ -183,6 +183,42 @@ typedef struct vt_video_open_cache_stats {
 } vt_video_open_cache_stats;
 void vt_video_get_open_cache_stats(vt_video_open_cache_stats *out);
 
+/* Process-wide: a closed video's decoder is kept, flushed, and the next open of a stream
+ * with the same parameters (codec, size, format, extradata byte for byte, time base,
+ * threads, GPU or CPU) takes it instead of making one (video_pool.c says which streams
+ * qualify: H.264 and HEVC from MP4/Matroska, without parameter sets in band, decoded
+ * without an error). The same frames either way. An NVDEC decoder is a hardware session
+ * with its picture buffers on the GPU, made for nearly every clip otherwise; a CPU
+ * decoder costs ~0.05 ms to make. VT_DECODER_POOL_GPU (the default) keeps NVDEC
+ * decoders only; ALL also CPU ones (bench decode --decoder-pool, and the tests); OFF
+ * none (idle ones freed). At most VT_DECODER_POOL_IDLE idle, the oldest freed first. */
+typedef enum {
+    VT_DECODER_POOL_OFF = 0,
+    VT_DECODER_POOL_GPU = 1,
+    VT_DECODER_POOL_ALL = 2,
+} vt_decoder_pool_mode;
+#define VT_DECODER_POOL_IDLE 16
+/* "off", "gpu", "all" -> the mode, or -1; and back. */
+int vt_decoder_pool_parse(const char *s);
+const char *vt_decoder_pool_name(vt_decoder_pool_mode m);
+void vt_video_set_decoder_pool(vt_decoder_pool_mode m);
+vt_decoder_pool_mode vt_video_get_decoder_pool(void);
+typedef struct vt_decoder_pool_stats {
+    int64_t reused;          /* opens that took a kept decoder */
+    int64_t made;            /* opens the pool wanted that made one (none kept matched) */
+    int64_t evicted;         /* idle decoders freed for room (or for an NVDEC session) */
+    int64_t idle;            /* held now */
+    int64_t gpu_live;        /* NVDEC decoders of videos alive now, idle ones included */
+    int64_t gpu_peak;        /* the most alive at once */
+    int64_t gpu_capped;      /* opens decoded on the CPU: the NVDEC session cap was reached */
+} vt_decoder_pool_stats;
+void vt_video_get_decoder_pool_stats(vt_decoder_pool_stats *out);
+/* Process-wide: at most n NVDEC decoders alive (video_pool.c: an idle one is freed first;
+ * past it H.264 decodes on the CPU, whose frames NVDEC's equal byte for byte; other
+ * codecs open on the GPU all the same). 0: no cap (the default, until measured), or the
+ * environment's VT_NVDEC_SESSIONS when this is never called. */
+void vt_video_set_nvdec_sessions(int n);
+
 /* The presentation timestamp of index position n (0 <= n < nframes) counted from the
  * first frame's, in the stream's time base (*tb_num / *tb_den): what a re-encoder (prep)
  * needs to keep a variable frame rate as it is. A file without timestamps gives n in

@@ -164,32 +164,38 @@ static int codec_has_nvdec(const AVCodec *codec) {
     }
 }
 
-void vt_vid_hw_attach(vt_hw_dec *h, AVCodecContext *dec, const AVCodec *codec,
-                      const char *path) {
-    h->on = 0;
+int vt_vid_hw_usable(const AVCodec *codec, const char *path) {
     if (vt_video_get_decode() == VT_DECODE_CPU)
-        return;
+        return 0;
     vt_vid_hw_thread(); /* before cuCtxCreate too, when the towers' runtime has run cuInit */
     pthread_once(&device_once, device_make);
     if (!device) {
         vt_vid_hw_fallback(path, device_why);
-        return;
+        return 0;
     }
     if (!codec_has_nvdec(codec)) {
         char why[128];
         snprintf(why, sizeof why, "FFmpeg has no NVDEC decoder for the codec '%s'",
                  codec->name);
         vt_vid_hw_fallback(path, why);
-        return;
+        return 0;
     }
+    return 1;
+}
+
+void vt_vid_hw_attach(vt_hw_dec *h, AVCodecContext *dec) {
     dec->hw_device_ctx = av_buffer_ref(device);
     VT_CHECK(dec->hw_device_ctx != NULL, "out of memory");
-    dec->opaque = h;
-    dec->get_format = get_format;
     /* The GPU decodes; CPU frame threads would only add delay and copies of state. */
     dec->thread_count = 1;
+    dec->get_format = get_format;
+    vt_vid_hw_adopt(h, dec);
+    vt_vid_hw_thread(); /* again: the call in usable fails before anyone has run cuInit */
+}
+
+void vt_vid_hw_adopt(vt_hw_dec *h, AVCodecContext *dec) {
+    dec->opaque = h;
     h->on = 1;
-    vt_vid_hw_thread(); /* again: the call above fails before anyone has run cuInit */
 }
 
 int vt_vid_hw_first_frame(vt_hw_dec *h, const AVFrame *f, const char *path) {

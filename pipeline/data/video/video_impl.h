@@ -79,6 +79,12 @@ struct vt_video {
     size_t seq_size;
     vt_video_stats stats;
     vt_hw_dec hw;           /* the GPU decoder's state (video_hw.c) */
+    /* what dec was opened for, for the pool at close (video_pool.c); dec_pool: the pool
+     * wants it (its packets are then read for parameter sets); dirty once it holds state
+     * its parameters do not say */
+    AVCodecParameters *dec_par;
+    AVRational dec_tb;
+    int dec_threads, dec_hw, dec_pool, dec_dirty;
 };
 
 /* ---- FFmpeg log capture (video_log.c) ---- */
@@ -160,11 +166,14 @@ int vt_vid_can_continue(const vt_video *v, int64_t q);
 
 /* ---- the GPU (video_hw.c) ---- */
 
-/* Before avcodec_open2: give dec the process's CUDA device when the decode mode, the
- * device and the codec allow it, and set h->on (dec->opaque becomes h); otherwise note why
- * (vt_vid_hw_fallback, naming path). */
-void vt_vid_hw_attach(vt_hw_dec *h, AVCodecContext *dec, const AVCodec *codec,
-                      const char *path);
+/* 1 when the decode mode, the process's CUDA device and the codec let a decoder of path
+ * run on the GPU; otherwise 0, noting why (vt_vid_hw_fallback, naming path). */
+int vt_vid_hw_usable(const AVCodec *codec, const char *path);
+/* Before avcodec_open2, after vt_vid_hw_usable said 1: give dec the CUDA device and set
+ * h->on (dec->opaque becomes h). */
+void vt_vid_hw_attach(vt_hw_dec *h, AVCodecContext *dec);
+/* A GPU decoder opened for another video (the pool's): h takes it over (h->on set). */
+void vt_vid_hw_adopt(vt_hw_dec *h, AVCodecContext *dec);
 /* f into system memory if it is a GPU frame (props kept): 0, or < 0 with err. */
 int vt_vid_hw_download(vt_hw_dec *h, AVFrame *f, char *err, size_t errlen);
 /* Frees what h holds (after the decoder is freed). */
@@ -181,6 +190,33 @@ void vt_vid_hw_fallback(const char *path, const char *reason);
  * lacks) and decodes in software: h->on is cleared, the fallback noted, and 1 returned
  * (the decoder then runs with the one thread the GPU path gave it). 0 otherwise. */
 int vt_vid_hw_first_frame(vt_hw_dec *h, const AVFrame *f, const char *path);
+
+/* ---- decoders kept for the next open (video_pool.c) ---- */
+
+/* 1 when the pool mode and the codec (H.264/HEVC with avcC/hvcC extradata) let a decoder
+ * of a stream with par (hw: NVDEC) be kept and taken. */
+int vt_vid_pool_wants(const AVCodecParameters *par, int hw);
+/* A closed video's decoder opened for a stream with exactly par, tb, threads (thread_count
+ * as given) and hw (1: NVDEC), flushed, when the pool mode and the codec allow it; NULL
+ * otherwise (the caller opens one). */
+AVCodecContext *vt_vid_pool_take(const AVCodecParameters *par, AVRational tb, int threads,
+                                 int hw);
+/* *dec (opened for par, tb, threads, hw) kept for a later take, or freed: freed unless
+ * clean (no rejected packet, flagged frame, in-band parameter set or GPU give-up) and the
+ * pool mode and the codec allow it. *dec becomes NULL. */
+void vt_vid_pool_give(AVCodecContext **dec, const AVCodecParameters *par, AVRational tb,
+                      int threads, int hw, int clean);
+/* Every idle decoder freed. */
+void vt_vid_pool_drain(void);
+/* Before making a GPU decoder for a stream with par: 1 when it may (its session counted
+ * until vt_vid_pool_give frees it: give with hw 1), after freeing an idle GPU decoder when
+ * the NVDEC session cap is reached; 0 when it must decode on the CPU (H.264 past the cap,
+ * none idle). */
+int vt_vid_pool_session(const AVCodecParameters *par);
+/* 1 when packet pkt of a stream with par carries a parameter set in band (H.264 SPS/PPS,
+ * HEVC VPS/SPS/PPS) or cannot be read as length-prefixed NAL units: its decoder then
+ * holds state that its extradata does not say, and is not kept. */
+int vt_vid_pool_inband(const AVCodecParameters *par, const AVPacket *pkt);
 
 /* ---- scaling (video_scale.c) ---- */
 

@@ -292,26 +292,48 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         goto fail;
     }
 
-    v->dec = avcodec_alloc_context3(codec);
-    VT_CHECK(v->dec != NULL, "out of memory");
-    ret = avcodec_parameters_to_context(v->dec, par);
-    if (ret < 0) {
-        vt_vid_set_av_err(err, errlen, "bad codec parameters", ret);
-        goto fail;
+    /* A closed video's decoder for a stream with these parameters (video_pool.c), else a
+     * new one. */
+    int hw = allow_hw && vt_vid_hw_usable(codec, v->path);
+    int dthreads = hw ? 1 : threads < 0 ? 0 : threads;
+    v->dec_pool = vt_vid_pool_wants(par, hw);
+    v->dec = v->dec_pool ? vt_vid_pool_take(par, st->time_base, dthreads, hw) : NULL;
+    if (!v->dec && hw && !vt_vid_pool_session(par)) { /* the NVDEC session cap: the CPU */
+        hw = 0;
+        dthreads = threads < 0 ? 0 : threads;
+        v->dec_pool = vt_vid_pool_wants(par, hw);
+        v->dec = v->dec_pool ? vt_vid_pool_take(par, st->time_base, dthreads, hw) : NULL;
     }
-    v->dec->thread_count = threads < 0 ? 0 : threads;
-    v->dec->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
-    v->dec->pkt_timebase = st->time_base;
-    /* Decoders refuse larger frames themselves, even when a later header changes size. */
-    v->dec->max_pixels = VT_VIDEO_MAX_PIXELS;
-    if (allow_hw)
-        vt_vid_hw_attach(&v->hw, v->dec, codec, v->path);
-    vt_vid_last_msg[0] = 0;
-    ret = avcodec_open2(v->dec, codec, NULL);
-    if (ret < 0) {
-        vt_vid_set_av_err(err, errlen, "cannot open the decoder", ret);
-        goto fail;
+    v->dec_hw = hw; /* from here a GPU decoder's session ends when the pool frees it */
+    if (v->dec) {
+        if (hw)
+            vt_vid_hw_adopt(&v->hw, v->dec);
+    } else {
+        v->dec = avcodec_alloc_context3(codec);
+        VT_CHECK(v->dec != NULL, "out of memory");
+        ret = avcodec_parameters_to_context(v->dec, par);
+        if (ret < 0) {
+            vt_vid_set_av_err(err, errlen, "bad codec parameters", ret);
+            goto fail;
+        }
+        v->dec->thread_count = dthreads;
+        v->dec->thread_type = FF_THREAD_FRAME | FF_THREAD_SLICE;
+        v->dec->pkt_timebase = st->time_base;
+        /* Decoders refuse larger frames themselves, even when a later header changes size. */
+        v->dec->max_pixels = VT_VIDEO_MAX_PIXELS;
+        if (hw)
+            vt_vid_hw_attach(&v->hw, v->dec);
+        vt_vid_last_msg[0] = 0;
+        ret = avcodec_open2(v->dec, codec, NULL);
+        if (ret < 0) {
+            vt_vid_set_av_err(err, errlen, "cannot open the decoder", ret);
+            goto fail;
+        }
     }
+    v->dec_par = avcodec_parameters_alloc();
+    VT_CHECK(v->dec_par && avcodec_parameters_copy(v->dec_par, par) >= 0, "out of memory");
+    v->dec_tb = st->time_base;
+    v->dec_threads = dthreads;
 
     vt_video_info *in = &v->info;
     in->width = par->width;
@@ -460,7 +482,13 @@ void vt_video_close(vt_video **pv) {
     free(v->seq);
     if (v->hw.on)
         vt_vid_hw_thread();
-    avcodec_free_context(&v->dec);
+    /* kept for the next open of a stream like it (video_pool.c) when nothing in it is
+     * this file's alone: no rejected packet or flagged frame, no parameter set in band,
+     * and the GPU decoder it was opened as still on the GPU */
+    const int clean = v->dec_pool && !v->dec_dirty && v->stats.decode_errors == 0 &&
+                      v->hw.on == v->dec_hw;
+    vt_vid_pool_give(&v->dec, v->dec_par, v->dec_tb, v->dec_threads, v->dec_hw, clean);
+    avcodec_parameters_free(&v->dec_par);
     avformat_close_input(&v->fmt);
     av_packet_free(&v->pkt);
     av_frame_free(&v->frame);

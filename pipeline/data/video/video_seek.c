@@ -112,6 +112,8 @@ int vt_vid_next_frame(vt_video *v, char *err, size_t errlen) {
             continue;
         }
         v->dec->skip_frame = wanted ? AVDISCARD_DEFAULT : AVDISCARD_NONREF;
+        if (v->dec_pool && !v->dec_dirty) /* the decoder pool's question (video_pool.c) */
+            v->dec_dirty = vt_vid_pool_inband(v->dec_par, v->pkt);
         ret = avcodec_send_packet(v->dec, v->pkt);
         av_packet_unref(v->pkt);
         if (ret < 0 && ret != AVERROR(EAGAIN)) {

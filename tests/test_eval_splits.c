@@ -15,7 +15,10 @@
  *   - a run folder whose config.json has the old key ("split") resumes with that policy,
  *     and the rewritten config.json uses the new key ("tower_split");
  *   - only train/ with a run trained without --val-split has nothing held out: eval's
- *     default is an error pointing at --split train.
+ *     default is an error pointing at --split train;
+ *   - a run trained on list files (--lists, UCF101's form) is evaluated on their test list;
+ *     another DIR with list files of its own on those (eval --lists); a DIR whose videos
+ *     the run's lists do not name is refused with a hint at --lists.
  */
 #include "tests/apputil.h"
 
@@ -247,5 +250,43 @@ int main(void) {
     rc = vt_test_sh("'%s' eval '%s/run0' '%s/tronly' -q > '%s/tronly.log' 2>&1", bin, dir, dir, dir);
     TCHECK(rc == 1 && log_has("tronly", "has no test or val videos to evaluate (it has: train 9); "
                                         "pass --split train"), "only train: %d", rc);
+
+    /* --lists: a run trained on list files (UCF101's form) evaluates their test list by
+     * default; another DIR with its own list files is evaluated on those (--lists); one
+     * whose videos the run's lists do not name is refused with the hint. lists1
+     * over train/'s 9 videos: 2 per class to train, 1 to test; lists2 over test/'s 9: 2 per
+     * class to test. */
+    TCHECK(vt_test_sh("cd '%s' && mk() { src=$1 out=$2 ntr=$3 nte=$4; mkdir -p $out.d; i=0; "
+                      "for c in $(ls $src); do i=$((i+1)); ln -s \"$PWD/$src/$c\" $out.d/$c; "
+                      "echo \"$i $c\" >> $out/classInd.txt; "
+                      "ls $src/$c | head -n $ntr | sed \"s|^|$c/|; s|$| $i|\" >> $out/trainlist01.txt; "
+                      "ls $src/$c | tail -n $nte | sed \"s|^|$c/|\" >> $out/testlist01.txt; done; }; "
+                      "mkdir lists1 lists2 && mk data/train lists1 2 1 && mk data/test lists2 1 2",
+                      dir) == 0, "list files");
+    TCHECK(vt_test_sh("'%s' train '%s/lists1.d' --lists '%s/lists1' --out '%s/runl' --clip 4x32 "
+                      "--batch 4 --epochs 1 --max-steps 1 -q --workers 1 > '%s/trainl.log' 2>&1",
+                      bin, dir, dir, dir, dir) == 0, "train --lists");
+    rc = vt_test_sh("'%s' eval '%s/runl' '%s/lists1.d' " EVAL_OPTS " > '%s/evall.log' 2>&1", bin,
+                    dir, dir, dir);
+    snprintf(p, sizeof p, "%s/runl/eval.json", dir);
+    j = rc == 0 ? vt_test_read_json(p) : NULL;
+    check_counts(j, 3, "test", "the run's lists");
+    cJSON_Delete(j);
+    remove(p);
+    rc = vt_test_sh("'%s' eval '%s/runl' '%s/lists2.d' --lists '%s/lists2' " EVAL_OPTS
+                    " > '%s/evall2.log' 2>&1", bin, dir, dir, dir, dir);
+    j = rc == 0 ? vt_test_read_json(p) : NULL;
+    check_counts(j, 6, "test", "eval --lists");
+    cJSON_Delete(j);
+    remove(p);
+    /* lists3.d: test/'s videos under other names, which the run's lists do not name */
+    TCHECK(vt_test_sh("cd '%s' && for c in $(ls data/test); do mkdir -p lists3.d/$c; for f in "
+                      "data/test/$c/*; do ln -s \"$PWD/$f\" lists3.d/$c/x_$(basename $f); done; "
+                      "done", dir) == 0, "lists3.d");
+    rc = vt_test_sh("'%s' eval '%s/runl' '%s/lists3.d' " EVAL_OPTS " > '%s/evall3.log' 2>&1",
+                    bin, dir, dir, dir);
+    TCHECK(rc == 1 && !vt_file_exists(p) && log_has("evall3", "name none of") &&
+               log_has("evall3", "give its own with --lists PATH"),
+           "another DIR on the run's lists: exit %d", rc);
     return vt_test_done("test_eval_splits");
 }

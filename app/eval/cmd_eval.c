@@ -125,6 +125,9 @@ static void usage(FILE *f) {
         "                         then one column per head; docs/segments.md for start and\n"
         "                         end) instead of the run's: for a DIR other than the one\n"
         "                         the run's labels file describes\n"
+        "  --lists PATH           DIR's list files (train --lists's forms, format detected;\n"
+        "                         the run's --fold) instead of the run's: for a DIR other\n"
+        "                         than the one the run's list files describe\n"
         "  --clips-per-video K    (default 10)\n"
         "  --crops 1|3            centre crop, or start/centre/end of the long side (default 1)\n"
         "  --checkpoint PATH      another checkpoint of RUN than its best.safetensors (one of\n"
@@ -159,6 +162,8 @@ typedef struct eval_args {
     const char *run, *dir;
     const char *split; /* --split: train, val, test, all; NULL: test, else val */
     const char *labels; /* --labels: DIR's labels file; NULL: the run's (if it has one) */
+    const char *lists;  /* --lists: DIR's list files; NULL: the run's (if it has them) */
+    const char *lists_read; /* the list files DIR was read with (--lists, else the run's) */
     int quiet, batch, workers;
     vt_model_args ma;
 } eval_args;
@@ -198,6 +203,11 @@ static int eval_parse(eval_args *ea, int argc, char **argv) {
         if (OPT("--labels")) {
             if (r < 0) BAD();
             ea->labels = v;
+            continue;
+        }
+        if (OPT("--lists")) {
+            if (r < 0) BAD();
+            ea->lists = v;
             continue;
         }
         if (OPT("--batch")) {
@@ -262,6 +272,12 @@ static int eval_pick_videos(const eval_args *ea, vt_dataset *ds, int32_t **idxp,
             s = VT_SPLIT_TEST;
         } else if (vt_dataset_split_count(ds, VT_SPLIT_VAL) > 0) {
             s = VT_SPLIT_VAL;
+        } else if (ea->lists_read && vt_dataset_split_count(ds, VT_SPLIT_TRAIN) == 0) {
+            fprintf(stderr, "vidtrain eval: the list files %s name none of %s's videos (the "
+                    "warnings above); %s\n", ea->lists_read, dir,
+                    ea->lists ? "check them against DIR" :
+                    "they are the run's: for another DIR, give its own with --lists PATH");
+            return 1;
         } else {
             fprintf(stderr, "vidtrain eval: %s has no test or val videos to evaluate (it has: %s); "
                     "pass --split train (or --split all) to evaluate on those\n", dir, have);
@@ -434,8 +450,9 @@ int vt_cmd_eval(int argc, char **argv) {
     const vt_train_opts *o = &m.opts;
 
     /* The same val split as training when DIR is the training folder (flat layout); the
-     * run's labels file unless --labels names DIR's own. */
-    ds = vt_run_dataset_open(o, dir, ea.labels, NULL, err, sizeof err);
+     * run's labels file and list files unless --labels and --lists name DIR's own. */
+    ds = vt_run_dataset_open(o, dir, ea.labels, ea.lists, err, sizeof err);
+    ea.lists_read = ea.lists ? ea.lists : o->lists[0] ? o->lists : NULL;
     if (!ds) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;

@@ -11,6 +11,7 @@
  *     parameter sets in band (its decoder never kept) and files of other sizes between;
  *   - the decoders taken where they may be, and only there (the pool's counts);
  *   - a clip read by a reused decoder byte-identical to the ffmpeg command's;
+ *   - the robustness videos, each opened twice in a row, the same with the pool as without;
  *   - at most VT_DECODER_POOL_IDLE idle decoders, the rest freed.
  * Tolerance: bit-exact (0) everywhere: the same decoder on the same packets.
  */
@@ -64,7 +65,8 @@ static run do_step(const step *s) {
     run r;
     memset(&r, 0, sizeof r);
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, s->name);
+    snprintf(path, sizeof path, "%s%s%s", s->name[0] == '/' ? "" : dir,
+             s->name[0] == '/' ? "" : "/", s->name);
     vt_video *v = NULL;
     r.rc = vt_video_open(&v, path, s->threads, err, sizeof err);
     if (r.rc < 0)
@@ -179,6 +181,53 @@ static void check_ffmpeg(void) {
     printf("  b.mp4 on a.mp4's decoder: ffmpeg's frames, max diff %d\n", m);
 }
 
+/* The robustness videos (../shared/data/robustness, when there), each opened twice in a
+ * row (the second open takes the first's decoder where the pool keeps it: rotated MOVs,
+ * VFR, yuv444p, an unordered MOV, corrupt files), with the pool and without. */
+static void check_real(void) {
+    int here;
+    const char *r = vt_test_robustness_dir(&here);
+    if (!here) {
+        printf("  (no robustness folder at %s: skipped)\n", r);
+        return;
+    }
+    TCHECK(vt_test_sh("find '%s' -type f ! -name manifest.tsv | sort > '%s/real.txt'", r, dir) ==
+               0, "list %s", r);
+    char lst[4200];
+    snprintf(lst, sizeof lst, "%s/real.txt", dir);
+    FILE *f = fopen(lst, "r");
+    TCHECK(f != NULL, "open %s", lst);
+    char line[4096];
+    int files = 0, reused = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        step st = {line, 1, 3};
+        run off[2], on[2];
+        vt_video_set_decoder_pool(VT_DECODER_POOL_OFF);
+        for (int k = 0; k < 2; k++)
+            off[k] = do_step(&st);
+        vt_video_set_decoder_pool(VT_DECODER_POOL_ALL);
+        int64_t r0 = stats().reused;
+        for (int k = 0; k < 2; k++)
+            on[k] = do_step(&st);
+        reused += (int)(stats().reused - r0);
+        for (int k = 0; k < 2; k++) {
+            const run *a = &on[k], *b = &off[k];
+            TCHECK(a->rc == b->rc && a->read_rc == b->read_rc && a->seeks == b->seeks &&
+                       (a->rc < 0 || !memcmp(&a->info, &b->info, sizeof a->info)) &&
+                       a->len == b->len && (a->len == 0 || !memcmp(a->bytes, b->bytes, a->len)),
+                   "%s, open %d: differs with the pool", strrchr(line, '/') + 1, k + 1);
+            free(on[k].bytes);
+            free(off[k].bytes);
+        }
+        files++;
+    }
+    if (f)
+        fclose(f);
+    printf("  %d robustness videos opened twice each: %d opens on a kept decoder, the same "
+           "frames as without the pool\n", files, reused);
+}
+
 /* More videos open at once than the pool keeps: VT_DECODER_POOL_IDLE stay, the rest go. */
 static void check_bound(void) {
     enum { N = VT_DECODER_POOL_IDLE + 4 };
@@ -241,6 +290,7 @@ int main(void) {
     vt_video_set_open_cache(0); /* every open probes and decodes its first frame */
     check_sequence();
     check_ffmpeg();
+    check_real();
     check_bound();
     return vt_test_done("test_decoder_pool");
 }

@@ -151,6 +151,7 @@ vt_net *vt_net_init(const vt_net_cfg *cfg, vt_backend *be, int max_batch, char *
     vt_netv_init_ws(net);
     net->bn_count = vt_calloc((size_t)g->nnodes, sizeof(int64_t));
     net->bn_frozen = vt_calloc((size_t)g->nnodes, 1);
+    net->xfresh = vt_calloc((size_t)VT_MAX(g->ntensors, 1), 1); /* zeroed above: none fresh */
     net->host_loss = host_loss_alloc(net);
     return net;
 }
@@ -163,6 +164,7 @@ void vt_net_free(vt_net **pnet) {
     vt_graph_free(&net->g);
     free(net->bn_count);
     free(net->bn_frozen);
+    free(net->xfresh);
     host_loss_free(net);
     free(net);
     *pnet = NULL;
@@ -208,15 +210,23 @@ int vt_net_set_bn_frozen(vt_net *net, const char *name, int on) {
 void vt_net_zero_grad(vt_net *net) {
     if (net->g.nparams > 0)
         VT_OP(net->be, fill, net->grads, 0.0f, net->g.nparams);
-    if (net->xgrads && net->g.nparams > 0) /* int64 zeros are float zeros' bits */
-        VT_OP(net->be, fill, (float *)(void *)net->xgrads, 0.0f, 4 * net->g.nparams);
+    /* the accumulators are not filled (16 bytes a parameter): each tensor's first fold
+     * writes them, and vt_netx_settle zeroes those never folded before they are read */
+    if (net->xgrads && net->g.ntensors > 0)
+        memset(net->xfresh, 1, (size_t)net->g.ntensors);
 }
 
-int64_t *vt_net_xgrads(vt_net *net) { return net->xgrads; }
+int64_t *vt_net_xgrads(vt_net *net) {
+    if (net->xgrads)
+        vt_netx_settle(net);
+    return net->xgrads;
+}
 
 void vt_net_round_grads(vt_net *net) {
-    if (net->xgrads && net->g.nparams > 0)
+    if (net->xgrads && net->g.nparams > 0) {
+        vt_netx_settle(net);
         VT_OP(net->be, xsum_round, net->grads, net->xgrads, net->g.nparams, VT_XSUM_GRAD_E0);
+    }
 }
 
 void vt_net_set_bn_sync_exact(vt_net *net, vt_allreduce_i64_fn fn, void *ctx) {

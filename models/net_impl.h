@@ -44,8 +44,11 @@ struct vt_net {
     double loss_f[VT_MAX_HEADS]; /* vt_net_loss_issue's scale of each head's losses */
     /* exact sums (cfg.exact, net_exact.c): backend memory */
     int64_t *xgrads;      /* (2 * nparams) the gradients' accumulators (xsum.h) */
-    float *xtmp;          /* one clip's weight and bias gradient of a layer, or a BN layer's
-                             sums (vt_netx_xtmp_floats) */
+    float *xtmp;          /* VT_XSUM_GROUP clips' weight and bias gradients of a layer, or a
+                             BN layer's sums (vt_netx_xtmp_floats each) */
+    uint8_t *xfresh;      /* (ntensors, host) 1: the tensor's accumulators hold nothing since
+                             vt_net_zero_grad and are not zeroed: its first fold writes them
+                             (init), vt_netx_settle zeroes those never folded */
     int64_t *xbn;         /* (4 * max BN channels + 2) a BN layer's sums and count */
     vt_allreduce_i64_fn bn_sync_x; /* sync-BN's exact sum over towers (ctx: bn_sync_ctx) */
 };
@@ -116,6 +119,12 @@ void vt_netx_conv_backward(vt_net *net, int i, float *din, const float *dout, co
                            int n);
 void vt_netx_linear_backward(vt_net *net, int i, float *din, const float *dout,
                              const float *in, int n);
+/* x (clips arrays, stride floats apart) folded into parameter tensor t's accumulators:
+ * written (init) by the first fold since vt_net_zero_grad, added to after. */
+void vt_netx_fold(vt_net *net, int t, const float *x, int clips, int64_t stride);
+/* The accumulators of every parameter tensor not folded since vt_net_zero_grad zeroed
+ * (a frozen layer's, an empty tower's): before anyone reads them. */
+void vt_netx_settle(vt_net *net);
 /* A BN layer's [sum | sumsq] (backward = 0, x and the shift k) or [sum_dy | sum_dy_xhat]
  * (backward = 1, with dy, mean, invstd), 2c floats into buf: summed exactly over the n
  * clips and, under sync-BN, over every tower; *count (forward) becomes the global count.

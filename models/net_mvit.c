@@ -116,10 +116,7 @@ static void rel_backward(vt_net *net, const vt_node *nd, const vt_msa_rel *r, fl
         }
 }
 
-static void fold(vt_net *net, int t, const float *x) {
-    VT_OP(net->be, xsum_fold, net->xgrads + 2 * net->g.tensors[t].offset, x,
-          net->g.tensors[t].numel, VT_XSUM_GRAD_E0);
-}
+static void fold(vt_net *net, int t, const float *x) { vt_netx_fold(net, t, x, 1, 0); }
 
 static vt_pool3d_p qpool(const vt_node *nd) {
     vt_pool3d_p p;

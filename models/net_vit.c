@@ -61,10 +61,7 @@ int vt_netv_check_backend(const vt_net *net, char *err, size_t errlen) {
 }
 
 /* fold xtmp[0..n) into the accumulators of parameter tensor t */
-static void fold(vt_net *net, int t, const float *x) {
-    VT_OP(net->be, xsum_fold, net->xgrads + 2 * net->g.tensors[t].offset, x,
-          net->g.tensors[t].numel, VT_XSUM_GRAD_E0);
-}
+static void fold(vt_net *net, int t, const float *x) { vt_netx_fold(net, t, x, 1, 0); }
 
 /* qkv's bias as one (3C) vector in the scratch: [q_bias | 0 | v_bias]. */
 static float *qkv_bias(vt_net *net, const vt_node *nd) {

@@ -13,6 +13,9 @@
  *     cancellation to exactly zero, huge terms saturating the same way in every order,
  *     the carry between the limbs in both directions.
  *  4. Who sums exactly (vt_towers_exact_for): CPU towers by default, GPU towers on request.
+ *  5. Grouped folds (vt_xsum_fold_clips, what a conv layer's VT_XSUM_GROUP clips take): k
+ *     clips in one pass, with and without init, give the limbs of k single folds after a
+ *     fill of zeros, in every grouping, with poisons, huge and tiny terms among them.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,8 +234,39 @@ static void exact_rule(void) {
     unsetenv("VT_EXACT_SUMS");
 }
 
+static void grouped(void) {
+    enum { N = 2000, K = 7 };
+    vt_rng r;
+    vt_rng_seed(&r, 5);
+    float *terms = malloc(sizeof(float) * N * K);
+    for (int i = 0; i < N * K; i++)
+        terms[i] = rand_term(&r, -100, 40); /* below the unit, across the fast path, huge */
+    terms[3] = NAN;
+    terms[N + 4] = INFINITY;
+    terms[2 * N + 5] = -0.0f;
+    terms[3 * N + 6] = 1e-45f; /* subnormal */
+    int64_t *want = calloc(2 * N, sizeof(int64_t)), *got = malloc(sizeof(int64_t) * 2 * N);
+    for (int k = 0; k < K; k++)
+        vt_xsum_fold(want, terms + (int64_t)k * N, N, E0, 1);
+    int bad = 0;
+    for (int g = 1; g <= K; g++) { /* groups of g clips, the first with init */
+        memset(got, 0x5a, sizeof(int64_t) * 2 * N); /* garbage: init must not read it */
+        for (int k0 = 0; k0 < K; k0 += g)
+            vt_xsum_fold_clips(got, terms + (int64_t)k0 * N, N, VT_MIN(g, K - k0), N, k0 == 0,
+                               E0, 1 + (g & 1));
+        bad += memcmp(got, want, sizeof(int64_t) * 2 * N) != 0;
+    }
+    TCHECK(bad == 0, "grouped folds differ from single folds in %d of %d groupings", bad, K);
+    printf("grouped folds: %d clips in groups of 1..%d, with init: the single folds' limbs\n",
+           K, K);
+    free(terms);
+    free(want);
+    free(got);
+}
+
 int main(void) {
     exact_rule();
+    grouped();
     order_and_value();
     edges();
     return vt_test_done("test_xsum");

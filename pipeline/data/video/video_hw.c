@@ -184,7 +184,7 @@ void vt_vid_hw_attach(vt_hw_dec *h, AVCodecContext *dec, const AVCodec *codec,
     }
     dec->hw_device_ctx = av_buffer_ref(device);
     VT_CHECK(dec->hw_device_ctx != NULL, "out of memory");
-    dec->opaque = h;
+    vt_vid_dec_tap(h, dec); /* get_format reads h through opaque */
     dec->get_format = get_format;
     /* The GPU decodes; CPU frame threads would only add delay and copies of state. */
     dec->thread_count = 1;

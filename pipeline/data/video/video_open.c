@@ -304,6 +304,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     v->dec->pkt_timebase = st->time_base;
     /* Decoders refuse larger frames themselves, even when a later header changes size. */
     v->dec->max_pixels = VT_VIDEO_MAX_PIXELS;
+    vt_vid_dec_tap(&v->hw, v->dec);
     if (allow_hw)
         vt_vid_hw_attach(&v->hw, v->dec, codec, v->path);
     vt_vid_last_msg[0] = 0;

@@ -5,7 +5,8 @@
  * tests/make_media.sh's concealed.mp4 (one P-frame repaired: every frame comes out, a
  * plain scan cannot tell), corrupt_mid.mp4 and corrupt_mid.avi (3 KB of junk mid-file:
  * frames lost), and the clean short5.mp4 and one_frame.mp4. A plain scan says it decoded
- * only first frames and lists nothing.
+ * only first frames and lists nothing. `bench decode --mode sequential` decodes the same
+ * files whole and names and counts the same damaged ones.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,5 +86,11 @@ int main(void) {
                       "'--full decodes every frame' '%s/plain.txt' && ! grep -q 'decoded in "
                       "full' '%s/plain.txt'", bin, set, dir, dir, dir) == 0,
            "plain scan (%s/plain.txt)", dir);
+    /* bench decode's sequential pass decodes the same files whole: it counts them too */
+    TCHECK(vt_test_sh("'%s' bench decode '%s' --mode sequential > '%s/bench.txt' 2>&1 && grep "
+                      "-q '^RESULT .* damaged=3 ' '%s/bench.txt' && grep -q 'concealed.mp4: a "
+                      "damaged stream' '%s/bench.txt'", bin, set, dir, dir, dir) == 0,
+           "bench decode --mode sequential names and counts the 3 damaged files (%s/bench.txt)",
+           dir);
     return vt_test_done("test_scan_full");
 }

@@ -244,6 +244,8 @@ int vt_embed_timeline_video(vt_embedder *e, const char *path, const vt_embed_tim
         errors = ne;
         vt_timeline_push(tl, rgb, t, dur);
     }
+    /* errors counted as the decoder drained (after the last frame) go to the tail */
+    vt_timeline_note_errors(tl, vt_stream_decode_errors(s) - errors, vt_stream_error_time(s));
     vt_timeline_finish(tl);
     vt_timeline_free(&tl);
     errors = vt_stream_decode_errors(s);

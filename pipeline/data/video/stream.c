@@ -39,6 +39,7 @@ struct vt_stream {
     AVRational tb;
     int64_t first_ts;        /* the first frame's timestamp (AV_NOPTS_VALUE before it) */
     int64_t nframes;         /* frames handed out */
+    double last_t;           /* the time of the last frame handed out */
     int64_t decode_errors;
     double error_t;          /* the time (as vt_stream_next's) of the last packet the decoder
                               * rejected or picture it repaired; NAN when none, or when it
@@ -541,8 +542,11 @@ static int receive(vt_stream *s, char *err, size_t errlen) {
             }
             return 1;
         }
-        if (ret == AVERROR_EOF)
-            s->decode_errors += vt_vid_dec_damage(&s->hw, s->dec, NULL);
+        int64_t n = ret == AVERROR_EOF ? vt_vid_dec_damage(&s->hw, s->dec, NULL) : 0;
+        if (n) { /* repairs whose frames lost their mark, among the last few out */
+            s->decode_errors += n;
+            s->error_t = s->nframes ? s->last_t : NAN;
+        }
         if (ret != AVERROR(EAGAIN) && ret != AVERROR_EOF) /* skipped, counted */
             s->decode_errors++;
         if (ret == AVERROR_EOF || (ret != AVERROR(EAGAIN) && s->flushed)) {
@@ -583,6 +587,7 @@ int vt_stream_next(vt_stream *s, int short_side, const uint8_t **rgb, int *w, in
         s->rgb_cap = need;
     }
     frame_time(s, t, dur);
+    s->last_t = *t;
     s->arrival = arrival_of(s, s->frame->pts);
     ret = vt_scaler_convert(s->scaler, s->frame, s->info.rotation, s->rgb, *w, *h, err, errlen);
     av_frame_unref(s->frame);

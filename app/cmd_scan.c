@@ -3,9 +3,11 @@
  * classes and counts per split, codecs, resolutions, frame rates, durations, and every
  * file FFmpeg cannot read, with its reason.
  *
- * It opens each video once (through vt_dataset_probe) and never decodes frames or
- * writes anything; bad files are reported, never fatal (exit 0 as long as the folder
- * scans). Output is a human summary, or one JSON object with --json.
+ * It opens each video once (through vt_dataset_probe: the container and its first frame)
+ * and never writes anything; with --full it also decodes every frame of every readable
+ * video and names the damaged ones (app/scan_full.h). Bad files are reported, never fatal
+ * (exit 0 as long as the folder scans). Output is a human summary, or one JSON object
+ * with --json.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -17,6 +19,7 @@
 #include "app/app.h"
 #include "app/decode_opt.h"
 #include "app/opts.h"
+#include "app/scan_full.h"
 #include "base/common.h"
 #include "pipeline/data/balance.h"
 #include "app/leaks.h"
@@ -27,12 +30,13 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: vidtrain scan DIR [--val-split F] [--group REGEX|auto|none] [--lists PATH]\n"
             "                         [--list-format F] [--fold N] [--labels CSV] [--threads N]\n"
-            "                         [--no-leaks] [--json]\n\n"
+            "                         [--no-leaks] [--full] [--json]\n\n"
             "Scan a dataset folder: DIR/<class>/<video>, or DIR/<split>/<class>/<video> with any of\n"
             "the split folders train, val, test (only test/ is fine). Symbolic links to folders and\n"
             "files are followed; dangling links and links back to a folder above them (loops) are\n"
-            "listed and skipped. Every video is opened once with FFmpeg; unreadable files are\n"
-            "listed with the reason.\n\n"
+            "listed and skipped. Every video is opened once with FFmpeg and its first frame\n"
+            "decoded; unreadable files are listed with the reason. A file damaged past its\n"
+            "first frame opens fine: --full finds it.\n\n"
             "  --val-split F   put a stable, per-class fraction F of train videos in val\n"
             "                  (by a hash of the path: a video keeps its split as files are added)\n"
             "  --group REGEX   the videos of one recording stay on one side of --val-split: the\n"
@@ -53,6 +57,10 @@ static void usage(FILE *f) {
             "                  is compared with every training video by a perceptual signature\n"
             "                  (re-encoded, rescaled, cropped, trimmed copies and clips of one\n"
             "                  recording; cached under the vidtrain cache; docs/splits.md)\n"
+            "  --full          also decode every frame of every readable video (as long as a\n"
+            "                  pass of training over it) and list the damaged ones: decode\n"
+            "                  errors (packets rejected, pictures the decoder repaired), frames\n"
+            "                  the index lists that never decode, a decode that stops midway\n"
             "  --json          one JSON object on stdout instead of the summary\n");
 }
 
@@ -206,7 +214,7 @@ static const char *layout_name(vt_dataset_layout l) {
 typedef struct scan_opts {
     const char *dir, *labels; /* DIR; --labels CSV or NULL */
     vt_dataset_opts ds;       /* --val-split, --group, --lists, --list-format, --fold */
-    int threads, json, no_leaks;
+    int threads, json, no_leaks, full;
 } scan_opts;
 
 /* The options that would change nothing beside the others: 0, or 2 after saying why. */
@@ -248,6 +256,8 @@ static int scan_parse(scan_opts *op, int argc, char **argv) {
                 return 2;
         } else if (!strcmp(a, "--no-leaks")) {
             op->no_leaks = 1;
+        } else if (!strcmp(a, "--full")) {
+            op->full = 1;
         } else if (!strcmp(a, "--val-split") && more) {
             double f;
             if (vt_parse_f64(argv[++i], 0, 1, &f) != 0 || f >= 1) {
@@ -316,6 +326,8 @@ typedef struct scan_summary {
     double probe_s;
     int check_leaks; /* the near-copy check ran: lk holds its findings */
     vt_leaks lk;
+    int full;        /* --full ran: fd holds what it found */
+    vt_scan_full fd;
 } scan_summary;
 
 static void scan_summary_free(scan_summary *sm) {
@@ -325,6 +337,7 @@ static void scan_summary_free(scan_summary *sm) {
     free(sm->counts);
     free(sm->badc);
     vt_leaks_free(&sm->lk);
+    vt_scan_full_free(&sm->fd);
 }
 
 /* Opens op->dir into *ds (and its labels), probes every video, tallies them into *sm and
@@ -402,10 +415,63 @@ static int scan_plan(const scan_opts *op, vt_dataset **dsp, scan_summary *sm) {
                       (sm->split_total[VT_SPLIT_VAL] || sm->split_total[VT_SPLIT_TEST]);
     if (sm->check_leaks)
         vt_leaks_find(ds, op->threads, !op->json, &sm->lk);
+    sm->full = op->full;
+    if (sm->full)
+        vt_scan_full_run(ds, op->threads, pc.tty, &sm->fd);
     return 0;
 }
 
 /* ---- run: the report, as one JSON object or as the human summary ---- */
+
+/* "N decode error(s), M of K frames never decoded; stopped: why", the parts that apply. */
+static void damage_text(const vt_scan_damage *d, char *buf, size_t n) {
+    buf[0] = 0;
+    if (d->decode_errors)
+        snprintf(buf, n, "%lld decode error(s)", (long long)d->decode_errors);
+    if (d->frames < d->indexed)
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%lld of %lld frames never decoded",
+                 buf[0] ? ", " : "", (long long)(d->indexed - d->frames),
+                 (long long)d->indexed);
+    if (d->error)
+        snprintf(buf + strlen(buf), n - strlen(buf), "%sthe decode stopped: %s",
+                 buf[0] ? "; " : "", d->error);
+}
+
+static cJSON *full_json(const vt_dataset *ds, const vt_scan_full *f) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "files", f->files);
+    cJSON_AddNumberToObject(o, "frames", (double)f->frames);
+    cJSON_AddNumberToObject(o, "seconds", f->seconds);
+    cJSON *a = cJSON_AddArrayToObject(o, "damaged");
+    for (int i = 0; i < f->ndamaged; i++) {
+        const vt_scan_damage *d = &f->damaged[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "path", ds->videos[d->video].relpath);
+        cJSON_AddNumberToObject(e, "decode_errors", (double)d->decode_errors);
+        cJSON_AddNumberToObject(e, "frames", (double)d->frames);
+        cJSON_AddNumberToObject(e, "frames_indexed", (double)d->indexed);
+        if (d->error)
+            cJSON_AddStringToObject(e, "error", d->error);
+        cJSON_AddItemToArray(a, e);
+    }
+    return o;
+}
+
+static void full_print(const vt_dataset *ds, const vt_scan_full *f) {
+    printf("\ndecoded in full: %d file(s), %lld frames in %.1f s", f->files,
+           (long long)f->frames, f->seconds);
+    if (!f->ndamaged) {
+        printf(": no damage found\n");
+        return;
+    }
+    printf("; damaged (%d, used by training all the same: their clips hold the decoder's "
+           "guesses or the nearest decoded frame):\n", f->ndamaged);
+    for (int i = 0; i < f->ndamaged; i++) {
+        char what[1400];
+        damage_text(&f->damaged[i], what, sizeof what);
+        printf("  %s: %s\n", ds->videos[f->damaged[i].video].relpath, what);
+    }
+}
 
 static void scan_print_json(const scan_opts *op, const vt_dataset *ds, scan_summary *sm) {
     cJSON *o = cJSON_CreateObject();
@@ -487,6 +553,8 @@ static void scan_print_json(const scan_opts *op, const vt_dataset *ds, scan_summ
     }
     if (op->labels)
         cJSON_AddNumberToObject(o, "label_lines_skipped", sm->nbadlines);
+    if (sm->full)
+        cJSON_AddItemToObject(o, "full_decode", full_json(ds, &sm->fd));
     char *s = vt_json_print(o, 1);
     puts(s);
     free(s);
@@ -564,6 +632,11 @@ static void scan_print_text(const scan_opts *op, const vt_dataset *ds, scan_summ
         printf("\n");
         vt_leaks_print(stdout, ds, &sm->lk, 20);
     }
+    if (sm->full)
+        full_print(ds, &sm->fd);
+    else if (sm->nok)
+        printf("\n(each video opened and its first frame decoded; --full decodes every frame "
+               "and finds damage past it)\n");
     if (sm->nbad) {
         printf("\nunreadable (%d, excluded from training):\n", sm->nbad);
         for (int i = 0; i < ds->nvideos; i++)

@@ -11,7 +11,9 @@
 #   DIR/vfr.mp4       H.264 with frame durations alternating 30/60 ms (VFR)
 #   DIR/rot90.mp4     display matrix: rotate 90 degrees clockwise to show upright
 #   DIR/rot270.mp4    ... 270 degrees
-#   DIR/hostile/*     files that must be refused with a clear reason or read gracefully
+#   DIR/hostile/*     files that must be refused with a clear reason or read gracefully;
+#                     hostile/concealed.mp4: an H.264 P-frame whose slice data is damaged,
+#                     which FFmpeg's error concealment repairs and hands out
 #
 # Files are only (re)made when missing, so several tests can call this on one DIR.
 # With a second argument "hostile" only DIR/hostile is made.
@@ -121,5 +123,24 @@ if [ ! -s "$h/corrupt_mid.mp4" ]; then
     size=$(stat -c %s "$h/corrupt_mid.$$.tmp.mp4")
     head -c 2000 /dev/zero | tr '\0' '\252' | dd of="$h/corrupt_mid.$$.tmp.mp4" bs=1 seek=$((size / 2)) conv=notrunc status=none
     mv "$h/corrupt_mid.$$.tmp.mp4" "$h/corrupt_mid.mp4"
+fi
+if [ ! -s "$h/concealed.mp4" ]; then
+    # Damaged bytes inside one P-frame's slice data (not its header, not the container):
+    # the packet decodes, the macroblocks after the damage are guessed by FFmpeg's error
+    # concealment, and the frame comes out ("error while decoding MB", "concealing ...
+    # errors in P frame"). The P-frame: the packet after the second keyframe in decode
+    # order (the P the GOP's B-frames refer to); its second half zeroed (random bytes
+    # often decode as other valid-looking data, which no decoder can notice; zeros end
+    # the slice's data early, which the decoder always does).
+    ff "${src[@]}" "${h264[@]}" -movflags +faststart "$h/concealed.$$.tmp.mp4"
+    span=$("${FFPROBE:-ffprobe}" -v error -select_streams v:0 -show_entries packet=pos,size,flags \
+        -of compact=p=0 "$h/concealed.$$.tmp.mp4" | tr '|' ' ' |
+        awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); f[kv[1]] = kv[2] } }
+             f["flags"] ~ /K/ { k++; next }
+             k == 2 && f["size"] > 200 { h = int(f["size"] / 2); print f["pos"] + h, f["size"] - h; exit }')
+    [ -n "$span" ] || { echo "make_media.sh: no P-frame to damage in concealed.mp4" >&2; exit 1; }
+    read -r at n <<< "$span"
+    head -c "$n" /dev/zero | dd of="$h/concealed.$$.tmp.mp4" bs=1 seek="$at" conv=notrunc status=none
+    mv "$h/concealed.$$.tmp.mp4" "$h/concealed.mp4"
 fi
 exit 0

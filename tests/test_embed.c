@@ -19,6 +19,11 @@
  * 3. --timeline: the windows predict --timeline has, and a window's row equals the
  *    embedding of the window cut out by ffmpeg.
  * 4. Errors: a missing file is named and skipped, a bad --out is a usage error.
+ * 5. Damage: a stream whose P-frame the decoder repairs (tests/make_media.sh's
+ *    concealed.mp4, checked against the ffmpeg command) is marked in the CSV
+ *    (decode_errors, as many as predict --json counts for the same clips, and a warning),
+ *    a clean one is not; --timeline rows carry predict --timeline's decode_errors window
+ *    by window.
  */
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +32,7 @@
 
 #include "app/stream/timeline.h"
 #include "tests/apputil.h"
+#include "tests/jsonlines.h"
 #include "tests/testutil.h"
 
 static const char *g_bin, *g_dir, *g_py;
@@ -241,6 +247,95 @@ static void error_tests(void) {
     TCHECK(rc == 2, "--out over the labels file's name: exit %d (2)", rc);
 }
 
+/* The last two cells (decode_errors, filled_frames) of csv's row `row` (0-based, after the
+ * header); -1 each when there is no such row. */
+static void csv_damage(const char *csv, int row, int64_t *errors, int64_t *filled) {
+    *errors = *filled = -1;
+    char *text = vt_test_slurp(csv, NULL);
+    int i = -1;
+    for (char *line = text ? strtok(text, "\n") : NULL; line; line = strtok(NULL, "\n"), i++) {
+        char *c2 = strrchr(line, ','), *c1;
+        if (i != row || !c2)
+            continue;
+        *c2 = 0;
+        c1 = strrchr(line, ',');
+        *filled = atoll(c2 + 1);
+        *errors = c1 ? atoll(c1 + 1) : -1;
+    }
+    free(text);
+}
+
+static void damage_tests(void) {
+    char media[4300], bad[4400], good[4300], out[4300], csv[4300], log[4300];
+    snprintf(media, sizeof media, "%s/media", g_dir);
+    int rc = vt_test_sh("bash '%s/tests/make_media.sh' '%s' hostile", vt_test_env("VT_SRC", "."),
+                        media);
+    TCHECK(rc == 0, "make_media.sh");
+    snprintf(bad, sizeof bad, "%s/hostile/concealed.mp4", media);
+    snprintf(good, sizeof good, "%s/src.mp4", g_dir); /* timeline_tests' clean file */
+    /* the truth: the ffmpeg command repairs one picture of it */
+    rc = vt_test_sh("test \"$(ffmpeg -nostdin -hide_banner -threads 1 -i '%s' -f null - 2>&1 | "
+                    "grep -c 'concealing ')\" = 1", bad);
+    TCHECK(rc == 0, "ffmpeg conceals one picture of %s", bad);
+    snprintf(out, sizeof out, "%s/dmg.npy", g_dir);
+    snprintf(log, sizeof log, "%s/dmg.log", g_dir);
+    rc = vt_test_sh("'%s' embed '%s/run' '%s' '%s' --clips-per-video 4 --out '%s' 2> '%s'",
+                    g_bin, g_dir, bad, good, out, log);
+    TCHECK(rc == 0, "embed a damaged and a clean file");
+    rc = vt_test_sh("'%s' predict '%s/run' '%s' --clips-per-video 4 --json > '%s/dmg.json' "
+                    "2> /dev/null", g_bin, g_dir, bad, g_dir);
+    TCHECK(rc == 0, "predict the damaged file");
+    char pj[4300];
+    snprintf(pj, sizeof pj, "%s/dmg.json", g_dir);
+    char *text = vt_test_slurp(pj, NULL);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    const cJSON *e0 = cJSON_IsArray(j) ? cJSON_GetArrayItem(j, 0)
+                      : cJSON_GetArrayItem(cJSON_GetObjectItem(j, "videos"), 0);
+    const cJSON *pe = cJSON_GetObjectItem(e0, "decode_errors");
+    int64_t want = cJSON_IsNumber(pe) ? (int64_t)pe->valuedouble : -1;
+    TCHECK(want >= 1, "predict --json: the damaged file's decode_errors %lld", (long long)want);
+    cJSON_Delete(j);
+    snprintf(csv, sizeof csv, "%s/dmg.csv", g_dir);
+    int64_t e, f;
+    csv_damage(csv, csv_row(csv, "concealed.mp4", ""), &e, &f);
+    TCHECK(e == want && f == 0, "embed CSV: the damaged file's decode_errors %lld, filled "
+           "%lld; predict counts %lld for the same clips", (long long)e, (long long)f,
+           (long long)want);
+    csv_damage(csv, csv_row(csv, "src.mp4", ""), &e, &f);
+    TCHECK(e == 0 && f == 0, "embed CSV: the clean file's decode_errors %lld, filled %lld",
+           (long long)e, (long long)f);
+    TCHECK(vt_test_sh("grep -q 'concealed.mp4: .*decode error' '%s'", log) == 0 &&
+               vt_test_sh("grep -q 'src.mp4: .*decode error' '%s'", log) != 0,
+           "embed warns about the damaged file alone (%s)", log);
+
+    /* --timeline: the same windows as predict --timeline, the same decode_errors */
+    snprintf(out, sizeof out, "%s/dmgtl.npy", g_dir);
+    rc = vt_test_sh("'%s' embed '%s/run' '%s' --timeline --window 1s --hop 0.5s "
+                    "--clips-per-video 2 --decode-threads 2 --out '%s' 2> /dev/null", g_bin,
+                    g_dir, bad, out);
+    rc |= vt_test_sh("'%s' predict '%s/run' '%s' --timeline --window 1s --hop 0.5s "
+                     "--clips-per-video 2 --decode-threads 2 --json > '%s/dmgtl.jsonl' "
+                     "2> /dev/null", g_bin, g_dir, bad, g_dir);
+    TCHECK(rc == 0, "embed and predict --timeline of the damaged file");
+    snprintf(csv, sizeof csv, "%s/dmgtl.csv", g_dir);
+    snprintf(pj, sizeof pj, "%s/dmgtl.jsonl", g_dir);
+    int nw = 0;
+    int64_t sum = 0;
+    cJSON **wl = vt_read_lines(pj, &nw);
+    for (int i = 0; i < nw; i++) {
+        const cJSON *de = cJSON_GetObjectItem(wl[i], "decode_errors");
+        int64_t pw = cJSON_IsNumber(de) ? (int64_t)de->valuedouble : -1;
+        csv_damage(csv, i, &e, &f);
+        TCHECK(e == pw && f == 0, "--timeline window %d: embed's decode_errors %lld, "
+               "predict's %lld", i, (long long)e, (long long)pw);
+        sum += e > 0 ? e : 0;
+    }
+    vt_free_lines(wl, nw);
+    TCHECK(nw >= 3 && sum >= 1, "--timeline: %d windows, %lld decode errors in them", nw,
+           (long long)sum);
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_embed");
     g_py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
@@ -264,6 +359,7 @@ int main(void) {
         segment_tests();
         timeline_tests();
         error_tests();
+        damage_tests();
     }
     return vt_test_done("test_embed");
 }

@@ -4,7 +4,8 @@
  * is partial and slices round unevenly) and 3 crops, the clips and videos evaluated are
  * exactly the dataset's: videos = the files on disk (counted here with opendir, not with
  * vidtrain's scanner), clips = videos x K x crops, every confusion-matrix row sums to
- * that class's videos, and one tower gives the same counts.
+ * that class's videos, and one tower gives the same counts. A damaged video is named in
+ * eval.json with its decode errors.
  */
 #include "tests/apputil.h"
 
@@ -100,6 +101,42 @@ static void check_class_ids(const char *bin, const char *dir, int ntest) {
     cJSON_Delete(j);
 }
 
+/* A damaged video among clean ones (tests/make_media.sh's concealed.mp4: one P-frame the
+ * decoder repairs): eval.json names it, alone, in "damaged_videos" with its decode errors,
+ * whose sum is the top-level "decode_errors", and the report line says so. The truth: the
+ * ffmpeg command reports errors for it and none for the clean ones. */
+static void check_damaged(const char *bin, const char *dir) {
+    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
+    TCHECK(vt_test_sh("bash '%s/tests/make_media.sh' '%s/media' hostile && mkdir -p "
+                      "'%s/dmg/move_left' && cp '%s/data/test/move_left/'* '%s/media/hostile/"
+                      "concealed.mp4' '%s/dmg/move_left/'", src, dir, dir, dir, dir, dir) == 0,
+           "the damaged set");
+    TCHECK(vt_test_sh("test -n \"$(ffmpeg -nostdin -v error -i '%s/dmg/move_left/concealed.mp4' "
+                      "-f null - 2>&1)\" && for f in '%s/data/test/move_left/'*; do test -z "
+                      "\"$(ffmpeg -nostdin -v error -i \"$f\" -f null - 2>&1)\" || exit 1; done",
+                      dir, dir) == 0, "ffmpeg: errors in concealed.mp4 alone");
+    TCHECK(vt_test_sh("'%s' eval '%s/run' '%s/dmg' --split all --devices cpu:2 --batch 5 "
+                      "--clips-per-video 4 --crops 3 -q > '%s/evaldmg.log' 2>&1", bin, dir, dir,
+                      dir) == 0, "eval of the damaged set");
+    char p[4200];
+    snprintf(p, sizeof p, "%s/run/eval.json", dir);
+    cJSON *j = vt_test_read_json(p);
+    const cJSON *dv = cJSON_GetObjectItem(j, "damaged_videos");
+    const cJSON *d0 = cJSON_GetArrayItem(dv, 0);
+    const cJSON *path = cJSON_GetObjectItem(d0, "path");
+    TCHECK(cJSON_GetArraySize(dv) == 1 && cJSON_IsString(path) &&
+               !strcmp(path->valuestring, "move_left/concealed.mp4"),
+           "damaged_videos: %d entries, the first %s", cJSON_GetArraySize(dv),
+           cJSON_IsString(path) ? path->valuestring : "(none)");
+    TCHECK(num(d0, "decode_errors") >= 1 && num(d0, "filled_frames") == 0 &&
+               num(j, "decode_errors") == num(d0, "decode_errors"),
+           "concealed.mp4: %g decode errors, %g filled; eval.json's decode_errors %g",
+           num(d0, "decode_errors"), num(d0, "filled_frames"), num(j, "decode_errors"));
+    TCHECK(vt_test_sh("grep -q 'damaged streams: 1 video(s)' '%s/evaldmg.log'", dir) == 0,
+           "the report says it (%s/evaldmg.log)", dir);
+    cJSON_Delete(j);
+}
+
 int main(void) {
     const char *bin = vt_test_bin("test_eval_counts");
     if (!bin)
@@ -140,5 +177,6 @@ int main(void) {
                dir) == 0, "eval --split all");
     check_eval(p, nall, 2, 1, "2 towers 1:3, all", NULL);
     check_class_ids(bin, dir, ntest);
+    check_damaged(bin, dir);
     return vt_test_done("test_eval_counts");
 }

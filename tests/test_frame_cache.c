@@ -136,7 +136,7 @@ static void test_files(void) {
                                   "vfr.mp4", "rot90.mp4", "rot270.mp4", "hostile/short5.mp4",
                                   "hostile/one_frame.mp4"};
     static const char *dirty[] = {"hostile/corrupt_mid.mp4", "hostile/corrupt_mid.avi",
-                                  "hostile/truncated.mp4"};
+                                  "hostile/truncated.mp4", "hostile/concealed.mp4"};
     char p[8300];
     for (size_t i = 0; i < sizeof clean / sizeof *clean; i++) {
         snprintf(p, sizeof p, "%s/%s", vt_media, clean[i]);

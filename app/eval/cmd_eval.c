@@ -147,7 +147,9 @@ static void usage(FILE *f) {
         "Classes are matched to the model's by name; videos of a class the model does not\n"
         "know are left out, named in a warning and counted (eval.json \"unknown_videos\").\n"
         "Frames of a damaged stream that never decode hold the nearest decoded frame: counted\n"
-        "and said (eval.json \"filled_frames\"), as are clips that fail (\"bad_clips\").\n"
+        "and said (eval.json \"filled_frames\"), as are clips that fail (\"bad_clips\") and\n"
+        "decode errors (\"decode_errors\": packets rejected, pictures the decoder repaired);\n"
+        "eval.json \"damaged_videos\" names each damaged video with its counts.\n"
         "Videos evaluated that are near-copies of the run's training videos are counted in\n"
         "eval.json \"leaks\" with a warning: from RUN/leaks.json when DIR is the training\n"
         "folder, else compared here (docs/splits.md).\n"
@@ -325,6 +327,11 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
         printf("frames filled in: %lld frames of the clips evaluated never decoded (a damaged "
                "or cut-short stream) and hold the nearest decoded frame instead "
                "(eval.json \"filled_frames\")\n", (long long)cnt->filled_frames);
+    if (cnt->damaged_videos) /* each named in eval.json, with its counts */
+        printf("damaged streams: %lld video(s) whose clips met decode errors (%lld: packets "
+               "rejected, pictures the decoder repaired) or filled frames, scored all the same "
+               "(eval.json \"damaged_videos\" names them)\n", (long long)cnt->damaged_videos,
+               (long long)cnt->decode_errors);
     for (int h = 0; h < heads->n; h++) {
         if (heads->n > 1)
             printf("head %s:\n", heads->cfg[h].name);
@@ -353,7 +360,7 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
         if (r[h].classes <= 30)
             vt_eval_confusion_print(&r[h], (const char *const *)heads->classes[h], stdout);
     }
-    cJSON *j = vt_eval_json(r, heads, cnt, sname, eo);
+    cJSON *j = vt_eval_json(r, heads, cnt, sname, eo, ds, idx, n);
     add_leaks(j, ea->run, ea->dir, &m->opts, sname, ds, idx, n);
     /* the three files below are one evaluation's: another eval of RUN at the same time
      * writes its own set before or after this one, never between (run_claim.h) */

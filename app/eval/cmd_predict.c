@@ -65,11 +65,13 @@ static void usage(FILE *f) {
         "                        slower than it): skip windows to catch up (default 10s for\n"
         "                        network streams and cameras, 0: never)\n"
         "  --json                one JSON object a window, a line: path, window, start, end,\n"
-        "                        frames, partial, heads[{name, top[{label, prob}]}]\n"
+        "                        frames, partial, decode_errors, heads[{name, top[{label,\n"
+        "                        prob}]}]\n"
         "%s\n"
         "Unreadable files are reported (on stderr, and as {\"error\"} entries with --json) and\n"
         "skipped; a video whose clips hold frames the stream never delivered (filled with the\n"
-        "nearest decoded frame) gets a warning (--json: \"filled_frames\"). Exit codes: 0 when\n"
+        "nearest decoded frame) or met decode errors (packets rejected, pictures the decoder\n"
+        "repaired) gets a warning (--json: \"filled_frames\", \"decode_errors\"). Exit codes: 0 when\n"
         "at least one video was predicted, 1 when every video failed (or RUN cannot be\n"
         "loaded), 2 usage.\n",
         vt_device_args_help);
@@ -283,8 +285,10 @@ static void predict_print(const pred_ctx *c, const char *video, int top, cJSON *
     cJSON *hs = NULL;
     if (e) {
         cJSON_AddStringToObject(e, "path", video);
-        if (c->ec.filled) /* the warning's count, for a reader of the JSON alone */
+        if (c->ec.filled) /* the warnings' counts, for a reader of the JSON alone */
             cJSON_AddNumberToObject(e, "filled_frames", (double)c->ec.filled);
+        if (c->ec.errors)
+            cJSON_AddNumberToObject(e, "decode_errors", (double)c->ec.errors);
         hs = cJSON_AddArrayToObject(e, "heads");
     } else {
         printf("%s\n", video);

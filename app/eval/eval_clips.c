@@ -61,7 +61,9 @@ int vt_eval_clips_fill(vt_eval_clips *e, vt_video *v, vt_frame_range r, vt_batch
     int64_t cf = vt_batch_clip_floats(b);
     int n = 0;
     int64_t m0 = vt_video_get_stats(v)->missing_frames;
+    int64_t e0 = vt_video_get_stats(v)->decode_errors;
     e->filled = 0;
+    e->errors = 0;
     for (int k = 0; k < e->K; k++) {
         int64_t start = r.first + vt_sample_eval_start(r.count, span, k, e->K);
         if (read_in_range(e, v, r, start, frame, err, errlen) != 0)
@@ -78,6 +80,7 @@ int vt_eval_clips_fill(vt_eval_clips *e, vt_video *v, vt_frame_range r, vt_batch
     }
     b->n = n;
     e->filled = vt_video_get_stats(v)->missing_frames - m0;
+    e->errors = vt_video_get_stats(v)->decode_errors - e0;
     return n;
 }
 
@@ -86,6 +89,10 @@ void vt_eval_clips_warn(const vt_eval_clips *e, const char *cmd, const char *nam
         fprintf(stderr, "vidtrain %s: warning: %s: %lld frame(s) of its clips never decoded (a "
                 "damaged or cut-short stream) and hold the nearest decoded frame instead\n",
                 cmd, name, (long long)e->filled);
+    if (e->errors > 0)
+        fprintf(stderr, "vidtrain %s: warning: %s: %lld decode error(s) reading its clips (a "
+                "damaged stream: packets the decoder rejected or pictures it repaired; frames "
+                "near them hold the decoder's guess)\n", cmd, name, (long long)e->errors);
 }
 
 void vt_eval_clips_free(vt_eval_clips *e) {

@@ -23,6 +23,8 @@ typedef struct vt_eval_clips {
     size_t raw_cap;
     int64_t filled;         /* the last fill: frames its clips read that the stream never
                                delivered, filled with the nearest decoded frame */
+    int64_t errors;         /* the last fill: decode errors its reads met (packets the
+                               decoder rejected, pictures it repaired: vt_video_stats) */
 } vt_eval_clips;
 
 /* The K x crops clips of frames r of the open video v (r = {0, nframes}: the whole file;
@@ -30,11 +32,13 @@ typedef struct vt_eval_clips {
  * loader does) into rows 0.. of b (b->capacity >= K * crops), b->video[i] = 0 and
  * b->clip[i] = i. Returns the rows written (b->n is set to it), or -1 with err (frames
  * smaller than the crop, a decode failure, an empty range); e->filled says how many of
- * the frames read were filled in (vt_video_read_clip), for the caller to tell. */
+ * the frames read were filled in (vt_video_read_clip) and e->errors how many decode errors
+ * the reads met, for the caller to tell. */
 int vt_eval_clips_fill(vt_eval_clips *e, vt_video *v, vt_frame_range r, vt_batch *b, char *err,
                        size_t errlen);
-/* After a fill: a warning on stderr naming `name` when e->filled > 0 (its answer came from
- * fewer frames than it seems), nothing otherwise. */
+/* After a fill: a warning on stderr naming `name` when e->filled or e->errors > 0 (its
+ * answer came from fewer frames than it seems, or from frames the decoder repaired),
+ * nothing otherwise. */
 void vt_eval_clips_warn(const vt_eval_clips *e, const char *cmd, const char *name);
 void vt_eval_clips_free(vt_eval_clips *e);
 

@@ -8,6 +8,7 @@
 #include "app/eval/evaluate.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -84,6 +85,31 @@ void vt_eval_loader_cfg(vt_loader_cfg *lc, const vt_eval_opts *eo) {
     lc->clip.flip = 0;
 }
 
+/* The damage counts of the videos idx (n) from 0: what this evaluation's loader adds is
+ * this evaluation's (vt_dataset_mark_damaged). Under the lock: a training loader may be
+ * reading other videos of the same dataset meanwhile. */
+static void damage_reset(vt_dataset *ds, const int32_t *idx, int n) {
+    pthread_mutex_lock(&ds->lock);
+    for (int i = 0; i < n; i++)
+        ds->videos[idx[i]].damage_errors = ds->videos[idx[i]].damage_filled = 0;
+    pthread_mutex_unlock(&ds->lock);
+}
+
+/* Under mpirun: each rank read its part of the clips; every rank gets the sums. */
+static void damage_merge(vt_dataset *ds, const int32_t *keep, int nkeep) {
+    double *d = vt_malloc(sizeof(double) * 2 * (size_t)(nkeep ? nkeep : 1));
+    for (int i = 0; i < nkeep; i++) {
+        d[2 * i] = (double)ds->videos[keep[i]].damage_errors;
+        d[2 * i + 1] = (double)ds->videos[keep[i]].damage_filled;
+    }
+    vt_mpi_sum_f64(d, 2 * (int64_t)nkeep, "merging the ranks' damaged-video counts");
+    for (int i = 0; i < nkeep; i++) {
+        ds->videos[keep[i]].damage_errors = (int64_t)d[2 * i];
+        ds->videos[keep[i]].damage_filled = (int64_t)d[2 * i + 1];
+    }
+    free(d);
+}
+
 int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_towers *t,
                     vt_dataset *ds, const vt_run_heads *heads, const int32_t *idx, int n,
                     const vt_eval_opts *eo, char *err, size_t errlen) {
@@ -130,6 +156,7 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
     for (int h = 0; h < heads->n; h++)
         ep[h] = vt_evalproto_init(ds->nvideos, heads->cfg[h].classes, heads->cfg[h].loss);
     counts->expected = (int64_t)nkeep * eo->clips_per_video * eo->crops;
+    damage_reset(ds, idx, n);
     if (nkeep == 0) {
         rc = 0;
         goto end;
@@ -217,6 +244,7 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
     vt_loader_get_stats(l, &ls);
     counts->bad_clips = ls.bad_clips;
     counts->filled_frames = ls.filled_frames;
+    counts->decode_errors = ls.decode_errors;
     if (vt_mpi_size() > 1) {
         /* Every rank's clips into every rank's evaluators (sums in rank order: the same
          * bits everywhere), before any metric: video scores add up across ranks. */
@@ -228,12 +256,18 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
             vt_evalproto_unpack(ep[h], pk);
             free(pk);
         }
-        double cb[3] = {(double)counts->clips, (double)counts->bad_clips,
-                        (double)counts->filled_frames};
-        vt_mpi_sum_f64(cb, 3, "merging the ranks' clip counts");
+        double cb[4] = {(double)counts->clips, (double)counts->bad_clips,
+                        (double)counts->filled_frames, (double)counts->decode_errors};
+        vt_mpi_sum_f64(cb, 4, "merging the ranks' clip counts");
         counts->clips = (int64_t)cb[0];
         counts->bad_clips = (int64_t)cb[1];
         counts->filled_frames = (int64_t)cb[2];
+        counts->decode_errors = (int64_t)cb[3];
+        damage_merge(ds, keep, nkeep);
+    }
+    for (int i = 0; i < nkeep; i++) {
+        const vt_dataset_video *dv = &ds->videos[keep[i]];
+        counts->damaged_videos += dv->damage_errors > 0 || dv->damage_filled > 0;
     }
     for (int v = 0; v < ds->nvideos; v++)
         counts->videos += vt_evalproto_video_clips(ep[0], v) > 0;
@@ -256,8 +290,30 @@ end:
 
 static cJSON *num_or_null(double v) { return isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull(); }
 
+/* {"path", ["start", "end",] "decode_errors", "filled_frames"} of each video of idx (n)
+ * whose clips met damage, in dataset order. */
+static cJSON *damaged_json(const vt_dataset *ds, const int32_t *idx, int n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) {
+        const vt_dataset_video *dv = &ds->videos[idx[i]];
+        if (dv->damage_errors <= 0 && dv->damage_filled <= 0)
+            continue;
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "path", dv->relpath);
+        if (vt_dataset_is_segment(dv)) {
+            cJSON_AddNumberToObject(o, "start", dv->seg_start);
+            cJSON_AddNumberToObject(o, "end", dv->seg_end);
+        }
+        cJSON_AddNumberToObject(o, "decode_errors", (double)dv->damage_errors);
+        cJSON_AddNumberToObject(o, "filled_frames", (double)dv->damage_filled);
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
 cJSON *vt_eval_json(const vt_eval_result *r, const vt_run_heads *heads, const vt_eval_counts *counts,
-                    const char *split, const vt_eval_opts *eo) {
+                    const char *split, const vt_eval_opts *eo, const vt_dataset *ds,
+                    const int32_t *idx, int n) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "split", split);
     cJSON_AddNumberToObject(j, "clips", (double)counts->clips);
@@ -265,6 +321,8 @@ cJSON *vt_eval_json(const vt_eval_result *r, const vt_run_heads *heads, const vt
     cJSON_AddNumberToObject(j, "expected_clips", (double)counts->expected);
     cJSON_AddNumberToObject(j, "bad_clips", (double)counts->bad_clips);
     cJSON_AddNumberToObject(j, "filled_frames", (double)counts->filled_frames);
+    cJSON_AddNumberToObject(j, "decode_errors", (double)counts->decode_errors);
+    cJSON_AddItemToObject(j, "damaged_videos", damaged_json(ds, idx, n));
     cJSON_AddNumberToObject(j, "unknown_videos", (double)counts->unknown_videos);
     cJSON_AddNumberToObject(j, "clips_per_video", eo->clips_per_video);
     cJSON_AddNumberToObject(j, "crops", eo->crops);

@@ -41,6 +41,10 @@ typedef struct vt_eval_counts {
     int64_t bad_clips;      /* left out because their decode failed */
     int64_t filled_frames;  /* frames of the clips evaluated a damaged stream never gave,
                                filled with the nearest decoded frame (vt_loader_stats) */
+    int64_t decode_errors;  /* decode errors the clips' reads met: packets rejected,
+                               pictures the decoder repaired (vt_loader_stats) */
+    int64_t damaged_videos; /* videos with either: each one's counts are on its dataset
+                               entry (damage_errors, damage_filled) until the next one */
     int64_t unknown_videos; /* left out: labelled with a class the model does not know */
 } vt_eval_counts;
 
@@ -58,8 +62,11 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
                     vt_dataset *ds, const vt_run_heads *heads, const int32_t *idx, int n,
                     const vt_eval_opts *eo, char *err, size_t errlen);
 /* eval.json / val.json: {"split","clips","videos","clips_per_video","crops","heads":[...]}
- * with head 0's figures also at the top level. */
+ * with head 0's figures also at the top level, and "damaged_videos": the videos of idx (n,
+ * those evaluated by vt_run_evaluate on ds) whose clips met decode errors or filled frames,
+ * each with its counts. */
 cJSON *vt_eval_json(const vt_eval_result *r, const vt_run_heads *heads,
-                    const vt_eval_counts *counts, const char *split, const vt_eval_opts *eo);
+                    const vt_eval_counts *counts, const char *split, const vt_eval_opts *eo,
+                    const vt_dataset *ds, const int32_t *idx, int n);
 
 #endif

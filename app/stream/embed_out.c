@@ -93,7 +93,7 @@ static char *stage_csv(const vt_embed_set *s, const char *path, const vt_run_hea
             fprintf(f, ",label_%s,prob_%s", heads->cfg[h].name, heads->cfg[h].name);
         }
     }
-    fputc('\n', f);
+    fputs(",decode_errors,filled_frames\n", f);
     for (int64_t i = 0; i < s->n; i++) {
         const vt_embed_row *r = &s->rows[i];
         fprintf(f, "%lld,", (long long)i);
@@ -113,7 +113,7 @@ static char *stage_csv(const vt_embed_set *s, const char *path, const vt_run_hea
             vt_csv_field(f, heads->classes[h][r->label[h]]);
             fprintf(f, ",%.9g", (double)r->prob[h]);
         }
-        fputc('\n', f);
+        fprintf(f, ",%lld,%lld\n", (long long)r->decode_errors, (long long)r->filled_frames);
     }
     int bad = ferror(f);
     VT_CHECK(fclose(f) == 0 && !bad, "building %s in memory failed (out of memory)", path);

@@ -3,7 +3,8 @@
  * safetensors file (one tensor "embeddings" plus string metadata) or a NumPy .npy, as
  * the --out extension says, and beside it a CSV naming each row: index, path, start and
  * end (seconds; empty for a whole file), clip and crop (--per-clip), then per head the
- * predicted label and its probability (predict's top-1 for the same clips).
+ * predicted label and its probability (predict's top-1 for the same clips), and last the
+ * damage its frames met (decode_errors, filled_frames: 0 and 0 for a clean read).
  *
  * Rows are kept in memory until the end (D floats and a path each: a million videos at
  * D = 512 is 2 GB) and written atomically, so a reader never sees half a file. It knows
@@ -27,6 +28,10 @@ typedef struct vt_embed_row {
     int label[VT_MAX_HEADS];     /* top-1 class per head; -1: the head's scores are not
                                     finite (a diverged model), its two cells empty */
     float prob[VT_MAX_HEADS];    /* its probability (sigmoid for BCE heads) */
+    int64_t decode_errors;       /* a damaged stream: decode errors the row's frames met
+                                    (packets rejected, pictures the decoder repaired) */
+    int64_t filled_frames;       /* frames of its clips the stream never delivered, filled
+                                    with the nearest decoded frame (0 for a window) */
 } vt_embed_row;
 
 typedef struct vt_embed_set {

@@ -143,6 +143,10 @@ int vt_embed_sample(vt_embedder *e, const char *path, const vt_dataset_video *dv
         rows_per_clip(e, path, n);
     else
         row_mean(e, path, n);
+    for (int64_t i = first; i < e->out->n; i++) { /* the warning's counts, on its rows */
+        e->out->rows[i].decode_errors = e->ec.errors;
+        e->out->rows[i].filled_frames = e->ec.filled;
+    }
     for (int64_t i = first; segment && i < e->out->n; i++) {
         e->out->rows[i].start = dv->seg_start;
         e->out->rows[i].end = dv->seg_end;
@@ -178,6 +182,7 @@ static void tl_emit(void *ctx, const vt_timeline_window *w) {
     free(f);
     r->start = w->start;
     r->end = w->end;
+    r->decode_errors = w->decode_errors;
     for (int h = 0; h < heads->n; h++) {
         int C = heads->cfg[h].classes;
         float *sc = vt_malloc(sizeof(float) * (size_t)C);
@@ -222,6 +227,7 @@ int vt_embed_timeline_video(vt_embedder *e, const char *path, const vt_embed_tim
         vt_stream_close(&s);
         return -1;
     }
+    int64_t errors = 0; /* the stream's decode errors when the last frame was pushed */
     for (;;) {
         const uint8_t *rgb;
         int fw, fh;
@@ -232,11 +238,22 @@ int vt_embed_timeline_video(vt_embedder *e, const char *path, const vt_embed_tim
                 fprintf(stderr, "vidtrain embed: %s: %s (the timeline stops here)\n", path, err);
             break;
         }
+        /* the windows that hold a damaged frame say so (predict --timeline's rule) */
+        int64_t ne = vt_stream_decode_errors(s);
+        vt_timeline_note_errors(tl, ne - errors, vt_stream_error_time(s));
+        errors = ne;
         vt_timeline_push(tl, rgb, t, dur);
     }
+    /* errors counted as the decoder drained (after the last frame) go to the tail */
+    vt_timeline_note_errors(tl, vt_stream_decode_errors(s) - errors, vt_stream_error_time(s));
     vt_timeline_finish(tl);
     vt_timeline_free(&tl);
+    errors = vt_stream_decode_errors(s);
     vt_stream_close(&s);
+    if (errors)
+        fprintf(stderr, "vidtrain embed: warning: %s: %lld decode error(s) (a damaged stream: "
+                "packets the decoder rejected or pictures it repaired); the windows that hold "
+                "them say so in the CSV's decode_errors column\n", path, (long long)errors);
     if (e->nonfinite && e->out->n == first) {
         vt_set_err(err, errlen, "the model's features are not finite (NaN or inf) in all %lld "
                    "windows: the run diverged; train it again with a lower --lr",

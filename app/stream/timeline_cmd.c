@@ -315,6 +315,9 @@ static int timeline_one(tl_out *o, const vt_timeline_cfg *base, const vt_timelin
         if (got < 0) /* what was read stands: the windows so far are out, and the tail */
             fprintf(stderr, "vidtrain predict: %s: %s (the timeline stops here)\n", o->path,
                     err);
+        /* errors counted as the decoder drained (after the last frame) go to the tail */
+        vt_timeline_note_errors(tl, vt_tl_source_decode_errors(src) - errors,
+                                vt_tl_source_error_time(src));
         vt_timeline_finish(tl);
     }
     report(o, tl, src, t0);

@@ -268,7 +268,7 @@ static int validate(vt_train *t, int64_t epoch, cJSON *line, char *extra, size_t
         cJSON_AddNumberToObject(line, k, sums->clips ? (double)sums->correct[h] / (double)sums->clips : 0);
     }
     const char *split = vt_split_name(t->vds ? VT_SPLIT_VAL : vt_dataset_eval_split(t->ds));
-    cJSON *vj = vt_eval_json(r, heads, &cnt, split, &eo);
+    cJSON *vj = vt_eval_json(r, heads, &cnt, split, &eo, t->val_ds, t->val_idx, t->nval);
     char path[2100];
     snprintf(path, sizeof path, "%s/val.json", o->out);
     if (vt_run_write_json(path, vj, err, sizeof err) != 0)
@@ -281,6 +281,9 @@ static int validate(vt_train *t, int64_t epoch, cJSON *line, char *extra, size_t
     if (cnt.filled_frames) /* a damaged stream's clips, scored all the same: said */
         snprintf(extra + strlen(extra), extra_n - strlen(extra), ", %lld frames filled in "
                  "(never decoded)", (long long)cnt.filled_frames);
+    if (cnt.decode_errors) /* ... and those of repaired pictures (val.json names them) */
+        snprintf(extra + strlen(extra), extra_n - strlen(extra), ", %lld decode errors in %lld "
+                 "video(s)", (long long)cnt.decode_errors, (long long)cnt.damaged_videos);
     if (cnt.bad_clips) /* left out of the figures */
         snprintf(extra + strlen(extra), extra_n - strlen(extra), ", %lld of %lld clips failed "
                  "to decode", (long long)cnt.bad_clips, (long long)cnt.expected);
@@ -439,11 +442,13 @@ int vt_train_finish(vt_train *t) {
     }
     if (!t->stopped)
         vt_train_length_finish(t);
-    if (ls.filled_frames || ls.bad_clips)
+    if (ls.filled_frames || ls.bad_clips || ls.decode_errors)
         /* Damaged streams: the videos were named as found (loader_fill.c); the totals. */
         fprintf(t->out, "damaged streams: %lld frame(s) of the training clips never decoded "
-                "and hold the nearest decoded frame; %lld sampled clip(s) left out (their "
-                "decode failed)\n", (long long)ls.filled_frames, (long long)ls.bad_clips);
+                "and hold the nearest decoded frame; %lld decode error(s) met reading them "
+                "(packets rejected, pictures the decoder repaired); %lld sampled clip(s) left "
+                "out (their decode failed)\n", (long long)ls.filled_frames,
+                (long long)ls.decode_errors, (long long)ls.bad_clips);
     if (t->st.skipped_total)
         fprintf(t->out, "skipped: %lld non-finite step(s) in all (--skip-nonfinite): their loss "
                 "or gradient was NaN or inf; many mean the run diverges (lower --lr)\n",

@@ -138,6 +138,7 @@ static void *worker_main(void *arg) {
         s->b.epoch = epoch;
         s->nbad = 0;
         w->filled = 0;
+        w->errors = 0;
         int64_t i0 = b * l->cfg.batch, i1 = VT_MIN(i0 + l->cfg.batch, l->nsamples);
         int npos = (int)(i1 - i0), lo = 0, hi = npos;
         if (l->cfg.part) {
@@ -159,6 +160,7 @@ static void *worker_main(void *arg) {
                 s->nbad++;
         }
         s->nfilled = w->filled;
+        s->nerrors = w->errors;
 
         pthread_mutex_lock(&l->lock);
         l->busy--;
@@ -398,6 +400,7 @@ const vt_batch *vt_loader_next(vt_loader *l) {
         l->next_deliver++;
         l->stats.bad_clips += s->nbad;
         l->stats.filled_frames += s->nfilled;
+        l->stats.decode_errors += s->nerrors;
         if (s->b.n == 0 && !l->cfg.part) { /* every clip bad: nothing to hand out */
             s->state = SLOT_FREE;
             pthread_cond_broadcast(&l->cv_work);

@@ -96,6 +96,8 @@ typedef struct vt_loader_stats {
     int64_t filled_frames; /* frames of the clips delivered that the stream never gave,
                               filled with the nearest decoded frame (vt_video_read_clip);
                               each clip and crop counts its own */
+    int64_t decode_errors; /* decode errors the reads of those clips met (packets rejected,
+                              pictures repaired: vt_video_stats), counted as filled_frames */
     int64_t batches;       /* batches delivered */
     int64_t bad_videos;    /* videos marked bad by this loader (each reported once) */
     double wait_s;         /* time the consumer spent blocked in vt_loader_next */

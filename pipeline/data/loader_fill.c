@@ -218,29 +218,31 @@ int vt_loader_fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
             return 0;
         }
         atomic_fetch_add(&l->decodes, 1);
-        /* A damaged stream: frames it never gave, filled in, or errors the decoder met
-         * (H.264 conceals the frames that refer to a lost one, unflagged). The clip is
-         * used (design.md §3.6) and its filled frames counted in the stats; the video is
-         * named once, so a count has a path. */
-        if ((w->clip_filled > 0 || w->clip_errors > 0) &&
-            vt_dataset_mark_damaged(l->ds, s.video)) {
-            char what[256] = "";
-            if (w->clip_filled)
-                snprintf(what, sizeof what, "%lld frame(s) of a clip never decoded and hold "
-                         "the nearest decoded frame instead", (long long)w->clip_filled);
-            if (w->clip_errors)
-                snprintf(what + strlen(what), sizeof what - strlen(what), "%s%lld decode "
-                         "error(s) met reading a clip (frames near them may hold the decoder's "
-                         "concealment)", what[0] ? "; " : "", (long long)w->clip_errors);
-            vt_warn("%s: a damaged stream: %s; said once a video, its clips are used and the "
-                    "filled frames counted\n", l->ds->videos[s.video].path, what);
-        }
         w->memo_video = s.video;
         w->memo_start = p.start;
         w->memo_ss = p.short_side;
         w->memo_stride = p.stride;
     }
+    /* A damaged stream: frames it never gave, filled in, or errors the decoder met
+     * (packets rejected, pictures repaired; H.264 conceals the frames that refer to a lost
+     * one, unflagged). The clip is used (design.md §3.6) and its damage counted, this
+     * sample's whether its decode was its own or the memo's, in the stats and on the video
+     * (an evaluation lists them); the video is named once, so a count has a path. */
+    if ((w->clip_filled > 0 || w->clip_errors > 0) &&
+        vt_dataset_mark_damaged(l->ds, s.video, w->clip_errors, w->clip_filled)) {
+        char what[256] = "";
+        if (w->clip_filled)
+            snprintf(what, sizeof what, "%lld frame(s) of a clip never decoded and hold "
+                     "the nearest decoded frame instead", (long long)w->clip_filled);
+        if (w->clip_errors)
+            snprintf(what + strlen(what), sizeof what - strlen(what), "%s%lld decode "
+                     "error(s) met reading a clip (frames near them may hold the decoder's "
+                     "concealment)", what[0] ? "; " : "", (long long)w->clip_errors);
+        vt_warn("%s: a damaged stream: %s; said once a video, its clips are used and the "
+                "damage counted\n", l->ds->videos[s.video].path, what);
+    }
     w->filled += w->clip_filled; /* this sample's, a decode of its own or the memo's */
+    w->errors += w->clip_errors;
     const size_t ra_was = w->ra_cap; /* RandAugment's crop: counted as scratch too */
     vt_clip_transform_aug(b->x + (int64_t)n * l->clip_floats, &w->ra_buf, &w->ra_cap, w->scratch,
                           fh, fw, &p, cc); /* p.ra_key: training only */

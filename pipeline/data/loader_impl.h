@@ -28,6 +28,7 @@ typedef struct slot {
     int state;
     int64_t nbad;     /* clips of this batch left out */
     int64_t nfilled;  /* frames its reads filled in (vt_loader_stats.filled_frames) */
+    int64_t nerrors;  /* decode errors its reads met (vt_loader_stats.decode_errors) */
 } slot;
 
 typedef struct cached {
@@ -52,6 +53,7 @@ typedef struct worker {
     int64_t filled;   /* frames filled in over the samples of the slot it fills: each sample
                          counts its clip's, so 3 crops count a clip 3 times whether their
                          decode was shared or not (the count is the data's, not the split's) */
+    int64_t errors;   /* decode errors met, counted as `filled` is */
     int64_t clip_filled; /* the clip in scratch: frames its reads filled in */
     int64_t clip_errors; /* ... and the decode errors its reads met (vt_video_stats) */
 } worker;

@@ -118,8 +118,13 @@ typedef struct vt_dataset_video {
     /* Guarded by the dataset's lock once loaders run: use vt_dataset_bad(). */
     vt_bad_kind bad;
     char *reason;          /* FFmpeg's reason when bad */
-    int damaged;           /* a clip of it held frames the stream never gave (said once:
-                              vt_dataset_mark_damaged); guarded by the lock too */
+    int damaged;           /* a clip of it held frames the stream never gave or met decode
+                              errors (said once: vt_dataset_mark_damaged); guarded by the
+                              lock too */
+    int64_t damage_errors; /* the damage its clips met, each clip and crop its own, added by
+                              the loaders (vt_dataset_mark_damaged), from 0 where an
+                              evaluation set them so: decode errors ... */
+    int64_t damage_filled; /* ... and frames filled in (never decoded); guarded by the lock */
 } vt_dataset_video;
 
 typedef struct vt_dataset {
@@ -142,7 +147,7 @@ typedef struct vt_dataset {
     double val_split;           /* the option, re-applied after vt_dataset_load_labels */
     char *group;                /* --group as given (NULL: auto), re-applied with it */
     vt_dataset_groups groups;   /* what the last --val-split made of the groups */
-    pthread_mutex_t lock;       /* guards bad/reason */
+    pthread_mutex_t lock;       /* guards bad/reason, damaged and damage_* */
 } vt_dataset;
 
 /* 1 when v is a segment of its file (seg_end > 0), 0 for a whole file. */
@@ -257,10 +262,12 @@ int vt_dataset_probe(vt_dataset *ds, int threads, int warn, vt_probe_progress_fn
 int vt_dataset_mark_bad(vt_dataset *ds, int i, vt_bad_kind kind, const char *reason);
 vt_bad_kind vt_dataset_bad(vt_dataset *ds, int i);
 int vt_dataset_count_bad(vt_dataset *ds);
-/* Mark video i damaged: a clip of it was read with frames its stream never delivered
- * (filled with the nearest decoded one). It stays in use; the mark only makes the loaders
- * name it once a process. Returns 1 when this call marked it (thread-safe). */
-int vt_dataset_mark_damaged(vt_dataset *ds, int i);
+/* Mark video i damaged: a clip of it was read with `filled` frames its stream never
+ * delivered (filled with the nearest decoded one) and `errors` decode errors (packets
+ * rejected, pictures repaired), added to its damage_* counts. It stays in use; the mark
+ * only makes the loaders name it once a process. Returns 1 when this call marked it
+ * (thread-safe). */
+int vt_dataset_mark_damaged(vt_dataset *ds, int i, int64_t errors, int64_t filled);
 
 /* Indices of labelled, not-bad videos of a split, ascending, into *out (free with
  * free()). Returns the count. */

@@ -128,11 +128,13 @@ int vt_dataset_mark_bad(vt_dataset *ds, int i, vt_bad_kind kind, const char *rea
     return newly;
 }
 
-int vt_dataset_mark_damaged(vt_dataset *ds, int i) {
+int vt_dataset_mark_damaged(vt_dataset *ds, int i, int64_t errors, int64_t filled) {
     VT_CHECK(i >= 0 && i < ds->nvideos, "video %d of %d", i, ds->nvideos);
     pthread_mutex_lock(&ds->lock);
     int newly = !ds->videos[i].damaged;
     ds->videos[i].damaged = 1;
+    ds->videos[i].damage_errors += errors;
+    ds->videos[i].damage_filled += filled;
     pthread_mutex_unlock(&ds->lock);
     return newly;
 }

@@ -39,9 +39,11 @@ struct vt_stream {
     AVRational tb;
     int64_t first_ts;        /* the first frame's timestamp (AV_NOPTS_VALUE before it) */
     int64_t nframes;         /* frames handed out */
+    double last_t;           /* the time of the last frame handed out */
     int64_t decode_errors;
     double error_t;          /* the time (as vt_stream_next's) of the last packet the decoder
-                              * rejected; NAN when none, or when it cannot be placed */
+                              * rejected or picture it repaired; NAN when none, or when it
+                              * cannot be placed */
     int demux_done, flushed; /* no more packets; the decoder was flushed */
     vt_stream_opts o;
     int strict;              /* network or device: a read error is an error, not the end */
@@ -180,6 +182,7 @@ static int open_decoder(vt_stream *s, int threads, int allow_hw, char *err, size
     if (s->o.live) /* frame threads hold threads - 1 decoded frames back: latency */
         s->dec->thread_type = FF_THREAD_SLICE;
     s->dec->pkt_timebase = st->time_base;
+    vt_vid_dec_tap(&s->hw, s->dec);
     if (allow_hw && vt_vid_hw_usable(codec, s->url))
         vt_vid_hw_attach(&s->hw, s->dec);
     if ((ret = avcodec_open2(s->dec, codec, NULL)) < 0) {
@@ -524,8 +527,26 @@ static int receive(vt_stream *s, char *err, size_t errlen) {
         vt_vid_hw_thread();
     for (;;) {
         int ret = avcodec_receive_frame(s->dec, s->frame);
-        if (ret >= 0)
+        if (ret >= 0) {
+            /* pictures the decoder repaired (concealed) or flagged: counted, and placed at
+             * this frame's time (the repaired frame's own, or at most the decoder's delay
+             * after it when a frame thread lost its mark: vt_vid_dec_damage) */
+            int64_t n = vt_vid_dec_damage(&s->hw, s->dec, s->frame);
+            if (n) {
+                int64_t ts = s->frame->best_effort_timestamp;
+                s->decode_errors += n;
+                s->error_t = ts == AV_NOPTS_VALUE ? NAN
+                             : s->first_ts == AV_NOPTS_VALUE
+                                 ? 0 /* the first frame: its time is 0 */
+                                 : (double)(ts - s->first_ts) * av_q2d(s->tb);
+            }
             return 1;
+        }
+        int64_t n = ret == AVERROR_EOF ? vt_vid_dec_damage(&s->hw, s->dec, NULL) : 0;
+        if (n) { /* repairs whose frames lost their mark, among the last few out */
+            s->decode_errors += n;
+            s->error_t = s->nframes ? s->last_t : NAN;
+        }
         if (ret != AVERROR(EAGAIN) && ret != AVERROR_EOF) /* skipped, counted */
             s->decode_errors++;
         if (ret == AVERROR_EOF || (ret != AVERROR(EAGAIN) && s->flushed)) {
@@ -566,6 +587,7 @@ int vt_stream_next(vt_stream *s, int short_side, const uint8_t **rgb, int *w, in
         s->rgb_cap = need;
     }
     frame_time(s, t, dur);
+    s->last_t = *t;
     s->arrival = arrival_of(s, s->frame->pts);
     ret = vt_scaler_convert(s->scaler, s->frame, s->info.rotation, s->rgb, *w, *h, err, errlen);
     av_frame_unref(s->frame);

@@ -158,7 +158,10 @@ void vt_video_set_scaling(vt_video *v, vt_scale_filter filter, int even_sides);
 /* Counters since open, for reports and tests: FFmpeg's own log is silenced (it would
  * print from inside the library), so decode trouble is counted here instead. */
 typedef struct vt_video_stats {
-    int64_t decode_errors;   /* packets the decoder rejected or frames it flagged corrupt */
+    int64_t decode_errors;   /* packets the decoder rejected, pictures it repaired by error
+                              * concealment (the picture comes out, partly guessed: what
+                              * `ffmpeg -v error` reports as "error while decoding MB"),
+                              * and frames it flagged corrupt */
     int64_t missing_frames;  /* indexed frames that never decoded and were filled (see read_clip) */
     int64_t seeks;           /* demuxer seeks done by clip reads */
     int64_t frames_decoded;  /* frames out of the decoder, wanted or not */
@@ -326,11 +329,12 @@ const vt_video_info *vt_stream_info(const vt_stream *s);
  * error). */
 int vt_stream_next(vt_stream *s, int short_side, const uint8_t **rgb, int *w, int *h, double *t,
                    double *dur, char *err, size_t errlen);
-/* Packets the decoder rejected so far. */
+/* Packets the decoder rejected so far, and pictures it repaired or flagged (as
+ * vt_video_stats.decode_errors counts them). */
 int64_t vt_stream_decode_errors(const vt_stream *s);
-/* The time of the last packet it rejected, on vt_stream_next's clock (a lost frame's time,
- * as its packet says); NAN when none, or when it came before the first frame or had no
- * timestamp. */
+/* The time of the last packet it rejected (a lost frame's time, as its packet says) or of
+ * the frame handed out when a repaired picture was counted, on vt_stream_next's clock;
+ * NAN when none, or when it came before the first frame or had no timestamp. */
 double vt_stream_error_time(const vt_stream *s);
 
 #endif

@@ -194,7 +194,7 @@ void vt_vid_hw_attach(vt_hw_dec *h, AVCodecContext *dec) {
 }
 
 void vt_vid_hw_adopt(vt_hw_dec *h, AVCodecContext *dec) {
-    dec->opaque = h;
+    vt_vid_dec_tap(h, dec); /* get_format reads h through opaque */
     h->on = 1;
 }
 

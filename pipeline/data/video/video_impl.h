@@ -7,6 +7,7 @@
 #ifndef VT_VIDEO_IMPL_H
 #define VT_VIDEO_IMPL_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -36,11 +37,39 @@ struct vt_scaler {
     int filter;             /* vt_scale_filter (0: bilinear, the loader's) */
 };
 
-/* One decoder's GPU state (video_hw.c): a vt_video's, and a vt_stream's (stream.c). */
+/* One decoder's state that FFmpeg's callbacks reach through AVCodecContext.opaque (a
+ * frame thread's copy of the context carries the same pointer): a vt_video's, and a
+ * vt_stream's (stream.c). Its GPU state (video_hw.c), and the pictures FFmpeg's error
+ * concealment repaired, as its log says (video_log.c, vt_vid_dec_damage). */
+#define VT_DEC_MAGIC 0x76746463u /* "vtdc": opaque is a vt_hw_dec */
 typedef struct vt_hw_dec {
+    uint32_t magic;         /* VT_DEC_MAGIC once vt_vid_dec_tap ran */
     int on;                 /* 1 while the decoder runs on the GPU */
     AVFrame *tmp;           /* a GPU frame's pixels on their way to system memory */
+    _Atomic int64_t concealed; /* "concealing ... errors in P frame" lines of its threads */
+    int64_t concealed_taken;   /* of those, seen by vt_vid_dec_damage so far */
+    int64_t pending;           /* seen, not counted yet: waiting for their frame */
+    int64_t pending_age;       /* frames handed out since the oldest of them was seen */
 } vt_hw_dec;
+
+/* ---- damage the decoder repaired (video_log.c) ---- */
+
+/* Before avcodec_open2: dec->opaque becomes h, so that FFmpeg's log lines about dec (from
+ * any of its threads) reach h. Every decoder of the reader and of streams is tapped. */
+void vt_vid_dec_tap(vt_hw_dec *h, AVCodecContext *dec);
+/* Damaged pictures to count now, f the frame just received from dec (NULL: the decoder
+ * is drained): f itself when it is flagged damaged (decode_error_flags,
+ * AV_FRAME_FLAG_CORRUPT), and pictures whose repair the log told of but whose frame never
+ * came out marked within the decoder's delay (its reorder depth plus its frame threads).
+ * Why both: FFmpeg 5.1 marks a concealed frame FF_DECODE_ERROR_CONCEALMENT_ACTIVE only in
+ * the thread that decoded it, and a frame-threaded decoder often hands out another
+ * thread's copy without the mark; its log line comes from whichever thread repaired it,
+ * before the frame comes out, so a marked frame takes up a line waiting for it (one
+ * picture, counted once). Under slice threads, or with a codec without error concealment,
+ * the frame's own flags are all there is; with one thread, FFmpeg also marks frames it
+ * made up for a missing reference without a log line. A count is never placed before its
+ * picture: exactly on it when it is marked, else at most the delay after it. */
+int64_t vt_vid_dec_damage(vt_hw_dec *h, const AVCodecContext *dec, const AVFrame *f);
 
 struct vt_video {
     char *path;

@@ -1,16 +1,21 @@
 /*
  * video_log.c: FFmpeg's own log, captured for the video reader (video.h). The last error
  * line FFmpeg writes on this thread is kept so that a data error can say more than its
- * AVERROR code; nothing reaches stderr unless VT_FFMPEG_LOG=1 is set for debugging.
+ * AVERROR code; nothing reaches stderr unless VT_FFMPEG_LOG=1 is set for debugging. The
+ * log is also how a decoder's error concealment is counted (vt_vid_dec_damage): the one
+ * sign of it that survives frame threads.
  * It must never print on its own: FFmpeg logs from inside the library, mid-read.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <libavcodec/avcodec.h>
 #include <libavutil/error.h>
+#include <libavutil/frame.h>
 #include <libavutil/log.h>
 
 #include "base/common.h"
@@ -23,12 +28,29 @@ _Thread_local char vt_vid_last_msg[VT_VID_MSG_LEN];
 static int av_log_forward;
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 
+/* The decoder a line is about, when it is one the reader tapped (vt_vid_dec_tap): avcl is
+ * an AVCodecContext (a frame thread's copy has the same opaque) whose opaque is ours.
+ * Other decoders in the process (signature.c) leave opaque NULL. */
+static vt_hw_dec *tapped_decoder(void *avcl) {
+    if (!avcl || *(const AVClass **)avcl != avcodec_get_class())
+        return NULL;
+    vt_hw_dec *h = ((AVCodecContext *)avcl)->opaque;
+    return h && h->magic == VT_DEC_MAGIC ? h : NULL;
+}
+
 static void log_cb(void *avcl, int level, const char *fmt, va_list vl) {
     if (av_log_forward) {
         va_list copy;
         va_copy(copy, vl);
         av_log_default_callback(avcl, level, fmt, copy);
         va_end(copy);
+    }
+    /* libavcodec's error concealment (error_resilience.c, ff_er_frame_end) says this once
+     * per picture it repaired, at AV_LOG_INFO, from the thread that decoded the picture */
+    if (!strncmp(fmt, "concealing ", 11)) {
+        vt_hw_dec *h = tapped_decoder(avcl);
+        if (h)
+            atomic_fetch_add(&h->concealed, 1);
     }
     if (level > AV_LOG_ERROR)
         return;
@@ -50,6 +72,41 @@ static void log_init(void) {
 }
 
 void vt_ffmpeg_log_init(void) { pthread_once(&log_once, log_init); }
+
+void vt_vid_dec_tap(vt_hw_dec *h, AVCodecContext *dec) {
+    vt_ffmpeg_log_init();
+    h->magic = VT_DEC_MAGIC;
+    dec->opaque = h;
+}
+
+int64_t vt_vid_dec_damage(vt_hw_dec *h, const AVCodecContext *dec, const AVFrame *f) {
+    int64_t all = atomic_load(&h->concealed), n = 0;
+    if (all > h->concealed_taken && h->pending == 0)
+        h->pending_age = 0;
+    h->pending += all - h->concealed_taken;
+    h->concealed_taken = all;
+    if (!f) { /* drained: no frame is coming for what waits */
+        n = h->pending;
+        h->pending = 0;
+        return n;
+    }
+    if ((f->flags & AV_FRAME_FLAG_CORRUPT) || f->decode_error_flags) {
+        n = 1;
+        if ((f->decode_error_flags & FF_DECODE_ERROR_CONCEALMENT_ACTIVE) && h->pending > 0)
+            h->pending--; /* the log line was this frame's */
+    }
+    /* Frames handed out between a picture's log line and the picture: those shown before
+     * it that were decoded before it but still held for reordering, and those decoded
+     * after it but shown before it (B-frames), up to has_b_frames each; and threads - 1
+     * frames in flight in other frame threads. One more for slack. A picture's mark that
+     * a frame thread lost is counted when this many frames have passed. */
+    int delay = 2 * dec->has_b_frames + VT_MAX(dec->thread_count, 1);
+    if (h->pending > 0 && ++h->pending_age > delay) {
+        n += h->pending;
+        h->pending = 0;
+    }
+    return n;
+}
 
 /* "cannot read the container: moov atom not found (Invalid data found when processing
  * input)": FFmpeg's own last error line says more than the AVERROR code, so it goes first. */

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,6 +309,8 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     if (v->dec) {
         if (hw)
             vt_vid_hw_adopt(&v->hw, v->dec);
+        else
+            vt_vid_dec_tap(&v->hw, v->dec);
     } else {
         v->dec = avcodec_alloc_context3(codec);
         VT_CHECK(v->dec != NULL, "out of memory");
@@ -321,6 +324,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         v->dec->pkt_timebase = st->time_base;
         /* Decoders refuse larger frames themselves, even when a later header changes size. */
         v->dec->max_pixels = VT_VIDEO_MAX_PIXELS;
+        vt_vid_dec_tap(&v->hw, v->dec);
         if (hw)
             vt_vid_hw_attach(&v->hw, v->dec);
         vt_vid_last_msg[0] = 0;
@@ -486,7 +490,7 @@ void vt_video_close(vt_video **pv) {
      * this file's alone: no rejected packet or flagged frame, no parameter set in band,
      * and the GPU decoder it was opened as still on the GPU */
     const int clean = v->dec_pool && !v->dec_dirty && v->stats.decode_errors == 0 &&
-                      v->hw.on == v->dec_hw;
+                      atomic_load(&v->hw.concealed) == 0 && v->hw.on == v->dec_hw;
     vt_vid_pool_give(&v->dec, v->dec_par, v->dec_tb, v->dec_threads, v->dec_hw, clean);
     avcodec_parameters_free(&v->dec_par);
     avformat_close_input(&v->fmt);

@@ -34,12 +34,14 @@ void vt_video_set_sink(vt_video *v, vt_video_frame_sink sink, void *ctx) {
 }
 
 /* May the frame in v->frame, at index position m, go to the sink? Only when its pixels
- * cannot depend on how the decoder got there: no decode error on this handle so far, the
- * frame not flagged corrupt, and its position read off a timestamp that only it has (a
- * counted or duplicate-timestamp position could depend on the seek). */
+ * cannot depend on how the decoder got there: no decode error on this handle so far (a
+ * repair its log told of included, before it is counted: vt_vid_dec_damage), the frame
+ * not flagged corrupt, and its position read off a timestamp that only it has (a counted
+ * or duplicate-timestamp position could depend on the seek). */
 static int frame_is_clean(const vt_video *v, int64_t m) {
     const AVFrame *f = v->frame;
-    if (v->no_ts || v->stats.decode_errors || (f->flags & AV_FRAME_FLAG_CORRUPT) ||
+    if (v->no_ts || v->stats.decode_errors || atomic_load(&v->hw.concealed) ||
+        (f->flags & AV_FRAME_FLAG_CORRUPT) ||
         f->decode_error_flags || m < 0 || m >= v->info.nframes)
         return 0;
     int64_t ts = f->pts != AV_NOPTS_VALUE ? f->pts : f->best_effort_timestamp;

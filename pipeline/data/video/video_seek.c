@@ -4,7 +4,8 @@
  * packets with the send/receive idiom while skipping those no read wants, and placing
  * each decoded frame at its index position by pts.
  *
- * Decode errors here are counted (vt_video_stats), never fatal and never printed.
+ * Decode errors here are counted (vt_video_stats), never fatal and never printed: packets
+ * the decoder rejects, and pictures it repaired or flagged (vt_vid_dec_damage).
  */
 #include <errno.h>
 #include <stdint.h>
@@ -73,13 +74,14 @@ int vt_vid_next_frame(vt_video *v, char *err, size_t errlen) {
     for (;;) {
         int ret = avcodec_receive_frame(v->dec, v->frame);
         if (ret >= 0) {
-            if ((v->frame->flags & AV_FRAME_FLAG_CORRUPT) || v->frame->decode_error_flags)
-                v->stats.decode_errors++;
+            v->stats.decode_errors += vt_vid_dec_damage(&v->hw, v->dec, v->frame);
             v->stats.frames_decoded++;
             return 1;
         }
-        if (ret == AVERROR_EOF)
+        if (ret == AVERROR_EOF) {
+            v->stats.decode_errors += vt_vid_dec_damage(&v->hw, v->dec, NULL);
             return 0;
+        }
         if (ret != AVERROR(EAGAIN)) {
             /* A frame-threaded decoder reports a bad packet here, not from send. */
             v->stats.decode_errors++;
@@ -89,8 +91,10 @@ int vt_vid_next_frame(vt_video *v, char *err, size_t errlen) {
             }
             continue;
         }
-        if (v->eof_sent)
-            return 0; /* drained decoder answering EAGAIN: nothing more will come */
+        if (v->eof_sent) { /* drained decoder answering EAGAIN: nothing more will come */
+            v->stats.decode_errors += vt_vid_dec_damage(&v->hw, v->dec, NULL);
+            return 0;
+        }
         ret = av_read_frame(v->fmt, v->pkt);
         if (ret < 0) {
             /* EOF, or a read error in a truncated file: drain what was sent. */

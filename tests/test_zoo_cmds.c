@@ -4,7 +4,9 @@
  * small synthetic set (vidtrain synth, 2 classes, 4 test videos), 2 steps of 4 clips each:
  *   - towers: `train --devices cpu:2 --tower-split manual:3,1` leaves bitwise the state of
  *     `--devices cpu:1` with the defaults (docs/design.md §3.1; the outside truth is one
- *     device);
+ *     device), and its plan.txt says what the towers do with batch norm: synced, or none
+ *     in a model without it (it said "synced" for those too, and for fine-tuning's frozen
+ *     BN);
  *   - predict's top-1 of each test video, tallied by its class folder, is eval's confusion
  *     matrix (one clip a video: both take it by one function, app/eval/eval_clips.c);
  *   - embed (one clip a video, a row per clip): D is docs/embed.md's for the model, and
@@ -49,6 +51,7 @@ typedef struct walk {
     const char *model, *clip;
     int dim;          /* embed's D: docs/embed.md */
     int min_tensors;  /* what the towers' checkpoints must have at least */
+    const char *bn;   /* what the two towers' plan.txt says they do with batch norm */
 } walk;
 
 /* The run's checkpoint predict and embed read: best.safetensors, else last. */
@@ -163,6 +166,8 @@ static void walk_one(const walk *w, char *dir, size_t dlen) {
     snprintf(args, sizeof args, "--model %s --clip %s", w->model, w->clip);
     printf("%s %s:\n", w->model, w->clip);
     vt_test_towers_equal(g_bin, dir, args, w->min_tensors);
+    snprintf(p, sizeof p, "%s/two/plan.txt", dir);
+    TCHECK(vt_test_file_has(p, w->bn), "%s: the towers' plan does not say '%s'", w->model, w->bn);
 
     TCHECK(vt_test_sh("cd '%s' && '%s' eval one data --split test --clips-per-video 1 -q > "
                       "eval.log 2>&1 && '%s' predict one $(ls -d data/test/*/* | sort) "
@@ -233,10 +238,10 @@ int main(void) {
     /* tensors: mc3_18 has 123 (weights, BN buffers, momentum), c3d 23, i3d_r50 321,
      * mvit_v1_test 94: "at least" well below those */
     static const walk walks[] = {
-        {"mc3_18", "4x32", 512, 100},
-        {"c3d", "16x16", 4096, 20},
-        {"i3d_r50", "4x32", 2048, 300},
-        {"mvit_v1_test", "8x32", 64, 80},
+        {"mc3_18", "4x32", 512, 100, "batch norm synced across towers per pass"},
+        {"c3d", "16x16", 4096, 20, "batch norm none in the model"},
+        {"i3d_r50", "4x32", 2048, 300, "batch norm synced across towers per pass"},
+        {"mvit_v1_test", "8x32", 64, 80, "batch norm none in the model"},
     };
     char dir[4096], a[4400], b[4400], extra[4600];
     for (size_t i = 0; i < VT_ARRAY_LEN(walks); i++) {
@@ -251,6 +256,10 @@ int main(void) {
             int n = vt_test_ckpt_same(a, b, frozen, "blocks.4.");
             printf("i3d_r50       --freeze 2: %d tensors of blocks.0, .1, .3 unchanged, blocks.4 "
                    "moved\n", n);
+            /* fine-tuning freezes every BN: the plan must not promise a sync */
+            snprintf(b, sizeof b, "%s/ft/plan.txt", dir);
+            TCHECK(vt_test_file_has(b, "batch norm frozen"), "i3d_r50 fine-tuning's plan does "
+                   "not say its BN is frozen");
         }
         if (!strcmp(walks[i].model, "mvit_v1_test")) {
             snprintf(b, sizeof b, "%s/one", dir);

@@ -207,6 +207,18 @@ int vt_net_set_bn_frozen(vt_net *net, const char *name, int on) {
     return 0;
 }
 
+int vt_net_num_bn(const vt_net *net, int *frozen) {
+    int n = 0, f = 0;
+    for (int i = 0; i < net->g.nnodes; i++)
+        if (net->g.nodes[i].kind == VT_NODE_BN) {
+            n++;
+            f += net->bn_frozen[i] != 0;
+        }
+    if (frozen)
+        *frozen = f;
+    return n;
+}
+
 void vt_net_zero_grad(vt_net *net) {
     if (net->g.nparams > 0)
         VT_OP(net->be, fill, net->grads, 0.0f, net->g.nparams);

@@ -166,6 +166,8 @@ void vt_net_set_bn_momentum(vt_net *net, float m);
  * tower split equals one device without sync-BN. Returns 1, or 0 when no BN has that
  * name. */
 int vt_net_set_bn_frozen(vt_net *net, const char *name, int on);
+/* The BN layers of net; *frozen (may be NULL) gets how many of them are frozen. */
+int vt_net_num_bn(const vt_net *net, int *frozen);
 /* Replicas' buffers (BN running statistics) made one, for towers without sync-BN: every
  * replica calls it after a step, with weight = its share of the step's clips and `sum` a
  * hook as above (buffers are backend memory). Afterwards every replica holds

@@ -2,7 +2,7 @@
  * apputil.h: what the tests that drive the vidtrain command (or the ffmpeg command)
  * share — find the binary under test, run a shell command built printf-style and get
  * its exit code the way a shell reports it, make a synthetic data set with
- * `vidtrain synth`, read a whole file or a JSON file, count a folder's files, measure how
+ * `vidtrain synth`, read a whole file, a JSON file or a script's figures, count a folder's files, measure how
  * far two checkpoints are apart, write a small file, and count a video's frames with
  * ffprobe. Header-only (static inline), like testutil.h.
  *
@@ -108,6 +108,25 @@ static inline int vt_test_file_has_in(const char *dir, const char *name, const c
     char p[4608];
     snprintf(p, sizeof p, "%s/%s", dir, name);
     return vt_test_file_has(p, text);
+}
+
+/* The value in field `field` (0 or 1) of the line "NAME A [B]" of the file at path: the
+ * figures a checking script printed for the C test to judge (tests/check_embed.py).
+ * NAN when the file or the line is not there. */
+static inline double vt_test_figure(const char *path, const char *name, int field) {
+    FILE *f = fopen(path, "r");
+    char line[512];
+    double v = NAN;
+    while (f && fgets(line, sizeof line, f)) {
+        char key[128];
+        double a, b = NAN;
+        int got = sscanf(line, "%127s %lf %lf", key, &a, &b);
+        if (got >= 2 && !strcmp(key, name))
+            v = field == 0 ? a : b;
+    }
+    if (f)
+        fclose(f);
+    return v;
 }
 
 /* The file parsed as JSON (cJSON_Delete it), NULL when unreadable or not JSON. */

@@ -9,8 +9,12 @@ judge; exits non-zero only when a file cannot be read.
 usage: check_embed.py classifier CKPT PRED_JSON DUMP_JSON PERCLIP.safetensors VIDEO.npy
                           K1.npy PRED1_JSON
        check_embed.py rows A ROW_A B ROW_B   (A, B: .npy or .safetensors files)
+       check_embed.py logits CKPT PERCLIP.safetensors LOGITS.bin
 The second form prints the largest difference between row ROW_A of A and row ROW_B of B
-relative to the largest value of the latter, and both files' row counts.
+relative to the largest value of the latter, and both files' row counts. The third the
+NMSE of raw float32 logits (ONNX Runtime's on the same clips, tests/test_zoo_cmds.c)
+against W e + b of the per-clip rows, in float64.
+VIDEO.npy and K1.npy may be .safetensors files too (with K = 1 the per-clip file is both).
 """
 import json
 import struct
@@ -68,11 +72,30 @@ def rows(a, ra, b, rb):
     print("row_maxrel", float(np.abs(x - y).max() / np.abs(y).max()))
 
 
+def classifier_of(tensors, meta):
+    """W (classes, D) and b in float64, by the names the embeddings' metadata gives (a 5-D
+    conv weight, S3D's, flattened)."""
+    W = tensors[meta["classifier_weight"]].astype(np.float64)
+    b = tensors[meta["classifier_bias"]].astype(np.float64)
+    return W.reshape(W.shape[0], -1), b
+
+
+def logits(ckpt, perclip, raw):
+    tensors, _ = read_safetensors(ckpt)
+    emb, meta = read_safetensors(perclip)
+    W, b = classifier_of(tensors, meta)
+    L = emb["embeddings"].astype(np.float64) @ W.T + b
+    got = np.fromfile(raw, dtype="<f4").astype(np.float64)
+    print("logits_size", got.size, L.size)
+    if got.size == L.size:
+        print("logits_nmse", nmse(got.reshape(L.shape), L))
+        print("logits_maxabs", float(np.abs(L).max()))
+
+
 def classifier(ckpt, pred, dump, perclip, video, k1, pred1):
     tensors, cmeta = read_safetensors(ckpt)
     emb, meta = read_safetensors(perclip)
-    W = tensors[meta["classifier_weight"]].astype(np.float64)
-    b = tensors[meta["classifier_bias"]].astype(np.float64)
+    W, b = classifier_of(tensors, meta)
     E = emb["embeddings"].astype(np.float64)            # (videos x K, D)
     P = softmax(E @ W.T + b)                              # per clip
     clips = np.concatenate([np.array(v["heads"][0]["probs"]) for v in json.load(open(dump))])
@@ -84,11 +107,11 @@ def classifier(ckpt, pred, dump, perclip, video, k1, pred1):
     names = json.loads(cmeta["classes"])
     mean_p = P.reshape(nv, K, -1).mean(axis=1)
     print("video_nmse", nmse(mean_p, predict_probs(pred, names)))
-    V = np.load(video).astype(np.float64)
+    V = load_any(video).astype(np.float64)
     Vm = E.reshape(nv, K, -1).mean(axis=1)
     print("video_rows", V.shape[0], nv)
     print("video_mean_maxrel", float(np.abs(V - Vm).max() / np.abs(Vm).max()))
-    V1 = np.load(k1).astype(np.float64)
+    V1 = load_any(k1).astype(np.float64)
     print("k1_nmse", nmse(softmax(V1 @ W.T + b), predict_probs(pred1, names)))
     print("dim", E.shape[1], W.shape[1])
     # for the docs: the classifier on the MEAN features (= the mean of the logits) is not
@@ -100,6 +123,8 @@ def classifier(ckpt, pred, dump, perclip, video, k1, pred1):
 def main():
     if sys.argv[1] == "rows":
         rows(*sys.argv[2:6])
+    elif sys.argv[1] == "logits":
+        logits(*sys.argv[2:5])
     else:
         classifier(*sys.argv[2:9])
 

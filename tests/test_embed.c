@@ -37,23 +37,12 @@
 
 static const char *g_bin, *g_dir, *g_py;
 
-/* Runs check_embed.py with args and returns the value of `name` (field `field`, 0 or 1)
- * from its output, NAN when absent. Output kept in g_dir/check_<tag>.txt. */
+/* The figure `name` (field `field`, 0 or 1) that check_embed.py printed into
+ * g_dir/check_<tag>.txt, NAN when absent. */
 static double check_value(const char *tag, const char *name, int field) {
-    char path[4300], line[512];
+    char path[4300];
     snprintf(path, sizeof path, "%s/check_%s.txt", g_dir, tag);
-    FILE *f = fopen(path, "r");
-    double v = NAN;
-    while (f && fgets(line, sizeof line, f)) {
-        char key[128];
-        double a, b = NAN;
-        int got = sscanf(line, "%127s %lf %lf", key, &a, &b);
-        if (got >= 2 && !strcmp(key, name))
-            v = field == 0 ? a : b;
-    }
-    if (f)
-        fclose(f);
-    return v;
+    return vt_test_figure(path, name, field);
 }
 
 static int run_check(const char *tag, const char *args) {

@@ -32,7 +32,8 @@
  *   - --sync-bn, --no-sync-bn, --freeze-bn, --no-freeze-bn for a model without batch norm;
  *     --tower-split for one tower; --precise-bn beside frozen batch norm (it recomputes
  *     none of its statistics); --checkpoint-act (any mode) for a model without transformer
- *     blocks (the towers warned for "on" only);
+ *     blocks, with that refusal alone (it was preceded by a warning that "on" changes
+ *     nothing, as if taken);
  *   - --freeze N or --freeze-bn from scratch (no --init, --pretrained) warns: the frozen
  *     layers keep their random initialisation;
  *   - videos a --labels file has no row for are counted ('without a label: N'), not only
@@ -164,13 +165,17 @@ int main(void) {
         {"--model tiny_nobn --no-sync-bn", "--no-sync-bn: tiny_nobn has no batch norm"},
         {"--tower-split equal", "one tower takes the whole batch"},
         {"--freeze-bn --precise-bn 2", "precise BN recomputes none"},
-        {"--checkpoint-act off", "no transformer blocks to recompute"}};
+        {"--checkpoint-act off", "no transformer blocks to recompute"},
+        {"--checkpoint-act on", "no transformer blocks to recompute"}};
     for (size_t i = 0; i < sizeof tw / sizeof *tw; i++) {
         rc = vt_test_sh("'%s' train '%s/data' --out '%s/tw%zu' --clip 4x32 --batch 3 --epochs 1 "
                         "--max-steps 1 -q --devices cpu:1 %s > /dev/null 2> '%s/e.err'", bin, dir,
                         dir, i, tw[i][0], dir);
         TCHECK(rc == 2 && vt_test_file_has(err, tw[i][1]), "%s: exit %d, want 2 naming why",
                tw[i][0], rc);
+        /* the refusal alone: "on" was first warned of as taken ("it changes nothing") */
+        TCHECK(!vt_test_file_has(err, "changes nothing"), "%s: a warning before the refusal",
+               tw[i][0]);
     }
     rc = vt_test_sh("'%s' train '%s/data' --out '%s/mom' --model vit_test --clip 4x32 --batch 3 "
                     "--epochs 1 --max-steps 1 -q --devices cpu:1 --momentum 0.5 > /dev/null 2> "

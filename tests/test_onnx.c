@@ -3,8 +3,8 @@
  * truths: the ONNX project's checker with strict shape inference (Debian's python3-onnx,
  * tests/oracle/onnx_check.py) must accept every exported model, and ONNX Runtime (npm's
  * onnxruntime-node, tests/oracle/onnx_run.js) must compute what vidtrain computes.
- *   1. Every zoo model (X3D: x3d_xs) on the cpu backend, seeded random weights and random BN gammas,
- *      betas and running statistics (so eval-mode BN is exercised, not the identity of
+ *   1. Every zoo model (X3D: x3d_xs, whose pieces x3d_s, _m and _l repeat) on the cpu
+ *      backend, seeded random weights and random BN gammas, betas and running statistics (so eval-mode BN is exercised, not the identity of
  *      fresh statistics), dropout on in the configuration (the export must leave it
  *      out), a small clip: vidtrain's eval forward on 2 random clips vs ORT, per output.
  *      slowfast_r50 brings the frame Gather and the pathways' concats.
@@ -26,6 +26,7 @@
 #include "models/formats/onnx.h"
 #include "models/registry.h"
 #include "tests/apputil.h"
+#include "tests/ortutil.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
@@ -46,46 +47,6 @@ static int onnx_check(const char *model, cJSON **out) {
     if (out)
         *out = rc == 0 ? vt_test_read_json(log) : NULL;
     return rc;
-}
-
-/* ORT on x (float32, shape) -> outdir/NAME.bin per output. 0, or the script's code. */
-static int ort_run(const char *model, const float *x, const int shape[5], const char *outdir,
-                   char *version, size_t vlen) {
-    char in[4300], res[4300];
-    snprintf(in, sizeof in, "%s/x.bin", g_dir);
-    snprintf(res, sizeof res, "%s/ort.json", g_dir);
-    int64_t n = (int64_t)shape[0] * shape[1] * shape[2] * shape[3] * shape[4];
-    FILE *f = fopen(in, "wb");
-    /* The host is little-endian (x86-64, arm64): raw floats are onnx_run.js's format. */
-    if (!f || fwrite(x, sizeof(float), (size_t)n, f) != (size_t)n) {
-        if (f)
-            fclose(f);
-        return -1;
-    }
-    fclose(f);
-    int rc = vt_test_sh("node '%s/tests/oracle/onnx_run.js' '%s' '%s' %d,%d,%d,%d,%d '%s' > '%s'",
-                        g_src, model, in, shape[0], shape[1], shape[2], shape[3], shape[4],
-                        outdir, res);
-    cJSON *j = rc == 0 ? vt_test_read_json(res) : NULL;
-    const cJSON *v = j ? cJSON_GetObjectItem(j, "ort") : NULL;
-    if (version && cJSON_IsString(v))
-        snprintf(version, vlen, "%s", v->valuestring);
-    cJSON_Delete(j);
-    return rc;
-}
-
-/* outdir/NAME.bin of n floats (malloc), NULL when missing or of another size. */
-static float *read_out(const char *outdir, const char *name, int64_t n) {
-    char p[4300];
-    snprintf(p, sizeof p, "%s/%s.bin", outdir, name);
-    long len = 0;
-    char *d = vt_test_slurp(p, &len);
-    if (d && len != (long)(n * 4)) {
-        fprintf(stderr, "%s: %ld bytes, want %lld\n", p, len, (long long)(n * 4));
-        free(d);
-        return NULL;
-    }
-    return (float *)(void *)d;
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -180,12 +141,13 @@ static void zoo_one(vt_backend *be, const zoo_case *zc, int probs, char *ort_ver
     cJSON *chk = NULL;
     TCHECK(onnx_check(model, &chk) == 0, "%s: onnx checker", zc->model);
     cJSON_Delete(chk);
-    TCHECK(ort_run(model, x, shape, outdir, ort_version, 32) == 0, "%s: ORT run", zc->model);
+    TCHECK(vt_test_ort_run(g_src, g_dir, model, x, shape, outdir, ort_version, 32) == 0,
+           "%s: ORT run", zc->model);
     for (int h = 0; h < cfg.nheads; h++) {
         char name[80];
         vt_onnx_output_name(name, sizeof name, &cfg, h, probs);
         int64_t n = (int64_t)N * cfg.head[h].classes;
-        float *got = read_out(outdir, name, n);
+        float *got = vt_test_ort_output(outdir, name, n);
         TCHECK(got != NULL, "%s: output %s", zc->model, name);
         if (got) {
             double e = vt_nmse(got, want[h], n);
@@ -199,16 +161,6 @@ static void zoo_one(vt_backend *be, const zoo_case *zc, int probs, char *ort_ver
     }
     free(x);
     vt_net_free(&net);
-}
-
-/* The dump's floats (a JSON number array) into a new array of n. */
-static float *json_floats(const cJSON *a, int64_t *n) {
-    *n = cJSON_GetArraySize(a);
-    float *v = vt_malloc(sizeof(float) * (size_t)VT_MAX(*n, 1));
-    int64_t i = 0;
-    for (const cJSON *e = a ? a->child : NULL; e; e = e->next)
-        v[i++] = (float)e->valuedouble;
-    return v;
 }
 
 static void e2e(const char *bin, char *ort_version) {
@@ -284,22 +236,23 @@ static void e2e(const char *bin, char *ort_version) {
         TCHECK(shape[0] == 9 && shape[2] == 8 && shape[3] == 32, "dump shape %dx3x%dx%dx%d",
                shape[0], shape[2], shape[3], shape[4]);
         int64_t nx = 0, np = 0;
-        float *x = json_floats(cJSON_GetObjectItem(v0, "input"), &nx);
+        float *x = vt_test_json_floats(cJSON_GetObjectItem(v0, "input"), &nx);
         TCHECK(nx == (int64_t)shape[0] * 3 * shape[2] * shape[3] * shape[4], "dump input size");
         const cJSON *h0 = cJSON_GetArrayItem(cJSON_GetObjectItem(v0, "heads"), 0);
         const cJSON *pr = cJSON_GetObjectItem(h0, "probs");
         int K = cJSON_GetArraySize(cJSON_GetArrayItem(pr, 0));
         float *want = vt_malloc(sizeof(float) * (size_t)shape[0] * (size_t)VT_MAX(K, 1));
         for (int i = 0; i < shape[0] && i < cJSON_GetArraySize(pr); i++) {
-            float *row = json_floats(cJSON_GetArrayItem(pr, i), &np);
+            float *row = vt_test_json_floats(cJSON_GetArrayItem(pr, i), &np);
             memcpy(want + (size_t)i * K, row, sizeof(float) * (size_t)K);
             free(row);
         }
         char outdir[4300];
         snprintf(outdir, sizeof outdir, "%s/out", dir);
         mkdir(outdir, 0755);
-        TCHECK(K == 2 && ort_run(model, x, shape, outdir, ort_version, 32) == 0, "ORT on run.onnx");
-        float *got = K == 2 ? read_out(outdir, "probs_class", (int64_t)shape[0] * K) : NULL;
+        TCHECK(K == 2 && vt_test_ort_run(g_src, g_dir, model, x, shape, outdir, ort_version,
+                                         32) == 0, "ORT on run.onnx");
+        float *got = K == 2 ? vt_test_ort_output(outdir, "probs_class", (int64_t)shape[0] * K) : NULL;
         TCHECK(got != NULL, "probs_class output");
         if (got) {
             double e = vt_nmse(got, want, (int64_t)shape[0] * K);
@@ -331,8 +284,7 @@ int main(void) {
                 "scripts/setup.sh does)\n", g_py);
         return VT_TEST_SKIP;
     }
-    rc = vt_test_sh("node '%s/tests/oracle/onnx_run.js' > /dev/null 2>&1", g_src);
-    if (rc == 3 || rc == 127) {
+    if (!vt_test_ort_here(g_src)) {
         fprintf(stderr, "test_onnx: SKIP: ONNX Runtime for Node is not installed (node, and "
                 "npm's onnxruntime-node in tools/onnxrt: bash scripts/setup.sh --no-demo)\n");
         return VT_TEST_SKIP;
@@ -359,6 +311,10 @@ int main(void) {
         /* pytorchvideo's bottlenecks, SlowFast's frame Gather (the slow pathway's 2 of the
          * 8 frames), lateral convs and concats: its smallest sensible clip */
         {"slowfast_r50", 8, 32, 32, 1, 0.5f},
+        /* the slow pathway alone (temporal kernels only from res stage 3 on), and with
+         * i3d_r50's temporal MaxPool between its first two stages */
+        {"slow_r50", 4, 32, 32, 1, 0.5f},
+        {"i3d_r50", 4, 32, 32, 1, 0.0f},
         /* the (2+1)D pair with its inner BN, a 1x1x1 shortcut strided in time; the
          * depthwise 3x3x3 strided in time and space (csn_r101's 101 layers) */
         {"r2plus1d_r50", 4, 32, 32, 1, 0.5f},

@@ -18,7 +18,7 @@
  *     pool, the (2+1)D pair, csn's 23-block stage 3) and a split of the batch. (Their
  *     numerics: test_pyvideo.c; their ONNX export: test_onnx.c. They train, eval,
  *     predict, embed and export through the same code paths as slowfast_r50, one input
- *     and no tgather: checked by hand on 4x32 clips, 2 towers = 1 bit for bit.)
+ *     and no tgather: i3d_r50 through them in test_zoo_cmds.c.)
  */
 #include <unistd.h>
 

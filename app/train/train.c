@@ -342,7 +342,7 @@ static int build_towers(vt_train *t) {
         o->precise_bn = 0;
     }
     /* activation checkpointing recomputes transformer blocks: a model without them has
-     * nothing for any of its modes to act on (the towers warned for "on" only) */
+     * nothing for any of its modes to act on (the one message: the towers say nothing) */
     if (vt_opts_given_has(&t->cli, "--checkpoint-act") &&
         vt_towers_memplan(t->towers)->ckpt_segments == 0) {
         fprintf(stderr, "vidtrain train: --checkpoint-act %s: %s has no transformer blocks to "

@@ -102,9 +102,6 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
                               errlen) == 0;
     T->have_mp = ok;
     T->cfg.net.ckpt = 0; /* per tower, T->ckpt (vt_tw_fill_split_devs) */
-    if (ok && T->mp.ckpt_segments == 0 && cfg->ckpt_act == VT_CKPT_ON && T->me == 0)
-        fprintf(stderr, "warning: --checkpoint-act on: %s has no blocks to recompute (only the "
-                "transformers have); it changes nothing\n", cfg->net.model);
     if (ok && T->mp.ckpt_segments > 0 && cfg->ckpt_act != VT_CKPT_OFF) {
         vt_net_cfg nc = T->cfg.net;
         nc.ckpt = 1;

@@ -52,11 +52,18 @@ void vt_towers_print_plan(const vt_towers *t, FILE *f) {
                     vt_ckpt_mode_name(t->cfg.ckpt_act),
                     vt_fmt_bytes(a, sizeof a, t->mp_ckpt.bytes_per_clip));
     vt_plan_print(&t->plan, t->sd, f);
+    /* what the towers do with batch norm: nothing for a net without it (the transformers,
+     * tiny_nobn) or with every layer frozen (fine-tuning's default: eval-mode statistics,
+     * a clip's output its own), whatever --sync-bn says */
+    int frozen = 0;
+    const int nbn = t->n > 0 && t->tw[0].net ? vt_net_num_bn(t->tw[0].net, &frozen) : 0;
+    const char *bn = nbn == 0         ? "none in the model"
+                     : frozen == nbn  ? "frozen (running statistics: nothing to sync)"
+                     : t->cfg.sync_bn ? "synced across towers per pass"
+                                      : "per tower (--no-sync-bn); running stats averaged by "
+                                        "clip count after each step";
     fprintf(f, "  towers: %d, reducer %s, batch norm %s; sums over clips %s\n", t->ng,
-            t->red->i->name,
-            t->cfg.sync_bn ? "synced across towers per pass"
-                           : "per tower (--no-sync-bn); running stats averaged by clip count "
-                             "after each step",
+            t->red->i->name, bn,
             t->cfg.net.exact ? "exact (the same bits on any split)"
                              : "in float (equal to one device to rounding)");
 }

@@ -16,7 +16,8 @@
  *   - eval, predict, export and embed refuse a run whose best.safetensors was given a
  *     NaN, naming the tensor; a model with finite weights whose scores overflow is
  *     scored 0% by eval (which counts the non-finite clips) and gets no answer from
- *     predict; train --init refuses the NaN file too, and a directory and a FIFO as
+ *     predict; a constant model (a zero classifier) scores 0%, not class 0's share; train
+ *     --init refuses the NaN file too, and a directory and a FIFO as
  *     --init say what they are (refusals); embed writes such a model's rows with empty
  *     label and prob cells (it named the first class), and refuses features that
  *     overflow (it wrote inf embeddings, exit 0); predict --dump-input holds no entry
@@ -397,6 +398,17 @@ static void refusals(void) {
     TCHECK(cJSON_IsArray(od) && cJSON_GetArraySize(od) == 0, "predict --dump-input of a skipped "
            "video: %d entries (0)", od ? cJSON_GetArraySize(od) : -1);
     cJSON_Delete(od);
+    /* a constant model (fc 0: every class the same score on every clip) answers nothing:
+     * eval scores it 0%, where argmax's first maximum gave it class 0's share (33% here,
+     * 100% on a split of class 0 alone) */
+    TCHECK(vt_test_sh("cd '%s' && rm -rf z && cp -a s z", g_dir) == 0, "copy the run");
+    snprintf(p, sizeof p, "%s/z/best.safetensors", g_dir);
+    TCHECK(st_fill(p, "fc.weight", 0) == 0 && st_fill(p, "fc.bias", 0) == 0, "zero %s", p);
+    rc = vt_test_sh("cd '%s' && '%s' eval z '%s' > cmd.out 2> cmd.err", g_dir, g_bin, g_data);
+    snprintf(p, sizeof p, "%s/cmd.out", g_dir);
+    TCHECK(rc == 0 && grep_file(p, "clip  top-1   0.00%") &&
+               grep_file(p, "video top-1   0.00%") && grep_file(p, "mean class accuracy 0.00%"),
+           "eval of a constant model: rc %d (see %s)", rc, p);
     /* predict --timeline: each window says it has no answer, none ranks NaN */
     rc = vt_test_sh("cd '%s' && '%s' predict o '%s' --timeline --json > cmd.out 2> cmd.err", g_dir,
                     g_bin, video);

@@ -418,7 +418,10 @@ int vt_cmd_eval(int argc, char **argv) {
     memset(&m, 0, sizeof m);
     if (vt_dist_lead() && run_in_use(run, 0, &held))
         goto end;
-    if (vt_run_model_open(&m, run, ma->ckpt, err, sizeof err) != 0) {
+    /* the files eval writes into RUN; every other file of the run is an input that no
+     * output may replace (base/common.h's output rule) */
+    static const char *const outs[] = {"eval.json", "confusion.csv", "report.html", NULL};
+    if (vt_run_model_open(&m, run, ma->ckpt, outs, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;
     }
@@ -448,7 +451,6 @@ int vt_cmd_eval(int argc, char **argv) {
     /* DIR and the labels file are inputs now (vt_dataset_open, vt_dataset_load_labels): a
      * RUN inside DIR cannot take eval.json, nor --labels be one of the files eval writes,
      * said before the evaluation rather than after it (base/common.h's output rule) */
-    static const char *const outs[] = {"eval.json", "confusion.csv", "report.html"};
     int orc = 0;
     for (int i = 0; i < 3 && orc == 0 && vt_dist_lead(); i++) {
         if (i == 1 && m.heads.cfg[0].loss != VT_LOSS_SOFTMAX_CE)

@@ -14,6 +14,7 @@
 #include "app/run/run_ckpt.h"
 #include "app/run/run_claim.h"
 #include "app/run/run_files.h"
+#include "app/train/train_ranges.h"
 #include "base/common.h"
 #include "models/optim.h"
 #include "pipeline/parallel/slices.h"
@@ -112,6 +113,15 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt,
                    "(kinetics, pytorchvideo, imagenet): a run from a newer vidtrain, or a "
                    "damaged configuration; its clips cannot be normalised as it trained",
                    src, m->opts.input_norm);
+        cJSON_Delete(cfg);
+        return -1;
+    }
+    /* the command line's own ranges and choices, as --resume checks them (train_ranges.h):
+     * a checkpoint whose configuration says crop 1e9 printed a negative byte count, and
+     * a short side of -5 ran at another scale than the run's, exit 0 */
+    char rerr[1024];
+    if (vt_train_opts_check(&m->opts, src, rerr, sizeof rerr) != 0) {
+        vt_set_err(err, errlen, "%s", rerr);
         cJSON_Delete(cfg);
         return -1;
     }

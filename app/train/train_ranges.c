@@ -108,8 +108,9 @@ int vt_train_range_parse(vt_train_opts *o, const char *opt, const char *v) {
 static int bad(const char *src, const char *key, const char *what, const char *opt, char *err,
                size_t errlen) {
     vt_set_err(err, errlen, "%s: \"%s\" is %s (the check %s makes on the command line): a "
-               "damaged or hand-edited configuration; fix the value, or give %s with --resume "
-               "to override it", src, key, what, opt, opt);
+               "damaged or hand-edited configuration, or one from another vidtrain; fix the "
+               "value (train --resume also takes %s, which overrides it)", src, key, what, opt,
+               opt);
     return -1;
 }
 

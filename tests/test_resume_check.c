@@ -11,7 +11,8 @@
  * key (predict ran a short side of -5 at another scale, exit 0; crop 1e9 printed a
  * negative byte count), and a heads list with a loss other than softmax and bce (read as
  * softmax), a class name that is not a string (printed "?") or one there twice (eval put
- * every video of it under the first).
+ * every video of it under the first). A key no part of this vidtrain writes (a newer
+ * one's option, a misspelt edit) is refused by both: it was read past in silence.
  */
 #include <signal.h>
 #include <time.h>
@@ -45,6 +46,7 @@ static void ckpt_configs(const char *bin, const char *dir) {
         {"c['heads'][0]['loss'] = 'focal'", "neither softmax nor bce"},
         {"c['heads'][0]['classes'][1] = 7", "not a string"},
         {"c['heads'][0]['classes'][1] = c['heads'][0]['classes'][0]", "is there twice"},
+        {"c['stride_mode'] = 'adaptive'", "\"stride_mode\" is not a key"}, /* a newer one's */
         {"pass", NULL}, /* the rewrite alone changes nothing */
     };
     char err[4200], video[4200];
@@ -121,6 +123,12 @@ int main(void) {
     int rc = vt_test_sh("cd '%s' && rm -rf rr && cp -a r rr && '%s' train --resume rr --epochs 2 "
                         "-q > /dev/null 2> e.err", dir, bin);
     TCHECK(rc == 0, "an untouched config.json: exit %d (see %s)", rc, err);
+    /* a key this vidtrain does not write (a misspelt edit: it changed nothing, exit 0) */
+    rc = vt_test_sh("cd '%s' && rm -rf rr && cp -a r rr && sed -i 's/^\\t\"epochs\":/\\t\"epochz\":"
+                    "\\t3,\\n&/' rr/config.json && grep -q epochz rr/config.json && '%s' train "
+                    "--resume rr --epochs 2 -q > /dev/null 2> e.err", dir, bin);
+    TCHECK(rc == 1 && vt_test_file_has(err, "\"epochz\" is not a key"), "an unknown key in "
+           "config.json: exit %d, 1 naming it expected (see %s)", rc, err);
     ckpt_configs(bin, dir);
     return vt_test_done("test_resume_check");
 }

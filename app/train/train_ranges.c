@@ -122,6 +122,13 @@ int vt_train_opts_check(const vt_train_opts *o, const char *src, char *err, size
                    "damaged or hand-edited configuration; fix the value or rerun", src, o->json_bad);
         return -1;
     }
+    if (o->json_unknown[0]) { /* vt_train_opts_from_json read past it */
+        vt_set_err(err, errlen, "%s: \"%.63s\" is not a key this vidtrain knows: an option of a "
+                   "newer vidtrain, whose effect this one would leave out, or a misspelt edit; "
+                   "run it with the vidtrain that wrote it, or remove the key", src,
+                   o->json_unknown);
+        return -1;
+    }
     for (size_t i = 0; i < VT_ARRAY_LEN(g_ranges); i++) {
         const range *e = &g_ranges[i];
         const void *f = (const char *)o + e->off;

@@ -141,7 +141,8 @@ static void usage(FILE *f) {
         "top-k: the true class counts within the top k when fewer than k other classes score\n"
         "as high or higher (a tie is a miss: a model that scores every class the same is\n"
         "right on none). Mean class accuracy averages the per-class video top-1 over the\n"
-        "classes present. Every clip is counted once across towers.\n"
+        "classes present (the model's classes without a video are named beside it). Every\n"
+        "clip is counted once across towers.\n"
         "Classes are matched to the model's by name; videos of a class the model does not\n"
         "know are left out, named in a warning and counted (eval.json \"unknown_videos\").\n"
         "Frames of a damaged stream that never decode hold the nearest decoded frame: counted\n"
@@ -328,7 +329,21 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
                100 * r[h].clip_top5, t5);
         printf("  video top-1 %6.2f%%   top-5 %6.2f%%%s\n", 100 * r[h].video_top1,
                100 * r[h].video_top5, t5);
-        printf("  mean class accuracy %.2f%%\n  per class:", 100 * r[h].mean_class_acc);
+        /* the classes it is a mean over, when not all of the model's: a split without a
+         * class scored the same figure as one with it, and nothing said which */
+        int absent = 0;
+        for (int k = 0; k < r[h].classes; k++)
+            absent += isnan(r[h].per_class_acc[k]) != 0;
+        printf("  mean class accuracy %.2f%%", 100 * r[h].mean_class_acc);
+        if (absent) {
+            printf(" (over %d of the model's %d classes; no video of:", r[h].classes - absent,
+                   r[h].classes);
+            for (int k = 0, shown = 0; k < r[h].classes; k++)
+                if (isnan(r[h].per_class_acc[k]) && shown++ < 10)
+                    printf(" %s", heads->classes[h][k]);
+            printf("%s)", absent > 10 ? " ..." : "");
+        }
+        printf("\n  per class:");
         for (int k = 0; k < r[h].classes; k++) {
             if (isnan(r[h].per_class_acc[k]))
                 continue;

@@ -16,7 +16,8 @@
  *   - eval, predict, export and embed refuse a run whose best.safetensors was given a
  *     NaN, naming the tensor; a model with finite weights whose scores overflow is
  *     scored 0% by eval (which counts the non-finite clips) and gets no answer from
- *     predict; a constant model (a zero classifier) scores 0%, not class 0's share; train
+ *     predict; a constant model (a zero classifier) scores 0%, not class 0's share, and
+ *     one that gives every clip the same class is said to; train
  *     --init refuses the NaN file too, and a directory and a FIFO as
  *     --init say what they are (refusals); embed writes such a model's rows with empty
  *     label and prob cells (it named the first class), and refuses features that
@@ -94,8 +95,8 @@ static int st_nonfinite_tensors(const char *path) {
     return bad;
 }
 
-/* Writes NaN over the first value of tensor `name` in path. 0, or -1. */
-static int st_poison(const char *path, const char *name) {
+/* Writes v over the first value of tensor `name` in path. 0, or -1. */
+static int st_set_first(const char *path, const char *name, float v) {
     long at = 0;
     cJSON *j = st_header(path, &at);
     const cJSON *t = j ? cJSON_GetObjectItem(j, name) : NULL;
@@ -103,15 +104,19 @@ static int st_poison(const char *path, const char *name) {
     int rc = -1;
     FILE *f = off ? fopen(path, "r+b") : NULL;
     if (f) {
-        float nan = NAN;
         rc = fseek(f, at + (long)cJSON_GetArrayItem(off, 0)->valuedouble, SEEK_SET) == 0 &&
-                     fwrite(&nan, 4, 1, f) == 1
+                     fwrite(&v, 4, 1, f) == 1
                  ? 0
                  : -1;
         rc |= fclose(f) != 0 ? -1 : 0;
     }
     cJSON_Delete(j);
     return rc;
+}
+
+/* Writes NaN over the first value of tensor `name` in path. 0, or -1. */
+static int st_poison(const char *path, const char *name) {
+    return st_set_first(path, name, NAN);
 }
 
 /* Sets every value of tensor `name` in path to v. 0, or -1. */
@@ -409,6 +414,14 @@ static void refusals(void) {
     TCHECK(rc == 0 && grep_file(p, "clip  top-1   0.00%") &&
                grep_file(p, "video top-1   0.00%") && grep_file(p, "mean class accuracy 0.00%"),
            "eval of a constant model: rc %d (see %s)", rc, p);
+    /* the same with a bias that picks class 0 for every clip: not a tie, so scored as what
+     * it is (class 0's share), and said to be one answer whatever the clip */
+    snprintf(p, sizeof p, "%s/z/best.safetensors", g_dir);
+    TCHECK(st_set_first(p, "fc.bias", 1) == 0, "bias %s", p);
+    rc = vt_test_sh("cd '%s' && '%s' eval z '%s' > cmd.out 2> cmd.err", g_dir, g_bin, g_data);
+    snprintf(p, sizeof p, "%s/cmd.err", g_dir);
+    TCHECK(rc == 0 && grep_file(p, "every video was predicted 'move_left'"),
+           "eval of a one-answer model: rc %d, no warning (see %s)", rc, p);
     /* predict --timeline: each window says it has no answer, none ranks NaN */
     rc = vt_test_sh("cd '%s' && '%s' predict o '%s' --timeline --json > cmd.out 2> cmd.err", g_dir,
                     g_bin, video);

@@ -141,8 +141,9 @@ static void usage(FILE *f) {
         "top-k: the true class counts within the top k when fewer than k other classes score\n"
         "as high or higher (a tie is a miss: a model that scores every class the same is\n"
         "right on none). Mean class accuracy averages the per-class video top-1 over the\n"
-        "classes present (the model's classes without a video are named beside it). Every\n"
-        "clip is counted once across towers.\n"
+        "classes present (the model's classes without a video are named beside it). A model\n"
+        "that puts every video under one class is warned about. Every clip is counted once\n"
+        "across towers.\n"
         "Classes are matched to the model's by name; videos of a class the model does not\n"
         "know are left out, named in a warning and counted (eval.json \"unknown_videos\").\n"
         "Frames of a damaged stream that never decode hold the nearest decoded frame: counted\n"
@@ -293,6 +294,31 @@ static int eval_pick_videos(const eval_args *ea, vt_dataset *ds, int32_t **idxp,
     return 0;
 }
 
+/* Every video put under one class, with videos of two classes or more: the model answers
+ * the same whatever the clip (a collapsed run), and its top-1 is that class's share of
+ * the split, which an imbalanced split makes look good. Said on stderr; the mean class
+ * accuracy is the figure that shows it. */
+static void constant_warning(const vt_eval_result *r, char *const *names) {
+    int k = r->classes, present = 0, col = -1;
+    int64_t videos = 0;
+    for (int t = 0; t < k; t++) {
+        present += r->per_class_videos[t] > 0;
+        videos += r->per_class_videos[t];
+    }
+    for (int c = 0; c < k && col < 0; c++) {
+        int64_t n = 0;
+        for (int t = 0; t < k; t++)
+            n += r->confusion[(size_t)t * k + c];
+        if (n == videos)
+            col = c;
+    }
+    if (present >= 2 && videos > 0 && col >= 0)
+        fprintf(stderr, "warning: every video was predicted '%s': the model answers the same "
+                "whatever the clip (a collapsed or untrained run), and its top-1 is that "
+                "class's share of the split; the mean class accuracy shows what it is worth\n",
+                names[col]);
+}
+
 /* Run, the report: the figures per head on stdout, RUN/eval.json (with the near-copies in
  * training of the videos idx[0..n) of ds), RUN/confusion.csv and the report page. 0, or 1
  * when a file could not be written (said). */
@@ -352,6 +378,7 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
         printf("\n");
         if (r[h].classes <= 30)
             vt_eval_confusion_print(&r[h], (const char *const *)heads->classes[h], stdout);
+        constant_warning(&r[h], heads->classes[h]);
     }
     cJSON *j = vt_eval_json(r, heads, cnt, sname, eo);
     add_leaks(j, ea->run, ea->dir, &m->opts, sname, ds, idx, n);

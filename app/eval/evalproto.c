@@ -101,7 +101,8 @@ int vt_evalproto_add(vt_evalproto *e, int video, int label, const float *target,
         if (!target)
             return -1;
         for (int j = 0; j < k; j++) {
-            e->clip_lab_ok += finite && (prob[j] >= 0.5f) == (target[j] >= 0.5f);
+            e->clip_lab_ok += finite && prob[j] != 0.5f && /* 0.5: a tie, a miss */
+                              (prob[j] > 0.5f) == (target[j] >= 0.5f);
             e->vtarget[(size_t)video * k + j] = target[j];
         }
     }
@@ -275,7 +276,7 @@ void vt_evalproto_result(const vt_evalproto *e, vt_eval_result *r) {
                 continue;
             double mean = e->vsum[(size_t)v * k + c] / (double)e->vclips[v];
             int t = e->vtarget[(size_t)v * k + c] >= 0.5f;
-            okc += isfinite(mean) && (mean >= 0.5) == t;
+            okc += isfinite(mean) && mean != 0.5 && (mean > 0.5) == t; /* 0.5: a miss */
             pos += t;
             nall++;
             if (!isfinite(mean))

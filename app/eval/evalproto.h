@@ -18,6 +18,8 @@
  *   - mean class accuracy: the mean over classes that have at least one video of each
  *     class's video top-1 accuracy (classes absent from the split are left out).
  *   - confusion[true][pred] counts VIDEOS (rows true class, columns predicted class).
+ *   - label-wise accuracy (multi-label): a label is predicted present above 0.5, absent
+ *     below; exactly 0.5 (logit 0) is a tie and a miss, as in top-k.
  *   - average precision (multi-label): scikit-learn's average_precision_score over
  *     videos ranked by mean score, tied scores one threshold; a non-finite score is never
  *     retrieved (its positives add no recall).

@@ -184,7 +184,7 @@ static int64_t count_correct(const vt_head_cfg *hc, const float *logits, const v
             const float *y = b->target[h] + (int64_t)(first + j) * K;
             int all = 1;
             for (int c = 0; c < K; c++)
-                all &= (z[c] > 0) == (y[c] > 0.5f);
+                all &= z[c] != 0 && (z[c] > 0) == (y[c] > 0.5f); /* 0: a tie, a miss */
             right += all;
         }
     }

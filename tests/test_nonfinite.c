@@ -17,7 +17,9 @@
  *     NaN, naming the tensor; a model with finite weights whose scores overflow is
  *     scored 0% by eval (which counts the non-finite clips) and gets no answer from
  *     predict; a constant model (a zero classifier) scores 0%, not class 0's share, and
- *     one that gives every clip the same class is said to; train
+ *     one that gives every clip the same class is said to; a negative batch-norm
+ *     variance is refused by export (it wrote a model of NaN outputs), predict and
+ *     --init; train
  *     --init refuses the NaN file too, and a directory and a FIFO as
  *     --init say what they are (refusals); embed writes such a model's rows with empty
  *     label and prob cells (it named the first class), and refuses features that
@@ -422,6 +424,21 @@ static void refusals(void) {
     snprintf(p, sizeof p, "%s/cmd.err", g_dir);
     TCHECK(rc == 0 && grep_file(p, "every video was predicted 'move_left'"),
            "eval of a one-answer model: rc %d, no warning (see %s)", rc, p);
+    /* a negative batch-norm variance (no training writes one; every output NaN): export
+     * wrote an ONNX model of NaN outputs, exit 0; it, predict and --init refuse it */
+    TCHECK(vt_test_sh("cd '%s' && rm -rf nv && cp -a s nv", g_dir) == 0, "copy the run");
+    snprintf(p, sizeof p, "%s/nv/best.safetensors", g_dir);
+    TCHECK(st_fill(p, "bn2.running_var", -1) == 0, "negative variance %s", p);
+    snprintf(p, sizeof p, "%s/cmd.err", g_dir);
+    rc = vt_test_sh("cd '%s' && '%s' export nv --onnx nv.onnx > cmd.out 2> cmd.err", g_dir, g_bin);
+    TCHECK(rc == 1 && grep_file(p, "bn2.running_var") && grep_file(p, "negative variance") &&
+               vt_test_sh("test ! -e '%s/nv.onnx'", g_dir) == 0,
+           "export of a negative variance: rc %d (see %s)", rc, p);
+    rc = vt_test_sh("cd '%s' && '%s' predict nv '%s' > cmd.out 2> cmd.err", g_dir, g_bin, video);
+    TCHECK(rc == 1 && grep_file(p, "negative variance"), "predict: rc %d (see %s)", rc, p);
+    rc = vt_test_sh("cd '%s' && '%s' train '%s' --out nvi %s --init nv/best.safetensors > "
+                    "cmd.out 2> cmd.err", g_dir, g_bin, g_data, TRAIN_ARGS);
+    TCHECK(rc != 0 && grep_file(p, "negative variance"), "--init: rc %d (see %s)", rc, p);
     /* predict --timeline: each window says it has no answer, none ranks NaN */
     rc = vt_test_sh("cd '%s' && '%s' predict o '%s' --timeline --json > cmd.out 2> cmd.err", g_dir,
                     g_bin, video);

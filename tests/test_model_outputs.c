@@ -26,7 +26,10 @@
  *     report.html interleaved (eval.json of one split, confusion.csv of the other): an
  *     eval holds the run folder's write lock (an flock on RUN) while it writes its set,
  *     so it waits while another holds it (here flock(1) holds it) and writes when it is
- *     released; embed likewise for its FILE and FILE.csv, on --out's folder.
+ *     released; embed likewise for its FILE and FILE.csv, on --out's folder;
+ *   - the run's paths (its dataset, labels file, lists, --init) were recorded as given,
+ *     relative to the folder train ran in: eval from another folder read the file of that
+ *     name there as the run's labels; config.json holds their real paths.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +282,26 @@ static void one_set_at_a_time(void) {
     waits_for_lock("embed", "eo", cmd, "(100%)", "eo/x.npy");
 }
 
+static void labels_from_elsewhere(void) {
+    /* train --labels lab.csv named it relative to the folder train ran in, and config.json
+     * kept it so: an eval run from another folder read that folder's lab.csv as the run's
+     * labels (here a decoy that labels everything 'zzz': every video left out, exit 1; a
+     * decoy with the classes swapped was scored, exit 0). The run records the real path. */
+    int rc = vt_test_sh("cd '%s' && rm -rf elsewhere && mkdir elsewhere && sed 's/,[a-z_]*$/,zzz/' "
+                        "lab.keep > elsewhere/lab.csv && cd elsewhere && '%s' eval ../run ../data "
+                        "--split test -q --clips-per-video 1 > el.out 2> el.err", g_dir, g_bin);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/elsewhere/el.err", g_dir);
+    TCHECK(rc == 0 && !vt_test_file_has(p, "zzz"), "eval from another folder read its lab.csv "
+           "as the run's: exit %d (see %s)", rc, p);
+    snprintf(p, sizeof p, "%s/run/config.json", g_dir);
+    cJSON *c = vt_test_read_json(p);
+    const cJSON *l = cJSON_GetObjectItem(c, "labels"), *d = cJSON_GetObjectItem(c, "data");
+    TCHECK(cJSON_IsString(l) && l->valuestring[0] == '/' && cJSON_IsString(d) &&
+           d->valuestring[0] == '/', "config.json's labels and data are not absolute paths");
+    cJSON_Delete(c);
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_model_outputs");
     if (!g_bin)
@@ -302,5 +325,6 @@ int main(void) {
     foreign_checkpoint();
     validation_keeps_its_videos();
     one_set_at_a_time();
+    labels_from_elsewhere();
     return vt_test_done("test_model_outputs");
 }

@@ -29,7 +29,8 @@
  *     released; embed likewise for its FILE and FILE.csv, on --out's folder;
  *   - the run's paths (its dataset, labels file, lists, --init) were recorded as given,
  *     relative to the folder train ran in: eval from another folder read the file of that
- *     name there as the run's labels; config.json holds their real paths.
+ *     name there as the run's labels; config.json holds their real paths, and an earlier
+ *     run's relative labels file is said to be read from the folder eval runs in.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -300,6 +301,23 @@ static void labels_from_elsewhere(void) {
     TCHECK(cJSON_IsString(l) && l->valuestring[0] == '/' && cJSON_IsString(d) &&
            d->valuestring[0] == '/', "config.json's labels and data are not absolute paths");
     cJSON_Delete(c);
+    /* a run of an earlier vidtrain (its checkpoint's configuration rewritten by Python to
+     * name lab.csv as given): still read from here, and said */
+    static const char *const prog =
+        "import json, struct, sys\n"
+        "b = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', b[:8])[0]\n"
+        "h = json.loads(b[8:8 + n]); m = h['__metadata__']\n"
+        "c = json.loads(m['vidtrain_config']); c['labels'] = 'lab.csv'\n"
+        "m['vidtrain_config'] = json.dumps(c)\n"
+        "hb = json.dumps(h).encode(); hb += b' ' * (-len(hb) % 8)\n"
+        "open(sys.argv[1], 'wb').write(struct.pack('<Q', len(hb)) + hb + b[8 + n:])\n";
+    rc = vt_test_sh("cd '%s' && rm -rf oldrun && cp -a run oldrun && rm oldrun/last.safetensors "
+                    "&& '%s' -c \"%s\" oldrun/best.safetensors && '%s' eval oldrun data --split "
+                    "test -q --clips-per-video 1 > old.out 2> old.err", g_dir,
+                    vt_test_env("VT_PYTHON", "/usr/bin/python3"), prog, g_bin);
+    snprintf(p, sizeof p, "%s/old.err", g_dir);
+    TCHECK(rc == 0 && vt_test_file_has(p, "labels file 'lab.csv' is a path relative"),
+           "an earlier run's relative labels file: exit %d, not said (see %s)", rc, p);
 }
 
 int main(void) {

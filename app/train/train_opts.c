@@ -460,6 +460,19 @@ vt_dataset *vt_run_dataset_open(const vt_train_opts *o, const char *dir, const c
         dopt.lists_dir = lists;
         dopt.lists_format = VT_LISTS_AUTO;
     }
+    /* the run's own files named relative to the folder train ran in (runs of a vidtrain
+     * that recorded them as given; train.c records real paths now): read from here, which
+     * is right only when this is that folder, so said */
+    static int said; /* once a process: eval opens the run's dataset twice */
+    const char *rel[2] = {!lists && o->lists[0] != '/' ? o->lists : "",
+                          !labels && o->labels[0] != '/' ? o->labels : ""};
+    for (int i = 0; i < 2 && !said; i++)
+        if (rel[i][0]) {
+            vt_warn("the run's %s '%s' is a path relative to the folder it trained in (an "
+                    "earlier vidtrain's run), read from this folder: run from that folder%s\n",
+                    i ? "labels file" : "lists", rel[i], i ? ", or give --labels" : "");
+            said = 1;
+        }
     vt_dataset *ds = vt_dataset_open(dir, &dopt, err, errlen);
     if (!labels && o->labels[0])
         labels = o->labels;

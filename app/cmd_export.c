@@ -199,7 +199,7 @@ int vt_cmd_export(int argc, char **argv) {
         ckpt = path;
     }
     /* run_model.c picks best, else last, when ckpt is NULL: export the model predict runs. */
-    if (vt_run_model_open(&m, run, ckpt, err, sizeof err) != 0 || !vt_file_exists(m.ckpt)) {
+    if (vt_run_model_open(&m, run, ckpt, NULL, err, sizeof err) != 0 || !vt_file_exists(m.ckpt)) {
         if (!vt_file_exists(m.ckpt))
             fprintf(stderr, "vidtrain export: %s: no such checkpoint (a run writes "
                     "best.safetensors and last.safetensors; --checkpoint picks another)\n",

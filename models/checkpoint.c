@@ -108,6 +108,22 @@ static int refuse_nonfinite(const char *path, const char *name, const float *x, 
     return -1;
 }
 
+int vt_ckpt_check_var(const char *path, const char *name, const float *x, int64_t n, char *err,
+                      size_t errlen) {
+    size_t ln = strlen(name), ls = strlen("running_var");
+    if (ln < ls || strcmp(name + ln - ls, "running_var"))
+        return 0;
+    for (int64_t i = 0; i < n; i++)
+        if (x[i] < 0) {
+            vt_set_err(err, errlen, "%s: tensor '%s' holds a negative variance (%g at element "
+                       "%lld), which no training writes: a damaged file (every output of the "
+                       "model would be NaN); start from another", path, name, (double)x[i],
+                       (long long)i);
+            return -1;
+        }
+    return 0;
+}
+
 int vt_ckpt_save(const char *path, vt_net *net, vt_optim *opt, const vt_ckpt_meta *extra,
                  char *err, size_t errlen) {
     VT_CHECK(path && net, "vt_ckpt_save: path %p net %p", (const void *)path, (void *)net);
@@ -371,7 +387,8 @@ static int load_into(vt_net *net, vt_optim *opt, const vt_ckpt_info *info, char 
     for (int i = 0; i < nt; i++) {
         const vt_tensor_info *t = vt_net_tensor(net, i);
         if (vt_ckpt_read_tensor(info, vt_ckpt_find(info, t->name), host, err, errlen) < 0 ||
-            refuse_nonfinite(info->path, t->name, host, t->numel, 0, err, errlen) != 0)
+            refuse_nonfinite(info->path, t->name, host, t->numel, 0, err, errlen) != 0 ||
+            vt_ckpt_check_var(info->path, t->name, host, t->numel, err, errlen) != 0)
             goto end;
         float *dst = (t->is_buffer ? vt_net_buffers(net) : vt_net_params(net)) + t->offset;
         if (t->numel)

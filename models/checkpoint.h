@@ -43,6 +43,13 @@
 int vt_ckpt_save(const char *path, vt_net *net, vt_optim *opt, const vt_ckpt_meta *extra,
                  char *err, size_t errlen);
 
+/* A batch-norm running variance (a tensor named *running_var) read from path: -1 with err
+ * naming the tensor and the first negative value, which no training writes (both
+ * backends clamp a batch's variance at 0) and which makes every output NaN, a damaged
+ * file; else 0. Every load below, and --init (models/transfer.h), checks it. */
+int vt_ckpt_check_var(const char *path, const char *name, const float *x, int64_t n, char *err,
+                      size_t errlen);
+
 /* The net configuration ("model", "clip", "heads", "dropout") from the metadata. */
 int vt_ckpt_net_cfg(vt_net_cfg *cfg, const vt_ckpt_info *info, char *err, size_t errlen);
 /* The optimizer configuration and step count from the metadata; -1 + err if absent. */

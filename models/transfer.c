@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "base/common.h"
+#include "models/checkpoint.h"
 #include "models/formats/pth.h"
 #include "models/formats/safetensors.h"
 
@@ -209,7 +210,8 @@ static int check_regular(const char *path, char *err, size_t errlen) {
 }
 
 /* A NaN or inf in a tensor that would be loaded: the file comes from a run that diverged
- * (issue 41). 0, or -1 with err naming the first such tensor. */
+ * (issue 41); a negative batch-norm variance: a damaged file (vt_ckpt_check_var). 0, or
+ * -1 with err naming the first such tensor. */
 static int check_finite(sd_tensor **src, const vt_net *net, const char *path, char *err,
                         size_t errlen) {
     for (int i = 0; i < vt_net_num_tensors(net); i++) {
@@ -222,6 +224,8 @@ static int check_finite(sd_tensor **src, const vt_net *net, const char *path, ch
                            isnan(s->data[k]) ? "NaN" : "inf", (long long)k);
                 return -1;
             }
+        if (s && vt_ckpt_check_var(path, s->name, s->data, s->numel, err, errlen) != 0)
+            return -1;
     }
     return 0;
 }

@@ -3,8 +3,8 @@
  * is stable when files are added and stratified per class) and labels.csv parsing with a
  * multi-label column and bad lines reported with file:line. Symbolic links (class
  * folders, split folders, files; absolute and relative) give the same videos, classes
- * and splits as real folders, while loops and dangling links are warned about with their
- * path, counted and skipped. Any non-empty subset of train/, val/, test/ is a split layout.
+ * and splits as real folders, while loops and dangling links, and a second name of one
+ * file in a split, are warned about with their path, counted and skipped. Any non-empty subset of train/, val/, test/ is a split layout.
  *
  * Files are empty: the scan looks at names only, never at contents (probing is covered
  * by test_loader with real videos).
@@ -252,6 +252,32 @@ static void test_symlinks(void) {
     }
     vt_dataset_free(&s);
     vt_dataset_free(&r);
+
+    /* One file under two names in one split: a link into another class (it was scored
+     * under both labels) and a hard link in its own class (it counted twice) are skipped,
+     * the first name kept; the same file in train and test above stays (the leak check's). */
+    char dup[4200], a1[4300], a1b[4300];
+    snprintf(dup, sizeof dup, "%s/dup", base);
+    touch(dup, "a/1.mp4");
+    touch(dup, "b/2.mp4");
+    lnk(dup, "b/1.mp4", "../a/1.mp4");
+    snprintf(a1, sizeof a1, "%s/a/1.mp4", dup);
+    snprintf(a1b, sizeof a1b, "%s/a/1b.mp4", dup);
+    TCHECK(link(a1, a1b) == 0, "hard link %s", a1b);
+    capture_begin(base);
+    vt_dataset *dd = vt_dataset_open(dup, NULL, err, sizeof err);
+    capture_end();
+    TCHECK(dd != NULL, "one file twice: %s", err);
+    if (dd) {
+        TCHECK(dd->nvideos == 2 && find(dd, "a/1.mp4") >= 0 && find(dd, "b/2.mp4") >= 0,
+               "one file twice: %d videos, want a/1.mp4 and b/2.mp4", dd->nvideos);
+        TCHECK(dd->nbroken == 2 && has_broken(dd, "b/1.mp4", "the same file as a/1.mp4") &&
+                   has_broken(dd, "a/1b.mp4", "the same file as a/1.mp4"),
+               "one file twice: %d skipped, want b/1.mp4 and a/1b.mp4 named", dd->nbroken);
+        TCHECK(strstr(captured, "dup/b/1.mp4: the same file as a/1.mp4") != NULL,
+               "no warning names the second name");
+    }
+    vt_dataset_free(&dd);
 }
 
 /* Any non-empty subset of train/, val/, test/ holding class folders is a split layout. */

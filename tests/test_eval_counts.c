@@ -4,8 +4,9 @@
  * is partial and slices round unevenly) and 3 crops, the clips and videos evaluated are
  * exactly the dataset's: videos = the files on disk (counted here with opendir, not with
  * vidtrain's scanner), clips = videos x K x crops, every confusion-matrix row sums to
- * that class's videos, and one tower gives the same counts. A damaged video is named in
- * eval.json with its decode errors.
+ * that class's videos, and one tower gives the same counts. Classes the model does not
+ * know are named and left out; a class of the model's without a video is named beside
+ * the mean class accuracy. A damaged video is named in eval.json with its decode errors.
  */
 #include "tests/apputil.h"
 
@@ -91,6 +92,14 @@ static void check_class_ids(const char *bin, const char *dir, int ntest) {
     TCHECK(vt_test_sh("grep -q \"class 'aaa_unknown' is not one of the model's 3 classes: its 2 "
                       "video(s) are left out\" '%s/evalrenamed.log'", dir) == 0,
            "the warning names the unknown class and its videos");
+    /* A class of the model's without a video here: the mean class accuracy says what it
+     * is a mean over (a split without a class printed the same line as one with it). */
+    TCHECK(vt_test_sh("mkdir -p '%s/missing' && cp -r '%s/data/test/.' '%s/missing/' && rm -r "
+                      "'%s/missing/move_up' && '%s' eval '%s/run' '%s/missing' --split all %s > "
+                      "'%s/evalmissing.log' 2>&1 && grep -q 'mean class accuracy .* (over 2 of "
+                      "the model.s 3 classes; no video of: move_up)' '%s/evalmissing.log' && ! "
+                      "grep -q 'classes; no video' '%s/evalref.log'", dir, dir, dir, dir, bin, dir,
+                      dir, opts, dir, dir, dir) == 0, "a class without videos: not said");
     /* Nothing the model knows: an error that says why, not an empty evaluation. */
     int rc = vt_test_sh("'%s' eval '%s/run' '%s/alien' --split all %s > '%s/evalalien.log' 2>&1",
                         bin, dir, dir, opts, dir);

@@ -1,6 +1,6 @@
 /*
  * test_evalproto.c: the evaluation protocol's arithmetic on hand-made probabilities with
- * exact expected values — clip/video top-1 and top-5, the argmax-first tie rule, mean
+ * exact expected values — clip/video top-1 and top-5, ties counted as misses, mean
  * class accuracy over present classes, per-class accuracy, the confusion matrix (and its
  * CSV), and the multi-label accuracy and mean average precision.
  *
@@ -42,17 +42,18 @@ static void softmax_case(void) {
      * lower index beats class 2), v3 no (class 0 beats it) -> 3 of 7 */
     TCHECK(r.clip_top1 == 3.0 / 7.0, "clip top1 %.17g", r.clip_top1);
     TCHECK(r.clip_top5 == 1.0, "clip top5 with 3 classes %.17g", r.clip_top5);
-    /* v0 sums to [0.75, 0.75, 0.5]: a tie, argmax-first says class 0 = correct.
-     * v2 sums to [1.375, 0.5, 1.125]: predicted 0, wrong. v1 right, v3 wrong. */
-    TCHECK(r.video_top1 == 0.5, "video top1 %.17g", r.video_top1);
+    /* v0 sums to [0.75, 0.75, 0.5]: class 0 ties with class 1, a miss (argmax's first
+     * maximum called it right). v2 sums to [1.375, 0.5, 1.125]: predicted 0, wrong. v1
+     * right, v3 wrong. */
+    TCHECK(r.video_top1 == 0.25, "video top1 %.17g", r.video_top1);
     TCHECK(r.video_top5 == 1.0, "video top5 %.17g", r.video_top5);
-    TCHECK(r.per_class_acc[0] == 1.0 && r.per_class_acc[1] == 0.5 && r.per_class_acc[2] == 0.0,
+    TCHECK(r.per_class_acc[0] == 0.0 && r.per_class_acc[1] == 0.5 && r.per_class_acc[2] == 0.0,
            "per class %g %g %g", r.per_class_acc[0], r.per_class_acc[1], r.per_class_acc[2]);
     TCHECK(r.per_class_videos[0] == 1 && r.per_class_videos[1] == 2 && r.per_class_videos[2] == 1,
            "per class videos");
-    TCHECK(r.mean_class_acc == 0.5, "mean class acc %.17g", r.mean_class_acc);
+    TCHECK(r.mean_class_acc == 0.5 / 3, "mean class acc %.17g", r.mean_class_acc);
     TCHECK(r.loss_sum == 1.75, "loss sum %g", r.loss_sum);
-    const int64_t conf[9] = {1, 0, 0, 1, 1, 0, 1, 0, 0};
+    const int64_t conf[9] = {0, 1, 0, 1, 1, 0, 1, 0, 0}; /* v0 under the class it tied with */
     for (int i = 0; i < 9; i++)
         TCHECK(r.confusion[i] == conf[i], "confusion[%d][%d] = %lld, want %lld", i / 3, i % 3,
                (long long)r.confusion[i], (long long)conf[i]);
@@ -74,11 +75,37 @@ static void softmax_case(void) {
             strncat(all, line, sizeof all - strlen(all) - 1);
         fclose(f);
     }
-    const char *want = "true\\pred,left,right,\"a,b\"\nleft,1,0,0\nright,1,1,0\n\"a,b\",1,0,0\n";
+    const char *want = "true\\pred,left,right,\"a,b\"\nleft,0,1,0\nright,1,1,0\n\"a,b\",1,0,0\n";
     TCHECK(!strcmp(all, want), "csv is\n%s\nwant\n%s", all, want);
     vt_eval_result_free(&r);
     vt_evalproto_free(&e);
     TCHECK(e == NULL, "free sets NULL");
+    vt_evalproto_free(&e);
+}
+
+/* A model that scores every class the same on every clip (a zero head, dead features):
+ * it has chosen nothing, so it is right on nothing, whatever the split's classes. With
+ * argmax's first maximum it scored 100% on a split of class 0 alone (eval's top-1 and
+ * mean class accuracy, and training's accuracy). Top-5 with 3 classes is still 1: every
+ * class is within the top 5. */
+static void constant_case(void) {
+    const float p[3] = {0.25f, 0.25f, 0.25f}; /* any equal values: only order matters */
+    vt_evalproto *e = vt_evalproto_init(4, 3, VT_LOSS_SOFTMAX_CE);
+    for (int v = 0; v < 4; v++)
+        for (int c = 0; c < 2; c++)
+            TCHECK(vt_evalproto_add(e, v, v < 3 ? 0 : 2, NULL, p) == 0, "add");
+    vt_eval_result r;
+    vt_evalproto_result(e, &r);
+    TCHECK(r.clip_top1 == 0 && r.video_top1 == 0 && r.mean_class_acc == 0,
+           "constant model: clip %g video %g mean class %g, want 0", r.clip_top1, r.video_top1,
+           r.mean_class_acc);
+    TCHECK(r.clip_top5 == 1 && r.video_top5 == 1, "top-5 of 3 classes %g %g", r.clip_top5,
+           r.video_top5);
+    /* the confusion matrix agrees: no video on the diagonal */
+    TCHECK(r.confusion[0] == 0 && r.confusion[1] == 3 && r.confusion[2 * 3 + 0] == 1,
+           "confusion %lld %lld %lld", (long long)r.confusion[0], (long long)r.confusion[1],
+           (long long)r.confusion[6]);
+    vt_eval_result_free(&r);
     vt_evalproto_free(&e);
 }
 
@@ -112,8 +139,9 @@ static void bce_case(void) {
     TCHECK(vt_evalproto_add(e, 2, 0, NULL, p2) == -1, "BCE needs a target");
     vt_eval_result r;
     vt_evalproto_result(e, &r);
-    /* label-wise: v0 2 right, v1 1 (0.5 counts as positive), v2 1 -> 4 of 6 */
-    TCHECK(r.clip_top1 == 4.0 / 6.0 && r.video_top1 == 4.0 / 6.0, "label acc %g %g", r.clip_top1,
+    /* label-wise: v0 2 right, v1 0 (0.5 is a tie, a miss: it counted as positive, so a
+     * model of zero logits was right on every present label), v2 1 -> 3 of 6 */
+    TCHECK(r.clip_top1 == 3.0 / 6.0 && r.video_top1 == 3.0 / 6.0, "label acc %g %g", r.clip_top1,
            r.video_top1);
     /* AP class 0: ranking v0(+) v1(-) v2(+) -> (1 + 2/3)/2 = 5/6; class 1: v2(+) v1(+)
      * v0(-) -> 1. mAP = 11/12; 1e-12 allows the few roundings of the running sums. */
@@ -195,6 +223,7 @@ int main(void) {
     softmax_case();
     top5_case();
     bce_case();
+    constant_case();
     bce_ties_case();
     helpers_case();
     return vt_test_done("test_evalproto");

@@ -26,7 +26,11 @@
  *     report.html interleaved (eval.json of one split, confusion.csv of the other): an
  *     eval holds the run folder's write lock (an flock on RUN) while it writes its set,
  *     so it waits while another holds it (here flock(1) holds it) and writes when it is
- *     released; embed likewise for its FILE and FILE.csv, on --out's folder.
+ *     released; embed likewise for its FILE and FILE.csv, on --out's folder;
+ *   - the run's paths (its dataset, labels file, lists, --init) were recorded as given,
+ *     relative to the folder train ran in: eval from another folder read the file of that
+ *     name there as the run's labels; config.json holds their real paths, and an earlier
+ *     run's relative labels file is said to be read from the folder eval runs in.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +283,43 @@ static void one_set_at_a_time(void) {
     waits_for_lock("embed", "eo", cmd, "(100%)", "eo/x.npy");
 }
 
+static void labels_from_elsewhere(void) {
+    /* train --labels lab.csv named it relative to the folder train ran in, and config.json
+     * kept it so: an eval run from another folder read that folder's lab.csv as the run's
+     * labels (here a decoy that labels everything 'zzz': every video left out, exit 1; a
+     * decoy with the classes swapped was scored, exit 0). The run records the real path. */
+    int rc = vt_test_sh("cd '%s' && rm -rf elsewhere && mkdir elsewhere && sed 's/,[a-z_]*$/,zzz/' "
+                        "lab.keep > elsewhere/lab.csv && cd elsewhere && '%s' eval ../run ../data "
+                        "--split test -q --clips-per-video 1 > el.out 2> el.err", g_dir, g_bin);
+    char p[4300];
+    snprintf(p, sizeof p, "%s/elsewhere/el.err", g_dir);
+    TCHECK(rc == 0 && !vt_test_file_has(p, "zzz"), "eval from another folder read its lab.csv "
+           "as the run's: exit %d (see %s)", rc, p);
+    snprintf(p, sizeof p, "%s/run/config.json", g_dir);
+    cJSON *c = vt_test_read_json(p);
+    const cJSON *l = cJSON_GetObjectItem(c, "labels"), *d = cJSON_GetObjectItem(c, "data");
+    TCHECK(cJSON_IsString(l) && l->valuestring[0] == '/' && cJSON_IsString(d) &&
+           d->valuestring[0] == '/', "config.json's labels and data are not absolute paths");
+    cJSON_Delete(c);
+    /* a run of an earlier vidtrain (its checkpoint's configuration rewritten by Python to
+     * name lab.csv as given): still read from here, and said */
+    static const char *const prog =
+        "import json, struct, sys\n"
+        "b = open(sys.argv[1], 'rb').read(); n = struct.unpack('<Q', b[:8])[0]\n"
+        "h = json.loads(b[8:8 + n]); m = h['__metadata__']\n"
+        "c = json.loads(m['vidtrain_config']); c['labels'] = 'lab.csv'\n"
+        "m['vidtrain_config'] = json.dumps(c)\n"
+        "hb = json.dumps(h).encode(); hb += b' ' * (-len(hb) % 8)\n"
+        "open(sys.argv[1], 'wb').write(struct.pack('<Q', len(hb)) + hb + b[8 + n:])\n";
+    rc = vt_test_sh("cd '%s' && rm -rf oldrun && cp -a run oldrun && rm oldrun/last.safetensors "
+                    "&& '%s' -c \"%s\" oldrun/best.safetensors && '%s' eval oldrun data --split "
+                    "test -q --clips-per-video 1 > old.out 2> old.err", g_dir,
+                    vt_test_env("VT_PYTHON", "/usr/bin/python3"), prog, g_bin);
+    snprintf(p, sizeof p, "%s/old.err", g_dir);
+    TCHECK(rc == 0 && vt_test_file_has(p, "labels file 'lab.csv' is a path relative"),
+           "an earlier run's relative labels file: exit %d, not said (see %s)", rc, p);
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_model_outputs");
     if (!g_bin)
@@ -302,5 +343,6 @@ int main(void) {
     foreign_checkpoint();
     validation_keeps_its_videos();
     one_set_at_a_time();
+    labels_from_elsewhere();
     return vt_test_done("test_model_outputs");
 }

@@ -16,7 +16,11 @@
  *   - eval, predict, export and embed refuse a run whose best.safetensors was given a
  *     NaN, naming the tensor; a model with finite weights whose scores overflow is
  *     scored 0% by eval (which counts the non-finite clips) and gets no answer from
- *     predict; train --init refuses the NaN file too, and a directory and a FIFO as
+ *     predict; a constant model (a zero classifier) scores 0%, not class 0's share, and
+ *     one that gives every clip the same class is said to; a negative batch-norm
+ *     variance is refused by export (it wrote a model of NaN outputs), predict and
+ *     --init; train
+ *     --init refuses the NaN file too, and a directory and a FIFO as
  *     --init say what they are (refusals); embed writes such a model's rows with empty
  *     label and prob cells (it named the first class), and refuses features that
  *     overflow (it wrote inf embeddings, exit 0); predict --dump-input holds no entry
@@ -93,8 +97,8 @@ static int st_nonfinite_tensors(const char *path) {
     return bad;
 }
 
-/* Writes NaN over the first value of tensor `name` in path. 0, or -1. */
-static int st_poison(const char *path, const char *name) {
+/* Writes v over the first value of tensor `name` in path. 0, or -1. */
+static int st_set_first(const char *path, const char *name, float v) {
     long at = 0;
     cJSON *j = st_header(path, &at);
     const cJSON *t = j ? cJSON_GetObjectItem(j, name) : NULL;
@@ -102,15 +106,19 @@ static int st_poison(const char *path, const char *name) {
     int rc = -1;
     FILE *f = off ? fopen(path, "r+b") : NULL;
     if (f) {
-        float nan = NAN;
         rc = fseek(f, at + (long)cJSON_GetArrayItem(off, 0)->valuedouble, SEEK_SET) == 0 &&
-                     fwrite(&nan, 4, 1, f) == 1
+                     fwrite(&v, 4, 1, f) == 1
                  ? 0
                  : -1;
         rc |= fclose(f) != 0 ? -1 : 0;
     }
     cJSON_Delete(j);
     return rc;
+}
+
+/* Writes NaN over the first value of tensor `name` in path. 0, or -1. */
+static int st_poison(const char *path, const char *name) {
+    return st_set_first(path, name, NAN);
 }
 
 /* Sets every value of tensor `name` in path to v. 0, or -1. */
@@ -397,6 +405,40 @@ static void refusals(void) {
     TCHECK(cJSON_IsArray(od) && cJSON_GetArraySize(od) == 0, "predict --dump-input of a skipped "
            "video: %d entries (0)", od ? cJSON_GetArraySize(od) : -1);
     cJSON_Delete(od);
+    /* a constant model (fc 0: every class the same score on every clip) answers nothing:
+     * eval scores it 0%, where argmax's first maximum gave it class 0's share (33% here,
+     * 100% on a split of class 0 alone) */
+    TCHECK(vt_test_sh("cd '%s' && rm -rf z && cp -a s z", g_dir) == 0, "copy the run");
+    snprintf(p, sizeof p, "%s/z/best.safetensors", g_dir);
+    TCHECK(st_fill(p, "fc.weight", 0) == 0 && st_fill(p, "fc.bias", 0) == 0, "zero %s", p);
+    rc = vt_test_sh("cd '%s' && '%s' eval z '%s' > cmd.out 2> cmd.err", g_dir, g_bin, g_data);
+    snprintf(p, sizeof p, "%s/cmd.out", g_dir);
+    TCHECK(rc == 0 && grep_file(p, "clip  top-1   0.00%") &&
+               grep_file(p, "video top-1   0.00%") && grep_file(p, "mean class accuracy 0.00%"),
+           "eval of a constant model: rc %d (see %s)", rc, p);
+    /* the same with a bias that picks class 0 for every clip: not a tie, so scored as what
+     * it is (class 0's share), and said to be one answer whatever the clip */
+    snprintf(p, sizeof p, "%s/z/best.safetensors", g_dir);
+    TCHECK(st_set_first(p, "fc.bias", 1) == 0, "bias %s", p);
+    rc = vt_test_sh("cd '%s' && '%s' eval z '%s' > cmd.out 2> cmd.err", g_dir, g_bin, g_data);
+    snprintf(p, sizeof p, "%s/cmd.err", g_dir);
+    TCHECK(rc == 0 && grep_file(p, "every video was predicted 'move_left'"),
+           "eval of a one-answer model: rc %d, no warning (see %s)", rc, p);
+    /* a negative batch-norm variance (no training writes one; every output NaN): export
+     * wrote an ONNX model of NaN outputs, exit 0; it, predict and --init refuse it */
+    TCHECK(vt_test_sh("cd '%s' && rm -rf nv && cp -a s nv", g_dir) == 0, "copy the run");
+    snprintf(p, sizeof p, "%s/nv/best.safetensors", g_dir);
+    TCHECK(st_fill(p, "bn2.running_var", -1) == 0, "negative variance %s", p);
+    snprintf(p, sizeof p, "%s/cmd.err", g_dir);
+    rc = vt_test_sh("cd '%s' && '%s' export nv --onnx nv.onnx > cmd.out 2> cmd.err", g_dir, g_bin);
+    TCHECK(rc == 1 && grep_file(p, "bn2.running_var") && grep_file(p, "negative variance") &&
+               vt_test_sh("test ! -e '%s/nv.onnx'", g_dir) == 0,
+           "export of a negative variance: rc %d (see %s)", rc, p);
+    rc = vt_test_sh("cd '%s' && '%s' predict nv '%s' > cmd.out 2> cmd.err", g_dir, g_bin, video);
+    TCHECK(rc == 1 && grep_file(p, "negative variance"), "predict: rc %d (see %s)", rc, p);
+    rc = vt_test_sh("cd '%s' && '%s' train '%s' --out nvi %s --init nv/best.safetensors > "
+                    "cmd.out 2> cmd.err", g_dir, g_bin, g_data, TRAIN_ARGS);
+    TCHECK(rc != 0 && grep_file(p, "negative variance"), "--init: rc %d (see %s)", rc, p);
     /* predict --timeline: each window says it has no answer, none ranks NaN */
     rc = vt_test_sh("cd '%s' && '%s' predict o '%s' --timeline --json > cmd.out 2> cmd.err", g_dir,
                     g_bin, video);
@@ -411,7 +453,8 @@ static void refusals(void) {
     snprintf(p, sizeof p, "%s/oe.csv", g_dir);
     char *csv = vt_test_slurp(p, NULL);
     const char *row = csv ? strchr(csv, '\n') : NULL;
-    TCHECK(rc == 0 && row && strstr(row, ",,\n") && !strstr(row, "nan"),
+    /* label and prob empty, then the damage columns (decode_errors, filled_frames) */
+    TCHECK(rc == 0 && row && strstr(row, ",,,0,0\n") && !strstr(row, "nan"),
            "embed of an overflowing classifier: rc %d, rows %s", rc, row ? row : "(none)");
     free(csv);
     snprintf(p, sizeof p, "%s/cmd.err", g_dir);

@@ -6,7 +6,8 @@
  *     trailing slashes, a FIFO, a socket and (as root) a device node are refused exactly
  *     when an independent oracle says so: the path exists and is not a regular file or
  *     is an input by inode, or its folder's real path lies under an input folder's.
- *   The commands: export --onnx and embed --out onto the run's own checkpoint, onto a FIFO
+ *   The commands: export --onnx and embed --out onto the run's own checkpoint, export,
+ *     embed (its CSV) and predict --dump-input onto the run's other files, onto a FIFO
  *     and (as root) onto a device node are refused with nothing changed; train into a
  *     folder that holds a run is refused unless --resume or --force (which leaves none of
  *     the old files), into a folder another train holds, inside the dataset, onto a file;
@@ -214,6 +215,29 @@ static void commands(const char *bin) {
            "best.safetensors changed");
     free(orig);
     free(now);
+    /* onto the run's other files (its record, the lock, tb/): refused, every one
+     * unchanged (export replaced metrics.jsonl, val.json and .lock, embed --out
+     * r/metrics.npy wrote its CSV over r/metrics.csv, exit 0); eval still writes its own
+     * three, and a new file in the run is still an output */
+    vt_test_sh("cd '%s' && echo '{}' > r/eval.json && sha256sum r/*.* r/.lock > run.sums", dir);
+    snprintf(p, sizeof p, "%s/e.err", dir);
+    static const char *const record[] = {"metrics.jsonl", "val.json", ".lock", "report.html",
+                                         "eval.json", "tb/x.onnx"};
+    for (size_t i = 0; i < sizeof record / sizeof *record; i++) {
+        rc = vt_test_sh("cd '%s' && '%s' export r --onnx r/%s 2> e.err", dir, bin, record[i]);
+        TCHECK(rc == 1 && sh_err(p, "an input"), "export onto r/%s: rc %d", record[i], rc);
+    }
+    rc = vt_test_sh("cd '%s' && '%s' embed r data/test --out r/metrics.npy 2> e.err", dir, bin);
+    TCHECK(rc != 0 && sh_err(p, "r/metrics.csv"), "embed's CSV onto r/metrics.csv: rc %d", rc);
+    rc = vt_test_sh("cd '%s' && '%s' predict r \"$(ls data/test/*/* | head -n 1)\" --dump-input "
+                    "r/val.json > /dev/null 2> e.err", dir, bin);
+    TCHECK(rc == 2 && sh_err(p, "an input"), "predict --dump-input onto r/val.json: rc %d", rc);
+    TCHECK(vt_test_sh("cd '%s' && sha256sum --quiet -c run.sums && test ! -e r/metrics.npy",
+                      dir) == 0, "a file of the run changed");
+    rc = vt_test_sh("cd '%s' && '%s' eval r data -q --clips-per-video 1 > /dev/null 2> e.err && "
+                    "'%s' export r --onnx r/model.onnx > /dev/null 2>> e.err && "
+                    "echo '{}' > curly && ! cmp -s r/eval.json curly", dir, bin, bin);
+    TCHECK(rc == 0, "eval into its run, or export to a new file there: rc %d", rc);
     /* special files */
     vt_test_sh("cd '%s' && mkfifo ff", dir);
     rc = vt_test_sh("cd '%s' && timeout 20 '%s' export r --onnx ff 2> e.err; test -p ff", dir, bin);

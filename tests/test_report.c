@@ -3,7 +3,8 @@
  * scripts, no external resources), and rendered by headless Chromium (the outside
  * truth for "the page shows the curves"): the DOM Chromium builds holds the loss and
  * accuracy polylines with one point per logged epoch and the confusion heat map's
- * cells, and a screenshot is produced and is not blank.
+ * cells, and a screenshot is produced and is not blank. Top-5 of 5 or fewer classes is
+ * said to say nothing.
  * Skips (77) when /usr/bin/chromium is absent (scripts/setup.sh installs it).
  */
 #include "app/eval/report.h"
@@ -90,6 +91,10 @@ int main(void) {
     TCHECK(polyline_points(html, "loss-chart", "class=\"curve val\"") == 3, "val loss points");
     TCHECK(count_str(html, "class=\"cell\"") == 9, "9 heat-map cells");
     TCHECK(strstr(html, "9.9") == NULL, "the re-logged epoch 3 replaced the first one");
+    /* 3 classes: the 100% top-5 rows say they say nothing (eval's lines do; the page did
+     * not) */
+    TCHECK(count_str(html, "5 or fewer classes: top-5 says nothing") == 2,
+           "top-5 of 3 classes: the page does not say it says nothing");
 
     /* ---- Chromium ---- */
     const char *chromium = "/usr/bin/chromium";

@@ -141,9 +141,12 @@ static void usage(FILE *f) {
         "                         speed, auto, manual:W,W,...\n"
         "  -q, --quiet            no progress display\n"
         "%s\n"
-        "top-k: the true class counts within the top k when fewer than k classes score higher\n"
-        "(ties go to the lower class index). Mean class accuracy averages the per-class video\n"
-        "top-1 over the classes present. Every clip is counted once across towers.\n"
+        "top-k: the true class counts within the top k when fewer than k other classes score\n"
+        "as high or higher (a tie is a miss: a model that scores every class the same is\n"
+        "right on none). Mean class accuracy averages the per-class video top-1 over the\n"
+        "classes present (the model's classes without a video are named beside it). A model\n"
+        "that puts every video under one class is warned about. Every clip is counted once\n"
+        "across towers.\n"
         "Classes are matched to the model's by name; videos of a class the model does not\n"
         "know are left out, named in a warning and counted (eval.json \"unknown_videos\").\n"
         "Frames of a damaged stream that never decode hold the nearest decoded frame: counted\n"
@@ -309,6 +312,31 @@ static int eval_pick_videos(const eval_args *ea, vt_dataset *ds, int32_t **idxp,
     return 0;
 }
 
+/* Every video put under one class, with videos of two classes or more: the model answers
+ * the same whatever the clip (a collapsed run), and its top-1 is that class's share of
+ * the split, which an imbalanced split makes look good. Said on stderr; the mean class
+ * accuracy is the figure that shows it. */
+static void constant_warning(const vt_eval_result *r, char *const *names) {
+    int k = r->classes, present = 0, col = -1;
+    int64_t videos = 0;
+    for (int t = 0; t < k; t++) {
+        present += r->per_class_videos[t] > 0;
+        videos += r->per_class_videos[t];
+    }
+    for (int c = 0; c < k && col < 0; c++) {
+        int64_t n = 0;
+        for (int t = 0; t < k; t++)
+            n += r->confusion[(size_t)t * k + c];
+        if (n == videos)
+            col = c;
+    }
+    if (present >= 2 && videos > 0 && col >= 0)
+        fprintf(stderr, "warning: every video was predicted '%s': the model answers the same "
+                "whatever the clip (a collapsed or untrained run), and its top-1 is that "
+                "class's share of the split; the mean class accuracy shows what it is worth\n",
+                names[col]);
+}
+
 /* Run, the report: the figures per head on stdout, RUN/eval.json (with the near-copies in
  * training of the videos idx[0..n) of ds), RUN/confusion.csv and the report page. 0, or 1
  * when a file could not be written (said). */
@@ -350,7 +378,21 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
                100 * r[h].clip_top5, t5);
         printf("  video top-1 %6.2f%%   top-5 %6.2f%%%s\n", 100 * r[h].video_top1,
                100 * r[h].video_top5, t5);
-        printf("  mean class accuracy %.2f%%\n  per class:", 100 * r[h].mean_class_acc);
+        /* the classes it is a mean over, when not all of the model's: a split without a
+         * class scored the same figure as one with it, and nothing said which */
+        int absent = 0;
+        for (int k = 0; k < r[h].classes; k++)
+            absent += isnan(r[h].per_class_acc[k]) != 0;
+        printf("  mean class accuracy %.2f%%", 100 * r[h].mean_class_acc);
+        if (absent) {
+            printf(" (over %d of the model's %d classes; no video of:", r[h].classes - absent,
+                   r[h].classes);
+            for (int k = 0, shown = 0; k < r[h].classes; k++)
+                if (isnan(r[h].per_class_acc[k]) && shown++ < 10)
+                    printf(" %s", heads->classes[h][k]);
+            printf("%s)", absent > 10 ? " ..." : "");
+        }
+        printf("\n  per class:");
         for (int k = 0; k < r[h].classes; k++) {
             if (isnan(r[h].per_class_acc[k]))
                 continue;
@@ -359,6 +401,7 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
         printf("\n");
         if (r[h].classes <= 30)
             vt_eval_confusion_print(&r[h], (const char *const *)heads->classes[h], stdout);
+        constant_warning(&r[h], heads->classes[h]);
     }
     cJSON *j = vt_eval_json(r, heads, cnt, sname, eo, ds, idx, n);
     add_leaks(j, ea->run, ea->dir, &m->opts, sname, ds, idx, n);
@@ -440,7 +483,10 @@ int vt_cmd_eval(int argc, char **argv) {
     memset(&m, 0, sizeof m);
     if (vt_dist_lead() && run_in_use(run, 0, &held))
         goto end;
-    if (vt_run_model_open(&m, run, ma->ckpt, err, sizeof err) != 0) {
+    /* the files eval writes into RUN; every other file of the run is an input that no
+     * output may replace (base/common.h's output rule) */
+    static const char *const outs[] = {"eval.json", "confusion.csv", "report.html", NULL};
+    if (vt_run_model_open(&m, run, ma->ckpt, outs, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;
     }
@@ -471,7 +517,6 @@ int vt_cmd_eval(int argc, char **argv) {
     /* DIR and the labels file are inputs now (vt_dataset_open, vt_dataset_load_labels): a
      * RUN inside DIR cannot take eval.json, nor --labels be one of the files eval writes,
      * said before the evaluation rather than after it (base/common.h's output rule) */
-    static const char *const outs[] = {"eval.json", "confusion.csv", "report.html"};
     int orc = 0;
     for (int i = 0; i < 3 && orc == 0 && vt_dist_lead(); i++) {
         if (i == 1 && m.heads.cfg[0].loss != VT_LOSS_SOFTMAX_CE)

@@ -379,7 +379,7 @@ int vt_cmd_predict(int argc, char **argv) {
     cJSON *out = pa.json ? cJSON_CreateArray() : NULL;
     c.dump = dump_path ? cJSON_CreateArray() : NULL;
     vt_run_model m;
-    if (vt_run_model_open(&m, run, pa.ma.ckpt, err, sizeof err) != 0) {
+    if (vt_run_model_open(&m, run, pa.ma.ckpt, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain predict: %s\n", err);
         goto end;
     }

@@ -53,18 +53,21 @@ void vt_evalproto_free(vt_evalproto **pe) {
     *pe = NULL;
 }
 
-/* Rank of class y: how many classes beat it (strictly higher, or equal with a lower
- * index — the argmax-first rule). A row with a non-finite score ranks y last: NaN
- * compares false with everything, so "no class scores higher" would make a diverged
- * model's every answer right (issue 41). INT_MAX: past any top-k. One body for a clip's
- * float row (rank_of) and a video's double sums (rank_of_d). */
+/* Rank of class y: how many other classes score as high or higher. A tie counts against
+ * y: a model that gives two classes the same score has not chosen between them, and
+ * breaking the tie by index (argmax's first maximum) would credit it with the lower one:
+ * a model that scores every class the same, whatever the clip, got every video of class
+ * 0 right (100% on a split of that class alone). A row with a non-finite score ranks y
+ * last: NaN compares false with everything, so "no class scores higher" would make a
+ * diverged model's every answer right (issue 41). INT_MAX: past any top-k. One body for a
+ * clip's float row (rank_of) and a video's double sums (rank_of_d). */
 #define RANK_OF(name, T)                                                                   \
     static int name(const T *p, int k, int y) {                                            \
         int r = 0;                                                                         \
         for (int j = 0; j < k; j++) {                                                      \
             if (!isfinite(p[j]))                                                           \
                 return INT_MAX;                                                            \
-            if (p[j] > p[y] || (p[j] == p[y] && j < y))                                    \
+            if (j != y && p[j] >= p[y])                                                    \
                 r++;                                                                       \
         }                                                                                  \
         return r;                                                                          \
@@ -98,7 +101,8 @@ int vt_evalproto_add(vt_evalproto *e, int video, int label, const float *target,
         if (!target)
             return -1;
         for (int j = 0; j < k; j++) {
-            e->clip_lab_ok += finite && (prob[j] >= 0.5f) == (target[j] >= 0.5f);
+            e->clip_lab_ok += finite && prob[j] != 0.5f && /* 0.5: a tie, a miss */
+                              (prob[j] > 0.5f) == (target[j] >= 0.5f);
             e->vtarget[(size_t)video * k + j] = target[j];
         }
     }
@@ -221,6 +225,12 @@ void vt_evalproto_result(const vt_evalproto *e, vt_eval_result *r) {
                     pred = j;
             if (rk == INT_MAX) /* non-finite scores: wrong, and not confused with class 0 */
                 pred = y == 0 ? VT_MIN(1, k - 1) : 0;
+            else if (rk >= 1 && pred == y) /* y tied for the top: a miss, confused with the */
+                for (int j = 0; j < k; j++)  /* first class it tied with */
+                    if (j != y && s[j] == s[y]) {
+                        pred = j;
+                        break;
+                    }
             v1 += rk < 1;
             v5 += rk < 5;
             r->per_class_videos[y]++;
@@ -266,7 +276,7 @@ void vt_evalproto_result(const vt_evalproto *e, vt_eval_result *r) {
                 continue;
             double mean = e->vsum[(size_t)v * k + c] / (double)e->vclips[v];
             int t = e->vtarget[(size_t)v * k + c] >= 0.5f;
-            okc += isfinite(mean) && (mean >= 0.5) == t;
+            okc += isfinite(mean) && mean != 0.5 && (mean > 0.5) == t; /* 0.5: a miss */
             pos += t;
             nall++;
             if (!isfinite(mean))

@@ -10,12 +10,16 @@
  * counts what it is fed, so a duplicated clip would show up in the counts.
  *
  * Conventions (documented for users in `vidtrain eval --help`):
- *   - top-k: the true class counts as within the top k when fewer than k classes score
- *     strictly higher and ties are broken toward the lower class index (the same rule
- *     as argmax taking the first maximum). With k >= classes top-k is always 1.
+ *   - top-k: the true class counts as within the top k when fewer than k other classes
+ *     score as high or higher: a tie counts against it (a model that scores every class
+ *     the same has chosen none; argmax's first maximum would credit it with class 0).
+ *     With k >= classes top-k is always 1. A video whose true class ties for the top is
+ *     put in the confusion matrix under the first class it ties with.
  *   - mean class accuracy: the mean over classes that have at least one video of each
  *     class's video top-1 accuracy (classes absent from the split are left out).
  *   - confusion[true][pred] counts VIDEOS (rows true class, columns predicted class).
+ *   - label-wise accuracy (multi-label): a label is predicted present above 0.5, absent
+ *     below; exactly 0.5 (logit 0) is a tie and a miss, as in top-k.
  *   - average precision (multi-label): scikit-learn's average_precision_score over
  *     videos ranked by mean score, tied scores one threshold; a non-finite score is never
  *     retrieved (its positives add no recall).

@@ -24,6 +24,19 @@ static const char *const run_files[] = {
     "tb", /* a folder: TensorBoard's event files (app/eval/tensorboard.h) */
 };
 
+void vt_run_claim_inputs(const char *run, const char *const *writes) {
+    char p[4200];
+    for (size_t i = 0; i <= VT_ARRAY_LEN(run_files); i++) {
+        const char *f = i < VT_ARRAY_LEN(run_files) ? run_files[i] : ".lock";
+        int own = 0;
+        for (const char *const *w = writes; w && *w; w++)
+            own |= !strcmp(*w, f);
+        snprintf(p, sizeof p, "%s/%s", run, f);
+        if (!own)
+            vt_inputs_add(p);
+    }
+}
+
 /* What a --resume start rewrites before it loads the checkpoint (vt_run_claim.kept). */
 static const char *const kept_files[3] = {"config.json", "plan.txt", "leaks.json"};
 

@@ -33,6 +33,15 @@ int vt_run_claim_take(vt_run_claim *c, const char *out, const char *data, const 
  * no --resume could open). Then releases the lock. Takes a claim that holds nothing. */
 void vt_run_claim_release(vt_run_claim *c, int failed);
 
+/* For the commands that read a run (eval, predict, embed, export): declares every file of
+ * the run's record (run.h's layout, tb/ and .lock) as an input of this command
+ * (base/common.h vt_inputs_add), so that no output of it may replace one (export --onnx
+ * RUN/metrics.jsonl, embed --out RUN/metrics.npy with its RUN/metrics.csv, predict
+ * --dump-input RUN/val.json replaced them, exit 0). writes: the files of the record the
+ * command writes itself (eval's eval.json, confusion.csv and report.html), NULL-terminated,
+ * or NULL for none. */
+void vt_run_claim_inputs(const char *run, const char *const *writes);
+
 /* For the commands that write into a run's folder (eval): a run folder belongs to one
  * run. 1 when a train holds `run` now (RUN/.lock flocked by a live process), with its pid
  * (from the lock file; "" when unknown) in pid, and nothing held. Else 0 with *fd a shared

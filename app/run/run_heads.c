@@ -49,6 +49,30 @@ int vt_run_heads_from_json(vt_run_heads *h, const cJSON *arr, char *err, size_t 
             vt_run_heads_free(h);
             return -1;
         }
+        /* a loss this vidtrain does not know was read as softmax, a class name that is not
+         * a string as "?", a name twice as two classes (eval put every video of it under
+         * the first): a damaged or hand-edited list, or a newer vidtrain's */
+        char twice[256];
+        const char *why = strcmp(ls->valuestring, "bce") && strcmp(ls->valuestring, "softmax")
+                              ? "its loss is neither softmax nor bce" : NULL;
+        for (int k2 = 0; k2 < i && !why; k2++)
+            if (!strcmp(h->cfg[k2].name, nm->valuestring))
+                why = "another head has its name";
+        for (const cJSON *e = cl->child; e && !why; e = e->next) {
+            if (!cJSON_IsString(e))
+                why = "a class name is not a string";
+            for (const cJSON *d = cl->child; d != e && !why; d = d->next)
+                if (!strcmp(d->valuestring, e->valuestring)) {
+                    snprintf(twice, sizeof twice, "class '%.200s' is there twice", d->valuestring);
+                    why = twice;
+                }
+        }
+        if (why) {
+            vt_set_err(err, errlen, "head %d ('%s'): %s: a damaged or hand-edited list, or one "
+                       "from another vidtrain", i, nm->valuestring, why);
+            vt_run_heads_free(h);
+            return -1;
+        }
         snprintf(h->cfg[i].name, sizeof h->cfg[i].name, "%s", nm->valuestring);
         h->cfg[i].loss = !strcmp(ls->valuestring, "bce") ? VT_LOSS_BCE : VT_LOSS_SOFTMAX_CE;
         h->cfg[i].classes = k;
@@ -59,7 +83,7 @@ int vt_run_heads_from_json(vt_run_heads *h, const cJSON *arr, char *err, size_t 
         h->n++;
         int c = 0;
         for (const cJSON *e = cl->child; e; e = e->next, c++)
-            h->classes[i][c] = vt_strdup(cJSON_IsString(e) ? e->valuestring : "?");
+            h->classes[i][c] = vt_strdup(e->valuestring);
     }
     return 0;
 }

@@ -3,7 +3,9 @@
  * smoothing and class names per head — in config.json "heads" and so in every
  * checkpoint's copy of it. eval and predict rebuild the model's outputs from it.
  *
- * It must never guess a head: a list that lacks a name, a loss or classes is refused.
+ * It must never guess a head: a list that lacks a name, a loss or classes is refused, and
+ * so is one with a loss other than softmax and bce, a class name that is not a string or
+ * is there twice in a head, or two heads of one name.
  */
 #ifndef VT_RUN_HEADS_H
 #define VT_RUN_HEADS_H

@@ -12,7 +12,9 @@
 #include "app/decode_opt.h"
 #include "app/dist.h"
 #include "app/run/run_ckpt.h"
+#include "app/run/run_claim.h"
 #include "app/run/run_files.h"
+#include "app/train/train_ranges.h"
 #include "base/common.h"
 #include "models/optim.h"
 #include "pipeline/parallel/slices.h"
@@ -64,8 +66,8 @@ int vt_model_args_take(vt_model_args *a, int argc, char **argv, int *i, const ch
     return 1;
 }
 
-int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *err,
-                      size_t errlen) {
+int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt,
+                      const char *const *writes, char *err, size_t errlen) {
     memset(m, 0, sizeof *m);
     vt_train_opts_default(&m->opts);
     if (ckpt)
@@ -78,11 +80,7 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *
     char cerr[1024], path[4200];
     /* what no output of this command may replace (base/common.h's output rule) */
     vt_inputs_add(m->ckpt);
-    const char *own[] = {"best.safetensors", "last.safetensors", "config.json"};
-    for (size_t i = 0; i < VT_ARRAY_LEN(own); i++) {
-        snprintf(path, sizeof path, "%s/%s", run, own[i]);
-        vt_inputs_add(path);
-    }
+    vt_run_claim_inputs(run, writes);
     const char *src = m->ckpt; /* where the configuration came from, for messages */
     cJSON *cfg = vt_run_ckpt_config(m->ckpt, cerr, sizeof cerr);
     if (!cfg) {
@@ -115,6 +113,15 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *
                    "(kinetics, pytorchvideo, imagenet): a run from a newer vidtrain, or a "
                    "damaged configuration; its clips cannot be normalised as it trained",
                    src, m->opts.input_norm);
+        cJSON_Delete(cfg);
+        return -1;
+    }
+    /* the command line's own ranges and choices, as --resume checks them (train_ranges.h):
+     * a checkpoint whose configuration says crop 1e9 printed a negative byte count, and
+     * a short side of -5 ran at another scale than the run's, exit 0 */
+    char rerr[1024];
+    if (vt_train_opts_check(&m->opts, src, rerr, sizeof rerr) != 0) {
+        vt_set_err(err, errlen, "%s", rerr);
         cJSON_Delete(cfg);
         return -1;
     }

@@ -47,10 +47,12 @@ typedef struct vt_run_model {
 
 /* Picks the checkpoint (ckpt, or RUN/best.safetensors when it exists, else
  * RUN/last.safetensors) and reads the configuration and heads it was trained with: the
- * checkpoint's own copy, else RUN/config.json. 0, or -1 with err naming the file. m is
- * always initialised: vt_run_model_free it either way. */
-int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt, char *err,
-                      size_t errlen);
+ * checkpoint's own copy, else RUN/config.json. The checkpoint and every file of RUN but
+ * `writes` (the ones the command writes there itself, NULL-terminated, or NULL) become
+ * inputs no output may replace (app/run/run_claim.h vt_run_claim_inputs). 0, or -1 with
+ * err naming the file. m is always initialised: vt_run_model_free it either way. */
+int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt,
+                      const char *const *writes, char *err, size_t errlen);
 /* The evaluation protocol's clip for this model: its clip length, stride and crop; the
  * short side it was trained at (crop * 8/7 when the configuration has none); 1 crop, no
  * flip. */

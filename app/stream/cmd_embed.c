@@ -342,7 +342,7 @@ int vt_cmd_embed(int argc, char **argv) {
         vt_inputs_add(a.labels);
     if (a.lists)
         vt_inputs_add(a.lists);
-    if (vt_run_model_open(&m, a.run, a.ma.ckpt, err, sizeof err) != 0) {
+    if (vt_run_model_open(&m, a.run, a.ma.ckpt, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain embed: %s\n", err);
         goto end;
     }

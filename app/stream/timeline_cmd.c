@@ -334,7 +334,7 @@ int vt_predict_timeline(const char *run, const char *const *videos, int nvid,
     char err[1024];
     vt_run_model m;
     int rc = 1, ok = 0;
-    if (vt_run_model_open(&m, run, ma->ckpt, err, sizeof err) != 0) {
+    if (vt_run_model_open(&m, run, ma->ckpt, NULL, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain predict: %s\n", err);
         goto end;
     }

@@ -9,6 +9,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -29,10 +30,28 @@
 #include "pipeline/parallel/slices.h"
 #include "base/json_str.h"
 
+/* The paths the run reads, in its configuration j, as absolute paths: relative ones were
+ * relative to the folder train ran in, which nothing records, so eval, predict and
+ * --resume run from another folder read whatever file had that name there (the run's
+ * labels file: another labels.csv, its labels taken as the run's, exit 0). A path that
+ * cannot be resolved stays as it is. */
+static void absolute_paths(cJSON *j) {
+    static const char *const keys[] = {"data", "val_dir", "labels", "lists", "init"};
+    for (size_t i = 0; i < VT_ARRAY_LEN(keys); i++) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
+        char *real = cJSON_IsString(v) && v->valuestring[0] && v->valuestring[0] != '/'
+                         ? realpath(v->valuestring, NULL) : NULL;
+        if (real && strlen(real) < 1024) /* the field's size (train_opts.h) */
+            cJSON_SetValuestring(v, real);
+        free(real);
+    }
+}
+
 /* config.json: the resolved options plus the heads (eval and predict read it); its text
  * also goes into every checkpoint. 0, or -1 with err. */
 static int write_config(vt_train *t, char *err, size_t errlen) {
     cJSON *j = vt_train_opts_to_json(&t->o);
+    absolute_paths(j);
     cJSON_AddItemToObject(j, "heads", vt_run_heads_to_json(&t->heads));
     vt_dist_add_rank_devices(j, &t->o);
     char path[2100];

@@ -410,6 +410,22 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     if (cJSON_IsNumber(m))
         o->max_steps = m->valuedouble >= 0 && m->valuedouble < 9e18 /* else UB */
                            ? (int64_t)m->valuedouble : 0;
+    /* A key that nothing here writes: a newer vidtrain's option (its run read by this one
+     * would silently lose its effect: clips made otherwise, labels read otherwise) or a
+     * misspelt edit ("clip_T"), which changes nothing while it seems to. The keys are the
+     * ones to_json writes, and the config's other parts: its heads (run_heads.h), each
+     * rank's devices (app/dist.c), the old name of tower_split. */
+    static const char *const others[] = {"heads", "ranks", "split", "weights_licence"};
+    o->json_unknown[0] = 0;
+    cJSON *mine = vt_train_opts_to_json(o);
+    for (const cJSON *e = j ? j->child : NULL; e && !o->json_unknown[0]; e = e->next) {
+        int known = !e->string || cJSON_GetObjectItemCaseSensitive(mine, e->string) != NULL;
+        for (size_t i = 0; i < VT_ARRAY_LEN(others) && !known; i++)
+            known = !strcmp(e->string, others[i]);
+        if (!known)
+            snprintf(o->json_unknown, sizeof o->json_unknown, "%s", e->string);
+    }
+    cJSON_Delete(mine);
 }
 
 void vt_train_opts_device_args(const vt_train_opts *o, vt_device_args *a) {
@@ -444,6 +460,19 @@ vt_dataset *vt_run_dataset_open(const vt_train_opts *o, const char *dir, const c
         dopt.lists_dir = lists;
         dopt.lists_format = VT_LISTS_AUTO;
     }
+    /* the run's own files named relative to the folder train ran in (runs of a vidtrain
+     * that recorded them as given; train.c records real paths now): read from here, which
+     * is right only when this is that folder, so said */
+    static int said; /* once a process: eval opens the run's dataset twice */
+    const char *rel[2] = {!lists && o->lists[0] != '/' ? o->lists : "",
+                          !labels && o->labels[0] != '/' ? o->labels : ""};
+    for (int i = 0; i < 2 && !said; i++)
+        if (rel[i][0]) {
+            vt_warn("the run's %s '%s' is a path relative to the folder it trained in (an "
+                    "earlier vidtrain's run), read from this folder: run from that folder%s\n",
+                    i ? "labels file" : "lists", rel[i], i ? ", or give --labels" : "");
+            said = 1;
+        }
     vt_dataset *ds = vt_dataset_open(dir, &dopt, err, errlen);
     if (!labels && o->labels[0])
         labels = o->labels;

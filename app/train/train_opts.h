@@ -146,6 +146,9 @@ typedef struct vt_train_opts {
     char json_bad[64];     /* from_json: the first key that was there with the wrong type
                               ("" none); the loaders refuse such a configuration rather
                               than run on the default in its place */
+    char json_unknown[64]; /* from_json: the first key that no part of this vidtrain writes
+                              ("" none): a newer vidtrain's option, or a misspelt edit,
+                              whose effect this one would silently leave out */
 } vt_train_opts;
 
 /* The recipe o resolves to (config.json "recipe"): "transformer-finetune" for a
@@ -205,7 +208,8 @@ static inline int vt_train_opts_finetune(const vt_train_opts *o) {
 void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu);
 /* To/from JSON (the run's config.json). from_json leaves fields absent in j unchanged,
  * and names in o->json_bad the first key there with the wrong type (a string for a number,
- * a number for a name; null is taken as absent): whoever reads a run refuses it. */
+ * a number for a name; null is taken as absent), and in o->json_unknown the first key no
+ * part of this vidtrain writes: whoever reads a run refuses either (train_ranges.h). */
 cJSON *vt_train_opts_to_json(const vt_train_opts *o);
 void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j);
 /* The device options that are strings (app/device_opts.h), in one list, X(field) each:

@@ -108,8 +108,9 @@ int vt_train_range_parse(vt_train_opts *o, const char *opt, const char *v) {
 static int bad(const char *src, const char *key, const char *what, const char *opt, char *err,
                size_t errlen) {
     vt_set_err(err, errlen, "%s: \"%s\" is %s (the check %s makes on the command line): a "
-               "damaged or hand-edited configuration; fix the value, or give %s with --resume "
-               "to override it", src, key, what, opt, opt);
+               "damaged or hand-edited configuration, or one from another vidtrain; fix the "
+               "value (train --resume also takes %s, which overrides it)", src, key, what, opt,
+               opt);
     return -1;
 }
 
@@ -119,6 +120,13 @@ int vt_train_opts_check(const vt_train_opts *o, const char *src, char *err, size
         vt_set_err(err, errlen, "%s: \"%s\" has the wrong type for that key (config.json as "
                    "vidtrain writes it has a string for a name and a number for a number): a "
                    "damaged or hand-edited configuration; fix the value or rerun", src, o->json_bad);
+        return -1;
+    }
+    if (o->json_unknown[0]) { /* vt_train_opts_from_json read past it */
+        vt_set_err(err, errlen, "%s: \"%.63s\" is not a key this vidtrain knows: an option of a "
+                   "newer vidtrain, whose effect this one would leave out, or a misspelt edit; "
+                   "run it with the vidtrain that wrote it, or remove the key", src,
+                   o->json_unknown);
         return -1;
     }
     for (size_t i = 0; i < VT_ARRAY_LEN(g_ranges); i++) {

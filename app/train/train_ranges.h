@@ -1,7 +1,9 @@
 /*
  * train_ranges.h: the one table of train's numeric options and their ranges. The command
- * line parses through it, and --resume checks config.json's values against the same
- * table, so a saved configuration can never hold what the command line refuses (issue 41:
+ * line parses through it, and --resume (config.json) and the commands that run a trained
+ * model (eval, predict, embed, export: the checkpoint's copy, vt_run_model_open) check a
+ * saved configuration against the same table, so it can never hold what the command line
+ * refuses (issue 41:
  * workers=100000 used to abort in pthread_create 45 s in, lr=-1e308 trained, crop=1e9
  * printed a negative byte count). It must never accept a value the command line refuses.
  */

@@ -39,7 +39,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 static void run_model(void) {
     vt_run_model m;
     char err[1024] = "";
-    if (vt_run_model_open(&m, scratch, path, err, sizeof err) == 0) {
+    if (vt_run_model_open(&m, scratch, path, NULL, err, sizeof err) == 0) {
         FUZZ_ASSERT(m.heads.n >= 1 && m.heads.n <= VT_MAX_HEADS, "%d heads", m.heads.n);
         vt_clip_cfg clip;
         vt_run_model_clip(&clip, &m);

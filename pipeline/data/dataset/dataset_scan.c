@@ -3,7 +3,8 @@
  * (relative paths at or below the class level), which are ignored (other files, files
  * above the class level, top-level folders that are not split folders), and which cannot
  * be followed (dangling links, loops of links, links back to a folder above them, FIFOs
- * and devices), each of those warned about once with its path. A folder that cannot be
+ * and devices, a second name of a video's file in one split), each of those warned about
+ * once with its path. A folder that cannot be
  * listed is not one of those: it is reported for the caller to refuse the dataset.
  *
  * It must never open a file's contents (a FIFO named x.mp4 would block forever), never
@@ -72,6 +73,12 @@ static entry_kind entry_kind_of(const char *abs, struct stat *st, char *why, siz
     return ENTRY_BROKEN;
 }
 
+/* A video's file (or frame folder) as the walk found it: what says two names are one. */
+typedef struct file_id {
+    dev_t dev;
+    ino_t ino;
+} file_id;
+
 typedef struct scan_ctx {
     const char *root;           /* DIR */
     int class_depth;            /* folder depth of the class folders: 1, or 2 under splits */
@@ -81,7 +88,19 @@ typedef struct scan_ctx {
     dev_t dev[SCAN_MAX_DEPTH + 1];
     ino_t ino[SCAN_MAX_DEPTH + 1]; /* the folders from DIR down to it: a link to one of
                                       them would be walked forever (a loop) */
+    file_id *ids;               /* (out->videos.n) each video's file */
+    int ids_cap;
 } scan_ctx;
+
+/* A video found at rel, its file st: out->videos and its id. */
+static void add_video(scan_ctx *c, char *rel, const struct stat *st) {
+    if (c->out->videos.n == c->ids_cap) {
+        c->ids_cap = c->ids_cap ? 2 * c->ids_cap : 256;
+        c->ids = vt_realloc(c->ids, sizeof *c->ids * (size_t)c->ids_cap);
+    }
+    c->ids[c->out->videos.n] = (file_id){st->st_dev, st->st_ino};
+    vt_ds_strv_push(&c->out->videos, rel);
+}
 
 /* An entry the walk cannot follow: warned about with its path, listed, never fatal. */
 static void scan_broken(scan_ctx *c, const char *rel, const char *why) {
@@ -119,7 +138,7 @@ static void walk(scan_ctx *c, const char *rel) {
             break;
         case ENTRY_FILE:
             if (c->depth >= c->class_depth && vt_is_video_name(names.s[i])) {
-                vt_ds_strv_push(&c->out->videos, r);
+                add_video(c, r, &st);
                 r = NULL;
             } else {
                 vt_ds_strv_push(&c->out->ignored, r); /* not a video, or above the class level */
@@ -132,7 +151,7 @@ static void walk(scan_ctx *c, const char *rel) {
                 loop |= c->dev[k] == st.st_dev && c->ino[k] == st.st_ino;
             if (c->depth >= c->class_depth && vt_video_is_frame_dir(a)) {
                 /* numbered JPEG/PNG frames: one video (pipeline/data/video/video.h) */
-                vt_ds_strv_push(&c->out->videos, r);
+                add_video(c, r, &st);
                 r = NULL;
             } else if (c->depth == 0 && c->splits && vt_split_parse(names.s[i]) < 0) {
                 /* "name/": not a split folder */
@@ -184,10 +203,76 @@ int vt_ds_has_split_folders(const char *dir) {
     return folders;
 }
 
+/* A video for drop_same_files' sort: its split folder (the first slen bytes of rel, none
+ * for a flat dataset), its file and its index in out->videos. */
+typedef struct same_key {
+    const char *rel;
+    size_t slen;
+    file_id id;
+    int i;
+} same_key;
+
+static int same_place(const same_key *x, const same_key *y) {
+    return x->slen == y->slen && !strncmp(x->rel, y->rel, x->slen) &&
+           x->id.dev == y->id.dev && x->id.ino == y->id.ino;
+}
+
+/* By split folder, then file, then relpath (the name kept is the first). */
+static int by_file(const void *pa, const void *pb) {
+    const same_key *x = pa, *y = pb;
+    int d = strncmp(x->rel, y->rel, x->slen < y->slen ? x->slen : y->slen);
+    if (d || x->slen != y->slen)
+        return d ? d : (x->slen < y->slen ? -1 : 1);
+    if (x->id.dev != y->id.dev)
+        return x->id.dev < y->id.dev ? -1 : 1;
+    if (x->id.ino != y->id.ino)
+        return x->id.ino < y->id.ino ? -1 : 1;
+    return strcmp(x->rel, y->rel);
+}
+
+/* One file under two names in one split (a link to a video, or a linked class folder,
+ * beside the video itself) is one video: the first name is kept, the others are skipped
+ * and warned about. Under two classes it was scored (or trained) under both labels,
+ * right under at most one; under one class it counted twice. The same file in two splits
+ * is the leak check's to report (app/leaks.h), not this. */
+static void drop_same_files(scan_ctx *c) {
+    vt_ds_strv *v = &c->out->videos;
+    if (v->n < 2)
+        return;
+    same_key *k = vt_malloc(sizeof *k * (size_t)v->n);
+    for (int i = 0; i < v->n; i++)
+        k[i] = (same_key){v->s[i], c->splits ? strcspn(v->s[i], "/") : 0, c->ids[i], i};
+    qsort(k, (size_t)v->n, sizeof *k, by_file);
+    char *drop = vt_calloc((size_t)v->n, 1);
+    for (int j = 1, first = 0; j < v->n; j++) {
+        if (!same_place(&k[first], &k[j])) {
+            first = j;
+            continue;
+        }
+        char why[4200];
+        snprintf(why, sizeof why, "the same file as %.4000s (a link): one video, read under "
+                 "that name only", k[first].rel);
+        scan_broken(c, k[j].rel, why);
+        drop[k[j].i] = 1;
+    }
+    int n = 0;
+    for (int i = 0; i < v->n; i++) {
+        if (drop[i])
+            free(v->s[i]);
+        else
+            v->s[n++] = v->s[i];
+    }
+    v->n = n;
+    free(drop);
+    free(k);
+}
+
 void vt_ds_scan_folder(vt_ds_scan *out, const char *dir, const struct stat *root, int splits) {
     memset(out, 0, sizeof *out);
     scan_ctx c = {.root = dir, .class_depth = splits ? 2 : 1, .splits = splits, .out = out};
     c.dev[0] = root->st_dev;
     c.ino[0] = root->st_ino;
     walk(&c, "");
+    drop_same_files(&c);
+    free(c.ids);
 }

@@ -153,9 +153,11 @@ static void ensure_capacity(tower *tw, int chunk) {
     rebuild(tw, mb);
 }
 
-/* Correct predictions of head h for k clips whose logits are in tw->logits (host). A
- * clip with a non-finite logit is never right: NaN compares false, so "no class scores
- * higher" would pass a diverged model's every clip (issue 41). */
+/* Correct predictions of head h for k clips whose logits are in tw->logits (host): the
+ * true class above every other (a tie is a miss, as in app/eval/evalproto.h: argmax's
+ * first maximum would pass a model that scores every class the same on every clip of
+ * class 0). A clip with a non-finite logit is never right: NaN compares false, so "no
+ * class scores higher" would pass a diverged model's every clip (issue 41). */
 static int64_t count_correct(const vt_head_cfg *hc, const float *logits, const vt_batch *b, int h,
                              int first, int k) {
     int64_t right = 0;
@@ -170,18 +172,19 @@ static int64_t count_correct(const vt_head_cfg *hc, const float *logits, const v
         if (hc->loss == VT_LOSS_SOFTMAX_CE) {
             if (!b->label[h])
                 continue;
-            int arg = 0;
-            for (int c = 1; c < K; c++)
-                if (z[c] > z[arg])
-                    arg = c;
-            right += arg == b->label[h][first + j];
+            int y = b->label[h][first + j], above = 1;
+            if (y < 0 || y >= K) /* a bad label: the loss op reports it */
+                continue;
+            for (int c = 0; c < K; c++)
+                above &= c == y || z[c] < z[y];
+            right += above;
         } else {
             if (!b->target[h])
                 continue;
             const float *y = b->target[h] + (int64_t)(first + j) * K;
             int all = 1;
             for (int c = 0; c < K; c++)
-                all &= (z[c] > 0) == (y[c] > 0.5f);
+                all &= z[c] != 0 && (z[c] > 0) == (y[c] > 0.5f); /* 0: a tie, a miss */
             right += all;
         }
     }

@@ -8,7 +8,8 @@
  * for the same frames: clips starting mid-GOP, stride > 1, padding past the end, repeated
  * and backwards reads on one handle, sequential decode, native size and upscaling (also at
  * widths swscale's SIMD blocks do not divide), and
- * reads that decode on across a keyframe instead of seeking (checked by the seek count).
+ * reads that decode on across a keyframe instead of seeking (checked by the seek count);
+ * and an AVI that lost a chunk, whose clips after a seek must be a read-through's.
  *
  * Tolerance: bit-exact (max abs diff 0). Both sides run the same libavcodec decoder and
  * one libswscale context with the same flags, colour matrix and range, into aligned
@@ -372,6 +373,63 @@ static void test_sequential(void) {
     vt_video_close(&v);
 }
 
+/* An AVI that lost a chunk (hostile/corrupt_mid.avi: 3 KB of 0xff over a chunk header,
+ * so a packet is gone): read through, the demuxer numbers the packets after the hole by
+ * counting them; seeked to, by its idx1 index, one more. A clip past the hole read right
+ * after an open (a seek) must hold the frames a read-through (decode_all, the index's
+ * numbering, ffmpeg's) puts at those positions, not the ones a position further on. */
+typedef struct all_frames {
+    uint8_t *buf;
+    size_t fb;
+    int64_t n;
+} all_frames;
+
+static int keep_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
+    all_frames *a = user;
+    a->fb = (size_t)w * h * 3;
+    a->buf = realloc(a->buf, (size_t)(n + 1) * a->fb);
+    memcpy(a->buf + (size_t)n * a->fb, rgb, a->fb);
+    a->n = n + 1;
+    return 0;
+}
+
+static void test_lost_chunk(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/hostile/corrupt_mid.avi", dir);
+    vt_video *v = NULL;
+    TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0, "open: %s", err);
+    if (!v)
+        return;
+    all_frames a = {0};
+    int64_t got = 0;
+    vt_video_decode_all(v, 32, keep_frame, &a, &got, err, sizeof err);
+    const int64_t n = vt_video_get_info(v)->nframes;
+    vt_video_close(&v);
+    TCHECK(a.n == n && n > 40, "decode_all: %lld of %lld frames", (long long)a.n, (long long)n);
+    int bad = 0, clips = 0;
+    for (int64_t start = 24; start + 4 <= a.n; start += 5) {
+        TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0, "open: %s", err);
+        if (!v)
+            break;
+        uint8_t *clip = malloc(4 * a.fb);
+        TCHECK(vt_video_read_clip(v, clip, start, 4, 1, 32, VT_PAD_LOOP, err, sizeof err) == 0,
+               "read %lld: %s", (long long)start, err);
+        if (memcmp(clip, a.buf + (size_t)start * a.fb, 4 * a.fb)) {
+            bad++;
+            fprintf(stderr, "  corrupt_mid.avi: the clip at %lld after a seek differs\n",
+                    (long long)start);
+        }
+        clips++;
+        free(clip);
+        vt_video_close(&v);
+    }
+    TCHECK(bad == 0, "corrupt_mid.avi: %d of %d clips after a seek hold other frames than a "
+           "read-through", bad, clips);
+    printf("  corrupt_mid.avi (a chunk lost): %d clips past the hole after a seek, the frames "
+           "a read-through gives\n", clips);
+    free(a.buf);
+}
+
 static void test_rotation(const char *name, int want_rot) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -439,6 +497,7 @@ int main(void) {
     test_rotation("rot90.mp4", 90);
     test_rotation("rot270.mp4", 270);
     test_width();
+    test_lost_chunk();
     refs_clear();
     return vt_test_done("test_decode");
 }

@@ -101,6 +101,9 @@ struct vt_video {
     int streaming;          /* 1 when the decoder continues from last_pos without a seek */
     int eof_sent;           /* NULL packet sent: drained, needs a seek before more reads */
     int64_t last_pos;       /* index position of the last frame received, -1 after a seek */
+    int land_check;         /* the first packet after a seek not read yet (video_seek.c) */
+    int land_bad;           /* it was a keyframe the index does not have: the container's
+                             * timestamps after this seek disagree with the index's */
     vt_scaler sc;           /* scaling */
     vt_video_frame_sink sink; /* clean decoded frames also go here (vt_video_set_sink) */
     void *sink_ctx;

@@ -123,9 +123,12 @@ int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stri
                 break;
             }
             int64_t m = vt_vid_frame_pos(v);
-            if (fresh && m > q && back < VT_MAX_SEEK_RETRY) {
+            if (fresh && (m > q || v->land_bad) && back < VT_MAX_SEEK_RETRY) {
                 /* Overshot: the demuxer's seek landed after q (dts-indexed containers,
-                 * open GOPs). Go one keyframe further back. */
+                 * open GOPs). Or landed on a keyframe the index does not have (a damaged
+                 * AVI: video_seek.c check_landing), whose frames' positions would be
+                 * off. Go one keyframe further back (at the last retry, to the start,
+                 * which numbers the packets as the index did). */
                 av_frame_unref(v->frame);
                 back++;
                 ret = vt_vid_seek_for(v, q, back, err, errlen);

@@ -37,7 +37,23 @@ int vt_vid_seek_ts(vt_video *v, int64_t ts, char *err, size_t errlen) {
     v->eof_sent = 0;
     v->streaming = 0;
     v->last_pos = -1;
+    v->land_check = 1;
+    v->land_bad = 0;
     return 0;
+}
+
+/* The first packet after a seek, when it is a keyframe: is its timestamp one of the
+ * index's keyframes? The index and the packet come from the same demuxer, so only a
+ * container whose timestamps depend on how it was reached says no: an AVI that lost a
+ * chunk numbers the packets after it by counting them when read through and by its idx1
+ * index when seeked to, one apart, so a seek would hand out every frame of the clip one
+ * position off, silently (vt_video_read_clip seeks further back instead). */
+static void check_landing(vt_video *v, const AVPacket *pkt) {
+    v->land_check = 0;
+    if (v->no_ts || !(pkt->flags & AV_PKT_FLAG_KEY) || pkt->pts == AV_NOPTS_VALUE)
+        return;
+    int64_t k = vt_vid_lower_bound(v->kf, v->nkf, pkt->pts);
+    v->land_bad = !(k < v->nkf && v->kf[k] == pkt->pts);
 }
 
 /* Does the current read need the frame of this packet? Unknown (no exact pts) = yes.
@@ -106,6 +122,8 @@ int vt_vid_next_frame(vt_video *v, char *err, size_t errlen) {
             av_packet_unref(v->pkt);
             continue;
         }
+        if (v->land_check)
+            check_landing(v, v->pkt);
         /* Less decoding, same pixels: a frame nobody wants is not decoded when nothing
          * depends on it — any frame of an intra-only stream (not even sent), or a
          * non-reference frame (B-frames) of any codec (skip_frame, read per packet,

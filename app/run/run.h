@@ -5,7 +5,7 @@
  *
  * Run folder layout:
  *   config.json        resolved configuration (vt_train_opts, plus the heads; the paths
- *                      it reads as real paths, app/train/train.c absolute_paths):
+ *                      it reads as absolute paths, app/train/train.c absolute_paths):
  *                      app/train/train_opts.h, app/run/run_heads.h
  *   plan.txt           devices, slice plan and memory plan as printed before training
  *   metrics.jsonl      one JSON object per line: {"kind":"step",...} every --log-every

@@ -33,17 +33,26 @@
 /* The paths the run reads, in its configuration j, as absolute paths: relative ones were
  * relative to the folder train ran in, which nothing records, so eval, predict and
  * --resume run from another folder read whatever file had that name there (the run's
- * labels file: another labels.csv, its labels taken as the run's, exit 0). A path that
- * cannot be resolved stays as it is. */
+ * labels file: another labels.csv, its labels taken as the run's, exit 0). The folder
+ * train ran in is put before them, links left as they are (a resolved link would name
+ * one machine's mount point where the user named a path every machine of an MPI run may
+ * see). A path that would not fit the field stays as it is. */
 static void absolute_paths(cJSON *j) {
     static const char *const keys[] = {"data", "val_dir", "labels", "lists", "init"};
+    char cwd[1024], abs[2100];
+    if (!getcwd(cwd, sizeof cwd))
+        return;
     for (size_t i = 0; i < VT_ARRAY_LEN(keys); i++) {
         cJSON *v = cJSON_GetObjectItemCaseSensitive(j, keys[i]);
-        char *real = cJSON_IsString(v) && v->valuestring[0] && v->valuestring[0] != '/'
-                         ? realpath(v->valuestring, NULL) : NULL;
-        if (real && strlen(real) < 1024) /* the field's size (train_opts.h) */
-            cJSON_SetValuestring(v, real);
-        free(real);
+        if (!cJSON_IsString(v) || !v->valuestring[0] || v->valuestring[0] == '/')
+            continue;
+        const char *rel = v->valuestring;
+        while (rel[0] == '.' && rel[1] == '/') /* "./x" is x */
+            for (rel += 2; *rel == '/'; rel++)
+                ;
+        int len = snprintf(abs, sizeof abs, "%s/%s", strcmp(cwd, "/") ? cwd : "", rel);
+        if (len > 0 && len < 1024) /* the field's size (train_opts.h) */
+            cJSON_SetValuestring(v, abs);
     }
 }
 

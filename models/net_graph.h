@@ -321,8 +321,11 @@ static inline int64_t vt_node_floats(const vt_node *nd) {
 
 /* Clips whose weight gradients a conv or linear layer of cfg.exact computes before one
  * pass folds them all into the accumulators (net_exact.c): each accumulator is read and
- * written once per group instead of once per clip (the same integers: xsum.h). */
-#define VT_XSUM_GROUP 4
+ * written once per group instead of once per clip (the same integers: xsum.h). 1: on the
+ * CPU the fold is bound by its arithmetic, not by memory, and groups of 4 made slow_r50's
+ * exact step slower (0.45 s against 0.40 at batch 2; docs/notebook/results.md); a GPU,
+ * where it is memory-bound, may want more once measured. */
+#define VT_XSUM_GROUP 1
 /* The arenas of cfg.exact beside the gradients' accumulators (2 int64 a parameter),
  * defined in net_exact.c: floats of VT_XSUM_GROUP clips' largest layer gradient (weight
  * and bias) or BN sums, and int64 of a BN layer's accumulators and count. */

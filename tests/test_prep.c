@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "tests/apputil.h"
+#include "tests/mediautil.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
 
@@ -244,6 +245,33 @@ static void check_manifest(const char *dst) {
     free(m);
 }
 
+/* A damaged H.264 source whose decoder hands two frames out after later ones (make_media's
+ * hostile/corrupt_mid.mp4: 48 indexed, 39 decode, pts 10752 and 11776 come after 16384 and
+ * 17408): the copy is written in order, so those two are left out, and the damage line
+ * says so; frames written + never decoded + left out = the source's index. */
+static void damaged_order(const char *bin, const char *dir) {
+    if (vt_test_media_make())
+        return;
+    char sdir[4300], ddir[4300], p[8800];
+    snprintf(sdir, sizeof sdir, "%s/dsrc", dir);
+    snprintf(ddir, sizeof ddir, "%s/ddst", dir);
+    vt_test_media_put(sdir, "a/corrupt_mid.mp4", "hostile/corrupt_mid.mp4");
+    TCHECK(vt_test_sh("'%s' prep '%s' '%s' --jobs 1 > '%s/dmg.out' 2>&1", bin, sdir, ddir, dir)
+               == 0, "prep of a damaged source");
+    snprintf(p, sizeof p, "%s/dmg.out", dir);
+    char *o = vt_test_slurp(p, NULL);
+    long long errs = -1, never = -1, of = -1, dis = 0;
+    const char *d = o ? strstr(o, "damaged source (") : NULL;
+    int got = d ? sscanf(d, "damaged source (%lld decode error(s), %lld of %lld frames never "
+                            "decoded, %lld decoded out of order", &errs, &never, &of, &dis) : 0;
+    snprintf(p, sizeof p, "%s/a/corrupt_mid.mp4", ddir);
+    long long written = vt_test_ffprobe_frames(p);
+    TCHECK(got == 4 && dis > 0 && written + never + dis == of,
+           "the damage line counts every frame: %lld written + %lld never decoded + %lld out "
+           "of order, of %lld (%s)", written, never, dis, of, d ? d : "no damage line");
+    free(o);
+}
+
 int main(void) {
     const char *bin = vt_test_bin("test_prep");
     if (!bin)
@@ -470,5 +498,6 @@ int main(void) {
     rc = vt_test_sh("mkdir -p '%s/c' && cp '%s/b/trunc.mp4' '%s/c/' && '%s' prep '%s' '%s/out' "
                     "> /dev/null 2>&1", p, src, p, bin, p, p);
     TCHECK(rc == 1, "prep of only bad videos exits 1, got %d", rc);
+    damaged_order(bin, dir);
     return vt_test_done("test_prep");
 }

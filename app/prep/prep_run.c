@@ -54,11 +54,16 @@ static void progress_text(run *r, char *buf, size_t n) {
  * damage can be said. Into buf: empty, or the sentence. */
 static void damage_text(const vt_prep_result *res, char *buf, size_t n) {
     buf[0] = 0;
-    if (res->decode_errors || res->frames_missing)
+    if (res->decode_errors || res->frames_missing || res->frames_disordered) {
+        char dis[96] = "";
+        if (res->frames_disordered)
+            snprintf(dis, sizeof dis, ", %lld decoded out of order and left out",
+                     (long long)res->frames_disordered);
         snprintf(buf, n, "damaged source (%lld decode error(s), %lld of %lld frames never "
-                 "decoded): copied as it decoded; check it with ffmpeg -v error -i SRC -f null -",
-                 (long long)res->decode_errors, (long long)res->frames_missing,
-                 (long long)res->src_frames);
+                 "decoded%s): copied as it decoded; check it with ffmpeg -v error -i SRC -f "
+                 "null -", (long long)res->decode_errors, (long long)res->frames_missing,
+                 (long long)res->src_frames, dis);
+    }
 }
 
 /* Called under the lock when a file finishes. */

@@ -78,6 +78,8 @@ typedef struct prep_job {
     int tb_num, tb_den;       /* source stream time base */
     int ow, oh;
     int64_t decoded, written;
+    int64_t last_n;           /* index position of the last decoded frame, -1 before one */
+    int64_t disordered;       /* frames decoded after a later one: left out (send_at) */
     int64_t ts0;              /* source timestamp of the first frame written (a segment's) */
     int ret;                  /* first error inside the callback */
     int dst_failed;           /* that error was writing the output, not reading the source */
@@ -196,6 +198,13 @@ static int on_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
     }
     sws_scale(j->sws, src, stride, 0, j->oh, f->data, f->linesize);
     j->decoded++;
+    /* A damaged stream's decoder may hand a frame out after a later one: the copy is
+     * written in order and its place has passed, so send_at leaves it out; counted, and
+     * said with the damage */
+    if (n <= j->last_n)
+        j->disordered++;
+    else
+        j->last_n = n;
 
     int tbn, tbd;
     int64_t ts = vt_video_frame_ts(j->v, n, &tbn, &tbd) - j->ts0;
@@ -331,7 +340,7 @@ int vt_prep_segment(vt_prep_result *res, const char *src, const char *dst, const
 static int prep_range(vt_prep_result *res, const char *src, const char *dst, const char *ext,
                       const vt_prep_opts *o, double start, double end, char *err,
                       size_t errlen) {
-    prep_job j = {.o = o, .last_pts = INT64_MIN, .err = err, .errlen = errlen};
+    prep_job j = {.o = o, .last_pts = INT64_MIN, .last_n = -1, .err = err, .errlen = errlen};
     memset(res, 0, sizeof *res);
     int ret = 0, header = 0;
     char name[64];
@@ -484,6 +493,7 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
     }
     res->frames_decoded = j.decoded;
     res->frames_written = j.written;
+    res->frames_disordered = j.disordered;
     res->decode_errors = vt_video_get_stats(j.v)->decode_errors;
     res->frames_missing = end > 0 ? vt_video_get_stats(j.v)->missing_frames
                                   : VT_MAX(range.count - j.decoded, 0);

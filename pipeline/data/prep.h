@@ -54,6 +54,9 @@ typedef struct vt_prep_result {
                              * decoded: a segment holds the nearest decoded frame in their
                              * place, as the loader's clips do; a whole file leaves them
                              * out (its timestamps keep the gap) */
+    int64_t frames_disordered; /* frames the decoder handed out after a later one (a damaged
+                             * stream's: their place in the copy was written already), left
+                             * out of the copy */
     int src_width, src_height, rotation; /* coded size and the rotation that was applied */
     int out_width, out_height;
     int size_kept;          /* the source's short side was S or less, not upscaled: 1 its

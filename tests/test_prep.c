@@ -202,7 +202,7 @@ static void check_manifest(const char *dst) {
     char path[8400], cmd[8400], line[256];
     snprintf(path, sizeof path, "%s/prep-manifest.csv", dst);
     char *m = vt_test_slurp(path, NULL);
-    TCHECK(m && !strncmp(m, "path,source,duration_s,frames,bytes,sha256,status\n", 50),
+    TCHECK(m && !strncmp(m, "path,source,duration_s,frames,bytes,sha256,status,damage\n", 57),
            "manifest header");
     int rows = 0;
     for (char *c = m; c && *c; c++)
@@ -217,9 +217,11 @@ static void check_manifest(const char *dst) {
         char fpath[200] = "", fsrc[8400] = "", fsha[80] = "", fstat[64] = "";
         double dur = 0;
         long long frames = 0, bytes = 0;
-        int got = sscanf(r, "%199[^,],%8399[^,],%lf,%lld,%lld,%79[^,],%63s", fpath, fsrc, &dur,
-                         &frames, &bytes, fsha, fstat);
-        TCHECK(got == 7 && !strcmp(fstat, "ok"), "%s row parses and says ok: %s", good[i].out, r);
+        int got = sscanf(r, "%199[^,],%8399[^,],%lf,%lld,%lld,%79[^,],%63[^,\n]", fpath, fsrc,
+                         &dur, &frames, &bytes, fsha, fstat);
+        /* a clean source: the damage column (the last) empty */
+        TCHECK(got == 7 && !strcmp(fstat, "ok") && strstr(r, ",ok,") && r[strlen(r) - 1] == ',',
+               "%s row parses, says ok, no damage: %s", good[i].out, r);
         snprintf(cmd, sizeof cmd, "sha256sum '%s/%s' | cut -d' ' -f1", dst, good[i].out);
         sh_line(line, sizeof line, cmd);
         TCHECK(!strcmp(line, fsha), "%s: sha256 %s, sha256sum says %s", good[i].out, fsha, line);
@@ -270,6 +272,20 @@ static void damaged_order(const char *bin, const char *dir) {
            "the damage line counts every frame: %lld written + %lld never decoded + %lld out "
            "of order, of %lld (%s)", written, never, dis, of, d ? d : "no damage line");
     free(o);
+    /* the manifest row says it too (its damage column) */
+    snprintf(p, sizeof p, "%s/prep-manifest.csv", ddir);
+    char *m = vt_test_slurp(p, NULL), want[256];
+    snprintf(want, sizeof want, ",ok,%lld decode errors; %lld of %lld frames never decoded; %lld "
+             "out of order (left out)\n", errs, never, of, dis);
+    TCHECK(m && strstr(m, want), "the manifest's damage column: %s", m ? m : "(none)");
+    free(m);
+    /* a manifest an earlier vidtrain wrote (no damage column) is read: the copy is done */
+    TCHECK(vt_test_sh("cd '%s' && sed -i -e '1s/,damage$//' -e '2,$s/,[^,]*$//' "
+                      "prep-manifest.csv && '%s' prep '%s' '%s' --jobs 1 > '%s/dmg2.out' 2>&1",
+                      ddir, bin, sdir, ddir, dir) == 0, "prep again over a 7-column manifest");
+    snprintf(p, sizeof p, "%s/dmg2.out", dir);
+    TCHECK(vt_test_file_has(p, "0 written, 1 done before"), "the old manifest's row was read "
+           "(see %s)", p);
 }
 
 int main(void) {

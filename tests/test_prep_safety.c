@@ -43,7 +43,7 @@ static void manifest_counts(const char *dst, int *ok, int *bad) {
     for (char *l = m; l && *l;) {
         char *e = strchr(l, '\n');
         size_t len = e ? (size_t)(e - l) : strlen(l);
-        *ok += len > 3 && !strncmp(l + len - 3, ",ok", 3);
+        *ok += len > 4 && !strncmp(l + len - 4, ",ok,", 4); /* status ok, damage empty */
         for (size_t i = 0; i + 6 <= len; i++)
             if (!strncmp(l + i, ",bad: ", 6)) {
                 (*bad)++;

@@ -62,7 +62,10 @@ void prep_entry_push(entry_list *l, entry e);
 /* ---- the manifest: CSV rows (prep_manifest.c) ---- */
 
 typedef struct row {
-    char *f[7];  /* path, source, duration_s, frames, bytes, sha256, status */
+#define PREP_FIELDS 8
+    char *f[PREP_FIELDS]; /* path, source, duration_s, frames, bytes, sha256, status,
+                           * damage (empty for a clean source; a manifest of an earlier
+                           * vidtrain has no such column: NULL) */
     int seq;     /* order in the file (reading only) */
 } row;
 

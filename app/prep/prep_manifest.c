@@ -1,6 +1,7 @@
 /*
  * prep_manifest.c: DST/prep-manifest.csv — path,source,duration_s,frames,bytes,sha256,
- * status, one row per output, appended to as files finish and rewritten whole and
+ * status,damage, one row per output (a manifest of an earlier vidtrain, without the damage
+ * column, is read as well), appended to as files finish and rewritten whole and
  * sorted at the start and end of a run. Reading keeps the last row of a path (a file
  * redone after a kill has a later row) and ignores a malformed line (the torn last line
  * of a killed run). It must never write the manifest in place, and never leave a torn
@@ -25,7 +26,7 @@ void prep_rows_push(row_list *l, row r) {
 }
 
 void prep_row_free(row *r) {
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < PREP_FIELDS; i++)
         vt_freep(&r->f[i]);
 }
 
@@ -36,12 +37,13 @@ void prep_rows_clear(row_list *l) {
 }
 
 void prep_row_put(FILE *f, const row *r) {
-    for (int i = 0; i < 7; i++)
-        vt_csv_put(f, r->f[i] ? r->f[i] : "", i == 6);
+    for (int i = 0; i < PREP_FIELDS; i++)
+        vt_csv_put(f, r->f[i] ? r->f[i] : "", i == PREP_FIELDS - 1);
 }
 
-/* Parses one CSV line into exactly 7 fields; 0, or -1 for a malformed line (a torn last
- * line of a killed run, say), which the caller ignores. */
+/* Parses one CSV line into PREP_FIELDS fields, or one fewer (an earlier vidtrain's row,
+ * without the damage column); 0, or -1 for a malformed line (a torn last line of a killed
+ * run, say), which the caller ignores. */
 static int row_parse(row *r, const char *line) {
     memset(r, 0, sizeof *r);
     const char *p = line;
@@ -71,7 +73,7 @@ static int row_parse(row *r, const char *line) {
         while (*p && *p != ',')
             s[n++] = *p++;
         s[n] = 0;
-        if (k == 7) {
+        if (k == PREP_FIELDS) {
             free(s);
             prep_row_free(r);
             return -1;
@@ -81,7 +83,7 @@ static int row_parse(row *r, const char *line) {
             break;
         p++;
     }
-    if (k != 7) {
+    if (k < PREP_FIELDS - 1) {
         prep_row_free(r);
         return -1;
     }
@@ -146,7 +148,7 @@ int prep_manifest_write(const char *path, const row_list *rows, const entry *ski
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
     VT_CHECK(f != NULL, "open_memstream: out of memory");
-    fputs("path,source,duration_s,frames,bytes,sha256,status\n", f);
+    fputs("path,source,duration_s,frames,bytes,sha256,status,damage\n", f);
     for (int i = 0; i < rows->n; i++) {
         int pending = 0;
         for (int k = 0; k < nskip && !pending; k++)

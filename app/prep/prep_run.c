@@ -190,10 +190,19 @@ void *prep_worker(void *arg) {
             break;
         }
         double secs = vt_now() - t0;
+        /* the damage column: what the line says of a damaged source, for a script that
+         * reads only the manifest (the copy itself reads clean) */
+        const int dmg = rc == 0 && (res.decode_errors || res.frames_missing ||
+                                    res.frames_disordered);
         row w = {.f = {vt_strdup(e->out), vt_strdup(src), prep_fmt("%.3f", res.src_duration),
                   prep_fmt("%lld", (long long)res.frames_written),
                   prep_fmt("%lld", rc == 0 ? (long long)st.st_size : 0LL), vt_strdup(hex),
-                  rc == 0 ? vt_strdup("ok") : prep_fmt("bad: %s", err)}};
+                  rc == 0 ? vt_strdup("ok") : prep_fmt("bad: %s", err),
+                  dmg ? prep_fmt("%lld decode errors; %lld of %lld frames never decoded; %lld "
+                                 "out of order (left out)", (long long)res.decode_errors,
+                                 (long long)res.frames_missing, (long long)res.src_frames,
+                                 (long long)res.frames_disordered)
+                      : vt_strdup("")}};
         pthread_mutex_lock(&r->lock);
         /* The row goes out after the rename: a kill between them redoes the file, and so
          * does a row the full disk refused (the run stops there). */

@@ -416,6 +416,15 @@ static void refusals(void) {
     TCHECK(rc == 0 && grep_file(p, "clip  top-1   0.00%") &&
                grep_file(p, "video top-1   0.00%") && grep_file(p, "mean class accuracy 0.00%"),
            "eval of a constant model: rc %d (see %s)", rc, p);
+    /* predict says it is a tie rather than naming class 0 as if it were the answer */
+    rc = vt_test_sh("cd '%s' && '%s' predict z '%s' --clips-per-video 2 > cmd.out 2> cmd.err "
+                    "&& '%s' predict z '%s' --clips-per-video 2 --json > tie.json 2>> cmd.err",
+                    g_dir, g_bin, video, g_bin, video);
+    snprintf(p, sizeof p, "%s/cmd.out", g_dir);
+    int said = grep_file(p, "(a tie: the top score is shared");
+    snprintf(p, sizeof p, "%s/tie.json", g_dir);
+    TCHECK(rc == 0 && said && grep_file(p, "\"tie\":\ttrue"), "predict of a constant model: rc "
+           "%d, the tie said %d (see %s)", rc, said, p);
     /* the same with a bias that picks class 0 for every clip: not a tie, so scored as what
      * it is (class 0's share), and said to be one answer whatever the clip */
     snprintf(p, sizeof p, "%s/z/best.safetensors", g_dir);

@@ -30,7 +30,9 @@ static void usage(FILE *f) {
         "Prints the top-k labels with their probabilities for each video, averaging K\n"
         "uniformly spaced clips (x crops) per video, with RUN's best checkpoint (else last).\n\n"
         "  --top K               labels per video (default 5, at most the class count)\n"
-        "  --json                one JSON document on stdout instead of text\n"
+        "  --json                one JSON document on stdout instead of text (per video: path,\n"
+        "                        heads[{name, tie, top[{label, prob}]}]; tie: the top score\n"
+        "                        is shared, no single class is the answer)\n"
         "  --clips-per-video K   (default 10)\n"
         "  --crops 1|3           (default 1)\n"
         "  --checkpoint PATH     another checkpoint\n"
@@ -310,6 +312,15 @@ static void predict_print(const pred_ctx *c, const char *video, int top, cJSON *
             printf("  head %s%s\n", heads->cfg[h].name,
                    heads->cfg[h].loss == VT_LOSS_BCE ? " (independent tag probabilities)" : "");
         }
+        /* the top score shared by another class: no single answer (eval counts such a
+         * video as a miss); the list still ranks them by class index, so it is said */
+        int tied = 0;
+        for (int j = 0; j < Kc && Kc > 1; j++)
+            tied |= j != idx[0] && sc[j] == sc[idx[0]];
+        if (ho)
+            cJSON_AddBoolToObject(ho, "tie", tied);
+        else if (tied)
+            printf("  (a tie: the top score is shared, so no single class is the answer)\n");
         for (int r = 0; r < k; r++) {
             if (tl) {
                 cJSON *p = cJSON_CreateObject();

@@ -16,6 +16,7 @@
  *     and the rewritten config.json uses the new key ("tower_split");
  *   - only train/ with a run trained without --val-split has nothing held out: eval's
  *     default is an error pointing at --split train;
+ *   - --split all counts a file that is in two splits (a link from test/ into train/) once;
  *   - a run trained on list files (--lists, UCF101's form) is evaluated on their test list;
  *     another DIR with list files of its own on those (eval --lists); a DIR whose videos
  *     the run's lists do not name is refused with a hint at --lists.
@@ -250,6 +251,21 @@ int main(void) {
     rc = vt_test_sh("'%s' eval '%s/run0' '%s/tronly' -q > '%s/tronly.log' 2>&1", bin, dir, dir, dir);
     TCHECK(rc == 1 && log_has("tronly", "has no test or val videos to evaluate (it has: train 9); "
                                         "pass --split train"), "only train: %d", rc);
+
+    /* --split all over train/ + test/ where a test video is a link to a train video (a
+     * leak): every file once, 18, not 19 */
+    TCHECK(vt_test_sh("cd '%s' && mkdir -p dup/test && ln -s \"$PWD/data/train\" dup/train && "
+                      "for c in data/test/*; do n=$(basename \"$c\"); mkdir dup/test/$n; for f in "
+                      "\"$c\"/*; do ln -s \"$PWD/$f\" dup/test/$n/; done; done && "
+                      "f=$(ls data/train/move_left | head -1) && "
+                      "ln -s \"$PWD/data/train/move_left/$f\" dup/test/move_left/leak_$f", dir)
+               == 0, "dup/");
+    j = NULL;
+    TCHECK(eval(&j, "dup", "--split all", "dup_all") == 0, "eval --split all of dup/");
+    TCHECK(j && num(j, "videos") == nfiles[0] + nfiles[2], "--split all counts a leaked file "
+           "once: %g videos, %d files", j ? num(j, "videos") : -1, nfiles[0] + nfiles[2]);
+    TCHECK(log_has("dup_all", "evaluated once"), "--split all says it");
+    cJSON_Delete(j);
 
     /* --lists: a run trained on list files (UCF101's form) evaluates their test list by
      * default; another DIR with its own list files is evaluated on those (--lists); one

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "app/app.h"
 #include "app/decode_opt.h"
@@ -115,7 +116,8 @@ static void usage(FILE *f) {
         "--resume of RUN is refused while eval runs. Two evals of RUN at once write their\n"
         "three files one set after the other, never mixed.\n\n"
         "  --split NAME           the data split to evaluate: train, val, test, or all (every\n"
-        "                         labelled video). Default: test when DIR has test videos,\n"
+        "                         labelled video, a file in two splits once). Default: test\n"
+        "                         when DIR has test videos,\n"
         "                         else val. DIR may hold any of train/, val/, test/ (e.g. only\n"
         "                         test/), or be a flat DIR/<class>/ folder. When DIR has train\n"
         "                         videos and no val/, val is the run's --val-split share of\n"
@@ -245,6 +247,67 @@ static int eval_parse(eval_args *ea, int argc, char **argv) {
     return 0;
 }
 
+/* --split all: a file in two splits (a link from test/ into train/: the leak check names
+ * it) is one sample, not two; the scan keeps one name per split only. The same file and
+ * segment under a later name is left out, and said. idx[0..n) in place; the count kept. */
+typedef struct sample_key {
+    dev_t dev;
+    ino_t ino;
+    double start, end;
+    int32_t i;
+} sample_key;
+
+static int by_sample(const void *pa, const void *pb) {
+    const sample_key *x = pa, *y = pb;
+    if (x->dev != y->dev)
+        return x->dev < y->dev ? -1 : 1;
+    if (x->ino != y->ino)
+        return x->ino < y->ino ? -1 : 1;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    if (x->end != y->end)
+        return x->end < y->end ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int drop_same_samples(const vt_dataset *ds, int32_t *idx, int n) {
+    sample_key *k = vt_malloc(sizeof *k * (size_t)(n ? n : 1));
+    int m = 0;
+    for (int j = 0; j < n; j++) {
+        const vt_dataset_video *v = &ds->videos[idx[j]];
+        struct stat st;
+        if (stat(v->path, &st) != 0) { /* not this check's to refuse: kept */
+            st.st_dev = 0;
+            st.st_ino = (ino_t)-1 - (ino_t)j;
+        }
+        k[m++] = (sample_key){st.st_dev, st.st_ino, v->seg_start, v->seg_end, idx[j]};
+    }
+    qsort(k, (size_t)m, sizeof *k, by_sample);
+    int kept = 0, dropped = 0;
+    for (int j = 0; j < m; j++) {
+        if (j > 0 && k[j].dev == k[j - 1].dev && k[j].ino == k[j - 1].ino &&
+            k[j].start == k[j - 1].start && k[j].end == k[j - 1].end) {
+            if (dropped++ == 0)
+                vt_warn("eval --split all: %s is %s under another name (in another split: "
+                        "the leak check names it); evaluated once\n",
+                        ds->videos[k[j].i].relpath, ds->videos[k[j - 1].i].relpath);
+            continue;
+        }
+        idx[kept++] = k[j].i;
+    }
+    if (dropped > 1)
+        vt_warn("eval --split all: %d samples in all were another's file under a second name; "
+                "each evaluated once\n", dropped);
+    qsort(idx, (size_t)kept, sizeof *idx, cmp_i32); /* the dataset's order again */
+    free(k);
+    return kept;
+}
+
 /* Plan: which videos of ds, said before anything runs (the split asked for, else test,
  * else val): *idx (allocated), *n > 0 and the split's name; 0, or 1 after a message. */
 static int eval_pick_videos(const eval_args *ea, vt_dataset *ds, int32_t **idxp, int *np,
@@ -261,6 +324,7 @@ static int eval_pick_videos(const eval_args *ea, vt_dataset *ds, int32_t **idxp,
         for (int i = 0; i < ds->nvideos; i++)
             if (ds->videos[i].labeled && !vt_dataset_bad(ds, i))
                 idx[n++] = i;
+        n = drop_same_samples(ds, idx, n);
         sname = "all";
     } else {
         vt_split s;

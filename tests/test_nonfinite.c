@@ -425,6 +425,20 @@ static void refusals(void) {
     snprintf(p, sizeof p, "%s/tie.json", g_dir);
     TCHECK(rc == 0 && said && grep_file(p, "\"tie\":\ttrue"), "predict of a constant model: rc "
            "%d, the tie said %d (see %s)", rc, said, p);
+    /* so do its windows (--timeline) and embed's rows (no label, the shared score) */
+    rc = vt_test_sh("cd '%s' && '%s' predict z '%s' --timeline --json > tie.jsonl 2> cmd.err && "
+                    "'%s' embed z '%s' --out tie.npy --clips-per-video 2 > cmd.out 2> tie.err",
+                    g_dir, g_bin, video, g_bin, video);
+    snprintf(p, sizeof p, "%s/tie.jsonl", g_dir);
+    said = grep_file(p, "\"tie\":true");
+    snprintf(p, sizeof p, "%s/tie.csv", g_dir);
+    char *tcsv = vt_test_slurp(p, NULL);
+    const char *trow = tcsv ? strchr(tcsv, '\n') : NULL;
+    snprintf(p, sizeof p, "%s/tie.err", g_dir);
+    TCHECK(rc == 0 && said && trow && strstr(trow, ",,,0.333333") && grep_file(p, "(a tie"),
+           "--timeline and embed of a constant model: rc %d, windows say it %d, row %s", rc,
+           said, trow ? trow : "(none)");
+    free(tcsv);
     /* the same with a bias that picks class 0 for every clip: not a tie, so scored as what
      * it is (class 0's share), and said to be one answer whatever the clip */
     snprintf(p, sizeof p, "%s/z/best.safetensors", g_dir);

@@ -373,13 +373,21 @@ int vt_cmd_embed(int argc, char **argv) {
                 " (no input could be embedded; see the messages above)");
         goto end;
     }
-    int64_t noanswer = 0; /* rows whose scores name no class (embed_out.h: label -1) */
-    for (int64_t i = 0; i < set.n; i++)
-        for (int h = 0; h < m.heads.n; h++)
-            if (set.rows[i].label[h] < 0) {
-                noanswer++;
-                break;
-            }
+    int64_t noanswer = 0, ties = 0; /* rows whose scores name no class (embed_out.h: label
+                                     * -1 not finite, -2 a tie) */
+    for (int64_t i = 0; i < set.n; i++) {
+        int nf = 0, tie = 0;
+        for (int h = 0; h < m.heads.n; h++) {
+            nf |= set.rows[i].label[h] == -1;
+            tie |= set.rows[i].label[h] == -2;
+        }
+        noanswer += nf;
+        ties += tie;
+    }
+    if (ties)
+        fprintf(stderr, "vidtrain embed: warning: %lld of %lld rows have a top score two "
+                "classes share (a tie: no single answer): their label cell is empty\n",
+                (long long)ties, (long long)set.n);
     if (noanswer)
         fprintf(stderr, "vidtrain embed: warning: %lld of %lld rows have scores that are not "
                 "finite (NaN or inf: the run diverged): their label and prob cells are empty\n",

@@ -106,6 +106,10 @@ static char *stage_csv(const vt_embed_set *s, const char *path, const vt_run_hea
             fprintf(f, ",%d,%d", r->clip, r->crop);
         for (int h = 0; h < heads->n; h++) {
             fputc(',', f);
+            if (r->label[h] == -2) { /* a tie: no class, the shared score */
+                fprintf(f, ",%.9g", (double)r->prob[h]);
+                continue;
+            }
             if (r->label[h] < 0) { /* no answer: NaN scores name no class */
                 fputc(',', f);
                 continue;

@@ -26,7 +26,9 @@ typedef struct vt_embed_row {
     double start, end;           /* seconds; end <= 0: the whole file (empty cells) */
     int clip, crop;              /* --per-clip: which clip and crop; -1 otherwise */
     int label[VT_MAX_HEADS];     /* top-1 class per head; -1: the head's scores are not
-                                    finite (a diverged model), its two cells empty */
+                                    finite (a diverged model), its two cells empty; -2:
+                                    the top score is shared (a tie), no class named, its
+                                    label cell empty and prob the shared score */
     float prob[VT_MAX_HEADS];    /* its probability (sigmoid for BCE heads) */
     int64_t decode_errors;       /* a damaged stream: decode errors the row's frames met
                                     (packets rejected, pictures the decoder repaired) */

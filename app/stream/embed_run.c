@@ -52,8 +52,8 @@ void vt_embedder_free(vt_embedder *e) {
     vt_eval_clips_free(&e->ec);
 }
 
-/* Head h's top-1 over scores p (classes): predict's rule (vt_topk on the float32 values,
- * ties to the lower class). Scores that are not all finite name no class (label -1):
+/* Head h's top-1 over scores p (classes): predict's rule (vt_topk on the float32 values;
+ * a top score shared by two classes names none, label -2). Scores that are not all finite name no class (label -1):
  * vt_topk over a NaN row named whichever class came first, with a prob of nan (predict
  * refuses such a video, --timeline says "nonfinite"). */
 static void top1(vt_embed_row *r, int h, const float *p, int classes) {
@@ -67,6 +67,9 @@ static void top1(vt_embed_row *r, int h, const float *p, int classes) {
     vt_topk(&idx, p, classes, 1);
     r->label[h] = idx;
     r->prob[h] = p[idx];
+    for (int j = 0; j < classes; j++) /* a tie: eval counts it a miss, no class is named */
+        if (j != idx && p[j] == p[idx])
+            r->label[h] = -2;
 }
 
 /* 1 when the n rows of dim features at f are all finite. */

@@ -152,12 +152,18 @@ static void emit_window(void *ctx, const vt_timeline_window *w) {
         if (!finite)
             k = 0;
         vt_topk(idx, sc, C, k);
+        /* the top score shared: no single answer (eval counts it a miss), said */
+        int tie = 0;
+        for (int c = 0; c < C && k > 0; c++)
+            tie |= c != idx[0] && sc[c] == sc[idx[0]];
         cJSON *top = NULL;
         if (e) {
             cJSON *ho = cJSON_CreateObject();
             cJSON_AddStringToObject(ho, "name", o->heads->cfg[h].name);
             if (!finite)
                 cJSON_AddBoolToObject(ho, "nonfinite", 1);
+            if (tie)
+                cJSON_AddBoolToObject(ho, "tie", 1);
             top = cJSON_AddArrayToObject(ho, "top");
             cJSON_AddItemToArray(hs, ho);
         } else if (o->heads->n > 1) {
@@ -165,6 +171,8 @@ static void emit_window(void *ctx, const vt_timeline_window *w) {
         }
         if (!finite && !e)
             printf("  (no answer: non-finite scores)");
+        if (tie && !e)
+            printf("  (a tie: no single answer)");
         for (int r = 0; r < k; r++) {
             if (top) {
                 cJSON *p = cJSON_CreateObject();

@@ -245,6 +245,13 @@ static void check_bound(void) {
     TCHECK(s1.idle == VT_DECODER_POOL_IDLE && s1.evicted - s0.evicted == N - VT_DECODER_POOL_IDLE,
            "%d closed: %lld idle, %lld evicted", N, (long long)s1.idle,
            (long long)(s1.evicted - s0.evicted));
+    vt_video_decoder_pool_drain(); /* what a loader does when it is freed */
+    TCHECK(stats().idle == 0, "drained: %lld decoders still idle", (long long)stats().idle);
+    for (int i = 0; i < N; i++) /* kept again for the checks below */
+        TCHECK(vt_video_open(&v[i], path, 1, err, sizeof err) == 0, "open %d: %s", i, err);
+    for (int i = 0; i < N; i++)
+        vt_video_close(&v[i]);
+    s1 = stats();
     vt_video_set_decoder_pool(VT_DECODER_POOL_GPU); /* the default: CPU decoders not kept */
     TCHECK(vt_video_open(&v[0], path, 1, err, sizeof err) == 0, "open: %s", err);
     TCHECK(stats().reused == s1.reused, "the default pool took a CPU decoder");

@@ -348,6 +348,7 @@ void vt_loader_free(vt_loader **pl) {
         free(w->ra_buf);
         vt_scaler_free(&w->scaler);
     }
+    vt_video_decoder_pool_drain(); /* the decoders its videos left kept (video.h) */
     if (!l->frames_borrowed)
         vt_frame_cache_free(&l->frames);
     free(l->workers);

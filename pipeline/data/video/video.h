@@ -216,6 +216,10 @@ typedef struct vt_decoder_pool_stats {
     int64_t gpu_capped;      /* opens decoded on the CPU: the NVDEC session cap was reached */
 } vt_decoder_pool_stats;
 void vt_video_get_decoder_pool_stats(vt_decoder_pool_stats *out);
+/* Every idle decoder freed (their GPU memory with them): a loader does it when it is
+ * freed, after closing its videos, so kept NVDEC decoders live no longer than the pass
+ * that made them. */
+void vt_video_decoder_pool_drain(void);
 /* Process-wide: at most n NVDEC decoders alive (video_pool.c: an idle one is freed first;
  * past it H.264 decodes on the CPU, whose frames NVDEC's equal byte for byte; other
  * codecs open on the GPU all the same). 0: no cap (the default, until measured), or the

@@ -258,6 +258,8 @@ void vt_vid_pool_give(AVCodecContext **pdec, const AVCodecParameters *par, AVRat
     avcodec_parameters_free(&evict_par);
 }
 
+void vt_video_decoder_pool_drain(void) { vt_vid_pool_drain(); }
+
 void vt_vid_pool_drain(void) {
     for (;;) {
         AVCodecContext *dec = NULL;

@@ -95,6 +95,28 @@ static inline char *vt_test_slurp(const char *path, long *len) {
     return buf;
 }
 
+/* The ffmpeg command's frames of path through the filter vf (ending in format=rgb24), raw
+ * into the scratch file raw, against mine (bytes of RGB24 frames): the largest absolute
+ * difference, or -1 after a failed check (ffmpeg ran and gave exactly `bytes`). */
+static inline int vt_test_ffmpeg_max_diff(const char *path, const char *vf, const char *raw,
+                                          const uint8_t *mine, size_t bytes) {
+    TCHECK(vt_test_sh("ffmpeg -nostdin -v error -y -i '%s' -vf '%s' -fps_mode passthrough "
+                      "-f rawvideo '%s'", path, vf, raw) == 0, "ffmpeg ran on %s", path);
+    long len = 0;
+    char *ref = vt_test_slurp(raw, &len);
+    TCHECK(ref && (size_t)len == bytes, "ffmpeg gave %ld bytes, want %zu", len, bytes);
+    int m = -1;
+    if (ref && (size_t)len == bytes) {
+        m = 0;
+        for (size_t i = 0; i < bytes; i++) {
+            int d = abs((int)mine[i] - (int)(uint8_t)ref[i]);
+            m = d > m ? d : m;
+        }
+    }
+    free(ref);
+    return m;
+}
+
 /* 1 when the file at path holds the fixed string text; 0 otherwise (unreadable too). */
 static inline int vt_test_file_has(const char *path, const char *text) {
     char *s = vt_test_slurp(path, NULL);

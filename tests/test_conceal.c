@@ -74,14 +74,9 @@ static int64_t stream_errors(const char *path, int threads, int live, double *t_
 }
 
 int main(void) {
-    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
     snprintf(dir, sizeof dir, "%s", vt_test_dir("conceal"));
-    char cmd[12288];
-    snprintf(cmd, sizeof cmd, "bash '%s/tests/make_media.sh' '%s' hostile", src, dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "tests/make_media.sh failed (needs the ffmpeg command)\n");
+    if (vt_test_make_media(dir, "hostile"))
         return 1;
-    }
     char bad[8192], clean[8192];
     snprintf(bad, sizeof bad, "%s/hostile/concealed.mp4", dir);
     snprintf(clean, sizeof clean, "%s/hostile/short5.mp4", dir);

@@ -476,14 +476,9 @@ static void test_rotation(const char *name, int want_rot) {
 }
 
 int main(void) {
-    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
     dir = vt_test_dir("decode");
-    char cmd[8192];
-    snprintf(cmd, sizeof cmd, "bash '%s/tests/make_media.sh' '%s'", src, dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "tests/make_media.sh failed (needs the ffmpeg command)\n");
+    if (vt_test_make_media(dir, ""))
         return 1;
-    }
     test_file("h264.mp4", 0);
     test_file("mpeg4.avi", 0);
     test_file("mjpeg.mkv", 0);

@@ -115,14 +115,9 @@ static int64_t test_corrupt(const char *name) {
 }
 
 int main(void) {
-    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
     snprintf(dir, sizeof dir, "%s", vt_test_dir("hostile"));
-    char cmd[12288];
-    snprintf(cmd, sizeof cmd, "bash '%s/tests/make_media.sh' '%s' hostile", src, dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "tests/make_media.sh failed (needs the ffmpeg command)\n");
+    if (vt_test_make_media(dir, "hostile"))
         return 1;
-    }
     refused("empty.mp4", "empty", NULL);
     refused("truncated.mp4", "moov", NULL);
     refused("random.mp4", "container", "video stream");

@@ -312,12 +312,9 @@ static void check_many(void) {
 }
 
 int main(void) {
-    const char *src = vt_test_env("VT_SRC", VT_SOURCE_DIR);
     dir = vt_test_dir("open_cache");
-    if (vt_test_sh("bash '%s/tests/make_media.sh' '%s'", src, dir) != 0) {
-        fprintf(stderr, "tests/make_media.sh failed (needs the ffmpeg command)\n");
+    if (vt_test_make_media(dir, ""))
         return 1;
-    }
     char bad[4200];
     snprintf(bad, sizeof bad, "%s/bad_start.mp4", dir);
     make_bad_start(bad);

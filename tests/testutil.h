@@ -115,6 +115,19 @@ static inline const char *vt_test_robustness_dir(int *here) {
     return r;
 }
 
+/* tests/make_media.sh's files into dir (what: its subset, e.g. "hostile", or "" for all;
+ * files already there are kept): 0, or 1 after saying why. */
+static inline int vt_test_make_media(const char *dir, const char *what) {
+    char cmd[8400];
+    snprintf(cmd, sizeof cmd, "bash '%s/tests/make_media.sh' '%s' %s",
+             vt_test_env("VT_SRC", VT_SOURCE_DIR), dir, what);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "tests/make_media.sh failed (needs the ffmpeg command)\n");
+        return 1;
+    }
+    return 0;
+}
+
 /* A fresh scratch folder under $VT_TMP (created). Returns a static buffer. */
 static inline const char *vt_test_dir(const char *name) {
     static char buf[4096];

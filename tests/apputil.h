@@ -284,6 +284,26 @@ static inline void vt_test_write_file(const char *root, const char *rel, const c
     }
 }
 
+/* The first line of the output of the shell command fmt... into out (its newline removed;
+ * empty when there is none). pclose's status, or -1 when it could not be run. */
+__attribute__((format(printf, 3, 4)))
+static inline int vt_test_sh_line(char *out, size_t n, const char *fmt, ...) {
+    char cmd[16384];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    out[0] = 0;
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    if (!fgets(out, (int)n, p))
+        out[0] = 0;
+    int st = pclose(p);
+    out[strcspn(out, "\n")] = 0;
+    return st;
+}
+
 /* Frame count by the ffprobe command (decoding every frame), -1 when it fails. */
 static inline int64_t vt_test_ffprobe_frames(const char *file) {
     char cmd[8300];

@@ -361,12 +361,8 @@ static void refusals(void) {
     snprintf(p, sizeof p, "%s/nan.safetensors", g_dir);
     TCHECK(st_poison(p, "conv2.weight") == 0, "poison %s", p);
     char video[4400];
-    TCHECK(vt_test_sh("cd '%s' && ls data/test/*/* | head -1 > one.txt", g_dir) == 0, "a video");
-    snprintf(p, sizeof p, "%s/one.txt", g_dir);
-    char *v = vt_test_slurp(p, NULL);
-    snprintf(video, sizeof video, "%s", v ? v : "");
-    video[strcspn(video, "\n")] = 0;
-    free(v);
+    TCHECK(vt_test_sh_line(video, sizeof video, "cd '%s' && ls data/test/*/* | head -1", g_dir)
+               == 0, "a video");
     int rc = vt_test_sh("cd '%s' && '%s' eval n '%s' > cmd.out 2> cmd.err", g_dir, g_bin, g_data);
     refused("eval", rc, "conv2.weight");
     rc = vt_test_sh("cd '%s' && '%s' predict n '%s' > cmd.out 2> cmd.err", g_dir, g_bin, video);

@@ -25,19 +25,6 @@
 
 static char src[4096], bin_path[4096];
 
-/* The first line of a command's output into out (trailing newline removed). */
-static int sh_line(char *out, size_t n, const char *cmd) {
-    FILE *p = popen(cmd, "r");
-    out[0] = 0;
-    if (!p)
-        return -1;
-    if (!fgets(out, (int)n, p))
-        out[0] = 0;
-    int st = pclose(p);
-    out[strcspn(out, "\n")] = 0;
-    return st;
-}
-
 static int has_libx264(void) {
     return system("ffmpeg -hide_banner -encoders 2>/dev/null | grep -q libx264") == 0;
 }
@@ -55,23 +42,24 @@ static int probe_file(probe *pr, const char *file) {
     memset(pr, 0, sizeof *pr);
     snprintf(cmd, sizeof cmd, "ffprobe -v error -select_streams v:0 -show_entries "
              "stream=width,height -of csv=p=0:s=x '%s'", file);
-    if (sh_line(line, sizeof line, cmd) != 0 || sscanf(line, "%dx%d", &pr->w, &pr->h) != 2)
+    if (vt_test_sh_line(line, sizeof line, "%s", cmd) != 0 ||
+        sscanf(line, "%dx%d", &pr->w, &pr->h) != 2)
         return -1;
     snprintf(cmd, sizeof cmd, "ffprobe -v error -show_entries stream=codec_type -of csv=p=0 "
              "'%s' | wc -l", file);
-    sh_line(line, sizeof line, cmd);
+    vt_test_sh_line(line, sizeof line, "%s", cmd);
     pr->streams = atoi(line);
     snprintf(cmd, sizeof cmd, "ffprobe -v error -show_entries stream=codec_type -of csv=p=0 "
              "'%s' | grep -c audio", file);
-    sh_line(line, sizeof line, cmd);
+    vt_test_sh_line(line, sizeof line, "%s", cmd);
     pr->audio = atoi(line);
     snprintf(cmd, sizeof cmd, "ffprobe -v error -show_streams '%s' | grep -c -i "
              "'display matrix\\|rotation'", file);
-    sh_line(line, sizeof line, cmd);
+    vt_test_sh_line(line, sizeof line, "%s", cmd);
     pr->matrix = atoi(line);
     snprintf(cmd, sizeof cmd, "ffprobe -v error -show_entries format=duration -of csv=p=0 '%s'",
              file);
-    sh_line(line, sizeof line, cmd);
+    vt_test_sh_line(line, sizeof line, "%s", cmd);
     pr->duration = atof(line);
     /* Key frames by decoding every frame: the gap is counted in frames, as a seek that
      * lands on the keyframe before a clip decodes forward. */
@@ -223,7 +211,7 @@ static void check_manifest(const char *dst) {
         TCHECK(got == 7 && !strcmp(fstat, "ok") && strstr(r, ",ok,") && r[strlen(r) - 1] == ',',
                "%s row parses, says ok, no damage: %s", good[i].out, r);
         snprintf(cmd, sizeof cmd, "sha256sum '%s/%s' | cut -d' ' -f1", dst, good[i].out);
-        sh_line(line, sizeof line, cmd);
+        vt_test_sh_line(line, sizeof line, "%s", cmd);
         TCHECK(!strcmp(line, fsha), "%s: sha256 %s, sha256sum says %s", good[i].out, fsha, line);
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", dst, good[i].out);

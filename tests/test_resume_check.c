@@ -51,12 +51,8 @@ static void ckpt_configs(const char *bin, const char *dir) {
     };
     char err[4200], video[4200];
     snprintf(err, sizeof err, "%s/c.err", dir);
-    TCHECK(vt_test_sh("cd '%s' && ls data/test/*/* | head -n 1 > one.txt", dir) == 0, "a video");
-    snprintf(video, sizeof video, "%s/one.txt", dir);
-    char *v = vt_test_slurp(video, NULL);
-    snprintf(video, sizeof video, "%s", v ? v : "");
-    video[strcspn(video, "\n")] = 0;
-    free(v);
+    TCHECK(vt_test_sh_line(video, sizeof video, "cd '%s' && ls data/test/*/* | head -n 1", dir)
+               == 0, "a video");
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         TCHECK(ckpt_edited(dir, "rc", cases[i].edit) == 0, "rewrite: %s", cases[i].edit);
         int rc = vt_test_sh("cd '%s' && '%s' predict rc '%s' --clips-per-video 1 > /dev/null "

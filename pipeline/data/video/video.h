@@ -220,11 +220,10 @@ void vt_video_get_decoder_pool_stats(vt_decoder_pool_stats *out);
  * freed, after closing its videos, so kept NVDEC decoders live no longer than the pass
  * that made them. */
 void vt_video_decoder_pool_drain(void);
-/* Process-wide: at most n NVDEC decoders alive (video_pool.c: an idle one is freed first;
- * past it H.264 decodes on the CPU, whose frames NVDEC's equal byte for byte; other
- * codecs open on the GPU all the same). 0: no cap (the default, until measured), or the
- * environment's VT_NVDEC_SESSIONS when this is never called. */
-void vt_video_set_nvdec_sessions(int n);
+/* The NVDEC session cap is the environment's VT_NVDEC_SESSIONS (video_pool.c): at most
+ * that many NVDEC decoders alive, an idle one freed first; past it H.264 decodes on the
+ * CPU, whose frames NVDEC's equal byte for byte; other codecs open on the GPU all the
+ * same. Unset: no cap (until a GPU run has measured one). */
 
 /* The presentation timestamp of index position n (0 <= n < nframes) counted from the
  * first frame's, in the stream's time base (*tb_num / *tb_den): what a re-encoder (prep)

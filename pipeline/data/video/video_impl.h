@@ -238,8 +238,6 @@ AVCodecContext *vt_vid_pool_take(const AVCodecParameters *par, AVRational tb, in
  * pool mode and the codec allow it. *dec becomes NULL. */
 void vt_vid_pool_give(AVCodecContext **dec, const AVCodecParameters *par, AVRational tb,
                       int threads, int hw, int clean);
-/* Every idle decoder freed. */
-void vt_vid_pool_drain(void);
 /* Before making a GPU decoder for a stream with par: 1 when it may (its session counted
  * until vt_vid_pool_give frees it: give with hw 1), after freeing an idle GPU decoder when
  * the NVDEC session cap is reached; 0 when it must decode on the CPU (H.264 past the cap,

@@ -27,7 +27,7 @@
  *
  * NVDEC sessions: the GPU has a few decoder engines (an H100 or H200 seven), and sessions
  * beyond them share the engines' time while each holds its picture buffers. Under a cap
- * (vt_video_set_nvdec_sessions, VT_NVDEC_SESSIONS; none by default until a GPU run has
+ * (the environment's VT_NVDEC_SESSIONS; none by default until a GPU run has
  * measured one) an open that would make a GPU decoder past the cap frees an idle one
  * first, and when none is idle decodes on the CPU instead: the workers past the engines
  * then add the CPU's throughput to the GPU's rather than queueing on it. Only H.264
@@ -59,7 +59,7 @@ static int npool;
 static uint64_t tick;
 static atomic_int mode = VT_DECODER_POOL_GPU;
 static vt_decoder_pool_stats counts; /* gpu_live and gpu_capped under lock too */
-static int sessions = -1;            /* the cap (0: none); -1 until read from the environment */
+static int sessions = -1;            /* the cap (0: none); -1 until read from VT_NVDEC_SESSIONS */
 
 static void sessions_read(void) { /* under lock */
     if (sessions >= 0)
@@ -68,12 +68,6 @@ static void sessions_read(void) { /* under lock */
     char *end = NULL;
     long n = e ? strtol(e, &end, 10) : 0;
     sessions = e && end != e && !*end && n > 0 && n < 100000 ? (int)n : 0;
-}
-
-void vt_video_set_nvdec_sessions(int n) {
-    pthread_mutex_lock(&lock);
-    sessions = n > 0 ? n : 0;
-    pthread_mutex_unlock(&lock);
 }
 
 /* A GPU decoder freed: its session ends. */
@@ -90,10 +84,31 @@ static void free_dec(AVCodecContext **dec, int hw) {
     }
 }
 
+/* Under the lock: the least recently closed idle decoder (a GPU one when gpu_only), or -1
+ * when there is none. */
+static int oldest(int gpu_only) {
+    int old = -1;
+    for (int i = 0; i < npool; i++)
+        if ((!gpu_only || pool[i].hw) && (old < 0 || pool[i].used < pool[old].used))
+            old = i;
+    return old;
+}
+
+/* Under the lock: entry i out of the pool. */
+static idle take_out(int i) {
+    idle e = pool[i];
+    pool[i] = pool[--npool];
+    return e;
+}
+
+/* An entry out of the pool freed: outside the lock, as a GPU decoder's close waits. */
+static void discard(idle *e) {
+    free_dec(&e->dec, e->hw);
+    avcodec_parameters_free(&e->par);
+}
+
 int vt_vid_pool_session(const AVCodecParameters *par) {
     for (int tries = 0;; tries++) {
-        AVCodecContext *evict = NULL;
-        AVCodecParameters *evict_par = NULL;
         pthread_mutex_lock(&lock);
         sessions_read();
         if (sessions == 0 || counts.gpu_live < sessions || par->codec_id != AV_CODEC_ID_H264) {
@@ -102,22 +117,16 @@ int vt_vid_pool_session(const AVCodecParameters *par) {
             pthread_mutex_unlock(&lock);
             return 1;
         }
-        int old = -1; /* the least recently closed idle GPU decoder */
-        for (int i = 0; i < npool; i++)
-            if (pool[i].hw && (old < 0 || pool[i].used < pool[old].used))
-                old = i;
+        const int old = oldest(1);
         if (old < 0 || tries > 0) {
             counts.gpu_capped++;
             pthread_mutex_unlock(&lock);
             return 0;
         }
-        evict = pool[old].dec;
-        evict_par = pool[old].par;
-        pool[old] = pool[--npool];
+        idle e = take_out(old);
         counts.evicted++;
         pthread_mutex_unlock(&lock);
-        free_dec(&evict, 1);
-        avcodec_parameters_free(&evict_par);
+        discard(&e);
     }
 }
 
@@ -171,7 +180,7 @@ static int same_par(const AVCodecParameters *a, const AVCodecParameters *b) {
 void vt_video_set_decoder_pool(vt_decoder_pool_mode m) {
     atomic_store(&mode, (int)m);
     if (m == VT_DECODER_POOL_OFF)
-        vt_vid_pool_drain();
+        vt_video_decoder_pool_drain();
 }
 
 vt_decoder_pool_mode vt_video_get_decoder_pool(void) {
@@ -205,9 +214,9 @@ AVCodecContext *vt_vid_pool_take(const AVCodecParameters *par, AVRational tb, in
         if (e->hw != hw || e->threads != threads || av_cmp_q(e->tb, tb) != 0 ||
             !same_par(e->par, par))
             continue;
-        dec = e->dec;
-        avcodec_parameters_free(&e->par);
-        pool[i] = pool[--npool];
+        idle t = take_out(i);
+        dec = t.dec;
+        avcodec_parameters_free(&t.par);
         break;
     }
     if (dec)
@@ -236,46 +245,29 @@ void vt_vid_pool_give(AVCodecContext **pdec, const AVCodecParameters *par, AVRat
         free_dec(&dec, hw);
         return;
     }
-    AVCodecContext *evict = NULL;
-    AVCodecParameters *evict_par = NULL;
-    int evict_hw = 0;
+    idle evict = {0};
     pthread_mutex_lock(&lock);
     if (npool == VT_DECODER_POOL_IDLE) { /* the least recently closed goes */
-        int old = 0;
-        for (int i = 1; i < npool; i++)
-            if (pool[i].used < pool[old].used)
-                old = i;
-        evict = pool[old].dec;
-        evict_par = pool[old].par;
-        evict_hw = pool[old].hw;
-        pool[old] = pool[--npool];
+        evict = take_out(oldest(0));
         counts.evicted++;
     }
     pool[npool++] = (idle){.dec = dec, .par = copy, .tb = tb, .threads = threads, .hw = hw,
                            .used = ++tick};
     pthread_mutex_unlock(&lock);
-    free_dec(&evict, evict_hw); /* outside the lock: a GPU decoder's close waits */
-    avcodec_parameters_free(&evict_par);
+    discard(&evict);
 }
 
-void vt_video_decoder_pool_drain(void) { vt_vid_pool_drain(); }
-
-void vt_vid_pool_drain(void) {
+void vt_video_decoder_pool_drain(void) {
     for (;;) {
-        AVCodecContext *dec = NULL;
-        AVCodecParameters *par = NULL;
-        int hw = 0;
+        idle e = {0};
         pthread_mutex_lock(&lock);
-        if (npool > 0) {
-            dec = pool[--npool].dec;
-            par = pool[npool].par;
-            hw = pool[npool].hw;
-        }
+        const int any = npool > 0;
+        if (any)
+            e = take_out(npool - 1);
         pthread_mutex_unlock(&lock);
-        if (!dec)
+        if (!any)
             return;
-        free_dec(&dec, hw);
-        avcodec_parameters_free(&par);
+        discard(&e);
     }
 }
 

@@ -467,15 +467,15 @@ typedef struct vt_backend_i {
     /* ---- exact sums (models/xsum.h) ----
      * acc: 2n int64 of the backend's memory (hi, lo of element i at acc[2i], acc[2i+1]),
      * zeroed with fill (4n floats of 0);
-     * xsum_fold: acc += the `clips` arrays x + k * stride (k < clips) in units of 2^e0
-     * (each term rounded to a unit: the result does not depend on the order or grouping
-     * of folds); init: acc's old values are not read, as if zeroed first;
+     * xsum_fold: acc += x in units of 2^e0 (each term rounded to a unit: the result does
+     * not depend on the order of folds); init: acc's old values are not read, as if
+     * zeroed first;
      * xsum_round: out = acc rounded to float once.
      * Every backend has them (the arithmetic of models/xsum_arith.h on the host and in
      * the CUDA kernels); NULL would mean a network on it cannot sum exactly
      * (vt_net_cfg.exact). */
-    void (*xsum_fold)(vt_backend *be, int64_t *acc, const float *x, int64_t n, int clips,
-                      int64_t stride, int init, int e0);
+    void (*xsum_fold)(vt_backend *be, int64_t *acc, const float *x, int64_t n, int init,
+                      int e0);
     void (*xsum_round)(vt_backend *be, float *out, const int64_t *acc, int64_t n, int e0);
 } vt_backend_i;
 

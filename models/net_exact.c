@@ -20,8 +20,8 @@
 #include "models/xsum.h"
 
 /* Floats of one clip's gradient of a layer (weight and bias), and of a BN layer's
- * per-clip sums (2c), the largest; xtmp holds VT_XSUM_GROUP of them. */
-static int64_t xtmp_clip_floats(const vt_graph *g) {
+ * per-clip sums (2c). */
+int64_t vt_netx_xtmp_floats(const vt_graph *g) {
     int64_t m = 1;
     for (int i = 0; i < g->nnodes; i++) {
         const vt_node *nd = &g->nodes[i];
@@ -43,8 +43,6 @@ static int64_t xtmp_clip_floats(const vt_graph *g) {
     }
     return m;
 }
-
-int64_t vt_netx_xtmp_floats(const vt_graph *g) { return VT_XSUM_GROUP * xtmp_clip_floats(g); }
 
 /* A BN layer's accumulators: 2c values (two int64 each) and a count. */
 int64_t vt_netx_xbn_i64(const vt_graph *g) {
@@ -78,13 +76,13 @@ void vt_netx_linear_forward(vt_net *net, int i, float *out, const float *in, int
               nd->ic, nd->c);
 }
 
-/* ---- backward: clips' weight and bias gradients into xtmp, then folded ---- */
+/* ---- backward: a clip's weight and bias gradient into xtmp, then folded ---- */
 
-void vt_netx_fold(vt_net *net, int t, const float *x, int clips, int64_t stride) {
+void vt_netx_fold(vt_net *net, int t, const float *x) {
     const vt_tensor_info *ti = &net->g.tensors[t];
     const int init = net->xfresh[t]; /* the first fold since zero_grad writes, never reads */
     net->xfresh[t] = 0;
-    VT_OP(net->be, xsum_fold, net->xgrads + 2 * ti->offset, x, ti->numel, clips, stride, init,
+    VT_OP(net->be, xsum_fold, net->xgrads + 2 * ti->offset, x, ti->numel, init,
           VT_XSUM_GRAD_E0);
 }
 
@@ -110,31 +108,25 @@ static int64_t param_floats(const vt_net *net, const vt_node *nd) {
     return g->tensors[nd->wt].numel + (nd->bt >= 0 ? g->tensors[nd->bt].numel : 0);
 }
 
-/* xtmp holds m clips' [dw | db] of node nd, pf floats apart: into the accumulators. */
-static void fold_params(vt_net *net, const vt_node *nd, int m, int64_t pf) {
-    vt_netx_fold(net, nd->wt, net->xtmp, m, pf);
+/* xtmp holds one clip's [dw | db] of node nd: into the gradients' accumulators. */
+static void fold_params(vt_net *net, const vt_node *nd) {
+    vt_netx_fold(net, nd->wt, net->xtmp);
     if (nd->bt >= 0)
-        vt_netx_fold(net, nd->bt, net->xtmp + net->g.tensors[nd->wt].numel, m, pf);
+        vt_netx_fold(net, nd->bt, net->xtmp + net->g.tensors[nd->wt].numel);
 }
 
-/* Clip by clip, VT_XSUM_GROUP clips' gradients side by side in xtmp, then one fold. */
 void vt_netx_conv_backward(vt_net *net, int i, float *din, const float *dout, const float *in,
                            int n) {
     vt_backend *be = net->be;
     const vt_node *nd = &net->g.nodes[i];
     const int in_thw[3] = {nd->it, nd->ih, nd->iw};
     const int64_t fi = in_elems(nd), fo = vt_node_floats(nd), nw = net->g.tensors[nd->wt].numel;
-    const int64_t pf = param_floats(net, nd);
-    for (int j0 = 0; j0 < n; j0 += VT_XSUM_GROUP) {
-        const int m = VT_MIN(VT_XSUM_GROUP, n - j0);
-        VT_OP(be, fill, net->xtmp, 0.0f, m * pf);
-        for (int k = 0, j = j0; k < m; k++, j++) {
-            float *dw = net->xtmp + k * pf;
-            VT_OP(be, conv3d_backward, din ? act_ptr(net, din, j * fi) : NULL, dw,
-                  nd->bt >= 0 ? dw + nw : NULL, act_ptr(net, dout, j * fo),
-                  act_ptr(net, in, j * fi), param(net, nd->wt), 1, in_thw, &nd->conv);
-        }
-        fold_params(net, nd, m, pf);
+    for (int j = 0; j < n; j++) {
+        VT_OP(be, fill, net->xtmp, 0.0f, param_floats(net, nd));
+        VT_OP(be, conv3d_backward, din ? act_ptr(net, din, j * fi) : NULL, net->xtmp,
+              nd->bt >= 0 ? net->xtmp + nw : NULL, act_ptr(net, dout, j * fo),
+              act_ptr(net, in, j * fi), param(net, nd->wt), 1, in_thw, &nd->conv);
+        fold_params(net, nd);
     }
 }
 
@@ -142,17 +134,14 @@ void vt_netx_linear_backward(vt_net *net, int i, float *din, const float *dout,
                              const float *in, int n) {
     vt_backend *be = net->be;
     const vt_node *nd = &net->g.nodes[i];
-    const int64_t nw = net->g.tensors[nd->wt].numel, pf = param_floats(net, nd);
-    for (int j0 = 0; j0 < n; j0 += VT_XSUM_GROUP) {
-        const int m = VT_MIN(VT_XSUM_GROUP, n - j0);
-        VT_OP(be, fill, net->xtmp, 0.0f, m * pf);
-        for (int k = 0, j = j0; k < m; k++, j++) {
-            float *dw = net->xtmp + k * pf;
-            VT_OP(be, linear_backward, din ? act_ptr(net, din, (int64_t)j * nd->ic) : NULL, dw,
-                  nd->bt >= 0 ? dw + nw : NULL, act_ptr(net, dout, (int64_t)j * nd->c),
-                  act_ptr(net, in, (int64_t)j * nd->ic), param(net, nd->wt), 1, nd->ic, nd->c);
-        }
-        fold_params(net, nd, m, pf);
+    const int64_t nw = net->g.tensors[nd->wt].numel;
+    for (int j = 0; j < n; j++) {
+        VT_OP(be, fill, net->xtmp, 0.0f, param_floats(net, nd));
+        VT_OP(be, linear_backward, din ? act_ptr(net, din, (int64_t)j * nd->ic) : NULL,
+              net->xtmp, nd->bt >= 0 ? net->xtmp + nw : NULL,
+              act_ptr(net, dout, (int64_t)j * nd->c), act_ptr(net, in, (int64_t)j * nd->ic),
+              param(net, nd->wt), 1, nd->ic, nd->c);
+        fold_params(net, nd);
     }
 }
 
@@ -175,12 +164,12 @@ void vt_netx_bn_sums(vt_net *net, int i, float *buf, const float *x, const float
             VT_OP(be, bn_backward_reduce, net->xtmp, net->xtmp + c, act_ptr(net, dy, j * f), xj,
                   k, mean, invstd, 1, c, s);
             /* gamma += sum_dy_xhat, beta += sum_dy: this clip's, exactly */
-            vt_netx_fold(net, nd->wt, net->xtmp + c, 1, 0);
-            vt_netx_fold(net, nd->bt, net->xtmp, 1, 0);
+            vt_netx_fold(net, nd->wt, net->xtmp + c);
+            vt_netx_fold(net, nd->bt, net->xtmp);
         } else {
             VT_OP(be, bn_stats, net->xtmp, net->xtmp + c, xj, k, 1, c, s);
         }
-        VT_OP(be, xsum_fold, acc, net->xtmp, 2 * (int64_t)c, 1, 0, 0, VT_XSUM_STAT_E0);
+        VT_OP(be, xsum_fold, acc, net->xtmp, 2 * (int64_t)c, 0, VT_XSUM_STAT_E0);
     }
     if (count) { /* the count travels as one raw int64 beside the accumulators */
         int64_t here = (int64_t)n * s;

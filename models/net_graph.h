@@ -319,16 +319,9 @@ static inline int64_t vt_node_floats(const vt_node *nd) {
     return (int64_t)nd->c * nd->t * nd->h * nd->w;
 }
 
-/* Clips whose weight gradients a conv or linear layer of cfg.exact computes before one
- * pass folds them all into the accumulators (net_exact.c): each accumulator is read and
- * written once per group instead of once per clip (the same integers: xsum.h). 1: on the
- * CPU the fold is bound by its arithmetic, not by memory, and groups of 4 made slow_r50's
- * exact step slower (0.45 s against 0.40 at batch 2; docs/notebook/results.md); a GPU,
- * where it is memory-bound, may want more once measured. */
-#define VT_XSUM_GROUP 1
 /* The arenas of cfg.exact beside the gradients' accumulators (2 int64 a parameter),
- * defined in net_exact.c: floats of VT_XSUM_GROUP clips' largest layer gradient (weight
- * and bias) or BN sums, and int64 of a BN layer's accumulators and count. */
+ * defined in net_exact.c: floats of one clip's largest layer gradient (weight and bias)
+ * or BN sums, and int64 of a BN layer's accumulators and count. */
 int64_t vt_netx_xtmp_floats(const vt_graph *g);
 int64_t vt_netx_xbn_i64(const vt_graph *g);
 

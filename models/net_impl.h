@@ -44,8 +44,8 @@ struct vt_net {
     double loss_f[VT_MAX_HEADS]; /* vt_net_loss_issue's scale of each head's losses */
     /* exact sums (cfg.exact, net_exact.c): backend memory */
     int64_t *xgrads;      /* (2 * nparams) the gradients' accumulators (xsum.h) */
-    float *xtmp;          /* VT_XSUM_GROUP clips' weight and bias gradients of a layer, or a
-                             BN layer's sums (vt_netx_xtmp_floats each) */
+    float *xtmp;          /* one clip's weight and bias gradient of a layer, or a BN layer's
+                             sums (vt_netx_xtmp_floats) */
     uint8_t *xfresh;      /* (ntensors, host) 1: the tensor's accumulators hold nothing since
                              vt_net_zero_grad and are not zeroed: its first fold writes them
                              (init), vt_netx_settle zeroes those never folded */
@@ -119,9 +119,9 @@ void vt_netx_conv_backward(vt_net *net, int i, float *din, const float *dout, co
                            int n);
 void vt_netx_linear_backward(vt_net *net, int i, float *din, const float *dout,
                              const float *in, int n);
-/* x (clips arrays, stride floats apart) folded into parameter tensor t's accumulators:
- * written (init) by the first fold since vt_net_zero_grad, added to after. */
-void vt_netx_fold(vt_net *net, int t, const float *x, int clips, int64_t stride);
+/* x folded into parameter tensor t's accumulators: written (init) by the first fold since
+ * vt_net_zero_grad, added to after. */
+void vt_netx_fold(vt_net *net, int t, const float *x);
 /* The accumulators of every parameter tensor not folded since vt_net_zero_grad zeroed
  * (a frozen layer's, an empty tower's): before anyone reads them. */
 void vt_netx_settle(vt_net *net);

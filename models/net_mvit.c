@@ -116,7 +116,7 @@ static void rel_backward(vt_net *net, const vt_node *nd, const vt_msa_rel *r, fl
         }
 }
 
-static void fold(vt_net *net, int t, const float *x) { vt_netx_fold(net, t, x, 1, 0); }
+static void fold(vt_net *net, int t, const float *x) { vt_netx_fold(net, t, x); }
 
 static vt_pool3d_p qpool(const vt_node *nd) {
     vt_pool3d_p p;

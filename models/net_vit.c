@@ -61,7 +61,7 @@ int vt_netv_check_backend(const vt_net *net, char *err, size_t errlen) {
 }
 
 /* fold xtmp[0..n) into the accumulators of parameter tensor t */
-static void fold(vt_net *net, int t, const float *x) { vt_netx_fold(net, t, x, 1, 0); }
+static void fold(vt_net *net, int t, const float *x) { vt_netx_fold(net, t, x); }
 
 /* qkv's bias as one (3C) vector in the scratch: [q_bias | 0 | v_bias]. */
 static float *qkv_bias(vt_net *net, const vt_node *nd) {

@@ -18,27 +18,11 @@ void vt_xsum_fold(int64_t *acc, const float *x, int64_t n, int e0, int threads) 
         vt_xs_fold1(acc + 2 * i, x[i], e0);
 }
 
-void vt_xsum_fold_clips(int64_t *acc, const float *x, int64_t n, int clips, int64_t stride,
-                        int init, int e0, int threads) {
-    if (clips == 1 && !init) { /* the common case as its own loop: as fast as fold's */
-        vt_xsum_fold(acc, x, n, e0, threads);
-        return;
-    }
-    if (clips == 1) {
+void vt_xsum_fold_init(int64_t *acc, const float *x, int64_t n, int e0, int threads) {
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > XSUM_PAR_MIN)
-        for (int64_t i = 0; i < n; i++) {
-            int64_t a[2] = {0, 0};
-            vt_xs_fold1(a, x[i], e0);
-            acc[2 * i] = a[0];
-            acc[2 * i + 1] = a[1];
-        }
-        return;
-    }
-#pragma omp parallel for num_threads(threads) schedule(static) if (n * clips > XSUM_PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
-        int64_t a[2] = {init ? 0 : acc[2 * i], init ? 0 : acc[2 * i + 1]};
-        for (int k = 0; k < clips; k++)
-            vt_xs_fold1(a, x[(int64_t)k * stride + i], e0);
+        int64_t a[2] = {0, 0};
+        vt_xs_fold1(a, x[i], e0);
         acc[2 * i] = a[0];
         acc[2 * i + 1] = a[1];
     }

@@ -40,12 +40,9 @@
 
 /* acc (2n int64, element i at acc[2i], acc[2i+1]) += x[0..n) in units of 2^e0. */
 void vt_xsum_fold(int64_t *acc, const float *x, int64_t n, int e0, int threads);
-/* The same for `clips` arrays x + k * stride (k < clips), each element's accumulator read
- * and written once for all of them; init: acc's old values are not read (acc = the
- * terms' sum, as a zeroed acc would hold). The same integers as `clips` folds after a
- * fill of zeros, in any grouping: each fold's carry leaves the canonical (hi, lo). */
-void vt_xsum_fold_clips(int64_t *acc, const float *x, int64_t n, int clips, int64_t stride,
-                        int init, int e0, int threads);
+/* acc = x[0..n) in units of 2^e0, acc's old values not read: the integers a fill of zeros
+ * and vt_xsum_fold would leave (the first fold of an accumulator since it was emptied). */
+void vt_xsum_fold_init(int64_t *acc, const float *x, int64_t n, int e0, int threads);
 /* out[0..n) = the accumulated values rounded to float (round to nearest). */
 void vt_xsum_round(float *out, const int64_t *acc, int64_t n, int e0, int threads);
 /* dst (2n) += src (2n), limb by limb: the sum of two accumulators (reduce.h). */

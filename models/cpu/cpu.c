@@ -712,9 +712,9 @@ static void cpu_adamw_update(vt_backend *be, float *p, const float *g, float *m,
 
 /* ---------------------------------------------------------------- exact sums ---- */
 
-static void cpu_xsum_fold(vt_backend *be, int64_t *acc, const float *x, int64_t n, int clips,
-                          int64_t stride, int init, int e0) {
-    vt_xsum_fold_clips(acc, x, n, clips, stride, init, e0, be->threads);
+static void cpu_xsum_fold(vt_backend *be, int64_t *acc, const float *x, int64_t n, int init,
+                          int e0) {
+    (init ? vt_xsum_fold_init : vt_xsum_fold)(acc, x, n, e0, be->threads);
 }
 static void cpu_xsum_round(vt_backend *be, float *out, const int64_t *acc, int64_t n, int e0) {
     vt_xsum_round(out, acc, n, e0, be->threads);

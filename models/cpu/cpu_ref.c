@@ -586,14 +586,11 @@ static void ref_dropout_backward(vt_backend *be, float *din, const float *dout, 
 
 /* ---------------------------------------------------------------- exact sums ---- */
 
-static void ref_xsum_fold(vt_backend *be, int64_t *acc, const float *x, int64_t n, int clips,
-                          int64_t stride, int init, int e0) {
-    /* readable: zeroed when init, then one clip at a time (the fast path's one pass gives
-     * the same integers: xsum.h) */
-    if (init)
+static void ref_xsum_fold(vt_backend *be, int64_t *acc, const float *x, int64_t n, int init,
+                          int e0) {
+    if (init) /* readable: zeroed, then folded (the fast path's one pass: the same integers) */
         memset(acc, 0, (size_t)n * 2 * sizeof *acc);
-    for (int k = 0; k < clips; k++)
-        vt_xsum_fold(acc, x + (int64_t)k * stride, n, e0, be->threads);
+    vt_xsum_fold(acc, x, n, e0, be->threads);
 }
 static void ref_xsum_round(vt_backend *be, float *out, const int64_t *acc, int64_t n, int e0) {
     vt_xsum_round(out, acc, n, e0, be->threads);

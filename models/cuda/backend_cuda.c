@@ -151,9 +151,9 @@ static void cu_host_free(vt_backend *be, void *ptr) {
 static void cu_fill(vt_backend *be, float *x, float v, int64_t n) {
     vt_cuk_fill(vt_cuda_enter(be)->stream, x, v, n);
 }
-static void cu_xsum_fold(vt_backend *be, int64_t *acc, const float *x, int64_t n, int clips,
-                         int64_t stride, int init, int e0) {
-    vt_cuk_xsum_fold(vt_cuda_enter(be)->stream, acc, x, n, clips, stride, init, e0);
+static void cu_xsum_fold(vt_backend *be, int64_t *acc, const float *x, int64_t n, int init,
+                         int e0) {
+    vt_cuk_xsum_fold(vt_cuda_enter(be)->stream, acc, x, n, init, e0);
 }
 static void cu_xsum_round(vt_backend *be, float *out, const int64_t *acc, int64_t n, int e0) {
     vt_cuk_xsum_round(vt_cuda_enter(be)->stream, out, acc, n, e0);

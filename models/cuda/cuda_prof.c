@@ -232,7 +232,7 @@ W(grad_gate, (vt_backend *be, vt_grad_gate *gate, float clip, double skip_at, in
   (be, gate, clip, skip_at, skip))
 W(copy_if_skip, (vt_backend *be, void *dst, const void *src, size_t bytes,
                  const vt_grad_gate *gate), (be, dst, src, bytes, gate))
-W(xsum_fold, (vt_backend *be, int64_t *acc, const float *x, int64_t n, int clips, int64_t stride, int init, int e0), (be, acc, x, n, clips, stride, init, e0))
+W(xsum_fold, (vt_backend *be, int64_t *acc, const float *x, int64_t n, int init, int e0), (be, acc, x, n, init, e0))
 W(xsum_round, (vt_backend *be, float *out, const int64_t *acc, int64_t n, int e0),
   (be, out, acc, n, e0))
 

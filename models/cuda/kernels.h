@@ -266,8 +266,8 @@ void vt_cuk_sum_ranks_i64(cudaStream_t st, int64_t *const *bufs, int nranks, int
 
 /* ---- exact sums (models/xsum.h, the arithmetic of models/xsum_arith.h) ---- */
 /* acc (2n int64) += x (n) in units of 2^e0. */
-void vt_cuk_xsum_fold(cudaStream_t st, int64_t *acc, const float *x, int64_t n, int clips,
-                      int64_t stride, int init, int e0);
+void vt_cuk_xsum_fold(cudaStream_t st, int64_t *acc, const float *x, int64_t n, int init,
+                      int e0);
 /* out (n) = acc (2n int64) rounded to float. */
 void vt_cuk_xsum_round(cudaStream_t st, float *out, const int64_t *acc, int64_t n, int e0);
 

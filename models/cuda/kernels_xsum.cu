@@ -18,23 +18,20 @@
 #include "models/cuda/kernels_impl.cuh"
 #include "models/xsum_arith.h"
 
-/* acc += the clips' terms (xsum.h vt_xsum_fold_clips): each element's accumulator read
- * and written once, in registers between */
-__global__ static void k_xsum_fold(int64_t *acc, const float *x, int64_t n, int clips,
-                                   int64_t stride, int init, int e0) {
+/* acc += x, or acc = x's units with init (acc not read: xsum.h vt_xsum_fold_init) */
+__global__ static void k_xsum_fold(int64_t *acc, const float *x, int64_t n, int init, int e0) {
     VT_GRID_STRIDE(i, n) {
         int64_t a[2] = {init ? 0 : acc[2 * i], init ? 0 : acc[2 * i + 1]};
-        for (int k = 0; k < clips; k++)
-            vt_xs_fold1(a, x[(int64_t)k * stride + i], e0);
+        vt_xs_fold1(a, x[i], e0);
         acc[2 * i] = a[0];
         acc[2 * i + 1] = a[1];
     }
 }
 extern "C" void vt_cuk_xsum_fold(cudaStream_t st, int64_t *acc, const float *x, int64_t n,
-                                 int clips, int64_t stride, int init, int e0) {
+                                 int init, int e0) {
     if (n <= 0)
         return;
-    k_xsum_fold<<<vt_blocks(n), VT_THREADS, 0, st>>>(acc, x, n, clips, stride, init, e0);
+    k_xsum_fold<<<vt_blocks(n), VT_THREADS, 0, st>>>(acc, x, n, init, e0);
     CUDA_LAUNCH_CHECK();
 }
 

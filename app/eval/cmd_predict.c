@@ -314,9 +314,7 @@ static void predict_print(const pred_ctx *c, const char *video, int top, cJSON *
         }
         /* the top score shared by another class: no single answer (eval counts such a
          * video as a miss); the list still ranks them by class index, so it is said */
-        int tied = 0;
-        for (int j = 0; j < Kc && Kc > 1; j++)
-            tied |= j != idx[0] && sc[j] == sc[idx[0]];
+        const int tied = vt_top_tied(sc, Kc, idx[0]);
         if (ho)
             cJSON_AddBoolToObject(ho, "tie", tied);
         else if (tied)

@@ -341,6 +341,13 @@ void vt_sigmoid(float *out, const float *logits, int64_t n) {
     }
 }
 
+int vt_top_tied(const float *score, int n, int top) {
+    for (int j = 0; j < n; j++)
+        if (j != top && score[j] == score[top])
+            return 1;
+    return 0;
+}
+
 void vt_topk(int *idx, const float *score, int n, int k) {
     /* Selection by rank: n is a class count (small), so O(n*k) is fine. */
     for (int t = 0; t < k; t++) {

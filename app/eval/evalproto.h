@@ -89,6 +89,9 @@ void vt_softmax_rows(float *out, const float *logits, int n, int k);
 void vt_sigmoid(float *out, const float *logits, int64_t n);
 /* Indices of the k largest scores (descending, ties to the lower index) into idx (k). */
 void vt_topk(int *idx, const float *score, int n, int k);
+/* 1 when another of the n scores equals score[top]: a tie for the top, no single answer
+ * (eval counts it a miss; predict, --timeline and embed say it). */
+int vt_top_tied(const float *score, int n, int top);
 
 /* Human-readable confusion matrix (class names may be NULL: numbers are used). */
 void vt_eval_confusion_print(const vt_eval_result *r, const char *const *names, FILE *f);

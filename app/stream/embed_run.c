@@ -65,11 +65,8 @@ static void top1(vt_embed_row *r, int h, const float *p, int classes) {
         }
     int idx = 0;
     vt_topk(&idx, p, classes, 1);
-    r->label[h] = idx;
+    r->label[h] = vt_top_tied(p, classes, idx) ? -2 : idx; /* a tie names no class */
     r->prob[h] = p[idx];
-    for (int j = 0; j < classes; j++) /* a tie: eval counts it a miss, no class is named */
-        if (j != idx && p[j] == p[idx])
-            r->label[h] = -2;
 }
 
 /* 1 when the n rows of dim features at f are all finite. */

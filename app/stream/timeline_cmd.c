@@ -153,9 +153,7 @@ static void emit_window(void *ctx, const vt_timeline_window *w) {
             k = 0;
         vt_topk(idx, sc, C, k);
         /* the top score shared: no single answer (eval counts it a miss), said */
-        int tie = 0;
-        for (int c = 0; c < C && k > 0; c++)
-            tie |= c != idx[0] && sc[c] == sc[idx[0]];
+        const int tie = k > 0 && vt_top_tied(sc, C, idx[0]);
         cJSON *top = NULL;
         if (e) {
             cJSON *ho = cJSON_CreateObject();

@@ -378,21 +378,6 @@ static void test_sequential(void) {
  * counting them; seeked to, by its idx1 index, one more. A clip past the hole read right
  * after an open (a seek) must hold the frames a read-through (decode_all, the index's
  * numbering, ffmpeg's) puts at those positions, not the ones a position further on. */
-typedef struct all_frames {
-    uint8_t *buf;
-    size_t fb;
-    int64_t n;
-} all_frames;
-
-static int keep_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
-    all_frames *a = user;
-    a->fb = (size_t)w * h * 3;
-    a->buf = realloc(a->buf, (size_t)(n + 1) * a->fb);
-    memcpy(a->buf + (size_t)n * a->fb, rgb, a->fb);
-    a->n = n + 1;
-    return 0;
-}
-
 static void test_lost_chunk(void) {
     char path[4096];
     snprintf(path, sizeof path, "%s/hostile/corrupt_mid.avi", dir);
@@ -400,21 +385,21 @@ static void test_lost_chunk(void) {
     TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0, "open: %s", err);
     if (!v)
         return;
-    all_frames a = {0};
+    vt_test_bytes a = {0};
     int64_t got = 0;
-    vt_video_decode_all(v, 32, keep_frame, &a, &got, err, sizeof err);
+    vt_video_decode_all(v, 32, vt_test_keep_frame, &a, &got, err, sizeof err);
     const int64_t n = vt_video_get_info(v)->nframes;
     vt_video_close(&v);
-    TCHECK(a.n == n && n > 40, "decode_all: %lld of %lld frames", (long long)a.n, (long long)n);
+    TCHECK(a.frames == n && n > 40, "decode_all: %lld of %lld frames", (long long)a.frames, (long long)n);
     int bad = 0, clips = 0;
-    for (int64_t start = 24; start + 4 <= a.n; start += 5) {
+    for (int64_t start = 24; start + 4 <= a.frames; start += 5) {
         TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0, "open: %s", err);
         if (!v)
             break;
-        uint8_t *clip = malloc(4 * a.fb);
+        uint8_t *clip = malloc(4 * a.frame);
         TCHECK(vt_video_read_clip(v, clip, start, 4, 1, 32, VT_PAD_LOOP, err, sizeof err) == 0,
                "read %lld: %s", (long long)start, err);
-        if (memcmp(clip, a.buf + (size_t)start * a.fb, 4 * a.fb)) {
+        if (memcmp(clip, a.p + (size_t)start * a.frame, 4 * a.frame)) {
             bad++;
             fprintf(stderr, "  corrupt_mid.avi: the clip at %lld after a seek differs\n",
                     (long long)start);
@@ -427,7 +412,7 @@ static void test_lost_chunk(void) {
            "read-through", bad, clips);
     printf("  corrupt_mid.avi (a chunk lost): %d clips past the hole after a seek, the frames "
            "a read-through gives\n", clips);
-    free(a.buf);
+    free(a.p);
 }
 
 static void test_rotation(const char *name, int want_rot) {

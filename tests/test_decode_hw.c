@@ -56,21 +56,11 @@ static void test_parse(void) {
 
 /* Everything one mode reads from a file: three clips at two sizes and a whole decode. */
 typedef struct reading {
-    uint8_t *buf;
-    size_t n;
+    vt_test_bytes out;
     char decoder[8];
     double t[2], dur[2]; /* (3b) the first frame's time and duration, and the last's */
     int64_t frames;
 } reading;
-
-static int frame_sum(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
-    reading *r = user;
-    size_t bytes = (size_t)w * h * 3;
-    r->buf = vt_realloc(r->buf, r->n + bytes);
-    memcpy(r->buf + r->n, rgb, bytes);
-    r->n += bytes;
-    return 0;
-}
 
 static int read_all(reading *r, const char *path, vt_decode_mode mode) {
     vt_video_set_decode(mode);
@@ -91,14 +81,12 @@ static int read_all(reading *r, const char *path, vt_decode_mode mode) {
         int w, h;
         vt_video_scaled_size(v, clips[c].ss, &w, &h);
         size_t bytes = (size_t)clips[c].t * w * h * 3;
-        r->buf = vt_realloc(r->buf, r->n + bytes);
-        int rc = vt_video_read_clip(v, r->buf + r->n, clips[c].start, clips[c].t,
+        int rc = vt_video_read_clip(v, vt_test_bytes_grow(&r->out, bytes), clips[c].start, clips[c].t,
                                     clips[c].stride, clips[c].ss, VT_PAD_LOOP, err, sizeof err);
         TCHECK(rc == 0, "%s (%s): clip %zu: %s", path, vt_decode_mode_name(mode), c, err);
-        r->n += bytes;
     }
     int64_t got = 0;
-    int rc = vt_video_decode_all(v, SS, frame_sum, r, &got, err, sizeof err);
+    int rc = vt_video_decode_all(v, SS, vt_test_keep_frame, &r->out, &got, err, sizeof err);
     TCHECK(rc == 0 && got > 0, "%s (%s): decode_all: %s", path, vt_decode_mode_name(mode), err);
     vt_video_close(&v);
     return 0;
@@ -124,7 +112,7 @@ static void diff_stats(const uint8_t *a, const uint8_t *b, size_t n, double *mea
 static int agree(const char *name, const char *what, vt_decode_mode m, const reading *alt,
                  const reading *cpu) {
     if (!strcmp(alt->decoder, "cpu")) {
-        TCHECK(alt->n == cpu->n && !memcmp(alt->buf, cpu->buf, cpu->n),
+        TCHECK(alt->out.n == cpu->out.n && !memcmp(alt->out.p, cpu->out.p, cpu->out.n),
                "%s (%s, %son the CPU): pixels differ from --decode cpu", name,
                vt_decode_mode_name(m), what);
         return 0;
@@ -132,7 +120,7 @@ static int agree(const char *name, const char *what, vt_decode_mode m, const rea
     TCHECK(!strcmp(alt->decoder, "nvdec"), "%s: %sdecoder '%s'", name, what, alt->decoder);
     double mean;
     int max;
-    diff_stats(alt->buf, cpu->buf, VT_MIN(alt->n, cpu->n), &mean, &max);
+    diff_stats(alt->out.p, cpu->out.p, VT_MIN(alt->out.n, cpu->out.n), &mean, &max);
     /* H.264 decodes bit-exactly on any conforming decoder (the standard fixes every
      * integer transform and filter) and (3) shows the NV12 layout scales to the same
      * bytes: 0. MPEG-4 part 2 and MJPEG fix their IDCT only to IEEE 1180 accuracy (+-1 per
@@ -159,12 +147,12 @@ static void test_modes_agree(void) {
         for (vt_decode_mode m = VT_DECODE_AUTO; m <= VT_DECODE_NVDEC; m++) {
             if (m == VT_DECODE_CPU || read_all(&alt, path, m) < 0)
                 continue;
-            TCHECK(alt.n == cpu.n, "%s (%s): %zu bytes read, cpu %zu", media[f],
-                   vt_decode_mode_name(m), alt.n, cpu.n);
+            TCHECK(alt.out.n == cpu.out.n, "%s (%s): %zu bytes read, cpu %zu", media[f],
+                   vt_decode_mode_name(m), alt.out.n, cpu.out.n);
             gpu_files += agree(media[f], "", m, &alt, &cpu) && m == VT_DECODE_NVDEC;
-            free(alt.buf);
+            free(alt.out.p);
         }
-        free(cpu.buf);
+        free(cpu.out.p);
     }
     vt_video_set_decode(VT_DECODE_CPU);
 }
@@ -186,7 +174,7 @@ static int read_stream(reading *r, const char *path, vt_decode_mode mode) {
     int w, h, rc;
     double t, dur;
     while ((rc = vt_stream_next(st, SS, &rgb, &w, &h, &t, &dur, err, sizeof err)) == 1) {
-        frame_sum(r, rgb, 0, w, h);
+        vt_test_keep_frame(&r->out, rgb, 0, w, h);
         /* the first frame is the one a GPU open decodes early and keeps: its timing too */
         if (r->frames++ == 0) {
             r->t[0] = t;
@@ -199,8 +187,8 @@ static int read_stream(reading *r, const char *path, vt_decode_mode mode) {
            vt_decode_mode_name(mode), (long long)r->frames, rc ? err : "");
     vt_stream_close(&st);
     if (rc != 0 || r->frames == 0) {
-        free(r->buf);
-        r->buf = NULL;
+        free(r->out.p);
+        r->out.p = NULL;
         return -1;
     }
     return 0;
@@ -215,22 +203,22 @@ static void test_stream_modes(void) {
         vt_video *v = NULL;
         int64_t got = 0;
         TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0 &&
-               vt_video_decode_all(v, SS, frame_sum, &whole, &got, err, sizeof err) == 0 &&
-               got > 0 && whole.n > 0,
+               vt_video_decode_all(v, SS, vt_test_keep_frame, &whole.out, &got, err, sizeof err) == 0 &&
+               got > 0 && whole.out.n > 0,
                "%s: whole decode: %lld frames, %s", media[f], (long long)got, err);
         vt_video_close(&v);
         if (read_stream(&cpu, path, VT_DECODE_CPU) == 0) {
             TCHECK(!strcmp(cpu.decoder, "cpu"), "%s: stream under cpu decoded on '%s'",
                    media[f], cpu.decoder);
             /* the streams' promise (video.h): the reader's bytes for every frame */
-            TCHECK(cpu.n == whole.n && !memcmp(cpu.buf, whole.buf, cpu.n),
+            TCHECK(cpu.out.n == whole.out.n && !memcmp(cpu.out.p, whole.out.p, cpu.out.n),
                    "%s: the stream's frames (%zu bytes) differ from the reader's (%zu)",
-                   media[f], cpu.n, whole.n);
+                   media[f], cpu.out.n, whole.out.n);
             for (vt_decode_mode m = VT_DECODE_AUTO; m <= VT_DECODE_NVDEC; m++) {
                 if (m == VT_DECODE_CPU || read_stream(&alt, path, m) < 0)
                     continue;
-                TCHECK(alt.n == cpu.n, "%s (%s): stream %zu bytes, cpu %zu", media[f],
-                       vt_decode_mode_name(m), alt.n, cpu.n);
+                TCHECK(alt.out.n == cpu.out.n, "%s (%s): stream %zu bytes, cpu %zu", media[f],
+                       vt_decode_mode_name(m), alt.out.n, cpu.out.n);
                 /* timing comes from the packets whoever decodes: equal, exactly */
                 TCHECK(alt.frames == cpu.frames && alt.t[0] == cpu.t[0] &&
                        alt.dur[0] == cpu.dur[0] && alt.t[1] == cpu.t[1] &&
@@ -241,11 +229,11 @@ static void test_stream_modes(void) {
                        cpu.t[0], cpu.dur[0], cpu.t[1], cpu.dur[1]);
                 gpu_streams +=
                     agree(media[f], "stream ", m, &alt, &cpu) && m == VT_DECODE_NVDEC;
-                free(alt.buf);
+                free(alt.out.p);
             }
-            free(cpu.buf);
+            free(cpu.out.p);
         }
-        free(whole.buf);
+        free(whole.out.p);
     }
     vt_video_set_decode(VT_DECODE_CPU);
 }

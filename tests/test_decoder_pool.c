@@ -46,20 +46,9 @@ enum { NSEQ = sizeof seq / sizeof seq[0] };
 typedef struct run {
     int rc, read_rc;
     vt_video_info info;
-    uint8_t *bytes; /* the clip, then decode_all's frames at short side 32 */
-    size_t len;
+    vt_test_bytes out; /* the clip, then decode_all's frames at short side 32 */
     int64_t seeks;
 } run;
-
-static int all_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
-    run *r = user;
-    (void)n;
-    size_t fb = (size_t)w * h * 3;
-    r->bytes = realloc(r->bytes, r->len + fb);
-    memcpy(r->bytes + r->len, rgb, fb);
-    r->len += fb;
-    return 0;
-}
 
 static run do_step(const step *s) {
     run r;
@@ -74,13 +63,11 @@ static run do_step(const step *s) {
     r.info = *vt_video_get_info(v);
     int w, h;
     vt_video_scaled_size(v, 48, &w, &h);
-    r.len = (size_t)w * h * 3 * 4;
-    r.bytes = calloc(1, r.len);
-    r.read_rc = vt_video_read_clip(v, r.bytes, s->start, 4, 2, 48, VT_PAD_LOOP, err,
+    r.read_rc = vt_video_read_clip(v, vt_test_bytes_grow(&r.out, (size_t)w * h * 3 * 4), s->start, 4, 2, 48, VT_PAD_LOOP, err,
                                    sizeof err);
     r.seeks = vt_video_get_stats(v)->seeks;
     int64_t got = 0;
-    vt_video_decode_all(v, 32, all_frame, &r, &got, err, sizeof err);
+    vt_video_decode_all(v, 32, vt_test_keep_frame, &r.out, &got, err, sizeof err);
     vt_video_close(&v);
     return r;
 }
@@ -117,10 +104,10 @@ static void check_sequence(void) {
         TCHECK(a->read_rc == b->read_rc && a->seeks == b->seeks, "%s: read %d/%d, seeks "
                "%lld/%lld", what, a->read_rc, b->read_rc, (long long)a->seeks,
                (long long)b->seeks);
-        TCHECK(a->len == b->len && (a->len == 0 || !memcmp(a->bytes, b->bytes, a->len)),
+        TCHECK(a->out.n == b->out.n && (a->out.n == 0 || !memcmp(a->out.p, b->out.p, a->out.n)),
                "%s: frames differ with the pool", what);
-        free(a->bytes);
-        free(b->bytes);
+        free(a->out.p);
+        free(b->out.p);
     }
     /* Where a decoder may be taken: an earlier clean decoder of the same parameters and
      * threads has closed. a/b/c.mp4 and a/b.mkv share one encoder setting (their
@@ -205,10 +192,10 @@ static void check_real(void) {
             const run *a = &on[k], *b = &off[k];
             TCHECK(a->rc == b->rc && a->read_rc == b->read_rc && a->seeks == b->seeks &&
                        (a->rc < 0 || !memcmp(&a->info, &b->info, sizeof a->info)) &&
-                       a->len == b->len && (a->len == 0 || !memcmp(a->bytes, b->bytes, a->len)),
+                       a->out.n == b->out.n && (a->out.n == 0 || !memcmp(a->out.p, b->out.p, a->out.n)),
                    "%s, open %d: differs with the pool", strrchr(line, '/') + 1, k + 1);
-            free(on[k].bytes);
-            free(off[k].bytes);
+            free(on[k].out.p);
+            free(off[k].out.p);
         }
         files++;
     }

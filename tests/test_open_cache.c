@@ -52,21 +52,10 @@ static const rd scripts[3][6] = {
 typedef struct run {
     int rc;                 /* open's */
     vt_video_info info;
-    uint8_t *bytes;         /* every read's frames, then decode_all's at short side 32 */
-    size_t len;
+    vt_test_bytes out;      /* every read's frames, then decode_all's at short side 32 */
     int64_t seeks[8];
     int read_rc[8];
 } run;
-
-static int seq_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
-    run *r = user;
-    (void)n;
-    size_t fb = (size_t)w * h * 3;
-    r->bytes = realloc(r->bytes, r->len + fb);
-    memcpy(r->bytes + r->len, rgb, fb);
-    r->len += fb;
-    return 0;
-}
 
 static run do_run(const char *path, const rd *script) {
     run r;
@@ -81,17 +70,15 @@ static run do_run(const char *path, const rd *script) {
         int w, h;
         vt_video_scaled_size(v, script[k].ss, &w, &h);
         size_t n = (size_t)w * h * 3 * (size_t)script[k].t;
-        r.bytes = realloc(r.bytes, r.len + n);
-        memset(r.bytes + r.len, 0, n);
+        uint8_t *dst = vt_test_bytes_grow(&r.out, n);
         int64_t s0 = st->seeks;
-        r.read_rc[k] = vt_video_read_clip(v, r.bytes + r.len, script[k].start, script[k].t,
+        r.read_rc[k] = vt_video_read_clip(v, dst, script[k].start, script[k].t,
                                           script[k].stride, script[k].ss, script[k].pad, err,
                                           sizeof err);
         r.seeks[k] = st->seeks - s0;
-        r.len += n;
     }
     int64_t got = 0;
-    vt_video_decode_all(v, 32, seq_frame, &r, &got, err, sizeof err);
+    vt_video_decode_all(v, 32, vt_test_keep_frame, &r.out, &got, err, sizeof err);
     vt_video_close(&v);
     return r;
 }
@@ -104,7 +91,7 @@ static void same_run(const run *a, const run *b, const char *what) {
            "frames vs %dx%d %s %lld)", what, a->info.width, a->info.height, a->info.pix_fmt,
            (long long)a->info.nframes, b->info.width, b->info.height, b->info.pix_fmt,
            (long long)b->info.nframes);
-    TCHECK(a->len == b->len && !memcmp(a->bytes, b->bytes, a->len), "%s: frames differ", what);
+    TCHECK(a->out.n == b->out.n && !memcmp(a->out.p, b->out.p, a->out.n), "%s: frames differ", what);
     TCHECK(!memcmp(a->seeks, b->seeks, sizeof a->seeks), "%s: seeks per read differ", what);
     TCHECK(!memcmp(a->read_rc, b->read_rc, sizeof a->read_rc), "%s: read results differ", what);
 }
@@ -162,9 +149,9 @@ static void check_file(const char *name) {
         same_run(&first, &off, what);
         snprintf(what, sizeof what, "%s script %d, kept vs off", name, s);
         same_run(&hit, &off, what);
-        free(off.bytes);
-        free(first.bytes);
-        free(hit.bytes);
+        free(off.out.p);
+        free(first.out.p);
+        free(hit.out.p);
     }
     printf("  %s: the same info, frames and seeks with and without what was kept\n", name);
 }
@@ -244,8 +231,8 @@ static void check_identity(void) {
     TCHECK(hits() == h0, "a replaced file was taken for the old one");
     same_run(&got, &want, "replaced file");
     TCHECK(!strcmp(got.info.codec, "mpeg4"), "replaced file's codec %s", got.info.codec);
-    free(want.bytes);
-    free(got.bytes);
+    free(want.out.p);
+    free(got.out.p);
 
     copy_file(a, x); /* modified now: not kept */
     h0 = hits();

@@ -33,6 +33,39 @@ static int vt_test_checks;
         }                                                                           \
     } while (0)
 
+/* Bytes kept one after another: the frames vt_video_decode_all or a stream hands out
+ * (vt_test_keep_frame is the callback) and the clips read between them, for tests that
+ * compare two readings of a file byte for byte. Free p. */
+typedef struct vt_test_bytes {
+    uint8_t *p;
+    size_t n;       /* bytes kept */
+    size_t frame;   /* the last frame's bytes (w * h * 3) */
+    int64_t frames; /* frames kept by vt_test_keep_frame */
+} vt_test_bytes;
+
+/* Room for `more` zeroed bytes at the end; where they start. Aborts when out of memory. */
+static inline uint8_t *vt_test_bytes_grow(vt_test_bytes *b, size_t more) {
+    uint8_t *p = realloc(b->p, b->n + more);
+    if (!p && b->n + more) {
+        fprintf(stderr, "FAIL: out of memory keeping %zu bytes\n", b->n + more);
+        abort();
+    }
+    b->p = p;
+    memset(p + b->n, 0, more);
+    b->n += more;
+    return p + b->n - more;
+}
+
+/* vt_video_decode_all's frame callback: appends the frame to the vt_test_bytes user. */
+static inline int vt_test_keep_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
+    vt_test_bytes *b = user;
+    (void)n;
+    b->frame = (size_t)w * h * 3;
+    memcpy(vt_test_bytes_grow(b, b->frame), rgb, b->frame);
+    b->frames++;
+    return 0;
+}
+
 /* Closing line; returns the exit code: 1 on any failed check, and 1 when no check ran
  * at all (a test that checked nothing has not passed: an early return, a loop over an
  * empty list, a data folder that was not there). A test that cannot run returns

@@ -123,7 +123,8 @@ static int scores_nonfinite(const pred_ctx *c, const vt_run_heads *heads, char *
         for (int j = 0; j < heads->cfg[h].classes; j++)
             if (!isfinite(c->avg[h][j])) {
                 vt_set_err(err, errlen, "the model's scores are not finite (%s for class %s): "
-                           "the run diverged; train it again with a lower --lr",
+                           "the network overflows on its clips although its weights are finite "
+                           "(a run at the edge of diverging: train it again with a lower --lr)",
                            isnan(c->avg[h][j]) ? "NaN" : "inf", heads->classes[h][j]);
                 return 1;
             }

@@ -390,7 +390,8 @@ int vt_cmd_embed(int argc, char **argv) {
                 (long long)ties, (long long)set.n);
     if (noanswer)
         fprintf(stderr, "vidtrain embed: warning: %lld of %lld rows have scores that are not "
-                "finite (NaN or inf: the run diverged): their label and prob cells are empty\n",
+                "finite (NaN or inf: the network overflows on their clips although its weights are "
+                "finite): their label and prob cells are empty\n",
                 (long long)noanswer, (long long)set.n);
     make_meta(&meta, &a, &e, &m, is_dir);
     /* FILE and FILE.csv are one answer: two embeds onto one --out at once write their

@@ -134,8 +134,9 @@ int vt_embed_sample(vt_embedder *e, const char *path, const vt_dataset_video *dv
     /* a diverged model's NaN features are no embedding: the input is reported and
      * skipped, as predict skips a video whose scores are not finite */
     if (!feats_finite(e->feat, (int64_t)n * e->dim)) {
-        vt_set_err(err, errlen, "the model's features are not finite (NaN or inf): the run "
-                   "diverged; train it again with a lower --lr");
+        vt_set_err(err, errlen, "the model's features are not finite (NaN or inf): the network "
+                   "overflows on its clips although its weights are finite (a run at the edge "
+                   "of diverging: train it again with a lower --lr)");
         return -1;
     }
     int64_t first = e->out->n;
@@ -256,7 +257,8 @@ int vt_embed_timeline_video(vt_embedder *e, const char *path, const vt_embed_tim
                 "them say so in the CSV's decode_errors column\n", path, (long long)errors);
     if (e->nonfinite && e->out->n == first) {
         vt_set_err(err, errlen, "the model's features are not finite (NaN or inf) in all %lld "
-                   "windows: the run diverged; train it again with a lower --lr",
+                   "windows: the network overflows on them although its weights are finite (a "
+                   "run at the edge of diverging: train it again with a lower --lr)",
                    (long long)e->nonfinite);
         return -1;
     }

@@ -36,7 +36,10 @@ static void usage(FILE *f) {
             "files are followed; dangling links and links back to a folder above them (loops) are\n"
             "listed and skipped. Every video is opened once with FFmpeg and its first frame\n"
             "decoded; unreadable files are listed with the reason. A file damaged past its\n"
-            "first frame opens fine: --full finds it.\n\n"
+            "first frame opens fine: --full finds it. A frame rate, size, codec or pixel\n"
+            "format that gives a class away (80%% or more of its training videos have values\n"
+            "no other class has) is listed as a shortcut: a network can learn it instead of\n"
+            "the content (docs/splits.md).\n\n"
             "  --val-split F   put a stable, per-class fraction F of train videos in val\n"
             "                  (by a hash of the path: a video keeps its split as files are added)\n"
             "  --group REGEX   the videos of one recording stay on one side of --val-split: the\n"
@@ -328,6 +331,9 @@ typedef struct scan_summary {
     vt_leaks lk;
     int full;        /* --full ran: fd holds what it found */
     vt_scan_full fd;
+    vt_shortcut *sc; /* file properties that give a class away (dataset.h) */
+    int nsc;
+    const char *sc_what; /* the samples they were counted over */
 } scan_summary;
 
 static void scan_summary_free(scan_summary *sm) {
@@ -338,6 +344,7 @@ static void scan_summary_free(scan_summary *sm) {
     free(sm->badc);
     vt_leaks_free(&sm->lk);
     vt_scan_full_free(&sm->fd);
+    free(sm->sc);
 }
 
 /* Opens op->dir into *ds (and its labels), probes every video, tallies them into *sm and
@@ -411,6 +418,10 @@ static int scan_plan(const scan_opts *op, vt_dataset **dsp, scan_summary *sm) {
     free(frames);
     for (int s = 0; s < VT_NSPLITS; s++)
         sm->has_split[s] = sm->split_total[s] > 0;
+    /* over what training would learn from; a folder without train videos, over them all */
+    const int sc_split = sm->split_total[VT_SPLIT_TRAIN] ? VT_SPLIT_TRAIN : -1;
+    sm->sc_what = sc_split < 0 ? "videos" : "training videos";
+    sm->nsc = vt_dataset_shortcuts(ds, sc_split, &sm->sc);
     sm->check_leaks = !op->no_leaks && sm->split_total[VT_SPLIT_TRAIN] &&
                       (sm->split_total[VT_SPLIT_VAL] || sm->split_total[VT_SPLIT_TEST]);
     if (sm->check_leaks)
@@ -539,6 +550,16 @@ static void scan_print_json(const scan_opts *op, const vt_dataset *ds, scan_summ
         cJSON_AddItemToArray(nf, cJSON_CreateString(ds->broken[i]));
     if (ds->nmissing)
         cJSON_AddNumberToObject(o, "list_entries_missing", ds->nmissing);
+    cJSON *sca = cJSON_AddArrayToObject(o, "shortcuts");
+    for (int k = 0; k < sm->nsc; k++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "property", vt_shortcut_property_name(sm->sc[k].property));
+        cJSON_AddStringToObject(e, "class", sm->h0->classes[sm->sc[k].cls]);
+        cJSON_AddNumberToObject(e, "given", sm->sc[k].given);
+        cJSON_AddNumberToObject(e, "of", sm->sc[k].total);
+        cJSON_AddStringToObject(e, "values", sm->sc[k].values);
+        cJSON_AddItemToArray(sca, e);
+    }
     if (sm->check_leaks)
         cJSON_AddItemToObject(o, "leaks", vt_leaks_json(ds, &sm->lk));
     if (ds->groups.mode[0]) {
@@ -628,6 +649,10 @@ static void scan_print_text(const scan_opts *op, const vt_dataset *ds, scan_summ
         printf("list files name %d videos that are not there (see the warnings)\n", ds->nmissing);
     if (op->labels && sm->nbadlines)
         printf("%s: %d lines skipped (see the warnings)\n", op->labels, sm->nbadlines);
+    if (sm->nsc) {
+        printf("\n");
+        vt_dataset_shortcuts_print(stdout, "shortcut: ", ds, sm->sc, sm->nsc, sm->sc_what);
+    }
     if (sm->check_leaks) {
         printf("\n");
         vt_leaks_print(stdout, ds, &sm->lk, 20);

@@ -19,7 +19,8 @@
  * walk), dataset_lists.c (UCF101 lists and the list-format detection), dataset_hmdb.c
  * (HMDB51 split files), dataset_kinetics.c (Kinetics CSVs), dataset_labels.c
  * (labels.csv), dataset_segments.c (entries that share a file), dataset_probe.c
- * (probing, bad files), dataset_util.c (names, shared helpers), dataset_split.c
+ * (probing, bad files), dataset_shortcut.c (file properties that give a class away),
+ * dataset_util.c (names, shared helpers), dataset_split.c
  * (--val-split grouped by recording, --group); what they share is dataset_impl.h, private to pipeline/data/.
  */
 #ifndef VT_DATASET_H
@@ -275,6 +276,27 @@ int vt_dataset_split_indices(vt_dataset *ds, vt_split split, int32_t **out);
 int vt_dataset_split_count(vt_dataset *ds, vt_split split);
 /* The split to validate on: VAL if it has videos, else TEST (UCF101 lists), else VAL. */
 vt_split vt_dataset_eval_split(vt_dataset *ds);
+
+/* A property of the files that gives a class away (dataset_shortcut.c: frame rate, size,
+ * codec, pixel format): `given` of the class's `total` probed samples have a value that at
+ * least one other sample of the class has and no sample of another class has; `values`
+ * names up to three of them. */
+typedef struct vt_shortcut {
+    int property; /* vt_shortcut_property_name */
+    int cls;      /* head 0's class */
+    int given, total;
+    char values[128];
+} vt_shortcut;
+/* The shortcuts among the readable, labelled samples of `split` (-1: every split), head 0
+ * if it is softmax, after vt_dataset_probe: a class of at least 3 samples of which 80% or
+ * more have values no other class has. *out (free()) sorted by property, then class;
+ * returns how many. */
+int vt_dataset_shortcuts(vt_dataset *ds, int split, vt_shortcut **out);
+const char *vt_shortcut_property_name(int property);
+/* One paragraph a property, its first line after prefix, then a hint; `what`
+ * names the samples ("training videos"). Nothing when n is 0. */
+void vt_dataset_shortcuts_print(FILE *f, const char *prefix, const vt_dataset *ds,
+                                const vt_shortcut *s, int n, const char *what);
 
 /* The heads as a network would see them (name, classes, loss; weight 1, smoothing 0). */
 void vt_dataset_head_cfgs(const vt_dataset *ds, vt_head_cfg *out /* (nheads) */);

@@ -1,0 +1,96 @@
+/*
+ * test_shortcut.c: a frame rate, size, codec or pixel format that gives a class away is
+ * said (pipeline/data/dataset/dataset_shortcut.c): by `scan` (text and --json) and by
+ * `train` as a warning. The files are made here with the ffmpeg command at known rates,
+ * sizes and codecs, so which class each property gives away is known by construction:
+ *   fps/: a at 30 fps, b at 15, c at 25 (one of c's four portrait: a size one file has
+ *     alone never counts), d three at 50 and one at 20 (75%: under the 80% line) — the
+ *     frame rate gives a, b and c away, nothing else does;
+ *   codec/: a MPEG-4 (yuv420p), b MJPEG (yuvj420p), each at 30 and 15 fps — the codec and
+ *     the pixel format give both away, the frame rate neither;
+ *   mixed/: the same codecs and rates spread over both classes — nothing.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/apputil.h"
+
+#pragma GCC diagnostic ignored "-Wformat-truncation"
+
+static const char *bin, *dir;
+
+/* One 0.4 s test pattern at rate fps, WxH, codec ("mpeg4" or "mjpeg"). */
+static void make(const char *set, const char *cls, int k, int fps, const char *size,
+                 const char *codec) {
+    TCHECK(vt_test_sh("mkdir -p '%s/%s/%s' && ffmpeg -nostdin -v error -y -f lavfi -i "
+                      "testsrc=size=%s:rate=%d:duration=0.4 -c:v %s '%s/%s/%s/v%d.%s'", dir, set,
+                      cls, size, fps, codec, dir, set, cls, k,
+                      !strcmp(codec, "mjpeg") ? "mkv" : "mp4") == 0,
+           "ffmpeg: %s/%s/v%d", set, cls, k);
+}
+
+/* scan --json's shortcuts as "property:class:given/of" lines, sorted, into buf. */
+static void shortcuts(const char *set, char *buf, size_t n) {
+    buf[0] = 0;
+    char p[4400];
+    snprintf(p, sizeof p, "%s/%s.json", dir, set);
+    TCHECK(vt_test_sh("'%s' scan '%s/%s' --no-leaks --json > '%s' 2> /dev/null", bin, dir, set,
+                      p) == 0, "scan %s", set);
+    cJSON *j = vt_test_read_json(p);
+    const cJSON *a = cJSON_GetObjectItem(j, "shortcuts");
+    TCHECK(cJSON_IsArray(a), "%s: scan --json has no shortcuts array", set);
+    for (const cJSON *e = a ? a->child : NULL; e; e = e->next) {
+        size_t l = strlen(buf);
+        snprintf(buf + l, n - l, "%s:%s:%d/%d;",
+                 cJSON_GetObjectItem(e, "property")->valuestring,
+                 cJSON_GetObjectItem(e, "class")->valuestring,
+                 (int)cJSON_GetObjectItem(e, "given")->valuedouble,
+                 (int)cJSON_GetObjectItem(e, "of")->valuedouble);
+    }
+    cJSON_Delete(j);
+}
+
+int main(void) {
+    bin = vt_test_bin("test_shortcut");
+    if (!bin)
+        return VT_TEST_SKIP;
+    dir = vt_test_dir("shortcut");
+    TCHECK(vt_test_sh("rm -rf '%s/fps' '%s/codec' '%s/mixed'", dir, dir, dir) == 0, "clean");
+    for (int k = 0; k < 4; k++) {
+        make("fps", "a", k, 30, "64x48", "mpeg4");
+        make("fps", "b", k, 15, "64x48", "mpeg4");
+        make("fps", "c", k, 25, k == 3 ? "48x64" : "64x48", "mpeg4");
+        make("fps", "d", k, k == 3 ? 20 : 50, "64x48", "mpeg4");
+        make("codec", "a", k, k % 2 ? 15 : 30, "64x48", "mpeg4");
+        make("codec", "b", k, k % 2 ? 15 : 30, "64x48", "mjpeg");
+        make("mixed", "a", k, k % 2 ? 15 : 30, "64x48", k < 2 ? "mpeg4" : "mjpeg");
+        make("mixed", "b", k, k % 2 ? 30 : 15, "64x48", k < 2 ? "mjpeg" : "mpeg4");
+    }
+    char got[1024];
+    shortcuts("fps", got, sizeof got);
+    TCHECK(!strcmp(got, "frame rate:a:4/4;frame rate:b:4/4;frame rate:c:4/4;"),
+           "fps/: shortcuts %s", got);
+    shortcuts("codec", got, sizeof got);
+    TCHECK(!strcmp(got, "codec:a:4/4;codec:b:4/4;pixel format:a:4/4;pixel format:b:4/4;"),
+           "codec/: shortcuts %s", got);
+    shortcuts("mixed", got, sizeof got);
+    TCHECK(!strcmp(got, ""), "mixed/: shortcuts %s", got);
+
+    /* the text report, and train's warning at its start */
+    char log[4400];
+    snprintf(log, sizeof log, "%s/scan.txt", dir);
+    TCHECK(vt_test_sh("'%s' scan '%s/fps' --no-leaks > '%s' 2>&1", bin, dir, log) == 0, "scan");
+    TCHECK(vt_test_file_has(log, "shortcut: the frame rate alone tells these classes apart") &&
+           vt_test_file_has(log, "class 'b': 4 of its 4 training videos at 15 fps") &&
+           !vt_test_file_has(log, "class 'd'"), "scan's text names the shortcut (%s)", log);
+    snprintf(log, sizeof log, "%s/train.txt", dir);
+    TCHECK(vt_test_sh("'%s' train '%s/codec' --out '%s/run' --force --model tiny --epochs 1 "
+                      "--batch 4 --clip 4x32 --workers 1 --val-split 0 --precise-bn 0 --quiet > "
+                      "'%s' 2>&1", bin, dir, dir, log) == 0, "train (%s)", log);
+    TCHECK(vt_test_file_has(log, "vidtrain train: warning: the codec alone tells these classes "
+                                 "apart") &&
+           vt_test_file_has(log, "class 'a': 4 of its 4 training videos in mpeg4"),
+           "train warns of the codec (%s)", log);
+    return vt_test_done("test_shortcut");
+}

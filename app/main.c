@@ -28,7 +28,7 @@ static const vt_cmd cmds[] = {
     {"scan", vt_cmd_scan, "scan DIR", "classes, counts, codecs, durations, unreadable files"},
     {"plan", vt_cmd_plan, "plan --model M --clip TxHxW", "model summary, memory per clip, slice plan"},
     {"train", vt_cmd_train, "train DIR --out RUN", "train, validate, checkpoint, report"},
-    {"eval", vt_cmd_eval, "eval RUN DIR", "clip/video top-1/top-5, per-class accuracy, confusion"},
+    {"eval", vt_cmd_eval, "eval RUN [DIR]", "clip/video top-1/top-5, per-class accuracy, confusion"},
     {"predict", vt_cmd_predict, "predict RUN VIDEO...", "top-k labels per video"},
     {"embed", vt_cmd_embed, "embed RUN VIDEO...|DIR --out F", "feature vectors per video (.safetensors/.npy)"},
     {"export", vt_cmd_export, "export RUN --onnx FILE", "the trained network as an ONNX model"},

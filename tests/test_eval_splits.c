@@ -140,6 +140,29 @@ int main(void) {
            "eval --tower-split");
     TCHECK(log_has("eval_default", "split: test, 9 videos (the default"), "default: test");
 
+    /* `eval RUN`: the folder RUN trained on, the same figures as naming it; where that folder
+     * is gone, an error that says so and how to name one */
+    cJSON *named = NULL, *implied = NULL;
+    TCHECK(eval(&named, "data", "", "eval_named") == 0, "eval RUN DATA");
+    snprintf(p, sizeof p, "%s/run/eval.json", dir);
+    remove(p);
+    TCHECK(vt_test_sh("'%s' eval '%s/run' " EVAL_OPTS " > '%s/eval_implied.log' 2>&1", bin, dir,
+                      dir) == 0, "eval RUN");
+    implied = vt_test_read_json(p);
+    check_same(implied, named, "eval RUN against eval RUN DATA");
+    char want[4300];
+    snprintf(want, sizeof want, "%s/data", dir);
+    const cJSON *jd = cJSON_GetObjectItem(implied, "data");
+    TCHECK(cJSON_IsString(jd) && !strcmp(jd->valuestring, want), "eval RUN: eval.json data %s, "
+           "want %s", cJSON_IsString(jd) ? jd->valuestring : "?", want);
+    cJSON_Delete(named);
+    cJSON_Delete(implied);
+    int grc = vt_test_sh("cd '%s' && mv data data.away && { '%s' eval run " EVAL_OPTS
+                         " > eval_gone.log 2>&1; r=$?; mv data.away data; exit $r; }", dir, bin);
+    TCHECK(grc == 1 && log_has("eval_gone", "data', which is not a folder now; name the videos "
+                                            "to evaluate: vidtrain eval run DIR"),
+           "eval RUN whose training folder is gone: exit %d", grc);
+
     /* The same dataset from links: train/ is a link, test/'s class folders are links, val/'s
      * files are links; plus a loop, a dangling file link and a dangling folder link. */
     TCHECK(vt_test_sh("cd '%s' && mkdir -p links/test links/val && ln -s \"$PWD/data/train\" links/train && "

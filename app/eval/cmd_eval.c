@@ -107,8 +107,9 @@ static void add_leaks(cJSON *j, const char *run, const char *dir, const vt_train
 
 static void usage(FILE *f) {
     fprintf(f,
-        "usage: vidtrain eval RUN DIR [options]\n\n"
-        "Evaluates RUN's best checkpoint (else last) on the videos of DIR: K uniformly spaced\n"
+        "usage: vidtrain eval RUN [DIR] [options]\n\n"
+        "Evaluates RUN's best checkpoint (else last) on the videos of DIR (default: the\n"
+        "folder RUN trained on, as its config.json names it): K uniformly spaced\n"
         "clips per video x 1 or 3 crops, softmax averaged per video. Prints and writes\n"
         "RUN/eval.json (clip and video top-1/top-5, mean class accuracy, per-class accuracy,\n"
         "confusion matrix) and RUN/confusion.csv, and refreshes RUN/report.html; a RUN that\n"
@@ -233,17 +234,18 @@ static int eval_parse(eval_args *ea, int argc, char **argv) {
             return 2;
         }
         if (npos == 2) {
-            fprintf(stderr, "vidtrain eval: expected RUN DIR, got a third argument '%s'\n", a);
+            fprintf(stderr, "vidtrain eval: expected RUN [DIR], got a third argument '%s'\n", a);
             return 2;
         }
         pos[npos++] = a;
     }
-    if (npos != 2) {
-        usage(stderr);
+    if (npos == 0) {
+        fprintf(stderr, "vidtrain eval: expected RUN [DIR]: the run folder, and the videos to "
+                "evaluate (default: the folder RUN trained on); see vidtrain eval --help\n");
         return 2;
     }
     ea->run = pos[0];
-    ea->dir = pos[1];
+    ea->dir = pos[1]; /* NULL: the run's training folder, once its config is read */
     return 0;
 }
 
@@ -565,6 +567,19 @@ int vt_cmd_eval(int argc, char **argv) {
     if (vt_dist_lead() && held < 0 && run_in_use(run, 1, &held))
         goto end;
     const vt_train_opts *o = &m.opts;
+    if (!dir) { /* `eval RUN`: the folder it trained on, where it still is */
+        struct stat st;
+        if (!o->data[0] || stat(o->data, &st) != 0 || !S_ISDIR(st.st_mode)) {
+            fprintf(stderr, "vidtrain eval: %s trained on %s%s%s, which is not a folder now; "
+                    "name the videos to evaluate: vidtrain eval %s DIR\n", run,
+                    o->data[0] ? "'" : "", o->data[0] ? o->data : "a folder its config.json "
+                    "does not name", o->data[0] ? "'" : "", run);
+            goto end;
+        }
+        dir = ea.dir = o->data;
+        if (!ea.quiet)
+            printf("data: %s (the folder %s trained on)\n", dir, run);
+    }
 
     /* The same val split as training when DIR is the training folder (flat layout); the
      * run's labels file and list files unless --labels and --lists name DIR's own. */

@@ -40,7 +40,10 @@ logs=$out/perf-logs
 mkdir -p "$logs"
 start=$(date +%s)
 declare -a summary
-note() { summary+=("$*"); echo "$*"; }
+# summary.txt line by line as the figures come (rewritten whole at the end): a run cut
+# short by the device tool's limit still brings back what it found
+: >"$out/summary.txt"
+note() { summary+=("$*"); echo "$*"; printf '%s\n' "$*" >>"$out/summary.txt"; }
 left() { echo $((budget - ($(date +%s) - start))); }
 
 bindir=${VT_BINDIR:-}
@@ -87,7 +90,7 @@ rate() { sed -n 's/^clips\/s: *\([0-9.]*\).*/\1/p' "$logs/$1.log" 2>/dev/null | 
 
 echo "== 0. the machine"
 if [ "$dry" = 0 ]; then
-  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>/dev/null | tee "$logs/gpu.txt"
+  timeout 30 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>/dev/null | tee "$logs/gpu.txt"
   timeout 30 "$vt" devices >"$logs/devices.log" 2>&1 || note "✗ vidtrain devices failed: $(tail -2 "$logs/devices.log" | tr '\n' ' ')"
   gpu=$(head -1 "$logs/gpu.txt" | cut -d, -f2 | sed 's/^ *//')
   note "· GPU: ${gpu:-?}; $(grep -m1 -iE 'cudnn' "$logs/devices.log" | sed 's/^ *//')"

@@ -271,6 +271,12 @@ PY
     if (v > m) m = v} END {print m + 0}' "$logs/nvdec-apps.csv") MiB"
 fi
 
+# bench step's figure ("clips/s: X"; its plan table's header also says clips/s), or why not
+figure() {
+  grep -m1 '^clips/s:' "$1" ||
+    echo "no figure (timed out or failed): $(grep -m1 -iE 'error|fatal|abort|not run,' "$1")"
+}
+
 if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
   echo "== 3b. end to end on cuda:0: the demo set, train, eval; 1 tower vs 2 towers 3:1"
   vt=$bindir/vidtrain; w=$VT_TMP/e2e; rm -rf "$w"; mkdir -p "$w"
@@ -324,7 +330,7 @@ if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
     for xe in 0 1; do
       VT_EXACT_SUMS=$xe timeout 120 "$vt" bench step --model r3d18 --clip 16x112 --batch 32 \
         --devices cuda:0 >"$logs/bench-x$xe.log" 2>&1
-      note "· bench step r3d18 16x112 b32, VT_EXACT_SUMS=$xe: $(grep -m1 -E 'clips/s' "$logs/bench-x$xe.log")"
+      note "· bench step r3d18 16x112 b32, VT_EXACT_SUMS=$xe: $(figure "$logs/bench-x$xe.log")"
     done
     # the fused batch-norm tails (issue 45 step 3; VT_FUSE=0 turns them off) must change no
     # bit: r3d18, 3 steps on cuda:0 with and without them, fp32 and bf16, the same cuDNN
@@ -395,13 +401,13 @@ if [ "${VT_GPU_CHECK_MORE:-1}" = 1 ] && [ -d "${w:-}/demo" ]; then
   done
   VT_CUDA_PROF=1 timeout 180 "$vt" bench step --model mvit_v2_s --clip 16x224 --batch 4 \
     --devices cuda:0 >"$logs/bench-mvit.log" 2>&1
-  note "· bench step mvit_v2_s 16x224 b4: $(grep -m1 -E 'clips/s' "$logs/bench-mvit.log")" \
+  note "· bench step mvit_v2_s 16x224 b4: $(figure "$logs/bench-mvit.log")" \
     "(per-op GPU time: $logs/bench-mvit.log)"
   # its speed at the real clip (16x224: 1568 tokens, attention in blocks of 1280 queries)
   # and where the GPU time goes (the per-op table, VT_CUDA_PROF=1)
   VT_CUDA_PROF=1 timeout 120 "$vt" bench step --model videomae_vit_s --clip 16x224 --batch 8 \
     --devices cuda:0 >"$logs/bench-vit.log" 2>&1
-  note "· bench step videomae_vit_s 16x224 b8: $(grep -m1 -E 'clips/s' "$logs/bench-vit.log")" \
+  note "· bench step videomae_vit_s 16x224 b8: $(figure "$logs/bench-vit.log")" \
     "(per-op GPU time: $logs/bench-vit.log)"
   # bf16 for the transformer ops (test_vit_gpu checks each op and vit_test's step against
   # FP32): ViT-S at 8x112, 3 steps through train, then bench step at 16x224 beside the
@@ -412,7 +418,7 @@ if [ "${VT_GPU_CHECK_MORE:-1}" = 1 ] && [ -d "${w:-}/demo" ]; then
     || note "✗ videomae_vit_s bf16: $(grep -m2 -iE 'error|fatal|abort' "$logs/vit-bf16.log" | tr '\n' ' ')"
   VT_CUDA_PROF=1 timeout 120 "$vt" bench step --model videomae_vit_s --clip 16x224 --batch 8 \
     --devices cuda:0 --precision bf16 >"$logs/bench-vit-bf16.log" 2>&1
-  note "· bench step videomae_vit_s 16x224 b8 bf16: $(grep -m1 -E 'clips/s' "$logs/bench-vit-bf16.log")" \
+  note "· bench step videomae_vit_s 16x224 b8 bf16: $(figure "$logs/bench-vit-bf16.log")" \
     "(per-op GPU time: $logs/bench-vit-bf16.log)"
   # and MViT's bf16 (test_mvit_gpu checks each op and mvit_test's step against FP32):
   # mvit_test at 8x32, 3 steps through train (a few seconds)

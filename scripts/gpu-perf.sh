@@ -197,7 +197,7 @@ if [ "$dry" = 0 ]; then
   [ -s "$logs/prof-top.txt" ] && note "· VT_CUDA_PROF bf16 (4 steps): $(sed -n '1p' "$logs/prof-top.txt" | sed 's/.*), //'); top: $(sed -n '3,5p' "$logs/prof-top.txt" | awk '{printf "%s %s; ", $1, $NF}')" \
     || note "✗ VT_CUDA_PROF: no table (rc $(cat "$logs/prof-bf16.rc" 2>/dev/null))"
   hw=$(grep -m1 'host waits through the op table' "$logs/prof-bf16.log" 2>/dev/null | sed 's/^ *//')
-  [ -n "$hw" ] && note "· VT_CUDA_PROF bf16 $hw (read from the code: 7 a one-pass step before issue 45 step 3, 3 after)"
+  [ -n "$hw" ] && note "· VT_CUDA_PROF bf16 $hw (read from the code: 7 a one-pass step before issue 45, 2 now: docs/cuda.md, Host waits)"
   note "· gpu-perf.sh took $(( $(date +%s) - start ))s of a ${budget}s budget"
 fi
 printf '%s\n' "${summary[@]}" >"$out/summary.txt"

@@ -13,6 +13,15 @@
 #   VT_GPU_CHECK_E2E=0 / _MORE=0 / _NVDEC=0   skip sections 3b / 3d / 3c (3c runs first:
 #                                        NVDEC decode and prep, cpu vs nvdec)
 #   VT_GPU_TEST_TIMEOUT=S, VT_GPU_BENCH_TIMEOUT=S, VT_GPU_LOGS=DIR, VT_GPU_LOGS_TAR=FILE.tgz
+#   VT_GPU_CHECK_BUDGET=S                every command's `timeout` is capped by what is left
+#                                        of S seconds from the start (default 470: under 8
+#                                        minutes, so a 15-minute device window keeps room
+#                                        for the machine's start and a rerun); a command
+#                                        met with under 10 s left is not run (rc 124, named
+#                                        in skipped.txt and the summary). 0: no budget.
+# Logs and summary.txt go to VT_GPU_LOGS, else $OUT/gpu-check when OUT is set (the device
+# tool's folder, which comes back), else $VT_TMP/logs; summary.txt is written line by line
+# as the checks end, so a run cut short still brings back what it found.
 # The runs so far (H200 and H100, 2026-11-26) and what each section found: docs/cuda.md.
 #
 # 1. finds the CUDA libraries the binaries need (scripts/gpu-libs.sh: a CUDA 13 install
@@ -49,21 +58,41 @@ if [ -z "$bindir" ]; then
 fi
 [ -n "$bindir" ] || { echo "✗ no vidtrain binary in carry/ or build-cuda/ (set VT_BINDIR)"; exit 1; }
 py=${PYTHON:-python3}
+export VT_TMP=${VT_TMP:-/tmp/vidtrain-gpu-check}
+mkdir -p "$VT_TMP"
+logs=${VT_GPU_LOGS:-${OUT:+$OUT/gpu-check}}; logs=${logs:-$VT_TMP/logs}; mkdir -p "$logs"
+: >"$logs/summary.txt"
+: >"$logs/skipped.txt"
 declare -a summary
-note() { summary+=("$*"); echo "$*"; }
+note() { summary+=("$*"); echo "$*"; printf '%s\n' "$*" >>"$logs/summary.txt"; }
+# The budget: `timeout` below is this function (sub-shells inherit it; env and
+# compute-sanitizer lines put it first), so no command outlives the budget.
+budget=${VT_GPU_CHECK_BUDGET:-470}
+deadline=$(( $(date +%s) + budget ))
+timeout() {
+  local cap=$1 left; shift
+  if [ "$budget" -gt 0 ]; then
+    left=$(( deadline - $(date +%s) ))
+    if [ "$left" -lt 10 ]; then
+      echo "gpu-check.sh: not run, ${left}s of the ${budget}s budget left: $*" >&2
+      echo "$*" >>"$logs/skipped.txt"
+      return 124
+    fi
+    [ "$left" -lt "$cap" ] && cap=$left
+  fi
+  command timeout "$cap" "$@"
+}
 
 echo "== 1. CUDA libraries"
 if vt_gpu_libs "$bindir" "$py"; then note "✓ every library resolves"
 else note "✗ libraries not found: $VT_GPU_LIBS_MISSING"; fi
 
 echo "== 2. devices"
-nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>&1 || true
-"$bindir/vidtrain" devices 2>&1 && note "✓ vidtrain devices" || note "✗ vidtrain devices failed"
+timeout 30 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>&1 || true
+timeout 60 "$bindir/vidtrain" devices 2>&1 && note "✓ vidtrain devices" || note "✗ vidtrain devices failed"
 
 echo "== 3. GPU tests (in parallel, ${VT_GPU_TEST_TIMEOUT:-300} s each at most)"
-export VT_TMP=${VT_TMP:-/tmp/vidtrain-gpu-check} VT_SRC=$PWD VT_BIN=$bindir/vidtrain VT_PYTHON=$py
-mkdir -p "$VT_TMP"
-logs=${VT_GPU_LOGS:-$VT_TMP/logs}; mkdir -p "$logs"
+export VT_SRC=$PWD VT_BIN=$bindir/vidtrain VT_PYTHON=$py
 # Each test has its own scratch folder; test_decode_hw runs where its media exist (made
 # here by tests/make_media.sh into carry/media/loader_media: this machine may have no ffmpeg).
 tests=("$bindir"/test_*_gpu)
@@ -242,6 +271,12 @@ PY
     if (v > m) m = v} END {print m + 0}' "$logs/nvdec-apps.csv") MiB"
 fi
 
+# bench step's figure ("clips/s: X"; its plan table's header also says clips/s), or why not
+figure() {
+  grep -m1 '^clips/s:' "$1" ||
+    echo "no figure (timed out or failed): $(grep -m1 -iE 'error|fatal|abort|not run,' "$1")"
+}
+
 if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
   echo "== 3b. end to end on cuda:0: the demo set, train, eval; 1 tower vs 2 towers 3:1"
   vt=$bindir/vidtrain; w=$VT_TMP/e2e; rm -rf "$w"; mkdir -p "$w"
@@ -285,7 +320,7 @@ if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
     # exact sums on GPU towers (VT_EXACT_SUMS=1, not the default yet): the same epoch, one
     # vs two towers, which should then be 0 apart (the same GPU, the heuristic's algorithms);
     # and what they cost: r3d18 16x112 steps with and without them
-    xs=(env VT_EXACT_SUMS=1 VT_CUDA_CONV_ALGO=heuristic timeout 120 "$vt" train "$w/demo")
+    xs=(timeout 120 env VT_EXACT_SUMS=1 VT_CUDA_CONV_ALGO=heuristic "$vt" train "$w/demo")
     "${xs[@]}" --out "$w/x-one" "${common[@]}" --devices cuda:0 >"$logs/e2e-x-one.log" 2>&1 &&
     "${xs[@]}" --out "$w/x-two" "${common[@]}" --devices cuda:0,cuda:0 --tower-split manual:3,1 \
       >"$logs/e2e-x-two.log" 2>&1 &&
@@ -295,7 +330,7 @@ if [ "${VT_GPU_CHECK_E2E:-1}" = 1 ]; then
     for xe in 0 1; do
       VT_EXACT_SUMS=$xe timeout 120 "$vt" bench step --model r3d18 --clip 16x112 --batch 32 \
         --devices cuda:0 >"$logs/bench-x$xe.log" 2>&1
-      note "· bench step r3d18 16x112 b32, VT_EXACT_SUMS=$xe: $(grep -m1 -E 'clips/s' "$logs/bench-x$xe.log")"
+      note "· bench step r3d18 16x112 b32, VT_EXACT_SUMS=$xe: $(figure "$logs/bench-x$xe.log")"
     done
     # the fused batch-norm tails (issue 45 step 3; VT_FUSE=0 turns them off) must change no
     # bit: r3d18, 3 steps on cuda:0 with and without them, fp32 and bf16, the same cuDNN
@@ -366,13 +401,13 @@ if [ "${VT_GPU_CHECK_MORE:-1}" = 1 ] && [ -d "${w:-}/demo" ]; then
   done
   VT_CUDA_PROF=1 timeout 180 "$vt" bench step --model mvit_v2_s --clip 16x224 --batch 4 \
     --devices cuda:0 >"$logs/bench-mvit.log" 2>&1
-  note "· bench step mvit_v2_s 16x224 b4: $(grep -m1 -E 'clips/s' "$logs/bench-mvit.log")" \
+  note "· bench step mvit_v2_s 16x224 b4: $(figure "$logs/bench-mvit.log")" \
     "(per-op GPU time: $logs/bench-mvit.log)"
   # its speed at the real clip (16x224: 1568 tokens, attention in blocks of 1280 queries)
   # and where the GPU time goes (the per-op table, VT_CUDA_PROF=1)
   VT_CUDA_PROF=1 timeout 120 "$vt" bench step --model videomae_vit_s --clip 16x224 --batch 8 \
     --devices cuda:0 >"$logs/bench-vit.log" 2>&1
-  note "· bench step videomae_vit_s 16x224 b8: $(grep -m1 -E 'clips/s' "$logs/bench-vit.log")" \
+  note "· bench step videomae_vit_s 16x224 b8: $(figure "$logs/bench-vit.log")" \
     "(per-op GPU time: $logs/bench-vit.log)"
   # bf16 for the transformer ops (test_vit_gpu checks each op and vit_test's step against
   # FP32): ViT-S at 8x112, 3 steps through train, then bench step at 16x224 beside the
@@ -383,7 +418,7 @@ if [ "${VT_GPU_CHECK_MORE:-1}" = 1 ] && [ -d "${w:-}/demo" ]; then
     || note "✗ videomae_vit_s bf16: $(grep -m2 -iE 'error|fatal|abort' "$logs/vit-bf16.log" | tr '\n' ' ')"
   VT_CUDA_PROF=1 timeout 120 "$vt" bench step --model videomae_vit_s --clip 16x224 --batch 8 \
     --devices cuda:0 --precision bf16 >"$logs/bench-vit-bf16.log" 2>&1
-  note "· bench step videomae_vit_s 16x224 b8 bf16: $(grep -m1 -E 'clips/s' "$logs/bench-vit-bf16.log")" \
+  note "· bench step videomae_vit_s 16x224 b8 bf16: $(figure "$logs/bench-vit-bf16.log")" \
     "(per-op GPU time: $logs/bench-vit-bf16.log)"
   # and MViT's bf16 (test_mvit_gpu checks each op and mvit_test's step against FP32):
   # mvit_test at 8x32, 3 steps through train (a few seconds)
@@ -407,11 +442,11 @@ if [ "${VT_GPU_CHECK_SANITIZE:-0}" = 1 ] && command -v compute-sanitizer >/dev/n
       && note "✓ compute-sanitizer $tool clean on test_cuda_ops_gpu" \
       || note "✗ compute-sanitizer $tool: see $logs/sanitize-$tool.log"
     # the transformer kernels too (their op checks only: the model steps would be slow)
-    VT_TEST_VIT_OPS_ONLY=1 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    timeout 300 env VT_TEST_VIT_OPS_ONLY=1 compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bindir/test_vit_gpu" >"$logs/sanitize-vit-$tool.log" 2>&1 \
       && note "✓ compute-sanitizer $tool clean on test_vit_gpu's ops" \
       || note "✗ compute-sanitizer $tool on test_vit_gpu: see $logs/sanitize-vit-$tool.log"
-    VT_TEST_MVIT_OPS_ONLY=1 timeout 300 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+    timeout 300 env VT_TEST_MVIT_OPS_ONLY=1 compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bindir/test_mvit_gpu" >"$logs/sanitize-mvit-$tool.log" 2>&1 \
       && note "✓ compute-sanitizer $tool clean on test_mvit_gpu's ops" \
       || note "✗ compute-sanitizer $tool on test_mvit_gpu: see $logs/sanitize-mvit-$tool.log"
@@ -421,10 +456,15 @@ fi
 if [ "${VT_GPU_CHECK_BENCH:-1}" = 1 ]; then
   echo "== 4. benchmark"
   VT_BIN=$bindir/vidtrain PYTHON=$py timeout "${VT_GPU_BENCH_TIMEOUT:-300}" bash bench/bench-gpu.sh 2>"$logs/bench.err" | tee "$logs/bench.out"
-  tail -4 "$logs/bench.out" | grep -q failed && note "✗ benchmark: a run failed (see $logs/bench.err)" \
-    || note "✓ benchmark ran (figures above)"
+  brc=${PIPESTATUS[0]}
+  if [ "$brc" = 124 ]; then note "✗ benchmark: timed out or not run (the budget; see $logs/bench.err)"
+  elif tail -4 "$logs/bench.out" | grep -q failed; then note "✗ benchmark: a run failed (see $logs/bench.err)"
+  else note "✓ benchmark ran (figures above)"; fi
 fi
 
+[ -s "$logs/skipped.txt" ] && note "✗ $(wc -l <"$logs/skipped.txt") commands not run: the ${budget}s budget" \
+  "(VT_GPU_CHECK_BUDGET) was spent ($logs/skipped.txt)"
+note "· gpu-check.sh took $(( $(date +%s) - deadline + budget ))s"
 # one file for the logs when only a few files travel back (the device tool's $OUT)
 printf '%s\n' "${summary[@]}" >"$logs/summary.txt"
 if [ -n "${VT_GPU_LOGS_TAR:-}" ]; then

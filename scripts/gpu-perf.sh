@@ -40,7 +40,10 @@ logs=$out/perf-logs
 mkdir -p "$logs"
 start=$(date +%s)
 declare -a summary
-note() { summary+=("$*"); echo "$*"; }
+# summary.txt line by line as the figures come (rewritten whole at the end): a run cut
+# short by the device tool's limit still brings back what it found
+: >"$out/summary.txt"
+note() { summary+=("$*"); echo "$*"; printf '%s\n' "$*" >>"$out/summary.txt"; }
 left() { echo $((budget - ($(date +%s) - start))); }
 
 bindir=${VT_BINDIR:-}
@@ -87,7 +90,7 @@ rate() { sed -n 's/^clips\/s: *\([0-9.]*\).*/\1/p' "$logs/$1.log" 2>/dev/null | 
 
 echo "== 0. the machine"
 if [ "$dry" = 0 ]; then
-  nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>/dev/null | tee "$logs/gpu.txt"
+  timeout 30 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader 2>/dev/null | tee "$logs/gpu.txt"
   timeout 30 "$vt" devices >"$logs/devices.log" 2>&1 || note "✗ vidtrain devices failed: $(tail -2 "$logs/devices.log" | tr '\n' ' ')"
   gpu=$(head -1 "$logs/gpu.txt" | cut -d, -f2 | sed 's/^ *//')
   note "· GPU: ${gpu:-?}; $(grep -m1 -iE 'cudnn' "$logs/devices.log" | sed 's/^ *//')"
@@ -194,7 +197,7 @@ if [ "$dry" = 0 ]; then
   [ -s "$logs/prof-top.txt" ] && note "· VT_CUDA_PROF bf16 (4 steps): $(sed -n '1p' "$logs/prof-top.txt" | sed 's/.*), //'); top: $(sed -n '3,5p' "$logs/prof-top.txt" | awk '{printf "%s %s; ", $1, $NF}')" \
     || note "✗ VT_CUDA_PROF: no table (rc $(cat "$logs/prof-bf16.rc" 2>/dev/null))"
   hw=$(grep -m1 'host waits through the op table' "$logs/prof-bf16.log" 2>/dev/null | sed 's/^ *//')
-  [ -n "$hw" ] && note "· VT_CUDA_PROF bf16 $hw (read from the code: 7 a one-pass step before issue 45 step 3, 3 after)"
+  [ -n "$hw" ] && note "· VT_CUDA_PROF bf16 $hw (read from the code: 7 a one-pass step before issue 45, 2 now: docs/cuda.md, Host waits)"
   note "· gpu-perf.sh took $(( $(date +%s) - start ))s of a ${budget}s budget"
 fi
 printf '%s\n' "${summary[@]}" >"$out/summary.txt"

@@ -32,7 +32,7 @@
 #include "tests/testutil.h"
 
 #define BIT 0.0
-#define BIT_NAN -1.0 /* bit for bit, NaNs allowed where cpu-ref has the same */
+#define BIT_NAN -1.0 /* bit for bit, NaNs allowed where cpu-ref has a NaN (any NaN: cmp) */
 #define NCLASS 5     /* the classes of net_vs_cpu's models */
 
 static vt_backend *R, *G;
@@ -77,7 +77,9 @@ static inline void pfree(pair *p) {
     vt_backend_free_ptr(G, p->g);
 }
 /* The cuda result against cpu-ref: NMSE <= tol, and tol 0 means bit for bit (BIT_NAN: bit
- * for bit where cpu-ref's output holds NaNs, at least one). */
+ * for bit where cpu-ref's output holds NaNs, at least one, and a NaN where cpu-ref has one:
+ * its payload is the hardware's, not the op's — x86 keeps an input NaN's through float
+ * arithmetic, a GPU's float unit may give its canonical 0x7fffffff — so any NaN will do). */
 static inline void cmp(const char *what, const pair *p, double tol) {
     float *h = vt_malloc((size_t)VT_MAX(p->n, 1) * 4), *r = vt_malloc((size_t)VT_MAX(p->n, 1) * 4);
     G->i->to_host(G, h, p->g, (size_t)p->n * 4);
@@ -85,7 +87,7 @@ static inline void cmp(const char *what, const pair *p, double tol) {
     const double e = vt_nmse(h, r, p->n);
     int64_t diff = 0, finite = 1, nans = 0;
     for (int64_t i = 0; i < p->n; i++) {
-        diff += memcmp(&h[i], &r[i], 4) != 0;
+        diff += memcmp(&h[i], &r[i], 4) != 0 && !(tol == BIT_NAN && isnan(h[i]) && isnan(r[i]));
         finite &= isfinite(h[i]) != 0;
         nans += isnan(r[i]) != 0;
     }

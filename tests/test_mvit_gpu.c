@@ -31,7 +31,7 @@
  * kernels_mvit.cu):
  *   BIT (0): the pool's forward and dqkv, the token max pool both ways: one thread does
  *     cpu-ref's operations in cpu-ref's order (exact float products summed in double).
- *     BIT_NAN: the same, for an output that holds NaNs (cpu-ref's, bit for bit).
+ *     BIT_NAN: the same, for an output that holds NaNs (a NaN where cpu-ref has one, any NaN).
  *   TOL_DSUM 1e-13: the pool's dw is cpu-ref's double sum cut into chunks: cpu-ref's float
  *     but for a rare 1-ulp flip (NMSE <= 2^-48 ~ 4e-15 even if all flipped); a wrong tap
  *     is NMSE ~1.

@@ -4,9 +4,9 @@
  * anywhere in a window is its maximum, and the gradient goes to the tap the forward
  * returned (the first maximum, the last of several NaNs) — models/max_rule.h. Inputs from
  * three integers (windows tie) with about one value in 9 a NaN; dy uniform in [-1, 1].
- * Bit for bit (BIT_NAN: NaNs where cpu-ref has them, the same bits): the forward copies one
- * input, the backward adds the same floats in the same (output) order as cpu-ref's float
- * sum. The finite cases are test_cuda_ops_gpu's. Also ReLU's NaN rule (relu_case).
+ * Bit for bit (BIT_NAN: a NaN where cpu-ref has one, every other value the same bits):
+ * the forward copies one input, the backward adds the same floats in the same (output)
+ * order as cpu-ref's float sum. The finite cases are test_cuda_ops_gpu's. Also ReLU's NaN rule (relu_case).
  *
  * Skips (77) without a GPU or in a build without CUDA.
  */

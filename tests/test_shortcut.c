@@ -9,6 +9,9 @@
  *   codec/: a MPEG-4 (yuv420p), b MJPEG (yuvj420p), each at 30 and 15 fps — the codec and
  *     the pixel format give both away, the frame rate neither;
  *   mixed/: the same codecs and rates spread over both classes — nothing.
+ * And the run trained on codec/ (15 and 30 fps) records its training videos' rates
+ * (config.json "train_fps"): predict, --timeline, embed and eval warn of videos at 60 and
+ * 10 fps (outside 15-30 by more than 1.25x: their clips span another time), not at 36.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +59,8 @@ int main(void) {
     if (!bin)
         return VT_TEST_SKIP;
     dir = vt_test_dir("shortcut");
-    TCHECK(vt_test_sh("rm -rf '%s/fps' '%s/codec' '%s/mixed'", dir, dir, dir) == 0, "clean");
+    TCHECK(vt_test_sh("rm -rf '%s/fps' '%s/codec' '%s/mixed' '%s/other'", dir, dir, dir, dir) == 0,
+           "clean");
     for (int k = 0; k < 4; k++) {
         make("fps", "a", k, 30, "64x48", "mpeg4");
         make("fps", "b", k, 15, "64x48", "mpeg4");
@@ -92,5 +96,46 @@ int main(void) {
                                  "apart") &&
            vt_test_file_has(log, "class 'a': 4 of its 4 training videos in mpeg4"),
            "train warns of the codec (%s)", log);
+
+    /* frame rates outside the training videos' */
+    char cfg[4400];
+    snprintf(cfg, sizeof cfg, "%s/run/config.json", dir);
+    cJSON *cj = vt_test_read_json(cfg);
+    const cJSON *tf = cJSON_GetObjectItem(cj, "train_fps");
+    TCHECK(cJSON_GetArraySize(tf) == 2 && cJSON_GetArrayItem(tf, 0)->valuedouble == 15 &&
+               cJSON_GetArrayItem(tf, 1)->valuedouble == 30, "config.json train_fps [15, 30]");
+    cJSON_Delete(cj);
+    const int rates[3] = {60, 36, 10};
+    for (int k = 0; k < 3; k++)
+        make("other/test/a", "", k, rates[k], "64x48", "mpeg4");
+    char vids[3][4300], both[13000];
+    for (int k = 0; k < 3; k++)
+        snprintf(vids[k], sizeof vids[k], "'%s/other/test/a/v%d.mp4'", dir, k);
+    snprintf(both, sizeof both, "%s %s %s", vids[0], vids[1], vids[2]);
+    const char *want = "2 of 3 videos are at a frame rate outside the 15-30 fps the run trained on";
+    snprintf(log, sizeof log, "%s/predict.txt", dir);
+    TCHECK(vt_test_sh("'%s' predict '%s/run' %s > '%s' 2>&1", bin, dir, both, log) == 0 &&
+           vt_test_file_has(log, "vidtrain predict: warning: ") && vt_test_file_has(log, want) &&
+           vt_test_file_has(log, "v0.mp4: 60 fps)"), "predict warns of 60 and 10 fps (%s)", log);
+    snprintf(log, sizeof log, "%s/timeline.txt", dir);
+    TCHECK(vt_test_sh("'%s' predict '%s/run' %s %s --timeline > '%s' 2>&1", bin, dir, vids[1],
+                      vids[2], log) == 0 &&
+           vt_test_file_has(log, "1 of 1 video is at a frame rate outside") &&
+           vt_test_file_has(log, "v2.mp4: 10 fps)") && !vt_test_file_has(log, "v1.mp4: 36"),
+           "--timeline warns of the 10 fps video only (%s)", log);
+    snprintf(log, sizeof log, "%s/embed.txt", dir);
+    TCHECK(vt_test_sh("'%s' embed '%s/run' %s --out '%s/e.npy' > '%s' 2>&1", bin, dir, both, dir,
+                      log) == 0 && vt_test_file_has(log, "vidtrain embed: warning: ") &&
+           vt_test_file_has(log, want), "embed warns (%s)", log);
+    snprintf(log, sizeof log, "%s/eval.txt", dir);
+    TCHECK(vt_test_sh("'%s' eval '%s/run' '%s/other' -q > '%s' 2>&1", bin, dir, dir, log) == 0 &&
+           vt_test_file_has(log, "vidtrain eval: warning: ") && vt_test_file_has(log, want),
+           "eval warns (%s)", log);
+    snprintf(cfg, sizeof cfg, "%s/run/eval.json", dir);
+    cj = vt_test_read_json(cfg);
+    const cJSON *fo = cJSON_GetObjectItem(cj, "fps_outside_training");
+    TCHECK(cJSON_IsNumber(fo) && fo->valuedouble == 2, "eval.json fps_outside_training %g, want 2",
+           cJSON_IsNumber(fo) ? fo->valuedouble : -1);
+    cJSON_Delete(cj);
     return vt_test_done("test_shortcut");
 }

@@ -156,6 +156,9 @@ static void usage(FILE *f) {
         "and said (eval.json \"filled_frames\"), as are clips that fail (\"bad_clips\") and\n"
         "decode errors (\"decode_errors\": packets rejected, pictures the decoder repaired);\n"
         "eval.json \"damaged_videos\" names each damaged video with its counts.\n"
+        "Videos at a frame rate more than 1.25x outside the training videos' (their clips\n"
+        "span another length of time) are warned of and counted (eval.json\n"
+        "\"fps_outside_training\"; docs/splits.md).\n"
         "Videos evaluated that are near-copies of the run's training videos are counted in\n"
         "eval.json \"leaks\" with a warning: from RUN/leaks.json when DIR is the training\n"
         "folder, else compared here (docs/splits.md).\n"
@@ -406,6 +409,18 @@ static void constant_warning(const vt_eval_result *r, char *const *names) {
 /* Run, the report: the figures per head on stdout, RUN/eval.json (with the near-copies in
  * training of the videos idx[0..n) of ds), RUN/confusion.csv and the report page. 0, or 1
  * when a file could not be written (said). */
+/* The videos of idx at a frame rate outside the run's training videos' (run_model.h); *first:
+ * the first of them (-1 when none). */
+static int fps_outside(const vt_run_model *m, const vt_dataset *ds, const int32_t *idx, int n,
+                       int *first) {
+    int k = 0;
+    *first = -1;
+    for (int i = 0; i < n; i++)
+        if (vt_run_fps_outside(m, ds->videos[idx[i]].info.fps) && k++ == 0)
+            *first = idx[i];
+    return k;
+}
+
 static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto *ep[VT_MAX_HEADS],
                        const vt_eval_counts *cnt, const char *sname, const vt_eval_opts *eo,
                        vt_dataset *ds, const int32_t *idx, int n) {
@@ -476,6 +491,9 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
     int wfd = vt_dist_lead() ? vt_run_claim_writes(ea->run) : -1;
     cJSON_AddStringToObject(j, "checkpoint", m->ckpt);
     cJSON_AddStringToObject(j, "data", ea->dir);
+    int first_fps;
+    if (m->train_fps[1] > 0) /* the videos whose clips span another time than training's */
+        cJSON_AddNumberToObject(j, "fps_outside_training", fps_outside(m, ds, idx, n, &first_fps));
     /* and change together: confusion.csv is staged first and renamed once eval.json is
      * written, so that a full disk leaves the old pair (it left a new table beside the
      * old figures, or the other way round) */
@@ -616,6 +634,10 @@ int vt_cmd_eval(int argc, char **argv) {
     int n;
     if (eval_pick_videos(&ea, ds, &idx, &n, &sname) != 0)
         goto end;
+    int first_fps, nfps = fps_outside(&m, ds, idx, n, &first_fps);
+    if (nfps && vt_dist_lead())
+        vt_run_fps_warn("eval", &m, nfps, n, ds->videos[first_fps].relpath,
+                        ds->videos[first_fps].info.fps);
 
     int batch = ea.batch ? ea.batch : o->batch;
     m.precision = ma->precision;

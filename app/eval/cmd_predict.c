@@ -89,6 +89,8 @@ typedef struct pred_ctx {
     double *avg[VT_MAX_HEADS];
     vt_eval_clips ec;   /* the clips of a video (shared with embed) */
     cJSON *dump;        /* --dump-input: one entry per video predicted; NULL: off */
+    const vt_run_model *m;
+    vt_fps_tally fps;   /* videos at a frame rate the run did not train on */
 } pred_ctx;
 
 /* The --dump-input entry of one video: its n clips' input and per-clip probabilities.
@@ -137,6 +139,7 @@ static int predict_one(pred_ctx *c, const char *path, char *err, size_t errlen) 
     int rc = -1;
     if (vt_video_open(&v, path, 1, err, errlen) != 0)
         return -1;
+    vt_fps_tally_add(&c->fps, c->m, path, vt_video_get_info(v)->fps);
     vt_frame_range all = {0, vt_video_get_info(v)->nframes};
     int n = vt_eval_clips_fill(&c->ec, v, all, &c->b, err, errlen);
     if (n < 0)
@@ -400,6 +403,7 @@ int vt_cmd_predict(int argc, char **argv) {
     }
     if ((rc = predict_load(&c, &m, &pa)) != 0)
         goto end;
+    c.m = &m;
     rc = 1;
     for (int i = 0; i < nvid; i++) {
         if (predict_one(&c, videos[i], err, sizeof err) != 0 || scores_nonfinite(&c, c.heads, err,
@@ -424,6 +428,7 @@ int vt_cmd_predict(int argc, char **argv) {
         printf("%s\n", s);
         cJSON_free(s);
     }
+    vt_fps_tally_warn(&c.fps, "predict", &m);
     if (ok == 0)
         fprintf(stderr, "vidtrain predict: no video could be read\n");
     rc = ok > 0 ? 0 : 1;

@@ -128,6 +128,16 @@ int vt_run_model_open(vt_run_model *m, const char *run, const char *ckpt,
     /* frame folders at the rate the run trained with, unless --frame-rate says otherwise */
     if (!vt_frame_rate_given() && m->opts.frame_rate > 0)
         vt_video_set_frame_rate(m->opts.frame_rate);
+    const cJSON *fr = cJSON_GetObjectItemCaseSensitive(cfg, "train_fps");
+    if (cJSON_GetArraySize(fr) == 2 && cJSON_IsNumber(cJSON_GetArrayItem(fr, 0)) &&
+        cJSON_IsNumber(cJSON_GetArrayItem(fr, 1))) { /* else none: no check */
+        const double lo = cJSON_GetArrayItem(fr, 0)->valuedouble;
+        const double hi = cJSON_GetArrayItem(fr, 1)->valuedouble;
+        if (lo > 0 && lo <= hi && hi < 1e6) {
+            m->train_fps[0] = lo;
+            m->train_fps[1] = hi;
+        }
+    }
     char herr[1024];
     int rc = vt_run_heads_from_json(&m->heads, cJSON_GetObjectItemCaseSensitive(cfg, "heads"),
                                     herr, sizeof herr);
@@ -194,6 +204,43 @@ void vt_run_model_free(vt_run_model *m) {
         return;
     vt_towers_free(&m->towers);
     vt_run_heads_free(&m->heads);
+}
+
+int vt_run_fps_outside(const vt_run_model *m, double fps) {
+    return fps > 0 && m->train_fps[1] > 0 &&
+           (fps > m->train_fps[1] * 1.25 || fps * 1.25 < m->train_fps[0]);
+}
+
+void vt_run_fps_warn(const char *cmd, const vt_run_model *m, int n, int total,
+                     const char *first, double first_fps) {
+    if (n <= 0)
+        return;
+    const double lo = m->train_fps[0], hi = m->train_fps[1];
+    const double r = first_fps > hi ? first_fps / hi : lo / first_fps;
+    char span[64];
+    if (lo == hi || (int)(lo + 0.5) == (int)(hi + 0.5))
+        snprintf(span, sizeof span, "%.3g fps", hi);
+    else
+        snprintf(span, sizeof span, "%.3g-%.3g fps", lo, hi);
+    fprintf(stderr, "vidtrain %s: warning: %d of %d video%s at a frame rate outside the %s "
+            "the run trained on (%s: %.3g fps): a %d-frame clip at stride %d spans %.2gx %s "
+            "time than in training, so motion looks %s to the model; re-encode at the "
+            "training rate (vidtrain prep SRC DST --fps %.3g)\n", cmd, n, total,
+            total == 1 ? " is" : "s are", span, first, first_fps, m->opts.clip_t,
+            m->opts.stride, r, first_fps > hi ? "less" : "more",
+            first_fps > hi ? "slower" : "faster", first_fps > hi ? hi : lo);
+}
+
+void vt_fps_tally_add(vt_fps_tally *t, const vt_run_model *m, const char *path, double fps) {
+    t->total++;
+    if (vt_run_fps_outside(m, fps) && t->n++ == 0) {
+        snprintf(t->first, sizeof t->first, "%s", path);
+        t->first_fps = fps;
+    }
+}
+
+void vt_fps_tally_warn(const vt_fps_tally *t, const char *cmd, const vt_run_model *m) {
+    vt_run_fps_warn(cmd, m, t->n, t->total, t->first, t->first_fps);
 }
 
 /* The first difference between two head lists (a: the checkpoint's, b: the run's), into

@@ -43,6 +43,8 @@ typedef struct vt_run_model {
     vt_run_heads heads;
     vt_towers *towers;      /* forward-only towers holding its weights (vt_run_model_load) */
     vt_precision precision; /* what vt_run_model_load runs it at (FP32 unless set) */
+    double train_fps[2];    /* the lowest and highest frame rate of the videos it trained
+                               on (config "train_fps"); 0, 0 when the run did not say */
 } vt_run_model;
 
 /* Picks the checkpoint (ckpt, or RUN/best.safetensors when it exists, else
@@ -73,5 +75,25 @@ int vt_run_model_of_run(const vt_run_model *m, const char *run, char *err, size_
 int vt_run_model_load(vt_run_model *m, const vt_device_args *da, const char *policy, int batch,
                       char *err, size_t errlen);
 void vt_run_model_free(vt_run_model *m);
+
+/* 1 when a video at `fps` is outside the frame rates m's training videos spanned by more
+ * than 1.25x either way (24 against 30 fps is within; 15 or 60 is not): a clip of it spans
+ * another length of time than training's clips did, so its motion looks slower or faster
+ * to the model, and nothing else says so. 0 inside, when the run recorded no rates (an
+ * older run), or for fps <= 0 (a live stream's unknown rate). */
+int vt_run_fps_outside(const vt_run_model *m, double fps);
+/* "vidtrain CMD: warning: ..." on stderr for n of `total` videos outside (first: one of
+ * them, at first_fps), with the way out. Nothing when n is 0. */
+void vt_run_fps_warn(const char *cmd, const vt_run_model *m, int n, int total,
+                     const char *first, double first_fps);
+/* The same over videos met one at a time (predict, embed, --timeline): add each video
+ * opened, then warn once at the end. */
+typedef struct vt_fps_tally {
+    int n, total;
+    char first[512];
+    double first_fps;
+} vt_fps_tally;
+void vt_fps_tally_add(vt_fps_tally *t, const vt_run_model *m, const char *path, double fps);
+void vt_fps_tally_warn(const vt_fps_tally *t, const char *cmd, const vt_run_model *m);
 
 #endif

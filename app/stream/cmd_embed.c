@@ -388,6 +388,7 @@ int vt_cmd_embed(int argc, char **argv) {
         fprintf(stderr, "vidtrain embed: warning: %lld of %lld rows have a top score two "
                 "classes share (a tie: no single answer): their label cell is empty\n",
                 (long long)ties, (long long)set.n);
+    vt_fps_tally_warn(&e.fps, "embed", &m);
     if (noanswer)
         fprintf(stderr, "vidtrain embed: warning: %lld of %lld rows have scores that are not "
                 "finite (NaN or inf: the network overflows on their clips although its weights are "

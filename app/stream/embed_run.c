@@ -122,6 +122,7 @@ int vt_embed_sample(vt_embedder *e, const char *path, const vt_dataset_video *dv
     if (vt_video_open(&v, path, 1, err, errlen) != 0)
         return -1;
     const vt_video_info *info = vt_video_get_info(v);
+    vt_fps_tally_add(&e->fps, e->m, path, info->fps);
     vt_frame_range r = dv ? vt_dataset_sample_frames(dv, v, info)
                           : (vt_frame_range){0, info->nframes};
     int segment = dv && vt_dataset_is_segment(dv);
@@ -206,6 +207,7 @@ int vt_embed_timeline_video(vt_embedder *e, const char *path, const vt_embed_tim
     if (vt_stream_open(&s, path, tc->threads, err, errlen) != 0)
         return -1;
     const vt_video_info *info = vt_stream_info(s);
+    vt_fps_tally_add(&e->fps, e->m, path, info->fps);
     vt_timeline_cfg c;
     memset(&c, 0, sizeof c);
     c.clip = e->ec.clip;

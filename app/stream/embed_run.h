@@ -31,6 +31,7 @@ typedef struct vt_embedder {
     vt_embed_set *out;
     int64_t nonfinite;             /* timeline: windows of the current video left out, their
                                       features not finite */
+    vt_fps_tally fps;              /* videos at a frame rate the run did not train on */
 } vt_embedder;
 
 /* Sets e up for m (loaded, towers for at least K x crops clips) writing into out. */

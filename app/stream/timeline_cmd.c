@@ -108,6 +108,7 @@ typedef struct tl_out {
     double behind;          /* the most a frame came behind the stream's pace */
     int64_t skipped;        /* windows given up to catch up (--max-behind) */
     int out_errno;          /* standard output refused a line: the timeline stops */
+    const vt_run_model *m;
 } tl_out;
 
 static void run_model(void *ctx, const vt_batch *b, float *probs[VT_MAX_HEADS]) {
@@ -267,6 +268,8 @@ static int timeline_one(tl_out *o, const vt_timeline_cfg *base, const vt_timelin
     if (vt_tl_source_open(&src, o->path, &sc, err, errlen) != 0)
         return -1;
     const vt_video_info *info = vt_tl_source_info(src);
+    if (vt_run_fps_outside(o->m, info->fps)) /* said at once: a live stream may run for hours */
+        vt_run_fps_warn("predict", o->m, 1, 1, o->path, info->fps);
     vt_timeline_cfg c = *base;
     c.K = vt_timeline_clips_for(K, a->window, info->fps, &c.clip);
     c.eager = a->flush || vt_tl_source_live(src);
@@ -362,7 +365,7 @@ int vt_predict_timeline(const char *run, const char *const *videos, int nvid,
         goto end;
     }
     tl_out o = {.heads = &m.heads, .top = a->top, .json = a->json, .stats = a->stats,
-                .towers = m.towers};
+                .towers = m.towers, .m = &m};
     /* Ctrl-C ends a live stream: the windows complete by then are printed, then the run
      * ends (a second Ctrl-C at once) */
     vt_signals_install_msg("\nvidtrain: stopping: the windows complete so far go out "

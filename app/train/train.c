@@ -62,6 +62,8 @@ static int write_config(vt_train *t, char *err, size_t errlen) {
     cJSON *j = vt_train_opts_to_json(&t->o);
     absolute_paths(j);
     cJSON_AddItemToObject(j, "heads", vt_run_heads_to_json(&t->heads));
+    if (t->train_fps[1] > 0) /* eval, predict and embed compare their videos' rates */
+        cJSON_AddItemToObject(j, "train_fps", cJSON_CreateDoubleArray(t->train_fps, 2));
     vt_dist_add_rank_devices(j, &t->o);
     char path[2100];
     snprintf(path, sizeof path, "%s/config.json", t->o.out);

@@ -51,6 +51,8 @@ typedef struct vt_train {
     vt_dataset *val_ds;    /* the one validation reads: vds, else ds */
     int32_t *train_idx, *val_idx;
     int ntrain, nval;
+    double train_fps[2];   /* the training videos' lowest and highest frame rate (config
+                              "train_fps": eval, predict and embed warn outside them) */
     int32_t *video_clips;  /* (ds->nvideos) --clips-per-video auto's counts, or NULL */
     int64_t epoch_clips;   /* training clips an epoch draws (vt_train_count_clips) */
     float *class_weight;   /* (head 0's classes) --balance loss's weights, or NULL */

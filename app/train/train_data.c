@@ -119,6 +119,14 @@ int vt_train_open_data(vt_train *t) {
     if (vt_train_resume_heads(t) != 0)
         return 1;
     t->ntrain = vt_dataset_split_indices(ds, VT_SPLIT_TRAIN, &t->train_idx);
+    t->train_fps[0] = t->train_fps[1] = 0;
+    for (int k = 0; k < t->ntrain; k++) {
+        const double f = ds->videos[t->train_idx[k]].info.fps;
+        if (f > 0 && (t->train_fps[0] == 0 || f < t->train_fps[0]))
+            t->train_fps[0] = f;
+        if (f > t->train_fps[1])
+            t->train_fps[1] = f;
+    }
     t->val_ds = ds;
     if (o->val_dir[0]) {
         vt_dataset *vds = t->vds = vt_dataset_open(o->val_dir, NULL, err, sizeof err);

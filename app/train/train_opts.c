@@ -414,8 +414,10 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
      * would silently lose its effect: clips made otherwise, labels read otherwise) or a
      * misspelt edit ("clip_T"), which changes nothing while it seems to. The keys are the
      * ones to_json writes, and the config's other parts: its heads (run_heads.h), each
-     * rank's devices (app/dist.c), the old name of tower_split. */
-    static const char *const others[] = {"heads", "ranks", "split", "weights_licence"};
+     * rank's devices (app/dist.c), the old name of tower_split, the training videos' frame
+     * rates (train.c write_config). */
+    static const char *const others[] = {"heads", "ranks", "split", "weights_licence",
+                                         "train_fps"};
     o->json_unknown[0] = 0;
     cJSON *mine = vt_train_opts_to_json(o);
     for (const cJSON *e = j ? j->child : NULL; e && !o->json_unknown[0]; e = e->next) {

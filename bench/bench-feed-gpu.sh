@@ -9,6 +9,7 @@
 #
 # carry/media/feed holds (about 30 MiB):
 #   src/{a,b}/*.mp4   two 8 s 1080p30 H.264 files, 13 Mbit/s, a keyframe every 2 s
+#                     (VT_FEED_SECONDS=S: S s each; scripts/build-static.sh makes 5)
 #                     (bench-footage.sh's phone-like picture; b is a mirrored a)
 #   prep/             the same after `vidtrain prep` with its defaults (S = 128, H.264)
 #   hevc/a/*.mp4      one 4 s 1080p30 HEVC file at 10 Mbit/s (when ffmpeg has libx265)
@@ -44,8 +45,9 @@ if [ "${1:-}" = --make ]; then
   rm -rf "$media"; mkdir -p "$media/src/a" "$media/src/b"
   pic="mandelbrot=s=480x270:r=30,scale=1920x1080:flags=bicubic[m];testsrc2=s=1920x1080:r=30[t];[t][m]blend=all_mode=average,noise=alls=6:allf=t"
   x264=(-c:v libx264 -preset superfast -b:v 13M -maxrate 13M -bufsize 13M -g 60 -pix_fmt yuv420p)
-  ffmpeg -v error -y -f lavfi -i "$pic" -t 8 "${x264[@]}" "$media/src/a/hd1080p30.mp4"
-  ffmpeg -v error -y -f lavfi -i "$pic,hflip" -t 8 "${x264[@]}" "$media/src/b/hd1080p30.mp4"
+  secs=${VT_FEED_SECONDS:-8} # scripts/build-static.sh makes 5 s ones: the carry's size
+  ffmpeg -v error -y -f lavfi -i "$pic" -t "$secs" "${x264[@]}" "$media/src/a/hd1080p30.mp4"
+  ffmpeg -v error -y -f lavfi -i "$pic,hflip" -t "$secs" "${x264[@]}" "$media/src/b/hd1080p30.mp4"
   # (grep -q would stop reading early, and pipefail would call ffmpeg's SIGPIPE a failure)
   if ffmpeg -hide_banner -encoders 2>/dev/null | grep libx265 >/dev/null; then
     mkdir -p "$media/hevc/a"

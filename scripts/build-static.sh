@@ -8,7 +8,7 @@
 #
 # Steps: static FFmpeg into .deps/ffmpeg (skipped when present), cmake -DVT_STATIC=ON
 # -DVT_CUDA=ON into build-static/, build vidtrain and the *_gpu tests, copy them to
-# carry/, and check with ldd that only libc, libm, libpthread, libdl, librt, the dynamic
+# carry/ (with carry/media, made once when missing), and check with ldd that only libc, libm, libpthread, libdl, librt, the dynamic
 # loader, libgcc_s and the CUDA libraries remain. It must never install anything
 # system-wide except nasm (ffmpeg-static.sh does that through apt when missing).
 set -euo pipefail
@@ -67,6 +67,20 @@ for lib in libzip libbz2 libz.so libcrypto; do
   [ -n "$f" ] && cp -L "$f" carry/
 done
 
+# carry/media, made here once when missing (the GPU machine may have no ffmpeg command):
+# tests/make_media.sh's small files for test_decode_hw, and bench-feed-gpu.sh's HD set
+# (5 s files, about 25 MiB) for gpu-check.sh's NVDEC section 3c and bench-feed-gpu.sh.
+# Without them the first GPU run skips both. VT_CARRY_MEDIA=0 leaves carry/media as it is.
+if [ "${VT_CARRY_MEDIA:-1}" = 1 ]; then
+  if command -v ffmpeg >/dev/null; then
+    [ -f carry/media/loader_media/h264.mp4 ] || bash tests/make_media.sh carry/media/loader_media
+    [ -d carry/media/feed/prep ] ||
+      VT_FEED_SECONDS=5 VIDTRAIN=build-static/vidtrain bash bench/bench-feed-gpu.sh --make
+  else
+    echo "✗ no ffmpeg command: carry/media not made (gpu-check.sh will skip NVDEC)"
+  fi
+fi
+
 echo "== shared libraries the binaries still need (their own NEEDED entries; the NVIDIA"
 echo "   libraries bring libstdc++ and libgcc_s with them, which every GPU machine has)"
 allowed='^(linux-vdso|/lib64/ld-linux|ld-linux|libc\.|libm\.|libpthread|libdl|librt|libgcc_s|libcudart|libcublas|libcublasLt|libcudnn|libnccl|libcjson|libzip|libbz2|libz\.|libcrypto)'
@@ -91,6 +105,11 @@ if [ "$size" -gt $((60 * 1024 * 1024)) ]; then
   echo "carry/: packed into carry/vidtrain-gpu.tar.xz ($(du -sh carry/vidtrain-gpu.tar.xz | cut -f1))"
   size=$(du -sb carry | cut -f1)
 fi
-[ "$size" -le $((64 * 1024 * 1024)) ] || { echo "✗ carry/ is over 64 MiB"; bad=1; }
+# What travels is the working tree (tracked files and untracked ones git does not ignore)
+# and carry/ together: 64 MiB in all.
+tree=$( { git ls-files -z; git ls-files -z --others --exclude-standard; } | du -cb --files0-from=- 2>/dev/null | tail -1 | cut -f1)
+echo "travels: carry/ $((size / 1048576)) MiB + working tree $((${tree:-0} / 1048576)) MiB"
+[ $((size + ${tree:-0})) -le $((64 * 1024 * 1024)) ] ||
+  { echo "✗ carry/ and the working tree are over 64 MiB (VT_CARRY_MEDIA=0, or rm -rf carry/media/feed/hevc)"; bad=1; }
 [ $bad = 0 ] && echo "✓ carry/ is ready: on the GPU machine run  bash scripts/gpu-check.sh"
 exit $bad

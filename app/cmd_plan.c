@@ -14,15 +14,20 @@
 #include "app/app.h"
 #include "app/opts.h"
 #include "app/step_opts.h"
+#include "app/train/train_opts.h"
 #include "base/common.h"
 #include "models/net.h"
 #include "models/optim.h"
 #include "pipeline/parallel/slices.h"
 #include "pipeline/parallel/towers/tower.h"
 
-/* This command's defaults for the step options (bench step has its own). */
+/* This command's defaults for the step options (bench step has its own): a GPU run's. The
+ * clip's is the model's (vt_train_clip_default on a GPU: what train takes there without
+ * --clip); the string is help's. */
 static const vt_step_args step_defaults = {
-    .model = "r3d18", .clip = "16x112x112", .batch = "32", .classes = "400", .tower_split = "memory", .optimizer = "sgd",
+    .model = "r3d18", .clip = "the model's clip on a GPU, train's\n"
+                              "                      there: 16x112x112; s3d 16x224x224; X3D,\n"
+                              "                      MViT and ViT their own", .batch = "32", .classes = "400", .tower_split = "memory", .optimizer = "sgd",
 };
 
 static void usage(FILE *f) {
@@ -72,6 +77,13 @@ int vt_cmd_plan(int argc, char **argv) {
         fprintf(stderr, "vidtrain plan: unknown option '%s'\n", argv[i]);
         usage(stderr);
         return 2;
+    }
+    char clip[48];
+    if (!vt_opts_given_has(&given, "--clip")) {
+        int t, crop, stride;
+        vt_train_clip_default(sa.model, 1, &t, &crop, &stride);
+        snprintf(clip, sizeof clip, "%dx%dx%d", t, crop, crop);
+        sa.clip = clip;
     }
     char err[1024];
     vt_net_cfg nc;

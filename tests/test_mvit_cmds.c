@@ -81,8 +81,8 @@ int main(void) {
 
     /* bf16: cuda's only (docs/precision.md): on this CPU-only run, train refuses it before
      * any step, saying so; the plan for two absent GPUs (--mem) holds about twice the clips
-     * of fp32's at 16x112, the activations stored at 2 bytes (measured
-     * 61 + 25 against 31 + 13) */
+     * of fp32's at 16x112, the activations stored at 2 bytes (measured with the plan's
+     * AdamW 60 + 24 against 31 + 13) */
     TCHECK(train("bf16", "--precision bf16") != 0, "train --precision bf16 on the CPU ran");
     TCHECK(vt_test_file_has_in(g_dir, "bf16.log", "bf16") &&
                vt_test_file_has_in(g_dir, "bf16.log", "cuda"),

@@ -14,11 +14,13 @@
  *   6. every model of the zoo builds at train's default clip on the CPU and on a GPU
  *      (vt_train_clip_default; c3d took 8 frames on the CPU, where its pool5 has none, and
  *      plan 16x112 for s3d, which needs 13x209), `plan --model M` without --clip plans
- *      that GPU clip, and a clip too small is refused with the least the model takes
- *      (graph building is arithmetic: the 20 models' plans take about 2 s).
+ *      that GPU clip and train's optimizer (AdamW for a transformer; it planned SGD), and a
+ *      clip too small is refused with the least the model takes (graph building is
+ *      arithmetic: the 20 models' plans take about 2 s).
  * It must never depend on the machine beyond the scratch folder and the CPU.
  */
 #include <dirent.h>
+#include <math.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -242,6 +244,14 @@ static void old_configs(void) {
     }
 }
 
+/* The bytes in one of the plan's units (vt_fmt_bytes': B, KiB, MiB, GiB). */
+static double unit_scale(const char *u) {
+    return !strcmp(u, "GiB")   ? 1 << 30
+           : !strcmp(u, "MiB") ? 1 << 20
+           : !strcmp(u, "KiB") ? 1 << 10
+                               : 1;
+}
+
 /* 6. (file comment) */
 static void model_clips(const char *bin, const char *dir) {
     char p[4200];
@@ -270,6 +280,21 @@ static void model_clips(const char *bin, const char *dir) {
                "plan --model %s without --clip (see %s/plan_m.txt)", m, dir);
         snprintf(p, sizeof p, "Model: %s, clip 3x%dx%dx%d,", m, t, crop, crop);
         TCHECK(vt_test_file_has_in(dir, "plan_m.txt", p), "plan --model %s: not '%s'", m, p);
+        /* and train's optimizer: AdamW's two floats a parameter for a transformer, SGD's
+         * momentum one (it planned SGD for all); 3 digits printed: within 1% */
+        snprintf(p, sizeof p, "%s/plan_m.txt", dir);
+        char *plan = vt_test_slurp(p, NULL);
+        const char *f = plan ? strstr(plan, "Fixed bytes: ") : NULL;
+        double par = 0, opt = 0;
+        char up[8] = "", uo[8] = "";
+        const int want = !strcmp(vt_train_optim_default(m), "adamw") ? 2 : 1;
+        if (f && sscanf(f, "Fixed bytes: %*s %*s (params %lf %7[^,], grads %*s %*s buffers %*s "
+                        "%*s optimizer %lf %7[^,]", &par, up, &opt, uo) == 4)
+            opt *= unit_scale(uo) / unit_scale(up);
+        TCHECK(fabs(opt / (par > 0 ? par : 1) - want) < 0.01 * want,
+               "plan --model %s: optimizer state %g x the parameters, want %d (train's %s)", m,
+               opt / (par > 0 ? par : 1), want, vt_train_optim_default(m));
+        free(plan);
     }
     if (!bin)
         return;

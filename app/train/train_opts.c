@@ -13,8 +13,12 @@
 #include "base/common.h"
 #include "models/finetune.h"
 
+const char *vt_train_optim_default(const char *model) {
+    return vt_finetune_nlayers(model) > 0 ? "adamw" : "sgd";
+}
+
 const char *vt_train_opts_optim(const vt_train_opts *o) {
-    return o->optim[0] ? o->optim : vt_finetune_nlayers(o->model) > 0 ? "adamw" : "sgd";
+    return o->optim[0] ? o->optim : vt_train_optim_default(o->model);
 }
 
 void vt_train_opts_default(vt_train_opts *o) {

@@ -161,9 +161,11 @@ const char *vt_train_opts_recipe(const vt_train_opts *o);
 #define VT_AUTO_CLIP_SECONDS 10.0f
 
 void vt_train_opts_default(vt_train_opts *o);
-/* The optimizer o resolves to: --optim's, else AdamW for a transformer (the recipe), SGD
- * for the rest. */
+/* The optimizer o resolves to: --optim's, else vt_train_optim_default's for its model. */
 const char *vt_train_opts_optim(const vt_train_opts *o);
+/* A model's optimizer when none is named (train's, and plan's): AdamW for a transformer
+ * (the recipe), SGD for the rest. */
+const char *vt_train_optim_default(const char *model);
 /* A run that starts from other weights (--init or --pretrained). */
 static inline int vt_train_opts_finetune(const vt_train_opts *o) {
     return o->init[0] || o->pretrained[0];

@@ -14,15 +14,24 @@
 #include "app/app.h"
 #include "app/opts.h"
 #include "app/step_opts.h"
+#include "app/train/train_opts.h"
 #include "base/common.h"
 #include "models/net.h"
 #include "models/optim.h"
 #include "pipeline/parallel/slices.h"
 #include "pipeline/parallel/towers/tower.h"
 
-/* This command's defaults for the step options (bench step has its own). */
+/* This command's defaults for the step options (bench step has its own): a GPU run's. The
+ * clip and the optimizer are the model's (vt_train_clip_default on a GPU,
+ * vt_train_optim_default: what train takes there without --clip or --optim); their
+ * strings are help's. */
 static const vt_step_args step_defaults = {
-    .model = "r3d18", .clip = "16x112x112", .batch = "32", .classes = "400", .tower_split = "memory", .optimizer = "sgd",
+    .model = "r3d18",
+    .clip = "the model's clip on a GPU, train's\n"
+            "                      there: 16x112x112; s3d 16x224x224; X3D,\n"
+            "                      MViT and ViT their own",
+    .batch = "32", .classes = "400", .tower_split = "memory",
+    .optimizer = "train's, adamw for a\n                      transformer, else sgd",
 };
 
 static void usage(FILE *f) {
@@ -73,6 +82,15 @@ int vt_cmd_plan(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    char clip[48];
+    if (!vt_opts_given_has(&given, "--clip")) {
+        int t, crop, stride;
+        vt_train_clip_default(sa.model, 1, &t, &crop, &stride);
+        snprintf(clip, sizeof clip, "%dx%dx%d", t, crop, crop);
+        sa.clip = clip;
+    }
+    if (!vt_opts_given_has(&given, "--optimizer"))
+        sa.optimizer = vt_train_optim_default(sa.model);
     char err[1024];
     vt_net_cfg nc;
     vt_optim_cfg oc;

@@ -91,7 +91,8 @@ void vt_step_args_help(FILE *f, const vt_step_args *a) {
     }
     fprintf(f,
             "  --model M           %s (default %s)\n"
-            "  --clip TxS|TxHxW    frames x crop side, or frames x height x width (default %s)\n"
+            "  --clip TxS|TxHxW    frames x crop side, or frames x height x width\n"
+            "                      (default %s)\n"
             "  --batch B           global batch (default %s)\n"
             "  --classes K         classes of the head (default %s)\n"
             "  --tower-split POLICY\n"

@@ -429,9 +429,41 @@ static int zoo_build(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errle
     return 0;
 }
 
+/* Whether cfg's model builds at a clip of t x s x s. */
+static int builds_at(const vt_net_cfg *cfg, int t, int s) {
+    vt_net_cfg c = *cfg;
+    c.clip_t = t;
+    c.clip_h = c.clip_w = s;
+    vt_graph g;
+    char err[8];
+    const int ok = zoo_build(&g, &c, err, sizeof err) == 0;
+    vt_graph_free(&g);
+    return ok;
+}
+
+/* The least clip cfg's model takes, for the refusal of one too small: the fewest frames at
+ * a side of LEAST_SIDE (above every model's least: s3d's 209), then the least side at those
+ * frames, tried from 1 up (a model's other rules, even frames or sides of a multiple of 16,
+ * refuse with their own words, not as too small). 0 when none within LEAST_T x LEAST_SIDE
+ * builds. Only a refusal pays for the few hundred graphs at most. */
+enum { LEAST_T = 64, LEAST_SIDE = 256 };
+static int least_clip(const vt_net_cfg *cfg, int *t, int *s) {
+    for (*t = 1; *t <= LEAST_T && !builds_at(cfg, *t, LEAST_SIDE); ++*t) {
+    }
+    for (*s = 1; *t <= LEAST_T && *s <= LEAST_SIDE && !builds_at(cfg, *t, *s); ++*s) {
+    }
+    return *t <= LEAST_T && *s <= LEAST_SIDE;
+}
+
 int vt_graph_make(vt_graph *g, const vt_net_cfg *cfg, char *err, size_t errlen) {
     if (zoo_build(g, cfg, err, errlen) < 0) {
+        /* a clip too small says which clip is not (docs/style.md §8: a hint) */
+        const int small = g->failed && strstr(g->err, "clip too small");
         vt_graph_free(g);
+        int t, s;
+        if (small && least_clip(cfg, &t, &s) && strlen(err) + 1 < errlen)
+            snprintf(err + strlen(err), errlen - strlen(err), "; the least clip %s takes is "
+                     "%dx%dx%d (--clip %dx%d)", cfg->model, t, s, s, t, s);
         return -1;
     }
     vt_graph_plan(g);

@@ -404,4 +404,27 @@ static inline int vt_test_towers_equal(const char *bin, const char *dir, const c
     return n;
 }
 
+/* docs/design.md §3.5 through the command for a model: DIR/r trained 1 step on 1 CPU
+ * tower (vt_test_train_small's arguments otherwise) and resumed to 2 ends bit for bit where
+ * DIR/one's 2 uninterrupted steps do (vt_test_towers_equal's), every tensor (weights,
+ * buffers, optimizer state); at least `min` of them compared (checked). On the tests' 4
+ * training videos a step of 4 clips is an epoch, so the stop falls at an epoch's end
+ * (test_resume stops tiny mid-epoch too). Returns the count. */
+static inline int vt_test_resume_equal(const char *bin, const char *dir, const char *args,
+                                       int min) {
+    TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/r' %s --batch 4 --max-steps 1 --seed 3 "
+                      "--workers 1 -q --devices cpu:1 > '%s/r.log' 2>&1 && '%s' train --resume "
+                      "'%s/r' --max-steps 2 -q >> '%s/r.log' 2>&1", bin, dir, dir, args, dir,
+                      bin, dir, dir) == 0, "stopped after 1 step and resumed (see %s/r.log)",
+           dir);
+    char a[4200], b[4200];
+    snprintf(a, sizeof a, "%s/one/last.safetensors", dir);
+    snprintf(b, sizeof b, "%s/r/last.safetensors", dir);
+    static const char *const all[] = {"", NULL};
+    int n = vt_test_ckpt_same(a, b, all, NULL);
+    printf("resume: 1 step + --resume to 2 = 2 steps, %d tensors bit for bit\n", n);
+    TCHECK(n >= min, "resume: only %d tensors compared", n);
+    return n;
+}
+
 #endif

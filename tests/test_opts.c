@@ -10,10 +10,17 @@
  *      an error naming the path, no temporary file left and no descriptor leaked;
  *   4. strict values where atoi read "4x" as 4: bench decode, bench step, devices exit 2;
  *   5. a run's config.json written before Nesterov and warm-up were defaults reads as
- *      what that run did (neither), and today's defaults round-trip through config.json.
+ *      what that run did (neither), and today's defaults round-trip through config.json;
+ *   6. every model of the zoo builds at train's default clip on the CPU and on a GPU
+ *      (vt_train_clip_default; c3d took 8 frames on the CPU, where its pool5 has none, and
+ *      plan 16x112 for s3d, which needs 13x209), `plan --model M` without --clip plans
+ *      that GPU clip and train's optimizer (AdamW for a transformer; it planned SGD), and a
+ *      clip too small is refused with the least the model takes (graph building is
+ *      arithmetic: the 20 models' plans take about 2 s).
  * It must never depend on the machine beyond the scratch folder and the CPU.
  */
 #include <dirent.h>
+#include <math.h>
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,6 +30,7 @@
 #include "app/train/train_opts.h"
 #include "app/train/train_ranges.h"
 #include "base/common.h"
+#include "models/net.h"
 #include "pipeline/data/sample.h"
 #include "tests/apputil.h"
 
@@ -236,6 +244,71 @@ static void old_configs(void) {
     }
 }
 
+/* The bytes in one of the plan's units (vt_fmt_bytes': B, KiB, MiB, GiB). */
+static double unit_scale(const char *u) {
+    return !strcmp(u, "GiB")   ? 1 << 30
+           : !strcmp(u, "MiB") ? 1 << 20
+           : !strcmp(u, "KiB") ? 1 << 10
+                               : 1;
+}
+
+/* 6. (file comment) */
+static void model_clips(const char *bin, const char *dir) {
+    char p[4200];
+    for (int i = 0; vt_zoo_names[i]; i++) {
+        const char *m = vt_zoo_names[i];
+        for (int gpu = 0; gpu < 2; gpu++) {
+            vt_train_opts o;
+            vt_train_opts_default(&o);
+            snprintf(o.model, sizeof o.model, "%s", m);
+            vt_train_opts_resolve(&o, 64, gpu);
+            vt_net_cfg cfg;
+            vt_net_cfg_default(&cfg, m, 3, o.clip_t, o.crop, o.crop);
+            vt_memplan mp;
+            char err[1024];
+            const int rc = vt_memplan_build(&mp, &cfg, 1, err, sizeof err);
+            TCHECK(rc == 0, "train --model %s without --clip on %s: %dx%d: %s", m,
+                   gpu ? "a GPU" : "the CPU", o.clip_t, o.crop, rc ? err : "");
+            if (rc == 0)
+                vt_memplan_free(&mp);
+        }
+        if (!bin)
+            continue;
+        int t, crop, stride;
+        vt_train_clip_default(m, 1, &t, &crop, &stride);
+        TCHECK(vt_test_sh("'%s' plan --model %s > '%s/plan_m.txt' 2>&1", bin, m, dir) == 0,
+               "plan --model %s without --clip (see %s/plan_m.txt)", m, dir);
+        snprintf(p, sizeof p, "Model: %s, clip 3x%dx%dx%d,", m, t, crop, crop);
+        TCHECK(vt_test_file_has_in(dir, "plan_m.txt", p), "plan --model %s: not '%s'", m, p);
+        /* and train's optimizer: AdamW's two floats a parameter for a transformer, SGD's
+         * momentum one (it planned SGD for all); 3 digits printed: within 1% */
+        snprintf(p, sizeof p, "%s/plan_m.txt", dir);
+        char *plan = vt_test_slurp(p, NULL);
+        const char *f = plan ? strstr(plan, "Fixed bytes: ") : NULL;
+        double par = 0, opt = 0;
+        char up[8] = "", uo[8] = "";
+        const int want = !strcmp(vt_train_optim_default(m), "adamw") ? 2 : 1;
+        if (f && sscanf(f, "Fixed bytes: %*s %*s (params %lf %7[^,], grads %*s %*s buffers %*s "
+                        "%*s optimizer %lf %7[^,]", &par, up, &opt, uo) == 4)
+            opt *= unit_scale(uo) / unit_scale(up);
+        TCHECK(fabs(opt / (par > 0 ? par : 1) - want) < 0.01 * want,
+               "plan --model %s: optimizer state %g x the parameters, want %d (train's %s)", m,
+               opt / (par > 0 ? par : 1), want, vt_train_optim_default(m));
+        free(plan);
+    }
+    if (!bin)
+        return;
+    /* c3d at the CPU's generic 8x64 (pool5 gets no frame): the least clip, worked out from
+     * the model (pool1 keeps T, pool2..pool5 halve it: 16 frames; H and W halve four times
+     * before pool5's padded window: 16) */
+    TCHECK(vt_test_sh("'%s' plan --model c3d --clip 8x64 > /dev/null 2> '%s/err.txt'", bin,
+                      dir) == 1, "plan --model c3d --clip 8x64 planned");
+    TCHECK(vt_test_file_has_in(dir, "err.txt", "the least clip c3d takes is 16x16x16 (--clip "
+                               "16x16)"), "c3d 8x64: the refusal does not name the least clip");
+    printf("every model: train's default clip builds on the CPU and a GPU, plan plans it; "
+           "c3d 8x64 refused with the least, 16x16x16\n");
+}
+
 int main(void) {
     const char *dir = vt_test_dir("test_opts");
     old_configs();
@@ -245,5 +318,6 @@ int main(void) {
     const char *bin = vt_test_bin("test_opts");
     if (bin)
         commands(bin, dir);
+    model_clips(bin, dir);
     return vt_test_done("test_opts");
 }

@@ -13,8 +13,12 @@
 #include "base/common.h"
 #include "models/finetune.h"
 
+const char *vt_train_optim_default(const char *model) {
+    return vt_finetune_nlayers(model) > 0 ? "adamw" : "sgd";
+}
+
 const char *vt_train_opts_optim(const vt_train_opts *o) {
-    return o->optim[0] ? o->optim : vt_finetune_nlayers(o->model) > 0 ? "adamw" : "sgd";
+    return o->optim[0] ? o->optim : vt_train_optim_default(o->model);
 }
 
 void vt_train_opts_default(vt_train_opts *o) {
@@ -60,17 +64,16 @@ void vt_train_opts_default(vt_train_opts *o) {
     snprintf(o->randaug, sizeof o->randaug, "off");
 }
 
-void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
-    /* S3D's average pool needs features of 2x7x7: clips of at least 13x209x209; its own
-     * input is 16x224 (torchvision's Kinetics weights), on any device */
-    if (!o->clip_t && !strcmp(o->model, "s3d")) {
-        o->clip_t = 16;
-        if (!o->crop)
-            o->crop = 224;
-    }
-    /* X3D: pytorchvideo's clip per member (hub/x3d.py; frames, crop) and the sampling
-     * stride of its Kinetics recipe, on any device */
-    static const struct { const char *m; int t, crop, stride; } x3d[] = {
+void vt_train_clip_default(const char *model, int gpu, int *t, int *crop, int *stride) {
+    /* A model's own clip, on any device; 0: the device's below.
+     * S3D's average pool needs features of 2x7x7: clips of at least 13x209x209; its own
+     * input is 16x224 (torchvision's Kinetics weights), stride 1.
+     * C3D's pool5 needs 16 frames (the CPU's 8 leave it none): 16 frames at the device's
+     * crop and stride.
+     * X3D: pytorchvideo's clip per member (hub/x3d.py; frames, crop) and the sampling
+     * stride of its Kinetics recipe. */
+    static const struct { const char *m; int t, crop, stride; } own[] = {
+        {"s3d", 16, 224, 1}, {"c3d", 16, 0, 0},
         {"x3d_xs", 4, 160, 12}, {"x3d_s", 13, 160, 6}, {"x3d_m", 16, 224, 5},
         {"x3d_l", 16, 312, 5},
         /* and the transformers': MViT's torchvision's (16 frames at 7.5 fps), VideoMAE's
@@ -79,23 +82,33 @@ void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
          * quarter of the time span, without a word */
         {"mvit_v2_s", 16, 224, 4}, {"mvit_v1_b", 16, 224, 4},
         {"videomae_vit_s", 16, 224, 4}, {"videomae_vit_b", 16, 224, 4}};
-    for (size_t i = 0; i < VT_ARRAY_LEN(x3d); i++)
-        if (!o->clip_t && !strcmp(o->model, x3d[i].m)) {
-            o->clip_t = x3d[i].t;
-            if (!o->crop)
-                o->crop = x3d[i].crop;
-            if (!o->stride)
-                o->stride = x3d[i].stride;
+    *t = gpu ? 16 : 8;
+    *crop = gpu ? 112 : 64;
+    *stride = gpu ? 1 : 3;
+    for (size_t i = 0; i < VT_ARRAY_LEN(own); i++)
+        if (model && !strcmp(model, own[i].m)) {
+            *t = own[i].t;
+            *crop = own[i].crop ? own[i].crop : *crop;
+            *stride = own[i].stride ? own[i].stride : *stride;
         }
+}
+
+void vt_train_opts_resolve(vt_train_opts *o, int64_t epoch_clips, int gpu) {
+    /* the model's clip (vt_train_clip_default) for what --clip left out; a clip given
+     * without a stride: stride 1 */
+    int dt, dcrop, dstride;
+    vt_train_clip_default(o->model, gpu, &dt, &dcrop, &dstride);
     if (!o->clip_t) {
-        o->clip_t = gpu ? 16 : 8;
+        o->clip_t = dt;
+        if (!o->crop)
+            o->crop = dcrop;
         if (!o->stride)
-            o->stride = gpu ? 1 : 3;
+            o->stride = dstride;
     }
     if (!o->batch)
         o->batch = gpu ? 32 : 8;
     if (!o->crop)
-        o->crop = gpu ? 112 : 64;
+        o->crop = dcrop;
     if (!o->stride)
         o->stride = 1;
     if (!o->short_side)

@@ -161,21 +161,17 @@ const char *vt_train_opts_recipe(const vt_train_opts *o);
 #define VT_AUTO_CLIP_SECONDS 10.0f
 
 void vt_train_opts_default(vt_train_opts *o);
-/* The optimizer o resolves to: --optim's, else AdamW for a transformer (the recipe), SGD
- * for the rest. */
+/* The optimizer o resolves to: --optim's, else vt_train_optim_default's for its model. */
 const char *vt_train_opts_optim(const vt_train_opts *o);
+/* A model's optimizer when none is named (train's, and plan's): AdamW for a transformer
+ * (the recipe), SGD for the rest. */
+const char *vt_train_optim_default(const char *model);
 /* A run that starts from other weights (--init or --pretrained). */
 static inline int vt_train_opts_finetune(const vt_train_opts *o) {
     return o->init[0] || o->pretrained[0];
 }
 /* The defaults that depend on the machine and the data, for options left at 0 (or < 0):
- *   clip      s3d: 16x224 (the least it takes is 13x209); X3D, MViT and VideoMAE's ViTs
- *             their published clips (train_opts.c's table: x3d_m 16x224 stride 5, the
- *             transformers 16x224 stride 4), on any device; else
- *             GPUs: 16x112, stride 1 (the video models' usual input); CPU: 8x64, stride 3
- *             (a 22-frame span at a cost a laptop trains in minutes; on the hard motion
- *             set stride 3 beat 1 and 2 by 9 to 40 points of top-1); a clip given without
- *             a stride: stride 1
+ *   clip      vt_train_clip_default's: a clip given without a stride: stride 1
  *   batch     GPUs 32, CPU 8 (more steps per epoch: on the motion set 8 beat 16 by ~10)
  *   short side crop * 8/7, jittered in training up to crop * 10/7
  *   lr        scaled with the batch: SGD 0.1 * B / 32 for the resnets and c3d
@@ -201,6 +197,17 @@ static inline int vt_train_opts_finetune(const vt_train_opts *o) {
  * 2000 clips (at least 10).
  * `epoch_clips`: the training clips an epoch draws (videos x --clips-per-video, or the
  * auto counts' sum: vt_train_count_clips); `gpu`: a GPU tower trains (on any rank). */
+/* The clip `model` trains on when --clip is not given (train's default, and plan's with
+ * gpu 1), a pure function of the two: frames *t, crop side *crop, sampling stride *stride.
+ *   s3d: 16x224 stride 1 (the least it takes is 13x209); X3D, MViT and VideoMAE's ViTs
+ *   their published clips (train_opts.c's table: x3d_m 16x224 stride 5, the transformers
+ *   16x224 stride 4), on any device; c3d: 16 frames (pool5 needs 16) at the device's crop
+ *   and stride; else
+ *   GPUs: 16x112, stride 1 (the video models' usual input); CPU: 8x64, stride 3 (a
+ *   22-frame span at a cost a laptop trains in minutes; on the hard motion set stride 3
+ *   beat 1 and 2 by 9 to 40 points of top-1).
+ * Each is a clip the model builds at (tests/test_opts.c walks the zoo). */
+void vt_train_clip_default(const char *model, int gpu, int *t, int *crop, int *stride);
 /* The default length's patience (evaluations), and its cap: VT_TRAIN_CAP x the fixed
  * rule's epochs (app/train/train_length.c has the figures behind both). */
 #define VT_TRAIN_PATIENCE 3

@@ -51,6 +51,7 @@ typedef struct vt_train {
     vt_dataset *val_ds;    /* the one validation reads: vds, else ds */
     int32_t *train_idx, *val_idx;
     int ntrain, nval;
+    char train_set[40], val_set[40]; /* what they are, "N HASH" (vt_run_state's) */
     int32_t *video_clips;  /* (ds->nvideos) --clips-per-video auto's counts, or NULL */
     int64_t epoch_clips;   /* training clips an epoch draws (vt_train_count_clips) */
     float *class_weight;   /* (head 0's classes) --balance loss's weights, or NULL */

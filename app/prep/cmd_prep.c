@@ -291,7 +291,7 @@ static int prep_parse(prep_args *a, int argc, char **argv) {
             if (!strcmp(arg, "--lists"))
                 a->dopt.lists_dir = v;
             else if (!strcmp(arg, "--labels"))
-                a->labels = v;
+                a->labels = a->dopt.labels = v;
             else
                 a->dopt.lists_format = (vt_lists_format)vt_lists_format_parse(v);
             i++;

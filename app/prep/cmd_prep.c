@@ -96,7 +96,9 @@ static void usage(FILE *f) {
         "  Output names keep the file name and extension when that container holds the\n"
         "  codec (.mp4 .mov .m4v .mkv .avi .flv); others (.webm .gif .y4m .ts .mpg .ogv)\n"
         "  become .mp4, listed in DST/" PATHS " (old,new), and the copies of .txt, .csv\n"
-        "  and .tsv files are rewritten to name the new files.\n"
+        "  and .tsv files are rewritten to name the new files. Two sources that would\n"
+        "  share a name keep their whole name (a.webm beside a.mp4: a.webm.mp4; a.webm.2.mp4\n"
+        "  where SRC has an a.webm.mp4 too): every source its own copy.\n"
         "  DST/" MANIFEST ": path,source,duration_s,frames,bytes,sha256,status,damage —\n"
         "  one row per video, status \"ok\" or \"bad: FFmpeg's reason\" (unreadable,\n"
         "  truncated, no video stream, 0 decodable frames, frames under 8 pixels a side).\n"
@@ -435,62 +437,6 @@ static int prep_claim_dst(const prep_args *a, prep_state *s) {
     return 0;
 }
 
-/* Each video's output name (the codec's extension), the renamed ones in s->m sorted by
- * old name. */
-static void prep_name_outputs(const prep_args *a, prep_state *s) {
-    entry_list *list = &s->list;
-    rename_map *m = &s->m;
-    m->old = vt_calloc((size_t)s->nvideo, sizeof(char *));
-    m->new_ = vt_calloc((size_t)s->nvideo, sizeof(char *));
-    for (int i = 0; i < list->n; i++) {
-        entry *e = &list->e[i];
-        if (!e->video) {
-            e->out = vt_strdup(e->rel);
-            continue;
-        }
-        char ext[32];
-        vt_prep_out_ext(ext, sizeof ext, e->rel, a->o.codec);
-        const char *dot = strrchr(e->rel, '.'), *slash = strrchr(e->rel, '/');
-        if (!dot || (slash && dot < slash)) /* a frame folder: its name, no extension */
-            dot = e->rel + strlen(e->rel);
-        e->out = prep_fmt("%.*s.%s", (int)(dot - e->rel), e->rel, ext);
-        if (strcmp(e->out, e->rel)) {
-            m->old[m->n] = e->rel;
-            m->new_[m->n] = e->out;
-            m->n++;
-        }
-    }
-    /* Two sources that map to one output (a.webm and a.gif beside a.mp4) would overwrite
-     * each other: the later ones keep their extension in the name (a.webm.mp4). */
-    for (int i = 0; i < list->n; i++) {
-        for (int k = 0; list->e[i].video && k < list->n; k++) {
-            if (k != i && list->e[k].video && !strcmp(list->e[i].out, list->e[k].out) &&
-                strcmp(list->e[i].out, list->e[i].rel)) {
-                char ext[32];
-                vt_prep_out_ext(ext, sizeof ext, list->e[i].rel, a->o.codec);
-                free(list->e[i].out);
-                list->e[i].out = prep_fmt("%s.%s", list->e[i].rel, ext);
-                for (int j = 0; j < m->n; j++)
-                    if (m->old[j] == list->e[i].rel)
-                        m->new_[j] = list->e[i].out;
-            }
-        }
-        if (list->n > 2000) /* the quadratic check is for ordinary folders only */
-            break;
-    }
-    /* Sort the map by old name (parallel arrays: a simple insertion sort; renames are
-     * few, or a whole dataset of one extension already in walk order = sorted). */
-    for (int i = 1; i < m->n; i++)
-        for (int k = i; k > 0 && strcmp(m->old[k - 1], m->old[k]) > 0; k--) {
-            char *t = m->old[k];
-            m->old[k] = m->old[k - 1];
-            m->old[k - 1] = t;
-            t = m->new_[k];
-            m->new_[k] = m->new_[k - 1];
-            m->new_[k - 1] = t;
-        }
-}
-
 /* Plan, second half: the walk of SRC, the output names, --trim's segments, and the jobs
  * (the videos not done before: resume). 0, or the exit status. */
 static int prep_plan(const prep_args *a, prep_state *s) {
@@ -507,7 +453,7 @@ static int prep_plan(const prep_args *a, prep_state *s) {
                 "extension: mp4 avi mkv webm mov m4v mpg mpeg gif y4m ogv flv ts)\n", a->src);
         return 1;
     }
-    prep_name_outputs(a, s);
+    prep_name_outputs(&s->list, s->nvideo, a->o.codec, &s->m);
 
     /* --trim: a source with segments is written as its segments (new entries). */
     if (a->trim) {

@@ -21,7 +21,9 @@
  *     points at a source video is refused with its name. SRC's bytes are compared before
  *     and after each (sha256sum of every file, and the list of names).
  *  6. Two sources whose outputs would share a name (a/1.webm -> a/1.webm.mp4 beside a
- *     source a/1.webm.mp4) each get their own copy, and prep-paths.csv names 1.webm's.
+ *     source a/1.webm.mp4) each get their own copy, and prep-paths.csv names 1.webm's;
+ *     a rerun after SRC gained the a/1.webm.mp4 that takes the name from a/1.webm's copy
+ *     makes the new source's copy instead of keeping the other's.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -278,7 +280,7 @@ static void test_into_src(void) {
 }
 
 /* 6. Two sources, one output name: a/1.webm becomes a/1.webm.mp4 beside a/1.mp4, and SRC
- * had an a/1.webm.mp4 of its own; the two were written to one file (the later copy
+ * has an a/1.webm.mp4 of its own; the two were written to one file (the later copy
  * replaced the other, or with two jobs one failed on the other's temporary name) and
  * prep-paths.csv named the survivor as 1.webm's copy. Every source gets its own output;
  * a rerun redoes nothing (the names are a function of SRC's). */
@@ -290,14 +292,23 @@ static void test_names(void) {
     /* a Matroska file named .webm reads as WebM (FFmpeg goes by the bytes) */
     int rc = vt_test_sh("mkdir -p '%s/a' && f=$(find '%s/train' -name '*.mp4' | sort) && "
                         "cp $(echo \"$f\" | sed -n 1p) '%s/a/1.mp4' && "
-                        "cp $(echo \"$f\" | sed -n 2p) '%s/a/1.webm.mp4' && "
                         "cp \"$(find '%s/train' -name '*.mkv' | sort | head -1)\" '%s/a/1.webm'",
-                        src, g_data, src, src, g_data, src);
+                        src, g_data, src, g_data, src);
     TCHECK(rc == 0, "SRC with colliding names");
-    rc = vt_test_sh("'%s' prep --jobs 2 --codec mpeg4 --short-side 32 '%s' '%s' > '%s' 2>&1 && "
-                    "'%s' prep --jobs 2 --codec mpeg4 --short-side 32 '%s' '%s' >> '%s' 2>&1",
-                    g_bin, src, dst, log, g_bin, src, dst, log);
+#define PREP "'%s' prep --jobs 2 --codec mpeg4 --short-side 32 '%s' '%s' >> '%s' 2>&1"
+    /* first 1.mp4 and 1.webm (-> 1.webm.mp4); then SRC gains a 1.webm.mp4 of its own,
+     * which takes that name, and 1.webm's copy moves to 1.webm.2.mp4: the rerun skipped
+     * the new source (its name's row said ok, the file was there: 1.webm's copy) */
+    rc = vt_test_sh(PREP " && cp $(find '%s/train' -name '*.mp4' | sort | sed -n 2p) "
+                    "'%s/a/1.webm.mp4' && " PREP, g_bin, src, dst, log, g_data, src, g_bin, src,
+                    dst, log);
     TCHECK(rc == 0, "prep of colliding names: exit %d (see %s)", rc, log);
+    char *m = NULL;
+    snprintf(p, sizeof p, "%s/prep-manifest.csv", dst);
+    TCHECK((m = vt_test_slurp(p, NULL)) && strstr(m, "a/1.webm.mp4,") &&
+               strstr(strstr(m, "a/1.webm.mp4,"), "names/a/1.webm.mp4,"),
+           "the copy a/1.webm.mp4 is not the source a/1.webm.mp4's: %s", m ? m : "(none)");
+    free(m);
     int ok = 0, bad = 0;
     manifest_counts(dst, &ok, &bad);
     TCHECK(ok == 3 && bad == 0, "manifest: %d ok, %d bad rows (want 3 distinct copies, 0)", ok,
@@ -309,7 +320,10 @@ static void test_names(void) {
     TCHECK(paths && strstr(paths, "a/1.webm,a/1.webm.2.mp4\n"),
            "prep-paths.csv maps a/1.webm to: %s", paths ? paths : "(none)");
     free(paths);
-    TCHECK(file_has(log, "0 written, 3 done before"), "the rerun redid copies (see %s)", log);
+    rc = vt_test_sh(PREP, g_bin, src, dst, log);
+    TCHECK(rc == 0 && file_has(log, "0 written, 3 done before"),
+           "the rerun redid copies: exit %d (see %s)", rc, log);
+#undef PREP
 }
 
 int main(void) {

@@ -107,7 +107,8 @@ static void usage(FILE *f) {
         "  end and described in its row's damage column (empty when clean): its copy\n"
         "  reads clean.\n"
         "  Resume: run the same command again. A video whose output exists and whose row\n"
-        "  says ok is skipped; an interrupted one is redone (outputs are written under a\n"
+        "  says ok, made from that source, is skipped; an interrupted one is redone\n"
+        "  (outputs are written under a\n"
         "  hidden temporary name and renamed when whole). DST/" OPTIONS " records the\n"
         "  options; a rerun with others is refused unless --force. Until a run ends with\n"
         "  every video done, DST is marked unfinished (DST/" VT_DATASET_UNFINISHED "):\n"
@@ -437,6 +438,18 @@ static int prep_claim_dst(const prep_args *a, prep_state *s) {
     return 0;
 }
 
+/* 1 when manifest row w's copy was made from SRC's rel: its source column is SRC/rel as
+ * the run that wrote it spelt SRC. An output name can pass to another source between two
+ * runs (SRC gained an a.webm.mp4, and a.webm's copy moves to a.webm.2.mp4): the copy on
+ * disk under the name is then the other source's, not one to keep. */
+static int row_source_is(const row *w, const char *rel) {
+    const char *src = w->f[1];
+    if (!src)
+        return 0;
+    size_t n = strlen(src), k = strlen(rel);
+    return (n == k || (n > k && src[n - k - 1] == '/')) && !strcmp(src + n - k, rel);
+}
+
 /* Plan, second half: the walk of SRC, the output names, --trim's segments, and the jobs
  * (the videos not done before: resume). 0, or the exit status. */
 static int prep_plan(const prep_args *a, prep_state *s) {
@@ -480,7 +493,8 @@ static int prep_plan(const prep_args *a, prep_state *s) {
         row *w = prep_manifest_find(&s->old, e->out);
         char out[4200];
         snprintf(out, sizeof out, "%s/%s", a->dst, e->out);
-        if (!a->force && w && !strcmp(w->f[6], "ok") && vt_file_exists(out)) {
+        if (!a->force && w && !strcmp(w->f[6], "ok") && row_source_is(w, e->rel) &&
+            vt_file_exists(out)) {
             s->skipped++;
             continue;
         }

@@ -291,7 +291,7 @@ static int scan_parse(scan_opts *op, int argc, char **argv) {
                 return 2;
             }
         } else if (!strcmp(a, "--labels") && more) {
-            op->labels = argv[++i];
+            op->labels = op->ds.labels = argv[++i];
         } else if (!strcmp(a, "--threads") && more) {
             if (vt_parse_int(argv[++i], 1, 4096, &op->threads) != 0) {
                 fprintf(stderr, "vidtrain scan: --threads takes a count from 1 to 4096\n");

@@ -5,6 +5,8 @@
  * folders, split folders, files; absolute and relative) give the same videos, classes
  * and splits as real folders, while loops and dangling links, and a second name of one
  * file in a split, are warned about with their path, counted and skipped. Any non-empty subset of train/, val/, test/ is a split layout.
+ * A folder of loose videos opens for a labels file or a Kinetics CSV that names them, and
+ * a loose video a row made a sample of is no longer counted as left out.
  *
  * Files are empty: the scan looks at names only, never at contents (probing is covered
  * by test_loader with real videos).
@@ -550,6 +552,10 @@ static void test_labels(void) {
                ds->videos[i].tags[1][1] == 1, "flat/6 jump {ball, cat}");
     TCHECK((i = find(ds, "extra.mp4")) >= 0 && ds->videos[i].labeled && ds->videos[i].label[0] == 1,
            "extra run");
+    /* a sample now, no longer left out: train printed "videos outside a class folder: 1,
+     * left out" for the video it trained on */
+    TCHECK(vt_dataset_count_stray(ds) == 0, "extra.mp4 still counted as left out (%d)",
+           vt_dataset_count_stray(ds));
     TCHECK(vt_dataset_split_count(ds, VT_SPLIT_TRAIN) == 5, "labelled videos: %d",
            vt_dataset_split_count(ds, VT_SPLIT_TRAIN));
     vt_head_cfg hc[VT_MAX_HEADS];
@@ -566,6 +572,45 @@ static void test_labels(void) {
     vt_dataset_free(&ds);
 }
 
+/* A folder of loose videos and no class folder, named by a labels file or a Kinetics CSV,
+ * whose readers take files anywhere under it (their docs): the open failed first with "no
+ * videos under DIR", while one video moved into any subfolder made every row work. */
+static void test_loose(void) {
+    const char *d = vt_test_dir("dataset_loose");
+    char dir[4096], csv[4200], err[512];
+    snprintf(dir, sizeof dir, "%s/data", d);
+    touch(dir, "v1.mp4");
+    touch(dir, "v2.mp4");
+    touch(dir, "v3.mp4");
+    vt_test_write_file(d, "labels.csv", "path,class\nv1.mp4,run\nv2.mp4,walk\n");
+    vt_test_write_file(d, "kin.csv", "label,youtube_id,time_start,time_end,split\n"
+                       "run,v1,0,10,train\nwalk,v2,0,10,train\nwalk,v3,0,10,val\n");
+    vt_dataset *ds = vt_dataset_open(dir, NULL, err, sizeof err);
+    TCHECK(!ds && strstr(err, "no videos under"), "loose videos alone, nothing to name them: "
+           "%s", ds ? "opened" : err);
+    vt_dataset_free(&ds);
+    snprintf(csv, sizeof csv, "%s/labels.csv", d);
+    vt_dataset_opts o = {.labels = csv};
+    ds = vt_dataset_open(dir, &o, err, sizeof err);
+    TCHECK(ds != NULL, "a folder of loose videos with --labels: %s", err);
+    if (ds) {
+        int rc = vt_dataset_load_labels(ds, csv, NULL, err, sizeof err);
+        TCHECK(rc == 0 && ds->nvideos == 2 && vt_dataset_split_count(ds, VT_SPLIT_TRAIN) == 2,
+               "--labels over loose videos: rc %d, %d videos (%s)", rc, ds->nvideos, err);
+        /* v3.mp4, in no row, is the one left out */
+        TCHECK(vt_dataset_count_stray(ds) == 1, "left out: %d, want 1 (v3.mp4)",
+               vt_dataset_count_stray(ds));
+    }
+    vt_dataset_free(&ds);
+    snprintf(csv, sizeof csv, "%s/kin.csv", d);
+    vt_dataset_opts k = {.lists_dir = csv};
+    ds = vt_dataset_open(dir, &k, err, sizeof err);
+    TCHECK(ds && ds->nvideos == 3 && vt_dataset_split_count(ds, VT_SPLIT_TRAIN) == 2 &&
+               vt_dataset_split_count(ds, VT_SPLIT_VAL) == 1 && vt_dataset_count_stray(ds) == 0,
+           "a Kinetics CSV over loose videos: %s", ds ? "wrong samples" : err);
+    vt_dataset_free(&ds);
+}
+
 int main(void) {
     TCHECK(vt_is_video_name("a.mp4") && vt_is_video_name("B.MKV") && vt_is_video_name("x.y4m") &&
                vt_is_video_name("c.ts") && !vt_is_video_name("a.txt") && !vt_is_video_name("mp4") &&
@@ -577,5 +622,6 @@ int main(void) {
     test_lists();
     test_val_split();
     test_labels();
+    test_loose();
     return vt_test_done("test_dataset");
 }

@@ -331,6 +331,7 @@ static void test_continue(const char *name, int intra) {
 typedef struct seq_check {
     int64_t count, last_n;
     int ordered;
+    int pad_dirty;     /* frames whose VT_RGB_PAD bytes after them were not zeros */
     uint8_t *frame10;
     size_t fb;
 } seq_check;
@@ -341,6 +342,14 @@ static int on_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
         s->ordered = 0;
     s->last_n = n;
     s->count++;
+    /* swscale (prep, the leak check) reads past a row that is not a multiple of 16
+     * bytes: a frame sized exactly was read beyond its block, and prep's copies of one
+     * source differed from run to run (test_prep's "second prep" failed by the path's
+     * length). The pad is part of the frame's contract (video.h). */
+    int dirty = 0;
+    for (size_t k = 0; k < VT_RGB_PAD; k++)
+        dirty |= rgb[(size_t)w * h * 3 + k];
+    s->pad_dirty += dirty != 0;
     if (n == 10) {
         s->fb = (size_t)w * h * 3;
         s->frame10 = malloc(s->fb);
@@ -362,6 +371,8 @@ static void test_sequential(void) {
     TCHECK(rc == 0 && got == 48 && s.count == 48, "decode_all: rc %d, %lld frames: %s", rc,
            (long long)got, err);
     TCHECK(s.ordered, "decode_all delivers frames 0, 1, 2, ... in presentation order");
+    TCHECK(s.pad_dirty == 0, "%d frames without VT_RGB_PAD zero bytes after them",
+           s.pad_dirty);
     int64_t idx[1] = {10};
     uint8_t *ref = ffmpeg_frames(path, idx, 1, 85, 64, NULL, NULL, 85, 64);
     if (ref && s.frame10)

@@ -20,6 +20,10 @@
  *     avio_open truncated the source video through it); a link at an output's name that
  *     points at a source video is refused with its name. SRC's bytes are compared before
  *     and after each (sha256sum of every file, and the list of names).
+ *  6. Two sources whose outputs would share a name (a/1.webm -> a/1.webm.mp4 beside a
+ *     source a/1.webm.mp4) each get their own copy, and prep-paths.csv names 1.webm's;
+ *     a rerun after SRC gained the a/1.webm.mp4 that takes the name from a/1.webm's copy
+ *     makes the new source's copy instead of keeping the other's.
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -275,6 +279,53 @@ static void test_into_src(void) {
 #undef PREP
 }
 
+/* 6. Two sources, one output name: a/1.webm becomes a/1.webm.mp4 beside a/1.mp4, and SRC
+ * has an a/1.webm.mp4 of its own; the two were written to one file (the later copy
+ * replaced the other, or with two jobs one failed on the other's temporary name) and
+ * prep-paths.csv named the survivor as 1.webm's copy. Every source gets its own output;
+ * a rerun redoes nothing (the names are a function of SRC's). */
+static void test_names(void) {
+    char src[4400], dst[4400], log[4400], p[4600];
+    snprintf(src, sizeof src, "%s/names", g_dir);
+    snprintf(dst, sizeof dst, "%s/names_out", g_dir);
+    snprintf(log, sizeof log, "%s/names.log", g_dir);
+    /* a Matroska file named .webm reads as WebM (FFmpeg goes by the bytes) */
+    int rc = vt_test_sh("mkdir -p '%s/a' && f=$(find '%s/train' -name '*.mp4' | sort) && "
+                        "cp $(echo \"$f\" | sed -n 1p) '%s/a/1.mp4' && "
+                        "cp \"$(find '%s/train' -name '*.mkv' | sort | head -1)\" '%s/a/1.webm'",
+                        src, g_data, src, g_data, src);
+    TCHECK(rc == 0, "SRC with colliding names");
+#define PREP "'%s' prep --jobs 2 --codec mpeg4 --short-side 32 '%s' '%s' >> '%s' 2>&1"
+    /* first 1.mp4 and 1.webm (-> 1.webm.mp4); then SRC gains a 1.webm.mp4 of its own,
+     * which takes that name, and 1.webm's copy moves to 1.webm.2.mp4: the rerun skipped
+     * the new source (its name's row said ok, the file was there: 1.webm's copy) */
+    rc = vt_test_sh(PREP " && cp $(find '%s/train' -name '*.mp4' | sort | sed -n 2p) "
+                    "'%s/a/1.webm.mp4' && " PREP, g_bin, src, dst, log, g_data, src, g_bin, src,
+                    dst, log);
+    TCHECK(rc == 0, "prep of colliding names: exit %d (see %s)", rc, log);
+    char *m = NULL;
+    snprintf(p, sizeof p, "%s/prep-manifest.csv", dst);
+    TCHECK((m = vt_test_slurp(p, NULL)) && strstr(m, "a/1.webm.mp4,") &&
+               strstr(strstr(m, "a/1.webm.mp4,"), "names/a/1.webm.mp4,"),
+           "the copy a/1.webm.mp4 is not the source a/1.webm.mp4's: %s", m ? m : "(none)");
+    free(m);
+    int ok = 0, bad = 0;
+    manifest_counts(dst, &ok, &bad);
+    TCHECK(ok == 3 && bad == 0, "manifest: %d ok, %d bad rows (want 3 distinct copies, 0)", ok,
+           bad);
+    TCHECK(vt_test_sh("test $(find '%s/a' -type f | wc -l) -eq 3", dst) == 0,
+           "not 3 copies in %s/a", dst);
+    snprintf(p, sizeof p, "%s/prep-paths.csv", dst);
+    char *paths = vt_test_slurp(p, NULL);
+    TCHECK(paths && strstr(paths, "a/1.webm,a/1.webm.2.mp4\n"),
+           "prep-paths.csv maps a/1.webm to: %s", paths ? paths : "(none)");
+    free(paths);
+    rc = vt_test_sh(PREP, g_bin, src, dst, log);
+    TCHECK(rc == 0 && file_has(log, "0 written, 3 done before"),
+           "the rerun redid copies: exit %d (see %s)", rc, log);
+#undef PREP
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_prep_safety");
     if (!g_bin)
@@ -293,5 +344,6 @@ int main(void) {
     test_sigint(n);
     test_trim_csv();
     test_into_src();
+    test_names();
     return vt_test_done("test_prep_safety");
 }

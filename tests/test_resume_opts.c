@@ -12,6 +12,9 @@
  *   - a dataset whose classes changed since (a class folder renamed: the same count, so
  *     the checkpoint fits, but every class index moved; or a class added) is refused,
  *     naming the difference, and the run's files stay as they were;
+ *   - a dataset with the same classes but other samples (a training video removed) is
+ *     named in a warning with the counts, then and now (it continued in silence, as if
+ *     exact, its epoch cursor past the new epoch's end);
  *   - --devices given on resume replaces the run's tower set: its other device options
  *     (--threads of a cpu run) are not applied to the new towers;
  *   - --time-budget and --budget-once on resume are refused (a budget is planned against
@@ -110,6 +113,22 @@ int main(void) {
         TCHECK(vt_test_sh("cd '%s/run' && sha256sum --quiet -c ../sums", dir) == 0,
                "a --resume refused for its classes changed the run's files");
     }
+
+    /* the same classes, another training set (a training video removed since): the run
+     * claimed to continue exactly, its epoch cursor past the new epoch's end, in silence.
+     * Said in a warning naming the counts; the validation set, untouched, is not named. */
+    TCHECK(vt_test_sh("cp -a '%s/data' '%s/less' && rm \"$(ls -d '%s'/less/train/*/* | head -n "
+                      "1)\" && cp -a '%s/run' '%s/runset'", dir, dir, dir, dir, dir) == 0,
+           "the copy with a training video less");
+    rc = vt_test_sh("'%s' train --resume '%s/runset' '%s/less' --max-steps 2 -q > '%s/set.log' "
+                    "2>&1", bin, dir, dir, dir);
+    printf("--resume on the data with a training video less: exit %d\n", rc);
+    TCHECK(rc == 0 && vt_test_file_has_in(dir, "set.log", "the training set is not the one") &&
+               vt_test_file_has_in(dir, "set.log", "(12 samples then, 11 now"),
+           "--resume on another training set: exit %d, want 0 and a warning naming it (see "
+           "%s/set.log)", rc, dir);
+    TCHECK(!vt_test_file_has_in(dir, "set.log", "the validation set"),
+           "the validation set, unchanged, is named");
 
     rc = vt_test_sh("'%s' train --resume '%s/run' --lr 0.07 --workers 2 --max-steps 2 -q > "
                     "'%s/lr.log' 2>&1", bin, dir, dir);

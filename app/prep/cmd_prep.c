@@ -96,7 +96,9 @@ static void usage(FILE *f) {
         "  Output names keep the file name and extension when that container holds the\n"
         "  codec (.mp4 .mov .m4v .mkv .avi .flv); others (.webm .gif .y4m .ts .mpg .ogv)\n"
         "  become .mp4, listed in DST/" PATHS " (old,new), and the copies of .txt, .csv\n"
-        "  and .tsv files are rewritten to name the new files.\n"
+        "  and .tsv files are rewritten to name the new files. Two sources that would\n"
+        "  share a name keep their whole name (a.webm beside a.mp4: a.webm.mp4; a.webm.2.mp4\n"
+        "  where SRC has an a.webm.mp4 too): every source its own copy.\n"
         "  DST/" MANIFEST ": path,source,duration_s,frames,bytes,sha256,status,damage —\n"
         "  one row per video, status \"ok\" or \"bad: FFmpeg's reason\" (unreadable,\n"
         "  truncated, no video stream, 0 decodable frames, frames under 8 pixels a side).\n"
@@ -105,7 +107,8 @@ static void usage(FILE *f) {
         "  end and described in its row's damage column (empty when clean): its copy\n"
         "  reads clean.\n"
         "  Resume: run the same command again. A video whose output exists and whose row\n"
-        "  says ok is skipped; an interrupted one is redone (outputs are written under a\n"
+        "  says ok, made from that source, is skipped; an interrupted one is redone\n"
+        "  (outputs are written under a\n"
         "  hidden temporary name and renamed when whole). DST/" OPTIONS " records the\n"
         "  options; a rerun with others is refused unless --force. Until a run ends with\n"
         "  every video done, DST is marked unfinished (DST/" VT_DATASET_UNFINISHED "):\n"
@@ -291,7 +294,7 @@ static int prep_parse(prep_args *a, int argc, char **argv) {
             if (!strcmp(arg, "--lists"))
                 a->dopt.lists_dir = v;
             else if (!strcmp(arg, "--labels"))
-                a->labels = v;
+                a->labels = a->dopt.labels = v;
             else
                 a->dopt.lists_format = (vt_lists_format)vt_lists_format_parse(v);
             i++;
@@ -435,60 +438,16 @@ static int prep_claim_dst(const prep_args *a, prep_state *s) {
     return 0;
 }
 
-/* Each video's output name (the codec's extension), the renamed ones in s->m sorted by
- * old name. */
-static void prep_name_outputs(const prep_args *a, prep_state *s) {
-    entry_list *list = &s->list;
-    rename_map *m = &s->m;
-    m->old = vt_calloc((size_t)s->nvideo, sizeof(char *));
-    m->new_ = vt_calloc((size_t)s->nvideo, sizeof(char *));
-    for (int i = 0; i < list->n; i++) {
-        entry *e = &list->e[i];
-        if (!e->video) {
-            e->out = vt_strdup(e->rel);
-            continue;
-        }
-        char ext[32];
-        vt_prep_out_ext(ext, sizeof ext, e->rel, a->o.codec);
-        const char *dot = strrchr(e->rel, '.'), *slash = strrchr(e->rel, '/');
-        if (!dot || (slash && dot < slash)) /* a frame folder: its name, no extension */
-            dot = e->rel + strlen(e->rel);
-        e->out = prep_fmt("%.*s.%s", (int)(dot - e->rel), e->rel, ext);
-        if (strcmp(e->out, e->rel)) {
-            m->old[m->n] = e->rel;
-            m->new_[m->n] = e->out;
-            m->n++;
-        }
-    }
-    /* Two sources that map to one output (a.webm and a.gif beside a.mp4) would overwrite
-     * each other: the later ones keep their extension in the name (a.webm.mp4). */
-    for (int i = 0; i < list->n; i++) {
-        for (int k = 0; list->e[i].video && k < list->n; k++) {
-            if (k != i && list->e[k].video && !strcmp(list->e[i].out, list->e[k].out) &&
-                strcmp(list->e[i].out, list->e[i].rel)) {
-                char ext[32];
-                vt_prep_out_ext(ext, sizeof ext, list->e[i].rel, a->o.codec);
-                free(list->e[i].out);
-                list->e[i].out = prep_fmt("%s.%s", list->e[i].rel, ext);
-                for (int j = 0; j < m->n; j++)
-                    if (m->old[j] == list->e[i].rel)
-                        m->new_[j] = list->e[i].out;
-            }
-        }
-        if (list->n > 2000) /* the quadratic check is for ordinary folders only */
-            break;
-    }
-    /* Sort the map by old name (parallel arrays: a simple insertion sort; renames are
-     * few, or a whole dataset of one extension already in walk order = sorted). */
-    for (int i = 1; i < m->n; i++)
-        for (int k = i; k > 0 && strcmp(m->old[k - 1], m->old[k]) > 0; k--) {
-            char *t = m->old[k];
-            m->old[k] = m->old[k - 1];
-            m->old[k - 1] = t;
-            t = m->new_[k];
-            m->new_[k] = m->new_[k - 1];
-            m->new_[k - 1] = t;
-        }
+/* 1 when manifest row w's copy was made from SRC's rel: its source column is SRC/rel as
+ * the run that wrote it spelt SRC. An output name can pass to another source between two
+ * runs (SRC gained an a.webm.mp4, and a.webm's copy moves to a.webm.2.mp4): the copy on
+ * disk under the name is then the other source's, not one to keep. */
+static int row_source_is(const row *w, const char *rel) {
+    const char *src = w->f[1];
+    if (!src)
+        return 0;
+    size_t n = strlen(src), k = strlen(rel);
+    return (n == k || (n > k && src[n - k - 1] == '/')) && !strcmp(src + n - k, rel);
 }
 
 /* Plan, second half: the walk of SRC, the output names, --trim's segments, and the jobs
@@ -507,7 +466,7 @@ static int prep_plan(const prep_args *a, prep_state *s) {
                 "extension: mp4 avi mkv webm mov m4v mpg mpeg gif y4m ogv flv ts)\n", a->src);
         return 1;
     }
-    prep_name_outputs(a, s);
+    prep_name_outputs(&s->list, s->nvideo, a->o.codec, &s->m);
 
     /* --trim: a source with segments is written as its segments (new entries). */
     if (a->trim) {
@@ -534,7 +493,8 @@ static int prep_plan(const prep_args *a, prep_state *s) {
         row *w = prep_manifest_find(&s->old, e->out);
         char out[4200];
         snprintf(out, sizeof out, "%s/%s", a->dst, e->out);
-        if (!a->force && w && !strcmp(w->f[6], "ok") && vt_file_exists(out)) {
+        if (!a->force && w && !strcmp(w->f[6], "ok") && row_source_is(w, e->rel) &&
+            vt_file_exists(out)) {
             s->skipped++;
             continue;
         }

@@ -131,6 +131,10 @@ typedef struct rename_map {
     int n;
 } rename_map;
 
+/* Each entry's output name (relative to DST): a video's with the extension its container
+ * takes for codec (vt_prep_out_ext), every one its own, a function of the names alone;
+ * the renamed videos into m (nvideo entries' room), sorted by old name. */
+void prep_name_outputs(entry_list *list, int nvideo, const char *codec, rename_map *m);
 /* vasprintf that aborts on no memory. */
 char *prep_fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 /* mkdir -p of DST/rel's folder. 0, or -1 with err. */

@@ -1,6 +1,7 @@
 /*
  * prep_files.c: the names `vidtrain prep` writes — outputs whose container cannot hold
- * the codec become .mp4 (DST/prep-paths.csv maps old to new), and the copies of .txt,
+ * the codec become .mp4 (DST/prep-paths.csv maps old to new), each source its own output
+ * name, and the copies of .txt,
  * .csv, .tsv and .lst files are rewritten to name the new files — and the atomic copy of
  * every non-video file — and DST's lock. It must never write in place or into SRC.
  */
@@ -33,6 +34,89 @@ char *prep_fmt(const char *f, ...) {
     va_end(ap);
     VT_CHECK(s != NULL, "out of memory");
     return s;
+}
+
+/* Output names in order: equal names together, and of those first the entry whose name
+ * is its source's, then by source name. */
+static int cmp_out(const void *pa, const void *pb) {
+    const entry *x = *(entry *const *)pa, *y = *(entry *const *)pb;
+    int c = strcmp(x->out, y->out);
+    if (c)
+        return c;
+    int kx = strcmp(x->out, x->rel) != 0, ky = strcmp(y->out, y->rel) != 0;
+    return kx != ky ? kx - ky : strcmp(x->rel, y->rel);
+}
+
+/* Two sources that map to one output (a.webm beside a.mp4; a frame folder a beside
+ * a.mp4) would overwrite each other's copy, and prep-paths.csv would name the survivor
+ * for both. Every output is made its own: of each set of equal names the entry whose
+ * name is its source's keeps it, the others take their source's whole name (a.webm.mp4;
+ * a.gif and a.webm alone: both), and where that is taken too (a.webm.mp4 is a file of
+ * SRC as well) a round number (a.webm.2.mp4), until no two are equal. A function
+ * of the names alone, so a rerun over the same SRC names the same outputs (resume). */
+static void unique_outputs(entry_list *list, const char *codec) {
+    entry **by = vt_malloc((size_t)(list->n ? list->n : 1) * sizeof *by);
+    for (int round = 1;; round++) {
+        for (int i = 0; i < list->n; i++)
+            by[i] = &list->e[i];
+        if (list->n > 1)
+            qsort(by, (size_t)list->n, sizeof *by, cmp_out);
+        int renamed = 0;
+        for (int i = 0; i < list->n; i++) {
+            entry *e = by[i];
+            const int before = i > 0 && !strcmp(e->out, by[i - 1]->out);
+            const int after = i + 1 < list->n && !strcmp(e->out, by[i + 1]->out);
+            /* the one that keeps its own name sorted first in its set, and keeps it */
+            if (!(before || after) || !strcmp(e->out, e->rel))
+                continue;
+            char ext[32];
+            vt_prep_out_ext(ext, sizeof ext, e->rel, codec);
+            char *o = round == 1 ? prep_fmt("%s.%s", e->rel, ext)
+                                 : prep_fmt("%s.%d.%s", e->rel, round, ext);
+            free(e->out);
+            e->out = o;
+            renamed++;
+        }
+        if (!renamed)
+            break;
+    }
+    free(by);
+}
+
+void prep_name_outputs(entry_list *list, int nvideo, const char *codec, rename_map *m) {
+    m->old = vt_calloc((size_t)nvideo, sizeof(char *));
+    m->new_ = vt_calloc((size_t)nvideo, sizeof(char *));
+    for (int i = 0; i < list->n; i++) {
+        entry *e = &list->e[i];
+        if (!e->video) {
+            e->out = vt_strdup(e->rel);
+            continue;
+        }
+        char ext[32];
+        vt_prep_out_ext(ext, sizeof ext, e->rel, codec);
+        const char *dot = strrchr(e->rel, '.'), *slash = strrchr(e->rel, '/');
+        if (!dot || (slash && dot < slash)) /* a frame folder: its name, no extension */
+            dot = e->rel + strlen(e->rel);
+        e->out = prep_fmt("%.*s.%s", (int)(dot - e->rel), e->rel, ext);
+    }
+    unique_outputs(list, codec);
+    for (int i = 0; i < list->n; i++)
+        if (list->e[i].video && strcmp(list->e[i].out, list->e[i].rel)) {
+            m->old[m->n] = list->e[i].rel;
+            m->new_[m->n] = list->e[i].out;
+            m->n++;
+        }
+    /* Sort the map by old name (parallel arrays: a simple insertion sort; renames are
+     * few, or a whole dataset of one extension already in walk order = sorted). */
+    for (int i = 1; i < m->n; i++)
+        for (int k = i; k > 0 && strcmp(m->old[k - 1], m->old[k]) > 0; k--) {
+            char *t = m->old[k];
+            m->old[k] = m->old[k - 1];
+            m->old[k - 1] = t;
+            t = m->new_[k];
+            m->new_[k] = m->new_[k - 1];
+            m->new_[k - 1] = t;
+        }
 }
 
 int prep_mkdirs_for(const char *dst, const char *rel, char *err, size_t errlen) {

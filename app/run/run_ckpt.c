@@ -38,7 +38,9 @@ static char *state_json(const vt_run_state *st) {
     n += snprintf(buf + n, sizeof buf - (size_t)n, "],\"head_loss\":[");
     for (int h = 0; h < VT_MAX_HEADS; h++)
         n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%.17g", h ? "," : "", st->sums.head_loss[h]);
-    snprintf(buf + n, sizeof buf - (size_t)n, "]}");
+    /* digits, hex and a space (set_id in train_data.c): nothing to escape */
+    snprintf(buf + n, sizeof buf - (size_t)n, "],\"train_set\":\"%s\",\"val_set\":\"%s\"}",
+             st->train_set, st->val_set);
     return vt_strdup(buf);
 }
 
@@ -71,6 +73,12 @@ static int state_parse(vt_run_state *st, const char *s) {
     st->sums.skipped = (int64_t)NUM("skipped");
     st->skipped_total = (int64_t)NUM("skipped_total");
 #undef NUM
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(j, "train_set");
+    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(j, "val_set");
+    if (cJSON_IsString(ts))
+        snprintf(st->train_set, sizeof st->train_set, "%s", ts->valuestring);
+    if (cJSON_IsString(vs))
+        snprintf(st->val_set, sizeof st->val_set, "%s", vs->valuestring);
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "correct");
     const cJSON *hl = cJSON_GetObjectItemCaseSensitive(j, "head_loss");
     for (int h = 0; h < VT_MAX_HEADS; h++) {

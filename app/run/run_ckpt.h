@@ -47,6 +47,10 @@ typedef struct vt_run_state {
     int64_t plan_step;
     double plan_frac;
     int64_t skipped_total;  /* non-finite steps skipped over the whole run */
+    /* the samples trained and validated on when it was saved ("N HASH": their count and
+     * a hash of their names, segments and labels; app/train/train_data.c), so that a
+     * --resume on another set says so; "" in a checkpoint older than them */
+    char train_set[40], val_set[40];
     vt_run_sums sums;
 } vt_run_state;
 

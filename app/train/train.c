@@ -416,6 +416,41 @@ static int write_plan(vt_train *t, char *err, size_t errlen) {
     return rc;
 }
 
+/* --resume on other samples than the checkpoint's (t->st, as loaded): videos added,
+ * removed or relabelled in DIR, its labels or list files edited, another --val-split,
+ * --fold or --val-dir. Options are warned about when they change (train_args.c), the
+ * classes refused (train_heads.c); the samples themselves changed in silence, while the
+ * run claimed to continue exactly, its epoch cursor ran past the new epoch's end, and
+ * best.safetensors' score was beaten or kept against another validation set. Said here
+ * (rank 0), and the new sets recorded for the checkpoints to come. A checkpoint older
+ * than the record ("") has nothing to compare. */
+static void resume_sets(vt_train *t) {
+    const char *const what[2] = {"training", "validation"};
+    const char *was[2] = {t->st.train_set, t->st.val_set};
+    const char *now[2] = {t->train_set, t->val_set};
+    for (int k = 0; k < 2 && vt_dist_lead(); k++) {
+        if (!was[k][0] || !strcmp(was[k], now[k]))
+            continue;
+        fprintf(stderr, "vidtrain train: warning: --resume %s: the %s set is not the one the "
+                "checkpoint was trained with (%d samples then, %d now, or the same count with "
+                "other videos, segments or labels: files added, removed or renamed in %s, its "
+                "--labels or --lists edited, or another --val-split, --fold or --val-dir): the "
+                "continuation is not the run's", t->resume, what[k], atoi(was[k]),
+                atoi(now[k]), k ? (t->o.val_dir[0] ? t->o.val_dir : t->o.data) : t->o.data);
+        if (k == 0)
+            fprintf(stderr, "; epoch %lld goes on from batch %lld of the new set's order\n",
+                    (long long)t->st.epoch + 1, (long long)t->st.cursor);
+        else if (t->st.best >= 0)
+            fprintf(stderr, "; best.safetensors' %.1f%% (epoch %d) was measured on the other "
+                    "set, and the coming validations are compared with it\n",
+                    100 * t->st.best, t->st.best_epoch);
+        else
+            fprintf(stderr, "\n");
+    }
+    snprintf(t->st.train_set, sizeof t->st.train_set, "%s", t->train_set);
+    snprintf(t->st.val_set, sizeof t->st.val_set, "%s", t->val_set);
+}
+
 /* t->st: RUN/last.safetensors' state with --resume (its metrics lines past it dropped),
  * else a fresh start (the metrics and eval files of an earlier run removed). 0, or 1. */
 static int start_state(vt_train *t) {
@@ -451,6 +486,7 @@ static int start_state(vt_train *t) {
         snprintf(path, sizeof path, "%s/eval.json", o->out);
         unlink(path);
     }
+    resume_sets(t);
     if (!t->resume[0] && (o->init[0] || o->pretrained[0]) && load_init(t) != 0)
         return 1;
     fflush(t->out);

@@ -53,6 +53,7 @@ typedef struct vt_train {
     int ntrain, nval;
     double train_fps[2];   /* the training videos' lowest and highest frame rate (config
                               "train_fps": eval, predict and embed warn outside them) */
+    char train_set[40], val_set[40]; /* what they are, "N HASH" (vt_run_state's) */
     int32_t *video_clips;  /* (ds->nvideos) --clips-per-video auto's counts, or NULL */
     int64_t epoch_clips;   /* training clips an epoch draws (vt_train_count_clips) */
     float *class_weight;   /* (head 0's classes) --balance loss's weights, or NULL */

@@ -47,6 +47,31 @@ static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
                 "them; \"video\" metrics are per segment)\n", ds->nsegments);
 }
 
+/* What a run trains or validates on, as "N HASH" into out: the count of samples idx[0..n)
+ * of ds and a hash of each one's path (relative to ds), segment and labels, in order.
+ * A function of those only (never of the folder's place or the files' times), so a
+ * --resume on the same samples finds the same text and one on others does not. */
+static void set_id(const vt_dataset *ds, const int32_t *idx, int n, char *out, size_t len) {
+    uint64_t h = VT_FNV_SEED;
+    for (int i = 0; i < n; i++) {
+        const vt_dataset_video *v = &ds->videos[idx[i]];
+        char seg[80];
+        h = vt_fnv1a(v->relpath, strlen(v->relpath) + 1, h);
+        snprintf(seg, sizeof seg, "%.17g %.17g", v->seg_start, v->seg_end);
+        h = vt_fnv1a(seg, strlen(seg) + 1, h);
+        for (int k = 0; k < ds->nheads; k++) {
+            if (ds->heads[k].loss == VT_LOSS_BCE) {
+                h = vt_fnv1a(&v->ntags[k], sizeof v->ntags[k], h);
+                if (v->ntags[k] > 0)
+                    h = vt_fnv1a(v->tags[k], (size_t)v->ntags[k] * sizeof *v->tags[k], h);
+            } else {
+                h = vt_fnv1a(&v->label[k], sizeof v->label[k], h);
+            }
+        }
+    }
+    snprintf(out, len, "%d %016llx", n, (unsigned long long)h);
+}
+
 int vt_train_open_data(vt_train *t) {
     const vt_train_opts *o = &t->o;
     char err[1024];
@@ -197,5 +222,7 @@ int vt_train_open_data(vt_train *t) {
         fprintf(stderr, "vidtrain train: no training video in %s\n", o->data);
         return 1;
     }
+    set_id(ds, t->train_idx, t->ntrain, t->train_set, sizeof t->train_set);
+    set_id(t->val_ds, t->val_idx, t->nval, t->val_set, sizeof t->val_set);
     return 0;
 }

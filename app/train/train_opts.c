@@ -464,6 +464,7 @@ vt_dataset_opts vt_run_dataset_opts(const vt_train_opts *o) {
                              .lists_dir = o->lists[0] ? o->lists : NULL,
                              .list_fold = o->fold,
                              .group = o->group,
+                             .labels = o->labels[0] ? o->labels : NULL,
                              .lists_format = (vt_lists_format)VT_MAX(
                                  vt_lists_format_parse(o->list_format), 0)};
 }
@@ -488,9 +489,10 @@ vt_dataset *vt_run_dataset_open(const vt_train_opts *o, const char *dir, const c
                     i ? "labels file" : "lists", rel[i], i ? ", or give --labels" : "");
             said = 1;
         }
-    vt_dataset *ds = vt_dataset_open(dir, &dopt, err, errlen);
     if (!labels && o->labels[0])
         labels = o->labels;
+    dopt.labels = labels;
+    vt_dataset *ds = vt_dataset_open(dir, &dopt, err, errlen);
     if (ds && labels && vt_dataset_load_labels(ds, labels, NULL, err, errlen) != 0)
         vt_dataset_free(&ds);
     return ds;

@@ -129,13 +129,21 @@ vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *
                    sc.unreadable, dir);
         goto fail;
     }
-    if (videos.n == 0) {
+    /* Loose videos (in DIR itself, no class folder) are no class's, but a labels file or
+     * a Kinetics list names files anywhere: a folder of them alone is theirs to read,
+     * and the rows that name no file there are reported by their readers. */
+    int loose = 0;
+    for (int i = 0; i < ignored.n; i++)
+        loose += vt_is_video_name(ignored.s[i]);
+    if (videos.n == 0 && !(loose && (o.lists_dir || o.labels))) {
         vt_set_err(err, errlen,
                    "no videos under %s (expected %s/<class>/<video>, or %s/<split>/<class>/<video> "
                    "with any of the split folders train, val, test; extensions: mp4 avi mkv webm "
-                   "mov m4v mpg mpeg gif y4m ogv flv ts)%s",
+                   "mov m4v mpg mpeg gif y4m ogv flv ts)%s%s",
                    dir, dir, dir, ds->nbroken ? "; some entries could not be followed (see the "
-                   "warnings)" : "");
+                   "warnings)" : "", loose ? "; the videos there are in no class folder: move "
+                   "them into class folders, or name their classes with --labels CSV (a path "
+                   "column, then a class column)" : "");
         goto fail;
     }
     qsort(videos.s, (size_t)videos.n, sizeof *videos.s, vt_ds_cmp_str);

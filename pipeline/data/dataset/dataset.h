@@ -80,6 +80,10 @@ typedef struct vt_dataset_opts {
                               names recognised; "none": every file its own group; else a
                               POSIX ERE over the relpath whose first capture group names
                               the recording (no match: the file is its own group) */
+    const char *labels;    /* the labels CSV vt_dataset_load_labels will read next, or
+                              NULL: like a Kinetics list it names files anywhere under the
+                              folder, loose ones included, so a folder of loose videos and
+                              no class folder opens (the rows say which are samples) */
 } vt_dataset_opts;
 
 /* The recordings --val-split kept whole (dataset_split.c). Counted over the videos the

@@ -143,6 +143,33 @@ static int cmp_video_rel(const void *a, const void *b) {
     return strcmp(((const vt_dataset_video *)a)->relpath, ((const vt_dataset_video *)b)->relpath);
 }
 
+/* The last `added` entries of ds->videos, files the rows named that the scan had left out
+ * (loose videos above the class level), leave ds->ignored: they are samples now, and
+ * train, scan and eval count what is left there as "left out" (as the Kinetics reader
+ * does with the loose files its rows take). ds->ignored is sorted (vt_dataset_open) and
+ * stays so. */
+static void unignore(vt_dataset *ds, int added) {
+    if (ds->nignored == 0)
+        return;
+    uint8_t *drop = vt_calloc((size_t)ds->nignored, 1);
+    for (int k = ds->nvideos - added; k < ds->nvideos; k++) {
+        const char *rel = ds->videos[k].relpath;
+        char **hit = bsearch(&rel, ds->ignored, (size_t)ds->nignored, sizeof *ds->ignored,
+                             vt_ds_cmp_str);
+        if (hit)
+            drop[hit - ds->ignored] = 1;
+    }
+    int m = 0;
+    for (int i = 0; i < ds->nignored; i++) {
+        if (drop[i]) /* the entry holds its own copy of the name */
+            free(ds->ignored[i]);
+        else
+            ds->ignored[m++] = ds->ignored[i];
+    }
+    ds->nignored = m;
+    free(drop);
+}
+
 int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char *err,
                            size_t errlen) {
     int rc = -1, bad = 0, nrows = 0, ncols = 0;
@@ -243,6 +270,8 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
             free(abs);
         }
     }
+    if (added)
+        unignore(ds, added);
     if (added)
         qsort(ds->videos, (size_t)ds->nvideos, sizeof *ds->videos, cmp_video_rel);
     for (int i = 0; i < nrows; i++) {

@@ -550,7 +550,7 @@ int vt_synth_write_video(const char *path, const vt_synth_opts *o, const vt_synt
     sws = sws_getContext(l->width, l->height, AV_PIX_FMT_RGB24, l->width, l->height, enc->pix_fmt,
                          SWS_BILINEAR, NULL, NULL, NULL);
     VT_CHECK(sws != NULL, "swscale cannot convert rgb24 to %d", (int)enc->pix_fmt);
-    rgb = vt_malloc((size_t)l->width * l->height * 3);
+    rgb = vt_calloc((size_t)l->width * l->height * 3 + VT_RGB_PAD, 1); /* swscale reads on */
     scene = vt_synth_scene_init(o, l, cls, video_seed);
     for (int f = 0; f < l->frames; f++) {
         vt_synth_scene_render(scene, rgb, f);

@@ -231,8 +231,17 @@ void vt_video_decoder_pool_drain(void);
  * 1/fps. */
 int64_t vt_video_frame_ts(const vt_video *v, int64_t n, int *tb_num, int *tb_den);
 
-/* One decoded, scaled, rotated frame: rgb is (h, w, 3) uint8, valid only during the call.
- * n is the frame's index position. Return non-zero to stop early. */
+/* Bytes past the end of an RGB24 frame that swscale reads it from (prep's conversion to
+ * 4:2:0, the leak check's signatures, synth's encoder): its vector loads take 16 bytes
+ * at a time and run past a row that is not a multiple of 16 long, so a frame allocated
+ * to its exact size was read beyond its block, the bytes there differing from one run to
+ * the next (and copies of one source with them). Such a buffer is allocated this much
+ * longer, the tail zeroed. */
+#define VT_RGB_PAD 64
+
+/* One decoded, scaled, rotated frame: rgb is (h, w, 3) uint8, valid only during the call,
+ * with VT_RGB_PAD zero bytes after it. n is the frame's index position. Return non-zero
+ * to stop early. */
 typedef int (*vt_video_frame_fn)(void *user, const uint8_t *rgb, int64_t n, int w, int h);
 
 /* Sequential decode of every frame from the start, scaled like read_clip (benchmarks,

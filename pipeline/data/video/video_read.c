@@ -215,7 +215,7 @@ int vt_video_decode_all(vt_video *v, int short_side, vt_video_frame_fn fn, void 
     size_t fbytes = (size_t)ow * oh * 3;
     if (scale && fbytes > v->seq_size) {
         free(v->seq);
-        v->seq = vt_malloc(fbytes);
+        v->seq = vt_calloc(fbytes + VT_RGB_PAD, 1); /* swscale reads past the end */
         v->seq_size = fbytes;
     }
     int64_t count = 0;

@@ -117,6 +117,17 @@ int main(void) {
     TCHECK(vt_test_sh("'%s' predict '%s/run' %s > '%s' 2>&1", bin, dir, both, log) == 0 &&
            vt_test_file_has(log, "vidtrain predict: warning: ") && vt_test_file_has(log, want) &&
            vt_test_file_has(log, "v0.mp4: 60 fps)"), "predict warns of 60 and 10 fps (%s)", log);
+    snprintf(log, sizeof log, "%s/predict.json", dir);
+    TCHECK(vt_test_sh("'%s' predict '%s/run' %s --json > '%s' 2> /dev/null", bin, dir, both,
+                      log) == 0, "predict --json");
+    cJSON *pj = vt_test_read_json(log);
+    for (int k = 0; k < 3; k++) {
+        const cJSON *fo = cJSON_GetObjectItem(cJSON_GetArrayItem(pj, k), "fps_outside_training");
+        TCHECK((k == 1) == (fo == NULL) && (!fo || fo->valuedouble == rates[k]),
+               "predict --json: v%d (%d fps) fps_outside_training %s", k, rates[k],
+               fo ? "given" : "absent");
+    }
+    cJSON_Delete(pj);
     snprintf(log, sizeof log, "%s/timeline.txt", dir);
     TCHECK(vt_test_sh("'%s' predict '%s/run' %s %s --timeline > '%s' 2>&1", bin, dir, vids[1],
                       vids[2], log) == 0 &&

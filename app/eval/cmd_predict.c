@@ -91,6 +91,7 @@ typedef struct pred_ctx {
     cJSON *dump;        /* --dump-input: one entry per video predicted; NULL: off */
     const vt_run_model *m;
     vt_fps_tally fps;   /* videos at a frame rate the run did not train on */
+    double video_fps;   /* the last video's frame rate */
 } pred_ctx;
 
 /* The --dump-input entry of one video: its n clips' input and per-clip probabilities.
@@ -139,7 +140,8 @@ static int predict_one(pred_ctx *c, const char *path, char *err, size_t errlen) 
     int rc = -1;
     if (vt_video_open(&v, path, 1, err, errlen) != 0)
         return -1;
-    vt_fps_tally_add(&c->fps, c->m, path, vt_video_get_info(v)->fps);
+    c->video_fps = vt_video_get_info(v)->fps;
+    vt_fps_tally_add(&c->fps, c->m, path, c->video_fps);
     vt_frame_range all = {0, vt_video_get_info(v)->nframes};
     int n = vt_eval_clips_fill(&c->ec, v, all, &c->b, err, errlen);
     if (n < 0)
@@ -295,6 +297,8 @@ static void predict_print(const pred_ctx *c, const char *video, int top, cJSON *
             cJSON_AddNumberToObject(e, "filled_frames", (double)c->ec.filled);
         if (c->ec.errors)
             cJSON_AddNumberToObject(e, "decode_errors", (double)c->ec.errors);
+        if (vt_run_fps_outside(c->m, c->video_fps)) /* the warning's, per video */
+            cJSON_AddNumberToObject(e, "fps_outside_training", c->video_fps);
         hs = cJSON_AddArrayToObject(e, "heads");
     } else {
         printf("%s\n", video);

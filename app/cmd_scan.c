@@ -39,7 +39,8 @@ static void usage(FILE *f) {
             "first frame opens fine: --full finds it. A frame rate, size, codec or pixel\n"
             "format that gives a class away (80%% or more of its training videos have values\n"
             "no other class has) is listed as a shortcut: a network can learn it instead of\n"
-            "the content (docs/splits.md).\n\n"
+            "the content (docs/splits.md). Files that hold another's bytes under a second\n"
+            "name (a copy, not a link) are listed as copies.\n\n"
             "  --val-split F   put a stable, per-class fraction F of train videos in val\n"
             "                  (by a hash of the path: a video keeps its split as files are added)\n"
             "  --group REGEX   the videos of one recording stay on one side of --val-split: the\n"
@@ -332,6 +333,8 @@ typedef struct scan_summary {
     int full;        /* --full ran: fd holds what it found */
     vt_scan_full fd;
     vt_shortcut *sc; /* file properties that give a class away (dataset.h) */
+    vt_dataset_copy *cp; /* one file's bytes under two names */
+    int ncp;
     int nsc;
     const char *sc_what; /* the samples they were counted over */
 } scan_summary;
@@ -345,6 +348,7 @@ static void scan_summary_free(scan_summary *sm) {
     vt_leaks_free(&sm->lk);
     vt_scan_full_free(&sm->fd);
     free(sm->sc);
+    free(sm->cp);
 }
 
 /* Opens op->dir into *ds (and its labels), probes every video, tallies them into *sm and
@@ -422,6 +426,7 @@ static int scan_plan(const scan_opts *op, vt_dataset **dsp, scan_summary *sm) {
     const int sc_split = sm->split_total[VT_SPLIT_TRAIN] ? VT_SPLIT_TRAIN : -1;
     sm->sc_what = sc_split < 0 ? "videos" : "training videos";
     sm->nsc = vt_dataset_shortcuts(ds, sc_split, &sm->sc);
+    sm->ncp = vt_dataset_copies(ds, &sm->cp);
     sm->check_leaks = !op->no_leaks && sm->split_total[VT_SPLIT_TRAIN] &&
                       (sm->split_total[VT_SPLIT_VAL] || sm->split_total[VT_SPLIT_TEST]);
     if (sm->check_leaks)
@@ -560,6 +565,14 @@ static void scan_print_json(const scan_opts *op, const vt_dataset *ds, scan_summ
         cJSON_AddStringToObject(e, "values", sm->sc[k].values);
         cJSON_AddItemToArray(sca, e);
     }
+    cJSON *cpa = cJSON_AddArrayToObject(o, "copies");
+    for (int k = 0; k < sm->ncp; k++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "path", ds->videos[sm->cp[k].b].relpath);
+        cJSON_AddStringToObject(e, "same_bytes_as", ds->videos[sm->cp[k].a].relpath);
+        cJSON_AddBoolToObject(e, "same_labels", vt_dataset_same_labels(ds, sm->cp[k].a, sm->cp[k].b));
+        cJSON_AddItemToArray(cpa, e);
+    }
     if (sm->check_leaks)
         cJSON_AddItemToObject(o, "leaks", vt_leaks_json(ds, &sm->lk));
     if (ds->groups.mode[0]) {
@@ -652,6 +665,10 @@ static void scan_print_text(const scan_opts *op, const vt_dataset *ds, scan_summ
     if (sm->nsc) {
         printf("\n");
         vt_dataset_shortcuts_print(stdout, "shortcut: ", ds, sm->sc, sm->nsc, sm->sc_what);
+    }
+    if (sm->ncp) {
+        printf("\n");
+        vt_dataset_copies_print(stdout, "copies: ", ds, sm->cp, sm->ncp);
     }
     if (sm->check_leaks) {
         printf("\n");

@@ -9,6 +9,10 @@
  *   codec/: a MPEG-4 (yuv420p), b MJPEG (yuvj420p), each at 30 and 15 fps — the codec and
  *     the pixel format give both away, the frame rate neither;
  *   mixed/: the same codecs and rates spread over both classes — nothing.
+ * copies/: x/dup.mp4 a copy of x/v1.mp4 (one label), y/dup.mp4 of x/v0.mp4 (two labels), a
+ *   hard link y/hard.mp4 to x/v2.mp4 (the same file, not a copy: dataset.c names it), and
+ *   x/v1.mp4 and y/v1.mp4 of one size and other bytes (their titles): scan lists the two
+ *   copies, train warns of them.
  * And the run trained on codec/ (15 and 30 fps) records its training videos' rates
  * (config.json "train_fps"): predict, --timeline, embed and eval warn of videos at 60 and
  * 10 fps (outside 15-30 by more than 1.25x: their clips span another time), not at 36.
@@ -26,10 +30,11 @@ static const char *bin, *dir;
 /* One 0.4 s test pattern at rate fps, WxH, codec ("mpeg4" or "mjpeg"). */
 static void make(const char *set, const char *cls, int k, int fps, const char *size,
                  const char *codec) {
+    /* the title makes each file's bytes its own (the pictures are the same) */
     TCHECK(vt_test_sh("mkdir -p '%s/%s/%s' && ffmpeg -nostdin -v error -y -f lavfi -i "
-                      "testsrc=size=%s:rate=%d:duration=0.4 -c:v %s '%s/%s/%s/v%d.%s'", dir, set,
-                      cls, size, fps, codec, dir, set, cls, k,
-                      !strcmp(codec, "mjpeg") ? "mkv" : "mp4") == 0,
+                      "testsrc=size=%s:rate=%d:duration=0.4 -c:v %s -metadata title=%s/%s/v%d "
+                      "'%s/%s/%s/v%d.%s'", dir, set, cls, size, fps, codec, set, cls, k, dir, set,
+                      cls, k, !strcmp(codec, "mjpeg") ? "mkv" : "mp4") == 0,
            "ffmpeg: %s/%s/v%d", set, cls, k);
 }
 
@@ -59,8 +64,8 @@ int main(void) {
     if (!bin)
         return VT_TEST_SKIP;
     dir = vt_test_dir("shortcut");
-    TCHECK(vt_test_sh("rm -rf '%s/fps' '%s/codec' '%s/mixed' '%s/other'", dir, dir, dir, dir) == 0,
-           "clean");
+    TCHECK(vt_test_sh("rm -rf '%s/fps' '%s/codec' '%s/mixed' '%s/other' '%s/copies'", dir, dir,
+                      dir, dir, dir) == 0, "clean");
     for (int k = 0; k < 4; k++) {
         make("fps", "a", k, 30, "64x48", "mpeg4");
         make("fps", "b", k, 15, "64x48", "mpeg4");
@@ -80,6 +85,44 @@ int main(void) {
            "codec/: shortcuts %s", got);
     shortcuts("mixed", got, sizeof got);
     TCHECK(!strcmp(got, ""), "mixed/: shortcuts %s", got);
+
+    /* copies */
+    char cpath[4400];
+    for (int k = 0; k < 3; k++) {
+        make("copies", "x", k, 30, "64x48", "mpeg4");
+        make("copies", "y", k, 30, "64x48", "mpeg4");
+    }
+    TCHECK(vt_test_sh("cd '%s/copies' && cp x/v1.mp4 x/dup.mp4 && cp x/v0.mp4 y/dup.mp4 && "
+                      "ln x/v2.mp4 y/hard.mp4 && test $(stat -c %%s x/v1.mp4) = "
+                      "$(stat -c %%s y/v1.mp4) && ! cmp -s x/v1.mp4 y/v1.mp4", dir) == 0,
+           "copies/: the copy, the link, one size of other bytes");
+    snprintf(cpath, sizeof cpath, "%s/copies.json", dir);
+    TCHECK(vt_test_sh("'%s' scan '%s/copies' --no-leaks --json > '%s' 2> /dev/null", bin, dir,
+                      cpath) == 0, "scan copies/");
+    cJSON *cj0 = vt_test_read_json(cpath);
+    const cJSON *cpa = cJSON_GetObjectItem(cj0, "copies");
+    char pairs[512] = "";
+    for (const cJSON *e = cpa ? cpa->child : NULL; e; e = e->next) {
+        size_t l = strlen(pairs);
+        snprintf(pairs + l, sizeof pairs - l, "%s=%s:%d;",
+                 cJSON_GetObjectItem(e, "path")->valuestring,
+                 cJSON_GetObjectItem(e, "same_bytes_as")->valuestring,
+                 cJSON_IsTrue(cJSON_GetObjectItem(e, "same_labels")));
+    }
+    TCHECK(!strcmp(pairs, "x/v1.mp4=x/dup.mp4:1;y/dup.mp4=x/v0.mp4:0;") ||
+               !strcmp(pairs, "y/dup.mp4=x/v0.mp4:0;x/v1.mp4=x/dup.mp4:1;"),
+           "copies/: scan --json copies %s", pairs);
+    cJSON_Delete(cj0);
+    snprintf(cpath, sizeof cpath, "%s/copies_train.txt", dir);
+    TCHECK(vt_test_sh("'%s' train '%s/copies' --out '%s/runc' --force --model tiny --epochs 1 "
+                      "--batch 4 --clip 4x32 --workers 1 --val-split 0 --precise-bn 0 --quiet "
+                      "> '%s' 2>&1", bin, dir, dir, cpath) == 0, "train copies/ (%s)",
+           cpath);
+    TCHECK(vt_test_file_has(cpath, "vidtrain train: warning: among the training videos, 2 files "
+                                 "hold another's bytes under a second name (one of two labels "
+                                 "is wrong") &&
+           vt_test_file_has(cpath, "  y/dup.mp4 = x/v0.mp4 (other labels)"),
+           "train warns of the copies (%s)", cpath);
 
     /* the text report, and train's warning at its start */
     char log[4400];

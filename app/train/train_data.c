@@ -125,6 +125,14 @@ int vt_train_open_data(vt_train *t) {
     int nsc = vt_dataset_shortcuts(ds, VT_SPLIT_TRAIN, &sc);
     vt_dataset_shortcuts_print(stderr, "vidtrain train: warning: ", ds, sc, nsc, "training videos");
     free(sc);
+    vt_dataset_copy *cp = NULL; /* copies inside train (a copy in val or test is a leak:
+                                 * the leak check names it) */
+    int ncp = vt_dataset_copies(ds, &cp), m = 0;
+    for (int k = 0; k < ncp; k++)
+        if (ds->videos[cp[k].a].split == VT_SPLIT_TRAIN && ds->videos[cp[k].b].split == VT_SPLIT_TRAIN)
+            cp[m++] = cp[k];
+    vt_dataset_copies_print(stderr, "vidtrain train: warning: among the training videos, ", ds, cp, m);
+    free(cp);
     if (o->nweights && o->nweights != ds->nheads) {
         fprintf(stderr, "vidtrain train: --loss-weights has %d values for %d heads\n", o->nweights,
                 ds->nheads);

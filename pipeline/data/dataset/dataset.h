@@ -20,6 +20,7 @@
  * (HMDB51 split files), dataset_kinetics.c (Kinetics CSVs), dataset_labels.c
  * (labels.csv), dataset_segments.c (entries that share a file), dataset_probe.c
  * (probing, bad files), dataset_shortcut.c (file properties that give a class away),
+ * dataset_copies.c (one file's bytes under two names),
  * dataset_util.c (names, shared helpers), dataset_split.c
  * (--val-split grouped by recording, --group); what they share is dataset_impl.h, private to pipeline/data/.
  */
@@ -301,6 +302,21 @@ const char *vt_shortcut_property_name(int property);
  * names the samples ("training videos"). Nothing when n is 0. */
 void vt_dataset_shortcuts_print(FILE *f, const char *prefix, const vt_dataset *ds,
                                 const vt_shortcut *s, int n, const char *what);
+
+/* Two samples whose files hold the same bytes under two names (dataset_copies.c: a copy,
+ * not a link; segments left out): dataset indices a < b's first copy of the pair. */
+typedef struct vt_dataset_copy {
+    int a, b;
+} vt_dataset_copy;
+/* The copies among the readable, labelled whole-file samples of every split, each a pair
+ * with the first of its group; reads only files whose size another shares. *out (free()),
+ * the count. */
+int vt_dataset_copies(vt_dataset *ds, vt_dataset_copy **out);
+/* 1 when samples a and b carry the same labels on every head. */
+int vt_dataset_same_labels(const vt_dataset *ds, int a, int b);
+/* A paragraph naming them (the first 10), its first line after prefix, and a hint. */
+void vt_dataset_copies_print(FILE *f, const char *prefix, const vt_dataset *ds,
+                             const vt_dataset_copy *c, int n);
 
 /* The heads as a network would see them (name, classes, loss; weight 1, smoothing 0). */
 void vt_dataset_head_cfgs(const vt_dataset *ds, vt_head_cfg *out /* (nheads) */);

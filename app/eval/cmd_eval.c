@@ -158,7 +158,8 @@ static void usage(FILE *f) {
         "eval.json \"damaged_videos\" names each damaged video with its counts.\n"
         "Videos at a frame rate more than 1.25x outside the training videos' (their clips\n"
         "span another length of time) are warned of and counted (eval.json\n"
-        "\"fps_outside_training\"; docs/splits.md).\n"
+        "\"fps_outside_training\"; docs/splits.md), and so are videos whose bytes another\n"
+        "evaluated file holds under a second name (a copy: counted twice; \"copies\").\n"
         "Videos evaluated that are near-copies of the run's training videos are counted in\n"
         "eval.json \"leaks\" with a warning: from RUN/leaks.json when DIR is the training\n"
         "folder, else compared here (docs/splits.md).\n"
@@ -421,6 +422,20 @@ static int fps_outside(const vt_run_model *m, const vt_dataset *ds, const int32_
     return k;
 }
 
+/* The pairs of idx's samples whose files hold the same bytes (dataset_copies.c), into *out
+ * (free()); the count. */
+static int eval_copies(vt_dataset *ds, const int32_t *idx, int n, vt_dataset_copy **out) {
+    char *in = vt_calloc((size_t)(ds->nvideos ? ds->nvideos : 1), 1);
+    for (int i = 0; i < n; i++)
+        in[idx[i]] = 1;
+    int nc = vt_dataset_copies(ds, out), m = 0;
+    for (int k = 0; k < nc; k++)
+        if (in[(*out)[k].a] && in[(*out)[k].b])
+            (*out)[m++] = (*out)[k];
+    free(in);
+    return m;
+}
+
 static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto *ep[VT_MAX_HEADS],
                        const vt_eval_counts *cnt, const char *sname, const vt_eval_opts *eo,
                        vt_dataset *ds, const int32_t *idx, int n) {
@@ -491,6 +506,9 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
     int wfd = vt_dist_lead() ? vt_run_claim_writes(ea->run) : -1;
     cJSON_AddStringToObject(j, "checkpoint", m->ckpt);
     cJSON_AddStringToObject(j, "data", ea->dir);
+    vt_dataset_copy *copies = NULL;
+    cJSON_AddNumberToObject(j, "copies", eval_copies(ds, idx, n, &copies));
+    free(copies);
     int first_fps;
     if (m->train_fps[1] > 0) /* the videos whose clips span another time than training's */
         cJSON_AddNumberToObject(j, "fps_outside_training", fps_outside(m, ds, idx, n, &first_fps));
@@ -634,6 +652,12 @@ int vt_cmd_eval(int argc, char **argv) {
     int n;
     if (eval_pick_videos(&ea, ds, &idx, &n, &sname) != 0)
         goto end;
+    vt_dataset_copy *copies = NULL; /* counted twice, or under two labels: said, kept */
+    int ncopies = eval_copies(ds, idx, n, &copies);
+    if (vt_dist_lead())
+        vt_dataset_copies_print(stderr, "vidtrain eval: warning: among the videos evaluated, ",
+                                ds, copies, ncopies);
+    free(copies);
     int first_fps, nfps = fps_outside(&m, ds, idx, n, &first_fps);
     if (nfps && vt_dist_lead())
         vt_run_fps_warn("eval", &m, nfps, n, ds->videos[first_fps].relpath,

@@ -12,7 +12,8 @@
  *     files not reached counted; a rerun resumes to exit 0. A summary that cannot be
  *     written (standard output on /dev/full) is an error too.
  *  4. --trim: DST/prep-segments.csv names exactly the segments that are on disk (a
- *     segment past its video's end is never written, and was listed).
+ *     segment past its video's end is never written, and was listed); a segment whose
+ *     name a file of SRC has gets a number (both were written to one file, listed twice).
  *  5. The output rule (docs/design.md §3.8): SRC is an input. `prep SRC SRC/x` and a DST
  *     that is a link into SRC are refused before anything is made (they wrote copies, a
  *     manifest and a lock into the dataset, exit 0); a link planted at a video's hidden
@@ -220,6 +221,31 @@ static void test_trim_csv(void) {
     free(t);
     TCHECK(missing == 0 && rows == 2, "prep-segments.csv: %d rows, %d not on disk (want 2, 0)",
            rows, missing);
+
+    /* a segment's name taken by a file of SRC: x.mp4's [0, 0.5) is x_0.000_0.500.mp4, and
+     * SRC has a file of that name, another sample of another class. Both were written to
+     * the one name, and prep-segments.csv listed it twice with two classes; now the
+     * segment is numbered (x_0.000_0.500.2.mp4), every sample on disk once. */
+    char two[4400];
+    snprintf(two, sizeof two, "%s/trim2", g_dir);
+    snprintf(dst, sizeof dst, "%s/trim2_out", g_dir);
+    rc = vt_test_sh("mkdir -p '%s/c' && cd '%s/train' && cp \"$(ls move_left/* | sed -n 1p)\" "
+                    "'%s/c/x.mp4' && cp \"$(ls move_right/* | sed -n 1p)\" "
+                    "'%s/c/x_0.000_0.500.mp4' && printf 'path,class,start,end\nc/x.mp4,move_left,"
+                    "0,0.5\nc/x_0.000_0.500.mp4,move_right,,\n' > '%s/trim2.csv' && '%s' prep "
+                    "'%s' '%s' --trim --labels '%s/trim2.csv' --short-side 32 --jobs 1 > "
+                    "'%s/trim2.out' 2>&1", two, data, two, two, g_dir, g_bin, two, dst, g_dir,
+                    g_dir);
+    TCHECK(rc == 0, "prep --trim with a segment's name taken: exit %d (see %s/trim2.out)", rc,
+           g_dir);
+    snprintf(csv, sizeof csv, "%s/prep-segments.csv", dst);
+    t = vt_test_slurp(csv, NULL);
+    TCHECK(t && strstr(t, "c/x_0.000_0.500.mp4,move_right\n") &&
+               strstr(t, "c/x_0.000_0.500.2.mp4,move_left\n"),
+           "prep-segments.csv names one file for two samples: %s", t ? t : "(none)");
+    free(t);
+    TCHECK(vt_test_sh("test $(find '%s/c' -name '*.mp4' | wc -l) -eq 2", dst) == 0,
+           "not 2 copies in %s/c", dst);
 }
 
 /* Every name under dir and every file's sha256, one text (free()). */

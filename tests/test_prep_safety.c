@@ -24,7 +24,8 @@
  *  6. Two sources whose outputs would share a name (a/1.webm -> a/1.webm.mp4 beside a
  *     source a/1.webm.mp4) each get their own copy, and prep-paths.csv names 1.webm's;
  *     a rerun after SRC gained the a/1.webm.mp4 that takes the name from a/1.webm's copy
- *     makes the new source's copy instead of keeping the other's.
+ *     makes the new source's copy instead of keeping the other's; a prep from another
+ *     SRC into that DST is refused (it found every copy done and kept the first SRC's).
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -349,6 +350,27 @@ static void test_names(void) {
     rc = vt_test_sh(PREP, g_bin, src, dst, log);
     TCHECK(rc == 0 && file_has(log, "0 written, 3 done before"),
            "the rerun redid copies: exit %d (see %s)", rc, log);
+
+    /* Another SRC into that DST, its files of the same names: every copy was found done,
+     * and the first SRC's videos kept as its own (exit 0). Refused, DST untouched; a DST
+     * an earlier vidtrain made (no src line) resumes and records it. */
+    char copies[4500]; /* the copies (DST's lock file takes each prep's pid) */
+    snprintf(copies, sizeof copies, "%s/a", dst);
+    char *before = tree_sums(copies);
+    TCHECK(vt_test_sh("cp -r '%s' '%s2'", src, src) == 0, "the second SRC");
+    rc = vt_test_sh("'%s' prep --jobs 2 --codec mpeg4 --short-side 32 '%s2' '%s' > '%s' 2>&1",
+                    g_bin, src, dst, log);
+    TCHECK(rc == 2 && file_has(log, "was made from another SRC"),
+           "prep from another SRC into a DST: exit %d, want 2 (see %s)", rc, log);
+    char *after = tree_sums(copies);
+    TCHECK(before && after && !strcmp(before, after), "a refused prep changed DST's copies");
+    free(before);
+    free(after);
+    snprintf(p, sizeof p, "%s/prep-options.txt", dst);
+    rc = vt_test_sh("sed -i '/^src=/d' '%s' && " PREP " && grep -q '^src=' '%s'", p, g_bin, src,
+                    dst, log, p);
+    TCHECK(rc == 0 && file_has(log, "0 written, 3 done before"),
+           "a DST without the src line: exit %d, or not resumed (see %s)", rc, log);
 #undef PREP
 }
 

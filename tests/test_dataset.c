@@ -396,6 +396,28 @@ static void test_lists(void) {
     TCHECK(vt_dataset_eval_split(ds) == VT_SPLIT_TEST, "no val: evaluate on test");
     vt_dataset_free(&ds);
 
+    /* a video in both lists (a hand-made fold) or twice in one: it was taken in silence,
+     * the test list's line winning; now warned with both lines, and a test video */
+    vt_test_write_file(lists, "trainlist01.txt",
+               "ApplyLipstick/v_ApplyLipstick_g01_c01.avi 2\n"
+               "Archery/v_Archery_g01_c01.avi 1\n"
+               "Archery/v_Archery_g01_c01.avi 1\n"        /* line 3: twice in train */
+               "Archery/v_Archery_g02_c01.avi 1\n");      /* line 4: in test too */
+    capture_begin(vt_test_env("VT_TMP", "/tmp/vidtrain-tests"));
+    ds = vt_dataset_open(dir, &o, err, sizeof err);
+    capture_end();
+    TCHECK(ds != NULL, "open: %s", err);
+    TCHECK(captured && strstr(captured, "trainlist01.txt:3: Archery/v_Archery_g01_c01.avi is "
+                                        "listed a second time (first in trainlist01.txt line 2)"),
+           "a line twice in trainlist01.txt is not warned about: %s", captured ? captured : "");
+    TCHECK(captured && strstr(captured, "testlist01.txt:2: Archery/v_Archery_g02_c01.avi is "
+                                        "listed a second time (first in trainlist01.txt line 4)"
+                                        "; it is a test video"),
+           "a video in both lists is not warned about: %s", captured ? captured : "");
+    TCHECK(ds && (i = find(ds, "Archery/v_Archery_g02_c01.avi")) >= 0 &&
+               ds->videos[i].split == VT_SPLIT_TEST, "a video in both lists is a test video");
+    vt_dataset_free(&ds);
+
     vt_test_write_file(lists, "classInd.txt", "1 Archery\nApplyLipstick\n");
     ds = vt_dataset_open(dir, &o, err, sizeof err);
     TCHECK(ds == NULL && strstr(err, "classInd.txt:2"), "bad classInd: %s", err);

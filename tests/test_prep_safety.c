@@ -12,7 +12,8 @@
  *     files not reached counted; a rerun resumes to exit 0. A summary that cannot be
  *     written (standard output on /dev/full) is an error too.
  *  4. --trim: DST/prep-segments.csv names exactly the segments that are on disk (a
- *     segment past its video's end is never written, and was listed).
+ *     segment past its video's end is never written, and was listed); a segment whose
+ *     name a file of SRC has gets a number (both were written to one file, listed twice).
  *  5. The output rule (docs/design.md §3.8): SRC is an input. `prep SRC SRC/x` and a DST
  *     that is a link into SRC are refused before anything is made (they wrote copies, a
  *     manifest and a lock into the dataset, exit 0); a link planted at a video's hidden
@@ -23,7 +24,8 @@
  *  6. Two sources whose outputs would share a name (a/1.webm -> a/1.webm.mp4 beside a
  *     source a/1.webm.mp4) each get their own copy, and prep-paths.csv names 1.webm's;
  *     a rerun after SRC gained the a/1.webm.mp4 that takes the name from a/1.webm's copy
- *     makes the new source's copy instead of keeping the other's.
+ *     makes the new source's copy instead of keeping the other's; a prep from another
+ *     SRC into that DST is refused (it found every copy done and kept the first SRC's).
  */
 #include <signal.h>
 #include <sys/wait.h>
@@ -220,6 +222,31 @@ static void test_trim_csv(void) {
     free(t);
     TCHECK(missing == 0 && rows == 2, "prep-segments.csv: %d rows, %d not on disk (want 2, 0)",
            rows, missing);
+
+    /* a segment's name taken by a file of SRC: x.mp4's [0, 0.5) is x_0.000_0.500.mp4, and
+     * SRC has a file of that name, another sample of another class. Both were written to
+     * the one name, and prep-segments.csv listed it twice with two classes; now the
+     * segment is numbered (x_0.000_0.500.2.mp4), every sample on disk once. */
+    char two[4400];
+    snprintf(two, sizeof two, "%s/trim2", g_dir);
+    snprintf(dst, sizeof dst, "%s/trim2_out", g_dir);
+    rc = vt_test_sh("mkdir -p '%s/c' && cd '%s/train' && cp \"$(ls move_left/* | sed -n 1p)\" "
+                    "'%s/c/x.mp4' && cp \"$(ls move_right/* | sed -n 1p)\" "
+                    "'%s/c/x_0.000_0.500.mp4' && printf 'path,class,start,end\nc/x.mp4,move_left,"
+                    "0,0.5\nc/x_0.000_0.500.mp4,move_right,,\n' > '%s/trim2.csv' && '%s' prep "
+                    "'%s' '%s' --trim --labels '%s/trim2.csv' --short-side 32 --jobs 1 > "
+                    "'%s/trim2.out' 2>&1", two, data, two, two, g_dir, g_bin, two, dst, g_dir,
+                    g_dir);
+    TCHECK(rc == 0, "prep --trim with a segment's name taken: exit %d (see %s/trim2.out)", rc,
+           g_dir);
+    snprintf(csv, sizeof csv, "%s/prep-segments.csv", dst);
+    t = vt_test_slurp(csv, NULL);
+    TCHECK(t && strstr(t, "c/x_0.000_0.500.mp4,move_right\n") &&
+               strstr(t, "c/x_0.000_0.500.2.mp4,move_left\n"),
+           "prep-segments.csv names one file for two samples: %s", t ? t : "(none)");
+    free(t);
+    TCHECK(vt_test_sh("test $(find '%s/c' -name '*.mp4' | wc -l) -eq 2", dst) == 0,
+           "not 2 copies in %s/c", dst);
 }
 
 /* Every name under dir and every file's sha256, one text (free()). */
@@ -323,6 +350,27 @@ static void test_names(void) {
     rc = vt_test_sh(PREP, g_bin, src, dst, log);
     TCHECK(rc == 0 && file_has(log, "0 written, 3 done before"),
            "the rerun redid copies: exit %d (see %s)", rc, log);
+
+    /* Another SRC into that DST, its files of the same names: every copy was found done,
+     * and the first SRC's videos kept as its own (exit 0). Refused, DST untouched; a DST
+     * an earlier vidtrain made (no src line) resumes and records it. */
+    char copies[4500]; /* the copies (DST's lock file takes each prep's pid) */
+    snprintf(copies, sizeof copies, "%s/a", dst);
+    char *before = tree_sums(copies);
+    TCHECK(vt_test_sh("cp -r '%s' '%s2'", src, src) == 0, "the second SRC");
+    rc = vt_test_sh("'%s' prep --jobs 2 --codec mpeg4 --short-side 32 '%s2' '%s' > '%s' 2>&1",
+                    g_bin, src, dst, log);
+    TCHECK(rc == 2 && file_has(log, "was made from another SRC"),
+           "prep from another SRC into a DST: exit %d, want 2 (see %s)", rc, log);
+    char *after = tree_sums(copies);
+    TCHECK(before && after && !strcmp(before, after), "a refused prep changed DST's copies");
+    free(before);
+    free(after);
+    snprintf(p, sizeof p, "%s/prep-options.txt", dst);
+    rc = vt_test_sh("sed -i '/^src=/d' '%s' && " PREP " && grep -q '^src=' '%s'", p, g_bin, src,
+                    dst, log, p);
+    TCHECK(rc == 0 && file_has(log, "0 written, 3 done before"),
+           "a DST without the src line: exit %d, or not resumed (see %s)", rc, log);
 #undef PREP
 }
 

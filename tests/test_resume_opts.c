@@ -15,6 +15,8 @@
  *   - a dataset with the same classes but other samples (a training video removed) is
  *     named in a warning with the counts, then and now (it continued in silence, as if
  *     exact, its epoch cursor past the new epoch's end);
+ *   - --out another folder than the run's is refused before anything is made (the run
+ *     continued there, split over two folders); --out naming the run itself is fine;
  *   - --devices given on resume replaces the run's tower set: its other device options
  *     (--threads of a cpu run) are not applied to the new towers;
  *   - --time-budget and --budget-once on resume are refused (a budget is planned against
@@ -129,6 +131,22 @@ int main(void) {
            "%s/set.log)", rc, dir);
     TCHECK(!vt_test_file_has_in(dir, "set.log", "the validation set"),
            "the validation set, unchanged, is named");
+
+    /* --out another folder: the continuation went there (config.json, the report; the
+     * checkpoints only when due), neither folder holding the run whole, and the end line
+     * named a best.safetensors never written there. Refused before anything is made;
+     * --out naming the run itself (another spelling) is the run's folder. */
+    rc = vt_test_sh("'%s' train --resume '%s/runset' --out '%s/fork' --max-steps 3 -q > "
+                    "'%s/fork.log' 2>&1", bin, dir, dir, dir);
+    snprintf(p, sizeof p, "%s/fork", dir);
+    TCHECK(rc == 2 && vt_test_file_has_in(dir, "fork.log", "a resumed run continues in its own "
+                                                           "folder") && access(p, F_OK) != 0,
+           "--resume RUN --out OTHER: exit %d, want 2 before OTHER is made (see %s/fork.log)",
+           rc, dir);
+    rc = vt_test_sh("'%s' train --resume '%s/runset' '%s/less' --out '%s/./runset/' --max-steps 3 "
+                    "-q > '%s/fork.log' 2>&1", bin, dir, dir, dir, dir);
+    TCHECK(rc == 0, "--resume RUN --out RUN (another spelling): exit %d (see %s/fork.log)", rc,
+           dir);
 
     rc = vt_test_sh("'%s' train --resume '%s/run' --lr 0.07 --workers 2 --max-steps 2 -q > "
                     "'%s/lr.log' 2>&1", bin, dir, dir);

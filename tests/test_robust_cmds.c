@@ -24,6 +24,8 @@
  *      (odd/moviepy_pigs_in_a_polka_314x273.gif) read from a pipe, which FFmpeg cannot
  *      demux without seeking, fail with a hint to give the file instead (and the MP4's
  *      empty timeline ends with its line: under UBSan it stopped at a memmove from NULL).
+ *   5. train counts the training videos shorter than a clip and names the shortest (a
+ *      video of 2 frames trained as a still without a word).
  */
 #include <sys/stat.h>
 
@@ -159,5 +161,24 @@ int main(void) {
     TCHECK(has(log, "read from a pipe, which cannot seek"),
            "predict --timeline: a GIF from a pipe gets the hint (FFmpeg's reason alone was "
            "'Input/output error')");
+
+    /* 5. train on a video of 2 frames, a clip spanning 22 (8 frames at stride 3): its
+     * clips repeat its frames, a still whatever its class; it trained without a word.
+     * Counted, the shortest named with its frame count (ffmpeg writes exactly 2). */
+    char sd[4300];
+    snprintf(sd, sizeof sd, "%s/short", dir);
+    TCHECK(vt_test_sh("mkdir -p '%s'", sd) == 0 &&
+               vt_test_synth(bin, sd, "--classes 2 --train 2 --val 1 --test 0 --frames 24 "
+                                      "--size 40x32 --no-h264 --threads 1") == 0 &&
+               vt_test_sh("ffmpeg -v error -f lavfi -i testsrc2=size=40x32:rate=25 -frames:v 2 "
+                          "-c:v mpeg4 '%s/data/train/move_left/two.mp4'", sd) == 0,
+           "a dataset with a 2-frame video");
+    TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/run' --clip 8x32 --stride 3 --epochs 1 "
+                      "--max-steps 1 --batch 2 --workers 1 --no-leak-check -q > '%s/train.log' "
+                      "2>&1", bin, sd, sd, sd) == 0, "train on it");
+    snprintf(log, sizeof log, "%s/train.log", sd);
+    TCHECK(has(log, "shorter than a clip (8 frames at stride 3: 22): 1 training video") &&
+               has(log, "the shortest train/move_left/two.mp4, 2 frames"),
+           "train: the 2-frame video is not counted as shorter than a clip (see %s)", log);
     return vt_test_done("test_robust_cmds");
 }

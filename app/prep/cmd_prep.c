@@ -108,9 +108,9 @@ static void usage(FILE *f) {
         "  reads clean.\n"
         "  Resume: run the same command again. A video whose output exists and whose row\n"
         "  says ok, made from that source, is skipped; an interrupted one is redone\n"
-        "  (outputs are written under a\n"
-        "  hidden temporary name and renamed when whole). DST/" OPTIONS " records the\n"
-        "  options; a rerun with others is refused unless --force. Until a run ends with\n"
+        "  (outputs are written under a hidden temporary name and renamed when whole).\n"
+        "  DST/" OPTIONS " records the options and the SRC (its real path); a rerun\n"
+        "  with other options or from another SRC is refused unless --force. Until a run ends with\n"
         "  every video done, DST is marked unfinished (DST/" VT_DATASET_UNFINISHED "):\n"
         "  train, eval and scan refuse it. A copy whose source SRC no longer has is\n"
         "  removed (named on stderr).\n"
@@ -124,7 +124,8 @@ static void usage(FILE *f) {
         "  --trim          write each segment the dataset names as a file of its own (cut\n"
         "                  from its source, re-encoded as above) instead of the whole source:\n"
         "                  <folder>/<stem>_<start>_<end>.<ext> (times %%06d when whole seconds,\n"
-        "                  as Kinetics' download scripts name clips), and DST/" SEGMENTS "\n"
+        "                  as Kinetics' download scripts name clips; .2 before the\n"
+        "                  extension where a file of SRC has that name), and DST/" SEGMENTS "\n"
         "                  a labels file naming every sample's output without start/end\n"
         "                  (written at the end: only the outputs that are on disk):\n"
         "                  train with --labels DST/" SEGMENTS " (docs/segments.md). The\n"
@@ -150,6 +151,22 @@ static char *options_text(const vt_prep_opts *o) {
     int q = o->quality < 0 && !strcmp(o->codec, "h264") ? VT_PREP_CRF : o->quality;
     return prep_fmt("short_side=%d\nsmall=kept\ncolour=exact\nfps=%g\ngop=%d\ncodec=%s\n"
                     "quality=%d\n", o->short_side, o->fps, o->gop, o->codec, q);
+}
+
+/* The options' line naming SRC: "src=PATH\n", a newline in PATH written \n and a
+ * backslash \\ (a path may hold any byte but NUL: the line must stay one line). */
+static char *src_record(const char *path) {
+    size_t n = strlen(path), k = 4;
+    char *l = vt_malloc(2 * n + 6);
+    memcpy(l, "src=", 4);
+    for (size_t i = 0; i < n; i++) {
+        if (path[i] == '\n' || path[i] == '\\')
+            l[k++] = '\\';
+        l[k++] = path[i] == '\n' ? 'n' : path[i];
+    }
+    l[k++] = '\n';
+    l[k] = 0;
+    return l;
 }
 
 /* --trim: the dataset as train reads it (lists, labels), its segments as new entries.
@@ -425,12 +442,38 @@ static int prep_claim_dst(const prep_args *a, prep_state *s) {
     }
     snprintf(path, sizeof path, "%s/" OPTIONS, a->dst);
     s->recorded = vt_file_read(path);
+    /* the folder DST mirrors, last (a DST of an earlier vidtrain has no such line): a
+     * rerun from another SRC whose files have the same names found every copy done, and
+     * kept the other SRC's videos as its own (the manifest names copies by their path) */
+    char *real = realpath(a->src, NULL);
+    char *src_line = src_record(real ? real : a->src);
+    free(real);
+    char *was_src = s->recorded ? strstr(s->recorded, "\nsrc=") : NULL;
+    if (was_src)
+        *was_src++ = 0; /* recorded: the options, then (kept apart) its src line */
+    const size_t was_n = was_src ? strcspn(was_src, "\n") : 0, now_n = strlen(src_line) - 1;
+    if (s->recorded && was_src && !a->force &&
+        (was_n != now_n || strncmp(was_src, src_line, now_n))) {
+        fprintf(stderr, "vidtrain prep: %s was made from another SRC (%s %.*s): its copies "
+                "are that folder's videos, which this run would take for those of %s and "
+                "keep. Prep into another DST, or --force to redo every file from %s\n",
+                a->dst, OPTIONS, (int)was_n, was_src, a->src, a->src);
+        free(src_line);
+        return 2;
+    }
+    if (s->recorded && was_src) /* the options' text ends with its newline again */
+        strcat(s->recorded, "\n");
     if (s->recorded && strcmp(s->recorded, s->opt_text) && !a->force) {
         fprintf(stderr, "vidtrain prep: %s was made with other options:\n%s"
                 "now:\n%sRerun with the same options to resume, or --force to redo it all.\n",
                 a->dst, s->recorded, s->opt_text);
+        free(src_line);
         return 2;
     }
+    char *with_src = prep_fmt("%s%s", s->opt_text, src_line);
+    free(src_line);
+    free(s->opt_text);
+    s->opt_text = with_src;
     if (vt_file_write_atomic(path, s->opt_text, strlen(s->opt_text), err, sizeof err) != 0) {
         dst_stop(a->dst, err);
         return 1;

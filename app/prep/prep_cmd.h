@@ -135,6 +135,20 @@ typedef struct rename_map {
  * takes for codec (vt_prep_out_ext), every one its own, a function of the names alone;
  * the renamed videos into m (nvideo entries' room), sorted by old name. */
 void prep_name_outputs(entry_list *list, int nvideo, const char *codec, rename_map *m);
+/* Two sources that map to one output (a.webm beside a.mp4; a frame folder a beside
+ * a.mp4; --trim's segment x_000000_000001.mp4 of x.mp4 beside a file of that name) would
+ * overwrite each other's copy, and prep-paths.csv or prep-segments.csv would name the
+ * survivor for both. Every output is made its own: of each set of equal names the entry
+ * whose name is its source's keeps it (or a whole file among segments), the others take
+ * their source's whole name (a.webm.mp4; a.gif and a.webm alone: both) or, a segment, a
+ * number after its times (x_000000_000001.2.mp4), and where that is taken too (a.webm.mp4
+ * is a file of SRC as well) a round number (a.webm.2.mp4), until no two are equal.
+ * Entries written as their segments (trimmed) take no name. A function of the names
+ * alone, so a rerun over the same SRC names the same outputs (resume). */
+void prep_unique_outputs(entry_list *list, const char *codec);
+/* A segment's output name: rel's folder, its stem with the times, the extension prep
+ * writes for it. */
+char *prep_segment_name(const char *rel, double start, double end, const char *codec);
 /* vasprintf that aborts on no memory. */
 char *prep_fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 /* mkdir -p of DST/rel's folder. 0, or -1 with err. */

@@ -36,46 +36,82 @@ char *prep_fmt(const char *f, ...) {
     return s;
 }
 
+/* The times of a segment in a file name: %06d both when both are whole seconds (the
+ * names Kinetics' download scripts give), else both with milliseconds. */
+static void fmt_times(char *a, char *b, size_t n, double t0, double t1) {
+    if (t0 == (double)(int64_t)t0 && t1 == (double)(int64_t)t1 && t1 < 1e6) {
+        snprintf(a, n, "%06lld", (long long)t0);
+        snprintf(b, n, "%06lld", (long long)t1);
+    } else {
+        snprintf(a, n, "%.3f", t0);
+        snprintf(b, n, "%.3f", t1);
+    }
+}
+
+char *prep_segment_name(const char *rel, double start, double end, const char *codec) {
+    char ext[32], a[32], b[32];
+    vt_prep_out_ext(ext, sizeof ext, rel, codec);
+    fmt_times(a, b, sizeof a, start, end);
+    const char *dot = strrchr(rel, '.'), *slash = strrchr(rel, '/');
+    int stem = dot && (!slash || dot > slash) ? (int)(dot - rel) : (int)strlen(rel);
+    return prep_fmt("%.*s_%s_%s.%s", stem, rel, a, b, ext);
+}
+
+/* A segment's entry (--trim): a part of its source, its name made of the times. */
+static int is_segment(const entry *e) { return e->end > 0; }
+
 /* Output names in order: equal names together, and of those first the entry whose name
- * is its source's, then by source name. */
+ * is its source's, then whole files before segments, then by source name. */
 static int cmp_out(const void *pa, const void *pb) {
     const entry *x = *(entry *const *)pa, *y = *(entry *const *)pb;
     int c = strcmp(x->out, y->out);
     if (c)
         return c;
     int kx = strcmp(x->out, x->rel) != 0, ky = strcmp(y->out, y->rel) != 0;
-    return kx != ky ? kx - ky : strcmp(x->rel, y->rel);
+    if (kx != ky)
+        return kx - ky;
+    if (is_segment(x) != is_segment(y))
+        return is_segment(x) - is_segment(y);
+    c = strcmp(x->rel, y->rel);
+    return c ? c : (x->start > y->start) - (x->start < y->start);
 }
 
-/* Two sources that map to one output (a.webm beside a.mp4; a frame folder a beside
- * a.mp4) would overwrite each other's copy, and prep-paths.csv would name the survivor
- * for both. Every output is made its own: of each set of equal names the entry whose
- * name is its source's keeps it, the others take their source's whole name (a.webm.mp4;
- * a.gif and a.webm alone: both), and where that is taken too (a.webm.mp4 is a file of
- * SRC as well) a round number (a.webm.2.mp4), until no two are equal. A function
- * of the names alone, so a rerun over the same SRC names the same outputs (resume). */
-static void unique_outputs(entry_list *list, const char *codec) {
+void prep_unique_outputs(entry_list *list, const char *codec) {
     entry **by = vt_malloc((size_t)(list->n ? list->n : 1) * sizeof *by);
     for (int round = 1;; round++) {
+        int n = 0;
         for (int i = 0; i < list->n; i++)
-            by[i] = &list->e[i];
-        if (list->n > 1)
-            qsort(by, (size_t)list->n, sizeof *by, cmp_out);
+            if (!list->e[i].trimmed) /* written as its segments: its own name is free */
+                by[n++] = &list->e[i];
+        if (n > 1)
+            qsort(by, (size_t)n, sizeof *by, cmp_out);
         int renamed = 0;
-        for (int i = 0; i < list->n; i++) {
-            entry *e = by[i];
-            const int before = i > 0 && !strcmp(e->out, by[i - 1]->out);
-            const int after = i + 1 < list->n && !strcmp(e->out, by[i + 1]->out);
-            /* the one that keeps its own name sorted first in its set, and keeps it */
-            if (!(before || after) || !strcmp(e->out, e->rel))
+        for (int g = 0, g1; g < n; g = g1) {
+            for (g1 = g + 1; g1 < n && !strcmp(by[g1]->out, by[g]->out);)
+                g1++;
+            if (g1 - g == 1)
                 continue;
-            char ext[32];
-            vt_prep_out_ext(ext, sizeof ext, e->rel, codec);
-            char *o = round == 1 ? prep_fmt("%s.%s", e->rel, ext)
-                                 : prep_fmt("%s.%d.%s", e->rel, round, ext);
-            free(e->out);
-            e->out = o;
-            renamed++;
+            /* the set's keeper: the file named as its source is; else a whole file
+             * among segments (whole files are each their own by then) */
+            const int keep = !strcmp(by[g]->out, by[g]->rel) ||
+                             (!is_segment(by[g]) && is_segment(by[g + 1]));
+            for (int i = g + keep; i < g1; i++) {
+                entry *e = by[i];
+                char ext[32], *o;
+                vt_prep_out_ext(ext, sizeof ext, e->rel, codec);
+                if (is_segment(e)) { /* its times' name, numbered: x_000000_000010.2.mp4 */
+                    char *base = prep_segment_name(e->rel, e->start, e->end, codec);
+                    const char *dot = strrchr(base, '.');
+                    o = prep_fmt("%.*s.%d.%s", (int)(dot - base), base, round + 1, ext);
+                    free(base);
+                } else {
+                    o = round == 1 ? prep_fmt("%s.%s", e->rel, ext)
+                                   : prep_fmt("%s.%d.%s", e->rel, round, ext);
+                }
+                free(e->out);
+                e->out = o;
+                renamed++;
+            }
         }
         if (!renamed)
             break;
@@ -99,7 +135,7 @@ void prep_name_outputs(entry_list *list, int nvideo, const char *codec, rename_m
             dot = e->rel + strlen(e->rel);
         e->out = prep_fmt("%.*s.%s", (int)(dot - e->rel), e->rel, ext);
     }
-    unique_outputs(list, codec);
+    prep_unique_outputs(list, codec);
     for (int i = 0; i < list->n; i++)
         if (list->e[i].video && strcmp(list->e[i].out, list->e[i].rel)) {
             m->old[m->n] = list->e[i].rel;

@@ -3,8 +3,8 @@
  * with start/end, a Kinetics row over an untrimmed video) becomes a job that writes only
  * that segment, to <folder>/<stem>_<start>_<end>.<ext> beside where the whole file would
  * go (times as %06d when whole seconds — the names Kinetics' download scripts give, so
- * the same Kinetics CSV reads DST — else with milliseconds); the source file itself is
- * then not written whole. DST/prep-segments.csv is a labels file over DST naming every
+ * the same Kinetics CSV reads DST — else with milliseconds; a name SRC's own files take
+ * gets a number: prep_files.c); the source file itself is then not written whole. DST/prep-segments.csv is a labels file over DST naming every
  * labelled sample's output (path, then the heads; no start or end: each file is its
  * segment), so `--labels DST/prep-segments.csv` trains on the trimmed copy.
  *
@@ -24,29 +24,6 @@
 
 /* Paths are checked once, at the walk (prep_walk.c). */
 #pragma GCC diagnostic ignored "-Wformat-truncation"
-
-/* The times of a segment in a file name: %06d both when both are whole seconds (the
- * names Kinetics' download scripts give), else both with milliseconds. */
-static void fmt_times(char *a, char *b, size_t n, double t0, double t1) {
-    if (t0 == (double)(int64_t)t0 && t1 == (double)(int64_t)t1 && t1 < 1e6) {
-        snprintf(a, n, "%06lld", (long long)t0);
-        snprintf(b, n, "%06lld", (long long)t1);
-    } else {
-        snprintf(a, n, "%.3f", t0);
-        snprintf(b, n, "%.3f", t1);
-    }
-}
-
-/* The output name of segment v of src (relative to SRC): its folder, the stem with the
- * times, the extension prep writes for it. */
-static char *segment_out(const vt_dataset_video *v, const char *codec) {
-    char ext[32], a[32], b[32];
-    vt_prep_out_ext(ext, sizeof ext, v->relpath, codec);
-    fmt_times(a, b, sizeof a, v->seg_start, v->seg_end);
-    const char *dot = strrchr(v->relpath, '.'), *slash = strrchr(v->relpath, '/');
-    int stem = dot && (!slash || dot > slash) ? (int)(dot - v->relpath) : (int)strlen(v->relpath);
-    return prep_fmt("%.*s_%s_%s.%s", stem, v->relpath, a, b, ext);
-}
 
 static int cmp_entry_rel(const void *a, const void *b) {
     const entry *const *x = a, *const *y = b;
@@ -135,27 +112,35 @@ int prep_trim_entries(entry_list *list, trim_csv *csv, const vt_dataset *ds,
     }
     VT_CHECK(fclose(f) == 0, "building %s in memory failed", SEGMENTS);
     csv->header = text;
+    /* each sample's entry (a whole file's, or its segment's), for the rows: written once
+     * every output has a name of its own (prep_unique_outputs) */
+    int *of = vt_malloc((size_t)(ds->nvideos ? ds->nvideos : 1) * sizeof *of);
     for (int i = 0; i < ds->nvideos; i++) {
         const vt_dataset_video *v = &ds->videos[i];
         entry *src = find_entry(idx, n0, v->relpath);
+        of[i] = -1;
         if (!src || !src->video) {
             nlost += vt_dataset_is_segment(v) && v->labeled;
             continue;
         }
         if (!vt_dataset_is_segment(v)) {
-            if (v->labeled)
-                put_row(csv, ds, v, src->out);
+            of[i] = (int)(src - list->e);
             continue;
         }
         src->trimmed = 1; /* written as its segments, not whole */
-        entry e = {.rel = vt_strdup(v->relpath), .out = segment_out(v, codec), .video = 1,
-                   .bytes = src->bytes / VT_MAX(nper[src - list->e], 1),
+        entry e = {.rel = vt_strdup(v->relpath),
+                   .out = prep_segment_name(v->relpath, v->seg_start, v->seg_end, codec),
+                   .video = 1, .bytes = src->bytes / VT_MAX(nper[src - list->e], 1),
                    .start = v->seg_start, .end = v->seg_end};
-        if (v->labeled)
-            put_row(csv, ds, v, e.out);
+        of[i] = list->n;
         prep_entry_push(list, e); /* within the room made above: nothing moves */
         nseg++;
     }
+    prep_unique_outputs(list, codec);
+    for (int i = 0; i < ds->nvideos; i++)
+        if (of[i] >= 0 && ds->videos[i].labeled)
+            put_row(csv, ds, &ds->videos[i], list->e[of[i]].out);
+    free(of);
     free(nper);
     free(idx);
     if (nlost)

@@ -250,7 +250,13 @@ int vt_embed_timeline_video(vt_embedder *e, const char *path, const vt_embed_tim
     /* errors counted as the decoder drained (after the last frame) go to the tail */
     vt_timeline_note_errors(tl, vt_stream_decode_errors(s) - errors, vt_stream_error_time(s));
     vt_timeline_finish(tl);
+    vt_timeline_stats tst;
+    vt_timeline_get_stats(tl, &tst);
     vt_timeline_free(&tl);
+    if (tst.backwards)
+        fprintf(stderr, "vidtrain embed: warning: %s: %lld frames left out, their times "
+                "before an earlier frame's (no window holds them)\n", path,
+                (long long)tst.backwards);
     errors = vt_stream_decode_errors(s);
     vt_stream_close(&s);
     if (errors)

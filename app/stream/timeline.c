@@ -310,8 +310,17 @@ void vt_timeline_push(vt_timeline *tl, const uint8_t *rgb, double t, double dur)
 
 void vt_timeline_push_at(vt_timeline *tl, const uint8_t *rgb, double t, double dur,
                          double arrived) {
-    if (tl->any && t < tl->last_t)
-        return; /* out of order: a broken timestamp, not a frame of the timeline */
+    if (tl->any && t < tl->last_t) {
+        /* out of order: no place on the timeline. Never in silence: a stream whose times
+         * restart (two MPEG-TS files joined, a camera that restarted) lost everything
+         * after the jump, the run ending 0 with half the frames read */
+        if (tl->st.backwards++ == 0)
+            vt_warn("--timeline: a frame at %.3f s came after one at %.3f s (the stream's "
+                    "times went back: a stream restarted or joined to another, or a broken "
+                    "timestamp); frames timed before the last one are left out, counted at "
+                    "the end\n", t, tl->last_t);
+        return;
+    }
     tl->st.frames++;
     while (win_end(tl, tl->next) <= t + TL_EPS) { /* this frame is past their end */
         close_window(tl, tl->next++, 0);

@@ -240,6 +240,9 @@ static void report(tl_out *o, vt_timeline *tl, const vt_tl_source *src, double t
             (long long)vt_tl_source_decode_errors(src));
     if (o->skipped)
         fprintf(stderr, "; %lld windows skipped to keep up", (long long)o->skipped);
+    if (st.backwards)
+        fprintf(stderr, "; %lld frames left out, their times before an earlier frame's",
+                (long long)st.backwards);
     int conns, gpu = vt_tl_source_gpu_connections(src, &conns);
     if (gpu && gpu == conns)
         fprintf(stderr, "; decoded on the GPU (NVDEC)");

@@ -306,6 +306,7 @@ static int build_towers(vt_train *t) {
     init_norm(t);
     vt_train_opts_resolve(o, t->epoch_clips, t->gpus > 0);
     init_clip_note(t);
+    vt_train_short_samples(t);
     int nsoft = 0;
     for (int h = 0; h < heads->n; h++) { /* resolved: a transformer's fine-tuning smooths */
         heads->cfg[h].smoothing = heads->cfg[h].loss == VT_LOSS_SOFTMAX_CE ? o->smoothing : 0;

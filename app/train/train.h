@@ -94,6 +94,11 @@ int vt_train_count_clips(vt_train *t);
 /* The training folder (with --labels), what validation reads (--val-dir, else the
  * folder's val split or --val-split share), printed (train_data.c). 0, or the exit code. */
 int vt_train_open_data(vt_train *t);
+/* Training samples with fewer frames than one clip (t->o resolved) spans: their clips
+ * repeat frames (the clip's pad policy), and one of a frame or two is a still, whatever
+ * its class says. Counted on one line with the shortest named (they trained in silence:
+ * a folder of thumbnails or cut-off downloads looked like any other) (train_data.c). */
+void vt_train_short_samples(const vt_train *t);
 /* --resume (train_heads.c): 0 when the dataset's heads are the run's (its checkpoint's
  * configuration: the same heads, losses and class names in the same order), else 1
  * after printing what differs. Reads nothing but the checkpoint's header. */

@@ -273,6 +273,15 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
 }
 
 /* The checks that span options, and what one option sets for another. */
+/* 1 when a and b name one existing folder (another spelling, a link). */
+static int same_folder(const char *a, const char *b) {
+    char *ra = realpath(a, NULL), *rb = realpath(b, NULL);
+    int same = ra && rb && !strcmp(ra, rb);
+    free(ra);
+    free(rb);
+    return same;
+}
+
 static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
     if (resume[0]) { /* config.json passes the command line's checks too (train_ranges.h) */
         char cerr[1024];
@@ -284,6 +293,17 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
     if (resume[0] && o->dump[0]) {
         fprintf(stderr, "vidtrain train: --dump replays a run from its first step: not with "
                         "--resume\n");
+        return 2;
+    }
+    /* A run folder holds one run: --resume RUN --out OTHER loaded RUN's checkpoint and
+     * wrote the continuation into OTHER (config.json and the report, checkpoints only
+     * when due), so neither folder held the run whole, and the end line named an
+     * OTHER/best.safetensors that was never written. --out naming RUN itself is fine. */
+    if (resume[0] && given(ta, "--out") && strcmp(o->out, resume) && !same_folder(o->out, resume)) {
+        fprintf(stderr, "vidtrain train: --out %s with --resume %s: a resumed run continues "
+                        "in its own folder (leave --out out); to branch it into a new run, "
+                        "start one from its weights: vidtrain train DIR --out %s --init "
+                        "%s/last.safetensors\n", o->out, resume, o->out, resume);
         return 2;
     }
     /* The twin replays training steps; a precise-BN pass between them would change the

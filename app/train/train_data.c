@@ -72,6 +72,32 @@ static void set_id(const vt_dataset *ds, const int32_t *idx, int n, char *out, s
     snprintf(out, len, "%d %016llx", n, (unsigned long long)h);
 }
 
+void vt_train_short_samples(const vt_train *t) {
+    const vt_train_opts *o = &t->o;
+    const int64_t span = (int64_t)(o->clip_t - 1) * VT_MAX(o->stride, 1) + 1;
+    int n = 0, least = -1;
+    for (int i = 0; i < t->ntrain && o->clip_t > 0; i++) {
+        const vt_dataset_video *v = &t->ds->videos[t->train_idx[i]];
+        const int64_t frames = vt_dataset_is_segment(v) ? v->seg_frames : v->info.nframes;
+        if (!v->probed || frames <= 0 || frames >= span)
+            continue;
+        n++;
+        const vt_dataset_video *w = least >= 0 ? &t->ds->videos[least] : NULL;
+        if (!w || frames < (vt_dataset_is_segment(w) ? w->seg_frames : w->info.nframes))
+            least = t->train_idx[i];
+    }
+    if (n == 0)
+        return;
+    const vt_dataset_video *w = &t->ds->videos[least];
+    char name[1200];
+    fprintf(t->out, "  shorter than a clip (%d frames at stride %d: %lld): %d training "
+            "video%s, their clips repeating frames; the shortest %s, %lld frame%s\n", o->clip_t,
+            VT_MAX(o->stride, 1), (long long)span, n, n > 1 ? "s" : "",
+            vt_dataset_sample_name(w, name, sizeof name),
+            (long long)(vt_dataset_is_segment(w) ? w->seg_frames : w->info.nframes),
+            (vt_dataset_is_segment(w) ? w->seg_frames : w->info.nframes) == 1 ? "" : "s");
+}
+
 int vt_train_open_data(vt_train *t) {
     const vt_train_opts *o = &t->o;
     char err[1024];

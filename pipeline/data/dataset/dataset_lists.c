@@ -10,7 +10,8 @@
  * A missing list file, a classInd line that is not "N Name" with N counting up from 1,
  * a class name listed twice, or a classInd without classes fails the open with
  * file:line; a train/test line naming an unknown class or a file that is not there is
- * warned about with file:line and skipped. It must never abort or read outside the
+ * warned about with file:line and skipped, and so is a second line for one video (in
+ * both lists: warned, and a test video). It must never abort or read outside the
  * buffers on any file contents.
  */
 #include <ctype.h>
@@ -30,6 +31,8 @@ static int apply_ucf101(vt_dataset *ds, const char *lists_dir, int fold, char *e
     char name[64];
     char *path = NULL, *text = NULL;
     vt_ds_strv classes = {0};
+    int *first = NULL;
+    uint8_t *first_in = NULL;
 
     path = vt_ds_join_path(lists_dir, "classInd.txt");
     text = vt_ds_read_text(path, err, errlen);
@@ -70,6 +73,11 @@ static int apply_ucf101(vt_dataset *ds, const char *lists_dir, int fold, char *e
         ds->videos[i].split = VT_SPLIT_NONE;
         vt_ds_video_free_labels(&ds->videos[i]);
     }
+    /* the list line that named each video first (1-based), and in which list: a second
+     * line for one video was taken in silence, the test list's winning (HMDB51's reader
+     * warns of a video listed twice) */
+    first = vt_calloc((size_t)(ds->nvideos ? ds->nvideos : 1), sizeof *first);
+    first_in = vt_calloc((size_t)(ds->nvideos ? ds->nvideos : 1), 1);
     for (int which = 0; which < 2; which++) {
         snprintf(name, sizeof name, "%s%02d.txt", which == 0 ? "trainlist" : "testlist", fold);
         path = vt_ds_join_path(lists_dir, name);
@@ -110,6 +118,19 @@ static int apply_ucf101(vt_dataset *ds, const char *lists_dir, int fold, char *e
                 vt_ds_missing(ds, path, lineno, line);
                 continue;
             }
+            if (first[vi]) {
+                /* in both lists: a test video (it is what the fold evaluates on, and a
+                 * video trained on would inflate it) */
+                vt_warn("%s:%d: %s is listed a second time (first in %s%02d.txt line %d)%s\n",
+                        path, lineno, line, first_in[vi] ? "testlist" : "trainlist", fold,
+                        first[vi], which != first_in[vi] ? "; it is a test video, left out of "
+                        "training" : "; line skipped");
+                if (which == first_in[vi])
+                    continue;
+            } else {
+                first[vi] = lineno;
+                first_in[vi] = (uint8_t)which;
+            }
             ds->videos[vi].split = which == 0 ? VT_SPLIT_TRAIN : VT_SPLIT_TEST;
             vt_ds_set_video_class(&ds->videos[vi], c);
         }
@@ -126,6 +147,8 @@ static int apply_ucf101(vt_dataset *ds, const char *lists_dir, int fold, char *e
     rc = 0;
 end:
     vt_ds_strv_free(&classes);
+    free(first);
+    free(first_in);
     free(text);
     free(path);
     return rc;

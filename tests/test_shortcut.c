@@ -123,6 +123,16 @@ int main(void) {
                                  "is wrong") &&
            vt_test_file_has(cpath, "  y/dup.mp4 = x/v0.mp4 (other labels)"),
            "train warns of the copies (%s)", cpath);
+    snprintf(cpath, sizeof cpath, "%s/copies_eval.txt", dir);
+    TCHECK(vt_test_sh("'%s' eval '%s/runc' --split train -q > '%s' 2>&1", bin, dir, cpath) == 0 &&
+           vt_test_file_has(cpath, "vidtrain eval: warning: among the videos evaluated, 2 files"),
+           "eval warns of the copies (%s)", cpath);
+    snprintf(cpath, sizeof cpath, "%s/runc/eval.json", dir);
+    cj0 = vt_test_read_json(cpath);
+    const cJSON *ec = cJSON_GetObjectItem(cj0, "copies");
+    TCHECK(cJSON_IsNumber(ec) && ec->valuedouble == 2, "eval.json copies %g, want 2",
+           cJSON_IsNumber(ec) ? ec->valuedouble : -1);
+    cJSON_Delete(cj0);
 
     /* the text report, and train's warning at its start */
     char log[4400];

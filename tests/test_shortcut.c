@@ -134,6 +134,11 @@ int main(void) {
            vt_test_file_has(log, "1 of 1 video is at a frame rate outside") &&
            vt_test_file_has(log, "v2.mp4: 10 fps)") && !vt_test_file_has(log, "v1.mp4: 36"),
            "--timeline warns of the 10 fps video only (%s)", log);
+    snprintf(log, sizeof log, "%s/predict1.txt", dir); /* one of two: "1 of 2 videos is" */
+    TCHECK(vt_test_sh("'%s' predict '%s/run' %s %s > '%s' 2>&1", bin, dir, vids[1], vids[2],
+                      log) == 0 &&
+           vt_test_file_has(log, "1 of 2 videos is at a frame rate outside"),
+           "predict: one video of two outside (%s)", log);
     snprintf(log, sizeof log, "%s/embed.txt", dir);
     TCHECK(vt_test_sh("'%s' embed '%s/run' %s --out '%s/e.npy' > '%s' 2>&1", bin, dir, both, dir,
                       log) == 0 && vt_test_file_has(log, "vidtrain embed: warning: ") &&

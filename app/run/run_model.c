@@ -222,11 +222,11 @@ void vt_run_fps_warn(const char *cmd, const vt_run_model *m, int n, int total,
         snprintf(span, sizeof span, "%.3g fps", hi);
     else
         snprintf(span, sizeof span, "%.3g-%.3g fps", lo, hi);
-    fprintf(stderr, "vidtrain %s: warning: %d of %d video%s at a frame rate outside the %s "
+    fprintf(stderr, "vidtrain %s: warning: %d of %d video%s %s at a frame rate outside the %s "
             "the run trained on (%s: %.3g fps): a %d-frame clip at stride %d spans %.2gx %s "
             "time than in training, so motion looks %s to the model; re-encode at the "
             "training rate (vidtrain prep SRC DST --fps %.3g)\n", cmd, n, total,
-            total == 1 ? " is" : "s are", span, first, first_fps, m->opts.clip_t,
+            total == 1 ? "" : "s", n == 1 ? "is" : "are", span, first, first_fps, m->opts.clip_t,
             m->opts.stride, r, first_fps > hi ? "less" : "more",
             first_fps > hi ? "slower" : "faster", first_fps > hi ? hi : lo);
 }

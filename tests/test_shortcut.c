@@ -96,6 +96,25 @@ int main(void) {
                                  "apart") &&
            vt_test_file_has(log, "class 'a': 4 of its 4 training videos in mpeg4"),
            "train warns of the codec (%s)", log);
+    /* under mpirun, once: every rank opens the data, only rank 0 speaks */
+    const char *mpirun = getenv("VT_MPIRUN");
+    if (mpirun && *mpirun) {
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1); /* CI runs as root in a container */
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+        /* sanitizer runs: Open MPI's own allocations suppressed by name (test_mpi.c's why) */
+        const char *asan = getenv("ASAN_OPTIONS");
+        char env[1200];
+        snprintf(env, sizeof env, "OMPI_MCA_mca_base_component_disable_dlclose=1%s%s%s",
+                 asan ? " ASAN_OPTIONS='" : "", asan ? asan : "",
+                 asan ? ":fast_unwind_on_malloc=0'" : "");
+        snprintf(log, sizeof log, "%s/train_mpi.txt", dir);
+        TCHECK(vt_test_sh("%s '%s' --oversubscribe --bind-to none -np 2 '%s' train '%s/codec' --out "
+                          "'%s/run_mpi' --force --model tiny --epochs 1 --batch 4 --clip 4x32 "
+                          "--workers 1 --val-split 0 --precise-bn 0 --quiet > '%s' 2>&1 && "
+                          "test \"$(grep -c 'the codec alone tells' '%s')\" = 1", env, mpirun, bin,
+                          dir, dir, log, log) == 0,
+               "mpirun -np 2 train warns of the codec once (%s)", log);
+    }
 
     /* frame rates outside the training videos' */
     char cfg[4400];

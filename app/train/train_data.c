@@ -121,10 +121,13 @@ int vt_train_open_data(vt_train *t) {
     vt_dataset_probe(ds, 0, 1, NULL, NULL);
     vt_dist_dataset_sync(ds, "the training data");
     print_dataset(ds, ds, t->out);
-    vt_shortcut *sc = NULL; /* file properties that give a class away: said, not refused */
-    int nsc = vt_dataset_shortcuts(ds, VT_SPLIT_TRAIN, &sc);
-    vt_dataset_shortcuts_print(stderr, "vidtrain train: warning: ", ds, sc, nsc, "training videos");
-    free(sc);
+    if (vt_dist_lead()) { /* file properties that give a class away: said once, not refused */
+        vt_shortcut *sc = NULL;
+        int nsc = vt_dataset_shortcuts(ds, VT_SPLIT_TRAIN, &sc);
+        vt_dataset_shortcuts_print(stderr, "vidtrain train: warning: ", ds, sc, nsc,
+                                   "training videos");
+        free(sc);
+    }
     if (o->nweights && o->nweights != ds->nheads) {
         fprintf(stderr, "vidtrain train: --loss-weights has %d values for %d heads\n", o->nweights,
                 ds->nheads);

@@ -8,7 +8,9 @@
  *     frame rate gives a, b and c away, nothing else does;
  *   codec/: a MPEG-4 (yuv420p), b MJPEG (yuvj420p), each at 30 and 15 fps — the codec and
  *     the pixel format give both away, the frame rate neither;
- *   mixed/: the same codecs and rates spread over both classes — nothing.
+ *   mixed/: the same codecs and rates spread over both classes — nothing;
+ *   seg/: three segments of each file (labels.csv start, end): a two files at 30 fps, b one
+ *     at 15 — the frame rate gives a away, and b's one file not.
  * And the run trained on codec/ (15 and 30 fps) records its training videos' rates
  * (config.json "train_fps"): predict, --timeline, embed and eval warn of videos at 60 and
  * 10 fps (outside 15-30 by more than 1.25x: their clips span another time), not at 36.
@@ -34,12 +36,12 @@ static void make(const char *set, const char *cls, int k, int fps, const char *s
 }
 
 /* scan --json's shortcuts as "property:class:given/of" lines, sorted, into buf. */
-static void shortcuts(const char *set, char *buf, size_t n) {
+static void shortcuts(const char *set, const char *args, char *buf, size_t n) {
     buf[0] = 0;
     char p[4400];
     snprintf(p, sizeof p, "%s/%s.json", dir, set);
-    TCHECK(vt_test_sh("'%s' scan '%s/%s' --no-leaks --json > '%s' 2> /dev/null", bin, dir, set,
-                      p) == 0, "scan %s", set);
+    TCHECK(vt_test_sh("'%s' scan '%s/%s' %s --no-leaks --json > '%s' 2> /dev/null", bin, dir, set,
+                      args, p) == 0, "scan %s", set);
     cJSON *j = vt_test_read_json(p);
     const cJSON *a = cJSON_GetObjectItem(j, "shortcuts");
     TCHECK(cJSON_IsArray(a), "%s: scan --json has no shortcuts array", set);
@@ -59,7 +61,8 @@ int main(void) {
     if (!bin)
         return VT_TEST_SKIP;
     dir = vt_test_dir("shortcut");
-    TCHECK(vt_test_sh("rm -rf '%s/fps' '%s/codec' '%s/mixed' '%s/other'", dir, dir, dir, dir) == 0,
+    TCHECK(vt_test_sh("rm -rf '%s/fps' '%s/codec' '%s/mixed' '%s/other' '%s/seg'", dir, dir, dir,
+                      dir, dir) == 0,
            "clean");
     for (int k = 0; k < 4; k++) {
         make("fps", "a", k, 30, "64x48", "mpeg4");
@@ -72,14 +75,32 @@ int main(void) {
         make("mixed", "b", k, k % 2 ? 30 : 15, "64x48", k < 2 ? "mjpeg" : "mpeg4");
     }
     char got[1024];
-    shortcuts("fps", got, sizeof got);
+    shortcuts("fps", "", got, sizeof got);
     TCHECK(!strcmp(got, "frame rate:a:4/4;frame rate:b:4/4;frame rate:c:4/4;"),
            "fps/: shortcuts %s", got);
-    shortcuts("codec", got, sizeof got);
+    shortcuts("codec", "", got, sizeof got);
     TCHECK(!strcmp(got, "codec:a:4/4;codec:b:4/4;pixel format:a:4/4;pixel format:b:4/4;"),
            "codec/: shortcuts %s", got);
-    shortcuts("mixed", got, sizeof got);
+    shortcuts("mixed", "", got, sizeof got);
     TCHECK(!strcmp(got, ""), "mixed/: shortcuts %s", got);
+    /* segments (a labels file's start and end): a's 30 fps is in two files, b's 15 in one,
+     * however many segments of it b has */
+    make("seg", "a", 0, 30, "64x48", "mpeg4");
+    make("seg", "a", 1, 30, "64x48", "mpeg4");
+    make("seg", "b", 0, 15, "64x48", "mpeg4");
+    char csv[4400], args[4500];
+    snprintf(csv, sizeof csv, "%s/seg.csv", dir);
+    FILE *f = fopen(csv, "w");
+    TCHECK(f != NULL, "%s", csv);
+    fprintf(f, "path,label,start,end\n");
+    for (int k = 0; k < 3; k++)
+        for (int s = 0; s < 3; s++)
+            fprintf(f, "%s/v%d.mp4,%s,%g,%g\n", k < 2 ? "a" : "b", k % 2, k < 2 ? "a" : "b",
+                    0.1 * s, 0.1 * (s + 1));
+    fclose(f);
+    snprintf(args, sizeof args, "--labels '%s'", csv);
+    shortcuts("seg", args, got, sizeof got);
+    TCHECK(!strcmp(got, "frame rate:a:6/6;"), "seg/: shortcuts %s", got);
 
     /* the text report, and train's warning at its start */
     char log[4400];

@@ -13,7 +13,8 @@
  *     at 15 — the frame rate gives a away, and b's one file not.
  * And the run trained on codec/ (15 and 30 fps) records its training videos' rates
  * (config.json "train_fps"): predict, --timeline, embed and eval warn of videos at 60 and
- * 10 fps (outside 15-30 by more than 1.25x: their clips span another time), not at 36.
+ * 10 fps (outside 15-30 by more than 1.25x: their clips span another time), not at 36;
+ * trained with --stride-jitter 1 (strides 1 and 2: clips as of 7.5-30 fps), at 60 only.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,6 +180,20 @@ int main(void) {
                       log) == 0 &&
            vt_test_file_has(log, "1 of 2 videos is at a frame rate outside"),
            "predict: one video of two outside (%s)", log);
+    /* --stride-jitter 1 trained on clips at strides 1 and 2: as of 7.5-30 fps at stride 1,
+     * so 10 fps is inside and 60 still outside */
+    snprintf(log, sizeof log, "%s/train_j.txt", dir);
+    TCHECK(vt_test_sh("'%s' train '%s/codec' --out '%s/run_j' --force --model tiny --epochs 1 "
+                      "--batch 4 --clip 4x32 --stride-jitter 1 --workers 1 --val-split 0 "
+                      "--precise-bn 0 --quiet > '%s' 2>&1", bin, dir, dir, log) == 0,
+           "train --stride-jitter 1 (%s)", log);
+    snprintf(log, sizeof log, "%s/predict_j.txt", dir);
+    TCHECK(vt_test_sh("'%s' predict '%s/run_j' %s > '%s' 2>&1", bin, dir, both, log) == 0 &&
+           vt_test_file_has(log, "1 of 3 videos is at a frame rate outside the 15-30 fps the "
+                                 "run trained on, its stride jitter 1 making clips as of 7.5-30 "
+                                 "fps (") &&
+           vt_test_file_has(log, "v0.mp4: 60 fps): a 4-frame clip at stride 1 spans 2x less"),
+           "predict: the stride jitter's rates are inside (%s)", log);
     snprintf(log, sizeof log, "%s/embed.txt", dir);
     TCHECK(vt_test_sh("'%s' embed '%s/run' %s --out '%s/e.npy' > '%s' 2>&1", bin, dir, both, dir,
                       log) == 0 && vt_test_file_has(log, "vidtrain embed: warning: ") &&

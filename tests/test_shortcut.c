@@ -14,7 +14,8 @@
  * And the run trained on codec/ (15 and 30 fps) records its training videos' rates
  * (config.json "train_fps"): predict, --timeline, embed and eval warn of videos at 60 and
  * 10 fps (outside 15-30 by more than 1.25x: their clips span another time), not at 36;
- * trained with --stride-jitter 1 (strides 1 and 2: clips as of 7.5-30 fps), at 60 only.
+ * trained with --stride-jitter 1 (strides 1 and 2: clips as of 7.5-30 fps), at 60 only;
+ * train warns of a --val-dir video at 60 fps.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,8 +63,8 @@ int main(void) {
     if (!bin)
         return VT_TEST_SKIP;
     dir = vt_test_dir("shortcut");
-    TCHECK(vt_test_sh("rm -rf '%s/fps' '%s/codec' '%s/mixed' '%s/other' '%s/seg'", dir, dir, dir,
-                      dir, dir) == 0,
+    TCHECK(vt_test_sh("rm -rf '%s/fps' '%s/codec' '%s/mixed' '%s/other' '%s/seg' '%s/valdir'",
+                      dir, dir, dir, dir, dir, dir) == 0,
            "clean");
     for (int k = 0; k < 4; k++) {
         make("fps", "a", k, 30, "64x48", "mpeg4");
@@ -180,6 +181,17 @@ int main(void) {
                       log) == 0 &&
            vt_test_file_has(log, "1 of 2 videos is at a frame rate outside"),
            "predict: one video of two outside (%s)", log);
+    /* validation videos outside the training rates, said when training starts */
+    make("valdir", "a", 0, 60, "64x48", "mpeg4");
+    make("valdir", "b", 0, 30, "64x48", "mjpeg");
+    snprintf(log, sizeof log, "%s/train_vd.txt", dir);
+    TCHECK(vt_test_sh("'%s' train '%s/codec' --val-dir '%s/valdir' --out '%s/run_vd' --force "
+                      "--model tiny --epochs 1 --batch 4 --clip 4x32 --workers 1 --precise-bn 0 "
+                      "--quiet > '%s' 2>&1", bin, dir, dir, dir, log) == 0 &&
+           vt_test_file_has(log, "vidtrain train: warning: 1 of 2 validation videos is at a "
+                                 "frame rate outside the 15-30 fps the run trained on (") &&
+           vt_test_file_has(log, "valdir/a/v0.mp4: 60 fps): a 4-frame clip at stride 1 "),
+           "train warns of a --val-dir video at 60 fps (%s)", log);
     /* --stride-jitter 1 trained on clips at strides 1 and 2: as of 7.5-30 fps at stride 1,
      * so 10 fps is inside and 60 still outside */
     snprintf(log, sizeof log, "%s/train_j.txt", dir);

@@ -655,7 +655,7 @@ int vt_cmd_eval(int argc, char **argv) {
         goto end;
     int first_fps, nfps = fps_outside(&m, ds, idx, n, &first_fps);
     if (nfps && vt_dist_lead())
-        vt_run_fps_warn("eval", &m, nfps, n, ds->videos[first_fps].relpath,
+        vt_run_fps_warn("eval", "video", &m, nfps, n, ds->videos[first_fps].relpath,
                         ds->videos[first_fps].info.fps);
 
     int batch = ea.batch ? ea.batch : o->batch;

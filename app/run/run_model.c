@@ -222,7 +222,7 @@ int vt_run_fps_outside(const vt_run_model *m, double fps) {
     return fps > 0 && m->train_fps[1] > 0 && (fps > hi * 1.25 || fps * 1.25 < lo);
 }
 
-void vt_run_fps_warn(const char *cmd, const vt_run_model *m, int n, int total,
+void vt_run_fps_warn(const char *cmd, const char *what, const vt_run_model *m, int n, int total,
                      const char *first, double first_fps) {
     if (n <= 0)
         return;
@@ -238,10 +238,10 @@ void vt_run_fps_warn(const char *cmd, const vt_run_model *m, int n, int total,
     if (elo != lo || ehi != hi)
         snprintf(jit, sizeof jit, ", its stride jitter %d making clips as of %.3g-%.3g fps",
                  m->opts.stride_jitter, elo, ehi);
-    fprintf(stderr, "vidtrain %s: warning: %d of %d video%s %s at a frame rate outside the %s "
+    fprintf(stderr, "vidtrain %s: warning: %d of %d %s%s %s at a frame rate outside the %s "
             "the run trained on%s (%s: %.3g fps): a %d-frame clip at stride %d spans %.2gx %s "
             "time than in training, so motion looks %s to the model; re-encode at the "
-            "training rate (vidtrain prep SRC DST --fps %.3g)\n", cmd, n, total,
+            "training rate (vidtrain prep SRC DST --fps %.3g)\n", cmd, n, total, what,
             total == 1 ? "" : "s", n == 1 ? "is" : "are", span, jit, first, first_fps,
             m->opts.clip_t,
             m->opts.stride, r, first_fps > ehi ? "less" : "more",
@@ -257,7 +257,7 @@ void vt_fps_tally_add(vt_fps_tally *t, const vt_run_model *m, const char *path, 
 }
 
 void vt_fps_tally_warn(const vt_fps_tally *t, const char *cmd, const vt_run_model *m) {
-    vt_run_fps_warn(cmd, m, t->n, t->total, t->first, t->first_fps);
+    vt_run_fps_warn(cmd, "video", m, t->n, t->total, t->first, t->first_fps);
 }
 
 /* The first difference between two head lists (a: the checkpoint's, b: the run's), into

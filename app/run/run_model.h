@@ -84,8 +84,9 @@ void vt_run_model_free(vt_run_model *m);
  * older run), or for fps <= 0 (a live stream's unknown rate). */
 int vt_run_fps_outside(const vt_run_model *m, double fps);
 /* "vidtrain CMD: warning: ..." on stderr for n of `total` videos outside (first: one of
- * them, at first_fps), with the way out. Nothing when n is 0. */
-void vt_run_fps_warn(const char *cmd, const vt_run_model *m, int n, int total,
+ * them, at first_fps), with the way out; `what` names one ("video", "validation video").
+ * Nothing when n is 0. */
+void vt_run_fps_warn(const char *cmd, const char *what, const vt_run_model *m, int n, int total,
                      const char *first, double first_fps);
 /* The same over videos met one at a time (predict, embed, --timeline): add each video
  * opened, then warn once at the end. */

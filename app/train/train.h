@@ -94,6 +94,11 @@ int vt_train_count_clips(vt_train *t);
 /* The training folder (with --labels), what validation reads (--val-dir, else the
  * folder's val split or --val-split share), printed (train_data.c). 0, or the exit code. */
 int vt_train_open_data(vt_train *t);
+/* A warning of the validation videos (the val split, or --val-dir's) at a frame rate
+ * outside the training videos', as eval would give of them (app/run/run_model.h):
+ * best.safetensors is chosen on clips that span another time than training's. Once the
+ * clip is resolved (its stride is in the warning), on rank 0 (train_data.c). */
+void vt_train_val_fps_warn(const vt_train *t);
 /* --resume (train_heads.c): 0 when the dataset's heads are the run's (its checkpoint's
  * configuration: the same heads, losses and class names in the same order), else 1
  * after printing what differs. Reads nothing but the checkpoint's header. */

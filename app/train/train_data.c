@@ -11,6 +11,7 @@
 
 #include "app/decode_opt.h"
 #include "app/dist.h"
+#include "app/run/run_model.h"
 #include "app/train/train.h"
 #include "base/common.h"
 
@@ -70,6 +71,21 @@ static void set_id(const vt_dataset *ds, const int32_t *idx, int n, char *out, s
         }
     }
     snprintf(out, len, "%d %016llx", n, (unsigned long long)h);
+}
+
+void vt_train_val_fps_warn(const vt_train *t) {
+    vt_run_model *m = vt_calloc(1, sizeof *m); /* what eval reads back from config.json */
+    m->opts = t->o;
+    m->train_fps[0] = t->train_fps[0];
+    m->train_fps[1] = t->train_fps[1];
+    int n = 0, first = -1;
+    for (int k = 0; k < t->nval; k++)
+        if (vt_run_fps_outside(m, t->val_ds->videos[t->val_idx[k]].info.fps) && n++ == 0)
+            first = t->val_idx[k];
+    if (n)
+        vt_run_fps_warn("train", "validation video", m, n, t->nval,
+                        t->val_ds->videos[first].path, t->val_ds->videos[first].info.fps);
+    free(m);
 }
 
 int vt_train_open_data(vt_train *t) {

@@ -15,7 +15,8 @@
  *   - a run folder whose config.json has the old key ("split") resumes with that policy,
  *     and the rewritten config.json uses the new key ("tower_split");
  *   - only train/ with a run trained without --val-split has nothing held out: eval's
- *     default is an error pointing at --split train;
+ *     default is an error pointing at --split train; with --val-dir, `eval RUN` evaluates
+ *     every video of that folder, as validation did;
  *   - --split all counts a file that is in two splits (a link from test/ into train/) once;
  *   - a run trained on list files (--lists, UCF101's form) is evaluated on their test list;
  *     another DIR with list files of its own on those (eval --lists); a DIR whose videos
@@ -274,6 +275,21 @@ int main(void) {
     rc = vt_test_sh("'%s' eval '%s/run0' '%s/tronly' -q > '%s/tronly.log' 2>&1", bin, dir, dir, dir);
     TCHECK(rc == 1 && log_has("tronly", "has no test or val videos to evaluate (it has: train 9); "
                                         "pass --split train"), "only train: %d", rc);
+
+    /* and a run of it that validated on --val-dir: `eval RUN` scores what validation did,
+     * every video of that folder (test/'s 9), not an error pointing at --split train */
+    TCHECK(vt_test_sh("'%s' train '%s/tronly' --val-dir '%s/data/test' --out '%s/runvd' "
+                      "--clip 4x32 --batch 4 --epochs 1 --max-steps 1 -q --workers 1 > "
+                      "'%s/trainvd.log' 2>&1", bin, dir, dir, dir, dir) == 0,
+           "train on only train/, --val-dir data/test");
+    rc = vt_test_sh("'%s' eval '%s/runvd' " EVAL_OPTS " > '%s/evalvd.log' 2>&1", bin, dir, dir);
+    snprintf(p, sizeof p, "%s/runvd/eval.json", dir);
+    cJSON *vd = rc == 0 ? vt_test_read_json(p) : NULL;
+    TCHECK(rc == 0 && log_has("evalvd", "split: all, 9 videos (the --val-dir folder the run "
+                                        "validated on, all of it)"),
+           "eval RUN of a --val-dir run: %d", rc);
+    check_counts(vd, 9, "all", "eval RUN of a --val-dir run");
+    cJSON_Delete(vd);
 
     /* --split all over train/ + test/ where a test video is a link to a train video (a
      * leak): every file once, 18, not 19 */

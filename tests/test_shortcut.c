@@ -8,14 +8,18 @@
  *     frame rate gives a, b and c away, nothing else does;
  *   codec/: a MPEG-4 (yuv420p), b MJPEG (yuvj420p), each at 30 and 15 fps — the codec and
  *     the pixel format give both away, the frame rate neither;
- *   mixed/: the same codecs and rates spread over both classes — nothing.
+ *   mixed/: the same codecs and rates spread over both classes — nothing;
+ *   seg/: three segments of each file (labels.csv start, end): a two files at 30 fps, b one
+ *     at 15 — the frame rate gives a away, and b's one file not.
  * copies/: x/dup.mp4 a copy of x/v1.mp4 (one label), y/dup.mp4 of x/v0.mp4 (two labels), a
  *   hard link y/hard.mp4 to x/v2.mp4 (the same file, not a copy: dataset.c names it), and
  *   x/v1.mp4 and y/v1.mp4 of one size and other bytes (their titles): scan lists the two
- *   copies, train warns of them.
+ *   copies, train and eval warn of them.
  * And the run trained on codec/ (15 and 30 fps) records its training videos' rates
  * (config.json "train_fps"): predict, --timeline, embed and eval warn of videos at 60 and
- * 10 fps (outside 15-30 by more than 1.25x: their clips span another time), not at 36.
+ * 10 fps (outside 15-30 by more than 1.25x: their clips span another time), not at 36;
+ * trained with --stride-jitter 1 (strides 1 and 2: clips as of 7.5-30 fps), at 60 only;
+ * train warns of a --val-dir video at 60 fps.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,12 +43,12 @@ static void make(const char *set, const char *cls, int k, int fps, const char *s
 }
 
 /* scan --json's shortcuts as "property:class:given/of" lines, sorted, into buf. */
-static void shortcuts(const char *set, char *buf, size_t n) {
+static void shortcuts(const char *set, const char *args, char *buf, size_t n) {
     buf[0] = 0;
     char p[4400];
     snprintf(p, sizeof p, "%s/%s.json", dir, set);
-    TCHECK(vt_test_sh("'%s' scan '%s/%s' --no-leaks --json > '%s' 2> /dev/null", bin, dir, set,
-                      p) == 0, "scan %s", set);
+    TCHECK(vt_test_sh("'%s' scan '%s/%s' %s --no-leaks --json > '%s' 2> /dev/null", bin, dir, set,
+                      args, p) == 0, "scan %s", set);
     cJSON *j = vt_test_read_json(p);
     const cJSON *a = cJSON_GetObjectItem(j, "shortcuts");
     TCHECK(cJSON_IsArray(a), "%s: scan --json has no shortcuts array", set);
@@ -64,8 +68,8 @@ int main(void) {
     if (!bin)
         return VT_TEST_SKIP;
     dir = vt_test_dir("shortcut");
-    TCHECK(vt_test_sh("rm -rf '%s/fps' '%s/codec' '%s/mixed' '%s/other' '%s/copies'", dir, dir,
-                      dir, dir, dir) == 0, "clean");
+    TCHECK(vt_test_sh("rm -rf '%s/fps' '%s/codec' '%s/mixed' '%s/other' '%s/seg' '%s/valdir' "
+                      "'%s/copies'", dir, dir, dir, dir, dir, dir, dir) == 0, "clean");
     for (int k = 0; k < 4; k++) {
         make("fps", "a", k, 30, "64x48", "mpeg4");
         make("fps", "b", k, 15, "64x48", "mpeg4");
@@ -77,14 +81,32 @@ int main(void) {
         make("mixed", "b", k, k % 2 ? 30 : 15, "64x48", k < 2 ? "mjpeg" : "mpeg4");
     }
     char got[1024];
-    shortcuts("fps", got, sizeof got);
+    shortcuts("fps", "", got, sizeof got);
     TCHECK(!strcmp(got, "frame rate:a:4/4;frame rate:b:4/4;frame rate:c:4/4;"),
            "fps/: shortcuts %s", got);
-    shortcuts("codec", got, sizeof got);
+    shortcuts("codec", "", got, sizeof got);
     TCHECK(!strcmp(got, "codec:a:4/4;codec:b:4/4;pixel format:a:4/4;pixel format:b:4/4;"),
            "codec/: shortcuts %s", got);
-    shortcuts("mixed", got, sizeof got);
+    shortcuts("mixed", "", got, sizeof got);
     TCHECK(!strcmp(got, ""), "mixed/: shortcuts %s", got);
+    /* segments (a labels file's start and end): a's 30 fps is in two files, b's 15 in one,
+     * however many segments of it b has */
+    make("seg", "a", 0, 30, "64x48", "mpeg4");
+    make("seg", "a", 1, 30, "64x48", "mpeg4");
+    make("seg", "b", 0, 15, "64x48", "mpeg4");
+    char csv[4400], args[4500];
+    snprintf(csv, sizeof csv, "%s/seg.csv", dir);
+    FILE *f = fopen(csv, "w");
+    TCHECK(f != NULL, "%s", csv);
+    fprintf(f, "path,label,start,end\n");
+    for (int k = 0; k < 3; k++)
+        for (int s = 0; s < 3; s++)
+            fprintf(f, "%s/v%d.mp4,%s,%g,%g\n", k < 2 ? "a" : "b", k % 2, k < 2 ? "a" : "b",
+                    0.1 * s, 0.1 * (s + 1));
+    fclose(f);
+    snprintf(args, sizeof args, "--labels '%s'", csv);
+    shortcuts("seg", args, got, sizeof got);
+    TCHECK(!strcmp(got, "frame rate:a:6/6;"), "seg/: shortcuts %s", got);
 
     /* copies */
     char cpath[4400];
@@ -149,6 +171,25 @@ int main(void) {
                                  "apart") &&
            vt_test_file_has(log, "class 'a': 4 of its 4 training videos in mpeg4"),
            "train warns of the codec (%s)", log);
+    /* under mpirun, once: every rank opens the data, only rank 0 speaks */
+    const char *mpirun = getenv("VT_MPIRUN");
+    if (mpirun && *mpirun) {
+        setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1); /* CI runs as root in a container */
+        setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+        /* sanitizer runs: Open MPI's own allocations suppressed by name (test_mpi.c's why) */
+        const char *asan = getenv("ASAN_OPTIONS");
+        char env[1200];
+        snprintf(env, sizeof env, "OMPI_MCA_mca_base_component_disable_dlclose=1%s%s%s",
+                 asan ? " ASAN_OPTIONS='" : "", asan ? asan : "",
+                 asan ? ":fast_unwind_on_malloc=0'" : "");
+        snprintf(log, sizeof log, "%s/train_mpi.txt", dir);
+        TCHECK(vt_test_sh("%s '%s' --oversubscribe --bind-to none -np 2 '%s' train '%s/codec' --out "
+                          "'%s/run_mpi' --force --model tiny --epochs 1 --batch 4 --clip 4x32 "
+                          "--workers 1 --val-split 0 --precise-bn 0 --quiet > '%s' 2>&1 && "
+                          "test \"$(grep -c 'the codec alone tells' '%s')\" = 1", env, mpirun, bin,
+                          dir, dir, log, log) == 0,
+               "mpirun -np 2 train warns of the codec once (%s)", log);
+    }
 
     /* frame rates outside the training videos' */
     char cfg[4400];
@@ -187,6 +228,36 @@ int main(void) {
            vt_test_file_has(log, "1 of 1 video is at a frame rate outside") &&
            vt_test_file_has(log, "v2.mp4: 10 fps)") && !vt_test_file_has(log, "v1.mp4: 36"),
            "--timeline warns of the 10 fps video only (%s)", log);
+    snprintf(log, sizeof log, "%s/predict1.txt", dir); /* one of two: "1 of 2 videos is" */
+    TCHECK(vt_test_sh("'%s' predict '%s/run' %s %s > '%s' 2>&1", bin, dir, vids[1], vids[2],
+                      log) == 0 &&
+           vt_test_file_has(log, "1 of 2 videos is at a frame rate outside"),
+           "predict: one video of two outside (%s)", log);
+    /* validation videos outside the training rates, said when training starts */
+    make("valdir", "a", 0, 60, "64x48", "mpeg4");
+    make("valdir", "b", 0, 30, "64x48", "mjpeg");
+    snprintf(log, sizeof log, "%s/train_vd.txt", dir);
+    TCHECK(vt_test_sh("'%s' train '%s/codec' --val-dir '%s/valdir' --out '%s/run_vd' --force "
+                      "--model tiny --epochs 1 --batch 4 --clip 4x32 --workers 1 --precise-bn 0 "
+                      "--quiet > '%s' 2>&1", bin, dir, dir, dir, log) == 0 &&
+           vt_test_file_has(log, "vidtrain train: warning: 1 of 2 validation videos is at a "
+                                 "frame rate outside the 15-30 fps the run trained on (") &&
+           vt_test_file_has(log, "valdir/a/v0.mp4: 60 fps): a 4-frame clip at stride 1 "),
+           "train warns of a --val-dir video at 60 fps (%s)", log);
+    /* --stride-jitter 1 trained on clips at strides 1 and 2: as of 7.5-30 fps at stride 1,
+     * so 10 fps is inside and 60 still outside */
+    snprintf(log, sizeof log, "%s/train_j.txt", dir);
+    TCHECK(vt_test_sh("'%s' train '%s/codec' --out '%s/run_j' --force --model tiny --epochs 1 "
+                      "--batch 4 --clip 4x32 --stride-jitter 1 --workers 1 --val-split 0 "
+                      "--precise-bn 0 --quiet > '%s' 2>&1", bin, dir, dir, log) == 0,
+           "train --stride-jitter 1 (%s)", log);
+    snprintf(log, sizeof log, "%s/predict_j.txt", dir);
+    TCHECK(vt_test_sh("'%s' predict '%s/run_j' %s > '%s' 2>&1", bin, dir, both, log) == 0 &&
+           vt_test_file_has(log, "1 of 3 videos is at a frame rate outside the 15-30 fps the "
+                                 "run trained on, its stride jitter 1 making clips as of 7.5-30 "
+                                 "fps (") &&
+           vt_test_file_has(log, "v0.mp4: 60 fps): a 4-frame clip at stride 1 spans 2x less"),
+           "predict: the stride jitter's rates are inside (%s)", log);
     snprintf(log, sizeof log, "%s/embed.txt", dir);
     TCHECK(vt_test_sh("'%s' embed '%s/run' %s --out '%s/e.npy' > '%s' 2>&1", bin, dir, both, dir,
                       log) == 0 && vt_test_file_has(log, "vidtrain embed: warning: ") &&

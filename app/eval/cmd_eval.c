@@ -109,7 +109,8 @@ static void usage(FILE *f) {
     fprintf(f,
         "usage: vidtrain eval RUN [DIR] [options]\n\n"
         "Evaluates RUN's best checkpoint (else last) on the videos of DIR (default: the\n"
-        "folder RUN trained on, as its config.json names it): K uniformly spaced\n"
+        "folder RUN trained on, as its config.json names it; where that folder has no val or\n"
+        "test videos and RUN validated on --val-dir, every video of that): K uniformly spaced\n"
         "clips per video x 1 or 3 crops, softmax averaged per video. Prints and writes\n"
         "RUN/eval.json (clip and video top-1/top-5, mean class accuracy, per-class accuracy,\n"
         "confusion matrix) and RUN/confusion.csv, and refreshes RUN/report.html; a RUN that\n"
@@ -173,6 +174,7 @@ static void usage(FILE *f) {
 typedef struct eval_args {
     const char *run, *dir;
     const char *split; /* --split: train, val, test, all; NULL: test, else val */
+    int val_dir;       /* `eval RUN` of a --val-dir run: split "all" of that folder */
     const char *labels; /* --labels: DIR's labels file; NULL: the run's (if it has one) */
     const char *lists;  /* --lists: DIR's list files; NULL: the run's (if it has them) */
     const char *lists_read; /* the list files DIR was read with (--lists, else the run's) */
@@ -368,7 +370,9 @@ static int eval_pick_videos(const eval_args *ea, vt_dataset *ds, int32_t **idxp,
         return 1;
     }
     printf("split: %s, %d videos (%s); %s has: %s%s\n", sname, n,
-           split ? "chosen with --split" : "the default: test when there is one, else val", dir,
+           ea->val_dir ? "the --val-dir folder the run validated on, all of it"
+           : split     ? "chosen with --split"
+                       : "the default: test when there is one, else val", dir,
            have,
            !strcmp(sname, "val") && ds->val_split > 0
                ? "; val is the run's --val-split share of train, as training drew it" : "");
@@ -603,6 +607,7 @@ int vt_cmd_eval(int argc, char **argv) {
     if (vt_dist_lead() && held < 0 && run_in_use(run, 1, &held))
         goto end;
     const vt_train_opts *o = &m.opts;
+    const int implied = !dir;
     if (!dir) { /* `eval RUN`: the folder it trained on, where it still is */
         struct stat st;
         if (!o->data[0] || stat(o->data, &st) != 0 || !S_ISDIR(st.st_mode)) {
@@ -613,14 +618,28 @@ int vt_cmd_eval(int argc, char **argv) {
             goto end;
         }
         dir = ea.dir = o->data;
-        if (!ea.quiet)
-            printf("data: %s (the folder %s trained on)\n", dir, run);
     }
 
     /* The same val split as training when DIR is the training folder (flat layout); the
      * run's labels file and list files unless --labels and --lists name DIR's own. */
     ds = vt_run_dataset_open(o, dir, ea.labels, ea.lists, err, sizeof err);
     ea.lists_read = ea.lists ? ea.lists : o->lists[0] ? o->lists : NULL;
+    /* a run that validated on --val-dir, of a folder with no val or test videos of its
+     * own: what its validation scored, every labelled video there (train_data.c) */
+    if (ds && implied && o->val_dir[0] && !ea.split && !ea.labels && !ea.lists &&
+        !vt_dataset_split_count(ds, VT_SPLIT_VAL) && !vt_dataset_split_count(ds, VT_SPLIT_TEST)) {
+        vt_dataset_free(&ds);
+        dir = ea.dir = o->val_dir;
+        ea.split = "all";
+        ea.val_dir = 1;
+        ds = vt_dataset_open(dir, NULL, err, sizeof err);
+        ea.lists_read = NULL;
+        if (ds && !ea.quiet)
+            printf("data: %s (the folder %s validated on, --val-dir: all its videos)\n", dir,
+                   run);
+    } else if (ds && implied && !ea.quiet) {
+        printf("data: %s (the folder %s trained on)\n", dir, run);
+    }
     if (!ds) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;
@@ -660,7 +679,7 @@ int vt_cmd_eval(int argc, char **argv) {
     free(copies);
     int first_fps, nfps = fps_outside(&m, ds, idx, n, &first_fps);
     if (nfps && vt_dist_lead())
-        vt_run_fps_warn("eval", &m, nfps, n, ds->videos[first_fps].relpath,
+        vt_run_fps_warn("eval", "video", &m, nfps, n, ds->videos[first_fps].relpath,
                         ds->videos[first_fps].info.fps);
 
     int batch = ea.batch ? ea.batch : o->batch;

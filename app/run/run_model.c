@@ -206,29 +206,46 @@ void vt_run_model_free(vt_run_model *m) {
     vt_run_heads_free(&m->heads);
 }
 
-int vt_run_fps_outside(const vt_run_model *m, double fps) {
-    return fps > 0 && m->train_fps[1] > 0 &&
-           (fps > m->train_fps[1] * 1.25 || fps * 1.25 < m->train_fps[0]);
+/* The rates whose clips at the run's stride span what training's clips spanned: its
+ * videos' rates, widened by --stride-jitter J (training drew strides max(1, S - J) to
+ * S + J, so a clip at stride S of a video at S / (S + J) of the lowest rate spans what a
+ * training clip at stride S + J did). */
+static void fps_span(const vt_run_model *m, double *lo, double *hi) {
+    const int s = VT_MAX(m->opts.stride, 1), j = VT_MAX(m->opts.stride_jitter, 0);
+    *lo = m->train_fps[0] * s / (s + j);
+    *hi = m->train_fps[1] * s / VT_MAX(1, s - j);
 }
 
-void vt_run_fps_warn(const char *cmd, const vt_run_model *m, int n, int total,
+int vt_run_fps_outside(const vt_run_model *m, double fps) {
+    double lo, hi;
+    fps_span(m, &lo, &hi);
+    return fps > 0 && m->train_fps[1] > 0 && (fps > hi * 1.25 || fps * 1.25 < lo);
+}
+
+void vt_run_fps_warn(const char *cmd, const char *what, const vt_run_model *m, int n, int total,
                      const char *first, double first_fps) {
     if (n <= 0)
         return;
     const double lo = m->train_fps[0], hi = m->train_fps[1];
-    const double r = first_fps > hi ? first_fps / hi : lo / first_fps;
-    char span[64];
+    double elo, ehi; /* the ratio is to the nearest span training's clips had */
+    fps_span(m, &elo, &ehi);
+    const double r = first_fps > ehi ? first_fps / ehi : elo / first_fps;
+    char span[64], jit[128] = "";
     if (lo == hi || (int)(lo + 0.5) == (int)(hi + 0.5))
         snprintf(span, sizeof span, "%.3g fps", hi);
     else
         snprintf(span, sizeof span, "%.3g-%.3g fps", lo, hi);
-    fprintf(stderr, "vidtrain %s: warning: %d of %d video%s at a frame rate outside the %s "
-            "the run trained on (%s: %.3g fps): a %d-frame clip at stride %d spans %.2gx %s "
+    if (elo != lo || ehi != hi)
+        snprintf(jit, sizeof jit, ", its stride jitter %d making clips as of %.3g-%.3g fps",
+                 m->opts.stride_jitter, elo, ehi);
+    fprintf(stderr, "vidtrain %s: warning: %d of %d %s%s %s at a frame rate outside the %s "
+            "the run trained on%s (%s: %.3g fps): a %d-frame clip at stride %d spans %.2gx %s "
             "time than in training, so motion looks %s to the model; re-encode at the "
-            "training rate (vidtrain prep SRC DST --fps %.3g)\n", cmd, n, total,
-            total == 1 ? " is" : "s are", span, first, first_fps, m->opts.clip_t,
-            m->opts.stride, r, first_fps > hi ? "less" : "more",
-            first_fps > hi ? "slower" : "faster", first_fps > hi ? hi : lo);
+            "training rate (vidtrain prep SRC DST --fps %.3g)\n", cmd, n, total, what,
+            total == 1 ? "" : "s", n == 1 ? "is" : "are", span, jit, first, first_fps,
+            m->opts.clip_t,
+            m->opts.stride, r, first_fps > ehi ? "less" : "more",
+            first_fps > ehi ? "slower" : "faster", first_fps > ehi ? hi : lo);
 }
 
 void vt_fps_tally_add(vt_fps_tally *t, const vt_run_model *m, const char *path, double fps) {
@@ -240,7 +257,7 @@ void vt_fps_tally_add(vt_fps_tally *t, const vt_run_model *m, const char *path, 
 }
 
 void vt_fps_tally_warn(const vt_fps_tally *t, const char *cmd, const vt_run_model *m) {
-    vt_run_fps_warn(cmd, m, t->n, t->total, t->first, t->first_fps);
+    vt_run_fps_warn(cmd, "video", m, t->n, t->total, t->first, t->first_fps);
 }
 
 /* The first difference between two head lists (a: the checkpoint's, b: the run's), into

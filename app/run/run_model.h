@@ -79,12 +79,14 @@ void vt_run_model_free(vt_run_model *m);
 /* 1 when a video at `fps` is outside the frame rates m's training videos spanned by more
  * than 1.25x either way (24 against 30 fps is within; 15 or 60 is not): a clip of it spans
  * another length of time than training's clips did, so its motion looks slower or faster
- * to the model, and nothing else says so. 0 inside, when the run recorded no rates (an
+ * to the model, and nothing else says so; a run trained with --stride-jitter saw clips at
+ * several strides, and the range widens to match. 0 inside, when the run recorded no rates (an
  * older run), or for fps <= 0 (a live stream's unknown rate). */
 int vt_run_fps_outside(const vt_run_model *m, double fps);
 /* "vidtrain CMD: warning: ..." on stderr for n of `total` videos outside (first: one of
- * them, at first_fps), with the way out. Nothing when n is 0. */
-void vt_run_fps_warn(const char *cmd, const vt_run_model *m, int n, int total,
+ * them, at first_fps), with the way out; `what` names one ("video", "validation video").
+ * Nothing when n is 0. */
+void vt_run_fps_warn(const char *cmd, const char *what, const vt_run_model *m, int n, int total,
                      const char *first, double first_fps);
 /* The same over videos met one at a time (predict, embed, --timeline): add each video
  * opened, then warn once at the end. */

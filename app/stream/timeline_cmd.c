@@ -272,7 +272,7 @@ static int timeline_one(tl_out *o, const vt_timeline_cfg *base, const vt_timelin
         return -1;
     const vt_video_info *info = vt_tl_source_info(src);
     if (vt_run_fps_outside(o->m, info->fps)) /* said at once: a live stream may run for hours */
-        vt_run_fps_warn("predict", o->m, 1, 1, o->path, info->fps);
+        vt_run_fps_warn("predict", "video", o->m, 1, 1, o->path, info->fps);
     vt_timeline_cfg c = *base;
     c.K = vt_timeline_clips_for(K, a->window, info->fps, &c.clip);
     c.eager = a->flush || vt_tl_source_live(src);

@@ -657,6 +657,8 @@ int vt_train_setup(vt_train *t) {
         return 1;
     if ((rc = build_towers(t)) != 0)
         return rc;
+    if (vt_dist_lead())
+        vt_train_val_fps_warn(t);
     /* the run's first files: one that cannot be written stops the start here, not at the
      * first checkpoint after the training (rank 0's answer on every rank) */
     rc = write_config(t, err, sizeof err);

@@ -99,6 +99,11 @@ int vt_train_open_data(vt_train *t);
  * its class says. Counted on one line with the shortest named (they trained in silence:
  * a folder of thumbnails or cut-off downloads looked like any other) (train_data.c). */
 void vt_train_short_samples(const vt_train *t);
+/* A warning of the validation videos (the val split, or --val-dir's) at a frame rate
+ * outside the training videos', as eval would give of them (app/run/run_model.h):
+ * best.safetensors is chosen on clips that span another time than training's. Once the
+ * clip is resolved (its stride is in the warning), on rank 0 (train_data.c). */
+void vt_train_val_fps_warn(const vt_train *t);
 /* --resume (train_heads.c): 0 when the dataset's heads are the run's (its checkpoint's
  * configuration: the same heads, losses and class names in the same order), else 1
  * after printing what differs. Reads nothing but the checkpoint's header. */

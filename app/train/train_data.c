@@ -11,6 +11,7 @@
 
 #include "app/decode_opt.h"
 #include "app/dist.h"
+#include "app/run/run_model.h"
 #include "app/train/train.h"
 #include "base/common.h"
 
@@ -98,6 +99,21 @@ void vt_train_short_samples(const vt_train *t) {
             (vt_dataset_is_segment(w) ? w->seg_frames : w->info.nframes) == 1 ? "" : "s");
 }
 
+void vt_train_val_fps_warn(const vt_train *t) {
+    vt_run_model *m = vt_calloc(1, sizeof *m); /* what eval reads back from config.json */
+    m->opts = t->o;
+    m->train_fps[0] = t->train_fps[0];
+    m->train_fps[1] = t->train_fps[1];
+    int n = 0, first = -1;
+    for (int k = 0; k < t->nval; k++)
+        if (vt_run_fps_outside(m, t->val_ds->videos[t->val_idx[k]].info.fps) && n++ == 0)
+            first = t->val_idx[k];
+    if (n)
+        vt_run_fps_warn("train", "validation video", m, n, t->nval,
+                        t->val_ds->videos[first].path, t->val_ds->videos[first].info.fps);
+    free(m);
+}
+
 int vt_train_open_data(vt_train *t) {
     const vt_train_opts *o = &t->o;
     char err[1024];
@@ -147,18 +163,23 @@ int vt_train_open_data(vt_train *t) {
     vt_dataset_probe(ds, 0, 1, NULL, NULL);
     vt_dist_dataset_sync(ds, "the training data");
     print_dataset(ds, ds, t->out);
-    vt_shortcut *sc = NULL; /* file properties that give a class away: said, not refused */
-    int nsc = vt_dataset_shortcuts(ds, VT_SPLIT_TRAIN, &sc);
-    vt_dataset_shortcuts_print(stderr, "vidtrain train: warning: ", ds, sc, nsc, "training videos");
-    free(sc);
-    vt_dataset_copy *cp = NULL; /* copies inside train (a copy in val or test is a leak:
-                                 * the leak check names it) */
-    int ncp = vt_dataset_copies(ds, &cp), m = 0;
-    for (int k = 0; k < ncp; k++)
-        if (ds->videos[cp[k].a].split == VT_SPLIT_TRAIN && ds->videos[cp[k].b].split == VT_SPLIT_TRAIN)
-            cp[m++] = cp[k];
-    vt_dataset_copies_print(stderr, "vidtrain train: warning: among the training videos, ", ds, cp, m);
-    free(cp);
+    if (vt_dist_lead()) { /* file properties that give a class away: said once, not refused */
+        vt_shortcut *sc = NULL;
+        int nsc = vt_dataset_shortcuts(ds, VT_SPLIT_TRAIN, &sc);
+        vt_dataset_shortcuts_print(stderr, "vidtrain train: warning: ", ds, sc, nsc,
+                                   "training videos");
+        free(sc);
+        vt_dataset_copy *cp = NULL; /* copies inside train (a copy in val or test is a leak:
+                                     * the leak check names it) */
+        int ncp = vt_dataset_copies(ds, &cp), m = 0;
+        for (int k = 0; k < ncp; k++)
+            if (ds->videos[cp[k].a].split == VT_SPLIT_TRAIN &&
+                ds->videos[cp[k].b].split == VT_SPLIT_TRAIN)
+                cp[m++] = cp[k];
+        vt_dataset_copies_print(stderr, "vidtrain train: warning: among the training videos, ",
+                                ds, cp, m);
+        free(cp);
+    }
     if (o->nweights && o->nweights != ds->nheads) {
         fprintf(stderr, "vidtrain train: --loss-weights has %d values for %d heads\n", o->nweights,
                 ds->nheads);

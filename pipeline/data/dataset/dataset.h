@@ -283,8 +283,8 @@ int vt_dataset_split_count(vt_dataset *ds, vt_split split);
 vt_split vt_dataset_eval_split(vt_dataset *ds);
 
 /* A property of the files that gives a class away (dataset_shortcut.c: frame rate, size,
- * codec, pixel format): `given` of the class's `total` probed samples have a value that at
- * least one other sample of the class has and no sample of another class has; `values`
+ * codec, pixel format): `given` of the class's `total` probed samples have a value that
+ * samples of the class in two files at least have and no sample of another class has; `values`
  * names up to three of them. */
 typedef struct vt_shortcut {
     int property; /* vt_shortcut_property_name */

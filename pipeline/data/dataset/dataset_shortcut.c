@@ -7,10 +7,11 @@
  * camera. Nothing else in a run would say so.
  *
  * The rule, per property and class (head 0, softmax): a sample's value "gives its class
- * away" when at least two samples of that class have the value and no sample of another
- * class has it (so values that every file has alone, as exact durations or odd sizes
- * would, never count); a class of at least 3 samples whose samples give it away in 80% or
- * more is reported, with up to three such values.
+ * away" when samples of that class in at least two files have the value and no sample of
+ * another class has it (so values that every file has alone, as exact durations or odd
+ * sizes would, never count, however many segments of the file the class has); a class of
+ * at least 3 samples whose samples give it away in 80% or more is reported, with up to
+ * three such values.
  */
 #include <math.h>
 #include <stdio.h>
@@ -39,12 +40,15 @@ static void prop_value(const vt_video_info *in, int p, char *buf, size_t n) {
 typedef struct item {
     char key[KEYLEN];
     int cls;
+    const char *file; /* segments of one file share it */
 } item;
 
 static int by_key(const void *a, const void *b) {
     const item *x = a, *y = b;
     int c = strcmp(x->key, y->key);
-    return c ? c : (x->cls > y->cls) - (x->cls < y->cls);
+    if (!c)
+        c = (x->cls > y->cls) - (x->cls < y->cls);
+    return c ? c : strcmp(x->file, y->file);
 }
 
 const char *vt_shortcut_property_name(int property) {
@@ -77,16 +81,19 @@ int vt_dataset_shortcuts(vt_dataset *ds, int split, vt_shortcut **out) {
                   vt_dataset_bad(ds, i) == VT_BAD_NONE))
                 continue;
             prop_value(&v->info, p, it[n].key, KEYLEN);
+            it[n].file = v->path;
             it[n++].cls = v->label[0];
         }
         qsort(it, (size_t)n, sizeof *it, by_key);
         memset(given, 0, sizeof *given * (size_t)nc);
         memset(nvals, 0, sizeof *nvals * (size_t)nc);
         for (int a = 0, b; a < n; a = b) {
-            int one = 1; /* sorted by class within a key: one class iff first == last */
-            for (b = a + 1; b < n && !strcmp(it[b].key, it[a].key); b++)
+            int one = 1, files = 1; /* sorted by class, then file, within a key */
+            for (b = a + 1; b < n && !strcmp(it[b].key, it[a].key); b++) {
                 one &= it[b].cls == it[a].cls;
-            if (!one || b - a < 2)
+                files += strcmp(it[b].file, it[b - 1].file) != 0;
+            }
+            if (!one || files < 2) /* a file's segments alone are one file's value */
                 continue;
             const int c = it[a].cls;
             given[c] += b - a;

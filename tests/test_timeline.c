@@ -115,8 +115,10 @@ static int64_t run_engine(fake *f, double seconds, double window, double hop) {
 }
 
 /* A stream whose times restart (two MPEG-TS files joined, a camera restarted): the frames
- * after the jump have no place on the timeline, and were dropped in silence (predict
- * --timeline on cat a.ts b.ts read half the frames and ended 0). Counted and warned. */
+ * after the jump were dropped in silence (predict --timeline on cat a.ts b.ts read half the
+ * frames and ended 0), then counted as left out; they go on right after the last frame, as
+ * one stream of 6 s (the windows' frames as fake_emit expects them at i / FPS). A step back
+ * of under a second is a broken timestamp: that frame is left out, counted. */
 static void backwards_test(void) {
     fake f;
     memset(&f, 0, sizeof f);
@@ -131,24 +133,37 @@ static void backwards_test(void) {
     c->batch = 1;
     c->nheads = 1;
     c->classes[0] = 2;
+    for (int k = 0; k < 3; k++) { /* pixel values as they are: fake_emit reads the frames */
+        c->clip.mean[k] = 0;
+        c->clip.std[k] = 1;
+    }
     char err[256];
     vt_timeline *tl = vt_timeline_new(c, SIDE, SIDE, fake_run, fake_emit, &f, err, sizeof err);
     TCHECK(tl != NULL, "new: %s", err);
     if (!tl)
         return;
-    uint8_t px[SIDE * SIDE * 3] = {0};
+    uint8_t px[SIDE * SIDE * 3];
     const int n = (int)(3 * FPS); /* 3 s, then 3 s more timed from 0 again */
     for (int part = 0; part < 2; part++)
-        for (int i = 0; i < n; i++)
+        for (int i = 0; i < n; i++) {
+            memset(px, part * n + i, sizeof px); /* its index in the stream spliced */
             vt_timeline_push(tl, px, (double)i / FPS, 1.0 / FPS);
+            if (part == 1 && i == n / 2) { /* a broken timestamp, half a second back */
+                memset(px, 255, sizeof px);
+                vt_timeline_push(tl, px, (double)i / FPS - 0.5, 1.0 / FPS);
+            }
+        }
     vt_timeline_finish(tl);
     vt_timeline_stats st;
     vt_timeline_get_stats(tl, &st);
     vt_timeline_free(&tl);
-    /* every frame of the second part but the one timed exactly at the first part's last */
-    TCHECK(st.frames + st.backwards == 2 * n && st.backwards >= n - 1,
-           "a restarted stream: %lld frames on the timeline, %lld counted as left out (of %d)",
-           (long long)st.frames, (long long)st.backwards, 2 * n);
+    TCHECK(st.frames == 2 * n && st.restarts == 1 && st.backwards == 1,
+           "a restarted stream: %lld frames on the timeline (of %d), %lld restarts, %lld left "
+           "out", (long long)st.frames, 2 * n, (long long)st.restarts, (long long)st.backwards);
+    /* 6 s, 2 s windows every 1 s: ends 2..6, none partial, each holding its frames */
+    TCHECK(f.nwin == 5 && f.npartial == 0 && f.bad_pos == 0, "a restarted stream: %lld windows "
+           "(%lld partial, %d with other frames), 5 expected", (long long)f.nwin,
+           (long long)f.npartial, f.bad_pos);
 }
 
 static void engine_tests(void) {
@@ -278,6 +293,26 @@ static void e2e_tests(void) {
         double a = vt_prob_of(l[i], "move_left"), b = vt_prob_of(r[i], "move_left");
         TCHECK(fabs(a - b) <= 1e-6, "stdin window %d: %.9f vs the file's %.9f", i, a, b);
     }
+    vt_free_lines(l, n);
+    /* two copies joined (cat a.ts a.ts: the second's times start again): 20 s of windows,
+     * the second copy's spliced on at 10 s, so window 10 + i holds what window i held */
+    snprintf(out, sizeof out, "%s/joined.jsonl", g_dir);
+    rc = vt_test_sh("ffmpeg -v error -y -i '%s' -c copy -f mpegts '%s/a.ts' && cat '%s/a.ts' "
+                    "'%s/a.ts' | '%s' predict '%s/run' - --timeline --json --top 2 "
+                    "--clips-per-video %d > '%s' 2> '%s.err'", src, g_dir, g_dir, g_dir, g_bin,
+                    g_dir, K, out, out);
+    l = vt_read_lines(out, &n);
+    TCHECK(rc == 0 && n == 19, "cat a.ts a.ts: exit %d, %d windows (19 expected)", rc, n);
+    for (int i = 0; i < 9 && n == 19 && nr >= 9; i++) {
+        double a = vt_prob_of(l[10 + i], "move_left"), b = vt_prob_of(r[i], "move_left");
+        TCHECK(fabs(a - b) <= 1e-6, "cat a.ts a.ts: window %d %.9f, the file's window %d %.9f",
+               10 + i, a, i, b);
+    }
+    char errf[4400];
+    snprintf(errf, sizeof errf, "%s.err", out);
+    TCHECK(vt_test_file_has(errf, "the stream's times restarted 1 time, spliced on") &&
+               !vt_test_file_has(errf, "frames left out"),
+           "cat a.ts a.ts: the end line counts the restart (%s)", errf);
     vt_free_lines(l, n);
     vt_free_lines(r, nr);
     /* --decode nvdec (docs/decode.md), from the file and from a pipe: the same windows.

@@ -257,6 +257,10 @@ int vt_embed_timeline_video(vt_embedder *e, const char *path, const vt_embed_tim
         fprintf(stderr, "vidtrain embed: warning: %s: %lld frames left out, their times "
                 "before an earlier frame's (no window holds them)\n", path,
                 (long long)tst.backwards);
+    if (tst.restarts)
+        fprintf(stderr, "vidtrain embed: warning: %s: the stream's times restarted %lld "
+                "time%s: the windows go on after the last frame before each restart\n", path,
+                (long long)tst.restarts, tst.restarts == 1 ? "" : "s");
     errors = vt_stream_decode_errors(s);
     vt_stream_close(&s);
     if (errors)

@@ -15,6 +15,11 @@
 
 #include "base/common.h"
 
+/* A step back in time larger than this is the stream restarting (spliced on); a smaller
+ * one is a broken timestamp (its frame left out). A second: more than any frame interval
+ * or B-frame reordering, less than the start of a second file joined to a first. */
+#define TL_RESTART 1.0
+
 /* Times closer than this are equal: a microsecond, far under any frame interval, so a
  * frame at 2.0 s computed as 1.9999999999 still opens the window starting at 2 s (the
  * ffmpeg command compares such times exactly in the stream's time base). */
@@ -45,6 +50,7 @@ struct vt_timeline {
     int64_t nspare;
     int64_t next;           /* the oldest window not yet complete */
     double last_t, last_dur, covered; /* covered: end of the last window emitted */
+    double splice;          /* added to the stream's times: moved on at each restart */
     int any;
     uint8_t *clip;          /* (t, h, w, 3) one clip's frames, gathered */
     vt_batch b;
@@ -292,6 +298,7 @@ static void hold(vt_timeline *tl, const uint8_t *rgb, double t, double arrived) 
 void vt_timeline_note_errors(vt_timeline *tl, int64_t n, double t) {
     if (n <= 0)
         return;
+    t += tl->splice; /* the stream's time, as its frames are placed */
     if (!isfinite(t)) { /* no time: on the next frame held */
         tl->errors += n;
         return;
@@ -310,13 +317,24 @@ void vt_timeline_push(vt_timeline *tl, const uint8_t *rgb, double t, double dur)
 
 void vt_timeline_push_at(vt_timeline *tl, const uint8_t *rgb, double t, double dur,
                          double arrived) {
-    if (tl->any && t < tl->last_t) {
-        /* out of order: no place on the timeline. Never in silence: a stream whose times
-         * restart (two MPEG-TS files joined, a camera that restarted) lost everything
-         * after the jump, the run ending 0 with half the frames read */
+    t += tl->splice;
+    if (tl->any && t < tl->last_t - TL_RESTART) {
+        /* the stream's times restarted (two MPEG-TS files joined, a camera whose clock
+         * began again): what follows goes on right after the last frame, as after a
+         * reconnect. Left out, it was lost: every frame after the jump, the run ending 0 */
+        const double to = tl->last_t + tl->last_dur;
+        if (tl->st.restarts++ == 0)
+            vt_warn("--timeline: the stream's times went back from %.3f s to %.3f s (a "
+                    "stream restarted or joined to another): its frames from there go on "
+                    "at %.3f s of the timeline, each such restart counted at the end\n",
+                    tl->last_t, t, to);
+        tl->splice += to - t;
+        t = to;
+    } else if (tl->any && t < tl->last_t) {
+        /* a step back of under TL_RESTART: a broken timestamp, no place on the timeline.
+         * Never in silence */
         if (tl->st.backwards++ == 0)
-            vt_warn("--timeline: a frame at %.3f s came after one at %.3f s (the stream's "
-                    "times went back: a stream restarted or joined to another, or a broken "
+            vt_warn("--timeline: a frame at %.3f s came after one at %.3f s (a broken "
                     "timestamp); frames timed before the last one are left out, counted at "
                     "the end\n", t, tl->last_t);
         return;

@@ -97,8 +97,11 @@ typedef struct vt_timeline_stats {
     int64_t peak_frames;    /* most frames held at once */
     int64_t frame_bytes;    /* bytes of one held frame */
     int64_t backwards;      /* frames left out because their time was before the last
-                               frame's (a stream restarted or joined to another, a broken
-                               timestamp): warned at the first, counted in the summary */
+                               frame's by under a second (a broken timestamp): warned at
+                               the first, counted in the summary */
+    int64_t restarts;       /* times that went back by more (a stream restarted or joined
+                               to another): the frames from there go on after the last
+                               one; warned at the first, counted in the summary */
 } vt_timeline_stats;
 void vt_timeline_get_stats(const vt_timeline *tl, vt_timeline_stats *out);
 

@@ -243,6 +243,9 @@ static void report(tl_out *o, vt_timeline *tl, const vt_tl_source *src, double t
     if (st.backwards)
         fprintf(stderr, "; %lld frames left out, their times before an earlier frame's",
                 (long long)st.backwards);
+    if (st.restarts)
+        fprintf(stderr, "; the stream's times restarted %lld time%s, spliced on",
+                (long long)st.restarts, st.restarts == 1 ? "" : "s");
     int conns, gpu = vt_tl_source_gpu_connections(src, &conns);
     if (gpu && gpu == conns)
         fprintf(stderr, "; decoded on the GPU (NVDEC)");

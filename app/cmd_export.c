@@ -140,6 +140,8 @@ static int export_meta(const vt_run_model *m, const vt_net_cfg *cfg, const vt_on
     META("model", "%s", m->opts.model);
     META("clip", "%dx%dx%d", clip->t, clip->crop, clip->crop);
     META("stride", "%d", clip->stride);
+    if (clip->fps > 0) /* --clip-fps: the stride counts frames at this rate */
+        META("clip_fps", "%g", clip->fps);
     META("short_side", "%d", clip->short_side);
     cJSON *norm = cJSON_CreateObject();
     cJSON_AddItemToObject(norm, "mean", float_array(clip->mean, 3));

@@ -11,9 +11,8 @@
 #include "base/common.h"
 
 /* Clip frames [start, start + span) of r into raw (t, h, w, 3). 0 or -1 with err. */
-static int read_in_range(vt_eval_clips *e, vt_video *v, vt_frame_range r, int64_t start,
-                         size_t frame, char *err, size_t errlen) {
-    const vt_clip_cfg *c = &e->clip;
+static int read_in_range(vt_eval_clips *e, const vt_clip_cfg *c, vt_video *v, vt_frame_range r,
+                         int64_t start, size_t frame, char *err, size_t errlen) {
     int64_t last = start + (int64_t)(c->t - 1) * c->stride;
     const vt_video_info *info = vt_video_get_info(v);
     int whole = r.first == 0 && r.count >= info->nframes; /* the file pads at its own end */
@@ -38,7 +37,9 @@ static int read_in_range(vt_eval_clips *e, vt_video *v, vt_frame_range r, int64_
 
 int vt_eval_clips_fill(vt_eval_clips *e, vt_video *v, vt_frame_range r, vt_batch *b, char *err,
                        size_t errlen) {
-    const vt_clip_cfg *c = &e->clip;
+    vt_clip_cfg vc = e->clip; /* this video's: --clip-fps scales the stride to its rate */
+    vt_clip_cfg_at_fps(&vc, vt_video_get_info(v)->fps);
+    const vt_clip_cfg *c = &vc;
     int w = 0, h = 0;
     vt_video_scaled_size(v, c->short_side, &w, &h);
     if (w < c->crop || h < c->crop) {
@@ -66,7 +67,7 @@ int vt_eval_clips_fill(vt_eval_clips *e, vt_video *v, vt_frame_range r, vt_batch
     e->errors = 0;
     for (int k = 0; k < e->K; k++) {
         int64_t start = r.first + vt_sample_eval_start(r.count, span, k, e->K);
-        if (read_in_range(e, v, r, start, frame, err, errlen) != 0)
+        if (read_in_range(e, c, v, r, start, frame, err, errlen) != 0)
             return -1;
         for (int cr = 0; cr < e->crops; cr++) {
             int x0, y0;

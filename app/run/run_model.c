@@ -154,6 +154,7 @@ void vt_run_model_clip(vt_clip_cfg *clip, const vt_run_model *m) {
     vt_clip_cfg_default(clip);
     clip->t = o->clip_t;
     clip->stride = o->stride;
+    clip->fps = o->clip_fps; /* each video's stride scaled to its rate, as training's */
     clip->crop = o->crop;
     /* Runs record the short side they resolved; the fallback is train's default (in 64
      * bits: a corrupt configuration's crop must not overflow, which is UB). */
@@ -216,7 +217,24 @@ static void fps_span(const vt_run_model *m, double *lo, double *hi) {
     *hi = m->train_fps[1] * s / VT_MAX(1, s - j);
 }
 
+/* With --clip-fps F: a clip's time between frames at fps (the stride scaled to it) over
+ * the run's, stride / F; 1 without it or for an unknown rate. */
+static double clip_fps_ratio(const vt_run_model *m, double fps) {
+    if (!(m->opts.clip_fps > 0) || !(fps > 0))
+        return 1;
+    vt_clip_cfg c;
+    vt_clip_cfg_default(&c);
+    c.stride = VT_MAX(m->opts.stride, 1);
+    c.fps = m->opts.clip_fps;
+    vt_clip_cfg_at_fps(&c, fps);
+    return (c.stride / fps) / (VT_MAX(m->opts.stride, 1) / (double)m->opts.clip_fps);
+}
+
 int vt_run_fps_outside(const vt_run_model *m, double fps) {
+    if (m->opts.clip_fps > 0) { /* clips span one time at every rate it can follow */
+        const double r = clip_fps_ratio(m, fps);
+        return r > 1.25 || r * 1.25 < 1;
+    }
     double lo, hi;
     fps_span(m, &lo, &hi);
     return fps > 0 && m->train_fps[1] > 0 && (fps > hi * 1.25 || fps * 1.25 < lo);
@@ -226,6 +244,18 @@ void vt_run_fps_warn(const char *cmd, const char *what, const vt_run_model *m, i
                      const char *first, double first_fps) {
     if (n <= 0)
         return;
+    if (m->opts.clip_fps > 0) {
+        const double r = clip_fps_ratio(m, first_fps);
+        fprintf(stderr, "vidtrain %s: warning: %d of %d %s%s %s at a frame rate the run's "
+                "--clip-fps %g cannot follow at stride %d (%s: %.3g fps): a %d-frame clip of "
+                "it spans %.1fx %s time than in training, so motion looks %s to the model; "
+                "re-encode at the training rate (vidtrain prep SRC DST --fps %g)\n", cmd, n,
+                total, what, total == 1 ? "" : "s", n == 1 ? "is" : "are",
+                (double)m->opts.clip_fps, VT_MAX(m->opts.stride, 1), first, first_fps,
+                m->opts.clip_t, r > 1 ? r : 1 / r, r > 1 ? "more" : "less",
+                r > 1 ? "faster" : "slower", (double)m->opts.clip_fps);
+        return;
+    }
     const double lo = m->train_fps[0], hi = m->train_fps[1];
     double elo, ehi; /* the ratio is to the nearest span training's clips had */
     fps_span(m, &elo, &ehi);

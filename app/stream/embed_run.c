@@ -211,6 +211,7 @@ int vt_embed_timeline_video(vt_embedder *e, const char *path, const vt_embed_tim
     vt_timeline_cfg c;
     memset(&c, 0, sizeof c);
     c.clip = e->ec.clip;
+    vt_clip_cfg_at_fps(&c.clip, info->fps); /* --clip-fps: the stride at this rate */
     c.window = tc->window;
     c.hop = tc->hop;
     c.crops = e->ec.crops;

@@ -277,6 +277,7 @@ static int timeline_one(tl_out *o, const vt_timeline_cfg *base, const vt_timelin
     if (vt_run_fps_outside(o->m, info->fps)) /* said at once: a live stream may run for hours */
         vt_run_fps_warn("predict", "video", o->m, 1, 1, o->path, info->fps);
     vt_timeline_cfg c = *base;
+    vt_clip_cfg_at_fps(&c.clip, info->fps); /* --clip-fps: the stride at this rate */
     c.K = vt_timeline_clips_for(K, a->window, info->fps, &c.clip);
     c.eager = a->flush || vt_tl_source_live(src);
     int w, h;

@@ -73,7 +73,7 @@ static const struct {
 
 /* Options whose value is a number in the range train_ranges.c gives (vt_train_range_parse). */
 static const char *const ranged[] = {
-    "--stride", "--stride-jitter", "--contrast", "--brightness", "--precise-bn",
+    "--stride", "--stride-jitter", "--clip-fps", "--contrast", "--brightness", "--precise-bn",
     "--head-lr-mult", "--mixup", "--cutmix", "--random-erase", "--repeat-aug",
     "--mixup-switch-prob", "--drop-path", "--layer-decay", "--dropout", "--batch", "--lr",
     "--momentum", "--wd", "--warmup", "--step-epochs", "--gamma", "--label-smoothing",

@@ -75,13 +75,20 @@ static void set_id(const vt_dataset *ds, const int32_t *idx, int n, char *out, s
 
 void vt_train_short_samples(const vt_train *t) {
     const vt_train_opts *o = &t->o;
-    const int64_t span = (int64_t)(o->clip_t - 1) * VT_MAX(o->stride, 1) + 1;
+    int64_t span = (int64_t)(o->clip_t - 1) * VT_MAX(o->stride, 1) + 1;
     int n = 0, least = -1;
     for (int i = 0; i < t->ntrain && o->clip_t > 0; i++) {
         const vt_dataset_video *v = &t->ds->videos[t->train_idx[i]];
         const int64_t frames = vt_dataset_is_segment(v) ? v->seg_frames : v->info.nframes;
-        if (!v->probed || frames <= 0 || frames >= span)
+        vt_clip_cfg vc; /* --clip-fps: the stride at this video's rate */
+        vt_clip_cfg_default(&vc);
+        vc.stride = VT_MAX(o->stride, 1);
+        vc.fps = o->clip_fps;
+        vt_clip_cfg_at_fps(&vc, v->info.fps);
+        const int64_t vspan = (int64_t)(o->clip_t - 1) * vc.stride + 1;
+        if (!v->probed || frames <= 0 || frames >= vspan)
             continue;
+        span = vspan; /* the line names the last one's (one rate: the same for all) */
         n++;
         const vt_dataset_video *w = least >= 0 ? &t->ds->videos[least] : NULL;
         if (!w || frames < (vt_dataset_is_segment(w) ? w->seg_frames : w->info.nframes))

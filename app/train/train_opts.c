@@ -197,6 +197,7 @@ cJSON *vt_train_opts_to_json(const vt_train_opts *o) {
     J_NUM(crop);
     J_NUM(stride);
     J_NUM(stride_jitter);
+    J_NUM(clip_fps);
     J_NUM(short_side);
     J_NUM(jitter_min);
     J_NUM(jitter_max);
@@ -328,6 +329,7 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j) {
     G_INT(crop);
     G_INT(stride);
     G_INT_SINCE(stride_jitter, 0);
+    G_FLT_SINCE(clip_fps, 0.0f); /* runs before it: each video's own frames */
     G_INT(short_side);
     G_INT(jitter_min);
     G_INT(jitter_max);

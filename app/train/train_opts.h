@@ -25,6 +25,8 @@ typedef struct vt_train_opts {
     int clip_t, crop, stride, short_side, jitter_min, jitter_max;
     int stride_jitter;     /* training: each clip's stride in [max(1, stride - j),
                               stride + j] (default 0: off) */
+    float clip_fps;        /* --clip-fps F: the stride counts frames at F a second, each
+                              video's scaled to its rate (0, the default: its own frames) */
     int flip;              /* random horizontal flip in training (default on) */
     float contrast_min;    /* training: contrast log-uniform in [contrast_min, 1] per clip
                               (default 0.4; 1 = off) */

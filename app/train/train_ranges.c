@@ -39,6 +39,7 @@ static const range g_ranges[] = {
     I("--clip", crop, 1, VT_CLIP_MAX_SIDE),
     I("--stride", stride, 1, 64),
     I("--stride-jitter", stride_jitter, 0, 63),
+    FX("--clip-fps", clip_fps, 1, 1000, 1, 0, 0), /* 0: off */
     I("--short-side", short_side, 1, 8192),
     I(NULL, jitter_min, 0, 8192), /* the scale jitter --short-side turns off (0) */
     I(NULL, jitter_max, 0, 8192),

@@ -13,6 +13,7 @@ void vt_train_clip_cfg(vt_clip_cfg *c, const vt_train_opts *o) {
     c->t = o->clip_t;
     c->stride = o->stride;
     c->stride_jitter = o->stride_jitter;
+    c->fps = o->clip_fps;
     c->crop = o->crop;
     c->short_side = o->short_side;
     c->jitter_min = o->jitter_min;

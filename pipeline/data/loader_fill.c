@@ -140,7 +140,8 @@ static vt_bad_kind read_clip_in_range(worker *w, int video, vt_video **v,
 int vt_loader_fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
     vt_loader *l = w->l;
     const vt_loader_cfg *c = &l->cfg;
-    const vt_clip_cfg *cc = &c->clip;
+    vt_clip_cfg vc = c->clip; /* this video's: --clip-fps scales the stride to its rate */
+    const vt_clip_cfg *cc = &vc;
     const int rep = c->repeat_aug, r = (int)(i % rep); /* --repeat-aug: repeat r of i / K */
     sample s = l->order[i / rep];
     char err[512] = "";
@@ -159,6 +160,7 @@ int vt_loader_fill_clip(worker *w, vt_batch *b, int n, int64_t i) {
         }
         info = *vt_video_get_info(v);
     }
+    vt_clip_cfg_at_fps(&vc, info.fps);
     vt_clip_params p = {.stride = cc->stride, .contrast = 1.0f}; /* evaluation: no jitter */
     uint64_t key = 0;
     int fw, fh;

@@ -189,6 +189,14 @@ void vt_sample_range_positions(vt_frame_range r, int64_t start, int t, int strid
     }
 }
 
+void vt_clip_cfg_at_fps(vt_clip_cfg *c, double video_fps) {
+    if (!(c->fps > 0) || !(video_fps > 0))
+        return;
+    const double r = video_fps / c->fps;
+    c->stride = (int)VT_MAX(1, lround(c->stride * r));
+    c->stride_jitter = (int)lround(c->stride_jitter * r);
+}
+
 int64_t vt_sample_eval_start(int64_t nframes, int span, int k, int K) {
     if (nframes <= span)
         return 0;

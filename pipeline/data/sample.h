@@ -23,6 +23,10 @@ typedef struct vt_clip_cfg {
     int stride_jitter;     /* train: each clip's stride uniform over the integers in
                               [max(1, stride - j), stride + j] (default 0: off): the
                               motion's speed jittered, as spatial scale is */
+    double fps;            /* > 0: stride and stride_jitter count frames at this rate, each
+                              video's scaled to its own (vt_clip_cfg_at_fps), so a clip
+                              spans one time whatever the video's rate; 0 (default): each
+                              video's own frames */
     int crop;              /* output H = W = crop (default 112) */
     int short_side;        /* eval: short side before the crop (default 128) */
     int jitter_min, jitter_max; /* train: short side drawn in [min, max] (default 128, 160) */
@@ -53,6 +57,12 @@ void vt_clip_cfg_default(vt_clip_cfg *c);
  * unchanged) for another name. VT_CLIP_NORM_NAMES lists them for messages. */
 int vt_clip_set_norm(vt_clip_cfg *c, const char *name);
 #define VT_CLIP_NORM_NAMES "kinetics, pytorchvideo, imagenet"
+/* The cfg for a video at video_fps: with c->fps > 0, stride and stride_jitter scaled by
+ * video_fps / c->fps and rounded to the nearest integer (the stride at least 1: a video
+ * slower than c->fps / stride cannot be sampled more finely than frame by frame); c->fps 0
+ * or a rate unknown (<= 0): as it is. */
+void vt_clip_cfg_at_fps(vt_clip_cfg *c, double video_fps);
+
 /* Frames a clip spans at a stride: (t-1)*stride+1; vt_clip_span at the cfg's stride. */
 static inline int vt_clip_span_at(const vt_clip_cfg *c, int stride) {
     return (c->t - 1) * stride + 1;

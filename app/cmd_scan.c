@@ -651,6 +651,10 @@ static void scan_print_text(const scan_opts *op, const vt_dataset *ds, scan_summ
     if (sm->nok) {
         printf("%-12s min %.2f, median %.2f, max %.2f%s\n", "fps", sm->sf.min, sm->sf.median,
                sm->sf.max, sm->nvfr ? " (some variable frame rate)" : "");
+        if (sm->sf.min > 0 && sm->sf.max > 1.25 * sm->sf.min) /* a clip is frames */
+            printf("%-12s a clip of the fastest spans %.1fx less time than one of the slowest "
+                   "(train --clip-fps F counts the stride at F a second for every video)\n", "",
+                   sm->sf.max / sm->sf.min);
         printf("%-12s min %.2f s, median %.2f s, max %.2f s\n", "duration", sm->sd.min,
                sm->sd.median, sm->sd.max);
         printf("%-12s min %.0f, median %.0f, max %.0f\n", "frames", sm->sn.min, sm->sn.median,

@@ -93,6 +93,11 @@ int main(void) {
             }
         }
         vt_free_lines(l, nl);
+        /* a dataset of 30 and 60 fps says what that does to clips, unless --clip-fps */
+        snprintf(p, sizeof p, "%s/train%d.log", dir, r);
+        TCHECK(vt_test_file_has(p, "frame rates 30-60 fps: a clip of the fastest video spans "
+                                   "2.0x less time") == (r == 1),
+               "run %d: the frame rates' line (%s)", r, p);
         TCHECK(clips >= 4 && bad == 0, "run %d: %d of %d training clips at another stride than "
                "the video's rate gives", r, bad, clips);
     }

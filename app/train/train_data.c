@@ -214,7 +214,12 @@ int vt_train_open_data(vt_train *t) {
         if (f > t->train_fps[1])
             t->train_fps[1] = f;
     }
-    t->val_ds = ds;
+    /* rates more than 1.25x apart: a clip of the fastest spans that much less time */
+    if (t->train_fps[0] > 0 && t->train_fps[1] > 1.25 * t->train_fps[0] && !(o->clip_fps > 0))
+        fprintf(t->out, "  frame rates %.3g-%.3g fps: a clip of the fastest video spans %.1fx "
+                "less time than one of the slowest (--clip-fps F counts the stride at F a "
+                "second for every video: docs/splits.md)\n", t->train_fps[0], t->train_fps[1],
+                t->train_fps[1] / t->train_fps[0]);
     if (o->val_dir[0]) {
         vt_dataset *vds = t->vds = vt_dataset_open(o->val_dir, NULL, err, sizeof err);
         if (!vds) {

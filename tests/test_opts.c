@@ -172,6 +172,13 @@ static void commands(const char *bin, const char *dir) {
     TCHECK(e && strstr(e, "--workers") && strstr(e, "4x"), "the error names option and value: %s",
            e ? e : "(none)");
     free(e);
+    /* a value out of a numeric option's range says what the option takes */
+    TCHECK(vt_test_sh("'%s' train '%s' --out '%s/run' --stride 100 2> '%s/err.txt'", bin, dir,
+                      dir, dir) == 2, "train --stride 100");
+    e = vt_test_slurp(path, NULL);
+    TCHECK(e && strstr(e, "bad value for --stride: '100' (an integer from 1 to 64)"),
+           "train --stride 100: %s", e ? e : "(none)");
+    free(e);
     TCHECK(vt_test_sh("'%s' bench step --steps 2x 2> /dev/null", bin) == 2, "bench step --steps 2x");
     TCHECK(vt_test_sh("'%s' devices --threads 2x > /dev/null 2>&1", bin) == 1,
            "devices --threads 2x is refused");

@@ -146,8 +146,12 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
 #define BAD() do { fprintf(stderr, "vidtrain train: bad value for %s: '%s'\n", a, v ? v : ""); return 2; } while (0)
     for (size_t k = 0; k < VT_ARRAY_LEN(ranged); k++)
         if (OPT(ranged[k])) {
-            if (r < 0 || vt_train_range_parse(o, ranged[k], v))
-                BAD();
+            if (r < 0 || vt_train_range_parse(o, ranged[k], v)) { /* what it takes, too */
+                char what[96];
+                fprintf(stderr, "vidtrain train: bad value for %s: '%s' (%s)\n", a, v ? v : "",
+                        vt_train_range_text(ranged[k], what, sizeof what));
+                return 2;
+            }
             return 0;
         }
     if (OPT("--tb-clips")) { if (r < 0 || vt_parse_int(v, 0, 64, &o->tb_clips) != 0) BAD(); return 0; }

@@ -106,6 +106,14 @@ int vt_train_range_parse(vt_train_opts *o, const char *opt, const char *v) {
                           : vt_parse_float(v, e->lo, e->hi, f);
 }
 
+const char *vt_train_range_text(const char *opt, char *buf, size_t n) {
+    const range *e = find(opt);
+    VT_CHECK(e != NULL, "train option %s is not in the range table", opt);
+    snprintf(buf, n, "%s from %.10g to %.10g", e->kind == 'i' ? "an integer" : "a number", e->lo,
+             e->hi);
+    return buf;
+}
+
 static int bad(const char *src, const char *key, const char *what, const char *opt, char *err,
                size_t errlen) {
     vt_set_err(err, errlen, "%s: \"%s\" is %s (the check %s makes on the command line): a "

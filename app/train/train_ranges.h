@@ -17,6 +17,8 @@
 /* Parses v for the numeric option `opt` ("--lr") into its field of o, within the
  * option's range. 0, or -1 (field untouched). `opt` must be in the table (else abort). */
 int vt_train_range_parse(vt_train_opts *o, const char *opt, const char *v);
+/* What opt takes, for its refusal: "an integer from 1 to 64", "a number from 0.01 to 1". */
+const char *vt_train_range_text(const char *opt, char *buf, size_t n);
 
 /* Checks every numeric field of o against the table (the option's range, or the value
  * the option spells as a word, as --freeze none), and the named choices (model, optim,

@@ -23,6 +23,7 @@
 #include "pipeline/parallel/towers/tower.h"
 #include "pipeline/data/video/video.h"
 #include "base/json_str.h"
+#include "base/textwidth.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -334,7 +335,10 @@ static void predict_print(const pred_ctx *c, const char *video, int top, cJSON *
                 cJSON_AddNumberToObject(p, "prob", sc[idx[r]]);
                 cJSON_AddItemToArray(tl, p);
             } else {
-                printf("  %2d. %-24s %.4f\n", r + 1, heads->classes[h][idx[r]], sc[idx[r]]);
+                const char *name = heads->classes[h][idx[r]];
+                printf("  %2d. ", r + 1); /* the scores in line: columns, not bytes */
+                vt_text_pad(stdout, name, VT_MAX(24, vt_text_cols(name)));
+                printf(" %.4f\n", sc[idx[r]]);
             }
         }
         free(sc);

@@ -17,6 +17,7 @@
 #include "app/eval/eval_clips.h"
 #include "app/eval/evalproto.h"
 #include "app/run/run_model.h"
+#include "app/run/run_files.h"
 #include "app/stream/timeline_cmd.h"
 #include "base/common.h"
 #include "pipeline/data/sample.h"
@@ -231,7 +232,7 @@ static int predict_parse(pred_args *pa, int argc, char **argv) {
             return 2;
         }
         if (!pa->run)
-            pa->run = a;
+            pa->run = vt_run_path_trim(argv[i]); /* "r7/" is r7: one slash in r7/x */
         else
             pa->videos[pa->nvid++] = a;
     }

@@ -143,11 +143,12 @@ static int predict_one(pred_ctx *c, const char *path, char *err, size_t errlen) 
     if (vt_video_open(&v, path, 1, err, errlen) != 0)
         return -1;
     c->video_fps = vt_video_get_info(v)->fps;
-    vt_fps_tally_add(&c->fps, c->m, path, c->video_fps);
     vt_frame_range all = {0, vt_video_get_info(v)->nframes};
     int n = vt_eval_clips_fill(&c->ec, v, all, &c->b, err, errlen);
     if (n < 0)
         goto end;
+    /* counted once its clips are read: a video skipped has no answer the rate could skew */
+    vt_fps_tally_add(&c->fps, c->m, path, c->video_fps);
     vt_eval_clips_warn(&c->ec, "predict", path);
     vt_towers_eval_step(c->t, &c->b, c->probs, NULL);
     for (int hh = 0; hh < c->heads->n; hh++) {

@@ -16,6 +16,7 @@
 
 #include "app/app.h"
 #include "app/run/run_model.h"
+#include "app/run/run_files.h"
 #include "models/checkpoint.h"
 #include "base/common.h"
 #include "models/formats/onnx.h"
@@ -108,7 +109,7 @@ static int export_parse(export_args *ea, int argc, char **argv) {
             fprintf(stderr, "vidtrain export: unknown option %s (see --help)\n", a);
             return 2;
         } else if (!ea->run) {
-            ea->run = a;
+            ea->run = vt_run_path_trim(argv[i]); /* "r7/" is r7: one slash in r7/x */
         } else {
             fprintf(stderr, "vidtrain export: one RUN only (got '%s' and '%s')\n", ea->run, a);
             return 2;

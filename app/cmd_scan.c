@@ -25,6 +25,7 @@
 #include "app/leaks.h"
 #include "pipeline/data/dataset/dataset.h"
 #include "base/json_str.h"
+#include "base/textwidth.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -604,14 +605,23 @@ static void scan_print_text(const scan_opts *op, const vt_dataset *ds, scan_summ
     if (ds->nsegments) /* counts below are samples: a segment counts as one */
         printf("%d of these samples are segments of longer videos (start-end in seconds)\n",
                ds->nsegments);
-    for (int h = 0; h < ds->nheads; h++)
-        printf("head %-8s %s, %d classes\n", ds->heads[h].name,
+    for (int h = 0; h < ds->nheads; h++) {
+        printf("head "); /* a labels.csv column's name: in columns, as the class table */
+        vt_text_pad(stdout, ds->heads[h].name, VT_MAX(8, vt_text_cols(ds->heads[h].name)));
+        printf(" %s, %d classes\n",
                ds->heads[h].loss == VT_LOSS_BCE ? "multi-label (BCE)" : "softmax",
                ds->heads[h].nclasses);
+    }
     if (sm->h0->loss == VT_LOSS_SOFTMAX_CE) {
-        int wname = 5;
+        /* in terminal columns, not bytes: a name like "café" or "走る" kept its row's
+         * counts out of line (base/textwidth.h) */
+        int wname = 5, unlabeled = sm->badc[sm->nc];
+        for (int s = 0; s < VT_NSPLITS; s++)
+            unlabeled |= sm->counts[sm->nc * VT_NSPLITS + s];
         for (int c = 0; c < sm->nc; c++)
-            wname = VT_MAX(wname, (int)strlen(sm->h0->classes[c]));
+            wname = VT_MAX(wname, vt_text_cols(sm->h0->classes[c]));
+        if (unlabeled) /* its row is printed: it had pushed its counts right */
+            wname = VT_MAX(wname, (int)strlen("(unlabeled)"));
         wname = VT_MIN(wname, 40);
         printf("\n  %-4s %-*s", "id", wname, "class");
         for (int s = 0; s < VT_NSPLITS; s++)
@@ -624,9 +634,10 @@ static void scan_print_text(const scan_opts *op, const vt_dataset *ds, scan_summ
                 any |= sm->counts[c * VT_NSPLITS + s];
             if (c == sm->nc && !any)
                 continue;
-            if (c < sm->nc)
-                printf("  %-4d %-*.*s", c, wname, wname, sm->h0->classes[c]);
-            else
+            if (c < sm->nc) {
+                printf("  %-4d ", c);
+                vt_text_pad(stdout, sm->h0->classes[c], wname);
+            } else
                 printf("  %-4s %-*s", "-", wname, "(unlabeled)");
             for (int s = 0; s < VT_NSPLITS; s++)
                 if (sm->has_split[s])

@@ -5,6 +5,7 @@
  * folders, split folders, files; absolute and relative) give the same videos, classes
  * and splits as real folders, while loops and dangling links, and a second name of one
  * file in a split, are warned about with their path, counted and skipped. Any non-empty subset of train/, val/, test/ is a split layout.
+ * Class and file names in list files may hold spaces.
  * A folder of loose videos opens for a labels file or a Kinetics CSV that names them, and
  * a loose video a row made a sample of is no longer counted as left out.
  *
@@ -424,6 +425,66 @@ static void test_lists(void) {
     vt_dataset_free(&ds);
 }
 
+/* Class and file names with spaces in list files: a classInd.txt name is the rest of its
+ * line (it was cut at the first space, and every list line of the class was then warned
+ * about and skipped), a list line's path is all but its trailing label, and so is an
+ * HMDB51 split line's. */
+static void test_lists_spaces(void) {
+    const char *d = vt_test_dir("dataset_lists_spaces");
+    char dir[4096], lists[4200], hmdb[4200], err[512];
+    snprintf(dir, sizeof dir, "%s/videos", d);
+    snprintf(lists, sizeof lists, "%s/lists", d);
+    snprintf(hmdb, sizeof hmdb, "%s/hmdb", d);
+    touch(dir, "Apply Eye Makeup/v_a 1.avi");
+    touch(dir, "Apply Eye Makeup/v_a2.avi");
+    touch(dir, "Archery/v_b1.avi");
+    touch(lists, "x");
+    vt_test_write_file(lists, "classInd.txt", "1 Apply Eye Makeup \r\n2\tArchery\r\n");
+    vt_test_write_file(lists, "trainlist01.txt",
+                       "Apply Eye Makeup/v_a 1.avi  1\r\nArchery/v_b1.avi 2\r\n");
+    vt_test_write_file(lists, "testlist01.txt", "Apply Eye Makeup/v_a2.avi\r\n");
+    vt_dataset_opts o = {.lists_dir = lists};
+    capture_begin(d);
+    vt_dataset *ds = vt_dataset_open(dir, &o, err, sizeof err);
+    capture_end();
+    TCHECK(ds != NULL, "open: %s", err);
+    if (!ds)
+        return;
+    TCHECK(ds->heads[0].nclasses == 2 && !strcmp(ds->heads[0].classes[0], "Apply Eye Makeup") &&
+               !strcmp(ds->heads[0].classes[1], "Archery"),
+           "classInd names with spaces: '%s'", ds->heads[0].classes[0]);
+    int i;
+    TCHECK((i = find(ds, "Apply Eye Makeup/v_a 1.avi")) >= 0 &&
+               ds->videos[i].split == VT_SPLIT_TRAIN && ds_class_is(ds, i, "Apply Eye Makeup"),
+           "a train line with spaces in its path");
+    TCHECK((i = find(ds, "Apply Eye Makeup/v_a2.avi")) >= 0 &&
+               ds->videos[i].split == VT_SPLIT_TEST && ds_class_is(ds, i, "Apply Eye Makeup"),
+           "a test line without a label");
+    TCHECK(ds->nmissing == 0 && captured && !strstr(captured, "skipped") &&
+               !strstr(captured, "disagrees"),
+           "lines warned about: %s", captured ? captured : "");
+    vt_dataset_free(&ds);
+
+    /* HMDB51: "video.avi K", the name all but K */
+    touch(hmdb, "x");
+    vt_test_write_file(hmdb, "Apply Eye Makeup_test_split1.txt",
+                       "v_a 1.avi 1\r\nv_a2.avi 2 \r\n");
+    vt_test_write_file(hmdb, "Archery_test_split1.txt", "v_b1.avi 1\n");
+    vt_dataset_opts oh = {.lists_dir = hmdb, .lists_format = VT_LISTS_HMDB51};
+    capture_begin(d);
+    ds = vt_dataset_open(dir, &oh, err, sizeof err);
+    capture_end();
+    TCHECK(ds != NULL, "open hmdb: %s", err);
+    if (!ds)
+        return;
+    TCHECK((i = find(ds, "Apply Eye Makeup/v_a 1.avi")) >= 0 &&
+               ds->videos[i].split == VT_SPLIT_TRAIN && ds_class_is(ds, i, "Apply Eye Makeup"),
+           "an HMDB51 line with spaces in its name");
+    TCHECK(ds->nmissing == 0 && captured && !strstr(captured, "skipped"),
+           "hmdb lines warned about: %s", captured ? captured : "");
+    vt_dataset_free(&ds);
+}
+
 /* --val-split: stable when files are added, stratified, tiny classes get one val. */
 static void test_val_split(void) {
     const char *d = vt_test_dir("dataset_valsplit");
@@ -642,6 +703,7 @@ int main(void) {
     test_symlinks();
     test_split_subsets();
     test_lists();
+    test_lists_spaces();
     test_val_split();
     test_labels();
     test_loose();

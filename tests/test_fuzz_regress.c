@@ -119,7 +119,9 @@ static void labels_bce_without_tags(const char *dir) {
 
 /* lists/classind-duplicate-name: classInd.txt "1 A" then "2A" (or "2 A") gave two classes
  * named A; every video of folder A took id 2 and class 1 was never trained. The open
- * must fail naming the file, the line and the class; distinct names still open. */
+ * must fail naming the file, the line and the class; distinct names still open. "2A"
+ * is no longer "N Name" at all (a name is the rest of the line after the number's
+ * whitespace, so that it may hold spaces): refused as such, with its line. */
 static void classind_duplicate(const char *dir) {
     char data[4200], lists[4200], err[1024] = "";
     snprintf(data, sizeof data, "%s/lists-data", dir);
@@ -130,7 +132,7 @@ static void classind_duplicate(const char *dir) {
     vt_test_write_file(lists, "trainlist01.txt", "A/a1.avi 1\nB/b1.avi 2\n");
     vt_test_write_file(lists, "testlist01.txt", "");
     vt_dataset_opts o = {.lists_dir = lists, .list_fold = 1};
-    static const char *const dups[] = {"1 A\n2A\n", "1 A\n2 B\n3 A\n"};
+    static const char *const dups[] = {"1 A\n2 A\n", "1 A\n2 B\n3 A\n"};
     for (int i = 0; i < 2; i++) {
         vt_test_write_file(lists, "classInd.txt", dups[i]);
         err[0] = 0;
@@ -140,8 +142,13 @@ static void classind_duplicate(const char *dir) {
                ds ? ds->heads[0].nclasses : -1, err);
         vt_dataset_free(&ds);
     }
-    vt_test_write_file(lists, "classInd.txt", "1 A\n2 B\n");
+    vt_test_write_file(lists, "classInd.txt", "1 A\n2A\n");
     vt_dataset *ds = vt_dataset_open(data, &o, err, sizeof err);
+    TCHECK(ds == NULL && strstr(err, "classInd.txt:2: expected \"2 ClassName\""),
+           "\"2A\": opened or wrong reason '%s'", err);
+    vt_dataset_free(&ds);
+    vt_test_write_file(lists, "classInd.txt", "1 A\n2 B\n");
+    ds = vt_dataset_open(data, &o, err, sizeof err);
     TCHECK(ds != NULL && ds->heads[0].nclasses == 2, "distinct names: %s", ds ? "" : err);
     vt_dataset_free(&ds);
 }

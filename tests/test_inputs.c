@@ -16,12 +16,16 @@
  *
  * `--` ends the options of every command (main.c): a folder named -d is scanned.
  *
+ * scan's class table lines up for class names of any characters ("café", "走る"), by
+ * terminal columns as Python's unicodedata counts them.
+ *
  * Files are empty videos: only names and the list texts matter here.
  */
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/textwidth.h"
 #include "pipeline/data/dataset/dataset.h"
 #include "tests/apputil.h"
 
@@ -336,10 +340,62 @@ static void test_json_bytes(void) {
     free(c);
 }
 
+/* scan's class table lines up whatever the class names' characters: printf padded by
+ * bytes, so "café" (5 bytes) and "走る" (6) pulled or pushed their row's counts. The
+ * truth is Python's unicodedata (East Asian Width W/F two columns, combining marks none):
+ * every row of the table, header and total included, is as wide. */
+static void test_scan_columns(void) {
+    const char *d = vt_test_dir("inputs_columns");
+    char data[4200];
+    snprintf(data, sizeof data, "%s/data", d);
+    mkdir(data, 0755);
+    const char *names[] = {"caf\xc3\xa9", "\xe8\xb5\xb0\xe3\x82\x8b", "plain",
+                           "e\xcc\x81x" /* e + a combining acute accent */};
+    for (int i = 0; i < 4; i++) {
+        char rel[64];
+        vt_test_sh("mkdir -p '%s/%s'", data, names[i]);
+        snprintf(rel, sizeof rel, "%s/v.mp4", names[i]);
+        write_bytes(data, rel, "not a video", 11);
+    }
+    const char *py = vt_test_env("VT_PYTHON", "/usr/bin/python3");
+    int rc = vt_test_sh(
+        "cd '%s' && '%s' scan data > scan.txt 2> scan.err; %s -c '\n"
+        "import unicodedata as u\n"
+        "def cols(s): return sum(0 if u.combining(c) else 2 if u.east_asian_width(c) in \"WF\" "
+        "else 1 for c in s)\n"
+        "t = open(\"scan.txt\", encoding=\"utf-8\").read().split(\"\\n\")\n"
+        "a = next(i for i, l in enumerate(t) if l.startswith(\"  id \"))\n"
+        "b = next(i for i, l in enumerate(t) if i > a and \" total \" in l)\n"
+        "w = [cols(l) for l in t[a:b + 1]]\n"
+        "assert b - a == 5 and len(set(w)) == 1, (w, t[a:b + 1])\n'",
+        d, bin(), py);
+    char log[4300];
+    snprintf(log, sizeof log, "%s/scan.txt", d);
+    char *out = vt_test_slurp(log, NULL);
+    TCHECK(rc == 0, "scan's class table is out of line (exit %d):\n%s", rc, out ? out : "");
+    free(out);
+
+    /* the padding itself: never half a character, a bad byte one column */
+    TCHECK(vt_text_cols("caf\xc3\xa9") == 4 && vt_text_cols("\xe8\xb5\xb0\xe3\x82\x8b") == 4 &&
+               vt_text_cols("e\xcc\x81") == 1 && vt_text_cols("a\xe9") == 2 && vt_text_cols(NULL) == 0,
+           "vt_text_cols");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    vt_text_pad(f, "\xe8\xb5\xb0\xe3\x82\x8b", 3);
+    vt_text_pad(f, "|caf\xc3\xa9", 6);
+    vt_text_pad(f, "|e\xcc\x81", 2);
+    fclose(f);
+    TCHECK(buf && !strcmp(buf, "\xe8\xb5\xb0 |caf\xc3\xa9 |e\xcc\x81"), "vt_text_pad: '%s'",
+           buf ? buf : "");
+    free(buf);
+}
+
 int main(void) {
     test_double_dash();
     test_wording();
     test_json_bytes();
+    test_scan_columns();
     test_unreadable_class();
     test_one_class();
     test_kinetics_csv();

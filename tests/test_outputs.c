@@ -17,6 +17,8 @@
  *     never written through;
  *     a start that fails leaves no folder behind; --resume over a garbage config.json takes
  *     the configuration from the checkpoint's own copy.
+ *   A run folder's trailing slashes (--out ./r7/, --resume, eval/predict/embed/export
+ *     RUN) are dropped: no path printed or recorded has two slashes.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -347,12 +349,45 @@ static void planted_tmp(void) {
     vt_inputs_clear();
 }
 
+/* A run folder given with trailing slashes ("--out ./r7/", "eval r7/") is taken without
+ * them: every path built from it has one slash (the end line said ./r7//best.safetensors,
+ * config.json kept "./r7/", eval wrote ./r7//eval.json). */
+static void run_slashes(const char *bin) {
+    const char *dir = vt_test_dir("outputs_slashes");
+    TCHECK(vt_test_synth(bin, dir, "--classes 2 --train 3 --val 1 --test 1 --frames 12") == 0,
+           "synth");
+    const char *targs = "--model tiny --epochs 1 --clip 4x32 --batch 2 --workers 1";
+    int rc = vt_test_sh(
+        "cd '%s' && '%s' train data --out ./r7/ %s > all.log 2>&1 && "
+        "'%s' train data --resume r7// --epochs 2 >> all.log 2>&1 && "
+        "'%s' eval ./r7/ data -q --clips-per-video 1 >> all.log 2>&1 && "
+        "'%s' predict r7/ \"$(ls data/test/*/* | head -n 1)\" >> all.log 2>&1 && "
+        "'%s' embed r7/ data/test --out e.npy >> all.log 2>&1 && "
+        "'%s' export r7/ --onnx m.onnx >> all.log 2>&1",
+        dir, bin, targs, bin, bin, bin, bin, bin);
+    char p[4200];
+    snprintf(p, sizeof p, "%s/all.log", dir);
+    char *log = vt_test_slurp(p, NULL);
+    TCHECK(rc == 0, "train, resume, eval, predict, embed, export of r7/: rc %d\n%s", rc,
+           log ? log : "");
+    TCHECK(log && strstr(log, "; ./r7/best.safetensors\n") && strstr(log, "wrote ./r7/eval.json") &&
+               strstr(log, "resumed from r7/last.safetensors") && !strstr(log, "r7//"),
+           "a path with two slashes:\n%s", log ? log : "");
+    free(log);
+    snprintf(p, sizeof p, "%s/r7/config.json", dir);
+    char *cfg = vt_test_slurp(p, NULL);
+    TCHECK(cfg && strstr(cfg, "\"out\":\t\"r7\""), "config.json's out: %s", cfg ? cfg : "(none)");
+    free(cfg);
+}
+
 int main(void) {
     signal(SIGPIPE, SIG_IGN);
     property();
     planted_tmp();
     const char *bin = vt_test_bin("test_outputs");
-    if (bin)
+    if (bin) {
         commands(bin);
+        run_slashes(bin);
+    }
     return vt_test_done("test_outputs");
 }

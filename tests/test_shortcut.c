@@ -19,12 +19,14 @@
  * (config.json "train_fps"): predict, --timeline, embed and eval warn of videos at 60 and
  * 10 fps (outside 15-30 by more than 1.25x: their clips span another time), not at 36;
  * trained with --stride-jitter 1 (strides 1 and 2: clips as of 7.5-30 fps), at 60 only;
- * train warns of a --val-dir video at 60 fps.
+ * train warns of a --val-dir video at 60 fps. predict and embed count a video only once
+ * its clips are read: one that opens and then fails is in neither count.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/run/run_model.h"
 #include "tests/apputil.h"
 
 #pragma GCC diagnostic ignored "-Wformat-truncation"
@@ -40,6 +42,57 @@ static void make(const char *set, const char *cls, int k, int fps, const char *s
                       "'%s/%s/%s/v%d.%s'", dir, set, cls, size, fps, codec, set, cls, k, dir, set,
                       cls, k, !strcmp(codec, "mjpeg") ? "mkv" : "mp4") == 0,
            "ffmpeg: %s/%s/v%d", set, cls, k);
+}
+
+/* A 60 fps video that opens (its first fifth decodes) and whose later clips do not (the
+ * rest of its mdat zeroed), so predict and embed skip it: it is in neither count of the
+ * frame-rate warning, which said "2 of 3" of v0 (60 fps), v1 (36) and it (issue: counted
+ * once it opened). And the warning's ratio with one decimal: %.2g printed 120x as
+ * "1.2e+02x". */
+static void fps_counts(const char *run, const char *v0, const char *v1) {
+    char half[4300], log[4300];
+    snprintf(half, sizeof half, "%s/half.mp4", dir);
+    TCHECK(vt_test_sh("ffmpeg -nostdin -v error -y -f lavfi -i testsrc2=size=64x48:rate=60:"
+                      "duration=2 -c:v mpeg4 -g 10 -movflags +faststart '%s'", half) == 0,
+           "ffmpeg: half.mp4");
+    long len = 0;
+    char *b = vt_test_slurp(half, &len);
+    char *md = b ? memmem(b, (size_t)len, "mdat", 4) : NULL;
+    TCHECK(md != NULL, "half.mp4 has no mdat");
+    if (!md) {
+        free(b);
+        return;
+    }
+    long from = (md - b) + 4 + (len - (md - b) - 4) / 5;
+    memset(b + from, 0, (size_t)(len - from));
+    FILE *f = fopen(half, "wb");
+    TCHECK(f && fwrite(b, 1, (size_t)len, f) == (size_t)len && fclose(f) == 0, "write half.mp4");
+    free(b);
+    const char *cmds[2] = {"predict", "embed"};
+    char out_arg[4400];
+    snprintf(out_arg, sizeof out_arg, "--out '%s/half.npy'", dir);
+    for (int k = 0; k < 2; k++) {
+        snprintf(log, sizeof log, "%s/%s_half.txt", dir, cmds[k]);
+        vt_test_sh("'%s' %s '%s' '%s' %s %s %s > '%s' 2>&1", bin, cmds[k], run, half, v0, v1,
+                   k ? out_arg : "", log);
+        TCHECK(vt_test_file_has(log, "half.mp4: no frame of the clip decoded") &&
+                   vt_test_file_has(log, "1 of 2 videos is at a frame rate outside") &&
+                   vt_test_file_has(log, "v0.mp4: 60 fps)"),
+               "%s: a video skipped after it opened is counted (%s)", cmds[k], log);
+    }
+    vt_run_model *m = calloc(1, sizeof *m);
+    m->opts.clip_t = 16;
+    m->opts.stride = 1;
+    m->train_fps[0] = m->train_fps[1] = 1; /* a time-lapse run: 120 fps is 120x */
+    snprintf(log, sizeof log, "%s/ratio.txt", dir);
+    vt_test_capture_begin(log);
+    vt_run_fps_warn("predict", "video", m, 1, 1, "fast.mp4", 120);
+    vt_run_fps_warn("predict", "video", m, 1, 1, "fast.mp4", 1.5);
+    char *out = vt_test_capture_end(log);
+    TCHECK(out && strstr(out, "spans 120.0x less") && strstr(out, "spans 1.5x less") &&
+               !strstr(out, "e+"), "the ratio: %s", out ? out : "");
+    free(out);
+    free(m);
 }
 
 /* scan --json's shortcuts as "property:class:given/of" lines, sorted, into buf. */
@@ -256,12 +309,14 @@ int main(void) {
            vt_test_file_has(log, "1 of 3 videos is at a frame rate outside the 15-30 fps the "
                                  "run trained on, its stride jitter 1 making clips as of 7.5-30 "
                                  "fps (") &&
-           vt_test_file_has(log, "v0.mp4: 60 fps): a 4-frame clip at stride 1 spans 2x less"),
+           vt_test_file_has(log, "v0.mp4: 60 fps): a 4-frame clip at stride 1 spans 2.0x less"),
            "predict: the stride jitter's rates are inside (%s)", log);
     snprintf(log, sizeof log, "%s/embed.txt", dir);
     TCHECK(vt_test_sh("'%s' embed '%s/run' %s --out '%s/e.npy' > '%s' 2>&1", bin, dir, both, dir,
                       log) == 0 && vt_test_file_has(log, "vidtrain embed: warning: ") &&
            vt_test_file_has(log, want), "embed warns (%s)", log);
+    snprintf(cfg, sizeof cfg, "%s/run", dir);
+    fps_counts(cfg, vids[0], vids[1]);
     snprintf(log, sizeof log, "%s/eval.txt", dir);
     TCHECK(vt_test_sh("'%s' eval '%s/run' '%s/other' -q > '%s' 2>&1", bin, dir, dir, log) == 0 &&
            vt_test_file_has(log, "vidtrain eval: warning: ") && vt_test_file_has(log, want),

@@ -243,7 +243,8 @@ static int eval_parse(eval_args *ea, int argc, char **argv) {
             fprintf(stderr, "vidtrain eval: expected RUN [DIR], got a third argument '%s'\n", a);
             return 2;
         }
-        pos[npos++] = a;
+        pos[npos] = npos ? a : vt_run_path_trim(argv[i]); /* RUN: "r7/" is r7 */
+        npos++;
     }
     if (npos == 0) {
         fprintf(stderr, "vidtrain eval: expected RUN [DIR]: the run folder, and the videos to "

@@ -17,12 +17,14 @@
 #include "app/eval/eval_clips.h"
 #include "app/eval/evalproto.h"
 #include "app/run/run_model.h"
+#include "app/run/run_files.h"
 #include "app/stream/timeline_cmd.h"
 #include "base/common.h"
 #include "pipeline/data/sample.h"
 #include "pipeline/parallel/towers/tower.h"
 #include "pipeline/data/video/video.h"
 #include "base/json_str.h"
+#include "base/textwidth.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -141,11 +143,12 @@ static int predict_one(pred_ctx *c, const char *path, char *err, size_t errlen) 
     if (vt_video_open(&v, path, 1, err, errlen) != 0)
         return -1;
     c->video_fps = vt_video_get_info(v)->fps;
-    vt_fps_tally_add(&c->fps, c->m, path, c->video_fps);
     vt_frame_range all = {0, vt_video_get_info(v)->nframes};
     int n = vt_eval_clips_fill(&c->ec, v, all, &c->b, err, errlen);
     if (n < 0)
         goto end;
+    /* counted once its clips are read: a video skipped has no answer the rate could skew */
+    vt_fps_tally_add(&c->fps, c->m, path, c->video_fps);
     vt_eval_clips_warn(&c->ec, "predict", path);
     vt_towers_eval_step(c->t, &c->b, c->probs, NULL);
     for (int hh = 0; hh < c->heads->n; hh++) {
@@ -230,7 +233,7 @@ static int predict_parse(pred_args *pa, int argc, char **argv) {
             return 2;
         }
         if (!pa->run)
-            pa->run = a;
+            pa->run = vt_run_path_trim(argv[i]); /* "r7/" is r7: one slash in r7/x */
         else
             pa->videos[pa->nvid++] = a;
     }
@@ -334,7 +337,10 @@ static void predict_print(const pred_ctx *c, const char *video, int top, cJSON *
                 cJSON_AddNumberToObject(p, "prob", sc[idx[r]]);
                 cJSON_AddItemToArray(tl, p);
             } else {
-                printf("  %2d. %-24s %.4f\n", r + 1, heads->classes[h][idx[r]], sc[idx[r]]);
+                const char *name = heads->classes[h][idx[r]];
+                printf("  %2d. ", r + 1); /* the scores in line: columns, not bytes */
+                vt_text_pad(stdout, name, VT_MAX(24, vt_text_cols(name)));
+                printf(" %.4f\n", sc[idx[r]]);
             }
         }
         free(sc);

@@ -12,6 +12,7 @@
 
 #include "base/common.h"
 #include "base/csv.h"
+#include "base/textwidth.h"
 
 struct vt_evalproto {
     int nvideos, classes;
@@ -377,7 +378,7 @@ void vt_eval_confusion_print(const vt_eval_result *r, const char *const *names, 
     char b[32];
     int w = 5;
     for (int c = 0; c < k; c++) {
-        int l = (int)strlen(cname(names, c, b, sizeof b));
+        int l = vt_text_cols(cname(names, c, b, sizeof b)); /* columns, not bytes */
         w = l > w ? l : w;
     }
     if (w > 16)
@@ -387,7 +388,7 @@ void vt_eval_confusion_print(const vt_eval_result *r, const char *const *names, 
         fprintf(f, " %6d", c);
     fputc('\n', f);
     for (int t = 0; t < k; t++) {
-        fprintf(f, "%-*.*s", w, w, cname(names, t, b, sizeof b));
+        vt_text_pad(f, cname(names, t, b, sizeof b), w);
         for (int p = 0; p < k; p++)
             fprintf(f, " %6lld", (long long)r->confusion[(size_t)t * k + p]);
         fputc('\n', f);

@@ -16,6 +16,13 @@
 /* The rank is mpi.h's, asked directly: app/dist.c builds on this file, not the reverse. */
 int vt_run_lead(void) { return vt_mpi_rank() == 0; }
 
+char *vt_run_path_trim(char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/')
+        path[--n] = 0;
+    return path;
+}
+
 int vt_run_mkdirs(const char *path, char *err, size_t errlen) {
     if (!vt_run_lead()) /* several processes: rank 0 owns the run folder */
         return 0;

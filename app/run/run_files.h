@@ -20,6 +20,11 @@
 int vt_run_lead(void);
 /* mkdir -p (rank 0 only). 0, or -1 with err naming the folder that cannot be made. */
 int vt_run_mkdirs(const char *path, char *err, size_t errlen);
+/* A run folder's path as the command line gave it, less its trailing slashes, in place
+ * ("./r7/" -> "./r7"; "/" stays): every path built from it ("%s/best.safetensors") then
+ * has one slash, where "./r7//best.safetensors" was printed and kept in config.json.
+ * Each command calls it once, where it takes the path (--out, --resume, RUN). path. */
+char *vt_run_path_trim(char *path);
 /* A JSON file (cJSON_Delete it), NULL when absent, unreadable or not JSON. */
 cJSON *vt_file_read_json(const char *path);
 /* text to path atomically (rank 0 only; vt_file_write_atomic). 0, or -1 with err. */

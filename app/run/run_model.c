@@ -269,7 +269,7 @@ void vt_run_fps_warn(const char *cmd, const char *what, const vt_run_model *m, i
         snprintf(jit, sizeof jit, ", its stride jitter %d making clips as of %.3g-%.3g fps",
                  m->opts.stride_jitter, elo, ehi);
     fprintf(stderr, "vidtrain %s: warning: %d of %d %s%s %s at a frame rate outside the %s "
-            "the run trained on%s (%s: %.3g fps): a %d-frame clip at stride %d spans %.2gx %s "
+            "the run trained on%s (%s: %.3g fps): a %d-frame clip at stride %d spans %.1fx %s "
             "time than in training, so motion looks %s to the model; re-encode at the "
             "training rate (vidtrain prep SRC DST --fps %.3g)\n", cmd, n, total, what,
             total == 1 ? "" : "s", n == 1 ? "is" : "are", span, jit, first, first_fps,

@@ -89,7 +89,8 @@ int vt_run_fps_outside(const vt_run_model *m, double fps);
 void vt_run_fps_warn(const char *cmd, const char *what, const vt_run_model *m, int n, int total,
                      const char *first, double first_fps);
 /* The same over videos met one at a time (predict, embed, --timeline): add each video
- * opened, then warn once at the end. */
+ * once its clips are read (one that opens and then fails is in neither count), then warn
+ * once at the end. */
 typedef struct vt_fps_tally {
     int n, total;
     char first[512];

@@ -19,6 +19,7 @@
 #include "app/stream/embed_run.h"
 #include "app/opts.h"
 #include "app/run/run_claim.h"
+#include "app/run/run_files.h"
 #include "base/common.h"
 
 static void usage(FILE *f) {
@@ -122,7 +123,7 @@ static int parse(embed_args *a, int argc, char **argv) {
             return 2;
         }
         if (!a->run)
-            a->run = o;
+            a->run = vt_run_path_trim(argv[i]); /* "r7/" is r7: one slash in r7/x */
         else
             a->inputs[a->ninputs++] = o;
     }

@@ -122,7 +122,7 @@ int vt_embed_sample(vt_embedder *e, const char *path, const vt_dataset_video *dv
     if (vt_video_open(&v, path, 1, err, errlen) != 0)
         return -1;
     const vt_video_info *info = vt_video_get_info(v);
-    vt_fps_tally_add(&e->fps, e->m, path, info->fps);
+    const double fps = info->fps;
     vt_frame_range r = dv ? vt_dataset_sample_frames(dv, v, info)
                           : (vt_frame_range){0, info->nframes};
     int segment = dv && vt_dataset_is_segment(dv);
@@ -130,6 +130,8 @@ int vt_embed_sample(vt_embedder *e, const char *path, const vt_dataset_video *dv
     vt_video_close(&v);
     if (n < 0)
         return -1;
+    /* counted once its clips are read: a video skipped has no rows the rate could skew */
+    vt_fps_tally_add(&e->fps, e->m, path, fps);
     vt_eval_clips_warn(&e->ec, "embed", path);
     vt_towers_eval_features(e->m->towers, &e->b, e->probs, e->feat);
     /* a diverged model's NaN features are no embedding: the input is reported and
@@ -207,7 +209,7 @@ int vt_embed_timeline_video(vt_embedder *e, const char *path, const vt_embed_tim
     if (vt_stream_open(&s, path, tc->threads, err, errlen) != 0)
         return -1;
     const vt_video_info *info = vt_stream_info(s);
-    vt_fps_tally_add(&e->fps, e->m, path, info->fps);
+    const double fps = info->fps; /* tallied once clips of it went through the model */
     vt_timeline_cfg c;
     memset(&c, 0, sizeof c);
     c.clip = e->ec.clip;
@@ -254,6 +256,8 @@ int vt_embed_timeline_video(vt_embedder *e, const char *path, const vt_embed_tim
     vt_timeline_stats tst;
     vt_timeline_get_stats(tl, &tst);
     vt_timeline_free(&tl);
+    if (tst.clips > 0)
+        vt_fps_tally_add(&e->fps, e->m, path, fps);
     if (tst.backwards)
         fprintf(stderr, "vidtrain embed: warning: %s: %lld frames left out, their times "
                 "before an earlier frame's (no window holds them)\n", path,

@@ -18,6 +18,7 @@
 #include "app/opts.h"
 #include "app/run/pretrained.h"
 #include "app/run/run_ckpt.h"
+#include "app/run/run_files.h"
 #include "app/train/train_ranges.h"
 #include "base/common.h"
 #include "base/json_str.h"
@@ -89,6 +90,7 @@ static int take_resume(vt_train_opts *o, int argc, char **argv, char *resume, si
         const char *v = NULL;
         if (vt_opt_value(argc, argv, &i, "--resume", &v) == 1) {
             snprintf(resume, resume_n, "%s", v);
+            v = vt_run_path_trim(resume); /* "r7/" is r7: one slash in r7/config.json */
             char path[2048];
             snprintf(path, sizeof path, "%s/config.json", v);
             cJSON *j = vt_dist_read_json(path); /* rank 0's copy under mpirun */
@@ -163,7 +165,12 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
         if (r < 0) BAD();
         return 0;
     }
-    if (OPT("--out")) { if (r < 0) BAD(); snprintf(o->out, sizeof o->out, "%s", v); return 0; }
+    if (OPT("--out")) {
+        if (r < 0) BAD();
+        snprintf(o->out, sizeof o->out, "%s", v);
+        vt_run_path_trim(o->out); /* "./r7/" would print ./r7//best.safetensors */
+        return 0;
+    }
     if (OPT("--model")) { if (r < 0) BAD(); snprintf(o->model, sizeof o->model, "%s", v); return 0; }
     if (OPT("--clip")) {
         vt_clip_shape cs; /* training crops are square: TxS, or TxHxW with H = W */

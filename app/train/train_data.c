@@ -14,11 +14,14 @@
 #include "app/run/run_model.h"
 #include "app/train/train.h"
 #include "base/common.h"
+#include "base/textwidth.h"
 
 static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
     fprintf(f, "dataset %s: %d videos, %d head(s)\n", ds->dir, ds->nvideos, ds->nheads);
     for (int h = 0; h < ds->nheads; h++) {
-        fprintf(f, "  head %-10s %s, %d classes:", ds->heads[h].name,
+        fprintf(f, "  head "); /* a labels.csv column's name: columns, not bytes */
+        vt_text_pad(f, ds->heads[h].name, VT_MAX(10, vt_text_cols(ds->heads[h].name)));
+        fprintf(f, " %s, %d classes:",
                 ds->heads[h].loss == VT_LOSS_BCE ? "multi-label (BCE)" : "softmax",
                 ds->heads[h].nclasses);
         for (int c = 0; c < ds->heads[h].nclasses && c < 12; c++)

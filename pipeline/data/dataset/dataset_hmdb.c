@@ -47,9 +47,13 @@ static int read_split_file(vt_dataset *ds, const char *path, const char *cls, in
         lineno++;
         if (!*line)
             continue;
-        char name[1024], extra[8];
+        /* "video.avi K": the name is all but the trailing K, so it may hold spaces */
+        const char *name = line;
+        size_t len = strlen(line);
         int k;
-        if (sscanf(line, "%1023s %d %7s", name, &k, extra) != 2 || k < 0 || k > 2) {
+        if (!vt_ds_cut_last_int(line, &k) || k < 0 || k > 2) {
+            if (strlen(line) < len)
+                line[strlen(line)] = ' '; /* the whole line in the message */
             vt_warn("%s:%d: expected \"video.avi 1|2|0\", got \"%s\"; line skipped\n", path,
                     lineno, line);
             continue;

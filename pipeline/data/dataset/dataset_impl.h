@@ -41,6 +41,16 @@ char *vt_ds_join_path(const char *a, const char *b);
 char *vt_ds_read_text(const char *path, char *err, size_t errlen);
 char *vt_ds_next_line(char **cursor);
 
+/* A list line "NAME N" or "N NAME" cut in two where the number ends or begins, so that
+ * NAME may hold spaces ("Apply Eye Makeup/v_x.avi 1", "1 Apply Eye Makeup"): the name is
+ * the rest of the line, trimmed. vt_ds_cut_last_int: 1 with *n the trailing integer and
+ * the line cut before it (its right side trimmed) when the line ends in whitespace and
+ * an integer; 0 and the line untouched otherwise. vt_ds_cut_first_int: 1 with *n the
+ * leading integer and *rest what follows its whitespace when the line starts with one; 0
+ * otherwise. line is trimmed as vt_ds_next_line returns it. */
+int vt_ds_cut_last_int(char *line, int *n);
+int vt_ds_cut_first_int(char *line, int *n, char **rest);
+
 /* Next CSV record of a text buffer, trimmed like vt_ds_next_line, but a newline inside
  * a quoted field (RFC 4180) is part of the record: *lines says how many lines it took
  * (the caller's line count advances by it), *open_quote is 1 when a quoted field is

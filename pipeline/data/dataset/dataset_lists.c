@@ -2,8 +2,9 @@
  * dataset_lists.c: --lists — which format it names (UCF101 folder, HMDB51 split folder,
  * Kinetics CSV: vt_dataset_lists_detect), the dispatch to the reader of that format
  * (HMDB51 in dataset_hmdb.c, Kinetics in dataset_kinetics.c), and the UCF101 reader:
- * classInd.txt ("1 Name" per line: the classes and their ids, in its order),
- * trainlistFF.txt and testlistFF.txt ("Class/video.avi [label]" per line: which scanned
+ * classInd.txt ("1 Name" per line: the classes and their ids, in its order; the name is
+ * the rest of the line, spaces and all), trainlistFF.txt and testlistFF.txt
+ * ("Class/video.avi [label]" per line, the path all but a trailing number: which scanned
  * videos are train and test for fold FF). Videos in no list are kept on record as
  * VT_SPLIT_NONE and unlabeled.
  *
@@ -14,7 +15,6 @@
  * both lists: warned, and a test video). It must never abort or read outside the
  * buffers on any file contents.
  */
-#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -45,9 +45,10 @@ static int apply_ucf101(vt_dataset *ds, const char *lists_dir, int fold, char *e
         lineno++;
         if (!*line)
             continue;
-        char cls[1024];
+        /* the name is the rest of the line: a class folder may be "Apply Eye Makeup" */
+        char *cls;
         int id;
-        if (sscanf(line, "%d %1023s", &id, cls) != 2 || id != classes.n + 1) {
+        if (!vt_ds_cut_first_int(line, &id, &cls) || id != classes.n + 1) {
             vt_set_err(err, errlen, "%s:%d: expected \"%d ClassName\", got \"%s\"", path, lineno,
                        classes.n + 1, line);
             goto end;
@@ -91,14 +92,10 @@ static int apply_ucf101(vt_dataset *ds, const char *lists_dir, int fold, char *e
             lineno++;
             if (!*line)
                 continue;
-            char *sp = line;
-            while (*sp && !isspace((unsigned char)*sp))
-                sp++;
+            /* "Class/video.avi [label]": the label is a trailing number, the path the
+             * rest, which may hold spaces as the class names may */
             int given = 0;
-            if (*sp) {
-                *sp++ = 0;
-                given = atoi(sp);
-            }
+            vt_ds_cut_last_int(line, &given);
             char *cls = vt_ds_class_of(line, 0);
             int c = -1;
             for (int k = 0; cls && k < classes.n; k++)

@@ -137,6 +137,40 @@ char *vt_ds_next_line(char **cursor) {
     return p;
 }
 
+/* The digits of an int (an optional sign, then 1..9 digits, so it cannot overflow):
+ * their count from s, 0 when s does not start with one. */
+static size_t int_len(const char *s) {
+    size_t k = *s == '-' || *s == '+', d = 0;
+    while (isdigit((unsigned char)s[k + d]))
+        d++;
+    return d >= 1 && d <= 9 ? k + d : 0;
+}
+
+int vt_ds_cut_last_int(char *line, int *n) {
+    size_t len = strlen(line), b = len;
+    while (b && !isspace((unsigned char)line[b - 1]))
+        b--;
+    if (b == 0 || b == len || int_len(line + b) != len - b)
+        return 0;
+    *n = atoi(line + b);
+    while (b && isspace((unsigned char)line[b - 1]))
+        b--;
+    line[b] = 0;
+    return 1;
+}
+
+int vt_ds_cut_first_int(char *line, int *n, char **rest) {
+    size_t k = int_len(line);
+    if (!k || !isspace((unsigned char)line[k]))
+        return 0;
+    *n = atoi(line);
+    char *r = line + k;
+    while (isspace((unsigned char)*r))
+        r++;
+    *rest = r;
+    return 1;
+}
+
 char *vt_ds_next_record(char **cursor, int *lines, int *open_quote) {
     char *p = *cursor, *q = p;
     *lines = 0;

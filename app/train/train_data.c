@@ -223,6 +223,7 @@ int vt_train_open_data(vt_train *t) {
                 "less time than one of the slowest (--clip-fps F counts the stride at F a "
                 "second for every video: docs/splits.md)\n", t->train_fps[0], t->train_fps[1],
                 t->train_fps[1] / t->train_fps[0]);
+    t->val_ds = ds;
     if (o->val_dir[0]) {
         vt_dataset *vds = t->vds = vt_dataset_open(o->val_dir, NULL, err, sizeof err);
         if (!vds) {

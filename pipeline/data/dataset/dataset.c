@@ -146,7 +146,9 @@ vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *
                    "column, then a class column)" : "");
         goto fail;
     }
-    qsort(videos.s, (size_t)videos.n, sizeof *videos.s, vt_ds_cmp_str);
+    if (videos.n > 1) /* qsort's pointer must not be NULL, even for 0 elements: none when
+                       * the videos are loose ones a labels file or Kinetics CSV names */
+        qsort(videos.s, (size_t)videos.n, sizeof *videos.s, vt_ds_cmp_str);
     if (ignored.n > 1) /* qsort's pointer must not be NULL, even for 0 elements */
         qsort(ignored.s, (size_t)ignored.n, sizeof *ignored.s, vt_ds_cmp_str);
     ds->nvideos = videos.n;

@@ -385,6 +385,21 @@ static inline int vt_test_train_small(const char *bin, const char *dir, const ch
                       dir, out);
 }
 
+/* DIR/A/last.safetensors and DIR/B/last.safetensors, every tensor bit for bit
+ * (vt_test_ckpt_same); "WHAT, N tensors bit for bit" printed, at least `min` compared
+ * (checked). Returns the count. */
+static inline int vt_test_last_same(const char *dir, const char *a, const char *b,
+                                    const char *what, int min) {
+    char pa[4200], pb[4200];
+    snprintf(pa, sizeof pa, "%s/%s/last.safetensors", dir, a);
+    snprintf(pb, sizeof pb, "%s/%s/last.safetensors", dir, b);
+    static const char *const all[] = {"", NULL};
+    int n = vt_test_ckpt_same(pa, pb, all, NULL);
+    printf("%s, %d tensors bit for bit\n", what, n);
+    TCHECK(n >= min, "%s: only %d tensors compared", what, n);
+    return n;
+}
+
 /* docs/design.md §3.1 through the command for a model: DIR/one trained on 1 CPU tower and
  * DIR/two on 2 split 3:1 (vt_test_train_small) end bit for bit, every tensor; at least
  * `min` of them compared (checked). Returns the count. */
@@ -394,14 +409,7 @@ static inline int vt_test_towers_equal(const char *bin, const char *dir, const c
            "train on one tower");
     TCHECK(vt_test_train_small(bin, dir, args, "two", "--devices cpu:2 --tower-split "
                                "manual:3,1") == 0, "train on two");
-    char a[4200], b[4200];
-    snprintf(a, sizeof a, "%s/one/last.safetensors", dir);
-    snprintf(b, sizeof b, "%s/two/last.safetensors", dir);
-    static const char *const all[] = {"", NULL};
-    int n = vt_test_ckpt_same(a, b, all, NULL);
-    printf("towers: 2 towers (3:1) = 1 device, %d tensors bit for bit\n", n);
-    TCHECK(n >= min, "only %d tensors compared", n);
-    return n;
+    return vt_test_last_same(dir, "one", "two", "towers: 2 towers (3:1) = 1 device", min);
 }
 
 /* docs/design.md §3.5 through the command for a model: DIR/r trained 1 step on 1 CPU
@@ -417,14 +425,7 @@ static inline int vt_test_resume_equal(const char *bin, const char *dir, const c
                       "'%s/r' --max-steps 2 -q >> '%s/r.log' 2>&1", bin, dir, dir, args, dir,
                       bin, dir, dir) == 0, "stopped after 1 step and resumed (see %s/r.log)",
            dir);
-    char a[4200], b[4200];
-    snprintf(a, sizeof a, "%s/one/last.safetensors", dir);
-    snprintf(b, sizeof b, "%s/r/last.safetensors", dir);
-    static const char *const all[] = {"", NULL};
-    int n = vt_test_ckpt_same(a, b, all, NULL);
-    printf("resume: 1 step + --resume to 2 = 2 steps, %d tensors bit for bit\n", n);
-    TCHECK(n >= min, "resume: only %d tensors compared", n);
-    return n;
+    return vt_test_last_same(dir, "one", "r", "resume: 1 step + --resume to 2 = 2 steps", min);
 }
 
 #endif

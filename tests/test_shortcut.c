@@ -95,6 +95,17 @@ static void fps_counts(const char *run, const char *v0, const char *v1) {
     free(m);
 }
 
+/* RUN/eval.json's number under key is `want` (checked). */
+static void eval_count(const char *run, const char *key, double want) {
+    char p[4400];
+    snprintf(p, sizeof p, "%s/%s/eval.json", dir, run);
+    cJSON *j = vt_test_read_json(p);
+    const cJSON *v = cJSON_GetObjectItem(j, key);
+    TCHECK(cJSON_IsNumber(v) && v->valuedouble == want, "%s: %s %g, want %g", p, key,
+           cJSON_IsNumber(v) ? v->valuedouble : -1, want);
+    cJSON_Delete(j);
+}
+
 /* scan --json's shortcuts as "property:class:given/of" lines, sorted, into buf. */
 static void shortcuts(const char *set, const char *args, char *buf, size_t n) {
     buf[0] = 0;
@@ -202,12 +213,7 @@ int main(void) {
     TCHECK(vt_test_sh("'%s' eval '%s/runc' --split train -q > '%s' 2>&1", bin, dir, cpath) == 0 &&
            vt_test_file_has(cpath, "vidtrain eval: warning: among the videos evaluated, 2 files"),
            "eval warns of the copies (%s)", cpath);
-    snprintf(cpath, sizeof cpath, "%s/runc/eval.json", dir);
-    cj0 = vt_test_read_json(cpath);
-    const cJSON *ec = cJSON_GetObjectItem(cj0, "copies");
-    TCHECK(cJSON_IsNumber(ec) && ec->valuedouble == 2, "eval.json copies %g, want 2",
-           cJSON_IsNumber(ec) ? ec->valuedouble : -1);
-    cJSON_Delete(cj0);
+    eval_count("runc", "copies", 2);
 
     /* the text report, and train's warning at its start */
     char log[4400];
@@ -321,11 +327,6 @@ int main(void) {
     TCHECK(vt_test_sh("'%s' eval '%s/run' '%s/other' -q > '%s' 2>&1", bin, dir, dir, log) == 0 &&
            vt_test_file_has(log, "vidtrain eval: warning: ") && vt_test_file_has(log, want),
            "eval warns (%s)", log);
-    snprintf(cfg, sizeof cfg, "%s/run/eval.json", dir);
-    cj = vt_test_read_json(cfg);
-    const cJSON *fo = cJSON_GetObjectItem(cj, "fps_outside_training");
-    TCHECK(cJSON_IsNumber(fo) && fo->valuedouble == 2, "eval.json fps_outside_training %g, want 2",
-           cJSON_IsNumber(fo) ? fo->valuedouble : -1);
-    cJSON_Delete(cj);
+    eval_count("run", "fps_outside_training", 2);
     return vt_test_done("test_shortcut");
 }

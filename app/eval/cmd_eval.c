@@ -180,6 +180,8 @@ typedef struct eval_args {
     const char *lists_read; /* the list files DIR was read with (--lists, else the run's) */
     int quiet, batch, workers;
     vt_model_args ma;
+    int ncopies, nfps;  /* pairs of copies, videos at rates outside training's, among those
+                           evaluated: found once before the evaluation, said and recorded */
 } eval_args;
 
 /* Fills *ea from argv: 0, or the exit status (2) after saying what is wrong. */
@@ -511,12 +513,9 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
     int wfd = vt_dist_lead() ? vt_run_claim_writes(ea->run) : -1;
     cJSON_AddStringToObject(j, "checkpoint", m->ckpt);
     cJSON_AddStringToObject(j, "data", ea->dir);
-    vt_dataset_copy *copies = NULL;
-    cJSON_AddNumberToObject(j, "copies", eval_copies(ds, idx, n, &copies));
-    free(copies);
-    int first_fps;
+    cJSON_AddNumberToObject(j, "copies", ea->ncopies);
     if (m->train_fps[1] > 0) /* the videos whose clips span another time than training's */
-        cJSON_AddNumberToObject(j, "fps_outside_training", fps_outside(m, ds, idx, n, &first_fps));
+        cJSON_AddNumberToObject(j, "fps_outside_training", ea->nfps);
     /* and change together: confusion.csv is staged first and renamed once eval.json is
      * written, so that a full disk leaves the old pair (it left a new table beside the
      * old figures, or the other way round) */
@@ -673,14 +672,15 @@ int vt_cmd_eval(int argc, char **argv) {
     if (eval_pick_videos(&ea, ds, &idx, &n, &sname) != 0)
         goto end;
     vt_dataset_copy *copies = NULL; /* counted twice, or under two labels: said, kept */
-    int ncopies = eval_copies(ds, idx, n, &copies);
+    ea.ncopies = eval_copies(ds, idx, n, &copies);
     if (vt_dist_lead())
         vt_dataset_copies_print(stderr, "vidtrain eval: warning: among the videos evaluated, ",
-                                ds, copies, ncopies);
+                                ds, copies, ea.ncopies);
     free(copies);
-    int first_fps, nfps = fps_outside(&m, ds, idx, n, &first_fps);
-    if (nfps && vt_dist_lead())
-        vt_run_fps_warn("eval", "video", &m, nfps, n, ds->videos[first_fps].relpath,
+    int first_fps;
+    ea.nfps = fps_outside(&m, ds, idx, n, &first_fps);
+    if (ea.nfps && vt_dist_lead())
+        vt_run_fps_warn("eval", "video", &m, ea.nfps, n, ds->videos[first_fps].relpath,
                         ds->videos[first_fps].info.fps);
 
     int batch = ea.batch ? ea.batch : o->batch;

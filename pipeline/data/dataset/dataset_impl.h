@@ -49,6 +49,11 @@ char *vt_ds_next_line(char **cursor);
  * leading integer and *rest what follows its whitespace when the line starts with one; 0
  * otherwise. line is trimmed as vt_ds_next_line returns it. */
 int vt_ds_cut_last_int(char *line, int *n);
+
+/* Removes the entries of ds->ignored that drop[i] marks (files a labels file or a Kinetics
+ * CSV made samples of), in order, freeing their names, and frees drop
+ * ((ds->nignored) bytes at least). */
+void vt_ds_drop_ignored(vt_dataset *ds, uint8_t *drop);
 int vt_ds_cut_first_int(char *line, int *n, char **rest);
 
 /* Next CSV record of a text buffer, trimmed like vt_ds_next_line, but a newline inside

@@ -300,15 +300,7 @@ static void unignore_used(kin_ctx *k) {
     for (int j = 0; j < k->stems.n; j++)
         if (k->stems.s[j].video < 0 && k->stems.s[j].used)
             drop[-1 - k->stems.s[j].video] = 1;
-    int m = 0;
-    for (int i = 0; i < ds->nignored; i++) {
-        if (drop[i]) /* the entry holds its own copy of the name */
-            free(ds->ignored[i]);
-        else
-            ds->ignored[m++] = ds->ignored[i];
-    }
-    ds->nignored = m;
-    free(drop);
+    vt_ds_drop_ignored(ds, drop);
 }
 
 int vt_ds_apply_kinetics(vt_dataset *ds, const char *path, char *err, size_t errlen) {

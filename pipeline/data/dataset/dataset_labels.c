@@ -159,15 +159,7 @@ static void unignore(vt_dataset *ds, int added) {
         if (hit)
             drop[hit - ds->ignored] = 1;
     }
-    int m = 0;
-    for (int i = 0; i < ds->nignored; i++) {
-        if (drop[i]) /* the entry holds its own copy of the name */
-            free(ds->ignored[i]);
-        else
-            ds->ignored[m++] = ds->ignored[i];
-    }
-    ds->nignored = m;
-    free(drop);
+    vt_ds_drop_ignored(ds, drop);
 }
 
 int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char *err,

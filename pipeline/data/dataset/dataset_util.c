@@ -159,6 +159,18 @@ int vt_ds_cut_last_int(char *line, int *n) {
     return 1;
 }
 
+void vt_ds_drop_ignored(vt_dataset *ds, uint8_t *drop) {
+    int m = 0;
+    for (int i = 0; i < ds->nignored; i++) {
+        if (drop[i]) /* the entry holds its own copy of the name */
+            free(ds->ignored[i]);
+        else
+            ds->ignored[m++] = ds->ignored[i];
+    }
+    ds->nignored = m;
+    free(drop);
+}
+
 int vt_ds_cut_first_int(char *line, int *n, char **rest) {
     size_t k = int_len(line);
     if (!k || !isspace((unsigned char)line[k]))

@@ -5,6 +5,7 @@
 #
 #   DIR/h264.mp4      H.264 (libx264, -g 12 with B-frames: clips start mid-GOP)
 #   DIR/mpeg4.avi     MPEG-4 part 2 in AVI
+#   DIR/mpeg2.mpg     MPEG-2 with B-frames in MPEG-PS (anchors without a pts)
 #   DIR/mjpeg.mkv     MJPEG (full-range yuvj420p) in Matroska
 #   DIR/vp9.webm      VP9 (libvpx-vp9), only when that encoder exists
 #   DIR/ffv1.mkv      FFV1 (lossless) in Matroska
@@ -48,6 +49,9 @@ mk() {
 if [ "$only" != hostile ]; then
 mk "$dir/h264.mp4" "${src[@]}" "${h264[@]}"
 mk "$dir/mpeg4.avi" "${src[@]}" -c:v mpeg4 -q:v 4 -g 12
+# MPEG-2 in MPEG-PS with B-frames: the muxer leaves some I/P packets without a pts (only a
+# dts, which is not their presentation time), as DVD and broadcast rips have.
+mk "$dir/mpeg2.mpg" "${src[@]}" -c:v mpeg2video -q:v 4 -g 12 -bf 2
 mk "$dir/mjpeg.mkv" "${src[@]}" -c:v mjpeg -q:v 3 -pix_fmt yuvj420p
 mk "$dir/ffv1.mkv" "${src[@]}" -c:v ffv1 -pix_fmt yuv420p
 if have_enc libvpx-vp9; then

@@ -477,6 +477,7 @@ int main(void) {
         return 1;
     test_file("h264.mp4", 0);
     test_file("mpeg4.avi", 0);
+    test_file("mpeg2.mpg", 0);
     test_file("mjpeg.mkv", 0);
     test_file("vp9.webm", 0);
     test_file("ffv1.mkv", 0);

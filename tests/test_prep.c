@@ -235,6 +235,29 @@ static void check_manifest(const char *dst) {
     free(m);
 }
 
+/* A clean MPEG-2 program stream with B-frames, whose muxer left some I/P packets without a
+ * pts (make_media's mpeg2.mpg): their dts once stood in for their time, so prep called it
+ * damaged ("1 decoded out of order and left out") and dropped frames. Every frame is
+ * written, and no damage is said. */
+static void clean_mpeg2(const char *bin, const char *dir) {
+    if (vt_test_media_make())
+        return;
+    char sdir[4300], ddir[4300], p[8800];
+    snprintf(sdir, sizeof sdir, "%s/m2src", dir);
+    snprintf(ddir, sizeof ddir, "%s/m2dst", dir);
+    vt_test_media_put(sdir, "a/m.mpg", "mpeg2.mpg");
+    TCHECK(vt_test_sh("'%s' prep '%s' '%s' --jobs 1 > '%s/m2.out' 2>&1", bin, sdir, ddir, dir)
+               == 0, "prep of an MPEG-2 .mpg");
+    snprintf(p, sizeof p, "%s/m2.out", dir);
+    TCHECK(!vt_test_file_has(p, "damaged"), "a clean MPEG-2 .mpg is not called damaged");
+    snprintf(p, sizeof p, "%s/a/m.mp4", ddir);
+    long long written = vt_test_ffprobe_frames(p);
+    snprintf(p, sizeof p, "%s/a/m.mpg", sdir);
+    long long src = vt_test_ffprobe_frames(p);
+    TCHECK(src == 48 && written == src, "every frame of the .mpg copied: %lld of %lld", written,
+           src);
+}
+
 /* A damaged H.264 source whose decoder hands two frames out after later ones (make_media's
  * hostile/corrupt_mid.mp4: 48 indexed, 39 decode, pts 10752 and 11776 come after 16384 and
  * 17408): the copy is written in order, so those two are left out, and the damage line
@@ -503,5 +526,6 @@ int main(void) {
                     "> /dev/null 2>&1", p, src, p, bin, p, p);
     TCHECK(rc == 1, "prep of only bad videos exits 1, got %d", rc);
     damaged_order(bin, dir);
+    clean_mpeg2(bin, dir);
     return vt_test_done("test_prep");
 }

@@ -55,11 +55,50 @@ int vt_vid_rotation_of(const AVStream *st) {
     return 0; /* not a multiple of 90 degrees (or mirrored): left as coded */
 }
 
+/* Packets of the index, in decode order (build_index). */
+enum { PK_KEY = 1, PK_DTS_ONLY = 2, PK_ANCHOR = 4 };
+
+/* MPEG-PS and MPEG-TS muxers may leave a reference picture's packet (I or P) without a
+ * pts: its dts is then all it says, and that is not when it shows. In the MPEG-1/2 model
+ * (one picture of reordering, codecpar video_delay 1) a B-picture shows as it decodes
+ * (pts = dts) and a reference picture shows when the next reference picture decodes: its
+ * pts is that picture's dts (the decoder hands it out then, and the frame's best-effort
+ * timestamp says so: vt_vid_frame_pos). Taken as its pts, the dts put a frame on another
+ * frame's time (MPEG-2 .mpg: a duplicate, a gap, frames "out of order" and a VFR
+ * verdict). The last reference picture shows one frame after the last time. Applied only
+ * where the stream shows that model (a packet with pts > dts); any other stream keeps
+ * the dts. */
+static void anchors_to_pts(vt_video *v, const int64_t *dts, const uint8_t *fl, int64_t n,
+                           int64_t last_dur) {
+    int depth = v->fmt->streams[v->sidx]->codecpar->video_delay, reorder = 0, dts_only = 0;
+    for (int64_t i = 0; i < n; i++) {
+        reorder |= (fl[i] & PK_ANCHOR) && !(fl[i] & PK_DTS_ONLY);
+        dts_only |= (fl[i] & PK_DTS_ONLY) != 0;
+    }
+    if (depth != 1 || !reorder || !dts_only)
+        return;
+    int64_t pending = -1, last = INT64_MIN, first = INT64_MAX;
+    for (int64_t i = 0; i < n; i++) {
+        last = VT_MAX(last, v->pts[i]);
+        first = VT_MIN(first, v->pts[i]);
+        if (!(fl[i] & PK_ANCHOR))
+            continue;
+        if (pending >= 0)
+            v->pts[pending] = dts[i];
+        pending = (fl[i] & PK_DTS_ONLY) ? i : -1;
+    }
+    if (last_dur <= 0 && n > 1)
+        last_dur = (last - first) / (n - 1);
+    if (pending >= 0 && last_dur > 0)
+        v->pts[pending] = last + last_dur;
+}
+
 /* One pts per frame by demuxing, no decoding. */
 static int build_index(vt_video *v, char *err, size_t errlen) {
-    int64_t cap = 256, n = 0, kcap = 16, nk = 0;
+    int64_t cap = 256, n = 0, nk = 0;
     v->pts = vt_malloc((size_t)cap * sizeof(int64_t));
-    v->kf = vt_malloc((size_t)kcap * sizeof(int64_t));
+    int64_t *dts = vt_malloc((size_t)cap * sizeof(int64_t));
+    uint8_t *fl = vt_malloc((size_t)cap);
     v->start_ts = INT64_MAX;
     int64_t last_dur = 0;
     for (;;) {
@@ -67,36 +106,50 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
         if (ret < 0)
             break; /* EOF, or a truncated tail: the index holds what could be read */
         if (v->pkt->stream_index == v->sidx && !(v->pkt->flags & AV_PKT_FLAG_DISCARD)) {
-            int64_t ts = v->pkt->pts != AV_NOPTS_VALUE ? v->pkt->pts : v->pkt->dts;
+            int64_t pts = v->pkt->pts, dt = v->pkt->dts;
+            int64_t ts = pts != AV_NOPTS_VALUE ? pts : dt;
             if (ts == AV_NOPTS_VALUE) {
                 v->no_ts = 1;
                 ts = n;
             }
-            if (v->pkt->dts != AV_NOPTS_VALUE && v->pkt->dts < v->start_ts)
-                v->start_ts = v->pkt->dts;
+            if (dt != AV_NOPTS_VALUE && dt < v->start_ts)
+                v->start_ts = dt;
             if (ts < v->start_ts)
                 v->start_ts = ts;
             if (n == cap) {
                 cap *= 2;
                 v->pts = vt_realloc(v->pts, (size_t)cap * sizeof(int64_t));
+                dts = vt_realloc(dts, (size_t)cap * sizeof(int64_t));
+                fl = vt_realloc(fl, (size_t)cap);
             }
-            v->pts[n++] = ts;
-            if (v->pkt->flags & AV_PKT_FLAG_KEY) {
-                if (nk == kcap) {
-                    kcap *= 2;
-                    v->kf = vt_realloc(v->kf, (size_t)kcap * sizeof(int64_t));
-                }
-                v->kf[nk++] = ts;
-            }
+            v->pts[n] = ts;
+            dts[n] = dt;
+            fl[n] = (v->pkt->flags & AV_PKT_FLAG_KEY) ? PK_KEY : 0;
+            if (dt != AV_NOPTS_VALUE && pts == AV_NOPTS_VALUE)
+                fl[n] |= PK_DTS_ONLY | PK_ANCHOR;
+            else if (dt != AV_NOPTS_VALUE && pts > dt)
+                fl[n] |= PK_ANCHOR;
+            nk += (fl[n] & PK_KEY) != 0;
+            n++;
             if (v->pkt->duration > 0)
                 last_dur = v->pkt->duration;
         }
         av_packet_unref(v->pkt);
     }
     if (n == 0) {
+        free(dts);
+        free(fl);
         vt_set_err(err, errlen, "the video stream has no packets (empty or truncated file)");
         return AVERROR_INVALIDDATA;
     }
+    if (!v->no_ts)
+        anchors_to_pts(v, dts, fl, n, last_dur);
+    v->kf = vt_malloc((size_t)VT_MAX(nk, 1) * sizeof(int64_t));
+    for (int64_t i = 0, k = 0; i < n; i++)
+        if (fl[i] & PK_KEY)
+            v->kf[k++] = v->pts[i];
+    free(dts);
+    free(fl);
     if (!v->no_ts) {
         qsort(v->pts, (size_t)n, sizeof(int64_t), vt_vid_cmp_i64);
         qsort(v->kf, (size_t)nk, sizeof(int64_t), vt_vid_cmp_i64);

@@ -27,14 +27,21 @@ static const char *const prop_names[NPROPS] = {"frame rate", "size", "codec", "p
 static const char *const prop_at[NPROPS] = {"at", "at", "in", "in"};
 
 /* A frame rate to the nearest frame a second (29.97 and 30 make clips of one span); the
- * size as training sees it, upright. */
-static void prop_value(const vt_video_info *in, int p, char *buf, size_t n) {
+ * size as training sees it, upright. 0 when the file does not say (no frame rate, an
+ * unnamed codec): an unknown value is nothing a network sees, and "0 fps" shared by a
+ * class named no shortcut. */
+static int prop_value(const vt_video_info *in, int p, char *buf, size_t n) {
     switch (p) {
-    case 0: snprintf(buf, n, "%.0f fps", round(in->fps)); break;
+    case 0:
+        if (!(in->fps >= 0.5 && in->fps < 1e6))
+            return 0;
+        snprintf(buf, n, "%.0f fps", round(in->fps));
+        break;
     case 1: snprintf(buf, n, "%dx%d", in->disp_width, in->disp_height); break;
     case 2: snprintf(buf, n, "%s", in->codec); break;
     default: snprintf(buf, n, "%s", in->pix_fmt); break;
     }
+    return buf[0] && strcmp(buf, "none") && strcmp(buf, "?") && strcmp(buf, "0x0");
 }
 
 typedef struct item {
@@ -80,7 +87,8 @@ int vt_dataset_shortcuts(vt_dataset *ds, int split, vt_shortcut **out) {
             if (!(v->labeled && (split < 0 || (int)v->split == split) && v->probed &&
                   vt_dataset_bad(ds, i) == VT_BAD_NONE))
                 continue;
-            prop_value(&v->info, p, it[n].key, KEYLEN);
+            if (!prop_value(&v->info, p, it[n].key, KEYLEN))
+                continue;
             it[n].file = v->path;
             it[n++].cls = v->label[0];
         }

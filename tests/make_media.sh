@@ -6,6 +6,8 @@
 #   DIR/h264.mp4      H.264 (libx264, -g 12 with B-frames: clips start mid-GOP)
 #   DIR/mpeg4.avi     MPEG-4 part 2 in AVI
 #   DIR/mpeg2.mpg     MPEG-2 with B-frames in MPEG-PS (anchors without a pts)
+#   DIR/mpeg4bf.avi   MPEG-4 part 2 with B-frames in AVI; DIR/h264.avi H.264 with B-frames in AVI
+#   DIR/hevc.ts       HEVC (libx265, open GOPs) in MPEG-TS, only when that encoder exists
 #   DIR/mjpeg.mkv     MJPEG (full-range yuvj420p) in Matroska
 #   DIR/vp9.webm      VP9 (libvpx-vp9), only when that encoder exists
 #   DIR/ffv1.mkv      FFV1 (lossless) in Matroska
@@ -52,6 +54,14 @@ mk "$dir/mpeg4.avi" "${src[@]}" -c:v mpeg4 -q:v 4 -g 12
 # MPEG-2 in MPEG-PS with B-frames: the muxer leaves some I/P packets without a pts (only a
 # dts, which is not their presentation time), as DVD and broadcast rips have.
 mk "$dir/mpeg2.mpg" "${src[@]}" -c:v mpeg2video -q:v 4 -g 12 -bf 2
+# AVI with B-frames (DivX/XviD-era datasets): AVI has no pts; libavformat times the
+# B-frames and leaves the reference frames untimed (MPEG-4), or times nothing (H.264).
+mk "$dir/mpeg4bf.avi" "${src[@]}" -c:v mpeg4 -q:v 4 -g 12 -bf 2
+mk "$dir/h264.avi" "${src[@]}" "${h264[@]}"
+# HEVC in MPEG-TS (x265's open GOPs): the demuxer seeks by dts, landing mid-GOP.
+if have_enc libx265; then
+    mk "$dir/hevc.ts" "${src[@]}" -c:v libx265 -g 12 -bf 2 -pix_fmt yuv420p -x265-params log-level=error
+fi
 mk "$dir/mjpeg.mkv" "${src[@]}" -c:v mjpeg -q:v 3 -pix_fmt yuvj420p
 mk "$dir/ffv1.mkv" "${src[@]}" -c:v ffv1 -pix_fmt yuv420p
 if have_enc libvpx-vp9; then

@@ -1,7 +1,10 @@
 /*
  * test_decode.c: pipeline/data/video/video_*.c against the ffmpeg command, the outside truth. For
  * each test file (tests/make_media.sh: H.264/MP4 with B-frames and -g 12, MPEG-4/AVI,
- * MJPEG/MKV, VP9/WebM, FFV1/MKV, a VFR file, two rotated files) it reads clips through
+ * MJPEG/MKV, VP9/WebM, FFV1/MKV, a VFR file, two rotated files; and the timing traps of
+ * older containers: MPEG-2 in MPEG-PS, MPEG-4 and H.264 with B-frames in AVI, HEVC with
+ * open GOPs in MPEG-TS, each of which read frames one or two places off, or built on
+ * missing references, before 2026-11-29) it reads clips through
  * vt_video_read_clip and compares them with
  *   ffmpeg -i F -vf "select=eq(n\,a)+...,scale=W:H:flags=bilinear,format=rgb24"
  *          -fps_mode passthrough -f rawvideo
@@ -478,6 +481,9 @@ int main(void) {
     test_file("h264.mp4", 0);
     test_file("mpeg4.avi", 0);
     test_file("mpeg2.mpg", 0);
+    test_file("mpeg4bf.avi", 0);
+    test_file("h264.avi", 0);
+    test_file("hevc.ts", 0);
     test_file("mjpeg.mkv", 0);
     test_file("vp9.webm", 0);
     test_file("ffv1.mkv", 0);

@@ -86,6 +86,13 @@ struct vt_video {
     int64_t nkf;
     int64_t start_ts;       /* smallest dts/pts seen: a seek here is a seek to the start */
     int no_ts;              /* packets without timestamps: frames are counted, not looked up */
+    int dts_only;           /* every packet had a dts and no pts (AVI): the index holds dts */
+    int64_t ts_shift;       /* a frame without a pts is at best_effort - ts_shift in the index
+                             * (vt_vid_frame_time) */
+    int await_key;          /* after a seek into the file: packets until a keyframe are
+                             * passed over (vt_vid_seek_ts) */
+    int64_t seek_pos;       /* the index position of the last seek's target (a keyframe),
+                             * -1 when it is none: where an untimed first frame after it is */
     int intra_only;         /* every packet is a keyframe (MJPEG, FFV1...): frames independent */
     const int64_t *want;    /* (nwant) sorted index positions the current read needs, or NULL */
     int nwant;
@@ -159,7 +166,7 @@ typedef struct vt_vid_file_id {
 typedef struct vt_vid_known {
     vt_video_info info;     /* as the open left it */
     int64_t *pts, *kf;      /* (info.nframes), (nkf) */
-    int64_t nkf, start_ts;
+    int64_t nkf, start_ts, ts_shift;
     int no_ts, intra_only;
     int first;              /* 1: info's first-frame facts (size, format, range) came from a
                              * CPU decoder without an error, at first_pos, whose timestamp
@@ -191,6 +198,9 @@ int vt_vid_seek_ts(vt_video *v, int64_t ts, char *err, size_t errlen);
 int vt_vid_next_frame(vt_video *v, char *err, size_t errlen);
 /* Index position of the frame in v->frame (after last_pos). */
 int64_t vt_vid_frame_pos(vt_video *v);
+/* The index time of frame f: its pts, else its best-effort timestamp less v->ts_shift;
+ * AV_NOPTS_VALUE when it has neither. */
+int64_t vt_vid_frame_time(const vt_video *v, const AVFrame *f);
 /* Seek so that decoding reaches position q, `back` keyframes earlier on a retry. */
 int vt_vid_seek_for(vt_video *v, int64_t q, int back, char *err, size_t errlen);
 /* 1 when the decoder should decode on to q rather than seek. */

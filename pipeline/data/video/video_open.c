@@ -65,17 +65,19 @@ enum { PK_KEY = 1, PK_DTS_ONLY = 2, PK_ANCHOR = 4 };
  * pts is that picture's dts (the decoder hands it out then, and the frame's best-effort
  * timestamp says so: vt_vid_frame_pos). Taken as its pts, the dts put a frame on another
  * frame's time (MPEG-2 .mpg: a duplicate, a gap, frames "out of order" and a VFR
- * verdict). The last reference picture shows one frame after the last time. Applied only
- * where the stream shows that model (a packet with pts > dts); any other stream keeps
- * the dts. */
+ * verdict). The last reference picture shows one frame after the last time. AVI's
+ * packets carry no pts at all, but libavformat times its B-pictures (pts = dts) and leaves
+ * the reference pictures without one: the same rule. Applied only where the stream shows
+ * that model (video_delay 1, some packets timed, some not); any other stream keeps the
+ * dts (one with no pts at all: the open's ts_shift). */
 static void anchors_to_pts(vt_video *v, const int64_t *dts, const uint8_t *fl, int64_t n,
                            int64_t last_dur) {
-    int depth = v->fmt->streams[v->sidx]->codecpar->video_delay, reorder = 0, dts_only = 0;
+    int depth = v->fmt->streams[v->sidx]->codecpar->video_delay, with_pts = 0, dts_only = 0;
     for (int64_t i = 0; i < n; i++) {
-        reorder |= (fl[i] & PK_ANCHOR) && !(fl[i] & PK_DTS_ONLY);
+        with_pts |= !(fl[i] & PK_DTS_ONLY);
         dts_only |= (fl[i] & PK_DTS_ONLY) != 0;
     }
-    if (depth != 1 || !reorder || !dts_only)
+    if (depth != 1 || !with_pts || !dts_only)
         return;
     int64_t pending = -1, last = INT64_MIN, first = INT64_MAX;
     for (int64_t i = 0; i < n; i++) {
@@ -142,6 +144,9 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
         vt_set_err(err, errlen, "the video stream has no packets (empty or truncated file)");
         return AVERROR_INVALIDDATA;
     }
+    v->dts_only = 1;
+    for (int64_t i = 0; i < n && v->dts_only; i++)
+        v->dts_only = (fl[i] & PK_DTS_ONLY) != 0;
     if (!v->no_ts)
         anchors_to_pts(v, dts, fl, n, last_dur);
     v->kf = vt_malloc((size_t)VT_MAX(nk, 1) * sizeof(int64_t));
@@ -194,7 +199,7 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
 static int first_ts_alone(const vt_video *v) {
     const AVFrame *f = v->frame;
     int64_t m = v->last_pos, n = v->info.nframes;
-    int64_t ts = f->pts != AV_NOPTS_VALUE ? f->pts : f->best_effort_timestamp;
+    int64_t ts = vt_vid_frame_time(v, f);
     return m >= 0 && m < n && ts == v->pts[m] && (m + 1 >= n || v->pts[m + 1] != ts) &&
            (m == 0 || v->pts[m - 1] != ts);
 }
@@ -277,6 +282,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     v->threads = threads;
     v->sidx = -1;
     v->last_pos = -1;
+    v->seek_pos = -1;
     v->skip_lost_hi = -1;
     v->pkt = av_packet_alloc();
     v->frame = av_frame_alloc();
@@ -409,6 +415,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         v->nkf = kn.nkf;
         v->start_ts = kn.start_ts;
         v->no_ts = kn.no_ts;
+        v->ts_shift = kn.ts_shift;
         v->intra_only = kn.intra_only;
         in->nframes = kn.info.nframes;
         in->duration = kn.info.duration;
@@ -484,6 +491,19 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     if (pf)
         snprintf(in->pix_fmt, sizeof in->pix_fmt, "%s", pf);
     in->full_range = v->frame->color_range == AVCOL_RANGE_JPEG || (pf && !strncmp(pf, "yuvj", 4));
+    /* A stream timed by dts alone (H.264 with B-frames in AVI): the decoder times a frame
+     * by the dts of the packet that pushed it out, its reorder delay after the frame's
+     * own, so every frame's best-effort time is that delay later than the index's. The
+     * first frame decoded from the start is position 0: the difference is the delay
+     * (bounded by 16 frames; a damaged start proves nothing). */
+    if (!have && v->dts_only && !v->no_ts && v->stats.decode_errors == 0 &&
+        v->frame->pts == AV_NOPTS_VALUE && v->frame->best_effort_timestamp != AV_NOPTS_VALUE &&
+        in->nframes > 1) {
+        int64_t d = v->frame->best_effort_timestamp - v->pts[0];
+        int64_t step = (v->pts[in->nframes - 1] - v->pts[0]) / (in->nframes - 1);
+        if (d > 0 && step > 0 && d <= 16 * step)
+            v->ts_shift = d;
+    }
     v->last_pos = vt_vid_frame_pos(v);
     v->streaming = 1;
     int first_known = !v->dec->hw_device_ctx && !v->no_ts && v->stats.decode_errors == 0 &&
@@ -495,7 +515,8 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     if (reg && !have) {
         const hdr_stream *h = v->sidx < HDR_STREAMS ? &hdr[v->sidx] : NULL;
         vt_vid_known k = {.info = *in, .pts = v->pts, .kf = v->kf, .nkf = v->nkf,
-                          .start_ts = v->start_ts, .no_ts = v->no_ts,
+                          .start_ts = v->start_ts, .ts_shift = v->ts_shift,
+                          .no_ts = v->no_ts,
                           .intra_only = v->intra_only, .first = first_known,
                           .first_pos = v->last_pos,
                           .par = h ? v->fmt->streams[v->sidx]->codecpar : NULL,

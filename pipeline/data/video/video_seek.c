@@ -37,6 +37,17 @@ int vt_vid_seek_ts(vt_video *v, int64_t ts, char *err, size_t errlen) {
     v->eof_sent = 0;
     v->streaming = 0;
     v->last_pos = -1;
+    int64_t at = v->no_ts ? -1 : vt_vid_lower_bound(v->pts, v->info.nframes, ts);
+    v->seek_pos = at >= 0 && at < v->info.nframes && v->pts[at] == ts ? at : -1;
+    /* Into the file (not to its start), decoding begins at a keyframe: a demuxer that seeks
+     * by dts or by byte position (MPEG-TS) lands on whatever packet lies there, and a
+     * decoder started mid-GOP either drops what it cannot make (H.264) or hands out
+     * frames built on missing references (HEVC: garbage at the right positions, which no
+     * later check can tell). Packets before the first keyframe are passed over; landing
+     * after the wanted frame is then seen (m > q) and the seek goes a keyframe further
+     * back. Only where the index saw keyframes (a stream that marks none would lose
+     * every frame). */
+    v->await_key = ts > v->start_ts && v->nkf > 0;
     v->land_check = 1;
     v->land_bad = 0;
     return 0;
@@ -56,10 +67,16 @@ static void check_landing(vt_video *v, const AVPacket *pkt) {
     v->land_bad = !(k < v->nkf && v->kf[k] == pkt->pts);
 }
 
-/* Does the current read need the frame of this packet? Unknown (no exact pts) = yes.
+/* Does the current read need the frame of this packet? Unknown (no exact pts) = yes: a
+ * packet with a dts alone, in a stream whose decoder reorders, shows at another time than
+ * its dts (video_open.c anchors_to_pts), so its dts names another frame's position.
+ * Skipping a B-frame on that guess also changes which packet pushes the next frame out,
+ * and with it that frame's best-effort time (an AVI of H.264 read frames 1-2 places off).
  * A skipped position is remembered: a later read that wants it must seek. */
 static int packet_wanted(vt_video *v, const AVPacket *pkt) {
     if (!v->want || v->no_ts)
+        return 1;
+    if (pkt->pts == AV_NOPTS_VALUE && v->fmt->streams[v->sidx]->codecpar->video_delay > 0)
         return 1;
     int64_t ts = pkt->pts != AV_NOPTS_VALUE ? pkt->pts : pkt->dts;
     if (ts == AV_NOPTS_VALUE)
@@ -122,6 +139,13 @@ int vt_vid_next_frame(vt_video *v, char *err, size_t errlen) {
             av_packet_unref(v->pkt);
             continue;
         }
+        if (v->await_key) {
+            if (!(v->pkt->flags & AV_PKT_FLAG_KEY)) {
+                av_packet_unref(v->pkt);
+                continue;
+            }
+            v->await_key = 0;
+        }
         if (v->land_check)
             check_landing(v, v->pkt);
         /* Less decoding, same pixels: a frame nobody wants is not decoded when nothing
@@ -148,14 +172,21 @@ int vt_vid_next_frame(vt_video *v, char *err, size_t errlen) {
     }
 }
 
+int64_t vt_vid_frame_time(const vt_video *v, const AVFrame *f) {
+    if (f->pts != AV_NOPTS_VALUE)
+        return f->pts;
+    int64_t ts = f->best_effort_timestamp;
+    return ts == AV_NOPTS_VALUE ? ts : ts - v->ts_shift;
+}
+
 /* Index position of the frame in v->frame (after last_pos). */
 int64_t vt_vid_frame_pos(vt_video *v) {
     int64_t n = v->info.nframes;
-    int64_t ts = v->frame->pts;
-    if (ts == AV_NOPTS_VALUE)
-        ts = v->frame->best_effort_timestamp;
-    if (v->no_ts || ts == AV_NOPTS_VALUE)
+    int64_t ts = vt_vid_frame_time(v, v->frame);
+    if (v->no_ts)
         return v->last_pos + 1;
+    if (ts == AV_NOPTS_VALUE) /* untimed (a reordering decoder's last frame at the end) */
+        return v->last_pos < 0 && v->seek_pos >= 0 ? v->seek_pos : v->last_pos + 1;
     int64_t i = vt_vid_lower_bound(v->pts, n, ts);
     if (i < n && v->pts[i] == ts) {
         /* Duplicate timestamps (broken muxers): take the next unused one. */

@@ -8,6 +8,7 @@
 #   DIR/mpeg2.mpg     MPEG-2 with B-frames in MPEG-PS (anchors without a pts)
 #   DIR/mpeg4bf.avi   MPEG-4 part 2 with B-frames in AVI; DIR/h264.avi H.264 with B-frames in AVI
 #   DIR/hevc.ts       HEVC (libx265, open GOPs) in MPEG-TS, only when that encoder exists
+#   DIR/h264.m2ts, DIR/wmv2.wmv, DIR/raw.h264: AVCHD, Windows Media, a raw camera stream
 #   DIR/mjpeg.mkv     MJPEG (full-range yuvj420p) in Matroska
 #   DIR/vp9.webm      VP9 (libvpx-vp9), only when that encoder exists
 #   DIR/ffv1.mkv      FFV1 (lossless) in Matroska
@@ -58,6 +59,13 @@ mk "$dir/mpeg2.mpg" "${src[@]}" -c:v mpeg2video -q:v 4 -g 12 -bf 2
 # B-frames and leaves the reference frames untimed (MPEG-4), or times nothing (H.264).
 mk "$dir/mpeg4bf.avi" "${src[@]}" -c:v mpeg4 -q:v 4 -g 12 -bf 2
 mk "$dir/h264.avi" "${src[@]}" "${h264[@]}"
+# A camcorder's AVCHD stream (.m2ts: MPEG-TS with 4-byte timecodes), Windows Media, and an
+# IP camera's raw H.264 (no container, no timestamps: frames are counted).
+mk "$dir/h264.m2ts" "${src[@]}" "${h264[@]}" -f mpegts -mpegts_m2ts_mode 1
+mk "$dir/wmv2.wmv" "${src[@]}" -c:v wmv2 -g 12
+if have_enc libx264; then
+    mk "$dir/raw.h264" "${src[@]}" "${h264[@]}" -f h264
+fi
 # HEVC in MPEG-TS (x265's open GOPs): the demuxer seeks by dts, landing mid-GOP.
 if have_enc libx265; then
     mk "$dir/hevc.ts" "${src[@]}" -c:v libx265 -g 12 -bf 2 -pix_fmt yuv420p -x265-params log-level=error

@@ -698,6 +698,16 @@ int main(void) {
     TCHECK(vt_is_video_name("a.mp4") && vt_is_video_name("B.MKV") && vt_is_video_name("x.y4m") &&
                vt_is_video_name("c.ts") && !vt_is_video_name("a.txt") && !vt_is_video_name("mp4") &&
                !vt_is_video_name(".mp4"), "extensions");
+    /* camcorders, phones, Windows, discs and raw camera streams (test_decode reads such
+     * files against the ffmpeg command) */
+    TCHECK(vt_is_video_name("a.MTS") && vt_is_video_name("b.m2ts") && vt_is_video_name("c.wmv") &&
+               vt_is_video_name("d.3gp") && vt_is_video_name("e.VOB") &&
+               vt_is_video_name("f.mxf") && vt_is_video_name("g.h264") &&
+               !vt_is_video_name("a.ogg") && !vt_is_video_name("a.jpg"),
+           "the extensions of camera, phone, Windows, disc and raw footage");
+    TCHECK(strstr(vt_video_exts_text(), "mp4 avi") == vt_video_exts_text() &&
+               strstr(vt_video_exts_text(), " mts ") && strstr(vt_video_exts_text(), " wmv "),
+           "the extensions' text for messages: %s", vt_video_exts_text());
     test_flat();
     test_folders();
     test_symlinks();

@@ -4,7 +4,8 @@
  * MJPEG/MKV, VP9/WebM, FFV1/MKV, a VFR file, two rotated files; and the timing traps of
  * older containers: MPEG-2 in MPEG-PS, MPEG-4 and H.264 with B-frames in AVI, HEVC with
  * open GOPs in MPEG-TS, each of which read frames one or two places off, or built on
- * missing references, before 2026-11-29) it reads clips through
+ * missing references, before 2026-11-29; and AVCHD .m2ts, WMV and a raw H.264 stream) it
+ * reads clips through
  * vt_video_read_clip and compares them with
  *   ffmpeg -i F -vf "select=eq(n\,a)+...,scale=W:H:flags=bilinear,format=rgb24"
  *          -fps_mode passthrough -f rawvideo
@@ -484,6 +485,9 @@ int main(void) {
     test_file("mpeg4bf.avi", 0);
     test_file("h264.avi", 0);
     test_file("hevc.ts", 0);
+    test_file("h264.m2ts", 0);
+    test_file("wmv2.wmv", 0);
+    test_file("raw.h264", 0);
     test_file("mjpeg.mkv", 0);
     test_file("vp9.webm", 0);
     test_file("ffv1.mkv", 0);

@@ -506,7 +506,7 @@ static int prep_plan(const prep_args *a, prep_state *s) {
         s->nvideo += list->e[i].video;
     if (s->nvideo == 0) {
         fprintf(stderr, "vidtrain prep: no video under %s (videos are recognised by their "
-                "extension: mp4 avi mkv webm mov m4v mpg mpeg gif y4m ogv flv ts)\n", a->src);
+                "extension: %s)\n", a->src, vt_video_exts_text());
         return 1;
     }
     prep_name_outputs(&s->list, s->nvideo, a->o.codec, &s->m);

@@ -138,9 +138,8 @@ vt_dataset *vt_dataset_open(const char *dir, const vt_dataset_opts *opts, char *
     if (videos.n == 0 && !(loose && (o.lists_dir || o.labels))) {
         vt_set_err(err, errlen,
                    "no videos under %s (expected %s/<class>/<video>, or %s/<split>/<class>/<video> "
-                   "with any of the split folders train, val, test; extensions: mp4 avi mkv webm "
-                   "mov m4v mpg mpeg gif y4m ogv flv ts)%s%s",
-                   dir, dir, dir, ds->nbroken ? "; some entries could not be followed (see the "
+                   "with any of the split folders train, val, test; extensions: %s)%s%s",
+                   dir, dir, dir, vt_video_exts_text(), ds->nbroken ? "; some entries could not be followed (see the "
                    "warnings)" : "", loose ? "; the videos there are in no class folder: move "
                    "them into class folders, or name their classes with --labels CSV (a path "
                    "column, then a class column)" : "");

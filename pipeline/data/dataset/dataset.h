@@ -173,9 +173,11 @@ vt_frame_range vt_dataset_sample_frames(const vt_dataset_video *v, const vt_vide
  * (into buf, n bytes; returns buf). */
 const char *vt_dataset_sample_name(const vt_dataset_video *v, char *buf, size_t n);
 
-/* Recognised by extension (case-insensitive): mp4 avi mkv webm mov m4v mpg mpeg gif y4m
- * ogv flv ts. Other files are ignored and listed in ds->ignored. */
+/* Recognised by extension (case-insensitive; the list: vt_video_exts_text, mp4 avi mkv
+ * ... mts wmv 3gp vob mxf ... h264). Other files are ignored and listed in ds->ignored. */
 int vt_is_video_name(const char *name);
+/* The extensions, space-separated, for messages. */
+const char *vt_video_exts_text(void);
 /* Of ds->ignored, the files with a video's name: videos above the class level (a video
  * in DIR or DIR/train itself, not in a class folder), left out like the rest. */
 int vt_dataset_count_stray(const vt_dataset *ds);

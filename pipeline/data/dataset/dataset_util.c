@@ -12,6 +12,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,31 @@
 
 /* ---- names (dataset.h) ---- */
 
-static const char *const video_exts[] = {"mp4", "avi", "mkv", "webm", "mov", "m4v", "mpg",
-                                         "mpeg", "gif", "y4m", "ogv", "flv", "ts"};
+/* The containers FFmpeg reads that people's footage comes in: phones and cameras (mp4, mov,
+ * 3gp, mts/m2ts: AVCHD camcorders, mxf, dv), the web (webm, mkv, flv, gif), discs and
+ * broadcast (mpg, vob, ts), Windows and the DivX era (avi, wmv, asf, divx, rm), and raw
+ * streams (IP cameras' h264/hevc, m2v, mjpeg: no timestamps; frames are counted). A file
+ * of another kind under one of these names is reported unreadable, never skipped. */
+static const char *const video_exts[] = {
+    "mp4", "avi", "mkv",  "webm", "mov",  "m4v",  "mpg",  "mpeg",  "gif",  "y4m",
+    "ogv", "flv", "ts",   "mts",  "m2ts", "m2t",  "wmv",  "asf",   "3gp",  "3g2",
+    "vob", "mxf", "dv",   "divx", "rm",   "rmvb", "m2v",  "h264",  "264",  "h265",
+    "hevc", "265", "mjpeg", "mjpg", "f4v", "qt"};
+
+static char exts_text[256];
+static pthread_once_t exts_once = PTHREAD_ONCE_INIT;
+
+static void exts_make(void) {
+    size_t l = 0;
+    for (size_t i = 0; i < VT_ARRAY_LEN(video_exts) && l < sizeof exts_text; i++)
+        l += (size_t)snprintf(exts_text + l, sizeof exts_text - l, "%s%s", i ? " " : "",
+                              video_exts[i]);
+}
+
+const char *vt_video_exts_text(void) {
+    pthread_once(&exts_once, exts_make);
+    return exts_text;
+}
 
 int vt_is_video_name(const char *name) {
     const char *dot = strrchr(name, '.');

@@ -187,6 +187,8 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
         v->info.fps = av_q2d(afr);
     else if (v->info.duration > 0)
         v->info.fps = (double)n / v->info.duration;
+    if (v->info.duration <= 0 && v->info.fps > 0) /* a raw stream: frames at its rate */
+        v->info.duration = (double)n / v->info.fps;
     /* VFR: frame durations differ by more than 1% and by more than one tick (a 1 ms
      * timebase rounds 29.97 fps into 33/34 ms steps, which is not VFR). */
     if (n > 2 && dmax > 0 && dmin != INT64_MAX)

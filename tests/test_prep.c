@@ -238,7 +238,7 @@ static void check_manifest(const char *dst) {
 /* A clean MPEG-2 program stream with B-frames, whose muxer left some I/P packets without a
  * pts (make_media's mpeg2.mpg): their dts once stood in for their time, so prep called it
  * damaged ("1 decoded out of order and left out") and dropped frames. Every frame is
- * written, and no damage is said. */
+ * written, and no damage is said. And a raw H.264 stream beside it. */
 static void clean_mpeg2(const char *bin, const char *dir) {
     if (vt_test_media_make())
         return;
@@ -246,6 +246,7 @@ static void clean_mpeg2(const char *bin, const char *dir) {
     snprintf(sdir, sizeof sdir, "%s/m2src", dir);
     snprintf(ddir, sizeof ddir, "%s/m2dst", dir);
     vt_test_media_put(sdir, "a/m.mpg", "mpeg2.mpg");
+    vt_test_media_put(sdir, "a/r.h264", "raw.h264");
     TCHECK(vt_test_sh("'%s' prep '%s' '%s' --jobs 1 > '%s/m2.out' 2>&1", bin, sdir, ddir, dir)
                == 0, "prep of an MPEG-2 .mpg");
     snprintf(p, sizeof p, "%s/m2.out", dir);
@@ -256,6 +257,11 @@ static void clean_mpeg2(const char *bin, const char *dir) {
     long long src = vt_test_ffprobe_frames(p);
     TCHECK(src == 48 && written == src, "every frame of the .mpg copied: %lld of %lld", written,
            src);
+    /* a raw stream's container keeps no timestamps: its copy is an .mp4, not a raw .h264 */
+    snprintf(p, sizeof p, "%s/a/r.mp4", ddir);
+    TCHECK(vt_test_ffprobe_frames(p) == 48, "a raw .h264 copied to an .mp4 (%s)", p);
+    snprintf(p, sizeof p, "%s/a/r.h264", ddir);
+    TCHECK(access(p, F_OK) != 0, "no raw .h264 copy");
 }
 
 /* A damaged H.264 source whose decoder hands two frames out after later ones (make_media's

@@ -53,8 +53,11 @@ void vt_prep_out_ext(char *ext, size_t n, const char *name, const char *codec) {
     if (dot && dot[1] && enc) {
         /* av_guess_format wants a file name; query_codec is 1 only when the muxer lists
          * the codec (0 or "unknown" both fall back to mp4). */
+        /* A raw stream's muxer (.h264, .m2v) stores no timestamps: the copy would lose
+         * the times prep keeps, so it goes to mp4. */
         const AVOutputFormat *of = av_guess_format(NULL, name, NULL);
-        if (of && avformat_query_codec(of, enc->id, FF_COMPLIANCE_NORMAL) == 1) {
+        if (of && !(of->flags & AVFMT_NOTIMESTAMPS) &&
+            avformat_query_codec(of, enc->id, FF_COMPLIANCE_NORMAL) == 1) {
             snprintf(ext, n, "%s", dot + 1);
             return;
         }

@@ -9,6 +9,7 @@
 #   DIR/mpeg4bf.avi   MPEG-4 part 2 with B-frames in AVI; DIR/h264.avi H.264 with B-frames in AVI
 #   DIR/hevc.ts       HEVC (libx265, open GOPs) in MPEG-TS, only when that encoder exists
 #   DIR/h264.m2ts, DIR/wmv2.wmv, DIR/raw.h264: AVCHD, Windows Media, a raw camera stream
+#   DIR/cut.mkv       a stream copy cut mid-GOP: one packet without any timestamp
 #   DIR/mjpeg.mkv     MJPEG (full-range yuvj420p) in Matroska
 #   DIR/vp9.webm      VP9 (libvpx-vp9), only when that encoder exists
 #   DIR/ffv1.mkv      FFV1 (lossless) in Matroska
@@ -65,6 +66,14 @@ mk "$dir/h264.m2ts" "${src[@]}" "${h264[@]}" -f mpegts -mpegts_m2ts_mode 1
 mk "$dir/wmv2.wmv" "${src[@]}" -c:v wmv2 -g 12
 if have_enc libx264; then
     mk "$dir/raw.h264" "${src[@]}" "${h264[@]}" -f h264
+fi
+# A stream copy cut mid-GOP into Matroska (ffmpeg -ss 2.3 -c copy of an open-GOP H.264):
+# the cut leaves a packet with no timestamp, a leading picture the decoder drops.
+if have_enc libx264 && [ ! -s "$dir/cut.mkv" ]; then
+    ff -f lavfi -i "testsrc2=size=160x120:rate=25:duration=4" -c:v libx264 -pix_fmt yuv420p \
+        -threads 1 -x264-params open-gop=1:keyint=50 "$dir/cut.$$.src.mkv"
+    mk "$dir/cut.mkv" -ss 2.3 -i "$dir/cut.$$.src.mkv" -c copy
+    rm -f "$dir/cut.$$.src.mkv"
 fi
 # HEVC in MPEG-TS (x265's open GOPs): the demuxer seeks by dts, landing mid-GOP.
 if have_enc libx265; then

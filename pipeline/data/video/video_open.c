@@ -56,7 +56,7 @@ int vt_vid_rotation_of(const AVStream *st) {
 }
 
 /* Packets of the index, in decode order (build_index). */
-enum { PK_KEY = 1, PK_DTS_ONLY = 2, PK_ANCHOR = 4 };
+enum { PK_KEY = 1, PK_DTS_ONLY = 2, PK_ANCHOR = 4, PK_UNTIMED = 8 };
 
 /* MPEG-PS and MPEG-TS muxers may leave a reference picture's packet (I or P) without a
  * pts: its dts is then all it says, and that is not when it shows. In the MPEG-1/2 model
@@ -97,7 +97,7 @@ static void anchors_to_pts(vt_video *v, const int64_t *dts, const uint8_t *fl, i
 
 /* One pts per frame by demuxing, no decoding. */
 static int build_index(vt_video *v, char *err, size_t errlen) {
-    int64_t cap = 256, n = 0, nk = 0;
+    int64_t cap = 256, n = 0, nk = 0, nuntimed = 0;
     v->pts = vt_malloc((size_t)cap * sizeof(int64_t));
     int64_t *dts = vt_malloc((size_t)cap * sizeof(int64_t));
     uint8_t *fl = vt_malloc((size_t)cap);
@@ -110,10 +110,10 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
         if (v->pkt->stream_index == v->sidx && !(v->pkt->flags & AV_PKT_FLAG_DISCARD)) {
             int64_t pts = v->pkt->pts, dt = v->pkt->dts;
             int64_t ts = pts != AV_NOPTS_VALUE ? pts : dt;
-            if (ts == AV_NOPTS_VALUE) {
-                v->no_ts = 1;
+            int untimed = ts == AV_NOPTS_VALUE;
+            if (untimed)
                 ts = n;
-            }
+            nuntimed += untimed;
             if (dt != AV_NOPTS_VALUE && dt < v->start_ts)
                 v->start_ts = dt;
             if (ts < v->start_ts)
@@ -127,7 +127,9 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
             v->pts[n] = ts;
             dts[n] = dt;
             fl[n] = (v->pkt->flags & AV_PKT_FLAG_KEY) ? PK_KEY : 0;
-            if (dt != AV_NOPTS_VALUE && pts == AV_NOPTS_VALUE)
+            if (untimed)
+                fl[n] |= PK_UNTIMED;
+            else if (dt != AV_NOPTS_VALUE && pts == AV_NOPTS_VALUE)
                 fl[n] |= PK_DTS_ONLY | PK_ANCHOR;
             else if (dt != AV_NOPTS_VALUE && pts > dt)
                 fl[n] |= PK_ANCHOR;
@@ -143,6 +145,24 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
         free(fl);
         vt_set_err(err, errlen, "the video stream has no packets (empty or truncated file)");
         return AVERROR_INVALIDDATA;
+    }
+    /* Packets with neither pts nor dts: in a stream of them (raw H.264) frames are counted
+     * (no_ts). Among timed packets (a stream copy cut mid-GOP into Matroska: the leading
+     * picture the cut left, which the decoder drops) one has no place: it is left out of
+     * the index, as the ffmpeg command's numbering leaves it out. */
+    if (nuntimed == n) {
+        v->no_ts = 1;
+    } else if (nuntimed > 0) {
+        int64_t m = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (!(fl[i] & PK_UNTIMED)) {
+                v->pts[m] = v->pts[i];
+                dts[m] = dts[i];
+                fl[m++] = fl[i];
+            } else {
+                nk -= (fl[i] & PK_KEY) != 0;
+            }
+        n = m;
     }
     v->dts_only = 1;
     for (int64_t i = 0; i < n && v->dts_only; i++)

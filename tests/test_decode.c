@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/video/video.h"
 /* Paths and commands are built with snprintf into fixed buffers; GCC -O2 warns that a
  * 4096-byte path could be truncated. snprintf truncates safely and test paths are short. */
@@ -44,7 +45,7 @@ static int file_exists(const char *p) {
  * orientation then `post` (e.g. "transpose=clock") -> (t, h, w, 3) in slot order. */
 static uint8_t *ffmpeg_frames(const char *file, const int64_t *idx, int t, int sw, int sh,
                               const char *pre, const char *post, int w, int h) {
-    int64_t uniq[256];
+    int64_t *uniq = malloc(sizeof *uniq * (size_t)(t > 0 ? t : 1));
     int nu = 0;
     for (int i = 0; i < t; i++) { /* sorted distinct */
         int64_t x = idx[i];
@@ -57,8 +58,15 @@ static uint8_t *ffmpeg_frames(const char *file, const int64_t *idx, int t, int s
         uniq[pos] = x;
         nu++;
     }
+    /* every frame wanted (the references of a whole file): no select, whose expression
+     * would grow past the buffer for a long file */
+    int every = 1;
+    for (int i = 0; i < nu; i++)
+        every &= uniq[i] == i;
     char sel[4096] = "select=";
-    for (int i = 0; i < nu; i++) {
+    if (every)
+        snprintf(sel, sizeof sel, "null");
+    for (int i = 0; i < nu && !every; i++) {
         size_t l = strlen(sel);
         snprintf(sel + l, sizeof sel - l, "%seq(n\\,%lld)", i ? "+" : "", (long long)uniq[i]);
     }
@@ -73,6 +81,7 @@ static uint8_t *ffmpeg_frames(const char *file, const int64_t *idx, int t, int s
              pre ? pre : "", file, sel, scale, post ? "," : "", post ? post : "", raw);
     if (system(cmd) != 0) {
         fprintf(stderr, "command failed: %s\n", cmd);
+        free(uniq);
         return NULL;
     }
     size_t fb = (size_t)w * h * 3;
@@ -85,6 +94,7 @@ static uint8_t *ffmpeg_frames(const char *file, const int64_t *idx, int t, int s
         fprintf(stderr, "ffmpeg gave %zu bytes, want %zu (%d frames %dx%d): %s\n", got,
                 fb * (size_t)nu, nu, w, h, cmd);
         free(all);
+        free(uniq);
         return NULL;
     }
     uint8_t *out = malloc(fb * (size_t)t);
@@ -95,6 +105,7 @@ static uint8_t *ffmpeg_frames(const char *file, const int64_t *idx, int t, int s
         memcpy(out + fb * (size_t)i, all + fb * (size_t)k, fb);
     }
     free(all);
+    free(uniq);
     return out;
 }
 
@@ -149,15 +160,12 @@ static const uint8_t *ref_frame(vt_video *v, const char *file, int short_side, i
         int swap = rot == 90 || rot == 270;
         const char *post = rot == 90 ? "transpose=clock" : rot == 270 ? "transpose=cclock"
                          : rot == 180 ? "hflip,vflip" : NULL;
-        int64_t idx[256]; /* the test files have at most 256 frames (make_media.sh) */
-        TCHECK(in->nframes <= 256, "%s: %lld frames, more than the reference holds", file,
-               (long long)in->nframes);
-        if (in->nframes > 256)
-            return NULL;
+        int64_t *idx = malloc(sizeof *idx * (size_t)(in->nframes > 0 ? in->nframes : 1));
         for (int64_t i = 0; i < in->nframes; i++)
             idx[i] = i;
         r->rgb = ffmpeg_frames(file, idx, (int)in->nframes, short_side ? (swap ? h : w) : 0,
                                short_side ? (swap ? w : h) : 0, "-noautorotate", post, w, h);
+        free(idx);
         if (!r->rgb)
             return NULL;
         snprintf(r->file, sizeof r->file, "%s", file);
@@ -480,8 +488,54 @@ static void test_rotation(const char *name, int want_rot) {
     vt_video_close(&v);
 }
 
+/* VT_DECODE_SWEEP=DIR (scripts/check-decode.sh): random clips of every video under DIR
+ * against the ffmpeg command, for footage and containers the test media do not have. */
+static int sweep(const char *sdir, int nclips) {
+    char cmd[4400];
+    snprintf(cmd, sizeof cmd, "find '%s' -type f | sort", sdir);
+    FILE *ls = popen(cmd, "r");
+    char path[4096];
+    int files = 0, bad_files = 0;
+    while (ls && fgets(path, sizeof path, ls)) {
+        path[strcspn(path, "\n")] = 0;
+        if (!vt_is_video_name(path))
+            continue;
+        vt_video *v = NULL;
+        if (vt_video_open(&v, path, 2, err, sizeof err) != 0) {
+            printf("  %s: not read (%s)\n", path, err);
+            continue;
+        }
+        const vt_video_info *in = vt_video_get_info(v);
+        int64_t truth = vt_test_ffprobe_frames(path);
+        int bad = 0, fails0 = vt_test_failures;
+        unsigned seed = 12345;
+        for (int k = 0; k < nclips && in->nframes > 0; k++) {
+            seed = seed * 1103515245u + 12345u;
+            int64_t start = (int64_t)((seed >> 8) % (unsigned)in->nframes);
+            seed = seed * 1103515245u + 12345u;
+            int stride = 1 + (int)((seed >> 8) % 4);
+            bad += check_clip(v, path, start, 4, stride, 64, VT_PAD_LOOP, path) != 0;
+        }
+        TCHECK(in->nframes == truth, "%s: %lld frames indexed, ffprobe counts %lld", path,
+               (long long)in->nframes, (long long)truth);
+        printf("  %s: %lld frames (ffprobe %lld), %d of %d random clips differ from ffmpeg's\n",
+               path, (long long)in->nframes, (long long)truth, bad, nclips);
+        files++;
+        bad_files += vt_test_failures > fails0;
+        vt_video_close(&v);
+        refs_clear();
+    }
+    if (ls)
+        pclose(ls);
+    printf("sweep: %d videos, %d read other frames than the ffmpeg command\n", files, bad_files);
+    return vt_test_done("test_decode sweep");
+}
+
 int main(void) {
     dir = vt_test_dir("decode");
+    if (getenv("VT_DECODE_SWEEP"))
+        return sweep(getenv("VT_DECODE_SWEEP"),
+                     getenv("VT_SWEEP_CLIPS") ? atoi(getenv("VT_SWEEP_CLIPS")) : 20);
     if (vt_test_make_media(dir, ""))
         return 1;
     test_file("h264.mp4", 0);

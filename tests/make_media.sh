@@ -10,6 +10,7 @@
 #   DIR/hevc.ts       HEVC (libx265, open GOPs) in MPEG-TS, only when that encoder exists
 #   DIR/h264.m2ts, DIR/wmv2.wmv, DIR/raw.h264: AVCHD, Windows Media, a raw camera stream
 #   DIR/cut.mkv       a stream copy cut mid-GOP: one packet without any timestamp
+#   DIR/dups.ts       B-frames in MPEG-TS with pairs of frames sharing a timestamp
 #   DIR/mjpeg.mkv     MJPEG (full-range yuvj420p) in Matroska
 #   DIR/vp9.webm      VP9 (libvpx-vp9), only when that encoder exists
 #   DIR/ffv1.mkv      FFV1 (lossless) in Matroska
@@ -75,6 +76,11 @@ if have_enc libx264 && [ ! -s "$dir/cut.mkv" ]; then
     mk "$dir/cut.mkv" -ss 2.3 -i "$dir/cut.$$.src.mkv" -c copy
     rm -f "$dir/cut.$$.src.mkv"
 fi
+# Shared timestamps with B-frames in MPEG-TS: VFR times (40 ms steps + 0/15/30 ms) rounded by
+# the encoder's 1/25 time base, so pairs of frames share a pts (a reference frame and the
+# keyframe after it among them), and the demuxer seeks by dts.
+mk "$dir/dups.ts" "${src[@]}" -vf "settb=1/1000,setpts=(N*40+15*mod(N\,3))/(1000*TB)" \
+    -fps_mode passthrough "${h264[@]}"
 # HEVC in MPEG-TS (x265's open GOPs): the demuxer seeks by dts, landing mid-GOP.
 if have_enc libx265; then
     mk "$dir/hevc.ts" "${src[@]}" -c:v libx265 -g 12 -bf 2 -pix_fmt yuv420p -x265-params log-level=error

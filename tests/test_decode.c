@@ -5,7 +5,9 @@
  * older containers: MPEG-2 in MPEG-PS, MPEG-4 and H.264 with B-frames in AVI, HEVC with
  * open GOPs in MPEG-TS, each of which read frames one or two places off, or built on
  * missing references, before 2026-11-29; a stream copy cut mid-GOP into Matroska, whose
- * one untimed packet turned the whole file into counted frames, one off; and AVCHD .m2ts,
+ * one untimed packet turned the whole file into counted frames, one off; a TS whose frames
+ * share timestamps in pairs (a skipped one lent its place, a seek landed on the second of a
+ * pair); and AVCHD .m2ts,
  * WMV and a raw H.264 stream) it reads clips through
  * vt_video_read_clip and compares them with
  *   ffmpeg -i F -vf "select=eq(n\,a)+...,scale=W:H:flags=bilinear,format=rgb24"
@@ -239,8 +241,10 @@ static void test_file(const char *name, int expect_vfr) {
     check_clip(v, path, 2, 4, 1, 64, VT_PAD_LOOP, name);
     /* Forwards again without crossing a keyframe: decodes on without a seek. */
     check_clip(v, path, 7, 3, 1, 64, VT_PAD_LOOP, name);
-    /* Past the end: loop and repeat-last. */
+    /* Past the end: loop and repeat-last. 39 + 4k reaches the last frame (an untimed one
+     * in an AVI with B-frames) with the B-frames before it skipped. */
     check_clip(v, path, 40, 6, 2, 64, VT_PAD_LOOP, name);
+    check_clip(v, path, 39, 4, 4, 64, VT_PAD_LOOP, name);
     check_clip(v, path, 40, 6, 2, 64, VT_PAD_REPEAT_LAST, name);
     /* Native size (no scaling, colour conversion only) and upscaling. */
     check_clip(v, path, 13, 2, 10, 0, VT_PAD_LOOP, name);
@@ -548,6 +552,7 @@ int main(void) {
     test_file("wmv2.wmv", 0);
     test_file("raw.h264", 0);
     test_file("cut.mkv", 0);
+    test_file("dups.ts", 1);
     test_file("mjpeg.mkv", 0);
     test_file("vp9.webm", 0);
     test_file("ffv1.mkv", 0);

@@ -65,6 +65,12 @@ static void check_landing(vt_video *v, const AVPacket *pkt) {
         return;
     int64_t k = vt_vid_lower_bound(v->kf, v->nkf, pkt->pts);
     v->land_bad = !(k < v->nkf && v->kf[k] == pkt->pts);
+    /* Past the keyframe the seek asked for (MPEG-TS seeks by dts, which runs behind the
+     * pts it was given: the first keyframe after the landing is the next one). Its frame
+     * is found late (m > q) unless its time is shared, where it takes the first shared
+     * position: a seek further back either way. */
+    if (v->seek_pos >= 0 && pkt->pts > v->pts[v->seek_pos])
+        v->land_bad = 1;
 }
 
 /* Does the current read need the frame of this packet? Unknown (no exact pts) = yes: a
@@ -83,6 +89,12 @@ static int packet_wanted(vt_video *v, const AVPacket *pkt) {
         return 1;
     int64_t i = vt_vid_lower_bound(v->pts, v->info.nframes, ts);
     if (i >= v->info.nframes || v->pts[i] != ts)
+        return 1;
+    /* A timestamp two frames share (a muxer that rounded VFR times to a coarse time base)
+     * names no position alone: the frames take the shared positions in the order they
+     * come out (vt_vid_frame_pos), so none of them may be left out, or the next would take
+     * its place. */
+    if (i + 1 < v->info.nframes && v->pts[i + 1] == ts)
         return 1;
     int64_t j = vt_vid_lower_bound(v->want, v->nwant, i);
     if (j < v->nwant && v->want[j] == i)
@@ -185,8 +197,22 @@ int64_t vt_vid_frame_pos(vt_video *v) {
     int64_t ts = vt_vid_frame_time(v, v->frame);
     if (v->no_ts)
         return v->last_pos + 1;
-    if (ts == AV_NOPTS_VALUE) /* untimed (a reordering decoder's last frame at the end) */
-        return v->last_pos < 0 && v->seek_pos >= 0 ? v->seek_pos : v->last_pos + 1;
+    if (ts == AV_NOPTS_VALUE) { /* untimed (a reordering decoder's last frame at the end) */
+        if (v->last_pos < 0 && v->seek_pos >= 0)
+            return v->seek_pos;
+        /* the next position no packet was skipped for: a B-frame before it left out by
+         * packet_wanted has its position taken already */
+        int64_t p = v->last_pos + 1;
+        for (int again = 1; again;) {
+            again = 0;
+            for (int k = 0; k < v->nskipped; k++)
+                if (v->skipped[k] == p) {
+                    p++;
+                    again = 1;
+                }
+        }
+        return p;
+    }
     int64_t i = vt_vid_lower_bound(v->pts, n, ts);
     if (i < n && v->pts[i] == ts) {
         /* Duplicate timestamps (broken muxers): take the next unused one. */
@@ -208,6 +234,15 @@ int vt_vid_seek_for(vt_video *v, int64_t q, int back, char *err, size_t errlen) 
     if (v->no_ts || v->nkf == 0 || back >= VT_MAX_SEEK_RETRY)
         return vt_vid_seek_ts(v, v->start_ts, err, errlen);
     int64_t k = vt_vid_lower_bound(v->kf, v->nkf, v->pts[q] + 1) - 1 - back; /* last kf <= pts[q] */
+    /* A keyframe whose time another frame shares gives no position to the first frame
+     * after the seek (vt_vid_frame_pos takes the first of the shared ones): one further
+     * back, whose time is its own, starts the count right. */
+    while (k >= 0) {
+        int64_t i = vt_vid_lower_bound(v->pts, v->info.nframes, v->kf[k]);
+        if (i + 1 >= v->info.nframes || v->pts[i + 1] != v->kf[k])
+            break;
+        k--;
+    }
     if (k < 0)
         return vt_vid_seek_ts(v, v->start_ts, err, errlen);
     return vt_vid_seek_ts(v, v->kf[k], err, errlen);

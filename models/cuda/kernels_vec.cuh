@@ -215,8 +215,10 @@ VT_HD void vt_rows_body(const F &f, int64_t bx, int64_t by, int64_t tx, int64_t 
 }
 
 /* Where a group's walk over (rows, s) with channel row % c stands: element j of its row,
- * channel ci. vt_rc_at: at flat index i; vt_rc_next: one element on (true: a new row, so
- * the channel's parameters must be read again). */
+ * channel ci. vt_rc_at: at flat index i; vt_rc_next: one element on (true: a new row).
+ * A group within one row (j + VT_VEC_W <= s) reads its channel's parameters once; one
+ * across rows reads them per element, as the scalar kernel does (a single path that
+ * re-read them on a new row took half again the registers). */
 struct vt_rc {
     int64_t j;
     int ci;

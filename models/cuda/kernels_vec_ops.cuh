@@ -246,11 +246,14 @@ template <typename A> struct vt_op_bn_apply : vt_nogate, vt_bn_base {
         float o[VT_VEC_W];
         vt_ld8(x + i, o);
         vt_rc r = vt_rc_at(i, s, c);
-        vt_bn_par p = par(r.ci);
-        VT_FOR8(e) {
-            o[e] = apply(p, o[e]);
-            if (vt_rc_next(&r, s, c))
-                p = par(r.ci);
+        if (r.j + VT_VEC_W <= s) { /* the group in one row: one channel */
+            const vt_bn_par p = par(r.ci);
+            VT_FOR8(e) o[e] = apply(p, o[e]);
+        } else {
+            VT_FOR8(e) {
+                o[e] = apply(par(r.ci), o[e]);
+                vt_rc_next(&r, s, c);
+            }
         }
         vt_st8(out + i, o);
     }
@@ -283,11 +286,14 @@ template <typename A> struct vt_op_bn_apply_relu : vt_nogate, vt_bn_base {
         else
             VT_FOR8(e) u[e] = 0.0f;
         vt_rc r = vt_rc_at(i, s, c);
-        vt_bn_par p = par(r.ci);
-        VT_FOR8(e) {
-            o[e] = f(p, o[e], u[e]);
-            if (vt_rc_next(&r, s, c))
-                p = par(r.ci);
+        if (r.j + VT_VEC_W <= s) { /* the group in one row: one channel */
+            const vt_bn_par p = par(r.ci);
+            VT_FOR8(e) o[e] = f(p, o[e], u[e]);
+        } else {
+            VT_FOR8(e) {
+                o[e] = f(par(r.ci), o[e], u[e]);
+                vt_rc_next(&r, s, c);
+            }
         }
         vt_st8(out + i, o);
     }
@@ -331,11 +337,14 @@ template <typename A> struct vt_op_bn_bwd_apply : vt_nogate {
         vt_ld8(dy + i, o);
         vt_ld8(x + i, u);
         vt_rc r = vt_rc_at(i, s, c);
-        vt_bn_bpar p = par(r.ci);
-        VT_FOR8(e) {
-            o[e] = f(p, o[e], u[e]);
-            if (vt_rc_next(&r, s, c))
-                p = par(r.ci);
+        if (r.j + VT_VEC_W <= s) { /* the group in one row: one channel */
+            const vt_bn_bpar p = par(r.ci);
+            VT_FOR8(e) o[e] = f(p, o[e], u[e]);
+        } else {
+            VT_FOR8(e) {
+                o[e] = f(par(r.ci), o[e], u[e]);
+                vt_rc_next(&r, s, c);
+            }
         }
         vt_st8(din + i, o);
     }

@@ -3,8 +3,8 @@
  * item 2) give bit for bit what the scalar ones give, checked on the CPU: nvcc compiles
  * this file as host code (no CUDA runtime call, no GPU), and it runs each op's functor
  * (kernels_vec_ops.cuh) through both kernels' per-thread bodies for every (block, thread)
- * of the launch the launcher makes (vt_vec_plan_of; vt_blocks; rows_grid for the (rows, s)
- * ops), and once more on a grid of one and of two blocks so the grid-stride walk is taken.
+ * of the launch the launcher makes (vt_vec_plan_of; vt_blocks; vt_rows_grid for the (rows,
+ * s) ops), and once more on a grid of one and of two blocks so the grid-stride walk is taken.
  * Each op, float and bf16 where it has both, for n = 0 .. 80, primes, multiples of 8 plus
  * or minus 1 and a few large n, every array offset 0 .. 7 elements from 16-byte alignment
  * (all alike: the vector body with a head, which the choice must take; and mixed: mostly
@@ -27,15 +27,6 @@
 
 #include "models/cuda/kernels_vec.cuh"
 #include "models/cuda/kernels_vec_ops.cuh"
-
-/* rows_grid of kernels_impl.cuh (which needs the runtime's dim3 and launches): the same
- * arithmetic, restated; a change there must be made here too. */
-static void rows_grid_host(int64_t rows, int64_t s, int64_t *gx, int64_t *gy) {
-    int64_t x = (s + VT_THREADS - 1) / VT_THREADS;
-    x = x > 1024 ? 1024 : x < 1 ? 1 : x;
-    int64_t y = rows < 65535 ? rows : 65535;
-    *gx = x, *gy = y < 1 ? 1 : y;
-}
 
 static int failures;
 #define CHECK(cond, ...)                                                                      \
@@ -222,8 +213,8 @@ static void run_case(const char *name, const F &f, int64_t n, int64_t rows, int6
     F t = f;
     if (t.take_gate()) {
         if constexpr (ROWS) {
-            int64_t gx, gy;
-            rows_grid_host(rows, s, &gx, &gy);
+            unsigned gx, gy;
+            vt_rows_grid(rows, s, &gx, &gy);
             for (int64_t by = 0; by < gy; by++)
                 for (int64_t bx = 0; bx < gx; bx++)
                     for (int64_t tx = 0; tx < VT_THREADS; tx++)

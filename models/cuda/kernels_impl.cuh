@@ -97,15 +97,9 @@ __device__ static inline float vt_block_max(float v, float *sh) {
 
 /* (rows = N*C, S) layout: blockIdx.y walks rows, blockIdx.x * blockDim.x walks S. */
 static inline dim3 rows_grid(int64_t rows, int64_t s) {
-    int64_t gx = (s + VT_THREADS - 1) / VT_THREADS;
-    if (gx > 1024)
-        gx = 1024;
-    if (gx < 1)
-        gx = 1;
-    int64_t gy = rows < 65535 ? rows : 65535;
-    if (gy < 1)
-        gy = 1;
-    return dim3((unsigned)gx, (unsigned)gy);
+    unsigned gx, gy;
+    vt_rows_grid(rows, s, &gx, &gy);
+    return dim3(gx, gy);
 }
 #define VT_ROWS_LOOP(row, j, rows, s)                                                         \
     for (int64_t row = blockIdx.y; row < (rows); row += gridDim.y)                            \

@@ -76,6 +76,19 @@ static inline unsigned vt_blocks(int64_t n) {
     return (unsigned)(b > VT_MAX_BLOCKS ? VT_MAX_BLOCKS : b);
 }
 
+/* The (rows = N*C, s) kernels' grid (kernels_impl.cuh rows_grid): x walks s, y the rows. */
+static inline void vt_rows_grid(int64_t rows, int64_t s, unsigned *gx, unsigned *gy) {
+    int64_t x = (s + VT_THREADS - 1) / VT_THREADS;
+    if (x > 1024)
+        x = 1024;
+    if (x < 1)
+        x = 1;
+    int64_t y = rows < 65535 ? rows : 65535;
+    if (y < 1)
+        y = 1;
+    *gx = (unsigned)x, *gy = (unsigned)y;
+}
+
 /* The test's window onto every access of the bodies below, on the host only: p, its
  * size in bytes, store (1) or load (0), a 16-byte access (1) or an element (0). */
 typedef void (*vt_vec_note_fn)(const void *p, size_t bytes, int store, int vec);

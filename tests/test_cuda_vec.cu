@@ -15,6 +15,8 @@
  * written (guard zones around every array, which must also keep their bytes); every
  * 16-byte access is 16-byte aligned. The truth outside the code under test is the
  * scalar body, the kernels of before (test_cuda_ops_gpu holds those to cpu-ref on a GPU).
+ * And vt_block_sum's warp-shuffle levels against the shared-memory tree they replaced
+ * (block_sum_order: a restatement of both orders, the device code cannot run here).
  */
 #include <math.h>
 #include <stdint.h>
@@ -198,6 +200,7 @@ static void check_guards(const unsigned char *before, const char *run) {
 }
 
 static int64_t n_vec, n_scalar; /* cases that took each kernel */
+static int n_order_differs;
 
 /* Run f over n elements by the scalar kernel's bodies (rows > 0: the (rows, s) kernel's),
  * then by the vector kernel's at the launcher's geometry and at one and two blocks; the
@@ -468,6 +471,42 @@ static void choice(void) {
     CHECK(!r.vec && r.blocks == vt_blocks(100), "off");
 }
 
+/* kernels_impl.cuh vt_block_sum's order, restated: the all-shared-memory tree of before
+ * and the one whose last five levels are warp shuffles (__shfl_down_sync: lane t reads
+ * lane t+w, or its own value past lane 31) give the same bits for 256 doubles of mixed
+ * magnitudes, where a different pairing would not (the sums are not associative here). */
+static void block_sum_order(void) {
+    double v[VT_THREADS], sh[VT_THREADS], lane[32], next[32];
+    for (int rep = 0; rep < 200; rep++) {
+        for (int t = 0; t < VT_THREADS; t++)
+            v[t] = ldexp((double)(int64_t)(rnd() >> 11) - (double)(1ll << 52), (int)(rnd() % 80) - 40);
+        memcpy(sh, v, sizeof sh);
+        for (int w = VT_THREADS / 2; w > 0; w >>= 1)
+            for (int t = 0; t < w; t++)
+                sh[t] += sh[t + w];
+        const double before = sh[0];
+        memcpy(sh, v, sizeof sh);
+        for (int w = VT_THREADS / 2; w >= 32; w >>= 1)
+            for (int t = 0; t < w; t++)
+                sh[t] += sh[t + w];
+        memcpy(lane, sh, sizeof lane);
+        for (int w = 16; w > 0; w >>= 1) {
+            for (int t = 0; t < 32; t++)
+                next[t] = lane[t] + (t + w < 32 ? lane[t + w] : lane[t]);
+            memcpy(lane, next, sizeof lane);
+        }
+        CHECK(!memcmp(&before, &lane[0], sizeof before), "block sum: shuffles %.17g, tree %.17g",
+              lane[0], before);
+        /* and the order matters: summing left to right differs somewhere in 200 draws */
+        double seq = 0;
+        for (int t = 0; t < VT_THREADS; t++)
+            seq += v[t];
+        if (memcmp(&seq, &before, sizeof seq))
+            n_order_differs++;
+    }
+    CHECK(n_order_differs > 0, "block sum: no draw where the order mattered");
+}
+
 static void offsets(int k, int alike, int *o) {
     for (int j = 0; j < 4; j++)
         o[j] = alike ? k : (k + 3 * j + j * j) % 8;
@@ -475,6 +514,7 @@ static void offsets(int k, int alike, int *o) {
 
 int main(void) {
     choice();
+    block_sum_order();
     int64_t ns[160];
     int nn = 0;
     for (int64_t n = 0; n <= 80; n++)

@@ -70,15 +70,28 @@ __device__ static inline float pacc(const __nv_bfloat16 *, double g) {
     } while (0)
 
 /* Tree reduction of one double per thread in a VT_THREADS block; result in sh[0]. Fixed
- * order, so deterministic. */
+ * order, so deterministic: at each level w (VT_THREADS/2 down to 1) slot t < w becomes
+ * slot t + slot t+w. The levels w >= 32 go through shared memory; the last five run in
+ * the first warp as shuffles, lane t adding lane t+w's value exactly as slot t added
+ * slot t+w (the same pairs, the same operand order, so the same bits as the all-shared
+ * tree it replaces, with four barriers fewer). Lanes t >= w add what they get and are
+ * never read. */
 __device__ static inline double vt_block_sum(double v, double *sh) {
     sh[threadIdx.x] = v;
     __syncthreads();
-    for (int w = VT_THREADS / 2; w > 0; w >>= 1) {
+    for (int w = VT_THREADS / 2; w >= 32; w >>= 1) {
         if ((int)threadIdx.x < w)
             sh[threadIdx.x] += sh[threadIdx.x + w];
         __syncthreads();
     }
+    if (threadIdx.x < 32) {
+        double a = sh[threadIdx.x];
+        for (int w = 16; w > 0; w >>= 1)
+            a += __shfl_down_sync(0xffffffffu, a, w);
+        if (threadIdx.x == 0)
+            sh[0] = a;
+    }
+    __syncthreads();
     return sh[0];
 }
 /* The max of one float per thread over a VT_THREADS block; result in sh[0] (order does not

@@ -11,11 +11,15 @@
  * array's whole slot (the bytes around [0, n) included) must come back equal.
  * tests/test_cuda_vec.cu checks the same on the CPU; test_cuda_ops_gpu holds the kernels
  * to cpu-ref (scripts/gpu-check.sh runs it under VT_CUDA_VEC=0 and 1).
+ * First, without a device (so CI's CUDA build checks it): VT_CUDA_VEC as a fresh process
+ * reads it, unset or empty 1, 0 and 1 as given, any other value a stop.
  * Exits 77 (skipped) without CUDA or a GPU.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "base/common.h"
 #include "tests/testutil.h"
@@ -135,9 +139,34 @@ static void one(int op, vt_cuk_dt dt, int64_t n, int nb, int c, int64_t s, const
     vt_cuk_vec_set(-1);
 }
 
+/* VT_CUDA_VEC as a fresh process reads it (once: a child each): the exit status of
+ * vt_cuk_vec_enabled() there, or -1 when it stopped (a value other than 0 or 1). */
+static int vec_env(const char *val) {
+    fflush(stdout), fflush(stderr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        if (val)
+            setenv("VT_CUDA_VEC", val, 1);
+        else
+            unsetenv("VT_CUDA_VEC");
+        freopen("/dev/null", "w", stderr);
+        _exit(vt_cuk_vec_enabled());
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) && WEXITSTATUS(st) <= 1 ? WEXITSTATUS(st) : -1;
+}
+
 int main(void) {
+    /* the switch needs no device: checked before the skip */
+    TCHECK(vec_env(NULL) == 1 && vec_env("") == 1, "VT_CUDA_VEC unset: the vector kernels");
+    TCHECK(vec_env("1") == 1 && vec_env("0") == 0, "VT_CUDA_VEC=1 / 0");
+    TCHECK(vec_env("2") == -1 && vec_env("yes") == -1 && vec_env("01") == -1,
+           "VT_CUDA_VEC other than 0 or 1: refused");
+    if (vt_test_failures) /* a failure above must not hide behind the skip */
+        return 1;
     if (vt_cuda_device_count() == 0) {
-        printf("test_cuda_vec_gpu: no CUDA device: skipping\n");
+        printf("test_cuda_vec_gpu: VT_CUDA_VEC read right; no CUDA device: skipping the rest\n");
         return VT_TEST_SKIP;
     }
     const int64_t nmax = 3 * 5 * 40000 + 16;

@@ -236,11 +236,18 @@ struct vt_rc {
     int64_t j;
     int ci;
 };
+/* a / b for a >= 0, b > 0: in 32 bits when both fit (a GPU divides 64-bit integers in
+ * software, several times slower; a group divides twice). */
+VT_HD int64_t vt_div(int64_t a, int64_t b) {
+    if (((uint64_t)a | (uint64_t)b) >> 32 == 0)
+        return (int64_t)((uint32_t)a / (uint32_t)b);
+    return a / b;
+}
 VT_HD vt_rc vt_rc_at(int64_t i, int64_t s, int c) {
-    const int64_t row = i / s;
+    const int64_t row = vt_div(i, s);
     vt_rc r;
     r.j = i - row * s;
-    r.ci = (int)(row % c);
+    r.ci = (int)(row - vt_div(row, c) * c);
     return r;
 }
 VT_HD bool vt_rc_next(vt_rc *r, int64_t s, int c) {

@@ -179,7 +179,7 @@ struct vt_op_add_bias_rows : vt_nogate {
     VT_HD void vec(int64_t i) const {
         float o[VT_VEC_W];
         vt_ld8(out + i, o);
-        int ci = (int)(i % f);
+        int ci = (int)(i - vt_div(i, f) * f);
         VT_FOR8(e) {
             o[e] = VT_FADD(o[e], vt_ld1(b, ci));
             if (++ci == f)

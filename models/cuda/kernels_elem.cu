@@ -1,6 +1,7 @@
 /*
  * kernels_elem.cu: element-wise CUDA kernels (kernels.h): fill, scale, axpy,
- * rounding, add, dtype conversions, the double sum of squares; activations and dropout.
+ * rounding, add, dtype conversions, the double sum of squares; activations and dropout;
+ * and the VT_CUDA_VEC switch every vectorised kernel's launch reads (kernels_vec.cuh).
  * The rules all kernel files keep are in kernels_impl.cuh.
  */
 #include <math.h>

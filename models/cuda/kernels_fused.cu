@@ -2,13 +2,13 @@
  * kernels_fused.cu: the fused batch-norm tail (backend.h bn_apply_relu; issue 45 step 3):
  * out = relu(bn_apply(x) [+ res]) in one pass — one read of x (and res), one write of
  * out, instead of bn_apply's write, add's two reads and write, and relu's read and write.
- * Bit for bit the three kernels it replaces (kernels_bn.cu k_bn_apply, kernels_elem.cu
- * k_add and k_relu_fwd): the normalised value is formed in double and rounded to float
- * once, then to the activation type (bf16: as st() would store it), the sum is __fadd_rn
- * of the two stored values rounded again, and the ReLU keeps v > 0 else +0. The rules
- * all kernel files keep are in kernels_impl.cuh.
+ * Bit for bit the three ops it replaces (bn_apply, add and relu_forward): the normalised
+ * value is formed in double and rounded to float once, then to the activation type
+ * (bf16: as st() would store it), the sum is __fadd_rn of the two stored values rounded
+ * again, and the ReLU keeps v > 0 else +0 (kernels_vec_ops.cuh vt_op_bn_apply_relu). The
+ * rules all kernel files keep are in kernels_impl.cuh.
  * And the residual's backward without the copy (backend.h relu_backward_skip): the
- * ReLU's gradient stored twice from one read, as k_relu_bwd stores it (kernels_elem.cu).
+ * ReLU's gradient stored twice from one read, as relu_backward stores it.
  * (The BN + ReLU backward, bn_relu_backward_reduce, is a mode of kernels_bn.cu's
  * reduction, which it must sum in the same order.)
  */

@@ -28,7 +28,8 @@
 #    first, PyTorch's nvidia-* wheels last) and puts their folders on LD_LIBRARY_PATH;
 # 2. nvidia-smi, `vidtrain devices` (which refuses a cuDNN or NCCL built for another
 #    CUDA major than the runtime, naming both);
-# 3. the GPU tests: a SKIP (77) counts as a FAILURE here, because this machine has a GPU
+# 3. the GPU tests (test_cuda_ops_gpu and test_fuse_gpu twice: VT_CUDA_VEC=1 and 0, the
+#    vectorised kernels and the scalar ones): a SKIP (77) counts as a FAILURE here, because this machine has a GPU
 #    (it means the binary could not use it: driver too old for CUDA 13, missing libs);
 #    run in parallel, test_decode_hw with them when carry/media/loader_media (made by
 #    tests/make_media.sh) or an ffmpeg command is there;
@@ -99,19 +100,24 @@ tests=("$bindir"/test_*_gpu)
 if [ -x "$bindir/test_decode_hw" ] && { [ -d carry/media/loader_media ] || command -v ffmpeg >/dev/null; }; then
   tests+=("$bindir/test_decode_hw")
 fi
-for t in "${tests[@]}"; do
-  [ -x "$t" ] || continue
-  name=$(basename "$t")
+# "name binary VT_CUDA_VEC": every test with the vectorised kernels (the default), and the
+# ops against cpu-ref and the fused tails once more on the scalar ones (docs/cuda.md)
+runs=()
+for t in "${tests[@]}"; do [ -x "$t" ] && runs+=("$(basename "$t") $t 1"); done
+for n in test_cuda_ops_gpu test_fuse_gpu; do
+  [ -x "$bindir/$n" ] && runs+=("$n-vec0 $bindir/$n 0")
+done
+for r in "${runs[@]}"; do
+  read -r name t vec <<<"$r"
   ( tmp=$VT_TMP/$name; mkdir -p "$tmp"
     [ -d carry/media/loader_media ] && cp -r carry/media/loader_media "$tmp/"
     start=$(date +%s)
-    VT_TMP=$tmp timeout "${VT_GPU_TEST_TIMEOUT:-300}" "$t" >"$logs/$name.log" 2>&1
+    VT_CUDA_VEC=$vec VT_TMP=$tmp timeout "${VT_GPU_TEST_TIMEOUT:-300}" "$t" >"$logs/$name.log" 2>&1
     echo "$? $(( $(date +%s) - start ))" >"$logs/$name.rc" ) &
 done
 wait
-for t in "${tests[@]}"; do
-  [ -x "$t" ] || continue
-  name=$(basename "$t")
+for r in "${runs[@]}"; do
+  read -r name t vec <<<"$r"
   read -r rc secs <"$logs/$name.rc"
   tail -3 "$logs/$name.log" | sed 's/^/    /'
   case $rc in

@@ -3,11 +3,12 @@
 # `timeout`, at most VT_PERF_BUDGET seconds in all (default 470: under 8 minutes, so a
 # 15-minute device window leaves room for a start and a rerun), most important first:
 #   1. the GPU op tests (test_cuda_ops_gpu, test_nccl_gpu, test_cuda_train_gpu,
-#      test_fuse_gpu, test_grad_gate_gpu, in parallel);
+#      test_fuse_gpu, test_grad_gate_gpu, test_cuda_vec_gpu, in parallel);
 #   2. `vidtrain bench step` R3D-18 16x112 batch 32: bf16, tf32, fp32 from page-locked
-#      memory, the A/B of the fused batch-norm tails (VT_FUSE=0 in bf16 and tf32, issue
-#      45 step 3), and bf16 once as the base (--pageable, VT_FUSE=0: the figure before
-#      issue 45);
+#      memory, the A/B of the fused batch-norm tails (VT_FUSE=0 in bf16, issue 45 step 3),
+#      the A/B of the vectorised kernels (VT_CUDA_VEC=0 in bf16, issue 45 item 2; it took
+#      the slot of tf32's fused A/B, measured before), and bf16 once as the base
+#      (--pageable, VT_FUSE=0, VT_CUDA_VEC=0: the figure before issue 45);
 #   3. `vidtrain bench conv`: each R3D-18 conv shape, NCDHW vs NDHWC, bf16 and tf32;
 #   4. a VT_CUDA_PROF=1 profile of a few bf16 steps (the per-op table, and the host
 #      waits per step);
@@ -99,14 +100,14 @@ fi
 echo "== 1. GPU op tests (in parallel)"
 export VT_TMP=${VT_TMP:-/tmp/vidtrain-gpu-perf-tmp} VT_SRC=$PWD VT_BIN=$vt VT_PYTHON=$py
 mkdir -p "$VT_TMP"
-for t in test_cuda_ops_gpu test_nccl_gpu test_cuda_train_gpu test_fuse_gpu test_grad_gate_gpu; do
+for t in test_cuda_ops_gpu test_nccl_gpu test_cuda_train_gpu test_fuse_gpu test_grad_gate_gpu test_cuda_vec_gpu; do
   if [ "$dry" = 1 ] || [ -x "$bindir/$t" ]; then
     ( mkdir -p "$VT_TMP/$t"; VT_TMP=$VT_TMP/$t run "$t" 75 "$bindir/$t" ) &
   fi
 done
 wait
 if [ "$dry" = 0 ]; then
-  for t in test_cuda_ops_gpu test_nccl_gpu test_cuda_train_gpu test_fuse_gpu test_grad_gate_gpu; do
+  for t in test_cuda_ops_gpu test_nccl_gpu test_cuda_train_gpu test_fuse_gpu test_grad_gate_gpu test_cuda_vec_gpu; do
     [ -f "$logs/$t.rc" ] || { note "✗ $t: not in $bindir"; continue; }
     rc=$(cat "$logs/$t.rc")
     case $rc in
@@ -125,11 +126,12 @@ for p in bf16 tf32 fp32; do
 done
 # A/B of the fused batch-norm tails (BN + ReLU, BN + skip + ReLU, forward and backward):
 # the same steps with VT_FUSE=0; the figures above are VT_FUSE=1 (the default)
-for p in bf16 tf32; do
-  run "vt-$p-nofuse" 90 env VT_FUSE=0 "$vt" "${step[@]}" --precision "$p"
-done
-# the base: bf16 as bench step measured before issue 45 (pageable batch, BN tails unfused)
-run vt-bf16-base 90 env VT_FUSE=0 "$vt" "${step[@]}" --precision bf16 --pageable
+run vt-bf16-nofuse 90 env VT_FUSE=0 "$vt" "${step[@]}" --precision bf16
+# A/B of the vectorised kernels: the scalar ones (VT_CUDA_VEC=0); above, the default 1
+run vt-bf16-novec 90 env VT_CUDA_VEC=0 "$vt" "${step[@]}" --precision bf16
+# the base: bf16 as bench step measured before issue 45 (pageable batch, BN tails unfused,
+# scalar kernels)
+run vt-bf16-base 90 env VT_FUSE=0 VT_CUDA_VEC=0 "$vt" "${step[@]}" --precision bf16 --pageable
 
 echo "== 3. vidtrain bench conv (NCDHW vs NDHWC per R3D-18 shape; bf16, tf32)"
 run conv 150 "$vt" bench conv --clip 16x112 --batch 32 --precision bf16,tf32 --reps 3
@@ -172,7 +174,7 @@ if [ "$dry" = 0 ]; then
       [ -f "$logs/$v.rc" ] || continue
       r=$(rate "$v")
       mem=$(grep -m1 -o 'input batch: [a-z-]* memory' "$logs/$v.log" 2>/dev/null | sed 's/input batch: //')
-      [ "$v" = "vt-$p-base" ] && mem="$mem, VT_FUSE=0: the base before issue 45"
+      [ "$v" = "vt-$p-base" ] && mem="$mem, VT_FUSE=0 VT_CUDA_VEC=0: the base before issue 45"
       if [ -z "$r" ]; then
         note "✗ vidtrain bench step $p ($v): no figure, rc $(cat "$logs/$v.rc"): $(grep -m2 -iE 'rror|fatal' "$logs/$v.log" | tr '\n' ' ')"
       elif [ -n "$pt" ]; then
@@ -182,12 +184,13 @@ if [ "$dry" = 0 ]; then
       fi
     done
   done
-  for p in bf16 tf32; do
-    a=$(rate "vt-$p"); b=$(rate "vt-$p-nofuse")
+  for ab in "nofuse VT_FUSE fused unfused" "novec VT_CUDA_VEC vectorised scalar"; do
+    read -r suf var on off <<<"$ab"
+    a=$(rate "vt-bf16"); b=$(rate "vt-bf16-$suf")
     if [ -n "$a" ] && [ -n "$b" ]; then
-      note "· VT_FUSE A/B $p: fused $a clips/s, unfused $b clips/s = $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.3f", a/b}')x"
-    elif [ -f "$logs/vt-$p-nofuse.rc" ]; then
-      note "✗ VT_FUSE A/B $p: no figure (rc $(cat "$logs/vt-$p.rc" 2>/dev/null) / $(cat "$logs/vt-$p-nofuse.rc"))"
+      note "· $var A/B bf16: $on $a clips/s, $off $b clips/s = $(awk -v a="$a" -v b="$b" 'BEGIN{printf "%.3f", a/b}')x"
+    elif [ -f "$logs/vt-bf16-$suf.rc" ]; then
+      note "✗ $var A/B bf16: no figure (rc $(cat "$logs/vt-bf16.rc" 2>/dev/null) / $(cat "$logs/vt-bf16-$suf.rc"))"
     fi
   done
   grep '^conv total' "$logs/conv.log" 2>/dev/null | while IFS= read -r l; do echo "· bench conv: $l"; done >"$logs/conv-summary.txt"

@@ -34,6 +34,13 @@ typedef struct vt_cuk_pool {
 } vt_cuk_pool;
 
 /* ---- element-wise ---- */
+/* VT_CUDA_VEC (docs/cuda.md): 1, the default, lets the memory-bound kernels (element-wise,
+ * batch-norm apply, bias, optimizers) move 16 bytes an access where their arrays allow
+ * (kernels_vec.cuh); 0 keeps every one on its scalar kernel. Same results either way, bit
+ * for bit. Read once per process; vt_cuk_vec_set overrides it (0 or 1; -1: the variable
+ * again) for a test that compares both, between launches. */
+int vt_cuk_vec_enabled(void);
+void vt_cuk_vec_set(int on);
 void vt_cuk_fill(cudaStream_t st, float *x, float v, int64_t n);
 void vt_cuk_scale(cudaStream_t st, float *x, float a, int64_t n);
 void vt_cuk_axpy(cudaStream_t st, float *y, float a, const float *x, int64_t n);

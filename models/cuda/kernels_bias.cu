@@ -13,18 +13,15 @@
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels.h"
 #include "models/cuda/kernels_impl.cuh"
+#include "models/cuda/kernels_vec_ops.cuh"
 
 /* ------------------------------------------------------------------ linear helpers */
 
-__global__ static void k_add_bias_rows(float *out, const float *b, int64_t total, int f) {
-    VT_GRID_STRIDE(i, total) out[i] = __fadd_rn(out[i], b[i % f]);
-}
+/* out[i] += b[i % f]: kernels_vec_ops.cuh vt_op_add_bias_rows */
 extern "C" void vt_cuk_add_bias_rows(cudaStream_t st, float *out, const float *b, int n, int f) {
-    const int64_t total = (int64_t)n * f;
-    if (total <= 0)
-        return;
-    k_add_bias_rows<<<vt_blocks(total), VT_THREADS, 0, st>>>(out, b, total, f);
-    CUDA_LAUNCH_CHECK();
+    vt_op_add_bias_rows op{};
+    op.out = out, op.b = b, op.f = f;
+    vt_map_launch(st, op, (int64_t)n * f);
 }
 /* db[o] += sum_n dout[n, o]: one thread per column, rows in order, double like cpu-ref;
  * the contribution rounded to bf16 first when dout is bf16 (cpu-ref's pacc). */
@@ -68,15 +65,13 @@ extern "C" void vt_cuk_chansum_acc(cudaStream_t st, vt_cuk_dt dt, float *db, con
     CUDA_LAUNCH_CHECK();
 }
 /* out[row, j] = b[row % c] (rounded to A) for rows = N*C of s elements: the bias a conv or
- * GEMM then accumulates onto with beta = 1, so the sum is rounded once. */
-template <typename A>
-__global__ static void k_fill_bias(A *out, const float *b, int64_t rows, int c, int64_t s) {
-    VT_ROWS_LOOP(row, j, rows, s) st(out, row * s + j, b[row % c]);
-}
+ * GEMM then accumulates onto with beta = 1, so the sum is rounded once
+ * (kernels_vec_ops.cuh vt_op_fill_bias). */
 extern "C" void vt_cuk_fill_bias(cudaStream_t st, vt_cuk_dt dt, void *out, const float *b,
                                  int64_t rows, int c, int64_t s) {
-    if (rows <= 0 || s <= 0)
-        return;
-    VT_DT(dt, k_fill_bias<A><<<rows_grid(rows, s), VT_THREADS, 0, st>>>((A *)out, b, rows, c, s));
-    CUDA_LAUNCH_CHECK();
+    VT_DT(dt, {
+        vt_op_fill_bias<A> f{};
+        f.out = (A *)out, f.b = b, f.c = c, f.s = s;
+        vt_rows_launch(st, f, rows, s);
+    });
 }

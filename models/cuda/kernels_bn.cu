@@ -13,6 +13,7 @@
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels.h"
 #include "models/cuda/kernels_impl.cuh"
+#include "models/cuda/kernels_vec_ops.cuh"
 #include "models/relu_rule.h"
 
 /* ------------------------------------------------------------------ batch norm */
@@ -174,46 +175,21 @@ extern "C" void vt_cuk_bn_finalize(cudaStream_t st, float *mean, float *invstd,
         mean, invstd, running_mean, running_var, sum, sumsq, k, count, c, momentum, eps);
     CUDA_LAUNCH_CHECK();
 }
-/* out = g*(x-(k+mean))*invstd + b. cpu-ref forms it in double and rounds once; so do we. */
-template <typename A>
-__global__ static void k_bn_apply(A *out, const A *x, const float *k, const float *mean,
-                                  const float *invstd, const float *gamma, const float *beta,
-                                  int64_t rows, int c, int64_t s) {
-    VT_ROWS_LOOP(row, j, rows, s) {
-        const int ci = (int)(row % c);
-        const double g = gamma ? gamma[ci] : 1.0, b = beta ? beta[ci] : 0.0;
-        const double m = (k ? (double)k[ci] : 0.0) + (double)mean[ci];
-        const int64_t i = row * s + j;
-        st(out, i, (float)(g * ((double)ld(x, i) - m) * invstd[ci] + b));
-    }
-}
+/* out = g*(x-(k+mean))*invstd + b. cpu-ref forms it in double and rounds once; so does
+ * kernels_vec_ops.cuh vt_op_bn_apply, on kernels_impl.cuh's vt_rows_launch. */
 extern "C" void vt_cuk_bn_apply(cudaStream_t st, vt_cuk_dt dt, void *out, const void *x,
                                 const float *k, const float *mean, const float *invstd,
                                 const float *gamma, const float *beta, int n, int c, int64_t s) {
-    const int64_t rows = (int64_t)n * c;
-    if (rows <= 0 || s <= 0)
-        return;
-    VT_DT(dt, k_bn_apply<A><<<rows_grid(rows, s), VT_THREADS, 0, st>>>(
-                  (A *)out, (const A *)x, k, mean, invstd, gamma, beta, rows, c, s));
-    CUDA_LAUNCH_CHECK();
+    VT_DT(dt, {
+        vt_op_bn_apply<A> f{};
+        f.out = (A *)out, f.x = (const A *)x;
+        f.k = k, f.mean = mean, f.invstd = invstd, f.gamma = gamma, f.beta = beta;
+        f.c = c, f.s = s;
+        vt_rows_launch(st, f, (int64_t)n * c, s);
+    });
 }
 
-template <typename A>
-__global__ static void k_bn_bwd_apply(A *din, const A *dy, const A *x, const float *k,
-                                      const float *mean, const float *invstd, const float *gamma,
-                                      const float *sum_dy, const float *sum_dy_xhat, int64_t count,
-                                      int64_t rows, int c, int64_t s) {
-    VT_ROWS_LOOP(row, j, rows, s) {
-        const int ci = (int)(row % c);
-        const double g = gamma ? gamma[ci] : 1.0;
-        const double mdy = (double)sum_dy[ci] / (double)count;
-        const double mdyx = (double)sum_dy_xhat[ci] / (double)count;
-        const double m = (k ? (double)k[ci] : 0.0) + (double)mean[ci];
-        const int64_t i = row * s + j;
-        const double xhat = ((double)ld(x, i) - m) * invstd[ci];
-        st(din, i, (float)(g * invstd[ci] * ((double)ld(dy, i) - mdy - xhat * mdyx)));
-    }
-}
+/* kernels_vec_ops.cuh vt_op_bn_bwd_apply */
 extern "C" void vt_cuk_bn_backward_apply(cudaStream_t st, vt_cuk_dt dt, void *din,
                                          const void *dy, const void *x, const float *k,
                                          const float *mean, const float *invstd,
@@ -224,8 +200,12 @@ extern "C" void vt_cuk_bn_backward_apply(cudaStream_t st, vt_cuk_dt dt, void *di
     if (rows <= 0 || s <= 0)
         return;
     VT_CHECK(count > 0, "bn_backward_apply: count %lld", (long long)count);
-    VT_DT(dt, k_bn_bwd_apply<A><<<rows_grid(rows, s), VT_THREADS, 0, st>>>(
-                  (A *)din, (const A *)dy, (const A *)x, k, mean, invstd, gamma, sum_dy, sum_dy_xhat,
-                  count, rows, c, s));
-    CUDA_LAUNCH_CHECK();
+    VT_DT(dt, {
+        vt_op_bn_bwd_apply<A> f{};
+        f.din = (A *)din, f.dy = (const A *)dy, f.x = (const A *)x;
+        f.k = k, f.mean = mean, f.invstd = invstd, f.gamma = gamma;
+        f.sum_dy = sum_dy, f.sum_dy_xhat = sum_dy_xhat, f.count = count;
+        f.c = c, f.s = s;
+        vt_rows_launch(st, f, rows, s);
+    });
 }

@@ -1,10 +1,13 @@
 /*
  * kernels_elem.cu: element-wise CUDA kernels (kernels.h): fill, scale, axpy,
- * rounding, add, dtype conversions, the double sum of squares; activations and dropout.
+ * rounding, add, dtype conversions, the double sum of squares; activations and dropout;
+ * and the VT_CUDA_VEC switch every vectorised kernel's launch reads (kernels_vec.cuh).
  * The rules all kernel files keep are in kernels_impl.cuh.
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -12,44 +15,51 @@
 #include "models/cuda/cuda_check.h"
 #include "models/cuda/kernels.h"
 #include "models/cuda/kernels_impl.cuh"
+#include "models/cuda/kernels_vec_ops.cuh"
 #include "models/relu_rule.h"
 
 /* ------------------------------------------------------------------ element-wise */
 
-__global__ static void k_fill(float *x, float v, int64_t n) {
-    VT_GRID_STRIDE(i, n) x[i] = v;
+/* VT_CUDA_VEC, read once (a C++ static is initialised once, thread-safe), and a test's
+ * override of it. */
+static int vec_from_env(void) {
+    const char *e = getenv("VT_CUDA_VEC");
+    if (!e || !*e)
+        return 1;
+    VT_CHECK(!strcmp(e, "0") || !strcmp(e, "1"),
+             "VT_CUDA_VEC=%s: 0 (the scalar kernels) or 1 (the vectorised ones, the default)", e);
+    return e[0] == '1';
 }
-__global__ static void k_scale(float *x, float a, int64_t n) {
-    VT_GRID_STRIDE(i, n) x[i] = __fmul_rn(x[i], a);
+static int vec_forced = -1;
+extern "C" int vt_cuk_vec_enabled(void) {
+    static const int env = vec_from_env();
+    const int f = __atomic_load_n(&vec_forced, __ATOMIC_RELAXED);
+    return f >= 0 ? f : env;
 }
-__global__ static void k_axpy(float *y, float a, const float *x, int64_t n) {
-    VT_GRID_STRIDE(i, n) y[i] = __fadd_rn(y[i], __fmul_rn(a, x[i]));
+extern "C" void vt_cuk_vec_set(int on) {
+    VT_CHECK(on >= -1 && on <= 1, "vt_cuk_vec_set(%d): 0, 1 or -1", on);
+    __atomic_store_n(&vec_forced, on, __ATOMIC_RELAXED);
+}
+
+/* The element-wise ops are kernels_vec_ops.cuh's functors on kernels_impl.cuh's
+ * vt_map_launch (vectorised where the arrays allow). */
+extern "C" void vt_cuk_fill(cudaStream_t st, float *x, float v, int64_t n) {
+    vt_op_fill f{};
+    f.x = x, f.v = v;
+    vt_map_launch(st, f, n);
+}
+extern "C" void vt_cuk_scale(cudaStream_t st, float *x, float a, int64_t n) {
+    vt_op_scale f{};
+    f.x = x, f.a = a;
+    vt_map_launch(st, f, n);
+}
+extern "C" void vt_cuk_axpy(cudaStream_t st, float *y, float a, const float *x, int64_t n) {
+    vt_op_axpy f{};
+    f.y = y, f.a = a, f.x = x;
+    vt_map_launch(st, f, n);
 }
 __global__ static void k_round_even(float *x, int64_t n) {
     VT_GRID_STRIDE(i, n) x[i] = rintf(x[i]);
-}
-template <typename A>
-__global__ static void k_add(A *out, const A *a, const A *b, int64_t n) {
-    VT_GRID_STRIDE(i, n) st(out, i, __fadd_rn(ld(a, i), ld(b, i)));
-}
-
-extern "C" void vt_cuk_fill(cudaStream_t st, float *x, float v, int64_t n) {
-    if (n <= 0)
-        return;
-    k_fill<<<vt_blocks(n), VT_THREADS, 0, st>>>(x, v, n);
-    CUDA_LAUNCH_CHECK();
-}
-extern "C" void vt_cuk_scale(cudaStream_t st, float *x, float a, int64_t n) {
-    if (n <= 0)
-        return;
-    k_scale<<<vt_blocks(n), VT_THREADS, 0, st>>>(x, a, n);
-    CUDA_LAUNCH_CHECK();
-}
-extern "C" void vt_cuk_axpy(cudaStream_t st, float *y, float a, const float *x, int64_t n) {
-    if (n <= 0)
-        return;
-    k_axpy<<<vt_blocks(n), VT_THREADS, 0, st>>>(y, a, x, n);
-    CUDA_LAUNCH_CHECK();
 }
 extern "C" void vt_cuk_round_even(cudaStream_t st, float *x, int64_t n) {
     if (n <= 0)
@@ -59,43 +69,38 @@ extern "C" void vt_cuk_round_even(cudaStream_t st, float *x, int64_t n) {
 }
 extern "C" void vt_cuk_add(cudaStream_t st, vt_cuk_dt dt, void *out, const void *a,
                            const void *b, int64_t n) {
-    if (n <= 0)
-        return;
-    VT_DT(dt, k_add<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)out, (const A *)a,
-                                                            (const A *)b, n));
-    CUDA_LAUNCH_CHECK();
+    VT_DT(dt, {
+        vt_op_add<A> f{};
+        f.out = (A *)out, f.a = (const A *)a, f.b = (const A *)b;
+        vt_map_launch(st, f, n);
+    });
 }
 
 /* dst (dt) = src (float), rounded for bf16; dst (float) = src (dt), exact. */
-template <typename D, typename S>
-__global__ static void k_convert(D *dst, const S *src, int64_t n) {
-    VT_GRID_STRIDE(i, n) st(dst, i, ld(src, i));
-}
 extern "C" void vt_cuk_to_act(cudaStream_t st, vt_cuk_dt dt, void *dst, const float *src,
                               int64_t n) {
-    if (n <= 0)
-        return;
-    VT_DT(dt, k_convert<A, float><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)dst, src, n));
-    CUDA_LAUNCH_CHECK();
+    VT_DT(dt, {
+        vt_op_convert<A, float> f{};
+        f.dst = (A *)dst, f.src = src;
+        vt_map_launch(st, f, n);
+    });
 }
 extern "C" void vt_cuk_from_act(cudaStream_t st, vt_cuk_dt dt, float *dst, const void *src,
                                 int64_t n) {
-    if (n <= 0)
-        return;
-    VT_DT(dt, k_convert<float, A><<<vt_blocks(n), VT_THREADS, 0, st>>>(dst, (const A *)src, n));
-    CUDA_LAUNCH_CHECK();
+    VT_DT(dt, {
+        vt_op_convert<float, A> f{};
+        f.dst = dst, f.src = (const A *)src;
+        vt_map_launch(st, f, n);
+    });
 }
 /* dst (float) += src (dt): a bf16 weight gradient into the float one. */
-template <typename A>
-__global__ static void k_acc_from(float *dst, const A *src, int64_t n) {
-    VT_GRID_STRIDE(i, n) dst[i] = __fadd_rn(dst[i], ld(src, i));
-}
 extern "C" void vt_cuk_acc_from_act(cudaStream_t st, vt_cuk_dt dt, float *dst, const void *src,
                                     int64_t n) {
-    if (n <= 0)
-        return;
-    VT_DT(dt, k_acc_from<A><<<vt_blocks(n), VT_THREADS, 0, st>>>(dst, (const A *)src, n));
-    CUDA_LAUNCH_CHECK();
+    VT_DT(dt, {
+        vt_op_acc_from<A> f{};
+        f.dst = dst, f.src = (const A *)src;
+        vt_map_launch(st, f, n);
+    });
 }
 
 /* sumsq: VT_SUMSQ_PARTS blocks each write one double partial, one block sums them. */
@@ -168,28 +173,22 @@ extern "C" void vt_cuk_copy_if_skip(cudaStream_t st, float *dst, const float *sr
 
 /* ------------------------------------------------------------------ activations, dropout */
 
-template <typename A>
-__global__ static void k_relu_fwd(A *out, const A *in, int64_t n) {
-    VT_GRID_STRIDE(i, n) st(out, i, vt_relu(ld(in, i))); /* a NaN passes (relu_rule.h) */
-}
-template <typename A>
-__global__ static void k_relu_bwd(A *din, const A *dout, const A *out, int64_t n) {
-    VT_GRID_STRIDE(i, n) st(din, i, vt_relu_grad(ld(out, i), ld(dout, i))); /* relu_rule.h */
-}
+/* relu and its gradient (relu_rule.h: a NaN passes) */
 extern "C" void vt_cuk_relu_forward(cudaStream_t st, vt_cuk_dt dt, void *out, const void *in,
                                     int64_t n) {
-    if (n <= 0)
-        return;
-    VT_DT(dt, k_relu_fwd<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)out, (const A *)in, n));
-    CUDA_LAUNCH_CHECK();
+    VT_DT(dt, {
+        vt_op_relu_fwd<A> f{};
+        f.out = (A *)out, f.in = (const A *)in;
+        vt_map_launch(st, f, n);
+    });
 }
 extern "C" void vt_cuk_relu_backward(cudaStream_t st, vt_cuk_dt dt, void *din, const void *dout,
                                      const void *out, int64_t n) {
-    if (n <= 0)
-        return;
-    VT_DT(dt, k_relu_bwd<A><<<vt_blocks(n), VT_THREADS, 0, st>>>((A *)din, (const A *)dout,
-                                                                 (const A *)out, n));
-    CUDA_LAUNCH_CHECK();
+    VT_DT(dt, {
+        vt_op_relu_bwd<A> f{};
+        f.din = (A *)din, f.skip = NULL, f.dout = (const A *)dout, f.out = (const A *)out;
+        vt_map_launch(st, f, n);
+    });
 }
 
 /* Must stay equal to vt_hash64 in base/common.h (test_cuda_ops_gpu compares the dropout

@@ -67,10 +67,15 @@ static void check_landing(vt_video *v, const AVPacket *pkt) {
     v->land_bad = !(k < v->nkf && v->kf[k] == pkt->pts);
     /* Past the keyframe the seek asked for (MPEG-TS seeks by dts, which runs behind the
      * pts it was given: the first keyframe after the landing is the next one). Its frame
-     * is found late (m > q) unless its time is shared, where it takes the first shared
-     * position: a seek further back either way. */
-    if (v->seek_pos >= 0 && pkt->pts > v->pts[v->seek_pos])
-        v->land_bad = 1;
+     * is found late (m > q, a seek further back) unless its time is shared with another
+     * frame, where it would take the first shared position: then it is bad at once. (Not
+     * every landing past: the seek one keyframe back lands past that one too, and would
+     * go back again and again, to the start of the file.) */
+    if (v->seek_pos >= 0 && pkt->pts > v->pts[v->seek_pos]) {
+        int64_t i = vt_vid_lower_bound(v->pts, v->info.nframes, pkt->pts);
+        if (i + 1 < v->info.nframes && v->pts[i + 1] == pkt->pts)
+            v->land_bad = 1;
+    }
 }
 
 /* Does the current read need the frame of this packet? Unknown (no exact pts) = yes: a

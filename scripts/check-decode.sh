@@ -12,6 +12,10 @@ dir=${1:?usage: check-decode.sh DIR [CLIPS]}
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=${VT_BUILD:-$here/build}/test_decode
 [ -x "$bin" ] || { echo "check-decode.sh: $bin is not built (bash scripts/test.sh, or VT_BUILD=DIR)" >&2; exit 2; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/check-decode.XXXXXX") # the ffmpeg references: this run's own
+trap 'rm -rf "$tmp"' EXIT
+export VT_TMP=$tmp
 set +o pipefail
 VT_DECODE_SWEEP=$(cd "$dir" && pwd) VT_SWEEP_CLIPS=${2:-20} "$bin" 2>&1 | grep -v '^  ok'
-exit "${PIPESTATUS[0]}"
+rc=${PIPESTATUS[0]}
+exit "$rc"

@@ -38,6 +38,7 @@ struct vt_stream {
     int sidx;
     AVRational tb;
     int64_t first_ts;        /* the first frame's timestamp (AV_NOPTS_VALUE before it) */
+    int64_t prev_ts;         /* the last frame's timestamp, as frame_time took it */
     int64_t nframes;         /* frames handed out */
     double last_t;           /* the time of the last frame handed out */
     int64_t decode_errors;
@@ -272,6 +273,7 @@ static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o
     vt_stream *s = vt_calloc(1, sizeof *s);
     s->url = vt_strdup(url);
     s->first_ts = AV_NOPTS_VALUE;
+    s->prev_ts = AV_NOPTS_VALUE;
     s->error_t = NAN;
     s->o = *o;
     vt_source_kind kind = vt_stream_source_kind(url);
@@ -506,18 +508,27 @@ static int feed(vt_stream *s, char *err, size_t errlen) {
 
 /* Seconds of the frame's timing: its timestamp from the first one, its duration. */
 static void frame_time(vt_stream *s, double *t, double *dur) {
-    int64_t ts = s->frame->best_effort_timestamp;
-    if (ts == AV_NOPTS_VALUE) /* no timing at all: frames at the nominal rate */
-        ts = s->info.fps > 0 ? (int64_t)llround(s->nframes / s->info.fps / av_q2d(s->tb))
-                             : s->nframes;
-    if (s->first_ts == AV_NOPTS_VALUE)
-        s->first_ts = ts;
-    *t = (double)(ts - s->first_ts) * av_q2d(s->tb);
 #if LIBAVUTIL_VERSION_INT >= AV_VERSION_INT(57, 30, 100)
     int64_t d = s->frame->duration;
 #else
     int64_t d = s->frame->pkt_duration;
 #endif
+    int64_t ts = s->frame->best_effort_timestamp;
+    if (ts == AV_NOPTS_VALUE && s->prev_ts != AV_NOPTS_VALUE) {
+        /* an untimed frame after timed ones (a reordering decoder's last frames in an AVI,
+         * timed by the dts of the packet that pushed them out, a delay behind): one frame
+         * after the last; the nominal count below put it before it, and it was left out
+         * as "a broken timestamp" */
+        double step = d > 0 ? (double)d : s->info.fps > 0 ? 1.0 / s->info.fps / av_q2d(s->tb) : 1;
+        ts = s->prev_ts + VT_MAX((int64_t)llround(step), 1);
+    } else if (ts == AV_NOPTS_VALUE) { /* no timing at all: frames at the nominal rate */
+        ts = s->info.fps > 0 ? (int64_t)llround(s->nframes / s->info.fps / av_q2d(s->tb))
+                             : s->nframes;
+    }
+    s->prev_ts = ts;
+    if (s->first_ts == AV_NOPTS_VALUE)
+        s->first_ts = ts;
+    *t = (double)(ts - s->first_ts) * av_q2d(s->tb);
     *dur = d > 0 ? (double)d * av_q2d(s->tb) : s->info.fps > 0 ? 1.0 / s->info.fps : 0;
 }
 

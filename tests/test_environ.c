@@ -1,0 +1,104 @@
+/*
+ * test_environ.c: a hostile environment, not hostile input: what the process is started
+ * with and what the system refuses it (the files a run keeps are the old good ones or the
+ * new good ones, and a failure names its path).
+ *   1. A file size limit (ulimit -f): a checkpoint, an export past it is an error naming
+ *      the file and "File too large", exit 1, no temporary file left and the old
+ *      checkpoints unchanged. SIGXFSZ's default action used to kill the process mid-write
+ *      (exit 153), leaving RUN/last.safetensors.tmp.PID cut at the limit and no word.
+ *   2. Standard output and error started closed (`>&-`, `2>&-`): nothing the command
+ *      prints lands in a file it opens. Their numbers went to the next file opened: train's
+ *      progress and eval's warnings were written into RUN/.lock, where a second train
+ *      reads the holder's pid. A write to a closed stdout still fails the command.
+ */
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/apputil.h"
+
+static char g_dir[4096];
+static const char *g_bin;
+static const char *g_targs = "--model tiny --clip 4x32 --batch 2 --workers 1 -q";
+
+static int has(const char *rel, const char *what) {
+    return vt_test_file_has_in(g_dir, rel, what);
+}
+
+/* No FILE.tmp.PID under g_dir/sub. */
+static int no_temp(const char *sub) {
+    return vt_test_sh("find '%s/%s' -name '*.tmp.*' | grep -q .", g_dir, sub) != 0;
+}
+
+static void file_size_limit(void) {
+    /* 1000 KiB: config.json and the logs fit, a tiny model's 2.3 MB checkpoint does not */
+    int rc = vt_test_sh("cd '%s' && ulimit -f 1000 && '%s' train data --out f1 --epochs 1 %s "
+                        "> /dev/null 2> f.err", g_dir, g_bin, g_targs);
+    TCHECK(rc == 1 && has("f.err", "f1/last.safetensors") && has("f.err", "File too large"),
+           "train past ulimit -f: exit %d, 1 naming the checkpoint expected (see f.err)", rc);
+    TCHECK(no_temp("f1"), "train past ulimit -f: a temporary file left in f1");
+    /* --resume: the new checkpoint does not fit, the old ones stay */
+    vt_test_sh("cd '%s' && rm -rf f2 && cp -a r f2 && sha256sum f2/*.safetensors > sums",
+               g_dir);
+    rc = vt_test_sh("cd '%s' && ulimit -f 1000 && '%s' train --resume f2 --epochs 2 -q "
+                    "> /dev/null 2> f.err", g_dir, g_bin);
+    TCHECK(rc == 1 && has("f.err", "f2/last.safetensors") && has("f.err", "File too large"),
+           "--resume past ulimit -f: exit %d (see f.err)", rc);
+    TCHECK(vt_test_sh("cd '%s' && sha256sum --quiet -c sums", g_dir) == 0 && no_temp("f2"),
+           "--resume past ulimit -f: a checkpoint changed or a temporary file left");
+    /* export over an old FILE */
+    vt_test_sh("cd '%s' && mkdir -p x && echo old > x/m.onnx", g_dir);
+    rc = vt_test_sh("cd '%s' && ulimit -f 100 && '%s' export r --onnx x/m.onnx 2> f.err",
+                    g_dir, g_bin);
+    TCHECK(rc == 1 && has("f.err", "x/m.onnx") && has("f.err", "File too large"),
+           "export past ulimit -f: exit %d (see f.err)", rc);
+    TCHECK(has("x/m.onnx", "old") && no_temp("x"), "export past ulimit -f: the old FILE "
+           "changed or a temporary file left");
+}
+
+/* The file holds only a decimal number and a newline at most (a lock's pid). */
+static int only_pid(const char *rel) {
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", g_dir, rel);
+    char *t = vt_test_slurp(p, NULL);
+    int ok = t != NULL;
+    for (const char *c = t; ok && *c && *c != '\n'; c++)
+        ok = *c >= '0' && *c <= '9';
+    ok = ok && (!strchr(t, '\n') || strchr(t, '\n')[1] == 0);
+    free(t);
+    return ok;
+}
+
+static void closed_std(void) {
+    int rc = vt_test_sh("cd '%s' && '%s' train data --out c1 --epochs 1 --model tiny --clip 4x32 "
+                        "--batch 2 --workers 1 >&- 2>&-", g_dir, g_bin);
+    TCHECK(rc == 1, "train with stdout closed: exit %d, 1 expected (its lines are lost)", rc);
+    TCHECK(only_pid("c1/.lock"), "train with stdout and stderr closed: c1/.lock holds more "
+           "than the pid");
+    TCHECK(vt_test_sh("cd '%s' && grep -rlq 'epoch 1/1' c1", g_dir) != 0,
+           "train with stdout closed: its progress line is in a run file");
+    /* eval's warning (the model answers one class) and progress go to stderr */
+    vt_test_sh("cd '%s' && rm -rf c2 && cp -a r c2 && rm -f c2/.lock", g_dir);
+    rc = vt_test_sh("cd '%s' && '%s' eval c2 > /dev/null 2>&-", g_dir, g_bin);
+    TCHECK(rc == 0, "eval with stderr closed: exit %d", rc);
+    TCHECK(vt_test_sh("cd '%s' && grep -rlqE 'towers: memory|data-wait' c2", g_dir) != 0,
+           "eval with stderr closed: its messages are in a run file");
+    TCHECK(vt_test_sh("cd '%s' && '%s' -c 'import json; json.load(open(\"c2/eval.json\"))'",
+                      g_dir, vt_test_env("VT_PYTHON", "python3")) == 0, "c2/eval.json");
+    rc = vt_test_sh("cd '%s' && '%s' predict r data/test/*/* >&- 2> f.err", g_dir, g_bin);
+    TCHECK(rc == 1 && has("f.err", "standard output"),
+           "predict with stdout closed: exit %d, 1 naming standard output expected", rc);
+}
+
+int main(void) {
+    g_bin = vt_test_bin("test_environ");
+    if (!g_bin)
+        return VT_TEST_SKIP;
+    snprintf(g_dir, sizeof g_dir, "%s", vt_test_dir("environ"));
+    TCHECK(vt_test_synth(g_bin, g_dir, "--classes 2 --train 3 --val 1 --test 1 --frames 12")
+           == 0, "synth");
+    TCHECK(vt_test_sh("cd '%s' && '%s' train data --out r --epochs 1 %s > t.log 2>&1", g_dir,
+                      g_bin, g_targs) == 0, "train");
+    file_size_limit();
+    closed_std();
+    return vt_test_done("test_environ");
+}

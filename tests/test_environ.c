@@ -10,6 +10,9 @@
  *      prints lands in a file it opens. Their numbers went to the next file opened: train's
  *      progress and eval's warnings were written into RUN/.lock, where a second train
  *      reads the holder's pid. A write to a closed stdout still fails the command.
+ *   3. A path longer than train's option holds (1,023 bytes, below PATH_MAX) is refused,
+ *      exit 2: --out, DIR, --resume and a device option were cut to their fields, and a
+ *      1,157-byte --out trained into the folder its first 1,023 bytes name, exit 0.
  */
 #include <sys/stat.h>
 #include <unistd.h>
@@ -89,6 +92,31 @@ static void closed_std(void) {
            "predict with stdout closed: exit %d, 1 naming standard output expected", rc);
 }
 
+static void long_paths(void) {
+    /* "L" and six names of 190 bytes: 1,147 bytes */
+    char p[1300] = "L";
+    for (int i = 0; i < 6; i++) {
+        size_t n = strlen(p);
+        p[n] = '/';
+        memset(p + n + 1, 'a' + i, 190);
+        p[n + 191] = 0;
+    }
+    char *slash = strrchr(p, '/');
+    *slash = 0;
+    vt_test_sh("cd '%s' && mkdir -p '%s'", g_dir, p);
+    *slash = '/';
+    int rc = vt_test_sh("cd '%s' && '%s' train data --out '%s' --epochs 1 %s > /dev/null "
+                        "2> f.err", g_dir, g_bin, p, g_targs);
+    TCHECK(rc == 2 && has("f.err", "--out") && has("f.err", "1147 bytes"),
+           "a 1,147-byte --out: exit %d, 2 saying its length expected (see f.err)", rc);
+    TCHECK(vt_test_sh("cd '%s' && test -z \"$(find L -type f)\"", g_dir) == 0,
+           "a 1,147-byte --out: a run was written under a cut name");
+    rc = vt_test_sh("cd '%s' && '%s' train --resume '%s' 2> f.err", g_dir, g_bin, p);
+    TCHECK(rc == 2 && has("f.err", "--resume"), "a 1,147-byte --resume: exit %d", rc);
+    rc = vt_test_sh("cd '%s' && '%s' train data --out l2 --mem '%s' 2> f.err", g_dir, g_bin, p);
+    TCHECK(rc == 2 && has("f.err", "--mem"), "a 1,147-byte --mem: exit %d", rc);
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_environ");
     if (!g_bin)
@@ -100,5 +128,6 @@ int main(void) {
                       g_bin, g_targs) == 0, "train");
     file_size_limit();
     closed_std();
+    long_paths();
     return vt_test_done("test_environ");
 }

@@ -16,6 +16,7 @@
 #include "app/proc_env.h"
 #include "app/signals.h"
 #include "base/common.h"
+#include "pipeline/data/video/video.h"
 #include "pipeline/parallel/mpi.h"
 
 typedef struct vt_cmd {
@@ -180,5 +181,12 @@ int main(int argc, char **argv) {
         }
     }
     int rc = dispatch(argc, argv);
+    char why[640];
+    if (rc == 0 && vt_video_system_failed(why, sizeof why)) {
+        /* the commands stop on it where it matters; none may end as a success after it */
+        fprintf(stderr, "vidtrain%s%s: %s\n", argc >= 2 ? " " : "", argc >= 2 ? argv[1] : "",
+                why);
+        rc = 1;
+    }
     return vt_mpi_finalize(stdout_check(argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL, rc));
 }

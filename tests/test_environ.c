@@ -13,8 +13,16 @@
  *   3. A path longer than train's option holds (1,023 bytes, below PATH_MAX) is refused,
  *      exit 2: --out, DIR, --resume and a device option were cut to their fields, and a
  *      1,157-byte --out trained into the folder its first 1,023 bytes name, exit 0.
+ *   4. Too few file descriptors (ulimit -n 4 or 5, two threads): a video the system refused
+ *      to open is not a bad video. scan listed good videos as unreadable (exit 0), prep
+ *      recorded them bad in its manifest, train left them out of every epoch and
+ *      validated on the rest; now the command stops, exit 1, saying why and
+ *      "ulimit -n", and nothing is recorded against the videos.
  */
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tests/apputil.h"
@@ -117,6 +125,51 @@ static void long_paths(void) {
     TCHECK(rc == 2 && has("f.err", "--mem"), "a 1,147-byte --mem: exit %d", rc);
 }
 
+/* g_bin with args in g_dir under a limit of `nofile` descriptors, standard output and error
+ * into the files named (g_dir-relative), no other descriptor inherited (ctest's would take
+ * the few the limit leaves). Its exit code, 128+N for signal N. */
+static int run_fds(int nofile, const char *out, const char *errf, const char *const *args) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (chdir(g_dir) != 0)
+            _exit(126);
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int e = open(errf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (o < 0 || e < 0 || dup2(o, 1) != 1 || dup2(e, 2) != 2)
+            _exit(126);
+        for (int fd = 3; fd < 1024; fd++)
+            close(fd);
+        struct rlimit rl = {(rlim_t)nofile, (rlim_t)nofile};
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            _exit(126);
+        execv(g_bin, (char *const *)args);
+        _exit(127);
+    }
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void few_fds(void) {
+    /* 4: one descriptor free, which the two probing threads race for */
+    const char *scan[] = {g_bin, "scan", "data", "--threads", "2", NULL};
+    int rc = run_fds(4, "s.out", "f.err", scan);
+    TCHECK(rc == 1 && has("f.err", "Too many open files") && has("f.err", "ulimit -n") &&
+           !has("s.out", "unreadable"), "scan short of descriptors: exit %d, 1 expected with "
+           "no video unreadable (see s.out, f.err)", rc);
+    vt_test_sh("rm -rf '%s/pp'", g_dir);
+    const char *prep[] = {g_bin, "prep", "data", "pp", "--jobs", "2", NULL};
+    rc = run_fds(5, "/dev/null", "f.err", prep);
+    TCHECK(rc == 1 && has("f.err", "ulimit -n") && !has("pp/prep-manifest.csv", "bad:"),
+           "prep short of descriptors: exit %d, 1 expected with no source recorded bad (see "
+           "f.err, pp/prep-manifest.csv)", rc);
+    rc = vt_test_sh("cd '%s' && '%s' prep data pp --jobs 2 > /dev/null 2> f.err", g_dir, g_bin);
+    TCHECK(rc == 0, "prep after the limit is lifted: exit %d", rc);
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_environ");
     if (!g_bin)
@@ -129,5 +182,6 @@ int main(void) {
     file_size_limit();
     closed_std();
     long_paths();
+    few_fds();
     return vt_test_done("test_environ");
 }

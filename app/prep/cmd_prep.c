@@ -711,9 +711,15 @@ static int prep_report(const prep_args *a, prep_state *s, int wfail) {
             if (strcmp(r->rows.r[i].f[6], "ok"))
                 printf("  %s: %s\n", r->rows.r[i].f[1], r->rows.r[i].f[6] + 5);
     }
+    char why[640];
     if (r->dst_failed) {
         fflush(stdout);
         dst_stop(a->dst, r->dst_err);
+        rc = 1;
+    } else if (vt_video_system_failed(why, sizeof why)) {
+        fflush(stdout);
+        fprintf(stderr, "vidtrain prep: stopped: %s; no partial file is left, and the same "
+                "command resumes\n", why);
         rc = 1;
     } else if (s->sig) {
         printf("prep: interrupted; run the same command again to resume\n");

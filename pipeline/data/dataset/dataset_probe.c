@@ -112,11 +112,15 @@ int vt_dataset_probe(vt_dataset *ds, int threads, int warn, vt_probe_progress_fn
         pthread_join(tid[t], NULL);
     free(tid);
     pthread_mutex_destroy(&p.lock);
-    return vt_dataset_count_bad(ds);
+    return vt_video_system_failed(NULL, 0) ? -1 : vt_dataset_count_bad(ds);
 }
 
 int vt_dataset_mark_bad(vt_dataset *ds, int i, vt_bad_kind kind, const char *reason) {
     VT_CHECK(i >= 0 && i < ds->nvideos, "video %d of %d", i, ds->nvideos);
+    /* after the system refused to open a file, a failure says nothing of the video: the
+     * command stops on vt_video_system_failed instead (video.h) */
+    if (vt_video_system_failed(NULL, 0))
+        return 0;
     pthread_mutex_lock(&ds->lock);
     vt_dataset_video *v = &ds->videos[i];
     int newly = v->bad == VT_BAD_NONE;

@@ -18,8 +18,11 @@
  *      recorded them bad in its manifest, train left them out of every epoch and
  *      validated on the rest; now the command stops, exit 1, saying why and
  *      "ulimit -n", and nothing is recorded against the videos.
+ *   5. An address-space limit (ulimit -v) too tight for OpenBLAS's buffers: train says so,
+ *      exit 1. OpenBLAS 0.3.21 retried the refused map for ever: the first step spun.
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -125,10 +128,12 @@ static void long_paths(void) {
     TCHECK(rc == 2 && has("f.err", "--mem"), "a 1,147-byte --mem: exit %d", rc);
 }
 
-/* g_bin with args in g_dir under a limit of `nofile` descriptors, standard output and error
- * into the files named (g_dir-relative), no other descriptor inherited (ctest's would take
- * the few the limit leaves). Its exit code, 128+N for signal N. */
-static int run_fds(int nofile, const char *out, const char *errf, const char *const *args) {
+/* g_bin with args in g_dir under the limit `res` = `value` (setrlimit), standard output
+ * and error into the files named (g_dir-relative), no other descriptor inherited (ctest's
+ * would take the few a descriptor limit leaves), killed by SIGALRM after 60 s (a hang
+ * fails the test instead of stopping it). Its exit code, 128+N for signal N. */
+static int run_limit(int res, rlim_t value, const char *out, const char *errf,
+                     const char *const *args) {
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -141,9 +146,10 @@ static int run_fds(int nofile, const char *out, const char *errf, const char *co
             _exit(126);
         for (int fd = 3; fd < 1024; fd++)
             close(fd);
-        struct rlimit rl = {(rlim_t)nofile, (rlim_t)nofile};
-        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+        struct rlimit rl = {value, value};
+        if (setrlimit(res, &rl) != 0)
             _exit(126);
+        alarm(60);
         execv(g_bin, (char *const *)args);
         _exit(127);
     }
@@ -156,18 +162,67 @@ static int run_fds(int nofile, const char *out, const char *errf, const char *co
 static void few_fds(void) {
     /* 4: one descriptor free, which the two probing threads race for */
     const char *scan[] = {g_bin, "scan", "data", "--threads", "2", NULL};
-    int rc = run_fds(4, "s.out", "f.err", scan);
+    int rc = run_limit(RLIMIT_NOFILE, 4, "s.out", "f.err", scan);
     TCHECK(rc == 1 && has("f.err", "Too many open files") && has("f.err", "ulimit -n") &&
            !has("s.out", "unreadable"), "scan short of descriptors: exit %d, 1 expected with "
            "no video unreadable (see s.out, f.err)", rc);
     vt_test_sh("rm -rf '%s/pp'", g_dir);
     const char *prep[] = {g_bin, "prep", "data", "pp", "--jobs", "2", NULL};
-    rc = run_fds(5, "/dev/null", "f.err", prep);
+    rc = run_limit(RLIMIT_NOFILE, 5, "/dev/null", "f.err", prep);
     TCHECK(rc == 1 && has("f.err", "ulimit -n") && !has("pp/prep-manifest.csv", "bad:"),
            "prep short of descriptors: exit %d, 1 expected with no source recorded bad (see "
            "f.err, pp/prep-manifest.csv)", rc);
     rc = vt_test_sh("cd '%s' && '%s' prep data pp --jobs 2 > /dev/null 2> f.err", g_dir, g_bin);
     TCHECK(rc == 0, "prep after the limit is lifted: exit %d", rc);
+}
+
+/* The bytes vidtrain maps once it has loaded a model and waits for frames (VmSize of
+ * `predict r - --timeline` on a silent pipe, after 3 s): the start a train needs too,
+ * whatever libraries this build links (CUDA's are large). 0 when it cannot be read. */
+static long long vm_started(void) {
+    int p[2];
+    if (pipe(p) != 0)
+        return 0;
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[0], 0);
+        close(p[1]);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        if (chdir(g_dir) == 0)
+            execl(g_bin, g_bin, "predict", "r", "-", "--timeline", (char *)NULL);
+        _exit(127);
+    }
+    close(p[0]);
+    sleep(3);
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    char *t = vt_test_slurp(path, NULL);
+    const char *v = t ? strstr(t, "VmSize:") : NULL;
+    long long kb = v ? atoll(v + 7) : 0;
+    free(t);
+    close(p[1]);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return kb << 10;
+}
+
+static void address_space(void) {
+    /* 200 MiB above what a started vidtrain maps: less than two threads' OpenBLAS buffers
+     * and the step beside them (4 x 128 MiB), more than a train needs to reach its towers */
+    long long started = vm_started();
+    TCHECK(started > 0, "the mapped bytes of a started vidtrain");
+    long long lim = started + (200LL << 20);
+    const char *train[] = {g_bin, "train", "data", "--out", "v1", "--epochs", "1", "--model",
+                           "tiny", "--clip", "4x32", "--batch", "2", "--workers", "1",
+                           "--threads", "2", "-q", NULL};
+    int rc = run_limit(RLIMIT_AS, (rlim_t)lim, "/dev/null", "f.err", train);
+    TCHECK(rc == 1 && has("f.err", "ulimit -v") && has("f.err", "OpenBLAS"),
+           "train under ulimit -v %lld KiB: exit %d, 1 naming the limit expected (142: it "
+           "hung; see f.err)", lim >> 10, rc);
 }
 
 int main(void) {
@@ -183,5 +238,6 @@ int main(void) {
     closed_std();
     long_paths();
     few_fds();
+    address_space();
     return vt_test_done("test_environ");
 }

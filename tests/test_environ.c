@@ -23,6 +23,9 @@
  *   6. The cache of the leak check's signatures is never made inside an input folder: with
  *      HOME unset it was ./.cache, made inside the dataset when train ran from there (the
  *      account's home now); VIDTRAIN_CACHE inside the dataset is not used either.
+ *   7. Names near NAME_MAX (255 bytes): a 250-byte video is prepped and a 250-byte --onnx
+ *      FILE written. Their temporary names (".NAME.prep-part", "NAME.tmp.PID") passed the
+ *      limit: prep stopped on "File name too long" at every rerun, export always failed.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -238,6 +241,23 @@ static void cache_inside(void) {
            "the signature cache was made inside the dataset");
 }
 
+static void long_names(void) {
+    char name[251];
+    memset(name, 'n', 246);
+    snprintf(name + 246, sizeof name - 246, ".mp4");
+    vt_test_sh("cd '%s' && rm -rf ln lp && mkdir -p ln/a ln/b && cp data/train/move_left/* ln/a/ "
+               "&& cp data/train/move_right/* ln/b/ && cp data/test/move_left/*.mp4 ln/a/%s",
+               g_dir, name);
+    int rc = vt_test_sh("cd '%s' && '%s' prep ln lp > /dev/null 2> f.err", g_dir, g_bin);
+    TCHECK(rc == 0 && vt_test_sh("test -s '%s/lp/a/%s'", g_dir, name) == 0,
+           "prep of a 250-byte video name: exit %d (see f.err)", rc);
+    name[246] = 0;
+    rc = vt_test_sh("cd '%s' && '%s' export r --onnx x/%s.onnx > /dev/null 2> f.err", g_dir,
+                    g_bin, name);
+    TCHECK(rc == 0 && vt_test_sh("test -s '%s/x/%s.onnx'", g_dir, name) == 0,
+           "export to a 250-byte name: exit %d (see f.err)", rc);
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_environ");
     if (!g_bin)
@@ -251,6 +271,7 @@ int main(void) {
     closed_std();
     long_paths();
     cache_inside();
+    long_names();
 #if defined(__SANITIZE_ADDRESS__)
     /* AddressSanitizer maps terabytes of shadow and opens files of its own at start and
      * exit: no address-space or descriptor limit leaves it working */

@@ -102,13 +102,16 @@ static void report(run *r, const entry *e, const vt_prep_result *res, int64_t by
 }
 
 /* DST/dir/.name.prep-part: hidden (the scan and our walk skip it), same folder as the
- * final name (the rename cannot cross file systems). */
+ * final name (the rename cannot cross file systems); a name too long for that, shortened
+ * (vt_tmp_stem). */
 static void tmp_name(char *buf, size_t n, const char *dst, const char *rel) {
     const char *slash = strrchr(rel, '/');
+    char stem[256];
+    vt_tmp_stem(stem, sizeof stem, slash ? slash + 1 : rel, 1);
     if (slash)
-        snprintf(buf, n, "%s/%.*s/.%s.prep-part", dst, (int)(slash - rel), rel, slash + 1);
+        snprintf(buf, n, "%s/%.*s/.%s.prep-part", dst, (int)(slash - rel), rel, stem);
     else
-        snprintf(buf, n, "%s/.%s.prep-part", dst, rel);
+        snprintf(buf, n, "%s/.%s.prep-part", dst, stem);
 }
 
 /* DST failed on entry e: the first failure is kept for the command's message, every

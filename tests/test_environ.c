@@ -20,6 +20,8 @@
  *      "ulimit -n", and nothing is recorded against the videos.
  *   5. An address-space limit (ulimit -v) too tight for OpenBLAS's buffers: train says so,
  *      exit 1. OpenBLAS 0.3.21 retried the refused map for ever: the first step spun.
+ *      Too tight for the threads asked for: the command says which and the limit, exit 1
+ *      (it aborted on a failed check).
  *   6. The cache of the leak check's signatures is never made inside an input folder: with
  *      HOME unset it was ./.cache, made inside the dataset when train ran from there (the
  *      account's home now); VIDTRAIN_CACHE inside the dataset is not used either.
@@ -229,6 +231,17 @@ static void address_space(void) {
     TCHECK(rc == 1 && has("f.err", "ulimit -v") && has("f.err", "OpenBLAS"),
            "train under ulimit -v %lld KiB: exit %d, 1 naming the limit expected (142: it "
            "hung; see f.err)", lim >> 10, rc);
+    /* 600 MiB above: one thread's OpenBLAS buffers fit, 64 loader workers' stacks (8 MiB
+     * each, and their malloc arenas) do not: a thread refused is the limit's failure, said
+     * with it (VT_CHECK aborted: "check failed: pthread_create(...) == 0") */
+    lim = started + (600LL << 20);
+    const char *workers[] = {g_bin, "train", "data", "--out", "v2", "--epochs", "1", "--model",
+                             "tiny", "--clip", "4x32", "--batch", "2", "--workers", "64",
+                             "--threads", "1", "-q", NULL};
+    rc = run_limit(RLIMIT_AS, (rlim_t)lim, "/dev/null", "f.err", workers);
+    TCHECK(rc == 1 && has("f.err", "cannot start a thread") && has("f.err", "ulimit -v"),
+           "train --workers 64 under ulimit -v %lld KiB: exit %d, 1 expected (see f.err)",
+           lim >> 10, rc);
 }
 
 static void cache_inside(void) {

@@ -42,6 +42,7 @@
 #include "app/run/run_files.h"
 #include "app/signals.h"
 #include "base/common.h"
+#include "base/thread.h"
 #include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/prep.h"
 #include "pipeline/data/video/video.h"
@@ -636,7 +637,7 @@ static void prep_encode(const prep_args *a, prep_state *s) {
     s->nth = VT_MIN(a->jobs, VT_MAX(r->njobs, 1));
     s->th = vt_malloc((size_t)s->nth * sizeof *s->th);
     for (int t = 0; t < s->nth; t++)
-        VT_CHECK(pthread_create(&s->th[t], NULL, prep_worker, r) == 0, "pthread_create");
+        vt_thread_start(&s->th[t], prep_worker, r, "prep's jobs");
     for (int t = 0; t < s->nth; t++)
         pthread_join(s->th[t], NULL);
     s->sig = vt_signal_pending();

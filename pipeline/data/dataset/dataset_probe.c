@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/thread.h"
 #include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/sample.h"
 
@@ -107,7 +108,7 @@ int vt_dataset_probe(vt_dataset *ds, int threads, int warn, vt_probe_progress_fn
     pthread_mutex_init(&p.lock, NULL);
     pthread_t *tid = vt_calloc((size_t)threads, sizeof *tid);
     for (int t = 0; t < threads; t++)
-        VT_CHECK(pthread_create(&tid[t], NULL, probe_worker, &p) == 0, "pthread_create");
+        vt_thread_start(&tid[t], probe_worker, &p, "the probing of the videos");
     for (int t = 0; t < threads; t++)
         pthread_join(tid[t], NULL);
     free(tid);

@@ -21,7 +21,9 @@
  *   5. An address-space limit (ulimit -v) too tight for OpenBLAS's buffers: train says so,
  *      exit 1. OpenBLAS 0.3.21 retried the refused map for ever: the first step spun.
  *      Too tight for the threads asked for: the command says which and the limit, exit 1
- *      (it aborted on a failed check).
+ *      (it aborted on a failed check). The limit caps the memory budget, so a model too
+ *      large for it is refused by the plan (the budget was the machine's RAM, and the net
+ *      met the limit allocating).
  *   6. The cache of the leak check's signatures is never made inside an input folder: with
  *      HOME unset it was ./.cache, made inside the dataset when train ran from there (the
  *      account's home now); VIDTRAIN_CACHE inside the dataset is not used either.
@@ -242,6 +244,15 @@ static void address_space(void) {
     TCHECK(rc == 1 && has("f.err", "cannot start a thread") && has("f.err", "ulimit -v"),
            "train --workers 64 under ulimit -v %lld KiB: exit %d, 1 expected (see f.err)",
            lim >> 10, rc);
+    /* the limit is the budget: r3d18 at 8x112 (920 MiB fixed) is refused by the plan
+     * before any allocation, where the machine's RAM was the budget (the device line said
+     * 22 GiB) and the net met the limit allocating its activations */
+    const char *big[] = {g_bin, "train", "data", "--out", "v3", "--epochs", "1", "--model",
+                         "r3d18", "--clip", "8x112", "--batch", "2", "--workers", "1",
+                         "--threads", "1", "-q", NULL};
+    rc = run_limit(RLIMIT_AS, (rlim_t)lim, "/dev/null", "f.err", big);
+    TCHECK(rc == 1 && has("f.err", "cannot hold one clip"), "r3d18 under ulimit -v %lld KiB: "
+           "exit %d, 1 with the plan's refusal expected (see f.err)", lim >> 10, rc);
 }
 
 static void cache_inside(void) {

@@ -30,6 +30,9 @@
  *   7. Names near NAME_MAX (255 bytes): a 250-byte video is prepped and a 250-byte --onnx
  *      FILE written. Their temporary names (".NAME.prep-part", "NAME.tmp.PID") passed the
  *      limit: prep stopped on "File name too long" at every rerun, export always failed.
+ *   8. Two synths into one DIR, the second with --force while the first writes: the second
+ *      is refused, the first's dataset is whole. The second removed
+ *      the first's videos while it wrote more: a mixed dataset, unmarked, both exit 0.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -282,6 +285,26 @@ static void long_names(void) {
            "export to a 250-byte name: exit %d (see f.err)", rc);
 }
 
+static void two_synths(void) {
+    char cmd[4600], mark[4300];
+    snprintf(cmd, sizeof cmd, "exec '%s' synth '%s/s2' --classes 2 --train 60 --val 0 --test 0 "
+             "> /dev/null 2>&1", g_bin, g_dir);
+    snprintf(mark, sizeof mark, "%s/s2/.vidtrain-unfinished", g_dir);
+    pid_t first = vt_test_spawn(cmd);
+    for (int i = 0; i < 2000 && access(mark, F_OK) != 0; i++) /* it holds DIR: writing */
+        usleep(5000);
+    int rc = vt_test_sh("cd '%s' && '%s' synth s2 --force --classes 3 --train 2 --val 0 "
+                        "--test 0 > /dev/null 2> f.err", g_dir, g_bin);
+    int st;
+    waitpid(first, &st, 0);
+    TCHECK(rc == 1 && has("f.err", "another synth"), "a second synth into a DIR being "
+           "written: exit %d, 1 saying so expected (see f.err)", rc);
+    TCHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the first synth did not end well");
+    TCHECK(vt_test_sh("cd '%s' && test $(find s2/train -type f | wc -l) = 120 && "
+                      "test ! -e s2/train/move_up", g_dir) == 0,
+           "the first synth's dataset is not whole and alone");
+}
+
 int main(void) {
     g_bin = vt_test_bin("test_environ");
     if (!g_bin)
@@ -296,6 +319,7 @@ int main(void) {
     long_paths();
     cache_inside();
     long_names();
+    two_synths();
 #if defined(__SANITIZE_ADDRESS__)
     /* AddressSanitizer maps terabytes of shadow and opens files of its own at start and
      * exit: no address-space or descriptor limit leaves it working */

@@ -25,6 +25,7 @@
 #include "app/decode_opt.h"
 #include "app/opts.h"
 #include "base/common.h"
+#include "base/thread.h"
 #include "pipeline/data/video/video.h"
 
 int vt_bench_decode(int argc, char **argv);
@@ -280,7 +281,7 @@ static int bench_clips(const file_list *files, int threads, int short_side, int 
     } else {
         pthread_t *th = vt_malloc((size_t)workers * sizeof(pthread_t));
         for (int w = 0; w < workers; w++)
-            VT_CHECK(pthread_create(&th[w], NULL, clip_worker, &r) == 0, "pthread_create");
+            vt_thread_start(&th[w], clip_worker, &r, "the decode workers");
         for (int w = 0; w < workers; w++)
             pthread_join(th[w], NULL);
         free(th);

@@ -26,6 +26,7 @@
 #include "pipeline/data/dataset/dataset.h"
 #include "base/json_str.h"
 #include "base/textwidth.h"
+#include "pipeline/data/video/video.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -384,6 +385,11 @@ static int scan_plan(const scan_opts *op, vt_dataset **dsp, scan_summary *sm) {
     double t0 = vt_now();
     sm->nbad = vt_dataset_probe(ds, op->threads, 0, on_progress, &pc);
     sm->probe_s = vt_now() - t0;
+    if (sm->nbad < 0 && vt_video_system_failed(err, sizeof err)) {
+        fprintf(stderr, "vidtrain scan: %s\n", err);
+        vt_dataset_free(dsp);
+        return 1;
+    }
 
     /* Per class x split counts (first head), and the figures of readable videos. */
     const vt_dataset_head *h0 = sm->h0 = &ds->heads[0];

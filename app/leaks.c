@@ -39,11 +39,18 @@ static int file_of(const pool *p, int i) {
 }
 
 const char *vt_leaks_cache_dir(char *buf, size_t n) {
-    char err[1024];
+    char err[1024], probe[4200];
     if (n < 32)
         return NULL;
     vt_pretrained_cache_dir(buf, n - 16);
+    if (!buf[0])
+        return NULL;
     strcat(buf, "/signatures");
+    /* the output rule, before any folder is made: a cache inside an input folder (a
+     * dataset, prep's SRC) is not kept (its files would land among the videos) */
+    snprintf(probe, sizeof probe, "%s/x", buf);
+    if (vt_output_check(probe, err, sizeof err) != 0)
+        return NULL;
     return vt_run_mkdirs(buf, err, sizeof err) == 0 ? buf : NULL;
 }
 

@@ -51,7 +51,8 @@ typedef struct vt_leaks {
 } vt_leaks;
 
 /* The signature cache folder (signatures/ of the vidtrain cache), made when missing,
- * into buf; NULL when it cannot be made (then signatures are computed, not kept). */
+ * into buf; NULL when there is none, it lies inside an input folder of the command (the
+ * output rule) or it cannot be made (then signatures are computed, not kept). */
 const char *vt_leaks_cache_dir(char *buf, size_t n);
 
 /* Signatures for ds's videos (threads: 0 = cores) and the comparison. progress: a line

@@ -5,14 +5,18 @@
  * never do work itself: parsing and behaviour belong to the subcommands.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/app.h"
 #include "app/proc_env.h"
 #include "app/signals.h"
 #include "base/common.h"
+#include "pipeline/data/video/video.h"
 #include "pipeline/parallel/mpi.h"
 
 typedef struct vt_cmd {
@@ -131,8 +135,32 @@ static int dispatch(int argc, char **argv) {
     return 2;
 }
 
+/* Standard input, output and error each hold a descriptor before any file is opened. One
+ * started closed (`>&-`, a daemon's launcher) gave its number to the next file opened:
+ * train's progress lines and warnings went into RUN/.lock over the pid a second train names,
+ * and could as well have gone into a checkpoint's temporary file. Each is given /dev/null
+ * opened the other way round (gnulib's stdopen), so a write to a closed stdout still fails
+ * (EBADF: stdout_check's exit 1) instead of vanishing. 0, or -1 without /dev/null. */
+static int std_fds_hold(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF)
+            continue;
+        /* the lowest free number, which is fd: those below it are open by now */
+        if (open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY) != fd)
+            return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (std_fds_hold() != 0)
+        return 2; /* no /dev/null: nothing to say it with either, if stderr was the one */
     vt_proc_env_apply(argv); /* may start the program again, before anything else runs */
+    /* A file size limit (ulimit -f) is a full disk by another name: ignored, its signal
+     * turns the write past it into EFBIG, which every writer reports with the path and
+     * undoes. Its default action killed the process mid-write, leaving a cut-short
+     * temporary file, a torn metrics line and no word of which file. */
+    signal(SIGXFSZ, SIG_IGN);
     char err[1024];
     if (vt_mpi_init(&argc, &argv, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain: %s\n", err);
@@ -153,5 +181,12 @@ int main(int argc, char **argv) {
         }
     }
     int rc = dispatch(argc, argv);
+    char why[640];
+    if (rc == 0 && vt_video_system_failed(why, sizeof why)) {
+        /* the commands stop on it where it matters; none may end as a success after it */
+        fprintf(stderr, "vidtrain%s%s: %s\n", argc >= 2 ? " " : "", argc >= 2 ? argv[1] : "",
+                why);
+        rc = 1;
+    }
     return vt_mpi_finalize(stdout_check(argc >= 2 && argv[1][0] != '-' ? argv[1] : NULL, rc));
 }

@@ -15,6 +15,7 @@
 
 #include "app/scan_full.h"
 #include "base/common.h"
+#include "base/thread.h"
 #include "pipeline/data/video/video.h"
 
 typedef struct full_job {
@@ -93,7 +94,7 @@ void vt_scan_full_run(const vt_dataset *ds, int threads, int progress, vt_scan_f
     threads = VT_MAX(1, VT_MIN(threads, VT_MAX(j.nfiles, 1)));
     pthread_t *tid = vt_calloc((size_t)threads, sizeof *tid);
     for (int t = 0; t < threads; t++)
-        VT_CHECK(pthread_create(&tid[t], NULL, full_worker, &j) == 0, "pthread_create");
+        vt_thread_start(&tid[t], full_worker, &j, "scan --full's workers");
     for (int t = 0; t < threads; t++)
         pthread_join(tid[t], NULL);
     free(tid);

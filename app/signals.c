@@ -1,5 +1,5 @@
 /*
- * signals.c: the SIGINT/SIGTERM flag of signals.h. The handler only sets the flag and
+ * signals.c: the SIGINT/SIGTERM/SIGHUP flag of signals.h. The handler only sets the flag and
  * writes a fixed line; it must never call anything that is not async-signal-safe.
  */
 #include "app/signals.h"
@@ -34,6 +34,12 @@ void vt_signals_install(void) {
     sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    /* A closed terminal (SIGHUP) is a stop like SIGTERM: its default action killed the run
+     * with the steps since the last checkpoint. Not under nohup, which ignores it: that
+     * choice is the user's and stays. */
+    struct sigaction old;
+    if (sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+        sigaction(SIGHUP, &sa, NULL);
     g_signal = 0;
     g_msg = NULL;
 }
@@ -49,5 +55,8 @@ int vt_signal_pending(void) { return g_signal; }
 void vt_signals_reset(void) {
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    struct sigaction old;
+    if (sigaction(SIGHUP, NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+        signal(SIGHUP, SIG_DFL);
     g_signal = 0;
 }

@@ -1,7 +1,8 @@
 /*
- * signals.h: Ctrl-C and SIGTERM during training. SIGINT and SIGTERM set a flag the
- * training loop polls between steps (it finishes the current step, writes a checkpoint
- * and exits 128+signal: 130 for Ctrl-C, 143 for SIGTERM). A second signal exits at once
+ * signals.h: Ctrl-C, SIGTERM and a closed terminal during training. SIGINT, SIGTERM and
+ * SIGHUP (unless ignored, as nohup does) set a flag the training loop polls between steps
+ * (it finishes the current step, writes a checkpoint and exits 128+signal: 130 for Ctrl-C,
+ * 143 for SIGTERM, 129 for SIGHUP). A second signal exits at once
  * with the same code (the checkpoint on disk is still whole: checkpoints are written to
  * a temporary file and renamed).
  *

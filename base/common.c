@@ -576,6 +576,18 @@ int vt_output_check(const char *path, char *err, size_t errlen) {
     return rc;
 }
 
+void vt_tmp_stem(char *out, size_t n, const char *name, size_t pre_len) {
+    const size_t name_max = 255; /* NAME_MAX of Linux's file systems */
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a: the same name, the same stem */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        h = (h ^ *p) * 0x100000001b3ull;
+    int keep = (int)(name_max - VT_TMP_SUFFIX_MAX - 17 - VT_MIN(pre_len, 64));
+    if (pre_len + strlen(name) + VT_TMP_SUFFIX_MAX <= name_max)
+        snprintf(out, n, "%s", name);
+    else
+        snprintf(out, n, "%.*s~%016llx", keep, name, (unsigned long long)h);
+}
+
 /* The temporary files of this output (base "NAME", in dir) that a killed writer left:
  * "NAME.tmp.PID" of a process that is gone, regular files only. An export killed in its
  * write left a model-sized file beside FILE at every kill (a run folder is cleaned by
@@ -584,7 +596,9 @@ static void clean_stale(const char *dir, const char *name) {
     DIR *d = opendir(dir);
     if (!d)
         return;
-    size_t bl = strlen(name);
+    char stem[256]; /* what the writer named them after */
+    vt_tmp_stem(stem, sizeof stem, name, 0);
+    size_t bl = strlen(name = stem);
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         const char *p = e->d_name + bl + 5, *q = p;
@@ -637,9 +651,12 @@ char *vt_file_stage_fill(const char *path, vt_file_fill_fn fill, void *ctx, char
         return NULL;
     /* The process id keeps two processes writing the same path (ranks sharing a run
      * folder by mistake) off each other's temporary file. */
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    char stem[256];
+    vt_tmp_stem(stem, sizeof stem, base, 0);
     size_t tn = strlen(path) + 32;
     char *tmp = vt_malloc(tn);
-    snprintf(tmp, tn, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(tmp, tn, "%.*s%s.tmp.%ld", (int)(base - path), path, stem, (long)getpid());
     /* A new file only: an existing name here (a stale temporary file of a killed process
      * with this pid, or one planted there: a link to an input, a FIFO that would block the
      * open) is unlinked, never opened and truncated through. */

@@ -138,6 +138,15 @@ int vt_file_write_atomic(const char *path, const void *data, size_t len, char *e
 typedef int (*vt_file_fill_fn)(void *ctx, int fd);
 int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
                               size_t errlen);
+/* The stem of a temporary file's name beside `name` (a base name, no '/'), which the
+ * writer puts between `pre_len` bytes of its own and a suffix of at most
+ * VT_TMP_SUFFIX_MAX (".tmp.PID", ".prep-part"): the name itself, or, when that would
+ * pass NAME_MAX (255 bytes), its first bytes, '~' and 16 hex digits of its hash. A legal
+ * final name always has a legal temporary one (a 250-byte video could never be prepped,
+ * nor a 245-byte --onnx FILE written: "File name too long" on every try), and one name
+ * always gives one stem, so a stale temporary file is found again. Into out (n bytes). */
+#define VT_TMP_SUFFIX_MAX 32
+void vt_tmp_stem(char *out, size_t n, const char *name, size_t pre_len);
 /* The two halves of the atomic writer, for outputs that must change together (embed's
  * .npy and the .csv that names its rows): stage writes and syncs the temporary file of
  * path and returns its name (malloc'd), NULL with err; commit renames it over path and

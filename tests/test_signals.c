@@ -5,8 +5,9 @@
  *     full (weights and optimizer state, validated by checkpoint.c against a fresh net),
  *     and the run must resume from it. A kill that lands mid-write leaves the previous
  *     file, because checkpoints are written to a temporary file and renamed.
- *  2. Ctrl-C (SIGINT), and SIGTERM: the run finishes its step, writes a checkpoint and
- *     exits 130 (143); the checkpoint loads and holds at least one step; --resume
+ *  2. Ctrl-C (SIGINT), SIGTERM and SIGHUP (a closed terminal: it used to kill the run with
+ *     its steps since the last checkpoint): the run finishes its step, writes a checkpoint
+ *     and exits 130 (143, 129); the checkpoint loads and holds at least one step; --resume
  *     continues it to exit 0.
  */
 #include <signal.h>
@@ -154,9 +155,10 @@ int main(void) {
     TCHECK(load_full(ck) == last_step + 2, "resumed run reached its max step");
 
     /* ---- 2. Ctrl-C, and SIGTERM (a job scheduler's stop) the same way ---- */
-    const int sigs[2] = {SIGINT, SIGTERM};
-    const char *names[2] = {"int", "term"};
-    for (int k = 0; k < 2; k++) {
+    const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+    const char *names[3] = {"int", "term", "hup"};
+    signal(SIGHUP, SIG_DFL); /* a runner under nohup would pass its SIG_IGN on to train */
+    for (int k = 0; k < 3; k++) {
         snprintf(ck, sizeof ck, "%s/%s/metrics.jsonl", dir, names[k]);
         snprintf(cmd, sizeof cmd, "exec '%s' train '%s/data' --out '%s/%s' %s > '%s/%s.log' 2>&1",
                  bin, dir, dir, names[k], common, dir, names[k]);

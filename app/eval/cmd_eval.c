@@ -24,6 +24,7 @@
 #include "app/run/run_model.h"
 #include "base/common.h"
 #include "pipeline/data/dataset/dataset.h"
+#include "pipeline/data/video/video.h"
 #include "pipeline/parallel/mpi.h"
 #include "pipeline/parallel/slices.h"
 #include "pipeline/parallel/towers/tower.h"
@@ -664,8 +665,12 @@ int vt_cmd_eval(int argc, char **argv) {
             fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;
     }
-    /* Unreadable files are reported here and left out of every split (not an error). */
-    vt_dataset_probe(ds, 0, 1, NULL, NULL);
+    /* Unreadable files are reported here and left out of every split (not an error);
+     * files the system refused to open are (the evaluation would be of part of them). */
+    if (vt_dataset_probe(ds, 0, 1, NULL, NULL) < 0 && vt_video_system_failed(err, sizeof err)) {
+        fprintf(stderr, "vidtrain eval: %s\n", err);
+        goto end;
+    }
     vt_dist_dataset_sync(ds, "the evaluation data");
     const char *sname;
     int n;

@@ -17,6 +17,7 @@
 #include "app/progress.h"
 #include "base/common.h"
 #include "pipeline/data/loader.h"
+#include "pipeline/data/video/video.h"
 #include "pipeline/parallel/mpi.h"
 
 /* ds class id -> model class id by name (-1: the model does not know it). */
@@ -271,6 +272,9 @@ int vt_run_evaluate(vt_evalproto *ep[VT_MAX_HEADS], vt_eval_counts *counts, vt_t
     }
     for (int v = 0; v < ds->nvideos; v++)
         counts->videos += vt_evalproto_video_clips(ep[0], v) > 0;
+    /* clips the system refused to open left out: figures of part of the videos, no result */
+    if (vt_video_system_failed(err, errlen))
+        goto end;
     rc = 0;
 end:
     vt_progress_free(&pg);

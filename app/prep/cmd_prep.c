@@ -42,6 +42,7 @@
 #include "app/run/run_files.h"
 #include "app/signals.h"
 #include "base/common.h"
+#include "base/thread.h"
 #include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/prep.h"
 #include "pipeline/data/video/video.h"
@@ -636,7 +637,7 @@ static void prep_encode(const prep_args *a, prep_state *s) {
     s->nth = VT_MIN(a->jobs, VT_MAX(r->njobs, 1));
     s->th = vt_malloc((size_t)s->nth * sizeof *s->th);
     for (int t = 0; t < s->nth; t++)
-        VT_CHECK(pthread_create(&s->th[t], NULL, prep_worker, r) == 0, "pthread_create");
+        vt_thread_start(&s->th[t], prep_worker, r, "prep's jobs");
     for (int t = 0; t < s->nth; t++)
         pthread_join(s->th[t], NULL);
     s->sig = vt_signal_pending();
@@ -711,9 +712,15 @@ static int prep_report(const prep_args *a, prep_state *s, int wfail) {
             if (strcmp(r->rows.r[i].f[6], "ok"))
                 printf("  %s: %s\n", r->rows.r[i].f[1], r->rows.r[i].f[6] + 5);
     }
+    char why[640];
     if (r->dst_failed) {
         fflush(stdout);
         dst_stop(a->dst, r->dst_err);
+        rc = 1;
+    } else if (vt_video_system_failed(why, sizeof why)) {
+        fflush(stdout);
+        fprintf(stderr, "vidtrain prep: stopped: %s; no partial file is left, and the same "
+                "command resumes\n", why);
         rc = 1;
     } else if (s->sig) {
         printf("prep: interrupted; run the same command again to resume\n");

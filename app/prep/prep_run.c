@@ -7,7 +7,8 @@
  * It must never leave a partial file under a final name and never stop for one bad
  * video: that is a manifest row with FFmpeg's reason. A write into DST that fails is no
  * bad video: the source is not recorded, the partial output is removed, and the run
- * stops (the next file would meet the same full disk).
+ * stops (the next file would meet the same full disk); nor is a source the system refused
+ * to open (too many open files: vt_video_system_failed).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 
 #include "app/signals.h"
 #include "base/sha256.h"
+#include "pipeline/data/video/video.h"
 
 /* Paths are checked once, at the walk, to leave room under 4 KiB for DST and the
  * temporary names; GCC cannot see that and warns on every later snprintf. */
@@ -100,13 +102,16 @@ static void report(run *r, const entry *e, const vt_prep_result *res, int64_t by
 }
 
 /* DST/dir/.name.prep-part: hidden (the scan and our walk skip it), same folder as the
- * final name (the rename cannot cross file systems). */
+ * final name (the rename cannot cross file systems); a name too long for that, shortened
+ * (vt_tmp_stem). */
 static void tmp_name(char *buf, size_t n, const char *dst, const char *rel) {
     const char *slash = strrchr(rel, '/');
+    char stem[256];
+    vt_tmp_stem(stem, sizeof stem, slash ? slash + 1 : rel, 1);
     if (slash)
-        snprintf(buf, n, "%s/%.*s/.%s.prep-part", dst, (int)(slash - rel), rel, slash + 1);
+        snprintf(buf, n, "%s/%.*s/.%s.prep-part", dst, (int)(slash - rel), rel, stem);
     else
-        snprintf(buf, n, "%s/.%s.prep-part", dst, rel);
+        snprintf(buf, n, "%s/.%s.prep-part", dst, stem);
 }
 
 /* DST failed on entry e: the first failure is kept for the command's message, every
@@ -187,6 +192,12 @@ void *prep_worker(void *arg) {
         vt_sig_free(&res.sig);
         if (dst_bad) {
             dst_failed(r, e, err);
+            break;
+        }
+        if (rc != 0 && vt_video_system_failed(NULL, 0)) {
+            /* the source is not bad: the system refused to open a file (cmd_prep.c says
+             * so); no row, every worker stops */
+            atomic_store(&r->stop, 1);
             break;
         }
         double secs = vt_now() - t0;

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,7 +112,15 @@ void vt_pretrained_cache_dir(char *dir, size_t n) {
         return;
     }
     v = getenv("HOME");
-    snprintf(dir, n, "%s/.cache/vidtrain", v && v[0] ? v : ".");
+    if (!v || !v[0]) { /* the account's home; never the current folder, which may be a
+                          dataset (HOME unset wrote .cache/ into it) */
+        const struct passwd *pw = getpwuid(getuid());
+        v = pw && pw->pw_dir && pw->pw_dir[0] == '/' ? pw->pw_dir : NULL;
+    }
+    if (v && v[0])
+        snprintf(dir, n, "%s/.cache/vidtrain", v);
+    else
+        dir[0] = 0;
 }
 
 /* A file of a zoo that publishes no checksum (sha_prefix NULL): its SHA-256 against the
@@ -264,6 +273,11 @@ int vt_pretrained_fetch(const vt_pretrained *p, char *path, size_t n, int quiet,
                         size_t errlen) {
     char dir[1536], url[2048];
     vt_pretrained_cache_dir(dir, sizeof dir);
+    if (!dir[0]) {
+        vt_set_err(err, errlen, "no cache folder for the weights: HOME is not set and this "
+                   "account has no home; set VIDTRAIN_CACHE=DIR");
+        return -1;
+    }
     vt_pretrained_url(p, url, sizeof url);
     snprintf(path, n, "%s/%s", dir, p->file);
     if (vt_file_exists(path))

@@ -45,7 +45,7 @@ const char *vt_pretrained_names(void);
  * the file name, else the zoo's (download.pytorch.org's, pytorchvideo's). */
 void vt_pretrained_url(const vt_pretrained *p, char *url, size_t n);
 /* The cache folder: $VIDTRAIN_CACHE, else $XDG_CACHE_HOME/vidtrain, else
- * ~/.cache/vidtrain. */
+ * ~/.cache/vidtrain ($HOME, else the account's home); "" when there is none. */
 void vt_pretrained_cache_dir(char *dir, size_t n);
 /* path = the cached file, downloaded first when absent (progress on stderr unless
  * quiet), its SHA-256 prefix checked. 0, or -1 with err saying what to do (the URL and

@@ -21,6 +21,7 @@
 #include "app/run/run_claim.h"
 #include "app/run/run_files.h"
 #include "base/common.h"
+#include "pipeline/data/video/video.h"
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -235,8 +236,9 @@ static vt_dataset *open_dataset(const embed_args *a, const vt_run_model *m, char
                                 size_t errlen) {
     vt_dataset *ds = vt_run_dataset_open(&m->opts, a->inputs[0], a->labels, a->lists, err,
                                          errlen);
-    if (ds)
-        vt_dataset_probe(ds, 0, 1, NULL, NULL); /* unreadable files: warned, left out */
+    /* unreadable files: warned, left out; files the system refused to open: stopped */
+    if (ds && vt_dataset_probe(ds, 0, 1, NULL, NULL) < 0 && vt_video_system_failed(err, errlen))
+        vt_dataset_free(&ds);
     return ds;
 }
 

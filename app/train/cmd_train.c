@@ -319,10 +319,12 @@ static void usage(FILE *f) {
         "                        tests/oracle/torch_twin.py parity DIR checks them). Precise BN\n"
         "                        is not part of the replay: --dump turns it off\n"
         "  -q, --quiet           no progress display\n\n"
-        "Ctrl-C (SIGINT) or SIGTERM: the current step finishes, RUN/last.safetensors is\n"
-        "written (resumable with --resume) and vidtrain exits with 130 (SIGINT) or 143\n"
-        "(SIGTERM). A second Ctrl-C exits at once; the last checkpoint on disk stays whole.\n"
-        "Exit codes: 0 done (or --max-steps reached), 1 error, 2 usage, 130/143 interrupted.\n"
+        "Ctrl-C (SIGINT), SIGTERM or a closed terminal (SIGHUP, unless nohup ignores it):\n"
+        "the current step finishes, RUN/last.safetensors is written (resumable with\n"
+        "--resume) and vidtrain exits with 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP). A\n"
+        "second Ctrl-C exits at once; the last checkpoint on disk stays whole.\n"
+        "Exit codes: 0 done (or --max-steps reached), 1 error, 2 usage, 129/130/143\n"
+        "interrupted.\n"
         "%s",
         auto_help(), vt_device_args_help, vt_mpi_help);
 }

@@ -82,6 +82,21 @@ static const char *const ranged[] = {
     "--eval-every", "--val-clips", "--log-every", "--checkpoint-every",
 };
 
+/* v into a fixed-size field of the options: 0, or -1 after saying it does not fit. A value
+ * cut to the field named something else: a 1,157-byte --out trained into the folder its
+ * first 1,023 bytes name, and said so nowhere. */
+static int put(char *dst, size_t n, const char *opt, const char *v) {
+    size_t len = strlen(v);
+    if (len >= n) {
+        fprintf(stderr, "vidtrain train: %s: '%.48s...' is %zu bytes, more than the %zu this "
+                "option holds (give a shorter path, e.g. through a symbolic link)\n", opt, v,
+                len, n - 1);
+        return -1;
+    }
+    memcpy(dst, v, len + 1);
+    return 0;
+}
+
 /* Pass 1: --resume loads the saved configuration, which the options then override. 0, or
  * 1 (printed) when there is nothing to resume. */
 static int take_resume(vt_train_opts *o, int argc, char **argv, char *resume, size_t resume_n,
@@ -89,7 +104,8 @@ static int take_resume(vt_train_opts *o, int argc, char **argv, char *resume, si
     for (int i = 1; i < argc; i++) {
         const char *v = NULL;
         if (vt_opt_value(argc, argv, &i, "--resume", &v) == 1) {
-            snprintf(resume, resume_n, "%s", v);
+            if (put(resume, resume_n, "--resume", v) != 0)
+                return 2;
             v = vt_run_path_trim(resume); /* "r7/" is r7: one slash in r7/config.json */
             char path[2048];
             snprintf(path, sizeof path, "%s/config.json", v);
@@ -114,7 +130,8 @@ static int take_resume(vt_train_opts *o, int argc, char **argv, char *resume, si
             /* --max-steps is a stop for one invocation, never inherited: a plain --resume
              * continues to the end. */
             o->max_steps = 0;
-            snprintf(o->out, sizeof o->out, "%s", v);
+            if (put(o->out, sizeof o->out, "--resume", v) != 0)
+                return 2;
         }
     }
     return 0;
@@ -135,7 +152,10 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
         return 2;
     }
     if (dr == 1) {
-        vt_train_opts_take_device_args(o, &da);
+        if (vt_train_opts_take_device_args(o, &da, err, sizeof err) != 0) {
+            fprintf(stderr, "vidtrain train: %s\n", err);
+            return 2;
+        }
         *ip = di;
         return 0;
     }
@@ -145,6 +165,7 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
             return 0;
         }
 #define OPT(name) ((r = vt_opt_value(argc, argv, ip, name, &v)) != 0)
+#define PUT(f) do { if (put(o->f, sizeof o->f, a, v) != 0) return 2; } while (0)
 #define BAD() do { fprintf(stderr, "vidtrain train: bad value for %s: '%s'\n", a, v ? v : ""); return 2; } while (0)
     for (size_t k = 0; k < VT_ARRAY_LEN(ranged); k++)
         if (OPT(ranged[k])) {
@@ -167,11 +188,11 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
     }
     if (OPT("--out")) {
         if (r < 0) BAD();
-        snprintf(o->out, sizeof o->out, "%s", v);
+        PUT(out);
         vt_run_path_trim(o->out); /* "./r7/" would print ./r7//best.safetensors */
         return 0;
     }
-    if (OPT("--model")) { if (r < 0) BAD(); snprintf(o->model, sizeof o->model, "%s", v); return 0; }
+    if (OPT("--model")) { if (r < 0) BAD(); PUT(model); return 0; }
     if (OPT("--clip")) {
         vt_clip_shape cs; /* training crops are square: TxS, or TxHxW with H = W */
         if (r < 0 || vt_parse_clip(v, &cs) || cs.h != cs.w) BAD();
@@ -180,10 +201,10 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
         return 0;
     }
     if (OPT("--short-side")) { if (r < 0 || vt_train_range_parse(o, "--short-side", v)) BAD(); o->jitter_min = o->jitter_max = 0; return 0; }
-    if (OPT("--input-norm")) { if (r < 0) BAD(); snprintf(o->input_norm, sizeof o->input_norm, "%s", v); return 0; }
-    if (OPT("--checkpoint-act")) { if (r < 0 || vt_ckpt_mode_parse(v) < 0) BAD(); snprintf(o->checkpoint_act, sizeof o->checkpoint_act, "%s", v); return 0; }
-    if (OPT("--precision")) { if (r < 0 || vt_precision_parse(v) < 0) BAD(); snprintf(o->precision, sizeof o->precision, "%s", v); return 0; }
-    if (OPT("--init")) { if (r < 0 || !v[0]) BAD(); snprintf(o->init, sizeof o->init, "%s", v); return 0; }
+    if (OPT("--input-norm")) { if (r < 0) BAD(); PUT(input_norm); return 0; }
+    if (OPT("--checkpoint-act")) { if (r < 0 || vt_ckpt_mode_parse(v) < 0) BAD(); PUT(checkpoint_act); return 0; }
+    if (OPT("--precision")) { if (r < 0 || vt_precision_parse(v) < 0) BAD(); PUT(precision); return 0; }
+    if (OPT("--init")) { if (r < 0 || !v[0]) BAD(); PUT(init); return 0; }
     if (OPT("--pretrained")) {
         if (r < 0 || !vt_pretrained_find(v)) {
             fprintf(stderr, "vidtrain train: --pretrained '%s': one of %s\n", v ? v : "",
@@ -215,18 +236,18 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
         vt_randaug_format(&rc, o->randaug, sizeof o->randaug); /* every section explicit */
         return 0;
     }
-    if (OPT("--wd-exempt")) { if (r < 0 || (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto"))) BAD(); snprintf(o->wd_exempt, sizeof o->wd_exempt, "%s", v); return 0; }
+    if (OPT("--wd-exempt")) { if (r < 0 || (strcmp(v, "on") && strcmp(v, "off") && strcmp(v, "auto"))) BAD(); PUT(wd_exempt); return 0; }
     if (OPT("--patience")) { if (r < 0 || vt_train_range_parse(o, "--patience", v)) BAD(); return 0; }
     if (OPT("--min-clips")) { if (r < 0 || vt_train_range_parse(o, "--min-clips", v)) BAD(); return 0; }
     if (OPT("--epochs")) { if (r < 0 || vt_train_range_parse(o, "--epochs", v)) BAD(); return 0; }
     if (OPT("--time-budget")) { if (r < 0 || (o->time_budget = (float)vt_parse_duration(v)) <= 0) BAD(); return 0; }
-    if (OPT("--optim")) { if (r < 0 || vt_optim_kind_parse(v) < 0) BAD(); snprintf(o->optim, sizeof o->optim, "%s", v); return 0; }
-    if (OPT("--sched")) { if (r < 0 || vt_sched_kind_parse(v) < 0) BAD(); snprintf(o->sched, sizeof o->sched, "%s", v); return 0; }
-    if (OPT("--balance")) { if (r < 0 || vt_balance_parse(v) < 0) BAD(); snprintf(o->balance, sizeof o->balance, "%s", v); return 0; }
-    if (OPT("--class-weights")) { if (r < 0 || strlen(v) >= sizeof o->class_weights) BAD(); snprintf(o->class_weights, sizeof o->class_weights, "%s", v); return 0; }
+    if (OPT("--optim")) { if (r < 0 || vt_optim_kind_parse(v) < 0) BAD(); PUT(optim); return 0; }
+    if (OPT("--sched")) { if (r < 0 || vt_sched_kind_parse(v) < 0) BAD(); PUT(sched); return 0; }
+    if (OPT("--balance")) { if (r < 0 || vt_balance_parse(v) < 0) BAD(); PUT(balance); return 0; }
+    if (OPT("--class-weights")) { if (r < 0) BAD(); PUT(class_weights); return 0; }
     if (OPT("--seed")) { if (r < 0 || vt_parse_u64(v, &o->seed)) BAD(); return 0; }
     if ((r = vt_decode_opt_take("train", argc, argv, ip)) != 0) { if (r < 0) return 2; return 0; }
-    if (OPT("--frame-cache")) { if (r < 0 || (strcmp(v, "auto") && vt_parse_bytes(v) < 0)) BAD(); snprintf(o->frame_cache, sizeof o->frame_cache, "%s", v); return 0; }
+    if (OPT("--frame-cache")) { if (r < 0 || (strcmp(v, "auto") && vt_parse_bytes(v) < 0)) BAD(); PUT(frame_cache); return 0; }
     if (OPT("--clips-per-video")) {
         if (r > 0 && !strcmp(v, "auto")) { /* one per N seconds (train_opts.h) */
             o->seconds_per_clip = o->seconds_per_clip > 0 ? o->seconds_per_clip : VT_AUTO_CLIP_SECONDS;
@@ -244,14 +265,14 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
             fprintf(stderr, "vidtrain train: %s\n", gerr);
             return 2;
         }
-        snprintf(o->group, sizeof o->group, "%s", v);
+        PUT(group);
         return 0;
     }
-    if (OPT("--val-dir")) { if (r < 0) BAD(); snprintf(o->val_dir, sizeof o->val_dir, "%s", v); return 0; }
-    if (OPT("--lists")) { if (r < 0) BAD(); snprintf(o->lists, sizeof o->lists, "%s", v); return 0; }
-    if (OPT("--list-format")) { if (r < 0 || vt_lists_format_parse(v) < 0) BAD(); snprintf(o->list_format, sizeof o->list_format, "%s", v); return 0; }
+    if (OPT("--val-dir")) { if (r < 0) BAD(); PUT(val_dir); return 0; }
+    if (OPT("--lists")) { if (r < 0) BAD(); PUT(lists); return 0; }
+    if (OPT("--list-format")) { if (r < 0 || vt_lists_format_parse(v) < 0) BAD(); PUT(list_format); return 0; }
     if (OPT("--val-crops")) { if (r < 0 || vt_train_range_parse(o, "--val-crops", v) || o->val_crops == 2) BAD(); return 0; }
-    if (OPT("--labels")) { if (r < 0) BAD(); snprintf(o->labels, sizeof o->labels, "%s", v); return 0; }
+    if (OPT("--labels")) { if (r < 0) BAD(); PUT(labels); return 0; }
     if (OPT("--loss-weights")) { if (r < 0 || (o->nweights = vt_parse_floats(v, o->loss_weights, VT_MAX_HEADS)) < 1) BAD(); return 0; }
     if (OPT("--tower-split")) {
         vt_slice_policy pol;
@@ -260,7 +281,7 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
                     r < 0 ? "--tower-split needs a value" : err);
             return 2;
         }
-        snprintf(o->tower_split, sizeof o->tower_split, "%s", v);
+        PUT(tower_split);
         return 0;
     }
     if (OPT("--split")) {
@@ -276,10 +297,11 @@ static int take_option(vt_train_opts *o, int argc, char **argv, int *ip, train_a
         }
         return 2;
     }
-    if (OPT("--dump")) { if (r < 0) BAD(); snprintf(o->dump, sizeof o->dump, "%s", v); return 0; }
+    if (OPT("--dump")) { if (r < 0) BAD(); PUT(dump); return 0; }
     if (OPT("--max-steps")) { if (r < 0 || vt_parse_i64(v, 0, INT64_MAX, &o->max_steps)) BAD(); return 0; }
 #undef OPT
 #undef BAD
+#undef PUT
     return -1;
 }
 
@@ -457,8 +479,8 @@ static int check_args(vt_train_opts *o, train_args *ta, const char *resume) {
                 o->freeze, o->model, vt_finetune_nstages(o->model), vt_finetune_nstages(o->model));
         return 2;
     }
-    if (ta->pos)
-        snprintf(o->data, sizeof o->data, "%s", ta->pos);
+    if (ta->pos && put(o->data, sizeof o->data, "DIR", ta->pos) != 0)
+        return 2;
     if (!o->data[0] || !o->out[0]) {
         fprintf(stderr, "vidtrain train: need DIR and --out RUN (or --resume RUN)\n");
         return 2;
@@ -606,8 +628,9 @@ static int resume_changes(const vt_train_opts *saved, vt_train_opts *o, const ch
 int vt_train_parse_args(vt_train_opts *o, vt_opts_given *cli, int argc, char **argv,
                         int *quiet, char *resume, size_t resume_n) {
     train_args ta = {0};
-    if (take_resume(o, argc, argv, resume, resume_n, &ta) != 0)
-        return 1;
+    int rr = take_resume(o, argc, argv, resume, resume_n, &ta);
+    if (rr != 0)
+        return rr;
     vt_train_opts saved = *o; /* the run's configuration, for resume_changes */
     for (int i = 1; i < argc; i++) {
         vt_opts_given_note(&ta.given, argv[i]);

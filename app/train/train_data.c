@@ -15,6 +15,7 @@
 #include "app/train/train.h"
 #include "base/common.h"
 #include "base/textwidth.h"
+#include "pipeline/data/video/video.h"
 
 static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
     fprintf(f, "dataset %s: %d videos, %d head(s)\n", ds->dir, ds->nvideos, ds->nheads);
@@ -170,7 +171,11 @@ int vt_train_open_data(vt_train *t) {
                 "--group out\n", o->group);
         return 2;
     }
-    vt_dataset_probe(ds, 0, 1, NULL, NULL);
+    char perr[640];
+    if (vt_dataset_probe(ds, 0, 1, NULL, NULL) < 0 && vt_video_system_failed(perr, sizeof perr)) {
+        fprintf(stderr, "vidtrain train: %s\n", perr);
+        return 1;
+    }
     vt_dist_dataset_sync(ds, "the training data");
     print_dataset(ds, ds, t->out);
     if (vt_dist_lead()) { /* file properties that give a class away: said once, not refused */
@@ -243,7 +248,12 @@ int vt_train_open_data(vt_train *t) {
                     o->data);
             return 1;
         }
-        vt_dataset_probe(vds, 0, 1, NULL, NULL);
+        char perr[640];
+        if (vt_dataset_probe(vds, 0, 1, NULL, NULL) < 0 &&
+            vt_video_system_failed(perr, sizeof perr)) {
+            fprintf(stderr, "vidtrain train: --val-dir: %s\n", perr);
+            return 1;
+        }
         /* every labelled video of the other folder, whatever its split */
         int n = 0;
         t->val_idx = vt_malloc(sizeof(int32_t) * (size_t)(vds->nvideos ? vds->nvideos : 1));

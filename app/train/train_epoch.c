@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/dist.h"
 #include "app/eval/metrics.h"
@@ -20,6 +21,7 @@
 #include "app/eval/tensorboard.h"
 #include "base/common.h"
 #include "pipeline/data/mix.h"
+#include "pipeline/data/video/video.h"
 #include "pipeline/parallel/mpi.h"
 
 /* The momentum a step uses when no schedule cycles it: SGD/RMSprop's, AdamW's beta1. */
@@ -194,6 +196,19 @@ int vt_train_epoch(vt_train *t, int64_t epoch, vt_progress **pg, vt_train_epoch_
             have_prev = 0;
             if (finish_step(t, epoch, *pg, es, &prev, NULL) != 0)
                 goto fail;
+        }
+        /* A batch with clips the system refused to open is not the run's: stopped before
+         * it is checkpointed (last.safetensors keeps the step before). */
+        char serr[640];
+        if (vt_video_system_failed(serr, sizeof serr)) {
+            vt_progress_finish(*pg, "stopped");
+            char last[2100];
+            snprintf(last, sizeof last, "%s/last.safetensors", o->out);
+            int kept = access(last, F_OK) == 0;
+            fprintf(stderr, "vidtrain train: %s%s%s%s\n", serr,
+                    kept ? " (resume with vidtrain train --resume " : "", kept ? o->out : "",
+                    kept ? ")" : "");
+            goto fail;
         }
         /* Under mpirun every rank stops after the same step: the towers agreed on it. */
         int sig = vt_mpi_size() > 1 ? cur.ss.signal : vt_signal_pending();

@@ -289,9 +289,9 @@ static void mistyped(const cJSON *v, const char *k, char *bad) {
 }
 static void get_str(const cJSON *j, const char *k, char *dst, size_t n, char *bad) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
-    if (cJSON_IsString(v))
+    if (cJSON_IsString(v) && strlen(v->valuestring) < n)
         snprintf(dst, n, "%s", v->valuestring);
-    else
+    else /* a string too long for its field is as unusable: cut, it names another file */
         mistyped(v, k, bad);
 }
 static void get_int(const cJSON *j, const char *k, int *dst, char *bad) {
@@ -453,12 +453,30 @@ void vt_train_opts_device_args(const vt_train_opts *o, vt_device_args *a) {
     a->threads = o->threads;
 }
 
-void vt_train_opts_take_device_args(vt_train_opts *o, const vt_device_args *a) {
+/* The option a device field of vt_device_args holds. */
+static const char *device_opt(const char *field) {
+    return !strcmp(field, "gpu_mem") ? "--gpu-mem" : !strcmp(field, "emulate") ? "--emulate-slowdown"
+         : !strcmp(field, "devices") ? "--devices" : !strcmp(field, "gpus") ? "--gpus"
+         : !strcmp(field, "mem") ? "--mem" : !strcmp(field, "backend") ? "--backend" : "--speeds";
+}
+
+int vt_train_opts_take_device_args(vt_train_opts *o, const vt_device_args *a, char *err,
+                                   size_t errlen) {
+    /* a value cut to its field would name other devices or budgets */
+#define FITS(f)                                                                              \
+    if (a->f && strlen(a->f) >= sizeof o->f) {                                               \
+        vt_set_err(err, errlen, "%s: '%.48s...' is %zu bytes, more than the %zu it holds", \
+                   device_opt(#f), a->f, strlen(a->f), sizeof o->f - 1);                     \
+        return -1;                                                                           \
+    }
+    VT_TRAIN_DEVICE_STRINGS(FITS)
+#undef FITS
 #define CP(f) if (a->f) snprintf(o->f, sizeof o->f, "%s", a->f);
     VT_TRAIN_DEVICE_STRINGS(CP)
 #undef CP
     if (a->threads)
         o->threads = a->threads;
+    return 0;
 }
 
 vt_dataset_opts vt_run_dataset_opts(const vt_train_opts *o) {

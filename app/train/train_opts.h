@@ -228,8 +228,10 @@ void vt_train_opts_from_json(vt_train_opts *o, const cJSON *j);
 /* Device args view of the options (pointers into o). */
 void vt_train_opts_device_args(const vt_train_opts *o, vt_device_args *a);
 /* The device options given in a (vt_device_args_take's) copied into o; those not given
- * are left as they are. */
-void vt_train_opts_take_device_args(vt_train_opts *o, const vt_device_args *a);
+ * are left as they are. 0, or -1 with err (nothing copied) when one is longer than its
+ * field. */
+int vt_train_opts_take_device_args(vt_train_opts *o, const vt_device_args *a, char *err,
+                                   size_t errlen);
 /* How a run's dataset is split (val fraction, UCF101 lists): train and eval must open a
  * folder the same way, or eval's "val" would not be the run's validation videos. The
  * returned opts point into o. */

@@ -126,8 +126,9 @@ static int bad(const char *src, const char *key, const char *what, const char *o
 int vt_train_opts_check(const vt_train_opts *o, const char *src, char *err, size_t errlen) {
     char what[256];
     if (o->json_bad[0]) { /* vt_train_opts_from_json kept the default in its place */
-        vt_set_err(err, errlen, "%s: \"%s\" has the wrong type for that key (config.json as "
-                   "vidtrain writes it has a string for a name and a number for a number): a "
+        vt_set_err(err, errlen, "%s: \"%s\" has the wrong type for that key, or a string longer "
+                   "than its option takes (config.json as vidtrain writes it has a string for "
+                   "a name and a number for a number, each as the option took it): a "
                    "damaged or hand-edited configuration; fix the value or rerun", src, o->json_bad);
         return -1;
     }

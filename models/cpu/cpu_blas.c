@@ -19,15 +19,30 @@
  * set (app/proc_env.c), since OpenBLAS picks once, when it loads. A CPU OpenBLAS knew is
  * never second-guessed, nor a user's OPENBLAS_CORETYPE. test_ops compares every op of
  * the cpu backend with cpu-ref on whichever kernels run.
+ *
+ * Buffers. Each sgemm call running at once takes a buffer of OpenBLAS's pool, mapped at
+ * its first use (BUFFER_SIZE: 128 MiB in x86-64 builds) and kept. OpenBLAS 0.3.21
+ * (Debian 12's) retries a refused map for ever (its issue 5289; 0.3.30 exits instead):
+ * under an address-space limit (ulimit -v) too tight for them, the first step spun
+ * with no word. Under such a limit vt_cpu_blas_reserve maps a backend's buffers at its
+ * start, while a refusal can still be said: a trial map of their size first, then one
+ * sgemm per thread at once, which leaves them in the pool for the calls after.
+ *
+ * It must never run an sgemm whose buffer a refused map could hang on unsaid.
  */
+#include <errno.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
 #include <cblas.h>
 
+#include "base/common.h"
 #include "models/cpu/cpu_blas.h"
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
@@ -78,6 +93,61 @@ const char *vt_cpu_blas_better_core(void) { return NULL; }
 #endif
 
 void vt_cpu_blas_init(void) { pthread_once(&blas_once, blas_setup); }
+
+/* OpenBLAS's buffer and what its allocator adds (the gdb trace of the hang: 128 MiB and
+ * 128 MiB + 8 KiB maps), rounded up. */
+#define BLAS_BUFFER (((size_t)128 << 20) + ((size_t)64 << 10))
+/* large enough for OpenBLAS's blocked path, which takes a buffer (a small-matrix kernel
+ * would not), small enough to cost nothing: 2 * 256^3 flops a thread */
+#define WARM_N 256
+
+static pthread_mutex_t reserve_lock = PTHREAD_MUTEX_INITIALIZER;
+static int reserved; /* buffers in OpenBLAS's pool, mapped here */
+
+int vt_cpu_blas_reserve(int threads, char *err, size_t errlen) {
+    vt_cpu_blas_init();
+    struct rlimit rl;
+    if (threads <= 0 || getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return 0; /* no limit: OpenBLAS maps as it goes, and gets what it asks for */
+    pthread_mutex_lock(&reserve_lock);
+    /* every backend's threads may call at once: the pool must hold them all. The trial
+     * asks for as much again: what a step maps beside them (activations, workspace,
+     * decoders, thread stacks) comes later, and a buffer refused then spins */
+    int want = reserved + threads, rc = 0;
+    void *trial = mmap(NULL, (size_t)want * 2 * BLAS_BUFFER, PROT_NONE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (trial == MAP_FAILED) {
+        vt_set_err(err, errlen, "the address-space limit (ulimit -v: %llu KiB) leaves too "
+                   "little for OpenBLAS's buffers, %d of %zu MiB for %d computing thread(s) "
+                   "and as much again beside them (%s): raise the limit, or give fewer "
+                   "--threads", (unsigned long long)(rl.rlim_cur >> 10), want,
+                   BLAS_BUFFER >> 20, want,
+                   strerror(errno));
+        rc = -1;
+    } else {
+        munmap(trial, (size_t)want * 2 * BLAS_BUFFER);
+        float *m = calloc((size_t)want * 3 * WARM_N * WARM_N, sizeof(float));
+        if (!m) {
+            vt_set_err(err, errlen, "the address-space limit (ulimit -v: %llu KiB) leaves too "
+                       "little to start OpenBLAS: raise it", (unsigned long long)(rl.rlim_cur >> 10));
+            rc = -1;
+        } else {
+#pragma omp parallel num_threads(want)
+            {
+                /* all at once: a call that ended would hand its buffer to the next */
+#pragma omp barrier
+                float *a = m + (size_t)omp_get_thread_num() * 3 * WARM_N * WARM_N;
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, WARM_N, WARM_N, WARM_N,
+                            1.0f, a, WARM_N, a + WARM_N * WARM_N, WARM_N, 0.0f,
+                            a + 2 * WARM_N * WARM_N, WARM_N);
+            }
+            free(m);
+            reserved = want;
+        }
+    }
+    pthread_mutex_unlock(&reserve_lock);
+    return rc;
+}
 
 const char *vt_cpu_blas_kernels(void) {
     vt_cpu_blas_init();

@@ -7,6 +7,12 @@
 /* One OpenBLAS thread for every call (idempotent, thread-safe). Before the first sgemm. */
 void vt_cpu_blas_init(void);
 
+/* Under an address-space limit (ulimit -v), OpenBLAS's buffers for `threads` more threads
+ * calling at once, mapped now (cpu_blas.c: "Buffers"; nothing to do without a limit).
+ * 0, or -1 with err when the limit leaves too little: OpenBLAS would spin for ever on the
+ * refused map at the first call. Thread-safe; before the backend's first sgemm. */
+int vt_cpu_blas_reserve(int threads, char *err, size_t errlen);
+
 /* "Cooperlake", "Haswell (OPENBLAS_CORETYPE)", ...: the kernels OpenBLAS runs, and
  * whether the environment chose them. Sets OpenBLAS up first. */
 const char *vt_cpu_blas_kernels(void);

@@ -14,6 +14,7 @@
  * clip is skipped without trying only when its video failed to OPEN (a property of the
  * file); videos that failed a READ are attempted until the next epoch excludes them.
  */
+#include "base/thread.h"
 #include "pipeline/data/loader.h"
 
 #include <string.h>
@@ -324,8 +325,7 @@ vt_loader *vt_loader_init(vt_dataset *ds, const vt_loader_cfg *cfg, char *err, s
             w->cache[k].video = -1;
     }
     for (int i = 0; i < l->nworkers; i++)
-        VT_CHECK(pthread_create(&l->workers[i].tid, NULL, worker_main, &l->workers[i]) == 0,
-                 "pthread_create");
+        vt_thread_start(&l->workers[i].tid, worker_main, &l->workers[i], "the loader's workers");
     return l;
 }
 

@@ -11,6 +11,7 @@
 #include "pipeline/parallel/device.h"
 
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "base/common.h"
@@ -63,6 +64,23 @@ void vt_cpu_info_get(vt_cpu_info *out) {
                 out->ram_available = kb * 1024;
         }
         fclose(f);
+    }
+    /* An address-space limit (ulimit -v) is all the process may map, whatever the RAM:
+     * what it leaves caps what is available, so the budget on the device line and the
+     * memory plan say it (they said the machine's 22 GiB under a 1 GiB limit, and the run
+     * met the limit as "out of host memory" mid-step). */
+    struct rlimit rl;
+    f = getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+            ? fopen("/proc/self/status", "r") : NULL;
+    if (f) {
+        long long kb = -1;
+        while (kb < 0 && fgets(line, sizeof line, f))
+            if (sscanf(line, "VmSize: %lld kB", &kb) != 1)
+                kb = -1;
+        fclose(f);
+        int64_t left = kb < 0 ? 1 : VT_MAX((int64_t)rl.rlim_cur - kb * 1024, 1); /* 0: unlimited */
+        out->ram_available = VT_MIN(out->ram_available, left);
+        out->as_limited = 1;
     }
 }
 
@@ -260,8 +278,10 @@ void vt_devices_print_machine(FILE *f) {
     vt_cpu_info ci;
     vt_cpu_info_get(&ci);
     char a[32], b[32];
-    fprintf(f, "CPU   %s\n      %d cores online, RAM %s total, %s available\n", ci.model, ci.cores,
-            vt_fmt_bytes(a, sizeof a, ci.ram_total), vt_fmt_bytes(b, sizeof b, ci.ram_available));
+    fprintf(f, "CPU   %s\n      %d cores online, RAM %s total, %s available%s\n", ci.model,
+            ci.cores, vt_fmt_bytes(a, sizeof a, ci.ram_total),
+            vt_fmt_bytes(b, sizeof b, ci.ram_available),
+            ci.as_limited ? " (under the address-space limit, ulimit -v)" : "");
     fprintf(f, "      backends: cpu (vol2col + OpenBLAS, OpenMP), cpu-ref (reference loops)\n");
 #ifdef VT_HAVE_CUDA
     int count = vt_cuda_device_count();

@@ -67,7 +67,8 @@ int vt_device_list_budget_defaults(vt_device_list *l, const int *capped, char *e
 typedef struct vt_cpu_info {
     char model[128];
     int cores;
-    int64_t ram_total, ram_available;
+    int64_t ram_total, ram_available; /* available: capped by an address-space limit */
+    int as_limited; /* an address-space limit (ulimit -v) capped ram_available */
 } vt_cpu_info;
 void vt_cpu_info_get(vt_cpu_info *out);
 

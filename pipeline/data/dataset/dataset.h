@@ -261,12 +261,15 @@ typedef void (*vt_probe_progress_fn)(void *ctx, int done, int total);
 
 /* Open every video once (vt_video_open with 1 decoder thread) on `threads` threads (0 =
  * cores), record its info, or mark it bad (VT_BAD_OPEN) with FFmpeg's reason; with
- * warn != 0 each bad file is reported once through vt_warn. Returns the number bad. */
+ * warn != 0 each bad file is reported once through vt_warn. Returns the number bad, or -1
+ * when the system refused to open a file meanwhile (vt_video_system_failed: the caller
+ * stops with its message; the videos it hit are not marked). */
 int vt_dataset_probe(vt_dataset *ds, int threads, int warn, vt_probe_progress_fn progress,
                      void *ctx);
 
 /* Mark video i bad (thread-safe). Returns 1 when this call marked it (report it then),
- * 0 when it already was. */
+ * 0 when it already was, or when the system refused to open a file (no video is marked
+ * after that: vt_video_system_failed). */
 int vt_dataset_mark_bad(vt_dataset *ds, int i, vt_bad_kind kind, const char *reason);
 vt_bad_kind vt_dataset_bad(vt_dataset *ds, int i);
 int vt_dataset_count_bad(vt_dataset *ds);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "base/common.h"
+#include "base/thread.h"
 #include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/sample.h"
 
@@ -107,16 +108,20 @@ int vt_dataset_probe(vt_dataset *ds, int threads, int warn, vt_probe_progress_fn
     pthread_mutex_init(&p.lock, NULL);
     pthread_t *tid = vt_calloc((size_t)threads, sizeof *tid);
     for (int t = 0; t < threads; t++)
-        VT_CHECK(pthread_create(&tid[t], NULL, probe_worker, &p) == 0, "pthread_create");
+        vt_thread_start(&tid[t], probe_worker, &p, "the probing of the videos");
     for (int t = 0; t < threads; t++)
         pthread_join(tid[t], NULL);
     free(tid);
     pthread_mutex_destroy(&p.lock);
-    return vt_dataset_count_bad(ds);
+    return vt_video_system_failed(NULL, 0) ? -1 : vt_dataset_count_bad(ds);
 }
 
 int vt_dataset_mark_bad(vt_dataset *ds, int i, vt_bad_kind kind, const char *reason) {
     VT_CHECK(i >= 0 && i < ds->nvideos, "video %d of %d", i, ds->nvideos);
+    /* after the system refused to open a file, a failure says nothing of the video: the
+     * command stops on vt_video_system_failed instead (video.h) */
+    if (vt_video_system_failed(NULL, 0))
+        return 0;
     pthread_mutex_lock(&ds->lock);
     vt_dataset_video *v = &ds->videos[i];
     int newly = v->bad == VT_BAD_NONE;

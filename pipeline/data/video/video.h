@@ -251,6 +251,15 @@ typedef int (*vt_video_frame_fn)(void *user, const uint8_t *rgb, int64_t n, int 
 int vt_video_decode_all(vt_video *v, int short_side, vt_video_frame_fn fn, void *user,
                         int64_t *out_frames, char *err, size_t errlen);
 
+/* The system refused to open a file while a video was read (too many open files:
+ * EMFILE, ENFILE; ulimit -n). That is no property of the video, so once it happened no
+ * reader records a video as bad (vt_dataset_mark_bad), and the commands stop instead of
+ * going on without the videos it hit (scan listed them as unreadable, train left them out
+ * of every epoch and validated on the rest, exit 0). ENOMEM is not counted: FFmpeg also
+ * returns it for sizes a damaged file asks for. Process-wide, set from any thread by the
+ * reader's error path: 1 with the sentence to print in msg (may be NULL), else 0. */
+int vt_video_system_failed(char *msg, size_t n);
+
 /* Route FFmpeg's own log into vidtrain's capture (errors kept for reasons, nothing
  * printed unless VT_FFMPEG_LOG=1). Idempotent; vt_video_open and the synth encoder call
  * it, other FFmpeg users may too. */

@@ -3,9 +3,11 @@
  * line FFmpeg writes on this thread is kept so that a data error can say more than its
  * AVERROR code; nothing reaches stderr unless VT_FFMPEG_LOG=1 is set for debugging. The
  * log is also how a decoder's error concealment is counted (vt_vid_dec_damage): the one
- * sign of it that survives frame threads.
+ * sign of it that survives frame threads. The reader's errors pass here too, which is where
+ * a refusal of the system (too many open files) is noted for vt_video_system_failed.
  * It must never print on its own: FFmpeg logs from inside the library, mid-read.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
@@ -108,11 +110,38 @@ int64_t vt_vid_dec_damage(vt_hw_dec *h, const AVCodecContext *dec, const AVFrame
     return n;
 }
 
+/* ---- the system's refusals (video.h: vt_video_system_failed) ---- */
+
+static atomic_int sys_failed;
+static char sys_why[256]; /* the first one's reason, written once before sys_failed is set */
+static pthread_mutex_t sys_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void note_system(int code, const char *what, const char *reason) {
+    if (code != AVERROR(EMFILE) && code != AVERROR(ENFILE))
+        return;
+    pthread_mutex_lock(&sys_lock);
+    if (!atomic_load(&sys_failed)) {
+        snprintf(sys_why, sizeof sys_why, "%s: %s", what, reason);
+        atomic_store(&sys_failed, 1);
+    }
+    pthread_mutex_unlock(&sys_lock);
+}
+
+int vt_video_system_failed(char *msg, size_t n) {
+    if (!atomic_load(&sys_failed))
+        return 0;
+    vt_set_err(msg, n, "the system refused to open more files while reading the videos (%s): "
+               "that is no fault of theirs, and none is recorded as bad for it; raise the "
+               "limit on open files (ulimit -n) and run again", sys_why);
+    return 1;
+}
+
 /* "cannot read the container: moov atom not found (Invalid data found when processing
  * input)": FFmpeg's own last error line says more than the AVERROR code, so it goes first. */
 void vt_vid_set_av_err(char *err, size_t errlen, const char *what, int code) {
     char buf[128];
     av_strerror(code, buf, sizeof buf);
+    note_system(code, what, buf);
     if (vt_vid_last_msg[0])
         vt_set_err(err, errlen, "%s: %s (%s)", what, vt_vid_last_msg, buf);
     else

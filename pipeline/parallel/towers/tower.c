@@ -38,6 +38,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "base/thread.h"
 #include "pipeline/parallel/mpi.h"
 #include "pipeline/parallel/reduce.h"
 #include "pipeline/parallel/towers/tower_impl.h"
@@ -174,11 +175,10 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
         T->bucket_floats = VT_MAX((int64_t)(bucket_mb * 1048576.0 / 4.0), 1);
     }
     for (int i = 0; i < T->n; i++) {
-        VT_CHECK(pthread_create(&T->tw[i].th, NULL, vt_tw_tower_main, &T->tw[i]) == 0, "pthread_create");
+        vt_thread_start(&T->tw[i].th, vt_tw_tower_main, &T->tw[i], "a tower");
         T->tw[i].started = 1;
         if (T->bucket_floats > 0) {
-            VT_CHECK(pthread_create(&T->tw[i].helper, NULL, vt_tw_helper_main, &T->tw[i]) == 0,
-                     "pthread_create");
+            vt_thread_start(&T->tw[i].helper, vt_tw_helper_main, &T->tw[i], "a tower's helper");
             T->tw[i].helper_started = 1;
         }
     }

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "base/common.h"
+#include "models/cpu/cpu_blas.h"
 #include "models/registry.h"
 #include "models/xsum.h"
 #include "pipeline/parallel/reduce.h"
@@ -203,6 +204,13 @@ static void do_init(tower *tw) {
     tw->host_mem = tw->be->kind == VT_BACKEND_CPU || tw->be->kind == VT_BACKEND_CPU_REF;
     int mb = T->plan.mb[tw->g];
     char err[400];
+    /* under ulimit -v, OpenBLAS's buffers now, or a refusal said (cpu_blas.c: "Buffers") */
+    if (tw->be->kind == VT_BACKEND_CPU &&
+        vt_cpu_blas_reserve(tw->be->threads, err, sizeof err) != 0) {
+        snprintf(tw->err, sizeof tw->err, "tower %s: %s", tw->dev.name, err);
+        tw->failed = 1;
+        return;
+    }
     vt_net_cfg nc = T->cfg.net;
     nc.ckpt = T->ckpt[tw->rank]; /* activation checkpointing: per tower */
     tw->net = vt_net_init(&nc, tw->be, mb, err, sizeof err);

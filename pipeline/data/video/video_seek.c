@@ -66,11 +66,19 @@ static void check_landing(vt_video *v, const AVPacket *pkt) {
     int64_t k = vt_vid_lower_bound(v->kf, v->nkf, pkt->pts);
     v->land_bad = !(k < v->nkf && v->kf[k] == pkt->pts);
     /* Past the keyframe the seek asked for (MPEG-TS seeks by dts, which runs behind the
-     * pts it was given: the first keyframe after the landing is the next one). Its frame
-     * is found late (m > q) unless its time is shared, where it takes the first shared
-     * position: a seek further back either way. */
-    if (v->seek_pos >= 0 && pkt->pts > v->pts[v->seek_pos])
-        v->land_bad = 1;
+     * pts it was given: the first keyframe after the landing is the next one). A landing
+     * past the wanted frame is seen by its position (m > q in vt_video_read_clip), and a
+     * landing short of it is as good as the keyframe asked for (a retry asks one earlier
+     * than it needs, and lands on the one it needed): only a keyframe whose time another
+     * frame shares cannot say where it is (vt_vid_frame_pos takes the first shared
+     * position, which may be at or before q though the frame is later). Flagging every
+     * later landing sent each retry of a dts-seeking file to the next keyframe again and,
+     * after VT_MAX_SEEK_RETRY, to the start of the file for every clip. */
+    if (v->seek_pos >= 0 && pkt->pts > v->pts[v->seek_pos]) {
+        int64_t i = vt_vid_lower_bound(v->pts, v->info.nframes, pkt->pts);
+        if (i + 1 < v->info.nframes && v->pts[i + 1] == pkt->pts)
+            v->land_bad = 1;
+    }
 }
 
 /* Does the current read need the frame of this packet? Unknown (no exact pts) = yes: a

@@ -11,6 +11,8 @@
 #   DIR/h264.m2ts, DIR/wmv2.wmv, DIR/raw.h264: AVCHD, Windows Media, a raw camera stream
 #   DIR/cut.mkv       a stream copy cut mid-GOP: one packet without any timestamp
 #   DIR/dups.ts       B-frames in MPEG-TS with pairs of frames sharing a timestamp
+#   DIR/midgop.ts, DIR/midgop_m2.ts: H.264 and MPEG-2 transport streams cut mid-GOP (a
+#                     capture begun mid-broadcast), 63 frames
 #   DIR/mjpeg.mkv     MJPEG (full-range yuvj420p) in Matroska
 #   DIR/vp9.webm      VP9 (libvpx-vp9), only when that encoder exists
 #   DIR/ffv1.mkv      FFV1 (lossless) in Matroska
@@ -81,6 +83,22 @@ fi
 # keyframe after it among them), and the demuxer seeks by dts.
 mk "$dir/dups.ts" "${src[@]}" -vf "settb=1/1000,setpts=(N*40+15*mod(N\,3))/(1000*TB)" \
     -fps_mode passthrough "${h264[@]}"
+# A transport stream captured mid-broadcast: cut 40 TS packets in, its first video packets
+# belong to a GOP whose keyframe and parameter sets lie before the cut, and the decoder hands
+# out nothing before the next keyframe (nor, in MPEG-2, the B-pictures that lean on the
+# lost GOP). 3 s, so that 63 frames are left.
+cut_ts() {
+    local out=$1; shift
+    [ -s "$out" ] && return 0
+    ff -f lavfi -i "testsrc2=size=160x120:rate=25:duration=3" "$@" -f mpegts "$out.$$.src.ts"
+    dd if="$out.$$.src.ts" of="$out.$$.tmp.ts" bs=188 skip=40 2>/dev/null
+    rm -f "$out.$$.src.ts"
+    mv -f "$out.$$.tmp.ts" "$out"
+}
+if have_enc libx264; then
+    cut_ts "$dir/midgop.ts" "${h264[@]}"
+fi
+cut_ts "$dir/midgop_m2.ts" -c:v mpeg2video -q:v 4 -g 12 -bf 2
 # HEVC in MPEG-TS (x265's open GOPs): the demuxer seeks by dts, landing mid-GOP.
 if have_enc libx265; then
     mk "$dir/hevc.ts" "${src[@]}" -c:v libx265 -g 12 -bf 2 -pix_fmt yuv420p -x265-params log-level=error

@@ -577,6 +577,8 @@ int main(void) {
     test_file("raw.h264", 0);
     test_file("cut.mkv", 0);
     test_file("dups.ts", 1);
+    test_file("midgop.ts", 0);
+    test_file("midgop_m2.ts", 0);
     test_file("mjpeg.mkv", 0);
     test_file("vp9.webm", 0);
     test_file("ffv1.mkv", 0);

@@ -87,6 +87,8 @@ struct vt_video {
     int64_t start_ts;       /* smallest dts/pts seen: a seek here is a seek to the start */
     int no_ts;              /* packets without timestamps: frames are counted, not looked up */
     int dts_only;           /* every packet had a dts and no pts (AVI): the index holds dts */
+    int cut_start;          /* the first packet (decode order) is no keyframe: a stream cut
+                             * mid-GOP (video_open.c drop_uncut_lead) */
     int64_t ts_shift;       /* a frame without a pts is at best_effort - ts_shift in the index
                              * (vt_vid_frame_time) */
     int await_key;          /* after a seek into the file: packets until a keyframe are

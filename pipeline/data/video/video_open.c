@@ -95,6 +95,17 @@ static void anchors_to_pts(vt_video *v, const int64_t *dts, const uint8_t *fl, i
         v->pts[pending] = last + last_dur;
 }
 
+/* VFR: in the sorted index (n), frame durations differ by more than 1% and by more than
+ * one tick (a 1 ms timebase rounds 29.97 fps into 33/34 ms steps, which is not VFR). */
+static int index_vfr(const int64_t *pts, int64_t n) {
+    int64_t dmin = INT64_MAX, dmax = 0;
+    for (int64_t i = 1; i < n; i++) {
+        dmin = VT_MIN(dmin, pts[i] - pts[i - 1]);
+        dmax = VT_MAX(dmax, pts[i] - pts[i - 1]);
+    }
+    return n > 2 && dmax > 0 && (dmax - dmin) > 1 && (double)(dmax - dmin) > 0.01 * (double)dmax;
+}
+
 /* One pts per frame by demuxing, no decoding. */
 static int build_index(vt_video *v, char *err, size_t errlen) {
     int64_t cap = 256, n = 0, nk = 0, nuntimed = 0;
@@ -164,6 +175,7 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
             }
         n = m;
     }
+    v->cut_start = !(fl[0] & PK_KEY);
     v->dts_only = 1;
     for (int64_t i = 0; i < n && v->dts_only; i++)
         v->dts_only = (fl[i] & PK_DTS_ONLY) != 0;
@@ -187,15 +199,6 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
     /* Duration, fps, VFR from the sorted timestamps. */
     AVStream *st = v->fmt->streams[v->sidx];
     double tb = av_q2d(st->time_base);
-    int64_t dmin = INT64_MAX, dmax = 0;
-    if (!v->no_ts)
-        for (int64_t i = 1; i < n; i++) {
-            int64_t d = v->pts[i] - v->pts[i - 1];
-            if (d < dmin)
-                dmin = d;
-            if (d > dmax)
-                dmax = d;
-        }
     if (last_dur <= 0 && n > 1 && !v->no_ts)
         last_dur = (v->pts[n - 1] - v->pts[0]) / (n - 1);
     if (!v->no_ts && tb > 0)
@@ -209,11 +212,37 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
         v->info.fps = (double)n / v->info.duration;
     if (v->info.duration <= 0 && v->info.fps > 0) /* a raw stream: frames at its rate */
         v->info.duration = (double)n / v->info.fps;
-    /* VFR: frame durations differ by more than 1% and by more than one tick (a 1 ms
-     * timebase rounds 29.97 fps into 33/34 ms steps, which is not VFR). */
-    if (n > 2 && dmax > 0 && dmin != INT64_MAX)
-        v->info.vfr = (dmax - dmin) > 1 && (double)(dmax - dmin) > 0.01 * (double)dmax;
+    if (!v->no_ts)
+        v->info.vfr = index_vfr(v->pts, n);
     return 0;
+}
+
+/* A stream cut anywhere (a transport stream captured mid-broadcast) starts with packets of
+ * a GOP whose keyframe, and often whose parameter sets, lie before the cut: the decoder
+ * cannot make them and hands out nothing before the first keyframe, nor the leading pictures
+ * that keyframe's open GOP draws on the lost one for (MPEG-2's B-pictures), and the
+ * ffmpeg command's numbering starts at the first frame it gets. Left in the index they put
+ * every frame of the file that many places late (a clip read other frames than asked,
+ * and its first positions were filled with copies of a later frame). At open, a decoder
+ * that first handed out the earliest keyframe, at index position p:
+ * positions before p are dropped, where the stream's first packet is no keyframe (the
+ * decoder need not say it rejected anything: H.264 drops a slice without its PPS in
+ * silence). A damaged keyframe further on is not this (the first frame is then another
+ * keyframe's): a lost frame keeps its place (docs/decode.md). */
+static void drop_uncut_lead(vt_video *v) {
+    vt_video_info *in = &v->info;
+    int64_t t0 = vt_vid_frame_time(v, v->frame);
+    if (v->no_ts || !v->cut_start || v->nkf == 0 || t0 != v->kf[0])
+        return;
+    int64_t p = vt_vid_lower_bound(v->pts, in->nframes, t0);
+    if (p <= 0 || p >= in->nframes || v->pts[p] != t0)
+        return;
+    double tb = av_q2d(v->fmt->streams[v->sidx]->time_base);
+    if (tb > 0 && in->duration > (double)(v->pts[p] - v->pts[0]) * tb)
+        in->duration -= (double)(v->pts[p] - v->pts[0]) * tb;
+    memmove(v->pts, v->pts + p, (size_t)(in->nframes - p) * sizeof *v->pts);
+    in->nframes -= p;
+    in->vfr = index_vfr(v->pts, in->nframes); /* the gap the cut left is gone */
 }
 
 /* Is the frame in v->frame, at v->last_pos, the only one with its timestamp? Then a read
@@ -526,6 +555,8 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         if (d > 0 && step > 0 && d <= 16 * step)
             v->ts_shift = d;
     }
+    if (!have)
+        drop_uncut_lead(v);
     v->last_pos = vt_vid_frame_pos(v);
     v->streaming = 1;
     int first_known = !v->dec->hw_device_ctx && !v->no_ts && v->stats.decode_errors == 0 &&

@@ -11,6 +11,8 @@
 #   DIR/h264.m2ts, DIR/wmv2.wmv, DIR/raw.h264: AVCHD, Windows Media, a raw camera stream
 #   DIR/cut.mkv       a stream copy cut mid-GOP: one packet without any timestamp
 #   DIR/dups.ts       B-frames in MPEG-TS with pairs of frames sharing a timestamp
+#   DIR/opengop.mp4   x264 --open-gop, 30 frames: after a seek to keyframe 24 the decoder
+#                     drops frames 28 and 29 (they also refer to the GOP before)
 #   DIR/midgop.ts, DIR/midgop_m2.ts: H.264 and MPEG-2 transport streams cut mid-GOP (a
 #                     capture begun mid-broadcast), 63 frames
 #   DIR/mjpeg.mkv     MJPEG (full-range yuvj420p) in Matroska
@@ -99,6 +101,13 @@ if have_enc libx264; then
     cut_ts "$dir/midgop.ts" "${h264[@]}"
 fi
 cut_ts "$dir/midgop_m2.ts" -c:v mpeg2video -q:v 4 -g 12 -bf 2
+# x264's open GOPs with several references: the pictures after the last keyframe also refer
+# to pictures before it, which a decoder started there lacks (it drops frames 28 and 29).
+if have_enc libx264; then
+    mk "$dir/opengop.mp4" -f lavfi -i "testsrc2=size=160x120:rate=25:duration=1.2" \
+        -c:v libx264 -pix_fmt yuv420p -threads 1 \
+        -x264-params open-gop=1:keyint=24:min-keyint=24:bframes=3:scenecut=0
+fi
 # HEVC in MPEG-TS (x265's open GOPs): the demuxer seeks by dts, landing mid-GOP.
 if have_enc libx265; then
     mk "$dir/hevc.ts" "${src[@]}" -c:v libx265 -g 12 -bf 2 -pix_fmt yuv420p -x265-params log-level=error

@@ -373,6 +373,28 @@ static void test_ts_seek(const char *name) {
     refs_clear();
 }
 
+/* An x264 open GOP (opengop.mp4, keyframes 0 and 24): frames 28 and 29 also refer to
+ * pictures before keyframe 24, so a decoder started there drops them. A clip of them right
+ * after the open (a seek) must still hold them, as the ffmpeg command's read from the
+ * start does, not copies of frame 27 (video_read.c: one keyframe further back). */
+static void test_open_gop(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/opengop.mp4", dir);
+    if (!file_exists(path)) {
+        printf("  opengop.mp4: not made (encoder missing), skipped\n");
+        return;
+    }
+    vt_video *v = NULL;
+    TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0, "opengop.mp4 open: %s", err);
+    if (!v)
+        return;
+    check_clip(v, path, 28, 2, 1, 64, VT_PAD_LOOP, "opengop.mp4 after a seek to 24");
+    TCHECK(vt_video_get_stats(v)->missing_frames == 0, "opengop.mp4: %lld frames missing",
+           (long long)vt_video_get_stats(v)->missing_frames);
+    vt_video_close(&v);
+    refs_clear();
+}
+
 typedef struct seq_check {
     int64_t count, last_n;
     int ordered;
@@ -579,6 +601,7 @@ int main(void) {
     test_file("dups.ts", 1);
     test_file("midgop.ts", 0);
     test_file("midgop_m2.ts", 0);
+    test_file("opengop.mp4", 0);
     test_file("mjpeg.mkv", 0);
     test_file("vp9.webm", 0);
     test_file("ffv1.mkv", 0);
@@ -587,6 +610,7 @@ int main(void) {
     test_continue("mpeg4.avi", 0);
     test_continue("mjpeg.mkv", 1);
     test_ts_seek("h264.m2ts");
+    test_open_gop();
     test_sequential();
     test_rotation("rot90.mp4", 90);
     test_rotation("rot270.mp4", 270);

@@ -11,6 +11,8 @@
 #   DIR/h264.m2ts, DIR/wmv2.wmv, DIR/raw.h264: AVCHD, Windows Media, a raw camera stream
 #   DIR/cut.mkv       a stream copy cut mid-GOP: one packet without any timestamp
 #   DIR/dups.ts       B-frames in MPEG-TS with pairs of frames sharing a timestamp
+#   DIR/negts.mkv     a stream copy cut with -ss into Matroska, -avoid_negative_ts disabled:
+#                     its first GOP (the lead-in before the cut point) has no timestamps
 #   DIR/opengop.mp4   x264 --open-gop, 30 frames: after a seek to keyframe 24 the decoder
 #                     drops frames 28 and 29 (they also refer to the GOP before)
 #   DIR/midgop.ts, DIR/midgop_m2.ts: H.264 and MPEG-2 transport streams cut mid-GOP (a
@@ -79,6 +81,14 @@ if have_enc libx264 && [ ! -s "$dir/cut.mkv" ]; then
         -threads 1 -x264-params open-gop=1:keyint=50 "$dir/cut.$$.src.mkv"
     mk "$dir/cut.mkv" -ss 2.3 -i "$dir/cut.$$.src.mkv" -c copy
     rm -f "$dir/cut.$$.src.mkv"
+fi
+# The same cut, -avoid_negative_ts disabled: Matroska holds no time below 0, so the lead-in
+# from the keyframe before the cut point (frames the decoder hands out, and the ffmpeg
+# command numbers first) has no timestamps at all, and the demuxer's seek cannot reach it.
+if have_enc libx264 && [ ! -s "$dir/negts.mkv" ]; then
+    ff -f lavfi -i "testsrc2=size=160x120:rate=25:duration=3" "${h264[@]}" "$dir/negts.$$.src.mp4"
+    mk "$dir/negts.mkv" -ss 1.1 -i "$dir/negts.$$.src.mp4" -c copy -avoid_negative_ts disabled
+    rm -f "$dir/negts.$$.src.mp4"
 fi
 # Shared timestamps with B-frames in MPEG-TS: VFR times (40 ms steps + 0/15/30 ms) rounded by
 # the encoder's 1/25 time base, so pairs of frames share a pts (a reference frame and the

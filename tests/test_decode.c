@@ -598,6 +598,7 @@ int main(void) {
     test_file("wmv2.wmv", 0);
     test_file("raw.h264", 0);
     test_file("cut.mkv", 0);
+    test_file("negts.mkv", 0);
     test_file("dups.ts", 1);
     test_file("midgop.ts", 0);
     test_file("midgop_m2.ts", 0);

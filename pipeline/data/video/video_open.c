@@ -106,6 +106,41 @@ static int index_vfr(const int64_t *pts, int64_t n) {
     return n > 2 && dmax > 0 && (dmax - dmin) > 1 && (double)(dmax - dmin) > 0.01 * (double)dmax;
 }
 
+/* A stream that opens with an untimed keyframe, its GOP untimed up to the first timed
+ * keyframe (a stream copy cut with -ss into Matroska with -avoid_negative_ts disabled: the
+ * container holds no time before 0, and the cut's lead-in from the keyframe before the cut
+ * point lost its times): these are whole pictures, which the decoder hands out first,
+ * untimed, and the ffmpeg command numbers 0, 1, ... Left out as a dropped leading picture
+ * (below), the file lost them and every frame was that many places early. They take times
+ * one frame apart before the first timed one (the decoder's untimed frames are placed by
+ * count after a seek to the first, vt_vid_frame_pos), and are kept. Matroska's seek goes
+ * to its first cue, the first timed keyframe: a seek to them reopens the file
+ * (vt_vid_seek_ts). */
+static void untimed_lead(vt_video *v, uint8_t *fl, int64_t n, int64_t dur) {
+    if ((fl[0] & (PK_UNTIMED | PK_KEY)) != (PK_UNTIMED | PK_KEY))
+        return;
+    int64_t end = 0, lead = 0, tmin = INT64_MAX, tmax = INT64_MIN, ntimed = 0;
+    while (end < n && (fl[end] & (PK_UNTIMED | PK_KEY)) != PK_KEY)
+        lead += (fl[end++] & PK_UNTIMED) != 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!(fl[i] & PK_UNTIMED)) {
+            tmin = VT_MIN(tmin, v->pts[i]);
+            tmax = VT_MAX(tmax, v->pts[i]);
+            ntimed++;
+        }
+    if (end == n || dur <= 0)
+        dur = ntimed > 1 ? (tmax - tmin) / (ntimed - 1) : 0;
+    if (end == n || dur <= 0)
+        return;
+    for (int64_t i = 0, j = 0; i < end; i++)
+        if (fl[i] & PK_UNTIMED) {
+            v->pts[i] = tmin - (lead - j++) * dur;
+            fl[i] &= (uint8_t)~PK_UNTIMED;
+        }
+    v->start_ts = VT_MIN(v->start_ts, tmin - lead * dur);
+    v->lead_untimed = 1;
+}
+
 /* One pts per frame by demuxing, no decoding. */
 static int build_index(vt_video *v, char *err, size_t errlen) {
     int64_t cap = 256, n = 0, nk = 0, nuntimed = 0;
@@ -127,7 +162,7 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
             nuntimed += untimed;
             if (dt != AV_NOPTS_VALUE && dt < v->start_ts)
                 v->start_ts = dt;
-            if (ts < v->start_ts)
+            if (!untimed && ts < v->start_ts) /* a count is no time */
                 v->start_ts = ts;
             if (n == cap) {
                 cap *= 2;
@@ -163,7 +198,9 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
      * the index, as the ffmpeg command's numbering leaves it out. */
     if (nuntimed == n) {
         v->no_ts = 1;
+        v->start_ts = 0; /* the count's start */
     } else if (nuntimed > 0) {
+        untimed_lead(v, fl, n, last_dur);
         int64_t m = 0;
         for (int64_t i = 0; i < n; i++)
             if (!(fl[i] & PK_UNTIMED)) {
@@ -467,6 +504,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         v->start_ts = kn.start_ts;
         v->no_ts = kn.no_ts;
         v->ts_shift = kn.ts_shift;
+        v->lead_untimed = kn.lead_untimed;
         v->intra_only = kn.intra_only;
         in->nframes = kn.info.nframes;
         in->duration = kn.info.duration;
@@ -569,6 +607,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         const hdr_stream *h = v->sidx < HDR_STREAMS ? &hdr[v->sidx] : NULL;
         vt_vid_known k = {.info = *in, .pts = v->pts, .kf = v->kf, .nkf = v->nkf,
                           .start_ts = v->start_ts, .ts_shift = v->ts_shift,
+                          .lead_untimed = v->lead_untimed,
                           .no_ts = v->no_ts,
                           .intra_only = v->intra_only, .first = first_known,
                           .first_pos = v->last_pos,

@@ -21,8 +21,12 @@ int vt_vid_seek_ts(vt_video *v, int64_t ts, char *err, size_t errlen) {
     if (v->hw.on)
         vt_vid_hw_thread(); /* the flush below reaches NVDEC */
     v->stats.seeks++;
-    int ret = av_seek_frame(v->fmt, v->sidx, ts, AVSEEK_FLAG_BACKWARD);
-    if (ret < 0 && ts <= v->start_ts)
+    /* An untimed first GOP is reached only by reading from the top (video_open.c
+     * untimed_lead): the demuxer's seek lands on its first timed keyframe. */
+    int ret = v->lead_untimed && ts <= v->start_ts
+                  ? -1
+                  : av_seek_frame(v->fmt, v->sidx, ts, AVSEEK_FLAG_BACKWARD);
+    if (ret < 0 && ts <= v->start_ts && !v->lead_untimed)
         ret = avformat_seek_file(v->fmt, v->sidx, INT64_MIN, ts, ts, 0);
     if (ret < 0) {
         /* Cannot seek: start again from the top; frames before ts are skipped by pts. */
@@ -195,6 +199,11 @@ int vt_vid_next_frame(vt_video *v, char *err, size_t errlen) {
 int64_t vt_vid_frame_time(const vt_video *v, const AVFrame *f) {
     if (f->pts != AV_NOPTS_VALUE)
         return f->pts;
+    /* An untimed lead's frames are counted: their best-effort time is the dts of whichever
+     * packet pushed them out, which depends on the packets skipped before (the last of
+     * them took the first timed frame's place when a B-frame before it was skipped). */
+    if (v->lead_untimed)
+        return AV_NOPTS_VALUE;
     int64_t ts = f->best_effort_timestamp;
     return ts == AV_NOPTS_VALUE ? ts : ts - v->ts_shift;
 }

@@ -14,7 +14,8 @@
 #   DIR/negts.mkv     a stream copy cut with -ss into Matroska, -avoid_negative_ts disabled:
 #                     its first GOP (the lead-in before the cut point) has no timestamps
 #   DIR/opengop.mp4   x264 --open-gop, 30 frames: after a seek to keyframe 24 the decoder
-#                     drops frames 28 and 29 (they also refer to the GOP before)
+#                     drops frames 28 and 29 (they also refer to the GOP before); opengop.ts
+#                     the same in MPEG-TS (whose seek lands a keyframe late)
 #   DIR/midgop.ts, DIR/midgop_m2.ts: H.264 and MPEG-2 transport streams cut mid-GOP (a
 #                     capture begun mid-broadcast), 63 frames
 #   DIR/mjpeg.mkv     MJPEG (full-range yuvj420p) in Matroska
@@ -117,6 +118,7 @@ if have_enc libx264; then
     mk "$dir/opengop.mp4" -f lavfi -i "testsrc2=size=160x120:rate=25:duration=1.2" \
         -c:v libx264 -pix_fmt yuv420p -threads 1 \
         -x264-params open-gop=1:keyint=24:min-keyint=24:bframes=3:scenecut=0
+    mk "$dir/opengop.ts" -i "$dir/opengop.mp4" -c copy
 fi
 # HEVC in MPEG-TS (x265's open GOPs): the demuxer seeks by dts, landing mid-GOP.
 if have_enc libx265; then

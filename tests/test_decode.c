@@ -373,23 +373,23 @@ static void test_ts_seek(const char *name) {
     refs_clear();
 }
 
-/* An x264 open GOP (opengop.mp4, keyframes 0 and 24): frames 28 and 29 also refer to
+/* An x264 open GOP (opengop.mp4 and .ts, keyframes 0 and 24): frames 28 and 29 also refer to
  * pictures before keyframe 24, so a decoder started there drops them. A clip of them right
  * after the open (a seek) must still hold them, as the ffmpeg command's read from the
  * start does, not copies of frame 27 (video_read.c: one keyframe further back). */
-static void test_open_gop(void) {
+static void test_open_gop(const char *name) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/opengop.mp4", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
     if (!file_exists(path)) {
-        printf("  opengop.mp4: not made (encoder missing), skipped\n");
+        printf("  %s: not made (encoder missing), skipped\n", name);
         return;
     }
     vt_video *v = NULL;
-    TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0, "opengop.mp4 open: %s", err);
+    TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0, "%s open: %s", name, err);
     if (!v)
         return;
-    check_clip(v, path, 28, 2, 1, 64, VT_PAD_LOOP, "opengop.mp4 after a seek to 24");
-    TCHECK(vt_video_get_stats(v)->missing_frames == 0, "opengop.mp4: %lld frames missing",
+    check_clip(v, path, 28, 2, 1, 64, VT_PAD_LOOP, name);
+    TCHECK(vt_video_get_stats(v)->missing_frames == 0, "%s: %lld frames missing", name,
            (long long)vt_video_get_stats(v)->missing_frames);
     vt_video_close(&v);
     refs_clear();
@@ -611,7 +611,8 @@ int main(void) {
     test_continue("mpeg4.avi", 0);
     test_continue("mjpeg.mkv", 1);
     test_ts_seek("h264.m2ts");
-    test_open_gop();
+    test_open_gop("opengop.mp4");
+    test_open_gop("opengop.ts");
     test_sequential();
     test_rotation("rot90.mp4", 90);
     test_rotation("rot270.mp4", 270);

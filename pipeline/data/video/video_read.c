@@ -98,7 +98,7 @@ int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stri
                 got_q = 1;
         if (got_q)
             continue;
-        int back = 0, fresh = 0, sought = 0;
+        int back = 0, fresh = 0, sought = 0, passed = 0;
         if (!vt_vid_can_continue(v, q)) {
             ret = vt_vid_seek_for(v, q, back, err, errlen);
             if (ret < 0)
@@ -119,8 +119,10 @@ int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stri
                         goto done;
                     continue;
                 }
-                if (sought && !fresh && v->last_pos < q && back == 0) {
-                    back++; /* q never came: see "Passed q" below */
+                if (sought && !fresh && v->last_pos < q && !passed &&
+                    back < VT_MAX_SEEK_RETRY) {
+                    passed = 1; /* q never came: see "Passed q" below */
+                    back++;
                     ret = vt_vid_seek_for(v, q, back, err, errlen);
                     if (ret < 0)
                         goto done;
@@ -144,14 +146,18 @@ int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stri
                     goto done;
                 continue;
             }
-            if (sought && !fresh && m > q && v->last_pos < q && back == 0) {
+            if (sought && !fresh && m > q && v->last_pos < q && !passed &&
+                back < VT_MAX_SEEK_RETRY) {
                 /* Passed q without it, decoding from the keyframe sought for it: an open
                  * GOP's keyframe whose later pictures also refer to pictures before it
                  * (x264 --open-gop with several references: the decoder drops them after
                  * a seek, and hands them out when it comes from further back, as the
-                 * ffmpeg command's read from the start does). One keyframe further back,
-                 * once: a frame that never decodes (a damaged stream) costs one GOP more. */
+                 * ffmpeg command's read from the start does). One keyframe further back
+                 * than the seek that got here (MPEG-TS's had landed a keyframe late
+                 * already), once: a frame that never decodes (a damaged stream) costs one
+                 * GOP more. */
                 av_frame_unref(v->frame);
+                passed = 1;
                 back++;
                 ret = vt_vid_seek_for(v, q, back, err, errlen);
                 if (ret < 0)

@@ -6,6 +6,7 @@
 #   DIR/h264.mp4      H.264 (libx264, -g 12 with B-frames: clips start mid-GOP)
 #   DIR/mpeg4.avi     MPEG-4 part 2 in AVI
 #   DIR/mpeg2.mpg     MPEG-2 with B-frames in MPEG-PS (anchors without a pts)
+#   DIR/h264.mpg      H.264 in MPEG-PS: two packets in three have no timestamp at all
 #   DIR/mpeg4bf.avi   MPEG-4 part 2 with B-frames in AVI; DIR/h264.avi H.264 with B-frames in AVI
 #   DIR/hevc.ts       HEVC (libx265, open GOPs) in MPEG-TS, only when that encoder exists
 #   DIR/h264.m2ts, DIR/wmv2.wmv, DIR/raw.h264: AVCHD, Windows Media, a raw camera stream
@@ -64,6 +65,11 @@ mk "$dir/mpeg4.avi" "${src[@]}" -c:v mpeg4 -q:v 4 -g 12
 # MPEG-2 in MPEG-PS with B-frames: the muxer leaves some I/P packets without a pts (only a
 # dts, which is not their presentation time), as DVD and broadcast rips have.
 mk "$dir/mpeg2.mpg" "${src[@]}" -c:v mpeg2video -q:v 4 -g 12 -bf 2
+# H.264 in MPEG-PS (some DVRs and camcorders): the muxer times only some PES packets, and
+# the frames of the others have neither pts nor dts.
+if have_enc libx264; then
+    mk "$dir/h264.mpg" "${src[@]}" "${h264[@]}" -f mpeg
+fi
 # AVI with B-frames (DivX/XviD-era datasets): AVI has no pts; libavformat times the
 # B-frames and leaves the reference frames untimed (MPEG-4), or times nothing (H.264).
 mk "$dir/mpeg4bf.avi" "${src[@]}" -c:v mpeg4 -q:v 4 -g 12 -bf 2

@@ -591,6 +591,7 @@ int main(void) {
     test_file("h264.mp4", 0);
     test_file("mpeg4.avi", 0);
     test_file("mpeg2.mpg", 0);
+    test_file("h264.mpg", 0);
     test_file("mpeg4bf.avi", 0);
     test_file("h264.avi", 0);
     test_file("hevc.ts", 0);

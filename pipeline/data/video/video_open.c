@@ -141,6 +141,23 @@ static void untimed_lead(vt_video *v, uint8_t *fl, int64_t n, int64_t dur) {
     v->lead_untimed = 1;
 }
 
+/* Are the untimed packets left (fl, n) all a cut's leading pictures (build_index): after
+ * the first keyframe, which is timed, before the next, and within the 16 packets after it
+ * (a leading picture decodes right after its keyframe, within the reorder depth, which
+ * H.264 and HEVC bound by 16)? A stream that leaves packets untimed throughout (MPEG-PS)
+ * has some further on, also in a single-GOP file. */
+static int untimed_leading_only(const uint8_t *fl, int64_t n) {
+    int64_t k1 = 0;
+    while (k1 < n && !(fl[k1] & PK_KEY))
+        k1++;
+    if (k1 >= n || (fl[k1] & PK_UNTIMED))
+        return 0;
+    for (int64_t i = 0; i < n; i++)
+        if ((fl[i] & PK_UNTIMED) && (i <= k1 || i > k1 + 16 || (fl[i] & PK_KEY)))
+            return 0;
+    return 1;
+}
+
 /* One pts per frame by demuxing, no decoding. */
 static int build_index(vt_video *v, char *err, size_t errlen) {
     int64_t cap = 256, n = 0, nk = 0, nuntimed = 0;
@@ -193,14 +210,24 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
         return AVERROR_INVALIDDATA;
     }
     /* Packets with neither pts nor dts: in a stream of them (raw H.264) frames are counted
-     * (no_ts). Among timed packets (a stream copy cut mid-GOP into Matroska: the leading
-     * picture the cut left, which the decoder drops) one has no place: it is left out of
-     * the index, as the ffmpeg command's numbering leaves it out. */
+     * (no_ts). Among timed packets, untimed ones in the first GOP only, after its timed
+     * keyframe (a stream copy cut mid-GOP into Matroska: the leading pictures the cut left,
+     * which the decoder drops) have no place: they are left out of the index, as the
+     * ffmpeg command's numbering leaves them out. Untimed packets further on are frames
+     * (H.264 in MPEG-PS times only the PES packets that start a frame, and leaves two in
+     * three without: dropped, a 100-frame file was read as 35): the file is counted, as a
+     * stream without timestamps is. */
+    if (nuntimed > 0 && nuntimed < n) {
+        untimed_lead(v, fl, n, last_dur);
+        if (!untimed_leading_only(fl, n))
+            nuntimed = n;
+    }
     if (nuntimed == n) {
         v->no_ts = 1;
         v->start_ts = 0; /* the count's start */
+        for (int64_t i = 0; i < n; i++)
+            v->pts[i] = i;
     } else if (nuntimed > 0) {
-        untimed_lead(v, fl, n, last_dur);
         int64_t m = 0;
         for (int64_t i = 0; i < n; i++)
             if (!(fl[i] & PK_UNTIMED)) {

@@ -224,7 +224,8 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
     }
     if (nuntimed == n) {
         v->no_ts = 1;
-        v->start_ts = 0; /* the count's start */
+        v->lead_untimed = 0; /* counted from the top, which the demuxer's seek reaches */
+        v->start_ts = 0;     /* the count's start */
         for (int64_t i = 0; i < n; i++)
             v->pts[i] = i;
     } else if (nuntimed > 0) {

@@ -283,31 +283,73 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
 }
 
 /* A stream cut anywhere (a transport stream captured mid-broadcast) starts with packets of
- * a GOP whose keyframe, and often whose parameter sets, lie before the cut: the decoder
- * cannot make them and hands out nothing before the first keyframe, nor the leading pictures
- * that keyframe's open GOP draws on the lost one for (MPEG-2's B-pictures), and the
- * ffmpeg command's numbering starts at the first frame it gets. Left in the index they put
- * every frame of the file that many places late (a clip read other frames than asked,
- * and its first positions were filled with copies of a later frame). At open, a decoder
- * that first handed out the earliest keyframe, at index position p:
- * positions before p are dropped, where the stream's first packet is no keyframe (the
- * decoder need not say it rejected anything: H.264 drops a slice without its PPS in
- * silence). A damaged keyframe further on is not this (the first frame is then another
- * keyframe's): a lost frame keeps its place (docs/decode.md). */
-static void drop_uncut_lead(vt_video *v) {
+ * a GOP whose keyframe, and often whose parameter sets, lie before the cut, and the first
+ * keyframe's leading pictures lean on that lost GOP. What the decoder makes of them
+ * differs by codec and by what it saw before: H.264 hands out nothing before the keyframe,
+ * MPEG-2 also drops the leading B-pictures after it, HEVC drops the keyframe's RASL
+ * pictures and, fresh, hands out pictures built on nothing for the packets before it
+ * (which a decoder that has the parameter sets makes differently). Such a stream is
+ * decoded from its first keyframe (vt_vid_seek_ts, cut_start), and its frames are the
+ * ones that come out from there: the open decodes to 16 frames past the first keyframe
+ * (the reorder depth H.264 and HEVC bound by 16: every leading picture is out by then)
+ * and drops the index positions up to there that no frame came out at, then decodes the
+ * first frame again, as an open does. Left in the index they put every later frame that
+ * many places late (a clip read other frames than asked; a clip at the start failed). The
+ * ffmpeg command numbers HEVC's made-up pictures too: there the frames are its, that many
+ * places on (docs/decode.md). A damaged keyframe further on is not this: a lost frame
+ * keeps its place. 0, or < 0 when the decoder failed (err set). */
+static int drop_unmade_lead(vt_video *v, char *err, size_t errlen) {
     vt_video_info *in = &v->info;
-    int64_t t0 = vt_vid_frame_time(v, v->frame);
-    if (v->no_ts || !v->cut_start || v->nkf == 0 || t0 != v->kf[0])
-        return;
-    int64_t p = vt_vid_lower_bound(v->pts, in->nframes, t0);
-    if (p <= 0 || p >= in->nframes || v->pts[p] != t0)
-        return;
-    double tb = av_q2d(v->fmt->streams[v->sidx]->time_base);
-    if (tb > 0 && in->duration > (double)(v->pts[p] - v->pts[0]) * tb)
-        in->duration -= (double)(v->pts[p] - v->pts[0]) * tb;
-    memmove(v->pts, v->pts + p, (size_t)(in->nframes - p) * sizeof *v->pts);
-    in->nframes -= p;
-    in->vfr = index_vfr(v->pts, in->nframes); /* the gap the cut left is gone */
+    if (v->no_ts || !v->cut_start || v->nkf == 0)
+        return 0;
+    int64_t n = in->nframes, pk = vt_vid_lower_bound(v->pts, n, v->kf[0]);
+    int64_t hz = VT_MIN(n - 1, pk + 16); /* positions 0..hz are looked at */
+    vt_video_stats keep = v->stats;
+    char *seen = vt_calloc((size_t)hz + 1, 1);
+    int ret = 1;
+    for (; ret > 0; ret = vt_vid_next_frame(v, err, errlen)) {
+        int64_t t = vt_vid_frame_time(v, v->frame);
+        av_frame_unref(v->frame);
+        if (t == AV_NOPTS_VALUE)
+            continue;
+        int64_t i = vt_vid_lower_bound(v->pts, n, t);
+        if (i <= hz && i < n && v->pts[i] == t)
+            seen[i] = 1;
+        if (t >= v->pts[hz])
+            break;
+    }
+    int64_t m = 0;
+    for (int64_t i = 0; ret >= 0 && i < n; i++)
+        if (i > hz || seen[i])
+            v->pts[m++] = v->pts[i];
+    free(seen);
+    if (ret >= 0 && m < n && m > 0) {
+        int64_t k = 0;
+        for (int64_t j = 0; j < v->nkf; j++) { /* keyframes whose frame never came out go */
+            int64_t i = vt_vid_lower_bound(v->pts, m, v->kf[j]);
+            if (i < m && v->pts[i] == v->kf[j])
+                v->kf[k++] = v->kf[j];
+        }
+        v->nkf = k;
+        double tb = av_q2d(v->fmt->streams[v->sidx]->time_base);
+        if (tb > 0 && in->duration > 0)
+            in->duration = VT_MAX(in->duration - (double)(n - m) * (in->duration / (double)n),
+                                  in->duration / (double)n);
+        in->nframes = m;
+        in->vfr = index_vfr(v->pts, m); /* the gaps the cut left are gone */
+    }
+    if (ret < 0)
+        return ret;
+    /* Back to the first frame, as the open left it. */
+    if ((ret = vt_vid_seek_ts(v, v->start_ts, err, errlen)) < 0 ||
+        (ret = vt_vid_next_frame(v, err, errlen)) < 0)
+        return ret;
+    v->stats = keep;
+    if (ret == 0) {
+        vt_set_err(err, errlen, "0 decodable frames of %lld indexed", (long long)in->nframes);
+        return AVERROR_INVALIDDATA;
+    }
+    return 0;
 }
 
 /* Is the frame in v->frame, at v->last_pos, the only one with its timestamp? Then a read
@@ -533,6 +575,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         v->no_ts = kn.no_ts;
         v->ts_shift = kn.ts_shift;
         v->lead_untimed = kn.lead_untimed;
+        v->cut_start = kn.cut_start;
         v->intra_only = kn.intra_only;
         in->nframes = kn.info.nframes;
         in->duration = kn.info.duration;
@@ -621,8 +664,8 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         if (d > 0 && step > 0 && d <= 16 * step)
             v->ts_shift = d;
     }
-    if (!have)
-        drop_uncut_lead(v);
+    if (!have && (ret = drop_unmade_lead(v, err, errlen)) < 0)
+        goto fail;
     v->last_pos = vt_vid_frame_pos(v);
     v->streaming = 1;
     int first_known = !v->dec->hw_device_ctx && !v->no_ts && v->stats.decode_errors == 0 &&
@@ -635,7 +678,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         const hdr_stream *h = v->sidx < HDR_STREAMS ? &hdr[v->sidx] : NULL;
         vt_vid_known k = {.info = *in, .pts = v->pts, .kf = v->kf, .nkf = v->nkf,
                           .start_ts = v->start_ts, .ts_shift = v->ts_shift,
-                          .lead_untimed = v->lead_untimed,
+                          .lead_untimed = v->lead_untimed, .cut_start = v->cut_start,
                           .no_ts = v->no_ts,
                           .intra_only = v->intra_only, .first = first_known,
                           .first_pos = v->last_pos,

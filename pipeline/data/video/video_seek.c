@@ -50,8 +50,11 @@ int vt_vid_seek_ts(vt_video *v, int64_t ts, char *err, size_t errlen) {
      * later check can tell). Packets before the first keyframe are passed over; landing
      * after the wanted frame is then seen (m > q) and the seek goes a keyframe further
      * back. Only where the index saw keyframes (a stream that marks none would lose
-     * every frame). */
-    v->await_key = ts > v->start_ts && v->nkf > 0;
+     * every frame). From the start too where the stream begins mid-GOP (cut_start): a
+     * decoder that kept the parameter sets of an earlier pass would make pictures of the
+     * packets before the first keyframe on missing references, which a fresh one makes
+     * differently or not at all (video_open.c drop_unmade_lead). */
+    v->await_key = (ts > v->start_ts || v->cut_start) && v->nkf > 0;
     v->land_check = 1;
     v->land_bad = 0;
     return 0;

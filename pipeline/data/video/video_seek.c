@@ -276,12 +276,17 @@ int vt_vid_seek_for(vt_video *v, int64_t q, int back, char *err, size_t errlen) 
  * pipeline). In an intra-only stream passing a frame costs one packet read (it is never
  * sent), so up to VT_CONTINUE_INTRA frames are passed rather than seeking per frame.
  * Pixels are the same either way: a keyframe decodes the same whether it was reached by
- * seeking or by decoding on (decoding on is what the ffmpeg command does). */
+ * seeking or by decoding on (decoding on is what the ffmpeg command does). A decoder that
+ * was sent the end of the stream and still holds frames hands them out in order, so it
+ * goes on too (it took a seek and a GOP's decoding for each of a clip's last frames, up
+ * to 12 seeks for a clip of the last 10 frames of an MPEG-TS). */
 #define VT_CONTINUE_REFS 4
 #define VT_CONTINUE_INTRA 32
 int vt_vid_can_continue(const vt_video *v, int64_t q) {
-    if (!v->streaming || v->eof_sent || v->last_pos < 0 || q <= v->last_pos)
+    if (!v->streaming || v->last_pos < 0 || q <= v->last_pos)
         return 0;
+    if (v->eof_sent)
+        return 1;
     if (v->no_ts)
         return 1;
     if (v->intra_only)

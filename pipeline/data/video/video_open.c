@@ -214,9 +214,8 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
      * keyframe (a stream copy cut mid-GOP into Matroska: the leading pictures the cut left,
      * which the decoder drops) have no place: they are left out of the index, as the
      * ffmpeg command's numbering leaves them out. Untimed packets further on are frames
-     * (H.264 in MPEG-PS times only the PES packets that start a frame, and leaves two in
-     * three without: dropped, a 100-frame file was read as 35): the file is counted, as a
-     * stream without timestamps is. */
+     * (H.264 in MPEG-PS times only some of its PES packets, and the frames of the others
+     * have no time at all): the file is counted, as a stream without timestamps is. */
     if (nuntimed > 0 && nuntimed < n) {
         untimed_lead(v, fl, n, last_dur);
         if (!untimed_leading_only(fl, n))

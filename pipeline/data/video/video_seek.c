@@ -79,8 +79,8 @@ static void check_landing(vt_video *v, const AVPacket *pkt) {
      * than it needs, and lands on the one it needed): only a keyframe whose time another
      * frame shares cannot say where it is (vt_vid_frame_pos takes the first shared
      * position, which may be at or before q though the frame is later). Flagging every
-     * later landing sent each retry of a dts-seeking file to the next keyframe again and,
-     * after VT_MAX_SEEK_RETRY, to the start of the file for every clip. */
+     * later landing would send each retry of a dts-seeking file to the next keyframe
+     * again, and every clip to the start of the file. */
     if (v->seek_pos >= 0 && pkt->pts > v->pts[v->seek_pos]) {
         int64_t i = vt_vid_lower_bound(v->pts, v->info.nframes, pkt->pts);
         if (i + 1 < v->info.nframes && v->pts[i + 1] == pkt->pts)
@@ -278,8 +278,8 @@ int vt_vid_seek_for(vt_video *v, int64_t q, int back, char *err, size_t errlen) 
  * Pixels are the same either way: a keyframe decodes the same whether it was reached by
  * seeking or by decoding on (decoding on is what the ffmpeg command does). A decoder that
  * was sent the end of the stream and still holds frames hands them out in order, so it
- * goes on too (it took a seek and a GOP's decoding for each of a clip's last frames, up
- * to 12 seeks for a clip of the last 10 frames of an MPEG-TS). */
+ * goes on too, rather than a seek and a GOP's decoding for each of a clip's last frames
+ * (docs/decode.md). */
 #define VT_CONTINUE_REFS 4
 #define VT_CONTINUE_INTRA 32
 int vt_vid_can_continue(const vt_video *v, int64_t q) {

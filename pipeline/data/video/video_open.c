@@ -312,6 +312,8 @@ static int drop_unmade_lead(vt_video *v, char *err, size_t errlen) {
         if (t == AV_NOPTS_VALUE)
             continue;
         int64_t i = vt_vid_lower_bound(v->pts, n, t);
+        while (i < hz && seen[i] && v->pts[i + 1] == t) /* a time two frames share */
+            i++;
         if (i <= hz && i < n && v->pts[i] == t)
             seen[i] = 1;
         if (t >= v->pts[hz])
@@ -330,8 +332,7 @@ static int drop_unmade_lead(vt_video *v, char *err, size_t errlen) {
                 v->kf[k++] = v->kf[j];
         }
         v->nkf = k;
-        double tb = av_q2d(v->fmt->streams[v->sidx]->time_base);
-        if (tb > 0 && in->duration > 0)
+        if (in->duration > 0) /* less the frames dropped, at the mean frame duration */
             in->duration = VT_MAX(in->duration - (double)(n - m) * (in->duration / (double)n),
                                   in->duration / (double)n);
         in->nframes = m;

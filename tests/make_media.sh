@@ -6,11 +6,19 @@
 #   DIR/h264.mp4      H.264 (libx264, -g 12 with B-frames: clips start mid-GOP)
 #   DIR/mpeg4.avi     MPEG-4 part 2 in AVI
 #   DIR/mpeg2.mpg     MPEG-2 with B-frames in MPEG-PS (anchors without a pts)
+#   DIR/h264.mpg      H.264 in MPEG-PS: two packets in three have no timestamp at all
 #   DIR/mpeg4bf.avi   MPEG-4 part 2 with B-frames in AVI; DIR/h264.avi H.264 with B-frames in AVI
 #   DIR/hevc.ts       HEVC (libx265, open GOPs) in MPEG-TS, only when that encoder exists
 #   DIR/h264.m2ts, DIR/wmv2.wmv, DIR/raw.h264: AVCHD, Windows Media, a raw camera stream
 #   DIR/cut.mkv       a stream copy cut mid-GOP: one packet without any timestamp
 #   DIR/dups.ts       B-frames in MPEG-TS with pairs of frames sharing a timestamp
+#   DIR/negts.mkv     a stream copy cut with -ss into Matroska, -avoid_negative_ts disabled:
+#                     its first GOP (the lead-in before the cut point) has no timestamps
+#   DIR/opengop.mp4   x264 --open-gop, 30 frames: after a seek to keyframe 24 the decoder
+#                     drops frames 28 and 29 (they also refer to the GOP before); opengop.ts
+#                     the same in MPEG-TS (whose seek lands a keyframe late)
+#   DIR/midgop.ts, DIR/midgop_m2.ts: H.264 and MPEG-2 transport streams cut mid-GOP (a
+#                     capture begun mid-broadcast), 63 frames
 #   DIR/mjpeg.mkv     MJPEG (full-range yuvj420p) in Matroska
 #   DIR/vp9.webm      VP9 (libvpx-vp9), only when that encoder exists
 #   DIR/ffv1.mkv      FFV1 (lossless) in Matroska
@@ -57,6 +65,11 @@ mk "$dir/mpeg4.avi" "${src[@]}" -c:v mpeg4 -q:v 4 -g 12
 # MPEG-2 in MPEG-PS with B-frames: the muxer leaves some I/P packets without a pts (only a
 # dts, which is not their presentation time), as DVD and broadcast rips have.
 mk "$dir/mpeg2.mpg" "${src[@]}" -c:v mpeg2video -q:v 4 -g 12 -bf 2
+# H.264 in MPEG-PS (some DVRs and camcorders): the muxer times only some PES packets, and
+# the frames of the others have neither pts nor dts.
+if have_enc libx264; then
+    mk "$dir/h264.mpg" "${src[@]}" "${h264[@]}" -f mpeg
+fi
 # AVI with B-frames (DivX/XviD-era datasets): AVI has no pts; libavformat times the
 # B-frames and leaves the reference frames untimed (MPEG-4), or times nothing (H.264).
 mk "$dir/mpeg4bf.avi" "${src[@]}" -c:v mpeg4 -q:v 4 -g 12 -bf 2
@@ -76,11 +89,43 @@ if have_enc libx264 && [ ! -s "$dir/cut.mkv" ]; then
     mk "$dir/cut.mkv" -ss 2.3 -i "$dir/cut.$$.src.mkv" -c copy
     rm -f "$dir/cut.$$.src.mkv"
 fi
+# The same cut, -avoid_negative_ts disabled: Matroska holds no time below 0, so the lead-in
+# from the keyframe before the cut point (frames the decoder hands out, and the ffmpeg
+# command numbers first) has no timestamps at all, and the demuxer's seek cannot reach it.
+if have_enc libx264 && [ ! -s "$dir/negts.mkv" ]; then
+    ff -f lavfi -i "testsrc2=size=160x120:rate=25:duration=3" "${h264[@]}" "$dir/negts.$$.src.mp4"
+    mk "$dir/negts.mkv" -ss 1.1 -i "$dir/negts.$$.src.mp4" -c copy -avoid_negative_ts disabled
+    rm -f "$dir/negts.$$.src.mp4"
+fi
 # Shared timestamps with B-frames in MPEG-TS: VFR times (40 ms steps + 0/15/30 ms) rounded by
 # the encoder's 1/25 time base, so pairs of frames share a pts (a reference frame and the
 # keyframe after it among them), and the demuxer seeks by dts.
 mk "$dir/dups.ts" "${src[@]}" -vf "settb=1/1000,setpts=(N*40+15*mod(N\,3))/(1000*TB)" \
     -fps_mode passthrough "${h264[@]}"
+# A transport stream captured mid-broadcast: cut 40 TS packets in, its first video packets
+# belong to a GOP whose keyframe and parameter sets lie before the cut, and the decoder hands
+# out nothing before the next keyframe (nor, in MPEG-2, the B-pictures that lean on the
+# lost GOP). 3 s, so that 63 frames are left.
+cut_ts() {
+    local out=$1; shift
+    [ -s "$out" ] && return 0
+    ff -f lavfi -i "testsrc2=size=160x120:rate=25:duration=3" "$@" -f mpegts "$out.$$.src.ts"
+    dd if="$out.$$.src.ts" of="$out.$$.tmp.ts" bs=188 skip=40 2>/dev/null
+    rm -f "$out.$$.src.ts"
+    mv -f "$out.$$.tmp.ts" "$out"
+}
+if have_enc libx264; then
+    cut_ts "$dir/midgop.ts" "${h264[@]}"
+fi
+cut_ts "$dir/midgop_m2.ts" -c:v mpeg2video -q:v 4 -g 12 -bf 2
+# x264's open GOPs with several references: the pictures after the last keyframe also refer
+# to pictures before it, which a decoder started there lacks (it drops frames 28 and 29).
+if have_enc libx264; then
+    mk "$dir/opengop.mp4" -f lavfi -i "testsrc2=size=160x120:rate=25:duration=1.2" \
+        -c:v libx264 -pix_fmt yuv420p -threads 1 \
+        -x264-params open-gop=1:keyint=24:min-keyint=24:bframes=3:scenecut=0
+    mk "$dir/opengop.ts" -i "$dir/opengop.mp4" -c copy
+fi
 # HEVC in MPEG-TS (x265's open GOPs): the demuxer seeks by dts, landing mid-GOP.
 if have_enc libx265; then
     mk "$dir/hevc.ts" "${src[@]}" -c:v libx265 -g 12 -bf 2 -pix_fmt yuv420p -x265-params log-level=error

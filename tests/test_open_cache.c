@@ -308,6 +308,8 @@ int main(void) {
     check_file("h264.mp4");
     check_file("mpeg4.avi");
     check_file("mjpeg.mkv");
+    check_file("negts.mkv"); /* an untimed first GOP: its made-up times and seeks kept */
+    check_file("midgop.ts"); /* cut mid-GOP: decoded from its first keyframe, kept */
     check_file("vfr.mp4");
     check_file("rot90.mp4");
     check_file("hostile/corrupt_mid.mp4");

@@ -87,6 +87,11 @@ struct vt_video {
     int64_t start_ts;       /* smallest dts/pts seen: a seek here is a seek to the start */
     int no_ts;              /* packets without timestamps: frames are counted, not looked up */
     int dts_only;           /* every packet had a dts and no pts (AVI): the index holds dts */
+    int lead_untimed;       /* the first GOP is untimed, its times made up (video_open.c
+                             * untimed_lead): a demuxer's seek cannot reach it */
+    int cut_start;          /* the first packet (decode order) is no keyframe: a stream cut
+                             * mid-GOP, decoded from its first keyframe (video_open.c
+                             * drop_unmade_lead) */
     int64_t ts_shift;       /* a frame without a pts is at best_effort - ts_shift in the index
                              * (vt_vid_frame_time) */
     int await_key;          /* after a seek into the file: packets until a keyframe are
@@ -167,7 +172,7 @@ typedef struct vt_vid_known {
     vt_video_info info;     /* as the open left it */
     int64_t *pts, *kf;      /* (info.nframes), (nkf) */
     int64_t nkf, start_ts, ts_shift;
-    int no_ts, intra_only;
+    int no_ts, intra_only, lead_untimed, cut_start;
     int first;              /* 1: info's first-frame facts (size, format, range) came from a
                              * CPU decoder without an error, at first_pos, whose timestamp
                              * no other frame has: an open may take them instead */

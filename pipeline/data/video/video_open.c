@@ -95,6 +95,69 @@ static void anchors_to_pts(vt_video *v, const int64_t *dts, const uint8_t *fl, i
         v->pts[pending] = last + last_dur;
 }
 
+/* VFR: in the sorted index (n), frame durations differ by more than 1% and by more than
+ * one tick (a 1 ms timebase rounds 29.97 fps into 33/34 ms steps, which is not VFR). */
+static int index_vfr(const int64_t *pts, int64_t n) {
+    int64_t dmin = INT64_MAX, dmax = 0;
+    for (int64_t i = 1; i < n; i++) {
+        dmin = VT_MIN(dmin, pts[i] - pts[i - 1]);
+        dmax = VT_MAX(dmax, pts[i] - pts[i - 1]);
+    }
+    return n > 2 && dmax > 0 && (dmax - dmin) > 1 && (double)(dmax - dmin) > 0.01 * (double)dmax;
+}
+
+/* A stream that opens with an untimed keyframe, its GOP untimed up to the first timed
+ * keyframe (a stream copy cut with -ss into Matroska with -avoid_negative_ts disabled: the
+ * container holds no time before 0, and the cut's lead-in from the keyframe before the cut
+ * point lost its times): these are whole pictures, which the decoder hands out first,
+ * untimed, and the ffmpeg command numbers 0, 1, ... Left out as a dropped leading picture
+ * (below), the file lost them and every frame was that many places early. They take times
+ * one frame apart before the first timed one (the decoder's untimed frames are placed by
+ * count after a seek to the first, vt_vid_frame_pos), and are kept. Matroska's seek goes
+ * to its first cue, the first timed keyframe: a seek to them reopens the file
+ * (vt_vid_seek_ts). */
+static void untimed_lead(vt_video *v, uint8_t *fl, int64_t n, int64_t dur) {
+    if ((fl[0] & (PK_UNTIMED | PK_KEY)) != (PK_UNTIMED | PK_KEY))
+        return;
+    int64_t end = 0, lead = 0, tmin = INT64_MAX, tmax = INT64_MIN, ntimed = 0;
+    while (end < n && (fl[end] & (PK_UNTIMED | PK_KEY)) != PK_KEY)
+        lead += (fl[end++] & PK_UNTIMED) != 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!(fl[i] & PK_UNTIMED)) {
+            tmin = VT_MIN(tmin, v->pts[i]);
+            tmax = VT_MAX(tmax, v->pts[i]);
+            ntimed++;
+        }
+    if (end == n || dur <= 0)
+        dur = ntimed > 1 ? (tmax - tmin) / (ntimed - 1) : 0;
+    if (end == n || dur <= 0)
+        return;
+    for (int64_t i = 0, j = 0; i < end; i++)
+        if (fl[i] & PK_UNTIMED) {
+            v->pts[i] = tmin - (lead - j++) * dur;
+            fl[i] &= (uint8_t)~PK_UNTIMED;
+        }
+    v->start_ts = VT_MIN(v->start_ts, tmin - lead * dur);
+    v->lead_untimed = 1;
+}
+
+/* Are the untimed packets left (fl, n) all a cut's leading pictures (build_index): after
+ * the first keyframe, which is timed, before the next, and within the 16 packets after it
+ * (a leading picture decodes right after its keyframe, within the reorder depth, which
+ * H.264 and HEVC bound by 16)? A stream that leaves packets untimed throughout (MPEG-PS)
+ * has some further on, also in a single-GOP file. */
+static int untimed_leading_only(const uint8_t *fl, int64_t n) {
+    int64_t k1 = 0;
+    while (k1 < n && !(fl[k1] & PK_KEY))
+        k1++;
+    if (k1 >= n || (fl[k1] & PK_UNTIMED))
+        return 0;
+    for (int64_t i = 0; i < n; i++)
+        if ((fl[i] & PK_UNTIMED) && (i <= k1 || i > k1 + 16 || (fl[i] & PK_KEY)))
+            return 0;
+    return 1;
+}
+
 /* One pts per frame by demuxing, no decoding. */
 static int build_index(vt_video *v, char *err, size_t errlen) {
     int64_t cap = 256, n = 0, nk = 0, nuntimed = 0;
@@ -116,7 +179,7 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
             nuntimed += untimed;
             if (dt != AV_NOPTS_VALUE && dt < v->start_ts)
                 v->start_ts = dt;
-            if (ts < v->start_ts)
+            if (!untimed && ts < v->start_ts) /* a count is no time */
                 v->start_ts = ts;
             if (n == cap) {
                 cap *= 2;
@@ -147,11 +210,23 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
         return AVERROR_INVALIDDATA;
     }
     /* Packets with neither pts nor dts: in a stream of them (raw H.264) frames are counted
-     * (no_ts). Among timed packets (a stream copy cut mid-GOP into Matroska: the leading
-     * picture the cut left, which the decoder drops) one has no place: it is left out of
-     * the index, as the ffmpeg command's numbering leaves it out. */
+     * (no_ts). Among timed packets, untimed ones in the first GOP only, after its timed
+     * keyframe (a stream copy cut mid-GOP into Matroska: the leading pictures the cut left,
+     * which the decoder drops) have no place: they are left out of the index, as the
+     * ffmpeg command's numbering leaves them out. Untimed packets further on are frames
+     * (H.264 in MPEG-PS times only some of its PES packets, and the frames of the others
+     * have no time at all): the file is counted, as a stream without timestamps is. */
+    if (nuntimed > 0 && nuntimed < n) {
+        untimed_lead(v, fl, n, last_dur);
+        if (!untimed_leading_only(fl, n))
+            nuntimed = n;
+    }
     if (nuntimed == n) {
         v->no_ts = 1;
+        v->lead_untimed = 0; /* counted from the top, which the demuxer's seek reaches */
+        v->start_ts = 0;     /* the count's start */
+        for (int64_t i = 0; i < n; i++)
+            v->pts[i] = i;
     } else if (nuntimed > 0) {
         int64_t m = 0;
         for (int64_t i = 0; i < n; i++)
@@ -164,6 +239,7 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
             }
         n = m;
     }
+    v->cut_start = !(fl[0] & PK_KEY);
     v->dts_only = 1;
     for (int64_t i = 0; i < n && v->dts_only; i++)
         v->dts_only = (fl[i] & PK_DTS_ONLY) != 0;
@@ -187,15 +263,6 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
     /* Duration, fps, VFR from the sorted timestamps. */
     AVStream *st = v->fmt->streams[v->sidx];
     double tb = av_q2d(st->time_base);
-    int64_t dmin = INT64_MAX, dmax = 0;
-    if (!v->no_ts)
-        for (int64_t i = 1; i < n; i++) {
-            int64_t d = v->pts[i] - v->pts[i - 1];
-            if (d < dmin)
-                dmin = d;
-            if (d > dmax)
-                dmax = d;
-        }
     if (last_dur <= 0 && n > 1 && !v->no_ts)
         last_dur = (v->pts[n - 1] - v->pts[0]) / (n - 1);
     if (!v->no_ts && tb > 0)
@@ -209,10 +276,79 @@ static int build_index(vt_video *v, char *err, size_t errlen) {
         v->info.fps = (double)n / v->info.duration;
     if (v->info.duration <= 0 && v->info.fps > 0) /* a raw stream: frames at its rate */
         v->info.duration = (double)n / v->info.fps;
-    /* VFR: frame durations differ by more than 1% and by more than one tick (a 1 ms
-     * timebase rounds 29.97 fps into 33/34 ms steps, which is not VFR). */
-    if (n > 2 && dmax > 0 && dmin != INT64_MAX)
-        v->info.vfr = (dmax - dmin) > 1 && (double)(dmax - dmin) > 0.01 * (double)dmax;
+    if (!v->no_ts)
+        v->info.vfr = index_vfr(v->pts, n);
+    return 0;
+}
+
+/* A stream cut anywhere (a transport stream captured mid-broadcast) starts with packets of
+ * a GOP whose keyframe, and often whose parameter sets, lie before the cut, and the first
+ * keyframe's leading pictures lean on that lost GOP. What the decoder makes of them
+ * differs by codec and by what it saw before: H.264 hands out nothing before the keyframe,
+ * MPEG-2 also drops the leading B-pictures after it, HEVC drops the keyframe's RASL
+ * pictures and, fresh, hands out pictures built on nothing for the packets before it
+ * (which a decoder that has the parameter sets makes differently). Such a stream is
+ * decoded from its first keyframe (vt_vid_seek_ts, cut_start), and its frames are the
+ * ones that come out from there: the open decodes to 16 frames past the first keyframe
+ * (the reorder depth H.264 and HEVC bound by 16: every leading picture is out by then)
+ * and drops the index positions up to there that no frame came out at, then decodes the
+ * first frame again, as an open does. Left in the index they put every later frame that
+ * many places late (a clip read other frames than asked; a clip at the start failed). The
+ * ffmpeg command numbers HEVC's made-up pictures too: there the frames are its, that many
+ * places on (docs/decode.md). A damaged keyframe further on is not this: a lost frame
+ * keeps its place. 0, or < 0 when the decoder failed (err set). */
+static int drop_unmade_lead(vt_video *v, char *err, size_t errlen) {
+    vt_video_info *in = &v->info;
+    if (v->no_ts || !v->cut_start || v->nkf == 0)
+        return 0;
+    int64_t n = in->nframes, pk = vt_vid_lower_bound(v->pts, n, v->kf[0]);
+    int64_t hz = VT_MIN(n - 1, pk + 16); /* positions 0..hz are looked at */
+    vt_video_stats keep = v->stats;
+    char *seen = vt_calloc((size_t)hz + 1, 1);
+    int ret = 1;
+    for (; ret > 0; ret = vt_vid_next_frame(v, err, errlen)) {
+        int64_t t = vt_vid_frame_time(v, v->frame);
+        av_frame_unref(v->frame);
+        if (t == AV_NOPTS_VALUE)
+            continue;
+        int64_t i = vt_vid_lower_bound(v->pts, n, t);
+        while (i < hz && seen[i] && v->pts[i + 1] == t) /* a time two frames share */
+            i++;
+        if (i <= hz && i < n && v->pts[i] == t)
+            seen[i] = 1;
+        if (t >= v->pts[hz])
+            break;
+    }
+    int64_t m = 0;
+    for (int64_t i = 0; ret >= 0 && i < n; i++)
+        if (i > hz || seen[i])
+            v->pts[m++] = v->pts[i];
+    free(seen);
+    if (ret >= 0 && m < n && m > 0) {
+        int64_t k = 0;
+        for (int64_t j = 0; j < v->nkf; j++) { /* keyframes whose frame never came out go */
+            int64_t i = vt_vid_lower_bound(v->pts, m, v->kf[j]);
+            if (i < m && v->pts[i] == v->kf[j])
+                v->kf[k++] = v->kf[j];
+        }
+        v->nkf = k;
+        if (in->duration > 0) /* less the frames dropped, at the mean frame duration */
+            in->duration = VT_MAX(in->duration - (double)(n - m) * (in->duration / (double)n),
+                                  in->duration / (double)n);
+        in->nframes = m;
+        in->vfr = index_vfr(v->pts, m); /* the gaps the cut left are gone */
+    }
+    if (ret < 0)
+        return ret;
+    /* Back to the first frame, as the open left it. */
+    if ((ret = vt_vid_seek_ts(v, v->start_ts, err, errlen)) < 0 ||
+        (ret = vt_vid_next_frame(v, err, errlen)) < 0)
+        return ret;
+    v->stats = keep;
+    if (ret == 0) {
+        vt_set_err(err, errlen, "0 decodable frames of %lld indexed", (long long)in->nframes);
+        return AVERROR_INVALIDDATA;
+    }
     return 0;
 }
 
@@ -438,6 +574,8 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         v->start_ts = kn.start_ts;
         v->no_ts = kn.no_ts;
         v->ts_shift = kn.ts_shift;
+        v->lead_untimed = kn.lead_untimed;
+        v->cut_start = kn.cut_start;
         v->intra_only = kn.intra_only;
         in->nframes = kn.info.nframes;
         in->duration = kn.info.duration;
@@ -526,6 +664,8 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         if (d > 0 && step > 0 && d <= 16 * step)
             v->ts_shift = d;
     }
+    if (!have && (ret = drop_unmade_lead(v, err, errlen)) < 0)
+        goto fail;
     v->last_pos = vt_vid_frame_pos(v);
     v->streaming = 1;
     int first_known = !v->dec->hw_device_ctx && !v->no_ts && v->stats.decode_errors == 0 &&
@@ -538,6 +678,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         const hdr_stream *h = v->sidx < HDR_STREAMS ? &hdr[v->sidx] : NULL;
         vt_vid_known k = {.info = *in, .pts = v->pts, .kf = v->kf, .nkf = v->nkf,
                           .start_ts = v->start_ts, .ts_shift = v->ts_shift,
+                          .lead_untimed = v->lead_untimed, .cut_start = v->cut_start,
                           .no_ts = v->no_ts,
                           .intra_only = v->intra_only, .first = first_known,
                           .first_pos = v->last_pos,

@@ -98,12 +98,12 @@ int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stri
                 got_q = 1;
         if (got_q)
             continue;
-        int back = 0, fresh = 0;
+        int back = 0, fresh = 0, sought = 0, passed = 0;
         if (!vt_vid_can_continue(v, q)) {
             ret = vt_vid_seek_for(v, q, back, err, errlen);
             if (ret < 0)
                 goto done;
-            fresh = 1;
+            fresh = sought = 1;
         }
         for (;;) {
             ret = vt_vid_next_frame(v, err, errlen);
@@ -117,6 +117,16 @@ int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stri
                     ret = vt_vid_seek_for(v, q, back, err, errlen);
                     if (ret < 0)
                         goto done;
+                    continue;
+                }
+                if (sought && !fresh && v->last_pos < q && !passed &&
+                    back < VT_MAX_SEEK_RETRY) {
+                    passed = 1; /* q never came: see "Passed q" below */
+                    back++;
+                    ret = vt_vid_seek_for(v, q, back, err, errlen);
+                    if (ret < 0)
+                        goto done;
+                    fresh = 1;
                     continue;
                 }
                 ret = 0;
@@ -134,6 +144,25 @@ int vt_video_read_clip(vt_video *v, uint8_t *out, int64_t start, int t, int stri
                 ret = vt_vid_seek_for(v, q, back, err, errlen);
                 if (ret < 0)
                     goto done;
+                continue;
+            }
+            if (sought && !fresh && m > q && v->last_pos < q && !passed &&
+                back < VT_MAX_SEEK_RETRY) {
+                /* Passed q without it, decoding from the keyframe sought for it: an open
+                 * GOP's keyframe whose later pictures also refer to pictures before it
+                 * (x264 --open-gop with several references: the decoder drops them after
+                 * a seek, and hands them out when it comes from further back, as the
+                 * ffmpeg command's read from the start does). One keyframe further back
+                 * than the seek that got here (MPEG-TS's had landed a keyframe late
+                 * already), once: a frame that never decodes (a damaged stream) costs one
+                 * GOP more. */
+                av_frame_unref(v->frame);
+                passed = 1;
+                back++;
+                ret = vt_vid_seek_for(v, q, back, err, errlen);
+                if (ret < 0)
+                    goto done;
+                fresh = 1;
                 continue;
             }
             fresh = 0;

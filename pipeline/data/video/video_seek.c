@@ -21,8 +21,12 @@ int vt_vid_seek_ts(vt_video *v, int64_t ts, char *err, size_t errlen) {
     if (v->hw.on)
         vt_vid_hw_thread(); /* the flush below reaches NVDEC */
     v->stats.seeks++;
-    int ret = av_seek_frame(v->fmt, v->sidx, ts, AVSEEK_FLAG_BACKWARD);
-    if (ret < 0 && ts <= v->start_ts)
+    /* An untimed first GOP is reached only by reading from the top (video_open.c
+     * untimed_lead): the demuxer's seek lands on its first timed keyframe. */
+    int ret = v->lead_untimed && ts <= v->start_ts
+                  ? -1
+                  : av_seek_frame(v->fmt, v->sidx, ts, AVSEEK_FLAG_BACKWARD);
+    if (ret < 0 && ts <= v->start_ts && !v->lead_untimed)
         ret = avformat_seek_file(v->fmt, v->sidx, INT64_MIN, ts, ts, 0);
     if (ret < 0) {
         /* Cannot seek: start again from the top; frames before ts are skipped by pts. */
@@ -46,8 +50,11 @@ int vt_vid_seek_ts(vt_video *v, int64_t ts, char *err, size_t errlen) {
      * later check can tell). Packets before the first keyframe are passed over; landing
      * after the wanted frame is then seen (m > q) and the seek goes a keyframe further
      * back. Only where the index saw keyframes (a stream that marks none would lose
-     * every frame). */
-    v->await_key = ts > v->start_ts && v->nkf > 0;
+     * every frame). From the start too where the stream begins mid-GOP (cut_start): a
+     * decoder that kept the parameter sets of an earlier pass would make pictures of the
+     * packets before the first keyframe on missing references, which a fresh one makes
+     * differently or not at all (video_open.c drop_unmade_lead). */
+    v->await_key = (ts > v->start_ts || v->cut_start) && v->nkf > 0;
     v->land_check = 1;
     v->land_bad = 0;
     return 0;
@@ -66,11 +73,14 @@ static void check_landing(vt_video *v, const AVPacket *pkt) {
     int64_t k = vt_vid_lower_bound(v->kf, v->nkf, pkt->pts);
     v->land_bad = !(k < v->nkf && v->kf[k] == pkt->pts);
     /* Past the keyframe the seek asked for (MPEG-TS seeks by dts, which runs behind the
-     * pts it was given: the first keyframe after the landing is the next one). Its frame
-     * is found late (m > q, a seek further back) unless its time is shared with another
-     * frame, where it would take the first shared position: then it is bad at once. (Not
-     * every landing past: the seek one keyframe back lands past that one too, and would
-     * go back again and again, to the start of the file.) */
+     * pts it was given: the first keyframe after the landing is the next one). A landing
+     * past the wanted frame is seen by its position (m > q in vt_video_read_clip), and a
+     * landing short of it is as good as the keyframe asked for (a retry asks one earlier
+     * than it needs, and lands on the one it needed): only a keyframe whose time another
+     * frame shares cannot say where it is (vt_vid_frame_pos takes the first shared
+     * position, which may be at or before q though the frame is later). Flagging every
+     * later landing would send each retry of a dts-seeking file to the next keyframe
+     * again, and every clip to the start of the file. */
     if (v->seek_pos >= 0 && pkt->pts > v->pts[v->seek_pos]) {
         int64_t i = vt_vid_lower_bound(v->pts, v->info.nframes, pkt->pts);
         if (i + 1 < v->info.nframes && v->pts[i + 1] == pkt->pts)
@@ -192,6 +202,11 @@ int vt_vid_next_frame(vt_video *v, char *err, size_t errlen) {
 int64_t vt_vid_frame_time(const vt_video *v, const AVFrame *f) {
     if (f->pts != AV_NOPTS_VALUE)
         return f->pts;
+    /* An untimed lead's frames are counted: their best-effort time is the dts of whichever
+     * packet pushed them out, which depends on the packets skipped before (the last of
+     * them took the first timed frame's place when a B-frame before it was skipped). */
+    if (v->lead_untimed)
+        return AV_NOPTS_VALUE;
     int64_t ts = f->best_effort_timestamp;
     return ts == AV_NOPTS_VALUE ? ts : ts - v->ts_shift;
 }
@@ -261,12 +276,17 @@ int vt_vid_seek_for(vt_video *v, int64_t q, int back, char *err, size_t errlen) 
  * pipeline). In an intra-only stream passing a frame costs one packet read (it is never
  * sent), so up to VT_CONTINUE_INTRA frames are passed rather than seeking per frame.
  * Pixels are the same either way: a keyframe decodes the same whether it was reached by
- * seeking or by decoding on (decoding on is what the ffmpeg command does). */
+ * seeking or by decoding on (decoding on is what the ffmpeg command does). A decoder that
+ * was sent the end of the stream and still holds frames hands them out in order, so it
+ * goes on too, rather than a seek and a GOP's decoding for each of a clip's last frames
+ * (docs/decode.md). */
 #define VT_CONTINUE_REFS 4
 #define VT_CONTINUE_INTRA 32
 int vt_vid_can_continue(const vt_video *v, int64_t q) {
-    if (!v->streaming || v->eof_sent || v->last_pos < 0 || q <= v->last_pos)
+    if (!v->streaming || v->last_pos < 0 || q <= v->last_pos)
         return 0;
+    if (v->eof_sent)
+        return 1;
     if (v->no_ts)
         return 1;
     if (v->intra_only)

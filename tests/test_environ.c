@@ -6,6 +6,7 @@
  *      the file and "File too large", exit 1, no temporary file left and the old
  *      checkpoints unchanged. SIGXFSZ's default action used to kill the process mid-write
  *      (exit 153), leaving RUN/last.safetensors.tmp.PID cut at the limit and no word.
+ *      prep past it names the limit (it said "check that DST is writable").
  *   2. Standard output and error started closed (`>&-`, `2>&-`): nothing the command
  *      prints lands in a file it opens. Their numbers went to the next file opened: train's
  *      progress and eval's warnings were written into RUN/.lock, where a second train
@@ -17,7 +18,8 @@
  *      to open is not a bad video. scan listed good videos as unreadable (exit 0), prep
  *      recorded them bad in its manifest, train left them out of every epoch and
  *      validated on the rest; now the command stops, exit 1, saying why and
- *      "ulimit -n", and nothing is recorded against the videos.
+ *      "ulimit -n", and nothing is recorded against the videos (prep's refused output
+ *      too: it said "check that DST is writable").
  *   5. An address-space limit (ulimit -v) too tight for OpenBLAS's buffers: train says so,
  *      exit 1. OpenBLAS 0.3.21 retried the refused map for ever: the first step spun.
  *      Too tight for the threads asked for: the command says which and the limit, exit 1
@@ -80,6 +82,15 @@ static void file_size_limit(void) {
            "export past ulimit -f: exit %d (see f.err)", rc);
     TCHECK(has("x/m.onnx", "old") && no_temp("x"), "export past ulimit -f: the old FILE "
            "changed or a temporary file left");
+    /* prep: a 4 KiB limit passes its options file, not a 9 KB copy; the limit is said, not
+     * "check that DST is writable" */
+    rc = vt_test_sh("cd '%s' && rm -rf fp && ulimit -f 4 && '%s' prep data fp --jobs 1 "
+                    "> /dev/null 2> f.err", g_dir, g_bin);
+    TCHECK(rc == 1 && has("f.err", "File too large") && has("f.err", "ulimit -f") &&
+           !has("f.err", "writable"), "prep past ulimit -f: exit %d, 1 naming the limit "
+           "expected (see f.err)", rc);
+    TCHECK(vt_test_sh("cd '%s' && find fp -name '*prep-part*' | grep -q .", g_dir) != 0,
+           "prep past ulimit -f: a partial file left in fp");
 }
 
 /* The file holds only a decimal number and a newline at most (a lock's pid). */
@@ -197,6 +208,13 @@ static void few_fds(void) {
     TCHECK(rc == 1 && has("f.err", "ulimit -n") && !has("pp/prep-manifest.csv", "bad:"),
            "prep short of descriptors: exit %d, 1 expected with no source recorded bad (see "
            "f.err, pp/prep-manifest.csv)", rc);
+    /* 6, one job: its source opens, its output is refused; the limit is said, not "check
+     * that DST is writable" */
+    const char *prep1[] = {g_bin, "prep", "data", "pp", "--jobs", "1", NULL};
+    rc = run_limit(RLIMIT_NOFILE, 6, "/dev/null", "f.err", prep1);
+    TCHECK(rc == 1 && has("f.err", "ulimit -n") && !has("f.err", "writable") &&
+           !has("pp/prep-manifest.csv", "bad:"), "prep short of descriptors for its output: "
+           "exit %d, 1 naming the limit expected (see f.err)", rc);
     rc = vt_test_sh("cd '%s' && '%s' prep data pp --jobs 2 > /dev/null 2> f.err", g_dir, g_bin);
     TCHECK(rc == 0, "prep after the limit is lifted: exit %d", rc);
 }

@@ -19,7 +19,8 @@
  *      recorded them bad in its manifest, train left them out of every epoch and
  *      validated on the rest; now the command stops, exit 1, saying why and
  *      "ulimit -n", and nothing is recorded against the videos (prep's refused output
- *      too: it said "check that DST is writable").
+ *      too: it said "check that DST is writable"; a frame folder's listing, which
+ *      marked it bad).
  *   5. An address-space limit (ulimit -v) too tight for OpenBLAS's buffers: train says so,
  *      exit 1. OpenBLAS 0.3.21 retried the refused map for ever: the first step spun.
  *      Too tight for the threads asked for: the command says which and the limit, exit 1
@@ -43,6 +44,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "pipeline/data/video/video.h"
 #include "tests/apputil.h"
 
 static char g_dir[4096];
@@ -181,6 +183,32 @@ static int run_limit(int res, rlim_t value, const char *out, const char *errf,
     if (pid < 0 || waitpid(pid, &st, 0) != pid)
         return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A frame folder whose listing the system refused (no descriptor left) is noted as the
+ * system's failure, as a container's open is: it was marked bad. In a child, every
+ * descriptor under a limit of 64 taken. */
+static void frame_folder_fds(void) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct rlimit rl = {64, 64};
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            _exit(126);
+        while (open("/dev/null", O_RDONLY) >= 0) {
+        }
+        char dir[4200], err[512] = "";
+        snprintf(dir, sizeof dir, "%s/data/train/move_left", g_dir); /* any folder */
+        vt_video *v = NULL;
+        int rc = vt_video_open(&v, dir, 1, err, sizeof err);
+        _exit(rc < 0 && vt_video_system_failed(err, sizeof err) &&
+              strstr(err, "Too many open files") ? 0 : 1);
+    }
+    int st;
+    TCHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+           "a frame folder that could not be listed (too many open files) is not noted as "
+           "the system's failure");
 }
 
 static void few_fds(void) {
@@ -357,6 +385,7 @@ int main(void) {
            "are not tried\n");
 #else
     few_fds();
+    frame_folder_fds();
     address_space();
 #endif
     return vt_test_done("test_environ");

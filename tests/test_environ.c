@@ -248,7 +248,7 @@ static void few_fds(void) {
 }
 
 /* The bytes vidtrain maps once it has loaded a model and waits for frames (VmSize of
- * `predict r - --timeline` on a silent pipe, after 3 s): the start a train needs too,
+ * `predict r - --timeline` once it waits on a silent pipe): the start a train needs too,
  * whatever libraries this build links (CUDA's are large). 0 when it cannot be read. */
 static long long vm_started(void) {
     int p[2];
@@ -268,8 +268,18 @@ static long long vm_started(void) {
         _exit(127);
     }
     close(p[0]);
-    sleep(3);
+    /* until it waits on the pipe (its main thread reads it), 15 s at most: a fixed 3 s
+     * could read a start not yet done on a loaded machine, and a limit made too tight */
     char path[64];
+    snprintf(path, sizeof path, "/proc/%d/wchan", (int)pid);
+    for (int i = 0; i < 150; i++) {
+        usleep(100000);
+        char *w = vt_test_slurp(path, NULL);
+        int waits = w && strstr(w, "pipe");
+        free(w);
+        if (waits)
+            break;
+    }
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     char *t = vt_test_slurp(path, NULL);
     const char *v = t ? strstr(t, "VmSize:") : NULL;

@@ -241,7 +241,8 @@ static int synth_run(const vt_synth_opts *op, const char *dir, int force, int mo
  * among the videos, and a same-seed synth stays byte-identical), after DIR is made: one
  * synth at a time writes a DIR. Two at once, the second with --force, removed the first's
  * videos while it wrote more: a mixed dataset (7 + 40 + 2 videos of two option sets),
- * unmarked, both exit 0. The descriptor, or -1 after saying why. */
+ * unmarked, both exit 0. The descriptor, -2 where it cannot be locked, or -1 after saying
+ * why. */
 static int lock_dir(const char *dir) {
     char err[1024];
     if (vt_run_mkdirs(dir, err, sizeof err) != 0) {
@@ -249,19 +250,19 @@ static int lock_dir(const char *dir) {
         return -1;
     }
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int en = errno;
-        if (en == EWOULDBLOCK)
+    if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        close(fd);
+        if (errno == EWOULDBLOCK) {
             fprintf(stderr, "vidtrain synth: %s is being written by another synth: two into "
                     "one folder would mix their videos. Wait for it to end, or choose another "
                     "DIR\n", dir);
-        else
-            fprintf(stderr, "vidtrain synth: cannot lock %s: %s\n", dir, strerror(en));
-        if (fd >= 0)
-            close(fd);
-        return -1;
+            return -1;
+        }
+        /* a file system that cannot lock a folder (NFS lends flock only to a file open for
+         * writing: EBADF, or ENOLCK): synth runs unlocked, as eval's hold does, not never */
+        fd = -2;
     }
-    return fd;
+    return fd < 0 ? -2 : fd; /* -2: unlocked (DIR unreadable: synth_run says so) */
 }
 
 int vt_cmd_synth(int argc, char **argv) {
@@ -277,10 +278,11 @@ int vt_cmd_synth(int argc, char **argv) {
         return rc;
     const int motion = o.preset == VT_SYNTH_MOTION;
     int lock = lock_dir(dir);
-    if (lock < 0)
+    if (lock == -1)
         return 1;
     rc = synth_run(&o, dir, force, motion);
-    close(lock); /* releases DIR */
+    if (lock >= 0)
+        close(lock); /* releases DIR */
     return rc;
 }
 

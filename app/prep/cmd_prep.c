@@ -193,13 +193,17 @@ static int trim_segments(entry_list *list, trim_csv *csv, vt_dataset **ds, const
 
 /* DST failed (why names the file): the run stops, no source is blamed. */
 static void dst_stop(const char *dst, const char *why) {
+    /* by the reason: a process limit is no fault of DST ("check that DST is writable") */
+    const char *hint = strstr(why, strerror(ENOSPC)) || strstr(why, strerror(EDQUOT))
+        ? "The disk is full (no space left on device): free space there, or choose another DST"
+        : strstr(why, strerror(EMFILE)) || strstr(why, strerror(ENFILE))
+        ? "The limit on open files is reached: raise it (ulimit -n), or give fewer --jobs"
+        : strstr(why, strerror(EFBIG)) ? "A file passed the limit on file size (ulimit -f) or "
+          "the largest file DST's file system holds: raise it, or choose another DST"
+        : "Check that DST is writable";
     fprintf(stderr, "vidtrain prep: stopped: cannot write into %s: %s. %s. No video is "
             "recorded as bad for it, and no partial file is left: run the same command "
-            "again to resume.\n", dst, why,
-            strstr(why, strerror(ENOSPC)) || strstr(why, strerror(EDQUOT))
-                ? "The disk is full (no space left on device): free space there, or choose "
-                  "another DST"
-                : "Check that DST is writable");
+            "again to resume.\n", dst, why, hint);
 }
 
 /* ---- the command: parse, plan (claim DST, list the work), run (copy, encode, report) ---- */

@@ -119,7 +119,10 @@ int vt_video_is_frame_dir(const char *path) {
     if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
         return 0;
     frames_scan fs;
-    return scan_frames(path, &fs) == 1;
+    int r = scan_frames(path, &fs);
+    if (r < 0) /* too many open files: the folder may be one (video.h) */
+        vt_vid_note_system(AVERROR(errno), "cannot list the frame folder", strerror(errno));
+    return r == 1;
 }
 
 int vt_video_open_input(AVFormatContext **fmt, const char *path, char *err, size_t errlen) {
@@ -135,9 +138,11 @@ int vt_video_open_input(AVFormatContext **fmt, const char *path, char *err, size
 int vt_vid_open_frames(AVFormatContext **fmt, const char *dir, char *err, size_t errlen) {
     frames_scan fs;
     int r = scan_frames(dir, &fs);
-    if (r < 0) {
-        vt_set_err(err, errlen, "cannot list the frame folder: %s", strerror(errno));
-        return AVERROR(errno ? errno : EIO);
+    if (r < 0) { /* too many open files is no fault of the folder (video.h) */
+        int e = errno ? errno : EIO;
+        vt_set_err(err, errlen, "cannot list the frame folder: %s", strerror(e));
+        vt_vid_note_system(AVERROR(e), "cannot list the frame folder", strerror(e));
+        return AVERROR(e);
     }
     if (r == 0) {
         vt_set_err(err, errlen, "not a frame folder (only numbered .jpg/.jpeg/.png files)");

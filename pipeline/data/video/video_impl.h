@@ -138,6 +138,10 @@ struct vt_video {
 extern _Thread_local char vt_vid_last_msg[VT_VID_MSG_LEN];
 /* err = "what: FFmpeg's last error line (the AVERROR text)". */
 void vt_vid_set_av_err(char *err, size_t errlen, const char *what, int code);
+/* Notes a refusal of the system (code AVERROR(EMFILE) or AVERROR(ENFILE); others are
+ * ignored) for vt_video_system_failed: what failed, and why. vt_vid_set_av_err calls it;
+ * an error of the reader's own (a frame folder's listing) must too. */
+void vt_vid_note_system(int code, const char *what, const char *reason);
 
 /* ---- the container (video_demux.c) ---- */
 

@@ -116,7 +116,7 @@ static atomic_int sys_failed;
 static char sys_why[256]; /* the first one's reason, written once before sys_failed is set */
 static pthread_mutex_t sys_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void note_system(int code, const char *what, const char *reason) {
+void vt_vid_note_system(int code, const char *what, const char *reason) {
     if (code != AVERROR(EMFILE) && code != AVERROR(ENFILE))
         return;
     pthread_mutex_lock(&sys_lock);
@@ -141,7 +141,7 @@ int vt_video_system_failed(char *msg, size_t n) {
 void vt_vid_set_av_err(char *err, size_t errlen, const char *what, int code) {
     char buf[128];
     av_strerror(code, buf, sizeof buf);
-    note_system(code, what, buf);
+    vt_vid_note_system(code, what, buf);
     if (vt_vid_last_msg[0])
         vt_set_err(err, errlen, "%s: %s (%s)", what, vt_vid_last_msg, buf);
     else

@@ -305,6 +305,62 @@ static void damaged_order(const char *bin, const char *dir) {
            "(see %s)", p);
 }
 
+/* Each frame's presentation time in file, from its first, as ffprobe gives them
+ * (best_effort_timestamp_time, the time the ffmpeg command orders frames by): up to max. */
+static int probe_times(const char *file, double *t, int max) {
+    char cmd[8600], line[256];
+    snprintf(cmd, sizeof cmd, "ffprobe -v error -select_streams v:0 -show_entries "
+             "frame=best_effort_timestamp_time -of csv=p=0 '%s'", file);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    int n = 0;
+    while (fgets(line, sizeof line, p))
+        if ((line[0] >= '0' && line[0] <= '9') && n < max) /* a side-data line is no frame */
+            t[n++] = atof(line);
+    pclose(p);
+    for (int i = n - 1; i >= 0; i--)
+        t[i] -= t[0];
+    return n;
+}
+
+/* Frames that share a timestamp (make_media's dups.ts: B-frames in MPEG-TS whose VFR times
+ * the 1/25 time base rounded, so pairs share a pts; the loader reads every one of them):
+ * the copy keeps every frame, each at its source time within half a frame (the second of
+ * a pair one tick later). Prep once left the second of each pair out, silently: 16 of 50
+ * frames of such a file were lost and every later frame of the copy was a later frame of
+ * the source. */
+static void shared_times(const char *bin, const char *dir) {
+    if (vt_test_media_make())
+        return;
+    char sdir[4300], ddir[4300], p[8800], c[8800];
+    snprintf(sdir, sizeof sdir, "%s/dupsrc", dir);
+    snprintf(ddir, sizeof ddir, "%s/dupdst", dir);
+    vt_test_media_put(sdir, "a/d.ts", "dups.ts");
+    TCHECK(vt_test_sh("'%s' prep '%s' '%s' --jobs 1 > '%s/dups.out' 2>&1", bin, sdir, ddir, dir)
+               == 0, "prep of a TS whose frames share timestamps");
+    snprintf(p, sizeof p, "%s/dups.out", dir);
+    TCHECK(!vt_test_file_has(p, "damaged"), "shared timestamps are no damage (see %s)", p);
+    snprintf(p, sizeof p, "%s/a/d.ts", sdir);
+    snprintf(c, sizeof c, "%s/a/d.mp4", ddir);
+    enum { MAXF = 256 };
+    static double ts[MAXF], tc[MAXF];
+    int ns = probe_times(p, ts, MAXF), nc = probe_times(c, tc, MAXF);
+    int shared = 0;
+    for (int i = 1; i < ns; i++) /* one 1/90000 s tick apart in ffprobe's best effort */
+        shared += ts[i] - ts[i - 1] < 0.001;
+    TCHECK(ns > 8 && shared > 0, "dups.ts has frames that share a time: %d of %d", shared, ns);
+    TCHECK(ns == vt_test_ffprobe_frames(p), "ffprobe lists every frame it counts (%d)", ns);
+    TCHECK(nc == ns, "every frame copied: %d of %d", nc, ns);
+    /* Half a frame at 25 fps: a copy frame nearer another source frame's time is misplaced;
+     * the shared ones are 1/90000 s apart in the copy. */
+    int off = 0;
+    while (off < ns && off < nc && fabs(tc[off] - ts[off]) < 0.02)
+        off++;
+    TCHECK(off == ns, "every frame at its source's time: frame %d of the copy at %.4f s, its "
+           "source's at %.4f s", off, off < nc ? tc[off] : -1.0, off < ns ? ts[off] : -1.0);
+}
+
 int main(void) {
     const char *bin = vt_test_bin("test_prep");
     if (!bin)
@@ -533,5 +589,6 @@ int main(void) {
     TCHECK(rc == 1, "prep of only bad videos exits 1, got %d", rc);
     damaged_order(bin, dir);
     clean_mpeg2(bin, dir);
+    shared_times(bin, dir);
     return vt_test_done("test_prep");
 }

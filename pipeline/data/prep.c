@@ -82,7 +82,7 @@ typedef struct prep_job {
     int ow, oh;
     int64_t decoded, written;
     int64_t last_n;           /* index position of the last decoded frame, -1 before one */
-    int64_t disordered;       /* frames decoded after a later one: left out (send_at) */
+    int64_t disordered;       /* frames decoded after a later one: left out (on_frame) */
     int64_t ts0;              /* source timestamp of the first frame written (a segment's) */
     int ret;                  /* first error inside the callback */
     int dst_failed;           /* that error was writing the output, not reading the source */
@@ -125,8 +125,17 @@ static int encode(prep_job *j, AVFrame *frame) {
 
 /* frame (a reference is taken, the caller keeps its own) encoded at pts. */
 static int send_at(prep_job *j, const AVFrame *frame, int64_t pts) {
+    /* Timestamps kept: a frame whose time another frame before it holds too (MPEG-TS and
+     * Matroska B-frames whose times were rounded to the container's clock, VFR in a 1/25
+     * time base) goes one tick of the encoder's time base after it, since the copy's
+     * container holds one frame a time: every frame is written, frame n of the copy is
+     * frame n of the source, as the loader numbers it (leaving it out lost 16 of 50 frames
+     * of such a file, and moved every later frame). With --fps, flush_held already gave
+     * each tick one frame. */
+    if (pts <= j->last_pts && j->o->fps <= 0 && j->last_pts < INT64_MAX)
+        pts = j->last_pts + 1;
     if (pts <= j->last_pts)
-        return 0; /* two source frames on one output tick: the first wins */
+        return 0;
     AVFrame *f = av_frame_clone(frame);
     VT_CHECK(f != NULL, "out of memory");
     f->pts = pts;
@@ -202,17 +211,18 @@ static int on_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
     sws_scale(j->sws, src, stride, 0, j->oh, f->data, f->linesize);
     j->decoded++;
     /* A damaged stream's decoder may hand a frame out after a later one: the copy is
-     * written in order and its place has passed, so send_at leaves it out; counted, and
-     * said with the damage */
-    if (n <= j->last_n)
-        j->disordered++;
-    else
-        j->last_n = n;
-
+     * written in order and its place has passed, so it is left out here (send_at would
+     * write it one tick after the later one); counted, and said with the damage. */
     int tbn, tbd;
     int64_t ts = vt_video_frame_ts(j->v, n, &tbn, &tbd) - j->ts0;
     if (j->sig) /* the leak check's signature from this decode: no decode of its own */
         vt_sig_acc_add_rgb(j->sig, rgb, w, h, (double)ts * tbn / tbd);
+    if (n <= j->last_n) {
+        j->disordered++;
+        av_frame_free(&f);
+        return 0;
+    }
+    j->last_n = n;
     if (j->o->fps > 0) {
         /* The frame owns the ticks from round(t * fps) until the next frame's: FFmpeg's
          * fps filter with its default rounding (near). */

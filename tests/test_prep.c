@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pipeline/data/prep.h"
 #include "tests/apputil.h"
 #include "tests/mediautil.h"
 
@@ -361,6 +362,40 @@ static void shared_times(const char *bin, const char *dir) {
            "source's at %.4f s", off, off < nc ? tc[off] : -1.0, off < ns ? ts[off] : -1.0);
 }
 
+/* A container whose tag table lists a codec its muxer then refuses: FLV and MPEG-4 part 2
+ * (`--codec mpeg4`, and prep's fallback without libx264). The copy of an .flv kept its name,
+ * the header failed with EINVAL, and prep took that for DST failing: the run stopped at
+ * that file, exit 1, every later video unwritten. Now the copy goes to .mp4 (as the
+ * ffmpeg command would refuse the .flv too) and is written whole. */
+static void refused_codec(const char *bin, const char *dir) {
+    if (vt_test_media_make())
+        return;
+    char ext[16];
+    vt_prep_out_ext(ext, sizeof ext, "a/x.flv", "mpeg4");
+    TCHECK(!strcmp(ext, "mp4"), "an .flv's MPEG-4 copy: .%s", ext);
+    vt_prep_out_ext(ext, sizeof ext, "a/x.flv", "h264");
+    TCHECK(!strcmp(ext, "flv") || !vt_prep_codec_available("h264"), "an .flv's H.264 copy: .%s",
+           ext);
+    vt_prep_out_ext(ext, sizeof ext, "a/x.avi", "mpeg4");
+    TCHECK(!strcmp(ext, "avi"), "an .avi's MPEG-4 copy: .%s", ext);
+    char sdir[4300], ddir[4300], p[8800];
+    snprintf(sdir, sizeof sdir, "%s/flvsrc", dir);
+    snprintf(ddir, sizeof ddir, "%s/flvdst", dir);
+    vt_test_media_put(sdir, "a/y.mp4", "h264.mp4");
+    TCHECK(vt_test_sh("ffmpeg -v error -i '%s/a/y.mp4' -c copy '%s/a/x.flv' && rm '%s/a/y.mp4'",
+                      sdir, sdir, sdir) == 0, "an .flv made");
+    vt_test_media_put(sdir, "b/z.mp4", "h264.mp4"); /* a file after it: prep goes on */
+    TCHECK(vt_test_sh("'%s' prep '%s' '%s' --codec mpeg4 --jobs 1 > '%s/flv.out' 2>&1", bin,
+                      sdir, ddir, dir) == 0, "prep --codec mpeg4 of an .flv (see %s/flv.out)",
+           dir);
+    snprintf(p, sizeof p, "%s/a/x.mp4", ddir);
+    TCHECK(vt_test_ffprobe_frames(p) == 48, "the .flv's copy, %s, has its 48 frames", p);
+    snprintf(p, sizeof p, "%s/b/z.mp4", ddir);
+    TCHECK(vt_test_ffprobe_frames(p) == 48, "the next file written (%s)", p);
+    snprintf(p, sizeof p, "%s/prep-paths.csv", ddir);
+    TCHECK(vt_test_file_has(p, "a/x.flv,a/x.mp4"), "prep-paths.csv lists the rename");
+}
+
 int main(void) {
     const char *bin = vt_test_bin("test_prep");
     if (!bin)
@@ -590,5 +625,6 @@ int main(void) {
     damaged_order(bin, dir);
     clean_mpeg2(bin, dir);
     shared_times(bin, dir);
+    refused_codec(bin, dir);
     return vt_test_done("test_prep");
 }

@@ -47,17 +47,53 @@ static const AVCodec *find_encoder(const char *codec) {
 
 int vt_prep_codec_available(const char *codec) { return find_encoder(codec) != NULL; }
 
+/* Does the muxer write a header for a video stream of the encoder's codec? A muxer's tag
+ * table can list a codec its setup then refuses at normal strictness: FLV lists MPEG-4
+ * part 2 ("not supported in the official FLV specification"), so avformat_query_codec
+ * says yes and the header fails. The muxer is set up in memory for a stream as prep
+ * writes it (the codec, 4:2:0, a frame rate's time base), and freed; FFmpeg's message goes
+ * to the log callback, which prints nothing. */
+static int muxer_writes(const AVOutputFormat *of, const AVCodec *enc) {
+    vt_ffmpeg_log_init(); /* before any video is opened: the plan names the outputs first */
+    AVFormatContext *oc = NULL;
+    if (avformat_alloc_output_context2(&oc, of, NULL, NULL) < 0)
+        return 0;
+    AVStream *st = avformat_new_stream(oc, NULL);
+    int ok = 0;
+    if (st && avio_open_dyn_buf(&oc->pb) >= 0) {
+        oc->flags |= AVFMT_FLAG_BITEXACT;
+        st->time_base = (AVRational){1, 25};
+        st->codecpar->codec_type = AVMEDIA_TYPE_VIDEO;
+        st->codecpar->codec_id = enc->id;
+        st->codecpar->width = 16;
+        st->codecpar->height = 16;
+        st->codecpar->format =
+            enc->id == AV_CODEC_ID_MJPEG ? AV_PIX_FMT_YUVJ420P : AV_PIX_FMT_YUV420P;
+        /* the muxer's setup alone: its header may want what only the encoder makes
+         * (Matroska's H.264 codec private data); avformat_free_context deinits it */
+        ok = avformat_init_output(oc, NULL) >= 0;
+        uint8_t *buf = NULL;
+        avio_close_dyn_buf(oc->pb, &buf);
+        av_free(buf);
+        oc->pb = NULL;
+    }
+    avformat_free_context(oc);
+    return ok;
+}
+
 void vt_prep_out_ext(char *ext, size_t n, const char *name, const char *codec) {
     const char *dot = strrchr(name, '.');
     const AVCodec *enc = find_encoder(codec);
     if (dot && dot[1] && enc) {
         /* av_guess_format wants a file name; query_codec is 1 only when the muxer lists
-         * the codec (0 or "unknown" both fall back to mp4). */
+         * the codec (0 or "unknown" both fall back to mp4), and a listed codec must then
+         * pass the muxer's own setup (muxer_writes). */
         /* A raw stream's muxer (.h264, .m2v) stores no timestamps: the copy would lose
          * the times prep keeps, so it goes to mp4. */
         const AVOutputFormat *of = av_guess_format(NULL, name, NULL);
         if (of && !(of->flags & AVFMT_NOTIMESTAMPS) &&
-            avformat_query_codec(of, enc->id, FF_COMPLIANCE_NORMAL) == 1) {
+            avformat_query_codec(of, enc->id, FF_COMPLIANCE_NORMAL) == 1 &&
+            muxer_writes(of, enc)) {
             snprintf(ext, n, "%s", dot + 1);
             return;
         }
@@ -448,7 +484,12 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
     ret = avformat_write_header(j.oc, NULL);
     if (ret < 0) {
         set_av_err(err, errlen, "cannot write the output header", ret);
-        j.dst_failed = 1;
+        /* DST's failure only when writing failed: a muxer that refuses the stream
+         * (EINVAL: a codec its setup does not take) is this video's, and stopping the
+         * run for it left every later file unwritten. */
+        j.dst_failed = j.oc->pb->error < 0 || ret == AVERROR(ENOSPC) ||
+                       ret == AVERROR(EDQUOT) || ret == AVERROR(EROFS) ||
+                       ret == AVERROR(EIO) || ret == AVERROR(EFBIG);
         goto end;
     }
     header = 1;

@@ -396,6 +396,33 @@ static void refused_codec(const char *bin, const char *dir) {
     TCHECK(vt_test_file_has(p, "a/x.flv,a/x.mp4"), "prep-paths.csv lists the rename");
 }
 
+/* --trim over two sources of one stem whose copies both become .mp4 (x.h264 and x.m2ts,
+ * cut at the same times: both x_0.500_1.500.mp4): the first by source name keeps the name,
+ * the other is numbered. Both were renamed alike, round after round, and prep never ended
+ * (timeout: a regression fails here instead of hanging the suite). */
+static void trim_same_stem(const char *bin, const char *dir) {
+    if (vt_test_media_make())
+        return;
+    char sdir[4300], ddir[4300], p[8800];
+    snprintf(sdir, sizeof sdir, "%s/stemsrc", dir);
+    snprintf(ddir, sizeof ddir, "%s/stemdst", dir);
+    vt_test_media_put(sdir, "a/x.h264", "raw.h264");
+    vt_test_media_put(sdir, "a/x.m2ts", "h264.m2ts");
+    vt_test_write_file(sdir, "seg.csv", "path,class,start,end\na/x.h264,a,0.5,1.5\n"
+                                        "a/x.m2ts,a,0.5,1.5\n");
+    TCHECK(vt_test_sh("timeout 60 '%s' prep '%s' '%s' --trim --labels '%s/seg.csv' --jobs 1 "
+                      "> '%s/stem.out' 2>&1", bin, sdir, ddir, sdir, dir) == 0,
+           "prep --trim of x.h264 and x.m2ts ends (see %s/stem.out)", dir);
+    /* 25 frames: [0.5, 1.5) s of 25 fps */
+    snprintf(p, sizeof p, "%s/a/x_0.500_1.500.mp4", ddir);
+    TCHECK(vt_test_ffprobe_frames(p) == 25, "x.h264's segment under its name (%s)", p);
+    snprintf(p, sizeof p, "%s/a/x_0.500_1.500.2.mp4", ddir);
+    TCHECK(vt_test_ffprobe_frames(p) == 25, "x.m2ts's segment numbered (%s)", p);
+    snprintf(p, sizeof p, "%s/prep-segments.csv", ddir);
+    TCHECK(vt_test_file_has(p, "a/x_0.500_1.500.mp4,a") &&
+               vt_test_file_has(p, "a/x_0.500_1.500.2.mp4,a"), "prep-segments.csv names both");
+}
+
 int main(void) {
     const char *bin = vt_test_bin("test_prep");
     if (!bin)
@@ -626,5 +653,6 @@ int main(void) {
     clean_mpeg2(bin, dir);
     shared_times(bin, dir);
     refused_codec(bin, dir);
+    trim_same_stem(bin, dir);
     return vt_test_done("test_prep");
 }

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pipeline/data/prep.h"
 #include "tests/apputil.h"
 #include "tests/mediautil.h"
 
@@ -305,6 +306,123 @@ static void damaged_order(const char *bin, const char *dir) {
            "(see %s)", p);
 }
 
+/* Each frame's presentation time in file, from its first, as ffprobe gives them
+ * (best_effort_timestamp_time, the time the ffmpeg command orders frames by): up to max. */
+static int probe_times(const char *file, double *t, int max) {
+    char cmd[8600], line[256];
+    snprintf(cmd, sizeof cmd, "ffprobe -v error -select_streams v:0 -show_entries "
+             "frame=best_effort_timestamp_time -of csv=p=0 '%s'", file);
+    FILE *p = popen(cmd, "r");
+    if (!p)
+        return -1;
+    int n = 0;
+    while (fgets(line, sizeof line, p))
+        if ((line[0] >= '0' && line[0] <= '9') && n < max) /* a side-data line is no frame */
+            t[n++] = atof(line);
+    pclose(p);
+    for (int i = n - 1; i >= 0; i--)
+        t[i] -= t[0];
+    return n;
+}
+
+/* Frames that share a timestamp (make_media's dups.ts: B-frames in MPEG-TS whose VFR times
+ * the 1/25 time base rounded, so pairs share a pts; the loader reads every one of them):
+ * the copy keeps every frame, each at its source time within half a frame (the second of
+ * a pair one tick later). Prep once left the second of each pair out, silently: 16 of 50
+ * frames of such a file were lost and every later frame of the copy was a later frame of
+ * the source. */
+static void shared_times(const char *bin, const char *dir) {
+    if (vt_test_media_make())
+        return;
+    char sdir[4300], ddir[4300], p[8800], c[8800];
+    snprintf(sdir, sizeof sdir, "%s/dupsrc", dir);
+    snprintf(ddir, sizeof ddir, "%s/dupdst", dir);
+    vt_test_media_put(sdir, "a/d.ts", "dups.ts");
+    TCHECK(vt_test_sh("'%s' prep '%s' '%s' --jobs 1 > '%s/dups.out' 2>&1", bin, sdir, ddir, dir)
+               == 0, "prep of a TS whose frames share timestamps");
+    snprintf(p, sizeof p, "%s/dups.out", dir);
+    TCHECK(!vt_test_file_has(p, "damaged"), "shared timestamps are no damage (see %s)", p);
+    snprintf(p, sizeof p, "%s/a/d.ts", sdir);
+    snprintf(c, sizeof c, "%s/a/d.mp4", ddir);
+    enum { MAXF = 256 };
+    static double ts[MAXF], tc[MAXF];
+    int ns = probe_times(p, ts, MAXF), nc = probe_times(c, tc, MAXF);
+    int shared = 0;
+    for (int i = 1; i < ns; i++) /* one 1/90000 s tick apart in ffprobe's best effort */
+        shared += ts[i] - ts[i - 1] < 0.001;
+    TCHECK(ns > 8 && shared > 0, "dups.ts has frames that share a time: %d of %d", shared, ns);
+    TCHECK(ns == vt_test_ffprobe_frames(p), "ffprobe lists every frame it counts (%d)", ns);
+    TCHECK(nc == ns, "every frame copied: %d of %d", nc, ns);
+    /* Half a frame at 25 fps: a copy frame nearer another source frame's time is misplaced;
+     * the shared ones are 1/90000 s apart in the copy. */
+    int off = 0;
+    while (off < ns && off < nc && fabs(tc[off] - ts[off]) < 0.02)
+        off++;
+    TCHECK(off == ns, "every frame at its source's time: frame %d of the copy at %.4f s, its "
+           "source's at %.4f s", off, off < nc ? tc[off] : -1.0, off < ns ? ts[off] : -1.0);
+}
+
+/* A container whose tag table lists a codec its muxer then refuses: FLV and MPEG-4 part 2
+ * (`--codec mpeg4`, and prep's fallback without libx264). The copy of an .flv kept its name,
+ * the header failed with EINVAL, and prep took that for DST failing: the run stopped at
+ * that file, exit 1, every later video unwritten. Now the copy goes to .mp4 (as the
+ * ffmpeg command would refuse the .flv too) and is written whole. */
+static void refused_codec(const char *bin, const char *dir) {
+    if (vt_test_media_make())
+        return;
+    char ext[16];
+    vt_prep_out_ext(ext, sizeof ext, "a/x.flv", "mpeg4");
+    TCHECK(!strcmp(ext, "mp4"), "an .flv's MPEG-4 copy: .%s", ext);
+    vt_prep_out_ext(ext, sizeof ext, "a/x.flv", "h264");
+    TCHECK(!strcmp(ext, "flv") || !vt_prep_codec_available("h264"), "an .flv's H.264 copy: .%s",
+           ext);
+    vt_prep_out_ext(ext, sizeof ext, "a/x.avi", "mpeg4");
+    TCHECK(!strcmp(ext, "avi"), "an .avi's MPEG-4 copy: .%s", ext);
+    char sdir[4300], ddir[4300], p[8800];
+    snprintf(sdir, sizeof sdir, "%s/flvsrc", dir);
+    snprintf(ddir, sizeof ddir, "%s/flvdst", dir);
+    vt_test_media_put(sdir, "a/y.mp4", "h264.mp4");
+    TCHECK(vt_test_sh("ffmpeg -v error -i '%s/a/y.mp4' -c copy '%s/a/x.flv' && rm '%s/a/y.mp4'",
+                      sdir, sdir, sdir) == 0, "an .flv made");
+    vt_test_media_put(sdir, "b/z.mp4", "h264.mp4"); /* a file after it: prep goes on */
+    TCHECK(vt_test_sh("'%s' prep '%s' '%s' --codec mpeg4 --jobs 1 > '%s/flv.out' 2>&1", bin,
+                      sdir, ddir, dir) == 0, "prep --codec mpeg4 of an .flv (see %s/flv.out)",
+           dir);
+    snprintf(p, sizeof p, "%s/a/x.mp4", ddir);
+    TCHECK(vt_test_ffprobe_frames(p) == 48, "the .flv's copy, %s, has its 48 frames", p);
+    snprintf(p, sizeof p, "%s/b/z.mp4", ddir);
+    TCHECK(vt_test_ffprobe_frames(p) == 48, "the next file written (%s)", p);
+    snprintf(p, sizeof p, "%s/prep-paths.csv", ddir);
+    TCHECK(vt_test_file_has(p, "a/x.flv,a/x.mp4"), "prep-paths.csv lists the rename");
+}
+
+/* --trim over two sources of one stem whose copies both become .mp4 (x.h264 and x.m2ts,
+ * cut at the same times: both x_0.500_1.500.mp4): the first by source name keeps the name,
+ * the other is numbered. Both were renamed alike, round after round, and prep never ended
+ * (timeout: a regression fails here instead of hanging the suite). */
+static void trim_same_stem(const char *bin, const char *dir) {
+    if (vt_test_media_make())
+        return;
+    char sdir[4300], ddir[4300], p[8800];
+    snprintf(sdir, sizeof sdir, "%s/stemsrc", dir);
+    snprintf(ddir, sizeof ddir, "%s/stemdst", dir);
+    vt_test_media_put(sdir, "a/x.h264", "raw.h264");
+    vt_test_media_put(sdir, "a/x.m2ts", "h264.m2ts");
+    vt_test_write_file(sdir, "seg.csv", "path,class,start,end\na/x.h264,a,0.5,1.5\n"
+                                        "a/x.m2ts,a,0.5,1.5\n");
+    TCHECK(vt_test_sh("timeout 60 '%s' prep '%s' '%s' --trim --labels '%s/seg.csv' --jobs 1 "
+                      "> '%s/stem.out' 2>&1", bin, sdir, ddir, sdir, dir) == 0,
+           "prep --trim of x.h264 and x.m2ts ends (see %s/stem.out)", dir);
+    /* 25 frames: [0.5, 1.5) s of 25 fps */
+    snprintf(p, sizeof p, "%s/a/x_0.500_1.500.mp4", ddir);
+    TCHECK(vt_test_ffprobe_frames(p) == 25, "x.h264's segment under its name (%s)", p);
+    snprintf(p, sizeof p, "%s/a/x_0.500_1.500.2.mp4", ddir);
+    TCHECK(vt_test_ffprobe_frames(p) == 25, "x.m2ts's segment numbered (%s)", p);
+    snprintf(p, sizeof p, "%s/prep-segments.csv", ddir);
+    TCHECK(vt_test_file_has(p, "a/x_0.500_1.500.mp4,a") &&
+               vt_test_file_has(p, "a/x_0.500_1.500.2.mp4,a"), "prep-segments.csv names both");
+}
+
 int main(void) {
     const char *bin = vt_test_bin("test_prep");
     if (!bin)
@@ -533,5 +651,8 @@ int main(void) {
     TCHECK(rc == 1, "prep of only bad videos exits 1, got %d", rc);
     damaged_order(bin, dir);
     clean_mpeg2(bin, dir);
+    shared_times(bin, dir);
+    refused_codec(bin, dir);
+    trim_same_stem(bin, dir);
     return vt_test_done("test_prep");
 }

@@ -92,9 +92,11 @@ void prep_unique_outputs(entry_list *list, const char *codec) {
             if (g1 - g == 1)
                 continue;
             /* the set's keeper: the file named as its source is; else a whole file
-             * among segments (whole files are each their own by then) */
-            const int keep = !strcmp(by[g]->out, by[g]->rel) ||
-                             (!is_segment(by[g]) && is_segment(by[g + 1]));
+             * among segments (whole files are each their own by then); else, a set of
+             * segments only (x.ts and x.m2ts cut at the same times: both x_1_2.mp4), the
+             * first by source name. Renaming them all gave them all one new name
+             * (x_1_2.2.mp4), round after round: prep never ended. */
+            const int keep = !strcmp(by[g]->out, by[g]->rel) || is_segment(by[g + 1]);
             for (int i = g + keep; i < g1; i++) {
                 entry *e = by[i];
                 char ext[32], *o;

@@ -47,17 +47,53 @@ static const AVCodec *find_encoder(const char *codec) {
 
 int vt_prep_codec_available(const char *codec) { return find_encoder(codec) != NULL; }
 
+/* Does the muxer write a header for a video stream of the encoder's codec? A muxer's tag
+ * table can list a codec its setup then refuses at normal strictness: FLV lists MPEG-4
+ * part 2 ("not supported in the official FLV specification"), so avformat_query_codec
+ * says yes and the header fails. The muxer is set up in memory for a stream as prep
+ * writes it (the codec, 4:2:0, a frame rate's time base), and freed; FFmpeg's message goes
+ * to the log callback, which prints nothing. */
+static int muxer_writes(const AVOutputFormat *of, const AVCodec *enc) {
+    vt_ffmpeg_log_init(); /* before any video is opened: the plan names the outputs first */
+    AVFormatContext *oc = NULL;
+    if (avformat_alloc_output_context2(&oc, of, NULL, NULL) < 0)
+        return 0;
+    AVStream *st = avformat_new_stream(oc, NULL);
+    int ok = 0;
+    if (st && avio_open_dyn_buf(&oc->pb) >= 0) {
+        oc->flags |= AVFMT_FLAG_BITEXACT;
+        st->time_base = (AVRational){1, 25};
+        st->codecpar->codec_type = AVMEDIA_TYPE_VIDEO;
+        st->codecpar->codec_id = enc->id;
+        st->codecpar->width = 16;
+        st->codecpar->height = 16;
+        st->codecpar->format =
+            enc->id == AV_CODEC_ID_MJPEG ? AV_PIX_FMT_YUVJ420P : AV_PIX_FMT_YUV420P;
+        /* the muxer's setup alone: its header may want what only the encoder makes
+         * (Matroska's H.264 codec private data); avformat_free_context deinits it */
+        ok = avformat_init_output(oc, NULL) >= 0;
+        uint8_t *buf = NULL;
+        avio_close_dyn_buf(oc->pb, &buf);
+        av_free(buf);
+        oc->pb = NULL;
+    }
+    avformat_free_context(oc);
+    return ok;
+}
+
 void vt_prep_out_ext(char *ext, size_t n, const char *name, const char *codec) {
     const char *dot = strrchr(name, '.');
     const AVCodec *enc = find_encoder(codec);
     if (dot && dot[1] && enc) {
         /* av_guess_format wants a file name; query_codec is 1 only when the muxer lists
-         * the codec (0 or "unknown" both fall back to mp4). */
+         * the codec (0 or "unknown" both fall back to mp4), and a listed codec must then
+         * pass the muxer's own setup (muxer_writes). */
         /* A raw stream's muxer (.h264, .m2v) stores no timestamps: the copy would lose
          * the times prep keeps, so it goes to mp4. */
         const AVOutputFormat *of = av_guess_format(NULL, name, NULL);
         if (of && !(of->flags & AVFMT_NOTIMESTAMPS) &&
-            avformat_query_codec(of, enc->id, FF_COMPLIANCE_NORMAL) == 1) {
+            avformat_query_codec(of, enc->id, FF_COMPLIANCE_NORMAL) == 1 &&
+            muxer_writes(of, enc)) {
             snprintf(ext, n, "%s", dot + 1);
             return;
         }
@@ -82,7 +118,7 @@ typedef struct prep_job {
     int ow, oh;
     int64_t decoded, written;
     int64_t last_n;           /* index position of the last decoded frame, -1 before one */
-    int64_t disordered;       /* frames decoded after a later one: left out (send_at) */
+    int64_t disordered;       /* frames decoded after a later one: left out (on_frame) */
     int64_t ts0;              /* source timestamp of the first frame written (a segment's) */
     int ret;                  /* first error inside the callback */
     int dst_failed;           /* that error was writing the output, not reading the source */
@@ -125,8 +161,17 @@ static int encode(prep_job *j, AVFrame *frame) {
 
 /* frame (a reference is taken, the caller keeps its own) encoded at pts. */
 static int send_at(prep_job *j, const AVFrame *frame, int64_t pts) {
+    /* Timestamps kept: a frame whose time another frame before it holds too (MPEG-TS and
+     * Matroska B-frames whose times were rounded to the container's clock, VFR in a 1/25
+     * time base) goes one tick of the encoder's time base after it, since the copy's
+     * container holds one frame a time: every frame is written, frame n of the copy is
+     * frame n of the source, as the loader numbers it (leaving it out lost 16 of 50 frames
+     * of such a file, and moved every later frame). With --fps, flush_held already gave
+     * each tick one frame. */
+    if (pts <= j->last_pts && j->o->fps <= 0 && j->last_pts < INT64_MAX)
+        pts = j->last_pts + 1;
     if (pts <= j->last_pts)
-        return 0; /* two source frames on one output tick: the first wins */
+        return 0;
     AVFrame *f = av_frame_clone(frame);
     VT_CHECK(f != NULL, "out of memory");
     f->pts = pts;
@@ -202,17 +247,18 @@ static int on_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
     sws_scale(j->sws, src, stride, 0, j->oh, f->data, f->linesize);
     j->decoded++;
     /* A damaged stream's decoder may hand a frame out after a later one: the copy is
-     * written in order and its place has passed, so send_at leaves it out; counted, and
-     * said with the damage */
-    if (n <= j->last_n)
-        j->disordered++;
-    else
-        j->last_n = n;
-
+     * written in order and its place has passed, so it is left out here (send_at would
+     * write it one tick after the later one); counted, and said with the damage. */
     int tbn, tbd;
     int64_t ts = vt_video_frame_ts(j->v, n, &tbn, &tbd) - j->ts0;
     if (j->sig) /* the leak check's signature from this decode: no decode of its own */
         vt_sig_acc_add_rgb(j->sig, rgb, w, h, (double)ts * tbn / tbd);
+    if (n <= j->last_n) {
+        j->disordered++;
+        av_frame_free(&f);
+        return 0;
+    }
+    j->last_n = n;
     if (j->o->fps > 0) {
         /* The frame owns the ticks from round(t * fps) until the next frame's: FFmpeg's
          * fps filter with its default rounding (near). */
@@ -438,7 +484,12 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
     ret = avformat_write_header(j.oc, NULL);
     if (ret < 0) {
         set_av_err(err, errlen, "cannot write the output header", ret);
-        j.dst_failed = 1;
+        /* DST's failure only when writing failed: a muxer that refuses the stream
+         * (EINVAL: a codec its setup does not take) is this video's, and stopping the
+         * run for it left every later file unwritten. */
+        j.dst_failed = j.oc->pb->error < 0 || ret == AVERROR(ENOSPC) ||
+                       ret == AVERROR(EDQUOT) || ret == AVERROR(EROFS) ||
+                       ret == AVERROR(EIO) || ret == AVERROR(EFBIG);
         goto end;
     }
     header = 1;

@@ -73,8 +73,9 @@ typedef struct vt_prep_result {
 int vt_prep_codec_available(const char *codec);
 
 /* The extension (no dot) for the output of a source named `name`: the source's own when
- * its container can hold `codec` (so list files and labels CSVs keep matching), "mp4"
- * otherwise (a .webm, .gif, .y4m, .ts or .mpg source). Written into ext (n bytes). */
+ * its container can hold `codec` (so list files and labels CSVs keep matching: its muxer
+ * lists the codec and takes it when set up), "mp4" otherwise (a .webm, .gif, .y4m, .ts or
+ * .mpg source; an .flv with mpeg4). Written into ext (n bytes). */
 void vt_prep_out_ext(char *ext, size_t n, const char *name, const char *codec);
 
 /* Re-encode src into dst with the muxer for extension `ext` (vt_prep_out_ext's; dst

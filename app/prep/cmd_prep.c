@@ -236,29 +236,6 @@ typedef struct prep_state {
 
 /* Fills *a from argv and checks the options against each other and this FFmpeg: 0, or
  * the exit status after saying what is wrong. */
-/* Whether a frame folder (numbered JPEG/PNG frames) lies below a class folder of SRC, as
- * prep_walk finds them (links followed, MAX_DEPTH folders deep): --frame-rate's check,
- * run before DST is made so that a refusal leaves nothing behind. */
-static int has_frame_dir(const char *dir, int depth) {
-    DIR *d = depth <= MAX_DEPTH ? opendir(dir) : NULL;
-    if (!d)
-        return 0;
-    int found = 0;
-    struct dirent *de;
-    while (!found && (de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.')
-            continue;
-        char sub[4096];
-        struct stat st;
-        if (snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name) >= (int)sizeof sub ||
-            stat(sub, &st) != 0 || !S_ISDIR(st.st_mode))
-            continue;
-        found = (depth > 0 && vt_video_is_frame_dir(sub)) || has_frame_dir(sub, depth + 1);
-    }
-    closedir(d);
-    return found;
-}
-
 static int prep_parse(prep_args *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     vt_prep_opts_default(&a->o);
@@ -400,7 +377,7 @@ static int prep_parse(prep_args *a, int argc, char **argv) {
                 "best)\n", o->quality, o->codec);
         return 2;
     }
-    if (vt_frame_rate_given() && !has_frame_dir(a->src, 0)) {
+    if (vt_frame_rate_given() && !prep_has_frame_dir(a->src, 0)) {
         char why[4200];
         snprintf(why, sizeof why, "%s holds none", a->src);
         return vt_frame_rate_check("prep", why, NULL, 0);

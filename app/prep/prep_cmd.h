@@ -57,6 +57,9 @@ typedef struct walk_ctx {
 
 /* Every file under SRC (folder rel at depth), sorted per folder, into c->list. */
 void prep_walk(walk_ctx *c, const char *rel, int depth);
+/* 1 when a frame folder (numbered JPEG/PNG frames) lies below a class folder of dir
+ * (depth 0: SRC itself), as prep_walk finds them: --frame-rate's check. */
+int prep_has_frame_dir(const char *dir, int depth);
 void prep_entry_push(entry_list *l, entry e);
 
 /* ---- the manifest: CSV rows (prep_manifest.c) ---- */

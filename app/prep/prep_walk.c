@@ -3,7 +3,8 @@
  * folder, links followed, hidden names skipped (ours, the temporary files, and the
  * user's), DST skipped when it lies inside SRC, links back to a folder above and paths
  * too long for the temporary names reported and skipped. It never fails: what cannot be
- * read is warned about and counted.
+ * read is warned about and counted. And whether SRC holds a frame folder (--frame-rate's
+ * check, prep_has_frame_dir).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -105,4 +106,27 @@ void prep_walk(walk_ctx *c, const char *rel, int depth) {
         free(names[i]);
     }
     free(names);
+}
+
+/* Whether a frame folder (numbered JPEG/PNG frames) lies below a class folder of SRC, as
+ * prep_walk finds them (links followed, MAX_DEPTH folders deep): --frame-rate's check,
+ * run before DST is made so that a refusal leaves nothing behind. */
+int prep_has_frame_dir(const char *dir, int depth) {
+    DIR *d = depth <= MAX_DEPTH ? opendir(dir) : NULL;
+    if (!d)
+        return 0;
+    int found = 0;
+    struct dirent *de;
+    while (!found && (de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        char sub[4096];
+        struct stat st;
+        if (snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name) >= (int)sizeof sub ||
+            stat(sub, &st) != 0 || !S_ISDIR(st.st_mode))
+            continue;
+        found = (depth > 0 && vt_video_is_frame_dir(sub)) || prep_has_frame_dir(sub, depth + 1);
+    }
+    closedir(d);
+    return found;
 }

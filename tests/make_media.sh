@@ -177,6 +177,11 @@ if [ ! -s "$h/random.mp4" ]; then
         -iv 0 -nosalt 2>/dev/null > "$h/random.mp4" || head -c 20000 /dev/urandom > "$h/random.mp4"
 fi
 [ -s "$h/text.avi" ] || printf 'This is not a video.\nJust some text in a file named .avi\n' > "$h/text.avi"
+# An ffconcat script under a video's name, naming a real video beside it: FFmpeg's concat
+# demuxer would read that other file's frames as this one's.
+[ -s "$h/concat.mp4" ] || printf 'ffconcat version 1.0\nfile short5.mp4\n' > "$h/concat.mp4"
+# A URL as a file name's content is not followed either: an HLS playlist named .mp4.
+[ -s "$h/playlist.mp4" ] || printf '#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nshort5.mp4\n#EXT-X-ENDLIST\n' > "$h/playlist.mp4"
 mk "$h/audio_only.m4a" -f lavfi -i "sine=frequency=440:duration=1" -c:a aac
 mk "$h/one_frame.mp4" "${src[@]}" -frames:v 1 "${h264[@]}"
 mk "$h/short5.mp4" "${src[@]}" -frames:v 5 "${h264[@]}"

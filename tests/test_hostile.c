@@ -127,6 +127,9 @@ int main(void) {
     refused("huge_dims.avi", "exceed the limit", NULL); /* the demuxer accepts: our limit */
     refused("does_not_exist.mp4", "No such file", NULL);
     refused(".", "not a regular file", NULL); /* dir/hostile/. is a folder */
+    /* scripts and playlists that name other files: never read as what they name */
+    refused("concat.mp4", "not a video", "container");
+    refused("playlist.mp4", "not a video", "container");
 
     test_tiny("one_frame.mp4", 1);
     test_tiny("short5.mp4", 5);

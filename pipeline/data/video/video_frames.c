@@ -129,10 +129,7 @@ int vt_video_open_input(AVFormatContext **fmt, const char *path, char *err, size
     struct stat st;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return vt_vid_open_frames(fmt, path, err, errlen);
-    int ret = avformat_open_input(fmt, path, NULL, NULL);
-    if (ret < 0)
-        vt_vid_set_av_err(err, errlen, "cannot read the container", ret);
-    return ret;
+    return vt_vid_open_file(fmt, path, err, errlen);
 }
 
 int vt_vid_open_frames(AVFormatContext **fmt, const char *dir, char *err, size_t errlen) {

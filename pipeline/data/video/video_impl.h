@@ -149,6 +149,9 @@ void vt_vid_note_system(int code, const char *what, const char *reason);
  * header. With probe, also reads its stream parameters (vt_vid_probe). 0, or a negative
  * code with err set. */
 int vt_vid_open_input(vt_video *v, int probe, char *err, size_t errlen);
+/* avformat_open_input of a file: the file protocol only, and no demuxer that reads a list
+ * of other inputs (concat, hls, ...): < 0 with err set otherwise. */
+int vt_vid_open_file(AVFormatContext **fmt, const char *path, char *err, size_t errlen);
 /* FFmpeg's probe of the opened container (avformat_find_stream_info: it demuxes and
  * decodes a few frames to fill what the header leaves out). 0, or a negative code. */
 int vt_vid_probe(vt_video *v, char *err, size_t errlen);

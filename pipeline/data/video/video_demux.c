@@ -16,37 +16,6 @@
 #include "pipeline/data/video/video.h"
 #include "pipeline/data/video/video_impl.h"
 
-/* Demuxers that read a list of other inputs rather than a video: a file of one of these
- * kinds under a video's name (an ffconcat script named x.mp4, a playlist) would be read as
- * the files or URLs it names, which are not the file the dataset lists. */
-static int names_other_inputs(const AVInputFormat *f) {
-    static const char *const lists[] = {"concat", "hls", "dash", "ffmetadata", "tedcaptions"};
-    for (size_t i = 0; f && i < VT_ARRAY_LEN(lists); i++)
-        if (!strcmp(f->name, lists[i]))
-            return 1;
-    return 0;
-}
-
-int vt_vid_open_file(AVFormatContext **fmt, const char *path, char *err, size_t errlen) {
-    /* the local file protocol only: a path that looks like a URL ("http://...", "pipe:0")
-     * is no file of a dataset; streams and cameras go through stream.c */
-    AVDictionary *o = NULL;
-    av_dict_set(&o, "protocol_whitelist", "file", 0);
-    int ret = avformat_open_input(fmt, path, NULL, &o);
-    av_dict_free(&o);
-    if (ret < 0) {
-        vt_vid_set_av_err(err, errlen, "cannot read the container", ret);
-        return ret;
-    }
-    if (names_other_inputs((*fmt)->iformat)) {
-        vt_set_err(err, errlen, "a %s list of other files or URLs, not a video (FFmpeg would "
-                   "read what it names)", (*fmt)->iformat->name);
-        avformat_close_input(fmt);
-        return AVERROR_INVALIDDATA;
-    }
-    return 0;
-}
-
 int vt_vid_open_input(vt_video *v, int probe, char *err, size_t errlen) {
     vt_vid_last_msg[0] = 0;
     struct stat st;

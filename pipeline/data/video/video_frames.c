@@ -8,6 +8,8 @@
  * its lowest number. Frame n is the n-th number; its time is n / the frame rate
  * (vt_video_set_frame_rate, --frame-rate, default 30). Like the rest of the reader it
  * must never print or abort on a bad folder: a gap or a mix of names is a data error.
+ * And the opening of a file's container beside it (vt_vid_open_file: the file protocol
+ * alone, no demuxer that reads a list of other inputs), for both kinds go through here.
  */
 #include <ctype.h>
 #include <dirent.h>
@@ -123,6 +125,37 @@ int vt_video_is_frame_dir(const char *path) {
     if (r < 0) /* too many open files: the folder may be one (video.h) */
         vt_vid_note_system(AVERROR(errno), "cannot list the frame folder", strerror(errno));
     return r == 1;
+}
+
+/* Demuxers that read a list of other inputs rather than a video: a file of one of these
+ * kinds under a video's name (an ffconcat script named x.mp4, a playlist) would be read as
+ * the files or URLs it names, which are not the file the dataset lists. */
+static int names_other_inputs(const AVInputFormat *f) {
+    static const char *const lists[] = {"concat", "hls", "dash", "ffmetadata", "tedcaptions"};
+    for (size_t i = 0; f && i < VT_ARRAY_LEN(lists); i++)
+        if (!strcmp(f->name, lists[i]))
+            return 1;
+    return 0;
+}
+
+int vt_vid_open_file(AVFormatContext **fmt, const char *path, char *err, size_t errlen) {
+    /* the local file protocol only: a path that looks like a URL ("http://...", "pipe:0")
+     * is no file of a dataset; streams and cameras go through stream.c */
+    AVDictionary *o = NULL;
+    av_dict_set(&o, "protocol_whitelist", "file", 0);
+    int ret = avformat_open_input(fmt, path, NULL, &o);
+    av_dict_free(&o);
+    if (ret < 0) {
+        vt_vid_set_av_err(err, errlen, "cannot read the container", ret);
+        return ret;
+    }
+    if (names_other_inputs((*fmt)->iformat)) {
+        vt_set_err(err, errlen, "a %s list of other files or URLs, not a video (FFmpeg would "
+                   "read what it names)", (*fmt)->iformat->name);
+        avformat_close_input(fmt);
+        return AVERROR_INVALIDDATA;
+    }
+    return 0;
 }
 
 int vt_video_open_input(AVFormatContext **fmt, const char *path, char *err, size_t errlen) {

@@ -213,6 +213,11 @@ int64_t vt_vid_frame_pos(vt_video *v);
 /* The index time of frame f: its pts, else its best-effort timestamp less v->ts_shift;
  * AV_NOPTS_VALUE when it has neither. */
 int64_t vt_vid_frame_time(const vt_video *v, const AVFrame *f);
+/* Is ts, whose first index position is i (its lower bound), another frame's time too? */
+int vt_vid_ts_shared(const vt_video *v, int64_t i, int64_t ts);
+/* Is ts the time of position m and of no other frame? Then a decode that meets the frame
+ * again places it at m, however it got there (vt_vid_frame_pos). */
+int vt_vid_ts_alone_at(const vt_video *v, int64_t m, int64_t ts);
 /* Seek so that decoding reaches position q, `back` keyframes earlier on a retry. */
 int vt_vid_seek_for(vt_video *v, int64_t q, int back, char *err, size_t errlen);
 /* 1 when the decoder should decode on to q rather than seek. */

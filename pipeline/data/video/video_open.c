@@ -355,11 +355,7 @@ static int drop_unmade_lead(vt_video *v, char *err, size_t errlen) {
 /* Is the frame in v->frame, at v->last_pos, the only one with its timestamp? Then a read
  * that decodes it again places it at the same position (vt_vid_frame_pos). */
 static int first_ts_alone(const vt_video *v) {
-    const AVFrame *f = v->frame;
-    int64_t m = v->last_pos, n = v->info.nframes;
-    int64_t ts = vt_vid_frame_time(v, f);
-    return m >= 0 && m < n && ts == v->pts[m] && (m + 1 >= n || v->pts[m + 1] != ts) &&
-           (m == 0 || v->pts[m - 1] != ts);
+    return vt_vid_ts_alone_at(v, v->last_pos, vt_vid_frame_time(v, v->frame));
 }
 
 /* ---- public API ---- */

@@ -44,9 +44,7 @@ static int frame_is_clean(const vt_video *v, int64_t m) {
         (f->flags & AV_FRAME_FLAG_CORRUPT) ||
         f->decode_error_flags || m < 0 || m >= v->info.nframes)
         return 0;
-    int64_t ts = vt_vid_frame_time(v, f);
-    return ts == v->pts[m] && (m + 1 >= v->info.nframes || v->pts[m + 1] != ts) &&
-           (m == 0 || v->pts[m - 1] != ts);
+    return vt_vid_ts_alone_at(v, m, vt_vid_frame_time(v, f));
 }
 
 /* Does slot i of the clip still want the frame at position m? */

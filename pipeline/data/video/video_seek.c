@@ -82,8 +82,8 @@ static void check_landing(vt_video *v, const AVPacket *pkt) {
      * later landing would send each retry of a dts-seeking file to the next keyframe
      * again, and every clip to the start of the file. */
     if (v->seek_pos >= 0 && pkt->pts > v->pts[v->seek_pos]) {
-        int64_t i = vt_vid_lower_bound(v->pts, v->info.nframes, pkt->pts);
-        if (i + 1 < v->info.nframes && v->pts[i + 1] == pkt->pts)
+        if (vt_vid_ts_shared(v, vt_vid_lower_bound(v->pts, v->info.nframes, pkt->pts),
+                             pkt->pts))
             v->land_bad = 1;
     }
 }
@@ -109,7 +109,7 @@ static int packet_wanted(vt_video *v, const AVPacket *pkt) {
      * names no position alone: the frames take the shared positions in the order they
      * come out (vt_vid_frame_pos), so none of them may be left out, or the next would take
      * its place. */
-    if (i + 1 < v->info.nframes && v->pts[i + 1] == ts)
+    if (vt_vid_ts_shared(v, i, ts))
         return 1;
     int64_t j = vt_vid_lower_bound(v->want, v->nwant, i);
     if (j < v->nwant && v->want[j] == i)
@@ -211,6 +211,15 @@ int64_t vt_vid_frame_time(const vt_video *v, const AVFrame *f) {
     return ts == AV_NOPTS_VALUE ? ts : ts - v->ts_shift;
 }
 
+int vt_vid_ts_shared(const vt_video *v, int64_t i, int64_t ts) {
+    return i + 1 < v->info.nframes && v->pts[i + 1] == ts;
+}
+
+int vt_vid_ts_alone_at(const vt_video *v, int64_t m, int64_t ts) {
+    return m >= 0 && m < v->info.nframes && ts == v->pts[m] && !vt_vid_ts_shared(v, m, ts) &&
+           (m == 0 || v->pts[m - 1] != ts);
+}
+
 /* Index position of the frame in v->frame (after last_pos). */
 int64_t vt_vid_frame_pos(vt_video *v) {
     int64_t n = v->info.nframes;
@@ -236,7 +245,7 @@ int64_t vt_vid_frame_pos(vt_video *v) {
     int64_t i = vt_vid_lower_bound(v->pts, n, ts);
     if (i < n && v->pts[i] == ts) {
         /* Duplicate timestamps (broken muxers): take the next unused one. */
-        while (i <= v->last_pos && i + 1 < n && v->pts[i + 1] == ts)
+        while (i <= v->last_pos && vt_vid_ts_shared(v, i, ts))
             i++;
         return i;
     }
@@ -257,12 +266,9 @@ int vt_vid_seek_for(vt_video *v, int64_t q, int back, char *err, size_t errlen) 
     /* A keyframe whose time another frame shares gives no position to the first frame
      * after the seek (vt_vid_frame_pos takes the first of the shared ones): one further
      * back, whose time is its own, starts the count right. */
-    while (k >= 0) {
-        int64_t i = vt_vid_lower_bound(v->pts, v->info.nframes, v->kf[k]);
-        if (i + 1 >= v->info.nframes || v->pts[i + 1] != v->kf[k])
-            break;
+    while (k >= 0 &&
+           vt_vid_ts_shared(v, vt_vid_lower_bound(v->pts, v->info.nframes, v->kf[k]), v->kf[k]))
         k--;
-    }
     if (k < 0)
         return vt_vid_seek_ts(v, v->start_ts, err, errlen);
     return vt_vid_seek_ts(v, v->kf[k], err, errlen);

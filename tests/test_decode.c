@@ -291,19 +291,26 @@ static void test_width(void) {
     }
 }
 
+/* The test file `name` (its path into path, 4096 bytes) opened with one decoder thread, or
+ * NULL: not made (its encoder is missing: said, skipped) or not opened (a failed check). */
+static vt_video *open_one_thread(const char *name, char *path) {
+    snprintf(path, 4096, "%s/%s", dir, name);
+    if (!file_exists(path)) {
+        printf("  %s: not made (encoder missing), skipped\n", name);
+        return NULL;
+    }
+    vt_video *v = NULL;
+    TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0, "%s open: %s", name, err);
+    return v;
+}
+
 /* Reads that decode on instead of seeking (video_seek.c can_continue): a keyframe a few
  * frames ahead, or a gap in an intra-only stream, is passed by decoding (or dropping
  * packets) rather than by a seek, and the pixels stay ffmpeg's. GOP 12 (make_media.sh):
  * keyframes at 0, 12, 24, 36. */
 static void test_continue(const char *name, int intra) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (!file_exists(path)) {
-        printf("  %s: not made (encoder missing), skipped\n", name);
-        return;
-    }
-    vt_video *v = NULL;
-    TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0, "%s open: %s", name, err);
+    vt_video *v = open_one_thread(name, path);
     if (!v)
         return;
     const vt_video_stats *st = vt_video_get_stats(v);
@@ -390,13 +397,7 @@ static void test_ts_seek(const char *name) {
  * start does, not copies of frame 27 (video_read.c: one keyframe further back). */
 static void test_open_gop(const char *name) {
     char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (!file_exists(path)) {
-        printf("  %s: not made (encoder missing), skipped\n", name);
-        return;
-    }
-    vt_video *v = NULL;
-    TCHECK(vt_video_open(&v, path, 1, err, sizeof err) == 0, "%s open: %s", name, err);
+    vt_video *v = open_one_thread(name, path);
     if (!v)
         return;
     check_clip(v, path, 28, 2, 1, 64, VT_PAD_LOOP, name);

@@ -28,16 +28,6 @@ static int train(const char *env, const char *out, const char *model, const char
                       env, g_bin, g_dir, g_dir, out, model, clip, extra, g_dir, out);
 }
 
-static void same(const char *x, const char *y, const char *what, int least) {
-    char a[4200], b[4200];
-    snprintf(a, sizeof a, "%s/%s/last.safetensors", g_dir, x);
-    snprintf(b, sizeof b, "%s/%s/last.safetensors", g_dir, y);
-    static const char *const all[] = {"", NULL};
-    int n = vt_test_ckpt_same(a, b, all, NULL);
-    printf("%s: %d tensors bit for bit\n", what, n);
-    TCHECK(n >= least, "%s: only %d tensors compared", what, n);
-}
-
 int main(void) {
     g_bin = vt_test_bin("test_fuse_cmds");
     if (!g_bin)
@@ -50,13 +40,14 @@ int main(void) {
            "r3d18 unfused");
     TCHECK(train("VT_FUSE=1 VT_EXACT_SUMS=0", "r1", "r3d18", "4x32", "--devices cpu:1") == 0,
            "r3d18 fused");
-    same("r0", "r1", "r3d18, float sums: VT_FUSE=1 = VT_FUSE=0", 60);
+    vt_test_last_same(g_dir, "r0", "r1", "r3d18, float sums: VT_FUSE=1 = VT_FUSE=0", 60);
 
     TCHECK(train("VT_FUSE=0", "x0", "x3d_xs", "4x64", "--devices cpu:1") == 0,
            "x3d_xs unfused, one tower");
     TCHECK(train("VT_FUSE=1", "x2", "x3d_xs", "4x64",
                  "--devices cpu:2 --tower-split manual:3,1") == 0,
            "x3d_xs fused, two towers");
-    same("x0", "x2", "x3d_xs, exact sums: 2 towers fused = 1 tower unfused", 300);
+    vt_test_last_same(g_dir, "x0", "x2", "x3d_xs, exact sums: 2 towers fused = 1 tower unfused",
+                      300);
     return vt_test_done("test_fuse_cmds");
 }

@@ -236,16 +236,24 @@ static void check_manifest(const char *dst) {
     free(m);
 }
 
+/* make_media's files made (0; -1 when they cannot be), and the SRC and DST folders of one
+ * check, DIR/<tag>src and DIR/<tag>dst (4300 bytes each). */
+static int media_dirs(const char *dir, const char *tag, char *sdir, char *ddir) {
+    if (vt_test_media_make())
+        return -1;
+    snprintf(sdir, 4300, "%s/%ssrc", dir, tag);
+    snprintf(ddir, 4300, "%s/%sdst", dir, tag);
+    return 0;
+}
+
 /* A clean MPEG-2 program stream with B-frames, whose muxer left some I/P packets without a
  * pts (make_media's mpeg2.mpg): their dts once stood in for their time, so prep called it
  * damaged ("1 decoded out of order and left out") and dropped frames. Every frame is
  * written, and no damage is said. And a raw H.264 stream beside it. */
 static void clean_mpeg2(const char *bin, const char *dir) {
-    if (vt_test_media_make())
-        return;
     char sdir[4300], ddir[4300], p[8800];
-    snprintf(sdir, sizeof sdir, "%s/m2src", dir);
-    snprintf(ddir, sizeof ddir, "%s/m2dst", dir);
+    if (media_dirs(dir, "m2", sdir, ddir))
+        return;
     vt_test_media_put(sdir, "a/m.mpg", "mpeg2.mpg");
     vt_test_media_put(sdir, "a/r.h264", "raw.h264");
     TCHECK(vt_test_sh("'%s' prep '%s' '%s' --jobs 1 > '%s/m2.out' 2>&1", bin, sdir, ddir, dir)
@@ -270,11 +278,9 @@ static void clean_mpeg2(const char *bin, const char *dir) {
  * 17408): the copy is written in order, so those two are left out, and the damage line
  * says so; frames written + never decoded + left out = the source's index. */
 static void damaged_order(const char *bin, const char *dir) {
-    if (vt_test_media_make())
-        return;
     char sdir[4300], ddir[4300], p[8800];
-    snprintf(sdir, sizeof sdir, "%s/dsrc", dir);
-    snprintf(ddir, sizeof ddir, "%s/ddst", dir);
+    if (media_dirs(dir, "d", sdir, ddir))
+        return;
     vt_test_media_put(sdir, "a/corrupt_mid.mp4", "hostile/corrupt_mid.mp4");
     TCHECK(vt_test_sh("'%s' prep '%s' '%s' --jobs 1 > '%s/dmg.out' 2>&1", bin, sdir, ddir, dir)
                == 0, "prep of a damaged source");
@@ -332,11 +338,9 @@ static int probe_times(const char *file, double *t, int max) {
  * frames of such a file were lost and every later frame of the copy was a later frame of
  * the source. */
 static void shared_times(const char *bin, const char *dir) {
-    if (vt_test_media_make())
-        return;
     char sdir[4300], ddir[4300], p[8800], c[8800];
-    snprintf(sdir, sizeof sdir, "%s/dupsrc", dir);
-    snprintf(ddir, sizeof ddir, "%s/dupdst", dir);
+    if (media_dirs(dir, "dup", sdir, ddir))
+        return;
     vt_test_media_put(sdir, "a/d.ts", "dups.ts");
     TCHECK(vt_test_sh("'%s' prep '%s' '%s' --jobs 1 > '%s/dups.out' 2>&1", bin, sdir, ddir, dir)
                == 0, "prep of a TS whose frames share timestamps");
@@ -401,11 +405,9 @@ static void refused_codec(const char *bin, const char *dir) {
  * the other is numbered. Both were renamed alike, round after round, and prep never ended
  * (timeout: a regression fails here instead of hanging the suite). */
 static void trim_same_stem(const char *bin, const char *dir) {
-    if (vt_test_media_make())
-        return;
     char sdir[4300], ddir[4300], p[8800];
-    snprintf(sdir, sizeof sdir, "%s/stemsrc", dir);
-    snprintf(ddir, sizeof ddir, "%s/stemdst", dir);
+    if (media_dirs(dir, "stem", sdir, ddir))
+        return;
     vt_test_media_put(sdir, "a/x.h264", "raw.h264");
     vt_test_media_put(sdir, "a/x.m2ts", "h264.m2ts");
     vt_test_write_file(sdir, "seg.csv", "path,class,start,end\na/x.h264,a,0.5,1.5\n"

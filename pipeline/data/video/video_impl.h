@@ -202,6 +202,17 @@ void vt_vid_known_put(const char *path, const vt_vid_file_id *id, const vt_vid_k
 /* Counts an open that took a kept file's stream parameters instead of probing. */
 void vt_vid_known_probe_skipped(void);
 
+/* ---- the frame index (video_index.c) ---- */
+
+/* v->pts (sorted presentation times, or counts where the file is counted: no_ts), v->kf,
+ * nkf, start_ts and the stream flags (no_ts, ts_back, dts_only, cut_start, lead_untimed,
+ * intra_only), info's nframes, fps, duration and vfr, by demuxing every packet of v's
+ * stream from where the demuxer is. 0, or a negative code with err set. */
+int vt_vid_build_index(vt_video *v, char *err, size_t errlen);
+/* VFR: in the sorted index (n), frame durations differ by more than 1% and by more than
+ * one tick. */
+int vt_vid_index_vfr(const int64_t *pts, int64_t n);
+
 /* ---- moving the decoder (video_seek.c) ---- */
 
 /* Seek the demuxer to ts (stream time base) and flush the decoder. */

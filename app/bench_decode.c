@@ -154,10 +154,10 @@ static void probe(file_list *files, int threads, int short_side, int clip, int s
                                                 sizeof err);
         const vt_video_stats *s = vt_video_get_stats(v);
         printf("%s\t%s\tframes=%lld\tdecoded=%lld\t%dx%d\trot=%d\tout=%dx%d\t%s/%s/%s\t"
-               "fps=%.3f\tdur=%.3f\tvfr=%d\tdecode_errors=%lld\tmissing=%lld\t%.3fs\t%s\n",
+               "fps=%.3f\tdur=%.3f\tvfr=%d\tcounted=%d\tdecode_errors=%lld\tmissing=%lld\t%.3fs\t%s\n",
                rc2 < 0 ? "error" : "ok", p, (long long)in->nframes, (long long)decoded,
                in->width, in->height, in->rotation, ow, oh, in->container, in->codec, in->pix_fmt,
-               in->fps, in->duration, in->vfr, (long long)s->decode_errors,
+               in->fps, in->duration, in->vfr, in->counted, (long long)s->decode_errors,
                (long long)s->missing_frames, vt_now() - t0, rc2 < 0 ? err : "-");
         fflush(stdout);
         free(buf);

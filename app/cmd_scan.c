@@ -326,7 +326,7 @@ typedef struct scan_summary {
     int *counts;               /* [(nc + 1) x VT_NSPLITS] readable samples; row nc: no class */
     int *badc;                 /* [nc + 1] unreadable per class */
     int split_total[VT_NSPLITS], has_split[VT_NSPLITS];
-    int nok, nbad, nunlabeled, nvfr, nrot, nbadlines;
+    int nok, nbad, nunlabeled, nvfr, nrot, ncounted, nbadlines;
     tally codecs, sizes, containers;
     stat3 sf, sd, sn; /* fps, duration (s), frames of the readable videos */
     double probe_s;
@@ -416,6 +416,7 @@ static int scan_plan(const scan_opts *op, vt_dataset **dsp, scan_summary *sm) {
         sm->nok++;
         sm->nvfr += v->info.vfr != 0;
         sm->nrot += v->info.rotation != 0;
+        sm->ncounted += v->info.counted != 0;
         tally_add(&sm->codecs, v->info.codec[0] ? v->info.codec : "?");
         tally_add(&sm->containers, v->info.container[0] ? v->info.container : "?");
         snprintf(buf, sizeof buf, "%dx%d", v->info.disp_width, v->info.disp_height);
@@ -546,6 +547,7 @@ static void scan_print_json(const scan_opts *op, const vt_dataset *ds, scan_summ
     cJSON_AddItemToObject(o, "frames", stat_json(sm->sn));
     cJSON_AddNumberToObject(o, "vfr", sm->nvfr);
     cJSON_AddNumberToObject(o, "rotated", sm->nrot);
+    cJSON_AddNumberToObject(o, "counted", sm->ncounted);
     cJSON *bad = cJSON_AddArrayToObject(o, "unreadable_files");
     for (int i = 0; i < ds->nvideos; i++)
         if (ds->videos[i].bad != VT_BAD_NONE) {
@@ -679,6 +681,10 @@ static void scan_print_text(const scan_opts *op, const vt_dataset *ds, scan_summ
     }
     if (sm->nrot)
         printf("%-12s %d with rotation metadata (decoded upright)\n", "rotated", sm->nrot);
+    if (sm->ncounted)
+        printf("%-12s %d whose frames are counted from the start (no timestamps, or times that "
+               "go back: segments joined with overlapping times): each clip decodes from the "
+               "top (vidtrain prep writes copies that seek)\n", "counted", sm->ncounted);
     if (ds->nmissing)
         printf("list files name %d videos that are not there (see the warnings)\n", ds->nmissing);
     if (op->labels && sm->nbadlines)

@@ -12,6 +12,8 @@
 #   DIR/h264.m2ts, DIR/wmv2.wmv, DIR/raw.h264: AVCHD, Windows Media, a raw camera stream
 #   DIR/cut.mkv       a stream copy cut mid-GOP: one packet without any timestamp
 #   DIR/dups.ts       B-frames in MPEG-TS with pairs of frames sharing a timestamp
+#   DIR/joined.ts     two transport streams joined with cat: the times start again at frame 24
+#   DIR/overlap.mp4   a concat stream copy whose second segment repeats times of the first
 #   DIR/negts.mkv     a stream copy cut with -ss into Matroska, -avoid_negative_ts disabled:
 #                     its first GOP (the lead-in before the cut point) has no timestamps
 #   DIR/opengop.mp4   x264 --open-gop, 30 frames: after a seek to keyframe 24 the decoder
@@ -102,6 +104,26 @@ fi
 # keyframe after it among them), and the demuxer seeks by dts.
 mk "$dir/dups.ts" "${src[@]}" -vf "settb=1/1000,setpts=(N*40+15*mod(N\,3))/(1000*TB)" \
     -fps_mode passthrough "${h264[@]}"
+# Times that go back: two transport streams joined with `cat` (HLS downloads, split
+# recordings: each part starts its clock again), 24 frames each, different pictures; and
+# segments joined by `ffmpeg -f concat -c copy` with an inpoint off a keyframe (the second
+# segment's lead-in from its keyframe repeats times of the first). Frames are counted.
+if [ ! -s "$dir/joined.ts" ]; then
+    ff -f lavfi -i "testsrc2=size=160x120:rate=25:duration=0.96" "${h264[@]}" -f mpegts \
+        "$dir/joined.$$.a.ts"
+    ff -f lavfi -i "testsrc=size=160x120:rate=25:duration=0.96" "${h264[@]}" -f mpegts \
+        "$dir/joined.$$.b.ts"
+    cat "$dir/joined.$$.a.ts" "$dir/joined.$$.b.ts" > "$dir/joined.$$.tmp.ts"
+    rm -f "$dir/joined.$$.a.ts" "$dir/joined.$$.b.ts"
+    mv -f "$dir/joined.$$.tmp.ts" "$dir/joined.ts"
+fi
+if [ ! -s "$dir/overlap.mp4" ]; then
+    ff "${src[@]}" "${h264[@]}" "$dir/overlap.$$.src.mp4"
+    printf "file '%s'\noutpoint 1.2\nfile '%s'\ninpoint 0.7\n" "overlap.$$.src.mp4" \
+        "overlap.$$.src.mp4" > "$dir/overlap.$$.txt"
+    mk "$dir/overlap.mp4" -f concat -safe 0 -i "$dir/overlap.$$.txt" -c copy
+    rm -f "$dir/overlap.$$.src.mp4" "$dir/overlap.$$.txt"
+fi
 # A transport stream captured mid-broadcast: cut 40 TS packets in, its first video packets
 # belong to a GOP whose keyframe and parameter sets lie before the cut, and the decoder hands
 # out nothing before the next keyframe (nor, in MPEG-2, the B-pictures that lean on the

@@ -231,6 +231,21 @@ static void test_file(const char *name, int expect_vfr) {
     TCHECK(in->vfr == expect_vfr, "%s: vfr %d, expected %d", name, in->vfr, expect_vfr);
     TCHECK(in->fps > 0 && in->duration > 0, "%s: fps %.3f duration %.3f", name, in->fps,
            in->duration);
+    /* Counted from the top: a raw stream (no times), H.264 in MPEG-PS (most frames untimed)
+     * and the two files whose times go back;
+     * every other file is read by time (a false "goes back" would make each clip decode
+     * from the start). The joined ones at 25 fps as their parts, not the container's
+     * figures, which count the overlap (overlap.mp4's own rate says 29.2). */
+    const char *const counted[] = {"raw.h264", "h264.mpg", "joined.ts", "overlap.mp4"};
+    int want_counted = 0;
+    for (size_t i = 0; i < VT_ARRAY_LEN(counted); i++)
+        want_counted |= strcmp(name, counted[i]) == 0;
+    TCHECK(in->counted == want_counted, "%s: counted %d, expected %d", name, in->counted,
+           want_counted);
+    if (want_counted && (!strcmp(name, "joined.ts") || !strcmp(name, "overlap.mp4")))
+        TCHECK(fabs(in->fps - 25) < 1e-9 && fabs(in->duration - (double)in->nframes / 25) < 1e-9,
+               "%s: fps %.3f duration %.3f, want 25 and %lld / 25", name, in->fps, in->duration,
+               (long long)in->nframes);
     int w, h;
     vt_video_scaled_size(v, 64, &w, &h);
     TCHECK(w == 85 && h == 64, "%s: scaled size %dx%d, want 85x64 (160x120 at short side 64)",
@@ -261,6 +276,28 @@ static void test_file(const char *name, int expect_vfr) {
  * RGB blocks of 8 once left unwritten (video_scale.c): 340 (20 mod 64) in 4:2:0 and 4:2:2,
  * 148 in full-range 4:2:0 (MJPEG). Each clip twice on one handle (stale bytes from the
  * frame before were what the rows ended with), and at a short side that scales. */
+/* `vidtrain scan` says which videos are counted from the top (each clip decodes from the
+ * start): joined.ts, not h264.mp4, in the text and in --json's "counted". */
+static void test_scan_counted(void) {
+    const char *bin = vt_test_bin("test_decode");
+    if (!bin)
+        return;
+    TCHECK(vt_test_sh("rm -rf '%s/scan' && mkdir -p '%s/scan/a' '%s/scan/b' && cp '%s/joined.ts' "
+                      "'%s/scan/a/' && cp '%s/h264.mp4' '%s/scan/b/' && '%s' scan '%s/scan' "
+                      "--no-leaks > '%s/scan.txt' 2>&1 && grep -q '^counted  *1 whose frames are "
+                      "counted' '%s/scan.txt'", dir, dir, dir, dir, dir, dir, dir, bin, dir, dir,
+                      dir) == 0, "scan names the one counted video (%s/scan.txt)", dir);
+    TCHECK(vt_test_sh("'%s' scan '%s/scan' --no-leaks --json > '%s/scan.json' 2>/dev/null", bin,
+                      dir, dir) == 0, "scan --json");
+    char p[4200];
+    snprintf(p, sizeof p, "%s/scan.json", dir);
+    cJSON *j = vt_test_read_json(p);
+    const cJSON *c = cJSON_GetObjectItem(j, "counted");
+    TCHECK(cJSON_IsNumber(c) && c->valuedouble == 1, "scan --json: counted %g, want 1",
+           cJSON_IsNumber(c) ? c->valuedouble : -1);
+    cJSON_Delete(j);
+}
+
 static void test_width(void) {
     static const struct {
         const char *name, *enc;
@@ -676,6 +713,8 @@ int main(void) {
     test_file("cut.mkv", 0);
     test_file("negts.mkv", 0);
     test_file("dups.ts", 1);
+    test_file("joined.ts", 0);
+    test_file("overlap.mp4", 0);
     stream_times("h264.avi");
     stream_times("mpeg4bf.avi");
     stream_times("mpeg2.mpg");
@@ -698,6 +737,7 @@ int main(void) {
     test_rotation("rot90.mp4", 90);
     test_rotation("rot270.mp4", 270);
     test_width();
+    test_scan_counted();
     test_lost_chunk();
     refs_clear();
     return vt_test_done("test_decode");

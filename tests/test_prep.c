@@ -249,13 +249,17 @@ static int media_dirs(const char *dir, const char *tag, char *sdir, char *ddir) 
 /* A clean MPEG-2 program stream with B-frames, whose muxer left some I/P packets without a
  * pts (make_media's mpeg2.mpg): their dts once stood in for their time, so prep called it
  * damaged ("1 decoded out of order and left out") and dropped frames. Every frame is
- * written, and no damage is said. And a raw H.264 stream beside it. */
+ * written, and no damage is said. And a raw H.264 stream beside it, and two transport
+ * streams joined with cat (make_media's joined.ts, times that start again at frame 24:
+ * counted from the top): the copy holds all 48 frames at times that grow, and vidtrain
+ * reads it by time. */
 static void clean_mpeg2(const char *bin, const char *dir) {
     char sdir[4300], ddir[4300], p[8800];
     if (media_dirs(dir, "m2", sdir, ddir))
         return;
     vt_test_media_put(sdir, "a/m.mpg", "mpeg2.mpg");
     vt_test_media_put(sdir, "a/r.h264", "raw.h264");
+    vt_test_media_put(sdir, "a/j.ts", "joined.ts");
     TCHECK(vt_test_sh("'%s' prep '%s' '%s' --jobs 1 > '%s/m2.out' 2>&1", bin, sdir, ddir, dir)
                == 0, "prep of an MPEG-2 .mpg");
     snprintf(p, sizeof p, "%s/m2.out", dir);
@@ -271,6 +275,10 @@ static void clean_mpeg2(const char *bin, const char *dir) {
     TCHECK(vt_test_ffprobe_frames(p) == 48, "a raw .h264 copied to an .mp4 (%s)", p);
     snprintf(p, sizeof p, "%s/a/r.h264", ddir);
     TCHECK(access(p, F_OK) != 0, "no raw .h264 copy");
+    snprintf(p, sizeof p, "%s/a/j.mp4", ddir);
+    TCHECK(vt_test_ffprobe_frames(p) == 48, "the joined .ts copied whole (%s)", p);
+    TCHECK(vt_test_sh("'%s' bench decode '%s' --probe 2>&1 | grep -q 'frames=48.*counted=0'",
+                      bin, p) == 0, "the joined .ts's copy is read by time (%s)", p);
 }
 
 /* A damaged H.264 source whose decoder hands two frames out after later ones (make_media's

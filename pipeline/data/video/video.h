@@ -35,6 +35,10 @@ typedef struct vt_video_info {
     int full_range;           /* 1: full-range (JPEG) levels 0-255, as MJPEG and some phones
                                  write; from the first decoded frame (vt_video_open only) */
     int vfr;                  /* 1 when frame durations differ by more than 1% */
+    int counted;              /* 1 when frames are counted from the top, not found by time
+                               * (no timestamps: raw streams; times that go back: segments
+                               * joined with overlapping times): a clip decodes from the
+                               * start (vidtrain prep writes a copy that seeks) */
     char decoder[8];          /* where frames decode: "cpu", or "nvdec" (the GPU) */
 } vt_video_info;
 

@@ -86,6 +86,9 @@ struct vt_video {
     int64_t nkf;
     int64_t start_ts;       /* smallest dts/pts seen: a seek here is a seek to the start */
     int no_ts;              /* packets without timestamps: frames are counted, not looked up */
+    int ts_back;            /* timestamps that go back (segments joined with overlapping
+                             * times, video_index.c): counted too, read from the top by
+                             * reopening (a timestamp seek cannot name it) */
     int dts_only;           /* every packet had a dts and no pts (AVI): the index holds dts */
     int lead_untimed;       /* the first GOP is untimed, its times made up (video_open.c
                              * untimed_lead): a demuxer's seek cannot reach it */
@@ -179,7 +182,7 @@ typedef struct vt_vid_known {
     vt_video_info info;     /* as the open left it */
     int64_t *pts, *kf;      /* (info.nframes), (nkf) */
     int64_t nkf, start_ts, ts_shift;
-    int no_ts, intra_only, lead_untimed, cut_start;
+    int no_ts, ts_back, intra_only, lead_untimed, cut_start;
     int first;              /* 1: info's first-frame facts (size, format, range) came from a
                              * CPU decoder without an error, at first_pos, whose timestamp
                              * no other frame has: an open may take them instead */

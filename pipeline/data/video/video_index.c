@@ -121,6 +121,45 @@ static int untimed_leading_only(const uint8_t *fl, int64_t n) {
     return 1;
 }
 
+/* Where the stream's times go back: the first packet (decode order) that shows before a
+ * frame of an earlier keyframe's run (the packets from one keyframe to the next), or -1.
+ * Segments joined by a stream copy with overlapping times (`ffmpeg -f concat` with an
+ * inpoint off a keyframe: the second segment's lead-in from its keyframe repeats times of
+ * the first; transport stream files joined with `cat`, as HLS downloads and split
+ * recordings are: each part starts its clock again) interleave two places of the video
+ * in a time-sorted index, so a clip read frames of both (every clip of two joined .ts
+ * files). A decoder hands the runs out one after the other, and the ffmpeg command
+ * numbers frames so. No sane stream does this: a run's frames show after every frame of
+ * the runs before it (an open GOP's leading pictures show before their keyframe, not
+ * before the run before it); a time two frames share is not going back. */
+static int64_t time_goes_back(const int64_t *pts, const uint8_t *fl, int64_t n) {
+    int64_t before = INT64_MIN, run = INT64_MIN;
+    for (int64_t i = 0; i < n; i++) {
+        if ((fl[i] & PK_KEY) && i > 0) {
+            before = VT_MAX(before, run);
+            run = INT64_MIN;
+        }
+        if (pts[i] < before)
+            return i;
+        run = VT_MAX(run, pts[i]);
+    }
+    return -1;
+}
+
+/* The typical frame duration of times (n, any order; sorted in place): the median of the
+ * steps between neighbours that are not 0, or 0 when there is none. */
+static int64_t median_step(int64_t *ts, int64_t n) {
+    qsort(ts, (size_t)n, sizeof(int64_t), vt_vid_cmp_i64);
+    int64_t m = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (ts[i] > ts[i - 1])
+            ts[m++] = ts[i] - ts[i - 1];
+    if (m == 0)
+        return 0;
+    qsort(ts, (size_t)m, sizeof(int64_t), vt_vid_cmp_i64);
+    return ts[m / 2];
+}
+
 /* One pts per frame by demuxing, no decoding. */
 int vt_vid_build_index(vt_video *v, char *err, size_t errlen) {
     int64_t cap = 256, n = 0, nk = 0, nuntimed = 0;
@@ -208,6 +247,18 @@ int vt_vid_build_index(vt_video *v, char *err, size_t errlen) {
         v->dts_only = (fl[i] & PK_DTS_ONLY) != 0;
     if (!v->no_ts)
         anchors_to_pts(v, dts, fl, n, last_dur);
+    /* Times that go back (time_goes_back) name no frame: the file is counted, in the order
+     * the decoder hands its frames out, from its top (vt_vid_seek_ts), at the rate its
+     * frames are apart within the runs. */
+    int64_t back_step = 0;
+    if (!v->no_ts && time_goes_back(v->pts, fl, n) >= 0) {
+        back_step = median_step(v->pts, n);
+        v->no_ts = v->ts_back = 1;
+        v->lead_untimed = 0;
+        v->start_ts = 0;
+        for (int64_t i = 0; i < n; i++)
+            v->pts[i] = i;
+    }
     v->kf = vt_malloc((size_t)VT_MAX(nk, 1) * sizeof(int64_t));
     for (int64_t i = 0, k = 0; i < n; i++)
         if (fl[i] & PK_KEY)
@@ -233,7 +284,10 @@ int vt_vid_build_index(vt_video *v, char *err, size_t errlen) {
     if (v->info.duration <= 0 && v->fmt->duration > 0)
         v->info.duration = (double)v->fmt->duration / AV_TIME_BASE;
     AVRational afr = st->avg_frame_rate;
-    if (afr.num > 0 && afr.den > 0)
+    if (back_step > 0 && tb > 0) { /* the container's duration and rate count the overlap */
+        v->info.fps = 1.0 / ((double)back_step * tb);
+        v->info.duration = (double)n / v->info.fps;
+    } else if (afr.num > 0 && afr.den > 0)
         v->info.fps = av_q2d(afr);
     else if (v->info.duration > 0)
         v->info.fps = (double)n / v->info.duration;
@@ -241,6 +295,7 @@ int vt_vid_build_index(vt_video *v, char *err, size_t errlen) {
         v->info.duration = (double)n / v->info.fps;
     if (!v->no_ts)
         v->info.vfr = vt_vid_index_vfr(v->pts, n);
+    v->info.counted = v->no_ts;
     return 0;
 }
 

@@ -342,6 +342,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         v->nkf = kn.nkf;
         v->start_ts = kn.start_ts;
         v->no_ts = kn.no_ts;
+        v->ts_back = kn.ts_back;
         v->ts_shift = kn.ts_shift;
         v->lead_untimed = kn.lead_untimed;
         v->cut_start = kn.cut_start;
@@ -448,7 +449,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         vt_vid_known k = {.info = *in, .pts = v->pts, .kf = v->kf, .nkf = v->nkf,
                           .start_ts = v->start_ts, .ts_shift = v->ts_shift,
                           .lead_untimed = v->lead_untimed, .cut_start = v->cut_start,
-                          .no_ts = v->no_ts,
+                          .no_ts = v->no_ts, .ts_back = v->ts_back,
                           .intra_only = v->intra_only, .first = first_known,
                           .first_pos = v->last_pos,
                           .par = h ? v->fmt->streams[v->sidx]->codecpar : NULL,

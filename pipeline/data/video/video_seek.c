@@ -21,12 +21,13 @@ int vt_vid_seek_ts(vt_video *v, int64_t ts, char *err, size_t errlen) {
     if (v->hw.on)
         vt_vid_hw_thread(); /* the flush below reaches NVDEC */
     v->stats.seeks++;
-    /* An untimed first GOP is reached only by reading from the top (video_open.c
-     * untimed_lead): the demuxer's seek lands on its first timed keyframe. */
-    int ret = v->lead_untimed && ts <= v->start_ts
-                  ? -1
-                  : av_seek_frame(v->fmt, v->sidx, ts, AVSEEK_FLAG_BACKWARD);
-    if (ret < 0 && ts <= v->start_ts && !v->lead_untimed)
+    /* An untimed first GOP is reached only by reading from the top (video_index.c
+     * untimed_lead): the demuxer's seek lands on its first timed keyframe. Nor is the top
+     * of a file whose times go back (ts_back): the demuxer's search for a time assumes
+     * times that grow, and its own index may hold the time twice. */
+    int top = v->ts_back || (v->lead_untimed && ts <= v->start_ts);
+    int ret = top ? -1 : av_seek_frame(v->fmt, v->sidx, ts, AVSEEK_FLAG_BACKWARD);
+    if (ret < 0 && ts <= v->start_ts && !top)
         ret = avformat_seek_file(v->fmt, v->sidx, INT64_MIN, ts, ts, 0);
     if (ret < 0) {
         /* Cannot seek: start again from the top; frames before ts are skipped by pts. */

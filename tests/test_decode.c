@@ -277,7 +277,8 @@ static void test_file(const char *name, int expect_vfr) {
  * 148 in full-range 4:2:0 (MJPEG). Each clip twice on one handle (stale bytes from the
  * frame before were what the rows ended with), and at a short side that scales. */
 /* `vidtrain scan` says which videos are counted from the top (each clip decodes from the
- * start): joined.ts, not h264.mp4, in the text and in --json's "counted". */
+ * start): joined.ts, not h264.mp4, in the text and in --json's "counted"; train warns of a
+ * long one. */
 static void test_scan_counted(void) {
     const char *bin = vt_test_bin("test_decode");
     if (!bin)
@@ -296,6 +297,14 @@ static void test_scan_counted(void) {
     TCHECK(cJSON_IsNumber(c) && c->valuedouble == 1, "scan --json: counted %g, want 1",
            cJSON_IsNumber(c) ? c->valuedouble : -1);
     cJSON_Delete(j);
+    /* train warns of a long counted video (7 joined parts, 336 frames: every clip decodes
+     * from the top) and names it; 48 frames are not long */
+    TCHECK(vt_test_sh("cd '%s/scan' && for i in 1 2 3 4 5 6 7; do cat ../joined.ts; done > "
+                      "a/long.ts && '%s' train . --out ../scanrun --model tiny --epochs 1 --clip "
+                      "4x32x32 --batch 2 --val-split 0 --threads 1 > ../train.txt 2>&1 && grep "
+                      "-q 'warning: 2 training videos are counted from the start.*a/long.ts, 336 "
+                      "frames' ../train.txt", dir, bin) == 0,
+           "train warns of the long counted video (%s/train.txt)", dir);
 }
 
 static void test_width(void) {

@@ -52,6 +52,31 @@ static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
                 "them; \"video\" metrics are per segment)\n", ds->nsegments);
 }
 
+/* Training videos counted from the top (no usable timestamps, or times that go back: files
+ * joined with overlapping times, video.h's `counted`) decode every clip from their start:
+ * a long one slows the loader without a word. Said once, with the longest and the way out,
+ * when one holds VT_COUNTED_LONG frames or more (a clip then decodes ~150 frames on
+ * average, against a GOP's ~25 after a seek). */
+#define VT_COUNTED_LONG 300
+static void warn_counted(const vt_dataset *ds) {
+    int n = 0, longest = -1;
+    for (int i = 0; i < ds->nvideos; i++) {
+        const vt_dataset_video *v = &ds->videos[i];
+        if (v->split != VT_SPLIT_TRAIN || v->bad != VT_BAD_NONE || !v->info.counted)
+            continue;
+        n++;
+        if (longest < 0 || v->info.nframes > ds->videos[longest].info.nframes)
+            longest = i;
+    }
+    if (longest < 0 || ds->videos[longest].info.nframes < VT_COUNTED_LONG)
+        return;
+    fprintf(stderr, "vidtrain train: warning: %d training video%s counted from the start (no "
+            "usable timestamps, or times that go back: segments joined with overlapping "
+            "times), so each clip decodes from the top: slow for long ones (the longest: %s, "
+            "%lld frames); vidtrain prep SRC DST writes copies that seek (docs/decode.md)\n", n,
+            n == 1 ? " is" : "s are", ds->videos[longest].path,
+            (long long)ds->videos[longest].info.nframes);
+}
 /* What a run trains or validates on, as "N HASH" into out: the count of samples idx[0..n)
  * of ds and a hash of each one's path (relative to ds), segment and labels, in order.
  * A function of those only (never of the folder's place or the files' times), so a
@@ -194,6 +219,7 @@ int vt_train_open_data(vt_train *t) {
         vt_dataset_copies_print(stderr, "vidtrain train: warning: among the training videos, ",
                                 ds, cp, m);
         free(cp);
+        warn_counted(ds);
     }
     if (o->nweights && o->nweights != ds->nheads) {
         fprintf(stderr, "vidtrain train: --loss-weights has %d values for %d heads\n", o->nweights,

@@ -11,16 +11,17 @@ demo=1
 [ "${1:-}" = "--no-demo" ] && demo=0
 
 # Runtime + build: FFmpeg libraries and the ffmpeg command (tests compare against it),
-# OpenBLAS, cJSON, libzip (PyTorch .pth checkpoints), Open MPI (training across
-# processes/machines under mpirun; test_mpi), libavdevice (cameras for predict
-# --timeline), CMake/Ninja. Tests: PyTorch/torchvision
+# OpenBLAS, cJSON, libzip (PyTorch .pth checkpoints), libunistring (class names in
+# Unicode NFC), Open MPI (training across processes/machines under mpirun; test_mpi),
+# libavdevice (cameras for predict --timeline), CMake/Ninja. Tests: PyTorch/torchvision
 # (layer and zoo goldens), PyAV (decode benchmark peer), Chromium (report rendering
 # test), clang with libFuzzer and its OpenMP (libomp-dev) for the fuzz targets
 # (scripts/fuzz.sh, the smoke run in scripts/test.sh), python3-onnx (the ONNX checker
 # for exported models; ONNX Runtime comes from npm, below).
 pkgs=(build-essential cmake ninja-build pkg-config git clang libomp-dev
       ffmpeg libavformat-dev libavcodec-dev libswscale-dev libavutil-dev libavdevice-dev
-      libopenblas-dev libcjson-dev libzip-dev libcurl4-openssl-dev libopenmpi-dev openmpi-bin
+      libopenblas-dev libcjson-dev libzip-dev libunistring-dev libcurl4-openssl-dev libopenmpi-dev
+      openmpi-bin
       python3 python3-numpy python3-torch python3-torchvision python3-av python3-onnx
       chromium)
 missing=()

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/common.h"
+#include "base/nfc.h"
 
 static void read_float(const cJSON *j, const char *k, float *dst) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, k);
@@ -29,6 +30,29 @@ cJSON *vt_run_heads_to_json(const vt_run_heads *h) {
         cJSON_AddItemToArray(arr, o);
     }
     return arr;
+}
+
+/* A run's class names (k) in Unicode NFC, as a dataset's are (base/nfc.h), so a run from
+ * before names were composed still meets its folders. Not where two of them would become
+ * one (a run that learnt "café" twice, from a Mac's folder and a typed one): its outputs
+ * keep their names as they were. */
+static void nfc_names(char **names, int k) {
+    char **c = vt_malloc((size_t)(k ? k : 1) * sizeof *c);
+    int twice = 0;
+    for (int i = 0; i < k; i++) {
+        c[i] = vt_nfc(names[i]);
+        for (int j = 0; j < i && !twice; j++)
+            twice = !strcmp(c[i], c[j]);
+    }
+    for (int i = 0; i < k; i++) {
+        if (twice) {
+            free(c[i]);
+            continue;
+        }
+        free(names[i]);
+        names[i] = c[i];
+    }
+    free(c);
 }
 
 int vt_run_heads_from_json(vt_run_heads *h, const cJSON *arr, char *err, size_t errlen) {
@@ -84,6 +108,7 @@ int vt_run_heads_from_json(vt_run_heads *h, const cJSON *arr, char *err, size_t 
         int c = 0;
         for (const cJSON *e = cl->child; e; e = e->next, c++)
             h->classes[i][c] = vt_strdup(e->valuestring);
+        nfc_names(h->classes[i], k);
     }
     return 0;
 }

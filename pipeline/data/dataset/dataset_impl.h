@@ -87,7 +87,8 @@ int vt_ds_find_video_in(const vt_dataset_video *videos, int n, const char *relpa
 /* Sorted, de-duplicated copies of names (n; names untouched); *out_n gets the count. */
 char **vt_ds_unique_sorted(char **names, int n, int *out_n);
 /* Class name of a relpath: the component at position `skip` ("train/Walk/x.mp4", skip 1
- * -> "Walk", vt_malloc'ed). NULL when the file sits above the class level. */
+ * -> "Walk", vt_malloc'ed), in Unicode NFC (base/nfc.h). NULL when the file sits above
+ * the class level. */
 char *vt_ds_class_of(const char *relpath, int skip);
 
 void vt_ds_head_free(vt_dataset_head *h);

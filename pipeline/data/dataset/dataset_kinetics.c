@@ -29,6 +29,7 @@
 #include <strings.h>
 
 #include "base/common.h"
+#include "base/nfc.h"
 #include "pipeline/data/dataset/dataset_impl.h"
 
 /* A video file under the folder by its stem: (stem, relpath, index in ds->videos, or
@@ -159,8 +160,8 @@ static void read_row(kin_ctx *k, const kin_cols *c, const vt_ds_strv *cells,
                 "skipped\n", csv_path, lineno);
         return;
     }
-    if (label[0])
-        vt_ds_strv_push(&k->labels, vt_strdup(label));
+    if (label[0]) /* in Unicode NFC, as class folders are (base/nfc.h) */
+        vt_ds_strv_push(&k->labels, vt_nfc(label));
     char stem[1200];
     snprintf(stem, sizeof stem, "%s_%06d_%06d", id, (int)t0, (int)t1);
     stem_ref *f = find_stem(k->stems.s, k->stems.n, stem, label);
@@ -182,7 +183,7 @@ static void read_row(kin_ctx *k, const kin_cols *c, const vt_ds_strv *cells,
     k->rows[k->nrows++] = (kin_row){
         .file = f, .start = segment ? t0 : 0, .end = segment ? t1 : 0,
         .split = split_of(c->split >= 0 ? cells->s[c->split] : NULL, csv_path),
-        .label = vt_strdup(label), .csv = csv, .line = lineno};
+        .label = vt_nfc(label), .csv = csv, .line = lineno};
 }
 
 /* Reads one CSV. 0, or -1 with err set (unreadable, a header without the columns). */

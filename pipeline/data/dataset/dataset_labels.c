@@ -17,6 +17,7 @@
 #include <strings.h>
 
 #include "base/common.h"
+#include "base/nfc.h"
 #include "pipeline/data/dataset/dataset_impl.h"
 
 /* ';'-separated tags of a cell, trimmed, empties dropped. */
@@ -338,6 +339,14 @@ int vt_dataset_load_labels(vt_dataset *ds, const char *csv_path, int *nbad, char
         }
     }
 
+    /* Label cells in Unicode NFC, as class folders are (base/nfc.h): "café" typed and
+     * "café" from a Mac are one class. */
+    for (int i = 0; i < nrows; i++)
+        for (int c = 1; c < rows[i].cells.n; c++) {
+            char *nfc = vt_nfc(rows[i].cells.s[c]);
+            free(rows[i].cells.s[c]);
+            rows[i].cells.s[c] = nfc;
+        }
     /* Heads: classes = sorted union of values/tags over valid rows. */
     for (int h = 0; h < VT_MAX_HEADS; h++)
         vt_ds_head_free(&ds->heads[h]);

@@ -23,6 +23,7 @@
 #include <strings.h>
 
 #include "base/common.h"
+#include "base/nfc.h"
 #include "pipeline/data/dataset/dataset_impl.h"
 
 static int apply_ucf101(vt_dataset *ds, const char *lists_dir, int fold, char *err,
@@ -54,14 +55,17 @@ static int apply_ucf101(vt_dataset *ds, const char *lists_dir, int fold, char *e
             goto end;
         }
         /* A name listed twice would be two classes with one name: the videos of that
-         * folder would all take the later id, and the earlier one would never be seen. */
+         * folder would all take the later id, and the earlier one would never be seen.
+         * Names in NFC, as the folders' (base/nfc.h). */
+        char *nfc = vt_nfc(cls);
         for (int k = 0; k < classes.n; k++)
-            if (!strcmp(classes.s[k], cls)) {
+            if (!strcmp(classes.s[k], nfc)) {
                 vt_set_err(err, errlen, "%s:%d: class '%s' is listed twice (first as %d)",
                            path, lineno, cls, k + 1);
+                free(nfc);
                 goto end;
             }
-        vt_ds_strv_push(&classes, vt_strdup(cls));
+        vt_ds_strv_push(&classes, nfc);
     }
     if (classes.n == 0) {
         vt_set_err(err, errlen, "%s: no classes", path);

@@ -19,6 +19,7 @@
 #include <strings.h>
 
 #include "base/common.h"
+#include "base/nfc.h"
 #include "pipeline/data/dataset/dataset_impl.h"
 
 /* ---- names (dataset.h) ---- */
@@ -362,7 +363,9 @@ char *vt_ds_class_of(const char *relpath, int skip) {
     char *s = vt_malloc(n + 1);
     memcpy(s, p, n);
     s[n] = 0;
-    return s;
+    char *c = vt_nfc(s); /* a Mac's folder "café" is another string than a typed one */
+    free(s);
+    return c;
 }
 
 void vt_ds_head_free(vt_dataset_head *h) {

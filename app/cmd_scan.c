@@ -42,7 +42,9 @@ static void usage(FILE *f) {
             "format that gives a class away (80%% or more of its training videos have values\n"
             "no other class has) is listed as a shortcut: a network can learn it instead of\n"
             "the content (docs/splits.md). Files that hold another's bytes under a second\n"
-            "name (a copy, not a link) are listed as copies.\n\n"
+            "name (a copy, not a link) are listed as copies, and class names that differ\n"
+            "only in case, spaces, '_' or '-' as similar (Unicode's two spellings of a name,\n"
+            "a Mac's and a typed one, are one class).\n\n"
             "  --val-split F   put a stable, per-class fraction F of train videos in val\n"
             "                  (by a hash of the path: a video keeps its split as files are added)\n"
             "  --group REGEX   the videos of one recording stay on one side of --val-split: the\n"
@@ -337,6 +339,8 @@ typedef struct scan_summary {
     vt_shortcut *sc; /* file properties that give a class away (dataset.h) */
     vt_dataset_copy *cp; /* one file's bytes under two names */
     int ncp;
+    vt_like_classes *lk_cls; /* classes named alike (case, spaces, '_', '-') */
+    int nlike;
     int nsc;
     const char *sc_what; /* the samples they were counted over */
 } scan_summary;
@@ -351,6 +355,7 @@ static void scan_summary_free(scan_summary *sm) {
     vt_scan_full_free(&sm->fd);
     free(sm->sc);
     free(sm->cp);
+    free(sm->lk_cls);
 }
 
 /* Opens op->dir into *ds (and its labels), probes every video, tallies them into *sm and
@@ -435,6 +440,7 @@ static int scan_plan(const scan_opts *op, vt_dataset **dsp, scan_summary *sm) {
     sm->sc_what = sc_split < 0 ? "videos" : "training videos";
     sm->nsc = vt_dataset_shortcuts(ds, sc_split, &sm->sc);
     sm->ncp = vt_dataset_copies(ds, &sm->cp);
+    sm->nlike = vt_dataset_like_classes(ds, &sm->lk_cls);
     sm->check_leaks = !op->no_leaks && sm->split_total[VT_SPLIT_TRAIN] &&
                       (sm->split_total[VT_SPLIT_VAL] || sm->split_total[VT_SPLIT_TEST]);
     if (sm->check_leaks)
@@ -574,6 +580,14 @@ static void scan_print_json(const scan_opts *op, const vt_dataset *ds, scan_summ
         cJSON_AddStringToObject(e, "values", sm->sc[k].values);
         cJSON_AddItemToArray(sca, e);
     }
+    cJSON *lka = cJSON_AddArrayToObject(o, "similar_classes");
+    for (int k = 0; k < sm->nlike; k++) {
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "head", ds->heads[sm->lk_cls[k].head].name);
+        cJSON_AddStringToObject(e, "a", ds->heads[sm->lk_cls[k].head].classes[sm->lk_cls[k].a]);
+        cJSON_AddStringToObject(e, "b", ds->heads[sm->lk_cls[k].head].classes[sm->lk_cls[k].b]);
+        cJSON_AddItemToArray(lka, e);
+    }
     cJSON *cpa = cJSON_AddArrayToObject(o, "copies");
     for (int k = 0; k < sm->ncp; k++) {
         cJSON *e = cJSON_CreateObject();
@@ -696,6 +710,10 @@ static void scan_print_text(const scan_opts *op, const vt_dataset *ds, scan_summ
     if (sm->ncp) {
         printf("\n");
         vt_dataset_copies_print(stdout, "copies: ", ds, sm->cp, sm->ncp);
+    }
+    if (sm->nlike) {
+        printf("\n");
+        vt_dataset_like_classes_print(stdout, "similar class names: ", ds, sm->lk_cls, sm->nlike);
     }
     if (sm->check_leaks) {
         printf("\n");

@@ -4,7 +4,8 @@
  * marks, Hangul, a singleton, a composition exclusion, text that is not UTF-8), then the
  * places a class name comes from: split folders made on a Mac (NFD) and on Linux (NFC),
  * a labels file, a UCF101 classInd list, and a run's config (vt_run_heads_from_json: an
- * older run keeps a name twice as it was). Files are empty: names only.
+ * older run keeps a name twice as it was). And names alike to a reader (case, spaces, '_',
+ * '-': vt_dataset_like_classes), which scan and train name. Files are empty: names only.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,9 +151,42 @@ static void run_heads(void) {
     cJSON_Delete(j);
 }
 
+/* Class names alike to a reader (case, spaces, '_', '-') are named as pairs; a name that
+ * only begins like another is not one of them. */
+static void alike(void) {
+    const char *dir = vt_test_dir("nfc_alike");
+    TCHECK(vt_test_sh("rm -rf '%s' && mkdir -p '%s'", dir, dir) == 0, "clean %s", dir);
+    static const char *const names[] = {"Walk", "walk", "eye_makeup", "Eye  Makeup ", "t-shirt",
+                                        "run", "running"};
+    for (size_t i = 0; i < VT_ARRAY_LEN(names); i++) {
+        char rel[64];
+        snprintf(rel, sizeof rel, "%s/1.mp4", names[i]);
+        touch(dir, rel);
+    }
+    char err[512];
+    vt_dataset *ds = vt_dataset_open(dir, NULL, err, sizeof err);
+    TCHECK(ds != NULL, "open: %s", err);
+    if (!ds)
+        return;
+    vt_like_classes *l = NULL;
+    int n = vt_dataset_like_classes(ds, &l);
+    char got[512] = {0};
+    for (int i = 0; i < n; i++) {
+        size_t at = strlen(got);
+        snprintf(got + at, sizeof got - at, "[%s|%s]", ds->heads[0].classes[l[i].a],
+                 ds->heads[0].classes[l[i].b]);
+    }
+    /* sorted class order: "Eye  Makeup ", "Walk", "eye_makeup", "run", "running", "t-shirt",
+     * "walk" */
+    TCHECK(!strcmp(got, "[Eye  Makeup |eye_makeup][Walk|walk]"), "alike: %s", got);
+    free(l);
+    vt_dataset_free(&ds);
+}
+
 int main(void) {
     against_python();
     folders_and_files();
     run_heads();
+    alike();
     return vt_test_done("test_nfc");
 }

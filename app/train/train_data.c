@@ -220,6 +220,10 @@ int vt_train_open_data(vt_train *t) {
                                 ds, cp, m);
         free(cp);
         warn_counted(ds);
+        vt_like_classes *lk = NULL;
+        const int nlk = vt_dataset_like_classes(ds, &lk);
+        vt_dataset_like_classes_print(stderr, "vidtrain train: warning: ", ds, lk, nlk);
+        free(lk);
     }
     if (o->nweights && o->nweights != ds->nheads) {
         fprintf(stderr, "vidtrain train: --loss-weights has %d values for %d heads\n", o->nweights,

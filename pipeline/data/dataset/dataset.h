@@ -323,6 +323,17 @@ int vt_dataset_same_labels(const vt_dataset *ds, int a, int b);
 void vt_dataset_copies_print(FILE *f, const char *prefix, const vt_dataset *ds,
                              const vt_dataset_copy *c, int n);
 
+/* Two classes of one head whose names differ only in case, spaces, '_' or '-'
+ * (dataset_names.c): classes[head][a] and [b], a < b. */
+typedef struct vt_like_classes {
+    int head, a, b;
+} vt_like_classes;
+/* Such pairs, each later class with the first it is like; *out (free()), the count. */
+int vt_dataset_like_classes(const vt_dataset *ds, vt_like_classes **out);
+/* A paragraph naming them (the first 10), its first line after prefix, and a hint. */
+void vt_dataset_like_classes_print(FILE *f, const char *prefix, const vt_dataset *ds,
+                                   const vt_like_classes *l, int n);
+
 /* The heads as a network would see them (name, classes, loss; weight 1, smoothing 0). */
 void vt_dataset_head_cfgs(const vt_dataset *ds, vt_head_cfg *out /* (nheads) */);
 

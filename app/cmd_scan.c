@@ -328,7 +328,7 @@ typedef struct scan_summary {
     int *counts;               /* [(nc + 1) x VT_NSPLITS] readable samples; row nc: no class */
     int *badc;                 /* [nc + 1] unreadable per class */
     int split_total[VT_NSPLITS], has_split[VT_NSPLITS];
-    int nok, nbad, nunlabeled, nvfr, nrot, ncounted, nbadlines;
+    int nok, nbad, nunlabeled, nvfr, nrot, ncounted, nsar, nbadlines;
     tally codecs, sizes, containers;
     stat3 sf, sd, sn; /* fps, duration (s), frames of the readable videos */
     double probe_s;
@@ -422,6 +422,7 @@ static int scan_plan(const scan_opts *op, vt_dataset **dsp, scan_summary *sm) {
         sm->nvfr += v->info.vfr != 0;
         sm->nrot += v->info.rotation != 0;
         sm->ncounted += v->info.counted != 0;
+        sm->nsar += v->info.sar_num != v->info.sar_den;
         tally_add(&sm->codecs, v->info.codec[0] ? v->info.codec : "?");
         tally_add(&sm->containers, v->info.container[0] ? v->info.container : "?");
         snprintf(buf, sizeof buf, "%dx%d", v->info.disp_width, v->info.disp_height);
@@ -554,6 +555,7 @@ static void scan_print_json(const scan_opts *op, const vt_dataset *ds, scan_summ
     cJSON_AddNumberToObject(o, "vfr", sm->nvfr);
     cJSON_AddNumberToObject(o, "rotated", sm->nrot);
     cJSON_AddNumberToObject(o, "counted", sm->ncounted);
+    cJSON_AddNumberToObject(o, "non_square_pixels", sm->nsar);
     cJSON *bad = cJSON_AddArrayToObject(o, "unreadable_files");
     for (int i = 0; i < ds->nvideos; i++)
         if (ds->videos[i].bad != VT_BAD_NONE) {
@@ -695,6 +697,10 @@ static void scan_print_text(const scan_opts *op, const vt_dataset *ds, scan_summ
     }
     if (sm->nrot)
         printf("%-12s %d with rotation metadata (decoded upright)\n", "rotated", sm->nrot);
+    if (sm->nsar)
+        printf("%-12s %d with non-square pixels (DVD, DV, HDV): read at their stored size, as "
+               "the ffmpeg command and PyTorch's readers read them, not as a player shows "
+               "them\n", "pixel shape", sm->nsar);
     if (sm->ncounted)
         printf("%-12s %d whose frames are counted from the start (no timestamps, or times that "
                "go back: segments joined with overlapping times): each clip decodes from the "

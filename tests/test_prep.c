@@ -281,6 +281,28 @@ static void clean_mpeg2(const char *bin, const char *dir) {
                       bin, p) == 0, "the joined .ts's copy is read by time (%s)", p);
 }
 
+/* A source with non-square pixels (a DVD's 32:27, 160x120 here: it shows 128:81): the copy
+ * keeps its shape, so a player shows it as it shows the source (it was tagged square and
+ * showed 4:3, squeezed). ffprobe's display aspect of both; scan counts such videos. */
+static void pixel_shape(const char *bin, const char *dir) {
+    char sdir[4300], ddir[4300], a[256] = {0}, b[256] = {0};
+    if (media_dirs(dir, "sar", sdir, ddir))
+        return;
+    TCHECK(vt_test_sh("rm -rf '%s' '%s' && mkdir -p '%s/a' && ffmpeg -nostdin -v error -f lavfi -i "
+                      "testsrc2=size=160x120:rate=25:duration=0.4 -vf setsar=32/27 -c:v libx264 "
+                      "-pix_fmt yuv420p '%s/a/s.mp4' && '%s' prep '%s' '%s' --short-side 64 "
+                      "--jobs 1 > '%s/sar.out' 2>&1", sdir, ddir, sdir, sdir, bin, sdir, ddir,
+                      dir) == 0, "prep of a 32:27 source");
+    vt_test_sh_line(a, sizeof a, "ffprobe -v error -show_entries stream=display_aspect_ratio -of "
+                    "csv=p=0 '%s/a/s.mp4'", sdir);
+    vt_test_sh_line(b, sizeof b, "ffprobe -v error -show_entries stream=width,display_aspect_ratio "
+                    "-of csv=p=0 '%s/a/s.mp4'", ddir);
+    TCHECK(!strcmp(a, "128:81") && !strcmp(b, "86,128:81"),
+           "the copy shows as the source: source %s, copy (width, aspect) %s", a, b);
+    TCHECK(vt_test_sh("'%s' scan '%s' --no-leaks 2>&1 | grep -q '^pixel shape  1 with non-square "
+                      "pixels'", bin, sdir) == 0, "scan counts the video with non-square pixels");
+}
+
 /* A damaged H.264 source whose decoder hands two frames out after later ones (make_media's
  * hostile/corrupt_mid.mp4: 48 indexed, 39 decode, pts 10752 and 11776 come after 16384 and
  * 17408): the copy is written in order, so those two are left out, and the damage line
@@ -661,6 +683,7 @@ int main(void) {
     TCHECK(rc == 1, "prep of only bad videos exits 1, got %d", rc);
     damaged_order(bin, dir);
     clean_mpeg2(bin, dir);
+    pixel_shape(bin, dir);
     shared_times(bin, dir);
     refused_codec(bin, dir);
     trim_same_stem(bin, dir);

@@ -299,6 +299,16 @@ static int open_encoder(prep_job *j, const AVCodec *codec, const vt_video_info *
     c->color_range = full ? AVCOL_RANGE_JPEG : AVCOL_RANGE_MPEG;
     c->colorspace = AVCOL_SPC_SMPTE170M;
     c->sample_aspect_ratio = (AVRational){1, 1};
+    /* The source's pixel shape, kept: a DVD's 720x480 at 32:27 shows 16:9, and its copy at
+     * 192x128 was tagged square and showed 3:2, squeezed in every player (vidtrain reads
+     * the stored pixels of either). Upright, a quarter turn swaps the pixel's sides; the
+     * copy's display aspect is the source's (its sides' rounding aside). */
+    if (in->sar_num > 0 && in->sar_den > 0 && in->sar_num != in->sar_den) {
+        const int turn = in->rotation == 90 || in->rotation == 270;
+        const int64_t sn = turn ? in->sar_den : in->sar_num, sd = turn ? in->sar_num : in->sar_den;
+        av_reduce(&c->sample_aspect_ratio.num, &c->sample_aspect_ratio.den,
+                  sn * in->disp_width * j->oh, sd * in->disp_height * j->ow, 1 << 16);
+    }
     double fps = o->fps > 0 ? o->fps : in->fps > 0 ? in->fps : 25.0;
     c->framerate = av_d2q(fps, 1 << 16);
     if (o->fps > 0) {
@@ -473,6 +483,7 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
     VT_CHECK(j.st != NULL, "out of memory");
     j.st->time_base = j.enc->time_base;
     j.st->avg_frame_rate = j.enc->framerate;
+    j.st->sample_aspect_ratio = j.enc->sample_aspect_ratio;
     ret = avcodec_parameters_from_context(j.st->codecpar, j.enc);
     VT_CHECK(ret >= 0, "avcodec_parameters_from_context: out of memory");
     ret = avio_open(&j.oc->pb, dst, AVIO_FLAG_WRITE);

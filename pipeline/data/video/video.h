@@ -26,6 +26,10 @@ typedef struct vt_video_info {
     int width, height;        /* coded size, before rotation */
     int disp_width, disp_height; /* after rotation */
     int rotation;             /* clockwise degrees to display upright: 0, 90, 180, 270 */
+    int sar_num, sar_den;     /* the coded pixel's shape (sample aspect ratio), 1:1 when
+                               * the file states none: a DVD's 720x480 at 32:27 shows 16:9.
+                               * Frames are read at their stored size, as the ffmpeg
+                               * command and PyTorch's readers read them */
     int64_t nframes;          /* frames in the index */
     double fps;               /* average frame rate (nframes / duration if unknown) */
     double duration;          /* seconds */

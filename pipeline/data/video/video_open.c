@@ -329,6 +329,11 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     in->width = par->width;
     in->height = par->height;
     in->rotation = vt_vid_rotation_of(st);
+    AVRational sar = av_guess_sample_aspect_ratio(v->fmt, st, NULL);
+    if (sar.num <= 0 || sar.den <= 0)
+        sar = (AVRational){1, 1};
+    in->sar_num = sar.num;
+    in->sar_den = sar.den;
     snprintf(in->codec, sizeof in->codec, "%s", avcodec_get_name(par->codec_id));
     snprintf(in->container, sizeof in->container, "%s", v->fmt->iformat->name);
     char *comma = strchr(in->container, ',');

@@ -407,6 +407,8 @@ static void maybe_die(int changed) {
 
 int vt_fileset_commit(vt_fileset **sp, char *err, size_t errlen) {
     vt_fileset *s = *sp;
+    if (!s) /* a rank that writes nothing */
+        return 0;
     close_set(s); /* the record below is written, not staged */
     int staged = 0, rc = 0;
     for (int i = 0; i < s->n; i++)

@@ -48,7 +48,7 @@ void vt_fileset_add(vt_fileset *s, const char *path, vt_fileset_keep keep);
 /* Makes the staged members current: the record, then each rename, the members to drop
  * removed, then the record removed. Closes and frees the set (*s NULL) whatever the
  * result. 0, or -1 with err naming the file; after a failed rename the record stays and
- * says the set may be mixed. Nothing staged: nothing changes, 0. */
+ * says the set may be mixed. Nothing staged, or no set (*s NULL): nothing changes, 0. */
 int vt_fileset_commit(vt_fileset **s, char *err, size_t errlen);
 /* Closes the set without committing: its staged files are removed, the old set stays
  * (NULL and a pointer to NULL are fine). */

@@ -425,7 +425,7 @@ static int epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
     if (better && vt_train_save(t, o->out, "best.safetensors", &next) != 0)
         return -1;
     t->st = next;
-    if (*set && vt_fileset_commit(set, err, sizeof err) != 0) {
+    if (vt_fileset_commit(set, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain train: %s\n", err);
         return -1;
     }

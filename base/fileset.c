@@ -12,6 +12,9 @@
  * device and inode are DEV and INO (after its rename NAME has them); "drop NAME": NAME is
  * removed. It is outside bytes to its reader (a user may edit it): parsed whole, checked,
  * never trusted to name a path outside its folder.
+ *
+ * It must never rename or remove a file a record names outside the record's own folder,
+ * nor one whose inode is not the one the record gives.
  */
 #include "base/fileset.h"
 
@@ -69,10 +72,11 @@ static char *join(const char *dir, const char *name) {
 }
 
 char *vt_fileset_record(const char *lead) {
-    char *dir = dir_of(lead);
-    size_t n = strlen(lead) + 8;
+    char *dir = dir_of(lead), stem[256];
+    vt_tmp_stem(stem, sizeof stem, base_of(lead), 1); /* ".", then ".set": within NAME_MAX */
+    size_t n = strlen(dir) + strlen(stem) + 8;
     char *r = vt_malloc(n);
-    snprintf(r, n, "%s/.%s.set", dir, base_of(lead));
+    snprintf(r, n, "%s/.%s.set", dir, stem);
     free(dir);
     return r;
 }
@@ -322,11 +326,6 @@ int vt_fileset_finish(const char *lead, char *err, size_t errlen) {
     char *record = vt_fileset_record(lead), *dir = dir_of(lead);
     rec r;
     int got = rec_read(record, &r, err, errlen), rc = got;
-    if (got == 1 && alive(r.pid)) {
-        vt_set_err(err, errlen, "%s: vidtrain (pid %ld) is replacing these files now", record,
-                   r.pid);
-        rc = -1;
-    }
     for (int i = 0; got == 1 && rc == 1 && i < r.n; i++) { /* everything there first */
         rec_ent *e = &r.e[i];
         if (e->drop || in_place(dir, e))

@@ -8,7 +8,8 @@
  * whole, together wrong, and nothing said so.
  *
  * The set's commit record says when that can be: DIR/.LEAD.set, beside the set's lead
- * member DIR/LEAD, written (synced) after every member is staged whole and before the
+ * member DIR/LEAD (LEAD cut and hashed when the name would pass NAME_MAX: vt_tmp_stem),
+ * written (synced) after every member is staged whole and before the
  * first rename, removed (the folder synced) after the last. It names each member and the
  * inode its new content has, so whoever finds it can tell a set that is whole (every
  * member the record's: a kill after the last rename) from one that may be mixed, and a
@@ -59,8 +60,9 @@ void vt_fileset_free(vt_fileset **s);
  * may be of two sets, with err naming the record, the members and the writer's pid (the
  * caller adds what to run). */
 int vt_fileset_check(const char *lead, char *err, size_t errlen);
-/* For a writer of the set's folder, before it cleans temporary files: finishes a set a
- * killed writer left (renames what it staged, removes what it dropped). 0 when there was
+/* For a writer of the set's folder that holds what keeps every other writer of the set
+ * out (train's RUN/.lock), before it cleans temporary files: finishes a set a killed
+ * writer left (renames what it staged, removes what it dropped). 0 when there was
  * nothing to do, 1 when it finished one (said in err), -1 when it cannot (a staged file
  * is gone: err says which). */
 int vt_fileset_finish(const char *lead, char *err, size_t errlen);

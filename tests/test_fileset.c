@@ -10,8 +10,9 @@
  *     renames the record is there and vt_fileset_check says the members may be mixed;
  *     vt_fileset_finish completes the set from its staged files, or says which is gone;
  *     a kill after the last rename is whole; a member not written is removed (DROP) or
- *     kept (KEEP); a set not committed changes nothing; a record that is not one, or that
- *     names a path outside its folder, is refused.
+ *     kept (KEEP); a set not committed changes nothing; a lead of 252 bytes has a record
+ *     (its name cut and hashed: ".NAME.set" passed NAME_MAX); a record that is not one,
+ *     or that names a path outside its folder, is refused.
  *  2. eval killed after renaming eval.json: confusion.csv and report.html are the old
  *     eval's, the record says so, and the report a later writer builds does not show that
  *     eval.json as the run's evaluation; eval again puts a whole set.
@@ -157,6 +158,15 @@ static void sets(void) {
     /* after it, writes are plain again */
     TCHECK(vt_file_write_atomic(a, "plain", 5, err, sizeof err) == 0 && holds(d, "a", "plain"),
            "a write after the set");
+
+    /* a lead of 252 bytes: its record's name still fits NAME_MAX (cut and hashed) */
+    char lng[4600];
+    snprintf(lng, sizeof lng, "%s/%0252d", d, 7);
+    s = vt_fileset_begin(lng, VT_FILESET_KEEP);
+    TCHECK(vt_file_write_atomic(lng, "x", 1, err, sizeof err) == 0, "%s", err);
+    TCHECK(vt_fileset_commit(&s, err, sizeof err) == 0 && vt_test_file_has(lng, "x"),
+           "a set led by a 252-byte name: %s", err);
+    vt_test_sh("rm -f '%s'", lng);
 
     /* records that are not one: refused, never followed */
     put(d, ".a.set", "hello\n");

@@ -21,6 +21,7 @@
  *  4. train killed after renaming last.safetensors at its first epoch's end: train
  *     --resume finishes the set (best.safetensors and val.json of that epoch) and goes
  *     on; with a staged member gone it refuses, naming the record.
+ *  5. prep's options record is written under DST's unfinished mark, with the copies.
  */
 #include <glob.h>
 #include <signal.h>
@@ -256,6 +257,23 @@ static void train_cut(const char *bin) {
     }
 }
 
+/* 5. prep's options record changes under DST's unfinished mark, with the copies it
+ * describes: a --force with other options that stops before the mark (here its plan fails:
+ * SRC has no video; a kill there is the same) leaves the record as it was. It recorded the
+ * new options over the old copies, and a rerun with them took every copy as done. */
+static void prep_options(const char *bin) {
+    int rc = vt_test_sh("'%s' prep '%s/data' '%s/p' --short-side 32 --jobs 1 > '%s/prep1.log' "
+                        "2>&1 && cp '%s/p/prep-options.txt' '%s/opts.old' && mkdir -p '%s/empty'",
+                        bin, g_dir, g_dir, g_dir, g_dir, g_dir, g_dir);
+    TCHECK(rc == 0, "prep (see %s/prep1.log)", g_dir);
+    rc = vt_test_sh("'%s' prep '%s/empty' '%s/p' --force --short-side 48 --jobs 1 > "
+                    "'%s/prep2.log' 2>&1", bin, g_dir, g_dir, g_dir);
+    TCHECK(rc == 1 && vt_test_file_has_in(g_dir, "prep2.log", "no video"), "prep of an empty "
+           "SRC: exit %d (see %s/prep2.log)", rc, g_dir);
+    TCHECK(vt_test_sh("cmp -s '%s/p/prep-options.txt' '%s/opts.old'", g_dir, g_dir) == 0,
+           "a prep that stopped before its first copy changed DST's options record");
+}
+
 int main(void) {
     snprintf(g_dir, sizeof g_dir, "%s", vt_test_dir("fileset"));
     sets();
@@ -274,5 +292,6 @@ int main(void) {
         embed_cut(bin);
         train_cut(bin);
     }
+    prep_options(bin);
     return vt_test_done("test_fileset");
 }

@@ -20,7 +20,8 @@
  *     embed again puts a whole pair.
  *  4. train killed after renaming last.safetensors at its first epoch's end: train
  *     --resume finishes the set (best.safetensors and val.json of that epoch) and goes
- *     on; with a staged member gone it refuses, naming the record.
+ *     on; with a staged member gone it refuses, naming the record. A config.json that is
+ *     not the checkpoint's own configuration is named by --resume (the lr edited).
  *  5. prep's options record is written under DST's unfinished mark, with the copies.
  */
 #include <glob.h>
@@ -254,6 +255,14 @@ static void train_cut(const char *bin) {
                "resume after the cut: exit %d (see %s.resume.log)", rc, run);
         TCHECK(!exists(run, ".last.safetensors.set") && exists(run, "best.safetensors") &&
                exists(run, "val.json"), "the set after the resume");
+        /* config.json that is not the checkpoint's own configuration (what a resume with
+         * other options leaves when it is killed before its first checkpoint; here an
+         * edit of the lr): --resume goes on with it, and says so, naming the key */
+        rc = vt_test_sh("sed -i 's/\"lr\":[^,]*/\"lr\":0.5/' '%s/config.json' && '%s' train "
+                        "--resume '%s' --epochs 3 > '%s.resume2.log' 2>&1", run, bin, run, run);
+        TCHECK(rc == 0 && vt_test_file_has_in(g_dir, "cut0.resume2.log", "\"lr\" differs"),
+               "resume with config.json not the checkpoint's: exit %d, no note (see "
+               "%s.resume2.log)", rc, run);
     }
 }
 

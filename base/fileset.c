@@ -219,7 +219,7 @@ static int rec_parse(char *text, rec *r) {
     if (!line || strcmp(line, "vidtrain file set 1"))
         return -1;
     while ((line = strtok_r(NULL, "\n", &save)) != NULL) {
-        char a[512], b[512], c[512];
+        char a[1024], b[1024], c[1024]; /* a 255-byte name, every byte encoded: 765 */
         unsigned long long dev, ino;
         long pid;
         int used = 0;
@@ -231,13 +231,13 @@ static int rec_parse(char *text, rec *r) {
             goto bad;
         rec_ent *e = &r->e[r->n];
         memset(e, 0, sizeof *e);
-        if (sscanf(line, "put %511s %511s %llu %llu%n", a, b, &dev, &ino, &used) == 4 &&
+        if (sscanf(line, "put %1023s %1023s %llu %llu%n", a, b, &dev, &ino, &used) == 4 &&
             !line[used]) {
             e->name = get_name(a);
             e->tmp = get_name(b);
             e->dev = dev;
             e->ino = ino;
-        } else if (sscanf(line, "drop %511s%n", c, &used) == 1 && !line[used]) {
+        } else if (sscanf(line, "drop %1023s%n", c, &used) == 1 && !line[used]) {
             e->name = get_name(c);
             e->drop = 1;
         } else {

@@ -161,13 +161,29 @@ static void sets(void) {
     TCHECK(vt_file_write_atomic(a, "plain", 5, err, sizeof err) == 0 && holds(d, "a", "plain"),
            "a write after the set");
 
-    /* a lead of 252 bytes: its record's name still fits NAME_MAX (cut and hashed) */
+    /* a lead of 252 bytes: its record's name still fits NAME_MAX (cut and hashed); every
+     * byte of it percent-encoded in the record (a space), and the record read back */
     char lng[4600];
     snprintf(lng, sizeof lng, "%s/%0252d", d, 7);
+    memset(lng + strlen(d) + 1, ' ', 200);
     s = vt_fileset_begin(lng, VT_FILESET_KEEP);
     TCHECK(vt_file_write_atomic(lng, "x", 1, err, sizeof err) == 0, "%s", err);
     TCHECK(vt_fileset_commit(&s, err, sizeof err) == 0 && vt_test_file_has(lng, "x"),
            "a set led by a 252-byte name: %s", err);
+    pid_t w = fork();
+    if (w == 0) { /* killed after its rename: the record stays, and reads as whole */
+        setenv("VT_FILESET_KILL", "1", 1);
+        vt_fileset *k = vt_fileset_begin(lng, VT_FILESET_KEEP);
+        if (vt_file_write_atomic(lng, "y", 1, err, sizeof err) == 0)
+            vt_fileset_commit(&k, err, sizeof err);
+        _exit(1);
+    }
+    waitpid(w, &st, 0);
+    TCHECK(WIFSIGNALED(st) && vt_fileset_check(lng, err, sizeof err) == 0,
+           "the record of a long name with spaces: %s", err);
+    char *rec = vt_fileset_record(lng);
+    unlink(rec);
+    free(rec);
     vt_test_sh("rm -f '%s'", lng);
 
     /* records that are not one: refused, never followed */

@@ -112,7 +112,7 @@ static void config_vs_ckpt(const char *run, const cJSON *j) {
         if (!o || !cJSON_Compare(o, it, 1))
             break;
     }
-    if (it)
+    if (it && vt_dist_lead())
         fprintf(stderr, "vidtrain train: note: --resume %s: %s/config.json is not the "
                 "configuration %s was saved with (\"%s\" differs: a resume with other options "
                 "stopped before its first checkpoint, or an edit): the run goes on with "
@@ -146,8 +146,8 @@ static int take_resume(vt_train_opts *o, int argc, char **argv, char *resume, si
                 fprintf(stderr, "vidtrain train: --resume: %s is missing or not JSON: the "
                                 "configuration comes from %s (its own copy)\n", path, ck);
                 snprintf(ta->cfg_src, sizeof ta->cfg_src, "%s's configuration", ck);
-            } else if (vt_dist_lead()) {
-                config_vs_ckpt(v, j);
+            } else {
+                config_vs_ckpt(v, j); /* on every rank: the checkpoint is read collectively */
             }
             vt_train_opts_from_json(o, j);
             vt_dist_resume_devices(o, j);

@@ -398,9 +398,7 @@ static char *folder_of(const char *path) {
     return dir;
 }
 
-/* Makes the rename of a file in dir(path) durable. 0, or -1 with errno set. File systems
- * that cannot sync a folder (EINVAL) have nothing more to make durable. */
-static int sync_parent(const char *path) {
+int vt_file_sync_folder(const char *path) {
     char *dir = folder_of(path);
     int rc = 0;
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -694,7 +692,7 @@ int vt_file_commit(const char *path, char **tmp, char *err, size_t errlen) {
         return -1;
     }
     vt_freep(tmp); /* renamed: nothing left to remove */
-    if (sync_parent(path) != 0) {
+    if (vt_file_sync_folder(path) != 0) {
         vt_set_err(err, errlen, "%s was written but its folder could not be synced: %s", path,
                    strerror(errno));
         return -1;
@@ -707,12 +705,6 @@ void vt_file_unstage(char **tmp) {
         return;
     unlink(*tmp);
     vt_freep(tmp);
-}
-
-int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
-                              size_t errlen) {
-    char *tmp = vt_file_stage_fill(path, fill, ctx, err, errlen);
-    return tmp ? vt_file_commit(path, &tmp, err, errlen) : -1;
 }
 
 int vt_file_append(const char *path, const void *data, size_t len, char *err, size_t errlen) {
@@ -741,24 +733,6 @@ int vt_file_append(const char *path, const void *data, size_t len, char *err, si
         rc = -1;
     }
     return rc;
-}
-
-typedef struct buf_fill { const void *data; size_t len; } buf_fill;
-
-static int fill_buf(void *ctx, int fd) {
-    const buf_fill *b = ctx;
-    return vt_fd_write_all(fd, b->data, b->len);
-}
-
-int vt_file_write_atomic(const char *path, const void *data, size_t len, char *err,
-                         size_t errlen) {
-    buf_fill b = {data, len};
-    return vt_file_write_atomic_fill(path, fill_buf, &b, err, errlen);
-}
-
-char *vt_file_stage(const char *path, const void *data, size_t len, char *err, size_t errlen) {
-    buf_fill b = {data, len};
-    return vt_file_stage_fill(path, fill_buf, &b, err, errlen);
 }
 
 size_t vt_utf8_len(const unsigned char *p, size_t n) {

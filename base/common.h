@@ -133,6 +133,9 @@ int vt_open_lock(const char *path, int create, char *err, size_t errlen);
  */
 int vt_file_write_atomic(const char *path, const void *data, size_t len, char *err,
                          size_t errlen);
+/* (These two and vt_file_stage are defined in base/fileset.c: while a set of files that
+ * change together is open, a write to one of its members is staged into the set, and
+ * renamed with the others when the set commits; base/fileset.h.) */
 /* The same for content written in pieces (large files that are not held in memory):
  * fill(ctx, fd) writes everything to fd and returns 0, or -1 with errno set. */
 typedef int (*vt_file_fill_fn)(void *ctx, int fd);
@@ -147,13 +150,13 @@ int vt_file_write_atomic_fill(const char *path, vt_file_fill_fn fill, void *ctx,
  * always gives one stem, so a stale temporary file is found again. Into out (n bytes). */
 #define VT_TMP_SUFFIX_MAX 32
 void vt_tmp_stem(char *out, size_t n, const char *name, size_t pre_len);
-/* The two halves of the atomic writer, for outputs that must change together (embed's
- * .npy and the .csv that names its rows): stage writes and syncs the temporary file of
- * path and returns its name (malloc'd), NULL with err; commit renames it over path and
- * syncs the folder (0, or -1 with err; the temporary file is gone either way, *tmp NULL);
+/* The two halves of the atomic writer: stage writes and syncs the temporary file of path
+ * and returns its name (malloc'd), NULL with err; commit renames it over path and syncs
+ * the folder (0, or -1 with err; the temporary file is gone either way, *tmp NULL);
  * unstage removes a staged file that is not to be committed (NULL and a pointer to NULL
- * are fine). Staged first, committed one rename after the other, two files are never
- * seen one new and one old but across that one rename. */
+ * are fine). Files that must change together do not call them one after the other (a
+ * kill between two renames left one new beside one old): they are a set
+ * (base/fileset.h). */
 char *vt_file_stage(const char *path, const void *data, size_t len, char *err, size_t errlen);
 char *vt_file_stage_fill(const char *path, vt_file_fill_fn fill, void *ctx, char *err,
                          size_t errlen);
@@ -201,6 +204,11 @@ char *vt_utf8_clean(const char *s);
  * back, so the file keeps what it held before. 0, or -1 with err naming path and errno's
  * reason. */
 int vt_file_append(const char *path, const void *data, size_t len, char *err, size_t errlen);
+
+/* Makes the renames and removals in path's folder durable: fsync of the folder. 0, or -1
+ * with errno set; a file system that cannot sync a folder (EINVAL) has nothing more to make
+ * durable. */
+int vt_file_sync_folder(const char *path);
 
 /* Makes a finished file durable before it is renamed to its final name, for a writer that
  * cannot go through vt_file_write_atomic (FFmpeg's muxer writes prep's copies): fsync of

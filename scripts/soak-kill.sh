@@ -127,6 +127,10 @@ check_finished() { # RUN LOG
     if [ -z "$left" ]; then pass; else
         fail "$run: temporary files left after the resumed run finished (training must remove" \
              "leftovers at start: app/run/runclean.h vt_run_clean_temps):" $left; fi
+    # a kill between an epoch's renames leaves its set's record, which --resume finishes
+    if [ ! -e "$run/.last.safetensors.set" ]; then pass; else
+        fail "$run: $run/.last.safetensors.set left after the resumed run finished" \
+             "(base/fileset.h: --resume finishes the set)"; fi
 }
 
 bag=()

@@ -23,6 +23,7 @@
 #include "app/run/run_files.h"
 #include "app/run/run_model.h"
 #include "base/common.h"
+#include "base/fileset.h"
 #include "pipeline/data/dataset/dataset.h"
 #include "pipeline/data/video/video.h"
 #include "pipeline/parallel/mpi.h"
@@ -517,38 +518,50 @@ static int eval_report(const eval_args *ea, const vt_run_model *m, vt_evalproto 
     cJSON_AddNumberToObject(j, "copies", ea->ncopies);
     if (m->train_fps[1] > 0) /* the videos whose clips span another time than training's */
         cJSON_AddNumberToObject(j, "fps_outside_training", ea->nfps);
-    /* and change together: confusion.csv is staged first and renamed once eval.json is
-     * written, so that a full disk leaves the old pair (it left a new table beside the
-     * old figures, or the other way round) */
-    char csv[4200], *staged = NULL;
-    int wrc = 0;
+    /* and change together: a set (base/fileset.h), each staged whole, then renamed one
+     * after the other behind a record that says, until the last rename, that they may be
+     * mixed (a kill between two renames left new figures beside the old table, silently).
+     * A member this eval does not write is removed with the old set: confusion.csv after
+     * multi-label heads only, and the report when it fails (it showed the old figures). */
+    char csv[4200];
+    int wrc = 0, rrc = 0;
     snprintf(csv, sizeof csv, "%s/confusion.csv", ea->run);
-    if (r[0].loss == VT_LOSS_SOFTMAX_CE && vt_dist_lead() &&
-        !(staged = vt_eval_confusion_stage(&r[0], (const char *const *)heads->classes[0], csv,
-                                           err, sizeof err))) {
-        fprintf(stderr, "vidtrain eval: %s (eval.json and confusion.csv are left as they "
-                "were)\n", err);
-        wrc = -1;
-    }
     snprintf(path, sizeof path, "%s/eval.json", ea->run);
-    if (wrc == 0 && (wrc = vt_run_write_json(path, j, err, sizeof err)) != 0)
-        fprintf(stderr, "vidtrain eval: %s (eval.json and confusion.csv are left as they "
-                "were)\n", err);
-    else if (wrc == 0)
-        printf("wrote %s\n", path);
+    vt_fileset *set = NULL;
+    if (vt_dist_lead()) {
+        char rep[4200];
+        snprintf(rep, sizeof rep, "%s/report.html", ea->run);
+        set = vt_fileset_begin(path, VT_FILESET_DROP);
+        vt_fileset_add(set, csv, VT_FILESET_DROP);
+        vt_fileset_add(set, rep, VT_FILESET_DROP);
+    }
+    int has_csv = r[0].loss == VT_LOSS_SOFTMAX_CE && vt_dist_lead();
+    if (has_csv)
+        wrc = vt_eval_confusion_csv(&r[0], (const char *const *)heads->classes[0], csv, err,
+                                    sizeof err);
+    if (wrc == 0)
+        wrc = vt_run_write_json(path, j, err, sizeof err);
+    char rerr[1024];
+    if (wrc == 0 && (rrc = vt_report_write_eval(ea->run, j, rerr, sizeof rerr)) != 0)
+        fprintf(stderr, "vidtrain eval: report: %s (the old report.html is removed with the "
+                "old evaluation)\n", rerr);
     cJSON_Delete(j);
-    if (wrc == 0 && staged && (wrc = vt_file_commit(csv, &staged, err, sizeof err)) != 0)
-        fprintf(stderr, "vidtrain eval: %s\n", err);
-    else if (wrc == 0 && r[0].loss == VT_LOSS_SOFTMAX_CE && vt_dist_lead())
-        printf("wrote %s\n", csv);
-    vt_file_unstage(&staged);
+    int staged = wrc == 0;
+    if (staged)
+        wrc = vt_fileset_commit(&set, err, sizeof err);
+    vt_fileset_free(&set); /* not committed: the staged files go, the old set stays */
+    if (wrc != 0)
+        fprintf(stderr, "vidtrain eval: %s%s\n", err, staged ? "" : " (eval.json, confusion.csv "
+                "and report.html are left as they were)");
+    if (wrc == 0 && vt_dist_lead()) {
+        printf("wrote %s\n", path);
+        if (has_csv)
+            printf("wrote %s\n", csv);
+        if (!rrc)
+            printf("wrote %s/report.html\n", ea->run);
+    }
     for (int h = 0; h < heads->n; h++)
         vt_eval_result_free(&r[h]);
-    /* The report is derived from the files above: a failure is reported, not fatal. */
-    if (vt_report_write(ea->run, err, sizeof err) != 0)
-        fprintf(stderr, "vidtrain eval: report: %s\n", err);
-    else
-        printf("wrote %s/report.html\n", ea->run);
     vt_run_claim_unshare(&wfd);
     return wrc == 0 ? 0 : 1;
 }
@@ -592,7 +605,8 @@ int vt_cmd_eval(int argc, char **argv) {
         goto end;
     /* the files eval writes into RUN; every other file of the run is an input that no
      * output may replace (base/common.h's output rule) */
-    static const char *const outs[] = {"eval.json", "confusion.csv", "report.html", NULL};
+    static const char *const outs[] = {"eval.json", "confusion.csv", "report.html",
+                                       ".eval.json.set", NULL}; /* the set's record */
     if (vt_run_model_open(&m, run, ma->ckpt, outs, err, sizeof err) != 0) {
         fprintf(stderr, "vidtrain eval: %s\n", err);
         goto end;

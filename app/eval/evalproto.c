@@ -395,8 +395,8 @@ void vt_eval_confusion_print(const vt_eval_result *r, const char *const *names, 
     }
 }
 
-char *vt_eval_confusion_stage(const vt_eval_result *r, const char *const *names,
-                              const char *path, char *err, size_t errlen) {
+int vt_eval_confusion_csv(const vt_eval_result *r, const char *const *names, const char *path,
+                          char *err, size_t errlen) {
     /* Built in memory and written atomically: a reader never sees half a table. */
     char *text = NULL;
     size_t len = 0;
@@ -418,13 +418,7 @@ char *vt_eval_confusion_stage(const vt_eval_result *r, const char *const *names,
     }
     int bad = ferror(f);
     VT_CHECK(fclose(f) == 0 && !bad, "building %s in memory failed (out of memory)", path);
-    char *tmp = vt_file_stage(path, text, len, err, errlen);
+    int rc = vt_file_write_atomic(path, text, len, err, errlen);
     free(text);
-    return tmp;
-}
-
-int vt_eval_confusion_csv(const vt_eval_result *r, const char *const *names, const char *path,
-                          char *err, size_t errlen) {
-    char *tmp = vt_eval_confusion_stage(r, names, path, err, errlen);
-    return tmp ? vt_file_commit(path, &tmp, err, errlen) : -1;
+    return rc;
 }

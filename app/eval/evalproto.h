@@ -96,11 +96,8 @@ int vt_top_tied(const float *score, int n, int top);
 /* Human-readable confusion matrix (class names may be NULL: numbers are used). */
 void vt_eval_confusion_print(const vt_eval_result *r, const char *const *names, FILE *f);
 /* CSV: header "true\pred,<names>..." then one row per true class, written atomically
- * (vt_file_write_atomic). Returns 0, or -1 with err naming the file. */
-/* The same staged (vt_file_stage: written and synced under its temporary name), for eval
- * to rename it only once eval.json is written: the temporary name, or NULL with err. */
-char *vt_eval_confusion_stage(const vt_eval_result *r, const char *const *names,
-                              const char *path, char *err, size_t errlen);
+ * (vt_file_write_atomic; eval writes it in the set of eval.json: base/fileset.h). Returns
+ * 0, or -1 with err naming the file. */
 int vt_eval_confusion_csv(const vt_eval_result *r, const char *const *names, const char *path,
                           char *err, size_t errlen);
 

@@ -16,6 +16,7 @@
 #include "app/eval/metrics.h"
 #include "app/run/run_files.h"
 #include "base/common.h"
+#include "base/fileset.h"
 #include "base/json_str.h"
 
 /* ---- reading ---- */
@@ -359,7 +360,7 @@ static void leaks_section(FILE *f, const char *run_dir) {
     cJSON_Delete(lk);
 }
 
-int vt_report_write(const char *run_dir, char *err, size_t errlen) {
+int vt_report_write_eval(const char *run_dir, const cJSON *eval, char *err, size_t errlen) {
     if (!vt_dist_lead()) /* under mpirun rank 0 owns the run folder */
         return 0;
     char path[4096];
@@ -370,7 +371,13 @@ int vt_report_write(const char *run_dir, char *err, size_t errlen) {
     FILE *f = open_memstream(&page, &page_len);
     VT_CHECK(f != NULL, "open_memstream: %s", strerror(errno));
     cJSON *cfg = read_json(run_dir, "config.json");
-    cJSON *ev = read_json(run_dir, "eval.json");
+    /* eval.json with the report and confusion.csv is a set (base/fileset.h): one a killed
+     * eval may have left mixed is not shown as this run's evaluation */
+    char cut[1536] = "";
+    snprintf(path, sizeof path, "%s/eval.json", run_dir);
+    cJSON *ev = eval ? cJSON_Duplicate(eval, 1)
+                     : vt_fileset_check(path, cut, sizeof cut) == 0 ? read_json(run_dir, "eval.json")
+                                                                    : NULL;
     cJSON *val = ev ? NULL : read_json(run_dir, "val.json");
     epoch_row *rows = NULL;
     int n = read_epochs(run_dir, &rows);
@@ -412,6 +419,11 @@ int vt_report_write(const char *run_dir, char *err, size_t errlen) {
     fprintf(f, "</div>\n");
 
     leaks_section(f, run_dir);
+    if (cut[0]) {
+        fprintf(f, "<h2>Evaluation</h2>\n<p style=\"color:#b00\">Not shown: ");
+        html_esc(f, cut);
+        fprintf(f, ". Run <code>vidtrain eval</code> on this run again.</p>\n");
+    }
     if (ev)
         eval_section(f, ev, "Evaluation");
     else if (val)
@@ -453,4 +465,8 @@ int vt_report_write(const char *run_dir, char *err, size_t errlen) {
     int rc = vt_run_write_file(path, page, err, errlen);
     free(page);
     return rc;
+}
+
+int vt_report_write(const char *run_dir, char *err, size_t errlen) {
+    return vt_report_write_eval(run_dir, NULL, err, errlen);
 }

@@ -13,14 +13,23 @@
  *   RUN/eval.json      or, when absent, RUN/val.json: {"split":..,"heads":[{"name":..,
  *                       "classes":[names],"video_top1":..,"confusion":[[..]],...}]}
  * Missing files leave their section out. It must never change those files, and it
- * writes report.html atomically (temp file + rename) so a reader never sees half a page.
+ * writes report.html atomically (temp file + rename) so a reader never sees half a page;
+ * eval writes it in the set of its eval.json (base/fileset.h), and an eval.json whose set
+ * a kill left half replaced is not shown as the run's evaluation.
  */
 #ifndef VT_REPORT_H
 #define VT_REPORT_H
 
 #include <stddef.h>
 
-/* Returns 0, or -1 with err set (the run folder cannot be written). */
+#include <cjson/cJSON.h>
+
+/* Returns 0, or -1 with err set (the run folder cannot be written). An eval.json that a
+ * killed eval may have left beside another eval's files (base/fileset.h) is not shown:
+ * the page says so instead. */
 int vt_report_write(const char *run_dir, char *err, size_t errlen);
+/* The same with the evaluation given (eval writes the page in the set of its eval.json,
+ * before that file is in place). */
+int vt_report_write_eval(const char *run_dir, const cJSON *eval, char *err, size_t errlen);
 
 #endif

@@ -457,11 +457,7 @@ static int prep_claim_dst(const prep_args *a, prep_state *s) {
     char *with_src = prep_fmt("%s%s", s->opt_text, src_line);
     free(src_line);
     free(s->opt_text);
-    s->opt_text = with_src;
-    if (vt_file_write_atomic(path, s->opt_text, strlen(s->opt_text), err, sizeof err) != 0) {
-        dst_stop(a->dst, err);
-        return 1;
-    }
+    s->opt_text = with_src; /* written once DST is marked unfinished (prep_copy_others) */
     return 0;
 }
 
@@ -546,6 +542,15 @@ static int prep_copy_others(const prep_args *a, prep_state *s) {
     int mrc = vt_dataset_mark_unfinished(a->dst, how, err, sizeof err);
     free(how);
     if (mrc != 0) {
+        dst_stop(a->dst, err);
+        return 1;
+    }
+    /* The options record describes the copies: it changes under the mark, with them. It
+     * was written before (at the claim): a --force with other options whose plan failed,
+     * or that was killed before this point, left DST's old copies recorded as made with
+     * the new options, and a rerun with those took them as done. */
+    snprintf(path, sizeof path, "%s/" OPTIONS, a->dst);
+    if (vt_file_write_atomic(path, s->opt_text, strlen(s->opt_text), err, sizeof err) != 0) {
         dst_stop(a->dst, err);
         return 1;
     }

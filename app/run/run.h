@@ -20,7 +20,11 @@
  *   report.html        app/eval/report.h
  *   leaks.json         the leak check of the run's splits: app/leaks.h
  *   tb/                TensorBoard's event files, appended: app/eval/tensorboard.h
- * Every file that a reader may see half-done is written atomically (app/run/run_files.h);
+ *   .last.safetensors.set, .eval.json.set   the commit records of the sets read together
+ *                      (an epoch's last, best and val.json; eval's three): there only
+ *                      while, or after a kill when, a set is half replaced: base/fileset.h
+ * Every file that a reader may see half-done is written atomically (app/run/run_files.h),
+ * and files read together are replaced together (base/fileset.h);
  * the logs that grow (metrics.jsonl, tb/) are appended whole or cut back (vt_file_append);
  * under mpirun only rank 0 writes the run folder (app/dist.h).
  */

@@ -22,6 +22,8 @@ static const char *const run_files[] = {
     "config.json", "plan.txt", "metrics.jsonl", "metrics.csv", "last.safetensors",
     "best.safetensors", "val.json", "eval.json", "confusion.csv", "report.html", "leaks.json",
     "tb", /* a folder: TensorBoard's event files (app/eval/tensorboard.h) */
+    /* the records of the sets written together (base/fileset.h): a checkpoint's, eval's */
+    ".last.safetensors.set", ".eval.json.set",
 };
 
 void vt_run_claim_inputs(const char *run, const char *const *writes) {

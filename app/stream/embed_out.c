@@ -13,6 +13,7 @@
 
 #include "base/common.h"
 #include "base/csv.h"
+#include "base/fileset.h"
 
 static const char *ext_of(const char *path) {
     const char *slash = strrchr(path, '/'), *dot = strrchr(path, '.');
@@ -77,8 +78,8 @@ static int write_npy(void *ctx, int fd) {
     return vt_fd_write_all(fd, s->x, sizeof(float) * (size_t)s->n * (size_t)s->dim);
 }
 
-/* The .csv of s, staged (vt_file_stage): its temporary file's name, or NULL with err. */
-static char *stage_csv(const vt_embed_set *s, const char *path, const vt_run_heads *heads,
+/* The .csv of s, written atomically (into the open set: vt_embed_write). 0, or -1. */
+static int write_csv(const vt_embed_set *s, const char *path, const vt_run_heads *heads,
                        char *err, size_t errlen) {
     char *text = NULL;
     size_t len = 0;
@@ -121,33 +122,33 @@ static char *stage_csv(const vt_embed_set *s, const char *path, const vt_run_hea
     }
     int bad = ferror(f);
     VT_CHECK(fclose(f) == 0 && !bad, "building %s in memory failed (out of memory)", path);
-    char *tmp = vt_file_stage(path, text, len, err, errlen);
+    int rc = vt_file_write_atomic(path, text, len, err, errlen);
     free(text);
-    return tmp;
+    return rc;
 }
 
 int vt_embed_write(const vt_embed_set *s, const char *out, const vt_ckpt_meta *meta,
                    const vt_run_heads *heads, char *err, size_t errlen) {
-    /* The .csv names the output's rows: staged first and renamed right after the output,
-     * so that a kill or a full disk between the two never leaves a new output beside the
-     * old names (a re-embed with another checkpoint kept the old labels, row for row). */
+    /* The .csv names the output's rows: the two are a set (base/fileset.h), staged whole
+     * and renamed behind a record (DIR/.OUT.set) that says, until the last rename, that
+     * they may be mixed: a kill between the two renames left a new output beside the old
+     * names (a re-embed with another checkpoint kept the old labels, row for row). */
     char csv[4200];
-    char *staged = stage_csv(s, vt_embed_csv_path(out, csv, sizeof csv), heads, err, errlen);
-    if (!staged)
-        return -1;
-    int rc;
-    if (vt_embed_format_of(out) == VT_EMBED_NPY) {
+    vt_embed_csv_path(out, csv, sizeof csv);
+    vt_fileset *set = vt_fileset_begin(out, VT_FILESET_DROP);
+    vt_fileset_add(set, csv, VT_FILESET_DROP);
+    int rc = write_csv(s, csv, heads, err, errlen);
+    if (rc == 0 && vt_embed_format_of(out) == VT_EMBED_NPY) {
         npy_fill nf = {s};
         rc = vt_file_write_atomic_fill(out, write_npy, &nf, err, errlen);
-    } else {
+    } else if (rc == 0) {
         const int64_t shape[2] = {s->n, s->dim};
         vt_ckpt_out t = {.name = "embeddings", .data = s->x, .numel = s->n * s->dim, .ndim = 2,
                          .shape = shape};
         rc = vt_ckpt_write_file(out, meta, &t, 1, err, errlen);
     }
-    if (rc != 0) {
-        vt_file_unstage(&staged);
-        return -1;
-    }
-    return vt_file_commit(csv, &staged, err, errlen);
+    if (rc == 0)
+        rc = vt_fileset_commit(&set, err, errlen);
+    vt_fileset_free(&set); /* not committed: the old pair stays */
+    return rc;
 }

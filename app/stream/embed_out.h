@@ -54,7 +54,8 @@ vt_embed_row *vt_embed_add(vt_embed_set *s, const float *feat, const char *path)
 void vt_embed_set_free(vt_embed_set *s);
 
 /* Writes the embeddings to out (meta: safetensors only, may be NULL) and the CSV beside
- * it, each atomically. 0, or -1 with err naming the file. */
+ * it, each atomically and both as one set (base/fileset.h: the record .OUT.set beside
+ * them while they are replaced). 0, or -1 with err naming the file. */
 int vt_embed_write(const vt_embed_set *s, const char *out, const vt_ckpt_meta *meta,
                    const vt_run_heads *heads, char *err, size_t errlen);
 

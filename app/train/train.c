@@ -22,6 +22,7 @@
 #include "app/run/runclean.h"
 #include "app/train/train_val.h"
 #include "base/common.h"
+#include "base/fileset.h"
 #include "models/finetune.h"
 #include "models/net_types.h"
 #include "models/transfer.h"
@@ -462,6 +463,17 @@ static int start_state(vt_train *t) {
     if (t->resume[0]) {
         char path[2100];
         snprintf(path, sizeof path, "%s/last.safetensors", t->resume);
+        /* never a state beside the best checkpoint of another epoch (base/fileset.h) */
+        int cut = vt_dist_lead() ? vt_fileset_check(path, err, sizeof err) : 0;
+        if (vt_dist_share_result(cut, err, sizeof err) != 0) {
+            char *rec = vt_fileset_record(path);
+            fprintf(stderr, "vidtrain train: --resume: %s. last.safetensors, best.safetensors "
+                    "and val.json may be of different epochs: to resume from last.safetensors "
+                    "as it is, remove %s (and best.safetensors when its epoch is later than "
+                    "last's), or start again with --force\n", err, rec);
+            free(rec);
+            return 1;
+        }
         if (vt_run_load(path, t->towers, 1, &t->st, err, sizeof err) != 0) {
             /* the loader's reasons name the file already */
             fprintf(stderr, "vidtrain train: --resume: %s%s%s\n",
@@ -635,7 +647,13 @@ int vt_train_setup(vt_train *t) {
         fprintf(stderr, "vidtrain train: %s\n", err);
         return 1;
     }
-    /* what a killed run left half-written (rank 0 owns the folder) */
+    /* what a killed run left half-written (rank 0 owns the folder): first a checkpoint's
+     * set cut short between two renames, finished from its staged files (base/fileset.h),
+     * which the cleaning below would remove */
+    char lead[2100];
+    snprintf(lead, sizeof lead, "%s/last.safetensors", o->out);
+    if (vt_dist_lead() && t->resume[0] && vt_fileset_finish(lead, err, sizeof err) != 0)
+        fprintf(stderr, "vidtrain train: %s\n", err);
     if (vt_dist_lead() && vt_run_clean_temps(o->out, err, sizeof err) < 0)
         fprintf(stderr, "vidtrain train: %s\n", err);
     if (vt_dist_lead()) { /* --time-budget's state, when it was killed while timing */

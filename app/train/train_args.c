@@ -97,6 +97,29 @@ static int put(char *dst, size_t n, const char *opt, const char *v) {
     return 0;
 }
 
+/* A note when RUN/config.json is not the configuration RUN/last.safetensors was saved
+ * with (every checkpoint carries its own copy, which eval and predict read): a resume with
+ * other options that stopped before its first checkpoint, or an edit. The resume goes on
+ * with config.json's options, as before; it says so, since they are not those the
+ * checkpoint's steps were trained with (the first key that differs is named). */
+static void config_vs_ckpt(const char *run, const cJSON *j) {
+    char ck[2100], e[1024];
+    snprintf(ck, sizeof ck, "%s/last.safetensors", run);
+    cJSON *c = vt_run_ckpt_config(ck, e, sizeof e);
+    const cJSON *it = NULL, *over = c ? j : NULL; /* no copy: nothing to compare with */
+    cJSON_ArrayForEach(it, over) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(c, it->string);
+        if (!o || !cJSON_Compare(o, it, 1))
+            break;
+    }
+    if (it && vt_dist_lead())
+        fprintf(stderr, "vidtrain train: note: --resume %s: %s/config.json is not the "
+                "configuration %s was saved with (\"%s\" differs: a resume with other options "
+                "stopped before its first checkpoint, or an edit): the run goes on with "
+                "config.json's options, then the command line's\n", run, run, ck, it->string);
+    cJSON_Delete(c);
+}
+
 /* Pass 1: --resume loads the saved configuration, which the options then override. 0, or
  * 1 (printed) when there is nothing to resume. */
 static int take_resume(vt_train_opts *o, int argc, char **argv, char *resume, size_t resume_n,
@@ -123,6 +146,8 @@ static int take_resume(vt_train_opts *o, int argc, char **argv, char *resume, si
                 fprintf(stderr, "vidtrain train: --resume: %s is missing or not JSON: the "
                                 "configuration comes from %s (its own copy)\n", path, ck);
                 snprintf(ta->cfg_src, sizeof ta->cfg_src, "%s's configuration", ck);
+            } else {
+                config_vs_ckpt(v, j); /* on every rank: the checkpoint is read collectively */
             }
             vt_train_opts_from_json(o, j);
             vt_dist_resume_devices(o, j);

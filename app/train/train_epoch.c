@@ -20,6 +20,7 @@
 #include "app/signals.h"
 #include "app/eval/tensorboard.h"
 #include "base/common.h"
+#include "base/fileset.h"
 #include "pipeline/data/mix.h"
 #include "pipeline/data/video/video.h"
 #include "pipeline/parallel/mpi.h"
@@ -320,8 +321,8 @@ static int validate(vt_train *t, int64_t epoch, cJSON *line, char *extra, size_t
     return 0;
 }
 
-int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
-                       const vt_train_epoch_stats *es) {
+static int epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
+                     const vt_train_epoch_stats *es, vt_fileset **set) {
     const vt_train_opts *o = &t->o;
     const vt_run_state *st = &t->st;
     char err[1024];
@@ -424,9 +425,36 @@ int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
     if (better && vt_train_save(t, o->out, "best.safetensors", &next) != 0)
         return -1;
     t->st = next;
+    if (vt_fileset_commit(set, err, sizeof err) != 0) {
+        fprintf(stderr, "vidtrain train: %s\n", err);
+        return -1;
+    }
     if (vt_report_write(o->out, err, sizeof err) != 0)
         fprintf(stderr, "vidtrain train: report: %s\n", err);
     return 0;
+}
+
+int vt_train_epoch_end(vt_train *t, int64_t epoch, vt_progress **pg,
+                       const vt_train_epoch_stats *es) {
+    /* The epoch's val.json, last.safetensors (whose state names the best epoch and its
+     * score) and best.safetensors are one set (base/fileset.h): renamed together after
+     * all are whole, behind RUN/.last.safetensors.set. A kill between two renames left a
+     * last.safetensors naming a best epoch beside another epoch's best.safetensors, and
+     * --resume went on from it. A file the epoch does not write (best when not better,
+     * val.json without a validation) still belongs with the new ones: kept. */
+    vt_fileset *set = NULL;
+    if (vt_dist_lead()) {
+        char p[2100];
+        snprintf(p, sizeof p, "%s/last.safetensors", t->o.out);
+        set = vt_fileset_begin(p, VT_FILESET_KEEP);
+        snprintf(p, sizeof p, "%s/best.safetensors", t->o.out);
+        vt_fileset_add(set, p, VT_FILESET_KEEP);
+        snprintf(p, sizeof p, "%s/val.json", t->o.out);
+        vt_fileset_add(set, p, VT_FILESET_KEEP);
+    }
+    int rc = epoch_end(t, epoch, pg, es, &set);
+    vt_fileset_free(&set); /* not committed: the staged files go, the last set stays */
+    return rc;
 }
 
 int vt_train_finish(vt_train *t) {

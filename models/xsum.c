@@ -56,6 +56,11 @@ static void round_scalar(float *out, const int64_t *acc, int64_t n, int e0) {
 #ifdef XSUM_X86
 /* ---- AVX-512: 8 elements, lane j element j (hi and lo deinterleaved by permutes) ---- */
 #define T512 __attribute__((target("avx512f,avx512dq")))
+/* Before scalar code runs: the upper halves of the vector registers cleared (vzeroupper).
+ * GCC 12 left them dirty on the way out of these functions (a tail call to the scalar
+ * loop), and the baseline (SSE) code after them then ran at half speed: batch norm's sums
+ * after a clip's folds, a tenth of a tiny step. */
+#define XSUM_LEAVE() _mm256_zeroupper()
 
 /* vt_xs_fold1's fast path in 8 lanes: hi, lo (old limbs in, new out) += u's floats
  * (zero-extended bits, lanes in zero: those that are +-0). A lane of +-0 keeps its limbs
@@ -110,11 +115,14 @@ T512 static void fold_avx512(int64_t *acc, const float *x, int64_t n, int e0, in
         unsigned slow = fold8(&hi, &lo, u, zero, e0);
         _mm512_storeu_si512(a, _mm512_permutex2var_epi64(hi, first, lo));
         _mm512_storeu_si512(a + 8, _mm512_permutex2var_epi64(hi, second, lo));
+        if (slow)
+            XSUM_LEAVE();
         for (; slow; slow &= slow - 1) {
             const int j = __builtin_ctz(slow);
             vt_xs_fold_slow(a + 2 * j, x[i + j], e0);
         }
     }
+    XSUM_LEAVE();
     fold_scalar(acc + 2 * i, x + i, n - i, e0, init);
 }
 
@@ -144,6 +152,7 @@ T512 static void round_avx512(float *out, const int64_t *acc, int64_t n, int e0)
                                               _mm512_castps256_ps512(nan));
         _mm256_storeu_ps(out + i, _mm512_castps512_ps256(r));
     }
+    XSUM_LEAVE();
     round_scalar(out + i, acc + 2 * i, n - i, e0);
 }
 
@@ -200,12 +209,15 @@ T256 static void fold_avx2(int64_t *acc, const float *x, int64_t n, int e0, int 
         const __m256i slow = _mm256_andnot_si256(zero, keep);
         _mm256_storeu_si256((__m256i *)a, _mm256_unpacklo_epi64(hi, lo));
         _mm256_storeu_si256((__m256i *)(a + 4), _mm256_unpackhi_epi64(hi, lo));
-        for (unsigned sm = (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(slow)); sm;
-             sm &= sm - 1) {
+        unsigned sm = (unsigned)_mm256_movemask_pd(_mm256_castsi256_pd(slow));
+        if (sm)
+            XSUM_LEAVE();
+        for (; sm; sm &= sm - 1) {
             const int j = lane_elem[__builtin_ctz(sm)];
             vt_xs_fold_slow(a + 2 * j, x[i + j], e0);
         }
     }
+    XSUM_LEAVE();
     fold_scalar(acc + 2 * i, x + i, n - i, e0, init);
 }
 #endif /* XSUM_X86 */

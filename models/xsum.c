@@ -59,7 +59,7 @@ static void round_scalar(float *out, const int64_t *acc, int64_t n, int e0) {
 /* Before scalar code runs: the upper halves of the vector registers cleared (vzeroupper).
  * GCC 12 left them dirty on the way out of these functions (a tail call to the scalar
  * loop), and the baseline (SSE) code after them then ran at half speed: batch norm's sums
- * after a clip's folds, a tenth of a tiny step. */
+ * after a clip's folds (docs/notebook/results.md, session 29). */
 #define XSUM_LEAVE() _mm256_zeroupper()
 
 /* vt_xs_fold1's fast path in 8 lanes: hi, lo (old limbs in, new out) += u's floats

@@ -48,4 +48,12 @@ void vt_xsum_round(float *out, const int64_t *acc, int64_t n, int e0, int thread
 /* dst (2n) += src (2n), limb by limb: the sum of two accumulators (reduce.h). */
 void vt_xsum_add(int64_t *dst, const int64_t *src, int64_t n);
 
+/* The instruction sets the host loops above can run: each gives the same integers and
+ * floats (xsum.c). The loops take the widest the CPU has (vt_xsum_isa_best); a test runs
+ * each one up to it, on one thread, through the _isa forms (init: as vt_xsum_fold_init). */
+enum { VT_XSUM_SCALAR, VT_XSUM_AVX2, VT_XSUM_AVX512 };
+int vt_xsum_isa_best(void);
+void vt_xsum_fold_isa(int isa, int64_t *acc, const float *x, int64_t n, int e0, int init);
+void vt_xsum_round_isa(int isa, float *out, const int64_t *acc, int64_t n, int e0);
+
 #endif

@@ -5,7 +5,9 @@
  * for both, so a GPU tower's accumulators hold the same integers as a CPU tower's for the
  * same terms, a mixed CPU + GPU run sums them together, and test_xsum's checks of the
  * host path (order, split and thread invariance, exact sums against __float128) cover
- * the kernels' arithmetic too.
+ * the kernels' arithmetic too. The host's vector loops (xsum.c) spell vt_xs_fold1's fast
+ * path and vt_xs_round1 again in AVX-512 and AVX2 lanes; test_xsum holds them to these
+ * functions, so a change here that they do not follow fails there.
  *
  * It must never include anything but the C headers below and xsum.h (nvcc compiles it as
  * C++, for host and device), and each function's result must be a function of its

@@ -17,6 +17,12 @@
  *     zero_grad takes: it is not filled) over garbage gives, with the other folds after it,
  *     the floats of every fold into a fill of zeros whichever clip comes first (in the same
  *     order, the very limbs), with poisons, huge and tiny terms among them.
+ *  6. Every instruction set the host loops run on this CPU (xsum.c: AVX-512, AVX2, plain)
+ *     against xsum_arith.h's rule element by element (vt_xs_fold1, vt_xs_round1: the
+ *     truth the other checks hold the plain loop to): the very limbs and float bits, for
+ *     every exponent and sign, zeros, subnormals, inf, NaN, the fast path's edges, lanes
+ *     mixing slow and fast elements, all-zero lane groups, non-canonical limbs (a towers'
+ *     sum), poisoned totals, odd lengths and starts off the vector alignment.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +30,7 @@
 
 #include "base/common.h"
 #include "models/xsum.h"
+#include "models/xsum_arith.h"
 #include "pipeline/parallel/towers/tower.h"
 #include "tests/testutil.h"
 
@@ -278,10 +285,129 @@ static void first_fold(void) {
     free(got);
 }
 
+static void shuffle_floats(float *a, int n, vt_rng *r) {
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)vt_rng_below(r, (uint32_t)i + 1);
+        float t = a[i];
+        a[i] = a[j];
+        a[j] = t;
+    }
+}
+
+/* A float from its bits. */
+static float from_bits(uint32_t u) {
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* Limbs of an accumulator before a fold: canonical (lo in [0, 2^52)) or a towers' sum's
+ * (lo up to 2^62), hi small or large, of either sign; within what a sum can hold, so that
+ * the rule's int64 arithmetic cannot overflow. */
+static void rand_limbs(int64_t *a, vt_rng *r) {
+    const int big = vt_rng_below(r, 8) == 0;
+    const int64_t hi = (int64_t)(vt_rng_u64(r) >> (big ? 3 : 24)); /* < 2^61 or < 2^40 */
+    a[0] = vt_rng_below(r, 2) ? -hi : hi;
+    a[1] = (int64_t)(vt_rng_u64(r) >> (vt_rng_below(r, 4) ? 12 : 2));
+}
+
+static void isa_paths(void) {
+    enum { N = 6151 }; /* odd, and more than a few lane groups of every kind */
+    vt_rng r;
+    vt_rng_seed(&r, 11);
+    float *x = vt_malloc(sizeof(float) * N), *fw = vt_malloc(sizeof(float) * N);
+    float *fg = vt_malloc(sizeof(float) * N);
+    int64_t *acc = vt_malloc(sizeof(int64_t) * 2 * N), *want = vt_malloc(sizeof(int64_t) * 2 * N);
+    int64_t *got = vt_malloc(sizeof(int64_t) * 2 * N);
+    static const uint32_t edge[] = {
+        0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u, 0x007fffffu, 0x807fffffu,
+        0x00800000u, 0x7f7fffffu, 0xff7fffffu, 0x7f800000u, 0xff800000u, 0x7fc00000u,
+        0xffc00000u, 0x7f800001u, 0xff812345u};
+    int i = 0;
+    for (int e = 0; e < (int)(sizeof edge / sizeof edge[0]); e++)
+        x[i++] = from_bits(edge[e]);
+    /* every exponent and sign, with the mantissa 0, all ones, and random */
+    for (uint32_t ex = 0; ex < 256; ex++)
+        for (uint32_t sg = 0; sg < 2; sg++) {
+            x[i++] = from_bits(sg << 31 | ex << 23);
+            x[i++] = from_bits(sg << 31 | ex << 23 | 0x7fffffu);
+            x[i++] = from_bits(sg << 31 | ex << 23 | ((uint32_t)vt_rng_u64(&r) & 0x7fffffu));
+        }
+    /* the rest: gradients' magnitudes with zeros and random bits among them */
+    while (i < N) {
+        const uint32_t kind = vt_rng_below(&r, 8);
+        x[i++] = kind == 0   ? 0.0f
+                 : kind == 1 ? from_bits((uint32_t)vt_rng_u64(&r))
+                             : rand_term(&r, -70, 20);
+    }
+    shuffle_floats(x, N, &r); /* every kind beside every other in the lanes */
+    /* a run of zeros filling whole lane groups wherever the vectors start */
+    for (int k = 2000; k < 2040; k++)
+        x[k] = vt_rng_below(&r, 2) ? 0.0f : -0.0f;
+    for (int k = 0; k < N; k++)
+        rand_limbs(acc + 2 * k, &r);
+    /* totals at the poison's edge, lo carrying them over it or not */
+    for (int k = 0; k < 64; k++) {
+        int64_t *a = acc + 2 * (int64_t)vt_rng_below(&r, N);
+        a[0] = (k & 1 ? -VT_XS_NAN_HI : VT_XS_NAN_HI) - (k >> 1 & 3);
+        a[1] = k & 8 ? ((int64_t)1 << 53) + (k >> 4) : (k >> 4);
+    }
+    static const int start[] = {0, 1, 3, 7, 8, 13};
+    static const int len[] = {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 4095, 4096, 4097};
+    const int e0s[2] = {VT_XSUM_GRAD_E0, VT_XSUM_STAT_E0};
+    int bad = 0, runs = 0;
+    const int best = vt_xsum_isa_best();
+    for (int isa = VT_XSUM_SCALAR; isa <= best; isa++)
+        for (int e = 0; e < 2; e++)
+            for (int si = 0; si < (int)(sizeof start / sizeof start[0]); si++)
+                for (int li = 0; li <= (int)(sizeof len / sizeof len[0]); li++) {
+                    const int s0 = start[si];
+                    const int n = li < (int)(sizeof len / sizeof len[0]) ? len[li] : N - s0;
+                    const int e0 = e0s[e];
+                    /* fold into the limbs as they are */
+                    memcpy(want, acc, sizeof(int64_t) * 2 * N);
+                    memcpy(got, acc, sizeof(int64_t) * 2 * N);
+                    for (int k = s0; k < s0 + n; k++)
+                        vt_xs_fold1(want + 2 * k, x[k], e0);
+                    vt_xsum_fold_isa(isa, got + 2 * s0, x + s0, n, e0, 0);
+                    bad += memcmp(want, got, sizeof(int64_t) * 2 * N) != 0;
+                    /* the first fold (init) over garbage */
+                    memset(got, 0x5a, sizeof(int64_t) * 2 * N);
+                    memset(want, 0x5a, sizeof(int64_t) * 2 * N);
+                    for (int k = s0; k < s0 + n; k++) {
+                        want[2 * k] = want[2 * k + 1] = 0;
+                        vt_xs_fold1(want + 2 * k, x[k], e0);
+                    }
+                    vt_xsum_fold_isa(isa, got + 2 * s0, x + s0, n, e0, 1);
+                    bad += memcmp(want, got, sizeof(int64_t) * 2 * N) != 0;
+                    /* rounding: the limbs as they are (large hi: poisoned, NaN) */
+                    memset(fw, 0x5a, sizeof(float) * N);
+                    memset(fg, 0x5a, sizeof(float) * N);
+                    for (int k = s0; k < s0 + n; k++)
+                        fw[k] = vt_xs_round1(acc + 2 * k, ldexp(1.0, e0));
+                    vt_xsum_round_isa(isa, fg + s0, acc + 2 * s0, n, e0);
+                    bad += memcmp(fw, fg, sizeof(float) * N) != 0;
+                    runs += 3;
+                }
+    printf("instruction sets: plain to %s, %d folds, first folds and roundings of up to %d "
+           "elements: %d differ from xsum_arith.h's rule\n",
+           best == VT_XSUM_AVX512 ? "AVX-512" : best == VT_XSUM_AVX2 ? "AVX2" : "plain", runs,
+           N, bad);
+    TCHECK(bad == 0, "%d of %d loops over the instruction sets differ from the rule", bad,
+           runs);
+    free(x);
+    free(fw);
+    free(fg);
+    free(acc);
+    free(want);
+    free(got);
+}
+
 int main(void) {
     exact_rule();
     first_fold();
     order_and_value();
     edges();
+    isa_paths();
     return vt_test_done("test_xsum");
 }

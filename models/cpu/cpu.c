@@ -62,7 +62,7 @@ static void cpu_copy(vt_backend *be, void *dst, const void *src, size_t bytes) {
 /* ---------------------------------------------------------------- element-wise ---- */
 
 static void cpu_fill(vt_backend *be, float *x, float v, int64_t n) {
-#pragma omp parallel for num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
+#pragma omp parallel for simd num_threads(be->threads) schedule(guided, 4096) if (n > CPU_PAR_MIN)
     for (int64_t i = 0; i < n; i++)
         x[i] = v;
 }

@@ -41,7 +41,8 @@
  * --init reads a checkpoint by its bytes, not its name) and its SHA-256 is recorded at
  * the first download. Fine-tuning with --freeze 4 must leave blocks.0-4 as the file holds
  * them and train the head (blocks.5): the weights came through the download, the cache
- * and --init, not from the seed. */
+ * and --init, not from the seed. And the same file put in a cache by hand, without
+ * network, is taken and recorded at its first use. */
 static void pretrained_from_mirror(const vt_walk_env *e) {
     char dir[4200], src[4400], got[4400];
     snprintf(dir, sizeof dir, "%s/pretrained", e->dir);
@@ -69,6 +70,21 @@ static void pretrained_from_mirror(const vt_walk_env *e) {
     printf("x3d_xs        --pretrained from a file:// mirror, --freeze 4: %d tensors of blocks.0-4 "
            "the file's, blocks.5 moved\n", n);
     TCHECK(n > 300, "--pretrained x3d_xs: %d tensors of blocks.0-4 compared", n);
+
+    /* without network, the file put in the cache by hand where the message says: taken,
+     * its SHA-256 recorded at this first use (it was refused as "changed or damaged", no
+     * record being there) */
+    TCHECK(vt_test_sh("mkdir -p '%s/cache2' && cp '%s' '%s/cache2/' && "
+                      "VIDTRAIN_WEIGHTS_URL=file:///nonexistent-vidtrain-mirror "
+                      "VIDTRAIN_CACHE='%s/cache2' '%s' train '%s/data' --out '%s/ft2' "
+                      "--pretrained x3d_xs --clip 4x32 --stride 1 --batch 4 --max-steps 1 "
+                      "--seed 3 --workers 1 -q --devices cpu:1 > '%s/ft2.log' 2>&1", dir, src,
+                      dir, dir, e->bin, dir, dir, dir) == 0,
+           "--pretrained x3d_xs from a file put in the cache by hand (see %s/ft2.log)", dir);
+    /* the record is sha256sum's line: the command checks it */
+    TCHECK(vt_test_sh("cd '%s/cache2' && sha256sum -c --status X3D_XS.pyth.sha256", dir) == 0,
+           "the hand-placed file's SHA-256 was not recorded at its first use (see %s/ft2.log)",
+           dir);
 }
 
 /* The towers eval, predict, embed and the timeline run a model on (vt_run_model_load) make

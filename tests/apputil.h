@@ -415,9 +415,9 @@ static inline int vt_test_towers_equal(const char *bin, const char *dir, const c
 /* docs/design.md §3.5 through the command for a model: DIR/r trained 1 step on 1 CPU
  * tower (vt_test_train_small's arguments otherwise) and resumed to 2 ends bit for bit where
  * DIR/one's 2 uninterrupted steps do (vt_test_towers_equal's), every tensor (weights,
- * buffers, optimizer state); at least `min` of them compared (checked). On the tests' 4
- * training videos a step of 4 clips is an epoch, so the stop falls at an epoch's end
- * (test_resume stops tiny mid-epoch too). Returns the count. */
+ * buffers, optimizer state); at least `min` of them compared (checked). On the walks' 8
+ * training videos (tests/zoowalk.h) a step of 4 clips is half an epoch: the stop falls
+ * mid-epoch, and the resumed step ends the epoch. Returns the count. */
 static inline int vt_test_resume_equal(const char *bin, const char *dir, const char *args,
                                        int min) {
     TCHECK(vt_test_sh("'%s' train '%s/data' --out '%s/r' %s --batch 4 --max-steps 1 --seed 3 "

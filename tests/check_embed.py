@@ -8,6 +8,8 @@ judge; exits non-zero only when a file cannot be read.
 
 usage: check_embed.py classifier CKPT PRED_JSON DUMP_JSON PERCLIP.safetensors VIDEO.npy
                           K1.npy PRED1_JSON
+       (DUMP_JSON "-": no per-clip probabilities; with one clip a video, K1 against PRED1
+       is the per-clip statement)
        check_embed.py rows A ROW_A B ROW_B   (A, B: .npy or .safetensors files)
        check_embed.py logits CKPT PERCLIP.safetensors LOGITS.bin
 The second form prints the largest difference between row ROW_A of A and row ROW_B of B
@@ -98,9 +100,10 @@ def classifier(ckpt, pred, dump, perclip, video, k1, pred1):
     W, b = classifier_of(tensors, meta)
     E = emb["embeddings"].astype(np.float64)            # (videos x K, D)
     P = softmax(E @ W.T + b)                              # per clip
-    clips = np.concatenate([np.array(v["heads"][0]["probs"]) for v in json.load(open(dump))])
-    print("perclip_rows", E.shape[0], clips.shape[0])
-    print("perclip_nmse", nmse(P, clips))
+    if dump != "-":
+        clips = np.concatenate([np.array(v["heads"][0]["probs"]) for v in json.load(open(dump))])
+        print("perclip_rows", E.shape[0], clips.shape[0])
+        print("perclip_nmse", nmse(P, clips))
     nv = len(json.load(open(pred)))
     K = E.shape[0] // nv
     # the class names in class-id order (the rows of W): the checkpoint's own list

@@ -124,8 +124,9 @@ void vt_pretrained_cache_dir(char *dir, size_t n) {
 }
 
 /* A file of a zoo that publishes no checksum (sha_prefix NULL): its SHA-256 against the
- * record `cached`.sha256 written when it was downloaded (pretrained.h), or, with
- * `record` (the first download, checked at `path` = the .part), that record made. */
+ * record `cached`.sha256 written at its first download or use (pretrained.h), or, with
+ * `record` (the first download, checked at `path` = the .part; the first use of a file
+ * put in the cache by hand), that record made. */
 static int check_recorded(const vt_pretrained *p, const char *path, const char *cached,
                           const char *hex, int record, int quiet, char *err, size_t errlen) {
     char rec[2200], e1[1024];
@@ -146,8 +147,8 @@ static int check_recorded(const vt_pretrained *p, const char *path, const char *
     char *want = vt_file_read(rec);
     int ok = want && strlen(want) >= 64 && !strncmp(want, hex, 64);
     if (!ok)
-        vt_set_err(err, errlen, "%s: SHA-256 %.16s... is not the %.16s... recorded in %s when it "
-                   "was downloaded: the file changed or is damaged (delete both and run again "
+        vt_set_err(err, errlen, "%s: SHA-256 %.16s... is not the %.16s... recorded in %s at its "
+                   "first use: the file changed or is damaged (delete both and run again "
                    "to download it anew)", path, hex, want ? want : "(no record)", rec);
     free(want);
     return ok ? 0 : -1;
@@ -280,8 +281,15 @@ int vt_pretrained_fetch(const vt_pretrained *p, char *path, size_t n, int quiet,
     }
     vt_pretrained_url(p, url, sizeof url);
     snprintf(path, n, "%s/%s", dir, p->file);
-    if (vt_file_exists(path))
-        return check_sum(p, path, path, 0, quiet, err, errlen);
+    if (vt_file_exists(path)) {
+        /* A file of an unpinned zoo with no record was put there by hand, as the message
+         * without network says to (a download records before it renames into place): its
+         * first use records its SHA-256, as a download's does. */
+        char rec[2200];
+        snprintf(rec, sizeof rec, "%s.sha256", path);
+        const int first = !p->sha_prefix && !vt_file_exists(rec);
+        return check_sum(p, path, path, first, quiet, err, errlen);
+    }
 #ifdef VT_HAVE_CURL
     char e1[1024];
     if (vt_run_mkdirs(dir, e1, sizeof e1) != 0) {

@@ -8,8 +8,9 @@
  * convention), which is checked on every use, so a truncated or tampered file is never
  * loaded; and pytorchvideo's Kinetics-400 zoo (hub/resnet.py, hub/slowfast.py: slow_r50,
  * slowfast_r50, i3d_r50 .pyth files), whose names carry no checksum and whose SHA-256
- * vidtrain was not given: the first download's SHA-256 is recorded beside it
- * (NAME.sha256) and printed, and every later use is checked against that record. The file
+ * vidtrain was not given: the first download's SHA-256 (or the first use's, for a file
+ * put in the cache by hand) is recorded beside it (NAME.sha256) and printed, and every
+ * later use is checked against that record. The file
  * then goes through --init's reader (models/transfer.h): no pickle code is ever run.
  *
  * It must never write anywhere but the cache folder, and never leave a half-written file

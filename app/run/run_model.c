@@ -189,6 +189,11 @@ int vt_run_model_load(vt_run_model *m, const vt_device_args *da, const char *pol
     /* No optimizer state is needed to run the model forward: plain SGD keeps none. */
     vt_optim_cfg_default(&tc.optim, VT_OPT_SGD);
     tc.optim.momentum = 0;
+    /* Nor exact sums: they are the sums over a batch's clips of training (gradients, BN
+     * statistics), which a forward in eval mode has none of; on CPU towers their
+     * accumulators are 16 bytes a parameter (r3d18: 506 MiB) that eval, predict and embed
+     * allocated and zeroed for nothing. */
+    tc.exact_off = 1;
     tc.seed = o->seed;
     m->towers = vt_towers_init(&tc, err, errlen);
     if (!m->towers)

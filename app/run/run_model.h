@@ -67,7 +67,8 @@ void vt_run_model_clip(vt_clip_cfg *clip, const vt_run_model *m);
  * have its figures written there as RUN's. */
 int vt_run_model_of_run(const vt_run_model *m, const char *run, char *err, size_t errlen);
 /* Builds forward-only towers for `batch` clips a step on the devices of da, split by
- * policy (NULL: "memory"), and loads the checkpoint's weights into them. 0; -2 with err
+ * policy (NULL: "memory"), without optimizer state or exact sums (training's), and loads
+ * the checkpoint's weights into them. 0; -2 with err
  * when the device arguments or the policy are bad (a policy given for one tower: nothing
  * to split), or m->precision is one no tower
  * computes (tf32 on CPU towers only: vt_devices_check_precision) (a usage error); -1 with err

@@ -6,15 +6,20 @@
  * It must never write the run folder: nothing is written before there is something to
  * train.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/decode_opt.h"
 #include "app/dist.h"
 #include "app/run/run_model.h"
 #include "app/train/train.h"
 #include "base/common.h"
+#include "base/host_mem.h"
 #include "base/textwidth.h"
+#include "app/train/train_val.h"
+#include "pipeline/data/loader.h"
 #include "pipeline/data/video/video.h"
 
 static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
@@ -306,4 +311,31 @@ int vt_train_open_data(vt_train *t) {
     set_id(ds, t->train_idx, t->ntrain, t->train_set, sizeof t->train_set);
     set_id(t->val_ds, t->val_idx, t->nval, t->val_set, sizeof t->val_set);
     return 0;
+}
+
+int64_t vt_train_host_reserve(const vt_train *t) {
+    const vt_train_opts *o = &t->o;
+    vt_loader_cfg lc;
+    vt_loader_cfg_default(&lc);
+    lc.mode = VT_LOADER_TRAIN;
+    lc.batch = o->batch;
+    vt_train_clip_cfg(&lc.clip, o);
+    /* the loader's own defaults for 0 (loader.c) */
+    const int workers = o->workers > 0 ? o->workers : (int)VT_MAX(sysconf(_SC_NPROCESSORS_ONLN), 1);
+    const int queue = o->queue > 0 ? o->queue : 2;
+    int64_t bytes = vt_loader_batch_bytes(t->ds, &lc) * (queue + workers);
+    if (o->frame_cache[0] && strcmp(o->frame_cache, "auto"))
+        bytes += VT_MAX(vt_parse_bytes(o->frame_cache), 0);
+    vt_host_mem m;
+    vt_host_mem_get(&m);
+    if (vt_host_mem_counts_maps(&m)) { /* a stack is mapped whole, touched a little */
+        size_t stack = (size_t)8 << 20;
+        pthread_attr_t a;
+        if (pthread_getattr_default_np(&a) == 0) {
+            pthread_attr_getstacksize(&a, &stack);
+            pthread_attr_destroy(&a);
+        }
+        bytes += (int64_t)workers * (int64_t)stack;
+    }
+    return bytes;
 }

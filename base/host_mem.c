@@ -10,10 +10,12 @@
  */
 #include "base/host_mem.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "base/common.h" /* VT_MIN, VT_MAX */
 
@@ -215,19 +217,25 @@ int vt_cgroup_mem_read(const char *root, int64_t *limit, int64_t *used, char *fi
     return 1;
 }
 
-/* "VmSize:" of /proc/self/status in bytes, -1 when unread */
-static int64_t status_kb(const char *key) {
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
+/* The number after `key` in the /proc file at path, times 1024 (its "kB"), -1 when
+ * unread. Read with read(2) into the stack, not stdio: vt_out_of_memory asks it when
+ * malloc has just failed, and fopen allocates. */
+static int64_t proc_kb(const char *path, const char *key) {
+    char buf[8192];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
         return -1;
-    char line[256];
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof buf - 1 && (r = read(fd, buf + n, sizeof buf - 1 - n)) > 0)
+        n += (size_t)r;
+    close(fd);
+    buf[n] = 0;
     size_t k = strlen(key);
-    long long kb = -1;
-    while (kb < 0 && fgets(line, sizeof line, f))
-        if (!strncmp(line, key, k))
-            kb = atoll(line + k);
-    fclose(f);
-    return kb < 0 ? -1 : (int64_t)kb * 1024;
+    for (const char *p = buf; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (!strncmp(p, key, k))
+            return (int64_t)atoll(p + k) * 1024;
+    return -1;
 }
 
 static int64_t rlimit_of(int res) {
@@ -246,23 +254,13 @@ static int64_t room(int64_t lim, int64_t used) {
 void vt_host_mem_get(vt_host_mem *m) {
     memset(m, 0, sizeof *m);
     m->as_limit = m->data_limit = m->cg_limit = -1;
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (f) {
-        char line[256];
-        long long kb;
-        while (fgets(line, sizeof line, f)) {
-            if (sscanf(line, "MemTotal: %lld kB", &kb) == 1)
-                m->ram_total = kb * 1024;
-            else if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
-                m->ram_available = kb * 1024;
-        }
-        fclose(f);
-    }
+    m->ram_total = VT_MAX(proc_kb("/proc/meminfo", "MemTotal:"), 0);
+    m->ram_available = VT_MAX(proc_kb("/proc/meminfo", "MemAvailable:"), 0);
     m->available = m->ram_available;
     m->by = VT_MEM_RAM;
     m->as_limit = rlimit_of(RLIMIT_AS);
     if (m->as_limit >= 0) {
-        m->as_used = status_kb("VmSize:");
+        m->as_used = proc_kb("/proc/self/status", "VmSize:");
         if (room(m->as_limit, m->as_used) < m->available) {
             m->available = room(m->as_limit, m->as_used);
             m->by = VT_MEM_AS;
@@ -270,7 +268,7 @@ void vt_host_mem_get(vt_host_mem *m) {
     }
     m->data_limit = rlimit_of(RLIMIT_DATA);
     if (m->data_limit >= 0) {
-        m->data_used = status_kb("VmData:");
+        m->data_used = proc_kb("/proc/self/status", "VmData:");
         if (room(m->data_limit, m->data_used) < m->available) {
             m->available = room(m->data_limit, m->data_used);
             m->by = VT_MEM_DATA;

@@ -11,6 +11,7 @@
 #include "base/host_mem.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -297,6 +298,16 @@ const char *vt_host_mem_bytes(char *buf, size_t n, int64_t bytes) {
     else
         snprintf(buf, n, "%lld B", (long long)bytes);
     return buf;
+}
+
+int64_t vt_host_thread_stack(void) {
+    size_t stack = (size_t)8 << 20;
+    pthread_attr_t a;
+    if (pthread_getattr_default_np(&a) == 0) {
+        pthread_attr_getstacksize(&a, &stack);
+        pthread_attr_destroy(&a);
+    }
+    return (int64_t)stack;
 }
 
 int64_t vt_host_mem_left(const vt_host_mem *m, int64_t reserve) {

@@ -59,6 +59,10 @@ int64_t vt_host_mem_left(const vt_host_mem *m, int64_t reserve);
  * the limit that decided, for messages. Returns buf. */
 const char *vt_host_mem_said(const vt_host_mem *m, char *buf, size_t n);
 
+/* The stack a new thread maps (pthread's default: RLIMIT_STACK's soft value, 8 MiB on
+ * most systems): a limit on mappings (ulimit -v, -d) counts it whole. */
+int64_t vt_host_thread_stack(void);
+
 /* bytes -> "1.50 GiB", as common.h's vt_fmt_bytes (which this file may not call: common.c
  * allocates through alloc.c, which calls it). Returns buf. */
 const char *vt_host_mem_bytes(char *buf, size_t n, int64_t bytes);

@@ -6,7 +6,6 @@
  * It must never write the run folder: nothing is written before there is something to
  * train.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -328,14 +327,7 @@ int64_t vt_train_host_reserve(const vt_train *t) {
         bytes += VT_MAX(vt_parse_bytes(o->frame_cache), 0);
     vt_host_mem m;
     vt_host_mem_get(&m);
-    if (vt_host_mem_counts_maps(&m)) { /* a stack is mapped whole, touched a little */
-        size_t stack = (size_t)8 << 20;
-        pthread_attr_t a;
-        if (pthread_getattr_default_np(&a) == 0) {
-            pthread_attr_getstacksize(&a, &stack);
-            pthread_attr_destroy(&a);
-        }
-        bytes += (int64_t)workers * (int64_t)stack;
-    }
+    if (vt_host_mem_counts_maps(&m)) /* a stack is mapped whole, touched a little */
+        bytes += (int64_t)workers * vt_host_thread_stack();
     return bytes;
 }

@@ -215,18 +215,25 @@ static int64_t cpu_share(vt_device_list *l, const int *capped) {
     int whole = vt_host_mem_counts_maps(m);
     int64_t blas = (int64_t)VT_MAX(threads - vt_cpu_blas_pooled(), 0) *
                    (int64_t)(whole ? VT_CPU_BLAS_BUFFER : VT_CPU_BLAS_TOUCHED);
-    int64_t left = vt_host_mem_left(m, blas + l->host_reserve);
+    /* and under a limit on mappings every computing thread's stack (OpenMP's, a tower's
+     * own), mapped whole: libgomp refused one exits with "Thread creation failed" and no
+     * limit named */
+    int64_t stacks = whole ? (int64_t)threads * vt_host_thread_stack() : 0;
+    int64_t left = vt_host_mem_left(m, blas + stacks + l->host_reserve);
     int64_t share = VT_MAX(left / VT_MAX(ncpu, 1), 1);
     char said[700], a[32], b[32], c[32], r[160] = "";
     vt_host_mem_said(m, said, sizeof said);
     if (l->host_reserve > 0)
         snprintf(r, sizeof r, ", %s for the loader (frame cache, workers, queue)",
                  vt_fmt_bytes(c, sizeof c, l->host_reserve));
+    char st[96] = "", d[32];
+    if (stacks)
+        snprintf(st, sizeof st, ", %s for their stacks", vt_fmt_bytes(d, sizeof d, stacks));
     snprintf(l->mem_note, sizeof l->mem_note, "cpu memory: %s available under %.400s; kept out "
-             "%s for OpenBLAS's buffers (%d thread%s x %s%s)%s; %s for %d cpu tower%s",
+             "%s for OpenBLAS's buffers (%d thread%s x %s%s)%s%s; %s for %d cpu tower%s",
              vt_fmt_bytes(a, sizeof a, m->available), said,
              vt_fmt_bytes(b, sizeof b, blas), threads, threads == 1 ? "" : "s",
-             whole ? "128 MiB mapped" : "8 MiB touched", whole ? " whole" : "", r,
+             whole ? "128 MiB mapped" : "8 MiB touched", whole ? " whole" : "", st, r,
              vt_fmt_bytes(c, sizeof c, left), ncpu, ncpu == 1 ? "" : "s");
     return share;
 }

@@ -138,11 +138,12 @@ int vt_dataset_mark_bad(vt_dataset *ds, int i, vt_bad_kind kind, const char *rea
 
 int vt_dataset_mark_damaged(vt_dataset *ds, int i, int64_t errors, int64_t filled) {
     VT_CHECK(i >= 0 && i < ds->nvideos, "video %d of %d", i, ds->nvideos);
-    /* decode errors with the process at its memory limit are the limit's (the command
-     * stops on vt_video_system_failed); still counted, as they happened */
+    /* decode errors with the process at its memory limit are the limit's: the video is
+     * not damaged, nor named so (the command stops on vt_video_system_failed) */
     char what[1000];
     snprintf(what, sizeof what, "%.900s: decode errors", ds->videos[i].path);
-    vt_video_failed_short(what);
+    if (vt_video_failed_short(what))
+        return 0;
     pthread_mutex_lock(&ds->lock);
     int newly = !ds->videos[i].damaged;
     ds->videos[i].damaged = 1;

@@ -29,7 +29,9 @@
  *      met the limit allocating). The check asked for twice the buffers: 8 threads were
  *      refused a limit that holds them and the step (trained now). The data limit
  *      (ulimit -d) counts the buffers too: train hung under it, unsaid. A video's reader
- *      refused memory at the limit is the system's failure naming it, no bad video.
+ *      refused memory at the limit is the system's failure naming it, no bad video, and
+ *      a run on 1280x720 videos past the limit stops naming it (it trained on with good
+ *      videos named damaged, exit 0).
  *   6. The cache of the leak check's signatures is never made inside an input folder: with
  *      HOME unset it was ./.cache, made inside the dataset when train ran from there (the
  *      account's home now); VIDTRAIN_CACHE inside the dataset is not used either.
@@ -432,6 +434,32 @@ static void video_enomem(void) {
            "(see m.err)", rc);
 }
 
+/* Training on 1280x720 videos under limits the plan accepts but the decoders (not in the
+ * budget: their frames depend on each video) run past: every outcome is a clear one,
+ * exit 0 with no video named damaged or left out, or exit 1 naming ulimit -v. The build
+ * before trained on at such limits with good videos named damaged ("a damaged stream"),
+ * validation clips "corrupt stream" and 0 videos validated, exit 0, or aborted (134). */
+static void train_at_limit(void) {
+    int rc = vt_test_sh("cd '%s' && '%s' synth big --classes 2 --train 3 --val 1 --test 0 "
+                        "--frames 16 --size 1280x720 > /dev/null 2>&1", g_dir, g_bin);
+    TCHECK(rc == 0, "synth of 1280x720 videos");
+    long long started = vm_started();
+    const char *train[] = {g_bin, "train", "big", "--out", "b1", "--epochs", "1", "--model",
+                           "tiny", "--clip", "4x32", "--batch", "2", "--workers", "2",
+                           "--threads", "1", "-q", NULL};
+    /* 300 to 420 MiB above a started vidtrain: from a stop at the first step to a
+     * stop at validation or a run that ends (on this machine, 2026-11-29) */
+    for (long long extra = 300; extra <= 420; extra += 60) {
+        vt_test_sh("rm -rf '%s/b1'", g_dir);
+        rc = run_limit(RLIMIT_AS, (rlim_t)(started + (extra << 20)), "f.out", "f.err", train);
+        TCHECK((rc == 1 && has("f.err", "ulimit -v")) ||
+               (rc == 0 && !has("f.err", "damaged") && !has("f.err", "left out") &&
+                !has("f.err", "excluded") && !has("f.out", "failed to decode")),
+               "train on 1280x720 under ulimit -v (started + %lld MiB): exit %d, 1 naming the "
+               "limit or 0 with every video whole expected (see f.err, f.out)", extra, rc);
+    }
+}
+
 static void cache_inside(void) {
     vt_test_sh("cd '%s' && find data | sort > before", g_dir);
     int rc = vt_test_sh("cd '%s' && VIDTRAIN_CACHE=\"$PWD/data/c\" '%s' scan data > /dev/null "
@@ -516,6 +544,7 @@ int main(void) {
         address_space();
         data_limit();
         video_enomem();
+        train_at_limit();
     }
     return vt_test_done("test_environ");
 }

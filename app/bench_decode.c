@@ -304,7 +304,7 @@ static int bench_clips(const file_list *files, int threads, int short_side, int 
         char *text = NULL, err[1024];
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
-        VT_CHECK(f != NULL, "open_memstream: out of memory");
+        VT_CHECK_MEM(f != NULL, "a text built in memory");
         for (int i = 0; i < files->n; i++) {
             if (!r.jobs[i].ok)
                 continue;

@@ -71,7 +71,7 @@ static cJSON *float_array(const float *v, int n) {
 /* JSON text of an item (free()); the item is deleted. */
 static char *json_take(cJSON *item) {
     char *s = vt_json_print(item, 0);
-    VT_CHECK(s != NULL, "cJSON_PrintUnformatted failed (out of memory)");
+    VT_CHECK_MEM(s != NULL, "a JSON text");
     cJSON_Delete(item);
     char *out = vt_strdup(s);
     cJSON_free(s);

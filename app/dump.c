@@ -45,7 +45,7 @@ static int append_line(const vt_dump *d, const char *name, cJSON *j, char *err, 
     char path[2200];
     snprintf(path, sizeof path, "%s/%s", d->dir, name);
     char *s = vt_json_print(j, 0);
-    VT_CHECK(s != NULL, "cJSON_PrintUnformatted failed (out of memory)");
+    VT_CHECK_MEM(s != NULL, "a JSON text");
     size_t n = strlen(s);
     char *l = vt_malloc(n + 2);
     memcpy(l, s, n);

@@ -1,6 +1,6 @@
 /*
  * common.c: check/abort, allocation, logging, RNG, the strict parsers and the atomic
- * file writer shared by every folder. Nothing here may depend on FFmpeg, BLAS or CUDA,
+ * file writer shared by every folder (allocation: alloc.c). Nothing here may depend on FFmpeg, BLAS or CUDA,
  * and nothing here may print: errors go back to the caller as codes and sentences.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -33,39 +33,6 @@ void vt_die_at(const char *file, int line, const char *func, const char *expr,
         fprintf(stderr, "\n  check failed: %s", expr);
     fprintf(stderr, "\n  at %s (%s:%d)\n", func, file, line);
     abort();
-}
-
-void *vt_malloc(size_t bytes) {
-    void *p = malloc(bytes ? bytes : 1);
-    VT_CHECK(p != NULL, "out of host memory allocating %zu bytes", bytes);
-    return p;
-}
-
-void *vt_calloc(size_t n, size_t size) {
-    void *p = calloc(n ? n : 1, size ? size : 1);
-    VT_CHECK(p != NULL, "out of host memory allocating %zu x %zu bytes", n, size);
-    return p;
-}
-
-void *vt_realloc(void *p, size_t bytes) {
-    void *q = realloc(p, bytes ? bytes : 1);
-    VT_CHECK(q != NULL, "out of host memory reallocating %zu bytes", bytes);
-    return q;
-}
-
-char *vt_strdup(const char *s) {
-    size_t n = strlen(s) + 1;
-    char *d = vt_malloc(n);
-    memcpy(d, s, n);
-    return d;
-}
-
-void vt_freep(void *pp) {
-    void **p = (void **)pp;
-    if (p && *p) {
-        free(*p);
-        *p = NULL;
-    }
 }
 
 /* VT_LOG=N raises (or lowers) the level from the environment, read on the first message:

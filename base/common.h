@@ -35,7 +35,18 @@ VT_NORETURN void vt_die_at(const char *file, int line, const char *func, const c
     do { if (!(cond)) vt_die_at(__FILE__, __LINE__, __func__, #cond, __VA_ARGS__); } while (0)
 #define VT_DIE(...) vt_die_at(__FILE__, __LINE__, __func__, "", __VA_ARGS__)
 
-/* Allocation that aborts on failure (out of host memory is not a data error). */
+/* The system refused `bytes` (0: not known) for `what`: the process is at a memory limit
+ * (the RAM, ulimit -v, ulimit -d: base/host_mem.h), no program error and no data error.
+ * Says so, naming the limit and what asks for less, and exits 1 (no core: VT_CHECK's
+ * abort dumped one and named nothing). Every file vidtrain keeps is written whole or not
+ * at all (alloc.c). */
+VT_NORETURN void vt_out_of_memory(size_t bytes, const char *what);
+/* An allocation through a library (FFmpeg's av_*alloc, open_memstream, cJSON) failed:
+ * vt_out_of_memory for `what`, the size unknown. */
+#define VT_CHECK_MEM(cond, what) \
+    do { if (!(cond)) vt_out_of_memory(0, what); } while (0)
+
+/* Allocation that stops the command through vt_out_of_memory on failure (alloc.c). */
 void *vt_malloc(size_t bytes);
 void *vt_calloc(size_t n, size_t size);
 void *vt_realloc(void *p, size_t bytes);

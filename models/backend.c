@@ -56,6 +56,11 @@ void *vt_backend_alloc(vt_backend *be, size_t bytes) {
 
 void *vt_backend_alloc_x(vt_backend *be, size_t bytes, const char *what) {
     void *p = vt_backend_alloc(be, bytes);
+    /* within its budget, the system refused it: the process's memory limit, not the
+     * budget, is the one to name (a CPU tower's default budget is drawn from it) */
+    if (!p && (!be->budget || be->in_use + (int64_t)bytes <= be->budget) &&
+        (be->kind == VT_BACKEND_CPU || be->kind == VT_BACKEND_CPU_REF))
+        vt_out_of_memory(bytes, what);
     if (!p) {
         char a[32], b[32], c[32];
         VT_DIE("%s%d: cannot allocate %s for %s (holding %s of a %s budget)\n"

@@ -46,7 +46,7 @@ static int optim_names(const vt_optim_cfg *c, const char *names[2]) {
 
 static char *json_print_free(cJSON *j) {
     char *s = vt_json_print(j, 0);
-    VT_CHECK(s != NULL, "cJSON_PrintUnformatted failed (out of memory)");
+    VT_CHECK_MEM(s != NULL, "a JSON text");
     cJSON_Delete(j);
     return s;
 }

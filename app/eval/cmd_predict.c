@@ -434,7 +434,7 @@ int vt_cmd_predict(int argc, char **argv) {
     }
     if (out) {
         char *s = vt_json_print(out, 1);
-        VT_CHECK(s != NULL, "cJSON_Print failed (out of memory)");
+        VT_CHECK_MEM(s != NULL, "a JSON text");
         printf("%s\n", s);
         cJSON_free(s);
     }
@@ -444,7 +444,7 @@ int vt_cmd_predict(int argc, char **argv) {
     rc = ok > 0 ? 0 : 1;
     if (c.dump) {
         char *s = vt_json_print(c.dump, 0);
-        VT_CHECK(s != NULL, "cJSON_PrintUnformatted failed (out of memory)");
+        VT_CHECK_MEM(s != NULL, "a JSON text");
         if (vt_file_write_atomic(dump_path, s, strlen(s), err, sizeof err) != 0) {
             fprintf(stderr, "vidtrain predict: --dump-input: %s\n", err);
             rc = 1;

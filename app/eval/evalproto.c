@@ -401,7 +401,7 @@ int vt_eval_confusion_csv(const vt_eval_result *r, const char *const *names, con
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    VT_CHECK(f != NULL, "open_memstream: out of memory");
+    VT_CHECK_MEM(f != NULL, "a text built in memory");
     int k = r->classes;
     char b[32];
     fputs("true\\pred", f);
@@ -417,7 +417,8 @@ int vt_eval_confusion_csv(const vt_eval_result *r, const char *const *names, con
         fputc('\n', f);
     }
     int bad = ferror(f);
-    VT_CHECK(fclose(f) == 0 && !bad, "building %s in memory failed (out of memory)", path);
+    if (fclose(f) != 0 || bad)
+        vt_out_of_memory(0, "a file built in memory");
     int rc = vt_file_write_atomic(path, text, len, err, errlen);
     free(text);
     return rc;

@@ -90,7 +90,7 @@ int vt_metrics_write_csv(const char *run_dir, char *err, size_t errlen) {
     char *hdr = NULL;
     size_t hlen = 0;
     FILE *hf = open_memstream(&hdr, &hlen);
-    VT_CHECK(hf != NULL, "open_memstream: out of memory");
+    VT_CHECK_MEM(hf != NULL, "a text built in memory");
     for (int c = 0; c < ncol; c++)
         vt_csv_put(hf, cols[c], c == ncol - 1);
     VT_CHECK(fclose(hf) == 0, "building the metrics.csv header in memory failed");
@@ -123,7 +123,7 @@ int vt_metrics_append(const char *run_dir, const cJSON *line, char *err, size_t 
     char path[4200];
     snprintf(path, sizeof path, "%s/metrics.jsonl", run_dir);
     char *s = vt_json_print(line, 0);
-    VT_CHECK(s != NULL, "cJSON_PrintUnformatted failed (out of memory)");
+    VT_CHECK_MEM(s != NULL, "a JSON text");
     /* One write of a whole line (vt_file_append): an interrupted run leaves at most a
      * torn last line, which readers skip (it does not parse); a full disk leaves none. */
     size_t n = strlen(s);

@@ -460,7 +460,7 @@ int vt_report_write_eval(const char *run_dir, const cJSON *eval, char *err, size
     cJSON_Delete(ev);
     cJSON_Delete(val);
     int bad = ferror(f);
-    VT_CHECK(fclose(f) == 0 && !bad, "building the report in memory failed (out of memory)");
+    VT_CHECK_MEM(fclose(f) == 0 && !bad, "the report, built in memory");
     snprintf(path, sizeof path, "%s/report.html", run_dir);
     int rc = vt_run_write_file(path, page, err, errlen);
     free(page);

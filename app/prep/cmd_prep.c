@@ -587,7 +587,7 @@ static int prep_copy_others(const prep_args *a, prep_state *s) {
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
-        VT_CHECK(f != NULL, "open_memstream: out of memory");
+        VT_CHECK_MEM(f != NULL, "a text built in memory");
         fputs("old,new\n", f);
         for (int i = 0; i < s->m.n; i++) {
             vt_csv_put(f, s->m.old[i], 0);

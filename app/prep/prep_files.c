@@ -32,7 +32,7 @@ char *prep_fmt(const char *f, ...) {
     if (vasprintf(&s, f, ap) < 0)
         s = NULL;
     va_end(ap);
-    VT_CHECK(s != NULL, "out of memory");
+    VT_CHECK_MEM(s != NULL, "a formatted string");
     return s;
 }
 

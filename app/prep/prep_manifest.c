@@ -147,7 +147,7 @@ int prep_manifest_write(const char *path, const row_list *rows, const entry *ski
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    VT_CHECK(f != NULL, "open_memstream: out of memory");
+    VT_CHECK_MEM(f != NULL, "a text built in memory");
     fputs("path,source,duration_s,frames,bytes,sha256,status,damage\n", f);
     for (int i = 0; i < rows->n; i++) {
         int pending = 0;
@@ -166,7 +166,7 @@ int prep_manifest_append(int fd, const row *r) {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    VT_CHECK(f != NULL, "open_memstream: out of memory");
+    VT_CHECK_MEM(f != NULL, "a text built in memory");
     prep_row_put(f, r);
     VT_CHECK(fclose(f) == 0, "building a manifest row in memory failed");
     struct stat st;

@@ -194,9 +194,9 @@ void *prep_worker(void *arg) {
             dst_failed(r, e, err);
             break;
         }
-        if (rc != 0 && vt_video_system_failed(NULL, 0)) {
-            /* the source is not bad: the system refused to open a file (cmd_prep.c says
-             * so); no row, every worker stops */
+        if (rc != 0 && vt_video_failed_short(src)) {
+            /* the source is not bad: the system refused to open a file, or memory
+             * (cmd_prep.c says so); no row, every worker stops */
             atomic_store(&r->stop, 1);
             break;
         }

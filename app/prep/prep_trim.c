@@ -62,7 +62,7 @@ static void put_row(trim_csv *csv, const vt_dataset *ds, const vt_dataset_video 
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    VT_CHECK(f != NULL, "open_memstream: out of memory");
+    VT_CHECK_MEM(f != NULL, "a text built in memory");
     put_row_to(f, ds, v, out);
     VT_CHECK(fclose(f) == 0, "building %s in memory failed", SEGMENTS);
     if (csv->n == csv->cap) {
@@ -104,7 +104,7 @@ int prep_trim_entries(entry_list *list, trim_csv *csv, const vt_dataset *ds,
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    VT_CHECK(f != NULL, "open_memstream: out of memory");
+    VT_CHECK_MEM(f != NULL, "a text built in memory");
     fputs("path", f);
     for (int h = 0; h < ds->nheads; h++) {
         fputc(',', f);
@@ -154,7 +154,7 @@ int prep_trim_write(const trim_csv *csv, const char *dst, row_list *rows, int *l
     char *text = NULL, path[4200];
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    VT_CHECK(f != NULL, "open_memstream: out of memory");
+    VT_CHECK_MEM(f != NULL, "a text built in memory");
     fputs(csv->header ? csv->header : "path\n", f);
     *left = 0;
     for (int i = 0; i < csv->n; i++) {

@@ -62,7 +62,7 @@ int vt_run_write_file(const char *path, const char *text, char *err, size_t errl
 
 int vt_run_write_json(const char *path, const cJSON *j, char *err, size_t errlen) {
     char *s = vt_json_print(j, 1);
-    VT_CHECK(s != NULL, "cJSON_Print failed (out of memory)");
+    VT_CHECK_MEM(s != NULL, "a JSON text");
     size_t n = strlen(s);
     char *t = vt_malloc(n + 2);
     memcpy(t, s, n);

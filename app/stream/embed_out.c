@@ -84,7 +84,7 @@ static int write_csv(const vt_embed_set *s, const char *path, const vt_run_heads
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    VT_CHECK(f != NULL, "open_memstream: out of memory");
+    VT_CHECK_MEM(f != NULL, "a text built in memory");
     int per_clip = s->n > 0 && s->rows[0].clip >= 0;
     fputs(per_clip ? "index,path,start,end,clip,crop" : "index,path,start,end", f);
     for (int h = 0; h < heads->n; h++) {
@@ -121,7 +121,8 @@ static int write_csv(const vt_embed_set *s, const char *path, const vt_run_heads
         fprintf(f, ",%lld,%lld\n", (long long)r->decode_errors, (long long)r->filled_frames);
     }
     int bad = ferror(f);
-    VT_CHECK(fclose(f) == 0 && !bad, "building %s in memory failed (out of memory)", path);
+    if (fclose(f) != 0 || bad)
+        vt_out_of_memory(0, "a file built in memory");
     int rc = vt_file_write_atomic(path, text, len, err, errlen);
     free(text);
     return rc;

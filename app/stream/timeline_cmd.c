@@ -187,7 +187,7 @@ static void emit_window(void *ctx, const vt_timeline_window *w) {
     }
     if (e) {
         char *s = vt_json_print(e, 0);
-        VT_CHECK(s != NULL, "cJSON_PrintUnformatted (out of memory)");
+        VT_CHECK_MEM(s != NULL, "a JSON text");
         printf("%s\n", s);
         cJSON_free(s);
         cJSON_Delete(e);

@@ -227,7 +227,9 @@ static void usage(FILE *f) {
         "  --workers N           decode threads (default 2)\n"
         VT_DECODE_OPT_HELP
         "  --frame-cache SIZE    keep decoded frames in RAM across epochs (\"2G\", \"512M\"; 0 =\n"
-        "                        off; default auto: a quarter of the free RAM, at most 4G).\n"
+        "                        off; default auto: a quarter of the memory free once the\n"
+        "                        towers hold theirs, at most 4G; a SIZE given is kept out of\n"
+        "                        the CPU towers' budgets).\n"
         "                        The training videos are decoded once, front to back, before\n"
         "                        the first batch; clips whose frames are kept skip decoding\n"
         "                        (same pixels). Pays off when the set fits: a small set's\n"

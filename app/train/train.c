@@ -308,6 +308,8 @@ static int build_towers(vt_train *t) {
     vt_train_opts_resolve(o, t->epoch_clips, t->gpus > 0);
     init_clip_note(t);
     vt_train_short_samples(t);
+    /* what the loader will hold beside the towers, now that the clip is known */
+    vt_device_list_keep_host(&tc->devices, vt_train_host_reserve(t));
     int nsoft = 0;
     for (int h = 0; h < heads->n; h++) { /* resolved: a transformer's fine-tuning smooths */
         heads->cfg[h].smoothing = heads->cfg[h].loss == VT_LOSS_SOFTMAX_CE ? o->smoothing : 0;
@@ -507,8 +509,9 @@ static int start_state(vt_train *t) {
     return 0;
 }
 
-/* --frame-cache in bytes: auto is a quarter of the RAM free now, at most 4 GiB (the
- * towers' memory plan does not count it: it leaves them three quarters). */
+/* --frame-cache in bytes: auto is a quarter of the memory free now, once the towers hold
+ * theirs (under the process's tightest limit: base/host_mem.h), at most 4 GiB; a size
+ * given was kept out of the CPU towers' budgets (vt_train_host_reserve). */
 static int64_t frame_cache_bytes(const vt_train_opts *o) {
     if (o->frame_cache[0] && strcmp(o->frame_cache, "auto"))
         return VT_MAX(vt_parse_bytes(o->frame_cache), 0);

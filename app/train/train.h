@@ -99,6 +99,13 @@ int vt_train_open_data(vt_train *t);
  * its class says. Counted on one line with the shortest named (they trained in silence:
  * a folder of thumbnails or cut-off downloads looked like any other) (train_data.c). */
 void vt_train_short_samples(const vt_train *t);
+/* Bytes the training and validation loaders will hold beside the towers, kept out of the
+ * CPU towers' default budgets (device.h: vt_device_list_keep_host): their batch buffers,
+ * queue + workers of them each; a --frame-cache of a given size (auto takes a quarter of what the
+ * towers leave, so it fits by itself); and the workers' thread stacks where the limit
+ * counts mappings (ulimit -v, -d: a stack is mapped whole). The decoders' frames are not
+ * in it: they depend on each video's size (train_data.c). After the clip is resolved. */
+int64_t vt_train_host_reserve(const vt_train *t);
 /* A warning of the validation videos (the val split, or --val-dir's) at a frame rate
  * outside the training videos', as eval would give of them (app/run/run_model.h):
  * best.safetensors is chosen on clips that span another time than training's. Once the

@@ -8,13 +8,18 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "app/decode_opt.h"
 #include "app/dist.h"
+#include "app/eval/evaluate.h"
 #include "app/run/run_model.h"
 #include "app/train/train.h"
+#include "app/train/train_val.h"
 #include "base/common.h"
+#include "base/host_mem.h"
 #include "base/textwidth.h"
+#include "pipeline/data/loader.h"
 #include "pipeline/data/video/video.h"
 
 static void print_dataset(const vt_dataset *ds, vt_dataset *mut, FILE *f) {
@@ -336,4 +341,32 @@ int vt_train_open_data(vt_train *t) {
     set_id(ds, t->train_idx, t->ntrain, t->train_set, sizeof t->train_set);
     set_id(t->val_ds, t->val_idx, t->nval, t->val_set, sizeof t->val_set);
     return 0;
+}
+
+int64_t vt_train_host_reserve(const vt_train *t) {
+    const vt_train_opts *o = &t->o;
+    vt_loader_cfg lc;
+    vt_loader_cfg_default(&lc);
+    lc.mode = VT_LOADER_TRAIN;
+    lc.batch = o->batch;
+    vt_train_clip_cfg(&lc.clip, o);
+    /* the loader's own defaults for 0 (loader.c) */
+    const int workers = o->workers > 0 ? o->workers : (int)VT_MAX(sysconf(_SC_NPROCESSORS_ONLN), 1);
+    const int queue = o->queue > 0 ? o->queue : 2;
+    int64_t bytes = vt_loader_batch_bytes(t->ds, &lc) * (queue + workers);
+    /* validation's loader runs beside it, with buffers and workers of its own (under a
+     * tight limit a run went out of memory at its first validation) */
+    vt_eval_opts eo;
+    vt_train_val_opts(&eo, o);
+    vt_loader_cfg vc;
+    vt_eval_loader_cfg(&vc, &eo);
+    const int vworkers = vc.workers > 0 ? vc.workers : workers;
+    bytes += vt_loader_batch_bytes(t->ds, &vc) * ((vc.queue > 0 ? vc.queue : 2) + vworkers);
+    if (o->frame_cache[0] && strcmp(o->frame_cache, "auto"))
+        bytes += VT_MAX(vt_parse_bytes(o->frame_cache), 0);
+    vt_host_mem m;
+    vt_host_mem_get(&m);
+    if (vt_host_mem_counts_maps(&m)) /* a stack is mapped whole, touched a little */
+        bytes += (int64_t)(workers + vworkers) * vt_host_thread_stack();
+    return bytes;
 }

@@ -21,12 +21,13 @@
  * the cpu backend with cpu-ref on whichever kernels run.
  *
  * Buffers. Each sgemm call running at once takes a buffer of OpenBLAS's pool, mapped at
- * its first use (BUFFER_SIZE: 128 MiB in x86-64 builds) and kept. OpenBLAS 0.3.21
- * (Debian 12's) retries a refused map for ever (its issue 5289; 0.3.30 exits instead):
- * under an address-space limit (ulimit -v) too tight for them, the first step spun
- * with no word. Under such a limit vt_cpu_blas_reserve maps a backend's buffers at its
- * start, while a refusal can still be said: a trial map of their size first, then one
- * sgemm per thread at once, which leaves them in the pool for the calls after.
+ * its first use (BUFFER_SIZE, 128 MiB in x86-64 builds: VT_CPU_BLAS_BUFFER) and kept.
+ * OpenBLAS 0.3.21 (Debian 12's) retries a refused map for ever (its issue 5289; 0.3.30
+ * exits instead): under a limit on mappings (ulimit -v, and ulimit -d, which counts
+ * private writable maps) too tight for them, the first step spun with no word. Under
+ * such a limit vt_cpu_blas_reserve maps a backend's buffers at its start, while a refusal
+ * can still be said: a trial map of their size first, then the pool filled with them
+ * (docs/design.md §3.8 has the measurements).
  *
  * It must never run an sgemm whose buffer a refused map could hang on unsaid.
  */
@@ -43,6 +44,7 @@
 #include <cblas.h>
 
 #include "base/common.h"
+#include "base/host_mem.h"
 #include "models/cpu/cpu_blas.h"
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
@@ -94,9 +96,12 @@ const char *vt_cpu_blas_better_core(void) { return NULL; }
 
 void vt_cpu_blas_init(void) { pthread_once(&blas_once, blas_setup); }
 
-/* OpenBLAS's buffer and what its allocator adds (the gdb trace of the hang: 128 MiB and
- * 128 MiB + 8 KiB maps), rounded up. */
-#define BLAS_BUFFER (((size_t)128 << 20) + ((size_t)64 << 10))
+/* OpenBLAS's pool, exported by its shared library: holding N buffers at once maps N
+ * (every sgemm takes one while it runs, and the pool keeps it after). Weak: another
+ * cblas lacks them, and the sgemm warm-up below is all there is. */
+extern void *blas_memory_alloc(int procpos) __attribute__((weak));
+extern void blas_memory_free(void *buffer) __attribute__((weak));
+
 /* large enough for OpenBLAS's blocked path, which takes a buffer (a small-matrix kernel
  * would not), small enough to cost nothing: 2 * 256^3 flops a thread */
 #define WARM_N 256
@@ -104,44 +109,100 @@ void vt_cpu_blas_init(void) { pthread_once(&blas_once, blas_setup); }
 static pthread_mutex_t reserve_lock = PTHREAD_MUTEX_INITIALIZER;
 static int reserved; /* buffers in OpenBLAS's pool, mapped here */
 
+int vt_cpu_blas_pooled(void) {
+    pthread_mutex_lock(&reserve_lock);
+    int n = reserved;
+    pthread_mutex_unlock(&reserve_lock);
+    return n;
+}
+
+/* The limit on mappings (ulimit -v against VmSize, ulimit -d against VmData) that leaves
+ * the least room: its room in *left and its words in what; 0 when there is none. */
+static int map_limit(int64_t *left, char *what, size_t n) {
+    vt_host_mem m;
+    vt_host_mem_get(&m);
+    int64_t as = m.as_limit >= 0 ? VT_MAX(m.as_limit - VT_MAX(m.as_used, 0), 0) : -1;
+    int64_t data = m.data_limit >= 0 ? VT_MAX(m.data_limit - VT_MAX(m.data_used, 0), 0) : -1;
+    if (as < 0 && data < 0)
+        return 0;
+    char a[32], b[32];
+    if (as >= 0 && (data < 0 || as <= data)) {
+        *left = as;
+        snprintf(what, n, "the address-space limit (ulimit -v: %s, %s mapped)",
+                 vt_fmt_bytes(a, sizeof a, m.as_limit), vt_fmt_bytes(b, sizeof b, m.as_used));
+    } else {
+        *left = data;
+        snprintf(what, n, "the data limit (ulimit -d: %s, %s in data mappings)",
+                 vt_fmt_bytes(a, sizeof a, m.data_limit), vt_fmt_bytes(b, sizeof b, m.data_used));
+    }
+    return 1;
+}
+
+/* want buffers in OpenBLAS's pool: held at once through its allocator, or, without it,
+ * one sgemm per thread at once (which a loaded machine may run one after another, mapping
+ * fewer). 0, or -1 when the warm-up's own matrices were refused. */
+static int fill_pool(int want) {
+    if (blas_memory_alloc && blas_memory_free) {
+        void **b = calloc((size_t)want, sizeof *b);
+        if (!b)
+            return -1;
+        for (int i = 0; i < want; i++)
+            b[i] = blas_memory_alloc(0);
+        for (int i = 0; i < want; i++)
+            blas_memory_free(b[i]);
+        free(b);
+        return 0;
+    }
+    float *m = calloc((size_t)want * 3 * WARM_N * WARM_N, sizeof(float));
+    if (!m)
+        return -1;
+#pragma omp parallel num_threads(want)
+    {
+        /* all at once: a call that ended would hand its buffer to the next */
+#pragma omp barrier
+        float *a = m + (size_t)omp_get_thread_num() * 3 * WARM_N * WARM_N;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, WARM_N, WARM_N, WARM_N, 1.0f, a,
+                    WARM_N, a + WARM_N * WARM_N, WARM_N, 0.0f, a + 2 * WARM_N * WARM_N, WARM_N);
+    }
+    free(m);
+    return 0;
+}
+
 int vt_cpu_blas_reserve(int threads, char *err, size_t errlen) {
     vt_cpu_blas_init();
-    struct rlimit rl;
-    if (threads <= 0 || getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
-        return 0; /* no limit: OpenBLAS maps as it goes, and gets what it asks for */
+    int64_t left = 0;
+    char what[200];
+    if (threads <= 0 || !map_limit(&left, what, sizeof what))
+        return 0; /* no limit on mappings: OpenBLAS maps as it goes, and gets them */
     pthread_mutex_lock(&reserve_lock);
-    /* every backend's threads may call at once: the pool must hold them all. The trial
-     * asks for as much again: what a step maps beside them (activations, workspace,
-     * decoders, thread stacks) comes later, and a buffer refused then spins */
+    /* every backend's threads may call at once: the pool must hold them all. What a step
+     * maps beside them is the memory plan's, whose budget takes them off first
+     * (device.c), so the trial asks for the buffers alone: more refused limits that
+     * would not have hung. Writable and private, as OpenBLAS maps them, so that
+     * ulimit -d counts it too */
     int want = reserved + threads, rc = 0;
-    void *trial = mmap(NULL, (size_t)want * 2 * BLAS_BUFFER, PROT_NONE,
+    size_t need = (size_t)threads * VT_CPU_BLAS_BUFFER;
+    void *trial = mmap(NULL, need, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (trial == MAP_FAILED) {
-        vt_set_err(err, errlen, "the address-space limit (ulimit -v: %llu KiB) leaves too "
-                   "little for OpenBLAS's buffers, %d of %zu MiB for %d computing thread(s) "
-                   "and as much again beside them (%s): raise the limit, or give fewer "
-                   "--threads", (unsigned long long)(rl.rlim_cur >> 10), want,
-                   BLAS_BUFFER >> 20, want,
-                   strerror(errno));
+        char a[32], b[32], c[32];
+        int fit = (int)(left / (int64_t)VT_CPU_BLAS_BUFFER);
+        char more[64] = ": not one thread's fits";
+        if (fit > 0)
+            snprintf(more, sizeof more, ", or give fewer --threads (%d fit)", fit);
+        vt_set_err(err, errlen, "%s leaves %s, and OpenBLAS's buffers for %d more computing "
+                   "thread(s) take %s (%d MiB each, mapped whole; OpenBLAS 0.3.21 waits for "
+                   "ever on one it is refused): raise the limit by %s at least (more for the "
+                   "step beside them)%s", what, vt_fmt_bytes(a, sizeof a, left), threads,
+                   vt_fmt_bytes(b, sizeof b, (int64_t)need), (int)(VT_CPU_BLAS_BUFFER >> 20),
+                   vt_fmt_bytes(c, sizeof c, VT_MAX((int64_t)need - left, 4096)), more);
         rc = -1;
     } else {
-        munmap(trial, (size_t)want * 2 * BLAS_BUFFER);
-        float *m = calloc((size_t)want * 3 * WARM_N * WARM_N, sizeof(float));
-        if (!m) {
-            vt_set_err(err, errlen, "the address-space limit (ulimit -v: %llu KiB) leaves too "
-                       "little to start OpenBLAS: raise it", (unsigned long long)(rl.rlim_cur >> 10));
+        munmap(trial, need);
+        if (fill_pool(want) != 0) {
+            vt_set_err(err, errlen, "%s leaves too little to start OpenBLAS: raise it", what);
             rc = -1;
         } else {
-#pragma omp parallel num_threads(want)
-            {
-                /* all at once: a call that ended would hand its buffer to the next */
-#pragma omp barrier
-                float *a = m + (size_t)omp_get_thread_num() * 3 * WARM_N * WARM_N;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, WARM_N, WARM_N, WARM_N,
-                            1.0f, a, WARM_N, a + WARM_N * WARM_N, WARM_N, 0.0f,
-                            a + 2 * WARM_N * WARM_N, WARM_N);
-            }
-            free(m);
             reserved = want;
         }
     }

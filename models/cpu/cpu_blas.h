@@ -7,11 +7,24 @@
 /* One OpenBLAS thread for every call (idempotent, thread-safe). Before the first sgemm. */
 void vt_cpu_blas_init(void);
 
-/* Under an address-space limit (ulimit -v), OpenBLAS's buffers for `threads` more threads
- * calling at once, mapped now (cpu_blas.c: "Buffers"; nothing to do without a limit).
- * 0, or -1 with err when the limit leaves too little: OpenBLAS would spin for ever on the
- * refused map at the first call. Thread-safe; before the backend's first sgemm. */
+#include <stddef.h>
+
+/* One OpenBLAS buffer: a thread's sgemm maps it whole (BUFFER_SIZE of x86-64 builds;
+ * VmSize and VmData grow by exactly this per thread), and touches a few MiB of it (its
+ * blocks of A and B: 3.0 MiB a thread measured at 2048^3 on Haswell kernels; larger
+ * kernels' blocks are larger, hence the margin of VT_CPU_BLAS_TOUCHED). */
+#define VT_CPU_BLAS_BUFFER ((size_t)128 << 20)
+#define VT_CPU_BLAS_TOUCHED ((size_t)8 << 20)
+
+/* Under a limit on mappings (ulimit -v, ulimit -d), OpenBLAS's buffers for `threads` more
+ * threads calling at once, mapped now (cpu_blas.c: "Buffers"; nothing to do without such
+ * a limit). 0, or -1 with err when the limit leaves too little, naming it, the room and
+ * the buffers' size: OpenBLAS would spin for ever on the refused map at the first call.
+ * Thread-safe; before the backend's first sgemm. */
 int vt_cpu_blas_reserve(int threads, char *err, size_t errlen);
+
+/* Buffers vt_cpu_blas_reserve has put in OpenBLAS's pool so far. */
+int vt_cpu_blas_pooled(void);
 
 /* "Cooperlake", "Haswell (OPENBLAS_CORETYPE)", ...: the kernels OpenBLAS runs, and
  * whether the environment chose them. Sets OpenBLAS up first. */

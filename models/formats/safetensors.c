@@ -119,7 +119,7 @@ int vt_ckpt_write_file(const char *path, const vt_ckpt_meta *meta, const vt_ckpt
         off += bytes;
     }
     char *hdr = vt_json_print(root, 0);
-    VT_CHECK(hdr != NULL, "cJSON_PrintUnformatted failed (out of memory)");
+    VT_CHECK_MEM(hdr != NULL, "a JSON text");
     fill_job j = {.hdr = hdr, .hlen = strlen(hdr), .outs = outs, .nouts = nouts};
     j.padded = (j.hlen + 7) & ~(size_t)7; /* data 8-byte aligned, as safetensors pads */
     /* A temporary file beside it, fsynced, renamed over it, the folder fsynced: a crash

@@ -85,7 +85,7 @@ static void sink(void *ctx, int64_t pos, const AVFrame *f) {
         return;
     int64_t bytes = frame_bytes(f);
     AVFrame *ref = av_frame_clone(f);
-    VT_CHECK(ref != NULL, "out of memory keeping a decoded frame");
+    VT_CHECK_MEM(ref != NULL, "keeping a decoded frame");
     pthread_mutex_lock(&c->lock);
     if (!e->f[pos] && c->st.bytes + bytes <= c->st.cap) {
         e->f[pos] = ref;
@@ -149,7 +149,8 @@ int vt_frame_cache_read_clip(vt_frame_cache *c, int64_t id, vt_scaler *sc, uint8
     if (all) {
         for (int i = 0; i < t; i++) {
             f[i] = av_frame_clone(e->f[pos[i]]);
-            VT_CHECK(f[i] != NULL, "out of memory");
+            if (!f[i])
+                vt_out_of_memory(sizeof(AVFrame), "a cached frame's reference");
         }
         c->st.hits++;
     } else {

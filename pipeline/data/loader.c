@@ -61,7 +61,8 @@ int64_t vt_loader_batch_bytes(const vt_dataset *ds, const vt_loader_cfg *cfg) {
 static void slot_init(vt_loader *l, slot *s) {
     const vt_loader_cfg *c = &l->cfg;
     s->mem = c->host_alloc(c->host_ctx, (size_t)l->batch_bytes);
-    VT_CHECK(s->mem != NULL, "host_alloc of %lld bytes failed", (long long)l->batch_bytes);
+    if (!s->mem)
+        vt_out_of_memory((size_t)l->batch_bytes, "a batch buffer of the loader");
     memset(s->mem, 0, (size_t)l->batch_bytes);
     char *p = s->mem;
     vt_batch *b = &s->b;

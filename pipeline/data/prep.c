@@ -173,7 +173,7 @@ static int send_at(prep_job *j, const AVFrame *frame, int64_t pts) {
     if (pts <= j->last_pts)
         return 0;
     AVFrame *f = av_frame_clone(frame);
-    VT_CHECK(f != NULL, "out of memory");
+    VT_CHECK_MEM(f != NULL, "the encoder's FFmpeg state");
     f->pts = pts;
     /* x264 places keyframes itself from gop_size; asking for an I-frame on every G-th
      * frame keeps the interval exact for the encoders that only honour pict_type. */
@@ -206,14 +206,14 @@ static int flush_held(prep_job *j, int64_t until) {
 static int on_frame(void *user, const uint8_t *rgb, int64_t n, int w, int h) {
     prep_job *j = user;
     AVFrame *f = av_frame_alloc();
-    VT_CHECK(f != NULL, "out of memory");
+    VT_CHECK_MEM(f != NULL, "the encoder's FFmpeg state");
     f->format = j->enc->pix_fmt;
     f->width = j->ow;
     f->height = j->oh;
     f->color_range = j->enc->color_range;
     f->colorspace = j->enc->colorspace;
     int ret = av_frame_get_buffer(f, 0);
-    VT_CHECK(ret >= 0, "av_frame_get_buffer: out of memory");
+    VT_CHECK_MEM(ret >= 0, "av_frame_get_buffer");
     if (!j->sws) {
         /* Same size in, same size out: a colour conversion only, rounded to nearest
          * (without SWS_ACCURATE_RND the RGB -> 4:2:0 path is 0.05 levels low). */
@@ -284,7 +284,7 @@ static int open_encoder(prep_job *j, const AVCodec *codec, const vt_video_info *
                         char *err, size_t errlen) {
     const vt_prep_opts *o = j->o;
     AVCodecContext *c = avcodec_alloc_context3(codec);
-    VT_CHECK(c != NULL, "out of memory");
+    VT_CHECK_MEM(c != NULL, "the encoder's FFmpeg state");
     j->enc = c;
     int mjpeg = codec->id == AV_CODEC_ID_MJPEG;
     c->width = j->ow;
@@ -480,12 +480,12 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
     if (ret < 0)
         goto end;
     j.st = avformat_new_stream(j.oc, NULL);
-    VT_CHECK(j.st != NULL, "out of memory");
+    VT_CHECK_MEM(j.st != NULL, "the encoder's FFmpeg state");
     j.st->time_base = j.enc->time_base;
     j.st->avg_frame_rate = j.enc->framerate;
     j.st->sample_aspect_ratio = j.enc->sample_aspect_ratio;
     ret = avcodec_parameters_from_context(j.st->codecpar, j.enc);
-    VT_CHECK(ret >= 0, "avcodec_parameters_from_context: out of memory");
+    VT_CHECK_MEM(ret >= 0, "avcodec_parameters_from_context");
     ret = avio_open(&j.oc->pb, dst, AVIO_FLAG_WRITE);
     if (ret < 0) {
         set_av_err(err, errlen, "cannot create the output file", ret);
@@ -505,7 +505,7 @@ static int prep_range(vt_prep_result *res, const char *src, const char *dst, con
     }
     header = 1;
     j.pkt = av_packet_alloc();
-    VT_CHECK(j.pkt != NULL, "out of memory");
+    VT_CHECK_MEM(j.pkt != NULL, "the encoder's FFmpeg state");
 
     int64_t got = 0;
     if (o->signature)

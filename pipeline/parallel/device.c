@@ -11,7 +11,6 @@
 #include "pipeline/parallel/device.h"
 
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "base/common.h"
@@ -54,34 +53,12 @@ void vt_cpu_info_get(vt_cpu_info *out) {
         }
         fclose(f);
     }
-    f = fopen("/proc/meminfo", "r");
-    if (f) {
-        while (fgets(line, sizeof line, f)) {
-            long long kb;
-            if (sscanf(line, "MemTotal: %lld kB", &kb) == 1)
-                out->ram_total = kb * 1024;
-            else if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
-                out->ram_available = kb * 1024;
-        }
-        fclose(f);
-    }
-    /* An address-space limit (ulimit -v) is all the process may map, whatever the RAM:
-     * what it leaves caps what is available, so the budget on the device line and the
-     * memory plan say it (they said the machine's 22 GiB under a 1 GiB limit, and the run
-     * met the limit as "out of host memory" mid-step). */
-    struct rlimit rl;
-    f = getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
-            ? fopen("/proc/self/status", "r") : NULL;
-    if (f) {
-        long long kb = -1;
-        while (kb < 0 && fgets(line, sizeof line, f))
-            if (sscanf(line, "VmSize: %lld kB", &kb) != 1)
-                kb = -1;
-        fclose(f);
-        int64_t left = kb < 0 ? 1 : VT_MAX((int64_t)rl.rlim_cur - kb * 1024, 1); /* 0: unlimited */
-        out->ram_available = VT_MIN(out->ram_available, left);
-        out->as_limited = 1;
-    }
+    /* the least room of the RAM and the process's limits (ulimit -v, ulimit -d, the
+     * cgroup's): under ulimit -v the device line and the memory plan said the machine's
+     * 22 GiB under a 1 GiB limit, in a 4 GiB container the host's RAM */
+    vt_host_mem_get(&out->mem);
+    out->ram_total = out->mem.ram_total;
+    out->ram_available = out->mem.available;
 }
 
 /* ---- building a list ---- */
@@ -216,18 +193,63 @@ void vt_device_list_names(const vt_device_list *l, char *buf, size_t n) {
         o += (size_t)snprintf(buf + o, n - o, "%s%s", i ? ", " : "", l->dev[i].name);
 }
 
-int vt_device_list_budget_defaults(vt_device_list *l, const int *capped, char *err,
-                                   size_t errlen) {
+/* The default budget of a CPU tower: the memory available under the limit that decided
+ * (base/host_mem.h), less l->host_reserve and OpenBLAS's buffers for the cpu towers'
+ * threads, which none of the plans counts, shared by the CPU towers; said in
+ * l->mem_note. Each is counted as that limit counts: OpenBLAS's buffers whole under
+ * ulimit -v or -d, their touched pages against the RAM or a cgroup. At least 1 byte under
+ * a limit (0 is no budget at all). */
+static int64_t cpu_share(vt_device_list *l, const int *capped) {
+    int ncpu = cpu_towers(l), defaults = 0, threads = 0;
+    for (int i = 0; i < l->n; i++) {
+        defaults += strcmp(l->dev[i].backend, "cuda") && !capped[i];
+        if (!strcmp(l->dev[i].backend, "cpu"))
+            threads += l->dev[i].threads;
+    }
+    l->mem_note[0] = 0;
     vt_cpu_info ci;
     vt_cpu_info_get(&ci);
-    int ncpu = cpu_towers(l);
+    if (!defaults || ci.ram_total <= 0)
+        return 0;
+    const vt_host_mem *m = &ci.mem;
+    int whole = vt_host_mem_counts_maps(m);
+    int64_t blas = (int64_t)VT_MAX(threads - vt_cpu_blas_pooled(), 0) *
+                   (int64_t)(whole ? VT_CPU_BLAS_BUFFER : VT_CPU_BLAS_TOUCHED);
+    /* and under a limit on mappings every computing thread's stack (OpenMP's, a tower's
+     * own), mapped whole: libgomp refused one exits with "Thread creation failed" and no
+     * limit named */
+    int64_t stacks = whole ? (int64_t)threads * vt_host_thread_stack() : 0;
+    int64_t left = vt_host_mem_left(m, blas + stacks + l->host_reserve);
+    int64_t share = VT_MAX(left / VT_MAX(ncpu, 1), 1);
+    char said[700], a[32], b[32], c[32], r[160] = "";
+    vt_host_mem_said(m, said, sizeof said);
+    if (l->host_reserve > 0)
+        snprintf(r, sizeof r, ", %s for the loader (frame cache, workers, queue)",
+                 vt_fmt_bytes(c, sizeof c, l->host_reserve));
+    char st[96] = "", d[32];
+    if (stacks)
+        snprintf(st, sizeof st, ", %s for their stacks", vt_fmt_bytes(d, sizeof d, stacks));
+    snprintf(l->mem_note, sizeof l->mem_note, "cpu memory: %s available under %.400s; kept out "
+             "%s for OpenBLAS's buffers (%d thread%s x %s%s)%s%s; %s for %d cpu tower%s",
+             vt_fmt_bytes(a, sizeof a, m->available), said,
+             vt_fmt_bytes(b, sizeof b, blas), threads, threads == 1 ? "" : "s",
+             whole ? "128 MiB mapped" : "8 MiB touched", whole ? " whole" : "", st, r,
+             vt_fmt_bytes(c, sizeof c, left), ncpu, ncpu == 1 ? "" : "s");
+    return share;
+}
+
+int vt_device_list_budget_defaults(vt_device_list *l, const int *capped, char *err,
+                                   size_t errlen) {
+    int64_t share = cpu_share(l, capped);
     for (int i = 0; i < l->n; i++) {
         vt_device *d = &l->dev[i];
         if (capped[i])
             continue;
         if (strcmp(d->backend, "cuda")) {
-            /* CPU towers share the RAM that is available now. */
-            d->budget = ci.ram_available > 0 ? ci.ram_available / VT_MAX(ncpu, 1) : 0;
+            /* CPU towers share the memory available now, less what the process holds
+             * beside them (cpu_share) */
+            d->budget = share;
+            d->mem_default = 1;
         } else {
 #ifdef VT_HAVE_CUDA
             vt_gpu_info gi;
@@ -261,6 +283,17 @@ int vt_device_list_budget_defaults(vt_device_list *l, const int *capped, char *e
     return 0;
 }
 
+void vt_device_list_keep_host(vt_device_list *l, int64_t reserve) {
+    int capped[VT_MAX_DEVICES];
+    for (int i = 0; i < l->n; i++)
+        capped[i] = !l->dev[i].mem_default;
+    l->host_reserve = VT_MAX(reserve, 0);
+    int64_t share = cpu_share(l, capped);
+    for (int i = 0; i < l->n; i++)
+        if (l->dev[i].mem_default)
+            l->dev[i].budget = share;
+}
+
 void vt_device_list_print(const vt_device_list *l, FILE *f) {
     fprintf(f, "%-9s %-8s %-8s %-12s %s\n", "tower", "backend", "threads", "budget", "device");
     for (int i = 0; i < l->n; i++) {
@@ -272,16 +305,20 @@ void vt_device_list_print(const vt_device_list *l, FILE *f) {
         if (d->slowdown > 1.0)
             fprintf(f, "          emulated slowdown x%.2f (test/benchmark knob)\n", d->slowdown);
     }
+    if (l->mem_note[0])
+        fprintf(f, "%s\n", l->mem_note);
 }
 
 void vt_devices_print_machine(FILE *f) {
     vt_cpu_info ci;
     vt_cpu_info_get(&ci);
     char a[32], b[32];
-    fprintf(f, "CPU   %s\n      %d cores online, RAM %s total, %s available%s\n", ci.model,
+    char said[700];
+    fprintf(f, "CPU   %s\n      %d cores online, RAM %s total, %s available%s%s\n", ci.model,
             ci.cores, vt_fmt_bytes(a, sizeof a, ci.ram_total),
             vt_fmt_bytes(b, sizeof b, ci.ram_available),
-            ci.as_limited ? " (under the address-space limit, ulimit -v)" : "");
+            ci.mem.by != VT_MEM_RAM ? " under " : "",
+            ci.mem.by != VT_MEM_RAM ? vt_host_mem_said(&ci.mem, said, sizeof said) : "");
     fprintf(f, "      backends: cpu (vol2col + OpenBLAS, OpenMP), cpu-ref (reference loops)\n");
 #ifdef VT_HAVE_CUDA
     int count = vt_cuda_device_count();

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "base/host_mem.h"
+
 /* Towers in one run: every process of an MPI run together (pipeline/parallel/mpi.h). */
 #define VT_MAX_DEVICES 64
 
@@ -30,11 +32,21 @@ typedef struct vt_device {
     double speed;       /* measured or given clips/s; 0 = unknown */
     double slowdown;    /* emulated slowdown factor K >= 1 (1 = none); tests/benchmarks */
     char desc[128];     /* "Intel Xeon ... (2 threads)", "NVIDIA H100 (cc 9.0)" */
+    int mem_default;    /* a CPU tower whose budget is its share of the memory the process
+                           may take (the list's mem_note says it), not a --mem cap */
 } vt_device;
 
 typedef struct vt_device_list {
     int n;
     vt_device dev[VT_MAX_DEVICES];
+    /* set by the caller before the budgets: bytes the process will hold beside its
+     * towers (the loader's frame cache, workers and queue), kept out of the CPU towers'
+     * default budgets */
+    int64_t host_reserve;
+    /* "cpu memory: ...": what the CPU towers' default budgets were drawn from, which
+     * limit decided and what was kept out (vt_device_list_print prints it); "" when no
+     * CPU tower took a default */
+    char mem_note[640];
 } vt_device_list;
 
 /* ---- building a list (app/device_opts.c drives these, entry by entry) ---- */
@@ -57,18 +69,26 @@ void vt_device_list_describe(vt_device_list *l, int threads);
 vt_device *vt_device_list_find(vt_device_list *l, const char *name);
 /* "cpu0, cpu1, cuda0": every tower's name, for messages. */
 void vt_device_list_names(const vt_device_list *l, char *buf, size_t n);
-/* Default budgets of the towers not capped[i]: CPU towers share the RAM available now;
+/* Default budgets of the towers not capped[i]: CPU towers share the memory available now
+ * under the tightest of the RAM, ulimit -v, ulimit -d and the cgroup's limit
+ * (base/host_mem.h), less l->host_reserve and OpenBLAS's buffers (cpu_blas.h), said in
+ * l->mem_note;
  * GPU towers share the GPU's free memory less a reserve and less the caps of the other
  * towers on it. 0, or -1 with err when caps leave nothing for a tower. */
 int vt_device_list_budget_defaults(vt_device_list *l, const int *capped, char *err,
                                    size_t errlen);
 
+/* The default budgets of the CPU towers drawn again with `reserve` bytes kept out for
+ * what the process will hold beside them (the loader's buffers, workers and a frame cache
+ * of a given size: train knows them once its clip is resolved, after the list is built). */
+void vt_device_list_keep_host(vt_device_list *l, int64_t reserve);
+
 /* CPU facts: model name from /proc/cpuinfo, online cores, RAM total/available. */
 typedef struct vt_cpu_info {
     char model[128];
     int cores;
-    int64_t ram_total, ram_available; /* available: capped by an address-space limit */
-    int as_limited; /* an address-space limit (ulimit -v) capped ram_available */
+    int64_t ram_total, ram_available; /* available: under the limit that decided (mem) */
+    vt_host_mem mem; /* the RAM and the process's limits (base/host_mem.h) */
 } vt_cpu_info;
 void vt_cpu_info_get(vt_cpu_info *out);
 

@@ -277,7 +277,8 @@ int vt_dataset_count_bad(vt_dataset *ds);
  * delivered (filled with the nearest decoded one) and `errors` decode errors (packets
  * rejected, pictures repaired), added to its damage_* counts. It stays in use; the mark
  * only makes the loaders name it once a process. Returns 1 when this call marked it
- * (thread-safe). */
+ * (thread-safe); 0, marking nothing, after the system refused a file or memory (the
+ * errors are the limit's: vt_video_failed_short). */
 int vt_dataset_mark_damaged(vt_dataset *ds, int i, int64_t errors, int64_t filled);
 
 /* Indices of labelled, not-bad videos of a split, ascending, into *out (free with

@@ -118,9 +118,12 @@ int vt_dataset_probe(vt_dataset *ds, int threads, int warn, vt_probe_progress_fn
 
 int vt_dataset_mark_bad(vt_dataset *ds, int i, vt_bad_kind kind, const char *reason) {
     VT_CHECK(i >= 0 && i < ds->nvideos, "video %d of %d", i, ds->nvideos);
-    /* after the system refused to open a file, a failure says nothing of the video: the
-     * command stops on vt_video_system_failed instead (video.h) */
-    if (vt_video_system_failed(NULL, 0))
+    /* after the system refused to open a file, or with the process at its memory limit,
+     * a failure says nothing of the video: the command stops on vt_video_system_failed
+     * instead (video.h) */
+    char what[1200];
+    snprintf(what, sizeof what, "%.900s: %.250s", ds->videos[i].path, reason ? reason : "unreadable");
+    if (vt_video_failed_short(what))
         return 0;
     pthread_mutex_lock(&ds->lock);
     vt_dataset_video *v = &ds->videos[i];
@@ -135,6 +138,12 @@ int vt_dataset_mark_bad(vt_dataset *ds, int i, vt_bad_kind kind, const char *rea
 
 int vt_dataset_mark_damaged(vt_dataset *ds, int i, int64_t errors, int64_t filled) {
     VT_CHECK(i >= 0 && i < ds->nvideos, "video %d of %d", i, ds->nvideos);
+    /* decode errors with the process at its memory limit are the limit's: the video is
+     * not damaged, nor named so (the command stops on vt_video_system_failed) */
+    char what[1000];
+    snprintf(what, sizeof what, "%.900s: decode errors", ds->videos[i].path);
+    if (vt_video_failed_short(what))
+        return 0;
     pthread_mutex_lock(&ds->lock);
     int newly = !ds->videos[i].damaged;
     ds->videos[i].damaged = 1;

@@ -486,7 +486,7 @@ int vt_synth_write_video(const char *path, const vt_synth_opts *o, const vt_synt
     oc->flags |= AVFMT_FLAG_BITEXACT; /* no random UIDs or dates: same seed, same bytes */
     const AVCodec *codec = avcodec_find_encoder_by_name(fd->encoder);
     enc = avcodec_alloc_context3(codec);
-    VT_CHECK(enc != NULL, "out of memory");
+    VT_CHECK_MEM(enc != NULL, "the encoder's FFmpeg state");
     enc->width = l->width;
     enc->height = l->height;
     enc->pix_fmt = pick_pix_fmt(codec);
@@ -518,7 +518,7 @@ int vt_synth_write_video(const char *path, const vt_synth_opts *o, const vt_synt
         goto end;
     }
     AVStream *st = avformat_new_stream(oc, NULL);
-    VT_CHECK(st != NULL, "out of memory");
+    VT_CHECK_MEM(st != NULL, "the encoder's FFmpeg state");
     st->time_base = enc->time_base;
     st->avg_frame_rate = enc->framerate;
     ret = avcodec_parameters_from_context(st->codecpar, enc);
@@ -540,13 +540,13 @@ int vt_synth_write_video(const char *path, const vt_synth_opts *o, const vt_synt
 
     frame = av_frame_alloc();
     pkt = av_packet_alloc();
-    VT_CHECK(frame && pkt, "out of memory");
+    VT_CHECK_MEM(frame && pkt, "the encoder's FFmpeg state");
     frame->format = enc->pix_fmt;
     frame->width = enc->width;
     frame->height = enc->height;
     frame->color_range = enc->color_range;
     ret = av_frame_get_buffer(frame, 0);
-    VT_CHECK(ret >= 0, "out of memory for a frame");
+    VT_CHECK_MEM(ret >= 0, "a frame");
     sws = sws_getContext(l->width, l->height, AV_PIX_FMT_RGB24, l->width, l->height, enc->pix_fmt,
                          SWS_BILINEAR, NULL, NULL, NULL);
     VT_CHECK(sws != NULL, "swscale cannot convert rgb24 to %d", (int)enc->pix_fmt);
@@ -555,7 +555,7 @@ int vt_synth_write_video(const char *path, const vt_synth_opts *o, const vt_synt
     for (int f = 0; f < l->frames; f++) {
         vt_synth_scene_render(scene, rgb, f);
         ret = av_frame_make_writable(frame);
-        VT_CHECK(ret >= 0, "out of memory");
+        VT_CHECK_MEM(ret >= 0, "the encoder's FFmpeg state");
         const uint8_t *src[1] = {rgb};
         int src_stride[1] = {l->width * 3};
         sws_scale(sws, src, src_stride, 0, l->height, frame->data, frame->linesize);
@@ -693,7 +693,7 @@ static int record(const char *dir, const vt_synth_opts *o, char *err, size_t err
     char *text = NULL, p[4400];
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    VT_CHECK(f != NULL, "open_memstream: out of memory");
+    VT_CHECK_MEM(f != NULL, "open_memstream");
     for (int sp = 0; sp < 3; sp++)
         for (int c = 0; c < o->classes; c++)
             for (int i = 0; i < counts[sp]; i++)

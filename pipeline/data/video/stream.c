@@ -174,7 +174,7 @@ static int open_decoder(vt_stream *s, int threads, int allow_hw, char *err, size
         return AVERROR_INVALIDDATA;
     }
     s->dec = avcodec_alloc_context3(codec);
-    VT_CHECK(s->dec != NULL, "avcodec_alloc_context3 (out of memory)");
+    VT_CHECK_MEM(s->dec != NULL, "avcodec_alloc_context3");
     if ((ret = avcodec_parameters_to_context(s->dec, p)) < 0) {
         av_err(err, errlen, "decoder parameters", ret);
         return ret;
@@ -281,7 +281,7 @@ static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o
     /* the deadline runs from here: opening, probing and the first frame together */
     s->since = vt_now();
     s->fmt = avformat_alloc_context();
-    VT_CHECK(s->fmt != NULL, "avformat_alloc_context (out of memory)");
+    VT_CHECK_MEM(s->fmt != NULL, "avformat_alloc_context");
     s->fmt->interrupt_callback.callback = on_interrupt;
     s->fmt->interrupt_callback.opaque = s;
     AVDictionary *d = NULL;
@@ -327,7 +327,7 @@ static int open_stream(vt_stream **out, const char *url, const vt_stream_opts *o
     s->pkt = av_packet_alloc();
     s->frame = av_frame_alloc();
     s->scaler = vt_scaler_new();
-    VT_CHECK(s->pkt && s->frame, "av_packet_alloc/av_frame_alloc (out of memory)");
+    VT_CHECK_MEM(s->pkt && s->frame, "av_packet_alloc/av_frame_alloc");
     if ((ret = open_decoder(s, o->threads, allow_hw, err, errlen)) < 0) {
         *hw_failed = s->hw.on;
         vt_stream_close(&s);

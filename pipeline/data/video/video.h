@@ -259,14 +259,26 @@ typedef int (*vt_video_frame_fn)(void *user, const uint8_t *rgb, int64_t n, int 
 int vt_video_decode_all(vt_video *v, int short_side, vt_video_frame_fn fn, void *user,
                         int64_t *out_frames, char *err, size_t errlen);
 
-/* The system refused to open a file while a video was read (too many open files:
- * EMFILE, ENFILE; ulimit -n). That is no property of the video, so once it happened no
- * reader records a video as bad (vt_dataset_mark_bad), and the commands stop instead of
- * going on without the videos it hit (scan listed them as unreadable, train left them out
- * of every epoch and validated on the rest, exit 0). ENOMEM is not counted: FFmpeg also
- * returns it for sizes a damaged file asks for. Process-wide, set from any thread by the
- * reader's error path: 1 with the sentence to print in msg (may be NULL), else 0. */
+/* The system refused a video's reader a file (too many open files: EMFILE, ENFILE;
+ * ulimit -n) or memory (ENOMEM while the process had less than 256 MiB left under its
+ * tightest limit, base/host_mem.h: the RAM, ulimit -v, ulimit -d; FFmpeg also returns
+ * ENOMEM for the sizes a damaged header asks for, which meet it with more left). That is
+ * no property of the video, so once it happened no reader records a video as bad
+ * (vt_dataset_mark_bad), and the commands stop instead of going on without the videos it
+ * hit (scan listed them as unreadable, train left them out of every epoch and validated
+ * on the rest, exit 0). Process-wide, set from any thread by the reader's error path: 1
+ * with the sentence to print in msg (may be NULL: the limit, and what asks for less),
+ * else 0. */
 int vt_video_system_failed(char *msg, size_t n);
+
+/* A reader failed on a video (it did not open, a clip did not decode, frames were lost):
+ * with less than 256 MiB left to the process the failure is taken for the system's and
+ * noted for vt_video_system_failed, whatever its code, since FFmpeg's decoders report an
+ * allocation they were refused as a damaged stream (H.264 under a tight ulimit -v: "no
+ * frame!", "Error splitting the input into NAL units"; the video was marked bad). 1 when
+ * a failure of the system is noted (now or before), else 0. Called before a video is
+ * recorded as bad or damaged; `what` names it and the failure. */
+int vt_video_failed_short(const char *what);
 
 /* Route FFmpeg's own log into vidtrain's capture (errors kept for reasons, nothing
  * printed unless VT_FFMPEG_LOG=1). Idempotent; vt_video_open and the synth encoder call

@@ -185,7 +185,7 @@ int vt_vid_hw_usable(const AVCodec *codec, const char *path) {
 
 void vt_vid_hw_attach(vt_hw_dec *h, AVCodecContext *dec) {
     dec->hw_device_ctx = av_buffer_ref(device);
-    VT_CHECK(dec->hw_device_ctx != NULL, "out of memory");
+    VT_CHECK_MEM(dec->hw_device_ctx != NULL, "a video's FFmpeg state");
     /* The GPU decodes; CPU frame threads would only add delay and copies of state. */
     dec->thread_count = 1;
     dec->get_format = get_format;
@@ -216,7 +216,7 @@ int vt_vid_hw_download(vt_hw_dec *h, AVFrame *f, char *err, size_t errlen) {
     vt_vid_hw_thread();
     if (!h->tmp) {
         h->tmp = av_frame_alloc();
-        VT_CHECK(h->tmp != NULL, "out of memory");
+        VT_CHECK_MEM(h->tmp != NULL, "a video's FFmpeg state");
     }
     vt_vid_last_msg[0] = 0;
     int ret = av_hwframe_transfer_data(h->tmp, f, 0);

@@ -21,6 +21,7 @@
 #include <libavutil/log.h>
 
 #include "base/common.h"
+#include "base/host_mem.h"
 #include "pipeline/data/video/video.h"
 #include "pipeline/data/video/video_impl.h"
 
@@ -112,27 +113,59 @@ int64_t vt_vid_dec_damage(vt_hw_dec *h, const AVCodecContext *dec, const AVFrame
 
 /* ---- the system's refusals (video.h: vt_video_system_failed) ---- */
 
-static atomic_int sys_failed;
-static char sys_why[256]; /* the first one's reason, written once before sys_failed is set */
+/* ENOMEM is the system's when the memory the process may still take (base/host_mem.h) is
+ * below this after the refusal: the largest frame a video may have (VT_VIDEO_MAX_PIXELS
+ * at 4:2:0, 96 MiB) and as much again for its decoder's buffers beside it. A damaged
+ * header that asks for gigabytes is refused with more than this left: the video's. */
+#define SYS_ENOMEM_ROOM ((int64_t)256 << 20)
+
+static atomic_int sys_failed; /* 0, or the errno of the first refusal: EMFILE, ENOMEM */
+static char sys_why[800]; /* the first one's reason, written once before sys_failed is set */
 static pthread_mutex_t sys_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void vt_vid_note_system(int code, const char *what, const char *reason) {
-    if (code != AVERROR(EMFILE) && code != AVERROR(ENFILE))
+    char why[800];
+    if (code == AVERROR(ENOMEM)) {
+        vt_host_mem m;
+        vt_host_mem_get(&m);
+        if (m.available >= SYS_ENOMEM_ROOM)
+            return;
+        char said[700], a[32];
+        snprintf(why, sizeof why, "%.200s%s%.100s, with %s left under %.300s", what,
+                 reason[0] ? ": " : "", reason, vt_fmt_bytes(a, sizeof a, m.available),
+                 vt_host_mem_said(&m, said, sizeof said));
+    } else if (code == AVERROR(EMFILE) || code == AVERROR(ENFILE)) {
+        snprintf(why, sizeof why, "%s: %s", what, reason);
+    } else {
         return;
+    }
     pthread_mutex_lock(&sys_lock);
     if (!atomic_load(&sys_failed)) {
-        snprintf(sys_why, sizeof sys_why, "%s: %s", what, reason);
-        atomic_store(&sys_failed, 1);
+        snprintf(sys_why, sizeof sys_why, "%s", why);
+        atomic_store(&sys_failed, code == AVERROR(ENOMEM) ? ENOMEM : EMFILE);
     }
     pthread_mutex_unlock(&sys_lock);
 }
 
-int vt_video_system_failed(char *msg, size_t n) {
+int vt_video_failed_short(const char *what) {
     if (!atomic_load(&sys_failed))
+        vt_vid_note_system(AVERROR(ENOMEM), what, "");
+    return atomic_load(&sys_failed) != 0;
+}
+
+int vt_video_system_failed(char *msg, size_t n) {
+    int e = atomic_load(&sys_failed);
+    if (!e)
         return 0;
-    vt_set_err(msg, n, "the system refused to open more files while reading the videos (%s): "
-               "that is no fault of theirs, and none is recorded as bad for it; raise the "
-               "limit on open files (ulimit -n) and run again", sys_why);
+    if (e == ENOMEM)
+        vt_set_err(msg, n, "the process ran out of memory while reading the videos (%s): that "
+                   "is no fault of theirs, and none is recorded as bad for it; raise that "
+                   "limit, or ask for less: a smaller --batch or --clip, fewer --workers or "
+                   "--threads, a smaller --frame-cache", sys_why);
+    else
+        vt_set_err(msg, n, "the system refused to open more files while reading the videos "
+                   "(%s): that is no fault of theirs, and none is recorded as bad for it; raise "
+                   "the limit on open files (ulimit -n) and run again", sys_why);
     return 1;
 }
 

@@ -213,7 +213,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
     v->skip_lost_hi = -1;
     v->pkt = av_packet_alloc();
     v->frame = av_frame_alloc();
-    VT_CHECK(v->pkt && v->frame, "out of memory");
+    VT_CHECK_MEM(v->pkt && v->frame, "a video's FFmpeg state");
     /* A file opened before in this process (video_known.c): its index, its stream's
      * parameters, and, when that open proved it on the CPU, its first frame's facts. */
     int reg = S_ISREG(sb.st_mode), have = 0;
@@ -299,7 +299,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
             vt_vid_dec_tap(&v->hw, v->dec);
     } else {
         v->dec = avcodec_alloc_context3(codec);
-        VT_CHECK(v->dec != NULL, "out of memory");
+        VT_CHECK_MEM(v->dec != NULL, "a video's decoder");
         ret = avcodec_parameters_to_context(v->dec, par);
         if (ret < 0) {
             vt_vid_set_av_err(err, errlen, "bad codec parameters", ret);
@@ -321,7 +321,7 @@ static int open_video(vt_video **out, const char *path, int threads, int allow_h
         }
     }
     v->dec_par = avcodec_parameters_alloc();
-    VT_CHECK(v->dec_par && avcodec_parameters_copy(v->dec_par, par) >= 0, "out of memory");
+    VT_CHECK_MEM(v->dec_par && avcodec_parameters_copy(v->dec_par, par) >= 0, "a video's FFmpeg state");
     v->dec_tb = st->time_base;
     v->dec_threads = dthreads;
 

@@ -160,7 +160,7 @@ static const AVFrame *as_planar(vt_scaler *sc, const AVFrame *f, char *err, size
         return f;
     if (!sc->planar) {
         sc->planar = av_frame_alloc();
-        VT_CHECK(sc->planar != NULL, "out of memory");
+        VT_CHECK_MEM(sc->planar != NULL, "a video's FFmpeg state");
     }
     AVFrame *p = sc->planar;
     if (p->format != to || p->width != f->width || p->height != f->height) {
@@ -213,7 +213,8 @@ int vt_scaler_convert(vt_scaler *sc, const AVFrame *f, int rot, uint8_t *out, in
     if (need > sc->tmp_size) {
         av_freep(&sc->tmp);
         sc->tmp = av_malloc(need);
-        VT_CHECK(sc->tmp != NULL, "out of memory for a %dx%d frame", sw, sh);
+        if (!sc->tmp)
+            vt_out_of_memory((size_t)sw * (size_t)sh * 3, "a scaled frame");
         sc->tmp_size = need;
     }
     uint8_t *dst[4] = {sc->tmp, NULL, NULL, NULL};

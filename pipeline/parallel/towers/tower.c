@@ -119,12 +119,19 @@ vt_towers *vt_towers_init(const vt_towers_cfg *cfg, char *err, size_t errlen) {
         if (T->have_mp_ckpt) /* no room even with checkpointing: its figure too */
             snprintf(d, sizeof d, ", %s with activation checkpointing",
                      vt_fmt_bytes(e, sizeof e, T->mp_ckpt.bytes_per_clip));
+        /* a CPU tower's default budget is what the process's memory limit leaves: that
+         * limit is the one to name (--mem cannot raise it) */
+        const int lim = cfg->devices.dev[i].mem_default && cfg->devices.mem_note[0];
         vt_set_err(err, errlen, "tower %s: its budget of %s cannot hold one clip of %s at %dx%dx%d "
-                   "(needs %s fixed + %s per clip%s); raise --mem/--gpu-mem or use a smaller clip",
+                   "(needs %s fixed + %s per clip%s); %s%s%s",
                    sd_local[i].name, vt_fmt_bytes(a, sizeof a, sd_local[i].budget), cfg->net.model,
                    cfg->net.clip_t, cfg->net.clip_h, cfg->net.clip_w,
                    vt_fmt_bytes(b, sizeof b, T->mp.fixed_bytes),
-                   vt_fmt_bytes(c, sizeof c, T->mp.bytes_per_clip), d);
+                   vt_fmt_bytes(c, sizeof c, T->mp.bytes_per_clip), d,
+                   lim ? "raise the limit that decided, give fewer --threads, fewer --workers or "
+                         "a smaller --frame-cache, or use a smaller clip (" :
+                         "raise --mem/--gpu-mem or use a smaller clip",
+                   lim ? cfg->devices.mem_note : "", lim ? ")" : "");
         ok = 0;
     }
     if (T->world > 1) {

@@ -19,7 +19,8 @@
  *   7. `vidtrain plan` in case 1's container (VT_HOST_ROOT): the cgroup decided, the
  *      memory line says so, and the CPU tower's budget is what it leaves (512 MiB less
  *      OpenBLAS's touched buffers), where the budget was the host's RAM. (Smaller than
- *      any RAM this test meets free, so the cgroup decides on a loaded machine too.)
+ *      any RAM this test meets free, so the cgroup decides on a loaded machine too.) A
+ *      --mem cap past what it leaves is warned of, one within it is not.
  */
 #include <sys/stat.h>
 
@@ -188,6 +189,20 @@ static void plan_in_container(void) {
            vt_test_file_has(out, "cpu0      cpu      2        496.0 MiB"),
            "plan in a 1 GiB container: exit %d, the cgroup's limit and a 496 MiB budget "
            "expected (see %s)", rc, out);
+    TCHECK(!vt_test_file_has(out, "warning"), "no warning without --mem (see %s)", out);
+    /* --mem past it: said, with what is left (the kernel's OOM killer ends such a run
+     * without a word); within it: nothing */
+    rc = vt_test_sh("cd '%s' && VT_HOST_ROOT='%s' '%s' plan --model tiny --clip 4x32 --batch 2 "
+                    "--threads 2 --mem 2G > mem.out 2>&1", g_dir, root_of("v2c"), bin);
+    snprintf(out, sizeof out, "%s/mem.out", g_dir);
+    TCHECK(rc == 0 && vt_test_file_has(out, "warning: --mem gives the cpu towers 2.00 GiB, more "
+                                       "than the 496.0 MiB left to them under the cgroup's") &&
+               vt_test_file_has(out, "without a word); give them 496.0 MiB or less"),
+           "--mem 2G in a 1 GiB container: exit %d, a warning naming 496 MiB (see %s)", rc, out);
+    rc = vt_test_sh("cd '%s' && VT_HOST_ROOT='%s' '%s' plan --model tiny --clip 4x32 --batch 2 "
+                    "--threads 2 --mem 400M > mem.out 2>&1", g_dir, root_of("v2c"), bin);
+    TCHECK(rc == 0 && !vt_test_file_has(out, "warning"), "--mem 400M within it: no warning (%s)",
+           out);
 }
 
 int main(void) {

@@ -199,13 +199,55 @@ void vt_device_list_names(const vt_device_list *l, char *buf, size_t n) {
  * l->mem_note. Each is counted as that limit counts: OpenBLAS's buffers whole under
  * ulimit -v or -d, their touched pages against the RAM or a cgroup. At least 1 byte under
  * a limit (0 is no budget at all). */
-static int64_t cpu_share(vt_device_list *l, const int *capped) {
-    int ncpu = cpu_towers(l), defaults = 0, threads = 0;
-    for (int i = 0; i < l->n; i++) {
-        defaults += strcmp(l->dev[i].backend, "cuda") && !capped[i];
+/* The cpu towers' computing threads (threads) and what the limit m counts of them beside
+ * the towers' budgets: OpenBLAS's buffers (*blas) and, under a limit on mappings, every
+ * computing thread's stack (OpenMP's, a tower's own), mapped whole: libgomp refused one
+ * exits with "Thread creation failed" and no limit named (*stacks). */
+static void cpu_beside(const vt_device_list *l, const vt_host_mem *m, int *threads,
+                       int64_t *blas, int64_t *stacks) {
+    *threads = 0;
+    for (int i = 0; i < l->n; i++)
         if (!strcmp(l->dev[i].backend, "cpu"))
-            threads += l->dev[i].threads;
-    }
+            *threads += l->dev[i].threads;
+    int whole = vt_host_mem_counts_maps(m);
+    *blas = (int64_t)VT_MAX(*threads - vt_cpu_blas_pooled(), 0) *
+            (int64_t)(whole ? VT_CPU_BLAS_BUFFER : VT_CPU_BLAS_TOUCHED);
+    *stacks = whole ? (int64_t)*threads * vt_host_thread_stack() : 0;
+}
+
+/* --mem caps of cpu towers past what the limit leaves them (the RAM available, ulimit -v
+ * or -d, a container's cgroup) are the user's to give, but a plan made for them runs out
+ * mid-run, and under a cgroup the kernel's OOM killer ends the process without a word:
+ * said, with what is left. */
+static void warn_cpu_caps(const vt_device_list *l, const int *capped) {
+    int64_t caps = 0;
+    for (int i = 0; i < l->n; i++)
+        if (capped[i] && strcmp(l->dev[i].backend, "cuda"))
+            caps += l->dev[i].budget;
+    vt_cpu_info ci;
+    if (caps <= 0 || (vt_cpu_info_get(&ci), ci.ram_total <= 0))
+        return;
+    int threads;
+    int64_t blas, stacks;
+    cpu_beside(l, &ci.mem, &threads, &blas, &stacks);
+    int64_t left = vt_host_mem_left(&ci.mem, blas + stacks + l->host_reserve);
+    if (caps <= left)
+        return;
+    char a[32], b[32], said[700];
+    vt_warn("--mem gives the cpu towers %s, more than the %s left to them under %.400s (after "
+            "OpenBLAS's buffers and the threads' stacks): a plan for it may run out of memory "
+            "mid-run%s; give them %s or less, or leave --mem out\n",
+            vt_fmt_bytes(a, sizeof a, caps), vt_fmt_bytes(b, sizeof b, left),
+            vt_host_mem_said(&ci.mem, said, sizeof said),
+            ci.mem.by == VT_MEM_CGROUP ? " (and the kernel ends a process past a cgroup's "
+                                         "limit without a word)" : "",
+            b);
+}
+
+static int64_t cpu_share(vt_device_list *l, const int *capped) {
+    int ncpu = cpu_towers(l), defaults = 0, threads;
+    for (int i = 0; i < l->n; i++)
+        defaults += strcmp(l->dev[i].backend, "cuda") && !capped[i];
     l->mem_note[0] = 0;
     vt_cpu_info ci;
     vt_cpu_info_get(&ci);
@@ -213,12 +255,8 @@ static int64_t cpu_share(vt_device_list *l, const int *capped) {
         return 0;
     const vt_host_mem *m = &ci.mem;
     int whole = vt_host_mem_counts_maps(m);
-    int64_t blas = (int64_t)VT_MAX(threads - vt_cpu_blas_pooled(), 0) *
-                   (int64_t)(whole ? VT_CPU_BLAS_BUFFER : VT_CPU_BLAS_TOUCHED);
-    /* and under a limit on mappings every computing thread's stack (OpenMP's, a tower's
-     * own), mapped whole: libgomp refused one exits with "Thread creation failed" and no
-     * limit named */
-    int64_t stacks = whole ? (int64_t)threads * vt_host_thread_stack() : 0;
+    int64_t blas, stacks;
+    cpu_beside(l, m, &threads, &blas, &stacks);
     int64_t left = vt_host_mem_left(m, blas + stacks + l->host_reserve);
     int64_t share = VT_MAX(left / VT_MAX(ncpu, 1), 1);
     char said[700], a[32], b[32], c[32], r[160] = "";
@@ -240,6 +278,7 @@ static int64_t cpu_share(vt_device_list *l, const int *capped) {
 
 int vt_device_list_budget_defaults(vt_device_list *l, const int *capped, char *err,
                                    size_t errlen) {
+    warn_cpu_caps(l, capped);
     int64_t share = cpu_share(l, capped);
     for (int i = 0; i < l->n; i++) {
         vt_device *d = &l->dev[i];

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/bytes_text.h"
 #include "base/common.h"
 #include "base/host_mem.h"
 
@@ -22,11 +23,11 @@ void vt_out_of_memory(size_t bytes, const char *what) {
     char said[700], a[32], b[32];
     fflush(stdout);
     if (bytes)
-        vt_host_mem_bytes(a, sizeof a, (int64_t)VT_MIN(bytes, (size_t)INT64_MAX));
+        vt_bytes_text(a, sizeof a, (int64_t)VT_MIN(bytes, (size_t)INT64_MAX));
     fprintf(stderr, "vidtrain: out of memory: %s%s%s was refused, with %s left under %s. Raise "
             "that limit, or ask for less: a smaller --batch or --clip, fewer --workers or "
             "--threads, a smaller --frame-cache (docs/design.md 3.8)\n", bytes ? a : "",
-            bytes ? " for " : "memory for ", what, vt_host_mem_bytes(b, sizeof b, m.available),
+            bytes ? " for " : "memory for ", what, vt_bytes_text(b, sizeof b, m.available),
             vt_host_mem_said(&m, said, sizeof said));
     _exit(1); /* other threads hold locks: no atexit handler may run after this */
 }

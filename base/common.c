@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/bytes_text.h"
+
 int vt_log_level = 1;
 
 void vt_die_at(const char *file, int line, const char *func, const char *expr,
@@ -218,16 +220,7 @@ int64_t vt_parse_bytes(const char *s) {
 }
 
 const char *vt_fmt_bytes(char *buf, size_t n, int64_t bytes) {
-    double b = (double)bytes;
-    if (b >= 1024.0 * 1024 * 1024)
-        snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-    else if (b >= 1024.0 * 1024)
-        snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
-    else if (b >= 1024.0)
-        snprintf(buf, n, "%.1f KiB", b / 1024.0);
-    else
-        snprintf(buf, n, "%lld B", (long long)bytes);
-    return buf;
+    return vt_bytes_text(buf, n, bytes);
 }
 
 int vt_file_exists(const char *path) {

@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "base/bytes_text.h"
 #include "base/common.h" /* VT_MIN, VT_MAX */
 
 /* v1 writes "no limit" as the page counter's largest value (9223372036854771712 with
@@ -287,19 +288,6 @@ void vt_host_mem_get(vt_host_mem *m) {
     }
 }
 
-const char *vt_host_mem_bytes(char *buf, size_t n, int64_t bytes) {
-    double b = (double)bytes; /* as vt_fmt_bytes writes it: one look for every figure */
-    if (b >= 1024.0 * 1024 * 1024)
-        snprintf(buf, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-    else if (b >= 1024.0 * 1024)
-        snprintf(buf, n, "%.1f MiB", b / (1024.0 * 1024));
-    else if (b >= 1024.0)
-        snprintf(buf, n, "%.1f KiB", b / 1024.0);
-    else
-        snprintf(buf, n, "%lld B", (long long)bytes);
-    return buf;
-}
-
 int64_t vt_host_thread_stack(void) {
     size_t stack = (size_t)8 << 20;
     pthread_attr_t a;
@@ -323,21 +311,21 @@ const char *vt_host_mem_said(const vt_host_mem *m, char *buf, size_t n) {
     switch (m->by) {
     case VT_MEM_AS:
         snprintf(buf, n, "the address-space limit (ulimit -v: %s, %s mapped)",
-                 vt_host_mem_bytes(a, sizeof a, m->as_limit), vt_host_mem_bytes(b, sizeof b, m->as_used));
+                 vt_bytes_text(a, sizeof a, m->as_limit), vt_bytes_text(b, sizeof b, m->as_used));
         break;
     case VT_MEM_DATA:
         snprintf(buf, n, "the data limit (ulimit -d: %s, %s in data mappings)",
-                 vt_host_mem_bytes(a, sizeof a, m->data_limit),
-                 vt_host_mem_bytes(b, sizeof b, m->data_used));
+                 vt_bytes_text(a, sizeof a, m->data_limit),
+                 vt_bytes_text(b, sizeof b, m->data_used));
         break;
     case VT_MEM_CGROUP:
         snprintf(buf, n, "the cgroup's memory limit (%s in %s, %s in use)",
-                 vt_host_mem_bytes(a, sizeof a, m->cg_limit), m->cg_file,
-                 vt_host_mem_bytes(b, sizeof b, m->cg_used));
+                 vt_bytes_text(a, sizeof a, m->cg_limit), m->cg_file,
+                 vt_bytes_text(b, sizeof b, m->cg_used));
         break;
     default:
         snprintf(buf, n, "the RAM (%s total; no tighter limit: ulimit -v, ulimit -d, cgroup)",
-                 vt_host_mem_bytes(a, sizeof a, m->ram_total));
+                 vt_bytes_text(a, sizeof a, m->ram_total));
         (void)b;
         break;
     }

@@ -63,10 +63,6 @@ const char *vt_host_mem_said(const vt_host_mem *m, char *buf, size_t n);
  * most systems): a limit on mappings (ulimit -v, -d) counts it whole. */
 int64_t vt_host_thread_stack(void);
 
-/* bytes -> "1.50 GiB", as common.h's vt_fmt_bytes (which this file may not call: common.c
- * allocates through alloc.c, which calls it). Returns buf. */
-const char *vt_host_mem_bytes(char *buf, size_t n, int64_t bytes);
-
 /* The limit that decided counts address space (ulimit -v or -d), where a mapping costs
  * its whole size; else pages touched (RAM, cgroup). */
 int vt_host_mem_counts_maps(const vt_host_mem *m);

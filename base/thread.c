@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/bytes_text.h"
 #include "base/host_mem.h"
 
 void vt_thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *what) {
@@ -20,7 +21,7 @@ void vt_thread_start(pthread_t *t, void *(*fn)(void *), void *arg, const char *w
     fprintf(stderr, "vidtrain: cannot start a thread for %s: %s: the limit on processes "
             "(ulimit -u) or on memory (%s left under %s) is reached; raise it, or give fewer "
             "--workers, --threads or --jobs\n", what, strerror(e),
-            vt_host_mem_bytes(left, sizeof left, m.available),
+            vt_bytes_text(left, sizeof left, m.available),
             vt_host_mem_said(&m, said, sizeof said));
     _exit(1); /* other threads hold locks: no atexit handler may run after this */
 }

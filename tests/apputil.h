@@ -268,6 +268,18 @@ static inline double vt_test_ckpt_diff(const char *a, const char *ref, const cha
     return worst;
 }
 
+/* An empty file root/rel, its folders made; exits the test when it cannot (a scan looks
+ * at names only). */
+static inline void vt_test_touch(const char *root, const char *rel) {
+    char path[8300], cmd[16700];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\" && : > '%s'", path, path);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "cannot create %s\n", path);
+        exit(1);
+    }
+}
+
 /* Writes text to root/rel (the folder must exist); exits the test when it cannot. */
 static inline void vt_test_write_file(const char *root, const char *rel, const char *text) {
     char path[8300];

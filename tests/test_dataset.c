@@ -19,16 +19,6 @@
 #include "pipeline/data/dataset/dataset.h"
 #include "tests/apputil.h"
 
-static void touch(const char *root, const char *rel) {
-    char path[4096], cmd[8300];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\" && : > '%s'", path, path);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "cannot create %s\n", path);
-        exit(1);
-    }
-}
-
 /* root/rel -> target (a symbolic link; parent folders created). */
 static void lnk(const char *root, const char *rel, const char *target) {
     char path[4096], cmd[8300];
@@ -67,13 +57,13 @@ static void test_flat(void) {
     const char *d = vt_test_dir("dataset_flat");
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", d);
-    touch(dir, "walk/b.mp4");
-    touch(dir, "walk/a.AVI");
-    touch(dir, "jump/x.mkv");
-    touch(dir, "jump/sub/y.webm");
-    touch(dir, "jump/notes.txt");
-    touch(dir, "readme.md");
-    touch(dir, "jump/.hidden.mp4");
+    vt_test_touch(dir, "walk/b.mp4");
+    vt_test_touch(dir, "walk/a.AVI");
+    vt_test_touch(dir, "jump/x.mkv");
+    vt_test_touch(dir, "jump/sub/y.webm");
+    vt_test_touch(dir, "jump/notes.txt");
+    vt_test_touch(dir, "readme.md");
+    vt_test_touch(dir, "jump/.hidden.mp4");
     char err[512];
     vt_dataset *ds = vt_dataset_open(dir, NULL, err, sizeof err);
     TCHECK(ds != NULL, "open: %s", err);
@@ -103,7 +93,7 @@ static void test_flat(void) {
     vt_dataset_free(&ds); /* takes NULL */
 
     const char *e = vt_test_dir("dataset_empty");
-    touch(e, "a/readme.txt");
+    vt_test_touch(e, "a/readme.txt");
     vt_dataset *none = vt_dataset_open(e, NULL, err, sizeof err);
     TCHECK(none == NULL && strstr(err, "no videos"), "empty folder: %s", err);
     none = vt_dataset_open("/nonexistent/vidtrain", NULL, err, sizeof err);
@@ -112,13 +102,13 @@ static void test_flat(void) {
 
 static void test_folders(void) {
     const char *dir = vt_test_dir("dataset_folders");
-    touch(dir, "train/b/1.mp4");
-    touch(dir, "train/a/2.mp4");
-    touch(dir, "train/a/3.mp4");
-    touch(dir, "val/a/4.mp4");
-    touch(dir, "val/c/5.mp4"); /* a class only in val still gets an id */
-    touch(dir, "test/b/6.mp4");
-    touch(dir, "train/loose.mp4"); /* above the class level: ignored */
+    vt_test_touch(dir, "train/b/1.mp4");
+    vt_test_touch(dir, "train/a/2.mp4");
+    vt_test_touch(dir, "train/a/3.mp4");
+    vt_test_touch(dir, "val/a/4.mp4");
+    vt_test_touch(dir, "val/c/5.mp4"); /* a class only in val still gets an id */
+    vt_test_touch(dir, "test/b/6.mp4");
+    vt_test_touch(dir, "train/loose.mp4"); /* above the class level: ignored */
     char err[512];
     vt_dataset_opts o = {.val_split = 0.5}; /* ignored: the layout has a val split */
     vt_dataset *ds = vt_dataset_open(dir, &o, err, sizeof err);
@@ -177,11 +167,11 @@ static void test_symlinks(void) {
     snprintf(real, sizeof real, "%s/real", base);
     snprintf(linked, sizeof linked, "%s/linked", base);
     snprintf(splits, sizeof splits, "%s/splits", base);
-    touch(real, "a/1.mp4");
-    touch(real, "a/2.mp4");
-    touch(real, "b/3.mp4");
-    touch(real, "b/4.mp4");
-    touch(real, "b/sub/5.mp4");
+    vt_test_touch(real, "a/1.mp4");
+    vt_test_touch(real, "a/2.mp4");
+    vt_test_touch(real, "b/3.mp4");
+    vt_test_touch(real, "b/4.mp4");
+    vt_test_touch(real, "b/sub/5.mp4");
     /* The same dataset assembled from links: a class folder (absolute), files (absolute
      * and relative), a nested folder (relative); then what must be skipped: two links to
      * folders above them, a dangling file link, a dangling class-folder link, and two file
@@ -261,8 +251,8 @@ static void test_symlinks(void) {
      * the first name kept; the same file in train and test above stays (the leak check's). */
     char dup[4200], a1[4300], a1b[4300];
     snprintf(dup, sizeof dup, "%s/dup", base);
-    touch(dup, "a/1.mp4");
-    touch(dup, "b/2.mp4");
+    vt_test_touch(dup, "a/1.mp4");
+    vt_test_touch(dup, "b/2.mp4");
     lnk(dup, "b/1.mp4", "../a/1.mp4");
     snprintf(a1, sizeof a1, "%s/a/1.mp4", dup);
     snprintf(a1b, sizeof a1b, "%s/a/1b.mp4", dup);
@@ -291,9 +281,9 @@ static void test_split_subsets(void) {
     vt_dataset_opts vs = {.val_split = 0.5};
 
     snprintf(dir, sizeof dir, "%s/onlytest", base);
-    touch(dir, "test/a/1.mp4");
-    touch(dir, "test/b/2.mp4");
-    touch(dir, "test/b/3.mp4");
+    vt_test_touch(dir, "test/a/1.mp4");
+    vt_test_touch(dir, "test/b/2.mp4");
+    vt_test_touch(dir, "test/b/3.mp4");
     vt_dataset *ds = vt_dataset_open(dir, &vs, err, sizeof err);
     TCHECK(ds && ds->layout == VT_LAYOUT_FOLDERS, "only test/: %s", ds ? "flat" : err);
     if (ds) {
@@ -306,8 +296,8 @@ static void test_split_subsets(void) {
     vt_dataset_free(&ds);
 
     snprintf(dir, sizeof dir, "%s/onlyval", base);
-    touch(dir, "val/a/1.mp4");
-    touch(dir, "val/b/2.mp4");
+    vt_test_touch(dir, "val/a/1.mp4");
+    vt_test_touch(dir, "val/b/2.mp4");
     ds = vt_dataset_open(dir, &vs, err, sizeof err);
     TCHECK(ds && ds->layout == VT_LAYOUT_FOLDERS, "only val/: %s", ds ? "flat" : err);
     if (ds)
@@ -321,10 +311,10 @@ static void test_split_subsets(void) {
     char rel[64];
     for (int k = 0; k < 8; k++) {
         snprintf(rel, sizeof rel, "train/%s/%d.mp4", k < 4 ? "a" : "b", k);
-        touch(dir, rel);
+        vt_test_touch(dir, rel);
     }
-    touch(dir, "test/a/8.mp4");
-    touch(dir, "test/b/9.mp4");
+    vt_test_touch(dir, "test/a/8.mp4");
+    vt_test_touch(dir, "test/b/9.mp4");
     ds = vt_dataset_open(dir, &vs, err, sizeof err);
     TCHECK(ds && ds->layout == VT_LAYOUT_FOLDERS, "train/ + test/: %s", ds ? "flat" : err);
     if (ds) {
@@ -347,8 +337,8 @@ static void test_split_subsets(void) {
 
     /* A class folder named "test" that holds videos, not class folders: still flat. */
     snprintf(dir, sizeof dir, "%s/flattest", base);
-    touch(dir, "test/1.mp4");
-    touch(dir, "walk/2.mp4");
+    vt_test_touch(dir, "test/1.mp4");
+    vt_test_touch(dir, "walk/2.mp4");
     ds = vt_dataset_open(dir, NULL, err, sizeof err);
     TCHECK(ds && ds->layout == VT_LAYOUT_FLAT && ds->heads[0].nclasses == 2 && ds->nvideos == 2,
            "class 'test' of a flat folder: %s", ds ? "" : err);
@@ -360,12 +350,12 @@ static void test_lists(void) {
     char dir[4096], lists[4200];
     snprintf(dir, sizeof dir, "%s/videos", d);
     snprintf(lists, sizeof lists, "%s/lists", d);
-    touch(dir, "ApplyLipstick/v_ApplyLipstick_g01_c01.avi");
-    touch(dir, "ApplyLipstick/v_ApplyLipstick_g02_c01.avi");
-    touch(dir, "Archery/v_Archery_g01_c01.avi");
-    touch(dir, "Archery/v_Archery_g02_c01.avi");
-    touch(dir, "Archery/v_Archery_g03_c01.avi"); /* in no list */
-    touch(lists, "x");
+    vt_test_touch(dir, "ApplyLipstick/v_ApplyLipstick_g01_c01.avi");
+    vt_test_touch(dir, "ApplyLipstick/v_ApplyLipstick_g02_c01.avi");
+    vt_test_touch(dir, "Archery/v_Archery_g01_c01.avi");
+    vt_test_touch(dir, "Archery/v_Archery_g02_c01.avi");
+    vt_test_touch(dir, "Archery/v_Archery_g03_c01.avi"); /* in no list */
+    vt_test_touch(lists, "x");
     /* classInd's order is the label order, even when it is not alphabetical. */
     vt_test_write_file(lists, "classInd.txt", "1 Archery\r\n2 ApplyLipstick\r\n");
     vt_test_write_file(lists, "trainlist01.txt",
@@ -435,10 +425,10 @@ static void test_lists_spaces(void) {
     snprintf(dir, sizeof dir, "%s/videos", d);
     snprintf(lists, sizeof lists, "%s/lists", d);
     snprintf(hmdb, sizeof hmdb, "%s/hmdb", d);
-    touch(dir, "Apply Eye Makeup/v_a 1.avi");
-    touch(dir, "Apply Eye Makeup/v_a2.avi");
-    touch(dir, "Archery/v_b1.avi");
-    touch(lists, "x");
+    vt_test_touch(dir, "Apply Eye Makeup/v_a 1.avi");
+    vt_test_touch(dir, "Apply Eye Makeup/v_a2.avi");
+    vt_test_touch(dir, "Archery/v_b1.avi");
+    vt_test_touch(lists, "x");
     vt_test_write_file(lists, "classInd.txt", "1 Apply Eye Makeup \r\n2\tArchery\r\n");
     vt_test_write_file(lists, "trainlist01.txt",
                        "Apply Eye Makeup/v_a 1.avi  1\r\nArchery/v_b1.avi 2\r\n");
@@ -466,7 +456,7 @@ static void test_lists_spaces(void) {
     vt_dataset_free(&ds);
 
     /* HMDB51: "video.avi K", the name all but K */
-    touch(hmdb, "x");
+    vt_test_touch(hmdb, "x");
     vt_test_write_file(hmdb, "Apply Eye Makeup_test_split1.txt",
                        "v_a 1.avi 1\r\nv_a2.avi 2 \r\n");
     vt_test_write_file(hmdb, "Archery_test_split1.txt", "v_b1.avi 1\n");
@@ -494,11 +484,11 @@ static void test_val_split(void) {
     for (int c = 0; c < 3; c++)
         for (int k = 0; k < 30; k++) {
             snprintf(rel, sizeof rel, "%s/clip_%03d.mp4", cls[c], k);
-            touch(dir, rel);
+            vt_test_touch(dir, rel);
         }
-    touch(dir, "pair/a.mp4");
-    touch(dir, "pair/b.mp4");
-    touch(dir, "single/only.mp4");
+    vt_test_touch(dir, "pair/a.mp4");
+    vt_test_touch(dir, "pair/b.mp4");
+    vt_test_touch(dir, "single/only.mp4");
     char err[512];
     vt_dataset_opts o = {.val_split = 0.2};
     vt_dataset *ds = vt_dataset_open(dir, &o, err, sizeof err);
@@ -534,10 +524,10 @@ static void test_val_split(void) {
     for (int c = 0; c < 3; c++)
         for (int k = 30; k < 60; k++) {
             snprintf(rel, sizeof rel, "%s/clip_%03d.mp4", cls[c], k);
-            touch(dir, rel);
+            vt_test_touch(dir, rel);
         }
-    touch(dir, "aaa_new/first.mp4");
-    touch(dir, "aaa_new/second.mp4");
+    vt_test_touch(dir, "aaa_new/first.mp4");
+    vt_test_touch(dir, "aaa_new/second.mp4");
     ds = vt_dataset_open(dir, &o, err, sizeof err);
     TCHECK(ds != NULL && ds->nvideos == n0 + 92, "rescan: %s", ds ? "" : err);
     if (ds) {
@@ -568,13 +558,13 @@ static void test_labels(void) {
     const char *d = vt_test_dir("dataset_labels");
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", d);
-    touch(dir, "A/1.mp4");
-    touch(dir, "A/2.mp4");
-    touch(dir, "B/3.mp4");
-    touch(dir, "B/4.mp4");
-    touch(dir, "B/5.mp4");
-    touch(dir, "flat/6.mp4"); /* scanned as class "flat"; labels.csv relabels it */
-    touch(dir, "extra.mp4");  /* not in a class folder: added by its CSV row */
+    vt_test_touch(dir, "A/1.mp4");
+    vt_test_touch(dir, "A/2.mp4");
+    vt_test_touch(dir, "B/3.mp4");
+    vt_test_touch(dir, "B/4.mp4");
+    vt_test_touch(dir, "B/5.mp4");
+    vt_test_touch(dir, "flat/6.mp4"); /* scanned as class "flat"; labels.csv relabels it */
+    vt_test_touch(dir, "extra.mp4");  /* not in a class folder: added by its CSV row */
     vt_test_write_file(dir, "labels.csv",
                "path,action,objects\n"          /* 1 */
                "A/1.mp4,run,person;ball\n"      /* 2 */
@@ -662,9 +652,9 @@ static void test_loose(void) {
     const char *d = vt_test_dir("dataset_loose");
     char dir[4096], csv[4200], err[512];
     snprintf(dir, sizeof dir, "%s/data", d);
-    touch(dir, "v1.mp4");
-    touch(dir, "v2.mp4");
-    touch(dir, "v3.mp4");
+    vt_test_touch(dir, "v1.mp4");
+    vt_test_touch(dir, "v2.mp4");
+    vt_test_touch(dir, "v3.mp4");
     vt_test_write_file(d, "labels.csv", "path,class\nv1.mp4,run\nv2.mp4,walk\n");
     vt_test_write_file(d, "kin.csv", "label,youtube_id,time_start,time_end,split\n"
                        "run,v1,0,10,train\nwalk,v2,0,10,train\nwalk,v3,0,10,val\n");

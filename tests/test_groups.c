@@ -20,16 +20,6 @@
 #include "pipeline/data/dataset/dataset.h"
 #include "tests/apputil.h"
 
-static void touch(const char *root, const char *rel) {
-    char path[4096], cmd[8300];
-    snprintf(path, sizeof path, "%s/%s", root, rel);
-    snprintf(cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\" && : > '%s'", path, path);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "cannot create %s\n", path);
-        exit(1);
-    }
-}
-
 static int find(const vt_dataset *ds, const char *rel) {
     for (int i = 0; i < ds->nvideos; i++)
         if (!strcmp(ds->videos[i].relpath, rel))
@@ -63,7 +53,7 @@ static void make_recordings(const char *dir, truth *t, uint64_t seed, int first)
             snprintf(t->rel[t->n], sizeof t->rel[0], "%s/%s%d_clip%02d.mp4", cls[c], name,
                      first + g, k);
             t->rec[t->n] = first + g;
-            touch(dir, t->rel[t->n]);
+            vt_test_touch(dir, t->rel[t->n]);
             t->n++;
         }
     }
@@ -192,11 +182,11 @@ static void test_default_names(void) {
         for (int g = 1; g <= 25; g++)
             for (int k = 1; k <= 3; k++) {
                 snprintf(rel, sizeof rel, "%s/v_%s_g%02d_c%02d.avi", ucls[c], ucls[c], g, k);
-                touch(dir, rel);
+                vt_test_touch(dir, rel);
             }
-    touch(dir, "brush_hair/April_09_brush_hair_u_nm_np1_ba_goo_0.avi");
-    touch(dir, "brush_hair/April_09_brush_hair_u_nm_np1_ba_goo_1.avi");
-    touch(dir, "brush_hair/Other_brush_hair_f_cm_np2_le_med_0.avi");
+    vt_test_touch(dir, "brush_hair/April_09_brush_hair_u_nm_np1_ba_goo_0.avi");
+    vt_test_touch(dir, "brush_hair/April_09_brush_hair_u_nm_np1_ba_goo_1.avi");
+    vt_test_touch(dir, "brush_hair/Other_brush_hair_f_cm_np2_le_med_0.avi");
     vt_dataset_opts o = {.val_split = 0.2};
     vt_dataset *ds = vt_dataset_open(dir, &o, err, sizeof err);
     TCHECK(ds != NULL, "open: %s", err);
@@ -235,8 +225,8 @@ static void test_bad_regex(void) {
     const char *d = vt_test_dir("groups_bad");
     char dir[4096], err[512];
     snprintf(dir, sizeof dir, "%s", d);
-    touch(dir, "a/x.mp4");
-    touch(dir, "b/y.mp4");
+    vt_test_touch(dir, "a/x.mp4");
+    vt_test_touch(dir, "b/y.mp4");
     vt_dataset_opts o = {.val_split = 0.2, .group = "([a-z"};
     vt_dataset *ds = vt_dataset_open(dir, &o, err, sizeof err);
     TCHECK(!ds && strstr(err, "--group") != NULL, "bad regex refused: %s", err);

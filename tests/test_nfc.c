@@ -20,11 +20,6 @@
 #define CAFE_NFC "caf\xc3\xa9"   /* U+00E9 */
 #define CAFE_NFD "cafe\xcc\x81"  /* e + U+0301 */
 
-static void touch(const char *root, const char *rel) {
-    TCHECK(vt_test_sh("mkdir -p \"$(dirname '%s/%s')\" && : > '%s/%s'", root, rel, root, rel)
-               == 0, "create %s/%s", root, rel);
-}
-
 /* vt_nfc of each string against Python's NFC of the same bytes (hex in, hex out). */
 static void against_python(void) {
     static const char *const cases[] = {
@@ -70,10 +65,10 @@ static const char *class_of(const vt_dataset *ds, const char *rel) {
 static void folders_and_files(void) {
     const char *dir = vt_test_dir("nfc_folders");
     TCHECK(vt_test_sh("rm -rf '%s' && mkdir -p '%s'", dir, dir) == 0, "clean %s", dir);
-    touch(dir, "train/" CAFE_NFC "/1.mp4");
-    touch(dir, "train/tea/2.mp4");
-    touch(dir, "val/" CAFE_NFD "/3.mp4"); /* copied from a Mac */
-    touch(dir, "val/tea/4.mp4");
+    vt_test_touch(dir, "train/" CAFE_NFC "/1.mp4");
+    vt_test_touch(dir, "train/tea/2.mp4");
+    vt_test_touch(dir, "val/" CAFE_NFD "/3.mp4"); /* copied from a Mac */
+    vt_test_touch(dir, "val/tea/4.mp4");
     char err[512];
     vt_dataset *ds = vt_dataset_open(dir, NULL, err, sizeof err);
     TCHECK(ds != NULL, "open: %s", err);
@@ -88,9 +83,9 @@ static void folders_and_files(void) {
     /* a labels file that spells it the other way round: the folder's class */
     const char *d2 = vt_test_dir("nfc_labels");
     TCHECK(vt_test_sh("rm -rf '%s' && mkdir -p '%s'", d2, d2) == 0, "clean %s", d2);
-    touch(d2, CAFE_NFD "/1.mp4");
-    touch(d2, "tea/2.mp4");
-    touch(d2, "x/3.mp4");
+    vt_test_touch(d2, CAFE_NFD "/1.mp4");
+    vt_test_touch(d2, "tea/2.mp4");
+    vt_test_touch(d2, "x/3.mp4");
     vt_test_write_file(d2, "labels.csv", "path,class\n" CAFE_NFD "/1.mp4," CAFE_NFD
                                          "\ntea/2.mp4,tea\nx/3.mp4," CAFE_NFC "\n");
     char csv[4200];
@@ -114,8 +109,8 @@ static void folders_and_files(void) {
     snprintf(vids, sizeof vids, "%s/videos", d3);
     snprintf(lists, sizeof lists, "%s/lists", d3);
     TCHECK(vt_test_sh("rm -rf '%s' && mkdir -p '%s' '%s'", d3, vids, lists) == 0, "clean");
-    touch(vids, CAFE_NFD "/v1.avi");
-    touch(vids, "tea/v2.avi");
+    vt_test_touch(vids, CAFE_NFD "/v1.avi");
+    vt_test_touch(vids, "tea/v2.avi");
     vt_test_write_file(lists, "classInd.txt", "1 " CAFE_NFC "\n2 tea\n");
     vt_test_write_file(lists, "trainlist01.txt", CAFE_NFD "/v1.avi 1\n");
     vt_test_write_file(lists, "testlist01.txt", "tea/v2.avi\n");
@@ -161,7 +156,7 @@ static void alike(void) {
     for (size_t i = 0; i < VT_ARRAY_LEN(names); i++) {
         char rel[64];
         snprintf(rel, sizeof rel, "%s/1.mp4", names[i]);
-        touch(dir, rel);
+        vt_test_touch(dir, rel);
     }
     char err[512];
     vt_dataset *ds = vt_dataset_open(dir, NULL, err, sizeof err);
